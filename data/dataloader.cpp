@@ -1,0 +1,236 @@
+#include "data/dataloader.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <random>
+
+#include "common/error.h"
+
+// splitmix64: a well-mixed, fully specified 64-bit step. It advances the per-epoch state and
+// derives independent mt19937_64 seeds from (epoch state, stream id).
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t mix_seed(uint64_t state, uint64_t stream) { return splitmix64(state ^ splitmix64(stream)); }
+
+// Uniform integer in [0, n) by rejection, so the result depends only on mt19937_64's (standardized)
+// output, unlike std::uniform_int_distribution.
+static uint64_t uniform_below(std::mt19937_64& g, uint64_t n) {
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;  // largest multiple of n not above 2^64-1
+    uint64_t r;
+    do {
+        r = g();
+    } while (r >= limit);
+    return r % n;
+}
+
+template <typename V>
+static void fisher_yates(V& v, uint64_t seed) {
+    std::mt19937_64 g(seed);
+    for (size_t i = v.size(); i > 1; i--) {
+        size_t j = (size_t)uniform_below(g, i);
+        std::swap(v[i - 1], v[j]);
+    }
+}
+
+static std::vector<std::string> glob_files(const std::string& pattern) {
+    glob_t g;
+    int rc = glob(pattern.c_str(), 0, nullptr, &g);  // sorted by name
+    if (rc == GLOB_NOMATCH)
+        fail("no files match the data pattern \"%s\"\n"
+             "---> HINT: check the path; quote the pattern so the shell does not expand it, "
+             "e.g. -i \"data/fineweb_train_*.bin\"",
+             pattern.c_str());
+    if (rc != 0) {
+        globfree(&g);
+        fail("cannot expand the data pattern \"%s\" (glob error %d: unreadable directory?)", pattern.c_str(), rc);
+    }
+    std::vector<std::string> files(g.gl_pathv, g.gl_pathv + g.gl_pathc);
+    globfree(&g);
+    return files;
+}
+
+DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, int num_ranks_, uint64_t seed_,
+                       bool shuffle_, int model_vocab_)
+    : B(B_), T(T_), rank(rank_), num_ranks(num_ranks_), seed(seed_), shuffle(shuffle_), model_vocab(model_vocab_) {
+    CHECK_USER(B > 0 && T > 0, "data loader: batch size B=%d and sequence length T=%d must be positive", B, T);
+    CHECK_USER(num_ranks > 0, "data loader: the number of ranks must be positive, got %d", num_ranks);
+    CHECK_USER(rank >= 0 && rank < num_ranks, "data loader: rank %d is not in 0..%d", rank, num_ranks - 1);
+    files_ = glob_files(pattern);
+
+    for (size_t i = 0; i < files_.size(); i++) {
+        const std::string& path = files_[i];
+        ShardInfo h = read_shard_header(path);
+        check_token_ids(path, h, nullptr, 0, model_vocab);  // header vocab vs model vocab
+        if (i == 0) {
+            info_ = h;
+            info_.num_tokens = 0;
+        } else {
+            const std::string& first = files_[0];
+            CHECK_USER(h.layout == info_.layout && h.row_len == info_.row_len,
+                       "%s has layout %s (row length %d), but %s has layout %s (row length %d)\n"
+                       "---> HINT: all shards matched by \"%s\" must have the same layout; narrow the pattern",
+                       path.c_str(), shard_layout_name(h.layout), h.row_len, first.c_str(),
+                       shard_layout_name(info_.layout), info_.row_len, pattern.c_str());
+            CHECK_USER(h.layout != SHARD_LAYOUT_ROWS || h.pad_id == info_.pad_id,
+                       "%s has pad id %d, but %s has pad id %d: shards from different tokenizers?", path.c_str(),
+                       h.pad_id, first.c_str(), info_.pad_id);
+            // Zero means unknown (llm.c's files), which agrees with anything.
+            CHECK_USER(h.vocab_size == 0 || info_.vocab_size == 0 || h.vocab_size == info_.vocab_size,
+                       "%s was written by a tokenizer with %d ids, but %s by one with %d\n"
+                       "---> HINT: shards from different tokenizers cannot be mixed; narrow the pattern \"%s\"",
+                       path.c_str(), h.vocab_size, first.c_str(), info_.vocab_size, pattern.c_str());
+            CHECK_USER(h.tokenizer == 0 || info_.tokenizer == 0 || h.tokenizer == info_.tokenizer,
+                       "%s was written by a %s tokenizer, but %s by a %s one\n"
+                       "---> HINT: shards from different tokenizers cannot be mixed; narrow the pattern \"%s\"",
+                       path.c_str(), tokenizer_kind_name(h.tokenizer), first.c_str(),
+                       tokenizer_kind_name(info_.tokenizer), pattern.c_str());
+            if (info_.vocab_size == 0) info_.vocab_size = h.vocab_size;
+            if (info_.tokenizer == 0) info_.tokenizer = h.tokenizer;
+            if (info_.eos_id == 0) info_.eos_id = h.eos_id;
+        }
+        int64_t n;
+        if (h.layout == SHARD_LAYOUT_ROWS) {
+            CHECK_USER(T == h.row_len,
+                       "%s holds rows of %d tokens (one document each), but the sequence length T is %d\n"
+                       "---> HINT: with row-aligned shards T must equal the row length: set T=%d",
+                       path.c_str(), h.row_len, T, h.row_len);
+            CHECK_USER(h.num_tokens > 0, "%s is empty (0 tokens): nothing to train on\n"
+                       "---> HINT: delete it or narrow the pattern \"%s\"", path.c_str(), pattern.c_str());
+            n = h.num_tokens / h.row_len;
+        } else {
+            CHECK_USER(h.num_tokens >= (int64_t)T + 1,
+                       "%s has %lld tokens%s, fewer than the T+1 = %d that one sample needs\n"
+                       "---> HINT: use a smaller sequence length T, or remove the shard (narrow the pattern \"%s\")",
+                       path.c_str(), (long long)h.num_tokens, h.num_tokens == 0 ? " (empty shard)" : "", T + 1,
+                       pattern.c_str());
+            n = (h.num_tokens - 1) / T;  // windows of T+1 at stride T
+        }
+        shard_samples_.push_back(n);
+        total_samples_ += n;
+        info_.num_tokens += h.num_tokens;
+    }
+
+    int64_t per_step = (int64_t)num_ranks * B;
+    steps_per_epoch_ = total_samples_ / per_step;
+    CHECK_USER(steps_per_epoch_ > 0,
+               "\"%s\": %zu shard(s) give %lld samples of %d tokens, fewer than one step needs "
+               "(num_ranks*B = %d*%d = %lld)\n---> HINT: use a smaller B or T, fewer ranks, or more data",
+               pattern.c_str(), files_.size(), (long long)total_samples_, T, num_ranks, B, (long long)per_step);
+    reset();
+}
+
+void DataLoader::compute_order(uint64_t rng, std::vector<int>* order, std::vector<int64_t>* start) const {
+    order->resize(files_.size());
+    for (size_t i = 0; i < order->size(); i++) (*order)[i] = (int)i;
+    if (shuffle) fisher_yates(*order, mix_seed(rng, 0));
+    start->assign(1, 0);
+    for (int f : *order) start->push_back(start->back() + shard_samples_[f]);
+}
+
+void DataLoader::reset() {
+    epoch_ = 0;
+    step_ = 0;
+    epoch_rng_ = seed;
+    compute_order(epoch_rng_, &order_, &start_);
+}
+
+void DataLoader::locate(int64_t pos, int* order_pos, int64_t* sample) const {
+    // start_ is increasing (every shard has >= 1 sample): the shard is the last start <= pos.
+    int k = (int)(std::upper_bound(start_.begin(), start_.end(), pos) - start_.begin()) - 1;
+    *order_pos = k;
+    *sample = pos - start_[k];
+}
+
+void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
+    int k;
+    int64_t s;
+    locate(pos, &k, &s);
+    int file = order_[k];
+    if (file != loaded_file_) {
+        loaded_file_ = -1;  // stays invalid if read_shard throws
+        tokens_ = read_shard(files_[file], nullptr, model_vocab);
+        loaded_file_ = file;
+    }
+    int64_t w = s;
+    if (shuffle) {
+        if (file != perm_file_ || epoch_rng_ != perm_rng_) {
+            perm_.resize((size_t)shard_samples_[file]);
+            for (size_t i = 0; i < perm_.size(); i++) perm_[i] = (uint32_t)i;
+            fisher_yates(perm_, mix_seed(epoch_rng_, (uint64_t)file + 1));
+            perm_file_ = file;
+            perm_rng_ = epoch_rng_;
+        }
+        w = perm_[(size_t)s];
+    }
+    if (info_.layout == SHARD_LAYOUT_ROWS) {
+        const uint16_t* row = tokens_.data() + w * T;
+        int32_t pad = info_.pad_id;
+        for (int t = 0; t < T; t++) {
+            inputs[t] = row[t];
+            int32_t next = t + 1 < T ? (int32_t)row[t + 1] : -1;  // the last position has no next token
+            targets[t] = next == pad ? -1 : next;
+        }
+    } else {
+        const uint16_t* win = tokens_.data() + w * T;  // T+1 tokens; the last is the next window's first
+        for (int t = 0; t < T; t++) {
+            inputs[t] = win[t];
+            targets[t] = win[t + 1];
+        }
+    }
+}
+
+void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
+    int64_t pos = step_ * num_ranks * B + (int64_t)rank * B;
+    for (int b = 0; b < B; b++) copy_sample(pos + b, inputs + (size_t)b * T, targets + (size_t)b * T);
+    if (++step_ == steps_per_epoch_) {
+        // Roll over eagerly so the state always names a valid position.
+        epoch_++;
+        step_ = 0;
+        epoch_rng_ = splitmix64(epoch_rng_);
+        compute_order(epoch_rng_, &order_, &start_);
+    }
+}
+
+DataLoaderState DataLoader::get_state() const {
+    DataLoaderState st;
+    int k;
+    locate(step_ * num_ranks * B, &k, &st.sample_index);
+    st.epoch = epoch_;
+    st.shard_index = k;
+    st.rng_state = epoch_rng_;
+    return st;
+}
+
+void DataLoader::set_state(const DataLoaderState& st) {
+    std::vector<int> order;
+    std::vector<int64_t> start;
+    compute_order(st.rng_state, &order, &start);
+    int64_t per_step = (int64_t)num_ranks * B;
+    bool ok = st.epoch >= 0 && st.shard_index >= 0 && st.shard_index < (int64_t)order.size() &&
+              st.sample_index >= 0 && st.sample_index < shard_samples_[order[st.shard_index]];
+    int64_t pos = ok ? start[st.shard_index] + st.sample_index : 0;
+    ok = ok && pos % per_step == 0 && pos / per_step < steps_per_epoch_;
+    CHECK_USER(ok,
+               "data loader state (epoch %lld, shard %lld, sample %lld) does not fit this loader "
+               "(%zu shards, %lld steps of %lld samples per epoch)\n"
+               "---> HINT: resume with the same data files, B, T and number of ranks as the checkpoint",
+               (long long)st.epoch, (long long)st.shard_index, (long long)st.sample_index, files_.size(),
+               (long long)steps_per_epoch_, (long long)per_step);
+    epoch_ = st.epoch;
+    step_ = pos / per_step;
+    epoch_rng_ = st.rng_state;
+    order_ = std::move(order);
+    start_ = std::move(start);
+}
+
+int64_t count_target_tokens(const int32_t* targets, size_t n) {
+    int64_t c = 0;
+    for (size_t i = 0; i < n; i++) c += targets[i] != -1;
+    return c;
+}

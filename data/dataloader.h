@@ -1,0 +1,90 @@
+// DataLoader: turns token shards (data/shard.h) into (inputs, targets) micro-batches of B x T.
+//
+// Samples. Flat layout (llm.c): a sample is a window of T+1 tokens, windows at stride T, so
+// inputs = window[0..T) and targets = window[1..T]; documents are not aligned to windows (EOT
+// tokens separate them). Row layout (GaLore C4): a sample is one row of row_len == T tokens,
+// inputs = row[0..T), targets = row[1..T) then -1; targets equal to the pad id become -1 as well
+// (GaLore sets pad labels to -100). -1 is the ignore index of the loss.
+//
+// Epoch order. The epoch is the sequence of all samples of all shards, shard after shard. With
+// shuffle, each epoch permutes the shard order and the sample order inside each shard, from a
+// seeded generator that is the same on every rank. Each step takes the next num_ranks*B samples of
+// that sequence; rank r gets the r-th group of B, so ranks see disjoint samples whose union is
+// the epoch. The last num_ranks*B - 1 samples at most are dropped when they do not fill a step
+// (every rank has the same number of steps per epoch). Then it wraps to the next epoch.
+//
+// Permutations use std::mt19937_64 (its output is fixed by the C++ standard) and our own
+// Fisher-Yates, never std::shuffle or uniform_int_distribution, whose results differ between
+// standard libraries: the same seed gives the same order everywhere.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/shard.h"
+
+// Where a loader is, for checkpoints. Rank-independent: it names the first sample of the next step
+// (rank 0's next sample), so one saved state resumes every rank.
+struct DataLoaderState {
+    int64_t epoch = 0;
+    int64_t shard_index = 0;   // position in this epoch's shard order (not the file index)
+    int64_t sample_index = 0;  // position in that shard's (possibly permuted) sample order
+    uint64_t rng_state = 0;    // the generator state this epoch's permutations were drawn from
+};
+
+struct DataLoader {
+    // pattern: glob(3) pattern of the shards (sorted; shard order when not shuffling). model_vocab: if
+    // > 0, every token must be below it (checked when a shard is loaded). Fails on no match, empty or
+    // too-small shards, shards that disagree on layout/vocab/tokenizer, and row length != T.
+    DataLoader(const std::string& pattern, int B, int T, int rank, int num_ranks, uint64_t seed, bool shuffle,
+               int model_vocab = 0);
+
+    // Fills inputs[B*T] and targets[B*T] (-1 = ignore) with the next micro-batch of this rank.
+    void next_batch(int32_t* inputs, int32_t* targets);
+    // Back to the very beginning (epoch 0, first step, initial seed): used to rewind validation.
+    void reset();
+    DataLoaderState get_state() const;
+    // Fails when the state does not fit this loader (other shards, B, T or number of ranks).
+    void set_state(const DataLoaderState& state);
+
+    int64_t epoch() const { return epoch_; }
+    // Steps (batches per rank) in one epoch; the same on every rank.
+    int64_t steps_per_epoch() const { return steps_per_epoch_; }
+    // Samples in one epoch over all ranks, before dropping the incomplete last step.
+    int64_t samples_per_epoch() const { return total_samples_; }
+    const ShardInfo& info() const { return info_; }  // common header fields of all shards
+    const std::vector<std::string>& files() const { return files_; }
+
+    const int B, T, rank, num_ranks;
+    const uint64_t seed;
+    const bool shuffle;
+    const int model_vocab;
+
+   private:
+    std::vector<std::string> files_;
+    std::vector<int64_t> shard_samples_;  // samples per file (file order)
+    ShardInfo info_;
+    int64_t total_samples_ = 0;
+    int64_t steps_per_epoch_ = 0;
+
+    int64_t epoch_ = 0;
+    int64_t step_ = 0;            // next step in this epoch
+    uint64_t epoch_rng_ = 0;      // rng state of this epoch
+    std::vector<int> order_;      // this epoch's shard order (file indices)
+    std::vector<int64_t> start_;  // start_[k] = epoch position of shard order_[k]'s first sample;
+                                  // start_[num shards] = total_samples_
+
+    int loaded_file_ = -1;        // file whose tokens are in tokens_
+    std::vector<uint16_t> tokens_;
+    int perm_file_ = -1;          // file and epoch rng that perm_ was drawn for
+    uint64_t perm_rng_ = 0;
+    std::vector<uint32_t> perm_;  // sample order inside perm_file_ (shuffle only)
+
+    void compute_order(uint64_t rng, std::vector<int>* order, std::vector<int64_t>* start) const;
+    void locate(int64_t pos, int* order_pos, int64_t* sample) const;
+    void copy_sample(int64_t pos, int32_t* inputs, int32_t* targets);
+};
+
+// Number of targets that count in the loss (!= -1) among n.
+int64_t count_target_tokens(const int32_t* targets, size_t n);

@@ -1,0 +1,124 @@
+// The CPU backend: fp32 everywhere, OpenBLAS for matmuls, OpenMP for the rest. It binds the *_cpu twins to
+// the op set the model orchestration calls (model/gpt2.h, model/llama.h). The CUDA backend supplies the
+// same member functions over bf16 (or fp32) device memory.
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.h"
+#include "kernels/adamw.h"
+#include "kernels/attention.h"
+#include "kernels/classifier.h"
+#include "kernels/encoder.h"
+#include "kernels/gelu.h"
+#include "kernels/layernorm.h"
+#include "kernels/matmul.h"
+#include "kernels/residual.h"
+#include "kernels/rmsnorm.h"
+#include "kernels/rope.h"
+#include "kernels/swiglu.h"
+#include "model/tensors.h"
+
+struct CpuBackend {
+    using act_t = float;   // activations and parameters
+    using grad_t = float;  // parameter gradients
+    static constexpr DType act_dtype = DType::F32;
+    static constexpr DType grad_dtype = DType::F32;
+    static constexpr bool master_weights = false;  // fp32 params need no fp32 master copy
+    static constexpr const char* name = "cpu";
+
+    // ---- memory: every buffer goes through alloc/free so live and peak bytes are exact ----
+    size_t live_bytes = 0, peak_bytes = 0;
+    void* alloc(size_t bytes) {
+        if (bytes == 0) return nullptr;
+        void* p = std::aligned_alloc(TENSOR_ALIGN, align_up(bytes, TENSOR_ALIGN));
+        if (!p) fail("out of host memory allocating %.1f MiB", bytes / 1048576.0);
+        std::memset(p, 0, bytes);
+        live_bytes += bytes;
+        peak_bytes = live_bytes > peak_bytes ? live_bytes : peak_bytes;
+        return p;
+    }
+    void free(void* p, size_t bytes) {
+        if (!p) return;
+        std::free(p);
+        live_bytes -= bytes;
+    }
+    void upload(void* dst, const void* host_src, size_t bytes) { std::memcpy(dst, host_src, bytes); }
+    void download(void* host_dst, const void* src, size_t bytes) { std::memcpy(host_dst, src, bytes); }
+    void zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+    void upload_f32(act_t* dst, const float* host_src, size_t n) { std::memcpy(dst, host_src, n * 4); }
+    void download_f32(float* host_dst, const act_t* src, size_t n) { std::memcpy(host_dst, src, n * 4); }
+    void synchronize() {}
+
+    // ---- ops (see the *_cpu twins for shapes and semantics) ----
+    void encoder_forward(act_t* out, const int32_t* tokens, const act_t* wte, const act_t* wpe, int B, int T, int C) {
+        encoder_forward_cpu(out, tokens, wte, wpe, B, T, C);
+    }
+    void encoder_backward(grad_t* dwte, grad_t* dwpe, const act_t* dout, const int32_t* tokens, int B, int T,
+                          int C) {
+        encoder_backward_cpu(dwte, dwpe, dout, tokens, B, T, C);
+    }
+    void layernorm_forward(act_t* out, float* mean, float* rstd, const act_t* inp, const act_t* w, const act_t* b,
+                           int N, int C, float eps) {
+        layernorm_forward_cpu(out, mean, rstd, inp, w, b, N, C, eps);
+    }
+    void layernorm_backward(act_t* dinp, grad_t* dw, grad_t* db, const act_t* dout, const act_t* inp,
+                            const act_t* w, const float* mean, const float* rstd, int N, int C) {
+        layernorm_backward_cpu(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    }
+    void rmsnorm_forward(act_t* out, float* rstd, const act_t* inp, const act_t* w, int N, int C, float eps) {
+        rmsnorm_forward_cpu(out, rstd, inp, w, N, C, eps);
+    }
+    void rmsnorm_backward(act_t* dinp, grad_t* dw, const act_t* dout, const act_t* inp, const act_t* w,
+                          const float* rstd, int N, int C) {
+        rmsnorm_backward_cpu(dinp, dw, dout, inp, w, rstd, N, C);
+    }
+    void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias, int N, int C, int OC) {
+        matmul_forward_cpu(out, inp, w, bias, N, C, OC);
+    }
+    void matmul_backward_input(act_t* dinp, const act_t* dout, const act_t* w, int N, int C, int OC,
+                               bool accumulate) {
+        matmul_backward_input_cpu(dinp, dout, w, N, C, OC, accumulate);
+    }
+    void matmul_backward_weight(grad_t* dw, grad_t* dbias, const act_t* dout, const act_t* inp, int N, int C,
+                                int OC) {
+        matmul_backward_weight_cpu(dw, dbias, dout, inp, N, C, OC);
+    }
+    void residual_forward(act_t* out, const act_t* a, const act_t* b, size_t n) { residual_forward_cpu(out, a, b, n); }
+    void gelu_forward(act_t* out, const act_t* inp, size_t n) { gelu_forward_cpu(out, inp, n); }
+    void gelu_backward(act_t* dinp, const act_t* inp, const act_t* dout, size_t n) {
+        gelu_backward_cpu(dinp, inp, dout, n);
+    }
+    void swiglu_forward(act_t* out, const act_t* inp, int N, int F) { swiglu_forward_cpu(out, inp, N, F); }
+    void swiglu_backward(act_t* dinp, const act_t* inp, const act_t* dout, int N, int F) {
+        swiglu_backward_cpu(dinp, inp, dout, N, F);
+    }
+    void rope_table(float* freqs, int T, int HS, float theta) { rope_table_cpu(freqs, T, HS, theta); }
+    void rope_forward(act_t* qkv, const float* freqs, int B, int T, int C, int NH) {
+        rope_cpu(qkv, freqs, B, T, C, NH, false);
+    }
+    void rope_backward(act_t* dqkv, const float* freqs, int B, int T, int C, int NH) {
+        rope_cpu(dqkv, freqs, B, T, C, NH, true);
+    }
+    void attention_forward(act_t* out, float* lse, const act_t* qkv, int B, int T, int C, int NH) {
+        attention_forward_cpu(out, lse, qkv, B, T, C, NH, true);
+    }
+    void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* lse,
+                            int B, int T, int C, int NH) {
+        attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH, true);
+    }
+    // rows of the (N, V) logits processed per chunk by the fused classifier
+    static constexpr int classifier_chunk = 256;
+    void classifier(float* losses, act_t* dinp, grad_t* dweight, const act_t* inp, const act_t* weight,
+                    const int32_t* targets, int N, int C, int V, float grad_scale, float* scratch) {
+        classifier_forward_backward_cpu(losses, dinp, dweight, inp, weight, targets, N, C, V, grad_scale, scratch,
+                                        classifier_chunk);
+    }
+    double sum_squares(const grad_t* g, size_t n) { return sum_squares_cpu(g, n); }
+    // master is unused on the CPU (params are fp32)
+    void adamw_update(act_t* params, float* /*master*/, const grad_t* grads, float* m, float* v, size_t n, float lr,
+                      float beta1, float beta2, float eps, float wd, int t, float grad_scale) {
+        adamw_update_cpu(params, grads, m, v, n, lr, beta1, beta2, eps, wd, t, grad_scale);
+    }
+};

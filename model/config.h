@@ -1,0 +1,41 @@
+// Model configurations: the named GPT-2 and LLaMA sizes, tiny test sizes, and Hugging Face config.json files.
+#pragma once
+#include <string>
+#include <vector>
+
+enum class Arch { GPT2, LLAMA };
+
+struct ModelConfig {
+    Arch arch = Arch::GPT2;
+    std::string name;           // e.g. "gpt2-124m", or the config file path
+    int vocab_size = 0;         // V: real vocabulary
+    int padded_vocab_size = 0;  // Vp: V rounded up for alignment (embedding / head rows beyond V stay unused)
+    int num_layers = 0;         // L
+    int num_heads = 0;          // NH
+    int channels = 0;           // C
+    int hidden = 0;             // F: MLP width (GPT-2 4C; LLaMA intermediate_size)
+    int max_seq_len = 0;        // GPT-2: rows of wpe; LLaMA: longest T the RoPE table is built for
+    float norm_eps = 0;         // LayerNorm 1e-5 / RMSNorm 1e-6
+    float rope_theta = 0;       // LLaMA only
+    bool tied_embeddings = false;  // GPT-2: the head reuses wte
+
+    int head_dim() const { return channels / num_heads; }
+};
+
+// "gpt2-124m", "gpt2-355m", "gpt2-mini", "gpt2-tiny", "llama-35m" ... "llama-1b", "llama-mini", "llama-tiny",
+// or a path to a Hugging Face config.json (GPT2Config or LlamaConfig keys). Throws UserError on unknown names,
+// unreadable files, missing keys, or configs this trainer cannot run (see validate_config).
+ModelConfig model_config_load(Arch arch, const std::string& name_or_path);
+
+// Impossible configurations (heads not dividing the width, odd head dim for RoPE, GQA, ...) -> UserError.
+void validate_config(const ModelConfig& c);
+
+// Names accepted by model_config_load for this architecture, for --help and error messages.
+std::vector<std::string> model_config_names(Arch arch);
+
+// One line per setting, for the start-of-run table.
+std::vector<std::pair<std::string, std::string>> model_config_rows(const ModelConfig& c);
+
+// Writes a Hugging Face config.json for this model (GPT2LMHeadModel or LlamaForCausalLM), so a saved
+// model.safetensors next to it loads with from_pretrained.
+void write_hf_config(const std::string& path, const ModelConfig& c);

@@ -1,0 +1,359 @@
+// GPT-2: parameters, activation arena, forward and backward. Written once for every backend: the backend
+// (kernels/cpu_backend.h, later the CUDA one) supplies the ops; this file decides their order and what is
+// saved for backward where.
+//
+// Shapes: B batch, T sequence, N = B*T rows, C channels, NH heads, L layers, F = 4C MLP width, V vocab,
+// Vp padded vocab. Per-layer tensors are stacked with the layer index first.
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "model/config.h"
+#include "model/tensors.h"
+#include "model/weights.h"
+#include "io/safetensors.h"
+#include "model/model_common.h"
+
+template <typename T>
+struct GPT2Weights {
+    T* wte;       // (Vp, C)  token embedding, also the LM head (tied)
+    T* wpe;       // (maxT, C) position embedding
+    T* ln1w;      // (L, C)
+    T* ln1b;      // (L, C)
+    T* qkvw;      // (L, 3C, C) rows: q, k, v
+    T* qkvb;      // (L, 3C)
+    T* attprojw;  // (L, C, C)
+    T* attprojb;  // (L, C)
+    T* ln2w;      // (L, C)
+    T* ln2b;      // (L, C)
+    T* fcw;       // (L, F, C)
+    T* fcb;       // (L, F)
+    T* fcprojw;   // (L, C, F)
+    T* fcprojb;   // (L, C)
+    T* lnfw;      // (C)
+    T* lnfb;      // (C)
+};
+
+template <class Backend>
+struct GPT2 {
+    using act_t = typename Backend::act_t;
+    using grad_t = typename Backend::grad_t;
+
+    ModelConfig cfg;
+    Backend& be;
+
+    // parameters and gradients: one buffer each, same layout (param_specs)
+    std::vector<ParamSpec> param_specs;
+    size_t num_parameters = 0;    // real parameters
+    size_t param_buffer_numel = 0;  // with alignment padding
+    act_t* params_memory = nullptr;
+    grad_t* grads_memory = nullptr;
+    GPT2Weights<act_t> params;
+    GPT2Weights<grad_t> grads;
+
+    // activation arena for micro-batch B x T (allocate_activations)
+    int B = 0, T = 0;
+    struct Activations {
+        int32_t* inputs;     // (N) token ids
+        int32_t* targets;    // (N) next-token ids, -1 = ignored
+        act_t* resid;        // (L+1, N, C) residual stream: resid[0] = embeddings, resid[l+1] = block l output;
+                             //   resid[l] is LN1's input, resid[L] the final LN's input
+        act_t* ln1;          // (L, N, C)  LN1 output: input of the qkv matmul
+        float* ln1_mean;     // (L, N)
+        float* ln1_rstd;     // (L, N)
+        act_t* qkv;          // (L, N, 3C) attention inputs
+        act_t* atty;         // (L, N, C)  attention output O: attention backward and the attproj matmul's input
+        float* lse;          // (L, B, NH, T) log-sum-exp of each attention row
+        act_t* resid_mid;    // (L, N, C)  x + attention branch: LN2's input
+        act_t* ln2;          // (L, N, C)  LN2 output: input of the fc matmul
+        float* ln2_mean;     // (L, N)
+        float* ln2_rstd;     // (L, N)
+        act_t* fch;          // (L, N, F)  GeLU input
+        act_t* fch_gelu;     // (L, N, F)  GeLU output: input of the fcproj matmul
+        act_t* lnf;          // (N, C)     final LN output: the LM head's input (consumed at once, see forward)
+        float* lnf_mean;     // (N)
+        float* lnf_rstd;     // (N)
+        float* losses;       // (N) per-token cross-entropy
+        float* logits_chunk; // (chunk, V) classifier scratch
+        act_t* scratch_btc;  // (N, C) branch outputs in forward; input gradients in backward
+        act_t* dresid;       // (N, C) gradient of the residual stream, accumulated by every branch
+        act_t* scratch_bt4c; // (N, max(3C, F)) gradients of qkv / fch
+    } acts;
+    std::vector<TensorSpec> act_specs;
+    void* acts_memory = nullptr;
+    size_t acts_bytes = 0;
+
+    GPT2(Backend& backend, const ModelConfig& config) : cfg(config), be(backend) {
+        int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
+        size_t maxT = cfg.max_seq_len;
+        param_buffer_numel = layout_params(
+            {
+                {"wte", (size_t)Vp * C, true},
+                {"wpe", maxT * C, true},
+                {"ln1w", (size_t)L * C, false},
+                {"ln1b", (size_t)L * C, false},
+                {"qkvw", (size_t)L * 3 * C * C, true},
+                {"qkvb", (size_t)L * 3 * C, false},
+                {"attprojw", (size_t)L * C * C, true},
+                {"attprojb", (size_t)L * C, false},
+                {"ln2w", (size_t)L * C, false},
+                {"ln2b", (size_t)L * C, false},
+                {"fcw", (size_t)L * F * C, true},
+                {"fcb", (size_t)L * F, false},
+                {"fcprojw", (size_t)L * C * F, true},
+                {"fcprojb", (size_t)L * C, false},
+                {"lnfw", (size_t)C, false},
+                {"lnfb", (size_t)C, false},
+            },
+            param_specs);
+        num_parameters = count_params(param_specs);
+        params_memory = (act_t*)be.alloc(param_buffer_numel * sizeof(act_t));
+        grads_memory = (grad_t*)be.alloc(param_buffer_numel * sizeof(grad_t));
+        point_weights(params, params_memory);
+        point_weights(grads, grads_memory);
+    }
+    ~GPT2() {
+        be.free(acts_memory, acts_bytes);
+        be.free(grads_memory, param_buffer_numel * sizeof(grad_t));
+        be.free(params_memory, param_buffer_numel * sizeof(act_t));
+    }
+    GPT2(const GPT2&) = delete;
+    GPT2& operator=(const GPT2&) = delete;
+
+    template <typename W>
+    void point_weights(GPT2Weights<W>& w, W* base) {
+        W** ptrs[] = {&w.wte,      &w.wpe,      &w.ln1w, &w.ln1b, &w.qkvw,    &w.qkvb,    &w.attprojw, &w.attprojb,
+                      &w.ln2w,     &w.ln2b,     &w.fcw,  &w.fcb,  &w.fcprojw, &w.fcprojb, &w.lnfw,     &w.lnfb};
+        for (size_t i = 0; i < param_specs.size(); i++) *ptrs[i] = base + param_specs[i].offset;
+    }
+
+    // The arena as a list of specs: the memory planner reads the same list.
+    static std::vector<TensorSpec> activation_specs(const ModelConfig& cfg, int B, int T, Activations& a) {
+        size_t N = (size_t)B * T, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden, NH = cfg.num_heads;
+        DType act = Backend::act_dtype, f32 = DType::F32;
+        size_t wide = std::max(3 * C, F);
+        return {
+            {"inputs", (void**)&a.inputs, N, DType::I32},
+            {"targets", (void**)&a.targets, N, DType::I32},
+            {"resid", (void**)&a.resid, (L + 1) * N * C, act},
+            {"ln1", (void**)&a.ln1, L * N * C, act},
+            {"ln1_mean", (void**)&a.ln1_mean, L * N, f32},
+            {"ln1_rstd", (void**)&a.ln1_rstd, L * N, f32},
+            {"qkv", (void**)&a.qkv, L * N * 3 * C, act},
+            {"atty", (void**)&a.atty, L * N * C, act},
+            {"lse", (void**)&a.lse, L * N * NH, f32},
+            {"resid_mid", (void**)&a.resid_mid, L * N * C, act},
+            {"ln2", (void**)&a.ln2, L * N * C, act},
+            {"ln2_mean", (void**)&a.ln2_mean, L * N, f32},
+            {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32},
+            {"fch", (void**)&a.fch, L * N * F, act},
+            {"fch_gelu", (void**)&a.fch_gelu, L * N * F, act},
+            {"lnf", (void**)&a.lnf, N * C, act},
+            {"lnf_mean", (void**)&a.lnf_mean, N, f32},
+            {"lnf_rstd", (void**)&a.lnf_rstd, N, f32},
+            {"losses", (void**)&a.losses, N, f32},
+            {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32},
+            {"scratch_btc", (void**)&a.scratch_btc, N * C, act},
+            {"dresid", (void**)&a.dresid, N * C, act},
+            {"scratch_bt4c", (void**)&a.scratch_bt4c, N * wide, act},
+        };
+    }
+
+    void allocate_activations(int batch, int seq_len) {
+        if (batch == B && seq_len == T) return;
+        if (seq_len > cfg.max_seq_len)
+            fail("sequence length %d exceeds the model's %d positions\n---> HINT: use --seq-len %d or less",
+                 seq_len, cfg.max_seq_len, cfg.max_seq_len);
+        be.free(acts_memory, acts_bytes);
+        B = batch;
+        T = seq_len;
+        act_specs = activation_specs(cfg, B, T, acts);
+        acts_bytes = tensors_bytes(act_specs);
+        acts_memory = be.alloc(acts_bytes);
+        point_tensors(act_specs, acts_memory);
+    }
+
+    // GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1.
+    // Generated on the host in fp32 (same weights on every backend) and uploaded.
+    void init_weights(uint64_t seed) {
+        std::vector<float> host(param_buffer_numel, 0.0f);
+        float resid_std = 0.02f / std::sqrt(2.0f * cfg.num_layers);
+        for (size_t i = 0; i < param_specs.size(); i++) {
+            const ParamSpec& s = param_specs[i];
+            float* p = host.data() + s.offset;
+            if (s.name == "ln1w" || s.name == "ln2w" || s.name == "lnfw") {
+                for (size_t j = 0; j < s.numel; j++) p[j] = 1.0f;
+            } else if (s.decay) {
+                size_t n = s.numel;
+                if (s.name == "wte") n = (size_t)cfg.vocab_size * cfg.channels;  // padded rows stay 0
+                bool resid = s.name == "attprojw" || s.name == "fcprojw";
+                fill_normal(p, n, resid ? resid_std : 0.02f, seed, i);
+            }
+        }
+        be.upload_f32(params_memory, host.data(), param_buffer_numel);
+    }
+
+    // Hugging Face GPT2LMHeadModel names. Conv1D weights are stored (in, out): transposed from our (out, in).
+    std::vector<HFTensor> hf_map(const std::string& prefix = "transformer.") const {
+        int V = cfg.vocab_size, C = cfg.channels, F = cfg.hidden;
+        auto off = [&](const char* name) {
+            for (const ParamSpec& s : param_specs)
+                if (s.name == name) return s.offset;
+            throw std::logic_error(name);
+        };
+        std::vector<HFTensor> m;
+        m.push_back({prefix + "wte.weight", off("wte"), V, C, false});
+        m.push_back({prefix + "wpe.weight", off("wpe"), cfg.max_seq_len, C, false});
+        for (int l = 0; l < cfg.num_layers; l++) {
+            std::string h = prefix + "h." + std::to_string(l) + ".";
+            m.push_back({h + "ln_1.weight", off("ln1w") + (size_t)l * C, 1, C, false});
+            m.push_back({h + "ln_1.bias", off("ln1b") + (size_t)l * C, 1, C, false});
+            m.push_back({h + "attn.c_attn.weight", off("qkvw") + (size_t)l * 3 * C * C, 3 * C, C, true});
+            m.push_back({h + "attn.c_attn.bias", off("qkvb") + (size_t)l * 3 * C, 1, 3 * C, false});
+            m.push_back({h + "attn.c_proj.weight", off("attprojw") + (size_t)l * C * C, C, C, true});
+            m.push_back({h + "attn.c_proj.bias", off("attprojb") + (size_t)l * C, 1, C, false});
+            m.push_back({h + "ln_2.weight", off("ln2w") + (size_t)l * C, 1, C, false});
+            m.push_back({h + "ln_2.bias", off("ln2b") + (size_t)l * C, 1, C, false});
+            m.push_back({h + "mlp.c_fc.weight", off("fcw") + (size_t)l * F * C, F, C, true});
+            m.push_back({h + "mlp.c_fc.bias", off("fcb") + (size_t)l * F, 1, F, false});
+            m.push_back({h + "mlp.c_proj.weight", off("fcprojw") + (size_t)l * C * F, C, F, true});
+            m.push_back({h + "mlp.c_proj.bias", off("fcprojb") + (size_t)l * C, 1, C, false});
+        }
+        m.push_back({prefix + "ln_f.weight", off("lnfw"), 1, C, false});
+        m.push_back({prefix + "ln_f.bias", off("lnfb"), 1, C, false});
+        return m;
+    }
+    // Tensors a GPT-2 checkpoint may carry that we do not need: the tied head and old attention-mask buffers.
+    static std::vector<std::string> hf_ignorable() { return {"lm_head.weight", ".attn.bias", ".attn.masked_bias"}; }
+    // The hub's original gpt2 files name tensors without the "transformer." prefix.
+    static std::string hf_prefix_of(const std::vector<std::string>& names) {
+        for (const std::string& n : names)
+            if (n == "wte.weight") return "";
+        return "transformer.";
+    }
+
+    // ------------------------------------------------------------------------------------------------
+    // forward: embeddings -> L blocks -> final LayerNorm -> LM head + cross-entropy.
+    // With grad_scale != 0 (training) the fused classifier also runs the head's backward right away:
+    // dlnf goes to scratch_btc and dwte accumulates, so no logits are stored. grad_scale is the loss
+    // weight per token: 1 / (valid tokens in this micro-batch * gradient accumulation steps).
+    // Returns the mean loss over non-ignored targets (0 when every target is ignored).
+    float forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale) {
+        int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
+        int N = B * T;
+        check_tokens(host_inputs, N, V);
+        be.upload(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
+        be.upload(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
+
+        be.encoder_forward(acts.resid, acts.inputs, params.wte, params.wpe, B, T, C);
+        for (int l = 0; l < cfg.num_layers; l++) {
+            act_t* x = acts.resid + (size_t)l * N * C;  // (N, C) block input
+            act_t* l_ln1 = acts.ln1 + (size_t)l * N * C;
+            float* l_ln1_mean = acts.ln1_mean + (size_t)l * N;
+            float* l_ln1_rstd = acts.ln1_rstd + (size_t)l * N;
+            act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
+            act_t* l_atty = acts.atty + (size_t)l * N * C;
+            float* l_lse = acts.lse + (size_t)l * N * NH;
+            act_t* l_resid_mid = acts.resid_mid + (size_t)l * N * C;
+            act_t* l_ln2 = acts.ln2 + (size_t)l * N * C;
+            float* l_ln2_mean = acts.ln2_mean + (size_t)l * N;
+            float* l_ln2_rstd = acts.ln2_rstd + (size_t)l * N;
+            act_t* l_fch = acts.fch + (size_t)l * N * F;
+            act_t* l_fch_gelu = acts.fch_gelu + (size_t)l * N * F;
+            act_t* l_out = acts.resid + (size_t)(l + 1) * N * C;
+
+            // attention branch: x + attproj(attention(qkv(ln1(x))))
+            be.layernorm_forward(l_ln1, l_ln1_mean, l_ln1_rstd, x, params.ln1w + l * C, params.ln1b + l * C, N, C,
+                                 cfg.norm_eps);
+            be.matmul_forward(l_qkv, l_ln1, params.qkvw + (size_t)l * 3 * C * C, params.qkvb + l * 3 * C, N, C,
+                              3 * C);
+            be.attention_forward(l_atty, l_lse, l_qkv, B, T, C, NH);
+            be.matmul_forward(acts.scratch_btc, l_atty, params.attprojw + (size_t)l * C * C, params.attprojb + l * C,
+                              N, C, C);
+            be.residual_forward(l_resid_mid, x, acts.scratch_btc, (size_t)N * C);
+            // MLP branch: resid_mid + fcproj(gelu(fc(ln2(resid_mid))))
+            be.layernorm_forward(l_ln2, l_ln2_mean, l_ln2_rstd, l_resid_mid, params.ln2w + l * C, params.ln2b + l * C,
+                                 N, C, cfg.norm_eps);
+            be.matmul_forward(l_fch, l_ln2, params.fcw + (size_t)l * F * C, params.fcb + (size_t)l * F, N, C, F);
+            be.gelu_forward(l_fch_gelu, l_fch, (size_t)N * F);
+            be.matmul_forward(acts.scratch_btc, l_fch_gelu, params.fcprojw + (size_t)l * C * F,
+                              params.fcprojb + l * C, N, F, C);
+            be.residual_forward(l_out, l_resid_mid, acts.scratch_btc, (size_t)N * C);
+        }
+        act_t* last = acts.resid + (size_t)cfg.num_layers * N * C;
+        be.layernorm_forward(acts.lnf, acts.lnf_mean, acts.lnf_rstd, last, params.lnfw, params.lnfb, N, C,
+                             cfg.norm_eps);
+        bool train = grad_scale != 0.0f;
+        be.classifier(acts.losses, train ? acts.scratch_btc : nullptr, train ? grads.wte : nullptr, acts.lnf,
+                      params.wte, acts.targets, N, C, V, grad_scale,
+                      acts.logits_chunk);
+        return mean_loss(be, acts.losses, host_targets, N);
+    }
+
+    // backward: from dlnf (left in scratch_btc by the training forward) down to the embeddings.
+    // Parameter gradients accumulate (+=) so micro-steps add up; zero_grad() once per optimizer step.
+    void backward() {
+        int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden;
+        int N = B * T;
+        act_t* dresid = acts.dresid;       // (N, C)
+        act_t* dbtc = acts.scratch_btc;    // (N, C)
+        act_t* dwide = acts.scratch_bt4c;  // (N, max(3C, F))
+
+        be.zero(dresid, (size_t)N * C * sizeof(act_t));
+        act_t* last = acts.resid + (size_t)cfg.num_layers * N * C;
+        be.layernorm_backward(dresid, grads.lnfw, grads.lnfb, dbtc, last, params.lnfw, acts.lnf_mean, acts.lnf_rstd,
+                              N, C);
+        for (int l = cfg.num_layers - 1; l >= 0; l--) {
+            act_t* x = acts.resid + (size_t)l * N * C;
+            act_t* l_ln1 = acts.ln1 + (size_t)l * N * C;
+            act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
+            act_t* l_atty = acts.atty + (size_t)l * N * C;
+            float* l_lse = acts.lse + (size_t)l * N * NH;
+            act_t* l_resid_mid = acts.resid_mid + (size_t)l * N * C;
+            act_t* l_ln2 = acts.ln2 + (size_t)l * N * C;
+            act_t* l_fch = acts.fch + (size_t)l * N * F;
+            act_t* l_fch_gelu = acts.fch_gelu + (size_t)l * N * F;
+
+            // MLP branch; dresid is the gradient of this block's output
+            be.matmul_backward_weight(grads.fcprojw + (size_t)l * C * F, grads.fcprojb + l * C, dresid, l_fch_gelu,
+                                      N, F, C);
+            be.matmul_backward_input(dwide, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false);
+            be.gelu_backward(dwide, l_fch, dwide, (size_t)N * F);
+            be.matmul_backward_weight(grads.fcw + (size_t)l * F * C, grads.fcb + (size_t)l * F, dwide, l_ln2, N, C, F);
+            be.matmul_backward_input(dbtc, dwide, params.fcw + (size_t)l * F * C, N, C, F, false);
+            be.layernorm_backward(dresid, grads.ln2w + l * C, grads.ln2b + l * C, dbtc, l_resid_mid,
+                                  params.ln2w + l * C, acts.ln2_mean + (size_t)l * N, acts.ln2_rstd + (size_t)l * N,
+                                  N, C);
+            // attention branch; dresid is now the gradient of resid_mid
+            be.matmul_backward_weight(grads.attprojw + (size_t)l * C * C, grads.attprojb + l * C, dresid, l_atty, N,
+                                      C, C);
+            be.matmul_backward_input(dbtc, dresid, params.attprojw + (size_t)l * C * C, N, C, C, false);
+            be.attention_backward(dwide, dbtc, l_qkv, l_atty, l_lse, B, T, C, NH);
+            be.matmul_backward_weight(grads.qkvw + (size_t)l * 3 * C * C, grads.qkvb + l * 3 * C, dwide, l_ln1, N, C,
+                                      3 * C);
+            be.matmul_backward_input(dbtc, dwide, params.qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, false);
+            be.layernorm_backward(dresid, grads.ln1w + l * C, grads.ln1b + l * C, dbtc, x, params.ln1w + l * C,
+                                  acts.ln1_mean + (size_t)l * N, acts.ln1_rstd + (size_t)l * N, N, C);
+        }
+        be.encoder_backward(grads.wte, grads.wpe, dresid, acts.inputs, B, T, C);
+    }
+
+    // Hugging Face safetensors in and out (our fp32 host copy in between; the backend converts).
+    void load_weights(const std::string& path) {
+        std::vector<float> host(param_buffer_numel, 0.0f);
+        hf_load(path, hf_map(hf_prefix_of(safetensors_open(path).names())), hf_ignorable(), host.data(), cfg);
+        be.upload_f32(params_memory, host.data(), param_buffer_numel);
+    }
+    void save_weights(const std::string& path) {
+        std::vector<float> host(param_buffer_numel);
+        be.download_f32(host.data(), params_memory, param_buffer_numel);
+        hf_save(path, hf_map(), host.data(), {{"format", "pt"}});
+    }
+
+    void zero_grad() { be.zero(grads_memory, param_buffer_numel * sizeof(grad_t)); }
+
+    // Logits (N, V) of the last forward, for tests and sampling.
+    void logits(float* host_out) { head_logits(be, host_out, acts.lnf, params.wte, B * T, cfg.channels, cfg.vocab_size); }
+};

@@ -1,0 +1,309 @@
+// LLaMA: parameters, activation arena, forward and backward, written once for every backend.
+// RMSNorm, rotate-half RoPE, SwiGLU MLP, no biases, untied embedding and head (Hugging Face LlamaForCausalLM).
+//
+// Shapes: B batch, T sequence, N = B*T rows, C channels, NH heads, HS = C/NH, L layers,
+// F intermediate size, V vocab, Vp padded vocab. Per-layer tensors are stacked with the layer first.
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "model/config.h"
+#include "model/model_common.h"
+#include "model/tensors.h"
+#include "model/weights.h"
+#include "io/safetensors.h"
+
+template <typename T>
+struct LlamaWeights {
+    T* wte;       // (Vp, C)     token embedding
+    T* ln1w;      // (L, C)      RMSNorm before attention
+    T* qkvw;      // (L, 3C, C)  rows: q_proj, k_proj, v_proj
+    T* attprojw;  // (L, C, C)   o_proj
+    T* ln2w;      // (L, C)      RMSNorm before the MLP
+    T* fcw;       // (L, 2F, C)  rows: gate_proj, up_proj
+    T* fcprojw;   // (L, C, F)   down_proj
+    T* lnfw;      // (C)         final RMSNorm
+    T* lm_head;   // (Vp, C)
+};
+
+template <class Backend>
+struct Llama {
+    using act_t = typename Backend::act_t;
+    using grad_t = typename Backend::grad_t;
+
+    ModelConfig cfg;
+    Backend& be;
+
+    std::vector<ParamSpec> param_specs;
+    size_t num_parameters = 0;
+    size_t param_buffer_numel = 0;
+    act_t* params_memory = nullptr;
+    grad_t* grads_memory = nullptr;
+    LlamaWeights<act_t> params;
+    LlamaWeights<grad_t> grads;
+
+    int B = 0, T = 0;
+    struct Activations {
+        int32_t* inputs;      // (N)
+        int32_t* targets;     // (N), -1 = ignored (padding)
+        float* freqs;         // (T, HS/2, 2) RoPE cos/sin table
+        act_t* resid;         // (L+1, N, C) residual stream; resid[l] is RMSNorm-1's input, resid[L] the final norm's
+        act_t* ln1;           // (L, N, C)  RMSNorm-1 output: input of the qkv matmul
+        float* ln1_rstd;      // (L, N)
+        act_t* qkv;           // (L, N, 3C) q, k after RoPE, v: attention inputs
+        act_t* atty;          // (L, N, C)  attention output O: attention backward and o_proj's input
+        float* lse;           // (L, B, NH, T)
+        act_t* resid_mid;     // (L, N, C)  RMSNorm-2's input
+        act_t* ln2;           // (L, N, C)  RMSNorm-2 output: input of the gate|up matmul
+        float* ln2_rstd;      // (L, N)
+        act_t* fch;           // (L, N, 2F) gate | up pre-activations: SwiGLU backward
+        act_t* fch_act;       // (L, N, F)  silu(gate) * up: input of down_proj
+        act_t* lnf;           // (N, C)
+        float* lnf_rstd;      // (N)
+        float* losses;        // (N)
+        float* logits_chunk;  // (chunk, V)
+        act_t* scratch_btc;   // (N, C)
+        act_t* dresid;        // (N, C)
+        act_t* scratch_wide;  // (N, max(3C, 2F)) gradients of qkv / gate|up
+        act_t* scratch_ff;    // (N, F) gradient of the SwiGLU output
+    } acts;
+    std::vector<TensorSpec> act_specs;
+    void* acts_memory = nullptr;
+    size_t acts_bytes = 0;
+
+    Llama(Backend& backend, const ModelConfig& config) : cfg(config), be(backend) {
+        int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
+        param_buffer_numel = layout_params(
+            {
+                {"wte", (size_t)Vp * C, true},
+                {"ln1w", (size_t)L * C, false},
+                {"qkvw", (size_t)L * 3 * C * C, true},
+                {"attprojw", (size_t)L * C * C, true},
+                {"ln2w", (size_t)L * C, false},
+                {"fcw", (size_t)L * 2 * F * C, true},
+                {"fcprojw", (size_t)L * C * F, true},
+                {"lnfw", (size_t)C, false},
+                {"lm_head", (size_t)Vp * C, true},
+            },
+            param_specs);
+        num_parameters = count_params(param_specs);
+        params_memory = (act_t*)be.alloc(param_buffer_numel * sizeof(act_t));
+        grads_memory = (grad_t*)be.alloc(param_buffer_numel * sizeof(grad_t));
+        point_weights(params, params_memory);
+        point_weights(grads, grads_memory);
+    }
+    ~Llama() {
+        be.free(acts_memory, acts_bytes);
+        be.free(grads_memory, param_buffer_numel * sizeof(grad_t));
+        be.free(params_memory, param_buffer_numel * sizeof(act_t));
+    }
+    Llama(const Llama&) = delete;
+    Llama& operator=(const Llama&) = delete;
+
+    template <typename W>
+    void point_weights(LlamaWeights<W>& w, W* base) {
+        W** ptrs[] = {&w.wte, &w.ln1w, &w.qkvw, &w.attprojw, &w.ln2w, &w.fcw, &w.fcprojw, &w.lnfw, &w.lm_head};
+        for (size_t i = 0; i < param_specs.size(); i++) *ptrs[i] = base + param_specs[i].offset;
+    }
+
+    static std::vector<TensorSpec> activation_specs(const ModelConfig& cfg, int B, int T, Activations& a) {
+        size_t N = (size_t)B * T, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden, NH = cfg.num_heads;
+        DType act = Backend::act_dtype, f32 = DType::F32;
+        size_t wide = std::max(3 * C, 2 * F);
+        return {
+            {"inputs", (void**)&a.inputs, N, DType::I32},
+            {"targets", (void**)&a.targets, N, DType::I32},
+            {"freqs", (void**)&a.freqs, (size_t)T * cfg.head_dim(), f32},
+            {"resid", (void**)&a.resid, (L + 1) * N * C, act},
+            {"ln1", (void**)&a.ln1, L * N * C, act},
+            {"ln1_rstd", (void**)&a.ln1_rstd, L * N, f32},
+            {"qkv", (void**)&a.qkv, L * N * 3 * C, act},
+            {"atty", (void**)&a.atty, L * N * C, act},
+            {"lse", (void**)&a.lse, L * N * NH, f32},
+            {"resid_mid", (void**)&a.resid_mid, L * N * C, act},
+            {"ln2", (void**)&a.ln2, L * N * C, act},
+            {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32},
+            {"fch", (void**)&a.fch, L * N * 2 * F, act},
+            {"fch_act", (void**)&a.fch_act, L * N * F, act},
+            {"lnf", (void**)&a.lnf, N * C, act},
+            {"lnf_rstd", (void**)&a.lnf_rstd, N, f32},
+            {"losses", (void**)&a.losses, N, f32},
+            {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32},
+            {"scratch_btc", (void**)&a.scratch_btc, N * C, act},
+            {"dresid", (void**)&a.dresid, N * C, act},
+            {"scratch_wide", (void**)&a.scratch_wide, N * wide, act},
+            {"scratch_ff", (void**)&a.scratch_ff, N * F, act},
+        };
+    }
+
+    void allocate_activations(int batch, int seq_len) {
+        if (batch == B && seq_len == T) return;
+        if (seq_len > cfg.max_seq_len)
+            fail("sequence length %d exceeds the model's max_position_embeddings %d\n---> HINT: use --seq-len %d "
+                 "or less", seq_len, cfg.max_seq_len, cfg.max_seq_len);
+        be.free(acts_memory, acts_bytes);
+        B = batch;
+        T = seq_len;
+        act_specs = activation_specs(cfg, B, T, acts);
+        acts_bytes = tensors_bytes(act_specs);
+        acts_memory = be.alloc(acts_bytes);
+        point_tensors(act_specs, acts_memory);
+        be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
+    }
+
+    // Hugging Face's LLaMA init: every Linear and Embedding N(0, 0.02), RMSNorm weights 1.
+    void init_weights(uint64_t seed) {
+        std::vector<float> host(param_buffer_numel, 0.0f);
+        for (size_t i = 0; i < param_specs.size(); i++) {
+            const ParamSpec& s = param_specs[i];
+            float* p = host.data() + s.offset;
+            if (!s.decay) {
+                for (size_t j = 0; j < s.numel; j++) p[j] = 1.0f;  // norm weights
+            } else {
+                size_t n = s.numel;
+                if (s.name == "wte" || s.name == "lm_head") n = (size_t)cfg.vocab_size * cfg.channels;
+                fill_normal(p, n, 0.02f, seed, i);
+            }
+        }
+        be.upload_f32(params_memory, host.data(), param_buffer_numel);
+    }
+
+    // Hugging Face LlamaForCausalLM names; our fused qkv and gate|up blocks are row-concatenations of theirs.
+    std::vector<HFTensor> hf_map() const {
+        int V = cfg.vocab_size, C = cfg.channels, F = cfg.hidden;
+        auto off = [&](const char* name) {
+            for (const ParamSpec& s : param_specs)
+                if (s.name == name) return s.offset;
+            throw std::logic_error(name);
+        };
+        std::vector<HFTensor> m;
+        m.push_back({"model.embed_tokens.weight", off("wte"), V, C, false});
+        for (int l = 0; l < cfg.num_layers; l++) {
+            std::string p = "model.layers." + std::to_string(l) + ".";
+            size_t qkv = off("qkvw") + (size_t)l * 3 * C * C, fc = off("fcw") + (size_t)l * 2 * F * C;
+            m.push_back({p + "input_layernorm.weight", off("ln1w") + (size_t)l * C, 1, C, false});
+            m.push_back({p + "self_attn.q_proj.weight", qkv, C, C, false});
+            m.push_back({p + "self_attn.k_proj.weight", qkv + (size_t)C * C, C, C, false});
+            m.push_back({p + "self_attn.v_proj.weight", qkv + (size_t)2 * C * C, C, C, false});
+            m.push_back({p + "self_attn.o_proj.weight", off("attprojw") + (size_t)l * C * C, C, C, false});
+            m.push_back({p + "post_attention_layernorm.weight", off("ln2w") + (size_t)l * C, 1, C, false});
+            m.push_back({p + "mlp.gate_proj.weight", fc, F, C, false});
+            m.push_back({p + "mlp.up_proj.weight", fc + (size_t)F * C, F, C, false});
+            m.push_back({p + "mlp.down_proj.weight", off("fcprojw") + (size_t)l * C * F, C, F, false});
+        }
+        m.push_back({"model.norm.weight", off("lnfw"), 1, C, false});
+        m.push_back({"lm_head.weight", off("lm_head"), V, C, false});
+        return m;
+    }
+    static std::vector<std::string> hf_ignorable() { return {"rotary_emb.inv_freq"}; }
+
+    // ------------------------------------------------------------------------------------------------
+    // forward: embedding -> L blocks -> final RMSNorm -> LM head + cross-entropy (see GPT2::forward for the
+    // fused head: with grad_scale != 0 it leaves dlnf in scratch_btc and accumulates dlm_head).
+    float forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale) {
+        int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
+        int N = B * T;
+        check_tokens(host_inputs, N, V);
+        be.upload(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
+        be.upload(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
+
+        be.encoder_forward(acts.resid, acts.inputs, params.wte, nullptr, B, T, C);
+        for (int l = 0; l < cfg.num_layers; l++) {
+            act_t* x = acts.resid + (size_t)l * N * C;  // (N, C) block input
+            act_t* l_ln1 = acts.ln1 + (size_t)l * N * C;
+            float* l_ln1_rstd = acts.ln1_rstd + (size_t)l * N;
+            act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
+            act_t* l_atty = acts.atty + (size_t)l * N * C;
+            float* l_lse = acts.lse + (size_t)l * N * NH;
+            act_t* l_resid_mid = acts.resid_mid + (size_t)l * N * C;
+            act_t* l_ln2 = acts.ln2 + (size_t)l * N * C;
+            float* l_ln2_rstd = acts.ln2_rstd + (size_t)l * N;
+            act_t* l_fch = acts.fch + (size_t)l * N * 2 * F;
+            act_t* l_fch_act = acts.fch_act + (size_t)l * N * F;
+            act_t* l_out = acts.resid + (size_t)(l + 1) * N * C;
+
+            // attention branch: x + o_proj(attention(rope(qkv(rmsnorm(x)))))
+            be.rmsnorm_forward(l_ln1, l_ln1_rstd, x, params.ln1w + l * C, N, C, cfg.norm_eps);
+            be.matmul_forward(l_qkv, l_ln1, params.qkvw + (size_t)l * 3 * C * C, nullptr, N, C, 3 * C);
+            be.rope_forward(l_qkv, acts.freqs, B, T, C, NH);
+            be.attention_forward(l_atty, l_lse, l_qkv, B, T, C, NH);
+            be.matmul_forward(acts.scratch_btc, l_atty, params.attprojw + (size_t)l * C * C, nullptr, N, C, C);
+            be.residual_forward(l_resid_mid, x, acts.scratch_btc, (size_t)N * C);
+            // MLP branch: resid_mid + down(silu(gate(h)) * up(h)), h = rmsnorm(resid_mid)
+            be.rmsnorm_forward(l_ln2, l_ln2_rstd, l_resid_mid, params.ln2w + l * C, N, C, cfg.norm_eps);
+            be.matmul_forward(l_fch, l_ln2, params.fcw + (size_t)l * 2 * F * C, nullptr, N, C, 2 * F);
+            be.swiglu_forward(l_fch_act, l_fch, N, F);
+            be.matmul_forward(acts.scratch_btc, l_fch_act, params.fcprojw + (size_t)l * C * F, nullptr, N, F, C);
+            be.residual_forward(l_out, l_resid_mid, acts.scratch_btc, (size_t)N * C);
+        }
+        act_t* last = acts.resid + (size_t)cfg.num_layers * N * C;
+        be.rmsnorm_forward(acts.lnf, acts.lnf_rstd, last, params.lnfw, N, C, cfg.norm_eps);
+        bool train = grad_scale != 0.0f;
+        be.classifier(acts.losses, train ? acts.scratch_btc : nullptr, train ? grads.lm_head : nullptr, acts.lnf,
+                      params.lm_head, acts.targets, N, C, V, grad_scale, acts.logits_chunk);
+        return mean_loss(be, acts.losses, host_targets, N);
+    }
+
+    // backward: from dlnf (in scratch_btc) down to the embedding; parameter gradients accumulate.
+    void backward() {
+        int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden;
+        int N = B * T;
+        act_t* dresid = acts.dresid;       // (N, C)
+        act_t* dbtc = acts.scratch_btc;    // (N, C)
+        act_t* dwide = acts.scratch_wide;  // (N, max(3C, 2F))
+
+        be.zero(dresid, (size_t)N * C * sizeof(act_t));
+        act_t* last = acts.resid + (size_t)cfg.num_layers * N * C;
+        be.rmsnorm_backward(dresid, grads.lnfw, dbtc, last, params.lnfw, acts.lnf_rstd, N, C);
+        for (int l = cfg.num_layers - 1; l >= 0; l--) {
+            act_t* x = acts.resid + (size_t)l * N * C;
+            act_t* l_ln1 = acts.ln1 + (size_t)l * N * C;
+            act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
+            act_t* l_atty = acts.atty + (size_t)l * N * C;
+            float* l_lse = acts.lse + (size_t)l * N * NH;
+            act_t* l_resid_mid = acts.resid_mid + (size_t)l * N * C;
+            act_t* l_ln2 = acts.ln2 + (size_t)l * N * C;
+            act_t* l_fch = acts.fch + (size_t)l * N * 2 * F;
+            act_t* l_fch_act = acts.fch_act + (size_t)l * N * F;
+
+            // MLP branch
+            be.matmul_backward_weight(grads.fcprojw + (size_t)l * C * F, nullptr, dresid, l_fch_act, N, F, C);
+            be.matmul_backward_input(acts.scratch_ff, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false);
+            be.swiglu_backward(dwide, l_fch, acts.scratch_ff, N, F);
+            be.matmul_backward_weight(grads.fcw + (size_t)l * 2 * F * C, nullptr, dwide, l_ln2, N, C, 2 * F);
+            be.matmul_backward_input(dbtc, dwide, params.fcw + (size_t)l * 2 * F * C, N, C, 2 * F, false);
+            be.rmsnorm_backward(dresid, grads.ln2w + l * C, dbtc, l_resid_mid, params.ln2w + l * C,
+                                acts.ln2_rstd + (size_t)l * N, N, C);
+            // attention branch
+            be.matmul_backward_weight(grads.attprojw + (size_t)l * C * C, nullptr, dresid, l_atty, N, C, C);
+            be.matmul_backward_input(dbtc, dresid, params.attprojw + (size_t)l * C * C, N, C, C, false);
+            be.attention_backward(dwide, dbtc, l_qkv, l_atty, l_lse, B, T, C, NH);
+            be.rope_backward(dwide, acts.freqs, B, T, C, NH);
+            be.matmul_backward_weight(grads.qkvw + (size_t)l * 3 * C * C, nullptr, dwide, l_ln1, N, C, 3 * C);
+            be.matmul_backward_input(dbtc, dwide, params.qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, false);
+            be.rmsnorm_backward(dresid, grads.ln1w + l * C, dbtc, x, params.ln1w + l * C,
+                                acts.ln1_rstd + (size_t)l * N, N, C);
+        }
+        be.encoder_backward(grads.wte, nullptr, dresid, acts.inputs, B, T, C);
+    }
+
+    // Hugging Face safetensors in and out (our fp32 host copy in between; the backend converts).
+    void load_weights(const std::string& path) {
+        std::vector<float> host(param_buffer_numel, 0.0f);
+        hf_load(path, hf_map(), hf_ignorable(), host.data(), cfg);
+        be.upload_f32(params_memory, host.data(), param_buffer_numel);
+    }
+    void save_weights(const std::string& path) {
+        std::vector<float> host(param_buffer_numel);
+        be.download_f32(host.data(), params_memory, param_buffer_numel);
+        hf_save(path, hf_map(), host.data(), {{"format", "pt"}});
+    }
+
+    void zero_grad() { be.zero(grads_memory, param_buffer_numel * sizeof(grad_t)); }
+
+    void logits(float* host_out) {
+        head_logits(be, host_out, acts.lnf, params.lm_head, B * T, cfg.channels, cfg.vocab_size);
+    }
+};

@@ -1,0 +1,54 @@
+// Tensor specs and the one-allocation layout used for parameters, gradients and the activation arena.
+// A model describes every buffer it needs as a list of specs (size 0 = absent); one allocation is carved
+// into aligned slices. The memory planner reads the same lists, so planned bytes are allocated bytes.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+enum class DType : uint8_t { F32, BF16, I32 };
+
+inline size_t dtype_size(DType t) { return t == DType::BF16 ? 2 : 4; }
+inline const char* dtype_name(DType t) { return t == DType::F32 ? "f32" : t == DType::BF16 ? "bf16" : "i32"; }
+
+struct TensorSpec {
+    std::string name;
+    void** ptr;    // where the slice's address is written (nullptr when numel == 0)
+    size_t numel;  // 0 = absent
+    DType dtype;
+};
+
+constexpr size_t TENSOR_ALIGN = 256;  // bytes; keeps every slice aligned for vector loads and cuBLASLt
+
+inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+// Total bytes of the layout (each present tensor padded to TENSOR_ALIGN).
+inline size_t tensors_bytes(const std::vector<TensorSpec>& specs) {
+    size_t total = 0;
+    for (const TensorSpec& s : specs)
+        if (s.numel) total += align_up(s.numel * dtype_size(s.dtype), TENSOR_ALIGN);
+    return total;
+}
+
+// Points every spec into base (which holds tensors_bytes(specs) bytes), in list order.
+inline void point_tensors(const std::vector<TensorSpec>& specs, void* base) {
+    char* p = (char*)base;
+    for (const TensorSpec& s : specs) {
+        if (!s.numel) {
+            *s.ptr = nullptr;
+            continue;
+        }
+        *s.ptr = p;
+        p += align_up(s.numel * dtype_size(s.dtype), TENSOR_ALIGN);
+    }
+}
+
+// A parameter tensor inside the (unaligned, contiguous) parameter buffer: the optimizer walks these.
+// Per-layer tensors are stacked: shape (L, rows, cols) is stored as numel = L * rows * cols.
+struct ParamSpec {
+    std::string name;  // our name, e.g. "qkvw"
+    size_t offset;     // in elements, into the parameter buffer
+    size_t numel;
+    bool decay;  // AdamW weight decay: 2-D weights (matmuls, embeddings) yes; norms and biases no
+};

@@ -1,0 +1,114 @@
+#include "model/weights.h"
+
+#include <cmath>
+#include <set>
+
+#include "common/error.h"
+#include "io/safetensors.h"
+
+size_t layout_params(const std::vector<ParamDecl>& decls, std::vector<ParamSpec>& specs) {
+    specs.clear();
+    size_t off = 0;
+    for (const ParamDecl& d : decls) {
+        specs.push_back({d.name, off, d.numel, d.decay});
+        off = align_up(off + d.numel, 64);
+    }
+    return off;
+}
+
+size_t count_params(const std::vector<ParamSpec>& specs) {
+    size_t n = 0;
+    for (const ParamSpec& s : specs) n += s.numel;
+    return n;
+}
+
+static bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void hf_load(const std::string& path, const std::vector<HFTensor>& map, const std::vector<std::string>& ignorable,
+             float* params, const ModelConfig& cfg) {
+    SafeTensorsFile file = safetensors_open(path);
+    std::set<std::string> mapped;
+    std::vector<float> tmp;
+    for (const HFTensor& t : map) {
+        mapped.insert(t.name);
+        const SafeTensor* st = file.find(t.name);
+        if (!st)
+            fail("%s: tensor \"%s\" is missing (model %s expects %d layers, width %d)\n"
+                 "---> HINT: pass the --model that this checkpoint was trained with",
+                 path.c_str(), t.name.c_str(), cfg.name.c_str(), cfg.num_layers, cfg.channels);
+        std::vector<int64_t> want = t.transposed ? std::vector<int64_t>{t.cols, t.rows}
+                                                 : std::vector<int64_t>{t.rows, t.cols};
+        std::vector<int64_t> want1d = {(int64_t)t.rows * t.cols};
+        bool ok = st->shape == want || (t.rows == 1 && st->shape == want1d);
+        if (!ok) {
+            std::string got, exp;
+            for (int64_t d : st->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+            for (int64_t d : (t.rows == 1 ? want1d : want)) exp += (exp.empty() ? "" : ", ") + std::to_string(d);
+            fail("%s: tensor \"%s\" has shape [%s] but model %s needs [%s]\n"
+                 "---> HINT: the checkpoint does not match the model config; pass the matching --model",
+                 path.c_str(), t.name.c_str(), got.c_str(), cfg.name.c_str(), exp.c_str());
+        }
+        size_t n = (size_t)t.rows * t.cols;
+        float* dst = params + t.offset;
+        if (!t.transposed) {
+            file.read_f32(t.name, dst, n);
+        } else {
+            tmp.resize(n);
+            file.read_f32(t.name, tmp.data(), n);  // stored (cols, rows)
+            for (int r = 0; r < t.rows; r++)
+                for (int c = 0; c < t.cols; c++) dst[(size_t)r * t.cols + c] = tmp[(size_t)c * t.rows + r];
+        }
+    }
+    for (const std::string& name : file.names()) {
+        if (mapped.count(name)) continue;
+        bool skip = false;
+        for (const std::string& suffix : ignorable) skip = skip || ends_with(name, suffix);
+        if (!skip)
+            fail("%s: unexpected tensor \"%s\" (model %s has %d layers)\n"
+                 "---> HINT: the checkpoint does not match the model config; pass the matching --model",
+                 path.c_str(), name.c_str(), cfg.name.c_str(), cfg.num_layers);
+    }
+}
+
+void hf_save(const std::string& path, const std::vector<HFTensor>& map, const float* params,
+             const std::map<std::string, std::string>& metadata) {
+    std::vector<std::vector<float>> transposed;  // storage for the transposed copies
+    std::vector<SafeTensorWrite> out;
+    for (const HFTensor& t : map) {
+        const float* src = params + t.offset;
+        std::vector<int64_t> shape = {t.rows, t.cols};
+        if (t.rows == 1) shape = {t.cols};  // vectors (norm weights, biases) are 1-D in HF files
+        if (t.transposed) {
+            std::vector<float> tr((size_t)t.rows * t.cols);
+            for (int r = 0; r < t.rows; r++)
+                for (int c = 0; c < t.cols; c++) tr[(size_t)c * t.rows + r] = src[(size_t)r * t.cols + c];
+            transposed.push_back(std::move(tr));
+            src = transposed.back().data();
+            shape = {t.cols, t.rows};
+        }
+        out.push_back({t.name, "F32", shape, src});
+    }
+    safetensors_write(path, out, metadata);
+}
+
+// splitmix64: a tiny, well-mixed 64-bit generator; each (seed, stream, index) gives an independent value.
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+void fill_normal(float* x, size_t n, float std, uint64_t seed, uint64_t stream) {
+    uint64_t base = splitmix64(seed ^ splitmix64(stream + 0x1234567ull));
+    for (size_t i = 0; i < n; i += 2) {
+        // Box-Muller on two uniforms in (0, 1]
+        double u1 = ((splitmix64(base + i) >> 11) + 1) * 0x1.0p-53;
+        double u2 = ((splitmix64(base + i + 1) >> 11) + 1) * 0x1.0p-53;
+        double r = std::sqrt(-2.0 * std::log(u1)), a = 2.0 * M_PI * u2;
+        x[i] = (float)(std * r * std::cos(a));
+        if (i + 1 < n) x[i + 1] = (float)(std * r * std::sin(a));
+    }
+}

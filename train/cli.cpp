@@ -1,0 +1,216 @@
+#include "train/cli.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/error.h"
+
+// TrainOptions holds std::string members; offsetof on it is fine with GCC/Clang, only not guaranteed by the
+// standard, hence the silenced warning.
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+
+namespace {
+
+enum class Kind { STR, INT, LONG, FLOAT, BOOL };
+
+struct Flag {
+    const char* name;
+    const char* metavar;  // "" for boolean switches
+    Kind kind;
+    const char* help;
+    size_t offset;  // of the field in TrainOptions
+};
+
+#define F(name, meta, kind, field, help) {name, meta, Kind::kind, help, offsetof(TrainOptions, field)}
+const Flag FLAGS[] = {
+    F("--model", "NAME|FILE", STR, model, "model size by name, or a Hugging Face config.json"),
+    F("--init-from", "PATH", STR, init_from,
+      "start from these weights (safetensors file, or a directory holding model.safetensors)"),
+    F("--train-data", "GLOB", STR, train_data, "training token shards (default: the built-in corpus)"),
+    F("--val-data", "GLOB", STR, val_data, "validation token shards (default: the built-in corpus)"),
+    F("--batch-size", "B", INT, batch_size, "micro-batch size (sequences per forward/backward)"),
+    F("--seq-len", "T", INT, seq_len, "sequence length (default: GPT-2 1024, LLaMA 256, capped by the model)"),
+    F("--grad-accum", "K", INT, grad_accum, "micro-batches per optimizer step"),
+    F("--steps", "N", INT, steps, "optimizer steps"),
+    F("--lr", "LR", FLOAT, lr, "peak learning rate"),
+    F("--warmup", "N", INT, warmup, "linear warmup steps (default: 10% of --steps)"),
+    F("--min-lr-frac", "F", FLOAT, min_lr_frac, "cosine decay floor as a fraction of --lr"),
+    F("--weight-decay", "WD", FLOAT, weight_decay, "AdamW decoupled weight decay (2-D weights only)"),
+    F("--beta1", "B1", FLOAT, beta1, "AdamW beta1"),
+    F("--beta2", "B2", FLOAT, beta2, "AdamW beta2"),
+    F("--adam-eps", "EPS", FLOAT, adam_eps, "AdamW epsilon"),
+    F("--grad-clip", "C", FLOAT, grad_clip, "clip the global gradient norm to C (0 = off)"),
+    F("--seed", "S", LONG, seed, "seed for initialization and data order"),
+    F("--eval-interval", "N", INT, eval_interval, "evaluate every N steps (0 = only at the end)"),
+    F("--eval-tokens", "N", LONG, eval_tokens, "validation tokens per evaluation"),
+    F("--save", "DIR", STR, save, "at the end write DIR/model.safetensors and DIR/config.json (HF layout)"),
+    F("--device", "cpu|cuda|auto", STR, device, "backend (auto: cuda when a GPU and the CUDA backend exist)"),
+    F("--log", "FILE", STR, log, "append JSONL metrics (one object per step and per evaluation)"),
+    F("--log-interval", "N", INT, log_interval, "print a step line every N steps"),
+    F("--eval-only", "", BOOL, eval_only, "only evaluate (usually with --init-from) and print loss and perplexity"),
+    F("--no-shuffle", "", BOOL, shuffle, "read training shards in order (default: shuffled with --seed)"),
+    F("--help", "", BOOL, help, "print this help"),
+};
+#undef F
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> d(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); j++) d[j] = j;
+    for (size_t i = 1; i <= a.size(); i++) {
+        size_t prev = d[0];
+        d[0] = i;
+        for (size_t j = 1; j <= b.size(); j++) {
+            size_t cur = d[j];
+            d[j] = std::min({d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] != b[j - 1])});
+            prev = cur;
+        }
+    }
+    return d[b.size()];
+}
+
+}  // namespace
+
+void parse_train_options(TrainOptions& opts, int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i], value;
+        bool has_inline = false;
+        size_t eq = arg.find('=');
+        if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = arg.substr(eq + 1);
+            arg = arg.substr(0, eq);
+            has_inline = true;
+        }
+        const Flag* flag = nullptr;
+        for (const Flag& f : FLAGS)
+            if (arg == f.name) flag = &f;
+        if (!flag) {
+            const Flag* best = &FLAGS[0];
+            for (const Flag& f : FLAGS)
+                if (edit_distance(arg, f.name) < edit_distance(arg, best->name)) best = &f;
+            fail("unknown flag \"%s\"%s\n---> HINT: did you mean %s? (--help lists every flag)", arg.c_str(),
+                 arg.rfind("-", 0) == 0 ? "" : " (flags start with --)", best->name);
+        }
+        char* field = (char*)&opts + flag->offset;
+        if (flag->kind == Kind::BOOL) {
+            if (has_inline) fail("flag %s takes no value", flag->name);
+            // --no-X switches clear the field they name; the others set theirs
+            *(bool*)field = std::strncmp(flag->name, "--no-", 5) != 0;
+            continue;
+        }
+        if (!has_inline) {
+            if (i + 1 >= argc) fail("flag %s needs a value (%s)", flag->name, flag->metavar);
+            value = argv[++i];
+        }
+        char* end = nullptr;
+        errno = 0;
+        switch (flag->kind) {
+            case Kind::STR:
+                *(std::string*)field = value;
+                break;
+            case Kind::INT:
+            case Kind::LONG: {
+                long long v = std::strtoll(value.c_str(), &end, 10);
+                if (value.empty() || *end || errno) fail("flag %s needs an integer, got \"%s\"", flag->name, value.c_str());
+                if (flag->kind == Kind::INT) {
+                    if (v < -2147483647LL || v > 2147483647LL) fail("flag %s: %s is out of range", flag->name, value.c_str());
+                    *(int*)field = (int)v;
+                } else {
+                    *(long long*)field = v;
+                }
+                break;
+            }
+            case Kind::FLOAT: {
+                float v = std::strtof(value.c_str(), &end);
+                if (value.empty() || *end || errno) fail("flag %s needs a number, got \"%s\"", flag->name, value.c_str());
+                *(float*)field = v;
+                break;
+            }
+            case Kind::BOOL:
+                break;
+        }
+    }
+    if (opts.help) return;
+    CHECK_USER(opts.batch_size > 0, "--batch-size must be positive (got %d)", opts.batch_size);
+    CHECK_USER(opts.seq_len >= 0, "--seq-len must be positive (got %d)", opts.seq_len);
+    CHECK_USER(opts.grad_accum > 0, "--grad-accum must be positive (got %d)", opts.grad_accum);
+    CHECK_USER(opts.steps >= 0, "--steps must be >= 0 (got %d)", opts.steps);
+    CHECK_USER(opts.lr >= 0, "--lr must be >= 0 (got %g)", opts.lr);
+    CHECK_USER(opts.warmup >= -1, "--warmup must be >= 0 (got %d)", opts.warmup);
+    CHECK_USER(opts.min_lr_frac >= 0 && opts.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1] (got %g)",
+               opts.min_lr_frac);
+    CHECK_USER(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
+               "--beta1/--beta2 must be in [0, 1)");
+    CHECK_USER(opts.adam_eps > 0, "--adam-eps must be positive");
+    CHECK_USER(opts.grad_clip >= 0, "--grad-clip must be >= 0");
+    CHECK_USER(opts.eval_interval >= 0, "--eval-interval must be >= 0");
+    CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive");
+    CHECK_USER(opts.log_interval > 0, "--log-interval must be positive");
+    CHECK_USER(opts.device == "auto" || opts.device == "cpu" || opts.device == "cuda",
+               "--device must be cpu, cuda or auto (got \"%s\")", opts.device.c_str());
+    CHECK_USER(opts.train_data.empty() || !opts.val_data.empty() || opts.eval_only,
+               "--train-data given without --val-data\n---> HINT: pass the validation shards too (--val-data GLOB)");
+}
+
+std::string train_options_help(Arch arch, const char* program) {
+    std::string names;
+    for (const std::string& n : model_config_names(arch)) names += (names.empty() ? "" : ", ") + n;
+    std::string s = format("usage: %s [flags]\n\nTrains a %s model (CPU or CUDA backend) on token shards; with no "
+                           "data flags, on the built-in corpus.\nModels: %s, or a Hugging Face config.json.\n\n",
+                           program, arch == Arch::GPT2 ? "GPT-2" : "LLaMA", names.c_str());
+    TrainOptions defaults;
+    for (const Flag& f : FLAGS) {
+        std::string left = std::string(f.name) + (f.metavar[0] ? std::string(" ") + f.metavar : "");
+        std::string def;
+        const char* field = (const char*)&defaults + f.offset;
+        switch (f.kind) {
+            case Kind::STR: {
+                const std::string& v = *(const std::string*)field;
+                if (!v.empty()) def = " [" + v + "]";
+                break;
+            }
+            case Kind::INT: def = format(" [%d]", *(const int*)field); break;
+            case Kind::LONG: def = format(" [%lld]", *(const long long*)field); break;
+            case Kind::FLOAT: def = format(" [%g]", *(const float*)field); break;
+            case Kind::BOOL: break;
+        }
+        if (std::string(f.name) == "--model") def = arch == Arch::GPT2 ? " [gpt2-124m]" : " [llama-130m]";
+        if (std::string(f.name) == "--warmup" || std::string(f.name) == "--seq-len") def = "";
+        s += format("  %-28s %s%s\n", left.c_str(), f.help, def.c_str());
+    }
+    s += "\nExamples:\n";
+    if (arch == Arch::GPT2)
+        s += format("  %s --model gpt2-mini --steps 200 --device cpu     # built-in corpus on a CPU\n"
+                    "  %s --model gpt2-124m --train-data 'owt/train_*.bin' --val-data 'owt/val_*.bin' "
+                    "--batch-size 64 --grad-accum 8 --steps 50000\n", program, program);
+    else
+        s += format("  %s --model llama-mini --steps 200 --device cpu    # built-in corpus on a CPU\n"
+                    "  %s --model llama-130m --train-data 'c4/train_*.bin' --val-data 'c4/val_*.bin' "
+                    "--batch-size 128 --grad-accum 4 --steps 20000 --lr 1e-3\n", program, program);
+    return s;
+}
+
+std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o) {
+    return {
+        {"init_from", o.init_from.empty() ? "(random init)" : o.init_from},
+        {"train_data", o.train_data},
+        {"val_data", o.val_data},
+        {"batch_size (B)", std::to_string(o.batch_size)},
+        {"seq_len (T)", std::to_string(o.seq_len)},
+        {"grad_accum", std::to_string(o.grad_accum)},
+        {"tokens per step", std::to_string((long long)o.batch_size * o.seq_len * o.grad_accum)},
+        {"steps", std::to_string(o.steps)},
+        {"lr (peak)", format("%g", o.lr)},
+        {"warmup steps", std::to_string(o.warmup)},
+        {"min lr", format("%g (%g x lr)", o.lr * o.min_lr_frac, o.min_lr_frac)},
+        {"weight_decay", format("%g", o.weight_decay)},
+        {"adam betas / eps", format("%g, %g / %g", o.beta1, o.beta2, o.adam_eps)},
+        {"grad_clip", format("%g", o.grad_clip)},
+        {"seed", std::to_string(o.seed)},
+        {"eval interval / tokens", format("%d / %lld", o.eval_interval, o.eval_tokens)},
+        {"shuffle", o.shuffle ? "yes" : "no"},
+        {"save", o.save.empty() ? "(no)" : o.save},
+        {"log", o.log.empty() ? "(no)" : o.log},
+    };
+}

@@ -1,0 +1,42 @@
+// Command-line flags, the same for train_gpt2 and train_llama. One table drives parsing and --help, so every
+// flag is documented and nothing parses a flag the help does not show.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+struct TrainOptions {
+    std::string model;          // name or config.json
+    std::string init_from;      // safetensors file or directory with model.safetensors
+    std::string train_data;     // shard glob; empty = built-in corpus
+    std::string val_data;       // shard glob; empty = built-in corpus (when train_data is empty too)
+    int batch_size = 4;         // micro-batch B
+    int seq_len = 0;            // T; 0 = per-model default (GPT-2 1024, LLaMA 256, capped by max_seq_len)
+    int grad_accum = 1;
+    int steps = 100;
+    float lr = 6e-4f;
+    int warmup = -1;            // steps; -1 = 10% of steps (the paper)
+    float min_lr_frac = 0.1f;   // cosine floor as a fraction of lr (the paper: 10%)
+    float weight_decay = 0.1f;
+    float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
+    float grad_clip = 1.0f;     // 0 = off
+    long long seed = 42;
+    int eval_interval = 0;      // steps; 0 = only at the end
+    long long eval_tokens = 65536;
+    std::string save;           // directory for model.safetensors + config.json at the end
+    std::string device = "auto";
+    std::string log;            // JSONL metrics file
+    bool eval_only = false;
+    bool shuffle = true;
+    int log_interval = 1;
+    bool help = false;
+};
+
+// Parses argv into opts. Throws UserError for unknown flags (with the closest known flag), missing or
+// malformed values. program is "train_gpt2" or "train_llama".
+void parse_train_options(TrainOptions& opts, int argc, char** argv);
+std::string train_options_help(Arch arch, const char* program);
+
+// Every setting as (name, value) rows for the start-of-run table.
+std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o);

@@ -1,0 +1,40 @@
+// JSONL metrics: one object per optimizer step and per evaluation, appended and flushed line by line so a
+// killed run keeps everything it logged. Non-finite numbers are written as null (JSON has no NaN).
+#pragma once
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "common/error.h"
+
+struct MetricsLog {
+    FILE* f = nullptr;
+    explicit MetricsLog(const std::string& path) {
+        if (path.empty()) return;
+        f = std::fopen(path.c_str(), "a");
+        if (!f) fail("cannot open the metrics log %s for appending", path.c_str());
+    }
+    ~MetricsLog() {
+        if (f) std::fclose(f);
+    }
+    MetricsLog(const MetricsLog&) = delete;
+    MetricsLog& operator=(const MetricsLog&) = delete;
+
+    static std::string num(double x) { return std::isfinite(x) ? format("%.9g", x) : "null"; }
+
+    void step(int step, float loss, float lr, float grad_norm, double tokens_per_s, double ms, size_t mem_bytes) {
+        if (!f) return;
+        std::fprintf(f,
+                     "{\"type\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"tokens_per_s\":%s,"
+                     "\"ms_per_step\":%s,\"mem_peak_bytes\":%zu}\n",
+                     step, num(loss).c_str(), num(lr).c_str(), num(grad_norm).c_str(), num(tokens_per_s).c_str(),
+                     num(ms).c_str(), mem_bytes);
+        std::fflush(f);
+    }
+    void eval(int step, float val_loss, long long tokens) {
+        if (!f) return;
+        std::fprintf(f, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld}\n", step,
+                     num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens);
+        std::fflush(f);
+    }
+};

@@ -1,0 +1,67 @@
+// AdamW over a model's parameter buffer, the learning-rate schedule and global-norm clipping.
+#pragma once
+#include <cmath>
+#include <vector>
+
+#include "model/tensors.h"
+
+// Linear warmup over `warmup` steps, then cosine decay from lr to min_lr_frac * lr at the last step
+// (the PRAC paper: warmup 10% of steps, floor 10% of peak). step is 0-based.
+inline float lr_schedule(int step, int total_steps, int warmup, float lr, float min_lr_frac) {
+    if (step < warmup) return lr * (float)(step + 1) / (float)warmup;
+    float min_lr = min_lr_frac * lr;
+    if (total_steps <= warmup) return lr;
+    float ratio = (float)(step - warmup) / (float)(total_steps - warmup);
+    float coeff = 0.5f * (1.0f + std::cos((float)M_PI * ratio));
+    return min_lr + coeff * (lr - min_lr);
+}
+
+// Multiplier that clips a gradient of norm `norm` to max_norm (PyTorch's clip_grad_norm_ formula).
+inline float clip_scale(float norm, float max_norm) {
+    if (max_norm <= 0) return 1.0f;
+    float s = max_norm / (norm + 1e-6f);
+    return s < 1.0f ? s : 1.0f;
+}
+
+// AdamW state: fp32 first and second moments (and fp32 master weights when the backend stores params in
+// bf16), laid out like the parameter buffer.
+template <class Backend>
+struct AdamW {
+    Backend& be;
+    size_t n;  // elements of the parameter buffer
+    float* m = nullptr;
+    float* v = nullptr;
+    float* master = nullptr;
+    int t = 0;  // completed steps
+    float beta1, beta2, eps, weight_decay;
+
+    AdamW(Backend& backend, size_t numel, float b1, float b2, float e, float wd)
+        : be(backend), n(numel), beta1(b1), beta2(b2), eps(e), weight_decay(wd) {
+        m = (float*)be.alloc(n * sizeof(float));
+        v = (float*)be.alloc(n * sizeof(float));
+        if (Backend::master_weights) master = (float*)be.alloc(n * sizeof(float));
+    }
+    ~AdamW() {
+        be.free(m, n * sizeof(float));
+        be.free(v, n * sizeof(float));
+        be.free(master, Backend::master_weights ? n * sizeof(float) : 0);
+    }
+    AdamW(const AdamW&) = delete;
+    AdamW& operator=(const AdamW&) = delete;
+
+    // One update of every parameter tensor; weight decay only where the spec says so (2-D weights).
+    void step(typename Backend::act_t* params, const typename Backend::grad_t* grads,
+              const std::vector<ParamSpec>& specs, float lr, float grad_scale) {
+        t++;
+        for (const ParamSpec& s : specs)
+            be.adamw_update(params + s.offset, master ? master + s.offset : nullptr, grads + s.offset,
+                            m + s.offset, v + s.offset, s.numel, lr, beta1, beta2, eps,
+                            s.decay ? weight_decay : 0.0f, t, grad_scale);
+    }
+};
+
+// Global L2 norm of the gradient buffer (alignment padding is zero and adds nothing).
+template <class Backend>
+float grad_norm(Backend& be, const typename Backend::grad_t* grads, size_t n) {
+    return (float)std::sqrt(be.sum_squares(grads, n));
+}
