@@ -38,14 +38,11 @@ void hf_load(const std::string& path, const std::vector<HFTensor>& map, const st
             fail("%s: tensor \"%s\" is missing (model %s expects %d layers, width %d)\n"
                  "---> HINT: pass the --model that this checkpoint was trained with",
                  path.c_str(), t.name.c_str(), cfg.name.c_str(), cfg.num_layers, cfg.channels);
-        std::vector<int64_t> want = t.transposed ? std::vector<int64_t>{t.cols, t.rows}
-                                                 : std::vector<int64_t>{t.rows, t.cols};
-        std::vector<int64_t> want1d = {(int64_t)t.rows * t.cols};
-        bool ok = st->shape == want || (t.rows == 1 && st->shape == want1d);
-        if (!ok) {
+        std::vector<int64_t> want = hf_tensor_shape(t);
+        if (st->shape != want) {
             std::string got, exp;
             for (int64_t d : st->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-            for (int64_t d : (t.rows == 1 ? want1d : want)) exp += (exp.empty() ? "" : ", ") + std::to_string(d);
+            for (int64_t d : want) exp += (exp.empty() ? "" : ", ") + std::to_string(d);
             fail("%s: tensor \"%s\" has shape [%s] but model %s needs [%s]\n"
                  "---> HINT: the checkpoint does not match the model config; pass the matching --model",
                  path.c_str(), t.name.c_str(), got.c_str(), cfg.name.c_str(), exp.c_str());
@@ -72,23 +69,28 @@ void hf_load(const std::string& path, const std::vector<HFTensor>& map, const st
     }
 }
 
+std::vector<int64_t> hf_tensor_shape(const HFTensor& t) {
+    if (t.rows == 1) return {t.cols};  // vectors (norm weights, biases) are 1-D in HF files
+    return t.transposed ? std::vector<int64_t>{t.cols, t.rows} : std::vector<int64_t>{t.rows, t.cols};
+}
+
+std::vector<float> hf_tensor_values(const HFTensor& t, const float* params) {
+    const float* src = params + t.offset;
+    if (!t.transposed) return std::vector<float>(src, src + (size_t)t.rows * t.cols);
+    std::vector<float> tr((size_t)t.rows * t.cols);
+    for (int r = 0; r < t.rows; r++)
+        for (int c = 0; c < t.cols; c++) tr[(size_t)c * t.rows + r] = src[(size_t)r * t.cols + c];
+    return tr;
+}
+
 void hf_save(const std::string& path, const std::vector<HFTensor>& map, const float* params,
              const std::map<std::string, std::string>& metadata) {
-    std::vector<std::vector<float>> transposed;  // storage for the transposed copies
+    std::vector<std::vector<float>> values;  // HF-layout copies, alive until the write
+    values.reserve(map.size());
     std::vector<SafeTensorWrite> out;
     for (const HFTensor& t : map) {
-        const float* src = params + t.offset;
-        std::vector<int64_t> shape = {t.rows, t.cols};
-        if (t.rows == 1) shape = {t.cols};  // vectors (norm weights, biases) are 1-D in HF files
-        if (t.transposed) {
-            std::vector<float> tr((size_t)t.rows * t.cols);
-            for (int r = 0; r < t.rows; r++)
-                for (int c = 0; c < t.cols; c++) tr[(size_t)c * t.rows + r] = src[(size_t)r * t.cols + c];
-            transposed.push_back(std::move(tr));
-            src = transposed.back().data();
-            shape = {t.cols, t.rows};
-        }
-        out.push_back({t.name, "F32", shape, src});
+        values.push_back(hf_tensor_values(t, params));
+        out.push_back({t.name, "F32", hf_tensor_shape(t), values.back().data()});
     }
     safetensors_write(path, out, metadata);
 }

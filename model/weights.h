@@ -33,6 +33,9 @@ struct HFTensor {
 // mask buffers of old checkpoints). Missing tensors, wrong shapes and extra layers say what is wrong.
 void hf_load(const std::string& path, const std::vector<HFTensor>& map, const std::vector<std::string>& ignorable,
              float* params, const ModelConfig& cfg);
+// The tensor's values in Hugging Face layout (transposed back where needed), and its HF shape.
+std::vector<float> hf_tensor_values(const HFTensor& t, const float* params);
+std::vector<int64_t> hf_tensor_shape(const HFTensor& t);
 // Writes the mapped tensors in Hugging Face layout (F32), atomically.
 void hf_save(const std::string& path, const std::vector<HFTensor>& map, const float* params,
              const std::map<std::string, std::string>& metadata);

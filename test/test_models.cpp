@@ -1,2 +1,181 @@
+// Whole-model tests against Hugging Face transformers (fp32, CPU): the fixtures under test/fixtures/*_tiny
+// were written by test/reference/make_model_fixtures.py from the real GPT2LMHeadModel and LlamaForCausalLM
+// (see test/reference/README.md). We load the same config.json and model.safetensors through our own
+// loaders and compare logits, loss, every parameter gradient, and a 10-step AdamW trajectory.
+//
+// Tolerances: both sides compute in fp32 with different summation orders (OpenBLAS vs PyTorch, flash-style
+// attention vs materialized softmax), so agreement is expected to a few ulps times the depth of the
+// computation: ~1e-6 relative. We allow 2e-5 relative to the tensor's largest magnitude for logits and
+// gradients, and 1e-5 absolute on the loss. The 10-step trajectory compounds rounding through Adam's
+// division by sqrt(v): losses within 2e-4, final parameters within 1e-4 absolute.
 #include <gtest/gtest.h>
-TEST(Placeholder, Builds) {}
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "kernels/cpu_backend.h"
+#include "model/gpt2.h"
+#include "model/llama.h"
+#include "train/optimizer.h"
+
+namespace {
+
+std::string fixture(const std::string& model, const std::string& file) {
+    return std::string(PRAC_SOURCE_DIR) + "/test/fixtures/" + model + "/" + file;
+}
+
+std::vector<float> read_f32(const SafeTensorsFile& f, const std::string& name) {
+    std::vector<float> v(f.get(name).numel());
+    f.read_f32(name, v.data(), v.size());
+    return v;
+}
+
+std::vector<int32_t> read_i32(const SafeTensorsFile& f, const std::string& name) {
+    std::vector<int32_t> v(f.get(name).numel());
+    f.read_raw(name, v.data(), v.size() * sizeof(int32_t));
+    return v;
+}
+
+// max |a - b| / max(max |b|, floor): relative to the reference tensor's scale.
+double rel_err(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-6) {
+    EXPECT_EQ(a.size(), b.size());
+    double diff = 0, scale = floor;
+    for (size_t i = 0; i < a.size() && i < b.size(); i++) {
+        diff = std::max(diff, (double)std::fabs(a[i] - b[i]));
+        scale = std::max(scale, (double)std::fabs(b[i]));
+    }
+    return diff / scale;
+}
+
+double max_abs_err(const std::vector<float>& a, const std::vector<float>& b) {
+    double diff = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); i++) diff = std::max(diff, (double)std::fabs(a[i] - b[i]));
+    return diff;
+}
+
+template <class Model>
+std::vector<float> host_buffer(CpuBackend& be, const typename Model::act_t* dev, size_t n) {
+    std::vector<float> h(n);
+    be.download_f32(h.data(), dev, n);
+    return h;
+}
+
+// One model, its fixture directory and the architecture of its config.
+template <template <class> class M>
+struct Case {
+    const char* dir;
+    Arch arch;
+};
+
+template <template <class> class M>
+void check_forward_backward(const char* dir, Arch arch) {
+    SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
+    ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
+    CpuBackend be;
+    M<CpuBackend> model(be, cfg);
+    model.load_weights(fixture(dir, "model.safetensors"));
+
+    std::vector<int32_t> inputs = read_i32(ref, "inputs"), targets = read_i32(ref, "targets");
+    std::vector<int64_t> shape = ref.shape("inputs");
+    int B = (int)shape[0], T = (int)shape[1];
+    model.allocate_activations(B, T);
+    int valid = 0;
+    for (int32_t t : targets) valid += t >= 0;
+
+    model.zero_grad();
+    float loss = model.forward(inputs.data(), targets.data(), 1.0f / valid);
+    model.backward();
+
+    std::vector<float> logits((size_t)B * T * cfg.vocab_size);
+    model.logits(logits.data());
+    EXPECT_LT(rel_err(logits, read_f32(ref, "logits")), 2e-5) << dir << " logits";
+    EXPECT_NEAR(loss, read_f32(ref, "loss")[0], 1e-5) << dir << " loss";
+
+    std::vector<float> grads = host_buffer<M<CpuBackend>>(be, model.grads_memory, model.param_buffer_numel);
+    int checked = 0;
+    for (const HFTensor& t : model.hf_map()) {
+        std::vector<float> ours = hf_tensor_values(t, grads.data());
+        std::vector<float> theirs = read_f32(ref, "grad." + t.name);
+        EXPECT_LT(rel_err(ours, theirs), 2e-5) << dir << " grad." << t.name;
+        checked++;
+    }
+    // every parameter tensor of the HF model has a gradient in the fixture, and we checked them all
+    int in_fixture = 0;
+    for (const std::string& n : ref.names()) in_fixture += n.rfind("grad.", 0) == 0;
+    EXPECT_EQ(checked, in_fixture) << dir;
+}
+
+// 10 optimizer steps with the conventions of test/reference/README.md: the same batch every step, gradient
+// accumulation over its two rows (B=1 micro-batches), AdamW (0.9, 0.95, 1e-8, wd 0.1 on 2-D weights),
+// clipping at 1.0, warmup 2 then cosine to 10% over 10 steps, peak lr 1e-2.
+template <template <class> class M>
+void check_training(const char* dir, Arch arch) {
+    SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
+    ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
+    CpuBackend be;
+    M<CpuBackend> model(be, cfg);
+    model.load_weights(fixture(dir, "model.safetensors"));
+    std::vector<int32_t> inputs = read_i32(ref, "inputs"), targets = read_i32(ref, "targets");
+    int rows = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1];
+    model.allocate_activations(1, T);
+    AdamW<CpuBackend> opt(be, model.param_buffer_numel, 0.9f, 0.95f, 1e-8f, 0.1f);
+
+    std::vector<float> losses, norms, lrs;
+    for (int step = 0; step < 10; step++) {
+        model.zero_grad();
+        float loss = 0;
+        for (int r = 0; r < rows; r++) {
+            const int32_t* tg = targets.data() + (size_t)r * T;
+            int valid = 0;
+            for (int i = 0; i < T; i++) valid += tg[i] >= 0;
+            loss += model.forward(inputs.data() + (size_t)r * T, tg, 1.0f / (valid * rows)) / rows;
+            model.backward();
+        }
+        float norm = grad_norm(be, model.grads_memory, model.param_buffer_numel);
+        float lr = lr_schedule(step, 10, 2, 1e-2f, 0.1f);
+        opt.step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, 1.0f));
+        losses.push_back(loss);
+        norms.push_back(norm);
+        lrs.push_back(lr);
+    }
+    EXPECT_LT(max_abs_err(lrs, read_f32(ref, "train.lrs")), 1e-8) << dir << " learning rates";
+    EXPECT_LT(max_abs_err(losses, read_f32(ref, "train.losses")), 2e-4) << dir << " losses";
+    EXPECT_LT(max_abs_err(norms, read_f32(ref, "train.grad_norms")), 2e-4) << dir << " grad norms";
+
+    std::vector<float> params = host_buffer<M<CpuBackend>>(be, model.params_memory, model.param_buffer_numel);
+    for (const HFTensor& t : model.hf_map()) {
+        std::vector<float> ours = hf_tensor_values(t, params.data());
+        std::vector<float> theirs = read_f32(ref, "final." + t.name);
+        // GPT-2's key bias (c_attn.bias[C:2C]) has an exactly-zero gradient (softmax is invariant to it);
+        // both sides feed AdamW pure rounding noise there, and Adam normalizes noise to steps of ~lr. Its final
+        // value is therefore implementation noise of up to ~1e-4 (README of the fixtures): allow 5e-4 there.
+        double tol = t.name.find("c_attn.bias") != std::string::npos ? 5e-4 : 1e-4;
+        EXPECT_LT(max_abs_err(ours, theirs), tol) << dir << " final." << t.name;
+    }
+}
+
+}  // namespace
+
+TEST(Gpt2VsHF, LogitsLossAndEveryGradient) { check_forward_backward<GPT2>("gpt2_tiny", Arch::GPT2); }
+TEST(LlamaVsHF, LogitsLossAndEveryGradient) { check_forward_backward<Llama>("llama_tiny", Arch::LLAMA); }
+TEST(Gpt2VsHF, TenAdamWStepsWithAccumulationAndClipping) { check_training<GPT2>("gpt2_tiny", Arch::GPT2); }
+TEST(LlamaVsHF, TenAdamWStepsWithAccumulationAndClipping) { check_training<Llama>("llama_tiny", Arch::LLAMA); }
+
+// The arena holds exactly the tensors listed in the specs: bytes allocated == bytes planned.
+TEST(ActivationArena, AllocatedBytesEqualSpecs) {
+    CpuBackend be;
+    ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-tiny");
+    Llama<CpuBackend> model(be, cfg);
+    size_t before = be.live_bytes;
+    model.allocate_activations(3, 24);
+    EXPECT_EQ(be.live_bytes - before, tensors_bytes(model.act_specs));
+    // every present tensor got a distinct, aligned slice inside the allocation
+    for (const TensorSpec& s : model.act_specs) {
+        ASSERT_NE(*s.ptr, nullptr) << s.name;
+        EXPECT_EQ((uintptr_t)*s.ptr % TENSOR_ALIGN, 0u) << s.name;
+        EXPECT_GE((char*)*s.ptr, (char*)model.acts_memory);
+        EXPECT_LE((char*)*s.ptr + s.numel * dtype_size(s.dtype), (char*)model.acts_memory + model.acts_bytes);
+    }
+}
