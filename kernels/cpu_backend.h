@@ -19,6 +19,7 @@
 #include "kernels/rope.h"
 #include "kernels/swiglu.h"
 #include "model/tensors.h"
+#include "prac/prac.h"
 
 struct CpuBackend {
     using act_t = float;   // activations and parameters
@@ -114,6 +115,21 @@ struct CpuBackend {
                     const int32_t* targets, int N, int C, int V, float grad_scale, float* scratch) {
         classifier_forward_backward_cpu(losses, dinp, dweight, inp, weight, targets, N, C, V, grad_scale, scratch,
                                         classifier_chunk);
+    }
+    // ---- PRAC site ops (prac/prac.h) ----
+    void prac_compress(act_t* xc, const act_t* x, const act_t* P, int N, int n, int r) {
+        prac_compress_cpu(xc, x, P, N, n, r);
+    }
+    void prac_reconstruct(act_t* x, const act_t* xc, const act_t* P, int N, int n, int r) {
+        prac_reconstruct_cpu(x, xc, P, N, n, r);
+    }
+    void prac_weight_grad(grad_t* dW, grad_t* dbias, const act_t* dY, const act_t* xc, const act_t* P, int N, int n,
+                          int r, int OC, float* tmp) {
+        prac_weight_grad_cpu(dW, dbias, dY, xc, P, N, n, r, OC, tmp);
+    }
+    PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
+                                   bool had_basis, const PracDrawKey& key) {
+        return prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key);
     }
     double sum_squares(const grad_t* g, size_t n) { return sum_squares_cpu(g, n); }
     // master is unused on the CPU (params are fp32)

@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "model/tensors.h"
 #include "model/weights.h"
+#include "prac/site.h"
 #include "io/safetensors.h"
 #include "model/model_common.h"
 
@@ -56,36 +57,53 @@ struct GPT2 {
     // activation arena for micro-batch B x T (allocate_activations)
     int B = 0, T = 0;
     struct Activations {
-        int32_t* inputs;     // (N) token ids
-        int32_t* targets;    // (N) next-token ids, -1 = ignored
-        act_t* resid;        // (L+1, N, C) residual stream: resid[0] = embeddings, resid[l+1] = block l output;
-                             //   resid[l] is LN1's input, resid[L] the final LN's input
-        act_t* ln1;          // (L, N, C)  LN1 output: input of the qkv matmul
-        float* ln1_mean;     // (L, N)
-        float* ln1_rstd;     // (L, N)
-        act_t* qkv;          // (L, N, 3C) attention inputs
-        act_t* atty;         // (L, N, C)  attention output O: attention backward and the attproj matmul's input
-        float* lse;          // (L, B, NH, T) log-sum-exp of each attention row
-        act_t* resid_mid;    // (L, N, C)  x + attention branch: LN2's input
-        act_t* ln2;          // (L, N, C)  LN2 output: input of the fc matmul
-        float* ln2_mean;     // (L, N)
-        float* ln2_rstd;     // (L, N)
-        act_t* fch;          // (L, N, F)  GeLU input
-        act_t* fch_gelu;     // (L, N, F)  GeLU output: input of the fcproj matmul
-        act_t* lnf;          // (N, C)     final LN output: the LM head's input (consumed at once, see forward)
-        float* lnf_mean;     // (N)
-        float* lnf_rstd;     // (N)
-        float* losses;       // (N) per-token cross-entropy
-        float* logits_chunk; // (chunk, V) classifier scratch
-        act_t* scratch_btc;  // (N, C) branch outputs in forward; input gradients in backward
-        act_t* dresid;       // (N, C) gradient of the residual stream, accumulated by every branch
-        act_t* scratch_bt4c; // (N, max(3C, F)) gradients of qkv / fch
+        int32_t* inputs;      // (N) token ids
+        int32_t* targets;     // (N) next-token ids, -1 = ignored
+        float* ln1_mean;      // (L, N)
+        float* ln1_rstd;      // (L, N)
+        act_t* qkv;           // (L, N, 3C) attention inputs (exact)
+        act_t* atty;          // (L, N, C)  attention output O: attention backward and the attproj matmul's input
+        float* lse;           // (L, B, NH, T) log-sum-exp of each attention row
+        float* ln2_mean;      // (L, N)
+        float* ln2_rstd;      // (L, N)
+        act_t* lnf;           // (N, C)     final LN output: the LM head's input (consumed at once, see forward)
+        float* lnf_mean;      // (N)
+        float* lnf_rstd;      // (N)
+        float* losses;        // (N) per-token cross-entropy
+        float* logits_chunk;  // (chunk, V) classifier scratch
+        act_t* scratch_btc;   // (N, C) branch outputs in forward; input gradients in backward
+        act_t* dresid;        // (N, C) gradient of the residual stream, accumulated by every branch
+        act_t* scratch_bt4c;  // (N, max(3C, F)) gradients of qkv / fch
+        // transient full-width buffers of compressed sites (size 0 when their sites are not compressed)
+        act_t* t_resid;       // (N, C) residual stream: block input, x + attention, block output (in place)
+        act_t* t_ln;          // (N, C) LN1 / LN2 output
+        act_t* t_mlp_in;      // (N, F) GeLU input
+        act_t* t_mlp_out;     // (N, F) GeLU output
+        float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
     } acts;
     std::vector<TensorSpec> act_specs;
     void* acts_memory = nullptr;
     size_t acts_bytes = 0;
 
-    GPT2(Backend& backend, const ModelConfig& config) : cfg(config), be(backend) {
+    // Saved-for-backward tensors that PRAC may compress (DESIGN section 4); per layer:
+    //   resid      LN1 input (the residual stream; one more slot holds the final LN's input) nonlinear
+    //   ln1        LN1 output, the qkv matmul's input (one site shared by q, k, v)              linear
+    //   resid_mid  LN2 input (x + attention branch)                                             nonlinear
+    //   ln2        LN2 output, the fc matmul's input                                            linear
+    //   fch        GeLU input (N, F)                                                            nonlinear
+    //   fch_gelu   GeLU output, the fcproj matmul's input                                       linear
+    // q, k, v, O and LSE stay exact (attention backward needs them; O is also attproj's input).
+    enum { RESID, LN1, RESID_MID, LN2, FCH, FCH_GELU };
+    PracOptions prac;
+    std::vector<ActSite<Backend>> sites;
+    std::vector<TensorSpec> basis_specs;
+    void* bases_memory = nullptr;
+    size_t bases_bytes = 0;
+    PracSchedule sched;
+    FILE* prac_log = stdout;
+
+    GPT2(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions())
+        : cfg(config), be(backend), prac(prac_options) {
         int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
         size_t maxT = cfg.max_seq_len;
         param_buffer_numel = layout_params(
@@ -113,8 +131,17 @@ struct GPT2 {
         grads_memory = (grad_t*)be.alloc(param_buffer_numel * sizeof(grad_t));
         point_weights(params, params_memory);
         point_weights(grads, grads_memory);
+        sites = {
+            make_site<Backend>("resid", RESID, SiteClass::NONLINEAR, C, L, L + 1, prac),
+            make_site<Backend>("ln1", LN1, SiteClass::LINEAR, C, L, L, prac),
+            make_site<Backend>("resid_mid", RESID_MID, SiteClass::NONLINEAR, C, L, L, prac),
+            make_site<Backend>("ln2", LN2, SiteClass::LINEAR, C, L, L, prac),
+            make_site<Backend>("fch", FCH, SiteClass::NONLINEAR, F, L, L, prac),
+            make_site<Backend>("fch_gelu", FCH_GELU, SiteClass::LINEAR, F, L, L, prac),
+        };
     }
     ~GPT2() {
+        be.free(bases_memory, bases_bytes);
         be.free(acts_memory, acts_bytes);
         be.free(grads_memory, param_buffer_numel * sizeof(grad_t));
         be.free(params_memory, param_buffer_numel * sizeof(act_t));
@@ -129,36 +156,48 @@ struct GPT2 {
         for (size_t i = 0; i < param_specs.size(); i++) *ptrs[i] = base + param_specs[i].offset;
     }
 
-    // The arena as a list of specs: the memory planner reads the same list.
-    static std::vector<TensorSpec> activation_specs(const ModelConfig& cfg, int B, int T, Activations& a) {
+    // The arena as a list of specs (and the PRAC bases as a second list): the memory planner reads the same
+    // lists. Sites contribute their full stacks, or their packed projections and bases.
+    std::vector<TensorSpec> activation_specs(int B, int T, std::vector<TensorSpec>& bases) {
         size_t N = (size_t)B * T, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden, NH = cfg.num_heads;
         DType act = Backend::act_dtype, f32 = DType::F32;
-        size_t wide = std::max(3 * C, F);
-        return {
-            {"inputs", (void**)&a.inputs, N, DType::I32},
-            {"targets", (void**)&a.targets, N, DType::I32},
-            {"resid", (void**)&a.resid, (L + 1) * N * C, act},
-            {"ln1", (void**)&a.ln1, L * N * C, act},
-            {"ln1_mean", (void**)&a.ln1_mean, L * N, f32},
-            {"ln1_rstd", (void**)&a.ln1_rstd, L * N, f32},
-            {"qkv", (void**)&a.qkv, L * N * 3 * C, act},
-            {"atty", (void**)&a.atty, L * N * C, act},
-            {"lse", (void**)&a.lse, L * N * NH, f32},
-            {"resid_mid", (void**)&a.resid_mid, L * N * C, act},
-            {"ln2", (void**)&a.ln2, L * N * C, act},
-            {"ln2_mean", (void**)&a.ln2_mean, L * N, f32},
-            {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32},
-            {"fch", (void**)&a.fch, L * N * F, act},
-            {"fch_gelu", (void**)&a.fch_gelu, L * N * F, act},
-            {"lnf", (void**)&a.lnf, N * C, act},
-            {"lnf_mean", (void**)&a.lnf_mean, N, f32},
-            {"lnf_rstd", (void**)&a.lnf_rstd, N, f32},
-            {"losses", (void**)&a.losses, N, f32},
-            {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32},
+        Activations& a = acts;
+        auto& S = sites;
+        using M = MemCategory;
+        std::vector<TensorSpec> specs = {
+            {"inputs", (void**)&a.inputs, N, DType::I32, M::INPUTS},
+            {"targets", (void**)&a.targets, N, DType::I32, M::INPUTS},
+            {"ln1_mean", (void**)&a.ln1_mean, L * N, f32, M::SAVED_EXACT},
+            {"ln1_rstd", (void**)&a.ln1_rstd, L * N, f32, M::SAVED_EXACT},
+            {"qkv", (void**)&a.qkv, L * N * 3 * C, act, M::SAVED_EXACT},
+            {"atty", (void**)&a.atty, L * N * C, act, M::SAVED_EXACT},
+            {"lse", (void**)&a.lse, L * N * NH, f32, M::SAVED_EXACT},
+            {"ln2_mean", (void**)&a.ln2_mean, L * N, f32, M::SAVED_EXACT},
+            {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32, M::SAVED_EXACT},
+            {"lnf", (void**)&a.lnf, N * C, act, M::TRANSIENT},
+            {"lnf_mean", (void**)&a.lnf_mean, N, f32, M::SAVED_EXACT},
+            {"lnf_rstd", (void**)&a.lnf_rstd, N, f32, M::SAVED_EXACT},
+            {"losses", (void**)&a.losses, N, f32, M::LOSS},
+            {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32, M::LOSS},
             {"scratch_btc", (void**)&a.scratch_btc, N * C, act},
             {"dresid", (void**)&a.dresid, N * C, act},
-            {"scratch_bt4c", (void**)&a.scratch_bt4c, N * wide, act},
+            {"scratch_bt4c", (void**)&a.scratch_bt4c, N * std::max(3 * C, F), act},
+            {"t_resid", (void**)&a.t_resid, S[RESID].compressed() || S[RESID_MID].compressed() ? N * C : 0, act},
+            {"t_ln", (void**)&a.t_ln, S[LN1].compressed() || S[LN2].compressed() ? N * C : 0, act},
+            {"t_mlp_in", (void**)&a.t_mlp_in, S[FCH].compressed() ? N * F : 0, act},
+            {"t_mlp_out", (void**)&a.t_mlp_out, S[FCH_GELU].compressed() ? N * F : 0, act},
+            {"prac_tmp", (void**)&a.prac_tmp, prac_tmp_numel({{LN1, 3 * (int)C}, {LN2, (int)F}, {FCH_GELU, (int)C}}), f32},
         };
+        bases.clear();
+        for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
+        return specs;
+    }
+    // (site, OC) pairs of the linear sites -> elements of the factored weight-gradient scratch
+    size_t prac_tmp_numel(std::initializer_list<std::pair<int, int>> linear) const {
+        size_t m = 0;
+        for (auto [site, OC] : linear)
+            if (sites[site].compressed()) m = std::max(m, (size_t)OC * sites[site].r());
+        return m;
     }
 
     void allocate_activations(int batch, int seq_len) {
@@ -169,10 +208,22 @@ struct GPT2 {
         be.free(acts_memory, acts_bytes);
         B = batch;
         T = seq_len;
-        act_specs = activation_specs(cfg, B, T, acts);
+        std::vector<TensorSpec> bases;
+        act_specs = activation_specs(B, T, bases);
         acts_bytes = tensors_bytes(act_specs);
         acts_memory = be.alloc(acts_bytes);
         point_tensors(act_specs, acts_memory);
+        if (!bases_memory) {  // bases depend on the widths only: allocated once, kept across batch shapes
+            basis_specs = bases;
+            bases_bytes = tensors_bytes(basis_specs);
+            bases_memory = be.alloc(bases_bytes);
+        }
+        point_tensors(basis_specs, bases_memory);
+        sites[RESID].transient = sites[RESID_MID].transient = acts.t_resid;
+        sites[LN1].transient = sites[LN2].transient = acts.t_ln;
+        sites[FCH].transient = acts.t_mlp_in;
+        sites[FCH_GELU].transient = acts.t_mlp_out;
+        for (ActSite<Backend>& s : sites) s.wgrad_tmp = acts.prac_tmp;
     }
 
     // GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1.
@@ -243,32 +294,41 @@ struct GPT2 {
     float forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale) {
         int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
         int N = B * T;
+        bool train = grad_scale != 0.0f;
         check_tokens(host_inputs, N, V);
         be.upload(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
         be.upload(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
+        ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
+                        &fch = sites[FCH], &fch_gelu = sites[FCH_GELU];
+        // saving for backward (compressing, refreshing bases) only when training; evaluation keeps nothing
+        auto save = [&](ActSite<Backend>& site, int l) {
+            if (train) site.save(be, l, N, sched.refresh_q1, sched.refresh_q2, prac.seed, prac_log);
+        };
 
-        be.encoder_forward(acts.resid, acts.inputs, params.wte, params.wpe, B, T, C);
+        be.encoder_forward(resid.fwd(0, N), acts.inputs, params.wte, params.wpe, B, T, C);
         for (int l = 0; l < cfg.num_layers; l++) {
-            act_t* x = acts.resid + (size_t)l * N * C;  // (N, C) block input
-            act_t* l_ln1 = acts.ln1 + (size_t)l * N * C;
+            act_t* x = resid.fwd(l, N);  // (N, C) block input
+            act_t* l_ln1 = ln1.fwd(l, N);
             float* l_ln1_mean = acts.ln1_mean + (size_t)l * N;
             float* l_ln1_rstd = acts.ln1_rstd + (size_t)l * N;
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = acts.atty + (size_t)l * N * C;
             float* l_lse = acts.lse + (size_t)l * N * NH;
-            act_t* l_resid_mid = acts.resid_mid + (size_t)l * N * C;
-            act_t* l_ln2 = acts.ln2 + (size_t)l * N * C;
+            act_t* l_resid_mid = resid_mid.fwd(l, N);
+            act_t* l_ln2 = ln2.fwd(l, N);
             float* l_ln2_mean = acts.ln2_mean + (size_t)l * N;
             float* l_ln2_rstd = acts.ln2_rstd + (size_t)l * N;
-            act_t* l_fch = acts.fch + (size_t)l * N * F;
-            act_t* l_fch_gelu = acts.fch_gelu + (size_t)l * N * F;
-            act_t* l_out = acts.resid + (size_t)(l + 1) * N * C;
+            act_t* l_fch = fch.fwd(l, N);
+            act_t* l_fch_gelu = fch_gelu.fwd(l, N);
+            act_t* l_out = resid.fwd(l + 1, N);
 
             // attention branch: x + attproj(attention(qkv(ln1(x))))
             be.layernorm_forward(l_ln1, l_ln1_mean, l_ln1_rstd, x, params.ln1w + l * C, params.ln1b + l * C, N, C,
                                  cfg.norm_eps);
+            save(resid, l);  // before the residual add below, which may overwrite x in place
             be.matmul_forward(l_qkv, l_ln1, params.qkvw + (size_t)l * 3 * C * C, params.qkvb + l * 3 * C, N, C,
                               3 * C);
+            save(ln1, l);
             be.attention_forward(l_atty, l_lse, l_qkv, B, T, C, NH);
             be.matmul_forward(acts.scratch_btc, l_atty, params.attprojw + (size_t)l * C * C, params.attprojb + l * C,
                               N, C, C);
@@ -276,19 +336,23 @@ struct GPT2 {
             // MLP branch: resid_mid + fcproj(gelu(fc(ln2(resid_mid))))
             be.layernorm_forward(l_ln2, l_ln2_mean, l_ln2_rstd, l_resid_mid, params.ln2w + l * C, params.ln2b + l * C,
                                  N, C, cfg.norm_eps);
+            save(resid_mid, l);
             be.matmul_forward(l_fch, l_ln2, params.fcw + (size_t)l * F * C, params.fcb + (size_t)l * F, N, C, F);
+            save(ln2, l);
             be.gelu_forward(l_fch_gelu, l_fch, (size_t)N * F);
+            save(fch, l);
             be.matmul_forward(acts.scratch_btc, l_fch_gelu, params.fcprojw + (size_t)l * C * F,
                               params.fcprojb + l * C, N, F, C);
+            save(fch_gelu, l);
             be.residual_forward(l_out, l_resid_mid, acts.scratch_btc, (size_t)N * C);
         }
-        act_t* last = acts.resid + (size_t)cfg.num_layers * N * C;
+        // the final LN's input is the last slot of the residual stack (never compressed: backward starts with it)
+        act_t* last = resid.fwd(cfg.num_layers, N);
         be.layernorm_forward(acts.lnf, acts.lnf_mean, acts.lnf_rstd, last, params.lnfw, params.lnfb, N, C,
                              cfg.norm_eps);
-        bool train = grad_scale != 0.0f;
         be.classifier(acts.losses, train ? acts.scratch_btc : nullptr, train ? grads.wte : nullptr, acts.lnf,
-                      params.wte, acts.targets, N, C, V, grad_scale,
-                      acts.logits_chunk);
+                      params.wte, acts.targets, N, C, V, grad_scale, acts.logits_chunk);
+        sched.end_micro_batch();
         return mean_loss(be, acts.losses, host_targets, N);
     }
 
@@ -300,30 +364,24 @@ struct GPT2 {
         act_t* dresid = acts.dresid;       // (N, C)
         act_t* dbtc = acts.scratch_btc;    // (N, C)
         act_t* dwide = acts.scratch_bt4c;  // (N, max(3C, F))
+        ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
+                        &fch = sites[FCH], &fch_gelu = sites[FCH_GELU];
 
         be.zero(dresid, (size_t)N * C * sizeof(act_t));
-        act_t* last = acts.resid + (size_t)cfg.num_layers * N * C;
-        be.layernorm_backward(dresid, grads.lnfw, grads.lnfb, dbtc, last, params.lnfw, acts.lnf_mean, acts.lnf_rstd,
-                              N, C);
+        be.layernorm_backward(dresid, grads.lnfw, grads.lnfb, dbtc, resid.fwd(cfg.num_layers, N), params.lnfw,
+                              acts.lnf_mean, acts.lnf_rstd, N, C);
         for (int l = cfg.num_layers - 1; l >= 0; l--) {
-            act_t* x = acts.resid + (size_t)l * N * C;
-            act_t* l_ln1 = acts.ln1 + (size_t)l * N * C;
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = acts.atty + (size_t)l * N * C;
             float* l_lse = acts.lse + (size_t)l * N * NH;
-            act_t* l_resid_mid = acts.resid_mid + (size_t)l * N * C;
-            act_t* l_ln2 = acts.ln2 + (size_t)l * N * C;
-            act_t* l_fch = acts.fch + (size_t)l * N * F;
-            act_t* l_fch_gelu = acts.fch_gelu + (size_t)l * N * F;
 
             // MLP branch; dresid is the gradient of this block's output
-            be.matmul_backward_weight(grads.fcprojw + (size_t)l * C * F, grads.fcprojb + l * C, dresid, l_fch_gelu,
-                                      N, F, C);
+            fch_gelu.weight_grad(be, l, N, grads.fcprojw + (size_t)l * C * F, grads.fcprojb + l * C, dresid, C);
             be.matmul_backward_input(dwide, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false);
-            be.gelu_backward(dwide, l_fch, dwide, (size_t)N * F);
-            be.matmul_backward_weight(grads.fcw + (size_t)l * F * C, grads.fcb + (size_t)l * F, dwide, l_ln2, N, C, F);
+            be.gelu_backward(dwide, fch.restore(be, l, N), dwide, (size_t)N * F);
+            ln2.weight_grad(be, l, N, grads.fcw + (size_t)l * F * C, grads.fcb + (size_t)l * F, dwide, F);
             be.matmul_backward_input(dbtc, dwide, params.fcw + (size_t)l * F * C, N, C, F, false);
-            be.layernorm_backward(dresid, grads.ln2w + l * C, grads.ln2b + l * C, dbtc, l_resid_mid,
+            be.layernorm_backward(dresid, grads.ln2w + l * C, grads.ln2b + l * C, dbtc, resid_mid.restore(be, l, N),
                                   params.ln2w + l * C, acts.ln2_mean + (size_t)l * N, acts.ln2_rstd + (size_t)l * N,
                                   N, C);
             // attention branch; dresid is now the gradient of resid_mid
@@ -331,11 +389,11 @@ struct GPT2 {
                                       C, C);
             be.matmul_backward_input(dbtc, dresid, params.attprojw + (size_t)l * C * C, N, C, C, false);
             be.attention_backward(dwide, dbtc, l_qkv, l_atty, l_lse, B, T, C, NH);
-            be.matmul_backward_weight(grads.qkvw + (size_t)l * 3 * C * C, grads.qkvb + l * 3 * C, dwide, l_ln1, N, C,
-                                      3 * C);
+            ln1.weight_grad(be, l, N, grads.qkvw + (size_t)l * 3 * C * C, grads.qkvb + l * 3 * C, dwide, 3 * C);
             be.matmul_backward_input(dbtc, dwide, params.qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, false);
-            be.layernorm_backward(dresid, grads.ln1w + l * C, grads.ln1b + l * C, dbtc, x, params.ln1w + l * C,
-                                  acts.ln1_mean + (size_t)l * N, acts.ln1_rstd + (size_t)l * N, N, C);
+            be.layernorm_backward(dresid, grads.ln1w + l * C, grads.ln1b + l * C, dbtc, resid.restore(be, l, N),
+                                  params.ln1w + l * C, acts.ln1_mean + (size_t)l * N, acts.ln1_rstd + (size_t)l * N,
+                                  N, C);
         }
         be.encoder_backward(grads.wte, grads.wpe, dresid, acts.inputs, B, T, C);
     }

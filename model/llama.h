@@ -13,6 +13,7 @@
 #include "model/model_common.h"
 #include "model/tensors.h"
 #include "model/weights.h"
+#include "prac/site.h"
 #include "io/safetensors.h"
 
 template <typename T>
@@ -49,17 +50,11 @@ struct Llama {
         int32_t* inputs;      // (N)
         int32_t* targets;     // (N), -1 = ignored (padding)
         float* freqs;         // (T, HS/2, 2) RoPE cos/sin table
-        act_t* resid;         // (L+1, N, C) residual stream; resid[l] is RMSNorm-1's input, resid[L] the final norm's
-        act_t* ln1;           // (L, N, C)  RMSNorm-1 output: input of the qkv matmul
         float* ln1_rstd;      // (L, N)
-        act_t* qkv;           // (L, N, 3C) q, k after RoPE, v: attention inputs
+        act_t* qkv;           // (L, N, 3C) q, k after RoPE, v: attention inputs (exact)
         act_t* atty;          // (L, N, C)  attention output O: attention backward and o_proj's input
         float* lse;           // (L, B, NH, T)
-        act_t* resid_mid;     // (L, N, C)  RMSNorm-2's input
-        act_t* ln2;           // (L, N, C)  RMSNorm-2 output: input of the gate|up matmul
         float* ln2_rstd;      // (L, N)
-        act_t* fch;           // (L, N, 2F) gate | up pre-activations: SwiGLU backward
-        act_t* fch_act;       // (L, N, F)  silu(gate) * up: input of down_proj
         act_t* lnf;           // (N, C)
         float* lnf_rstd;      // (N)
         float* losses;        // (N)
@@ -68,12 +63,37 @@ struct Llama {
         act_t* dresid;        // (N, C)
         act_t* scratch_wide;  // (N, max(3C, 2F)) gradients of qkv / gate|up
         act_t* scratch_ff;    // (N, F) gradient of the SwiGLU output
+        // transient full-width buffers of compressed sites (size 0 when their sites are not compressed)
+        act_t* t_resid;       // (N, C)  residual stream (in place)
+        act_t* t_ln;          // (N, C)  RMSNorm-1 / RMSNorm-2 output
+        act_t* t_mlp_in;      // (N, 2F) gate | up
+        act_t* t_mlp_out;     // (N, F)  SwiGLU output
+        float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
     } acts;
     std::vector<TensorSpec> act_specs;
     void* acts_memory = nullptr;
     size_t acts_bytes = 0;
 
-    Llama(Backend& backend, const ModelConfig& config) : cfg(config), be(backend) {
+    // Saved-for-backward tensors that PRAC may compress (DESIGN section 4); per layer:
+    //   resid      RMSNorm-1 input (the residual stream; one more slot: the final norm's input) nonlinear
+    //   ln1        RMSNorm-1 output, shared input of q, k, v                                  linear
+    //   resid_mid  RMSNorm-2 input                                                              nonlinear
+    //   ln2        RMSNorm-2 output, shared input of gate and up                                linear
+    //   fch        gate | up pre-activations (N, 2F), SwiGLU backward's input; one site over
+    //              both halves (our reading: the paper does not say which SwiGLU tensors)     nonlinear
+    //   fch_act    SwiGLU output, down_proj's input                                             linear
+    // q, k (after RoPE), v, O and LSE stay exact; O is also o_proj's input.
+    enum { RESID, LN1, RESID_MID, LN2, FCH, FCH_ACT };
+    PracOptions prac;
+    std::vector<ActSite<Backend>> sites;
+    std::vector<TensorSpec> basis_specs;
+    void* bases_memory = nullptr;
+    size_t bases_bytes = 0;
+    PracSchedule sched;
+    FILE* prac_log = stdout;
+
+    Llama(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions())
+        : cfg(config), be(backend), prac(prac_options) {
         int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
         param_buffer_numel = layout_params(
             {
@@ -93,8 +113,17 @@ struct Llama {
         grads_memory = (grad_t*)be.alloc(param_buffer_numel * sizeof(grad_t));
         point_weights(params, params_memory);
         point_weights(grads, grads_memory);
+        sites = {
+            make_site<Backend>("resid", RESID, SiteClass::NONLINEAR, C, L, L + 1, prac),
+            make_site<Backend>("ln1", LN1, SiteClass::LINEAR, C, L, L, prac),
+            make_site<Backend>("resid_mid", RESID_MID, SiteClass::NONLINEAR, C, L, L, prac),
+            make_site<Backend>("ln2", LN2, SiteClass::LINEAR, C, L, L, prac),
+            make_site<Backend>("fch", FCH, SiteClass::NONLINEAR, 2 * F, L, L, prac),
+            make_site<Backend>("fch_act", FCH_ACT, SiteClass::LINEAR, F, L, L, prac),
+        };
     }
     ~Llama() {
+        be.free(bases_memory, bases_bytes);
         be.free(acts_memory, acts_bytes);
         be.free(grads_memory, param_buffer_numel * sizeof(grad_t));
         be.free(params_memory, param_buffer_numel * sizeof(act_t));
@@ -108,34 +137,46 @@ struct Llama {
         for (size_t i = 0; i < param_specs.size(); i++) *ptrs[i] = base + param_specs[i].offset;
     }
 
-    static std::vector<TensorSpec> activation_specs(const ModelConfig& cfg, int B, int T, Activations& a) {
+    // The arena as a list of specs (and the PRAC bases as a second list), read by the memory planner too.
+    std::vector<TensorSpec> activation_specs(int B, int T, std::vector<TensorSpec>& bases) {
         size_t N = (size_t)B * T, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden, NH = cfg.num_heads;
         DType act = Backend::act_dtype, f32 = DType::F32;
-        size_t wide = std::max(3 * C, 2 * F);
-        return {
-            {"inputs", (void**)&a.inputs, N, DType::I32},
-            {"targets", (void**)&a.targets, N, DType::I32},
-            {"freqs", (void**)&a.freqs, (size_t)T * cfg.head_dim(), f32},
-            {"resid", (void**)&a.resid, (L + 1) * N * C, act},
-            {"ln1", (void**)&a.ln1, L * N * C, act},
-            {"ln1_rstd", (void**)&a.ln1_rstd, L * N, f32},
-            {"qkv", (void**)&a.qkv, L * N * 3 * C, act},
-            {"atty", (void**)&a.atty, L * N * C, act},
-            {"lse", (void**)&a.lse, L * N * NH, f32},
-            {"resid_mid", (void**)&a.resid_mid, L * N * C, act},
-            {"ln2", (void**)&a.ln2, L * N * C, act},
-            {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32},
-            {"fch", (void**)&a.fch, L * N * 2 * F, act},
-            {"fch_act", (void**)&a.fch_act, L * N * F, act},
-            {"lnf", (void**)&a.lnf, N * C, act},
-            {"lnf_rstd", (void**)&a.lnf_rstd, N, f32},
-            {"losses", (void**)&a.losses, N, f32},
-            {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32},
+        Activations& a = acts;
+        auto& S = sites;
+        using M = MemCategory;
+        std::vector<TensorSpec> specs = {
+            {"inputs", (void**)&a.inputs, N, DType::I32, M::INPUTS},
+            {"targets", (void**)&a.targets, N, DType::I32, M::INPUTS},
+            {"freqs", (void**)&a.freqs, (size_t)T * cfg.head_dim(), f32, M::TRANSIENT},
+            {"ln1_rstd", (void**)&a.ln1_rstd, L * N, f32, M::SAVED_EXACT},
+            {"qkv", (void**)&a.qkv, L * N * 3 * C, act, M::SAVED_EXACT},
+            {"atty", (void**)&a.atty, L * N * C, act, M::SAVED_EXACT},
+            {"lse", (void**)&a.lse, L * N * NH, f32, M::SAVED_EXACT},
+            {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32, M::SAVED_EXACT},
+            {"lnf", (void**)&a.lnf, N * C, act, M::TRANSIENT},
+            {"lnf_rstd", (void**)&a.lnf_rstd, N, f32, M::SAVED_EXACT},
+            {"losses", (void**)&a.losses, N, f32, M::LOSS},
+            {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32, M::LOSS},
             {"scratch_btc", (void**)&a.scratch_btc, N * C, act},
             {"dresid", (void**)&a.dresid, N * C, act},
-            {"scratch_wide", (void**)&a.scratch_wide, N * wide, act},
+            {"scratch_wide", (void**)&a.scratch_wide, N * std::max(3 * C, 2 * F), act},
             {"scratch_ff", (void**)&a.scratch_ff, N * F, act},
+            {"t_resid", (void**)&a.t_resid, S[RESID].compressed() || S[RESID_MID].compressed() ? N * C : 0, act},
+            {"t_ln", (void**)&a.t_ln, S[LN1].compressed() || S[LN2].compressed() ? N * C : 0, act},
+            {"t_mlp_in", (void**)&a.t_mlp_in, S[FCH].compressed() ? N * 2 * F : 0, act},
+            {"t_mlp_out", (void**)&a.t_mlp_out, S[FCH_ACT].compressed() ? N * F : 0, act},
+            {"prac_tmp", (void**)&a.prac_tmp,
+             prac_tmp_numel({{LN1, 3 * (int)C}, {LN2, 2 * (int)F}, {FCH_ACT, (int)C}}), f32},
         };
+        bases.clear();
+        for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
+        return specs;
+    }
+    size_t prac_tmp_numel(std::initializer_list<std::pair<int, int>> linear) const {
+        size_t m = 0;
+        for (auto [site, OC] : linear)
+            if (sites[site].compressed()) m = std::max(m, (size_t)OC * sites[site].r());
+        return m;
     }
 
     void allocate_activations(int batch, int seq_len) {
@@ -146,10 +187,22 @@ struct Llama {
         be.free(acts_memory, acts_bytes);
         B = batch;
         T = seq_len;
-        act_specs = activation_specs(cfg, B, T, acts);
+        std::vector<TensorSpec> bases;
+        act_specs = activation_specs(B, T, bases);
         acts_bytes = tensors_bytes(act_specs);
         acts_memory = be.alloc(acts_bytes);
         point_tensors(act_specs, acts_memory);
+        if (!bases_memory) {  // bases depend on the widths only: allocated once, kept across batch shapes
+            basis_specs = bases;
+            bases_bytes = tensors_bytes(basis_specs);
+            bases_memory = be.alloc(bases_bytes);
+        }
+        point_tensors(basis_specs, bases_memory);
+        sites[RESID].transient = sites[RESID_MID].transient = acts.t_resid;
+        sites[LN1].transient = sites[LN2].transient = acts.t_ln;
+        sites[FCH].transient = acts.t_mlp_in;
+        sites[FCH_ACT].transient = acts.t_mlp_out;
+        for (ActSite<Backend>& s : sites) s.wgrad_tmp = acts.prac_tmp;
         be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
     }
 
@@ -205,44 +258,56 @@ struct Llama {
     float forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale) {
         int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
         int N = B * T;
+        bool train = grad_scale != 0.0f;
         check_tokens(host_inputs, N, V);
         be.upload(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
         be.upload(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
+        ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
+                        &fch = sites[FCH], &fch_act = sites[FCH_ACT];
+        auto save = [&](ActSite<Backend>& site, int l) {  // only when training: evaluation keeps nothing
+            if (train) site.save(be, l, N, sched.refresh_q1, sched.refresh_q2, prac.seed, prac_log);
+        };
 
-        be.encoder_forward(acts.resid, acts.inputs, params.wte, nullptr, B, T, C);
+        be.encoder_forward(resid.fwd(0, N), acts.inputs, params.wte, nullptr, B, T, C);
         for (int l = 0; l < cfg.num_layers; l++) {
-            act_t* x = acts.resid + (size_t)l * N * C;  // (N, C) block input
-            act_t* l_ln1 = acts.ln1 + (size_t)l * N * C;
+            act_t* x = resid.fwd(l, N);  // (N, C) block input
+            act_t* l_ln1 = ln1.fwd(l, N);
             float* l_ln1_rstd = acts.ln1_rstd + (size_t)l * N;
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = acts.atty + (size_t)l * N * C;
             float* l_lse = acts.lse + (size_t)l * N * NH;
-            act_t* l_resid_mid = acts.resid_mid + (size_t)l * N * C;
-            act_t* l_ln2 = acts.ln2 + (size_t)l * N * C;
+            act_t* l_resid_mid = resid_mid.fwd(l, N);
+            act_t* l_ln2 = ln2.fwd(l, N);
             float* l_ln2_rstd = acts.ln2_rstd + (size_t)l * N;
-            act_t* l_fch = acts.fch + (size_t)l * N * 2 * F;
-            act_t* l_fch_act = acts.fch_act + (size_t)l * N * F;
-            act_t* l_out = acts.resid + (size_t)(l + 1) * N * C;
+            act_t* l_fch = fch.fwd(l, N);
+            act_t* l_fch_act = fch_act.fwd(l, N);
+            act_t* l_out = resid.fwd(l + 1, N);
 
             // attention branch: x + o_proj(attention(rope(qkv(rmsnorm(x)))))
             be.rmsnorm_forward(l_ln1, l_ln1_rstd, x, params.ln1w + l * C, N, C, cfg.norm_eps);
+            save(resid, l);  // before the residual add below, which may overwrite x in place
             be.matmul_forward(l_qkv, l_ln1, params.qkvw + (size_t)l * 3 * C * C, nullptr, N, C, 3 * C);
+            save(ln1, l);
             be.rope_forward(l_qkv, acts.freqs, B, T, C, NH);
             be.attention_forward(l_atty, l_lse, l_qkv, B, T, C, NH);
             be.matmul_forward(acts.scratch_btc, l_atty, params.attprojw + (size_t)l * C * C, nullptr, N, C, C);
             be.residual_forward(l_resid_mid, x, acts.scratch_btc, (size_t)N * C);
             // MLP branch: resid_mid + down(silu(gate(h)) * up(h)), h = rmsnorm(resid_mid)
             be.rmsnorm_forward(l_ln2, l_ln2_rstd, l_resid_mid, params.ln2w + l * C, N, C, cfg.norm_eps);
+            save(resid_mid, l);
             be.matmul_forward(l_fch, l_ln2, params.fcw + (size_t)l * 2 * F * C, nullptr, N, C, 2 * F);
+            save(ln2, l);
             be.swiglu_forward(l_fch_act, l_fch, N, F);
+            save(fch, l);
             be.matmul_forward(acts.scratch_btc, l_fch_act, params.fcprojw + (size_t)l * C * F, nullptr, N, F, C);
+            save(fch_act, l);
             be.residual_forward(l_out, l_resid_mid, acts.scratch_btc, (size_t)N * C);
         }
-        act_t* last = acts.resid + (size_t)cfg.num_layers * N * C;
+        act_t* last = resid.fwd(cfg.num_layers, N);  // the final norm's input: never compressed
         be.rmsnorm_forward(acts.lnf, acts.lnf_rstd, last, params.lnfw, N, C, cfg.norm_eps);
-        bool train = grad_scale != 0.0f;
         be.classifier(acts.losses, train ? acts.scratch_btc : nullptr, train ? grads.lm_head : nullptr, acts.lnf,
                       params.lm_head, acts.targets, N, C, V, grad_scale, acts.logits_chunk);
+        sched.end_micro_batch();
         return mean_loss(be, acts.losses, host_targets, N);
     }
 
@@ -253,37 +318,32 @@ struct Llama {
         act_t* dresid = acts.dresid;       // (N, C)
         act_t* dbtc = acts.scratch_btc;    // (N, C)
         act_t* dwide = acts.scratch_wide;  // (N, max(3C, 2F))
+        ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
+                        &fch = sites[FCH], &fch_act = sites[FCH_ACT];
 
         be.zero(dresid, (size_t)N * C * sizeof(act_t));
-        act_t* last = acts.resid + (size_t)cfg.num_layers * N * C;
-        be.rmsnorm_backward(dresid, grads.lnfw, dbtc, last, params.lnfw, acts.lnf_rstd, N, C);
+        be.rmsnorm_backward(dresid, grads.lnfw, dbtc, resid.fwd(cfg.num_layers, N), params.lnfw, acts.lnf_rstd, N, C);
         for (int l = cfg.num_layers - 1; l >= 0; l--) {
-            act_t* x = acts.resid + (size_t)l * N * C;
-            act_t* l_ln1 = acts.ln1 + (size_t)l * N * C;
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = acts.atty + (size_t)l * N * C;
             float* l_lse = acts.lse + (size_t)l * N * NH;
-            act_t* l_resid_mid = acts.resid_mid + (size_t)l * N * C;
-            act_t* l_ln2 = acts.ln2 + (size_t)l * N * C;
-            act_t* l_fch = acts.fch + (size_t)l * N * 2 * F;
-            act_t* l_fch_act = acts.fch_act + (size_t)l * N * F;
 
             // MLP branch
-            be.matmul_backward_weight(grads.fcprojw + (size_t)l * C * F, nullptr, dresid, l_fch_act, N, F, C);
+            fch_act.weight_grad(be, l, N, grads.fcprojw + (size_t)l * C * F, nullptr, dresid, C);
             be.matmul_backward_input(acts.scratch_ff, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false);
-            be.swiglu_backward(dwide, l_fch, acts.scratch_ff, N, F);
-            be.matmul_backward_weight(grads.fcw + (size_t)l * 2 * F * C, nullptr, dwide, l_ln2, N, C, 2 * F);
+            be.swiglu_backward(dwide, fch.restore(be, l, N), acts.scratch_ff, N, F);
+            ln2.weight_grad(be, l, N, grads.fcw + (size_t)l * 2 * F * C, nullptr, dwide, 2 * F);
             be.matmul_backward_input(dbtc, dwide, params.fcw + (size_t)l * 2 * F * C, N, C, 2 * F, false);
-            be.rmsnorm_backward(dresid, grads.ln2w + l * C, dbtc, l_resid_mid, params.ln2w + l * C,
+            be.rmsnorm_backward(dresid, grads.ln2w + l * C, dbtc, resid_mid.restore(be, l, N), params.ln2w + l * C,
                                 acts.ln2_rstd + (size_t)l * N, N, C);
             // attention branch
             be.matmul_backward_weight(grads.attprojw + (size_t)l * C * C, nullptr, dresid, l_atty, N, C, C);
             be.matmul_backward_input(dbtc, dresid, params.attprojw + (size_t)l * C * C, N, C, C, false);
             be.attention_backward(dwide, dbtc, l_qkv, l_atty, l_lse, B, T, C, NH);
             be.rope_backward(dwide, acts.freqs, B, T, C, NH);
-            be.matmul_backward_weight(grads.qkvw + (size_t)l * 3 * C * C, nullptr, dwide, l_ln1, N, C, 3 * C);
+            ln1.weight_grad(be, l, N, grads.qkvw + (size_t)l * 3 * C * C, nullptr, dwide, 3 * C);
             be.matmul_backward_input(dbtc, dwide, params.qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, false);
-            be.rmsnorm_backward(dresid, grads.ln1w + l * C, dbtc, x, params.ln1w + l * C,
+            be.rmsnorm_backward(dresid, grads.ln1w + l * C, dbtc, resid.restore(be, l, N), params.ln1w + l * C,
                                 acts.ln1_rstd + (size_t)l * N, N, C);
         }
         be.encoder_backward(grads.wte, nullptr, dresid, acts.inputs, B, T, C);

@@ -12,14 +12,40 @@ enum class DType : uint8_t { F32, BF16, I32 };
 inline size_t dtype_size(DType t) { return t == DType::BF16 ? 2 : 4; }
 inline const char* dtype_name(DType t) { return t == DType::F32 ? "f32" : t == DType::BF16 ? "bf16" : "i32"; }
 
+// What a buffer is for, as the memory planner reports it.
+enum class MemCategory : uint8_t {
+    INPUTS,           // token ids and targets
+    SAVED_EXACT,      // saved for backward, never compressed (attention q/k/v, O, LSE; norm statistics)
+    SAVED_LINEAR,     // saved inputs of linear layers (PRAC linear sites, compressed or not)
+    SAVED_NONLINEAR,  // saved inputs of norms and activations (PRAC nonlinear sites, compressed or not)
+    PRAC_BASES,       // P = [Q1 | sqrt(k) Q2] per site and layer
+    TRANSIENT,        // full-width buffers shared by all layers of compressed sites, and backward scratch
+    LOSS,             // per-token losses and the classifier's logits chunk
+};
+const char* mem_category_name(MemCategory c);
+
 struct TensorSpec {
     std::string name;
     void** ptr;    // where the slice's address is written (nullptr when numel == 0)
     size_t numel;  // 0 = absent
     DType dtype;
+    MemCategory category = MemCategory::TRANSIENT;
 };
 
 constexpr size_t TENSOR_ALIGN = 256;  // bytes; keeps every slice aligned for vector loads and cuBLASLt
+
+inline const char* mem_category_name(MemCategory c) {
+    switch (c) {
+        case MemCategory::INPUTS: return "inputs";
+        case MemCategory::SAVED_EXACT: return "saved exact (attention, norm stats)";
+        case MemCategory::SAVED_LINEAR: return "saved linear-site inputs";
+        case MemCategory::SAVED_NONLINEAR: return "saved nonlinear-site inputs";
+        case MemCategory::PRAC_BASES: return "PRAC bases";
+        case MemCategory::TRANSIENT: return "transient buffers and scratch";
+        case MemCategory::LOSS: return "losses and logits chunk";
+    }
+    return "?";
+}
 
 inline size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 

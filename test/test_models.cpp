@@ -163,19 +163,29 @@ TEST(LlamaVsHF, LogitsLossAndEveryGradient) { check_forward_backward<Llama>("lla
 TEST(Gpt2VsHF, TenAdamWStepsWithAccumulationAndClipping) { check_training<GPT2>("gpt2_tiny", Arch::GPT2); }
 TEST(LlamaVsHF, TenAdamWStepsWithAccumulationAndClipping) { check_training<Llama>("llama_tiny", Arch::LLAMA); }
 
-// The arena holds exactly the tensors listed in the specs: bytes allocated == bytes planned.
+// The arena holds exactly the tensors listed in the specs: bytes allocated == bytes planned, with and without
+// PRAC (which swaps full stacks for packed projections, adds bases and transient buffers).
 TEST(ActivationArena, AllocatedBytesEqualSpecs) {
-    CpuBackend be;
-    ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-tiny");
-    Llama<CpuBackend> model(be, cfg);
-    size_t before = be.live_bytes;
-    model.allocate_activations(3, 24);
-    EXPECT_EQ(be.live_bytes - before, tensors_bytes(model.act_specs));
-    // every present tensor got a distinct, aligned slice inside the allocation
-    for (const TensorSpec& s : model.act_specs) {
-        ASSERT_NE(*s.ptr, nullptr) << s.name;
-        EXPECT_EQ((uintptr_t)*s.ptr % TENSOR_ALIGN, 0u) << s.name;
-        EXPECT_GE((char*)*s.ptr, (char*)model.acts_memory);
-        EXPECT_LE((char*)*s.ptr + s.numel * dtype_size(s.dtype), (char*)model.acts_memory + model.acts_bytes);
+    for (PracMode mode : {PracMode::NONE, PracMode::PRAC}) {
+        CpuBackend be;
+        ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-tiny");
+        PracOptions prac;
+        prac.mode = mode;
+        Llama<CpuBackend> model(be, cfg, prac);
+        size_t before = be.live_bytes;
+        model.allocate_activations(3, 24);
+        EXPECT_EQ(be.live_bytes - before, tensors_bytes(model.act_specs) + tensors_bytes(model.basis_specs));
+        EXPECT_EQ(model.basis_specs.empty(), mode == PracMode::NONE);
+        // every present tensor got an aligned slice inside its allocation; absent ones are null
+        for (const TensorSpec& s : model.act_specs) {
+            if (s.numel == 0) {
+                EXPECT_EQ(*s.ptr, nullptr) << s.name;
+                continue;
+            }
+            ASSERT_NE(*s.ptr, nullptr) << s.name;
+            EXPECT_EQ((uintptr_t)*s.ptr % TENSOR_ALIGN, 0u) << s.name;
+            EXPECT_GE((char*)*s.ptr, (char*)model.acts_memory);
+            EXPECT_LE((char*)*s.ptr + s.numel * dtype_size(s.dtype), (char*)model.acts_memory + model.acts_bytes);
+        }
     }
 }

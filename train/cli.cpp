@@ -51,6 +51,15 @@ const Flag FLAGS[] = {
     F("--log-interval", "N", INT, log_interval, "print a step line every N steps"),
     F("--eval-only", "", BOOL, eval_only, "only evaluate (usually with --init-from) and print loss and perplexity"),
     F("--no-shuffle", "", BOOL, shuffle, "read training shards in order (default: shuffled with --seed)"),
+    F("--prac", "MODE", STR, prac, "activation compression: none, pac (principal only), rac (random only), prac"),
+    F("--prac-linear", "F1,F2", STR, prac_linear, "ranks r1,r2 of linear sites as fractions of the width"),
+    F("--prac-nonlinear", "F1,F2", STR, prac_nonlinear, "ranks r1,r2 of nonlinear sites as fractions of the width"),
+    F("--prac-linear-ranks", "R1,R2", STR, prac_linear_ranks, "absolute ranks of linear sites (override fractions)"),
+    F("--prac-nonlinear-ranks", "R1,R2", STR, prac_nonlinear_ranks, "absolute ranks of nonlinear sites"),
+    F("--prac-t1", "N", INT, prac_t1, "refresh the principal basis Q1 every N steps"),
+    F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (also whenever Q1 changes)"),
+    F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
+    F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
     F("--help", "", BOOL, help, "print this help"),
 };
 #undef F
@@ -153,6 +162,56 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                "--train-data given without --val-data\n---> HINT: pass the validation shards too (--val-data GLOB)");
 }
 
+// "a,b" -> two numbers
+static void parse_pair(const std::string& flag, const std::string& v, double* a, double* b) {
+    char* end = nullptr;
+    size_t comma = v.find(',');
+    if (comma == std::string::npos) fail("%s needs two numbers separated by a comma (got \"%s\")", flag.c_str(), v.c_str());
+    std::string s1 = v.substr(0, comma), s2 = v.substr(comma + 1);
+    *a = std::strtod(s1.c_str(), &end);
+    bool ok = !s1.empty() && !*end;
+    *b = std::strtod(s2.c_str(), &end);
+    ok = ok && !s2.empty() && !*end;
+    if (!ok || *a < 0 || *b < 0)
+        fail("%s needs two non-negative numbers separated by a comma (got \"%s\")", flag.c_str(), v.c_str());
+}
+
+PracOptions prac_options_from(const TrainOptions& o) {
+    PracOptions p;
+    p.mode = prac_mode_parse(o.prac);
+    double a, b;
+    parse_pair("--prac-linear", o.prac_linear, &a, &b);
+    CHECK_USER(a < 1 && b < 1, "--prac-linear fractions must be below 1 (got %s)", o.prac_linear.c_str());
+    p.linear_r1 = (float)a;
+    p.linear_r2 = (float)b;
+    parse_pair("--prac-nonlinear", o.prac_nonlinear, &a, &b);
+    CHECK_USER(a < 1 && b < 1, "--prac-nonlinear fractions must be below 1 (got %s)", o.prac_nonlinear.c_str());
+    p.nonlinear_r1 = (float)a;
+    p.nonlinear_r2 = (float)b;
+    if (!o.prac_linear_ranks.empty()) {
+        parse_pair("--prac-linear-ranks", o.prac_linear_ranks, &a, &b);
+        p.linear_r1_abs = (int)a;
+        p.linear_r2_abs = (int)b;
+    }
+    if (!o.prac_nonlinear_ranks.empty()) {
+        parse_pair("--prac-nonlinear-ranks", o.prac_nonlinear_ranks, &a, &b);
+        p.nonlinear_r1_abs = (int)a;
+        p.nonlinear_r2_abs = (int)b;
+    }
+    CHECK_USER(o.prac_t1 > 0 && o.prac_t2 > 0, "--prac-t1 and --prac-t2 must be positive");
+    p.t1 = o.prac_t1;
+    p.t2 = o.prac_t2;
+    CHECK_USER(o.prac_k_mult > 0, "--prac-k-mult must be positive (got %g)", o.prac_k_mult);
+    p.k_mult = o.prac_k_mult;
+    const std::string& c = o.prac_classes;
+    CHECK_USER(c == "linear,nonlinear" || c == "nonlinear,linear" || c == "linear" || c == "nonlinear",
+               "--prac-classes must be linear,nonlinear or linear or nonlinear (got \"%s\")", c.c_str());
+    p.linear = c.find("linear") == 0 || c.find(",linear") != std::string::npos;
+    p.nonlinear = c.find("nonlinear") != std::string::npos;
+    p.seed = (uint64_t)o.seed;
+    return p;
+}
+
 std::string train_options_help(Arch arch, const char* program) {
     std::string names;
     for (const std::string& n : model_config_names(arch)) names += (names.empty() ? "" : ", ") + n;
@@ -212,5 +271,11 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"shuffle", o.shuffle ? "yes" : "no"},
         {"save", o.save.empty() ? "(no)" : o.save},
         {"log", o.log.empty() ? "(no)" : o.log},
+        {"prac", o.prac},
+        {"prac ranks linear / nonlinear",
+         (o.prac_linear_ranks.empty() ? o.prac_linear : o.prac_linear_ranks + " (abs)") + " / " +
+             (o.prac_nonlinear_ranks.empty() ? o.prac_nonlinear : o.prac_nonlinear_ranks + " (abs)")},
+        {"prac T1 / T2 / k mult", format("%d / %d / %g", o.prac_t1, o.prac_t2, o.prac_k_mult)},
+        {"prac classes", o.prac_classes},
     };
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "prac/prac.h"
 
 struct TrainOptions {
     std::string model;          // name or config.json
@@ -31,12 +32,25 @@ struct TrainOptions {
     bool shuffle = true;
     int log_interval = 1;
     bool help = false;
+
+    // PRAC activation compression
+    std::string prac = "none";               // none | pac | rac | prac
+    std::string prac_linear = "0.3,0.3";     // r1,r2 of linear sites as fractions of the width
+    std::string prac_nonlinear = "0.2,0.2";  // r1,r2 of nonlinear sites
+    std::string prac_linear_ranks;           // absolute r1,r2: override the fractions
+    std::string prac_nonlinear_ranks;
+    int prac_t1 = 500, prac_t2 = 500;        // refresh intervals of Q1 and Q2 (steps)
+    float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
+    std::string prac_classes = "linear,nonlinear";
 };
 
 // Parses argv into opts. Throws UserError for unknown flags (with the closest known flag), missing or
 // malformed values. program is "train_gpt2" or "train_llama".
 void parse_train_options(TrainOptions& opts, int argc, char** argv);
 std::string train_options_help(Arch arch, const char* program);
+
+// The PRAC options of the flags (UserError on malformed pairs or unknown classes).
+PracOptions prac_options_from(const TrainOptions& o);
 
 // Every setting as (name, value) rows for the start-of-run table.
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o);

@@ -32,6 +32,20 @@ void prepare_save_dir(const std::string& dir);
 void print_table(const char* title, const std::vector<std::pair<std::string, std::string>>& rows);
 std::string human_duration(double seconds);
 
+// The PRAC sites of a model: class, width, ranks, k and bytes saved per layer.
+template <class Site>
+void print_site_table(const std::vector<Site>& sites, int L) {
+    std::vector<std::pair<std::string, std::string>> rows;
+    for (const Site& s : sites)
+        rows.push_back({s.name, s.compressed()
+                                    ? format("%-9s n=%-5d r1=%-4d r2=%-4d k=%-7.3f kept %.0f%% of the width",
+                                             s.cls == SiteClass::LINEAR ? "linear" : "nonlinear", s.n, s.dims.r1,
+                                             s.dims.r2, s.dims.k, 100.0 * s.r() / s.n)
+                                    : format("%-9s n=%-5d exact", s.cls == SiteClass::LINEAR ? "linear" : "nonlinear",
+                                             s.n)});
+    print_table(format("PRAC sites (x %d layers)", L).c_str(), rows);
+}
+
 // Mean loss over the non-ignored targets of `batches` validation micro-batches, from the loader's start.
 template <class Model>
 float evaluate(Model& model, DataLoader& val, long long eval_tokens, long long* tokens_seen) {
@@ -102,7 +116,9 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
                 (long long)val.samples_per_epoch());
 
     // ---- model ----
-    Model<CpuBackend> model(be, cfg);
+    PracOptions prac = prac_options_from(opts);
+    Model<CpuBackend> model(be, cfg, prac);
+    if (prac.mode != PracMode::NONE) print_site_table(model.sites, cfg.num_layers);
     std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
     if (!opts.init_from.empty()) {
         std::string path = resolve_weights_path(opts.init_from);
@@ -143,6 +159,7 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
         // one optimizer step: accumulate the gradients of grad_accum micro-batches, each weighted so that
         // the step minimizes the mean of the micro-batches' mean token losses
         model.zero_grad();
+        model.sched.begin_step(prac, step);  // PRAC bases refresh on this step's first micro-batch when due
         float loss = 0;
         for (int micro = 0; micro < opts.grad_accum; micro++) {
             train->next_batch(inputs.data(), targets.data());
@@ -171,6 +188,10 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
         log.step(step + 1, loss, lr, norm, tok_s, ms, be.peak_bytes);
     }
 
+    int64_t failures = 0;
+    for (const auto& s : model.sites) failures += s.failures;
+    if (failures) std::printf("warning: %lld PRAC basis refreshes failed and kept the previous basis (see above)\n",
+                              (long long)failures);
     long long seen = 0;
     float vl = evaluate(model, val, opts.eval_tokens, &seen);
     std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total\n", vl, std::exp(vl), seen,

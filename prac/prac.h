@@ -1,0 +1,103 @@
+// PRAC: options, per-site ranks, and the CPU twins of the site ops.
+//
+// A site is one activation tensor X (N, n) saved for backward. PRAC stores Xc = X·P (N, r), r = r1 + r2, with
+//   P = [Q1 | sqrt(k)·Q2]   (n, r):  Q1 (n, r1) top right singular vectors of X (top eigenvectors of XᵀX),
+//                                    Q2 (n, r2) orthonormal basis of a Gaussian draw projected out of Q1,
+//                                    k = k_mult · (n - r1) / r2
+// and rebuilds X~ = Xc·Pᵀ = X·Q1·Q1ᵀ + k·X·Q2·Q2ᵀ, an unbiased estimate of X over the draw of Q2 (the paper's
+// Theorem 1; its P is ours). Keeping sqrt(k) inside P makes compress, reconstruct and the factored weight
+// gradient one GEMM each over one basis buffer. Linear sites never rebuild X: dW = dYᵀ·X~ = (dYᵀ·Xc)·Pᵀ.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+
+enum class PracMode { NONE, PAC, RAC, PRAC };
+enum class SiteClass { LINEAR, NONLINEAR };
+
+const char* prac_mode_name(PracMode m);
+PracMode prac_mode_parse(const std::string& s);  // "none" | "pac" | "rac" | "prac"; UserError otherwise
+
+struct PracOptions {
+    PracMode mode = PracMode::NONE;
+    // ranks as fractions of the site's width (paper: linear 0.3 + 0.3, nonlinear 0.2 + 0.2), rounded down
+    // to a multiple of 8 (at least 8); an absolute rank >= 0 overrides the fraction
+    float linear_r1 = 0.3f, linear_r2 = 0.3f, nonlinear_r1 = 0.2f, nonlinear_r2 = 0.2f;
+    int linear_r1_abs = -1, linear_r2_abs = -1, nonlinear_r1_abs = -1, nonlinear_r2_abs = -1;
+    int t1 = 500, t2 = 500;  // refresh intervals (steps) of Q1 and Q2; Q2 is also redrawn whenever Q1 changes
+    float k_mult = 1.0f;     // k = k_mult * (n - r1) / r2 (the paper's k ablation; 1 = unbiased)
+    bool linear = true, nonlinear = true;  // which site classes are compressed
+    uint64_t seed = 42;
+};
+
+// Ranks and scale of one site, after the mode is applied:
+//   prac: r1, r2 from the class;  pac: r1 = r1 + r2, r2 = 0 (equal total rank, biased);
+//   rac: r1 = 0, r2 = r1 + r2, k = k_mult * n / r2;  none, or class not compressed: compressed = false.
+struct SiteDims {
+    bool compressed = false;
+    int r1 = 0, r2 = 0;
+    float k = 1.0f;
+    int r() const { return r1 + r2; }
+};
+// Throws UserError for impossible ranks (above the width, rac with r2 = 0, ...), naming the site.
+SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::string& site_name);
+int prac_round_rank(float frac, int n);
+
+// ---- CPU twins (fp32; the CUDA backend has the same argument order) ----
+
+// xc (N, r) = x (N, n) @ P (n, r)
+template <typename T>
+void prac_compress_cpu(T* xc, const T* x, const T* P, int N, int n, int r) {
+    gemm_cpu(false, false, N, r, n, T(1), x, n, P, r, T(0), xc, r);
+}
+
+// x (N, n) = xc (N, r) @ P (n, r)^T
+template <typename T>
+void prac_reconstruct_cpu(T* x, const T* xc, const T* P, int N, int n, int r) {
+    gemm_cpu(false, true, N, n, r, T(1), xc, r, P, r, T(0), x, n);
+}
+
+// Factored weight gradient of a linear layer whose input was saved compressed:
+// dW (OC, n) += (dY (N, OC)^T @ xc (N, r)) @ P^T, through tmp (OC, r); dbias (OC) += column sums of dY.
+// Same value as matmul_backward_weight_cpu with the reconstructed input, in 2·N·OC·r + 2·OC·r·n FLOPs
+// instead of 2·N·r·n + 2·N·OC·n.
+template <typename T>
+void prac_weight_grad_cpu(T* dW, T* dbias, const T* dY, const T* xc, const T* P, int N, int n, int r, int OC, T* tmp) {
+    gemm_cpu(true, false, OC, r, N, T(1), dY, OC, xc, r, T(0), tmp, r);
+    gemm_cpu(false, true, OC, n, r, T(1), tmp, r, P, r, T(1), dW, n);
+    if (dbias) {
+#pragma omp parallel for
+        for (int o = 0; o < OC; o++) {
+            T s = 0;
+            for (int i = 0; i < N; i++) s += dY[(size_t)i * OC + o];
+            dbias[o] += s;
+        }
+    }
+}
+
+// The random part's key: the same (seed, site, layer, refresh) gives the same draw on every backend.
+struct PracDrawKey {
+    uint64_t seed;
+    uint32_t site;     // site id within the model
+    uint32_t layer;
+    uint64_t refresh;  // how many Q2 draws this (site, layer) had before
+};
+
+// S (n, cols) with ld: element (i, j) is normal number i * cols + j of the key's Philox stream.
+void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key);
+
+// Refresh of one site's basis from the full activation x (N, n), writing P (n, r) in place:
+//   refresh_q1: Q1 = top-r1 eigenvectors of the fp32 Gram matrix xᵀx (LAPACK ssyevd; never an SVD of x);
+//   refresh_q2: Q2 = orth(S - Q1 Q1ᵀ S) with the projection applied twice (orthogonal to Q1 to fp32
+//               precision), Gaussian S from the key, QR via LAPACK sgeqrf + sorgqr; scaled by sqrt(k).
+// A step that fails (solver info != 0, non-finite values) keeps that part of the previous P and is reported
+// in the result; `had_basis` false means P holds no basis yet, and a failed Q1 then falls back to a random
+// orthonormal Q1 (PRAC stays unbiased for any Q1).
+struct PracRefreshResult {
+    bool q1_ok = true, q2_ok = true;
+    std::string message;  // what failed, for the log
+};
+PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
+                                   bool refresh_q2, bool had_basis, const PracDrawKey& key);

@@ -1,0 +1,125 @@
+// Activation sites: the tensors a model saves for backward that PRAC may compress. The model's orchestration
+// calls the same four functions whether a site is compressed or not, so `--prac none` runs exactly the
+// baseline op sequence:
+//   fwd(l)          where layer l's full tensor is written in forward (its slot in the per-layer stack, or the
+//                   shared transient buffer when compressed)
+//   save(l)         after forward is done with the full tensor: compress it (refreshing the basis when due)
+//   restore(l)      in backward, the full tensor (the stored one, or reconstructed into the transient buffer)
+//   weight_grad(l)  linear sites: dW += dYᵀ X, factored through the compressed X without reconstruction
+// Transient buffers are shared between sites whose full tensors are never live at the same time; backward
+// never uses them as scratch.
+#pragma once
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "prac/prac.h"
+
+template <class Backend>
+struct ActSite {
+    using act_t = typename Backend::act_t;
+    using grad_t = typename Backend::grad_t;
+
+    std::string name;
+    uint32_t id = 0;  // position in the model's site list (part of the random draw's key)
+    SiteClass cls = SiteClass::LINEAR;
+    int n = 0;        // width
+    int stack = 0;    // layers in the uncompressed stack (the residual stream keeps one more: the final output)
+    int L = 0;        // layers with a saved tensor
+    SiteDims dims;
+
+    act_t* full = nullptr;       // (stack, N, n)  uncompressed
+    act_t* packed = nullptr;     // (L, N, r)      compressed: X·P per layer
+    act_t* P = nullptr;          // (L, n, r)      [Q1 | sqrt(k) Q2] per layer
+    act_t* transient = nullptr;  // (N, n)         compressed: the full tensor while it is live
+    float* wgrad_tmp = nullptr;  // (OC, r)        linear sites: dYᵀ·Xc
+
+    // refresh bookkeeping, per layer (part of checkpoints)
+    std::vector<int64_t> q1_refreshes, q2_refreshes;
+    std::vector<uint8_t> has_basis;
+    int64_t failures = 0;
+
+    int r() const { return dims.r(); }
+    bool compressed() const { return dims.compressed; }
+
+    act_t* fwd(int l, size_t N) const { return compressed() ? transient : full + (size_t)l * N * n; }
+
+    // Compress layer l's full tensor x (fwd(l)); refresh the basis first when the step asks for it.
+    void save(Backend& be, int l, size_t N, bool refresh_q1, bool refresh_q2, uint64_t seed, FILE* log) {
+        if (!compressed()) return;
+        act_t* Pl = P + (size_t)l * n * r();
+        bool q1 = refresh_q1 || !has_basis[l], q2 = refresh_q2 || !has_basis[l];
+        if (q1 || q2) {
+            PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)q2_refreshes[l]};
+            PracRefreshResult res = be.prac_refresh(Pl, fwd(l, N), (int)N, n, dims, q1, q2, has_basis[l], key);
+            if (q1 && dims.r1 > 0) q1_refreshes[l]++;
+            if (dims.r2 > 0) q2_refreshes[l]++;  // every refresh redraws Q2 (it must stay in Q1's complement)
+            has_basis[l] = 1;
+            if (!res.q1_ok || !res.q2_ok) {
+                failures++;
+                if (log) std::fprintf(log, "warning: PRAC site %s layer %d: %s\n", name.c_str(), l, res.message.c_str());
+            }
+        }
+        be.prac_compress(packed + (size_t)l * N * r(), fwd(l, N), Pl, (int)N, n, r());
+    }
+
+    // The full tensor of layer l for backward.
+    act_t* restore(Backend& be, int l, size_t N) {
+        if (!compressed()) return full + (size_t)l * N * n;
+        be.prac_reconstruct(transient, packed + (size_t)l * N * r(), P + (size_t)l * n * r(), (int)N, n, r());
+        return transient;
+    }
+
+    // dW (OC, n) += dY (N, OC)ᵀ · X_l (N, n), dbias += column sums of dY.
+    void weight_grad(Backend& be, int l, size_t N, grad_t* dW, grad_t* dbias, const act_t* dY, int OC) {
+        if (!compressed()) {
+            be.matmul_backward_weight(dW, dbias, dY, full + (size_t)l * N * n, (int)N, n, OC);
+            return;
+        }
+        be.prac_weight_grad(dW, dbias, dY, packed + (size_t)l * N * r(), P + (size_t)l * n * r(), (int)N, n, r(),
+                            OC, wgrad_tmp);
+    }
+};
+
+// Which step of training the sites are in: refreshes happen on the first micro-batch of steps that are
+// multiples of T1 (Q1) or T2 (Q2); the other micro-batches and evaluation never refresh.
+struct PracSchedule {
+    bool refresh_q1 = false, refresh_q2 = false;
+    void begin_step(const PracOptions& o, int64_t step) {
+        refresh_q1 = o.t1 > 0 && step % o.t1 == 0;
+        refresh_q2 = o.t2 > 0 && step % o.t2 == 0;
+    }
+    void end_micro_batch() { refresh_q1 = refresh_q2 = false; }
+};
+
+// Builds a site with its ranks from the PRAC options (throws on impossible ranks).
+template <class Backend>
+ActSite<Backend> make_site(const char* name, uint32_t id, SiteClass cls, int n, int L, int stack,
+                           const PracOptions& o) {
+    ActSite<Backend> s;
+    s.name = name;
+    s.id = id;
+    s.cls = cls;
+    s.n = n;
+    s.L = L;
+    s.stack = stack;
+    s.dims = prac_site_dims(o, cls, n, name);
+    s.q1_refreshes.assign(L, 0);
+    s.q2_refreshes.assign(L, 0);
+    s.has_basis.assign(L, 0);
+    return s;
+}
+
+// The site's saved tensor goes into the activation specs (the full stack, or the packed projections); its
+// bases into the basis specs, which live in their own allocation so they survive a change of batch shape.
+template <class Backend>
+void site_add_specs(ActSite<Backend>& s, size_t N, std::vector<TensorSpec>& acts, std::vector<TensorSpec>& bases) {
+    DType act = Backend::act_dtype;
+    MemCategory cat = s.cls == SiteClass::LINEAR ? MemCategory::SAVED_LINEAR : MemCategory::SAVED_NONLINEAR;
+    if (!s.compressed()) {
+        acts.push_back({s.name, (void**)&s.full, (size_t)s.stack * N * s.n, act, cat});
+    } else {
+        acts.push_back({s.name + ".packed", (void**)&s.packed, (size_t)s.L * N * s.r(), act, cat});
+        bases.push_back({s.name + ".P", (void**)&s.P, (size_t)s.L * s.n * s.r(), act, MemCategory::PRAC_BASES});
+    }
+}
