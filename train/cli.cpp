@@ -60,6 +60,10 @@ const Flag FLAGS[] = {
     F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (also whenever Q1 changes)"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
+    F("--plan", "", BOOL, plan, "print the exact memory plan for this config and exit (no GPU needed)"),
+    F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
+    F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib, "with --plan: also print the largest micro-batch that fits this GPU"),
+    F("--precision", "bf16|fp32", STR, precision, "with --plan: the CUDA backend build to plan for (cpu plans with --device cpu)"),
     F("--help", "", BOOL, help, "print this help"),
 };
 #undef F
@@ -158,6 +162,10 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.log_interval > 0, "--log-interval must be positive");
     CHECK_USER(opts.device == "auto" || opts.device == "cpu" || opts.device == "cuda",
                "--device must be cpu, cuda or auto (got \"%s\")", opts.device.c_str());
+    CHECK_USER(opts.precision == "bf16" || opts.precision == "fp32", "--precision must be bf16 or fp32 (got \"%s\")",
+               opts.precision.c_str());
+    CHECK_USER(opts.gpu_mem_gib >= 0, "--gpu-mem must be >= 0");
+    CHECK_USER(opts.plan || (!opts.json && opts.gpu_mem_gib == 0), "--json and --gpu-mem go with --plan");
     CHECK_USER(opts.train_data.empty() || !opts.val_data.empty() || opts.eval_only,
                "--train-data given without --val-data\n---> HINT: pass the validation shards too (--val-data GLOB)");
 }

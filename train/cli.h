@@ -42,6 +42,12 @@ struct TrainOptions {
     int prac_t1 = 500, prac_t2 = 500;        // refresh intervals of Q1 and Q2 (steps)
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
+
+    // memory planning (--plan prints the plan and exits; no GPU needed)
+    bool plan = false;
+    bool json = false;
+    float gpu_mem_gib = 0;           // also print the largest micro-batch that fits this GPU size
+    std::string precision = "bf16";  // plan for the CUDA backend's bf16 (default) or fp32 build
 };
 
 // Parses argv into opts. Throws UserError for unknown flags (with the closest known flag), missing or

@@ -59,3 +59,36 @@ std::string human_duration(double s) {
     if (t < 3600) return format("%lldm%02llds", t / 60, t % 60);
     return format("%lldh%02lldm", t / 3600, (t % 3600) / 60);
 }
+
+int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptions& prac) {
+    PlanTarget target = opts.device == "cpu"      ? PlanTarget::CPU_FP32
+                        : opts.precision == "fp32" ? PlanTarget::CUDA_FP32
+                                                   : PlanTarget::CUDA_BF16;
+    MemoryPlan p = plan_memory(cfg, prac, opts.batch_size, opts.seq_len, target);
+    // what the plan leaves out and a GPU needs anyway: the CUDA context and allocator slack
+    const size_t reserve = 1ull << 30;
+    int max_b = opts.gpu_mem_gib > 0 ? plan_max_batch(cfg, prac, opts.seq_len, target,
+                                                       (size_t)(opts.gpu_mem_gib * 1073741824.0), reserve)
+                                     : -1;
+    if (opts.json) {
+        std::string j = plan_json(p);
+        if (max_b >= 0) {
+            j.pop_back();  // reopen the object: add the fit result
+            while (!j.empty() && (j.back() == '\n' || j.back() == ' ')) j.pop_back();
+            j += format(",\n  \"gpu_mem_gib\": %g,\n  \"reserve_bytes\": %zu,\n  \"max_batch_size\": %d\n}",
+                        opts.gpu_mem_gib, reserve, max_b);
+        }
+        std::printf("%s\n", j.c_str());
+        return 0;
+    }
+    std::printf("%s", plan_table(p).c_str());
+    if (max_b >= 0) {
+        if (max_b == 0)
+            std::printf("does not fit in %g GiB even at micro-batch 1 (with a %.0f GiB reserve for the CUDA context)\n",
+                        opts.gpu_mem_gib, reserve / 1073741824.0);
+        else
+            std::printf("largest micro-batch that fits in %g GiB at T=%d: %d (keeping %.0f GiB for the CUDA context "
+                        "and allocator slack)\n", opts.gpu_mem_gib, opts.seq_len, max_b, reserve / 1073741824.0);
+    }
+    return 0;
+}

@@ -21,6 +21,7 @@
 #include "train/cli.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
+#include "plan/planner.h"
 
 // Directory of the built-in corpus: next to the binary (binaries live at the repository root), else the
 // source tree this binary was built from.
@@ -31,6 +32,9 @@ std::string resolve_weights_path(const std::string& path);
 void prepare_save_dir(const std::string& dir);
 void print_table(const char* title, const std::vector<std::pair<std::string, std::string>>& rows);
 std::string human_duration(double seconds);
+
+// --plan: the memory plan of this config (and with --gpu-mem, the largest micro-batch that fits), then exit.
+int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptions& prac);
 
 // The PRAC sites of a model: class, width, ranks, k and bytes saved per layer.
 template <class Site>
@@ -76,6 +80,19 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
         return 0;
     }
 
+    // ---- config ----
+    if (opts.model.empty()) opts.model = arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
+    ModelConfig cfg = model_config_load(arch, opts.model);
+    if (opts.seq_len == 0) opts.seq_len = std::min(arch == Arch::GPT2 ? 1024 : 256, cfg.max_seq_len);
+    if (opts.warmup < 0) opts.warmup = opts.steps / 10;
+    bool builtin = opts.train_data.empty() && opts.val_data.empty();
+    if (builtin) {
+        std::string dir = builtin_data_dir(), tag = arch == Arch::GPT2 ? "gpt2" : "llama";
+        opts.train_data = dir + "/austen_" + tag + "_train.bin";
+        opts.val_data = dir + "/austen_" + tag + "_val.bin";
+    }
+    PracOptions prac = prac_options_from(opts);
+    if (opts.plan) return print_plan(opts, cfg, prac);
     // ---- device ----
     std::string why;
     int gpus = cuda_device_count(&why);
@@ -89,17 +106,6 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
                     "fine for small models only\n", why.c_str(), omp_get_max_threads());
     CpuBackend be;
 
-    // ---- config ----
-    if (opts.model.empty()) opts.model = arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
-    ModelConfig cfg = model_config_load(arch, opts.model);
-    if (opts.seq_len == 0) opts.seq_len = std::min(arch == Arch::GPT2 ? 1024 : 256, cfg.max_seq_len);
-    if (opts.warmup < 0) opts.warmup = opts.steps / 10;
-    bool builtin = opts.train_data.empty() && opts.val_data.empty();
-    if (builtin) {
-        std::string dir = builtin_data_dir(), tag = arch == Arch::GPT2 ? "gpt2" : "llama";
-        opts.train_data = dir + "/austen_" + tag + "_train.bin";
-        opts.val_data = dir + "/austen_" + tag + "_val.bin";
-    }
     print_table(program, model_config_rows(cfg));
     print_table("training", train_options_rows(opts));
 
@@ -116,7 +122,6 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
                 (long long)val.samples_per_epoch());
 
     // ---- model ----
-    PracOptions prac = prac_options_from(opts);
     Model<CpuBackend> model(be, cfg, prac);
     if (prac.mode != PracMode::NONE) print_site_table(model.sites, cfg.num_layers);
     std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);

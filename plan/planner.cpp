@@ -1,0 +1,171 @@
+#include "plan/planner.h"
+
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "common/error.h"
+#include "kernels/cpu_backend.h"
+#include "model/gpt2.h"
+#include "model/llama.h"
+
+const char* plan_target_name(PlanTarget t) {
+    switch (t) {
+        case PlanTarget::CPU_FP32: return "cpu (fp32)";
+        case PlanTarget::CUDA_BF16: return "cuda (bf16)";
+        case PlanTarget::CUDA_FP32: return "cuda (fp32 build)";
+    }
+    return "?";
+}
+
+size_t MemoryPlan::bytes(const std::string& key) const {
+    for (const Row& c : categories)
+        if (c.key == key) return c.bytes;
+    return 0;
+}
+
+namespace {
+
+// A backend that records layouts and allocates nothing: addresses are fake and never dereferenced (the models
+// only do pointer arithmetic on them while laying out tensors).
+template <DType ACT, DType GRAD, bool MASTER, int CHUNK>
+struct PlanBackend {
+    using act_t = std::conditional_t<ACT == DType::BF16, uint16_t, float>;
+    using grad_t = std::conditional_t<GRAD == DType::BF16, uint16_t, float>;
+    static constexpr DType act_dtype = ACT;
+    static constexpr DType grad_dtype = GRAD;
+    static constexpr bool master_weights = MASTER;
+    static constexpr int classifier_chunk = CHUNK;
+    uintptr_t next = 1 << 20;
+    void* alloc(size_t bytes) {
+        void* p = (void*)next;
+        next += align_up(bytes, TENSOR_ALIGN) + TENSOR_ALIGN;
+        return p;
+    }
+    void free(void*, size_t) {}
+    void rope_table(float*, int, int, float) {}
+};
+
+using PlanCpu = PlanBackend<DType::F32, DType::F32, false, CpuBackend::classifier_chunk>;
+using PlanCudaBf16 = PlanBackend<DType::BF16, DType::BF16, true, CUDA_CLASSIFIER_CHUNK>;
+using PlanCudaFp32 = PlanBackend<DType::F32, DType::F32, false, CUDA_CLASSIFIER_CHUNK>;
+
+// Workspace of one PRAC refresh of a site of width n and rank r (fp32): the Gram matrix, the eigensolver's
+// workspace (LAPACK's documented minimum for ssyevd with eigenvectors, 1 + 6n + 2n^2, plus n eigenvalues)
+// and the new basis. Transient: one refresh at a time.
+size_t refresh_workspace(int n, int r) {
+    size_t nn = (size_t)n * n;
+    return 4 * (nn + (1 + 6 * (size_t)n + 2 * nn) + (size_t)n + (size_t)n * r);
+}
+
+template <class Model, class PB>
+MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target) {
+    PB be;
+    Model model(be, cfg, prac);
+    model.allocate_activations(B, T);
+    MemoryPlan p;
+    p.model = cfg.name;
+    p.B = B;
+    p.T = T;
+    p.target = target;
+    p.prac = prac.mode;
+    p.num_parameters = model.num_parameters;
+    size_t n = model.param_buffer_numel;
+    const char* pdt = dtype_name(PB::act_dtype);
+    p.categories.push_back({"weights", format("weights (%s)", pdt), n * dtype_size(PB::act_dtype)});
+    p.categories.push_back({"gradients", format("gradients (%s)", dtype_name(PB::grad_dtype)),
+                            n * dtype_size(PB::grad_dtype)});
+    p.categories.push_back({"master_weights", "master weights (f32)", PB::master_weights ? n * 4 : 0});
+    p.categories.push_back({"optimizer_state", "optimizer state (AdamW m, v f32)", 2 * n * 4});
+    const std::pair<MemCategory, const char*> act_rows[] = {
+        {MemCategory::INPUTS, "inputs"},           {MemCategory::SAVED_EXACT, "saved_exact"},
+        {MemCategory::SAVED_LINEAR, "saved_linear"}, {MemCategory::SAVED_NONLINEAR, "saved_nonlinear"},
+        {MemCategory::TRANSIENT, "transient"},     {MemCategory::LOSS, "loss"}};
+    for (auto [c, key] : act_rows) {
+        size_t bytes = 0;
+        for (const TensorSpec& s : model.act_specs)
+            if (s.category == c && s.numel) bytes += align_up(s.numel * dtype_size(s.dtype), TENSOR_ALIGN);
+        p.categories.push_back({key, mem_category_name(c), bytes});
+    }
+    p.categories.push_back({"prac_bases", mem_category_name(MemCategory::PRAC_BASES), tensors_bytes(model.basis_specs)});
+    size_t ws = 0;
+    for (const auto& s : model.sites)
+        if (s.compressed()) ws = std::max(ws, refresh_workspace(s.n, s.r()));
+    if (target != PlanTarget::CPU_FP32) {
+        // cuBLASLt workspace + attention backward's fp32 dQ accumulator (N, C) and softmax row sums (N, NH)
+        size_t N = (size_t)B * T;
+        ws += CUBLASLT_WORKSPACE_BYTES + N * cfg.channels * 4 + N * cfg.num_heads * 4;
+    }
+    p.categories.push_back({"library_workspaces",
+                            target == PlanTarget::CPU_FP32 ? "PRAC refresh workspace (host)" : "library workspaces", ws});
+    for (const auto& c : p.categories) p.total += c.bytes;
+    return p;
+}
+
+template <class PB>
+MemoryPlan plan_for(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target) {
+    if (cfg.arch == Arch::GPT2) return plan_with<GPT2<PB>, PB>(cfg, prac, B, T, target);
+    return plan_with<Llama<PB>, PB>(cfg, prac, B, T, target);
+}
+
+std::string human_bytes(size_t b) {
+    if (b >= (1ull << 30)) return format("%.2f GiB", b / 1073741824.0);
+    if (b >= (1ull << 20)) return format("%.1f MiB", b / 1048576.0);
+    if (b >= (1ull << 10)) return format("%.1f KiB", b / 1024.0);
+    return format("%zu B", b);
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target) {
+    CHECK_USER(B > 0 && T > 0, "planning needs a positive batch and sequence length (B=%d, T=%d)", B, T);
+    switch (target) {
+        case PlanTarget::CPU_FP32: return plan_for<PlanCpu>(cfg, prac, B, T, target);
+        case PlanTarget::CUDA_BF16: return plan_for<PlanCudaBf16>(cfg, prac, B, T, target);
+        case PlanTarget::CUDA_FP32: return plan_for<PlanCudaFp32>(cfg, prac, B, T, target);
+    }
+    return {};
+}
+
+int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
+                   size_t reserve) {
+    auto fits = [&](int B) { return plan_memory(cfg, prac, B, T, target).total + reserve <= gpu_bytes; };
+    if (!fits(1)) return 0;
+    int lo = 1, hi = 2;
+    while (fits(hi) && hi < (1 << 20)) {
+        lo = hi;
+        hi *= 2;
+    }
+    while (hi - lo > 1) {  // fits(lo), !fits(hi): memory grows with B
+        int mid = lo + (hi - lo) / 2;
+        (fits(mid) ? lo : hi) = mid;
+    }
+    return lo;
+}
+
+std::string plan_table(const MemoryPlan& p) {
+    std::string s = format("memory plan: %s, B=%d, T=%d, %s, PRAC %s, %zu parameters\n", p.model.c_str(), p.B, p.T,
+                           plan_target_name(p.target), prac_mode_name(p.prac), p.num_parameters);
+    size_t w = 5;
+    for (const auto& c : p.categories) w = std::max(w, c.label.size());
+    std::string line = "+" + std::string(w + 2, '-') + "+" + std::string(17, '-') + "+" + std::string(13, '-') + "+\n";
+    s += line + format("| %-*s | %15s | %11s |\n", (int)w, "category", "bytes", "") + line;
+    for (const auto& c : p.categories)
+        s += format("| %-*s | %15zu | %11s |\n", (int)w, c.label.c_str(), c.bytes, human_bytes(c.bytes).c_str());
+    s += line + format("| %-*s | %15zu | %11s |\n", (int)w, "total", p.total, human_bytes(p.total).c_str()) + line;
+    return s;
+}
+
+std::string plan_json(const MemoryPlan& p) {
+    nlohmann::ordered_json j;
+    j["model"] = p.model;
+    j["batch_size"] = p.B;
+    j["seq_len"] = p.T;
+    j["target"] = plan_target_name(p.target);
+    j["prac"] = prac_mode_name(p.prac);
+    j["num_parameters"] = p.num_parameters;
+    nlohmann::ordered_json bytes = nlohmann::ordered_json::object();
+    for (const auto& c : p.categories) bytes[c.key] = c.bytes;
+    j["bytes"] = bytes;
+    j["total"] = p.total;
+    return j.dump(2);
+}

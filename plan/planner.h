@@ -1,0 +1,47 @@
+// Memory planner: exact bytes per category for any model, batch, sequence length, precision and PRAC setting,
+// computed on any machine. It builds the real model classes over a backend that allocates nothing and only
+// records the layouts, so the plan is the trainer's own tensor lists (planned == allocated by construction;
+// test_planner checks it against the CPU backend's actual allocations).
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "prac/prac.h"
+
+// Which backend's memory to plan.
+enum class PlanTarget { CPU_FP32, CUDA_BF16, CUDA_FP32 };
+const char* plan_target_name(PlanTarget t);
+
+struct MemoryPlan {
+    std::string model;
+    int B = 0, T = 0;
+    PlanTarget target = PlanTarget::CUDA_BF16;
+    PracMode prac = PracMode::NONE;
+    size_t num_parameters = 0;
+    struct Row {
+        std::string key;    // stable snake_case name (JSON)
+        std::string label;  // for the table
+        size_t bytes;
+    };
+    std::vector<Row> categories;  // in report order
+    size_t total = 0;
+    size_t bytes(const std::string& key) const;  // 0 when absent
+};
+
+MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target);
+
+// Largest micro-batch B whose plan fits in gpu_bytes (after `reserve` bytes for the CUDA context and allocator
+// slack); 0 if not even B = 1 fits.
+int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
+                   size_t reserve);
+
+std::string plan_table(const MemoryPlan& p);
+std::string plan_json(const MemoryPlan& p);
+
+// Bytes the CUDA backend reserves for libraries (cuBLASLt workspace, attention workspace, eigensolver and QR
+// workspaces of the largest PRAC refresh). The CUDA backend must allocate exactly these; until it exists
+// (docs/VERIFICATION.md) they are the design's numbers, not measurements.
+constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;
+constexpr int CUDA_CLASSIFIER_CHUNK = 2048;  // rows of logits per chunk in the CUDA fused classifier

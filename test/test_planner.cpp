@@ -1,0 +1,90 @@
+// Memory planner: planned bytes equal the CPU backend's real allocations, and the numbers for GPT-2 124M match
+// an independent hand calculation from the model's shapes.
+#include <gtest/gtest.h>
+
+#include "kernels/cpu_backend.h"
+#include "model/gpt2.h"
+#include "model/llama.h"
+#include "plan/planner.h"
+
+namespace {
+
+// The activation and basis categories of a plan (everything the model allocates besides params/grads/optimizer).
+size_t arena_bytes(const MemoryPlan& p) {
+    size_t b = 0;
+    for (const char* k : {"inputs", "saved_exact", "saved_linear", "saved_nonlinear", "transient", "loss", "prac_bases"})
+        b += p.bytes(k);
+    return b;
+}
+
+template <template <class> class M>
+void check_plan_equals_allocation(Arch arch, const char* model_name) {
+    ModelConfig cfg = model_config_load(arch, model_name);
+    for (PracMode mode : {PracMode::NONE, PracMode::PRAC, PracMode::PAC, PracMode::RAC})
+        for (auto [B, T] : {std::pair{1, 8}, std::pair{3, 24}, std::pair{2, 64}}) {
+            PracOptions prac;
+            prac.mode = mode;
+            CpuBackend be;
+            M<CpuBackend> model(be, cfg, prac);
+            size_t params_bytes = be.live_bytes;
+            model.allocate_activations(B, T);
+            size_t arena = be.live_bytes - params_bytes;
+            MemoryPlan p = plan_memory(cfg, prac, B, T, PlanTarget::CPU_FP32);
+            EXPECT_EQ(arena_bytes(p), arena) << model_name << " " << prac_mode_name(mode) << " B=" << B << " T=" << T;
+            EXPECT_EQ(p.bytes("weights") + p.bytes("gradients"), params_bytes) << model_name;
+            EXPECT_EQ(p.bytes("master_weights"), 0u);
+            EXPECT_EQ(p.num_parameters, model.num_parameters);
+        }
+}
+
+}  // namespace
+
+TEST(Planner, PlannedBytesEqualCpuAllocationsGpt2) { check_plan_equals_allocation<GPT2>(Arch::GPT2, "gpt2-tiny"); }
+TEST(Planner, PlannedBytesEqualCpuAllocationsLlama) { check_plan_equals_allocation<Llama>(Arch::LLAMA, "llama-tiny"); }
+
+// GPT-2 124M, B=64, T=1024, CUDA bf16: every tensor below is a multiple of 256 bytes, so the sums are exact.
+TEST(Planner, Gpt2_124mByHand) {
+    ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-124m");
+    const size_t L = 12, N = 64 * 1024, C = 768, F = 3072, NH = 12, bf16 = 2, f32 = 4;
+    PracOptions none;
+    MemoryPlan p = plan_memory(cfg, none, 64, 1024, PlanTarget::CUDA_BF16);
+    // parameters: 124,475,904 with the vocab padded to 50304 (HF's 124,439,808 has 50257 rows of wte)
+    EXPECT_EQ(p.num_parameters, 124475904u);
+    EXPECT_EQ(p.bytes("saved_linear"), L * N * (C + C + F) * bf16);              // ln1, ln2, gelu output
+    EXPECT_EQ(p.bytes("saved_nonlinear"), ((L + 1) * N * C + L * N * C + L * N * F) * bf16);  // resid(+final), resid_mid, fch
+    EXPECT_EQ(p.bytes("saved_exact"),
+              L * N * 3 * C * bf16 + L * N * C * bf16 + L * N * NH * f32  // qkv, O, LSE
+                  + 4 * L * N * f32 + 2 * N * f32);                       // LN mean/rstd per layer, final LN
+    EXPECT_EQ(p.bytes("prac_bases"), 0u);
+    EXPECT_EQ(p.bytes("optimizer_state"), 2 * p.bytes("master_weights"));
+
+    // PRAC with the paper's ranks: linear r1 = r2 = floor8(0.3 n), nonlinear floor8(0.2 n)
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    MemoryPlan q = plan_memory(cfg, prac, 64, 1024, PlanTarget::CUDA_BF16);
+    const size_t rl_C = 224 + 224, rl_F = 920 + 920, rn_C = 152 + 152, rn_F = 608 + 608;
+    EXPECT_EQ(q.bytes("saved_linear"), L * N * (rl_C + rl_C + rl_F) * bf16);
+    EXPECT_EQ(q.bytes("saved_nonlinear"), L * N * (rn_C + rn_C + rn_F) * bf16);  // the final LN input is not saved
+    EXPECT_EQ(q.bytes("saved_exact"), p.bytes("saved_exact"));
+    EXPECT_EQ(q.bytes("prac_bases"), L * (C * rl_C * 2 + F * rl_F + C * rn_C * 2 + F * rn_F) * bf16);
+    // transient: baseline scratch + full-width buffers (residual, LN output, GeLU input, GeLU output) + dW scratch
+    size_t wgrad_tmp = std::max({3 * C * rl_C, F * rl_C, C * rl_F}) * f32;
+    EXPECT_EQ(q.bytes("transient"), p.bytes("transient") + N * (C + C + F + F) * bf16 + wgrad_tmp);
+    EXPECT_LT(q.total, p.total);
+}
+
+// The largest micro-batch that fits: B fits, B + 1 does not.
+TEST(Planner, MaxBatchIsTight) {
+    ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-130m");
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    size_t gpu = 40ull << 30, reserve = 1ull << 30;
+    int b = plan_max_batch(cfg, prac, 256, PlanTarget::CUDA_BF16, gpu, reserve);
+    ASSERT_GT(b, 0);
+    EXPECT_LE(plan_memory(cfg, prac, b, 256, PlanTarget::CUDA_BF16).total + reserve, gpu);
+    EXPECT_GT(plan_memory(cfg, prac, b + 1, 256, PlanTarget::CUDA_BF16).total + reserve, gpu);
+    EXPECT_EQ(plan_max_batch(cfg, prac, 256, PlanTarget::CUDA_BF16, 1ull << 20, reserve), 0);
+    // PRAC fits a larger micro-batch than the baseline
+    PracOptions none;
+    EXPECT_GT(b, plan_max_batch(cfg, none, 256, PlanTarget::CUDA_BF16, gpu, reserve));
+}
