@@ -163,6 +163,23 @@ function(_prac_imported_lib name path)
   set_target_properties(${name} PROPERTIES IMPORTED_LOCATION "${path}")
 endfunction()
 
+# Explicit RPATH entries for the directories of shared NVIDIA libraries. CMake leaves out directories it takes
+# for implicit link dirs (e.g. the CUDA toolkit's lib64 for targets linked by nvcc's rules), which only works
+# where ld.so.conf happens to list them; an explicit -rpath makes the binaries run without LD_LIBRARY_PATH.
+function(_prac_rpath target)
+  set(dirs "")
+  foreach(p IN LISTS ARGN)
+    if(p AND NOT p MATCHES "\\.a$")
+      get_filename_component(d "${p}" DIRECTORY)
+      list(APPEND dirs "${d}")
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES dirs)
+  foreach(d IN LISTS dirs)
+    target_link_options(${target} INTERFACE "LINKER:-rpath,${d}")
+  endforeach()
+endfunction()
+
 # "libcublas.so.13.1.0.3 in /usr/local/cuda/lib" for the status line.
 function(_prac_describe_lib out path)
   get_filename_component(real "${path}" REALPATH)
@@ -171,6 +188,7 @@ function(_prac_describe_lib out path)
   set(${out} "${rname} in ${dir}" PARENT_SCOPE)
 endfunction()
 
+find_package(Threads REQUIRED) # cudart_static needs it; found before the report so its check stays out of it
 message(STATUS "PRAC dependencies (✓ found, ✗ missing -> fix):")
 
 # --------------------------------------------------------------------------------------------------------------
@@ -350,7 +368,6 @@ if(NOT _prac_cuda_reason)
   endforeach()
 endif()
 
-# Report cuBLAS/cuSOLVER/cuRAND lines (computed now, printed after the toolkit line).
 set(_prac_pip_hint "pip install nvidia-cublas nvidia-cusolver nvidia-curand nvidia-cuda-runtime, or set CUDA_HOME")
 
 # Probe: can CMake enable CUDA with this nvcc, host compiler and architecture list? Done in a throw-away
@@ -413,7 +430,6 @@ else()
 endif()
 
 # --- prac::cuda_libs --------------------------------------------------------------------------------------------
-find_package(Threads REQUIRED)
 add_library(prac::cuda_libs INTERFACE IMPORTED GLOBAL)
 if(PRAC_HAVE_CUDA)
   foreach(key CUDART CUBLAS CUBLASLT CUSOLVER CURAND)
@@ -432,7 +448,10 @@ if(PRAC_HAVE_CUDA)
   _prac_describe_lib(_d2 "${PRAC_CUBLASLT_LIB}")
   get_filename_component(_cublas_v "${PRAC_CUBLAS_INC}/cublas_api.h" ABSOLUTE)
   _prac_header_version(_cublas_v "${_cublas_v}" CUBLAS_VER_MAJOR CUBLAS_VER_MINOR CUBLAS_VER_PATCH)
-  _prac_line(TRUE "cuBLAS/cuBLASLt" "${_cublas_v} headers; ${_d1}; ${_d2}")
+  if(_cublas_v)
+    set(_cublas_v "${_cublas_v} (headers ${PRAC_CUBLAS_INC}); ")
+  endif()
+  _prac_line(TRUE "cuBLAS/cuBLASLt" "${_cublas_v}${_d1}; ${_d2}")
   _prac_describe_lib(_d1 "${PRAC_CUSOLVER_LIB}")
   _prac_line(TRUE "cuSOLVER" "${_d1}")
   _prac_describe_lib(_d1 "${PRAC_CURAND_LIB}")
@@ -554,6 +573,11 @@ if(PRAC_HAVE_CUDA)
   else()
     _prac_line(FALSE "NCCL" "not found in ${_where} -> pip install nvidia-nccl-cu13 (or apt-get install libnccl-dev), or set NCCL_PATH")
   endif()
+  # RPATH for all NVIDIA shared libraries, on prac::cuda_libs (which prac::cudnn and prac::nccl link too).
+  # cuDNN's and NCCL's directories go first: when they come from an override or a wheel while the toolkit
+  # directory holds another copy, the copy whose headers were compiled against is the one loaded.
+  _prac_rpath(prac::cuda_libs "${PRAC_CUDNN_LIB}" "${PRAC_NCCL_LIB}" "${PRAC_CUBLAS_LIB}" "${PRAC_CUBLASLT_LIB}"
+              "${PRAC_CUSOLVER_LIB}" "${PRAC_CURAND_LIB}" "${PRAC_CUDART_LIB}")
 else()
   _prac_line(FALSE "cuDNN" "not used (no CUDA)")
   _prac_line(FALSE "cudnn-frontend" "not used (no CUDA)")
@@ -571,12 +595,20 @@ if(MPI_CXX_FOUND AND TARGET MPI::MPI_CXX)
   target_link_libraries(prac::mpi INTERFACE MPI::MPI_CXX)
   target_compile_definitions(prac::mpi INTERFACE PRAC_HAVE_MPI=1)
   set(_impl "")
-  if(MPIEXEC_EXECUTABLE)
-    execute_process(COMMAND "${MPIEXEC_EXECUTABLE}" --version OUTPUT_VARIABLE _o ERROR_QUIET TIMEOUT 30)
-    if(_o MATCHES "\\(([^)]+)\\) ([0-9][0-9.]*)")
-      set(_impl "${CMAKE_MATCH_1} ${CMAKE_MATCH_2}, ")
+  foreach(d IN LISTS MPI_CXX_INCLUDE_DIRS)
+    if(EXISTS "${d}/mpi.h")
+      _prac_header_version(_v "${d}/mpi.h" OMPI_MAJOR_VERSION OMPI_MINOR_VERSION OMPI_RELEASE_VERSION)
+      if(_v)
+        set(_impl "Open MPI ${_v}, ")
+      else()
+        file(STRINGS "${d}/mpi.h" _l REGEX "define MPICH_VERSION ")
+        if(_l MATCHES "\"([0-9.]+)\"")
+          set(_impl "MPICH ${CMAKE_MATCH_1}, ")
+        endif()
+      endif()
+      break()
     endif()
-  endif()
+  endforeach()
   _prac_line(TRUE "MPI" "${_impl}MPI ${MPI_CXX_VERSION} (MPI::MPI_CXX; mpiexec ${MPIEXEC_EXECUTABLE})")
 else()
   _prac_line(FALSE "MPI" "not found -> apt-get install libopenmpi-dev openmpi-bin")
@@ -586,16 +618,17 @@ endif()
 # OpenBLAS (cblas) + LAPACKE, required
 # --------------------------------------------------------------------------------------------------------------
 add_library(prac::blas INTERFACE IMPORTED GLOBAL)
-# Prefer OpenBLAS's own cblas.h (Debian: /usr/include/<multiarch>/openblas-pthread) over netlib's.
+# Prefer OpenBLAS's own cblas.h (Debian: <prefix>/include/<multiarch>/openblas-pthread) over netlib's; the
+# suffixes are tried below every prefix (CMAKE_PREFIX_PATH first, then the system ones).
 find_path(PRAC_CBLAS_INCLUDE_DIR NAMES cblas.h
-          PATHS "/usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-pthread"
-                "/usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp"
-                "/usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/openblas64-pthread"
-                /usr/include/openblas /usr/local/include/openblas /opt/OpenBLAS/include
-          NO_DEFAULT_PATH)
-find_path(PRAC_CBLAS_INCLUDE_DIR NAMES cblas.h PATH_SUFFIXES openblas)
+          PATH_SUFFIXES "${CMAKE_LIBRARY_ARCHITECTURE}/openblas-pthread" "${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp"
+                        openblas-pthread openblas
+          PATHS /opt/OpenBLAS/include)
+# The suffixes also find Debian's packages unpacked under a CMAKE_PREFIX_PATH (dpkg -x makes no alternatives
+# symlinks, so only <prefix>/lib/<multiarch>/openblas-pthread/libopenblas.so exists there).
 find_library(PRAC_OPENBLAS_LIBRARY NAMES openblas openblas64
-             PATHS "/usr/lib/${CMAKE_LIBRARY_ARCHITECTURE}/openblas-pthread" /opt/OpenBLAS/lib)
+             PATH_SUFFIXES openblas-pthread openblas-openmp
+             PATHS /opt/OpenBLAS/lib)
 find_path(PRAC_LAPACKE_INCLUDE_DIR NAMES lapacke.h PATH_SUFFIXES openblas lapacke)
 find_library(PRAC_LAPACKE_LIBRARY NAMES lapacke)
 if(PRAC_CBLAS_INCLUDE_DIR AND PRAC_OPENBLAS_LIBRARY AND PRAC_LAPACKE_INCLUDE_DIR AND PRAC_LAPACKE_LIBRARY)
