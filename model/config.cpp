@@ -1,6 +1,7 @@
 // Named model sizes and Hugging Face config.json parsing.
 #include "model/config.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -80,6 +81,24 @@ static T need(const nlohmann::json& j, const char* key, const std::string& path)
     return j[key].get<T>();
 }
 
+// Reads an optional key that must be a number when present (and not null).
+template <typename T>
+static T opt_num(const nlohmann::json& j, const char* key, T def, const std::string& path) {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    if (!j[key].is_number()) fail("%s: key \"%s\" must be a number", path.c_str(), key);
+    return j[key].get<T>();
+}
+static std::string opt_str(const nlohmann::json& j, const char* key, const std::string& def, const std::string& path) {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    if (!j[key].is_string()) fail("%s: key \"%s\" must be a string", path.c_str(), key);
+    return j[key].get<std::string>();
+}
+static bool opt_bool(const nlohmann::json& j, const char* key, bool def, const std::string& path) {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    if (!j[key].is_boolean()) fail("%s: key \"%s\" must be true or false", path.c_str(), key);
+    return j[key].get<bool>();
+}
+
 static ModelConfig config_from_json(Arch arch, const std::string& path) {
     std::ifstream f(path);
     if (!f) fail("cannot open model config %s", path.c_str());
@@ -90,7 +109,7 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
         fail("%s: not valid JSON (%s)", path.c_str(), e.what());
     }
     if (!j.is_object()) fail("%s: expected a JSON object", path.c_str());
-    std::string type = j.value("model_type", std::string(""));
+    std::string type = opt_str(j, "model_type", "", path);
     ModelConfig c;
     c.name = path;
     c.arch = arch;
@@ -102,14 +121,14 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
         c.num_layers = need<int>(j, "n_layer", path);
         c.num_heads = need<int>(j, "n_head", path);
         c.channels = need<int>(j, "n_embd", path);
-        c.hidden = j.contains("n_inner") && !j["n_inner"].is_null() ? j["n_inner"].get<int>() : 4 * c.channels;
+        c.hidden = opt_num<int>(j, "n_inner", 4 * c.channels, path);
         c.max_seq_len = need<int>(j, "n_positions", path);
-        c.norm_eps = j.value("layer_norm_epsilon", 1e-5f);
-        std::string act = j.value("activation_function", std::string("gelu_new"));
+        c.norm_eps = opt_num<float>(j, "layer_norm_epsilon", 1e-5f, path);
+        std::string act = opt_str(j, "activation_function", "gelu_new", path);
         if (act != "gelu_new" && act != "gelu_pytorch_tanh")
             fail("%s: activation_function \"%s\" is not supported; GPT-2 uses the tanh GeLU (\"gelu_new\")",
                  path.c_str(), act.c_str());
-        c.tied_embeddings = j.value("tie_word_embeddings", true);
+        c.tied_embeddings = opt_bool(j, "tie_word_embeddings", true, path);
         if (!c.tied_embeddings) fail("%s: untied GPT-2 embeddings are not supported", path.c_str());
     } else {
         if (type != "llama")
@@ -120,29 +139,33 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
         c.num_heads = need<int>(j, "num_attention_heads", path);
         c.channels = need<int>(j, "hidden_size", path);
         c.hidden = need<int>(j, "intermediate_size", path);
-        c.max_seq_len = j.value("max_position_embeddings", j.value("max_sequence_length", 2048));
-        c.norm_eps = j.value("rms_norm_eps", 1e-6f);
-        int kv = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
-                     ? j["num_key_value_heads"].get<int>() : c.num_heads;
+        c.max_seq_len = opt_num<int>(j, "max_position_embeddings", opt_num<int>(j, "max_sequence_length", 2048, path), path);
+        c.norm_eps = opt_num<float>(j, "rms_norm_eps", 1e-6f, path);
+        int kv = opt_num<int>(j, "num_key_value_heads", c.num_heads, path);
+        int head_dim = opt_num<int>(j, "head_dim", c.channels / std::max(c.num_heads, 1), path);
+        if (c.num_heads > 0 && head_dim * c.num_heads != c.channels)
+            fail("%s: head_dim %d times %d heads differs from hidden_size %d (only head_dim = hidden_size / heads "
+                 "is supported)", path.c_str(), head_dim, c.num_heads, c.channels);
         if (kv != c.num_heads)
             fail("%s: num_key_value_heads = %d differs from num_attention_heads = %d: grouped-query attention "
                  "is not supported", path.c_str(), kv, c.num_heads);
         // transformers < 5 keeps rope_theta at top level; 5.x moves it into rope_parameters.
         c.rope_theta = 10000.0f;
-        if (j.contains("rope_theta") && j["rope_theta"].is_number()) c.rope_theta = j["rope_theta"].get<float>();
+        c.rope_theta = opt_num<float>(j, "rope_theta", c.rope_theta, path);
         for (const char* key : {"rope_parameters", "rope_scaling"}) {
             if (!j.contains(key) || j[key].is_null()) continue;
             const nlohmann::json& r = j[key];
-            std::string rt = r.value("rope_type", r.value("type", std::string("default")));
+            if (!r.is_object()) fail("%s: key \"%s\" must be an object", path.c_str(), key);
+            std::string rt = opt_str(r, "rope_type", opt_str(r, "type", "default", path), path);
             if (rt != "default")
                 fail("%s: %s.rope_type \"%s\" is not supported (only plain RoPE)", path.c_str(), key, rt.c_str());
-            if (r.contains("rope_theta")) c.rope_theta = r["rope_theta"].get<float>();
+            c.rope_theta = opt_num<float>(r, "rope_theta", c.rope_theta, path);
         }
-        std::string act = j.value("hidden_act", std::string("silu"));
+        std::string act = opt_str(j, "hidden_act", "silu", path);
         if (act != "silu") fail("%s: hidden_act \"%s\" is not supported (LLaMA uses silu)", path.c_str(), act.c_str());
-        if (j.value("attention_bias", false) || j.value("mlp_bias", false))
+        if (opt_bool(j, "attention_bias", false, path) || opt_bool(j, "mlp_bias", false, path))
             fail("%s: attention_bias/mlp_bias are not supported (LLaMA has no biases)", path.c_str());
-        c.tied_embeddings = j.value("tie_word_embeddings", false);
+        c.tied_embeddings = opt_bool(j, "tie_word_embeddings", false, path);
         if (c.tied_embeddings) fail("%s: tied LLaMA embeddings are not supported", path.c_str());
     }
     return c;
@@ -209,13 +232,13 @@ void write_hf_config(const std::string& path, const ModelConfig& c) {
         j = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", c.vocab_size},
              {"n_positions", c.max_seq_len}, {"n_embd", c.channels}, {"n_layer", c.num_layers},
              {"n_head", c.num_heads}, {"n_inner", c.hidden}, {"activation_function", "gelu_new"},
-             {"layer_norm_epsilon", c.norm_eps}, {"tie_word_embeddings", true}, {"resid_pdrop", 0.0},
+             {"layer_norm_epsilon", std::stod(format("%g", c.norm_eps))}, {"tie_word_embeddings", true}, {"resid_pdrop", 0.0},
              {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}};
     } else {
         j = {{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"vocab_size", c.vocab_size},
              {"hidden_size", c.channels}, {"intermediate_size", c.hidden}, {"num_attention_heads", c.num_heads},
              {"num_key_value_heads", c.num_heads}, {"num_hidden_layers", c.num_layers},
-             {"max_position_embeddings", c.max_seq_len}, {"rms_norm_eps", c.norm_eps}, {"rope_theta", c.rope_theta},
+             {"max_position_embeddings", c.max_seq_len}, {"rms_norm_eps", std::stod(format("%g", c.norm_eps))}, {"rope_theta", std::stod(format("%g", c.rope_theta))},
              {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"attention_bias", false},
              {"mlp_bias", false}};
     }

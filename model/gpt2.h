@@ -101,6 +101,7 @@ struct GPT2 {
     size_t bases_bytes = 0;
     PracSchedule sched;
     FILE* prac_log = stdout;
+    ActivationDump dump;
 
     GPT2(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions())
         : cfg(config), be(backend), prac(prac_options) {
@@ -302,7 +303,9 @@ struct GPT2 {
                         &fch = sites[FCH], &fch_gelu = sites[FCH_GELU];
         // saving for backward (compressing, refreshing bases) only when training; evaluation keeps nothing
         auto save = [&](ActSite<Backend>& site, int l) {
-            if (train) site.save(be, l, N, sched.refresh_q1, sched.refresh_q2, prac.seed, prac_log);
+            if (!train) return;
+            if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n);
+            site.save(be, l, N, sched.refresh_q1, sched.refresh_q2, prac.seed, prac_log);
         };
 
         be.encoder_forward(resid.fwd(0, N), acts.inputs, params.wte, params.wpe, B, T, C);

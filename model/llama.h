@@ -91,6 +91,7 @@ struct Llama {
     size_t bases_bytes = 0;
     PracSchedule sched;
     FILE* prac_log = stdout;
+    ActivationDump dump;
 
     Llama(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions())
         : cfg(config), be(backend), prac(prac_options) {
@@ -265,7 +266,9 @@ struct Llama {
         ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
                         &fch = sites[FCH], &fch_act = sites[FCH_ACT];
         auto save = [&](ActSite<Backend>& site, int l) {  // only when training: evaluation keeps nothing
-            if (train) site.save(be, l, N, sched.refresh_q1, sched.refresh_q2, prac.seed, prac_log);
+            if (!train) return;
+            if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n);
+            site.save(be, l, N, sched.refresh_q1, sched.refresh_q2, prac.seed, prac_log);
         };
 
         be.encoder_forward(resid.fwd(0, N), acts.inputs, params.wte, nullptr, B, T, C);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -60,6 +61,11 @@ const Flag FLAGS[] = {
     F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (also whenever Q1 changes)"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
+    F("--dump-site", "NAME", STR, dump_site,
+      "write this site's input activation (N, n) to --dump-path as .npy (sites: resid ln1 resid_mid ln2 fch, and fch_gelu | fch_act)"),
+    F("--dump-layer", "L", INT, dump_layer, "layer of --dump-site"),
+    F("--dump-step", "S", INT, dump_step, "step (0-based) of --dump-site"),
+    F("--dump-path", "FILE", STR, dump_path, "output of --dump-site"),
     F("--plan", "", BOOL, plan, "print the exact memory plan for this config and exit (no GPU needed)"),
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
     F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib, "with --plan: also print the largest micro-batch that fits this GPU"),
@@ -99,9 +105,15 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
         for (const Flag& f : FLAGS)
             if (arg == f.name) flag = &f;
         if (!flag) {
+            // suggest the flag closest to what was typed, ignoring how many dashes it had
+            std::string bare = arg.substr(arg.find_first_not_of('-') == std::string::npos ? arg.size()
+                                                                                          : arg.find_first_not_of('-'));
             const Flag* best = &FLAGS[0];
             for (const Flag& f : FLAGS)
-                if (edit_distance(arg, f.name) < edit_distance(arg, best->name)) best = &f;
+                if (edit_distance(bare, f.name + 2) < edit_distance(bare, best->name + 2)) best = &f;
+            if (bare == "h" || bare == "help" || bare == "?")
+                for (const Flag& f : FLAGS)
+                    if (std::string(f.name) == "--help") best = &f;
             fail("unknown flag \"%s\"%s\n---> HINT: did you mean %s? (--help lists every flag)", arg.c_str(),
                  arg.rfind("-", 0) == 0 ? "" : " (flags start with --)", best->name);
         }
@@ -120,6 +132,7 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
         errno = 0;
         switch (flag->kind) {
             case Kind::STR:
+                if (value.empty()) fail("flag %s needs a non-empty value (%s)", flag->name, flag->metavar);
                 *(std::string*)field = value;
                 break;
             case Kind::INT:
@@ -136,7 +149,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
             }
             case Kind::FLOAT: {
                 float v = std::strtof(value.c_str(), &end);
-                if (value.empty() || *end || errno) fail("flag %s needs a number, got \"%s\"", flag->name, value.c_str());
+                if (value.empty() || *end || errno || !std::isfinite(v))
+                    fail("flag %s needs a finite number, got \"%s\"", flag->name, value.c_str());
                 *(float*)field = v;
                 break;
             }
@@ -156,6 +170,7 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
                "--beta1/--beta2 must be in [0, 1)");
     CHECK_USER(opts.adam_eps > 0, "--adam-eps must be positive");
+    CHECK_USER(opts.weight_decay >= 0, "--weight-decay must be >= 0 (got %g)", opts.weight_decay);
     CHECK_USER(opts.grad_clip >= 0, "--grad-clip must be >= 0");
     CHECK_USER(opts.eval_interval >= 0, "--eval-interval must be >= 0");
     CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive");
@@ -166,8 +181,17 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                opts.precision.c_str());
     CHECK_USER(opts.gpu_mem_gib >= 0, "--gpu-mem must be >= 0");
     CHECK_USER(opts.plan || (!opts.json && opts.gpu_mem_gib == 0), "--json and --gpu-mem go with --plan");
-    CHECK_USER(opts.train_data.empty() || !opts.val_data.empty() || opts.eval_only,
-               "--train-data given without --val-data\n---> HINT: pass the validation shards too (--val-data GLOB)");
+    // with no data flags the built-in corpus is used; with one, its partner must be given too
+    if (opts.eval_only) {
+        CHECK_USER(!(opts.val_data.empty() && !opts.train_data.empty()),
+                   "--eval-only evaluates on --val-data, which is missing (--train-data is not used)\n"
+                   "---> HINT: pass --val-data GLOB");
+    } else {
+        CHECK_USER(opts.train_data.empty() == opts.val_data.empty(),
+                   "%s given without %s\n---> HINT: pass both --train-data GLOB and --val-data GLOB, or neither for "
+                   "the built-in corpus", opts.train_data.empty() ? "--val-data" : "--train-data",
+                   opts.train_data.empty() ? "--train-data" : "--val-data");
+    }
 }
 
 // "a,b" -> two numbers

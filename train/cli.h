@@ -43,6 +43,12 @@ struct TrainOptions {
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
 
+    // activation dump for prac_analyze
+    std::string dump_site;  // site name (resid, ln1, resid_mid, ln2, fch, fch_gelu | fch_act)
+    int dump_layer = 0;
+    int dump_step = 0;
+    std::string dump_path = "activation.npy";
+
     // memory planning (--plan prints the plan and exits; no GPU needed)
     bool plan = false;
     bool json = false;

@@ -38,6 +38,8 @@ void prepare_save_dir(const std::string& dir) {
         }
         if (i < dir.size()) partial += dir[i];
     }
+    if (access(dir.c_str(), W_OK) != 0)
+        fail("--save: directory %s is not writable (%s)", dir.c_str(), std::strerror(errno));
 }
 
 void print_table(const char* title, const std::vector<std::pair<std::string, std::string>>& rows) {

@@ -84,6 +84,8 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
     if (opts.model.empty()) opts.model = arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
     ModelConfig cfg = model_config_load(arch, opts.model);
     if (opts.seq_len == 0) opts.seq_len = std::min(arch == Arch::GPT2 ? 1024 : 256, cfg.max_seq_len);
+    CHECK_USER(opts.seq_len <= cfg.max_seq_len, "sequence length %d (--seq-len) exceeds the model's %d positions\n---> HINT: use --seq-len "
+               "%d or less", opts.seq_len, cfg.max_seq_len, cfg.max_seq_len);
     if (opts.warmup < 0) opts.warmup = opts.steps / 10;
     bool builtin = opts.train_data.empty() && opts.val_data.empty();
     if (builtin) {
@@ -109,6 +111,8 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
     print_table(program, model_config_rows(cfg));
     print_table("training", train_options_rows(opts));
 
+    if (!opts.save.empty()) prepare_save_dir(opts.save);  // fail now, not after the whole run
+
     // ---- data ----
     int B = opts.batch_size, T = opts.seq_len;
     DataLoader val(opts.val_data, B, T, 0, 1, (uint64_t)opts.seed, false, cfg.vocab_size);
@@ -124,6 +128,19 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
     // ---- model ----
     Model<CpuBackend> model(be, cfg, prac);
     if (prac.mode != PracMode::NONE) print_site_table(model.sites, cfg.num_layers);
+    if (!opts.dump_site.empty()) {
+        bool known = false;
+        std::string names;
+        for (const auto& s : model.sites) {
+            known = known || s.name == opts.dump_site;
+            names += (names.empty() ? "" : ", ") + s.name;
+        }
+        CHECK_USER(known, "--dump-site: unknown site \"%s\" (sites: %s)", opts.dump_site.c_str(), names.c_str());
+        CHECK_USER(opts.dump_layer >= 0 && opts.dump_layer < cfg.num_layers, "--dump-layer must be in [0, %d)",
+                   cfg.num_layers);
+        CHECK_USER(opts.dump_step >= 0 && opts.dump_step < opts.steps, "--dump-step must be in [0, --steps)");
+        model.dump = {opts.dump_site, opts.dump_layer, opts.dump_step, opts.dump_path};
+    }
     std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
     if (!opts.init_from.empty()) {
         std::string path = resolve_weights_path(opts.init_from);
@@ -204,7 +221,6 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
     log.eval(opts.steps, vl, seen);
 
     if (!opts.save.empty()) {
-        prepare_save_dir(opts.save);
         model.save_weights(opts.save + "/model.safetensors");
         write_hf_config(opts.save + "/config.json", cfg);
         std::printf("saved %s/model.safetensors and config.json\n", opts.save.c_str());
