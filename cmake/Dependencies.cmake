@@ -618,16 +618,17 @@ endif()
 # OpenBLAS (cblas) + LAPACKE, required
 # --------------------------------------------------------------------------------------------------------------
 add_library(prac::blas INTERFACE IMPORTED GLOBAL)
-# Prefer OpenBLAS's own cblas.h (Debian: <prefix>/include/<multiarch>/openblas-pthread) over netlib's; the
-# suffixes are tried below every prefix (CMAKE_PREFIX_PATH first, then the system ones).
+# Prefer OpenBLAS's own cblas.h over netlib's, and its OpenMP build (Debian: libopenblas-openmp-dev) over the
+# pthreads one: our kernels use OpenMP, and two thread pools spinning on the same cores slow both down
+# several-fold. The suffixes are tried in order below every prefix (CMAKE_PREFIX_PATH first, then the system).
 find_path(PRAC_CBLAS_INCLUDE_DIR NAMES cblas.h
-          PATH_SUFFIXES "${CMAKE_LIBRARY_ARCHITECTURE}/openblas-pthread" "${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp"
-                        openblas-pthread openblas
+          PATH_SUFFIXES "${CMAKE_LIBRARY_ARCHITECTURE}/openblas-openmp" "${CMAKE_LIBRARY_ARCHITECTURE}/openblas-pthread"
+                        openblas-openmp openblas-pthread openblas
           PATHS /opt/OpenBLAS/include)
 # The suffixes also find Debian's packages unpacked under a CMAKE_PREFIX_PATH (dpkg -x makes no alternatives
 # symlinks, so only <prefix>/lib/<multiarch>/openblas-pthread/libopenblas.so exists there).
 find_library(PRAC_OPENBLAS_LIBRARY NAMES openblas openblas64
-             PATH_SUFFIXES openblas-pthread openblas-openmp
+             PATH_SUFFIXES openblas-openmp openblas-pthread
              PATHS /opt/OpenBLAS/lib)
 find_path(PRAC_LAPACKE_INCLUDE_DIR NAMES lapacke.h PATH_SUFFIXES openblas lapacke)
 find_library(PRAC_LAPACKE_LIBRARY NAMES lapacke)

@@ -80,10 +80,12 @@ void prac_weight_grad_cpu(T* dW, T* dbias, const T* dY, const T* xc, const T* P,
 // The random part's key: the same (seed, site, layer, refresh) gives the same draw on every backend.
 struct PracDrawKey {
     uint64_t seed;
-    uint32_t site;     // site id within the model
-    uint32_t layer;
-    uint64_t refresh;  // how many Q2 draws this (site, layer) had before
+    uint32_t site;     // site id within the model (< 256)
+    uint32_t layer;    // (< 2^20)
+    uint64_t refresh;  // how many Q2 draws this (site, layer) had before (< 2^32)
+    uint32_t purpose = 0;  // which matrix: PRAC_DRAW_Q2, or PRAC_DRAW_Q1_FALLBACK (never the same stream)
 };
+constexpr uint32_t PRAC_DRAW_Q2 = 0, PRAC_DRAW_Q1_FALLBACK = 1;
 
 // S (n, cols) with ld: element (i, j) is normal number i * cols + j of the key's Philox stream.
 void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key);
@@ -97,7 +99,9 @@ void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key
 // orthonormal Q1 (PRAC stays unbiased for any Q1).
 struct PracRefreshResult {
     bool q1_ok = true, q2_ok = true;
-    std::string message;  // what failed, for the log
+    bool q1_changed = false;  // P's Q1 block was replaced (a new eigenbasis, or the random fallback)
+    bool q2_drawn = false;    // a Q2 draw consumed this key (whether or not its QR succeeded)
+    std::string message;      // what failed, for the log
 };
 PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                    bool refresh_q2, bool had_basis, const PracDrawKey& key);

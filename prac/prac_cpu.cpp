@@ -47,17 +47,16 @@ SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::s
         r1 = 0;
     }
     if (r1 + r2 == 0)
-        fail("PRAC site %s (%s, width %d): total rank is 0\n---> HINT: raise the %s ranks", site.c_str(), cname, n,
-             cname);
+        fail("PRAC site %s (%s, width %d): total rank is 0%s\n---> HINT: raise the %s ranks", site.c_str(), cname, n,
+             o.mode == PracMode::RAC ? " (mode rac draws all of r1 + r2 at random: it needs r1 + r2 > 0)" : "", cname);
     if (r1 + r2 >= n)
         fail("PRAC site %s (%s, width %d): ranks r1 = %d + r2 = %d leave nothing to compress (must be below %d)\n"
              "---> HINT: lower the %s rank fractions or absolute ranks", site.c_str(), cname, n, r1, r2, n, cname);
-    if (o.mode == PracMode::RAC && r2 == 0)
-        fail("PRAC site %s: mode rac needs r2 > 0", site.c_str());
     if (o.mode == PracMode::PRAC && r2 == 0)
         fail("PRAC site %s (%s, width %d): mode prac needs r2 > 0 (r2 = 0 is mode pac)\n"
              "---> HINT: use --prac pac, or a positive r2", site.c_str(), cname, n);
-    if (!(o.k_mult > 0)) fail("--prac-k-mult must be positive (got %g)", o.k_mult);
+    if (!(o.k_mult > 0))
+        fail("PRAC site %s: the k multiplier (--prac-k-mult) must be positive (got %g)", site.c_str(), o.k_mult);
     d.compressed = true;
     d.r1 = r1;
     d.r2 = r2;
@@ -66,9 +65,10 @@ SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::s
 }
 
 void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key) {
-    // key: run seed; stream: (site, layer) in the high word, refresh index in the low word
+    // key: the run seed; stream: (site, layer, purpose) in the high word, the refresh index in the low word
     uint32_t k0 = (uint32_t)key.seed, k1 = (uint32_t)(key.seed >> 32);
-    uint32_t stream_hi = (key.site << 20) ^ key.layer, stream_lo = (uint32_t)key.refresh;
+    uint32_t stream_hi = (key.site << 24) | ((key.layer & 0xFFFFFu) << 4) | (key.purpose & 0xFu);
+    uint32_t stream_lo = (uint32_t)key.refresh;
     size_t total = (size_t)n * cols;
 #pragma omp parallel for
     for (size_t b = 0; b < (total + 3) / 4; b++) {
@@ -133,7 +133,7 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
             if (!had_basis) {
                 // no previous Q1: a random orthonormal Q1 keeps the estimator unbiased
                 PracDrawKey k1 = key;
-                k1.refresh ^= 0x8000000000000000ull;
+                k1.purpose = PRAC_DRAW_Q1_FALLBACK;
                 prac_gaussian_cpu(fresh.data(), n, r1, r, k1);
                 orthonormalize(fresh.data(), n, r1, r);
                 res.message += "; no previous basis, using a random Q1";
@@ -146,6 +146,7 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
     if (r2 > 0 && (refresh_q2 || q1_changed || !had_basis)) {
         float* Q2 = fresh.data() + r1;
         prac_gaussian_cpu(Q2, n, r2, r, key);
+        res.q2_drawn = true;
         // twice is enough: after two projections Q2 ⟂ Q1 to fp32 precision
         project_out(Q2, n, r2, r, fresh.data(), r1, r);
         project_out(Q2, n, r2, r, fresh.data(), r1, r);
@@ -171,5 +172,6 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
         }
     }
     std::memcpy(P, fresh.data(), fresh.size() * sizeof(float));
+    res.q1_changed = q1_changed && res.q2_ok;  // a failed Q2 after a new Q1 restored the whole previous basis
     return res;
 }

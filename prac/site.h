@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "io/npy.h"
 #include "prac/prac.h"
 
 template <class Backend>
@@ -52,8 +53,8 @@ struct ActSite {
         if (q1 || q2) {
             PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)q2_refreshes[l]};
             PracRefreshResult res = be.prac_refresh(Pl, fwd(l, N), (int)N, n, dims, q1, q2, has_basis[l], key);
-            if (q1 && dims.r1 > 0) q1_refreshes[l]++;
-            if (dims.r2 > 0) q2_refreshes[l]++;  // every refresh redraws Q2 (it must stay in Q1's complement)
+            q1_refreshes[l] += res.q1_changed;
+            q2_refreshes[l] += res.q2_drawn;  // each draw consumes its key: the next one uses a fresh stream
             has_basis[l] = 1;
             if (!res.q1_ok || !res.q2_ok) {
                 failures++;
@@ -84,12 +85,40 @@ struct ActSite {
 // Which step of training the sites are in: refreshes happen on the first micro-batch of steps that are
 // multiples of T1 (Q1) or T2 (Q2); the other micro-batches and evaluation never refresh.
 struct PracSchedule {
+    int64_t step = -1;
+    bool first_micro_batch = false;
     bool refresh_q1 = false, refresh_q2 = false;
-    void begin_step(const PracOptions& o, int64_t step) {
+    void begin_step(const PracOptions& o, int64_t s) {
+        step = s;
+        first_micro_batch = true;
         refresh_q1 = o.t1 > 0 && step % o.t1 == 0;
         refresh_q2 = o.t2 > 0 && step % o.t2 == 0;
     }
-    void end_micro_batch() { refresh_q1 = refresh_q2 = false; }
+    void end_micro_batch() { first_micro_batch = refresh_q1 = refresh_q2 = false; }
+};
+
+// --dump-site: writes one site's full input activation (N, n) at one step and layer to .npy as fp32, for
+// prac_analyze (the paper's Figure 2 spectrum analysis). Taken on the first micro-batch of that step, before
+// compression, so it is the exact X whatever the PRAC mode.
+struct ActivationDump {
+    std::string site;  // empty = off
+    int layer = 0;
+    int64_t step = 0;
+    std::string path;
+    bool done = false;
+
+    bool wants(const std::string& name, int l, const PracSchedule& s) const {
+        return !done && !site.empty() && name == site && l == layer && s.step == step && s.first_micro_batch;
+    }
+    template <class Backend>
+    void write(Backend& be, const typename Backend::act_t* x, size_t N, int n) {
+        std::vector<float> host(N * n);
+        be.download_f32(host.data(), x, host.size());
+        write_npy_f32(path, host.data(), {(int64_t)N, (int64_t)n});
+        std::printf("dumped site %s layer %d at step %lld: (%zu, %d) -> %s\n", site.c_str(), layer, (long long)step, N,
+                    n, path.c_str());
+        done = true;
+    }
 };
 
 // Builds a site with its ranks from the PRAC options (throws on impossible ranks).

@@ -18,7 +18,11 @@
 #include "kernels/cpu_backend.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
+#include "prac/prac_state.h"
 #include "train/optimizer.h"
+
+#include <cstring>
+#include <unistd.h>
 
 namespace {
 
@@ -188,4 +192,71 @@ TEST(ActivationArena, AllocatedBytesEqualSpecs) {
             EXPECT_LE((char*)*s.ptr + s.numel * dtype_size(s.dtype), (char*)model.acts_memory + model.acts_bytes);
         }
     }
+}
+
+// PRAC state in a checkpoint: a model restored from weights + PRAC state takes the next step (including the
+// next refresh's random draw) bit for bit like the model that kept running.
+TEST(PracState, RestoredModelContinuesBitwise) {
+    ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-tiny");
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    prac.t1 = 2;
+    prac.t2 = 1;
+    int B = 2, T = 16, N = B * T;
+    std::vector<int32_t> inputs(N), targets(N);
+    for (int i = 0; i < N; i++) {
+        inputs[i] = (i * 7919) % cfg.vocab_size;
+        targets[i] = (i * 104729 + 3) % cfg.vocab_size;
+    }
+    CpuBackend be;
+    Llama<CpuBackend> a(be, cfg, prac);
+    a.init_weights(7);
+    a.allocate_activations(B, T);
+    AdamW<CpuBackend> opt(be, a.param_buffer_numel, 0.9f, 0.95f, 1e-8f, 0.1f);
+    for (int step = 0; step < 3; step++) {
+        a.zero_grad();
+        a.sched.begin_step(prac, step);
+        a.forward(inputs.data(), targets.data(), 1.0f / N);
+        a.backward();
+        opt.step(a.params_memory, a.grads_memory, a.param_specs, 1e-3f, 1.0f);
+    }
+    char dir[] = "/tmp/prac_state_XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    std::string weights = std::string(dir) + "/model.safetensors", state = std::string(dir) + "/prac.safetensors";
+    a.save_weights(weights);
+    PracStateBuffers buf;
+    std::vector<SafeTensorWrite> tensors;
+    prac_state_tensors(be, a.sites, buf, tensors);
+    safetensors_write(state, tensors);
+
+    Llama<CpuBackend> b(be, cfg, prac);
+    b.load_weights(weights);
+    b.allocate_activations(B, T);
+    prac_state_load(be, b.sites, safetensors_open(state));
+    for (size_t i = 0; i < a.sites.size(); i++) {
+        EXPECT_EQ(a.sites[i].q2_refreshes, b.sites[i].q2_refreshes) << a.sites[i].name;
+        EXPECT_EQ(0, std::memcmp(a.sites[i].P, b.sites[i].P, a.sites[i].L * a.sites[i].n * a.sites[i].r() * 4));
+    }
+    for (Llama<CpuBackend>* m : {&a, &b}) {  // step 3: Q2 is redrawn (t2 = 1) from the restored counters
+        m->zero_grad();
+        m->sched.begin_step(prac, 3);
+        m->forward(inputs.data(), targets.data(), 1.0f / N);
+        m->backward();
+    }
+    EXPECT_EQ(0, std::memcmp(a.grads_memory, b.grads_memory, a.param_buffer_numel * sizeof(float)));
+
+    // state for other ranks/sites is refused with a message naming the site
+    PracOptions other = prac;
+    other.linear_r1 = 0.1f;
+    Llama<CpuBackend> c(be, cfg, other);
+    c.allocate_activations(B, T);
+    try {
+        prac_state_load(be, c.sites, safetensors_open(state));
+        ADD_FAILURE() << "mismatched PRAC state loaded";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("ln1"), std::string::npos) << e.what();
+    }
+    std::remove(weights.c_str());
+    std::remove(state.c_str());
+    rmdir(dir);
 }

@@ -1,0 +1,63 @@
+// PRAC subspace state as named tensors, for checkpoints: per compressed site its bases P (L, n, r) and its
+// refresh counters (which fix the next random draw), so a resumed run draws exactly what it would have.
+// Loading checks that the state was written for the same sites, widths and ranks.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "io/safetensors.h"
+#include "prac/site.h"
+
+// Host copies of the state, kept alive until the tensors are written.
+struct PracStateBuffers {
+    std::vector<std::vector<float>> f32;
+    std::vector<std::vector<int64_t>> i64;
+};
+
+template <class Backend>
+void prac_state_tensors(Backend& be, const std::vector<ActSite<Backend>>& sites, PracStateBuffers& buf,
+                        std::vector<SafeTensorWrite>& out) {
+    buf.f32.reserve(sites.size());
+    buf.i64.reserve(3 * sites.size());
+    for (const ActSite<Backend>& s : sites) {
+        if (!s.compressed()) continue;
+        std::string p = "prac." + s.name + ".";
+        buf.f32.emplace_back((size_t)s.L * s.n * s.r());
+        be.download_f32(buf.f32.back().data(), s.P, buf.f32.back().size());
+        out.push_back({p + "P", "F32", {s.L, s.n, s.r()}, buf.f32.back().data()});
+        buf.i64.push_back(s.q1_refreshes);
+        out.push_back({p + "q1_refreshes", "I64", {s.L}, buf.i64.back().data()});
+        buf.i64.push_back(s.q2_refreshes);
+        out.push_back({p + "q2_refreshes", "I64", {s.L}, buf.i64.back().data()});
+        buf.i64.emplace_back(s.has_basis.begin(), s.has_basis.end());
+        out.push_back({p + "has_basis", "I64", {s.L}, buf.i64.back().data()});
+    }
+}
+
+template <class Backend>
+void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const SafeTensorsFile& f) {
+    for (ActSite<Backend>& s : sites) {
+        std::string p = "prac." + s.name + ".";
+        const SafeTensor* t = f.find(p + "P");
+        if (!s.compressed()) {
+            if (t) fail("%s: holds PRAC state for site %s, which this run does not compress\n---> HINT: resume with "
+                        "the --prac flags of the run that wrote it", f.path.c_str(), s.name.c_str());
+            continue;
+        }
+        std::vector<int64_t> want = {s.L, s.n, s.r()};
+        if (!t || t->shape != want)
+            fail("%s: no PRAC state for site %s with L=%d, n=%d, r=%d\n---> HINT: resume with the --prac flags "
+                 "(mode, ranks) of the run that wrote it", f.path.c_str(), s.name.c_str(), s.L, s.n, s.r());
+        std::vector<float> P((size_t)s.L * s.n * s.r());
+        f.read_f32(p + "P", P.data(), P.size());
+        be.upload_f32(s.P, P.data(), P.size());
+        std::vector<int64_t> c(s.L);
+        f.read_raw(p + "q1_refreshes", c.data(), c.size() * 8);
+        s.q1_refreshes = c;
+        f.read_raw(p + "q2_refreshes", c.data(), c.size() * 8);
+        s.q2_refreshes = c;
+        f.read_raw(p + "has_basis", c.data(), c.size() * 8);
+        s.has_basis.assign(c.begin(), c.end());
+    }
+}

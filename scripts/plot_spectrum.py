@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Plot the JSON of `prac_analyze --json` (prac_analyze --png runs this for you).
+
+    python3 scripts/plot_spectrum.py ANALYSIS.json OUT.png
+    python3 scripts/plot_spectrum.py --check        # exit 0 when matplotlib imports, 3 when it does not
+
+Two panels: the singular values (log scale) and the cumulative energy against the rank, with vertical lines
+at r1 and r1 + r2 (the PRAC ranks in the JSON) and horizontal lines at 90% and 99% of the energy.
+Exit status: 0 ok, 1 bad input, 3 matplotlib missing (prac_analyze turns that into the fix).
+"""
+
+import json
+import os
+import sys
+
+
+def import_pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # files only: no display needed
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(
+            f"plot_spectrum.py: matplotlib is not installed for {sys.executable}\n"
+            "---> HINT: pip install matplotlib",
+            file=sys.stderr,
+        )
+        sys.exit(3)
+    return plt
+
+
+def plot(data, out):
+    plt = import_pyplot()
+    sigma = data["singular_values"]
+    energy = data["cumulative_energy"]
+    n = len(sigma)
+    ranks = list(range(1, n + 1))
+    N, width = data["shape"]
+    title = f"{os.path.basename(data['file'])}  X: ({N}, {width})"
+    if data.get("reshaped_from"):
+        title += "  from (" + ", ".join(str(d) for d in data["reshaped_from"]) + ")"
+
+    # rank lines: r1 and r1 + r2 after the mode (pac: all principal, rac: all random)
+    lines = []
+    rk = data.get("ranks")
+    if rk:
+        r1, r = rk["r1"], rk["r1"] + rk["r2"]
+        if r1 > 0:
+            lines.append((r1, f"r1 = {r1}", "tab:red"))
+        if r != r1:
+            lines.append((r, f"r1 + r2 = {r}", "tab:purple"))
+        title += f"\nmode {rk['mode']}, r1 = {rk['r1']}, r2 = {rk['r2']}, k = {rk['k']:.4g}"
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig.suptitle(title, fontsize=11)
+
+    # singular values: zeros cannot go on a log axis; they are round-off of a rank-deficient X anyway
+    pos = [(i, s) for i, s in zip(ranks, sigma) if s > 0]
+    ax1.plot([i for i, _ in pos], [s for _, s in pos], color="tab:blue", lw=1.5)
+    ax1.set_yscale("log")
+    ax1.set_xlabel("rank i")
+    ax1.set_ylabel("singular value $\\sigma_i$")
+    ax1.set_title("singular values")
+    ax1.grid(True, which="both", alpha=0.3)
+
+    ax2.plot([0] + ranks, [0.0] + energy, color="tab:blue", lw=1.5, label="energy of the top r")
+    for level, style in ((0.9, ":"), (0.99, "--")):
+        ax2.axhline(level, color="gray", ls=style, lw=1, label=f"{level:.0%}")
+    ax2.set_xlabel("rank r")
+    ax2.set_ylabel("$\\sum_{i \\leq r} \\sigma_i^2 \\,/\\, \\|X\\|_F^2$")
+    ax2.set_title("cumulative energy")
+    ax2.set_ylim(0, 1.02)
+    ax2.grid(True, alpha=0.3)
+
+    for ax in (ax1, ax2):
+        ax.set_xlim(0, n + 1)
+        for x, label, color in lines:
+            e = energy[x - 1]
+            ax.axvline(x, color=color, lw=1.2, label=f"{label} ({e:.1%})" if ax is ax2 else None)
+    ax2.legend(loc="lower right", fontsize=9)
+
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def main():
+    args = sys.argv[1:]
+    if args == ["--check"]:
+        import_pyplot()
+        return 0
+    if len(args) != 2 or args[0] in ("-h", "--help"):
+        print(__doc__, file=sys.stderr)
+        return 1
+    src, out = args
+    try:
+        with open(src) as f:
+            data = json.load(f)
+        for key in ("singular_values", "cumulative_energy", "shape", "file"):
+            if key not in data:
+                raise KeyError(key)
+    except (OSError, ValueError, KeyError) as e:
+        print(f"plot_spectrum.py: cannot read {src} as prac_analyze --json output: {e!r}", file=sys.stderr)
+        return 1
+    try:
+        plot(data, out)
+    except OSError as e:
+        print(f"plot_spectrum.py: cannot write {out}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

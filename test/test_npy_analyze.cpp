@@ -1,0 +1,593 @@
+// Tests for io/npy (round trips, numpy-written fixtures, byte equality with np.save, every bad-input message)
+// and for the prac_analyze binary on synthetic X = U diag(s) Vᵀ with a known spectrum, so every number it
+// reports has a closed form. No Python at test time (the fixtures are committed; the --png test is skipped
+// when python3 + matplotlib are not there).
+#include "io/npy.h"
+
+#include <gtest/gtest.h>
+#include <lapacke.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "common/error.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+static const std::string FIXTURES = std::string(PRAC_SOURCE_DIR) + "/test/fixtures/npy/";
+static const std::string BINARY = std::string(PRAC_SOURCE_DIR) + "/prac_analyze";
+
+// ----------------------------------------------------------------------------
+// helpers
+
+// A fresh directory under /tmp, removed with everything in it at the end of the test.
+struct TmpDirTest : ::testing::Test {
+    std::string dir;
+    void SetUp() override {
+        char tmpl[] = "/tmp/prac_npy_XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        dir = tmpl;
+    }
+    void TearDown() override { fs::remove_all(dir); }
+    std::string file(const std::string& name) const { return dir + "/" + name; }
+    std::vector<std::string> temp_files() const {
+        std::vector<std::string> out;
+        for (const auto& e : fs::directory_iterator(dir)) {
+            std::string n = e.path().filename().string();
+            if (n.find(".tmp.") != std::string::npos) out.push_back(n);
+        }
+        return out;
+    }
+};
+
+static std::string read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+static void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(bytes.data(), (std::streamsize)bytes.size());
+}
+
+static uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+static float from_bits(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+// The UserError message of f(), or "" when it does not throw.
+template <class F>
+static std::string error_of(F f) {
+    try {
+        f();
+    } catch (const UserError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+#define EXPECT_ERROR(expr, ...)                                                      \
+    do {                                                                             \
+        std::string msg_ = error_of([&] { (void)(expr); });                          \
+        EXPECT_FALSE(msg_.empty()) << #expr << " did not throw UserError";           \
+        for (const char* part_ : {__VA_ARGS__})                                      \
+            EXPECT_NE(msg_.find(part_), std::string::npos) << "\"" << part_ << "\" not in: " << msg_; \
+    } while (0)
+
+// A hand-made .npy file: magic, version, length field (the header's size unless overridden), header, data.
+static std::string npy_bytes(const std::string& header, const std::string& data, int major = 1, int minor = 0,
+                             int64_t len_field = -1) {
+    std::string b = "\x93NUMPY";
+    b += (char)major;
+    b += (char)minor;
+    uint64_t n = len_field < 0 ? header.size() : (uint64_t)len_field;
+    int len_bytes = major == 1 ? 2 : 4;
+    for (int i = 0; i < len_bytes; i++) b += (char)(n >> (8 * i));
+    return b + header + data;
+}
+
+// ----------------------------------------------------------------------------
+// round trips
+
+using NpyTest = TmpDirTest;
+
+TEST_F(NpyTest, RoundTripShapes) {
+    const std::vector<std::vector<int64_t>> shapes = {{}, {7}, {2, 3}, {2, 3, 4}, {0, 4}, {3, 0, 2}, {1, 1, 1, 5}};
+    // special values first: NaN keeps its payload, -0 its sign, subnormals are not flushed
+    const uint32_t special[] = {0x7FC00001, 0x80000000, 0x00000001, 0x7F800000, 0xFF800000, 0x7F7FFFFF};
+    for (const auto& shape : shapes) {
+        size_t numel = 1;
+        for (int64_t d : shape) numel *= (size_t)d;
+        std::vector<float> data(numel);
+        for (size_t i = 0; i < numel; i++) data[i] = i < 6 ? from_bits(special[i]) : 0.37f * (float)i - 3.0f;
+        std::string path = file("a.npy");
+        write_npy_f32(path, data.data(), shape);
+        std::string header = npy_header_f32(shape);
+        EXPECT_EQ(header.size() % 64, 0u);  // the data starts aligned, as with np.save
+        EXPECT_EQ(fs::file_size(path), header.size() + 4 * numel);
+        NpyArray a = read_npy(path);
+        EXPECT_EQ(a.shape, shape);
+        EXPECT_EQ(a.dtype, "<f4");
+        ASSERT_EQ(a.data.size(), numel);
+        EXPECT_EQ(a.numel(), numel);
+        for (size_t i = 0; i < numel; i++) EXPECT_EQ(bits(a.data[i]), bits(data[i])) << "element " << i;
+        EXPECT_TRUE(temp_files().empty());
+    }
+}
+
+TEST_F(NpyTest, OverwriteReplacesTheFile) {
+    std::string path = file("a.npy");
+    std::vector<float> big(100, 1.0f), small = {5.0f, 6.0f};
+    write_npy_f32(path, big.data(), {10, 10});
+    write_npy_f32(path, small.data(), {2});
+    NpyArray a = read_npy(path);
+    EXPECT_EQ(a.shape, std::vector<int64_t>{2});
+    EXPECT_EQ(a.data, small);
+    EXPECT_TRUE(temp_files().empty());
+}
+
+TEST_F(NpyTest, WriteFailsCleanly) {
+    std::vector<float> x = {1, 2};
+    EXPECT_ERROR(write_npy_f32(file("no/such/dir/a.npy"), x.data(), {2}), "cannot create", "does not exist");
+    EXPECT_ERROR(write_npy_f32(file("a.npy"), x.data(), {-1, 2}), "negative dimension");
+    EXPECT_ERROR(write_npy_f32(file("a.npy"), nullptr, {2}), "no data");
+    EXPECT_FALSE(fs::exists(file("a.npy")));
+    EXPECT_TRUE(temp_files().empty());
+}
+
+// ----------------------------------------------------------------------------
+// interop with numpy: test/reference/make_npy_fixtures.py (the values are mirrored here)
+
+static std::vector<float> f4_2x3() {
+    std::vector<float> v;
+    for (int i = 0; i < 6; i++) v.push_back((float)((i - 2.5) * 0.25));
+    return v;
+}
+
+struct Expected {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::vector<float> data;
+};
+
+static std::vector<Expected> expected_f32() {
+    std::vector<float> ramp;
+    for (int i = 0; i < 24; i++) ramp.push_back(i * 0.5f - 3.0f);
+    return {
+        {"f4_2x3", {2, 3}, f4_2x3()},
+        {"f4_1d",
+         {5},
+         {from_bits(0), from_bits(0x80000000), from_bits(1), from_bits(0x7F7FFFFF), from_bits(0x7F800000)}},
+        {"f4_2x3x4", {2, 3, 4}, ramp},
+        {"f4_scalar", {}, {3.5f}},
+        {"f4_empty", {0, 4}, {}},
+    };
+}
+
+TEST_F(NpyTest, ReadsNumpyFixtures) {
+    for (const Expected& e : expected_f32()) {
+        NpyArray a = read_npy(FIXTURES + e.name + ".npy");
+        EXPECT_EQ(a.shape, e.shape) << e.name;
+        EXPECT_EQ(a.dtype, "<f4");
+        ASSERT_EQ(a.data.size(), e.data.size()) << e.name;
+        for (size_t i = 0; i < e.data.size(); i++) EXPECT_EQ(bits(a.data[i]), bits(e.data[i])) << e.name << " " << i;
+    }
+    // format versions 2.0 and 3.0 (4-byte header length) hold the same 2x3 array
+    for (const char* name : {"f4_v2", "f4_v3"}) {
+        EXPECT_EQ(read_bytes(FIXTURES + name + ".npy")[6], name[4] - '0');
+        NpyArray a = read_npy(FIXTURES + name + ".npy");
+        EXPECT_EQ(a.shape, (std::vector<int64_t>{2, 3})) << name;
+        EXPECT_EQ(a.data, f4_2x3()) << name;
+    }
+    // float16: 1, -2.5, 65504 (max), 2^-24 (smallest subnormal), -inf, 0.333251953125
+    NpyArray h = read_npy(FIXTURES + "f2_2x3.npy");
+    EXPECT_EQ(h.dtype, "<f2");
+    EXPECT_EQ(h.data, (std::vector<float>{1.0f, -2.5f, 65504.0f, std::ldexp(1.0f, -24), -INFINITY, 0.333251953125f}));
+    // bfloat16 bits in '<u2': 1, -2.5, 0.15625, inf, -0, 2^-133 (subnormal), the largest finite bf16
+    NpyArray b = read_npy(FIXTURES + "bf16_u2.npy", true);
+    EXPECT_EQ(b.dtype, "<u2");
+    EXPECT_EQ(b.shape, std::vector<int64_t>{7});
+    const uint32_t bf16[] = {0x3F80, 0xC020, 0x3E20, 0x7F80, 0x8000, 0x0001, 0x7F7F};
+    ASSERT_EQ(b.data.size(), 7u);
+    for (int i = 0; i < 7; i++) EXPECT_EQ(bits(b.data[i]), bf16[i] << 16) << i;
+    EXPECT_EQ(b.data[0], 1.0f);
+    EXPECT_EQ(b.data[1], -2.5f);
+}
+
+// Our writer produces np.save's exact bytes, so numpy loads what we write. PRAC_NPY_KEEP=DIR also leaves the
+// files there for `python test/reference/make_npy_fixtures.py --check DIR`.
+TEST_F(NpyTest, WriterMatchesNumpyBytes) {
+    const char* keep = std::getenv("PRAC_NPY_KEEP");
+    if (keep) fs::create_directories(keep);
+    for (const Expected& e : expected_f32()) {
+        std::string path = keep ? std::string(keep) + "/" + e.name + ".npy" : file(e.name + ".npy");
+        write_npy_f32(path, e.data.data(), e.shape);
+        EXPECT_EQ(read_bytes(path), read_bytes(FIXTURES + e.name + ".npy")) << e.name;
+    }
+}
+
+TEST_F(NpyTest, RefusesBadFiles) {
+    // numpy-written files of the kinds we do not read
+    EXPECT_ERROR(read_npy(FIXTURES + "fortran_2x3.npy"), "Fortran-order", "np.ascontiguousarray");
+    EXPECT_ERROR(read_npy(FIXTURES + "be_f4.npy"), "'>f4'", "big-endian", "astype('<f4')");
+    EXPECT_ERROR(read_npy(FIXTURES + "f8.npy"), "'<f8'", "float64", "astype(np.float32)");
+    EXPECT_ERROR(read_npy(FIXTURES + "bf16_u2.npy"), "'<u2'", "uint16", "--bf16");
+    EXPECT_ERROR(read_npy(FIXTURES + "truncated.npy"), "truncated", "needs 24 data bytes", "has 20");
+    EXPECT_ERROR(read_npy(file("missing.npy")), "cannot open", "missing.npy", "No such file");
+    EXPECT_ERROR(read_npy(dir), "is a directory");
+
+    // hand-made: magic, version, header length, header syntax
+    std::string good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n";
+    std::string data(8, '\0');
+    auto refuse = [&](const std::string& bytes, std::vector<const char*> parts) {
+        write_bytes(file("bad.npy"), bytes);
+        std::string msg = error_of([&] { read_npy(file("bad.npy")); });
+        EXPECT_FALSE(msg.empty()) << "accepted: " << bytes;
+        for (const char* p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "\"" << p << "\" not in: " << msg;
+    };
+    write_bytes(file("ok.npy"), npy_bytes(good, data));
+    EXPECT_EQ(read_npy(file("ok.npy")).data, std::vector<float>(2, 0.0f));  // the baseline is fine
+
+    refuse("", {"not an .npy file", "empty"});
+    refuse("hello world, this is text", {"not an .npy file", "magic", "np.save"});
+    refuse(std::string("PK\x03\x04", 4) + std::string(40, 'x'), {"not an .npy file", ".npz"});
+    refuse("\x93NUMP", {"not an .npy file"});
+    refuse(npy_bytes(good, data, 9, 0), {"unsupported .npy format version 9.0"});
+    refuse(npy_bytes(good, data, 1, 1), {"version 1.1"});
+    refuse(npy_bytes(good, data, 1, 0, 5000), {"truncated", "header needs"});
+    refuse(npy_bytes(good, data, 2, 0, 0x7fffffff), {"over the", "limit"});
+    refuse(npy_bytes("{'descr': '<f4', 'shape': (2,), }\n", data), {"malformed", "no 'fortran_order'"});
+    refuse(npy_bytes("{'descr': '<f4', 'fortran_order': False, }\n", data), {"malformed", "no 'shape'"});
+    refuse(npy_bytes("{'fortran_order': False, 'shape': (2,), }\n", data), {"malformed", "no 'descr'"});
+    refuse(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}\n", data),
+           {"malformed", "unexpected key 'x'"});
+    refuse(npy_bytes("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (2,), }\n", data),
+           {"malformed", "True or False"});
+    refuse(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -1), }\n", data),
+           {"malformed", "non-negative integer"});
+    refuse(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': [2], }\n", data), {"malformed", "'('"});
+    refuse(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,) }} junk\n", data),
+           {"malformed", "after the header dict"});
+    refuse(npy_bytes("{'descr': '<f4, 'fortran_order': False, 'shape': (2,), }\n", data), {"malformed"});
+    refuse(npy_bytes("not a dict at all\n", data), {"malformed", "'{'"});
+    refuse(npy_bytes("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }\n", data),
+           {"structured"});
+    refuse(npy_bytes("{'descr': '|V2', 'fortran_order': False, 'shape': (2,), }\n", data), {"'|V2'", "np.uint16"});
+    refuse(npy_bytes("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }\n", data), {"'<i4'", "int32"});
+    refuse(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n", data),
+           {"truncated", "needs 12 data bytes", "has 8"});
+    refuse(npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }\n", data),
+           {"too many elements"});
+    // Fortran order is harmless, and accepted, when at most one dimension is above 1 (same bytes)
+    write_bytes(file("f1.npy"), npy_bytes("{'descr': '<f4', 'fortran_order': True, 'shape': (1, 2), }\n", data));
+    EXPECT_EQ(read_npy(file("f1.npy")).shape, (std::vector<int64_t>{1, 2}));
+    // Python 2's numpy wrote long integers in the shape: (2L,)
+    write_bytes(file("py2.npy"), npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2L,), }\n", data));
+    EXPECT_EQ(read_npy(file("py2.npy")).shape, std::vector<int64_t>{2});
+}
+
+// ----------------------------------------------------------------------------
+// prac_analyze on X = U diag(s) Vᵀ
+
+// Orthonormal columns (rows x cols, row-major) from the QR of a seeded Gaussian, in double.
+static std::vector<double> orthonormal(int rows, int cols, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> g;
+    std::vector<double> A((size_t)rows * cols), tau(cols);
+    for (double& v : A) v = g(rng);
+    EXPECT_EQ(LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, rows, cols, A.data(), cols, tau.data()), 0);
+    EXPECT_EQ(LAPACKE_dorgqr(LAPACK_ROW_MAJOR, rows, cols, cols, A.data(), cols, tau.data()), 0);
+    return A;
+}
+
+// X (N, n) = U (N, n) diag(s) Vᵀ (n, n), rounded to float32.
+static std::vector<float> synthetic(int N, int n, const std::vector<double>& s, uint64_t seed) {
+    std::vector<double> U = orthonormal(N, n, seed), V = orthonormal(n, n, seed + 1);
+    std::vector<float> X((size_t)N * n);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = 0;
+            for (int t = 0; t < n; t++) acc += U[(size_t)i * n + t] * s[t] * V[(size_t)j * n + t];
+            X[(size_t)i * n + j] = (float)acc;
+        }
+    return X;
+}
+
+// The test spectrum: n = 80, so the default ranks are r1 = r2 = floor8(0.3 * 80) = 24. 24 large values
+// (20 * 0.9^i, down to 1.77), a gap, then a slowly decaying tail (0.97^(i - 24), from 1) holding about 1% of
+// the energy: Q1 is well defined (fp32 eigenvectors are accurate) and the tail is what the random part has to
+// carry.
+static const int N_ROWS = 640, WIDTH = 80;
+static std::vector<double> test_spectrum() {
+    std::vector<double> s(WIDTH);
+    for (int i = 0; i < WIDTH; i++) s[i] = i < 24 ? 20.0 * std::pow(0.9, i) : std::pow(0.97, i - 24);
+    return s;
+}
+
+static double sum_sq(const std::vector<double>& s, int from, int to) {
+    double e = 0;
+    for (int i = from; i < to; i++) e += s[i] * s[i];
+    return e;
+}
+
+struct RunResult {
+    int rc = -1;
+    std::string out, err;
+};
+
+static std::string quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+struct AnalyzeTest : TmpDirTest {
+    std::string x_path;
+    void SetUp() override {
+        TmpDirTest::SetUp();
+        ASSERT_TRUE(fs::exists(BINARY)) << BINARY << " is not built (cmake --build build --target prac_analyze)";
+        x_path = file("x.npy");
+        std::vector<float> X = synthetic(N_ROWS, WIDTH, test_spectrum(), 7);
+        write_npy_f32(x_path, X.data(), {N_ROWS, WIDTH});
+    }
+    RunResult run(const std::vector<std::string>& args) const {
+        std::string cmd = quote(BINARY);
+        for (const std::string& a : args) cmd += " " + quote(a);
+        cmd += " >" + quote(file("stdout")) + " 2>" + quote(file("stderr"));
+        RunResult r;
+        int status = std::system(cmd.c_str());
+        r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        r.out = read_bytes(file("stdout"));
+        r.err = read_bytes(file("stderr"));
+        return r;
+    }
+    json run_json(std::vector<std::string> args) const {
+        args.push_back("--json");
+        RunResult r = run(args);
+        EXPECT_EQ(r.rc, 0) << r.err;
+        try {
+            return json::parse(r.out);
+        } catch (const std::exception& e) {
+            ADD_FAILURE() << "not JSON: " << e.what() << "\n" << r.out;
+            return json::object();
+        }
+    }
+};
+
+static void expect_rel(double got, double want, double tol, const std::string& what) {
+    EXPECT_LE(std::fabs(got - want), tol * std::fabs(want)) << what << ": got " << got << ", want " << want;
+}
+
+TEST_F(AnalyzeTest, SpectrumMatchesTheKnownSingularValues) {
+    json j = run_json({x_path});
+    std::vector<double> s = test_spectrum();
+    double total = sum_sq(s, 0, WIDTH);
+    EXPECT_EQ(j["shape"], json({N_ROWS, WIDTH}));
+    EXPECT_TRUE(j["reshaped_from"].is_null());
+    expect_rel(j["frobenius_sq"].get<double>(), total, 1e-5, "||X||_F^2");
+    std::vector<double> sv = j["singular_values"], cum = j["cumulative_energy"];
+    ASSERT_EQ(sv.size(), (size_t)WIDTH);
+    ASSERT_EQ(cum.size(), (size_t)WIDTH);
+    for (int i = 0; i < WIDTH; i++) {
+        expect_rel(sv[i], s[i], 1e-4, "sigma_" + std::to_string(i + 1));
+        expect_rel(cum[i], sum_sq(s, 0, i + 1) / total, 1e-5, "energy(" + std::to_string(i + 1) + ")");
+    }
+    const json& sp = j["spectrum"];
+    ASSERT_EQ(sp["top"].size(), 10u);
+    for (int i = 0; i < 10; i++) expect_rel(sp["top"][i], s[i], 1e-4, "top");
+    // ranks at 10/25/50/75/90% of 80: 8, 20, 40, 60, 72
+    const int at_ranks[] = {8, 20, 40, 60, 72};
+    for (int i = 0; i < 5; i++) {
+        EXPECT_EQ(sp["at_fraction"][i]["rank"], at_ranks[i]);
+        expect_rel(sp["at_fraction"][i]["sigma"], s[at_ranks[i] - 1], 1e-4, "sigma at fraction");
+    }
+    double H = 0;
+    for (double v : s) H -= v * v / total * std::log(v * v / total);
+    expect_rel(sp["effective_rank"], std::exp(H), 1e-5, "effective rank");
+    expect_rel(sp["stable_rank"], total / (s[0] * s[0]), 1e-5, "stable rank");
+
+    // default ranks: r1 = r2 = 24, k = (80 - 24) / 24
+    EXPECT_EQ(j["ranks"]["mode"], "prac");
+    EXPECT_EQ(j["ranks"]["r1"], 24);
+    EXPECT_EQ(j["ranks"]["r2"], 24);
+    expect_rel(j["ranks"]["k"], 56.0 / 24.0, 1e-6, "k");
+    const json& en = j["energy"];
+    expect_rel(en["at_r1"], sum_sq(s, 0, 24) / total, 1e-5, "energy at r1");
+    expect_rel(en["at_r"], sum_sq(s, 0, 48) / total, 1e-5, "energy at r1 + r2");
+    const int en_ranks[] = {1, 4, 8, 16, 24, 40};  // 1/5/10/20/30/50% of 80
+    for (int i = 0; i < 6; i++) {
+        EXPECT_EQ(en["at_fraction"][i]["rank"], en_ranks[i]);
+        expect_rel(en["at_fraction"][i]["energy"], sum_sq(s, 0, en_ranks[i]) / total, 1e-5, "energy at fraction");
+    }
+    for (const json& v : en["rank_for"]) {
+        double target = v["energy"];
+        int r = 1;
+        while (sum_sq(s, 0, r) / total < target) r++;
+        EXPECT_EQ(v["rank"], r) << "rank for " << target;
+    }
+}
+
+// Theorem 1 on this X: unbiased, E||X~ - X||_F² = (k - 1) Σ_{i>r1} s_i². The K = 32 per-draw errors are
+// i.i.d., so their mean is within 5 reported standard errors of the expectation except with probability
+// about 2e-5 under the Student t approximation (31 degrees of freedom). The errors are sums of squares (skewed),
+// so the real tail is somewhat heavier: over 3000 seeds on this spectrum |z| exceeded 4 once and never 4.3.
+// The 1e-3 relative floor covers fp32 round-off if the spread were ever tiny.
+TEST_F(AnalyzeTest, PracVarianceMatchesTheory) {
+    json j = run_json({x_path, "--r1", "16", "--r2", "16", "--seed", "3"});
+    std::vector<double> s = test_spectrum();
+    const int r1 = 16, r2 = 16, n = WIDTH;
+    double k = (double)(n - r1) / r2, tail = sum_sq(s, r1, n), total = sum_sq(s, 0, n);
+    const json& e = j["estimator"];
+    EXPECT_EQ(e["draws"], 32);
+    expect_rel(e["tail_energy_spectrum"], tail, 1e-5, "tail energy from the spectrum");
+    expect_rel(e["tail_energy"], tail, 1e-3, "tail energy with the fp32 Q1");
+    expect_rel(e["variance_theory"], (k - 1) * tail, 1e-3, "variance theory");
+    expect_rel(e["mse_theory"], (k - 1) * tail, 1e-3, "E||X~ - X||^2 theory");
+    expect_rel(e["mse_theory_spectrum"], (k - 1) * tail, 1e-5, "E||X~ - X||^2 theory (spectrum)");
+    EXPECT_LT(e["bias_sq_theory"].get<double>(), 1e-6 * tail);  // k_mult = 1: unbiased to fp32 precision of k
+    double emp = e["mse_empirical"], se = e["mse_stderr"], theory = e["mse_theory"];
+    EXPECT_GT(se, 0);
+    EXPECT_LT(se, 0.2 * theory);  // 32 draws pin the mean down to a few percent here
+    EXPECT_LE(std::fabs(emp - theory), std::max(5 * se, 1e-3 * theory))
+        << "empirical " << emp << " +- " << se << " vs theory " << theory;
+    expect_rel(e["mse_ratio"], emp / theory, 1e-9, "ratio");
+    // Unbiased: ||mean(X~) - X||² has expectation Var / K. It concentrates (the noise spreads over many
+    // directions): over 3200 seeds the ratio empirical / expected stayed in [0.906, 1.124] (std 0.03), so
+    // [0.75, 1.25] is a margin of 8 standard deviations, while a bias the size of the tail would push the
+    // ratio to about sqrt(1 + K / (k - 1)) = 3.4.
+    double expected = e["bias_rel_expected"], got = e["bias_rel_empirical"];
+    expect_rel(expected, std::sqrt((k - 1) * tail / 32) / std::sqrt(total), 1e-3, "expected relative bias");
+    EXPECT_GT(got, 0.75 * expected);
+    EXPECT_LT(got, 1.25 * expected);
+    // variance about the empirical mean estimates the same (k - 1) T here
+    EXPECT_LE(std::fabs(e["variance_empirical"].get<double>() - theory), std::max(6 * se, 1e-3 * theory));
+}
+
+// k_mult = 2 doubles the random part: biased by (c - 1) X⊥ with c = 2, variance c (k - c) T.
+TEST_F(AnalyzeTest, KMultBiasIsMeasured) {
+    json j = run_json({x_path, "--r1", "16", "--r2", "16", "--k-mult", "2"});
+    std::vector<double> s = test_spectrum();
+    double tail = sum_sq(s, 16, WIDTH), total = sum_sq(s, 0, WIDTH), c = 2, k = 2.0 * 64 / 16;
+    const json& e = j["estimator"];
+    expect_rel(j["ranks"]["k"], k, 1e-6, "k");
+    expect_rel(e["bias_sq_theory"], (c - 1) * (c - 1) * tail, 1e-3, "bias^2 theory");
+    expect_rel(e["variance_theory"], c * (k - c) * tail, 1e-3, "variance theory");
+    expect_rel(e["mse_theory"], (c * k - 2 * c + 1) * tail, 1e-3, "mse theory");
+    double emp = e["mse_empirical"], se = e["mse_stderr"], theory = e["mse_theory"];
+    EXPECT_LE(std::fabs(emp - theory), std::max(5 * se, 1e-3 * theory));
+    // the bias now dominates the mean's error: expected sqrt(T + c (k - c) T / K) / ||X||; over 200 seeds the
+    // ratio empirical / expected stayed in [0.92, 1.07] (std 0.03): 20% is a margin of 7 standard deviations
+    double expected = e["bias_rel_expected"];
+    expect_rel(expected, std::sqrt(tail * (1 + c * (k - c) / 32)) / std::sqrt(total), 1e-3, "expected bias");
+    expect_rel(e["bias_rel_empirical"], expected, 0.2, "empirical relative bias");
+}
+
+// pac keeps the top r1 + r2 directions: deterministic, bias² = the tail energy beyond r1 + r2, no variance.
+TEST_F(AnalyzeTest, PacIsBiasedWithoutVariance) {
+    json j = run_json({x_path, "--mode", "pac", "--r1", "16", "--r2", "8"});
+    std::vector<double> s = test_spectrum();
+    double tail = sum_sq(s, 24, WIDTH), total = sum_sq(s, 0, WIDTH);
+    EXPECT_EQ(j["ranks"]["r1"], 24);
+    EXPECT_EQ(j["ranks"]["r2"], 0);
+    const json& e = j["estimator"];
+    EXPECT_EQ(e["draws"], 1);
+    expect_rel(e["bias_sq_theory"], tail, 1e-3, "bias^2 = tail");
+    EXPECT_EQ(e["variance_theory"], 0.0);
+    EXPECT_EQ(e["variance_empirical"], 0.0);
+    EXPECT_EQ(e["mse_stderr"], 0.0);
+    expect_rel(e["mse_empirical"], tail, 1e-3, "||X Q1 Q1^T - X||^2");
+    expect_rel(e["mse_ratio"], 1.0, 1e-3, "ratio");
+    expect_rel(e["bias_rel_empirical"], std::sqrt(tail / total), 1e-3, "relative bias");
+    expect_rel(e["bias_rel_expected"], std::sqrt(tail / total), 1e-3, "expected relative bias");
+}
+
+// rac: no Q1; r2 = r1 + r2 random directions, k = n / r2, variance (n / r2 - 1) ||X||_F².
+TEST_F(AnalyzeTest, RacVarianceIsNOverR2MinusOneTimesEnergy) {
+    json j = run_json({x_path, "--mode", "rac", "--r1", "16", "--r2", "16"});
+    std::vector<double> s = test_spectrum();
+    double total = sum_sq(s, 0, WIDTH);
+    EXPECT_EQ(j["ranks"]["r1"], 0);
+    EXPECT_EQ(j["ranks"]["r2"], 32);
+    const json& e = j["estimator"];
+    expect_rel(e["tail_energy"], total, 1e-6, "tail = ||X||^2");
+    expect_rel(e["mse_theory"], (80.0 / 32 - 1) * total, 1e-5, "rac theory");
+    double emp = e["mse_empirical"], se = e["mse_stderr"], theory = e["mse_theory"];
+    EXPECT_LE(std::fabs(emp - theory), std::max(5 * se, 1e-3 * theory))
+        << "empirical " << emp << " +- " << se << " vs theory " << theory;
+}
+
+TEST_F(AnalyzeTest, ReadsA3DArrayAsRows) {
+    std::vector<float> X = synthetic(N_ROWS, WIDTH, test_spectrum(), 7);
+    std::string p3 = file("x3.npy");
+    write_npy_f32(p3, X.data(), {4, N_ROWS / 4, WIDTH});
+    RunResult r = run({p3, "--mode", "none", "--json"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("as (B*T, n) = (640, 80)"), std::string::npos) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["shape"], json({N_ROWS, WIDTH}));
+    EXPECT_EQ(j["reshaped_from"], json({4, N_ROWS / 4, WIDTH}));
+    EXPECT_TRUE(j["estimator"].is_null());
+    expect_rel(j["singular_values"][0], 20.0, 1e-4, "sigma_1");
+}
+
+TEST_F(AnalyzeTest, TableOutput) {
+    RunResult r = run({x_path, "--draws", "4"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    for (const char* part : {"shape              (640, 80)", "effective rank", "stable rank", "rank for 99%",
+                             "(r1 + r2)", "mode prac, r1 = 24, r2 = 24", "4 draws", "E||X~ - X||_F^2",
+                             "||mean(X~) - X||_F / ||X||_F"})
+        EXPECT_NE(r.out.find(part), std::string::npos) << "\"" << part << "\" not in:\n" << r.out;
+    EXPECT_TRUE(r.err.empty()) << r.err;  // small inputs: no progress lines
+}
+
+TEST_F(AnalyzeTest, HelpAndBadInputs) {
+    RunResult h = run({"--help"});
+    EXPECT_EQ(h.rc, 0);
+    for (const char* part : {"--bf16", "--r1-frac", "--draws", "--png", "singular_values", "cumulative_energy"})
+        EXPECT_NE(h.out.find(part), std::string::npos) << part;
+
+    auto bad = [&](std::vector<std::string> args, std::vector<const char*> parts) {
+        RunResult r = run(args);
+        std::string cmd;
+        for (const auto& a : args) cmd += a + " ";
+        EXPECT_EQ(r.rc, 1) << cmd << "\n" << r.err;
+        EXPECT_TRUE(r.out.empty()) << cmd;
+        for (const char* p : parts)
+            EXPECT_NE(r.err.find(p), std::string::npos) << cmd << ": \"" << p << "\" not in " << r.err;
+    };
+    bad({}, {"no input file"});
+    bad({file("missing.npy")}, {"cannot open", "missing.npy"});
+    bad({FIXTURES + "f8.npy"}, {"'<f8'", "float64"});
+    bad({FIXTURES + "fortran_2x3.npy"}, {"Fortran-order", "ascontiguousarray"});
+    bad({FIXTURES + "truncated.npy"}, {"truncated"});
+    bad({FIXTURES + "bf16_u2.npy"}, {"'<u2'", "--bf16"});
+    bad({FIXTURES + "bf16_u2.npy", "--bf16"}, {"expected a 2-D", "(7,)"});
+    bad({FIXTURES + "f4_scalar.npy"}, {"expected a 2-D", "()"});
+    write_bytes(file("text.npy"), "just text");
+    bad({file("text.npy")}, {"not an .npy file"});
+    bad({x_path, "--r1", "40", "--r2", "40"}, {"r1 = 40 + r2 = 40", "must be below 80", "--r1/--r2"});
+    bad({x_path, "--r1-frac", "0.6", "--r2-frac", "0.4"}, {"must be below 80"});
+    bad({x_path, "--mode", "rac", "--r1", "0", "--r2", "0"}, {"total rank is 0"});
+    bad({x_path, "--r2", "0"}, {"mode prac needs r2 > 0", "--mode"});
+    bad({x_path, "--k-mult", "0"}, {"must be positive"});
+    bad({x_path, "--draws", "0"}, {"--draws must be at least 1"});
+    bad({x_path, "--draws", "many"}, {"needs an integer"});
+    bad({x_path, "--mode", "fast"}, {"--mode must be prac, pac, rac or none"});
+    bad({x_path, "--r1", "8", "--r1-frac", "0.1"}, {"not both"});
+    bad({x_path, "--wat"}, {"unknown flag \"--wat\"", "--help"});
+    bad({x_path, x_path}, {"two input files"});
+    bad({x_path, "--png", "out.jpg"}, {"must end in .png"});
+    std::vector<float> zeros(64, 0.0f), nan(64, 1.0f);
+    nan[10] = NAN;
+    write_npy_f32(file("zeros.npy"), zeros.data(), {8, 8});
+    write_npy_f32(file("nan.npy"), nan.data(), {8, 8});
+    bad({file("zeros.npy"), "--mode", "none"}, {"all zeros"});
+    bad({file("nan.npy"), "--mode", "none"}, {"X[1, 2]", "not finite"});
+}
+
+// Needs python3 with matplotlib: skipped without (the C++ tests must not need Python).
+TEST_F(AnalyzeTest, PngPlot) {
+    if (std::system("python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
+        GTEST_SKIP() << "python3 with matplotlib not available";
+    std::string png = file("spectrum.png");
+    RunResult r = run({x_path, "--draws", "2", "--png", png});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("wrote " + png), std::string::npos) << r.err;
+    std::string bytes = read_bytes(png);
+    ASSERT_GT(bytes.size(), 1000u);
+    EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+}

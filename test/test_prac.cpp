@@ -1,0 +1,1291 @@
+// Tests of PRAC's core (prac/prac.h, prac/philox.h, prac/site.h) and of its sites inside the two models.
+//
+//   1. Philox4x32-10 known-answer vectors (Random123) and the Gaussian draws built on it
+//   2. prac_site_dims: rank rounding, overrides, pac / rac / prac, k, disabled classes, bad inputs
+//   3. prac_refresh_cpu: Q1 = top right singular subspace, orthonormality, determinism, failure handling
+//   4. the estimator X~ = X P Pᵀ over many Q2 draws: unbiasedness, variance = (k-1)·tail energy (exact),
+//      RAC vs PRAC (the paper's Table 1), PAC's bias
+//   5. the factored weight gradient, compress / reconstruct
+//   6. one ActSite on its own (save / restore / failure bookkeeping), then sites in Llama / GPT-2: refresh
+//      schedule and counters, seeds, unbiased weight gradients with exact others, "classes off" == mode none
+//
+// Statistics. Every random check uses fixed seeds (the run is deterministic); its tolerance is derived so that
+// the check would fail with probability at most 1e-6 over the choice of seed if the code were right (stated at
+// each check, together with the approximation used: normal approximation of a mean of many iid draws, or a
+// Gaussian quadratic form for squared norms of such means). Two facts about Gaussian quadratic forms
+// Q = Σ w_i Z_i² with w_i ≥ 0, Σ w_i = 1 (E Q = 1) are used for squared norms:
+//   Székely & Bakirov (2003): for t ≥ 1.5365, P(Q ≥ t) ≤ P(Z² ≥ t) whatever the weights, so
+//     P(Q ≥ 23.93) ≤ 1e-6 (23.93 = 4.8916², the two-sided 1e-6 normal quantile squared).
+//   Laurent & Massart (2000), Lemma 1: P(Q ≥ 1 + 2|w|₂√x + 2|w|_∞x) ≤ e^-x and P(Q ≤ 1 - 2|w|₂√x) ≤ e^-x.
+//
+// The variance identity checked in 4(b) (our derivation, matching the paper's proof of its Theorem 2):
+// with U an orthonormal basis of Q1's complement, Q2 = U·V where V is uniform on the Stiefel manifold
+// St(n - r1, r2) (a Gaussian projected onto the complement and orthonormalized), E[Q2 Q2ᵀ] = (r2 / (n - r1))·UUᵀ.
+// X~ - X = X(k Q2Q2ᵀ - UUᵀ), and since UUᵀ Q2 = Q2 and Q2ᵀQ2 = I,
+//   (k Q2Q2ᵀ - UUᵀ)² = k² Q2Q2ᵀ - 2k Q2Q2ᵀ + UUᵀ,  and with k = (n - r1)/r2, E[Q2Q2ᵀ] = UUᵀ / k:
+//   E[(k Q2Q2ᵀ - UUᵀ)²] = (k² / k - 2k / k + 1)·UUᵀ = (k - 1)·UUᵀ,
+// so E||X~ - X||_F² = (k - 1)·||X UUᵀ||_F² = (k - 1)·||X - X Q1 Q1ᵀ||_F²: an equality for any fixed X and any
+// orthonormal Q1 (the paper states it as a bound), and for RAC (r1 = 0, k = n/r2) it is (n/r2 - 1)·||X||_F².
+//
+// Runtime (OMP_NUM_THREADS=2): 13-25 s measured on 2 cores shared with other jobs (load 6-9); the loops of
+// thousands of tiny ops run single-threaded (see SingleThreaded).
+#include <gtest/gtest.h>
+#include <lapacke.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/cpu_backend.h"
+#include "model/gpt2.h"
+#include "model/llama.h"
+#include "prac/philox.h"
+#include "prac/prac.h"
+#include "prac/site.h"
+
+namespace {
+
+using dvec = std::vector<double>;
+using fvec = std::vector<float>;
+constexpr double kEpsF = 5.9604644775390625e-8;  // fp32 unit roundoff 2^-24
+constexpr double kFail = 1e-6;                    // false-failure probability of each statistical check
+
+// ---- small statistics helpers ----
+
+// z with P(Z > z) = p, Z standard normal (bisection on erfc; p down to ~1e-300)
+double z_upper(double p) {
+    double lo = 0, hi = 40;
+    for (int i = 0; i < 200; i++) {
+        double mid = 0.5 * (lo + hi);
+        (0.5 * std::erfc(mid / std::sqrt(2.0)) > p ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+double z_two_sided(double p) { return z_upper(p / 2); }
+// upper p-quantile of chi-square(df), Wilson-Hilferty (relative error well below 1% for df >= 10)
+double chi2_upper(double df, double p) {
+    double z = z_upper(p), a = 2.0 / (9.0 * df);
+    return df * std::pow(1 - a + z * std::sqrt(a), 3);
+}
+double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+// Székely-Bakirov factor: P(Q >= kSB · E Q) <= 1e-6 for any nonnegative Gaussian quadratic form Q
+double sb_factor() {
+    double z = z_two_sided(kFail);
+    return z * z;
+}
+
+// The estimator loops run thousands of tiny GEMMs and QRs, where spinning OpenMP / OpenBLAS threads cost more than
+// they give (7x slower on 2 busy cores); they run single-threaded, which changes no result the tests rely on.
+struct SingleThreaded {
+    int omp = omp_get_max_threads();
+#ifdef OPENBLAS_VERSION
+    int blas = openblas_get_num_threads();
+#endif
+    SingleThreaded() {
+        omp_set_num_threads(1);
+#ifdef OPENBLAS_VERSION
+        openblas_set_num_threads(1);
+#endif
+    }
+    ~SingleThreaded() {
+        omp_set_num_threads(omp);
+#ifdef OPENBLAS_VERSION
+        openblas_set_num_threads(blas);
+#endif
+    }
+};
+
+// Our own normals (mt19937_64 + Box-Muller), identical on every standard library.
+struct Rng {
+    std::mt19937_64 g;
+    explicit Rng(uint64_t seed) : g(seed) {}
+    double uniform() { return ((double)(g() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+    double normal() {
+        double u1 = uniform(), u2 = uniform();
+        return std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    }
+    fvec normals_f(size_t n, double scale = 1) {
+        fvec v(n);
+        for (float& x : v) x = (float)(scale * normal());
+        return v;
+    }
+};
+
+// ---- small dense helpers (row-major, double) ----
+
+// rows x cols with orthonormal columns (QR of a Gaussian matrix)
+dvec orthonormal_columns(int rows, int cols, uint64_t seed) {
+    Rng rng(seed);
+    dvec A((size_t)rows * cols), tau(cols);
+    for (double& a : A) a = rng.normal();
+    EXPECT_EQ(LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, rows, cols, A.data(), cols, tau.data()), 0);
+    EXPECT_EQ(LAPACKE_dorgqr(LAPACK_ROW_MAJOR, rows, cols, cols, A.data(), cols, tau.data()), 0);
+    return A;
+}
+
+// C (M, N) = op(A) op(B), double
+dvec dgemm(bool ta, bool tb, int M, int N, int K, const dvec& A, const dvec& B) {
+    dvec C((size_t)M * N);
+    gemm_cpu(ta, tb, M, N, K, 1.0, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.0, C.data(), N);
+    return C;
+}
+
+dvec to_d(const fvec& v) { return dvec(v.begin(), v.end()); }
+double sq_norm(const dvec& v) {
+    double s = 0;
+    for (double x : v) s += x * x;
+    return s;
+}
+double sq_dist(const dvec& a, const dvec& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); i++) s += (a[i] - b[i]) * (a[i] - b[i]);
+    return s;
+}
+
+// columns [c0, c0 + c) of the (n, r) row-major P, times `scale`, as an (n, c) double matrix
+dvec block(const float* P, int n, int r, int c0, int c, double scale = 1) {
+    dvec B((size_t)n * c);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < c; j++) B[(size_t)i * c + j] = scale * P[(size_t)i * r + c0 + j];
+    return B;
+}
+// max |AᵀB - δ·I| for A (n, a), B (n, b); identity = true subtracts I (a == b)
+double max_gram_err(const dvec& A, int a, const dvec& B, int b, int n, bool identity) {
+    if (a == 0 || b == 0) return 0;
+    dvec G = dgemm(true, false, a, b, n, A, B);
+    double e = 0;
+    for (int i = 0; i < a; i++)
+        for (int j = 0; j < b; j++) e = std::max(e, std::fabs(G[(size_t)i * b + j] - (identity && i == j ? 1 : 0)));
+    return e;
+}
+// ||A Aᵀ - B Bᵀ||_F for A, B (n, c) with orthonormal columns (difference of projectors)
+double projector_dist(const dvec& A, const dvec& B, int n, int c) {
+    dvec PA = dgemm(false, true, n, n, c, A, A), PB = dgemm(false, true, n, n, c, B, B);
+    return std::sqrt(sq_dist(PA, PB));
+}
+
+// X (N, n) = U diag(s) Vᵀ with random orthonormal U (N, n), V (n, n), rounded to fp32
+struct Synth {
+    int N, n;
+    dvec s;   // the singular values used
+    fvec X;   // fp32 matrix
+    dvec Xd;  // the same values in double (what the references are computed from)
+};
+Synth make_synth(int N, int n, const dvec& s, uint64_t seed) {
+    dvec U = orthonormal_columns(N, n, seed), V = orthonormal_columns(n, n, seed + 1);
+    Synth S{N, n, s, fvec((size_t)N * n), dvec((size_t)N * n)};
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < n; j++) {
+            double v = 0;
+            for (int k = 0; k < n; k++) v += U[(size_t)i * n + k] * s[k] * V[(size_t)j * n + k];
+            S.X[(size_t)i * n + j] = (float)v;
+            S.Xd[(size_t)i * n + j] = (float)v;
+        }
+    return S;
+}
+// The spectrum of the estimator tests: 16 dominant values 10 .. 5.5, then a slowly decaying tail 1 .. 0.39
+// (the paper's picture: a few large singular values and a long tail). Spectral gap after 16: 5.5² - 1 = 29.25.
+dvec dominant_spectrum(int n, int top) {
+    dvec s(n);
+    for (int i = 0; i < n; i++) s[i] = i < top ? 10.0 - 0.3 * i : std::pow(0.98, i - top);
+    return s;
+}
+
+// LAPACK dgesvd of the (N, n) double matrix: singular values (descending) and Vᵀ (n, n)
+void svd_ref(const dvec& X, int N, int n, dvec& sigma, dvec& Vt) {
+    dvec A = X, U(1), superb(std::max(1, std::min(N, n) - 1));
+    sigma.assign(std::min(N, n), 0);
+    Vt.assign((size_t)n * n, 0);
+    ASSERT_EQ(LAPACKE_dgesvd(LAPACK_ROW_MAJOR, 'N', 'A', N, n, A.data(), n, sigma.data(), U.data(), 1, Vt.data(), n,
+                             superb.data()),
+              0);
+}
+// the top-c right singular vectors as columns (n, c)
+dvec top_right_vectors(const dvec& Vt, int n, int c) {
+    dvec V1((size_t)n * c);
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < c; j++) V1[(size_t)i * c + j] = Vt[(size_t)j * n + i];
+    return V1;
+}
+// ||X - X Q Qᵀ||_F² in double, Q (n, c) from the fp32 basis
+double tail_energy(const dvec& X, int N, int n, const dvec& Q, int c) {
+    if (c == 0) return sq_norm(X);
+    dvec XQ = dgemm(false, false, N, c, n, X, Q), R = dgemm(false, true, N, n, c, XQ, Q);
+    return sq_dist(X, R);
+}
+
+SiteDims dims(int r1, int r2, float k) {
+    SiteDims d;
+    d.compressed = true;
+    d.r1 = r1;
+    d.r2 = r2;
+    d.k = k;
+    return d;
+}
+
+// ================================================================================================
+// 1. Philox and the Gaussian draws
+// ================================================================================================
+
+TEST(Philox, Random123KnownAnswerVectors) {
+    struct Kat {
+        uint32_t ctr[4], key[2], out[4];
+    } kats[] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}},
+        {{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+         {0xffffffffu, 0xffffffffu},
+         {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}},
+        {{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+         {0xa4093822u, 0x299f31d0u},
+         {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}},
+    };
+    for (const Kat& k : kats) {
+        Philox4x32 r = philox4x32_10(Philox4x32{{k.ctr[0], k.ctr[1], k.ctr[2], k.ctr[3]}}, k.key[0], k.key[1]);
+        for (int i = 0; i < 4; i++) EXPECT_EQ(r.v[i], k.out[i]) << "word " << i << " of counter " << std::hex << k.ctr[0];
+    }
+}
+
+// The documented layout: element (i, j) of an (n, cols) draw is normal number i * cols + j of the key's stream,
+// so any shape is a reshaped prefix of one long stream; and ld only moves rows apart.
+TEST(PracGaussian, LayoutIsRowMajorPrefixOfOneStreamAndLdLeavesPaddingAlone) {
+    PracDrawKey key{0x0123456789abcdefull, 3, 1, 5};
+    const int total = 4 * 1000 + 3;  // not a multiple of 4: the last Philox block is used partially
+    fvec flat(total);
+    prac_gaussian_cpu(flat.data(), 1, total, total, key);
+    for (int i = 0; i < total; i++) ASSERT_TRUE(std::isfinite(flat[i])) << i;
+
+    for (auto [n, cols] : std::vector<std::pair<int, int>>{{1, 7}, {7, 1}, {13, 11}, {59, 17}, {1000, 4}}) {
+        const int ld = cols + 5;
+        const float sentinel = -12345.0f;
+        fvec S((size_t)n * ld, sentinel);
+        prac_gaussian_cpu(S.data(), n, cols, ld, key);
+        for (int i = 0; i < n; i++) {
+            for (int j = 0; j < cols; j++)
+                ASSERT_EQ(S[(size_t)i * ld + j], flat[(size_t)i * cols + j]) << n << "x" << cols << " (" << i << "," << j << ")";
+            for (int j = cols; j < ld; j++) ASSERT_EQ(S[(size_t)i * ld + j], sentinel) << "padding written at " << i << "," << j;
+        }
+    }
+}
+
+// Moments and distribution of one large draw. M = 2^20 values; each check at 1e-6 (normal approximation of
+// means of M iid terms, which is excellent here: the terms have all moments).
+TEST(PracGaussian, LargeDrawIsStandardNormal) {
+    const int n = 1024, cols = 1024;
+    const double M = (double)n * cols, z = z_two_sided(kFail);  // z = 4.89
+    fvec S((size_t)n * cols);
+    prac_gaussian_cpu(S.data(), n, cols, cols, PracDrawKey{42, 0, 0, 0});
+    double m1 = 0, m2 = 0, m3 = 0, m4 = 0, lag1 = 0;
+    for (size_t i = 0; i < S.size(); i++) {
+        double x = S[i];
+        m1 += x, m2 += x * x, m3 += x * x * x, m4 += x * x * x * x;
+        if (i + 1 < S.size()) lag1 += x * S[i + 1];
+    }
+    m1 /= M, m2 /= M, m3 /= M, m4 /= M, lag1 /= M - 1;
+    // mean: sd 1/sqrt(M); second moment: Var(Z²) = 2; third: Var(Z³) = 15; fourth: Var(Z⁴) = 105 - 9 = 96;
+    // lag-1 product (covers the Box-Muller cos/sin pair and neighbouring Philox words): Var(Z Z') = 1
+    EXPECT_LT(std::fabs(m1), z / std::sqrt(M)) << "mean";
+    EXPECT_LT(std::fabs(m2 - 1), z * std::sqrt(2 / M)) << "E Z^2";
+    EXPECT_LT(std::fabs(m3), z * std::sqrt(15 / M)) << "E Z^3";
+    EXPECT_LT(std::fabs(m4 - 3), z * std::sqrt(96 / M)) << "E Z^4";
+    EXPECT_LT(std::fabs(lag1), z * std::sqrt(1 / M)) << "lag-1 correlation";
+    std::printf("[ stats    ] gaussian draw M=%.0f: mean %.2e  E Z^2 %.5f  E Z^3 %.2e  E Z^4 %.4f  lag-1 %.2e\n", M, m1,
+                m2, m3, m4, lag1);
+
+    // chi-square goodness of fit on 34 bins (edges -4 .. 4 step 0.25, plus two tails), upper 1e-6 quantile of
+    // chi2(33) by Wilson-Hilferty
+    std::vector<double> edges;
+    for (int i = 0; i <= 32; i++) edges.push_back(-4 + 0.25 * i);
+    std::vector<double> count(edges.size() + 1, 0);
+    for (float x : S) count[std::upper_bound(edges.begin(), edges.end(), (double)x) - edges.begin()]++;
+    double chi2 = 0;
+    for (size_t b = 0; b < count.size(); b++) {
+        double lo = b == 0 ? -INFINITY : edges[b - 1], hi = b == edges.size() ? INFINITY : edges[b];
+        double expected = M * (normal_cdf(hi) - normal_cdf(lo));
+        chi2 += (count[b] - expected) * (count[b] - expected) / expected;
+    }
+    double df = (double)count.size() - 1, bound = chi2_upper(df, kFail);
+    EXPECT_LT(chi2, bound) << "chi-square goodness of fit, " << df << " dof";
+    std::printf("[ stats    ] gaussian chi-square GOF %.1f on %.0f dof (1e-6 bound %.1f)\n", chi2, df, bound);
+}
+
+// Each part of the key selects its own stream; the same key gives the same draw bitwise.
+TEST(PracGaussian, KeysSelectIndependentStreams) {
+    const int n = 256, cols = 256;
+    const double M = (double)n * cols;
+    PracDrawKey base{42, 3, 1, 5};
+    std::vector<std::pair<const char*, PracDrawKey>> keys = {
+        {"base", base},
+        {"seed low word", {43, 3, 1, 5}},
+        {"seed high word", {42 + (1ull << 32), 3, 1, 5}},
+        {"site", {42, 4, 1, 5}},
+        {"layer", {42, 3, 2, 5}},
+        {"refresh", {42, 3, 1, 6}},
+        {"site and layer swapped", {42, 1, 3, 5}},
+    };
+    std::vector<fvec> draws;
+    for (auto& [name, k] : keys) {
+        draws.emplace_back((size_t)n * cols);
+        prac_gaussian_cpu(draws.back().data(), n, cols, cols, k);
+        fvec again((size_t)n * cols);
+        prac_gaussian_cpu(again.data(), n, cols, cols, k);
+        EXPECT_EQ(std::memcmp(again.data(), draws.back().data(), again.size() * sizeof(float)), 0) << name;
+    }
+    // independent streams: the sample correlation of two draws has sd 1/sqrt(M); Bonferroni over the pairs
+    int pairs = (int)(keys.size() * (keys.size() - 1) / 2);
+    double zb = z_two_sided(kFail / pairs);
+    for (size_t a = 0; a < keys.size(); a++)
+        for (size_t b = a + 1; b < keys.size(); b++) {
+            double dot = 0;
+            int equal = 0;
+            for (size_t i = 0; i < draws[a].size(); i++) {
+                dot += (double)draws[a][i] * draws[b][i];
+                equal += draws[a][i] == draws[b][i];
+            }
+            EXPECT_LT(std::fabs(dot / M), zb / std::sqrt(M)) << keys[a].first << " vs " << keys[b].first;
+            EXPECT_LT(equal, 4) << keys[a].first << " vs " << keys[b].first << ": identical elements";
+        }
+}
+
+// ================================================================================================
+// 2. Ranks of a site
+// ================================================================================================
+
+PracOptions opts(PracMode mode) {
+    PracOptions o;
+    o.mode = mode;
+    return o;
+}
+
+TEST(PracSiteDims, FractionsRoundDownToMultiplesOf8) {
+    EXPECT_EQ(prac_round_rank(0.3f, 768), 224);
+    EXPECT_EQ(prac_round_rank(0.2f, 768), 152);
+    EXPECT_EQ(prac_round_rank(0.3f, 64), 16);
+    EXPECT_EQ(prac_round_rank(0.2f, 64), 8);
+    EXPECT_EQ(prac_round_rank(0.3f, 176), 48);
+    EXPECT_EQ(prac_round_rank(0.2f, 352), 64);
+    EXPECT_EQ(prac_round_rank(0.01f, 64), 8) << "at least 8";
+    EXPECT_EQ(prac_round_rank(0.0f, 64), 0);
+    EXPECT_EQ(prac_round_rank(-0.5f, 64), 0);
+    // every two-decimal fraction on the paper's widths: floor(p·n / 800)·8 in exact integer arithmetic (at least 8)
+    for (int n : {64, 80, 128, 176, 352, 384, 512, 768, 1024, 1376, 2048, 2736, 3072, 5461, 8192})
+        for (int p = 1; p < 100; p++) {
+            long exact = std::max(8L, (long)p * n / 800 * 8);
+            EXPECT_EQ(prac_round_rank((float)p / 100.0f, n), exact) << "fraction 0." << p << " of width " << n;
+        }
+
+    PracOptions o = opts(PracMode::PRAC);
+    SiteDims lin = prac_site_dims(o, SiteClass::LINEAR, 768, "ln1"), non = prac_site_dims(o, SiteClass::NONLINEAR, 768, "resid");
+    EXPECT_TRUE(lin.compressed);
+    EXPECT_EQ(lin.r1, 224);
+    EXPECT_EQ(lin.r2, 224);
+    EXPECT_FLOAT_EQ(lin.k, (768.0f - 224) / 224);
+    EXPECT_EQ(non.r1, 152);
+    EXPECT_EQ(non.r2, 152);
+    EXPECT_FLOAT_EQ(non.k, (768.0f - 152) / 152);
+    EXPECT_EQ(lin.r(), 448);
+}
+
+TEST(PracSiteDims, AbsoluteRanksOverrideFractions) {
+    PracOptions o = opts(PracMode::PRAC);
+    o.linear_r1_abs = 40;
+    o.linear_r2_abs = 20;  // absolute ranks are not rounded
+    o.nonlinear_r1_abs = 0;
+    o.nonlinear_r2_abs = 24;
+    SiteDims lin = prac_site_dims(o, SiteClass::LINEAR, 768, "ln1");
+    EXPECT_EQ(lin.r1, 40);
+    EXPECT_EQ(lin.r2, 20);
+    EXPECT_FLOAT_EQ(lin.k, (768.0f - 40) / 20);
+    SiteDims non = prac_site_dims(o, SiteClass::NONLINEAR, 768, "fch");
+    EXPECT_EQ(non.r1, 0) << "an absolute 0 overrides the fraction";
+    EXPECT_EQ(non.r2, 24);
+    EXPECT_FLOAT_EQ(non.k, 768.0f / 24);
+}
+
+TEST(PracSiteDims, ModesPacRacPracAndKMult) {
+    PracOptions o = opts(PracMode::PAC);
+    SiteDims pac = prac_site_dims(o, SiteClass::LINEAR, 768, "ln1");
+    EXPECT_TRUE(pac.compressed);
+    EXPECT_EQ(pac.r1, 448) << "pac: r1 = r1 + r2";
+    EXPECT_EQ(pac.r2, 0);
+    EXPECT_EQ(pac.r(), 448);
+
+    o.mode = PracMode::RAC;
+    SiteDims rac = prac_site_dims(o, SiteClass::NONLINEAR, 768, "resid");
+    EXPECT_EQ(rac.r1, 0);
+    EXPECT_EQ(rac.r2, 304) << "rac: r2 = r1 + r2";
+    EXPECT_FLOAT_EQ(rac.k, 768.0f / 304) << "rac: k = n / r2";
+
+    for (float km : {0.5f, 1.0f, 2.0f}) {
+        o.k_mult = km;
+        o.mode = PracMode::PRAC;
+        EXPECT_FLOAT_EQ(prac_site_dims(o, SiteClass::LINEAR, 768, "ln1").k, km * (768.0f - 224) / 224);
+        o.mode = PracMode::RAC;
+        EXPECT_FLOAT_EQ(prac_site_dims(o, SiteClass::LINEAR, 768, "ln1").k, km * 768.0f / 448);
+    }
+}
+
+TEST(PracSiteDims, DisabledClassesAndModeNoneAreNotCompressed) {
+    for (PracMode m : {PracMode::PAC, PracMode::RAC, PracMode::PRAC}) {
+        PracOptions o = opts(m);
+        o.linear = false;
+        EXPECT_FALSE(prac_site_dims(o, SiteClass::LINEAR, 768, "ln1").compressed);
+        EXPECT_TRUE(prac_site_dims(o, SiteClass::NONLINEAR, 768, "resid").compressed);
+        o.linear = true;
+        o.nonlinear = false;
+        EXPECT_TRUE(prac_site_dims(o, SiteClass::LINEAR, 768, "ln1").compressed);
+        EXPECT_FALSE(prac_site_dims(o, SiteClass::NONLINEAR, 768, "resid").compressed);
+    }
+    PracOptions none = opts(PracMode::NONE);
+    SiteDims d = prac_site_dims(none, SiteClass::LINEAR, 768, "ln1");
+    EXPECT_FALSE(d.compressed);
+    EXPECT_EQ(d.r(), 0);
+    EXPECT_EQ(prac_mode_parse("prac"), PracMode::PRAC);
+    EXPECT_EQ(prac_mode_parse("none"), PracMode::NONE);
+    EXPECT_THROW(prac_mode_parse("PRAC!"), UserError);
+}
+
+// fn must throw UserError whose message contains every one of `parts`
+void expect_user_error(const std::function<void()>& fn, const std::vector<std::string>& parts, const std::string& what) {
+    try {
+        fn();
+        ADD_FAILURE() << what << ": no exception";
+    } catch (const UserError& e) {
+        std::string m = e.what();
+        for (const std::string& p : parts) EXPECT_NE(m.find(p), std::string::npos) << what << ": \"" << m << "\" lacks \"" << p << "\"";
+    }
+}
+
+TEST(PracSiteDims, BadInputsThrowNamingTheSite) {
+    auto at = [](PracOptions o, SiteClass c, int n, const char* site) {
+        return [=] { prac_site_dims(o, c, n, site); };
+    };
+    PracOptions o = opts(PracMode::PRAC);
+    o.linear_r1_abs = 32;
+    o.linear_r2_abs = 32;
+    expect_user_error(at(o, SiteClass::LINEAR, 64, "fch_act"), {"fch_act", "64"}, "r1 + r2 == width");
+    o.linear_r1_abs = 8;
+    o.linear_r2_abs = 100;
+    expect_user_error(at(o, SiteClass::LINEAR, 64, "ln2"), {"ln2"}, "r2 above width");
+    PracOptions f = opts(PracMode::PRAC);
+    f.nonlinear_r1 = 0.6f;
+    f.nonlinear_r2 = 0.5f;
+    expect_user_error(at(f, SiteClass::NONLINEAR, 64, "resid_mid"), {"resid_mid"}, "fractions summing above 1");
+    f.mode = PracMode::PAC;
+    expect_user_error(at(f, SiteClass::NONLINEAR, 64, "resid_mid"), {"resid_mid"}, "pac ranks above width");
+
+    PracOptions p = opts(PracMode::PRAC);
+    p.linear_r2_abs = 0;
+    expect_user_error(at(p, SiteClass::LINEAR, 768, "ln1"), {"ln1", "r2"}, "prac with r2 = 0");
+
+    PracOptions r = opts(PracMode::RAC);
+    r.nonlinear_r1_abs = 0;
+    r.nonlinear_r2_abs = 0;
+    expect_user_error(at(r, SiteClass::NONLINEAR, 768, "fch"), {"fch"}, "rac with total rank 0");
+    r.mode = PracMode::PAC;
+    expect_user_error(at(r, SiteClass::NONLINEAR, 768, "fch"), {"fch"}, "pac with total rank 0");
+
+    for (float km : {0.0f, -1.0f, std::numeric_limits<float>::quiet_NaN()}) {
+        PracOptions k = opts(PracMode::PRAC);
+        k.k_mult = km;
+        expect_user_error(at(k, SiteClass::LINEAR, 768, "ln1"), {"k-mult", "ln1"}, "k_mult " + std::to_string(km));
+    }
+}
+
+// ================================================================================================
+// 3. Refresh of one basis
+// ================================================================================================
+
+struct RefreshCase {
+    int N = 128, n = 64, r1 = 16, r2 = 16;
+    Synth S = make_synth(128, 64, dominant_spectrum(64, 16), 1001);
+    SiteDims d = dims(16, 16, (64.0f - 16) / 16);
+    int r() const { return r1 + r2; }
+};
+
+TEST(PracRefresh, Q1IsTheTopRightSingularSubspaceAndTheBasesAreOrthonormal) {
+    RefreshCase c;
+    fvec P((size_t)c.n * c.r(), 0.0f);
+    PracRefreshResult res = prac_refresh_cpu(P.data(), c.S.X.data(), c.N, c.n, c.d, true, true, false, {7, 1, 0, 0});
+    ASSERT_TRUE(res.q1_ok && res.q2_ok) << res.message;
+    for (float v : P) ASSERT_TRUE(std::isfinite(v));
+
+    dvec sigma, Vt;
+    svd_ref(c.S.Xd, c.N, c.n, sigma, Vt);
+    for (int i = 0; i < c.n; i++) EXPECT_NEAR(sigma[i], c.S.s[i], 1e-5 * c.S.s[0]) << "synthetic spectrum, sigma " << i;
+
+    dvec Q1 = block(P.data(), c.n, c.r(), 0, c.r1), Q2 = block(P.data(), c.n, c.r(), c.r1, c.r2, 1 / std::sqrt((double)c.d.k));
+    dvec V1 = top_right_vectors(Vt, c.n, c.r1);
+    // Davis-Kahan: ||sinΘ||_F <= ||E||_F / gap, with E the fp32 error of the Gram matrix (<= N·eps·||X||_F² entrywise
+    // summed) plus the eigensolver's backward error (O(n)·eps·||G||); gap = σ16² - σ17².
+    double gap = sigma[c.r1 - 1] * sigma[c.r1 - 1] - sigma[c.r1] * sigma[c.r1];
+    double tol_proj = std::sqrt(2.0) * (c.N + c.n) * kEpsF * sq_norm(c.S.Xd) / gap;
+    double pd = projector_dist(Q1, V1, c.n, c.r1);
+    EXPECT_LT(pd, tol_proj) << "||Q1Q1ᵀ - V1V1ᵀ||_F";
+    // orthonormality to fp32 precision: Householder QR / symmetric eigensolvers give O(n)·eps
+    double tol_orth = c.n * kEpsF;
+    double e11 = max_gram_err(Q1, c.r1, Q1, c.r1, c.n, true), e22 = max_gram_err(Q2, c.r2, Q2, c.r2, c.n, true),
+           e12 = max_gram_err(Q1, c.r1, Q2, c.r2, c.n, false);
+    EXPECT_LT(e11, tol_orth) << "Q1ᵀQ1 = I";
+    EXPECT_LT(e22, tol_orth) << "Q2ᵀQ2 = I (Q2 block / sqrt(k))";
+    EXPECT_LT(e12, tol_orth) << "Q1ᵀQ2 = 0";
+    std::printf("[ stats    ] refresh: ||Q1Q1'-V1V1'||_F %.2e (bound %.2e); max|Q1'Q1-I| %.2e  max|Q2'Q2-I| %.2e  "
+                "max|Q1'Q2| %.2e (tol %.2e)\n", pd, tol_proj, e11, e22, e12, tol_orth);
+}
+
+TEST(PracRefresh, SameKeySameBasisBitwiseAndPartialRefreshes) {
+    RefreshCase c;
+    size_t sz = (size_t)c.n * c.r();
+    fvec A(sz, 0.0f), B(sz, 7.0f);  // whatever P held before: a first refresh overwrites all of it
+    PracDrawKey key{7, 1, 0, 0};
+    prac_refresh_cpu(A.data(), c.S.X.data(), c.N, c.n, c.d, true, true, false, key);
+    prac_refresh_cpu(B.data(), c.S.X.data(), c.N, c.n, c.d, true, true, false, key);
+    EXPECT_EQ(std::memcmp(A.data(), B.data(), sz * sizeof(float)), 0) << "same key, same X: bitwise the same P";
+
+    auto same_cols = [&](const fvec& X, const fvec& Y, int c0, int cnt) {
+        for (int i = 0; i < c.n; i++)
+            if (std::memcmp(&X[(size_t)i * c.r() + c0], &Y[(size_t)i * c.r() + c0], cnt * sizeof(float))) return false;
+        return true;
+    };
+    // nothing due: P unchanged
+    fvec C = A;
+    prac_refresh_cpu(C.data(), c.S.X.data(), c.N, c.n, c.d, false, false, true, {7, 1, 0, 1});
+    EXPECT_EQ(C, A);
+    // Q2 only: Q1 bitwise kept, Q2 redrawn, still orthonormal and orthogonal to Q1
+    prac_refresh_cpu(C.data(), c.S.X.data(), c.N, c.n, c.d, false, true, true, {7, 1, 0, 1});
+    EXPECT_TRUE(same_cols(C, A, 0, c.r1));
+    EXPECT_FALSE(same_cols(C, A, c.r1, c.r2));
+    dvec Q1 = block(C.data(), c.n, c.r(), 0, c.r1), Q2 = block(C.data(), c.n, c.r(), c.r1, c.r2, 1 / std::sqrt((double)c.d.k));
+    EXPECT_LT(max_gram_err(Q2, c.r2, Q2, c.r2, c.n, true), c.n * kEpsF);
+    EXPECT_LT(max_gram_err(Q1, c.r1, Q2, c.r2, c.n, false), c.n * kEpsF);
+    // Q1 only, on a different X: Q1 recomputed, and Q2 redrawn with it (it must stay in Q1's complement)
+    Synth S2 = make_synth(c.N, c.n, dominant_spectrum(c.n, c.r1), 2002);
+    fvec D = A;
+    prac_refresh_cpu(D.data(), S2.X.data(), c.N, c.n, c.d, true, false, true, {7, 1, 0, 1});
+    EXPECT_FALSE(same_cols(D, A, 0, c.r1));
+    EXPECT_FALSE(same_cols(D, A, c.r1, c.r2)) << "Q2 must be redrawn whenever Q1 changes";
+    Q1 = block(D.data(), c.n, c.r(), 0, c.r1);
+    Q2 = block(D.data(), c.n, c.r(), c.r1, c.r2, 1 / std::sqrt((double)c.d.k));
+    EXPECT_LT(max_gram_err(Q1, c.r1, Q2, c.r2, c.n, false), c.n * kEpsF);
+}
+
+TEST(PracRefresh, NonFiniteInputKeepsThePreviousBasis) {
+    RefreshCase c;
+    size_t sz = (size_t)c.n * c.r();
+    fvec P(sz);
+    ASSERT_TRUE(prac_refresh_cpu(P.data(), c.S.X.data(), c.N, c.n, c.d, true, true, false, {7, 1, 0, 0}).q1_ok);
+    for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+        fvec X = c.S.X;
+        X[77] = bad;
+        fvec Q = P;
+        PracRefreshResult res = prac_refresh_cpu(Q.data(), X.data(), c.N, c.n, c.d, true, false, true, {7, 1, 0, 1});
+        EXPECT_FALSE(res.q1_ok);
+        EXPECT_TRUE(res.q2_ok);
+        EXPECT_NE(res.message.find("Q1"), std::string::npos) << res.message;
+        EXPECT_EQ(Q, P) << "Q1 failed and Q2 was not due: the whole basis is kept bitwise";
+        std::printf("[ message  ] %s\n", res.message.c_str());
+        // with Q2 due as well: Q1 kept, Q2 redrawn (it comes from the Gaussian, not from X) in Q1's complement
+        Q = P;
+        res = prac_refresh_cpu(Q.data(), X.data(), c.N, c.n, c.d, true, true, true, {7, 1, 0, 1});
+        EXPECT_FALSE(res.q1_ok);
+        EXPECT_TRUE(res.q2_ok) << res.message;
+        dvec Q1 = block(Q.data(), c.n, c.r(), 0, c.r1), Q1old = block(P.data(), c.n, c.r(), 0, c.r1);
+        EXPECT_EQ(Q1, Q1old);
+        dvec Q2 = block(Q.data(), c.n, c.r(), c.r1, c.r2, 1 / std::sqrt((double)c.d.k));
+        EXPECT_LT(max_gram_err(Q1, c.r1, Q2, c.r2, c.n, false), c.n * kEpsF);
+        EXPECT_LT(max_gram_err(Q2, c.r2, Q2, c.r2, c.n, true), c.n * kEpsF);
+    }
+}
+
+// With no previous basis a failed Q1 falls back to a random orthonormal Q1; Q2 must then be an independent
+// uniform draw in its complement (the estimator is unbiased for any Q1 only if Q2 is independent of it).
+// r1 == r2 is the default (0.3 / 0.3 and 0.2 / 0.2 of the width).
+TEST(PracRefresh, FirstRefreshFailureFallsBackToARandomOrthonormalQ1) {
+    for (auto [r1, r2] : std::vector<std::pair<int, int>>{{16, 16}, {16, 24}}) {
+        const int N = 128, n = 64, r = r1 + r2;
+        SiteDims d = dims(r1, r2, (float)(n - r1) / r2);
+        fvec X((size_t)N * n, 1.0f);
+        X[3] = std::numeric_limits<float>::quiet_NaN();
+        fvec P((size_t)n * r, 0.0f);
+        PracDrawKey key{7, 2, 1, 0};
+        PracRefreshResult res = prac_refresh_cpu(P.data(), X.data(), N, n, d, true, true, false, key);
+        EXPECT_FALSE(res.q1_ok);
+        EXPECT_TRUE(res.q2_ok) << res.message;
+        EXPECT_NE(res.message.find("random"), std::string::npos) << res.message;
+        for (float v : P) ASSERT_TRUE(std::isfinite(v));
+        dvec Q1 = block(P.data(), n, r, 0, r1), Q2 = block(P.data(), n, r, r1, r2, 1 / std::sqrt((double)d.k));
+        double e11 = max_gram_err(Q1, r1, Q1, r1, n, true), e22 = max_gram_err(Q2, r2, Q2, r2, n, true),
+               e12 = max_gram_err(Q1, r1, Q2, r2, n, false);
+        EXPECT_LT(e11, n * kEpsF) << "r1=" << r1 << " r2=" << r2 << ": fallback Q1 orthonormal";
+        EXPECT_LT(e22, n * kEpsF) << "r1=" << r1 << " r2=" << r2 << ": Q2 orthonormal";
+        EXPECT_LT(e12, n * kEpsF) << "r1=" << r1 << " r2=" << r2 << ": Q1ᵀQ2 = 0";
+        // Independence of the fallback Q1 from Q2's Gaussian S (n, r2) drawn with the same key: for independent
+        // draws ||(I - Q1Q1ᵀ)S||² / ||S||² = A / (A + B) with A ~ chi2((n - r1)·r2), B ~ chi2(r1·r2), mean
+        // (n - r1)/n = 0.75; it falls below 0.5 only if A < B, whose mean difference 512 (r2 = 16) is 11 sd away
+        // (probability far below 1e-6).
+        fvec S((size_t)n * r2);
+        prac_gaussian_cpu(S.data(), n, r2, r2, key);
+        dvec Sd = to_d(S);
+        dvec QtS = dgemm(true, false, r1, r2, n, Q1, Sd);
+        double outside = 1 - sq_norm(QtS) / sq_norm(Sd);
+        EXPECT_GT(outside, 0.5) << "r1=" << r1 << " r2=" << r2
+                                << ": the fallback Q1 reuses the Gaussian stream of Q2's draw (share of Q2's S outside "
+                                   "span(Q1) is " << outside << ", expected ~" << (double)(n - r1) / n << ")";
+        std::printf("[ stats    ] fallback r1=%d r2=%d: |Q1'Q1-I| %.1e |Q2'Q2-I| %.1e |Q1'Q2| %.1e; share of Q2's "
+                    "Gaussian outside span(Q1) %.4f (independent: ~%.2f)\n", r1, r2, e11, e22, e12, outside,
+                    (double)(n - r1) / n);
+    }
+}
+
+// ================================================================================================
+// 4. The estimator over many Q2 draws (Q1 fixed)
+// ================================================================================================
+
+struct DrawStats {
+    int K = 0;
+    double tail = 0;           // ||X - X Q1 Q1ᵀ||_F² for the fixed (fp32) Q1, in double
+    double predicted = 0;      // (k - 1)·tail
+    double mean_err2 = 0;      // mean over draws of ||X~ - X||_F²
+    double sd_err2 = 0;        // its per-draw standard deviation
+    double bias2 = 0;          // ||mean(X~) - X||_F²
+    double max_z = 0;          // largest per-entry |mean - X| / (sd / sqrt(K))
+    double min_err2 = INFINITY, max_err2 = 0;  // extremes of ||X~ - X||_F² over the draws
+    // Rounding: a first-order bound on ||fl(X~) - X P Pᵀ||_F for the fp32 compress + reconstruct:
+    // |fl(XP) - XP| <= n·eps·|X||P| and |fl(Xc Pᵀ) - Xc Pᵀ| <= r·eps·|Xc||P|ᵀ, so in Frobenius norm
+    // delta <= (n + r)·eps·||X||_F·||P||_F², ||P||_F² = r1 + k·r2. It moves each ||X~ - X|| by at most delta,
+    // hence a mean of ||X~ - X||² by at most 2·sqrt(mean)·delta + delta² (Cauchy-Schwarz).
+    double delta = 0;
+    double floor_err2(double mean) const { return 2 * std::sqrt(mean) * delta + delta * delta; }
+    // the 1e-6 bound on ||mean(X~) - X||² of an unbiased estimator (Székely-Bakirov on Var/K), plus rounding
+    double bias_bound(double var) const {
+        double b = std::sqrt(sb_factor() * var / K) + delta;
+        return b * b;
+    }
+};
+
+// K draws of X~ = compress + reconstruct with Q2 redrawn each time (key refresh index 1 .. K), Q1 fixed by one
+// initial refresh. Accumulates in double.
+DrawStats run_draws(const Synth& S, const SiteDims& d, int K, uint64_t seed) {
+    SingleThreaded one;
+    const int N = S.N, n = S.n, r = d.r();
+    fvec P((size_t)n * r), xc((size_t)N * r), xt((size_t)N * n);
+    PracRefreshResult res = prac_refresh_cpu(P.data(), S.X.data(), N, n, d, true, true, false, {seed, 9, 0, 0});
+    EXPECT_TRUE(res.q1_ok && res.q2_ok) << res.message;
+    DrawStats st;
+    st.K = K;
+    st.tail = tail_energy(S.Xd, N, n, block(P.data(), n, r, 0, d.r1), d.r1);
+    st.predicted = ((double)d.k - 1) * st.tail;
+    st.delta = (n + r) * kEpsF * std::sqrt(sq_norm(S.Xd)) * (d.r1 + (double)d.k * d.r2);
+    dvec sum((size_t)N * n, 0), sumsq((size_t)N * n, 0);
+    double s1 = 0, s2 = 0;
+    for (int j = 0; j < K; j++) {
+        if (d.r2 > 0) prac_refresh_cpu(P.data(), S.X.data(), N, n, d, false, true, true, {seed, 9, 0, (uint64_t)j + 1});
+        prac_compress_cpu(xc.data(), S.X.data(), P.data(), N, n, r);
+        prac_reconstruct_cpu(xt.data(), xc.data(), P.data(), N, n, r);
+        double e = 0;
+        for (size_t i = 0; i < xt.size(); i++) {
+            double dlt = (double)xt[i] - S.Xd[i];
+            e += dlt * dlt;
+            sum[i] += dlt;
+            sumsq[i] += dlt * dlt;
+        }
+        s1 += e;
+        s2 += e * e;
+        st.min_err2 = std::min(st.min_err2, e);
+        st.max_err2 = std::max(st.max_err2, e);
+    }
+    st.mean_err2 = s1 / K;
+    st.sd_err2 = std::sqrt(std::max(0.0, (s2 - s1 * s1 / K) / (K - 1)));
+    for (size_t i = 0; i < sum.size(); i++) {
+        double m = sum[i] / K, var = (sumsq[i] - sum[i] * sum[i] / K) / (K - 1);
+        st.bias2 += m * m;
+        if (var > 0) st.max_z = std::max(st.max_z, std::fabs(m) / std::sqrt(var / K));
+    }
+    return st;
+}
+
+struct EstimatorCase {
+    static constexpr int N = 128, n = 64, top = 16;
+    Synth S = make_synth(N, n, dominant_spectrum(n, top), 3003);
+};
+
+// (a) E[X~] = X and (b) E||X~ - X||² = (k - 1)·||X - XQ1Q1ᵀ||², with the paper's default-like ranks r1 = r2 = 16.
+TEST(PracEstimator, UnbiasedWithVarianceExactlyKMinus1TimesTailEnergy) {
+    EstimatorCase c;
+    const int K = 4000;
+    SiteDims d = dims(16, 16, (c.n - 16.0f) / 16);  // k = 3
+    DrawStats st = run_draws(c.S, d, K, 11);
+
+    // (a) mean(X~) - X is a mean of K iid zero-mean terms with E||.||² = Var / K; as a Gaussian quadratic form
+    // (CLT) Székely-Bakirov bounds it by 23.93·Var/K at 1e-6, whatever the covariance (plus fp32 rounding).
+    double bound_a = st.bias_bound(st.predicted);
+    EXPECT_LT(st.bias2, bound_a) << "||mean(X~) - X||²";
+    // per entry: z = mean / (sd / sqrt(K)) with the empirical sd, two-sided, Bonferroni over N·n entries at 1e-6
+    // (normal approximation of a mean of 4000 bounded terms)
+    double zb = z_two_sided(kFail / (c.N * c.n));
+    EXPECT_LT(st.max_z, zb) << "largest per-entry z-score of mean(X~) - X";
+
+    // (b) |mean - (k-1)·tail| <= z·sd/sqrt(K) (two-sided 1e-6, normal approximation; the empirical per-draw sd),
+    // plus the rounding floor of fp32 X~ (the identity is exact for exact arithmetic)
+    double z = z_two_sided(kFail), half = z * st.sd_err2 / std::sqrt((double)K) + st.floor_err2(st.predicted);
+    EXPECT_NEAR(st.mean_err2, st.predicted, half) << "E||X~ - X||² vs (k - 1)·tail";
+    std::printf("[ stats    ] PRAC r1=16 r2=16 k=3, K=%d: E||X~-X||² measured %.4f, predicted (k-1)·tail = %.4f "
+                "(tail %.4f), tolerance ±%.4f (%.2f%%, of which rounding %.4f); ||mean-X||² = %.5f = %.3f·Var/K "
+                "(bound %.4f); max entry z %.2f (bound %.2f)\n", K, st.mean_err2, st.predicted, st.tail, half,
+                100 * half / st.predicted, st.floor_err2(st.predicted), st.bias2, st.bias2 * K / st.predicted, bound_a,
+                st.max_z, zb);
+
+    // the same identity at another split (r1 = 8, r2 = 24, k = 7/3): Q1 need not be a spectral boundary
+    SiteDims d2 = dims(8, 24, (c.n - 8.0f) / 24);
+    DrawStats st2 = run_draws(c.S, d2, 2000, 12);
+    double half2 = z * st2.sd_err2 / std::sqrt(2000.0) + st2.floor_err2(st2.predicted);
+    EXPECT_NEAR(st2.mean_err2, st2.predicted, half2) << "r1 = 8, r2 = 24";
+    EXPECT_LT(st2.bias2, st2.bias_bound(st2.predicted));
+    std::printf("[ stats    ] PRAC r1=8 r2=24, K=2000: E||X~-X||² measured %.3f, predicted %.3f ± %.3f\n",
+                st2.mean_err2, st2.predicted, half2);
+}
+
+// The unbiasedness check has power: k_mult = 1.5 makes E[X~] - X = 0.5·X UUᵀ, whose squared norm 0.25·tail
+// is far above the 1e-6 bound of the unbiased case.
+TEST(PracEstimator, TheUnbiasednessCheckDetectsAWrongK) {
+    EstimatorCase c;
+    const int K = 1000;
+    SiteDims d = dims(16, 16, 1.5f * (c.n - 16.0f) / 16);
+    DrawStats st = run_draws(c.S, d, K, 13);
+    double var = ((double)d.k - 1) * st.tail;  // an upper bound on the spread here (E||X~ - E X~||² <= E||X~ - X||²)
+    EXPECT_GT(st.bias2, st.bias_bound(var));
+    EXPECT_NEAR(st.bias2, 0.25 * st.tail, 0.1 * 0.25 * st.tail);
+    std::printf("[ stats    ] k_mult=1.5: ||mean-X||² = %.3f (0.25·tail = %.3f), unbiased bound would be %.3f\n",
+                st.bias2, 0.25 * st.tail, st.bias_bound(var));
+}
+
+// (c) Table 1: at equal total rank 24, RAC (r2 = 24, k = 8/3) has variance (n/r - 1)·||X||² and PRAC (16 + 8,
+// k = 6) has 5·tail; on this dominant spectrum RAC's is ~16x larger.
+TEST(PracEstimator, RacVarianceExceedsPracByThePredictedRatio) {
+    EstimatorCase c;
+    const int K = 3000;
+    PracOptions o = opts(PracMode::RAC);
+    o.nonlinear_r1_abs = 16;
+    o.nonlinear_r2_abs = 8;
+    SiteDims rac = prac_site_dims(o, SiteClass::NONLINEAR, c.n, "resid");
+    o.mode = PracMode::PRAC;
+    SiteDims prac = prac_site_dims(o, SiteClass::NONLINEAR, c.n, "resid");
+    ASSERT_EQ(rac.r1, 0);
+    ASSERT_EQ(rac.r2, 24);
+    ASSERT_EQ(prac.r1, 16);
+    ASSERT_EQ(prac.r2, 8);
+    DrawStats a = run_draws(c.S, rac, K, 21), b = run_draws(c.S, prac, K, 22);
+    double z = z_two_sided(kFail);
+    double rac_pred = (c.n / 24.0 - 1) * sq_norm(c.S.Xd);
+    EXPECT_NEAR(a.predicted, rac_pred, 1e-6 * rac_pred) << "RAC: tail of an empty Q1 is ||X||²";
+    double ha = z * a.sd_err2 / std::sqrt((double)K) + a.floor_err2(a.predicted);
+    double hb = z * b.sd_err2 / std::sqrt((double)K) + b.floor_err2(b.predicted);
+    EXPECT_NEAR(a.mean_err2, rac_pred, ha) << "RAC variance";
+    EXPECT_NEAR(b.mean_err2, b.predicted, hb) << "PRAC variance";
+    EXPECT_LT(a.bias2, a.bias_bound(a.predicted)) << "RAC is unbiased too";
+    EXPECT_LT(b.bias2, b.bias_bound(b.predicted));
+    // ratio of two independent means: relative half-widths add (to first order), each at 1e-6
+    double ratio = a.mean_err2 / b.mean_err2, pred = a.predicted / b.predicted;
+    double rel = ha / a.mean_err2 + hb / b.mean_err2;
+    EXPECT_GT(ratio, 10.0);
+    EXPECT_NEAR(ratio / pred, 1.0, rel) << "variance ratio RAC / PRAC";
+    std::printf("[ stats    ] RAC (r2=24,k=2.67): E||X~-X||² %.2f (pred %.2f ± %.2f);  PRAC (16+8,k=6): %.3f (pred %.3f "
+                "± %.3f);  ratio %.3f, predicted %.3f ± %.2f%%\n", a.mean_err2, a.predicted, ha, b.mean_err2,
+                b.predicted, hb, ratio, pred, 100 * rel);
+
+    // A degenerate case worth knowing: RAC with r2 = n/2 has k = 2 and 2·Q2Q2ᵀ - I is orthogonal (a reflection),
+    // so ||X~ - X||_F = ||X||_F for every draw (the variance is not random at all).
+    o.mode = PracMode::RAC;
+    o.nonlinear_r1_abs = 16;
+    o.nonlinear_r2_abs = 16;
+    SiteDims half = prac_site_dims(o, SiteClass::NONLINEAR, c.n, "resid");
+    ASSERT_FLOAT_EQ(half.k, 2.0f);
+    DrawStats h = run_draws(c.S, half, 50, 23);
+    double xn = std::sqrt(sq_norm(c.S.Xd));
+    EXPECT_NEAR(std::sqrt(h.min_err2), xn, h.delta);
+    EXPECT_NEAR(std::sqrt(h.max_err2), xn, h.delta);
+}
+
+// (d) PAC (r1 = 32, r2 = 0) is deterministic and biased by exactly the tail energy Σ_{i>r1} σ_i² (vs LAPACK).
+TEST(PracEstimator, PacBiasIsTheTailEnergy) {
+    EstimatorCase c;
+    PracOptions o = opts(PracMode::PAC);
+    o.linear_r1_abs = 16;
+    o.linear_r2_abs = 16;
+    SiteDims pac = prac_site_dims(o, SiteClass::LINEAR, c.n, "ln1");
+    ASSERT_EQ(pac.r1, 32);
+    ASSERT_EQ(pac.r2, 0);
+    const int N = c.N, n = c.n, r = pac.r();
+    fvec P((size_t)n * r), xc((size_t)N * r), xt((size_t)N * n);
+    ASSERT_TRUE(prac_refresh_cpu(P.data(), c.S.X.data(), N, n, pac, true, true, false, {5, 0, 0, 0}).q1_ok);
+    prac_compress_cpu(xc.data(), c.S.X.data(), P.data(), N, n, r);
+    prac_reconstruct_cpu(xt.data(), xc.data(), P.data(), N, n, r);
+    double bias = sq_dist(to_d(xt), c.S.Xd);
+    dvec sigma, Vt;
+    svd_ref(c.S.Xd, N, n, sigma, Vt);
+    double tail = 0;
+    for (int i = r; i < n; i++) tail += sigma[i] * sigma[i];
+    // fp32: P orthonormal to ~n·eps and X~ rounded to ~r·eps·|X|, so ||X~ - X|| deviates by about (n + r)·eps·||X||
+    // from the exact residual norm; the energy by twice that relative to the residual norm
+    double tol = 2 * (n + r) * kEpsF * std::sqrt(sq_norm(c.S.Xd)) * std::sqrt(tail) + 1e-12;
+    EXPECT_NEAR(bias, tail, tol) << "||X Q1Q1ᵀ - X||² vs Σ_{i>32} σ_i²";
+    // no randomness: a Q2-only refresh changes nothing (there is no Q2)
+    fvec P2 = P;
+    prac_refresh_cpu(P2.data(), c.S.X.data(), N, n, pac, false, true, true, {5, 0, 0, 1});
+    EXPECT_EQ(P2, P);
+    std::printf("[ stats    ] PAC r1=32: bias ||X~-X||² = %.6f, LAPACK tail Σσ² = %.6f (tol %.1e)\n", bias, tail, tol);
+}
+
+// ================================================================================================
+// 5. Factored weight gradient, compress / reconstruct
+// ================================================================================================
+
+TEST(PracOps, FactoredWeightGradEqualsMatmulOnTheReconstructedInput) {
+    const int N = 96, n = 64, OC = 40;
+    SiteDims d = dims(16, 16, 3.0f);
+    const int r = d.r();
+    Synth S = make_synth(N, n, dominant_spectrum(n, 16), 4004);
+    fvec P((size_t)n * r), xc((size_t)N * r), xt((size_t)N * n);
+    ASSERT_TRUE(prac_refresh_cpu(P.data(), S.X.data(), N, n, d, true, true, false, {3, 3, 0, 0}).q1_ok);
+    prac_compress_cpu(xc.data(), S.X.data(), P.data(), N, n, r);
+    prac_reconstruct_cpu(xt.data(), xc.data(), P.data(), N, n, r);
+    Rng rng(77);
+    fvec dY = rng.normals_f((size_t)N * OC), dW0 = rng.normals_f((size_t)OC * n), db0 = rng.normals_f(OC);
+
+    fvec dWa = dW0, dba = db0, tmp((size_t)OC * r);
+    prac_weight_grad_cpu(dWa.data(), dba.data(), dY.data(), xc.data(), P.data(), N, n, r, OC, tmp.data());
+    fvec dWb = dW0, dbb = db0;
+    matmul_backward_weight_cpu(dWb.data(), dbb.data(), dY.data(), xt.data(), N, n, OC);
+    fvec dWc = dW0;
+    prac_weight_grad_cpu(dWc.data(), (float*)nullptr, dY.data(), xc.data(), P.data(), N, n, r, OC, tmp.data());
+
+    // double reference from the same fp32 xc and P: dW0 + dYᵀ (xc Pᵀ); forward error bound of both fp32 paths
+    // (two chained sums of N and r terms): (N + r + 2)·eps·(|dW0| + |dY|ᵀ|xc||P|ᵀ) entrywise
+    dvec xtd = dgemm(false, true, N, n, r, to_d(xc), to_d(P));
+    dvec ref = dgemm(true, false, OC, n, N, to_d(dY), xtd);
+    dvec absxt = dgemm(false, true, N, n, r, [&] { dvec a = to_d(xc); for (double& v : a) v = std::fabs(v); return a; }(),
+                       [&] { dvec a = to_d(P); for (double& v : a) v = std::fabs(v); return a; }());
+    dvec absdy = to_d(dY);
+    for (double& v : absdy) v = std::fabs(v);
+    dvec mag = dgemm(true, false, OC, n, N, absdy, absxt);
+    double worst_a = 0, worst_b = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        double exact = dW0[i] + ref[i], bound = (N + r + 2) * kEpsF * (std::fabs(dW0[i]) + mag[i]);
+        worst_a = std::max(worst_a, std::fabs(dWa[i] - exact) / bound);
+        worst_b = std::max(worst_b, std::fabs(dWb[i] - exact) / bound);
+        ASSERT_LE(std::fabs(dWa[i] - exact), bound) << "factored dW, entry " << i;
+        ASSERT_LE(std::fabs(dWb[i] - exact), bound) << "matmul on X~, entry " << i;
+        ASSERT_EQ(dWc[i], dWa[i]) << "dbias = nullptr changes nothing in dW";
+    }
+    for (int o = 0; o < OC; o++) EXPECT_EQ(dba[o], dbb[o]) << "dbias: the same column sums, bitwise";
+    std::printf("[ stats    ] factored dW: worst error / fp32 bound %.3f; matmul on X~: %.3f\n", worst_a, worst_b);
+}
+
+TEST(PracOps, CompressAndReconstructShapes) {
+    const int N = 5, n = 24, r = 8;
+    Rng rng(5);
+    fvec x = rng.normals_f((size_t)N * n), P = rng.normals_f((size_t)n * r);
+    const float sentinel = 99.0f;
+    fvec xc((size_t)N * r + 16, sentinel), xt((size_t)N * n + 16, sentinel);
+    prac_compress_cpu(xc.data(), x.data(), P.data(), N, n, r);
+    prac_reconstruct_cpu(xt.data(), xc.data(), P.data(), N, n, r);
+    dvec xc_ref = dgemm(false, false, N, r, n, to_d(x), to_d(P));
+    dvec xt_ref = dgemm(false, true, N, n, r, to_d(fvec(xc.begin(), xc.begin() + N * r)), to_d(P));
+    for (int i = 0; i < N * r; i++) EXPECT_NEAR(xc[i], xc_ref[i], 1e-5 * (1 + std::fabs(xc_ref[i])));
+    for (int i = 0; i < N * n; i++) EXPECT_NEAR(xt[i], xt_ref[i], 1e-5 * (1 + std::fabs(xt_ref[i])));
+    for (int i = N * r; i < N * r + 16; i++) EXPECT_EQ(xc[i], sentinel) << "xc is (N, r)";
+    for (int i = N * n; i < N * n + 16; i++) EXPECT_EQ(xt[i], sentinel) << "x~ is (N, n)";
+}
+
+// With r = n the basis is a full orthogonal matrix (k = (n - r1)/r2 = 1) and X~ = X to fp32 precision.
+TEST(PracOps, FullRankBasisReconstructsX) {
+    const int N = 80, n = 64;
+    Synth S = make_synth(N, n, dominant_spectrum(n, 16), 5005);
+    for (auto [r1, r2] : std::vector<std::pair<int, int>>{{n - 8, 8}, {32, 32}, {0, n}, {n, 0}}) {
+        SiteDims d = dims(r1, r2, r2 ? (float)(n - r1) / r2 : 1.0f);
+        ASSERT_FLOAT_EQ(d.k, 1.0f);
+        fvec P((size_t)n * n), xc((size_t)N * n), xt((size_t)N * n);
+        ASSERT_TRUE(prac_refresh_cpu(P.data(), S.X.data(), N, n, d, true, true, false, {1, 2, 3, 4}).q2_ok);
+        prac_compress_cpu(xc.data(), S.X.data(), P.data(), N, n, n);
+        prac_reconstruct_cpu(xt.data(), xc.data(), P.data(), N, n, n);
+        double rel = std::sqrt(sq_dist(to_d(xt), S.Xd) / sq_norm(S.Xd));
+        // P orthogonal to O(n)·eps, and two chained n-term products: ~4n·eps relative
+        EXPECT_LT(rel, 4 * n * kEpsF) << "r1=" << r1 << " r2=" << r2;
+    }
+}
+
+// ================================================================================================
+// 6. Sites inside the models
+// ================================================================================================
+
+template <template <class> class M>
+struct Harness {
+    CpuBackend be;
+    std::unique_ptr<M<CpuBackend>> model;
+    int B, T;
+    std::vector<int32_t> inputs, targets;
+    // vocab > 0 shrinks the vocabulary (the LM head dominates the cost of the tiny models on the CPU)
+    Harness(Arch arch, const char* name, const PracOptions& o, int B_, int T_, int vocab = 0, uint64_t weight_seed = 1234)
+        : B(B_), T(T_) {
+        ModelConfig cfg = model_config_load(arch, name);
+        if (vocab > 0) cfg.vocab_size = cfg.padded_vocab_size = vocab;
+        model = std::make_unique<M<CpuBackend>>(be, cfg, o);
+        model->prac_log = nullptr;
+        model->allocate_activations(B, T);
+        model->init_weights(weight_seed);
+        Rng rng(99);
+        for (int i = 0; i < B * T; i++) {
+            inputs.push_back((int32_t)(rng.g() % cfg.vocab_size));
+            targets.push_back((int32_t)(rng.g() % cfg.vocab_size));
+        }
+    }
+    size_t numel() const { return model->param_buffer_numel; }
+    // one training step of `micro` micro-batches on the fixed batch (grads zeroed first)
+    float step(int64_t step, int micro = 1) {
+        model->sched.begin_step(model->prac, step);
+        model->zero_grad();
+        float loss = 0;
+        for (int m = 0; m < micro; m++) {
+            loss += model->forward(inputs.data(), targets.data(), 1.0f / (B * T * micro)) / micro;
+            model->backward();
+        }
+        return loss;
+    }
+    void sgd(float lr) {
+        for (size_t i = 0; i < numel(); i++) model->params_memory[i] -= lr * model->grads_memory[i];
+    }
+    fvec grads() const { return fvec(model->grads_memory, model->grads_memory + numel()); }
+    const ParamSpec& spec(const std::string& name) const {
+        for (const ParamSpec& s : model->param_specs)
+            if (s.name == name) return s;
+        throw std::logic_error(name);
+    }
+};
+
+// One site outside a model: save compresses (refreshing when due or when there is no basis yet), restore rebuilds
+// X~ = Xc·Pᵀ, an uncompressed site hands back its stored tensor, and a failed refresh is counted and logged
+// with the site's name and layer.
+TEST(PracSite, SaveRestoreAndFailureBookkeeping) {
+    const int N = 96, n = 64, L = 2;
+    CpuBackend be;
+    PracOptions o = opts(PracMode::PRAC);
+    o.linear_r1_abs = 16;
+    o.linear_r2_abs = 16;
+    ActSite<CpuBackend> site = make_site<CpuBackend>("ln1", 1, SiteClass::LINEAR, n, L, L, o);
+    ASSERT_TRUE(site.compressed());
+    const int r = site.r();
+    fvec P((size_t)L * n * r), packed((size_t)L * N * r), transient((size_t)N * n);
+    site.P = P.data();
+    site.packed = packed.data();
+    site.transient = transient.data();
+    Synth S = make_synth(N, n, dominant_spectrum(n, 16), 6006);
+
+    // layer 1 first, with no refresh due: the missing basis forces one
+    std::memcpy(site.fwd(1, N), S.X.data(), S.X.size() * sizeof(float));
+    site.save(be, 1, N, false, false, 42, nullptr);
+    EXPECT_EQ(site.has_basis[1], 1);
+    EXPECT_EQ(site.has_basis[0], 0);
+    EXPECT_EQ(site.q1_refreshes[1], 1);
+    EXPECT_EQ(site.q2_refreshes[1], 1);
+    // the basis is the one prac_refresh_cpu gives for the documented key (seed, site id, layer, draws so far)
+    fvec Pref((size_t)n * r);
+    prac_refresh_cpu(Pref.data(), S.X.data(), N, n, site.dims, true, true, false, {42, 1, 1, 0});
+    EXPECT_EQ(0, std::memcmp(Pref.data(), P.data() + (size_t)n * r, Pref.size() * sizeof(float)));
+    fvec xc((size_t)N * r), xt((size_t)N * n);
+    prac_compress_cpu(xc.data(), S.X.data(), Pref.data(), N, n, r);
+    EXPECT_EQ(0, std::memcmp(xc.data(), packed.data() + (size_t)N * r, xc.size() * sizeof(float)));
+    std::fill(transient.begin(), transient.end(), 0.0f);
+    float* back = site.restore(be, 1, N);
+    EXPECT_EQ(back, transient.data());
+    prac_reconstruct_cpu(xt.data(), xc.data(), Pref.data(), N, n, r);
+    EXPECT_EQ(0, std::memcmp(xt.data(), back, xt.size() * sizeof(float)));
+
+    // a non-finite activation on a Q1-refresh step: counted as a failure, logged with the site and layer, basis kept
+    fvec before(P.begin() + (size_t)n * r, P.begin() + (size_t)2 * n * r);
+    transient = S.X;
+    transient[5] = std::numeric_limits<float>::quiet_NaN();
+    FILE* log = std::tmpfile();
+    ASSERT_NE(log, nullptr);
+    int64_t q1b = site.q1_refreshes[1], q2b = site.q2_refreshes[1];
+    site.save(be, 1, N, true, false, 42, log);
+    std::rewind(log);
+    char buf[512] = {0};
+    size_t got = std::fread(buf, 1, sizeof(buf) - 1, log);
+    std::fclose(log);
+    std::string msg(buf, got);
+    EXPECT_EQ(site.failures, 1);
+    EXPECT_NE(msg.find("ln1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("layer 1"), std::string::npos) << msg;
+    EXPECT_TRUE(std::equal(before.begin(), before.end(), P.begin() + (size_t)n * r)) << "previous basis kept";
+    std::printf("[ observed ] failed Q1 refresh (Q2 not due): counters q1 +%lld, q2 +%lld, P unchanged; log: %s",
+                (long long)(site.q1_refreshes[1] - q1b), (long long)(site.q2_refreshes[1] - q2b), msg.c_str());
+
+    // uncompressed site: the full stack, its own slot per layer, the plain matmul weight gradient
+    ActSite<CpuBackend> plain = make_site<CpuBackend>("ln1", 1, SiteClass::LINEAR, n, L, L, opts(PracMode::NONE));
+    ASSERT_FALSE(plain.compressed());
+    fvec full((size_t)L * N * n);
+    plain.full = full.data();
+    EXPECT_EQ(plain.fwd(1, N), full.data() + (size_t)N * n);
+    EXPECT_EQ(plain.restore(be, 1, N), full.data() + (size_t)N * n);
+    plain.save(be, 1, N, true, true, 42, nullptr);  // nothing to do
+    EXPECT_EQ(plain.q2_refreshes[1], 0);
+}
+
+// Q1 / Q2 blocks of every (site, layer) basis
+struct Bases {
+    std::vector<std::vector<fvec>> q1, q2;  // [site][layer]
+};
+template <class Model>
+Bases snapshot(const Model& m) {
+    Bases b;
+    for (const auto& s : m.sites) {
+        b.q1.emplace_back();
+        b.q2.emplace_back();
+        for (int l = 0; l < s.L; l++) {
+            dvec q1 = block(s.P + (size_t)l * s.n * s.r(), s.n, s.r(), 0, s.dims.r1);
+            dvec q2 = block(s.P + (size_t)l * s.n * s.r(), s.n, s.r(), s.dims.r1, s.dims.r2);
+            b.q1.back().emplace_back(q1.begin(), q1.end());
+            b.q2.back().emplace_back(q2.begin(), q2.end());
+        }
+    }
+    return b;
+}
+
+// (a) Q1 refreshes on steps that are multiples of t1, Q2 on multiples of t2 and whenever Q1 refreshes; the first
+// step of a fresh model always initializes; later micro-batches of a step never refresh. Between steps an SGD
+// update moves the weights, so a refreshed Q1 differs from the old one and a kept one is bitwise the same. The
+// per-layer counters must count what happened to P: +1 exactly when that block of P was recomputed / redrawn.
+// pac has no Q2 (r2 = 0); rac has no Q1 (r1 = 0), so there t1 has nothing to refresh: whether a t1-only step
+// redraws Q2 is left open, but the counter must agree with P.
+template <template <class> class M>
+void check_schedule(Arch arch, const char* name, PracMode mode, int first_step, int micro) {
+    PracOptions o = opts(mode);
+    o.t1 = 3;
+    o.t2 = 2;
+    Harness<M> h(arch, name, o, 2, 16);
+    const char* mname = prac_mode_name(mode);
+    for (auto& s : h.model->sites) ASSERT_TRUE(s.compressed()) << s.name;
+    const size_t S = h.model->sites.size();
+    std::vector<std::vector<int64_t>> c1(S), c2(S);  // counters before the step
+    Bases prev = snapshot(*h.model);                 // all zeros before the first step
+    for (int step = first_step; step < first_step + 7; step++) {
+        bool first = step == first_step;
+        bool due1 = first || step % o.t1 == 0, due2 = first || step % o.t2 == 0;
+        for (size_t si = 0; si < S; si++) {
+            c1[si] = h.model->sites[si].q1_refreshes;
+            c2[si] = h.model->sites[si].q2_refreshes;
+        }
+        float loss = h.step(step, micro);
+        ASSERT_TRUE(std::isfinite(loss));
+        Bases now = snapshot(*h.model);
+        for (size_t si = 0; si < S; si++) {
+            const auto& s = h.model->sites[si];
+            for (int l = 0; l < s.L; l++) {
+                std::string where = std::string(name) + " " + mname + " " + s.name + " layer " + std::to_string(l) +
+                                    " step " + std::to_string(step);
+                int64_t d1 = s.q1_refreshes[l] - c1[si][l], d2 = s.q2_refreshes[l] - c2[si][l];
+                bool ch1 = now.q1[si][l] != prev.q1[si][l], ch2 = now.q2[si][l] != prev.q2[si][l];
+                EXPECT_EQ(s.has_basis[l], 1) << where;
+                if (s.dims.r1 > 0) {
+                    EXPECT_EQ(ch1, due1) << where << ": Q1 recomputed iff due";
+                    EXPECT_EQ(d1, (int64_t)due1) << where << ": Q1 counter";
+                } else {
+                    EXPECT_EQ(d1, 0) << where << ": no Q1, no Q1 refreshes";
+                }
+                if (s.dims.r2 == 0) {
+                    EXPECT_EQ(d2, 0) << where << ": no Q2, no Q2 draws";
+                    continue;
+                }
+                EXPECT_EQ(d2, (int64_t)ch2) << where << ": the Q2 counter must count the draws (Q2 "
+                                            << (ch2 ? "redrawn" : "kept") << ", counter +" << d2 << ")";
+                if (s.dims.r1 > 0) {
+                    EXPECT_EQ(ch2, due1 || due2) << where << ": Q2 redrawn iff due or Q1 refreshed";
+                } else {
+                    if (due2) EXPECT_TRUE(ch2) << where << ": Q2 due";
+                    if (!due1 && !due2) EXPECT_FALSE(ch2) << where << ": nothing due";
+                }
+            }
+            EXPECT_EQ(s.failures, 0) << s.name;
+        }
+        prev = now;
+        h.sgd(0.1f);
+    }
+}
+
+TEST(PracModel, RefreshIntervalsAreHonoredLlama) {
+    check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::PRAC, 0, 2);
+    check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::PRAC, 1, 1);  // resumed at step 1: still initializes
+}
+TEST(PracModel, RefreshIntervalsAreHonoredGpt2) { check_schedule<GPT2>(Arch::GPT2, "gpt2-tiny", PracMode::PRAC, 0, 1); }
+TEST(PracModel, RefreshIntervalsPacAndRac) {
+    check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::PAC, 0, 1);
+    check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::RAC, 0, 1);
+}
+
+// (b) The same PracOptions.seed gives bitwise the same bases; another seed the same Q1 and a different Q2. The
+// forward pass never sees the compression: the loss is bitwise the one of mode none.
+TEST(PracModel, SeedsDetermineTheDraws) {
+    PracOptions o = opts(PracMode::PRAC);
+    o.seed = 7;
+    Harness<Llama> a(Arch::LLAMA, "llama-tiny", o, 2, 16), b(Arch::LLAMA, "llama-tiny", o, 2, 16);
+    o.seed = 8;
+    Harness<Llama> c(Arch::LLAMA, "llama-tiny", o, 2, 16);
+    Harness<Llama> none(Arch::LLAMA, "llama-tiny", opts(PracMode::NONE), 2, 16);
+    float la = a.step(0), lb = b.step(0), lc = c.step(0), ln = none.step(0);
+    EXPECT_EQ(la, ln);
+    EXPECT_EQ(lb, ln);
+    EXPECT_EQ(lc, ln);
+    ASSERT_EQ(a.model->bases_bytes, b.model->bases_bytes);
+    EXPECT_EQ(std::memcmp(a.model->bases_memory, b.model->bases_memory, a.model->bases_bytes), 0);
+    EXPECT_EQ(a.grads(), b.grads()) << "same seed: bitwise the same gradients";
+    Bases A = snapshot(*a.model), C = snapshot(*c.model);
+    for (size_t si = 0; si < A.q1.size(); si++)
+        for (size_t l = 0; l < A.q1[si].size(); l++) {
+            const char* name = a.model->sites[si].name.c_str();
+            EXPECT_EQ(A.q1[si][l], C.q1[si][l]) << name << " layer " << l << ": Q1 depends on X only";
+            // different seeds: unrelated Q2 (no element equal beyond chance)
+            int equal = 0;
+            for (size_t i = 0; i < A.q2[si][l].size(); i++) equal += A.q2[si][l][i] == C.q2[si][l][i];
+            EXPECT_LT(equal, 4) << name << " layer " << l << ": Q2 must differ between seeds";
+        }
+}
+
+// (c) Only linear sites compressed: activation gradients stay exact, so the gradients of the PRAC'd weights
+// (q/k/v, gate/up, down) are unbiased estimates of the exact ones, and every other parameter gets exactly the
+// gradient of mode none. K = 64 PRAC seeds on fixed weights and batch; each run refreshes (begin_step(.., 0)).
+// llama-tiny with a 512-token vocabulary (the 32000-row head would be 95% of the run time).
+TEST(PracModel, LinearSitesGiveUnbiasedWeightGradientsAndExactOthers) {
+    const int B = 4, T = 32, K = 64, V = 512;  // N = 128 rows: more than r1 of every linear site, so each has a tail
+    SingleThreaded one;  // 65 small training steps: see SingleThreaded (the other model tests run threaded)
+    PracOptions o = opts(PracMode::PRAC);
+    o.nonlinear = false;
+    Harness<Llama> h(Arch::LLAMA, "llama-tiny", o, B, T, V), none(Arch::LLAMA, "llama-tiny", opts(PracMode::NONE), B, T, V);
+    ASSERT_EQ(std::memcmp(h.model->params_memory, none.model->params_memory, h.numel() * sizeof(float)), 0);
+    float loss_none = none.step(0);
+    fvec exact = none.grads();
+
+    const std::vector<std::string> estimated = {"qkvw", "fcw", "fcprojw"};
+    const std::vector<std::string> others = {"wte", "ln1w", "attprojw", "ln2w", "lnfw", "lm_head"};
+    std::vector<std::vector<fvec>> samples(estimated.size());
+    int others_bitwise = 0;
+    double others_maxrel = 0;
+    for (int j = 0; j < K; j++) {
+        h.model->prac.seed = 1000 + j;
+        float loss = h.step(0);
+        EXPECT_EQ(loss, loss_none) << "the forward pass is exact";
+        for (size_t g = 0; g < estimated.size(); g++) {
+            const ParamSpec& s = h.spec(estimated[g]);
+            samples[g].emplace_back(h.model->grads_memory + s.offset, h.model->grads_memory + s.offset + s.numel);
+        }
+        for (const std::string& name : others) {
+            const ParamSpec& s = h.spec(name);
+            bool same = std::memcmp(h.model->grads_memory + s.offset, exact.data() + s.offset, s.numel * sizeof(float)) == 0;
+            others_bitwise += same;
+            double d = 0, m = 1e-30;
+            for (size_t i = 0; i < s.numel; i++) {
+                d = std::max(d, (double)std::fabs(h.model->grads_memory[s.offset + i] - exact[s.offset + i]));
+                m = std::max(m, (double)std::fabs(exact[s.offset + i]));
+            }
+            others_maxrel = std::max(others_maxrel, d / m);
+            EXPECT_TRUE(same) << name << " seed " << j << ": not bitwise the gradient of mode none (max rel diff "
+                              << d / m << ")";
+        }
+    }
+    for (const auto& s : h.model->sites) {
+        if (s.cls == SiteClass::LINEAR)
+            for (int l = 0; l < s.L; l++) EXPECT_EQ(s.q2_refreshes[l], K) << s.name << ": every run redrew Q2";
+        else
+            EXPECT_FALSE(s.compressed()) << s.name;
+    }
+    std::printf("[ stats    ] linear-only PRAC: non-PRAC parameter gradients bitwise equal to mode none in %d of %d "
+                "(tensor, seed) pairs (max rel diff %.1e)\n", others_bitwise, (int)(K * others.size()), others_maxrel);
+
+    // The per-seed noise e_j = g_j - G (G exact, from mode none) is iid with mean 0 if PRAC is unbiased. From the
+    // K x K Gram matrix of the e_j:
+    //   tr  = (1/K) Σ_j ||e_j||²                 unbiased estimate of tr Σ = E||e_j||² (the per-seed variance)
+    //   tr2 = Σ_{i≠j} (e_iᵀe_j)² / (K(K-1))     unbiased estimate of tr Σ²
+    // ||mean_K - G||²·K / tr Σ is (approximately, CLT) a Gaussian quadratic form with weights λ_i(Σ) / tr Σ:
+    // |w|₂² = tr Σ² / (tr Σ)² (the inverse effective dimension), |w|_∞ <= |w|₂. Laurent-Massart at 1e-6 gives
+    // [lo, hi] for it; a mean over 8 disjoint groups of 8 has |w|₂² / 8 and |w|_∞ / 8.
+    for (size_t g = 0; g < estimated.size(); g++) {
+        const ParamSpec& s = h.spec(estimated[g]);
+        const size_t D = s.numel;
+        dvec G(exact.begin() + s.offset, exact.begin() + s.offset + D);
+        dvec E((size_t)K * D);
+        for (int j = 0; j < K; j++)
+            for (size_t i = 0; i < D; i++) E[(size_t)j * D + i] = (double)samples[g][j][i] - G[i];
+        dvec Gram = dgemm(false, true, K, K, (int)D, E, E);
+        double tr = 0, tr2 = 0;
+        for (int i = 0; i < K; i++) {
+            tr += Gram[(size_t)i * K + i] / K;
+            for (int j = 0; j < K; j++)
+                if (i != j) tr2 += Gram[(size_t)i * K + j] * Gram[(size_t)i * K + j] / ((double)K * (K - 1));
+        }
+        ASSERT_GT(tr, 0) << s.name << ": PRAC must add noise to this gradient";
+        double w2 = tr2 / (tr * tr), w2c = std::max(w2, 0.0), x = std::log(1 / kFail);
+        auto bounds = [&](double w2_, double winf_) {
+            return std::make_pair(1 - 2 * std::sqrt(w2_ * x), 1 + 2 * std::sqrt(w2_ * x) + 2 * winf_ * x);
+        };
+        auto [lo, hi] = bounds(w2c, std::sqrt(w2c));
+        auto [lo8, hi8] = bounds(w2c / 8, std::sqrt(w2c) / 8);
+        // ||mean of samples [j0, j0 + k) - G||² = ||Σ e_j||² / k², from the Gram matrix
+        auto err2 = [&](int j0, int k) {
+            double e = 0;
+            for (int i = j0; i < j0 + k; i++)
+                for (int j = j0; j < j0 + k; j++) e += Gram[(size_t)i * K + j];
+            return e / ((double)k * k);
+        };
+        double e8 = err2(0, 8), e64 = err2(0, K), avg8 = 0, gn = sq_norm(G);
+        for (int grp = 0; grp < K / 8; grp++) avg8 += err2(8 * grp, 8) / (K / 8);
+        double q64 = e64 * K / tr, q8 = e8 * 8 / tr, qavg8 = avg8 * 8 / tr;
+        // unbiased at the 1/sqrt(K) scale: the error of the 64-seed mean is what the per-seed variance predicts
+        EXPECT_LE(q64, std::min(hi, sb_factor())) << s.name << ": mean over 64 seeds too far from the exact gradient";
+        EXPECT_GE(q64, lo) << s.name;
+        EXPECT_LE(q8, hi) << s.name;
+        EXPECT_GE(q8, lo) << s.name;
+        // the 1/sqrt(K) rate: (error at K = 8, averaged over 8 disjoint groups) / (error at K = 64) -> sqrt(8)
+        EXPECT_LE(qavg8, hi8) << s.name;
+        EXPECT_GE(qavg8, lo8) << s.name;
+        double rmin = std::sqrt(8 * std::max(lo8, 0.0) / std::min(hi, sb_factor())), rmax = std::sqrt(8 * hi8 / std::max(lo, 1e-300));
+        std::printf("[ stats    ] %-8s |mean - exact| / |exact|: K=8 %.4f, K=64 %.4f (predicted from the per-seed variance "
+                    "%.4f, %.4f); K=8 error (mean of 8 groups) / K=64 error = %.2f (sqrt 8 = 2.83, 1e-6 range [%.2f, "
+                    "%.2f]), first group alone %.2f; ||mean-G||²·K/trΣ: K=64 %.2f, K=8 %.2f in [%.2f, %.2f]; effective "
+                    "dimension %.0f; per-seed rel sd %.3f\n",
+                    s.name.c_str(), std::sqrt(e8 / gn), std::sqrt(e64 / gn), std::sqrt(tr / 8 / gn),
+                    std::sqrt(tr / K / gn), std::sqrt(avg8 / e64), rmin, rmax, std::sqrt(e8 / e64), q64, q8,
+                    std::max(lo, 0.0), hi, 1 / w2c, std::sqrt(tr / gn));
+    }
+}
+
+// (d) Mode prac with both classes disabled is mode none: bitwise the same loss and gradients over two steps.
+template <template <class> class M>
+void check_disabled_is_none(Arch arch, const char* name) {
+    PracOptions o = opts(PracMode::PRAC);
+    o.linear = o.nonlinear = false;
+    Harness<M> a(arch, name, o, 2, 16), b(arch, name, opts(PracMode::NONE), 2, 16);
+    for (auto& s : a.model->sites) EXPECT_FALSE(s.compressed()) << s.name;
+    EXPECT_TRUE(a.model->basis_specs.empty());
+    EXPECT_EQ(a.model->acts_bytes, b.model->acts_bytes);
+    for (int step = 0; step < 2; step++) {
+        float la = a.step(step, 2), lb = b.step(step, 2);
+        EXPECT_EQ(la, lb) << name << " step " << step;
+        EXPECT_EQ(std::memcmp(a.model->grads_memory, b.model->grads_memory, a.numel() * sizeof(float)), 0)
+            << name << " step " << step;
+        a.sgd(0.1f);
+        b.sgd(0.1f);
+    }
+}
+TEST(PracModel, BothClassesDisabledIsBitwiseModeNone) {
+    check_disabled_is_none<Llama>(Arch::LLAMA, "llama-tiny");
+    check_disabled_is_none<GPT2>(Arch::GPT2, "gpt2-tiny");
+}
+
+}  // namespace
