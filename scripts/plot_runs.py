@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Plots one or several JSONL metrics logs (train_gpt2 / train_llama --log FILE) and prints a markdown summary.
+
+    python3 scripts/plot_runs.py run_a.jsonl run_b.jsonl [--labels a,b] [--out runs.png] [--smooth 10]
+
+The PNG has three panels: training loss (optionally smoothed with a running mean), validation perplexity at each
+evaluation, and peak memory of the backend's own allocations. The markdown table lists per run: steps, final
+train loss (mean of the last 10 steps), final validation loss and perplexity, mean tokens/s, peak memory.
+Needs matplotlib (pip install matplotlib).
+"""
+import argparse
+import json
+import math
+import os
+import sys
+
+
+def load(path):
+    steps, evals = [], []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{n}: not a JSON object ({e})")
+            (evals if rec.get("type") == "eval" else steps).append(rec)
+    if not steps and not evals:
+        sys.exit(f"{path}: no records")
+    return steps, evals
+
+
+def running_mean(xs, k):
+    out, acc = [], []
+    for x in xs:
+        acc.append(x)
+        if len(acc) > k:
+            acc.pop(0)
+        out.append(sum(acc) / len(acc))
+    return out
+
+
+def num(x, fmt):
+    return fmt.format(x) if x is not None and math.isfinite(x) else "-"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logs", nargs="+")
+    ap.add_argument("--labels", help="comma-separated labels (default: file names)")
+    ap.add_argument("--out", default="runs.png", help="output PNG")
+    ap.add_argument("--smooth", type=int, default=1, help="running mean over this many steps for the loss curve")
+    ap.add_argument("--title", default="")
+    args = ap.parse_args()
+    labels = args.labels.split(",") if args.labels else [os.path.splitext(os.path.basename(p))[0] for p in args.logs]
+    if len(labels) != len(args.logs):
+        sys.exit("--labels must name every log")
+    runs = [(label, *load(p)) for label, p in zip(labels, args.logs)]
+
+    print("| run | steps | train loss (last 10) | val loss | val ppl | tokens/s | peak memory (MiB) |")
+    print("|---|---|---|---|---|---|---|")
+    for label, steps, evals in runs:
+        losses = [s["loss"] for s in steps if s.get("loss") is not None]
+        tail = losses[-10:]
+        final = evals[-1] if evals else {}
+        tps = [s["tokens_per_s"] for s in steps if s.get("tokens_per_s")]
+        mem = max((s.get("mem_peak_bytes") or 0 for s in steps), default=0)
+        print(f"| {label} | {len(steps)} | {num(sum(tail) / len(tail) if tail else None, '{:.4f}')} | "
+              f"{num(final.get('val_loss'), '{:.4f}')} | {num(final.get('val_ppl'), '{:.2f}')} | "
+              f"{num(sum(tps) / len(tps) if tps else None, '{:.0f}')} | {mem / 2**20:.1f} |")
+
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("matplotlib is not installed: pip install matplotlib")
+    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
+    for label, steps, evals in runs:
+        xs = [s["step"] for s in steps if s.get("loss") is not None]
+        ys = running_mean([s["loss"] for s in steps if s.get("loss") is not None], args.smooth)
+        ax[0].plot(xs, ys, label=label, linewidth=1.2)
+        if evals:
+            ax[1].plot([e["step"] for e in evals], [e["val_ppl"] for e in evals], marker="o", label=label)
+        ax[2].plot([s["step"] for s in steps], [(s.get("mem_peak_bytes") or 0) / 2**20 for s in steps], label=label)
+    ax[0].set(title="training loss" + (f" (running mean {args.smooth})" if args.smooth > 1 else ""), xlabel="step",
+              ylabel="loss (nats)")
+    ax[1].set(title="validation perplexity", xlabel="step", ylabel="perplexity", yscale="log")
+    ax[2].set(title="peak memory (backend allocations)", xlabel="step", ylabel="MiB")
+    for a in ax:
+        a.grid(alpha=0.3)
+        a.legend()
+    if args.title:
+        fig.suptitle(args.title)
+    fig.tight_layout()
+    if os.path.dirname(args.out):
+        os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    fig.savefig(args.out, dpi=110)
+    print(f"\nwrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
