@@ -128,13 +128,13 @@ struct CpuBackend {
         prac_weight_grad_cpu(dW, dbias, dY, xc, P, N, n, r, OC, tmp);
     }
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
-                                   bool had_basis, const PracDrawKey& key) {
-        return prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key);
+                                   bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
+        return prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key, reduce_gram);
     }
     double sum_squares(const grad_t* g, size_t n) { return sum_squares_cpu(g, n); }
-    // master is unused on the CPU (params are fp32)
+    // master is unused on the CPU (params are fp32), and so is the salt (no stochastic rounding in fp32)
     void adamw_update(act_t* params, float* /*master*/, const grad_t* grads, float* m, float* v, size_t n, float lr,
-                      float beta1, float beta2, float eps, float wd, int t, float grad_scale) {
+                      float beta1, float beta2, float eps, float wd, int t, float grad_scale, uint64_t /*salt*/) {
         adamw_update_cpu(params, grads, m, v, n, lr, beta1, beta2, eps, wd, t, grad_scale);
     }
 };

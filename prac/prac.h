@@ -9,6 +9,7 @@
 // gradient one GEMM each over one basis buffer. Linear sites never rebuild X: dW = dYᵀ·X~ = (dYᵀ·Xc)·Pᵀ.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -103,5 +104,9 @@ struct PracRefreshResult {
     bool q2_drawn = false;    // a Q2 draw consumed this key (whether or not its QR succeeded)
     std::string message;      // what failed, for the log
 };
+// reduce_gram (optional): called on the fp32 Gram matrix (n x n) before the eigensolver; data parallelism's
+// shared-subspace option sums it over ranks there, so every rank computes the same Q1.
+typedef std::function<void(float* gram, size_t n)> GramReducer;
 PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
-                                   bool refresh_q2, bool had_basis, const PracDrawKey& key);
+                                   bool refresh_q2, bool had_basis, const PracDrawKey& key,
+                                   const GramReducer* reduce_gram = nullptr);

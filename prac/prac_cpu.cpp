@@ -110,7 +110,8 @@ static void project_out(float* Y, int n, int c, int ld, const float* Q, int q, i
 }
 
 PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
-                                   bool refresh_q2, bool had_basis, const PracDrawKey& key) {
+                                   bool refresh_q2, bool had_basis, const PracDrawKey& key,
+                                   const GramReducer* reduce_gram) {
     PracRefreshResult res;
     int r1 = d.r1, r2 = d.r2, r = d.r();
     std::vector<float> fresh((size_t)n * r);  // the new P, written where a part succeeds
@@ -121,6 +122,7 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
         // G (n, n) = xᵀx accumulated in fp32; ssyevd returns eigenvalues ascending, eigenvectors as columns
         std::vector<float> G((size_t)n * n), w(n);
         cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, n, N, 1.0f, x, n, 0.0f, G.data(), n);
+        if (reduce_gram) (*reduce_gram)(G.data(), G.size());
         int info = all_finite(G.data(), G.size()) ? LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, G.data(), n, w.data())
                                                   : -1000;
         if (info == 0 && all_finite(G.data(), G.size())) {

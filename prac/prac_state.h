@@ -17,12 +17,12 @@ struct PracStateBuffers {
 
 template <class Backend>
 void prac_state_tensors(Backend& be, const std::vector<ActSite<Backend>>& sites, PracStateBuffers& buf,
-                        std::vector<SafeTensorWrite>& out) {
+                        std::vector<SafeTensorWrite>& out, const std::string& prefix = "prac.") {
     buf.f32.reserve(sites.size());
     buf.i64.reserve(3 * sites.size());
     for (const ActSite<Backend>& s : sites) {
         if (!s.compressed()) continue;
-        std::string p = "prac." + s.name + ".";
+        std::string p = prefix + s.name + ".";
         buf.f32.emplace_back((size_t)s.L * s.n * s.r());
         be.download_f32(buf.f32.back().data(), s.P, buf.f32.back().size());
         out.push_back({p + "P", "F32", {s.L, s.n, s.r()}, buf.f32.back().data()});
@@ -36,9 +36,10 @@ void prac_state_tensors(Backend& be, const std::vector<ActSite<Backend>>& sites,
 }
 
 template <class Backend>
-void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const SafeTensorsFile& f) {
+void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const SafeTensorsFile& f,
+                     const std::string& prefix = "prac.") {
     for (ActSite<Backend>& s : sites) {
-        std::string p = "prac." + s.name + ".";
+        std::string p = prefix + s.name + ".";
         const SafeTensor* t = f.find(p + "P");
         if (!s.compressed()) {
             if (t) fail("%s: holds PRAC state for site %s, which this run does not compress\n---> HINT: resume with "

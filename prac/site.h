@@ -39,6 +39,7 @@ struct ActSite {
     std::vector<int64_t> q1_refreshes, q2_refreshes;
     std::vector<uint8_t> has_basis;
     int64_t failures = 0;
+    const GramReducer* reduce_gram = nullptr;  // shared subspace across data-parallel ranks (see prac.h)
 
     int r() const { return dims.r(); }
     bool compressed() const { return dims.compressed; }
@@ -52,7 +53,8 @@ struct ActSite {
         bool q1 = refresh_q1 || !has_basis[l], q2 = refresh_q2 || !has_basis[l];
         if (q1 || q2) {
             PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)q2_refreshes[l]};
-            PracRefreshResult res = be.prac_refresh(Pl, fwd(l, N), (int)N, n, dims, q1, q2, has_basis[l], key);
+            PracRefreshResult res =
+                be.prac_refresh(Pl, fwd(l, N), (int)N, n, dims, q1, q2, has_basis[l], key, reduce_gram);
             q1_refreshes[l] += res.q1_changed;
             q2_refreshes[l] += res.q2_drawn;  // each draw consumes its key: the next one uses a fresh stream
             has_basis[l] = 1;

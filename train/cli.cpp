@@ -50,6 +50,11 @@ const Flag FLAGS[] = {
     F("--device", "cpu|cuda|auto", STR, device, "backend (auto: cuda when a GPU and the CUDA backend exist)"),
     F("--log", "FILE", STR, log, "append JSONL metrics (one object per step and per evaluation)"),
     F("--log-interval", "N", INT, log_interval, "print a step line every N steps"),
+    F("--eval-protocol", "tokens|galore", STR, eval_protocol,
+      "tokens: ceil(--eval-tokens / (B*T)) batches, mean over their tokens; galore: batches until more than "
+      "--eval-tokens non-pad tokens (GaLore's C4 protocol: 10000000), mean of the batch means"),
+    F("--on-nonfinite", "stop|skip", STR, on_nonfinite,
+      "a NaN/Inf loss or gradient norm stops the run (after a checkpoint of the last good state) or skips the step"),
     F("--eval-only", "", BOOL, eval_only, "only evaluate (usually with --init-from) and print loss and perplexity"),
     F("--no-shuffle", "", BOOL, shuffle, "read training shards in order (default: shuffled with --seed)"),
     F("--prac", "MODE", STR, prac, "activation compression: none, pac (principal only), rac (random only), prac"),
@@ -61,6 +66,13 @@ const Flag FLAGS[] = {
     F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (also whenever Q1 changes)"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
+    F("--ckpt-dir", "DIR", STR, ckpt_dir, "write checkpoints to DIR/step_NNNNNNNN (weights, optimizer, PRAC, data state)"),
+    F("--ckpt-every", "N", INT, ckpt_every, "checkpoint every N steps (0: only at the end, on SIGINT/SIGTERM, before a NaN stop)"),
+    F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
+    F("--resume", "", BOOL, resume, "continue bit-exactly from the newest checkpoint in --ckpt-dir"),
+    F("--zero", "0|1", INT, zero, "1: shard AdamW state over data-parallel ranks (ZeRO-1)"),
+    F("--prac-shared-subspace", "", BOOL, prac_shared,
+      "data parallelism: one PRAC subspace for all ranks from the all-reduced Gram matrix (default: per rank)"),
     F("--dump-site", "NAME", STR, dump_site,
       "write this site's input activation (N, n) to --dump-path as .npy (sites: resid ln1 resid_mid ln2 fch, and fch_gelu | fch_act)"),
     F("--dump-layer", "L", INT, dump_layer, "layer of --dump-site"),
@@ -175,6 +187,13 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.eval_interval >= 0, "--eval-interval must be >= 0");
     CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive");
     CHECK_USER(opts.log_interval > 0, "--log-interval must be positive");
+    CHECK_USER(opts.ckpt_every >= 0 && opts.ckpt_keep >= 1, "--ckpt-every must be >= 0 and --ckpt-keep >= 1");
+    CHECK_USER(!opts.resume || !opts.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
+    CHECK_USER(opts.zero == 0 || opts.zero == 1, "--zero must be 0 or 1 (got %d): ZeRO-1 is the only sharding", opts.zero);
+    CHECK_USER(opts.eval_protocol == "tokens" || opts.eval_protocol == "galore",
+               "--eval-protocol must be tokens or galore (got \"%s\")", opts.eval_protocol.c_str());
+    CHECK_USER(opts.on_nonfinite == "stop" || opts.on_nonfinite == "skip",
+               "--on-nonfinite must be stop or skip (got \"%s\")", opts.on_nonfinite.c_str());
     CHECK_USER(opts.device == "auto" || opts.device == "cpu" || opts.device == "cuda",
                "--device must be cpu, cuda or auto (got \"%s\")", opts.device.c_str());
     CHECK_USER(opts.precision == "bf16" || opts.precision == "fp32", "--precision must be bf16 or fp32 (got \"%s\")",
@@ -301,6 +320,8 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"seed", std::to_string(o.seed)},
         {"eval interval / tokens", format("%d / %lld", o.eval_interval, o.eval_tokens)},
         {"shuffle", o.shuffle ? "yes" : "no"},
+        {"eval protocol", o.eval_protocol},
+        {"on non-finite", o.on_nonfinite},
         {"save", o.save.empty() ? "(no)" : o.save},
         {"log", o.log.empty() ? "(no)" : o.log},
         {"prac", o.prac},
@@ -309,5 +330,8 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
              (o.prac_nonlinear_ranks.empty() ? o.prac_nonlinear : o.prac_nonlinear_ranks + " (abs)")},
         {"prac T1 / T2 / k mult", format("%d / %d / %g", o.prac_t1, o.prac_t2, o.prac_k_mult)},
         {"prac classes", o.prac_classes},
+        {"checkpoints", o.ckpt_dir.empty() ? "(no)" : format("%s every %d keep %d%s", o.ckpt_dir.c_str(), o.ckpt_every,
+                                                               o.ckpt_keep, o.resume ? " (resume)" : "")},
+        {"zero", std::to_string(o.zero)},
     };
 }

@@ -29,6 +29,8 @@ struct TrainOptions {
     std::string device = "auto";
     std::string log;            // JSONL metrics file
     bool eval_only = false;
+    std::string eval_protocol = "tokens";  // tokens | galore
+    std::string on_nonfinite = "stop";     // stop | skip: what a NaN/Inf loss or gradient norm does
     bool shuffle = true;
     int log_interval = 1;
     bool help = false;
@@ -42,6 +44,14 @@ struct TrainOptions {
     int prac_t1 = 500, prac_t2 = 500;        // refresh intervals of Q1 and Q2 (steps)
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
+
+    // checkpoints and data parallelism
+    std::string ckpt_dir;   // checkpoints go to DIR/step_NNNNNNNN (empty = none)
+    int ckpt_every = 0;     // steps between checkpoints (0 = only at the end, on a signal, or before a NaN stop)
+    int ckpt_keep = 3;      // complete checkpoints kept
+    bool resume = false;    // continue from the newest checkpoint in ckpt_dir
+    int zero = 0;           // 1: shard AdamW state over ranks (ZeRO-1)
+    bool prac_shared = false;  // one PRAC subspace for all ranks (all-reduced Gram matrix)
 
     // activation dump for prac_analyze
     std::string dump_site;  // site name (resid, ln1, resid_mid, ln2, fch, fch_gelu | fch_act)

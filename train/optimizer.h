@@ -1,5 +1,6 @@
 // AdamW over a model's parameter buffer, the learning-rate schedule and global-norm clipping.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -24,11 +25,13 @@ inline float clip_scale(float norm, float max_norm) {
 }
 
 // AdamW state: fp32 first and second moments (and fp32 master weights when the backend stores params in
-// bf16), laid out like the parameter buffer.
+// bf16), laid out like the parameter buffer, or like its slice [begin, end) under ZeRO-1 (each rank keeps and
+// updates only its shard of the optimizer state).
 template <class Backend>
 struct AdamW {
     Backend& be;
-    size_t n;  // elements of the parameter buffer
+    size_t n;           // elements of state: end - begin
+    size_t begin, end;  // the slice of the parameter buffer this optimizer updates
     float* m = nullptr;
     float* v = nullptr;
     float* master = nullptr;
@@ -36,7 +39,10 @@ struct AdamW {
     float beta1, beta2, eps, weight_decay;
 
     AdamW(Backend& backend, size_t numel, float b1, float b2, float e, float wd)
-        : be(backend), n(numel), beta1(b1), beta2(b2), eps(e), weight_decay(wd) {
+        : AdamW(backend, 0, numel, b1, b2, e, wd) {}
+    AdamW(Backend& backend, size_t shard_begin, size_t shard_end, float b1, float b2, float e, float wd)
+        : be(backend), n(shard_end - shard_begin), begin(shard_begin), end(shard_end), beta1(b1), beta2(b2), eps(e),
+          weight_decay(wd) {
         m = (float*)be.alloc(n * sizeof(float));
         v = (float*)be.alloc(n * sizeof(float));
         if (Backend::master_weights) master = (float*)be.alloc(n * sizeof(float));
@@ -49,14 +55,18 @@ struct AdamW {
     AdamW(const AdamW&) = delete;
     AdamW& operator=(const AdamW&) = delete;
 
-    // One update of every parameter tensor; weight decay only where the spec says so (2-D weights).
+    // One update of every parameter tensor (the parts inside [begin, end)); weight decay only where the spec
+    // says so (2-D weights).
     void step(typename Backend::act_t* params, const typename Backend::grad_t* grads,
               const std::vector<ParamSpec>& specs, float lr, float grad_scale) {
         t++;
-        for (const ParamSpec& s : specs)
-            be.adamw_update(params + s.offset, master ? master + s.offset : nullptr, grads + s.offset,
-                            m + s.offset, v + s.offset, s.numel, lr, beta1, beta2, eps,
-                            s.decay ? weight_decay : 0.0f, t, grad_scale);
+        for (const ParamSpec& s : specs) {
+            size_t lo = std::max(s.offset, begin), hi = std::min(s.offset + s.numel, end);
+            if (lo >= hi) continue;
+            be.adamw_update(params + lo, master ? master + (lo - begin) : nullptr, grads + lo, m + (lo - begin),
+                            v + (lo - begin), hi - lo, lr, beta1, beta2, eps, s.decay ? weight_decay : 0.0f, t,
+                            grad_scale, lo);
+        }
     }
 };
 

@@ -1,5 +1,14 @@
 #include "train/trainer.h"
 
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+static void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+void install_stop_signals() {
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+}
+
 #include <cerrno>
 #include <climits>
 #include <cstring>

@@ -4,6 +4,8 @@
 #include <omp.h>
 
 #include <chrono>
+#include <cstring>
+#include <csignal>
 #include <memory>
 #include <cmath>
 #include <cstdio>
@@ -16,11 +18,19 @@
 #include "common/error.h"
 #include "data/dataloader.h"
 #include "kernels/cpu_backend.h"
+// The CUDA backend is visible only where nvcc compiles (the .cu mains); C++ files that include this header see the
+// CPU backend alone.
+#if defined(PRAC_HAVE_CUDA) && defined(__CUDACC__)
+#define PRAC_CUDA_BACKEND 1
+#include "kernels/cuda_backend.cuh"
+#endif
 #include "model/config.h"
 #include "model/weights.h"
 #include "train/cli.h"
 #include "train/metrics_log.h"
 #include "train/optimizer.h"
+#include "train/comm.h"
+#include "train/train_checkpoint.h"
 #include "plan/planner.h"
 
 // Directory of the built-in corpus: next to the binary (binaries live at the repository root), else the
@@ -50,31 +60,74 @@ void print_site_table(const std::vector<Site>& sites, int L) {
     print_table(format("PRAC sites (x %d layers)", L).c_str(), rows);
 }
 
-// Mean loss over the non-ignored targets of `batches` validation micro-batches, from the loader's start.
+// Validation loss. protocol "tokens": ceil(eval_tokens / (B*T)) micro-batches from the loader's start, mean over
+// their non-ignored targets. protocol "galore": micro-batches until more than eval_tokens non-ignored targets were
+// seen (GaLore evaluates C4 validation until 10M non-pad tokens), mean of the micro-batches' mean losses as GaLore
+// averages (GaLore also divides by the batch count + 1, an off-by-one we do not copy). Never reads a token twice:
+// both stop at the end of one epoch of the validation data.
 template <class Model>
-float evaluate(Model& model, DataLoader& val, long long eval_tokens, long long* tokens_seen) {
+float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::string& protocol,
+               long long* tokens_seen) {
     int B = model.B, T = model.T;
-    long long batches = (eval_tokens + (long long)B * T - 1) / ((long long)B * T);
-    if (batches > val.steps_per_epoch()) batches = val.steps_per_epoch();  // never count a token twice
+    bool galore = protocol == "galore";
+    long long batches = galore ? val.steps_per_epoch() : (eval_tokens + (long long)B * T - 1) / ((long long)B * T);
+    if (batches > val.steps_per_epoch()) batches = val.steps_per_epoch();
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
     val.reset();
     double sum = 0;
-    long long count = 0;
-    for (long long i = 0; i < batches; i++) {
+    long long count = 0, used = 0;
+    for (long long i = 0; i < batches && !(galore && count > eval_tokens); i++) {
         val.next_batch(inputs.data(), targets.data());
         long long c = count_target_tokens(targets.data(), targets.size());
         if (c == 0) continue;
-        sum += (double)model.forward(inputs.data(), targets.data(), 0.0f) * c;
+        float loss = model.forward(inputs.data(), targets.data(), 0.0f);
+        sum += galore ? (double)loss : (double)loss * c;
         count += c;
+        used++;
     }
     *tokens_seen = count;
-    return count ? (float)(sum / count) : NAN;
+    if (count == 0) return NAN;
+    return (float)(galore ? sum / used : sum / count);
 }
 
+// SIGINT / SIGTERM: the loop finishes the step in flight, writes a checkpoint when checkpointing is on, and exits.
+extern volatile std::sig_atomic_t g_stop_signal;
+void install_stop_signals();
+
+// The MPI communicator reduces host fp32 buffers: the CPU backend's gradients and parameters. (GPU data
+// parallelism will use NCCL on device buffers; train_main refuses ranks > 1 on the CUDA backend until then.)
+template <typename T>
+float* comm_buffer(T* p) {
+    if constexpr (std::is_same_v<T, float>) return p;
+    else fail("internal: MPI collectives need the CPU backend's fp32 host buffers");
+}
+
+// Distributed evaluation: each rank evaluates its share of the validation batches; the sums are all-reduced.
+template <class Model>
+float evaluate_all(Model& model, DataLoader& val, const TrainOptions& opts, Comm& comm, long long* tokens_seen) {
+    long long seen = 0;
+    long long budget = opts.eval_tokens / comm.size() + (comm.rank() < opts.eval_tokens % comm.size());
+    float loss = evaluate(model, val, budget, opts.eval_protocol, &seen);
+    double sums[2] = {std::isfinite(loss) ? (double)loss * (double)seen : 0.0, (double)seen};
+    if (opts.eval_protocol == "galore") sums[0] = std::isfinite(loss) ? loss : 0.0, sums[1] = std::isfinite(loss);
+    comm.allreduce_sum(sums, 2);
+    double tok[1] = {(double)seen};
+    comm.allreduce_sum(tok, 1);
+    *tokens_seen = (long long)tok[0];
+    return sums[1] > 0 ? (float)(sums[0] / sums[1]) : NAN;
+}
+
+template <template <class> class Model, class Backend>
+int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const PracOptions& prac, Comm& comm,
+              const char* program, bool builtin);
+
 template <template <class> class Model>
-int train_main(Arch arch, const char* program, int argc, char** argv) {
+int train_main(Arch arch, const char* program, int argc, char** argv, Comm& comm) {
     TrainOptions opts;
     parse_train_options(opts, argc, argv);
+    const int rank = comm.rank(), ranks = comm.size();
+    // only rank 0 reports: the other ranks' stdout goes nowhere (their errors still reach stderr)
+    if (rank != 0 && !std::freopen("/dev/null", "w", stdout)) fail("cannot silence the output of rank %d", rank);
     if (opts.help) {
         std::printf("%s", train_options_help(arch, program).c_str());
         return 0;
@@ -84,8 +137,8 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
     if (opts.model.empty()) opts.model = arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
     ModelConfig cfg = model_config_load(arch, opts.model);
     if (opts.seq_len == 0) opts.seq_len = std::min(arch == Arch::GPT2 ? 1024 : 256, cfg.max_seq_len);
-    CHECK_USER(opts.seq_len <= cfg.max_seq_len, "sequence length %d (--seq-len) exceeds the model's %d positions\n---> HINT: use --seq-len "
-               "%d or less", opts.seq_len, cfg.max_seq_len, cfg.max_seq_len);
+    CHECK_USER(opts.seq_len <= cfg.max_seq_len, "sequence length %d (--seq-len) exceeds the model's %d positions\n"
+               "---> HINT: use --seq-len %d or less", opts.seq_len, cfg.max_seq_len, cfg.max_seq_len);
     if (opts.warmup < 0) opts.warmup = opts.steps / 10;
     bool builtin = opts.train_data.empty() && opts.val_data.empty();
     if (builtin) {
@@ -95,30 +148,58 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
     }
     PracOptions prac = prac_options_from(opts);
     if (opts.plan) return print_plan(opts, cfg, prac);
-    // ---- device ----
+    // PRAC subspaces are per rank by default: each rank's estimator is unbiased on its own data, and independent
+    // draws make the averaged gradient's noise shrink with the number of ranks. The shared option all-reduces the
+    // Gram matrix and draws with the same seed, so every rank holds the same bases.
+    if (!opts.prac_shared) prac.seed += 1000003ull * (uint64_t)rank;
+
+    // ---- device: the CUDA backend when a GPU is there (or asked for), else the CPU backend ----
     std::string why;
     int gpus = cuda_device_count(&why);
+#if defined(PRAC_CUDA_BACKEND)
+    bool use_cuda = opts.device == "cuda" || (opts.device == "auto" && gpus > 0);
+    if (use_cuda && gpus == 0)
+        fail("--device cuda: no usable GPU (%s)\n---> HINT: use --device cpu", why.c_str());
+    if (use_cuda) {
+        if (ranks > 1)
+            fail("data parallelism on GPUs needs the NCCL communicator, which is not built yet; MPI ranks run the CPU "
+                 "backend\n---> HINT: use --device cpu, or one GPU");
+        std::printf("device: CUDA GPU %d (%s storage; UNVERIFIED backend, see docs/VERIFICATION.md)\n",
+                    comm.local_rank() % gpus, PRAC_FLOATX_NAME);
+        CudaBackend be(comm.local_rank() % gpus, (uint64_t)opts.seed);
+        return train_run<Model, CudaBackend>(be, opts, cfg, prac, comm, program, builtin);
+    }
+#else
     if (opts.device == "cuda")
-        fail("--device cuda: the CUDA backend is not part of this build yet (it lands with the CUDA-trainer "
-             "issue); %s\n---> HINT: use --device cpu", gpus ? "a GPU is present" : why.c_str());
-    if (gpus > 0)
-        std::printf("notice: %d GPU(s) found, but the CUDA backend is not built yet: running on the CPU\n", gpus);
-    else
-        std::printf("notice: no usable GPU (%s): running the CPU backend (fp32, OpenBLAS, %d threads); "
-                    "fine for small models only\n", why.c_str(), omp_get_max_threads());
+        fail("--device cuda: this build has no CUDA backend (built without nvcc)\n---> HINT: rebuild where nvcc 13 is "
+             "installed (make), or use --device cpu");
+    if (gpus > 0) std::printf("notice: %d GPU(s) found, but this build has no CUDA backend: running on the CPU\n", gpus);
+#endif
+    std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)%s\n", omp_get_max_threads(),
+                gpus > 0 ? "" : "; fine for small models only");
     CpuBackend be;
+    return train_run<Model, CpuBackend>(be, opts, cfg, prac, comm, program, builtin);
+}
 
+// Everything after the device choice: data, model, optimizer, resume, the steps, evaluation, checkpoints.
+template <template <class> class Model, class Backend>
+int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const PracOptions& prac, Comm& comm,
+              const char* program, bool builtin) {
+    const int rank = comm.rank(), ranks = comm.size();
+    if (ranks > 1)
+        std::printf("data parallel: %d ranks (%s), ZeRO-%d, PRAC subspace %s\n", ranks, comm.name(), opts.zero,
+                    opts.prac_shared ? "shared" : "per rank");
     print_table(program, model_config_rows(cfg));
     print_table("training", train_options_rows(opts));
+    if (!opts.save.empty() && rank == 0) prepare_save_dir(opts.save);  // fail now, not after the whole run
 
-    if (!opts.save.empty()) prepare_save_dir(opts.save);  // fail now, not after the whole run
-
-    // ---- data ----
+    // ---- data: every rank reads disjoint samples ----
     int B = opts.batch_size, T = opts.seq_len;
-    DataLoader val(opts.val_data, B, T, 0, 1, (uint64_t)opts.seed, false, cfg.vocab_size);
+    DataLoader val(opts.val_data, B, T, rank, ranks, (uint64_t)opts.seed, false, cfg.vocab_size);
     std::unique_ptr<DataLoader> train;
     if (!opts.eval_only)
-        train.reset(new DataLoader(opts.train_data, B, T, 0, 1, (uint64_t)opts.seed, opts.shuffle, cfg.vocab_size));
+        train.reset(new DataLoader(opts.train_data, B, T, rank, ranks, (uint64_t)opts.seed, opts.shuffle,
+                                   cfg.vocab_size));
     if (train)
         std::printf("train data: %zu shard(s), %lld samples of %d tokens per epoch%s\n", train->files().size(),
                     (long long)train->samples_per_epoch(), T, builtin ? " (built-in corpus)" : "");
@@ -126,7 +207,10 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
                 (long long)val.samples_per_epoch());
 
     // ---- model ----
-    Model<CpuBackend> model(be, cfg, prac);
+    Model<Backend> model(be, cfg, prac);
+    GramReducer gram_allreduce = [&comm](float* g, size_t n) { comm.allreduce_avg(g, n); };
+    if (opts.prac_shared && ranks > 1)
+        for (auto& s : model.sites) s.reduce_gram = &gram_allreduce;
     if (prac.mode != PracMode::NONE) print_site_table(model.sites, cfg.num_layers);
     if (!opts.dump_site.empty()) {
         bool known = false;
@@ -139,7 +223,7 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
         CHECK_USER(opts.dump_layer >= 0 && opts.dump_layer < cfg.num_layers, "--dump-layer must be in [0, %d)",
                    cfg.num_layers);
         CHECK_USER(opts.dump_step >= 0 && opts.dump_step < opts.steps, "--dump-step must be in [0, --steps)");
-        model.dump = {opts.dump_site, opts.dump_layer, opts.dump_step, opts.dump_path};
+        if (rank == 0) model.dump = {opts.dump_site, opts.dump_layer, opts.dump_step, opts.dump_path};
     }
     std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
     if (!opts.init_from.empty()) {
@@ -150,33 +234,135 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
         model.init_weights((uint64_t)opts.seed);
     }
     model.allocate_activations(B, T);
-    MetricsLog log(opts.log);
+    MetricsLog log(rank == 0 ? opts.log : "");
 
     if (opts.eval_only) {
         long long seen = 0;
-        float loss = evaluate(model, val, opts.eval_tokens, &seen);
+        float loss = evaluate_all(model, val, opts, comm, &seen);
         std::printf("val loss %.4f | perplexity %.3f | %lld tokens\n", loss, std::exp(loss), seen);
         log.eval(0, loss, seen);
         return 0;
     }
 
-    AdamW<CpuBackend> opt(be, model.param_buffer_numel, opts.beta1, opts.beta2, opts.adam_eps, opts.weight_decay);
+    // ---- optimizer: the whole buffer, or this rank's shard under ZeRO-1 ----
+    size_t n = model.param_buffer_numel;
+    bool sharded = opts.zero == 1 && ranks > 1;
+    size_t shard_lo = sharded ? comm.shard_begin(n, rank) : 0, shard_hi = sharded ? comm.shard_end(n, rank) : n;
+    AdamW<Backend> opt(be, shard_lo, shard_hi, opts.beta1, opts.beta2, opts.adam_eps, opts.weight_decay);
     std::printf("memory: parameters %.1f MiB | gradients %.1f MiB | optimizer %.1f MiB | activations %.1f MiB | "
-                "live %.1f MiB\n", model.param_buffer_numel * sizeof(float) / 1048576.0,
-                model.param_buffer_numel * sizeof(float) / 1048576.0, 2 * model.param_buffer_numel * 4 / 1048576.0,
-                model.acts_bytes / 1048576.0, be.live_bytes / 1048576.0);
+                "live %.1f MiB\n", n * sizeof(typename Backend::act_t) / 1048576.0,
+                n * sizeof(typename Backend::grad_t) / 1048576.0, (opt.master ? 3 : 2) * opt.n * 4 / 1048576.0,
+                (model.acts_bytes + model.bases_bytes) / 1048576.0, be.live_bytes / 1048576.0);
+
+    // a checkpoint: gathers the optimizer shards and every rank's PRAC state; rank 0 writes
+    auto checkpoint = [&](int64_t completed, const DataLoaderState& data) {
+        if (opts.ckpt_dir.empty()) return;
+        RunState rs;
+        rs.step = completed;
+        rs.adam_t = opt.t;
+        rs.data = data;
+        rs.ranks = ranks;
+        rs.zero = opts.zero;
+        rs.prac_shared = opts.prac_shared;
+        auto gather = [&](const float* shard, std::vector<float>& full) {
+            full.assign(n, 0.0f);
+            be.download(full.data() + shard_lo, shard, (shard_hi - shard_lo) * sizeof(float));
+            if (sharded) comm.all_gather(full.data(), n);
+        };
+        gather(opt.m, rs.m);
+        gather(opt.v, rs.v);
+        if (opt.master) gather(opt.master, rs.master);
+        // PRAC: rank r's tensors travel to rank 0 by broadcast (all ranks have the same shapes)
+        PracStateBuffers local;
+        std::vector<SafeTensorWrite> mine;
+        prac_state_tensors(be, model.sites, local, mine);
+        int owners = opts.prac_shared ? 1 : ranks;
+        for (int r = 0; r < owners; r++) {
+            std::string prefix = owners == 1 ? "" : format("rank%d.", r);
+            for (const SafeTensorWrite& t : mine) {
+                size_t bytes = safetensors_dtype_size(t.dtype);
+                for (int64_t d : t.shape) bytes *= (size_t)d;
+                std::vector<char> buf(bytes);
+                if (rank == r) std::memcpy(buf.data(), t.data, bytes);
+                if (ranks > 1) comm.broadcast(buf.data(), bytes, r);
+                if (t.dtype == "F32") {
+                    rs.prac_buffers.f32.emplace_back((const float*)buf.data(), (const float*)(buf.data() + bytes));
+                    rs.prac.push_back({prefix + t.name, t.dtype, t.shape, rs.prac_buffers.f32.back().data()});
+                } else {
+                    rs.prac_buffers.i64.emplace_back((const int64_t*)buf.data(), (const int64_t*)(buf.data() + bytes));
+                    rs.prac.push_back({prefix + t.name, t.dtype, t.shape, rs.prac_buffers.i64.back().data()});
+                }
+            }
+        }
+        if (rank == 0) {
+            std::string dir = save_train_checkpoint(opts, cfg, model, rs);
+            std::printf("checkpoint: %s\n", dir.c_str());
+        }
+        comm.barrier();  // nobody runs ahead of a checkpoint that is not committed yet
+    };
+
+    // ---- resume ----
+    int start = 0;
+    if (opts.resume) {
+        std::string path = checkpoint_resolve(opts.ckpt_dir);
+        TrainState st = read_state(path + "/" + CKPT_STATE_FILE);
+        for (const auto& [k, v] : resume_keys(opts, cfg)) check_compatible(st, "run." + k, v);
+        int saved_ranks = (int)st.get_i64("run.ranks"), saved_zero = (int)st.get_i64("run.zero");
+        if ((saved_zero || opts.zero) && saved_ranks != ranks)
+            fail("cannot resume %s: it was written by %d ranks with ZeRO-%d, this run has %d ranks with ZeRO-%d; "
+                 "ZeRO-1 runs resume only with the same number of ranks\n---> HINT: relaunch with mpirun -np %d",
+                 path.c_str(), saved_ranks, saved_zero, ranks, opts.zero, saved_ranks);
+        check_compatible(st, "run.prac_shared", (int64_t)opts.prac_shared);
+        model.load_weights(path + "/" + CKPT_MODEL_FILE);
+        std::vector<float> full(n);
+        auto restore = [&](const char* name, float* shard) {
+            st.get_f32(name, full.data(), n);
+            be.upload(shard, full.data() + shard_lo, (shard_hi - shard_lo) * sizeof(float));
+        };
+        restore("adamw.m", opt.m);
+        restore("adamw.v", opt.v);
+        if (opt.master) restore("adamw.master", opt.master);
+        opt.t = (int)st.adam_t;
+        SafeTensorsFile f = safetensors_open(path + "/" + CKPT_STATE_FILE);
+        // PRAC bases: one set ("prac.") when the subspace was shared or one rank wrote it, else one per rank
+        bool one_set = opts.prac_shared || saved_ranks == 1;
+        if (one_set || saved_ranks == ranks)
+            prac_state_load(be, model.sites, f, one_set ? "prac." : format("rank%d.prac.", rank));
+        else
+            std::printf("notice: the checkpoint holds per-rank PRAC bases of %d ranks; this run has %d: the bases are "
+                        "recomputed at the next step (not a bit-exact continuation)\n", saved_ranks, ranks);
+        DataLoaderState d{st.get_i64("data.epoch"), st.get_i64("data.shard_index"), st.get_i64("data.sample_index"),
+                          st.get_u64("data.rng_state")};
+        train->set_state(d);
+        start = (int)st.step;
+        std::printf("resumed from %s at step %d of %d\n", path.c_str(), start, opts.steps);
+    }
 
     // ---- steps ----
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
     double total_ms = 0;
-    for (int step = 0; step < opts.steps; step++) {
-        if (opts.eval_interval > 0 && step > 0 && step % opts.eval_interval == 0) {
+    int skipped_in_a_row = 0, skipped_total = 0;
+    install_stop_signals();
+    for (int step = start; step < opts.steps; step++) {
+        int stop_signal = (int)g_stop_signal;
+        if (ranks > 1) {  // every rank stops at the same step, whichever one got the signal
+            double sig[1] = {(double)stop_signal};
+            comm.allreduce_sum(sig, 1);
+            stop_signal = sig[0] > 0 ? (stop_signal ? stop_signal : SIGTERM) : 0;
+        }
+        if (stop_signal) {
+            std::printf("received signal %d: stopping after %d of %d steps\n", stop_signal, step, opts.steps);
+            checkpoint(step, train->get_state());
+            return 128 + stop_signal;
+        }
+        if (opts.eval_interval > 0 && step > start && step % opts.eval_interval == 0) {
             long long seen = 0;
-            float vl = evaluate(model, val, opts.eval_tokens, &seen);
+            float vl = evaluate_all(model, val, opts, comm, &seen);
             std::printf("step %d | val loss %.4f | perplexity %.3f\n", step, vl, std::exp(vl));
             log.eval(step, vl, seen);
         }
         auto t0 = std::chrono::steady_clock::now();
+        DataLoaderState data_before = train->get_state();
 
         // one optimizer step: accumulate the gradients of grad_accum micro-batches, each weighted so that
         // the step minimizes the mean of the micro-batches' mean token losses
@@ -191,36 +377,73 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
             loss += model.forward(inputs.data(), targets.data(), grad_scale) / opts.grad_accum;
             model.backward();
         }
-        float norm = grad_norm(be, model.grads_memory, model.param_buffer_numel);
-        if (!std::isfinite(loss) || !std::isfinite(norm))
-            fail("step %d: loss %g, gradient norm %g: training diverged\n---> HINT: lower --lr, raise --warmup or "
-                 "check the data", step, loss, norm);
+        // data parallelism: the mean of the ranks' gradients (this rank's shard of it under ZeRO-1)
+        float norm;
+        if (ranks > 1) {
+            if (sharded) {
+                comm.reduce_scatter_avg(comm_buffer(model.grads_memory), n);
+                double ss[1] = {be.sum_squares(model.grads_memory + shard_lo, shard_hi - shard_lo)};
+                comm.allreduce_sum(ss, 1);
+                norm = (float)std::sqrt(ss[0]);
+            } else {
+                comm.allreduce_avg(comm_buffer(model.grads_memory), n);
+                norm = grad_norm(be, model.grads_memory, n);
+            }
+            double l[1] = {loss};
+            comm.allreduce_sum(l, 1);
+            loss = (float)(l[0] / ranks);
+        } else {
+            norm = grad_norm(be, model.grads_memory, n);
+        }
         float lr = lr_schedule(step, opts.steps, opts.warmup, opts.lr, opts.min_lr_frac);
-        opt.step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, opts.grad_clip));
+        if (!std::isfinite(loss) || !std::isfinite(norm)) {
+            // the parameters are still the last good ones: nothing of this step has been applied
+            if (opts.on_nonfinite == "stop" || ++skipped_in_a_row > 10) {
+                checkpoint(step, data_before);  // the last good state, to resume from after a fix
+                fail("step %d: loss %g, gradient norm %g: training diverged%s\n---> HINT: lower --lr, raise --warmup, "
+                     "check the data, or pass --on-nonfinite skip%s", step + 1, loss, norm,
+                     skipped_in_a_row > 10 ? " (more than 10 steps in a row skipped)" : "",
+                     opts.ckpt_dir.empty() ? "" : "; the last good state is checkpointed in --ckpt-dir");
+            }
+            std::printf("warning: step %d: loss %g, gradient norm %g: skipping this update (--on-nonfinite skip)\n",
+                        step + 1, loss, norm);
+            skipped_total++;
+        } else {
+            skipped_in_a_row = 0;
+            opt.step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, opts.grad_clip));
+        }
+        if (sharded) comm.all_gather(comm_buffer(model.params_memory), n);  // every rank gets every updated shard
         be.synchronize();
 
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         total_ms += ms;
-        double tok_s = (double)B * T * opts.grad_accum / (ms / 1000.0);
-        double eta = total_ms / (step + 1) * (opts.steps - step - 1) / 1000.0;
+        double tok_s = (double)B * T * opts.grad_accum * ranks / (ms / 1000.0);
+        double eta = total_ms / (step - start + 1) * (opts.steps - step - 1) / 1000.0;
         if (step % opts.log_interval == 0 || step == opts.steps - 1)
             std::printf("step %5d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
                         opts.steps, loss, norm, lr, ms, tok_s, human_duration(eta).c_str());
         std::fflush(stdout);
         log.step(step + 1, loss, lr, norm, tok_s, ms, be.peak_bytes);
+        if (opts.ckpt_every > 0 && (step + 1) % opts.ckpt_every == 0 && step + 1 < opts.steps)
+            checkpoint(step + 1, train->get_state());
+        // tests: die like `kill -9` right after this step (no cleanup, no checkpoint), to test resuming
+        if (const char* die = std::getenv("PRAC_TEST_DIE_AFTER_STEP"))
+            if (std::atoi(die) == step + 1) std::_Exit(137);
     }
 
+    if (skipped_total) std::printf("warning: %d steps were skipped for non-finite values\n", skipped_total);
     int64_t failures = 0;
     for (const auto& s : model.sites) failures += s.failures;
     if (failures) std::printf("warning: %lld PRAC basis refreshes failed and kept the previous basis (see above)\n",
                               (long long)failures);
     long long seen = 0;
-    float vl = evaluate(model, val, opts.eval_tokens, &seen);
+    float vl = evaluate_all(model, val, opts, comm, &seen);
     std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total\n", vl, std::exp(vl), seen,
                 human_duration(total_ms / 1000.0).c_str());
     log.eval(opts.steps, vl, seen);
+    checkpoint(opts.steps, train->get_state());
 
-    if (!opts.save.empty()) {
+    if (!opts.save.empty() && rank == 0) {
         model.save_weights(opts.save + "/model.safetensors");
         write_hf_config(opts.save + "/config.json", cfg);
         std::printf("saved %s/model.safetensors and config.json\n", opts.save.c_str());
@@ -228,16 +451,22 @@ int train_main(Arch arch, const char* program, int argc, char** argv) {
     return 0;
 }
 
-// main() of both binaries: errors in user input end the run with the message and exit code 1.
+// main() of both binaries: set up the ranks (one process without mpirun), run, and on an error print it and
+// end every rank (a rank that returned normally would leave the others waiting in a collective forever).
 template <template <class> class Model>
 int train_main_checked(Arch arch, const char* program, int argc, char** argv) {
+    std::unique_ptr<Comm> comm;
+    int code = 0;
     try {
-        return train_main<Model>(arch, program, argc, argv);
+        comm = comm_create(&argc, &argv);
+        return train_main<Model>(arch, program, argc, argv, *comm);
     } catch (const UserError& e) {
         std::fprintf(stderr, "%s: error: %s\n", program, e.what());
-        return 1;
+        code = 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
-        return 2;
+        code = 2;
     }
+    if (comm && comm->size() > 1) comm_abort(*comm, code);
+    return code;
 }

@@ -1,0 +1,66 @@
+// Error checks for every CUDA runtime, cuBLAS and cuSOLVER call (llm.c style): on failure print
+// "<what> error at file:line: <code> <string>" to stderr and exit(EXIT_FAILURE). These are internal errors
+// (a bad launch, a library misuse, out of device memory), not user errors, so they do not throw.
+//
+//   cudaCheck(cudaMemcpyAsync(...));
+//   cudaCheck(cudaGetLastError());      // after a kernel launch
+//   cublasCheck(cublasGemmEx(...));
+//   cusolverCheck(cusolverDnXsyevd(...));
+//
+// Only for CUDA builds (include it from .cu files, or from code guarded by PRAC_HAVE_CUDA).
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+inline const char* cusolver_status_string(cusolverStatus_t s) {
+    switch (s) {
+        case CUSOLVER_STATUS_SUCCESS: return "CUSOLVER_STATUS_SUCCESS";
+        case CUSOLVER_STATUS_NOT_INITIALIZED: return "CUSOLVER_STATUS_NOT_INITIALIZED";
+        case CUSOLVER_STATUS_ALLOC_FAILED: return "CUSOLVER_STATUS_ALLOC_FAILED";
+        case CUSOLVER_STATUS_INVALID_VALUE: return "CUSOLVER_STATUS_INVALID_VALUE";
+        case CUSOLVER_STATUS_ARCH_MISMATCH: return "CUSOLVER_STATUS_ARCH_MISMATCH";
+        case CUSOLVER_STATUS_MAPPING_ERROR: return "CUSOLVER_STATUS_MAPPING_ERROR";
+        case CUSOLVER_STATUS_EXECUTION_FAILED: return "CUSOLVER_STATUS_EXECUTION_FAILED";
+        case CUSOLVER_STATUS_INTERNAL_ERROR: return "CUSOLVER_STATUS_INTERNAL_ERROR";
+        case CUSOLVER_STATUS_MATRIX_TYPE_NOT_SUPPORTED: return "CUSOLVER_STATUS_MATRIX_TYPE_NOT_SUPPORTED";
+        case CUSOLVER_STATUS_NOT_SUPPORTED: return "CUSOLVER_STATUS_NOT_SUPPORTED";
+        case CUSOLVER_STATUS_ZERO_PIVOT: return "CUSOLVER_STATUS_ZERO_PIVOT";
+        case CUSOLVER_STATUS_INVALID_LICENSE: return "CUSOLVER_STATUS_INVALID_LICENSE";
+        case CUSOLVER_STATUS_INVALID_WORKSPACE: return "CUSOLVER_STATUS_INVALID_WORKSPACE";
+        default: return "CUSOLVER_STATUS_<other>";
+    }
+}
+
+inline void cuda_check_impl(cudaError_t e, const char* what, const char* file, int line) {
+    if (e == cudaSuccess) return;
+    std::fprintf(stderr, "[CUDA ERROR] at %s:%d: %s (%d: %s)\n", file, line, what, (int)e, cudaGetErrorString(e));
+    std::exit(EXIT_FAILURE);
+}
+inline void cuda_check_impl(cublasStatus_t s, const char* what, const char* file, int line) {
+    if (s == CUBLAS_STATUS_SUCCESS) return;
+    std::fprintf(stderr, "[cuBLAS ERROR] at %s:%d: %s (%d: %s)\n", file, line, what, (int)s,
+                 cublasGetStatusString(s));
+    std::exit(EXIT_FAILURE);
+}
+inline void cuda_check_impl(cusolverStatus_t s, const char* what, const char* file, int line) {
+    if (s == CUSOLVER_STATUS_SUCCESS) return;
+    std::fprintf(stderr, "[cuSOLVER ERROR] at %s:%d: %s (%d: %s)\n", file, line, what, (int)s,
+                 cusolver_status_string(s));
+    std::exit(EXIT_FAILURE);
+}
+
+#define cudaCheck(call) cuda_check_impl((cudaError_t)(call), #call, __FILE__, __LINE__)
+#define cublasCheck(call) cuda_check_impl((cublasStatus_t)(call), #call, __FILE__, __LINE__)
+#define cusolverCheck(call) cuda_check_impl((cusolverStatus_t)(call), #call, __FILE__, __LINE__)
+
+// Grid size for a 1-D launch over `count` items with `block` threads each, capped so grid-stride loops
+// cover the rest (2^20 blocks is far above what any GPU keeps resident).
+inline unsigned cuda_grid_1d(size_t count, int block, size_t cap = (size_t)1 << 20) {
+    size_t g = (count + (size_t)block - 1) / (size_t)block;
+    if (g < 1) g = 1;
+    return (unsigned)(g < cap ? g : cap);
+}

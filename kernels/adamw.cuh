@@ -1,0 +1,173 @@
+// AdamW with fp32 master weights + stochastic rounding, and the gradient norm's sum of squares: CUDA twins of
+// kernels/adamw.h:
+//   adamw_update_cuda   <->  adamw_update_cpu   PyTorch AdamW (decay first, then the bias-corrected step)
+//   sum_squares_cuda    <->  sum_squares_cpu    sum of g^2 in double, deterministic, result on the host
+//
+// adamw_update_cuda does the CPU twin's fp32 operations in the same order, each one with an explicit
+// round-to-nearest intrinsic (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn) so nvcc cannot contract them into
+// FMAs: against an x86-64 CPU twin (SSE, no FMA) the master weights, m and v should come out bitwise equal (the
+// GPU test counts the equal elements; its tolerance is 1e-6 relative). The scalar constants (step size
+// lr / (1 - beta1^t) in double -> float, sqrt(1 - beta2^t) -> float) are computed on the host exactly as the
+// CPU twin computes them.
+//   master != null (bf16 build, the normal case): the update reads and writes master (fp32), then writes params
+//     = master rounded STOCHASTICALLY to bf16 with 16 random bits from ew_hash32(seed, i) (element index i in
+//     [0, n)): deterministic for a given seed, unbiased (E[params] = master up to 2^-16 ulp), and reproducible
+//     on the host (stochastic_round<T>, elementwise_common.cuh) e.g. to re-round master -> params on resume.
+//     With T = float the rounding is the identity (params = master).
+//   master == null: the update reads params, computes in fp32 and writes them back (fp32 build: directly;
+//     bf16 without master weights: stochastically rounded as above).
+// The seed must change every step and differ between tensors (e.g. hash of (run seed, step, tensor index)):
+// with a repeated seed the same elements round up every step and the rounding is no longer unbiased over time.
+//
+// sum_squares: stage 1 is a fixed grid of SUMSQ_BLOCKS blocks (independent of the device), each thread summing
+// g^2 in double over a grid-stride range, then a fixed-tree block sum into partials[block]; stage 2 is one block
+// that adds the SUMSQ_BLOCKS partials in a fixed tree. The order depends only on n and on whether g is 16-byte
+// aligned (128-bit loads), so the result is bitwise reproducible run to run and across GPUs. It differs from
+// the CPU's thread-count-dependent order only by double rounding (~1e-16 relative per add).
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/adamw.h"
+#include "kernels/elementwise_common.cuh"
+
+// ---- AdamW ----
+
+template <typename T>
+__global__ void adamw_kernel(T* params, float* master, const T* grads, float* m, float* v, size_t n, float beta1,
+                             float one_minus_beta1, float beta2, float one_minus_beta2, float eps, float decay,
+                             float step_size, float bc2_sqrt, float grad_scale, uint64_t seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        // CPU: g = grads * grad_scale; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; p = p * (1 - lr*wd);
+        //      p = p - step_size * m / (sqrt(v) / bc2_sqrt + eps)
+        const float g = __fmul_rn(to_float(grads[i]), grad_scale);
+        const float mi = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(one_minus_beta1, g));
+        const float vi = __fadd_rn(__fmul_rn(beta2, v[i]), __fmul_rn(__fmul_rn(one_minus_beta2, g), g));
+        m[i] = mi;
+        v[i] = vi;
+        const float p0 = master ? master[i] : to_float(params[i]);
+        const float p = __fmul_rn(p0, decay);
+        const float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
+        const float p1 = __fsub_rn(p, __fdiv_rn(__fmul_rn(step_size, mi), den));
+        if (master) master[i] = p1;
+        params[i] = stochastic_round<T>(p1, seed, i);
+    }
+}
+
+// params (n) T; master (n) fp32 or null (see above); grads (n) T; m, v (n) fp32, updated in place. t is the
+// 1-based step; wd = 0 for tensors that are not decayed; grad_scale carries the global-norm clipping.
+template <typename T>
+void adamw_update_cuda(T* params, float* master, const T* grads, float* m, float* v, size_t n, float lr, float beta1,
+                       float beta2, float eps, float wd, int t, float grad_scale, uint64_t seed, cudaStream_t stream) {
+    if (n > 0) {
+        // the CPU twin's constants, computed the same way (double bias corrections, then float)
+        const double bc1 = 1.0 - std::pow((double)beta1, t), bc2 = 1.0 - std::pow((double)beta2, t);
+        const float step_size = (float)(lr / bc1), bc2_sqrt = (float)std::sqrt(bc2);
+        const float decay = 1.0f - lr * wd;
+        adamw_kernel<T><<<cuda_grid_1d(n, EW_BLOCK), EW_BLOCK, 0, stream>>>(
+            params, master, grads, m, v, n, beta1, 1.0f - beta1, beta2, 1.0f - beta2, eps, decay, step_size, bc2_sqrt,
+            grad_scale, seed);
+    }
+    cudaCheck(cudaGetLastError());
+}
+
+// ---- sum of squares ----
+
+constexpr int SUMSQ_BLOCKS = 1024;  // fixed stage-1 grid: partial sums (and the stage-2 block size)
+constexpr int SUMSQ_THREADS = 256;
+// device scratch bytes for sum_squares_cuda: SUMSQ_BLOCKS partials + the result (8-byte aligned)
+constexpr size_t SUM_SQUARES_SCRATCH_BYTES = (SUMSQ_BLOCKS + 1) * sizeof(double);
+
+// fixed-tree block sum of a double (blockDim.x a multiple of 32, <= 1024); the result is valid in thread 0
+__device__ inline double block_sum_double(double x) {
+    __shared__ double warp_part[32];
+    const int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
+    x = warp_sum(x);
+    if (lane == 0) warp_part[wid] = x;
+    __syncthreads();
+    double s = 0.0;
+    if (wid == 0) {
+        s = lane < nw ? warp_part[lane] : 0.0;
+        s = warp_sum(s);
+    }
+    __syncthreads();  // warp_part may be reused by a following call
+    return s;
+}
+
+template <typename T, int W>
+__global__ void sum_squares_partial_kernel(double* partials, const T* g, size_t n) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x, tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    double acc = 0.0;
+    const size_t npack = n / W;
+    for (size_t p = tid; p < npack; p += stride) {
+        const Pack<T, W> a = load_pack<W>(g + p * W);
+#pragma unroll
+        for (int k = 0; k < W; k++) {
+            const double x = (double)to_float(a.v[k]);
+            acc += x * x;
+        }
+    }
+    for (size_t i = npack * W + tid; i < n; i += stride) {
+        const double x = (double)to_float(g[i]);
+        acc += x * x;
+    }
+    const double s = block_sum_double(acc);
+    if (threadIdx.x == 0) partials[blockIdx.x] = s;
+}
+
+// *out = (accumulate ? *out : 0) + sum of the SUMSQ_BLOCKS partials (one block of SUMSQ_BLOCKS threads)
+__device__ inline void sum_squares_final_body(double* out, const double* partials, bool accumulate) {
+    const double s = block_sum_double(partials[threadIdx.x]);
+    if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
+}
+template <int Dummy = 0>  // a template only so that the header can be included by several translation units
+__global__ void sum_squares_final_kernel(double* out, const double* partials, bool accumulate) {
+    sum_squares_final_body(out, partials, accumulate);
+}
+
+// Device-side variant, no synchronisation: *out (device double) = sum of g^2 (accumulate = false) or += it
+// (accumulate = true: sum several tensors into one total, still in a fixed order). scratch: >= SUMSQ_BLOCKS
+// doubles (SUM_SQUARES_SCRATCH_BYTES suffices), 16-byte aligned; out may be scratch's last double.
+template <typename T>
+void sum_squares_device_cuda(double* out, const T* g, size_t n, bool accumulate, void* scratch,
+                             size_t scratch_bytes, cudaStream_t stream) {
+    ew_check_scratch("sum_squares_device_cuda", scratch, scratch_bytes, SUMSQ_BLOCKS * sizeof(double));
+    double* partials = static_cast<double*>(scratch);
+    constexpr int V = vec128<T>();
+    if (aligned16(g))
+        sum_squares_partial_kernel<T, V><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, stream>>>(partials, g, n);
+    else
+        sum_squares_partial_kernel<T, 1><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, stream>>>(partials, g, n);
+    cudaCheck(cudaGetLastError());
+    sum_squares_final_kernel<<<1, SUMSQ_BLOCKS, 0, stream>>>(out, partials, accumulate);
+    cudaCheck(cudaGetLastError());
+}
+
+// sum of squares of g (n) in double, returned to the host: synchronises `stream`. scratch: >=
+// SUM_SQUARES_SCRATCH_BYTES bytes of device memory, 16-byte aligned.
+template <typename T>
+double sum_squares_cuda(const T* g, size_t n, void* scratch, size_t scratch_bytes, cudaStream_t stream) {
+    ew_check_scratch("sum_squares_cuda", scratch, scratch_bytes, SUM_SQUARES_SCRATCH_BYTES);
+    double* result = static_cast<double*>(scratch) + SUMSQ_BLOCKS;
+    sum_squares_device_cuda<T>(result, g, n, false, scratch, scratch_bytes, stream);
+    double host = 0.0;
+    cudaCheck(cudaMemcpyAsync(&host, result, sizeof(double), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    cudaCheck(cudaGetLastError());
+    return host;
+}
+
+#if !defined(PRAC_ELEMENTWISE_INSTANTIATE)
+extern template void adamw_update_cuda<float>(float*, float*, const float*, float*, float*, size_t, float, float,
+                                              float, float, float, int, float, uint64_t, cudaStream_t);
+extern template void adamw_update_cuda<__nv_bfloat16>(__nv_bfloat16*, float*, const __nv_bfloat16*, float*, float*,
+                                                      size_t, float, float, float, float, float, int, float, uint64_t,
+                                                      cudaStream_t);
+extern template void sum_squares_device_cuda<float>(double*, const float*, size_t, bool, void*, size_t,
+                                                    cudaStream_t);
+extern template void sum_squares_device_cuda<__nv_bfloat16>(double*, const __nv_bfloat16*, size_t, bool, void*,
+                                                            size_t, cudaStream_t);
+extern template double sum_squares_cuda<float>(const float*, size_t, void*, size_t, cudaStream_t);
+extern template double sum_squares_cuda<__nv_bfloat16>(const __nv_bfloat16*, size_t, void*, size_t, cudaStream_t);
+#endif

@@ -1,0 +1,42 @@
+// LM head fused with softmax cross-entropy, CUDA twin of classifier_forward_backward_cpu (kernels/classifier.h),
+// implemented in kernels/matmul_cuda.cu. Never materializes the (N, V) logits: rows go through a fp32 scratch of
+// CUDA_CLASSIFIER_CHUNK * V values (plan/planner.h counts exactly that, as the model's `logits_chunk`).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/cuda_common.cuh"
+#include "kernels/matmul.cuh"
+#include "plan/planner.h"  // CUDA_CLASSIFIER_CHUNK
+
+// Leading dimension (elements) of the fp32 logits rows in the scratch: V rounded up to 4, so every row starts
+// 16-byte aligned (cuBLASLt's fast kernels and TMA want 16-byte aligned rows; V = 50257 is odd).
+inline int classifier_logits_ld(int V) { return (V + 3) / 4 * 4; }
+
+// Rows per chunk: CUDA_CLASSIFIER_CHUNK when V is a multiple of 4 (32000, 50304), else as many rows of
+// classifier_logits_ld(V) as fit in CUDA_CLASSIFIER_CHUNK * V floats (2047 for V = 50257). The scratch stays
+// exactly the planner's CUDA_CLASSIFIER_CHUNK * V floats either way.
+inline int classifier_rows_per_chunk(int V) {
+    size_t fit = (size_t)CUDA_CLASSIFIER_CHUNK * (size_t)V / (size_t)classifier_logits_ld(V);
+    return fit < (size_t)CUDA_CLASSIFIER_CHUNK ? (int)fit : CUDA_CLASSIFIER_CHUNK;
+}
+
+// losses (N, fp32): cross-entropy per row, 0 where targets[n] < 0 (the ignore index; targets must be < V,
+// a target >= V gives a NaN loss and no gradient). inp (N, C), weight (Vp, C) of which the first V rows are
+// real (padding rows are neither read nor written).
+// Per chunk of classifier_rows_per_chunk(V) rows:
+//   logits (rows, V) fp32 = inp_chunk @ weight[:V]^T                      (cuBLASLt, bf16 in, fp32 out)
+//   a row kernel: loss = logsumexp(logits) - logits[target] (fp32, single pass with a running max), and, when
+//     training (dinp != nullptr), dlogits = (softmax - onehot) * grad_scale (0 for ignored rows), stored as
+//     floatX IN PLACE over the row's fp32 logits (no second scratch; see matmul_cuda.cu);
+//   dinp_chunk (rows, C) = dlogits @ weight[:V]                           (overwrite)
+//   dweight[:V] (V, C) += dlogits^T @ inp_chunk                           (beta = 1)
+// dinp == nullptr: inference (losses only; dweight not touched and may be null).
+// logits_scratch: >= CUDA_CLASSIFIER_CHUNK * V floats of device memory, 16-byte aligned.
+// Deterministic (see CublasLt in matmul.cuh; the row kernel sums in a fixed order).
+//                                                                 twin of classifier_forward_backward_cpu
+void classifier_cuda(float* losses, floatX* dinp, floatX* dweight, const floatX* inp, const floatX* weight,
+                     const int32_t* targets, int N, int C, int V, float grad_scale, float* logits_scratch,
+                     CublasLt& lt, cudaStream_t stream);

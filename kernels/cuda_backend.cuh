@@ -1,0 +1,188 @@
+// The CUDA backend: the op set of kernels/cpu_backend.h over device memory, activations, parameters and gradients
+// in floatX (bf16, or fp32 in the PRAC_PRECISION=FP32 build), statistics and optimizer state in fp32, fp32
+// accumulation everywhere. Each op forwards to its kernel family (kernels/*.cuh, prac/prac_cuda.cuh), whose CPU
+// twin is named in that file. Everything runs on one stream; every buffer goes through alloc/free so live and
+// peak bytes are exact.
+//
+// UNVERIFIED: no GPU has run this yet (docs/VERIFICATION.md lists what the first GPU run must check).
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/cuda_common.cuh"
+#include "common/error.h"
+#include "kernels/adamw.cuh"
+#include "kernels/attention.cuh"
+#include "kernels/classifier.cuh"
+#include "kernels/encoder.cuh"
+#include "kernels/gelu.cuh"
+#include "kernels/layernorm.cuh"
+#include "kernels/matmul.cuh"
+#include "kernels/residual.cuh"
+#include "kernels/rmsnorm.cuh"
+#include "kernels/rope.cuh"
+#include "kernels/swiglu.cuh"
+#include "model/tensors.h"
+#include "plan/planner.h"
+#include "prac/prac.h"
+#include "prac/prac_cuda.cuh"
+
+// floatX <-> fp32 conversions for uploads and downloads (host fp32 weights, checkpoints)
+__global__ void f32_to_floatx_kernel(floatX* dst, const float* src, size_t n);
+__global__ void floatx_to_f32_kernel(float* dst, const floatX* src, size_t n);
+
+struct CudaBackend {
+    using act_t = floatX;
+    using grad_t = floatX;
+#if defined(PRAC_FP32)
+    static constexpr DType act_dtype = DType::F32;
+    static constexpr bool master_weights = false;
+#else
+    static constexpr DType act_dtype = DType::BF16;
+    static constexpr bool master_weights = true;  // fp32 master weights, bf16 params by stochastic rounding
+#endif
+    static constexpr DType grad_dtype = act_dtype;
+    static constexpr int classifier_chunk = CUDA_CLASSIFIER_CHUNK;
+    static constexpr const char* name = "cuda";
+
+    int device = 0;
+    cudaStream_t stream = nullptr;
+    cublasHandle_t cublas = nullptr;
+    cusolverDnHandle_t cusolver = nullptr;
+    CublasLt* lt = nullptr;
+    uint64_t seed = 0;  // stochastic rounding: mixed with the step and the tensor's offset
+
+    size_t live_bytes = 0, peak_bytes = 0;
+    size_t device_free_at_start = 0, device_total = 0;
+
+    // library scratch, grown on demand through alloc (so it counts in live/peak bytes)
+    void* scratch = nullptr;
+    size_t scratch_bytes = 0;
+
+    explicit CudaBackend(int dev, uint64_t run_seed);
+    ~CudaBackend();
+    CudaBackend(const CudaBackend&) = delete;
+    CudaBackend& operator=(const CudaBackend&) = delete;
+
+    // ---- memory ----
+    void* alloc(size_t bytes);  // zeroed; out of memory -> UserError naming what fits
+    void free(void* p, size_t bytes);
+    void* scratch_at_least(size_t bytes);
+    void upload(void* dst, const void* host_src, size_t bytes) {
+        cudaCheck(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream));
+        cudaCheck(cudaStreamSynchronize(stream));
+    }
+    void download(void* host_dst, const void* src, size_t bytes) {
+        cudaCheck(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream));
+        cudaCheck(cudaStreamSynchronize(stream));
+    }
+    void zero(void* p, size_t bytes) { cudaCheck(cudaMemsetAsync(p, 0, bytes, stream)); }
+    void upload_f32(act_t* dst, const float* host_src, size_t n);
+    void download_f32(float* host_dst, const act_t* src, size_t n);
+    void synchronize() { cudaCheck(cudaStreamSynchronize(stream)); }
+
+    // ---- ops (same signatures as CpuBackend) ----
+    void encoder_forward(act_t* out, const int32_t* tokens, const act_t* wte, const act_t* wpe, int B, int T, int C) {
+        encoder_forward_cuda(out, tokens, wte, wpe, B, T, C, stream);
+    }
+    void encoder_backward(grad_t* dwte, grad_t* dwpe, const act_t* dout, const int32_t* tokens, int B, int T, int C) {
+        size_t s = encoder_backward_scratch_bytes(B, T);
+        encoder_backward_cuda(dwte, dwpe, dout, tokens, B, T, C, scratch_at_least(s), s, stream);
+    }
+    void layernorm_forward(act_t* out, float* mean, float* rstd, const act_t* inp, const act_t* w, const act_t* b,
+                           int N, int C, float eps) {
+        layernorm_forward_cuda(out, mean, rstd, inp, w, b, N, C, eps, stream);
+    }
+    void layernorm_backward(act_t* dinp, grad_t* dw, grad_t* db, const act_t* dout, const act_t* inp,
+                            const act_t* w, const float* mean, const float* rstd, int N, int C) {
+        size_t s = layernorm_backward_scratch_bytes(N, C);
+        layernorm_backward_cuda(dinp, dw, db, dout, inp, w, mean, rstd, N, C, scratch_at_least(s), s, stream);
+    }
+    void rmsnorm_forward(act_t* out, float* rstd, const act_t* inp, const act_t* w, int N, int C, float eps) {
+        rmsnorm_forward_cuda(out, rstd, inp, w, N, C, eps, stream);
+    }
+    void rmsnorm_backward(act_t* dinp, grad_t* dw, const act_t* dout, const act_t* inp, const act_t* w,
+                          const float* rstd, int N, int C) {
+        size_t s = rmsnorm_backward_scratch_bytes(N, C);
+        rmsnorm_backward_cuda(dinp, dw, dout, inp, w, rstd, N, C, scratch_at_least(s), s, stream);
+    }
+    void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias, int N, int C, int OC) {
+        matmul_forward_cuda(out, inp, w, bias, N, C, OC, *lt, stream);
+    }
+    void matmul_backward_input(act_t* dinp, const act_t* dout, const act_t* w, int N, int C, int OC, bool accumulate) {
+        matmul_backward_input_cuda(dinp, dout, w, N, C, OC, accumulate, *lt, stream);
+    }
+    void matmul_backward_weight(grad_t* dw, grad_t* dbias, const act_t* dout, const act_t* inp, int N, int C, int OC) {
+        matmul_backward_weight_cuda(dw, dbias, dout, inp, N, C, OC, nullptr, *lt, stream);
+    }
+    void residual_forward(act_t* out, const act_t* a, const act_t* b, size_t n) {
+        residual_forward_cuda(out, a, b, n, stream);
+    }
+    void gelu_forward(act_t* out, const act_t* inp, size_t n) { gelu_forward_cuda(out, inp, n, stream); }
+    void gelu_backward(act_t* dinp, const act_t* inp, const act_t* dout, size_t n) {
+        gelu_backward_cuda(dinp, inp, dout, n, stream);
+    }
+    void swiglu_forward(act_t* out, const act_t* inp, int N, int F) { swiglu_forward_cuda(out, inp, N, F, stream); }
+    void swiglu_backward(act_t* dinp, const act_t* inp, const act_t* dout, int N, int F) {
+        swiglu_backward_cuda(dinp, inp, dout, N, F, stream);
+    }
+    // the table is made on the host by the CPU twin and uploaded (fp32 either way)
+    void rope_table(float* freqs, int T, int HS, float theta) {
+        std::vector<float> host((size_t)T * HS);
+        rope_table_cpu(host.data(), T, HS, theta);
+        upload(freqs, host.data(), host.size() * sizeof(float));
+    }
+    void rope_forward(act_t* qkv, const float* freqs, int B, int T, int C, int NH) {
+        rope_cuda(qkv, freqs, B, T, C, NH, false, stream);
+    }
+    void rope_backward(act_t* dqkv, const float* freqs, int B, int T, int C, int NH) {
+        rope_cuda(dqkv, freqs, B, T, C, NH, true, stream);
+    }
+    void attention_forward(act_t* out, float* lse, const act_t* qkv, int B, int T, int C, int NH) {
+        attention_forward_cuda(out, lse, qkv, B, T, C, NH, true, stream);
+    }
+    void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* lse,
+                            int B, int T, int C, int NH) {
+        size_t s = attention_backward_scratch_floats(B, T, C, NH) * sizeof(float);
+        attention_backward_cuda(dqkv, dout, qkv, out, lse, B, T, C, NH, true, (float*)scratch_at_least(s), stream);
+    }
+    void classifier(float* losses, act_t* dinp, grad_t* dweight, const act_t* inp, const act_t* weight,
+                    const int32_t* targets, int N, int C, int V, float grad_scale, float* logits_scratch) {
+        classifier_cuda(losses, dinp, dweight, inp, weight, targets, N, C, V, grad_scale, logits_scratch, *lt, stream);
+    }
+    double sum_squares(const grad_t* g, size_t n) {
+        return sum_squares_cuda(g, n, scratch_at_least(SUM_SQUARES_SCRATCH_BYTES), SUM_SQUARES_SCRATCH_BYTES, stream);
+    }
+    // salt: the tensor's offset in the parameter buffer, so every tensor and step draws its own rounding noise
+    void adamw_update(act_t* params, float* master, const grad_t* grads, float* m, float* v, size_t n, float lr,
+                      float beta1, float beta2, float eps, float wd, int t, float grad_scale, uint64_t salt) {
+        uint64_t s = seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)t) ^ (salt * 0xBF58476D1CE4E5B9ull);
+        adamw_update_cuda(params, master, grads, m, v, n, lr, beta1, beta2, eps, wd, t, grad_scale, s, stream);
+    }
+
+    // ---- PRAC site ops ----
+    PracCudaHandles prac_handles() const { return PracCudaHandles{stream, cublas, cusolver}; }
+    void prac_compress(act_t* xc, const act_t* x, const act_t* P, int N, int n, int r) {
+        prac_compress_cuda(xc, x, P, N, n, r, prac_handles());
+    }
+    void prac_reconstruct(act_t* x, const act_t* xc, const act_t* P, int N, int n, int r) {
+        prac_reconstruct_cuda(x, xc, P, N, n, r, prac_handles());
+    }
+    void prac_weight_grad(grad_t* dW, grad_t* dbias, const act_t* dY, const act_t* xc, const act_t* P, int N, int n,
+                          int r, int OC, float* tmp) {
+        prac_weight_grad_cuda(dW, dbias, dY, xc, P, N, n, r, OC, tmp, prac_handles());
+    }
+    PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
+                                   bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
+        if (reduce_gram)
+            fail("--prac-shared-subspace is not available on the CUDA backend yet (it needs the NCCL communicator)");
+        size_t s = prac_refresh_workspace_bytes(cusolver, n, d.r1, d.r2);
+        return prac_refresh_cuda(P, x, N, n, d, q1, q2, had_basis, key, prac_handles(), scratch_at_least(s), s);
+    }
+};

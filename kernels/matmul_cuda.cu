@@ -1,0 +1,424 @@
+// Matmul family and fused classifier on the GPU: CUDA twins of kernels/matmul.h and kernels/classifier.h.
+// Contracts in kernels/matmul.cuh and kernels/classifier.cuh.
+//
+// Row-major on cuBLASLt (the same reasoning as gemm_rm in prac/prac_cuda.cu). cuBLASLt is column-major. A
+// row-major matrix X (rows, cols) with leading dimension ld is, byte for byte, the column-major X^T (cols, rows)
+// with the same ld. So the row-major product
+//     C (M, N) = op(A) (M, K) @ op(B) (K, N)
+// is the column-major product C^T (N, M) = op(B)^T (N, K) @ op(A)^T (K, M) on the same buffers: cuBLAS's "A" is
+// our B and its "B" is our A, m = N, n = M, and each operand keeps its own transpose flag and leading dimension.
+// In cuBLASLt terms (a layout names the STORED column-major matrix, before its op):
+//   cuBLAS A := B:  op = transb ? T : N,  layout (transb ? K : N) x (transb ? N : K), ld = ldb
+//   cuBLAS B := A:  op = transa ? T : N,  layout (transa ? M : K) x (transa ? K : M), ld = lda
+//   C = D:          layout N x M, ld = ldc
+// The BIAS epilogue adds a vector of length m (rows of the column-major D) = N = the row-major columns: one value
+// per output feature, as matmul_forward_cpu's bias.
+//
+// Compute type CUBLAS_COMPUTE_32F, scale type fp32, for every storage type: bf16 x bf16 -> bf16 or fp32 runs on
+// tensor cores with fp32 accumulation; fp32 x fp32 -> fp32 is plain SGEMM. TF32 needs CUBLAS_COMPUTE_32F_FAST_TF32
+// (or _FAST_16BF, _EMULATED_16BFX9) and is never requested, so the fp32 build (-DPRAC_FP32) stays IEEE fp32 and
+// comparable with the CPU at ~1e-5.
+#include "kernels/classifier.cuh"
+#include "kernels/matmul.cuh"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "common/cuda_check.h"
+#include "common/error.h"
+
+// ---------------------------------------------------------------------------------------------------------------
+// CublasLt context and the per-shape cache
+// ---------------------------------------------------------------------------------------------------------------
+
+static_assert(sizeof(GemmKey) == 18 * sizeof(int32_t), "GemmKey must have no padding (hashed as bytes)");
+
+bool GemmKey::operator==(const GemmKey& o) const { return std::memcmp(this, &o, sizeof(GemmKey)) == 0; }
+
+size_t GemmKeyHash::operator()(const GemmKey& k) const {
+    // FNV-1a over the key's bytes (all int32, no padding)
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(&k);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(GemmKey); i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return (size_t)h;
+}
+
+CublasLt::CublasLt(void* ws, size_t ws_bytes) {
+    cublasCheck(cublasLtCreate(&handle));
+    workspace_bytes = ws_bytes;
+    if (ws) {
+        workspace = ws;
+    } else if (ws_bytes > 0) {
+        cudaCheck(cudaMalloc(&workspace, ws_bytes));  // cudaMalloc: 256-byte aligned
+        owns_workspace = true;
+    }
+}
+
+CublasLt::~CublasLt() {
+    // Destructors do not exit on errors: just release what can be released.
+    for (auto& kv : cache) {
+        GemmPlan& p = kv.second;
+        if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+        if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+        if (p.c) cublasLtMatrixLayoutDestroy(p.c);
+        if (p.desc) cublasLtMatmulDescDestroy(p.desc);
+    }
+    cache.clear();
+    if (owns_workspace && workspace) cudaFree(workspace);
+    if (handle) cublasLtDestroy(handle);
+}
+
+// Largest power of two <= 256 that divides the address (256 for nullptr is never used: callers pass real pointers).
+static int32_t pointer_alignment(const void* p) {
+    uintptr_t a = (uintptr_t)p;
+    int32_t al = 256;
+    while (al > 1 && (a % (uintptr_t)al) != 0) al >>= 1;
+    return al;
+}
+
+static const char* dtype_name(int32_t t) {
+    switch (t) {
+        case CUDA_R_32F: return "fp32";
+        case CUDA_R_16BF: return "bf16";
+        case CUDA_R_16F: return "fp16";
+        case -1: return "none";
+        default: return "other";
+    }
+}
+
+static std::string key_string(const GemmKey& k) {
+    return format("row-major %c%c M=%d N=%d K=%d lda=%d ldb=%d ldc=%d A=%s B=%s C=%s epilogue=%d bias=%s beta%s0 "
+                  "align A/B/C/bias=%d/%d/%d/%d",
+                  k.transa ? 'T' : 'N', k.transb ? 'T' : 'N', k.M, k.N, k.K, k.lda, k.ldb, k.ldc,
+                  dtype_name(k.a_type), dtype_name(k.b_type), dtype_name(k.c_type), k.epilogue,
+                  dtype_name(k.bias_type), k.beta_nonzero ? "!=" : "==", k.align_a, k.align_b, k.align_c,
+                  k.align_bias);
+}
+
+// Descriptors, layouts and algorithm for a key (first call of a shape): the only place the heuristic runs.
+static GemmPlan make_plan(CublasLt& lt, const GemmKey& k, const void* bias) {
+    GemmPlan p;
+    cublasCheck(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    // operands swapped for row-major (file comment): cuBLAS A is our B, cuBLAS B is our A
+    cublasOperation_t op_a = k.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_b = k.transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k.epilogue;
+    cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (k.epilogue == CUBLASLT_EPILOGUE_BIAS) {
+        int32_t bt = k.bias_type;  // explicit: the default follows D's type, which is what we pass anyway
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+        cublasCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    const uint64_t a_rows = k.transb ? k.K : k.N, a_cols = k.transb ? k.N : k.K;
+    const uint64_t b_rows = k.transa ? k.M : k.K, b_cols = k.transa ? k.K : k.M;
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.a, (cudaDataType_t)k.b_type, a_rows, a_cols, (int64_t)k.ldb));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.b, (cudaDataType_t)k.a_type, b_rows, b_cols, (int64_t)k.lda));
+    cublasCheck(cublasLtMatrixLayoutCreate(&p.c, (cudaDataType_t)k.c_type, (uint64_t)k.N, (uint64_t)k.M,
+                                           (int64_t)k.ldc));
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    cublasCheck(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t max_ws = lt.workspace_bytes;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
+                                                     sizeof(max_ws)));
+    // Split-K reductions allowed: all three schemes are ordered (CublasLt comment in matmul.cuh). Spelled out so
+    // that a reader (or a future cuBLASLt with an atomics-based scheme outside this mask) sees the choice.
+    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE |
+                       CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
+                                                     sizeof(schemes)));
+    // The real pointer alignments (default 256). cuBLAS A is our B.
+    uint32_t al_a = (uint32_t)k.align_b, al_b = (uint32_t)k.align_a, al_c = (uint32_t)k.align_c;
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a,
+                                                     sizeof(al_a)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b,
+                                                     sizeof(al_b)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c,
+                                                     sizeof(al_c)));
+    cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c,
+                                                     sizeof(al_c)));
+
+    // The heuristic's best-ranked algorithm (results come sorted by estimated time); C and D share one layout.
+    cublasLtMatmulHeuristicResult_t res[4];
+    int found = 0;
+    cublasCheck(cublasLtMatmulAlgoGetHeuristic(lt.handle, p.desc, p.a, p.b, p.c, p.c, pref, 4, res, &found));
+    cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    int pick = -1;
+    for (int i = 0; i < found; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS) {
+            pick = i;
+            break;
+        }
+    if (pick < 0) {
+        cublasLtMatrixLayoutDestroy(p.a);
+        cublasLtMatrixLayoutDestroy(p.b);
+        cublasLtMatrixLayoutDestroy(p.c);
+        cublasLtMatmulDescDestroy(p.desc);
+        throw std::runtime_error("gemm_cuda: cuBLASLt has no algorithm for " + key_string(k) +
+                                 format(" (workspace %zu bytes)", lt.workspace_bytes));
+    }
+    p.algo = res[pick].algo;
+    p.workspace_bytes = res[pick].workspaceSize;
+    return p;
+}
+
+void gemm_cuda(bool transa, bool transb, int M, int N, int K, float alpha, const void* A, cudaDataType_t a_type,
+               int lda, const void* B, cudaDataType_t b_type, int ldb, float beta, void* C, cudaDataType_t c_type,
+               int ldc, CublasLt& lt, cudaStream_t stream, const void* bias, cudaDataType_t bias_type) {
+    if (M < 0 || N < 0 || K < 0)
+        throw std::runtime_error(format("gemm_cuda: negative size M=%d N=%d K=%d", M, N, K));
+    if (M == 0 || N == 0) return;
+    if (K == 0) {
+        // C = beta * C + bias: only the no-op case occurs (an empty micro-batch's weight gradient)
+        if (beta == 1.0f && !bias) return;
+        throw std::runtime_error("gemm_cuda: K = 0 is supported only with beta = 1 and no bias");
+    }
+    // row-major leading dimensions: A is (M, K), stored (K, M) when transposed; likewise B; C is (M, N)
+    if (lda < (transa ? M : K) || ldb < (transb ? K : N) || ldc < N)
+        throw std::runtime_error(format("gemm_cuda: leading dimension too small (%c%c M=%d N=%d K=%d lda=%d ldb=%d "
+                                        "ldc=%d)",
+                                        transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, lda, ldb, ldc));
+
+    GemmKey k;
+    std::memset(&k, 0, sizeof k);
+    k.transa = transa;
+    k.transb = transb;
+    k.M = M;
+    k.N = N;
+    k.K = K;
+    k.lda = lda;
+    k.ldb = ldb;
+    k.ldc = ldc;
+    k.a_type = a_type;
+    k.b_type = b_type;
+    k.c_type = c_type;
+    k.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    k.bias_type = bias ? (int32_t)bias_type : -1;
+    k.beta_nonzero = beta != 0.0f;
+    k.align_a = pointer_alignment(A);
+    k.align_b = pointer_alignment(B);
+    k.align_c = pointer_alignment(C);
+    k.align_bias = bias ? pointer_alignment(bias) : 0;
+
+    auto it = lt.cache.find(k);
+    if (it == lt.cache.end()) it = lt.cache.emplace(k, make_plan(lt, k, bias)).first;
+    GemmPlan& p = it->second;
+    // The bias pointer is per call (the layer's bias); the descriptor is the shape's. A host-side attribute write.
+    if (bias)
+        cublasCheck(
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    // operands swapped (file comment); D = C in place
+    cublasCheck(cublasLtMatmul(lt.handle, p.desc, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo,
+                               lt.workspace, lt.workspace_bytes, stream));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// matmul forward / backward
+// ---------------------------------------------------------------------------------------------------------------
+
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias.
+// twin: gemm_cpu(false, true, N, OC, C, 1, inp, C, weight, C, 0, out, OC) + bias loop
+// cuBLASLt: A = weight as column-major (C, OC) with op T -> (OC, C); B = inp column-major (C, N); D (OC, N):
+// llm.c's forward layout, with the bias added by the epilogue in fp32 before D is rounded to floatX.
+void matmul_forward_cuda(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
+                         int OC, CublasLt& lt, cudaStream_t stream) {
+    gemm_cuda(false, true, N, OC, C, 1.0f, inp, FLOATX_CUDA_DTYPE, C, weight, FLOATX_CUDA_DTYPE, C, 0.0f, out,
+              FLOATX_CUDA_DTYPE, OC, lt, stream, bias, FLOATX_CUDA_DTYPE);
+}
+
+// dinp (N, C) (+)= dout (N, OC) @ weight (OC, C).
+// twin: gemm_cpu(false, false, N, C, OC, 1, dout, OC, weight, C, accumulate ? 1 : 0, dinp, C)
+void matmul_backward_input_cuda(floatX* dinp, const floatX* dout, const floatX* weight, int N, int C, int OC,
+                                bool accumulate, CublasLt& lt, cudaStream_t stream) {
+    gemm_cuda(false, false, N, C, OC, 1.0f, dout, FLOATX_CUDA_DTYPE, OC, weight, FLOATX_CUDA_DTYPE, C,
+              accumulate ? 1.0f : 0.0f, dinp, FLOATX_CUDA_DTYPE, C, lt, stream);
+}
+
+// dbias, step 1. partial (G, OC) fp32: partial[g][o] = sum of dout[r][o] over the rows r of group g
+// (rows [g * rows_per_group, (g + 1) * rows_per_group) clipped to N).
+// Block (32, DBIAS_LANES): x = 32 adjacent columns (one row of a warp is a coalesced read), y = row lanes that
+// stride through the group; each lane sums its rows in order, then lane 0 sums the lanes in order. Fixed order
+// throughout: deterministic, and the same on every GPU (the grid depends on N and OC only).
+constexpr int DBIAS_LANES = 16;
+template <typename T>
+__global__ void matmul_dbias_partial_kernel(float* partial, const T* dout, int N, int OC, int rows_per_group) {
+    __shared__ float part[DBIAS_LANES][33];  // +1 column: lane 0's column reads hit distinct banks
+    int o = blockIdx.x * 32 + threadIdx.x;
+    int r0 = blockIdx.y * rows_per_group;
+    int r1 = min(N, r0 + rows_per_group);
+    float acc = 0.0f;
+    if (o < OC)
+        for (int r = r0 + threadIdx.y; r < r1; r += DBIAS_LANES) acc += to_float(dout[(size_t)r * OC + o]);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < OC) {
+        float s = 0.0f;
+        for (int y = 0; y < DBIAS_LANES; y++) s += part[y][threadIdx.x];
+        partial[(size_t)blockIdx.y * OC + o] = s;
+    }
+}
+
+// dbias, step 2. dbias[o] += sum over g = 0..G-1 of partial[g][o], in that order, in fp32; one rounding to T.
+template <typename T>
+__global__ void matmul_dbias_finish_kernel(T* dbias, const float* partial, int G, int OC) {
+    int o = blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= OC) return;
+    float s = 0.0f;
+    for (int g = 0; g < G; g++) s += partial[(size_t)g * OC + o];
+    dbias[o] = from_float<T>(to_float(dbias[o]) + s);
+}
+
+// dweight (OC, C) += dout (N, OC)^T @ inp (N, C); dbias (OC) += column sums of dout.
+// twin: gemm_cpu(true, false, OC, C, N, 1, dout, OC, inp, C, 1, dweight, C) + column-sum loop
+void matmul_backward_weight_cuda(floatX* dweight, floatX* dbias, const floatX* dout, const floatX* inp, int N, int C,
+                                 int OC, float* scratch, CublasLt& lt, cudaStream_t stream) {
+    gemm_cuda(true, false, OC, C, N, 1.0f, dout, FLOATX_CUDA_DTYPE, OC, inp, FLOATX_CUDA_DTYPE, C, 1.0f, dweight,
+              FLOATX_CUDA_DTYPE, C, lt, stream);
+    if (!dbias || N <= 0 || OC <= 0) return;
+    const int G = matmul_dbias_groups(N);
+    const int rows_per_group = (N + G - 1) / G;
+    if (!scratch) {
+        // lt's workspace: the GEMM above is finished with it before these kernels run (same stream)
+        size_t need = matmul_dbias_scratch_floats(N, OC) * sizeof(float);
+        if (need > lt.workspace_bytes)
+            throw std::runtime_error(format("matmul_backward_weight_cuda: dbias needs %zu bytes of scratch, the "
+                                            "cuBLASLt workspace has %zu: pass a scratch buffer",
+                                            need, lt.workspace_bytes));
+        scratch = static_cast<float*>(lt.workspace);
+    }
+    dim3 block(32, DBIAS_LANES), grid((unsigned)ceil_div(OC, 32), (unsigned)G);
+    matmul_dbias_partial_kernel<floatX><<<grid, block, 0, stream>>>(scratch, dout, N, OC, rows_per_group);
+    cudaCheck(cudaGetLastError());
+    matmul_dbias_finish_kernel<floatX><<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, G, OC);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// fused classifier
+// ---------------------------------------------------------------------------------------------------------------
+
+// Running (max, sum of exp(x - max)) of a set of logits, combinable in any grouping (online log-sum-exp).
+struct MaxSum {
+    float m, s;
+};
+__device__ __forceinline__ MaxSum maxsum_combine(MaxSum a, MaxSum b) {
+    float m = fmaxf(a.m, b.m);
+    if (m == -INFINITY) return {m, 0.0f};  // both empty: avoid exp(-inf - -inf) = NaN
+    return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
+}
+
+constexpr int CLS_THREADS = 512;
+
+// One block per row of the chunk. logits row r: fp32 at logits + r * ld (V values). Computes
+//   lse = log(sum_v exp(l_v)) in fp32 (each thread a running max/sum over its strided columns, then a fixed
+//   butterfly over the warp and a fixed-order sum over the warps: deterministic; no overflow for any logits),
+//   losses[r] = lse - l[target]    (0 for target < 0; NaN for target >= V)
+// and when training, dlogits[v] = exp(l_v - lse) * grad_scale - (v == target) * grad_scale (the CPU twin's
+// order: scale first, then subtract), 0 for ignored rows, written as TD over the row itself:
+//   TD = float: element v replaces element v (same thread reads then writes);
+//   TD = bf16:  bf16 element v lies at byte 2v of the row, inside fp32 element v/2. The row is walked in steps
+//     of blockDim: every thread reads its fp32 element, the block syncs, then writes. The bytes written in the
+//     step at `base` belong to fp32 elements < (base + blockDim) / 2, all read in this or an earlier step (and
+//     after the sync), and the next step reads elements >= base + blockDim, never written. So the bf16 row
+//     (row stride 2 * ld bf16 elements) replaces the fp32 row in place, and no second scratch is needed.
+template <typename TD>
+__global__ void __launch_bounds__(CLS_THREADS)
+    classifier_row_kernel(float* losses, float* logits, int ld, int V, const int32_t* targets, float grad_scale,
+                          int train) {
+    const int r = blockIdx.x;
+    float* l = logits + (size_t)r * ld;
+    TD* d = reinterpret_cast<TD*>(l);
+    const int target = targets[r];
+    if (target < 0 || target >= V) {  // ignored (or invalid): no gradient
+        if (threadIdx.x == 0) losses[r] = target < 0 ? 0.0f : NAN;
+        if (train)
+            for (int v = threadIdx.x; v < V; v += blockDim.x) d[v] = from_float<TD>(0.0f);
+        return;
+    }
+    const float l_target = l[target];  // read by every thread before anything is written
+
+    MaxSum t{-INFINITY, 0.0f};
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        float x = l[v];
+        if (x > t.m) {
+            t.s = t.s * expf(t.m - x) + 1.0f;
+            t.m = x;
+        } else {
+            t.s += expf(x - t.m);  // NaN logits propagate to the loss
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        MaxSum o{__shfl_xor_sync(0xffffffffu, t.m, off), __shfl_xor_sync(0xffffffffu, t.s, off)};
+        t = maxsum_combine(t, o);  // commutative bit for bit: every lane ends with the same value
+    }
+    __shared__ MaxSum warp_ms[CLS_THREADS / 32];
+    __shared__ float lse_sh;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+    if (lane == 0) warp_ms[warp] = t;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        MaxSum a = warp_ms[0];
+        for (int w = 1; w < nwarps; w++) a = maxsum_combine(a, warp_ms[w]);
+        float lse = a.m + logf(a.s);
+        lse_sh = lse;
+        losses[r] = lse - l_target;
+    }
+    __syncthreads();
+    if (!train) return;
+    const float lse = lse_sh;
+    for (int base = 0; base < V; base += blockDim.x) {  // same trip count for every thread: the sync is uniform
+        const int v = base + threadIdx.x;
+        const float x = v < V ? l[v] : 0.0f;
+        if (sizeof(TD) < sizeof(float)) __syncthreads();
+        if (v < V) {
+            float g = expf(x - lse) * grad_scale;
+            if (v == target) g -= grad_scale;
+            d[v] = from_float<TD>(g);
+        }
+    }
+}
+
+// Per chunk (classifier.cuh):
+//   logits (rows, V) fp32, ld Lld = inp_chunk (rows, C) @ weight[:V] (V, C)^T
+//     twin: gemm_cpu(false, true, rows, V, C, 1, inp + n0*C, C, weight, C, 0, logits, V)
+//   row kernel -> losses, dlogits (rows, V) floatX, ld Dld = Lld * 4 / sizeof(floatX), over the logits
+//   dinp_chunk (rows, C) = dlogits @ weight[:V]
+//     twin: gemm_cpu(false, false, rows, C, V, 1, logits, V, weight, C, 0, dinp + n0*C, C)
+//   dweight[:V] (V, C) += dlogits^T @ inp_chunk
+//     twin: gemm_cpu(true, false, V, C, rows, 1, logits, V, inp + n0*C, C, 1, dweight, C)
+void classifier_cuda(float* losses, floatX* dinp, floatX* dweight, const floatX* inp, const floatX* weight,
+                     const int32_t* targets, int N, int C, int V, float grad_scale, float* logits_scratch,
+                     CublasLt& lt, cudaStream_t stream) {
+    if (N < 0 || C <= 0 || V <= 0)
+        throw std::runtime_error(format("classifier_cuda: bad sizes N=%d C=%d V=%d", N, C, V));
+    if (!logits_scratch) throw std::runtime_error("classifier_cuda: logits_scratch is null");
+    if (dinp && !dweight) throw std::runtime_error("classifier_cuda: training (dinp set) needs dweight");
+    const bool train = dinp != nullptr;
+    const int Lld = classifier_logits_ld(V);
+    const int Dld = Lld * (int)(sizeof(float) / sizeof(floatX));  // same byte stride as the fp32 rows
+    const int chunk = classifier_rows_per_chunk(V);
+    floatX* dlogits = reinterpret_cast<floatX*>(logits_scratch);
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        const int rows = N - n0 < chunk ? N - n0 : chunk;
+        const floatX* inp_c = inp + (size_t)n0 * C;
+        gemm_cuda(false, true, rows, V, C, 1.0f, inp_c, FLOATX_CUDA_DTYPE, C, weight, FLOATX_CUDA_DTYPE, C, 0.0f,
+                  logits_scratch, CUDA_R_32F, Lld, lt, stream);
+        classifier_row_kernel<floatX><<<rows, CLS_THREADS, 0, stream>>>(losses + n0, logits_scratch, Lld, V,
+                                                                        targets + n0, grad_scale, train ? 1 : 0);
+        cudaCheck(cudaGetLastError());
+        if (!train) continue;
+        gemm_cuda(false, false, rows, C, V, 1.0f, dlogits, FLOATX_CUDA_DTYPE, Dld, weight, FLOATX_CUDA_DTYPE, C,
+                  0.0f, dinp + (size_t)n0 * C, FLOATX_CUDA_DTYPE, C, lt, stream);
+        gemm_cuda(true, false, V, C, rows, 1.0f, dlogits, FLOATX_CUDA_DTYPE, Dld, inp_c, FLOATX_CUDA_DTYPE, C, 1.0f,
+                  dweight, FLOATX_CUDA_DTYPE, C, lt, stream);
+    }
+}

@@ -1,0 +1,541 @@
+// PRAC site ops on the GPU: CUDA twins of prac/prac.h (compress, reconstruct, factored weight gradient),
+// prac_cpu.cpp (Gaussian draw, basis refresh). See prac/prac_cuda.cuh for the contract.
+//
+// Row-major on cuBLAS. cuBLAS is column-major. A row-major matrix M (rows, cols) with leading dimension ld is,
+// byte for byte, the column-major matrix M^T (cols, rows) with the same ld. So the row-major product
+//     C (M, N) = op(A) (M, K) @ op(B) (K, N)
+// is the column-major product C^T (N, M) = op(B)^T (N, K) @ op(A)^T (K, M) on the same buffers: swap the operands
+// (B first), swap M and N, keep each operand's own transpose flag and leading dimension. gemm_rm below does
+// exactly that once, and every GEMM here calls it with the same arguments as the CPU twin calls gemm_cpu.
+//
+// The refresh keeps its own fp32 working copy of P in column-major (n, r) layout (leading dimension n): there,
+// the Q1 block is columns [0, r1) and the Q2 block is columns [r1, r), each a contiguous column-major
+// (n, r1) / (n, r2) matrix that cuSOLVER's geqrf/orgqr and cublasSgemm take directly. It is loaded from the
+// row-major T-typed P at the start (transpose + convert) and stored back, only for the parts that changed,
+// at the end.
+//
+// Compiled WITHOUT --use_fast_math: the Gaussian draw's Box-Muller runs in double (prac/philox.h) so host and
+// device agree to the final rounding to float.
+#include "prac/prac_cuda.cuh"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/error.h"
+#include "prac/philox.h"
+
+// ---------------------------------------------------------------------------------------------------------------
+// helpers
+// ---------------------------------------------------------------------------------------------------------------
+
+template <typename T>
+constexpr cudaDataType_t cuda_dtype();
+template <>
+constexpr cudaDataType_t cuda_dtype<float>() {
+    return CUDA_R_32F;
+}
+template <>
+constexpr cudaDataType_t cuda_dtype<__nv_bfloat16>() {
+    return CUDA_R_16BF;
+}
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) {
+    return v;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+    return __float2bfloat16(v);  // round to nearest even
+}
+
+// The handle's pointer mode set to HOST for the scope (alpha/beta below are host scalars), restored after.
+struct CublasHostPointers {
+    cublasHandle_t h;
+    cublasPointerMode_t saved;
+    explicit CublasHostPointers(cublasHandle_t handle) : h(handle) {
+        cublasCheck(cublasGetPointerMode(h, &saved));
+        if (saved != CUBLAS_POINTER_MODE_HOST) cublasCheck(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    }
+    ~CublasHostPointers() {
+        if (saved != CUBLAS_POINTER_MODE_HOST) cublasSetPointerMode(h, saved);
+    }
+};
+
+// Row-major C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C, leading dimensions in elements, the same
+// arguments as gemm_cpu (kernels/matmul.h), mapped onto column-major cuBLAS as C^T = op(B)^T op(A)^T:
+//   cublasGemmEx(transa = op of B, transb = op of A, m = N, n = M, k = K, A := B (ldb), B := A (lda), C (ldc)).
+// fp32 accumulation and fp32 alpha/beta (CUBLAS_COMPUTE_32F) whatever the storage types.
+static void gemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
+                    cudaDataType_t a_type, int lda, const void* B, cudaDataType_t b_type, int ldb, float beta, void* C,
+                    cudaDataType_t c_type, int ldc) {
+    cublasCheck(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+                             &alpha, B, b_type, ldb, A, a_type, lda, &beta, C, c_type, ldc, CUBLAS_COMPUTE_32F,
+                             CUBLAS_GEMM_DEFAULT));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// compress / reconstruct / weight gradient
+// ---------------------------------------------------------------------------------------------------------------
+
+// xc (N, r) = x (N, n) @ P (n, r). Row-major gemm(N, N, M=N, N=r, K=n) -> cuBLAS (N, N, m=r, n=N, k=n):
+// A = P as column-major (r, n) ld r, B = x as column-major (n, N) ld n, C = xc^T column-major (r, N) ld r.
+template <typename T>
+void prac_compress_cuda(T* xc, const T* x, const T* P, int N, int n, int r, const PracCudaHandles& h) {
+    cublasCheck(cublasSetStream(h.cublas, h.stream));
+    CublasHostPointers pm(h.cublas);
+    const cudaDataType_t t = cuda_dtype<T>();
+    // twin: gemm_cpu(false, false, N, r, n, 1, x, n, P, r, 0, xc, r)
+    gemm_rm(h.cublas, false, false, N, r, n, 1.0f, x, t, n, P, t, r, 0.0f, xc, t, r);
+}
+
+// x (N, n) = xc (N, r) @ P (n, r)^T. Row-major gemm(N, T, M=N, N=n, K=r) -> cuBLAS (T, N, m=n, n=N, k=r):
+// A = P column-major (r, n) ld r, transposed to (n, r); B = xc column-major (r, N) ld r; C = x^T (n, N) ld n.
+template <typename T>
+void prac_reconstruct_cuda(T* x, const T* xc, const T* P, int N, int n, int r, const PracCudaHandles& h) {
+    cublasCheck(cublasSetStream(h.cublas, h.stream));
+    CublasHostPointers pm(h.cublas);
+    const cudaDataType_t t = cuda_dtype<T>();
+    // twin: gemm_cpu(false, true, N, n, r, 1, xc, r, P, r, 0, x, n)
+    gemm_rm(h.cublas, false, true, N, n, r, 1.0f, xc, t, r, P, t, r, 0.0f, x, t, n);
+}
+
+// dbias (OC) += column sums of dY (N, OC), fp32 sums. Block (32, 32): 32 columns per block (x, coalesced reads
+// of one row), 32 row lanes (y) striding over N, then a shared-memory sum over the lanes. Deterministic.
+template <typename T, typename G>
+__global__ void prac_bias_grad_kernel(G* dbias, const T* dY, int N, int OC) {
+    __shared__ float part[32][33];
+    int o = blockIdx.x * 32 + threadIdx.x;
+    float acc = 0.0f;
+    if (o < OC)
+        for (int i = threadIdx.y; i < N; i += 32) acc += to_f32(dY[(size_t)i * OC + o]);
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < OC) {
+        float s = 0.0f;
+        for (int y = 0; y < 32; y++) s += part[y][threadIdx.x];
+        dbias[o] = from_f32<G>(to_f32(dbias[o]) + s);
+    }
+}
+
+// dW (OC, n) += (dY (N, OC)^T @ xc (N, r)) @ P (n, r)^T via tmp (OC, r) stored as T (see the header).
+//  1. tmp = dY^T xc.  Row-major gemm(T, N, M=OC, N=r, K=N) -> cuBLAS (N, T, m=r, n=OC, k=N):
+//     A = xc column-major (r, N) ld r; B = dY column-major (OC, N) ld OC, transposed to (N, OC);
+//     C = tmp^T column-major (r, OC) ld r.
+//  2. dW += tmp P^T.  Row-major gemm(N, T, M=OC, N=n, K=r, beta=1) -> cuBLAS (T, N, m=n, n=OC, k=r):
+//     A = P column-major (r, n) ld r, transposed to (n, r); B = tmp column-major (r, OC) ld r;
+//     C = dW^T column-major (n, OC) ld n, type G, read and written (beta = 1).
+template <typename T, typename G>
+void prac_weight_grad_cuda(G* dW, G* dbias, const T* dY, const T* xc, const T* P, int N, int n, int r, int OC,
+                           float* tmp, const PracCudaHandles& h) {
+    cublasCheck(cublasSetStream(h.cublas, h.stream));
+    CublasHostPointers pm(h.cublas);
+    const cudaDataType_t t = cuda_dtype<T>(), g = cuda_dtype<G>();
+    T* tmp_t = reinterpret_cast<T*>(tmp);  // fp32 build: the fp32 tmp itself; bf16 build: its first half
+    // twin: gemm_cpu(true, false, OC, r, N, 1, dY, OC, xc, r, 0, tmp, r)
+    gemm_rm(h.cublas, true, false, OC, r, N, 1.0f, dY, t, OC, xc, t, r, 0.0f, tmp_t, t, r);
+    // twin: gemm_cpu(false, true, OC, n, r, 1, tmp, r, P, r, 1, dW, n)
+    gemm_rm(h.cublas, false, true, OC, n, r, 1.0f, tmp_t, t, r, P, t, r, 1.0f, dW, g, n);
+    if (dbias) {
+        dim3 block(32, 32), grid((unsigned)((OC + 31) / 32));
+        prac_bias_grad_kernel<T, G><<<grid, block, 0, h.stream>>>(dbias, dY, N, OC);
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Gaussian draw (twin of prac_gaussian_cpu)
+// ---------------------------------------------------------------------------------------------------------------
+
+// The Philox key and stream words of a draw. MUST stay identical to prac_gaussian_cpu (prac/prac_cpu.cpp):
+// key = the run seed; stream = (site, layer, purpose) in the high word, the refresh index in the low word.
+struct PhiloxWords {
+    uint32_t k0, k1, stream_hi, stream_lo;
+};
+static PhiloxWords philox_words(const PracDrawKey& key) {
+    PhiloxWords w;
+    w.k0 = (uint32_t)key.seed;
+    w.k1 = (uint32_t)(key.seed >> 32);
+    w.stream_hi = (key.site << 24) | ((key.layer & 0xFFFFFu) << 4) | (key.purpose & 0xFu);
+    w.stream_lo = (uint32_t)key.refresh;
+    return w;
+}
+
+// Element (i, j) of the (n, cols) draw is normal number e = i * cols + j, i.e. value j' = e % 4 of Philox block
+// e / 4, stored at S[i * row_stride + j * col_stride]: row-major (ld, 1) for prac_gaussian_cuda, column-major
+// (1, n) for the refresh's working copy. One thread per block of four (grid-stride).
+__global__ void prac_gaussian_kernel(float* S, int n, int cols, size_t row_stride, size_t col_stride, uint32_t k0,
+                                     uint32_t k1, uint32_t stream_hi, uint32_t stream_lo) {
+    size_t total = (size_t)n * cols;
+    size_t blocks = (total + 3) / 4;
+    for (size_t b = blockIdx.x * (size_t)blockDim.x + threadIdx.x; b < blocks; b += (size_t)gridDim.x * blockDim.x) {
+        double z[4];
+        philox_normal4(k0, k1, stream_hi, stream_lo, b, z);
+        for (int j = 0; j < 4 && 4 * b + j < total; j++) {
+            size_t e = 4 * b + j;
+            S[(e / cols) * row_stride + (e % cols) * col_stride] = (float)z[j];
+        }
+    }
+}
+
+static void gaussian_strided(float* S, int n, int cols, size_t row_stride, size_t col_stride, const PracDrawKey& key,
+                             cudaStream_t stream) {
+    size_t total = (size_t)n * cols;
+    if (total == 0) return;
+    PhiloxWords w = philox_words(key);
+    prac_gaussian_kernel<<<cuda_grid_1d((total + 3) / 4, 256, 65536), 256, 0, stream>>>(
+        S, n, cols, row_stride, col_stride, w.k0, w.k1, w.stream_hi, w.stream_lo);
+    cudaCheck(cudaGetLastError());
+}
+
+void prac_gaussian_cuda(float* S, int n, int cols, int ld, const PracDrawKey& key, cudaStream_t stream) {
+    gaussian_strided(S, n, cols, (size_t)ld, 1, key, stream);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// refresh (twin of prac_refresh_cpu)
+// ---------------------------------------------------------------------------------------------------------------
+
+// W (n, r) column-major fp32 <- P (n, r) row-major T (all columns).
+template <typename T>
+__global__ void prac_load_basis_kernel(float* W, const T* P, int n, int r) {
+    size_t total = (size_t)n * r;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        size_t i = e / r, j = e % r;
+        W[j * n + i] = to_f32(P[e]);
+    }
+}
+
+// P[:, c0:c1] (row-major T) <- W[:, c0:c1] (column-major fp32).
+template <typename T>
+__global__ void prac_store_basis_kernel(T* P, const float* W, int n, int r, int c0, int c1) {
+    int w = c1 - c0;
+    size_t total = (size_t)n * w;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        size_t i = e / w, j = c0 + e % w;
+        P[i * r + j] = from_f32<T>(W[j * n + i]);
+    }
+}
+
+// W[:, j] = G[:, n-1-j] for j < r1: the top-r1 eigenvectors in descending order (syevd: ascending eigenvalues,
+// eigenvectors as the columns of the column-major G).
+__global__ void prac_top_eigvecs_kernel(float* W, const float* G, int n, int r1) {
+    size_t total = (size_t)n * r1;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
+        size_t j = e / n, i = e % n;
+        W[e] = G[(size_t)(n - 1 - j) * n + i];
+    }
+}
+
+__global__ void prac_scale_kernel(float* y, size_t count, float s) {
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count; e += (size_t)gridDim.x * blockDim.x)
+        y[e] *= s;
+}
+
+// *flag = 1 if any of x[0:count) is NaN or +-Inf (flag zeroed by the caller).
+__global__ void prac_nonfinite_kernel(const float* x, size_t count, int* flag) {
+    bool bad = false;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count; e += (size_t)gridDim.x * blockDim.x)
+        bad |= !isfinite(x[e]);
+    if (bad) atomicExch(flag, 1);
+}
+
+static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
+
+// Byte offsets of the refresh's workspace parts. `solver` is last: everything from there to the end of the
+// caller's workspace is the cuSOLVER device buffer.
+struct RefreshLayout {
+    size_t G = 0, w = 0, W = 0, t = 0, tau = 0, ints = 0, solver = 0;
+};
+static RefreshLayout refresh_layout(int n, int r1, int r2) {
+    RefreshLayout L;
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+        size_t o = off;
+        off += align256(bytes);
+        return o;
+    };
+    int r = r1 + r2;
+    L.G = take(r1 > 0 ? (size_t)n * n * sizeof(float) : 0);       // Gram matrix, then its eigenvectors
+    L.w = take(r1 > 0 ? (size_t)n * sizeof(float) : 0);           // eigenvalues
+    L.W = take((size_t)n * r * sizeof(float));                    // working copy of P, column-major (n, r)
+    L.t = take((size_t)(r1 > 0 ? r1 : 1) * (r2 > 0 ? r2 : 1) * sizeof(float));  // Q1^T Y (r1, r2)
+    L.tau = take((size_t)(r > 0 ? r : 1) * sizeof(float));        // Householder scalars
+    L.ints = take(4 * sizeof(int));                                // [0] solver info, [1] non-finite flag
+    L.solver = off;
+    return L;
+}
+
+// Largest cuSOLVER device buffer of the refresh (bytes), and the host buffers (bytes) of syevd and geqrf. The
+// pointers may be null (size queries only) or the real ones.
+struct SolverBytes {
+    size_t device = 0, host = 0;
+};
+static SolverBytes query_syevd(cusolverDnHandle_t s, cusolverDnParams_t p, int n, const float* G, const float* w) {
+    SolverBytes b;
+    cusolverCheck(cusolverDnXsyevd_bufferSize(s, p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, (int64_t)n,
+                                              CUDA_R_32F, G, (int64_t)n, CUDA_R_32F, w, CUDA_R_32F, &b.device,
+                                              &b.host));
+    return b;
+}
+static SolverBytes query_qr(cusolverDnHandle_t s, cusolverDnParams_t p, int n, int c, const float* A,
+                            const float* tau) {
+    SolverBytes b;
+    if (c == 0) return b;
+    cusolverCheck(cusolverDnXgeqrf_bufferSize(s, p, (int64_t)n, (int64_t)c, CUDA_R_32F, A, (int64_t)n, CUDA_R_32F,
+                                              tau, CUDA_R_32F, &b.device, &b.host));
+    int lwork = 0;
+    cusolverCheck(cusolverDnSorgqr_bufferSize(s, n, c, c, A, n, tau, &lwork));
+    size_t orgqr = (size_t)lwork * sizeof(float);
+    if (orgqr > b.device) b.device = orgqr;
+    return b;
+}
+
+struct CusolverParams {
+    cusolverDnParams_t p = nullptr;
+    CusolverParams() { cusolverCheck(cusolverDnCreateParams(&p)); }
+    ~CusolverParams() { cusolverDnDestroyParams(p); }
+    CusolverParams(const CusolverParams&) = delete;
+    CusolverParams& operator=(const CusolverParams&) = delete;
+};
+
+size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, int r1, int r2) {
+    CusolverParams params;
+    // The queries never touch the matrices; a small real device pointer stands in for them in case cuSOLVER
+    // checks that they are not null.
+    float* dummy = nullptr;
+    cudaCheck(cudaMalloc(&dummy, 256));
+    size_t dev = 0;
+    if (r1 > 0) dev = std::max(dev, query_syevd(cusolver, params.p, n, dummy, dummy).device);
+    dev = std::max(dev, query_qr(cusolver, params.p, n, r1, dummy, dummy).device);  // the fallback Q1
+    dev = std::max(dev, query_qr(cusolver, params.p, n, r2, dummy, dummy).device);
+    cudaCheck(cudaFree(dummy));
+    return refresh_layout(n, r1, r2).solver + align256(dev);
+}
+
+namespace {
+
+// Everything one refresh call works with.
+struct Refresh {
+    const PracCudaHandles& h;
+    cusolverDnParams_t params;
+    int n;
+    float *G, *w, *W, *t, *tau;
+    int *info, *flag;
+    void* solver;
+    size_t solver_bytes;
+    std::vector<char> host_buf;
+
+    int read_int(const int* d) {
+        int v = 0;
+        cudaCheck(cudaMemcpyAsync(&v, d, sizeof v, cudaMemcpyDeviceToHost, h.stream));
+        cudaCheck(cudaStreamSynchronize(h.stream));
+        return v;
+    }
+    // twin: all_finite (prac_cpu.cpp)
+    bool all_finite(const float* x, size_t count) {
+        if (count == 0) return true;
+        cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), h.stream));
+        prac_nonfinite_kernel<<<cuda_grid_1d(count, 256, 4096), 256, 0, h.stream>>>(x, count, flag);
+        cudaCheck(cudaGetLastError());
+        return read_int(flag) == 0;
+    }
+    void check_solver_bytes(const SolverBytes& b, const char* what) {
+        if (b.device > solver_bytes)
+            throw std::runtime_error(format("prac_refresh_cuda: %s needs %zu bytes of device workspace, only %zu left "
+                                            "(size the workspace with prac_refresh_workspace_bytes)",
+                                            what, b.device, solver_bytes));
+        if (b.host > host_buf.size()) host_buf.resize(b.host);
+    }
+    void* host_ptr() { return host_buf.empty() ? nullptr : host_buf.data(); }
+
+    // G (n, n) column-major: eigenvectors of the symmetric G in place, eigenvalues ascending into w. Returns info.
+    // The buffers passed are the whole solver region and host buffer (at least what the query asked for).
+    int syevd() {
+        check_solver_bytes(query_syevd(h.cusolver, params, n, G, w), "cusolverDnXsyevd");
+        cusolverCheck(cusolverDnXsyevd(h.cusolver, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+                                       (int64_t)n, CUDA_R_32F, G, (int64_t)n, CUDA_R_32F, w, CUDA_R_32F, solver,
+                                       solver_bytes, host_ptr(), host_buf.size(), info));
+        return read_int(info);
+    }
+
+    // twin: orthonormalize (prac_cpu.cpp). Y (n, c) column-major, ld n, in place: Householder QR (Xgeqrf), then
+    // the explicit Q (Sorgqr). Returns cuSOLVER's info, or -1000 for non-finite output.
+    int orthonormalize(float* Y, int c) {
+        if (c == 0) return 0;
+        check_solver_bytes(query_qr(h.cusolver, params, n, c, Y, tau), "cusolverDnXgeqrf/Sorgqr");
+        cusolverCheck(cusolverDnXgeqrf(h.cusolver, params, (int64_t)n, (int64_t)c, CUDA_R_32F, Y, (int64_t)n,
+                                       CUDA_R_32F, tau, CUDA_R_32F, solver, solver_bytes, host_ptr(), host_buf.size(),
+                                       info));
+        int inf = read_int(info);
+        if (inf == 0) {
+            size_t lw = solver_bytes / sizeof(float);
+            int lwork = lw > (size_t)INT_MAX ? INT_MAX : (int)lw;
+            cusolverCheck(cusolverDnSorgqr(h.cusolver, n, c, c, Y, n, tau, (float*)solver, lwork, info));
+            inf = read_int(info);
+        }
+        if (inf == 0 && !all_finite(Y, (size_t)n * c)) return -1000;
+        return inf;
+    }
+
+    // twin: project_out (prac_cpu.cpp). Y (n, c) -= Q (n, q) @ (Q^T Y), all column-major with ld n:
+    //   t (q, c) = Q^T Y:     Sgemm(T, N, m=q, n=c, k=n, A=Q ld n, B=Y ld n, C=t ld q)
+    //   Y -= Q t:             Sgemm(N, N, m=n, n=c, k=q, alpha=-1, A=Q ld n, B=t ld q, beta=1, C=Y ld n)
+    void project_out(float* Y, int c, const float* Q, int q) {
+        if (q == 0 || c == 0) return;
+        const float one = 1.0f, zero = 0.0f, minus_one = -1.0f;
+        cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_T, CUBLAS_OP_N, q, c, n, &one, Q, n, Y, n, &zero, t, q));
+        cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, c, q, &minus_one, Q, n, t, q, &one, Y, n));
+    }
+
+    // Gaussian draw into columns [c0, c0 + cols) of the column-major working copy: element (i, j) of the draw
+    // (normal number i * cols + j, as prac_gaussian_cpu writes it row-major) goes to W[(c0 + j) * n + i].
+    void gaussian(int c0, int cols, const PracDrawKey& key) {
+        gaussian_strided(W + (size_t)c0 * n, n, cols, 1, (size_t)n, key, h.stream);
+    }
+};
+
+}  // namespace
+
+template <typename T>
+PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDims& d, bool refresh_q1,
+                                    bool refresh_q2, bool had_basis, const PracDrawKey& key,
+                                    const PracCudaHandles& h, void* workspace, size_t workspace_bytes) {
+    PracRefreshResult res;
+    const int r1 = d.r1, r2 = d.r2, r = d.r();
+    if (r == 0) return res;
+    cublasCheck(cublasSetStream(h.cublas, h.stream));
+    cusolverCheck(cusolverDnSetStream(h.cusolver, h.stream));
+    CublasHostPointers pm(h.cublas);
+    CusolverParams params;
+
+    RefreshLayout L = refresh_layout(n, r1, r2);
+    if (workspace_bytes < L.solver)
+        throw std::runtime_error(format("prac_refresh_cuda: workspace of %zu bytes is below the %zu bytes of its "
+                                        "fixed part (n = %d, r1 = %d, r2 = %d)",
+                                        workspace_bytes, L.solver, n, r1, r2));
+    char* ws = (char*)workspace;
+    Refresh R{h,
+              params.p,
+              n,
+              (float*)(ws + L.G),
+              (float*)(ws + L.w),
+              (float*)(ws + L.W),
+              (float*)(ws + L.t),
+              (float*)(ws + L.tau),
+              (int*)(ws + L.ints),
+              (int*)(ws + L.ints) + 1,
+              ws + L.solver,
+              workspace_bytes - L.solver,
+              {}};
+
+    // the working copy starts as the previous P (cpu: fresh = P); only the parts that change go back to P
+    prac_load_basis_kernel<T><<<cuda_grid_1d((size_t)n * r, 256, 65536), 256, 0, h.stream>>>(R.W, P, n, r);
+    cudaCheck(cudaGetLastError());
+    bool q1_changed = false, q2_new = false, restored_all = false;
+
+    if (r1 > 0 && (refresh_q1 || !had_basis)) {
+        // G (n, n) = x^T x in fp32 (x in T, fp32 accumulation and output). Row-major gemm(T, N, M=n, N=n, K=N)
+        // -> cuBLAS (N, T, m=n, n=n, k=N): x as column-major (n, N) ld n times its transpose; C = G ld n
+        // (symmetric, so row- and column-major G are the same matrix). twin: cblas_ssyrk(upper, trans)
+        gemm_rm(h.cublas, true, false, n, n, N, 1.0f, x, cuda_dtype<T>(), n, x, cuda_dtype<T>(), n, 0.0f, R.G,
+                CUDA_R_32F, n);
+        int info = R.all_finite(R.G, (size_t)n * n) ? R.syevd() : -1000;
+        if (info == 0 && R.all_finite(R.G, (size_t)n * n)) {
+            prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)n * r1, 256, 65536), 256, 0, h.stream>>>(R.W, R.G, n,
+                                                                                                     r1);
+            cudaCheck(cudaGetLastError());
+            q1_changed = true;
+        } else {
+            res.q1_ok = false;
+            res.message = format("Q1 refresh failed (syevd info %d%s)", info, info == -1000 ? ", non-finite input" : "");
+            if (!had_basis) {
+                // no previous Q1: a random orthonormal Q1 keeps the estimator unbiased
+                PracDrawKey k1 = key;
+                k1.purpose = PRAC_DRAW_Q1_FALLBACK;
+                R.gaussian(0, r1, k1);
+                R.orthonormalize(R.W, r1);  // result ignored, as on the CPU
+                res.message += "; no previous basis, using a random Q1";
+                q1_changed = true;
+            } else {
+                res.message += "; keeping the previous basis";
+            }
+        }
+    }
+    if (r2 > 0 && (refresh_q2 || q1_changed || !had_basis)) {
+        float* Q2 = R.W + (size_t)r1 * n;
+        R.gaussian(r1, r2, key);
+        res.q2_drawn = true;
+        // twice is enough: after two projections Q2 is orthogonal to Q1 to fp32 precision
+        R.project_out(Q2, r2, R.W, r1);
+        R.project_out(Q2, r2, R.W, r1);
+        int info = R.orthonormalize(Q2, r2);
+        if (info == 0) {
+            float s = std::sqrt(d.k);
+            prac_scale_kernel<<<cuda_grid_1d((size_t)n * r2, 256, 65536), 256, 0, h.stream>>>(Q2, (size_t)n * r2, s);
+            cudaCheck(cudaGetLastError());
+            q2_new = true;
+        } else {
+            res.q2_ok = false;
+            std::string m = format("Q2 refresh failed (QR info %d)", info);
+            if (q1_changed && had_basis) {
+                // the old Q2 is not orthogonal to the new Q1: keep the whole previous basis
+                restored_all = true;
+                m += "; keeping the previous Q1 and Q2";
+            } else {
+                m += "; keeping the previous Q2";
+            }
+            res.message += (res.message.empty() ? "" : "; ") + m;
+        }
+    }
+    // write back what changed (the rest of P keeps its bits, as the CPU's copy-back of the previous P does)
+    auto store = [&](int c0, int c1) {
+        size_t total = (size_t)n * (c1 - c0);
+        prac_store_basis_kernel<T><<<cuda_grid_1d(total, 256, 65536), 256, 0, h.stream>>>(P, R.W, n, r, c0, c1);
+        cudaCheck(cudaGetLastError());
+    };
+    bool write_q1 = q1_changed && !restored_all;
+    if (write_q1 && q2_new)
+        store(0, r);
+    else if (write_q1)
+        store(0, r1);
+    else if (q2_new)
+        store(r1, r);
+    cudaCheck(cudaStreamSynchronize(h.stream));  // the workspace is free for the caller's next use when we return
+    res.q1_changed = q1_changed && res.q2_ok;  // a failed Q2 after a new Q1 restored the whole previous basis
+    return res;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// instantiations: fp32 build (float, float), bf16 build (bf16, bf16), and bf16 activations with fp32 gradients
+// ---------------------------------------------------------------------------------------------------------------
+template void prac_compress_cuda<float>(float*, const float*, const float*, int, int, int, const PracCudaHandles&);
+template void prac_compress_cuda<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int, int,
+                                                int, const PracCudaHandles&);
+template void prac_reconstruct_cuda<float>(float*, const float*, const float*, int, int, int,
+                                           const PracCudaHandles&);
+template void prac_reconstruct_cuda<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int,
+                                                   int, int, const PracCudaHandles&);
+template void prac_weight_grad_cuda<float, float>(float*, float*, const float*, const float*, const float*, int, int,
+                                                  int, int, float*, const PracCudaHandles&);
+template void prac_weight_grad_cuda<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*,
+                                                                  const __nv_bfloat16*, const __nv_bfloat16*,
+                                                                  const __nv_bfloat16*, int, int, int, int, float*,
+                                                                  const PracCudaHandles&);
+template void prac_weight_grad_cuda<__nv_bfloat16, float>(float*, float*, const __nv_bfloat16*, const __nv_bfloat16*,
+                                                          const __nv_bfloat16*, int, int, int, int, float*,
+                                                          const PracCudaHandles&);
+template PracRefreshResult prac_refresh_cuda<float>(float*, const float*, int, int, const SiteDims&, bool, bool, bool,
+                                                    const PracDrawKey&, const PracCudaHandles&, void*, size_t);
+template PracRefreshResult prac_refresh_cuda<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int, int,
+                                                            const SiteDims&, bool, bool, bool, const PracDrawKey&,
+                                                            const PracCudaHandles&, void*, size_t);

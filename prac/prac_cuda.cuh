@@ -1,0 +1,77 @@
+// PRAC site ops, CUDA twins of prac/prac.h's *_cpu functions (same argument order, same semantics).
+//
+// Activations T: __nv_bfloat16 (the CUDA backend's bf16 build) or float (its fp32 build). Every GEMM
+// accumulates in fp32 (CUBLAS_COMPUTE_32F); the refresh does all its solver work in fp32.
+// Everything runs on h.stream; the functions set that stream on the handles they use. The cuBLAS handle must
+// be in CUBLAS_POINTER_MODE_HOST (the default: alpha/beta are host scalars) and, for the fp32 build's
+// comparisons with the CPU to hold at 1e-4, in CUBLAS_DEFAULT_MATH (no TF32).
+//
+// Twins:
+//   prac_compress_cuda      <-> prac_compress_cpu       xc (N, r) = x (N, n) @ P (n, r)
+//   prac_reconstruct_cuda   <-> prac_reconstruct_cpu    x (N, n) = xc (N, r) @ P (n, r)^T
+//   prac_weight_grad_cuda   <-> prac_weight_grad_cpu    dW (OC, n) += (dY^T xc) P^T;  dbias += colsum(dY)
+//   prac_gaussian_cuda      <-> prac_gaussian_cpu       the same Philox draw, element for element
+//   prac_refresh_cuda       <-> prac_refresh_cpu        Q1 from the Gram matrix's eigenvectors, Q2 from S
+// All matrices are row-major, as on the CPU.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+#include <cstddef>
+
+#include "prac/prac.h"
+
+struct PracCudaHandles {
+    cudaStream_t stream = nullptr;
+    cublasHandle_t cublas = nullptr;        // GEMMs (cublasGemmEx, cublasSgemm)
+    cusolverDnHandle_t cusolver = nullptr;  // prac_refresh_cuda only: Xsyevd, Xgeqrf, Sorgqr
+};
+
+// xc (N, r) = x (N, n) @ P (n, r)                                         twin of prac_compress_cpu
+template <typename T>
+void prac_compress_cuda(T* xc, const T* x, const T* P, int N, int n, int r, const PracCudaHandles& h);
+
+// x (N, n) = xc (N, r) @ P (n, r)^T                                       twin of prac_reconstruct_cpu
+template <typename T>
+void prac_reconstruct_cuda(T* x, const T* xc, const T* P, int N, int n, int r, const PracCudaHandles& h);
+
+// dW (OC, n) += (dY (N, OC)^T @ xc (N, r)) @ P (n, r)^T through tmp (OC, r); dbias (OC) += column sums of dY
+// (fp32 sums; dbias may be null).                                         twin of prac_weight_grad_cpu
+// G (the gradient type) is float, or __nv_bfloat16 with T = __nv_bfloat16.
+// tmp is the site's fp32 (OC, r) buffer (ActSite::wgrad_tmp). With T = float it holds dY^T xc in fp32. With
+// T = bf16 it holds dY^T xc as bf16 in its first OC*r*2 bytes: cublasGemmEx needs A and B of one type, so
+// the (OC, r) intermediate meets the bf16 P as bf16. It is accumulated over N in fp32 inside the GEMM and
+// rounded once (relative 2^-9), the same order as the bf16 rounding of dW itself.
+template <typename T, typename G>
+void prac_weight_grad_cuda(G* dW, G* dbias, const T* dY, const T* xc, const T* P, int N, int n, int r, int OC,
+                           float* tmp, const PracCudaHandles& h);
+
+// S (n, cols) with leading dimension ld, fp32 in device memory: element (i, j) is normal number i * cols + j of
+// the key's Philox stream, bit for bit what prac_gaussian_cpu writes (up to a rare last-ulp difference of the
+// double-precision log/sin/cos between libm and CUDA before the final rounding to float).
+void prac_gaussian_cuda(float* S, int n, int cols, int ld, const PracDrawKey& key, cudaStream_t stream);
+
+// Device workspace bytes prac_refresh_cuda needs for a site of width n and ranks (r1, r2): the fp32 Gram
+// matrix (n, n), its eigenvalues, an fp32 working copy of P, the projection scratch, tau, info words, and the
+// largest device buffer of cusolverDnXsyevd (n), cusolverDnXgeqrf and cusolverDnSorgqr (n x r1, n x r2).
+// The solver sizes come from the *_bufferSize queries, which need a live cuSOLVER handle (and so a GPU): call
+// it after the handle exists (it also allocates and frees 256 device bytes to stand in for the matrices).
+// Does not depend on N (the Gram GEMM needs no workspace of ours).
+// TODO(planner): plan/planner.cpp's refresh_workspace estimates this without a handle; reconcile the two
+// (the planner's figure must be >= this one, or the backend must size the buffer from this function).
+size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, int r1, int r2);
+
+// Refresh of one site's basis P (n, r) (row-major, T) from the full activation x (N, n), in place, with the
+// exact semantics of prac_refresh_cpu (which parts are redrawn, the fallback random Q1, Q2 redrawn when Q1
+// changed, projection twice, sqrt(k) scaling, failure handling and the flags/message of the result). A part
+// that is not replaced keeps its bits in P.
+// The workspace (device, >= prac_refresh_workspace_bytes(h.cusolver, n, d.r1, d.r2) bytes, 256-byte aligned)
+// is scratch. Synchronises h.stream several times (solver info words and finiteness flags are read on the
+// host): keep it out of CUDA-graph capture. Solver host workspaces, if cuSOLVER asks for any, are allocated
+// on the host per call.
+template <typename T>
+PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDims& d, bool refresh_q1,
+                                    bool refresh_q2, bool had_basis, const PracDrawKey& key,
+                                    const PracCudaHandles& h, void* workspace, size_t workspace_bytes);

@@ -1,0 +1,444 @@
+// GPU test of kernels/matmul_cuda.cu: gemm_cuda, matmul_forward/backward_input/backward_weight_cuda and
+// classifier_cuda against their CPU twins (kernels/matmul.h, kernels/classifier.h) on random inputs, in the
+// build's precision (floatX: bf16 by default, fp32 with -DPRAC_PRECISION=FP32).
+//
+// Exit codes: 0 all checks passed, 1 a check failed, 77 no CUDA device (ctest: "Not Run (Skipped)"); with
+// REQUIRE_GPU=1 in the environment a missing device is a failure (exit 1) instead of a skip.
+//
+// Both sides compute on the same values: inputs are rounded to floatX on the host first, and the CPU twin runs
+// in fp32 on those. Tolerances are max |gpu - cpu| / max |cpu| over an output:
+//   fp32 build, every output             2e-5  cuBLASLt CUBLAS_COMPUTE_32F (IEEE fp32, no TF32) vs OpenBLAS:
+//                                              only the summation order differs (~1e-6 expected at K <= 50257)
+//   bf16 build, matmul outputs           5e-3  the GPU rounds its output to bf16 once (<= 2^-9 = 1.95e-3 of the
+//                                              largest value) after fp32 accumulation
+//   bf16 build, classifier dinp/dweight  1e-2  dlogits are rounded to bf16 before the two backward GEMMs, and
+//                                              dweight is rounded once per chunk (up to 3 chunks here)
+//   losses (both builds)                 2e-5  logits are fp32 on both sides (bf16 inputs are exact products)
+// Bitwise: padding rows of the classifier's weight gradient untouched; a second run of the same call gives the
+// same bytes (matmul_backward_weight dweight/dbias, classifier losses/dinp/dweight, forward out).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/cuda_common.cuh"
+#include "kernels/classifier.cuh"
+#include "kernels/classifier.h"
+#include "kernels/matmul.cuh"
+#include "kernels/matmul.h"
+
+constexpr bool FP32_BUILD = std::is_same<floatX, float>::value;
+constexpr double TOL_MATMUL = FP32_BUILD ? 2e-5 : 5e-3;
+constexpr double TOL_CLS_GRAD = FP32_BUILD ? 2e-5 : 1e-2;
+constexpr double TOL_LOSS = 2e-5;
+
+// ---- reporting ----
+static int g_passed = 0, g_failed = 0;
+static bool check(bool ok, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool check(bool ok, const char* fmt, ...) {
+    (ok ? g_passed : g_failed)++;
+    std::printf("  [%s] ", ok ? "ok" : "FAIL");
+    va_list ap;
+    va_start(ap, fmt);
+    std::vprintf(fmt, ap);
+    va_end(ap);
+    std::printf("\n");
+    return ok;
+}
+
+// ---- host floatX (bf16: round to nearest even, as __float2bfloat16_rn) ----
+static uint16_t f32_to_bf16_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return (uint16_t)((u >> 16) | 0x0040u);  // NaN
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf16_bits_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+template <typename T>
+struct Host;
+template <>
+struct Host<float> {
+    static float from(float v) { return v; }
+    static float to_f32(float v) { return v; }
+};
+template <>
+struct Host<__nv_bfloat16> {
+    static __nv_bfloat16 from(float v) {
+        __nv_bfloat16_raw raw;
+        raw.x = f32_to_bf16_bits(v);
+        return __nv_bfloat16(raw);
+    }
+    static float to_f32(__nv_bfloat16 v) {
+        __nv_bfloat16_raw raw = v;
+        return bf16_bits_to_f32(raw.x);
+    }
+};
+static std::vector<float> quantize(std::vector<float> v) {
+    for (float& f : v) f = Host<floatX>::to_f32(Host<floatX>::from(f));
+    return v;
+}
+
+// ---- device buffers ----
+template <typename T>
+struct Dev {
+    T* p = nullptr;
+    size_t count = 0;
+    explicit Dev(size_t n) : count(n) { cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
+    ~Dev() { cudaFree(p); }
+    Dev(const Dev&) = delete;
+    Dev& operator=(const Dev&) = delete;
+};
+// T = floatX or float (Host<T> converts; in the fp32 build they are the same type)
+template <typename T>
+static void upload(Dev<T>& d, const std::vector<float>& h) {
+    std::vector<T> t(h.size());
+    for (size_t i = 0; i < h.size(); i++) t[i] = Host<T>::from(h[i]);
+    cudaCheck(cudaMemcpy(d.p, t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <typename T>
+static std::vector<float> download(const Dev<T>& d, size_t count) {
+    std::vector<T> t(count);
+    cudaCheck(cudaMemcpy(t.data(), d.p, count * sizeof(T), cudaMemcpyDeviceToHost));
+    std::vector<float> h(count);
+    for (size_t i = 0; i < count; i++) h[i] = Host<T>::to_f32(t[i]);
+    return h;
+}
+template <typename T>
+static std::vector<uint8_t> download_bytes(const Dev<T>& d) {
+    std::vector<uint8_t> b(d.count * sizeof(T));
+    cudaCheck(cudaMemcpy(b.data(), d.p, b.size(), cudaMemcpyDeviceToHost));
+    return b;
+}
+template <typename T>
+static void copy_dev(Dev<T>& dst, const Dev<T>& src) {
+    cudaCheck(cudaMemcpy(dst.p, src.p, src.count * sizeof(T), cudaMemcpyDeviceToDevice));
+}
+
+static std::mt19937_64 g_rng(20260521);
+static std::vector<float> randn(size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& f : v) f = scale * nd(g_rng);
+    return v;
+}
+
+// max |a - b| / max |b| over the first `count` values (all when count = 0); NaN in a fails
+static double rel_err(const std::vector<float>& a, const std::vector<float>& b, size_t count = 0) {
+    if (count == 0) count = b.size();
+    double num = 0, den = 0;
+    for (size_t i = 0; i < count; i++) {
+        double d = std::fabs((double)a[i] - (double)b[i]);
+        if (!(d <= num)) num = d;  // NaN propagates
+        den = std::max(den, std::fabs((double)b[i]));
+    }
+    return num / (den > 0 ? den : 1.0);
+}
+
+struct Ctx {
+    cudaStream_t stream = nullptr;
+    CublasLt* lt = nullptr;
+    void sync() { cudaCheck(cudaStreamSynchronize(stream)); }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// gemm_cuda: the row-major mapping for all four transpose combinations, strided leading dimensions, alpha and
+// beta, floatX and fp32 outputs
+// ---------------------------------------------------------------------------------------------------------------
+static void test_gemm(Ctx& c, bool ta, bool tb, int M, int N, int K, bool f32_out) {
+    std::printf("gemm_cuda %c%c M=%d N=%d K=%d out=%s\n", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K,
+                f32_out ? "fp32" : PRAC_FLOATX_NAME);
+    const int lda = (ta ? M : K) + 8, ldb = (tb ? K : N) + 16, ldc = N + 4;  // ld > columns: strided views
+    const size_t a_rows = ta ? K : M, b_rows = tb ? N : K;
+    std::vector<float> A = quantize(randn(a_rows * lda)), B = quantize(randn(b_rows * ldb));
+    std::vector<float> C0 = randn((size_t)M * ldc);
+    if (!f32_out) C0 = quantize(C0);
+    const float alpha = 0.5f, beta = 0.25f;
+    std::vector<float> ref = C0;
+    gemm_cpu(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, ref.data(), ldc);
+    Dev<floatX> dA(A.size()), dB(B.size());
+    upload(dA, A);
+    upload(dB, B);
+    std::vector<float> got;
+    if (f32_out) {
+        Dev<float> dC(C0.size());
+        upload(dC, C0);
+        gemm_cuda(ta, tb, M, N, K, alpha, dA.p, FLOATX_CUDA_DTYPE, lda, dB.p, FLOATX_CUDA_DTYPE, ldb, beta, dC.p,
+                  CUDA_R_32F, ldc, *c.lt, c.stream);
+        c.sync();
+        got = download(dC, C0.size());
+    } else {
+        Dev<floatX> dC(C0.size());
+        upload(dC, C0);
+        gemm_cuda(ta, tb, M, N, K, alpha, dA.p, FLOATX_CUDA_DTYPE, lda, dB.p, FLOATX_CUDA_DTYPE, ldb, beta, dC.p,
+                  FLOATX_CUDA_DTYPE, ldc, *c.lt, c.stream);
+        c.sync();
+        got = download(dC, C0.size());
+    }
+    // the padding columns [N, ldc) of C must be untouched: compare them exactly, the rest with the tolerance
+    bool pad_ok = true;
+    for (int i = 0; i < M; i++)
+        for (int j = N; j < ldc; j++) pad_ok &= got[(size_t)i * ldc + j] == C0[(size_t)i * ldc + j];
+    const double tol = f32_out ? 2e-5 : TOL_MATMUL;  // fp32 out: no output rounding, even in the bf16 build
+    double e = rel_err(got, ref);
+    check(e <= tol, "C = %.2f op(A) op(B) + %.2f C: rel err %.3g (tol %.0e)", alpha, beta, e, tol);
+    check(pad_ok, "columns beyond N (ldc padding) untouched");
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// matmul forward / backward
+// ---------------------------------------------------------------------------------------------------------------
+static void test_matmul(Ctx& c, int N, int C, int OC) {
+    std::printf("matmul N=%d C=%d OC=%d (%s)\n", N, C, OC, PRAC_FLOATX_NAME);
+    std::vector<float> inp = quantize(randn((size_t)N * C)), w = quantize(randn((size_t)OC * C));
+    std::vector<float> bias = quantize(randn(OC)), dout = quantize(randn((size_t)N * OC));
+    Dev<floatX> d_inp(inp.size()), d_w(w.size()), d_bias(bias.size()), d_dout(dout.size());
+    upload(d_inp, inp);
+    upload(d_w, w);
+    upload(d_bias, bias);
+    upload(d_dout, dout);
+
+    // forward, with and without bias (out pre-filled with NaN: beta = 0 must not read it)
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        std::vector<float> ref((size_t)N * OC);
+        matmul_forward_cpu(ref.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, N, C, OC);
+        Dev<floatX> d_out(ref.size());
+        cudaCheck(cudaMemset(d_out.p, 0xFF, ref.size() * sizeof(floatX)));
+        const floatX* b = with_bias ? d_bias.p : nullptr;
+        matmul_forward_cuda(d_out.p, d_inp.p, d_w.p, b, N, C, OC, *c.lt, c.stream);
+        c.sync();
+        std::vector<uint8_t> first = download_bytes(d_out);
+        double e = rel_err(download(d_out, ref.size()), ref);
+        check(e <= TOL_MATMUL, "forward %s bias: rel err %.3g (tol %.0e)", with_bias ? "with" : "without", e,
+              TOL_MATMUL);
+        size_t cached = c.lt->cache.size();
+        matmul_forward_cuda(d_out.p, d_inp.p, d_w.p, b, N, C, OC, *c.lt, c.stream);
+        c.sync();
+        check(download_bytes(d_out) == first && c.lt->cache.size() == cached,
+              "forward %s bias: second call bitwise equal, served from the cache (%zu entries)",
+              with_bias ? "with" : "without", cached);
+    }
+
+    // backward input, overwrite (dinp pre-filled with NaN) and accumulate (into values of the result's size)
+    {
+        std::vector<float> ref((size_t)N * C);
+        matmul_backward_input_cpu(ref.data(), dout.data(), w.data(), N, C, OC, false);
+        Dev<floatX> d_dinp(ref.size());
+        cudaCheck(cudaMemset(d_dinp.p, 0xFF, ref.size() * sizeof(floatX)));
+        matmul_backward_input_cuda(d_dinp.p, d_dout.p, d_w.p, N, C, OC, false, *c.lt, c.stream);
+        c.sync();
+        double e = rel_err(download(d_dinp, ref.size()), ref);
+        check(e <= TOL_MATMUL, "backward_input overwrite: rel err %.3g (tol %.0e)", e, TOL_MATMUL);
+
+        std::vector<float> acc = quantize(randn((size_t)N * C, std::sqrt((float)OC)));
+        std::vector<float> ref_acc = acc;
+        matmul_backward_input_cpu(ref_acc.data(), dout.data(), w.data(), N, C, OC, true);
+        upload(d_dinp, acc);
+        matmul_backward_input_cuda(d_dinp.p, d_dout.p, d_w.p, N, C, OC, true, *c.lt, c.stream);
+        c.sync();
+        e = rel_err(download(d_dinp, ref_acc.size()), ref_acc);
+        check(e <= TOL_MATMUL, "backward_input accumulate: rel err %.3g (tol %.0e)", e, TOL_MATMUL);
+    }
+
+    // backward weight: dweight and dbias accumulate into values of the update's size; scratch given, then the
+    // workspace path (scratch = nullptr), then dbias = nullptr; each run twice from the same start -> same bytes
+    {
+        std::vector<float> dw0 = quantize(randn((size_t)OC * C, std::sqrt((float)N)));
+        std::vector<float> db0 = quantize(randn(OC, std::sqrt((float)N)));
+        std::vector<float> dw_ref = dw0, db_ref = db0;
+        matmul_backward_weight_cpu(dw_ref.data(), db_ref.data(), dout.data(), inp.data(), N, C, OC);
+        Dev<floatX> d_dw0(dw0.size()), d_db0(db0.size()), d_dw(dw0.size()), d_db(db0.size());
+        upload(d_dw0, dw0);
+        upload(d_db0, db0);
+        Dev<float> scratch(matmul_dbias_scratch_floats(N, OC));
+        std::vector<uint8_t> dw_bytes, db_bytes;
+        for (int mode = 0; mode < 2; mode++) {  // 0: caller's scratch, 1: cuBLASLt workspace as scratch
+            for (int rep = 0; rep < 2; rep++) {
+                copy_dev(d_dw, d_dw0);
+                copy_dev(d_db, d_db0);
+                matmul_backward_weight_cuda(d_dw.p, d_db.p, d_dout.p, d_inp.p, N, C, OC,
+                                            mode == 0 ? scratch.p : nullptr, *c.lt, c.stream);
+                c.sync();
+                if (mode == 0 && rep == 0) {
+                    double e = rel_err(download(d_dw, dw_ref.size()), dw_ref);
+                    check(e <= TOL_MATMUL, "backward_weight dweight (+=): rel err %.3g (tol %.0e)", e, TOL_MATMUL);
+                    double eb = rel_err(download(d_db, db_ref.size()), db_ref);
+                    check(eb <= TOL_MATMUL, "backward_weight dbias (+=, %d row groups): rel err %.3g (tol %.0e)",
+                          matmul_dbias_groups(N), eb, TOL_MATMUL);
+                    dw_bytes = download_bytes(d_dw);
+                    db_bytes = download_bytes(d_db);
+                } else {
+                    check(download_bytes(d_dw) == dw_bytes && download_bytes(d_db) == db_bytes,
+                          "backward_weight %s, run %d: dweight and dbias bitwise equal to the first run",
+                          mode == 0 ? "scratch" : "workspace scratch", rep + 1);
+                }
+            }
+        }
+        // dbias = nullptr: dweight accumulates, dbias buffer untouched
+        copy_dev(d_dw, d_dw0);
+        copy_dev(d_db, d_db0);
+        std::vector<float> dw_ref2 = dw0;
+        matmul_backward_weight_cpu(dw_ref2.data(), (float*)nullptr, dout.data(), inp.data(), N, C, OC);
+        matmul_backward_weight_cuda(d_dw.p, nullptr, d_dout.p, d_inp.p, N, C, OC, nullptr, *c.lt, c.stream);
+        c.sync();
+        double e = rel_err(download(d_dw, dw_ref2.size()), dw_ref2);
+        check(e <= TOL_MATMUL, "backward_weight without dbias: rel err %.3g (tol %.0e)", e, TOL_MATMUL);
+        check(download_bytes(d_db) == download_bytes(d_db0), "backward_weight without dbias: dbias untouched");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// classifier
+// ---------------------------------------------------------------------------------------------------------------
+static void test_classifier(Ctx& c, int N, int C, int V, int Vp, float grad_scale, double ignore_frac) {
+    const int chunk = classifier_rows_per_chunk(V);
+    std::printf("classifier N=%d C=%d V=%d Vp=%d grad_scale=%g ignored~%.0f%% (%d rows per chunk, %d chunks, %s)\n",
+                N, C, V, Vp, grad_scale, 100 * ignore_frac, chunk, (N + chunk - 1) / chunk, PRAC_FLOATX_NAME);
+    std::vector<float> inp = quantize(randn((size_t)N * C));
+    std::vector<float> w = quantize(randn((size_t)Vp * C, 1.0f / std::sqrt((float)C)));  // logits ~ N(0, 1)
+    for (size_t i = (size_t)V * C; i < w.size(); i++) w[i] = NAN;  // padding rows: reading one poisons results
+    std::vector<float> dw0 = quantize(randn((size_t)Vp * C, 0.5f));  // comparable to the update
+    std::vector<int32_t> targets(N);
+    std::uniform_int_distribution<int> tv(0, V - 1);
+    std::uniform_real_distribution<double> u(0, 1);
+    int ignored = 0;
+    for (int n = 0; n < N; n++) {
+        targets[n] = u(g_rng) < ignore_frac ? -1 : tv(g_rng);
+        ignored += targets[n] < 0;
+    }
+    if (N > 2 && ignore_frac > 0 && targets[N - 1] >= 0) {  // any negative value is ignored, not only -1
+        targets[N - 1] = -100;
+        ignored++;
+    }
+
+    // CPU twin (fp32, its own chunking: the result does not depend on it)
+    std::vector<float> loss_ref(N), dinp_ref((size_t)N * C), dw_ref = dw0, scratch_cpu((size_t)256 * V);
+    classifier_forward_backward_cpu(loss_ref.data(), dinp_ref.data(), dw_ref.data(), inp.data(), w.data(),
+                                    targets.data(), N, C, V, grad_scale, scratch_cpu.data(), 256);
+
+    Dev<floatX> d_inp(inp.size()), d_w(w.size()), d_dw0(dw0.size()), d_dw(dw0.size()), d_dinp((size_t)N * C);
+    Dev<float> d_loss(N), logits((size_t)CUDA_CLASSIFIER_CHUNK * V);
+    Dev<int32_t> d_t(N);
+    upload(d_inp, inp);
+    upload(d_w, w);
+    upload(d_dw0, dw0);
+    cudaCheck(cudaMemcpy(d_t.p, targets.data(), N * sizeof(int32_t), cudaMemcpyHostToDevice));
+
+    std::vector<uint8_t> loss_bytes, dinp_bytes, dw_bytes;
+    for (int rep = 0; rep < 2; rep++) {
+        copy_dev(d_dw, d_dw0);
+        // stale NaNs everywhere the classifier must write before it reads (dinp overwrite, the scratch)
+        cudaCheck(cudaMemset(d_dinp.p, 0xFF, d_dinp.count * sizeof(floatX)));
+        cudaCheck(cudaMemset(logits.p, 0xFF, logits.count * sizeof(float)));
+        cudaCheck(cudaMemset(d_loss.p, 0xFF, N * sizeof(float)));
+        classifier_cuda(d_loss.p, d_dinp.p, d_dw.p, d_inp.p, d_w.p, d_t.p, N, C, V, grad_scale, logits.p, *c.lt,
+                        c.stream);
+        c.sync();
+        if (rep == 0) {
+            std::vector<float> loss = download(d_loss, N);
+            double e = rel_err(loss, loss_ref);
+            check(e <= TOL_LOSS, "losses: rel err %.3g (tol %.0e)", e, TOL_LOSS);
+            bool zero_ok = true;
+            for (int n = 0; n < N; n++)
+                if (targets[n] < 0) zero_ok &= loss[n] == 0.0f;
+            check(zero_ok, "losses of the %d ignored rows are exactly 0", ignored);
+            e = rel_err(download(d_dinp, dinp_ref.size()), dinp_ref);
+            check(e <= TOL_CLS_GRAD, "dinp (overwrite): rel err %.3g (tol %.0e)", e, TOL_CLS_GRAD);
+            bool ign_ok = true;  // ignored rows get a zero input gradient
+            std::vector<float> dinp = download(d_dinp, dinp_ref.size());
+            for (int n = 0; n < N; n++)
+                if (targets[n] < 0)
+                    for (int i = 0; i < C; i++) ign_ok &= dinp[(size_t)n * C + i] == 0.0f;
+            check(ign_ok, "dinp rows of ignored targets are exactly 0");
+            std::vector<float> dw = download(d_dw, dw0.size());
+            e = rel_err(dw, dw_ref, (size_t)V * C);
+            check(e <= TOL_CLS_GRAD, "dweight[:V] (+=): rel err %.3g (tol %.0e)", e, TOL_CLS_GRAD);
+            dw_bytes = download_bytes(d_dw);
+            std::vector<uint8_t> dw0_bytes = download_bytes(d_dw0);
+            size_t off = (size_t)V * C * sizeof(floatX);
+            check(std::memcmp(dw_bytes.data() + off, dw0_bytes.data() + off, dw_bytes.size() - off) == 0,
+                  "dweight padding rows [V, Vp) untouched (%d rows)", Vp - V);
+            loss_bytes = download_bytes(d_loss);
+            dinp_bytes = download_bytes(d_dinp);
+        } else {
+            check(download_bytes(d_loss) == loss_bytes && download_bytes(d_dinp) == dinp_bytes &&
+                      download_bytes(d_dw) == dw_bytes,
+                  "second run: losses, dinp and dweight bitwise equal (deterministic)");
+        }
+    }
+
+    // inference: losses only; dinp and dweight null
+    cudaCheck(cudaMemset(d_loss.p, 0xFF, N * sizeof(float)));
+    classifier_cuda(d_loss.p, nullptr, nullptr, d_inp.p, d_w.p, d_t.p, N, C, V, grad_scale, logits.p, *c.lt,
+                    c.stream);
+    c.sync();
+    check(download_bytes(d_loss) == loss_bytes, "inference (no dinp/dweight): losses bitwise equal to training's");
+}
+
+int main() {
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        const char* why = e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0";
+        const char* req = std::getenv("REQUIRE_GPU");
+        if (req && std::strcmp(req, "1") == 0) {
+            std::printf("FAIL test_matmul_cuda: REQUIRE_GPU=1 but no CUDA device (%s)\n", why);
+            return 1;
+        }
+        std::printf("SKIP test_matmul_cuda: no CUDA device (%s)\n", why);
+        return 77;
+    }
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device 0: %s (sm_%d%d, %d SMs), floatX = %s\n", prop.name, prop.major, prop.minor,
+                prop.multiProcessorCount, PRAC_FLOATX_NAME);
+
+    Ctx c;
+    cudaCheck(cudaStreamCreate(&c.stream));
+    try {
+        CublasLt lt;  // owns a CUBLASLT_WORKSPACE_BYTES workspace
+        c.lt = &lt;
+
+        // the row-major -> column-major mapping, every transpose combination, odd sizes, strided lds
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                test_gemm(c, ta, tb, 37, 88, 61, false);
+                test_gemm(c, ta, tb, 130, 5461, 257, true);  // fp32 out from floatX in (the logits GEMM)
+            }
+
+        // (N, C, OC): N = 1; dims not multiples of 64 (88, 5461, 50257); GPT-2-like (768, 2304)
+        const int shapes[][3] = {{1, 88, 5461}, {64, 88, 200}, {257, 768, 2304}, {130, 5461, 88}, {37, 64, 50257}};
+        for (auto& s : shapes) test_matmul(c, s[0], s[1], s[2]);
+        test_matmul(c, 4096, 64, 96);  // enough rows for 16 dbias row groups
+
+        // classifier: N = 1; tiny odd V; chunk boundaries (N = rows per chunk exactly, N not a multiple, N > chunk);
+        // V = 32000 (rows per chunk = 2048) and V = 50257 (odd: 2047 rows per chunk); ignored targets; grad_scale
+        test_classifier(c, 1, 88, 7, 8, 1.0f, 0.0);
+        test_classifier(c, 300, 64, 1000, 1024, 1.0f / 300, 0.1);
+        test_classifier(c, classifier_rows_per_chunk(1000), 48, 1000, 1000, 0.25f, 0.1);
+        test_classifier(c, 2 * classifier_rows_per_chunk(333) + 5, 40, 333, 384, 0.37f, 0.1);
+        test_classifier(c, 2100, 64, 32000, 32000, 1.0f / 2100, 0.05);
+        test_classifier(c, 2 * classifier_rows_per_chunk(50257) + 37, 32, 50257, 50304, 0.5f, 0.1);
+    } catch (const std::exception& ex) {
+        std::printf("  [FAIL] exception: %s\n", ex.what());
+        g_failed++;
+    }
+    cudaCheck(cudaStreamDestroy(c.stream));
+    std::printf("test_matmul_cuda (%s): %d passed, %d failed\n", PRAC_FLOATX_NAME, g_passed, g_failed);
+    return g_failed ? 1 : 0;
+}

@@ -1,0 +1,481 @@
+// GPU test of prac/prac_cuda.cu: every CUDA PRAC op against its CPU twin (prac/prac.h, prac/prac_cpu.cpp) on
+// random inputs, for fp32 and bf16 activations.
+//
+// Exit codes: 0 all checks passed, 1 a check failed, 77 no CUDA device (ctest: "Not Run (Skipped)"); with
+// REQUIRE_GPU=1 in the environment a missing device is a failure (exit 1) instead of a skip.
+//
+// Tolerances (max |gpu - cpu| / max |cpu| over the output, unless said otherwise):
+//   fp32 GEMM ops                      1e-4  (cuBLAS vs OpenBLAS fp32, different summation orders)
+//   bf16 GEMM ops                      1e-2  (inputs are the same bf16 values on both sides; the GPU rounds its
+//                                             output, and in weight_grad the (OC, r) intermediate, to bf16:
+//                                             2^-9 relative each)
+//   Gaussian draw                      bitwise, or 1 ulp where libm and CUDA's double log/sin/cos differ in the
+//                                      last bit before the rounding to float; more than 1 ulp fails
+//   refresh projectors (max abs)       fp32 1e-4, bf16 5e-3 (P rounded to bf16)
+//   refresh orthonormality (max abs)   fp32 1e-4, bf16 1e-2
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cusolverDn.h>
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "prac/prac.h"
+#include "prac/prac_cuda.cuh"
+
+using bf16 = __nv_bfloat16;
+
+// ---- reporting ----
+static int g_checks = 0, g_failures = 0;
+static bool check(bool ok, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+static bool check(bool ok, const char* fmt, ...) {
+    g_checks++;
+    if (!ok) g_failures++;
+    std::printf("  [%s] ", ok ? "ok" : "FAIL");
+    va_list ap;
+    va_start(ap, fmt);
+    std::vprintf(fmt, ap);
+    va_end(ap);
+    std::printf("\n");
+    return ok;
+}
+
+// ---- host bf16 (round to nearest even, as __float2bfloat16) ----
+static uint16_t f32_to_bf16_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return (uint16_t)((u >> 16) | 0x0040u);  // NaN
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float bf16_bits_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+template <typename T>
+struct Host;  // T <-> float on the host
+template <>
+struct Host<float> {
+    static float from(float v) { return v; }
+    static float to_f32(float v) { return v; }
+    static const char* name() { return "fp32"; }
+};
+template <>
+struct Host<bf16> {
+    static bf16 from(float v) {
+        __nv_bfloat16_raw raw;
+        raw.x = f32_to_bf16_bits(v);
+        return bf16(raw);
+    }
+    static float to_f32(bf16 v) {
+        __nv_bfloat16_raw raw = v;
+        return bf16_bits_to_f32(raw.x);
+    }
+    static const char* name() { return "bf16"; }
+};
+
+// the values of `v` as stored in T (what both sides compute on)
+template <typename T>
+static std::vector<float> quantize(std::vector<float> v) {
+    for (float& f : v) f = Host<T>::to_f32(Host<T>::from(f));
+    return v;
+}
+
+// ---- device buffers ----
+template <typename T>
+struct Dev {
+    T* p = nullptr;
+    size_t count = 0;
+    explicit Dev(size_t n) : count(n) { cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
+    ~Dev() { cudaFree(p); }
+    Dev(const Dev&) = delete;
+    Dev& operator=(const Dev&) = delete;
+};
+template <typename T>
+static void upload(Dev<T>& d, const std::vector<float>& h) {
+    std::vector<T> t(h.size());
+    for (size_t i = 0; i < h.size(); i++) t[i] = Host<T>::from(h[i]);
+    cudaCheck(cudaMemcpy(d.p, t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <typename T>
+static std::vector<float> download(const Dev<T>& d, size_t count) {
+    std::vector<T> t(count);
+    cudaCheck(cudaMemcpy(t.data(), d.p, count * sizeof(T), cudaMemcpyDeviceToHost));
+    std::vector<float> h(count);
+    for (size_t i = 0; i < count; i++) h[i] = Host<T>::to_f32(t[i]);
+    return h;
+}
+template <typename T>
+static std::vector<uint8_t> download_bytes(const Dev<T>& d) {
+    std::vector<uint8_t> b(d.count * sizeof(T));
+    cudaCheck(cudaMemcpy(b.data(), d.p, b.size(), cudaMemcpyDeviceToHost));
+    return b;
+}
+
+static std::mt19937_64 g_rng(1234);
+static std::vector<float> randn(size_t n, float scale = 1.0f) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> v(n);
+    for (float& f : v) f = scale * nd(g_rng);
+    return v;
+}
+
+// max |a - b| / max |b|
+static double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        double d = std::fabs((double)a[i] - (double)b[i]);
+        if (!(d <= num)) num = d;  // NaN propagates
+        den = std::max(den, std::fabs((double)b[i]));
+    }
+    return num / (den > 0 ? den : 1.0);
+}
+static double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double m = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        double d = std::fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m)) m = d;
+    }
+    return m;
+}
+
+struct Ctx {
+    PracCudaHandles h;
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// compress / reconstruct / weight_grad
+// ---------------------------------------------------------------------------------------------------------------
+template <typename T, typename G>
+static void test_gemm_ops(Ctx& c, int N, int n, int r, int OC) {
+    const double tol = std::is_same<T, float>::value && std::is_same<G, float>::value ? 1e-4 : 1e-2;
+    const double tol_act = std::is_same<T, float>::value ? 1e-4 : 1e-2;
+    std::printf("gemm ops %s act / %s grad, N=%d n=%d r=%d OC=%d\n", Host<T>::name(), Host<G>::name(), N, n, r, OC);
+    std::vector<float> x = quantize<T>(randn((size_t)N * n)), P = quantize<T>(randn((size_t)n * r, 0.1f));
+    std::vector<float> xc_in = quantize<T>(randn((size_t)N * r)), dY = quantize<T>(randn((size_t)N * OC));
+    std::vector<float> dW0 = quantize<G>(randn((size_t)OC * n)), db0 = quantize<G>(randn(OC));
+    Dev<T> dx(x.size()), dP(P.size()), dxc(xc_in.size()), ddY(dY.size()), dxr(x.size());
+    Dev<G> ddW(dW0.size()), ddb(db0.size());
+    Dev<float> dtmp((size_t)OC * r);
+    upload(dx, x);
+    upload(dP, P);
+    upload(dxc, xc_in);
+    upload(ddY, dY);
+    upload(ddW, dW0);
+    upload(ddb, db0);
+
+    // compress
+    std::vector<float> xc_ref((size_t)N * r);
+    prac_compress_cpu(xc_ref.data(), x.data(), P.data(), N, n, r);
+    Dev<T> dxc_out(xc_ref.size());
+    prac_compress_cuda(dxc_out.p, dx.p, dP.p, N, n, r, c.h);
+    cudaCheck(cudaStreamSynchronize(c.h.stream));
+    double e = rel_err(download(dxc_out, xc_ref.size()), xc_ref);
+    check(e <= tol_act, "compress: rel err %.3g (tol %.0e)", e, tol_act);
+
+    // reconstruct (from independent xc)
+    std::vector<float> xr_ref((size_t)N * n);
+    prac_reconstruct_cpu(xr_ref.data(), xc_in.data(), P.data(), N, n, r);
+    prac_reconstruct_cuda(dxr.p, dxc.p, dP.p, N, n, r, c.h);
+    cudaCheck(cudaStreamSynchronize(c.h.stream));
+    e = rel_err(download(dxr, xr_ref.size()), xr_ref);
+    check(e <= tol_act, "reconstruct: rel err %.3g (tol %.0e)", e, tol_act);
+
+    // weight_grad (accumulates into random dW, dbias)
+    std::vector<float> dW_ref = dW0, db_ref = db0, tmp_ref((size_t)OC * r);
+    prac_weight_grad_cpu(dW_ref.data(), db_ref.data(), dY.data(), xc_in.data(), P.data(), N, n, r, OC, tmp_ref.data());
+    prac_weight_grad_cuda<T, G>(ddW.p, ddb.p, ddY.p, dxc.p, dP.p, N, n, r, OC, dtmp.p, c.h);
+    cudaCheck(cudaStreamSynchronize(c.h.stream));
+    e = rel_err(download(ddW, dW_ref.size()), dW_ref);
+    check(e <= tol, "weight_grad dW: rel err %.3g (tol %.0e)", e, tol);
+    double eb = rel_err(download(ddb, db_ref.size()), db_ref);
+    check(eb <= tol, "weight_grad dbias: rel err %.3g (tol %.0e)", eb, tol);
+
+    // without bias: dW accumulates a second time, dbias untouched
+    prac_weight_grad_cpu(dW_ref.data(), (float*)nullptr, dY.data(), xc_in.data(), P.data(), N, n, r, OC,
+                         tmp_ref.data());
+    prac_weight_grad_cuda<T, G>(ddW.p, (G*)nullptr, ddY.p, dxc.p, dP.p, N, n, r, OC, dtmp.p, c.h);
+    cudaCheck(cudaStreamSynchronize(c.h.stream));
+    e = rel_err(download(ddW, dW_ref.size()), dW_ref);
+    check(e <= tol, "weight_grad dW (2nd accumulation, no bias): rel err %.3g (tol %.0e)", e, tol);
+    eb = rel_err(download(ddb, db_ref.size()), db_ref);
+    check(eb <= tol, "weight_grad dbias untouched without bias: rel err %.3g", eb);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Gaussian draw
+// ---------------------------------------------------------------------------------------------------------------
+static void test_gaussian(Ctx& c, int n, int cols, int ld, PracDrawKey key) {
+    std::printf("gaussian n=%d cols=%d ld=%d key(seed=%llu site=%u layer=%u refresh=%llu purpose=%u)\n", n, cols, ld,
+                (unsigned long long)key.seed, key.site, key.layer, (unsigned long long)key.refresh, key.purpose);
+    size_t count = (size_t)n * ld;
+    std::vector<float> ref(count);
+    std::memset(ref.data(), 0xFF, count * 4);  // padding columns stay 0xFFFFFFFF on both sides
+    prac_gaussian_cpu(ref.data(), n, cols, ld, key);
+    Dev<float> d(count);
+    cudaCheck(cudaMemset(d.p, 0xFF, count * 4));
+    prac_gaussian_cuda(d.p, n, cols, ld, key, c.h.stream);
+    cudaCheck(cudaStreamSynchronize(c.h.stream));
+    std::vector<uint8_t> got = download_bytes(d);
+    size_t exact = 0, ulp1 = 0, worse = 0;
+    for (size_t i = 0; i < count; i++) {
+        int32_t a, b;
+        std::memcpy(&a, got.data() + 4 * i, 4);
+        std::memcpy(&b, reinterpret_cast<const uint8_t*>(ref.data()) + 4 * i, 4);
+        if (a == b)
+            exact++;
+        else if ((a ^ b) >= 0 && std::abs((int64_t)a - (int64_t)b) == 1)  // same sign, neighbouring floats
+            ulp1++;
+        else
+            worse++;
+    }
+    check(worse == 0, "gaussian: %zu of %zu bitwise equal, %zu 1-ulp, %zu worse (must be 0)", exact, count, ulp1,
+          worse);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// refresh
+// ---------------------------------------------------------------------------------------------------------------
+// host helpers on row-major P (n, r)
+static std::vector<float> projector(const std::vector<float>& P, int n, int r, int c0, int c, float scale) {
+    std::vector<float> out((size_t)n * n, 0.0f);
+    if (c > 0) gemm_cpu(false, true, n, n, c, scale, P.data() + c0, r, P.data() + c0, r, 0.0f, out.data(), n);
+    return out;
+}
+// max |A^T B * scale - (same ? I : 0)| for column blocks A = P[:, a0:a0+ca], B = P[:, b0:b0+cb]
+static double ortho_err(const std::vector<float>& P, int n, int r, int a0, int ca, int b0, int cb, float scale,
+                        bool identity) {
+    if (ca == 0 || cb == 0) return 0;
+    std::vector<float> g((size_t)ca * cb);
+    gemm_cpu(true, false, ca, cb, n, scale, P.data() + a0, r, P.data() + b0, r, 0.0f, g.data(), cb);
+    double m = 0;
+    for (int i = 0; i < ca; i++)
+        for (int j = 0; j < cb; j++) {
+            double d = std::fabs(g[(size_t)i * cb + j] - (identity && i == j ? 1.0 : 0.0));
+            if (!(d <= m)) m = d;
+        }
+    return m;
+}
+static bool same_bits(const std::vector<float>& a, const std::vector<float>& b, int n, int r, int c0, int c1) {
+    for (int i = 0; i < n; i++)
+        for (int j = c0; j < c1; j++)
+            if (std::memcmp(&a[(size_t)i * r + j], &b[(size_t)i * r + j], 4) != 0) return false;
+    return true;
+}
+
+// x (N, n) with a clear gap after the top r1 directions: rank-r1 signal plus small noise
+static std::vector<float> structured_x(int N, int n, int r1) {
+    std::vector<float> x = randn((size_t)N * n, 0.05f);
+    if (r1 > 0) {
+        std::vector<float> Z = randn((size_t)N * r1), V = randn((size_t)n * r1, 1.0f / std::sqrt((float)n));
+        gemm_cpu(false, true, N, n, r1, 1.0f, Z.data(), r1, V.data(), r1, 1.0f, x.data(), n);
+    }
+    return x;
+}
+
+template <typename T>
+struct RefreshCase {
+    Ctx& c;
+    int N, n;
+    SiteDims d;
+    Dev<uint8_t> ws;
+    size_t ws_bytes;
+    double tol_proj, tol_orth;
+    RefreshCase(Ctx& ctx, int N_, int n_, SiteDims d_, size_t bytes)
+        : c(ctx), N(N_), n(n_), d(d_), ws(bytes), ws_bytes(bytes) {
+        bool f32 = std::is_same<T, float>::value;
+        tol_proj = f32 ? 1e-4 : 5e-3;
+        tol_orth = f32 ? 1e-4 : 1e-2;
+    }
+
+    // Runs both twins from the same previous P (values exact in T) and input x; returns the GPU's new P.
+    std::vector<float> run(const char* what, const std::vector<float>& Pprev, const std::vector<float>& x, bool q1,
+                           bool q2, bool had_basis, const PracDrawKey& key, std::vector<float>* Pcpu_out,
+                           PracRefreshResult* rg_out) {
+        int r = d.r();
+        std::vector<float> Pcpu = Pprev;
+        PracRefreshResult rc = prac_refresh_cpu(Pcpu.data(), x.data(), N, n, d, q1, q2, had_basis, key);
+        Dev<T> dP(Pprev.size()), dx(x.size());
+        upload(dP, Pprev);
+        upload(dx, x);
+        PracRefreshResult rg = prac_refresh_cuda(dP.p, dx.p, N, n, d, q1, q2, had_basis, key, c.h, ws.p, ws_bytes);
+        std::vector<float> Pg = download(dP, (size_t)n * r);
+        std::printf("  %s: cpu {q1_ok %d q2_ok %d q1_changed %d q2_drawn %d \"%s\"}\n", what, rc.q1_ok, rc.q2_ok,
+                    rc.q1_changed, rc.q2_drawn, rc.message.c_str());
+        std::printf("  %s: gpu {q1_ok %d q2_ok %d q1_changed %d q2_drawn %d \"%s\"}\n", what, rg.q1_ok, rg.q2_ok,
+                    rg.q1_changed, rg.q2_drawn, rg.message.c_str());
+        check(rc.q1_ok == rg.q1_ok && rc.q2_ok == rg.q2_ok && rc.q1_changed == rg.q1_changed &&
+                  rc.q2_drawn == rg.q2_drawn && rc.message.empty() == rg.message.empty(),
+              "%s: result flags equal the CPU's", what);
+        if (Pcpu_out) *Pcpu_out = Pcpu;
+        if (rg_out) *rg_out = rg;
+        return Pg;
+    }
+    // projectors, orthonormality
+    void compare(const char* what, const std::vector<float>& Pg, const std::vector<float>& Pc) {
+        int r1 = d.r1, r2 = d.r2, r = d.r();
+        if (r1 > 0) {
+            double e = max_abs_diff(projector(Pg, n, r, 0, r1, 1.0f), projector(Pc, n, r, 0, r1, 1.0f));
+            check(e <= tol_proj, "%s: Q1 Q1^T vs CPU max abs diff %.3g (tol %.0e)", what, e, tol_proj);
+            double o = ortho_err(Pg, n, r, 0, r1, 0, r1, 1.0f, true);
+            check(o <= tol_orth, "%s: Q1^T Q1 = I, max abs err %.3g (tol %.0e)", what, o, tol_orth);
+        }
+        if (r2 > 0) {
+            float ik = 1.0f / d.k;
+            double e = max_abs_diff(projector(Pg, n, r, r1, r2, ik), projector(Pc, n, r, r1, r2, ik));
+            check(e <= tol_proj, "%s: Q2 Q2^T / k vs CPU max abs diff %.3g (tol %.0e)", what, e, tol_proj);
+            double o = ortho_err(Pg, n, r, r1, r2, r1, r2, ik, true);
+            check(o <= tol_orth, "%s: Q2^T Q2 = k I, max abs err %.3g (tol %.0e)", what, o, tol_orth);
+            double x = ortho_err(Pg, n, r, 0, r1, r1, r2, 1.0f / std::sqrt(d.k), false);
+            check(x <= tol_orth, "%s: Q1^T Q2 = 0, max abs err %.3g (tol %.0e)", what, x, tol_orth);
+        }
+    }
+};
+
+template <typename T>
+static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult) {
+    SiteDims d;
+    d.compressed = true;
+    d.r1 = r1;
+    d.r2 = r2;
+    d.k = r2 > 0 ? k_mult * (float)(n - r1) / (float)r2 : 1.0f;
+    int r = d.r();
+    std::printf("refresh %s N=%d n=%d r1=%d r2=%d k=%g\n", Host<T>::name(), N, n, r1, r2, d.k);
+    size_t bytes = prac_refresh_workspace_bytes(c.h.cusolver, n, r1, r2);
+    std::printf("  workspace %zu bytes\n", bytes);
+    RefreshCase<T> tc(c, N, n, d, bytes);
+    std::vector<float> x = quantize<T>(structured_x(N, n, r1)), Pc, Pg;
+    PracDrawKey key{42, 3, 5, 0};
+
+    // 1. first refresh: no basis yet (P zero, as the backend allocates it)
+    std::vector<float> P0((size_t)n * r, 0.0f);
+    Pg = tc.run("first", P0, x, true, true, false, key, &Pc, nullptr);
+    tc.compare("first", Pg, Pc);
+
+    // 2. Q2 only (next draw): Q1 keeps its bits, Q2 spans what the CPU's spans
+    std::vector<float> Pprev = Pg;
+    key.refresh = 1;
+    Pg = tc.run("q2 only", Pprev, x, false, true, true, key, &Pc, nullptr);
+    check(same_bits(Pg, Pprev, n, r, 0, r1), "q2 only: Q1 block bitwise unchanged");
+    tc.compare("q2 only", Pg, Pc);
+
+    // 3. Q1 and Q2 with a basis
+    Pprev = Pg;
+    key.refresh = 2;
+    Pg = tc.run("q1+q2", Pprev, x, true, true, true, key, &Pc, nullptr);
+    tc.compare("q1+q2", Pg, Pc);
+
+    // 4. NaN input, Q1 due, Q2 not: the whole previous basis stays, bit for bit
+    std::vector<float> xbad = x;
+    xbad[(size_t)(N / 2) * n + n / 3] = NAN;
+    Pprev = Pg;
+    PracRefreshResult rg;
+    Pg = tc.run("nan q1", Pprev, xbad, true, false, true, key, &Pc, &rg);
+    if (r1 > 0) {
+        check(!rg.q1_ok && !rg.q1_changed, "nan q1: reported as a failed Q1 refresh");
+        check(same_bits(Pg, Pprev, n, r, 0, r), "nan q1: P bitwise unchanged");
+    }
+
+    // 5. NaN input, Q1 and Q2 due: Q1 stays, Q2 is redrawn against it
+    key.refresh = 3;
+    Pg = tc.run("nan q1+q2", Pprev, xbad, true, true, true, key, &Pc, nullptr);
+    check(same_bits(Pg, Pprev, n, r, 0, r1), "nan q1+q2: Q1 block bitwise unchanged");
+    tc.compare("nan q1+q2", Pg, Pc);
+
+    // 6. NaN input, no basis: random fallback Q1 (purpose PRAC_DRAW_Q1_FALLBACK), same span as the CPU's
+    key.refresh = 0;
+    Pg = tc.run("nan no basis", P0, xbad, true, true, false, key, &Pc, &rg);
+    if (r1 > 0) check(!rg.q1_ok && rg.q1_changed, "nan no basis: fallback Q1 installed");
+    tc.compare("nan no basis", Pg, Pc);
+
+    // 7. Q2 fails (NaN in the previous Q1 poisons the projection): the previous P stays, NaNs included
+    if (r1 > 0 && r2 > 0) {
+        Pprev = Pg;
+        Pprev[(size_t)(n / 2) * r + r1 / 2] = NAN;
+        key.refresh = 4;
+        Pg = tc.run("q2 fails", Pprev, x, false, true, true, key, &Pc, &rg);
+        check(!rg.q2_ok && rg.q2_drawn && !rg.q1_changed, "q2 fails: reported as a failed Q2 refresh");
+        check(same_bits(Pg, Pprev, n, r, 0, r), "q2 fails: P bitwise unchanged (NaN kept)");
+    }
+
+    // 8. a workspace below the fixed part is refused
+    bool threw = false;
+    try {
+        Dev<T> dP((size_t)n * r), dx((size_t)N * n);
+        prac_refresh_cuda(dP.p, dx.p, N, n, d, true, true, false, key, c.h, tc.ws.p, 16);
+    } catch (const std::runtime_error& e) {
+        threw = true;
+        std::printf("  small workspace: %s\n", e.what());
+    }
+    check(threw, "a 16-byte workspace throws");
+}
+
+int main() {
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess || ndev == 0) {
+        const char* why = e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0";
+        const char* req = std::getenv("REQUIRE_GPU");
+        if (req && std::strcmp(req, "1") == 0) {
+            std::printf("FAIL test_prac_cuda: REQUIRE_GPU=1 but no CUDA device (%s)\n", why);
+            return 1;
+        }
+        std::printf("SKIP test_prac_cuda: no CUDA device (%s)\n", why);
+        return 77;
+    }
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
+
+    Ctx c;
+    cudaCheck(cudaStreamCreate(&c.h.stream));
+    cublasCheck(cublasCreate(&c.h.cublas));
+    cusolverCheck(cusolverDnCreate(&c.h.cusolver));
+
+    // widths that are not multiples of 64 (88, 200, 1376 ~ 5461 scaled down), ranks multiples of 8
+    const int shapes[][4] = {{64, 88, 16, 40}, {257, 200, 56, 96}, {512, 1376, 408, 200}, {1024, 768, 448, 3072}};
+    for (auto& s : shapes) {
+        test_gemm_ops<float, float>(c, s[0], s[1], s[2], s[3]);
+        test_gemm_ops<bf16, bf16>(c, s[0], s[1], s[2], s[3]);
+        test_gemm_ops<bf16, float>(c, s[0], s[1], s[2], s[3]);
+    }
+
+    test_gaussian(c, 7, 5, 5, PracDrawKey{42, 0, 0, 0});                        // 35 values: a partial block
+    test_gaussian(c, 200, 56, 64, PracDrawKey{42, 3, 5, 1});                    // ld > cols
+    test_gaussian(c, 1376, 408, 408, PracDrawKey{0x123456789abcdefull, 255, 0xFFFFF, 7, PRAC_DRAW_Q1_FALLBACK});
+    test_gaussian(c, 5461, 1600, 1600, PracDrawKey{7, 1, 2, 3});                // the LLaMA down-proj width
+
+    for (int pass = 0; pass < 2; pass++) {
+        auto run = [&](int N, int n, int r1, int r2, float km) {
+            if (pass == 0)
+                test_refresh<float>(c, N, n, r1, r2, km);
+            else
+                test_refresh<bf16>(c, N, n, r1, r2, km);
+        };
+        run(512, 88, 16, 16, 1.0f);
+        run(1024, 200, 56, 56, 1.0f);
+        run(1024, 200, 0, 48, 1.0f);   // rac: r1 = 0
+        run(1024, 200, 48, 0, 1.0f);   // pac: r2 = 0
+        run(2048, 1376, 408, 408, 0.5f);
+    }
+
+    cusolverCheck(cusolverDnDestroy(c.h.cusolver));
+    cublasCheck(cublasDestroy(c.h.cublas));
+    cudaCheck(cudaStreamDestroy(c.h.stream));
+    std::printf("test_prac_cuda: %d checks, %d failed\n", g_checks, g_failures);
+    return g_failures ? 1 : 0;
+}

@@ -1,0 +1,852 @@
+// Tests for data/spm_tokenizer.h and the ./prep_data tool (tools/prep_data.cpp). The fixtures and the
+// expected token counts/hashes come from test/reference/make_prep_fixtures.py (tiktoken and python
+// sentencepiece, cross-checked with Debian's spm_encode), so nothing here is computed by the code under test.
+// prep_data runs as a subprocess from the repository root; each test writes into a fresh mkdtemp directory.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "data/dataloader.h"
+#include "data/shard.h"
+#include "data/spm_tokenizer.h"
+
+#ifndef PRAC_SOURCE_DIR
+#error "PRAC_SOURCE_DIR must point at the repository root"
+#endif
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+// Paths below are relative to the repository root (ctest runs us there; a manual run may not).
+static const int chdir_to_root = chdir(PRAC_SOURCE_DIR);
+
+static const char* FX = "test/fixtures/prep/";
+static const char* AUSTEN_MODEL = "data/builtin/austen_spm8k.model";
+
+#define EXPECT_USER_ERROR(stmt, ...)                                                   \
+    do {                                                                               \
+        bool thrown_ = false;                                                          \
+        try {                                                                          \
+            stmt;                                                                      \
+        } catch (const UserError& e_) {                                                \
+            thrown_ = true;                                                            \
+            std::string msg_ = e_.what();                                              \
+            for (const char* part_ : {__VA_ARGS__})                                    \
+                EXPECT_NE(msg_.find(part_), std::string::npos)                         \
+                    << "message lacks \"" << part_ << "\":\n" << msg_;                 \
+        }                                                                              \
+        EXPECT_TRUE(thrown_) << "expected a UserError from " #stmt;                    \
+    } while (0)
+
+// Both tokenizers are optional in the build (PCRE2 for GPT-2, libsentencepiece for SentencePiece): tests
+// that need a missing one are skipped, not failed.
+#if PRAC_HAVE_PCRE2
+#define REQUIRE_GPT2()
+#else
+#define REQUIRE_GPT2() GTEST_SKIP() << "built without PCRE2: no GPT-2 tokenizer"
+#endif
+#if PRAC_HAVE_SENTENCEPIECE
+#define REQUIRE_SPM()
+#else
+#define REQUIRE_SPM() GTEST_SKIP() << "built without SentencePiece"
+#endif
+
+static const json& expected() {
+    static json j = [] {
+        std::ifstream in(std::string(FX) + "expected.json");
+        EXPECT_TRUE(in.good()) << "missing " << FX << "expected.json: run test/reference/make_prep_fixtures.py";
+        return json::parse(in);
+    }();
+    return j;
+}
+
+static std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+static std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+// FNV-1a 64 of tokens as little-endian uint16 bytes (what make_prep_fixtures.py writes).
+static std::string fnv64(const std::vector<uint16_t>& t) {
+    uint64_t h = 0xCBF29CE484222325ULL;
+    for (uint16_t v : t)
+        for (uint8_t b : {(uint8_t)(v & 0xFF), (uint8_t)(v >> 8)}) h = (h ^ b) * 0x100000001B3ULL;
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+    return buf;
+}
+
+struct PrepRun {
+    int rc = -1;
+    std::string out;  // stdout and stderr together
+};
+
+class Prep : public ::testing::Test {
+   protected:
+    std::string dir;
+    void SetUp() override {
+        ASSERT_EQ(chdir_to_root, 0) << "cannot chdir to " << PRAC_SOURCE_DIR;
+        ASSERT_TRUE(fs::exists("prep_data")) << "./prep_data is not built (cmake --build build --target prep_data)";
+        char tmpl[] = "/tmp/prac_test_prep_XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        dir = tmpl;
+    }
+    void TearDown() override { fs::remove_all(dir); }
+    std::string path(const std::string& name) const { return dir + "/" + name; }
+
+    PrepRun prep(const std::vector<std::string>& args) const {
+        std::string cmd = "./prep_data";
+        for (const auto& a : args) cmd += " " + shell_quote(a);
+        std::string log = dir + "/log.txt";
+        cmd += " > " + shell_quote(log) + " 2>&1 < /dev/null";
+        int st = std::system(cmd.c_str());
+        PrepRun r;
+        r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        r.out = slurp(log);
+        return r;
+    }
+    PrepRun prep_ok(const std::vector<std::string>& args) const {
+        PrepRun r = prep(args);
+        EXPECT_EQ(r.rc, 0) << r.out;
+        return r;
+    }
+    // Expects a failure (exit 1) whose output contains every part.
+    void prep_fails(const std::vector<std::string>& args, const std::vector<std::string>& parts) const {
+        PrepRun r = prep(args);
+        EXPECT_EQ(r.rc, 1) << r.out;
+        EXPECT_NE(r.out.find("prep_data: error:"), std::string::npos) << r.out;
+        for (const auto& p : parts) EXPECT_NE(r.out.find(p), std::string::npos) << "lacks \"" << p << "\":\n" << r.out;
+    }
+
+    std::vector<std::string> shards(const std::string& prefix, const char* split) const {
+        std::vector<std::string> v;
+        for (int k = 0; fs::exists(format("%s_%s_%06d.bin", prefix.c_str(), split, k)); k++)
+            v.push_back(format("%s_%s_%06d.bin", prefix.c_str(), split, k));
+        return v;
+    }
+    std::vector<uint16_t> tokens(const std::string& prefix, const char* split, ShardInfo* info = nullptr) const {
+        std::vector<uint16_t> all;
+        for (const auto& p : shards(prefix, split)) {
+            auto t = read_shard(p, info);
+            all.insert(all.end(), t.begin(), t.end());
+        }
+        return all;
+    }
+    // All output files of a run (shards and state), name -> bytes.
+    std::map<std::string, std::string> outputs(const std::string& prefix) const {
+        std::map<std::string, std::string> m;
+        for (const char* s : {"train", "val"})
+            for (const auto& p : shards(prefix, s)) m[p.substr(prefix.size())] = slurp(p);  // "_train_000000.bin"
+        return m;
+    }
+
+    // Runs an expected.json case and compares each split with the expectation.
+    void check_case(const std::string& name, const std::vector<std::string>& extra = {}) {
+        const json& c = expected()["cases"][name];
+        ASSERT_FALSE(c.is_null()) << name;
+        std::vector<std::string> args = c["args"].get<std::vector<std::string>>();
+        std::string out = path(name);
+        args.push_back("--out");
+        args.push_back(out);
+        args.insert(args.end(), extra.begin(), extra.end());
+        PrepRun r = prep_ok(args);
+        if (r.rc != 0) return;
+        for (const char* s : {"train", "val"}) {
+            SCOPED_TRACE(std::string(name) + " " + s);
+            if (!c.contains(s)) {
+                EXPECT_TRUE(shards(out, s).empty());
+                continue;
+            }
+            const json& e = c[s];
+            ShardInfo info;
+            auto t = tokens(out, s, &info);
+            EXPECT_EQ((int64_t)t.size(), e["tokens"].get<int64_t>());
+            EXPECT_EQ(fnv64(t), e["fnv"].get<std::string>());
+            std::vector<uint16_t> first(t.begin(), t.begin() + std::min<size_t>(16, t.size()));
+            EXPECT_EQ(first, e["first"].get<std::vector<uint16_t>>());
+            // Documents, counted from the tokens: EOS/EOT per document, or one row each.
+            int64_t docs = 0;
+            if (info.layout == SHARD_LAYOUT_ROWS) {
+                docs = (int64_t)t.size() / info.row_len;
+            } else {
+                for (uint16_t v : t) docs += v == info.eos_id;
+            }
+            EXPECT_EQ(docs, e["docs"].get<int64_t>());
+            if (info.layout == SHARD_LAYOUT_ROWS) {
+                EXPECT_NE(r.out.find(with_commas_(e["truncated"].get<int64_t>()) + " truncated"), std::string::npos)
+                    << r.out;
+            }
+        }
+    }
+    // Runs `args` with --max-shards n, then with --resume until it finishes (an interrupted run every n
+    // shards); returns the number of runs.
+    int resume_until_done(std::vector<std::string> args, int n, std::string* log) const {
+        args.insert(args.end(), {"--max-shards", std::to_string(n)});
+        int runs = 0;
+        for (;;) {
+            auto a = args;
+            if (runs > 0) a.push_back("--resume");
+            PrepRun r = prep(a);
+            *log += r.out;
+            runs++;
+            EXPECT_EQ(r.rc, 0) << r.out;
+            if (r.rc != 0 || r.out.find("stopped after") == std::string::npos || runs > 60) break;
+        }
+        return runs;
+    }
+    static std::string with_commas_(long long v) {
+        std::string s = std::to_string(v), o;
+        for (size_t i = 0; i < s.size(); i++) {
+            if (i > 0 && (s.size() - i) % 3 == 0) o += ',';
+            o += s[i];
+        }
+        return o;
+    }
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// SpmTokenizer
+// ---------------------------------------------------------------------------------------------------------
+
+#if PRAC_HAVE_SENTENCEPIECE
+
+TEST(SpmTokenizer, LoadsTheAustenModelWithT5Ids) {
+    SpmTokenizer t(AUSTEN_MODEL);
+    EXPECT_EQ(t.vocab_size(), 8000);
+    EXPECT_EQ(t.eos_id(), 1u);
+    EXPECT_EQ(t.pad_id(), 0);
+    EXPECT_EQ(t.unk_id(), 2);
+    EXPECT_EQ(t.bos_id(), -1);
+    EXPECT_EQ(t.kind(), TOKENIZER_SENTENCEPIECE);
+    EXPECT_NE(t.name().find("austen_spm8k.model"), std::string::npos);
+}
+
+// The ids of the first paragraphs of Pride and Prejudice, as Debian's spm_encode and python
+// sentencepiece give them (the fixture script checks that the two agree).
+TEST(SpmTokenizer, EncodesLikeSpmEncode) {
+    SpmTokenizer t(AUSTEN_MODEL);
+    const json& paras = expected()["spm_paragraphs"];
+    ASSERT_GE(paras.size(), 10u);
+    for (const auto& p : paras) {
+        std::vector<uint32_t> ids;
+        t.encode(p["text"].get<std::string>(), ids);
+        EXPECT_EQ(ids, p["ids"].get<std::vector<uint32_t>>()) << p["text"];
+    }
+}
+
+// Every paragraph of Pride and Prejudice against Debian's spm_encode, the CLI of the library we link.
+TEST(SpmTokenizer, MatchesSpmEncodeOnAWholeNovel) {
+    if (std::system("command -v spm_encode > /dev/null 2>&1") != 0)
+        GTEST_SKIP() << "spm_encode not installed (apt-get install sentencepiece)";
+    std::vector<std::string> paras;
+    std::istringstream in(slurp("data/austen/pride-and-prejudice.txt"));
+    std::string line, cur;
+    while (std::getline(in, line)) {
+        bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
+        if (!blank) cur += (cur.empty() ? "" : " ") + line;
+        if (blank && !cur.empty()) paras.push_back(cur), cur.clear();
+    }
+    if (!cur.empty()) paras.push_back(cur);
+    ASSERT_GT(paras.size(), 1000u);
+    char tmpl[] = "/tmp/prac_test_spm_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string txt = std::string(tmpl) + "/paras.txt", ids = std::string(tmpl) + "/ids.txt";
+    {
+        std::ofstream f(txt);
+        for (auto& p : paras) f << p << "\n";
+    }
+    ASSERT_EQ(std::system(("spm_encode --model=" + std::string(AUSTEN_MODEL) + " --output_format=id < " + txt +
+                           " > " + ids).c_str()),
+              0);
+    std::istringstream got(slurp(ids));
+    SpmTokenizer t(AUSTEN_MODEL);
+    size_t n = 0, differ = 0;
+    for (auto& p : paras) {
+        ASSERT_TRUE(std::getline(got, line));
+        std::vector<uint32_t> want, mine;
+        std::istringstream ls(line);
+        for (uint32_t v; ls >> v;) want.push_back(v);
+        t.encode(p, mine);
+        differ += mine != want;
+        n++;
+    }
+    EXPECT_EQ(differ, 0u) << "of " << n << " paragraphs";
+    fs::remove_all(tmpl);
+}
+
+TEST(SpmTokenizer, AddsNoBosOrEosAndAppends) {
+    SpmTokenizer t(AUSTEN_MODEL);
+    std::vector<uint32_t> ids;
+    t.encode("", ids);
+    EXPECT_TRUE(ids.empty());
+    t.encode("It is a truth universally acknowledged.", ids);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_NE(ids.back(), t.eos_id());
+    size_t n = ids.size();
+    t.encode("It is a truth universally acknowledged.", ids);  // appends
+    ASSERT_EQ(ids.size(), 2 * n);
+    EXPECT_TRUE(std::equal(ids.begin(), ids.begin() + (long)n, ids.begin() + (long)n));
+}
+
+TEST(SpmTokenizer, DecodeInvertsEncodeOnNormalizedText) {
+    SpmTokenizer t(AUSTEN_MODEL);
+    std::string text = "Mr. Bennet was so odd a mixture of quick parts, sarcastic humour, reserve, and caprice.";
+    std::vector<uint32_t> ids;
+    t.encode(text, ids);
+    EXPECT_EQ(t.decode(ids.data(), ids.size()), text);
+    uint32_t eos = t.eos_id();
+    EXPECT_EQ(t.decode(&eos, 1), "");  // control pieces decode to nothing
+    uint32_t bad = 8000;
+    EXPECT_USER_ERROR(t.decode(&bad, 1), "8000");
+}
+
+TEST(SpmTokenizer, EncodesTheSameFromManyThreads) {
+    SpmTokenizer t(AUSTEN_MODEL);
+    const json& paras = expected()["spm_paragraphs"];
+    std::vector<std::thread> th;
+    std::vector<int> ok(4, 1);
+    for (int k = 0; k < 4; k++)
+        th.emplace_back([&, k] {
+            for (int rep = 0; rep < 20; rep++)
+                for (const auto& p : paras) {
+                    std::vector<uint32_t> ids;
+                    t.encode(p["text"].get<std::string>(), ids);
+                    if (ids != p["ids"].get<std::vector<uint32_t>>()) ok[k] = 0;
+                }
+        });
+    for (auto& x : th) x.join();
+    EXPECT_EQ(ok, std::vector<int>(4, 1));
+}
+
+TEST(SpmTokenizer, MissingModelFileNamesItAndTheDownload) {
+    EXPECT_USER_ERROR(SpmTokenizer("/nonexistent/spiece.model"), "/nonexistent/spiece.model",
+                      "No such file", "huggingface-cli download google-t5/t5-base spiece.model");
+    EXPECT_USER_ERROR(SpmTokenizer("test/fixtures/prep"), "not a regular file");
+}
+
+TEST(SpmTokenizer, CorruptModelFilesAreRefused) {
+    EXPECT_USER_ERROR(SpmTokenizer(std::string(FX) + "bad/not_a_model.model"), "not_a_model.model",
+                      "is not a valid SentencePiece model", "HINT");
+    // A model cut in half (an interrupted download).
+    char tmpl[] = "/tmp/prac_test_spm_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string half = std::string(tmpl) + "/half.model";
+    std::string bytes = slurp(AUSTEN_MODEL);
+    std::ofstream(half, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+    EXPECT_USER_ERROR(SpmTokenizer{half}, "half.model", "is not a valid SentencePiece model");
+    std::ofstream(half, std::ios::binary | std::ios::trunc).flush();  // empty file
+    EXPECT_USER_ERROR(SpmTokenizer{half}, "half.model");
+    fs::remove_all(tmpl);
+}
+
+TEST(SpmTokenizer, ModelWithoutEosIsRefused) {
+    EXPECT_USER_ERROR(SpmTokenizer(std::string(FX) + "noeos.model"), "noeos.model", "has no EOS piece",
+                      "--eos_id");
+}
+
+#else
+
+TEST(SpmTokenizer, WithoutSentencePieceConstructionFailsWithTheFix) {
+    EXPECT_USER_ERROR(SpmTokenizer{AUSTEN_MODEL}, "no SentencePiece support", "apt-get install libsentencepiece-dev");
+}
+
+#endif
+
+// ---------------------------------------------------------------------------------------------------------
+// prep_data: formats and layouts against the independently computed expectations
+// ---------------------------------------------------------------------------------------------------------
+
+TEST_F(Prep, HelpDocumentsPresetsFormatsResumeAndDownloads) {
+    PrepRun r = prep_ok({"--help"});
+    for (const char* s :
+         {"prep_data c4", "prep_data owt", "--input", "--val-input", "--text-field", "--doc-sep", "--tokenizer",
+          "--spm-model", "--layout", "--row-len", "--shard-tokens", "--val-docs", "--val-fraction", "--val-seed",
+          "--resume", "--max-shards", "--threads", ".json.gz", ".jsonl", ".zst", ".xz", "tar",
+          "GIT_LFS_SKIP_SMUDGE=1 git clone https://huggingface.co/datasets/allenai/c4",
+          "git lfs pull --include \"en/*\"", "3834942", "Skylion007/openwebtext", "parquet",
+          "huggingface-cli download google-t5/t5-base spiece.model", "SplitMix64", "byte-identical"})
+        EXPECT_NE(r.out.find(s), std::string::npos) << "help lacks " << s;
+    PrepRun none = prep({});
+    EXPECT_EQ(none.rc, 1);
+    EXPECT_NE(none.out.find("usage: prep_data"), std::string::npos);
+}
+
+// The built-in corpus was made by data/make_builtin_corpus.py with tiktoken: prep_data must write the very
+// same bytes (each novel = EOT + its tokens, in this order).
+TEST_F(Prep, ReproducesTheBuiltinGpt2ShardByteForByte) {
+    REQUIRE_GPT2();
+    std::vector<std::string> args = {"--tokenizer", "gpt2", "--input"};
+    for (const char* n : {"emma", "mansfield-park", "northanger-abbey", "pride-and-prejudice", "sense-and-sensibility"})
+        args.push_back(std::string("data/austen/") + n + ".txt");
+    args.insert(args.end(), {"--out", path("austen")});
+    prep_ok(args);
+    ASSERT_EQ(shards(path("austen"), "train").size(), 1u);
+    EXPECT_TRUE(slurp(path("austen_train_000000.bin")) == slurp("data/builtin/austen_gpt2_train.bin"));
+}
+
+// ... and with SentencePiece, each paragraph (blank-line separated) = ids + EOS, as the builtin llama shard.
+TEST_F(Prep, ReproducesTheBuiltinSpmShardByteForByte) {
+    REQUIRE_SPM();
+    PrepRun r = prep_ok({"--tokenizer", "spm", "--spm-model", AUSTEN_MODEL, "--doc-sep", "blank", "--input",
+                     "data/austen/emma.txt", "data/austen/mansfield-park.txt", "data/austen/northanger-abbey.txt",
+                     "data/austen/pride-and-prejudice.txt", "data/austen/sense-and-sensibility.txt", "--out",
+                     path("five")});
+    EXPECT_TRUE(slurp(path("five_train_000000.bin")) == slurp("data/builtin/austen_llama_train.bin"));
+    EXPECT_NE(r.out.find("9,263 docs"), std::string::npos) << r.out;
+}
+
+TEST_F(Prep, JsonGzWithGpt2) {
+    REQUIRE_GPT2();
+    check_case("gpt2_json_gz");
+    ShardInfo h = read_shard_header(path("gpt2_json_gz_train_000000.bin"));
+    EXPECT_EQ(h.layout, SHARD_LAYOUT_FLAT);
+    EXPECT_EQ(h.tokenizer, TOKENIZER_GPT2);
+    EXPECT_EQ(h.vocab_size, 50257);
+    EXPECT_EQ(h.eos_id, 50256);
+    EXPECT_EQ(h.row_len, 0);
+}
+
+TEST_F(Prep, JsonlZstWithAnotherTextField) {
+    REQUIRE_GPT2();
+    check_case("gpt2_zst_content");
+}
+TEST_F(Prep, JsonXzWithSentencePieceFlat) {
+    REQUIRE_SPM();
+    check_case("spm_flat_xz");
+}
+TEST_F(Prep, DirectoryOfTxtRepairsInvalidUtf8AndSkipsEmptyFiles) {
+    REQUIRE_GPT2();
+    check_case("gpt2_dir");
+    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--input", std::string(FX) + "texts", "--out", path("again")});
+    EXPECT_NE(r.out.find("1 with invalid UTF-8 repaired"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("skipped 1 empty documents"), std::string::npos) << r.out;
+}
+TEST_F(Prep, BlankLineSeparatedDocuments) {
+    REQUIRE_GPT2();
+    REQUIRE_SPM();
+    check_case("spm_paras");
+    check_case("gpt2_paras");
+}
+TEST_F(Prep, ValDocsTakesTheFirstDocuments) {
+    REQUIRE_GPT2();
+    check_case("val_docs");
+}
+
+// OpenWebText's layout: a tar.xz of xz-compressed tars of .txt files, with HF's cleaning and a hashed split.
+TEST_F(Prep, OwtPresetReadsNestedTarXz) {
+    REQUIRE_GPT2();
+    check_case("owt_preset");
+    PrepRun r = prep_ok({"owt", "--input", std::string(FX) + "owt.tar.xz", "--val-fraction", "0.3", "--out", path("o2")});
+    EXPECT_NE(r.out.find("skipped 1 archive entries"), std::string::npos) << r.out;  // openwebtext/README
+    EXPECT_NE(r.out.find(format("%d docs", expected()["meta"]["owt_val_docs"].get<int>())), std::string::npos);
+}
+
+// GaLore's C4 protocol: rows of 256 = first 255 ids, EOS 1, pads 0; validation from --val-input.
+TEST_F(Prep, C4PresetWritesRows) {
+    REQUIRE_SPM();
+    check_case("c4_preset");
+    for (const char* s : {"train", "val"}) {
+        ShardInfo info;
+        auto t = tokens(path("c4_preset"), s, &info);
+        EXPECT_EQ(info.layout, SHARD_LAYOUT_ROWS);
+        EXPECT_EQ(info.row_len, 256);
+        EXPECT_EQ(info.pad_id, 0);
+        EXPECT_EQ(info.eos_id, 1);
+        EXPECT_EQ(info.vocab_size, 8000);
+        EXPECT_EQ(info.tokenizer, TOKENIZER_SENTENCEPIECE);
+        ASSERT_EQ(t.size() % 256, 0u);
+        for (size_t r = 0; r < t.size() / 256; r++) {
+            const uint16_t* row = t.data() + r * 256;
+            // Exactly one EOS, then only pads; no pad before it (the Austen model never emits id 0 or 1).
+            size_t eos = 0;
+            while (eos < 256 && row[eos] != 1) eos++;
+            ASSERT_LT(eos, 256u) << "row " << r << " has no EOS";
+            for (size_t i = 0; i < eos; i++) ASSERT_GT(row[i], 1) << "row " << r;
+            for (size_t i = eos + 1; i < 256; i++) ASSERT_EQ(row[i], 0) << "row " << r;
+        }
+    }
+}
+
+// Truncation at row_len - 1: a long document keeps exactly its first 31 ids, then EOS, no pads.
+TEST_F(Prep, RowsTruncateAtRowLenMinusOne) {
+    REQUIRE_SPM();
+    check_case("spm_rows32");
+    auto t = tokens(path("spm_rows32"), "train");
+    ASSERT_EQ(t.size() % 32, 0u);
+    int full = 0;  // rows without pads: truncated documents, and those of exactly 31 ids
+    for (size_t r = 0; r < t.size() / 32; r++) {
+        const uint16_t* row = t.data() + r * 32;
+        size_t eos = 0;
+        while (eos < 32 && row[eos] != 1) eos++;
+        ASSERT_LT(eos, 32u);
+        for (size_t i = eos + 1; i < 32; i++) ASSERT_EQ(row[i], 0);
+        full += eos == 31;
+    }
+    EXPECT_GE(full, expected()["cases"]["spm_rows32"]["train"]["truncated"].get<int>());
+    EXPECT_GT(full, 20);
+}
+
+// Rows shards load through the DataLoader with T = row_len; pad targets become -1.
+TEST_F(Prep, RowShardsLoadInTheDataLoaderWithPadTargetsIgnored) {
+    REQUIRE_SPM();
+    prep_ok({"--tokenizer", "spm", "--spm-model", AUSTEN_MODEL, "--layout", "rows", "--row-len", "32", "--input",
+             std::string(FX) + "c4_train.json.gz", "--out", path("r")});
+    auto rows = tokens(path("r"), "train");
+    DataLoader dl(path("r_train_*.bin"), 4, 32, 0, 1, 0, false);
+    EXPECT_EQ(dl.info().layout, SHARD_LAYOUT_ROWS);
+    std::vector<int32_t> in(4 * 32), tg(4 * 32);
+    int64_t pads_seen = 0;
+    for (int step = 0; step < 3; step++) {
+        dl.next_batch(in.data(), tg.data());
+        for (int b = 0; b < 4; b++) {
+            const uint16_t* row = rows.data() + (size_t)(step * 4 + b) * 32;
+            for (int i = 0; i < 32; i++) {
+                EXPECT_EQ(in[(size_t)(b * 32 + i)], row[i]);
+                int32_t want = i + 1 < 32 && row[i + 1] != 0 ? (int32_t)row[i + 1] : -1;
+                EXPECT_EQ(tg[(size_t)(b * 32 + i)], want) << "step " << step << " row " << b << " pos " << i;
+                pads_seen += i + 1 < 32 && row[i + 1] == 0;
+            }
+        }
+    }
+    EXPECT_GT(pads_seen, 0);
+}
+
+TEST_F(Prep, FlatShardsLoadInTheDataLoader) {
+    REQUIRE_GPT2();
+    prep_ok({"--tokenizer", "gpt2", "--input", std::string(FX) + "c4_train.json.gz", "--shard-tokens", "2000",
+             "--out", path("f")});
+    auto all = tokens(path("f"), "train");
+    DataLoader dl(path("f_train_*.bin"), 2, 64, 0, 1, 0, false);
+    EXPECT_EQ(dl.info().tokenizer, TOKENIZER_GPT2);
+    std::vector<int32_t> in(128), tg(128);
+    dl.next_batch(in.data(), tg.data());
+    for (int i = 0; i < 128; i++) {
+        EXPECT_EQ(in[(size_t)i], all[(size_t)i]);
+        EXPECT_EQ(tg[(size_t)i], all[(size_t)i + 1]);
+    }
+    EXPECT_EQ(all[0], 50256);  // EOT before the first document
+}
+
+// Every shard but the last has exactly --shard-tokens tokens, and together they are the one-shard output.
+TEST_F(Prep, ShardSizesAndSplitDocuments) {
+    REQUIRE_GPT2();
+    REQUIRE_SPM();
+    std::string in = std::string(FX) + "c4_train.json.gz";
+    prep_ok({"--tokenizer", "gpt2", "--input", in, "--out", path("one")});
+    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--input", in, "--shard-tokens", "1K", "--out", path("many")});
+    auto sh = shards(path("many"), "train");
+    ASSERT_EQ(sh.size(), 7u) << r.out;  // 6133 tokens
+    for (size_t k = 0; k + 1 < sh.size(); k++) EXPECT_EQ(read_shard_header(sh[k]).num_tokens, 1000);
+    EXPECT_EQ(read_shard_header(sh.back()).num_tokens, 133);
+    EXPECT_EQ(tokens(path("many"), "train"), tokens(path("one"), "train"));
+    EXPECT_NE(r.out.find("wrote " + path("many") + "_train_000006.bin: 133 tokens"), std::string::npos) << r.out;
+    // Rows: --shard-tokens is rounded down to whole rows.
+    prep_ok({"--tokenizer", "spm", "--spm-model", AUSTEN_MODEL, "--layout", "rows", "--row-len", "32",
+             "--shard-tokens", "100", "--input", in, "--out", path("rows")});
+    auto rs = shards(path("rows"), "train");
+    ASSERT_EQ(rs.size(), 12u);  // 35 rows, 3 per shard
+    EXPECT_EQ(read_shard_header(rs[0]).num_tokens, 96);
+    EXPECT_EQ(read_shard_header(rs.back()).num_tokens, 64);
+}
+
+TEST_F(Prep, OutputDoesNotDependOnThreadsOrBatches) {
+    REQUIRE_GPT2();
+    std::string in = std::string(FX) + "c4_train.json.gz";
+    prep_ok({"--tokenizer", "gpt2", "--input", in, "--val-fraction", "0.2", "--shard-tokens", "700", "--threads",
+             "1", "--out", path("a")});
+    prep_ok({"--tokenizer", "gpt2", "--input", in, "--val-fraction", "0.2", "--shard-tokens", "700", "--threads",
+             "5", "--batch-docs", "2", "--out", path("b")});
+    auto a = outputs(path("a")), b = outputs(path("b"));
+    ASSERT_EQ(a.size(), b.size());
+    for (auto it = a.begin(), jt = b.begin(); it != a.end(); ++it, ++jt) EXPECT_TRUE(it->second == jt->second);
+    EXPECT_FALSE(shards(path("a"), "val").empty());
+}
+
+TEST_F(Prep, MaxDocsLimitsEachSource) {
+    REQUIRE_SPM();
+    PrepRun r = prep_ok({"c4", "--input", std::string(FX) + "c4_train.json.gz", "--val-input",
+                     std::string(FX) + "c4_val.json.gz", "--spm-model", AUSTEN_MODEL, "--max-docs", "4", "--out",
+                     path("m")});
+    EXPECT_EQ(tokens(path("m"), "train").size(), 4u * 256);
+    EXPECT_EQ(tokens(path("m"), "val").size(), 4u * 256);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Resume
+// ---------------------------------------------------------------------------------------------------------
+
+TEST_F(Prep, ResumeAfterMaxShardsIsByteIdenticalFlat) {
+    REQUIRE_GPT2();
+    std::vector<std::string> base = {"--tokenizer", "gpt2", "--input", std::string(FX) + "c4_train.json.gz",
+                                     std::string(FX) + "docs.json.xz", "--val-fraction", "0.25", "--shard-tokens", "450"};
+    auto full = base;
+    full.insert(full.end(), {"--out", path("full")});
+    prep_ok(full);
+    auto part = base;
+    part.insert(part.end(), {"--out", path("part")});
+    std::string log;
+    int runs = resume_until_done(part, 2, &log);
+    EXPECT_GE(runs, 5) << log;
+    EXPECT_NE(log.find("resume: keeping"), std::string::npos) << log;
+    auto a = outputs(path("full")), b = outputs(path("part"));
+    ASSERT_EQ(a.size(), b.size()) << log;
+    for (auto it = a.begin(), jt = b.begin(); it != a.end(); ++it, ++jt) {
+        EXPECT_EQ(it->first, jt->first);
+        EXPECT_TRUE(it->second == jt->second) << it->first << " differs\n" << log;
+    }
+    // A finished run resumes to nothing.
+    part.push_back("--resume");
+    PrepRun r = prep_ok(part);
+    EXPECT_NE(r.out.find("nothing to do"), std::string::npos) << r.out;
+}
+
+TEST_F(Prep, ResumeAfterMaxShardsIsByteIdenticalRowsWithValInput) {
+    REQUIRE_SPM();
+    std::vector<std::string> base = {"c4", "--input", std::string(FX) + "c4_train.json.gz", "--val-input",
+                                     std::string(FX) + "c4_val.json.gz", "--spm-model", AUSTEN_MODEL,
+                                     "--shard-tokens", "1024"};
+    auto full = base;
+    full.insert(full.end(), {"--out", path("full")});
+    prep_ok(full);
+    auto part = base;
+    part.insert(part.end(), {"--out", path("part")});
+    std::string log;
+    EXPECT_GE(resume_until_done(part, 3, &log), 4);
+    auto a = outputs(path("full")), b = outputs(path("part"));
+    ASSERT_EQ(a.size(), b.size()) << log;
+    for (auto it = a.begin(), jt = b.begin(); it != a.end(); ++it, ++jt)
+        EXPECT_TRUE(it->second == jt->second) << it->first << " differs\n" << log;
+}
+
+// A crash after a shard's rename but before the state was saved: the state knows one shard less. And a
+// damaged shard (cut short, or its tokens changed): the resume rewinds to the last good one.
+TEST_F(Prep, ResumeAfterCrashOrDamageRewritesWhatIsNeeded) {
+    REQUIRE_GPT2();
+    // No val split, so every shard is a train shard and the numbers below are fixed.
+    std::vector<std::string> base = {"--tokenizer", "gpt2", "--owt-clean", "--input", std::string(FX) + "owt.tar.xz",
+                                     std::string(FX) + "texts", "--shard-tokens", "300"};
+    auto full = base;
+    full.insert(full.end(), {"--out", path("full")});
+    prep_ok(full);
+    auto part = base;
+    part.insert(part.end(), {"--out", path("part"), "--max-shards", "2"});
+    prep_ok(part);
+    std::string state2 = slurp(path("part_prep.json"));
+    part.push_back("--resume");
+    PrepRun r2 = prep_ok(part);  // 4 shards now
+    ASSERT_NE(r2.out.find("stopped after 2 shards"), std::string::npos) << r2.out;
+    // Crash simulation: the state from after shard 2 (it knows shards 1 and 2), shards 3 and 4 on disk; and
+    // shard 2 cut short, so the resume must go back to shard 1.
+    std::ofstream(path("part_prep.json"), std::ios::binary | std::ios::trunc) << state2;
+    auto sh = shards(path("part"), "train");
+    ASSERT_EQ(sh.size(), 4u);
+    fs::resize_file(sh[1], fs::file_size(sh[1]) - 2);
+    part.pop_back();
+    part.pop_back();
+    part.pop_back();  // no --max-shards
+    part.push_back("--resume");
+    PrepRun r3 = prep_ok(part);
+    EXPECT_NE(r3.out.find("part_train_000001.bin: file has"), std::string::npos) << r3.out;
+    EXPECT_NE(r3.out.find("keeping 1 train + 0 val shards"), std::string::npos) << r3.out;
+    EXPECT_NE(r3.out.find("wrote " + path("part") + "_train_000001.bin"), std::string::npos) << r3.out;
+    auto a = outputs(path("full")), b = outputs(path("part"));
+    ASSERT_EQ(a.size(), b.size()) << r3.out;
+    for (auto it = a.begin(), jt = b.begin(); it != a.end(); ++it, ++jt)
+        EXPECT_TRUE(it->second == jt->second) << it->first << " differs\n" << r3.out;
+
+    // Change one token of the last train shard (same size, valid header): its checksum catches it, and a
+    // resume of the finished run writes it again.
+    auto last = shards(path("part"), "train").back();
+    std::string bytes = slurp(last);
+    size_t at = 1024;
+    while (at + 2 < bytes.size() && (uint8_t)bytes[at + 1] != 0) at += 2;  // a token < 256: +1 stays valid
+    bytes[at] = (char)((uint8_t)bytes[at] ^ 1);
+    std::ofstream(last, std::ios::binary | std::ios::trunc) << bytes;
+    PrepRun r4 = prep_ok(part);
+    EXPECT_NE(r4.out.find("checksum"), std::string::npos) << r4.out;
+    EXPECT_TRUE(slurp(last) == a[last.substr(path("part").size())]);
+}
+
+// A real crash: SIGKILL while shards are being written, then --resume.
+TEST_F(Prep, ResumeAfterKillIsByteIdentical) {
+    REQUIRE_GPT2();
+    std::vector<std::string> base = {"--tokenizer", "gpt2", "--input", "data/austen/emma.txt",
+                                     "data/austen/mansfield-park.txt", "data/austen/pride-and-prejudice.txt",
+                                     "--doc-sep", "blank", "--val-fraction", "0.02", "--shard-tokens", "10000",
+                                     "--threads", "1", "--quiet"};
+    auto full = base;
+    full.insert(full.end(), {"--out", path("full")});
+    prep_ok(full);
+    auto part = base;
+    part.insert(part.end(), {"--out", path("part")});
+    std::vector<char*> argv = {(char*)"./prep_data"};
+    for (auto& a : part) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    ASSERT_EQ(posix_spawn(&pid, "./prep_data", &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    // Kill it once some shards exist (if it finishes first, the resume below has nothing to do).
+    for (int i = 0; i < 20000 && !fs::exists(path("part_train_000008.bin")); i++) usleep(100);
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    bool killed = WIFSIGNALED(st);
+    part.push_back("--resume");
+    PrepRun r = prep_ok(part);
+    auto a = outputs(path("full")), b = outputs(path("part"));
+    ASSERT_EQ(a.size(), b.size()) << r.out;
+    EXPECT_GT(a.size(), 40u);
+    for (auto it = a.begin(), jt = b.begin(); it != a.end(); ++it, ++jt)
+        EXPECT_TRUE(it->second == jt->second) << it->first << " differs\n" << r.out;
+    if (!killed) std::printf("note: the run finished before it could be killed\n");
+}
+
+TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
+    REQUIRE_GPT2();
+    std::vector<std::string> base = {"--tokenizer", "gpt2", "--input", std::string(FX) + "c4_train.json.gz",
+                                     "--shard-tokens", "1000", "--out", path("p")};
+    auto a = base;
+    a.insert(a.end(), {"--max-shards", "1"});
+    prep_ok(a);
+    auto b = base;
+    b.insert(b.end(), {"--shard-tokens", "999", "--resume"});
+    prep_fails(b, {"options differ", "shard_tokens: was 1000, now 999", "--overwrite"});
+    auto c = base;
+    c.insert(c.end(), {"--input", std::string(FX) + "docs.json.xz", "--resume"});
+    prep_fails(c, {"input files are not those", "1 files then, 2 now"});
+    // Without --resume or --overwrite the earlier output is not touched.
+    prep_fails(base, {"already exists", "--resume", "--overwrite"});
+    auto d = base;
+    d.push_back("--overwrite");
+    prep_ok(d);
+    EXPECT_EQ(shards(path("p"), "train").size(), 7u);
+    prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "c4_train.json.gz", "--out", path("nothing"),
+                "--resume"},
+               {"nothing to resume"});
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Bad input and bad options: a clear message and exit status 1
+// ---------------------------------------------------------------------------------------------------------
+
+TEST_F(Prep, MissingInputs) {
+    std::string o = path("x");
+    prep_fails({"--tokenizer", "gpt2", "--input", "no/such/file.jsonl", "--out", o}, {"no/such/file.jsonl",
+                                                                                        "No such file"});
+    prep_fails({"--tokenizer", "gpt2", "--input", "no/such/c4-train.*.json.gz", "--out", o},
+               {"no file matches this pattern", "no/such/c4-train.*.json.gz"});
+    prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/data.parquet", "--out", o},
+               {"parquet is not read", "to_json"});
+    prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad", "--out", o}, {"has no .txt files"});
+    prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "texts/notes.md", "--out", o},
+               {"notes.md: unknown file type"});
+}
+
+TEST_F(Prep, DamagedCompressedFiles) {
+    REQUIRE_GPT2();
+    std::string o = path("x");
+    auto bad = [&](const char* f) { return std::string(FX) + "bad/" + f; };
+    prep_fails({"--tokenizer", "gpt2", "--input", bad("truncated.json.gz"), "--out", o},
+               {"truncated.json.gz", "unexpected end of the gzip data", "HINT"});
+    prep_fails({"--tokenizer", "gpt2", "--input", bad("corrupt.json.gz"), "--out", o},
+               {"corrupt.json.gz", "gzip"});
+    prep_fails({"--tokenizer", "gpt2", "--input", bad("empty.json.gz"), "--out", o}, {"empty.json.gz", "is empty"});
+    prep_fails({"--tokenizer", "gpt2", "--input", bad("truncated.json.xz"), "--out", o},
+               {"truncated.json.xz", "unexpected end of the xz data"});
+    prep_fails({"--tokenizer", "gpt2", "--input", bad("corrupt.json.xz"), "--out", o},
+               {"corrupt.json.xz", "corrupt xz data"});
+    prep_fails({"--tokenizer", "gpt2", "--input", bad("truncated.jsonl.zst"), "--out", o},
+               {"truncated.jsonl.zst", "unexpected end of the zstd data"});
+    prep_fails({"--tokenizer", "gpt2", "--input", bad("corrupt.jsonl.zst"), "--out", o},
+               {"corrupt.jsonl.zst", "zstd"});
+    prep_fails({"--tokenizer", "gpt2", "--input", bad("truncated.tar.xz"), "--out", o}, {"truncated.tar.xz"});
+}
+
+TEST_F(Prep, BadJsonLinesNameTheLine) {
+    REQUIRE_GPT2();
+    std::string o = path("x");
+    prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/notext.jsonl", "--out", o},
+               {"notext.jsonl:3", "no \"text\" field", "\"body\", \"url\"", "--text-field"});
+    prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/badjson.jsonl", "--out", o},
+               {"badjson.jsonl:2", "invalid JSON"});
+    prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/array.json", "--out", o},
+               {"array.json", "JSON array, not JSON lines"});
+    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/notext.jsonl", "--skip-bad-json",
+                     "--out", path("skip")});
+    EXPECT_NE(r.out.find("skipped 1 bad JSON lines"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("2 docs"), std::string::npos) << r.out;
+}
+
+TEST_F(Prep, EmptyInputs) {
+    REQUIRE_GPT2();
+    REQUIRE_SPM();
+    std::string o = path("x");
+    for (const char* f : {"empty.jsonl", "blank.json.gz", "emptytext.jsonl"})
+        prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/" + f, "--out", o},
+                   {"no documents in the input"});
+    prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/notext.jsonl", "--skip-bad-json",
+                "--val-docs", "5", "--out", o},
+               {"all 2 documents went to the validation split"});
+    prep_fails({"c4", "--input", std::string(FX) + "c4_train.json.gz", "--val-input",
+                std::string(FX) + "bad/emptytext.jsonl", "--spm-model", AUSTEN_MODEL, "--out", o},
+               {"the --val-input files hold no documents"});
+    EXPECT_FALSE(fs::exists(path("x_train_000000.bin")));
+}
+
+TEST_F(Prep, BadOptions) {
+    REQUIRE_GPT2();
+    REQUIRE_SPM();
+    std::string in = std::string(FX) + "c4_train.json.gz", o = path("x");
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--shard-token", "5"},
+               {"unknown option --shard-token", "did you mean --shard-tokens?"});
+    prep_fails({"--tokenizer", "spm", "--input", in, "--out", o}, {"--spm-model", "huggingface-cli download"});
+    prep_fails({"--tokenizer", "spm", "--spm-model", "nope.model", "--input", in, "--out", o},
+               {"nope.model", "No such file"});
+    prep_fails({"--tokenizer", "spm", "--spm-model", std::string(FX) + "noeos.model", "--input", in, "--out", o},
+               {"has no EOS piece"});
+    prep_fails({"--tokenizer", "bpe", "--input", in, "--out", o}, {"--tokenizer must be gpt2 or spm"});
+    prep_fails({"--tokenizer", "gpt2", "--gpt2-ranks", "no/ranks.tiktoken", "--input", in, "--out", o},
+               {"no/ranks.tiktoken"});
+    prep_fails({"--tokenizer", "gpt2", "--spm-model", AUSTEN_MODEL, "--input", in, "--out", o},
+               {"--spm-model is for --tokenizer spm"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--val-docs", "3", "--val-fraction", "0.1"},
+               {"at most one of"});
+    prep_fails({"--tokenizer", "gpt2", "--layout", "rows", "--input", in, "--out", o}, {"needs a pad id", "--pad-id"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--row-len", "64"}, {"for --layout rows"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--val-fraction", "1.5"}, {"--val-fraction"});
+    prep_fails({"c4", "--input", in, "--spm-model", AUSTEN_MODEL, "--out", o}, {"--val-input"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--val-input", in, "--out", o},
+               {"both a --val-input and an --input"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--shard-tokens", "12X"}, {"not a non-negative"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in}, {"no output"});
+    prep_fails({"--tokenizer", "gpt2", "--out", o}, {"no input"});
+    prep_fails({"c5", "--input", in}, {"unknown preset"});
+}

@@ -1,0 +1,704 @@
+// See checkpoint.h for the layout and the guarantees.
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+#include "common/error.h"
+#include "io/safetensors.h"
+
+namespace fs = std::filesystem;
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "state tensors are copied as little-endian bytes");
+
+static const char* const STATE_FORMAT = "prac-train-state";
+static const char* const RESERVED_PREFIX = "ckpt.";
+
+// ----------------------------------------------------------------------------
+// names
+
+std::string checkpoint_dir_name(int64_t step) { return format("step_%08lld", (long long)step); }
+
+std::string checkpoint_path(const std::string& dir, int64_t step) { return dir + "/" + checkpoint_dir_name(step); }
+
+// Digits only, and canonical (what %08lld prints), so step_1 and step_000000001 are not taken for step 1.
+static bool parse_step_digits(const std::string& s, int64_t* step) {
+    if (s.size() < 8 || s.size() > 18) return false;
+    for (char c : s)
+        if (c < '0' || c > '9') return false;
+    long long v = std::strtoll(s.c_str(), nullptr, 10);
+    if (format("%08lld", v) != s) return false;
+    *step = v;
+    return true;
+}
+
+static bool parse_step_name(const std::string& name, int64_t* step) {
+    return name.compare(0, 5, "step_") == 0 && parse_step_digits(name.substr(5), step);
+}
+
+// This machine's name as it appears in temp dir names: [A-Za-z0-9.-] only (the name is split at '_').
+static std::string host_tag() {
+    char buf[256] = {0};
+    if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
+    std::string s(buf);
+    if (s.size() > 64) s.resize(64);
+    for (char& c : s)
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-'))
+            c = '-';
+    return s;
+}
+
+// A leftover of a writer: .tmp_step_N_HOST_PID, .old_step_N_HOST_PID or .del_step_N_HOST_PID.
+struct DotDir {
+    std::string kind;  // "tmp", "old" or "del"
+    int64_t step = 0;
+    std::string host;
+    long pid = 0;
+};
+
+static std::string dot_dir_name(const char* kind, int64_t step) {
+    return format(".%s_step_%08lld_%s_%ld", kind, (long long)step, host_tag().c_str(), (long)getpid());
+}
+
+static bool parse_dot_dir(const std::string& name, DotDir* out) {
+    static const char* const kinds[] = {"tmp", "old", "del"};
+    for (const char* k : kinds) {
+        std::string prefix = format(".%s_step_", k);
+        if (name.compare(0, prefix.size(), prefix) != 0) continue;
+        std::string rest = name.substr(prefix.size());
+        size_t a = rest.find('_'), b = rest.rfind('_');
+        if (a == std::string::npos || b == a) return false;
+        std::string pid = rest.substr(b + 1);
+        if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) return false;
+        if (!parse_step_digits(rest.substr(0, a), &out->step)) return false;
+        out->kind = k;
+        out->host = rest.substr(a + 1, b - a - 1);
+        out->pid = std::strtol(pid.c_str(), nullptr, 10);
+        return !out->host.empty() && out->pid > 0;
+    }
+    return false;
+}
+
+// A process we can see and that exists (EPERM: it exists but belongs to someone else).
+static bool pid_alive(long pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
+
+// A leftover we may remove: ours (this host) and its writer is gone. Another host's: we cannot tell, keep it.
+static bool dot_dir_is_stale(const DotDir& d) { return d.host == host_tag() && !pid_alive(d.pid); }
+
+static std::string parent_of(const std::string& path) {
+    fs::path p = fs::path(path).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();  // "a/b/" -> "a/b"
+    fs::path parent = p.parent_path();
+    return parent.empty() ? "." : parent.string();
+}
+
+static std::string base_of(const std::string& path) {
+    fs::path p = fs::path(path).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();
+    return p.filename().string();
+}
+
+// ----------------------------------------------------------------------------
+// durable file system operations
+
+// fsync a file or directory. For directories some filesystems refuse (EINVAL): nothing more we can do there.
+static void fsync_path(const std::string& path, bool is_dir) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | (is_dir ? O_DIRECTORY : 0));
+    if (fd < 0) fail("cannot open %s to flush it to disk: %s", path.c_str(), strerror(errno));
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    if (rc != 0 && !(is_dir && (err == EINVAL || err == EROFS)))
+        fail("cannot flush %s to disk: %s\n---> HINT: check the disk (space, I/O errors) and write the checkpoint "
+             "again", path.c_str(), strerror(err));
+}
+
+static void write_file_synced(const std::string& path, const std::string& content) {
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) fail("cannot create %s: %s", path.c_str(), strerror(errno));
+    size_t done = 0;
+    while (done < content.size()) {
+        ssize_t w = write(fd, content.data() + done, content.size() - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            int err = errno;
+            close(fd);
+            fail("cannot write %s: %s\n---> HINT: check that the disk has space", path.c_str(), strerror(err));
+        }
+        done += (size_t)w;
+    }
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    if (rc != 0) fail("cannot flush %s to disk: %s", path.c_str(), strerror(err));
+}
+
+static void rename_or_fail(const std::string& from, const std::string& to) {
+    if (rename(from.c_str(), to.c_str()) != 0) {
+        int err = errno;
+        fail("cannot rename %s to %s: %s%s", from.c_str(), to.c_str(), strerror(err),
+             err == EXDEV ? "\n---> HINT: both must be on the same filesystem (checkpoint_begin makes the temp "
+                            "directory inside the checkpoint directory)" : "");
+    }
+}
+
+// Best-effort recursive removal: a failure is reported, not thrown (the checkpoint itself is fine, and a dead
+// writer's leftover is retried by the next cleanup).
+static bool remove_tree(const std::string& path) {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+    if (ec) {
+        std::fprintf(stderr, "warning: cannot remove %s: %s\n", path.c_str(), ec.message().c_str());
+        return false;
+    }
+    return true;
+}
+
+// ----------------------------------------------------------------------------
+// completeness
+
+bool checkpoint_is_complete(const std::string& path, std::string* why) {
+    auto no = [&](const std::string& reason) {
+        if (why) *why = reason;
+        return false;
+    };
+    std::string marker = path + "/" + CKPT_COMPLETE_FILE;
+    std::error_code ec;
+    if (!fs::is_regular_file(marker, ec)) return no(format("it has no %s marker", CKPT_COMPLETE_FILE));
+    nlohmann::json j;
+    try {
+        std::FILE* f = std::fopen(marker.c_str(), "rb");
+        if (!f) return no(format("cannot read %s: %s", marker.c_str(), strerror(errno)));
+        std::string text;
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+        std::fclose(f);
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        return no(format("its %s marker is not valid JSON (%s)", CKPT_COMPLETE_FILE, e.what()));
+    }
+    if (!j.is_object() || !j.contains("files") || !j["files"].is_object() || !j.contains("format_version") ||
+        !j["format_version"].is_number_integer())
+        return no(format("its %s marker lacks \"files\" or \"format_version\"", CKPT_COMPLETE_FILE));
+    for (auto it = j["files"].begin(); it != j["files"].end(); ++it) {
+        const std::string& name = it.key();
+        if (!it.value().is_number_unsigned()) return no(format("its %s marker has a bad size for %s", CKPT_COMPLETE_FILE,
+                                                               name.c_str()));
+        uint64_t want = it.value().get<uint64_t>();
+        struct stat st;
+        std::string file = path + "/" + name;
+        if (stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return no(format("%s is missing", name.c_str()));
+        if ((uint64_t)st.st_size != want)
+            return no(format("%s is %llu bytes but was %llu bytes when the checkpoint was written", name.c_str(),
+                             (unsigned long long)st.st_size, (unsigned long long)want));
+    }
+    return true;
+}
+
+std::vector<int64_t> checkpoint_steps(const std::string& dir) {
+    std::vector<int64_t> steps;
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec), end;
+    if (ec) return steps;  // missing or unreadable: no checkpoints
+    for (; it != end; it.increment(ec)) {
+        if (ec) break;
+        int64_t step;
+        std::string name = it->path().filename().string();
+        if (!parse_step_name(name, &step)) continue;
+        if (checkpoint_is_complete(dir + "/" + name)) steps.push_back(step);
+    }
+    std::sort(steps.begin(), steps.end());
+    return steps;
+}
+
+std::string checkpoint_latest(const std::string& dir) {
+    std::vector<int64_t> steps = checkpoint_steps(dir);
+    return steps.empty() ? "" : checkpoint_path(dir, steps.back());
+}
+
+// ----------------------------------------------------------------------------
+// writing, rotation, cleanup
+
+int checkpoint_cleanup(const std::string& dir) {
+    std::vector<std::pair<std::string, DotDir>> found;
+    std::error_code ec;
+    fs::directory_iterator it(dir, ec), end;
+    if (ec) return 0;
+    for (; it != end; it.increment(ec)) {
+        if (ec) break;
+        DotDir d;
+        std::string name = it->path().filename().string();
+        if (parse_dot_dir(name, &d) && dot_dir_is_stale(d)) found.push_back({name, d});
+    }
+    // Moved-aside directories first: one whose step directory is gone goes back in its place.
+    std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) {
+        return (a.second.kind == "old") > (b.second.kind == "old");
+    });
+    int handled = 0;
+    for (const auto& f : found) {
+        std::string path = dir + "/" + f.first;
+        if (f.second.kind == "old") {
+            std::string step_dir = checkpoint_path(dir, f.second.step);
+            if (!fs::exists(step_dir, ec) && rename(path.c_str(), step_dir.c_str()) == 0) {
+                std::fprintf(stderr, "notice: restored %s (a replacement of it was interrupted)\n", step_dir.c_str());
+                handled++;
+                continue;
+            }
+        }
+        if (remove_tree(path)) handled++;
+    }
+    return handled;
+}
+
+std::string checkpoint_begin(const std::string& dir, int64_t step) {
+    CHECK_USER(step >= 0, "cannot save a checkpoint for step %lld: steps are >= 0", (long long)step);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec || !fs::is_directory(dir))
+        fail("cannot create the checkpoint directory %s: %s\n---> HINT: pass a writable path for checkpoints",
+             dir.c_str(), ec ? ec.message().c_str() : "it exists and is not a directory");
+    checkpoint_cleanup(dir);
+    std::string tmp = dir + "/" + dot_dir_name("tmp", step);
+    if (fs::exists(tmp, ec)) remove_tree(tmp);  // ours, from an earlier attempt in this process that never ended
+    if (mkdir(tmp.c_str(), 0755) != 0)
+        fail("cannot create %s: %s\n---> HINT: check that the checkpoint directory is writable and has space",
+             tmp.c_str(), strerror(errno));
+    return tmp;
+}
+
+void checkpoint_abort(const std::string& tmpdir) { remove_tree(tmpdir); }
+
+void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) {
+    std::error_code ec;
+    if (!fs::is_directory(tmpdir, ec)) fail("cannot commit checkpoint %s: %s is not a directory", final_dir.c_str(),
+                                            tmpdir.c_str());
+    int64_t step;
+    std::string final_name = base_of(final_dir), parent = parent_of(final_dir);
+    if (!parse_step_name(final_name, &step))
+        fail("cannot commit checkpoint to %s: the name must be %s-style (checkpoint_path)", final_dir.c_str(),
+             checkpoint_dir_name(0).c_str());
+
+    // 1. Every file's data on disk, and its size in the marker.
+    nlohmann::json files = nlohmann::json::object();
+    std::vector<std::string> subdirs;
+    for (fs::recursive_directory_iterator it(tmpdir, ec), end; !ec && it != end; it.increment(ec)) {
+        std::string rel = it->path().lexically_relative(tmpdir).string();
+        if (rel == CKPT_COMPLETE_FILE) continue;  // ours to write, last
+        std::error_code e2;
+        fs::file_status st = it->symlink_status(e2);
+        if (fs::is_directory(st)) {
+            subdirs.push_back(it->path().string());
+        } else if (fs::is_regular_file(st)) {
+            fsync_path(it->path().string(), false);
+            files[rel] = (uint64_t)fs::file_size(it->path(), e2);
+            if (e2) fail("cannot read the size of %s: %s", it->path().c_str(), e2.message().c_str());
+        } else {
+            fail("cannot commit checkpoint %s: %s is neither a file nor a directory", final_dir.c_str(), rel.c_str());
+        }
+    }
+    if (ec) fail("cannot list %s: %s", tmpdir.c_str(), ec.message().c_str());
+
+    // 2. The marker, then the directories' entries.
+    nlohmann::json marker = {{"format_version", CHECKPOINT_FORMAT_VERSION}, {"step", step}, {"files", files}};
+    write_file_synced(tmpdir + "/" + CKPT_COMPLETE_FILE, marker.dump(2) + "\n");
+    for (const std::string& d : subdirs) fsync_path(d, true);
+    fsync_path(tmpdir, true);
+
+    // 3. Publish with one rename. An existing step directory goes aside first (rename cannot replace a
+    // non-empty directory) and is removed only once the new one is in place; a crash in between leaves the
+    // aside copy, which checkpoint_cleanup renames back.
+    std::string aside;
+    if (fs::exists(final_dir, ec) || fs::is_symlink(final_dir, ec)) {
+        aside = parent + "/" + dot_dir_name("old", step);
+        rename_or_fail(final_dir, aside);
+    }
+    if (rename(tmpdir.c_str(), final_dir.c_str()) != 0) {
+        int err = errno;
+        if (!aside.empty()) rename(aside.c_str(), final_dir.c_str());  // put the old one back
+        fail("cannot rename %s to %s: %s", tmpdir.c_str(), final_dir.c_str(), strerror(err));
+    }
+    fsync_path(parent, true);
+    if (!aside.empty()) remove_tree(aside);
+}
+
+CheckpointWriter::CheckpointWriter(const std::string& d, int64_t s) : dir(d), step(s) {
+    tmpdir = checkpoint_begin(dir, step);
+}
+
+CheckpointWriter::~CheckpointWriter() {
+    if (!committed) checkpoint_abort(tmpdir);
+}
+
+std::string CheckpointWriter::commit() {
+    std::string final_dir = checkpoint_path(dir, step);
+    checkpoint_commit(tmpdir, final_dir);
+    committed = true;
+    return final_dir;
+}
+
+void checkpoint_rotate(const std::string& dir, int keep_last) {
+    checkpoint_cleanup(dir);
+    if (keep_last <= 0) return;
+    std::vector<int64_t> steps = checkpoint_steps(dir);
+    for (size_t i = 0; i + (size_t)keep_last < steps.size(); i++) {
+        // Out of the committed name first, so a crash mid-deletion leaves no half-deleted step directory.
+        std::string del = dir + "/" + dot_dir_name("del", steps[i]);
+        rename_or_fail(checkpoint_path(dir, steps[i]), del);
+        remove_tree(del);
+    }
+}
+
+std::string checkpoint_resolve(const std::string& path_arg) {
+    std::string path = path_arg;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+        fail("no checkpoint in %s: it does not exist\n---> HINT: pass the checkpoint directory of the run to resume, "
+             "or drop --resume to start from scratch", path.c_str());
+    if (!fs::is_directory(path, ec))
+        fail("cannot resume from %s: it is not a directory\n---> HINT: pass a checkpoint directory or one of its "
+             "step_NNNNNNNN subdirectories", path.c_str());
+    std::string name = base_of(path), why;
+    int64_t step;
+    DotDir d;
+    bool is_step = parse_step_name(name, &step) || parse_dot_dir(name, &d);
+    if (fs::exists(path + "/" + CKPT_COMPLETE_FILE, ec) || is_step) {
+        if (!checkpoint_is_complete(path, &why))
+            fail("cannot resume from %s: it is not a complete checkpoint (%s)\n---> HINT: pass the checkpoint "
+                 "directory above it to use its newest complete checkpoint, or an older step_NNNNNNNN",
+                 path.c_str(), why.c_str());
+        return path;
+    }
+    checkpoint_cleanup(path);
+    std::string latest = checkpoint_latest(path);
+    if (latest.empty())
+        fail("no checkpoint in %s\n---> HINT: checkpoints are its step_NNNNNNNN subdirectories (with a %s marker); "
+             "drop --resume to start from scratch", path.c_str(), CKPT_COMPLETE_FILE);
+    return latest;
+}
+
+// ----------------------------------------------------------------------------
+// checksum: four independent lanes of xor-multiply-xorshift over 8-byte words. Each step is a bijection of the
+// lane for a fixed word, so any change confined to one word always changes the result; the lanes keep the
+// multiplier latency off the critical path (several GB/s).
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+uint64_t state_checksum(const void* data, size_t nbytes) {
+    const uint64_t K = 0x9e3779b97f4a7c15ULL;
+    uint64_t lane[4] = {1, 2, 3, 4};
+    const unsigned char* p = (const unsigned char*)data;
+    size_t i = 0;
+    for (; i + 32 <= nbytes; i += 32) {
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            std::memcpy(&w, p + i + 8 * k, 8);
+            lane[k] = (lane[k] ^ w) * K;
+            lane[k] ^= lane[k] >> 29;
+        }
+    }
+    for (int k = 0; i < nbytes; k++) {  // the tail, one (zero-padded) word per lane
+        uint64_t w = 0;
+        size_t n = std::min<size_t>(8, nbytes - i);
+        std::memcpy(&w, p + i, n);
+        lane[k] = (lane[k] ^ w) * K;
+        lane[k] ^= lane[k] >> 29;
+        i += n;
+    }
+    uint64_t h = mix64(nbytes);
+    for (int k = 0; k < 4; k++) h = mix64(h ^ lane[k]) + K;
+    return h;
+}
+
+// ----------------------------------------------------------------------------
+// TrainState
+
+static size_t state_dtype_size(const std::string& dtype) {
+    if (dtype == "F32") return 4;
+    if (dtype == "I64") return 8;
+    if (dtype == "U8") return 1;
+    return 0;
+}
+
+size_t StateTensor::numel() const {
+    size_t n = 1;
+    for (int64_t d : shape) n *= (size_t)d;
+    return n;
+}
+
+size_t StateTensor::nbytes() const { return numel() * state_dtype_size(dtype); }
+
+static std::string state_where(const TrainState& s) { return s.path.empty() ? "the training state" : s.path; }
+
+static std::string shape_string(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+static StateTensor& add_tensor(TrainState& s, const std::string& name, const char* dtype,
+                               const std::vector<int64_t>& shape) {
+    CHECK_USER(!name.empty(), "training state: a tensor needs a name");
+    CHECK_USER(!s.has(name), "training state: tensor '%s' added twice", name.c_str());
+    for (int64_t d : shape)
+        CHECK_USER(d >= 0, "training state: tensor '%s' has a negative dimension in %s", name.c_str(),
+                   shape_string(shape).c_str());
+    StateTensor& t = s.tensors[name];
+    t.dtype = dtype;
+    t.shape = shape;
+    t.bytes.assign(t.nbytes(), 0);
+    return t;
+}
+
+void TrainState::add_f32(const std::string& name, const float* data, const std::vector<int64_t>& shape) {
+    StateTensor& t = add_tensor(*this, name, "F32", shape);
+    if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
+}
+
+void TrainState::add_i64(const std::string& name, const int64_t* data, const std::vector<int64_t>& shape) {
+    StateTensor& t = add_tensor(*this, name, "I64", shape);
+    if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
+}
+
+void TrainState::add_u8(const std::string& name, const uint8_t* data, const std::vector<int64_t>& shape) {
+    StateTensor& t = add_tensor(*this, name, "U8", shape);
+    if (!t.bytes.empty()) std::memcpy(t.bytes.data(), data, t.bytes.size());
+}
+
+float* TrainState::alloc_f32(const std::string& name, const std::vector<int64_t>& shape) {
+    return (float*)add_tensor(*this, name, "F32", shape).bytes.data();
+}
+
+int64_t* TrainState::alloc_i64(const std::string& name, const std::vector<int64_t>& shape) {
+    return (int64_t*)add_tensor(*this, name, "I64", shape).bytes.data();
+}
+
+const StateTensor& TrainState::tensor(const std::string& name) const {
+    auto it = tensors.find(name);
+    if (it == tensors.end())
+        fail("%s has no tensor '%s' (it has %zu tensors)\n---> HINT: the checkpoint was written by a run with other "
+             "settings or by another version; resume with the settings of the run that wrote it",
+             state_where(*this).c_str(), name.c_str(), tensors.size());
+    return it->second;
+}
+
+// Copies tensor `name` into dst after checking dtype and element count; reads (and checks) it from the file
+// when it has not been loaded.
+static void get_tensor(const TrainState& s, const std::string& name, const char* dtype, void* dst, size_t n) {
+    const StateTensor& t = s.tensor(name);
+    if (t.dtype != dtype)
+        fail("%s: tensor '%s' is %s but %s was expected", state_where(s).c_str(), name.c_str(), t.dtype.c_str(), dtype);
+    if (t.numel() != n)
+        fail("%s: tensor '%s' has shape %s (%zu elements) but %zu elements were expected\n---> HINT: the checkpoint "
+             "does not match this run (model, batch size, number of ranks, PRAC ranks); resume with the settings of "
+             "the run that wrote it", state_where(s).c_str(), name.c_str(), shape_string(t.shape).c_str(), t.numel(),
+             n);
+    size_t nbytes = t.nbytes();
+    if (nbytes == 0) return;
+    if (!t.in_file) {
+        std::memcpy(dst, t.bytes.data(), nbytes);
+        return;
+    }
+    CHECK_USER(s.file != nullptr, "%s: tensor '%s' is not loaded and the file is closed", state_where(s).c_str(),
+               name.c_str());
+    s.file->read_raw(name, dst, nbytes);
+    if (state_checksum(dst, nbytes) != t.checksum)
+        fail("corrupt checkpoint state %s: tensor '%s' does not match its checksum (the file changed after it was "
+             "written)\n---> HINT: resume from an older checkpoint (pass its step_NNNNNNNN directory)",
+             state_where(s).c_str(), name.c_str());
+}
+
+void TrainState::get_f32(const std::string& name, float* dst, size_t n) const { get_tensor(*this, name, "F32", dst, n); }
+void TrainState::get_i64(const std::string& name, int64_t* dst, size_t n) const { get_tensor(*this, name, "I64", dst, n); }
+void TrainState::get_u8(const std::string& name, uint8_t* dst, size_t n) const { get_tensor(*this, name, "U8", dst, n); }
+
+static bool is_reserved(const std::string& key) { return key.compare(0, std::strlen(RESERVED_PREFIX), RESERVED_PREFIX) == 0; }
+
+void TrainState::set(const std::string& key, const std::string& value) {
+    CHECK_USER(!key.empty() && !is_reserved(key), "training state: metadata key '%s' is empty or reserved (%s*)",
+               key.c_str(), RESERVED_PREFIX);
+    meta[key] = value;
+}
+void TrainState::set_i64(const std::string& key, int64_t value) { set(key, std::to_string((long long)value)); }
+void TrainState::set_u64(const std::string& key, uint64_t value) { set(key, std::to_string((unsigned long long)value)); }
+void TrainState::set_f64(const std::string& key, double value) { set(key, format("%.17g", value)); }
+
+const std::string& TrainState::get(const std::string& key) const {
+    auto it = meta.find(key);
+    if (it == meta.end())
+        fail("%s does not record '%s'\n---> HINT: it was written by another version or by a run with other "
+             "settings; resume with the build and settings that wrote it", state_where(*this).c_str(), key.c_str());
+    return it->second;
+}
+
+// Whole-string number parsing: "12abc", "" and out-of-range values are errors naming the key.
+template <class T, class F>
+static T parse_number(const TrainState& s, const std::string& key, const std::string& v, F parse, const char* what,
+                      bool is_unsigned = false) {
+    errno = 0;
+    char* end = nullptr;
+    T x = parse(v.c_str(), &end);
+    // ERANGE only for integers: strtod flags exact subnormals too, and never overflows on what set_f64 wrote
+    bool range = errno == ERANGE && !std::is_floating_point<T>::value;
+    if (v.empty() || end != v.c_str() + v.size() || range || (is_unsigned && v[0] == '-'))
+        fail("%s: metadata '%s' = \"%s\" is not %s", state_where(s).c_str(), key.c_str(),
+             v.c_str(), what);
+    return x;
+}
+
+int64_t TrainState::get_i64(const std::string& key) const {
+    return parse_number<int64_t>(*this, key, get(key), [](const char* c, char** e) { return (int64_t)std::strtoll(c, e, 10); },
+                                 "an integer");
+}
+uint64_t TrainState::get_u64(const std::string& key) const {
+    return parse_number<uint64_t>(*this, key, get(key), [](const char* c, char** e) { return (uint64_t)std::strtoull(c, e, 10); },
+                                  "an unsigned integer", true);
+}
+double TrainState::get_f64(const std::string& key) const {
+    return parse_number<double>(*this, key, get(key), [](const char* c, char** e) { return std::strtod(c, e); }, "a number");
+}
+
+void write_state(const std::string& path, const TrainState& state) {
+    std::map<std::string, std::string> meta;
+    for (const auto& kv : state.meta) {
+        CHECK_USER(!is_reserved(kv.first), "cannot save %s: metadata key '%s' is reserved (%s*)", path.c_str(),
+                   kv.first.c_str(), RESERVED_PREFIX);
+        meta[kv.first] = kv.second;
+    }
+    std::vector<SafeTensorWrite> writes;
+    std::vector<std::vector<uint8_t>> loaded;  // tensors of a state read from a file, rewritten
+    loaded.reserve(state.tensors.size());
+    nlohmann::json sums = nlohmann::json::object();
+    for (const auto& kv : state.tensors) {
+        const StateTensor& t = kv.second;
+        CHECK_USER(state_dtype_size(t.dtype) != 0, "cannot save %s: tensor '%s' has dtype %s (F32, I64 or U8 only)",
+                   path.c_str(), kv.first.c_str(), t.dtype.c_str());
+        const uint8_t* data = t.bytes.data();
+        if (t.in_file) {
+            loaded.emplace_back(t.nbytes());
+            get_tensor(state, kv.first, t.dtype.c_str(), loaded.back().data(), t.numel());
+            data = loaded.back().data();
+        } else {
+            CHECK_USER(t.bytes.size() == t.nbytes(), "cannot save %s: tensor '%s' holds %zu bytes, its shape %s needs "
+                       "%zu", path.c_str(), kv.first.c_str(), t.bytes.size(), shape_string(t.shape).c_str(), t.nbytes());
+        }
+        writes.push_back({kv.first, t.dtype, t.shape, data});
+        sums[kv.first] = format("%016" PRIx64, state_checksum(data, t.nbytes()));
+    }
+    meta["ckpt.format"] = STATE_FORMAT;
+    meta["ckpt.format_version"] = std::to_string(CHECKPOINT_FORMAT_VERSION);
+    meta["ckpt.step"] = std::to_string((long long)state.step);
+    meta["ckpt.adam_t"] = std::to_string((long long)state.adam_t);
+    meta["ckpt.checksums"] = sums.dump();
+    safetensors_write(path, writes, meta);
+}
+
+TrainState read_state(const std::string& path) {
+    const char* p = path.c_str();
+    const char* hint = "\n---> HINT: resume from an older checkpoint (pass its step_NNNNNNNN directory)";
+    struct stat st;
+    if (stat(p, &st) != 0)
+        fail("cannot read checkpoint state %s: %s\n---> HINT: a checkpoint directory holds %s; pass a complete one",
+             p, strerror(errno), CKPT_STATE_FILE);
+    SafeTensorsFile f;
+    try {
+        f = safetensors_open(path);
+    } catch (const UserError& e) {
+        fail("corrupt checkpoint state %s: %s%s", p, e.what(), hint);
+    }
+    auto meta_of = [&](const char* key) -> std::string {
+        auto it = f.metadata.find(key);
+        if (it == f.metadata.end()) fail("corrupt checkpoint state %s: no '%s' in its metadata%s", p, key, hint);
+        return it->second;
+    };
+    auto int_of = [&](const char* key) -> int64_t {
+        std::string v = meta_of(key);
+        char* end = nullptr;
+        errno = 0;
+        long long x = std::strtoll(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || errno == ERANGE)
+            fail("corrupt checkpoint state %s: metadata '%s' = \"%s\" is not an integer%s", p, key, v.c_str(), hint);
+        return x;
+    };
+    auto it = f.metadata.find("ckpt.format");
+    if (it == f.metadata.end() || it->second != STATE_FORMAT)
+        fail("%s is not a training state file (its metadata has no ckpt.format = %s)\n---> HINT: pass a checkpoint "
+             "directory written by this trainer", p, STATE_FORMAT);
+    int64_t version = int_of("ckpt.format_version");
+    if (version > CHECKPOINT_FORMAT_VERSION || version < 1)
+        fail("%s has checkpoint format version %lld, this build reads versions 1 to %d\n---> HINT: resume with the "
+             "build that wrote it", p, (long long)version, CHECKPOINT_FORMAT_VERSION);
+
+    TrainState s;
+    s.path = path;
+    s.step = int_of("ckpt.step");
+    s.adam_t = int_of("ckpt.adam_t");
+    nlohmann::json sums;
+    try {
+        sums = nlohmann::json::parse(meta_of("ckpt.checksums"));
+    } catch (const nlohmann::json::exception& e) {
+        fail("corrupt checkpoint state %s: its checksums are not valid JSON (%s)%s", p, e.what(), hint);
+    }
+    if (!sums.is_object()) fail("corrupt checkpoint state %s: its checksums are not a JSON object%s", p, hint);
+    for (const auto& kv : f.metadata)
+        if (!is_reserved(kv.first)) s.meta[kv.first] = kv.second;
+    for (const SafeTensor& t : f.tensors) {
+        if (state_dtype_size(t.dtype) == 0)
+            fail("corrupt checkpoint state %s: tensor '%s' has dtype %s (a state holds F32, I64 or U8)%s", p,
+                 t.name.c_str(), t.dtype.c_str(), hint);
+        auto c = sums.find(t.name);
+        std::string hex = c != sums.end() && c->is_string() ? c->get<std::string>() : "";
+        char* end = nullptr;
+        uint64_t sum = std::strtoull(hex.c_str(), &end, 16);
+        if (hex.size() != 16 || *end != '\0')
+            fail("corrupt checkpoint state %s: no valid checksum for tensor '%s'%s", p, t.name.c_str(), hint);
+        StateTensor& entry = s.tensors[t.name];
+        entry.dtype = t.dtype;
+        entry.shape = t.shape;
+        entry.in_file = true;
+        entry.checksum = sum;
+    }
+    for (auto c = sums.begin(); c != sums.end(); ++c)
+        if (!s.has(c.key()))
+            fail("corrupt checkpoint state %s: tensor '%s' is listed in its checksums but missing%s", p,
+                 c.key().c_str(), hint);
+    s.file = std::make_shared<const SafeTensorsFile>(std::move(f));
+    return s;
+}
+
+void check_compatible(const TrainState& state, const std::string& key, const std::string& expected) {
+    const char* where = state.path.empty() ? "the checkpoint" : state.path.c_str();
+    auto it = state.meta.find(key);
+    if (it == state.meta.end())
+        fail("cannot resume from %s: it does not record %s (this run has %s = %s)\n---> HINT: it was written by "
+             "another version; resume with the build that wrote it, or start a new run in another checkpoint "
+             "directory", where, key.c_str(), key.c_str(), expected.c_str());
+    if (it->second != expected)
+        fail("cannot resume from %s: it was written with %s = %s, this run has %s = %s\n---> HINT: resume with the "
+             "settings of the run that wrote it (%s = %s), or start a new run in another checkpoint directory",
+             where, key.c_str(), it->second.c_str(), key.c_str(), expected.c_str(), key.c_str(), it->second.c_str());
+}
+
+void check_compatible(const TrainState& state, const std::string& key, int64_t expected) {
+    check_compatible(state, key, std::to_string((long long)expected));
+}

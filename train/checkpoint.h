@@ -1,0 +1,171 @@
+// Training checkpoints: a directory per saved step, committed atomically, rotated, found again on resume.
+//
+// On-disk layout, under the run's checkpoint directory DIR:
+//
+//   DIR/step_00000100/              a complete checkpoint (step = completed optimizer steps, %08d)
+//       model.safetensors           HF-layout weights (the model's save_weights)
+//       config.json                 HF config (write_hf_config)
+//       state.safetensors           everything else a bit-exact resume needs (TrainState, below)
+//       COMPLETE                    written last: JSON {"format_version", "files": {name: size in bytes}}
+//   DIR/.tmp_step_00000200_HOST_PID/  a checkpoint being written by process PID on HOST
+//   DIR/.old_step_00000100_HOST_PID/  a step directory being replaced (moved aside, removed after the swap)
+//   DIR/.del_step_00000050_HOST_PID/  a step directory being deleted by rotation
+//
+// Writing: checkpoint_begin makes the temp directory, the caller writes its files into it, checkpoint_commit
+// fsyncs them, writes COMPLETE, fsyncs the directory and renames it to step_NNNNNNNN (one atomic rename).
+// A crash at any point leaves either no step_NNNNNNNN or a complete one; what it leaves behind is one of the
+// dot-directories above, which the next writer (checkpoint_cleanup) removes once process PID is gone.
+//
+// Complete = the committed name AND a COMPLETE marker whose files all exist with the sizes it lists. The rename
+// alone would do for directories we commit ourselves; the marker also rejects a step directory that was copied
+// partially (cp/rsync interrupted) or deleted partially by hand, which otherwise would look committed.
+//
+// One run owns a checkpoint directory; with several ranks only one process (rank 0) calls these functions.
+// Temp dirs carry the host name so that on a shared filesystem nobody removes a temp dir of a process on another
+// machine, whose liveness it cannot check: those are left alone.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct SafeTensorsFile;
+
+// Version of the checkpoint layout and of the state file's conventions. Bump it when either changes in a way
+// an older reader would misread; readers refuse versions newer than theirs.
+inline constexpr int CHECKPOINT_FORMAT_VERSION = 1;
+
+// File names inside a checkpoint directory.
+inline constexpr const char* CKPT_MODEL_FILE = "model.safetensors";
+inline constexpr const char* CKPT_CONFIG_FILE = "config.json";
+inline constexpr const char* CKPT_STATE_FILE = "state.safetensors";
+inline constexpr const char* CKPT_COMPLETE_FILE = "COMPLETE";
+
+// "step_00000100", and DIR + "/step_00000100".
+std::string checkpoint_dir_name(int64_t step);
+std::string checkpoint_path(const std::string& dir, int64_t step);
+
+// Creates DIR (and parents) when missing, runs checkpoint_cleanup(DIR), then creates and returns the temp
+// directory DIR/.tmp_step_NNNNNNNN_HOST_PID for the caller to write the checkpoint's files into.
+std::string checkpoint_begin(const std::string& dir, int64_t step);
+// Fsyncs every file in tmpdir, writes COMPLETE (fsynced), fsyncs tmpdir, renames it to final_dir and fsyncs
+// the parent. final_dir must be in the same directory as tmpdir (rename is atomic only there). An existing
+// final_dir is replaced safely: renamed aside first, removed only once the new one is in place.
+void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir);
+// Removes a temp directory after a failed write (no error if it is already gone).
+void checkpoint_abort(const std::string& tmpdir);
+// Deletes the oldest complete checkpoints so that the newest keep_last remain (keep_last <= 0: delete none).
+// Incomplete step directories and other processes' temp dirs are never touched. Runs checkpoint_cleanup first.
+void checkpoint_rotate(const std::string& dir, int keep_last);
+// Steps of the complete checkpoints in DIR, ascending; empty when DIR is missing or holds none.
+std::vector<int64_t> checkpoint_steps(const std::string& dir);
+// The newest complete checkpoint directory in DIR (DIR/step_NNNNNNNN), or "" if none. Read-only.
+std::string checkpoint_latest(const std::string& dir);
+// True when path is a step directory whose COMPLETE marker lists files that all exist with their sizes;
+// otherwise false, with the reason in *why when given.
+bool checkpoint_is_complete(const std::string& path, std::string* why = nullptr);
+// Removes leftovers of dead processes of this host in DIR: temp dirs (.tmp_step_*), half-deleted dirs
+// (.del_step_*) and moved-aside dirs (.old_step_*); a moved-aside dir whose step directory is missing (the
+// replacing process died between its two renames) is renamed back instead. Returns how many it handled.
+int checkpoint_cleanup(const std::string& dir);
+// For --resume PATH: PATH is either one checkpoint (a complete step directory) or a checkpoint directory, whose
+// newest complete checkpoint is returned (after checkpoint_cleanup, so an interrupted replacement is undone).
+// Fails with "no checkpoint in PATH" when there is none, and names the problem for an incomplete step dir.
+std::string checkpoint_resolve(const std::string& path);
+
+// Owns a checkpoint being written: begin in the constructor, commit() to publish, and the destructor removes
+// the temp dir when commit was never reached (an exception while writing leaves nothing behind).
+struct CheckpointWriter {
+    std::string dir;        // the run's checkpoint directory
+    int64_t step;
+    std::string tmpdir;     // where the files go
+    bool committed = false;
+
+    CheckpointWriter(const std::string& dir, int64_t step);
+    ~CheckpointWriter();
+    CheckpointWriter(const CheckpointWriter&) = delete;
+    CheckpointWriter& operator=(const CheckpointWriter&) = delete;
+
+    // Path of a file inside the checkpoint being written: tmpdir + "/" + name.
+    std::string file(const std::string& name) const { return tmpdir + "/" + name; }
+    // Publishes the checkpoint as checkpoint_path(dir, step) and returns that path.
+    std::string commit();
+};
+
+// ----------------------------------------------------------------------------
+// TrainState: the host-side contents of state.safetensors.
+//
+// Named tensors (F32, I64 or U8, any shape) plus string metadata. What goes in is the caller's choice; the
+// usual names are "adamw.m", "adamw.v", "adamw.master" (F32 over the whole parameter buffer), the PRAC state
+// ("prac.<site>.*"), "data.train.rank<r>" (I64 loader state per rank). Metadata holds seeds, RNG states, the
+// number of ranks, the ZeRO stage and the run's flags for check_compatible.
+//
+// In the file, __metadata__ holds the caller's keys as they are, plus reserved keys starting with "ckpt."
+// (format, format_version, step, adam_t, and a 64-bit checksum per tensor so bit rot in the data is caught).
+// Reading is lazy: read_state validates the header, and get_* read each tensor from the file when asked,
+// checking its checksum, so resuming a large model does not hold a second copy of the optimizer state.
+struct StateTensor {
+    std::string dtype;             // "F32", "I64" or "U8"
+    std::vector<int64_t> shape;
+    std::vector<uint8_t> bytes;    // the data (little-endian); empty while it still lives only in the file
+    bool in_file = false;          // true for tensors of a state read from a file, until loaded
+    uint64_t checksum = 0;         // from the file (in_file) — verified when the data is read
+    size_t numel() const;
+    size_t nbytes() const;
+};
+
+struct TrainState {
+    int64_t step = 0;     // completed optimizer steps: the resumed run's next step
+    int64_t adam_t = 0;   // AdamW's t (its bias correction), usually == step
+    std::map<std::string, std::string> meta;
+    std::map<std::string, StateTensor> tensors;
+    std::string path;     // the file it was read from ("" when built in memory): for messages
+    std::shared_ptr<const SafeTensorsFile> file;  // open while tensors are read lazily
+
+    // Adding copies data (numel of shape elements); a name that is already there is an error. alloc_* give
+    // zeroed storage to fill in place (e.g. download the optimizer state straight into it, with no copy).
+    void add_f32(const std::string& name, const float* data, const std::vector<int64_t>& shape);
+    void add_i64(const std::string& name, const int64_t* data, const std::vector<int64_t>& shape);
+    void add_u8(const std::string& name, const uint8_t* data, const std::vector<int64_t>& shape);
+    float* alloc_f32(const std::string& name, const std::vector<int64_t>& shape);
+    int64_t* alloc_i64(const std::string& name, const std::vector<int64_t>& shape);
+
+    bool has(const std::string& name) const { return tensors.count(name) != 0; }
+    // Fails naming the tensor when it is missing, along with the file.
+    const StateTensor& tensor(const std::string& name) const;
+    std::vector<int64_t> shape(const std::string& name) const { return tensor(name).shape; }
+    // Copy a tensor out. Fail when it is missing, has another dtype, has numel != n (the caller states what it
+    // expects), or its data does not match its checksum (a corrupt file).
+    void get_f32(const std::string& name, float* dst, size_t n) const;
+    void get_i64(const std::string& name, int64_t* dst, size_t n) const;
+    void get_u8(const std::string& name, uint8_t* dst, size_t n) const;
+
+    // Metadata. Keys starting with "ckpt." are reserved. Integers are stored in decimal, doubles with 17
+    // significant digits (exact round trip, infinities included; a NaN comes back without its payload).
+    // get_* fail naming the key when it is missing or not a number.
+    void set(const std::string& key, const std::string& value);
+    void set_i64(const std::string& key, int64_t value);
+    void set_u64(const std::string& key, uint64_t value);
+    void set_f64(const std::string& key, double value);
+    bool has_meta(const std::string& key) const { return meta.count(key) != 0; }
+    const std::string& get(const std::string& key) const;
+    int64_t get_i64(const std::string& key) const;
+    uint64_t get_u64(const std::string& key) const;
+    double get_f64(const std::string& key) const;
+};
+
+// Writes the state to path atomically (safetensors_write: temp file, fsync, rename).
+void write_state(const std::string& path, const TrainState& state);
+// Opens and validates state.safetensors: safetensors header, format name and version, reserved keys, a
+// checksum for every tensor, only F32/I64/U8 tensors. Fails with "corrupt checkpoint state PATH: ..." and a hint.
+TrainState read_state(const std::string& path);
+
+// Fails unless the state's metadata `key` equals `expected`, naming the key, the saved and the current value:
+// for the settings a resumed run must share with the run that wrote the checkpoint (model, batch size, ranks...).
+void check_compatible(const TrainState& state, const std::string& key, const std::string& expected);
+void check_compatible(const TrainState& state, const std::string& key, int64_t expected);
+
+// The 64-bit checksum stored per tensor (fast, not cryptographic: it detects corruption, not tampering).
+uint64_t state_checksum(const void* data, size_t nbytes);

@@ -1,0 +1,78 @@
+// Saving and restoring a whole training run (train/checkpoint.h does the atomic directories): weights in Hugging
+// Face layout, AdamW moments (and master weights), the optimizer step, PRAC bases and refresh counters, the data
+// loader's position, and the settings a bit-exact continuation depends on, which a resume checks.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "data/dataloader.h"
+#include "model/config.h"
+#include "prac/prac_state.h"
+#include "train/checkpoint.h"
+#include "train/cli.h"
+#include "train/optimizer.h"
+
+// The settings a continuation must share with the run that wrote the checkpoint (anything that changes the
+// arithmetic or the data order). Keys are stored as metadata and compared on resume.
+inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainOptions& o, const ModelConfig& c) {
+    return {
+        {"model", format("%s L%d NH%d C%d F%d V%d", o.model.c_str(), c.num_layers, c.num_heads, c.channels, c.hidden,
+                         c.vocab_size)},
+        {"batch_size", std::to_string(o.batch_size)},
+        {"seq_len", std::to_string(o.seq_len)},
+        {"grad_accum", std::to_string(o.grad_accum)},
+        {"steps", std::to_string(o.steps)},
+        {"schedule", format("lr %g warmup %d min %g", o.lr, o.warmup, o.min_lr_frac)},
+        {"adamw", format("wd %g b1 %g b2 %g eps %g clip %g", o.weight_decay, o.beta1, o.beta2, o.adam_eps, o.grad_clip)},
+        {"seed", std::to_string(o.seed)},
+        {"train_data", o.train_data},
+        {"shuffle", o.shuffle ? "1" : "0"},
+        {"prac", format("%s lin %s%s nonlin %s%s t1 %d t2 %d k %g classes %s", o.prac.c_str(), o.prac_linear.c_str(),
+                        o.prac_linear_ranks.c_str(), o.prac_nonlinear.c_str(), o.prac_nonlinear_ranks.c_str(), o.prac_t1,
+                        o.prac_t2, o.prac_k_mult, o.prac_classes.c_str())},
+    };
+}
+
+// Everything a checkpoint holds besides the model, gathered on the host (full optimizer state even under ZeRO-1;
+// PRAC state of every rank, or of rank 0 when the subspace is shared).
+struct RunState {
+    int64_t step = 0;  // completed optimizer steps
+    int adam_t = 0;
+    std::vector<float> m, v, master;  // master empty when the backend keeps no master weights
+    std::vector<SafeTensorWrite> prac;  // names already carry their rank prefix
+    PracStateBuffers prac_buffers;
+    DataLoaderState data;
+    int ranks = 1, zero = 0;
+    bool prac_shared = false;
+};
+
+// Writes the checkpoint (rank 0 only) into opts.ckpt_dir and rotates old ones; returns its directory.
+template <class Model>
+std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& cfg, Model& model, const RunState& rs) {
+    CheckpointWriter w(opts.ckpt_dir, rs.step);
+    model.save_weights(w.file(CKPT_MODEL_FILE));
+    write_hf_config(w.file(CKPT_CONFIG_FILE), cfg);
+    TrainState st;
+    st.step = rs.step;
+    st.adam_t = rs.adam_t;
+    for (const auto& [k, v] : resume_keys(opts, cfg)) st.set("run." + k, v);
+    st.set_i64("run.ranks", rs.ranks);
+    st.set_i64("run.zero", rs.zero);
+    st.set_i64("run.prac_shared", rs.prac_shared);
+    st.add_f32("adamw.m", rs.m.data(), {(int64_t)rs.m.size()});
+    st.add_f32("adamw.v", rs.v.data(), {(int64_t)rs.v.size()});
+    if (!rs.master.empty()) st.add_f32("adamw.master", rs.master.data(), {(int64_t)rs.master.size()});
+    for (const SafeTensorWrite& t : rs.prac) {
+        if (t.dtype == "F32") st.add_f32(t.name, (const float*)t.data, t.shape);
+        else st.add_i64(t.name, (const int64_t*)t.data, t.shape);
+    }
+    st.set_i64("data.epoch", rs.data.epoch);
+    st.set_i64("data.shard_index", rs.data.shard_index);
+    st.set_i64("data.sample_index", rs.data.sample_index);
+    st.set_u64("data.rng_state", rs.data.rng_state);
+    write_state(w.file(CKPT_STATE_FILE), st);
+    std::string dir = w.commit();
+    checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep);
+    return dir;
+}
