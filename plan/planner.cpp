@@ -7,6 +7,7 @@
 #include "kernels/cpu_backend.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
+#include "train/optimizers.h"
 
 const char* plan_target_name(PlanTarget t) {
     switch (t) {
@@ -58,7 +59,8 @@ size_t refresh_workspace(int n, int r) {
 }
 
 template <class Model, class PB>
-MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target) {
+MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
+                     const OptimizerChoice& optim) {
     PB be;
     Model model(be, cfg, prac);
     model.allocate_activations(B, T);
@@ -75,7 +77,8 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     p.categories.push_back({"gradients", format("gradients (%s)", dtype_name(PB::grad_dtype)),
                             n * dtype_size(PB::grad_dtype)});
     p.categories.push_back({"master_weights", "master weights (f32)", PB::master_weights ? n * 4 : 0});
-    p.categories.push_back({"optimizer_state", "optimizer state (AdamW m, v f32)", 2 * n * 4});
+    p.categories.push_back({"optimizer_state", format("optimizer state (%s, f32)", optim.kind.c_str()),
+                            optimizer_state_bytes(optim, cfg, model.param_specs, n)});
     const std::pair<MemCategory, const char*> act_rows[] = {
         {MemCategory::INPUTS, "inputs"},           {MemCategory::SAVED_EXACT, "saved_exact"},
         {MemCategory::SAVED_LINEAR, "saved_linear"}, {MemCategory::SAVED_NONLINEAR, "saved_nonlinear"},
@@ -91,9 +94,15 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     for (const auto& s : model.sites)
         if (s.compressed()) ws = std::max(ws, refresh_workspace(s.n, s.r()));
     if (target != PlanTarget::CPU_FP32) {
-        // cuBLASLt workspace + attention backward's fp32 dQ accumulator (N, C) and softmax row sums (N, NH)
-        size_t N = (size_t)B * T;
-        ws += CUBLASLT_WORKSPACE_BYTES + N * cfg.channels * 4 + N * cfg.num_heads * 4;
+        // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, plus ONE scratch
+        // buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh (above), attention backward's
+        // row sums D (N, NH) fp32, the embedding backward's sort keys 8 * next_pow2(N) bytes, and the norm
+        // backward's column partials 8 * clamp(ceil(N/64), 1, 256) * C bytes
+        size_t N = (size_t)B * T, pow2 = 2;
+        while (pow2 < N) pow2 *= 2;
+        size_t chunks = std::min<size_t>(256, std::max<size_t>(1, (N + 63) / 64));
+        ws = std::max({ws, N * cfg.num_heads * 4, 8 * pow2, 8 * chunks * cfg.channels});
+        ws = align_up(ws, 1 << 20) + CUBLASLT_WORKSPACE_BYTES;
     }
     p.categories.push_back({"library_workspaces",
                             target == PlanTarget::CPU_FP32 ? "PRAC refresh workspace (host)" : "library workspaces", ws});
@@ -102,9 +111,10 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
 }
 
 template <class PB>
-MemoryPlan plan_for(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target) {
-    if (cfg.arch == Arch::GPT2) return plan_with<GPT2<PB>, PB>(cfg, prac, B, T, target);
-    return plan_with<Llama<PB>, PB>(cfg, prac, B, T, target);
+MemoryPlan plan_for(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
+                    const OptimizerChoice& optim) {
+    if (cfg.arch == Arch::GPT2) return plan_with<GPT2<PB>, PB>(cfg, prac, B, T, target, optim);
+    return plan_with<Llama<PB>, PB>(cfg, prac, B, T, target, optim);
 }
 
 std::string human_bytes(size_t b) {
@@ -116,19 +126,22 @@ std::string human_bytes(size_t b) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target) {
+MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
+                       const OptimizerChoice* optimizer) {
     CHECK_USER(B > 0 && T > 0, "planning needs a positive batch and sequence length (B=%d, T=%d)", B, T);
+    OptimizerChoice adamw;
+    const OptimizerChoice& o = optimizer ? *optimizer : adamw;
     switch (target) {
-        case PlanTarget::CPU_FP32: return plan_for<PlanCpu>(cfg, prac, B, T, target);
-        case PlanTarget::CUDA_BF16: return plan_for<PlanCudaBf16>(cfg, prac, B, T, target);
-        case PlanTarget::CUDA_FP32: return plan_for<PlanCudaFp32>(cfg, prac, B, T, target);
+        case PlanTarget::CPU_FP32: return plan_for<PlanCpu>(cfg, prac, B, T, target, o);
+        case PlanTarget::CUDA_BF16: return plan_for<PlanCudaBf16>(cfg, prac, B, T, target, o);
+        case PlanTarget::CUDA_FP32: return plan_for<PlanCudaFp32>(cfg, prac, B, T, target, o);
     }
     return {};
 }
 
 int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
-                   size_t reserve) {
-    auto fits = [&](int B) { return plan_memory(cfg, prac, B, T, target).total + reserve <= gpu_bytes; };
+                   size_t reserve, const OptimizerChoice* optimizer) {
+    auto fits = [&](int B) { return plan_memory(cfg, prac, B, T, target, optimizer).total + reserve <= gpu_bytes; };
     if (!fits(1)) return 0;
     int lo = 1, hi = 2;
     while (fits(hi) && hi < (1 << 20)) {

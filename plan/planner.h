@@ -30,12 +30,14 @@ struct MemoryPlan {
     size_t bytes(const std::string& key) const;  // 0 when absent
 };
 
-MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target);
+struct OptimizerChoice;  // train/optimizers.h; the default (nullptr) is AdamW
+MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
+                       const OptimizerChoice* optimizer = nullptr);
 
 // Largest micro-batch B whose plan fits in gpu_bytes (after `reserve` bytes for the CUDA context and allocator
 // slack); 0 if not even B = 1 fits.
 int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
-                   size_t reserve);
+                   size_t reserve, const OptimizerChoice* optimizer = nullptr);
 
 std::string plan_table(const MemoryPlan& p);
 std::string plan_json(const MemoryPlan& p);

@@ -59,15 +59,15 @@ const char* TRAIN_ARGS =
 // complete checkpoint: the losses of every step and the final weights, optimizer state and PRAC bases are
 // bitwise those of the uninterrupted run. PRAC refreshes Q2 every step and Q1 every 2, so the draws' counters
 // must be restored exactly too.
-TEST(Resume, KilledAtARandomStepAndResumedIsBitExact) {
+static void killed_and_resumed(const std::string& extra, int steps) {
     std::string d = tmpdir();
-    std::string args = std::string(TRAIN_ARGS) + " --ckpt-every 2 --prac prac --prac-t1 2 --prac-t2 1";
+    std::string args = std::string(TRAIN_ARGS) + " --steps " + std::to_string(steps) + " --ckpt-every 2 " + extra;
     std::string env = "OMP_NUM_THREADS=2 ";
     ASSERT_EQ(run(env + bin("train_gpt2") + args + " --ckpt-dir " + d + "/a --log " + d + "/a.jsonl"), 0);
 
     std::mt19937 rng(std::random_device{}());
-    int die_after = 1 + (int)(rng() % 8);  // steps 1..8 of 9
-    std::printf("killing the second run right after step %d\n", die_after);
+    int die_after = 1 + (int)(rng() % (steps - 1));
+    std::printf("%s: killing the second run right after step %d\n", extra.c_str(), die_after);
     std::string b = " --ckpt-dir " + d + "/b --log " + d + "/b.jsonl";
     EXPECT_EQ(run(env + "PRAC_TEST_DIE_AFTER_STEP=" + std::to_string(die_after) + " " + bin("train_gpt2") + args + b),
               137);
@@ -79,13 +79,28 @@ TEST(Resume, KilledAtARandomStepAndResumedIsBitExact) {
     if (has_ckpt) EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
 
     auto sa = steps_of(d + "/a.jsonl"), sb = steps_of(d + "/b.jsonl");
-    EXPECT_EQ(sa.size(), 9u);
-    EXPECT_EQ(sa, sb) << "losses or gradient norms differ after resuming";
+    EXPECT_EQ(sa.size(), (size_t)steps);
+    EXPECT_EQ(sa, sb) << extra << ": losses or gradient norms differ after resuming";
+    char last[32];
+    std::snprintf(last, sizeof last, "step_%08d", steps);
     for (const char* f : {"model.safetensors", "state.safetensors"}) {
-        std::string cmd = "cmp " + d + "/a/step_00000009/" + f + " " + d + "/b/step_00000009/" + f;
-        EXPECT_EQ(run(cmd), 0) << f << " differs";
+        std::string cmd = "cmp " + d + "/a/" + last + "/" + f + " " + d + "/b/" + last + "/" + f;
+        EXPECT_EQ(run(cmd), 0) << extra << ": " << f << " differs";
     }
     run("rm -rf " + d);
+}
+
+// Killed right after a random step (like kill -9: no cleanup, no last checkpoint), resumed from the newest
+// complete checkpoint: the losses of every step and the final weights, optimizer state and PRAC bases are
+// bitwise those of the uninterrupted run. PRAC refreshes Q2 every step and Q1 every 2, so the draws' counters
+// must be restored exactly too.
+TEST(Resume, KilledAtARandomStepAndResumedIsBitExact) {
+    killed_and_resumed("--prac prac --prac-t1 2 --prac-t2 1", 9);
+}
+// The other optimizers' state (momenta, projections and their refresh step) resumes exactly as well.
+TEST(Resume, MuonAndGaloreResumeBitExact) {
+    killed_and_resumed("--optimizer muon", 6);
+    killed_and_resumed("--optimizer galore --galore-rank 16 --galore-gap 3", 6);
 }
 
 // A resume that would not be a bit-exact continuation is refused, naming the setting.

@@ -1,4 +1,5 @@
 #include "train/cli.h"
+#include "train/optimizers.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -43,6 +44,12 @@ const Flag FLAGS[] = {
     F("--beta2", "B2", FLOAT, beta2, "AdamW beta2"),
     F("--adam-eps", "EPS", FLOAT, adam_eps, "AdamW epsilon"),
     F("--grad-clip", "C", FLOAT, grad_clip, "clip the global gradient norm to C (0 = off)"),
+    F("--optimizer", "NAME", STR, optimizer,
+      "adamw | muon (Newton-Schulz on hidden matrices, AdamW elsewhere) | adam-mini | galore (low-rank projected Adam)"),
+    F("--galore-rank", "R", INT, galore_rank, "GaLore rank (0: GaLore's rank for the model: 60M 128, 130M/350M 256, 1B 512)"),
+    F("--galore-gap", "T", INT, galore_gap, "GaLore: recompute the projections every T steps"),
+    F("--galore-scale", "A", FLOAT, galore_scale, "GaLore: scale alpha of the projected update"),
+    F("--muon-momentum", "MU", FLOAT, muon_momentum, "Muon: Nesterov momentum"),
     F("--seed", "S", LONG, seed, "seed for initialization and data order"),
     F("--eval-interval", "N", INT, eval_interval, "evaluate every N steps (0 = only at the end)"),
     F("--eval-tokens", "N", LONG, eval_tokens, "validation tokens per evaluation"),
@@ -187,6 +194,13 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.eval_interval >= 0, "--eval-interval must be >= 0");
     CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive");
     CHECK_USER(opts.log_interval > 0, "--log-interval must be positive");
+    CHECK_USER(opts.optimizer == "adamw" || opts.optimizer == "muon" || opts.optimizer == "adam-mini" ||
+                   opts.optimizer == "galore",
+               "--optimizer must be adamw, muon, adam-mini or galore (got \"%s\")", opts.optimizer.c_str());
+    CHECK_USER(opts.galore_rank >= 0 && opts.galore_gap >= 1, "--galore-rank must be >= 0 and --galore-gap >= 1");
+    CHECK_USER(opts.muon_momentum >= 0 && opts.muon_momentum < 1, "--muon-momentum must be in [0, 1)");
+    CHECK_USER(opts.zero == 0 || opts.optimizer == "adamw", "--zero 1 shards AdamW only (got --optimizer %s)",
+               opts.optimizer.c_str());
     CHECK_USER(opts.ckpt_every >= 0 && opts.ckpt_keep >= 1, "--ckpt-every must be >= 0 and --ckpt-keep >= 1");
     CHECK_USER(!opts.resume || !opts.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
     CHECK_USER(opts.zero == 0 || opts.zero == 1, "--zero must be 0 or 1 (got %d): ZeRO-1 is the only sharding", opts.zero);
@@ -211,6 +225,20 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                    "the built-in corpus", opts.train_data.empty() ? "--val-data" : "--train-data",
                    opts.train_data.empty() ? "--train-data" : "--val-data");
     }
+}
+
+OptimizerChoice optimizer_choice_from(const TrainOptions& o) {
+    OptimizerChoice c;
+    c.kind = o.optimizer;
+    c.beta1 = o.beta1;
+    c.beta2 = o.beta2;
+    c.eps = o.adam_eps;
+    c.weight_decay = o.weight_decay;
+    c.galore_rank = o.galore_rank;
+    c.galore_gap = o.galore_gap;
+    c.galore_scale = o.galore_scale;
+    c.muon_momentum = o.muon_momentum;
+    return c;
 }
 
 // "a,b" -> two numbers
@@ -315,6 +343,10 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"warmup steps", std::to_string(o.warmup)},
         {"min lr", format("%g (%g x lr)", o.lr * o.min_lr_frac, o.min_lr_frac)},
         {"weight_decay", format("%g", o.weight_decay)},
+        {"optimizer", o.optimizer == "galore" ? format("galore (rank %d, gap %d, scale %g)", o.galore_rank,
+                                                       o.galore_gap, o.galore_scale)
+                      : o.optimizer == "muon" ? format("muon (momentum %g)", o.muon_momentum)
+                                              : o.optimizer},
         {"adam betas / eps", format("%g, %g / %g", o.beta1, o.beta2, o.adam_eps)},
         {"grad_clip", format("%g", o.grad_clip)},
         {"seed", std::to_string(o.seed)},

@@ -22,6 +22,11 @@ struct TrainOptions {
     float weight_decay = 0.1f;
     float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
     float grad_clip = 1.0f;     // 0 = off
+    std::string optimizer = "adamw";  // adamw | muon | adam-mini | galore
+    int galore_rank = 0;              // 0: GaLore's rank for the model size
+    int galore_gap = 200;
+    float galore_scale = 0.25f;
+    float muon_momentum = 0.95f;
     long long seed = 42;
     int eval_interval = 0;      // steps; 0 = only at the end
     long long eval_tokens = 65536;
@@ -70,6 +75,10 @@ struct TrainOptions {
 // malformed values. program is "train_gpt2" or "train_llama".
 void parse_train_options(TrainOptions& opts, int argc, char** argv);
 std::string train_options_help(Arch arch, const char* program);
+
+struct OptimizerChoice;
+// The optimizer of the flags.
+OptimizerChoice optimizer_choice_from(const TrainOptions& o);
 
 // The PRAC options of the flags (UserError on malformed pairs or unknown classes).
 PracOptions prac_options_from(const TrainOptions& o);

@@ -1,6 +1,7 @@
 // AdamW over a model's parameter buffer, the learning-rate schedule and global-norm clipping.
 #pragma once
 #include <algorithm>
+#include <string>
 #include <cmath>
 #include <vector>
 
@@ -23,6 +24,14 @@ inline float clip_scale(float norm, float max_norm) {
     float s = max_norm / (norm + 1e-6f);
     return s < 1.0f ? s : 1.0f;
 }
+
+// One optimizer state tensor for checkpoints: its name, backend pointer and element count (fp32). Every optimizer
+// lists its state this way, so checkpoints and the planner treat them alike.
+struct OptimizerStateTensor {
+    std::string name;
+    float* data;
+    size_t numel;
+};
 
 // AdamW state: fp32 first and second moments (and fp32 master weights when the backend stores params in
 // bf16), laid out like the parameter buffer, or like its slice [begin, end) under ZeRO-1 (each rank keeps and
@@ -54,6 +63,12 @@ struct AdamW {
     }
     AdamW(const AdamW&) = delete;
     AdamW& operator=(const AdamW&) = delete;
+
+    std::vector<OptimizerStateTensor> state_tensors() const {
+        std::vector<OptimizerStateTensor> s = {{"adamw.m", m, n}, {"adamw.v", v, n}};
+        if (master) s.push_back({"adamw.master", master, n});
+        return s;
+    }
 
     // One update of every parameter tensor (the parts inside [begin, end)); weight decay only where the spec
     // says so (2-D weights).

@@ -24,7 +24,9 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
         {"grad_accum", std::to_string(o.grad_accum)},
         {"steps", std::to_string(o.steps)},
         {"schedule", format("lr %g warmup %d min %g", o.lr, o.warmup, o.min_lr_frac)},
-        {"adamw", format("wd %g b1 %g b2 %g eps %g clip %g", o.weight_decay, o.beta1, o.beta2, o.adam_eps, o.grad_clip)},
+        {"optimizer", format("%s wd %g b1 %g b2 %g eps %g clip %g galore %d/%d/%g muon %g", o.optimizer.c_str(),
+                             o.weight_decay, o.beta1, o.beta2, o.adam_eps, o.grad_clip, o.galore_rank, o.galore_gap,
+                             o.galore_scale, o.muon_momentum)},
         {"seed", std::to_string(o.seed)},
         {"train_data", o.train_data},
         {"shuffle", o.shuffle ? "1" : "0"},
@@ -38,8 +40,8 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
 // PRAC state of every rank, or of rank 0 when the subspace is shared).
 struct RunState {
     int64_t step = 0;  // completed optimizer steps
-    int adam_t = 0;
-    std::vector<float> m, v, master;  // master empty when the backend keeps no master weights
+    int adam_t = 0;                                                 // the optimizer's completed steps
+    std::vector<std::pair<std::string, std::vector<float>>> optim;  // its state tensors, whole (gathered)
     std::vector<SafeTensorWrite> prac;  // names already carry their rank prefix
     PracStateBuffers prac_buffers;
     DataLoaderState data;
@@ -60,9 +62,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("run.ranks", rs.ranks);
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);
-    st.add_f32("adamw.m", rs.m.data(), {(int64_t)rs.m.size()});
-    st.add_f32("adamw.v", rs.v.data(), {(int64_t)rs.v.size()});
-    if (!rs.master.empty()) st.add_f32("adamw.master", rs.master.data(), {(int64_t)rs.master.size()});
+    for (const auto& [name, data] : rs.optim) st.add_f32(name, data.data(), {(int64_t)data.size()});
     for (const SafeTensorWrite& t : rs.prac) {
         if (t.dtype == "F32") st.add_f32(t.name, (const float*)t.data, t.shape);
         else st.add_i64(t.name, (const int64_t*)t.data, t.shape);

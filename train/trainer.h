@@ -28,7 +28,7 @@
 #include "model/weights.h"
 #include "train/cli.h"
 #include "train/metrics_log.h"
-#include "train/optimizer.h"
+#include "train/optimizers.h"
 #include "train/comm.h"
 #include "train/train_checkpoint.h"
 #include "plan/planner.h"
@@ -244,14 +244,18 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
         return 0;
     }
 
-    // ---- optimizer: the whole buffer, or this rank's shard under ZeRO-1 ----
+    // ---- optimizer: the whole buffer, or this rank's shard under ZeRO-1 (AdamW) ----
     size_t n = model.param_buffer_numel;
     bool sharded = opts.zero == 1 && ranks > 1;
     size_t shard_lo = sharded ? comm.shard_begin(n, rank) : 0, shard_hi = sharded ? comm.shard_end(n, rank) : n;
-    AdamW<Backend> opt(be, shard_lo, shard_hi, opts.beta1, opts.beta2, opts.adam_eps, opts.weight_decay);
+    std::unique_ptr<Optimizer<Backend>> opt =
+        make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, n, shard_lo, shard_hi);
+    init_master_weights(be, *opt, model.params_memory, n);
+    size_t opt_bytes = 0;
+    for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.numel * sizeof(float);
     std::printf("memory: parameters %.1f MiB | gradients %.1f MiB | optimizer %.1f MiB | activations %.1f MiB | "
                 "live %.1f MiB\n", n * sizeof(typename Backend::act_t) / 1048576.0,
-                n * sizeof(typename Backend::grad_t) / 1048576.0, (opt.master ? 3 : 2) * opt.n * 4 / 1048576.0,
+                n * sizeof(typename Backend::grad_t) / 1048576.0, opt_bytes / 1048576.0,
                 (model.acts_bytes + model.bases_bytes) / 1048576.0, be.live_bytes / 1048576.0);
 
     // a checkpoint: gathers the optimizer shards and every rank's PRAC state; rank 0 writes
@@ -259,19 +263,24 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
         if (opts.ckpt_dir.empty()) return;
         RunState rs;
         rs.step = completed;
-        rs.adam_t = opt.t;
+        rs.adam_t = opt->steps();
         rs.data = data;
         rs.ranks = ranks;
         rs.zero = opts.zero;
         rs.prac_shared = opts.prac_shared;
-        auto gather = [&](const float* shard, std::vector<float>& full) {
-            full.assign(n, 0.0f);
-            be.download(full.data() + shard_lo, shard, (shard_hi - shard_lo) * sizeof(float));
-            if (sharded) comm.all_gather(full.data(), n);
-        };
-        gather(opt.m, rs.m);
-        gather(opt.v, rs.v);
-        if (opt.master) gather(opt.master, rs.master);
+        // optimizer state, whole: ZeRO-1 shards (AdamW's tensors of shard_hi - shard_lo elements) are gathered
+        for (const OptimizerStateTensor& t : opt->state()) {
+            std::vector<float> full;
+            if (sharded) {
+                full.assign(n, 0.0f);
+                be.download(full.data() + shard_lo, t.data, t.numel * sizeof(float));
+                comm.all_gather(full.data(), n);
+            } else {
+                full.resize(t.numel);
+                be.download(full.data(), t.data, t.numel * sizeof(float));
+            }
+            rs.optim.push_back({t.name, std::move(full)});
+        }
         // PRAC: rank r's tensors travel to rank 0 by broadcast (all ranks have the same shapes)
         PracStateBuffers local;
         std::vector<SafeTensorWrite> mine;
@@ -314,15 +323,12 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
                  path.c_str(), saved_ranks, saved_zero, ranks, opts.zero, saved_ranks);
         check_compatible(st, "run.prac_shared", (int64_t)opts.prac_shared);
         model.load_weights(path + "/" + CKPT_MODEL_FILE);
-        std::vector<float> full(n);
-        auto restore = [&](const char* name, float* shard) {
-            st.get_f32(name, full.data(), n);
-            be.upload(shard, full.data() + shard_lo, (shard_hi - shard_lo) * sizeof(float));
-        };
-        restore("adamw.m", opt.m);
-        restore("adamw.v", opt.v);
-        if (opt.master) restore("adamw.master", opt.master);
-        opt.t = (int)st.adam_t;
+        for (const OptimizerStateTensor& t : opt->state()) {
+            std::vector<float> full(sharded ? n : t.numel);
+            st.get_f32(t.name, full.data(), full.size());
+            be.upload(t.data, full.data() + (sharded ? shard_lo : 0), t.numel * sizeof(float));
+        }
+        opt->steps() = (int)st.adam_t;
         SafeTensorsFile f = safetensors_open(path + "/" + CKPT_STATE_FILE);
         // PRAC bases: one set ("prac.") when the subspace was shared or one rank wrote it, else one per rank
         bool one_set = opts.prac_shared || saved_ranks == 1;
@@ -410,7 +416,7 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
             skipped_total++;
         } else {
             skipped_in_a_row = 0;
-            opt.step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, opts.grad_clip));
+            opt->step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, opts.grad_clip));
         }
         if (sharded) comm.all_gather(comm_buffer(model.params_memory), n);  // every rank gets every updated shard
         be.synchronize();

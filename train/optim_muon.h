@@ -1,0 +1,233 @@
+// Muon over a model's parameter buffer: Newton-Schulz-orthogonalized Nesterov momentum for the hidden 2-D
+// weight matrices, AdamW (same learning rate, same kernel as train/optimizer.h) for everything else.
+//
+// Which tensors: per layer, the matrices of qkvw, attprojw, fcw and fcprojw (the transformer blocks' linear
+// layers). Embeddings (wte, wpe), the LM head (lm_head; GPT-2's head is wte) and all norms and biases use AdamW,
+// as in Keller Jordan's Muon and in Moonlight.
+//
+// Fused blocks: qkvw is (L, 3C, C) with rows q, k, v and LLaMA's fcw is (L, 2F, C) with rows gate, up. The usual
+// implementations orthogonalize each nn.Linear weight separately, i.e. q, k and v (and gate and up) as three (two)
+// matrices; MuonOptions::split_fused = true (the default) does that, by rows: qkvw layer l gives the (C, C)
+// matrices at rows [0, C), [C, 2C), [2C, 3C); LLaMA's fcw gives (F, C) gate rows [0, F) and up rows [F, 2F).
+// split_fused = false treats each layer's fused (3C, C) and (2F, C) block as ONE matrix (a fused nn.Linear, as
+// in nanoGPT's c_attn): a different optimizer, since U Vᵀ of the stacked matrix is not the stack of the parts'.
+// GPT-2's fcw (F, C), attprojw (C, C) and fcprojw (C, F) are single matrices either way.
+//
+// Update of one matrix W (rows A, cols B), with g = grad * grad_scale and mu = 0.95 (Moonlight, arXiv 2502.16982):
+//   M = mu M + g;   u = g + mu M (Nesterov);   O = NewtonSchulz5(u)   (kernels/muon.h, fp32)
+//   W = W (1 - lr wd) - lr * 0.2 * sqrt(max(A, B)) * O
+// The 0.2 sqrt(max(A, B)) factor gives O the RMS of a typical AdamW update (O's singular values are ~1, so its
+// RMS is ~1/sqrt(max(A, B)); 0.2 is AdamW's typical update RMS): the AdamW learning rate and weight decay carry
+// over, and one lr drives both halves of the optimizer.
+//
+// State (fp32): one momentum value per Muon element, AdamW's m and v per other element, each packed in
+// parameter-spec order (no alignment padding); fp32 master weights laid out like the parameter buffer when the
+// backend keeps bf16 params (Backend::master_weights, as AdamW; the trainer fills them from the params); and a
+// workspace for one matrix at a time (u and the Newton-Schulz temporaries). The planner reads state_bytes and
+// scratch_bytes, checkpoints read state_tensors.
+//
+// ZeRO-1 sharding is not supported: Newton-Schulz needs a whole matrix's gradient, which a reduce-scatter
+// splits across ranks (the trainer must refuse --zero 1 with Muon). Muon only sees gradients, so it combines
+// with every PRAC mode unchanged.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/adamw.h"
+#include "kernels/cpu_backend.h"
+#include "kernels/muon.h"
+#include "model/config.h"
+#include "model/tensors.h"
+#include "train/optimizer.h"
+
+
+struct MuonOptions {
+    float momentum = 0.95f;
+    bool nesterov = true;
+    int ns_steps = MUON_NS_STEPS;
+    bool split_fused = true;  // q/k/v and gate/up as separate matrices (see the top of the file)
+    // the AdamW half (and the decoupled weight decay of both halves)
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
+};
+
+// One matrix Muon orthogonalizes: (rows, cols) row-major at `offset` in the parameter buffer, its momentum at
+// `state` in the packed momentum buffer.
+struct MuonMatrix {
+    std::string name;  // e.g. "qkvw[1].k", "fcw[0]" (for messages and tests)
+    size_t offset, state;
+    int rows, cols;
+    bool decay;
+};
+
+// A parameter tensor's place in a packed state buffer.
+struct PackedSpec {
+    ParamSpec spec;  // a copy: the optimizer does not depend on the caller's list staying alive
+    size_t state;    // elements into the packed buffer
+};
+
+struct MuonLayout {
+    std::vector<MuonMatrix> matrices;
+    std::vector<PackedSpec> muon_specs;  // into the momentum buffer
+    std::vector<PackedSpec> adam_specs;  // into AdamW's m and v
+    size_t momentum_numel = 0, adam_numel = 0;
+    size_t extent = 0;     // end of the last tensor in the parameter buffer (master weights' length)
+    size_t max_matrix = 0;  // elements of the largest matrix (u)
+    size_t ns_work = 0;     // Newton-Schulz workspace of the largest need
+};
+
+// The hidden 2-D weights (stacked per layer): Muon's. Everything else is AdamW's.
+inline bool muon_is_hidden(const std::string& name) {
+    return name == "qkvw" || name == "attprojw" || name == "fcw" || name == "fcprojw";
+}
+
+// The matrices of a model's parameter specs (see the top of the file for the rows of fused blocks).
+inline MuonLayout muon_layout(const std::vector<ParamSpec>& specs, const ModelConfig& cfg, bool split_fused) {
+    MuonLayout lay;
+    size_t L = (size_t)cfg.num_layers, C = (size_t)cfg.channels, F = (size_t)cfg.hidden;
+    for (const ParamSpec& s : specs) {
+        lay.extent = std::max(lay.extent, s.offset + s.numel);
+        if (!muon_is_hidden(s.name)) {
+            lay.adam_specs.push_back({s, lay.adam_numel});
+            lay.adam_numel += s.numel;
+            continue;
+        }
+        lay.muon_specs.push_back({s, lay.momentum_numel});
+        size_t cols = s.name == "fcprojw" ? F : C;
+        CHECK_USER(L > 0 && cols > 0 && s.numel % (L * cols) == 0,
+                   "muon: parameter '%s' (%zu elements) is not %zu layers of %zu-column matrices", s.name.c_str(),
+                   s.numel, L, cols);
+        size_t rows = s.numel / (L * cols);
+        // parts of each layer's block: q, k, v of qkvw; gate, up of LLaMA's fcw (rows = 2F); else one matrix
+        size_t parts = 1;
+        if (split_fused && s.name == "qkvw") parts = 3;
+        if (split_fused && s.name == "fcw" && rows == 2 * F) parts = 2;
+        CHECK_USER(rows % parts == 0, "muon: '%s' has %zu rows per layer, not %zu equal parts", s.name.c_str(), rows,
+                   parts);
+        static const char* qkv[] = {".q", ".k", ".v"};
+        static const char* gate_up[] = {".gate", ".up"};
+        size_t prow = rows / parts;
+        for (size_t l = 0; l < L; l++)
+            for (size_t p = 0; p < parts; p++) {
+                size_t within = (l * rows + p * prow) * cols;
+                std::string name = s.name + "[" + std::to_string(l) + "]" +
+                                   (parts == 3 ? qkv[p] : parts == 2 ? gate_up[p] : "");
+                lay.matrices.push_back({name, s.offset + within, lay.momentum_numel + within, (int)prow, (int)cols,
+                                        s.decay});
+                lay.max_matrix = std::max(lay.max_matrix, prow * cols);
+                lay.ns_work = std::max(lay.ns_work, newton_schulz_work_numel((int)prow, (int)cols));
+            }
+        lay.momentum_numel += s.numel;
+    }
+    return lay;
+}
+
+// Backend ops. The CPU backend gets the twins of kernels/muon.h directly; another backend (CUDA) provides members
+// muon_momentum, newton_schulz and muon_apply with these argument lists. muon_apply's master (fp32 master weights
+// or null) and salt (the matrix's element index in the parameter buffer, for stochastic rounding to bf16) are
+// adamw_update's.
+template <class Backend>
+void muon_momentum_op(Backend& be, float* buf, float* u, const typename Backend::grad_t* g, size_t n, float mu,
+                      float grad_scale, bool nesterov) {
+    if constexpr (std::is_same_v<Backend, CpuBackend>) muon_momentum_cpu(buf, u, g, n, mu, grad_scale, nesterov);
+    else be.muon_momentum(buf, u, g, n, mu, grad_scale, nesterov);
+}
+template <class Backend>
+void newton_schulz_op(Backend& be, float* X, int rows, int cols, float* work, int steps) {
+    if constexpr (std::is_same_v<Backend, CpuBackend>) newton_schulz_cpu(X, rows, cols, work, steps);
+    else be.newton_schulz(X, rows, cols, work, steps);
+}
+template <class Backend>
+void muon_apply_op(Backend& be, typename Backend::act_t* params, float* master, const float* O, size_t n, float lr,
+                   float wd, float step, uint64_t salt) {
+    if constexpr (std::is_same_v<Backend, CpuBackend>) muon_apply_cpu(params, O, n, lr, wd, step);
+    else be.muon_apply(params, master, O, n, lr, wd, step, salt);
+}
+
+template <class Backend>
+struct Muon {
+    Backend& be;
+    MuonOptions o;
+    MuonLayout lay;
+    float* momentum = nullptr;  // (momentum_numel) packed in spec order
+    float* adam_m = nullptr;    // (adam_numel) packed in spec order
+    float* adam_v = nullptr;
+    float* master = nullptr;  // (extent) like the parameter buffer, bf16 backends only
+    float* u = nullptr;       // (max_matrix) one matrix's update
+    float* work = nullptr;    // (ns_work) Newton-Schulz temporaries
+    int t = 0;                // completed steps (AdamW's bias correction)
+
+    Muon(Backend& backend, const std::vector<ParamSpec>& specs, const ModelConfig& cfg, const MuonOptions& opts)
+        : be(backend), o(opts), lay(muon_layout(specs, cfg, opts.split_fused)) {
+        CHECK_USER(o.ns_steps >= 1, "muon: Newton-Schulz needs at least one iteration (got %d)", o.ns_steps);
+        momentum = (float*)be.alloc(lay.momentum_numel * sizeof(float));
+        adam_m = (float*)be.alloc(lay.adam_numel * sizeof(float));
+        adam_v = (float*)be.alloc(lay.adam_numel * sizeof(float));
+        if (Backend::master_weights) master = (float*)be.alloc(lay.extent * sizeof(float));
+        u = (float*)be.alloc(lay.max_matrix * sizeof(float));
+        work = (float*)be.alloc(lay.ns_work * sizeof(float));
+    }
+    ~Muon() {
+        be.free(work, lay.ns_work * sizeof(float));
+        be.free(u, lay.max_matrix * sizeof(float));
+        be.free(master, Backend::master_weights ? lay.extent * sizeof(float) : 0);
+        be.free(adam_v, lay.adam_numel * sizeof(float));
+        be.free(adam_m, lay.adam_numel * sizeof(float));
+        be.free(momentum, lay.momentum_numel * sizeof(float));
+    }
+    Muon(const Muon&) = delete;
+    Muon& operator=(const Muon&) = delete;
+
+    // Persistent state bytes for the planner (momentum, AdamW m and v; master weights are the planner's own row,
+    // as for AdamW).
+    static size_t state_bytes(const std::vector<ParamSpec>& specs) {
+        size_t muon = 0, adam = 0;
+        for (const ParamSpec& s : specs) (muon_is_hidden(s.name) ? muon : adam) += s.numel;
+        return (muon + 2 * adam) * sizeof(float);
+    }
+    // Workspace bytes held next to the state (one matrix's u and its Newton-Schulz temporaries).
+    static size_t scratch_bytes(const std::vector<ParamSpec>& specs, const ModelConfig& cfg, bool split_fused) {
+        MuonLayout l = muon_layout(specs, cfg, split_fused);
+        return (l.max_matrix + l.ns_work) * sizeof(float);
+    }
+
+    // One update of every parameter tensor. specs is the list the optimizer was built from (the layout keeps
+    // its own copy; the argument keeps AdamW's signature).
+    void step(typename Backend::act_t* params, const typename Backend::grad_t* grads,
+              const std::vector<ParamSpec>& /*specs*/, float lr, float grad_scale) {
+        t++;
+        for (const PackedSpec& p : lay.adam_specs) {
+            const ParamSpec& s = p.spec;
+            be.adamw_update(params + s.offset, master ? master + s.offset : nullptr, grads + s.offset,
+                            adam_m + p.state, adam_v + p.state, s.numel, lr, o.beta1, o.beta2, o.eps,
+                            s.decay ? o.weight_decay : 0.0f, t, grad_scale, s.offset);  // salt: element index
+        }
+        for (const MuonMatrix& mx : lay.matrices) {
+            size_t n = (size_t)mx.rows * mx.cols;
+            muon_momentum_op(be, momentum + mx.state, u, grads + mx.offset, n, o.momentum, grad_scale, o.nesterov);
+            newton_schulz_op(be, u, mx.rows, mx.cols, work, o.ns_steps);
+            float scale = 0.2f * std::sqrt((float)std::max(mx.rows, mx.cols));
+            muon_apply_op(be, params + mx.offset, master ? master + mx.offset : nullptr, u, n, lr,
+                          mx.decay ? o.weight_decay : 0.0f, lr * scale, mx.offset);
+        }
+    }
+
+    // Every state tensor, per parameter tensor, for checkpoints: "muon.momentum.<name>" for the hidden weights,
+    // "muon.adamw.m.<name>" and "muon.adamw.v.<name>" for the rest, "muon.master" (the whole buffer) when present.
+    // t is the step count to save alongside.
+    std::vector<OptimizerStateTensor> state_tensors() const {
+        std::vector<OptimizerStateTensor> out;
+        for (const PackedSpec& p : lay.muon_specs)
+            out.push_back({"muon.momentum." + p.spec.name, momentum + p.state, p.spec.numel});
+        for (const PackedSpec& p : lay.adam_specs) {
+            out.push_back({"muon.adamw.m." + p.spec.name, adam_m + p.state, p.spec.numel});
+            out.push_back({"muon.adamw.v." + p.spec.name, adam_v + p.state, p.spec.numel});
+        }
+        if (master) out.push_back({"muon.master", master, lay.extent});
+        return out;
+    }
+};

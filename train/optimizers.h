@@ -1,0 +1,126 @@
+// The optimizer a run uses, behind one small interface: AdamW (train/optimizer.h), Muon (optim_muon.h),
+// Adam-mini (optim_adam_mini.h) or GaLore (optim_galore.h). Each combines with every PRAC mode; all of them list
+// their state as named fp32 tensors, which checkpoints store and the planner counts.
+#pragma once
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common/error.h"
+#include "model/config.h"
+#include "model/tensors.h"
+#include "train/optim_adam_mini.h"
+#include "train/optim_galore.h"
+#include "train/optim_muon.h"
+#include "train/optimizer.h"
+
+struct OptimizerChoice {
+    std::string kind = "adamw";  // adamw | muon | adam-mini | galore
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+    int galore_rank = 0;  // 0: GaLore's rank for this model size (galore_default_rank)
+    int galore_gap = 200;
+    float galore_scale = 0.25f;
+    float muon_momentum = 0.95f;
+};
+
+template <class Backend>
+struct Optimizer {
+    using act_t = typename Backend::act_t;
+    using grad_t = typename Backend::grad_t;
+    virtual ~Optimizer() = default;
+    virtual void step(act_t* params, const grad_t* grads, const std::vector<ParamSpec>& specs, float lr,
+                      float grad_scale) = 0;
+    virtual int& steps() = 0;  // completed steps (bias corrections, projection refreshes): checkpointed
+    virtual std::vector<OptimizerStateTensor> state() const = 0;
+    // fp32 master weights of parameter elements [master_begin(), ...) (nullptr when the backend keeps none)
+    virtual float* master() const = 0;
+    virtual size_t master_begin() const { return 0; }
+};
+
+template <class Backend, class Impl>
+struct OptimizerOf : Optimizer<Backend> {
+    Impl impl;
+    std::vector<ParamSpec> specs;  // GaLore names its state after them
+    template <class... Args>
+    explicit OptimizerOf(Args&&... args) : impl(std::forward<Args>(args)...) {}
+    void step(typename Backend::act_t* params, const typename Backend::grad_t* grads,
+              const std::vector<ParamSpec>& specs, float lr, float grad_scale) override {
+        impl.step(params, grads, specs, lr, grad_scale);
+    }
+    int& steps() override { return impl.t; }
+    std::vector<OptimizerStateTensor> state() const override {
+        if constexpr (std::is_same_v<Impl, GaLore<Backend>>) return impl.state_tensors(specs);
+        else return impl.state_tensors();
+    }
+    float* master() const override { return impl.master; }
+    size_t master_begin() const override {
+        if constexpr (std::is_same_v<Impl, AdamW<Backend>>) return impl.begin;
+        return 0;
+    }
+};
+
+// [shard_begin, shard_end): the slice of the parameter buffer this rank's AdamW updates (ZeRO-1); the other
+// optimizers need whole matrices and refuse sharding.
+template <class Backend>
+std::unique_ptr<Optimizer<Backend>> make_optimizer(Backend& be, const OptimizerChoice& c, const ModelConfig& cfg,
+                                                   const std::vector<ParamSpec>& specs, size_t n, size_t shard_begin,
+                                                   size_t shard_end) {
+    bool sharded = shard_begin != 0 || shard_end != n;
+    if (c.kind == "adamw")
+        return std::make_unique<OptimizerOf<Backend, AdamW<Backend>>>(be, shard_begin, shard_end, c.beta1, c.beta2,
+                                                                      c.eps, c.weight_decay);
+    if (sharded) fail("--optimizer %s does not shard (ZeRO-1 is AdamW's): drop --zero 1", c.kind.c_str());
+    if constexpr (!std::is_same_v<Backend, CpuBackend>) {
+        fail("--optimizer %s runs on the CPU backend only (its CUDA kernels do not exist yet)\n---> HINT: use "
+             "--device cpu or --optimizer adamw", c.kind.c_str());
+    } else {
+        if (c.kind == "muon") {
+            MuonOptions o;
+            o.momentum = c.muon_momentum;
+            o.beta1 = c.beta1;
+            o.beta2 = c.beta2;
+            o.eps = c.eps;
+            o.weight_decay = c.weight_decay;
+            return std::make_unique<OptimizerOf<Backend, Muon<Backend>>>(be, specs, cfg, o);
+        }
+        if (c.kind == "adam-mini") {
+            AdamMiniOptions o;
+            o.beta1 = c.beta1;
+            o.beta2 = c.beta2;
+            o.eps = c.eps;
+            o.weight_decay = c.weight_decay;
+            return std::make_unique<OptimizerOf<Backend, AdamMini<Backend>>>(be, specs, cfg, o);
+        }
+        if (c.kind == "galore") {
+            int rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
+            auto o = std::make_unique<OptimizerOf<Backend, GaLore<Backend>>>(
+                be, specs, cfg, rank, c.galore_gap, c.galore_scale, c.beta1, c.beta2, c.eps, c.weight_decay);
+            o->specs = specs;
+            return o;
+        }
+    }
+    fail("--optimizer must be adamw, muon, adam-mini or galore (got \"%s\")", c.kind.c_str());
+}
+
+// Bytes of optimizer state (moments, projections; without master weights) for the planner.
+inline size_t optimizer_state_bytes(const OptimizerChoice& c, const ModelConfig& cfg,
+                                    const std::vector<ParamSpec>& specs, size_t n) {
+    if (c.kind == "muon") return Muon<CpuBackend>::state_bytes(specs);
+    if (c.kind == "adam-mini") return AdamMini<CpuBackend>::state_bytes(specs, cfg);
+    if (c.kind == "galore")
+        return GaLore<CpuBackend>::state_bytes(specs, cfg, c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg));
+    return 2 * n * sizeof(float);
+}
+
+// The master weights start as the parameters (bf16 backends): without this the first update would start from 0.
+template <class Backend>
+void init_master_weights(Backend& be, Optimizer<Backend>& opt, const typename Backend::act_t* params, size_t n) {
+    float* master = opt.master();
+    if (!master) return;
+    std::vector<float> host(n);
+    be.download_f32(host.data(), params, n);
+    size_t lo = opt.master_begin();
+    for (const OptimizerStateTensor& s : opt.state())
+        if (s.data == master) be.upload(master, host.data() + lo, s.numel * sizeof(float));
+}
