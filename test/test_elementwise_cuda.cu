@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "common/cuda_check.h"
+#include "test/gpu/gpu_test.h"
 #include "common/cuda_common.cuh"
 #include "kernels/adamw.cuh"
 #include "kernels/encoder.cuh"
@@ -655,18 +656,7 @@ static void run_all() {
 }
 
 int main() {
-    int ndev = 0;
-    cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess || ndev == 0) {
-        const char* why = e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0";
-        const char* req = std::getenv("REQUIRE_GPU");
-        if (req && std::strcmp(req, "1") == 0) {
-            std::printf("FAIL test_elementwise_cuda: REQUIRE_GPU=1 but no CUDA device (%s)\n", why);
-            return 1;
-        }
-        std::printf("SKIP test_elementwise_cuda: no CUDA device (%s)\n", why);
-        return 77;
-    }
+    if (int rc = gpu_test_unavailable("test_elementwise_cuda"); rc >= 0) return rc;
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     std::printf("device 0: %s (sm_%d%d), build floatX = %s\n", prop.name, prop.major, prop.minor, PRAC_FLOATX_NAME);

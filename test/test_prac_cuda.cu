@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/cuda_check.h"
+#include "test/gpu/gpu_test.h"
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
 
@@ -425,18 +426,7 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult) {
 }
 
 int main() {
-    int ndev = 0;
-    cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess || ndev == 0) {
-        const char* why = e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0";
-        const char* req = std::getenv("REQUIRE_GPU");
-        if (req && std::strcmp(req, "1") == 0) {
-            std::printf("FAIL test_prac_cuda: REQUIRE_GPU=1 but no CUDA device (%s)\n", why);
-            return 1;
-        }
-        std::printf("SKIP test_prac_cuda: no CUDA device (%s)\n", why);
-        return 77;
-    }
+    if (int rc = gpu_test_unavailable("test_prac_cuda"); rc >= 0) return rc;
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);

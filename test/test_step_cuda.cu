@@ -17,6 +17,7 @@
 #include "kernels/cuda_backend.cuh"
 #include "model/gpt2.h"
 #include "model/llama.h"
+#include "test/gpu/gpu_test.h"
 #include "train/optimizer.h"
 
 static int passed = 0, failed = 0;
@@ -109,18 +110,7 @@ static void compare(const char* dir, Arch arch, PracMode mode) {
 }
 
 int main() {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        const char* req = std::getenv("REQUIRE_GPU");
-        const char* why = e != cudaSuccess ? cudaGetErrorString(e) : "no device";
-        if (req && std::string(req) == "1") {
-            std::printf("FAIL test_step_cuda: REQUIRE_GPU=1 but no CUDA device (%s)\n", why);
-            return 1;
-        }
-        std::printf("SKIP test_step_cuda: no CUDA device (%s)\n", why);
-        return 77;
-    }
+    if (int rc = gpu_test_unavailable("test_step_cuda"); rc >= 0) return rc;
     try {
         for (PracMode m : {PracMode::NONE, PracMode::PRAC}) {
             compare<GPT2>("gpt2_tiny", Arch::GPT2, m);
