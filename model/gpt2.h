@@ -103,8 +103,11 @@ struct GPT2 {
     FILE* prac_log = stdout;
     ActivationDump dump;
 
-    GPT2(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions())
-        : cfg(config), be(backend), prac(prac_options) {
+    int recompute = 0;  // llm.c's -r: 1 recompute the MLP activation output in backward, 2 also the norm outputs
+
+    GPT2(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions(),
+         int recompute_level = 0)
+        : cfg(config), be(backend), prac(prac_options), recompute(recompute_level) {
         int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
         size_t maxT = cfg.max_seq_len;
         param_buffer_numel = layout_params(
@@ -140,6 +143,7 @@ struct GPT2 {
             make_site<Backend>("fch", FCH, SiteClass::NONLINEAR, F, L, L, prac),
             make_site<Backend>("fch_gelu", FCH_GELU, SiteClass::LINEAR, F, L, L, prac),
         };
+        apply_recompute(sites, recompute, FCH_GELU, LN1, LN2, RESID, RESID_MID);
     }
     ~GPT2() {
         be.free(bases_memory, bases_bytes);
@@ -225,6 +229,7 @@ struct GPT2 {
         sites[FCH].transient = acts.t_mlp_in;
         sites[FCH_GELU].transient = acts.t_mlp_out;
         for (ActSite<Backend>& s : sites) s.wgrad_tmp = acts.prac_tmp;
+        if (sites[LN2].borrowed) sites[LN2].full = sites[LN1].full;  // recompute 2: one (N, C) slot
     }
 
     // GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1.
@@ -379,9 +384,15 @@ struct GPT2 {
             float* l_lse = acts.lse + (size_t)l * N * NH;
 
             // MLP branch; dresid is the gradient of this block's output
+            act_t* l_fch = fch.restore(be, l, N);
+            if (fch_gelu.recompute) be.gelu_forward(fch_gelu.slot(l, N), l_fch, (size_t)N * F);  // --recompute >= 1
             fch_gelu.weight_grad(be, l, N, grads.fcprojw + (size_t)l * C * F, grads.fcprojb + l * C, dresid, C);
             be.matmul_backward_input(dwide, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false);
-            be.gelu_backward(dwide, fch.restore(be, l, N), dwide, (size_t)N * F);
+            be.gelu_backward(dwide, l_fch, dwide, (size_t)N * F);
+            if (ln2.recompute)  // --recompute 2 (resid_mid is exact then; rewrites the same mean/rstd bits)
+                be.layernorm_forward(ln2.slot(l, N), acts.ln2_mean + (size_t)l * N, acts.ln2_rstd + (size_t)l * N,
+                                     resid_mid.restore(be, l, N), params.ln2w + l * C, params.ln2b + l * C, N, C,
+                                     cfg.norm_eps);
             ln2.weight_grad(be, l, N, grads.fcw + (size_t)l * F * C, grads.fcb + (size_t)l * F, dwide, F);
             be.matmul_backward_input(dbtc, dwide, params.fcw + (size_t)l * F * C, N, C, F, false);
             be.layernorm_backward(dresid, grads.ln2w + l * C, grads.ln2b + l * C, dbtc, resid_mid.restore(be, l, N),
@@ -392,6 +403,10 @@ struct GPT2 {
                                       C, C);
             be.matmul_backward_input(dbtc, dresid, params.attprojw + (size_t)l * C * C, N, C, C, false);
             be.attention_backward(dwide, dbtc, l_qkv, l_atty, l_lse, B, T, C, NH);
+            if (ln1.recompute)
+                be.layernorm_forward(ln1.slot(l, N), acts.ln1_mean + (size_t)l * N, acts.ln1_rstd + (size_t)l * N,
+                                     resid.restore(be, l, N), params.ln1w + l * C, params.ln1b + l * C, N, C,
+                                     cfg.norm_eps);
             ln1.weight_grad(be, l, N, grads.qkvw + (size_t)l * 3 * C * C, grads.qkvb + l * 3 * C, dwide, 3 * C);
             be.matmul_backward_input(dbtc, dwide, params.qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, false);
             be.layernorm_backward(dresid, grads.ln1w + l * C, grads.ln1b + l * C, dbtc, resid.restore(be, l, N),

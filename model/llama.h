@@ -93,8 +93,11 @@ struct Llama {
     FILE* prac_log = stdout;
     ActivationDump dump;
 
-    Llama(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions())
-        : cfg(config), be(backend), prac(prac_options) {
+    int recompute = 0;  // llm.c's -r: 1 recompute the MLP activation output in backward, 2 also the norm outputs
+
+    Llama(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions(),
+         int recompute_level = 0)
+        : cfg(config), be(backend), prac(prac_options), recompute(recompute_level) {
         int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
         param_buffer_numel = layout_params(
             {
@@ -122,6 +125,7 @@ struct Llama {
             make_site<Backend>("fch", FCH, SiteClass::NONLINEAR, 2 * F, L, L, prac),
             make_site<Backend>("fch_act", FCH_ACT, SiteClass::LINEAR, F, L, L, prac),
         };
+        apply_recompute(sites, recompute, FCH_ACT, LN1, LN2, RESID, RESID_MID);
     }
     ~Llama() {
         be.free(bases_memory, bases_bytes);
@@ -204,6 +208,7 @@ struct Llama {
         sites[FCH].transient = acts.t_mlp_in;
         sites[FCH_ACT].transient = acts.t_mlp_out;
         for (ActSite<Backend>& s : sites) s.wgrad_tmp = acts.prac_tmp;
+        if (sites[LN2].borrowed) sites[LN2].full = sites[LN1].full;  // recompute 2: one (N, C) slot
         be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
     }
 
@@ -332,9 +337,14 @@ struct Llama {
             float* l_lse = acts.lse + (size_t)l * N * NH;
 
             // MLP branch
+            act_t* l_fch = fch.restore(be, l, N);
+            if (fch_act.recompute) be.swiglu_forward(fch_act.slot(l, N), l_fch, N, F);  // --recompute >= 1
             fch_act.weight_grad(be, l, N, grads.fcprojw + (size_t)l * C * F, nullptr, dresid, C);
             be.matmul_backward_input(acts.scratch_ff, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false);
-            be.swiglu_backward(dwide, fch.restore(be, l, N), acts.scratch_ff, N, F);
+            be.swiglu_backward(dwide, l_fch, acts.scratch_ff, N, F);
+            if (ln2.recompute)  // --recompute 2 (resid_mid is exact then; rewrites the same rstd bits)
+                be.rmsnorm_forward(ln2.slot(l, N), acts.ln2_rstd + (size_t)l * N, resid_mid.restore(be, l, N),
+                                   params.ln2w + l * C, N, C, cfg.norm_eps);
             ln2.weight_grad(be, l, N, grads.fcw + (size_t)l * 2 * F * C, nullptr, dwide, 2 * F);
             be.matmul_backward_input(dbtc, dwide, params.fcw + (size_t)l * 2 * F * C, N, C, 2 * F, false);
             be.rmsnorm_backward(dresid, grads.ln2w + l * C, dbtc, resid_mid.restore(be, l, N), params.ln2w + l * C,
@@ -344,6 +354,9 @@ struct Llama {
             be.matmul_backward_input(dbtc, dresid, params.attprojw + (size_t)l * C * C, N, C, C, false);
             be.attention_backward(dwide, dbtc, l_qkv, l_atty, l_lse, B, T, C, NH);
             be.rope_backward(dwide, acts.freqs, B, T, C, NH);
+            if (ln1.recompute)
+                be.rmsnorm_forward(ln1.slot(l, N), acts.ln1_rstd + (size_t)l * N, resid.restore(be, l, N),
+                                   params.ln1w + l * C, N, C, cfg.norm_eps);
             ln1.weight_grad(be, l, N, grads.qkvw + (size_t)l * 3 * C * C, nullptr, dwide, 3 * C);
             be.matmul_backward_input(dbtc, dwide, params.qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, false);
             be.rmsnorm_backward(dresid, grads.ln1w + l * C, dbtc, resid.restore(be, l, N), params.ln1w + l * C,

@@ -60,9 +60,9 @@ size_t refresh_workspace(int n, int r) {
 
 template <class Model, class PB>
 MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
-                     const OptimizerChoice& optim) {
+                     const OptimizerChoice& optim, int recompute) {
     PB be;
-    Model model(be, cfg, prac);
+    Model model(be, cfg, prac, recompute);
     model.allocate_activations(B, T);
     MemoryPlan p;
     p.model = cfg.name;
@@ -112,9 +112,9 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
 
 template <class PB>
 MemoryPlan plan_for(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
-                    const OptimizerChoice& optim) {
-    if (cfg.arch == Arch::GPT2) return plan_with<GPT2<PB>, PB>(cfg, prac, B, T, target, optim);
-    return plan_with<Llama<PB>, PB>(cfg, prac, B, T, target, optim);
+                    const OptimizerChoice& optim, int recompute) {
+    if (cfg.arch == Arch::GPT2) return plan_with<GPT2<PB>, PB>(cfg, prac, B, T, target, optim, recompute);
+    return plan_with<Llama<PB>, PB>(cfg, prac, B, T, target, optim, recompute);
 }
 
 std::string human_bytes(size_t b) {
@@ -127,21 +127,23 @@ std::string human_bytes(size_t b) {
 }  // namespace
 
 MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
-                       const OptimizerChoice* optimizer) {
+                       const OptimizerChoice* optimizer, int recompute) {
     CHECK_USER(B > 0 && T > 0, "planning needs a positive batch and sequence length (B=%d, T=%d)", B, T);
     OptimizerChoice adamw;
     const OptimizerChoice& o = optimizer ? *optimizer : adamw;
     switch (target) {
-        case PlanTarget::CPU_FP32: return plan_for<PlanCpu>(cfg, prac, B, T, target, o);
-        case PlanTarget::CUDA_BF16: return plan_for<PlanCudaBf16>(cfg, prac, B, T, target, o);
-        case PlanTarget::CUDA_FP32: return plan_for<PlanCudaFp32>(cfg, prac, B, T, target, o);
+        case PlanTarget::CPU_FP32: return plan_for<PlanCpu>(cfg, prac, B, T, target, o, recompute);
+        case PlanTarget::CUDA_BF16: return plan_for<PlanCudaBf16>(cfg, prac, B, T, target, o, recompute);
+        case PlanTarget::CUDA_FP32: return plan_for<PlanCudaFp32>(cfg, prac, B, T, target, o, recompute);
     }
     return {};
 }
 
 int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
-                   size_t reserve, const OptimizerChoice* optimizer) {
-    auto fits = [&](int B) { return plan_memory(cfg, prac, B, T, target, optimizer).total + reserve <= gpu_bytes; };
+                   size_t reserve, const OptimizerChoice* optimizer, int recompute) {
+    auto fits = [&](int B) {
+        return plan_memory(cfg, prac, B, T, target, optimizer, recompute).total + reserve <= gpu_bytes;
+    };
     if (!fits(1)) return 0;
     int lo = 1, hi = 2;
     while (fits(hi) && hi < (1 << 20)) {

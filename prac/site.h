@@ -8,11 +8,17 @@
 //   weight_grad(l)  linear sites: dW += dYᵀ X, factored through the compressed X without reconstruction
 // Transient buffers are shared between sites whose full tensors are never live at the same time; backward
 // never uses them as scratch.
+//
+// Recompute (llm.c's -r, `--recompute`): a recomputed site saves nothing. Its stack collapses to ONE (N, n)
+// slot that fwd(l)/restore(l)/weight_grad(l) use for every layer; save is a no-op, and the model's backward
+// re-runs the site's forward op (GeLU/SwiGLU, or the norm) into that slot, from the restored input site,
+// before using it. A recomputed site is never compressed (recompute wins over PRAC for that site).
 #pragma once
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "io/npy.h"
 #include "prac/prac.h"
 
@@ -28,6 +34,8 @@ struct ActSite {
     int stack = 0;    // layers in the uncompressed stack (the residual stream keeps one more: the final output)
     int L = 0;        // layers with a saved tensor
     SiteDims dims;
+    bool recompute = false;  // one slot for all layers, refilled by the model's backward (see top)
+    bool borrowed = false;   // recompute: the slot is another recomputed site's (set by the model); no spec
 
     act_t* full = nullptr;       // (stack, N, n)  uncompressed
     act_t* packed = nullptr;     // (L, N, r)      compressed: X·P per layer
@@ -44,7 +52,8 @@ struct ActSite {
     int r() const { return dims.r(); }
     bool compressed() const { return dims.compressed; }
 
-    act_t* fwd(int l, size_t N) const { return compressed() ? transient : full + (size_t)l * N * n; }
+    act_t* slot(int l, size_t N) const { return full + (recompute ? 0 : (size_t)l * N * n); }
+    act_t* fwd(int l, size_t N) const { return compressed() ? transient : slot(l, N); }
 
     // Compress layer l's full tensor x (fwd(l)); refresh the basis first when the step asks for it.
     void save(Backend& be, int l, size_t N, bool refresh_q1, bool refresh_q2, uint64_t seed, FILE* log) {
@@ -68,7 +77,7 @@ struct ActSite {
 
     // The full tensor of layer l for backward.
     act_t* restore(Backend& be, int l, size_t N) {
-        if (!compressed()) return full + (size_t)l * N * n;
+        if (!compressed()) return slot(l, N);
         be.prac_reconstruct(transient, packed + (size_t)l * N * r(), P + (size_t)l * n * r(), (int)N, n, r());
         return transient;
     }
@@ -76,7 +85,7 @@ struct ActSite {
     // dW (OC, n) += dY (N, OC)ᵀ · X_l (N, n), dbias += column sums of dY.
     void weight_grad(Backend& be, int l, size_t N, grad_t* dW, grad_t* dbias, const act_t* dY, int OC) {
         if (!compressed()) {
-            be.matmul_backward_weight(dW, dbias, dY, full + (size_t)l * N * n, (int)N, n, OC);
+            be.matmul_backward_weight(dW, dbias, dY, slot(l, N), (int)N, n, OC);
             return;
         }
         be.prac_weight_grad(dW, dbias, dY, packed + (size_t)l * N * r(), P + (size_t)l * n * r(), (int)N, n, r(),
@@ -147,10 +156,40 @@ template <class Backend>
 void site_add_specs(ActSite<Backend>& s, size_t N, std::vector<TensorSpec>& acts, std::vector<TensorSpec>& bases) {
     DType act = Backend::act_dtype;
     MemCategory cat = s.cls == SiteClass::LINEAR ? MemCategory::SAVED_LINEAR : MemCategory::SAVED_NONLINEAR;
-    if (!s.compressed()) {
+    if (s.recompute) {  // one shared slot, rewritten per layer: scratch, not saved
+        if (!s.borrowed) acts.push_back({s.name + ".recompute", (void**)&s.full, N * s.n, act, MemCategory::TRANSIENT});
+    } else if (!s.compressed()) {
         acts.push_back({s.name, (void**)&s.full, (size_t)s.stack * N * s.n, act, cat});
     } else {
         acts.push_back({s.name + ".packed", (void**)&s.packed, (size_t)s.L * N * s.r(), act, cat});
         bases.push_back({s.name + ".P", (void**)&s.P, (size_t)s.L * s.n * s.r(), act, MemCategory::PRAC_BASES});
+    }
+}
+
+// --recompute: 0 off; 1 the MLP activation output (GeLU / SwiGLU, site `act`) is recomputed in backward from
+// the `mlp_in` site; 2 also the norm outputs (ln1, ln2: one shared (N, C) slot) from the resid / resid_mid
+// sites. Recomputed sites are not compressed. The norm's recompute also rewrites the layer's saved norm
+// statistics (the kernel always writes them); from the exact input these are the same bits, but from a PRAC
+// reconstruction they would change the norm backward, so recompute 2 refuses compressed resid / resid_mid
+// (recompute 1 is fine with a compressed mlp_in: the activation backward uses that reconstruction anyway).
+template <class Backend>
+void apply_recompute(std::vector<ActSite<Backend>>& sites, int recompute, int act, int ln1, int ln2, int resid,
+                     int resid_mid) {
+    CHECK_USER(recompute >= 0 && recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", recompute);
+    auto set = [&](int i, bool borrowed) {
+        ActSite<Backend>& s = sites[i];
+        s.recompute = true;
+        s.borrowed = borrowed;
+        s.stack = 1;
+        s.dims = SiteDims();
+    };
+    if (recompute >= 1) set(act, false);
+    if (recompute >= 2) {
+        if (sites[resid].compressed() || sites[resid_mid].compressed())
+            fail("--recompute 2 recomputes the norm outputs from the residual stream, which PRAC compresses here "
+                 "(site %s)\n---> HINT: use --recompute 1, or compress only the linear sites (--prac-classes linear)",
+                 sites[resid].compressed() ? sites[resid].name.c_str() : sites[resid_mid].name.c_str());
+        set(ln1, false);
+        set(ln2, true);
     }
 }

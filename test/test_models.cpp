@@ -260,3 +260,103 @@ TEST(PracState, RestoredModelContinuesBitwise) {
     std::remove(state.c_str());
     rmdir(dir);
 }
+
+// --recompute (llm.c's -r): the recomputed tensors come from the same kernels on the same inputs, so loss and
+// every gradient are BITWISE those of the run that stores them; two AdamW steps so the second step also runs
+// on updated weights. `uncompress` lists sites forced uncompressed in every run (the recompute run's recomputed
+// sites are uncompressed anyway), so PRAC runs compare the same compression of the remaining sites.
+namespace {
+
+template <template <class> class M>
+struct RecomputeRun {
+    std::vector<float> losses;
+    std::vector<float> grads;
+};
+
+template <template <class> class M>
+RecomputeRun<M> run_recompute(const char* dir, Arch arch, const PracOptions& prac, int recompute,
+                              std::initializer_list<int> uncompress = {}) {
+    SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
+    ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
+    CpuBackend be;
+    M<CpuBackend> model(be, cfg, prac, recompute);
+    for (int s : uncompress) model.sites[s].dims = SiteDims();
+    model.load_weights(fixture(dir, "model.safetensors"));
+    std::vector<int32_t> inputs = read_i32(ref, "inputs"), targets = read_i32(ref, "targets");
+    int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1];
+    model.allocate_activations(B, T);
+    int valid = 0;
+    for (int32_t t : targets) valid += t >= 0;
+    AdamW<CpuBackend> opt(be, model.param_buffer_numel, 0.9f, 0.95f, 1e-8f, 0.1f);
+    RecomputeRun<M> r;
+    for (int step = 0; step < 2; step++) {
+        model.zero_grad();
+        model.sched.begin_step(prac, step);
+        r.losses.push_back(model.forward(inputs.data(), targets.data(), 1.0f / valid));
+        model.backward();
+        r.grads = host_buffer<M<CpuBackend>>(be, model.grads_memory, model.param_buffer_numel);
+        opt.step(model.params_memory, model.grads_memory, model.param_specs, 1e-3f, 1.0f);
+    }
+    // the recomputed sites hold one slot and are never compressed
+    for (const auto& s : model.sites) {
+        if (!s.recompute) continue;
+        EXPECT_EQ(s.stack, 1) << s.name;
+        EXPECT_FALSE(s.compressed()) << s.name;
+    }
+    return r;
+}
+
+template <template <class> class M>
+void expect_bitwise(const RecomputeRun<M>& a, const RecomputeRun<M>& b, const std::string& what) {
+    ASSERT_EQ(a.losses.size(), b.losses.size());
+    for (size_t i = 0; i < a.losses.size(); i++) {
+        EXPECT_TRUE(std::isfinite(a.losses[i])) << what;
+        EXPECT_EQ(0, std::memcmp(&a.losses[i], &b.losses[i], sizeof(float))) << what << " loss step " << i;
+    }
+    ASSERT_EQ(a.grads.size(), b.grads.size());
+    EXPECT_EQ(0, std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float))) << what << " grads";
+}
+
+// site indices are the same in both models: RESID, LN1, RESID_MID, LN2, FCH, FCH_GELU / FCH_ACT
+enum { S_RESID, S_LN1, S_RESID_MID, S_LN2, S_FCH, S_ACT };
+
+template <template <class> class M>
+void check_recompute(const char* dir, Arch arch) {
+    PracOptions none;
+    RecomputeRun<M> r0 = run_recompute<M>(dir, arch, none, 0);
+    expect_bitwise(run_recompute<M>(dir, arch, none, 1), r0, std::string(dir) + " none r1");
+    expect_bitwise(run_recompute<M>(dir, arch, none, 2), r0, std::string(dir) + " none r2");
+
+    // PRAC on the linear sites, refreshing every step: recompute 1 takes the activation output out of PRAC, so
+    // it matches the stored run with that site uncompressed (ln1, ln2 compressed identically in both)
+    PracOptions lin;
+    lin.mode = PracMode::PRAC;
+    lin.nonlinear = false;
+    lin.t1 = lin.t2 = 1;
+    RecomputeRun<M> p0 = run_recompute<M>(dir, arch, lin, 0, {S_ACT});
+    expect_bitwise(run_recompute<M>(dir, arch, lin, 1), p0, std::string(dir) + " prac-linear r1");
+    EXPECT_NE(0, std::memcmp(p0.grads.data(), r0.grads.data(), r0.grads.size() * sizeof(float)))
+        << "PRAC on ln1/ln2 changed nothing: the comparison above would be vacuous";
+    // recompute 2: every linear site is recomputed, so nothing is compressed
+    expect_bitwise(run_recompute<M>(dir, arch, lin, 2), r0, std::string(dir) + " prac-linear r2");
+
+    // full PRAC with recompute 1 runs (the activation is recomputed from the reconstructed MLP input: not bitwise)
+    PracOptions full;
+    full.mode = PracMode::PRAC;
+    full.t1 = full.t2 = 1;
+    RecomputeRun<M> f1 = run_recompute<M>(dir, arch, full, 1);
+    for (float l : f1.losses) EXPECT_TRUE(std::isfinite(l)) << dir;
+    // recompute 2 with compressed residual sites is refused, naming the flag and the site
+    try {
+        run_recompute<M>(dir, arch, full, 2);
+        ADD_FAILURE() << "recompute 2 with compressed resid accepted";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("--recompute 2"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("resid"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+
+TEST(Recompute, Gpt2BitwiseEqualToStored) { check_recompute<GPT2>("gpt2_tiny", Arch::GPT2); }
+TEST(Recompute, LlamaBitwiseEqualToStored) { check_recompute<Llama>("llama_tiny", Arch::LLAMA); }

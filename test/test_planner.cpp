@@ -88,3 +88,91 @@ TEST(Planner, MaxBatchIsTight) {
     PracOptions none;
     EXPECT_GT(b, plan_max_batch(cfg, none, 256, PlanTarget::CUDA_BF16, gpu, reserve));
 }
+
+// --recompute: planned == allocated on the CPU, and the savings match the hand formula. Recompute 1 keeps one
+// (N, F) activation-output slot instead of L; recompute 2 also one (N, C) slot for ln1 and ln2 together
+// instead of 2L. The slots are transient (nothing is saved); everything else is unchanged.
+namespace {
+
+template <template <class> class M>
+void check_recompute_plan_equals_allocation(Arch arch, const char* model_name) {
+    ModelConfig cfg = model_config_load(arch, model_name);
+    struct Case {
+        PracMode mode;
+        bool nonlinear;
+        int recompute;
+    };
+    for (Case c : {Case{PracMode::NONE, true, 1}, Case{PracMode::NONE, true, 2}, Case{PracMode::PRAC, true, 1},
+                   Case{PracMode::PRAC, false, 2}, Case{PracMode::PAC, false, 1}})
+        for (auto [B, T] : {std::pair{1, 8}, std::pair{3, 24}}) {
+            PracOptions prac;
+            prac.mode = c.mode;
+            prac.nonlinear = c.nonlinear;
+            CpuBackend be;
+            M<CpuBackend> model(be, cfg, prac, c.recompute);
+            size_t params_bytes = be.live_bytes;
+            model.allocate_activations(B, T);
+            size_t arena = be.live_bytes - params_bytes;
+            MemoryPlan p = plan_memory(cfg, prac, B, T, PlanTarget::CPU_FP32, nullptr, c.recompute);
+            EXPECT_EQ(arena_bytes(p), arena) << model_name << " " << prac_mode_name(c.mode) << " r" << c.recompute;
+        }
+}
+
+template <template <class> class M>
+void check_recompute_savings(Arch arch, const char* model_name, int B, int T) {
+    ModelConfig cfg = model_config_load(arch, model_name);
+    const size_t L = cfg.num_layers, N = (size_t)B * T, C = cfg.channels, F = cfg.hidden, bf16 = 2;
+    PracOptions none;
+    MemoryPlan p0 = plan_memory(cfg, none, B, T, PlanTarget::CUDA_BF16);
+    MemoryPlan p1 = plan_memory(cfg, none, B, T, PlanTarget::CUDA_BF16, nullptr, 1);
+    MemoryPlan p2 = plan_memory(cfg, none, B, T, PlanTarget::CUDA_BF16, nullptr, 2);
+    EXPECT_EQ(p0.total - p1.total, (L - 1) * N * F * bf16) << model_name;
+    EXPECT_EQ(p1.total - p2.total, (2 * L - 1) * N * C * bf16) << model_name;
+    EXPECT_EQ(p1.bytes("saved_linear"), p0.bytes("saved_linear") - L * N * F * bf16);
+    EXPECT_EQ(p1.bytes("transient"), p0.bytes("transient") + N * F * bf16);
+    EXPECT_EQ(p2.bytes("saved_linear"), 0u);
+    EXPECT_EQ(p2.bytes("transient"), p1.bytes("transient") + N * C * bf16);
+    for (const char* k : {"saved_exact", "saved_nonlinear", "prac_bases", "weights", "optimizer_state"}) {
+        EXPECT_EQ(p1.bytes(k), p0.bytes(k)) << k;
+        EXPECT_EQ(p2.bytes(k), p0.bytes(k)) << k;
+    }
+    // PRAC on linear sites only + recompute 2: nothing left to compress, the same plan as without PRAC
+    PracOptions lin;
+    lin.mode = PracMode::PRAC;
+    lin.nonlinear = false;
+    EXPECT_EQ(plan_memory(cfg, lin, B, T, PlanTarget::CUDA_BF16, nullptr, 2).total, p2.total) << model_name;
+}
+
+}  // namespace
+
+TEST(Planner, RecomputePlannedBytesEqualCpuAllocationsGpt2) {
+    check_recompute_plan_equals_allocation<GPT2>(Arch::GPT2, "gpt2-tiny");
+}
+TEST(Planner, RecomputePlannedBytesEqualCpuAllocationsLlama) {
+    check_recompute_plan_equals_allocation<Llama>(Arch::LLAMA, "llama-tiny");
+}
+TEST(Planner, RecomputeSavingsByHand) {
+    check_recompute_savings<GPT2>(Arch::GPT2, "gpt2-124m", 64, 1024);
+    check_recompute_savings<Llama>(Arch::LLAMA, "llama-130m", 16, 256);
+}
+
+// GPT-2 124M, B=64, T=1024 with PRAC (paper ranks) and recompute 1: fch_gelu leaves PRAC (no packed tensor,
+// no bases, no GeLU-output transient: its recompute slot takes that place); the dW scratch shrinks to the
+// largest remaining linear site.
+TEST(Planner, Gpt2_124mPracRecompute1ByHand) {
+    ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-124m");
+    const size_t L = 12, N = 64 * 1024, C = 768, F = 3072, bf16 = 2, f32 = 4;
+    const size_t rl_C = 448, rl_F = 1840;
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    MemoryPlan q0 = plan_memory(cfg, prac, 64, 1024, PlanTarget::CUDA_BF16);
+    MemoryPlan q1 = plan_memory(cfg, prac, 64, 1024, PlanTarget::CUDA_BF16, nullptr, 1);
+    EXPECT_EQ(q1.bytes("saved_linear"), L * N * (rl_C + rl_C) * bf16);
+    EXPECT_EQ(q1.bytes("saved_nonlinear"), q0.bytes("saved_nonlinear"));
+    EXPECT_EQ(q0.bytes("prac_bases") - q1.bytes("prac_bases"), L * F * rl_F * bf16);
+    size_t tmp0 = std::max({3 * C * rl_C, F * rl_C, C * rl_F}) * f32, tmp1 = std::max(3 * C * rl_C, F * rl_C) * f32;
+    EXPECT_EQ(q0.bytes("transient") - q1.bytes("transient"), tmp0 - tmp1);
+    // (the refresh workspace shrinks too: its largest site is now fch, a smaller rank at the same width)
+    EXPECT_EQ(q0.total - q0.bytes("library_workspaces") - (q1.total - q1.bytes("library_workspaces")),
+              L * N * rl_F * bf16 + L * F * rl_F * bf16 + tmp0 - tmp1);
+}

@@ -49,6 +49,7 @@ struct TrainOptions {
     int prac_t1 = 500, prac_t2 = 500;        // refresh intervals of Q1 and Q2 (steps)
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
+    int recompute = 0;  // llm.c -r: 1 recompute GeLU/SwiGLU outputs in backward, 2 also the norm outputs
 
     // checkpoints and data parallelism
     std::string ckpt_dir;   // checkpoints go to DIR/step_NNNNNNNN (empty = none)

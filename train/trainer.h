@@ -207,7 +207,7 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
                 (long long)val.samples_per_epoch());
 
     // ---- model ----
-    Model<Backend> model(be, cfg, prac);
+    Model<Backend> model(be, cfg, prac, opts.recompute);
     GramReducer gram_allreduce = [&comm](float* g, size_t n) { comm.allreduce_avg(g, n); };
     if (opts.prac_shared && ranks > 1)
         for (auto& s : model.sites) s.reduce_gram = &gram_allreduce;
