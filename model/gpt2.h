@@ -191,45 +191,27 @@ struct GPT2 {
             {"t_ln", (void**)&a.t_ln, S[LN1].compressed() || S[LN2].compressed() ? N * C : 0, act},
             {"t_mlp_in", (void**)&a.t_mlp_in, S[FCH].compressed() ? N * F : 0, act},
             {"t_mlp_out", (void**)&a.t_mlp_out, S[FCH_GELU].compressed() ? N * F : 0, act},
-            {"prac_tmp", (void**)&a.prac_tmp, prac_tmp_numel({{LN1, 3 * (int)C}, {LN2, (int)F}, {FCH_GELU, (int)C}}), f32},
+            {"prac_tmp", (void**)&a.prac_tmp,
+             factored_grad_scratch(sites, {{LN1, 3 * (int)C}, {LN2, (int)F}, {FCH_GELU, (int)C}}), f32},
         };
         bases.clear();
         for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
         return specs;
     }
     // (site, OC) pairs of the linear sites -> elements of the factored weight-gradient scratch
-    size_t prac_tmp_numel(std::initializer_list<std::pair<int, int>> linear) const {
-        size_t m = 0;
-        for (auto [site, OC] : linear)
-            if (sites[site].compressed()) m = std::max(m, (size_t)OC * sites[site].r());
-        return m;
-    }
 
     void allocate_activations(int batch, int seq_len) {
         if (batch == B && seq_len == T) return;
         if (seq_len > cfg.max_seq_len)
             fail("sequence length %d exceeds the model's %d positions\n---> HINT: use --seq-len %d or less",
                  seq_len, cfg.max_seq_len, cfg.max_seq_len);
-        be.free(acts_memory, acts_bytes);
         B = batch;
         T = seq_len;
         std::vector<TensorSpec> bases;
-        act_specs = activation_specs(B, T, bases);
-        acts_bytes = tensors_bytes(act_specs);
-        acts_memory = be.alloc(acts_bytes);
-        point_tensors(act_specs, acts_memory);
-        if (!bases_memory) {  // bases depend on the widths only: allocated once, kept across batch shapes
-            basis_specs = bases;
-            bases_bytes = tensors_bytes(basis_specs);
-            bases_memory = be.alloc(bases_bytes);
-        }
-        point_tensors(basis_specs, bases_memory);
-        sites[RESID].transient = sites[RESID_MID].transient = acts.t_resid;
-        sites[LN1].transient = sites[LN2].transient = acts.t_ln;
-        sites[FCH].transient = acts.t_mlp_in;
-        sites[FCH_GELU].transient = acts.t_mlp_out;
-        for (ActSite<Backend>& s : sites) s.wgrad_tmp = acts.prac_tmp;
-        if (sites[LN2].borrowed) sites[LN2].full = sites[LN1].full;  // recompute 2: one (N, C) slot
+        std::vector<TensorSpec> specs = activation_specs(B, T, bases);
+        allocate_arena(be, std::move(specs), std::move(bases), act_specs, acts_memory, acts_bytes, basis_specs,
+                       bases_memory, bases_bytes);
+        wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp);
     }
 
     // GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1.
@@ -418,15 +400,10 @@ struct GPT2 {
 
     // Hugging Face safetensors in and out (our fp32 host copy in between; the backend converts).
     void load_weights(const std::string& path) {
-        std::vector<float> host(param_buffer_numel, 0.0f);
-        hf_load(path, hf_map(hf_prefix_of(safetensors_open(path).names())), hf_ignorable(), host.data(), cfg);
-        be.upload_f32(params_memory, host.data(), param_buffer_numel);
+        std::vector<HFTensor> map = hf_map(hf_prefix_of(safetensors_open(path).names()));
+        load_hf_weights(be, path, map, hf_ignorable(), params_memory, param_buffer_numel, cfg);
     }
-    void save_weights(const std::string& path) {
-        std::vector<float> host(param_buffer_numel);
-        be.download_f32(host.data(), params_memory, param_buffer_numel);
-        hf_save(path, hf_map(), host.data(), {{"format", "pt"}});
-    }
+    void save_weights(const std::string& path) { save_hf_weights(be, path, hf_map(), params_memory, param_buffer_numel); }
 
     void zero_grad() { be.zero(grads_memory, param_buffer_numel * sizeof(grad_t)); }
 

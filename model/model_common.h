@@ -4,6 +4,9 @@
 #include <vector>
 
 #include "common/error.h"
+#include "model/config.h"
+#include "model/tensors.h"
+#include "model/weights.h"
 
 // Every input id must index the embedding table.
 inline void check_tokens(const int32_t* tokens, int N, int V) {
@@ -38,4 +41,40 @@ void head_logits(Backend& be, float* host_out, const typename Backend::act_t* in
     be.matmul_forward(dev, inp, head, nullptr, N, C, V);
     be.download_f32(host_out, dev, (size_t)N * V);
     be.free(dev, bytes);
+}
+
+// The activation arena (re)laid out from `specs` in one allocation, and the PRAC bases in another that is made once:
+// the bases depend on the widths only, so they survive a change of batch shape.
+template <class Backend>
+void allocate_arena(Backend& be, std::vector<TensorSpec> specs, std::vector<TensorSpec> bases,
+                    std::vector<TensorSpec>& act_specs, void*& acts_memory, size_t& acts_bytes,
+                    std::vector<TensorSpec>& basis_specs, void*& bases_memory, size_t& bases_bytes) {
+    be.free(acts_memory, acts_bytes);
+    act_specs = std::move(specs);
+    acts_bytes = tensors_bytes(act_specs);
+    acts_memory = be.alloc(acts_bytes);
+    point_tensors(act_specs, acts_memory);
+    if (!bases_memory) {
+        basis_specs = std::move(bases);
+        bases_bytes = tensors_bytes(basis_specs);
+        bases_memory = be.alloc(bases_bytes);
+    }
+    point_tensors(basis_specs, bases_memory);
+}
+
+// Hugging Face safetensors in and out, through a host fp32 copy of the parameter buffer (the backend converts).
+template <class Backend>
+void load_hf_weights(Backend& be, const std::string& path, const std::vector<HFTensor>& map,
+                     const std::vector<std::string>& ignorable, typename Backend::act_t* params, size_t numel,
+                     const ModelConfig& cfg) {
+    std::vector<float> host(numel, 0.0f);
+    hf_load(path, map, ignorable, host.data(), cfg);
+    be.upload_f32(params, host.data(), numel);
+}
+template <class Backend>
+void save_hf_weights(Backend& be, const std::string& path, const std::vector<HFTensor>& map,
+                     const typename Backend::act_t* params, size_t numel) {
+    std::vector<float> host(numel);
+    be.download_f32(host.data(), params, numel);
+    hf_save(path, map, host.data(), {{"format", "pt"}});
 }

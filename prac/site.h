@@ -193,3 +193,28 @@ void apply_recompute(std::vector<ActSite<Backend>>& sites, int recompute, int ac
         set(ln2, true);
     }
 }
+
+// Elements of the factored weight-gradient scratch: (OC, r) of the widest compressed linear site among the
+// (site index, OC) pairs (0 when none is compressed).
+template <class Backend>
+size_t factored_grad_scratch(const std::vector<ActSite<Backend>>& sites,
+                             std::initializer_list<std::pair<int, int>> linear) {
+    size_t m = 0;
+    for (auto [site, OC] : linear)
+        if (sites[site].compressed()) m = std::max(m, (size_t)OC * sites[site].r());
+    return m;
+}
+
+// Both models list their six sites in the same order (resid, ln1, resid_mid, ln2, fch, activation output):
+// hands each its shared transient buffer and the factored-gradient scratch once the arena is laid out.
+template <class Backend>
+void wire_sites(std::vector<ActSite<Backend>>& sites, typename Backend::act_t* t_resid, typename Backend::act_t* t_ln,
+                typename Backend::act_t* t_mlp_in, typename Backend::act_t* t_mlp_out, float* prac_tmp) {
+    enum { RESID, LN1, RESID_MID, LN2, FCH, FCH_OUT };
+    sites[RESID].transient = sites[RESID_MID].transient = t_resid;
+    sites[LN1].transient = sites[LN2].transient = t_ln;
+    sites[FCH].transient = t_mlp_in;
+    sites[FCH_OUT].transient = t_mlp_out;
+    for (ActSite<Backend>& s : sites) s.wgrad_tmp = prac_tmp;
+    if (sites[LN2].borrowed) sites[LN2].full = sites[LN1].full;  // recompute 2: one (N, C) slot for both norms
+}
