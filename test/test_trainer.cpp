@@ -1211,3 +1211,23 @@ TEST(TrainerEndToEnd, LlamaTinyLearnsBuiltinCorpus) { acceptance("train_llama", 
 TEST(TrainerEndToEnd, Gpt2RunsAreDeterministic) { determinism("train_gpt2", "gpt2-tiny", true); }
 
 TEST(TrainerEndToEnd, LlamaRunsAreDeterministic) { determinism("train_llama", "llama-tiny", false); }
+
+// --sample decodes generated tokens with the corpus's tokenizer: readable text, not ids. The LLaMA model has 32000
+// rows but the built-in SentencePiece model 8000 ids: sampling stays within the tokenizer's ids.
+TEST(TrainerEndToEnd, SamplesDecodeToText) {
+    TempDir dir;
+    for (const char* program : {"train_gpt2", "train_llama"}) {
+        std::string model = std::string(program) == "train_gpt2" ? "gpt2-tiny" : "llama-tiny";
+        RunResult r = run_trainer(program, {"--model", model, "--steps", "2", "--batch-size", "2", "--seq-len", "32",
+                                            "--eval-tokens", "256", "--sample", "24"},
+                                  dir, 300);
+        ASSERT_EQ(r.rc, 0) << describe(r);
+        size_t at = r.out.find("sample (24 tokens):\n");
+        ASSERT_NE(at, std::string::npos) << describe(r);
+        std::string text = r.out.substr(at + 20);
+        int letters = 0;
+        for (char c : text) letters += std::isalpha((unsigned char)c) != 0;
+        EXPECT_GE(letters, 24) << program << ": the sample is not decoded text: " << text;
+        EXPECT_EQ(text.find("token ids"), std::string::npos) << text;
+    }
+}

@@ -83,6 +83,9 @@ const Flag FLAGS[] = {
     F("--zero", "0|1", INT, zero, "1: shard AdamW state over data-parallel ranks (ZeRO-1)"),
     F("--prac-shared-subspace", "", BOOL, prac_shared,
       "data parallelism: one PRAC subspace for all ranks from the all-reduced Gram matrix (default: per rank)"),
+    F("--sample", "N", INT, sample, "after training, generate N tokens (temperature 1, seed --seed) and print them decoded"),
+    F("--spm-model", "FILE", STR, spm_model,
+      "SentencePiece model that decodes --sample for LLaMA shards (default: the built-in corpus's model)"),
     F("--dump-site", "NAME", STR, dump_site,
       "write this site's input activation (N, n) to --dump-path as .npy (sites: resid ln1 resid_mid ln2 fch, and fch_gelu | fch_act)"),
     F("--dump-layer", "L", INT, dump_layer, "layer of --dump-site"),
@@ -205,6 +208,7 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.muon_momentum >= 0 && opts.muon_momentum < 1, "--muon-momentum must be in [0, 1)");
     CHECK_USER(opts.zero == 0 || opts.optimizer == "adamw", "--zero 1 shards AdamW only (got --optimizer %s)",
                opts.optimizer.c_str());
+    CHECK_USER(opts.sample >= 0, "--sample must be >= 0");
     CHECK_USER(opts.ckpt_every >= 0 && opts.ckpt_keep >= 1, "--ckpt-every must be >= 0 and --ckpt-keep >= 1");
     CHECK_USER(!opts.resume || !opts.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
     CHECK_USER(opts.zero == 0 || opts.zero == 1, "--zero must be 0 or 1 (got %d): ZeRO-1 is the only sharding", opts.zero);

@@ -59,6 +59,10 @@ struct TrainOptions {
     int zero = 0;           // 1: shard AdamW state over ranks (ZeRO-1)
     bool prac_shared = false;  // one PRAC subspace for all ranks (all-reduced Gram matrix)
 
+    // text samples at the end of training
+    int sample = 0;             // tokens to generate (0 = none)
+    std::string spm_model;      // SentencePiece model to decode LLaMA samples (default: the built-in corpus's)
+
     // activation dump for prac_analyze
     std::string dump_site;  // site name (resid, ln1, resid_mid, ln2, fch, fch_gelu | fch_act)
     int dump_layer = 0;

@@ -1,5 +1,8 @@
 #include "train/trainer.h"
 
+#include "data/gpt2_tokenizer.h"
+#include "data/spm_tokenizer.h"
+
 volatile std::sig_atomic_t g_stop_signal = 0;
 
 static void on_stop_signal(int sig) { g_stop_signal = sig; }
@@ -104,4 +107,16 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
                         "and allocator slack)\n", opts.gpu_mem_gib, opts.seq_len, max_b, reserve / 1073741824.0);
     }
     return 0;
+}
+
+std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
+    std::string data = builtin_data_dir();  // <root>/data/builtin
+    std::string root = data.substr(0, data.rfind('/'));
+    try {
+        if (arch == Arch::GPT2) return std::make_unique<Gpt2Tokenizer>(root + "/gpt2/r50k_base.tiktoken");
+        return std::make_unique<SpmTokenizer>(opts.spm_model.empty() ? data + "/austen_spm8k.model" : opts.spm_model);
+    } catch (const UserError& e) {
+        std::printf("note: cannot load a tokenizer to decode the sample (%s)\n", e.what());
+        return nullptr;
+    }
 }

@@ -17,6 +17,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "data/dataloader.h"
+#include "data/tokenizer.h"
 #include "kernels/cpu_backend.h"
 // The CUDA backend is visible only where nvcc compiles (the .cu mains); C++ files that include this header see the
 // CPU backend alone.
@@ -88,6 +89,53 @@ float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::
     *tokens_seen = count;
     if (count == 0) return NAN;
     return (float)(galore ? sum / used : sum / count);
+}
+
+// The tokenizer that decodes samples: GPT-2's from the vendored ranks, SentencePiece from --spm-model or the
+// built-in corpus's model; nullptr (print ids) when unknown.
+std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
+
+// Generates n tokens after an end-of-text/EOS prompt, sampling from the softmax at temperature 1 with our own
+// generator (seeded), and prints them decoded. No KV cache: each token reruns the forward over the window, which is
+// fine for the short samples this is for (a look at what the model learned).
+template <class Model>
+void print_sample(Model& model, const TrainOptions& opts, Arch arch) {
+    int T = model.T, V = model.cfg.vocab_size, B = model.B;
+    std::unique_ptr<Tokenizer> tok = sample_decoder(arch, opts);
+    // a tokenizer smaller than the model's vocabulary (the built-in 8k SentencePiece model under LLaMA's 32000 rows)
+    // never produced the extra ids: sample among the tokenizer's ids only
+    int Vs = tok ? std::min(V, tok->vocab_size()) : V;
+    std::vector<int32_t> ctx = {(int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1))};
+    std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, -1);
+    std::vector<float> logits((size_t)B * T * V);
+    uint64_t state = (uint64_t)opts.seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < opts.sample; i++) {
+        int len = (int)std::min<size_t>(ctx.size(), (size_t)T), start = (int)ctx.size() - len;
+        for (int t = 0; t < len; t++) inputs[t] = ctx[start + t];
+        model.forward(inputs.data(), targets.data(), 0.0f);
+        model.logits(logits.data());
+        const float* row = logits.data() + (size_t)(len - 1) * V;
+        float m = *std::max_element(row, row + Vs);
+        double sum = 0;
+        for (int v = 0; v < Vs; v++) sum += std::exp((double)row[v] - m);
+        state = state * 6364136223846793005ull + 1442695040888963407ull;  // LCG: enough for one uniform draw
+        double u = (double)(state >> 11) * 0x1.0p-53 * sum, acc = 0;
+        int next = Vs - 1;
+        for (int v = 0; v < Vs; v++)
+            if ((acc += std::exp((double)row[v] - m)) >= u) {
+                next = v;
+                break;
+            }
+        ctx.push_back(next);
+    }
+    std::printf("sample (%d tokens):\n", opts.sample);
+    if (tok) {
+        std::vector<uint32_t> ids(ctx.begin() + 1, ctx.end());
+        std::printf("%s\n", tok->decode(ids.data(), ids.size()).c_str());
+    } else {
+        for (size_t i = 1; i < ctx.size(); i++) std::printf("%d ", ctx[i]);
+        std::printf("\n(no tokenizer known for these shards: token ids)\n");
+    }
 }
 
 // SIGINT / SIGTERM: the loop finishes the step in flight, writes a checkpoint when checkpointing is on, and exits.
@@ -448,6 +496,7 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
                 human_duration(total_ms / 1000.0).c_str());
     log.eval(opts.steps, vl, seen);
     checkpoint(opts.steps, train->get_state());
+    if (opts.sample > 0 && rank == 0) print_sample(model, opts, cfg.arch);
 
     if (!opts.save.empty() && rank == 0) {
         model.save_weights(opts.save + "/model.safetensors");
