@@ -1,0 +1,346 @@
+"""Shared logic of the PRAC reproduction scripts (scripts/repro/*.py).
+
+Each script builds a list of Run objects (one trainer invocation each), then calls main_flow(), which
+  * prints every command and, unless --dry-run, runs it (stdout to DIR/<run>.out, metrics to DIR/<run>.jsonl),
+  * asks the planner (./train_* --plan --json with the run's flags) for the planned peak memory,
+  * hands the collected results to the script's table builder and writes DIR/<table>.md and DIR/<table>.png
+    (loss curves through scripts/plot_runs.py; skipped with a printed reason when matplotlib is missing).
+"""
+import argparse
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+QUICK_CAVEAT = ("tiny models, a few dozen steps on the built-in corpus: checks the pipeline, not the paper's claims")
+RSO_NOTE = "not implemented"
+
+# --quick budget: tiny models on the built-in corpus, CPU; a run takes about a second on 2 idle cores.
+QUICK = dict(steps=20, batch=2, seq=32, eval_tokens=512, eval_interval=10, lr=3e-3, prac_t=10)
+
+# --paper: the paper's models (appendix D, Table 8), micro-batch B / sequence S from Table 2, global batch 512.
+PAPER = {
+    "llama-60m": dict(binary="train_llama", B=128, S=256, steps=10000, lr=1e-3, galore_rank=128),
+    "llama-130m": dict(binary="train_llama", B=128, S=256, steps=20000, lr=1e-3, galore_rank=256),
+    "llama-350m": dict(binary="train_llama", B=128, S=256, steps=60000, lr=1e-3, galore_rank=256),
+    "llama-1b": dict(binary="train_llama", B=128, S=256, steps=150000, lr=1e-3, galore_rank=512),
+    "gpt2-124m": dict(binary="train_gpt2", B=64, S=1024, steps=50000, lr=6e-4, galore_rank=256, warmup=2000),
+    "gpt2-355m": dict(binary="train_gpt2", B=32, S=1024, steps=50000, lr=3e-4, galore_rank=512, warmup=2000),
+}
+GLOBAL_BATCH = 512
+GALORE_LR = 1e-2  # GaLore's LLaMA learning rate (scale 0.25); the paper uses the baselines' published settings
+
+
+class Run:
+    """One trainer invocation. name: file stem in --out; label: row / legend label; flags: trainer flags."""
+
+    def __init__(self, name, label, binary, flags, meta=None):
+        self.name, self.label, self.binary, self.flags = name, label, binary, [str(f) for f in flags]
+        self.meta = dict(meta or {})
+        self.log = self.out = None
+        self.result = None  # filled by main_flow: dict (see summarize)
+        self.plan = None  # planner JSON or None
+        self.rc = None
+
+    def cmd(self, out_dir):
+        return [os.path.join(ROOT, self.binary)] + self.flags + ["--log", os.path.join(out_dir, self.name + ".jsonl")]
+
+
+def base_parser(description):
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--quick", action="store_true", help="tiny CPU budget (pipeline check, minutes on 2 cores)")
+    mode.add_argument("--paper", action="store_true", help="the paper's configurations (GPUs, days)")
+    ap.add_argument("--out", help="output directory (default runs/<table>)")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands only")
+    ap.add_argument("--train-data", help="--paper: training shards (C4 for LLaMA, OpenWebText for GPT-2)")
+    ap.add_argument("--val-data", help="--paper: validation shards")
+    ap.add_argument("--gpt2-train-data", help="--paper: GPT-2 training shards when they differ from --train-data")
+    ap.add_argument("--gpt2-val-data", help="--paper: GPT-2 validation shards")
+    ap.add_argument("--device", help="trainer --device (default: cpu with --quick, the trainer's auto with --paper)")
+    ap.add_argument("--steps", type=int, help="override every run's step count (e.g. a short --paper smoke test)")
+    ap.add_argument("--gpu-mem", type=float, default=80.0, help="GPU memory (GiB) for planner OOM / batch checks [80]")
+    ap.add_argument("--run-timeout", type=float, default=0, help="seconds before a run is killed (0: none) [0]")
+    ap.add_argument("--extra", default="", help="extra trainer flags appended to every run (quoted string)")
+    return ap
+
+
+def finish_args(args, table):
+    if args.out is None:
+        args.out = os.path.join("runs", table)
+    if args.device is None:
+        args.device = "cpu" if args.quick else None
+    if args.paper and not args.dry_run and not (args.train_data and args.val_data):
+        sys.exit("--paper needs --train-data and --val-data (C4 shards for LLaMA; --gpt2-train-data/--gpt2-val-data "
+                 "for OpenWebText), or --dry-run")
+    return args
+
+
+def data_flags(args, binary):
+    if args.quick:
+        return []
+    tr, va = args.train_data, args.val_data
+    if binary == "train_gpt2" and args.gpt2_train_data:
+        tr, va = args.gpt2_train_data, args.gpt2_val_data or va
+    out = []
+    out += ["--train-data", tr or "TRAIN_SHARDS"] + ["--val-data", va or "VAL_SHARDS"]
+    return out
+
+
+def quick_flags(args, steps=None, batch=None):
+    q = QUICK
+    f = ["--steps", args.steps or steps or q["steps"], "--batch-size", batch or q["batch"], "--seq-len", q["seq"],
+         "--eval-tokens", q["eval_tokens"], "--eval-interval", q["eval_interval"], "--lr", q["lr"],
+         "--prac-t1", q["prac_t"], "--prac-t2", q["prac_t"], "--log-interval", 10]
+    return f
+
+
+def paper_flags(args, model, B=None, accum=None, lr=None, steps=None):
+    c = PAPER[model]
+    B = B or c["B"]
+    accum = accum or max(1, GLOBAL_BATCH // B)
+    steps = args.steps or steps or c["steps"]
+    f = ["--batch-size", B, "--seq-len", c["S"], "--grad-accum", accum, "--steps", steps, "--lr", lr or c["lr"],
+         "--eval-interval", max(1, min(1000, steps)), "--log-interval", 100]
+    if "warmup" in c:
+        f += ["--warmup", min(c["warmup"], max(1, steps // 10)) if args.steps else c["warmup"]]
+    if c["binary"] == "train_llama":
+        f += ["--eval-protocol", "galore", "--eval-tokens", 10000000]  # GaLore's C4 protocol
+    else:
+        f += ["--eval-tokens", 10485760]
+    return f + data_flags(args, c["binary"])
+
+
+def common_tail(args):
+    f = []
+    if args.device:
+        f += ["--device", args.device]
+    if args.extra:
+        f += shlex.split(args.extra)
+    return f
+
+
+# ---------------------------------------------------------------- planner
+
+_STRIP = {"--log", "--train-data", "--val-data", "--eval-interval", "--eval-tokens", "--eval-protocol", "--log-interval",
+          "--steps", "--lr", "--warmup"}
+
+
+def plan_flags(flags):
+    out, i = [], 0
+    while i < len(flags):
+        if flags[i] in _STRIP:
+            i += 2
+            continue
+        out.append(flags[i])
+        i += 1
+    return out
+
+
+def planner(binary, flags, gpu_mem=None):
+    """Planner JSON for these trainer flags (training-only flags stripped), or None on failure."""
+    cmd = [os.path.join(ROOT, binary)] + plan_flags([str(f) for f in flags]) + ["--plan", "--json"]
+    if gpu_mem:
+        cmd += ["--gpu-mem", str(gpu_mem)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"planner failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.strip()}", file=sys.stderr)
+        return None
+    try:
+        return json.loads(p.stdout)
+    except json.JSONDecodeError:
+        print(f"planner printed no JSON: {' '.join(cmd)}", file=sys.stderr)
+        return None
+
+
+# ---------------------------------------------------------------- logs
+
+def read_jsonl(path):
+    steps, evals = [], []
+    if not os.path.exists(path):
+        return steps, evals
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            (evals if rec.get("type") == "eval" else steps).append(rec)
+    return steps, evals
+
+
+def summarize(path):
+    steps, evals = read_jsonl(path)
+    if not steps and not evals:
+        return None
+    final = evals[-1] if evals else {}
+    vl = final.get("val_loss")
+    timed = steps[1:] if len(steps) > 1 else steps  # the first step carries one-time setup
+    tps = [s["tokens_per_s"] for s in timed if s.get("tokens_per_s")]
+    ms = [s["ms_per_step"] for s in timed if s.get("ms_per_step")]
+    peaks = [s.get("mem_peak_bytes") or 0 for s in steps]
+    losses = [s["loss"] for s in steps if s.get("loss") is not None]
+    return dict(steps=len(steps), val_loss=vl, ppl=math.exp(vl) if vl is not None and vl < 700 else None,
+                train_loss=sum(losses[-10:]) / len(losses[-10:]) if losses else None,
+                tokens_per_s=sum(tps) / len(tps) if tps else None, ms_per_step=sum(ms) / len(ms) if ms else None,
+                mem_peak=max(peaks) if peaks and max(peaks) > 0 else None)
+
+
+# ---------------------------------------------------------------- formatting
+
+def mem_unit(args):
+    return ("GB", 1e9) if args.paper else ("MiB", 2**20)
+
+
+def fmt_mem(b, args):
+    if b is None:
+        return "-"
+    unit, div = mem_unit(args)
+    return f"{b / div:.2f}"
+
+
+def fmt_num(x, fmt="{:.2f}"):
+    return fmt.format(x) if x is not None and math.isfinite(x) else "-"
+
+
+def fmt_delta(x, base):
+    if x is None or not base:
+        return "-"
+    return f"{100.0 * (x - base) / base:+.0f}%"
+
+
+def md_table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for r in rows:
+        lines.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(lines)
+
+
+def ppl_of(run):
+    if run.result is None:
+        return "failed" if run.rc not in (None, 0) else "-"
+    return fmt_num(run.result["ppl"])
+
+
+def measured_peak(run):
+    return run.result["mem_peak"] if run.result else None
+
+
+def planned_total(run):
+    return run.plan["total"] if run.plan else None
+
+
+# ---------------------------------------------------------------- running
+
+def run_all(runs, args):
+    os.makedirs(args.out, exist_ok=True)
+    devices, failures = [], 0
+    for i, r in enumerate(runs, 1):
+        cmd = r.cmd(args.out)
+        print(f"[{i}/{len(runs)}] {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
+        if args.dry_run:
+            continue
+        log = os.path.join(args.out, r.name + ".jsonl")
+        if os.path.exists(log):
+            os.remove(log)  # --log appends
+        t0 = time.time()
+        with open(os.path.join(args.out, r.name + ".out"), "w") as f:
+            try:
+                rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
+                                    timeout=args.run_timeout or None).returncode
+            except subprocess.TimeoutExpired:
+                rc = 124
+                print(f"    timed out after {args.run_timeout} s", file=sys.stderr)
+        r.rc = rc
+        r.meta["wall_s"] = time.time() - t0
+        with open(os.path.join(args.out, r.name + ".out")) as f:
+            for line in f:
+                if line.startswith("device:"):
+                    d = line[len("device:"):].strip()
+                    if d not in devices:
+                        devices.append(d)
+                    break
+        r.result = summarize(log)
+        if rc != 0:
+            failures += 1
+            print(f"    FAILED (exit {rc}); see {os.path.join(args.out, r.name + '.out')}", file=sys.stderr)
+        else:
+            s = r.result or {}
+            print(f"    done in {r.meta['wall_s']:.1f}s: val loss {fmt_num(s.get('val_loss'), '{:.4f}')}, "
+                  f"ppl {fmt_num(s.get('ppl'))}", flush=True)
+    return devices, failures
+
+
+def attach_plans(runs, args):
+    for r in runs:
+        r.plan = planner(r.binary, r.flags, args.gpu_mem if args.paper else None)
+
+
+def plot(runs, args, table, title):
+    logs = [(r.label, os.path.join(args.out, r.name + ".jsonl")) for r in runs]
+    logs = [(l, p) for l, p in logs if os.path.exists(p) and os.path.getsize(p) > 0]
+    if not logs:
+        return "no logs to plot"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        msg = "matplotlib is not installed: PNG skipped (pip install matplotlib)"
+        print(msg, file=sys.stderr)
+        return msg
+    png = os.path.join(args.out, table + ".png")
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "plot_runs.py")] + [p for _, p in logs] + \
+          ["--labels", ",".join(l.replace(",", ";") for l, _ in logs), "--out", png, "--title", title]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        msg = f"plot_runs.py failed: {p.stderr.strip()}"
+        print(msg, file=sys.stderr)
+        return msg
+    return None
+
+
+def main_flow(args, table, title, runs, build_tables, notes=()):
+    """Runs everything and writes DIR/<table>.md (+ .png). build_tables(runs) -> markdown string."""
+    t0 = time.time()
+    print(f"# {title}: {len(runs)} runs -> {args.out}" + (" (dry run)" if args.dry_run else ""), flush=True)
+    devices, failures = run_all(runs, args)
+    attach_plans(runs, args)
+    if args.dry_run:
+        return 0
+    body = build_tables(runs)
+    plot_msg = plot(runs, args, table, title)
+    wall = time.time() - t0
+    lines = [f"# {title}", ""]
+    if args.quick:
+        lines += [f"**--quick:** {QUICK_CAVEAT}.", ""]
+    lines += [f"Machine: {'; '.join(devices) if devices else 'unknown (no device: line)'}. "
+              f"Wall time {wall:.0f} s for {len(runs)} runs.", ""]
+    lines += ["Commands run:", "", "```sh"]
+    lines += [" ".join(shlex.quote(os.path.relpath(c, ROOT) if i == 0 else c) for i, c in enumerate(r.cmd(args.out)))
+              for r in runs]
+    lines += ["```", "", body, ""]
+    unit, _ = mem_unit(args)
+    lines += [f"PPL = exp(final validation loss) from each log's last eval record. MEM planned = the trainer's "
+              f"`--plan --json` total for the run's flags ({unit}; CPU fp32 plans with --device cpu, CUDA bf16 "
+              f"otherwise); MEM measured = max `mem_peak_bytes` of the backend's allocations in the log. "
+              f"Δ = relative to the baseline row's planned memory."]
+    lines += [f"- {n}" for n in notes]
+    if failures:
+        lines += ["", f"**{failures} run(s) failed**: see the .out files in {args.out}."]
+    if plot_msg:
+        lines += ["", f"Plot: {plot_msg}."]
+    else:
+        lines += ["", f"![loss curves]({table}.png)"]
+    md = os.path.join(args.out, table + ".md")
+    with open(md, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n" + body + "\n")
+    print(f"wrote {md}" + ("" if plot_msg else f" and {os.path.join(args.out, table + '.png')}") +
+          f" ({wall:.0f} s)")
+    return 1 if failures else 0
