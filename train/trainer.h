@@ -1,5 +1,6 @@
 // The training loop shared by train_gpt2 and train_llama: flags -> config -> data -> model -> steps.
-// One optimizer step, top to bottom, is train_step(); the model's forward/backward live in model/*.h.
+// train_main picks the backend; train_run holds the loop, one optimizer step top to bottom inside it. The model's
+// forward and backward live in model/*.h, the ops in kernels/.
 #pragma once
 #include <omp.h>
 
