@@ -32,7 +32,7 @@ NPROC      := $(shell nproc 2>/dev/null || echo 2)
 # The lead may edit these: the binary and its arguments with and without a GPU.
 TRAIN_BIN      ?= ./train_gpt2
 TRAIN_ARGS_GPU ?= --model gpt2-124m
-TRAIN_ARGS_CPU ?= --model gpt2-mini --steps 200
+TRAIN_ARGS_CPU ?= --model gpt2-mini --steps 200 --seq-len 128 --eval-tokens 8192 --eval-interval 50 --sample 64
 # A GPU is "present" when `nvidia-smi -L` lists one (evaluated only when TRAIN_ARGS is used).
 HAVE_GPU        = $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU' && echo 1)
 TRAIN_ARGS     ?= $(if $(HAVE_GPU),$(TRAIN_ARGS_GPU),$(TRAIN_ARGS_CPU))
