@@ -19,7 +19,7 @@
 #   fp32    the same build with PRECISION=FP32 in build-fp32 (FP32_TARGETS=gpu: only the GPU tests' targets,
 #           the default, to fit the time budget; FP32_TARGETS=all: everything), then its GPU tests
 #   cpu     the CPU suite: ctest --test-dir build -LE gpu -j (CI runs it too; here it checks the GPU image)
-#   bench   run_benchmarks(): every executable build/bench/bench_gpu* with a time limit (none exist yet)
+#   bench   run_benchmarks(): every executable build/bench/bench_gpu* with a time limit, run with $BENCH_ARGS
 # Then a summary table (step/test, status, seconds), summary.txt, results.json and logs.tar.gz under $OUT
 # (the device tool returns $OUT; at most 8 files) or under WORK (/tmp/gpu_verify) when OUT is unset.
 # Exit status: 0 when every step and test passed (skips count as passes only in a dry run), 1 otherwise.
@@ -41,6 +41,7 @@
 #   WORK            scratch folder for logs (and, in a dry run, the copy and the builds): default /tmp/gpu_verify
 #   REQUIRE_GPU     default 1 (0 in a dry run): a GPU test that finds no device fails instead of skipping
 #   SKIP_CPU=1      leave out the CPU suite;  BENCH_TIMEOUT  seconds per benchmark (default 90)
+#   BENCH_ARGS      arguments of every benchmark (default --quick: fits the device call's budget)
 #   CLEAN=0         keep existing build dirs (a second call on a still-warm device machine rebuilds incrementally)
 #   USE_MAKE=0      call cmake (Ninja) directly, as the script does by itself where make is missing
 #   GIT_REV         a label for the summary and results.json (the device copy has no .git): pass the commit
@@ -605,7 +606,8 @@ run_benchmarks() {
     found=1; n=$(basename "$b"); t0=$(now); rc=0
     t=$(step_timeout "$BENCH_TIMEOUT")
     if [ "$t" -lt 10 ]; then record "bench:$n" SKIP 0 "no time left"; continue; fi
-    run_logged "$LOGDIR/bench_$n.log" "$t" "$b" || rc=$?
+    # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
+    run_logged "$LOGDIR/bench_$n.log" "$t" "$b" ${BENCH_ARGS-"--quick"} || rc=$?
     tail -n 15 "$LOGDIR/bench_$n.log" | sed 's/^/  | /'
     grep -E '^RESULT ' "$LOGDIR/bench_$n.log" >>"$LOGDIR/bench_results.txt" || true
     if [ "$rc" = 0 ]; then record "bench:$n" PASS $(( $(now) - t0 )) "$(grep -c '^RESULT ' "$LOGDIR/bench_$n.log" || true) RESULT lines"
