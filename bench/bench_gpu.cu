@@ -1,0 +1,453 @@
+// bench_gpu: training-step throughput and memory of the CUDA backend, PRAC off vs on, per model size.
+//
+// For each config (GPT-2 124M at B=64 T=1024; LLaMA-130M, 350M, 1B at B=128 T=256) and PRAC none / prac (the
+// paper's defaults, T1 = T2 = 500): the planner checks the fit against cudaMemGetInfo first (a config whose plan
+// does not fit is reported as "does not fit: plan X GiB > free Y GiB", e.g. the 1B baseline), then the model is
+// built with random init, 3 warmup steps and N timed steps of forward + backward + grad norm + AdamW run on random
+// tokens (no data loader), and the table reports ms/step, tok/s, MFU (llm.c's 6N + 6·L·C·T flops per token over
+// the GPU's dense bf16 peak), measured peak bytes (CudaBackend::peak_bytes) vs the plan, and the cudaMemGetInfo
+// delta. PRAC's extra step on a basis refresh is timed separately (one step where begin_step refreshes Q1/Q2) and
+// amortized over T1. PRAC also runs at the largest micro-batch the planner fits in free memory (1 GiB reserve).
+//
+// Flags: --quick (GPT-2 124M B=16 and LLaMA-130M B=32, 5 steps, no max-batch runs: the gpu_verify budget),
+//        --models a,b,... (gpt2-124m, llama-130m, llama-350m, llama-1b), --steps N (default 10),
+//        --max-batch / --no-max-batch (force the PRAC max-batch runs on or off), --json FILE.
+// Every result row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them to its summary).
+// Without a CUDA device: "SKIP bench_gpu: no CUDA device (...)" and exit 77 (REQUIRE_GPU=1: exit 1).
+// UNVERIFIED: written without a GPU.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda_backend.cuh"
+#include "model/config.h"
+#include "model/gpt2.h"
+#include "model/llama.h"
+#include "plan/planner.h"
+#include "prac/prac.h"
+#include "test/gpu/gpu_test.h"
+#include "train/optimizer.h"
+#include "train/optimizers.h"
+
+static const double GiB = 1024.0 * 1024.0 * 1024.0;
+
+// CUDA calls of this program throw (so one config's failure is reported and the next runs); the backend's own
+// cudaCheck exits the process, which is why every row is printed (and the JSON rewritten) as soon as it is known.
+#define benchCheck(call)                                                                                   \
+    do {                                                                                                   \
+        cudaError_t e_ = (call);                                                                           \
+        if (e_ != cudaSuccess)                                                                             \
+            throw std::runtime_error(std::string(#call) + ": " + cudaGetErrorString(e_));                \
+    } while (0)
+
+struct Row {
+    std::string config, prac, note;  // note: "" ok, otherwise why there are no numbers
+    bool ran = false, max_batch = false;
+    int B = 0, T = 0, steps = 0;
+    double ms = 0, tok_s = 0, mfu = -1, loss = 0;
+    double peak = 0, plan = 0, delta = 0;  // bytes
+    double refresh_ms = -1, normal_ms = -1;  // PRAC: one refresh step vs the mean normal step
+    int t1 = 0;
+};
+
+struct Bench {
+    std::string name;
+    Arch arch;
+    int B, T;
+};
+
+static double peak_tflops(const std::string& gpu) {
+    auto has = [&](const char* s) { return gpu.find(s) != std::string::npos; };
+    if (has("H200")) return 989;
+    if (has("H100")) {
+        if (has("PCIe") || has("PCIE")) return 756;
+        if (has("NVL")) return 835;
+        return 989;  // SXM
+    }
+    if (has("A100")) return 312;
+    return 0;  // unknown: MFU printed as "-"
+}
+
+static std::string fmt(const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+static std::string json_escape(const std::string& s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '"' || c == '\\') o += '\\';
+        if ((unsigned char)c < 0x20) { o += ' '; continue; }
+        o += c;
+    }
+    return o;
+}
+
+static void write_json(const std::string& path, const std::string& gpu, double peak_tf, const std::vector<Row>& rows) {
+    if (path.empty()) return;
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "warning: cannot write %s\n", path.c_str());
+        return;
+    }
+    std::fprintf(f, "{\n  \"gpu\": \"%s\",\n  \"peak_bf16_tflops\": %g,\n  \"results\": [\n", json_escape(gpu).c_str(),
+                 peak_tf);
+    for (size_t i = 0; i < rows.size(); i++) {
+        const Row& r = rows[i];
+        std::fprintf(f,
+                     "    {\"config\": \"%s\", \"prac\": \"%s\", \"max_batch\": %s, \"B\": %d, \"T\": %d, \"ran\": %s, "
+                     "\"note\": \"%s\", \"steps\": %d, \"ms_per_step\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %s, "
+                     "\"loss\": %.5f, \"peak_bytes\": %.0f, \"plan_bytes\": %.0f, \"memgetinfo_delta_bytes\": %.0f, "
+                     "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"t1\": %d}%s\n",
+                     r.config.c_str(), r.prac.c_str(), r.max_batch ? "true" : "false", r.B, r.T,
+                     r.ran ? "true" : "false", json_escape(r.note).c_str(), r.steps, r.ms, r.tok_s,
+                     r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "null", r.loss, r.peak, r.plan, r.delta,
+                     r.refresh_ms >= 0 ? fmt("%.4f", r.refresh_ms).c_str() : "null",
+                     r.normal_ms >= 0 ? fmt("%.4f", r.normal_ms).c_str() : "null", r.t1,
+                     i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+}
+
+static void print_header() {
+    std::printf("%-12s %-5s %5s %10s %11s %6s %9s %9s %9s %9s %8s  %s\n", "config", "prac", "B", "ms/step", "tok/s",
+                "MFU", "peak GiB", "plan GiB", "peak/plan", "dMem GiB", "loss", "note");
+}
+
+static void print_row(const Row& r) {
+    std::string prac = r.prac + (r.max_batch ? "*" : "");
+    if (!r.ran) {
+        std::printf("%-12s %-5s %5d %10s %11s %6s %9s %9s %9s %9s %8s  %s\n", r.config.c_str(), prac.c_str(), r.B, "-",
+                    "-", "-", "-", r.plan > 0 ? fmt("%.2f", r.plan / GiB).c_str() : "-", "-", "-", "-", r.note.c_str());
+    } else {
+        std::printf("%-12s %-5s %5d %10.2f %11.0f %6s %9.2f %9.2f %9.3f %9.2f %8.4f  %s\n", r.config.c_str(),
+                    prac.c_str(), r.B, r.ms, r.tok_s, r.mfu >= 0 ? fmt("%.1f%%", 100 * r.mfu).c_str() : "-",
+                    r.peak / GiB, r.plan / GiB, r.plan > 0 ? r.peak / r.plan : 0.0, r.delta / GiB, r.loss,
+                    r.note.c_str());
+    }
+    // one machine-readable line per row (gpu_verify copies "RESULT " lines into its summary)
+    std::printf("RESULT bench_gpu config=%s prac=%s B=%d T=%d status=%s ms_per_step=%.3f tok_s=%.0f mfu=%s "
+                "peak_gib=%.3f plan_gib=%.3f peak_over_plan=%.4f memgetinfo_delta_gib=%.3f\n",
+                r.config.c_str(), prac.c_str(), r.B, r.T, r.ran ? "ok" : "skipped", r.ms, r.tok_s,
+                r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "-", r.peak / GiB, r.plan / GiB,
+                r.ran && r.plan > 0 ? r.peak / r.plan : 0.0, r.delta / GiB);
+    std::fflush(stdout);
+}
+
+// One config x PRAC mode x B: plan, fit check, build, warm up, time.
+template <template <class> class M>
+static void run_one(Row& r, const ModelConfig& cfg, const PracOptions& prac, int B, int T, int steps,
+                    double peak_tf, bool time_refresh) {
+    r.B = B;
+    r.T = T;
+    r.steps = steps;
+    r.t1 = prac.t1;
+#if defined(PRAC_FP32)
+    const PlanTarget target = PlanTarget::CUDA_FP32;
+#else
+    const PlanTarget target = PlanTarget::CUDA_BF16;
+#endif
+    OptimizerChoice oc;  // AdamW, the trainer's defaults
+    MemoryPlan plan = plan_memory(cfg, prac, B, T, target, &oc, 0);
+    r.plan = (double)plan.total;
+
+    size_t free0 = 0, total = 0;
+    benchCheck(cudaDeviceSynchronize());
+    benchCheck(cudaMemGetInfo(&free0, &total));
+    if (plan.total > free0) {
+        r.note = "does not fit: plan " + fmt("%.2f", plan.total / GiB) + " GiB > free " + fmt("%.2f", free0 / GiB) +
+                 " GiB";
+        return;
+    }
+
+    std::mt19937 rng(1234);
+    std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
+    std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+    for (auto& x : inputs) x = tok(rng);
+    for (auto& x : targets) x = tok(rng);
+    const float grad_scale = 1.0f / (float)((size_t)B * T);
+    const float lr = 3e-4f, max_norm = 1.0f;
+
+    {
+        CudaBackend be(0, 42);
+        M<CudaBackend> model(be, cfg, prac, 0);
+        model.init_weights(1337);
+        model.allocate_activations(B, T);
+        size_t n = model.param_buffer_numel;
+        auto opt = make_optimizer(be, oc, cfg, model.param_specs, n, 0, n);
+        init_master_weights(be, *opt, model.params_memory, n);
+
+        int64_t step_index = 0;
+        float loss = 0;
+        auto one_step = [&](int64_t s) {
+            model.zero_grad();
+            model.sched.begin_step(prac, s);
+            loss = model.forward(inputs.data(), targets.data(), grad_scale);
+            model.backward();
+            float norm = grad_norm(be, model.grads_memory, n);
+            opt->step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, max_norm));
+            be.synchronize();
+        };
+        auto timed = [&](int64_t s) {
+            auto t0 = std::chrono::steady_clock::now();
+            one_step(s);
+            return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        };
+        for (int i = 0; i < 3; i++) one_step(step_index++);  // step 0 refreshes the PRAC bases
+        // the timed steps must not refresh: skip past any step that would (T1/T2 small)
+        auto refreshes = [&](int64_t s) {
+            return prac.mode != PracMode::NONE &&
+                   ((prac.t1 > 0 && s % prac.t1 == 0) || (prac.t2 > 0 && s % prac.t2 == 0));
+        };
+        double total_ms = 0;
+        int done = 0;
+        while (done < steps) {
+            if (refreshes(step_index)) { step_index++; continue; }
+            total_ms += timed(step_index++);
+            done++;
+        }
+        r.ms = total_ms / steps;
+        r.loss = loss;
+        r.tok_s = (double)B * T / (r.ms / 1000.0);
+        double flops_per_token = 6.0 * (double)model.num_parameters +
+                                 6.0 * (double)cfg.num_layers * cfg.channels * T;
+        if (peak_tf > 0) r.mfu = flops_per_token * r.tok_s / (peak_tf * 1e12);
+        if (time_refresh && prac.mode != PracMode::NONE && prac.t1 > 0) {
+            int64_t s = ((step_index + prac.t1 - 1) / prac.t1) * prac.t1;  // next Q1 refresh (Q2 is redrawn with it)
+            r.refresh_ms = timed(s);
+            r.normal_ms = r.ms;  // the mean of the timed (non-refresh) steps
+        }
+        be.synchronize();
+        size_t free1 = 0;
+        benchCheck(cudaMemGetInfo(&free1, &total));
+        r.peak = (double)be.peak_bytes;
+        r.delta = free0 > free1 ? (double)(free0 - free1) : 0.0;
+        if (!std::isfinite(loss)) r.note = "non-finite loss";
+        r.ran = true;
+    }
+    benchCheck(cudaDeviceSynchronize());
+}
+
+static void usage() {
+    std::printf("usage: bench_gpu [--quick] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
+                "                 [--max-batch | --no-max-batch] [--json FILE]\n");
+}
+
+int main(int argc, char** argv) {
+    bool quick = false;
+    int steps = -1, maxb = -1;  // -1: default
+    std::string models_arg, json;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_gpu: %s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--quick") quick = true;
+        else if (a == "--models") models_arg = next();
+        else if (a == "--steps") steps = std::atoi(next().c_str());
+        else if (a == "--json") json = next();
+        else if (a == "--max-batch") maxb = 1;
+        else if (a == "--no-max-batch") maxb = 0;
+        else if (a == "-h" || a == "--help") { usage(); return 0; }
+        else {
+            std::fprintf(stderr, "bench_gpu: unknown flag %s\n", a.c_str());
+            usage();
+            return 2;
+        }
+    }
+    if (steps < 0) steps = quick ? 5 : 10;
+    if (steps < 1) {
+        std::fprintf(stderr, "bench_gpu: --steps must be >= 1\n");
+        return 2;
+    }
+    bool do_maxb = maxb < 0 ? !quick : maxb == 1;
+
+    int unavailable = gpu_test_unavailable("bench_gpu");
+    if (unavailable >= 0) return unavailable;
+
+    std::vector<Bench> table = {{"gpt2-124m", Arch::GPT2, 64, 1024},
+                                {"llama-130m", Arch::LLAMA, 128, 256},
+                                {"llama-350m", Arch::LLAMA, 128, 256},
+                                {"llama-1b", Arch::LLAMA, 128, 256}};
+    if (quick) table = {{"gpt2-124m", Arch::GPT2, 16, 1024}, {"llama-130m", Arch::LLAMA, 32, 256}};
+    if (!models_arg.empty()) {
+        std::vector<Bench> all = {{"gpt2-124m", Arch::GPT2, quick ? 16 : 64, 1024},
+                                  {"llama-130m", Arch::LLAMA, quick ? 32 : 128, 256},
+                                  {"llama-350m", Arch::LLAMA, quick ? 32 : 128, 256},
+                                  {"llama-1b", Arch::LLAMA, quick ? 32 : 128, 256}};
+        table.clear();
+        size_t p = 0;
+        while (p <= models_arg.size()) {
+            size_t q = models_arg.find(',', p);
+            if (q == std::string::npos) q = models_arg.size();
+            std::string m = models_arg.substr(p, q - p);
+            p = q + 1;
+            if (m.empty()) continue;
+            auto it = std::find_if(all.begin(), all.end(), [&](const Bench& b) { return b.name == m; });
+            if (it == all.end()) {
+                std::fprintf(stderr, "bench_gpu: unknown model %s (gpt2-124m, llama-130m, llama-350m, llama-1b)\n",
+                             m.c_str());
+                return 2;
+            }
+            table.push_back(*it);
+        }
+    }
+
+    std::string gpu = "?";
+    double peak_tf = 0;
+    try {
+        int dev = 0;
+        cudaDeviceProp prop;
+        benchCheck(cudaSetDevice(dev));
+        benchCheck(cudaGetDeviceProperties(&prop, dev));
+        gpu = prop.name;
+        peak_tf = peak_tflops(gpu);
+        size_t fr = 0, tot = 0;
+        benchCheck(cudaMemGetInfo(&fr, &tot));
+        std::printf("bench_gpu: %s (sm_%d%d, %.1f GiB, %.1f GiB free), peak bf16 dense %s TFLOP/s, %s build\n",
+                    gpu.c_str(), prop.major, prop.minor, tot / GiB, fr / GiB,
+                    peak_tf > 0 ? fmt("%.0f", peak_tf).c_str() : "unknown (MFU '-')",
+#if defined(PRAC_FP32)
+                    "FP32"
+#else
+                    "BF16"
+#endif
+        );
+    } catch (const std::exception& e) {
+        std::printf("FAIL bench_gpu: %s\n", e.what());
+        return 1;
+    }
+    std::printf("%d warmup + %d timed steps of forward + backward + AdamW on random tokens; MFU = (6N + 6LCT) * "
+                "tok/s / peak (PRAC's extra work is not counted as model flops); * = PRAC at the planner's largest "
+                "micro-batch (1 GiB reserve)\n\n",
+                3, steps);
+    print_header();
+
+    std::vector<Row> rows;
+    struct Pair { int none = -1, prac = -1, maxb = -1; };
+    std::vector<Pair> pairs(table.size());
+    int failures = 0;
+    for (size_t ci = 0; ci < table.size(); ci++) {
+        const Bench& b = table[ci];
+        ModelConfig cfg;
+        try {
+            cfg = model_config_load(b.arch, b.name);
+        } catch (const std::exception& e) {
+            Row r;
+            r.config = b.name;
+            r.prac = "-";
+            r.B = b.B;
+            r.T = b.T;
+            r.note = std::string("error: ") + e.what();
+            rows.push_back(r);
+            print_row(r);
+            failures++;
+            continue;
+        }
+        for (int pm = 0; pm < 3; pm++) {
+            PracOptions prac;  // the paper's defaults: ranks 0.3 + 0.3 / 0.2 + 0.2, T1 = T2 = 500
+            prac.mode = pm == 0 ? PracMode::NONE : PracMode::PRAC;
+            int B = b.B;
+            if (pm == 2) {  // PRAC at the largest micro-batch that fits
+                if (!do_maxb) break;
+                try {
+                    size_t fr = 0, tot = 0;
+                    benchCheck(cudaMemGetInfo(&fr, &tot));
+#if defined(PRAC_FP32)
+                    B = plan_max_batch(cfg, prac, b.T, PlanTarget::CUDA_FP32, fr, 1ull << 30);
+#else
+                    B = plan_max_batch(cfg, prac, b.T, PlanTarget::CUDA_BF16, fr, 1ull << 30);
+#endif
+                } catch (const std::exception& e) {
+                    std::printf("  (%s: plan_max_batch failed: %s)\n", b.name.c_str(), e.what());
+                    break;
+                }
+                if (B <= 0 || B == b.B) break;
+            }
+            Row r;
+            r.config = b.name;
+            r.prac = prac_mode_name(prac.mode);
+            r.max_batch = pm == 2;
+            r.B = B;
+            r.T = b.T;
+            try {
+                if (b.arch == Arch::GPT2) run_one<GPT2>(r, cfg, prac, B, b.T, steps, peak_tf, pm == 1);
+                else run_one<Llama>(r, cfg, prac, B, b.T, steps, peak_tf, pm == 1);
+            } catch (const std::exception& e) {
+                r.ran = false;
+                r.note = std::string("error: ") + e.what();
+                failures++;
+                cudaGetLastError();  // clear a sticky-free error so the next config can try
+            }
+            rows.push_back(r);
+            int idx = (int)rows.size() - 1;
+            (pm == 0 ? pairs[ci].none : pm == 1 ? pairs[ci].prac : pairs[ci].maxb) = idx;
+            print_row(r);
+            write_json(json, gpu, peak_tf, rows);
+        }
+    }
+
+    // PRAC / baseline, side by side per config
+    std::printf("\nPRAC / baseline (same B unless marked *):\n");
+    std::printf("%-12s %5s %10s %10s %10s %10s  %s\n", "config", "B", "peak", "plan", "ms/step", "tok/s", "");
+    for (size_t ci = 0; ci < table.size(); ci++) {
+        const Pair& p = pairs[ci];
+        if (p.prac < 0) continue;
+        const Row& pr = rows[p.prac];
+        const Row* base = p.none >= 0 ? &rows[p.none] : nullptr;
+        auto ratio = [](double a, double b) { return b > 0 && a > 0 ? fmt("%.3f", a / b) : std::string("-"); };
+        if (base && base->ran && pr.ran) {
+            std::printf("%-12s %5d %10s %10s %10s %10s\n", table[ci].name.c_str(), pr.B, ratio(pr.peak, base->peak).c_str(),
+                        ratio(pr.plan, base->plan).c_str(), ratio(pr.ms, base->ms).c_str(),
+                        ratio(pr.tok_s, base->tok_s).c_str());
+        } else {
+            std::printf("%-12s %5d %10s %10s %10s %10s  baseline %s, prac %s\n", table[ci].name.c_str(), pr.B, "-",
+                        base ? ratio(pr.plan, base->plan).c_str() : "-", "-", "-",
+                        base ? (base->ran ? "ran" : base->note.c_str()) : "missing",
+                        pr.ran ? "ran" : pr.note.c_str());
+        }
+        if (p.maxb >= 0 && rows[p.maxb].ran) {
+            const Row& m = rows[p.maxb];
+            std::printf("%-12s %4d* %10s %10s %10s %10s  (PRAC at its max micro-batch vs baseline at B=%d)\n",
+                        table[ci].name.c_str(), m.B, base && base->ran ? ratio(m.peak, base->peak).c_str() : "-",
+                        base ? ratio(m.plan, base->plan).c_str() : "-",
+                        base && base->ran ? ratio(m.ms, base->ms).c_str() : "-",
+                        base && base->ran ? ratio(m.tok_s, base->tok_s).c_str() : "-", base ? base->B : 0);
+        }
+    }
+
+    // the cost of one PRAC basis refresh, amortized over T1
+    std::printf("\nPRAC refresh cost (one step where begin_step redraws Q1/Q2, vs a normal step):\n");
+    for (size_t ci = 0; ci < table.size(); ci++) {
+        const Pair& p = pairs[ci];
+        if (p.prac < 0 || !rows[p.prac].ran || rows[p.prac].refresh_ms < 0) continue;
+        const Row& r = rows[p.prac];
+        double extra = r.refresh_ms - r.normal_ms;
+        double amort = r.t1 > 0 ? extra / r.t1 : 0;
+        std::printf("refresh %-12s B=%-4d refresh step %.2f ms, normal step %.2f ms: +%.2f ms per refresh, "
+                    "amortized over T1=%d: +%.3f ms/step (%.2f%%)\n",
+                    r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
+                    r.normal_ms > 0 ? 100.0 * amort / r.normal_ms : 0.0);
+        std::printf("RESULT bench_gpu refresh config=%s B=%d refresh_ms=%.3f normal_ms=%.3f extra_ms=%.3f t1=%d "
+                    "amortized_ms_per_step=%.4f\n",
+                    r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort);
+    }
+    write_json(json, gpu, peak_tf, rows);
+    if (!json.empty()) std::printf("\nwrote %s\n", json.c_str());
+    return failures ? 1 : 0;
+}
