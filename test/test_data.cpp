@@ -16,26 +16,12 @@
 #include "common/error.h"
 #include "data/dataloader.h"
 #include "data/shard.h"
+#include "test/test_util.h"
 
 #ifndef PRAC_DATA_DIR
 #error "PRAC_DATA_DIR must point at the repository's data/ directory"
 #endif
 
-// Runs `stmt`, expects a UserError whose message contains every string in `parts`.
-#define EXPECT_USER_ERROR(stmt, ...)                                                   \
-    do {                                                                               \
-        bool thrown_ = false;                                                          \
-        try {                                                                          \
-            stmt;                                                                      \
-        } catch (const UserError& e_) {                                                \
-            thrown_ = true;                                                            \
-            std::string msg_ = e_.what();                                              \
-            for (const char* part_ : {__VA_ARGS__})                                    \
-                EXPECT_NE(msg_.find(part_), std::string::npos)                         \
-                    << "message lacks \"" << part_ << "\":\n" << msg_;                 \
-        }                                                                              \
-        EXPECT_TRUE(thrown_) << "expected a UserError from " #stmt;                    \
-    } while (0)
 
 class DataTest : public ::testing::Test {
    protected:

@@ -41,32 +41,12 @@
 #include "train/optim_adam_mini.h"
 #include "train/optim_muon.h"
 #include "train/optimizer.h"
+#include "test/test_util.h"
 
 namespace {
 
 using fvec = std::vector<float>;
 
-// Loops of many tiny ops (3-step trajectories of tiny models, a few training steps) run single-threaded: on busy
-// shared cores spinning OpenMP / OpenBLAS threads made them 20-40x slower (25 s instead of 1 s) and they give
-// nothing at these sizes. No result here depends on the thread count.
-struct SingleThreaded {
-    int omp = omp_get_max_threads();
-#ifdef OPENBLAS_VERSION
-    int blas = openblas_get_num_threads();
-#endif
-    SingleThreaded() {
-        omp_set_num_threads(1);
-#ifdef OPENBLAS_VERSION
-        openblas_set_num_threads(1);
-#endif
-    }
-    ~SingleThreaded() {
-        omp_set_num_threads(omp);
-#ifdef OPENBLAS_VERSION
-        openblas_set_num_threads(blas);
-#endif
-    }
-};
 
 // std::mt19937's sequence is fixed by the standard, its distributions are not: our own transforms.
 struct Rng {

@@ -51,6 +51,7 @@
 #include "prac/philox.h"
 #include "prac/prac.h"
 #include "prac/site.h"
+#include "test/test_util.h"
 
 namespace {
 
@@ -83,26 +84,6 @@ double sb_factor() {
     return z * z;
 }
 
-// The estimator loops run thousands of tiny GEMMs and QRs, where spinning OpenMP / OpenBLAS threads cost more than
-// they give (7x slower on 2 busy cores); they run single-threaded, which changes no result the tests rely on.
-struct SingleThreaded {
-    int omp = omp_get_max_threads();
-#ifdef OPENBLAS_VERSION
-    int blas = openblas_get_num_threads();
-#endif
-    SingleThreaded() {
-        omp_set_num_threads(1);
-#ifdef OPENBLAS_VERSION
-        openblas_set_num_threads(1);
-#endif
-    }
-    ~SingleThreaded() {
-        omp_set_num_threads(omp);
-#ifdef OPENBLAS_VERSION
-        openblas_set_num_threads(blas);
-#endif
-    }
-};
 
 // Our own normals (mt19937_64 + Box-Muller), identical on every standard library.
 struct Rng {

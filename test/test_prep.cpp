@@ -26,6 +26,7 @@
 #include "data/dataloader.h"
 #include "data/shard.h"
 #include "data/spm_tokenizer.h"
+#include "test/test_util.h"
 
 #ifndef PRAC_SOURCE_DIR
 #error "PRAC_SOURCE_DIR must point at the repository root"
@@ -40,20 +41,6 @@ static const int chdir_to_root = chdir(PRAC_SOURCE_DIR);
 static const char* FX = "test/fixtures/prep/";
 static const char* AUSTEN_MODEL = "data/builtin/austen_spm8k.model";
 
-#define EXPECT_USER_ERROR(stmt, ...)                                                   \
-    do {                                                                               \
-        bool thrown_ = false;                                                          \
-        try {                                                                          \
-            stmt;                                                                      \
-        } catch (const UserError& e_) {                                                \
-            thrown_ = true;                                                            \
-            std::string msg_ = e_.what();                                              \
-            for (const char* part_ : {__VA_ARGS__})                                    \
-                EXPECT_NE(msg_.find(part_), std::string::npos)                         \
-                    << "message lacks \"" << part_ << "\":\n" << msg_;                 \
-        }                                                                              \
-        EXPECT_TRUE(thrown_) << "expected a UserError from " #stmt;                    \
-    } while (0)
 
 // Both tokenizers are optional in the build (PCRE2 for GPT-2, libsentencepiece for SentencePiece): tests
 // that need a missing one are skipped, not failed.

@@ -33,6 +33,7 @@
 #include "model/llama.h"
 #include "train/cli.h"
 #include "train/trainer.h"
+#include "test/test_util.h"
 
 #ifndef PRAC_SOURCE_DIR
 #error "PRAC_SOURCE_DIR must be the repository root"
@@ -48,25 +49,6 @@ const std::string GPT2_FIXTURE = ROOT + "/test/fixtures/gpt2_tiny";
 const std::string LLAMA_FIXTURE = ROOT + "/test/fixtures/llama_tiny";
 const std::string BUILTIN = ROOT + "/data/builtin";
 
-// Runs `stmt`; expects a UserError whose message contains every one of the strings that follow.
-#define EXPECT_USER_ERROR(stmt, ...)                                                                  \
-    do {                                                                                              \
-        bool caught_ = false;                                                                         \
-        try {                                                                                         \
-            stmt;                                                                                     \
-        } catch (const UserError& e_) {                                                               \
-            caught_ = true;                                                                           \
-            const std::string msg_ = e_.what();                                                       \
-            for (const char* part_ : {__VA_ARGS__})                                                   \
-                EXPECT_NE(msg_.find(part_), std::string::npos) << "the message lacks \"" << part_     \
-                                                               << "\":\n" << msg_;                    \
-        } catch (const std::exception& e_) {                                                          \
-            caught_ = true;                                                                           \
-            ADD_FAILURE() << #stmt << " threw a non-UserError exception (the binary would report an " \
-                          << "internal error): " << e_.what();                                        \
-        }                                                                                             \
-        EXPECT_TRUE(caught_) << "expected a UserError from " #stmt;                                   \
-    } while (0)
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
