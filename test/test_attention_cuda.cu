@@ -45,19 +45,6 @@
 #include "kernels/attention.h"
 
 // ---- reporting ----
-static int g_checks = 0, g_failures = 0;
-static bool check(bool ok, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool check(bool ok, const char* fmt, ...) {
-    g_checks++;
-    if (!ok) g_failures++;
-    std::printf("  [%s] ", ok ? "ok" : "FAIL");
-    va_list ap;
-    va_start(ap, fmt);
-    std::vprintf(fmt, ap);
-    va_end(ap);
-    std::printf("\n");
-    return ok;
-}
 
 static constexpr bool kFp32 = sizeof(floatX) == 4;
 static constexpr double kTolOut = kFp32 ? 1e-5 : 2e-2;
@@ -105,16 +92,6 @@ static std::vector<float> randn_x(size_t n) {
     return v;
 }
 
-// max |a - b| / max |b| (NaN in a propagates to a failure)
-static double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); i++) {
-        double d = std::fabs((double)a[i] - (double)b[i]);
-        if (!(d <= num)) num = d;
-        den = std::max(den, std::fabs((double)b[i]));
-    }
-    return num / (den > 0 ? den : 1.0);
-}
 // part (0 q, 1 k, 2 v) of a (N, 3C) tensor
 static std::vector<float> part_of(const std::vector<float>& x, size_t N, int C, int part) {
     std::vector<float> r(N * C);
@@ -288,6 +265,5 @@ int main() {
 
     time_attention(st);
     cudaCheck(cudaStreamDestroy(st));
-    std::printf("test_attention_cuda: %d passed, %d failed\n", g_checks - g_failures, g_failures);
-    return g_failures ? 1 : 0;
+    return gpu_test_summary("test_attention_cuda");
 }

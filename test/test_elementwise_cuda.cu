@@ -49,18 +49,6 @@
 using bf16 = __nv_bfloat16;
 
 // ---- reporting ----
-static int g_pass = 0, g_fail = 0;
-static bool check(bool ok, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool check(bool ok, const char* fmt, ...) {
-    (ok ? g_pass : g_fail)++;
-    std::printf("  [%s] ", ok ? "ok" : "FAIL");
-    va_list ap;
-    va_start(ap, fmt);
-    std::vprintf(fmt, ap);
-    va_end(ap);
-    std::printf("\n");
-    return ok;
-}
 
 template <typename T>
 static const char* tname() {
@@ -125,16 +113,6 @@ static std::vector<float> randn(size_t n, float scale = 1.0f, float shift = 0.0f
     return v;
 }
 
-// max |a - b| / max |b|  (NaN anywhere -> NaN, which fails every <= test)
-static double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); i++) {
-        double d = std::fabs((double)a[i] - (double)b[i]);
-        if (!(d <= num)) num = d;
-        den = std::max(den, std::fabs((double)b[i]));
-    }
-    return num / (den > 0 ? den : 1.0);
-}
 static size_t bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
     size_t k = 0;
     for (size_t i = 0; i < a.size(); i++) k += std::memcmp(&a[i], &b[i], 4) == 0;
@@ -672,6 +650,5 @@ int main() {
     test_stochastic_rounding(4096, 256);
 
     cudaCheck(cudaStreamDestroy(g_stream));
-    std::printf("%d passed, %d failed\n", g_pass, g_fail);
-    return g_fail ? 1 : 0;
+    return gpu_test_summary("test_elementwise_cuda");
 }

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/cuda_check.h"
+#include "io/safetensors.h"  // f32_to_bf16, bf16_to_f32 (round to nearest even)
 #include "test/gpu/gpu_test.h"
 #include "common/cuda_common.cuh"
 #include "kernels/classifier.cuh"
@@ -44,33 +45,7 @@ constexpr double TOL_CLS_GRAD = FP32_BUILD ? 2e-5 : 1e-2;
 constexpr double TOL_LOSS = 2e-5;
 
 // ---- reporting ----
-static int g_passed = 0, g_failed = 0;
-static bool check(bool ok, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool check(bool ok, const char* fmt, ...) {
-    (ok ? g_passed : g_failed)++;
-    std::printf("  [%s] ", ok ? "ok" : "FAIL");
-    va_list ap;
-    va_start(ap, fmt);
-    std::vprintf(fmt, ap);
-    va_end(ap);
-    std::printf("\n");
-    return ok;
-}
 
-// ---- host floatX (bf16: round to nearest even, as __float2bfloat16_rn) ----
-static uint16_t f32_to_bf16_bits(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return (uint16_t)((u >> 16) | 0x0040u);  // NaN
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float bf16_bits_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
 template <typename T>
 struct Host;
 template <>
@@ -82,12 +57,12 @@ template <>
 struct Host<__nv_bfloat16> {
     static __nv_bfloat16 from(float v) {
         __nv_bfloat16_raw raw;
-        raw.x = f32_to_bf16_bits(v);
+        raw.x = f32_to_bf16(v);
         return __nv_bfloat16(raw);
     }
     static float to_f32(__nv_bfloat16 v) {
         __nv_bfloat16_raw raw = v;
-        return bf16_bits_to_f32(raw.x);
+        return bf16_to_f32(raw.x);
     }
 };
 static std::vector<float> quantize(std::vector<float> v) {
@@ -139,17 +114,6 @@ static std::vector<float> randn(size_t n, float scale = 1.0f) {
     return v;
 }
 
-// max |a - b| / max |b| over the first `count` values (all when count = 0); NaN in a fails
-static double rel_err(const std::vector<float>& a, const std::vector<float>& b, size_t count = 0) {
-    if (count == 0) count = b.size();
-    double num = 0, den = 0;
-    for (size_t i = 0; i < count; i++) {
-        double d = std::fabs((double)a[i] - (double)b[i]);
-        if (!(d <= num)) num = d;  // NaN propagates
-        den = std::max(den, std::fabs((double)b[i]));
-    }
-    return num / (den > 0 ? den : 1.0);
-}
 
 struct Ctx {
     cudaStream_t stream = nullptr;
@@ -425,10 +389,8 @@ int main() {
         test_classifier(c, 2100, 64, 32000, 32000, 1.0f / 2100, 0.05);
         test_classifier(c, 2 * classifier_rows_per_chunk(50257) + 37, 32, 50257, 50304, 0.5f, 0.1);
     } catch (const std::exception& ex) {
-        std::printf("  [FAIL] exception: %s\n", ex.what());
-        g_failed++;
+        check_exception(ex);
     }
     cudaCheck(cudaStreamDestroy(c.stream));
-    std::printf("test_matmul_cuda (%s): %d passed, %d failed\n", PRAC_FLOATX_NAME, g_passed, g_failed);
-    return g_failed ? 1 : 0;
+    return gpu_test_summary("test_matmul_cuda");
 }

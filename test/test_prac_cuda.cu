@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/cuda_check.h"
+#include "io/safetensors.h"  // f32_to_bf16, bf16_to_f32 (round to nearest even)
 #include "test/gpu/gpu_test.h"
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
@@ -38,34 +39,7 @@
 using bf16 = __nv_bfloat16;
 
 // ---- reporting ----
-static int g_checks = 0, g_failures = 0;
-static bool check(bool ok, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-static bool check(bool ok, const char* fmt, ...) {
-    g_checks++;
-    if (!ok) g_failures++;
-    std::printf("  [%s] ", ok ? "ok" : "FAIL");
-    va_list ap;
-    va_start(ap, fmt);
-    std::vprintf(fmt, ap);
-    va_end(ap);
-    std::printf("\n");
-    return ok;
-}
 
-// ---- host bf16 (round to nearest even, as __float2bfloat16) ----
-static uint16_t f32_to_bf16_bits(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x007FFFFFu)) return (uint16_t)((u >> 16) | 0x0040u);  // NaN
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float bf16_bits_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
 
 template <typename T>
 struct Host;  // T <-> float on the host
@@ -79,12 +53,12 @@ template <>
 struct Host<bf16> {
     static bf16 from(float v) {
         __nv_bfloat16_raw raw;
-        raw.x = f32_to_bf16_bits(v);
+        raw.x = f32_to_bf16(v);
         return bf16(raw);
     }
     static float to_f32(bf16 v) {
         __nv_bfloat16_raw raw = v;
-        return bf16_bits_to_f32(raw.x);
+        return bf16_to_f32(raw.x);
     }
     static const char* name() { return "bf16"; }
 };
@@ -135,16 +109,6 @@ static std::vector<float> randn(size_t n, float scale = 1.0f) {
     return v;
 }
 
-// max |a - b| / max |b|
-static double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); i++) {
-        double d = std::fabs((double)a[i] - (double)b[i]);
-        if (!(d <= num)) num = d;  // NaN propagates
-        den = std::max(den, std::fabs((double)b[i]));
-    }
-    return num / (den > 0 ? den : 1.0);
-}
 static double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double m = 0;
     for (size_t i = 0; i < a.size(); i++) {
@@ -466,6 +430,5 @@ int main() {
     cusolverCheck(cusolverDnDestroy(c.h.cusolver));
     cublasCheck(cublasDestroy(c.h.cublas));
     cudaCheck(cudaStreamDestroy(c.h.stream));
-    std::printf("test_prac_cuda: %d checks, %d failed\n", g_checks, g_failures);
-    return g_failures ? 1 : 0;
+    return gpu_test_summary("test_prac_cuda");
 }

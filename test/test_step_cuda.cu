@@ -20,20 +20,8 @@
 #include "test/gpu/gpu_test.h"
 #include "train/optimizer.h"
 
-static int passed = 0, failed = 0;
-
-static void check(bool ok, const std::string& what, double err, double tol) {
-    std::printf("%s %-60s err %.3g (tol %.3g)\n", ok ? "PASS" : "FAIL", what.c_str(), err, tol);
-    (ok ? passed : failed)++;
-}
-
-static double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-    double d = 0, s = 1e-12;
-    for (size_t i = 0; i < a.size(); i++) {
-        d = std::max(d, (double)std::fabs(a[i] - b[i]));
-        s = std::max(s, (double)std::fabs(b[i]));
-    }
-    return d / s;
+static void check_tol(const std::string& what, double err, double tol) {
+    check(err < tol, "%-60s err %.3g (tol %.3g)", what.c_str(), err, tol);
 }
 
 #if defined(PRAC_FP32)
@@ -90,11 +78,11 @@ static void compare(const char* dir, Arch arch, PracMode mode) {
                     std::vector<float> a(gg.begin() + s.offset, gg.begin() + s.offset + s.numel);
                     std::vector<float> b(gc.begin() + s.offset, gc.begin() + s.offset + s.numel);
                     double e = rel_err(a, b);
-                    check(e < GRAD_TOL, tag + " grad " + s.name, e, GRAD_TOL);
+                    check_tol(tag + " grad " + s.name, e, GRAD_TOL);
                 }
             }
             double e = std::fabs(lg - lc) / std::fabs(lc);
-            check(e < LOSS_TOL, tag + " step-0 loss", e, LOSS_TOL);
+            check_tol(tag + " step-0 loss", e, LOSS_TOL);
         }
         float nc = grad_norm(cpu, mc.grads_memory, mc.param_buffer_numel);
         float ng = grad_norm(gpu, mg.grads_memory, mg.param_buffer_numel);
@@ -104,7 +92,7 @@ static void compare(const char* dir, Arch arch, PracMode mode) {
         if (step == 9) {
             double e = std::fabs(lg - lc) / std::fabs(lc);
             double tol = mode == PracMode::NONE ? 10 * LOSS_TOL : 0.05;  // PRAC: different draws' noise
-            check(e < tol, tag + " step-9 loss (10-step trajectory)", e, tol);
+            check_tol(tag + " step-9 loss (10-step trajectory)", e, tol);
         }
     }
 }
@@ -117,9 +105,7 @@ int main() {
             compare<Llama>("llama_tiny", Arch::LLAMA, m);
         }
     } catch (const std::exception& ex) {
-        std::printf("FAIL exception: %s\n", ex.what());
-        failed++;
+        check_exception(ex);
     }
-    std::printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return gpu_test_summary("test_step_cuda");
 }
