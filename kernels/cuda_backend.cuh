@@ -166,6 +166,25 @@ struct CudaBackend {
         adamw_update_cuda(params, master, grads, m, v, n, lr, beta1, beta2, eps, wd, t, grad_scale, s, stream);
     }
 
+    // ---- Muon, Adam-mini, GaLore, RSO (train/optim_*.h): defined in kernels/optim_cuda.cu, whose header
+    // kernels/optim_cuda.cuh names each CPU twin and the stochastic-rounding seeds. Same argument lists as the
+    // twins, plus master (fp32 master weights or null) and salt (element offset) where parameters are written.
+    void muon_momentum(float* buf, float* u, const grad_t* g, size_t n, float mu, float grad_scale, bool nesterov);
+    void newton_schulz(float* X, int rows, int cols, float* work, int steps);
+    void muon_apply(act_t* params, float* master, const float* O, size_t n, float lr, float wd, float step,
+                    uint64_t salt);
+    void adam_mini_update(act_t* params, float* master, const grad_t* grads, float* m, float* v, size_t n,
+                          size_t block, float lr, float beta1, float beta2, float eps, float wd, int t,
+                          float grad_scale, uint64_t salt);
+    int galore_refresh(float* P, const grad_t* G, int m, int n, int r, bool right);
+    void galore_project(float* R, const grad_t* G, const float* P, int m, int n, int r, bool right, float grad_scale);
+    void galore_adam(float* R, float* m1, float* m2, size_t n, float b1, float b2, float eps);
+    void galore_apply(act_t* W, float* master, const float* N, const float* P, int m, int n, int r, bool right,
+                      float step, float decay, uint64_t salt);
+    // RSO (train/optim_rso.h) runs GaLore's project/adam/apply (right side) plus these (twins: kernels/rso.h)
+    void rso_prox(float* R, const float* B, size_t n, float prox);
+    void rso_track(float* B, const float* N, size_t n, float step);
+
     // ---- PRAC site ops ----
     PracCudaHandles prac_handles() const { return PracCudaHandles{stream, cublas, cusolver}; }
     void prac_compress(act_t* xc, const act_t* x, const act_t* P, int N, int n, int r) {

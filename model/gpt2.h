@@ -6,6 +6,7 @@
 // Vp padded vocab. Per-layer tensors are stacked with the layer index first.
 #pragma once
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,13 @@ struct GPT2 {
     ActivationDump dump;
 
     int recompute = 0;  // llm.c's -r: 1 recompute the MLP activation output in backward, 2 also the norm outputs
+
+    // Data parallelism (train/trainer.h): when set, backward() calls it with l as soon as layer l's parameter
+    // gradients are complete (l = L-1 down to 0), then once with -1 at its end, when the tensors outside the layers
+    // (embeddings, final norm, head: layer_param_ranges' last entry) are complete. Whatever it starts (a
+    // collective on another stream) overlaps the rest of backward; it must not touch other layers' gradients.
+    // Null (the default): no calls.
+    std::function<void(int layer)> on_layer_grads;
 
     GPT2(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions(),
          int recompute_level = 0)
@@ -394,8 +402,10 @@ struct GPT2 {
             be.layernorm_backward(dresid, grads.ln1w + l * C, grads.ln1b + l * C, dbtc, resid.restore(be, l, N),
                                   params.ln1w + l * C, acts.ln1_mean + (size_t)l * N, acts.ln1_rstd + (size_t)l * N,
                                   N, C);
+            if (on_layer_grads) on_layer_grads(l);  // layer l's parameter gradients are complete
         }
         be.encoder_backward(grads.wte, grads.wpe, dresid, acts.inputs, B, T, C);
+        if (on_layer_grads) on_layer_grads(-1);  // wte, wpe, lnfw, lnfb complete
     }
 
     // Hugging Face safetensors in and out (our fp32 host copy in between; the backend converts).

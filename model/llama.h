@@ -5,6 +5,7 @@
 // F intermediate size, V vocab, Vp padded vocab. Per-layer tensors are stacked with the layer first.
 #pragma once
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,13 @@ struct Llama {
     ActivationDump dump;
 
     int recompute = 0;  // llm.c's -r: 1 recompute the MLP activation output in backward, 2 also the norm outputs
+
+    // Data parallelism (train/trainer.h): when set, backward() calls it with l as soon as layer l's parameter
+    // gradients are complete (l = L-1 down to 0), then once with -1 at its end, when the tensors outside the layers
+    // (embeddings, final norm, head: layer_param_ranges' last entry) are complete. Whatever it starts (a
+    // collective on another stream) overlaps the rest of backward; it must not touch other layers' gradients.
+    // Null (the default): no calls.
+    std::function<void(int layer)> on_layer_grads;
 
     Llama(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions(),
          int recompute_level = 0)
@@ -342,8 +350,10 @@ struct Llama {
             be.matmul_backward_input(dbtc, dwide, params.qkvw + (size_t)l * 3 * C * C, N, C, 3 * C, false);
             be.rmsnorm_backward(dresid, grads.ln1w + l * C, dbtc, resid.restore(be, l, N), params.ln1w + l * C,
                                 acts.ln1_rstd + (size_t)l * N, N, C);
+            if (on_layer_grads) on_layer_grads(l);  // layer l's parameter gradients are complete
         }
         be.encoder_backward(grads.wte, nullptr, dresid, acts.inputs, B, T, C);
+        if (on_layer_grads) on_layer_grads(-1);  // wte, lnfw, lm_head complete
     }
 
     // Hugging Face safetensors in and out (our fp32 host copy in between; the backend converts).

@@ -16,6 +16,29 @@ inline void check_tokens(const int32_t* tokens, int N, int V) {
                  "---> HINT: were the shards made with this model's tokenizer?", tokens[i], i, V);
 }
 
+// Per-layer gradient averaging (the models' on_layer_grads hook, train/trainer.h): the ranges of the parameter
+// buffer that layer l's backward completes, at index l in [0, L), and at index L the tensors outside the layer
+// stack (embeddings, position embeddings, final norm, LM head), which are complete only at the end of backward
+// (GPT-2's tied wte also collects the head's gradient in forward). Every other tensor is stacked (L, ...) with the
+// layer first, so layer l's share is numel / L elements at offset + l * numel / L. Every parameter is in exactly
+// one range; the alignment gaps between tensors are in none (their gradients stay zero).
+inline std::vector<std::vector<ElemRange>> layer_param_ranges(const std::vector<ParamSpec>& specs, int L) {
+    if (L <= 0) fail("internal: layer_param_ranges with %d layers", L);
+    std::vector<std::vector<ElemRange>> out((size_t)L + 1);
+    for (const ParamSpec& s : specs) {
+        if (s.name == "wte" || s.name == "wpe" || s.name == "lnfw" || s.name == "lnfb" || s.name == "lm_head") {
+            out[L].push_back({s.offset, s.numel});
+            continue;
+        }
+        if (s.numel % (size_t)L)
+            fail("internal: parameter %s (%zu elements) is not stacked over %d layers: name it in layer_param_ranges",
+                 s.name.c_str(), s.numel, L);
+        size_t per = s.numel / (size_t)L;
+        for (int l = 0; l < L; l++) out[l].push_back({s.offset + (size_t)l * per, per});
+    }
+    return out;
+}
+
 // Mean of the per-token losses over non-ignored targets (0 when all are ignored).
 template <class Backend>
 float mean_loss(Backend& be, const float* dev_losses, const int32_t* host_targets, int N) {

@@ -78,3 +78,9 @@ struct ParamSpec {
     size_t numel;
     bool decay;  // AdamW weight decay: 2-D weights (matmuls, embeddings) yes; norms and biases no
 };
+
+// A range of elements of a buffer (e.g. one layer's slice of a stacked gradient tensor).
+struct ElemRange {
+    size_t offset;  // in elements
+    size_t numel;
+};

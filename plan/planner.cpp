@@ -70,6 +70,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     p.T = T;
     p.target = target;
     p.prac = prac.mode;
+    p.rso_rank = prac.rso_rank;
     p.num_parameters = model.num_parameters;
     size_t n = model.param_buffer_numel;
     const char* pdt = dtype_name(PB::act_dtype);
@@ -92,7 +93,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     p.categories.push_back({"prac_bases", mem_category_name(MemCategory::PRAC_BASES), tensors_bytes(model.basis_specs)});
     size_t ws = 0;
     for (const auto& s : model.sites)
-        if (s.compressed()) ws = std::max(ws, refresh_workspace(s.n, s.r()));
+        if (s.compressed() && !s.external) ws = std::max(ws, refresh_workspace(s.n, s.r()));  // RSO: host draws
     if (target != PlanTarget::CPU_FP32) {
         // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, plus ONE scratch
         // buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh (above), attention backward's
@@ -158,8 +159,10 @@ int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanT
 }
 
 std::string plan_table(const MemoryPlan& p) {
-    std::string s = format("memory plan: %s, B=%d, T=%d, %s, PRAC %s, %zu parameters\n", p.model.c_str(), p.B, p.T,
-                           plan_target_name(p.target), prac_mode_name(p.prac), p.num_parameters);
+    std::string acts = p.rso_rank > 0 ? format("RSO projections (rank %d)", p.rso_rank)
+                                      : format("PRAC %s", prac_mode_name(p.prac));
+    std::string s = format("memory plan: %s, B=%d, T=%d, %s, %s, %zu parameters\n", p.model.c_str(), p.B, p.T,
+                           plan_target_name(p.target), acts.c_str(), p.num_parameters);
     size_t w = 5;
     for (const auto& c : p.categories) w = std::max(w, c.label.size());
     std::string line = "+" + std::string(w + 2, '-') + "+" + std::string(17, '-') + "+" + std::string(13, '-') + "+\n";
@@ -177,6 +180,7 @@ std::string plan_json(const MemoryPlan& p) {
     j["seq_len"] = p.T;
     j["target"] = plan_target_name(p.target);
     j["prac"] = prac_mode_name(p.prac);
+    j["rso_rank"] = p.rso_rank;
     j["num_parameters"] = p.num_parameters;
     nlohmann::ordered_json bytes = nlohmann::ordered_json::object();
     for (const auto& c : p.categories) bytes[c.key] = c.bytes;

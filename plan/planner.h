@@ -19,6 +19,7 @@ struct MemoryPlan {
     int B = 0, T = 0;
     PlanTarget target = PlanTarget::CUDA_BF16;
     PracMode prac = PracMode::NONE;
+    int rso_rank = 0;  // > 0: the linear sites store RSO's projections (PracOptions::rso_rank)
     size_t num_parameters = 0;
     struct Row {
         std::string key;    // stable snake_case name (JSON)

@@ -31,6 +31,10 @@ struct PracOptions {
     float k_mult = 1.0f;     // k = k_mult * (n - r1) / r2 (the paper's k ablation; 1 = unbiased)
     bool linear = true, nonlinear = true;  // which site classes are compressed
     uint64_t seed = 42;
+    // > 0: the run uses --optimizer rso (train/optim_rso.h) and mode is none. Every linear site then stores
+    // X·P (N, rso_rank) with P the optimizer's random basis of the consuming weight's input space (k = 1, no
+    // principal part); nonlinear sites stay exact. The sites never draw these bases themselves.
+    int rso_rank = 0;
 };
 
 // Ranks and scale of one site, after the mode is applied:
@@ -45,6 +49,7 @@ struct SiteDims {
 // Throws UserError for impossible ranks (above the width, rac with r2 = 0, ...), naming the site.
 SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::string& site_name);
 int prac_round_rank(float frac, int n);
+
 
 // ---- CPU twins (fp32; the CUDA backend has the same argument order) ----
 
@@ -86,10 +91,14 @@ struct PracDrawKey {
     uint64_t refresh;  // how many Q2 draws this (site, layer) had before (< 2^32)
     uint32_t purpose = 0;  // which matrix: PRAC_DRAW_Q2, or PRAC_DRAW_Q1_FALLBACK (never the same stream)
 };
-constexpr uint32_t PRAC_DRAW_Q2 = 0, PRAC_DRAW_Q1_FALLBACK = 1;
+constexpr uint32_t PRAC_DRAW_Q2 = 0, PRAC_DRAW_Q1_FALLBACK = 1, PRAC_DRAW_RSO = 2;
 
 // S (n, cols) with ld: element (i, j) is normal number i * cols + j of the key's Philox stream.
 void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key);
+
+// Q (n, r): a random orthonormal basis (Haar-distributed), the QR of the key's Gaussian draw: what Q2 is for a
+// site without a principal part. Returns LAPACK's info (0 on success).
+int prac_random_basis_cpu(float* Q, int n, int r, const PracDrawKey& key);
 
 // Refresh of one site's basis from the full activation x (N, n), writing P (n, r) in place:
 //   refresh_q1: Q1 = top-r1 eigenvectors of the fp32 Gram matrix xᵀx (LAPACK ssyevd; never an SVD of x);

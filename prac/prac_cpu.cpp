@@ -34,6 +34,18 @@ int prac_round_rank(float frac, int n) {
 SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::string& site) {
     SiteDims d;
     bool lin = cls == SiteClass::LINEAR;
+    if (o.rso_rank > 0) {  // --optimizer rso: linear sites store X·P of the optimizer's basis (prac.h)
+        if (o.mode != PracMode::NONE)
+            fail("--optimizer rso stores its own projections of the linear layers' inputs and cannot be combined "
+                 "with --prac %s\n---> HINT: use --prac none with --optimizer rso", prac_mode_name(o.mode));
+        if (!lin) return d;
+        if (o.rso_rank >= n)
+            fail("RSO rank %d is not below the width %d of site %s (the input of a linear layer)\n---> HINT: lower "
+                 "--rso-rank below %d", o.rso_rank, n, site.c_str(), n);
+        d.compressed = true;
+        d.r2 = o.rso_rank;
+        return d;
+    }
     if (o.mode == PracMode::NONE || (lin && !o.linear) || (!lin && !o.nonlinear)) return d;
     int abs1 = lin ? o.linear_r1_abs : o.nonlinear_r1_abs, abs2 = lin ? o.linear_r2_abs : o.nonlinear_r2_abs;
     int r1 = abs1 >= 0 ? abs1 : prac_round_rank(lin ? o.linear_r1 : o.nonlinear_r1, n);
@@ -99,6 +111,11 @@ static int orthonormalize(float* Y, int n, int c, int ld) {
             if (!all_finite(Y + (size_t)i * ld, c)) return -1000;
     }
     return info;
+}
+
+int prac_random_basis_cpu(float* Q, int n, int r, const PracDrawKey& key) {
+    prac_gaussian_cpu(Q, n, r, r, key);
+    return orthonormalize(Q, n, r, r);
 }
 
 // Y (n, c, ld) -= Q (n, q, ldq) @ (Q^T Y)

@@ -22,6 +22,13 @@
 #include "io/npy.h"
 #include "prac/prac.h"
 
+// Both models list their six sites in this order (model/gpt2.h, model/llama.h): the residual stream, the
+// attention norm's output (q/k/v's input), the residual after attention, the MLP norm's output (the MLP's input),
+// the MLP's hidden pre-activation, and the activation output (the down projection's input).
+enum SiteIndex { SITE_RESID, SITE_LN1, SITE_RESID_MID, SITE_LN2, SITE_FCH, SITE_ACT_OUT };
+// Draw keys of RSO's subspaces (train/optim_rso.h) use site ids from here on, apart from every model site's.
+constexpr uint32_t RSO_DRAW_SITE_BASE = 200;
+
 template <class Backend>
 struct ActSite {
     using act_t = typename Backend::act_t;
@@ -36,6 +43,8 @@ struct ActSite {
     SiteDims dims;
     bool recompute = false;  // one slot for all layers, refilled by the model's backward (see top)
     bool borrowed = false;   // recompute: the slot is another recomputed site's (set by the model); no spec
+    bool external = false;   // --optimizer rso: P is the optimizer's basis, written by it (optim_rso.h); never
+                             // refreshed here
 
     act_t* full = nullptr;       // (stack, N, n)  uncompressed
     act_t* packed = nullptr;     // (L, N, r)      compressed: X·P per layer
@@ -59,6 +68,12 @@ struct ActSite {
     void save(Backend& be, int l, size_t N, bool refresh_q1, bool refresh_q2, uint64_t seed, FILE* log) {
         if (!compressed()) return;
         act_t* Pl = P + (size_t)l * n * r();
+        if (external) {
+            CHECK_USER(has_basis[l], "internal error: site %s layer %d has no basis from the RSO optimizer",
+                       name.c_str(), l);
+            be.prac_compress(packed + (size_t)l * N * r(), fwd(l, N), Pl, (int)N, n, r());
+            return;
+        }
         bool q1 = refresh_q1 || !has_basis[l], q2 = refresh_q2 || !has_basis[l];
         if (q1 || q2) {
             PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)q2_refreshes[l]};
@@ -144,6 +159,7 @@ ActSite<Backend> make_site(const char* name, uint32_t id, SiteClass cls, int n, 
     s.L = L;
     s.stack = stack;
     s.dims = prac_site_dims(o, cls, n, name);
+    s.external = o.rso_rank > 0 && s.dims.compressed;
     s.q1_refreshes.assign(L, 0);
     s.q2_refreshes.assign(L, 0);
     s.has_basis.assign(L, 0);
@@ -205,16 +221,14 @@ size_t factored_grad_scratch(const std::vector<ActSite<Backend>>& sites,
     return m;
 }
 
-// Both models list their six sites in the same order (resid, ln1, resid_mid, ln2, fch, activation output):
 // hands each its shared transient buffer and the factored-gradient scratch once the arena is laid out.
 template <class Backend>
 void wire_sites(std::vector<ActSite<Backend>>& sites, typename Backend::act_t* t_resid, typename Backend::act_t* t_ln,
                 typename Backend::act_t* t_mlp_in, typename Backend::act_t* t_mlp_out, float* prac_tmp) {
-    enum { RESID, LN1, RESID_MID, LN2, FCH, FCH_OUT };
-    sites[RESID].transient = sites[RESID_MID].transient = t_resid;
-    sites[LN1].transient = sites[LN2].transient = t_ln;
-    sites[FCH].transient = t_mlp_in;
-    sites[FCH_OUT].transient = t_mlp_out;
+    sites[SITE_RESID].transient = sites[SITE_RESID_MID].transient = t_resid;
+    sites[SITE_LN1].transient = sites[SITE_LN2].transient = t_ln;
+    sites[SITE_FCH].transient = t_mlp_in;
+    sites[SITE_ACT_OUT].transient = t_mlp_out;
     for (ActSite<Backend>& s : sites) s.wgrad_tmp = prac_tmp;
-    if (sites[LN2].borrowed) sites[LN2].full = sites[LN1].full;  // recompute 2: one (N, C) slot for both norms
+    if (sites[SITE_LN2].borrowed) sites[SITE_LN2].full = sites[SITE_LN1].full;  // recompute 2: one (N, C) slot for both norms
 }

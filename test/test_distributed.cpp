@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <random>
 #include <string>
@@ -57,8 +58,7 @@ const char* TRAIN_ARGS =
 
 // Killed right after a random step (like kill -9: no cleanup, no last checkpoint), resumed from the newest
 // complete checkpoint: the losses of every step and the final weights, optimizer state and PRAC bases are
-// bitwise those of the uninterrupted run. PRAC refreshes Q2 every step and Q1 every 2, so the draws' counters
-// must be restored exactly too.
+// bitwise those of the uninterrupted run.
 static void killed_and_resumed(const std::string& extra, int steps) {
     std::string d = tmpdir();
     std::string args = std::string(TRAIN_ARGS) + " --steps " + std::to_string(steps) + " --ckpt-every 2 " + extra;
@@ -90,17 +90,16 @@ static void killed_and_resumed(const std::string& extra, int steps) {
     run("rm -rf " + d);
 }
 
-// Killed right after a random step (like kill -9: no cleanup, no last checkpoint), resumed from the newest
-// complete checkpoint: the losses of every step and the final weights, optimizer state and PRAC bases are
-// bitwise those of the uninterrupted run. PRAC refreshes Q2 every step and Q1 every 2, so the draws' counters
-// must be restored exactly too.
+// PRAC refreshes Q2 every step and Q1 every 2, so the draws' counters must be restored exactly too.
 TEST(Resume, KilledAtARandomStepAndResumedIsBitExact) {
     killed_and_resumed("--prac prac --prac-t1 2 --prac-t2 1", 9);
 }
-// The other optimizers' state (momenta, projections and their refresh step) resumes exactly as well.
-TEST(Resume, MuonAndGaloreResumeBitExact) {
+// The other optimizers' state (momenta, projections and their refresh step, RSO's subspaces, its variable B
+// and the sites' copies of P) resumes exactly as well.
+TEST(Resume, OtherOptimizersResumeBitExact) {
     killed_and_resumed("--optimizer muon", 6);
     killed_and_resumed("--optimizer galore --galore-rank 16 --galore-gap 3", 6);
+    killed_and_resumed("--optimizer rso --rso-rank 16 --rso-gap 3 --rso-prox 0.1", 6);
 }
 
 // A resume that would not be a bit-exact continuation is refused, naming the setting.
@@ -123,12 +122,12 @@ TEST(Resume, RefusesADifferentConfiguration) {
 // so gradients agree up to fp32 summation order. Tolerances: losses and gradient norms 1e-5 (measured 1e-6);
 // weights after 9 AdamW steps 2e-4 absolute: Adam divides by sqrt(v), so parameters whose true gradient is 0
 // (GPT-2's key bias) move by rounding noise amplified to about lr per step (lr = 1e-3; measured 2.3e-5).
-TEST(DataParallel, TwoRanksEqualOneRankWithTheDoubledBatch) {
+static void two_ranks_equal_one_rank(const std::string& extra, std::initializer_list<const char*> zeros) {
     std::string d = tmpdir();
-    std::string base = std::string(TRAIN_ARGS);
+    std::string base = std::string(TRAIN_ARGS) + " " + extra;
     ASSERT_EQ(run("OMP_NUM_THREADS=1 " + bin("train_gpt2") + base + " --batch-size 4 --log " + d + "/one.jsonl --save " +
                   d + "/one"), 0);
-    for (const char* zero : {"0", "1"}) {
+    for (const char* zero : zeros) {
         std::string tag = std::string("two_z") + zero, out;
         // OpenMPI refuses root and more ranks than cores unless told (CI runs as root on 2 cores)
         const char* mpi_env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
@@ -153,9 +152,15 @@ TEST(DataParallel, TwoRanksEqualOneRankWithTheDoubledBatch) {
             wb.read_f32(name, y.data(), y.size());
             for (size_t i = 0; i < x.size(); i++) worst = std::max(worst, (double)std::fabs(x[i] - y[i]));
         }
-        EXPECT_LT(worst, 2e-4) << "zero " << zero;
-        std::printf("zero %s: max weight difference %.3g\n", zero, worst);
+        EXPECT_LT(worst, 2e-4) << extra << " zero " << zero;
+        std::printf("%s zero %s: max weight difference %.3g\n", extra.c_str(), zero, worst);
     }
     run("rm -rf " + d);
+}
+TEST(DataParallel, TwoRanksEqualOneRankWithTheDoubledBatch) { two_ranks_equal_one_rank("", {"0", "1"}); }
+// RSO's subspaces shape the weights: every rank must draw the same P (a per-rank draw would split the ranks'
+// weights and the losses would part from the one-rank run's after the first update).
+TEST(DataParallel, RsoTwoRanksEqualOneRank) {
+    two_ranks_equal_one_rank("--optimizer rso --rso-rank 16 --rso-gap 4", {"0"});
 }
 #endif

@@ -360,3 +360,91 @@ void check_recompute(const char* dir, Arch arch) {
 
 TEST(Recompute, Gpt2BitwiseEqualToStored) { check_recompute<GPT2>("gpt2_tiny", Arch::GPT2); }
 TEST(Recompute, LlamaBitwiseEqualToStored) { check_recompute<Llama>("llama_tiny", Arch::LLAMA); }
+
+// ---- data parallelism's per-layer hook (model.on_layer_grads, layer_param_ranges) ------------------------------
+// The NCCL path starts averaging layer l's gradient slices when backward reports l, while backward goes on (train/
+// trainer.h). That is right only if, at that moment, those slices are final (bitwise equal to the end of backward)
+// and nothing later writes them; the report order is L-1 .. 0, then -1 for the tensors outside the layers, and
+// the ranges cover every parameter exactly once. With PRAC the linear sites' factored weight gradients are
+// covered too.
+namespace {
+
+template <template <class> class M>
+void check_layer_hook(const char* name, Arch arch, PracMode mode) {
+    ModelConfig cfg = model_config_load(arch, name);
+    CpuBackend be;
+    PracOptions prac;
+    prac.mode = mode;
+    prac.t1 = prac.t2 = 1;
+    M<CpuBackend> m(be, cfg, prac);
+    m.init_weights(3);
+    const int B = 2, T = 16, L = cfg.num_layers, V = cfg.vocab_size;
+    m.allocate_activations(B, T);
+    std::vector<int32_t> in((size_t)B * T), tg((size_t)B * T);
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (i * 7 + 3) % V;
+        tg[i] = i % 9 == 8 ? -1 : (i * 5 + 1) % V;
+    }
+    std::vector<std::vector<ElemRange>> ranges = layer_param_ranges(m.param_specs, L);
+    ASSERT_EQ(ranges.size(), (size_t)L + 1);
+    std::vector<int> owner(m.param_buffer_numel, -2);
+    size_t covered = 0;
+    for (int k = 0; k <= L; k++)
+        for (const ElemRange& r : ranges[k]) {
+            ASSERT_LE(r.offset + r.numel, m.param_buffer_numel);
+            for (size_t i = r.offset; i < r.offset + r.numel; i++) {
+                EXPECT_EQ(owner[i], -2) << name << ": element " << i << " in two ranges";
+                owner[i] = k;
+            }
+            covered += r.numel;
+        }
+    EXPECT_EQ(covered, m.num_parameters) << name;
+
+    auto gather = [&](int k) {
+        std::vector<float> v;
+        for (const ElemRange& r : ranges[k]) v.insert(v.end(), m.grads_memory + r.offset, m.grads_memory + r.offset + r.numel);
+        return v;
+    };
+    // two micro-batches, the hook on the second only (as the trainer does): the first one's gradients are in
+    std::vector<std::vector<float>> at_hook(L + 1);
+    std::vector<int> order;
+    bool lower_touched = false;
+    m.zero_grad();
+    m.sched.begin_step(prac, 0);
+    for (int micro = 0; micro < 2; micro++) {
+        m.forward(in.data(), tg.data(), 1.0f / (2.0f * B * T));
+        if (micro == 0) {
+            m.backward();
+            continue;
+        }
+        std::vector<float> before_lower = gather(0);  // layer 0 after micro-batch 0: unchanged until its report
+        m.on_layer_grads = [&](int l) {
+            order.push_back(l);
+            at_hook[l < 0 ? L : l] = gather(l < 0 ? L : l);
+            if (l > 0 && gather(0) != before_lower) lower_touched = true;
+        };
+        m.backward();
+        m.on_layer_grads = nullptr;
+    }
+    std::vector<int> want;
+    for (int l = L - 1; l >= -1; l--) want.push_back(l);
+    EXPECT_EQ(order, want) << name;
+    EXPECT_FALSE(lower_touched) << name << ": layer 0's gradients changed before layer 0 was reported";
+    for (int k = 0; k <= L; k++) {
+        std::vector<float> fin = gather(k);
+        ASSERT_EQ(at_hook[k].size(), fin.size());
+        EXPECT_EQ(0, std::memcmp(at_hook[k].data(), fin.data(), fin.size() * sizeof(float)))
+            << name << " " << prac_mode_name(mode) << ": range " << k << " changed after it was reported";
+    }
+}
+
+}  // namespace
+
+TEST(LayerGradHook, Gpt2ReportsEachLayerWhenFinal) {
+    check_layer_hook<GPT2>("gpt2-tiny", Arch::GPT2, PracMode::NONE);
+    check_layer_hook<GPT2>("gpt2-tiny", Arch::GPT2, PracMode::PRAC);
+}
+TEST(LayerGradHook, LlamaReportsEachLayerWhenFinal) {
+    check_layer_hook<Llama>("llama-tiny", Arch::LLAMA, PracMode::NONE);
+    check_layer_hook<Llama>("llama-tiny", Arch::LLAMA, PracMode::PRAC);
+}

@@ -1213,3 +1213,13 @@ TEST(TrainerEndToEnd, SamplesDecodeToText) {
         EXPECT_EQ(text.find("token ids"), std::string::npos) << text;
     }
 }
+
+// --comm nccl reduces GPU buffers: the CPU backend refuses it, naming the flag; a bad value is refused by the parser.
+// (The NCCL path itself runs only on a GPU: test/test_trainer_cuda.cu, test/test_comm_nccl.cu.)
+TEST(TrainerBinary, CommNcclNeedsTheCudaBackend) {
+    TempDir dir;
+    RunResult r = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--comm", "nccl", "--steps", "1"}, dir, 60);
+    expect_user_error_exit(r, "train_gpt2", {"--comm nccl", "CPU backend"});
+    RunResult s = run_trainer("train_llama", {"--comm", "gloo"}, dir, 60);
+    expect_user_error_exit(s, "train_llama", {"--comm must be auto, nccl or mpi", "\"gloo\""});
+}

@@ -45,11 +45,17 @@ const Flag FLAGS[] = {
     F("--adam-eps", "EPS", FLOAT, adam_eps, "AdamW epsilon"),
     F("--grad-clip", "C", FLOAT, grad_clip, "clip the global gradient norm to C (0 = off)"),
     F("--optimizer", "NAME", STR, optimizer,
-      "adamw | muon (Newton-Schulz on hidden matrices, AdamW elsewhere) | adam-mini | galore (low-rank projected Adam)"),
+      "adamw | muon (Newton-Schulz on hidden matrices, AdamW elsewhere) | adam-mini | galore (low-rank projected Adam) "
+      "| rso (random-subspace optimization; stores the linear layers' inputs projected)"),
     F("--galore-rank", "R", INT, galore_rank, "GaLore rank (0: GaLore's rank for the model: 60M 128, 130M/350M 256, 1B 512)"),
     F("--galore-gap", "T", INT, galore_gap, "GaLore: recompute the projections every T steps"),
     F("--galore-scale", "A", FLOAT, galore_scale, "GaLore: scale alpha of the projected update"),
     F("--muon-momentum", "MU", FLOAT, muon_momentum, "Muon: Nesterov momentum"),
+    F("--rso-rank", "R", INT, rso_rank, "RSO subspace rank (0: GPT-2 124M 256, 355M 512; LLaMA GaLore's ranks)"),
+    F("--rso-gap", "T", INT, rso_gap, "RSO: inner steps per random subspace (a new draw every T steps)"),
+    F("--rso-prox", "C", FLOAT, rso_prox, "RSO: proximal coefficient, adds (C/2)||B||^2 to each subproblem"),
+    F("--rso-activations", "projected|full", STR, rso_activations,
+      "RSO: store the linear layers' inputs as X*P (the method) or whole (ablation: same updates, more memory)"),
     F("--seed", "S", LONG, seed, "seed for initialization and data order"),
     F("--eval-interval", "N", INT, eval_interval, "evaluate every N steps (0 = only at the end)"),
     F("--eval-tokens", "N", LONG, eval_tokens, "validation tokens per evaluation"),
@@ -83,6 +89,12 @@ const Flag FLAGS[] = {
     F("--zero", "0|1", INT, zero, "1: shard AdamW state over data-parallel ranks (ZeRO-1)"),
     F("--prac-shared-subspace", "", BOOL, prac_shared,
       "data parallelism: one PRAC subspace for all ranks from the all-reduced Gram matrix (default: per rank)"),
+    F("--comm", "auto|nccl|mpi", STR, comm,
+      "gradient communicator: nccl (GPU buffers; GPUs need it with ranks > 1), mpi (host buffers: the CPU backend); "
+      "auto: nccl on the CUDA backend when ranks > 1, else mpi; nccl with one rank runs NCCL's path alone (tests)"),
+    F("--overlap-comm", "0|1", INT, overlap_comm,
+      "with nccl: 1 averages each layer's gradients as soon as its backward is done, overlapping the rest of "
+      "backward; 0 one all-reduce after backward. Not with --zero 1 (one reduce-scatter after backward)"),
     F("--sample", "N", INT, sample, "after training, generate N tokens (temperature 1, seed --seed) and print them decoded"),
     F("--spm-model", "FILE", STR, spm_model,
       "SentencePiece model that decodes --sample for LLaMA shards (default: the built-in corpus's model)"),
@@ -202,8 +214,15 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive");
     CHECK_USER(opts.log_interval > 0, "--log-interval must be positive");
     CHECK_USER(opts.optimizer == "adamw" || opts.optimizer == "muon" || opts.optimizer == "adam-mini" ||
-                   opts.optimizer == "galore",
-               "--optimizer must be adamw, muon, adam-mini or galore (got \"%s\")", opts.optimizer.c_str());
+                   opts.optimizer == "galore" || opts.optimizer == "rso",
+               "--optimizer must be adamw, muon, adam-mini, galore or rso (got \"%s\")", opts.optimizer.c_str());
+    CHECK_USER(opts.rso_rank >= 0 && opts.rso_gap >= 1 && opts.rso_prox >= 0,
+               "--rso-rank must be >= 0, --rso-gap >= 1 and --rso-prox >= 0");
+    CHECK_USER(opts.rso_activations == "projected" || opts.rso_activations == "full",
+               "--rso-activations must be projected or full (got \"%s\")", opts.rso_activations.c_str());
+    CHECK_USER(opts.optimizer != "rso" || opts.prac == "none",
+               "--optimizer rso stores its own projections of the linear layers' inputs and cannot be combined with "
+               "--prac %s\n---> HINT: use --prac none with --optimizer rso", opts.prac.c_str());
     CHECK_USER(opts.galore_rank >= 0 && opts.galore_gap >= 1, "--galore-rank must be >= 0 and --galore-gap >= 1");
     CHECK_USER(opts.muon_momentum >= 0 && opts.muon_momentum < 1, "--muon-momentum must be in [0, 1)");
     CHECK_USER(opts.zero == 0 || opts.optimizer == "adamw", "--zero 1 shards AdamW only (got --optimizer %s)",
@@ -212,6 +231,10 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.ckpt_every >= 0 && opts.ckpt_keep >= 1, "--ckpt-every must be >= 0 and --ckpt-keep >= 1");
     CHECK_USER(!opts.resume || !opts.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
     CHECK_USER(opts.zero == 0 || opts.zero == 1, "--zero must be 0 or 1 (got %d): ZeRO-1 is the only sharding", opts.zero);
+    CHECK_USER(opts.comm == "auto" || opts.comm == "nccl" || opts.comm == "mpi",
+               "--comm must be auto, nccl or mpi (got \"%s\")", opts.comm.c_str());
+    CHECK_USER(opts.overlap_comm == 0 || opts.overlap_comm == 1, "--overlap-comm must be 0 or 1 (got %d)",
+               opts.overlap_comm);
     CHECK_USER(opts.eval_protocol == "tokens" || opts.eval_protocol == "galore",
                "--eval-protocol must be tokens or galore (got \"%s\")", opts.eval_protocol.c_str());
     CHECK_USER(opts.on_nonfinite == "stop" || opts.on_nonfinite == "skip",
@@ -246,6 +269,10 @@ OptimizerChoice optimizer_choice_from(const TrainOptions& o) {
     c.galore_gap = o.galore_gap;
     c.galore_scale = o.galore_scale;
     c.muon_momentum = o.muon_momentum;
+    c.rso_rank = o.rso_rank;
+    c.rso_gap = o.rso_gap;
+    c.rso_prox = o.rso_prox;
+    c.rso_seed = (uint64_t)o.seed;
     return c;
 }
 
@@ -354,6 +381,8 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"optimizer", o.optimizer == "galore" ? format("galore (rank %d, gap %d, scale %g)", o.galore_rank,
                                                        o.galore_gap, o.galore_scale)
                       : o.optimizer == "muon" ? format("muon (momentum %g)", o.muon_momentum)
+                      : o.optimizer == "rso"  ? format("rso (rank %d, gap %d, prox %g, %s activations)", o.rso_rank,
+                                                       o.rso_gap, o.rso_prox, o.rso_activations.c_str())
                                               : o.optimizer},
         {"adam betas / eps", format("%g, %g / %g", o.beta1, o.beta2, o.adam_eps)},
         {"grad_clip", format("%g", o.grad_clip)},
@@ -374,5 +403,6 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"checkpoints", o.ckpt_dir.empty() ? "(no)" : format("%s every %d keep %d%s", o.ckpt_dir.c_str(), o.ckpt_every,
                                                                o.ckpt_keep, o.resume ? " (resume)" : "")},
         {"zero", std::to_string(o.zero)},
+        {"comm", o.comm + (o.comm == "mpi" ? "" : format(" (overlap %d)", o.overlap_comm))},
     };
 }

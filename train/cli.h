@@ -27,6 +27,10 @@ struct TrainOptions {
     int galore_gap = 200;
     float galore_scale = 0.25f;
     float muon_momentum = 0.95f;
+    int rso_rank = 0;                        // 0: the paper's / GaLore's rank for the model (optim_rso.h)
+    int rso_gap = 200;
+    float rso_prox = 0.0f;
+    std::string rso_activations = "projected";  // projected | full (ablation: store the linear inputs whole)
     long long seed = 42;
     int eval_interval = 0;      // steps; 0 = only at the end
     long long eval_tokens = 65536;
@@ -58,6 +62,8 @@ struct TrainOptions {
     bool resume = false;    // continue from the newest checkpoint in ckpt_dir
     int zero = 0;           // 1: shard AdamW state over ranks (ZeRO-1)
     bool prac_shared = false;  // one PRAC subspace for all ranks (all-reduced Gram matrix)
+    std::string comm = "auto";  // auto | nccl | mpi: the gradient communicator (auto: NCCL on GPUs with ranks > 1)
+    int overlap_comm = 1;       // NCCL: average each layer's gradients during backward (0: one call after it)
 
     // text samples at the end of training
     int sample = 0;             // tokens to generate (0 = none)

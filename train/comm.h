@@ -4,7 +4,9 @@
 //   NoComm   one process (size 1): every collective is a no-op (and trivially correct).
 //   MpiComm  MPI on HOST buffers (the CPU backend), chosen by comm_create() when the process was started by
 //            mpirun/mpiexec/srun and the build has MPI (PRAC_HAVE_MPI).
-//   NcclComm (later, with the CUDA backend) the same calls on DEVICE buffers.
+//   NcclComm (train/comm_nccl.h, CUDA builds with NCCL) NCCL on DEVICE buffers through device_comm(); its
+//            host-buffer calls (metrics, broadcasts, barriers, checkpoint gathers) go to the MPI (or, for one
+//            process, the no-op) communicator it was made from. UNVERIFIED on a GPU (docs/VERIFICATION.md).
 // Every collective is blocking and must be called by every rank in the same order with the same n/bytes/root
 // (a mismatch is an MPI error, which aborts the whole job: MPI_ERRORS_ARE_FATAL).
 //
@@ -19,7 +21,10 @@
 // ZeRO-1 sharding. A buffer of n elements is split evenly: rank r owns [shard_begin(n, r), shard_end(n, r)),
 // of n / size elements, plus one more for the first n % size ranks (the remainder goes to the lowest ranks).
 // Shards are contiguous, in rank order, and cover [0, n) exactly. Padding n to a multiple of size makes every
-// shard the same length, which NCCL's reduce-scatter/all-gather need for their plain in-place form.
+// shard the same length, which NCCL's reduce-scatter/all-gather need for their plain in-place form. NcclComm keeps
+// this rule: it uses ncclReduceScatter/ncclAllGather in place when size divides n (the trainer's parameter
+// buffer is a multiple of 64 elements, so with 1, 2, 4, ..., 64 ranks), and otherwise one grouped ncclReduce
+// (ncclBroadcast) per rank's shard, so the optimizer's shard [shard_begin, shard_end) is the same either way.
 //
 // Errors. When one rank fails, the others are usually blocked in a collective. A rank that exits WITHOUT
 // MPI_Finalize (exit(1), a crash, a signal) makes OpenMPI's mpirun kill the whole job with a message ("mpirun
@@ -32,9 +37,32 @@
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <vector>
+
+#include "model/tensors.h"
 
 struct Comm;
 [[noreturn]] void comm_abort(Comm& comm, int code);  // declared with its documentation at the end
+
+// Collectives on DEVICE buffers (NcclComm), element type fp32 or bf16 (DType::F32 / DType::BF16), with the same
+// meaning, shard rule and call-order rules as Comm's host calls. They are stream-ordered, not host-blocking:
+// each runs on the communicator's own stream after all the work enqueued so far on the compute stream the
+// communicator was made with, and
+//   - allreduce_avg, reduce_scatter_avg, all_gather: work enqueued on the compute stream after the call runs
+//     after the collective (the compute stream waits on an event), so the caller may go on as if it had finished;
+//   - allreduce_avg_start: the compute stream does NOT wait (the overlap: backward goes on while layer l's
+//     gradients travel); until wait_all() the compute stream must not touch those ranges;
+//   - wait_all: work enqueued on the compute stream afterwards runs after every collective started so far.
+// The host sees results by synchronizing the compute stream (a download does).
+struct DeviceComm {
+    virtual ~DeviceComm() = default;
+    virtual void allreduce_avg(void* buf, size_t n, DType type) = 0;
+    virtual void reduce_scatter_avg(void* buf, size_t n, DType type) = 0;
+    virtual void all_gather(void* buf, size_t n, DType type) = 0;
+    // In place, the mean over the ranks of buf[r.offset, r.offset + r.numel) for every range (one NCCL group).
+    virtual void allreduce_avg_start(void* buf, const std::vector<ElemRange>& ranges, DType type) = 0;
+    virtual void wait_all() = 0;
+};
 
 struct Comm {
     virtual ~Comm();
@@ -63,7 +91,10 @@ struct Comm {
     size_t shard_end(size_t n, int r) const;
     size_t shard_size(size_t n, int r) const { return shard_end(n, r) - shard_begin(n, r); }
 
-    virtual const char* name() const = 0;  // "none", "mpi"
+    virtual const char* name() const = 0;  // "none", "mpi", "nccl"
+
+    // The device-buffer collectives, or nullptr when this communicator has none (NoComm, MpiComm).
+    virtual DeviceComm* device_comm() { return nullptr; }
 
     // Most elements handed to one MPI call (counts are ints in MPI <= 3.1); larger buffers go in pieces.
     // Tests lower it to exercise the chunked paths.

@@ -203,15 +203,10 @@ struct GaLore {
         CHECK_USER(gap >= 1, "GaLore update gap (steps between projection refreshes) must be at least 1 (got %d)",
                    gap);
         dense = dense_specs(specs, blocks);
-        std::vector<Entry> entries = state_entries(specs, blocks);
-        bytes = entries_bytes(entries);
+        std::vector<StateEntry> entries = state_entries(specs, blocks);
+        bytes = state_entries_bytes(entries);
         memory = be.alloc(bytes);
-        std::vector<float*> p(entries.size());
-        char* base = (char*)memory;
-        for (size_t i = 0; i < entries.size(); i++) {
-            p[i] = (float*)base;
-            base += align_up(entries[i].numel * sizeof(float), TENSOR_ALIGN);
-        }
+        std::vector<float*> p = carve_state(memory, entries);
         size_t i = 0;
         for (size_t b = 0; b < blocks.size(); b++, i += 3) block_state.push_back({p[i], p[i + 1], p[i + 2]});
         for (size_t d = 0; d < dense.size(); d++, i += 2) {
@@ -230,7 +225,7 @@ struct GaLore {
         return state_bytes(specs, galore_blocks(specs, cfg, rank));
     }
     static size_t state_bytes(const std::vector<ParamSpec>& specs, const std::vector<GaloreBlock>& blocks) {
-        return entries_bytes(state_entries(specs, blocks));
+        return state_entries_bytes(state_entries(specs, blocks));
     }
 
     // Everything a checkpoint needs besides t (the scratch is not state): fp32 tensors named
@@ -241,7 +236,7 @@ struct GaLore {
     //   master                     whole parameter buffer (only for backends with bf16 parameters)
     // Projections written back together with t reproduce the run: no refresh happens until t % T == 0.
     std::vector<GaloreStateTensor> state_tensors(const std::vector<ParamSpec>& specs) const {
-        std::vector<Entry> entries = state_entries(specs, blocks);
+        std::vector<StateEntry> entries = state_entries(specs, blocks);
         std::vector<GaloreStateTensor> out;
         size_t i = 0;
         auto add = [&](float* data) {
@@ -307,10 +302,6 @@ struct GaLore {
     }
 
    private:
-    struct Entry {
-        std::string name;
-        size_t numel;
-    };
     // specs not covered by any block, in order; a spec partly covered is an error (a block list must split a
     // spec completely or not touch it)
     static std::vector<size_t> dense_specs(const std::vector<ParamSpec>& specs, const std::vector<GaloreBlock>& bl) {
@@ -332,8 +323,9 @@ struct GaLore {
         return out;
     }
     // the state's tensors in allocation order (block P, m, v ...; dense m, v ...; master; scratch)
-    static std::vector<Entry> state_entries(const std::vector<ParamSpec>& specs, const std::vector<GaloreBlock>& bl) {
-        std::vector<Entry> e;
+    static std::vector<StateEntry> state_entries(const std::vector<ParamSpec>& specs,
+                                                 const std::vector<GaloreBlock>& bl) {
+        std::vector<StateEntry> e;
         size_t scratch = 0, buffer = 0;
         for (const GaloreBlock& k : bl) {
             e.push_back({"galore." + k.name + ".proj", (size_t)k.layers * k.proj_numel()});
@@ -349,10 +341,5 @@ struct GaLore {
         if (Backend::master_weights) e.push_back({"master", buffer});
         e.push_back({"scratch", scratch});
         return e;
-    }
-    static size_t entries_bytes(const std::vector<Entry>& e) {
-        size_t total = 0;
-        for (const Entry& x : e) total += align_up(x.numel * sizeof(float), TENSOR_ALIGN);
-        return total;
     }
 };

@@ -33,6 +33,27 @@ struct OptimizerStateTensor {
     size_t numel;
 };
 
+// An optimizer's state as named fp32 tensors in ONE backend allocation, each slice aligned like model/tensors.h
+// (GaLore, RSO): state_entries_bytes is what to allocate (and what the planner counts), carve_state the slices.
+struct StateEntry {
+    std::string name;
+    size_t numel;
+};
+inline size_t state_entries_bytes(const std::vector<StateEntry>& entries) {
+    size_t total = 0;
+    for (const StateEntry& e : entries) total += align_up(e.numel * sizeof(float), TENSOR_ALIGN);
+    return total;
+}
+inline std::vector<float*> carve_state(void* memory, const std::vector<StateEntry>& entries) {
+    std::vector<float*> out;
+    char* base = (char*)memory;
+    for (const StateEntry& e : entries) {
+        out.push_back((float*)base);
+        base += align_up(e.numel * sizeof(float), TENSOR_ALIGN);
+    }
+    return out;
+}
+
 // AdamW state: fp32 first and second moments (and fp32 master weights when the backend stores params in
 // bf16), laid out like the parameter buffer, or like its slice [begin, end) under ZeRO-1 (each rank keeps and
 // updates only its shard of the optimizer state).

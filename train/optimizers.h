@@ -1,6 +1,7 @@
 // The optimizer a run uses, behind one small interface: AdamW (train/optimizer.h), Muon (optim_muon.h),
-// Adam-mini (optim_adam_mini.h) or GaLore (optim_galore.h). Each combines with every PRAC mode; all of them list
-// their state as named fp32 tensors, which checkpoints store and the planner counts.
+// Adam-mini (optim_adam_mini.h), GaLore (optim_galore.h) or RSO (optim_rso.h). The first four combine with every
+// PRAC mode; RSO brings its own activation compression (PracOptions::rso_rank). All of them list their state as
+// named fp32 tensors, which checkpoints store and the planner counts.
 #pragma once
 #include <memory>
 #include <string>
@@ -13,16 +14,27 @@
 #include "train/optim_adam_mini.h"
 #include "train/optim_galore.h"
 #include "train/optim_muon.h"
+#include "train/optim_rso.h"
 #include "train/optimizer.h"
 
 struct OptimizerChoice {
-    std::string kind = "adamw";  // adamw | muon | adam-mini | galore
+    std::string kind = "adamw";  // adamw | muon | adam-mini | galore | rso
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
     int galore_rank = 0;  // 0: GaLore's rank for this model size (galore_default_rank)
     int galore_gap = 200;
     float galore_scale = 0.25f;
     float muon_momentum = 0.95f;
+    int rso_rank = 0;  // 0: rso_default_rank
+    int rso_gap = 200;
+    float rso_prox = 0.0f;
+    uint64_t rso_seed = 42;  // the run's seed, NOT offset per rank: every rank draws the same subspaces
 };
+
+// RSO's rank for this choice and model (0 for the other optimizers): what the model's linear sites store.
+inline int rso_rank_of(const OptimizerChoice& c, const ModelConfig& cfg) {
+    if (c.kind != "rso") return 0;
+    return c.rso_rank > 0 ? c.rso_rank : rso_default_rank(cfg);
+}
 
 template <class Backend>
 struct Optimizer {
@@ -36,6 +48,10 @@ struct Optimizer {
     // fp32 master weights of parameter elements [master_begin(), ...) (nullptr when the backend keeps none)
     virtual float* master() const = 0;
     virtual size_t master_begin() const { return 0; }
+    // RSO: the model's activation sites that store X·P with the optimizer's bases (a no-op for the others)
+    virtual void bind_sites(std::vector<ActSite<Backend>>& /*sites*/) {}
+    // called after a checkpoint's state was written into state()'s tensors
+    virtual void state_loaded() {}
 };
 
 template <class Backend, class Impl>
@@ -58,6 +74,12 @@ struct OptimizerOf : Optimizer<Backend> {
         if constexpr (std::is_same_v<Impl, AdamW<Backend>>) return impl.begin;
         return 0;
     }
+    void bind_sites(std::vector<ActSite<Backend>>& sites) override {
+        if constexpr (std::is_same_v<Impl, Rso<Backend>>) impl.bind_sites(sites);
+    }
+    void state_loaded() override {
+        if constexpr (std::is_same_v<Impl, Rso<Backend>>) impl.state_loaded();
+    }
 };
 
 // [shard_begin, shard_end): the slice of the parameter buffer this rank's AdamW updates (ZeRO-1); the other
@@ -71,36 +93,43 @@ std::unique_ptr<Optimizer<Backend>> make_optimizer(Backend& be, const OptimizerC
         return std::make_unique<OptimizerOf<Backend, AdamW<Backend>>>(be, shard_begin, shard_end, c.beta1, c.beta2,
                                                                       c.eps, c.weight_decay);
     if (sharded) fail("--optimizer %s does not shard (ZeRO-1 is AdamW's): drop --zero 1", c.kind.c_str());
-    if constexpr (!std::is_same_v<Backend, CpuBackend>) {
-        fail("--optimizer %s runs on the CPU backend only (its CUDA kernels do not exist yet)\n---> HINT: use "
-             "--device cpu or --optimizer adamw", c.kind.c_str());
-    } else {
-        if (c.kind == "muon") {
-            MuonOptions o;
-            o.momentum = c.muon_momentum;
-            o.beta1 = c.beta1;
-            o.beta2 = c.beta2;
-            o.eps = c.eps;
-            o.weight_decay = c.weight_decay;
-            return std::make_unique<OptimizerOf<Backend, Muon<Backend>>>(be, specs, cfg, o);
-        }
-        if (c.kind == "adam-mini") {
-            AdamMiniOptions o;
-            o.beta1 = c.beta1;
-            o.beta2 = c.beta2;
-            o.eps = c.eps;
-            o.weight_decay = c.weight_decay;
-            return std::make_unique<OptimizerOf<Backend, AdamMini<Backend>>>(be, specs, cfg, o);
-        }
-        if (c.kind == "galore") {
-            int rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
-            auto o = std::make_unique<OptimizerOf<Backend, GaLore<Backend>>>(
-                be, specs, cfg, rank, c.galore_gap, c.galore_scale, c.beta1, c.beta2, c.eps, c.weight_decay);
-            o->specs = specs;
-            return o;
-        }
+    if (c.kind == "muon") {
+        MuonOptions o;
+        o.momentum = c.muon_momentum;
+        o.beta1 = c.beta1;
+        o.beta2 = c.beta2;
+        o.eps = c.eps;
+        o.weight_decay = c.weight_decay;
+        return std::make_unique<OptimizerOf<Backend, Muon<Backend>>>(be, specs, cfg, o);
     }
-    fail("--optimizer must be adamw, muon, adam-mini or galore (got \"%s\")", c.kind.c_str());
+    if (c.kind == "adam-mini") {
+        AdamMiniOptions o;
+        o.beta1 = c.beta1;
+        o.beta2 = c.beta2;
+        o.eps = c.eps;
+        o.weight_decay = c.weight_decay;
+        return std::make_unique<OptimizerOf<Backend, AdamMini<Backend>>>(be, specs, cfg, o);
+    }
+    if (c.kind == "galore") {
+        int rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
+        auto o = std::make_unique<OptimizerOf<Backend, GaLore<Backend>>>(
+            be, specs, cfg, rank, c.galore_gap, c.galore_scale, c.beta1, c.beta2, c.eps, c.weight_decay);
+        o->specs = specs;
+        return o;
+    }
+    if (c.kind == "rso") {
+        RsoOptions o;
+        o.rank = rso_rank_of(c, cfg);
+        o.gap = c.rso_gap;
+        o.prox = c.rso_prox;
+        o.beta1 = c.beta1;
+        o.beta2 = c.beta2;
+        o.eps = c.eps;
+        o.weight_decay = c.weight_decay;
+        o.seed = c.rso_seed;
+        return std::make_unique<OptimizerOf<Backend, Rso<Backend>>>(be, specs, cfg, o);
+    }
+    fail("--optimizer must be adamw, muon, adam-mini, galore or rso (got \"%s\")", c.kind.c_str());
 }
 
 // Bytes of optimizer state (moments, projections; without master weights) for the planner.
@@ -110,6 +139,7 @@ inline size_t optimizer_state_bytes(const OptimizerChoice& c, const ModelConfig&
     if (c.kind == "adam-mini") return AdamMini<CpuBackend>::state_bytes(specs, cfg);
     if (c.kind == "galore")
         return GaLore<CpuBackend>::state_bytes(specs, cfg, c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg));
+    if (c.kind == "rso") return Rso<CpuBackend>::state_bytes(specs, cfg, rso_rank_of(c, cfg));
     return 2 * n * sizeof(float);
 }
 

@@ -26,7 +26,10 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
         {"schedule", format("lr %g warmup %d min %g", o.lr, o.warmup, o.min_lr_frac)},
         {"optimizer", format("%s wd %g b1 %g b2 %g eps %g clip %g galore %d/%d/%g muon %g", o.optimizer.c_str(),
                              o.weight_decay, o.beta1, o.beta2, o.adam_eps, o.grad_clip, o.galore_rank, o.galore_gap,
-                             o.galore_scale, o.muon_momentum)},
+                             o.galore_scale, o.muon_momentum) +
+                              (o.optimizer == "rso" ? format(" rso %d/%d/%g/%s", o.rso_rank, o.rso_gap, o.rso_prox,
+                                                             o.rso_activations.c_str())
+                                                    : "")},
         {"seed", std::to_string(o.seed)},
         {"train_data", o.train_data},
         {"shuffle", o.shuffle ? "1" : "0"},

@@ -27,11 +27,15 @@
 #include "kernels/cuda_backend.cuh"
 #endif
 #include "model/config.h"
+#include "model/model_common.h"
 #include "model/weights.h"
 #include "train/cli.h"
 #include "train/metrics_log.h"
 #include "train/optimizers.h"
 #include "train/comm.h"
+#if defined(PRAC_CUDA_BACKEND) && defined(PRAC_HAVE_NCCL)
+#include "train/comm_nccl.h"
+#endif
 #include "train/train_checkpoint.h"
 #include "plan/planner.h"
 
@@ -144,7 +148,7 @@ extern volatile std::sig_atomic_t g_stop_signal;
 void install_stop_signals();
 
 // The MPI communicator reduces host fp32 buffers: the CPU backend's gradients and parameters. (GPU data
-// parallelism will use NCCL on device buffers; train_main refuses ranks > 1 on the CUDA backend until then.)
+// parallelism uses NcclComm's device_comm() on device buffers; train_main refuses MPI with GPU ranks > 1.)
 template <typename T>
 float* comm_buffer(T* p) {
     if constexpr (std::is_same_v<T, float>) return p;
@@ -196,6 +200,10 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Comm& comm
         opts.val_data = dir + "/austen_" + tag + "_val.bin";
     }
     PracOptions prac = prac_options_from(opts);
+    if (opts.optimizer == "rso") {  // the linear sites store X·P with the optimizer's P (train/optim_rso.h)
+        if (opts.rso_rank == 0) opts.rso_rank = rso_default_rank(cfg);
+        if (opts.rso_activations == "projected") prac.rso_rank = opts.rso_rank;
+    }
     if (opts.plan) return print_plan(opts, cfg, prac);
     // PRAC subspaces are per rank by default: each rank's estimator is unbiased on its own data, and independent
     // draws make the averaged gradient's noise shrink with the number of ranks. The shared option all-reduces the
@@ -210,12 +218,34 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Comm& comm
     if (use_cuda && gpus == 0)
         fail("--device cuda: no usable GPU (%s)\n---> HINT: use --device cpu", why.c_str());
     if (use_cuda) {
-        if (ranks > 1)
-            fail("data parallelism on GPUs needs the NCCL communicator, which is not built yet; MPI ranks run the CPU "
-                 "backend\n---> HINT: use --device cpu, or one GPU");
-        std::printf("device: CUDA GPU %d (%s storage; UNVERIFIED backend, see docs/VERIFICATION.md)\n",
-                    comm.local_rank() % gpus, PRAC_FLOATX_NAME);
-        CudaBackend be(comm.local_rank() % gpus, (uint64_t)opts.seed);
+        // the gradients live on the GPU: data parallelism reduces them with NCCL (MPI reduces host buffers only).
+        // --comm nccl with one rank runs the same NCCL path alone (the GPU tests compare it with the plain run).
+        bool nccl = opts.comm == "nccl" || (opts.comm == "auto" && ranks > 1);
+        if (ranks > 1 && !nccl)
+            fail("--comm mpi reduces host buffers, but the CUDA backend's gradients are on the GPU: %d GPU ranks need "
+                 "NCCL\n---> HINT: drop --comm mpi (auto picks nccl on GPUs), or use --device cpu", ranks);
+        int dev = comm.local_rank() % gpus;  // one GPU per rank of this node
+        std::printf("device: CUDA GPU %d (%s storage; UNVERIFIED backend, see docs/VERIFICATION.md)\n", dev,
+                    PRAC_FLOATX_NAME);
+        if (nccl) {
+#if defined(PRAC_HAVE_NCCL)
+            if (comm.local_size() > gpus)
+                fail("%d ranks on this node but %d GPU(s): NCCL needs one GPU per rank (two ranks on one GPU fail "
+                     "with \"Duplicate GPU detected\")\n---> HINT: start at most %d ranks per node (mpirun -np N "
+                     "--host NODE:%d,...), or use --device cpu", comm.local_size(), gpus, gpus, gpus);
+            CudaBackend be(dev, (uint64_t)opts.seed);
+            NcclComm nccl_comm(comm, dev, be.stream);  // destroyed before be (its stream waits on be's)
+            std::printf("communicator: %s (%s), rank %d of %d on GPU %d (UNVERIFIED, see docs/VERIFICATION.md)\n",
+                        NcclComm::version().c_str(), ranks > 1 ? "id broadcast over MPI" : "one process", rank, ranks,
+                        dev);
+            return train_run<Model, CudaBackend>(be, opts, cfg, prac, nccl_comm, program, builtin);
+#else
+            fail("data parallelism on GPUs needs NCCL, which this build lacks (cmake's dependency report says "
+                 "\"NCCL not found\")\n---> HINT: pip install nvidia-nccl-cu13 (or set NCCL_PATH), reconfigure and "
+                 "rebuild; or use --device cpu%s", ranks > 1 ? "" : ", or drop --comm nccl");
+#endif
+        }
+        CudaBackend be(dev, (uint64_t)opts.seed);
         return train_run<Model, CudaBackend>(be, opts, cfg, prac, comm, program, builtin);
     }
 #else
@@ -224,6 +254,8 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Comm& comm
              "installed (make), or use --device cpu");
     if (gpus > 0) std::printf("notice: %d GPU(s) found, but this build has no CUDA backend: running on the CPU\n", gpus);
 #endif
+    CHECK_USER(opts.comm != "nccl", "--comm nccl reduces GPU buffers, but this run uses the CPU backend\n---> HINT: "
+               "use --comm auto or mpi on the CPU (or --device cuda in a build with CUDA and NCCL)");
     std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)%s\n", omp_get_max_threads(),
                 gpus > 0 ? "" : "; fine for small models only");
     CpuBackend be;
@@ -260,7 +292,7 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
     GramReducer gram_allreduce = [&comm](float* g, size_t n) { comm.allreduce_avg(g, n); };
     if (opts.prac_shared && ranks > 1)
         for (auto& s : model.sites) s.reduce_gram = &gram_allreduce;
-    if (prac.mode != PracMode::NONE) print_site_table(model.sites, cfg.num_layers);
+    if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
     if (!opts.dump_site.empty()) {
         bool known = false;
         std::string names;
@@ -300,6 +332,7 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
     std::unique_ptr<Optimizer<Backend>> opt =
         make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, n, shard_lo, shard_hi);
     init_master_weights(be, *opt, model.params_memory, n);
+    opt->bind_sites(model.sites);
     size_t opt_bytes = 0;
     for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.numel * sizeof(float);
     std::printf("memory: parameters %.1f MiB | gradients %.1f MiB | optimizer %.1f MiB | activations %.1f MiB | "
@@ -378,6 +411,7 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
             be.upload(t.data, full.data() + (sharded ? shard_lo : 0), t.numel * sizeof(float));
         }
         opt->steps() = (int)st.adam_t;
+        opt->state_loaded();
         SafeTensorsFile f = safetensors_open(path + "/" + CKPT_STATE_FILE);
         // PRAC bases: one set ("prac.") when the subspace was shared or one rank wrote it, else one per rank
         bool one_set = opts.prac_shared || saved_ranks == 1;
@@ -394,6 +428,23 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
     }
 
     // ---- steps ----
+    // GPU data parallelism (NcclComm): the gradients are averaged on the device. With --overlap-comm 1 and no ZeRO
+    // sharding, the last micro-batch's backward starts each layer's average as soon as that layer's gradients are
+    // complete (model.on_layer_grads, on NCCL's stream), and the compute stream waits for all of them before the
+    // gradient norm and the optimizer. Otherwise one collective after backward: an all-reduce, or under ZeRO-1 a
+    // reduce-scatter (its shards are whole-buffer ranges, so ZeRO-1 does not overlap).
+    DeviceComm* dcomm = comm.device_comm();
+    const bool overlap = dcomm && opts.overlap_comm && !sharded;
+    std::vector<std::vector<ElemRange>> layer_ranges;  // [l]: layer l's gradient slices; [L]: the other tensors
+    if (overlap) layer_ranges = layer_param_ranges(model.param_specs, cfg.num_layers);
+    auto start_layer_average = [&](int l) {
+        dcomm->allreduce_avg_start(model.grads_memory, layer_ranges[l < 0 ? cfg.num_layers : l], Backend::grad_dtype);
+    };
+    if (dcomm)
+        std::printf("gradients: averaged on the GPUs by NCCL %s\n",
+                    overlap ? "layer by layer during the last micro-batch's backward (--overlap-comm 1)"
+                    : sharded ? "with one reduce-scatter after backward (ZeRO-1)"
+                              : "with one all-reduce after backward (--overlap-comm 0)");
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
     double total_ms = 0;
     int skipped_in_a_row = 0, skipped_total = 0;
@@ -424,24 +475,43 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
         model.zero_grad();
         model.sched.begin_step(prac, step);  // PRAC bases refresh on this step's first micro-batch when due
         float loss = 0;
+        bool started = false;  // the per-layer averages of this step were started by the last backward
         for (int micro = 0; micro < opts.grad_accum; micro++) {
             train->next_batch(inputs.data(), targets.data());
             long long valid = count_target_tokens(targets.data(), targets.size());
             if (valid == 0) continue;  // nothing to learn from a micro-batch of padding
             float grad_scale = 1.0f / ((float)valid * opts.grad_accum);
             loss += model.forward(inputs.data(), targets.data(), grad_scale) / opts.grad_accum;
+            bool last = overlap && micro == opts.grad_accum - 1;  // no gradient is added after this backward
+            if (last) model.on_layer_grads = start_layer_average;
             model.backward();
+            if (last) {
+                model.on_layer_grads = nullptr;
+                started = true;
+            }
         }
         // data parallelism: the mean of the ranks' gradients (this rank's shard of it under ZeRO-1)
         float norm;
-        if (ranks > 1) {
+        if (ranks > 1 || dcomm) {
             if (sharded) {
-                comm.reduce_scatter_avg(comm_buffer(model.grads_memory), n);
+                if (dcomm) dcomm->reduce_scatter_avg(model.grads_memory, n, Backend::grad_dtype);
+                else comm.reduce_scatter_avg(comm_buffer(model.grads_memory), n);
                 double ss[1] = {be.sum_squares(model.grads_memory + shard_lo, shard_hi - shard_lo)};
                 comm.allreduce_sum(ss, 1);
                 norm = (float)std::sqrt(ss[0]);
             } else {
-                comm.allreduce_avg(comm_buffer(model.grads_memory), n);
+                if (overlap) {
+                    // a rank whose last micro-batch was all padding starts the same collectives in the same order
+                    if (!started) {
+                        for (int l = cfg.num_layers - 1; l >= 0; l--) start_layer_average(l);
+                        start_layer_average(-1);
+                    }
+                    dcomm->wait_all();  // the compute stream waits for every layer's average
+                } else if (dcomm) {
+                    dcomm->allreduce_avg(model.grads_memory, n, Backend::grad_dtype);
+                } else {
+                    comm.allreduce_avg(comm_buffer(model.grads_memory), n);
+                }
                 norm = grad_norm(be, model.grads_memory, n);
             }
             double l[1] = {loss};
@@ -467,7 +537,10 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
             skipped_in_a_row = 0;
             opt->step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, opts.grad_clip));
         }
-        if (sharded) comm.all_gather(comm_buffer(model.params_memory), n);  // every rank gets every updated shard
+        if (sharded) {  // every rank gets every updated shard
+            if (dcomm) dcomm->all_gather(model.params_memory, n, Backend::act_dtype);
+            else comm.all_gather(comm_buffer(model.params_memory), n);
+        }
         be.synchronize();
 
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

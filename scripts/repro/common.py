@@ -17,19 +17,19 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QUICK_CAVEAT = ("tiny models, a few dozen steps on the built-in corpus: checks the pipeline, not the paper's claims")
-RSO_NOTE = "not implemented"
 
 # --quick budget: tiny models on the built-in corpus, CPU; a run takes about a second on 2 idle cores.
 QUICK = dict(steps=20, batch=2, seq=32, eval_tokens=512, eval_interval=10, lr=3e-3, prac_t=10)
 
 # --paper: the paper's models (appendix D, Table 8), micro-batch B / sequence S from Table 2, global batch 512.
+# rso_rank: the PRAC paper's 256 / 512 for GPT-2 124M / 355M; for LLaMA GaLore's ranks (train/optim_rso.h).
 PAPER = {
-    "llama-60m": dict(binary="train_llama", B=128, S=256, steps=10000, lr=1e-3, galore_rank=128),
-    "llama-130m": dict(binary="train_llama", B=128, S=256, steps=20000, lr=1e-3, galore_rank=256),
-    "llama-350m": dict(binary="train_llama", B=128, S=256, steps=60000, lr=1e-3, galore_rank=256),
-    "llama-1b": dict(binary="train_llama", B=128, S=256, steps=150000, lr=1e-3, galore_rank=512),
-    "gpt2-124m": dict(binary="train_gpt2", B=64, S=1024, steps=50000, lr=6e-4, galore_rank=256, warmup=2000),
-    "gpt2-355m": dict(binary="train_gpt2", B=32, S=1024, steps=50000, lr=3e-4, galore_rank=512, warmup=2000),
+    "llama-60m": dict(binary="train_llama", B=128, S=256, steps=10000, lr=1e-3, galore_rank=128, rso_rank=128),
+    "llama-130m": dict(binary="train_llama", B=128, S=256, steps=20000, lr=1e-3, galore_rank=256, rso_rank=256),
+    "llama-350m": dict(binary="train_llama", B=128, S=256, steps=60000, lr=1e-3, galore_rank=256, rso_rank=256),
+    "llama-1b": dict(binary="train_llama", B=128, S=256, steps=150000, lr=1e-3, galore_rank=512, rso_rank=512),
+    "gpt2-124m": dict(binary="train_gpt2", B=64, S=1024, steps=50000, lr=6e-4, galore_rank=256, rso_rank=256, warmup=2000),
+    "gpt2-355m": dict(binary="train_gpt2", B=32, S=1024, steps=50000, lr=3e-4, galore_rank=512, rso_rank=512, warmup=2000),
 }
 GLOBAL_BATCH = 512
 GALORE_LR = 1e-2  # GaLore's LLaMA learning rate (scale 0.25); the paper uses the baselines' published settings

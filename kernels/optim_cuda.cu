@@ -1,0 +1,507 @@
+// The CUDA backend's Muon, Adam-mini, GaLore and RSO ops (declared in kernels/cuda_backend.cuh, contract and rounding
+// seeds in kernels/optim_cuda.cuh). Each kernel and member names its CPU twin; shapes are row-major as there.
+//
+// Row-major on cuBLAS (as prac/prac_cuda.cu): a row-major M (rows, cols) with leading dimension ld is, byte for
+// byte, the column-major Mᵀ (cols, rows), so the row-major C (M, N) = op(A) op(B) is the column-major
+// Cᵀ = op(B)ᵀ op(A)ᵀ: sgemm_rm below swaps the operands and M, N, and every GEMM here passes gemm_cpu's
+// arguments. All GEMMs are cublasSgemm / cublasSsyrk on fp32 with the backend handle's default math mode (no
+// TF32), so the fp32 build compares tightly with the CPU twins.
+//
+// Compiled WITHOUT --use_fast_math (the elementwise updates must round like the CPU twins).
+// UNVERIFIED: no GPU has run this yet (test/test_optim_cuda.cu is the check).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/cuda_backend.cuh"
+#include "kernels/muon.h"  // MUON_NS_A/B/C: the same coefficients as the CPU twin
+#include "kernels/optim_cuda.cuh"
+
+namespace {
+
+constexpr int OPT_BLOCK = 256;
+
+// Row-major C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C, gemm_cpu's arguments (kernels/matmul.h), as the
+// column-major Cᵀ = op(B)ᵀ op(A)ᵀ. alpha, beta are host scalars (the handle's pointer mode is set to host).
+void sgemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+              const float* B, int ldb, float beta, float* C, int ldc) {
+    cublasCheck(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+                            &alpha, B, ldb, A, lda, &beta, C, ldc));
+}
+
+// The backend's cuBLAS handle on its stream with host scalars for the scope of one op (other code may have
+// changed either), restored after.
+struct HostScalars {
+    cublasHandle_t h;
+    cublasPointerMode_t saved;
+    HostScalars(cublasHandle_t handle, cudaStream_t stream) : h(handle) {
+        cublasCheck(cublasSetStream(h, stream));
+        cublasCheck(cublasGetPointerMode(h, &saved));
+        if (saved != CUBLAS_POINTER_MODE_HOST) cublasCheck(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    }
+    ~HostScalars() {
+        if (saved != CUBLAS_POINTER_MODE_HOST) cublasSetPointerMode(h, saved);
+    }
+};
+
+inline size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+
+// ---- Muon ----
+
+// twin: muon_momentum_cpu. buf, u (n) fp32; grads (n) G. buf = mu buf + g; u = g + mu buf (nesterov) or buf,
+// g = grads * grad_scale, in the twin's order.
+template <typename G>
+__global__ void muon_momentum_kernel(float* buf, float* u, const G* grads, size_t n, float mu, float grad_scale,
+                                     bool nesterov) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float g = __fmul_rn(to_float(grads[i]), grad_scale);
+        const float b = __fadd_rn(__fmul_rn(mu, buf[i]), g);
+        buf[i] = b;
+        u[i] = nesterov ? __fadd_rn(g, __fmul_rn(mu, b)) : b;
+    }
+}
+
+// twin: the normalization at the top of newton_schulz_cpu. X (n) *= (float)(1 / (sqrt(ss) + 1e-7)), ss the
+// device double sum of squares; every thread computes the same scalar in double (IEEE sqrt and division).
+__global__ void ns_normalize_kernel(float* X, size_t n, const double* ss) {
+    const float inv = (float)(1.0 / (sqrt(*ss) + 1e-7));
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        X[i] = __fmul_rn(X[i], inv);
+}
+
+// twin: muon_apply_cpu, plus master weights and stochastic rounding (adamw_kernel's scheme, seed per
+// optim_cuda.cuh). params (n) T; master (n) fp32 or null; O (n) fp32. p = p decay - step O.
+template <typename T>
+__global__ void muon_apply_kernel(T* params, float* master, const float* O, size_t n, float decay, float step,
+                                  uint64_t call_seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float p0 = master ? master[i] : to_float(params[i]);
+        const float p1 = __fsub_rn(__fmul_rn(p0, decay), __fmul_rn(step, O[i]));
+        if (master) master[i] = p1;
+        params[i] = optim_round<T>(p1, call_seed, i);
+    }
+}
+
+// ---- Adam-mini ----
+
+// twin: adam_mini_update_cpu. One CUDA block per Adam-mini block k (grid-stride over the nblocks blocks):
+// params, grads, m (nblocks * block); v (nblocks), one value per block; master (nblocks * block) fp32 or null.
+// The block's sum of g² is a per-thread double sum then block_sum_double's fixed tree (deterministic; differs
+// from the CPU's sequential double sum only by double rounding, far below the float the mean is stored in).
+// Thread 0 updates v_b and the denominator, shared with the block; then every element does AdamW's update in
+// the twin's operation order.
+template <typename T>
+__global__ void adam_mini_kernel(T* params, float* master, const T* grads, float* m, float* v, size_t nblocks,
+                                 size_t block, float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
+                                 float eps, float decay, float step_size, float bc2_sqrt, float grad_scale,
+                                 uint64_t seed) {
+    __shared__ float den_shared;
+    for (size_t k = blockIdx.x; k < nblocks; k += gridDim.x) {
+        const size_t base = k * block;
+        double ss = 0.0;
+        for (size_t i = threadIdx.x; i < block; i += blockDim.x) {
+            const float gi = __fmul_rn(to_float(grads[base + i]), grad_scale);
+            ss += (double)gi * (double)gi;  // exact product, as the twin's (double)gi * gi
+        }
+        ss = block_sum_double(ss);  // valid in thread 0
+        if (threadIdx.x == 0) {
+            const float mean = (float)(ss / (double)block);
+            const float vb = __fadd_rn(__fmul_rn(beta2, v[k]), __fmul_rn(one_minus_beta2, mean));
+            v[k] = vb;
+            den_shared = __fadd_rn(__fdiv_rn(__fsqrt_rn(vb), bc2_sqrt), eps);
+        }
+        __syncthreads();
+        const float den = den_shared;
+        for (size_t i = threadIdx.x; i < block; i += blockDim.x) {
+            const size_t j = base + i;
+            const float gi = __fmul_rn(to_float(grads[j]), grad_scale);
+            const float mi = __fadd_rn(__fmul_rn(beta1, m[j]), __fmul_rn(one_minus_beta1, gi));
+            m[j] = mi;
+            const float p0 = master ? master[j] : to_float(params[j]);
+            const float p1 = __fsub_rn(__fmul_rn(p0, decay), __fdiv_rn(__fmul_rn(step_size, mi), den));
+            if (master) master[j] = p1;
+            params[j] = stochastic_round<T>(p1, seed, j);
+        }
+        __syncthreads();  // den_shared is rewritten for the next block
+    }
+}
+
+// ---- GaLore ----
+
+// twin: galore_adam_cpu. R, m1, m2 (n) fp32: moments absorb R, then R = m1 / (sqrt(m2) + eps), twin's order.
+__global__ void galore_adam_kernel(float* R, float* m1, float* m2, size_t n, float beta1, float one_minus_beta1,
+                                   float beta2, float one_minus_beta2, float eps) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float g = R[i];
+        const float a = __fadd_rn(__fmul_rn(beta1, m1[i]), __fmul_rn(one_minus_beta1, g));
+        const float b = __fadd_rn(__fmul_rn(beta2, m2[i]), __fmul_rn(__fmul_rn(one_minus_beta2, g), g));
+        m1[i] = a;
+        m2[i] = b;
+        R[i] = __fdiv_rn(a, __fadd_rn(__fsqrt_rn(b), eps));
+    }
+}
+
+// twin: the isfinite scan of galore_projection_cpu, plus the largest magnitude. g (n) G. flags[0] |= 1 when an
+// entry is not finite; flags[1] = max over finite entries of the bits of |x| (non-negative floats order like
+// their bit patterns, so an integer atomicMax is an exact, order-independent float max). flags zeroed by the
+// caller.
+template <typename G>
+__global__ void galore_scan_kernel(const G* g, size_t n, unsigned* flags) {
+    unsigned bad = 0, maxbits = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float x = to_float(g[i]);
+        if (!isfinite(x)) bad = 1;
+        else maxbits = max(maxbits, __float_as_uint(fabsf(x)));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        bad |= __shfl_xor_sync(0xffffffffu, bad, o);
+        maxbits = max(maxbits, __shfl_xor_sync(0xffffffffu, maxbits, o));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (bad) atomicOr(&flags[0], 1u);
+        atomicMax(&flags[1], maxbits);
+    }
+}
+
+// dst (n) fp32 = src (n) G * scale. scale is a power of two (or 1), so the products are exact: the copy is G
+// itself in fp32, rescaled without rounding.
+template <typename G>
+__global__ void to_f32_scaled_kernel(float* dst, const G* src, size_t n, float scale) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __fmul_rn(to_float(src[i]), scale);
+}
+
+// P (k, r) row-major = the first r columns of the (k, k) identity: what LAPACK's sgesdd returns for a zero
+// matrix (U = I, Vᵀ = I, checked against OpenBLAS), so a zero gradient block gets the CPU twin's P.
+__global__ void identity_columns_kernel(float* P, int k, int r) {
+    const size_t total = (size_t)k * r;
+    for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x)
+        P[e] = (e / r == e % r) ? 1.0f : 0.0f;
+}
+
+// twin: the copy-out of galore_projection_cpu + galore_canonical_signs. Z (k, k) column-major: syevd's
+// eigenvectors, eigenvalues ascending, so P's column j (the j-th largest) is Z's column k-1-j (contiguous).
+// One block per j: the entry of largest magnitude (the first on exact ties, as the twin) sets the sign, then
+// P[i * r + j] = ±Z[i, k-1-j] (negation is exact). P (k, r) row-major. blockDim.x = OPT_BLOCK.
+__global__ void top_vectors_kernel(float* P, const float* Z, int k, int r) {
+    __shared__ float best_v[OPT_BLOCK / 32];
+    __shared__ int best_i[OPT_BLOCK / 32];
+    __shared__ int flip;
+    const int j = blockIdx.x;
+    const float* z = Z + (size_t)(k - 1 - j) * k;
+    float bv = -1.0f;
+    int bi = INT_MAX;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {  // increasing i: a thread keeps its first maximum
+        const float a = fabsf(z[i]);
+        if (a > bv) {
+            bv = a;
+            bi = i;
+        }
+    }
+    // (larger magnitude, then smaller index) wins: the global first maximum, whatever the reduction order
+    auto better = [](float av, int ai, float cv, int ci) { return cv > av || (cv == av && ci < ai); };
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (better(bv, bi, ov, oi)) {
+            bv = ov;
+            bi = oi;
+        }
+    }
+    const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
+    if (lane == 0) {
+        best_v[wid] = bv;
+        best_i[wid] = bi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float v = best_v[0];
+        int ix = best_i[0];
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++)
+            if (better(v, ix, best_v[w], best_i[w])) {
+                v = best_v[w];
+                ix = best_i[w];
+            }
+        flip = z[ix] < 0.0f;
+    }
+    __syncthreads();
+    const bool neg = flip != 0;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) P[(size_t)i * r + j] = neg ? -z[i] : z[i];
+}
+
+// params (n) T = src (n) fp32 rounded per optim_round (the identity for T = float)
+template <typename T>
+__global__ void round_params_kernel(T* params, const float* src, size_t n, uint64_t call_seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        params[i] = optim_round<T>(src[i], call_seed, i);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Muon (train/optim_muon.h)
+// ---------------------------------------------------------------------------------------------------------------
+
+// twin: muon_momentum_cpu. buf (momentum), u (n) fp32; g (n) grad_t.
+void CudaBackend::muon_momentum(float* buf, float* u, const grad_t* g, size_t n, float mu, float grad_scale,
+                                bool nesterov) {
+    if (n == 0) return;
+    muon_momentum_kernel<grad_t><<<cuda_grid_1d(n, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(buf, u, g, n, mu, grad_scale,
+                                                                                      nesterov);
+    cudaCheck(cudaGetLastError());
+}
+
+// twin: newton_schulz_cpu. X (rows, cols) fp32 row-major, in place; work newton_schulz_work_numel(rows, cols)
+// floats laid out as the twin's: A, B (m, m) then the next X (rows, cols), m = min(rows, cols). A tall X runs
+// the transposed iteration (A = XᵀX, X = a X + X B) so the Gram matrix is the small one, as the twin.
+void CudaBackend::newton_schulz(float* X, int rows, int cols, float* work, int steps) {
+    const size_t n = (size_t)rows * cols;
+    if (n == 0) return;
+    const bool tall = rows > cols;
+    const int m = tall ? cols : rows;
+    float* A = work;
+    float* B = A + (size_t)m * m;
+    float* Y = B + (size_t)m * m;
+    // X /= ||X||_F + 1e-7: the sum of squares in double on the device (adamw.cuh's deterministic two-stage sum),
+    // read by the scaling kernel from device memory (no host round trip)
+    void* ws = scratch_at_least(SUM_SQUARES_SCRATCH_BYTES);
+    double* ss = static_cast<double*>(ws) + SUMSQ_BLOCKS;
+    sum_squares_device_cuda<float>(ss, X, n, false, ws, SUM_SQUARES_SCRATCH_BYTES, stream);
+    ns_normalize_kernel<<<cuda_grid_1d(n, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(X, n, ss);
+    cudaCheck(cudaGetLastError());
+    HostScalars hs(cublas, stream);
+    const size_t mm = (size_t)m * m * sizeof(float);
+    float* cur = X;
+    float* next = Y;
+    for (int it = 0; it < steps; it++) {
+        if (tall) sgemm_rm(cublas, true, false, m, m, rows, 1.0f, cur, cols, cur, cols, 0.0f, A, m);  // A = XᵀX
+        else sgemm_rm(cublas, false, true, m, m, cols, 1.0f, cur, cols, cur, cols, 0.0f, A, m);      // A = X Xᵀ
+        cudaCheck(cudaMemcpyAsync(B, A, mm, cudaMemcpyDeviceToDevice, stream));
+        sgemm_rm(cublas, false, false, m, m, m, MUON_NS_C, A, m, A, m, MUON_NS_B, B, m);  // B = b A + c A²
+        cudaCheck(cudaMemcpyAsync(next, cur, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+        if (tall) sgemm_rm(cublas, false, false, rows, cols, cols, 1.0f, cur, cols, B, m, MUON_NS_A, next, cols);
+        else sgemm_rm(cublas, false, false, rows, cols, rows, 1.0f, B, m, cur, cols, MUON_NS_A, next, cols);
+        std::swap(cur, next);
+    }
+    if (cur != X) cudaCheck(cudaMemcpyAsync(X, cur, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+}
+
+// twin: muon_apply_cpu. params (n) act_t; master (n) fp32 or null; O (n) fp32 (the orthogonalized update).
+// step = lr * 0.2 * sqrt(max(rows, cols)); salt = the matrix's element offset in the parameter buffer.
+void CudaBackend::muon_apply(act_t* params, float* master, const float* O, size_t n, float lr, float wd, float step,
+                             uint64_t salt) {
+    if (n == 0) return;
+    const float decay = 1.0f - lr * wd;  // the twin's scalar, computed the same way on the host
+    muon_apply_kernel<act_t><<<cuda_grid_1d(n, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(
+        params, master, O, n, decay, step, optim_call_seed(seed, salt, lr, step));
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Adam-mini (train/optim_adam_mini.h)
+// ---------------------------------------------------------------------------------------------------------------
+
+// twin: adam_mini_update_cpu. params, grads, m (n); v (n / block); master (n) fp32 or null; salt = the segment's
+// element offset in the parameter buffer (adamw_update's rounding seed with step t).
+void CudaBackend::adam_mini_update(act_t* params, float* master, const grad_t* grads, float* m, float* v, size_t n,
+                                   size_t block, float lr, float beta1, float beta2, float eps, float wd, int t,
+                                   float grad_scale, uint64_t salt) {
+    if (n == 0) return;
+    if (block == 0 || n % block != 0) fail("adam_mini_update: %zu elements are not blocks of %zu", n, block);
+    // the twin's scalars, computed the same way (double bias corrections, then float)
+    const double bc1 = 1.0 - std::pow((double)beta1, t), bc2 = 1.0 - std::pow((double)beta2, t);
+    const float step_size = (float)(lr / bc1), bc2_sqrt = (float)std::sqrt(bc2);
+    const float decay = 1.0f - lr * wd;
+    const size_t nblocks = n / block;
+    // threads per block: 256, or the block rounded up to a warp (block_sum_double needs whole warps)
+    const int threads = block >= OPT_BLOCK ? OPT_BLOCK : (int)((block + 31) / 32 * 32);
+    const unsigned grid = (unsigned)std::min<size_t>(nblocks, (size_t)1 << 20);
+    adam_mini_kernel<act_t><<<grid, threads, 0, stream>>>(params, master, grads, m, v, nblocks, block, beta1,
+                                                          1.0f - beta1, beta2, 1.0f - beta2, eps, decay, step_size,
+                                                          bc2_sqrt, grad_scale, optim_step_seed(seed, t, salt));
+    cudaCheck(cudaGetLastError());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// GaLore (train/optim_galore.h)
+// ---------------------------------------------------------------------------------------------------------------
+
+// twin: galore_projection_cpu. P (k, r) fp32 row-major, k = n (right) or m (left); G (m, n) grad_t row-major.
+// The twin takes an SVD (sgesdd); here the top r eigenvectors of the Gram matrix on the chosen side (right:
+// GᵀG (n, n), its eigenvectors are V; left: G Gᵀ (m, m), U) by cusolverDnXsyevd, the solver PRAC's refresh
+// uses: one SYRK and a k x k eigensolve instead of an m x n SVD (cuSOLVER's gesvd is many times slower at GaLore's
+// shapes, and GaLore refreshes every block of every layer). The Gram matrix squares the condition number: a
+// singular vector is resolved to about eps * s_1² / (s_i² - s_(i+1)²) instead of eps * s_1 / (s_i - s_(i+1)),
+// which only matters for singular values near eps^(1/2) s_1, far below GaLore's top r. G is first copied to
+// fp32 scaled by a power of two that brings its largest magnitude into [0.5, 1): the squares can then neither
+// overflow nor underflow where the SVD would not, and the singular vectors are those of G exactly.
+// Returns as the twin: 0; -1 when G has a non-finite entry (P untouched); cuSOLVER's positive info when syevd
+// did not converge (P untouched). Scratch (the backend's): m n + k² + k floats and syevd's workspace.
+int CudaBackend::galore_refresh(float* P, const grad_t* G, int m, int n, int r, bool right) {
+    const size_t mn = (size_t)m * n;
+    const int k = right ? n : m;
+    if (mn == 0 || r <= 0) return 0;
+    if (r > k) fail("galore_refresh: rank %d exceeds the projected side %d of a (%d, %d) block", r, k, m, n);
+    HostScalars hs(cublas, stream);
+    cusolverCheck(cusolverDnSetStream(cusolver, stream));
+
+    // scratch: [Gs (m, n) fp32][Gram / eigenvectors (k, k)][eigenvalues (k)][4 words][syevd workspace]
+    const size_t off_gram = align256(mn * sizeof(float));
+    const size_t off_w = off_gram + align256((size_t)k * k * sizeof(float));
+    const size_t off_ints = off_w + align256((size_t)k * sizeof(float));
+    const size_t off_solver = off_ints + 256;
+    char* base = (char*)scratch_at_least(off_solver);
+    cusolverDnParams_t params;
+    cusolverCheck(cusolverDnCreateParams(&params));
+    size_t dev_bytes = 0, host_bytes = 0;
+    cusolverCheck(cusolverDnXsyevd_bufferSize(cusolver, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+                                              (int64_t)k, CUDA_R_32F, base + off_gram, (int64_t)k, CUDA_R_32F,
+                                              base + off_w, CUDA_R_32F, &dev_bytes, &host_bytes));
+    base = (char*)scratch_at_least(off_solver + align256(dev_bytes));  // may move: pointers are taken after
+    float* Gs = (float*)base;
+    float* gram = (float*)(base + off_gram);
+    float* w = (float*)(base + off_w);
+    unsigned* words = (unsigned*)(base + off_ints);  // [0] non-finite flag, [1] max |G| bits, [2] syevd info
+    int* info = (int*)(words + 2);
+    std::vector<char> host_buf(host_bytes);
+
+    // 1. finiteness and the largest magnitude (one read back)
+    cudaCheck(cudaMemsetAsync(words, 0, 2 * sizeof(unsigned), stream));
+    galore_scan_kernel<grad_t><<<cuda_grid_1d(mn, OPT_BLOCK, 4096), OPT_BLOCK, 0, stream>>>(G, mn, words);
+    cudaCheck(cudaGetLastError());
+    unsigned scan[2] = {0, 0};
+    cudaCheck(cudaMemcpyAsync(scan, words, sizeof scan, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    int ret = 0;
+    if (scan[0]) {
+        ret = -1;
+    } else if (scan[1] == 0) {  // G == 0: LAPACK's U = I, Vᵀ = I
+        identity_columns_kernel<<<cuda_grid_1d((size_t)k * r, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(P, k, r);
+        cudaCheck(cudaGetLastError());
+    } else {
+        // 2. Gs = G * 2^-e with max |G| = f 2^e, f in [0.5, 1); the exponent clamped so 2^-e is a normal float
+        float amax;
+        std::memcpy(&amax, &scan[1], 4);
+        int e = 0;
+        std::frexp(amax, &e);
+        const float scale = std::ldexp(1.0f, -std::max(-126, std::min(126, e)));
+        to_f32_scaled_kernel<grad_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(Gs, G, mn, scale);
+        cudaCheck(cudaGetLastError());
+        // 3. the Gram matrix's upper triangle, column-major (k, k). Row-major Gs (m, n) is the column-major
+        //    A = Gsᵀ (n, m), lda n:  right: GsᵀGs = A Aᵀ (SYRK 'N', n x n, k = m);
+        //                            left:  Gs Gsᵀ = Aᵀ A (SYRK 'T', m x m, k = n).
+        const float one = 1.0f, zero = 0.0f;
+        if (right)
+            cublasCheck(cublasSsyrk(cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, n, m, &one, Gs, n, &zero, gram, n));
+        else
+            cublasCheck(cublasSsyrk(cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, m, n, &one, Gs, n, &zero, gram, m));
+        // 4. eigenvectors in place of the Gram matrix, eigenvalues ascending
+        cusolverCheck(cusolverDnXsyevd(cusolver, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+                                       (int64_t)k, CUDA_R_32F, gram, (int64_t)k, CUDA_R_32F, w, CUDA_R_32F,
+                                       base + off_solver, dev_bytes, host_buf.empty() ? nullptr : host_buf.data(),
+                                       host_bytes, info));
+        int h_info = 0;
+        cudaCheck(cudaMemcpyAsync(&h_info, info, sizeof h_info, cudaMemcpyDeviceToHost, stream));
+        cudaCheck(cudaStreamSynchronize(stream));
+        if (h_info < 0) fail("galore_refresh: cusolverDnXsyevd rejected parameter %d (k = %d)", -h_info, k);
+        ret = h_info;
+        if (ret == 0) {
+            // 5. the top r, descending, canonical signs, into P
+            top_vectors_kernel<<<r, OPT_BLOCK, 0, stream>>>(P, gram, k, r);
+            cudaCheck(cudaGetLastError());
+        }
+    }
+    cusolverDnDestroyParams(params);
+    return ret;
+}
+
+// twin: galore_project_cpu. R (m, r) = grad_scale G P (right) or R (r, n) = grad_scale Pᵀ G (left); G (m, n)
+// grad_t, P (k, r) fp32. A bf16 G is first widened to fp32 in the backend's scratch (m n floats, exact), so the
+// product is the twin's fp32 GEMM; P is never rounded to bf16.
+void CudaBackend::galore_project(float* R, const grad_t* G, const float* P, int m, int n, int r, bool right,
+                                 float grad_scale) {
+    const size_t mn = (size_t)m * n;
+    if (mn == 0 || r <= 0) return;
+    const float* Gf;
+    if constexpr (std::is_same_v<grad_t, float>) {  // (a non-template member: both branches must compile)
+        Gf = reinterpret_cast<const float*>(G);
+    } else {
+        float* tmp = (float*)scratch_at_least(mn * sizeof(float));
+        to_f32_scaled_kernel<grad_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(tmp, G, mn, 1.0f);
+        cudaCheck(cudaGetLastError());
+        Gf = tmp;
+    }
+    HostScalars hs(cublas, stream);
+    if (right) sgemm_rm(cublas, false, false, m, r, n, grad_scale, Gf, n, P, r, 0.0f, R, r);
+    else sgemm_rm(cublas, true, false, r, n, m, grad_scale, P, r, Gf, n, 0.0f, R, n);
+}
+
+// twin: galore_adam_cpu. R, m1, m2 (n) fp32, in place.
+void CudaBackend::galore_adam(float* R, float* m1, float* m2, size_t n, float b1, float b2, float eps) {
+    if (n == 0) return;
+    galore_adam_kernel<<<cuda_grid_1d(n, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(R, m1, m2, n, b1, 1.0f - b1, b2,
+                                                                            1.0f - b2, eps);
+    cudaCheck(cudaGetLastError());
+}
+
+// ---- RSO (train/optim_rso.h): GaLore's ops plus two element-wise steps on the subspace variable B ----
+
+// twin: rso_prox_cpu. R, B (n) fp32: R += prox B.
+static __global__ void rso_prox_kernel(float* R, const float* B, size_t n, float prox) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        R[i] = __fadd_rn(R[i], __fmul_rn(prox, B[i]));
+}
+// twin: rso_track_cpu. B, N (n) fp32: B -= step N.
+static __global__ void rso_track_kernel(float* B, const float* N, size_t n, float step) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        B[i] = __fsub_rn(B[i], __fmul_rn(step, N[i]));
+}
+
+// twin: galore_apply_cpu. W (m, n) act_t; master (m, n) fp32 or null; N (m, r) (right) or (r, n) (left);
+// P (k, r). One GEMM as the twin: W = keep W - step keep back(N), keep = 1 - decay (alpha = -step keep,
+// beta = keep), on the fp32 copy: master when there is one (then W = master stochastically rounded), W itself
+// in the fp32 build, else (bf16 without master) a widened copy in the scratch, rounded back.
+void CudaBackend::galore_apply(act_t* W, float* master, const float* N, const float* P, int m, int n, int r,
+                               bool right, float step, float decay, uint64_t salt) {
+    const size_t mn = (size_t)m * n;
+    if (mn == 0) return;
+    const float keep = 1.0f - decay;
+    const float alpha = -step * keep;  // the twin's scalars
+    float* Wf = master;
+    if (!Wf) {
+        if constexpr (std::is_same_v<act_t, float>) {
+            Wf = reinterpret_cast<float*>(W);
+        } else {
+            Wf = (float*)scratch_at_least(mn * sizeof(float));
+            to_f32_scaled_kernel<act_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(Wf, W, mn, 1.0f);
+            cudaCheck(cudaGetLastError());
+        }
+    }
+    {
+        HostScalars hs(cublas, stream);
+        if (right) sgemm_rm(cublas, false, true, m, n, r, alpha, N, r, P, r, keep, Wf, n);
+        else sgemm_rm(cublas, false, false, m, n, r, alpha, P, r, N, n, keep, Wf, n);
+    }
+    if ((void*)Wf != (void*)W) {
+        round_params_kernel<act_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(
+            W, Wf, mn, optim_call_seed(seed, salt, step, decay));
+        cudaCheck(cudaGetLastError());
+    }
+}
+
+void CudaBackend::rso_prox(float* R, const float* B, size_t n, float prox) {
+    if (n == 0) return;
+    rso_prox_kernel<<<cuda_grid_1d(n, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(R, B, n, prox);
+    cudaCheck(cudaGetLastError());
+}
+void CudaBackend::rso_track(float* B, const float* N, size_t n, float step) {
+    if (n == 0) return;
+    rso_track_kernel<<<cuda_grid_1d(n, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(B, N, n, step);
+    cudaCheck(cudaGetLastError());
+}

@@ -1,0 +1,618 @@
+// GPU test of kernels/optim_cuda.cu: the CUDA backend's Muon, Adam-mini, GaLore and RSO ops against their CPU twins
+// (kernels/muon.h, adam_mini.h, galore.h) on random inputs of odd, model-like shapes (C = 96, F = 256/384: q/k/v
+// (96, 96), fused qkv (288, 96), gate|up (512, 96), tall (160, 96) and wide (96, 160)), then whole optimizer steps
+// Muon / AdamMini / GaLore / Rso<CudaBackend> against <CpuBackend> on GPT-2- and LLaMA-shaped parameter lists
+// (GaLore with two projection refreshes, RSO with two subspace draws; RSO's tolerances are at its test). Both
+// sides see the same inputs: gradients and parameters are rounded to the build's storage type (floatX) first,
+// and the bf16 build's optimizers start their fp32 master weights from those values, so the GPU's master
+// weights follow the CPU's fp32 parameters as tightly as the fp32 build's parameters do. Exit 77 without a
+// GPU (REQUIRE_GPU=1: fail instead).
+//
+// Tolerances (rel = max |gpu - cpu| / max |cpu| over the tensor, unless said otherwise):
+//   elementwise ops (momentum, muon_apply, adam_mini, galore_adam)   1e-6: the twin's fp32 operations in its
+//       order with _rn intrinsics, expected bitwise on x86-64 (the bitwise-equal count is printed); Adam-mini's
+//       block mean is a double sum in another order, which can move the float mean by 1 ulp
+//   Newton-Schulz                                                      5e-5: cuBLAS vs OpenBLAS summation order;
+//       the fp32 iteration differs from an fp64 one by 2.5e-6 at these shapes (measured on the CPU), so two fp32
+//       orders should differ by about as much
+//   galore_project, galore_apply                                       1e-5: fp32 GEMMs, K <= 256, other order
+//   galore_refresh P (rel to max |P|)                                  1e-3, and |PᵀP - I| <= 1e-4: the GPU takes
+//       the eigenvectors of the Gram matrix (syevd), the CPU an SVD; the test matrices have planted singular
+//       values 4 -> 1 (gaps 3 / (k - 1)) and one clearly largest entry per singular vector, so vectors are
+//       determined to ~eps s1² / gap and the canonical sign is no near tie. The same Gram + eigensolver path
+//       emulated on the CPU (ssyrk + LAPACK ssyevd) differs from sgesdd by <= 5e-5 on these shapes (fp32 and
+//       bf16-rounded inputs)
+//   bf16 params (bf16 build)                                           within 1 bf16 ulp of the fp32 value, and
+//       bit for bit the host twin of the stochastic rounding (optim_cuda.cuh) applied to the GPU's master
+//   whole steps: parameter change Δ = final - initial per tensor (rel to max |Δ_cpu|), state tensors (rel):
+//       AdamW / Adam-mini / momentum parts 1e-5 (state 1e-6); Muon's orthogonalized matrices 2e-4 (the NS error
+//       above through 4 steps); GaLore's projected blocks 2e-3 and its P / moments 1e-3 / 2e-3 (P's eigensolver
+//       error, carried through R = G P into the moments and back through N Pᵀ; the CPU emulation above gives
+//       Δ <= 1.6e-4, P and moments <= 4.4e-5). GaLore uses eps = 1e-4 (projected gradients ~3e-3): with a
+//       negligible eps an Adam step is ~sign(R), and an R entry near 0 flips between two correct P's (the
+//       emulation then differs by up to 0.12 in Δ); eps bounds N's slope at R = 0.
+// UNVERIFIED: written without a GPU; the first GPU run checks it (docs/VERIFICATION.md).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/cpu_backend.h"
+#include "kernels/cuda_backend.cuh"
+#include "kernels/optim_cuda.cuh"
+#include "model/gpt2.h"
+#include "model/llama.h"
+#include "test/gpu/gpu_test.h"
+#include "train/optim_adam_mini.h"
+#include "train/optim_galore.h"
+#include "train/optim_muon.h"
+#include "train/optim_rso.h"
+
+using fvec = std::vector<float>;
+static constexpr bool BF16 = CudaBackend::master_weights;  // the bf16 build keeps fp32 master weights
+
+static void check_tol(const std::string& what, double err, double tol) {
+    check(err <= tol, "%-64s err %.3g (tol %.3g)", what.c_str(), err, tol);
+}
+
+// ---- inputs ----
+
+static std::mt19937_64 g_rng(20250611);
+static fvec randn(size_t n, float scale) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    fvec v(n);
+    for (float& f : v) f = scale * nd(g_rng);
+    return v;
+}
+// the values as the build stores them (what both sides compute on)
+static fvec quantize(fvec v) {
+    for (float& f : v) f = to_float(from_float<floatX>(f));
+    return v;
+}
+
+// (rows, k) with orthonormal columns (k <= rows), double modified Gram-Schmidt run twice, on a Gaussian matrix
+// whose column j has a bump of 6 at a row of its own: every column keeps one clearly largest entry (~0.5 against
+// <= ~0.3), so its canonical sign (galore_canonical_signs) is no near tie
+static std::vector<double> orthonormal_columns(int rows, int k) {
+    std::normal_distribution<double> nd(0.0, 1.0);
+    std::vector<double> Q((size_t)rows * k);
+    for (double& x : Q) x = nd(g_rng);
+    std::vector<int> perm(rows);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), g_rng);
+    for (int j = 0; j < k; j++) Q[(size_t)perm[j] * k + j] += 6.0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < k; j++) {
+            for (int l = 0; l < j; l++) {
+                double d = 0;
+                for (int i = 0; i < rows; i++) d += Q[(size_t)i * k + j] * Q[(size_t)i * k + l];
+                for (int i = 0; i < rows; i++) Q[(size_t)i * k + j] -= d * Q[(size_t)i * k + l];
+            }
+            double s = 0;
+            for (int i = 0; i < rows; i++) s += Q[(size_t)i * k + j] * Q[(size_t)i * k + j];
+            s = 1.0 / std::sqrt(s);
+            for (int i = 0; i < rows; i++) Q[(size_t)i * k + j] *= s;
+        }
+    return Q;
+}
+
+// G (m, n) row-major = scale U diag(s) Vᵀ, k = min(m, n), s_i = 4 - 3 i / (k - 1): singular values 4 -> 1 with
+// gaps 3 / (k - 1), singular vectors with a clear largest entry (above). Not yet rounded to floatX.
+static fvec planted(int m, int n, float scale) {
+    int k = std::min(m, n);
+    std::vector<double> U = orthonormal_columns(m, k), V = orthonormal_columns(n, k);
+    fvec G((size_t)m * n);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double acc = 0;
+            for (int l = 0; l < k; l++) acc += U[(size_t)i * k + l] * (k > 1 ? 4.0 - 3.0 * l / (k - 1) : 4.0) *
+                                              V[(size_t)j * k + l];
+            G[(size_t)i * n + j] = (float)(scale * acc);
+        }
+    return G;
+}
+
+// ---- device buffers through the backend's allocator ----
+
+template <typename T>
+struct DBuf {
+    CudaBackend& be;
+    T* p;
+    size_t n;
+    DBuf(CudaBackend& b, size_t count) : be(b), n(count) { p = (T*)be.alloc(std::max<size_t>(n, 1) * sizeof(T)); }
+    ~DBuf() { be.free(p, std::max<size_t>(n, 1) * sizeof(T)); }
+    DBuf(const DBuf&) = delete;
+    DBuf& operator=(const DBuf&) = delete;
+};
+static void put_f32(CudaBackend& be, float* d, const fvec& h) { be.upload(d, h.data(), h.size() * sizeof(float)); }
+static fvec get_f32(CudaBackend& be, const float* d, size_t n) {
+    fvec h(n);
+    be.download(h.data(), d, n * sizeof(float));
+    return h;
+}
+static void put_x(CudaBackend& be, floatX* d, const fvec& h) { be.upload_f32(d, h.data(), h.size()); }
+static fvec get_x(CudaBackend& be, const floatX* d, size_t n) {
+    fvec h(n);
+    be.download_f32(h.data(), d, n);
+    return h;
+}
+
+static size_t bitwise_equal(const fvec& a, const fvec& b) {
+    size_t k = 0;
+    for (size_t i = 0; i < a.size(); i++) k += std::memcmp(&a[i], &b[i], 4) == 0;
+    return k;
+}
+// elements of p within one storage ulp (bf16: 2^-8 relative to the binade; fp32: exact) of x
+static size_t within_ulp(const fvec& p, const fvec& x) {
+    size_t k = 0;
+    for (size_t i = 0; i < p.size(); i++) {
+        if (!BF16) {
+            k += p[i] == x[i];
+            continue;
+        }
+        int e = 0;
+        std::frexp(x[i], &e);
+        double ulp = x[i] == 0.0f ? 1e-38 : std::ldexp(1.0, e - 8);
+        k += std::fabs((double)p[i] - (double)x[i]) <= ulp;
+    }
+    return k;
+}
+// bf16 params vs master: every element a neighbour of master and equal to the host twin round(master[i], i)
+template <class Round>
+static void check_rounding(const std::string& what, const fvec& params, const fvec& master, Round round) {
+    size_t same = 0;
+    for (size_t i = 0; i < params.size(); i++) same += to_float(round(master[i], (uint64_t)i)) == params[i];
+    check(within_ulp(params, master) == params.size(), "%s: params within 1 ulp of master", what.c_str());
+    check(same == params.size(), "%s: params == host twin of the rounding: %zu of %zu", what.c_str(), same,
+          params.size());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// op tests
+// ---------------------------------------------------------------------------------------------------------------
+
+// muon_momentum vs muon_momentum_cpu: buf, u (n) after three calls
+static void test_muon_momentum(CudaBackend& be, size_t n, bool nesterov) {
+    fvec buf = randn(n, 0.01f), u(n);
+    DBuf<float> dbuf(be, n), du(be, n);
+    DBuf<floatX> dg(be, n);
+    put_f32(be, dbuf.p, buf);
+    for (int k = 0; k < 3; k++) {
+        fvec g = quantize(randn(n, 0.02f));
+        put_x(be, dg.p, g);
+        be.muon_momentum(dbuf.p, du.p, dg.p, n, 0.95f, 0.8f, nesterov);
+        muon_momentum_cpu(buf.data(), u.data(), g.data(), n, 0.95f, 0.8f, nesterov);
+    }
+    fvec gb = get_f32(be, dbuf.p, n), gu = get_f32(be, du.p, n);
+    std::string tag = "muon_momentum n=" + std::to_string(n) + (nesterov ? " nesterov" : " plain");
+    check_tol(tag + " buf", rel_err(gb, buf), 1e-6);
+    check_tol(tag + " u", rel_err(gu, u), 1e-6);
+    std::printf("    bitwise equal: buf %zu, u %zu of %zu\n", bitwise_equal(gb, buf), bitwise_equal(gu, u), n);
+}
+
+// newton_schulz vs newton_schulz_cpu on a gradient-like Gaussian X (rows, cols)
+static void test_newton_schulz(CudaBackend& be, int rows, int cols, int steps) {
+    size_t n = (size_t)rows * cols, w = newton_schulz_work_numel(rows, cols);
+    fvec X = randn(n, 0.01f), work(w);
+    DBuf<float> dX(be, n), dw(be, w);
+    put_f32(be, dX.p, X);
+    be.newton_schulz(dX.p, rows, cols, dw.p, steps);
+    newton_schulz_cpu(X.data(), rows, cols, work.data(), steps);
+    check_tol("newton_schulz (" + std::to_string(rows) + ", " + std::to_string(cols) + ") steps " +
+                  std::to_string(steps),
+              rel_err(get_f32(be, dX.p, n), X), 5e-5);
+}
+
+// muon_apply vs muon_apply_cpu; with master: the master follows the CPU, params are its rounding
+static void test_muon_apply(CudaBackend& be, size_t n, bool with_master) {
+    const float lr = 0.02f, wd = 0.1f, step = lr * 0.2f * std::sqrt(160.0f);
+    const uint64_t salt = 4096;
+    fvec p = quantize(randn(n, 0.05f)), O = randn(n, 0.1f);
+    DBuf<floatX> dp(be, n);
+    DBuf<float> dm(be, n), dO(be, n);
+    put_x(be, dp.p, p);
+    put_f32(be, dm.p, p);
+    put_f32(be, dO.p, O);
+    be.muon_apply(dp.p, with_master ? dm.p : nullptr, dO.p, n, lr, wd, step, salt);
+    muon_apply_cpu(p.data(), O.data(), n, lr, wd, step);
+    std::string tag = std::string("muon_apply n=") + std::to_string(n) + (with_master ? " master" : " no master");
+    fvec gp = get_x(be, dp.p, n);
+    if (with_master) {
+        fvec gm = get_f32(be, dm.p, n);
+        check_tol(tag + " master", rel_err(gm, p), 1e-6);
+        uint64_t cs = optim_call_seed(be.seed, salt, lr, step);
+        check_rounding(tag, gp, gm, [&](float x, uint64_t i) { return optim_round<floatX>(x, cs, i); });
+    } else if (BF16) {
+        check(within_ulp(gp, p) == n, "%s: bf16 params within 1 ulp of the CPU's fp32 result", tag.c_str());
+    } else {
+        check_tol(tag + " params", rel_err(gp, p), 1e-6);
+    }
+}
+
+// adam_mini_update vs adam_mini_update_cpu over three steps; params at an element offset (unaligned pointers)
+static void test_adam_mini(CudaBackend& be, size_t n, size_t block, bool with_master, size_t offset) {
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.7f;
+    const uint64_t salt = 640 + offset;
+    size_t nb = n / block;
+    fvec p = quantize(randn(n, 0.05f)), m(n, 0.0f), v(nb, 0.0f);
+    DBuf<floatX> dp(be, n + offset), dg(be, n + offset);
+    DBuf<float> dmaster(be, n + offset), dm(be, n + offset), dv(be, nb + offset);
+    put_x(be, dp.p + offset, p);
+    put_f32(be, dmaster.p + offset, p);
+    for (int t = 1; t <= 3; t++) {
+        fvec g = quantize(randn(n, 0.01f));
+        put_x(be, dg.p + offset, g);
+        be.adam_mini_update(dp.p + offset, with_master ? dmaster.p + offset : nullptr, dg.p + offset, dm.p + offset,
+                            dv.p + offset, n, block, lr, b1, b2, eps, wd, t, gs, salt);
+        adam_mini_update_cpu(p.data(), g.data(), m.data(), v.data(), n, block, lr, b1, b2, eps, wd, t, gs);
+    }
+    std::string tag = "adam_mini n=" + std::to_string(n) + " block=" + std::to_string(block) +
+                      (with_master ? " master" : " no master") + (offset ? " offset" : "");
+    fvec gm = get_f32(be, dm.p + offset, n), gv = get_f32(be, dv.p + offset, nb), gp = get_x(be, dp.p + offset, n);
+    check_tol(tag + " m", rel_err(gm, m), 1e-6);
+    check_tol(tag + " v", rel_err(gv, v), 1e-6);
+    if (with_master) {
+        fvec gmaster = get_f32(be, dmaster.p + offset, n);
+        check_tol(tag + " master", rel_err(gmaster, p), 1e-6);
+        std::printf("    bitwise equal: master %zu, v %zu\n", bitwise_equal(gmaster, p), bitwise_equal(gv, v));
+        uint64_t s = optim_step_seed(be.seed, 3, salt);
+        check_rounding(tag, gp, gmaster, [&](float x, uint64_t i) { return stochastic_round<floatX>(x, s, i); });
+    } else if (BF16) {
+        // each step rounds, so the CPU (which keeps fp32) and the GPU differ by up to an ulp per step
+        check_tol(tag + " bf16 params (3 roundings)", rel_err(gp, p), 3 * 8e-3);
+    } else {
+        check_tol(tag + " params", rel_err(gp, p), 1e-6);
+    }
+}
+
+// galore_refresh vs galore_projection_cpu on a planted-spectrum gradient
+static void test_galore_refresh(CudaBackend& be, int m, int n, int r) {
+    bool right = m >= n;
+    int k = right ? n : m;
+    fvec G = quantize(planted(m, n, 0.01f)), P((size_t)k * r);
+    DBuf<floatX> dG(be, G.size());
+    DBuf<float> dP(be, P.size());
+    put_x(be, dG.p, G);
+    int gi = be.galore_refresh(dP.p, dG.p, m, n, r, right);
+    int ci = galore_projection_cpu(P.data(), G.data(), m, n, r, right);
+    std::string tag = "galore_refresh (" + std::to_string(m) + ", " + std::to_string(n) + ") r=" + std::to_string(r) +
+                      (right ? " right" : " left");
+    check(gi == 0 && ci == 0, "%s: returns %d (CPU %d)", tag.c_str(), gi, ci);
+    fvec gP = get_f32(be, dP.p, P.size());
+    check_tol(tag + " P", rel_err(gP, P), 1e-3);
+    double orth = 0;
+    for (int a = 0; a < r; a++)
+        for (int b = 0; b < r; b++) {
+            double d = 0;
+            for (int i = 0; i < k; i++) d += (double)gP[(size_t)i * r + a] * gP[(size_t)i * r + b];
+            orth = std::max(orth, std::fabs(d - (a == b)));
+        }
+    check_tol(tag + " |PᵀP - I|", orth, 1e-4);
+}
+
+// the special returns: non-finite G -> -1 with P untouched; G = 0 -> the CPU's P (identity columns)
+static void test_galore_refresh_special(CudaBackend& be) {
+    const int m = 96, n = 160, r = 24, k = 96;
+    fvec sentinel((size_t)k * r, 7.0f);
+    DBuf<floatX> dG(be, (size_t)m * n);
+    DBuf<float> dP(be, sentinel.size());
+    for (float bad : {NAN, INFINITY}) {
+        fvec G = quantize(randn((size_t)m * n, 0.01f));
+        G[(size_t)37 * n + 101] = bad;
+        put_x(be, dG.p, G);
+        put_f32(be, dP.p, sentinel);
+        int gi = be.galore_refresh(dP.p, dG.p, m, n, r, false);
+        fvec cP = sentinel;
+        int ci = galore_projection_cpu(cP.data(), G.data(), m, n, r, false);
+        check(gi == -1 && ci == -1, "galore_refresh with %s: returns %d (CPU %d)", std::isnan(bad) ? "NaN" : "inf",
+              gi, ci);
+        check(bitwise_equal(get_f32(be, dP.p, sentinel.size()), sentinel) == sentinel.size(),
+              "galore_refresh with %s: P untouched", std::isnan(bad) ? "NaN" : "inf");
+    }
+    fvec Z((size_t)m * n, 0.0f), cP = sentinel;
+    put_x(be, dG.p, Z);
+    int gi = be.galore_refresh(dP.p, dG.p, m, n, r, false);
+    int ci = galore_projection_cpu(cP.data(), Z.data(), m, n, r, false);
+    check(gi == 0 && ci == 0 && bitwise_equal(get_f32(be, dP.p, cP.size()), cP) == cP.size(),
+          "galore_refresh of a zero gradient: returns %d (CPU %d), P == CPU's P", gi, ci);
+}
+
+// galore_project vs galore_project_cpu
+static void test_galore_project(CudaBackend& be, int m, int n, int r) {
+    bool right = m >= n;
+    int k = right ? n : m;
+    size_t rn = (size_t)r * (right ? m : n);
+    fvec G = quantize(randn((size_t)m * n, 0.01f)), P = randn((size_t)k * r, 0.1f), R(rn);
+    DBuf<floatX> dG(be, G.size());
+    DBuf<float> dP(be, P.size()), dR(be, rn);
+    put_x(be, dG.p, G);
+    put_f32(be, dP.p, P);
+    be.galore_project(dR.p, dG.p, dP.p, m, n, r, right, 0.7f);
+    galore_project_cpu(R.data(), G.data(), P.data(), m, n, r, right, 0.7f);
+    check_tol("galore_project (" + std::to_string(m) + ", " + std::to_string(n) + ") r=" + std::to_string(r),
+              rel_err(get_f32(be, dR.p, rn), R), 1e-5);
+}
+
+// galore_adam vs galore_adam_cpu over three calls
+static void test_galore_adam(CudaBackend& be, size_t n) {
+    fvec m1(n, 0.0f), m2(n, 0.0f), R;
+    DBuf<float> dR(be, n), dm1(be, n), dm2(be, n);
+    for (int k = 0; k < 3; k++) {
+        R = randn(n, 0.01f);
+        put_f32(be, dR.p, R);
+        be.galore_adam(dR.p, dm1.p, dm2.p, n, 0.9f, 0.95f, 1e-8f);
+        galore_adam_cpu(R.data(), m1.data(), m2.data(), n, 0.9f, 0.95f, 1e-8f);
+    }
+    fvec gR = get_f32(be, dR.p, n), g1 = get_f32(be, dm1.p, n), g2 = get_f32(be, dm2.p, n);
+    std::string tag = "galore_adam n=" + std::to_string(n);
+    check_tol(tag + " N", rel_err(gR, R), 1e-6);
+    check_tol(tag + " m1", rel_err(g1, m1), 1e-6);
+    check_tol(tag + " m2", rel_err(g2, m2), 1e-6);
+    std::printf("    bitwise equal: N %zu, m1 %zu, m2 %zu of %zu\n", bitwise_equal(gR, R), bitwise_equal(g1, m1),
+                bitwise_equal(g2, m2), n);
+}
+
+// galore_apply vs galore_apply_cpu
+static void test_galore_apply(CudaBackend& be, int m, int n, int r, bool with_master) {
+    bool right = m >= n;
+    int k = right ? n : m;
+    size_t rn = (size_t)r * (right ? m : n), mn = (size_t)m * n;
+    const float step = 2.5e-4f, decay = 1e-4f;
+    const uint64_t salt = 12345;
+    fvec W = quantize(randn(mn, 0.05f)), N = randn(rn, 0.5f), P = randn((size_t)k * r, 0.1f);
+    DBuf<floatX> dW(be, mn);
+    DBuf<float> dmaster(be, mn), dN(be, rn), dP(be, P.size());
+    put_x(be, dW.p, W);
+    put_f32(be, dmaster.p, W);
+    put_f32(be, dN.p, N);
+    put_f32(be, dP.p, P);
+    be.galore_apply(dW.p, with_master ? dmaster.p : nullptr, dN.p, dP.p, m, n, r, right, step, decay, salt);
+    galore_apply_cpu(W.data(), N.data(), P.data(), m, n, r, right, step, decay);
+    std::string tag = "galore_apply (" + std::to_string(m) + ", " + std::to_string(n) + ") r=" + std::to_string(r) +
+                      (with_master ? " master" : " no master");
+    fvec gW = get_x(be, dW.p, mn);
+    if (with_master) {
+        fvec gm = get_f32(be, dmaster.p, mn);
+        check_tol(tag + " master", rel_err(gm, W), 1e-5);
+        uint64_t cs = optim_call_seed(be.seed, salt, step, decay);
+        check_rounding(tag, gW, gm, [&](float x, uint64_t i) { return optim_round<floatX>(x, cs, i); });
+    } else {
+        // bf16: the widened W, updated and rounded once (~2^-8); fp32: W itself
+        check_tol(tag + " params", rel_err(gW, W), BF16 ? 8e-3 : 1e-5);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// whole optimizer steps: <CudaBackend> vs <CpuBackend>
+// ---------------------------------------------------------------------------------------------------------------
+
+struct Problem {
+    ModelConfig cfg;
+    std::vector<ParamSpec> specs;
+    size_t n = 0;
+};
+
+// GPT-2 (F = 4C, biases, wpe, tied head) or LLaMA (gate|up F = 256, untied head) with C = 96, NH = 3, L = 2:
+// the models' own parameter lists (built on the CPU backend, host memory only)
+static Problem make_problem(Arch arch) {
+    Problem pb;
+    ModelConfig& c = pb.cfg;
+    c.arch = arch;
+    c.name = arch == Arch::GPT2 ? "optim-cuda-gpt2" : "optim-cuda-llama";
+    c.vocab_size = 100;
+    c.padded_vocab_size = 128;
+    c.num_layers = 2;
+    c.num_heads = 3;
+    c.channels = 96;
+    c.hidden = arch == Arch::GPT2 ? 384 : 256;
+    c.max_seq_len = 32;
+    c.norm_eps = arch == Arch::GPT2 ? 1e-5f : 1e-6f;
+    c.rope_theta = 10000.0f;
+    c.tied_embeddings = arch == Arch::GPT2;
+    CpuBackend cpu;
+    if (arch == Arch::GPT2) {
+        GPT2<CpuBackend> model(cpu, c);
+        pb.specs = model.param_specs;
+        pb.n = model.param_buffer_numel;
+    } else {
+        Llama<CpuBackend> model(cpu, c);
+        pb.specs = model.param_specs;
+        pb.n = model.param_buffer_numel;
+    }
+    return pb;
+}
+
+template <class B>
+static std::vector<OptimizerStateTensor> states_of(const Muon<B>& o, const Problem&) {
+    return o.state_tensors();
+}
+template <class B>
+static std::vector<OptimizerStateTensor> states_of(const AdamMini<B>& o, const Problem&) {
+    return o.state_tensors();
+}
+template <class B>
+static std::vector<OptimizerStateTensor> states_of(const GaLore<B>& o, const Problem& pb) {
+    return o.state_tensors(pb.specs);
+}
+template <class B>
+static std::vector<OptimizerStateTensor> states_of(const Rso<B>& o, const Problem&) {
+    return o.state_tensors();
+}
+
+// steps of the optimizer built by build(backend) on both backends from the same parameters and gradients;
+// grads(step) gives the full gradient buffer (host, not yet rounded). Tolerances per parameter tensor
+// (param_tol(name)) and per state tensor (state_tol(name)), see the top of the file.
+template <class Build, class Grads, class ParamTol, class StateTol>
+static void compare_steps(const std::string& tag, CudaBackend& gpu, const Problem& pb, Build build, Grads grads,
+                          int steps, ParamTol param_tol, StateTol state_tol) {
+    std::printf("%s\n", tag.c_str());
+    const float lrs[] = {2e-3f, 3e-3f, 2.5e-3f, 1e-3f}, scales[] = {1.0f, 0.8f, 1.0f, 0.5f};
+    CpuBackend cpu;
+    auto oc = build(cpu);
+    auto og = build(gpu);
+    fvec p0 = quantize(randn(pb.n, 0.02f)), pc = p0;
+    DBuf<floatX> dp(gpu, pb.n), dg(gpu, pb.n);
+    put_x(gpu, dp.p, p0);
+    std::vector<OptimizerStateTensor> sg = states_of(*og, pb), sc = states_of(*oc, pb);
+    for (const OptimizerStateTensor& s : sg)  // the master weights start as the parameters (init_master_weights)
+        if (og->master && s.data == og->master) gpu.upload(s.data, p0.data(), s.numel * sizeof(float));
+    for (int k = 0; k < steps; k++) {
+        fvec g = quantize(grads(k));
+        put_x(gpu, dg.p, g);
+        oc->step(pc.data(), g.data(), pb.specs, lrs[k % 4], scales[k % 4]);
+        og->step(dp.p, dg.p, pb.specs, lrs[k % 4], scales[k % 4]);
+    }
+    fvec params = get_x(gpu, dp.p, pb.n), fp32 = params;
+    if (og->master) {
+        fp32 = get_f32(gpu, og->master, pb.n);
+        check(within_ulp(params, fp32) == pb.n, "%s: bf16 params within 1 ulp of the master weights", tag.c_str());
+    }
+    for (const ParamSpec& s : pb.specs) {
+        double num = 0, den = 0;
+        for (size_t i = s.offset; i < s.offset + s.numel; i++) {
+            double dc = (double)pc[i] - p0[i], d = std::fabs(((double)fp32[i] - p0[i]) - dc);
+            if (!(d <= num)) num = d;  // NaN fails
+            den = std::max(den, std::fabs(dc));
+        }
+        check_tol(tag + " Δ" + s.name, num / (den > 0 ? den : 1.0), param_tol(s.name));
+    }
+    size_t j = 0;
+    for (const OptimizerStateTensor& s : sg) {
+        if (og->master && s.data == og->master) continue;
+        if (j >= sc.size() || sc[j].name != s.name || sc[j].numel != s.numel) {
+            check(false, "%s: state tensor %s has no CPU counterpart", tag.c_str(), s.name.c_str());
+            return;
+        }
+        fvec want(sc[j].data, sc[j].data + s.numel);
+        check_tol(tag + " state " + s.name, rel_err(get_f32(gpu, s.data, s.numel), want), state_tol(s.name));
+        j++;
+    }
+}
+
+static void test_whole_steps(CudaBackend& gpu) {
+    for (Arch arch : {Arch::GPT2, Arch::LLAMA}) {
+        Problem pb = make_problem(arch);
+        std::string a = arch == Arch::GPT2 ? "gpt2" : "llama";
+        auto gaussian = [&](int) { return randn(pb.n, 0.01f); };
+        auto hidden_tol = [](double hidden, double rest) {
+            return [=](const std::string& name) { return muon_is_hidden(name) ? hidden : rest; };
+        };
+        // Muon: q/k/v (and gate/up) split, and LLaMA's fused blocks as single matrices
+        for (bool split : {true, false}) {
+            if (!split && arch == Arch::GPT2) continue;
+            MuonOptions o;
+            o.weight_decay = 0.1f;
+            o.split_fused = split;
+            auto build = [&](auto& be) {
+                return std::make_unique<Muon<std::decay_t<decltype(be)>>>(be, pb.specs, pb.cfg, o);
+            };
+            compare_steps("muon " + a + (split ? " split" : " fused"), gpu, pb, build, gaussian, 4,
+                          hidden_tol(2e-4, 1e-5), [](const std::string&) { return 1e-6; });
+        }
+        {
+            AdamMiniOptions o;
+            o.weight_decay = 0.1f;
+            auto build = [&](auto& be) {
+                return std::make_unique<AdamMini<std::decay_t<decltype(be)>>>(be, pb.specs, pb.cfg, o);
+            };
+            compare_steps("adam-mini " + a, gpu, pb, build, gaussian, 4, hidden_tol(1e-5, 1e-5),
+                          [](const std::string&) { return 1e-6; });
+        }
+        {
+            // rank C/4 = 24 (galore_default_rank for an unnamed config), refresh every 2 steps: at t = 0 and 2
+            const int rank = galore_default_rank(pb.cfg);
+            std::vector<GaloreBlock> blocks = galore_blocks(pb.specs, pb.cfg, rank);
+            auto build = [&](auto& be) {
+                return std::make_unique<GaLore<std::decay_t<decltype(be)>>>(be, pb.specs, pb.cfg, rank, 2, 0.25f,
+                                                                             0.9f, 0.95f, 1e-4f, 0.1f);
+            };
+            // planted spectra in every projected block and layer (well-determined singular vectors, see above)
+            auto grads = [&](int) {
+                fvec g = randn(pb.n, 0.01f);
+                for (const GaloreBlock& b : blocks)
+                    for (int l = 0; l < b.layers; l++) {
+                        fvec x = planted(b.rows, b.cols, 0.01f);
+                        std::copy(x.begin(), x.end(), g.begin() + b.offset + (size_t)l * b.layer_stride);
+                    }
+                return g;
+            };
+            auto state_tol = [](const std::string& name) {
+                if (name.rfind("galore.", 0) != 0) return 1e-6;
+                return name.size() > 5 && name.compare(name.size() - 5, 5, ".proj") == 0 ? 1e-3 : 2e-3;
+            };
+            compare_steps("galore " + a, gpu, pb, build, grads, 4, hidden_tol(2e-3, 1e-5), state_tol);
+        }
+        {
+            // RSO: rank 24, a new subspace every 2 steps (after steps 2 and 4), proximal term on. P is drawn on the
+            // host from the same key for both backends (bitwise equal); the rest is GaLore's project / Adam / apply
+            // (right side) and two element-wise steps, so the blocks get the element-wise tolerance times the
+            // GEMMs' fp32 reordering (1e-6 relative in R) amplified by Adam's normalization; eps = 1e-4 keeps
+            // near-zero entries of R from flipping sign (as for GaLore above): 1e-4.
+            RsoOptions o;
+            o.rank = 24;
+            o.gap = 2;
+            o.prox = 0.1f;
+            o.eps = 1e-4f;
+            o.weight_decay = 0.1f;
+            auto build = [&](auto& be) {
+                return std::make_unique<Rso<std::decay_t<decltype(be)>>>(be, pb.specs, pb.cfg, o);
+            };
+            auto rso_tol = [](const std::string& name) {
+                if (name.rfind("rso.", 0) != 0) return 1e-6;
+                return name.size() > 5 && name.compare(name.size() - 5, 5, ".proj") == 0 ? 0.0 : 1e-4;
+            };
+            compare_steps("rso " + a, gpu, pb, build, gaussian, 5, hidden_tol(1e-4, 1e-5), rso_tol);
+        }
+    }
+}
+
+int main() {
+    if (int rc = gpu_test_unavailable("test_optim_cuda"); rc >= 0) return rc;
+    try {
+        cudaDeviceProp prop;
+        cudaCheck(cudaGetDeviceProperties(&prop, 0));
+        std::printf("device 0: %s (sm_%d%d), build floatX = %s\n", prop.name, prop.major, prop.minor,
+                    PRAC_FLOATX_NAME);
+        CudaBackend gpu(0, 0x5EEDull);
+
+        std::printf("==== muon ====\n");
+        for (size_t n : {(size_t)96 * 160, (size_t)1001})
+            for (bool nesterov : {true, false}) test_muon_momentum(gpu, n, nesterov);
+        const int ns_shapes[][2] = {{96, 160}, {160, 96}, {96, 96}, {288, 96}, {512, 96}, {96, 256}, {1, 96}};
+        for (auto& s : ns_shapes) test_newton_schulz(gpu, s[0], s[1], MUON_NS_STEPS);
+        test_newton_schulz(gpu, 160, 96, 1);
+        for (bool master : {true, false}) test_muon_apply(gpu, (size_t)96 * 160, master);
+
+        std::printf("==== adam-mini ====\n");
+        // (n, block): rows of C = 96 and F = 256; q/k heads (HS = 32: 32 x 96); one norm; AdamW (block 1)
+        const size_t am[][2] = {{96 * 160, 160}, {2 * 96 * 96, 32 * 96}, {96 * 96, 96}, {96, 96}, {2 * 256, 256},
+                                {1001, 1}};
+        for (auto& c : am)
+            for (bool master : {true, false}) test_adam_mini(gpu, c[0], c[1], master, 0);
+        test_adam_mini(gpu, 96 * 160, 160, true, 3);
+
+        std::printf("==== galore ====\n");
+        const int gl[][3] = {{160, 96, 24}, {96, 160, 24}, {96, 96, 96}, {256, 96, 24}, {96, 256, 24}, {96, 96, 1}};
+        for (auto& c : gl) test_galore_refresh(gpu, c[0], c[1], c[2]);
+        test_galore_refresh_special(gpu);
+        for (auto& c : gl) test_galore_project(gpu, c[0], c[1], c[2]);
+        test_galore_adam(gpu, (size_t)160 * 24);
+        for (auto& c : gl)
+            for (bool master : {true, false}) test_galore_apply(gpu, c[0], c[1], c[2], master);
+
+        std::printf("==== whole optimizer steps ====\n");
+        test_whole_steps(gpu);
+    } catch (const std::exception& ex) {
+        check_exception(ex);
+    }
+    return gpu_test_summary("test_optim_cuda");
+}
