@@ -199,9 +199,9 @@ struct CudaBackend {
     }
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
                                    bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
-        if (reduce_gram)
-            fail("--prac-shared-subspace is not available on the CUDA backend yet (it needs the NCCL communicator)");
+        // reduce_gram (--prac-shared-subspace) gets the device Gram matrix: the trainer binds it to NCCL
         size_t s = prac_refresh_workspace_bytes(cusolver, n, d.r1, d.r2);
-        return prac_refresh_cuda(P, x, N, n, d, q1, q2, had_basis, key, prac_handles(), scratch_at_least(s), s);
+        return prac_refresh_cuda(P, x, N, n, d, q1, q2, had_basis, key, prac_handles(), scratch_at_least(s), s,
+                                 reduce_gram);
     }
 };

@@ -113,8 +113,9 @@ struct PracRefreshResult {
     bool q2_drawn = false;    // a Q2 draw consumed this key (whether or not its QR succeeded)
     std::string message;      // what failed, for the log
 };
-// reduce_gram (optional): called on the fp32 Gram matrix (n x n) before the eigensolver; data parallelism's
-// shared-subspace option sums it over ranks there, so every rank computes the same Q1.
+// reduce_gram (optional): called on the fp32 Gram matrix (n x n) before the eigensolver (a host pointer on the
+// CPU backend, a device pointer on the CUDA backend); data parallelism's shared-subspace option averages it over
+// the ranks there, so every rank computes the same Q1.
 typedef std::function<void(float* gram, size_t n)> GramReducer;
 PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                    bool refresh_q2, bool had_basis, const PracDrawKey& key,

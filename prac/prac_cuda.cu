@@ -409,7 +409,8 @@ struct Refresh {
 template <typename T>
 PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                     bool refresh_q2, bool had_basis, const PracDrawKey& key,
-                                    const PracCudaHandles& h, void* workspace, size_t workspace_bytes) {
+                                    const PracCudaHandles& h, void* workspace, size_t workspace_bytes,
+                                    const GramReducer* reduce_gram) {
     PracRefreshResult res;
     const int r1 = d.r1, r2 = d.r2, r = d.r();
     if (r == 0) return res;
@@ -449,6 +450,9 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
         // (symmetric, so row- and column-major G are the same matrix). twin: cblas_ssyrk(upper, trans)
         gemm_rm(h.cublas, true, false, n, n, N, 1.0f, x, cuda_dtype<T>(), n, x, cuda_dtype<T>(), n, 0.0f, R.G,
                 CUDA_R_32F, n);
+        // shared subspace across data-parallel ranks: the reducer averages the DEVICE Gram matrix (NCCL, ordered
+        // on h.stream by the communicator's events), so every rank solves the same eigenproblem
+        if (reduce_gram) (*reduce_gram)(R.G, (size_t)n * n);
         int info = R.all_finite(R.G, (size_t)n * n) ? R.syevd() : -1000;
         if (info == 0 && R.all_finite(R.G, (size_t)n * n)) {
             prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)n * r1, 256, 65536), 256, 0, h.stream>>>(R.W, R.G, n,
@@ -535,7 +539,9 @@ template void prac_weight_grad_cuda<__nv_bfloat16, float>(float*, float*, const 
                                                           const __nv_bfloat16*, int, int, int, int, float*,
                                                           const PracCudaHandles&);
 template PracRefreshResult prac_refresh_cuda<float>(float*, const float*, int, int, const SiteDims&, bool, bool, bool,
-                                                    const PracDrawKey&, const PracCudaHandles&, void*, size_t);
+                                                    const PracDrawKey&, const PracCudaHandles&, void*, size_t,
+                                                    const GramReducer*);
 template PracRefreshResult prac_refresh_cuda<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int, int,
                                                             const SiteDims&, bool, bool, bool, const PracDrawKey&,
-                                                            const PracCudaHandles&, void*, size_t);
+                                                            const PracCudaHandles&, void*, size_t,
+                                                            const GramReducer*);

@@ -74,4 +74,5 @@ size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, int r1, 
 template <typename T>
 PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                     bool refresh_q2, bool had_basis, const PracDrawKey& key,
-                                    const PracCudaHandles& h, void* workspace, size_t workspace_bytes);
+                                    const PracCudaHandles& h, void* workspace, size_t workspace_bytes,
+                                    const GramReducer* reduce_gram = nullptr);

@@ -34,6 +34,8 @@
 #   TOTAL_BUDGET    seconds for the whole script (default 540: the device tool allows 600 per command; dry run 3600)
 #   BUILD_CAP       seconds per build step, configure included (default 300; dry run 2400)
 #   CPU_CAP         seconds for the CPU suite (default 200, and what is left of the budget; dry run 1200)
+#   GPU_CAP         seconds for each build's GPU tests (default 240; each test at most 180: gpu.trainer_cuda runs
+#                   about 20 short trainings)
 #   JOBS            parallel jobs (default nproc)
 #   FP32_TARGETS    gpu (default) | all | none
 #   FORCE_DEBS=1    use the carried .debs even where the system has the package
@@ -118,6 +120,7 @@ if [ "$DRY_RUN" = 1 ]; then TOTAL_BUDGET="${TOTAL_BUDGET:-3600}"; BUILD_CAP="${B
 TOTAL_BUDGET="${TOTAL_BUDGET:-540}"
 BUILD_CAP="${BUILD_CAP:-300}"
 CPU_CAP="${CPU_CAP:-200}"
+GPU_CAP="${GPU_CAP:-240}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 4)}"
 FP32_TARGETS="${FP32_TARGETS:-gpu}"
 BENCH_TIMEOUT="${BENCH_TIMEOUT:-90}"
@@ -723,11 +726,11 @@ main() {
   step_deps || true
 
   step_build build "$BUILD_DIR" BF16 all || true
-  RG="$REQUIRE_GPU" step_ctest gpu "$BUILD_DIR" 150 -L gpu --timeout 120 || true
+  RG="$REQUIRE_GPU" step_ctest gpu "$BUILD_DIR" "$GPU_CAP" -L gpu --timeout 180 || true
 
   if [ "$FP32_TARGETS" != none ]; then
     if step_build build-fp32 "$BUILD_DIR_FP32" FP32 "$FP32_TARGETS"; then :; fi
-    RG="$REQUIRE_GPU" step_ctest gpu-fp32 "$BUILD_DIR_FP32" 150 -L gpu --timeout 120 || true
+    RG="$REQUIRE_GPU" step_ctest gpu-fp32 "$BUILD_DIR_FP32" "$GPU_CAP" -L gpu --timeout 180 || true
   fi
 
   if [ "$SKIP_CPU" != 1 ]; then

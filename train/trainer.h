@@ -289,7 +289,12 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
 
     // ---- model ----
     Model<Backend> model(be, cfg, prac, opts.recompute);
-    GramReducer gram_allreduce = [&comm](float* g, size_t n) { comm.allreduce_avg(g, n); };
+    // --prac-shared-subspace: the Gram matrix of every refresh is averaged over the ranks before the eigensolver
+    // (on the host through MPI for the CPU backend, on the device through NCCL for the CUDA backend)
+    GramReducer gram_allreduce = [&comm](float* g, size_t n) {
+        if (DeviceComm* d = comm.device_comm()) d->allreduce_avg(g, n, DType::F32);
+        else comm.allreduce_avg(g, n);
+    };
     if (opts.prac_shared && ranks > 1)
         for (auto& s : model.sites) s.reduce_gram = &gram_allreduce;
     if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
