@@ -234,17 +234,23 @@ __host__ __device__ inline uint32_t ew_hash32(uint64_t seed, uint64_t idx) {
     return (uint32_t)(ew_mix64(ew_mix64(seed) ^ (idx * 0x9E3779B97F4A7C15ull)) >> 32);
 }
 
+// The bits of x, on the device and on the host alike.
+__host__ __device__ inline uint32_t ew_float_bits(float x) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(x);
+#else
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u;
+#endif
+}
+
 // bf16 bits of x rounded stochastically with 16 random bits r: add r to the 16 bits that bf16 drops, then drop
 // them. The magnitude rounds up with probability (dropped bits) / 2^16, so E[result] = x up to 2^-16 ulp
 // (unbiased for either sign, since the bits are sign-magnitude). Inf and NaN round to nearest (NaN stays NaN);
 // a finite x above the largest bf16 may round up to inf, as round-to-nearest would.
 __host__ __device__ inline uint16_t stochastic_round_bf16_bits(float x, uint32_t r) {
-    uint32_t u;
-#if defined(__CUDA_ARCH__)
-    u = __float_as_uint(x);
-#else
-    std::memcpy(&u, &x, 4);
-#endif
+    uint32_t u = ew_float_bits(x);
     if ((u & 0x7F800000u) == 0x7F800000u) {  // inf / NaN
         if (u & 0x007FFFFFu) return (uint16_t)((u >> 16) | 0x0040u);
         return (uint16_t)(u >> 16);

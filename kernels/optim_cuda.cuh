@@ -45,11 +45,5 @@ inline uint64_t optim_call_seed(uint64_t run_seed, uint64_t salt, float a, float
 // x rounded to T for element idx of a call with seed call_seed, the value's bits hashed in (see the top)
 template <typename T>
 __host__ __device__ inline T optim_round(float x, uint64_t call_seed, uint64_t idx) {
-    uint32_t u;
-#if defined(__CUDA_ARCH__)
-    u = __float_as_uint(x);
-#else
-    std::memcpy(&u, &x, 4);
-#endif
-    return stochastic_round<T>(x, call_seed ^ ((uint64_t)u * 0xD6E8FEB86659FD93ull), idx);
+    return stochastic_round<T>(x, call_seed ^ ((uint64_t)ew_float_bits(x) * 0xD6E8FEB86659FD93ull), idx);
 }

@@ -98,11 +98,13 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
         // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, plus ONE scratch
         // buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh (above), attention backward's
         // row sums D (N, NH) fp32, the embedding backward's sort keys 8 * next_pow2(N) bytes, and the norm
-        // backward's column partials 8 * clamp(ceil(N/64), 1, 256) * C bytes
+        // backward's column partials 8 * clamp(ceil(N/64), 1, 256) * C bytes, and the optimizer's ops (GaLore's
+        // refresh, bf16 gradient blocks widened for a projection)
         size_t N = (size_t)B * T, pow2 = 2;
         while (pow2 < N) pow2 *= 2;
         size_t chunks = std::min<size_t>(256, std::max<size_t>(1, (N + 63) / 64));
-        ws = std::max({ws, N * cfg.num_heads * 4, 8 * pow2, 8 * chunks * cfg.channels});
+        ws = std::max({ws, N * cfg.num_heads * 4, 8 * pow2, 8 * chunks * cfg.channels,
+                       optimizer_cuda_scratch_bytes(optim, cfg, model.param_specs, PB::grad_dtype == DType::BF16)});
         ws = align_up(ws, 1 << 20) + CUBLASLT_WORKSPACE_BYTES;
     }
     p.categories.push_back({"library_workspaces",

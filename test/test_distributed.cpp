@@ -2,7 +2,6 @@
 // ends bit for bit where an uninterrupted run ends; data parallelism over 2 MPI ranks (with and without ZeRO-1)
 // equals one rank with the doubled micro-batch.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -18,6 +17,7 @@
 
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
+#include "test/run_shell.h"
 
 namespace {
 
@@ -27,15 +27,6 @@ std::string tmpdir() {
     return d;
 }
 
-int run(const std::string& cmd, std::string* out = nullptr) {
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    std::string s;
-    char buf[4096];
-    while (size_t k = fread(buf, 1, sizeof buf, p)) s.append(buf, k);
-    int status = pclose(p);
-    if (out) *out = s;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 // step -> (loss, grad_norm), the last record of each step (a resumed run logs the replayed steps again)
 std::map<int, std::pair<double, double>> steps_of(const std::string& jsonl) {
@@ -63,18 +54,18 @@ static void killed_and_resumed(const std::string& extra, int steps) {
     std::string d = tmpdir();
     std::string args = std::string(TRAIN_ARGS) + " --steps " + std::to_string(steps) + " --ckpt-every 2 " + extra;
     std::string env = "OMP_NUM_THREADS=2 ";
-    ASSERT_EQ(run(env + bin("train_gpt2") + args + " --ckpt-dir " + d + "/a --log " + d + "/a.jsonl"), 0);
+    ASSERT_EQ(run_shell(env + bin("train_gpt2") + args + " --ckpt-dir " + d + "/a --log " + d + "/a.jsonl"), 0);
 
     std::mt19937 rng(std::random_device{}());
     int die_after = 1 + (int)(rng() % (steps - 1));
     std::printf("%s: killing the second run right after step %d\n", extra.c_str(), die_after);
     std::string b = " --ckpt-dir " + d + "/b --log " + d + "/b.jsonl";
-    EXPECT_EQ(run(env + "PRAC_TEST_DIE_AFTER_STEP=" + std::to_string(die_after) + " " + bin("train_gpt2") + args + b),
+    EXPECT_EQ(run_shell(env + "PRAC_TEST_DIE_AFTER_STEP=" + std::to_string(die_after) + " " + bin("train_gpt2") + args + b),
               137);
     std::string out;
     // nothing committed yet (killed before step 2) is a valid case: resume then starts from scratch by design
     bool has_ckpt = !checkpoint_latest(d + "/b").empty();
-    int rc = run(env + bin("train_gpt2") + args + b + (has_ckpt ? " --resume" : ""), &out);
+    int rc = run_shell(env + bin("train_gpt2") + args + b + (has_ckpt ? " --resume" : ""), &out);
     ASSERT_EQ(rc, 0) << out;
     if (has_ckpt) EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
 
@@ -85,9 +76,9 @@ static void killed_and_resumed(const std::string& extra, int steps) {
     std::snprintf(last, sizeof last, "step_%08d", steps);
     for (const char* f : {"model.safetensors", "state.safetensors"}) {
         std::string cmd = "cmp " + d + "/a/" + last + "/" + f + " " + d + "/b/" + last + "/" + f;
-        EXPECT_EQ(run(cmd), 0) << extra << ": " << f << " differs";
+        EXPECT_EQ(run_shell(cmd), 0) << extra << ": " << f << " differs";
     }
-    run("rm -rf " + d);
+    run_shell("rm -rf " + d);
 }
 
 // PRAC refreshes Q2 every step and Q1 every 2, so the draws' counters must be restored exactly too.
@@ -105,15 +96,15 @@ TEST(Resume, OtherOptimizersResumeBitExact) {
 // A resume that would not be a bit-exact continuation is refused, naming the setting.
 TEST(Resume, RefusesADifferentConfiguration) {
     std::string d = tmpdir();
-    ASSERT_EQ(run("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + " --steps 2 --ckpt-dir " + d), 0);
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + " --steps 2 --ckpt-dir " + d), 0);
     std::string out;
-    EXPECT_EQ(run("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + " --steps 2 --lr 3e-3 --resume --ckpt-dir " + d,
+    EXPECT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + " --steps 2 --lr 3e-3 --resume --ckpt-dir " + d,
                   &out), 1);
     EXPECT_NE(out.find("schedule"), std::string::npos) << out;
-    EXPECT_EQ(run("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + " --resume --ckpt-dir " + d + "/nothing", &out),
+    EXPECT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + " --resume --ckpt-dir " + d + "/nothing", &out),
               1);
     EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
-    run("rm -rf " + d);
+    run_shell("rm -rf " + d);
 }
 
 #if defined(PRAC_HAVE_MPI)
@@ -125,14 +116,14 @@ TEST(Resume, RefusesADifferentConfiguration) {
 static void two_ranks_equal_one_rank(const std::string& extra, std::initializer_list<const char*> zeros) {
     std::string d = tmpdir();
     std::string base = std::string(TRAIN_ARGS) + " " + extra;
-    ASSERT_EQ(run("OMP_NUM_THREADS=1 " + bin("train_gpt2") + base + " --batch-size 4 --log " + d + "/one.jsonl --save " +
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + base + " --batch-size 4 --log " + d + "/one.jsonl --save " +
                   d + "/one"), 0);
     for (const char* zero : zeros) {
         std::string tag = std::string("two_z") + zero, out;
         // OpenMPI refuses root and more ranks than cores unless told (CI runs as root on 2 cores)
         const char* mpi_env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
                               "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 ";
-        int rc = run(mpi_env + std::string(PRAC_MPIEXEC) + " -x OMP_NUM_THREADS=1 " + bin("train_gpt2") + base +
+        int rc = run_shell(mpi_env + std::string(PRAC_MPIEXEC) + " -x OMP_NUM_THREADS=1 " + bin("train_gpt2") + base +
                          " --batch-size 2 --zero " + zero + " --log " + d + "/" + tag + ".jsonl --save " + d + "/" + tag,
                      &out);
         ASSERT_EQ(rc, 0) << out;
@@ -155,7 +146,7 @@ static void two_ranks_equal_one_rank(const std::string& extra, std::initializer_
         EXPECT_LT(worst, 2e-4) << extra << " zero " << zero;
         std::printf("%s zero %s: max weight difference %.3g\n", extra.c_str(), zero, worst);
     }
-    run("rm -rf " + d);
+    run_shell("rm -rf " + d);
 }
 TEST(DataParallel, TwoRanksEqualOneRankWithTheDoubledBatch) { two_ranks_equal_one_rank("", {"0", "1"}); }
 // RSO's subspaces shape the weights: every rank must draw the same P (a per-rank draw would split the ranks'

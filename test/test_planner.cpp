@@ -6,6 +6,7 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "plan/planner.h"
+#include "train/optimizers.h"
 
 namespace {
 
@@ -175,4 +176,35 @@ TEST(Planner, Gpt2_124mPracRecompute1ByHand) {
     // (the refresh workspace shrinks too: its largest site is now fch, a smaller rank at the same width)
     EXPECT_EQ(q0.total - q0.bytes("library_workspaces") - (q1.total - q1.bytes("library_workspaces")),
               L * N * rl_F * bf16 + L * F * rl_F * bf16 + tmp0 - tmp1);
+}
+
+// Every optimizer: the planner's optimizer row is what make_optimizer allocates on the CPU backend (state and
+// the workspace held beside it), for both models.
+TEST(Planner, OptimizerBytesEqualCpuAllocations) {
+    for (auto [arch, name] : {std::pair{Arch::GPT2, "gpt2-tiny"}, std::pair{Arch::LLAMA, "llama-tiny"}})
+        for (const char* kind : {"adamw", "muon", "adam-mini", "galore", "rso"}) {
+            ModelConfig cfg = model_config_load(arch, name);
+            OptimizerChoice c;
+            c.kind = kind;
+            c.galore_rank = c.rso_rank = 8;
+            CpuBackend be;
+            std::unique_ptr<Optimizer<CpuBackend>> opt;
+            size_t planned = 0, allocated = 0;
+            auto count = [&](auto& model) {
+                size_t before = be.live_bytes;
+                opt = make_optimizer(be, c, cfg, model.param_specs, model.param_buffer_numel, 0,
+                                     model.param_buffer_numel);
+                allocated = be.live_bytes - before;
+                opt.reset();
+                planned = plan_memory(cfg, PracOptions(), 1, 8, PlanTarget::CPU_FP32, &c).bytes("optimizer_state");
+            };
+            if (arch == Arch::GPT2) {
+                GPT2<CpuBackend> model(be, cfg, PracOptions());
+                count(model);
+            } else {
+                Llama<CpuBackend> model(be, cfg, PracOptions());
+                count(model);
+            }
+            EXPECT_EQ(planned, allocated) << name << " " << kind;
+        }
 }

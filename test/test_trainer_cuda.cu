@@ -11,7 +11,6 @@
 // In a build without NCCL, (b) checks instead that --comm nccl is refused with a message naming NCCL.
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead). UNVERIFIED: written without a GPU (docs/VERIFICATION.md).
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -21,19 +20,10 @@
 #include <string>
 
 #include "test/gpu/gpu_test.h"
+#include "test/run_shell.h"
 
 static std::string bin(const char* name) { return std::string(PRAC_SOURCE_DIR) + "/" + name; }
 
-static int run(const std::string& cmd, std::string* out = nullptr) {
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return -1;
-    std::string s;
-    char buf[4096];
-    while (size_t k = fread(buf, 1, sizeof buf, p)) s.append(buf, k);
-    int status = pclose(p);
-    if (out) *out = s;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 // "step N" -> the record's step/loss/lr/grad_norm text, "eval N" -> the evaluation record; the last record wins (a
 // resumed run logs the replayed steps again). Timing and memory fields are left out (they differ between runs).
@@ -53,7 +43,7 @@ static std::map<std::string, std::string> records(const std::string& jsonl) {
     return m;
 }
 
-static bool same_file(const std::string& a, const std::string& b) { return run("cmp -s " + a + " " + b) == 0; }
+static bool same_file(const std::string& a, const std::string& b) { return run_shell("cmp -s " + a + " " + b) == 0; }
 
 static bool has(const std::string& out, const char* what) { return out.find(what) != std::string::npos; }
 
@@ -62,12 +52,12 @@ static std::string tail(const std::string& s) { return s.size() > 3000 ? s.subst
 // (b) --comm nccl with one rank = the plain CUDA run
 static void nccl_equals_plain(const std::string& dir, const char* binary, const std::string& args) {
     std::string tag = binary, out;
-    int rc = run(bin(binary) + args + " --log " + dir + "/plain.jsonl --save " + dir + "/plain", &out);
+    int rc = run_shell(bin(binary) + args + " --log " + dir + "/plain.jsonl --save " + dir + "/plain", &out);
     if (!check(rc == 0, "%s: the plain CUDA run succeeds (rc %d)", binary, rc)) std::printf("%s\n", tail(out).c_str());
 #if defined(PRAC_HAVE_NCCL)
     for (const char* overlap : {"1", "0"}) {
         std::string t = std::string("nccl_o") + overlap;
-        rc = run(bin(binary) + args + " --comm nccl --overlap-comm " + overlap + " --log " + dir + "/" + t +
+        rc = run_shell(bin(binary) + args + " --comm nccl --overlap-comm " + overlap + " --log " + dir + "/" + t +
                      ".jsonl --save " + dir + "/" + t,
                  &out);
         if (!check(rc == 0 && has(out, "communicator: NCCL") &&
@@ -81,7 +71,7 @@ static void nccl_equals_plain(const std::string& dir, const char* binary, const 
               "%s --overlap-comm %s: saved weights byte-identical to the plain run's", binary, overlap);
     }
 #else
-    rc = run(bin(binary) + args + " --comm nccl", &out);
+    rc = run_shell(bin(binary) + args + " --comm nccl", &out);
     check(rc == 1 && has(out, "NCCL"), "%s: a build without NCCL refuses --comm nccl naming NCCL (rc %d)", binary, rc);
 #endif
 }
@@ -91,12 +81,12 @@ static void resume_is_bit_exact(const std::string& dir, const char* binary, cons
                                 const std::string& resume_extra, const char* what) {
     std::string a = dir + "/a", b = dir + "/b", out;
     std::string common = args + " --steps 6 --ckpt-every 2";
-    int rc = run(bin(binary) + common + " --ckpt-dir " + a + " --log " + a + ".jsonl", &out);
+    int rc = run_shell(bin(binary) + common + " --ckpt-dir " + a + " --log " + a + ".jsonl", &out);
     if (!check(rc == 0, "%s %s: the uninterrupted run succeeds (rc %d)", binary, what, rc))
         std::printf("%s\n", tail(out).c_str());
-    rc = run("PRAC_TEST_DIE_AFTER_STEP=3 " + bin(binary) + common + " --ckpt-dir " + b + " --log " + b + ".jsonl", &out);
+    rc = run_shell("PRAC_TEST_DIE_AFTER_STEP=3 " + bin(binary) + common + " --ckpt-dir " + b + " --log " + b + ".jsonl", &out);
     check(rc == 137, "%s %s: the second run dies right after step 3 (rc %d, want 137)", binary, what, rc);
-    rc = run(bin(binary) + common + resume_extra + " --ckpt-dir " + b + " --log " + b + ".jsonl --resume", &out);
+    rc = run_shell(bin(binary) + common + resume_extra + " --ckpt-dir " + b + " --log " + b + ".jsonl --resume", &out);
     if (!check(rc == 0 && has(out, "resumed from"), "%s %s: --resume continues from the step-2 checkpoint (rc %d)",
                binary, what, rc))
         std::printf("%s\n", tail(out).c_str());
@@ -140,7 +130,7 @@ int main() {
 #endif
 
     int failed = g_gpu_failures;
-    if (!failed) run("rm -rf " + d);
+    if (!failed) run_shell("rm -rf " + d);
     else std::printf("kept %s for inspection\n", d.c_str());
     return gpu_test_summary("test_trainer_cuda");
 }

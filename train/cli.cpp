@@ -55,7 +55,8 @@ const Flag FLAGS[] = {
     F("--rso-gap", "T", INT, rso_gap, "RSO: inner steps per random subspace (a new draw every T steps)"),
     F("--rso-prox", "C", FLOAT, rso_prox, "RSO: proximal coefficient, adds (C/2)||B||^2 to each subproblem"),
     F("--rso-activations", "projected|full", STR, rso_activations,
-      "RSO: store the linear layers' inputs as X*P (the method) or whole (ablation: same updates, more memory)"),
+      "RSO: store the linear layers' inputs as X*P (the method) or whole (ablation: the same subspace gradients, "
+      "more memory)"),
     F("--seed", "S", LONG, seed, "seed for initialization and data order"),
     F("--eval-interval", "N", INT, eval_interval, "evaluate every N steps (0 = only at the end)"),
     F("--eval-tokens", "N", LONG, eval_tokens, "validation tokens per evaluation"),

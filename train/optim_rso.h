@@ -28,10 +28,13 @@
 //   drawn from the run's seed so every data-parallel rank has the same P (it shapes the weights). Weights that
 //   share an input share one P: q, k, v (our fused qkvw) and LLaMA's gate and up (fcw); each keeps its own rows
 //   of B. One stored X·P then serves all of them.
-// - gap = 200 inner steps (GaLore's refresh interval, RSO's reference point); prox = 0 (the paper's prox is a
-//   constant of its theory; set --rso-prox to use one).
+// - gap = 200 inner steps (our choice, GaLore's refresh interval); prox = 0 (the paper's proximal constant comes
+//   from its theory and its experimental value is not known to us; --rso-prox sets one).
 // - Ranks: the PRAC paper's 256 (GPT-2 124M) and 512 (GPT-2 355M); for LLaMA, GaLore's ranks (128, 256, 256,
-//   512 for 60M..1B), the values RSO was compared at; elsewhere channels / 4.
+//   512 for 60M..1B: an assumption, RSO's own LLaMA settings are not available to us); elsewhere channels / 4.
+// - Global-norm clipping sees the gradient buffer: for these weights G' with projected inputs, whose norm is
+//   ||G P|| (B's gradient, what RSO's inner Adam trains on), but ||G|| with --rso-activations full, so the two
+//   agree step for step only without clipping.
 // - Decoupled weight decay acts on the whole W (AdamW's meaning of --weight-decay for every optimizer here);
 //   --weight-decay 0 keeps every update inside the subspaces.
 // - The gradient buffer keeps full-size weight gradients (the trainer's data-parallel reduction works on it),

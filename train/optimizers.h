@@ -132,15 +132,38 @@ std::unique_ptr<Optimizer<Backend>> make_optimizer(Backend& be, const OptimizerC
     fail("--optimizer must be adamw, muon, adam-mini, galore or rso (got \"%s\")", c.kind.c_str());
 }
 
-// Bytes of optimizer state (moments, projections; without master weights) for the planner.
+// Bytes the optimizer allocates for the planner: its state (moments, projections; without master weights, the
+// planner's own row) and the workspace it holds next to it (Muon's u and Newton-Schulz temporaries, GaLore's and
+// RSO's projected-gradient scratch).
 inline size_t optimizer_state_bytes(const OptimizerChoice& c, const ModelConfig& cfg,
                                     const std::vector<ParamSpec>& specs, size_t n) {
-    if (c.kind == "muon") return Muon<CpuBackend>::state_bytes(specs);
+    if (c.kind == "muon")
+        return Muon<CpuBackend>::state_bytes(specs) + Muon<CpuBackend>::scratch_bytes(specs, cfg, true);
     if (c.kind == "adam-mini") return AdamMini<CpuBackend>::state_bytes(specs, cfg);
     if (c.kind == "galore")
         return GaLore<CpuBackend>::state_bytes(specs, cfg, c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg));
     if (c.kind == "rso") return Rso<CpuBackend>::state_bytes(specs, cfg, rso_rank_of(c, cfg));
     return 2 * n * sizeof(float);
+}
+
+// The CUDA backend's shared scratch that the optimizer's ops grow (kernels/optim_cuda.cu), bytes: GaLore's refresh
+// takes a fp32 copy of the largest block's gradient (m, n), its Gram matrix (k, k), k eigenvalues, a few words
+// and cuSOLVER's syevd workspace (estimated as LAPACK's documented minimum, 1 + 6k + 2k² floats, as the planner
+// does for PRAC's refresh); GaLore's and RSO's projection widen a bf16 gradient block to fp32 (m n floats).
+inline size_t optimizer_cuda_scratch_bytes(const OptimizerChoice& c, const ModelConfig& cfg,
+                                           const std::vector<ParamSpec>& specs, bool bf16_grads) {
+    auto a256 = [](size_t b) { return align_up(b, 256); };
+    size_t ws = 0;
+    int galore_rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
+    if (c.kind == "galore")
+        for (const GaloreBlock& b : galore_blocks(specs, cfg, galore_rank)) {
+            size_t mn = (size_t)b.rows * b.cols, k = (size_t)b.proj_dim();
+            ws = std::max(ws, a256(mn * 4) + a256(k * k * 4) + a256(k * 4) + 256 + a256((1 + 6 * k + 2 * k * k) * 4));
+        }
+    if (c.kind == "rso" && bf16_grads)
+        for (const RsoBlock& b : rso_blocks(specs, cfg, rso_rank_of(c, cfg)))
+            ws = std::max(ws, (size_t)b.rows * b.cols * 4);
+    return ws;
 }
 
 // The master weights start as the parameters (bf16 backends): without this the first update would start from 0.
