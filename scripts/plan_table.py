@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Markdown table of planned peak memory, baseline vs PRAC, next to the PRAC paper's Table 2 (peak GB measured
-in eager PyTorch on A800s). Runs ./train_gpt2 and ./train_llama --plan --json (no GPU needed).
+"""Markdown table of planned peak memory for the PRAC paper's Table 2 methods (baseline, GaLore, RSO, PRAC) next
+to the paper's peaks (GB measured in eager PyTorch on A800s). Runs ./train_gpt2 and ./train_llama --plan --json
+(no GPU needed). GaLore and RSO use their default ranks for the model (train/optim_galore.h, train/optim_rso.h).
 
     python3 scripts/plan_table.py [--precision bf16|fp32]
 """
@@ -12,19 +13,21 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# (binary, model, B, T, paper baseline GB, paper PRAC GB) from the paper's Table 2
+# (binary, model, B, T) and the paper's Table 2 peaks in GB per method (None: OOM on 80 GB in the paper)
 ROWS = [
-    ("train_llama", "llama-130m", 128, 256, 21.26, 15.65),
-    ("train_llama", "llama-350m", 128, 256, 46.10, 32.21),
-    ("train_llama", "llama-1b", 128, 256, None, 60.48),  # baseline OOM on 80 GB in the paper
-    ("train_gpt2", "gpt2-124m", 64, 1024, 62.27, 49.68),
-    ("train_gpt2", "gpt2-355m", 32, 1024, 55.94, 44.21),
+    ("train_llama", "llama-130m", 128, 256, dict(baseline=21.26, galore=21.08, rso=19.57, prac=15.65)),
+    ("train_llama", "llama-350m", 128, 256, dict(baseline=46.10, galore=45.37, rso=40.36, prac=32.21)),
+    ("train_llama", "llama-1b", 128, 256, dict(baseline=None, galore=None, rso=79.32, prac=60.48)),
+    ("train_gpt2", "gpt2-124m", 64, 1024, dict(baseline=62.27, galore=62.15, rso=54.79, prac=49.68)),
+    ("train_gpt2", "gpt2-355m", 32, 1024, dict(baseline=55.94, galore=55.64, rso=46.90, prac=44.21)),
 ]
+METHODS = [("baseline", "Baseline", ["--prac", "none"]), ("galore", "GaLore", ["--prac", "none", "--optimizer", "galore"]),
+           ("rso", "RSO", ["--prac", "none", "--optimizer", "rso"]), ("prac", "PRAC", ["--prac", "prac"])]
 
 
-def plan(binary, model, B, T, prac, precision):
+def plan(binary, model, B, T, flags, precision):
     out = subprocess.run([os.path.join(ROOT, binary), "--model", model, "--batch-size", str(B), "--seq-len", str(T),
-                          "--prac", prac, "--plan", "--json", "--precision", precision],
+                          "--plan", "--json", "--precision", precision] + flags,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -37,17 +40,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
     args = ap.parse_args()
-    print(f"| model | B / T | ours baseline (GB) | ours PRAC (GB) | ours Δ | paper baseline (GB) | paper PRAC (GB) | paper Δ "
-          f"| activations ours baseline → PRAC (GB) |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for binary, model, B, T, pb, pp in ROWS:
-        base = plan(binary, model, B, T, "none", args.precision)
-        prac = plan(binary, model, B, T, "prac", args.precision)
-        acts = lambda p: sum(v for k, v in p["bytes"].items() if k.startswith("saved_"))
-        d = 100.0 * (prac["total"] - base["total"]) / base["total"]
-        paper_d = f"{100.0 * (pp - pb) / pb:+.0f}%" if pb else "OOM → 60.48"
-        print(f"| {model} | {B} / {T} | {gb(base['total'])} | {gb(prac['total'])} | {d:+.0f}% | "
-              f"{pb if pb else 'OOM'} | {pp} | {paper_d} | {gb(acts(base))} → {gb(acts(prac))} |")
+    print("| model | B / T | method | ours (GB) | ours Δ | paper (GB) | paper Δ | saved activations ours (GB) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for binary, model, B, T, paper in ROWS:
+        base = None
+        for key, label, flags in METHODS:
+            p = plan(binary, model, B, T, flags, args.precision)
+            base = base or p
+            acts = sum(v for k, v in p["bytes"].items() if k.startswith("saved_"))
+            d = "-" if key == "baseline" else f"{100.0 * (p['total'] - base['total']) / base['total']:+.0f}%"
+            pg, pb = paper[key], paper["baseline"]
+            pd = "-" if key == "baseline" else (f"{100.0 * (pg - pb) / pb:+.0f}%" if pg and pb else "")
+            print(f"| {model} | {B} / {T} | {label} | {gb(p['total'])} | {d} | {pg if pg else 'OOM'} | {pd} | "
+                  f"{gb(acts)} |")
 
 
 if __name__ == "__main__":
