@@ -51,38 +51,6 @@ static constexpr double kTolOut = kFp32 ? 1e-5 : 2e-2;
 static constexpr double kTolLse = kFp32 ? 1e-5 : 1e-4;
 static constexpr double kTolGrad = kFp32 ? 2e-5 : 2e-2;
 
-// ---- device buffers ----
-template <typename T>
-struct Dev {
-    T* p = nullptr;
-    size_t count = 0;
-    explicit Dev(size_t n) : count(n) { cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
-    ~Dev() { cudaFree(p); }
-    Dev(const Dev&) = delete;
-    Dev& operator=(const Dev&) = delete;
-    size_t bytes() const { return count * sizeof(T); }
-};
-static void upload(Dev<floatX>& d, const std::vector<float>& h) {
-    std::vector<floatX> t(h.size());
-    for (size_t i = 0; i < h.size(); i++) t[i] = from_float<floatX>(h[i]);
-    cudaCheck(cudaMemcpy(d.p, t.data(), t.size() * sizeof(floatX), cudaMemcpyHostToDevice));
-}
-// floatX or fp32 device tensor -> host floats
-template <typename T>
-static std::vector<float> download(const Dev<T>& d) {
-    std::vector<T> t(d.count);
-    cudaCheck(cudaMemcpy(t.data(), d.p, d.bytes(), cudaMemcpyDeviceToHost));
-    std::vector<float> h(d.count);
-    for (size_t i = 0; i < d.count; i++) h[i] = to_float(t[i]);
-    return h;
-}
-template <typename T>
-static std::vector<uint8_t> download_bytes(const Dev<T>& d) {
-    std::vector<uint8_t> b(d.bytes());
-    cudaCheck(cudaMemcpy(b.data(), d.p, b.size(), cudaMemcpyDeviceToHost));
-    return b;
-}
-
 static std::mt19937_64 g_rng(20261121);
 // N(0, 1) values as stored in floatX (what both sides compute on)
 static std::vector<float> randn_x(size_t n) {

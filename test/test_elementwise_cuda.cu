@@ -59,47 +59,12 @@ static double tol() {
     return std::is_same<T, float>::value ? 1e-5 : 1e-2;
 }
 
-// the values of v as stored in T (what both sides compute on)
+// ---- device buffers: gpu_test.h's Dev with one spare element past the end, the n + offset + 1 elements this test
+// has always allocated; an element offset gives pointers that are not 16-byte aligned ----
 template <typename T>
-static std::vector<float> quantize(std::vector<float> v) {
-    for (float& f : v) f = to_float(from_float<T>(f));
-    return v;
-}
-
-// ---- device buffers (with an optional element offset, to get pointers that are not 16-byte aligned) ----
-template <typename T>
-struct Dev {
-    T* base = nullptr;
-    T* p = nullptr;
-    size_t count = 0;
-    explicit Dev(size_t n, size_t offset = 0) : count(n) {
-        cudaCheck(cudaMalloc(&base, (n + offset + 1) * sizeof(T)));
-        p = base + offset;
-    }
-    ~Dev() { cudaFree(base); }
-    Dev(const Dev&) = delete;
-    Dev& operator=(const Dev&) = delete;
+struct DevPad : Dev<T> {
+    explicit DevPad(size_t n, size_t offset = 0) : Dev<T>(n, offset, 1) {}
 };
-template <typename T>
-static void upload(Dev<T>& d, const std::vector<float>& h) {
-    std::vector<T> t(h.size());
-    for (size_t i = 0; i < h.size(); i++) t[i] = from_float<T>(h[i]);
-    cudaCheck(cudaMemcpy(d.p, t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-template <typename T>
-static std::vector<float> download(const Dev<T>& d) {
-    std::vector<T> t(d.count);
-    cudaCheck(cudaMemcpy(t.data(), d.p, d.count * sizeof(T), cudaMemcpyDeviceToHost));
-    std::vector<float> h(d.count);
-    for (size_t i = 0; i < d.count; i++) h[i] = to_float(t[i]);
-    return h;
-}
-template <typename T>
-static std::vector<uint8_t> download_bytes(const Dev<T>& d) {
-    std::vector<uint8_t> b(d.count * sizeof(T));
-    cudaCheck(cudaMemcpy(b.data(), d.p, b.size(), cudaMemcpyDeviceToHost));
-    return b;
-}
 template <typename T>
 static void fill_nan(Dev<T>& d) {  // 0xFF bytes: NaN in fp32 and bf16, so an element left unwritten fails
     cudaCheck(cudaMemset(d.p, 0xFF, d.count * sizeof(T)));
@@ -143,9 +108,9 @@ static void test_encoder(int B, int Tlen, int C, int V, bool with_wpe, bool skew
     std::uniform_int_distribution<int> ud(0, V - 1);
     for (auto& t : tokens) t = (skewed && (g_rng() & 1)) ? 0 : ud(g_rng);  // skewed: half the rows hit token 0
     std::vector<float> wte = quantize<T>(randn((size_t)V * C)), wpe = quantize<T>(randn((size_t)Tlen * C));
-    Dev<int32_t> dtok(BT);
+    DevPad<int32_t> dtok(BT);
     cudaCheck(cudaMemcpy(dtok.p, tokens.data(), BT * 4, cudaMemcpyHostToDevice));
-    Dev<T> dwte_w(wte.size()), dwpe_w(wpe.size()), dout_f(BT * C);
+    DevPad<T> dwte_w(wte.size()), dwpe_w(wpe.size()), dout_f(BT * C);
     upload(dwte_w, wte);
     upload(dwpe_w, wpe);
 
@@ -166,7 +131,7 @@ static void test_encoder(int B, int Tlen, int C, int V, bool with_wpe, bool skew
     std::vector<float> dwte_ref = dwte0, dwpe_ref = dwpe0;
     encoder_backward_cpu(dwte_ref.data(), with_wpe ? dwpe_ref.data() : (float*)nullptr, dout.data(), tokens.data(), B,
                          Tlen, C);
-    Dev<T> ddout(dout.size()), ddwte(dwte0.size()), ddwpe(dwpe0.size());
+    DevPad<T> ddout(dout.size()), ddwte(dwte0.size()), ddwpe(dwpe0.size());
     upload(ddout, dout);
     Scratch scratch(encoder_backward_scratch_bytes(B, Tlen));
     std::vector<uint8_t> bytes_wte[2], bytes_wpe[2];
@@ -204,8 +169,8 @@ static void test_layernorm(int N, int C) {
     std::printf("layernorm %s N=%d C=%d\n", tname<T>(), N, C);
     std::vector<float> x = quantize<T>(randn((size_t)N * C, 1.5f, 0.5f));
     std::vector<float> w = quantize<T>(randn(C, 0.2f, 1.0f)), b = quantize<T>(randn(C, 0.2f));
-    Dev<T> dx(x.size()), dw(C), db(C), dout(x.size());
-    Dev<float> dmean(N), drstd(N);
+    DevPad<T> dx(x.size()), dw(C), db(C), dout(x.size());
+    DevPad<float> dmean(N), drstd(N);
     upload(dx, x);
     upload(dw, w);
     upload(db, b);
@@ -226,9 +191,9 @@ static void test_layernorm(int N, int C) {
     std::vector<float> dinp_ref = dinp0, dw_ref = dw0, db_ref = db0;
     layernorm_backward_cpu(dinp_ref.data(), dw_ref.data(), db_ref.data(), dy.data(), x.data(), w.data(),
                            mean_ref.data(), rstd_ref.data(), N, C);
-    Dev<T> ddy(dy.size()), ddinp(x.size()), ddw(C), ddb(C);
+    DevPad<T> ddy(dy.size()), ddinp(x.size()), ddw(C), ddb(C);
     upload(ddy, dy);
-    Dev<float> cmean(N), crstd(N);
+    DevPad<float> cmean(N), crstd(N);
     upload(cmean, mean_ref);
     upload(crstd, rstd_ref);
     Scratch scratch(layernorm_backward_scratch_bytes(N, C));
@@ -258,8 +223,8 @@ static void test_rmsnorm(int N, int C) {
     const float eps = 1e-5f;
     std::printf("rmsnorm %s N=%d C=%d\n", tname<T>(), N, C);
     std::vector<float> x = quantize<T>(randn((size_t)N * C, 1.5f, 0.3f)), w = quantize<T>(randn(C, 0.2f, 1.0f));
-    Dev<T> dx(x.size()), dw(C), dout(x.size());
-    Dev<float> drstd(N);
+    DevPad<T> dx(x.size()), dw(C), dout(x.size());
+    DevPad<float> drstd(N);
     upload(dx, x);
     upload(dw, w);
 
@@ -277,9 +242,9 @@ static void test_rmsnorm(int N, int C) {
     std::vector<float> dinp0 = quantize<T>(randn(x.size())), dw0 = quantize<T>(randn(C));
     std::vector<float> dinp_ref = dinp0, dw_ref = dw0;
     rmsnorm_backward_cpu(dinp_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), rstd_ref.data(), N, C);
-    Dev<T> ddy(dy.size()), ddinp(x.size()), ddw(C);
+    DevPad<T> ddy(dy.size()), ddinp(x.size()), ddw(C);
     upload(ddy, dy);
-    Dev<float> crstd(N);
+    DevPad<float> crstd(N);
     upload(crstd, rstd_ref);
     Scratch scratch(rmsnorm_backward_scratch_bytes(N, C));
     std::vector<uint8_t> bi[2], bw[2];
@@ -306,7 +271,7 @@ static void test_flat(size_t n, size_t offset) {
     const double tl = tol<T>();
     std::printf("residual/gelu %s n=%zu offset=%zu\n", tname<T>(), n, offset);
     std::vector<float> a = quantize<T>(randn(n, 2.0f)), b = quantize<T>(randn(n, 2.0f));
-    Dev<T> da(n, offset), db(n, offset), dout(n, offset);
+    DevPad<T> da(n, offset), db(n, offset), dout(n, offset);
     upload(da, a);
     upload(db, b);
 
@@ -351,7 +316,7 @@ static void test_swiglu(int N, int F) {
     const double tl = tol<T>();
     std::printf("swiglu %s N=%d F=%d (gate|up width %d)\n", tname<T>(), N, F, 2 * F);
     std::vector<float> inp = quantize<T>(randn((size_t)N * 2 * F, 2.0f)), dy = quantize<T>(randn((size_t)N * F));
-    Dev<T> dinp(inp.size()), ddy(dy.size()), dout(dy.size()), dgrad(inp.size());
+    DevPad<T> dinp(inp.size()), ddy(dy.size()), dout(dy.size()), dgrad(inp.size());
     upload(dinp, inp);
     upload(ddy, dy);
     std::vector<float> out_ref(dy.size()), grad_ref(inp.size());
@@ -379,9 +344,9 @@ static void test_rope(int B, int Tlen, int C, int NH) {
     std::vector<float> freqs((size_t)Tlen * HS);  // (T, HS/2, 2)
     rope_table_cpu(freqs.data(), Tlen, HS, 10000.0f);
     std::vector<float> qkv = quantize<T>(randn((size_t)B * Tlen * 3 * C));
-    Dev<float> dfreqs(freqs.size());
+    DevPad<float> dfreqs(freqs.size());
     cudaCheck(cudaMemcpy(dfreqs.p, freqs.data(), freqs.size() * 4, cudaMemcpyHostToDevice));
-    Dev<T> dqkv(qkv.size());
+    DevPad<T> dqkv(qkv.size());
 
     for (int backward = 0; backward < 2; backward++) {
         std::vector<float> ref = qkv;
@@ -424,8 +389,8 @@ static void test_adamw_master_bf16(size_t n, int steps) {
     std::printf("adamw bf16 params + fp32 master, n=%zu, %d steps\n", n, steps);
     const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
     std::vector<float> master = randn(n, 0.05f), m(n, 0.0f), v(n, 0.0f);
-    Dev<bf16> dp(n), dg(n);
-    Dev<float> dmaster(n), dm(n), dv(n);
+    DevPad<bf16> dp(n), dg(n);
+    DevPad<float> dmaster(n), dm(n), dv(n);
     upload(dp, master);  // params = master rounded to nearest
     upload(dmaster, master);
     upload(dm, m);
@@ -465,7 +430,7 @@ static void test_adamw_fp32(size_t n, int steps) {
     std::printf("adamw fp32 params, n=%zu, %d steps\n", n, steps);
     const float lr = 3e-4f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.0f, gs = 1.0f;
     std::vector<float> p = randn(n, 0.05f), m(n, 0.0f), v(n, 0.0f);
-    Dev<float> dp(n), dg(n), dm(n), dv(n), dp2(n), dmaster2(n), dm2(n), dv2(n);
+    DevPad<float> dp(n), dg(n), dm(n), dv(n), dp2(n), dmaster2(n), dm2(n), dv2(n);
     upload(dp, p);
     upload(dm, m);
     upload(dv, v);
@@ -497,8 +462,8 @@ static void test_adamw_bf16_nomaster(size_t n) {
     std::vector<float> p = quantize<bf16>(randn(n, 0.5f)), g = quantize<bf16>(randn(n, 0.1f));
     std::vector<float> m = randn(n, 0.01f), v(n);
     for (auto& x : v) x = 1e-4f * (float)(g_rng() % 1000) / 1000.0f;
-    Dev<bf16> dp(n), dg(n);
-    Dev<float> dm(n), dv(n);
+    DevPad<bf16> dp(n), dg(n);
+    DevPad<float> dm(n), dv(n);
     upload(dp, p);
     upload(dg, g);
     upload(dm, m);
@@ -521,8 +486,8 @@ static void test_adamw_bf16_nomaster(size_t n) {
 static void test_stochastic_rounding(size_t n, int seeds) {
     std::printf("stochastic rounding bias, n=%zu, %d seeds\n", n, seeds);
     std::vector<float> x = randn(n, 1.0f), zeros(n, 0.0f);
-    Dev<bf16> dp(n), dg(n);
-    Dev<float> dmaster(n), dm(n), dv(n);
+    DevPad<bf16> dp(n), dg(n);
+    DevPad<float> dmaster(n), dm(n), dv(n);
     upload(dmaster, x);
     upload(dg, zeros);
     upload(dm, zeros);
@@ -572,7 +537,7 @@ template <typename T>
 static void test_sum_squares(size_t n, size_t offset) {
     std::printf("sum_squares %s n=%zu offset=%zu\n", tname<T>(), n, offset);
     std::vector<float> g = quantize<T>(randn(n, 0.01f)), g2 = quantize<T>(randn(n / 2 + 1, 0.3f));
-    Dev<T> dg(n, offset), dg2(g2.size());
+    DevPad<T> dg(n, offset), dg2(g2.size());
     upload(dg, g);
     upload(dg2, g2);
     Scratch scratch(SUM_SQUARES_SCRATCH_BYTES);
@@ -583,7 +548,7 @@ static void test_sum_squares(size_t n, size_t offset) {
     check(e <= 1e-10, "sum_squares: %.17g vs CPU %.17g, rel err %.3g (tol 1e-10)", a, ref, e);
     check(std::memcmp(&a, &b, 8) == 0, "sum_squares deterministic: two runs bitwise equal");
     // device-side accumulation over two tensors
-    Dev<double> dout(1);
+    DevPad<double> dout(1);
     sum_squares_device_cuda<T>(dout.p, dg.p, n, false, scratch.p, scratch.bytes, g_stream);
     sum_squares_device_cuda<T>(dout.p, dg2.p, g2.size(), true, scratch.p, scratch.bytes, g_stream);
     double tot = 0;

@@ -31,7 +31,6 @@
 #include <vector>
 
 #include "common/cuda_check.h"
-#include "io/safetensors.h"  // f32_to_bf16, bf16_to_f32 (round to nearest even)
 #include "test/gpu/gpu_test.h"
 #include "common/cuda_common.cuh"
 #include "kernels/classifier.cuh"
@@ -43,68 +42,6 @@ constexpr bool FP32_BUILD = std::is_same<floatX, float>::value;
 constexpr double TOL_MATMUL = FP32_BUILD ? 2e-5 : 5e-3;
 constexpr double TOL_CLS_GRAD = FP32_BUILD ? 2e-5 : 1e-2;
 constexpr double TOL_LOSS = 2e-5;
-
-// ---- reporting ----
-
-template <typename T>
-struct Host;
-template <>
-struct Host<float> {
-    static float from(float v) { return v; }
-    static float to_f32(float v) { return v; }
-};
-template <>
-struct Host<__nv_bfloat16> {
-    static __nv_bfloat16 from(float v) {
-        __nv_bfloat16_raw raw;
-        raw.x = f32_to_bf16(v);
-        return __nv_bfloat16(raw);
-    }
-    static float to_f32(__nv_bfloat16 v) {
-        __nv_bfloat16_raw raw = v;
-        return bf16_to_f32(raw.x);
-    }
-};
-static std::vector<float> quantize(std::vector<float> v) {
-    for (float& f : v) f = Host<floatX>::to_f32(Host<floatX>::from(f));
-    return v;
-}
-
-// ---- device buffers ----
-template <typename T>
-struct Dev {
-    T* p = nullptr;
-    size_t count = 0;
-    explicit Dev(size_t n) : count(n) { cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
-    ~Dev() { cudaFree(p); }
-    Dev(const Dev&) = delete;
-    Dev& operator=(const Dev&) = delete;
-};
-// T = floatX or float (Host<T> converts; in the fp32 build they are the same type)
-template <typename T>
-static void upload(Dev<T>& d, const std::vector<float>& h) {
-    std::vector<T> t(h.size());
-    for (size_t i = 0; i < h.size(); i++) t[i] = Host<T>::from(h[i]);
-    cudaCheck(cudaMemcpy(d.p, t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-template <typename T>
-static std::vector<float> download(const Dev<T>& d, size_t count) {
-    std::vector<T> t(count);
-    cudaCheck(cudaMemcpy(t.data(), d.p, count * sizeof(T), cudaMemcpyDeviceToHost));
-    std::vector<float> h(count);
-    for (size_t i = 0; i < count; i++) h[i] = Host<T>::to_f32(t[i]);
-    return h;
-}
-template <typename T>
-static std::vector<uint8_t> download_bytes(const Dev<T>& d) {
-    std::vector<uint8_t> b(d.count * sizeof(T));
-    cudaCheck(cudaMemcpy(b.data(), d.p, b.size(), cudaMemcpyDeviceToHost));
-    return b;
-}
-template <typename T>
-static void copy_dev(Dev<T>& dst, const Dev<T>& src) {
-    cudaCheck(cudaMemcpy(dst.p, src.p, src.count * sizeof(T), cudaMemcpyDeviceToDevice));
-}
 
 static std::mt19937_64 g_rng(20260521);
 static std::vector<float> randn(size_t n, float scale = 1.0f) {
@@ -130,9 +67,9 @@ static void test_gemm(Ctx& c, bool ta, bool tb, int M, int N, int K, bool f32_ou
                 f32_out ? "fp32" : PRAC_FLOATX_NAME);
     const int lda = (ta ? M : K) + 8, ldb = (tb ? K : N) + 16, ldc = N + 4;  // ld > columns: strided views
     const size_t a_rows = ta ? K : M, b_rows = tb ? N : K;
-    std::vector<float> A = quantize(randn(a_rows * lda)), B = quantize(randn(b_rows * ldb));
+    std::vector<float> A = quantize<floatX>(randn(a_rows * lda)), B = quantize<floatX>(randn(b_rows * ldb));
     std::vector<float> C0 = randn((size_t)M * ldc);
-    if (!f32_out) C0 = quantize(C0);
+    if (!f32_out) C0 = quantize<floatX>(C0);
     const float alpha = 0.5f, beta = 0.25f;
     std::vector<float> ref = C0;
     gemm_cpu(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, ref.data(), ldc);
@@ -170,8 +107,8 @@ static void test_gemm(Ctx& c, bool ta, bool tb, int M, int N, int K, bool f32_ou
 // ---------------------------------------------------------------------------------------------------------------
 static void test_matmul(Ctx& c, int N, int C, int OC) {
     std::printf("matmul N=%d C=%d OC=%d (%s)\n", N, C, OC, PRAC_FLOATX_NAME);
-    std::vector<float> inp = quantize(randn((size_t)N * C)), w = quantize(randn((size_t)OC * C));
-    std::vector<float> bias = quantize(randn(OC)), dout = quantize(randn((size_t)N * OC));
+    std::vector<float> inp = quantize<floatX>(randn((size_t)N * C)), w = quantize<floatX>(randn((size_t)OC * C));
+    std::vector<float> bias = quantize<floatX>(randn(OC)), dout = quantize<floatX>(randn((size_t)N * OC));
     Dev<floatX> d_inp(inp.size()), d_w(w.size()), d_bias(bias.size()), d_dout(dout.size());
     upload(d_inp, inp);
     upload(d_w, w);
@@ -210,7 +147,7 @@ static void test_matmul(Ctx& c, int N, int C, int OC) {
         double e = rel_err(download(d_dinp, ref.size()), ref);
         check(e <= TOL_MATMUL, "backward_input overwrite: rel err %.3g (tol %.0e)", e, TOL_MATMUL);
 
-        std::vector<float> acc = quantize(randn((size_t)N * C, std::sqrt((float)OC)));
+        std::vector<float> acc = quantize<floatX>(randn((size_t)N * C, std::sqrt((float)OC)));
         std::vector<float> ref_acc = acc;
         matmul_backward_input_cpu(ref_acc.data(), dout.data(), w.data(), N, C, OC, true);
         upload(d_dinp, acc);
@@ -223,8 +160,8 @@ static void test_matmul(Ctx& c, int N, int C, int OC) {
     // backward weight: dweight and dbias accumulate into values of the update's size; scratch given, then the
     // workspace path (scratch = nullptr), then dbias = nullptr; each run twice from the same start -> same bytes
     {
-        std::vector<float> dw0 = quantize(randn((size_t)OC * C, std::sqrt((float)N)));
-        std::vector<float> db0 = quantize(randn(OC, std::sqrt((float)N)));
+        std::vector<float> dw0 = quantize<floatX>(randn((size_t)OC * C, std::sqrt((float)N)));
+        std::vector<float> db0 = quantize<floatX>(randn(OC, std::sqrt((float)N)));
         std::vector<float> dw_ref = dw0, db_ref = db0;
         matmul_backward_weight_cpu(dw_ref.data(), db_ref.data(), dout.data(), inp.data(), N, C, OC);
         Dev<floatX> d_dw0(dw0.size()), d_db0(db0.size()), d_dw(dw0.size()), d_db(db0.size());
@@ -274,10 +211,10 @@ static void test_classifier(Ctx& c, int N, int C, int V, int Vp, float grad_scal
     const int chunk = classifier_rows_per_chunk(V);
     std::printf("classifier N=%d C=%d V=%d Vp=%d grad_scale=%g ignored~%.0f%% (%d rows per chunk, %d chunks, %s)\n",
                 N, C, V, Vp, grad_scale, 100 * ignore_frac, chunk, (N + chunk - 1) / chunk, PRAC_FLOATX_NAME);
-    std::vector<float> inp = quantize(randn((size_t)N * C));
-    std::vector<float> w = quantize(randn((size_t)Vp * C, 1.0f / std::sqrt((float)C)));  // logits ~ N(0, 1)
+    std::vector<float> inp = quantize<floatX>(randn((size_t)N * C));
+    std::vector<float> w = quantize<floatX>(randn((size_t)Vp * C, 1.0f / std::sqrt((float)C)));  // logits ~ N(0, 1)
     for (size_t i = (size_t)V * C; i < w.size(); i++) w[i] = NAN;  // padding rows: reading one poisons results
-    std::vector<float> dw0 = quantize(randn((size_t)Vp * C, 0.5f));  // comparable to the update
+    std::vector<float> dw0 = quantize<floatX>(randn((size_t)Vp * C, 0.5f));  // comparable to the update
     std::vector<int32_t> targets(N);
     std::uniform_int_distribution<int> tv(0, V - 1);
     std::uniform_real_distribution<double> u(0, 1);

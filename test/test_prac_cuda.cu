@@ -31,75 +31,11 @@
 #include <vector>
 
 #include "common/cuda_check.h"
-#include "io/safetensors.h"  // f32_to_bf16, bf16_to_f32 (round to nearest even)
 #include "test/gpu/gpu_test.h"
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
 
 using bf16 = __nv_bfloat16;
-
-// ---- reporting ----
-
-
-template <typename T>
-struct Host;  // T <-> float on the host
-template <>
-struct Host<float> {
-    static float from(float v) { return v; }
-    static float to_f32(float v) { return v; }
-    static const char* name() { return "fp32"; }
-};
-template <>
-struct Host<bf16> {
-    static bf16 from(float v) {
-        __nv_bfloat16_raw raw;
-        raw.x = f32_to_bf16(v);
-        return bf16(raw);
-    }
-    static float to_f32(bf16 v) {
-        __nv_bfloat16_raw raw = v;
-        return bf16_to_f32(raw.x);
-    }
-    static const char* name() { return "bf16"; }
-};
-
-// the values of `v` as stored in T (what both sides compute on)
-template <typename T>
-static std::vector<float> quantize(std::vector<float> v) {
-    for (float& f : v) f = Host<T>::to_f32(Host<T>::from(f));
-    return v;
-}
-
-// ---- device buffers ----
-template <typename T>
-struct Dev {
-    T* p = nullptr;
-    size_t count = 0;
-    explicit Dev(size_t n) : count(n) { cudaCheck(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
-    ~Dev() { cudaFree(p); }
-    Dev(const Dev&) = delete;
-    Dev& operator=(const Dev&) = delete;
-};
-template <typename T>
-static void upload(Dev<T>& d, const std::vector<float>& h) {
-    std::vector<T> t(h.size());
-    for (size_t i = 0; i < h.size(); i++) t[i] = Host<T>::from(h[i]);
-    cudaCheck(cudaMemcpy(d.p, t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-template <typename T>
-static std::vector<float> download(const Dev<T>& d, size_t count) {
-    std::vector<T> t(count);
-    cudaCheck(cudaMemcpy(t.data(), d.p, count * sizeof(T), cudaMemcpyDeviceToHost));
-    std::vector<float> h(count);
-    for (size_t i = 0; i < count; i++) h[i] = Host<T>::to_f32(t[i]);
-    return h;
-}
-template <typename T>
-static std::vector<uint8_t> download_bytes(const Dev<T>& d) {
-    std::vector<uint8_t> b(d.count * sizeof(T));
-    cudaCheck(cudaMemcpy(b.data(), d.p, b.size(), cudaMemcpyDeviceToHost));
-    return b;
-}
 
 static std::mt19937_64 g_rng(1234);
 static std::vector<float> randn(size_t n, float scale = 1.0f) {

@@ -25,7 +25,13 @@ inline int gpu_test_unavailable(const char* test) {
 #include <algorithm>
 #include <cmath>
 #include <cstdarg>
+#include <cstdint>
 #include <vector>
+
+#include <cuda_bf16.h>
+
+#include "common/cuda_check.h"
+#include "io/safetensors.h"  // f32_to_bf16, bf16_to_f32 (round to nearest even)
 
 // ---- reporting: one line per check, a final "N passed, M failed" summary line and the exit code ----
 inline int g_gpu_checks = 0, g_gpu_failures = 0;
@@ -61,4 +67,88 @@ inline double rel_err(const std::vector<float>& a, const std::vector<float>& b, 
         den = std::max(den, std::fabs((double)b[i]));
     }
     return num / (den > 0 ? den : 1.0);
+}
+
+// ---- host-side storage types: T <-> float for T = float or bf16 ----
+// The bf16 conversions are the checkpoint code's (io/safetensors.h): round to nearest even, so a host value and
+// the GPU's stored value agree bit for bit.
+template <typename T>
+struct Host;
+template <>
+struct Host<float> {
+    static float from(float v) { return v; }
+    static float to_f32(float v) { return v; }
+    static const char* name() { return "fp32"; }
+};
+template <>
+struct Host<__nv_bfloat16> {
+    static __nv_bfloat16 from(float v) {
+        __nv_bfloat16_raw raw;
+        raw.x = f32_to_bf16(v);
+        return __nv_bfloat16(raw);
+    }
+    static float to_f32(__nv_bfloat16 v) {
+        __nv_bfloat16_raw raw = v;
+        return bf16_to_f32(raw.x);
+    }
+    static const char* name() { return "bf16"; }
+};
+
+// the values of `v` as stored in T (what both sides compute on)
+template <typename T>
+std::vector<float> quantize(std::vector<float> v) {
+    for (float& f : v) f = Host<T>::to_f32(Host<T>::from(f));
+    return v;
+}
+
+// ---- device buffers ----
+// `count` elements of T at p = base + offset. An element offset gives pointers that are not 16-byte aligned
+// (kernels' scalar paths); `spare` elements past the end are for a test that wants slack. The allocation is
+// never 0 elements (cudaMalloc of 0 bytes gives no pointer).
+template <typename T>
+struct Dev {
+    T* base = nullptr;  // what cudaMalloc returned
+    T* p = nullptr;
+    size_t count = 0;
+    explicit Dev(size_t n, size_t offset = 0, size_t spare = 0) : count(n) {
+        cudaCheck(cudaMalloc(&base, std::max<size_t>(offset + n + spare, 1) * sizeof(T)));
+        p = base + offset;
+    }
+    ~Dev() { cudaFree(base); }
+    Dev(const Dev&) = delete;
+    Dev& operator=(const Dev&) = delete;
+    size_t bytes() const { return count * sizeof(T); }
+};
+
+// host floats -> T on the device (h.size() elements; Host<T> converts)
+template <typename T>
+void upload(Dev<T>& d, const std::vector<float>& h) {
+    std::vector<T> t(h.size());
+    for (size_t i = 0; i < h.size(); i++) t[i] = Host<T>::from(h[i]);
+    cudaCheck(cudaMemcpy(d.p, t.data(), t.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+// the first `count` elements as host floats
+template <typename T>
+std::vector<float> download(const Dev<T>& d, size_t count) {
+    std::vector<T> t(count);
+    cudaCheck(cudaMemcpy(t.data(), d.p, count * sizeof(T), cudaMemcpyDeviceToHost));
+    std::vector<float> h(count);
+    for (size_t i = 0; i < count; i++) h[i] = Host<T>::to_f32(t[i]);
+    return h;
+}
+template <typename T>
+std::vector<float> download(const Dev<T>& d) {
+    return download(d, d.count);
+}
+// the raw bytes of all `count` elements (for bitwise comparisons)
+template <typename T>
+std::vector<uint8_t> download_bytes(const Dev<T>& d) {
+    std::vector<uint8_t> b(d.bytes());
+    cudaCheck(cudaMemcpy(b.data(), d.p, b.size(), cudaMemcpyDeviceToHost));
+    return b;
+}
+// src's `count` elements into dst
+template <typename T>
+void copy_dev(Dev<T>& dst, const Dev<T>& src) {
+    cudaCheck(cudaMemcpy(dst.p, src.p, src.bytes(), cudaMemcpyDeviceToDevice));
 }
