@@ -11,7 +11,7 @@
 #   prac::sentencepiece  SentencePiece                                          PRAC_HAVE_SENTENCEPIECE
 #   prac::mpi            MPI::MPI_CXX (OpenMPI)                                 PRAC_HAVE_MPI
 #   prac::cuda_libs      cudart (static), cuBLAS, cuBLASLt, cuSOLVER, cuRAND    PRAC_HAVE_CUDA
-#   prac::cudnn          cuDNN (+ cudnn-frontend headers when found)            PRAC_HAVE_CUDNN / _CUDNN_FRONTEND
+#   prac::cudnn          cuDNN (+ cudnn-frontend headers and NVRTC when found)  PRAC_HAVE_CUDNN / _CUDNN_FRONTEND
 #   prac::nccl           NCCL                                                   PRAC_HAVE_NCCL
 #   GoogleTest:          GTest::gtest, GTest::gtest_main, include(GoogleTest)  (required)
 #
@@ -534,14 +534,24 @@ if(PRAC_HAVE_CUDA)
       break()
     endif()
   endforeach()
+  # the frontend's headers call NVRTC (cuDNN's runtime-compiled engines): usable only with libnvrtc beside it
+  set(PRAC_NVRTC_FOUND FALSE)
   if(_fe_inc AND PRAC_HAVE_CUDNN)
+    _prac_locate(PRAC_NVRTC HEADER nvrtc.h NAMES libnvrtc.so.${PRAC_CUDA_MAJOR} libnvrtc.so ROOTS ${_prac_cuda_roots}
+                 PREFER_INCS "${_prac_cuda_toolkit_inc}")
+  endif()
+  if(_fe_inc AND PRAC_HAVE_CUDNN AND PRAC_NVRTC_FOUND)
     set(PRAC_HAVE_CUDNN_FRONTEND ON)
     set(PRAC_CUDNN_FRONTEND_INCLUDE_DIR "${_fe_inc}")
+    _prac_imported_lib(prac_nv_nvrtc "${PRAC_NVRTC_LIB}")
     target_include_directories(prac::cudnn SYSTEM INTERFACE "${_fe_inc}")
+    target_link_libraries(prac::cudnn INTERFACE prac_nv_nvrtc)
     target_compile_definitions(prac::cudnn INTERFACE PRAC_HAVE_CUDNN_FRONTEND=1)
     _prac_header_version(_v "${_fe_inc}/cudnn_frontend_version.h"
                          CUDNN_FRONTEND_MAJOR_VERSION CUDNN_FRONTEND_MINOR_VERSION CUDNN_FRONTEND_PATCH_VERSION)
-    _prac_line(TRUE "cudnn-frontend" "${_v} (headers ${_fe_inc})")
+    _prac_line(TRUE "cudnn-frontend" "${_v} (headers ${_fe_inc}; NVRTC ${PRAC_NVRTC_LIB})")
+  elseif(_fe_inc AND PRAC_HAVE_CUDNN)
+    _prac_line(FALSE "cudnn-frontend" "headers at ${_fe_inc}, but libnvrtc.so.${PRAC_CUDA_MAJOR} (which it calls) is missing -> pip install nvidia-cuda-nvrtc; the hand-written attention kernels are used")
   elseif(_fe_inc)
     _prac_line(FALSE "cudnn-frontend" "headers at ${_fe_inc} but cuDNN itself is missing -> install cuDNN (see above)")
   else()
@@ -577,7 +587,7 @@ if(PRAC_HAVE_CUDA)
   # cuDNN's and NCCL's directories go first: when they come from an override or a wheel while the toolkit
   # directory holds another copy, the copy whose headers were compiled against is the one loaded.
   _prac_rpath(prac::cuda_libs "${PRAC_CUDNN_LIB}" "${PRAC_NCCL_LIB}" "${PRAC_CUBLAS_LIB}" "${PRAC_CUBLASLT_LIB}"
-              "${PRAC_CUSOLVER_LIB}" "${PRAC_CURAND_LIB}" "${PRAC_CUDART_LIB}")
+              "${PRAC_CUSOLVER_LIB}" "${PRAC_CURAND_LIB}" "${PRAC_CUDART_LIB}" "${PRAC_NVRTC_LIB}")
 else()
   _prac_line(FALSE "cuDNN" "not used (no CUDA)")
   _prac_line(FALSE "cudnn-frontend" "not used (no CUDA)")

@@ -4,7 +4,7 @@
 //   2. SIMT kernels: fp32 FMA flash attention (forward, backward preprocess, dK/dV, dQ)
 //   3. MMA kernels: bf16 tensor-core flash attention (forward, dK/dV, dQ), FlashAttention-2 style
 //   4. naive kernels (test oracle)
-//   5. launchers
+//   5. launchers, and the dispatch between them and cuDNN (kernels/attention_cudnn.cu)
 //
 // Notation (per (b, h)): Q, K, V (T, HS) are strided views into qkv (row stride 3C); O, dO (T, HS) are strided
 // views into out/dout (row stride C). S = scale Q K^T, P = exp(S - lse) (masked), D = rowsum(dO * O),
@@ -18,10 +18,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
+#include <string>
 #include <type_traits>
 
 #include "common/error.h"
+#include "kernels/attention_cudnn.cuh"
 
 // Internal to this file; a named namespace rather than an anonymous one so that the fp32 build, which never
 // instantiates the tensor-core kernels, does not warn about their unused helpers.
@@ -1134,11 +1138,62 @@ bool attention_cuda_supports_head_size(int HS) {
 
 bool attention_cuda_impl_available(AttentionImpl impl) {
     if (impl == AttentionImpl::Mma) return std::is_same<floatX, bf16>::value;
+    if (impl == AttentionImpl::Cudnn) return attention_cudnn_compiled();
     return true;
 }
 
+const char* attention_impl_name(AttentionImpl impl) {
+    switch (impl) {
+        case AttentionImpl::Auto: return "auto";
+        case AttentionImpl::Simt: return "simt";
+        case AttentionImpl::Mma: return "mma";
+        case AttentionImpl::Cudnn: return "cudnn";
+    }
+    return "?";
+}
+
+AttentionImpl attention_impl_from_env() {
+    const char* v = std::getenv("PRAC_ATTENTION");
+    if (!v || !*v) return AttentionImpl::Auto;
+    for (AttentionImpl impl : {AttentionImpl::Auto, AttentionImpl::Simt, AttentionImpl::Mma, AttentionImpl::Cudnn}) {
+        if (std::strcmp(v, attention_impl_name(impl)) != 0) continue;
+        CHECK_USER(attention_cuda_impl_available(impl),
+                   "PRAC_ATTENTION=%s: this build cannot run it (%s)\n---> HINT: unset PRAC_ATTENTION (auto picks "
+                   "what the build has)",
+                   v, impl == AttentionImpl::Mma ? "the tensor-core kernels need the bf16 build"
+                                                 : "cuDNN attention needs the bf16 build compiled with cudnn-frontend");
+        return impl;
+    }
+    fail("PRAC_ATTENTION=%s: expected auto, cudnn, mma or simt", v);
+}
+
+// Cudnn for this call? Forced: every precondition must hold (UserError otherwise). Auto: only when all hold; the
+// graph may still be declined for the shape, and then the caller falls back to the hand-written kernels.
+static bool want_cudnn(AttentionImpl impl, const AttentionCudnn* cudnn, int HS,
+                       std::initializer_list<const void*> ptrs) {
+    if (impl != AttentionImpl::Cudnn && impl != AttentionImpl::Auto) return false;
+    const bool forced = impl == AttentionImpl::Cudnn;
+    bool aligned = true;
+    for (const void* p : ptrs) aligned = aligned && aligned16(p);
+    if (forced) {
+        CHECK_USER(attention_cudnn_compiled(),
+                   "CUDA attention: the cuDNN path needs the bf16 build compiled with cudnn-frontend");
+        CHECK_USER(cudnn != nullptr, "CUDA attention: the cuDNN path needs an AttentionCudnn context");
+        CHECK_USER(attention_cudnn_supports_head_size(HS),
+                   "CUDA attention: cuDNN takes head sizes that are multiples of 8 up to 128 (got %d)", HS);
+        CHECK_USER(aligned, "CUDA attention: the cuDNN path needs 16-byte aligned tensors");
+        return true;
+    }
+    return attention_cudnn_compiled() && cudnn != nullptr && attention_cudnn_supports_head_size(HS) && aligned;
+}
+
 void attention_forward_cuda(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, bool causal,
-                            cudaStream_t stream, AttentionImpl impl) {
+                            cudaStream_t stream, AttentionImpl impl, AttentionCudnn* cudnn) {
+    check_shape("attention_forward_cuda", B, T, C, NH);
+    if (B == 0 || T == 0) return;
+    if (want_cudnn(impl, cudnn, C / NH, {out, lse, qkv}) &&
+        attention_cudnn_forward(cudnn, out, lse, qkv, B, T, C, NH, causal, stream, impl == AttentionImpl::Auto))
+        return;
     forward_impl<floatX>(out, lse, qkv, B, T, C, NH, causal, stream, impl);
 }
 
@@ -1149,9 +1204,43 @@ size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
 
 void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                              const float* lse, int B, int T, int C, int NH, bool causal, float* scratch,
-                             cudaStream_t stream, AttentionImpl impl) {
+                             cudaStream_t stream, AttentionImpl impl, AttentionCudnn* cudnn) {
+    check_shape("attention_backward_cuda", B, T, C, NH);
+    if (B == 0 || T == 0) return;
+    if (want_cudnn(impl, cudnn, C / NH, {dqkv, dout, qkv, out, lse}) &&
+        attention_cudnn_backward(cudnn, dqkv, dout, qkv, out, lse, B, T, C, NH, causal, stream,
+                                 impl == AttentionImpl::Auto))
+        return;
     backward_impl<floatX>(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, scratch, stream, impl);
 }
+
+#if !PRAC_ATTENTION_CUDNN
+// ---- builds without cuDNN attention (no cudnn-frontend, or the fp32 build): kernels/attention_cudnn.cu is not
+// compiled; these stubs say so. attention_cudnn_create returns null, so Auto never picks Cudnn.
+bool attention_cudnn_compiled() { return false; }
+bool attention_cudnn_supports_head_size(int) { return false; }
+AttentionCudnn* attention_cudnn_create(cudaStream_t, AttentionWorkspaceFn, void*) { return nullptr; }
+void attention_cudnn_destroy(AttentionCudnn*) {}
+AttentionCudnnStats attention_cudnn_stats(const AttentionCudnn*) { return {}; }
+bool attention_cudnn_deterministic(const AttentionCudnn*) { return false; }
+std::string attention_cudnn_describe() {
+    return std::is_same<floatX, float>::value ? "not in the fp32 build"
+                                              : "not compiled in (cmake found no cudnn-frontend, or no NVRTC)";
+}
+bool attention_cudnn_prepare(AttentionCudnn*, int, int, int, int, bool, bool, cudaStream_t, size_t*,
+                             std::string* why) {
+    if (why) *why = attention_cudnn_describe();
+    return false;
+}
+bool attention_cudnn_forward(AttentionCudnn*, floatX*, float*, const floatX*, int, int, int, int, bool, cudaStream_t,
+                             bool) {
+    fail("cuDNN attention is %s", attention_cudnn_describe().c_str());
+}
+bool attention_cudnn_backward(AttentionCudnn*, floatX*, const floatX*, const floatX*, const floatX*, const float*, int,
+                              int, int, int, bool, cudaStream_t, bool) {
+    fail("cuDNN attention is %s", attention_cudnn_describe().c_str());
+}
+#endif
 
 size_t attention_forward_naive_scratch_floats(int B, int T, int NH) { return (size_t)B * NH * T * T; }
 size_t attention_backward_naive_scratch_floats(int B, int T, int NH) {

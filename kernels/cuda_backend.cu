@@ -2,6 +2,8 @@
 // UNVERIFIED: no GPU has run this yet (docs/VERIFICATION.md).
 #include "kernels/cuda_backend.cuh"
 
+#include "kernels/attention_cudnn.cuh"
+
 __global__ void f32_to_floatx_kernel(floatX* dst, const float* src, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dst[i] = from_float<floatX>(src[i]);
@@ -13,6 +15,7 @@ __global__ void floatx_to_f32_kernel(float* dst, const floatX* src, size_t n) {
 }
 
 CudaBackend::CudaBackend(int dev, uint64_t run_seed) : device(dev), seed(run_seed) {
+    attention_impl = attention_impl_from_env();  // a bad PRAC_ATTENTION fails here, before anything is made
     cudaCheck(cudaSetDevice(device));
     cudaCheck(cudaStreamCreate(&stream));
     cublasCheck(cublasCreate(&cublas));
@@ -23,10 +26,12 @@ CudaBackend::CudaBackend(int dev, uint64_t run_seed) : device(dev), seed(run_see
     cusolverCheck(cusolverDnSetStream(cusolver, stream));
     cudaCheck(cudaMemGetInfo(&device_free_at_start, &device_total));
     lt = new CublasLt(alloc(CUBLASLT_WORKSPACE_BYTES), CUBLASLT_WORKSPACE_BYTES);
+    attention_cudnn = attention_cudnn_create(stream, &CudaBackend::scratch_for_library, this);  // no cuDNN call yet
 }
 
 CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream);
+    attention_cudnn_destroy(attention_cudnn);
     void* ws = lt ? lt->workspace : nullptr;
     delete lt;
     free(ws, CUBLASLT_WORKSPACE_BYTES);

@@ -65,6 +65,12 @@ struct CudaBackend {
     void* scratch = nullptr;
     size_t scratch_bytes = 0;
 
+    // attention: which implementation (PRAC_ATTENTION=auto|cudnn|mma|simt, read once in the constructor; auto:
+    // cuDNN's fused SDPA where the build and the shape allow, else the hand-written kernels) and the cuDNN context
+    // (handle on `stream`, graphs cached per shape, workspace from scratch_at_least; null without cuDNN attention)
+    AttentionImpl attention_impl = AttentionImpl::Auto;
+    AttentionCudnn* attention_cudnn = nullptr;
+
     explicit CudaBackend(int dev, uint64_t run_seed);
     ~CudaBackend();
     CudaBackend(const CudaBackend&) = delete;
@@ -74,6 +80,9 @@ struct CudaBackend {
     void* alloc(size_t bytes);  // zeroed; out of memory -> UserError naming what fits
     void free(void* p, size_t bytes);
     void* scratch_at_least(size_t bytes);
+    static void* scratch_for_library(void* self, size_t bytes) {  // AttentionWorkspaceFn over scratch_at_least
+        return static_cast<CudaBackend*>(self)->scratch_at_least(bytes);
+    }
     void upload(void* dst, const void* host_src, size_t bytes) {
         cudaCheck(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream));
         cudaCheck(cudaStreamSynchronize(stream));
@@ -145,12 +154,14 @@ struct CudaBackend {
         rope_cuda(dqkv, freqs, B, T, C, NH, true, stream);
     }
     void attention_forward(act_t* out, float* lse, const act_t* qkv, int B, int T, int C, int NH) {
-        attention_forward_cuda(out, lse, qkv, B, T, C, NH, true, stream);
+        attention_forward_cuda(out, lse, qkv, B, T, C, NH, true, stream, attention_impl, attention_cudnn);
     }
+    // (the D scratch is taken first; if cuDNN runs it grows the same scratch for its workspace and D is unused)
     void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* lse,
                             int B, int T, int C, int NH) {
         size_t s = attention_backward_scratch_floats(B, T, C, NH) * sizeof(float);
-        attention_backward_cuda(dqkv, dout, qkv, out, lse, B, T, C, NH, true, (float*)scratch_at_least(s), stream);
+        attention_backward_cuda(dqkv, dout, qkv, out, lse, B, T, C, NH, true, (float*)scratch_at_least(s), stream,
+                                attention_impl, attention_cudnn);
     }
     void classifier(float* losses, act_t* dinp, grad_t* dweight, const act_t* inp, const act_t* weight,
                     const int32_t* targets, int N, int C, int V, float grad_scale, float* logits_scratch) {

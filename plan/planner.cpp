@@ -58,6 +58,26 @@ size_t refresh_workspace(int n, int r) {
     return 4 * (nn + (1 + 6 * (size_t)n + 2 * nn) + (size_t)n + (size_t)n * r);
 }
 
+}  // namespace
+
+// cuDNN fused attention's backward workspace for one layer (kernels/attention_cudnn.cu), an ESTIMATE from reading
+// cudnn-frontend 1.32 (node/scaled_dot_product_flash_attention.h), to reconcile with the graph's measured
+// get_workspace_size on the GPU (test_attention_cuda prints both at the planner's reference shapes and checks
+// measured <= estimate). The frontend carves softmax_sum (B, NH, T) fp32 out of the workspace, plus either
+//   - the fp32 dQ accumulator (B, NH, T, HS): the non-deterministic backward (PRAC_CUDNN_DETERMINISTIC=0), or
+//   - the engine's bf16 dP scratch (B, NH, T, T), T rounded up to 64: the deterministic backward we ask for by
+//     default (on Hopper with cuDNN < 9.25 the frontend then builds its dP-workspace graph; it no longer caps dP
+//     at CUDNN_FRONTEND_ATTN_DP_WORKSPACE_LIMIT's 256 MiB, which only applied to cuDNN 8.9.5 - 9.0).
+// The larger of the two is counted, so the plan holds in both modes; the forward needs no frontend workspace
+// (its engine's own few bytes are within the 1 MiB rounding of the scratch). Declared in kernels/attention_cudnn.cuh.
+size_t cudnn_sdpa_workspace_estimate(int B, int T, int NH, int HS) {
+    const size_t rows = (size_t)B * NH * T, t64 = ((size_t)T + 63) / 64 * 64;
+    const size_t softmax_sum = rows * 4, dq_accum = rows * HS * 4, dp = (size_t)B * NH * t64 * t64 * 2;
+    return softmax_sum + std::max(dq_accum, dp);
+}
+
+namespace {
+
 template <class Model, class PB>
 MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
                      const OptimizerChoice& optim, int recompute) {
@@ -97,13 +117,18 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     if (target != PlanTarget::CPU_FP32) {
         // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, plus ONE scratch
         // buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh (above), attention backward's
-        // row sums D (N, NH) fp32, the embedding backward's sort keys 8 * next_pow2(N) bytes, and the norm
+        // row sums D (N, NH) fp32 or, in the bf16 target, cuDNN's attention workspace (estimate above; the bf16
+        // target is planned as the GPU recipe builds it, with cudnn-frontend, whose attention Auto prefers; a build
+        // without it needs less), the embedding backward's sort keys 8 * next_pow2(N) bytes, and the norm
         // backward's column partials 8 * clamp(ceil(N/64), 1, 256) * C bytes, and the optimizer's ops (GaLore's
         // refresh, bf16 gradient blocks widened for a projection)
         size_t N = (size_t)B * T, pow2 = 2;
         while (pow2 < N) pow2 *= 2;
         size_t chunks = std::min<size_t>(256, std::max<size_t>(1, (N + 63) / 64));
-        ws = std::max({ws, N * cfg.num_heads * 4, 8 * pow2, 8 * chunks * cfg.channels,
+        size_t attn = N * cfg.num_heads * 4;
+        if (target == PlanTarget::CUDA_BF16 && cfg.head_dim() % 8 == 0 && cfg.head_dim() <= 128)  // cuDNN's sizes
+            attn = std::max(attn, cudnn_sdpa_workspace_estimate(B, T, cfg.num_heads, cfg.head_dim()));
+        ws = std::max({ws, attn, 8 * pow2, 8 * chunks * cfg.channels,
                        optimizer_cuda_scratch_bytes(optim, cfg, model.param_specs, PB::grad_dtype == DType::BF16)});
         ws = align_up(ws, 1 << 20) + CUBLASLT_WORKSPACE_BYTES;
     }

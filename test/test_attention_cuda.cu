@@ -1,6 +1,7 @@
-// GPU test of kernels/attention_cuda.cu: the flash-style forward and backward (every implementation this build
-// has: Simt, and Mma in the bf16 build) against the CPU twin (kernels/attention.h, run in float on the inputs
-// rounded to floatX) and, for T <= 256, against the naive GPU kernels (scores materialised in global memory).
+// GPU test of kernels/attention_cuda.cu and kernels/attention_cudnn.cu: the flash-style forward and backward (every
+// implementation this build has: Simt; Mma in the bf16 build; Cudnn, cuDNN's fused SDPA, in the bf16 build with
+// cudnn-frontend) against the CPU twin (kernels/attention.h, run in float on the inputs rounded to floatX) and, for
+// T <= 256, against the naive GPU kernels (scores materialised in global memory); Cudnn also against Mma.
 //
 // Exit codes: 0 all checks passed, 1 a check failed, 77 no CUDA device (ctest: "Not Run (Skipped)"); with
 // REQUIRE_GPU=1 in the environment a missing device is a failure (exit 1) instead of a skip.
@@ -17,9 +18,19 @@
 //                                                               path P and dS rounded to bf16 before their
 //                                                               matmuls (FA2); lse is fp32 from exact bf16
 //                                                               products; emulation: <= 5e-3, lse <= 2e-7
-// The fast-vs-naive comparison uses the same tolerances. Determinism: the backward runs twice (into buffers
-// prefilled with different garbage) and the two dqkv must be bitwise equal; the prefill also proves that every
-// element of dqkv is overwritten.
+// The fast-vs-naive and cudnn-vs-mma comparisons use the same tolerances (cuDNN, like Mma, rounds P and dS to bf16
+// before its second matmuls). Determinism: the backward runs twice (into buffers prefilled with different garbage)
+// and the two dqkv must be bitwise equal (Cudnn: when its context asked for the deterministic algorithm, the
+// default); the prefill also proves that every element of dqkv is overwritten.
+//
+// cuDNN rows (at (B, NH) = (3, 4) and (1, 12) unless PRAC_TEST_CUDNN_GRID=full: each shape builds its graphs): a
+// shape cuDNN declines (build or check_support fails) prints a "[--] cudnn declined" line, which
+// is a failure only for the shapes every cuDNN 9 must take on Hopper (HS 64 / 128, T multiple of 64, causal).
+// Besides the grid: the graph cache (a second call of a shape builds nothing and is a cache hit), Auto preferring
+// cuDNN when given a context and the hand-written kernels without one, clean refusals (forced Cudnn on unaligned
+// tensors, PRAC_ATTENTION values this build cannot run), mixing implementations (the hand-written backward on
+// cuDNN's O and lse), and the planner's workspace estimate (plan/planner.cpp) against the measured
+// get_workspace_size of the backward graphs at the planner's reference shapes (built, not run).
 //
 // Timing (information only, not a check): B=8, NH=12, T=1024, HS=64 (GPT-2 124M), causal and not, per
 // implementation; FLOPs counted as 4*B*NH*T*T*HS for the forward (halved when causal) and 2.5x that for the
@@ -27,6 +38,7 @@
 // S and dP in its own pass).
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -43,6 +55,7 @@
 #include "common/error.h"
 #include "kernels/attention.cuh"
 #include "kernels/attention.h"
+#include "kernels/attention_cudnn.cuh"
 
 // ---- reporting ----
 
@@ -73,7 +86,35 @@ static bool all_finite(const std::vector<float>& x) {
     return true;
 }
 
-static const char* impl_name(AttentionImpl i) { return i == AttentionImpl::Mma ? "mma" : "simt"; }
+static const char* impl_name(AttentionImpl i) { return attention_impl_name(i); }
+
+// ---- cuDNN: one context for the whole test, its workspace from a grow-only device buffer (as CudaBackend's) ----
+struct GrowBuffer {
+    void* p = nullptr;
+    size_t bytes = 0;
+};
+static GrowBuffer g_cudnn_ws;
+static void* grow_workspace(void* self, size_t bytes) {
+    GrowBuffer* b = static_cast<GrowBuffer*>(self);
+    if (bytes > b->bytes) {
+        cudaCheck(cudaDeviceSynchronize());
+        if (b->p) cudaCheck(cudaFree(b->p));
+        cudaCheck(cudaMalloc(&b->p, bytes));
+        b->bytes = bytes;
+    }
+    return b->p;
+}
+static AttentionCudnn* g_cudnn = nullptr;  // null when the build has no cuDNN attention
+static bool cudnn_usable() { return g_cudnn != nullptr && attention_cuda_impl_available(AttentionImpl::Cudnn); }
+static int g_cudnn_declined = 0;
+static double g_cudnn_build_s = 0;  // wall time of the grid's graph builds (first use of each shape)
+// Every graph is built once per shape (hundreds of ms each, unmeasured), so the cudnn rows cover the grid's head
+// sizes, lengths and masks at two (B, NH) pairs, (3, 4) and (1, 12); PRAC_TEST_CUDNN_GRID=full runs all six.
+static bool cudnn_grid_shape(int B, int NH) {
+    const char* v = std::getenv("PRAC_TEST_CUDNN_GRID");
+    if (v && std::strcmp(v, "full") == 0) return true;
+    return (B == 3 && NH == 4) || (B == 1 && NH == 12);
+}
 
 // One shape: CPU reference once, then every implementation (and the naive oracle) against it.
 static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causal) {
@@ -105,13 +146,31 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
               "naive  %-34s fwd vs cpu: out %.2e lse %.2e", tag, rel_err(nv_out, out_ref), rel_err(nv_lse, lse_ref));
     }
 
-    for (AttentionImpl impl : {AttentionImpl::Simt, AttentionImpl::Mma}) {
+    std::vector<float> mma_out, mma_lse, mma_dqkv;  // the Mma results, for the cudnn-vs-mma rows
+    for (AttentionImpl impl : {AttentionImpl::Simt, AttentionImpl::Mma, AttentionImpl::Cudnn}) {
         if (!attention_cuda_impl_available(impl)) continue;
         const char* in = impl_name(impl);
+        if (impl == AttentionImpl::Cudnn) {
+            if (!cudnn_usable() || !cudnn_grid_shape(B, NH)) continue;
+            // declined shapes are reported, and fail only where every cuDNN 9 on Hopper must take them
+            std::string why;
+            size_t ws = 0;
+            auto t0 = std::chrono::steady_clock::now();
+            bool ok = attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, false, st, &ws, &why) &&
+                      (!bwd || attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, true, st, &ws, &why));
+            g_cudnn_build_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            if (!ok) {
+                const bool required = (HS == 64 || HS == 128) && T % 64 == 0 && causal;
+                g_cudnn_declined++;
+                if (required) check(false, "%-6s %-34s cuDNN must support this shape: %s", in, tag, why.c_str());
+                else std::printf("  [--] %-6s %-34s declined by cuDNN (not a failure): %s\n", in, tag, why.c_str());
+                continue;
+            }
+        }
         // ---- forward ----
         cudaCheck(cudaMemset(d_out.p, 0xFF, d_out.bytes()));  // NaN-ish garbage: every row must be written
         cudaCheck(cudaMemset(d_lse.p, 0xFF, d_lse.bytes()));
-        attention_forward_cuda(d_out.p, d_lse.p, d_qkv.p, B, T, C, NH, causal, st, impl);
+        attention_forward_cuda(d_out.p, d_lse.p, d_qkv.p, B, T, C, NH, causal, st, impl, g_cudnn);
         cudaCheck(cudaStreamSynchronize(st));
         std::vector<float> out = download(d_out), lse = download(d_lse);
         double eo = rel_err(out, out_ref), el = rel_err(lse, lse_ref);
@@ -119,6 +178,14 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
         if (naive) {
             double no = rel_err(out, nv_out), nl = rel_err(lse, nv_lse);
             check(no <= kTolOut && nl <= kTolLse, "%-6s %-34s fwd vs naive: out %.2e lse %.2e", in, tag, no, nl);
+        }
+        if (impl == AttentionImpl::Mma) {
+            mma_out = out;
+            mma_lse = lse;
+        }
+        if (impl == AttentionImpl::Cudnn && !mma_out.empty()) {
+            double mo = rel_err(out, mma_out), ml = rel_err(lse, mma_lse);
+            check(mo <= kTolOut && ml <= kTolLse, "%-6s %-34s fwd vs mma: out %.2e lse %.2e", in, tag, mo, ml);
         }
         if (!bwd) continue;
 
@@ -130,16 +197,39 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
         cudaCheck(cudaMemset(d_dqkv2.p, 0x7F, d_dqkv2.bytes()));
         cudaCheck(cudaMemset(d_scratch.p, 0xFF, d_scratch.bytes()));
         attention_backward_cuda(d_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, d_scratch.p, st,
-                                impl);
+                                impl, g_cudnn);
         attention_backward_cuda(d_dqkv2.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, d_scratch.p,
-                                st, impl);
+                                st, impl, g_cudnn);
         cudaCheck(cudaStreamSynchronize(st));
         std::vector<float> dqkv = download(d_dqkv);
         double e[3];
         for (int p = 0; p < 3; p++) e[p] = rel_err(part_of(dqkv, N, C, p), part_of(dqkv_ref, N, C, p));
         check(e[0] <= kTolGrad && e[1] <= kTolGrad && e[2] <= kTolGrad && all_finite(dqkv),
               "%-6s %-34s bwd vs cpu: dq %.2e dk %.2e dv %.2e", in, tag, e[0], e[1], e[2]);
-        check(download_bytes(d_dqkv) == download_bytes(d_dqkv2), "%-6s %-34s bwd bitwise deterministic", in, tag);
+        const bool same_bits = download_bytes(d_dqkv) == download_bytes(d_dqkv2);
+        if (impl != AttentionImpl::Cudnn || attention_cudnn_deterministic(g_cudnn))
+            check(same_bits, "%-6s %-34s bwd bitwise deterministic", in, tag);
+        else
+            std::printf("  [--] %-6s %-34s bwd repeated run bitwise %s (non-deterministic mode)\n", in, tag,
+                        same_bits ? "equal" : "different");
+        if (impl == AttentionImpl::Mma) mma_dqkv = dqkv;
+        if (impl == AttentionImpl::Cudnn && !mma_dqkv.empty()) {
+            // cudnn-vs-mma (each on its own forward's O and lse: the same contract, so within the same tolerance)
+            double m[3];
+            for (int p = 0; p < 3; p++) m[p] = rel_err(part_of(dqkv, N, C, p), part_of(mma_dqkv, N, C, p));
+            check(m[0] <= kTolGrad && m[1] <= kTolGrad && m[2] <= kTolGrad,
+                  "%-6s %-34s bwd vs mma: dq %.2e dk %.2e dv %.2e", in, tag, m[0], m[1], m[2]);
+            // mixing: the hand-written backward on cuDNN's O and lse (same lse convention) gives the same gradients
+            Dev<floatX> x_dqkv(N * 3 * C);
+            attention_backward_cuda(x_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, d_scratch.p,
+                                    st, AttentionImpl::Mma, nullptr);
+            cudaCheck(cudaStreamSynchronize(st));
+            std::vector<float> xd = download(x_dqkv);
+            double x[3];
+            for (int p = 0; p < 3; p++) x[p] = rel_err(part_of(xd, N, C, p), part_of(dqkv_ref, N, C, p));
+            check(x[0] <= kTolGrad && x[1] <= kTolGrad && x[2] <= kTolGrad,
+                  "mixed  %-34s mma bwd on cudnn's O, lse vs cpu: dq %.2e dk %.2e dv %.2e", tag, x[0], x[1], x[2]);
+        }
         if (naive) {
             Dev<floatX> n_dqkv(N * 3 * C);
             Dev<float> n_scr(attention_backward_naive_scratch_floats(B, T, NH));
@@ -167,14 +257,20 @@ static void time_attention(cudaStream_t st) {
     cudaCheck(cudaEventCreate(&e0));
     cudaCheck(cudaEventCreate(&e1));
     std::printf("timing B=%d NH=%d T=%d HS=%d (%s):\n", B, NH, T, HS, PRAC_FLOATX_NAME);
-    for (AttentionImpl impl : {AttentionImpl::Simt, AttentionImpl::Mma}) {
+    for (AttentionImpl impl : {AttentionImpl::Simt, AttentionImpl::Mma, AttentionImpl::Cudnn}) {
         if (!attention_cuda_impl_available(impl)) continue;
+        if (impl == AttentionImpl::Cudnn && !cudnn_usable()) continue;
         for (bool causal : {true, false}) {
+            if (impl == AttentionImpl::Cudnn &&
+                !(attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, false, st, nullptr, nullptr) &&
+                  attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, true, st, nullptr, nullptr)))
+                continue;
             const double fwd_flops = 4.0 * B * NH * (double)T * T * HS / (causal ? 2 : 1);
             const int iters = 10;
-            auto fwd = [&] { attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, causal, st, impl); };
+            auto fwd = [&] { attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, causal, st, impl, g_cudnn); };
             auto bwd = [&] {
-                attention_backward_cuda(dqkv.p, dout.p, qkv.p, out.p, lse.p, B, T, C, NH, causal, scratch.p, st, impl);
+                attention_backward_cuda(dqkv.p, dout.p, qkv.p, out.p, lse.p, B, T, C, NH, causal, scratch.p, st, impl,
+                                        g_cudnn);
             };
             float ms[2];
             int k = 0;
@@ -191,13 +287,118 @@ static void time_attention(cudaStream_t st) {
                 cudaCheck(cudaEventElapsedTime(&ms[k], e0, e1));
                 ms[k++] /= iters;
             }
-            std::printf("  %-4s %-6s forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n",
+            std::printf("  %-5s %-6s forward %8.3f ms %7.1f TFLOP/s   backward %8.3f ms %7.1f TFLOP/s\n",
                         impl_name(impl), causal ? "causal" : "full", ms[0], fwd_flops / (ms[0] * 1e-3) / 1e12, ms[1],
                         2.5 * fwd_flops / (ms[1] * 1e-3) / 1e12);
         }
     }
     cudaCheck(cudaEventDestroy(e0));
     cudaCheck(cudaEventDestroy(e1));
+}
+
+// A UserError from f whose message contains `needle`?
+template <typename F>
+static bool throws_user_error(F&& f, const char* needle) {
+    try {
+        f();
+    } catch (const UserError& ex) {
+        return std::strstr(ex.what(), needle) != nullptr;
+    }
+    return false;
+}
+
+// PRAC_ATTENTION parsing: every value this build can run is accepted, the others are refused by name.
+static void test_impl_env() {
+    const char* saved = std::getenv("PRAC_ATTENTION");
+    std::string keep = saved ? saved : "";
+    unsetenv("PRAC_ATTENTION");
+    check(attention_impl_from_env() == AttentionImpl::Auto, "PRAC_ATTENTION unset -> auto");
+    for (AttentionImpl impl : {AttentionImpl::Auto, AttentionImpl::Simt, AttentionImpl::Mma, AttentionImpl::Cudnn}) {
+        setenv("PRAC_ATTENTION", attention_impl_name(impl), 1);
+        if (attention_cuda_impl_available(impl))
+            check(attention_impl_from_env() == impl, "PRAC_ATTENTION=%s accepted", attention_impl_name(impl));
+        else
+            check(throws_user_error([] { attention_impl_from_env(); }, "cannot run"),
+                  "PRAC_ATTENTION=%s refused in this build (%s)", attention_impl_name(impl), PRAC_FLOATX_NAME);
+    }
+    setenv("PRAC_ATTENTION", "flash", 1);
+    check(throws_user_error([] { attention_impl_from_env(); }, "expected auto"), "PRAC_ATTENTION=flash refused");
+    if (saved) setenv("PRAC_ATTENTION", keep.c_str(), 1);
+    else unsetenv("PRAC_ATTENTION");
+}
+
+// cuDNN outside the grid: graph cache, Auto's choice, refusals, planner estimate vs measured workspace.
+static void test_cudnn_extras(cudaStream_t st) {
+    if (!cudnn_usable()) {
+        // the path is compiled out (fp32 build, or no cudnn-frontend): forcing it is a clean UserError
+        check(throws_user_error([&] {
+                  Dev<floatX> qkv(3 * 64 * 3 * 256), out(3 * 64 * 256);
+                  Dev<float> lse(3 * 4 * 64);
+                  attention_forward_cuda(out.p, lse.p, qkv.p, 3, 64, 256, 4, true, st, AttentionImpl::Cudnn, g_cudnn);
+              }, "cuDNN"),
+              "forcing Cudnn without cuDNN attention is a UserError (%s)", attention_cudnn_describe().c_str());
+        return;
+    }
+    const int B = 2, T = 128, NH = 4, HS = 64, C = NH * HS;
+    const size_t N = (size_t)B * T;
+    Dev<floatX> qkv(N * 3 * C), out(N * C);
+    Dev<float> lse((size_t)B * NH * T + 4);  // + 4: room for the misaligned view below
+    upload(qkv, randn_x(N * 3 * C));
+
+    // graph cache: the first call of a new shape builds one graph, the second finds it
+    AttentionCudnnStats s0 = attention_cudnn_stats(g_cudnn);
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Cudnn, g_cudnn);
+    AttentionCudnnStats s1 = attention_cudnn_stats(g_cudnn);
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Cudnn, g_cudnn);
+    AttentionCudnnStats s2 = attention_cudnn_stats(g_cudnn);
+    cudaCheck(cudaStreamSynchronize(st));
+    check(s1.graphs_built == s0.graphs_built + 1 && s1.executes == s0.executes + 1,
+          "cudnn first call of a shape builds one graph (built %d -> %d)", s0.graphs_built, s1.graphs_built);
+    check(s2.graphs_built == s1.graphs_built && s2.cache_hits == s1.cache_hits + 1 && s2.executes == s1.executes + 1,
+          "cudnn second call is a cache hit (hits %d -> %d, built %d)", s1.cache_hits, s2.cache_hits,
+          s2.graphs_built);
+    std::printf("  [--] forward workspace at B=%d T=%d NH=%d HS=%d: %zu bytes\n", B, T, NH, HS,
+                s2.last_workspace_bytes);
+
+    // Auto: cuDNN when given a context, the hand-written kernels without one
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Auto, g_cudnn);
+    AttentionCudnnStats s3 = attention_cudnn_stats(g_cudnn);
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Auto, nullptr);
+    AttentionCudnnStats s4 = attention_cudnn_stats(g_cudnn);
+    cudaCheck(cudaStreamSynchronize(st));
+    check(s3.executes == s2.executes + 1 && s4.executes == s3.executes, "auto runs cuDNN with a context, not without");
+
+    // forced Cudnn on a misaligned lse: refused by name (Auto would take the hand-written kernels)
+    check(throws_user_error([&] {
+              attention_forward_cuda(out.p, lse.p + 1, qkv.p, B, T, C, NH, true, st, AttentionImpl::Cudnn, g_cudnn);
+          }, "16-byte"),
+          "forced cudnn on a misaligned lse is a UserError");
+    attention_forward_cuda(out.p, lse.p + 1, qkv.p, B, T, C, NH, true, st, AttentionImpl::Auto, g_cudnn);
+    cudaCheck(cudaStreamSynchronize(st));
+    check(attention_cudnn_stats(g_cudnn).executes == s4.executes, "auto on a misaligned lse runs the hand-written kernel");
+
+    // the planner's estimate (plan/planner.cpp) against the measured backward workspace at its reference shapes
+    // (graphs built, never run: nothing of this size is allocated)
+    struct Ref {
+        const char* name;
+        int B, T, NH, HS;
+    } refs[] = {{"gpt2-124m 64x1024", 64, 1024, 12, 64},
+                {"llama-130m 128x256", 128, 256, 12, 64},
+                {"llama-350m 128x256", 128, 256, 16, 64},
+                {"llama-1b 128x256", 128, 256, 32, 64}};
+    for (const Ref& r : refs) {
+        size_t fwd_ws = 0, bwd_ws = 0;
+        std::string why;
+        bool ok = attention_cudnn_prepare(g_cudnn, r.B, r.T, r.NH * r.HS, r.NH, true, false, st, &fwd_ws, &why) &&
+                  attention_cudnn_prepare(g_cudnn, r.B, r.T, r.NH * r.HS, r.NH, true, true, st, &bwd_ws, &why);
+        const size_t est = cudnn_sdpa_workspace_estimate(r.B, r.T, r.NH, r.HS);
+        check(ok && fwd_ws <= est && bwd_ws <= est,
+              "cudnn workspace %-20s fwd %zu, bwd %zu (%.1f MiB) <= planner estimate %zu (%.1f MiB)%s%s", r.name,
+              fwd_ws, bwd_ws, bwd_ws / 1048576.0, est, est / 1048576.0, ok ? "" : ": declined: ", why.c_str());
+    }
+    AttentionCudnnStats sf = attention_cudnn_stats(g_cudnn);
+    std::printf("  [--] cudnn graphs: %d built, %d declined, %d cache hits, %d executes\n", sf.graphs_built,
+                sf.graphs_declined, sf.cache_hits, sf.executes);
 }
 
 int main() {
@@ -207,6 +408,11 @@ int main() {
     std::printf("device 0: %s (sm_%d%d), floatX = %s\n", prop.name, prop.major, prop.minor, PRAC_FLOATX_NAME);
     cudaStream_t st;
     cudaCheck(cudaStreamCreate(&st));
+    g_cudnn = attention_cudnn_create(st, grow_workspace, &g_cudnn_ws);
+    std::printf("cuDNN attention: %s%s\n", attention_cudnn_describe().c_str(),
+                g_cudnn ? (attention_cudnn_deterministic(g_cudnn) ? ", deterministic backward" : ", non-deterministic")
+                        : "");
+    test_impl_env();
 
     // argument checks: unsupported head sizes are a user error, T = 0 is a no-op
     check(!attention_cuda_supports_head_size(40) && attention_cuda_supports_head_size(48) &&
@@ -231,7 +437,18 @@ int main() {
                 for (int NH : {1, 4, 12})
                     for (bool causal : {true, false}) test_shape(st, B, NH, HS, T, causal);
 
+    try {
+        test_cudnn_extras(st);
+    } catch (const std::exception& ex) {
+        check_exception(ex);
+    }
+    if (cudnn_usable())
+        std::printf("cudnn: %d shape(s) of the grid declined (listed above as [--]); graph builds took %.1f s\n",
+                    g_cudnn_declined, g_cudnn_build_s);
+
     time_attention(st);
+    attention_cudnn_destroy(g_cudnn);
+    if (g_cudnn_ws.p) cudaCheck(cudaFree(g_cudnn_ws.p));
     cudaCheck(cudaStreamDestroy(st));
     return gpu_test_summary("test_attention_cuda");
 }
