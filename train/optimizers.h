@@ -93,23 +93,21 @@ std::unique_ptr<Optimizer<Backend>> make_optimizer(Backend& be, const OptimizerC
         return std::make_unique<OptimizerOf<Backend, AdamW<Backend>>>(be, shard_begin, shard_end, c.beta1, c.beta2,
                                                                       c.eps, c.weight_decay);
     if (sharded) fail("--optimizer %s does not shard (ZeRO-1 is AdamW's): drop --zero 1", c.kind.c_str());
-    if (c.kind == "muon") {
-        MuonOptions o;
-        o.momentum = c.muon_momentum;
+    // the Adam hyperparameters every options struct carries (the AdamW half of Muon, Adam-mini's, RSO's inner Adam)
+    auto with_adam = [&c](auto o) {
         o.beta1 = c.beta1;
         o.beta2 = c.beta2;
         o.eps = c.eps;
         o.weight_decay = c.weight_decay;
+        return o;
+    };
+    if (c.kind == "muon") {
+        MuonOptions o = with_adam(MuonOptions());
+        o.momentum = c.muon_momentum;
         return std::make_unique<OptimizerOf<Backend, Muon<Backend>>>(be, specs, cfg, o);
     }
-    if (c.kind == "adam-mini") {
-        AdamMiniOptions o;
-        o.beta1 = c.beta1;
-        o.beta2 = c.beta2;
-        o.eps = c.eps;
-        o.weight_decay = c.weight_decay;
-        return std::make_unique<OptimizerOf<Backend, AdamMini<Backend>>>(be, specs, cfg, o);
-    }
+    if (c.kind == "adam-mini")
+        return std::make_unique<OptimizerOf<Backend, AdamMini<Backend>>>(be, specs, cfg, with_adam(AdamMiniOptions()));
     if (c.kind == "galore") {
         int rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
         auto o = std::make_unique<OptimizerOf<Backend, GaLore<Backend>>>(
@@ -118,14 +116,10 @@ std::unique_ptr<Optimizer<Backend>> make_optimizer(Backend& be, const OptimizerC
         return o;
     }
     if (c.kind == "rso") {
-        RsoOptions o;
+        RsoOptions o = with_adam(RsoOptions());
         o.rank = rso_rank_of(c, cfg);
         o.gap = c.rso_gap;
         o.prox = c.rso_prox;
-        o.beta1 = c.beta1;
-        o.beta2 = c.beta2;
-        o.eps = c.eps;
-        o.weight_decay = c.weight_decay;
         o.seed = c.rso_seed;
         return std::make_unique<OptimizerOf<Backend, Rso<Backend>>>(be, specs, cfg, o);
     }
