@@ -11,7 +11,10 @@
 //
 // Flags: --quick (GPT-2 124M B=16 and LLaMA-130M B=32, 5 steps, no max-batch runs: the gpu_verify budget),
 //        --models a,b,... (gpt2-124m, llama-130m, llama-350m, llama-1b), --steps N (default 10),
-//        --max-batch / --no-max-batch (force the PRAC max-batch runs on or off), --json FILE.
+//        --max-batch / --no-max-batch (force the PRAC max-batch runs on or off), --json FILE,
+//        --optimizers a,b,... (default adamw): for each other optimizer (muon, adam-mini, galore, rso, at their
+//        default settings) one more row per model, PRAC off (RSO with its projected inputs): Table 2's GaLore and
+//        RSO memory and Table 9's step times.
 // Every result row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them to its summary).
 // Without a CUDA device: "SKIP bench_gpu: no CUDA device (...)" and exit 77 (REQUIRE_GPU=1: exit 1).
 // UNVERIFIED: written without a GPU.
@@ -51,6 +54,7 @@ static const double GiB = 1024.0 * 1024.0 * 1024.0;
 
 struct Row {
     std::string config, prac, note;  // note: "" ok, otherwise why there are no numbers
+    std::string optimizer = "adamw";
     bool ran = false, max_batch = false;
     int B = 0, T = 0, steps = 0;
     double ms = 0, tok_s = 0, mfu = -1, loss = 0;
@@ -105,11 +109,11 @@ static void write_json(const std::string& path, const std::string& gpu, double p
     for (size_t i = 0; i < rows.size(); i++) {
         const Row& r = rows[i];
         std::fprintf(f,
-                     "    {\"config\": \"%s\", \"prac\": \"%s\", \"max_batch\": %s, \"B\": %d, \"T\": %d, \"ran\": %s, "
+                     "    {\"config\": \"%s\", \"prac\": \"%s\", \"optimizer\": \"%s\", \"max_batch\": %s, \"B\": %d, \"T\": %d, \"ran\": %s, "
                      "\"note\": \"%s\", \"steps\": %d, \"ms_per_step\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %s, "
                      "\"loss\": %.5f, \"peak_bytes\": %.0f, \"plan_bytes\": %.0f, \"memgetinfo_delta_bytes\": %.0f, "
                      "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"t1\": %d}%s\n",
-                     r.config.c_str(), r.prac.c_str(), r.max_batch ? "true" : "false", r.B, r.T,
+                     r.config.c_str(), r.prac.c_str(), r.optimizer.c_str(), r.max_batch ? "true" : "false", r.B, r.T,
                      r.ran ? "true" : "false", json_escape(r.note).c_str(), r.steps, r.ms, r.tok_s,
                      r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "null", r.loss, r.peak, r.plan, r.delta,
                      r.refresh_ms >= 0 ? fmt("%.4f", r.refresh_ms).c_str() : "null",
@@ -121,25 +125,26 @@ static void write_json(const std::string& path, const std::string& gpu, double p
 }
 
 static void print_header() {
-    std::printf("%-12s %-5s %5s %10s %11s %6s %9s %9s %9s %9s %8s  %s\n", "config", "prac", "B", "ms/step", "tok/s",
-                "MFU", "peak GiB", "plan GiB", "peak/plan", "dMem GiB", "loss", "note");
+    std::printf("%-12s %-14s %5s %10s %11s %6s %9s %9s %9s %9s %8s  %s\n", "config", "prac/opt", "B", "ms/step",
+                "tok/s", "MFU", "peak GiB", "plan GiB", "peak/plan", "dMem GiB", "loss", "note");
 }
 
 static void print_row(const Row& r) {
-    std::string prac = r.prac + (r.max_batch ? "*" : "");
+    // the prac column also names a non-default optimizer: "none+rso"
+    std::string prac = r.prac + (r.optimizer != "adamw" ? "+" + r.optimizer : "") + (r.max_batch ? "*" : "");
     if (!r.ran) {
-        std::printf("%-12s %-5s %5d %10s %11s %6s %9s %9s %9s %9s %8s  %s\n", r.config.c_str(), prac.c_str(), r.B, "-",
+        std::printf("%-12s %-14s %5d %10s %11s %6s %9s %9s %9s %9s %8s  %s\n", r.config.c_str(), prac.c_str(), r.B, "-",
                     "-", "-", "-", r.plan > 0 ? fmt("%.2f", r.plan / GiB).c_str() : "-", "-", "-", "-", r.note.c_str());
     } else {
-        std::printf("%-12s %-5s %5d %10.2f %11.0f %6s %9.2f %9.2f %9.3f %9.2f %8.4f  %s\n", r.config.c_str(),
+        std::printf("%-12s %-14s %5d %10.2f %11.0f %6s %9.2f %9.2f %9.3f %9.2f %8.4f  %s\n", r.config.c_str(),
                     prac.c_str(), r.B, r.ms, r.tok_s, r.mfu >= 0 ? fmt("%.1f%%", 100 * r.mfu).c_str() : "-",
                     r.peak / GiB, r.plan / GiB, r.plan > 0 ? r.peak / r.plan : 0.0, r.delta / GiB, r.loss,
                     r.note.c_str());
     }
     // one machine-readable line per row (gpu_verify copies "RESULT " lines into its summary)
-    std::printf("RESULT bench_gpu config=%s prac=%s B=%d T=%d status=%s ms_per_step=%.3f tok_s=%.0f mfu=%s "
-                "peak_gib=%.3f plan_gib=%.3f peak_over_plan=%.4f memgetinfo_delta_gib=%.3f\n",
-                r.config.c_str(), prac.c_str(), r.B, r.T, r.ran ? "ok" : "skipped", r.ms, r.tok_s,
+    std::printf("RESULT bench_gpu config=%s prac=%s optimizer=%s B=%d T=%d status=%s ms_per_step=%.3f tok_s=%.0f "
+                "mfu=%s peak_gib=%.3f plan_gib=%.3f peak_over_plan=%.4f memgetinfo_delta_gib=%.3f\n",
+                r.config.c_str(), prac.c_str(), r.optimizer.c_str(), r.B, r.T, r.ran ? "ok" : "skipped", r.ms, r.tok_s,
                 r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "-", r.peak / GiB, r.plan / GiB,
                 r.ran && r.plan > 0 ? r.peak / r.plan : 0.0, r.delta / GiB);
     std::fflush(stdout);
@@ -147,8 +152,8 @@ static void print_row(const Row& r) {
 
 // One config x PRAC mode x B: plan, fit check, build, warm up, time.
 template <template <class> class M>
-static void run_one(Row& r, const ModelConfig& cfg, const PracOptions& prac, int B, int T, int steps,
-                    double peak_tf, bool time_refresh) {
+static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const OptimizerChoice& oc, int B, int T,
+                    int steps, double peak_tf, bool time_refresh) {
     r.B = B;
     r.T = T;
     r.steps = steps;
@@ -158,7 +163,7 @@ static void run_one(Row& r, const ModelConfig& cfg, const PracOptions& prac, int
 #else
     const PlanTarget target = PlanTarget::CUDA_BF16;
 #endif
-    OptimizerChoice oc;  // AdamW, the trainer's defaults
+    prac.rso_rank = rso_rank_of(oc, cfg);  // RSO: the linear sites store X·P with the optimizer's P
     MemoryPlan plan = plan_memory(cfg, prac, B, T, target, &oc, 0);
     r.plan = (double)plan.total;
 
@@ -187,6 +192,7 @@ static void run_one(Row& r, const ModelConfig& cfg, const PracOptions& prac, int
         size_t n = model.param_buffer_numel;
         auto opt = make_optimizer(be, oc, cfg, model.param_specs, n, 0, n);
         init_master_weights(be, *opt, model.params_memory, n);
+        opt->bind_sites(model.sites);
 
         int64_t step_index = 0;
         float loss = 0;
@@ -241,13 +247,14 @@ static void run_one(Row& r, const ModelConfig& cfg, const PracOptions& prac, int
 
 static void usage() {
     std::printf("usage: bench_gpu [--quick] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
-                "                 [--max-batch | --no-max-batch] [--json FILE]\n");
+                "                 [--max-batch | --no-max-batch] [--json FILE] [--optimizers adamw,muon,adam-mini,"
+                "galore,rso]\n");
 }
 
 int main(int argc, char** argv) {
     bool quick = false;
     int steps = -1, maxb = -1;  // -1: default
-    std::string models_arg, json;
+    std::string models_arg, json, optimizers_arg = "adamw";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto next = [&]() -> std::string {
@@ -261,6 +268,7 @@ int main(int argc, char** argv) {
         else if (a == "--models") models_arg = next();
         else if (a == "--steps") steps = std::atoi(next().c_str());
         else if (a == "--json") json = next();
+        else if (a == "--optimizers") optimizers_arg = next();
         else if (a == "--max-batch") maxb = 1;
         else if (a == "--no-max-batch") maxb = 0;
         else if (a == "-h" || a == "--help") { usage(); return 0; }
@@ -276,6 +284,20 @@ int main(int argc, char** argv) {
         return 2;
     }
     bool do_maxb = maxb < 0 ? !quick : maxb == 1;
+
+    std::vector<std::string> extra_optimizers;  // besides AdamW (the PRAC rows' optimizer)
+    for (size_t p = 0; p <= optimizers_arg.size();) {
+        size_t q = optimizers_arg.find(',', p);
+        if (q == std::string::npos) q = optimizers_arg.size();
+        std::string o = optimizers_arg.substr(p, q - p);
+        p = q + 1;
+        if (o.empty() || o == "adamw") continue;
+        if (o != "muon" && o != "adam-mini" && o != "galore" && o != "rso") {
+            std::fprintf(stderr, "bench_gpu: unknown optimizer %s (adamw, muon, adam-mini, galore, rso)\n", o.c_str());
+            return 2;
+        }
+        extra_optimizers.push_back(o);
+    }
 
     int unavailable = gpu_test_unavailable("bench_gpu");
     if (unavailable >= 0) return unavailable;
@@ -386,8 +408,9 @@ int main(int argc, char** argv) {
             r.B = B;
             r.T = b.T;
             try {
-                if (b.arch == Arch::GPT2) run_one<GPT2>(r, cfg, prac, B, b.T, steps, peak_tf, pm == 1);
-                else run_one<Llama>(r, cfg, prac, B, b.T, steps, peak_tf, pm == 1);
+                OptimizerChoice adamw;  // the trainer's defaults
+                if (b.arch == Arch::GPT2) run_one<GPT2>(r, cfg, prac, adamw, B, b.T, steps, peak_tf, pm == 1);
+                else run_one<Llama>(r, cfg, prac, adamw, B, b.T, steps, peak_tf, pm == 1);
             } catch (const std::exception& e) {
                 r.ran = false;
                 r.note = std::string("error: ") + e.what();
@@ -397,6 +420,28 @@ int main(int argc, char** argv) {
             rows.push_back(r);
             int idx = (int)rows.size() - 1;
             (pm == 0 ? pairs[ci].none : pm == 1 ? pairs[ci].prac : pairs[ci].maxb) = idx;
+            print_row(r);
+            write_json(json, gpu, peak_tf, rows);
+        }
+        for (const std::string& kind : extra_optimizers) {  // the other optimizers, PRAC off, the baseline's B
+            Row r;
+            r.config = b.name;
+            r.prac = "none";
+            r.optimizer = kind;
+            r.B = b.B;
+            r.T = b.T;
+            OptimizerChoice oc;
+            oc.kind = kind;
+            try {
+                if (b.arch == Arch::GPT2) run_one<GPT2>(r, cfg, PracOptions(), oc, b.B, b.T, steps, peak_tf, false);
+                else run_one<Llama>(r, cfg, PracOptions(), oc, b.B, b.T, steps, peak_tf, false);
+            } catch (const std::exception& e) {
+                r.ran = false;
+                r.note = std::string("error: ") + e.what();
+                failures++;
+                cudaGetLastError();
+            }
+            rows.push_back(r);
             print_row(r);
             write_json(json, gpu, peak_tf, rows);
         }

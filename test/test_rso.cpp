@@ -53,7 +53,8 @@ TEST(RsoSubspace, OrthonormalAndIsotropicOverDraws) {
     std::vector<double> mean((size_t)n * n, 0.0);
     std::vector<float> P((size_t)n * r), first;
     for (int d = 0; d < draws; d++) {
-        ASSERT_EQ(prac_random_basis_cpu(P.data(), n, r, PracDrawKey{7, RSO_DRAW_SITE_BASE, 0, (uint64_t)d, PRAC_DRAW_RSO}), 0);
+        PracDrawKey key{7, RSO_DRAW_SITE_BASE, 0, (uint64_t)d, PRAC_DRAW_RSO};
+        ASSERT_EQ(prac_random_basis_cpu(P.data(), n, r, key), 0);
         for (int a = 0; a < r; a++)
             for (int b = 0; b < r; b++) {
                 double dot = 0;
@@ -209,7 +210,8 @@ TEST(Rso, UpdatesStayInTheSubspaceBetweenDraws) {
     const float* w = params.data() + k.offset + k.layer_stride;
     for (int outer = 0; outer < 3; outer++) {
         std::vector<float> Wk(w, w + k.rows * k.cols);
-        std::vector<float> P(state_of(opt, "rso.w.proj") + k.proj_numel(), state_of(opt, "rso.w.proj") + 2 * k.proj_numel());
+        const float* layer1 = state_of(opt, "rso.w.proj") + k.proj_numel();
+        std::vector<float> P(layer1, layer1 + k.proj_numel());
         for (int inner = 0; inner < o.gap; inner++) {
             for (float& g : grads) g = normal(rng);
             opt.step(params.data(), grads.data(), pb.specs, 0.05f, 1.0f);
@@ -425,7 +427,8 @@ TEST(Rso, PlannerCountsStateAndProjectedInputs) {
     MemoryPlan tpl = plan_memory(tiny, tp, 2, 16, PlanTarget::CPU_FP32, &c);
     EXPECT_EQ(tpl.bytes("optimizer_state"), be.live_bytes - before);
     size_t planned_arena = 0;
-    for (const char* k : {"inputs", "saved_exact", "saved_linear", "saved_nonlinear", "transient", "loss", "prac_bases"})
+    for (const char* k :
+         {"inputs", "saved_exact", "saved_linear", "saved_nonlinear", "transient", "loss", "prac_bases"})
         planned_arena += tpl.bytes(k);
     EXPECT_EQ(planned_arena, arena);
 }

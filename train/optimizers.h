@@ -134,8 +134,8 @@ inline size_t optimizer_state_bytes(const OptimizerChoice& c, const ModelConfig&
     if (c.kind == "muon")
         return Muon<CpuBackend>::state_bytes(specs) + Muon<CpuBackend>::scratch_bytes(specs, cfg, true);
     if (c.kind == "adam-mini") return AdamMini<CpuBackend>::state_bytes(specs, cfg);
-    if (c.kind == "galore")
-        return GaLore<CpuBackend>::state_bytes(specs, cfg, c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg));
+    int galore_rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
+    if (c.kind == "galore") return GaLore<CpuBackend>::state_bytes(specs, cfg, galore_rank);
     if (c.kind == "rso") return Rso<CpuBackend>::state_bytes(specs, cfg, rso_rank_of(c, cfg));
     return 2 * n * sizeof(float);
 }
