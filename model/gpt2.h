@@ -94,7 +94,10 @@ struct GPT2 {
     //   fch        GeLU input (N, F)                                                            nonlinear
     //   fch_gelu   GeLU output, the fcproj matmul's input                                       linear
     // q, k, v, O and LSE stay exact (attention backward needs them; O is also attproj's input).
-    enum { RESID, LN1, RESID_MID, LN2, FCH, FCH_GELU };
+    enum {  // the sites' order is prac/site.h's SiteIndex (wire_sites and RSO rely on it)
+        RESID = SITE_RESID, LN1 = SITE_LN1, RESID_MID = SITE_RESID_MID, LN2 = SITE_LN2, FCH = SITE_FCH,
+        FCH_GELU = SITE_ACT_OUT
+    };
     PracOptions prac;
     std::vector<ActSite<Backend>> sites;
     std::vector<TensorSpec> basis_specs;

@@ -84,7 +84,10 @@ struct Llama {
     //              both halves (our reading: the paper does not say which SwiGLU tensors)     nonlinear
     //   fch_act    SwiGLU output, down_proj's input                                             linear
     // q, k (after RoPE), v, O and LSE stay exact; O is also o_proj's input.
-    enum { RESID, LN1, RESID_MID, LN2, FCH, FCH_ACT };
+    enum {  // the sites' order is prac/site.h's SiteIndex (wire_sites and RSO rely on it)
+        RESID = SITE_RESID, LN1 = SITE_LN1, RESID_MID = SITE_RESID_MID, LN2 = SITE_LN2, FCH = SITE_FCH,
+        FCH_ACT = SITE_ACT_OUT
+    };
     PracOptions prac;
     std::vector<ActSite<Backend>> sites;
     std::vector<TensorSpec> basis_specs;
@@ -96,11 +99,7 @@ struct Llama {
 
     int recompute = 0;  // llm.c's -r: 1 recompute the MLP activation output in backward, 2 also the norm outputs
 
-    // Data parallelism (train/trainer.h): when set, backward() calls it with l as soon as layer l's parameter
-    // gradients are complete (l = L-1 down to 0), then once with -1 at its end, when the tensors outside the layers
-    // (embeddings, final norm, head: layer_param_ranges' last entry) are complete. Whatever it starts (a
-    // collective on another stream) overlaps the rest of backward; it must not touch other layers' gradients.
-    // Null (the default): no calls.
+    // called by backward() as each layer's gradients complete, then with -1 (GPT2::on_layer_grads says how)
     std::function<void(int layer)> on_layer_grads;
 
     Llama(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions(),

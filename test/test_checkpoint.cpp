@@ -17,21 +17,15 @@
 
 #include "common/error.h"
 #include "io/safetensors.h"
+#include "test/test_files.h"
 
 namespace fs = std::filesystem;
 
 // ----------------------------------------------------------------------------
 // helpers
 
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct CkptTest : ::testing::Test {
-    std::string dir;
-    void SetUp() override {
-        char tmpl[] = "/tmp/prac_checkpoint_XXXXXX";
-        ASSERT_NE(mkdtemp(tmpl), nullptr);
-        dir = tmpl;
-    }
-    void TearDown() override { fs::remove_all(dir); }
+// A fresh directory (TmpDirTest) holding the checkpoint directory.
+struct CkptTest : TmpDirTest {
     std::string ckdir() const { return dir + "/ckpt"; }
     // Entries of the checkpoint directory whose name starts with prefix, sorted.
     std::vector<std::string> entries(const std::string& prefix = "") const {
@@ -45,16 +39,6 @@ struct CkptTest : ::testing::Test {
         return out;
     }
 };
-
-static std::string read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-static void write_bytes(const std::string& path, const std::string& bytes) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(bytes.data(), (std::streamsize)bytes.size());
-}
 
 // The message of the UserError that f throws ("" if it throws none).
 template <class F>

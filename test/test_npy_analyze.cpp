@@ -17,6 +17,7 @@
 #include <random>
 
 #include "common/error.h"
+#include "test/test_files.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -26,36 +27,6 @@ static const std::string BINARY = std::string(PRAC_SOURCE_DIR) + "/prac_analyze"
 
 // ----------------------------------------------------------------------------
 // helpers
-
-// A fresh directory under /tmp, removed with everything in it at the end of the test.
-struct TmpDirTest : ::testing::Test {
-    std::string dir;
-    void SetUp() override {
-        char tmpl[] = "/tmp/prac_npy_XXXXXX";
-        ASSERT_NE(mkdtemp(tmpl), nullptr);
-        dir = tmpl;
-    }
-    void TearDown() override { fs::remove_all(dir); }
-    std::string file(const std::string& name) const { return dir + "/" + name; }
-    std::vector<std::string> temp_files() const {
-        std::vector<std::string> out;
-        for (const auto& e : fs::directory_iterator(dir)) {
-            std::string n = e.path().filename().string();
-            if (n.find(".tmp.") != std::string::npos) out.push_back(n);
-        }
-        return out;
-    }
-};
-
-static std::string read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-
-static void write_bytes(const std::string& path, const std::string& bytes) {
-    std::ofstream f(path, std::ios::binary);
-    f.write(bytes.data(), (std::streamsize)bytes.size());
-}
 
 static uint32_t bits(float f) {
     uint32_t u;
