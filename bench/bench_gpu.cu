@@ -15,9 +15,10 @@
 //        --optimizers a,b,... (default adamw): for each other optimizer (muon, adam-mini, galore, rso, at their
 //        default settings) one more row per model, PRAC off (RSO with its projected inputs): Table 2's GaLore and
 //        RSO memory and Table 9's step times.
+//        --tiny (gpt2-tiny and llama-tiny at B=2 T=64: a smoke run of every code path, e.g. on the CPU execution
+//        layer in `make test`; its numbers mean nothing).
 // Every result row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them to its summary).
 // Without a CUDA device: "SKIP bench_gpu: no CUDA device (...)" and exit 77 (REQUIRE_GPU=1: exit 1).
-// UNVERIFIED: written without a GPU.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -246,13 +247,13 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
 }
 
 static void usage() {
-    std::printf("usage: bench_gpu [--quick] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
+    std::printf("usage: bench_gpu [--quick] [--tiny] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
                 "                 [--max-batch | --no-max-batch] [--json FILE] [--optimizers adamw,muon,adam-mini,"
                 "galore,rso]\n");
 }
 
 int main(int argc, char** argv) {
-    bool quick = false;
+    bool quick = false, tiny = false;
     int steps = -1, maxb = -1;  // -1: default
     std::string models_arg, json, optimizers_arg = "adamw";
     for (int i = 1; i < argc; i++) {
@@ -265,6 +266,7 @@ int main(int argc, char** argv) {
             return argv[++i];
         };
         if (a == "--quick") quick = true;
+        else if (a == "--tiny") tiny = true;
         else if (a == "--models") models_arg = next();
         else if (a == "--steps") steps = std::atoi(next().c_str());
         else if (a == "--json") json = next();
@@ -307,6 +309,7 @@ int main(int argc, char** argv) {
                                 {"llama-350m", Arch::LLAMA, 128, 256},
                                 {"llama-1b", Arch::LLAMA, 128, 256}};
     if (quick) table = {{"gpt2-124m", Arch::GPT2, 16, 1024}, {"llama-130m", Arch::LLAMA, 32, 256}};
+    if (tiny) table = {{"gpt2-tiny", Arch::GPT2, 2, 64}, {"llama-tiny", Arch::LLAMA, 2, 64}};
     if (!models_arg.empty()) {
         std::vector<Bench> all = {{"gpt2-124m", Arch::GPT2, quick ? 16 : 64, 1024},
                                   {"llama-130m", Arch::LLAMA, quick ? 32 : 128, 256},

@@ -230,8 +230,9 @@ endif()
 # --------------------------------------------------------------------------------------------------------------
 # CUDA toolkit (nvcc) and architectures
 # --------------------------------------------------------------------------------------------------------------
-set(PRAC_CUDA "AUTO" CACHE STRING "Build the CUDA code: AUTO (when nvcc works), ON (required), OFF")
-set_property(CACHE PRAC_CUDA PROPERTY STRINGS AUTO ON OFF)
+set(PRAC_CUDA "AUTO" CACHE STRING
+    "Build the CUDA code: AUTO (when nvcc works), ON (required), OFF, EMU (for the CPU execution layer)")
+set_property(CACHE PRAC_CUDA PROPERTY STRINGS AUTO ON OFF EMU)
 set(PRAC_CUDA_ARCHS "80-real;90a-real;90-virtual" CACHE STRING
     "CUDA architectures (CMAKE_CUDA_ARCHITECTURES syntax); default = sm_80 + sm_90a SASS + compute_90 PTX")
 
@@ -241,8 +242,13 @@ elseif(_prac_cuda_mode MATCHES "^(ON|YES|TRUE|Y|1)$")
   set(_prac_cuda_mode ON)
 elseif(_prac_cuda_mode MATCHES "^(OFF|NO|FALSE|N|0)$")
   set(_prac_cuda_mode OFF)
+elseif(_prac_cuda_mode STREQUAL "EMU")
+  # The CUDA source built for the CPU execution layer (kernels/cuda_emu/, cmake/CudaEmu.cmake): no nvcc here;
+  # the toolkit's headers and our stand-ins for its libraries take its place.
+  set(PRAC_CUDA_EMU ON)
+  set(_prac_cuda_mode OFF)
 else()
-  message(FATAL_ERROR "PRAC_CUDA must be AUTO, ON or OFF (got '${PRAC_CUDA}')")
+  message(FATAL_ERROR "PRAC_CUDA must be AUTO, ON, OFF or EMU (got '${PRAC_CUDA}')")
 endif()
 
 foreach(a IN LISTS PRAC_CUDA_ARCHS)
@@ -291,7 +297,9 @@ set(_prac_cuda_reason "")
 set(_prac_cuda_toolkit_root "")
 set(_prac_cuda_toolkit_inc "")
 
-if(_prac_cuda_mode STREQUAL "OFF")
+if(PRAC_CUDA_EMU)
+  set(_prac_cuda_reason "not used: PRAC_CUDA=EMU builds the CUDA source for the CPU execution layer")
+elseif(_prac_cuda_mode STREQUAL "OFF")
   set(_prac_cuda_reason "disabled (PRAC_CUDA=OFF)")
 elseif(NOT _prac_nvcc)
   set(_prac_cuda_reason "nvcc not found -> install the CUDA 13 toolkit, put nvcc on PATH, or set CUDA_HOME=/path/to/cuda")
@@ -426,7 +434,9 @@ else()
     _prac_line(FALSE "CUDA toolkit" "${_prac_cuda_reason}")
     message(FATAL_ERROR "PRAC_CUDA=ON but CUDA is not usable: ${_prac_cuda_reason}")
   endif()
-  _prac_line(FALSE "CUDA toolkit" "${_prac_cuda_reason}; building CPU-only (.cu compiled as C++ with PRAC_NO_CUDA=1)")
+  if(NOT PRAC_CUDA_EMU)
+    _prac_line(FALSE "CUDA toolkit" "${_prac_cuda_reason}; building CPU-only (.cu compiled as C++ with PRAC_NO_CUDA=1)")
+  endif()
 endif()
 
 # --- prac::cuda_libs --------------------------------------------------------------------------------------------
@@ -620,6 +630,21 @@ if(MPI_CXX_FOUND AND TARGET MPI::MPI_CXX)
     endif()
   endforeach()
   _prac_line(TRUE "MPI" "${_impl}MPI ${MPI_CXX_VERSION} (MPI::MPI_CXX; mpiexec ${MPIEXEC_EXECUTABLE})")
+  # How tests start several ranks. Open MPI: allow root (CI), more ranks than cores, no CMA in containers
+  # (open-mpi/ompi#4948), and, like .ci/run, the "isolated" launcher when there is no ssh/rsh (Open MPI 4.1 refuses
+  # to start without one even for local ranks). --oversubscribe is an Open MPI flag (MPICH's mpiexec rejects it).
+  set(PRAC_MPI_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+      OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1)
+  find_program(PRAC_SSH_EXECUTABLE NAMES ssh rsh)
+  mark_as_advanced(PRAC_SSH_EXECUTABLE)
+  if(NOT PRAC_SSH_EXECUTABLE)
+    list(APPEND PRAC_MPI_TEST_ENV OMPI_MCA_plm=isolated)
+  endif()
+  execute_process(COMMAND "${MPIEXEC_EXECUTABLE}" --version OUTPUT_VARIABLE _v ERROR_QUIET TIMEOUT 30)
+  set(PRAC_MPIEXEC_FLAGS "")
+  if(_v MATCHES "Open MPI|OpenRTE")
+    set(PRAC_MPIEXEC_FLAGS --oversubscribe)
+  endif()
 else()
   _prac_line(FALSE "MPI" "not found -> apt-get install libopenmpi-dev openmpi-bin")
 endif()
@@ -769,6 +794,11 @@ if(PRAC_DEPS_MISSING_REQUIRED)
 endif()
 
 include(GoogleTest)
+
+# prac_mpiexec(<out> <np>): the command list that starts <np> ranks of a test program (append the program).
+function(prac_mpiexec out np)
+  set(${out} ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${PRAC_MPIEXEC_FLAGS} ${MPIEXEC_PREFLAGS} PARENT_SCOPE)
+endfunction()
 
 # --------------------------------------------------------------------------------------------------------------
 # prac_cuda_or_cxx(<target>)

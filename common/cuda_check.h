@@ -57,6 +57,15 @@ inline void cuda_check_impl(cusolverStatus_t s, const char* what, const char* fi
 #define cublasCheck(call) cuda_check_impl((cublasStatus_t)(call), #call, __FILE__, __LINE__)
 #define cusolverCheck(call) cuda_check_impl((cusolverStatus_t)(call), #call, __FILE__, __LINE__)
 
+// A cusolverDnParams_t that is destroyed however the scope ends (an error thrown midway included).
+struct CusolverParams {
+    cusolverDnParams_t p = nullptr;
+    CusolverParams() { cusolverCheck(cusolverDnCreateParams(&p)); }
+    ~CusolverParams() { cusolverDnDestroyParams(p); }
+    CusolverParams(const CusolverParams&) = delete;
+    CusolverParams& operator=(const CusolverParams&) = delete;
+};
+
 // Grid size for a 1-D launch over `count` items with `block` threads each, capped so grid-stride loops
 // cover the rest (2^20 blocks is far above what any GPU keeps resident).
 inline unsigned cuda_grid_1d(size_t count, int block, size_t cap = (size_t)1 << 20) {

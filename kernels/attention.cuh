@@ -39,7 +39,8 @@ enum class AttentionImpl { Auto, Simt, Mma, Cudnn };
 
 struct AttentionCudnn;  // cuDNN handle + graph cache (kernels/attention_cudnn.cuh)
 
-// True when the CUDA attention has a kernel for head size HS (the trainer checks this up front).
+// True when the CUDA attention has a kernel for head size HS: 16 to 128 in steps of 16. The models check it when
+// they are built on the CUDA backend (CudaBackend::check_attention_shape), before anything is allocated.
 bool attention_cuda_supports_head_size(int HS);
 // True when `impl` can run in this build (Mma needs the bf16 build; Cudnn the bf16 build with cudnn-frontend).
 bool attention_cuda_impl_available(AttentionImpl impl);

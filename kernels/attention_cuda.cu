@@ -102,6 +102,8 @@ __device__ inline void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(PRAC_CUDA_EMU)
+    cuda_emu::mma_m16n8k16_bf16(c, a, b0, b1);  // the CPU execution layer's warp-level emulation of the same PTX
 #else
     __trap();  // bf16 mma.sync needs sm_80; the build targets sm_80 and newer only
 #endif
@@ -1012,6 +1014,7 @@ __global__ void naive_bwd_grads_kernel(X* dqkv, const float* P, const float* dS,
 template <typename F>
 void dispatch_head_size(int HS, F&& f) {
     switch (HS) {
+        case 16: f(std::integral_constant<int, 16>{}); break;
         case 32: f(std::integral_constant<int, 32>{}); break;
         case 48: f(std::integral_constant<int, 48>{}); break;
         case 64: f(std::integral_constant<int, 64>{}); break;
@@ -1028,7 +1031,7 @@ void check_shape(const char* what, int B, int T, int C, int NH) {
                "%s: bad shape B=%d T=%d C=%d NH=%d (C must be a positive multiple of NH)", what, B, T, C, NH);
     CHECK_USER(attention_cuda_supports_head_size(C / NH),
                "%s: head size %d (C=%d / NH=%d) is not supported\n---> HINT: the CUDA attention kernels take head "
-               "sizes 32, 48, 64, 80, 96, 112 and 128",
+               "sizes 16, 32, 48, 64, 80, 96, 112 and 128",
                what, C / NH, C, NH);
 }
 
@@ -1133,7 +1136,7 @@ void backward_impl(X* dqkv, const X* dout, const X* qkv, const X* out, const flo
 using namespace attention_detail;
 
 bool attention_cuda_supports_head_size(int HS) {
-    return HS >= 32 && HS <= 128 && HS % 16 == 0;
+    return HS >= 16 && HS <= 128 && HS % 16 == 0;
 }
 
 bool attention_cuda_impl_available(AttentionImpl impl) {

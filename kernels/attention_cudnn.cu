@@ -25,8 +25,6 @@
 // Hopper it forces the dP-workspace graph, which has no dQ atomics; on Blackwell it pins a deterministic
 // engine config on cuDNN >= 9.18). Whether the chosen engine really is bitwise reproducible is checked by
 // test_attention_cuda (two backward runs compared bit for bit) and by the trainer's resume test on the GPU.
-//
-// UNVERIFIED: no GPU has run this file (docs/VERIFICATION.md).
 #include "kernels/attention_cudnn.cuh"
 
 #if PRAC_ATTENTION_CUDNN

@@ -14,7 +14,6 @@
 // (NH·T, T, 1, 1): the packed layout the cuDNN < 9.26 backward requires), and any forward/backward pairing of
 // implementations is valid (a cuDNN forward's lse feeds the hand-written backward and vice versa).
 //
-// UNVERIFIED: written and compiled without a GPU (docs/VERIFICATION.md lists what the first GPU run must check).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -102,6 +102,7 @@ struct CpuBackend {
     void rope_backward(act_t* dqkv, const float* freqs, int B, int T, int C, int NH) {
         rope_cpu(dqkv, freqs, B, T, C, NH, true);
     }
+    void check_attention_shape(int, int) const {}  // attention_cpu takes any head size
     void attention_forward(act_t* out, float* lse, const act_t* qkv, int B, int T, int C, int NH) {
         attention_forward_cpu(out, lse, qkv, B, T, C, NH, true);
     }

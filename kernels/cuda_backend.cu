@@ -1,5 +1,4 @@
 // The CUDA backend's non-template parts: device setup, the tracked allocator, fp32 <-> floatX conversions.
-// UNVERIFIED: no GPU has run this yet (docs/VERIFICATION.md).
 #include "kernels/cuda_backend.cuh"
 
 #include "kernels/attention_cudnn.cuh"

@@ -3,15 +3,15 @@
 // accumulation everywhere. Each op forwards to its kernel family (kernels/*.cuh, prac/prac_cuda.cuh), whose CPU
 // twin is named in that file. Everything runs on one stream; every buffer goes through alloc/free so live and
 // peak bytes are exact.
-//
-// UNVERIFIED: no GPU has run this yet (docs/VERIFICATION.md lists what the first GPU run must check).
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/cuda_check.h"
@@ -70,6 +70,10 @@ struct CudaBackend {
     // (handle on `stream`, graphs cached per shape, workspace from scratch_at_least; null without cuDNN attention)
     AttentionImpl attention_impl = AttentionImpl::Auto;
     AttentionCudnn* attention_cudnn = nullptr;
+
+    // PRAC refresh workspace bytes per site shape (n, r1, r2): the query allocates and frees device memory (an
+    // implicit device synchronization), so it runs once per shape, not once per refresh
+    std::map<std::tuple<int, int, int>, size_t> refresh_workspace;
 
     explicit CudaBackend(int dev, uint64_t run_seed);
     ~CudaBackend();
@@ -153,6 +157,15 @@ struct CudaBackend {
     void rope_backward(act_t* dqkv, const float* freqs, int B, int T, int C, int NH) {
         rope_cuda(dqkv, freqs, B, T, C, NH, true, stream);
     }
+    // Called when a model is built, before any allocation: the hand-written kernels (the fallback whenever cuDNN
+    // declines a shape) must have this head size.
+    void check_attention_shape(int C, int NH) const {
+        CHECK_USER(attention_cuda_supports_head_size(C / NH),
+                   "head size %d (n_embd %d / n_head %d): the CUDA backend's attention takes head sizes 16, 32, 48, "
+                   "64, 80, 96, 112 and 128\n---> HINT: pick n_embd / n_head among those, or run on the CPU backend "
+                   "(--device cpu), which takes any head size",
+                   C / NH, C, NH);
+    }
     void attention_forward(act_t* out, float* lse, const act_t* qkv, int B, int T, int C, int NH) {
         attention_forward_cuda(out, lse, qkv, B, T, C, NH, true, stream, attention_impl, attention_cudnn);
     }
@@ -211,7 +224,8 @@ struct CudaBackend {
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
                                    bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
         // reduce_gram (--prac-shared-subspace) gets the device Gram matrix: the trainer binds it to NCCL
-        size_t s = prac_refresh_workspace_bytes(cusolver, n, d.r1, d.r2);
+        size_t& s = refresh_workspace[{n, d.r1, d.r2}];
+        if (s == 0) s = prac_refresh_workspace_bytes(cusolver, n, d.r1, d.r2);  // once per shape: it allocates
         return prac_refresh_cuda(P, x, N, n, d, q1, q2, had_basis, key, prac_handles(), scratch_at_least(s), s,
                                  reduce_gram);
     }

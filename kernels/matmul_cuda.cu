@@ -150,8 +150,11 @@ static GemmPlan make_plan(CublasLt& lt, const GemmKey& k, const void* bias) {
     // The heuristic's best-ranked algorithm (results come sorted by estimated time); C and D share one layout.
     cublasLtMatmulHeuristicResult_t res[4];
     int found = 0;
-    cublasCheck(cublasLtMatmulAlgoGetHeuristic(lt.handle, p.desc, p.a, p.b, p.c, p.c, pref, 4, res, &found));
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt.handle, p.desc, p.a, p.b, p.c, p.c, pref, 4, res, &found);
     cublasCheck(cublasLtMatmulPreferenceDestroy(pref));
+    // CUBLAS_STATUS_NOT_SUPPORTED is the documented answer when no algorithm fits: the error below, with the key
+    if (hs == CUBLAS_STATUS_NOT_SUPPORTED) found = 0;
+    else cublasCheck(hs);
     int pick = -1;
     for (int i = 0; i < found; i++)
         if (res[i].state == CUBLAS_STATUS_SUCCESS) {

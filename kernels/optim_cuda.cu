@@ -8,7 +8,6 @@
 // TF32), so the fp32 build compares tightly with the CPU twins.
 //
 // Compiled WITHOUT --use_fast_math (the elementwise updates must round like the CPU twins).
-// UNVERIFIED: no GPU has run this yet (test/test_optim_cuda.cu is the check).
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -357,10 +356,9 @@ int CudaBackend::galore_refresh(float* P, const grad_t* G, int m, int n, int r, 
     const size_t off_ints = off_w + align256((size_t)k * sizeof(float));
     const size_t off_solver = off_ints + 256;
     char* base = (char*)scratch_at_least(off_solver);
-    cusolverDnParams_t params;
-    cusolverCheck(cusolverDnCreateParams(&params));
+    CusolverParams params;  // destroyed on the failure path too
     size_t dev_bytes = 0, host_bytes = 0;
-    cusolverCheck(cusolverDnXsyevd_bufferSize(cusolver, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+    cusolverCheck(cusolverDnXsyevd_bufferSize(cusolver, params.p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
                                               (int64_t)k, CUDA_R_32F, base + off_gram, (int64_t)k, CUDA_R_32F,
                                               base + off_w, CUDA_R_32F, &dev_bytes, &host_bytes));
     base = (char*)scratch_at_least(off_solver + align256(dev_bytes));  // may move: pointers are taken after
@@ -402,7 +400,7 @@ int CudaBackend::galore_refresh(float* P, const grad_t* G, int m, int n, int r, 
         else
             cublasCheck(cublasSsyrk(cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, m, n, &one, Gs, n, &zero, gram, m));
         // 4. eigenvectors in place of the Gram matrix, eigenvalues ascending
-        cusolverCheck(cusolverDnXsyevd(cusolver, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+        cusolverCheck(cusolverDnXsyevd(cusolver, params.p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
                                        (int64_t)k, CUDA_R_32F, gram, (int64_t)k, CUDA_R_32F, w, CUDA_R_32F,
                                        base + off_solver, dev_bytes, host_buf.empty() ? nullptr : host_buf.data(),
                                        host_bytes, info));
@@ -417,7 +415,6 @@ int CudaBackend::galore_refresh(float* P, const grad_t* G, int m, int n, int r, 
             cudaCheck(cudaGetLastError());
         }
     }
-    cusolverDnDestroyParams(params);
     return ret;
 }
 

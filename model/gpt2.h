@@ -119,6 +119,7 @@ struct GPT2 {
     GPT2(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions(),
          int recompute_level = 0)
         : cfg(config), be(backend), prac(prac_options), recompute(recompute_level) {
+        be.check_attention_shape(cfg.channels, cfg.num_heads);
         int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
         size_t maxT = cfg.max_seq_len;
         param_buffer_numel = layout_params(

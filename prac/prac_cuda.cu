@@ -300,14 +300,6 @@ static SolverBytes query_qr(cusolverDnHandle_t s, cusolverDnParams_t p, int n, i
     return b;
 }
 
-struct CusolverParams {
-    cusolverDnParams_t p = nullptr;
-    CusolverParams() { cusolverCheck(cusolverDnCreateParams(&p)); }
-    ~CusolverParams() { cusolverDnDestroyParams(p); }
-    CusolverParams(const CusolverParams&) = delete;
-    CusolverParams& operator=(const CusolverParams&) = delete;
-};
-
 size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, int r1, int r2) {
     CusolverParams params;
     // The queries never touch the matrices; a small real device pointer stands in for them in case cuSOLVER

@@ -8,7 +8,7 @@
 //     then wait_all, leave the same gradient bytes as backward followed by one whole-buffer allreduce_avg, and as
 //     backward alone; the hook sees layers L-1 .. 0 then -1, and its ranges cover every parameter once.
 // What one rank cannot check (sums over ranks, uneven shards, real overlap) needs >= 2 GPUs: docs/VERIFICATION.md.
-// Exit 77 without a GPU (REQUIRE_GPU=1: fail instead). UNVERIFIED: written without a GPU.
+// Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 #include <cstdint>
 #include <cstdio>
 #include <cstring>

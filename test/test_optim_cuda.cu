@@ -31,7 +31,6 @@
 //       Δ <= 1.6e-4, P and moments <= 4.4e-5). GaLore uses eps = 1e-4 (projected gradients ~3e-3): with a
 //       negligible eps an Adam step is ~sign(R), and an R entry near 0 flips between two correct P's (the
 //       emulation then differs by up to 0.12 in Δ); eps bounds N's slope at R = 0.
-// UNVERIFIED: written without a GPU; the first GPU run checks it (docs/VERIFICATION.md).
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -6,7 +6,7 @@
 //            mpirun/mpiexec/srun and the build has MPI (PRAC_HAVE_MPI).
 //   NcclComm (train/comm_nccl.h, CUDA builds with NCCL) NCCL on DEVICE buffers through device_comm(); its
 //            host-buffer calls (metrics, broadcasts, barriers, checkpoint gathers) go to the MPI (or, for one
-//            process, the no-op) communicator it was made from. UNVERIFIED on a GPU (docs/VERIFICATION.md).
+//            process, the no-op) communicator it was made from.
 // Every collective is blocking and must be called by every rank in the same order with the same n/bytes/root
 // (a mismatch is an MPI error, which aborts the whole job: MPI_ERRORS_ARE_FATAL).
 //

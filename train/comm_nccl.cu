@@ -1,4 +1,4 @@
-// NcclComm (see train/comm_nccl.h). UNVERIFIED: compiled without a GPU.
+// NcclComm (see train/comm_nccl.h).
 #include "train/comm_nccl.h"
 
 #include <cstdio>

@@ -19,8 +19,8 @@
 // be stuck in a collective), and otherwise finalizes and destroys the communicator.
 //
 // NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): the trainer checks local_size <= GPUs first.
-// UNVERIFIED: compiled without a GPU; only the 1-rank tests (test/test_comm_nccl.cu, test/test_trainer_cuda.cu)
-// can run on a one-GPU machine (docs/VERIFICATION.md).
+// Only the 1-rank tests (test/test_comm_nccl.cu, test/test_trainer_cuda.cu) can run on a one-GPU machine; 2 and 3
+// ranks run on the CPU execution layer (docs/VERIFICATION.md has which path ran where).
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -20,9 +20,9 @@
 #include "data/dataloader.h"
 #include "data/tokenizer.h"
 #include "kernels/cpu_backend.h"
-// The CUDA backend is visible only where nvcc compiles (the .cu mains); C++ files that include this header see the
-// CPU backend alone.
-#if defined(PRAC_HAVE_CUDA) && defined(__CUDACC__)
+// The CUDA backend is visible only where nvcc compiles (the .cu mains), or where the CPU execution layer does
+// (kernels/cuda_emu/); C++ files that include this header see the CPU backend alone.
+#if defined(PRAC_HAVE_CUDA) && (defined(__CUDACC__) || defined(PRAC_CUDA_EMU))
 #define PRAC_CUDA_BACKEND 1
 #include "kernels/cuda_backend.cuh"
 #endif

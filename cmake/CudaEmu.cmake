@@ -1,0 +1,180 @@
+# cmake/CudaEmu.cmake -- the CUDA source on the CPU execution layer (kernels/cuda_emu/).
+#
+# Two roles, included from the top-level CMakeLists.txt after Dependencies.cmake:
+#
+#  * In the main build (PRAC_CUDA AUTO/ON/OFF): when the emulation can be built here (clang++, Boost.Context, the
+#    CUDA toolkit's headers, python3), adds two sub-builds of this same source tree with PRAC_CUDA=EMU,
+#    build/cuda-emu-bf16 and build/cuda-emu-fp32 (ExternalProject, built by `make` with everything else), and
+#    includes their tests in this build's ctest: every GPU test program, the trainer tests and the NCCL tests run
+#    emulated in `make test` (label cuda-emu), followed by the kernel coverage report. PRAC_EMU=OFF skips them.
+#
+#  * In such a sub-build (PRAC_CUDA=EMU): .cu files are rewritten by kernels/cuda_emu/rewrite.py into
+#    <build>/emu_src and compiled as C++ by clang with kernels/cuda_emu/cuda_emu.h forced in front; the kernels'
+#    translation units get the load/store callbacks of the shared-memory race check; everything is built with
+#    AddressSanitizer; prac::cuda_libs / prac::nccl link the stand-ins (prac_cuda_emu) instead of NVIDIA's
+#    libraries. Only what the CUDA backend needs is built (no CPU tests or tools: the main build has them).
+include_guard(GLOBAL)
+
+if(NOT PRAC_CUDA_EMU)
+  # ---------------------------------------------------------------------------------------------------------------
+  # main build: the two emulated sub-builds
+  # ---------------------------------------------------------------------------------------------------------------
+  set(PRAC_EMU "AUTO" CACHE STRING "Build and test the CUDA source on the CPU execution layer: AUTO, ON, OFF")
+  set_property(CACHE PRAC_EMU PROPERTY STRINGS AUTO ON OFF)
+  string(TOUPPER "${PRAC_EMU}" _emu_mode)
+  set(_why "")
+  find_program(PRAC_CLANGXX NAMES clang++ clang++-14 clang++-15 clang++-16)
+  find_program(PRAC_CLANG NAMES clang clang-14 clang-15 clang-16)
+  find_path(PRAC_BOOST_CONTEXT_INC boost/context/detail/fcontext.hpp)
+  find_library(PRAC_BOOST_CONTEXT_LIB NAMES boost_context)
+  set(_cuda_inc_roots "${_prac_cuda_home_override}" "${_prac_cuda_toolkit_root}" /usr/local/cuda /usr)
+  find_path(PRAC_EMU_CUDA_INC cuda_runtime.h PATHS ${_cuda_inc_roots} PATH_SUFFIXES include NO_DEFAULT_PATH)
+  if(_emu_mode STREQUAL "OFF")
+    set(_why "disabled (PRAC_EMU=OFF)")
+  elseif(NOT PRAC_CLANGXX OR NOT PRAC_CLANG)
+    set(_why "clang++ not found (its load/store instrumentation drives the race check) -> apt-get install clang")
+  elseif(NOT PRAC_BOOST_CONTEXT_INC OR NOT PRAC_BOOST_CONTEXT_LIB)
+    set(_why "Boost.Context not found (fiber switches) -> apt-get install libboost-context-dev")
+  elseif(NOT PRAC_EMU_CUDA_INC)
+    set(_why "the CUDA toolkit's headers (cuda_runtime.h) are not found -> install the CUDA 13 toolkit or set CUDA_HOME")
+  elseif(NOT PRAC_PYTHON)
+    set(_why "python3 not found (runs kernels/cuda_emu/rewrite.py) -> apt-get install python3")
+  endif()
+  if(_why)
+    _prac_line(FALSE "CUDA emulation" "${_why}; the GPU tests will not run without a GPU")
+    if(_emu_mode STREQUAL "ON")
+      message(FATAL_ERROR "PRAC_EMU=ON but the CUDA emulation cannot be built: ${_why}")
+    endif()
+    set(PRAC_HAVE_EMU OFF)
+    return()
+  endif()
+  set(PRAC_HAVE_EMU ON)
+  get_filename_component(_emu_cuda_home "${PRAC_EMU_CUDA_INC}" DIRECTORY)
+  _prac_line(TRUE "CUDA emulation" "BF16 and FP32 builds in ${CMAKE_BINARY_DIR}/cuda-emu-{bf16,fp32} (${PRAC_CLANGXX}, "
+                                   "Boost.Context ${PRAC_BOOST_CONTEXT_LIB}, CUDA headers ${PRAC_EMU_CUDA_INC})")
+
+  include(ExternalProject)
+  set(PRAC_EMU_COVERAGE_DIR "${CMAKE_BINARY_DIR}/cuda-emu-coverage")
+  set(_tests_file "${CMAKE_BINARY_DIR}/cuda-emu-tests.cmake")
+  file(WRITE "${_tests_file}" "# written by cmake/CudaEmu.cmake: the emulated builds' tests, run by this build's ctest\n")
+  foreach(prec BF16 FP32)
+    string(TOLOWER "${prec}" p)
+    set(dir "${CMAKE_BINARY_DIR}/cuda-emu-${p}")
+    ExternalProject_Add(cuda_emu_${p}
+      SOURCE_DIR "${PROJECT_SOURCE_DIR}"
+      BINARY_DIR "${dir}"
+      CMAKE_ARGS -DPRAC_CUDA=EMU -DPRAC_PRECISION=${prec} -DCMAKE_BUILD_TYPE=Release
+                 -DCMAKE_CXX_COMPILER=${PRAC_CLANGXX} -DCMAKE_C_COMPILER=${PRAC_CLANG}
+                 -DCUDA_HOME=${_emu_cuda_home} -DPRAC_EMU_COVERAGE_DIR=${PRAC_EMU_COVERAGE_DIR}
+                 -DPRAC_EMU_TEST_PREFIX=cuda-emu.${p}.
+      INSTALL_COMMAND ""
+      BUILD_ALWAYS ON)
+    file(APPEND "${_tests_file}" "subdirs(\"${dir}\")\n")
+  endforeach()
+  set_property(DIRECTORY "${PROJECT_SOURCE_DIR}" APPEND PROPERTY TEST_INCLUDE_FILES "${_tests_file}")
+
+  # The coverage report: the reset runs before every emulated test, the report after all of them (a ctest fixture).
+  add_test(NAME cuda-emu.coverage-reset
+           COMMAND ${CMAKE_COMMAND} -E rm -rf "${PRAC_EMU_COVERAGE_DIR}" "${CMAKE_BINARY_DIR}/cuda-emu-coverage.txt")
+  add_test(NAME cuda-emu.coverage
+           COMMAND ${PRAC_PYTHON} "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/coverage.py" --src "${PROJECT_SOURCE_DIR}"
+                   --runs "${PRAC_EMU_COVERAGE_DIR}" --out "${CMAKE_BINARY_DIR}/cuda-emu-coverage.txt")
+  set_tests_properties(cuda-emu.coverage-reset PROPERTIES FIXTURES_SETUP cuda_emu LABELS cuda-emu)
+  set_tests_properties(cuda-emu.coverage PROPERTIES FIXTURES_CLEANUP cuda_emu LABELS cuda-emu)
+  return()
+endif()
+
+# -----------------------------------------------------------------------------------------------------------------
+# an emulated sub-build (PRAC_CUDA=EMU)
+# -----------------------------------------------------------------------------------------------------------------
+if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  message(FATAL_ERROR "PRAC_CUDA=EMU needs clang++ (its -fsanitize-coverage=trace-loads,trace-stores drives the "
+                      "shared-memory race check); got ${CMAKE_CXX_COMPILER_ID} -> -DCMAKE_CXX_COMPILER=clang++")
+endif()
+set(_cuda_inc_roots "${_prac_cuda_home_override}" "${_prac_cuda_toolkit_root}" /usr/local/cuda /usr)
+find_path(PRAC_EMU_CUDA_INC cuda_runtime.h PATHS ${_cuda_inc_roots} PATH_SUFFIXES include NO_DEFAULT_PATH)
+find_path(PRAC_BOOST_CONTEXT_INC boost/context/detail/fcontext.hpp)
+find_library(PRAC_BOOST_CONTEXT_LIB NAMES boost_context)
+foreach(h cuda_runtime.h cuda_bf16.h cublasLt.h cusolverDn.h nccl.h)
+  if(NOT EXISTS "${PRAC_EMU_CUDA_INC}/${h}")
+    message(FATAL_ERROR "PRAC_CUDA=EMU: ${h} not found in '${PRAC_EMU_CUDA_INC}' -> set CUDA_HOME to a CUDA 13 toolkit")
+  endif()
+endforeach()
+if(NOT PRAC_BOOST_CONTEXT_INC OR NOT PRAC_BOOST_CONTEXT_LIB)
+  message(FATAL_ERROR "PRAC_CUDA=EMU needs Boost.Context -> apt-get install libboost-context-dev")
+endif()
+_prac_line(TRUE "CUDA emulation" "${PRAC_PRECISION} (headers ${PRAC_EMU_CUDA_INC}; stand-ins kernels/cuda_emu)")
+
+set(PRAC_HAVE_CUDA ON)
+set(PRAC_HAVE_NCCL ON)  # the NCCL stand-in: one rank in process, several over MPI
+set(PRAC_EMU_SRC "${CMAKE_BINARY_DIR}/emu_src")
+set(PRAC_EMU_COVERAGE_DIR "" CACHE PATH "where emulated runs record the kernels they executed (coverage report)")
+set(PRAC_EMU_TEST_PREFIX "cuda-emu." CACHE STRING "name prefix of the emulated tests")
+
+# AddressSanitizer on everything; line tables for its reports and the race check's.
+add_compile_options(-fsanitize=address -fno-omit-frame-pointer -gline-tables-only)
+add_link_options(-fsanitize=address)
+
+target_include_directories(prac::cuda_libs SYSTEM INTERFACE "${PRAC_EMU_CUDA_INC}")
+target_link_libraries(prac::cuda_libs INTERFACE prac_cuda_emu)
+target_compile_definitions(prac::cuda_libs INTERFACE PRAC_HAVE_CUDA=1)
+target_link_libraries(prac::nccl INTERFACE prac::cuda_libs)
+target_compile_definitions(prac::nccl INTERFACE PRAC_HAVE_NCCL=1)
+
+# Every .cu/.cuh of the project, rewritten at build time (the originals are the dependencies).
+file(GLOB_RECURSE _emu_rel CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}"
+     "${PROJECT_SOURCE_DIR}/kernels/*.cu" "${PROJECT_SOURCE_DIR}/kernels/*.cuh" "${PROJECT_SOURCE_DIR}/prac/*.cu"
+     "${PROJECT_SOURCE_DIR}/prac/*.cuh" "${PROJECT_SOURCE_DIR}/train/*.cu" "${PROJECT_SOURCE_DIR}/common/*.cu"
+     "${PROJECT_SOURCE_DIR}/common/*.cuh" "${PROJECT_SOURCE_DIR}/test/*.cu" "${PROJECT_SOURCE_DIR}/bench/*.cu")
+file(GLOB _emu_mains CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}" "${PROJECT_SOURCE_DIR}/*.cu")
+list(APPEND _emu_rel ${_emu_mains})
+set(_emu_in "")
+set(_emu_out "")
+foreach(f IN LISTS _emu_rel)
+  list(APPEND _emu_in "${PROJECT_SOURCE_DIR}/${f}")
+  list(APPEND _emu_out "${PRAC_EMU_SRC}/${f}")
+endforeach()
+add_custom_command(OUTPUT ${_emu_out}
+  COMMAND ${PRAC_PYTHON} "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/rewrite.py" --src "${PROJECT_SOURCE_DIR}"
+          --out "${PRAC_EMU_SRC}" ${_emu_rel}
+  DEPENDS ${_emu_in} "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/rewrite.py"
+  COMMENT "cuda_emu: rewriting the CUDA sources for the CPU execution layer"
+  VERBATIM)
+add_custom_target(cuda_emu_sources DEPENDS ${_emu_out})
+
+# The flags of a rewritten .cu: C++, the device built-ins forced in front, no FMA contraction (nvcc keeps the _rn
+# intrinsics apart, and the CPU twins compare bit for bit), the race check's load/store callbacks.
+set(PRAC_EMU_CU_FLAGS -x c++ -include "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/cuda_emu.h" -ffp-contract=off
+    -fsanitize-coverage=func,trace-loads,trace-stores)
+
+# The emulated prac_cuda_or_cxx (replaces Dependencies.cmake's): each .cu source becomes its rewritten copy.
+function(prac_cuda_or_cxx target)
+  get_target_property(_srcs ${target} SOURCES)
+  get_target_property(_src_dir ${target} SOURCE_DIR)
+  set(_new "")
+  foreach(s IN LISTS _srcs)
+    if(s MATCHES "\\.cu$")
+      get_filename_component(_abs "${s}" ABSOLUTE BASE_DIR "${_src_dir}")
+      file(RELATIVE_PATH _rel "${PROJECT_SOURCE_DIR}" "${_abs}")
+      set(_gen "${PRAC_EMU_SRC}/${_rel}")
+      set_source_files_properties("${_gen}" TARGET_DIRECTORY ${target} PROPERTIES
+                                  LANGUAGE CXX GENERATED TRUE COMPILE_OPTIONS "${PRAC_EMU_CU_FLAGS}")
+      list(APPEND _new "${_gen}")
+    else()
+      list(APPEND _new "${s}")
+    endif()
+  endforeach()
+  set_property(TARGET ${target} PROPERTY SOURCES ${_new})
+  target_include_directories(${target} BEFORE PRIVATE "${PRAC_EMU_SRC}")
+  add_dependencies(${target} cuda_emu_sources)
+  target_compile_definitions(${target} PUBLIC PRAC_HAVE_CUDA=1)
+  target_link_libraries(${target} PUBLIC prac::cuda_libs)
+endfunction()
+
+# What every emulated test gets: its label, the coverage record, ASan's settings, the fixture that runs the coverage
+# report after all of them. LeakSanitizer stays off: Open MPI and OpenBLAS keep allocations to exit by design.
+function(prac_emu_test_properties test)
+  set_tests_properties(${test} PROPERTIES LABELS cuda-emu FIXTURES_REQUIRED cuda_emu)
+  set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT "PRAC_EMU_COVERAGE_DIR=${PRAC_EMU_COVERAGE_DIR}"
+               "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0")
+endfunction()

@@ -1,0 +1,334 @@
+// CPU stand-in for cuSOLVER (dense) in the emulated CUDA build: the routines the project calls, computed by
+// LAPACK (LAPACKE) on the caller's memory, which is host memory here ("device" pointers included). Every call is
+// synchronous; the stream is recorded and otherwise ignored. The functions are the ones cusolverDn.h declares,
+// with its signatures (C linkage from the header's extern "C" block).
+//
+// Documented behaviour kept:
+//   - info (an int in "device" memory, host memory here) is written: 0 on success, -i when the i-th parameter
+//     (not counting the handle) is wrong, LAPACK's positive value when syevd does not converge.
+//   - invalid parameters return CUSOLVER_STATUS_INVALID_VALUE (the conditions listed per routine below); a NULL
+//     handle returns CUSOLVER_STATUS_NOT_INITIALIZED.
+//   - workspaces: *_bufferSize reports the bytes (elements for the legacy Sorgqr) the computation needs; a call
+//     with a NULL buffer where that size is > 0, or a smaller buffer, returns CUSOLVER_STATUS_INVALID_VALUE. The
+//     Xsyevd / Xgeqrf device workspace is overwritten (the library's scratch: its contents afterwards are
+//     unspecified), so a caller that keeps live data there finds out; the host workspace they ask for is 0 bytes.
+//   - eigenvalues ascending, eigenvectors orthonormal in A's columns (LAPACK ?syevd, divide and conquer); only
+//     the `uplo` triangle of A is read.
+// Data types: CUDA_R_32F (and CUDA_R_64F) for every type argument of one call; other combinations return
+// CUSOLVER_STATUS_INVALID_VALUE.
+#include <cusolverDn.h>
+#include <lapacke.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <new>
+#include <vector>
+
+// The opaque structs behind cusolverDnHandle_t and cusolverDnParams_t (declared in cusolverDn.h).
+struct cusolverDnContext {
+    cudaStream_t stream = nullptr;
+};
+struct cusolverDnParams {
+    int unused = 0;
+};
+
+cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t* handle) {
+    if (!handle) return CUSOLVER_STATUS_INVALID_VALUE;
+    *handle = new (std::nothrow) cusolverDnContext();
+    return *handle ? CUSOLVER_STATUS_SUCCESS : CUSOLVER_STATUS_ALLOC_FAILED;
+}
+
+cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t handle) {
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    delete handle;
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t handle, cudaStream_t streamId) {
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    handle->stream = streamId;  // recorded only: every call is synchronous here
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t cusolverDnGetStream(cusolverDnHandle_t handle, cudaStream_t* streamId) {
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!streamId) return CUSOLVER_STATUS_INVALID_VALUE;
+    *streamId = handle->stream;
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t cusolverDnCreateParams(cusolverDnParams_t* params) {
+    if (!params) return CUSOLVER_STATUS_INVALID_VALUE;
+    *params = new (std::nothrow) cusolverDnParams();
+    return *params ? CUSOLVER_STATUS_SUCCESS : CUSOLVER_STATUS_ALLOC_FAILED;
+}
+
+cusolverStatus_t cusolverDnDestroyParams(cusolverDnParams_t params) {
+    delete params;
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+namespace {
+
+// Precision of a call whose type arguments must all be CUDA_R_32F or all CUDA_R_64F.
+enum class Prec { F32, F64, Unsupported };
+Prec precision(cudaDataType a, cudaDataType b, cudaDataType c) {
+    if (a == CUDA_R_32F && b == CUDA_R_32F && c == CUDA_R_32F) return Prec::F32;
+    if (a == CUDA_R_64F && b == CUDA_R_64F && c == CUDA_R_64F) return Prec::F64;
+    return Prec::Unsupported;
+}
+size_t elem_size(Prec p) { return p == Prec::F64 ? 8 : 4; }
+
+bool fits_int(int64_t x) { return x >= 0 && x <= INT_MAX; }
+
+// A workspace size LAPACK returned in WORK(1) (a floating-point value): rounded up, with a margin for a float that
+// was rounded down when LAPACK stored it (sizes above 2^24 are not all representable in fp32).
+lapack_int lwork_from(double w) { return (lapack_int)std::ceil(w * (1.0 + 1e-6)); }
+
+// Reports the i-th parameter as wrong: info = -i (when there is an info to write) and INVALID_VALUE.
+cusolverStatus_t bad_param(int* info, int i) {
+    if (info) *info = -i;
+    return CUSOLVER_STATUS_INVALID_VALUE;
+}
+
+// The documented workspace rule of a compute call: a buffer of at least `need` bytes, non-NULL when need > 0.
+// ptr_index / size_index: their parameter positions (for info).
+cusolverStatus_t check_workspace(const void* buf, size_t have, size_t need, int* info, int ptr_index,
+                                 int size_index) {
+    if (need > 0 && !buf) return bad_param(info, ptr_index);
+    if (have < need) return bad_param(info, size_index);
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+// ---- syevd ----
+
+char jobz_char(cusolverEigMode_t jobz) { return jobz == CUSOLVER_EIG_MODE_VECTOR ? 'V' : 'N'; }
+char uplo_char(cublasFillMode_t uplo) { return uplo == CUBLAS_FILL_MODE_UPPER ? 'U' : 'L'; }
+
+// Xsyevd: "CUSOLVER_STATUS_INVALID_VALUE: invalid parameters were passed (n<0, or lda<max(1,n), or jobz is not
+// CUSOLVER_EIG_MODE_NOVECTOR or CUSOLVER_EIG_MODE_VECTOR, or uplo is not CUBLAS_FILL_MODE_LOWER or
+// CUBLAS_FILL_MODE_UPPER)". Returns the position of the first wrong one (jobz 2, uplo 3, n 4, lda 7), or 0.
+int syevd_bad_param(cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n, int64_t lda) {
+    if (jobz != CUSOLVER_EIG_MODE_NOVECTOR && jobz != CUSOLVER_EIG_MODE_VECTOR) return 2;
+    if (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER) return 3;
+    if (n < 0 || !fits_int(n)) return 4;
+    if (lda < (n > 1 ? n : 1) || !fits_int(lda)) return 7;
+    return 0;
+}
+
+// LAPACK's workspace for ?syevd (a query: lwork = liwork = -1).
+struct SyevdWork {
+    lapack_int lwork, liwork;
+};
+SyevdWork syevd_query(Prec p, char jobz, char uplo, lapack_int n) {
+    lapack_int iw = 0;
+    const lapack_int ld = n > 1 ? n : 1;
+    if (p == Prec::F32) {
+        float w = 0;
+        LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, jobz, uplo, n, nullptr, ld, nullptr, &w, -1, &iw, -1);
+        return {lwork_from(w), iw};
+    }
+    double w = 0;
+    LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, jobz, uplo, n, nullptr, ld, nullptr, &w, -1, &iw, -1);
+    return {lwork_from(w), iw};
+}
+size_t syevd_device_bytes(Prec p, const SyevdWork& w) {
+    return (size_t)w.lwork * elem_size(p) + (size_t)w.liwork * sizeof(lapack_int);
+}
+
+// ---- geqrf ----
+
+// Xgeqrf: "CUSOLVER_STATUS_INVALID_VALUE: invalid parameters were passed (m,n<0 or lda<max(1,m))".
+// Positions: m 2, n 3, lda 6.
+int geqrf_bad_param(int64_t m, int64_t n, int64_t lda) {
+    if (m < 0 || !fits_int(m)) return 2;
+    if (n < 0 || !fits_int(n)) return 3;
+    if (lda < (m > 1 ? m : 1) || !fits_int(lda)) return 6;
+    return 0;
+}
+
+lapack_int geqrf_query(Prec p, lapack_int m, lapack_int n) {
+    const lapack_int ld = m > 1 ? m : 1;
+    if (p == Prec::F32) {
+        float w = 0;
+        LAPACKE_sgeqrf_work(LAPACK_COL_MAJOR, m, n, nullptr, ld, nullptr, &w, -1);
+        return lwork_from(w);
+    }
+    double w = 0;
+    LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, m, n, nullptr, ld, nullptr, &w, -1);
+    return lwork_from(w);
+}
+
+// ---- orgqr ----
+
+// <t>orgqr: "CUSOLVER_STATUS_INVALID_VALUE: invalid parameters were passed (m,n,k<0, n>m, k>n or lda<m)" (lda must
+// also be >= 1, as LAPACK's). Positions: m 1, n 2, k 3, lda 5.
+int orgqr_bad_param(int m, int n, int k, int lda) {
+    if (m < 0) return 1;
+    if (n < 0 || n > m) return 2;
+    if (k < 0 || k > n) return 3;
+    if (lda < (m > 1 ? m : 1)) return 5;
+    return 0;
+}
+
+lapack_int sorgqr_query(int m, int n, int k) {
+    float w = 0;
+    LAPACKE_sorgqr_work(LAPACK_COL_MAJOR, m, n, k, nullptr, m > 1 ? m : 1, nullptr, &w, -1);
+    return lwork_from(w);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Xsyevd: eigenvalues (ascending, into W) and optionally eigenvectors (into A's columns) of the symmetric n x n A
+// ---------------------------------------------------------------------------------------------------------------
+
+cusolverStatus_t cusolverDnXsyevd_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params,
+                                             cusolverEigMode_t jobz, cublasFillMode_t uplo, int64_t n,
+                                             cudaDataType dataTypeA, const void* A, int64_t lda,
+                                             cudaDataType dataTypeW, const void* W, cudaDataType computeType,
+                                             size_t* workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost) {
+    (void)A;
+    (void)W;  // not read by a size query
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!params || !workspaceInBytesOnDevice || !workspaceInBytesOnHost) return CUSOLVER_STATUS_INVALID_VALUE;
+    if (syevd_bad_param(jobz, uplo, n, lda)) return CUSOLVER_STATUS_INVALID_VALUE;
+    const Prec p = precision(dataTypeA, dataTypeW, computeType);
+    if (p == Prec::Unsupported) return CUSOLVER_STATUS_INVALID_VALUE;
+    *workspaceInBytesOnDevice = syevd_device_bytes(p, syevd_query(p, jobz_char(jobz), uplo_char(uplo), (lapack_int)n));
+    *workspaceInBytesOnHost = 0;
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t params, cusolverEigMode_t jobz,
+                                  cublasFillMode_t uplo, int64_t n, cudaDataType dataTypeA, void* A, int64_t lda,
+                                  cudaDataType dataTypeW, void* W, cudaDataType computeType, void* bufferOnDevice,
+                                  size_t workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost,
+                                  int* info) {
+    (void)bufferOnHost;
+    (void)workspaceInBytesOnHost;  // 0 bytes asked for
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
+    if (!params) return bad_param(info, 1);
+    if (int i = syevd_bad_param(jobz, uplo, n, lda)) return bad_param(info, i);
+    const Prec p = precision(dataTypeA, dataTypeW, computeType);
+    if (p == Prec::Unsupported) return bad_param(info, dataTypeA != dataTypeW ? 8 : 10);
+    const char jz = jobz_char(jobz), ul = uplo_char(uplo);
+    const SyevdWork need = syevd_query(p, jz, ul, (lapack_int)n);
+    const size_t need_bytes = syevd_device_bytes(p, need);
+    cusolverStatus_t s = check_workspace(bufferOnDevice, workspaceInBytesOnDevice, need_bytes, info, 11, 12);
+    if (s != CUSOLVER_STATUS_SUCCESS) return s;
+    if (n > 0 && !A) return bad_param(info, 6);
+    if (n > 0 && !W) return bad_param(info, 9);
+
+    lapack_int r = 0;
+    std::vector<lapack_int> iwork((size_t)need.liwork);
+    if (n > 0) {
+        if (p == Prec::F32) {
+            std::vector<float> work((size_t)need.lwork);
+            r = LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, jz, ul, (lapack_int)n, static_cast<float*>(A),
+                                    (lapack_int)lda, static_cast<float*>(W), work.data(), need.lwork, iwork.data(),
+                                    need.liwork);
+        } else {
+            std::vector<double> work((size_t)need.lwork);
+            r = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, jz, ul, (lapack_int)n, static_cast<double*>(A),
+                                    (lapack_int)lda, static_cast<double*>(W), work.data(), need.lwork, iwork.data(),
+                                    need.liwork);
+        }
+    }
+    if (need_bytes > 0) std::memset(bufferOnDevice, 0xff, need_bytes);  // scratch contents are unspecified
+    *info = (int)r;  // 0, or > 0: the algorithm failed to converge
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Xgeqrf: A (m x n) = Q R; R in and above A's diagonal, the Householder vectors below, their scalars in tau
+// (min(m, n) values), as LAPACK ?geqrf
+// ---------------------------------------------------------------------------------------------------------------
+
+cusolverStatus_t cusolverDnXgeqrf_bufferSize(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m,
+                                             int64_t n, cudaDataType dataTypeA, const void* A, int64_t lda,
+                                             cudaDataType dataTypeTau, const void* tau, cudaDataType computeType,
+                                             size_t* workspaceInBytesOnDevice, size_t* workspaceInBytesOnHost) {
+    (void)A;
+    (void)tau;  // not read by a size query
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!params || !workspaceInBytesOnDevice || !workspaceInBytesOnHost) return CUSOLVER_STATUS_INVALID_VALUE;
+    if (geqrf_bad_param(m, n, lda)) return CUSOLVER_STATUS_INVALID_VALUE;
+    const Prec p = precision(dataTypeA, dataTypeTau, computeType);
+    if (p == Prec::Unsupported) return CUSOLVER_STATUS_INVALID_VALUE;
+    *workspaceInBytesOnDevice = (size_t)geqrf_query(p, (lapack_int)m, (lapack_int)n) * elem_size(p);
+    *workspaceInBytesOnHost = 0;
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t params, int64_t m, int64_t n,
+                                  cudaDataType dataTypeA, void* A, int64_t lda, cudaDataType dataTypeTau, void* tau,
+                                  cudaDataType computeType, void* bufferOnDevice, size_t workspaceInBytesOnDevice,
+                                  void* bufferOnHost, size_t workspaceInBytesOnHost, int* info) {
+    (void)bufferOnHost;
+    (void)workspaceInBytesOnHost;  // 0 bytes asked for
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
+    if (!params) return bad_param(info, 1);
+    if (int i = geqrf_bad_param(m, n, lda)) return bad_param(info, i);
+    const Prec p = precision(dataTypeA, dataTypeTau, computeType);
+    if (p == Prec::Unsupported) return bad_param(info, dataTypeA != dataTypeTau ? 7 : 9);
+    const lapack_int lwork = geqrf_query(p, (lapack_int)m, (lapack_int)n);
+    const size_t need_bytes = (size_t)lwork * elem_size(p);
+    cusolverStatus_t s = check_workspace(bufferOnDevice, workspaceInBytesOnDevice, need_bytes, info, 10, 11);
+    if (s != CUSOLVER_STATUS_SUCCESS) return s;
+    if (m > 0 && n > 0 && !A) return bad_param(info, 5);
+    if (m > 0 && n > 0 && !tau) return bad_param(info, 8);
+
+    lapack_int r = 0;
+    if (m > 0 && n > 0) {
+        if (p == Prec::F32) {
+            std::vector<float> work((size_t)lwork);
+            r = LAPACKE_sgeqrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, static_cast<float*>(A),
+                                    (lapack_int)lda, static_cast<float*>(tau), work.data(), lwork);
+        } else {
+            std::vector<double> work((size_t)lwork);
+            r = LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, static_cast<double*>(A),
+                                    (lapack_int)lda, static_cast<double*>(tau), work.data(), lwork);
+        }
+    }
+    if (need_bytes > 0) std::memset(bufferOnDevice, 0xff, need_bytes);  // scratch contents are unspecified
+    *info = (int)r;  // always 0 after the checks above
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Sorgqr: the m x n Q with orthonormal columns defined by k Householder reflectors (A's columns below the
+// diagonal and tau, as left by geqrf), overwriting A; as LAPACK sorgqr. lwork counts floats.
+// ---------------------------------------------------------------------------------------------------------------
+
+cusolverStatus_t cusolverDnSorgqr_bufferSize(cusolverDnHandle_t handle, int m, int n, int k, const float* A, int lda,
+                                             const float* tau, int* lwork) {
+    (void)A;
+    (void)tau;  // not read by a size query
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!lwork || orgqr_bad_param(m, n, k, lda)) return CUSOLVER_STATUS_INVALID_VALUE;
+    *lwork = (int)sorgqr_query(m, n, k);
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t cusolverDnSorgqr(cusolverDnHandle_t handle, int m, int n, int k, float* A, int lda, const float* tau,
+                                  float* work, int lwork, int* info) {
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
+    if (int i = orgqr_bad_param(m, n, k, lda)) return bad_param(info, i);
+    const lapack_int need = sorgqr_query(m, n, k);
+    // work (position 7) non-NULL and lwork (position 8) at least what cusolverDnSorgqr_bufferSize reported
+    if (need > 0 && !work) return bad_param(info, 7);
+    if (lwork < need) return bad_param(info, 8);
+    if (n > 0 && !A) return bad_param(info, 4);
+    if (k > 0 && !tau) return bad_param(info, 6);
+    lapack_int r = 0;
+    // the caller's work array is LAPACK's work array
+    if (n > 0) r = LAPACKE_sorgqr_work(LAPACK_COL_MAJOR, m, n, k, A, lda, tau, work, (lapack_int)lwork);
+    *info = (int)r;  // 0 after the checks above
+    return CUSOLVER_STATUS_SUCCESS;
+}

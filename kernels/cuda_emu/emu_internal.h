@@ -1,0 +1,34 @@
+// What the execution layer's parts (exec.cpp: kernels; runtime.cpp: the CUDA runtime API) tell each other, and
+// what the emulation's own tests may ask (test/cuda_emu/). Not for the project's code: it sees CUDA's API only.
+#pragma once
+#include <string>
+
+#include "kernels/cuda_emu/cuda_emu.h"
+
+namespace cuda_emu {
+
+// runtime.cpp: the error state. A launch refused before it runs (bad configuration) sets the last error, which
+// cudaGetLastError returns and clears; a kernel that fails while running (barrier divergence, a race, __trap) sets
+// a sticky error that every later call returns, as a GPU context does after a fault.
+void set_launch_error(cudaError_t e, const std::string& message);
+void set_kernel_error(const std::string& message);
+cudaError_t sticky_error();
+// The message of the last error (empty when none): for tests and for cudaGetErrorString's callers who want more.
+std::string last_error_message();
+// Forget every error (the emulation's cudaDeviceReset; tests of deliberately broken kernels use it).
+void reset_errors();
+
+// runtime.cpp: the limit set by cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize) (48 KiB
+// by default).
+int max_dynamic_smem(const void* kernel);
+// runtime.cpp: counts per kernel name (for the tests of the emulation).
+void note_launch(const char* kernel, bool failed, long races);
+long launches_of(const std::string& kernel);
+// runtime.cpp: cudaMalloc calls so far (a test can assert that a warm training step allocates nothing).
+long malloc_calls();
+long races_seen();
+
+// exec.cpp: whether shared memory accesses are tracked (on unless PRAC_EMU_RACECHECK=0).
+bool race_check_enabled();
+
+}  // namespace cuda_emu

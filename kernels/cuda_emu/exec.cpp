@@ -1,0 +1,602 @@
+// Kernel execution on a CPU (see cuda_emu.h for the model): a fiber per CUDA thread, blocks in sequence,
+// barriers that release or report, shuffles and mma.sync through warp exchanges, per-block shared memory, and
+// the shared-memory race check fed by the compiler's load/store callbacks.
+//
+// This file is part of the runtime, not of the kernels: it is compiled without the load/store callbacks.
+#include "kernels/cuda_emu/emu_internal.h"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <boost/context/detail/fcontext.hpp>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CUDA_EMU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define CUDA_EMU_ASAN 1
+#endif
+#if defined(CUDA_EMU_ASAN)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace cuda_emu {
+
+namespace bctx = boost::context::detail;
+
+thread_local Thread* tls_thread = nullptr;
+
+namespace {
+
+// ---- fibers ----------------------------------------------------------------------------------------------------
+// 128 KiB per CUDA thread is far above what our kernels keep in "registers" (local arrays), with room for
+// AddressSanitizer's redzones; a PROT_NONE page under each stack turns an overflow into a fault.
+constexpr size_t kStackBytes = 128 * 1024;
+constexpr size_t kGuardBytes = 4096;
+
+struct Stack {
+    char* base = nullptr;  // lowest usable byte (above the guard page)
+};
+std::vector<Stack>& stack_pool() {
+    static std::vector<Stack> pool;  // kernels launch from one host thread (the trainer's); see launch()
+    return pool;
+}
+Stack& stack_for(size_t i) {
+    auto& pool = stack_pool();
+    while (pool.size() <= i) {
+        void* m = mmap(nullptr, kStackBytes + kGuardBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            std::fprintf(stderr, "cuda_emu: cannot map a fiber stack (%zu threads)\n", pool.size());
+            std::abort();
+        }
+        mprotect(m, kGuardBytes, PROT_NONE);
+        pool.push_back(Stack{static_cast<char*>(m) + kGuardBytes});
+    }
+    return pool[i];
+}
+
+enum class State { Runnable, BlockBarrier, WarpBarrier, Exited, Dead };
+
+struct Fiber {
+    Thread t;
+    State state = State::Runnable;
+    bctx::fcontext_t ctx = nullptr;  // where the fiber resumes
+    char* stack = nullptr;
+    const char* file = nullptr;  // where it waits
+    int line = 0;
+    unsigned wmask = 0;  // the mask of the warp barrier it waits at
+    unsigned xchg = 0;   // warp exchanges done (selects the exchange buffer)
+    void* asan_fake = nullptr;
+};
+
+// Per warp: who has arrived at a warp barrier, the exchange buffers (two, alternating, so a lane that runs ahead
+// into the next exchange cannot overwrite a value another lane has not read yet), and the warp's sync epoch.
+struct Warp {
+    unsigned arrived = 0;
+    uint64_t slot[2][32] = {};
+    uint32_t mma[2][32][6] = {};
+    uint32_t epoch = 0;
+};
+
+// The race check's record of one byte of shared memory since the last barrier.
+struct Cell {
+    uint32_t w_epoch = 0, r_epoch = 0;  // block epochs of the last write / reads (0 = none)
+    int32_t w_tid = -1, r_tid = -1;     // the writer / the first reader
+    int32_t r_warp = -1;                // the readers' warp, -2 when readers span several warps
+    uint32_t w_wep = 0, r_wep = 0;      // the warp epochs at the write / the latest read
+    bool r_multi = false;               // more than one thread has read
+    const void* w_pc = nullptr;
+    const void* r_pc = nullptr;
+};
+struct Region {
+    uintptr_t lo, hi;
+    const void* key;  // the declaration (nullptr: dynamic shared memory)
+    std::vector<Cell> cells;
+};
+
+uint32_t g_epoch = 0;  // epochs are globally unique, so a cell from an earlier block or barrier never matches
+bool g_stacks_dirty = false;  // fibers were abandoned (a failed launch): unpoison the stacks before reuse
+
+struct Exec {
+    Config cfg;
+    Body body;
+    const void* kernel = nullptr;
+    const char* name = nullptr;
+    const char* signature = nullptr;
+    Block blk;
+    std::vector<Fiber> fibers;
+    std::vector<Warp> warps;
+    bctx::fcontext_t sched = nullptr;
+    const void* sched_bottom = nullptr;
+    size_t sched_size = 0;
+    int live = 0, arrived = 0;
+    uint32_t epoch = 0;  // this block's current barrier interval
+    bool failed = false;
+    // shared memory of the running block
+    std::vector<Region> regions;
+    uintptr_t smem_lo = UINTPTR_MAX, smem_hi = 0;
+    void* dyn = nullptr;
+    long races = 0;
+};
+thread_local Exec* tls_exec = nullptr;
+
+// ---- AddressSanitizer's fiber annotations ------------------------------------------------------------------------
+inline void asan_start(void** fake, const void* bottom, size_t size) {
+#if defined(CUDA_EMU_ASAN)
+    __sanitizer_start_switch_fiber(fake, bottom, size);
+#else
+    (void)fake, (void)bottom, (void)size;
+#endif
+}
+inline void asan_finish(void* fake, const void** bottom, size_t* size) {
+#if defined(CUDA_EMU_ASAN)
+    __sanitizer_finish_switch_fiber(fake, bottom, size);
+#else
+    (void)fake, (void)bottom, (void)size;
+#endif
+}
+
+std::string where(const Exec* ex) {
+    char b[160];
+    std::snprintf(b, sizeof b, "kernel %s, block (%u,%u,%u) of (%u,%u,%u), %u threads", ex->name ? ex->name : "?",
+                  ex->blk.idx.x, ex->blk.idx.y, ex->blk.idx.z, ex->cfg.grid.x, ex->cfg.grid.y, ex->cfg.grid.z,
+                  ex->cfg.block.x * ex->cfg.block.y * ex->cfg.block.z);
+    return b;
+}
+
+Fiber* current() { return reinterpret_cast<Fiber*>(tls_thread); }  // Thread is Fiber's first member
+
+// From a fiber: back to the scheduler until it resumes us.
+void yield(Fiber* f) {
+    Exec* ex = tls_exec;
+    tls_thread = nullptr;
+    asan_start(&f->asan_fake, ex->sched_bottom, ex->sched_size);
+    bctx::transfer_t back = bctx::jump_fcontext(ex->sched, nullptr);
+    ex = tls_exec;
+    ex->sched = back.fctx;
+    asan_finish(f->asan_fake, &ex->sched_bottom, &ex->sched_size);
+    tls_thread = &f->t;
+}
+
+// From a fiber: the launch has failed; never resumed.
+[[noreturn]] void die(Fiber* f) {
+    f->state = State::Dead;
+    tls_exec->failed = true;
+    for (;;) yield(f);
+}
+
+void fail(Exec* ex, const std::string& what) {
+    std::string msg = "cuda_emu: " + what + " (" + where(ex) + ")";
+    std::fprintf(stderr, "%s\n", msg.c_str());
+    set_kernel_error(msg);
+    ex->failed = true;
+}
+
+void fiber_main(bctx::transfer_t from) {
+    Exec* ex = tls_exec;
+    ex->sched = from.fctx;
+    Fiber* f = static_cast<Fiber*>(from.data);
+    asan_finish(nullptr, &ex->sched_bottom, &ex->sched_size);
+    tls_thread = &f->t;
+    ex->body.run(ex->body.ctx);
+    f->state = State::Exited;
+    ex->live--;
+    tls_thread = nullptr;
+    asan_start(nullptr, ex->sched_bottom, ex->sched_size);  // this fiber's stack is done
+    bctx::jump_fcontext(ex->sched, nullptr);
+    std::abort();  // never resumed
+}
+
+void run_fiber(Exec* ex, Fiber* f) {
+    void* fake = nullptr;
+    asan_start(&fake, f->stack, kStackBytes);
+    tls_thread = &f->t;
+    bctx::transfer_t back = bctx::jump_fcontext(f->ctx, f);
+    tls_thread = nullptr;
+    asan_finish(fake, nullptr, nullptr);
+    f->ctx = back.fctx;
+    (void)ex;
+}
+
+// Why no thread can go on: every thread waits at a barrier that cannot release. Groups the threads by where they
+// are, e.g. "128 threads wait at __syncthreads (a.cu:10); 128 threads have returned".
+void report_stall(Exec* ex) {
+    std::map<std::string, int> groups;
+    for (const Fiber& f : ex->fibers) {
+        char b[256];
+        switch (f.state) {
+            case State::BlockBarrier: std::snprintf(b, sizeof b, "wait at __syncthreads (%s:%d)", f.file, f.line); break;
+            case State::WarpBarrier:
+                std::snprintf(b, sizeof b, "wait at a warp barrier with mask 0x%08x in warp %u (%s:%d)", f.wmask,
+                              f.t.warp, f.file, f.line);
+                break;
+            case State::Exited: std::snprintf(b, sizeof b, "have returned"); break;
+            default: std::snprintf(b, sizeof b, "are stopped"); break;
+        }
+        groups[b]++;
+    }
+    std::string s = "barrier divergence: no thread can proceed, a GPU would hang:";
+    for (auto& g : groups) s += " " + std::to_string(g.second) + " threads " + g.first + ";";
+    fail(ex, s);
+}
+
+void free_smem(Exec* ex) {
+    for (Region& r : ex->regions) std::free(reinterpret_cast<void*>(r.lo));
+    ex->regions.clear();
+    ex->smem_lo = UINTPTR_MAX;
+    ex->smem_hi = 0;
+    ex->dyn = nullptr;
+}
+void* add_region(Exec* ex, const void* key, size_t bytes, size_t align) {
+    void* p = nullptr;
+    // exactly `bytes` long, so AddressSanitizer flags the first byte past the declared size
+    if (posix_memalign(&p, align, bytes ? bytes : 1) != 0) {
+        std::fprintf(stderr, "cuda_emu: out of host memory for %zu bytes of shared memory\n", bytes);
+        std::abort();
+    }
+    std::memset(p, 0xff, bytes);  // unwritten shared memory reads as NaN / -1, never as a plausible 0
+    Region r{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes, key, {}};
+    if (race_check_enabled()) r.cells.resize(bytes);
+    ex->smem_lo = std::min(ex->smem_lo, r.lo);
+    ex->smem_hi = std::max(ex->smem_hi, r.hi);
+    ex->regions.push_back(std::move(r));
+    return p;
+}
+
+void run_block(Exec* ex) {
+    const dim3 bd = ex->cfg.block;
+    const unsigned n = bd.x * bd.y * bd.z;
+#if defined(CUDA_EMU_ASAN)
+    if (g_stacks_dirty) {  // fibers abandoned by a failed launch left their frames' poison on the stacks
+        for (Stack& st : stack_pool()) ASAN_UNPOISON_MEMORY_REGION(st.base, kStackBytes);
+        g_stacks_dirty = false;
+    }
+#endif
+    // The vectors are sized once per launch (a Warp's exchange buffers are 2 KiB: not cleared per block).
+    if (ex->fibers.size() != n) {
+        ex->fibers.assign(n, Fiber{});
+        ex->warps.assign((n + 31) / 32, Warp{});
+    }
+    for (Warp& w : ex->warps) w.arrived = 0, w.epoch = ++g_epoch;
+    for (unsigned i = 0; i < n; i++) {
+        Fiber& f = ex->fibers[i];
+        f = Fiber{};
+        f.t.idx = make_uint3(i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y));
+        f.t.linear = i;
+        f.t.lane = i % 32;
+        f.t.warp = i / 32;
+        f.t.block = &ex->blk;
+        f.stack = stack_for(i).base;
+        f.ctx = bctx::make_fcontext(f.stack + kStackBytes, kStackBytes, fiber_main);
+    }
+    ex->live = (int)n;
+    ex->arrived = 0;
+    ex->epoch = ++g_epoch;
+    if (ex->cfg.smem > 0) ex->dyn = add_region(ex, nullptr, ex->cfg.smem, 16);  // else extern __shared__ is null
+    while (ex->live > 0 && !ex->failed) {
+        bool ran = false;
+        for (Fiber& f : ex->fibers) {
+            if (f.state != State::Runnable) continue;
+            run_fiber(ex, &f);
+            ran = true;
+            if (ex->failed) break;
+        }
+        if (!ran && !ex->failed) report_stall(ex);
+    }
+    free_smem(ex);
+    if (ex->failed) g_stacks_dirty = true;
+}
+
+// ---- coverage: which kernels ran in this process ---------------------------------------------------------------
+std::set<std::string>& executed() {
+    static auto* s = new std::set<std::string>;  // never destroyed: write_coverage runs at exit
+    return *s;
+}
+void write_coverage() {
+    const char* dir = std::getenv("PRAC_EMU_COVERAGE_DIR");
+    if (!dir || !*dir || executed().empty()) return;
+    mkdir(dir, 0755);  // the first process of a test run makes it (ctest's coverage-reset removed it)
+    std::string path = std::string(dir) + "/" + std::to_string(getpid()) + ".txt";
+    FILE* fp = std::fopen(path.c_str(), "w");
+    if (!fp) return;
+    for (const std::string& k : executed()) std::fprintf(fp, "%s\n", k.c_str());
+    std::fclose(fp);
+}
+
+// ---- race check ---------------------------------------------------------------------------------------------------
+std::string symbolize(const void* pc) {
+#if defined(CUDA_EMU_ASAN)
+    char buf[512];
+    buf[0] = 0;
+    // the load/store callback's return address is just past the access
+    __sanitizer_symbolize_pc(const_cast<void*>(pc), "%F %L", buf, sizeof buf);
+    return buf;
+#else
+    char b[32];
+    std::snprintf(b, sizeof b, "%p", pc);
+    return b;
+#endif
+}
+
+void report_race(Exec* ex, const Region& r, uintptr_t a, bool write, int other, bool other_wrote,
+                 const void* other_pc, const void* pc) {
+    Fiber* f = current();
+    ex->races++;
+    if (ex->races > 1) return;  // the first race of a launch in detail; the count at the end
+    char b[512];
+    std::snprintf(b, sizeof b,
+                  "shared-memory race on byte %zu of %s: thread %u %s it while thread %d %s it since the last "
+                  "barrier, with no __syncthreads/__syncwarp between them\n    this access:  %s\n    other access: %s",
+                  (size_t)(a - r.lo), r.key ? "a __shared__ variable" : "the dynamic shared memory", f->t.linear,
+                  write ? "writes" : "reads", other, other_wrote ? "wrote" : "read", symbolize(pc).c_str(),
+                  symbolize(other_pc).c_str());
+    fail(ex, b);
+}
+
+inline void access(const void* p, size_t n, bool write, const void* pc) {
+    Exec* ex = tls_exec;
+    if (!ex || !tls_thread) return;
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (a >= ex->smem_hi || a + n <= ex->smem_lo) return;
+    for (Region& r : ex->regions) {
+        if (a >= r.hi || a + n <= r.lo || r.cells.empty()) continue;
+        Fiber* f = current();
+        const int tid = (int)f->t.linear, warp = (int)f->t.warp;
+        const uint32_t wep = ex->warps[warp].epoch;
+        for (uintptr_t b = std::max(a, r.lo); b < std::min(a + n, r.hi); b++) {
+            Cell& c = r.cells[b - r.lo];
+            // ordered by a __syncwarp of this warp since the other access?
+            auto warp_ordered = [&](int other_warp, uint32_t other_wep) { return other_warp == warp && other_wep != wep; };
+            if (c.w_epoch == ex->epoch && c.w_tid != tid && !warp_ordered((int)ex->fibers[c.w_tid].t.warp, c.w_wep)) {
+                report_race(ex, r, b, write, c.w_tid, true, c.w_pc, pc);
+                return;
+            }
+            if (write && c.r_epoch == ex->epoch && (c.r_multi || c.r_tid != tid) && !warp_ordered(c.r_warp, c.r_wep)) {
+                report_race(ex, r, b, write, c.r_tid, false, c.r_pc, pc);
+                return;
+            }
+            if (write) {
+                c.w_epoch = ex->epoch, c.w_tid = tid, c.w_wep = wep, c.w_pc = pc;
+                c.r_epoch = 0;
+            } else if (c.r_epoch != ex->epoch) {
+                c.r_epoch = ex->epoch, c.r_tid = tid, c.r_warp = warp, c.r_wep = wep, c.r_multi = false, c.r_pc = pc;
+            } else if (c.r_tid != tid) {
+                c.r_multi = true;
+                if (c.r_warp != warp) c.r_warp = -2;
+                c.r_wep = std::max(c.r_wep, wep);
+            }
+        }
+        return;
+    }
+}
+
+// ---- warp barriers -----------------------------------------------------------------------------------------------
+// Arrive at a barrier of the lanes in `mask`; returns when all of them have arrived. sync: a __syncwarp (orders
+// memory among the lanes, so it starts a new warp epoch for the race check); shuffles and mma are not.
+void warp_barrier(unsigned mask, const char* file, int line, bool sync, const char* what) {
+    Exec* ex = tls_exec;
+    Fiber* f = current();
+    Warp& w = ex->warps[f->t.warp];
+    const unsigned bit = 1u << f->t.lane;
+    const unsigned n = (unsigned)ex->fibers.size();
+    const unsigned lanes_here = std::min(32u, n - f->t.warp * 32);
+    const unsigned exists = lanes_here == 32 ? 0xffffffffu : ((1u << lanes_here) - 1);
+    if (!(mask & bit) || (mask & ~exists)) {
+        char b[256];
+        std::snprintf(b, sizeof b, "%s at %s:%d in thread %u: mask 0x%08x %s", what, file, line, f->t.linear, mask,
+                      !(mask & bit) ? "does not include the calling lane" : "names lanes this warp does not have");
+        fail(ex, b);
+        die(f);
+    }
+    f->state = State::WarpBarrier;
+    f->file = file;
+    f->line = line;
+    f->wmask = mask;
+    w.arrived |= bit;
+    if ((w.arrived & mask) == mask) {
+        for (unsigned l = 0; l < 32; l++) {
+            if (!(mask & (1u << l))) continue;
+            Fiber& o = ex->fibers[f->t.warp * 32 + l];
+            if (o.wmask != mask) {
+                char b[256];
+                std::snprintf(b, sizeof b, "%s at %s:%d: lane %u waits with mask 0x%08x, lane %u with 0x%08x", what,
+                              file, line, f->t.lane, mask, l, o.wmask);
+                fail(ex, b);
+                die(f);
+            }
+            o.state = State::Runnable;
+        }
+        w.arrived &= ~mask;
+        if (sync) w.epoch = ++g_epoch;
+        return;
+    }
+    yield(f);
+    if (ex->failed) die(f);
+}
+
+}  // namespace
+
+// ---- the API of cuda_emu.h -------------------------------------------------------------------------------------------
+
+void syncthreads(const char* file, int line) {
+    Exec* ex = tls_exec;
+    Fiber* f = current();
+    f->state = State::BlockBarrier;
+    f->file = file;
+    f->line = line;
+    if (++ex->arrived == ex->live) {
+        if (ex->live != (int)ex->fibers.size()) {
+            report_stall(ex);  // some threads returned before this barrier: they will never arrive
+            die(f);
+        }
+        for (Fiber& o : ex->fibers) {
+            if (o.file != file || o.line != line) {
+                char b[512];
+                std::snprintf(b, sizeof b,
+                              "barrier divergence: thread %u waits at __syncthreads (%s:%d), thread %u at "
+                              "__syncthreads (%s:%d)",
+                              f->t.linear, file, line, o.t.linear, o.file, o.line);
+                fail(ex, b);
+                die(f);
+            }
+        }
+        for (Fiber& o : ex->fibers) o.state = State::Runnable;
+        ex->arrived = 0;
+        ex->epoch = ++g_epoch;
+        for (Warp& w : ex->warps) w.epoch = ++g_epoch;
+        return;
+    }
+    yield(f);
+    if (ex->failed) die(f);
+}
+
+void syncwarp(const char* file, int line, unsigned mask) { warp_barrier(mask, file, line, true, "__syncwarp"); }
+
+void trap(const char* file, int line) {
+    Exec* ex = tls_exec;
+    char b[256];
+    std::snprintf(b, sizeof b, "__trap() at %s:%d in thread %u", file, line, current()->t.linear);
+    fail(ex, b);
+    die(current());
+}
+
+uint64_t warp_exchange(unsigned mask, uint64_t value, unsigned src, const char* what, const char* file, int line) {
+    Exec* ex = tls_exec;
+    Fiber* f = current();
+    Warp& w = ex->warps[f->t.warp];
+    const unsigned buf = f->xchg++ & 1;
+    w.slot[buf][f->t.lane] = value;
+    warp_barrier(mask, file, line, false, what);
+    if (!(mask & (1u << src))) {
+        char b[200];
+        std::snprintf(b, sizeof b, "%s in thread %u reads lane %u, which is not in the mask 0x%08x", what,
+                      f->t.linear, src, mask);
+        fail(ex, b);
+        die(f);
+    }
+    return w.slot[buf][src];
+}
+
+void mma_m16n8k16_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    Exec* ex = tls_exec;
+    Fiber* f = current();
+    Warp& w = ex->warps[f->t.warp];
+    const unsigned buf = f->xchg++ & 1;
+    uint32_t* mine = w.mma[buf][f->t.lane];
+    for (int i = 0; i < 4; i++) mine[i] = a[i];
+    mine[4] = b0;
+    mine[5] = b1;
+    // .aligned: every lane of the warp executes the same mma
+    warp_barrier(0xffffffffu, "mma.sync.aligned.m16n8k16", 0, false, "mma.sync");
+    // The fragment layouts of the PTX ISA (Warp-level matrix fragment mma.m16n8k16, .bf16), g = lane/4, t = lane%4:
+    //   A (16x16, row): element (r, k) is in lane (r % 8)·4 + (k % 8)/2, register (r >= 8) + 2·(k >= 8),
+    //                   the low half for even k
+    //   B (16x8, col):  element (k, n) is in lane n·4 + (k % 8)/2, register (k >= 8), the low half for even k
+    //   C/D (16x8):     c0, c1 = (g, 2t), (g, 2t+1); c2, c3 = (g+8, 2t), (g+8, 2t+1)
+    auto half = [](uint32_t reg, int k) {
+        __nv_bfloat16_raw raw;
+        raw.x = (unsigned short)((k & 1) ? reg >> 16 : reg & 0xffffu);
+        return __bfloat162float(__nv_bfloat16(raw));
+    };
+    auto A = [&](int r, int k) { return half(w.mma[buf][(r % 8) * 4 + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)], k); };
+    auto B = [&](int k, int n) { return half(w.mma[buf][n * 4 + (k % 8) / 2][4 + (k >= 8)], k); };
+    const int g = (int)f->t.lane / 4, t = (int)f->t.lane % 4;
+    for (int i = 0; i < 4; i++) {
+        int r = g + 8 * (i >= 2), n = 2 * t + (i & 1);
+        float acc = 0.0f;
+        for (int k = 0; k < 16; k++) acc += A(r, k) * B(k, n);  // bf16 products are exact in fp32
+        c[i] += acc;
+    }
+}
+
+void* static_smem_bytes(const void* key, size_t bytes, size_t align) {
+    Exec* ex = tls_exec;
+    for (Region& r : ex->regions)
+        if (r.key == key) return reinterpret_cast<void*>(r.lo);
+    return add_region(ex, key, bytes, align);
+}
+void* dynamic_smem_bytes() { return tls_exec->dyn; }
+
+void kernel_entry(const char* name, const char* signature) {
+    Exec* ex = tls_exec;
+    if (ex->name) return;
+    ex->name = name;
+    ex->signature = signature;
+    executed().insert(name);
+}
+
+cudaError_t launch(const Config& cfg, const void* kernel, Body body) {
+    static bool coverage_registered = (std::atexit(write_coverage), true);
+    (void)coverage_registered;
+    if (tls_exec) {
+        std::fprintf(stderr, "cuda_emu: a kernel launched another kernel (dynamic parallelism is not emulated)\n");
+        std::abort();
+    }
+    // The limits a launch is checked against on an sm_90 GPU (CUDA C++ Programming Guide, compute capability
+    // table; cudaErrorInvalidConfiguration / cudaErrorInvalidValue as the runtime returns them).
+    const dim3 g = cfg.grid, b = cfg.block;
+    const unsigned long long threads = (unsigned long long)b.x * b.y * b.z;
+    char msg[256];
+    cudaError_t bad = cudaSuccess;
+    if (g.x == 0 || g.y == 0 || g.z == 0 || g.y > 65535 || g.z > 65535 || g.x > 2147483647u || threads == 0 ||
+        threads > 1024 || b.x > 1024 || b.y > 1024 || b.z > 64) {
+        std::snprintf(msg, sizeof msg, "invalid launch configuration: grid (%u,%u,%u), block (%u,%u,%u)", g.x, g.y,
+                      g.z, b.x, b.y, b.z);
+        bad = cudaErrorInvalidConfiguration;
+    } else if (cfg.smem > (size_t)max_dynamic_smem(kernel)) {
+        std::snprintf(msg, sizeof msg,
+                      "launch with %zu bytes of dynamic shared memory, above the kernel's limit of %d (more than "
+                      "48 KiB needs cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize) first)",
+                      cfg.smem, max_dynamic_smem(kernel));
+        bad = cudaErrorInvalidValue;
+    }
+    if (bad != cudaSuccess) {
+        set_launch_error(bad, std::string("cuda_emu: ") + msg);
+        return bad;
+    }
+    if (sticky_error() != cudaSuccess) return sticky_error();  // a failed kernel poisons the context, as on a GPU
+
+    Exec ex;
+    ex.cfg = cfg;
+    ex.body = body;
+    ex.kernel = kernel;
+    ex.blk.dim = b;
+    ex.blk.grid = g;
+    tls_exec = &ex;
+    for (unsigned z = 0; z < g.z && !ex.failed; z++)
+        for (unsigned y = 0; y < g.y && !ex.failed; y++)
+            for (unsigned x = 0; x < g.x && !ex.failed; x++) {
+                ex.blk.idx = make_uint3(x, y, z);
+                run_block(&ex);
+            }
+    tls_exec = nullptr;
+    note_launch(ex.name ? ex.name : "?", ex.failed, ex.races);
+    return ex.failed ? cudaErrorLaunchFailure : cudaSuccess;
+}
+
+}  // namespace cuda_emu
+
+// ---- the compiler's load/store callbacks (-fsanitize-coverage=trace-loads,trace-stores on kernel sources) ------
+#define CUDA_EMU_HOOK(n, T)                                                                                      \
+    extern "C" void __sanitizer_cov_load##n(T* p) {                                                              \
+        cuda_emu::access(p, n, false, __builtin_return_address(0));                                              \
+    }                                                                                                            \
+    extern "C" void __sanitizer_cov_store##n(T* p) { cuda_emu::access(p, n, true, __builtin_return_address(0)); }
+CUDA_EMU_HOOK(1, uint8_t)
+CUDA_EMU_HOOK(2, uint16_t)
+CUDA_EMU_HOOK(4, uint32_t)
+CUDA_EMU_HOOK(8, uint64_t)
+CUDA_EMU_HOOK(16, __int128)

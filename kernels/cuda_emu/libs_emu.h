@@ -1,0 +1,16 @@
+// Control and inspection hooks of the emulated NVIDIA libraries (kernels/cuda_emu/cublas_emu.cpp,
+// kernels/cuda_emu/cusolver_emu.cpp). Only the emulated (CPU) build has these; the real libraries do not.
+//
+// The stand-ins themselves are reached through the real NVIDIA headers (cublas_v2.h, cublasLt.h, cusolverDn.h):
+// they define the functions those headers declare, so project code calls them unchanged.
+#pragma once
+
+// Force cublasLtMatmulAlgoGetHeuristic to find no algorithm: while on, every call returns
+// CUBLAS_STATUS_NOT_SUPPORTED with *returnAlgoCount = 0, as the real library may for a configuration it has no
+// kernel for. The environment variable PRAC_EMU_CUBLASLT_NO_ALGO (set and not "0", read on every call) does the
+// same; either one is enough.
+void cuda_emu_cublaslt_fail_heuristic(bool fail);
+
+// Number of cublasLtMatmulAlgoGetHeuristic calls so far in this process (every call, failed ones included), e.g.
+// for a test that a per-shape cache runs the heuristic once per shape.
+long cuda_emu_cublaslt_heuristic_calls();

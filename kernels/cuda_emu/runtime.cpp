@@ -1,0 +1,411 @@
+// The CUDA runtime API on a CPU: the functions of cuda_runtime_api.h that the project calls, with the semantics the
+// CUDA Runtime API reference gives them, on one emulated sm_90 device. Device memory is host memory (aligned like
+// cudaMalloc's, tracked so cudaFree and cudaMemGetInfo behave), every stream operation completes before it returns
+// (so streams and events order nothing and events time the host), and errors follow the runtime's rules: a launch
+// refused up front sets the last error (cudaGetLastError returns and clears it), a kernel that fails while running
+// leaves a sticky error that every later call returns.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "kernels/cuda_emu/emu_internal.h"
+
+namespace cuda_emu {
+namespace {
+
+std::mutex g_mu;  // the runtime may be called from several host threads (OpenMP regions, NCCL's progress)
+cudaError_t g_last = cudaSuccess;    // cleared by cudaGetLastError
+cudaError_t g_sticky = cudaSuccess;  // a kernel failed: the context is unusable
+std::string g_message;
+std::map<std::string, long> g_launches;
+long g_races = 0;
+
+// Device memory: what the H100 reports (80 GiB), minus what is allocated.
+constexpr size_t kDeviceBytes = 80ull << 30;
+std::map<const void*, size_t> g_allocs;
+size_t g_allocated = 0;
+long g_malloc_calls = 0;
+
+std::map<const void*, int> g_smem_limit;  // cudaFuncAttributeMaxDynamicSharedMemorySize per kernel
+constexpr int kDefaultSmem = 48 * 1024;
+constexpr int kOptinSmem = 227 * 1024;  // sm_90: 227 KiB per block with the opt-in, 228 KiB per SM
+
+cudaError_t ret(cudaError_t e, const char* what = nullptr) {
+    if (e != cudaSuccess) {
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_last = e;
+        if (what) g_message = std::string("cuda_emu: ") + what;
+    }
+    return e;
+}
+// Every call reports a sticky error first.
+#define CUDA_EMU_STICKY()                                  \
+    do {                                                   \
+        if (g_sticky != cudaSuccess) return g_sticky;      \
+    } while (0)
+
+struct EmuStream {
+    int priority = 0;
+};
+struct EmuEvent {
+    std::chrono::steady_clock::time_point t{};
+    bool recorded = false;
+    bool timing = true;
+};
+
+bool known_device_pointer(const void* p, size_t n) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_allocs.upper_bound(p);
+    if (it == g_allocs.begin()) return false;
+    --it;
+    const char* base = static_cast<const char*>(it->first);
+    return static_cast<const char*>(p) >= base && static_cast<const char*>(p) + n <= base + it->second;
+}
+
+}  // namespace
+
+void set_launch_error(cudaError_t e, const std::string& message) {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_last = e;
+    g_message = message;
+}
+void set_kernel_error(const std::string& message) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_sticky = g_last = cudaErrorLaunchFailure;
+    if (g_message.empty() || g_message.find("cuda_emu: kernel") != 0) g_message = message;
+}
+cudaError_t sticky_error() { return g_sticky; }
+std::string last_error_message() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return g_message;
+}
+void reset_errors() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_last = g_sticky = cudaSuccess;
+    g_message.clear();
+}
+int max_dynamic_smem(const void* kernel) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_smem_limit.find(kernel);
+    return it == g_smem_limit.end() ? kDefaultSmem : it->second;
+}
+void note_launch(const char* kernel, bool failed, long races) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_launches[kernel]++;
+    g_races += races;
+    (void)failed;
+}
+long launches_of(const std::string& kernel) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_launches.find(kernel);
+    return it == g_launches.end() ? 0 : it->second;
+}
+long malloc_calls() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return g_malloc_calls;
+}
+long races_seen() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return g_races;
+}
+bool race_check_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("PRAC_EMU_RACECHECK");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
+}  // namespace cuda_emu
+
+using namespace cuda_emu;
+
+// ---- errors ----------------------------------------------------------------------------------------------------------
+cudaError_t cudaGetLastError() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    cudaError_t e = g_sticky != cudaSuccess ? g_sticky : g_last;
+    g_last = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return g_sticky != cudaSuccess ? g_sticky : g_last;
+}
+const char* cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+        case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+        case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+        case cudaErrorNoDevice: return "cudaErrorNoDevice";
+        case cudaErrorNotSupported: return "cudaErrorNotSupported";
+        default: return "cudaError<other>";
+    }
+}
+const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+        case cudaErrorInvalidDevice: return "invalid device ordinal";
+        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+        case cudaErrorLaunchFailure: return "unspecified launch failure (emulated: see the cuda_emu message above)";
+        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+        case cudaErrorNotSupported: return "operation not supported";
+        default: return "unknown error";
+    }
+}
+
+// ---- device -------------------------------------------------------------------------------------------------------------
+cudaError_t cudaGetDeviceCount(int* count) {
+    if (!count) return ret(cudaErrorInvalidValue);
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice); }
+cudaError_t cudaGetDevice(int* device) {
+    if (!device) return ret(cudaErrorInvalidValue);
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() {
+    CUDA_EMU_STICKY();
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceReset() {
+    reset_errors();
+    return cudaSuccess;
+}
+// An H100 SXM as cudaGetDeviceProperties describes it; the name says what it is.
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
+    if (!p) return ret(cudaErrorInvalidValue);
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    std::memset(p, 0, sizeof *p);
+    std::snprintf(p->name, sizeof p->name, "cuda_emu (CPU emulation of an sm_90 GPU)");
+    p->major = 9;
+    p->minor = 0;
+    p->totalGlobalMem = kDeviceBytes;
+    p->sharedMemPerBlock = 48 * 1024;
+    p->sharedMemPerBlockOptin = kOptinSmem;
+    p->sharedMemPerMultiprocessor = 228 * 1024;
+    p->regsPerBlock = 65536;
+    p->regsPerMultiprocessor = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
+    p->multiProcessorCount = 132;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->maxBlocksPerMultiProcessor = 32;
+    p->l2CacheSize = 50 * 1024 * 1024;
+    p->memoryBusWidth = 5120;
+    p->totalConstMem = 65536;
+    p->textureAlignment = 512;
+    p->concurrentKernels = 1;
+    p->unifiedAddressing = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+    if (!value) return ret(cudaErrorInvalidValue);
+    if (device != 0) return ret(cudaErrorInvalidDevice);
+    cudaDeviceProp p;
+    cudaGetDeviceProperties(&p, 0);
+    switch (attr) {
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
+        case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
+        case cudaDevAttrMultiProcessorCount: *value = p.multiProcessorCount; break;
+        case cudaDevAttrComputeCapabilityMajor: *value = p.major; break;
+        case cudaDevAttrComputeCapabilityMinor: *value = p.minor; break;
+        case cudaDevAttrMaxThreadsPerBlock: *value = p.maxThreadsPerBlock; break;
+        case cudaDevAttrWarpSize: *value = 32; break;
+        default: return ret(cudaErrorInvalidValue, "cudaDeviceGetAttribute: attribute not emulated");
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* v) {
+    if (!v) return ret(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* v) { return cudaRuntimeGetVersion(v); }
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+    if (!func) return ret(cudaErrorInvalidDeviceFunction);
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || value > kOptinSmem)
+            return ret(cudaErrorInvalidValue, "cudaFuncSetAttribute: MaxDynamicSharedMemorySize above the "
+                                              "sm_90 opt-in limit of 227 KiB");
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_smem_limit[func] = value;
+    }
+    return cudaSuccess;
+}
+
+// ---- memory ---------------------------------------------------------------------------------------------------------
+cudaError_t cudaMalloc(void** ptr, size_t size) {
+    CUDA_EMU_STICKY();
+    if (!ptr) return ret(cudaErrorInvalidValue);
+    *ptr = nullptr;
+    if (size == 0) return cudaSuccess;  // the runtime returns success and no allocation for 0 bytes
+    {
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_malloc_calls++;
+        if (size > kDeviceBytes - g_allocated) {
+            g_last = cudaErrorMemoryAllocation;
+            return cudaErrorMemoryAllocation;
+        }
+    }
+    void* p = nullptr;
+    if (posix_memalign(&p, 256, size) != 0) return ret(cudaErrorMemoryAllocation);
+    std::memset(p, 0xa5, size);  // cudaMalloc does not clear: garbage, never a convenient 0
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_allocs[p] = size;
+    g_allocated += size;
+    *ptr = p;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void* ptr) {
+    if (!ptr) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> lock(g_mu);
+        auto it = g_allocs.find(ptr);
+        if (it == g_allocs.end()) {
+            g_last = cudaErrorInvalidValue;
+            std::fprintf(stderr, "cuda_emu: cudaFree(%p) of a pointer cudaMalloc did not return\n", ptr);
+            return cudaErrorInvalidValue;
+        }
+        g_allocated -= it->second;
+        g_allocs.erase(it);
+    }
+    std::free(ptr);
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+    if (!ptr) return ret(cudaErrorInvalidValue);
+    *ptr = std::malloc(size ? size : 1);
+    return *ptr ? cudaSuccess : ret(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void* ptr) {
+    std::free(ptr);
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+    CUDA_EMU_STICKY();
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (free_bytes) *free_bytes = kDeviceBytes - g_allocated;
+    if (total) *total = kDeviceBytes;
+    return cudaSuccess;
+}
+
+// A copy must stay inside one allocation on the device side (the runtime reports cudaErrorInvalidValue for a range
+// it does not know; AddressSanitizer would stop at the same overflow less politely).
+static cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+    if (n == 0) return cudaSuccess;
+    if (!dst || !src) return ret(cudaErrorInvalidValue, "cudaMemcpy with a null pointer");
+    bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (kind == cudaMemcpyDefault) dst_dev = src_dev = false;  // unified addressing: either side
+    if ((dst_dev && !known_device_pointer(dst, n)) || (src_dev && !known_device_pointer(src, n))) {
+        char b[200];
+        std::snprintf(b, sizeof b, "cudaMemcpy of %zu bytes: the %s range is not inside one cudaMalloc allocation", n,
+                      dst_dev && !known_device_pointer(dst, n) ? "destination" : "source");
+        std::fprintf(stderr, "cuda_emu: %s\n", b);
+        return ret(cudaErrorInvalidValue, b);
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+    CUDA_EMU_STICKY();
+    if (cudaError_t e = check_copy(dst, src, n, kind)) return e;
+    if (n) std::memmove(dst, src, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
+    return cudaMemcpy(dst, src, n, kind);
+}
+cudaError_t cudaMemset(void* p, int value, size_t n) {
+    CUDA_EMU_STICKY();
+    if (n && !known_device_pointer(p, n)) return ret(cudaErrorInvalidValue, "cudaMemset outside an allocation");
+    if (n) std::memset(p, value, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) { return cudaMemset(p, value, n); }
+
+// ---- streams and events ---------------------------------------------------------------------------------------------
+cudaError_t cudaStreamCreate(cudaStream_t* s) {
+    if (!s) return ret(cudaErrorInvalidValue);
+    *s = reinterpret_cast<cudaStream_t>(new EmuStream());
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return cudaStreamCreate(s); }
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int, int priority) {
+    cudaError_t e = cudaStreamCreate(s);
+    if (e == cudaSuccess) reinterpret_cast<EmuStream*>(*s)->priority = priority;
+    return e;
+}
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+    if (least) *least = 0;  // an H100 reports 0 (least) .. -5 (greatest)
+    if (greatest) *greatest = -5;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete reinterpret_cast<EmuStream*>(s);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    CUDA_EMU_STICKY();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t) {
+    CUDA_EMU_STICKY();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
+    CUDA_EMU_STICKY();
+    return e ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaEventCreate(cudaEvent_t* e) {
+    if (!e) return ret(cudaErrorInvalidValue);
+    *e = reinterpret_cast<cudaEvent_t>(new EmuEvent());
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
+    cudaError_t r = cudaEventCreate(e);
+    if (r == cudaSuccess) reinterpret_cast<EmuEvent*>(*e)->timing = !(flags & cudaEventDisableTiming);
+    return r;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+    CUDA_EMU_STICKY();
+    if (!e) return ret(cudaErrorInvalidResourceHandle);
+    auto* ev = reinterpret_cast<EmuEvent*>(e);
+    ev->t = std::chrono::steady_clock::now();
+    ev->recorded = true;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    CUDA_EMU_STICKY();
+    return e ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    CUDA_EMU_STICKY();
+    auto* a = reinterpret_cast<EmuEvent*>(start);
+    auto* b = reinterpret_cast<EmuEvent*>(end);
+    if (!ms || !a || !b) return ret(cudaErrorInvalidResourceHandle);
+    if (!a->timing || !b->timing) return ret(cudaErrorInvalidResourceHandle);
+    if (!a->recorded || !b->recorded) return ret(cudaErrorNotReady);
+    *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete reinterpret_cast<EmuEvent*>(e);
+    return cudaSuccess;
+}

@@ -1,0 +1,400 @@
+// The CPU execution layer's own test (kernels/cuda_emu/): the device built-ins against their definitions (CUDA C++
+// Programming Guide: thread hierarchy, __syncthreads, warp shuffle functions, atomics, launch limits; PTX ISA:
+// the mma.m16n8k16 .bf16 fragment layouts), and the checks on deliberately broken kernels: a missing
+// __syncthreads (race check), an off-by-one tail (AddressSanitizer, global and shared memory), divergent barriers.
+// Built and run only in the emulated build (PRAC_CUDA=EMU), where every kernel here is ordinary CUDA source.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+#include <gtest/gtest-death-test.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda_emu/emu_internal.h"
+
+namespace {
+
+template <typename T>
+struct DevBuf {
+    T* p = nullptr;
+    size_t n;
+    explicit DevBuf(size_t n_) : n(n_) { EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess); }
+    ~DevBuf() { cudaFree(p); }
+    void put(const std::vector<T>& h) { EXPECT_EQ(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess); }
+    std::vector<T> get() const {
+        std::vector<T> h(n);
+        EXPECT_EQ(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+        return h;
+    }
+};
+
+// A deliberately failing kernel leaves the (emulated) context in error; each such test starts and ends clean.
+struct EmuTest : ::testing::Test {
+    void SetUp() override { cuda_emu::reset_errors(); }
+    void TearDown() override { cuda_emu::reset_errors(); }
+};
+
+// ---- thread hierarchy ------------------------------------------------------------------------------------------
+// Every thread writes its flat global id at the position the Programming Guide's index formulas give.
+__global__ void index_kernel(int* out) {
+    int tid = threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * blockDim.y;
+    int block = blockIdx.x + blockIdx.y * gridDim.x + blockIdx.z * gridDim.x * gridDim.y;
+    int per_block = blockDim.x * blockDim.y * blockDim.z;
+    out[block * per_block + tid] = block * 1000 + tid;
+}
+
+TEST_F(EmuTest, ThreadAndBlockIndicesCoverTheGridOnce) {
+    dim3 grid(3, 2, 2), block(4, 3, 2);
+    const int total = 12 * 24;
+    DevBuf<int> out(total);
+    out.put(std::vector<int>(total, -1));
+    index_kernel<<<grid, block>>>(out.p);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<int> h = out.get();
+    for (int b = 0; b < 12; b++)
+        for (int t = 0; t < 24; t++) EXPECT_EQ(h[b * 24 + t], b * 1000 + t);
+}
+
+// ---- __syncthreads and shared memory -----------------------------------------------------------------------------
+// Tree sum in static shared memory, one block per row: the barrier between levels is what makes it right.
+__global__ void block_sum_kernel(float* out, const float* in, int n) {
+    __shared__ float s[256];
+    int t = threadIdx.x;
+    s[t] = t < n ? in[blockIdx.x * n + t] : 0.0f;
+    __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {
+        if (t < w) s[t] += s[t + w];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+TEST_F(EmuTest, SharedMemoryTreeSumWithBarriers) {
+    const int rows = 5, n = 200;
+    std::vector<float> h(rows * n);
+    for (int i = 0; i < rows * n; i++) h[i] = (float)(i % 17);
+    DevBuf<float> in(rows * n), out(rows);
+    in.put(h);
+    block_sum_kernel<<<rows, 256>>>(out.p, in.p, n);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<float> o = out.get();
+    for (int r = 0; r < rows; r++) {
+        float want = 0;
+        for (int i = 0; i < n; i++) want += h[r * n + i];
+        EXPECT_EQ(o[r], want) << "row " << r;
+    }
+    EXPECT_EQ(cuda_emu::races_seen(), 0);
+}
+
+// Dynamic shared memory: its size is the launch's third argument; above 48 KiB only after cudaFuncSetAttribute.
+__global__ void dyn_smem_kernel(float* out, int n) {
+    extern __shared__ float buf[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) buf[i] = 1.0f + (i % 2);
+    __syncthreads();
+    float s = 0;
+    for (int i = 0; i < n; i++) s += buf[i];
+    if (threadIdx.x == 0) out[0] = s;
+}
+
+TEST_F(EmuTest, DynamicSharedMemoryAndItsLimits) {
+    DevBuf<float> out(1);
+    const int n = 20000;  // 80 000 bytes: above the 48 KiB default
+    dyn_smem_kernel<<<1, 128, n * sizeof(float)>>>(out.p, n);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue) << "more than 48 KiB without the opt-in must be refused";
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "a refused launch is not a sticky error";
+    ASSERT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n * 4), cudaSuccess);
+    dyn_smem_kernel<<<1, 128, n * sizeof(float)>>>(out.p, n);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(out.get()[0], 1.5f * n);  // exact in fp32
+    EXPECT_EQ(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024),
+              cudaErrorInvalidValue)
+        << "sm_90 allows at most 227 KiB per block";
+    cudaGetLastError();
+}
+
+TEST_F(EmuTest, InvalidLaunchConfigurationsAreRefused) {
+    DevBuf<int> out(4096);
+    index_kernel<<<1, 2048>>>(out.p);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    index_kernel<<<dim3(1, 70000), 32>>>(out.p);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+    index_kernel<<<dim3(1, 1), dim3(1, 1, 65)>>>(out.p);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+}
+
+// ---- warp shuffles (Programming Guide, "Warp Shuffle Functions") ------------------------------------------------
+// out[4 * tid + {0,1,2,3}] = xor(5), down(3, width 16), up(2, width 8), idx(lane 7 of each group of 16)
+__global__ void shuffle_kernel(int* out) {
+    int v = 100 + (int)threadIdx.x;
+    int* o = out + 4 * threadIdx.x;
+    o[0] = __shfl_xor_sync(0xffffffffu, v, 5);
+    o[1] = __shfl_down_sync(0xffffffffu, v, 3, 16);
+    o[2] = __shfl_up_sync(0xffffffffu, v, 2, 8);
+    o[3] = __shfl_sync(0xffffffffu, v, 7, 16);
+}
+
+TEST_F(EmuTest, ShufflesFollowTheProgrammingGuide) {
+    DevBuf<int> out(4 * 64);
+    shuffle_kernel<<<1, 64>>>(out.p);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    std::vector<int> o = out.get();
+    for (int t = 0; t < 64; t++) {
+        int lane = t % 32, base = t - lane;
+        EXPECT_EQ(o[4 * t + 0], 100 + base + (lane ^ 5)) << t;
+        int down = lane % 16 + 3 < 16 ? lane + 3 : lane;  // past the end of its group of 16: its own value
+        EXPECT_EQ(o[4 * t + 1], 100 + base + down) << t;
+        int up = lane % 8 >= 2 ? lane - 2 : lane;
+        EXPECT_EQ(o[4 * t + 2], 100 + base + up) << t;
+        EXPECT_EQ(o[4 * t + 3], 100 + base + (lane / 16) * 16 + 7) << t;
+    }
+}
+
+// Butterfly sums of floats and doubles across a warp with __syncwarp between shared-memory steps.
+__global__ void warp_reduce_kernel(double* out) {
+    __shared__ double s[32];
+    double v = 1.0 + threadIdx.x;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    s[threadIdx.x] = v;
+    __syncwarp();
+    if (threadIdx.x == 0) {
+        double all_equal = 1;
+        for (int i = 0; i < 32; i++) all_equal *= (s[i] == v);
+        out[0] = v * all_equal;
+    }
+}
+
+TEST_F(EmuTest, WarpButterflyAndSyncwarp) {
+    DevBuf<double> out(1);
+    warp_reduce_kernel<<<1, 32>>>(out.p);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(out.get()[0], 32.0 * 33.0 / 2.0);
+    EXPECT_EQ(cuda_emu::races_seen(), 0) << "__syncwarp orders the warp's shared-memory accesses";
+}
+
+// ---- atomics ----------------------------------------------------------------------------------------------------
+__global__ void atomics_kernel(int* counter, unsigned* bits, int* maxv, float* fsum) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    atomicAdd(counter, 1);
+    atomicOr(bits, 1u << (i % 32));
+    atomicMax(maxv, i);
+    atomicAdd(fsum, 0.5f);
+}
+
+TEST_F(EmuTest, AtomicsAcrossBlocks) {
+    DevBuf<int> counter(1), maxv(1);
+    DevBuf<unsigned> bits(1);
+    DevBuf<float> fsum(1);
+    counter.put({0});
+    maxv.put({-1});
+    bits.put({0u});
+    fsum.put({0.0f});
+    atomics_kernel<<<7, 96>>>(counter.p, bits.p, maxv.p, fsum.p);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(counter.get()[0], 7 * 96);
+    EXPECT_EQ(bits.get()[0], 0xffffffffu);
+    EXPECT_EQ(maxv.get()[0], 7 * 96 - 1);
+    EXPECT_EQ(fsum.get()[0], 7 * 96 * 0.5f);
+}
+
+// ---- mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 ----------------------------------------------------------
+// The fragments as the PTX ISA lists them per lane (g = lane / 4, t = lane % 4), written independently of the
+// emulation's per-element formulation:
+//   a0 = A[g][2t, 2t+1]  a1 = A[g+8][2t, 2t+1]  a2 = A[g][2t+8, 2t+9]  a3 = A[g+8][2t+8, 2t+9]
+//   b0 = B[2t, 2t+1][g]  b1 = B[2t+8, 2t+9][g]
+//   c0 = C[g][2t]  c1 = C[g][2t+1]  c2 = C[g+8][2t]  c3 = C[g+8][2t+1]
+__device__ uint32_t pack2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+    __nv_bfloat16_raw l = lo, h = hi;
+    return (uint32_t)l.x | ((uint32_t)h.x << 16);
+}
+// C (16x8, row-major, fp32) += A (16x16, row-major) * B (16x8, row-major), one warp
+__global__ void mma_kernel(float* C, const __nv_bfloat16* A, const __nv_bfloat16* B) {
+    int lane = threadIdx.x, g = lane / 4, t = lane % 4;
+    uint32_t a[4] = {pack2(A[g * 16 + 2 * t], A[g * 16 + 2 * t + 1]),
+                     pack2(A[(g + 8) * 16 + 2 * t], A[(g + 8) * 16 + 2 * t + 1]),
+                     pack2(A[g * 16 + 2 * t + 8], A[g * 16 + 2 * t + 9]),
+                     pack2(A[(g + 8) * 16 + 2 * t + 8], A[(g + 8) * 16 + 2 * t + 9])};
+    uint32_t b0 = pack2(B[(2 * t) * 8 + g], B[(2 * t + 1) * 8 + g]);
+    uint32_t b1 = pack2(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g]);
+    float c[4] = {C[g * 8 + 2 * t], C[g * 8 + 2 * t + 1], C[(g + 8) * 8 + 2 * t], C[(g + 8) * 8 + 2 * t + 1]};
+    cuda_emu::mma_m16n8k16_bf16(c, a, b0, b1);
+    C[g * 8 + 2 * t] = c[0];
+    C[g * 8 + 2 * t + 1] = c[1];
+    C[(g + 8) * 8 + 2 * t] = c[2];
+    C[(g + 8) * 8 + 2 * t + 1] = c[3];
+}
+
+std::vector<float> run_mma(const std::vector<float>& A, const std::vector<float>& B, const std::vector<float>& C0) {
+    std::vector<__nv_bfloat16> a(256), b(128);
+    for (int i = 0; i < 256; i++) a[i] = __float2bfloat16_rn(A[i]);
+    for (int i = 0; i < 128; i++) b[i] = __float2bfloat16_rn(B[i]);
+    DevBuf<__nv_bfloat16> da(256), db(128);
+    DevBuf<float> dc(128);
+    da.put(a);
+    db.put(b);
+    dc.put(C0);
+    mma_kernel<<<1, 32>>>(dc.p, da.p, db.p);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    return dc.get();
+}
+
+// Every A position alone (a one-hot A picks row k of B into row r of C) and every B position alone: the layout
+// is checked at all 256 + 128 fragment positions.
+TEST_F(EmuTest, MmaFragmentLayoutAtEveryPosition) {
+    std::mt19937 rng(1);
+    std::uniform_int_distribution<int> small(-8, 8);
+    std::vector<float> B(128), A(256), zero(128, 0.0f);
+    for (float& x : B) x = (float)small(rng) / 4;  // exact in bf16
+    for (float& x : A) x = (float)small(rng) / 4;
+    for (int r = 0; r < 16; r++)
+        for (int k = 0; k < 16; k++) {
+            std::vector<float> onehot(256, 0.0f);
+            onehot[r * 16 + k] = 1.0f;
+            std::vector<float> C = run_mma(onehot, B, zero);
+            for (int i = 0; i < 16; i++)
+                for (int n = 0; n < 8; n++)
+                    ASSERT_EQ(C[i * 8 + n], i == r ? B[k * 8 + n] : 0.0f) << "A(" << r << "," << k << ") C(" << i << "," << n << ")";
+        }
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 8; n++) {
+            std::vector<float> onehot(128, 0.0f);
+            onehot[k * 8 + n] = 1.0f;
+            std::vector<float> C = run_mma(A, onehot, zero);
+            for (int i = 0; i < 16; i++)
+                for (int j = 0; j < 8; j++)
+                    ASSERT_EQ(C[i * 8 + j], j == n ? A[i * 16 + k] : 0.0f) << "B(" << k << "," << n << ") C(" << i << "," << j << ")";
+        }
+}
+
+// Against a plain GEMM in double on random bf16 inputs, accumulating into a random C.
+TEST_F(EmuTest, MmaEqualsPlainGemm) {
+    std::mt19937 rng(2);
+    std::normal_distribution<float> nd;
+    std::vector<float> A(256), B(128), C0(128);
+    for (float& x : A) x = __bfloat162float(__float2bfloat16_rn(nd(rng)));
+    for (float& x : B) x = __bfloat162float(__float2bfloat16_rn(nd(rng)));
+    for (float& x : C0) x = nd(rng);
+    std::vector<float> C = run_mma(A, B, C0);
+    for (int i = 0; i < 16; i++)
+        for (int n = 0; n < 8; n++) {
+            double want = C0[i * 8 + n];
+            for (int k = 0; k < 16; k++) want += (double)A[i * 16 + k] * B[k * 8 + n];
+            EXPECT_NEAR(C[i * 8 + n], want, 1e-5 * (1 + std::fabs(want))) << i << "," << n;
+        }
+}
+
+// ---- deliberately broken kernels ----------------------------------------------------------------------------------
+// 1. A missing __syncthreads: each thread writes its slot, then reads its neighbour's with no barrier between.
+__global__ void neighbour_kernel(float* out, bool with_barrier) {
+    __shared__ float s[64];
+    s[threadIdx.x] = (float)threadIdx.x;
+    if (with_barrier) __syncthreads();
+    out[threadIdx.x] = s[(threadIdx.x + 1) % 64];
+}
+
+TEST_F(EmuTest, RaceCheckReportsAMissingSyncthreads) {
+    DevBuf<float> out(64);
+    long before = cuda_emu::races_seen();
+    neighbour_kernel<<<1, 64>>>(out.p, true);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(cuda_emu::races_seen(), before) << "with the barrier there is no race";
+    neighbour_kernel<<<1, 64>>>(out.p, false);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    EXPECT_GT(cuda_emu::races_seen(), before);
+    std::string m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("shared-memory race"), std::string::npos) << m;
+    EXPECT_NE(m.find("neighbour_kernel"), std::string::npos) << m;
+    EXPECT_NE(m.find("test_emu_core.cu"), std::string::npos) << "the report names the source line: " << m;
+}
+
+// 2. An off-by-one tail: i <= n instead of i < n.
+__global__ void tail_kernel(float* out, const float* in, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) out[i] = 2.0f * in[i];
+}
+__global__ void smem_tail_kernel(float* out) {
+    __shared__ float s[32];
+    s[threadIdx.x] = 1.0f;  // launched with 33 threads
+    __syncthreads();
+    out[threadIdx.x] = s[threadIdx.x];
+}
+
+void launch_global_tail() {
+    const int n = 100;
+    float *in, *out;
+    cudaMalloc(&in, n * sizeof(float));
+    cudaMalloc(&out, n * sizeof(float));
+    tail_kernel<<<1, 128>>>(out, in, n);
+}
+void launch_shared_tail() {
+    float* out;
+    cudaMalloc(&out, 33 * sizeof(float));
+    smem_tail_kernel<<<1, 33>>>(out);
+}
+
+TEST(EmuDeathTest, AddressSanitizerCatchesAnOffByOneTail) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(launch_global_tail(), "heap-buffer-overflow");
+    EXPECT_DEATH(launch_shared_tail(), "heap-buffer-overflow");
+}
+
+TEST_F(EmuTest, CorrectTailRunsClean) {
+    const int n = 100;
+    DevBuf<float> in(n), out(n);
+    in.put(std::vector<float>(n, 1.5f));
+    tail_kernel<<<1, 128>>>(out.p, in.p, n - 1);  // i <= n-1 is the right bound for n elements
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(out.get()[n - 1], 3.0f);
+}
+
+// 3. Divergent barriers: half the block returns before a barrier the other half waits at; and two different
+// __syncthreads reached by different threads.
+__global__ void early_exit_kernel(float* out) {
+    if (threadIdx.x >= 16) return;
+    __syncthreads();
+    out[threadIdx.x] = 1.0f;
+}
+__global__ void two_barriers_kernel(float* out) {
+    if (threadIdx.x % 2) {
+        __syncthreads();
+    } else {
+        __syncthreads();
+    }
+    out[threadIdx.x] = 1.0f;
+}
+__global__ void half_warp_shuffle_kernel(float* out) {
+    float v = 1.0f;
+    if (threadIdx.x < 16) v = __shfl_xor_sync(0xffffffffu, v, 1);
+    out[threadIdx.x] = v;
+}
+
+TEST_F(EmuTest, DivergentBarriersAreReportedNotHung) {
+    DevBuf<float> out(64);
+    early_exit_kernel<<<2, 64>>>(out.p);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    std::string m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("barrier divergence"), std::string::npos) << m;
+    EXPECT_NE(m.find("early_exit_kernel"), std::string::npos) << m;
+    EXPECT_NE(m.find("16 threads wait at __syncthreads"), std::string::npos) << m;
+    EXPECT_NE(m.find("48 threads have returned"), std::string::npos) << m;
+    EXPECT_EQ(cudaMemcpy(nullptr, nullptr, 0, cudaMemcpyDeviceToHost), cudaErrorLaunchFailure)
+        << "a failed kernel leaves a sticky error";
+
+    cuda_emu::reset_errors();
+    two_barriers_kernel<<<1, 32>>>(out.p);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("barrier divergence"), std::string::npos) << m;
+
+    cuda_emu::reset_errors();
+    half_warp_shuffle_kernel<<<1, 32>>>(out.p);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("warp barrier with mask 0xffffffff"), std::string::npos) << m;
+}
+
+}  // namespace
