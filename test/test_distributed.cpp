@@ -1,6 +1,6 @@
 // Long-run machinery through the real binaries: a run killed at a random step and resumed from its last checkpoint
 // ends bit for bit where an uninterrupted run ends; data parallelism over 2 MPI ranks (with and without ZeRO-1)
-// equals one rank with the doubled micro-batch.
+// equals one rank with the doubled micro-batch; a shared PRAC subspace survives a rank whose step is all padding.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/shard.h"
 #include "io/safetensors.h"
 #include "train/checkpoint.h"
 #include "test/run_shell.h"
@@ -44,6 +45,25 @@ std::string bin(const char* name) { return std::string(PRAC_SOURCE_DIR) + "/" + 
 
 const char* TRAIN_ARGS =
     " --model gpt2-tiny --device cpu --steps 9 --batch-size 2 --seq-len 32 --eval-tokens 512 --lr 1e-3";
+
+// mpiexec with 2 ranks. OpenMPI refuses root and more ranks than cores unless told (CI runs as root on 2 cores).
+std::string mpirun_2() {
+    return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
+           "OMPI_MCA_rmaps_base_oversubscribe=1 " + std::string(PRAC_MPIEXEC) + " -x OMP_NUM_THREADS=1 ";
+}
+
+// The largest absolute difference between the tensors of two weight files (the same names and shapes).
+double max_weight_difference(const std::string& a, const std::string& b) {
+    SafeTensorsFile wa = safetensors_open(a), wb = safetensors_open(b);
+    double worst = 0;
+    for (const std::string& name : wa.names()) {
+        std::vector<float> x(wa.get(name).numel()), y(x.size());
+        wa.read_f32(name, x.data(), x.size());
+        wb.read_f32(name, y.data(), y.size());
+        for (size_t i = 0; i < x.size(); i++) worst = std::max(worst, (double)std::fabs(x[i] - y[i]));
+    }
+    return worst;
+}
 
 }  // namespace
 
@@ -120,12 +140,9 @@ static void two_ranks_equal_one_rank(const std::string& extra, std::initializer_
                   d + "/one"), 0);
     for (const char* zero : zeros) {
         std::string tag = std::string("two_z") + zero, out;
-        // OpenMPI refuses root and more ranks than cores unless told (CI runs as root on 2 cores)
-        const char* mpi_env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                              "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 ";
-        int rc = run_shell(mpi_env + std::string(PRAC_MPIEXEC) + " -x OMP_NUM_THREADS=1 " + bin("train_gpt2") + base +
-                         " --batch-size 2 --zero " + zero + " --log " + d + "/" + tag + ".jsonl --save " + d + "/" + tag,
-                     &out);
+        int rc = run_shell(mpirun_2() + bin("train_gpt2") + base + " --batch-size 2 --zero " + zero + " --log " + d +
+                               "/" + tag + ".jsonl --save " + d + "/" + tag,
+                           &out);
         ASSERT_EQ(rc, 0) << out;
         EXPECT_NE(out.find("2 ranks"), std::string::npos) << out;
         auto a = steps_of(d + "/one.jsonl"), b = steps_of(d + "/" + tag + ".jsonl");
@@ -134,15 +151,7 @@ static void two_ranks_equal_one_rank(const std::string& extra, std::initializer_
             EXPECT_NEAR(v.first, b[step].first, 1e-5) << "loss, step " << step << " zero " << zero;
             EXPECT_NEAR(v.second, b[step].second, 1e-5) << "grad norm, step " << step << " zero " << zero;
         }
-        SafeTensorsFile wa = safetensors_open(d + "/one/model.safetensors"),
-                        wb = safetensors_open(d + "/" + tag + "/model.safetensors");
-        double worst = 0;
-        for (const std::string& name : wa.names()) {
-            std::vector<float> x(wa.get(name).numel()), y(x.size());
-            wa.read_f32(name, x.data(), x.size());
-            wb.read_f32(name, y.data(), y.size());
-            for (size_t i = 0; i < x.size(); i++) worst = std::max(worst, (double)std::fabs(x[i] - y[i]));
-        }
+        double worst = max_weight_difference(d + "/one/model.safetensors", d + "/" + tag + "/model.safetensors");
         EXPECT_LT(worst, 2e-4) << extra << " zero " << zero;
         std::printf("%s zero %s: max weight difference %.3g\n", extra.c_str(), zero, worst);
     }
@@ -153,5 +162,86 @@ TEST(DataParallel, TwoRanksEqualOneRankWithTheDoubledBatch) { two_ranks_equal_on
 // weights and the losses would part from the one-rank run's after the first update).
 TEST(DataParallel, RsoTwoRanksEqualOneRank) {
     two_ranks_equal_one_rank("--optimizer rso --rso-rank 16 --rso-gap 4", {"0"});
+}
+
+// --prac-shared-subspace averages every rank's Gram matrix inside forward when a basis refresh is due: a collective.
+// A rank whose micro-batches of a refresh step are all padding (GaLore's row-aligned C4 shards pad short documents;
+// a row of padding has no target) has nothing to learn, but must still take part in the refresh, with nothing to
+// add to the Gram matrix (on one rank an all-padding micro-batch never enters the Gram matrix either), and end
+// with the bases of the other ranks. The shard's rows 1 and 4 are all padding: rank 1's micro-batch of step 0 (the
+// first Q1 and Q2 refresh: a collective) and rank 0's of step 2 (a Q2 redraw, --prac-t2 2: no collective, but the
+// draw counters must stay in step). The rules then make 2 ranks of B = 1 equal 1 rank with --grad-accum 2: the
+// same mean of per-micro-batch mean losses (an all-padding one counts 0), and at step 0 the Gram matrix of row 0
+// alone (halved by the 2-rank average, which leaves the eigenvectors as they are); Q1 is refreshed only then
+// (T1 = 500). Before the fix the job died at step 0 (rank 1 skipped forward and met the others' Gram all-reduces
+// with its gradient all-reduce: MPI_ERR_TRUNCATE). Tolerances as in TwoRanksEqualOneRankWithTheDoubledBatch;
+// the PRAC state rank 0 checkpoints (the shared bases) equals the one-rank run's: counters exactly, bases to 1e-5.
+TEST(DataParallel, SharedSubspaceWithAnAllPaddingRank) {
+    std::string d = tmpdir();
+    const int T = 16, steps = 6;
+    ShardInfo info;
+    info.vocab_size = 50257;
+    info.layout = SHARD_LAYOUT_ROWS;
+    info.row_len = T;
+    info.tokenizer = TOKENIZER_GPT2;
+    info.pad_id = info.eos_id = 50256;
+    std::mt19937 rng(1234);
+    auto rows = [&](int n, std::initializer_list<int> padding) {
+        std::vector<uint16_t> t((size_t)n * T);
+        for (uint16_t& x : t) x = (uint16_t)(rng() % 50256);
+        for (int r : padding)
+            for (int i = 0; i < T; i++) t[(size_t)r * T + i] = (uint16_t)info.pad_id;
+        return t;
+    };
+    write_shard(d + "/train.bin", rows(2 * steps, {1, 4}), info);
+    write_shard(d + "/val.bin", rows(8, {}), info);
+    std::string args = " --model gpt2-tiny --device cpu --steps " + std::to_string(steps) + " --seq-len " +
+                       std::to_string(T) + " --batch-size 1 --lr 1e-3 --no-shuffle --eval-tokens 64 --prac prac "
+                       "--prac-t2 2 --prac-shared-subspace --train-data " + d + "/train.bin --val-data " + d +
+                       "/val.bin";
+    std::string out;
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + " --grad-accum 2 --log " + d +
+                        "/one.jsonl --ckpt-dir " + d + "/one", &out), 0) << out;
+    int rc = run_shell(mpirun_2() + bin("train_gpt2") + args + " --log " + d + "/two.jsonl --ckpt-dir " + d + "/two",
+                       &out);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("2 ranks (mpi), ZeRO-0, PRAC subspace shared"), std::string::npos) << out;
+    auto a = steps_of(d + "/one.jsonl"), b = steps_of(d + "/two.jsonl");
+    ASSERT_EQ(a.size(), (size_t)steps);
+    ASSERT_EQ(a.size(), b.size());
+    for (auto& [step, v] : a) {
+        EXPECT_NEAR(v.first, b[step].first, 1e-5) << "loss, step " << step;
+        EXPECT_NEAR(v.second, b[step].second, 1e-5) << "grad norm, step " << step;
+    }
+    char last[32];
+    std::snprintf(last, sizeof last, "/step_%08d/", steps);
+    std::string one = d + "/one" + last, two = d + "/two" + last;
+    double worst = max_weight_difference(one + "model.safetensors", two + "model.safetensors");
+    EXPECT_LT(worst, 2e-4);
+    SafeTensorsFile sa = safetensors_open(one + "state.safetensors"), sb = safetensors_open(two + "state.safetensors");
+    int bases = 0;
+    double worst_basis = 0;
+    for (const std::string& name : sa.names()) {
+        if (name.rfind("prac.", 0) != 0) continue;
+        const SafeTensor& t = sa.get(name);
+        ASSERT_NE(sb.find(name), nullptr) << name;
+        if (t.dtype == "F32") {
+            std::vector<float> x(t.numel()), y(x.size());
+            sa.read_f32(name, x.data(), x.size());
+            sb.read_f32(name, y.data(), y.size());
+            for (size_t i = 0; i < x.size(); i++) worst_basis = std::max(worst_basis, (double)std::fabs(x[i] - y[i]));
+            bases++;
+        } else {
+            std::vector<char> x(t.nbytes), y(x.size());
+            sa.read_raw(name, x.data(), x.size());
+            ASSERT_EQ(sb.get(name).nbytes, x.size()) << name;
+            sb.read_raw(name, y.data(), y.size());
+            EXPECT_EQ(x, y) << name << " (refresh counters / has_basis) differ from the one-rank run's";
+        }
+    }
+    EXPECT_EQ(bases, 6) << "every site of gpt2-tiny is compressed by --prac prac";
+    EXPECT_LT(worst_basis, 1e-5);
+    std::printf("max weight difference %.3g, max basis difference %.3g\n", worst, worst_basis);
+    run_shell("rm -rf " + d);
 }
 #endif

@@ -290,13 +290,28 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
     // ---- model ----
     Model<Backend> model(be, cfg, prac, opts.recompute);
     // --prac-shared-subspace: the Gram matrix of every refresh is averaged over the ranks before the eigensolver
-    // (on the host through MPI for the CPU backend, on the device through NCCL for the CUDA backend)
-    GramReducer gram_allreduce = [&comm](float* g, size_t n) {
+    // (on the host through MPI for the CPU backend, on the device through NCCL for the CUDA backend). A rank that
+    // only joins a refresh (gram_nothing: its micro-batches of that step were all padding, see the steps) adds a
+    // zero matrix: padding never enters the Gram matrix, as on one rank, where an all-padding micro-batch is skipped.
+    const bool shared_gram = opts.prac_shared && ranks > 1;
+    bool gram_nothing = false;
+    GramReducer gram_allreduce = [&comm, &be, &gram_nothing](float* g, size_t n) {
+        if (gram_nothing) be.zero(g, n * sizeof(float));
         if (DeviceComm* d = comm.device_comm()) d->allreduce_avg(g, n, DType::F32);
         else comm.allreduce_avg(g, n);
     };
-    if (opts.prac_shared && ranks > 1)
+    if (shared_gram)
         for (auto& s : model.sites) s.reduce_gram = &gram_allreduce;
+    // whether the next training forward refreshes a basis: the step asks for it, or a site layer has none yet
+    auto refresh_due = [&model]() {
+        for (const auto& s : model.sites) {
+            if (!s.compressed() || s.external) continue;
+            if (model.sched.refresh_q1 || model.sched.refresh_q2) return true;
+            for (uint8_t h : s.has_basis)
+                if (!h) return true;
+        }
+        return false;
+    };
     if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
     if (!opts.dump_site.empty()) {
         bool known = false;
@@ -494,6 +509,17 @@ int train_run(Backend& be, TrainOptions& opts, const ModelConfig& cfg, const Pra
                 model.on_layer_grads = nullptr;
                 started = true;
             }
+        }
+        // --prac-shared-subspace: a refresh is a collective (every rank's Gram matrix is averaged inside forward, at
+        // its first real micro-batch of the step). A rank whose micro-batches of this step were all padding ran no
+        // forward: it still joins the refresh, adding nothing, so that every rank issues the same collectives in
+        // the same order (before the gradients' below) and ends with the same bases and draw counters. The forward
+        // runs on the last (padding) micro-batch: every target is ignored, so its loss is 0 and the head's gradient
+        // adds zeros; no backward.
+        if (shared_gram && model.sched.first_micro_batch && refresh_due()) {
+            gram_nothing = true;
+            model.forward(inputs.data(), targets.data(), 1.0f);
+            gram_nothing = false;
         }
         // data parallelism: the mean of the ranks' gradients (this rank's shard of it under ZeRO-1)
         float norm;
