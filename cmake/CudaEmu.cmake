@@ -121,31 +121,33 @@ target_compile_definitions(prac::cuda_libs INTERFACE PRAC_HAVE_CUDA=1)
 target_link_libraries(prac::nccl INTERFACE prac::cuda_libs)
 target_compile_definitions(prac::nccl INTERFACE PRAC_HAVE_NCCL=1)
 
-# Every .cu/.cuh of the project, rewritten at build time (the originals are the dependencies).
+# Every .cu/.cuh of the project, rewritten at build time, one command per file (its original and the rewriter are
+# its dependencies), so that an edit regenerates one file and recompiles only what includes it.
 file(GLOB_RECURSE _emu_rel CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}"
      "${PROJECT_SOURCE_DIR}/kernels/*.cu" "${PROJECT_SOURCE_DIR}/kernels/*.cuh" "${PROJECT_SOURCE_DIR}/prac/*.cu"
      "${PROJECT_SOURCE_DIR}/prac/*.cuh" "${PROJECT_SOURCE_DIR}/train/*.cu" "${PROJECT_SOURCE_DIR}/common/*.cu"
      "${PROJECT_SOURCE_DIR}/common/*.cuh" "${PROJECT_SOURCE_DIR}/test/*.cu" "${PROJECT_SOURCE_DIR}/bench/*.cu")
 file(GLOB _emu_mains CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}" "${PROJECT_SOURCE_DIR}/*.cu")
 list(APPEND _emu_rel ${_emu_mains})
-set(_emu_in "")
 set(_emu_out "")
 foreach(f IN LISTS _emu_rel)
-  list(APPEND _emu_in "${PROJECT_SOURCE_DIR}/${f}")
+  add_custom_command(OUTPUT "${PRAC_EMU_SRC}/${f}"
+    COMMAND ${PRAC_PYTHON} "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/rewrite.py" --src "${PROJECT_SOURCE_DIR}"
+            --out "${PRAC_EMU_SRC}" --touch "${f}"
+    DEPENDS "${PROJECT_SOURCE_DIR}/${f}" "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/rewrite.py"
+    COMMENT "cuda_emu: rewriting ${f}"
+    VERBATIM)
   list(APPEND _emu_out "${PRAC_EMU_SRC}/${f}")
 endforeach()
-add_custom_command(OUTPUT ${_emu_out}
-  COMMAND ${PRAC_PYTHON} "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/rewrite.py" --src "${PROJECT_SOURCE_DIR}"
-          --out "${PRAC_EMU_SRC}" ${_emu_rel}
-  DEPENDS ${_emu_in} "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/rewrite.py"
-  COMMENT "cuda_emu: rewriting the CUDA sources for the CPU execution layer"
-  VERBATIM)
 add_custom_target(cuda_emu_sources DEPENDS ${_emu_out})
 
 # The flags of a rewritten .cu: C++, the device built-ins forced in front, no FMA contraction (nvcc keeps the _rn
-# intrinsics apart, and the CPU twins compare bit for bit), the race check's load/store callbacks.
-set(PRAC_EMU_CU_FLAGS -x c++ -include "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/cuda_emu.h" -ffp-contract=off
-    -fsanitize-coverage=func,trace-loads,trace-stores)
+# intrinsics apart, and the CPU twins compare bit for bit). The race check's load/store callbacks go only into the
+# targets that define kernels (every kernel of the project is compiled into prac_cuda: the .cuh templates are
+# instantiated there, `extern template` elsewhere): in the tests' and trainers' host code they would only cost time.
+set(PRAC_EMU_CU_FLAGS -x c++ -include "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/cuda_emu.h" -ffp-contract=off)
+set(PRAC_EMU_RACECHECK_FLAGS -fsanitize-coverage=func,trace-loads,trace-stores)
+set(PRAC_EMU_KERNEL_TARGETS prac_cuda test_emu_core)
 
 # The emulated prac_cuda_or_cxx (replaces Dependencies.cmake's): each .cu source becomes its rewritten copy.
 function(prac_cuda_or_cxx target)
@@ -157,8 +159,12 @@ function(prac_cuda_or_cxx target)
       get_filename_component(_abs "${s}" ABSOLUTE BASE_DIR "${_src_dir}")
       file(RELATIVE_PATH _rel "${PROJECT_SOURCE_DIR}" "${_abs}")
       set(_gen "${PRAC_EMU_SRC}/${_rel}")
+      set(_flags ${PRAC_EMU_CU_FLAGS})
+      if(target IN_LIST PRAC_EMU_KERNEL_TARGETS)
+        list(APPEND _flags ${PRAC_EMU_RACECHECK_FLAGS})
+      endif()
       set_source_files_properties("${_gen}" TARGET_DIRECTORY ${target} PROPERTIES
-                                  LANGUAGE CXX GENERATED TRUE COMPILE_OPTIONS "${PRAC_EMU_CU_FLAGS}")
+                                  LANGUAGE CXX GENERATED TRUE COMPILE_OPTIONS "${_flags}")
       list(APPEND _new "${_gen}")
     else()
       list(APPEND _new "${s}")

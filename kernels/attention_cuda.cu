@@ -1067,7 +1067,7 @@ void forward_impl(X* out, float* lse, const X* qkv, int B, int T, int C, int NH,
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt((float)HS);
     const dim3 grid(ceil_div(T, kTile), NH, B);
-    const bool mma = resolve_mma<X>(impl, {out, lse, qkv});
+    const bool mma = resolve_mma<X>(impl, {out, qkv});  // lse: scalar stores, any float alignment
     dispatch_head_size(HS, [&](auto hs) {
         constexpr int kHS = decltype(hs)::value;
         if constexpr (std::is_same<X, bf16>::value) {

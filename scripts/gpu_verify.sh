@@ -463,15 +463,17 @@ for f in (m.files("nvidia-cudnn-frontend") or []):
 # same arguments and the Ninja generator. USE_MAKE=0 forces that path (to test it).
 HAVE_MAKE=0; command -v make >/dev/null 2>&1 && HAVE_MAKE=1
 [ "${USE_MAKE:-1}" = 0 ] && HAVE_MAKE=0
-# configure BUILD_DIR PRECISION LOG TIMEOUT
+# configure BUILD_DIR PRECISION LOG TIMEOUT. PRAC_EMU=OFF: the emulated builds (kernels/cuda_emu) are for machines
+# without a GPU; here the real one runs the same tests.
 configure_dir() {
   local bd=$1 prec=$2 logf=$3 t=$4
   if [ "$HAVE_MAKE" = 1 ]; then
-    run_logged "$logf" "$t" make configure BUILD_DIR="$bd" PRAC_CUDA=ON CUDA_ARCHS="$ARCHS" PRECISION="$prec"
+    run_logged "$logf" "$t" make configure BUILD_DIR="$bd" PRAC_CUDA=ON CUDA_ARCHS="$ARCHS" PRECISION="$prec" \
+      CMAKE_ARGS=-DPRAC_EMU=OFF
   else
     local gen=()
     if [ ! -f "$bd/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
-    run_logged "$logf" "$t" cmake -S . -B "$bd" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPRAC_CUDA=ON \
+    run_logged "$logf" "$t" cmake -S . -B "$bd" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPRAC_CUDA=ON -DPRAC_EMU=OFF \
       "-DPRAC_CUDA_ARCHS=$ARCHS" "-DPRAC_PRECISION=$prec" ${CUDNN_FRONTEND_PATH:+"-DCUDNN_FRONTEND_PATH=$CUDNN_FRONTEND_PATH"}
   fi
 }

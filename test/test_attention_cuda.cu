@@ -51,6 +51,9 @@
 
 #include "common/cuda_check.h"
 #include "test/gpu/gpu_test.h"
+#if defined(PRAC_CUDA_EMU)
+#include "kernels/cuda_emu/emu_internal.h"  // cuda_emu::launches_of
+#endif
 #include "common/cuda_common.cuh"
 #include "common/error.h"
 #include "kernels/attention.cuh"
@@ -116,15 +119,22 @@ static bool cudnn_grid_shape(int B, int NH) {
     return (B == 3 && NH == 4) || (B == 1 && NH == 12);
 }
 
-// One shape: CPU reference once, then every implementation (and the naive oracle) against it.
-static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causal) {
+// One shape: CPU reference once, then every implementation (and the naive oracle) against it. peaky: q and k are
+// scaled by 6 (scores ~36x larger: nearly one-hot softmax rows, where the online max/rescale matters most). The
+// backward runs up to T = 256, and at any T with with_bwd.
+static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causal, bool peaky = false,
+                       bool with_bwd = false) {
     const int C = NH * HS;
     const size_t N = (size_t)B * T;
-    const bool bwd = T <= 256, naive = T <= 256;
+    const bool bwd = T <= 256 || with_bwd, naive = T <= 256;
     char tag[96];
-    std::snprintf(tag, sizeof tag, "B=%d NH=%d HS=%d T=%d %s", B, NH, HS, T, causal ? "causal" : "full");
+    std::snprintf(tag, sizeof tag, "B=%d NH=%d HS=%d T=%d %s%s", B, NH, HS, T, causal ? "causal" : "full",
+                  peaky ? " peaky" : "");
 
     std::vector<float> qkv = randn_x(N * 3 * C), dout = randn_x(N * C);
+    if (peaky)
+        for (size_t i = 0; i < N; i++)
+            for (int c = 0; c < 2 * C; c++) qkv[i * 3 * C + c] = to_float(from_float<floatX>(6.0f * qkv[i * 3 * C + c]));
     std::vector<float> out_ref(N * C), lse_ref((size_t)B * NH * T);
     attention_forward_cpu(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH, causal);
 
@@ -296,6 +306,24 @@ static void time_attention(cudaStream_t st) {
     cudaCheck(cudaEventDestroy(e1));
 }
 
+#if defined(PRAC_CUDA_EMU)
+// The tensor-core forward writes lse with scalar stores: an lse that is only 4-byte aligned (layer l's lse starts
+// l·B·NH·T floats into the arena: unaligned for layers >= 1 when B·NH·T % 4 != 0) must not push Auto onto the ~10x
+// slower Simt forward. Which kernel ran is counted by the execution layer.
+static void test_lse_alignment(cudaStream_t st) {
+    if (!attention_cuda_impl_available(AttentionImpl::Mma)) return;  // the bf16 build's path
+    const int B = 1, NH = 2, HS = 64, T = 7, C = NH * HS;
+    Dev<floatX> qkv((size_t)B * T * 3 * C), out((size_t)B * T * C);
+    Dev<float> lse((size_t)B * NH * T, 1);  // one float past a 256-byte aligned base
+    upload(qkv, randn_x(qkv.count));
+    long before = cuda_emu::launches_of("attention_forward_mma_kernel");
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Auto, nullptr);
+    cudaCheck(cudaStreamSynchronize(st));
+    check(cuda_emu::launches_of("attention_forward_mma_kernel") == before + 1,
+          "Auto takes the tensor-core forward with a 4-byte aligned lse");
+}
+#endif
+
 // A UserError from f whose message contains `needle`?
 template <typename F>
 static bool throws_user_error(F&& f, const char* needle) {
@@ -415,9 +443,10 @@ int main() {
     test_impl_env();
 
     // argument checks: unsupported head sizes are a user error, T = 0 is a no-op
-    check(!attention_cuda_supports_head_size(40) && attention_cuda_supports_head_size(48) &&
+    check(!attention_cuda_supports_head_size(8) && attention_cuda_supports_head_size(16) &&
+              !attention_cuda_supports_head_size(40) && attention_cuda_supports_head_size(48) &&
               attention_cuda_supports_head_size(128) && !attention_cuda_supports_head_size(144),
-          "supported head sizes: 48 and 128 yes, 40 and 144 no");
+          "supported head sizes: 16, 48 and 128 yes, 8, 40 and 144 no");
     {
         bool threw = false;
         try {
@@ -431,11 +460,34 @@ int main() {
         check(true, "T = 0 is a no-op");
     }
 
+#if !defined(PRAC_CUDA_EMU)
     for (int HS : {48, 64, 128})
         for (int T : {1, 7, 64, 100, 256, 1024})
             for (int B : {1, 3})
                 for (int NH : {1, 4, 12})
                     for (bool causal : {true, false}) test_shape(st, B, NH, HS, T, causal);
+    for (int HS : {16, 32, 80, 96, 112})
+        for (int T : {7, 100, 256})
+            for (bool causal : {true, false}) test_shape(st, 3, 4, HS, T, causal);
+#else
+    // On the CPU execution layer (every thread a fiber, every mma emulated): every head size at a one-tile, a tail
+    // and a multi-tile length, (B, NH) = (2, 2).
+    for (int HS : {16, 32, 48, 64, 80, 96, 112, 128})
+        for (int T : {1, 7, 100})
+            for (bool causal : {true, false}) test_shape(st, 2, 2, HS, T, causal);
+#endif
+#if defined(PRAC_CUDA_EMU)
+    test_lse_alignment(st);
+#endif
+    // peaky softmax rows, and the backward at T = 1024 (16 key tiles per query tile; emulated: one such shape, at
+    // the smallest head size, since the race check's cost grows with every shared-memory access)
+    for (bool causal : {true, false}) test_shape(st, 1, 2, 64, 100, causal, true);
+#if !defined(PRAC_CUDA_EMU)
+    for (bool causal : {true, false}) test_shape(st, 1, 1, 64, 1024, causal, false, true);
+    test_shape(st, 1, 1, 128, 1024, true, true, true);
+#else
+    test_shape(st, 1, 1, 16, 1024, true, true, true);
+#endif
 
     try {
         test_cudnn_extras(st);
@@ -446,7 +498,9 @@ int main() {
         std::printf("cudnn: %d shape(s) of the grid declined (listed above as [--]); graph builds took %.1f s\n",
                     g_cudnn_declined, g_cudnn_build_s);
 
-    time_attention(st);
+#if !defined(PRAC_CUDA_EMU)
+    time_attention(st);  // timings mean nothing on the CPU execution layer
+#endif
     attention_cudnn_destroy(g_cudnn);
     if (g_cudnn_ws.p) cudaCheck(cudaFree(g_cudnn_ws.p));
     cudaCheck(cudaStreamDestroy(st));

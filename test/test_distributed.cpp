@@ -41,10 +41,20 @@ std::map<int, std::pair<double, double>> steps_of(const std::string& jsonl) {
     return m;
 }
 
-std::string bin(const char* name) { return std::string(PRAC_SOURCE_DIR) + "/" + name; }
+// The trainers of this build (the repository root; the emulated CUDA build's own directory) and the device they
+// run on: the CPU backend, or in the emulated FP32 build the CUDA backend on the CPU execution layer, where two
+// ranks use NCCL (its stand-in over MPI) with one emulated GPU each.
+#if !defined(PRAC_TRAINER_DIR)
+#define PRAC_TRAINER_DIR PRAC_SOURCE_DIR
+#endif
+#if !defined(PRAC_TEST_DEVICE)
+#define PRAC_TEST_DEVICE "cpu"
+#define PRAC_TEST_COMM "mpi"  // the communicator the trainer picks for 2 ranks on that device
+#endif
+std::string bin(const char* name) { return std::string(PRAC_TRAINER_DIR) + "/" + name; }
 
 const char* TRAIN_ARGS =
-    " --model gpt2-tiny --device cpu --steps 9 --batch-size 2 --seq-len 32 --eval-tokens 512 --lr 1e-3";
+    " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --steps 9 --batch-size 2 --seq-len 32 --eval-tokens 512 --lr 1e-3";
 
 // mpiexec with 2 ranks. OpenMPI refuses root and more ranks than cores unless told (CI runs as root on 2 cores).
 std::string mpirun_2() {
@@ -195,7 +205,7 @@ TEST(DataParallel, SharedSubspaceWithAnAllPaddingRank) {
     };
     write_shard(d + "/train.bin", rows(2 * steps, {1, 4}), info);
     write_shard(d + "/val.bin", rows(8, {}), info);
-    std::string args = " --model gpt2-tiny --device cpu --steps " + std::to_string(steps) + " --seq-len " +
+    std::string args = " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --steps " + std::to_string(steps) + " --seq-len " +
                        std::to_string(T) + " --batch-size 1 --lr 1e-3 --no-shuffle --eval-tokens 64 --prac prac "
                        "--prac-t2 2 --prac-shared-subspace --train-data " + d + "/train.bin --val-data " + d +
                        "/val.bin";
@@ -205,7 +215,7 @@ TEST(DataParallel, SharedSubspaceWithAnAllPaddingRank) {
     int rc = run_shell(mpirun_2() + bin("train_gpt2") + args + " --log " + d + "/two.jsonl --ckpt-dir " + d + "/two",
                        &out);
     ASSERT_EQ(rc, 0) << out;
-    EXPECT_NE(out.find("2 ranks (mpi), ZeRO-0, PRAC subspace shared"), std::string::npos) << out;
+    EXPECT_NE(out.find("2 ranks (" PRAC_TEST_COMM "), ZeRO-0, PRAC subspace shared"), std::string::npos) << out;
     auto a = steps_of(d + "/one.jsonl"), b = steps_of(d + "/two.jsonl");
     ASSERT_EQ(a.size(), (size_t)steps);
     ASSERT_EQ(a.size(), b.size());

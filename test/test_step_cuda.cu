@@ -61,6 +61,11 @@ static void compare(const char* dir, Arch arch, PracMode mode) {
     mg.allocate_activations(B, T);
     AdamW<CpuBackend> oc(cpu, mc.param_buffer_numel, 0.9f, 0.95f, 1e-8f, 0.1f);
     AdamW<CudaBackend> og(gpu, mg.param_buffer_numel, 0.9f, 0.95f, 1e-8f, 0.1f);
+    if (og.master) {  // the bf16 build's fp32 master weights start as the parameters (the trainer does the same)
+        std::vector<float> w(mg.param_buffer_numel);
+        gpu.download_f32(w.data(), mg.params_memory, w.size());
+        gpu.upload(og.master, w.data(), w.size() * sizeof(float));
+    }
 
     long mallocs_at_step_2 = 0;
     for (int step = 0; step < 10; step++) {

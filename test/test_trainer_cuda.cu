@@ -82,7 +82,7 @@ static void cuda_follows_cpu(const std::string& dir, const char* binary, const s
         if (g.count(step)) worst = std::max(worst, std::fabs(g[step] - loss) / std::fabs(loss));
     check(worst < tol, "%s: every step's loss within %.0e of the CPU backend's (%zu steps, worst %.3g)", binary, tol,
           c.size(), worst);
-    check(!g.empty() && g.rbegin()->second < g.begin()->second - 0.1, "%s: the CUDA run's loss falls (%.4f -> %.4f)",
+    check(!g.empty() && g.rbegin()->second < g.begin()->second - 0.05, "%s: the CUDA run's loss falls (%.4f -> %.4f)",
           binary, g.empty() ? 0.0 : g.begin()->second, g.empty() ? 0.0 : g.rbegin()->second);
 }
 
@@ -143,30 +143,54 @@ int main() {
         return gpu_test_summary("test_trainer_cuda");
     }
     std::string d = tmpl;
-    const std::string gpt2 = " --model gpt2-tiny --device cuda --batch-size 2 --seq-len 32 --eval-tokens 512 --lr 1e-3";
-    const std::string llama = " --model llama-tiny --device cuda --batch-size 2 --seq-len 32 --eval-tokens 512 --lr 1e-3";
+#if defined(PRAC_CUDA_EMU)
+    const std::string eval = " --eval-tokens 64";  // one validation micro-batch: emulated, each costs seconds
+#else
+    const std::string eval = " --eval-tokens 512";
+#endif
+    const std::string gpt2 = " --model gpt2-tiny --device cuda --batch-size 2 --seq-len 32 --lr 1e-3" + eval;
+    const std::string llama = " --model llama-tiny --device cuda --batch-size 2 --seq-len 32 --lr 1e-3" + eval;
     auto sub = [&](const char* name) {
         std::string s = d + "/" + name;
         mkdir(s.c_str(), 0755);
         return s;
     };
 
-    cuda_follows_cpu(sub("cpu_gpt2"), "train_gpt2", gpt2 + " --steps 8");
-    cuda_follows_cpu(sub("cpu_llama"), "train_llama", llama + " --steps 8");
+    // On the CPU execution layer a trainer run takes tens of seconds: the emulated BF16 and FP32 builds each run
+    // part of the checks (GPT-2 and PRAC in BF16, LLaMA and the NCCL resume in FP32, the CPU comparison in both);
+    // on a GPU all of them run.
+#if defined(PRAC_CUDA_EMU)
+    const bool emu = true;
+#else
+    const bool emu = false;
+#endif
+#if defined(PRAC_FP32)
+    const bool fp32 = true;
+#else
+    const bool fp32 = false;
+#endif
+    const bool gpt2_checks = !emu || !fp32, llama_checks = !emu || fp32;
+
+    cuda_follows_cpu(sub("cpu_gpt2"), "train_gpt2", gpt2 + " --steps 6");
+    if (llama_checks) cuda_follows_cpu(sub("cpu_llama"), "train_llama", llama + " --steps 6");
 
     // (b) two micro-batches per step: the hook runs on the last one only, the first one's gradients are included
-    nccl_equals_plain(sub("nccl_gpt2"), "train_gpt2", gpt2 + " --steps 5 --grad-accum 2");
-    nccl_equals_plain(sub("nccl_gpt2_prac"), "train_gpt2",
-                      gpt2 + " --steps 4 --prac prac --prac-t1 2 --prac-t2 1");
-    nccl_equals_plain(sub("nccl_llama"), "train_llama", llama + " --steps 5 --grad-accum 2");
+    if (gpt2_checks) {
+        nccl_equals_plain(sub("nccl_gpt2"), "train_gpt2", gpt2 + " --steps 5 --grad-accum 2");
+        nccl_equals_plain(sub("nccl_gpt2_prac"), "train_gpt2", gpt2 + " --steps 4 --prac prac --prac-t1 2 --prac-t2 1");
+    }
+    if (llama_checks) nccl_equals_plain(sub("nccl_llama"), "train_llama", llama + " --steps 5 --grad-accum 2");
 
     // (c)
-    resume_is_bit_exact(sub("resume_gpt2"), "train_gpt2", gpt2, "", "baseline");
-    resume_is_bit_exact(sub("resume_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1", "",
-                        "PRAC");
-    resume_is_bit_exact(sub("resume_llama"), "train_llama", llama + " --grad-accum 2", "", "baseline");
+    if (gpt2_checks) {
+        resume_is_bit_exact(sub("resume_gpt2"), "train_gpt2", gpt2, "", "baseline");
+        resume_is_bit_exact(sub("resume_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1", "",
+                            "PRAC");
+    }
+    if (llama_checks) resume_is_bit_exact(sub("resume_llama"), "train_llama", llama + " --grad-accum 2", "", "baseline");
 #if defined(PRAC_HAVE_NCCL)
-    resume_is_bit_exact(sub("resume_gpt2_nccl"), "train_gpt2", gpt2, " --comm nccl", "resumed with --comm nccl");
+    if (llama_checks)
+        resume_is_bit_exact(sub("resume_gpt2_nccl"), "train_gpt2", gpt2, " --comm nccl", "resumed with --comm nccl");
 #endif
 
     int failed = g_gpu_failures;

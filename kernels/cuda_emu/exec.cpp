@@ -94,18 +94,26 @@ struct Warp {
 // The race check's record of one byte of shared memory since the last barrier.
 struct Cell {
     uint32_t w_epoch = 0, r_epoch = 0;  // block epochs of the last write / reads (0 = none)
-    int32_t w_tid = -1, r_tid = -1;     // the writer / the first reader
-    int32_t r_warp = -1;                // the readers' warp, -2 when readers span several warps
     uint32_t w_wep = 0, r_wep = 0;      // the warp epochs at the write / the latest read
+    int16_t w_tid = -1, r_tid = -1;     // the writer / the first reader (a block has at most 1024 threads)
+    int16_t r_warp = -1;                // the readers' warp, -2 when readers span several warps
     bool r_multi = false;               // more than one thread has read
-    const void* w_pc = nullptr;
+    const void* w_pc = nullptr;         // where they did it (for the report)
     const void* r_pc = nullptr;
 };
 struct Region {
     uintptr_t lo, hi;
     const void* key;  // the declaration (nullptr: dynamic shared memory)
-    std::vector<Cell> cells;
+    size_t cells = SIZE_MAX;  // its first cell in cell_pool() (SIZE_MAX: not tracked)
 };
+
+// The cells of the running block's shared memory, reused block after block without clearing: epochs are globally
+// unique, so a cell left by an earlier block never matches the current one.
+std::vector<Cell>& cell_pool() {
+    static std::vector<Cell> pool;
+    return pool;
+}
+size_t g_cells_used = 0;
 
 uint32_t g_epoch = 0;  // epochs are globally unique, so a cell from an earlier block or barrier never matches
 bool g_stacks_dirty = false;  // fibers were abandoned (a failed launch): unpoison the stacks before reuse
@@ -125,6 +133,8 @@ struct Exec {
     int live = 0, arrived = 0;
     uint32_t epoch = 0;  // this block's current barrier interval
     bool failed = false;
+    bool used_barrier = false;  // a barrier, shuffle or mma ran in this launch
+    bool direct = false;        // threads run one after another on this stack, without fibers (see launch)
     // shared memory of the running block
     std::vector<Region> regions;
     uintptr_t smem_lo = UINTPTR_MAX, smem_hi = 0;
@@ -171,10 +181,14 @@ void yield(Fiber* f) {
     tls_thread = &f->t;
 }
 
-// From a fiber: the launch has failed; never resumed.
+// Thrown out of a kernel that runs without fibers (Exec::direct) when it must stop: its barrier cannot wait.
+struct DirectStop {};
+
+// From a fiber: the launch has failed; never resumed. Without fibers: unwinds to the launch.
 [[noreturn]] void die(Fiber* f) {
     f->state = State::Dead;
     tls_exec->failed = true;
+    if (tls_exec->direct) throw DirectStop{};
     for (;;) yield(f);
 }
 
@@ -239,6 +253,7 @@ void free_smem(Exec* ex) {
     ex->smem_lo = UINTPTR_MAX;
     ex->smem_hi = 0;
     ex->dyn = nullptr;
+    g_cells_used = 0;
 }
 void* add_region(Exec* ex, const void* key, size_t bytes, size_t align) {
     void* p = nullptr;
@@ -248,8 +263,12 @@ void* add_region(Exec* ex, const void* key, size_t bytes, size_t align) {
         std::abort();
     }
     std::memset(p, 0xff, bytes);  // unwritten shared memory reads as NaN / -1, never as a plausible 0
-    Region r{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes, key, {}};
-    if (race_check_enabled()) r.cells.resize(bytes);
+    Region r{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes, key, SIZE_MAX};
+    if (race_check_enabled()) {
+        r.cells = g_cells_used;
+        g_cells_used += bytes;
+        if (cell_pool().size() < g_cells_used) cell_pool().resize(g_cells_used);
+    }
     ex->smem_lo = std::min(ex->smem_lo, r.lo);
     ex->smem_hi = std::max(ex->smem_hi, r.hi);
     ex->regions.push_back(std::move(r));
@@ -300,6 +319,49 @@ void run_block(Exec* ex) {
     if (ex->failed) g_stacks_dirty = true;
 }
 
+// A block of a kernel known to need no barrier: every thread runs to completion in turn, on this stack. Same
+// shared memory, race check and AddressSanitizer as with fibers; no context switch.
+void run_block_direct(Exec* ex) {
+    const dim3 bd = ex->cfg.block;
+    const unsigned n = bd.x * bd.y * bd.z;
+    if (ex->fibers.size() != n) {
+        ex->fibers.assign(n, Fiber{});
+        ex->warps.assign((n + 31) / 32, Warp{});
+    }
+    ex->epoch = ++g_epoch;
+    if (ex->cfg.smem > 0) ex->dyn = add_region(ex, nullptr, ex->cfg.smem, 16);
+    for (unsigned i = 0; i < n && !ex->failed; i++) {
+        Fiber& f = ex->fibers[i];
+        f.t.idx = make_uint3(i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y));
+        f.t.linear = i;
+        f.t.lane = i % 32;
+        f.t.warp = i / 32;
+        f.t.block = &ex->blk;
+        tls_thread = &f.t;
+        try {
+            ex->body.run(ex->body.ctx);
+        } catch (const DirectStop&) {
+            ex->failed = true;
+        }
+        tls_thread = nullptr;
+    }
+    free_smem(ex);
+}
+
+// Kernels (by their launch body, one per kernel instantiation and launch site) that ran a whole launch without a
+// barrier, shuffle or mma: their later launches skip the fibers. PRAC_EMU_FIBERS=1 keeps every launch on fibers.
+std::set<void (*)(const void*)>& barrier_free() {
+    static auto* s = new std::set<void (*)(const void*)>;
+    return *s;
+}
+bool fibers_always() {
+    static const bool on = [] {
+        const char* e = std::getenv("PRAC_EMU_FIBERS");
+        return e && std::strcmp(e, "1") == 0;
+    }();
+    return on;
+}
+
 // ---- coverage: which kernels ran in this process ---------------------------------------------------------------
 std::set<std::string>& executed() {
     static auto* s = new std::set<std::string>;  // never destroyed: write_coverage runs at exit
@@ -346,18 +408,20 @@ void report_race(Exec* ex, const Region& r, uintptr_t a, bool write, int other, 
     fail(ex, b);
 }
 
-inline void access(const void* p, size_t n, bool write, const void* pc) {
+// Called for every load and store of the kernels' code: the bookkeeping itself is not checked by AddressSanitizer
+// (its cells are this file's own vectors), which more than halves the cost of the race check.
+__attribute__((no_sanitize("address"))) inline void access(const void* p, size_t n, bool write, const void* pc) {
     Exec* ex = tls_exec;
     if (!ex || !tls_thread) return;
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
     if (a >= ex->smem_hi || a + n <= ex->smem_lo) return;
     for (Region& r : ex->regions) {
-        if (a >= r.hi || a + n <= r.lo || r.cells.empty()) continue;
+        if (a >= r.hi || a + n <= r.lo || r.cells == SIZE_MAX) continue;
         Fiber* f = current();
         const int tid = (int)f->t.linear, warp = (int)f->t.warp;
         const uint32_t wep = ex->warps[warp].epoch;
         for (uintptr_t b = std::max(a, r.lo); b < std::min(a + n, r.hi); b++) {
-            Cell& c = r.cells[b - r.lo];
+            Cell& c = cell_pool()[r.cells + (b - r.lo)];
             // ordered by a __syncwarp of this warp since the other access?
             auto warp_ordered = [&](int other_warp, uint32_t other_wep) { return other_warp == warp && other_wep != wep; };
             if (c.w_epoch == ex->epoch && c.w_tid != tid && !warp_ordered((int)ex->fibers[c.w_tid].t.warp, c.w_wep)) {
@@ -369,10 +433,11 @@ inline void access(const void* p, size_t n, bool write, const void* pc) {
                 return;
             }
             if (write) {
-                c.w_epoch = ex->epoch, c.w_tid = tid, c.w_wep = wep, c.w_pc = pc;
+                c.w_epoch = ex->epoch, c.w_tid = (int16_t)tid, c.w_wep = wep, c.w_pc = pc;
                 c.r_epoch = 0;
             } else if (c.r_epoch != ex->epoch) {
-                c.r_epoch = ex->epoch, c.r_tid = tid, c.r_warp = warp, c.r_wep = wep, c.r_multi = false, c.r_pc = pc;
+                c.r_epoch = ex->epoch, c.r_tid = (int16_t)tid, c.r_warp = (int16_t)warp, c.r_wep = wep,
+                c.r_multi = false, c.r_pc = pc;
             } else if (c.r_tid != tid) {
                 c.r_multi = true;
                 if (c.r_warp != warp) c.r_warp = -2;
@@ -383,12 +448,28 @@ inline void access(const void* p, size_t n, bool write, const void* pc) {
     }
 }
 
+// Every barrier (block, warp, shuffle, mma) starts here. A kernel that once ran a whole launch without any runs
+// later launches without fibers (launch()); should it reach a barrier after all (a path its earlier launches did
+// not take) it cannot wait: the launch fails, saying so, rather than give a wrong result.
+void enter_barrier(Exec* ex, Fiber* f, const char* what, const char* file, int line) {
+    ex->used_barrier = true;
+    if (!ex->direct) return;
+    char b[400];
+    std::snprintf(b, sizeof b,
+                  "%s at %s:%d in thread %u: this kernel's earlier launches ran without any barrier, so the emulation "
+                  "runs it without fibers; rerun with PRAC_EMU_FIBERS=1 (every launch on fibers)",
+                  what, file, line, f->t.linear);
+    fail(ex, b);
+    die(f);
+}
+
 // ---- warp barriers -----------------------------------------------------------------------------------------------
 // Arrive at a barrier of the lanes in `mask`; returns when all of them have arrived. sync: a __syncwarp (orders
 // memory among the lanes, so it starts a new warp epoch for the race check); shuffles and mma are not.
 void warp_barrier(unsigned mask, const char* file, int line, bool sync, const char* what) {
     Exec* ex = tls_exec;
     Fiber* f = current();
+    enter_barrier(ex, f, what, file, line);
     Warp& w = ex->warps[f->t.warp];
     const unsigned bit = 1u << f->t.lane;
     const unsigned n = (unsigned)ex->fibers.size();
@@ -434,6 +515,7 @@ void warp_barrier(unsigned mask, const char* file, int line, bool sync, const ch
 void syncthreads(const char* file, int line) {
     Exec* ex = tls_exec;
     Fiber* f = current();
+    enter_barrier(ex, f, "__syncthreads", file, line);
     f->state = State::BlockBarrier;
     f->file = file;
     f->line = line;
@@ -575,14 +657,17 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body) {
     ex.kernel = kernel;
     ex.blk.dim = b;
     ex.blk.grid = g;
+    ex.direct = !fibers_always() && barrier_free().count(body.run);
     tls_exec = &ex;
     for (unsigned z = 0; z < g.z && !ex.failed; z++)
         for (unsigned y = 0; y < g.y && !ex.failed; y++)
             for (unsigned x = 0; x < g.x && !ex.failed; x++) {
                 ex.blk.idx = make_uint3(x, y, z);
-                run_block(&ex);
+                if (ex.direct) run_block_direct(&ex);
+                else run_block(&ex);
             }
     tls_exec = nullptr;
+    if (!ex.failed && !ex.used_barrier) barrier_free().insert(body.run);
     note_launch(ex.name ? ex.name : "?", ex.failed, ex.races);
     return ex.failed ? cudaErrorLaunchFailure : cudaSuccess;
 }

@@ -11,7 +11,7 @@ Every edit stays on its line and the output starts with #line 1 "<original>", so
 barrier reports and AddressSanitizer's stack traces name the original file and line. Comments and string literals
 are never edited.
 
-    rewrite.py --src ROOT --out DIR FILE...    rewrite each FILE (relative to ROOT) to DIR/FILE (only if changed)
+    rewrite.py --src ROOT --out DIR [--touch] FILE...   rewrite each FILE (relative to ROOT) to DIR/FILE
     rewrite.py --list-kernels FILE...          print "file kernel" for every __global__ definition
 """
 import argparse
@@ -177,6 +177,8 @@ def main():
     ap.add_argument("--src", help="the source root the FILEs are relative to")
     ap.add_argument("--out", help="where the rewritten files go")
     ap.add_argument("--list-kernels", action="store_true")
+    ap.add_argument("--touch", action="store_true", help="update the output's time even when its text is unchanged "
+                    "(the build asked for it because the original changed)")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     for f in a.files:
@@ -200,6 +202,8 @@ def main():
         if old != new:
             with open(dst, "w", encoding="utf-8") as fp:
                 fp.write(new)
+        elif a.touch:
+            os.utime(dst)
 
 
 if __name__ == "__main__":

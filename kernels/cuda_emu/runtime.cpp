@@ -166,15 +166,30 @@ const char* cudaGetErrorString(cudaError_t e) {
 }
 
 // ---- device -------------------------------------------------------------------------------------------------------------
+// One emulated GPU, or PRAC_EMU_DEVICES of them (1 to 16): several MPI ranks of one node, each on "its own GPU",
+// as the multi-GPU tests need. Every device is the same sm_90 description; a process uses the one it selects.
+static int device_count() {
+    static const int n = [] {
+        const char* e = std::getenv("PRAC_EMU_DEVICES");
+        int v = e ? std::atoi(e) : 1;
+        return v >= 1 && v <= 16 ? v : 1;
+    }();
+    return n;
+}
+static int g_device = 0;
 cudaError_t cudaGetDeviceCount(int* count) {
     if (!count) return ret(cudaErrorInvalidValue);
-    *count = 1;
+    *count = device_count();
     return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= device_count()) return ret(cudaErrorInvalidDevice);
+    g_device = device;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int* device) {
     if (!device) return ret(cudaErrorInvalidValue);
-    *device = 0;
+    *device = g_device;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {
@@ -188,7 +203,7 @@ cudaError_t cudaDeviceReset() {
 // An H100 SXM as cudaGetDeviceProperties describes it; the name says what it is.
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
     if (!p) return ret(cudaErrorInvalidValue);
-    if (device != 0) return ret(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return ret(cudaErrorInvalidDevice);
     std::memset(p, 0, sizeof *p);
     std::snprintf(p->name, sizeof p->name, "cuda_emu (CPU emulation of an sm_90 GPU)");
     p->major = 9;
@@ -216,9 +231,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
 }
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
     if (!value) return ret(cudaErrorInvalidValue);
-    if (device != 0) return ret(cudaErrorInvalidDevice);
+    if (device < 0 || device >= device_count()) return ret(cudaErrorInvalidDevice);
     cudaDeviceProp p;
-    cudaGetDeviceProperties(&p, 0);
+    cudaGetDeviceProperties(&p, device);
     switch (attr) {
         case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)p.sharedMemPerBlockOptin; break;
         case cudaDevAttrMaxSharedMemoryPerBlock: *value = (int)p.sharedMemPerBlock; break;
@@ -409,3 +424,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     delete reinterpret_cast<EmuEvent*>(e);
     return cudaSuccess;
 }
+
+// AddressSanitizer's defaults for every emulated program (ASAN_OPTIONS in the environment still wins): no leak
+// report at exit (Open MPI and OpenBLAS keep allocations until exit by design, and a rank's report would fail an MPI
+// job that succeeded), no fake stack frames for use-after-return (they would have to follow every fiber switch).
+extern "C" const char* __asan_default_options() { return "detect_leaks=0:detect_stack_use_after_return=0"; }
