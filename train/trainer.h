@@ -225,8 +225,8 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Comm& comm
             fail("--comm mpi reduces host buffers, but the CUDA backend's gradients are on the GPU: %d GPU ranks need "
                  "NCCL\n---> HINT: drop --comm mpi (auto picks nccl on GPUs), or use --device cpu", ranks);
         int dev = comm.local_rank() % gpus;  // one GPU per rank of this node
-        std::printf("device: CUDA GPU %d (%s storage; UNVERIFIED backend, see docs/VERIFICATION.md)\n", dev,
-                    PRAC_FLOATX_NAME);
+        std::printf("device: CUDA GPU %d (%s storage; the CUDA backend has not yet run on a real GPU, see "
+                    "docs/VERIFICATION.md)\n", dev, PRAC_FLOATX_NAME);
         if (nccl) {
 #if defined(PRAC_HAVE_NCCL)
             if (comm.local_size() > gpus)
@@ -235,7 +235,7 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Comm& comm
                      "--host NODE:%d,...), or use --device cpu", comm.local_size(), gpus, gpus, gpus);
             CudaBackend be(dev, (uint64_t)opts.seed);
             NcclComm nccl_comm(comm, dev, be.stream);  // destroyed before be (its stream waits on be's)
-            std::printf("communicator: %s (%s), rank %d of %d on GPU %d (UNVERIFIED, see docs/VERIFICATION.md)\n",
+            std::printf("communicator: %s (%s), rank %d of %d on GPU %d\n",
                         NcclComm::version().c_str(), ranks > 1 ? "id broadcast over MPI" : "one process", rank, ranks,
                         dev);
             return train_run<Model, CudaBackend>(be, opts, cfg, prac, nccl_comm, program, builtin);

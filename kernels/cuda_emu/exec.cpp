@@ -133,8 +133,6 @@ struct Exec {
     int live = 0, arrived = 0;
     uint32_t epoch = 0;  // this block's current barrier interval
     bool failed = false;
-    bool used_barrier = false;  // a barrier, shuffle or mma ran in this launch
-    bool direct = false;        // threads run one after another on this stack, without fibers (see launch)
     // shared memory of the running block
     std::vector<Region> regions;
     uintptr_t smem_lo = UINTPTR_MAX, smem_hi = 0;
@@ -181,14 +179,10 @@ void yield(Fiber* f) {
     tls_thread = &f->t;
 }
 
-// Thrown out of a kernel that runs without fibers (Exec::direct) when it must stop: its barrier cannot wait.
-struct DirectStop {};
-
-// From a fiber: the launch has failed; never resumed. Without fibers: unwinds to the launch.
+// From a fiber: the launch has failed; never resumed.
 [[noreturn]] void die(Fiber* f) {
     f->state = State::Dead;
     tls_exec->failed = true;
-    if (tls_exec->direct) throw DirectStop{};
     for (;;) yield(f);
 }
 
@@ -319,49 +313,6 @@ void run_block(Exec* ex) {
     if (ex->failed) g_stacks_dirty = true;
 }
 
-// A block of a kernel known to need no barrier: every thread runs to completion in turn, on this stack. Same
-// shared memory, race check and AddressSanitizer as with fibers; no context switch.
-void run_block_direct(Exec* ex) {
-    const dim3 bd = ex->cfg.block;
-    const unsigned n = bd.x * bd.y * bd.z;
-    if (ex->fibers.size() != n) {
-        ex->fibers.assign(n, Fiber{});
-        ex->warps.assign((n + 31) / 32, Warp{});
-    }
-    ex->epoch = ++g_epoch;
-    if (ex->cfg.smem > 0) ex->dyn = add_region(ex, nullptr, ex->cfg.smem, 16);
-    for (unsigned i = 0; i < n && !ex->failed; i++) {
-        Fiber& f = ex->fibers[i];
-        f.t.idx = make_uint3(i % bd.x, (i / bd.x) % bd.y, i / (bd.x * bd.y));
-        f.t.linear = i;
-        f.t.lane = i % 32;
-        f.t.warp = i / 32;
-        f.t.block = &ex->blk;
-        tls_thread = &f.t;
-        try {
-            ex->body.run(ex->body.ctx);
-        } catch (const DirectStop&) {
-            ex->failed = true;
-        }
-        tls_thread = nullptr;
-    }
-    free_smem(ex);
-}
-
-// Kernels (by their launch body, one per kernel instantiation and launch site) that ran a whole launch without a
-// barrier, shuffle or mma: their later launches skip the fibers. PRAC_EMU_FIBERS=1 keeps every launch on fibers.
-std::set<void (*)(const void*)>& barrier_free() {
-    static auto* s = new std::set<void (*)(const void*)>;
-    return *s;
-}
-bool fibers_always() {
-    static const bool on = [] {
-        const char* e = std::getenv("PRAC_EMU_FIBERS");
-        return e && std::strcmp(e, "1") == 0;
-    }();
-    return on;
-}
-
 // ---- coverage: which kernels ran in this process ---------------------------------------------------------------
 std::set<std::string>& executed() {
     static auto* s = new std::set<std::string>;  // never destroyed: write_coverage runs at exit
@@ -448,28 +399,12 @@ __attribute__((no_sanitize("address"))) inline void access(const void* p, size_t
     }
 }
 
-// Every barrier (block, warp, shuffle, mma) starts here. A kernel that once ran a whole launch without any runs
-// later launches without fibers (launch()); should it reach a barrier after all (a path its earlier launches did
-// not take) it cannot wait: the launch fails, saying so, rather than give a wrong result.
-void enter_barrier(Exec* ex, Fiber* f, const char* what, const char* file, int line) {
-    ex->used_barrier = true;
-    if (!ex->direct) return;
-    char b[400];
-    std::snprintf(b, sizeof b,
-                  "%s at %s:%d in thread %u: this kernel's earlier launches ran without any barrier, so the emulation "
-                  "runs it without fibers; rerun with PRAC_EMU_FIBERS=1 (every launch on fibers)",
-                  what, file, line, f->t.linear);
-    fail(ex, b);
-    die(f);
-}
-
 // ---- warp barriers -----------------------------------------------------------------------------------------------
 // Arrive at a barrier of the lanes in `mask`; returns when all of them have arrived. sync: a __syncwarp (orders
 // memory among the lanes, so it starts a new warp epoch for the race check); shuffles and mma are not.
 void warp_barrier(unsigned mask, const char* file, int line, bool sync, const char* what) {
     Exec* ex = tls_exec;
     Fiber* f = current();
-    enter_barrier(ex, f, what, file, line);
     Warp& w = ex->warps[f->t.warp];
     const unsigned bit = 1u << f->t.lane;
     const unsigned n = (unsigned)ex->fibers.size();
@@ -515,7 +450,6 @@ void warp_barrier(unsigned mask, const char* file, int line, bool sync, const ch
 void syncthreads(const char* file, int line) {
     Exec* ex = tls_exec;
     Fiber* f = current();
-    enter_barrier(ex, f, "__syncthreads", file, line);
     f->state = State::BlockBarrier;
     f->file = file;
     f->line = line;
@@ -657,17 +591,14 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body) {
     ex.kernel = kernel;
     ex.blk.dim = b;
     ex.blk.grid = g;
-    ex.direct = !fibers_always() && barrier_free().count(body.run);
     tls_exec = &ex;
     for (unsigned z = 0; z < g.z && !ex.failed; z++)
         for (unsigned y = 0; y < g.y && !ex.failed; y++)
             for (unsigned x = 0; x < g.x && !ex.failed; x++) {
                 ex.blk.idx = make_uint3(x, y, z);
-                if (ex.direct) run_block_direct(&ex);
-                else run_block(&ex);
+                run_block(&ex);
             }
     tls_exec = nullptr;
-    if (!ex.failed && !ex.used_barrier) barrier_free().insert(body.run);
     note_launch(ex.name ? ex.name : "?", ex.failed, ex.races);
     return ex.failed ? cudaErrorLaunchFailure : cudaSuccess;
 }

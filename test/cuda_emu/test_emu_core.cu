@@ -397,26 +397,4 @@ TEST_F(EmuTest, DivergentBarriersAreReportedNotHung) {
     EXPECT_NE(m.find("warp barrier with mask 0xffffffff"), std::string::npos) << m;
 }
 
-// A kernel whose launches never reach a barrier runs its later launches without fibers (much faster); if such a
-// kernel reaches a barrier after all, that launch fails with a message naming the switch that keeps fibers on.
-__global__ void sometimes_barrier_kernel(float* out, bool sync) {
-    out[threadIdx.x] = 1.0f;
-    if (sync) __syncthreads();
-}
-
-cudaError_t launch_sometimes(float* out, bool sync) {  // one launch site: the emulation tells kernels apart by it
-    sometimes_barrier_kernel<<<2, 32>>>(out, sync);
-    return cudaGetLastError();
-}
-
-TEST_F(EmuTest, ABarrierInAKernelRunWithoutFibersFailsLoudly) {
-    DevBuf<float> out(32);
-    ASSERT_EQ(launch_sometimes(out.p, false), cudaSuccess);  // on fibers: no barrier reached
-    ASSERT_EQ(launch_sometimes(out.p, false), cudaSuccess);  // without fibers
-    launch_sometimes(out.p, true);
-    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
-    std::string m = cuda_emu::last_error_message();
-    EXPECT_NE(m.find("PRAC_EMU_FIBERS=1"), std::string::npos) << m;
-}
-
 }  // namespace
