@@ -753,6 +753,7 @@ struct LayoutBackend {
         return p;
     }
     void free(void*, size_t) {}
+    void check_attention_shape(int, int) const {}
     void rope_table(float*, int, int, float) {}
 };
 
