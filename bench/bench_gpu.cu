@@ -6,8 +6,13 @@
 // built with random init, 3 warmup steps and N timed steps of forward + backward + grad norm + AdamW run on random
 // tokens (no data loader), and the table reports ms/step, tok/s, MFU (llm.c's 6N + 6·L·C·T flops per token over
 // the GPU's dense bf16 peak), measured peak bytes (CudaBackend::peak_bytes) vs the plan, and the cudaMemGetInfo
-// delta. PRAC's extra step on a basis refresh is timed separately (one step where begin_step refreshes Q1/Q2) and
-// amortized over T1. PRAC also runs at the largest micro-batch the planner fits in free memory (1 GiB reserve).
+// delta. N in MFU counts the weights a token is multiplied with (6 flops each: forward, and backward's two
+// GEMMs): for LLaMA it is the parameter count minus the untied input embedding, N - V·C (a row lookup, no
+// flops; its V·C values are 18% of LLaMA-130M's parameters and 5% of 1B's); for GPT-2 it is the whole parameter
+// count, since the tied wte is also the LM head and is counted once (wpe and the norms, <1%, stay in as in llm.c).
+// V is the padded vocabulary the embedding table has (LLaMA's 32000 needs no padding). PRAC's extra step on a basis
+// refresh is timed separately (one step where begin_step refreshes Q1/Q2) and amortized over T1. PRAC also runs at
+// the largest micro-batch the planner fits in free memory (1 GiB reserve).
 //
 // Flags: --quick (GPT-2 124M B=16 and LLaMA-130M B=32, 5 steps, no max-batch runs: the gpu_verify budget),
 //        --models a,b,... (gpt2-124m, llama-130m, llama-350m, llama-1b), --steps N (default 10),
@@ -61,6 +66,7 @@ struct Row {
     double ms = 0, tok_s = 0, mfu = -1, loss = 0;
     double peak = 0, plan = 0, delta = 0;  // bytes
     double refresh_ms = -1, normal_ms = -1;  // PRAC: one refresh step vs the mean normal step
+    double flops_token = 0;                  // model_flops_per_token of the config at this T
     int t1 = 0;
 };
 
@@ -151,6 +157,16 @@ static void print_row(const Row& r) {
     std::fflush(stdout);
 }
 
+// MFU's model flops per token at sequence length T (see the top): 6 N + 6 L C T, N = every parameter in specs
+// except an untied input embedding ("wte" when cfg.tied_embeddings is false: LLaMA's).
+static double model_flops_per_token(const ModelConfig& cfg, const std::vector<ParamSpec>& specs, int T) {
+    size_t N = count_params(specs);
+    if (!cfg.tied_embeddings)
+        for (const ParamSpec& s : specs)
+            if (s.name == "wte") N -= s.numel;
+    return 6.0 * (double)N + 6.0 * (double)cfg.num_layers * cfg.channels * T;
+}
+
 // One config x PRAC mode x B: plan, fit check, build, warm up, time.
 template <template <class> class M>
 static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const OptimizerChoice& oc, int B, int T,
@@ -190,6 +206,7 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
         M<CudaBackend> model(be, cfg, prac, 0);
         model.init_weights(1337);
         model.allocate_activations(B, T);
+        r.flops_token = model_flops_per_token(cfg, model.param_specs, T);
         size_t n = model.param_buffer_numel;
         auto opt = make_optimizer(be, oc, cfg, model.param_specs, n, 0, n);
         init_master_weights(be, *opt, model.params_memory, n);
@@ -227,9 +244,7 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
         r.ms = total_ms / steps;
         r.loss = loss;
         r.tok_s = (double)B * T / (r.ms / 1000.0);
-        double flops_per_token = 6.0 * (double)model.num_parameters +
-                                 6.0 * (double)cfg.num_layers * cfg.channels * T;
-        if (peak_tf > 0) r.mfu = flops_per_token * r.tok_s / (peak_tf * 1e12);
+        if (peak_tf > 0) r.mfu = r.flops_token * r.tok_s / (peak_tf * 1e12);
         if (time_refresh && prac.mode != PracMode::NONE && prac.t1 > 0) {
             int64_t s = ((step_index + prac.t1 - 1) / prac.t1) * prac.t1;  // next Q1 refresh (Q2 is redrawn with it)
             r.refresh_ms = timed(s);
@@ -358,8 +373,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::printf("%d warmup + %d timed steps of forward + backward + AdamW on random tokens; MFU = (6N + 6LCT) * "
-                "tok/s / peak (PRAC's extra work is not counted as model flops); * = PRAC at the planner's largest "
-                "micro-batch (1 GiB reserve)\n\n",
+                "tok/s / peak, N without LLaMA's untied input embedding (PRAC's extra work is not counted as model "
+                "flops); * = PRAC at the planner's largest micro-batch (1 GiB reserve)\n\n",
                 3, steps);
     print_header();
 
@@ -497,5 +512,26 @@ int main(int argc, char** argv) {
     }
     write_json(json, gpu, peak_tf, rows);
     if (!json.empty()) std::printf("\nwrote %s\n", json.c_str());
-    return failures ? 1 : 0;
+
+    // --tiny: the MFU numerator against a hand count of the tiny models' matmul weights (model/config.cpp, the
+    // layouts in model/gpt2.h and model/llama.h), T = 64, 6 L C T = 6 * 2 * 64 * 64 = 49152:
+    //   gpt2-tiny (L 2, C 64, Vp 50304, maxT 64): N = Vp C + maxT C + L (12 C² + 13 C) + 2 C
+    //     = 3219456 + 4096 + 2 * (49152 + 832) + 128 = 3323648 (wte is also the LM head: counted once)
+    //     -> 6 * 3323648 + 49152 = 19991040
+    //   llama-tiny (L 2, C 64, F 176, V = Vp 32000): N - V C = L (4 C² + 3 F C + 2 C) + C + V C (the LM head; the
+    //     input embedding is a lookup) = 2 * (16384 + 33792 + 128) + 64 + 2048000 = 2148672
+    //     -> 6 * 2148672 + 49152 = 12941184
+    if (tiny && models_arg.empty()) {
+        std::printf("\nMFU flop count (6N + 6LCT per token) vs the hand count:\n");
+        const std::pair<std::string, double> hand[] = {{"gpt2-tiny", 19991040.0}, {"llama-tiny", 12941184.0}};
+        for (const auto& h : hand) {
+            auto it = std::find_if(rows.begin(), rows.end(), [&](const Row& r) {
+                return r.config == h.first && r.prac == "none" && r.optimizer == "adamw" && !r.max_batch;
+            });
+            double got = it == rows.end() ? 0.0 : it->flops_token;
+            check(got == h.second, "%s at T=64: %.0f model flops per token (hand count %.0f)", h.first.c_str(), got,
+                  h.second);
+        }
+    }
+    return failures || g_gpu_failures ? 1 : 0;
 }

@@ -118,6 +118,16 @@ inline int matmul_dbias_groups(int N) {
 }
 inline size_t matmul_dbias_scratch_floats(int N, int OC) { return (size_t)matmul_dbias_groups(N) * (size_t)OC; }
 
+// dbias (OC) += column sums of dout (N, OC), the reduction of matmul_backward_weight_cuda's dbias for other callers
+// (the PRAC factored weight gradient, prac/prac_cuda.cu): fp32 partial sums over `groups` fixed row groups of
+// ceil(N / groups) rows into scratch (groups, OC), then a fixed-order fp32 sum of the groups added to dbias and
+// rounded once. No atomics: deterministic, and the order depends on (N, OC, groups) only. The partial kernel runs
+// ceil(OC / 32) x groups blocks. groups = matmul_dbias_groups(N) gives matmul_backward_weight_cuda's sums bit for bit.
+// T (dout) and G (dbias): float/float, bf16/bf16 or bf16/float. scratch >= groups * OC fp32 values, free from the
+// point this is enqueued on `stream` until the finish kernel is done.
+template <typename T, typename G>
+void matmul_dbias_cuda(G* dbias, const T* dout, int N, int OC, int groups, float* scratch, cudaStream_t stream);
+
 // dweight (OC, C) += dout (N, OC)^T @ inp (N, C)   (beta = 1: gradient accumulation over micro-steps)
 // dbias (OC) += column sums of dout (may be null): fp32 partial sums over fixed row groups, then a fixed-order
 // sum of the groups (no atomics), added to dbias in fp32 and rounded once.

@@ -280,6 +280,25 @@ __global__ void matmul_dbias_finish_kernel(T* dbias, const float* partial, int G
     dbias[o] = from_float<T>(to_float(dbias[o]) + s);
 }
 
+// dbias (OC) += column sums of dout (N, OC) over `groups` row groups through scratch (groups, OC); see matmul.cuh.
+template <typename T, typename G>
+void matmul_dbias_cuda(G* dbias, const T* dout, int N, int OC, int groups, float* scratch, cudaStream_t stream) {
+    if (N <= 0 || OC <= 0) return;
+    if (groups < 1 || !scratch) throw std::runtime_error(format("matmul_dbias_cuda: groups = %d, scratch %p", groups,
+                                                                static_cast<void*>(scratch)));
+    const int rows_per_group = (N + groups - 1) / groups;
+    dim3 block(32, DBIAS_LANES), grid((unsigned)ceil_div(OC, 32), (unsigned)groups);
+    matmul_dbias_partial_kernel<T><<<grid, block, 0, stream>>>(scratch, dout, N, OC, rows_per_group);
+    cudaCheck(cudaGetLastError());
+    matmul_dbias_finish_kernel<G><<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, groups, OC);
+    cudaCheck(cudaGetLastError());
+}
+template void matmul_dbias_cuda<float, float>(float*, const float*, int, int, int, float*, cudaStream_t);
+template void matmul_dbias_cuda<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int, int, int,
+                                                              float*, cudaStream_t);
+template void matmul_dbias_cuda<__nv_bfloat16, float>(float*, const __nv_bfloat16*, int, int, int, float*,
+                                                      cudaStream_t);
+
 // dweight (OC, C) += dout (N, OC)^T @ inp (N, C); dbias (OC) += column sums of dout.
 // twin: gemm_cpu(true, false, OC, C, N, 1, dout, OC, inp, C, 1, dweight, C) + column-sum loop
 void matmul_backward_weight_cuda(floatX* dweight, floatX* dbias, const floatX* dout, const floatX* inp, int N, int C,
@@ -287,8 +306,6 @@ void matmul_backward_weight_cuda(floatX* dweight, floatX* dbias, const floatX* d
     gemm_cuda(true, false, OC, C, N, 1.0f, dout, FLOATX_CUDA_DTYPE, OC, inp, FLOATX_CUDA_DTYPE, C, 1.0f, dweight,
               FLOATX_CUDA_DTYPE, C, lt, stream);
     if (!dbias || N <= 0 || OC <= 0) return;
-    const int G = matmul_dbias_groups(N);
-    const int rows_per_group = (N + G - 1) / G;
     if (!scratch) {
         // lt's workspace: the GEMM above is finished with it before these kernels run (same stream)
         size_t need = matmul_dbias_scratch_floats(N, OC) * sizeof(float);
@@ -298,11 +315,7 @@ void matmul_backward_weight_cuda(floatX* dweight, floatX* dbias, const floatX* d
                                             need, lt.workspace_bytes));
         scratch = static_cast<float*>(lt.workspace);
     }
-    dim3 block(32, DBIAS_LANES), grid((unsigned)ceil_div(OC, 32), (unsigned)G);
-    matmul_dbias_partial_kernel<floatX><<<grid, block, 0, stream>>>(scratch, dout, N, OC, rows_per_group);
-    cudaCheck(cudaGetLastError());
-    matmul_dbias_finish_kernel<floatX><<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, G, OC);
-    cudaCheck(cudaGetLastError());
+    matmul_dbias_cuda<floatX, floatX>(dbias, dout, N, OC, matmul_dbias_groups(N), scratch, stream);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

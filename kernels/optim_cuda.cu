@@ -4,8 +4,10 @@
 // Row-major on cuBLAS (as prac/prac_cuda.cu): a row-major M (rows, cols) with leading dimension ld is, byte for
 // byte, the column-major Mᵀ (cols, rows), so the row-major C (M, N) = op(A) op(B) is the column-major
 // Cᵀ = op(B)ᵀ op(A)ᵀ: sgemm_rm below swaps the operands and M, N, and every GEMM here passes gemm_cpu's
-// arguments. All GEMMs are cublasSgemm / cublasSsyrk on fp32 with the backend handle's default math mode (no
-// TF32), so the fp32 build compares tightly with the CPU twins.
+// arguments. The GEMMs are cublasSgemm / cublasSsyrk on fp32 with the backend handle's default math mode (no
+// TF32), so the fp32 build compares tightly with the CPU twins, except Newton-Schulz in the bf16 build: there it
+// multiplies bf16 copies of its operands with fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F), as reference
+// Muon runs it in bf16; see CudaBackend::newton_schulz.
 //
 // Compiled WITHOUT --use_fast_math (the elementwise updates must round like the CPU twins).
 #include <algorithm>
@@ -31,6 +33,16 @@ void sgemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K,
     cublasCheck(cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
                             &alpha, B, ldb, A, lda, &beta, C, ldc));
 }
+
+#if !defined(PRAC_FP32)
+// sgemm_rm with bf16 A and B, fp32 C and fp32 accumulation (tensor cores): the bf16 build's Newton-Schulz
+void gemm_bf16_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                  const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
+    cublasCheck(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+                             &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+#endif
 
 // The backend's cuBLAS handle on its stream with host scalars for the scope of one op (other code may have
 // changed either), restored after.
@@ -257,16 +269,30 @@ void CudaBackend::muon_momentum(float* buf, float* u, const grad_t* g, size_t n,
 }
 
 // twin: newton_schulz_cpu. X (rows, cols) fp32 row-major, in place; work newton_schulz_work_numel(rows, cols)
-// floats laid out as the twin's: A, B (m, m) then the next X (rows, cols), m = min(rows, cols). A tall X runs
-// the transposed iteration (A = XᵀX, X = a X + X B) so the Gram matrix is the small one, as the twin.
+// floats. A tall X runs the transposed iteration (A = XᵀX, X = a X + X B) so the Gram matrix is the small one, as
+// the twin.
+//
+// FP32 build: the twin's fp32 GEMMs, work laid out as the twin's: A, B (m, m) then the next X (rows, cols),
+// m = min(rows, cols).
+//
+// bf16 build: reference Muon's precision. Every GEMM multiplies bf16 operands (rounded to nearest even from the fp32
+// values) with fp32 accumulation and an fp32 result: 5 iterations x 3 GEMMs per matrix are ~64 TFLOP per LLaMA-1B
+// step, estimated ~1.3 s as fp32 SGEMM on an H100 (more than forward + backward) and ~0.07 s at its bf16 peak.
+// The iterate X, the Gram matrix A, the sum b A and the a X term stay fp32 (they enter as C with beta, not as
+// operands), so the only roundings are the three operand copies per iteration (2^-9 relative each); Newton-Schulz
+// needs no more (its fixed point is a band of singular values, [0.68, 1.21], not an exact value). One iteration:
+//   Xh = bf16(X);  A = Xh Xhᵀ;  Ah = bf16(A);  A = b A + c Ah Ah;  Ah = bf16(A);  X = a X + Ah Xh
+// (tall: A = Xhᵀ Xh, X = a X + Xh Ah), A updated in place (its old value is read as C only) and X too (the
+// operands are the copies). work (2 m² + rows·cols floats) holds [A (m, m) fp32][Xh (rows, cols) bf16]
+// [Ah (m, m) bf16]: 4 m² + 2 rows·cols + 2 m² bytes, within 8 m² + 4 rows·cols since m² <= rows·cols. (The
+// copies are 16-byte aligned when work is and m is even and rows·cols a multiple of 8, as at every model width.)
 void CudaBackend::newton_schulz(float* X, int rows, int cols, float* work, int steps) {
     const size_t n = (size_t)rows * cols;
     if (n == 0) return;
     const bool tall = rows > cols;
     const int m = tall ? cols : rows;
+    const size_t mm = (size_t)m * m;
     float* A = work;
-    float* B = A + (size_t)m * m;
-    float* Y = B + (size_t)m * m;
     // X /= ||X||_F + 1e-7: the sum of squares in double on the device (adamw.cuh's deterministic two-stage sum),
     // read by the scaling kernel from device memory (no host round trip)
     void* ws = scratch_at_least(SUM_SQUARES_SCRATCH_BYTES);
@@ -275,13 +301,15 @@ void CudaBackend::newton_schulz(float* X, int rows, int cols, float* work, int s
     ns_normalize_kernel<<<cuda_grid_1d(n, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(X, n, ss);
     cudaCheck(cudaGetLastError());
     HostScalars hs(cublas, stream);
-    const size_t mm = (size_t)m * m * sizeof(float);
+#if defined(PRAC_FP32)
+    float* B = A + mm;
+    float* Y = B + mm;
     float* cur = X;
     float* next = Y;
     for (int it = 0; it < steps; it++) {
         if (tall) sgemm_rm(cublas, true, false, m, m, rows, 1.0f, cur, cols, cur, cols, 0.0f, A, m);  // A = XᵀX
         else sgemm_rm(cublas, false, true, m, m, cols, 1.0f, cur, cols, cur, cols, 0.0f, A, m);      // A = X Xᵀ
-        cudaCheck(cudaMemcpyAsync(B, A, mm, cudaMemcpyDeviceToDevice, stream));
+        cudaCheck(cudaMemcpyAsync(B, A, mm * sizeof(float), cudaMemcpyDeviceToDevice, stream));
         sgemm_rm(cublas, false, false, m, m, m, MUON_NS_C, A, m, A, m, MUON_NS_B, B, m);  // B = b A + c A²
         cudaCheck(cudaMemcpyAsync(next, cur, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
         if (tall) sgemm_rm(cublas, false, false, rows, cols, cols, 1.0f, cur, cols, B, m, MUON_NS_A, next, cols);
@@ -289,6 +317,24 @@ void CudaBackend::newton_schulz(float* X, int rows, int cols, float* work, int s
         std::swap(cur, next);
     }
     if (cur != X) cudaCheck(cudaMemcpyAsync(X, cur, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+#else
+    static_assert(std::is_same<floatX, __nv_bfloat16>::value, "the bf16 build's floatX is bf16");
+    __nv_bfloat16* Xh = reinterpret_cast<__nv_bfloat16*>(A + mm);
+    __nv_bfloat16* Ah = Xh + n;
+    for (int it = 0; it < steps; it++) {
+        f32_to_floatx_kernel<<<ceil_div((long long)n, 256), 256, 0, stream>>>(Xh, X, n);
+        cudaCheck(cudaGetLastError());
+        if (tall) gemm_bf16_rm(cublas, true, false, m, m, rows, 1.0f, Xh, cols, Xh, cols, 0.0f, A, m);  // A = XᵀX
+        else gemm_bf16_rm(cublas, false, true, m, m, cols, 1.0f, Xh, cols, Xh, cols, 0.0f, A, m);      // A = X Xᵀ
+        f32_to_floatx_kernel<<<ceil_div((long long)mm, 256), 256, 0, stream>>>(Ah, A, mm);
+        cudaCheck(cudaGetLastError());
+        gemm_bf16_rm(cublas, false, false, m, m, m, MUON_NS_C, Ah, m, Ah, m, MUON_NS_B, A, m);  // A = b A + c A²
+        f32_to_floatx_kernel<<<ceil_div((long long)mm, 256), 256, 0, stream>>>(Ah, A, mm);
+        cudaCheck(cudaGetLastError());
+        if (tall) gemm_bf16_rm(cublas, false, false, rows, cols, cols, 1.0f, Xh, cols, Ah, m, MUON_NS_A, X, cols);
+        else gemm_bf16_rm(cublas, false, false, rows, cols, rows, 1.0f, Ah, m, Xh, cols, MUON_NS_A, X, cols);
+    }
+#endif
 }
 
 // twin: muon_apply_cpu. params (n) act_t; master (n) fp32 or null; O (n) fp32 (the orthogonalized update).

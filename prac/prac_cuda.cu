@@ -28,6 +28,7 @@
 
 #include "common/cuda_check.h"
 #include "common/error.h"
+#include "kernels/matmul.cuh"  // matmul_dbias_cuda: the deterministic dbias reduction
 #include "prac/philox.h"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -109,24 +110,6 @@ void prac_reconstruct_cuda(T* x, const T* xc, const T* P, int N, int n, int r, c
     gemm_rm(h.cublas, false, true, N, n, r, 1.0f, xc, t, r, P, t, r, 0.0f, x, t, n);
 }
 
-// dbias (OC) += column sums of dY (N, OC), fp32 sums. Block (32, 32): 32 columns per block (x, coalesced reads
-// of one row), 32 row lanes (y) striding over N, then a shared-memory sum over the lanes. Deterministic.
-template <typename T, typename G>
-__global__ void prac_bias_grad_kernel(G* dbias, const T* dY, int N, int OC) {
-    __shared__ float part[32][33];
-    int o = blockIdx.x * 32 + threadIdx.x;
-    float acc = 0.0f;
-    if (o < OC)
-        for (int i = threadIdx.y; i < N; i += 32) acc += to_f32(dY[(size_t)i * OC + o]);
-    part[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && o < OC) {
-        float s = 0.0f;
-        for (int y = 0; y < 32; y++) s += part[y][threadIdx.x];
-        dbias[o] = from_f32<G>(to_f32(dbias[o]) + s);
-    }
-}
-
 // dW (OC, n) += (dY (N, OC)^T @ xc (N, r)) @ P (n, r)^T via tmp (OC, r) stored as T (see the header).
 //  1. tmp = dY^T xc.  Row-major gemm(T, N, M=OC, N=r, K=N) -> cuBLAS (N, T, m=r, n=OC, k=N):
 //     A = xc column-major (r, N) ld r; B = dY column-major (OC, N) ld OC, transposed to (N, OC);
@@ -134,6 +117,14 @@ __global__ void prac_bias_grad_kernel(G* dbias, const T* dY, int N, int OC) {
 //  2. dW += tmp P^T.  Row-major gemm(N, T, M=OC, N=n, K=r, beta=1) -> cuBLAS (T, N, m=n, n=OC, k=r):
 //     A = P column-major (r, n) ld r, transposed to (n, r); B = tmp column-major (r, OC) ld r;
 //     C = dW^T column-major (n, OC) ld n, type G, read and written (beta = 1).
+//  3. dbias += column sums of dY: the uncompressed path's deterministic two-stage sum (matmul_dbias_cuda,
+//     kernels/matmul.cuh), ceil(OC/32) x G blocks (a single-stage sum over all N rows would launch only
+//     ceil(OC/32): 24-96 blocks for GPT-2, a fraction of a GPU). Its (G, OC) fp32 partial sums go to tmp, which
+//     step 2 is done with (same stream) and which holds OC * r floats, so G = min(matmul_dbias_groups(N), r):
+//     at every real width r >= 64 >= matmul_dbias_groups(N) (GPT-2 124M at the default ranks: r = 448 at ln1
+//     and ln2, 1840 at fch_gelu), so a compressed site's bias gradient is the uncompressed site's bit for bit;
+//     only toy ranks below 64 with N > 256 r group more coarsely (still deterministic). No extra memory: the
+//     planner's factored-gradient scratch (prac/site.h factored_grad_scratch) is unchanged.
 template <typename T, typename G>
 void prac_weight_grad_cuda(G* dW, G* dbias, const T* dY, const T* xc, const T* P, int N, int n, int r, int OC,
                            float* tmp, const PracCudaHandles& h) {
@@ -145,10 +136,10 @@ void prac_weight_grad_cuda(G* dW, G* dbias, const T* dY, const T* xc, const T* P
     gemm_rm(h.cublas, true, false, OC, r, N, 1.0f, dY, t, OC, xc, t, r, 0.0f, tmp_t, t, r);
     // twin: gemm_cpu(false, true, OC, n, r, 1, tmp, r, P, r, 1, dW, n)
     gemm_rm(h.cublas, false, true, OC, n, r, 1.0f, tmp_t, t, r, P, t, r, 1.0f, dW, g, n);
-    if (dbias) {
-        dim3 block(32, 32), grid((unsigned)((OC + 31) / 32));
-        prac_bias_grad_kernel<T, G><<<grid, block, 0, h.stream>>>(dbias, dY, N, OC);
-        cudaCheck(cudaGetLastError());
+    if (dbias && N > 0 && OC > 0) {
+        if (r < 1) throw std::runtime_error("prac_weight_grad_cuda: dbias needs r >= 1 (tmp holds the partial sums)");
+        const int groups = std::min(matmul_dbias_groups(N), r);
+        matmul_dbias_cuda<T, G>(dbias, dY, N, OC, groups, tmp, h.stream);
     }
 }
 

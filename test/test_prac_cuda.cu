@@ -13,6 +13,7 @@
 //                                      last bit before the rounding to float; more than 1 ulp fails
 //   refresh projectors (max abs)       fp32 1e-4, bf16 5e-3 (P rounded to bf16)
 //   refresh orthonormality (max abs)   fp32 1e-4, bf16 1e-2
+//   weight_grad dbias vs matmul_backward_weight_cuda's dbias: bitwise (the same deterministic two-stage column sum)
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -32,6 +33,10 @@
 
 #include "common/cuda_check.h"
 #include "test/gpu/gpu_test.h"
+#if defined(PRAC_CUDA_EMU)
+#include "kernels/cuda_emu/emu_internal.h"  // cuda_emu::launches_of
+#endif
+#include "kernels/matmul.cuh"
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
 
@@ -115,6 +120,61 @@ static void test_gemm_ops(Ctx& c, int N, int n, int r, int OC) {
     check(e <= tol, "weight_grad dW (2nd accumulation, no bias): rel err %.3g (tol %.0e)", e, tol);
     eb = rel_err(download(ddb, db_ref.size()), db_ref);
     check(eb <= tol, "weight_grad dbias untouched without bias: rel err %.3g", eb);
+}
+
+// A compressed site's bias gradient must be the uncompressed site's (matmul_backward_weight_cuda) bit for bit: the
+// same deterministic two-stage column sum over matmul_dbias_groups(N) row groups, enough blocks to fill a GPU
+// (ceil(OC/32) x G instead of ceil(OC/32)), run to run identical. Storage types of the build (floatX), as the
+// backend calls both. N = 4096: 16 row groups; dY (N, OC), the matmul path's input (N, 8) is arbitrary.
+static void test_dbias_like_matmul(Ctx& c, int N, int n, int r, int OC) {
+    using X = floatX;
+    std::printf("weight_grad dbias vs matmul_backward_weight dbias (%s), N=%d n=%d r=%d OC=%d\n", Host<X>::name(), N,
+                n, r, OC);
+    const int Cin = 8;
+    std::vector<float> dY = quantize<X>(randn((size_t)N * OC)), db0 = quantize<X>(randn(OC));
+    std::vector<float> xc = quantize<X>(randn((size_t)N * r)), P = quantize<X>(randn((size_t)n * r, 0.1f));
+    std::vector<float> inp = quantize<X>(randn((size_t)N * Cin));
+    Dev<X> ddY(dY.size()), dxc(xc.size()), dP(P.size()), dinp(inp.size());
+    Dev<X> ddW((size_t)OC * n), ddWm((size_t)OC * Cin), db_prac(OC), db_prac2(OC), db_mm(OC);
+    Dev<float> dtmp((size_t)OC * r);
+    upload(ddY, dY);
+    upload(dxc, xc);
+    upload(dP, P);
+    upload(dinp, inp);
+    upload(db_prac, db0);
+    upload(db_prac2, db0);
+    upload(db_mm, db0);
+    cudaCheck(cudaMemset(ddW.p, 0, ddW.bytes()));
+    cudaCheck(cudaMemset(ddWm.p, 0, ddWm.bytes()));
+
+#if defined(PRAC_CUDA_EMU)
+    const long partial0 = cuda_emu::launches_of("matmul_dbias_partial_kernel");
+#endif
+    prac_weight_grad_cuda<X, X>(ddW.p, db_prac.p, ddY.p, dxc.p, dP.p, N, n, r, OC, dtmp.p, c.h);
+    cudaCheck(cudaStreamSynchronize(c.h.stream));
+#if defined(PRAC_CUDA_EMU)
+    const long partial1 = cuda_emu::launches_of("matmul_dbias_partial_kernel");
+    check(partial1 == partial0 + 1, "weight_grad dbias runs the matmul path's row-group partial sums (%ld launch(es) "
+          "of matmul_dbias_partial_kernel, want 1)", partial1 - partial0);
+#endif
+    prac_weight_grad_cuda<X, X>(ddW.p, db_prac2.p, ddY.p, dxc.p, dP.p, N, n, r, OC, dtmp.p, c.h);
+    cudaCheck(cudaStreamSynchronize(c.h.stream));
+    {
+        CublasLt lt;
+        matmul_backward_weight_cuda(ddWm.p, db_mm.p, ddY.p, dinp.p, N, Cin, OC, nullptr, lt, c.h.stream);
+        cudaCheck(cudaStreamSynchronize(c.h.stream));
+    }
+    std::vector<uint8_t> a = download_bytes(db_prac), a2 = download_bytes(db_prac2), m = download_bytes(db_mm);
+    size_t same = 0;
+    for (int o = 0; o < OC; o++) same += std::memcmp(&a[o * sizeof(X)], &m[o * sizeof(X)], sizeof(X)) == 0;
+    check(same == (size_t)OC, "weight_grad dbias bitwise equal to matmul_backward_weight's: %zu of %d", same, OC);
+    check(a == a2, "weight_grad dbias bitwise equal over two runs");
+    std::vector<float> db_ref = db0;  // the CPU twin's column sums (fp32, sequential)
+    for (int i = 0; i < N; i++)
+        for (int o = 0; o < OC; o++) db_ref[o] += dY[(size_t)i * OC + o];
+    const double tol = std::is_same<X, float>::value ? 1e-4 : 1e-2;
+    double e = rel_err(download(db_prac, OC), db_ref);
+    check(e <= tol, "weight_grad dbias vs the CPU column sums: rel err %.3g (tol %.0e)", e, tol);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -343,6 +403,7 @@ int main() {
         test_gemm_ops<bf16, bf16>(c, s[0], s[1], s[2], s[3]);
         test_gemm_ops<bf16, float>(c, s[0], s[1], s[2], s[3]);
     }
+    test_dbias_like_matmul(c, 4096, 64, 32, 96);
 
     test_gaussian(c, 7, 5, 5, PracDrawKey{42, 0, 0, 0});                        // 35 values: a partial block
     test_gaussian(c, 200, 56, 64, PracDrawKey{42, 3, 5, 1});                    // ld > cols

@@ -11,7 +11,7 @@
 // to fp32, the product is one OpenBLAS cblas_sgemm (fp32 accumulation), and the result is rounded to the output
 // type (bf16: round to nearest even) once, after alpha/beta and the bias epilogue.
 //
-// Emulation-only hooks (kernels/cuda_emu/libs_emu.h): forcing the cuBLASLt heuristic to fail, and a call counter.
+// Emulation-only hooks (kernels/cuda_emu/libs_emu.h): forcing the cuBLASLt heuristic to fail, and call counters.
 // Diagnostics: with CUBLASLT_LOG_LEVEL >= 1 (cuBLASLt) or CUBLAS_LOGINFO_DBG=1 (cuBLAS) in the environment, the
 // reason for every non-success status is printed to stderr, as the real libraries' error logging would.
 #include <cblas.h>
@@ -267,7 +267,14 @@ cublasStatus_t check_gemm_args(const char* fn, cublasOperation_t transa, cublasO
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// cuBLAS GEMM calls that computed something, by operand type (libs_emu.h): fp32 = cublasSgemm and cublasGemmEx with
+// CUDA_R_32F A/B, bf16 = cublasGemmEx with CUDA_R_16BF A/B
+std::atomic<long> g_gemm_calls_fp32{0}, g_gemm_calls_bf16{0};
 }  // namespace
+
+long cuda_emu_cublas_gemm_calls(bool bf16_operands) {
+    return bf16_operands ? g_gemm_calls_bf16.load() : g_gemm_calls_fp32.load();
+}
 
 // C = alpha op(A) op(B) + beta C, all fp32. alpha/beta: host or (pointer mode DEVICE) device pointers, which are
 // both host memory here, so both are read directly.
@@ -280,6 +287,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
     run_gemm(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *alpha, *beta,
                   Operand{A, CUDA_R_32F, lda}, Operand{B, CUDA_R_32F, ldb}, Operand{C, CUDA_R_32F, ldc},
                   Operand{C, CUDA_R_32F, ldc}, nullptr, CUDA_R_32F});
+    g_gemm_calls_fp32++;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -309,6 +317,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     run_gemm(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *static_cast<const float*>(alpha),
                   *static_cast<const float*>(beta), Operand{A, Atype, lda}, Operand{B, Btype, ldb},
                   Operand{C, Ctype, ldc}, Operand{C, Ctype, ldc}, nullptr, CUDA_R_32F});
+    (Atype == CUDA_R_16BF ? g_gemm_calls_bf16 : g_gemm_calls_fp32)++;
     return CUBLAS_STATUS_SUCCESS;
 }
 
