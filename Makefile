@@ -87,9 +87,11 @@ train_gpt2 train_llama: configure
 	MAKEFLAGS= cmake --build $(BUILD_DIR) -j$(NPROC) --target $@
 
 # The emulated CUDA suite's kernel coverage line (written by the cuda-emu.coverage test) goes just above ctest's
-# summary, so the output still ends with the summary and ctest's exit status is make's.
+# summary, so the output still ends with the summary and ctest's exit status is make's. stdbuf keeps ctest's lines
+# flowing through the pipe as they are printed.
 test: build
-	@set -o pipefail; $(TEST_ENV) ctest --test-dir $(BUILD_DIR) --output-on-failure $(CTEST_ARGS) | \
+	@set -o pipefail; $(TEST_ENV) $(shell command -v stdbuf >/dev/null && echo stdbuf -oL) \
+	  ctest --test-dir $(BUILD_DIR) --output-on-failure $(CTEST_ARGS) | \
 	  awk -v cov=$(BUILD_DIR)/cuda-emu-coverage.txt '/tests passed, .* tests failed out of/ && !done { \
 	    n = 0; while ((getline l < cov) > 0) { print l; n++ } if (n) print ""; done = 1 } { print; fflush() }'
 
