@@ -72,6 +72,15 @@ void syncwarp(const char* file, int line, unsigned mask = 0xffffffffu);
 // lane src's deposit. Returns false (after reporting) if src is not in the mask.
 uint64_t warp_exchange(unsigned mask, uint64_t value, unsigned src, const char* what, const char* file, int line);
 
+// std::bit_cast (C++20) for this C++17 build
+template <typename To, typename From>
+To bit_cast(const From& x) {
+    static_assert(sizeof(To) == sizeof(From), "bit_cast between types of one size");
+    To out;
+    std::memcpy(&out, &x, sizeof(To));
+    return out;
+}
+
 template <typename T>
 T shfl_from(unsigned mask, T v, unsigned src, const char* what, const char* file, int line) {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable<T>::value, "shuffles move up to 8 bytes");
@@ -211,48 +220,28 @@ constexpr int warpSize = 32;  // a variable, not a macro: cudaDeviceProp has a m
 
 // ---- atomics: a block's threads never run at once and blocks run in sequence, so a plain read-modify-write is
 // atomic. Returns the old value, as CUDA's do. -------------------------------------------------------------------
-template <typename T>
-inline T atomicAdd(T* p, T v) {
+namespace cuda_emu {
+template <typename T, typename F>
+inline T read_modify_write(T* p, F f) {
     T old = *p;
-    *p = old + v;
+    *p = f(old);
     return old;
 }
+}  // namespace cuda_emu
 template <typename T>
-inline T atomicExch(T* p, T v) {
-    T old = *p;
-    *p = v;
-    return old;
-}
+inline T atomicAdd(T* p, T v) { return cuda_emu::read_modify_write(p, [v](T o) { return o + v; }); }
 template <typename T>
-inline T atomicOr(T* p, T v) {
-    T old = *p;
-    *p = old | v;
-    return old;
-}
+inline T atomicExch(T* p, T v) { return cuda_emu::read_modify_write(p, [v](T) { return v; }); }
 template <typename T>
-inline T atomicAnd(T* p, T v) {
-    T old = *p;
-    *p = old & v;
-    return old;
-}
+inline T atomicOr(T* p, T v) { return cuda_emu::read_modify_write(p, [v](T o) { return o | v; }); }
 template <typename T>
-inline T atomicMax(T* p, T v) {
-    T old = *p;
-    *p = old < v ? v : old;
-    return old;
-}
+inline T atomicAnd(T* p, T v) { return cuda_emu::read_modify_write(p, [v](T o) { return o & v; }); }
 template <typename T>
-inline T atomicMin(T* p, T v) {
-    T old = *p;
-    *p = v < old ? v : old;
-    return old;
-}
+inline T atomicMax(T* p, T v) { return cuda_emu::read_modify_write(p, [v](T o) { return o < v ? v : o; }); }
 template <typename T>
-inline T atomicCAS(T* p, T cmp, T v) {
-    T old = *p;
-    if (old == cmp) *p = v;
-    return old;
-}
+inline T atomicMin(T* p, T v) { return cuda_emu::read_modify_write(p, [v](T o) { return v < o ? v : o; }); }
+template <typename T>
+inline T atomicCAS(T* p, T cmp, T v) { return cuda_emu::read_modify_write(p, [cmp, v](T o) { return o == cmp ? v : o; }); }
 inline void __threadfence() {}
 inline void __threadfence_block() {}
 
@@ -272,26 +261,10 @@ inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
-inline unsigned __float_as_uint(float x) {
-    unsigned u;
-    std::memcpy(&u, &x, 4);
-    return u;
-}
-inline float __uint_as_float(unsigned u) {
-    float x;
-    std::memcpy(&x, &u, 4);
-    return x;
-}
-inline int __float_as_int(float x) {
-    int i;
-    std::memcpy(&i, &x, 4);
-    return i;
-}
-inline float __int_as_float(int i) {
-    float x;
-    std::memcpy(&x, &i, 4);
-    return x;
-}
+inline unsigned __float_as_uint(float x) { return cuda_emu::bit_cast<unsigned>(x); }
+inline float __uint_as_float(unsigned u) { return cuda_emu::bit_cast<float>(u); }
+inline int __float_as_int(float x) { return cuda_emu::bit_cast<int>(x); }
+inline float __int_as_float(int i) { return cuda_emu::bit_cast<float>(i); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
