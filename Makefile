@@ -1,7 +1,7 @@
 # PRAC trainer -- front door (llm.c style). CMake does the work; this file only drives it.
 #
 #   make              configure into build/ (cmake) and build everything with -j$(nproc)
-#   make test         build, then run every test: ctest --test-dir build --output-on-failure
+#   make test         build, then run every test: ctest --test-dir build --output-on-failure -j$(nproc)
 #   make train        build, then run the main job on the built-in corpus: ./train_gpt2 $(TRAIN_ARGS)
 #   make clean        remove build/ and the binaries at the repo root
 #   make help         this list plus the variables
@@ -87,13 +87,16 @@ train_gpt2 train_llama: configure
 	MAKEFLAGS= cmake --build $(BUILD_DIR) -j$(NPROC) --target $@
 
 # The emulated CUDA suite's kernel coverage line (written by the cuda-emu.coverage test) goes just above ctest's
-# summary, so the output still ends with the summary and ctest's exit status is make's. stdbuf keeps ctest's lines
-# flowing through the pipe as they are printed.
+# summary, so the output still ends with the summary and ctest's exit status is make's. stdbuf and the shell's
+# line-by-line read keep ctest's lines flowing as they are printed (mawk would hold them back in a buffer).
 test: build
 	@set -o pipefail; $(TEST_ENV) $(shell command -v stdbuf >/dev/null && echo stdbuf -oL) \
-	  ctest --test-dir $(BUILD_DIR) --output-on-failure $(CTEST_ARGS) | \
-	  awk -v cov=$(BUILD_DIR)/cuda-emu-coverage.txt '/tests passed, .* tests failed out of/ && !done { \
-	    n = 0; while ((getline l < cov) > 0) { print l; n++ } if (n) print ""; done = 1 } { print; fflush() }'
+	  ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(NPROC) $(CTEST_ARGS) | \
+	  while IFS= read -r line; do \
+	    case "$$line" in *"tests passed, "*" tests failed out of "*) \
+	      [ -s $(BUILD_DIR)/cuda-emu-coverage.txt ] && { cat $(BUILD_DIR)/cuda-emu-coverage.txt; echo; } ;; esac; \
+	    printf '%s\n' "$$line"; \
+	  done
 
 train: build
 	$(TRAIN_BIN) $(TRAIN_ARGS)
@@ -105,7 +108,7 @@ help:
 	@echo "PRAC trainer (GPT-2 / LLaMA with PRAC activation compression)"
 	@echo ""
 	@echo "  make              configure into $(BUILD_DIR)/ and build (binaries train_gpt2, train_llama at the repo root)"
-	@echo "  make test         build, then ctest --test-dir $(BUILD_DIR) --output-on-failure"
+	@echo "  make test         build, then ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(NPROC)"
 	@echo "  make train        build, then $(TRAIN_BIN) \$$(TRAIN_ARGS)"
 	@echo "  make train_gpt2   build one binary (likewise train_llama)"
 	@echo "  make clean        remove $(BUILD_DIR)/ and the binaries"

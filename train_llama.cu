@@ -1,7 +1,47 @@
-// train_llama: pretrain LLaMA (C4 token shards in GaLore's protocol, or the built-in corpus).
-// flags -> config -> data -> model -> loop: the loop is train/trainer.h, the model's forward and backward
-// are model/llama.h, the ops kernels/.
+// train_llama: pretrain LLaMA (C4 token shards in GaLore's protocol, or the built-in corpus), on the CPU or a GPU,
+// on one rank or many (mpirun). One optimizer step reads top to bottom in train_llama() below.
+// Where each part lives:
+//   flags, config, device and ranks    train/launch.h (train_main)
+//   data, model, optimizer, --resume   train/trainer.h (Trainer's constructor); evaluation train/evaluate.h
+//   forward and backward               model/llama.h (the PRAC sites inside: prac/site.h, model/sites.h)
+//   the gradients' mean over ranks     train/grad_sync.h (one rank, MPI, NCCL, ZeRO-1, per-layer overlap)
+//   the update                         Trainer::update (schedule, clipping, non-finite policy), train/optim_*.h
+//   the ops                            kernels/ (CPU twins *.h, CUDA *.cu)
 #include "model/llama.h"
+#include "train/launch.h"
 #include "train/trainer.h"
 
-int main(int argc, char** argv) { return train_main_checked<Llama>(Arch::LLAMA, "train_llama", argc, argv); }
+template <class Backend>
+int train_llama(Backend& be, RunSetup& setup) {
+    Trainer<Llama, Backend> run(be, setup);  // data, model, optimizer, --resume
+    Llama<Backend>& model = run.model;
+    const TrainOptions& opts = run.opts;
+    if (opts.eval_only) return run.evaluate_only();
+
+    for (int step = run.start_step; step < opts.steps; step++) {
+        if (int signal = run.stop_requested()) return run.stop(step, signal);  // checkpoint, exit 128 + signal
+        if (run.eval_due(step)) run.evaluate(step);
+        run.begin_step(step);  // zero grads, PRAC schedule, timer
+
+        // accumulate the gradients of grad_accum micro-batches
+        float loss = 0;
+        for (int micro = 0; micro < opts.grad_accum; micro++) {
+            const MicroBatch& mb = run.next_batch();
+            if (mb.valid == 0) continue;  // nothing to learn from a micro-batch of padding
+            loss += model.forward(mb.inputs.data(), mb.targets.data(), mb.grad_scale) / opts.grad_accum;
+            run.grads.watch_backward(model, micro == opts.grad_accum - 1);  // overlap: averages start in backward
+            model.backward();
+        }
+        run.join_shared_refresh();  // --prac-shared-subspace: a rank with only padding still joins the refresh
+
+        float norm = run.grads.average(model, &loss);  // mean over the ranks; the global gradient norm
+        run.update(step, loss, norm);                  // lr schedule, clipping, non-finite policy, optimizer
+        run.end_step(step);                            // log line and metrics, checkpoint every --ckpt-every
+    }
+    return run.finish();  // final evaluation, last checkpoint, sample, --save
+}
+
+int main(int argc, char** argv) {
+    return train_main(Arch::LLAMA, "train_llama", argc, argv,
+                      [](auto& backend, RunSetup& setup) { return train_llama(backend, setup); });
+}

@@ -126,7 +126,8 @@ target_compile_definitions(prac::nccl INTERFACE PRAC_HAVE_NCCL=1)
 file(GLOB_RECURSE _emu_rel CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}"
      "${PROJECT_SOURCE_DIR}/kernels/*.cu" "${PROJECT_SOURCE_DIR}/kernels/*.cuh" "${PROJECT_SOURCE_DIR}/prac/*.cu"
      "${PROJECT_SOURCE_DIR}/prac/*.cuh" "${PROJECT_SOURCE_DIR}/train/*.cu" "${PROJECT_SOURCE_DIR}/common/*.cu"
-     "${PROJECT_SOURCE_DIR}/common/*.cuh" "${PROJECT_SOURCE_DIR}/test/*.cu" "${PROJECT_SOURCE_DIR}/bench/*.cu")
+     "${PROJECT_SOURCE_DIR}/common/*.cuh" "${PROJECT_SOURCE_DIR}/test/*.cu" "${PROJECT_SOURCE_DIR}/test/*.cuh"
+     "${PROJECT_SOURCE_DIR}/tools/*.cu")
 file(GLOB _emu_mains CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}" "${PROJECT_SOURCE_DIR}/*.cu")
 list(APPEND _emu_rel ${_emu_mains})
 set(_emu_out "")
@@ -179,8 +180,10 @@ endfunction()
 
 # What every emulated test gets: its label, the coverage record, ASan's settings, the fixture that runs the coverage
 # report after all of them. LeakSanitizer stays off: Open MPI and OpenBLAS keep allocations to exit by design.
+# An emulated test runs its CUDA threads as fibers on ONE core (one OpenMP/OpenBLAS thread too), so `ctest -j2` runs
+# two of them side by side (PROCESSORS 1); the other tests ask for every core (test/CMakeLists.txt).
 function(prac_emu_test_properties test)
-  set_tests_properties(${test} PROPERTIES LABELS cuda-emu FIXTURES_REQUIRED cuda_emu)
+  set_tests_properties(${test} PROPERTIES LABELS cuda-emu FIXTURES_REQUIRED cuda_emu PROCESSORS 1)
   set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT "PRAC_EMU_COVERAGE_DIR=${PRAC_EMU_COVERAGE_DIR}"
-               "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0")
+               "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1)
 endfunction()

@@ -1,21 +1,9 @@
-// DataLoader: turns token shards (data/shard.h) into (inputs, targets) micro-batches of B x T.
-//
-// Samples. Flat layout (llm.c): a sample is a window of T+1 tokens, windows at stride T, so
-// inputs = window[0..T) and targets = window[1..T]; documents are not aligned to windows (EOT
-// tokens separate them). Row layout (GaLore C4): a sample is one row of row_len == T tokens,
-// inputs = row[0..T), targets = row[1..T) then -1; targets equal to the pad id become -1 as well
-// (GaLore sets pad labels to -100). -1 is the ignore index of the loss.
-//
-// Epoch order. The epoch is the sequence of all samples of all shards, shard after shard. With
-// shuffle, each epoch permutes the shard order and the sample order inside each shard, from a
-// seeded generator that is the same on every rank. Each step takes the next num_ranks*B samples of
-// that sequence; rank r gets the r-th group of B, so ranks see disjoint samples whose union is
-// the epoch. The last num_ranks*B - 1 samples at most are dropped when they do not fill a step
-// (every rank has the same number of steps per epoch). Then it wraps to the next epoch.
-//
-// Permutations use std::mt19937_64 (its output is fixed by the C++ standard) and our own
-// Fisher-Yates, never std::shuffle or uniform_int_distribution, whose results differ between
-// standard libraries: the same seed gives the same order everywhere.
+// DataLoader: turns token shards (data/shard.h) into (inputs, targets) micro-batches of B x T. Flat layout (llm.c):
+// a sample is a window of T+1 tokens at stride T; row layout (GaLore C4): one row of T tokens, whose last target and
+// pad targets are -1 (the loss's ignore index). Each step takes the next num_ranks*B samples of the epoch (shard
+// after shard, both orders permuted per epoch when shuffling); rank r gets the r-th group of B, and a last partial
+// step is dropped. Permutations are mt19937_64 + our own Fisher-Yates, the same with every standard library.
+// The sample rules, the epoch order and why the permutations are our own: docs/DESIGN.md section 7.1.
 #pragma once
 #include <cstddef>
 #include <cstdint>

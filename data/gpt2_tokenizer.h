@@ -1,11 +1,9 @@
 // GPT-2 byte-level BPE (tiktoken's r50k_base), byte-exact with tiktoken's encode_ordinary, plus llm.c's
-// gpt2_tokenizer.bin (the decode table the C trainers read).
-//
+// gpt2_tokenizer.bin (the decode table the C trainers read); docs/DESIGN.md section 7.2.
 // Encoding = pre-tokenization with GPT-2's regex (PCRE2, UTF + UCP, JIT), then per regex piece: the whole
 // piece if it is a token, else repeatedly merge the adjacent pair whose concatenation has the lowest rank
 // (leftmost on ties), as tiktoken does. The ranks come from r50k_base.tiktoken (data/gpt2/, 50,256 lines
 // "base64(token bytes) rank"); <|endoftext|> = 50256 is added on top and never produced by encode().
-//
 // Input must be valid UTF-8 (tiktoken takes a Python str, so it never sees anything else): encode() fails
 // with the byte offset of the first invalid sequence. utf8_replace_invalid() gives Python's
 // bytes.decode("utf-8", errors="replace") for callers that prefer to repair rather than to skip.
@@ -17,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "data/tokenizer.h"
+#include "data/tokenizer.h"  // Tokenizer, the interface this implements
 
 constexpr int GPT2_NUM_RANKS = 50256;       // mergeable tokens in r50k_base (ids 0..50255)
 constexpr int GPT2_VOCAB_SIZE = 50257;      // + <|endoftext|>

@@ -7,8 +7,7 @@
 //   header[3] = vocab size (0 = ?)   header[8] = EOS/EOT id (0 = unknown; llm.c GPT-2 files: 50256)
 //   header[4] = layout: 0 flat EOT-separated stream (llm.c), 1 row-aligned (GaLore's C4 protocol:
 //               one document per row of row_len tokens, truncated to row_len-1 + EOS, then pads)
-//
-// The file size must be exactly 1024 + 2 * ntok bytes. See data/README.md.
+// The file size must be exactly 1024 + 2 * ntok bytes. See data/README.md and docs/DESIGN.md section 7.1.
 #pragma once
 #include <cstddef>
 #include <cstdint>

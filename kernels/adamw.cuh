@@ -2,35 +2,18 @@
 // kernels/adamw.h:
 //   adamw_update_cuda   <->  adamw_update_cpu   PyTorch AdamW (decay first, then the bias-corrected step)
 //   sum_squares_cuda    <->  sum_squares_cpu    sum of g^2 in double, deterministic, result on the host
-//
-// adamw_update_cuda does the CPU twin's fp32 operations in the same order, each one with an explicit
-// round-to-nearest intrinsic (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn) so nvcc cannot contract them into
-// FMAs: against an x86-64 CPU twin (SSE, no FMA) the master weights, m and v should come out bitwise equal (the
-// GPU test counts the equal elements; its tolerance is 1e-6 relative). The scalar constants (step size
-// lr / (1 - beta1^t) in double -> float, sqrt(1 - beta2^t) -> float) are computed on the host exactly as the
-// CPU twin computes them.
-//   master != null (bf16 build, the normal case): the update reads and writes master (fp32), then writes params
-//     = master rounded STOCHASTICALLY to bf16 with 16 random bits from ew_hash32(seed, i) (element index i in
-//     [0, n)): deterministic for a given seed, unbiased (E[params] = master up to 2^-16 ulp), and reproducible
-//     on the host (stochastic_round<T>, elementwise_common.cuh) e.g. to re-round master -> params on resume.
-//     With T = float the rounding is the identity (params = master).
-//   master == null: the update reads params, computes in fp32 and writes them back (fp32 build: directly;
-//     bf16 without master weights: stochastically rounded as above).
-// The seed must change every step and differ between tensors (e.g. hash of (run seed, step, tensor index)):
-// with a repeated seed the same elements round up every step and the rounding is no longer unbiased over time.
-//
-// sum_squares: stage 1 is a fixed grid of SUMSQ_BLOCKS blocks (independent of the device), each thread summing
-// g^2 in double over a grid-stride range, then a fixed-tree block sum into partials[block]; stage 2 is one block
-// that adds the SUMSQ_BLOCKS partials in a fixed tree. The order depends only on n and on whether g is 16-byte
-// aligned (128-bit loads), so the result is bitwise reproducible run to run and across GPUs. It differs from
-// the CPU's thread-count-dependent order only by double rounding (~1e-16 relative per add).
+// The update repeats the CPU twin's fp32 operations in its order with explicit _rn intrinsics (no FMA contraction),
+// so master weights, m and v should match an x86-64 CPU twin bitwise. master != null (bf16 build): params = master
+// rounded stochastically to bf16 with bits from (seed, element index); master == null: params updated in place. The
+// seed must change every step and differ between tensors. sum_squares adds in a fixed, device-independent order.
+// Why and how: docs/DESIGN.md sections 3.3 (the update, master weights, the rounding) and 3.2 (the sum's order).
 #pragma once
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/adamw.h"
-#include "kernels/elementwise_common.cuh"
+#include "kernels/elementwise_common.cuh"  // stochastic_round, to_float, 128-bit packs
 
 // ---- AdamW ----
 

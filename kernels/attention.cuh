@@ -1,39 +1,18 @@
-// Multi-head attention on the GPU, CUDA twins of kernels/attention.h (flash-attention contract: the forward saves
-// only O and the per-row log-sum-exp; the backward recomputes the probabilities from q, k and LSE; no (T, T)
-// matrix ever lives in global memory).
-//
-// Twins:
+// Multi-head attention on the GPU, CUDA twins of kernels/attention.h, flash-attention contract (the forward saves
+// only O and the per-row log-sum-exp; the backward recomputes the probabilities; no (T, T) matrix in global memory):
 //   attention_forward_cuda   <-> attention_forward_cpu    out (B, T, C), lse (B, NH, T) fp32 from qkv (B, T, 3C)
 //   attention_backward_cuda  <-> attention_backward_cpu   dqkv (B, T, 3C), overwritten
-// qkv rows are [q | k | v], each C = NH heads of HS = C / NH contiguous values; the kernels read q, k and v
-// through those interleaved strides directly (no permute). Scores are scaled by 1/sqrt(HS); `causal` masks
-// key j > query t. lse is the log-sum-exp of the scaled (masked) scores, natural log, as on the CPU.
-//
-// Supported: HS in {32, 48, 64, 80, 96, 112, 128} (compile-time dispatch), any T >= 1 (tiles are masked at
-// the tail), any B and NH. floatX (common/cuda_common.cuh) is the storage type; all math is fp32.
-//
-// Three implementations of the same contract (AttentionImpl):
-//   Simt  fp32 FMA kernels (64x64 tiles in shared memory as fp32, 256 threads, 4x4 register micro-tiles).
-//         The only path of the fp32 build (PRAC_FP32), where it must agree with the CPU twin to ~1e-5.
-//   Mma   bf16 tensor cores (mma.sync m16n8k16, fp32 accumulate; FlashAttention-2 style), bf16 build only.
-//         P and dS are rounded to bf16 before they meet V, dO, Q, K in an mma, as in FA2.
-//   Cudnn cuDNN's fused SDPA via cudnn-frontend (kernels/attention_cudnn.cuh): bf16 build compiled with
-//         cudnn-frontend only, head sizes multiple of 8 up to 128, an AttentionCudnn context (CudaBackend owns one).
-//   Auto  Cudnn when it is compiled in, a context is given, HS suits cuDNN, every tensor is 16-byte aligned and
-//         cuDNN builds a graph for the shape (if it declines, a one-line notice once per shape); otherwise Mma in
-//         the bf16 build when the pointers are 16-byte aligned, else Simt.
-// Simt and Mma are deterministic: the backward has no atomics (dK/dV parallel over key tiles, dQ parallel over query
-// tiles, each recomputing P), so two runs give the same bits. Cudnn asks for cuDNN's deterministic backward
-// (PRAC_CUDNN_DETERMINISTIC=0 turns that off). All three write the same lse (natural-log log-sum-exp of the scaled
-// scores), so a forward by one and a backward by another are valid together.
-// Forcing: the implementation argument, or for CudaBackend the environment variable PRAC_ATTENTION=auto|cudnn|mma|simt
-// (attention_impl_from_env); forcing one that cannot run is a UserError, never a silent fallback.
+// qkv rows are [q | k | v] (NH heads of HS = C / NH), read through those strides (no permute); scores scaled by
+// 1/sqrt(HS), `causal` masks key j > query t, lse in natural log as on the CPU. floatX storage, fp32 math.
+// Three implementations behind AttentionImpl (Simt, Mma, Cudnn; Auto picks one; PRAC_ATTENTION forces one): what
+// each supports, how Auto chooses, determinism: docs/DESIGN.md section 6.2. Files: kernels/attention_cuda.cu (the
+// dispatch), attention_simt.cu, attention_mma.cu, attention_cudnn.cu; test oracle test/attention_naive_cuda.cuh.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstddef>
 
-#include "common/cuda_common.cuh"
+#include "common/cuda_common.cuh"  // floatX
 
 enum class AttentionImpl { Auto, Simt, Mma, Cudnn };
 
@@ -67,15 +46,3 @@ void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv
                              const float* lse, int B, int T, int C, int NH, bool causal, float* scratch,
                              cudaStream_t stream, AttentionImpl impl = AttentionImpl::Auto,
                              AttentionCudnn* cudnn = nullptr);
-
-// ---- naive reference (test oracle only: materialises the (B, NH, T, T) scores in global memory) ----
-// Simple one-thread-per-element kernels, fp32 math, same contract as above. Slow and memory-hungry: small T.
-// forward scratch: B*NH*T*T floats (scores / probabilities)
-// backward scratch: 2*B*NH*T*T + B*NH*T floats (P, dS, D)
-size_t attention_forward_naive_scratch_floats(int B, int T, int NH);
-size_t attention_backward_naive_scratch_floats(int B, int T, int NH);
-void attention_forward_naive_cuda(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
-                                  bool causal, float* scratch, cudaStream_t stream);
-void attention_backward_naive_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
-                                   const float* lse, int B, int T, int C, int NH, bool causal, float* scratch,
-                                   cudaStream_t stream);

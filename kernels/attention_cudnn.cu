@@ -1,30 +1,10 @@
-// cuDNN fused SDPA through cudnn-frontend (contract and LSE convention: kernels/attention_cudnn.cuh). This is the
-// ONLY translation unit that includes the frontend's headers (they are heavy): everything else sees the opaque
-// AttentionCudnn. Compiled (by CMake) only in the bf16 build when cudnn-frontend was found; the #if below keeps it
-// empty otherwise, and kernels/attention_cuda.cu then defines the stubs.
-//
-// Graphs (dims are cuDNN's (b, h, s, d) order; strides in elements; C = NH·HS):
-//   forward   Q, K, V  bf16 dims (B, NH, T, HS), strides (T·3C, HS, 3C, 1) at qkv, qkv + C, qkv + 2C
-//             O        bf16 dims (B, NH, T, HS), strides (T·C, HS, C, 1)     at out
-//             Stats    fp32 dims (B, NH, T, 1),  strides (NH·T, T, 1, 1)     at lse      (training mode)
-//             sdpa: attn_scale 1/sqrt(HS), causal = diagonal band right bound 0 with top-left alignment
-//             (key j > query t masked), fp32 intermediates and compute.
-//   backward  Q, K, V, O, Stats as above; dO like O at dout; dQ, dK, dV like Q, K, V at dqkv, dqkv + C, dqkv + 2C
-//             sdpa_backward: same scale and mask, deterministic algorithm requested (attention_cudnn_create).
-// Plans: heuristics mode A then FALLBACK, check_support, the first plan that builds (HEURISTICS_CHOICE). One graph
-// per (B, T, NH, HS, dtype, fwd/bwd, causal, deterministic), built on first use and cached; a key whose build
-// fails is cached as declined, so the notice and the failed build happen once per shape.
-//
-// Workspace: the graph's get_workspace_size (the frontend's own part plus the plan's), taken at each execute from
-// the context's provider (CudaBackend: its grow-only scratch). For the backward the frontend carves softmax_sum
-// (B, NH, T) fp32 and, in the non-deterministic mode, an fp32 dQ accumulator (B, NH, T, HS) out of it; in the
-// deterministic mode on Hopper (cuDNN < 9.25) it switches the graph to the engine's dP-workspace variant instead,
-// whose scratch is about B·NH·T²·2 bytes (plan/planner.cpp counts the larger of the two; an estimate).
-//
-// Determinism: SDPA_backward_attributes::set_deterministic_algorithm(true) is the frontend's switch (1.32: on
-// Hopper it forces the dP-workspace graph, which has no dQ atomics; on Blackwell it pins a deterministic
-// engine config on cuDNN >= 9.18). Whether the chosen engine really is bitwise reproducible is checked by
-// test_attention_cuda (two backward runs compared bit for bit) and by the trainer's resume test on the GPU.
+// cuDNN fused SDPA through cudnn-frontend: the Cudnn implementation of kernels/attention.cuh's contract (the
+// context's life cycle and the LSE convention: kernels/attention_cudnn.cuh). This is the ONLY translation unit that
+// includes the frontend's headers (they are heavy): everything else sees the opaque AttentionCudnn. Compiled (by
+// CMake) only in the bf16 build when cudnn-frontend was found; the #if below keeps it empty otherwise, and
+// kernels/attention_cuda.cu then defines the stubs. One graph per (B, T, NH, HS, dtype, fwd/bwd, causal,
+// deterministic), built on first use and cached (a declined key too); workspace from the context's provider.
+// The graphs' tensors and strides, the plan choice, the workspace's size and determinism: docs/DESIGN.md section 6.3.
 #include "kernels/attention_cudnn.cuh"
 
 #if PRAC_ATTENTION_CUDNN

@@ -1,26 +1,18 @@
-// Multi-head attention through cuDNN's fused SDPA (flash attention), built with cudnn-frontend's graph API. Same
-// contract as kernels/attention.cuh (twins in kernels/attention.h): qkv (B, T, 3C) with rows [q | k | v], out
-// (B, T, C), lse (B, NH, T) fp32, dqkv (B, T, 3C) overwritten. Q, K and V are read by strides straight out of
-// the interleaved qkv buffer and dQ, dK, dV written the same way into dqkv: no permutes, no copies.
-//
-// Only the bf16 build with cudnn-frontend has it (PRAC_ATTENTION_CUDNN below; CMake compiles
-// kernels/attention_cudnn.cu only then). Callers normally reach it through attention_forward_cuda /
-// attention_backward_cuda with AttentionImpl::Cudnn or Auto and an AttentionCudnn context (kernels/attention.cuh);
-// the functions here are the context's life cycle and what the tests look at.
-//
-// LSE convention (checked in the frontend's softmax node, cudnn-frontend 1.32 node/softmax.h): cuDNN's Stats
-// output is max + ln(sum exp(s - max)) over the scaled, masked scores s = q·k / sqrt(HS) of a row, natural log,
-// fp32, i.e. exactly our lse. It is written straight into our lse buffer (dims (B, NH, T, 1), strides
-// (NH·T, T, 1, 1): the packed layout the cuDNN < 9.26 backward requires), and any forward/backward pairing of
-// implementations is valid (a cuDNN forward's lse feeds the hand-written backward and vice versa).
-//
+// Multi-head attention through cuDNN's fused SDPA (flash attention), built with cudnn-frontend's graph API: the
+// context's life cycle and what the tests look at. Same contract as kernels/attention.cuh (twins in
+// kernels/attention.h): qkv (B, T, 3C) with rows [q | k | v], out (B, T, C), lse (B, NH, T) fp32, dqkv (B, T, 3C)
+// overwritten; Q, K, V and dQ, dK, dV are read and written by strides in place (no permutes, no copies). Callers
+// normally reach it through attention_forward_cuda / attention_backward_cuda with AttentionImpl::Cudnn or Auto and
+// an AttentionCudnn context. Only the bf16 build with cudnn-frontend has it (PRAC_ATTENTION_CUDNN below; CMake
+// compiles kernels/attention_cudnn.cu only then). cuDNN's Stats output is exactly our lse (max + ln sum exp of the
+// scaled, masked scores), so any forward/backward pairing of implementations is valid: docs/DESIGN.md section 6.3.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <string>
 
-#include "common/cuda_common.cuh"
+#include "common/cuda_common.cuh"  // floatX
 
 #if defined(PRAC_HAVE_CUDNN_FRONTEND) && !defined(PRAC_FP32)
 #define PRAC_ATTENTION_CUDNN 1
@@ -74,7 +66,5 @@ bool attention_cudnn_backward(AttentionCudnn* ctx, floatX* dqkv, const floatX* d
                               const floatX* out, const float* lse, int B, int T, int C, int NH, bool causal,
                               cudaStream_t stream, bool allow_fallback);
 
-// Planner's estimate of the cuDNN backward's workspace (bytes) for one layer's shape; defined in plan/planner.cpp
-// (prac_core, so --plan works in builds without CUDA). test_attention_cuda prints it beside the measured
-// get_workspace_size of the planner's reference shapes.
-size_t cudnn_sdpa_workspace_estimate(int B, int T, int NH, int HS);
+// The planner's estimate of the backward's workspace, cudnn_sdpa_workspace_estimate, is in kernels/cuda_sizes.h
+// (test_attention_cuda prints it beside the measured get_workspace_size of the planner's reference shapes).

@@ -1,6 +1,6 @@
 // LM head fused with softmax cross-entropy, CUDA twin of classifier_forward_backward_cpu (kernels/classifier.h),
 // implemented in kernels/matmul_cuda.cu. Never materializes the (N, V) logits: rows go through a fp32 scratch of
-// CUDA_CLASSIFIER_CHUNK * V values (plan/planner.h counts exactly that, as the model's `logits_chunk`).
+// CUDA_CLASSIFIER_CHUNK * V values (train/planner.h counts exactly that, as the model's `logits_chunk`).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -9,7 +9,7 @@
 
 #include "common/cuda_common.cuh"
 #include "kernels/matmul.cuh"
-#include "plan/planner.h"  // CUDA_CLASSIFIER_CHUNK
+#include "kernels/cuda_sizes.h"  // CUDA_CLASSIFIER_CHUNK
 
 // Leading dimension (elements) of the fp32 logits rows in the scratch: V rounded up to 4, so every row starts
 // 16-byte aligned (cuBLASLt's fast kernels and TMA want 16-byte aligned rows; V = 50257 is odd).

@@ -7,18 +7,22 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "kernels/adam_mini.h"
 #include "kernels/adamw.h"
 #include "kernels/attention.h"
 #include "kernels/classifier.h"
 #include "kernels/encoder.h"
+#include "kernels/galore.h"
 #include "kernels/gelu.h"
 #include "kernels/layernorm.h"
 #include "kernels/matmul.h"
+#include "kernels/muon.h"
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/rso.h"
 #include "kernels/swiglu.h"
-#include "model/tensors.h"
+#include "common/tensors.h"
 #include "prac/prac.h"
 
 struct CpuBackend {
@@ -138,4 +142,34 @@ struct CpuBackend {
                       float beta1, float beta2, float eps, float wd, int t, float grad_scale, uint64_t /*salt*/) {
         adamw_update_cpu(params, grads, m, v, n, lr, beta1, beta2, eps, wd, t, grad_scale);
     }
+    void adam_mini_update(act_t* params, float* /*master*/, const grad_t* grads, float* m, float* v, size_t n,
+                          size_t block, float lr, float beta1, float beta2, float eps, float wd, int t,
+                          float grad_scale, uint64_t /*salt*/) {
+        adam_mini_update_cpu(params, grads, m, v, n, block, lr, beta1, beta2, eps, wd, t, grad_scale);
+    }
+    void muon_momentum(float* buf, float* u, const grad_t* g, size_t n, float mu, float grad_scale, bool nesterov) {
+        muon_momentum_cpu(buf, u, g, n, mu, grad_scale, nesterov);
+    }
+    void newton_schulz(float* X, int rows, int cols, float* work, int steps) {
+        newton_schulz_cpu(X, rows, cols, work, steps);
+    }
+    void muon_apply(act_t* params, float* /*master*/, const float* O, size_t n, float lr, float wd, float step,
+                    uint64_t /*salt*/) {
+        muon_apply_cpu(params, O, n, lr, wd, step);
+    }
+    int galore_refresh(float* P, const grad_t* G, int m, int n, int r, bool right) {
+        return galore_projection_cpu(P, G, m, n, r, right);
+    }
+    void galore_project(float* R, const grad_t* G, const float* P, int m, int n, int r, bool right, float grad_scale) {
+        galore_project_cpu(R, G, P, m, n, r, right, grad_scale);
+    }
+    void galore_adam(float* R, float* m1, float* m2, size_t n, float b1, float b2, float eps) {
+        galore_adam_cpu(R, m1, m2, n, b1, b2, eps);
+    }
+    void galore_apply(act_t* W, float* /*master*/, const float* N, const float* P, int m, int n, int r, bool right,
+                      float step, float decay, uint64_t /*salt*/) {
+        galore_apply_cpu(W, N, P, m, n, r, right, step, decay);
+    }
+    void rso_prox(float* R, const float* B, size_t n, float prox) { rso_prox_cpu(R, B, n, prox); }
+    void rso_track(float* B, const float* N, size_t n, float step) { rso_track_cpu(B, N, n, step); }
 };

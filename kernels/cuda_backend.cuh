@@ -28,8 +28,8 @@
 #include "kernels/rmsnorm.cuh"
 #include "kernels/rope.cuh"
 #include "kernels/swiglu.cuh"
-#include "model/tensors.h"
-#include "plan/planner.h"
+#include "common/tensors.h"
+#include "kernels/cuda_sizes.h"  // CUBLASLT_WORKSPACE_BYTES, CUDA_CLASSIFIER_CHUNK
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
 

@@ -2,7 +2,7 @@
 // kernels/{encoder,layernorm,rmsnorm,residual,gelu,swiglu,rope,adamw}.cuh for both storage types, fp32 and bf16
 // (the backend uses floatX, common/cuda_common.cuh; the tests use both in every build). Other translation units
 // include the same headers, whose `extern template` declarations keep them from instantiating the launchers again:
-// they link this library (prac_cuda_elementwise) instead.
+// they link prac_cuda, which compiles this file, instead.
 #define PRAC_ELEMENTWISE_INSTANTIATE 1
 
 #include "kernels/adamw.cuh"

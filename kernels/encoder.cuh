@@ -1,25 +1,15 @@
 // Token (+ learned position) embedding, CUDA twins of kernels/encoder.h:
 //   encoder_forward_cuda   <->  encoder_forward_cpu    out (B, T, C) = wte[tokens] (+ wpe[t])
 //   encoder_backward_cuda  <->  encoder_backward_cpu   dwte[tokens] += dout, dwpe[t] += dout (accumulates)
-//
-// Backward, deterministically and without float atomics (many rows can hit the same token):
-//   dwpe: one thread per (t, W channels) sums dout[b, t, :] over b = 0..B-1 in order, starting from dwpe's
-//         value: the CPU twin's exact order (bitwise equal to it in the fp32 build).
-//   dwte: the rows are grouped by token on the device, then every token's rows are summed by one block:
-//     1. keys[i] = token_i << 32 | i for the B*T rows, padded with UINT64_MAX to P = a power of two;
-//     2. a bitonic sort of the keys (tiles of ENC_SORT_TILE in shared memory, the wider merge steps in global
-//        memory). The keys are distinct, so the sorted order is unique: rows by token, then by row index;
-//     3. for each (first row of a token's run, tile of 32*W channels), one block of 8 warps: warp w sums the
-//        run's rows w, w+8, ... in fp32, the warps' sums are added in warp order and the total is added into
-//        dwte once (one rounding to T per token and channel).
-//   Every sum's order depends only on the tokens and the shapes, so dwte/dwpe are bitwise reproducible.
-//   Scratch: encoder_backward_scratch_bytes(B, T) = P * 8 bytes, P = next power of two >= max(B*T, 2)
-//   (256 KiB at B*T = 32768). tokens must lie in [0, V); V itself is not needed.
+// The backward is deterministic without float atomics (many rows can hit the same token): dwpe sums over b in the
+// CPU twin's order; dwte sorts the rows by token on the device (a bitonic sort of token << 32 | row keys) and sums
+// each token's run in one block in a fixed order. Scratch: encoder_backward_scratch_bytes(B, T) (8 bytes per row,
+// rows rounded up to a power of two). tokens must lie in [0, V). The steps: docs/DESIGN.md section 3.2.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/elementwise_common.cuh"
+#include "kernels/elementwise_common.cuh"  // Pack, load_pack, to_float
 #include "kernels/encoder.h"
 
 constexpr int ENC_SORT_TILE = 2048;  // keys per shared-memory sort tile: 16 KiB, 1024 threads

@@ -2,19 +2,14 @@
 //   layernorm_forward_cuda   <->  layernorm_forward_cpu    out (N, C) = (x - mean) * rstd * weight + bias;
 //                                                          mean, rstd (N) fp32
 //   layernorm_backward_cuda  <->  layernorm_backward_cpu   dinp (N, C) += ..., dweight, dbias (C) += ...
-// Rows: one warp per row (8 rows per 256-thread block), fp32 sums reduced by warp butterflies; two passes for
-// mean then variance, as the CPU twin (no E[x^2] - mean^2 cancellation). Rows are re-read from global memory
-// (L1/L2) rather than kept in registers, so any C works. 128-bit packs when C is a multiple of W (8 bf16 /
-// 4 fp32) and the pointers are 16-byte aligned, scalar otherwise.
-// Parameter gradients: deterministic two-stage column sums (elementwise_common.cuh, colsum_*): per (row chunk,
-// column tile) fp32 partials into the caller's scratch, then a fixed chunk-order sum added once into dweight
-// and dbias. Scratch: layernorm_backward_scratch_bytes(N, C) = 2 * colsum_chunks(N) * C * 4 bytes, with
-// colsum_chunks(N) = clamp(ceil(N / 64), 1, 256): at most 2 KiB per channel (1.5 MiB at C = 768, 8 MiB at
-// C = 4096).
+// One warp per row, fp32 warp-butterfly sums, two passes (mean, then variance) as the CPU twin; 128-bit packs when C
+// is a multiple of W and the pointers are 16-byte aligned. dweight and dbias by the deterministic two-stage column
+// sums of elementwise_common.cuh (colsum_*) through the caller's scratch of layernorm_backward_scratch_bytes(N, C)
+// (at most 2 KiB per channel). Rows, packs and the scratch's size: docs/DESIGN.md section 3.2 (norms).
 #pragma once
 #include <cstddef>
 
-#include "kernels/elementwise_common.cuh"
+#include "kernels/elementwise_common.cuh"  // colsum_*, warp_sum, Pack, load_pack
 #include "kernels/layernorm.h"
 
 inline size_t layernorm_backward_scratch_bytes(int N, int C) {

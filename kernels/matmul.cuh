@@ -1,18 +1,13 @@
-// Matmul family, CUDA twins of kernels/matmul.h (cuBLASLt), implemented in kernels/matmul_cuda.cu.
-// Same layout and argument order as the CPU twins: row-major, weight (OC, C) as nn.Linear, out = inp @ weight^T.
-// Storage floatX (bf16, or fp32 with -DPRAC_FP32), accumulation fp32 (CUBLAS_COMPUTE_32F: no TF32 in the fp32
-// build, so it compares tightly with the CPU backend).
-//
-// Twins:
+// Matmul family, CUDA twins of kernels/matmul.h (cuBLASLt), implemented in kernels/matmul_cuda.cu:
 //   gemm_cuda                    <-> gemm_cpu                     C (M,N) = alpha op(A) op(B) + beta C [+ bias]
 //   matmul_forward_cuda          <-> matmul_forward_cpu           out (N,OC) = inp (N,C) @ weight (OC,C)^T + bias
 //   matmul_backward_input_cuda   <-> matmul_backward_input_cpu    dinp (N,C) (+)= dout (N,OC) @ weight (OC,C)
 //   matmul_backward_weight_cuda  <-> matmul_backward_weight_cpu   dweight += dout^T inp;  dbias += colsum(dout)
-//
-// Everything is enqueued on the `stream` argument; nothing synchronises. One CublasLt context per stream (its
-// workspace is shared by all its GEMMs and by the dbias kernels when they are given no scratch of their own).
-// Determinism: for a fixed shape, pointer alignment, GPU, and cuBLASLt version, results are bitwise reproducible
-// (see CublasLt below and the dbias kernel in matmul_cuda.cu).
+// Same layout and argument order as the CPU twins (row-major, weight (OC, C) as nn.Linear); storage floatX,
+// accumulation fp32, no TF32. Everything is enqueued on the `stream` argument; nothing synchronises. One CublasLt
+// context per stream (its workspace serves its GEMMs and the dbias kernels given no scratch of their own). Bitwise
+// reproducible for a fixed shape, pointer alignment, GPU and cuBLASLt version (CublasLt and the dbias kernels
+// below; docs/DESIGN.md section 3.2).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -21,8 +16,8 @@
 #include <cstdint>
 #include <unordered_map>
 
-#include "common/cuda_common.cuh"
-#include "plan/planner.h"  // CUBLASLT_WORKSPACE_BYTES
+#include "common/cuda_common.cuh"  // floatX
+#include "kernels/cuda_sizes.h"  // CUBLASLT_WORKSPACE_BYTES
 
 // cuBLAS data type of floatX
 #if defined(PRAC_FP32)

@@ -1,23 +1,10 @@
-// Matmul family and fused classifier on the GPU: CUDA twins of kernels/matmul.h and kernels/classifier.h.
-// Contracts in kernels/matmul.cuh and kernels/classifier.cuh.
-//
-// Row-major on cuBLASLt (the same reasoning as gemm_rm in prac/prac_cuda.cu). cuBLASLt is column-major. A
-// row-major matrix X (rows, cols) with leading dimension ld is, byte for byte, the column-major X^T (cols, rows)
-// with the same ld. So the row-major product
-//     C (M, N) = op(A) (M, K) @ op(B) (K, N)
-// is the column-major product C^T (N, M) = op(B)^T (N, K) @ op(A)^T (K, M) on the same buffers: cuBLAS's "A" is
-// our B and its "B" is our A, m = N, n = M, and each operand keeps its own transpose flag and leading dimension.
-// In cuBLASLt terms (a layout names the STORED column-major matrix, before its op):
-//   cuBLAS A := B:  op = transb ? T : N,  layout (transb ? K : N) x (transb ? N : K), ld = ldb
-//   cuBLAS B := A:  op = transa ? T : N,  layout (transa ? M : K) x (transa ? K : M), ld = lda
-//   C = D:          layout N x M, ld = ldc
-// The BIAS epilogue adds a vector of length m (rows of the column-major D) = N = the row-major columns: one value
-// per output feature, as matmul_forward_cpu's bias.
-//
-// Compute type CUBLAS_COMPUTE_32F, scale type fp32, for every storage type: bf16 x bf16 -> bf16 or fp32 runs on
-// tensor cores with fp32 accumulation; fp32 x fp32 -> fp32 is plain SGEMM. TF32 needs CUBLAS_COMPUTE_32F_FAST_TF32
-// (or _FAST_16BF, _EMULATED_16BFX9) and is never requested, so the fp32 build (-DPRAC_FP32) stays IEEE fp32 and
-// comparable with the CPU at ~1e-5.
+// Matmul family and fused classifier on the GPU: CUDA twins of kernels/matmul.h and kernels/classifier.h, contracts
+// in kernels/matmul.cuh and kernels/classifier.cuh. cuBLASLt is column-major: each row-major GEMM runs as the
+// column-major product of the transposes on the same buffers (operands swapped, M and N swapped, each operand
+// keeping its own transpose flag and leading dimension; as gemm_rm in prac/prac_cuda.cu), and the BIAS epilogue then
+// adds one value per output feature. Compute type CUBLAS_COMPUTE_32F for every storage type, never TF32, so the fp32
+// build (-DPRAC_FP32) stays IEEE fp32 and comparable with the CPU at ~1e-5. The mapping in cuBLASLt's terms (layouts,
+// ops, the epilogue's vector) and the compute types: docs/DESIGN.md section 3.2.
 #include "kernels/classifier.cuh"
 #include "kernels/matmul.cuh"
 

@@ -4,18 +4,15 @@
 //
 // Newton-Schulz (Keller Jordan's Muon, also used by Moonlight): X = G / (||G||_F + 1e-7), then `steps` times
 //   A = X Xᵀ,  B = b A + c A²,  X = a X + B X        (a, b, c) = (3.4445, -4.7750, 2.0315)
-// Each iteration applies the odd polynomial p(s) = a s + b s³ + c s⁵ to every singular value of X and keeps
-// the singular vectors, so the result is U p⁵(Σ/||G||_F) Vᵀ: an approximate U Vᵀ whose singular values end up
-// in [0.68, 1.21] (the local minimum and maximum of p; see test/test_optimizers.cpp) rather than exactly 1.
-// For a tall X (rows > cols) the same iteration runs on Xᵀ so the Gram matrix is the small (cols, cols) one:
-// with A = XᵀX it reads X = a X + X B, which is the transposed iteration without a transposed copy.
+// an approximate U Vᵀ whose singular values end up in [0.68, 1.21], not exactly 1; a tall X (rows > cols) runs the
+// transposed iteration (A = XᵀX, X = a X + X B) without a transposed copy. Why: docs/DESIGN.md section 3.4 (Muon).
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 
-#include "kernels/matmul.h"
+#include "kernels/matmul.h"  // gemm_cpu
 
 constexpr float MUON_NS_A = 3.4445f, MUON_NS_B = -4.7750f, MUON_NS_C = 2.0315f;
 constexpr int MUON_NS_STEPS = 5;

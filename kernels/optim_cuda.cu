@@ -1,15 +1,9 @@
 // The CUDA backend's Muon, Adam-mini, GaLore and RSO ops (declared in kernels/cuda_backend.cuh, contract and rounding
-// seeds in kernels/optim_cuda.cuh). Each kernel and member names its CPU twin; shapes are row-major as there.
-//
-// Row-major on cuBLAS (as prac/prac_cuda.cu): a row-major M (rows, cols) with leading dimension ld is, byte for
-// byte, the column-major Mᵀ (cols, rows), so the row-major C (M, N) = op(A) op(B) is the column-major
-// Cᵀ = op(B)ᵀ op(A)ᵀ: sgemm_rm below swaps the operands and M, N, and every GEMM here passes gemm_cpu's
-// arguments. The GEMMs are cublasSgemm / cublasSsyrk on fp32 with the backend handle's default math mode (no
-// TF32), so the fp32 build compares tightly with the CPU twins, except Newton-Schulz in the bf16 build: there it
-// multiplies bf16 copies of its operands with fp32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F), as reference
-// Muon runs it in bf16; see CudaBackend::newton_schulz.
-//
-// Compiled WITHOUT --use_fast_math (the elementwise updates must round like the CPU twins).
+// seeds in kernels/optim_cuda.cuh). Each kernel and member names its CPU twin; shapes are row-major as there. GEMMs
+// go through sgemm_rm (row-major mapped to cuBLAS's column-major, with gemm_cpu's arguments): cublasSgemm /
+// cublasSsyrk on fp32 without TF32, except Newton-Schulz in the bf16 build, which multiplies bf16 copies of its
+// operands with fp32 accumulation (gemm_bf16_rm; see CudaBackend::newton_schulz) as reference Muon does. Compiled
+// WITHOUT --use_fast_math (the elementwise updates must round like the CPU twins). docs/DESIGN.md sections 3.2, 3.4.
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -20,7 +14,7 @@
 #include "common/error.h"
 #include "kernels/cuda_backend.cuh"
 #include "kernels/muon.h"  // MUON_NS_A/B/C: the same coefficients as the CPU twin
-#include "kernels/optim_cuda.cuh"
+#include "kernels/optim_cuda.cuh"  // optim_step_seed, optim_call_seed, optim_round
 
 namespace {
 

@@ -1,6 +1,6 @@
 // GPT-2: parameters, activation arena, forward and backward. Written once for every backend: the backend
-// (kernels/cpu_backend.h, later the CUDA one) supplies the ops; this file decides their order and what is
-// saved for backward where.
+// (kernels/cpu_backend.h, kernels/cuda_backend.cuh) supplies the ops; this file decides their order and what
+// is saved for backward where (docs/DESIGN.md sections 3.1, 4).
 //
 // Shapes: B batch, T sequence, N = B*T rows, C channels, NH heads, L layers, F = 4C MLP width, V vocab,
 // Vp padded vocab. Per-layer tensors are stacked with the layer index first.
@@ -12,11 +12,11 @@
 
 #include "common/error.h"
 #include "model/config.h"
-#include "model/tensors.h"
+#include "common/tensors.h"
 #include "model/weights.h"
-#include "prac/site.h"
-#include "io/safetensors.h"
-#include "model/model_common.h"
+#include "model/sites.h"  // the six sites: SiteIndex, apply_recompute, wire_sites
+#include "common/safetensors.h"  // safetensors_open (the HF name prefix of --init-from)
+#include "model/model_common.h"  // allocate_arena, mean_loss, load_hf_weights, ...
 
 template <typename T>
 struct GPT2Weights {
@@ -74,7 +74,7 @@ struct GPT2 {
         float* logits_chunk;  // (chunk, V) classifier scratch
         act_t* scratch_btc;   // (N, C) branch outputs in forward; input gradients in backward
         act_t* dresid;        // (N, C) gradient of the residual stream, accumulated by every branch
-        act_t* scratch_bt4c;  // (N, max(3C, F)) gradients of qkv / fch
+        act_t* scratch_wide;  // (N, max(3C, F)) gradients of qkv / fch
         // transient full-width buffers of compressed sites (size 0 when their sites are not compressed)
         act_t* t_resid;       // (N, C) residual stream: block input, x + attention, block output (in place)
         act_t* t_ln;          // (N, C) LN1 / LN2 output
@@ -86,7 +86,7 @@ struct GPT2 {
     void* acts_memory = nullptr;
     size_t acts_bytes = 0;
 
-    // Saved-for-backward tensors that PRAC may compress (DESIGN section 4); per layer:
+    // Saved-for-backward tensors that PRAC may compress (docs/DESIGN.md section 4.2); per layer:
     //   resid      LN1 input (the residual stream; one more slot holds the final LN's input) nonlinear
     //   ln1        LN1 output, the qkv matmul's input (one site shared by q, k, v)              linear
     //   resid_mid  LN2 input (x + attention branch)                                             nonlinear
@@ -94,7 +94,7 @@ struct GPT2 {
     //   fch        GeLU input (N, F)                                                            nonlinear
     //   fch_gelu   GeLU output, the fcproj matmul's input                                       linear
     // q, k, v, O and LSE stay exact (attention backward needs them; O is also attproj's input).
-    enum {  // the sites' order is prac/site.h's SiteIndex (wire_sites and RSO rely on it)
+    enum {  // the sites' order is model/sites.h's SiteIndex (wire_sites and RSO rely on it)
         RESID = SITE_RESID, LN1 = SITE_LN1, RESID_MID = SITE_RESID_MID, LN2 = SITE_LN2, FCH = SITE_FCH,
         FCH_GELU = SITE_ACT_OUT
     };
@@ -109,7 +109,7 @@ struct GPT2 {
 
     int recompute = 0;  // llm.c's -r: 1 recompute the MLP activation output in backward, 2 also the norm outputs
 
-    // Data parallelism (train/trainer.h): when set, backward() calls it with l as soon as layer l's parameter
+    // Data parallelism (train/grad_sync.h): when set, backward() calls it with l as soon as layer l's parameter
     // gradients are complete (l = L-1 down to 0), then once with -1 at its end, when the tensors outside the layers
     // (embeddings, final norm, head: layer_param_ranges' last entry) are complete. Whatever it starts (a
     // collective on another stream) overlaps the rest of backward; it must not touch other layers' gradients.
@@ -198,7 +198,7 @@ struct GPT2 {
             {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32, M::LOSS},
             {"scratch_btc", (void**)&a.scratch_btc, N * C, act},
             {"dresid", (void**)&a.dresid, N * C, act},
-            {"scratch_bt4c", (void**)&a.scratch_bt4c, N * std::max(3 * C, F), act},
+            {"scratch_wide", (void**)&a.scratch_wide, N * std::max(3 * C, F), act},
             {"t_resid", (void**)&a.t_resid, S[RESID].compressed() || S[RESID_MID].compressed() ? N * C : 0, act},
             {"t_ln", (void**)&a.t_ln, S[LN1].compressed() || S[LN2].compressed() ? N * C : 0, act},
             {"t_mlp_in", (void**)&a.t_mlp_in, S[FCH].compressed() ? N * F : 0, act},
@@ -287,14 +287,22 @@ struct GPT2 {
 
     // ------------------------------------------------------------------------------------------------
     // forward: embeddings -> L blocks -> final LayerNorm -> LM head + cross-entropy.
-    // With grad_scale != 0 (training) the fused classifier also runs the head's backward right away:
-    // dlnf goes to scratch_btc and dwte accumulates, so no logits are stored. grad_scale is the loss
-    // weight per token: 1 / (valid tokens in this micro-batch * gradient accumulation steps).
-    // Returns the mean loss over non-ignored targets (0 when every target is ignored).
+    // In training the fused classifier also runs the head's backward right away: dlnf goes to scratch_btc and
+    // dwte accumulates, so no logits are stored. grad_scale is the loss weight per token: 1 / (valid tokens in
+    // this micro-batch * gradient accumulation steps). Returns the mean loss over non-ignored targets (0 when
+    // every target is ignored).
+    // Training: saves for backward (compressing, refreshing bases when due); grad_scale > 0 is the loss weight
+    // per token. Evaluation (eval_loss): the mean loss only; nothing saved or refreshed, no gradient.
     float forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale) {
+        if (!(grad_scale > 0.0f)) fail("internal: a training forward needs a loss weight > 0 (got %g)", grad_scale);
+        return forward_pass(host_inputs, host_targets, true, grad_scale);
+    }
+    float eval_loss(const int32_t* host_inputs, const int32_t* host_targets) {
+        return forward_pass(host_inputs, host_targets, false, 0.0f);
+    }
+    float forward_pass(const int32_t* host_inputs, const int32_t* host_targets, bool train, float grad_scale) {
         int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
         int N = B * T;
-        bool train = grad_scale != 0.0f;
         check_tokens(host_inputs, N, V);
         be.upload(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
         be.upload(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
@@ -365,7 +373,7 @@ struct GPT2 {
         int N = B * T;
         act_t* dresid = acts.dresid;       // (N, C)
         act_t* dbtc = acts.scratch_btc;    // (N, C)
-        act_t* dwide = acts.scratch_bt4c;  // (N, max(3C, F))
+        act_t* dwide = acts.scratch_wide;  // (N, max(3C, F))
         ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
                         &fch = sites[FCH], &fch_gelu = sites[FCH_GELU];
 

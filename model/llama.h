@@ -11,11 +11,11 @@
 
 #include "common/error.h"
 #include "model/config.h"
-#include "model/model_common.h"
-#include "model/tensors.h"
+#include "model/model_common.h"  // allocate_arena, mean_loss, load_hf_weights, ...
+#include "common/tensors.h"
 #include "model/weights.h"
-#include "prac/site.h"
-#include "io/safetensors.h"
+#include "model/sites.h"  // the six sites: SiteIndex, apply_recompute, wire_sites
+#include "common/safetensors.h"
 
 template <typename T>
 struct LlamaWeights {
@@ -75,7 +75,7 @@ struct Llama {
     void* acts_memory = nullptr;
     size_t acts_bytes = 0;
 
-    // Saved-for-backward tensors that PRAC may compress (DESIGN section 4); per layer:
+    // Saved-for-backward tensors that PRAC may compress (docs/DESIGN.md section 4.2); per layer:
     //   resid      RMSNorm-1 input (the residual stream; one more slot: the final norm's input) nonlinear
     //   ln1        RMSNorm-1 output, shared input of q, k, v                                  linear
     //   resid_mid  RMSNorm-2 input                                                              nonlinear
@@ -84,7 +84,7 @@ struct Llama {
     //              both halves (our reading: the paper does not say which SwiGLU tensors)     nonlinear
     //   fch_act    SwiGLU output, down_proj's input                                             linear
     // q, k (after RoPE), v, O and LSE stay exact; O is also o_proj's input.
-    enum {  // the sites' order is prac/site.h's SiteIndex (wire_sites and RSO rely on it)
+    enum {  // the sites' order is model/sites.h's SiteIndex (wire_sites and RSO rely on it)
         RESID = SITE_RESID, LN1 = SITE_LN1, RESID_MID = SITE_RESID_MID, LN2 = SITE_LN2, FCH = SITE_FCH,
         FCH_ACT = SITE_ACT_OUT
     };
@@ -249,11 +249,19 @@ struct Llama {
 
     // ------------------------------------------------------------------------------------------------
     // forward: embedding -> L blocks -> final RMSNorm -> LM head + cross-entropy (see GPT2::forward for the
-    // fused head: with grad_scale != 0 it leaves dlnf in scratch_btc and accumulates dlm_head).
+    // fused head: in training it leaves dlnf in scratch_btc and accumulates dlm_head).
+    // Training: saves for backward (compressing, refreshing bases when due); grad_scale > 0 is the loss weight
+    // per token. Evaluation (eval_loss): the mean loss only; nothing saved or refreshed, no gradient.
     float forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale) {
+        if (!(grad_scale > 0.0f)) fail("internal: a training forward needs a loss weight > 0 (got %g)", grad_scale);
+        return forward_pass(host_inputs, host_targets, true, grad_scale);
+    }
+    float eval_loss(const int32_t* host_inputs, const int32_t* host_targets) {
+        return forward_pass(host_inputs, host_targets, false, 0.0f);
+    }
+    float forward_pass(const int32_t* host_inputs, const int32_t* host_targets, bool train, float grad_scale) {
         int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
         int N = B * T;
-        bool train = grad_scale != 0.0f;
         check_tokens(host_inputs, N, V);
         be.upload(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
         be.upload(acts.targets, host_targets, (size_t)N * sizeof(int32_t));

@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 #include "model/config.h"
-#include "model/tensors.h"
+#include "common/tensors.h"
 #include "model/weights.h"
 
 // Every input id must index the embedding table.
@@ -16,7 +16,7 @@ inline void check_tokens(const int32_t* tokens, int N, int V) {
                  "---> HINT: were the shards made with this model's tokenizer?", tokens[i], i, V);
 }
 
-// Per-layer gradient averaging (the models' on_layer_grads hook, train/trainer.h): the ranges of the parameter
+// Per-layer gradient averaging (the models' on_layer_grads hook, train/grad_sync.h): the ranges of the parameter
 // buffer that layer l's backward completes, at index l in [0, L), and at index L the tensors outside the layer
 // stack (embeddings, position embeddings, final norm, LM head), which are complete only at the end of backward
 // (GPT-2's tied wte also collects the head's gradient in forward). Every other tensor is stacked (L, ...) with the

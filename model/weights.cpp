@@ -4,7 +4,7 @@
 #include <set>
 
 #include "common/error.h"
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 
 size_t layout_params(const std::vector<ParamDecl>& decls, std::vector<ParamSpec>& specs) {
     specs.clear();

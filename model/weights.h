@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "model/config.h"
-#include "model/tensors.h"
+#include "common/tensors.h"
 
 // Lays out parameter tensors contiguously (each offset rounded up to 64 elements, so every tensor starts
 // 128-byte aligned even in bf16). Returns the buffer's element count.

@@ -1,21 +1,10 @@
-// PRAC site ops on the GPU: CUDA twins of prac/prac.h (compress, reconstruct, factored weight gradient),
-// prac_cpu.cpp (Gaussian draw, basis refresh). See prac/prac_cuda.cuh for the contract.
-//
-// Row-major on cuBLAS. cuBLAS is column-major. A row-major matrix M (rows, cols) with leading dimension ld is,
-// byte for byte, the column-major matrix M^T (cols, rows) with the same ld. So the row-major product
-//     C (M, N) = op(A) (M, K) @ op(B) (K, N)
-// is the column-major product C^T (N, M) = op(B)^T (N, K) @ op(A)^T (K, M) on the same buffers: swap the operands
-// (B first), swap M and N, keep each operand's own transpose flag and leading dimension. gemm_rm below does
-// exactly that once, and every GEMM here calls it with the same arguments as the CPU twin calls gemm_cpu.
-//
-// The refresh keeps its own fp32 working copy of P in column-major (n, r) layout (leading dimension n): there,
-// the Q1 block is columns [0, r1) and the Q2 block is columns [r1, r), each a contiguous column-major
-// (n, r1) / (n, r2) matrix that cuSOLVER's geqrf/orgqr and cublasSgemm take directly. It is loaded from the
-// row-major T-typed P at the start (transpose + convert) and stored back, only for the parts that changed,
-// at the end.
-//
-// Compiled WITHOUT --use_fast_math: the Gaussian draw's Box-Muller runs in double (prac/philox.h) so host and
-// device agree to the final rounding to float.
+// PRAC site ops on the GPU: CUDA twins of prac/prac.h (compress, reconstruct, factored weight gradient) and
+// prac_cpu.cpp (Gaussian draw, basis refresh); the contract is prac/prac_cuda.cuh. Row-major on cuBLAS: gemm_rm
+// below runs each row-major GEMM as the column-major product of the transposes (operands and M, N swapped), and
+// every GEMM here calls it with the same arguments as the CPU twin calls gemm_cpu. The refresh works on an fp32
+// column-major copy of P, whose Q1 and Q2 blocks cuSOLVER and cublasSgemm take directly, and writes back only the
+// parts that changed. Compiled WITHOUT --use_fast_math: the Gaussian draw's Box-Muller runs in double
+// (prac/philox.h) so host and device agree to the final rounding to float. Details: docs/DESIGN.md sections 3.2, 4.4.
 #include "prac/prac_cuda.cuh"
 
 #include <algorithm>

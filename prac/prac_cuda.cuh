@@ -1,18 +1,12 @@
-// PRAC site ops, CUDA twins of prac/prac.h's *_cpu functions (same argument order, same semantics).
-//
-// Activations T: __nv_bfloat16 (the CUDA backend's bf16 build) or float (its fp32 build). Every GEMM
-// accumulates in fp32 (CUBLAS_COMPUTE_32F); the refresh does all its solver work in fp32.
-// Everything runs on h.stream; the functions set that stream on the handles they use. The cuBLAS handle must
-// be in CUBLAS_POINTER_MODE_HOST (the default: alpha/beta are host scalars) and, for the fp32 build's
-// comparisons with the CPU to hold at 1e-4, in CUBLAS_DEFAULT_MATH (no TF32).
-//
-// Twins:
+// PRAC site ops, CUDA twins of prac/prac.h's *_cpu functions (same argument order, same semantics, row-major):
 //   prac_compress_cuda      <-> prac_compress_cpu       xc (N, r) = x (N, n) @ P (n, r)
 //   prac_reconstruct_cuda   <-> prac_reconstruct_cpu    x (N, n) = xc (N, r) @ P (n, r)^T
 //   prac_weight_grad_cuda   <-> prac_weight_grad_cpu    dW (OC, n) += (dY^T xc) P^T;  dbias += colsum(dY)
 //   prac_gaussian_cuda      <-> prac_gaussian_cpu       the same Philox draw, element for element
 //   prac_refresh_cuda       <-> prac_refresh_cpu        Q1 from the Gram matrix's eigenvectors, Q2 from S
-// All matrices are row-major, as on the CPU.
+// Activations T: __nv_bfloat16 (bf16 build) or float (fp32 build); GEMMs accumulate in fp32, the refresh solves in
+// fp32. Everything runs on h.stream. The cuBLAS handle must be in CUBLAS_POINTER_MODE_HOST (the default) and, for the
+// fp32 build to match the CPU at 1e-4, in CUBLAS_DEFAULT_MATH (no TF32). More: docs/DESIGN.md section 4.4.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -21,7 +15,7 @@
 
 #include <cstddef>
 
-#include "prac/prac.h"
+#include "prac/prac.h"  // SiteDims, PracDrawKey, PracRefreshResult, GramReducer
 
 struct PracCudaHandles {
     cudaStream_t stream = nullptr;
@@ -59,7 +53,7 @@ void prac_gaussian_cuda(float* S, int n, int cols, int ld, const PracDrawKey& ke
 // The solver sizes come from the *_bufferSize queries, which need a live cuSOLVER handle (and so a GPU): call
 // it after the handle exists (it also allocates and frees 256 device bytes to stand in for the matrices).
 // Does not depend on N (the Gram GEMM needs no workspace of ours).
-// TODO(planner): plan/planner.cpp's refresh_workspace estimates this without a handle; reconcile the two
+// TODO(planner): train/planner.cpp's refresh_workspace estimates this without a handle; reconcile the two
 // (the planner's figure must be >= this one, or the backend must size the buffer from this function).
 size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, int r1, int r2);
 

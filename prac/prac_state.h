@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 #include "prac/site.h"
 
 // Host copies of the state, kept alive until the tensors are written.

@@ -1,31 +1,19 @@
-// Activation sites: the tensors a model saves for backward that PRAC may compress. The model's orchestration
-// calls the same four functions whether a site is compressed or not, so `--prac none` runs exactly the
-// baseline op sequence:
-//   fwd(l)          where layer l's full tensor is written in forward (its slot in the per-layer stack, or the
-//                   shared transient buffer when compressed)
-//   save(l)         after forward is done with the full tensor: compress it (refreshing the basis when due)
-//   restore(l)      in backward, the full tensor (the stored one, or reconstructed into the transient buffer)
-//   weight_grad(l)  linear sites: dW += dYᵀ X, factored through the compressed X without reconstruction
-// Transient buffers are shared between sites whose full tensors are never live at the same time; backward
-// never uses them as scratch.
-//
-// Recompute (llm.c's -r, `--recompute`): a recomputed site saves nothing. Its stack collapses to ONE (N, n)
-// slot that fwd(l)/restore(l)/weight_grad(l) use for every layer; save is a no-op, and the model's backward
-// re-runs the site's forward op (GeLU/SwiGLU, or the norm) into that slot, from the restored input site,
-// before using it. A recomputed site is never compressed (recompute wins over PRAC for that site).
+// Activation sites: the tensors a model saves for backward that PRAC may compress (ActSite), the refresh schedule
+// (PracSchedule) and --dump-site (ActivationDump). The model calls the same four functions whether a site is
+// compressed or not, so `--prac none` runs exactly the baseline op sequence: fwd(l) where layer l's full tensor is
+// written in forward, save(l) compresses it (refreshing the basis when due), restore(l) gives the full tensor in
+// backward (stored, or reconstructed into the shared transient buffer), weight_grad(l) the factored dW of a linear
+// site. A recomputed site (--recompute) saves nothing: one (N, n) slot that backward refills. Which sites a
+// transformer has: model/sites.h. The four functions, the transient buffers and recompute: docs/DESIGN.md section 4.2.
 #pragma once
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
-#include "io/npy.h"
+#include "common/npy.h"  // write_npy_f32 (--dump-site)
 #include "prac/prac.h"
 
-// Both models list their six sites in this order (model/gpt2.h, model/llama.h): the residual stream, the
-// attention norm's output (q/k/v's input), the residual after attention, the MLP norm's output (the MLP's input),
-// the MLP's hidden pre-activation, and the activation output (the down projection's input).
-enum SiteIndex { SITE_RESID, SITE_LN1, SITE_RESID_MID, SITE_LN2, SITE_FCH, SITE_ACT_OUT };
 // Draw keys of RSO's subspaces (train/optim_rso.h) use site ids from here on, apart from every model site's.
 constexpr uint32_t RSO_DRAW_SITE_BASE = 200;
 
@@ -182,34 +170,6 @@ void site_add_specs(ActSite<Backend>& s, size_t N, std::vector<TensorSpec>& acts
     }
 }
 
-// --recompute: 0 off; 1 the MLP activation output (GeLU / SwiGLU, site `act`) is recomputed in backward from
-// the `mlp_in` site; 2 also the norm outputs (ln1, ln2: one shared (N, C) slot) from the resid / resid_mid
-// sites. Recomputed sites are not compressed. The norm's recompute also rewrites the layer's saved norm
-// statistics (the kernel always writes them); from the exact input these are the same bits, but from a PRAC
-// reconstruction they would change the norm backward, so recompute 2 refuses compressed resid / resid_mid
-// (recompute 1 is fine with a compressed mlp_in: the activation backward uses that reconstruction anyway).
-template <class Backend>
-void apply_recompute(std::vector<ActSite<Backend>>& sites, int recompute, int act, int ln1, int ln2, int resid,
-                     int resid_mid) {
-    CHECK_USER(recompute >= 0 && recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", recompute);
-    auto set = [&](int i, bool borrowed) {
-        ActSite<Backend>& s = sites[i];
-        s.recompute = true;
-        s.borrowed = borrowed;
-        s.stack = 1;
-        s.dims = SiteDims();
-    };
-    if (recompute >= 1) set(act, false);
-    if (recompute >= 2) {
-        if (sites[resid].compressed() || sites[resid_mid].compressed())
-            fail("--recompute 2 recomputes the norm outputs from the residual stream, which PRAC compresses here "
-                 "(site %s)\n---> HINT: use --recompute 1, or compress only the linear sites (--prac-classes linear)",
-                 sites[resid].compressed() ? sites[resid].name.c_str() : sites[resid_mid].name.c_str());
-        set(ln1, false);
-        set(ln2, true);
-    }
-}
-
 // Elements of the factored weight-gradient scratch: (OC, r) of the widest compressed linear site among the
 // (site index, OC) pairs (0 when none is compressed).
 template <class Backend>
@@ -219,16 +179,4 @@ size_t factored_grad_scratch(const std::vector<ActSite<Backend>>& sites,
     for (auto [site, OC] : linear)
         if (sites[site].compressed()) m = std::max(m, (size_t)OC * sites[site].r());
     return m;
-}
-
-// hands each its shared transient buffer and the factored-gradient scratch once the arena is laid out.
-template <class Backend>
-void wire_sites(std::vector<ActSite<Backend>>& sites, typename Backend::act_t* t_resid, typename Backend::act_t* t_ln,
-                typename Backend::act_t* t_mlp_in, typename Backend::act_t* t_mlp_out, float* prac_tmp) {
-    sites[SITE_RESID].transient = sites[SITE_RESID_MID].transient = t_resid;
-    sites[SITE_LN1].transient = sites[SITE_LN2].transient = t_ln;
-    sites[SITE_FCH].transient = t_mlp_in;
-    sites[SITE_ACT_OUT].transient = t_mlp_out;
-    for (ActSite<Backend>& s : sites) s.wgrad_tmp = prac_tmp;
-    if (sites[SITE_LN2].borrowed) sites[SITE_LN2].full = sites[SITE_LN1].full;  // recompute 2: one (N, C) slot for both norms
 }

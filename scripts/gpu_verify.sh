@@ -19,7 +19,7 @@
 #   fp32    the same build with PRECISION=FP32 in build-fp32 (FP32_TARGETS=gpu: only the GPU tests' targets,
 #           the default, to fit the time budget; FP32_TARGETS=all: everything), then its GPU tests
 #   cpu     the CPU suite: ctest --test-dir build -LE gpu -j (CI runs it too; here it checks the GPU image)
-#   bench   run_benchmarks(): every executable build/bench/bench_gpu* with a time limit, run with $BENCH_ARGS
+#   bench   run_benchmarks(): every executable build/tools/bench_gpu* with a time limit, run with $BENCH_ARGS
 # Then a summary table (step/test, status, seconds), summary.txt, results.json and logs.tar.gz under $OUT
 # (the device tool returns $OUT; at most 8 files) or under WORK (/tmp/gpu_verify) when OUT is unset.
 # Exit status: 0 when every step and test passed (skips count as passes only in a dry run), 1 otherwise.
@@ -34,7 +34,7 @@
 #   TOTAL_BUDGET    seconds for the whole script (default 540: the device tool allows 600 per command; dry run 3600)
 #   BUILD_CAP       seconds per build step, configure included (default 300; dry run 2400)
 #   CPU_CAP         seconds for the CPU suite (default 200, and what is left of the budget; dry run 1200)
-#   GPU_CAP         seconds for each build's GPU tests (default 240; each test at most 180: gpu.trainer_cuda runs
+#   GPU_CAP         seconds for each build's GPU tests (default 240; each test at most 180: gpu.trainer_cuda.{cpu,nccl,resume} run
 #                   about 20 short trainings)
 #   JOBS            parallel jobs (default nproc)
 #   FP32_TARGETS    gpu (default) | all | none
@@ -598,15 +598,15 @@ step_ctest() {
 }
 
 # ---------------------------------------------------------------------------------------------------------------
-# Benchmarks hook. Runs every executable named bench_gpu* in $BUILD_DIR/bench (none exist yet: bench/ has only the
-# CPU program bench_tokenizer) with a time limit of BENCH_TIMEOUT seconds each, and records its status; its
+# Benchmarks hook. Runs every executable named bench_gpu* in $BUILD_DIR/tools (tools/bench_gpu.cu; a build without
+# the CUDA backend has none) with a time limit of BENCH_TIMEOUT seconds each, and records its status; its
 # output goes to logs/bench_<name>.log and its last lines to stdout. A GPU benchmark that wants its numbers in
 # the summary should print lines starting with "RESULT " (they are copied into summary.txt and results.json).
 # ---------------------------------------------------------------------------------------------------------------
 run_benchmarks() {
   local bd=$1 b n t rc t0 found=0
-  log "benchmarks: $bd/bench/bench_gpu*"
-  for b in "$bd"/bench/bench_gpu*; do
+  log "benchmarks: $bd/tools/bench_gpu*"
+  for b in "$bd"/tools/bench_gpu*; do
     [ -f "$b" ] && [ -x "$b" ] || continue
     found=1; n=$(basename "$b"); t0=$(now); rc=0
     t=$(step_timeout "$BENCH_TIMEOUT")
@@ -619,8 +619,8 @@ run_benchmarks() {
     else record "bench:$n" FAIL $(( $(now) - t0 )) "rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${t}s)")"; fi
   done
   if [ "$found" = 0 ]; then
-    echo "  none (bench/ has no bench_gpu* program yet)"
-    record bench SKIP 0 "no bench_gpu* executables in $bd/bench"
+    echo "  none (no tools/bench_gpu* program in this build)"
+    record bench SKIP 0 "no bench_gpu* executables in $bd/tools"
   fi
 }
 

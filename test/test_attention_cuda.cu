@@ -1,7 +1,8 @@
-// GPU test of kernels/attention_cuda.cu and kernels/attention_cudnn.cu: the flash-style forward and backward (every
-// implementation this build has: Simt; Mma in the bf16 build; Cudnn, cuDNN's fused SDPA, in the bf16 build with
-// cudnn-frontend) against the CPU twin (kernels/attention.h, run in float on the inputs rounded to floatX) and, for
-// T <= 256, against the naive GPU kernels (scores materialised in global memory); Cudnn also against Mma.
+// GPU test of kernels/attention_cuda.cu (the dispatch), kernels/attention_simt.cu, kernels/attention_mma.cu and
+// kernels/attention_cudnn.cu: the flash-style forward and backward (every implementation this build has: Simt; Mma
+// in the bf16 build; Cudnn, cuDNN's fused SDPA, in the bf16 build with cudnn-frontend) against the CPU twin
+// (kernels/attention.h, run in float on the inputs rounded to floatX) and, for T <= 256, against the naive GPU
+// kernels (test/attention_naive_cuda.cuh: scores materialised in global memory); Cudnn also against Mma.
 //
 // Exit codes: 0 all checks passed, 1 a check failed, 77 no CUDA device (ctest: "Not Run (Skipped)"); with
 // REQUIRE_GPU=1 in the environment a missing device is a failure (exit 1) instead of a skip.
@@ -29,7 +30,7 @@
 // Besides the grid: the graph cache (a second call of a shape builds nothing and is a cache hit), Auto preferring
 // cuDNN when given a context and the hand-written kernels without one, clean refusals (forced Cudnn on unaligned
 // tensors, PRAC_ATTENTION values this build cannot run), mixing implementations (the hand-written backward on
-// cuDNN's O and lse), and the planner's workspace estimate (plan/planner.cpp) against the measured
+// cuDNN's O and lse), and the planner's workspace estimate (train/planner.cpp) against the measured
 // get_workspace_size of the backward graphs at the planner's reference shapes (built, not run).
 //
 // Timing (information only, not a check): B=8, NH=12, T=1024, HS=64 (GPT-2 124M), causal and not, per
@@ -59,6 +60,8 @@
 #include "kernels/attention.cuh"
 #include "kernels/attention.h"
 #include "kernels/attention_cudnn.cuh"
+#include "test/attention_naive_cuda.cuh"  // the naive oracle
+#include "kernels/cuda_sizes.h"  // cudnn_sdpa_workspace_estimate
 
 // ---- reporting ----
 
@@ -405,7 +408,7 @@ static void test_cudnn_extras(cudaStream_t st) {
     cudaCheck(cudaStreamSynchronize(st));
     check(attention_cudnn_stats(g_cudnn).executes == s4.executes, "auto on a misaligned lse runs the hand-written kernel");
 
-    // the planner's estimate (plan/planner.cpp) against the measured backward workspace at its reference shapes
+    // the planner's estimate (train/planner.cpp) against the measured backward workspace at its reference shapes
     // (graphs built, never run: nothing of this size is allocated)
     struct Ref {
         const char* name;
@@ -430,7 +433,7 @@ static void test_cudnn_extras(cudaStream_t st) {
 }
 
 int main() {
-    if (int rc = gpu_test_unavailable("test_attention_cuda"); rc >= 0) return rc;
+    if (int rc = gpu_unavailable_exit_code("test_attention_cuda"); rc >= 0) return rc;
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     std::printf("device 0: %s (sm_%d%d), floatX = %s\n", prop.name, prop.major, prop.minor, PRAC_FLOATX_NAME);

@@ -16,7 +16,7 @@
 #include <limits>
 
 #include "common/error.h"
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 #include "test/test_files.h"
 
 namespace fs = std::filesystem;

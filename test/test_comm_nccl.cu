@@ -135,7 +135,7 @@ static void overlapped_vs_whole(NcclComm& nc, CudaBackend& be, Arch arch, const 
 }
 
 int main() {
-    if (int rc = gpu_test_unavailable("test_comm_nccl"); rc >= 0) return rc;
+    if (int rc = gpu_unavailable_exit_code("test_comm_nccl"); rc >= 0) return rc;
     try {
         std::unique_ptr<Comm> host = comm_create(nullptr, nullptr);  // NoComm when not started by mpirun
         check(host->size() == 1, "one process (host communicator %s, size %d)", host->name(), host->size());

@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/shard.h"
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 #include "train/checkpoint.h"
 #include "test/run_shell.h"
 

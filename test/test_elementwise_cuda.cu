@@ -1,5 +1,5 @@
 // GPU test of the elementwise CUDA kernel family (kernels/{encoder,layernorm,rmsnorm,residual,gelu,swiglu,rope,
-// adamw}.cuh, built into prac_cuda_elementwise): every launcher against its CPU twin (kernels/*.h), run in float
+// adamw}.cuh, built into prac_cuda): every launcher against its CPU twin (kernels/*.h), run in float
 // on the same inputs rounded to the storage type first, for both storage types (fp32 and bf16) in every build.
 //
 // Exit codes: 0 all checks passed, 1 a check failed, 77 no CUDA device (ctest: "Not Run (Skipped)"); with
@@ -604,7 +604,7 @@ static void run_all() {
 }
 
 int main() {
-    if (int rc = gpu_test_unavailable("test_elementwise_cuda"); rc >= 0) return rc;
+    if (int rc = gpu_unavailable_exit_code("test_elementwise_cuda"); rc >= 0) return rc;
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     std::printf("device 0: %s (sm_%d%d), build floatX = %s\n", prop.name, prop.major, prop.minor, PRAC_FLOATX_NAME);

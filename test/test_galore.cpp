@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 #include "kernels/cpu_backend.h"
 #include "model/config.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "train/optim_galore.h"
-#include "train/optimizer.h"
+#include "train/optim_adamw.h"
 
 namespace {
 

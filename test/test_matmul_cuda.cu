@@ -316,7 +316,7 @@ static void test_classifier(Ctx& c, int N, int C, int V, int Vp, float grad_scal
 }
 
 int main() {
-    if (int rc = gpu_test_unavailable("test_matmul_cuda"); rc >= 0) return rc;
+    if (int rc = gpu_unavailable_exit_code("test_matmul_cuda"); rc >= 0) return rc;
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     std::printf("device 0: %s (sm_%d%d, %d SMs), floatX = %s\n", prop.name, prop.major, prop.minor,

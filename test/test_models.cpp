@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 #include "kernels/cpu_backend.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "prac/prac_state.h"
-#include "train/optimizer.h"
+#include "train/optim_adamw.h"
 
 #include <cstring>
 #include <unistd.h>
@@ -363,7 +363,7 @@ TEST(Recompute, LlamaBitwiseEqualToStored) { check_recompute<Llama>("llama_tiny"
 
 // ---- data parallelism's per-layer hook (model.on_layer_grads, layer_param_ranges) ------------------------------
 // The NCCL path starts averaging layer l's gradient slices when backward reports l, while backward goes on (train/
-// trainer.h). That is right only if, at that moment, those slices are final (bitwise equal to the end of backward)
+// grad_sync.h). That is right only if, at that moment, those slices are final (bitwise equal to the end of backward)
 // and nothing later writes them; the report order is L-1 .. 0, then -1 for the tensors outside the layers, and
 // the ranges cover every parameter exactly once. With PRAC the linear sites' factored weight gradients are
 // covered too.

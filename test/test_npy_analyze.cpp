@@ -1,8 +1,8 @@
-// Tests for io/npy (round trips, numpy-written fixtures, byte equality with np.save, every bad-input message)
+// Tests for common/npy (round trips, numpy-written fixtures, byte equality with np.save, every bad-input message)
 // and for the prac_analyze binary on synthetic X = U diag(s) Vᵀ with a known spectrum, so every number it
 // reports has a closed form. No Python at test time (the fixtures are committed; the --png test is skipped
 // when python3 + matplotlib are not there).
-#include "io/npy.h"
+#include "common/npy.h"
 
 #include <gtest/gtest.h>
 #include <lapacke.h>

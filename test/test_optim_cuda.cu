@@ -615,7 +615,7 @@ static void test_whole_steps(CudaBackend& gpu) {
 }
 
 int main() {
-    if (int rc = gpu_test_unavailable("test_optim_cuda"); rc >= 0) return rc;
+    if (int rc = gpu_unavailable_exit_code("test_optim_cuda"); rc >= 0) return rc;
     try {
         cudaDeviceProp prop;
         cudaCheck(cudaGetDeviceProperties(&prop, 0));

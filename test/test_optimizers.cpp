@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 #include "kernels/adam_mini.h"
 #include "kernels/adamw.h"
 #include "kernels/cpu_backend.h"
@@ -40,7 +40,7 @@
 #include "model/weights.h"
 #include "train/optim_adam_mini.h"
 #include "train/optim_muon.h"
-#include "train/optimizer.h"
+#include "train/optim_adamw.h"
 #include "test/test_util.h"
 
 namespace {

@@ -5,7 +5,7 @@
 #include "kernels/cpu_backend.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
-#include "plan/planner.h"
+#include "train/planner.h"
 #include "train/optimizers.h"
 
 namespace {

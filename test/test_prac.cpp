@@ -1,4 +1,5 @@
-// Tests of PRAC's core (prac/prac.h, prac/philox.h, prac/site.h) and of its sites inside the two models.
+// Tests of PRAC's core (prac/prac.h, prac/philox.h): the draws, the ranks of a site, the refresh of a basis,
+// the estimator and its operations.
 //
 //   1. Philox4x32-10 known-answer vectors (Random123) and the Gaussian draws built on it
 //   2. prac_site_dims: rank rounding, overrides, pac / rac / prac, k, disabled classes, bad inputs
@@ -6,8 +7,8 @@
 //   4. the estimator X~ = X P Pᵀ over many Q2 draws: unbiasedness, variance = (k-1)·tail energy (exact),
 //      RAC vs PRAC (the paper's Table 1), PAC's bias
 //   5. the factored weight gradient, compress / reconstruct
-//   6. one ActSite on its own (save / restore / failure bookkeeping), then sites in Llama / GPT-2: refresh
-//      schedule and counters, seeds, unbiased weight gradients with exact others, "classes off" == mode none
+//   (6, one ActSite on its own and the sites inside Llama / GPT-2, is test_prac_model.cpp; the helpers both
+//   files use are in prac_test_util.h.)
 //
 // Statistics. Every random check uses fixed seeds (the run is deterministic); its tolerance is derived so that
 // the check would fail with probability at most 1e-6 over the choice of seed if the code were right (stated at
@@ -27,118 +28,52 @@
 // so E||X~ - X||_F² = (k - 1)·||X UUᵀ||_F² = (k - 1)·||X - X Q1 Q1ᵀ||_F²: an equality for any fixed X and any
 // orthonormal Q1 (the paper states it as a bound), and for RAC (r1 = 0, k = n/r2) it is (n/r2 - 1)·||X||_F².
 //
-// Runtime (OMP_NUM_THREADS=2): 13-25 s measured on 2 cores shared with other jobs (load 6-9); the loops of
-// thousands of tiny ops run single-threaded (see SingleThreaded).
+// Runtime (OMP_NUM_THREADS=2): 13-25 s for this file and test_prac_model.cpp together, measured on 2 cores shared
+// with other jobs (load 6-9), most of it in the model tests; the loops of thousands of tiny ops run
+// single-threaded (see SingleThreaded).
 #include <gtest/gtest.h>
 #include <lapacke.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
-#include <memory>
-#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
 #include "kernels/cpu_backend.h"
-#include "model/gpt2.h"
-#include "model/llama.h"
 #include "prac/philox.h"
 #include "prac/prac.h"
-#include "prac/site.h"
+#include "test/prac_test_util.h"
 #include "test/test_util.h"
 
 namespace {
 
-using dvec = std::vector<double>;
-using fvec = std::vector<float>;
 constexpr double kEpsF = 5.9604644775390625e-8;  // fp32 unit roundoff 2^-24
-constexpr double kFail = 1e-6;                    // false-failure probability of each statistical check
 
-// ---- small statistics helpers ----
+// ---- small statistics helpers (the shared ones are in prac_test_util.h) ----
 
-// z with P(Z > z) = p, Z standard normal (bisection on erfc; p down to ~1e-300)
-double z_upper(double p) {
-    double lo = 0, hi = 40;
-    for (int i = 0; i < 200; i++) {
-        double mid = 0.5 * (lo + hi);
-        (0.5 * std::erfc(mid / std::sqrt(2.0)) > p ? lo : hi) = mid;
-    }
-    return 0.5 * (lo + hi);
-}
-double z_two_sided(double p) { return z_upper(p / 2); }
 // upper p-quantile of chi-square(df), Wilson-Hilferty (relative error well below 1% for df >= 10)
 double chi2_upper(double df, double p) {
     double z = z_upper(p), a = 2.0 / (9.0 * df);
     return df * std::pow(1 - a + z * std::sqrt(a), 3);
 }
 double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-// Székely-Bakirov factor: P(Q >= kSB · E Q) <= 1e-6 for any nonnegative Gaussian quadratic form Q
-double sb_factor() {
-    double z = z_two_sided(kFail);
-    return z * z;
-}
 
-
-// Our own normals (mt19937_64 + Box-Muller), identical on every standard library.
-struct Rng {
-    std::mt19937_64 g;
-    explicit Rng(uint64_t seed) : g(seed) {}
-    double uniform() { return ((double)(g() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-    double normal() {
-        double u1 = uniform(), u2 = uniform();
-        return std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-    }
-    fvec normals_f(size_t n, double scale = 1) {
-        fvec v(n);
-        for (float& x : v) x = (float)(scale * normal());
-        return v;
-    }
-};
-
-// ---- small dense helpers (row-major, double) ----
-
-// rows x cols with orthonormal columns (QR of a Gaussian matrix)
-dvec orthonormal_columns(int rows, int cols, uint64_t seed) {
-    Rng rng(seed);
-    dvec A((size_t)rows * cols), tau(cols);
-    for (double& a : A) a = rng.normal();
-    EXPECT_EQ(LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, rows, cols, A.data(), cols, tau.data()), 0);
-    EXPECT_EQ(LAPACKE_dorgqr(LAPACK_ROW_MAJOR, rows, cols, cols, A.data(), cols, tau.data()), 0);
-    return A;
-}
-
-// C (M, N) = op(A) op(B), double
-dvec dgemm(bool ta, bool tb, int M, int N, int K, const dvec& A, const dvec& B) {
-    dvec C((size_t)M * N);
-    gemm_cpu(ta, tb, M, N, K, 1.0, A.data(), ta ? M : K, B.data(), tb ? K : N, 0.0, C.data(), N);
-    return C;
-}
+// ---- small dense helpers (row-major, double; the shared ones are in prac_test_util.h) ----
 
 dvec to_d(const fvec& v) { return dvec(v.begin(), v.end()); }
-double sq_norm(const dvec& v) {
-    double s = 0;
-    for (double x : v) s += x * x;
-    return s;
-}
 double sq_dist(const dvec& a, const dvec& b) {
     double s = 0;
     for (size_t i = 0; i < a.size(); i++) s += (a[i] - b[i]) * (a[i] - b[i]);
     return s;
 }
 
-// columns [c0, c0 + c) of the (n, r) row-major P, times `scale`, as an (n, c) double matrix
-dvec block(const float* P, int n, int r, int c0, int c, double scale = 1) {
-    dvec B((size_t)n * c);
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < c; j++) B[(size_t)i * c + j] = scale * P[(size_t)i * r + c0 + j];
-    return B;
-}
 // max |AᵀB - δ·I| for A (n, a), B (n, b); identity = true subtracts I (a == b)
 double max_gram_err(const dvec& A, int a, const dvec& B, int b, int n, bool identity) {
     if (a == 0 || b == 0) return 0;
@@ -152,33 +87,6 @@ double max_gram_err(const dvec& A, int a, const dvec& B, int b, int n, bool iden
 double projector_dist(const dvec& A, const dvec& B, int n, int c) {
     dvec PA = dgemm(false, true, n, n, c, A, A), PB = dgemm(false, true, n, n, c, B, B);
     return std::sqrt(sq_dist(PA, PB));
-}
-
-// X (N, n) = U diag(s) Vᵀ with random orthonormal U (N, n), V (n, n), rounded to fp32
-struct Synth {
-    int N, n;
-    dvec s;   // the singular values used
-    fvec X;   // fp32 matrix
-    dvec Xd;  // the same values in double (what the references are computed from)
-};
-Synth make_synth(int N, int n, const dvec& s, uint64_t seed) {
-    dvec U = orthonormal_columns(N, n, seed), V = orthonormal_columns(n, n, seed + 1);
-    Synth S{N, n, s, fvec((size_t)N * n), dvec((size_t)N * n)};
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < n; j++) {
-            double v = 0;
-            for (int k = 0; k < n; k++) v += U[(size_t)i * n + k] * s[k] * V[(size_t)j * n + k];
-            S.X[(size_t)i * n + j] = (float)v;
-            S.Xd[(size_t)i * n + j] = (float)v;
-        }
-    return S;
-}
-// The spectrum of the estimator tests: 16 dominant values 10 .. 5.5, then a slowly decaying tail 1 .. 0.39
-// (the paper's picture: a few large singular values and a long tail). Spectral gap after 16: 5.5² - 1 = 29.25.
-dvec dominant_spectrum(int n, int top) {
-    dvec s(n);
-    for (int i = 0; i < n; i++) s[i] = i < top ? 10.0 - 0.3 * i : std::pow(0.98, i - top);
-    return s;
 }
 
 // LAPACK dgesvd of the (N, n) double matrix: singular values (descending) and Vᵀ (n, n)
@@ -339,12 +247,6 @@ TEST(PracGaussian, KeysSelectIndependentStreams) {
 // ================================================================================================
 // 2. Ranks of a site
 // ================================================================================================
-
-PracOptions opts(PracMode mode) {
-    PracOptions o;
-    o.mode = mode;
-    return o;
-}
 
 TEST(PracSiteDims, FractionsRoundDownToMultiplesOf8) {
     EXPECT_EQ(prac_round_rank(0.3f, 768), 224);
@@ -901,372 +803,6 @@ TEST(PracOps, FullRankBasisReconstructsX) {
         // P orthogonal to O(n)·eps, and two chained n-term products: ~4n·eps relative
         EXPECT_LT(rel, 4 * n * kEpsF) << "r1=" << r1 << " r2=" << r2;
     }
-}
-
-// ================================================================================================
-// 6. Sites inside the models
-// ================================================================================================
-
-template <template <class> class M>
-struct Harness {
-    CpuBackend be;
-    std::unique_ptr<M<CpuBackend>> model;
-    int B, T;
-    std::vector<int32_t> inputs, targets;
-    // vocab > 0 shrinks the vocabulary (the LM head dominates the cost of the tiny models on the CPU)
-    Harness(Arch arch, const char* name, const PracOptions& o, int B_, int T_, int vocab = 0, uint64_t weight_seed = 1234)
-        : B(B_), T(T_) {
-        ModelConfig cfg = model_config_load(arch, name);
-        if (vocab > 0) cfg.vocab_size = cfg.padded_vocab_size = vocab;
-        model = std::make_unique<M<CpuBackend>>(be, cfg, o);
-        model->prac_log = nullptr;
-        model->allocate_activations(B, T);
-        model->init_weights(weight_seed);
-        Rng rng(99);
-        for (int i = 0; i < B * T; i++) {
-            inputs.push_back((int32_t)(rng.g() % cfg.vocab_size));
-            targets.push_back((int32_t)(rng.g() % cfg.vocab_size));
-        }
-    }
-    size_t numel() const { return model->param_buffer_numel; }
-    // one training step of `micro` micro-batches on the fixed batch (grads zeroed first)
-    float step(int64_t step, int micro = 1) {
-        model->sched.begin_step(model->prac, step);
-        model->zero_grad();
-        float loss = 0;
-        for (int m = 0; m < micro; m++) {
-            loss += model->forward(inputs.data(), targets.data(), 1.0f / (B * T * micro)) / micro;
-            model->backward();
-        }
-        return loss;
-    }
-    void sgd(float lr) {
-        for (size_t i = 0; i < numel(); i++) model->params_memory[i] -= lr * model->grads_memory[i];
-    }
-    fvec grads() const { return fvec(model->grads_memory, model->grads_memory + numel()); }
-    const ParamSpec& spec(const std::string& name) const {
-        for (const ParamSpec& s : model->param_specs)
-            if (s.name == name) return s;
-        throw std::logic_error(name);
-    }
-};
-
-// One site outside a model: save compresses (refreshing when due or when there is no basis yet), restore rebuilds
-// X~ = Xc·Pᵀ, an uncompressed site hands back its stored tensor, and a failed refresh is counted and logged
-// with the site's name and layer.
-TEST(PracSite, SaveRestoreAndFailureBookkeeping) {
-    const int N = 96, n = 64, L = 2;
-    CpuBackend be;
-    PracOptions o = opts(PracMode::PRAC);
-    o.linear_r1_abs = 16;
-    o.linear_r2_abs = 16;
-    ActSite<CpuBackend> site = make_site<CpuBackend>("ln1", 1, SiteClass::LINEAR, n, L, L, o);
-    ASSERT_TRUE(site.compressed());
-    const int r = site.r();
-    fvec P((size_t)L * n * r), packed((size_t)L * N * r), transient((size_t)N * n);
-    site.P = P.data();
-    site.packed = packed.data();
-    site.transient = transient.data();
-    Synth S = make_synth(N, n, dominant_spectrum(n, 16), 6006);
-
-    // layer 1 first, with no refresh due: the missing basis forces one
-    std::memcpy(site.fwd(1, N), S.X.data(), S.X.size() * sizeof(float));
-    site.save(be, 1, N, false, false, 42, nullptr);
-    EXPECT_EQ(site.has_basis[1], 1);
-    EXPECT_EQ(site.has_basis[0], 0);
-    EXPECT_EQ(site.q1_refreshes[1], 1);
-    EXPECT_EQ(site.q2_refreshes[1], 1);
-    // the basis is the one prac_refresh_cpu gives for the documented key (seed, site id, layer, draws so far)
-    fvec Pref((size_t)n * r);
-    prac_refresh_cpu(Pref.data(), S.X.data(), N, n, site.dims, true, true, false, {42, 1, 1, 0});
-    EXPECT_EQ(0, std::memcmp(Pref.data(), P.data() + (size_t)n * r, Pref.size() * sizeof(float)));
-    fvec xc((size_t)N * r), xt((size_t)N * n);
-    prac_compress_cpu(xc.data(), S.X.data(), Pref.data(), N, n, r);
-    EXPECT_EQ(0, std::memcmp(xc.data(), packed.data() + (size_t)N * r, xc.size() * sizeof(float)));
-    std::fill(transient.begin(), transient.end(), 0.0f);
-    float* back = site.restore(be, 1, N);
-    EXPECT_EQ(back, transient.data());
-    prac_reconstruct_cpu(xt.data(), xc.data(), Pref.data(), N, n, r);
-    EXPECT_EQ(0, std::memcmp(xt.data(), back, xt.size() * sizeof(float)));
-
-    // a non-finite activation on a Q1-refresh step: counted as a failure, logged with the site and layer, basis kept
-    fvec before(P.begin() + (size_t)n * r, P.begin() + (size_t)2 * n * r);
-    transient = S.X;
-    transient[5] = std::numeric_limits<float>::quiet_NaN();
-    FILE* log = std::tmpfile();
-    ASSERT_NE(log, nullptr);
-    int64_t q1b = site.q1_refreshes[1], q2b = site.q2_refreshes[1];
-    site.save(be, 1, N, true, false, 42, log);
-    std::rewind(log);
-    char buf[512] = {0};
-    size_t got = std::fread(buf, 1, sizeof(buf) - 1, log);
-    std::fclose(log);
-    std::string msg(buf, got);
-    EXPECT_EQ(site.failures, 1);
-    EXPECT_NE(msg.find("ln1"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("layer 1"), std::string::npos) << msg;
-    EXPECT_TRUE(std::equal(before.begin(), before.end(), P.begin() + (size_t)n * r)) << "previous basis kept";
-    std::printf("[ observed ] failed Q1 refresh (Q2 not due): counters q1 +%lld, q2 +%lld, P unchanged; log: %s",
-                (long long)(site.q1_refreshes[1] - q1b), (long long)(site.q2_refreshes[1] - q2b), msg.c_str());
-
-    // uncompressed site: the full stack, its own slot per layer, the plain matmul weight gradient
-    ActSite<CpuBackend> plain = make_site<CpuBackend>("ln1", 1, SiteClass::LINEAR, n, L, L, opts(PracMode::NONE));
-    ASSERT_FALSE(plain.compressed());
-    fvec full((size_t)L * N * n);
-    plain.full = full.data();
-    EXPECT_EQ(plain.fwd(1, N), full.data() + (size_t)N * n);
-    EXPECT_EQ(plain.restore(be, 1, N), full.data() + (size_t)N * n);
-    plain.save(be, 1, N, true, true, 42, nullptr);  // nothing to do
-    EXPECT_EQ(plain.q2_refreshes[1], 0);
-}
-
-// Q1 / Q2 blocks of every (site, layer) basis
-struct Bases {
-    std::vector<std::vector<fvec>> q1, q2;  // [site][layer]
-};
-template <class Model>
-Bases snapshot(const Model& m) {
-    Bases b;
-    for (const auto& s : m.sites) {
-        b.q1.emplace_back();
-        b.q2.emplace_back();
-        for (int l = 0; l < s.L; l++) {
-            dvec q1 = block(s.P + (size_t)l * s.n * s.r(), s.n, s.r(), 0, s.dims.r1);
-            dvec q2 = block(s.P + (size_t)l * s.n * s.r(), s.n, s.r(), s.dims.r1, s.dims.r2);
-            b.q1.back().emplace_back(q1.begin(), q1.end());
-            b.q2.back().emplace_back(q2.begin(), q2.end());
-        }
-    }
-    return b;
-}
-
-// (a) Q1 refreshes on steps that are multiples of t1, Q2 on multiples of t2 and whenever Q1 refreshes; the first
-// step of a fresh model always initializes; later micro-batches of a step never refresh. Between steps an SGD
-// update moves the weights, so a refreshed Q1 differs from the old one and a kept one is bitwise the same. The
-// per-layer counters must count what happened to P: +1 exactly when that block of P was recomputed / redrawn.
-// pac has no Q2 (r2 = 0); rac has no Q1 (r1 = 0), so there t1 has nothing to refresh: whether a t1-only step
-// redraws Q2 is left open, but the counter must agree with P.
-template <template <class> class M>
-void check_schedule(Arch arch, const char* name, PracMode mode, int first_step, int micro) {
-    PracOptions o = opts(mode);
-    o.t1 = 3;
-    o.t2 = 2;
-    Harness<M> h(arch, name, o, 2, 16);
-    const char* mname = prac_mode_name(mode);
-    for (auto& s : h.model->sites) ASSERT_TRUE(s.compressed()) << s.name;
-    const size_t S = h.model->sites.size();
-    std::vector<std::vector<int64_t>> c1(S), c2(S);  // counters before the step
-    Bases prev = snapshot(*h.model);                 // all zeros before the first step
-    for (int step = first_step; step < first_step + 7; step++) {
-        bool first = step == first_step;
-        bool due1 = first || step % o.t1 == 0, due2 = first || step % o.t2 == 0;
-        for (size_t si = 0; si < S; si++) {
-            c1[si] = h.model->sites[si].q1_refreshes;
-            c2[si] = h.model->sites[si].q2_refreshes;
-        }
-        float loss = h.step(step, micro);
-        ASSERT_TRUE(std::isfinite(loss));
-        Bases now = snapshot(*h.model);
-        for (size_t si = 0; si < S; si++) {
-            const auto& s = h.model->sites[si];
-            for (int l = 0; l < s.L; l++) {
-                std::string where = std::string(name) + " " + mname + " " + s.name + " layer " + std::to_string(l) +
-                                    " step " + std::to_string(step);
-                int64_t d1 = s.q1_refreshes[l] - c1[si][l], d2 = s.q2_refreshes[l] - c2[si][l];
-                bool ch1 = now.q1[si][l] != prev.q1[si][l], ch2 = now.q2[si][l] != prev.q2[si][l];
-                EXPECT_EQ(s.has_basis[l], 1) << where;
-                if (s.dims.r1 > 0) {
-                    EXPECT_EQ(ch1, due1) << where << ": Q1 recomputed iff due";
-                    EXPECT_EQ(d1, (int64_t)due1) << where << ": Q1 counter";
-                } else {
-                    EXPECT_EQ(d1, 0) << where << ": no Q1, no Q1 refreshes";
-                }
-                if (s.dims.r2 == 0) {
-                    EXPECT_EQ(d2, 0) << where << ": no Q2, no Q2 draws";
-                    continue;
-                }
-                EXPECT_EQ(d2, (int64_t)ch2) << where << ": the Q2 counter must count the draws (Q2 "
-                                            << (ch2 ? "redrawn" : "kept") << ", counter +" << d2 << ")";
-                if (s.dims.r1 > 0) {
-                    EXPECT_EQ(ch2, due1 || due2) << where << ": Q2 redrawn iff due or Q1 refreshed";
-                } else {
-                    if (due2) EXPECT_TRUE(ch2) << where << ": Q2 due";
-                    if (!due1 && !due2) EXPECT_FALSE(ch2) << where << ": nothing due";
-                }
-            }
-            EXPECT_EQ(s.failures, 0) << s.name;
-        }
-        prev = now;
-        h.sgd(0.1f);
-    }
-}
-
-TEST(PracModel, RefreshIntervalsAreHonoredLlama) {
-    check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::PRAC, 0, 2);
-    check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::PRAC, 1, 1);  // resumed at step 1: still initializes
-}
-TEST(PracModel, RefreshIntervalsAreHonoredGpt2) { check_schedule<GPT2>(Arch::GPT2, "gpt2-tiny", PracMode::PRAC, 0, 1); }
-TEST(PracModel, RefreshIntervalsPacAndRac) {
-    check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::PAC, 0, 1);
-    check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::RAC, 0, 1);
-}
-
-// (b) The same PracOptions.seed gives bitwise the same bases; another seed the same Q1 and a different Q2. The
-// forward pass never sees the compression: the loss is bitwise the one of mode none.
-TEST(PracModel, SeedsDetermineTheDraws) {
-    PracOptions o = opts(PracMode::PRAC);
-    o.seed = 7;
-    Harness<Llama> a(Arch::LLAMA, "llama-tiny", o, 2, 16), b(Arch::LLAMA, "llama-tiny", o, 2, 16);
-    o.seed = 8;
-    Harness<Llama> c(Arch::LLAMA, "llama-tiny", o, 2, 16);
-    Harness<Llama> none(Arch::LLAMA, "llama-tiny", opts(PracMode::NONE), 2, 16);
-    float la = a.step(0), lb = b.step(0), lc = c.step(0), ln = none.step(0);
-    EXPECT_EQ(la, ln);
-    EXPECT_EQ(lb, ln);
-    EXPECT_EQ(lc, ln);
-    ASSERT_EQ(a.model->bases_bytes, b.model->bases_bytes);
-    EXPECT_EQ(std::memcmp(a.model->bases_memory, b.model->bases_memory, a.model->bases_bytes), 0);
-    EXPECT_EQ(a.grads(), b.grads()) << "same seed: bitwise the same gradients";
-    Bases A = snapshot(*a.model), C = snapshot(*c.model);
-    for (size_t si = 0; si < A.q1.size(); si++)
-        for (size_t l = 0; l < A.q1[si].size(); l++) {
-            const char* name = a.model->sites[si].name.c_str();
-            EXPECT_EQ(A.q1[si][l], C.q1[si][l]) << name << " layer " << l << ": Q1 depends on X only";
-            // different seeds: unrelated Q2 (no element equal beyond chance)
-            int equal = 0;
-            for (size_t i = 0; i < A.q2[si][l].size(); i++) equal += A.q2[si][l][i] == C.q2[si][l][i];
-            EXPECT_LT(equal, 4) << name << " layer " << l << ": Q2 must differ between seeds";
-        }
-}
-
-// (c) Only linear sites compressed: activation gradients stay exact, so the gradients of the PRAC'd weights
-// (q/k/v, gate/up, down) are unbiased estimates of the exact ones, and every other parameter gets exactly the
-// gradient of mode none. K = 64 PRAC seeds on fixed weights and batch; each run refreshes (begin_step(.., 0)).
-// llama-tiny with a 512-token vocabulary (the 32000-row head would be 95% of the run time).
-TEST(PracModel, LinearSitesGiveUnbiasedWeightGradientsAndExactOthers) {
-    const int B = 4, T = 32, K = 64, V = 512;  // N = 128 rows: more than r1 of every linear site, so each has a tail
-    SingleThreaded one;  // 65 small training steps: see SingleThreaded (the other model tests run threaded)
-    PracOptions o = opts(PracMode::PRAC);
-    o.nonlinear = false;
-    Harness<Llama> h(Arch::LLAMA, "llama-tiny", o, B, T, V), none(Arch::LLAMA, "llama-tiny", opts(PracMode::NONE), B, T, V);
-    ASSERT_EQ(std::memcmp(h.model->params_memory, none.model->params_memory, h.numel() * sizeof(float)), 0);
-    float loss_none = none.step(0);
-    fvec exact = none.grads();
-
-    const std::vector<std::string> estimated = {"qkvw", "fcw", "fcprojw"};
-    const std::vector<std::string> others = {"wte", "ln1w", "attprojw", "ln2w", "lnfw", "lm_head"};
-    std::vector<std::vector<fvec>> samples(estimated.size());
-    int others_bitwise = 0;
-    double others_maxrel = 0;
-    for (int j = 0; j < K; j++) {
-        h.model->prac.seed = 1000 + j;
-        float loss = h.step(0);
-        EXPECT_EQ(loss, loss_none) << "the forward pass is exact";
-        for (size_t g = 0; g < estimated.size(); g++) {
-            const ParamSpec& s = h.spec(estimated[g]);
-            samples[g].emplace_back(h.model->grads_memory + s.offset, h.model->grads_memory + s.offset + s.numel);
-        }
-        for (const std::string& name : others) {
-            const ParamSpec& s = h.spec(name);
-            bool same = std::memcmp(h.model->grads_memory + s.offset, exact.data() + s.offset, s.numel * sizeof(float)) == 0;
-            others_bitwise += same;
-            double d = 0, m = 1e-30;
-            for (size_t i = 0; i < s.numel; i++) {
-                d = std::max(d, (double)std::fabs(h.model->grads_memory[s.offset + i] - exact[s.offset + i]));
-                m = std::max(m, (double)std::fabs(exact[s.offset + i]));
-            }
-            others_maxrel = std::max(others_maxrel, d / m);
-            EXPECT_TRUE(same) << name << " seed " << j << ": not bitwise the gradient of mode none (max rel diff "
-                              << d / m << ")";
-        }
-    }
-    for (const auto& s : h.model->sites) {
-        if (s.cls == SiteClass::LINEAR)
-            for (int l = 0; l < s.L; l++) EXPECT_EQ(s.q2_refreshes[l], K) << s.name << ": every run redrew Q2";
-        else
-            EXPECT_FALSE(s.compressed()) << s.name;
-    }
-    std::printf("[ stats    ] linear-only PRAC: non-PRAC parameter gradients bitwise equal to mode none in %d of %d "
-                "(tensor, seed) pairs (max rel diff %.1e)\n", others_bitwise, (int)(K * others.size()), others_maxrel);
-
-    // The per-seed noise e_j = g_j - G (G exact, from mode none) is iid with mean 0 if PRAC is unbiased. From the
-    // K x K Gram matrix of the e_j:
-    //   tr  = (1/K) Σ_j ||e_j||²                 unbiased estimate of tr Σ = E||e_j||² (the per-seed variance)
-    //   tr2 = Σ_{i≠j} (e_iᵀe_j)² / (K(K-1))     unbiased estimate of tr Σ²
-    // ||mean_K - G||²·K / tr Σ is (approximately, CLT) a Gaussian quadratic form with weights λ_i(Σ) / tr Σ:
-    // |w|₂² = tr Σ² / (tr Σ)² (the inverse effective dimension), |w|_∞ <= |w|₂. Laurent-Massart at 1e-6 gives
-    // [lo, hi] for it; a mean over 8 disjoint groups of 8 has |w|₂² / 8 and |w|_∞ / 8.
-    for (size_t g = 0; g < estimated.size(); g++) {
-        const ParamSpec& s = h.spec(estimated[g]);
-        const size_t D = s.numel;
-        dvec G(exact.begin() + s.offset, exact.begin() + s.offset + D);
-        dvec E((size_t)K * D);
-        for (int j = 0; j < K; j++)
-            for (size_t i = 0; i < D; i++) E[(size_t)j * D + i] = (double)samples[g][j][i] - G[i];
-        dvec Gram = dgemm(false, true, K, K, (int)D, E, E);
-        double tr = 0, tr2 = 0;
-        for (int i = 0; i < K; i++) {
-            tr += Gram[(size_t)i * K + i] / K;
-            for (int j = 0; j < K; j++)
-                if (i != j) tr2 += Gram[(size_t)i * K + j] * Gram[(size_t)i * K + j] / ((double)K * (K - 1));
-        }
-        ASSERT_GT(tr, 0) << s.name << ": PRAC must add noise to this gradient";
-        double w2 = tr2 / (tr * tr), w2c = std::max(w2, 0.0), x = std::log(1 / kFail);
-        auto bounds = [&](double w2_, double winf_) {
-            return std::make_pair(1 - 2 * std::sqrt(w2_ * x), 1 + 2 * std::sqrt(w2_ * x) + 2 * winf_ * x);
-        };
-        auto [lo, hi] = bounds(w2c, std::sqrt(w2c));
-        auto [lo8, hi8] = bounds(w2c / 8, std::sqrt(w2c) / 8);
-        // ||mean of samples [j0, j0 + k) - G||² = ||Σ e_j||² / k², from the Gram matrix
-        auto err2 = [&](int j0, int k) {
-            double e = 0;
-            for (int i = j0; i < j0 + k; i++)
-                for (int j = j0; j < j0 + k; j++) e += Gram[(size_t)i * K + j];
-            return e / ((double)k * k);
-        };
-        double e8 = err2(0, 8), e64 = err2(0, K), avg8 = 0, gn = sq_norm(G);
-        for (int grp = 0; grp < K / 8; grp++) avg8 += err2(8 * grp, 8) / (K / 8);
-        double q64 = e64 * K / tr, q8 = e8 * 8 / tr, qavg8 = avg8 * 8 / tr;
-        // unbiased at the 1/sqrt(K) scale: the error of the 64-seed mean is what the per-seed variance predicts
-        EXPECT_LE(q64, std::min(hi, sb_factor())) << s.name << ": mean over 64 seeds too far from the exact gradient";
-        EXPECT_GE(q64, lo) << s.name;
-        EXPECT_LE(q8, hi) << s.name;
-        EXPECT_GE(q8, lo) << s.name;
-        // the 1/sqrt(K) rate: (error at K = 8, averaged over 8 disjoint groups) / (error at K = 64) -> sqrt(8)
-        EXPECT_LE(qavg8, hi8) << s.name;
-        EXPECT_GE(qavg8, lo8) << s.name;
-        double rmin = std::sqrt(8 * std::max(lo8, 0.0) / std::min(hi, sb_factor())), rmax = std::sqrt(8 * hi8 / std::max(lo, 1e-300));
-        std::printf("[ stats    ] %-8s |mean - exact| / |exact|: K=8 %.4f, K=64 %.4f (predicted from the per-seed variance "
-                    "%.4f, %.4f); K=8 error (mean of 8 groups) / K=64 error = %.2f (sqrt 8 = 2.83, 1e-6 range [%.2f, "
-                    "%.2f]), first group alone %.2f; ||mean-G||²·K/trΣ: K=64 %.2f, K=8 %.2f in [%.2f, %.2f]; effective "
-                    "dimension %.0f; per-seed rel sd %.3f\n",
-                    s.name.c_str(), std::sqrt(e8 / gn), std::sqrt(e64 / gn), std::sqrt(tr / 8 / gn),
-                    std::sqrt(tr / K / gn), std::sqrt(avg8 / e64), rmin, rmax, std::sqrt(e8 / e64), q64, q8,
-                    std::max(lo, 0.0), hi, 1 / w2c, std::sqrt(tr / gn));
-    }
-}
-
-// (d) Mode prac with both classes disabled is mode none: bitwise the same loss and gradients over two steps.
-template <template <class> class M>
-void check_disabled_is_none(Arch arch, const char* name) {
-    PracOptions o = opts(PracMode::PRAC);
-    o.linear = o.nonlinear = false;
-    Harness<M> a(arch, name, o, 2, 16), b(arch, name, opts(PracMode::NONE), 2, 16);
-    for (auto& s : a.model->sites) EXPECT_FALSE(s.compressed()) << s.name;
-    EXPECT_TRUE(a.model->basis_specs.empty());
-    EXPECT_EQ(a.model->acts_bytes, b.model->acts_bytes);
-    for (int step = 0; step < 2; step++) {
-        float la = a.step(step, 2), lb = b.step(step, 2);
-        EXPECT_EQ(la, lb) << name << " step " << step;
-        EXPECT_EQ(std::memcmp(a.model->grads_memory, b.model->grads_memory, a.numel() * sizeof(float)), 0)
-            << name << " step " << step;
-        a.sgd(0.1f);
-        b.sgd(0.1f);
-    }
-}
-TEST(PracModel, BothClassesDisabledIsBitwiseModeNone) {
-    check_disabled_is_none<Llama>(Arch::LLAMA, "llama-tiny");
-    check_disabled_is_none<GPT2>(Arch::GPT2, "gpt2-tiny");
 }
 
 }  // namespace

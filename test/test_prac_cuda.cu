@@ -386,7 +386,7 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult) {
 }
 
 int main() {
-    if (int rc = gpu_test_unavailable("test_prac_cuda"); rc >= 0) return rc;
+    if (int rc = gpu_unavailable_exit_code("test_prac_cuda"); rc >= 0) return rc;
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, 0));
     std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);

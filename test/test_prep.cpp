@@ -1,4 +1,4 @@
-// Tests for data/spm_tokenizer.h and the ./prep_data tool (tools/prep_data.cpp). The fixtures and the
+// Tests for data/spm_tokenizer.h and the ./prep_data tool (tools/prep_data/). The fixtures and the
 // expected token counts/hashes come from test/reference/make_prep_fixtures.py (tiktoken and python
 // sentencepiece, cross-checked with Debian's spm_encode), so nothing here is computed by the code under test.
 // prep_data runs as a subprocess from the repository root; each test writes into a fresh mkdtemp directory.

@@ -24,7 +24,7 @@
 #include "model/config.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
-#include "plan/planner.h"
+#include "train/planner.h"
 #include "prac/prac.h"
 #include "test/test_util.h"
 #include "train/optim_rso.h"

@@ -1,6 +1,6 @@
-// Tests for io/safetensors: conversions, round trips, interop with the Python library (through a
+// Tests for common/safetensors: conversions, round trips, interop with the Python library (through a
 // committed fixture, so no Python at test time), every bad-input message, and atomic writes.
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 #include "kernels/cpu_backend.h"
 #include "kernels/cuda_backend.cuh"
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "test/gpu/gpu_test.h"
-#include "train/optimizer.h"
+#include "train/optim_adamw.h"
 #if defined(PRAC_CUDA_EMU)
 #include "kernels/cuda_emu/emu_internal.h"  // cuda_emu::malloc_calls
 #endif
@@ -133,7 +133,7 @@ static void head_size_8_is_refused() {
 }
 
 int main() {
-    if (int rc = gpu_test_unavailable("test_step_cuda"); rc >= 0) return rc;
+    if (int rc = gpu_unavailable_exit_code("test_step_cuda"); rc >= 0) return rc;
     try {
         head_size_8_is_refused();
         for (PracMode m : {PracMode::NONE, PracMode::PRAC}) {

@@ -135,8 +135,16 @@ static void resume_is_bit_exact(const std::string& dir, const char* binary, cons
               binary, what, f);
 }
 
-int main() {
-    if (int rc = gpu_test_unavailable("test_trainer_cuda"); rc >= 0) return rc;
+// argv[1], optional: the one part to run, "cpu" (a), "nccl" (b) or "resume" (c); ctest runs the three as separate
+// tests so that they can run side by side. Without it, every part.
+int main(int argc, char** argv) {
+    const std::string part = argc > 1 ? argv[1] : "all";
+    if (part != "all" && part != "cpu" && part != "nccl" && part != "resume") {
+        std::fprintf(stderr, "usage: test_trainer_cuda [cpu|nccl|resume]\n");
+        return 2;
+    }
+    auto runs = [&](const char* p) { return part == "all" || part == p; };
+    if (int rc = gpu_unavailable_exit_code("test_trainer_cuda"); rc >= 0) return rc;
     char tmpl[] = "/tmp/prac_trainer_cuda_XXXXXX";
     if (!mkdtemp(tmpl)) {
         check(false, "mkdtemp");
@@ -171,25 +179,29 @@ int main() {
 #endif
     const bool gpt2_checks = !emu || !fp32, llama_checks = !emu || fp32;
 
-    cuda_follows_cpu(sub("cpu_gpt2"), "train_gpt2", gpt2 + " --steps 6");
-    if (llama_checks) cuda_follows_cpu(sub("cpu_llama"), "train_llama", llama + " --steps 6");
+    if (runs("cpu")) {
+        cuda_follows_cpu(sub("cpu_gpt2"), "train_gpt2", gpt2 + " --steps 6");
+        if (llama_checks) cuda_follows_cpu(sub("cpu_llama"), "train_llama", llama + " --steps 6");
+    }
 
     // (b) two micro-batches per step: the hook runs on the last one only, the first one's gradients are included
-    if (gpt2_checks) {
+    if (runs("nccl") && gpt2_checks) {
         nccl_equals_plain(sub("nccl_gpt2"), "train_gpt2", gpt2 + " --steps 5 --grad-accum 2");
         nccl_equals_plain(sub("nccl_gpt2_prac"), "train_gpt2", gpt2 + " --steps 4 --prac prac --prac-t1 2 --prac-t2 1");
     }
-    if (llama_checks) nccl_equals_plain(sub("nccl_llama"), "train_llama", llama + " --steps 5 --grad-accum 2");
+    if (runs("nccl") && llama_checks)
+        nccl_equals_plain(sub("nccl_llama"), "train_llama", llama + " --steps 5 --grad-accum 2");
 
     // (c)
-    if (gpt2_checks) {
+    if (runs("resume") && gpt2_checks) {
         resume_is_bit_exact(sub("resume_gpt2"), "train_gpt2", gpt2, "", "baseline");
         resume_is_bit_exact(sub("resume_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1", "",
                             "PRAC");
     }
-    if (llama_checks) resume_is_bit_exact(sub("resume_llama"), "train_llama", llama + " --grad-accum 2", "", "baseline");
+    if (runs("resume") && llama_checks)
+        resume_is_bit_exact(sub("resume_llama"), "train_llama", llama + " --grad-accum 2", "", "baseline");
 #if defined(PRAC_HAVE_NCCL)
-    if (llama_checks)
+    if (runs("resume") && llama_checks)
         resume_is_bit_exact(sub("resume_gpt2_nccl"), "train_gpt2", gpt2, " --comm nccl", "resumed with --comm nccl");
 #endif
 

@@ -1,17 +1,9 @@
-// prac_analyze: the singular-value spectrum of one activation matrix X (N, n) and what PRAC's estimator does
-// to it (the paper's Figure 2 analysis, and a check of Theorem 1 on real activations).
-//
-// Input: an .npy file, e.g. from a trainer's --dump-site. The spectrum comes from the eigenvalues of the
-// float64 Gram matrix XᵀX (never an SVD of the tall X: N is tokens, often 100x n). The estimator part runs the
-// trainer's own CPU ops: prac_site_dims for the ranks (so validation and messages are the trainer's),
-// prac_refresh_cpu for Q1 (once) and Q2 (once per draw), prac_compress_cpu + prac_reconstruct_cpu for
-// X~ = X P Pᵀ, and compares what it measures over K draws with the closed form:
-//   with T = ||X - X Q1 Q1ᵀ||_F² (the energy outside Q1) and c = k r2 / (n - r1) (= k_mult),
-//   E[X~] = X Q1 Q1ᵀ + c (X - X Q1 Q1ᵀ)            so bias² = (c - 1)² T
-//   E||X~ - E X~||_F² = c (k - c) T                 (k_mult = 1: (k - 1) T; rac: (n/r2 - 1) ||X||_F²)
-//   E||X~ - X||_F² = bias² + variance               pac (r2 = 0): bias² = T, variance 0
-// because Q2 spans a uniformly random r2-dimensional subspace of Q1's complement (dimension m = n - r1),
-// whose projector Π has E[Π] = (r2/m)·I there and E||A Π||_F² = (r2/m)·||A||_F².
+// prac_analyze: the singular-value spectrum of one activation matrix X (N, n) (an .npy file, e.g. from a trainer's
+// --dump-site) and what PRAC's estimator does to it: the paper's Figure 2 analysis, and a check of Theorem 1 on real
+// activations. The spectrum comes from the eigenvalues of the float64 Gram matrix XᵀX (never an SVD of the tall X).
+// The estimator part runs the trainer's own CPU ops (prac_site_dims, prac_refresh_cpu, prac_compress_cpu,
+// prac_reconstruct_cpu) over K draws and compares the measured bias and variance with the closed form.
+// The closed form and why it holds: docs/DESIGN.md section 4.5.
 #include <fcntl.h>
 #include <omp.h>
 #include <spawn.h>
@@ -34,8 +26,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "io/npy.h"
-#include "prac/prac.h"
+#include "common/npy.h"  // read_npy
+#include "prac/prac.h"  // prac_site_dims, prac_refresh_cpu, prac_compress_cpu, prac_reconstruct_cpu
 
 extern char** environ;
 

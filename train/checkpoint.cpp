@@ -17,7 +17,7 @@
 #include <type_traits>
 
 #include "common/error.h"
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 
 namespace fs = std::filesystem;
 

@@ -1,28 +1,9 @@
-// Training checkpoints: a directory per saved step, committed atomically, rotated, found again on resume.
-//
-// On-disk layout, under the run's checkpoint directory DIR:
-//
-//   DIR/step_00000100/              a complete checkpoint (step = completed optimizer steps, %08d)
-//       model.safetensors           HF-layout weights (the model's save_weights)
-//       config.json                 HF config (write_hf_config)
-//       state.safetensors           everything else a bit-exact resume needs (TrainState, below)
-//       COMPLETE                    written last: JSON {"format_version", "files": {name: size in bytes}}
-//   DIR/.tmp_step_00000200_HOST_PID/  a checkpoint being written by process PID on HOST
-//   DIR/.old_step_00000100_HOST_PID/  a step directory being replaced (moved aside, removed after the swap)
-//   DIR/.del_step_00000050_HOST_PID/  a step directory being deleted by rotation
-//
-// Writing: checkpoint_begin makes the temp directory, the caller writes its files into it, checkpoint_commit
-// fsyncs them, writes COMPLETE, fsyncs the directory and renames it to step_NNNNNNNN (one atomic rename).
-// A crash at any point leaves either no step_NNNNNNNN or a complete one; what it leaves behind is one of the
-// dot-directories above, which the next writer (checkpoint_cleanup) removes once process PID is gone.
-//
-// Complete = the committed name AND a COMPLETE marker whose files all exist with the sizes it lists. The rename
-// alone would do for directories we commit ourselves; the marker also rejects a step directory that was copied
-// partially (cp/rsync interrupted) or deleted partially by hand, which otherwise would look committed.
-//
-// One run owns a checkpoint directory; with several ranks only one process (rank 0) calls these functions.
-// Temp dirs carry the host name so that on a shared filesystem nobody removes a temp dir of a process on another
-// machine, whose liveness it cannot check: those are left alone.
+// Training checkpoints on disk: a directory DIR/step_NNNNNNNN per saved step (model.safetensors, config.json,
+// state.safetensors and a COMPLETE marker written last), committed atomically (written into a temp directory,
+// fsynced, renamed), rotated, and found again on resume: a crash leaves either no step directory or a complete one.
+// Also TrainState, the host-side contents of state.safetensors. What a run puts into a checkpoint is
+// train/run_checkpoint.h's. One run (with several ranks, rank 0 alone) owns a checkpoint directory. The layout, the
+// temp and dot directories, what "complete" means and why temp dirs carry the host name: docs/DESIGN.md section 7.4.
 #pragma once
 #include <cstddef>
 #include <cstdint>

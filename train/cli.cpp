@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/strings.h"  // edit_distance
 
 // TrainOptions holds std::string members; offsetof on it is fine with GCC/Clang, only not guaranteed by the
 // standard, hence the silenced warning.
@@ -87,6 +88,9 @@ const Flag FLAGS[] = {
     F("--ckpt-every", "N", INT, ckpt_every, "checkpoint every N steps (0: only at the end, on SIGINT/SIGTERM, before a NaN stop)"),
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
     F("--resume", "", BOOL, resume, "continue bit-exactly from the newest checkpoint in --ckpt-dir"),
+    F("--overwrite", "", BOOL, overwrite,
+      "start over in a --ckpt-dir that holds an earlier run's checkpoints, or a --save DIR that holds a model "
+      "(without it such a run refuses; --resume continues the earlier run instead)"),
     F("--zero", "0|1", INT, zero, "1: shard AdamW state over data-parallel ranks (ZeRO-1)"),
     F("--prac-shared-subspace", "", BOOL, prac_shared,
       "data parallelism: one PRAC subspace for all ranks from the all-reduced Gram matrix (default: per rank)"),
@@ -111,21 +115,6 @@ const Flag FLAGS[] = {
     F("--help", "", BOOL, help, "print this help"),
 };
 #undef F
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-    std::vector<size_t> d(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); j++) d[j] = j;
-    for (size_t i = 1; i <= a.size(); i++) {
-        size_t prev = d[0];
-        d[0] = i;
-        for (size_t j = 1; j <= b.size(); j++) {
-            size_t cur = d[j];
-            d[j] = std::min({d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] != b[j - 1])});
-            prev = cur;
-        }
-    }
-    return d[b.size()];
-}
 
 }  // namespace
 
@@ -231,6 +220,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.sample >= 0, "--sample must be >= 0");
     CHECK_USER(opts.ckpt_every >= 0 && opts.ckpt_keep >= 1, "--ckpt-every must be >= 0 and --ckpt-keep >= 1");
     CHECK_USER(!opts.resume || !opts.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
+    CHECK_USER(!(opts.resume && opts.overwrite), "--resume continues the run in --ckpt-dir and --overwrite starts it "
+               "over: pass one of them");
     CHECK_USER(opts.zero == 0 || opts.zero == 1, "--zero must be 0 or 1 (got %d): ZeRO-1 is the only sharding", opts.zero);
     CHECK_USER(opts.comm == "auto" || opts.comm == "nccl" || opts.comm == "mpi",
                "--comm must be auto, nccl or mpi (got \"%s\")", opts.comm.c_str());

@@ -60,6 +60,7 @@ struct TrainOptions {
     int ckpt_every = 0;     // steps between checkpoints (0 = only at the end, on a signal, or before a NaN stop)
     int ckpt_keep = 3;      // complete checkpoints kept
     bool resume = false;    // continue from the newest checkpoint in ckpt_dir
+    bool overwrite = false; // start over where an earlier run's checkpoints (ckpt_dir) or model (save) are
     int zero = 0;           // 1: shard AdamW state over ranks (ZeRO-1)
     bool prac_shared = false;  // one PRAC subspace for all ranks (all-reduced Gram matrix)
     std::string comm = "auto";  // auto | nccl | mpi: the gradient communicator (auto: NCCL on GPUs with ranks > 1)

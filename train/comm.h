@@ -1,45 +1,15 @@
-// Communication between the ranks of a data-parallel run (DESIGN.md section 8).
-//
-// One interface, several implementations:
-//   NoComm   one process (size 1): every collective is a no-op (and trivially correct).
-//   MpiComm  MPI on HOST buffers (the CPU backend), chosen by comm_create() when the process was started by
-//            mpirun/mpiexec/srun and the build has MPI (PRAC_HAVE_MPI).
-//   NcclComm (train/comm_nccl.h, CUDA builds with NCCL) NCCL on DEVICE buffers through device_comm(); its
-//            host-buffer calls (metrics, broadcasts, barriers, checkpoint gathers) go to the MPI (or, for one
-//            process, the no-op) communicator it was made from.
-// Every collective is blocking and must be called by every rank in the same order with the same n/bytes/root
-// (a mismatch is an MPI error, which aborts the whole job: MPI_ERRORS_ARE_FATAL).
-//
-// Gradient averaging. Each rank computes the gradient of ITS OWN mean loss (the mean over its micro-batches of
-// the per-micro-batch mean token loss, as train_step does). allreduce_avg() then leaves on every rank the mean
-// of the ranks' gradients, which equals the single-process gradient of the concatenated (size x larger) batch
-// when every micro-batch on every rank has the same number of valid (non-ignored) targets. With uneven counts it
-// is a mean of per-rank means (each rank weighted equally, not each token); exactness would need the ranks to
-// scale by a global token count (allreduce_sum of the counts first). The float sum order differs from the
-// one-process run, so the two agree to rounding, not bit for bit.
-//
-// ZeRO-1 sharding. A buffer of n elements is split evenly: rank r owns [shard_begin(n, r), shard_end(n, r)),
-// of n / size elements, plus one more for the first n % size ranks (the remainder goes to the lowest ranks).
-// Shards are contiguous, in rank order, and cover [0, n) exactly. Padding n to a multiple of size makes every
-// shard the same length, which NCCL's reduce-scatter/all-gather need for their plain in-place form. NcclComm keeps
-// this rule: it uses ncclReduceScatter/ncclAllGather in place when size divides n (the trainer's parameter
-// buffer is a multiple of 64 elements, so with 1, 2, 4, ..., 64 ranks), and otherwise one grouped ncclReduce
-// (ncclBroadcast) per rank's shard, so the optimizer's shard [shard_begin, shard_end) is the same either way.
-//
-// Errors. When one rank fails, the others are usually blocked in a collective. A rank that exits WITHOUT
-// MPI_Finalize (exit(1), a crash, a signal) makes OpenMPI's mpirun kill the whole job with a message ("mpirun
-// detected that one or more processes exited with non-zero status ..."). A rank that calls MPI_Finalize and then
-// exits while the others wait in a collective HANGS the job forever. Hence:
-//   - on an error path call comm_abort(comm, code) after printing the message; it never returns and every
-//     rank exits;
-//   - MpiComm's destructor skips MPI_Finalize when it runs during stack unwinding (an exception is in flight),
-//     so a UserError thrown through the Comm's scope and printed by main's catch still ends the job.
+// Communication between the ranks of a data-parallel run: the Comm interface (host buffers) and DeviceComm (device
+// buffers). NoComm (one process) and MpiComm (MPI on host buffers: the CPU backend) are in train/comm.cpp, NcclComm
+// (NCCL on device buffers: CUDA builds with NCCL) in train/comm_nccl.h. Every collective must be called by every
+// rank in the same order with the same n/bytes/root (a mismatch is an MPI error, which aborts the whole job); the
+// host collectives block. Which implementation a run gets, what the gradient average means, the ZeRO-1 shard rule
+// and how a failing rank ends the job: docs/DESIGN.md sections 8.1, 8.2, 8.3 and 8.5.
 #pragma once
 #include <cstddef>
 #include <memory>
 #include <vector>
 
-#include "model/tensors.h"
+#include "common/tensors.h"  // DType, ElemRange
 
 struct Comm;
 [[noreturn]] void comm_abort(Comm& comm, int code);  // declared with its documentation at the end

@@ -1,26 +1,10 @@
-// NcclComm: data parallelism on GPUs (DESIGN.md section 8, issue 6). One process per GPU (device = local rank %
-// GPUs on the node), the NCCL unique id made on rank 0 and broadcast through the host communicator (MPI), then
-// ncclCommInitRank. Gradients and parameters are reduced on DEVICE buffers through device_comm() (fp32 or bf16,
-// ncclAvg for means); everything on host buffers (loss, norm and token sums, broadcasts, barriers, checkpoint
-// gathers) goes to the host communicator, so metrics reduce in double precision as on the CPU backend.
-//
-// Streams. NCCL runs on its own high-priority stream. Each device collective first records an event on the compute
-// stream (the CUDA backend's) and makes the NCCL stream wait on it, so it sees every gradient computed so far.
-// The blocking-style calls then make the compute stream wait on an event recorded after the collective;
-// allreduce_avg_start does not, which lets backward go on while a layer's gradients travel, and wait_all() joins
-// the two streams before the gradient norm and the optimizer. Nothing here blocks the host.
-//
-// ZeRO-1 shards follow Comm's rule (comm.h): plain in-place ncclReduceScatter/ncclAllGather when size divides n,
-// else grouped ncclReduce/ncclBroadcast, one per shard (grouped_shards forces the latter, for tests).
-//
-// Errors. A failed NCCL call prints "[NCCL ERROR] rank R at file:line: <call>: <ncclGetErrorString> (<code>):
-// <ncclGetLastError>" and ends the job (ncclCommAbort, then MPI_Abort through the host communicator); comm_abort()
-// does the same. The destructor aborts instead of destroying when an exception is in flight (the other ranks may
-// be stuck in a collective), and otherwise finalizes and destroys the communicator.
-//
-// NCCL refuses two ranks on one GPU ("Duplicate GPU detected"): the trainer checks local_size <= GPUs first.
-// Only the 1-rank tests (test/test_comm_nccl.cu, test/test_trainer_cuda.cu) can run on a one-GPU machine; 2 and 3
-// ranks run on the CPU execution layer (docs/VERIFICATION.md has which path ran where).
+// NcclComm: data parallelism on GPUs. One process per GPU (device = local rank % GPUs on the node), the NCCL unique
+// id made on rank 0 and broadcast through the host communicator (MPI), then ncclCommInitRank. Gradients and
+// parameters are reduced on DEVICE buffers through device_comm() (fp32 or bf16, ncclAvg for means) on NCCL's own
+// high-priority stream, ordered with the compute stream by events; everything on host buffers (loss, norm and token
+// sums, broadcasts, barriers, checkpoint gathers) goes to the host communicator. The contract is train/comm.h's.
+// Streams, ZeRO-1 shards, errors, and why only one-rank tests run on a one-GPU machine: docs/DESIGN.md section 8.4
+// (and 8.3, 8.5).
 #pragma once
 #include <cuda_runtime.h>
 #include <nccl.h>

@@ -1,40 +1,19 @@
-// Adam-mini over a model's parameter buffer (Zhang et al. 2024, arXiv 2406.16793): Adam's first moment per
-// element, but ONE second-moment value per block of parameters, the mean of g² over the block (update in
-// kernels/adam_mini.h: AdamW's operation order and bias corrections, decoupled weight decay where the spec says
-// decay, i.e. the 2-D weights).
-//
-// Blocks (each a contiguous range of the parameter buffer; HS = C / NH, per-layer tensors are stacked (L, ...)):
-//   wte, wpe, lm_head         per row: one token's (one position's) C values     (GPT-2's tied head is wte)
-//   qkvw (L, 3C, C)           per layer, rows [0, C) are q, [C, 2C) k, [2C, 3C) v (GPT-2 c_attn and LLaMA
-//                             q_proj/k_proj/v_proj alike):
-//                               q: one block per head h, rows [h·HS, (h+1)·HS)           (HS·C values)
-//                               k: one block per head h, rows [C + h·HS, C + (h+1)·HS)   (HS·C values)
-//                               v: one block per output row, rows [2C, 3C)               (C values)
-//   attprojw (L, C, C)        per output row (C values)
-//   fcw (L, F, C) / (L, 2F, C) per output row (C values): GPT-2 c_fc; LLaMA gate rows [0, F), up rows [F, 2F)
-//   fcprojw (L, C, F)         per output row (F values)
-//   ln1w ln1b ln2w ln2b qkvb attprojb fcb fcprojb (L, X)    one block per layer's tensor (X values)
-//   lnfw lnfb (C)             one block
-// so per layer NH + NH + C + C + F (2F for LLaMA) + C second-moment values for the matrices. An unknown parameter
-// name is an error: a new tensor needs a decision here.
-//
-// State (fp32): m packed per element in spec order (no alignment padding), v packed per block in spec order,
-// fp32 master weights laid out like the parameter buffer when the backend keeps bf16 params (as AdamW; the trainer
-// fills them). ZeRO-1 sharding is not supported (a block's mean needs all of its gradient). Adam-mini only sees
-// gradients, so it combines with every PRAC mode unchanged.
+// Adam-mini over a model's parameter buffer (Zhang et al. 2024, arXiv 2406.16793): Adam's first moment per element,
+// but ONE second-moment value per block of parameters, the mean of g² over the block (update in kernels/adam_mini.h,
+// CUDA in kernels/optim_cuda.cu: AdamW's operation order and bias corrections, decoupled weight decay on the 2-D
+// weights). Blocks: one row of an embedding, of the head or of a matrix (v, attproj, MLP), one head of q and of k, a
+// whole norm or bias tensor per layer; an unknown parameter name is an error. State (fp32): m per element, v per
+// block, master weights (bf16 backends); no ZeRO-1 sharding. The block table: docs/DESIGN.md section 3.4 (Adam-mini).
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "common/error.h"
-#include "kernels/adam_mini.h"
-#include "kernels/cpu_backend.h"
 #include "model/config.h"
-#include "model/tensors.h"
-#include "train/optimizer.h"
+#include "common/tensors.h"
+#include "train/optim_adamw.h"  // OptimizerStateTensor
 
 
 struct AdamMiniOptions {
@@ -58,7 +37,7 @@ struct AdamMiniLayout {
     size_t extent = 0;  // end of the last tensor in the parameter buffer (master weights' length)
 };
 
-// The (numel, block) pieces of one parameter tensor, in order (the table at the top of the file).
+// The (numel, block) pieces of one parameter tensor, in order (the table: docs/DESIGN.md section 3.4, Adam-mini).
 inline std::vector<std::pair<size_t, size_t>> adam_mini_pieces(const ParamSpec& s, const ModelConfig& cfg) {
     size_t L = (size_t)cfg.num_layers, C = (size_t)cfg.channels, F = (size_t)cfg.hidden, NH = (size_t)cfg.num_heads;
     const std::string& n = s.name;
@@ -108,18 +87,6 @@ inline AdamMiniLayout adam_mini_layout(const std::vector<ParamSpec>& specs, cons
     return lay;
 }
 
-// Backend op: the CPU backend gets the twin of kernels/adam_mini.h directly; another backend (CUDA) provides a
-// member adam_mini_update with this argument list (master: fp32 master weights or null; salt: the element index
-// in the parameter buffer, for stochastic rounding to bf16; both as in adamw_update).
-template <class Backend>
-void adam_mini_update_op(Backend& be, typename Backend::act_t* params, float* master,
-                         const typename Backend::grad_t* grads, float* m, float* v, size_t n, size_t block, float lr,
-                         float beta1, float beta2, float eps, float wd, int t, float grad_scale, uint64_t salt) {
-    if constexpr (std::is_same_v<Backend, CpuBackend>)
-        adam_mini_update_cpu(params, grads, m, v, n, block, lr, beta1, beta2, eps, wd, t, grad_scale);
-    else be.adam_mini_update(params, master, grads, m, v, n, block, lr, beta1, beta2, eps, wd, t, grad_scale, salt);
-}
-
 template <class Backend>
 struct AdamMini {
     Backend& be;
@@ -155,7 +122,7 @@ struct AdamMini {
               const std::vector<ParamSpec>& /*specs*/, float lr, float grad_scale) {
         t++;
         for (const AdamMiniSegment& s : lay.segments)
-            adam_mini_update_op(be, params + s.offset, master ? master + s.offset : nullptr, grads + s.offset, m + s.m,
+            be.adam_mini_update(params + s.offset, master ? master + s.offset : nullptr, grads + s.offset, m + s.m,
                                 v + s.v, s.numel, s.block, lr, o.beta1, o.beta2, o.eps, s.decay ? o.weight_decay : 0.0f,
                                 t, grad_scale, s.offset);
     }

@@ -1,41 +1,11 @@
 // GaLore as an optimizer (Zhao et al. 2024, "GaLore: Memory-Efficient LLM Training by Gradient Low-Rank
-// Projection"): the 2-D attention and MLP weights keep their Adam moments in a rank-r projection of the
-// gradient; everything else (embeddings, LM head, norms, biases) is updated by plain AdamW. Same shape as
-// AdamW in train/optimizer.h (constructor, step, t), plus state_tensors() for checkpoints and a static
-// state_bytes() for the memory planner.
-//
-// Per projected block W (m, n) = nn.Linear (out, in), for the step with 0-based index t (t completed steps):
-//   if t % T == 0: P = top-r singular vectors of the current gradient G (right side V[:, :r] when m >= n,
-//                  left side U[:, :r] otherwise; kernels/galore.h), column signs canonical
-//   R = G P or Pᵀ G   (grad_scale applied)
-//   m = b1 m + (1-b1) R;  v = b2 v + (1-b2) R²;  N = m / (sqrt(v) + eps)
-//   W -= lr * sqrt(1-b2^(t+1)) / (1-b1^(t+1)) * alpha * (N Pᵀ or P N)
-//   W -= lr * wd * W
-// which is GaLore's AdamW (galore_torch, the Hugging Face AdamW formulation: bias correction folded into the
-// step size, eps on the uncorrected sqrt(v), weight decay after the update). The step counter is shared by
-// every tensor, so the first step always computes P and refreshes happen exactly at t = 0, T, 2T, ...
-//
-// Choices, each GaLore's unless said otherwise:
-// - Moments are kept across a refresh (GaLore does not reset them), although they were accumulated in the
-//   old basis. With kept moments the result depends on the sign of each new singular vector, so signs are
-//   made canonical (largest-magnitude entry positive): the run is then reproducible across LAPACKs and
-//   comparable with a reference. Between refreshes the update is sign-invariant anyway (R, m flip with P's
-//   columns, v does not, and N's flipped columns meet P's flipped columns in the back-projection).
-// - Rank larger than min(m, n) is clipped to min(m, n), as GaLore's slicing V[:r] / U[:, :r] does silently;
-//   at full rank P is orthogonal and GaLore is Adam in a rotated basis.
-// - Which weights: GaLore's scripts project every nn.Linear inside "attn" and "mlp" modules: q, k, v, o, gate,
-//   up, down for LLaMA. Our fused stacks are split by rows into those matrices, each layer separately: qkvw
-//   (L, 3C, C) -> q, k, v (C, C); LLaMA fcw (L, 2F, C) -> gate, up (F, C). GPT-2's c_attn is one fused Conv1D
-//   in Hugging Face (GaLore's scripts never trained GPT-2); we split it into q, k, v too so both models treat
-//   attention alike. GPT-2's fcw (F, C) is one matrix. All projected blocks get weight decay.
-// - The other tensors use kernels' AdamW (be.adamw_update: PyTorch order, decay before the update, eps after
-//   bias correction). GaLore's script runs them through its own AdamW instead; the difference is eps scaled
-//   by sqrt(1-b2^t) and the order of decay, O(lr * wd * lr) per step.
-// - Not sharded: ZeRO-1 slices the flat buffer, which would cut blocks; this optimizer owns the whole buffer.
-//
-// Memory: per block and layer P (k, r) with k = min(m, n) and two moments of r * max(m, n) floats, against
-// 2 m n for AdamW; plus one scratch of the largest projected gradient (r * max(m, n)), and fp32 master
-// weights of the whole buffer when the backend keeps bf16 parameters.
+// Projection"): the 2-D attention and MLP weights (q, k, v, o and the MLP's matrices, each layer separately) keep
+// their Adam moments in a rank-r projection of the gradient, refreshed every T steps from the gradient's top
+// singular vectors; everything else (embeddings, LM head, norms, biases) is updated by plain AdamW. Same shape as
+// AdamW in train/optim_adamw.h (constructor, step, t), plus state_tensors() for checkpoints and a static
+// state_bytes() for the memory planner. Per-block ops: kernels/galore.h (CPU twins), kernels/optim_cuda.cu (CUDA).
+// The update, the choices (kept moments, canonical signs, rank clipping, which weights, the AdamW half, no
+// sharding) and the memory: docs/DESIGN.md section 3.4 (GaLore).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -45,11 +15,9 @@
 #include <vector>
 
 #include "common/error.h"
-#include "kernels/cpu_backend.h"
-#include "kernels/galore.h"
 #include "model/config.h"
-#include "model/tensors.h"
-#include "train/optimizer.h"
+#include "common/tensors.h"
+#include "train/optim_adamw.h"  // StateEntry, carve_state, OptimizerStateTensor
 
 // One projected weight: `layers` blocks of (rows, cols) = nn.Linear (out, in) inside the parameter buffer,
 // layer l at offset + l * layer_stride (contiguous rows of a stacked, possibly fused ParamSpec).
@@ -118,49 +86,7 @@ inline std::vector<GaloreBlock> galore_blocks(const std::vector<ParamSpec>& spec
     return blocks;
 }
 
-// The backend ops GaLore runs per block (kernels/galore.h documents shapes). A backend supplies them as members
-// galore_refresh / galore_project / galore_adam / galore_apply with the CPU twins' argument order (a device
-// backend would typically run the refresh's SVD on the host); CpuBackend's are bound here to the CPU twins.
-template <class Backend>
-struct GaloreOps {
-    using act_t = typename Backend::act_t;
-    using grad_t = typename Backend::grad_t;
-    static int refresh(Backend& be, float* P, const grad_t* G, int m, int n, int r, bool right) {
-        return be.galore_refresh(P, G, m, n, r, right);
-    }
-    static void project(Backend& be, float* R, const grad_t* G, const float* P, int m, int n, int r, bool right,
-                        float grad_scale) {
-        be.galore_project(R, G, P, m, n, r, right, grad_scale);
-    }
-    static void adam(Backend& be, float* R, float* m1, float* m2, size_t n, float b1, float b2, float eps) {
-        be.galore_adam(R, m1, m2, n, b1, b2, eps);
-    }
-    // master: fp32 copy of W when the backend keeps bf16 parameters (updated, then rounded into W), else null;
-    // salt: W's element index in the parameter buffer, for stochastic rounding (as adamw_update gets it)
-    static void apply(Backend& be, act_t* W, float* master, const float* N, const float* P, int m, int n, int r,
-                      bool right, float step, float decay, uint64_t salt) {
-        be.galore_apply(W, master, N, P, m, n, r, right, step, decay, salt);
-    }
-};
-template <>
-struct GaloreOps<CpuBackend> {
-    static int refresh(CpuBackend&, float* P, const float* G, int m, int n, int r, bool right) {
-        return galore_projection_cpu(P, G, m, n, r, right);
-    }
-    static void project(CpuBackend&, float* R, const float* G, const float* P, int m, int n, int r, bool right,
-                        float grad_scale) {
-        galore_project_cpu(R, G, P, m, n, r, right, grad_scale);
-    }
-    static void adam(CpuBackend&, float* R, float* m1, float* m2, size_t n, float b1, float b2, float eps) {
-        galore_adam_cpu(R, m1, m2, n, b1, b2, eps);
-    }
-    static void apply(CpuBackend&, float* W, float* /*master*/, const float* N, const float* P, int m, int n, int r,
-                      bool right, float step, float decay, uint64_t /*salt*/) {
-        galore_apply_cpu(W, N, P, m, n, r, right, step, decay);
-    }
-};
-
-typedef OptimizerStateTensor GaloreStateTensor;  // train/optimizer.h
+typedef OptimizerStateTensor GaloreStateTensor;  // train/optim_adamw.h
 
 template <class Backend>
 struct GaLore {
@@ -178,7 +104,7 @@ struct GaLore {
     int last_refresh = -1;  // 0-based index of the step that last recomputed them
 
     // state, one allocation: per block P, m, v (each stacked over layers); per dense tensor m, v; master
-    // weights (bf16 backends); the projected-gradient scratch. Slices aligned like model/tensors.h.
+    // weights (bf16 backends); the projected-gradient scratch. Slices aligned like common/tensors.h.
     struct BlockState {
         float* P;
         float* m;
@@ -279,7 +205,7 @@ struct GaLore {
                 float* m = s.m + (size_t)l * k.moment_numel();
                 float* v = s.v + (size_t)l * k.moment_numel();
                 if (refresh) {
-                    int info = GaloreOps<Backend>::refresh(be, P, grads + off, k.rows, k.cols, k.rank, k.right());
+                    int info = be.galore_refresh(P, grads + off, k.rows, k.cols, k.rank, k.right());
                     if (info < 0)
                         fail("GaLore: the gradient of %s (layer %d) has non-finite values at step %d\n"
                              "---> HINT: training diverged; lower the learning rate or clip gradients",
@@ -288,10 +214,10 @@ struct GaLore {
                         fail("GaLore: the SVD of the gradient of %s (layer %d) did not converge at step %d (LAPACK "
                              "info %d)", k.name.c_str(), l, t, info);
                 }
-                GaloreOps<Backend>::project(be, scratch, grads + off, P, k.rows, k.cols, k.rank, k.right(),
+                be.galore_project(scratch, grads + off, P, k.rows, k.cols, k.rank, k.right(),
                                             grad_scale);
-                GaloreOps<Backend>::adam(be, scratch, m, v, k.moment_numel(), beta1, beta2, eps);
-                GaloreOps<Backend>::apply(be, params + off, master ? master + off : nullptr, scratch, P, k.rows,
+                be.galore_adam(scratch, m, v, k.moment_numel(), beta1, beta2, eps);
+                be.galore_apply(params + off, master ? master + off : nullptr, scratch, P, k.rows,
                                           k.cols, k.rank, k.right(), step_size, decay, off);
             }
         }

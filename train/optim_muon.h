@@ -1,56 +1,29 @@
-// Muon over a model's parameter buffer: Newton-Schulz-orthogonalized Nesterov momentum for the hidden 2-D
-// weight matrices, AdamW (same learning rate, same kernel as train/optimizer.h) for everything else.
-//
-// Which tensors: per layer, the matrices of qkvw, attprojw, fcw and fcprojw (the transformer blocks' linear
-// layers). Embeddings (wte, wpe), the LM head (lm_head; GPT-2's head is wte) and all norms and biases use AdamW,
-// as in Keller Jordan's Muon and in Moonlight.
-//
-// Fused blocks: qkvw is (L, 3C, C) with rows q, k, v and LLaMA's fcw is (L, 2F, C) with rows gate, up. The usual
-// implementations orthogonalize each nn.Linear weight separately, i.e. q, k and v (and gate and up) as three (two)
-// matrices; MuonOptions::split_fused = true (the default) does that, by rows: qkvw layer l gives the (C, C)
-// matrices at rows [0, C), [C, 2C), [2C, 3C); LLaMA's fcw gives (F, C) gate rows [0, F) and up rows [F, 2F).
-// split_fused = false treats each layer's fused (3C, C) and (2F, C) block as ONE matrix (a fused nn.Linear, as
-// in nanoGPT's c_attn): a different optimizer, since U Vᵀ of the stacked matrix is not the stack of the parts'.
-// GPT-2's fcw (F, C), attprojw (C, C) and fcprojw (C, F) are single matrices either way.
-//
-// Update of one matrix W (rows A, cols B), with g = grad * grad_scale and mu = 0.95 (Moonlight, arXiv 2502.16982):
-//   M = mu M + g;   u = g + mu M (Nesterov);   O = NewtonSchulz5(u)   (kernels/muon.h, fp32)
-//   W = W (1 - lr wd) - lr * 0.2 * sqrt(max(A, B)) * O
-// The 0.2 sqrt(max(A, B)) factor gives O the RMS of a typical AdamW update (O's singular values are ~1, so its
-// RMS is ~1/sqrt(max(A, B)); 0.2 is AdamW's typical update RMS): the AdamW learning rate and weight decay carry
-// over, and one lr drives both halves of the optimizer.
-//
-// State (fp32): one momentum value per Muon element, AdamW's m and v per other element, each packed in
-// parameter-spec order (no alignment padding); fp32 master weights laid out like the parameter buffer when the
-// backend keeps bf16 params (Backend::master_weights, as AdamW; the trainer fills them from the params); and a
-// workspace for one matrix at a time (u and the Newton-Schulz temporaries). The planner reads state_bytes and
-// scratch_bytes, checkpoints read state_tensors.
-//
-// ZeRO-1 sharding is not supported: Newton-Schulz needs a whole matrix's gradient, which a reduce-scatter
-// splits across ranks (the trainer must refuse --zero 1 with Muon). Muon only sees gradients, so it combines
-// with every PRAC mode unchanged.
+// Muon over a model's parameter buffer: Newton-Schulz-orthogonalized Nesterov momentum for the hidden 2-D weight
+// matrices (per layer those of qkvw, attprojw, fcw and fcprojw; q/k/v and gate/up as separate matrices by default),
+// AdamW (same learning rate, same kernel as train/optim_adamw.h) for embeddings, head, norms and biases. The update
+// W = W (1 - lr wd) - lr 0.2 sqrt(max(A, B)) NewtonSchulz5(u) lets AdamW's learning rate and decay carry over.
+// Ops: kernels/muon.h (CPU twins), kernels/optim_cuda.cu (CUDA). State (fp32): momentum, the AdamW half's m and v,
+// master weights (bf16 backends), one matrix's workspace; no ZeRO-1 sharding (Newton-Schulz needs whole matrices).
+// Which tensors, the fused blocks, the update and its scale, the state: docs/DESIGN.md section 3.4 (Muon).
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "common/error.h"
-#include "kernels/adamw.h"
-#include "kernels/cpu_backend.h"
-#include "kernels/muon.h"
+#include "kernels/muon.h"  // MUON_NS_STEPS
 #include "model/config.h"
-#include "model/tensors.h"
-#include "train/optimizer.h"
+#include "common/tensors.h"
+#include "train/optim_adamw.h"  // OptimizerStateTensor
 
 
 struct MuonOptions {
     float momentum = 0.95f;
     bool nesterov = true;
     int ns_steps = MUON_NS_STEPS;
-    bool split_fused = true;  // q/k/v and gate/up as separate matrices (see the top of the file)
+    bool split_fused = true;  // q/k/v and gate/up as separate matrices (docs/DESIGN.md section 3.4, Muon)
     // the AdamW half (and the decoupled weight decay of both halves)
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
 };
@@ -85,7 +58,7 @@ inline bool muon_is_hidden(const std::string& name) {
     return name == "qkvw" || name == "attprojw" || name == "fcw" || name == "fcprojw";
 }
 
-// The matrices of a model's parameter specs (see the top of the file for the rows of fused blocks).
+// The matrices of a model's parameter specs (the rows of fused blocks: docs/DESIGN.md section 3.4, Muon).
 inline MuonLayout muon_layout(const std::vector<ParamSpec>& specs, const ModelConfig& cfg, bool split_fused) {
     MuonLayout lay;
     size_t L = (size_t)cfg.num_layers, C = (size_t)cfg.channels, F = (size_t)cfg.hidden;
@@ -124,28 +97,6 @@ inline MuonLayout muon_layout(const std::vector<ParamSpec>& specs, const ModelCo
         lay.momentum_numel += s.numel;
     }
     return lay;
-}
-
-// Backend ops. The CPU backend gets the twins of kernels/muon.h directly; another backend (CUDA) provides members
-// muon_momentum, newton_schulz and muon_apply with these argument lists. muon_apply's master (fp32 master weights
-// or null) and salt (the matrix's element index in the parameter buffer, for stochastic rounding to bf16) are
-// adamw_update's.
-template <class Backend>
-void muon_momentum_op(Backend& be, float* buf, float* u, const typename Backend::grad_t* g, size_t n, float mu,
-                      float grad_scale, bool nesterov) {
-    if constexpr (std::is_same_v<Backend, CpuBackend>) muon_momentum_cpu(buf, u, g, n, mu, grad_scale, nesterov);
-    else be.muon_momentum(buf, u, g, n, mu, grad_scale, nesterov);
-}
-template <class Backend>
-void newton_schulz_op(Backend& be, float* X, int rows, int cols, float* work, int steps) {
-    if constexpr (std::is_same_v<Backend, CpuBackend>) newton_schulz_cpu(X, rows, cols, work, steps);
-    else be.newton_schulz(X, rows, cols, work, steps);
-}
-template <class Backend>
-void muon_apply_op(Backend& be, typename Backend::act_t* params, float* master, const float* O, size_t n, float lr,
-                   float wd, float step, uint64_t salt) {
-    if constexpr (std::is_same_v<Backend, CpuBackend>) muon_apply_cpu(params, O, n, lr, wd, step);
-    else be.muon_apply(params, master, O, n, lr, wd, step, salt);
 }
 
 template <class Backend>
@@ -208,10 +159,10 @@ struct Muon {
         }
         for (const MuonMatrix& mx : lay.matrices) {
             size_t n = (size_t)mx.rows * mx.cols;
-            muon_momentum_op(be, momentum + mx.state, u, grads + mx.offset, n, o.momentum, grad_scale, o.nesterov);
-            newton_schulz_op(be, u, mx.rows, mx.cols, work, o.ns_steps);
+            be.muon_momentum(momentum + mx.state, u, grads + mx.offset, n, o.momentum, grad_scale, o.nesterov);
+            be.newton_schulz(u, mx.rows, mx.cols, work, o.ns_steps);
             float scale = 0.2f * std::sqrt((float)std::max(mx.rows, mx.cols));
-            muon_apply_op(be, params + mx.offset, master ? master + mx.offset : nullptr, u, n, lr,
+            be.muon_apply(params + mx.offset, master ? master + mx.offset : nullptr, u, n, lr,
                           mx.decay ? o.weight_decay : 0.0f, lr * scale, mx.offset);
         }
     }

@@ -1,65 +1,26 @@
-// RSO, randomized subspace optimization (Chen, Zhang, Liu, Yuan, Wen 2025, "A Memory Efficient Randomized
-// Subspace Optimization Method for Training Large Language Models", arXiv 2502.07222), as an optimizer over a
-// model's parameter buffer. The PRAC paper's "random-only" baseline in Table 2.
-//
-// The method: an outer loop draws a random subspace per weight; an inner loop minimizes the loss over a small
-// variable in that subspace, with a proximal term; the result is merged into the weight:
-//   P_k random (n, r) with orthonormal columns, B = 0
-//   B_k ~ argmin_B f(W_k + B P_kᵀ) + (prox / 2) ||B||²      (Adam from a fresh state, `gap` inner steps)
-//   W_{k+1} = W_k + B_k P_kᵀ
-// for every linear weight W (m, n) = nn.Linear (out, in) of the transformer blocks (qkvw, attprojw, fcw, fcprojw).
-// Embeddings, the head, norms and biases are trained by AdamW at the same learning rate.
-//
-// How it runs here. The parameter buffer always holds W = W_k + B Pᵀ, so forward is the model's ordinary one.
-// The gradient of B is G P, with G = dYᵀ X the weight's gradient: it only needs X·P (N, r), which is the
-// memory point of the method. The linear sites therefore store X·P with the optimizer's P (PracOptions::rso_rank,
-// ActSite::external: bound by bind_sites) and backward's factored weight gradient leaves G' = dYᵀ (X P) Pᵀ in
-// the gradient buffer; since Pᵀ P = I, G' P = G P exactly, so this optimizer's projection of the buffer is B's
-// true gradient whether or not the site compressed X (a test compares the two). The attention output (attprojw's
-// input) is stored whole anyway for attention's backward; there the buffer holds G itself.
-// Per inner step, per weight and layer (GaLore's per-block ops, kernels/galore.h, right side; kernels/rso.h):
-//   R = grad_scale G P  (m, r);  R += prox B;  m, v Adam moments of R;  N = m / (sqrt(v) + eps)
-//   s = lr sqrt(1 - b2^(τ+1)) / (1 - b1^(τ+1))   (τ = inner steps already taken: Adam restarts every outer step)
-//   B -= s N;  W = (W - s N Pᵀ)(1 - lr wd)
-// and after every `gap` steps: new P for every weight and layer, B = m = v = 0.
-//
-// Choices where the RSO paper's text available to us is silent (also in scripts/repro/README.md):
-// - P is Haar-distributed (QR of a Gaussian draw; the method's analysis assumes Haar), one per weight and layer,
-//   drawn from the run's seed so every data-parallel rank has the same P (it shapes the weights). Weights that
-//   share an input share one P: q, k, v (our fused qkvw) and LLaMA's gate and up (fcw); each keeps its own rows
-//   of B. One stored X·P then serves all of them.
-// - gap = 200 inner steps (our choice, GaLore's refresh interval); prox = 0 (the paper's proximal constant comes
-//   from its theory and its experimental value is not known to us; --rso-prox sets one).
-// - Ranks: the PRAC paper's 256 (GPT-2 124M) and 512 (GPT-2 355M); for LLaMA, GaLore's ranks (128, 256, 256,
-//   512 for 60M..1B: an assumption, RSO's own LLaMA settings are not available to us); elsewhere channels / 4.
-// - Global-norm clipping sees the gradient buffer: for these weights G' with projected inputs, whose norm is
-//   ||G P|| (B's gradient, what RSO's inner Adam trains on), but ||G|| with --rso-activations full, so the two
-//   agree step for step only without clipping.
-// - Decoupled weight decay acts on the whole W (AdamW's meaning of --weight-decay for every optimizer here);
-//   --weight-decay 0 keeps every update inside the subspaces.
-// - The gradient buffer keeps full-size weight gradients (the trainer's data-parallel reduction works on it),
-//   so this implementation saves activation and optimizer memory, not gradient memory.
-//
-// State: per weight P (L, n, r), B, m, v (L, m, r); AdamW m, v of the other tensors; fp32 master weights when the
-// backend stores bf16; one (m, r) scratch. Not sharded (ZeRO-1 would cut the weights).
+// RSO, randomized subspace optimization (Chen et al. 2025, arXiv 2502.07222), the PRAC paper's "random-only"
+// baseline, as an optimizer over a model's parameter buffer: each linear weight W (qkvw, attprojw, fcw, fcprojw)
+// is trained as W + B Pᵀ, Adam on the small B (m, r) for `gap` steps in a random orthonormal P (n, r), then B is
+// merged and a new P drawn; embeddings, head, norms and biases use AdamW. The linear sites store X·P with this
+// optimizer's P (ActSite::external, bind_sites): that is where the memory goes. Per-block ops: kernels/galore.h
+// (right side) and kernels/rso.h, CUDA twins in kernels/optim_cuda.cu. The update rule, how it runs here, the
+// choices where the RSO paper is silent (ranks, gap, prox, clipping, decay) and the state: docs/DESIGN.md
+// section 3.4 (RSO).
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "common/error.h"
-#include "kernels/cpu_backend.h"
-#include "kernels/rso.h"
 #include "model/config.h"
-#include "model/tensors.h"
-#include "prac/prac.h"
-#include "prac/site.h"
-#include "train/optim_galore.h"
-#include "train/optimizer.h"
+#include "common/tensors.h"
+#include "prac/prac.h"  // PracDrawKey, prac_random_basis_cpu: the subspace draws
+#include "model/sites.h"  // SITE_* (the weights whose inputs are sites), ActSite
+#include "train/optim_galore.h"  // galore_default_rank
+#include "train/optim_adamw.h"  // StateEntry, carve_state, OptimizerStateTensor
 
 struct RsoOptions {
     int rank = 0;       // 0: rso_default_rank(cfg)
@@ -69,7 +30,7 @@ struct RsoOptions {
     uint64_t seed = 42;  // the subspace draws' key (the same on every rank)
 };
 
-// RSO's rank for a model (see the top of the file).
+// RSO's rank for a model: the PRAC paper's for GPT-2, GaLore's for LLaMA (docs/DESIGN.md section 3.4, RSO).
 inline int rso_default_rank(const ModelConfig& cfg) {
     if (cfg.name == "gpt2-124m") return 256;
     if (cfg.name == "gpt2-355m") return 512;
@@ -112,19 +73,6 @@ inline std::vector<RsoBlock> rso_blocks(const std::vector<ParamSpec>& specs, con
         blocks.push_back({w.name, s->offset, per_layer, L, w.rows, w.cols, rank, w.site});
     }
     return blocks;
-}
-
-// The backend ops beyond GaLore's (GaloreOps): CpuBackend gets the twins of kernels/rso.h, another backend
-// provides members rso_prox and rso_track with the same arguments.
-template <class Backend>
-void rso_prox_op(Backend& be, float* R, const float* B, size_t n, float prox) {
-    if constexpr (std::is_same_v<Backend, CpuBackend>) rso_prox_cpu(R, B, n, prox);
-    else be.rso_prox(R, B, n, prox);
-}
-template <class Backend>
-void rso_track_op(Backend& be, float* B, const float* N, size_t n, float step) {
-    if constexpr (std::is_same_v<Backend, CpuBackend>) rso_track_cpu(B, N, n, step);
-    else be.rso_track(B, N, n, step);
 }
 
 template <class Backend>
@@ -219,11 +167,11 @@ struct Rso {
             for (int l = 0; l < k.layers; l++) {
                 size_t off = k.offset + (size_t)l * k.layer_stride, nv = k.var_numel();
                 float *P = s.P + (size_t)l * k.proj_numel(), *B = s.B + l * nv, *m = s.m + l * nv, *v = s.v + l * nv;
-                GaloreOps<Backend>::project(be, scratch, grads + off, P, k.rows, k.cols, k.rank, true, grad_scale);
-                if (o.prox > 0) rso_prox_op(be, scratch, B, nv, o.prox);
-                GaloreOps<Backend>::adam(be, scratch, m, v, nv, o.beta1, o.beta2, o.eps);
-                rso_track_op(be, B, scratch, nv, step_size);
-                GaloreOps<Backend>::apply(be, params + off, master ? master + off : nullptr, scratch, P, k.rows, k.cols,
+                be.galore_project(scratch, grads + off, P, k.rows, k.cols, k.rank, true, grad_scale);
+                if (o.prox > 0) be.rso_prox(scratch, B, nv, o.prox);
+                be.galore_adam(scratch, m, v, nv, o.beta1, o.beta2, o.eps);
+                be.rso_track(B, scratch, nv, step_size);
+                be.galore_apply(params + off, master ? master + off : nullptr, scratch, P, k.rows, k.cols,
                                           k.rank, true, step_size, decay, off);
             }
         }

@@ -1,4 +1,4 @@
-// The optimizer a run uses, behind one small interface: AdamW (train/optimizer.h), Muon (optim_muon.h),
+// The optimizer a run uses, behind one small interface: AdamW (train/optim_adamw.h), Muon (optim_muon.h),
 // Adam-mini (optim_adam_mini.h), GaLore (optim_galore.h) or RSO (optim_rso.h). The first four combine with every
 // PRAC mode; RSO brings its own activation compression (PracOptions::rso_rank). All of them list their state as
 // named fp32 tensors, which checkpoints store and the planner counts.
@@ -10,12 +10,13 @@
 
 #include "common/error.h"
 #include "model/config.h"
-#include "model/tensors.h"
+#include "common/tensors.h"
+#include "kernels/cpu_backend.h"  // state_bytes are counted on the CPU backend's layout
 #include "train/optim_adam_mini.h"
 #include "train/optim_galore.h"
 #include "train/optim_muon.h"
 #include "train/optim_rso.h"
-#include "train/optimizer.h"
+#include "train/optim_adamw.h"
 
 struct OptimizerChoice {
     std::string kind = "adamw";  // adamw | muon | adam-mini | galore | rso

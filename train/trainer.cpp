@@ -1,5 +1,10 @@
 #include "train/trainer.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train/planner.h"
+
 #include "data/gpt2_tokenizer.h"
 #include "data/spm_tokenizer.h"
 
@@ -54,6 +59,22 @@ void prepare_save_dir(const std::string& dir) {
         fail("--save: directory %s is not writable (%s)", dir.c_str(), std::strerror(errno));
 }
 
+void check_no_earlier_run(const TrainOptions& opts) {
+    if (opts.overwrite || opts.eval_only) return;
+    if (!opts.resume && !opts.ckpt_dir.empty()) {
+        std::vector<int64_t> steps = checkpoint_steps(opts.ckpt_dir);
+        if (!steps.empty())
+            fail("--ckpt-dir %s holds %zu checkpoint(s) of an earlier run (the newest after step %lld); this run would "
+                 "replace them\n---> HINT: pass --resume to continue that run, --overwrite to start over in that "
+                 "directory, or choose another --ckpt-dir", opts.ckpt_dir.c_str(), steps.size(),
+                 (long long)steps.back());
+    }
+    std::string model = opts.save + "/model.safetensors";
+    if (!opts.resume && !opts.save.empty() && access(model.c_str(), F_OK) == 0)
+        fail("--save %s already holds a model (%s); this run would replace it\n---> HINT: pass --overwrite to "
+             "replace it, or choose another --save directory", opts.save.c_str(), model.c_str());
+}
+
 void print_table(const char* title, const std::vector<std::pair<std::string, std::string>>& rows) {
     size_t w1 = std::strlen(title), w2 = 0;
     for (const auto& r : rows) {
@@ -64,14 +85,6 @@ void print_table(const char* title, const std::vector<std::pair<std::string, std
     std::printf("%s\n| %-*s | %-*s |\n%s\n", line.c_str(), (int)w1, title, (int)w2, "", line.c_str());
     for (const auto& r : rows) std::printf("| %-*s | %-*s |\n", (int)w1, r.first.c_str(), (int)w2, r.second.c_str());
     std::printf("%s\n", line.c_str());
-}
-
-std::string human_duration(double s) {
-    if (!std::isfinite(s) || s < 0) return "?";
-    long long t = (long long)(s + 0.5);
-    if (t < 60) return format("%llds", t);
-    if (t < 3600) return format("%lldm%02llds", t / 60, t % 60);
-    return format("%lldh%02lldm", t / 3600, (t % 3600) / 60);
 }
 
 int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptions& prac) {
@@ -119,4 +132,49 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
         std::printf("note: cannot load a tokenizer to decode the sample (%s)\n", e.what());
         return nullptr;
     }
+}
+
+bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char** argv, Comm& comm, int* exit_code) {
+    s.comm = &comm;
+    s.program = program;
+    TrainOptions& opts = s.opts;
+    parse_train_options(opts, argc, argv);
+    const int rank = comm.rank();
+    // only rank 0 reports: the other ranks' stdout goes nowhere (their errors still reach stderr)
+    if (rank != 0 && !std::freopen("/dev/null", "w", stdout)) fail("cannot silence the output of rank %d", rank);
+    if (opts.help) {
+        std::printf("%s", train_options_help(arch, program).c_str());
+        *exit_code = 0;
+        return false;
+    }
+
+    // ---- config ----
+    if (opts.model.empty()) opts.model = arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
+    s.cfg = model_config_load(arch, opts.model);
+    const ModelConfig& cfg = s.cfg;
+    if (opts.seq_len == 0) opts.seq_len = std::min(arch == Arch::GPT2 ? 1024 : 256, cfg.max_seq_len);
+    CHECK_USER(opts.seq_len <= cfg.max_seq_len, "sequence length %d (--seq-len) exceeds the model's %d positions\n"
+               "---> HINT: use --seq-len %d or less", opts.seq_len, cfg.max_seq_len, cfg.max_seq_len);
+    if (opts.warmup < 0) opts.warmup = opts.steps / 10;
+    s.builtin = opts.train_data.empty() && opts.val_data.empty();
+    if (s.builtin) {
+        std::string dir = builtin_data_dir(), tag = arch == Arch::GPT2 ? "gpt2" : "llama";
+        opts.train_data = dir + "/austen_" + tag + "_train.bin";
+        opts.val_data = dir + "/austen_" + tag + "_val.bin";
+    }
+    s.prac = prac_options_from(opts);
+    PracOptions& prac = s.prac;
+    if (opts.optimizer == "rso") {  // the linear sites store X·P with the optimizer's P (train/optim_rso.h)
+        if (opts.rso_rank == 0) opts.rso_rank = rso_default_rank(cfg);
+        if (opts.rso_activations == "projected") prac.rso_rank = opts.rso_rank;
+    }
+    if (opts.plan) {
+        *exit_code = print_plan(opts, cfg, prac);
+        return false;
+    }
+    // PRAC subspaces are per rank by default: each rank's estimator is unbiased on its own data, and independent
+    // draws make the averaged gradient's noise shrink with the number of ranks. The shared option all-reduces the
+    // Gram matrix and draws with the same seed, so every rank holds the same bases.
+    if (!opts.prac_shared) prac.seed += 1000003ull * (uint64_t)rank;
+    return true;
 }

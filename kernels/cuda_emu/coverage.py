@@ -3,7 +3,7 @@
 
 Every emulated process writes the kernels it executed to <runs>/<pid>.txt (kernels/cuda_emu/exec.cpp, when
 PRAC_EMU_COVERAGE_DIR is set); this script compares their union with every __global__ definition in the project's
-CUDA sources (kernels/, prac/, train/, common/) and prints
+CUDA sources (kernels/, prac/, train/, common/, and the test oracles' headers test/**/*.cuh) and prints
 
     cuda-emu kernel coverage: K/M kernels executed
 
@@ -19,17 +19,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from rewrite import blank_comments_and_strings, find_kernels  # noqa: E402
 
 SOURCE_DIRS = ("kernels", "prac", "train", "common")
+# Every .cu/.cuh of SOURCE_DIRS, and the .cuh headers under test/: the oracles the GPU tests run (the naive attention,
+# test/attention_naive_cuda.cuh). The .cu files under test/ are not scanned: test/cuda_emu's kernels test the
+# execution layer itself.
+SOURCE_PATTERNS = tuple(os.path.join(d, "**", "*." + ext) for d in SOURCE_DIRS for ext in ("cu", "cuh")) + (
+    os.path.join("test", "**", "*.cuh"),)
 
 
 def project_kernels(src):
     found = []
-    for d in SOURCE_DIRS:
-        for ext in ("cu", "cuh"):
-            for path in sorted(glob.glob(os.path.join(src, d, "**", "*." + ext), recursive=True)):
-                with open(path, encoding="utf-8") as fp:
-                    code = blank_comments_and_strings(fp.read())
-                for name, _ in find_kernels(code):
-                    found.append((os.path.relpath(path, src), name))
+    for pattern in SOURCE_PATTERNS:
+        for path in sorted(glob.glob(os.path.join(src, pattern), recursive=True)):
+            with open(path, encoding="utf-8") as fp:
+                code = blank_comments_and_strings(fp.read())
+            for name, _ in find_kernels(code):
+                found.append((os.path.relpath(path, src), name))
     return found
 
 

@@ -1,37 +1,21 @@
-// What every GPU test does first: without a usable CUDA device it exits 77 (ctest reports "Skipped"), unless
-// REQUIRE_GPU=1 is set, on the GPU machine, where a missing device is a failure.
+// What every GPU test shares: it first returns gpu_unavailable_exit_code(name) when that is not -1 (exit 77,
+// ctest's "Skipped", without a device; a failure with REQUIRE_GPU=1), then reports checks one per line.
 #pragma once
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include <cuda_runtime.h>
-
-// -1 when a device is there; otherwise the exit code the test must return (77 or 1), after saying why.
-inline int gpu_test_unavailable(const char* test) {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e == cudaSuccess && n > 0) return -1;
-    const char* why = e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0";
-    const char* req = std::getenv("REQUIRE_GPU");
-    if (req && std::strcmp(req, "1") == 0) {
-        std::printf("FAIL %s: REQUIRE_GPU=1 but no CUDA device (%s)\n", test, why);
-        return 1;
-    }
-    std::printf("SKIP %s: no CUDA device (%s)\n", test, why);
-    return 77;
-}
-
-#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
 #include <vector>
 
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
 #include "common/cuda_check.h"
-#include "io/safetensors.h"  // f32_to_bf16, bf16_to_f32 (round to nearest even)
+#include "common/device.h"  // gpu_unavailable_exit_code
+#include "common/safetensors.h"  // f32_to_bf16, bf16_to_f32 (round to nearest even)
 
 // ---- reporting: one line per check, a final "N passed, M failed" summary line and the exit code ----
 inline int g_gpu_checks = 0, g_gpu_failures = 0;
@@ -70,7 +54,7 @@ inline double rel_err(const std::vector<float>& a, const std::vector<float>& b, 
 }
 
 // ---- host-side storage types: T <-> float for T = float or bf16 ----
-// The bf16 conversions are the checkpoint code's (io/safetensors.h): round to nearest even, so a host value and
+// The bf16 conversions are the checkpoint code's (common/safetensors.h): round to nearest even, so a host value and
 // the GPU's stored value agree bit for bit.
 template <typename T>
 struct Host;

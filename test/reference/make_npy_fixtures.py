@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tiny .npy fixtures written by numpy itself, for test/test_npy_analyze.cpp (io/npy.cpp's reader and writer).
+"""Tiny .npy fixtures written by numpy itself, for test/test_npy_analyze.cpp (common/npy.cpp's reader and writer).
 
 Good files (the C++ test mirrors EXPECTED below and compares every value bit for bit):
     f4_2x3.npy, f4_1d.npy, f4_2x3x4.npy, f4_scalar.npy, f4_empty.npy   np.save, format version 1.0, float32

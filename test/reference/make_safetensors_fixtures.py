@@ -10,7 +10,7 @@ Regenerate (from the repository root):
     python test/reference/make_safetensors_fixtures.py
 
 Check a file written by our C++ writer loads in Python with the expected values:
-    PRAC_SAFETENSORS_KEEP=/tmp/st build/io/test_safetensors --gtest_filter='*Python*'
+    PRAC_SAFETENSORS_KEEP=/tmp/st build/test/test_safetensors --gtest_filter='*Python*'
     python test/reference/make_safetensors_fixtures.py --check /tmp/st/cpp_written.safetensors
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tiktoken's GPT-2 ids for texts, for test/test_gpt2_tokenizer.cpp (the live comparison) and bench/.
+"""tiktoken's GPT-2 ids for texts, for test/test_gpt2_tokenizer.cpp (the live comparison) and tools/bench_tokenizer.cpp.
 
   python3 tiktoken_check.py RANKS IN OUT
 

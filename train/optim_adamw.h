@@ -1,11 +1,12 @@
-// AdamW over a model's parameter buffer, the learning-rate schedule and global-norm clipping.
+// AdamW over a model's parameter buffer, and what every optimizer shares: the learning-rate schedule, global-norm
+// clipping, the gradient norm, and optimizer state as named fp32 tensors (train/optimizers.h puts them together).
 #pragma once
 #include <algorithm>
 #include <string>
 #include <cmath>
 #include <vector>
 
-#include "model/tensors.h"
+#include "common/tensors.h"
 
 // Linear warmup over `warmup` steps, then cosine decay from lr to min_lr_frac * lr at the last step
 // (the PRAC paper: warmup 10% of steps, floor 10% of peak). step is 0-based.
@@ -33,7 +34,7 @@ struct OptimizerStateTensor {
     size_t numel;
 };
 
-// An optimizer's state as named fp32 tensors in ONE backend allocation, each slice aligned like model/tensors.h
+// An optimizer's state as named fp32 tensors in ONE backend allocation, each slice aligned like common/tensors.h
 // (GaLore, RSO): state_entries_bytes is what to allocate (and what the planner counts), carve_state the slices.
 struct StateEntry {
     std::string name;

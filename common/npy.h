@@ -1,17 +1,9 @@
-// Reading and writing numpy .npy files (activation dumps for tools/prac_analyze).
-//
-// Format (numpy/lib/format.py, "NEP 1"): the 6-byte magic "\x93NUMPY", a major and a minor version byte,
-// the header length as little-endian u16 (version 1.0) or u32 (2.0 and 3.0), then the header: a Python
-// dict literal such as {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } padded with spaces
-// and ended by '\n' so that the data starts on a 64-byte boundary. The data follows, row-major (C order)
-// unless fortran_order is True. Version 3.0 only allows UTF-8 in the header, which changes nothing here.
-//
-// The reader takes only what the tools need and refuses the rest with a message naming the problem and
-// the fix; it never guesses (a Fortran-order or big-endian array read as if it were C-order little-endian
-// would be silently wrong numbers, not an error).
-//
-// The writer produces the bytes np.save produces for the same float32 array (version 1.0, same header
-// text and padding), so numpy loads what we write, and replaces the target atomically.
+// Reading and writing numpy .npy files (activation dumps for tools/prac_analyze). Format (numpy/lib/format.py,
+// "NEP 1"): magic "\x93NUMPY", version, header length, a Python dict literal header padded so that the data starts
+// on a 64-byte boundary, then the data (row-major unless fortran_order). The reader takes only what the tools need
+// and refuses the rest with a message naming the problem and the fix, never guessing (a Fortran-order or big-endian
+// array read as C-order little-endian would be silently wrong numbers). The writer produces np.save's bytes for a
+// float32 array (version 1.0) and replaces the target atomically. The format in detail: docs/DESIGN.md section 7.3.
 #pragma once
 #include <cstdint>
 #include <string>

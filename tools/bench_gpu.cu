@@ -1,29 +1,11 @@
-// bench_gpu: training-step throughput and memory of the CUDA backend, PRAC off vs on, per model size.
-//
-// For each config (GPT-2 124M at B=64 T=1024; LLaMA-130M, 350M, 1B at B=128 T=256) and PRAC none / prac (the
-// paper's defaults, T1 = T2 = 500): the planner checks the fit against cudaMemGetInfo first (a config whose plan
-// does not fit is reported as "does not fit: plan X GiB > free Y GiB", e.g. the 1B baseline), then the model is
-// built with random init, 3 warmup steps and N timed steps of forward + backward + grad norm + AdamW run on random
-// tokens (no data loader), and the table reports ms/step, tok/s, MFU (llm.c's 6N + 6·L·C·T flops per token over
-// the GPU's dense bf16 peak), measured peak bytes (CudaBackend::peak_bytes) vs the plan, and the cudaMemGetInfo
-// delta. N in MFU counts the weights a token is multiplied with (6 flops each: forward, and backward's two
-// GEMMs): for LLaMA it is the parameter count minus the untied input embedding, N - V·C (a row lookup, no
-// flops; its V·C values are 18% of LLaMA-130M's parameters and 5% of 1B's); for GPT-2 it is the whole parameter
-// count, since the tied wte is also the LM head and is counted once (wpe and the norms, <1%, stay in as in llm.c).
-// V is the padded vocabulary the embedding table has (LLaMA's 32000 needs no padding). PRAC's extra step on a basis
-// refresh is timed separately (one step where begin_step refreshes Q1/Q2) and amortized over T1. PRAC also runs at
-// the largest micro-batch the planner fits in free memory (1 GiB reserve).
-//
-// Flags: --quick (GPT-2 124M B=16 and LLaMA-130M B=32, 5 steps, no max-batch runs: the gpu_verify budget),
-//        --models a,b,... (gpt2-124m, llama-130m, llama-350m, llama-1b), --steps N (default 10),
-//        --max-batch / --no-max-batch (force the PRAC max-batch runs on or off), --json FILE,
-//        --optimizers a,b,... (default adamw): for each other optimizer (muon, adam-mini, galore, rso, at their
-//        default settings) one more row per model, PRAC off (RSO with its projected inputs): Table 2's GaLore and
-//        RSO memory and Table 9's step times.
-//        --tiny (gpt2-tiny and llama-tiny at B=2 T=64: a smoke run of every code path, e.g. on the CPU execution
-//        layer in `make test`; its numbers mean nothing).
-// Every result row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them to its summary).
-// Without a CUDA device: "SKIP bench_gpu: no CUDA device (...)" and exit 77 (REQUIRE_GPU=1: exit 1).
+// bench_gpu: training-step throughput and memory of the CUDA backend, PRAC off vs on, per model size (GPT-2 124M at
+// B=64 T=1024; LLaMA-130M, 350M, 1B at B=128 T=256) on random tokens: ms/step, tok/s, MFU, measured peak bytes vs
+// the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, and PRAC at the largest
+// micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and LLaMA-130M B=32: the gpu_verify
+// budget), --models, --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per
+// other optimizer), --tiny (a smoke run of every code path, e.g. emulated in `make test`; its numbers mean nothing).
+// Every row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them). Without a CUDA device: exit
+// 77 (REQUIRE_GPU=1: exit 1). How each number is measured and what MFU counts: docs/DESIGN.md section 9.4.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -41,11 +23,11 @@
 #include "model/config.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
-#include "plan/planner.h"
-#include "prac/prac.h"
-#include "test/gpu/gpu_test.h"
-#include "train/optimizer.h"
-#include "train/optimizers.h"
+#include "train/planner.h"
+#include "prac/prac.h"  // PracOptions, prac_mode_name
+#include "common/device.h"  // gpu_unavailable_exit_code
+#include "train/optim_adamw.h"  // grad_norm, clip_scale
+#include "train/optimizers.h"  // make_optimizer, init_master_weights
 
 static const double GiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -316,7 +298,7 @@ int main(int argc, char** argv) {
         extra_optimizers.push_back(o);
     }
 
-    int unavailable = gpu_test_unavailable("bench_gpu");
+    int unavailable = gpu_unavailable_exit_code("bench_gpu");
     if (unavailable >= 0) return unavailable;
 
     std::vector<Bench> table = {{"gpt2-124m", Arch::GPT2, 64, 1024},
@@ -529,9 +511,11 @@ int main(int argc, char** argv) {
                 return r.config == h.first && r.prac == "none" && r.optimizer == "adamw" && !r.max_batch;
             });
             double got = it == rows.end() ? 0.0 : it->flops_token;
-            check(got == h.second, "%s at T=64: %.0f model flops per token (hand count %.0f)", h.first.c_str(), got,
-                  h.second);
+            bool ok = got == h.second;
+            std::printf("  [%s] %s at T=64: %.0f model flops per token (hand count %.0f)\n", ok ? "ok" : "FAIL",
+                        h.first.c_str(), got, h.second);
+            failures += !ok;
         }
     }
-    return failures || g_gpu_failures ? 1 : 0;
+    return failures ? 1 : 0;
 }

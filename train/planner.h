@@ -43,8 +43,3 @@ int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanT
 std::string plan_table(const MemoryPlan& p);
 std::string plan_json(const MemoryPlan& p);
 
-// Bytes the CUDA backend reserves for libraries (cuBLASLt workspace, attention workspace, eigensolver and QR
-// workspaces of the largest PRAC refresh). The CUDA backend must allocate exactly these; until it exists
-// (docs/VERIFICATION.md) they are the design's numbers, not measurements.
-constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;
-constexpr int CUDA_CLASSIFIER_CHUNK = 2048;  // rows of logits per chunk in the CUDA fused classifier

@@ -1,17 +1,9 @@
-// Reading and writing huggingface .safetensors files (checkpoints, HF model weights).
-//
-// Format: 8-byte little-endian u64 N, then N bytes of UTF-8 JSON (possibly padded with spaces),
-// then the data area. The JSON maps each tensor name to {"dtype", "shape", "data_offsets":
-// [begin, end]} with offsets relative to the start of the data area, plus an optional
-// "__metadata__" object of string -> string. All data is little-endian, row-major.
-//
-// The reader validates the whole header when the file is opened, so a truncated or corrupt file
-// fails at open with a message naming the problem, not later with garbage weights. Tensor data is
-// read lazily with pread (64-bit offsets; files can be tens of GB), so the reads are const and
-// safe to issue from several threads at once.
-//
-// The writer produces the same bytes as the Python `safetensors` library for the same tensors
-// and metadata (same tensor order, same header layout), and replaces the target atomically.
+// Reading and writing Hugging Face .safetensors files (checkpoints, HF model weights): an 8-byte little-endian
+// header length, a JSON header mapping each tensor name to {"dtype", "shape", "data_offsets"} (plus an optional
+// "__metadata__" of strings), then the little-endian, row-major data. The reader validates the whole header at open
+// (a truncated or corrupt file fails there, naming the problem) and reads tensor data lazily with pread (const, safe
+// from several threads; 64-bit offsets). The writer produces the Python `safetensors` library's bytes for the same
+// tensors and metadata and replaces the target atomically. The format in detail: docs/DESIGN.md section 7.3.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // GPT-2 tokenizer throughput: our encoder (data/gpt2_tokenizer.h) on 1 thread and on all threads, and, when
 // python3 can import tiktoken, tiktoken's encode_ordinary_batch on the same documents and thread counts.
 //
-//   ./build/bench/bench_tokenizer [--doc-bytes N] [--threads 1,2,...] [--repeat R] [--ranks PATH]
+//   ./build/tools/bench_tokenizer [--doc-bytes N] [--threads 1,2,...] [--repeat R] [--ranks PATH]
 //                                 [--no-tiktoken] [FILE ...]
 //
 // Default text: the six Austen novels (data/austen). The text is cut into documents of about --doc-bytes

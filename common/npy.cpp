@@ -1,5 +1,5 @@
 // See npy.h for the format and the guarantees. Spec: numpy.org/doc/stable/reference/generated/numpy.lib.format.html
-#include "io/npy.h"
+#include "common/npy.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "io/safetensors.h"  // bf16_to_f32, f16_to_f32
+#include "common/safetensors.h"  // bf16_to_f32, f16_to_f32
 
 // We copy '<f4' bytes straight into float buffers.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "npy I/O assumes a little-endian host");

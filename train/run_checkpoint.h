@@ -11,7 +11,7 @@
 #include "prac/prac_state.h"
 #include "train/checkpoint.h"
 #include "train/cli.h"
-#include "train/optimizer.h"
+#include "train/optim_adamw.h"
 
 // The settings a continuation must share with the run that wrote the checkpoint (anything that changes the
 // arithmetic or the data order). Keys are stored as metadata and compared on resume.

@@ -1,5 +1,5 @@
 // See safetensors.h for the format and the guarantees. Spec: github.com/huggingface/safetensors.
-#include "io/safetensors.h"
+#include "common/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

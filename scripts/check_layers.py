@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Fails when a lower layer of the source tree includes a higher one.
+
+The layers, lowest first (a file may include its own layer and the ones below it):
+  0  common/                     errors, tensors, device, safetensors, npy
+  1  kernels/ prac/ data/        the ops and their CUDA twins, PRAC's site ops, tokenizers and shards
+  2  model/                      GPT-2 and LLaMA over a backend, the activation sites
+  3  train/                      the training loop's parts, optimizers, planner, checkpoints, communicators
+  4  tools/ and the mains        train_gpt2.cu, train_llama.cu, prep_data, prac_analyze, the benchmarks
+  5  test/                       may include anything
+Only quoted includes of project paths ("layer/...") are checked; system headers are not.
+
+  python3 scripts/check_layers.py [--root DIR]   check the tree (exit 1 and one line per violation)
+  python3 scripts/check_layers.py --self-test    show that a violation is caught and a clean tree passes
+"""
+import argparse
+import os
+import re
+import sys
+import tempfile
+
+LAYERS = {"common": 0, "kernels": 1, "prac": 1, "data": 1, "model": 2, "train": 3, "tools": 4, "test": 5}
+MAIN_LAYER = 4  # files at the top level (the two mains)
+SOURCE_EXT = (".h", ".hpp", ".cpp", ".cu", ".cuh")
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"/]+)/[^"]*"', re.M)
+
+
+def layer_of(rel):
+    top = rel.split(os.sep)[0] if os.sep in rel else None
+    if top is None:
+        return MAIN_LAYER
+    return LAYERS.get(top)
+
+
+def check(root):
+    problems = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = os.path.relpath(dirpath, root)
+        if rel_dir == ".":
+            dirnames[:] = [d for d in dirnames if d in LAYERS]  # build/, .git/, docs/ ... are not sources
+        for f in filenames:
+            if not f.endswith(SOURCE_EXT):
+                continue
+            rel = os.path.normpath(os.path.join(rel_dir, f))
+            mine = layer_of(rel)
+            if mine is None:
+                continue
+            with open(os.path.join(dirpath, f), encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+            for m in INCLUDE.finditer(text):
+                target = m.group(1)
+                theirs = LAYERS.get(target)
+                if theirs is None:
+                    if os.path.isdir(os.path.join(root, target)) and target not in ("build", "scripts"):
+                        line = text.count("\n", 0, m.start()) + 1
+                        problems.append(f"{rel}:{line}: includes {target}/, a folder that is in no layer "
+                                        f"(add it to LAYERS in scripts/check_layers.py, or move the file)")
+                    continue  # not a project folder (e.g. "nlohmann/json.hpp")
+                if theirs > mine:
+                    line = text.count("\n", 0, m.start()) + 1
+                    problems.append(f"{rel}:{line}: includes {target}/ (layer {theirs}) from layer {mine}: "
+                                    f"a lower layer must not depend on a higher one")
+    return problems
+
+
+def self_test():
+    def tree(files):
+        d = tempfile.mkdtemp(prefix="check_layers_")
+        for rel, text in files.items():
+            p = os.path.join(d, rel)
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            with open(p, "w") as fh:
+                fh.write(text)
+        return d
+    clean = tree({"common/a.h": '#include <vector>\n', "kernels/k.h": '#include "common/a.h"\n',
+                  "model/m.h": '#include "kernels/k.h"\n#include "prac/p.h"\n', "train_x.cu": '#include "train/t.h"\n',
+                  "test/t.cpp": '#include "train/t.h"\n', "build/x.h": '#include "train/t.h"\n'})
+    bad = tree({"kernels/k.h": '#include "common/a.h"\n\n#include "model/tensors.h"\n', "model/tensors.h": ""})
+    ok = True
+    if check(clean):
+        print("self-test FAILED: a clean tree was reported:", check(clean))
+        ok = False
+    found = check(bad)
+    if len(found) != 1 or not found[0].startswith("kernels/k.h:3: includes model/"):
+        print("self-test FAILED: kernels/ including model/ was not reported exactly once:", found)
+        ok = False
+    print("self-test:", "ok" if ok else "FAILED")
+    return 0 if ok else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args()
+    if a.self_test:
+        return self_test()
+    problems = check(os.path.abspath(a.root))
+    for p in problems:
+        print(p)
+    print(f"layers: {len(problems)} violation(s)" if problems else "layers: every include points down")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

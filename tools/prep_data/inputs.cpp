@@ -1,0 +1,400 @@
+// prep_data's inputs: the input files (--input and --val-input expanded, their type told by their names), and
+// the byte sources that read them: files, the gzip/xz/zstd decompressors, tar archives and their entries,
+// lines.
+#include <archive.h>
+#include <archive_entry.h>
+#include <glob.h>
+#include <lzma.h>
+#include <sys/stat.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "common/error.h"
+#include "tools/prep_data/prep_data.h"
+
+namespace fs = std::filesystem;
+
+namespace prep {
+
+static bool ends_with(const std::string& s, const std::string& suffix) {
+    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+static std::string lower(std::string s) {
+    for (auto& c : s) c = (char)std::tolower((unsigned char)c);
+    return s;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Input files
+// ---------------------------------------------------------------------------------------------------------
+
+FileType classify(const std::string& path) {
+    std::string n = lower(fs::path(path).filename().string());
+    FileType t;
+    if (ends_with(n, ".tgz")) return {KIND_TAR, CODEC_GZIP};
+    if (ends_with(n, ".txz")) return {KIND_TAR, CODEC_XZ};
+    if (ends_with(n, ".tzst")) return {KIND_TAR, CODEC_ZSTD};
+    const std::pair<const char*, Codec> codecs[] = {{".gz", CODEC_GZIP}, {".xz", CODEC_XZ}, {".zst", CODEC_ZSTD},
+                                                   {".zstd", CODEC_ZSTD}};
+    for (const auto& [ext, c] : codecs) {
+        if (ends_with(n, ext)) {
+            t.codec = c;
+            n.resize(n.size() - std::strlen(ext));
+            break;
+        }
+    }
+    if (ends_with(n, ".txt") || ends_with(n, ".text")) t.kind = KIND_TEXT;
+    else if (ends_with(n, ".jsonl") || ends_with(n, ".json") || ends_with(n, ".ndjson")) t.kind = KIND_JSONL;
+    else if (ends_with(n, ".tar")) t.kind = KIND_TAR;
+    else if (t.codec != CODEC_NONE) t.kind = KIND_TAR;  // OpenWebText's urlsf_subsetNN-M_data.xz
+    return t;
+}
+
+// A top-level file we cannot read: say why and what to do.
+[[noreturn]] static void unsupported_file(const std::string& path) {
+    std::string n = lower(path);
+    if (ends_with(n, ".parquet"))
+        fail("%s: parquet is not read by prep_data\n---> HINT: convert it to JSON lines first: python3 -c "
+             "\"import pandas as p,sys; p.read_parquet(sys.argv[1]).to_json(sys.argv[2], orient='records', "
+             "lines=True)\" %s out.jsonl", path.c_str(), path.c_str());
+    if (ends_with(n, ".bz2") || ends_with(n, ".zip") || ends_with(n, ".lz4") || ends_with(n, ".7z"))
+        fail("%s: this compression is not supported (gzip, xz and zstd are)\n---> HINT: recompress, e.g. "
+             "bzip2 -dc FILE | zstd -o FILE.zst", path.c_str());
+    fail("%s: unknown file type (by its name)\n---> HINT: prep_data reads *.txt, *.jsonl/*.json/*.ndjson and "
+         "*.tar, each optionally .gz/.xz/.zst; rename the file if its content is one of these",
+         path.c_str());
+}
+
+static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (it->is_regular_file(ec) && classify(it->path().string()).kind == KIND_TEXT)
+            found.push_back(it->path().string());
+    }
+    CHECK_USER(!ec, "cannot list directory %s: %s", dir.c_str(), ec.message().c_str());
+    CHECK_USER(!found.empty(), "directory %s has no .txt files\n---> HINT: a directory input stands for its *.txt "
+               "files; give JSON lines or archives by name or pattern", dir.c_str());
+    std::sort(found.begin(), found.end());
+    for (auto& p : found) out.push_back({p, (int64_t)fs::file_size(p), src, -1});
+}
+
+static void add_input(const std::string& spec, int src, std::vector<InputFile>& out) {
+    const char* flag = src == VAL ? "--val-input" : "--input";
+    std::vector<std::string> paths;
+    if (spec.find_first_of("*?[") != std::string::npos) {
+        glob_t g;
+        int rc = glob(spec.c_str(), 0, nullptr, &g);
+        if (rc == GLOB_NOMATCH)
+            fail("%s %s: no file matches this pattern\n---> HINT: check the path (relative to the current "
+                 "directory %s); the corpora are downloaded separately (prep_data --help: Getting the data)",
+                 flag, spec.c_str(), fs::current_path().c_str());
+        CHECK_USER(rc == 0, "%s %s: cannot expand the pattern (glob error %d)", flag, spec.c_str(), rc);
+        for (size_t i = 0; i < g.gl_pathc; i++) paths.push_back(g.gl_pathv[i]);  // sorted by glob
+        globfree(&g);
+    } else {
+        paths.push_back(spec);
+    }
+    for (const auto& p : paths) {
+        struct stat st;
+        if (stat(p.c_str(), &st) != 0)
+            fail("%s %s: %s", flag, p.c_str(), std::strerror(errno));
+        if (S_ISDIR(st.st_mode)) {
+            add_dir(p, src, out);
+            continue;
+        }
+        CHECK_USER(S_ISREG(st.st_mode), "%s %s is not a regular file", flag, p.c_str());
+        if (classify(p).kind == KIND_UNKNOWN) unsupported_file(p);
+        out.push_back({p, (int64_t)st.st_size, src, -1});
+    }
+}
+
+std::vector<InputFile> expand_inputs(const Options& o) {
+    std::vector<InputFile> files;
+    for (const auto& s : o.val_inputs) add_input(s, VAL, files);  // val first: it is closed before train starts
+    for (const auto& s : o.inputs) add_input(s, TRAIN, files);
+    std::map<std::string, size_t> seen;
+    for (size_t i = 0; i < files.size(); i++) {
+        std::error_code ec;
+        std::string key = fs::weakly_canonical(files[i].path, ec).string();
+        if (ec) key = files[i].path;
+        auto [it, fresh] = seen.emplace(key, i);
+        if (!fresh) {
+            const auto& a = files[it->second];
+            if (a.split_src != files[i].split_src)
+                fail("%s is both a --val-input and an --input: validation documents would leak into training",
+                     files[i].path.c_str());
+            fail("%s is given twice (overlapping --input patterns?)", files[i].path.c_str());
+        }
+    }
+    return files;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Byte sources: files, decompressors, tar entries. read() returns 0 only at the end, throws UserError on
+// corrupt data naming the file.
+// ---------------------------------------------------------------------------------------------------------
+
+FileSource::FileSource(const std::string& p, std::atomic<uint64_t>* c) : path(p), counter(c) {
+    f = std::fopen(p.c_str(), "rb");
+    CHECK_USER(f, "cannot open %s: %s", p.c_str(), std::strerror(errno));
+}
+
+FileSource::~FileSource() { std::fclose(f); }
+
+size_t FileSource::read(char* buf, size_t cap) {
+    size_t n = std::fread(buf, 1, cap, f);
+    if (n == 0 && std::ferror(f)) fail("error reading %s: %s", path.c_str(), std::strerror(errno));
+    counter->fetch_add(n, std::memory_order_relaxed);
+    return n;
+}
+
+namespace {
+
+// Common input buffering of the decompressors.
+struct Decoder : ByteSource {
+    ByteSource& in;
+    std::string name;
+    std::vector<char> ibuf = std::vector<char>(1 << 17);
+    bool eof = false;
+    uint64_t total_in = 0;
+    Decoder(ByteSource& i, const std::string& n) : in(i), name(n) {}
+    size_t fill() {  // reads the next chunk of compressed bytes into ibuf; sets eof at the end
+        size_t n = in.read(ibuf.data(), ibuf.size());
+        if (n == 0) eof = true;
+        total_in += n;
+        return n;
+    }
+    [[noreturn]] void corrupt(const char* codec, const std::string& why) const {
+        if (total_in == 0)
+            fail("%s is empty (0 bytes), not %s data\n---> HINT: an interrupted download? fetch it again",
+                 name.c_str(), codec);
+        fail("%s: %s\n---> HINT: the file is damaged or cut short (an interrupted download?): test it with "
+             "\"%s -t\" and fetch it again",
+             name.c_str(), why.c_str(), std::strcmp(codec, "gzip") == 0 ? "gzip" : codec);
+    }
+};
+
+struct GzipSource : Decoder {
+    z_stream zs{};
+    bool member_open = true, finished = false;
+    GzipSource(ByteSource& i, const std::string& n) : Decoder(i, n) {
+        CHECK_USER(inflateInit2(&zs, 16 + MAX_WBITS) == Z_OK, "zlib: cannot initialize");
+    }
+    ~GzipSource() override { inflateEnd(&zs); }
+    size_t read(char* buf, size_t cap) override {
+        zs.next_out = (Bytef*)buf;
+        zs.avail_out = (uInt)cap;
+        while (zs.avail_out == cap && !finished) {
+            if (zs.avail_in == 0 && !eof) {
+                zs.avail_in = (uInt)fill();
+                zs.next_in = (Bytef*)ibuf.data();
+            }
+            if (!member_open) {  // between gzip members (gzip allows several, and zero padding after)
+                while (zs.avail_in > 0 && *zs.next_in == 0) zs.next_in++, zs.avail_in--;
+                if (zs.avail_in == 0) {
+                    if (eof) finished = true;
+                    continue;
+                }
+                if (*zs.next_in != 0x1f) corrupt("gzip", "unexpected bytes after the end of the gzip data");
+                inflateReset(&zs);
+                member_open = true;
+            }
+            int ret = inflate(&zs, Z_NO_FLUSH);
+            if (ret == Z_STREAM_END) {
+                member_open = false;
+            } else if (ret == Z_BUF_ERROR) {
+                if (eof && zs.avail_in == 0) corrupt("gzip", "unexpected end of the gzip data (truncated)");
+            } else if (ret != Z_OK) {
+                corrupt("gzip", format("corrupt gzip data (zlib: %s)", zs.msg ? zs.msg : zError(ret)));
+            }
+        }
+        return cap - zs.avail_out;
+    }
+};
+
+struct XzSource : Decoder {
+    lzma_stream xs = LZMA_STREAM_INIT;
+    bool finished = false;
+    XzSource(ByteSource& i, const std::string& n) : Decoder(i, n) {
+        CHECK_USER(lzma_stream_decoder(&xs, UINT64_MAX, LZMA_CONCATENATED) == LZMA_OK, "liblzma: cannot initialize");
+    }
+    ~XzSource() override { lzma_end(&xs); }
+    size_t read(char* buf, size_t cap) override {
+        xs.next_out = (uint8_t*)buf;
+        xs.avail_out = cap;
+        while (xs.avail_out == cap && !finished) {
+            if (xs.avail_in == 0 && !eof) {
+                xs.avail_in = fill();
+                xs.next_in = (const uint8_t*)ibuf.data();
+            }
+            if (eof && total_in == 0) corrupt("xz", "");
+            lzma_ret ret = lzma_code(&xs, eof ? LZMA_FINISH : LZMA_RUN);
+            if (ret == LZMA_STREAM_END) finished = true;
+            else if (ret == LZMA_OK) continue;
+            else if (ret == LZMA_FORMAT_ERROR) corrupt("xz", "not xz data (bad magic bytes)");
+            else if (ret == LZMA_DATA_ERROR) corrupt("xz", "corrupt xz data");
+            else if (ret == LZMA_BUF_ERROR) corrupt("xz", "unexpected end of the xz data (truncated)");
+            else if (ret == LZMA_MEM_ERROR) fail("%s: out of memory decompressing xz", name.c_str());
+            else if (ret == LZMA_OPTIONS_ERROR) corrupt("xz", "unsupported xz options");
+            else corrupt("xz", format("xz error %d", (int)ret));
+        }
+        return cap - xs.avail_out;
+    }
+};
+
+struct ZstdSource : Decoder {
+    ZSTD_DStream* ds;
+    ZSTD_inBuffer zin{nullptr, 0, 0};
+    size_t last = 1;  // ZSTD_decompressStream's last result; 0 = a frame just ended
+    ZstdSource(ByteSource& i, const std::string& n) : Decoder(i, n) {
+        ds = ZSTD_createDStream();
+        CHECK_USER(ds && !ZSTD_isError(ZSTD_initDStream(ds)), "libzstd: cannot initialize");
+    }
+    ~ZstdSource() override { ZSTD_freeDStream(ds); }
+    size_t read(char* buf, size_t cap) override {
+        ZSTD_outBuffer zout{buf, cap, 0};
+        while (true) {
+            if (zin.pos == zin.size && !eof) {
+                zin.size = fill();
+                zin.src = ibuf.data();
+                zin.pos = 0;
+            }
+            if (eof && total_in == 0) corrupt("zstd", "");
+            size_t before = zin.pos;
+            size_t r = ZSTD_decompressStream(ds, &zout, &zin);
+            if (ZSTD_isError(r)) corrupt("zstd", format("corrupt zstd data (%s)", ZSTD_getErrorName(r)));
+            bool progress = zin.pos != before || zout.pos > 0;
+            if (progress) last = r;  // a call with no input after a finished frame asks for the next header
+            if (zout.pos > 0) return zout.pos;
+            if (eof && zin.pos == zin.size && !progress) {
+                if (last != 0) corrupt("zstd", "unexpected end of the zstd data (truncated)");
+                return 0;
+            }
+        }
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<ByteSource> make_decoder(Codec c, ByteSource& in, const std::string& name) {
+    switch (c) {
+        case CODEC_GZIP: return std::make_unique<GzipSource>(in, name);
+        case CODEC_XZ: return std::make_unique<XzSource>(in, name);
+        case CODEC_ZSTD: return std::make_unique<ZstdSource>(in, name);
+        default: return nullptr;
+    }
+}
+
+// TarReader's read callback for libarchive; an exception of its ByteSource is kept for TarReader::raise.
+static la_ssize_t tar_read_cb(archive* ar, void* self_, const void** out) {
+    auto* self = (TarReader*)self_;
+    try {
+        size_t n = self->in.read(self->buf.data(), self->buf.size());
+        *out = self->buf.data();
+        return (la_ssize_t)n;
+    } catch (...) {
+        self->err = std::current_exception();
+        archive_set_error(ar, EIO, "read error");
+        return -1;
+    }
+}
+
+TarReader::TarReader(ByteSource& i, const std::string& n) : in(i), name(n) {
+    a = archive_read_new();
+    CHECK_USER(a, "libarchive: out of memory");
+    archive_read_support_format_tar(a);
+    if (archive_read_open(a, this, nullptr, &tar_read_cb, nullptr) != ARCHIVE_OK) {
+        try {
+            raise("cannot open");
+        } catch (...) {
+            archive_read_free(a);
+            throw;
+        }
+    }
+}
+
+TarReader::~TarReader() { archive_read_free(a); }
+
+void TarReader::raise(const char* what) {
+    if (err) std::rethrow_exception(err);
+    const char* e = archive_error_string(a);
+    fail("%s: %s: %s\n---> HINT: the archive is damaged or cut short, or not a tar archive (test it with "
+         "\"tar -tf\")", name.c_str(), what, e ? e : "unknown libarchive error");
+}
+
+bool TarReader::next(std::string* path, bool* regular) {
+    archive_entry* e = nullptr;
+    int r = archive_read_next_header(a, &e);
+    if (r == ARCHIVE_EOF) return false;
+    if (r < ARCHIVE_WARN) raise("not a readable tar archive");
+    const char* p = archive_entry_pathname(e);
+    *path = p ? p : "";
+    *regular = archive_entry_filetype(e) == AE_IFREG;
+    return true;
+}
+
+void TarReader::skip() {
+    if (archive_read_data_skip(a) < ARCHIVE_WARN) raise("cannot skip an entry");
+}
+
+size_t EntrySource::read(char* buf, size_t cap) {
+    la_ssize_t n = archive_read_data(t.a, buf, cap);
+    if (n < 0) t.raise(format("cannot read entry %s", name.c_str()).c_str());
+    return (size_t)n;
+}
+
+bool LineReader::next(std::string& line) {
+    line.clear();
+    while (true) {
+        if (pos == end) {
+            if (done) return !line.empty();
+            end = src.read(buf.data(), buf.size());
+            pos = 0;
+            if (end == 0) {
+                done = true;
+                return !line.empty();
+            }
+        }
+        const char* p = buf.data() + pos;
+        const char* nl = (const char*)std::memchr(p, '\n', end - pos);
+        if (nl) {
+            line.append(p, nl);
+            pos += (size_t)(nl - p) + 1;
+            return true;
+        }
+        line.append(p, end - pos);
+        pos = end;
+        CHECK_USER(line.size() < (1ull << 31), "a line of more than 2 GB: is this really text?");
+    }
+}
+
+std::string read_all(ByteSource& s, const std::string& name) {
+    std::string out;
+    std::vector<char> buf(1 << 18);
+    size_t n;
+    while ((n = s.read(buf.data(), buf.size())) > 0) {
+        out.append(buf.data(), n);
+        CHECK_USER(out.size() < (1ull << 31),
+                   "%s: a document of more than 2 GB\n---> HINT: --doc-sep blank splits text files at blank lines",
+                   name.c_str());
+    }
+    return out;
+}
+
+bool is_blank(const std::string& s) {
+    for (char c : s)
+        if (c != ' ' && c != '\t' && c != '\r' && c != '\f' && c != '\v') return false;
+    return true;
+}
+
+}  // namespace prep

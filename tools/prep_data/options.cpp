@@ -1,0 +1,329 @@
+// prep_data's command line: the --help text (HELP), the parsing of the options, and finish_options: the
+// presets (c4, owt) and the checks of the combination.
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/error.h"
+#include "common/strings.h"  // edit_distance
+#include "tools/prep_data/prep_data.h"
+
+#ifndef PRAC_SOURCE_DIR
+#define PRAC_SOURCE_DIR "."
+#endif
+
+namespace prep {
+
+const char* HELP = R"HELP(usage: prep_data [c4|owt] --input PATH... --out PREFIX [options]
+
+Tokenizes raw text into token shards for ./train_gpt2 and ./train_llama (format: data/README.md).
+It streams the input (memory stays bounded whatever its size), encodes documents on all cores, writes
+each shard atomically, and can resume an interrupted run.
+
+Presets (options given explicitly override them):
+  c4    GaLore's C4 protocol (the LLaMA runs): --tokenizer spm --layout rows --row-len 256: each document
+        is its first 255 ids, EOS (1), then pad (0) up to 256 ids; the loss ignores pad targets.
+        Validation from --val-input (C4's validation files). Needs --spm-model (T5's spiece.model).
+        (GaLore streams C4 shuffled; here the trainer's loader shuffles rows and shards with its --seed.)
+          prep_data c4 --input 'c4/en/c4-train.*.json.gz' --val-input 'c4/en/c4-validation.*.json.gz' \
+                       --spm-model spiece.model --out c4_llama
+  owt   nanoGPT / llm.c's GPT-2 OpenWebText protocol: --tokenizer gpt2 --layout flat (each document is EOT
+        50256 then its tokens), --val-fraction 0.0005 --val-seed 2357, --owt-clean.
+          prep_data owt --input openwebtext.tar.xz --out owt_gpt2
+
+Input:
+  --input PATH...       files, directories or glob patterns (quoted, or let the shell expand them: every
+                        argument up to the next option is an input). Read in the order given; the matches of a
+                        pattern and the files of a directory in name order. Formats, by file name:
+                          *.txt                    one document per file (or see --doc-sep)
+                          *.jsonl *.json *.ndjson  JSON lines: one object per line, the text in --text-field
+                          *.tar                    a tar archive: .txt entries are documents, .jsonl entries JSON
+                                                   lines, compressed entries nested tar archives (OpenWebText:
+                                                   openwebtext/*_data.xz are xz-compressed tars of .txt files)
+                          any of these + .gz .xz .zst (also .tgz .txz); a compressed file with no other known
+                          extension is read as a tar archive
+                        A directory stands for all its *.txt files (also .txt.gz/.xz/.zst), recursively.
+                        Parquet is not read: convert it to JSON lines first (see below).
+  --val-input PATH...   like --input, for the validation split only (read first)
+  --text-field NAME     the JSON field holding the text (default "text")
+  --doc-sep file|blank  in text files and .txt entries: one document per file (default), or documents
+                        separated by blank lines (lines of only spaces/tabs); a document's lines are joined
+                        with "\n"
+  --owt-clean           clean each document like Hugging Face's openwebtext loader: \r\n and \r become \n,
+                        runs of 3+ newlines become 2, leading and trailing whitespace is removed (owt: on)
+  --skip-bad-json       skip (and count) JSON lines that do not parse or lack the text field, instead of
+                        stopping with an error
+  --max-docs N          read at most N documents from --input (and at most N from --val-input)
+  Documents that are empty (after --owt-clean) are skipped and counted. Invalid UTF-8 in text files is
+  replaced by U+FFFD (as Python's errors="replace"), and counted.
+
+Tokenizer and layout:
+  --tokenizer gpt2|spm  gpt2: GPT-2 r50k BPE (50257 ids, EOT 50256), as tiktoken's encode_ordinary;
+                        spm: a SentencePiece model, no BOS
+  --spm-model FILE      the SentencePiece .model (T5's spiece.model: 32000 ids, pad 0, EOS 1, unk 2)
+  --gpt2-ranks FILE     GPT-2's ranks (default: data/gpt2/r50k_base.tiktoken of this source tree)
+  --layout flat|rows    flat (default): one stream of documents separated by EOT/EOS; GPT-2 puts EOT
+                        before each document (llm.c), SentencePiece puts EOS after it (T5). rows: one
+                        document per row of --row-len ids: its first row-len - 1 ids, EOS, then pad ids
+                        (the rest of a long document is dropped); the trainer's --seq-len must equal row-len
+  --row-len N           the row length of --layout rows (default 256)
+  --pad-id N            the pad id of --layout rows (default: the model's pad id; T5: 0)
+
+Output:
+  --out PREFIX          writes PREFIX_train_000000.bin, PREFIX_train_000001.bin, ..., PREFIX_val_000000.bin
+                        and the run's state PREFIX_prep.json; missing directories in PREFIX are created
+  --shard-tokens N      tokens per shard (default 100M; suffixes K, M, G = 10^3, 10^6, 10^9; rows: rounded
+                        down to whole rows). Every shard but the last of each split has exactly N tokens; in
+                        the flat layout a document may continue in the next shard (as llm.c's fineweb.py)
+  --overwrite           delete the shards and state of an earlier run with this PREFIX, then start
+  --resume              continue an interrupted run (see Resume)
+  --max-shards N        stop (exit 0) after writing N shards in this invocation; continue with --resume
+
+Validation split (one of these; default: no val split unless --val-input):
+  --val-docs N          the first N documents of --input go to val
+  --val-fraction F      each document goes to val with probability F, decided by its index i (from 0, in
+                        input order) alone: val iff the i-th output of SplitMix64 seeded with --val-seed,
+                        divided by 2^64, is below F. The same inputs give the same split on every machine,
+                        whatever the thread count.
+  --val-seed S          that seed (default 2357, nanoGPT's)
+
+Speed and display:
+  --threads N           encoding threads (default: all cores); one more thread reads and decompresses
+  --batch-docs N        documents per encoding batch (default 256)
+  --progress-interval S seconds between progress lines when stderr is not a terminal (default 10; 0: none).
+                        On a terminal one line is redrawn: bytes read, documents, tokens, speed, ETA.
+  --quiet               no progress lines
+  -h, --help            this text
+  Memory: about 2 bytes per --shard-tokens token for each split being filled, plus the batches in flight.
+  Exit status: 0 done (also when --max-shards stopped it), 1 an error (the message names the file, and the
+  line of a JSON line), 2 an internal error.
+
+Resume:
+  After each shard, PREFIX_prep.json records the options, the input files (path, size, index of their
+  first document) and the position: for each split the first document not yet completely in its shards,
+  and how many of its tokens are. --resume (with the same command line) checks that the options and the
+  input file list are the same, checks every shard the state lists (header, file size, token count; the
+  last one of each split also by a checksum of its tokens), and continues after the last good shard; later
+  shards are written again. Input files before the resume point are not read at all; the file holding it
+  is read from its beginning, and documents already in shards are skipped without being tokenized. The
+  result is byte-identical to an uninterrupted run. Files from the resume point on may change (e.g. a
+  corrupt download replaced). With --val-fraction the val shard is only written at the end, so a resume
+  reads the input again from the first pending val document (tokenizing only val documents up to where
+  it stopped). A finished run is recognized: --resume then only checks the shards.
+
+Getting the data (needs internet; this tool does not download anything):
+  C4 en (Hugging Face allenai/c4, ~305 GB of .json.gz; 1024 train files, 8 validation files):
+      GIT_LFS_SKIP_SMUDGE=1 git clone https://huggingface.co/datasets/allenai/c4
+      cd c4 && git lfs pull --include "en/*"
+    (a first try: git lfs pull --include "en/c4-train.00000-of-01024.json.gz")
+  T5's SentencePiece model (the tokenizer of the C4/LLaMA runs):
+      huggingface-cli download google-t5/t5-base spiece.model --local-dir .
+  OpenWebText (8,013,769 documents): openwebtext.tar.xz (12.9 GB) from Zenodo record 3834942
+      (https://zenodo.org/records/3834942), or Hugging Face Skylion007/openwebtext, whose data/ folder is
+      parquet: convert it to JSON lines first, e.g.
+      python3 -c "import pandas as p,sys; p.read_parquet(sys.argv[1]).to_json(sys.argv[2], orient='records', lines=True)" in.parquet out.jsonl
+
+Train on the result:
+  ./train_gpt2 --train-data 'owt_gpt2_train_*.bin' --val-data 'owt_gpt2_val_*.bin'
+  ./train_llama --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' --seq-len 256
+)HELP";
+
+namespace {
+
+// "100M", "1G", "12345". K/M/G are decimal.
+int64_t parse_count(const std::string& flag, const std::string& v) {
+    std::string s = v;
+    int64_t mult = 1;
+    if (!s.empty()) {
+        char c = (char)std::toupper((unsigned char)s.back());
+        if (c == 'K') mult = 1000;
+        if (c == 'M') mult = 1000000;
+        if (c == 'G') mult = 1000000000;
+        if (mult != 1) s.pop_back();
+    }
+    char* end = nullptr;
+    errno = 0;
+    long long x = s.empty() ? 0 : std::strtoll(s.c_str(), &end, 10);
+    CHECK_USER(!s.empty() && end && *end == '\0' && errno == 0 && x >= 0 && x <= INT64_MAX / mult,
+               "%s: \"%s\" is not a non-negative whole number (suffixes K, M, G allowed)", flag.c_str(), v.c_str());
+    return (int64_t)x * mult;
+}
+
+double parse_double(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    CHECK_USER(!v.empty() && end && *end == '\0' && std::isfinite(x), "%s: \"%s\" is not a number", flag.c_str(),
+               v.c_str());
+    return x;
+}
+
+const char* const VALUE_FLAGS[] = {"--out", "--tokenizer", "--spm-model", "--gpt2-ranks", "--layout",
+                                   "--row-len", "--pad-id", "--shard-tokens", "--val-docs", "--val-fraction",
+                                   "--val-seed", "--text-field", "--doc-sep", "--max-docs", "--max-shards",
+                                   "--threads", "--batch-docs", "--progress-interval"};
+const char* const BOOL_FLAGS[] = {"--owt-clean", "--skip-bad-json", "--resume", "--overwrite", "--quiet", "--help"};
+const char* const LIST_FLAGS[] = {"--input", "--val-input"};
+
+}  // namespace
+
+Options parse_args(int argc, char** argv) {
+    Options o;
+    std::vector<std::string> all;
+    for (const char* f : VALUE_FLAGS) all.push_back(f);
+    for (const char* f : BOOL_FLAGS) all.push_back(f);
+    for (const char* f : LIST_FLAGS) all.push_back(f);
+    auto is_in = [](const std::string& s, const auto& arr) {
+        for (const char* f : arr)
+            if (s == f) return true;
+        return false;
+    };
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        if (i == 1 && (a == "c4" || a == "owt")) {
+            o.preset = a;
+            continue;
+        }
+        if (a == "-h" || a == "--help") {
+            o.help = true;
+            continue;
+        }
+        std::string name = a, value;
+        bool has_value = false;
+        size_t eq = a.find('=');
+        if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+            name = a.substr(0, eq);
+            value = a.substr(eq + 1);
+            has_value = true;
+        }
+        if (a.rfind("-", 0) != 0) {
+            if (i == 1)
+                fail("unknown preset \"%s\"; the presets are c4 and owt\n---> HINT: prep_data --help", a.c_str());
+            fail("unexpected argument \"%s\"\n---> HINT: input files go after --input (or --val-input); "
+                 "prep_data --help lists the options", a.c_str());
+        }
+        if (is_in(name, LIST_FLAGS)) {
+            auto& list = name == "--input" ? o.inputs : o.val_inputs;
+            if (has_value) list.push_back(value);
+            // Every following argument up to the next option: lets the shell expand an unquoted pattern.
+            while (i + 1 < argc && argv[i + 1][0] != '-') list.push_back(argv[++i]);
+            CHECK_USER(!list.empty() || has_value, "%s needs at least one file, directory or pattern",
+                       name.c_str());
+            o.given.insert(name);
+            continue;
+        }
+        if (is_in(name, BOOL_FLAGS)) {
+            CHECK_USER(!has_value, "%s takes no value", name.c_str());
+            o.given.insert(name);
+            if (name == "--owt-clean") o.owt_clean = true;
+            if (name == "--skip-bad-json") o.skip_bad_json = true;
+            if (name == "--resume") o.resume = true;
+            if (name == "--overwrite") o.overwrite = true;
+            if (name == "--quiet") o.quiet = true;
+            continue;
+        }
+        if (!is_in(name, VALUE_FLAGS)) {
+            std::string best;
+            size_t bd = 4;
+            for (const auto& f : all) {
+                size_t d = edit_distance(name, f);
+                if (d < bd) bd = d, best = f;
+            }
+            fail("unknown option %s%s\n---> HINT: prep_data --help lists the options", name.c_str(),
+                 best.empty() ? "" : format(" (did you mean %s?)", best.c_str()).c_str());
+        }
+        if (!has_value) {
+            CHECK_USER(i + 1 < argc, "%s needs a value", name.c_str());
+            value = argv[++i];
+        }
+        o.given.insert(name);
+        if (name == "--out") o.out = value;
+        else if (name == "--tokenizer") o.tokenizer = value;
+        else if (name == "--spm-model") o.spm_model = value;
+        else if (name == "--gpt2-ranks") o.gpt2_ranks = value;
+        else if (name == "--layout") o.layout = value;
+        else if (name == "--row-len") o.row_len = (int)std::min<int64_t>(parse_count(name, value), INT32_MAX);
+        else if (name == "--pad-id") o.pad_id = (int)std::min<int64_t>(parse_count(name, value), INT32_MAX);
+        else if (name == "--shard-tokens") o.shard_tokens = parse_count(name, value);
+        else if (name == "--val-docs") o.val_docs = parse_count(name, value);
+        else if (name == "--val-fraction") o.val_fraction = parse_double(name, value);
+        else if (name == "--val-seed") o.val_seed = (uint64_t)parse_count(name, value);
+        else if (name == "--text-field") o.text_field = value;
+        else if (name == "--doc-sep") o.doc_sep = value;
+        else if (name == "--max-docs") o.max_docs = parse_count(name, value);
+        else if (name == "--max-shards") o.max_shards = parse_count(name, value);
+        else if (name == "--threads") o.threads = (int)std::min<int64_t>(parse_count(name, value), 4096);
+        else if (name == "--batch-docs") o.batch_docs = (int)std::min<int64_t>(parse_count(name, value), 1 << 20);
+        else if (name == "--progress-interval") o.progress_interval = parse_double(name, value);
+    }
+    return o;
+}
+
+// Fills what the preset sets and the user did not, then checks the combination.
+void finish_options(Options& o) {
+    bool val_given = o.given.count("--val-docs") || o.given.count("--val-fraction") || o.given.count("--val-input");
+    if (o.preset == "c4") {
+        if (!o.given.count("--tokenizer")) o.tokenizer = "spm";
+        if (!o.given.count("--layout")) o.layout = "rows";
+        if (!o.given.count("--row-len")) o.row_len = 256;
+        CHECK_USER(val_given,
+                   "the c4 preset takes its validation split from C4's validation files, and no --val-input "
+                   "was given\n---> HINT: add --val-input 'c4/en/c4-validation.*.json.gz' (or --val-docs N)");
+    } else if (o.preset == "owt") {
+        if (!o.given.count("--tokenizer")) o.tokenizer = "gpt2";
+        if (!o.given.count("--layout")) o.layout = "flat";
+        if (!val_given) o.val_fraction = 0.0005;
+        if (!o.given.count("--val-seed")) o.val_seed = 2357;
+        o.owt_clean = true;
+    }
+    CHECK_USER(!o.inputs.empty(), "no input: give --input PATH (files, directories or patterns)\n"
+               "---> HINT: prep_data --help shows the formats and where to download C4 and OpenWebText");
+    CHECK_USER(!o.out.empty(), "no output: give --out PREFIX (shards are written to PREFIX_train_000000.bin, ...)");
+    CHECK_USER(!o.tokenizer.empty(), "no tokenizer: give --tokenizer gpt2 or --tokenizer spm --spm-model FILE "
+               "(or a preset: prep_data c4 ... / prep_data owt ...)");
+    CHECK_USER(o.tokenizer == "gpt2" || o.tokenizer == "spm", "--tokenizer must be gpt2 or spm, not \"%s\"",
+               o.tokenizer.c_str());
+    if (o.tokenizer == "spm")
+        CHECK_USER(!o.spm_model.empty(),
+                   "--tokenizer spm needs --spm-model FILE (T5's spiece.model for C4)\n"
+                   "---> HINT: huggingface-cli download google-t5/t5-base spiece.model --local-dir . ; a small "
+                   "test model is data/builtin/austen_spm8k.model");
+    else
+        CHECK_USER(o.spm_model.empty(), "--spm-model is for --tokenizer spm (the tokenizer is gpt2)");
+    if (o.gpt2_ranks.empty()) o.gpt2_ranks = std::string(PRAC_SOURCE_DIR) + "/data/gpt2/r50k_base.tiktoken";
+    CHECK_USER(o.layout == "flat" || o.layout == "rows", "--layout must be flat or rows, not \"%s\"",
+               o.layout.c_str());
+    if (o.rows()) {
+        CHECK_USER(o.row_len >= 2 && o.row_len <= 1 << 20, "--row-len must be in 2..1048576, got %d", o.row_len);
+    } else {
+        CHECK_USER(!o.given.count("--row-len") && !o.given.count("--pad-id"),
+                   "--row-len and --pad-id are for --layout rows (the layout is flat)");
+    }
+    CHECK_USER(o.doc_sep == "file" || o.doc_sep == "blank", "--doc-sep must be file or blank, not \"%s\"",
+               o.doc_sep.c_str());
+    CHECK_USER(!o.text_field.empty(), "--text-field must not be empty");
+    int nval = (o.val_docs > 0) + (o.val_fraction > 0) + !o.val_inputs.empty();
+    CHECK_USER(nval <= 1, "give at most one of --val-input, --val-docs, --val-fraction");
+    CHECK_USER(o.val_fraction >= 0 && o.val_fraction < 1, "--val-fraction must be in [0, 1), got %g", o.val_fraction);
+    CHECK_USER(o.shard_tokens > 0 && o.shard_tokens <= INT32_MAX,
+               "--shard-tokens must be in 1..%d (the header's token count is an int32)", INT32_MAX);
+    if (o.rows()) {
+        int64_t rounded = o.shard_tokens / o.row_len * o.row_len;
+        CHECK_USER(rounded > 0, "--shard-tokens %lld is less than one row of %d tokens", (long long)o.shard_tokens,
+                   o.row_len);
+        o.shard_tokens = rounded;
+    }
+    CHECK_USER(o.max_docs != 0, "--max-docs must be positive");
+    CHECK_USER(o.max_shards != 0, "--max-shards must be positive");
+    CHECK_USER(!(o.resume && o.overwrite), "--resume and --overwrite contradict each other: pick one");
+    if (o.threads <= 0) o.threads = (int)std::max(1u, std::thread::hardware_concurrency());
+    CHECK_USER(o.batch_docs > 0, "--batch-docs must be positive");
+    CHECK_USER(o.progress_interval >= 0, "--progress-interval must be >= 0");
+}
+
+}  // namespace prep

@@ -1,0 +1,727 @@
+// prep_data's output and the run itself (Prep, in the main thread): the tokenizer and the layout, the
+// encoded batches taken back in order and laid into shards (each written atomically), the resume state
+// PREFIX_prep.json after each shard and a resume from it, the progress line and the summary.
+#include <glob.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "common/strings.h"  // with_commas, human_duration
+#include "data/gpt2_tokenizer.h"
+#include "data/shard.h"
+#include "data/spm_tokenizer.h"
+#include "data/tokenizer.h"
+#include "tools/prep_data/prep_data.h"
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace prep {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------------------------------------
+
+const char* const SPLIT_NAME[2] = {"train", "val"};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string human_si(double v) {  // 12.3M
+    const char* units[] = {"", "K", "M", "G", "T"};
+    int u = 0;
+    while (std::fabs(v) >= 1000 && u < 4) v /= 1000, u++;
+    return u == 0 ? format("%.0f", v) : format(v < 10 ? "%.2f%s" : v < 100 ? "%.1f%s" : "%.0f%s", v, units[u]);
+}
+
+std::string human_bytes(double b) {  // decimal units, like the download sizes people quote
+    const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+    int u = 0;
+    while (b >= 1000 && u < 4) b /= 1000, u++;
+    return u == 0 ? format("%.0f B", b) : format(b < 10 ? "%.2f %s" : b < 100 ? "%.1f %s" : "%.0f %s", b, units[u]);
+}
+
+// A checksum of a shard's tokens (the resume check of the last shard): 64-bit words, multiply-xorshift.
+uint64_t hash_tokens(const uint16_t* t, size_t n) {
+    const unsigned char* p = (const unsigned char*)t;
+    size_t nb = n * sizeof(uint16_t), i = 0;
+    uint64_t h = 0x6A09E667F3BCC909ULL ^ (uint64_t)n;
+    for (; i + 8 <= nb; i += 8) {
+        uint64_t w;
+        std::memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x100000001B3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < nb; i++) h = (h ^ p[i]) * 0x100000001B3ULL;
+    return mix64(h);
+}
+
+uint64_t hash_file(const std::string& path) {  // identifies a tokenizer file in the resume state
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return 0;
+    uint64_t h = 0x6A09E667F3BCC909ULL;
+    std::vector<unsigned char> buf(1 << 16);
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
+        for (size_t i = 0; i < n; i++) h = (h ^ buf[i]) * 0x100000001B3ULL;
+    std::fclose(f);
+    return mix64(h);
+}
+
+std::string hex64(uint64_t v) { return format("%016" PRIx64, v); }
+
+// Writes `text` to `path` atomically (temporary file, fsync, rename), like write_shard.
+void write_file_atomic(const std::string& path, const std::string& text) {
+    std::string tmp = path + ".tmp." + std::to_string((long long)getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    CHECK_USER(f, "cannot create %s: %s", tmp.c_str(), std::strerror(errno));
+    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = errno;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        if (ok) err = errno;
+        std::remove(tmp.c_str());
+        fail("cannot write %s: %s\n---> HINT: is the disk full?", path.c_str(), std::strerror(err));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Output: shards, the resume state, progress
+// ---------------------------------------------------------------------------------------------------------
+
+struct SplitStats {
+    int64_t docs = 0, tokens = 0, truncated = 0, real_tokens = 0, repaired = 0;
+    json to_json() const {
+        return {{"docs", docs}, {"tokens", tokens}, {"truncated", truncated}, {"real_tokens", real_tokens},
+                {"repaired", repaired}};
+    }
+    void from_json(const json& j) {
+        docs = j.at("docs");
+        tokens = j.at("tokens");
+        truncated = j.at("truncated");
+        real_tokens = j.at("real_tokens");
+        repaired = j.at("repaired");
+    }
+};
+
+struct SplitOut {
+    std::vector<uint16_t> buf;
+    int64_t shards = 0;            // shards written
+    int64_t pending_doc = 0;       // the document whose tokens start buf (when buf is not empty)
+    int64_t pending_skip = 0;      // how many of its tokens are in earlier shards
+    bool closed = false;           // no more documents will come (its last shard is written)
+    SplitStats st;
+    std::vector<std::pair<int64_t, uint64_t>> written;  // (tokens, hash) of each shard
+};
+
+struct StopRun {};  // --max-shards reached
+
+struct Progress {
+    bool enabled = true, tty = false;
+    double interval = 10;
+    uint64_t total_bytes = 0;
+    Clock::time_point start = Clock::now(), last = Clock::now();
+    uint64_t bytes0 = 0;
+    int64_t tokens0 = 0;
+    bool drawn = false;
+
+    void clear() {
+        if (tty && drawn) std::fprintf(stderr, "\r\033[K");
+        drawn = false;
+    }
+    void message(const std::string& s) {
+        clear();
+        std::fprintf(stderr, "%s\n", s.c_str());
+    }
+    void tick(uint64_t bytes, int64_t docs, int64_t tokens, bool force) {
+        if (!enabled) return;
+        double since = std::chrono::duration<double>(Clock::now() - last).count();
+        if (!force && since < (tty ? 0.25 : interval)) return;
+        if (!tty && interval <= 0 && !force) return;
+        last = Clock::now();
+        double el = seconds_since(start);
+        double bps = el > 0 ? (double)(bytes - bytes0) / el : 0, tps = el > 0 ? (double)(tokens - tokens0) / el : 0;
+        double frac = total_bytes ? std::min(1.0, (double)bytes / (double)total_bytes) : 0;
+        std::string eta = "?";
+        if (bps > 0 && el >= 1) eta = human_duration((double)(total_bytes - std::min(bytes, total_bytes)) / bps);
+        const int W = 24;
+        int fill = (int)(frac * W);
+        std::string bar = std::string(fill, '#') + std::string(W - fill, '.');
+        std::string s = format("[%s] %5.1f%% %s/%s | %s docs | %s tokens | %s/s %s tok/s | %s %s", bar.c_str(),
+                               100 * frac, human_bytes((double)bytes).c_str(), human_bytes((double)total_bytes).c_str(),
+                               with_commas(docs).c_str(), human_si((double)tokens).c_str(), human_bytes(bps).c_str(),
+                               human_si(tps).c_str(), force ? "elapsed" : "ETA",
+                               force ? human_duration(el).c_str() : eta.c_str());
+        if (tty) {
+            std::fprintf(stderr, "\r\033[K%s%s", s.c_str(), force ? "\n" : "");
+            drawn = !force;
+        } else {
+            std::fprintf(stderr, "%s\n", s.c_str());
+        }
+        std::fflush(stderr);
+    }
+};
+
+struct Prep {
+    Options& o;
+    std::vector<InputFile> files;
+    std::unique_ptr<Tokenizer> tok;
+    Layout lay;
+    ShardInfo info;
+    std::string state_path;
+    json config;  // what the output depends on
+    SplitOut sp[2];
+    int64_t next_doc = 0;            // records below are done (in the stats, their tokens appended)
+    int64_t empty = 0, bad_json = 0, records = 0;
+    std::vector<json> checkpoints;
+    int64_t shards_this_run = 0;
+    int appending = -1;              // the split append() is adding a document to
+    // Resume: documents below replay_below are replayed (tokens appended, not counted); the first
+    // resume_skip[s] tokens of document resume_doc[s] are already in split s's shards.
+    int64_t replay_below = 0, resume_doc[2] = {-1, -1}, resume_skip[2] = {0, 0};
+    Progress prog;
+    Counters ctr;
+
+    explicit Prep(Options& opt) : o(opt) {}
+
+    std::string shard_path(int s, int64_t k) const {
+        return format("%s_%s_%06lld.bin", o.out.c_str(), SPLIT_NAME[s], (long long)k);
+    }
+
+    void make_tokenizer() {
+        if (o.tokenizer == "gpt2") tok = std::make_unique<Gpt2Tokenizer>(o.gpt2_ranks);
+        else tok = std::make_unique<SpmTokenizer>(o.spm_model);
+        CHECK_USER(tok->vocab_size() <= 65536,
+                   "the tokenizer has %d ids, but shards store uint16 tokens (at most 65536 ids)\n"
+                   "---> HINT: T5's spiece.model (32000) and GPT-2 (50257) fit",
+                   tok->vocab_size());
+        lay.rows = o.rows();
+        lay.row_len = o.rows() ? o.row_len : 0;
+        lay.eos = tok->eos_id();
+        lay.eos_before = tok->kind() == TOKENIZER_GPT2;
+        if (o.rows()) {
+            int pad = o.pad_id;
+            if (pad < 0) {
+                auto* spm = dynamic_cast<SpmTokenizer*>(tok.get());
+                pad = spm ? spm->pad_id() : -1;
+                CHECK_USER(pad >= 0, "--layout rows needs a pad id, and the %s tokenizer has none\n"
+                           "---> HINT: give --pad-id N (its targets are ignored by the loss)",
+                           o.tokenizer.c_str());
+            }
+            CHECK_USER(pad < tok->vocab_size(), "--pad-id %d is outside the vocabulary (%d ids)", pad,
+                       tok->vocab_size());
+            lay.pad = (uint32_t)pad;
+            if (lay.pad == lay.eos)
+                std::fprintf(stderr, "warning: the pad id %d is the EOS id: the loss ignores pad targets, so EOS "
+                             "targets will be ignored too\n", pad);
+        }
+        info.vocab_size = tok->vocab_size();
+        info.layout = o.rows() ? SHARD_LAYOUT_ROWS : SHARD_LAYOUT_FLAT;
+        info.row_len = lay.row_len;
+        info.tokenizer = tok->kind();
+        info.pad_id = o.rows() ? (int32_t)lay.pad : 0;
+        info.eos_id = (int32_t)lay.eos;
+
+        std::string tok_file = o.tokenizer == "gpt2" ? o.gpt2_ranks : o.spm_model;
+        json val = {{"mode", !o.val_inputs.empty() ? "val-input" : o.val_docs > 0 ? "val-docs"
+                                                       : o.val_fraction > 0   ? "val-fraction"
+                                                                              : "none"}};
+        if (o.val_docs > 0) val["docs"] = o.val_docs;
+        if (o.val_fraction > 0) val["fraction"] = o.val_fraction, val["seed"] = o.val_seed;
+        config = {{"tokenizer", o.tokenizer},
+                  {"tokenizer_file_hash", hex64(hash_file(tok_file))},
+                  {"vocab_size", info.vocab_size},
+                  {"layout", o.layout},
+                  {"row_len", info.row_len},
+                  {"pad_id", info.pad_id},
+                  {"eos_id", info.eos_id},
+                  {"shard_tokens", o.shard_tokens},
+                  {"val", val},
+                  {"text_field", o.text_field},
+                  {"doc_sep", o.doc_sep},
+                  {"owt_clean", o.owt_clean},
+                  {"skip_bad_json", o.skip_bad_json},
+                  {"max_docs", o.max_docs}};
+    }
+
+    // ---- state ----
+    json inputs_json() const {
+        json a = json::array();
+        for (const auto& f : files) {
+            json e = {{"path", f.path}, {"size", f.size}, {"split", SPLIT_NAME[f.split_src]}};
+            e["first_doc"] = f.first_doc >= 0 ? json(f.first_doc) : json(nullptr);
+            a.push_back(e);
+        }
+        return a;
+    }
+    json checkpoint_json(bool done) const {
+        json pend = json::array();
+        for (int s = 0; s < 2; s++) {
+            // An empty buffer means nothing pending, except for the document being appended (a shard filled
+            // in its middle; the rest of it is not in the buffer yet).
+            bool none = sp[s].buf.empty() && s != appending;
+            pend.push_back({none ? next_doc : sp[s].pending_doc, none ? 0 : sp[s].pending_skip});
+        }
+        return {{"shards", {sp[TRAIN].shards, sp[VAL].shards}},
+                {"next_doc", next_doc},
+                {"pending", pend},
+                {"val_closed", sp[VAL].closed},
+                {"done", done},
+                {"stats", {sp[TRAIN].st.to_json(), sp[VAL].st.to_json()}},
+                {"empty", empty},
+                {"bad_json", bad_json},
+                {"records", records}};
+    }
+    void save_state() const {
+        json shards = json::array();
+        for (int s = 0; s < 2; s++) {
+            json a = json::array();
+            for (auto& [n, h] : sp[s].written) a.push_back({{"tokens", n}, {"hash", hex64(h)}});
+            shards.push_back(a);
+        }
+        json st = {{"tool", "prep_data"}, {"version", 1},       {"config", config},
+                   {"inputs", inputs_json()}, {"shards", shards}, {"checkpoints", checkpoints}};
+        write_file_atomic(state_path, st.dump(1) + "\n");
+    }
+    void checkpoint(bool done = false) {
+        checkpoints.push_back(checkpoint_json(done));
+        save_state();
+    }
+
+    // ---- shards ----
+    void write_buf(int s) {
+        SplitOut& so = sp[s];
+        std::string path = shard_path(s, so.shards);
+        write_shard(path, so.buf, info);
+        so.written.push_back({(int64_t)so.buf.size(), hash_tokens(so.buf.data(), so.buf.size())});
+        so.shards++;
+        shards_this_run++;
+        if (!o.quiet)
+            prog.message(format("wrote %s: %s tokens", path.c_str(), with_commas((long long)so.buf.size()).c_str()));
+        so.buf.clear();
+    }
+    void after_write(bool done = false) {
+        checkpoint(done);
+        if (o.max_shards > 0 && shards_this_run >= o.max_shards && !done) throw StopRun();
+    }
+
+    // Appends document idx's laid-out tokens t[skip..n) to split s, writing every full shard.
+    void append(int s, int64_t idx, const uint16_t* t, size_t n, size_t skip) {
+        SplitOut& so = sp[s];
+        size_t done = skip;
+        if (so.buf.empty()) so.pending_doc = idx, so.pending_skip = (int64_t)done;
+        if (so.buf.capacity() == 0) so.buf.reserve((size_t)o.shard_tokens);  // no doubling to twice the shard
+        appending = s;
+        while (done < n) {
+            size_t room = (size_t)o.shard_tokens - so.buf.size();
+            size_t take = std::min(room, n - done);
+            so.buf.insert(so.buf.end(), t + done, t + done + take);
+            done += take;
+            if (so.buf.size() == (size_t)o.shard_tokens) {
+                write_buf(s);
+                // The rest of this document, if any, starts the next shard.
+                if (done < n) so.pending_doc = idx, so.pending_skip = (int64_t)done;
+                else so.pending_doc = idx + 1, so.pending_skip = 0;
+                after_write();
+            }
+        }
+        appending = -1;
+    }
+
+    // The split gets no more documents: write what is left as its last shard.
+    void close_split(int s) {
+        SplitOut& so = sp[s];
+        if (so.closed) return;
+        if (s == VAL && !o.val_inputs.empty())
+            CHECK_USER(so.st.docs > 0, "the --val-input files hold no documents\n"
+                       "---> HINT: check the files and --text-field");
+        so.closed = true;
+        if (!so.buf.empty()) {
+            write_buf(s);
+            after_write();
+        }
+    }
+
+    void consume(Batch& b) {
+        for (const auto& [fi, first] : b.file_starts) files[(size_t)fi].first_doc = first;
+        if (!b.error.empty()) {
+            // Records before the bad one are written first, so a resume continues right there.
+            for (size_t j = 0; j + 1 < b.off.size(); j++) consume_record(b, j);
+            throw UserError(b.error);
+        }
+        for (size_t j = 0; j < b.recs.size(); j++) consume_record(b, j);
+    }
+
+    void consume_record(const Batch& b, size_t j) {
+        const Record& r = b.recs[j];
+        int s = r.split;
+        bool replay = r.index < replay_below;
+        uint8_t fl = b.flags[j];
+        const uint16_t* t = b.tokens.data() + b.off[j];
+        size_t n = b.off[j + 1] - b.off[j];
+        // The validation split comes first in the input in these modes: the first training document closes it.
+        if (s == TRAIN && !sp[VAL].closed && (!o.val_inputs.empty() || o.val_docs > 0)) close_split(VAL);
+        next_doc = r.index + 1;
+        if (!replay) {
+            records++;
+            if (fl & F_BAD_JSON) bad_json++;
+            else if (fl & F_EMPTY) empty++;
+            if (fl & F_REPAIRED) sp[s].st.repaired++;
+            if (!(fl & (F_BAD_JSON | F_EMPTY))) {
+                SplitStats& st = sp[s].st;
+                st.docs++;
+                st.tokens += (int64_t)n;
+                if (fl & F_TRUNCATED) st.truncated++;
+                if (lay.rows) {
+                    size_t real = n;
+                    while (real > 0 && t[real - 1] == lay.pad && !(t[real - 1] == lay.eos)) real--;
+                    st.real_tokens += (int64_t)real;
+                } else {
+                    st.real_tokens += (int64_t)n;
+                }
+            }
+        }
+        if (n == 0) return;
+        size_t skip = r.index == resume_doc[s] ? (size_t)resume_skip[s] : 0;
+        append(s, r.index, t, n, skip);
+    }
+
+    // ---- resume ----
+    // Validity of shard k of split s as state `st` describes it; full: also the checksum of its tokens.
+    std::string check_shard(int s, int64_t k, const json& rec, bool full) const {
+        std::string path = shard_path(s, k);
+        try {
+            ShardInfo h = read_shard_header(path);
+            if (h.vocab_size != info.vocab_size || h.layout != info.layout || h.row_len != info.row_len ||
+                h.tokenizer != info.tokenizer || h.pad_id != info.pad_id || h.eos_id != info.eos_id)
+                return "its header does not match these options";
+            if (h.num_tokens != rec.at("tokens").get<int64_t>())
+                return format("%lld tokens, the state says %lld", (long long)h.num_tokens,
+                              (long long)rec.at("tokens").get<int64_t>());
+            if (full) {
+                auto toks = read_shard(path);
+                if (hex64(hash_tokens(toks.data(), toks.size())) != rec.at("hash").get<std::string>())
+                    return "its tokens differ from what was written (checksum)";
+            }
+        } catch (const UserError& e) {
+            std::string m = e.what();
+            return m.substr(0, m.find('\n'));
+        }
+        return "";
+    }
+
+    // Loads PREFIX_prep.json, picks the last checkpoint whose shards are all good, and sets everything up
+    // to continue from it. Returns false when the run was already complete.
+    bool load_resume(Reader& rd) {
+        std::FILE* f = std::fopen(state_path.c_str(), "rb");
+        CHECK_USER(f, "--resume: there is no %s, so there is nothing to resume\n"
+                   "---> HINT: run without --resume to start (shards of an earlier run without a state file need "
+                   "--overwrite)", state_path.c_str());
+        std::string text;
+        char buf[1 << 16];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+        std::fclose(f);
+        json st;
+        try {
+            st = json::parse(text);
+        } catch (const std::exception& e) {
+            fail("--resume: %s is damaged (%s)\n---> HINT: start again with --overwrite", state_path.c_str(), e.what());
+        }
+        try {
+            // Options.
+            const json& old = st.at("config");
+            std::string diffs;
+            for (auto& [k, v] : config.items())
+                if (!old.contains(k) || old[k] != v)
+                    diffs += format("\n  %s: was %s, now %s", k.c_str(), old.contains(k) ? old[k].dump().c_str() : "-",
+                                    v.dump().c_str());
+            CHECK_USER(diffs.empty(), "--resume: the options differ from the interrupted run's:%s\n"
+                       "---> HINT: resume with the same command line, or start again with --overwrite", diffs.c_str());
+            // Input files: same list; sizes checked below up to the resume point.
+            const json& in = st.at("inputs");
+            bool same = in.size() == files.size();
+            for (size_t i = 0; same && i < files.size(); i++)
+                same = in[i].at("path") == files[i].path && in[i].at("split") == SPLIT_NAME[files[i].split_src];
+            if (!same)
+                fail("--resume: the input files are not those of the interrupted run (%zu files then, %zu now)\n"
+                     "---> HINT: resume with the same --input/--val-input, or start again with --overwrite",
+                     in.size(), files.size());
+            for (size_t i = 0; i < files.size(); i++)
+                if (!in[i].at("first_doc").is_null()) files[i].first_doc = in[i].at("first_doc");
+
+            // Shards and checkpoints.
+            const json& shards = st.at("shards");
+            std::vector<json> cks = st.at("checkpoints").get<std::vector<json>>();
+            std::map<std::pair<int, int64_t>, std::string> verdict;  // (split, k) -> problem ("" = good)
+            auto good = [&](int s, int64_t k, bool full) {
+                auto key = std::make_pair(s * 2 + full, k);
+                auto it = verdict.find(key);
+                if (it == verdict.end()) {
+                    const json& recs = shards.at(s);
+                    std::string why = k < (int64_t)recs.size() ? check_shard(s, k, recs[(size_t)k], full)
+                                                              : "not in the state file";
+                    it = verdict.emplace(key, why).first;
+                    if (!why.empty() && !o.quiet)
+                        prog.message(format("resume: %s: %s; it will be written again", shard_path(s, k).c_str(),
+                                            why.c_str()));
+                }
+                return it->second.empty();
+            };
+            int chosen = -1;
+            for (int c = (int)cks.size() - 1; c >= 0 && chosen < 0; c--) {
+                bool ok = true;
+                for (int s = 0; s < 2 && ok; s++) {
+                    int64_t cnt = cks[(size_t)c].at("shards").at(s);
+                    for (int64_t k = 0; k < cnt && ok; k++) ok = good(s, k, k == cnt - 1);
+                }
+                if (ok) chosen = c;
+            }
+            checkpoints.assign(cks.begin(), cks.begin() + (chosen + 1));
+            if (chosen < 0) {
+                if (!o.quiet) prog.message("resume: no complete shard to keep; starting from the beginning");
+                for (auto& fl : files) fl.first_doc = -1;
+                return true;
+            }
+            const json& ck = cks[(size_t)chosen];
+            for (int s = 0; s < 2; s++) {
+                sp[s].shards = ck.at("shards").at(s);
+                for (int64_t k = 0; k < sp[s].shards; k++) {
+                    const json& r = shards.at(s).at((size_t)k);
+                    sp[s].written.push_back({r.at("tokens").get<int64_t>(),
+                                             std::stoull(r.at("hash").get<std::string>(), nullptr, 16)});
+                }
+                sp[s].st.from_json(ck.at("stats").at(s));
+                resume_doc[s] = ck.at("pending").at(s).at(0);
+                resume_skip[s] = ck.at("pending").at(s).at(1);
+            }
+            sp[VAL].closed = ck.at("val_closed");
+            next_doc = replay_below = ck.at("next_doc");
+            empty = ck.at("empty");
+            bad_json = ck.at("bad_json");
+            records = ck.at("records");
+            if (ck.at("done").get<bool>()) return false;
+
+            // Where the reader starts: the file holding the first document still needed.
+            int64_t r = resume_doc[TRAIN];
+            if (!sp[VAL].closed) r = std::min(r, resume_doc[VAL]);
+            size_t start = 0;
+            for (size_t i = 0; i < files.size(); i++)
+                if (files[i].first_doc >= 0 && files[i].first_doc <= r) start = i;
+            for (size_t i = 0; i <= start; i++)
+                CHECK_USER(in[i].at("size").get<int64_t>() == files[i].size,
+                           "--resume: %s has %lld bytes, but %lld when the interrupted run read it\n"
+                           "---> HINT: its documents are already in the shards; restore that file, or start again "
+                           "with --overwrite",
+                           files[i].path.c_str(), (long long)files[i].size,
+                           (long long)in[i].at("size").get<int64_t>());
+            for (size_t i = start + 1; i < files.size(); i++) files[i].first_doc = -1;
+            rd.start_file = start;
+            rd.start_index = files[start].first_doc >= 0 ? files[start].first_doc : 0;
+            rd.emit_from = r;
+            rd.want_from[TRAIN] = resume_doc[TRAIN];
+            rd.want_from[VAL] = sp[VAL].closed ? INT64_MAX : resume_doc[VAL];
+            for (size_t i = 0; i < files.size(); i++)
+                if (files[i].split_src == TRAIN) {
+                    rd.src_base[TRAIN] = i <= start ? files[i].first_doc : -1;
+                    break;
+                }
+            if (!o.quiet)
+                prog.message(format("resume: keeping %lld train + %lld val shards; continuing at document %s "
+                                    "(reading from %s, file %zu of %zu)",
+                                    (long long)sp[TRAIN].shards, (long long)sp[VAL].shards,
+                                    with_commas(next_doc).c_str(), files[start].path.c_str(), start + 1,
+                                    files.size()));
+            return true;
+        } catch (const json::exception& e) {
+            fail("--resume: %s is damaged (%s)\n---> HINT: start again with --overwrite", state_path.c_str(), e.what());
+        }
+    }
+
+    // Existing output of an earlier run: refuse, or delete with --overwrite.
+    std::vector<std::string> existing_outputs() const {
+        std::vector<std::string> found;
+        for (const char* pat : {"_train_[0-9][0-9][0-9][0-9][0-9][0-9].bin", "_val_[0-9][0-9][0-9][0-9][0-9][0-9].bin",
+                                "_prep.json"}) {
+            glob_t g;
+            std::string p = o.out + pat;
+            if (glob(p.c_str(), 0, nullptr, &g) == 0)
+                for (size_t i = 0; i < g.gl_pathc; i++) found.push_back(g.gl_pathv[i]);
+            globfree(&g);
+        }
+        return found;
+    }
+    void remove_temporaries() const {  // left by a killed run (write_shard's and ours)
+        glob_t g;
+        std::string p = o.out + "_*.tmp.*";
+        if (glob(p.c_str(), 0, nullptr, &g) == 0)
+            for (size_t i = 0; i < g.gl_pathc; i++) std::remove(g.gl_pathv[i]);
+        globfree(&g);
+    }
+
+    void summary(double secs, bool complete) {
+        prog.clear();
+        int64_t docs = sp[TRAIN].st.docs + sp[VAL].st.docs, toks = sp[TRAIN].st.tokens + sp[VAL].st.tokens;
+        std::fprintf(stderr, "%s %s documents, %s tokens in %s\n", complete ? "done:" : "so far:",
+                     with_commas(docs).c_str(), with_commas(toks).c_str(), human_duration(secs).c_str());
+        for (int s = 0; s < 2; s++) {
+            const SplitOut& so = sp[s];
+            if (s == VAL && !o.has_val()) continue;
+            std::string extra;
+            if (lay.rows)
+                extra = format(", %s truncated to %d, %s tokens not pad", with_commas(so.st.truncated).c_str(),
+                               o.row_len - 1, with_commas(so.st.real_tokens).c_str());
+            if (so.st.repaired) extra += format(", %s with invalid UTF-8 repaired", with_commas(so.st.repaired).c_str());
+            std::fprintf(stderr, "  %-5s %5lld shard%s %14s docs %16s tokens%s\n", SPLIT_NAME[s], (long long)so.shards,
+                         so.shards == 1 ? " " : "s", with_commas(so.st.docs).c_str(),
+                         with_commas(so.st.tokens).c_str(), extra.c_str());
+        }
+        if (empty) std::fprintf(stderr, "  skipped %s empty documents\n", with_commas(empty).c_str());
+        if (bad_json) std::fprintf(stderr, "  skipped %s bad JSON lines (--skip-bad-json)\n", with_commas(bad_json).c_str());
+        if (ctr.entries_skipped)
+            std::fprintf(stderr, "  skipped %s archive entries that are not .txt/.json(l) or archives\n",
+                         with_commas(ctr.entries_skipped.load()).c_str());
+        if (!complete) return;
+        if (!lay.rows)
+            for (int s = 0; s < 2; s++)
+                if (sp[s].shards > 0 && sp[s].written.back().first < 1025)
+                    std::fprintf(stderr,
+                                 "  note: %s has only %lld tokens; the trainer needs --seq-len + 1 tokens in every "
+                                 "shard (delete it, or use a smaller --shard-tokens so the last shard is larger)\n",
+                                 shard_path(s, sp[s].shards - 1).c_str(), (long long)sp[s].written.back().first);
+        bool gpt2 = o.tokenizer == "gpt2";
+        std::fprintf(stderr, "train with: ./%s --train-data '%s_train_*.bin'%s%s\n", gpt2 ? "train_gpt2" : "train_llama",
+                     o.out.c_str(),
+                     sp[VAL].shards > 0 ? format(" --val-data '%s_val_*.bin'", o.out.c_str()).c_str() : "",
+                     lay.rows ? format(" --seq-len %d", o.row_len).c_str() : "");
+    }
+
+    int run() {
+        auto t0 = Clock::now();
+        files = expand_inputs(o);
+        uint64_t total = 0;
+        for (auto& f : files) total += (uint64_t)f.size;
+        make_tokenizer();
+        prog.enabled = !o.quiet;
+        prog.tty = isatty(fileno(stderr));
+        prog.interval = o.progress_interval;
+        prog.total_bytes = total;
+
+        fs::path parent = fs::path(o.out).parent_path();
+        if (!parent.empty()) {
+            std::error_code ec;
+            fs::create_directories(parent, ec);
+            CHECK_USER(!ec, "cannot create the output directory %s: %s", parent.c_str(), ec.message().c_str());
+        }
+        state_path = o.out + "_prep.json";
+        Reader rd(o, files, ctr);
+        if (o.resume) {
+            remove_temporaries();
+            if (!load_resume(rd)) {
+                std::fprintf(stderr, "--resume: %s is complete and its shards check out; nothing to do\n",
+                             state_path.c_str());
+                summary(0, true);
+                return 0;
+            }
+        } else {
+            auto found = existing_outputs();
+            if (!found.empty() && !o.overwrite)
+                fail("%s already exists (and %zu more files of an earlier run with --out %s)\n"
+                     "---> HINT: --resume continues an interrupted run; --overwrite deletes them and starts again",
+                     found[0].c_str(), found.size() - 1, o.out.c_str());
+            for (auto& p : found) std::remove(p.c_str());
+            remove_temporaries();
+        }
+
+        int nval = 0;
+        for (auto& f : files) nval += f.split_src == VAL;
+        std::string valdesc = !o.val_inputs.empty() ? format("val: %d --val-input files", nval)
+                              : o.val_docs > 0      ? format("val: the first %lld documents", (long long)o.val_docs)
+                              : o.val_fraction > 0  ? format("val: fraction %g (seed %llu)", o.val_fraction,
+                                                             (unsigned long long)o.val_seed)
+                                                    : std::string("no val split");
+        if (!o.quiet) {
+            std::fprintf(stderr, "prep_data: %zu input file%s, %s -> %s_train_NNNNNN.bin%s\n", files.size(),
+                         files.size() == 1 ? "" : "s", human_bytes((double)total).c_str(), o.out.c_str(),
+                         o.has_val() ? format(", %s_val_NNNNNN.bin", o.out.c_str()).c_str() : "");
+            std::fprintf(stderr, "  tokenizer %s; layout %s; %s tokens per shard; %s; %d threads\n",
+                         tok->name().c_str(),
+                         lay.rows ? format("rows of %d (ids[:%d] + EOS %u + pad %u)", o.row_len, o.row_len - 1,
+                                           lay.eos, lay.pad).c_str()
+                                  : format("flat (EOS %u %s each document)", lay.eos,
+                                           lay.eos_before ? "before" : "after").c_str(),
+                         with_commas(o.shard_tokens).c_str(), valdesc.c_str(), o.threads);
+        }
+        if (!o.resume) checkpoints.clear();
+
+        Encoder enc{o, *tok, lay};
+        prog.start = prog.last = Clock::now();
+        // What a resume skips is not part of the speed.
+        for (size_t i = 0; i < rd.start_file; i++) prog.bytes0 += (uint64_t)files[i].size;
+        prog.tokens0 = sp[TRAIN].st.tokens + sp[VAL].st.tokens;
+        bool stopped = false;
+        try {
+            Pipeline pipe(
+                o.threads, 2 * o.threads + 2, [&](Batch& b) { enc.process(b); }, [&](Pipeline& p) { rd.run(p); });
+            while (true) {
+                bool timed_out;
+                auto b = pipe.next(0.25, &timed_out);
+                if (!b && !timed_out) break;
+                if (b) consume(*b);
+                prog.tick(ctr.bytes_read.load(), sp[0].st.docs + sp[1].st.docs, sp[0].st.tokens + sp[1].st.tokens,
+                          false);
+            }
+            // End of the input: refuse an empty result before writing anything more, then the last shards.
+            if (sp[TRAIN].st.docs == 0) {
+                if (sp[VAL].st.docs > 0)
+                    fail("all %lld documents went to the validation split: nothing is left for training\n"
+                         "---> HINT: lower --val-docs / --val-fraction", (long long)sp[VAL].st.docs);
+                fail("no documents in the input (%zu files, %lld records, %lld of them empty%s)\n"
+                     "---> HINT: check the --input files, --text-field and --doc-sep",
+                     files.size(), (long long)records, (long long)empty,
+                     bad_json ? format(", %lld bad JSON", (long long)bad_json).c_str() : "");
+            }
+            if (o.has_val()) close_split(VAL);
+            sp[TRAIN].closed = true;
+            if (!sp[TRAIN].buf.empty()) write_buf(TRAIN);
+        } catch (const StopRun&) {
+            stopped = true;
+        }
+        if (stopped) {
+            summary(seconds_since(t0), false);
+            std::fprintf(stderr, "stopped after %lld shard%s (--max-shards); continue with the same command and "
+                         "--resume\n", (long long)shards_this_run, shards_this_run == 1 ? "" : "s");
+            return 0;
+        }
+        if (o.has_val() && sp[VAL].st.docs == 0)
+            prog.message("warning: no document fell in the validation split, so no val shard was written");
+        after_write(true);
+        prog.tick(ctr.bytes_read.load(), sp[0].st.docs + sp[1].st.docs, sp[0].st.tokens + sp[1].st.tokens, true);
+        summary(seconds_since(t0), true);
+        return 0;
+    }
+};
+
+}  // namespace
+
+int run(Options& o) {
+    Prep prep(o);
+    return prep.run();
+}
+
+}  // namespace prep

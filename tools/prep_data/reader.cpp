@@ -1,0 +1,179 @@
+// prep_data's reader thread: reads the input files in order (decompressing them, opening tar archives), cuts
+// them into records (documents or JSON lines), numbers them, gives each its split, and submits them to the
+// Pipeline in batches. On a resume it starts at the file holding the first document still needed.
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "common/error.h"
+#include "tools/prep_data/prep_data.h"
+
+namespace prep {
+
+// Which split the record with this index goes to. Deterministic: a function of the index and the options.
+static int split_of(const Options& o, int64_t index, int src) {
+    if (!o.val_inputs.empty()) return src;
+    if (o.val_docs > 0) return index < o.val_docs ? VAL : TRAIN;
+    if (o.val_fraction > 0) {
+        uint64_t h = mix64(o.val_seed + (uint64_t)(index + 1) * GOLDEN);
+        return (double)(h >> 11) * 0x1.0p-53 < o.val_fraction ? VAL : TRAIN;
+    }
+    return TRAIN;
+}
+
+void Reader::submit() {
+    if (cur && (!cur->recs.empty() || !cur->file_starts.empty())) pipe->submit(std::move(cur));
+    cur = std::make_unique<Batch>();
+    cur_bytes = 0;
+}
+
+// Numbers the next record; false when it is not wanted (already in the shards of a resumed run).
+bool Reader::begin_record(int src, int64_t* idx, int* split) {
+    if (o.max_docs > 0 && src_base[src] >= 0 && index - src_base[src] >= o.max_docs) throw EndOfSource();
+    *idx = index++;
+    *split = split_of(o, *idx, src);
+    return *idx >= emit_from && *idx >= want_from[*split];
+}
+
+void Reader::emit(int64_t idx, int split, bool is_json, int64_t line, const Where& where, std::string&& data) {
+    cur_bytes += data.size() + 64;
+    cur->recs.push_back(Record{idx, split, is_json, line, where, std::move(data)});
+    if ((int)cur->recs.size() >= o.batch_docs || cur_bytes >= (8u << 20)) submit();
+}
+
+void Reader::run(Pipeline& p) {
+    pipe = &p;
+    cur = std::make_unique<Batch>();
+    index = start_index;
+    try {
+        for (size_t i = 0; i < files.size(); i++) {
+            const InputFile& f = files[i];
+            if (i < start_file) {
+                ctr.bytes_read += (uint64_t)f.size;
+                continue;
+            }
+            if (f.split_src == TRAIN && src_base[TRAIN] < 0) src_base[TRAIN] = index;
+            if (o.max_docs > 0 && index - src_base[f.split_src] >= o.max_docs) {
+                ctr.bytes_read += (uint64_t)f.size;  // this source is full
+                continue;
+            }
+            cur->file_starts.push_back({(int)i, index});
+            uint64_t before = ctr.bytes_read.load();
+            try {
+                read_file(f);
+            } catch (const EndOfSource&) {
+            }
+            // Account the whole file, also when --max-docs stopped early.
+            uint64_t got = ctr.bytes_read.load() - before;
+            if (got < (uint64_t)f.size) ctr.bytes_read += (uint64_t)f.size - got;
+        }
+    } catch (...) {
+        submit();  // the records before the error are good: they are written before it is reported
+        throw;
+    }
+    submit();
+}
+
+void Reader::read_file(const InputFile& f) {
+    FileType t = classify(f.path);
+    auto where = std::make_shared<const std::string>(f.path);
+    if (t.kind == KIND_TEXT && o.doc_sep == "file") {
+        int64_t idx;
+        int split;
+        if (!begin_record(f.split_src, &idx, &split)) return;  // not even opened
+    }
+    FileSource file(f.path, &ctr.bytes_read);
+    auto dec = make_decoder(t.codec, file, f.path);
+    ByteSource& src = dec ? *dec : file;
+    read_kind(t.kind, src, where, f.split_src, 0);
+}
+
+// Reads one file or archive entry of a known kind.
+void Reader::read_kind(Kind k, ByteSource& src, const Where& where, int split_src, int depth) {
+    if (k == KIND_TEXT) read_text(src, where, split_src);
+    else if (k == KIND_JSONL) read_jsonl(src, where, split_src);
+    else if (k == KIND_TAR) read_tar(src, where, split_src, depth);
+}
+
+void Reader::read_text(ByteSource& src, const Where& where, int split_src) {
+    if (o.doc_sep == "file") {
+        // The caller numbered this record (begin_record) before opening it, so that a record a resume
+        // does not need is not even read; it is wanted.
+        int64_t idx = index - 1;
+        emit(idx, split_of(o, idx, split_src), false, 0, where, read_all(src, *where));
+        return;
+    }
+    LineReader lines(src);
+    std::string line, para;
+    int64_t start_line = 0, n = 0;
+    bool open = false;
+    auto flush = [&] {
+        if (!open) return;
+        int64_t idx;
+        int split;
+        if (begin_record(split_src, &idx, &split)) emit(idx, split, false, start_line, where, std::move(para));
+        para.clear();
+        open = false;
+    };
+    while (lines.next(line)) {
+        n++;
+        if (is_blank(line)) {
+            flush();
+            continue;
+        }
+        if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files read like LF files
+        if (open) para += '\n';
+        else start_line = n, open = true;
+        para += line;
+    }
+    flush();
+}
+
+void Reader::read_jsonl(ByteSource& src, const Where& where, int split_src) {
+    LineReader lines(src);
+    std::string line;
+    int64_t n = 0;
+    bool first = true;
+    while (lines.next(line)) {
+        n++;
+        size_t p = line.find_first_not_of(" \t\r");
+        if (p == std::string::npos) continue;  // blank lines are not records
+        if (first && line[p] == '[')
+            fail("%s: a JSON array, not JSON lines (one object per line)\n---> HINT: convert it: "
+                 "jq -c '.[]' FILE > FILE.jsonl", where->c_str());
+        first = false;
+        int64_t idx;
+        int split;
+        if (begin_record(split_src, &idx, &split)) emit(idx, split, true, n, where, std::move(line));
+    }
+}
+
+void Reader::read_tar(ByteSource& src, const Where& where, int split_src, int depth) {
+    CHECK_USER(depth < 4, "%s: archives nested more than 4 deep", where->c_str());
+    TarReader tar(src, *where);
+    std::string path;
+    bool regular;
+    while (tar.next(&path, &regular)) {
+        if (!regular) continue;
+        FileType t = classify(path);
+        if (t.kind == KIND_UNKNOWN) {
+            ctr.entries_skipped++;
+            tar.skip();
+            continue;
+        }
+        auto w = std::make_shared<const std::string>(*where + ":" + path);
+        if (t.kind == KIND_TEXT && o.doc_sep == "file") {
+            int64_t idx;
+            int split;
+            if (!begin_record(split_src, &idx, &split)) {
+                tar.skip();  // already in the shards: not even decompressed
+                continue;
+            }
+        }
+        EntrySource es(tar, *w);
+        auto dec = make_decoder(t.codec, es, *w);
+        read_kind(t.kind, dec ? *dec : es, w, split_src, depth + 1);
+    }
+}
+
+}  // namespace prep

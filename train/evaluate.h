@@ -1,0 +1,110 @@
+// Evaluation and samples: the validation loss (one rank, or the ranks' shares all-reduced) and a short sample of
+// generated text. The trainer calls them periodically, at the end and for --eval-only / --sample.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/dataloader.h"
+#include "data/tokenizer.h"
+#include "model/config.h"
+#include "train/cli.h"
+#include "train/comm.h"
+
+// Validation loss. protocol "tokens": ceil(eval_tokens / (B*T)) micro-batches from the loader's start, mean over
+// their non-ignored targets. protocol "galore": micro-batches until more than eval_tokens non-ignored targets were
+// seen (GaLore evaluates C4 validation until 10M non-pad tokens), mean of the micro-batches' mean losses as GaLore
+// averages (GaLore also divides by the batch count + 1, an off-by-one we do not copy). Never reads a token twice:
+// both stop at the end of one epoch of the validation data.
+template <class Model>
+float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::string& protocol,
+               long long* tokens_seen) {
+    int B = model.B, T = model.T;
+    bool galore = protocol == "galore";
+    long long batches = galore ? val.steps_per_epoch() : (eval_tokens + (long long)B * T - 1) / ((long long)B * T);
+    if (batches > val.steps_per_epoch()) batches = val.steps_per_epoch();
+    std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+    val.reset();
+    double sum = 0;
+    long long count = 0, used = 0;
+    for (long long i = 0; i < batches && !(galore && count > eval_tokens); i++) {
+        val.next_batch(inputs.data(), targets.data());
+        long long c = count_target_tokens(targets.data(), targets.size());
+        if (c == 0) continue;
+        float loss = model.eval_loss(inputs.data(), targets.data());
+        sum += galore ? (double)loss : (double)loss * c;
+        count += c;
+        used++;
+    }
+    *tokens_seen = count;
+    if (count == 0) return NAN;
+    return (float)(galore ? sum / used : sum / count);
+}
+
+// The tokenizer that decodes samples: GPT-2's from the vendored ranks, SentencePiece from --spm-model or the
+// built-in corpus's model; nullptr (print ids) when unknown.
+std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
+
+// Generates n tokens after an end-of-text/EOS prompt, sampling from the softmax at temperature 1 with our own
+// generator (seeded), and prints them decoded. No KV cache: each token reruns the forward over the window, which is
+// fine for the short samples this is for (a look at what the model learned).
+template <class Model>
+void print_sample(Model& model, const TrainOptions& opts, Arch arch) {
+    int T = model.T, V = model.cfg.vocab_size, B = model.B;
+    std::unique_ptr<Tokenizer> tok = sample_decoder(arch, opts);
+    // a tokenizer smaller than the model's vocabulary (the built-in 8k SentencePiece model under LLaMA's 32000 rows)
+    // never produced the extra ids: sample among the tokenizer's ids only
+    int Vs = tok ? std::min(V, tok->vocab_size()) : V;
+    std::vector<int32_t> ctx = {(int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1))};
+    std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, -1);
+    std::vector<float> logits((size_t)B * T * V);
+    uint64_t state = (uint64_t)opts.seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < opts.sample; i++) {
+        int len = (int)std::min<size_t>(ctx.size(), (size_t)T), start = (int)ctx.size() - len;
+        for (int t = 0; t < len; t++) inputs[t] = ctx[start + t];
+        model.eval_loss(inputs.data(), targets.data());
+        model.logits(logits.data());
+        const float* row = logits.data() + (size_t)(len - 1) * V;
+        float m = *std::max_element(row, row + Vs);
+        double sum = 0;
+        for (int v = 0; v < Vs; v++) sum += std::exp((double)row[v] - m);
+        state = state * 6364136223846793005ull + 1442695040888963407ull;  // LCG: enough for one uniform draw
+        double u = (double)(state >> 11) * 0x1.0p-53 * sum, acc = 0;
+        int next = Vs - 1;
+        for (int v = 0; v < Vs; v++)
+            if ((acc += std::exp((double)row[v] - m)) >= u) {
+                next = v;
+                break;
+            }
+        ctx.push_back(next);
+    }
+    std::printf("sample (%d tokens):\n", opts.sample);
+    if (tok) {
+        std::vector<uint32_t> ids(ctx.begin() + 1, ctx.end());
+        std::printf("%s\n", tok->decode(ids.data(), ids.size()).c_str());
+    } else {
+        for (size_t i = 1; i < ctx.size(); i++) std::printf("%d ", ctx[i]);
+        std::printf("\n(no tokenizer known for these shards: token ids)\n");
+    }
+}
+
+// Distributed evaluation: each rank evaluates its share of the validation batches; the sums are all-reduced. NaN
+// when any rank's loss over real tokens is not finite (the trainer then stops: a broken model gets no score).
+template <class Model>
+float evaluate_all(Model& model, DataLoader& val, const TrainOptions& opts, Comm& comm, long long* tokens_seen) {
+    long long seen = 0;
+    long long budget = opts.eval_tokens / comm.size() + (comm.rank() < opts.eval_tokens % comm.size());
+    float loss = evaluate(model, val, budget, opts.eval_protocol, &seen);
+    // a rank that saw no tokens adds nothing; a non-finite loss over real tokens, on any rank, makes the result NaN
+    const bool broken = seen > 0 && !std::isfinite(loss), counts = seen > 0 && !broken;
+    double sums[4] = {counts ? (double)loss * (double)seen : 0.0, counts ? (double)seen : 0.0, (double)seen,
+                      broken ? 1.0 : 0.0};
+    if (opts.eval_protocol == "galore") sums[0] = counts ? loss : 0.0, sums[1] = counts;
+    comm.allreduce_sum(sums, 4);
+    *tokens_seen = (long long)sums[2];
+    if (sums[3] > 0) return NAN;
+    return sums[1] > 0 ? (float)(sums[0] / sums[1]) : NAN;
+}

@@ -1,0 +1,129 @@
+// What a main does before its training loop: ranks (one process, or mpirun), flags -> config -> data paths, --help
+// and --plan, then the device: the CUDA backend when a GPU is there (or asked for), else the CPU backend, and
+// NCCL for GPU ranks. train_main hands the chosen backend to the main's own loop (train_gpt2.cu, train_llama.cu)
+// and turns an error on any rank into a message and a non-zero exit of every rank.
+#pragma once
+#include <omp.h>
+
+#include <cstdio>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/device.h"
+#include "common/error.h"
+#include "kernels/cpu_backend.h"
+// The CUDA backend is visible only where nvcc compiles (the .cu mains), or where the CPU execution layer does
+// (kernels/cuda_emu/); C++ files that include this header see the CPU backend alone.
+#if defined(PRAC_HAVE_CUDA) && (defined(__CUDACC__) || defined(PRAC_CUDA_EMU))
+#define PRAC_CUDA_BACKEND 1
+#include "kernels/cuda_backend.cuh"
+#endif
+#include "model/config.h"
+#include "train/cli.h"
+#include "train/comm.h"
+#if defined(PRAC_CUDA_BACKEND) && defined(PRAC_HAVE_NCCL)
+#include "train/comm_nccl.h"
+#endif
+
+// Everything a training run is given, whatever the backend: the flags (completed with the model's defaults),
+// the model's config, the PRAC options and the communicator (MPI, or NCCL for GPU ranks).
+struct RunSetup {
+    TrainOptions opts;
+    ModelConfig cfg;
+    PracOptions prac;
+    Comm* comm = nullptr;
+    const char* program = "";
+    bool builtin = false;  // the data is the built-in corpus
+};
+
+// Directory of the built-in corpus: next to the binary (binaries live at the repository root), else the
+// source tree this binary was built from.
+std::string builtin_data_dir();
+// --plan: the memory plan of this config (and with --gpu-mem, the largest micro-batch that fits), then exit.
+int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptions& prac);
+
+// Flags -> RunSetup. Returns false when the run ends here (--help, --plan: *exit_code is set).
+bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char** argv, Comm& comm, int* exit_code);
+
+// Runs train(backend, setup) on the backend this run uses; `train` is the main's loop, a generic lambda.
+template <class Train>
+int run_on_device(RunSetup& s, Train&& train) {
+    TrainOptions& opts = s.opts;
+    Comm& comm = *s.comm;
+    const int rank = comm.rank(), ranks = comm.size();
+    std::string why;
+    int gpus = cuda_device_count(&why);
+#if defined(PRAC_CUDA_BACKEND)
+    bool use_cuda = opts.device == "cuda" || (opts.device == "auto" && gpus > 0);
+    if (use_cuda && gpus == 0)
+        fail("--device cuda: no usable GPU (%s)\n---> HINT: use --device cpu", why.c_str());
+    if (use_cuda) {
+        // the gradients live on the GPU: data parallelism reduces them with NCCL (MPI reduces host buffers only).
+        // --comm nccl with one rank runs the same NCCL path alone (the GPU tests compare it with the plain run).
+        bool nccl = opts.comm == "nccl" || (opts.comm == "auto" && ranks > 1);
+        if (ranks > 1 && !nccl)
+            fail("--comm mpi reduces host buffers, but the CUDA backend's gradients are on the GPU: %d GPU ranks need "
+                 "NCCL\n---> HINT: drop --comm mpi (auto picks nccl on GPUs), or use --device cpu", ranks);
+        int dev = comm.local_rank() % gpus;  // one GPU per rank of this node
+        std::printf("device: CUDA GPU %d (%s storage; the CUDA backend has not yet run on a real GPU, see "
+                    "docs/VERIFICATION.md)\n", dev, PRAC_FLOATX_NAME);
+        if (nccl) {
+#if defined(PRAC_HAVE_NCCL)
+            if (comm.local_size() > gpus)
+                fail("%d ranks on this node but %d GPU(s): NCCL needs one GPU per rank (two ranks on one GPU fail "
+                     "with \"Duplicate GPU detected\")\n---> HINT: start at most %d ranks per node (mpirun -np N "
+                     "--host NODE:%d,...), or use --device cpu", comm.local_size(), gpus, gpus, gpus);
+            CudaBackend be(dev, (uint64_t)opts.seed);
+            NcclComm nccl_comm(comm, dev, be.stream);  // destroyed before be (its stream waits on be's)
+            std::printf("communicator: %s (%s), rank %d of %d on GPU %d\n",
+                        NcclComm::version().c_str(), ranks > 1 ? "id broadcast over MPI" : "one process", rank, ranks,
+                        dev);
+            s.comm = &nccl_comm;
+            int code = train(be, s);
+            s.comm = &comm;
+            return code;
+#else
+            fail("data parallelism on GPUs needs NCCL, which this build lacks (cmake's dependency report says "
+                 "\"NCCL not found\")\n---> HINT: pip install nvidia-nccl-cu13 (or set NCCL_PATH), reconfigure and "
+                 "rebuild; or use --device cpu%s", ranks > 1 ? "" : ", or drop --comm nccl");
+#endif
+        }
+        CudaBackend be(dev, (uint64_t)opts.seed);
+        return train(be, s);
+    }
+#else
+    if (opts.device == "cuda")
+        fail("--device cuda: this build has no CUDA backend (built without nvcc)\n---> HINT: rebuild where nvcc 13 is "
+             "installed (make), or use --device cpu");
+    if (gpus > 0) std::printf("notice: %d GPU(s) found, but this build has no CUDA backend: running on the CPU\n", gpus);
+#endif
+    CHECK_USER(opts.comm != "nccl", "--comm nccl reduces GPU buffers, but this run uses the CPU backend\n---> HINT: "
+               "use --comm auto or mpi on the CPU (or --device cuda in a build with CUDA and NCCL)");
+    std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)%s\n", omp_get_max_threads(),
+                gpus > 0 ? "" : "; fine for small models only");
+    CpuBackend be;
+    return train(be, s);
+}
+
+// main() of both trainers: set up the ranks, the run and the device, run `train`, and on an error print it and
+// end every rank (a rank that returned normally would leave the others waiting in a collective forever).
+template <class Train>
+int train_main(Arch arch, const char* program, int argc, char** argv, Train&& train) {
+    std::unique_ptr<Comm> comm;
+    int code = 0;
+    try {
+        comm = comm_create(&argc, &argv);
+        RunSetup s;
+        if (!make_run_setup(s, arch, program, argc, argv, *comm, &code)) return code;
+        return run_on_device(s, train);
+    } catch (const UserError& e) {
+        std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+        code = 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
+        code = 2;
+    }
+    if (comm && comm->size() > 1) comm_abort(*comm, code);
+    return code;
+}
