@@ -374,6 +374,49 @@ TEST_F(CkptTest, DamagedStepDirIsNotComplete) {
     EXPECT_TRUE(fs::exists(c2));
 }
 
+// A flipped byte keeps every size: the marker's checksums catch it. Resume then takes the newest intact checkpoint
+// and says which newer one it skipped and why (it used to resume from the damaged one silently).
+TEST_F(CkptTest, FlippedByteIsCaughtAndTheNewestIntactCheckpointUsed) {
+    std::string c1 = save_checkpoint(ckdir(), 1, "one");
+    std::string c2 = save_checkpoint(ckdir(), 2, "two");
+    EXPECT_TRUE(checkpoint_verify(c2));
+    for (const char* file : {CKPT_MODEL_FILE, CKPT_CONFIG_FILE}) {
+        std::string path = c2 + "/" + file, bytes = read_bytes(path);
+        std::string flipped = bytes;
+        flipped[flipped.size() - 2] ^= 0x10;
+        write_bytes(path, flipped);
+        std::string why;
+        EXPECT_TRUE(checkpoint_is_complete(c2));  // same sizes
+        EXPECT_FALSE(checkpoint_verify(c2, &why));
+        EXPECT_NE(why.find(std::string(file) + " does not match its checksum"), std::string::npos) << why;
+        testing::internal::CaptureStdout();
+        EXPECT_EQ(checkpoint_resolve(ckdir()), c1);
+        std::string out = testing::internal::GetCapturedStdout();
+        EXPECT_NE(out.find("warning"), std::string::npos) << out;
+        EXPECT_NE(out.find("step_00000002: " + std::string(file) + " does not match its checksum"), std::string::npos)
+            << out;
+        EXPECT_NE(out.find("step_00000001"), std::string::npos) << out;
+        std::string e = error_of([&] { checkpoint_resolve(c2); });  // named directly: refused
+        EXPECT_NE(e.find("does not match its checksum"), std::string::npos) << e;
+        write_bytes(path, bytes);
+        EXPECT_TRUE(checkpoint_verify(c2));
+        EXPECT_EQ(checkpoint_resolve(ckdir()), c2);
+    }
+}
+
+// When no step directory can be used, the error lists each one with its problem (it used to say only "no checkpoint").
+TEST_F(CkptTest, NoUsableCheckpointSaysWhy) {
+    std::string c1 = save_checkpoint(ckdir(), 1, "one");
+    std::string state = read_bytes(c1 + "/" + CKPT_STATE_FILE);
+    write_bytes(c1 + "/" + CKPT_STATE_FILE, state.substr(0, state.size() - 1));
+    fs::create_directories(ckdir() + "/step_00000002");
+    std::string e = error_of([&] { checkpoint_resolve(ckdir()); });
+    EXPECT_NE(e.find("no usable checkpoint in " + ckdir()), std::string::npos) << e;
+    EXPECT_NE(e.find("step_00000001: state.safetensors is"), std::string::npos) << e;
+    EXPECT_NE(e.find("step_00000002: it has no COMPLETE marker"), std::string::npos) << e;
+    EXPECT_NE(e.find("---> HINT:"), std::string::npos) << e;
+}
+
 // ----------------------------------------------------------------------------
 // commit, replace, rotate
 

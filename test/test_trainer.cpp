@@ -307,6 +307,30 @@ TEST(TrainerBinary, EarlierRunIsNotOverwritten) {
     EXPECT_NE(read_bytes(save + "/model.safetensors"), saved_before);
 }
 
+// A flipped byte in the newest checkpoint's weights is caught on --resume: the run says so and continues from the
+// newest intact checkpoint (it used to resume from the damaged weights silently, and the losses drifted).
+TEST(TrainerBinary, FlippedCheckpointByteIsReportedOnResume) {
+    TempDir dir;
+    const std::string ckpt = dir / "ckpt";
+    std::vector<std::string> args = {"--model", "gpt2-tiny", "--batch-size", "2", "--seq-len", "32", "--eval-tokens",
+                                     "64", "--ckpt-dir", ckpt, "--ckpt-every", "2"};
+    auto with = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = args;
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult r1 = run_trainer("train_gpt2", with({"--steps", "4"}), dir, 120);
+    ASSERT_EQ(r1.rc, 0) << describe(r1);
+    const std::string weights = ckpt + "/step_00000004/model.safetensors";
+    std::string bytes = read_bytes(weights);
+    bytes[bytes.size() / 2] ^= 0x01;
+    write_bytes(weights, bytes);
+    RunResult r2 = run_trainer("train_gpt2", with({"--steps", "4", "--resume"}), dir, 120);
+    EXPECT_EQ(r2.rc, 0) << describe(r2);
+    EXPECT_TRUE(contains(r2.out, "step_00000004: model.safetensors does not match its checksum")) << describe(r2);
+    EXPECT_TRUE(contains(r2.out, "resumed from " + ckpt + "/step_00000002 at step 2")) << describe(r2);
+}
+
 TEST(TrainerBinary, SeqLenBeyondModel) {
     TempDir dir;
     RunResult r = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "128", "--steps", "1"}, dir, 120);

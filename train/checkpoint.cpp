@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,6 +44,8 @@ static bool parse_step_digits(const std::string& s, int64_t* step) {
     *step = v;
     return true;
 }
+
+static uint64_t file_checksum(const std::string& path);  // below, with state_checksum
 
 static bool parse_step_name(const std::string& name, int64_t* step) {
     return name.compare(0, 5, "step_") == 0 && parse_step_digits(name.substr(5), step);
@@ -169,18 +172,19 @@ static bool remove_tree(const std::string& path) {
 // ----------------------------------------------------------------------------
 // completeness
 
-bool checkpoint_is_complete(const std::string& path, std::string* why) {
+// Reads and checks the COMPLETE marker of path and the sizes of the files it lists; *marker gets its JSON.
+static bool read_marker(const std::string& path, nlohmann::json* marker, std::string* why) {
     auto no = [&](const std::string& reason) {
         if (why) *why = reason;
         return false;
     };
-    std::string marker = path + "/" + CKPT_COMPLETE_FILE;
+    std::string file = path + "/" + CKPT_COMPLETE_FILE;
     std::error_code ec;
-    if (!fs::is_regular_file(marker, ec)) return no(format("it has no %s marker", CKPT_COMPLETE_FILE));
-    nlohmann::json j;
+    if (!fs::is_regular_file(file, ec)) return no(format("it has no %s marker", CKPT_COMPLETE_FILE));
+    nlohmann::json& j = *marker;
     try {
-        std::FILE* f = std::fopen(marker.c_str(), "rb");
-        if (!f) return no(format("cannot read %s: %s", marker.c_str(), strerror(errno)));
+        std::FILE* f = std::fopen(file.c_str(), "rb");
+        if (!f) return no(format("cannot read %s: %s", file.c_str(), strerror(errno)));
         std::string text;
         char buf[4096];
         size_t n;
@@ -199,11 +203,38 @@ bool checkpoint_is_complete(const std::string& path, std::string* why) {
                                                                name.c_str()));
         uint64_t want = it.value().get<uint64_t>();
         struct stat st;
-        std::string file = path + "/" + name;
-        if (stat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return no(format("%s is missing", name.c_str()));
+        std::string f = path + "/" + name;
+        if (stat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return no(format("%s is missing", name.c_str()));
         if ((uint64_t)st.st_size != want)
             return no(format("%s is %llu bytes but was %llu bytes when the checkpoint was written", name.c_str(),
                              (unsigned long long)st.st_size, (unsigned long long)want));
+    }
+    return true;
+}
+
+bool checkpoint_is_complete(const std::string& path, std::string* why) {
+    nlohmann::json marker;
+    return read_marker(path, &marker, why);
+}
+
+bool checkpoint_verify(const std::string& path, std::string* why) {
+    nlohmann::json marker;
+    if (!read_marker(path, &marker, why)) return false;
+    if (!marker.contains("checksums")) return true;  // written before checksums (sizes checked above)
+    const nlohmann::json& sums = marker["checksums"];
+    auto no = [&](const std::string& reason) {
+        if (why) *why = reason;
+        return false;
+    };
+    if (!sums.is_object()) return no(format("its %s marker has bad checksums", CKPT_COMPLETE_FILE));
+    for (auto it = marker["files"].begin(); it != marker["files"].end(); ++it) {
+        const std::string& name = it.key();
+        if (!sums.contains(name) || !sums[name].is_string())
+            return no(format("its %s marker has no checksum for %s", CKPT_COMPLETE_FILE, name.c_str()));
+        std::string got = format("%016" PRIx64, file_checksum(path + "/" + name));
+        if (got != sums[name].get<std::string>())
+            return no(format("%s does not match its checksum (the file changed after the checkpoint was written)",
+                             name.c_str()));
     }
     return true;
 }
@@ -291,8 +322,8 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
         fail("cannot commit checkpoint to %s: the name must be %s-style (checkpoint_path)", final_dir.c_str(),
              checkpoint_dir_name(0).c_str());
 
-    // 1. Every file's data on disk, and its size in the marker.
-    nlohmann::json files = nlohmann::json::object();
+    // 1. Every file's data on disk, and its size and checksum in the marker.
+    nlohmann::json files = nlohmann::json::object(), sums = nlohmann::json::object();
     std::vector<std::string> subdirs;
     for (fs::recursive_directory_iterator it(tmpdir, ec), end; !ec && it != end; it.increment(ec)) {
         std::string rel = it->path().lexically_relative(tmpdir).string();
@@ -305,6 +336,7 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
             fsync_path(it->path().string(), false);
             files[rel] = (uint64_t)fs::file_size(it->path(), e2);
             if (e2) fail("cannot read the size of %s: %s", it->path().c_str(), e2.message().c_str());
+            sums[rel] = format("%016" PRIx64, file_checksum(it->path().string()));
         } else {
             fail("cannot commit checkpoint %s: %s is neither a file nor a directory", final_dir.c_str(), rel.c_str());
         }
@@ -312,7 +344,8 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
     if (ec) fail("cannot list %s: %s", tmpdir.c_str(), ec.message().c_str());
 
     // 2. The marker, then the directories' entries.
-    nlohmann::json marker = {{"format_version", CHECKPOINT_FORMAT_VERSION}, {"step", step}, {"files", files}};
+    nlohmann::json marker = {{"format_version", CHECKPOINT_FORMAT_VERSION}, {"step", step}, {"files", files},
+                             {"checksums", sums}};
     write_file_synced(tmpdir + "/" + CKPT_COMPLETE_FILE, marker.dump(2) + "\n");
     for (const std::string& d : subdirs) fsync_path(d, true);
     fsync_path(tmpdir, true);
@@ -376,18 +409,35 @@ std::string checkpoint_resolve(const std::string& path_arg) {
     DotDir d;
     bool is_step = parse_step_name(name, &step) || parse_dot_dir(name, &d);
     if (fs::exists(path + "/" + CKPT_COMPLETE_FILE, ec) || is_step) {
+        const char* hint = "---> HINT: pass the checkpoint directory above it to use its newest intact checkpoint, or "
+                           "an older step_NNNNNNNN";
         if (!checkpoint_is_complete(path, &why))
-            fail("cannot resume from %s: it is not a complete checkpoint (%s)\n---> HINT: pass the checkpoint "
-                 "directory above it to use its newest complete checkpoint, or an older step_NNNNNNNN",
-                 path.c_str(), why.c_str());
+            fail("cannot resume from %s: it is not a complete checkpoint (%s)\n%s", path.c_str(), why.c_str(), hint);
+        if (!checkpoint_verify(path, &why))
+            fail("cannot resume from %s: it is damaged (%s)\n%s", path.c_str(), why.c_str(), hint);
         return path;
     }
     checkpoint_cleanup(path);
-    std::string latest = checkpoint_latest(path);
-    if (latest.empty())
-        fail("no checkpoint in %s\n---> HINT: checkpoints are its step_NNNNNNNN subdirectories (with a %s marker); "
-             "drop --resume to start from scratch", path.c_str(), CKPT_COMPLETE_FILE);
-    return latest;
+    // newest first: the newest step directory that is complete and intact; each newer one that is not is reported
+    std::vector<std::pair<int64_t, std::string>> dirs;
+    for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+        if (parse_step_name(it->path().filename().string(), &step)) dirs.push_back({step, it->path().string()});
+    std::sort(dirs.rbegin(), dirs.rend());
+    std::string damaged;
+    for (const auto& [s, dir] : dirs) {
+        if (checkpoint_verify(dir, &why)) {
+            if (!damaged.empty())
+                std::printf("warning: newer checkpoints in %s cannot be used:%s\n         resuming from the newest intact "
+                            "one, %s\n", path.c_str(), damaged.c_str(), base_of(dir).c_str());
+            return dir;
+        }
+        damaged += format("\n           %s: %s", base_of(dir).c_str(), why.c_str());
+    }
+    if (!damaged.empty())
+        fail("no usable checkpoint in %s:%s\n---> HINT: drop --resume to start from scratch (with --overwrite), or "
+             "restore an intact copy of one of these", path.c_str(), damaged.c_str());
+    fail("no checkpoint in %s\n---> HINT: checkpoints are its step_NNNNNNNN subdirectories (with a %s marker); "
+         "drop --resume to start from scratch", path.c_str(), CKPT_COMPLETE_FILE);
 }
 
 // ----------------------------------------------------------------------------
@@ -427,6 +477,25 @@ uint64_t state_checksum(const void* data, size_t nbytes) {
     }
     uint64_t h = mix64(nbytes);
     for (int k = 0; k < 4; k++) h = mix64(h ^ lane[k]) + K;
+    return h;
+}
+
+// state_checksum of a whole file (read through mmap).
+static uint64_t file_checksum(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail("cannot read %s: %s", path.c_str(), strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        fail("cannot read %s: %s", path.c_str(), strerror(err));
+    }
+    size_t n = (size_t)st.st_size;
+    void* p = n ? mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+    close(fd);
+    if (n && p == MAP_FAILED) fail("cannot read %s: %s", path.c_str(), strerror(errno));
+    uint64_t h = state_checksum(p, n);
+    if (n) munmap(p, n);
     return h;
 }
 

@@ -47,13 +47,17 @@ std::string checkpoint_latest(const std::string& dir);
 // True when path is a step directory whose COMPLETE marker lists files that all exist with their sizes;
 // otherwise false, with the reason in *why when given.
 bool checkpoint_is_complete(const std::string& path, std::string* why = nullptr);
+// Complete, and every file matches the checksum its COMPLETE marker records (the whole files are read; a marker
+// written before checksums existed is checked by sizes only). Otherwise false, with the reason in *why.
+bool checkpoint_verify(const std::string& path, std::string* why = nullptr);
 // Removes leftovers of dead processes of this host in DIR: temp dirs (.tmp_step_*), half-deleted dirs
 // (.del_step_*) and moved-aside dirs (.old_step_*); a moved-aside dir whose step directory is missing (the
 // replacing process died between its two renames) is renamed back instead. Returns how many it handled.
 int checkpoint_cleanup(const std::string& dir);
-// For --resume PATH: PATH is either one checkpoint (a complete step directory) or a checkpoint directory, whose
-// newest complete checkpoint is returned (after checkpoint_cleanup, so an interrupted replacement is undone).
-// Fails with "no checkpoint in PATH" when there is none, and names the problem for an incomplete step dir.
+// For --resume PATH: PATH is either one checkpoint (a step directory, which must verify) or a checkpoint directory,
+// whose newest step directory that verifies is returned (after checkpoint_cleanup, so an interrupted replacement is
+// undone); newer ones that do not are reported on stdout with the reason. Fails with "no checkpoint in PATH" when
+// there is none, and with each step directory's problem when none verifies.
 std::string checkpoint_resolve(const std::string& path);
 
 // Owns a checkpoint being written: begin in the constructor, commit() to publish, and the destructor removes
