@@ -171,6 +171,24 @@ TEST(TrainerCli, RejectsNonFiniteValues) {
     EXPECT_USER_ERROR(parse({"--adam-eps", "inf"}), "--adam-eps");
 }
 
+// PRAC's rank and fraction pairs: an absolute rank that overflows an int, a fractional or non-finite value is an error
+// naming the flag (99999999999 used to wrap around and silently give the default fractions).
+TEST(TrainerCli, PracRankAndFractionPairsAreRangeChecked) {
+    auto prac = [](std::vector<std::string> args) { return prac_options_from(parse(args)); };
+    for (const char* flag : {"--prac-linear-ranks", "--prac-nonlinear-ranks"})
+        for (const char* bad : {"99999999999,8", "8,99999999999", "-8,8", "8.5,8", "nan,8", "8,inf", "8", "8,", ",8",
+                                "0x10,8", "1e3,8"})
+            EXPECT_USER_ERROR(prac({flag, bad}), flag, bad);
+    for (const char* flag : {"--prac-linear", "--prac-nonlinear"})
+        for (const char* bad : {"nan,0.1", "0.1,inf", "-0.1,0.1", "0.1", "1e400,0.1"})
+            EXPECT_USER_ERROR(prac({flag, bad}), flag);
+    PracOptions p = prac({"--prac-linear-ranks", "64,32", "--prac-nonlinear-ranks", "0,1073741824"});
+    EXPECT_EQ(p.linear_r1_abs, 64);
+    EXPECT_EQ(p.linear_r2_abs, 32);
+    EXPECT_EQ(p.nonlinear_r1_abs, 0);
+    EXPECT_EQ(p.nonlinear_r2_abs, 1 << 30);
+}
+
 TEST(TrainerCli, TrainDataNeedsValData) {
     EXPECT_USER_ERROR(parse({"--train-data", "x_*.bin"}), "--train-data given without --val-data", "HINT");
     EXPECT_NO_THROW(parse({"--train-data", "x_*.bin", "--val-data", "y_*.bin"}));

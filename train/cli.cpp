@@ -278,8 +278,25 @@ static void parse_pair(const std::string& flag, const std::string& v, double* a,
     bool ok = !s1.empty() && !*end;
     *b = std::strtod(s2.c_str(), &end);
     ok = ok && !s2.empty() && !*end;
-    if (!ok || *a < 0 || *b < 0)
+    if (!ok || !std::isfinite(*a) || !std::isfinite(*b) || *a < 0 || *b < 0)
         fail("%s needs two non-negative numbers separated by a comma (got \"%s\")", flag.c_str(), v.c_str());
+}
+
+// "r1,r2" -> two whole ranks in [0, 2^30] (a site's width bounds them further when the model is built)
+static void parse_rank_pair(const std::string& flag, const std::string& v, int* a, int* b) {
+    size_t comma = v.find(',');
+    auto rank = [&](const std::string& t, int* out) {
+        char* end = nullptr;
+        errno = 0;
+        long long x = std::strtoll(t.c_str(), &end, 10);
+        if (t.empty() || *end || errno || x < 0 || x > (1LL << 30))
+            fail("%s needs two whole ranks in [0, %lld] separated by a comma (got \"%s\")", flag.c_str(), 1LL << 30,
+                 v.c_str());
+        *out = (int)x;
+    };
+    if (comma == std::string::npos) fail("%s needs two ranks separated by a comma (got \"%s\")", flag.c_str(), v.c_str());
+    rank(v.substr(0, comma), a);
+    rank(v.substr(comma + 1), b);
 }
 
 PracOptions prac_options_from(const TrainOptions& o) {
@@ -294,16 +311,10 @@ PracOptions prac_options_from(const TrainOptions& o) {
     CHECK_USER(a < 1 && b < 1, "--prac-nonlinear fractions must be below 1 (got %s)", o.prac_nonlinear.c_str());
     p.nonlinear_r1 = (float)a;
     p.nonlinear_r2 = (float)b;
-    if (!o.prac_linear_ranks.empty()) {
-        parse_pair("--prac-linear-ranks", o.prac_linear_ranks, &a, &b);
-        p.linear_r1_abs = (int)a;
-        p.linear_r2_abs = (int)b;
-    }
-    if (!o.prac_nonlinear_ranks.empty()) {
-        parse_pair("--prac-nonlinear-ranks", o.prac_nonlinear_ranks, &a, &b);
-        p.nonlinear_r1_abs = (int)a;
-        p.nonlinear_r2_abs = (int)b;
-    }
+    if (!o.prac_linear_ranks.empty())
+        parse_rank_pair("--prac-linear-ranks", o.prac_linear_ranks, &p.linear_r1_abs, &p.linear_r2_abs);
+    if (!o.prac_nonlinear_ranks.empty())
+        parse_rank_pair("--prac-nonlinear-ranks", o.prac_nonlinear_ranks, &p.nonlinear_r1_abs, &p.nonlinear_r2_abs);
     CHECK_USER(o.prac_t1 > 0 && o.prac_t2 > 0, "--prac-t1 and --prac-t2 must be positive");
     p.t1 = o.prac_t1;
     p.t2 = o.prac_t2;
