@@ -17,6 +17,7 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "train/cli.h"
+#include "train/optimizers.h"  // OptimizerChoice
 #include "test/test_util.h"
 #include "test/trainer_test_util.h"
 
@@ -187,6 +188,30 @@ TEST(TrainerCli, PracRankAndFractionPairsAreRangeChecked) {
     EXPECT_EQ(p.linear_r2_abs, 32);
     EXPECT_EQ(p.nonlinear_r1_abs, 0);
     EXPECT_EQ(p.nonlinear_r2_abs, 1 << 30);
+}
+
+// Every numeric flag of the table, driven with numbers no flag accepts: each is an error that names the flag, at
+// parse time or when the options are turned into PRAC and optimizer settings (never a wrapped or default value).
+TEST(TrainerCli, EveryNumericFlagRefusesBadNumbers) {
+    auto all = [](std::vector<std::string> args) {
+        TrainOptions o = parse(args);
+        prac_options_from(o);
+        optimizer_choice_from(o);
+    };
+    const std::vector<std::string> flags = numeric_train_flags();
+    ASSERT_GE(flags.size(), 30u);
+    for (const std::string& flag : flags)
+        for (const char* bad : {"99999999999999999999", "-99999999999999999999", "nan", "inf", "-inf", "1e400", "12abc",
+                                "", "0x", "--"}) {
+            SCOPED_TRACE(flag + " " + bad);
+            EXPECT_USER_ERROR(all({flag, bad}), flag.c_str());
+        }
+    // a negative count: only --warmup takes -1 (the default: 10% of --steps)
+    for (const std::string& flag : flags)
+        if (flag != "--warmup") {
+            SCOPED_TRACE(flag + " -2");
+            EXPECT_USER_ERROR(all({flag, "-2"}), flag.c_str());
+        }
 }
 
 TEST(TrainerCli, TrainDataNeedsValData) {

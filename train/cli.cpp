@@ -118,6 +118,13 @@ const Flag FLAGS[] = {
 
 }  // namespace
 
+std::vector<std::string> numeric_train_flags() {
+    std::vector<std::string> out;
+    for (const Flag& f : FLAGS)
+        if (f.kind == Kind::INT || f.kind == Kind::LONG || f.kind == Kind::FLOAT) out.push_back(f.name);
+    return out;
+}
+
 void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i], value;
@@ -178,6 +185,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                 float v = std::strtof(value.c_str(), &end);
                 if (value.empty() || *end || errno || !std::isfinite(v))
                     fail("flag %s needs a finite number, got \"%s\"", flag->name, value.c_str());
+                // no real-valued setting means anything beyond 1e9 (a typo such as 1e20 for 1e-2 is not a setting)
+                if (std::fabs(v) > 1e9f) fail("flag %s: %s is out of range (|value| <= 1e9)", flag->name, value.c_str());
                 *(float*)field = v;
                 break;
             }
@@ -203,6 +212,10 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.eval_interval >= 0, "--eval-interval must be >= 0");
     CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive");
     CHECK_USER(opts.log_interval > 0, "--log-interval must be positive");
+    CHECK_USER(opts.seed >= 0, "--seed must be >= 0 (got %lld)", opts.seed);
+    CHECK_USER(opts.galore_scale > 0, "--galore-scale must be positive (got %g)", opts.galore_scale);
+    CHECK_USER(opts.dump_layer >= 0 && opts.dump_step >= 0, "--dump-layer and --dump-step must be >= 0 (got %d, %d)",
+               opts.dump_layer, opts.dump_step);
     CHECK_USER(opts.optimizer == "adamw" || opts.optimizer == "muon" || opts.optimizer == "adam-mini" ||
                    opts.optimizer == "galore" || opts.optimizer == "rso",
                "--optimizer must be adamw, muon, adam-mini, galore or rso (got \"%s\")", opts.optimizer.c_str());

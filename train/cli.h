@@ -91,6 +91,8 @@ std::string train_options_help(Arch arch, const char* program);
 struct OptimizerChoice;
 // The optimizer of the flags.
 OptimizerChoice optimizer_choice_from(const TrainOptions& o);
+// The flags that take a number (integer or real), for tests that drive the parser with bad numbers.
+std::vector<std::string> numeric_train_flags();
 
 // The PRAC options of the flags (UserError on malformed pairs or unknown classes).
 PracOptions prac_options_from(const TrainOptions& o);
