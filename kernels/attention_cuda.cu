@@ -1,18 +1,12 @@
 // Multi-head attention, CUDA twins of kernels/attention.h (attention_forward_cpu, attention_backward_cpu): the
-// dispatch. See kernels/attention.cuh for the contract. The implementations:
-//   kernels/attention_simt.cu   Simt: fp32 FMA flash attention (forward, backward preprocess, dK/dV, dQ)
-//   kernels/attention_mma.cu    Mma: bf16 tensor-core flash attention (forward, dK/dV, dQ), FlashAttention-2 style
-//   kernels/attention_cudnn.cu  Cudnn: cuDNN's fused SDPA (builds without it get the stubs at the end of this file)
-// (the Simt and Mma launchers are declared in kernels/attention_impl.cuh). This file: shape checks, the choice of
-// implementation per call (PRAC_ATTENTION, cuDNN preconditions, Mma's alignment), the public entry points and the
-// no-cuDNN stubs. The naive test oracle is test/attention_naive_cuda.cuh.
-//
-// Notation (per (b, h)): Q, K, V (T, HS) are strided views into qkv (row stride 3C); O, dO (T, HS) are strided
-// views into out/dout (row stride C). S = scale Q K^T, P = exp(S - lse) (masked), D = rowsum(dO * O),
-// dP = dO V^T, dS = P * (dP - D); dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO.
-//
-// Determinism: no kernel uses atomics; every output element is produced by exactly one thread with a fixed
-// summation order, so the results are bitwise reproducible run to run (on the same GPU and build).
+// dispatch (contract: kernels/attention.cuh). Implementations: kernels/attention_simt.cu (Simt, fp32 FMA flash
+// attention), kernels/attention_mma.cu (Mma, bf16 tensor cores), kernels/attention_cudnn.cu (cuDNN's SDPA; builds
+// without it get the stubs at the end of this file); launchers declared in kernels/attention_impl.cuh. This file:
+// shape checks, the implementation per call (PRAC_ATTENTION, cuDNN preconditions, Mma's alignment), the entry
+// points. The naive test oracle is test/attention_naive_cuda.cuh. Notation: Q, K, V, O, dO (T, HS) are strided
+// views into qkv (row stride 3C) and out/dout (stride C); S = scale QK^T, P = exp(S - lse), D = rowsum(dO * O),
+// dS = P * (dO V^T - D). Determinism: no atomics, one thread per output element with a fixed summation order,
+// so results are bitwise reproducible on the same GPU and build (docs/DESIGN.md section 6.2).
 #include "kernels/attention.cuh"
 
 #include <cuda_bf16.h>

@@ -2,13 +2,10 @@
 // (input files; byte sources: files, decompressors, tar entries), pipeline.cpp (records and batches between
 // the threads), reader.cpp (inputs -> records -> batches), encoder.cpp (the workers: record -> text -> ids ->
 // laid-out tokens), output.cpp (shards, the resume state, progress; the run), main.cpp.
-//
-// Pipeline. One reader thread decompresses the inputs and cuts them into records (one document's raw text,
-// or one JSON line), numbered in input order, and hands them out in batches. N worker threads parse and
-// encode batches. The main thread takes the results back in order, lays them out (flat stream or rows),
-// writes the shards and the resume state, and draws the progress line. Memory is bounded by the number of
-// batches in flight plus one shard buffer per split, whatever the input size, and the output depends only
-// on the inputs and the options, never on the thread count or on timing.
+// Pipeline: one reader thread cuts the inputs into numbered records and hands them out in batches; N workers
+// encode batches; the main thread takes the results back in order, lays them out, writes shards and the resume
+// state. Memory is bounded whatever the input size, and the output depends only on the inputs and the options,
+// never on the thread count or on timing (docs/DESIGN.md section 7.2).
 #pragma once
 #include <atomic>
 #include <condition_variable>
