@@ -21,6 +21,9 @@ struct AttentionCudnn;  // cuDNN handle + graph cache (kernels/attention_cudnn.c
 // True when the CUDA attention has a kernel for head size HS: 16 to 128 in steps of 16. The models check it when
 // they are built on the CUDA backend (CudaBackend::check_attention_shape), before anything is allocated.
 bool attention_cuda_supports_head_size(int HS);
+// The shapes the CUDA attention takes (B, T >= 0; C a positive multiple of NH; a supported head size), else a
+// UserError naming `what` and the sizes that work.
+void attention_cuda_check_shape(const char* what, int B, int T, int C, int NH);
 // True when `impl` can run in this build (Mma needs the bf16 build; Cudnn the bf16 build with cudnn-frontend).
 bool attention_cuda_impl_available(AttentionImpl impl);
 const char* attention_impl_name(AttentionImpl impl);  // "auto", "simt", "mma", "cudnn"

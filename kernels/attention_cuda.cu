@@ -25,15 +25,6 @@
 
 namespace attention_detail {
 
-void check_shape(const char* what, int B, int T, int C, int NH) {
-    CHECK_USER(B >= 0 && T >= 0 && NH > 0 && C > 0 && C % NH == 0,
-               "%s: bad shape B=%d T=%d C=%d NH=%d (C must be a positive multiple of NH)", what, B, T, C, NH);
-    CHECK_USER(attention_cuda_supports_head_size(C / NH),
-               "%s: head size %d (C=%d / NH=%d) is not supported\n---> HINT: the CUDA attention kernels take head "
-               "sizes 16, 32, 48, 64, 80, 96, 112 and 128",
-               what, C / NH, C, NH);
-}
-
 bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
 // Mma for this call? Auto: in the bf16 build when every tensor is 16-byte aligned (uint4 tile loads).
@@ -54,7 +45,7 @@ bool resolve_mma(AttentionImpl impl, std::initializer_list<const void*> ptrs) {
 template <typename X>
 void forward_impl(X* out, float* lse, const X* qkv, int B, int T, int C, int NH, bool causal, cudaStream_t stream,
                   AttentionImpl impl) {
-    check_shape("attention_forward_cuda", B, T, C, NH);
+    attention_cuda_check_shape("attention_forward_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt((float)HS);
@@ -71,7 +62,7 @@ void forward_impl(X* out, float* lse, const X* qkv, int B, int T, int C, int NH,
 template <typename X>
 void backward_impl(X* dqkv, const X* dout, const X* qkv, const X* out, const float* lse, int B, int T, int C,
                    int NH, bool causal, float* scratch, cudaStream_t stream, AttentionImpl impl) {
-    check_shape("attention_backward_cuda", B, T, C, NH);
+    attention_cuda_check_shape("attention_backward_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt((float)HS);
@@ -89,6 +80,15 @@ void backward_impl(X* dqkv, const X* dout, const X* qkv, const X* out, const flo
 
 }  // namespace attention_detail
 using namespace attention_detail;
+
+void attention_cuda_check_shape(const char* what, int B, int T, int C, int NH) {
+    CHECK_USER(B >= 0 && T >= 0 && NH > 0 && C > 0 && C % NH == 0,
+               "%s: bad shape B=%d T=%d C=%d NH=%d (C must be a positive multiple of NH)", what, B, T, C, NH);
+    CHECK_USER(attention_cuda_supports_head_size(C / NH),
+               "%s: head size %d (C=%d / NH=%d) is not supported\n---> HINT: the CUDA attention kernels take head "
+               "sizes 16, 32, 48, 64, 80, 96, 112 and 128",
+               what, C / NH, C, NH);
+}
 
 bool attention_cuda_supports_head_size(int HS) {
     return HS >= 16 && HS <= 128 && HS % 16 == 0;
@@ -147,7 +147,7 @@ static bool want_cudnn(AttentionImpl impl, const AttentionCudnn* cudnn, int HS,
 
 void attention_forward_cuda(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, bool causal,
                             cudaStream_t stream, AttentionImpl impl, AttentionCudnn* cudnn) {
-    check_shape("attention_forward_cuda", B, T, C, NH);
+    attention_cuda_check_shape("attention_forward_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     if (want_cudnn(impl, cudnn, C / NH, {out, lse, qkv}) &&
         attention_cudnn_forward(cudnn, out, lse, qkv, B, T, C, NH, causal, stream, impl == AttentionImpl::Auto))
@@ -163,7 +163,7 @@ size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
 void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                              const float* lse, int B, int T, int C, int NH, bool causal, float* scratch,
                              cudaStream_t stream, AttentionImpl impl, AttentionCudnn* cudnn) {
-    check_shape("attention_backward_cuda", B, T, C, NH);
+    attention_cuda_check_shape("attention_backward_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     if (want_cudnn(impl, cudnn, C / NH, {dqkv, dout, qkv, out, lse}) &&
         attention_cudnn_backward(cudnn, dqkv, dout, qkv, out, lse, B, T, C, NH, causal, stream,

@@ -150,17 +150,6 @@ __global__ void naive_bwd_grads_kernel(X* dqkv, const float* P, const float* dS,
 // launchers
 // =============================================================================================================
 
-// The shapes attention_forward_cuda / attention_backward_cuda take, refused with their messages (the kernels above
-// would take any head size; the oracle is only ever asked for shapes the fast path has).
-inline void naive_check_shape(const char* what, int B, int T, int C, int NH) {
-    CHECK_USER(B >= 0 && T >= 0 && NH > 0 && C > 0 && C % NH == 0,
-               "%s: bad shape B=%d T=%d C=%d NH=%d (C must be a positive multiple of NH)", what, B, T, C, NH);
-    CHECK_USER(attention_cuda_supports_head_size(C / NH),
-               "%s: head size %d (C=%d / NH=%d) is not supported\n---> HINT: the CUDA attention kernels take head "
-               "sizes 16, 32, 48, 64, 80, 96, 112 and 128",
-               what, C / NH, C, NH);
-}
-
 inline size_t attention_forward_naive_scratch_floats(int B, int T, int NH) { return (size_t)B * NH * T * T; }
 inline size_t attention_backward_naive_scratch_floats(int B, int T, int NH) {
     return 2 * (size_t)B * NH * T * T + (size_t)B * NH * T;
@@ -168,7 +157,7 @@ inline size_t attention_backward_naive_scratch_floats(int B, int T, int NH) {
 
 inline void attention_forward_naive_cuda(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
                                          bool causal, float* scratch, cudaStream_t stream) {
-    naive_check_shape("attention_forward_naive_cuda", B, T, C, NH);
+    attention_cuda_check_shape("attention_forward_naive_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     const int HS = C / NH, block = 256;
     const float scale = 1.0f / std::sqrt((float)HS);
@@ -186,7 +175,7 @@ inline void attention_forward_naive_cuda(floatX* out, float* lse, const floatX* 
 inline void attention_backward_naive_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                                           const float* lse, int B, int T, int C, int NH, bool causal,
                                           float* scratch, cudaStream_t stream) {
-    naive_check_shape("attention_backward_naive_cuda", B, T, C, NH);
+    attention_cuda_check_shape("attention_backward_naive_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     const int HS = C / NH, block = 256;
     const float scale = 1.0f / std::sqrt((float)HS);
