@@ -63,7 +63,7 @@ struct GPT2 {
         float* ln1_mean;      // (L, N)
         float* ln1_rstd;      // (L, N)
         act_t* qkv;           // (L, N, 3C) attention inputs (exact)
-        act_t* atty;          // (L, N, C)  attention output O: attention backward and the attproj matmul's input
+        act_t* atty;          // (L, N, C), or (N, C) with --recompute-attention: attention output O, attproj's input
         float* lse;           // (L, B, NH, T) log-sum-exp of each attention row
         float* ln2_mean;      // (L, N)
         float* ln2_rstd;      // (L, N)
@@ -93,7 +93,8 @@ struct GPT2 {
     //   ln2        LN2 output, the fc matmul's input                                            linear
     //   fch        GeLU input (N, F)                                                            nonlinear
     //   fch_gelu   GeLU output, the fcproj matmul's input                                       linear
-    // q, k, v, O and LSE stay exact (attention backward needs them; O is also attproj's input).
+    // q, k, v, O and LSE stay exact (attention backward needs them; O is also attproj's input, and may be
+    // recomputed from q, k, v instead: --recompute-attention).
     enum {  // the sites' order is model/sites.h's SiteIndex (wire_sites and RSO rely on it)
         RESID = SITE_RESID, LN1 = SITE_LN1, RESID_MID = SITE_RESID_MID, LN2 = SITE_LN2, FCH = SITE_FCH,
         FCH_GELU = SITE_ACT_OUT
@@ -107,7 +108,7 @@ struct GPT2 {
     FILE* prac_log = stdout;
     ActivationDump dump;
 
-    int recompute = 0;  // llm.c's -r: 1 recompute the MLP activation output in backward, 2 also the norm outputs
+    Recompute recompute;  // what backward recomputes instead of saving (model/sites.h)
 
     // Data parallelism (train/grad_sync.h): when set, backward() calls it with l as soon as layer l's parameter
     // gradients are complete (l = L-1 down to 0), then once with -1 at its end, when the tensors outside the layers
@@ -117,8 +118,8 @@ struct GPT2 {
     std::function<void(int layer)> on_layer_grads;
 
     GPT2(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions(),
-         int recompute_level = 0)
-        : cfg(config), be(backend), prac(prac_options), recompute(recompute_level) {
+         Recompute recompute_options = Recompute())
+        : cfg(config), be(backend), prac(prac_options), recompute(recompute_options) {
         be.check_attention_shape(cfg.channels, cfg.num_heads);
         int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
         size_t maxT = cfg.max_seq_len;
@@ -155,7 +156,7 @@ struct GPT2 {
             make_site<Backend>("fch", FCH, SiteClass::NONLINEAR, F, L, L, prac),
             make_site<Backend>("fch_gelu", FCH_GELU, SiteClass::LINEAR, F, L, L, prac),
         };
-        apply_recompute(sites, recompute, FCH_GELU, LN1, LN2, RESID, RESID_MID);
+        apply_recompute(sites, recompute.level, FCH_GELU, LN1, LN2, RESID, RESID_MID);
     }
     ~GPT2() {
         be.free(bases_memory, bases_bytes);
@@ -187,7 +188,8 @@ struct GPT2 {
             {"ln1_mean", (void**)&a.ln1_mean, L * N, f32, M::SAVED_EXACT},
             {"ln1_rstd", (void**)&a.ln1_rstd, L * N, f32, M::SAVED_EXACT},
             {"qkv", (void**)&a.qkv, L * N * 3 * C, act, M::SAVED_EXACT},
-            {"atty", (void**)&a.atty, L * N * C, act, M::SAVED_EXACT},
+            {"atty", (void**)&a.atty, recompute.attention_out ? N * C : L * N * C, act,
+             recompute.attention_out ? M::TRANSIENT : M::SAVED_EXACT},
             {"lse", (void**)&a.lse, L * N * NH, f32, M::SAVED_EXACT},
             {"ln2_mean", (void**)&a.ln2_mean, L * N, f32, M::SAVED_EXACT},
             {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32, M::SAVED_EXACT},
@@ -300,6 +302,9 @@ struct GPT2 {
     float eval_loss(const int32_t* host_inputs, const int32_t* host_targets) {
         return forward_pass(host_inputs, host_targets, false, 0.0f);
     }
+    // Layer l's attention output O, (N, C): its own slot of the (L, N, C) stack, or the one buffer all layers share
+    // when backward recomputes O (--recompute-attention).
+    act_t* attention_out(int l, int N) { return acts.atty + (recompute.attention_out ? 0 : (size_t)l * N * cfg.channels); }
     float forward_pass(const int32_t* host_inputs, const int32_t* host_targets, bool train, float grad_scale) {
         int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
         int N = B * T;
@@ -322,7 +327,7 @@ struct GPT2 {
             float* l_ln1_mean = acts.ln1_mean + (size_t)l * N;
             float* l_ln1_rstd = acts.ln1_rstd + (size_t)l * N;
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
-            act_t* l_atty = acts.atty + (size_t)l * N * C;
+            act_t* l_atty = attention_out(l, N);
             float* l_lse = acts.lse + (size_t)l * N * NH;
             act_t* l_resid_mid = resid_mid.fwd(l, N);
             act_t* l_ln2 = ln2.fwd(l, N);
@@ -382,7 +387,7 @@ struct GPT2 {
                               acts.lnf_mean, acts.lnf_rstd, N, C);
         for (int l = cfg.num_layers - 1; l >= 0; l--) {
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
-            act_t* l_atty = acts.atty + (size_t)l * N * C;
+            act_t* l_atty = attention_out(l, N);
             float* l_lse = acts.lse + (size_t)l * N * NH;
 
             // MLP branch; dresid is the gradient of this block's output
@@ -401,6 +406,8 @@ struct GPT2 {
                                   params.ln2w + l * C, acts.ln2_mean + (size_t)l * N, acts.ln2_rstd + (size_t)l * N,
                                   N, C);
             // attention branch; dresid is now the gradient of resid_mid
+            if (recompute.attention_out)  // --recompute-attention: O again from the exact q, k, v (same LSE bits)
+                be.attention_forward(l_atty, l_lse, l_qkv, B, T, C, NH);
             be.matmul_backward_weight(grads.attprojw + (size_t)l * C * C, grads.attprojb + l * C, dresid, l_atty, N,
                                       C, C);
             be.matmul_backward_input(dbtc, dresid, params.attprojw + (size_t)l * C * C, N, C, C, false);

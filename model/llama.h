@@ -53,7 +53,7 @@ struct Llama {
         float* freqs;         // (T, HS/2, 2) RoPE cos/sin table
         float* ln1_rstd;      // (L, N)
         act_t* qkv;           // (L, N, 3C) q, k after RoPE, v: attention inputs (exact)
-        act_t* atty;          // (L, N, C)  attention output O: attention backward and o_proj's input
+        act_t* atty;          // (L, N, C), or (N, C) with --recompute-attention: attention output O, o_proj's input
         float* lse;           // (L, B, NH, T)
         float* ln2_rstd;      // (L, N)
         act_t* lnf;           // (N, C)
@@ -83,7 +83,7 @@ struct Llama {
     //   fch        gate | up pre-activations (N, 2F), SwiGLU backward's input; one site over
     //              both halves (our reading: the paper does not say which SwiGLU tensors)     nonlinear
     //   fch_act    SwiGLU output, down_proj's input                                             linear
-    // q, k (after RoPE), v, O and LSE stay exact; O is also o_proj's input.
+    // q, k (after RoPE), v, O and LSE stay exact; O is also o_proj's input (or recomputed: --recompute-attention).
     enum {  // the sites' order is model/sites.h's SiteIndex (wire_sites and RSO rely on it)
         RESID = SITE_RESID, LN1 = SITE_LN1, RESID_MID = SITE_RESID_MID, LN2 = SITE_LN2, FCH = SITE_FCH,
         FCH_ACT = SITE_ACT_OUT
@@ -97,14 +97,14 @@ struct Llama {
     FILE* prac_log = stdout;
     ActivationDump dump;
 
-    int recompute = 0;  // llm.c's -r: 1 recompute the MLP activation output in backward, 2 also the norm outputs
+    Recompute recompute;  // what backward recomputes instead of saving (model/sites.h)
 
     // called by backward() as each layer's gradients complete, then with -1 (GPT2::on_layer_grads says how)
     std::function<void(int layer)> on_layer_grads;
 
     Llama(Backend& backend, const ModelConfig& config, const PracOptions& prac_options = PracOptions(),
-         int recompute_level = 0)
-        : cfg(config), be(backend), prac(prac_options), recompute(recompute_level) {
+         Recompute recompute_options = Recompute())
+        : cfg(config), be(backend), prac(prac_options), recompute(recompute_options) {
         be.check_attention_shape(cfg.channels, cfg.num_heads);
         int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
         param_buffer_numel = layout_params(
@@ -133,7 +133,7 @@ struct Llama {
             make_site<Backend>("fch", FCH, SiteClass::NONLINEAR, 2 * F, L, L, prac),
             make_site<Backend>("fch_act", FCH_ACT, SiteClass::LINEAR, F, L, L, prac),
         };
-        apply_recompute(sites, recompute, FCH_ACT, LN1, LN2, RESID, RESID_MID);
+        apply_recompute(sites, recompute.level, FCH_ACT, LN1, LN2, RESID, RESID_MID);
     }
     ~Llama() {
         be.free(bases_memory, bases_bytes);
@@ -163,7 +163,8 @@ struct Llama {
             {"freqs", (void**)&a.freqs, (size_t)T * cfg.head_dim(), f32, M::TRANSIENT},
             {"ln1_rstd", (void**)&a.ln1_rstd, L * N, f32, M::SAVED_EXACT},
             {"qkv", (void**)&a.qkv, L * N * 3 * C, act, M::SAVED_EXACT},
-            {"atty", (void**)&a.atty, L * N * C, act, M::SAVED_EXACT},
+            {"atty", (void**)&a.atty, recompute.attention_out ? N * C : L * N * C, act,
+             recompute.attention_out ? M::TRANSIENT : M::SAVED_EXACT},
             {"lse", (void**)&a.lse, L * N * NH, f32, M::SAVED_EXACT},
             {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32, M::SAVED_EXACT},
             {"lnf", (void**)&a.lnf, N * C, act, M::TRANSIENT},
@@ -259,6 +260,9 @@ struct Llama {
     float eval_loss(const int32_t* host_inputs, const int32_t* host_targets) {
         return forward_pass(host_inputs, host_targets, false, 0.0f);
     }
+    // Layer l's attention output O, (N, C): its own slot of the (L, N, C) stack, or the one buffer all layers share
+    // when backward recomputes O (--recompute-attention).
+    act_t* attention_out(int l, int N) { return acts.atty + (recompute.attention_out ? 0 : (size_t)l * N * cfg.channels); }
     float forward_pass(const int32_t* host_inputs, const int32_t* host_targets, bool train, float grad_scale) {
         int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
         int N = B * T;
@@ -279,7 +283,7 @@ struct Llama {
             act_t* l_ln1 = ln1.fwd(l, N);
             float* l_ln1_rstd = acts.ln1_rstd + (size_t)l * N;
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
-            act_t* l_atty = acts.atty + (size_t)l * N * C;
+            act_t* l_atty = attention_out(l, N);
             float* l_lse = acts.lse + (size_t)l * N * NH;
             act_t* l_resid_mid = resid_mid.fwd(l, N);
             act_t* l_ln2 = ln2.fwd(l, N);
@@ -330,7 +334,7 @@ struct Llama {
         be.rmsnorm_backward(dresid, grads.lnfw, dbtc, resid.fwd(cfg.num_layers, N), params.lnfw, acts.lnf_rstd, N, C);
         for (int l = cfg.num_layers - 1; l >= 0; l--) {
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
-            act_t* l_atty = acts.atty + (size_t)l * N * C;
+            act_t* l_atty = attention_out(l, N);
             float* l_lse = acts.lse + (size_t)l * N * NH;
 
             // MLP branch
@@ -347,6 +351,8 @@ struct Llama {
             be.rmsnorm_backward(dresid, grads.ln2w + l * C, dbtc, resid_mid.restore(be, l, N), params.ln2w + l * C,
                                 acts.ln2_rstd + (size_t)l * N, N, C);
             // attention branch
+            if (recompute.attention_out)  // --recompute-attention: O again from the exact q, k, v (same LSE bits)
+                be.attention_forward(l_atty, l_lse, l_qkv, B, T, C, NH);
             be.matmul_backward_weight(grads.attprojw + (size_t)l * C * C, nullptr, dresid, l_atty, N, C, C);
             be.matmul_backward_input(dbtc, dresid, params.attprojw + (size_t)l * C * C, N, C, C, false);
             be.attention_backward(dwide, dbtc, l_qkv, l_atty, l_lse, B, T, C, NH);

@@ -18,6 +18,16 @@ enum SiteIndex { SITE_RESID, SITE_LN1, SITE_RESID_MID, SITE_LN2, SITE_FCH, SITE_
 // statistics (the kernel always writes them); from the exact input these are the same bits, but from a PRAC
 // reconstruction they would change the norm backward, so recompute 2 refuses compressed resid / resid_mid
 // (recompute 1 is fine with a compressed mlp_in: the activation backward uses that reconstruction anyway).
+// What backward recomputes instead of saving: --recompute's level (above), and --recompute-attention: the
+// attention output O rebuilt from the exact q, k, v and LSE by one more attention forward per layer in backward.
+// The arena then holds one layer's O, (N, C), instead of all L; the gradients are the same bits, as the attention
+// forward is deterministic (the CPU twin and our kernels are; test Recompute.*AttentionOut*).
+struct Recompute {
+    int level = 0;
+    bool attention_out = false;
+    Recompute(int level_ = 0, bool attention_out_ = false) : level(level_), attention_out(attention_out_) {}
+};
+
 template <class Backend>
 void apply_recompute(std::vector<ActSite<Backend>>& sites, int recompute, int act, int ln1, int ln2, int resid,
                      int resid_mid) {

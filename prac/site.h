@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/npy.h"  // write_npy_f32 (--dump-site)
+#include "common/tensors.h"
 #include "prac/prac.h"
 
 // Draw keys of RSO's subspaces (train/optim_rso.h) use site ids from here on, apart from every model site's.

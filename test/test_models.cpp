@@ -274,7 +274,7 @@ struct RecomputeRun {
 };
 
 template <template <class> class M>
-RecomputeRun<M> run_recompute(const char* dir, Arch arch, const PracOptions& prac, int recompute,
+RecomputeRun<M> run_recompute(const char* dir, Arch arch, const PracOptions& prac, Recompute recompute,
                               std::initializer_list<int> uncompress = {}) {
     SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
     ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
@@ -303,6 +303,10 @@ RecomputeRun<M> run_recompute(const char* dir, Arch arch, const PracOptions& pra
         EXPECT_EQ(s.stack, 1) << s.name;
         EXPECT_FALSE(s.compressed()) << s.name;
     }
+    // --recompute-attention keeps one layer's attention output, (N, C), instead of (L, N, C)
+    for (const TensorSpec& t : model.act_specs)
+        if (t.name == "atty")
+            EXPECT_EQ(t.numel, (size_t)B * T * cfg.channels * (recompute.attention_out ? 1 : cfg.num_layers));
     return r;
 }
 
@@ -326,6 +330,9 @@ void check_recompute(const char* dir, Arch arch) {
     RecomputeRun<M> r0 = run_recompute<M>(dir, arch, none, 0);
     expect_bitwise(run_recompute<M>(dir, arch, none, 1), r0, std::string(dir) + " none r1");
     expect_bitwise(run_recompute<M>(dir, arch, none, 2), r0, std::string(dir) + " none r2");
+    // --recompute-attention: O rebuilt from the exact q, k, v in backward, alone and with the other levels
+    expect_bitwise(run_recompute<M>(dir, arch, none, Recompute(0, true)), r0, std::string(dir) + " none attention-out");
+    expect_bitwise(run_recompute<M>(dir, arch, none, Recompute(2, true)), r0, std::string(dir) + " none r2 attention-out");
 
     // PRAC on the linear sites, refreshing every step: recompute 1 takes the activation output out of PRAC, so
     // it matches the stored run with that site uncompressed (ln1, ln2 compressed identically in both)
@@ -345,6 +352,8 @@ void check_recompute(const char* dir, Arch arch) {
     full.mode = PracMode::PRAC;
     full.t1 = full.t2 = 1;
     RecomputeRun<M> f1 = run_recompute<M>(dir, arch, full, 1);
+    // ... and recomputing O changes nothing under full PRAC either (O is never a site: exact q, k, v in, same bits out)
+    expect_bitwise(run_recompute<M>(dir, arch, full, Recompute(1, true)), f1, std::string(dir) + " prac r1 attention-out");
     for (float l : f1.losses) EXPECT_TRUE(std::isfinite(l)) << dir;
     // recompute 2 with compressed residual sites is refused, naming the flag and the site
     try {

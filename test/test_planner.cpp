@@ -101,10 +101,11 @@ void check_recompute_plan_equals_allocation(Arch arch, const char* model_name) {
     struct Case {
         PracMode mode;
         bool nonlinear;
-        int recompute;
+        Recompute recompute;
     };
     for (Case c : {Case{PracMode::NONE, true, 1}, Case{PracMode::NONE, true, 2}, Case{PracMode::PRAC, true, 1},
-                   Case{PracMode::PRAC, false, 2}, Case{PracMode::PAC, false, 1}})
+                   Case{PracMode::PRAC, false, 2}, Case{PracMode::PAC, false, 1}, Case{PracMode::NONE, true, {0, true}},
+                   Case{PracMode::PRAC, true, {1, true}}, Case{PracMode::PRAC, false, {2, true}}})
         for (auto [B, T] : {std::pair{1, 8}, std::pair{3, 24}}) {
             PracOptions prac;
             prac.mode = c.mode;
@@ -115,7 +116,8 @@ void check_recompute_plan_equals_allocation(Arch arch, const char* model_name) {
             model.allocate_activations(B, T);
             size_t arena = be.live_bytes - params_bytes;
             MemoryPlan p = plan_memory(cfg, prac, B, T, PlanTarget::CPU_FP32, nullptr, c.recompute);
-            EXPECT_EQ(arena_bytes(p), arena) << model_name << " " << prac_mode_name(c.mode) << " r" << c.recompute;
+            EXPECT_EQ(arena_bytes(p), arena) << model_name << " " << prac_mode_name(c.mode) << " r"
+                                             << c.recompute.level << (c.recompute.attention_out ? " attention-out" : "");
         }
 }
 
@@ -142,6 +144,14 @@ void check_recompute_savings(Arch arch, const char* model_name, int B, int T) {
     lin.mode = PracMode::PRAC;
     lin.nonlinear = false;
     EXPECT_EQ(plan_memory(cfg, lin, B, T, PlanTarget::CUDA_BF16, nullptr, 2).total, p2.total) << model_name;
+    // --recompute-attention: O, (L, N, C) saved exact, becomes one (N, C) transient buffer, with PRAC or without
+    for (const PracOptions& prac : {none, lin}) {
+        MemoryPlan stored = plan_memory(cfg, prac, B, T, PlanTarget::CUDA_BF16);
+        MemoryPlan rec = plan_memory(cfg, prac, B, T, PlanTarget::CUDA_BF16, nullptr, Recompute(0, true));
+        EXPECT_EQ(stored.total - rec.total, (L - 1) * N * C * bf16) << model_name;
+        EXPECT_EQ(stored.bytes("saved_exact") - rec.bytes("saved_exact"), L * N * C * bf16) << model_name;
+        EXPECT_EQ(rec.bytes("transient") - stored.bytes("transient"), N * C * bf16) << model_name;
+    }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,40 @@ static void head_size_8_is_refused() {
           "head size 8 is refused when the CUDA model is built: \"%s\"", msg.c_str());
 }
 
+// --recompute-attention on the CUDA backend: backward runs the attention forward again from the stored q, k, v;
+// our CUDA attention forward is deterministic, so loss and every gradient are the bits of the run that stores O
+// (the CPU twin's bitwise test is Recompute.* in test_models), with PRAC on every site.
+template <template <class> class M>
+static void recompute_attention_is_bitwise(const char* dir, Arch arch) {
+    std::string base = std::string(PRAC_SOURCE_DIR) + "/test/fixtures/" + dir + "/";
+    SafeTensorsFile ref = safetensors_open(base + "reference.safetensors");
+    ModelConfig cfg = model_config_load(arch, base + "config.json");
+    cfg.num_heads /= 2;  // head size 16 (see compare)
+    std::vector<int32_t> inputs(ref.get("inputs").numel()), targets(inputs.size());
+    ref.read_raw("inputs", inputs.data(), inputs.size() * 4);
+    ref.read_raw("targets", targets.data(), targets.size() * 4);
+    int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1];
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    std::vector<float> grads[2];
+    float loss[2];
+    for (int attention_out = 0; attention_out < 2; attention_out++) {
+        CudaBackend gpu(0, 42);
+        M<CudaBackend> m(gpu, cfg, prac, Recompute(0, attention_out == 1));
+        m.load_weights(base + "model.safetensors");
+        m.allocate_activations(B, T);
+        m.zero_grad();
+        m.sched.begin_step(prac, 0);
+        loss[attention_out] = m.forward(inputs.data(), targets.data(), 1.0f / (float)inputs.size());
+        m.backward();
+        grads[attention_out].resize(m.param_buffer_numel);
+        gpu.download_f32(grads[attention_out].data(), m.grads_memory, m.param_buffer_numel);
+    }
+    check(std::memcmp(&loss[0], &loss[1], sizeof(float)) == 0 &&
+              std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)) == 0,
+          "%s: --recompute-attention gives the stored run's loss and gradients bitwise", dir);
+}
+
 int main() {
     if (int rc = gpu_unavailable_exit_code("test_step_cuda"); rc >= 0) return rc;
     try {
@@ -140,6 +175,8 @@ int main() {
             compare<GPT2>("gpt2_tiny", Arch::GPT2, m);
             compare<Llama>("llama_tiny", Arch::LLAMA, m);
         }
+        recompute_attention_is_bitwise<GPT2>("gpt2_tiny", Arch::GPT2);
+        recompute_attention_is_bitwise<Llama>("llama_tiny", Arch::LLAMA);
     } catch (const std::exception& ex) {
         check_exception(ex);
     }

@@ -84,6 +84,9 @@ const Flag FLAGS[] = {
     F("--recompute", "0|1|2", INT, recompute,
       "recompute in backward instead of saving (llm.c -r): 1 the GeLU/SwiGLU output, 2 also the norm outputs; "
       "recomputed sites are never PRAC-compressed, and 2 needs the residual sites uncompressed"),
+    F("--recompute-attention", "0|1", INT, recompute_attention,
+      "1: recompute the attention output O in backward from the exact q, k, v (one more attention forward per "
+      "layer; the same gradients, bitwise) instead of saving it for every layer"),
     F("--ckpt-dir", "DIR", STR, ckpt_dir, "write checkpoints to DIR/step_NNNNNNNN (weights, optimizer, PRAC, data state)"),
     F("--ckpt-every", "N", INT, ckpt_every, "checkpoint every N steps (0: only at the end, on SIGINT/SIGTERM, before a NaN stop)"),
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
@@ -199,6 +202,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.seq_len >= 0, "--seq-len must be positive (got %d)", opts.seq_len);
     CHECK_USER(opts.grad_accum > 0, "--grad-accum must be positive (got %d)", opts.grad_accum);
     CHECK_USER(opts.recompute >= 0 && opts.recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", opts.recompute);
+    CHECK_USER(opts.recompute_attention == 0 || opts.recompute_attention == 1,
+               "--recompute-attention must be 0 or 1 (got %d)", opts.recompute_attention);
     CHECK_USER(opts.steps >= 0, "--steps must be >= 0 (got %d)", opts.steps);
     CHECK_USER(opts.lr >= 0, "--lr must be >= 0 (got %g)", opts.lr);
     CHECK_USER(opts.warmup >= -1, "--warmup must be >= 0 (got %d)", opts.warmup);
@@ -415,7 +420,10 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
              (o.prac_nonlinear_ranks.empty() ? o.prac_nonlinear : o.prac_nonlinear_ranks + " (abs)")},
         {"prac T1 / T2 / k mult", format("%d / %d / %g", o.prac_t1, o.prac_t2, o.prac_k_mult)},
         {"prac classes", o.prac_classes},
-        {"recompute", o.recompute == 0 ? "0 (off)" : o.recompute == 1 ? "1 (activation output)" : "2 (activation + norm outputs)"},
+        {"recompute", std::string(o.recompute == 0   ? "0 (off)"
+                                  : o.recompute == 1 ? "1 (activation output)"
+                                                     : "2 (activation + norm outputs)") +
+                          (o.recompute_attention ? ", attention output" : "")},
         {"checkpoints", o.ckpt_dir.empty() ? "(no)" : format("%s every %d keep %d%s", o.ckpt_dir.c_str(), o.ckpt_every,
                                                                o.ckpt_keep, o.resume ? " (resume)" : "")},
         {"zero", std::to_string(o.zero)},

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/sites.h"  // Recompute
 #include "prac/prac.h"
 
 struct TrainOptions {
@@ -54,6 +55,8 @@ struct TrainOptions {
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
     int recompute = 0;  // llm.c -r: 1 recompute GeLU/SwiGLU outputs in backward, 2 also the norm outputs
+    int recompute_attention = 0;  // 1: recompute the attention output O in backward instead of saving it
+    Recompute recompute_options() const { return Recompute(recompute, recompute_attention == 1); }
 
     // checkpoints and data parallelism
     std::string ckpt_dir;   // checkpoints go to DIR/step_NNNNNNNN (empty = none)

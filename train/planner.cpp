@@ -62,7 +62,7 @@ size_t refresh_workspace(int n, int r) {
 
 template <class Model, class PB>
 MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
-                     const OptimizerChoice& optim, int recompute) {
+                     const OptimizerChoice& optim, Recompute recompute) {
     PB be;
     Model model(be, cfg, prac, recompute);
     model.allocate_activations(B, T);
@@ -122,7 +122,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
 
 template <class PB>
 MemoryPlan plan_for(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
-                    const OptimizerChoice& optim, int recompute) {
+                    const OptimizerChoice& optim, Recompute recompute) {
     if (cfg.arch == Arch::GPT2) return plan_with<GPT2<PB>, PB>(cfg, prac, B, T, target, optim, recompute);
     return plan_with<Llama<PB>, PB>(cfg, prac, B, T, target, optim, recompute);
 }
@@ -137,7 +137,7 @@ std::string human_bytes(size_t b) {
 }  // namespace
 
 MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
-                       const OptimizerChoice* optimizer, int recompute) {
+                       const OptimizerChoice* optimizer, Recompute recompute) {
     CHECK_USER(B > 0 && T > 0, "planning needs a positive batch and sequence length (B=%d, T=%d)", B, T);
     OptimizerChoice adamw;
     const OptimizerChoice& o = optimizer ? *optimizer : adamw;
@@ -150,7 +150,7 @@ MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, i
 }
 
 int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
-                   size_t reserve, const OptimizerChoice* optimizer, int recompute) {
+                   size_t reserve, const OptimizerChoice* optimizer, Recompute recompute) {
     auto fits = [&](int B) {
         return plan_memory(cfg, prac, B, T, target, optimizer, recompute).total + reserve <= gpu_bytes;
     };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/sites.h"  // Recompute
 #include "prac/prac.h"
 
 // Which backend's memory to plan.
@@ -33,12 +34,12 @@ struct MemoryPlan {
 
 struct OptimizerChoice;  // train/optimizers.h; the default (nullptr) is AdamW
 MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
-                       const OptimizerChoice* optimizer = nullptr, int recompute = 0);
+                       const OptimizerChoice* optimizer = nullptr, Recompute recompute = Recompute());
 
 // Largest micro-batch B whose plan fits in gpu_bytes (after `reserve` bytes for the CUDA context and allocator
 // slack); 0 if not even B = 1 fits.
 int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
-                   size_t reserve, const OptimizerChoice* optimizer = nullptr, int recompute = 0);
+                   size_t reserve, const OptimizerChoice* optimizer = nullptr, Recompute recompute = Recompute());
 
 std::string plan_table(const MemoryPlan& p);
 std::string plan_json(const MemoryPlan& p);

@@ -92,12 +92,12 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
                         : opts.precision == "fp32" ? PlanTarget::CUDA_FP32
                                                    : PlanTarget::CUDA_BF16;
     OptimizerChoice optim = optimizer_choice_from(opts);
-    MemoryPlan p = plan_memory(cfg, prac, opts.batch_size, opts.seq_len, target, &optim, opts.recompute);
+    MemoryPlan p = plan_memory(cfg, prac, opts.batch_size, opts.seq_len, target, &optim, opts.recompute_options());
     // what the plan leaves out and a GPU needs anyway: the CUDA context and allocator slack
     const size_t reserve = 1ull << 30;
     int max_b = opts.gpu_mem_gib > 0 ? plan_max_batch(cfg, prac, opts.seq_len, target,
                                                        (size_t)(opts.gpu_mem_gib * 1073741824.0), reserve, &optim,
-                                                       opts.recompute)
+                                                       opts.recompute_options())
                                      : -1;
     if (opts.json) {
         std::string j = plan_json(p);

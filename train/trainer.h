@@ -97,7 +97,7 @@ struct Trainer {
           train_data(opts.eval_only ? nullptr
                                     : new DataLoader(opts.train_data, B, T, rank, ranks, (uint64_t)opts.seed,
                                                      opts.shuffle, cfg.vocab_size)),
-          model(be, cfg, prac, opts.recompute),
+          model(be, cfg, prac, opts.recompute_options()),
           log(rank == 0 ? opts.log : ""),
           grads(be, comm, model.param_specs, cfg.num_layers, model.param_buffer_numel, opts.zero == 1 && ranks > 1,
                 opts.zero == 1 && ranks > 1 ? comm.shard_begin(model.param_buffer_numel, rank) : 0,
