@@ -1,0 +1,244 @@
+// GLUE readers (glue.h). Column layouts of the GLUE distribution (download_glue_data.py) and the field names of
+// Hugging Face's `datasets` glue configs, as facts: docs/DESIGN.md lists them with the label orders.
+#include "data/glue.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace {
+
+// TSV column names of each task's header (CoLA has none), and its label column; "" = no second sentence.
+struct TsvLayout {
+    const char* text_a;
+    const char* text_b;
+    const char* label;
+};
+
+const GlueTaskInfo TASKS[] = {
+    {GlueTask::COLA, "cola", 2, false, {"unacceptable", "acceptable"}, {"dev"}},
+    {GlueTask::SST2, "sst2", 2, false, {"negative", "positive"}, {"dev"}},
+    {GlueTask::MRPC, "mrpc", 2, true, {"not_equivalent", "equivalent"}, {"dev"}},
+    {GlueTask::STSB, "stsb", 1, true, {}, {"dev"}},
+    {GlueTask::QQP, "qqp", 2, true, {"not_duplicate", "duplicate"}, {"dev"}},
+    {GlueTask::MNLI, "mnli", 3, true, {"entailment", "neutral", "contradiction"}, {"dev_matched", "dev_mismatched"}},
+    {GlueTask::QNLI, "qnli", 2, true, {"entailment", "not_entailment"}, {"dev"}},
+    {GlueTask::RTE, "rte", 2, true, {"entailment", "not_entailment"}, {"dev"}},
+};
+
+TsvLayout tsv_layout(GlueTask t) {
+    switch (t) {
+        case GlueTask::SST2: return {"sentence", "", "label"};
+        case GlueTask::MRPC: return {"#1 String", "#2 String", "Quality"};
+        case GlueTask::STSB: return {"sentence1", "sentence2", "score"};
+        case GlueTask::QQP: return {"question1", "question2", "is_duplicate"};
+        case GlueTask::MNLI: return {"sentence1", "sentence2", "gold_label"};
+        case GlueTask::QNLI: return {"question", "sentence", "label"};
+        case GlueTask::RTE: return {"sentence1", "sentence2", "label"};
+        case GlueTask::COLA: break;
+    }
+    return {"sentence", "", "label"};
+}
+
+// Hugging Face glue field names: (text_a, text_b) per task; the label field is "label" everywhere.
+std::pair<const char*, const char*> jsonl_fields(GlueTask t) {
+    switch (t) {
+        case GlueTask::COLA:
+        case GlueTask::SST2: return {"sentence", ""};
+        case GlueTask::MRPC:
+        case GlueTask::STSB:
+        case GlueTask::RTE: return {"sentence1", "sentence2"};
+        case GlueTask::QQP: return {"question1", "question2"};
+        case GlueTask::MNLI: return {"premise", "hypothesis"};
+        case GlueTask::QNLI: return {"question", "sentence"};
+    }
+    return {"", ""};
+}
+
+std::vector<std::string> split_tabs(const std::string& line) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    for (;;) {
+        size_t tab = line.find('\t', start);
+        out.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+        if (tab == std::string::npos) return out;
+        start = tab + 1;
+    }
+}
+
+std::string strip_cr(std::string s) {
+    if (!s.empty() && s.back() == '\r') s.pop_back();
+    return s;
+}
+
+bool ends_with(const std::string& s, const char* suffix) {
+    size_t n = std::char_traits<char>::length(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+bool file_exists(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// A class label given as its id ("0", "1") or its name ("entailment"); -1 for "" (unlabeled).
+int parse_label(const GlueTaskInfo& info, const std::string& text, const std::string& where) {
+    if (text.empty()) return -1;
+    for (size_t i = 0; i < info.label_names.size(); i++)
+        if (text == info.label_names[i]) return (int)i;
+    if (text.size() == 1 && text[0] >= '0' && text[0] < '0' + info.num_labels) return text[0] - '0';
+    std::string names;
+    for (const std::string& n : info.label_names) names += (names.empty() ? "" : ", ") + n;
+    fail("%s: label '%s' is not a %s label (0..%d%s%s)", where.c_str(), text.c_str(), info.name, info.num_labels - 1,
+         names.empty() ? "" : " or ", names.c_str());
+}
+
+float parse_score(const std::string& text, const std::string& where) {
+    char* end = nullptr;
+    float v = std::strtof(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0.0f || v > 5.0f)
+        fail("%s: STS-B score '%s' is not a number in [0, 5]", where.c_str(), text.c_str());
+    return v;
+}
+
+std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& path, std::ifstream& in) {
+    std::vector<GlueExample> out;
+    std::string line;
+    int ia = -1, ib = -1, il = -1;
+    size_t columns = 0, lineno = 0;
+    const TsvLayout layout = tsv_layout(info.task);
+    if (info.task == GlueTask::COLA) {
+        // train/dev: source, label, original label, sentence (no header); test: a header "index\tsentence"
+        std::streampos start = in.tellg();
+        if (std::getline(in, line) && strip_cr(line) == "index\tsentence") {
+            ia = 1, columns = 2, lineno = 1;
+        } else {
+            in.clear();
+            in.seekg(start);
+            ia = 3, il = 1, columns = 4;
+        }
+    } else {
+        if (!std::getline(in, line)) fail("%s: empty file (expected the GLUE %s TSV header)", path.c_str(), info.name);
+        lineno = 1;
+        std::vector<std::string> header = split_tabs(strip_cr(line));
+        columns = header.size();
+        auto find = [&](const char* name) {
+            auto it = std::find(header.begin(), header.end(), std::string(name));
+            return it == header.end() ? -1 : (int)(it - header.begin());
+        };
+        ia = find(layout.text_a);
+        ib = *layout.text_b ? find(layout.text_b) : -1;
+        il = find(layout.label);
+        if (ia < 0 || (*layout.text_b && ib < 0)) {
+            std::string want = std::string("'") + layout.text_a + "'" + (*layout.text_b ? std::string(", '") + layout.text_b + "'" : "");
+            fail("%s: the header has no column %s, which the GLUE %s TSV has (header read: '%s')\n"
+                 "---> HINT: is this the %s file? JSON lines need the .jsonl extension",
+                 path.c_str(), want.c_str(), info.name, strip_cr(line).c_str(), info.name);
+        }
+    }
+    while (std::getline(in, line)) {
+        lineno++;
+        line = strip_cr(line);
+        if (line.empty()) continue;
+        std::vector<std::string> cols = split_tabs(line);
+        std::string where = path + ":" + std::to_string(lineno);
+        if (cols.size() != columns)
+            fail("%s: %zu tab-separated columns, the header (or GLUE's %s layout) has %zu", where.c_str(), cols.size(),
+                 info.name, columns);
+        GlueExample e;
+        e.text_a = cols[ia];
+        if (ib >= 0) e.text_b = cols[ib];
+        if (il >= 0) {
+            if (info.num_labels == 1) {
+                e.score = parse_score(cols[il], where);
+                e.label = 0;
+            } else {
+                e.label = parse_label(info, cols[il], where);
+            }
+        }
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+std::vector<GlueExample> read_jsonl(const GlueTaskInfo& info, const std::string& path, std::ifstream& in) {
+    std::vector<GlueExample> out;
+    auto [fa, fb] = jsonl_fields(info.task);
+    std::string line;
+    size_t lineno = 0;
+    while (std::getline(in, line)) {
+        lineno++;
+        if (strip_cr(line).empty()) continue;
+        std::string where = path + ":" + std::to_string(lineno);
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(line);
+        } catch (const std::exception& ex) {
+            fail("%s: not a JSON object (%s)", where.c_str(), ex.what());
+        }
+        auto text = [&](const char* key) {
+            if (!j.is_object() || !j.contains(key) || !j[key].is_string())
+                fail("%s: no string field \"%s\", which Hugging Face's glue/%s rows have", where.c_str(), key, info.name);
+            return j[key].get<std::string>();
+        };
+        GlueExample e;
+        e.text_a = text(fa);
+        if (*fb) e.text_b = text(fb);
+        if (j.contains("label")) {
+            const nlohmann::json& l = j["label"];
+            if (info.num_labels == 1) {
+                if (!l.is_number()) fail("%s: STS-B label must be a number", where.c_str());
+                e.score = parse_score(std::to_string(l.get<double>()), where);
+                e.label = 0;
+            } else if (l.is_number_integer()) {
+                long v = l.get<long>();
+                if (v < -1 || v >= info.num_labels)
+                    fail("%s: label %ld is not a %s label (0..%d, or -1 for unlabeled)", where.c_str(), v, info.name,
+                         info.num_labels - 1);
+                e.label = (int)v;
+            } else if (l.is_string()) {
+                e.label = parse_label(info, l.get<std::string>(), where);
+            } else {
+                fail("%s: label must be an integer or a label name", where.c_str());
+            }
+        }
+        out.push_back(std::move(e));
+    }
+    return out;
+}
+
+}  // namespace
+
+const GlueTaskInfo& glue_task_info(GlueTask task) { return TASKS[(int)task]; }
+
+GlueTask glue_task_from_name(const std::string& name) {
+    std::string n;
+    for (char c : name)
+        if (c != '-') n += (char)std::tolower((unsigned char)c);
+    for (const GlueTaskInfo& t : TASKS)
+        if (n == t.name) return t.task;
+    fail("unknown GLUE task '%s'\n---> HINT: one of cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte", name.c_str());
+}
+
+std::vector<GlueExample> read_glue_file(GlueTask task, const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail("cannot open GLUE file %s", path.c_str());
+    const GlueTaskInfo& info = glue_task_info(task);
+    std::vector<GlueExample> out = ends_with(path, ".jsonl") ? read_jsonl(info, path, in) : read_tsv(info, path, in);
+    if (out.empty()) fail("%s: no examples", path.c_str());
+    return out;
+}
+
+std::string glue_split_path(const std::string& dir, const std::string& split) {
+    std::string tsv = dir + "/" + split + ".tsv", jsonl = dir + "/" + split + ".jsonl";
+    bool has_tsv = file_exists(tsv), has_jsonl = file_exists(jsonl);
+    if (has_tsv && has_jsonl) fail("both %s and %s exist: keep one", tsv.c_str(), jsonl.c_str());
+    if (!has_tsv && !has_jsonl) fail("no %s split in %s (looked for %s and %s)", split.c_str(), dir.c_str(), tsv.c_str(), jsonl.c_str());
+    return has_tsv ? tsv : jsonl;
+}

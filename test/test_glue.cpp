@@ -1,0 +1,193 @@
+// GLUE data and metrics (issue 17, deliverable 4): the metrics against scikit-learn / SciPy values
+// (test/reference/make_glue_fixtures.py), and the readers on files in each task's GLUE TSV layout and in Hugging
+// Face's JSONL field names, with the errors a wrong layout, label or row gives.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "data/glue.h"
+#include "test/test_files.h"
+#include "train/glue_metrics.h"
+
+namespace {
+
+nlohmann::json fixture() {
+    return nlohmann::json::parse(read_bytes(std::string(PRAC_SOURCE_DIR) + "/test/fixtures/glue/metrics.json"));
+}
+
+// The libraries compute in double like us, in another order: agreement to 1e-12 absolute (metrics are in [-1, 1]).
+const double TOL = 1e-12;
+
+TEST(GlueMetrics, ClassificationMatchesScikitLearn) {
+    nlohmann::json doc = fixture();
+    ASSERT_GE(doc["classification"].size(), 5u);
+    for (const nlohmann::json& c : doc["classification"]) {
+        std::vector<int> pred = c["pred"], label = c["label"];
+        std::string name = c["name"];
+        EXPECT_NEAR(glue_accuracy(pred, label), c["accuracy"].get<double>(), TOL) << name;
+        EXPECT_NEAR(glue_matthews(pred, label, c["classes"]), c["matthews"].get<double>(), TOL) << name;
+        if (c.contains("f1")) EXPECT_NEAR(glue_f1(pred, label), c["f1"].get<double>(), TOL) << name;
+    }
+}
+
+TEST(GlueMetrics, CorrelationsMatchSciPy) {
+    nlohmann::json doc = fixture();
+    ASSERT_GE(doc["regression"].size(), 2u);
+    for (const nlohmann::json& c : doc["regression"]) {
+        std::vector<double> score = c["score"], target = c["target"];
+        std::string name = c["name"];
+        EXPECT_NEAR(glue_pearson(score, target), c["pearson"].get<double>(), TOL) << name;
+        EXPECT_NEAR(glue_spearman(score, target), c["spearman"].get<double>(), TOL) << name;
+    }
+}
+
+TEST(GlueMetrics, EachTaskReportsItsMetrics) {
+    std::vector<int> pred = {1, 0, 1, 1}, label = {1, 0, 0, 1};
+    auto names = [](const std::vector<std::pair<std::string, double>>& m) {
+        std::string s;
+        for (const auto& [k, v] : m) s += k + " ";
+        return s;
+    };
+    EXPECT_EQ(names(glue_metrics(GlueTask::COLA, pred, label)), "matthews ");
+    EXPECT_EQ(names(glue_metrics(GlueTask::MRPC, pred, label)), "f1 accuracy ");
+    EXPECT_EQ(names(glue_metrics(GlueTask::QQP, pred, label)), "f1 accuracy ");
+    EXPECT_EQ(names(glue_metrics(GlueTask::RTE, pred, label)), "accuracy ");
+    EXPECT_EQ(names(glue_metrics(GlueTask::STSB, {}, {}, {1, 2, 3}, {1, 3, 2})), "pearson spearman ");
+    // an unlabeled split (GLUE's test files) cannot be scored
+    EXPECT_THROW(glue_metrics(GlueTask::SST2, {1, 0}, {1, -1}), UserError);
+    EXPECT_THROW(glue_accuracy({1, 0}, {1}), UserError);
+    EXPECT_THROW(glue_pearson({1, 1, 1}, {1, 2, 3}), UserError);
+}
+
+struct GlueFiles : TmpDirTest {
+    std::vector<GlueExample> read(GlueTask task, const std::string& name, const std::string& text) {
+        write_bytes(file(name), text);
+        return read_glue_file(task, file(name));
+    }
+    std::string error(GlueTask task, const std::string& name, const std::string& text) {
+        try {
+            read(task, name, text);
+        } catch (const UserError& e) {
+            return e.what();
+        }
+        return "(no error)";
+    }
+};
+
+// One file per task in the GLUE distribution's TSV layout (header columns as download_glue_data.py's files have
+// them), each row's text and label checked.
+TEST_F(GlueFiles, TsvLayoutsOfTheEightTasks) {
+    auto cola = read(GlueTask::COLA, "cola.tsv", "gj04\t1\t\tOur friends won't buy this analysis.\r\ngj04\t0\t*\tThey drank the pub.\n");
+    ASSERT_EQ(cola.size(), 2u);
+    EXPECT_EQ(cola[0].text_a, "Our friends won't buy this analysis.");  // CRLF stripped
+    EXPECT_EQ(cola[0].label, 1);
+    EXPECT_EQ(cola[1].label, 0);
+    auto cola_test = read(GlueTask::COLA, "cola_test.tsv", "index\tsentence\n0\tBill whistled past the house.\n");
+    EXPECT_EQ(cola_test[0].text_a, "Bill whistled past the house.");
+    EXPECT_EQ(cola_test[0].label, -1);
+
+    auto sst = read(GlueTask::SST2, "sst.tsv", "sentence\tlabel\nhide new secretions \t0\n");
+    EXPECT_EQ(sst[0].text_a, "hide new secretions ");
+    EXPECT_EQ(sst[0].label, 0);
+
+    auto mrpc = read(GlueTask::MRPC, "mrpc.tsv",
+                     "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t702876\t702977\tAmrozi accused.\tReferring to him.\n");
+    EXPECT_EQ(mrpc[0].text_a, "Amrozi accused.");
+    EXPECT_EQ(mrpc[0].text_b, "Referring to him.");
+    EXPECT_EQ(mrpc[0].label, 1);
+
+    auto sts = read(GlueTask::STSB, "sts.tsv",
+                    "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore\n"
+                    "0\tmain-captions\tMSRvid\t2012test\t0001\tnone\tnone\tA plane is taking off.\tAn air plane is taking off.\t5.000\n");
+    EXPECT_EQ(sts[0].text_b, "An air plane is taking off.");
+    EXPECT_FLOAT_EQ(sts[0].score, 5.0f);
+
+    auto qqp = read(GlueTask::QQP, "qqp.tsv",
+                    "id\tqid1\tqid2\tquestion1\tquestion2\tis_duplicate\n133273\t213221\t213222\tHow is the life?\tHow is life?\t0\n");
+    EXPECT_EQ(qqp[0].text_a, "How is the life?");
+    EXPECT_EQ(qqp[0].label, 0);
+
+    std::string mnli_header =
+        "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+        "sentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label\n";
+    auto mnli = read(GlueTask::MNLI, "mnli.tsv",
+                     mnli_header + "0\t31193\t31193n\tgovernment\t(a)\t(b)\t(A)\t(B)\tConceptually cream.\tProduct and geography.\tneutral\tneutral\n" +
+                         "1\t101457\t101457e\ttelephone\t(a)\t(b)\t(A)\t(B)\tyou know.\tYou lose.\tentailment\tcontradiction\n");
+    EXPECT_EQ(mnli[0].text_a, "Conceptually cream.");
+    EXPECT_EQ(mnli[0].label, 1);  // Hugging Face's order: entailment, neutral, contradiction
+    EXPECT_EQ(mnli[1].label, 2);  // gold_label, not label1
+
+    auto qnli = read(GlueTask::QNLI, "qnli.tsv", "index\tquestion\tsentence\tlabel\n0\tWhen?\tIn 1900.\tnot_entailment\n");
+    EXPECT_EQ(qnli[0].text_a, "When?");
+    EXPECT_EQ(qnli[0].label, 1);
+
+    auto rte = read(GlueTask::RTE, "rte.tsv", "index\tsentence1\tsentence2\tlabel\n0\tNo weapons.\tWeapons found.\tentailment\n");
+    EXPECT_EQ(rte[0].label, 0);
+    auto rte_test = read(GlueTask::RTE, "rte_test.tsv", "index\tsentence1\tsentence2\n0\tA.\tB.\n");
+    EXPECT_EQ(rte_test[0].label, -1);
+}
+
+// The same tasks as Hugging Face `datasets` exports them (to_json: one object per line, label ids).
+TEST_F(GlueFiles, JsonLinesWithHuggingFaceFields) {
+    auto mnli = read(GlueTask::MNLI, "mnli.jsonl",
+                     "{\"premise\": \"A man.\", \"hypothesis\": \"A person.\", \"label\": 0, \"idx\": 0}\n"
+                     "{\"premise\": \"A dog.\", \"hypothesis\": \"A cat.\", \"label\": 2, \"idx\": 1}\n");
+    ASSERT_EQ(mnli.size(), 2u);
+    EXPECT_EQ(mnli[1].text_b, "A cat.");
+    EXPECT_EQ(mnli[1].label, 2);
+    auto sts = read(GlueTask::STSB, "sts.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": 3.8, \"idx\": 0}\n");
+    EXPECT_FLOAT_EQ(sts[0].score, 3.8f);
+    auto sst_test = read(GlueTask::SST2, "sst.jsonl", "{\"sentence\": \"it is.\", \"label\": -1, \"idx\": 0}\n");
+    EXPECT_EQ(sst_test[0].label, -1);
+    auto qqp = read(GlueTask::QQP, "qqp.jsonl", "{\"question1\": \"q?\", \"question2\": \"r?\", \"label\": 1}\n");
+    EXPECT_EQ(qqp[0].label, 1);
+}
+
+TEST_F(GlueFiles, WrongLayoutsAreClearErrors) {
+    // RTE's file given as MRPC: the header lacks MRPC's columns, and the message names them and the file
+    std::string e = error(GlueTask::MRPC, "rte.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n");
+    EXPECT_NE(e.find("'#1 String'"), std::string::npos) << e;
+    EXPECT_NE(e.find("rte.tsv"), std::string::npos) << e;
+    // a row with a missing column names its line
+    e = error(GlueTask::RTE, "rte.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\ta b\tentailment\n");
+    EXPECT_NE(e.find("rte.tsv:3"), std::string::npos) << e;
+    // a label of another task
+    e = error(GlueTask::RTE, "rte.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tneutral\n");
+    EXPECT_NE(e.find("'neutral' is not a rte label"), std::string::npos) << e;
+    e = error(GlueTask::SST2, "sst.tsv", "sentence\tlabel\ngood\t2\n");
+    EXPECT_NE(e.find("'2' is not a sst2 label"), std::string::npos) << e;
+    e = error(GlueTask::STSB, "sts.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": 7}\n");
+    EXPECT_NE(e.find("[0, 5]"), std::string::npos) << e;
+    // JSONL with another task's fields, and a broken line
+    e = error(GlueTask::QNLI, "qnli.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": 0}\n");
+    EXPECT_NE(e.find("\"question\""), std::string::npos) << e;
+    e = error(GlueTask::SST2, "sst.jsonl", "{\"sentence\": \"a\", \"label\": 0}\n{\"sentence\": \n");
+    EXPECT_NE(e.find("sst.jsonl:2"), std::string::npos) << e;
+    e = error(GlueTask::SST2, "empty.tsv", "sentence\tlabel\n");
+    EXPECT_NE(e.find("no examples"), std::string::npos) << e;
+}
+
+TEST_F(GlueFiles, TaskNamesAndSplitFiles) {
+    EXPECT_EQ(glue_task_from_name("SST-2"), GlueTask::SST2);
+    EXPECT_EQ(glue_task_from_name("sts-b"), GlueTask::STSB);
+    EXPECT_EQ(glue_task_from_name("mnli"), GlueTask::MNLI);
+    try {
+        glue_task_from_name("squad");
+        ADD_FAILURE() << "squad accepted";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("cola, sst2"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(glue_task_info(GlueTask::MNLI).dev_splits, (std::vector<std::string>{"dev_matched", "dev_mismatched"}));
+    EXPECT_EQ(glue_task_info(GlueTask::STSB).num_labels, 1);
+    EXPECT_THROW(glue_split_path(dir, "train"), UserError);
+    write_bytes(file("train.jsonl"), "{}\n");
+    EXPECT_EQ(glue_split_path(dir, "train"), file("train.jsonl"));
+    write_bytes(file("train.tsv"), "x\n");
+    EXPECT_THROW(glue_split_path(dir, "train"), UserError);  // both: ambiguous
+}
+
+}  // namespace
