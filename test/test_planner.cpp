@@ -5,6 +5,7 @@
 #include "kernels/cpu_backend.h"
 #include "model/gpt2.h"
 #include "model/llama.h"
+#include "train/comm.h"
 #include "train/planner.h"
 #include "train/optimizers.h"
 
@@ -217,4 +218,37 @@ TEST(Planner, OptimizerBytesEqualCpuAllocations) {
             }
             EXPECT_EQ(planned, allocated) << name << " " << kind;
         }
+}
+
+// ZeRO-1 over R ranks (--plan --zero 1 --plan-ranks R): rank 0 holds the largest shard of AdamW's state, which is
+// what make_optimizer allocates for rank 0 of R on the CPU (Comm::shard_begin's shard); on the
+// bf16 target the master weights shrink the same way and nothing else changes.
+TEST(Planner, ZeroShardsOptimizerStateOverRanks) {
+    ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-tiny");
+    CpuBackend be;
+    Llama<CpuBackend> model(be, cfg, PracOptions());
+    size_t n = model.param_buffer_numel;
+    for (int R : {2, 3, 4, 7}) {
+        size_t rank0_end = zero_shard_begin(n, 1, R);  // Comm::shard_end(n, 0) of R ranks
+        EXPECT_EQ(rank0_end, (n + R - 1) / R);
+        size_t before = be.live_bytes;
+        auto opt = make_optimizer(be, OptimizerChoice(), cfg, model.param_specs, n, 0, rank0_end);
+        size_t allocated = be.live_bytes - before;
+        opt.reset();
+        OptimizerChoice c;
+        c.zero_ranks = R;
+        MemoryPlan cpu = plan_memory(cfg, PracOptions(), 1, 8, PlanTarget::CPU_FP32, &c);
+        EXPECT_EQ(cpu.bytes("optimizer_state"), allocated) << R << " ranks";
+        EXPECT_EQ(cpu.zero_ranks, R);
+    }
+    // LLaMA-1B at 128 x 256 over 4 ranks (the paper's setting): moments and master weights of ceil(n / 4) elements
+    ModelConfig big = model_config_load(Arch::LLAMA, "llama-1b");
+    OptimizerChoice z4;
+    z4.zero_ranks = 4;
+    MemoryPlan one = plan_memory(big, PracOptions(), 128, 256, PlanTarget::CUDA_BF16);
+    MemoryPlan four = plan_memory(big, PracOptions(), 128, 256, PlanTarget::CUDA_BF16, &z4);
+    size_t numel = one.bytes("master_weights") / 4, shard = (numel + 3) / 4;
+    EXPECT_EQ(four.bytes("master_weights"), shard * 4);
+    EXPECT_EQ(four.bytes("optimizer_state"), 2 * shard * 4);
+    EXPECT_EQ(one.total - four.total, (numel - shard) * 12);
 }

@@ -115,6 +115,8 @@ const Flag FLAGS[] = {
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
     F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib, "with --plan: also print the largest micro-batch that fits this GPU"),
     F("--precision", "bf16|fp32", STR, precision, "with --plan: the CUDA backend build to plan for (cpu plans with --device cpu)"),
+    F("--plan-ranks", "R", INT, plan_ranks,
+      "with --plan and --zero 1: plan one of R data-parallel ranks (AdamW state and master weights sharded R ways)"),
     F("--help", "", BOOL, help, "print this help"),
 };
 #undef F
@@ -254,7 +256,12 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.precision == "bf16" || opts.precision == "fp32", "--precision must be bf16 or fp32 (got \"%s\")",
                opts.precision.c_str());
     CHECK_USER(opts.gpu_mem_gib >= 0, "--gpu-mem must be >= 0");
-    CHECK_USER(opts.plan || (!opts.json && opts.gpu_mem_gib == 0), "--json and --gpu-mem go with --plan");
+    CHECK_USER(opts.plan || (!opts.json && opts.gpu_mem_gib == 0 && opts.plan_ranks == 1),
+               "--json, --gpu-mem and --plan-ranks go with --plan");
+    CHECK_USER(opts.plan_ranks >= 1 && opts.plan_ranks <= 65536, "--plan-ranks must be 1..65536 (got %d)", opts.plan_ranks);
+    CHECK_USER(opts.plan_ranks == 1 || opts.zero == 1,
+               "--plan-ranks %d without --zero 1: every rank holds the whole optimizer state, so the plan is the "
+               "one-rank plan\n---> HINT: add --zero 1 to plan ZeRO-1's sharded state", opts.plan_ranks);
     // with no data flags the built-in corpus is used; with one, its partner must be given too
     if (opts.eval_only) {
         CHECK_USER(!(opts.val_data.empty() && !opts.train_data.empty()),
@@ -283,6 +290,7 @@ OptimizerChoice optimizer_choice_from(const TrainOptions& o) {
     c.rso_gap = o.rso_gap;
     c.rso_prox = o.rso_prox;
     c.rso_seed = (uint64_t)o.seed;
+    c.zero_ranks = o.zero == 1 ? o.plan_ranks : 1;
     return c;
 }
 

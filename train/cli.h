@@ -83,6 +83,7 @@ struct TrainOptions {
     bool plan = false;
     bool json = false;
     float gpu_mem_gib = 0;           // also print the largest micro-batch that fits this GPU size
+    int plan_ranks = 1;              // --plan --zero 1: plan one of this many data-parallel ranks
     std::string precision = "bf16";  // plan for the CUDA backend's bf16 (default) or fp32 build
 };
 

@@ -24,8 +24,7 @@ Comm::~Comm() = default;
 
 size_t Comm::shard_begin(size_t n, int r) const {
     if (r < 0 || r > size_) fail("Comm::shard_begin: rank %d out of [0, %d]", r, size_);
-    size_t q = n / (size_t)size_, rem = n % (size_t)size_;
-    return (size_t)r * q + std::min((size_t)r, rem);
+    return zero_shard_begin(n, r, size_);
 }
 
 size_t Comm::shard_end(size_t n, int r) const {

@@ -5,6 +5,7 @@
 // host collectives block. Which implementation a run gets, what the gradient average means, the ZeRO-1 shard rule
 // and how a failing rank ends the job: docs/DESIGN.md sections 8.1, 8.2, 8.3 and 8.5.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -24,6 +25,13 @@ struct Comm;
 //     gradients travel); until wait_all() the compute stream must not touch those ranges;
 //   - wait_all: work enqueued on the compute stream afterwards runs after every collective started so far.
 // The host sees results by synchronizing the compute stream (a download does).
+// ZeRO-1's shard of rank r among `ranks`: n / ranks elements, one more for r < n % ranks; contiguous, in rank order
+// (Comm::shard_begin; the planner sizes rank 0's, the largest).
+inline size_t zero_shard_begin(size_t n, int r, int ranks) {
+    size_t q = n / (size_t)ranks, rem = n % (size_t)ranks;
+    return (size_t)r * q + std::min((size_t)r, rem);
+}
+
 struct DeviceComm {
     virtual ~DeviceComm() = default;
     virtual void allreduce_avg(void* buf, size_t n, DType type) = 0;

@@ -20,6 +20,7 @@
 
 struct OptimizerChoice {
     std::string kind = "adamw";  // adamw | muon | adam-mini | galore | rso
+    int zero_ranks = 1;          // > 1: AdamW's state and master weights sharded over this many ranks (ZeRO-1)
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
     int galore_rank = 0;  // 0: GaLore's rank for this model size (galore_default_rank)
     int galore_gap = 200;

@@ -8,6 +8,7 @@
 #include "kernels/cuda_sizes.h"  // the CUDA backend's fixed scratch
 #include "model/gpt2.h"
 #include "model/llama.h"
+#include "train/comm.h"  // zero_shard_begin
 #include "train/optimizers.h"
 
 const char* plan_target_name(PlanTarget t) {
@@ -75,13 +76,16 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     p.rso_rank = prac.rso_rank;
     p.num_parameters = model.num_parameters;
     size_t n = model.param_buffer_numel;
+    // ZeRO-1 over R ranks: each rank keeps its shard of AdamW's moments and master weights (rank 0's is the largest)
+    size_t shard = optim.zero_ranks > 1 ? zero_shard_begin(n, 1, optim.zero_ranks) : n;
+    p.zero_ranks = optim.zero_ranks;
     const char* pdt = dtype_name(PB::act_dtype);
     p.categories.push_back({"weights", format("weights (%s)", pdt), n * dtype_size(PB::act_dtype)});
     p.categories.push_back({"gradients", format("gradients (%s)", dtype_name(PB::grad_dtype)),
                             n * dtype_size(PB::grad_dtype)});
-    p.categories.push_back({"master_weights", "master weights (f32)", PB::master_weights ? n * 4 : 0});
+    p.categories.push_back({"master_weights", "master weights (f32)", PB::master_weights ? shard * 4 : 0});
     p.categories.push_back({"optimizer_state", format("optimizer state (%s, f32)", optim.kind.c_str()),
-                            optimizer_state_bytes(optim, cfg, model.param_specs, n)});
+                            optimizer_state_bytes(optim, cfg, model.param_specs, shard)});
     const std::pair<MemCategory, const char*> act_rows[] = {
         {MemCategory::INPUTS, "inputs"},           {MemCategory::SAVED_EXACT, "saved_exact"},
         {MemCategory::SAVED_LINEAR, "saved_linear"}, {MemCategory::SAVED_NONLINEAR, "saved_nonlinear"},
@@ -170,8 +174,9 @@ int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanT
 std::string plan_table(const MemoryPlan& p) {
     std::string acts = p.rso_rank > 0 ? format("RSO projections (rank %d)", p.rso_rank)
                                       : format("PRAC %s", prac_mode_name(p.prac));
-    std::string s = format("memory plan: %s, B=%d, T=%d, %s, %s, %zu parameters\n", p.model.c_str(), p.B, p.T,
-                           plan_target_name(p.target), acts.c_str(), p.num_parameters);
+    std::string zero = p.zero_ranks > 1 ? format(", one of %d ranks (ZeRO-1)", p.zero_ranks) : "";
+    std::string s = format("memory plan: %s, B=%d, T=%d, %s, %s, %zu parameters%s\n", p.model.c_str(), p.B, p.T,
+                           plan_target_name(p.target), acts.c_str(), p.num_parameters, zero.c_str());
     size_t w = 5;
     for (const auto& c : p.categories) w = std::max(w, c.label.size());
     std::string line = "+" + std::string(w + 2, '-') + "+" + std::string(17, '-') + "+" + std::string(13, '-') + "+\n";
@@ -190,6 +195,7 @@ std::string plan_json(const MemoryPlan& p) {
     j["target"] = plan_target_name(p.target);
     j["prac"] = prac_mode_name(p.prac);
     j["rso_rank"] = p.rso_rank;
+    j["zero_ranks"] = p.zero_ranks;
     j["num_parameters"] = p.num_parameters;
     nlohmann::ordered_json bytes = nlohmann::ordered_json::object();
     for (const auto& c : p.categories) bytes[c.key] = c.bytes;

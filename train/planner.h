@@ -21,6 +21,7 @@ struct MemoryPlan {
     PlanTarget target = PlanTarget::CUDA_BF16;
     PracMode prac = PracMode::NONE;
     int rso_rank = 0;  // > 0: the linear sites store RSO's projections (PracOptions::rso_rank)
+    int zero_ranks = 1;  // > 1: the plan of one of that many ZeRO-1 ranks (OptimizerChoice::zero_ranks)
     size_t num_parameters = 0;
     struct Row {
         std::string key;    // stable snake_case name (JSON)
