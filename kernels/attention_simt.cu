@@ -36,6 +36,37 @@ __device__ inline void simt_load_tile(float* dst, const X* src, size_t row_strid
     }
 }
 
+// The backward's two 4x4 register tiles of thread (tx, ty) over one pair of shared tiles:
+//   s[i][j] = rows_a[ty*4+i] . cols_a[tx+16j],  dp[i][j] = rows_b[ty*4+i] . cols_b[tx+16j]   (dot products over HS)
+// dK/dV kernel: rows K, V and columns Q, dO (s = K·Q, dp = V·dO); dQ kernel: rows Q, dO and columns K, V.
+template <int HS>
+__device__ __forceinline__ void simt_backward_tiles(float (&s)[4][4], float (&dp)[4][4], const float* rows_a,
+                                                    const float* rows_b, const float* cols_a, const float* cols_b,
+                                                    int tx, int ty) {
+    constexpr int LD = simt_ld<HS>();
+#pragma unroll 4
+    for (int d = 0; d < HS; d++) {
+        float ra[4], rb[4], ca[4], cb[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            ra[i] = rows_a[(ty * 4 + i) * LD + d];
+            rb[i] = rows_b[(ty * 4 + i) * LD + d];
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            ca[j] = cols_a[(tx + 16 * j) * LD + d];
+            cb[j] = cols_b[(tx + 16 * j) * LD + d];
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                s[i][j] = fmaf(ra[i], ca[j], s[i][j]);
+                dp[i][j] = fmaf(rb[i], cb[j], dp[i][j]);
+            }
+    }
+}
+
 // Sum / max over the 16 lanes of a half-warp (lanes differing in bits 0..3). In the SIMT kernels the 16
 // threads that share a row group ty are exactly one half-warp, so a row's statistics reduce with 4 shuffles.
 __device__ inline float halfwarp_sum(float v) {
@@ -239,27 +270,7 @@ __global__ void __launch_bounds__(kSimtThreads)
         __syncthreads();
 
         float s[4][4] = {}, dp[4][4] = {};
-#pragma unroll 4
-        for (int d = 0; d < HS; d++) {
-            float kr[4], vr[4], qc[4], gc[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                kr[i] = Ks[(ty * 4 + i) * LD + d];
-                vr[i] = Vs[(ty * 4 + i) * LD + d];
-            }
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                qc[j] = Qs[(tx + 16 * j) * LD + d];
-                gc[j] = dOs[(tx + 16 * j) * LD + d];
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    s[i][j] = fmaf(kr[i], qc[j], s[i][j]);
-                    dp[i][j] = fmaf(vr[i], gc[j], dp[i][j]);
-                }
-        }
+        simt_backward_tiles<HS>(s, dp, Ks, Vs, Qs, dOs, tx, ty);  // s = K·Q, dp = V·dO
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int key = k0 + ty * 4 + i;
@@ -356,27 +367,7 @@ __global__ void __launch_bounds__(kSimtThreads)
         __syncthreads();
 
         float s[4][4] = {}, dp[4][4] = {};
-#pragma unroll 4
-        for (int d = 0; d < HS; d++) {
-            float qr[4], gr[4], kc[4], vc[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                qr[i] = Qs[(ty * 4 + i) * LD + d];
-                gr[i] = dOs[(ty * 4 + i) * LD + d];
-            }
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                kc[j] = Ks[(tx + 16 * j) * LD + d];
-                vc[j] = Vs[(tx + 16 * j) * LD + d];
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    s[i][j] = fmaf(qr[i], kc[j], s[i][j]);
-                    dp[i][j] = fmaf(gr[i], vc[j], dp[i][j]);
-                }
-        }
+        simt_backward_tiles<HS>(s, dp, Qs, dOs, Ks, Vs, tx, ty);  // s = Q·K, dp = dO·V
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int row = q0 + ty * 4 + i;

@@ -16,7 +16,7 @@
 #include "model/weights.h"
 #include "model/sites.h"  // the six sites: SiteIndex, apply_recompute, wire_sites
 #include "common/safetensors.h"  // safetensors_open (the HF name prefix of --init-from)
-#include "model/model_common.h"  // allocate_arena, mean_loss, load_hf_weights, ...
+#include "model/model_common.h"  // ActivationArena, mean_loss, load_hf_weights, ...
 
 template <typename T>
 struct GPT2Weights {
@@ -82,9 +82,7 @@ struct GPT2 {
         act_t* t_mlp_out;     // (N, F) GeLU output
         float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
     } acts;
-    std::vector<TensorSpec> act_specs;
-    void* acts_memory = nullptr;
-    size_t acts_bytes = 0;
+    ActivationArena arena;  // the Activations above and the PRAC bases, laid out from activation_specs
 
     // Saved-for-backward tensors that PRAC may compress (docs/DESIGN.md section 4.2); per layer:
     //   resid      LN1 input (the residual stream; one more slot holds the final LN's input) nonlinear
@@ -101,9 +99,6 @@ struct GPT2 {
     };
     PracOptions prac;
     std::vector<ActSite<Backend>> sites;
-    std::vector<TensorSpec> basis_specs;
-    void* bases_memory = nullptr;
-    size_t bases_bytes = 0;
     PracSchedule sched;
     FILE* prac_log = stdout;
     ActivationDump dump;
@@ -159,8 +154,7 @@ struct GPT2 {
         apply_recompute(sites, recompute.level, FCH_GELU, LN1, LN2, RESID, RESID_MID);
     }
     ~GPT2() {
-        be.free(bases_memory, bases_bytes);
-        be.free(acts_memory, acts_bytes);
+        arena.release(be);
         be.free(grads_memory, param_buffer_numel * sizeof(grad_t));
         be.free(params_memory, param_buffer_numel * sizeof(act_t));
     }
@@ -223,8 +217,7 @@ struct GPT2 {
         T = seq_len;
         std::vector<TensorSpec> bases;
         std::vector<TensorSpec> specs = activation_specs(B, T, bases);
-        allocate_arena(be, std::move(specs), std::move(bases), act_specs, acts_memory, acts_bytes, basis_specs,
-                       bases_memory, bases_bytes);
+        arena.allocate(be, std::move(specs), std::move(bases));
         wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp);
     }
 

@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 #include "model/config.h"
-#include "model/model_common.h"  // allocate_arena, mean_loss, load_hf_weights, ...
+#include "model/model_common.h"  // ActivationArena, mean_loss, load_hf_weights, ...
 #include "common/tensors.h"
 #include "model/weights.h"
 #include "model/sites.h"  // the six sites: SiteIndex, apply_recompute, wire_sites
@@ -71,9 +71,7 @@ struct Llama {
         act_t* t_mlp_out;     // (N, F)  SwiGLU output
         float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
     } acts;
-    std::vector<TensorSpec> act_specs;
-    void* acts_memory = nullptr;
-    size_t acts_bytes = 0;
+    ActivationArena arena;  // the Activations above and the PRAC bases, laid out from activation_specs
 
     // Saved-for-backward tensors that PRAC may compress (docs/DESIGN.md section 4.2); per layer:
     //   resid      RMSNorm-1 input (the residual stream; one more slot: the final norm's input) nonlinear
@@ -90,9 +88,6 @@ struct Llama {
     };
     PracOptions prac;
     std::vector<ActSite<Backend>> sites;
-    std::vector<TensorSpec> basis_specs;
-    void* bases_memory = nullptr;
-    size_t bases_bytes = 0;
     PracSchedule sched;
     FILE* prac_log = stdout;
     ActivationDump dump;
@@ -136,8 +131,7 @@ struct Llama {
         apply_recompute(sites, recompute.level, FCH_ACT, LN1, LN2, RESID, RESID_MID);
     }
     ~Llama() {
-        be.free(bases_memory, bases_bytes);
-        be.free(acts_memory, acts_bytes);
+        arena.release(be);
         be.free(grads_memory, param_buffer_numel * sizeof(grad_t));
         be.free(params_memory, param_buffer_numel * sizeof(act_t));
     }
@@ -196,8 +190,7 @@ struct Llama {
         T = seq_len;
         std::vector<TensorSpec> bases;
         std::vector<TensorSpec> specs = activation_specs(B, T, bases);
-        allocate_arena(be, std::move(specs), std::move(bases), act_specs, acts_memory, acts_bytes, basis_specs,
-                       bases_memory, bases_bytes);
+        arena.allocate(be, std::move(specs), std::move(bases));
         wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp);
         be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
     }

@@ -66,24 +66,37 @@ void head_logits(Backend& be, float* host_out, const typename Backend::act_t* in
     be.free(dev, bytes);
 }
 
-// The activation arena (re)laid out from `specs` in one allocation, and the PRAC bases in another that is made once:
-// the bases depend on the widths only, so they survive a change of batch shape.
-template <class Backend>
-void allocate_arena(Backend& be, std::vector<TensorSpec> specs, std::vector<TensorSpec> bases,
-                    std::vector<TensorSpec>& act_specs, void*& acts_memory, size_t& acts_bytes,
-                    std::vector<TensorSpec>& basis_specs, void*& bases_memory, size_t& bases_bytes) {
-    be.free(acts_memory, acts_bytes);
-    act_specs = std::move(specs);
-    acts_bytes = tensors_bytes(act_specs);
-    acts_memory = be.alloc(acts_bytes);
-    point_tensors(act_specs, acts_memory);
-    if (!bases_memory) {
-        basis_specs = std::move(bases);
-        bases_bytes = tensors_bytes(basis_specs);
-        bases_memory = be.alloc(bases_bytes);
+// The activation arena: one allocation laid out from a list of specs, again whenever the batch shape changes; and
+// the PRAC bases in a second allocation made once (they depend on the widths only, so they survive a new shape).
+// The memory planner reads the same spec lists.
+struct ActivationArena {
+    std::vector<TensorSpec> act_specs;
+    void* acts_memory = nullptr;
+    size_t acts_bytes = 0;
+    std::vector<TensorSpec> basis_specs;
+    void* bases_memory = nullptr;
+    size_t bases_bytes = 0;
+
+    template <class Backend>
+    void allocate(Backend& be, std::vector<TensorSpec> specs, std::vector<TensorSpec> bases) {
+        be.free(acts_memory, acts_bytes);
+        act_specs = std::move(specs);
+        acts_bytes = tensors_bytes(act_specs);
+        acts_memory = be.alloc(acts_bytes);
+        point_tensors(act_specs, acts_memory);
+        if (!bases_memory) {
+            basis_specs = std::move(bases);
+            bases_bytes = tensors_bytes(basis_specs);
+            bases_memory = be.alloc(bases_bytes);
+        }
+        point_tensors(basis_specs, bases_memory);
     }
-    point_tensors(basis_specs, bases_memory);
-}
+    template <class Backend>
+    void release(Backend& be) {
+        be.free(bases_memory, bases_bytes);
+        be.free(acts_memory, acts_bytes);
+    }
+};
 
 // Hugging Face safetensors in and out, through a host fp32 copy of the parameter buffer (the backend converts).
 template <class Backend>

@@ -178,18 +178,18 @@ TEST(ActivationArena, AllocatedBytesEqualSpecs) {
         Llama<CpuBackend> model(be, cfg, prac);
         size_t before = be.live_bytes;
         model.allocate_activations(3, 24);
-        EXPECT_EQ(be.live_bytes - before, tensors_bytes(model.act_specs) + tensors_bytes(model.basis_specs));
-        EXPECT_EQ(model.basis_specs.empty(), mode == PracMode::NONE);
+        EXPECT_EQ(be.live_bytes - before, tensors_bytes(model.arena.act_specs) + tensors_bytes(model.arena.basis_specs));
+        EXPECT_EQ(model.arena.basis_specs.empty(), mode == PracMode::NONE);
         // every present tensor got an aligned slice inside its allocation; absent ones are null
-        for (const TensorSpec& s : model.act_specs) {
+        for (const TensorSpec& s : model.arena.act_specs) {
             if (s.numel == 0) {
                 EXPECT_EQ(*s.ptr, nullptr) << s.name;
                 continue;
             }
             ASSERT_NE(*s.ptr, nullptr) << s.name;
             EXPECT_EQ((uintptr_t)*s.ptr % TENSOR_ALIGN, 0u) << s.name;
-            EXPECT_GE((char*)*s.ptr, (char*)model.acts_memory);
-            EXPECT_LE((char*)*s.ptr + s.numel * dtype_size(s.dtype), (char*)model.acts_memory + model.acts_bytes);
+            EXPECT_GE((char*)*s.ptr, (char*)model.arena.acts_memory);
+            EXPECT_LE((char*)*s.ptr + s.numel * dtype_size(s.dtype), (char*)model.arena.acts_memory + model.arena.acts_bytes);
         }
     }
 }
@@ -304,7 +304,7 @@ RecomputeRun<M> run_recompute(const char* dir, Arch arch, const PracOptions& pra
         EXPECT_FALSE(s.compressed()) << s.name;
     }
     // --recompute-attention keeps one layer's attention output, (N, C), instead of (L, N, C)
-    for (const TensorSpec& t : model.act_specs)
+    for (const TensorSpec& t : model.arena.act_specs)
         if (t.name == "atty")
             EXPECT_EQ(t.numel, (size_t)B * T * cfg.channels * (recompute.attention_out ? 1 : cfg.num_layers));
     return r;

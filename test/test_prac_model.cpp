@@ -247,8 +247,8 @@ TEST(PracModel, SeedsDetermineTheDraws) {
     EXPECT_EQ(la, ln);
     EXPECT_EQ(lb, ln);
     EXPECT_EQ(lc, ln);
-    ASSERT_EQ(a.model->bases_bytes, b.model->bases_bytes);
-    EXPECT_EQ(std::memcmp(a.model->bases_memory, b.model->bases_memory, a.model->bases_bytes), 0);
+    ASSERT_EQ(a.model->arena.bases_bytes, b.model->arena.bases_bytes);
+    EXPECT_EQ(std::memcmp(a.model->arena.bases_memory, b.model->arena.bases_memory, a.model->arena.bases_bytes), 0);
     EXPECT_EQ(a.grads(), b.grads()) << "same seed: bitwise the same gradients";
     Bases A = snapshot(*a.model), C = snapshot(*c.model);
     for (size_t si = 0; si < A.q1.size(); si++)
@@ -376,8 +376,8 @@ void check_disabled_is_none(Arch arch, const char* name) {
     o.linear = o.nonlinear = false;
     Harness<M> a(arch, name, o, 2, 16), b(arch, name, opts(PracMode::NONE), 2, 16);
     for (auto& s : a.model->sites) EXPECT_FALSE(s.compressed()) << s.name;
-    EXPECT_TRUE(a.model->basis_specs.empty());
-    EXPECT_EQ(a.model->acts_bytes, b.model->acts_bytes);
+    EXPECT_TRUE(a.model->arena.basis_specs.empty());
+    EXPECT_EQ(a.model->arena.acts_bytes, b.model->arena.acts_bytes);
     for (int step = 0; step < 2; step++) {
         float la = a.step(step, 2), lb = b.step(step, 2);
         EXPECT_EQ(la, lb) << name << " step " << step;

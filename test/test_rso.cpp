@@ -319,7 +319,7 @@ void projected_gradient_is_exact(Arch arch, const char* name) {
         m->allocate_activations(B, T);
         m->init_weights(11);
     }
-    EXPECT_LT(model.acts_bytes, twin.acts_bytes) << "storing X·P must take less memory than X";
+    EXPECT_LT(model.arena.acts_bytes, twin.arena.acts_bytes) << "storing X·P must take less memory than X";
     RsoOptions o;
     o.rank = rank;
     o.gap = 3;

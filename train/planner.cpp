@@ -92,11 +92,11 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
         {MemCategory::TRANSIENT, "transient"},     {MemCategory::LOSS, "loss"}};
     for (auto [c, key] : act_rows) {
         size_t bytes = 0;
-        for (const TensorSpec& s : model.act_specs)
+        for (const TensorSpec& s : model.arena.act_specs)
             if (s.category == c && s.numel) bytes += align_up(s.numel * dtype_size(s.dtype), TENSOR_ALIGN);
         p.categories.push_back({key, mem_category_name(c), bytes});
     }
-    p.categories.push_back({"prac_bases", mem_category_name(MemCategory::PRAC_BASES), tensors_bytes(model.basis_specs)});
+    p.categories.push_back({"prac_bases", mem_category_name(MemCategory::PRAC_BASES), tensors_bytes(model.arena.basis_specs)});
     size_t ws = 0;
     for (const auto& s : model.sites)
         if (s.compressed() && !s.external) ws = std::max(ws, refresh_workspace(s.n, s.r()));  // RSO: host draws

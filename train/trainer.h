@@ -381,7 +381,7 @@ struct Trainer {
         std::printf("memory: parameters %.1f MiB | gradients %.1f MiB | optimizer %.1f MiB | activations %.1f MiB | "
                     "live %.1f MiB\n", n * sizeof(typename Backend::act_t) / 1048576.0,
                     n * sizeof(typename Backend::grad_t) / 1048576.0, opt_bytes / 1048576.0,
-                    (model.acts_bytes + model.bases_bytes) / 1048576.0, be.live_bytes / 1048576.0);
+                    (model.arena.acts_bytes + model.arena.bases_bytes) / 1048576.0, be.live_bytes / 1048576.0);
     }
 
     // --resume: weights, optimizer state (this rank's shard), PRAC bases, data position and step of the newest
