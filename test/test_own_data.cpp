@@ -217,6 +217,47 @@ TEST_F(OwnData, PastedGpt2TrainLineWorks) {
     EXPECT_NE(r.out.find("warning: the training split is a single document"), std::string::npos) << r.out;
 }
 
+// Shards of an older prep_data (or llm.c's) record no tokenizer file: they still train; --sample needs --spm-model
+// then (the user's word, said in a note), and without it the run stops before training, saying how to fix it.
+TEST_F(OwnData, OldShardsWithoutTokenizerFields) {
+    for (const char* split : {"train", "val"}) {
+        std::string b = read_bytes(ROOT + "/data/builtin/austen_llama_" + split + ".bin");
+        std::memset(b.data() + 36, 0, 8);     // header[9..10]: the hash
+        std::memset(b.data() + 64, 0, 256);   // header[16..79]: the name
+        write_bytes(dir + "/old_" + split + ".bin", b);
+    }
+    std::string data = " --train-data " + q(dir + "/old_train.bin") + " --val-data " + q(dir + "/old_val.bin");
+    ShellRun r = sh("./train_llama" + data + TINY_LLAMA + " --sample 8");
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("does not record which SentencePiece model made it"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("pass --spm-model FILE"), std::string::npos) << r.out;
+    r = sh("./train_llama" + data + TINY_LLAMA + " --sample 8 --spm-model " + BUILTIN + "austen_spm8k.model");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("does not record its tokenizer; decoding with --spm-model"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("sample (8 tokens)"), std::string::npos) << r.out;
+}
+
+// --spm-vocab and --resume: the interrupted run's model is reused (not trained again), and the result equals an
+// uninterrupted run's (the shards differ only in the recorded model file name, which carries the prefix).
+TEST_F(OwnData, SpmVocabResumes) {
+    std::string text = own_text(dir);
+    std::string args = " --spm-vocab 400 --threads 2 --quiet --shard-tokens 4000 --input " + q(text);
+    ASSERT_EQ(sh("./prep_data" + args + " --out " + q(dir + "/full")).rc, 0);
+    ASSERT_EQ(sh("./prep_data" + args + " --max-shards 2 --out " + q(dir + "/part")).rc, 0);
+    ShellRun r = sh("./prep_data" + args + " --resume --out " + q(dir + "/part"));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(read_bytes(dir + "/full_tokenizer.model"), read_bytes(dir + "/part_tokenizer.model"));
+    int n = 0;
+    for (const char* f : {"_train_000000.bin", "_train_000003.bin", "_val_000000.bin"}) {
+        std::string a = read_bytes(dir + "/full" + f), b = read_bytes(dir + "/part" + f);
+        ASSERT_EQ(a.size(), b.size()) << f;
+        EXPECT_EQ(a.substr(0, 64), b.substr(0, 64)) << f;
+        EXPECT_EQ(a.substr(320), b.substr(320)) << f;
+        n++;
+    }
+    EXPECT_EQ(n, 3);
+}
+
 // Every header field is range-checked where it is read; each crafted header is refused naming its problem.
 TEST_F(OwnData, CraftedHeadersAreRefused) {
     std::string good = read_bytes(ROOT + "/data/builtin/austen_gpt2_val.bin");
