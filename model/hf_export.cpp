@@ -72,7 +72,7 @@ std::pair<std::string, std::string> merge_parts(const std::string& bytes, int ra
 void write_gpt2_tokenizer(const std::string& dir, const Gpt2Tokenizer& tok, int max_len) {
     std::unordered_map<std::string, int> ranks;
     for (int r = 0; r < GPT2_NUM_RANKS; r++) ranks.emplace(std::string(tok.token_bytes((uint32_t)r)), r);
-    json vocab = json::object();
+    nlohmann::json vocab = nlohmann::json::object();  // a sorted map: ordered_json's linear lookups are O(n^2) here
     for (int r = 0; r < GPT2_NUM_RANKS; r++) vocab[unicode_of(tok.token_bytes((uint32_t)r))] = r;
     vocab["<|endoftext|>"] = GPT2_NUM_RANKS;
     std::string merges = "#version: 0.2\n";
