@@ -138,7 +138,7 @@ Getting the data (needs internet; this tool does not download anything):
 
 Your own text (one file: its blank-line separated paragraphs are the documents; 1% goes to validation):
   prep_data --tokenizer gpt2 --input mybook.txt --out data/mine/gpt2      then ./train_gpt2 ... (printed)
-  prep_data --spm-vocab 8000 --input mybook.txt --out data/mine/llama     then ./train_llama ... (printed)
+  prep_data --spm-vocab 4000 --input mybook.txt --out data/mine/llama     then ./train_llama ... (printed)
 
 Train on the result (prep_data prints the command for its output):
   ./train_gpt2 --train-data 'owt_gpt2_train_*.bin' --val-data 'owt_gpt2_val_*.bin'
