@@ -258,6 +258,24 @@ TEST_F(OwnData, SpmVocabResumes) {
     EXPECT_EQ(n, 3);
 }
 
+// --spm-vocab's bad values: more pieces than the text holds (libsentencepiece's limit, passed on with the cure), out
+// of range, or together with --spm-model.
+TEST_F(OwnData, SpmVocabBadValues) {
+    std::string text = own_text(dir, 20000);
+    ShellRun r = sh("./prep_data --spm-vocab 30000 --threads 2 --quiet --input " + q(text) + " --out " + q(dir + "/a"));
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("Vocabulary size too high"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("use a smaller --spm-vocab"), std::string::npos) << r.out;
+    r = sh("./prep_data --spm-vocab 70000 --input " + q(text) + " --out " + q(dir + "/b"));
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("8..65536 pieces"), std::string::npos) << r.out;
+    r = sh("./prep_data --spm-vocab 500 --spm-model " + BUILTIN + "austen_spm8k.model --input " + q(text) + " --out " +
+           q(dir + "/c"));
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("pick one"), std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(dir + "/a_train_000000.bin"));
+}
+
 // Every header field is range-checked where it is read; each crafted header is refused naming its problem.
 TEST_F(OwnData, CraftedHeadersAreRefused) {
     std::string good = read_bytes(ROOT + "/data/builtin/austen_gpt2_val.bin");
