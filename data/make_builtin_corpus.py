@@ -44,12 +44,25 @@ LAYOUT_FLAT = 0
 KIND_GPT2, KIND_SPM = 1, 2
 
 
-def write_shard(path, tokens, vocab, kind, eos, pad=0):
+def tokenizer_fields(tokenizer_file):
+    """header[9], [10] and the name bytes of [16..79]: the first 8 bytes of the file's SHA-256 as a big-endian
+    uint64, split into its low and high 32 bits (as int32), and the file's base name (data/tokenizer_id.h)."""
+    with open(tokenizer_file, "rb") as f:
+        h = int.from_bytes(hashlib.sha256(f.read()).digest()[:8], "big")
+    lo, hi = h & 0xFFFFFFFF, h >> 32
+    as_i32 = lambda v: v - (1 << 32) if v >= 1 << 31 else v
+    return as_i32(lo), as_i32(hi), os.path.basename(tokenizer_file).encode()
+
+
+def write_shard(path, tokens, vocab, kind, eos, tokenizer_file, pad=0):
     toks = np.asarray(tokens, dtype=np.int64)
     assert toks.size > 0 and toks.min() >= 0 and toks.max() < vocab < 65536
     header = np.zeros(256, dtype="<i4")
     header[0], header[1], header[2] = MAGIC, VERSION, toks.size
     header[3], header[4], header[5], header[6], header[7], header[8] = vocab, LAYOUT_FLAT, 0, kind, pad, eos
+    header[9], header[10], name = tokenizer_fields(tokenizer_file)
+    assert len(name) < 256
+    header[16:80] = np.frombuffer(name.ljust(256, b"\0"), dtype="<i4")
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         f.write(header.tobytes())
@@ -126,7 +139,7 @@ def main():
     for split, novels in (("train", TRAIN_NOVELS), ("val", VAL_NOVELS)):
         toks = gpt2_stream(enc, novels)
         name = "austen_gpt2_%s.bin" % split
-        write_shard(os.path.join(OUT, name), toks, GPT2_VOCAB, KIND_GPT2, GPT2_EOT)
+        write_shard(os.path.join(OUT, name), toks, GPT2_VOCAB, KIND_GPT2, GPT2_EOT, RANKS)
         expected.append((name, len(toks), toks[:16]))
 
     model_path = os.path.join(OUT, "austen_spm8k.model")
@@ -136,7 +149,7 @@ def main():
     for split, novels in (("train", TRAIN_NOVELS), ("val", VAL_NOVELS)):
         toks = spm_stream(sp, novels)
         name = "austen_llama_%s.bin" % split
-        write_shard(os.path.join(OUT, name), toks, SPM_VOCAB, KIND_SPM, SPM_EOS, pad=SPM_PAD)
+        write_shard(os.path.join(OUT, name), toks, SPM_VOCAB, KIND_SPM, SPM_EOS, model_path, pad=SPM_PAD)
         expected.append((name, len(toks), toks[:16]))
 
     with open(os.path.join(OUT, "expected_ids.txt"), "w") as f:

@@ -50,20 +50,39 @@ static void check_header_fields(const std::string& path, const ShardInfo& h) {
         CHECK_USER(h.row_len == 0, "%s: flat layout (header[4]=0) but row length header[5]=%d; it must be 0",
                    path.c_str(), h.row_len);
     } else if (h.layout == SHARD_LAYOUT_ROWS) {
-        CHECK_USER(h.row_len >= 2, "%s: row layout (header[4]=1) needs a row length >= 2 in header[5], got %d",
-                   path.c_str(), h.row_len);
+        CHECK_USER(h.row_len >= 2 && h.row_len <= SHARD_ROW_LEN_MAX,
+                   "%s: row layout (header[4]=1) needs a row length in 2..%d in header[5], got %d", path.c_str(),
+                   SHARD_ROW_LEN_MAX, h.row_len);
         CHECK_USER(h.num_tokens % h.row_len == 0,
                    "%s: row layout with row length %d, but %lld tokens is not a whole number of rows",
                    path.c_str(), h.row_len, (long long)h.num_tokens);
-        CHECK_USER(h.pad_id >= 0 && (h.vocab_size == 0 || h.pad_id < h.vocab_size),
-                   "%s: pad id %d is outside the vocabulary (size %d)", path.c_str(), h.pad_id, h.vocab_size);
+        CHECK_USER(h.pad_id >= 0 && h.pad_id < 65536 && (h.vocab_size == 0 || h.pad_id < h.vocab_size),
+                   "%s: pad id %d is outside the vocabulary (size %d; tokens are uint16)", path.c_str(), h.pad_id,
+                   h.vocab_size);
     } else {
         fail("%s: unknown layout %d in header[4]; known: 0 (flat stream), 1 (rows)\n"
              "---> HINT: the shard was written by a newer version of this program, or is corrupt",
              path.c_str(), h.layout);
     }
-    CHECK_USER(h.eos_id >= 0 && (h.vocab_size == 0 || h.eos_id < h.vocab_size),
-               "%s: EOS id %d is outside the vocabulary (size %d)", path.c_str(), h.eos_id, h.vocab_size);
+    if (h.layout == SHARD_LAYOUT_FLAT)
+        CHECK_USER(h.pad_id == 0, "%s: flat layout (header[4]=0) but pad id header[7]=%d; it must be 0",
+                   path.c_str(), h.pad_id);
+    CHECK_USER(h.eos_id >= 0 && h.eos_id < 65536 && (h.vocab_size == 0 || h.eos_id < h.vocab_size),
+               "%s: EOS id %d is outside the vocabulary (size %d; tokens are uint16)", path.c_str(), h.eos_id,
+               h.vocab_size);
+    // The tokenizer's identity: a hash and a name together, of a known kind, the name a plain file name.
+    CHECK_USER((h.tokenizer_hash == 0) == h.tokenizer_name.empty() && (h.tokenizer_hash == 0 || h.tokenizer != 0),
+               "%s: the header's tokenizer fields disagree (kind %d, file hash %016llx, file name \"%s\"): a hash "
+               "needs a name and a known kind\n---> HINT: the file is corrupt; re-create it with prep_data",
+               path.c_str(), h.tokenizer, (unsigned long long)h.tokenizer_hash, h.tokenizer_name.c_str());
+    CHECK_USER(h.tokenizer_name.size() < (size_t)SHARD_NAME_BYTES,
+               "%s: tokenizer file name of %zu bytes does not fit the header (at most %d)", path.c_str(),
+               h.tokenizer_name.size(), SHARD_NAME_BYTES - 1);
+    for (unsigned char c : h.tokenizer_name)
+        CHECK_USER(c >= 0x20 && c != 0x7F && c != '/',
+                   "%s: the header's tokenizer file name holds byte 0x%02x (a control character or '/'): it must be "
+                   "a plain file name\n---> HINT: the file is corrupt; re-create it with prep_data",
+                   path.c_str(), (unsigned)c);
 }
 
 void check_token_ids(const std::string& what, const ShardInfo& info, const uint16_t* tokens, size_t n,
@@ -103,6 +122,9 @@ static void header_to_ints(const ShardInfo& info, size_t num_tokens, int32_t* h)
     h[6] = info.tokenizer;
     h[7] = info.pad_id;
     h[8] = info.eos_id;
+    h[9] = (int32_t)(uint32_t)(info.tokenizer_hash & 0xFFFFFFFFu);
+    h[10] = (int32_t)(uint32_t)(info.tokenizer_hash >> 32);
+    std::memcpy(h + SHARD_NAME_INT, info.tokenizer_name.data(), info.tokenizer_name.size());  // checked: < 256
 }
 
 void write_shard(const std::string& path, const uint16_t* tokens, size_t num_tokens, const ShardInfo& info) {
@@ -196,6 +218,32 @@ static FILE* open_shard(const std::string& path, ShardInfo* out) {
     info.tokenizer = h[6];
     info.pad_id = h[7];
     info.eos_id = h[8];
+    info.tokenizer_hash = (uint64_t)(uint32_t)h[9] | ((uint64_t)(uint32_t)h[10] << 32);
+    const char* name = (const char*)(h + SHARD_NAME_INT);
+    size_t name_len = strnlen(name, SHARD_NAME_BYTES);
+    if (name_len == (size_t)SHARD_NAME_BYTES) {
+        std::fclose(f);
+        fail("%s: the header's tokenizer file name (bytes %d..%d) has no terminating NUL: the file is corrupt",
+             path.c_str(), SHARD_NAME_INT * 4, SHARD_NAME_INT * 4 + SHARD_NAME_BYTES - 1);
+    }
+    info.tokenizer_name.assign(name, name_len);
+    for (size_t i = name_len; i < (size_t)SHARD_NAME_BYTES; i++)
+        if (name[i] != 0) {
+            std::fclose(f);
+            fail("%s: the header's tokenizer file name has bytes after its terminating NUL (byte %zu): the file is "
+                 "corrupt", path.c_str(), SHARD_NAME_INT * 4 + i);
+        }
+    // Ints this version does not use must be 0 (llm.c's files: all of them past [2]); anything else is a newer
+    // format or damage, and guessing would be wrong.
+    for (int i = 11; i < SHARD_HEADER_INTS; i++) {
+        if (i == SHARD_NAME_INT) i += SHARD_NAME_BYTES / 4;
+        if (h[i] != 0) {
+            std::fclose(f);
+            fail("%s: header int %d is %d, but this version of the format leaves it 0\n"
+                 "---> HINT: the shard is corrupt, or was written by a newer version of this program", path.c_str(),
+                 i, h[i]);
+        }
+    }
     if (info.num_tokens >= 0) {
         long long expect = (long long)SHARD_HEADER_BYTES + 2LL * info.num_tokens;
         if (size != expect) {

@@ -1,12 +1,12 @@
-// Token shards: llm.c's .bin format (256 x int32 little-endian header, then uint16 tokens), with a
-// few extra header fields that are zero in llm.c's files, so zero always means "llm.c default".
-//
+// Token shards: llm.c's .bin format (256 x int32 little-endian header, then uint16 tokens), with extra header
+// fields that are zero in llm.c's files, so zero always means "llm.c default".
 //   header[0] = 20240520 magic       header[5] = row length (layout 1 only, e.g. 256; else 0)
 //   header[1] = 1 version            header[6] = tokenizer kind (0 unknown, 1 GPT-2 r50k, 2 SentencePiece)
 //   header[2] = number of tokens     header[7] = pad id (layout 1 only; GaLore/T5: 0)
 //   header[3] = vocab size (0 = ?)   header[8] = EOS/EOT id (0 = unknown; llm.c GPT-2 files: 50256)
-//   header[4] = layout: 0 flat EOT-separated stream (llm.c), 1 row-aligned (GaLore's C4 protocol:
-//               one document per row of row_len tokens, truncated to row_len-1 + EOS, then pads)
+//   header[4] = layout: 0 flat EOT-separated stream (llm.c), 1 rows (GaLore's C4: a document per row)
+//   header[9], [10] = low, high 32 bits of the tokenizer model file's hash (data/tokenizer_id.h; 0 = unknown)
+//   header[16..79]  = that file's base name, UTF-8, NUL-padded (at most 255 bytes); every other int is 0
 // The file size must be exactly 1024 + 2 * ntok bytes. See data/README.md and docs/DESIGN.md section 7.1.
 #pragma once
 #include <cstddef>
@@ -31,7 +31,13 @@ struct ShardInfo {
     int32_t tokenizer = TOKENIZER_UNKNOWN;  // header[6]
     int32_t pad_id = 0;               // header[7]; only meaningful for rows
     int32_t eos_id = 0;               // header[8]; 0 = unknown
+    uint64_t tokenizer_hash = 0;      // header[9..10]; 0 = unknown
+    std::string tokenizer_name;       // header[16..79]; "" = unknown
 };
+
+constexpr int SHARD_NAME_INT = 16;          // first int of the tokenizer file name
+constexpr int SHARD_NAME_BYTES = 256;       // its room, NUL included
+constexpr int SHARD_ROW_LEN_MAX = 1 << 20;  // the longest row the readers accept
 
 // Writes tokens with info's header fields (num_tokens is ignored). Atomic: a temporary file next to
 // `path` is written, fsync'ed and renamed over it, so a crash never leaves a half-written shard.

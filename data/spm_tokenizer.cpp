@@ -78,6 +78,11 @@ std::string SpmTokenizer::decode(const uint32_t* ids, size_t n) const {
     return text;
 }
 
+std::string SpmTokenizer::piece(int id) const {
+    CHECK_USER(id >= 0 && id < vocab_size_, "SentencePiece model %s has no id %d", path_.c_str(), id);
+    return impl_->sp.IdToPiece(id);
+}
+
 #else  // !PRAC_HAVE_SENTENCEPIECE
 
 struct SpmTokenizer::Impl {};
@@ -92,6 +97,7 @@ SpmTokenizer::SpmTokenizer(const std::string& model_path) : path_(model_path) {
 SpmTokenizer::~SpmTokenizer() = default;
 void SpmTokenizer::encode(std::string_view, std::vector<uint32_t>&) const {}
 std::string SpmTokenizer::decode(const uint32_t*, size_t) const { return std::string(); }
+std::string SpmTokenizer::piece(int) const { return std::string(); }
 
 #endif
 

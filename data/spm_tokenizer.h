@@ -28,6 +28,7 @@ struct SpmTokenizer : Tokenizer {
     int unk_id() const { return unk_id_; }
     int bos_id() const { return bos_id_; }
     const std::string& path() const { return path_; }
+    std::string piece(int id) const;  // the piece of an id ("</s>", "▁the"); id in 0..vocab_size()-1
 
    private:
     struct Impl;  // the SentencePieceProcessor; kept out of this header so users need no spm headers

@@ -156,6 +156,11 @@ class Prep : public ::testing::Test {
         const json& c = expected()["cases"][name];
         ASSERT_FALSE(c.is_null()) << name;
         std::vector<std::string> args = c["args"].get<std::vector<std::string>>();
+        // the cases without a validation option expect none (prep_data's default is now 1% of the documents)
+        bool val = false;
+        for (const auto& a : args) val = val || a.rfind("--val", 0) == 0 || a == "c4" || a == "owt";
+        for (const auto& a : extra) val = val || a.rfind("--val", 0) == 0;
+        if (!val) args.push_back("--no-val");
         std::string out = path(name);
         args.push_back("--out");
         args.push_back(out);
@@ -389,7 +394,7 @@ TEST_F(Prep, ReproducesTheBuiltinGpt2ShardByteForByte) {
     std::vector<std::string> args = {"--tokenizer", "gpt2", "--input"};
     for (const char* n : {"emma", "mansfield-park", "northanger-abbey", "pride-and-prejudice", "sense-and-sensibility"})
         args.push_back(std::string("data/austen/") + n + ".txt");
-    args.insert(args.end(), {"--out", path("austen")});
+    args.insert(args.end(), {"--no-val", "--out", path("austen")});
     prep_ok(args);
     ASSERT_EQ(shards(path("austen"), "train").size(), 1u);
     EXPECT_TRUE(slurp(path("austen_train_000000.bin")) == slurp("data/builtin/austen_gpt2_train.bin"));
@@ -398,7 +403,7 @@ TEST_F(Prep, ReproducesTheBuiltinGpt2ShardByteForByte) {
 // ... and with SentencePiece, each paragraph (blank-line separated) = ids + EOS, as the builtin llama shard.
 TEST_F(Prep, ReproducesTheBuiltinSpmShardByteForByte) {
     REQUIRE_SPM();
-    PrepRun r = prep_ok({"--tokenizer", "spm", "--spm-model", AUSTEN_MODEL, "--doc-sep", "blank", "--input",
+    PrepRun r = prep_ok({"--tokenizer", "spm", "--spm-model", AUSTEN_MODEL, "--doc-sep", "blank", "--no-val", "--input",
                      "data/austen/emma.txt", "data/austen/mansfield-park.txt", "data/austen/northanger-abbey.txt",
                      "data/austen/pride-and-prejudice.txt", "data/austen/sense-and-sensibility.txt", "--out",
                      path("five")});
@@ -543,8 +548,8 @@ TEST_F(Prep, ShardSizesAndSplitDocuments) {
     REQUIRE_GPT2();
     REQUIRE_SPM();
     std::string in = std::string(FX) + "c4_train.json.gz";
-    prep_ok({"--tokenizer", "gpt2", "--input", in, "--out", path("one")});
-    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--input", in, "--shard-tokens", "1K", "--out", path("many")});
+    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", in, "--out", path("one")});
+    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", in, "--shard-tokens", "1K", "--out", path("many")});
     auto sh = shards(path("many"), "train");
     ASSERT_EQ(sh.size(), 7u) << r.out;  // 6133 tokens
     for (size_t k = 0; k + 1 < sh.size(); k++) EXPECT_EQ(read_shard_header(sh[k]).num_tokens, 1000);
@@ -553,7 +558,7 @@ TEST_F(Prep, ShardSizesAndSplitDocuments) {
     EXPECT_NE(r.out.find("wrote " + path("many") + "_train_000006.bin: 133 tokens"), std::string::npos) << r.out;
     // Rows: --shard-tokens is rounded down to whole rows.
     prep_ok({"--tokenizer", "spm", "--spm-model", AUSTEN_MODEL, "--layout", "rows", "--row-len", "32",
-             "--shard-tokens", "100", "--input", in, "--out", path("rows")});
+             "--shard-tokens", "100", "--no-val", "--input", in, "--out", path("rows")});
     auto rs = shards(path("rows"), "train");
     ASSERT_EQ(rs.size(), 12u);  // 35 rows, 3 per shard
     EXPECT_EQ(read_shard_header(rs[0]).num_tokens, 96);
@@ -718,7 +723,7 @@ TEST_F(Prep, ResumeAfterKillIsByteIdentical) {
 
 TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
     REQUIRE_GPT2();
-    std::vector<std::string> base = {"--tokenizer", "gpt2", "--input", std::string(FX) + "c4_train.json.gz",
+    std::vector<std::string> base = {"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "c4_train.json.gz",
                                      "--shard-tokens", "1000", "--out", path("p")};
     auto a = base;
     a.insert(a.end(), {"--max-shards", "1"});

@@ -61,7 +61,7 @@ const Flag FLAGS[] = {
     F("--seed", "S", LONG, seed, "seed for initialization and data order"),
     F("--eval-interval", "N", INT, eval_interval, "evaluate every N steps (0 = only at the end)"),
     F("--eval-tokens", "N", LONG, eval_tokens, "validation tokens per evaluation"),
-    F("--save", "DIR", STR, save, "at the end write DIR/model.safetensors and DIR/config.json (HF layout)"),
+    F("--save", "DIR", STR, save, "at the end write a Hugging Face model directory: weights, config, tokenizer"),
     F("--device", "cpu|cuda|auto", STR, device, "backend (auto: cuda when a GPU and the CUDA backend exist)"),
     F("--log", "FILE", STR, log, "append JSONL metrics (one object per step and per evaluation)"),
     F("--log-interval", "N", INT, log_interval, "print a step line every N steps"),
@@ -105,7 +105,8 @@ const Flag FLAGS[] = {
       "backward; 0 one all-reduce after backward. Not with --zero 1 (one reduce-scatter after backward)"),
     F("--sample", "N", INT, sample, "after training, generate N tokens (temperature 1, seed --seed) and print them decoded"),
     F("--spm-model", "FILE", STR, spm_model,
-      "SentencePiece model that decodes --sample for LLaMA shards (default: the built-in corpus's model)"),
+      "SentencePiece model of LLaMA shards, for --sample and --save (default: the one that made the shards, found by "
+      "its hash next to them; a model of another hash is refused)"),
     F("--dump-site", "NAME", STR, dump_site,
       "write this site's input activation (N, n) to --dump-path as .npy (sites: resid ln1 resid_mid ln2 fch, and fch_gelu | fch_act)"),
     F("--dump-layer", "L", INT, dump_layer, "layer of --dump-site"),

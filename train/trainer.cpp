@@ -7,6 +7,7 @@
 
 #include "data/gpt2_tokenizer.h"
 #include "data/spm_tokenizer.h"
+#include "train/data_tokenizer.h"
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 
@@ -123,11 +124,11 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
 }
 
 std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
-    std::string data = builtin_data_dir();  // <root>/data/builtin
-    std::string root = data.substr(0, data.rfind('/'));
+    // check_data_tokenizer found the file that made the shards (or stopped the run before it trained)
+    std::string file = data_tokenizer_file(arch, opts, builtin_data_dir());
     try {
-        if (arch == Arch::GPT2) return std::make_unique<Gpt2Tokenizer>(root + "/gpt2/r50k_base.tiktoken");
-        return std::make_unique<SpmTokenizer>(opts.spm_model.empty() ? data + "/austen_spm8k.model" : opts.spm_model);
+        if (arch == Arch::GPT2) return std::make_unique<Gpt2Tokenizer>(file);
+        return std::make_unique<SpmTokenizer>(file);
     } catch (const UserError& e) {
         std::printf("note: cannot load a tokenizer to decode the sample (%s)\n", e.what());
         return nullptr;
@@ -162,6 +163,8 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
         opts.train_data = dir + "/austen_" + tag + "_train.bin";
         opts.val_data = dir + "/austen_" + tag + "_val.bin";
     }
+    check_data_tokenizer(arch, opts, s.builtin || opts.sample > 0 || !opts.save.empty() ? builtin_data_dir() : "",
+                         cfg.vocab_size);
     s.prac = prac_options_from(opts);
     PracOptions& prac = s.prac;
     if (opts.optimizer == "rso") {  // the linear sites store X·P with the optimizer's P (train/optim_rso.h)

@@ -17,11 +17,13 @@
 #include "common/strings.h"  // human_duration
 #include "data/dataloader.h"
 #include "model/config.h"
+#include "model/hf_export.h"
 #include "model/model_common.h"
 #include "model/weights.h"
 #include "train/run_checkpoint.h"
 #include "train/cli.h"
 #include "train/comm.h"
+#include "train/data_tokenizer.h"
 #include "train/evaluate.h"
 #include "train/grad_sync.h"
 #include "train/launch.h"
@@ -256,8 +258,9 @@ struct Trainer {
         if (opts.sample > 0 && rank == 0) print_sample(model, opts, cfg.arch);
         if (!opts.save.empty() && rank == 0) {
             model.save_weights(opts.save + "/model.safetensors");
-            write_hf_config(opts.save + "/config.json", cfg);
-            std::printf("saved %s/model.safetensors and config.json\n", opts.save.c_str());
+            write_hf_export(opts.save, cfg, data_tokenizer_file(cfg.arch, opts, builtin_data_dir()));
+            std::printf("saved %s: model.safetensors, config.json, generation_config.json and the tokenizer (a Hugging "
+                        "Face model directory)\n", opts.save.c_str());
         }
         return 0;
     }

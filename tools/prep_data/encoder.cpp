@@ -142,6 +142,7 @@ void Encoder::process_record(Batch& b, const Record& r, std::vector<uint32_t>& i
                 }
                 b.flags.push_back(F_BAD_JSON);
                 b.off.push_back(b.tokens.size());
+                if (collect_text) b.texts.emplace_back();
                 return;
             }
             view = text;
@@ -160,6 +161,13 @@ void Encoder::process_record(Batch& b, const Record& r, std::vector<uint32_t>& i
         }
         if (view.empty()) {
             b.flags.push_back(fl | F_EMPTY);
+            b.off.push_back(b.tokens.size());
+            if (collect_text) b.texts.emplace_back();
+            return;
+        }
+        if (collect_text) {
+            b.texts.emplace_back(view);
+            b.flags.push_back(fl);
             b.off.push_back(b.tokens.size());
             return;
         }

@@ -52,9 +52,10 @@ Input:
                         Parquet is not read: convert it to JSON lines first (see below).
   --val-input PATH...   like --input, for the validation split only (read first)
   --text-field NAME     the JSON field holding the text (default "text")
-  --doc-sep file|blank  in text files and .txt entries: one document per file (default), or documents
-                        separated by blank lines (lines of only spaces/tabs); a document's lines are joined
-                        with "\n"
+  --doc-sep auto|file|blank  in text files and .txt entries: one document per file, or documents separated
+                        by blank lines (lines of only spaces/tabs; a document's lines are joined with "\n").
+                        auto (default): blank when --input is one text file (a book, a dump of your notes:
+                        its paragraphs are the documents), file otherwise (a directory, a corpus archive)
   --owt-clean           clean each document like Hugging Face's openwebtext loader: \r\n and \r become \n,
                         runs of 3+ newlines become 2, leading and trailing whitespace is removed (owt: on)
   --skip-bad-json       skip (and count) JSON lines that do not parse or lack the text field, instead of
@@ -66,7 +67,12 @@ Input:
 Tokenizer and layout:
   --tokenizer gpt2|spm  gpt2: GPT-2 r50k BPE (50257 ids, EOT 50256), as tiktoken's encode_ordinary;
                         spm: a SentencePiece model, no BOS
-  --spm-model FILE      the SentencePiece .model (T5's spiece.model: 32000 ids, pad 0, EOS 1, unk 2)
+  --spm-model FILE      the SentencePiece .model (T5's spiece.model: 32000 ids, pad 0, EOS 1, unk 2); a copy
+                        is kept next to the shards as PREFIX_tokenizer.model (the trainers decode with it)
+  --spm-vocab N         train your own SentencePiece model (unigram, N pieces, T5's ids: pad 0, EOS 1, unk 2,
+                        no BOS) on the training documents first, write it to PREFIX_tokenizer.model, and
+                        tokenize with it (implies --tokenizer spm; for LLaMA on your own text)
+  --spm-train-lines N   train it on at most the first N lines of the training documents (default 2M)
   --gpt2-ranks FILE     GPT-2's ranks (default: data/gpt2/r50k_base.tiktoken of this source tree)
   --layout flat|rows    flat (default): one stream of documents separated by EOT/EOS; GPT-2 puts EOT
                         before each document (llm.c), SentencePiece puts EOS after it (T5). rows: one
@@ -85,13 +91,14 @@ Output:
   --resume              continue an interrupted run (see Resume)
   --max-shards N        stop (exit 0) after writing N shards in this invocation; continue with --resume
 
-Validation split (one of these; default: no val split unless --val-input):
+Validation split (one of these; default: --val-fraction 0.01, the owt preset 0.0005):
   --val-docs N          the first N documents of --input go to val
   --val-fraction F      each document goes to val with probability F, decided by its index i (from 0, in
                         input order) alone: val iff the i-th output of SplitMix64 seeded with --val-seed,
                         divided by 2^64, is below F. The same inputs give the same split on every machine,
                         whatever the thread count.
   --val-seed S          that seed (default 2357, nanoGPT's)
+  --no-val              no validation split (the trainer then needs --val-data from elsewhere)
 
 Speed and display:
   --threads N           encoding threads (default: all cores); one more thread reads and decompresses
@@ -129,7 +136,11 @@ Getting the data (needs internet; this tool does not download anything):
       parquet: convert it to JSON lines first, e.g.
       python3 -c "import pandas as p,sys; p.read_parquet(sys.argv[1]).to_json(sys.argv[2], orient='records', lines=True)" in.parquet out.jsonl
 
-Train on the result:
+Your own text (one file: its blank-line separated paragraphs are the documents; 1% goes to validation):
+  prep_data --tokenizer gpt2 --input mybook.txt --out data/mine/gpt2      then ./train_gpt2 ... (printed)
+  prep_data --spm-vocab 4000 --input mybook.txt --out data/mine/llama     then ./train_llama ... (printed)
+
+Train on the result (prep_data prints the command for its output):
   ./train_gpt2 --train-data 'owt_gpt2_train_*.bin' --val-data 'owt_gpt2_val_*.bin'
   ./train_llama --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' --seq-len 256
 )HELP";
@@ -166,8 +177,10 @@ double parse_double(const std::string& flag, const std::string& v) {
 const char* const VALUE_FLAGS[] = {"--out", "--tokenizer", "--spm-model", "--gpt2-ranks", "--layout",
                                    "--row-len", "--pad-id", "--shard-tokens", "--val-docs", "--val-fraction",
                                    "--val-seed", "--text-field", "--doc-sep", "--max-docs", "--max-shards",
-                                   "--threads", "--batch-docs", "--progress-interval"};
-const char* const BOOL_FLAGS[] = {"--owt-clean", "--skip-bad-json", "--resume", "--overwrite", "--quiet", "--help"};
+                                   "--threads", "--batch-docs", "--progress-interval", "--spm-vocab",
+                                   "--spm-train-lines"};
+const char* const BOOL_FLAGS[] = {"--owt-clean", "--skip-bad-json", "--resume", "--overwrite", "--quiet", "--help",
+                                  "--no-val"};
 const char* const LIST_FLAGS[] = {"--input", "--val-input"};
 
 }  // namespace
@@ -225,6 +238,7 @@ Options parse_args(int argc, char** argv) {
             if (name == "--resume") o.resume = true;
             if (name == "--overwrite") o.overwrite = true;
             if (name == "--quiet") o.quiet = true;
+            if (name == "--no-val") o.no_val = true;
             continue;
         }
         if (!is_in(name, VALUE_FLAGS)) {
@@ -260,6 +274,8 @@ Options parse_args(int argc, char** argv) {
         else if (name == "--threads") o.threads = (int)std::min<int64_t>(parse_count(name, value), 4096);
         else if (name == "--batch-docs") o.batch_docs = (int)std::min<int64_t>(parse_count(name, value), 1 << 20);
         else if (name == "--progress-interval") o.progress_interval = parse_double(name, value);
+        else if (name == "--spm-vocab") o.spm_vocab = (int)std::min<int64_t>(parse_count(name, value), INT32_MAX);
+        else if (name == "--spm-train-lines") o.spm_train_lines = parse_count(name, value);
     }
     return o;
 }
@@ -281,19 +297,34 @@ void finish_options(Options& o) {
         if (!o.given.count("--val-seed")) o.val_seed = 2357;
         o.owt_clean = true;
     }
+    CHECK_USER(!(o.no_val && val_given), "--no-val contradicts --val-input / --val-docs / --val-fraction: pick one");
+    if (!val_given && !o.no_val && o.preset.empty()) o.val_fraction = DEFAULT_VAL_FRACTION;
+    if (o.no_val) o.val_fraction = 0;
+    if (o.spm_vocab > 0) {
+        CHECK_USER(o.spm_model.empty(), "--spm-vocab trains a new SentencePiece model, and --spm-model names one to "
+                   "use: pick one");
+        CHECK_USER(o.tokenizer.empty() || o.tokenizer == "spm" || !o.given.count("--tokenizer"),
+                   "--spm-vocab trains a SentencePiece model, but --tokenizer is %s", o.tokenizer.c_str());
+        CHECK_USER(o.spm_vocab >= 8 && o.spm_vocab <= 65536,
+                   "--spm-vocab %d: a SentencePiece model here has 8..65536 pieces (shards store uint16 ids)",
+                   o.spm_vocab);
+        o.tokenizer = "spm";
+    }
+    CHECK_USER(o.spm_train_lines > 0, "--spm-train-lines must be positive");
     CHECK_USER(!o.inputs.empty(), "no input: give --input PATH (files, directories or patterns)\n"
                "---> HINT: prep_data --help shows the formats and where to download C4 and OpenWebText");
     CHECK_USER(!o.out.empty(), "no output: give --out PREFIX (shards are written to PREFIX_train_000000.bin, ...)");
-    CHECK_USER(!o.tokenizer.empty(), "no tokenizer: give --tokenizer gpt2 or --tokenizer spm --spm-model FILE "
-               "(or a preset: prep_data c4 ... / prep_data owt ...)");
+    CHECK_USER(!o.tokenizer.empty(), "no tokenizer: give --tokenizer gpt2 (GPT-2), --spm-vocab N (LLaMA: "
+               "train a SentencePiece model on your text) or --tokenizer spm --spm-model FILE (or a preset: "
+               "prep_data c4 ... / prep_data owt ...)");
     CHECK_USER(o.tokenizer == "gpt2" || o.tokenizer == "spm", "--tokenizer must be gpt2 or spm, not \"%s\"",
                o.tokenizer.c_str());
-    if (o.tokenizer == "spm")
+    if (o.tokenizer == "spm" && o.spm_vocab == 0)
         CHECK_USER(!o.spm_model.empty(),
-                   "--tokenizer spm needs --spm-model FILE (T5's spiece.model for C4)\n"
-                   "---> HINT: huggingface-cli download google-t5/t5-base spiece.model --local-dir . ; a small "
+                   "--tokenizer spm needs --spm-model FILE (T5's spiece.model for C4), or --spm-vocab N to "
+                   "train one on your text\n---> HINT: huggingface-cli download google-t5/t5-base spiece.model --local-dir . ; a small "
                    "test model is data/builtin/austen_spm8k.model");
-    else
+    else if (o.tokenizer == "gpt2")
         CHECK_USER(o.spm_model.empty(), "--spm-model is for --tokenizer spm (the tokenizer is gpt2)");
     if (o.gpt2_ranks.empty()) o.gpt2_ranks = std::string(PRAC_SOURCE_DIR) + "/data/gpt2/r50k_base.tiktoken";
     CHECK_USER(o.layout == "flat" || o.layout == "rows", "--layout must be flat or rows, not \"%s\"",
@@ -304,7 +335,8 @@ void finish_options(Options& o) {
         CHECK_USER(!o.given.count("--row-len") && !o.given.count("--pad-id"),
                    "--row-len and --pad-id are for --layout rows (the layout is flat)");
     }
-    CHECK_USER(o.doc_sep == "file" || o.doc_sep == "blank", "--doc-sep must be file or blank, not \"%s\"",
+    CHECK_USER(o.doc_sep == "auto" || o.doc_sep == "file" || o.doc_sep == "blank",
+               "--doc-sep must be auto, file or blank, not \"%s\"",
                o.doc_sep.c_str());
     CHECK_USER(!o.text_field.empty(), "--text-field must not be empty");
     int nval = (o.val_docs > 0) + (o.val_fraction > 0) + !o.val_inputs.empty();

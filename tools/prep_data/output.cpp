@@ -24,6 +24,7 @@
 #include "data/shard.h"
 #include "data/spm_tokenizer.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_id.h"
 #include "tools/prep_data/prep_data.h"
 
 using json = nlohmann::json;
@@ -70,19 +71,14 @@ uint64_t hash_tokens(const uint16_t* t, size_t n) {
     return mix64(h);
 }
 
-uint64_t hash_file(const std::string& path) {  // identifies a tokenizer file in the resume state
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return 0;
-    uint64_t h = 0x6A09E667F3BCC909ULL;
-    std::vector<unsigned char> buf(1 << 16);
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0)
-        for (size_t i = 0; i < n; i++) h = (h ^ buf[i]) * 0x100000001B3ULL;
-    std::fclose(f);
-    return mix64(h);
-}
-
 std::string hex64(uint64_t v) { return format("%016" PRIx64, v); }
+
+// 'text' for a POSIX shell: single quotes, each ' written as '\''.
+std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
 
 // Writes `text` to `path` atomically (temporary file, fsync, rename), like write_shard.
 void write_file_atomic(const std::string& path, const std::string& text) {
@@ -203,7 +199,35 @@ struct Prep {
         return format("%s_%s_%06lld.bin", o.out.c_str(), SPLIT_NAME[s], (long long)k);
     }
 
+    std::string tokenizer_copy_path() const { return o.out + "_tokenizer.model"; }
+
+    // The tokenizer travels with the data: a SentencePiece model is trained (--spm-vocab) or copied to
+    // PREFIX_tokenizer.model, next to the shards, where the trainers look for it.
     void make_tokenizer() {
+        std::string copy = tokenizer_copy_path();
+        std::string made_from = o.spm_model;  // the file whose name the shards record
+        if (o.spm_vocab > 0) {
+            if (o.resume)
+                CHECK_USER(access(copy.c_str(), F_OK) == 0,
+                           "--resume: %s, the SentencePiece model the interrupted run trained, is missing\n"
+                           "---> HINT: start again with --overwrite", copy.c_str());
+            else
+                train_spm_model(o, files, copy);
+            o.spm_model = made_from = copy;
+        } else if (o.tokenizer == "spm") {
+            SpmTokenizer check(o.spm_model);  // a file that is no model fails here, before anything is written
+            std::error_code ec;
+            if (!fs::exists(copy) || !fs::equivalent(o.spm_model, copy, ec)) {
+                std::string bytes;
+                FILE* f = std::fopen(o.spm_model.c_str(), "rb");
+                CHECK_USER(f, "cannot open SentencePiece model %s: %s", o.spm_model.c_str(), std::strerror(errno));
+                char buf[1 << 16];
+                size_t n;
+                while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+                std::fclose(f);
+                write_file_atomic(copy, bytes);
+            }
+        }
         if (o.tokenizer == "gpt2") tok = std::make_unique<Gpt2Tokenizer>(o.gpt2_ranks);
         else tok = std::make_unique<SpmTokenizer>(o.spm_model);
         CHECK_USER(tok->vocab_size() <= 65536,
@@ -236,15 +260,22 @@ struct Prep {
         info.tokenizer = tok->kind();
         info.pad_id = o.rows() ? (int32_t)lay.pad : 0;
         info.eos_id = (int32_t)lay.eos;
-
         std::string tok_file = o.tokenizer == "gpt2" ? o.gpt2_ranks : o.spm_model;
+        std::string sha = sha256_file_hex(tok_file);
+        info.tokenizer_hash = tokenizer_hash_of_sha256(sha);
+        info.tokenizer_name = tokenizer_file_base_name(o.tokenizer == "gpt2" ? o.gpt2_ranks : made_from);
+
         json val = {{"mode", !o.val_inputs.empty() ? "val-input" : o.val_docs > 0 ? "val-docs"
                                                        : o.val_fraction > 0   ? "val-fraction"
                                                                               : "none"}};
         if (o.val_docs > 0) val["docs"] = o.val_docs;
         if (o.val_fraction > 0) val["fraction"] = o.val_fraction, val["seed"] = o.val_seed;
         config = {{"tokenizer", o.tokenizer},
-                  {"tokenizer_file_hash", hex64(hash_file(tok_file))},
+                  {"tokenizer_name", info.tokenizer_name},
+                  {"tokenizer_sha256", sha},
+                  {"tokenizer_copy", o.tokenizer == "spm" ? json(copy) : json(nullptr)},
+                  {"spm_vocab", o.spm_vocab},
+                  {"spm_train_lines", o.spm_vocab > 0 ? json(o.spm_train_lines) : json(nullptr)},
                   {"vocab_size", info.vocab_size},
                   {"layout", o.layout},
                   {"row_len", info.row_len},
@@ -408,7 +439,8 @@ struct Prep {
         try {
             ShardInfo h = read_shard_header(path);
             if (h.vocab_size != info.vocab_size || h.layout != info.layout || h.row_len != info.row_len ||
-                h.tokenizer != info.tokenizer || h.pad_id != info.pad_id || h.eos_id != info.eos_id)
+                h.tokenizer != info.tokenizer || h.pad_id != info.pad_id || h.eos_id != info.eos_id ||
+                h.tokenizer_hash != info.tokenizer_hash || h.tokenizer_name != info.tokenizer_name)
                 return "its header does not match these options";
             if (h.num_tokens != rec.at("tokens").get<int64_t>())
                 return format("%lld tokens, the state says %lld", (long long)h.num_tokens,
@@ -557,7 +589,7 @@ struct Prep {
     std::vector<std::string> existing_outputs() const {
         std::vector<std::string> found;
         for (const char* pat : {"_train_[0-9][0-9][0-9][0-9][0-9][0-9].bin", "_val_[0-9][0-9][0-9][0-9][0-9][0-9].bin",
-                                "_prep.json"}) {
+                                "_prep.json", "_tokenizer.model"}) {
             glob_t g;
             std::string p = o.out + pat;
             if (glob(p.c_str(), 0, nullptr, &g) == 0)
@@ -597,18 +629,61 @@ struct Prep {
             std::fprintf(stderr, "  skipped %s archive entries that are not .txt/.json(l) or archives\n",
                          with_commas(ctr.entries_skipped.load()).c_str());
         if (!complete) return;
-        if (!lay.rows)
-            for (int s = 0; s < 2; s++)
-                if (sp[s].shards > 0 && sp[s].written.back().first < 1025)
-                    std::fprintf(stderr,
-                                 "  note: %s has only %lld tokens; the trainer needs --seq-len + 1 tokens in every "
-                                 "shard (delete it, or use a smaller --shard-tokens so the last shard is larger)\n",
-                                 shard_path(s, sp[s].shards - 1).c_str(), (long long)sp[s].written.back().first);
         bool gpt2 = o.tokenizer == "gpt2";
-        std::fprintf(stderr, "train with: ./%s --train-data '%s_train_*.bin'%s%s\n", gpt2 ? "train_gpt2" : "train_llama",
-                     o.out.c_str(),
-                     sp[VAL].shards > 0 ? format(" --val-data '%s_val_*.bin'", o.out.c_str()).c_str() : "",
-                     lay.rows ? format(" --seq-len %d", o.row_len).c_str() : "");
+        // The trainer takes windows of --seq-len + 1 tokens and needs one in some shard of each split: a small
+        // text gets a --seq-len that fits (the largest power of two), so the printed command runs as it is.
+        int seq_len = lay.rows ? o.row_len : gpt2 ? 1024 : 256;  // the trainers' defaults
+        std::string seq_note;
+        if (!lay.rows) {
+            int64_t fit = INT64_MAX;
+            for (int s = 0; s < 2; s++) {
+                if (sp[s].shards == 0) continue;
+                int64_t best = 0;
+                for (auto& w : sp[s].written) best = std::max(best, w.first);
+                fit = std::min(fit, best - 1);
+            }
+            if (fit < seq_len) {
+                int p = 1;
+                while ((int64_t)p * 2 <= fit) p *= 2;
+                if (p < 16) {
+                    std::fprintf(stderr, "  warning: a split has only %lld tokens, too few to train or evaluate on; "
+                                 "give more text, or a larger --val-fraction\n", (long long)fit + 1);
+                } else {
+                    seq_len = p;
+                    seq_note = format("  (--seq-len %d: the longest window this little data holds; the default is "
+                                      "%d)\n", p, gpt2 ? 1024 : 256);
+                }
+            }
+        }
+        if (sp[TRAIN].st.docs == 1 && o.doc_sep == "file")
+            std::fprintf(stderr, "  warning: the training split is a single document (one file, --doc-sep file); "
+                         "--doc-sep blank makes its paragraphs the documents\n");
+        // Pasted into a shell from the directory prep_data ran in: the patterns quoted for the shell, so the
+        // trainer (not the shell) expands them, whatever characters --out holds.
+        std::string train_pat = o.out + "_train_*.bin", val_pat = o.out + "_val_*.bin";
+        std::fprintf(stderr, "train with: ./%s --train-data %s%s%s\n", gpt2 ? "train_gpt2" : "train_llama",
+                     shell_quote(train_pat).c_str(),
+                     sp[VAL].shards > 0 ? (" --val-data " + shell_quote(val_pat)).c_str() : "",
+                     lay.rows || !seq_note.empty() ? format(" --seq-len %d", seq_len).c_str() : "");
+        std::fputs(seq_note.c_str(), stderr);
+        if (sp[VAL].shards == 0)
+            std::fprintf(stderr, "  (no validation shards: add --val-data with shards of the same tokenizer)\n");
+    }
+
+    // --doc-sep auto: one plain text file given by name is a book or a dump of notes, whose paragraphs are the
+    // documents; anything else (several files, a directory, archives) is a corpus of one document per file.
+    void resolve_doc_sep() {
+        if (o.doc_sep != "auto") return;
+        int text_files = 0, other = 0;
+        for (const auto& f : files) (classify(f.path).kind == KIND_TEXT ? text_files : other)++;
+        std::error_code ec;
+        bool one_file = o.inputs.size() == 1 && !fs::is_directory(o.inputs[0], ec) && text_files == 1 && other == 0 &&
+                        o.val_inputs.empty();
+        o.doc_sep = one_file ? "blank" : "file";
+        if (!o.quiet && text_files > 0)
+            std::fprintf(stderr, "documents: %s (--doc-sep auto; --doc-sep file|blank chooses)\n",
+                         one_file ? "the blank-line separated paragraphs of the one text file"
+                                  : "one per text file");
     }
 
     int run() {
@@ -616,7 +691,7 @@ struct Prep {
         files = expand_inputs(o);
         uint64_t total = 0;
         for (auto& f : files) total += (uint64_t)f.size;
-        make_tokenizer();
+        resolve_doc_sep();
         prog.enabled = !o.quiet;
         prog.tty = isatty(fileno(stderr));
         prog.interval = o.progress_interval;
@@ -632,6 +707,7 @@ struct Prep {
         Reader rd(o, files, ctr);
         if (o.resume) {
             remove_temporaries();
+            make_tokenizer();
             if (!load_resume(rd)) {
                 std::fprintf(stderr, "--resume: %s is complete and its shards check out; nothing to do\n",
                              state_path.c_str());
@@ -640,12 +716,19 @@ struct Prep {
             }
         } else {
             auto found = existing_outputs();
+            // a tokenizer copy alone is what a run that failed before its first shard left: ours to replace
+            if (found.size() == 1 && found[0] == tokenizer_copy_path()) found.clear();
             if (!found.empty() && !o.overwrite)
                 fail("%s already exists (and %zu more files of an earlier run with --out %s)\n"
                      "---> HINT: --resume continues an interrupted run; --overwrite deletes them and starts again",
                      found[0].c_str(), found.size() - 1, o.out.c_str());
-            for (auto& p : found) std::remove(p.c_str());
+            for (auto& p : found) {
+                std::error_code ec;  // the model given to --spm-model may be an earlier run's copy: keep it
+                if (!o.spm_model.empty() && fs::equivalent(p, o.spm_model, ec)) continue;
+                std::remove(p.c_str());
+            }
             remove_temporaries();
+            make_tokenizer();
         }
 
         int nval = 0;

@@ -50,6 +50,8 @@ struct Options {
     std::string out;
     std::string tokenizer;  // gpt2 | spm
     std::string spm_model, gpt2_ranks;
+    int spm_vocab = 0;                 // > 0: train a SentencePiece model of this many pieces first
+    int64_t spm_train_lines = 2000000;  // at most this many lines of the training documents train it
     std::string layout = "flat";
     int row_len = 256;
     int pad_id = -1;  // -1: the model's
@@ -58,10 +60,10 @@ struct Options {
     double val_fraction = 0;
     uint64_t val_seed = 2357;
     std::string text_field = "text";
-    std::string doc_sep = "file";
+    std::string doc_sep = "auto";  // auto: resolved in run() to file or blank (resolve_doc_sep)
     bool owt_clean = false, skip_bad_json = false;
     int64_t max_docs = -1, max_shards = -1;
-    bool resume = false, overwrite = false;
+    bool resume = false, overwrite = false, no_val = false;
     int threads = 0, batch_docs = 256;
     double progress_interval = 10;
     bool quiet = false, help = false;
@@ -77,6 +79,12 @@ void finish_options(Options& o);  // the preset's defaults, then the checks
 
 // ---------------------------------------------------------------------------------------------------------
 // Input files (inputs.cpp)
+// ---------------------------------------------------------------------------------------------------------
+
+// The default validation split when none is asked for (and no preset sets one): --val-fraction 0.01.
+constexpr double DEFAULT_VAL_FRACTION = 0.01;
+
+// ---------------------------------------------------------------------------------------------------------
 // ---------------------------------------------------------------------------------------------------------
 
 enum Codec { CODEC_NONE, CODEC_GZIP, CODEC_XZ, CODEC_ZSTD };
@@ -185,6 +193,7 @@ struct Batch {
     std::vector<size_t> off;
     std::vector<uint8_t> flags;
     std::string error;  // the first bad record's error, if any
+    std::vector<std::string> texts;  // Encoder::collect_text: the text of each record instead of its tokens
 };
 
 // Reader thread -> worker threads -> the main thread, in order, with a bound on the batches in flight.
@@ -272,6 +281,7 @@ struct Encoder {
     const Options& o;
     const Tokenizer& tok;
     Layout lay;
+    bool collect_text = false;  // the SentencePiece training pass: keep each record's text (Batch::texts)
 
     // The text of a JSON line, or an error message.
     std::string json_text(const Record& r, std::string* text) const;
@@ -287,5 +297,9 @@ struct Encoder {
 
 // The whole run with finished options (finish_options): inputs -> shards. Returns the exit status.
 int run(Options& o);
+
+// --spm-vocab (spm_train.cpp): trains a SentencePiece unigram model with T5's ids (pad 0, EOS 1, unk 2, no BOS)
+// on the lines of the training documents (at most --spm-train-lines) and writes it atomically to model_path.
+void train_spm_model(const Options& o, const std::vector<InputFile>& files, const std::string& model_path);
 
 }  // namespace prep

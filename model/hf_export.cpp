@@ -1,0 +1,153 @@
+#include "model/hf_export.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unordered_map>
+#include <vector>
+
+#include "common/error.h"
+#include "data/gpt2_tokenizer.h"
+#include "data/spm_tokenizer.h"
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+    std::string tmp = path + ".tmp." + std::to_string((long long)getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    CHECK_USER(f, "--save: cannot create %s: %s", tmp.c_str(), std::strerror(errno));
+    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = errno;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        if (ok) err = errno;
+        std::remove(tmp.c_str());
+        fail("--save: cannot write %s: %s\n---> HINT: is the disk full?", path.c_str(), std::strerror(err));
+    }
+}
+
+std::string read_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    CHECK_USER(f, "--save: cannot read %s: %s", path.c_str(), std::strerror(errno));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::string unicode_of(std::string_view bytes) {
+    std::string s;
+    for (unsigned char b : bytes) s += gpt2_byte_to_unicode(b);
+    return s;
+}
+
+// The two tokens whose merge made token `rank`: byte-pair merging of its bytes restricted to lower ranks ends in
+// exactly two parts (the BPE training order: a token exists only as the merge of two earlier ones).
+std::pair<std::string, std::string> merge_parts(const std::string& bytes, int rank,
+                                                const std::unordered_map<std::string, int>& ranks) {
+    std::vector<std::string> parts;
+    for (char c : bytes) parts.emplace_back(1, c);
+    while (parts.size() > 2) {
+        int best = -1, best_rank = rank;
+        for (size_t i = 0; i + 1 < parts.size(); i++) {
+            auto it = ranks.find(parts[i] + parts[i + 1]);
+            if (it != ranks.end() && it->second < best_rank) best_rank = it->second, best = (int)i;
+        }
+        CHECK_USER(best >= 0, "--save: GPT-2 rank %d cannot be written as a merge of lower ranks: not a BPE ranks file",
+                   rank);
+        parts[(size_t)best] += parts[(size_t)best + 1];
+        parts.erase(parts.begin() + best + 1);
+    }
+    CHECK_USER(parts.size() == 2, "--save: GPT-2 rank %d is a single byte past rank 255: not a BPE ranks file", rank);
+    return {parts[0], parts[1]};
+}
+
+void write_gpt2_tokenizer(const std::string& dir, const Gpt2Tokenizer& tok, int max_len) {
+    std::unordered_map<std::string, int> ranks;
+    for (int r = 0; r < GPT2_NUM_RANKS; r++) ranks.emplace(std::string(tok.token_bytes((uint32_t)r)), r);
+    nlohmann::json vocab = nlohmann::json::object();  // a sorted map: ordered_json's linear lookups are O(n^2) here
+    for (int r = 0; r < GPT2_NUM_RANKS; r++) vocab[unicode_of(tok.token_bytes((uint32_t)r))] = r;
+    vocab["<|endoftext|>"] = GPT2_NUM_RANKS;
+    std::string merges = "#version: 0.2\n";
+    for (int r = 256; r < GPT2_NUM_RANKS; r++) {
+        auto [a, b] = merge_parts(std::string(tok.token_bytes((uint32_t)r)), r, ranks);
+        merges += unicode_of(a) + " " + unicode_of(b) + "\n";
+    }
+    write_text_atomic(dir + "/vocab.json", vocab.dump() + "\n");
+    write_text_atomic(dir + "/merges.txt", merges);
+    json cfg = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", max_len}, {"add_prefix_space", false},
+                {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}};
+    write_text_atomic(dir + "/tokenizer_config.json", cfg.dump(2) + "\n");
+    json special = {{"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}};
+    write_text_atomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
+}
+
+void write_spm_tokenizer(const std::string& dir, const SpmTokenizer& tok, const std::string& model_file, int max_len) {
+    write_text_atomic(dir + "/spiece.model", read_bytes(model_file));
+    json cfg = {{"tokenizer_class", "T5Tokenizer"}, {"model_max_length", max_len}, {"extra_ids", 0},
+                {"eos_token", tok.piece((int)tok.eos_id())}};
+    json special = {{"eos_token", tok.piece((int)tok.eos_id())}};
+    if (tok.pad_id() >= 0) cfg["pad_token"] = special["pad_token"] = tok.piece(tok.pad_id());
+    if (tok.unk_id() >= 0) cfg["unk_token"] = special["unk_token"] = tok.piece(tok.unk_id());
+    write_text_atomic(dir + "/tokenizer_config.json", cfg.dump(2) + "\n");
+    write_text_atomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
+}
+
+}  // namespace
+
+std::string gpt2_byte_to_unicode(unsigned char b) {
+    auto printable = [](int c) { return (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255); };
+    int cp = b;
+    if (!printable(b)) {
+        int n = 0;
+        for (int c = 0; c < b; c++) n += !printable(c);
+        cp = 256 + n;
+    }
+    std::string s;
+    if (cp < 0x80) s += (char)cp;
+    else s += (char)(0xC0 | (cp >> 6)), s += (char)(0x80 | (cp & 0x3F));
+    return s;
+}
+
+void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::string& tokenizer_file) {
+    CHECK_USER(!tokenizer_file.empty(), "--save: no tokenizer file is known for this model's training data");
+    int bos = -1, eos = -1, pad = -1, tok_vocab = 0;
+    if (cfg.arch == Arch::GPT2) {
+        Gpt2Tokenizer tok(tokenizer_file);
+        write_gpt2_tokenizer(dir, tok, cfg.max_seq_len);
+        bos = eos = (int)tok.eos_id();
+        tok_vocab = tok.vocab_size();
+    } else {
+        SpmTokenizer tok(tokenizer_file);
+        write_spm_tokenizer(dir, tok, tokenizer_file, cfg.max_seq_len);
+        // our samples (and prep_data's documents) start after an EOS: it is the start token of a generation
+        bos = eos = (int)tok.eos_id();
+        pad = tok.pad_id();
+        tok_vocab = tok.vocab_size();
+    }
+    std::string config_path = dir + "/config.json";
+    write_hf_config(config_path, cfg);
+    json c = json::parse(read_bytes(config_path));
+    c["bos_token_id"] = bos;
+    c["eos_token_id"] = eos;
+    if (pad >= 0) c["pad_token_id"] = pad;
+    write_text_atomic(config_path, c.dump(2) + "\n");
+    // what print_sample does: temperature 1 over the whole distribution
+    json g = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"pad_token_id", pad >= 0 ? pad : eos},
+              {"do_sample", true}, {"temperature", 1.0}, {"top_k", 0}, {"top_p", 1.0}};
+    // rows of the embedding past the tokenizer's ids (the 8k built-in model under LLaMA's 32000) were never a
+    // target: generate() must not sample them, as print_sample does not
+    if (tok_vocab < cfg.vocab_size) {
+        json ids = json::array();
+        for (int v = tok_vocab; v < cfg.vocab_size; v++) ids.push_back(v);
+        g["suppress_tokens"] = ids;
+    }
+    write_text_atomic(dir + "/generation_config.json", g.dump(2) + "\n");
+}

@@ -1,0 +1,18 @@
+// The rest of a Hugging Face model directory beside model.safetensors (--save): config.json with the special-token
+// ids, generation_config.json, and the tokenizer that made the training data, so that
+// AutoTokenizer.from_pretrained(dir) and generate() work. GPT-2: vocab.json + merges.txt (derived from the r50k
+// ranks: merge i of merges.txt makes rank 256 + i) and a GPT2Tokenizer config; LLaMA: the SentencePiece model as
+// spiece.model and a T5Tokenizer config (T5's ids: pad 0, EOS 1, unk 2, no BOS; T5Tokenizer's encode appends EOS,
+// as prep_data's documents end with it). The file list and their keys: data/README.md, "Export".
+#pragma once
+#include <string>
+
+#include "model/config.h"
+
+// Writes config.json, generation_config.json and the tokenizer files into dir (which exists). tokenizer_file is
+// the GPT-2 ranks (r50k_base.tiktoken) or the SentencePiece .model the training shards were made with.
+void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::string& tokenizer_file);
+
+// GPT-2's byte -> printable code point map (bytes_to_unicode of openai/gpt-2's encoder.py, as its documentation
+// states it: printable Latin-1 bytes map to themselves, the other 68 to U+0100.. in byte order), as UTF-8.
+std::string gpt2_byte_to_unicode(unsigned char b);

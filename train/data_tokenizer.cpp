@@ -1,0 +1,76 @@
+#include "train/data_tokenizer.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "common/error.h"
+#include "data/tokenizer_id.h"
+
+static std::string gpt2_ranks_file(const std::string& data_dir) {
+    return data_dir.substr(0, data_dir.rfind('/')) + "/gpt2/r50k_base.tiktoken";
+}
+
+std::string data_tokenizer_file(Arch arch, const TrainOptions& opts, const std::string& data_dir) {
+    return arch == Arch::GPT2 ? gpt2_ranks_file(data_dir) : opts.spm_model;
+}
+
+void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data_dir, int model_vocab) {
+    std::vector<std::string> patterns = {opts.val_data};
+    if (!opts.eval_only) patterns.insert(patterns.begin(), opts.train_data);
+    ShardTokenizer st = shard_tokenizer(patterns);
+    if (st.first_file.empty()) return;  // no shard matched: the loader says so
+    const bool gpt2 = arch == Arch::GPT2;
+    const int want = gpt2 ? TOKENIZER_GPT2 : TOKENIZER_SENTENCEPIECE;
+    const char* program = gpt2 ? "train_gpt2" : "train_llama";
+    if (st.kind != TOKENIZER_UNKNOWN && st.kind != want)
+        fail("%s was made with the %s tokenizer%s, %d ids, but %s trains a %s model (%d ids), whose tokenizer is %s\n"
+             "---> HINT: train these shards with %s, or tokenize the text again for this model: prep_data %s ...",
+             st.first_file.c_str(), tokenizer_kind_name(st.kind),
+             st.name.empty() ? "" : format(" (%s)", st.name.c_str()).c_str(), st.vocab_size, program,
+             gpt2 ? "GPT-2" : "LLaMA", model_vocab, tokenizer_kind_name(want), gpt2 ? "train_llama" : "train_gpt2",
+             gpt2 ? "--tokenizer gpt2" : "--spm-vocab N (your own SentencePiece model) or --spm-model FILE");
+
+    // Weights exported by --save carry their tokenizer: fine-tuning them on other tokens would be garbage.
+    struct stat sb;
+    std::string init_spm = opts.init_from + "/spiece.model";
+    if (!gpt2 && st.hash != 0 && !opts.init_from.empty() && stat(init_spm.c_str(), &sb) == 0 &&
+        tokenizer_file_hash(init_spm) != st.hash)
+        fail("--init-from %s holds a model trained with the SentencePiece model %s (SHA-256 %s...), but %s was made "
+             "with %s (SHA-256 %s...)\n---> HINT: tokenize the text with the model's own tokenizer: prep_data "
+             "--spm-model %s ...", opts.init_from.c_str(), init_spm.c_str(),
+             tokenizer_hash_hex(tokenizer_file_hash(init_spm)).c_str(), st.first_file.c_str(), st.name.c_str(),
+             tokenizer_hash_hex(st.hash).c_str(), init_spm.c_str());
+
+    const bool needs = opts.sample > 0 || !opts.save.empty();
+    const char* what = opts.sample > 0 && !opts.save.empty() ? "--sample and --save need"
+                       : opts.sample > 0                    ? "--sample needs"
+                                                            : "--save needs";
+    if (gpt2) {
+        CHECK_USER(opts.spm_model.empty(), "--spm-model is for SentencePiece (LLaMA) data; %s decodes with GPT-2's "
+                   "tokenizer", program);
+        if (!needs || st.hash == 0) return;  // llm.c's GPT-2 shards say nothing: they are r50k
+        std::string ranks = gpt2_ranks_file(data_dir);
+        uint64_t have = tokenizer_file_hash(ranks);
+        if (have != st.hash)
+            fail("%s the tokenizer that made the shards, and %s was made with GPT-2 ranks %s (SHA-256 %s...), not "
+                 "the built-in %s (SHA-256 %s...)\n---> HINT: tokenize the text with prep_data --tokenizer gpt2 "
+                 "(the built-in ranks), or drop --sample and --save",
+                 what, st.first_file.c_str(), st.name.c_str(), tokenizer_hash_hex(st.hash).c_str(), ranks.c_str(),
+                 tokenizer_hash_hex(have).c_str());
+        return;
+    }
+    if (!needs && opts.spm_model.empty()) return;
+    std::string why;
+    std::string found = find_spm_model_for(st, opts.spm_model, {data_dir + "/austen_spm8k.model"}, &why);
+    if (found.empty())
+        fail("%s the SentencePiece model that made the shards: %s\n---> HINT: pass --spm-model FILE (the model "
+             "given to prep_data; prep_data keeps a copy next to the shards, PREFIX_tokenizer.model), or tokenize "
+             "the text again with prep_data --spm-model FILE / --spm-vocab N",
+             what, why.c_str());
+    if (st.hash == 0)
+        std::printf("note: %s does not record its tokenizer; decoding with --spm-model %s as given\n",
+                    st.first_file.c_str(), found.c_str());
+    opts.spm_model = found;
+}
