@@ -290,8 +290,10 @@ struct Trainer {
         float vl = validation_loss(&seen);
         count_eval_time(e0);
         double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+        // tenths of a second under a minute (a short run's evaluation is not rounded away)
+        auto clock = [](double sec) { return sec < 60 ? format("%.1fs", sec) : human_duration(sec); };
         std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total (evaluation %s)\n", vl,
-                    std::exp(vl), seen, human_duration(wall).c_str(), human_duration(eval_ms / 1000.0).c_str());
+                    std::exp(vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
         log.eval(opts.steps, vl, seen);
         checkpoint(opts.steps, train_data->get_state());
         if (opts.sample > 0 && rank == 0) print_sample(model, opts, cfg.arch);
