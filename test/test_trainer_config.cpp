@@ -341,13 +341,13 @@ TEST(TrainerCli, FreeSpaceIsCheckedUpFront) {
     }
 }
 
-// The CPU backend's default evaluation budget: whole micro-batches within 2e11 forward FLOPs at 2 x parameters per
+// The CPU backend's default evaluation budget: whole micro-batches within 1e11 forward FLOPs at 2 x parameters per
 // token (the rule --help states), between one micro-batch and the flag's default.
 TEST(TrainerCli, CpuEvalBudgetSuitsTheModelSize) {
-    // gpt2-124m at B 4, T 1024: 2e11 / (2 * 124475904) = 803 tokens, less than one micro-batch: one micro-batch
+    // gpt2-124m at B 4, T 1024: 1e11 / (2 * 124475904) = 401 tokens, less than one micro-batch: one micro-batch
     EXPECT_EQ(cpu_eval_tokens(124475904, 4, 1024, 65536), 4096);
-    // gpt2-tiny (3323648 parameters) at B 2, T 32: floor(2e11 / 6647296) = 30087 -> 470 micro-batches of 64
-    EXPECT_EQ(cpu_eval_tokens(3323648, 2, 32, 65536), 30080);
+    // gpt2-tiny (3323648 parameters) at B 2, T 32: floor(1e11 / 6647296) = 15043 -> 235 micro-batches of 64
+    EXPECT_EQ(cpu_eval_tokens(3323648, 2, 32, 65536), 15040);
     // a small model is capped by the default
     EXPECT_EQ(cpu_eval_tokens(100000, 4, 64, 65536), 65536);
 }

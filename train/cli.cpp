@@ -65,7 +65,7 @@ const Flag FLAGS[] = {
     F("--eval-interval", "N", INT, eval_interval, "evaluate every N steps (0 = only at the end)"),
     F("--eval-tokens", "N", LONG, eval_tokens,
       "validation tokens per evaluation (default on the CPU backend: at most this many, as many whole micro-batches "
-      "as 2e11 forward FLOPs cover at 2 x parameters per token, at least one: gpt2-124m one micro-batch)"),
+      "as 1e11 forward FLOPs cover at 2 x parameters per token, at least one: gpt2-124m one micro-batch)"),
     F("--save", "DIR", STR, save, "at the end write DIR/model.safetensors and DIR/config.json (HF layout)"),
     F("--device", "cpu|cuda|auto", STR, device, "backend (auto: cuda when a GPU and the CUDA backend exist)"),
     F("--log", "FILE", STR, log, "append JSONL metrics (one object per step and per evaluation)"),

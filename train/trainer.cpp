@@ -101,8 +101,8 @@ std::string data_fingerprint(const std::vector<std::string>& files) {
 }
 
 long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens) {
-    // 2e11 FLOPs: 10-40 s on one to four busy cores (measured: 5 GFLOP/s per core in OpenBLAS sgemm at these sizes)
-    const double flops = 2e11;
+    // 1e11 FLOPs: 5-20 s on one to four busy cores (measured: 5 GFLOP/s per core in OpenBLAS sgemm at these sizes)
+    const double flops = 1e11;
     const long long batch = (long long)B * T;
     long long fit = (long long)(flops / (2.0 * (double)std::max<size_t>(parameters, 1)));
     fit = std::min(fit, tokens) / batch * batch;

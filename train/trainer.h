@@ -44,7 +44,7 @@ std::vector<std::string> data_files_of(const std::string& pattern, const char* f
 // The identity of a run's training data for resume: each file's size and content checksum, in the loader's order
 // (the paths are not part of it: the same shards under another spelling are the same data).
 std::string data_fingerprint(const std::vector<std::string>& files);
-// Default --eval-tokens of a CPU run: the tokens 2e11 forward FLOPs cover (2 x parameters each), rounded down to
+// Default --eval-tokens of a CPU run: the tokens 1e11 forward FLOPs cover (2 x parameters each), rounded down to
 // whole micro-batches of B*T, at least one and at most `tokens` (the flag's default).
 long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens);
 // An earlier run's files are not replaced by accident: without --resume or --overwrite, a --ckpt-dir that holds
