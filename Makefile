@@ -13,6 +13,7 @@
 #   BUILD_TYPE=...    Release (default) | Debug | RelWithDebInfo
 #   CMAKE_ARGS=...    any extra cmake arguments, passed as they are
 #   CUDA_HOME, CUDNN_PATH, NCCL_PATH, CUDNN_FRONTEND_PATH   where the NVIDIA libraries are (optional)
+#   INSTALL_DEPS=0    do not run scripts/install_deps.sh before configuring (it installs missing apt/pip packages)
 # The build reconfigures by itself whenever one of these changes; a variable dropped from the command line
 # goes back to its default. Only CMAKE_ARGS cannot be undone that way: use `make clean` for that.
 
@@ -26,6 +27,7 @@ PRAC_CUDA  ?=
 PRECISION  ?=
 CMAKE_ARGS ?=
 CTEST_ARGS ?=
+INSTALL_DEPS ?= 1
 NPROC      := $(shell nproc 2>/dev/null || echo 2)
 
 # ---- make train ---------------------------------------------------------------------------------------------
@@ -70,9 +72,11 @@ CONFIG_STAMP := $(BUILD_DIR)/.prac-cmake-args
 
 all: build
 
-# Runs cmake when build/ has never been configured or when the arguments differ from the last successful run.
+# Installs what is missing (scripts/install_deps.sh: one dpkg-query and one python3 call when nothing is), then runs
+# cmake when build/ has never been configured or when the arguments differ from the last successful run.
 configure:
-	@command -v cmake >/dev/null || { echo "cmake not found -> apt-get install cmake (or run: bash .ci/run)" >&2; exit 1; }
+	@if [ "$(INSTALL_DEPS)" != 0 ]; then bash scripts/install_deps.sh; fi
+	@command -v cmake >/dev/null || { echo "cmake not found -> bash scripts/install_deps.sh (or apt-get install cmake)" >&2; exit 1; }
 	@if [ ! -f $(BUILD_DIR)/CMakeCache.txt ] || [ "$$(cat $(CONFIG_STAMP) 2>/dev/null)" != "$$PRAC_CMAKE_ARGS" ]; then \
 	  rm -f $(CONFIG_STAMP); \
 	  echo "cmake -S . -B $(BUILD_DIR) $$PRAC_CMAKE_ARGS"; \
@@ -120,6 +124,7 @@ help:
 	@echo "  BUILD_TYPE=...    Release (default) | Debug | RelWithDebInfo   (now: $(BUILD_TYPE))"
 	@echo "  CMAKE_ARGS=...    extra cmake arguments; CTEST_ARGS=... extra ctest arguments (e.g. -R name)"
 	@echo "  CUDA_HOME, CUDNN_PATH, NCCL_PATH, CUDNN_FRONTEND_PATH   override where NVIDIA libraries are found"
+	@echo "  INSTALL_DEPS=0    skip scripts/install_deps.sh (run before configuring: installs missing apt/pip packages)"
 	@echo "  TRAIN_ARGS=...    arguments of make train; default with a GPU: $(TRAIN_ARGS_GPU)"
 	@echo "                    and without one: $(TRAIN_ARGS_CPU)"
 	@echo ""

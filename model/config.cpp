@@ -2,6 +2,7 @@
 #include "model/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -71,23 +72,45 @@ static std::string join(const std::vector<std::string>& v) {
     return s;
 }
 
-// Reads a key that must be present and numeric.
-template <typename T>
-static T need(const nlohmann::json& j, const char* key, const std::string& path) {
+// Numbers of a config.json are range-checked where they are read: a size must be a whole number in [lo, hi] (a
+// float such as 12.5, 1e20 or an integer beyond int are errors naming the key, never a truncated or wrapped value),
+// a real number finite and in (lo, hi], also as a float. JSON has no NaN; nlohmann refuses 1e999 while parsing.
+static long long whole_number(const nlohmann::json& v, const char* key, const std::string& path, long long lo,
+                              long long hi) {
+    if (!v.is_number()) fail("%s: key \"%s\" is not a number", path.c_str(), key);
+    double d = v.get<double>();
+    bool whole = v.is_number_integer() || (std::isfinite(d) && d == std::floor(d));
+    if (!whole) fail("%s: key \"%s\" = %s must be a whole number", path.c_str(), key, v.dump().c_str());
+    // an integer beyond long long arrives as unsigned or as a double: compare as double first
+    if (d < (double)lo || d > (double)hi || (v.is_number_unsigned() && v.get<unsigned long long>() > (unsigned long long)hi))
+        fail("%s: key \"%s\" = %s is out of range [%lld, %lld]", path.c_str(), key, v.dump().c_str(), lo, hi);
+    return v.is_number_integer() ? v.get<long long>() : (long long)d;
+}
+static int need_int(const nlohmann::json& j, const char* key, const std::string& path, long long lo, long long hi) {
     if (!j.contains(key) || j[key].is_null())
         fail("%s: missing key \"%s\"\n---> HINT: is this a Hugging Face config.json of the right model type?",
              path.c_str(), key);
-    if (!j[key].is_number()) fail("%s: key \"%s\" is not a number", path.c_str(), key);
-    return j[key].get<T>();
+    return (int)whole_number(j[key], key, path, lo, hi);
 }
-
-// Reads an optional key that must be a number when present (and not null).
-template <typename T>
-static T opt_num(const nlohmann::json& j, const char* key, T def, const std::string& path) {
+static int opt_int(const nlohmann::json& j, const char* key, int def, const std::string& path, long long lo,
+                   long long hi) {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    return (int)whole_number(j[key], key, path, lo, hi);
+}
+// A real number in (lo, hi], finite.
+static float opt_real(const nlohmann::json& j, const char* key, float def, const std::string& path, double lo,
+                      double hi) {
     if (!j.contains(key) || j[key].is_null()) return def;
     if (!j[key].is_number()) fail("%s: key \"%s\" must be a number", path.c_str(), key);
-    return j[key].get<T>();
+    double d = j[key].get<double>();
+    if (!std::isfinite(d) || !(d > lo) || d > hi || !((float)d > lo))  // 1e-50 > 0, but it is 0 as a float
+        fail("%s: key \"%s\" = %s is out of range (%g, %g]", path.c_str(), key, j[key].dump().c_str(), lo, hi);
+    return (float)d;
 }
+// Bounds of the sizes (each also bounded by validate_config's products): far beyond any model this trainer runs,
+// small enough that no size product overflows 64 bits.
+static const long long MAX_WIDTH = 1 << 16, MAX_HIDDEN = 1 << 20, MAX_LAYERS = 1 << 12, MAX_POSITIONS = 1 << 20;
+static const long long MAX_VOCAB = 1 << 16;  // uint16 token shards
 static std::string opt_str(const nlohmann::json& j, const char* key, const std::string& def, const std::string& path) {
     if (!j.contains(key) || j[key].is_null()) return def;
     if (!j[key].is_string()) fail("%s: key \"%s\" must be a string", path.c_str(), key);
@@ -117,13 +140,13 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
         if (type != "gpt2")
             fail("%s: model_type is \"%s\", but train_gpt2 needs a GPT-2 config (model_type \"gpt2\")"
                  "\n---> HINT: LLaMA configs go to ./train_llama", path.c_str(), type.c_str());
-        c.vocab_size = need<int>(j, "vocab_size", path);
-        c.num_layers = need<int>(j, "n_layer", path);
-        c.num_heads = need<int>(j, "n_head", path);
-        c.channels = need<int>(j, "n_embd", path);
-        c.hidden = opt_num<int>(j, "n_inner", 4 * c.channels, path);
-        c.max_seq_len = need<int>(j, "n_positions", path);
-        c.norm_eps = opt_num<float>(j, "layer_norm_epsilon", 1e-5f, path);
+        c.vocab_size = need_int(j, "vocab_size", path, 1, MAX_VOCAB);
+        c.num_layers = need_int(j, "n_layer", path, 1, MAX_LAYERS);
+        c.num_heads = need_int(j, "n_head", path, 1, MAX_WIDTH);
+        c.channels = need_int(j, "n_embd", path, 1, MAX_WIDTH);
+        c.hidden = opt_int(j, "n_inner", 4 * c.channels, path, 1, MAX_HIDDEN);
+        c.max_seq_len = need_int(j, "n_positions", path, 1, MAX_POSITIONS);
+        c.norm_eps = opt_real(j, "layer_norm_epsilon", 1e-5f, path, 0.0, 1.0);
         std::string act = opt_str(j, "activation_function", "gelu_new", path);
         if (act != "gelu_new" && act != "gelu_pytorch_tanh")
             fail("%s: activation_function \"%s\" is not supported; GPT-2 uses the tanh GeLU (\"gelu_new\")",
@@ -134,15 +157,16 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
         if (type != "llama")
             fail("%s: model_type is \"%s\", but train_llama needs a LLaMA config (model_type \"llama\")"
                  "\n---> HINT: GPT-2 configs go to ./train_gpt2", path.c_str(), type.c_str());
-        c.vocab_size = need<int>(j, "vocab_size", path);
-        c.num_layers = need<int>(j, "num_hidden_layers", path);
-        c.num_heads = need<int>(j, "num_attention_heads", path);
-        c.channels = need<int>(j, "hidden_size", path);
-        c.hidden = need<int>(j, "intermediate_size", path);
-        c.max_seq_len = opt_num<int>(j, "max_position_embeddings", opt_num<int>(j, "max_sequence_length", 2048, path), path);
-        c.norm_eps = opt_num<float>(j, "rms_norm_eps", 1e-6f, path);
-        int kv = opt_num<int>(j, "num_key_value_heads", c.num_heads, path);
-        int head_dim = opt_num<int>(j, "head_dim", c.channels / std::max(c.num_heads, 1), path);
+        c.vocab_size = need_int(j, "vocab_size", path, 1, MAX_VOCAB);
+        c.num_layers = need_int(j, "num_hidden_layers", path, 1, MAX_LAYERS);
+        c.num_heads = need_int(j, "num_attention_heads", path, 1, MAX_WIDTH);
+        c.channels = need_int(j, "hidden_size", path, 1, MAX_WIDTH);
+        c.hidden = need_int(j, "intermediate_size", path, 1, MAX_HIDDEN);
+        c.max_seq_len = opt_int(j, "max_position_embeddings",
+                                opt_int(j, "max_sequence_length", 2048, path, 1, MAX_POSITIONS), path, 1, MAX_POSITIONS);
+        c.norm_eps = opt_real(j, "rms_norm_eps", 1e-6f, path, 0.0, 1.0);
+        int kv = opt_int(j, "num_key_value_heads", c.num_heads, path, 1, MAX_WIDTH);
+        int head_dim = opt_int(j, "head_dim", c.channels / std::max(c.num_heads, 1), path, 1, MAX_WIDTH);
         if (c.num_heads > 0 && head_dim * c.num_heads != c.channels)
             fail("%s: head_dim %d times %d heads differs from hidden_size %d (only head_dim = hidden_size / heads "
                  "is supported)", path.c_str(), head_dim, c.num_heads, c.channels);
@@ -151,7 +175,7 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
                  "is not supported", path.c_str(), kv, c.num_heads);
         // transformers < 5 keeps rope_theta at top level; 5.x moves it into rope_parameters.
         c.rope_theta = 10000.0f;
-        c.rope_theta = opt_num<float>(j, "rope_theta", c.rope_theta, path);
+        c.rope_theta = opt_real(j, "rope_theta", c.rope_theta, path, 0.0, 1e12);
         for (const char* key : {"rope_parameters", "rope_scaling"}) {
             if (!j.contains(key) || j[key].is_null()) continue;
             const nlohmann::json& r = j[key];
@@ -159,7 +183,7 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
             std::string rt = opt_str(r, "rope_type", opt_str(r, "type", "default", path), path);
             if (rt != "default")
                 fail("%s: %s.rope_type \"%s\" is not supported (only plain RoPE)", path.c_str(), key, rt.c_str());
-            c.rope_theta = opt_num<float>(r, "rope_theta", c.rope_theta, path);
+            c.rope_theta = opt_real(r, "rope_theta", c.rope_theta, path, 0.0, 1e12);
         }
         std::string act = opt_str(j, "hidden_act", "silu", path);
         if (act != "silu") fail("%s: hidden_act \"%s\" is not supported (LLaMA uses silu)", path.c_str(), act.c_str());
@@ -207,7 +231,17 @@ void validate_config(const ModelConfig& c) {
         fail("model %s: head dim %d is odd; rotate-half RoPE needs an even head dim", n, c.head_dim());
     if (c.vocab_size > 65536)
         fail("model %s: vocabulary %d exceeds 65536, the range of the uint16 token shards", n, c.vocab_size);
-    if (!(c.norm_eps > 0)) fail("model %s: norm eps must be positive", n);
+    if (!(c.norm_eps > 0) || !(c.norm_eps < 1)) fail("model %s: norm eps must be in (0, 1) (got %g)", n, c.norm_eps);
+    if (c.arch == Arch::LLAMA && !(c.rope_theta > 0 && std::isfinite(c.rope_theta)))
+        fail("model %s: rope theta must be positive and finite (got %g)", n, c.rope_theta);
+    // the kernels index one weight matrix or one sequence's activations with 32-bit element counts
+    const long long C = c.channels, limit = (1LL << 31) - 1;
+    const long long sizes[] = {(long long)round_up(c.vocab_size, 128) * C, C * c.hidden, 3 * C * C,
+                               (long long)c.max_seq_len * C};
+    for (long long sz : sizes)
+        if (sz > limit)
+            fail("model %s: a weight matrix of %lld elements (V=%d C=%d F=%d maxT=%d) exceeds 2^31 - 1, the most the "
+                 "kernels index", n, sz, c.vocab_size, c.channels, c.hidden, c.max_seq_len);
 }
 
 std::vector<std::pair<std::string, std::string>> model_config_rows(const ModelConfig& c) {

@@ -655,3 +655,22 @@ TEST_F(CkptTest, WriterKilledAtAnyPointNeverLeavesAPartialCheckpoint) {
     }
     std::printf("killed writers: %d left the previous checkpoint, %d had committed the new one\n", saw_old, saw_new);
 }
+
+// A state whose step counts are not counts the trainer can continue from (negative, or beyond its int steps) is
+// damage, reported as such when it is read (the trainer used to truncate 2^40 to int).
+TEST_F(CkptTest, StepCountsOutOfRangeAreCorrupt) {
+    for (int64_t bad : {(int64_t)-1, (int64_t)1 << 31, (int64_t)1 << 40}) {
+        for (int which = 0; which < 2; which++) {
+            TrainState s;
+            (which ? s.adam_t : s.step) = bad;
+            write_state(dir + "/s.safetensors", s);
+            std::string e = error_of([&] { read_state(dir + "/s.safetensors"); });
+            EXPECT_NE(e.find("corrupt checkpoint state"), std::string::npos) << bad << ": " << e;
+            EXPECT_NE(e.find("is not a count in [0, 2^31)"), std::string::npos) << bad << ": " << e;
+        }
+    }
+    TrainState ok;
+    ok.step = ok.adam_t = INT32_MAX;
+    write_state(dir + "/s.safetensors", ok);
+    EXPECT_EQ(read_state(dir + "/s.safetensors").step, INT32_MAX);
+}

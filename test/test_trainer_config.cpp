@@ -18,6 +18,7 @@
 #include "model/llama.h"
 #include "train/cli.h"
 #include "train/optimizers.h"  // OptimizerChoice
+#include "train/trainer.h"     // check_free_space, cpu_eval_tokens
 #include "test/test_util.h"
 #include "test/trainer_test_util.h"
 
@@ -245,6 +246,112 @@ TEST(TrainerCli, HelpListsEveryFlag) {
     }
 }
 
+// Other trainers' spellings of common flags are answered with ours (edit distance alone answered --out with --lr).
+TEST(TrainerCli, SynonymsOfCommonFlagsSuggestOurSpelling) {
+    const std::vector<std::pair<std::string, std::string>> issue = {
+        {"--learning-rate", "--lr"}, {"--max-steps", "--steps"}, {"--out", "--save"}, {"--lr-warmup", "--warmup"},
+        {"--micro-batch-size", "--batch-size"}, {"--gradient-accumulation-steps", "--grad-accum"}};
+    for (const auto& [theirs, ours] : issue) {
+        SCOPED_TRACE(theirs);
+        const std::string unknown = "unknown flag \"" + theirs + "\"", answer = "this trainer spells it " + ours;
+        EXPECT_USER_ERROR(parse({theirs, "1"}), unknown.c_str(), answer.c_str());
+        EXPECT_USER_ERROR(parse({theirs + "=1"}), answer.c_str());
+    }
+    EXPECT_USER_ERROR(parse({"-learning-rate", "1"}), "spells it --lr");
+    EXPECT_USER_ERROR(parse({"--min-lr", "1e-5"}), "spells it --min-lr-frac", "a fraction of --lr");
+    // every entry of the table: its answer is a flag of ours, and it is not itself one of ours
+    const std::vector<std::string> names = train_flag_names();
+    auto ours_has = [&](const std::string& f) { return std::find(names.begin(), names.end(), f) != names.end(); };
+    const auto table = train_flag_synonyms();
+    ASSERT_GE(table.size(), 20u);
+    for (const auto& [theirs, ours] : table) {
+        SCOPED_TRACE(theirs);
+        EXPECT_TRUE(ours_has(ours)) << ours << " is not a flag";
+        EXPECT_FALSE(ours_has(theirs)) << theirs << " is a flag of ours: it never reaches the synonyms";
+        const std::string answer = "spells it " + ours;
+        EXPECT_USER_ERROR(parse({theirs, "1"}), answer.c_str());
+    }
+}
+
+// Every flag a hint of the trainers names exists: the HINT texts of train/, model/, prac/ and the mains (their
+// string literals up to the end of the statement, format arguments included), scanned for --flags and -x flags.
+// mpirun's own flags (-np, --host) are the only others a hint may name. It fails on a hint such as "e.g. -i DIR".
+TEST(TrainerCli, EveryFlagNamedInAHintExists) {
+    const std::vector<std::string> names = train_flag_names();
+    const std::vector<std::string> foreign = {"-np", "--host"};  // mpirun's, in the hints of train/launch.h
+    std::vector<std::string> files = {ROOT + "/train_gpt2.cu", ROOT + "/train_llama.cu"};
+    for (const char* sub : {"train", "model", "prac"})
+        for (const auto& e : fs::directory_iterator(ROOT + "/" + sub)) {
+            std::string ext = e.path().extension().string();
+            if (ext == ".h" || ext == ".cpp" || ext == ".cu" || ext == ".cuh") files.push_back(e.path().string());
+        }
+    int hints = 0, flags_seen = 0;
+    for (const std::string& file : files) {
+        const std::string src = read_bytes(file);
+        for (size_t at = src.find("HINT:"); at != std::string::npos; at = src.find("HINT:", at + 1)) {
+            // the literals from HINT: to the statement's end (the first ';' outside a literal)
+            std::string text;
+            bool in_lit = true;  // HINT: is inside a literal
+            for (size_t i = at; i < src.size(); i++) {
+                char c = src[i];
+                if (in_lit) {
+                    if (c == '\\') {
+                        text += src[++i] == 'n' ? ' ' : src[i];
+                        continue;
+                    }
+                    if (c == '"') in_lit = false, text += ' ';
+                    else text += c;
+                } else if (c == '"') {
+                    in_lit = true;
+                } else if (c == ';') {
+                    break;
+                }
+            }
+            hints++;
+            for (size_t i = 0; i < text.size(); i++) {
+                bool start = text[i] == '-' && (i == 0 || std::string(" (\'\"`,").find(text[i - 1]) != std::string::npos);
+                size_t j = i;
+                while (start && j < text.size() && text[j] == '-') j++;
+                if (!start || j - i > 2 || j >= text.size() || !std::isalpha((unsigned char)text[j])) continue;
+                while (j < text.size() && (std::isalnum((unsigned char)text[j]) || text[j] == '-')) j++;
+                std::string flag = text.substr(i, j - i);
+                while (flag.back() == '-') flag.pop_back();
+                flags_seen++;
+                bool known = std::find(names.begin(), names.end(), flag) != names.end() ||
+                             std::find(foreign.begin(), foreign.end(), flag) != foreign.end();
+                EXPECT_TRUE(known) << file << ": a hint names " << flag << ", which is not a flag of the trainers:\n"
+                                   << text;
+                i = j;
+            }
+        }
+    }
+    EXPECT_GE(hints, 40) << "the scan found too few hints to mean anything";
+    EXPECT_GE(flags_seen, 40);
+}
+
+// --save and --ckpt-dir check the free space of their filesystem up front (statvfs): no filesystem here has an
+// exabyte free, every one has a kilobyte; a directory not made yet is judged by its nearest existing parent.
+TEST(TrainerCli, FreeSpaceIsCheckedUpFront) {
+    TempDir dir;
+    for (const std::string& d : {dir.path, dir / "not/made/yet"}) {
+        SCOPED_TRACE(d);
+        EXPECT_USER_ERROR(check_free_space(d, 1e18, "--save (model.safetensors, fp32)"), "--save", d.c_str(),
+                          "MiB free");
+        EXPECT_NO_THROW(check_free_space(d, 1024, "--save"));
+    }
+}
+
+// The CPU backend's default evaluation budget: whole micro-batches within 1e11 forward FLOPs at 2 x parameters per
+// token (the rule --help states), between one micro-batch and the flag's default.
+TEST(TrainerCli, CpuEvalBudgetSuitsTheModelSize) {
+    // gpt2-124m at B 4, T 1024: 1e11 / (2 * 124475904) = 401 tokens, less than one micro-batch: one micro-batch
+    EXPECT_EQ(cpu_eval_tokens(124475904, 4, 1024, 65536), 4096);
+    // gpt2-tiny (3323648 parameters) at B 2, T 32: floor(1e11 / 6647296) = 15043 -> 235 micro-batches of 64
+    EXPECT_EQ(cpu_eval_tokens(3323648, 2, 32, 65536), 15040);
+    // a small model is capped by the default
+    EXPECT_EQ(cpu_eval_tokens(100000, 4, 64, 65536), 65536);
+}
+
 TEST(TrainerCli, OptionRowsShowTokensPerStep) {
     TrainOptions o = parse({"--batch-size", "3", "--seq-len", "64", "--grad-accum", "5"});
     bool found = false;
@@ -467,7 +574,7 @@ TEST(TrainerConfig, MissingOrNonNumericKey) {
     std::string r = derived_config(dir, GPT2_FIXTURE, {{"n_head", "four"}}, "c.json");
     EXPECT_USER_ERROR(model_config_load(Arch::GPT2, r), "\"n_head\" is not a number");
     std::string s = derived_config(dir, GPT2_FIXTURE, {{"n_layer", 0}}, "d.json");
-    EXPECT_USER_ERROR(model_config_load(Arch::GPT2, s), "must be positive");
+    EXPECT_USER_ERROR(model_config_load(Arch::GPT2, s), "\"n_layer\" = 0 is out of range");
 }
 
 // Optional keys of the wrong JSON type (a string where a number or object belongs) must give a UserError
@@ -497,6 +604,72 @@ TEST(TrainerConfig, UnsupportedFeaturesRejected) {
                       "attention_bias");
     EXPECT_USER_ERROR(model_config_load(Arch::GPT2, derived_config(dir, GPT2_FIXTURE, {{"vocab_size", 70000}}, "f.json")),
                       "70000", "65536");
+}
+
+// A fixture's config.json with one key's value replaced by raw JSON text (numbers nlohmann does not write itself:
+// 1e999, 2^64, 12.5 for a size).
+static std::string raw_config(const TempDir& dir, const std::string& fixture, const std::string& key,
+                              const std::string& raw) {
+    json j = read_json(fixture + "/config.json");
+    j[key] = "@RAW@";
+    std::string text = j.dump(2), mark = "\"@RAW@\"";
+    text.replace(text.find(mark), mark.size(), raw);
+    static int n = 0;
+    std::string path = dir / ("raw" + std::to_string(n++) + ".json");
+    write_text(path, text);
+    return path;
+}
+
+// Numbers of a config.json are range-checked where they are read: an integer beyond int (it used to wrap), a
+// fraction for a size (it used to be truncated), negative, beyond float (inf or 0 once a float) or absurd values are
+// errors naming the key; sizes whose weight matrices overflow 32-bit element counts are refused.
+TEST(TrainerConfig, NumbersOfAConfigAreRangeChecked) {
+    TempDir dir;
+    struct Case {
+        Arch arch;
+        const char* key;
+        const char* raw;
+        const char* says;
+    };
+    const Case cases[] = {
+        {Arch::GPT2, "n_layer", "99999999999", "out of range"},
+        {Arch::GPT2, "n_layer", "4294967298", "out of range"},  // 2^32 + 2: 2 after a wrap to int
+        {Arch::GPT2, "n_layer", "-3", "out of range"},
+        {Arch::GPT2, "n_layer", "12.5", "whole number"},
+        {Arch::GPT2, "n_layer", "1e20", "out of range"},
+        {Arch::GPT2, "n_embd", "18446744073709551615", "out of range"},  // 2^64 - 1
+        {Arch::GPT2, "n_embd", "18446744073709551616", "out of range"},  // 2^64: a double to nlohmann
+        {Arch::GPT2, "n_positions", "-1024", "out of range"},
+        {Arch::GPT2, "n_inner", "1e300", "out of range"},
+        {Arch::GPT2, "layer_norm_epsilon", "1e300", "out of range"},
+        {Arch::GPT2, "layer_norm_epsilon", "1e-50", "out of range"},  // positive, but 0 as a float
+        {Arch::GPT2, "layer_norm_epsilon", "-1e-5", "out of range"},
+        {Arch::GPT2, "layer_norm_epsilon", "0", "out of range"},
+        {Arch::LLAMA, "rope_theta", "1e300", "out of range"},  // inf as a float
+        {Arch::LLAMA, "rope_theta", "-10000", "out of range"},
+        {Arch::LLAMA, "rms_norm_eps", "1e300", "out of range"},
+        {Arch::LLAMA, "max_position_embeddings", "99999999999", "out of range"},
+        {Arch::LLAMA, "num_key_value_heads", "4.5", "whole number"},
+        {Arch::LLAMA, "vocab_size", "-32000", "out of range"},
+    };
+    for (const Case& c : cases) {
+        SCOPED_TRACE(std::string(c.key) + " = " + c.raw);
+        std::string p = raw_config(dir, c.arch == Arch::GPT2 ? GPT2_FIXTURE : LLAMA_FIXTURE, c.key, c.raw);
+        const std::string key = std::string("\"") + c.key + "\"";
+        EXPECT_USER_ERROR(model_config_load(c.arch, p), p.c_str(), key.c_str(), c.says);
+    }
+    // JSON has no NaN, and a number beyond double is refused by the parser: both are not JSON
+    std::string nan = raw_config(dir, GPT2_FIXTURE, "layer_norm_epsilon", "NaN");
+    EXPECT_USER_ERROR(model_config_load(Arch::GPT2, nan), "not valid JSON");
+    std::string huge = raw_config(dir, GPT2_FIXTURE, "layer_norm_epsilon", "1e999");
+    EXPECT_USER_ERROR(model_config_load(Arch::GPT2, huge), "not valid JSON", "1e999");
+    // each size in range, their product not: 50304 x 65536 embedding elements > 2^31 - 1
+    std::string wide = derived_config(dir, GPT2_FIXTURE, {{"vocab_size", 50257}, {"n_embd", 65536}, {"n_head", 4}},
+                                      "wide.json");
+    EXPECT_USER_ERROR(model_config_load(Arch::GPT2, wide), "exceeds 2^31 - 1");
+    // and a whole number written as a float is accepted (12.0 is 12)
+    std::string whole = raw_config(dir, GPT2_FIXTURE, "n_layer", "2.0");
+    EXPECT_EQ(model_config_load(Arch::GPT2, whole).num_layers, 2);
 }
 
 TEST(TrainerConfig, BadFiles) {

@@ -45,7 +45,6 @@ static bool parse_step_digits(const std::string& s, int64_t* step) {
     return true;
 }
 
-static uint64_t file_checksum(const std::string& path);  // below, with state_checksum
 
 static bool parse_step_name(const std::string& name, int64_t* step) {
     return name.compare(0, 5, "step_") == 0 && parse_step_digits(name.substr(5), step);
@@ -481,7 +480,7 @@ uint64_t state_checksum(const void* data, size_t nbytes) {
 }
 
 // state_checksum of a whole file (read through mmap).
-static uint64_t file_checksum(const std::string& path) {
+uint64_t file_checksum(const std::string& path) {
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail("cannot read %s: %s", path.c_str(), strerror(errno));
     struct stat st;
@@ -722,6 +721,10 @@ TrainState read_state(const std::string& path) {
     s.path = path;
     s.step = int_of("ckpt.step");
     s.adam_t = int_of("ckpt.adam_t");
+    // the trainer counts steps in int: a count outside [0, 2^31) is damage, not a step to continue from
+    if (s.step < 0 || s.step > INT32_MAX || s.adam_t < 0 || s.adam_t > INT32_MAX)
+        fail("corrupt checkpoint state %s: step %lld / optimizer step %lld is not a count in [0, 2^31)%s", p,
+             (long long)s.step, (long long)s.adam_t, hint);
     nlohmann::json sums;
     try {
         sums = nlohmann::json::parse(meta_of("ckpt.checksums"));

@@ -154,3 +154,5 @@ void check_compatible(const TrainState& state, const std::string& key, int64_t e
 
 // The 64-bit checksum stored per tensor (fast, not cryptographic: it detects corruption, not tampering).
 uint64_t state_checksum(const void* data, size_t nbytes);
+// state_checksum of a whole file's bytes (UserError when it cannot be read).
+uint64_t file_checksum(const std::string& path);

@@ -36,7 +36,10 @@ const Flag FLAGS[] = {
     F("--batch-size", "B", INT, batch_size, "micro-batch size (sequences per forward/backward)"),
     F("--seq-len", "T", INT, seq_len, "sequence length (default: GPT-2 1024, LLaMA 256, capped by the model)"),
     F("--grad-accum", "K", INT, grad_accum, "micro-batches per optimizer step"),
-    F("--steps", "N", INT, steps, "optimizer steps"),
+    F("--steps", "N", INT, steps,
+      "optimizer steps; with --resume it may differ from the checkpoint's run (extend or shorten it): the steps still "
+      "to come follow the schedule over the new --steps (warmup stays the run's), so extending 6 -> 10 raises the lr "
+      "at step 7 from the 6-step cosine's floor to the 10-step cosine's value"),
     F("--lr", "LR", FLOAT, lr, "peak learning rate"),
     F("--warmup", "N", INT, warmup, "linear warmup steps (default: 10% of --steps)"),
     F("--min-lr-frac", "F", FLOAT, min_lr_frac, "cosine decay floor as a fraction of --lr"),
@@ -60,7 +63,9 @@ const Flag FLAGS[] = {
       "more memory)"),
     F("--seed", "S", LONG, seed, "seed for initialization and data order"),
     F("--eval-interval", "N", INT, eval_interval, "evaluate every N steps (0 = only at the end)"),
-    F("--eval-tokens", "N", LONG, eval_tokens, "validation tokens per evaluation"),
+    F("--eval-tokens", "N", LONG, eval_tokens,
+      "validation tokens per evaluation (default on the CPU backend: at most this many, as many whole micro-batches "
+      "as 1e11 forward FLOPs cover at 2 x parameters per token, at least one: gpt2-124m one micro-batch)"),
     F("--save", "DIR", STR, save, "at the end write a Hugging Face model directory: weights, config, tokenizer"),
     F("--device", "cpu|cuda|auto", STR, device, "backend (auto: cuda when a GPU and the CUDA backend exist)"),
     F("--log", "FILE", STR, log, "append JSONL metrics (one object per step and per evaluation)"),
@@ -122,7 +127,50 @@ const Flag FLAGS[] = {
 };
 #undef F
 
+// Other trainers' spellings of our flags (Hugging Face, llm.c, nanoGPT, Megatron): an unknown flag that is one of
+// them is answered with our spelling, not with the nearest name by edit distance (--out is nearest to --lr).
+const std::pair<const char*, const char*> SYNONYMS[] = {
+    {"--learning-rate", "--lr"}, {"--max-lr", "--lr"}, {"--peak-lr", "--lr"},
+    {"--max-steps", "--steps"}, {"--num-steps", "--steps"}, {"--total-steps", "--steps"}, {"--train-steps", "--steps"},
+    {"--max-iters", "--steps"}, {"--iters", "--steps"}, {"--num-iterations", "--steps"}, {"--train-iters", "--steps"},
+    {"--out", "--save"}, {"--output", "--save"}, {"--output-dir", "--save"}, {"--out-dir", "--save"},
+    {"--save-dir", "--save"},
+    {"--lr-warmup", "--warmup"}, {"--lr-warmup-steps", "--warmup"}, {"--warmup-steps", "--warmup"},
+    {"--warmup-iters", "--warmup"}, {"--lr-warmup-iters", "--warmup"},
+    {"--micro-batch-size", "--batch-size"}, {"--per-device-train-batch-size", "--batch-size"}, {"--bs", "--batch-size"},
+    {"--gradient-accumulation-steps", "--grad-accum"}, {"--grad-accum-steps", "--grad-accum"},
+    {"--accumulation-steps", "--grad-accum"},
+    {"--seq-length", "--seq-len"}, {"--sequence-length", "--seq-len"}, {"--max-seq-len", "--seq-len"},
+    {"--block-size", "--seq-len"}, {"--context-length", "--seq-len"}, {"--max-length", "--seq-len"},
+    {"--min-lr", "--min-lr-frac"}, {"--lr-min", "--min-lr-frac"}, {"--wd", "--weight-decay"},
+    {"--max-grad-norm", "--grad-clip"}, {"--clip-grad", "--grad-clip"}, {"--gradient-clipping", "--grad-clip"},
+    {"--adam-beta1", "--beta1"}, {"--adam-beta2", "--beta2"}, {"--adam-epsilon", "--adam-eps"}, {"--eps", "--adam-eps"},
+    {"--checkpoint-dir", "--ckpt-dir"}, {"--save-every", "--ckpt-every"}, {"--save-interval", "--ckpt-every"},
+    {"--checkpoint-every", "--ckpt-every"}, {"--checkpoint-interval", "--ckpt-every"},
+    {"--eval-every", "--eval-interval"}, {"--eval-steps", "--eval-interval"}, {"--val-every", "--eval-interval"},
+    {"--val-interval", "--eval-interval"}, {"--val-tokens", "--eval-tokens"}, {"--val-loss-tokens", "--eval-tokens"},
+    {"--config", "--model"}, {"--model-config", "--model"}, {"--model-name", "--model"},
+    {"--data", "--train-data"}, {"--train", "--train-data"}, {"--train-bin", "--train-data"},
+    {"--input-bin", "--train-data"}, {"--val", "--val-data"}, {"--input-val-bin", "--val-data"},
+    {"--init", "--init-from"}, {"--load", "--init-from"}, {"--pretrained", "--init-from"},
+    {"--resume-from-checkpoint", "--resume"}, {"--resume-from", "--resume"},
+    {"--log-file", "--log"}, {"--output-log", "--log"}, {"--print-every", "--log-interval"},
+    {"--zero-stage", "--zero"}, {"--generate", "--sample"},
+};
+
 }  // namespace
+
+std::vector<std::string> train_flag_names() {
+    std::vector<std::string> out;
+    for (const Flag& f : FLAGS) out.push_back(f.name);
+    return out;
+}
+
+std::vector<std::pair<std::string, std::string>> train_flag_synonyms() {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [theirs, ours] : SYNONYMS) out.push_back({theirs, ours});
+    return out;
+}
 
 std::vector<std::string> numeric_train_flags() {
     std::vector<std::string> out;
@@ -145,19 +193,27 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
         for (const Flag& f : FLAGS)
             if (arg == f.name) flag = &f;
         if (!flag) {
-            // suggest the flag closest to what was typed, ignoring how many dashes it had
-            std::string bare = arg.substr(arg.find_first_not_of('-') == std::string::npos ? arg.size()
-                                                                                          : arg.find_first_not_of('-'));
+            // what was typed without its dashes (-lr, lr and --lr are all matched against "lr")
+            size_t first = arg.find_first_not_of('-');
+            std::string bare = first == std::string::npos ? "" : arg.substr(first);
+            const char* dashes = arg.rfind("-", 0) == 0 ? "" : " (flags start with --)";
+            for (const auto& [theirs, ours] : SYNONYMS)
+                if (bare == theirs + 2)
+                    fail("unknown flag \"%s\"%s\n---> HINT: this trainer spells it %s%s (--help lists every flag)",
+                         arg.c_str(), dashes, ours,
+                         std::string(ours) == "--min-lr-frac" ? ", a fraction of --lr, not a rate" : "");
+            // else suggest the flag closest to what was typed
             const Flag* best = &FLAGS[0];
             for (const Flag& f : FLAGS)
                 if (edit_distance(bare, f.name + 2) < edit_distance(bare, best->name + 2)) best = &f;
             if (bare == "h" || bare == "help" || bare == "?")
                 for (const Flag& f : FLAGS)
                     if (std::string(f.name) == "--help") best = &f;
-            fail("unknown flag \"%s\"%s\n---> HINT: did you mean %s? (--help lists every flag)", arg.c_str(),
-                 arg.rfind("-", 0) == 0 ? "" : " (flags start with --)", best->name);
+            fail("unknown flag \"%s\"%s\n---> HINT: did you mean %s? (--help lists every flag)", arg.c_str(), dashes,
+                 best->name);
         }
         char* field = (char*)&opts + flag->offset;
+        opts.given.insert(flag->name);
         if (flag->kind == Kind::BOOL) {
             if (has_inline) fail("flag %s takes no value", flag->name);
             // --no-X switches clear the field they name; the others set theirs

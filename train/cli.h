@@ -1,6 +1,7 @@
 // Command-line flags, the same for train_gpt2 and train_llama. One table drives parsing and --help, so every
 // flag is documented and nothing parses a flag the help does not show.
 #pragma once
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ struct TrainOptions {
     bool shuffle = true;
     int log_interval = 1;
     bool help = false;
+    std::set<std::string> given;  // the flags given on the command line (defaults that depend on the run: warmup,
+                                  // eval_tokens are resolved only where the user did not choose)
+    bool was_given(const char* flag) const { return given.count(flag) != 0; }
 
     // PRAC activation compression
     std::string prac = "none";               // none | pac | rac | prac
@@ -97,6 +101,9 @@ struct OptimizerChoice;
 OptimizerChoice optimizer_choice_from(const TrainOptions& o);
 // The flags that take a number (integer or real), for tests that drive the parser with bad numbers.
 std::vector<std::string> numeric_train_flags();
+// Every flag of the table, and the other trainers' spellings an unknown flag is matched against (theirs, ours).
+std::vector<std::string> train_flag_names();
+std::vector<std::pair<std::string, std::string>> train_flag_synonyms();
 
 // The PRAC options of the flags (UserError on malformed pairs or unknown classes).
 PracOptions prac_options_from(const TrainOptions& o);

@@ -118,9 +118,11 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
         if (!make_run_setup(s, arch, program, argc, argv, *comm, &code)) return code;
         return run_on_device(s, train);
     } catch (const UserError& e) {
+        std::fflush(stdout);  // what was printed before comes before the error, also when both go to one file
         std::fprintf(stderr, "%s: error: %s\n", program, e.what());
         code = 1;
     } catch (const std::exception& e) {
+        std::fflush(stdout);
         std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
         code = 2;
     }

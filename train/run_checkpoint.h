@@ -14,7 +14,9 @@
 #include "train/optim_adamw.h"
 
 // The settings a continuation must share with the run that wrote the checkpoint (anything that changes the
-// arithmetic or the data order). Keys are stored as metadata and compared on resume.
+// arithmetic or the data order). Keys are stored as metadata and compared on resume. Not among them: --steps (a
+// resume may extend or shorten the run: the schedule of the steps to come spans the new --steps), and the training
+// data's pattern (its files' contents are compared instead: RunState::train_shards).
 inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainOptions& o, const ModelConfig& c) {
     return {
         {"model", format("%s L%d NH%d C%d F%d V%d", o.model.c_str(), c.num_layers, c.num_heads, c.channels, c.hidden,
@@ -22,7 +24,6 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
         {"batch_size", std::to_string(o.batch_size)},
         {"seq_len", std::to_string(o.seq_len)},
         {"grad_accum", std::to_string(o.grad_accum)},
-        {"steps", std::to_string(o.steps)},
         {"schedule", format("lr %g warmup %d min %g", o.lr, o.warmup, o.min_lr_frac)},
         {"optimizer", format("%s wd %g b1 %g b2 %g eps %g clip %g galore %d/%d/%g muon %g", o.optimizer.c_str(),
                              o.weight_decay, o.beta1, o.beta2, o.adam_eps, o.grad_clip, o.galore_rank, o.galore_gap,
@@ -31,7 +32,6 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
                                                              o.rso_activations.c_str())
                                                     : "")},
         {"seed", std::to_string(o.seed)},
-        {"train_data", o.train_data},
         {"shuffle", o.shuffle ? "1" : "0"},
         {"prac", format("%s lin %s%s nonlin %s%s t1 %d t2 %d k %g classes %s", o.prac.c_str(), o.prac_linear.c_str(),
                         o.prac_linear_ranks.c_str(), o.prac_nonlinear.c_str(), o.prac_nonlinear_ranks.c_str(), o.prac_t1,
@@ -51,6 +51,7 @@ struct RunState {
     DataLoaderState data;
     int ranks = 1, zero = 0;
     bool prac_shared = false;
+    std::string train_shards;  // data_fingerprint of the training files (train/trainer.h)
 };
 
 // Writes the checkpoint (rank 0 only) into opts.ckpt_dir and rotates old ones; returns its directory.
@@ -63,6 +64,11 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.step = rs.step;
     st.adam_t = rs.adam_t;
     for (const auto& [k, v] : resume_keys(opts, cfg)) st.set("run." + k, v);
+    // what the run was, for messages and an extension's warmup (not compared: see resume_keys)
+    st.set_i64("run.steps", opts.steps);
+    st.set_i64("run.warmup", opts.warmup);
+    st.set("run.train_data", opts.train_data);
+    st.set("run.train_shards", rs.train_shards);
     st.set_i64("run.ranks", rs.ranks);
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);

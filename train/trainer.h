@@ -8,10 +8,14 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include <unistd.h>  // access
 
 #include "common/error.h"
 #include "common/strings.h"  // human_duration
@@ -34,6 +38,17 @@
 std::string resolve_weights_path(const std::string& path);
 // Creates DIR (and parents) for --save, failing with a clear message when it cannot.
 void prepare_save_dir(const std::string& dir);
+// Fails when the filesystem that holds `dir` (or its nearest existing parent) has less than `bytes` free for
+// `what` (statvfs's space for unprivileged users); does nothing where statvfs cannot tell.
+void check_free_space(const std::string& dir, double bytes, const char* what);
+// The files a data pattern (--train-data / --val-data, named by `flag`) matches; none is an error naming the flag.
+std::vector<std::string> data_files_of(const std::string& pattern, const char* flag);
+// The identity of a run's training data for resume: each file's size and content checksum, in the loader's order
+// (the paths are not part of it: the same shards under another spelling are the same data).
+std::string data_fingerprint(const std::vector<std::string>& files);
+// Default --eval-tokens of a CPU run: the tokens 1e11 forward FLOPs cover (2 x parameters each), rounded down to
+// whole micro-batches of B*T, at least one and at most `tokens` (the flag's default).
+long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens);
 // An earlier run's files are not replaced by accident: without --resume or --overwrite, a --ckpt-dir that holds
 // complete checkpoints refuses the run, and so does a --save directory that holds a model (unless --resume).
 void check_no_earlier_run(const TrainOptions& opts);
@@ -73,6 +88,7 @@ struct Trainer {
     PracOptions prac;
     Comm& comm;
     const int rank, ranks, B, T;
+    std::string resume_path;  // --resume: the checkpoint to continue (declared before val: set while val is built)
     DataLoader val;
     std::unique_ptr<DataLoader> train_data;  // none with --eval-only
     Model model;
@@ -86,7 +102,12 @@ struct Trainer {
     DataLoaderState data_before;  // the data position at the start of the step (checkpointed on divergence)
     std::chrono::steady_clock::time_point t0;
     float loss = 0, norm = 0, lr = 0;
-    double total_ms = 0;
+    double total_ms = 0;  // the training steps' time
+    // the clock of the whole run: training and every evaluation (the total and the ETA count both)
+    std::chrono::steady_clock::time_point run_start;
+    double eval_ms = 0;  // evaluations' time so far
+    int evals_timed = 0;
+    std::string train_shards;  // data_fingerprint of the training files (with --ckpt-dir)
     int skipped_in_a_row = 0, skipped_total = 0;
     // --prac-shared-subspace: a rank that only joins a refresh adds a zero Gram matrix (see join_shared_refresh)
     bool gram_nothing = false;
@@ -95,7 +116,7 @@ struct Trainer {
     Trainer(Backend& be, RunSetup& s)
         : be(be), opts(s.opts), cfg(s.cfg), prac(s.prac), comm(*s.comm), rank(comm.rank()), ranks(comm.size()),
           B(opts.batch_size), T(opts.seq_len),
-          val(announce(s), B, T, rank, ranks, (uint64_t)opts.seed, false, cfg.vocab_size),
+          val(check_before_start(), B, T, rank, ranks, (uint64_t)opts.seed, false, cfg.vocab_size),
           train_data(opts.eval_only ? nullptr
                                     : new DataLoader(opts.train_data, B, T, rank, ranks, (uint64_t)opts.seed,
                                                      opts.shuffle, cfg.vocab_size)),
@@ -106,6 +127,14 @@ struct Trainer {
                 opts.zero == 1 && ranks > 1 ? comm.shard_end(model.param_buffer_numel, rank)
                                             : model.param_buffer_numel,
                 opts.overlap_comm) {
+        if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
+        if (opts.resume) check_resume();
+        // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
+        if (std::is_same<Backend, CpuBackend>::value && !opts.was_given("--eval-tokens"))
+            opts.eval_tokens = cpu_eval_tokens(model.num_parameters, B, T, opts.eval_tokens);
+        if (!opts.save.empty() && rank == 0)
+            check_free_space(opts.save, 4.0 * model.num_parameters + (1 << 20), "--save (model.safetensors, fp32)");
+        announce(s);  // the tables come after everything that can be checked before the run
         if (train_data)
             std::printf("train data: %zu shard(s), %lld samples of %d tokens per epoch%s\n", train_data->files().size(),
                         (long long)train_data->samples_per_epoch(), T, s.builtin ? " (built-in corpus)" : "");
@@ -116,9 +145,16 @@ struct Trainer {
         batch.targets.resize((size_t)B * T);
         if (opts.eval_only) return;
         setup_optimizer();
+        if (!opts.ckpt_dir.empty() && rank == 0) {
+            size_t opt_bytes = 0;
+            for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.numel * sizeof(float);
+            check_free_space(opts.ckpt_dir, 4.0 * model.num_parameters + opt_bytes + (1 << 20),
+                             "--ckpt-dir (one checkpoint: weights and optimizer state)");
+        }
         if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
         install_stop_signals();
+        run_start = std::chrono::steady_clock::now();
     }
 
     // --eval-only: the validation loss of the loaded weights
@@ -162,7 +198,9 @@ struct Trainer {
     bool eval_due(int step) const { return opts.eval_interval > 0 && step > start_step && step % opts.eval_interval == 0; }
     void evaluate(int step) {
         long long seen = 0;
+        auto e0 = std::chrono::steady_clock::now();
         float vl = validation_loss(&seen);
+        count_eval_time(e0);
         std::printf("step %d | val loss %.4f | perplexity %.3f\n", step, vl, std::exp(vl));
         log.eval(step, vl, seen);
     }
@@ -229,7 +267,7 @@ struct Trainer {
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         total_ms += ms;
         double tok_s = (double)B * T * opts.grad_accum * ranks / (ms / 1000.0);
-        double eta = total_ms / (step - start_step + 1) * (opts.steps - step - 1) / 1000.0;
+        double eta = eta_seconds(step);
         if (step % opts.log_interval == 0 || step == opts.steps - 1)
             std::printf("step %5d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
                         opts.steps, loss, norm, lr, ms, tok_s, human_duration(eta).c_str());
@@ -250,9 +288,14 @@ struct Trainer {
         if (failures) std::printf("warning: %lld PRAC basis refreshes failed and kept the previous basis (see above)\n",
                                   (long long)failures);
         long long seen = 0;
+        auto e0 = std::chrono::steady_clock::now();
         float vl = validation_loss(&seen);
-        std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total\n", vl, std::exp(vl), seen,
-                    human_duration(total_ms / 1000.0).c_str());
+        count_eval_time(e0);
+        double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+        // tenths of a second under a minute (a short run's evaluation is not rounded away)
+        auto clock = [](double sec) { return sec < 60 ? format("%.1fs", sec) : human_duration(sec); };
+        std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total (evaluation %s)\n", vl,
+                    std::exp(vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
         log.eval(opts.steps, vl, seen);
         checkpoint(opts.steps, train_data->get_state());
         if (opts.sample > 0 && rank == 0) print_sample(model, opts, cfg.arch);
@@ -277,6 +320,7 @@ struct Trainer {
         rs.ranks = ranks;
         rs.zero = opts.zero;
         rs.prac_shared = opts.prac_shared;
+        rs.train_shards = train_shards;
         // optimizer state, whole: ZeRO-1 shards (AdamW's tensors of shard_hi - shard_lo elements) are gathered
         for (const OptimizerStateTensor& t : opt->state()) {
             std::vector<float> full;
@@ -319,18 +363,98 @@ struct Trainer {
         comm.barrier();  // nobody runs ahead of a checkpoint that is not committed yet
     }
 
+    // Seconds left: the remaining steps at the mean step time so far, and the evaluations still due (periodic
+    // ones and the final one) at the mean evaluation time so far; before the first evaluation, its forward-only
+    // micro-batches estimated at a third of a training micro-batch's forward and backward.
+    double eta_seconds(int step) const {
+        const int done = step - start_step + 1, left = opts.steps - step - 1;
+        const double step_ms = total_ms / done;
+        int evals_left = 1;
+        for (int s = step + 1; s < opts.steps; s++) evals_left += eval_due(s);
+        double one_eval_ms = evals_timed ? eval_ms / evals_timed : 0;
+        if (!evals_timed) {
+            long long tokens = opts.eval_tokens / ranks + 1, per_batch = (long long)B * T;
+            long long batches = std::min<long long>((tokens + per_batch - 1) / per_batch, val.steps_per_epoch());
+            one_eval_ms = step_ms / opts.grad_accum * batches / 3.0;
+        }
+        return (step_ms * left + one_eval_ms * evals_left) / 1000.0;
+    }
+    void count_eval_time(std::chrono::steady_clock::time_point since) {
+        eval_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
+        evals_timed++;
+    }
+
   private:
-    // The run's banner (config and options tables), --save checked before anything runs; returns the
+    // What can fail before the run starts, checked before anything is printed (an error is the last thing a failed
+    // run prints): earlier runs' files, --save, the data patterns, --init-from, the checkpoint to resume. Returns the
     // validation data's path for the member initializer that follows.
-    std::string announce(const RunSetup& s) {
+    std::string check_before_start() {
+        check_no_earlier_run(opts);
+        if (!opts.eval_only) data_files_of(opts.train_data, "--train-data");
+        data_files_of(opts.val_data, "--val-data");
+        if (!opts.init_from.empty()) {
+            std::string w = resolve_weights_path(opts.init_from);
+            if (access(w.c_str(), R_OK) != 0)
+                fail("--init-from: cannot open %s (%s)\n---> HINT: pass a .safetensors file or a directory holding "
+                     "model.safetensors (what --save writes)", w.c_str(), std::strerror(errno));
+        }
+        if (!opts.save.empty() && rank == 0) prepare_save_dir(opts.save);
+        if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
+        return opts.val_data;
+    }
+
+    // --resume: the checkpoint's settings and training data must be this run's (a bit-exact continuation); its
+    // warmup is kept when --warmup is not given (the default, 10% of --steps, would change with a new --steps).
+    void check_resume() {
+        TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
+        if (!opts.was_given("--warmup") && st.meta.count("run.warmup")) {
+            int64_t w = st.get_i64("run.warmup");
+            CHECK_USER(w >= 0 && w <= INT32_MAX, "%s: run.warmup = %lld is not a step count", resume_path.c_str(),
+                       (long long)w);
+            opts.warmup = (int)w;
+        }
+        CHECK_USER(st.step >= 0 && st.step <= opts.steps,
+                   "cannot resume %s: it is a checkpoint after step %lld, beyond --steps %d\n---> HINT: pass --steps "
+                   "%lld or more (--steps may extend a run, not end it before its checkpoint)", resume_path.c_str(),
+                   (long long)st.step, opts.steps, (long long)st.step);
+        for (const auto& [k, v] : resume_keys(opts, cfg)) check_compatible(st, "run." + k, v);
+        if (st.meta.count("run.train_shards")) check_same_data(st);
+        else check_compatible(st, "run.train_data", opts.train_data);  // a checkpoint of an older build
+    }
+
+    void check_same_data(const TrainState& st) {
+        const std::string& saved = st.get("run.train_shards");
+        if (saved == train_shards) return;
+        auto split = [](const std::string& list) {
+            std::vector<std::string> v;
+            for (size_t a = 0, b; a <= list.size(); a = b + 1) {
+                b = std::min(list.find(';', a), list.size());
+                v.push_back(list.substr(a, b - a));
+            }
+            return v;
+        };
+        std::vector<std::string> theirs = split(saved), ours = split(train_shards);
+        std::string saved_pattern = st.meta.count("run.train_data") ? st.meta.at("run.train_data") : "?";
+        size_t i = 0;
+        while (i < theirs.size() && i < ours.size() && theirs[i] == ours[i]) i++;
+        std::string what = theirs.size() != ours.size()
+                               ? format("it read %zu shard file(s) (--train-data %s), this run matches %zu",
+                                        theirs.size(), saved_pattern.c_str(), ours.size())
+                               : format("shard %zu of %zu differs: %s is not the file it read (size:checksum %s, this "
+                                        "file %s)", i + 1, ours.size(), train_data->files()[i].c_str(),
+                                        theirs[i].c_str(), ours[i].c_str());
+        fail("cannot resume from %s: the training data differs from its run's: %s\n---> HINT: pass --train-data "
+             "naming the same files (any path spelling of them works), or start a new run in another --ckpt-dir",
+             resume_path.c_str(), what.c_str());
+    }
+
+    // The run's banner: the data-parallel line, the config and options tables.
+    void announce(const RunSetup& s) {
         if (ranks > 1)
             std::printf("data parallel: %d ranks (%s), ZeRO-%d, PRAC subspace %s\n", ranks, comm.name(), opts.zero,
                         opts.prac_shared ? "shared" : "per rank");
         print_table(s.program, model_config_rows(cfg));
         print_table("training", train_options_rows(opts));
-        check_no_earlier_run(opts);  // fail now, not after the whole run
-        if (!opts.save.empty() && rank == 0) prepare_save_dir(opts.save);
-        return opts.val_data;
     }
 
     // Sites (shared subspace, --dump-site), weights (--init-from or fresh), the activation arena.
@@ -391,10 +515,14 @@ struct Trainer {
     // complete checkpoint in --ckpt-dir; refuses a checkpoint of another configuration.
     void resume() {
         const size_t n = model.param_buffer_numel;
-        std::string path = checkpoint_resolve(opts.ckpt_dir);
-        TrainState st = read_state(path + "/" + CKPT_STATE_FILE);
-        for (const auto& [k, v] : resume_keys(opts, cfg)) check_compatible(st, "run." + k, v);
-        int saved_ranks = (int)st.get_i64("run.ranks"), saved_zero = (int)st.get_i64("run.zero");
+        const std::string& path = resume_path;
+        TrainState st = read_state(path + "/" + CKPT_STATE_FILE);  // check_resume compared its settings
+        const int64_t ranks_saved = st.get_i64("run.ranks"), zero_saved = st.get_i64("run.zero");
+        CHECK_USER(ranks_saved >= 1 && ranks_saved <= (1 << 20) && (zero_saved == 0 || zero_saved == 1),
+                   "corrupt checkpoint state %s/%s: run.ranks = %lld, run.zero = %lld (ranks in [1, 2^20], ZeRO 0 or "
+                   "1)\n---> HINT: resume from an older checkpoint (pass its step_NNNNNNNN directory)", path.c_str(),
+                   CKPT_STATE_FILE, (long long)ranks_saved, (long long)zero_saved);
+        int saved_ranks = (int)ranks_saved, saved_zero = (int)zero_saved;
         if ((saved_zero || opts.zero) && saved_ranks != ranks)
             fail("cannot resume %s: it was written by %d ranks with ZeRO-%d, this run has %d ranks with ZeRO-%d; "
                  "ZeRO-1 runs resume only with the same number of ranks\n---> HINT: relaunch with mpirun -np %d",
@@ -420,7 +548,12 @@ struct Trainer {
                           st.get_u64("data.rng_state")};
         train_data->set_state(d);
         start_step = (int)st.step;
-        std::printf("resumed from %s at step %d of %d\n", path.c_str(), start_step, opts.steps);
+        std::string planned = st.meta.count("run.steps") ? st.meta.at("run.steps") : "";
+        std::printf("resumed from %s at step %d of %d%s\n", path.c_str(), start_step, opts.steps,
+                    !planned.empty() && planned != std::to_string(opts.steps)
+                        ? format(" (the run was planned for %s steps: the schedule now spans %d, warmup %d)",
+                                 planned.c_str(), opts.steps, opts.warmup).c_str()
+                        : "");
     }
 
     // whether the next training forward refreshes a basis: the step asks for it, or a site layer has none yet
