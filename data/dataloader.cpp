@@ -46,7 +46,7 @@ static std::vector<std::string> glob_files(const std::string& pattern) {
     if (rc == GLOB_NOMATCH)
         fail("no files match the data pattern \"%s\"\n"
              "---> HINT: check the path; quote the pattern so the shell does not expand it, "
-             "e.g. -i \"data/fineweb_train_*.bin\"",
+             "e.g. --train-data \"data/fineweb_train_*.bin\"",
              pattern.c_str());
     if (rc != 0) {
         globfree(&g);
