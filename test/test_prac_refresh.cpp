@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <functional>
 #include <string>
 
 #include "common/error.h"
+#include "common/tensors.h"  // site.h needs it first (TensorSpec)
+#include "prac/site.h"        // PracSchedule
 #include "prac_test_util.h"
 #include "test_util.h"  // SingleThreaded
 
@@ -190,5 +193,39 @@ TEST(PracSubspace, RefreshFlagParses) {
         FAIL() << "no error";
     } catch (const UserError& e) {
         EXPECT_NE(std::string(e.what()).find("exact or subspace"), std::string::npos) << e.what();
+    }
+}
+
+// ---- the staggered schedule (prac/site.h PracSchedule) ----
+
+// Each unit refreshes exactly once in every window of T consecutive steps (so no basis gets older than T steps), and
+// no step refreshes more than ceil(units / T) units; without stagger all units refresh on the multiples of T.
+TEST(PracSchedule, StaggeredPhasesRefreshEachUnitOncePerPeriodAndSpreadTheLoad) {
+    for (auto [units, t] : {std::pair{24, 500}, std::pair{24, 5}, std::pair{36, 7}, std::pair{3, 1}}) {
+        PracOptions o;
+        o.t1 = t;
+        o.t2 = 2 * t;
+        PracSchedule s;
+        s.units = units;
+        std::vector<int> count(units, 0);
+        int most = 0;
+        for (int step = 0; step < 3 * t; step++) {
+            s.begin_step(o, step);
+            int n = 0;
+            for (int u = 0; u < units; u++) {
+                n += s.q1_due(u);
+                count[u] += s.q1_due(u);
+                if (s.q1_due(u)) EXPECT_TRUE(s.refresh_q1);
+            }
+            EXPECT_EQ(s.refresh_q1, n > 0) << "step " << step;
+            most = std::max(most, n);
+            s.end_micro_batch();
+            for (int u = 0; u < units; u++) EXPECT_FALSE(s.q1_due(u)) << "only the first micro-batch refreshes";
+        }
+        for (int u = 0; u < units; u++) EXPECT_EQ(count[u], 3) << "unit " << u << " T " << t;
+        EXPECT_LE(most, (units + t - 1) / t) << "units " << units << " T " << t;
+        o.stagger = false;
+        s.begin_step(o, t);
+        for (int u = 0; u < units; u++) EXPECT_TRUE(s.q1_due(u)) << "unstaggered: every unit on a multiple of T";
     }
 }
