@@ -7,6 +7,7 @@
 // N = B·T is 32768 unless N·n would exceed --max-elems (default 2^25 floats, 128 MiB of X): then N is scaled down
 // and the output says so. Widths above --exact-max-n (default 5461) skip the exact path (minutes on 2 cores). The
 // step time is estimated as 6·params·N / (the sgemm rate measured here), said so in the output.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -36,7 +37,7 @@ static std::vector<float> make_x(int N, int n, uint64_t seed) {
 }
 
 struct Timing {
-    double exact = -1, subspace = -1;
+    double exact = -1, subspace = -1, gram = -1;  // gram: the Gram matrix alone (ssyrk), a part of both
     int N = 0;
 };
 
@@ -53,6 +54,10 @@ static Timing time_width(int n, int N, bool run_exact) {
     double t0 = now_s();
     prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 1});  // warm, as in training
     t.subspace = now_s() - t0;
+    std::vector<float> G((size_t)n * n);
+    t0 = now_s();
+    cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, n, N, 1.0f, x.data(), n, 0.0f, G.data(), n);
+    t.gram = now_s() - t0;
     if (run_exact) {
         d.refresh = PracRefresh::EXACT;
         t0 = now_s();
@@ -97,7 +102,10 @@ int main(int argc, char** argv) {
         CHECK_USER(N_full > 0 && max_elems > 0, "--N and --max-elems must be positive");
         std::printf("PRAC refresh, CPU backend (fp32, LAPACK), one site with linear ranks r1 = r2 = 0.3 n; subspace = "
                     "warm start, %d iterations, oversampling max(16, r1/8)\n", PracSubspaceParams().warm_iters);
-        std::printf("%7s %7s %6s %10s %12s %8s\n", "n", "N", "r1", "exact s", "subspace s", "ratio");
+        std::printf("(gram s: the Gram matrix XᵀX alone, which both methods compute; solve ratio: the rest, exact / "
+                    "subspace)\n");
+        std::printf("%7s %7s %6s %10s %12s %8s %9s %12s\n", "n", "N", "r1", "exact s", "subspace s", "ratio", "gram s",
+                    "solve ratio");
         std::map<int, Timing> by_width;
         for (int n : widths) {
             int N = N_full;
@@ -107,11 +115,12 @@ int main(int argc, char** argv) {
             by_width[n] = t;
             int r1 = prac_round_rank(0.3f, n);
             if (t.exact > 0)
-                std::printf("%7d %7d %6d %10.3f %12.3f %7.1fx%s\n", n, N, r1, t.exact, t.subspace, t.exact / t.subspace,
+                std::printf("%7d %7d %6d %10.3f %12.3f %7.1fx %9.3f %11.1fx%s\n", n, N, r1, t.exact, t.subspace,
+                            t.exact / t.subspace, t.gram, (t.exact - t.gram) / std::max(t.subspace - t.gram, 1e-3),
                             N < N_full ? "  (N scaled down from the real shape: CPU memory/time)" : "");
             else
-                std::printf("%7d %7d %6d %10s %12.3f %8s%s\n", n, N, r1, "skipped", t.subspace, "-",
-                            "  (exact above --exact-max-n)");
+                std::printf("%7d %7d %6d %10s %12.3f %8s %9.3f %12s%s\n", n, N, r1, "skipped", t.subspace, "-", t.gram,
+                            "-", "  (exact above --exact-max-n)");
         }
         // amortized: every site of every layer refreshes Q1 and Q2 once per 500 steps (staggered or not)
         ModelConfig cfg = model_config_load(Arch::LLAMA, model);
