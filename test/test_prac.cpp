@@ -641,7 +641,7 @@ TEST(PracEstimator, UnbiasedWithVarianceExactlyKMinus1TimesTailEnergy) {
 // Unbiasedness needs only an orthonormal Q1 and Q2 uniform in its complement, not the top singular subspace:
 // the subspace refresh with no iterations (cold_iters = 0: Q1 = Rayleigh-Ritz on a random 32-column block, far
 // from the top 16 directions) still gives E[X~] = X and E||X~ - X||² = (k - 1)·tail of THAT Q1, whose tail is
-// much larger than the optimal one. (Fails if Q2 is drawn from the same stream as the block, or not projected.)
+// much larger than the optimal one.
 TEST(PracEstimator, UnbiasedForAnApproximateQ1FromTheSubspaceRefresh) {
     EstimatorCase c;
     const int K = 3000;
