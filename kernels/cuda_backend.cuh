@@ -223,6 +223,18 @@ struct CudaBackend {
     }
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
                                    bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
+        // --prac-refresh subspace: for now the host's subspace refresh (prac_refresh_cpu) on copies of x and P,
+        // the same algorithm and bits as the CPU backend; a device version (cuBLAS GEMMs and small cuSOLVER
+        // problems) is not written yet. --prac-shared-subspace reduces a DEVICE Gram matrix (NCCL): it keeps the
+        // device's exact path.
+        if (d.block(n) > 0 && !reduce_gram) {
+            std::vector<float> hx((size_t)N * n), hP((size_t)n * d.r());
+            download_f32(hx.data(), x, hx.size());
+            download_f32(hP.data(), P, hP.size());
+            PracRefreshResult res = prac_refresh_cpu(hP.data(), hx.data(), N, n, d, q1, q2, had_basis, key, nullptr);
+            upload_f32(P, hP.data(), hP.size());
+            return res;
+        }
         // reduce_gram (--prac-shared-subspace) gets the device Gram matrix: the trainer binds it to NCCL
         size_t& s = refresh_workspace[{n, d.r1, d.r2}];
         if (s == 0) s = prac_refresh_workspace_bytes(cusolver, n, d.r1, d.r2);  // once per shape: it allocates

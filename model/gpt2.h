@@ -151,6 +151,7 @@ struct GPT2 {
             make_site<Backend>("fch", FCH, SiteClass::NONLINEAR, F, L, L, prac),
             make_site<Backend>("fch_gelu", FCH_GELU, SiteClass::LINEAR, F, L, L, prac),
         };
+        sched.units = (int)sites.size() * L;  // staggered refresh phases (prac/site.h PracSchedule)
         apply_recompute(sites, recompute.level, FCH_GELU, LN1, LN2, RESID, RESID_MID);
     }
     ~GPT2() {
@@ -310,7 +311,8 @@ struct GPT2 {
         auto save = [&](ActSite<Backend>& site, int l) {
             if (!train) return;
             if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n);
-            site.save(be, l, N, sched.refresh_q1, sched.refresh_q2, prac.seed, prac_log);
+            int unit = l * (int)sites.size() + (int)site.id;  // its own refresh phase (PracSchedule)
+            site.save(be, l, N, sched.q1_due(unit), sched.q2_due(unit), prac.seed, prac_log);
         };
 
         be.encoder_forward(resid.fwd(0, N), acts.inputs, params.wte, params.wpe, B, T, C);

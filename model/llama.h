@@ -128,6 +128,7 @@ struct Llama {
             make_site<Backend>("fch", FCH, SiteClass::NONLINEAR, 2 * F, L, L, prac),
             make_site<Backend>("fch_act", FCH_ACT, SiteClass::LINEAR, F, L, L, prac),
         };
+        sched.units = (int)sites.size() * L;  // staggered refresh phases (prac/site.h PracSchedule)
         apply_recompute(sites, recompute.level, FCH_ACT, LN1, LN2, RESID, RESID_MID);
     }
     ~Llama() {
@@ -267,7 +268,8 @@ struct Llama {
         auto save = [&](ActSite<Backend>& site, int l) {  // only when training: evaluation keeps nothing
             if (!train) return;
             if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n);
-            site.save(be, l, N, sched.refresh_q1, sched.refresh_q2, prac.seed, prac_log);
+            int unit = l * (int)sites.size() + (int)site.id;  // its own refresh phase (PracSchedule)
+            site.save(be, l, N, sched.q1_due(unit), sched.q2_due(unit), prac.seed, prac_log);
         };
 
         be.encoder_forward(resid.fwd(0, N), acts.inputs, params.wte, nullptr, B, T, C);

@@ -16,6 +16,11 @@
 #include "kernels/matmul.h"
 
 enum class PracMode { NONE, PAC, RAC, PRAC };
+// How a refresh finds Q1: EXACT = the full eigendecomposition of the Gram matrix; SUBSPACE = warm-started
+// subspace iteration on the Gram matrix (prac_refresh_cpu below), O(n^2 (r1 + p)) instead of O(n^3).
+enum class PracRefresh { EXACT, SUBSPACE };
+const char* prac_refresh_name(PracRefresh m);
+PracRefresh prac_refresh_parse(const std::string& s);  // "exact" | "subspace"; UserError otherwise
 enum class SiteClass { LINEAR, NONLINEAR };
 
 const char* prac_mode_name(PracMode m);
@@ -28,6 +33,10 @@ struct PracOptions {
     float linear_r1 = 0.3f, linear_r2 = 0.3f, nonlinear_r1 = 0.2f, nonlinear_r2 = 0.2f;
     int linear_r1_abs = -1, linear_r2_abs = -1, nonlinear_r1_abs = -1, nonlinear_r2_abs = -1;
     int t1 = 500, t2 = 500;  // refresh intervals (steps) of Q1 and Q2; Q2 is also redrawn whenever Q1 changes
+    // true: each (site, layer) refreshes on its own phase of T1 / T2 (PracSchedule), so a step refreshes at most
+    // ceil(sites x layers / T) of them instead of all at once; false: every one on steps that are multiples of T
+    bool stagger = true;
+    PracRefresh refresh = PracRefresh::SUBSPACE;
     float k_mult = 1.0f;     // k = k_mult * (n - r1) / r2 (the paper's k ablation; 1 = unbiased)
     bool linear = true, nonlinear = true;  // which site classes are compressed
     uint64_t seed = 42;
@@ -40,10 +49,27 @@ struct PracOptions {
 // Ranks and scale of one site, after the mode is applied:
 //   prac: r1, r2 from the class;  pac: r1 = r1 + r2, r2 = 0 (equal total rank, biased);
 //   rac: r1 = 0, r2 = r1 + r2, k = k_mult * n / r2;  none, or class not compressed: compressed = false.
+// The subspace refresh's parameters (PracRefresh::SUBSPACE): the block has b = min(r1 + oversample(r1), n)
+// columns; a warm start (the previous Q1 plus b - r1 Gaussian columns) takes warm_iters multiplications by the
+// Gram matrix, a cold start (b Gaussian columns) cold_iters; then one Rayleigh-Ritz step. Chosen by the quality
+// tests (test_prac.cpp PracSubspace*): tail energy within 2% of the exact Q1's, see docs/DESIGN.md section 4.5.
+struct PracSubspaceParams {
+    int warm_iters = 2, cold_iters = 6;
+    static int oversample(int r1) { return r1 / 8 > 16 ? r1 / 8 : 16; }
+};
+
 struct SiteDims {
     bool compressed = false;
     int r1 = 0, r2 = 0;
     float k = 1.0f;
+    PracRefresh refresh = PracRefresh::SUBSPACE;  // how Q1 is found (copied from PracOptions)
+    PracSubspaceParams subspace;
+    // columns of the subspace block (0 when the refresh is exact or the site has no Q1: then Q1 is exact)
+    int block(int n) const {
+        if (refresh != PracRefresh::SUBSPACE || r1 == 0) return 0;
+        int b = r1 + PracSubspaceParams::oversample(r1);
+        return b < n ? b : 0;  // a block as wide as the site: the exact eigensolver is no dearer
+    }
     int r() const { return r1 + r2; }
 };
 // Throws UserError for impossible ranks (above the width, rac with r2 = 0, ...), naming the site.
@@ -101,7 +127,12 @@ void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key
 int prac_random_basis_cpu(float* Q, int n, int r, const PracDrawKey& key);
 
 // Refresh of one site's basis from the full activation x (N, n), writing P (n, r) in place:
-//   refresh_q1: Q1 = top-r1 eigenvectors of the fp32 Gram matrix xᵀx (LAPACK ssyevd; never an SVD of x);
+//   refresh_q1: Q1 = top-r1 eigenvectors of the fp32 Gram matrix G = xᵀx (never an SVD of x), either
+//               exact (d.refresh EXACT, or d.block(n) == 0: LAPACK ssyevd on G) or by subspace iteration
+//               (SUBSPACE: V (n, b) = orth([previous Q1 | Gaussian]) when had_basis, else orth(Gaussian);
+//               V = orth(G V) warm_iters / cold_iters times; Rayleigh-Ritz: eigenvectors U of Vᵀ G V (b, b),
+//               Q1 = V U[:, top r1]). Any orthonormal Q1 keeps PRAC unbiased (Q2 below is uniform in its
+//               complement); a worse Q1 only leaves more tail energy ‖x‖² − ‖x Q1‖², i.e. more variance.
 //   refresh_q2: Q2 = orth(S - Q1 Q1ᵀ S) with the projection applied twice (orthogonal to Q1 to fp32
 //               precision), Gaussian S from the key, QR via LAPACK sgeqrf + sorgqr; scaled by sqrt(k).
 // A step that fails (solver info != 0, non-finite values) keeps that part of the previous P and is reported
@@ -111,12 +142,17 @@ struct PracRefreshResult {
     bool q1_ok = true, q2_ok = true;
     bool q1_changed = false;  // P's Q1 block was replaced (a new eigenbasis, or the random fallback)
     bool q2_drawn = false;    // a Q2 draw consumed this key (whether or not its QR succeeded)
+    size_t workspace_bytes = 0;  // host bytes this call allocated (prac_refresh_cpu_workspace_bytes)
     std::string message;      // what failed, for the log
 };
 // reduce_gram (optional): called on the fp32 Gram matrix (n x n) before the eigensolver (a host pointer on the
 // CPU backend, a device pointer on the CUDA backend); data parallelism's shared-subspace option averages it over
 // the ranks there, so every rank computes the same Q1.
 typedef std::function<void(float* gram, size_t n)> GramReducer;
+constexpr uint32_t PRAC_DRAW_Q1_SUBSPACE = 3;  // the subspace refresh's Gaussian columns (PracDrawKey::purpose)
+// Host bytes prac_refresh_cpu allocates for a site of width n (all of its buffers and LAPACK's work arrays,
+// whatever the call refreshes); what the memory planner reports as the CPU's refresh workspace.
+size_t prac_refresh_cpu_workspace_bytes(int n, const SiteDims& d);
 PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                    bool refresh_q2, bool had_basis, const PracDrawKey& key,
                                    const GramReducer* reduce_gram = nullptr);

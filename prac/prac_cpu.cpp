@@ -2,7 +2,9 @@
 #include <lapacke.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "common/error.h"
@@ -17,6 +19,14 @@ const char* prac_mode_name(PracMode m) {
         case PracMode::PRAC: return "prac";
     }
     return "?";
+}
+
+const char* prac_refresh_name(PracRefresh m) { return m == PracRefresh::EXACT ? "exact" : "subspace"; }
+
+PracRefresh prac_refresh_parse(const std::string& s) {
+    for (PracRefresh m : {PracRefresh::EXACT, PracRefresh::SUBSPACE})
+        if (s == prac_refresh_name(m)) return m;
+    fail("--prac-refresh must be exact or subspace (got \"%s\")", s.c_str());
 }
 
 PracMode prac_mode_parse(const std::string& s) {
@@ -72,11 +82,14 @@ SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::s
     d.compressed = true;
     d.r1 = r1;
     d.r2 = r2;
+    d.refresh = o.refresh;
     d.k = r2 > 0 ? o.k_mult * (float)(n - r1) / (float)r2 : 1.0f;
     return d;
 }
 
-void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key) {
+// Element (i, j) of the (n, cols) draw is normal number i * cols + j of the key's stream, stored at
+// S[i * row_stride + j * col_stride] (row-major for prac_gaussian_cpu, column-major for the refresh).
+static void gaussian_strided(float* S, int n, int cols, size_t row_stride, size_t col_stride, const PracDrawKey& key) {
     // key: the run seed; stream: (site, layer, purpose) in the high word, the refresh index in the low word
     uint32_t k0 = (uint32_t)key.seed, k1 = (uint32_t)(key.seed >> 32);
     uint32_t stream_hi = (key.site << 24) | ((key.layer & 0xFFFFFu) << 4) | (key.purpose & 0xFu);
@@ -88,9 +101,13 @@ void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key
         philox_normal4(k0, k1, stream_hi, stream_lo, b, z);
         for (int j = 0; j < 4 && 4 * b + j < total; j++) {
             size_t e = 4 * b + j;
-            S[(e / cols) * ld + e % cols] = (float)z[j];
+            S[(e / cols) * row_stride + (e % cols) * col_stride] = (float)z[j];
         }
     }
+}
+
+void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key) {
+    gaussian_strided(S, n, cols, (size_t)ld, 1, key);
 }
 
 static bool all_finite(const float* x, size_t n) {
@@ -99,8 +116,8 @@ static bool all_finite(const float* x, size_t n) {
     return true;
 }
 
-// Orthonormal basis of Y (n, c) in place (leading dimension ld), through Householder QR. Returns LAPACK's info
-// (or -1000 for non-finite input/output).
+// Orthonormal basis of Y (n, c) row-major in place (leading dimension ld), through Householder QR. Returns
+// LAPACK's info (or -1000 for non-finite input/output).
 static int orthonormalize(float* Y, int n, int c, int ld) {
     if (c == 0) return 0;
     std::vector<float> tau(c);
@@ -118,43 +135,140 @@ int prac_random_basis_cpu(float* Q, int n, int r, const PracDrawKey& key) {
     return orthonormalize(Q, n, r, r);
 }
 
-// Y (n, c, ld) -= Q (n, q, ldq) @ (Q^T Y)
-static void project_out(float* Y, int n, int c, int ld, const float* Q, int q, int ldq) {
-    if (q == 0 || c == 0) return;
-    std::vector<float> t((size_t)q * c);
-    gemm_cpu(true, false, q, c, n, 1.0f, Q, ldq, Y, ld, 0.0f, t.data(), c);
-    gemm_cpu(false, false, n, c, q, -1.0f, Q, ldq, t.data(), c, 1.0f, Y, ld);
+// ---- the refresh: every buffer column-major (LAPACK's own layout: no hidden transposed copies) in one arena ----
+
+// LAPACK work sizes the refresh passes (fixed, so the planner can count them): Householder QR of (n, c) with
+// blocks of QR_BLOCK columns; the symmetric eigensolver's documented minimum for eigenvectors (ssyevd, JOBZ = V).
+constexpr int QR_BLOCK = 64;
+static size_t qr_work(int c) { return (size_t)QR_BLOCK * (c > 0 ? c : 1); }
+static size_t syevd_work(int m) { return 1 + 6 * (size_t)m + 2 * (size_t)m * m; }
+static size_t syevd_iwork(int m) { return 3 + 5 * (size_t)m; }
+
+// The arena's layout in floats (ints counted as floats: both 4 bytes).
+struct RefreshArena {
+    size_t W = 0, G, w, work, iwork, V, Y, B, tau, t, total;
+    RefreshArena(int n, const SiteDims& d) {
+        int r1 = d.r1, r2 = d.r2, r = d.r(), b = d.block(n);
+        size_t at = 0;
+        auto take = [&](size_t count) {
+            size_t o = at;
+            at += count;
+            return o;
+        };
+        W = take((size_t)n * r);                              // the new P, column-major (n, r)
+        G = take(r1 > 0 ? (size_t)n * n : 0);                 // Gram matrix (lower), then its eigenvectors
+        w = take(r1 > 0 ? (size_t)(b ? b : n) : 0);           // eigenvalues (of G, or of the Rayleigh quotient)
+        size_t wk = std::max(qr_work(r1), qr_work(r2));       // fallback Q1, Q2
+        if (r1 > 0) wk = std::max(wk, b ? std::max(syevd_work(b), qr_work(b)) : syevd_work(n));
+        work = take(wk);
+        iwork = take(r1 > 0 ? syevd_iwork(b ? b : n) : 0);
+        V = take((size_t)n * b);                              // subspace block (n, b)
+        Y = take((size_t)n * b);                              // G V (n, b)
+        B = take((size_t)b * b);                              // Vᵀ G V (b, b), then its eigenvectors
+        tau = take((size_t)std::max({b, r1, r2, 1}));         // Householder scalars
+        t = take((size_t)std::max(r1, 1) * std::max(r2, 1));  // Q1ᵀ Q2 (r1, r2) of the projection
+        total = at;
+    }
+};
+
+size_t prac_refresh_cpu_workspace_bytes(int n, const SiteDims& d) { return RefreshArena(n, d).total * sizeof(float); }
+
+// Q (n, c) column-major (ld n) in place: Householder QR, then the explicit Q. LAPACK's info, -1000 if not finite.
+static int orth_cm(float* Q, int n, int c, float* tau, float* work) {
+    if (c == 0) return 0;
+    int lwork = (int)qr_work(c);
+    int info = LAPACKE_sgeqrf_work(LAPACK_COL_MAJOR, n, c, Q, n, tau, work, lwork);
+    if (info == 0) info = LAPACKE_sorgqr_work(LAPACK_COL_MAJOR, n, c, c, Q, n, tau, work, lwork);
+    if (info == 0 && !all_finite(Q, (size_t)n * c)) return -1000;
+    return info;
+}
+
+// Eigenvectors of the symmetric A (m, m) (column-major, lower triangle) in place, eigenvalues ascending in w.
+static int syevd_cm(float* A, int m, float* w, float* work, int* iwork) {
+    return LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, 'V', 'L', m, A, m, w, work, (int)syevd_work(m), iwork,
+                               (int)syevd_iwork(m));
+}
+
+// Subspace iteration for the top r1 eigenvectors of G (n, n, lower triangle) into W[:, 0:r1] (see prac.h).
+// warm: W[:, 0:r1] holds the previous Q1. Returns 0, LAPACK's info, or -1000 (non-finite).
+static int subspace_q1(float* W, const float* G, int n, int r1, int b, bool warm, int iters, const PracDrawKey& key,
+                       float* V, float* Y, float* B, float* w, float* tau, float* work, int* iwork) {
+    PracDrawKey ks = key;
+    ks.purpose = PRAC_DRAW_Q1_SUBSPACE;
+    int c0 = warm ? r1 : 0;  // Gaussian columns [c0, b): a fresh stream, independent of Q2's
+    if (warm) std::memcpy(V, W, (size_t)n * r1 * sizeof(float));
+    gaussian_strided(V + (size_t)c0 * n, n, b - c0, 1, (size_t)n, ks);
+    int info = orth_cm(V, n, b, tau, work);
+    for (int it = 0; it < iters && info == 0; it++) {
+        cblas_ssymm(CblasColMajor, CblasLeft, CblasLower, n, b, 1.0f, G, n, V, n, 0.0f, Y, n);  // Y = G V
+        std::swap(V, Y);
+        info = orth_cm(V, n, b, tau, work);
+    }
+    if (info != 0) return info;
+    // Rayleigh-Ritz: B = Vᵀ (G V), its eigenvectors U ascending; Q1 = V U[:, b-1 .. b-r1]
+    cblas_ssymm(CblasColMajor, CblasLeft, CblasLower, n, b, 1.0f, G, n, V, n, 0.0f, Y, n);
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, b, b, n, 1.0f, V, n, Y, n, 0.0f, B, b);
+    if (!all_finite(B, (size_t)b * b)) return -1000;
+    info = syevd_cm(B, b, w, work, iwork);  // lower triangle: Vᵀ G V is symmetric up to rounding
+    if (info != 0) return info;
+    for (int j = 0; j < r1; j++)  // U's top r1 columns, largest first, into Y (b, r1)
+        std::memcpy(Y + (size_t)j * b, B + (size_t)(b - 1 - j) * b, (size_t)b * sizeof(float));
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, r1, b, 1.0f, V, n, Y, b, 0.0f, W, n);
+    return all_finite(W, (size_t)n * r1) ? 0 : -1000;
 }
 
 PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                    bool refresh_q2, bool had_basis, const PracDrawKey& key,
                                    const GramReducer* reduce_gram) {
     PracRefreshResult res;
-    int r1 = d.r1, r2 = d.r2, r = d.r();
-    std::vector<float> fresh((size_t)n * r);  // the new P, written where a part succeeds
-    for (int i = 0; i < n; i++) std::memcpy(&fresh[(size_t)i * r], P + (size_t)i * r, (size_t)r * sizeof(float));
+    int r1 = d.r1, r2 = d.r2, r = d.r(), b = d.block(n);
+    RefreshArena A(n, d);
+    std::unique_ptr<float[]> arena(new float[A.total]);  // uninitialised: only the parts this call uses are touched
+    res.workspace_bytes = A.total * sizeof(float);
+    float* W = arena.get() + A.W;
+    float *tau = arena.get() + A.tau, *work = arena.get() + A.work;
+    int* iwork = reinterpret_cast<int*>(arena.get() + A.iwork);
+    for (int i = 0; i < n; i++)  // the new P starts as the previous one (column-major)
+        for (int j = 0; j < r; j++) W[(size_t)j * n + i] = P[(size_t)i * r + j];
+    auto restore = [&](int c0, int c1) {  // columns [c0, c1) of W back to the previous P's
+        for (int i = 0; i < n; i++)
+            for (int j = c0; j < c1; j++) W[(size_t)j * n + i] = P[(size_t)i * r + j];
+    };
     bool q1_changed = false;
 
     if (r1 > 0 && (refresh_q1 || !had_basis)) {
-        // G (n, n) = xᵀx accumulated in fp32; ssyevd returns eigenvalues ascending, eigenvectors as columns
-        std::vector<float> G((size_t)n * n), w(n);
-        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, n, N, 1.0f, x, n, 0.0f, G.data(), n);
-        if (reduce_gram) (*reduce_gram)(G.data(), G.size());
-        int info = all_finite(G.data(), G.size()) ? LAPACKE_ssyevd(LAPACK_ROW_MAJOR, 'V', 'U', n, G.data(), n, w.data())
-                                                  : -1000;
-        if (info == 0 && all_finite(G.data(), G.size())) {
-            for (int i = 0; i < n; i++)
-                for (int j = 0; j < r1; j++) fresh[(size_t)i * r + j] = G[(size_t)i * n + (n - 1 - j)];
+        // G (n, n) = xᵀx accumulated in fp32, lower triangle (x row-major (N, n) is column-major (n, N))
+        float* G = arena.get() + A.G;
+        cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, n, N, 1.0f, x, n, 0.0f, G, n);
+        if (reduce_gram) (*reduce_gram)(G, (size_t)n * n);
+        int info = -1000;
+        bool finite = true;
+        for (int j = 0; j < n && finite; j++) finite = all_finite(G + (size_t)j * n + j, (size_t)(n - j));
+        if (finite && b > 0) {
+            int iters = had_basis ? d.subspace.warm_iters : d.subspace.cold_iters;
+            info = subspace_q1(W, G, n, r1, b, had_basis, iters, key, arena.get() + A.V, arena.get() + A.Y,
+                               arena.get() + A.B, arena.get() + A.w, tau, work, iwork);
+        } else if (finite) {
+            float* w = arena.get() + A.w;
+            info = syevd_cm(G, n, w, work, iwork);  // eigenvector j is column j, eigenvalues ascending
+            if (info == 0 && !all_finite(G, (size_t)n * n)) info = -1000;
+            if (info == 0)
+                for (int j = 0; j < r1; j++)
+                    std::memcpy(W + (size_t)j * n, G + (size_t)(n - 1 - j) * n, (size_t)n * sizeof(float));
+        }
+        if (info == 0) {
             q1_changed = true;
         } else {
+            restore(0, r1);
             res.q1_ok = false;
-            res.message = format("Q1 refresh failed (ssyevd info %d%s)", info, info == -1000 ? ", non-finite input" : "");
+            res.message = format("Q1 refresh failed (%s info %d%s)", b > 0 ? "subspace" : "ssyevd", info,
+                                 info == -1000 ? ", non-finite values" : "");
             if (!had_basis) {
                 // no previous Q1: a random orthonormal Q1 keeps the estimator unbiased
                 PracDrawKey k1 = key;
                 k1.purpose = PRAC_DRAW_Q1_FALLBACK;
-                prac_gaussian_cpu(fresh.data(), n, r1, r, k1);
-                orthonormalize(fresh.data(), n, r1, r);
+                gaussian_strided(W, n, r1, 1, (size_t)n, k1);
+                orth_cm(W, n, r1, tau, work);
                 res.message += "; no previous basis, using a random Q1";
                 q1_changed = true;
             } else {
@@ -163,34 +277,34 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
         }
     }
     if (r2 > 0 && (refresh_q2 || q1_changed || !had_basis)) {
-        float* Q2 = fresh.data() + r1;
-        prac_gaussian_cpu(Q2, n, r2, r, key);
+        float* Q2 = W + (size_t)r1 * n;
+        gaussian_strided(Q2, n, r2, 1, (size_t)n, key);
         res.q2_drawn = true;
-        // twice is enough: after two projections Q2 ⟂ Q1 to fp32 precision
-        project_out(Q2, n, r2, r, fresh.data(), r1, r);
-        project_out(Q2, n, r2, r, fresh.data(), r1, r);
-        int info = orthonormalize(Q2, n, r2, r);
+        // Q2 -= Q1 (Q1ᵀ Q2), twice: after two projections Q2 ⟂ Q1 to fp32 precision
+        float* t = arena.get() + A.t;
+        for (int pass = 0; pass < 2 && r1 > 0; pass++) {
+            cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, r1, r2, n, 1.0f, W, n, Q2, n, 0.0f, t, r1);
+            cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, r2, r1, -1.0f, W, n, t, r1, 1.0f, Q2, n);
+        }
+        int info = orth_cm(Q2, n, r2, tau, work);
         if (info == 0) {
             float s = std::sqrt(d.k);
-            for (int i = 0; i < n; i++)
-                for (int j = 0; j < r2; j++) Q2[(size_t)i * r + j] *= s;
+            for (size_t e = 0; e < (size_t)n * r2; e++) Q2[e] *= s;
         } else {
             res.q2_ok = false;
             std::string m = format("Q2 refresh failed (QR info %d)", info);
             if (q1_changed && had_basis) {
-                // the old Q2 is not orthogonal to the new Q1: keep the whole previous basis
-                for (int i = 0; i < n; i++)
-                    std::memcpy(&fresh[(size_t)i * r], P + (size_t)i * r, (size_t)r * sizeof(float));
+                restore(0, r);  // the old Q2 is not orthogonal to the new Q1: keep the whole previous basis
                 m += "; keeping the previous Q1 and Q2";
             } else {
-                for (int i = 0; i < n; i++)
-                    std::memcpy(&fresh[(size_t)i * r + r1], P + (size_t)i * r + r1, (size_t)r2 * sizeof(float));
+                restore(r1, r);
                 m += "; keeping the previous Q2";
             }
             res.message += (res.message.empty() ? "" : "; ") + m;
         }
     }
-    std::memcpy(P, fresh.data(), fresh.size() * sizeof(float));
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < r; j++) P[(size_t)i * r + j] = W[(size_t)j * n + i];
     res.q1_changed = q1_changed && res.q2_ok;  // a failed Q2 after a new Q1 restored the whole previous basis
     return res;
 }

@@ -97,19 +97,42 @@ struct ActSite {
     }
 };
 
-// Which step of training the sites are in: refreshes happen on the first micro-batch of steps that are
-// multiples of T1 (Q1) or T2 (Q2); the other micro-batches and evaluation never refresh.
+// Which step of training the sites are in. Refreshes happen on the first micro-batch of a step (the other
+// micro-batches and evaluation never refresh). With PracOptions::stagger each refresh unit, u = layer x sites +
+// site id of `units` (set by the model), has its own phase: Q1 of unit u is refreshed on the steps s with
+// s mod T1 = floor(u·T1 / units) (Q2 likewise with T2), so each unit still refreshes every T1 steps but a step
+// refreshes at most ceil(units / T1) units instead of all of them (no step stalls). Without stagger, every unit
+// on the multiples of T. A unit without a basis refreshes on its first step whatever the phase (site.h save).
+// A pure function of the step: a resumed run refreshes exactly what the uninterrupted one would.
 struct PracSchedule {
     int64_t step = -1;
     bool first_micro_batch = false;
-    bool refresh_q1 = false, refresh_q2 = false;
+    bool refresh_q1 = false, refresh_q2 = false;  // some unit refreshes Q1 / Q2 on this step
+    int units = 1;                                // refresh units of the model (layers x sites)
+    int t1 = 0, t2 = 0;
+    bool stagger = false;
     void begin_step(const PracOptions& o, int64_t s) {
         step = s;
         first_micro_batch = true;
-        refresh_q1 = o.t1 > 0 && step % o.t1 == 0;
-        refresh_q2 = o.t2 > 0 && step % o.t2 == 0;
+        t1 = o.t1;
+        t2 = o.t2;
+        stagger = o.stagger;
+        refresh_q1 = any_due(t1);
+        refresh_q2 = any_due(t2);
     }
+    int64_t phase(int unit, int t) const { return stagger && units > 0 ? (int64_t)unit * t / units : 0; }
+    bool q1_due(int unit) const { return refresh_q1 && step % t1 == phase(unit, t1); }
+    bool q2_due(int unit) const { return refresh_q2 && step % t2 == phase(unit, t2); }
     void end_micro_batch() { first_micro_batch = refresh_q1 = refresh_q2 = false; }
+
+  private:
+    bool any_due(int t) const {
+        if (t <= 0) return false;
+        if (!stagger) return step % t == 0;
+        for (int u = 0; u < units; u++)
+            if (step % t == phase(u, t)) return true;
+        return false;
+    }
 };
 
 // --dump-site: writes one site's full input activation (N, n) at one step and layer to .npy as fp32, for

@@ -397,8 +397,13 @@ TEST_F(AnalyzeTest, SpectrumMatchesTheKnownSingularValues) {
 // about 2e-5 under the Student t approximation (31 degrees of freedom). The errors are sums of squares (skewed),
 // so the real tail is somewhat heavier: over 3000 seeds on this spectrum |z| exceeded 4 once and never 4.3.
 // The 1e-3 relative floor covers fp32 round-off if the spread were ever tiny.
+// The empirical variance matches the theory computed from the Q1 actually used, for both refresh methods.
 TEST_F(AnalyzeTest, PracVarianceMatchesTheory) {
-    json j = run_json({x_path, "--r1", "16", "--r2", "16", "--seed", "3"});
+  for (const char* refresh : {"subspace", "exact"}) {
+    SCOPED_TRACE(refresh);
+    json j = run_json({x_path, "--r1", "16", "--r2", "16", "--seed", "3", "--refresh", refresh});
+    EXPECT_EQ(j["estimator"]["refresh"], refresh);
+    EXPECT_LE(j["estimator"]["tail_ratio"].get<double>(), 1.02);
     std::vector<double> s = test_spectrum();
     const int r1 = 16, r2 = 16, n = WIDTH;
     double k = (double)(n - r1) / r2, tail = sum_sq(s, r1, n), total = sum_sq(s, 0, n);
@@ -426,6 +431,29 @@ TEST_F(AnalyzeTest, PracVarianceMatchesTheory) {
     EXPECT_LT(got, 1.25 * expected);
     // variance about the empirical mean estimates the same (k - 1) T here
     EXPECT_LE(std::fabs(e["variance_empirical"].get<double>() - theory), std::max(6 * se, 1e-3 * theory));
+  }
+}
+
+// --warm-from: the refreshes of earlier dumps warm-start FILE's (as in training); the chain is reported, the Q1 meets
+// the 2% tail bar, and a dump of another width is refused naming both files.
+TEST_F(AnalyzeTest, WarmStartChainAndItsBadInput) {
+    std::string other = file("other.npy");
+    std::vector<float> Y = synthetic(N_ROWS, WIDTH, test_spectrum(), 8);  // another draw of the same spectrum
+    write_npy_f32(other, Y.data(), {N_ROWS, WIDTH});
+    json j = run_json({x_path, "--r1", "16", "--r2", "16", "--draws", "4", "--warm-from", other + "," + other});
+    EXPECT_EQ(j["estimator"]["warm_starts"], 2);
+    EXPECT_LE(j["estimator"]["tail_ratio"].get<double>(), 1.02);
+    EXPECT_GE(j["estimator"]["tail_ratio"].get<double>(), 1 - 1e-4);
+    std::string narrow = file("narrow.npy");
+    std::vector<float> Z((size_t)N_ROWS * 8, 1.0f);
+    write_npy_f32(narrow, Z.data(), {N_ROWS, 8});
+    RunResult r = run({x_path, "--r1", "16", "--r2", "16", "--warm-from", narrow});
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("narrow.npy"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("same site"), std::string::npos) << r.err;
+    r = run({x_path, "--refresh", "fast"});
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("exact or subspace"), std::string::npos) << r.err;
 }
 
 // k_mult = 2 doubles the random part: biased by (c - 1) X⊥ with c = 2, variance c (k - c) T.

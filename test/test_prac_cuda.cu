@@ -310,6 +310,7 @@ struct RefreshCase {
 template <typename T>
 static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult) {
     SiteDims d;
+    d.refresh = PracRefresh::EXACT;  // prac_refresh_cuda is the exact refresh (the backend runs subspace on the host)
     d.compressed = true;
     d.r1 = r1;
     d.r2 = r2;

@@ -37,7 +37,8 @@ static const char* PROGRAM = "prac_analyze";
 
 static const char* HELP =
     "usage: prac_analyze FILE.npy [--bf16] [--r1 N --r2 N | --r1-frac F --r2-frac F] [--mode prac|pac|rac|none]\n"
-    "                    [--k-mult M] [--draws K] [--seed S] [--json] [--png OUT.png] [--help]\n"
+    "                    [--k-mult M] [--draws K] [--seed S] [--refresh exact|subspace] [--warm-from A.npy,...]\n"
+    "                    [--json] [--png OUT.png] [--help]\n"
     "\n"
     "Singular-value spectrum of an activation matrix X (N, n), and the bias and variance of PRAC's\n"
     "reconstruction X~ = X P Pᵀ, P = [Q1 | sqrt(k) Q2], measured over K draws of Q2 and compared with theory.\n"
@@ -57,6 +58,10 @@ static const char* HELP =
     "  --k-mult M        k = M (n - r1) / r2 (1 = unbiased; the trainer's --prac-k-mult)\n"
     "  --draws K         draws of Q2 (default 32; pac is deterministic and runs one)\n"
     "  --seed S          seed of the draws (default 42; draw d uses PracDrawKey{S, site 0, layer 0, refresh d})\n"
+    "  --refresh M       how Q1 is found, as the trainer's --prac-refresh: subspace (default) | exact\n"
+    "  --warm-from LIST  comma-separated earlier dumps of the same site (same n), oldest first: Q1 is refreshed on\n"
+    "                    each in turn, each warm-started from the previous one's, and the last Q1 warm-starts\n"
+    "                    FILE's refresh, as in training every T1 steps (default: a cold start on FILE)\n"
     "\n"
     "output\n"
     "  (default)         a table on stdout; progress on stderr for large inputs\n"
@@ -78,8 +83,10 @@ static const char* HELP =
     "                      rac: r1 = 0, r2 = r1 + r2), or null with --mode none\n"
     "  estimator           null with --mode none, else:\n"
     "    draws, seed\n"
-    "    tail_energy           T = ||X - X Q1 Q1ᵀ||_F² with the Q1 the trainer computes (fp32 Gram + ssyevd)\n"
+    "    refresh, warm_starts  --refresh, and how many --warm-from refreshes came before FILE's\n"
+    "    tail_energy           T = ||X - X Q1 Q1ᵀ||_F² with the Q1 the trainer computes (--refresh)\n"
     "    tail_energy_spectrum  Σ_{i>r1} σ_i² (T for an exact Q1)\n"
+    "    tail_ratio            tail_energy / tail_energy_spectrum (>= 1; the issue-15 bar for subspace: <= 1.02)\n"
     "    bias_sq_theory        ||E[X~] - X||_F² = (c - 1)² T, c = k r2 / (n - r1); pac: T\n"
     "    variance_theory       E||X~ - E[X~]||_F² = c (k - c) T; k_mult = 1: (k - 1) T; pac: 0\n"
     "    mse_theory            E||X~ - X||_F² = bias_sq_theory + variance_theory (the variance when unbiased)\n"
@@ -108,6 +115,8 @@ struct Args {
     bool json = false;
     std::string png;
     bool help = false;
+    std::string refresh = "subspace";
+    std::vector<std::string> warm_from;
 };
 
 static long long parse_int(const std::string& flag, const std::string& v) {
@@ -135,7 +144,8 @@ static int parse_rank(const std::string& flag, const std::string& v) {
 
 static Args parse_args(int argc, char** argv) {
     static const char* VALUE_FLAGS[] = {"--r1", "--r2", "--r1-frac", "--r2-frac", "--mode", "--k-mult",
-                                        "--draws", "--seed", "--png"};
+                                        "--draws", "--seed", "--png",
+                                        "--refresh", "--warm-from"};
     static const char* SWITCHES[] = {"--bf16", "--json", "--help", "-h"};
     Args a;
     for (int i = 1; i < argc; i++) {
@@ -186,6 +196,18 @@ static Args parse_args(int argc, char** argv) {
             a.seed = s;
         }
         if (arg == "--png") a.png = value;
+        if (arg == "--refresh") a.refresh = value;
+        if (arg == "--warm-from") {
+            size_t at = 0;
+            while (at <= value.size()) {
+                size_t c = value.find(',', at);
+                std::string f = value.substr(at, c == std::string::npos ? std::string::npos : c - at);
+                if (f.empty()) fail("--warm-from: empty file name in \"%s\"", value.c_str());
+                a.warm_from.push_back(f);
+                if (c == std::string::npos) break;
+                at = c + 1;
+            }
+        }
     }
     if (a.help) return a;
     if (a.file.empty()) fail("no input file\n---> HINT: prac_analyze FILE.npy [options]; --help lists them");
@@ -394,16 +416,16 @@ static void check_refresh(const PracRefreshResult& res, const char* what) {
              res.message.c_str());
 }
 
+// P (n, r): the basis of the warm-start refreshes (had_basis), or zeros for a cold start
 static EstimatorResult estimate(const float* X, int N, int n, const SiteDims& d, const Spectrum& sp, long long K,
-                                uint64_t seed) {
+                                uint64_t seed, std::vector<float> P, bool had_basis) {
     EstimatorResult e;
     int r1 = d.r1, r2 = d.r2, r = d.r();
     if (r2 == 0) K = 1;  // pac: X~ = X Q1 Q1ᵀ, the same every draw
     e.draws = (int)K;
-    std::vector<float> P((size_t)n * r, 0.0f);
     PracDrawKey key{seed, 0, 0, 0};
     progress("Q1: top %d eigenvectors of the fp32 Gram matrix (the trainer's refresh)", r1);
-    check_refresh(prac_refresh_cpu(P.data(), X, N, n, d, true, true, false, key), "basis refresh (Q1 and Q2)");
+    check_refresh(prac_refresh_cpu(P.data(), X, N, n, d, true, true, had_basis, key), "basis refresh (Q1 and Q2)");
 
     // T = ||X - X Q1 Q1ᵀ||_F² with the Q1 the trainer computed, summed over row chunks in double
     int rows_max = std::min(N, CHUNK_ROWS);
@@ -553,8 +575,10 @@ static void print_table(const json& j, const Args& a) {
                 rk["mode"].get<std::string>().c_str(), rk["r1"].get<int>(), rk["r2"].get<int>(),
                 rk["k"].get<double>(), rk["k_mult"].get<double>(), e["draws"].get<int>(),
                 e["draws"].get<int>() == 1 ? "" : "s", (unsigned long long)e["seed"].get<uint64_t>());
-    std::printf("  tail energy T = ||X - X Q1 Q1^T||_F^2   %.6e   (spectrum: sum_{i>r1} s_i^2 = %.6e)\n",
-                g("tail_energy"), g("tail_energy_spectrum"));
+    std::printf("  tail energy T = ||X - X Q1 Q1^T||_F^2   %.6e   (spectrum: sum_{i>r1} s_i^2 = %.6e; ratio %.5f,\n"
+                "    Q1 by the %s refresh after %d warm-start refreshes)\n",
+                g("tail_energy"), g("tail_energy_spectrum"), g("tail_ratio"), e["refresh"].get<std::string>().c_str(),
+                e["warm_starts"].get<int>());
     bool pac = rk["r2"].get<int>() == 0;
     std::printf("  theory  bias^2 %.6e   variance %.6e%s\n", g("bias_sq_theory"), g("variance_theory"),
                 pac ? "   (pac: bias^2 = T, no variance)"
@@ -596,6 +620,11 @@ static int analyze_main(int argc, char** argv) {
     if (a.r2_frac >= 0) o.linear_r2 = a.r2_frac;
     o.k_mult = a.k_mult;
     o.seed = a.seed;
+    try {
+        o.refresh = prac_refresh_parse(a.refresh);
+    } catch (const UserError&) {
+        fail("--refresh must be exact or subspace (got \"%s\")", a.refresh.c_str());
+    }
     std::string script = a.png.empty() ? "" : check_plotting(a.png);
 
     NpyArray arr = read_npy(a.file, a.bf16);
@@ -670,8 +699,25 @@ static int analyze_main(int argc, char** argv) {
         j["estimator"] = nullptr;
     } else {
         j["ranks"] = {{"mode", prac_mode_name(o.mode)}, {"r1", d.r1}, {"r2", d.r2}, {"k", d.k}, {"k_mult", o.k_mult}};
-        EstimatorResult e = estimate(X, N, n, d, sp, a.draws, a.seed);
+        // --warm-from: the chain of refreshes before FILE's, each warm-started from the one before
+        std::vector<float> P((size_t)n * d.r(), 0.0f);
+        bool had_basis = false;
+        for (size_t w = 0; w < a.warm_from.size(); w++) {
+            NpyArray prev = read_npy(a.warm_from[w], a.bf16);
+            if (prev.shape.size() == 3) prev.shape = {prev.shape[0] * prev.shape[1], prev.shape[2]};
+            if (prev.shape.size() != 2 || prev.shape[1] != n64 || prev.shape[0] == 0 || prev.shape[0] > INT_MAX)
+                fail("--warm-from %s: shape %s, but %s has n = %d columns\n---> HINT: warm-start from dumps of the "
+                     "same site", a.warm_from[w].c_str(), shape_str(prev.shape).c_str(), a.file.c_str(), n);
+            check_refresh(prac_refresh_cpu(P.data(), prev.data.data(), (int)prev.shape[0], n, d, true, true, had_basis,
+                                           {a.seed, 0, 0, 1000000 + w}),
+                          "warm-start refresh");
+            had_basis = true;
+        }
+        EstimatorResult e = estimate(X, N, n, d, sp, a.draws, a.seed, P, had_basis);
         j["estimator"] = {{"draws", e.draws},
+                          {"refresh", prac_refresh_name(o.refresh)},
+                          {"warm_starts", (int)a.warm_from.size()},
+                          {"tail_ratio", e.tail_spectrum > 0 ? num(e.tail / e.tail_spectrum) : json(nullptr)},
                           {"seed", a.seed},
                           {"tail_energy", e.tail},
                           {"tail_energy_spectrum", e.tail_spectrum},

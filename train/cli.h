@@ -56,6 +56,7 @@ struct TrainOptions {
     std::string prac_linear_ranks;           // absolute r1,r2: override the fractions
     std::string prac_nonlinear_ranks;
     int prac_t1 = 500, prac_t2 = 500;        // refresh intervals of Q1 and Q2 (steps)
+    std::string prac_refresh = "subspace";    // how Q1 is found: subspace | exact
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
     int recompute = 0;  // llm.c -r: 1 recompute GeLU/SwiGLU outputs in backward, 2 also the norm outputs

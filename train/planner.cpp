@@ -53,7 +53,9 @@ using PlanCpu = PlanBackend<DType::F32, DType::F32, false, CpuBackend::classifie
 using PlanCudaBf16 = PlanBackend<DType::BF16, DType::BF16, true, CUDA_CLASSIFIER_CHUNK>;
 using PlanCudaFp32 = PlanBackend<DType::F32, DType::F32, false, CUDA_CLASSIFIER_CHUNK>;
 
-// Workspace of one PRAC refresh of a site of width n and rank r (fp32): the Gram matrix, the eigensolver's
+// The CPU refresh allocates exactly prac_refresh_cpu_workspace_bytes (prac/prac.h; test_prac_refresh checks it).
+// The CUDA refresh (always the exact eigensolver there for now):
+// workspace of one PRAC refresh of a site of width n and rank r (fp32): the Gram matrix, the eigensolver's
 // workspace (LAPACK's documented minimum for ssyevd with eigenvectors, 1 + 6n + 2n^2, plus n eigenvalues)
 // and the new basis. Transient: one refresh at a time.
 size_t refresh_workspace(int n, int r) {
@@ -99,7 +101,9 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     p.categories.push_back({"prac_bases", mem_category_name(MemCategory::PRAC_BASES), tensors_bytes(model.arena.basis_specs)});
     size_t ws = 0;
     for (const auto& s : model.sites)
-        if (s.compressed() && !s.external) ws = std::max(ws, refresh_workspace(s.n, s.r()));  // RSO: host draws
+        if (s.compressed() && !s.external)  // RSO: host draws
+            ws = std::max(ws, target == PlanTarget::CPU_FP32 ? prac_refresh_cpu_workspace_bytes(s.n, s.dims)
+                                                             : refresh_workspace(s.n, s.r()));
     if (target != PlanTarget::CPU_FP32) {
         // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, plus ONE scratch
         // buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh (above), attention backward's

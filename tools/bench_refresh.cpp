@@ -1,0 +1,156 @@
+// PRAC refresh cost on the CPU backend: one refresh (Q1 and Q2) of one site per width, exact (Gram + full
+// eigensolver) and subspace (warm-started, as every refresh after the first in training) side by side, their
+// ratio, and the amortized cost at T1 = T2 = 500 of all of a model's refreshes as a fraction of a training step.
+//
+//   ./build/tools/bench_refresh [--N TOKENS] [--max-elems E] [--widths 768,2048,...] [--exact-max-n N] [--model M]
+//
+// N = B·T is 32768 unless N·n would exceed --max-elems (default 2^25 floats, 128 MiB of X): then N is scaled down
+// and the output says so. Widths above --exact-max-n (default 5461) skip the exact path (minutes on 2 cores). The
+// step time is estimated as 6·params·N / (the sgemm rate measured here), said so in the output.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "model/config.h"
+#include "prac/prac.h"
+
+static double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// X (N, n): a decaying spectrum like activations (column scales 1/(1 + j/32)) on Gaussian rows
+static std::vector<float> make_x(int N, int n, uint64_t seed) {
+    std::vector<float> x((size_t)N * n);
+    std::mt19937_64 g(seed);
+    std::normal_distribution<float> z;
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < n; j++) x[(size_t)i * n + j] = z(g) / (1.0f + j / 32.0f);
+    return x;
+}
+
+struct Timing {
+    double exact = -1, subspace = -1, gram = -1;  // gram: the Gram matrix alone (ssyrk), a part of both
+    int N = 0;
+};
+
+static Timing time_width(int n, int N, bool run_exact) {
+    Timing t;
+    t.N = N;
+    std::vector<float> x = make_x(N, n, 1000 + n);
+    PracOptions o;
+    o.mode = PracMode::PRAC;
+    SiteDims d = prac_site_dims(o, SiteClass::LINEAR, n, "bench");  // linear ranks: the widest Q1 (0.3 n)
+    std::vector<float> P((size_t)n * d.r(), 0.0f);
+    d.refresh = PracRefresh::SUBSPACE;
+    prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, false, {1, 0, 0, 0});  // the first (cold) refresh
+    double t0 = now_s();
+    prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 1});  // warm, as in training
+    t.subspace = now_s() - t0;
+    std::vector<float> G((size_t)n * n);
+    t0 = now_s();
+    cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, n, N, 1.0f, x.data(), n, 0.0f, G.data(), n);
+    t.gram = now_s() - t0;
+    if (run_exact) {
+        d.refresh = PracRefresh::EXACT;
+        t0 = now_s();
+        prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 2});
+        t.exact = now_s() - t0;
+    }
+    return t;
+}
+
+// sgemm rate (FLOP/s) at a transformer-like shape: (N, C) x (C, 4C)
+static double gemm_rate(int N, int C) {
+    std::vector<float> a((size_t)N * C, 0.5f), b((size_t)C * 4 * C, 0.25f), c((size_t)N * 4 * C);
+    gemm_cpu(false, false, N, 4 * C, C, 1.0f, a.data(), C, b.data(), 4 * C, 0.0f, c.data(), 4 * C);  // warm-up
+    double t0 = now_s();
+    gemm_cpu(false, false, N, 4 * C, C, 1.0f, a.data(), C, b.data(), 4 * C, 0.0f, c.data(), 4 * C);
+    return 2.0 * N * 4.0 * C * C / (now_s() - t0);
+}
+
+int main(int argc, char** argv) {
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured (a run takes minutes)
+    try {
+        int N_full = 32768, exact_max = 5461;
+        size_t max_elems = (size_t)1 << 25;
+        std::vector<int> widths = {768, 2048, 3072, 4096, 5461, 10922};
+        std::string model = "llama-130m";
+        for (int i = 1; i < argc; i++) {
+            std::string a = argv[i];
+            auto val = [&]() -> std::string {
+                if (i + 1 >= argc) fail("%s needs a value", a.c_str());
+                return argv[++i];
+            };
+            if (a == "--N") N_full = std::stoi(val());
+            else if (a == "--max-elems") max_elems = std::stoull(val());
+            else if (a == "--exact-max-n") exact_max = std::stoi(val());
+            else if (a == "--model") model = val();
+            else if (a == "--widths") {
+                widths.clear();
+                std::stringstream ss(val());
+                std::string w;
+                while (std::getline(ss, w, ',')) widths.push_back(std::stoi(w));
+            } else fail("unknown argument %s\n---> HINT: --N, --max-elems, --widths, --exact-max-n, --model", a.c_str());
+        }
+        CHECK_USER(N_full > 0 && max_elems > 0, "--N and --max-elems must be positive");
+        std::printf("PRAC refresh, CPU backend (fp32, LAPACK), one site with linear ranks r1 = r2 = 0.3 n; subspace = "
+                    "warm start, %d iterations, oversampling max(16, r1/8)\n", PracSubspaceParams().warm_iters);
+        std::printf("(gram s: the Gram matrix XᵀX alone, which both methods compute; solve ratio: the rest, exact / "
+                    "subspace)\n");
+        std::printf("%7s %7s %6s %10s %12s %8s %9s %12s\n", "n", "N", "r1", "exact s", "subspace s", "ratio", "gram s",
+                    "solve ratio");
+        std::map<int, Timing> by_width;
+        for (int n : widths) {
+            int N = N_full;
+            if ((size_t)N * n > max_elems) N = std::max((int)(max_elems / n) / 64 * 64, (n + 63) / 64 * 64);
+            Timing t = time_width(n, N, n <= exact_max);
+            by_width[n] = t;
+            int r1 = prac_round_rank(0.3f, n);
+            if (t.exact > 0)
+                std::printf("%7d %7d %6d %10.3f %12.3f %7.1fx %9.3f %11.1fx%s\n", n, N, r1, t.exact, t.subspace,
+                            t.exact / t.subspace, t.gram, (t.exact - t.gram) / std::max(t.subspace - t.gram, 1e-3),
+                            N < N_full ? "  (N scaled down from the real shape: CPU memory/time)" : "");
+            else
+                std::printf("%7d %7d %6d %10s %12.3f %8s %9.3f %12s%s\n", n, N, r1, "skipped", t.subspace, "-", t.gram,
+                            "-", "  (exact above --exact-max-n)");
+        }
+        // amortized: every site of every layer refreshes Q1 and Q2 once per 500 steps (staggered or not)
+        ModelConfig cfg = model_config_load(Arch::LLAMA, model);
+        int C = cfg.channels, F = cfg.hidden, L = cfg.num_layers;
+        std::vector<int> site_widths = {C, C, C, C, 2 * F, F};  // resid, ln1, resid_mid, ln2, fch (gate|up), fch_act
+        int N = N_full;
+        for (int n : site_widths)
+            if ((size_t)N * n > max_elems) N = std::min(N, (int)(max_elems / n) / 64 * 64);
+        double ex = 0, sub = 0;
+        std::map<int, Timing> at_n;
+        for (int n : site_widths) {
+            if (!at_n.count(n)) at_n[n] = time_width(n, N, true);
+            ex += at_n[n].exact * L;
+            sub += at_n[n].subspace * L;
+        }
+        double params = 0;
+        {
+            // 12 C^2-ish per layer for LLaMA: attention 4 C^2, MLP 3 C F; embeddings excluded from the matmul FLOPs
+            params = (double)L * (4.0 * C * C + 3.0 * C * F) + (double)cfg.vocab_size * C;
+        }
+        double rate = gemm_rate(std::min(N, 4096), C), step = 6 * params * N / rate;
+        std::printf("\n%s (L = %d, site widths %d and %d and %d, N = %d%s): one training step ~ %.1f s (estimated: 6 x %.0fM "
+                    "params x N / the %.1f GFLOP/s sgemm measured here)\n", model.c_str(), L, C, F, 2 * F, N,
+                    N < N_full ? ", scaled down" : "", step, params / 1e6, rate / 1e9);
+        std::printf("all refreshes of the model: exact %.2f s, subspace %.2f s (%.1fx)\n", ex, sub, ex / sub);
+        std::printf("amortized at T1 = T2 = 500: exact %.3f%% of step time, subspace %.3f%%\n", 100 * ex / 500 / step,
+                    100 * sub / 500 / step);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_refresh: %s\n", e.what());
+        return 1;
+    }
+}
