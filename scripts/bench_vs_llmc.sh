@@ -89,6 +89,7 @@ link_flags() {  # the linker arguments for libraries NAME...: -L DIR -lNAME, or 
   IFS=: read -ra dirs <<<"${LD_LIBRARY_PATH:-}"
   dirs+=("${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64)
   while IFS= read -r d; do dirs+=("$d"); done < <(python3 -c 'import glob, site; [print(p) for s in site.getsitepackages() for p in glob.glob(s + "/nvidia/*/lib")]' 2>/dev/null || true)
+  dirs+=("${CUDA_HOME:-/usr/local/cuda}/lib64/stubs")  # last: libnvidia-ml without a driver (link only)
   for name in "$@"; do
     f=""
     for d in "${dirs[@]}"; do
@@ -105,12 +106,28 @@ if [ -z "$LLMC_BIN" ]; then
   NVCC=${NVCC:-nvcc}
   command -v "$NVCC" >/dev/null || die "nvcc not found (set NVCC)"
   ARCH=${CUDA_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ' || true)}
-  FLAGS=(--threads=0 -t=0 --use_fast_math -std=c++17 -O3 -DENABLE_BF16)
+  # CUDA 13 dropped cudaMemAdvise's int-device form, which llm.c (master, 2025-05) calls: an overload of ours,
+  # force-included, maps it onto the cudaMemLocation form (no effect before CUDA 13)
+  cat > "$OUT/llmc_cuda13_compat.h" <<'EOF_COMPAT'
+#pragma once
+#include <cuda_runtime.h>
+#if CUDART_VERSION >= 13000
+inline cudaError_t cudaMemAdvise(const void* p, size_t n, cudaMemoryAdvise advice, int device) {
+    cudaMemLocation loc{};
+    loc.type = device == cudaCpuDeviceId ? cudaMemLocationTypeHost : cudaMemLocationTypeDevice;
+    loc.id = device == cudaCpuDeviceId ? 0 : device;
+    return cudaMemAdvise(p, n, advice, loc);
+}
+#endif
+EOF_COMPAT
+  FLAGS=(--threads=0 -t=0 --use_fast_math -std=c++17 -O3 -DENABLE_BF16 -include "$OUT/llmc_cuda13_compat.h")
   [ -n "$ARCH" ] && FLAGS+=("--generate-code" "arch=compute_$ARCH,code=[compute_$ARCH,sm_$ARCH]")
   FE=${CUDNN_FRONTEND_PATH:-}
   [ -z "$FE" ] && [ -f "$HOME/cudnn-frontend/include/cudnn_frontend.h" ] && FE="$HOME/cudnn-frontend/include"
   [ -n "$FE" ] && [ -f "$FE/include/cudnn_frontend.h" ] && FE="$FE/include"  # our convention (the root), or llm.c's
-  OBJS=() LIBS=(cublas cublasLt nvidia-ml)
+  OBJS=() LIBS=(cublas cublasLt)
+  # NVML (llm.c's GPU telemetry, used only when nvml.h is found): linked where the driver's library is
+  [ "$(link_flags nvidia-ml)" != "-lnvidia-ml" ] && LIBS+=(nvidia-ml)
   if [ "$CUDNN" != 0 ] && [ -n "$FE" ] && [ -f "$FE/cudnn_frontend.h" ]; then
     FLAGS+=(-DENABLE_CUDNN "-I$FE")
     mkdir -p "$LLMC/build"
