@@ -133,7 +133,7 @@ EOF_COMPAT
     mkdir -p "$LLMC/build"
     echo "llm.c: compiling llmc/cudnn_att.cpp (cuDNN attention, frontend $FE)"
     (cd "$LLMC" && "$NVCC" -c "${FLAGS[@]}" ${LLMC_NVCC_FLAGS:-} llmc/cudnn_att.cpp -o build/cudnn_att.o)
-    OBJS+=(build/cudnn_att.o) LIBS+=(cudnn)
+    OBJS+=(build/cudnn_att.o) LIBS+=(cudnn nvrtc)  # the frontend compiles some engines at run time (NVRTC)
     LLMC_ATTN="cuDNN"
   else
     LLMC_ATTN="its own kernels (no cudnn-frontend: set CUDNN_FRONTEND_PATH)"
