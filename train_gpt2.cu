@@ -23,19 +23,20 @@ int train_gpt2(Backend& be, RunSetup& setup) {
         if (run.eval_due(step)) run.evaluate(step);
         run.begin_step(step);  // zero grads, PRAC schedule, timer
 
-        // accumulate the gradients of grad_accum micro-batches
-        float loss = 0;
+        // accumulate the gradients of grad_accum micro-batches (nothing here waits for the device: the loss
+        // is summed on it)
         for (int micro = 0; micro < opts.grad_accum; micro++) {
             const MicroBatch& mb = run.next_batch();
             if (mb.valid == 0) continue;  // nothing to learn from a micro-batch of padding
-            loss += model.forward(mb.inputs.data(), mb.targets.data(), mb.grad_scale) / opts.grad_accum;
+            model.train_forward(mb.inputs.data(), mb.targets.data(), mb.grad_scale, opts.grad_accum);
             run.grads.watch_backward(model, micro == opts.grad_accum - 1);  // overlap: averages start in backward
             model.backward();
         }
         run.join_shared_refresh();  // --prac-shared-subspace: a rank with only padding still joins the refresh
 
-        float norm = run.grads.average(model, &loss);  // mean over the ranks; the global gradient norm
-        run.update(step, loss, norm);                  // lr schedule, clipping, non-finite policy, optimizer
+        float norm = run.grads.average(model);  // mean over the ranks; the global gradient norm
+        float loss = run.step_loss();           // the step's mean loss over the ranks (one 4-byte readout)
+        run.update(step, loss, norm);           // lr schedule, clipping, non-finite policy, optimizer
         run.end_step(step);                            // log line and metrics, checkpoint every --ckpt-every
     }
     return run.finish();  // final evaluation, last checkpoint, sample, --save

@@ -51,7 +51,27 @@ struct CpuBackend {
     }
     void upload(void* dst, const void* host_src, size_t bytes) { std::memcpy(dst, host_src, bytes); }
     void download(void* host_dst, const void* src, size_t bytes) { std::memcpy(host_dst, src, bytes); }
+    void upload_async(void* dst, const void* host_src, size_t bytes) { std::memcpy(dst, host_src, bytes); }
     void zero(void* p, size_t bytes) { std::memset(p, 0, bytes); }
+    // the training loss of a step (CudaBackend keeps it on the device, read once per step):
+    // loss_sum += (mean of losses (N) over the i with targets[i] >= 0, 0 when none) / divisor; loss_read returns
+    // the sum and clears it. The mean is a double sum rounded to float once, then divided in float.
+    float loss_sum = 0.0f;
+    void loss_add(const float* losses, const int32_t* targets, int N, int divisor) {
+        double sum = 0;
+        int count = 0;
+        for (int i = 0; i < N; i++)
+            if (targets[i] >= 0) {
+                sum += losses[i];
+                count++;
+            }
+        loss_sum += (count ? (float)(sum / count) : 0.0f) / (float)divisor;
+    }
+    float loss_read() {
+        float l = loss_sum;
+        loss_sum = 0.0f;
+        return l;
+    }
     void upload_f32(act_t* dst, const float* host_src, size_t n) { std::memcpy(dst, host_src, n * 4); }
     void download_f32(float* host_dst, const act_t* src, size_t n) { std::memcpy(host_dst, src, n * 4); }
     void synchronize() {}
@@ -150,8 +170,9 @@ struct CpuBackend {
     void muon_momentum(float* buf, float* u, const grad_t* g, size_t n, float mu, float grad_scale, bool nesterov) {
         muon_momentum_cpu(buf, u, g, n, mu, grad_scale, nesterov);
     }
-    void newton_schulz(float* X, int rows, int cols, float* work, int steps) {
-        newton_schulz_cpu(X, rows, cols, work, steps);
+    // X: count matrices (rows, cols) one after the other, each orthogonalized alone (work: one matrix's)
+    void newton_schulz(float* X, int rows, int cols, float* work, int steps, int count = 1) {
+        for (int i = 0; i < count; i++) newton_schulz_cpu(X + (size_t)i * rows * cols, rows, cols, work, steps);
     }
     void muon_apply(act_t* params, float* /*master*/, const float* O, size_t n, float lr, float wd, float step,
                     uint64_t /*salt*/) {

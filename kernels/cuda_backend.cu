@@ -1,7 +1,10 @@
-// The CUDA backend's non-template parts: device setup, the tracked allocator, fp32 <-> floatX conversions.
+// The CUDA backend's non-template parts: device setup, the tracked allocator, fp32 <-> floatX conversions, the
+// staged uploads and the device-side loss sum of a training step.
 #include "kernels/cuda_backend.cuh"
 
 #include "kernels/attention_cudnn.cuh"
+
+#include <cstring>
 
 __global__ void f32_to_floatx_kernel(floatX* dst, const float* src, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -26,10 +29,18 @@ CudaBackend::CudaBackend(int dev, uint64_t run_seed) : device(dev), seed(run_see
     cudaCheck(cudaMemGetInfo(&device_free_at_start, &device_total));
     lt = new CublasLt(alloc(CUBLASLT_WORKSPACE_BYTES), CUBLASLT_WORKSPACE_BYTES);
     attention_cudnn = attention_cudnn_create(stream, &CudaBackend::scratch_for_library, this);  // no cuDNN call yet
+    loss_sum = (float*)alloc(sizeof(float));
+    cudaCheck(cudaMallocHost((void**)&loss_host, sizeof(float)));
 }
 
 CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream);
+    for (HostStaging& h : staging) {
+        cudaEventDestroy(h.copied);
+        cudaFreeHost(h.host);
+    }
+    cudaFreeHost(loss_host);
+    free(loss_sum, sizeof(float));
     attention_cudnn_destroy(attention_cudnn);
     void* ws = lt ? lt->workspace : nullptr;
     delete lt;
@@ -91,4 +102,86 @@ void CudaBackend::download_f32(float* host_dst, const act_t* src, size_t n) {
     cudaCheck(cudaGetLastError());
     download(host_dst, tmp, n * sizeof(float));
     free(tmp, n * sizeof(float));
+}
+
+void CudaBackend::upload_async(void* dst, const void* host_src, size_t bytes) {
+    if (bytes == 0) return;
+    // a large enough buffer whose last copy is done (cudaEventQuery does not wait; a pending event's NotReady is
+    // not an error, but the runtime leaves it as the last error, which is cleared here)
+    HostStaging* h = nullptr;
+    for (HostStaging& c : staging) {
+        if (c.bytes < bytes) continue;
+        cudaError_t q = cudaEventQuery(c.copied);
+        if (q == cudaErrorNotReady) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        cudaCheck(q);
+        h = &c;
+        break;
+    }
+    if (!h && staging.size() < MAX_STAGING_BUFFERS) {
+        staging.push_back({});
+        h = &staging.back();
+        cudaCheck(cudaEventCreateWithFlags(&h->copied, cudaEventDisableTiming));
+    }
+    if (!h) {  // every buffer is in flight (the host ran 64 copies ahead): wait for the least recently used one
+        h = &*std::min_element(staging.begin(), staging.end(),
+                               [](const HostStaging& a, const HostStaging& b) { return a.last_use < b.last_use; });
+        cudaCheck(cudaEventSynchronize(h->copied));
+    }
+    if (h->bytes < bytes) {  // a new buffer, or one too small (its last copy is done: freeing it waits for nothing)
+        if (h->host) cudaCheck(cudaFreeHost(h->host));
+        h->host = nullptr;
+        cudaCheck(cudaMallocHost(&h->host, bytes));
+        h->bytes = bytes;
+    }
+    std::memcpy(h->host, host_src, bytes);
+    cudaCheck(cudaMemcpyAsync(dst, h->host, bytes, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaEventRecord(h->copied, stream));
+    h->last_use = ++staging_uses;
+}
+
+// twin: CpuBackend::loss_add. acc (1) += (mean of losses (N) over the i with targets[i] >= 0, 0 when none) /
+// divisor. One block: per-thread double sums and counts, then a fixed tree (deterministic); the mean is rounded to
+// fp32 once and divided in fp32, the twin's operations. B·T values are microseconds of reading for one block.
+constexpr int LOSS_THREADS = 512;
+__global__ void loss_add_kernel(float* acc, const float* losses, const int32_t* targets, int N, int divisor) {
+    __shared__ double sums[LOSS_THREADS];
+    __shared__ int counts[LOSS_THREADS];
+    const int t = threadIdx.x;
+    double s = 0.0;
+    int c = 0;
+    for (int i = t; i < N; i += LOSS_THREADS)
+        if (targets[i] >= 0) {
+            s += (double)losses[i];
+            c++;
+        }
+    sums[t] = s;
+    counts[t] = c;
+    __syncthreads();
+    for (int w = LOSS_THREADS / 2; w > 0; w >>= 1) {
+        if (t < w) {
+            sums[t] += sums[t + w];
+            counts[t] += counts[t + w];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        const float mean = counts[0] ? (float)(sums[0] / (double)counts[0]) : 0.0f;
+        acc[0] = __fadd_rn(acc[0], __fdiv_rn(mean, (float)divisor));
+    }
+}
+
+void CudaBackend::loss_add(const float* losses, const int32_t* targets, int N, int divisor) {
+    if (divisor < 1) fail("internal: loss_add with divisor %d", divisor);
+    loss_add_kernel<<<1, LOSS_THREADS, 0, stream>>>(loss_sum, losses, targets, N, divisor);
+    cudaCheck(cudaGetLastError());
+}
+
+float CudaBackend::loss_read() {
+    cudaCheck(cudaMemcpyAsync(loss_host, loss_sum, sizeof(float), cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaMemsetAsync(loss_sum, 0, sizeof(float), stream));
+    cudaCheck(cudaStreamSynchronize(stream));
+    return *loss_host;
 }

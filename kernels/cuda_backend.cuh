@@ -75,6 +75,21 @@ struct CudaBackend {
     // implicit device synchronization), so it runs once per shape, not once per refresh
     std::map<std::tuple<int, int, int>, size_t> refresh_workspace;
 
+    // The training step's host round trips (llm.c keeps one small copy per step): upload_async stages host data in
+    // pinned buffers (each reused once the event of its last copy has passed, found by cudaEventQuery, which never
+    // waits); loss_add sums on the device into loss_sum, which loss_read copies into pinned loss_host once per step.
+    struct HostStaging {
+        void* host = nullptr;  // pinned (cudaMallocHost)
+        size_t bytes = 0;
+        cudaEvent_t copied = nullptr;  // recorded after the last copy out of it
+        uint64_t last_use = 0;
+    };
+    std::vector<HostStaging> staging;
+    uint64_t staging_uses = 0;
+    static constexpr size_t MAX_STAGING_BUFFERS = 64;  // beyond, the least recently used one is waited for
+    float* loss_sum = nullptr;   // (1) device
+    float* loss_host = nullptr;  // (1) pinned host
+
     explicit CudaBackend(int dev, uint64_t run_seed);
     ~CudaBackend();
     CudaBackend(const CudaBackend&) = delete;
@@ -95,6 +110,13 @@ struct CudaBackend {
         cudaCheck(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream));
         cudaCheck(cudaStreamSynchronize(stream));
     }
+    // upload without waiting: host_src is copied into a pinned staging buffer (so the caller may reuse it at
+    // once) and the device copy is queued on the stream (the micro-batches' tokens)
+    void upload_async(void* dst, const void* host_src, size_t bytes);
+    // loss_sum += (mean of losses (N) over the i with targets[i] >= 0, or 0 when there is none) / divisor, on the
+    // device (twin: CpuBackend::loss_add); loss_read returns the sum and clears it: one 4-byte copy and one wait
+    void loss_add(const float* losses, const int32_t* targets, int N, int divisor);
+    float loss_read();
     void zero(void* p, size_t bytes) { cudaCheck(cudaMemsetAsync(p, 0, bytes, stream)); }
     void upload_f32(act_t* dst, const float* host_src, size_t n);
     void download_f32(float* host_dst, const act_t* src, size_t n);
@@ -194,7 +216,8 @@ struct CudaBackend {
     // kernels/optim_cuda.cuh names each CPU twin and the stochastic-rounding seeds. Same argument lists as the
     // twins, plus master (fp32 master weights or null) and salt (element offset) where parameters are written.
     void muon_momentum(float* buf, float* u, const grad_t* g, size_t n, float mu, float grad_scale, bool nesterov);
-    void newton_schulz(float* X, int rows, int cols, float* work, int steps);
+    // count matrices (rows, cols) one after the other, with count * newton_schulz_work_numel(rows, cols) of work
+    void newton_schulz(float* X, int rows, int cols, float* work, int steps, int count = 1);
     void muon_apply(act_t* params, float* master, const float* O, size_t n, float lr, float wd, float step,
                     uint64_t salt);
     void adam_mini_update(act_t* params, float* master, const grad_t* grads, float* m, float* v, size_t n,

@@ -1,8 +1,8 @@
 // The CUDA backend's Muon, Adam-mini, GaLore and RSO ops (declared in kernels/cuda_backend.cuh, contract and rounding
 // seeds in kernels/optim_cuda.cuh). Each kernel and member names its CPU twin; shapes are row-major as there. GEMMs
 // go through sgemm_rm (row-major mapped to cuBLAS's column-major, with gemm_cpu's arguments): cublasSgemm /
-// cublasSsyrk on fp32 without TF32, except Newton-Schulz in the bf16 build, which multiplies bf16 copies of its
-// operands with fp32 accumulation (gemm_bf16_rm; see CudaBackend::newton_schulz) as reference Muon does. Compiled
+// cublasSsyrk on fp32 without TF32, except Newton-Schulz (ns_gemm: strided-batched over same-shape matrices), which
+// in the bf16 build multiplies bf16 copies of its operands with fp32 accumulation as reference Muon does. Compiled
 // WITHOUT --use_fast_math (the elementwise updates must round like the CPU twins). docs/DESIGN.md sections 3.2, 3.4.
 #include <algorithm>
 #include <climits>
@@ -28,15 +28,29 @@ void sgemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K,
                             &alpha, B, ldb, A, lda, &beta, C, ldc));
 }
 
-#if !defined(PRAC_FP32)
-// sgemm_rm with bf16 A and B, fp32 C and fp32 accumulation (tensor cores): the bf16 build's Newton-Schulz
-void gemm_bf16_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K, float alpha,
-                  const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
-    cublasCheck(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
-                             &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C, CUDA_R_32F, ldc,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+// Newton-Schulz's GEMMs over `count` matrices stored one after the other (A, B, C at i * stride_a, stride_b,
+// stride_c elements for matrix i): one strided-batched call, or sgemm_rm for one matrix. T = float: fp32 operands
+// (cublasSgemm); T = bf16: bf16 operands, fp32 C, fp32 accumulation (tensor cores: the bf16 build's Newton-Schulz).
+template <typename T>
+void ns_gemm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const T* A, int lda,
+             size_t stride_a, const T* B, int ldb, size_t stride_b, float beta, float* C, int ldc, size_t stride_c,
+             int count) {
+    const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if constexpr (std::is_same<T, float>::value) {
+        if (count == 1) return sgemm_rm(h, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        cublasCheck(cublasSgemmStridedBatched(h, tb, ta, N, M, K, &alpha, B, ldb, (long long)stride_b, A, lda,
+                                              (long long)stride_a, &beta, C, ldc, (long long)stride_c, count));
+    } else {
+        if (count == 1)
+            cublasCheck(cublasGemmEx(h, tb, ta, N, M, K, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta, C,
+                                     CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        else
+            cublasCheck(cublasGemmStridedBatchedEx(h, tb, ta, N, M, K, &alpha, B, CUDA_R_16BF, ldb,
+                                                   (long long)stride_b, A, CUDA_R_16BF, lda, (long long)stride_a,
+                                                   &beta, C, CUDA_R_32F, ldc, (long long)stride_c, count,
+                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
 }
-#endif
 
 // The backend's cuBLAS handle on its stream with host scalars for the scope of one op (other code may have
 // changed either), restored after.
@@ -70,12 +84,14 @@ __global__ void muon_momentum_kernel(float* buf, float* u, const G* grads, size_
     }
 }
 
-// twin: the normalization at the top of newton_schulz_cpu. X (n) *= (float)(1 / (sqrt(ss) + 1e-7)), ss the
-// device double sum of squares; every thread computes the same scalar in double (IEEE sqrt and division).
+// twin: the normalization at the top of newton_schulz_cpu, for matrix blockIdx.y of a batch: X (gridDim.y, n),
+// matrix j *= (float)(1 / (sqrt(ss[j]) + 1e-7)), ss (gridDim.y) the device double sums of squares; every thread
+// computes its matrix's scalar in double (IEEE sqrt and division).
 __global__ void ns_normalize_kernel(float* X, size_t n, const double* ss) {
-    const float inv = (float)(1.0 / (sqrt(*ss) + 1e-7));
+    float* x = X + (size_t)blockIdx.y * n;
+    const float inv = (float)(1.0 / (sqrt(ss[blockIdx.y]) + 1e-7));
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        X[i] = __fmul_rn(X[i], inv);
+        x[i] = __fmul_rn(x[i], inv);
 }
 
 // twin: muon_apply_cpu, plus master weights and stochastic rounding (adamw_kernel's scheme, seed per
@@ -262,12 +278,14 @@ void CudaBackend::muon_momentum(float* buf, float* u, const grad_t* g, size_t n,
     cudaCheck(cudaGetLastError());
 }
 
-// twin: newton_schulz_cpu. X (rows, cols) fp32 row-major, in place; work newton_schulz_work_numel(rows, cols)
-// floats. A tall X runs the transposed iteration (A = XᵀX, X = a X + X B) so the Gram matrix is the small one, as
-// the twin.
+// twin: newton_schulz_cpu on each of `count` matrices. X (count, rows, cols) fp32 row-major, in place; work
+// count * newton_schulz_work_numel(rows, cols) floats. A tall X runs the transposed iteration (A = XᵀX,
+// X = a X + X B) so the Gram matrix is the small one, as the twin. Every GEMM covers the whole batch (one
+// strided-batched call: train/optim_muon.h batches the matrices of one shape, which alone are too small to fill a
+// GPU at GPT-2 widths); each matrix gets the operations it would get alone.
 //
-// FP32 build: the twin's fp32 GEMMs, work laid out as the twin's: A, B (m, m) then the next X (rows, cols),
-// m = min(rows, cols).
+// FP32 build: the twin's fp32 GEMMs, work laid out as the twin's, per batch: A, B (count, m, m) then the next X
+// (count, rows, cols), m = min(rows, cols).
 //
 // bf16 build: reference Muon's precision. Every GEMM multiplies bf16 operands (rounded to nearest even from the fp32
 // values) with fp32 accumulation and an fp32 result: 5 iterations x 3 GEMMs per matrix are ~64 TFLOP per LLaMA-1B
@@ -277,56 +295,68 @@ void CudaBackend::muon_momentum(float* buf, float* u, const grad_t* g, size_t n,
 // needs no more (its fixed point is a band of singular values, [0.68, 1.21], not an exact value). One iteration:
 //   Xh = bf16(X);  A = Xh Xhᵀ;  Ah = bf16(A);  A = b A + c Ah Ah;  Ah = bf16(A);  X = a X + Ah Xh
 // (tall: A = Xhᵀ Xh, X = a X + Xh Ah), A updated in place (its old value is read as C only) and X too (the
-// operands are the copies). work (2 m² + rows·cols floats) holds [A (m, m) fp32][Xh (rows, cols) bf16]
-// [Ah (m, m) bf16]: 4 m² + 2 rows·cols + 2 m² bytes, within 8 m² + 4 rows·cols since m² <= rows·cols. (The
-// copies are 16-byte aligned when work is and m is even and rows·cols a multiple of 8, as at every model width.)
-void CudaBackend::newton_schulz(float* X, int rows, int cols, float* work, int steps) {
+// operands are the copies). work (count (2 m² + rows·cols) floats) holds [A (count, m, m) fp32][Xh (count, rows,
+// cols) bf16][Ah (count, m, m) bf16]: count (4 m² + 2 rows·cols + 2 m²) bytes, within count (8 m² + 4 rows·cols)
+// since m² <= rows·cols. (The copies are 16-byte aligned when work is and m is even and rows·cols a multiple of 8,
+// as at every model width.)
+void CudaBackend::newton_schulz(float* X, int rows, int cols, float* work, int steps, int count) {
     const size_t n = (size_t)rows * cols;
-    if (n == 0) return;
+    if (n == 0 || count <= 0) return;
+    if (count > 65535) fail("newton_schulz: %d matrices in one batch (at most 65535)", count);
     const bool tall = rows > cols;
     const int m = tall ? cols : rows;
-    const size_t mm = (size_t)m * m;
+    const size_t mm = (size_t)m * m, cn = (size_t)count * n, cmm = (size_t)count * mm;
     float* A = work;
-    // X /= ||X||_F + 1e-7: the sum of squares in double on the device (adamw.cuh's deterministic two-stage sum),
-    // read by the scaling kernel from device memory (no host round trip)
-    void* ws = scratch_at_least(SUM_SQUARES_SCRATCH_BYTES);
+    // X /= ||X||_F + 1e-7 per matrix: each sum of squares in double on the device (adamw.cuh's deterministic
+    // two-stage sum; the partials are reused, the count results follow them), read by the scaling kernel from
+    // device memory (no host round trip)
+    void* ws = scratch_at_least((SUMSQ_BLOCKS + (size_t)count) * sizeof(double));
     double* ss = static_cast<double*>(ws) + SUMSQ_BLOCKS;
-    sum_squares_device_cuda<float>(ss, X, n, false, ws, SUM_SQUARES_SCRATCH_BYTES, stream);
-    ns_normalize_kernel<<<cuda_grid_1d(n, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(X, n, ss);
+    for (int i = 0; i < count; i++)
+        sum_squares_device_cuda<float>(ss + i, X + (size_t)i * n, n, false, ws, SUM_SQUARES_SCRATCH_BYTES, stream);
+    ns_normalize_kernel<<<dim3(cuda_grid_1d(n, OPT_BLOCK), (unsigned)count), OPT_BLOCK, 0, stream>>>(X, n, ss);
     cudaCheck(cudaGetLastError());
     HostScalars hs(cublas, stream);
 #if defined(PRAC_FP32)
-    float* B = A + mm;
-    float* Y = B + mm;
+    float* B = A + cmm;
+    float* Y = B + cmm;
     float* cur = X;
     float* next = Y;
     for (int it = 0; it < steps; it++) {
-        if (tall) sgemm_rm(cublas, true, false, m, m, rows, 1.0f, cur, cols, cur, cols, 0.0f, A, m);  // A = XᵀX
-        else sgemm_rm(cublas, false, true, m, m, cols, 1.0f, cur, cols, cur, cols, 0.0f, A, m);      // A = X Xᵀ
-        cudaCheck(cudaMemcpyAsync(B, A, mm * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-        sgemm_rm(cublas, false, false, m, m, m, MUON_NS_C, A, m, A, m, MUON_NS_B, B, m);  // B = b A + c A²
-        cudaCheck(cudaMemcpyAsync(next, cur, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-        if (tall) sgemm_rm(cublas, false, false, rows, cols, cols, 1.0f, cur, cols, B, m, MUON_NS_A, next, cols);
-        else sgemm_rm(cublas, false, false, rows, cols, rows, 1.0f, B, m, cur, cols, MUON_NS_A, next, cols);
+        if (tall) ns_gemm(cublas, true, false, m, m, rows, 1.0f, cur, cols, n, cur, cols, n, 0.0f, A, m, mm, count);
+        else ns_gemm(cublas, false, true, m, m, cols, 1.0f, cur, cols, n, cur, cols, n, 0.0f, A, m, mm, count);
+        cudaCheck(cudaMemcpyAsync(B, A, cmm * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+        ns_gemm(cublas, false, false, m, m, m, MUON_NS_C, A, m, mm, A, m, mm, MUON_NS_B, B, m, mm, count);  // b A + c A²
+        cudaCheck(cudaMemcpyAsync(next, cur, cn * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+        if (tall)
+            ns_gemm(cublas, false, false, rows, cols, cols, 1.0f, cur, cols, n, B, m, mm, MUON_NS_A, next, cols, n,
+                    count);  // a X + X B
+        else
+            ns_gemm(cublas, false, false, rows, cols, rows, 1.0f, B, m, mm, cur, cols, n, MUON_NS_A, next, cols, n,
+                    count);  // a X + B X
         std::swap(cur, next);
     }
-    if (cur != X) cudaCheck(cudaMemcpyAsync(X, cur, n * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    if (cur != X) cudaCheck(cudaMemcpyAsync(X, cur, cn * sizeof(float), cudaMemcpyDeviceToDevice, stream));
 #else
     static_assert(std::is_same<floatX, __nv_bfloat16>::value, "the bf16 build's floatX is bf16");
-    __nv_bfloat16* Xh = reinterpret_cast<__nv_bfloat16*>(A + mm);
-    __nv_bfloat16* Ah = Xh + n;
+    __nv_bfloat16* Xh = reinterpret_cast<__nv_bfloat16*>(A + cmm);
+    __nv_bfloat16* Ah = Xh + cn;
     for (int it = 0; it < steps; it++) {
-        f32_to_floatx_kernel<<<ceil_div((long long)n, 256), 256, 0, stream>>>(Xh, X, n);
+        f32_to_floatx_kernel<<<ceil_div((long long)cn, 256), 256, 0, stream>>>(Xh, X, cn);
         cudaCheck(cudaGetLastError());
-        if (tall) gemm_bf16_rm(cublas, true, false, m, m, rows, 1.0f, Xh, cols, Xh, cols, 0.0f, A, m);  // A = XᵀX
-        else gemm_bf16_rm(cublas, false, true, m, m, cols, 1.0f, Xh, cols, Xh, cols, 0.0f, A, m);      // A = X Xᵀ
-        f32_to_floatx_kernel<<<ceil_div((long long)mm, 256), 256, 0, stream>>>(Ah, A, mm);
+        if (tall) ns_gemm(cublas, true, false, m, m, rows, 1.0f, Xh, cols, n, Xh, cols, n, 0.0f, A, m, mm, count);
+        else ns_gemm(cublas, false, true, m, m, cols, 1.0f, Xh, cols, n, Xh, cols, n, 0.0f, A, m, mm, count);
+        f32_to_floatx_kernel<<<ceil_div((long long)cmm, 256), 256, 0, stream>>>(Ah, A, cmm);
         cudaCheck(cudaGetLastError());
-        gemm_bf16_rm(cublas, false, false, m, m, m, MUON_NS_C, Ah, m, Ah, m, MUON_NS_B, A, m);  // A = b A + c A²
-        f32_to_floatx_kernel<<<ceil_div((long long)mm, 256), 256, 0, stream>>>(Ah, A, mm);
+        ns_gemm(cublas, false, false, m, m, m, MUON_NS_C, Ah, m, mm, Ah, m, mm, MUON_NS_B, A, m, mm, count);  // b A + c A²
+        f32_to_floatx_kernel<<<ceil_div((long long)cmm, 256), 256, 0, stream>>>(Ah, A, cmm);
         cudaCheck(cudaGetLastError());
-        if (tall) gemm_bf16_rm(cublas, false, false, rows, cols, cols, 1.0f, Xh, cols, Ah, m, MUON_NS_A, X, cols);
-        else gemm_bf16_rm(cublas, false, false, rows, cols, rows, 1.0f, Ah, m, Xh, cols, MUON_NS_A, X, cols);
+        if (tall)
+            ns_gemm(cublas, false, false, rows, cols, cols, 1.0f, Xh, cols, n, Ah, m, mm, MUON_NS_A, X, cols, n,
+                    count);  // a X + X B
+        else
+            ns_gemm(cublas, false, false, rows, cols, rows, 1.0f, Ah, m, mm, Xh, cols, n, MUON_NS_A, X, cols, n,
+                    count);  // a X + B X
     }
 #endif
 }

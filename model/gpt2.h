@@ -16,7 +16,7 @@
 #include "model/weights.h"
 #include "model/sites.h"  // the six sites: SiteIndex, apply_recompute, wire_sites
 #include "common/safetensors.h"  // safetensors_open (the HF name prefix of --init-from)
-#include "model/model_common.h"  // ActivationArena, mean_loss, load_hf_weights, ...
+#include "model/model_common.h"  // ActivationArena, load_hf_weights, ...
 
 template <typename T>
 struct GPT2Weights {
@@ -285,26 +285,34 @@ struct GPT2 {
     // forward: embeddings -> L blocks -> final LayerNorm -> LM head + cross-entropy.
     // In training the fused classifier also runs the head's backward right away: dlnf goes to scratch_btc and
     // dwte accumulates, so no logits are stored. grad_scale is the loss weight per token: 1 / (valid tokens in
-    // this micro-batch * gradient accumulation steps). Returns the mean loss over non-ignored targets (0 when
-    // every target is ignored).
+    // this micro-batch * gradient accumulation steps). The loss is the mean over non-ignored targets (0 when
+    // every target is ignored): forward returns it (a readout: tests, tools); the training loop's train_forward
+    // adds it / loss_divisor to the step's loss on the device instead (be.loss_read() once per step), so nothing
+    // in a micro-batch waits for the device.
     // Training: saves for backward (compressing, refreshing bases when due); grad_scale > 0 is the loss weight
     // per token. Evaluation (eval_loss): the mean loss only; nothing saved or refreshed, no gradient.
     float forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale) {
+        train_forward(host_inputs, host_targets, grad_scale, 1);
+        return be.loss_read();
+    }
+    void train_forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale, int loss_divisor) {
         if (!(grad_scale > 0.0f)) fail("internal: a training forward needs a loss weight > 0 (got %g)", grad_scale);
-        return forward_pass(host_inputs, host_targets, true, grad_scale);
+        forward_pass(host_inputs, host_targets, true, grad_scale, loss_divisor);
     }
     float eval_loss(const int32_t* host_inputs, const int32_t* host_targets) {
-        return forward_pass(host_inputs, host_targets, false, 0.0f);
+        forward_pass(host_inputs, host_targets, false, 0.0f, 1);
+        return be.loss_read();
     }
     // Layer l's attention output O, (N, C): its own slot of the (L, N, C) stack, or the one buffer all layers share
     // when backward recomputes O (--recompute-attention).
     act_t* attention_out(int l, int N) { return acts.atty + (recompute.attention_out ? 0 : (size_t)l * N * cfg.channels); }
-    float forward_pass(const int32_t* host_inputs, const int32_t* host_targets, bool train, float grad_scale) {
+    void forward_pass(const int32_t* host_inputs, const int32_t* host_targets, bool train, float grad_scale,
+                      int loss_divisor) {
         int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
         int N = B * T;
         check_tokens(host_inputs, N, V);
-        be.upload(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
-        be.upload(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
+        be.upload_async(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
+        be.upload_async(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
         ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
                         &fch = sites[FCH], &fch_gelu = sites[FCH_GELU];
         // saving for backward (compressing, refreshing bases) only when training; evaluation keeps nothing
@@ -363,7 +371,7 @@ struct GPT2 {
         be.classifier(acts.losses, train ? acts.scratch_btc : nullptr, train ? grads.wte : nullptr, acts.lnf,
                       params.wte, acts.targets, N, C, V, grad_scale, acts.logits_chunk);
         sched.end_micro_batch();
-        return mean_loss(be, acts.losses, host_targets, N);
+        be.loss_add(acts.losses, acts.targets, N, loss_divisor);
     }
 
     // backward: from dlnf (left in scratch_btc by the training forward) down to the embeddings.

@@ -11,7 +11,7 @@
 
 #include "common/error.h"
 #include "model/config.h"
-#include "model/model_common.h"  // ActivationArena, mean_loss, load_hf_weights, ...
+#include "model/model_common.h"  // ActivationArena, load_hf_weights, ...
 #include "common/tensors.h"
 #include "model/weights.h"
 #include "model/sites.h"  // the six sites: SiteIndex, apply_recompute, wire_sites
@@ -247,22 +247,31 @@ struct Llama {
     // fused head: in training it leaves dlnf in scratch_btc and accumulates dlm_head).
     // Training: saves for backward (compressing, refreshing bases when due); grad_scale > 0 is the loss weight
     // per token. Evaluation (eval_loss): the mean loss only; nothing saved or refreshed, no gradient.
+    // forward returns this micro-batch's mean loss (a readout: tests, tools); the training loop's train_forward
+    // adds mean loss / loss_divisor to the step's loss on the device instead (be.loss_read() once per step), so
+    // nothing in it waits for the device.
     float forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale) {
+        train_forward(host_inputs, host_targets, grad_scale, 1);
+        return be.loss_read();
+    }
+    void train_forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale, int loss_divisor) {
         if (!(grad_scale > 0.0f)) fail("internal: a training forward needs a loss weight > 0 (got %g)", grad_scale);
-        return forward_pass(host_inputs, host_targets, true, grad_scale);
+        forward_pass(host_inputs, host_targets, true, grad_scale, loss_divisor);
     }
     float eval_loss(const int32_t* host_inputs, const int32_t* host_targets) {
-        return forward_pass(host_inputs, host_targets, false, 0.0f);
+        forward_pass(host_inputs, host_targets, false, 0.0f, 1);
+        return be.loss_read();
     }
     // Layer l's attention output O, (N, C): its own slot of the (L, N, C) stack, or the one buffer all layers share
     // when backward recomputes O (--recompute-attention).
     act_t* attention_out(int l, int N) { return acts.atty + (recompute.attention_out ? 0 : (size_t)l * N * cfg.channels); }
-    float forward_pass(const int32_t* host_inputs, const int32_t* host_targets, bool train, float grad_scale) {
+    void forward_pass(const int32_t* host_inputs, const int32_t* host_targets, bool train, float grad_scale,
+                      int loss_divisor) {
         int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
         int N = B * T;
         check_tokens(host_inputs, N, V);
-        be.upload(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
-        be.upload(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
+        be.upload_async(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
+        be.upload_async(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
         ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
                         &fch = sites[FCH], &fch_act = sites[FCH_ACT];
         auto save = [&](ActSite<Backend>& site, int l) {  // only when training: evaluation keeps nothing
@@ -312,7 +321,7 @@ struct Llama {
         be.classifier(acts.losses, train ? acts.scratch_btc : nullptr, train ? grads.lm_head : nullptr, acts.lnf,
                       params.lm_head, acts.targets, N, C, V, grad_scale, acts.logits_chunk);
         sched.end_micro_batch();
-        return mean_loss(be, acts.losses, host_targets, N);
+        be.loss_add(acts.losses, acts.targets, N, loss_divisor);
     }
 
     // backward: from dlnf (in scratch_btc) down to the embedding; parameter gradients accumulate.

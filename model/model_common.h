@@ -39,21 +39,6 @@ inline std::vector<std::vector<ElemRange>> layer_param_ranges(const std::vector<
     return out;
 }
 
-// Mean of the per-token losses over non-ignored targets (0 when all are ignored).
-template <class Backend>
-float mean_loss(Backend& be, const float* dev_losses, const int32_t* host_targets, int N) {
-    std::vector<float> losses(N);
-    be.download(losses.data(), dev_losses, (size_t)N * sizeof(float));
-    double sum = 0;
-    int count = 0;
-    for (int i = 0; i < N; i++)
-        if (host_targets[i] >= 0) {
-            sum += losses[i];
-            count++;
-        }
-    return count ? (float)(sum / count) : 0.0f;
-}
-
 // host_out (N, V) = inp (N, C) @ head[:V]^T, for tests and sampling (training never forms all logits).
 template <class Backend>
 void head_logits(Backend& be, float* host_out, const typename Backend::act_t* inp,

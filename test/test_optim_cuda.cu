@@ -221,29 +221,40 @@ static double ns_tolerance(int rows, int cols, int steps) {
     return steps == 1 ? 5e-4 : 8e-2;
 }
 
-// newton_schulz vs newton_schulz_cpu on a gradient-like Gaussian X (rows, cols)
-static void test_newton_schulz(CudaBackend& be, int rows, int cols, int steps) {
+// newton_schulz vs newton_schulz_cpu on `count` gradient-like Gaussian matrices (rows, cols) of one batch, each
+// against the twin alone (the batch must not mix matrices: each has its own scale, 0.01 * (k + 1))
+static void test_newton_schulz(CudaBackend& be, int rows, int cols, int steps, int count = 1) {
     size_t n = (size_t)rows * cols, w = newton_schulz_work_numel(rows, cols);
-    fvec X = randn(n, 0.01f), work(w);
-    DBuf<float> dX(be, n), dw(be, w);
+    fvec X((size_t)count * n), work(w);
+    for (int k = 0; k < count; k++) {
+        fvec x = randn(n, 0.01f * (k + 1));
+        std::copy(x.begin(), x.end(), X.begin() + (size_t)k * n);
+    }
+    DBuf<float> dX(be, (size_t)count * n), dw(be, (size_t)count * w);
     put_f32(be, dX.p, X);
 #if defined(PRAC_CUDA_EMU)
     const long bf0 = cuda_emu_cublas_gemm_calls(true), f0 = cuda_emu_cublas_gemm_calls(false);
 #endif
-    be.newton_schulz(dX.p, rows, cols, dw.p, steps);
+    be.newton_schulz(dX.p, rows, cols, dw.p, steps, count);
 #if defined(PRAC_CUDA_EMU)
-    // three GEMMs per iteration (A = X Xᵀ, A², B X); the bf16 build multiplies bf16 operands with fp32 accumulation
-    // (reference Muon's precision, tensor-core speed), the fp32 build fp32 ones
+    // three GEMMs per iteration (A = X Xᵀ, A², B X), each one call for the whole batch; the bf16 build multiplies
+    // bf16 operands with fp32 accumulation (reference Muon's precision, tensor-core speed), the fp32 build fp32 ones
     const long bf = cuda_emu_cublas_gemm_calls(true) - bf0, f = cuda_emu_cublas_gemm_calls(false) - f0;
     const long want_bf = BF16 ? 3 * steps : 0, want_f = BF16 ? 0 : 3 * steps;
     check(bf == want_bf && f == want_f,
-          "newton_schulz (%d, %d) steps %d: %ld bf16-operand and %ld fp32-operand GEMMs (want %ld and %ld)", rows,
-          cols, steps, bf, f, want_bf, want_f);
+          "newton_schulz %d x (%d, %d) steps %d: %ld bf16-operand and %ld fp32-operand GEMM calls (want %ld and %ld)",
+          count, rows, cols, steps, bf, f, want_bf, want_f);
 #endif
-    newton_schulz_cpu(X.data(), rows, cols, work.data(), steps);
-    check_tol("newton_schulz (" + std::to_string(rows) + ", " + std::to_string(cols) + ") steps " +
-                  std::to_string(steps),
-              rel_err(get_f32(be, dX.p, n), X), ns_tolerance(rows, cols, steps));
+    fvec got = get_f32(be, dX.p, (size_t)count * n);
+    for (int k = 0; k < count; k++) {
+        fvec x(X.begin() + (size_t)k * n, X.begin() + (size_t)(k + 1) * n);
+        newton_schulz_cpu(x.data(), rows, cols, work.data(), steps);
+        fvec g(got.begin() + (size_t)k * n, got.begin() + (size_t)(k + 1) * n);
+        check_tol("newton_schulz (" + std::to_string(rows) + ", " + std::to_string(cols) + ") steps " +
+                      std::to_string(steps) + (count > 1 ? " matrix " + std::to_string(k) + " of a batch of " +
+                                                               std::to_string(count) : ""),
+                  rel_err(g, x), ns_tolerance(rows, cols, steps));
+    }
 }
 
 // muon_apply vs muon_apply_cpu; with master: the master follows the CPU, params are its rounding
@@ -629,6 +640,8 @@ int main() {
         const int ns_shapes[][2] = {{96, 160}, {160, 96}, {96, 96}, {288, 96}, {512, 96}, {96, 256}, {1, 96}};
         for (auto& s : ns_shapes) test_newton_schulz(gpu, s[0], s[1], MUON_NS_STEPS);
         test_newton_schulz(gpu, 160, 96, 1);
+        test_newton_schulz(gpu, 96, 160, MUON_NS_STEPS, 3);  // batches (train/optim_muon.h), wide and tall
+        test_newton_schulz(gpu, 288, 96, MUON_NS_STEPS, 2);
         for (bool master : {true, false}) test_muon_apply(gpu, (size_t)96 * 160, master);
 
         std::printf("==== adam-mini ====\n");

@@ -491,7 +491,9 @@ struct MasterBackend {
     void muon_momentum(float* buf, float* u, const float* g, size_t n, float mu, float gs, bool nesterov) {
         muon_momentum_cpu(buf, u, g, n, mu, gs, nesterov);
     }
-    void newton_schulz(float* X, int rows, int cols, float* work, int steps) { newton_schulz_cpu(X, rows, cols, work, steps); }
+    void newton_schulz(float* X, int rows, int cols, float* work, int steps, int count) {
+        for (int i = 0; i < count; i++) newton_schulz_cpu(X + (size_t)i * rows * cols, rows, cols, work, steps);
+    }
     void muon_apply(float* params, float* master, const float* O, size_t n, float lr, float wd, float step, uint64_t salt) {
         muon_apply_cpu(master, O, n, lr, wd, step);
         std::memcpy(params, master, n * sizeof(float));
@@ -780,8 +782,11 @@ TEST(Optimizers, StateBytes) {
         }
     }
     // hand counts for the tiny GPT-2 (L = 2, NH = 2, C = 16, F = 64, Vp = 64, maxT = 12): Muon's momentum is
-    // L (3C² + C² + 2FC), AdamW's two moments cover the rest; the split Newton-Schulz workspace is for fcw (64, 16):
-    // u (1024) + A, B (16²) + the next X (1024)
+    // L (3C² + C² + 2FC), AdamW's two moments cover the rest. Newton-Schulz batches all matrices of one shape here
+    // (far below MUON_BATCH_BYTES); per matrix (r, c), m = min(r, c), u is r c and the work A, B (m²) + the next X
+    // (r c). Split: the 4L (C, C) matrices q, k, v, attproj give u = 4L C² = 2048 and work 4L 3C² = 6144 (fcw's and
+    // fcprojw's pairs: u = L F C = 2048, work L (2C² + F C) = 3072). Unsplit: qkvw's pair (3C, C) has u = 3L C² =
+    // 1536, work L (2C² + 3C²) = 2560, attproj's u = L C², work 3L C²; the fc pairs are the largest: 2048, 3072.
     {
         Buffers b("gpt2");
         size_t L = 2, C = 16, F = 64, Vp = 64, T = 12, NH = 2;
@@ -789,8 +794,8 @@ TEST(Optimizers, StateBytes) {
         size_t rest = Vp * C + T * C + L * (4 * C + 3 * C + C + F + C) + 2 * C;
         EXPECT_EQ(hidden + rest, count_params(b.specs));
         EXPECT_EQ(Muon<CpuBackend>::state_bytes(b.specs), 4 * (hidden + 2 * rest));
-        EXPECT_EQ(Muon<CpuBackend>::scratch_bytes(b.specs, b.cfg, true), 4 * (F * C + 2 * C * C + F * C));
-        EXPECT_EQ(Muon<CpuBackend>::scratch_bytes(b.specs, b.cfg, false), 4 * (F * C + 2 * C * C + F * C));
+        EXPECT_EQ(Muon<CpuBackend>::scratch_bytes(b.specs, b.cfg, true), 4 * (4 * L * C * C + 4 * L * 3 * C * C));
+        EXPECT_EQ(Muon<CpuBackend>::scratch_bytes(b.specs, b.cfg, false), 4 * (L * F * C + L * (2 * C * C + F * C)));
         size_t blocks = Vp + T + L * (2 * NH + 3 * C + F + 8) + 2;
         EXPECT_EQ(AdamMini<CpuBackend>::state_bytes(b.specs, b.cfg), 4 * (hidden + rest + blocks));
     }
@@ -813,6 +818,38 @@ TEST(Optimizers, StateBytes) {
                     "%.1f MiB\n",
                     name, 8.0 * N / 1048576.0, muon / 1048576.0,
                     Muon<LayoutBackend>::scratch_bytes(specs, cfg, true) / 1048576.0, mini / 1048576.0);
+    }
+}
+
+// Newton-Schulz batches (train/optim_muon.h): every matrix in exactly one batch of its shape, hand counts at real
+// widths with MUON_BATCH_BYTES = 64 MiB. GPT-2 124M: a (768, 768) matrix needs u + work = 768² + 3 * 768² floats
+// = 9437184 bytes -> 7 per batch (67108864 / 9437184 = 7.1): the 48 of q, k, v, attproj make 6 batches of 7 and one
+// of 6; fcw (3072, 768) needs (2 * 2359296 + 2 * 768²) * 4 = 23592960 bytes -> 2 per batch, 6 batches. LLaMA-1B:
+// a (2048, 2048) matrix needs 4 * 2048² * 4 = 67108864 bytes, the whole limit: single-matrix batches.
+TEST(Optimizers, MuonBatchesByShape) {
+    for (auto [arch, name] : {std::pair{Arch::GPT2, "gpt2-124m"}, {Arch::LLAMA, "llama-1b"}}) {
+        ModelConfig cfg = model_config_load(arch, name);
+        LayoutBackend lb;
+        std::vector<ParamSpec> specs = arch == Arch::GPT2 ? GPT2<LayoutBackend>(lb, cfg).param_specs
+                                                          : Llama<LayoutBackend>(lb, cfg).param_specs;
+        MuonLayout lay = muon_layout(specs, cfg, true);
+        std::vector<int> seen(lay.matrices.size(), 0);
+        std::map<std::pair<int, int>, std::vector<size_t>> sizes;
+        for (const MuonBatch& b : lay.batches) {
+            sizes[{b.rows, b.cols}].push_back(b.matrices.size());
+            for (size_t i : b.matrices) {
+                seen[i]++;
+                EXPECT_EQ(lay.matrices[i].rows, b.rows) << name << " " << lay.matrices[i].name;
+                EXPECT_EQ(lay.matrices[i].cols, b.cols) << name << " " << lay.matrices[i].name;
+            }
+        }
+        for (size_t i = 0; i < seen.size(); i++) EXPECT_EQ(seen[i], 1) << name << " " << lay.matrices[i].name;
+        if (arch == Arch::GPT2) {
+            EXPECT_EQ(sizes[std::make_pair(768, 768)], (std::vector<size_t>{7, 7, 7, 7, 7, 7, 6})) << name;
+            EXPECT_EQ(sizes[std::make_pair(3072, 768)], (std::vector<size_t>(6, 2))) << name;
+        } else {
+            EXPECT_EQ(sizes[std::make_pair(2048, 2048)], (std::vector<size_t>(4 * 24, 1))) << name;
+        }
     }
 }
 

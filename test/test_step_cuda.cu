@@ -1,6 +1,7 @@
 // GPU test: a whole training step of tiny GPT-2 and LLaMA (the Hugging Face fixtures' weights and batch) on the
 // CUDA backend against the CPU backend: loss, logits and every parameter gradient after forward + backward, then a
-// ten-step AdamW loss trajectory, with PRAC off and on. Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
+// ten-step AdamW loss trajectory, with PRAC off and on; the step's loss summed on the device, and no host wait in a
+// step's micro-batches (counted by the emulated runtime). Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 //
 // Tolerances (relative to each tensor's largest magnitude): FP32 build 1e-4 for gradients and 1e-5 for the loss
 // (same math, different summation order and attention tiling); BF16 build 5e-2 for gradients and 2e-2 for the
@@ -20,7 +21,7 @@
 #include "test/gpu/gpu_test.h"
 #include "train/optim_adamw.h"
 #if defined(PRAC_CUDA_EMU)
-#include "kernels/cuda_emu/emu_internal.h"  // cuda_emu::malloc_calls
+#include "kernels/cuda_emu/emu_internal.h"  // cuda_emu::malloc_calls, host_waits
 #endif
 
 static void check_tol(const std::string& what, double err, double tol) {
@@ -119,6 +120,102 @@ static void compare(const char* dir, Arch arch, PracMode mode) {
     (void)mallocs_at_step_2;
 }
 
+// The training loss summed on the device (CudaBackend::loss_add / loss_read) against the host computation that
+// CpuBackend::loss_add documents, done here in plain loops: per call the mean of the losses of counted targets
+// (double sum, rounded to float once; 0 when every target is ignored) / divisor, summed in float. The device sums
+// in another order: each mean may move by 1 ulp, so the 2-term sum by <= 2 ulp (2.4e-7 relative) -> 3e-7. The CPU
+// twin repeats the reference's operations in its order: bitwise equal.
+static void loss_sum_on_device() {
+    CudaBackend gpu(0, 42);
+    CpuBackend cpu;
+    const int N = 1000, divisor = 3;  // N not a multiple of the kernel's 512 threads
+    std::vector<float> losses(N);
+    std::vector<int32_t> targets(N);
+    float* dl = (float*)gpu.alloc(N * sizeof(float));
+    int32_t* dt = (int32_t*)gpu.alloc(N * sizeof(int32_t));
+    uint64_t state = 12345;
+    auto uniform = [&] {  // an LCG's top bits: in [0, 1)
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        return (double)(state >> 11) * 0x1.0p-53;
+    };
+    float want = 0.0f;
+    for (int call = 0; call < 3; call++) {  // call 1: every target ignored (adds 0)
+        double sum = 0;
+        int count = 0;
+        for (int i = 0; i < N; i++) {
+            losses[i] = (float)(10.0 * uniform());
+            targets[i] = call == 1 || uniform() < 0.3 ? -1 : (int32_t)(uniform() * 50000);
+            if (targets[i] >= 0) sum += losses[i], count++;
+        }
+        want += (count ? (float)(sum / count) : 0.0f) / (float)divisor;
+        gpu.upload(dl, losses.data(), N * sizeof(float));
+        gpu.upload(dt, targets.data(), N * sizeof(int32_t));
+        gpu.loss_add(dl, dt, N, divisor);
+        cpu.loss_add(losses.data(), targets.data(), N, divisor);
+    }
+    float got = gpu.loss_read(), again = gpu.loss_read(), twin = cpu.loss_read();
+    check(std::fabs(got - want) <= 3e-7 * std::fabs(want),
+          "loss_add x3 (N %d, divisor %d, one all-ignored call): device sum %.9g, host %.9g", N, divisor, got, want);
+    check(again == 0.0f, "loss_read clears the sum (second read %g)", again);
+    check(twin == want, "CpuBackend::loss_add: %.9g, bitwise the host computation's %.9g", twin, want);
+    gpu.free(dt, N * sizeof(int32_t));
+    gpu.free(dl, N * sizeof(float));
+}
+
+// A training step's micro-batches (Model::train_forward + backward, as the trainers' loop) make the host wait for the
+// device nowhere: the tokens go up through pinned staging buffers and the loss is summed on the device, read once per
+// step. Counted by the emulated runtime (cuda_emu::host_waits: every call that waits on a GPU) from the second step on
+// (the first grows the scratch buffers, and a cudaFree waits). The step's loss equals the CPU backend's (LOSS_TOL).
+template <template <class> class M>
+static void micro_batches_do_not_wait(const char* dir, Arch arch) {
+    std::string base = std::string(PRAC_SOURCE_DIR) + "/test/fixtures/" + dir + "/";
+    SafeTensorsFile ref = safetensors_open(base + "reference.safetensors");
+    ModelConfig cfg = model_config_load(arch, base + "config.json");
+    cfg.num_heads /= 2;  // head size 16 (see compare)
+    std::vector<int32_t> inputs(ref.get("inputs").numel()), targets(inputs.size());
+    ref.read_raw("inputs", inputs.data(), inputs.size() * 4);
+    ref.read_raw("targets", targets.data(), targets.size() * 4);
+    int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1], valid = 0;
+    for (int32_t t : targets) valid += t >= 0;
+    PracOptions prac;
+    CpuBackend cpu;
+    CudaBackend gpu(0, 42);
+    M<CpuBackend> mc(cpu, cfg, prac);
+    M<CudaBackend> mg(gpu, cfg, prac);
+    mc.load_weights(base + "model.safetensors");
+    mg.load_weights(base + "model.safetensors");
+    mc.allocate_activations(B, T);
+    mg.allocate_activations(B, T);
+    const int accum = 4;
+    for (int step = 0; step < 2; step++) {
+        mc.zero_grad();
+        mg.zero_grad();
+        mc.sched.begin_step(prac, step);
+        mg.sched.begin_step(prac, step);
+#if defined(PRAC_CUDA_EMU)
+        const long waits_before = cuda_emu::host_waits();
+#endif
+        for (int micro = 0; micro < accum; micro++) {
+            mg.train_forward(inputs.data(), targets.data(), 1.0f / ((float)valid * accum), accum);
+            mg.backward();
+        }
+#if defined(PRAC_CUDA_EMU)
+        const long waits = cuda_emu::host_waits() - waits_before;
+        if (step == 1)
+            check(waits == 0, "%s: %d micro-batches of a step, %ld host waits for the device (want 0)", dir, accum,
+                  waits);
+#endif
+        for (int micro = 0; micro < accum; micro++) {
+            mc.train_forward(inputs.data(), targets.data(), 1.0f / ((float)valid * accum), accum);
+            mc.backward();
+        }
+        float lg = gpu.loss_read(), lc = cpu.loss_read();
+        if (step == 1)
+            check_tol(std::string(dir) + " loss of 4 micro-batches summed on the device", std::fabs(lg - lc) / std::fabs(lc),
+                      LOSS_TOL);
+    }
+}
+
 // A head size the CUDA attention has no kernel for is refused when the model is built, with the sizes it takes.
 static void head_size_8_is_refused() {
     ModelConfig cfg = model_config_load(Arch::GPT2, std::string(PRAC_SOURCE_DIR) + "/test/fixtures/gpt2_tiny/config.json");
@@ -171,6 +268,9 @@ int main() {
     if (int rc = gpu_unavailable_exit_code("test_step_cuda"); rc >= 0) return rc;
     try {
         head_size_8_is_refused();
+        loss_sum_on_device();
+        micro_batches_do_not_wait<GPT2>("gpt2_tiny", Arch::GPT2);
+        micro_batches_do_not_wait<Llama>("llama_tiny", Arch::LLAMA);
         for (PracMode m : {PracMode::NONE, PracMode::PRAC}) {
             compare<GPT2>("gpt2_tiny", Arch::GPT2, m);
             compare<Llama>("llama_tiny", Arch::LLAMA, m);

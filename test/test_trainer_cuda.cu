@@ -1,16 +1,11 @@
-// GPU test through the real trainer binaries (./train_gpt2, ./train_llama on the CUDA backend, tiny models, a
-// few steps). Compares the JSONL records (loss, lr and gradient norm of every step, printed with %.9g: the float's
-// exact value; the final validation loss) and the saved weights byte for byte:
-//   (a) the CUDA run's loss falls like the CPU backend's run of the same config: every step's loss within the
-//       whole-step tolerances of test_step_cuda (FP32 build 1e-4 relative, BF16 build 5e-2), and it falls;
-//   (b) one rank with --comm nccl (the NCCL path alone: per-layer overlapped averages, and --overlap-comm 0's one
-//       all-reduce) equals the run without it: with one rank NCCL's average is the identity, so any difference is
-//       a stream-ordering bug (a gradient read before it was written, or the optimizer before the average);
-//   (c) resume is bit-exact on the GPU: a run of 6 steps vs a run killed right after step 3 (like kill -9, with
-//       checkpoints every 2 steps) and --resume'd: same step records, same final model.safetensors and
-//       state.safetensors (AdamW moments, fp32 master weights, PRAC bases and counters, data position); baseline,
-//       PRAC (Q1 refresh every 2 steps, Q2 every step) and LLaMA; and the resumed half run with --comm nccl.
-// In a build without NCCL, (b) checks instead that --comm nccl is refused with a message naming NCCL.
+// GPU test through the real trainer binaries (./train_gpt2, ./train_llama on the CUDA backend, tiny models, a few
+// steps), comparing the JSONL records (every step's loss, lr, gradient norm with %.9g; the final val loss) and saved
+// weights byte for byte: (a) the loss follows the CPU backend's run of the same flags (test_step_cuda's whole-step
+// tolerances: FP32 1e-4 relative, BF16 5e-2) and falls; (b) one rank with --comm nccl, per-layer overlap or one
+// all-reduce, equals the plain run (NCCL's average over one rank is the identity: a difference is a stream-ordering
+// bug), or without NCCL --comm nccl is refused naming it; (c) resume is bit-exact: 6 steps vs killed after step 3
+// (checkpoints every 2) and --resume'd, same records, model.safetensors and state.safetensors (baseline, PRAC, LLaMA,
+// resumed with --comm nccl); (d) emulated builds: a step's micro-batches add no host wait for the device.
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "test/gpu/gpu_test.h"
 #include "test/run_shell.h"
@@ -50,6 +46,13 @@ static std::map<std::string, std::string> records(const std::string& jsonl) {
 static bool same_file(const std::string& a, const std::string& b) { return run_shell("cmp -s " + a + " " + b) == 0; }
 
 static bool has(const std::string& out, const char* what) { return out.find(what) != std::string::npos; }
+
+// the start of the trainer's log line of step `step` (1-based) of `steps` (Trainer::end_step's format)
+static std::string format_step_line(int step, int steps) {
+    char b[64];
+    std::snprintf(b, sizeof b, "step %5d/%d |", step, steps);
+    return b;
+}
 
 static std::string tail(const std::string& s) { return s.size() > 3000 ? s.substr(s.size() - 3000) : s; }
 
@@ -135,12 +138,43 @@ static void resume_is_bit_exact(const std::string& dir, const char* binary, cons
               binary, what, f);
 }
 
+// (d) emulated builds: no micro-batch makes the host wait for the device. The emulated runtime prints each call
+// that would wait on a GPU (PRAC_EMU_TRACE_HOST_WAITS=1) into the trainer's stdout; the waits between the log lines
+// of steps 2 and 3 are step 3's. With 3 micro-batches per step there must be as many as with 1 (a wait per
+// micro-batch, like the old synchronous token uploads and loss readout, adds 2 or more).
+static std::vector<std::string> waits_of_step(const std::string& out, int step, int steps) {
+    std::vector<std::string> waits;
+    size_t from = out.find(format_step_line(step - 1, steps)), to = out.find(format_step_line(step, steps));
+    if (from == std::string::npos || to == std::string::npos || to < from) return {"(step lines not found)"};
+    for (size_t p = out.find("cuda_emu: host waits", from); p != std::string::npos && p < to;
+         p = out.find("cuda_emu: host waits", p + 1))
+        waits.push_back(out.substr(p, out.find('\n', p) - p));
+    return waits;
+}
+static void no_wait_per_micro_batch(const char* binary, const std::string& args) {
+    std::vector<std::string> waits[2];
+    const int accum[2] = {1, 3};
+    for (int i = 0; i < 2; i++) {
+        std::string out;
+        int rc = run_shell("PRAC_EMU_TRACE_HOST_WAITS=1 " + bin(binary) + args + " --steps 3 --log-interval 1 "
+                           "--eval-interval 0 --grad-accum " + std::to_string(accum[i]), &out);
+        if (!check(rc == 0, "%s --grad-accum %d: runs (rc %d)", binary, accum[i], rc))
+            std::printf("%s\n", tail(out).c_str());
+        waits[i] = waits_of_step(out, 3, 3);
+    }
+    bool ok = !waits[0].empty() && waits[0].size() == waits[1].size();
+    check(ok, "%s: step 3 waits for the device %zu times with 1 micro-batch and %zu times with 3 (want equal, > 0)",
+          binary, waits[0].size(), waits[1].size());
+    if (!ok)
+        for (const std::string& w : waits[1]) std::printf("    3 micro-batches: %s\n", w.c_str());
+}
+
 // argv[1], optional: the one part to run, "cpu" (a), "nccl" (b) or "resume" (c); ctest runs the three as separate
 // tests so that they can run side by side. Without it, every part.
 int main(int argc, char** argv) {
     const std::string part = argc > 1 ? argv[1] : "all";
-    if (part != "all" && part != "cpu" && part != "nccl" && part != "resume") {
-        std::fprintf(stderr, "usage: test_trainer_cuda [cpu|nccl|resume]\n");
+    if (part != "all" && part != "cpu" && part != "nccl" && part != "resume" && part != "waits") {
+        std::fprintf(stderr, "usage: test_trainer_cuda [cpu|nccl|resume|waits]\n");
         return 2;
     }
     auto runs = [&](const char* p) { return part == "all" || part == p; };
@@ -204,6 +238,12 @@ int main(int argc, char** argv) {
     if (runs("resume") && llama_checks)
         resume_is_bit_exact(sub("resume_gpt2_nccl"), "train_gpt2", gpt2, " --comm nccl", "resumed with --comm nccl");
 #endif
+
+    // (d) the trace exists in the emulated runtime only
+    if (runs("waits") && emu) {
+        no_wait_per_micro_batch("train_gpt2", gpt2);
+        no_wait_per_micro_batch("train_llama", llama);
+    }
 
     int failed = g_gpu_failures;
     if (!failed) run_shell("rm -rf " + d);

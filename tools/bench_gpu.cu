@@ -199,9 +199,10 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
         auto one_step = [&](int64_t s) {
             model.zero_grad();
             model.sched.begin_step(prac, s);
-            loss = model.forward(inputs.data(), targets.data(), grad_scale);
+            model.train_forward(inputs.data(), targets.data(), grad_scale, 1);  // the trainer's step: no wait here
             model.backward();
             float norm = grad_norm(be, model.grads_memory, n);
+            loss = be.loss_read();
             opt->step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, max_norm));
             be.synchronize();
         };

@@ -64,10 +64,10 @@ struct GradientSync {
         started = true;
     }
 
-    // After the step's micro-batches: the gradients (this rank's shard under ZeRO-1) and *loss become the means
-    // over the ranks. Returns the norm of the averaged gradient.
+    // After the step's micro-batches: the gradients (this rank's shard under ZeRO-1) become the means over the
+    // ranks. Returns the norm of the averaged gradient (its readout is the step's first wait for the device).
     template <class Model>
-    float average(Model& model, float* loss) {
+    float average(Model& model) {
         model.on_layer_grads = nullptr;
         auto* g = model.grads_memory;
         if (comm.size() == 1 && !dcomm) return grad_norm(be, g, n);
@@ -94,9 +94,6 @@ struct GradientSync {
             norm = grad_norm(be, g, n);
         }
         started = false;
-        double l[1] = {*loss};
-        comm.allreduce_sum(l, 1);
-        *loss = (float)(l[0] / comm.size());
         return norm;
     }
 

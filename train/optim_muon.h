@@ -3,7 +3,8 @@
 // AdamW (same learning rate, same kernel as train/optim_adamw.h) for embeddings, head, norms and biases. The update
 // W = W (1 - lr wd) - lr 0.2 sqrt(max(A, B)) NewtonSchulz5(u) lets AdamW's learning rate and decay carry over.
 // Ops: kernels/muon.h (CPU twins), kernels/optim_cuda.cu (CUDA). State (fp32): momentum, the AdamW half's m and v,
-// master weights (bf16 backends), one matrix's workspace; no ZeRO-1 sharding (Newton-Schulz needs whole matrices).
+// master weights (bf16 backends), one batch's workspace (same-shape matrices orthogonalized in one call: MuonBatch);
+// no ZeRO-1 sharding (Newton-Schulz needs whole matrices).
 // Which tensors, the fused blocks, the update and its scale, the state: docs/DESIGN.md section 3.4 (Muon).
 #pragma once
 #include <algorithm>
@@ -43,15 +44,53 @@ struct PackedSpec {
     size_t state;    // elements into the packed buffer
 };
 
+// Matrices of one shape that one Newton-Schulz call orthogonalizes together (a GPU runs each of its GEMMs as one
+// strided-batched GEMM): indices into MuonLayout::matrices.
+struct MuonBatch {
+    int rows, cols;
+    std::vector<size_t> matrices;
+};
+
+// Newton-Schulz batches hold up to this many bytes of u and workspace (or one matrix, when that needs more): at
+// GPT-2 124M's width a 768² matrix's GEMMs are too small to fill a GPU alone, and 7 of them fit; at LLaMA-1B's
+// (2048²: 67 MB each) the GEMMs fill it and batches are single matrices.
+constexpr size_t MUON_BATCH_BYTES = 64ull << 20;
+
 struct MuonLayout {
     std::vector<MuonMatrix> matrices;
+    std::vector<MuonBatch> batches;      // every matrix in exactly one; same shapes in order of first appearance
     std::vector<PackedSpec> muon_specs;  // into the momentum buffer
     std::vector<PackedSpec> adam_specs;  // into AdamW's m and v
     size_t momentum_numel = 0, adam_numel = 0;
-    size_t extent = 0;     // end of the last tensor in the parameter buffer (master weights' length)
-    size_t max_matrix = 0;  // elements of the largest matrix (u)
-    size_t ns_work = 0;     // Newton-Schulz workspace of the largest need
+    size_t extent = 0;      // end of the last tensor in the parameter buffer (master weights' length)
+    size_t max_matrix = 0;  // elements of u: the largest batch's matrices
+    size_t ns_work = 0;     // Newton-Schulz workspace of the largest need (a batch's)
 };
+
+// The matrices grouped by shape and cut into batches of at most MUON_BATCH_BYTES of u and workspace (at least one
+// matrix each); sets lay.batches, max_matrix and ns_work.
+inline void muon_batches(MuonLayout& lay) {
+    std::vector<std::pair<int, int>> shapes;
+    for (const MuonMatrix& m : lay.matrices)
+        if (std::find(shapes.begin(), shapes.end(), std::make_pair(m.rows, m.cols)) == shapes.end())
+            shapes.push_back({m.rows, m.cols});
+    for (auto [rows, cols] : shapes) {
+        const size_t n = (size_t)rows * cols, w = newton_schulz_work_numel(rows, cols);
+        const size_t per_batch = std::max<size_t>(1, MUON_BATCH_BYTES / ((n + w) * sizeof(float)));
+        for (size_t i = 0; i < lay.matrices.size(); i++) {
+            if (lay.matrices[i].rows != rows || lay.matrices[i].cols != cols) continue;
+            if (lay.batches.empty() || lay.batches.back().rows != rows || lay.batches.back().cols != cols ||
+                lay.batches.back().matrices.size() == per_batch)
+                lay.batches.push_back({rows, cols, {}});
+            lay.batches.back().matrices.push_back(i);
+        }
+    }
+    for (const MuonBatch& b : lay.batches) {
+        const size_t count = b.matrices.size();
+        lay.max_matrix = std::max(lay.max_matrix, count * b.rows * b.cols);
+        lay.ns_work = std::max(lay.ns_work, count * newton_schulz_work_numel(b.rows, b.cols));
+    }
+}
 
 // The hidden 2-D weights (stacked per layer): Muon's. Everything else is AdamW's.
 inline bool muon_is_hidden(const std::string& name) {
@@ -91,11 +130,10 @@ inline MuonLayout muon_layout(const std::vector<ParamSpec>& specs, const ModelCo
                                    (parts == 3 ? qkv[p] : parts == 2 ? gate_up[p] : "");
                 lay.matrices.push_back({name, s.offset + within, lay.momentum_numel + within, (int)prow, (int)cols,
                                         s.decay});
-                lay.max_matrix = std::max(lay.max_matrix, prow * cols);
-                lay.ns_work = std::max(lay.ns_work, newton_schulz_work_numel((int)prow, (int)cols));
             }
         lay.momentum_numel += s.numel;
     }
+    muon_batches(lay);
     return lay;
 }
 
@@ -108,8 +146,8 @@ struct Muon {
     float* adam_m = nullptr;    // (adam_numel) packed in spec order
     float* adam_v = nullptr;
     float* master = nullptr;  // (extent) like the parameter buffer, bf16 backends only
-    float* u = nullptr;       // (max_matrix) one matrix's update
-    float* work = nullptr;    // (ns_work) Newton-Schulz temporaries
+    float* u = nullptr;       // (max_matrix) one batch's updates, (count, rows, cols)
+    float* work = nullptr;    // (ns_work) Newton-Schulz temporaries of one batch
     int t = 0;                // completed steps (AdamW's bias correction)
 
     Muon(Backend& backend, const std::vector<ParamSpec>& specs, const ModelConfig& cfg, const MuonOptions& opts)
@@ -140,7 +178,7 @@ struct Muon {
         for (const ParamSpec& s : specs) (muon_is_hidden(s.name) ? muon : adam) += s.numel;
         return (muon + 2 * adam) * sizeof(float);
     }
-    // Workspace bytes held next to the state (one matrix's u and its Newton-Schulz temporaries).
+    // Workspace bytes held next to the state (one batch's u and its Newton-Schulz temporaries).
     static size_t scratch_bytes(const std::vector<ParamSpec>& specs, const ModelConfig& cfg, bool split_fused) {
         MuonLayout l = muon_layout(specs, cfg, split_fused);
         return (l.max_matrix + l.ns_work) * sizeof(float);
@@ -157,13 +195,22 @@ struct Muon {
                             adam_m + p.state, adam_v + p.state, s.numel, lr, o.beta1, o.beta2, o.eps,
                             s.decay ? o.weight_decay : 0.0f, t, grad_scale, s.offset);  // salt: element index
         }
-        for (const MuonMatrix& mx : lay.matrices) {
-            size_t n = (size_t)mx.rows * mx.cols;
-            be.muon_momentum(momentum + mx.state, u, grads + mx.offset, n, o.momentum, grad_scale, o.nesterov);
-            be.newton_schulz(u, mx.rows, mx.cols, work, o.ns_steps);
-            float scale = 0.2f * std::sqrt((float)std::max(mx.rows, mx.cols));
-            be.muon_apply(params + mx.offset, master ? master + mx.offset : nullptr, u, n, lr,
-                          mx.decay ? o.weight_decay : 0.0f, lr * scale, mx.offset);
+        // per batch: every matrix's momentum into its slice of u, one Newton-Schulz call, every matrix's update
+        // (each matrix gets the same operations as alone: the batch only groups the GEMMs)
+        for (const MuonBatch& b : lay.batches) {
+            const size_t n = (size_t)b.rows * b.cols;
+            for (size_t k = 0; k < b.matrices.size(); k++) {
+                const MuonMatrix& mx = lay.matrices[b.matrices[k]];
+                be.muon_momentum(momentum + mx.state, u + k * n, grads + mx.offset, n, o.momentum, grad_scale,
+                                 o.nesterov);
+            }
+            be.newton_schulz(u, b.rows, b.cols, work, o.ns_steps, (int)b.matrices.size());
+            const float scale = 0.2f * std::sqrt((float)std::max(b.rows, b.cols));
+            for (size_t k = 0; k < b.matrices.size(); k++) {
+                const MuonMatrix& mx = lay.matrices[b.matrices[k]];
+                be.muon_apply(params + mx.offset, master ? master + mx.offset : nullptr, u + k * n, n, lr,
+                              mx.decay ? o.weight_decay : 0.0f, lr * scale, mx.offset);
+            }
         }
     }
 

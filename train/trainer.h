@@ -230,8 +230,18 @@ struct Trainer {
     void join_shared_refresh() {
         if (!(opts.prac_shared && ranks > 1 && model.sched.first_micro_batch && refresh_due())) return;
         gram_nothing = true;
-        model.forward(batch.inputs.data(), batch.targets.data(), 1.0f);
+        model.train_forward(batch.inputs.data(), batch.targets.data(), 1.0f, opts.grad_accum);  // adds a loss of 0
         gram_nothing = false;
+    }
+
+    // The step's loss, the mean over the ranks of the micro-batches' mean losses / grad_accum that train_forward
+    // summed on the device: one 4-byte readout per step, after the gradient norm's (the stream is idle by then).
+    float step_loss() {
+        float loss = be.loss_read();
+        if (ranks == 1 && !comm.device_comm()) return loss;
+        double l[1] = {loss};
+        comm.allreduce_sum(l, 1);
+        return (float)(l[0] / comm.size());
     }
 
     // The update with the averaged gradients: learning-rate schedule, clipping, and the non-finite policy (stop

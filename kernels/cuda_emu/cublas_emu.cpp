@@ -321,6 +321,67 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     return CUBLAS_STATUS_SUCCESS;
 }
 
+// The strided-batched forms: batchCount independent GEMMs, matrix i of A, B and C at element offsets i * strideA,
+// i * strideB, i * strideC (the documented layout); batchCount < 0 is CUBLAS_STATUS_INVALID_VALUE. Each call
+// counts once in cuda_emu_cublas_gemm_calls, whatever its batch.
+static size_t elem_bytes(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+static const void* at(const void* p, cudaDataType t, long long off) {
+    return static_cast<const char*>(p) + (size_t)off * elem_bytes(t);
+}
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const float* alpha, const float* A, int lda,
+                                         long long int strideA, const float* B, int ldb, long long int strideB,
+                                         const float* beta, float* C, int ldc, long long int strideC,
+                                         int batchCount) {
+    if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "cublasSgemmStridedBatched: handle == NULL");
+    cublasStatus_t s = check_gemm_args("cublasSgemmStridedBatched", transa, transb, m, n, k, alpha, lda, ldb, beta,
+                                       ldc);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (batchCount < 0)
+        return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasSgemmStridedBatched: batchCount=%d", batchCount);
+    for (int i = 0; i < batchCount; i++)
+        run_gemm(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *alpha, *beta,
+                      Operand{A + (size_t)i * strideA, CUDA_R_32F, lda}, Operand{B + (size_t)i * strideB, CUDA_R_32F, ldb},
+                      Operand{C + (size_t)i * strideC, CUDA_R_32F, ldc}, Operand{C + (size_t)i * strideC, CUDA_R_32F, ldc},
+                      nullptr, CUDA_R_32F});
+    g_gemm_calls_fp32++;
+    return CUBLAS_STATUS_SUCCESS;
+}
+// cublasGemmEx's type combinations and compute types (see there), batched
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                          int m, int n, int k, const void* alpha, const void* A, cudaDataType Atype,
+                                          int lda, long long int strideA, const void* B, cudaDataType Btype, int ldb,
+                                          long long int strideB, const void* beta, void* C, cudaDataType Ctype,
+                                          int ldc, long long int strideC, int batchCount,
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+    const char* fn = "cublasGemmStridedBatchedEx";
+    if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "%s: handle == NULL", fn);
+    cublasStatus_t s = check_gemm_args(fn, transa, transb, m, n, k, alpha, lda, ldb, beta, ldc);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (batchCount < 0) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: batchCount=%d", fn, batchCount);
+    const bool algo_ok = algo == CUBLAS_GEMM_DEFAULT || algo == CUBLAS_GEMM_DEFAULT_TENSOR_OP ||
+                         algo == CUBLAS_GEMM_AUTOTUNE || (algo >= CUBLAS_GEMM_ALGO0 && algo <= CUBLAS_GEMM_ALGO23) ||
+                         (algo >= CUBLAS_GEMM_ALGO0_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP);
+    if (!algo_ok) return fail(false, CUBLAS_STATUS_NOT_SUPPORTED, "%s: algo %d", fn, (int)algo);
+    if (!is_compute_32f(computeType))
+        return fail(false, CUBLAS_STATUS_NOT_SUPPORTED, "%s: computeType %d is not an fp32 compute type", fn,
+                    (int)computeType);
+    const bool types_ok = Atype == Btype && ((Atype == CUDA_R_32F && Ctype == CUDA_R_32F) ||
+                                             (Atype == CUDA_R_16BF && (Ctype == CUDA_R_16BF || Ctype == CUDA_R_32F)));
+    if (!types_ok)
+        return fail(false, CUBLAS_STATUS_NOT_SUPPORTED, "%s: Atype=%d Btype=%d Ctype=%d", fn, (int)Atype, (int)Btype,
+                    (int)Ctype);
+    for (int i = 0; i < batchCount; i++) {
+        const void* Ci = at(C, Ctype, (long long)i * strideC);
+        run_gemm(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *static_cast<const float*>(alpha),
+                      *static_cast<const float*>(beta), Operand{at(A, Atype, (long long)i * strideA), Atype, lda},
+                      Operand{at(B, Btype, (long long)i * strideB), Btype, ldb}, Operand{Ci, Ctype, ldc},
+                      Operand{Ci, Ctype, ldc}, nullptr, CUDA_R_32F});
+    }
+    (Atype == CUDA_R_16BF ? g_gemm_calls_bf16 : g_gemm_calls_fp32)++;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 // C = alpha op(A) op(A)^T + beta C, C symmetric n x n of which only the `uplo` triangle is read and written;
 // op(A) is n x k: A stored n x k (trans == N) or k x n (trans == T or C). Documented CUBLAS_STATUS_INVALID_VALUE:
 // n < 0 or k < 0; trans not N, T, C; uplo not LOWER or UPPER; lda < max(1, n) when trans == N, else

@@ -26,6 +26,10 @@ void note_launch(const char* kernel, bool failed, long races);
 long launches_of(const std::string& kernel);
 // runtime.cpp: cudaMalloc calls so far (a test can assert that a warm training step allocates nothing).
 long malloc_calls();
+// runtime.cpp: calls so far that make the host wait for the device on a GPU: cudaStreamSynchronize,
+// cudaDeviceSynchronize, cudaEventSynchronize, cudaFree, cudaFreeHost, cudaMemcpy with a host side, cudaMemcpyAsync
+// with a pageable (not cudaMallocHost) host side. PRAC_EMU_TRACE_HOST_WAITS=1 also prints each one to stdout.
+long host_waits();
 long races_seen();
 
 // exec.cpp: whether shared memory accesses are tracked (on unless PRAC_EMU_RACECHECK=0).

@@ -16,6 +16,7 @@ void cuda_emu_cublaslt_fail_heuristic(bool fail);
 long cuda_emu_cublaslt_heuristic_calls();
 
 // Number of cuBLAS GEMM calls so far in this process that passed their argument checks, by operand type:
-// bf16_operands = true counts cublasGemmEx with CUDA_R_16BF A and B, false counts cublasSgemm and cublasGemmEx with
-// CUDA_R_32F A and B (e.g. for a test that the bf16 build's Newton-Schulz multiplies bf16 operands).
+// bf16_operands = true counts cublasGemmEx and cublasGemmStridedBatchedEx with CUDA_R_16BF A and B, false counts
+// cublasSgemm, cublasSgemmStridedBatched and those two with CUDA_R_32F A and B (e.g. for a test that the bf16 build's
+// Newton-Schulz multiplies bf16 operands); a batched call counts once, whatever its batch.
 long cuda_emu_cublas_gemm_calls(bool bf16_operands);

@@ -29,6 +29,30 @@ constexpr size_t kDeviceBytes = 80ull << 30;
 std::map<const void*, size_t> g_allocs;
 size_t g_allocated = 0;
 long g_malloc_calls = 0;
+std::map<const void*, size_t> g_pinned;  // cudaMallocHost allocations: async copies from/to them do not wait
+long g_host_waits = 0;
+
+// A call that makes the host wait for the device on a GPU (counted, and with PRAC_EMU_TRACE_HOST_WAITS=1 printed
+// to stdout, where a test can place it between a program's own lines)
+void note_host_wait(const char* what) {
+    static const bool trace = [] {
+        const char* e = std::getenv("PRAC_EMU_TRACE_HOST_WAITS");
+        return e && std::strcmp(e, "1") == 0;
+    }();
+    {
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_host_waits++;
+    }
+    if (trace) std::printf("cuda_emu: host waits for the device (%s)\n", what);
+}
+bool pinned_host_range(const void* p, size_t n) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto it = g_pinned.upper_bound(p);
+    if (it == g_pinned.begin()) return false;
+    --it;
+    const char* base = static_cast<const char*>(it->first);
+    return static_cast<const char*>(p) >= base && static_cast<const char*>(p) + n <= base + it->second;
+}
 
 std::map<const void*, int> g_smem_limit;  // cudaFuncAttributeMaxDynamicSharedMemorySize per kernel
 constexpr int kDefaultSmem = 48 * 1024;
@@ -108,6 +132,10 @@ long launches_of(const std::string& kernel) {
 long malloc_calls() {
     std::lock_guard<std::mutex> lock(g_mu);
     return g_malloc_calls;
+}
+long host_waits() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return g_host_waits;
 }
 long races_seen() {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -194,6 +222,7 @@ cudaError_t cudaGetDevice(int* device) {
 }
 cudaError_t cudaDeviceSynchronize() {
     CUDA_EMU_STICKY();
+    note_host_wait("cudaDeviceSynchronize");
     return cudaSuccess;
 }
 cudaError_t cudaDeviceReset() {
@@ -289,6 +318,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
 }
 cudaError_t cudaFree(void* ptr) {
     if (!ptr) return cudaSuccess;
+    note_host_wait("cudaFree synchronizes the device");
     {
         std::lock_guard<std::mutex> lock(g_mu);
         auto it = g_allocs.find(ptr);
@@ -306,9 +336,17 @@ cudaError_t cudaFree(void* ptr) {
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
     if (!ptr) return ret(cudaErrorInvalidValue);
     *ptr = std::malloc(size ? size : 1);
-    return *ptr ? cudaSuccess : ret(cudaErrorMemoryAllocation);
+    if (!*ptr) return ret(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_pinned[*ptr] = size;
+    return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* ptr) {
+    if (ptr) {
+        note_host_wait("cudaFreeHost synchronizes the device");
+        std::lock_guard<std::mutex> lock(g_mu);
+        g_pinned.erase(ptr);
+    }
     std::free(ptr);
     return cudaSuccess;
 }
@@ -337,14 +375,26 @@ static cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKi
     }
     return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
     CUDA_EMU_STICKY();
     if (cudaError_t e = check_copy(dst, src, n, kind)) return e;
     if (n) std::memmove(dst, src, n);
     return cudaSuccess;
 }
+// The runtime API reference's "API synchronization behavior": cudaMemcpy with a host side returns after the copy
+// (and a host-to-device one first synchronizes); cudaMemcpyAsync between the device and pageable host memory may be
+// synchronous (device-to-host always is); only pinned (cudaMallocHost) memory makes it a queued copy.
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+    if (kind != cudaMemcpyDeviceToDevice) note_host_wait("cudaMemcpy");
+    return copy(dst, src, n, kind);
+}
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
-    return cudaMemcpy(dst, src, n, kind);
+    if (kind == cudaMemcpyHostToDevice && !pinned_host_range(src, n))
+        note_host_wait("cudaMemcpyAsync from pageable host memory");
+    if (kind == cudaMemcpyDeviceToHost && !pinned_host_range(dst, n))
+        note_host_wait("cudaMemcpyAsync to pageable host memory");
+    if (kind == cudaMemcpyDefault) note_host_wait("cudaMemcpyAsync (cudaMemcpyDefault)");
+    return copy(dst, src, n, kind);
 }
 cudaError_t cudaMemset(void* p, int value, size_t n) {
     CUDA_EMU_STICKY();
@@ -377,6 +427,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
     CUDA_EMU_STICKY();
+    note_host_wait("cudaStreamSynchronize");
     return cudaSuccess;
 }
 cudaError_t cudaStreamQuery(cudaStream_t) {
@@ -407,9 +458,13 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     CUDA_EMU_STICKY();
+    note_host_wait("cudaEventSynchronize");
     return e ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
 }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+cudaError_t cudaEventQuery(cudaEvent_t e) {  // every operation has completed here: never cudaErrorNotReady
+    CUDA_EMU_STICKY();
+    return e ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
+}
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     CUDA_EMU_STICKY();
     auto* a = reinterpret_cast<EmuEvent*>(start);

@@ -206,6 +206,53 @@ TEST(CublasGemm, BetaZeroIgnoresNaNInC) {
     for (float v : D) EXPECT_EQ(v, 0.0f);
 }
 
+// Strided-batched GEMMs: matrix i of A, B, C at i * stride elements. Batch 0 is A B = [58 64; 139 154], batch 1
+// is (2 A) B + 1 * C1 with C1 = [1 2; 3 4]: [117 130; 281 312]. The strides exceed the matrices: the gaps hold NaN
+// in A and B (must not be read) and 777 in C (must not be written). fp32 (cublasSgemmStridedBatched) and bf16
+// operands with fp32 C (cublasGemmStridedBatchedEx; every value is exact in bf16). batchCount 0 computes nothing,
+// a negative one is CUBLAS_STATUS_INVALID_VALUE.
+TEST(CublasGemm, StridedBatched) {
+    Handles H;
+    const long long sa = 8, sb = 7, sc = 5;
+    std::vector<float> A(2 * sa, NaN), B(2 * sb, NaN), C(2 * sc, 777.0f);
+    put(A.data(), A23, 2);
+    put(A.data() + sa, {{2, 4, 6}, {8, 10, 12}}, 2);
+    put(B.data(), B32, 3);
+    put(B.data() + sb, B32, 3);
+    put(C.data() + sc, {{1, 2}, {3, 4}}, 2);
+    std::vector<__nv_bfloat16> a(A.size()), b(B.size());
+    for (size_t i = 0; i < A.size(); i++) a[i] = __float2bfloat16_rn(A[i]);  // NaN stays NaN
+    for (size_t i = 0; i < B.size(); i++) b[i] = __float2bfloat16_rn(B[i]);
+    const float one = 1;
+    const auto N = CUBLAS_OP_N;
+    for (int i = 0; i < 4; i++) C[i] = 0;  // beta = 1: batch 0 adds its C, 0
+    std::vector<float> C2 = C;
+    ASSERT_EQ(cublasSgemmStridedBatched(H.h, N, N, 2, 2, 3, &one, A.data(), 2, sa, B.data(), 3, sb, &one, C.data(), 2,
+                                        sc, 2),
+              CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(cublasGemmStridedBatchedEx(H.h, N, N, 2, 2, 3, &one, a.data(), CUDA_R_16BF, 2, sa, b.data(),
+                                         CUDA_R_16BF, 3, sb, &one, C2.data(), CUDA_R_32F, 2, sc, 2, CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_SUCCESS);
+    const float want[2][4] = {{58, 139, 64, 154}, {117, 281, 130, 312}};  // column-major
+    for (const std::vector<float>* c : {&C, &C2})
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < 4; i++) EXPECT_EQ((*c)[k * sc + i], want[k][i]) << "batch " << k << " element " << i;
+            if (k == 0) EXPECT_EQ((*c)[4], 777.0f) << "the gap between the batches is not written";
+        }
+    EXPECT_EQ(cublasSgemmStridedBatched(H.h, N, N, 2, 2, 3, &one, A.data(), 2, sa, B.data(), 3, sb, &one, C.data(), 2,
+                                        sc, 0),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(C[0], 58);
+    EXPECT_EQ(cublasSgemmStridedBatched(H.h, N, N, 2, 2, 3, &one, A.data(), 2, sa, B.data(), 3, sb, &one, C.data(), 2,
+                                        sc, -1),
+              CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_EQ(cublasGemmStridedBatchedEx(H.h, N, N, 2, 2, 3, &one, a.data(), CUDA_R_16BF, 2, sa, b.data(),
+                                         CUDA_R_32F, 3, sb, &one, C2.data(), CUDA_R_32F, 2, sc, 2, CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT),
+              CUBLAS_STATUS_NOT_SUPPORTED);  // A and B of different types
+}
+
 // The documented CUBLAS_STATUS_INVALID_VALUE cases of cublas<t>gemm / cublasGemmEx, and NOT_INITIALIZED.
 TEST(CublasGemm, InvalidArguments) {
     Handles H;
