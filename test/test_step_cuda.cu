@@ -51,6 +51,7 @@ static void compare(const char* dir, Arch arch, PracMode mode) {
     prac.mode = mode;
     prac.t1 = 3;
     prac.t2 = 1;
+    prac.refresh = PracRefresh::EXACT;  // the trainer's default on the CUDA backend (--prac-refresh auto)
     std::string tag = std::string(dir) + " prac=" + prac_mode_name(mode);
 
     CpuBackend cpu;
@@ -245,6 +246,7 @@ static void recompute_attention_is_bitwise(const char* dir, Arch arch) {
     int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1];
     PracOptions prac;
     prac.mode = PracMode::PRAC;
+    prac.refresh = PracRefresh::EXACT;
     std::vector<float> grads[2];
     float loss[2];
     for (int attention_out = 0; attention_out < 2; attention_out++) {

@@ -275,10 +275,21 @@ TEST(TrainerCli, SynonymsOfCommonFlagsSuggestOurSpelling) {
 
 // Every flag a hint of the trainers names exists: the HINT texts of train/, model/, prac/ and the mains (their
 // string literals up to the end of the statement, format arguments included), scanned for --flags and -x flags.
-// mpirun's own flags (-np, --host) are the only others a hint may name. It fails on a hint such as "e.g. -i DIR".
+// mpirun's own flags (-np, --host) are the only others a hint may name, and prep_data's in a hint that tells to run
+// prep_data (its flags: the "--..." names its parser compares, tools/prep_data/options.cpp). It fails on a hint
+// such as "e.g. -i DIR".
 TEST(TrainerCli, EveryFlagNamedInAHintExists) {
     const std::vector<std::string> names = train_flag_names();
     const std::vector<std::string> foreign = {"-np", "--host"};  // mpirun's, in the hints of train/launch.h
+    std::vector<std::string> prep_flags;
+    {
+        const std::string src = read_bytes(ROOT + "/tools/prep_data/options.cpp");
+        for (size_t at = src.find("\"--"); at != std::string::npos; at = src.find("\"--", at + 1)) {
+            size_t end = src.find('"', at + 1);
+            prep_flags.push_back(src.substr(at + 1, end - at - 1));
+        }
+        ASSERT_GE(prep_flags.size(), 20u) << "prep_data's flags not found in tools/prep_data/options.cpp";
+    }
     std::vector<std::string> files = {ROOT + "/train_gpt2.cu", ROOT + "/train_llama.cu"};
     for (const char* sub : {"train", "model", "prac"})
         for (const auto& e : fs::directory_iterator(ROOT + "/" + sub)) {
@@ -318,7 +329,9 @@ TEST(TrainerCli, EveryFlagNamedInAHintExists) {
                 while (flag.back() == '-') flag.pop_back();
                 flags_seen++;
                 bool known = std::find(names.begin(), names.end(), flag) != names.end() ||
-                             std::find(foreign.begin(), foreign.end(), flag) != foreign.end();
+                             std::find(foreign.begin(), foreign.end(), flag) != foreign.end() ||
+                             (text.find("prep_data") != std::string::npos &&
+                              std::find(prep_flags.begin(), prep_flags.end(), flag) != prep_flags.end());
                 EXPECT_TRUE(known) << file << ": a hint names " << flag << ", which is not a flag of the trainers:\n"
                                    << text;
                 i = j;

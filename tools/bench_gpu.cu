@@ -388,6 +388,7 @@ int main(int argc, char** argv) {
             // every site-layer refreshes on multiples of T1 (not staggered, as training does): the refresh step
             // timed below then holds all of one period's refresh work, which the report amortizes over T1
             prac.stagger = false;
+            prac.refresh = PracRefresh::EXACT;  // the trainer's default on a GPU (--prac-refresh auto)
             int B = b.B;
             if (pm == 2) {  // PRAC at the largest micro-batch that fits
                 if (!do_maxb) break;
