@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/spm_tokenizer.h"
@@ -18,21 +19,6 @@
 using json = nlohmann::ordered_json;
 
 namespace {
-
-void write_text_atomic(const std::string& path, const std::string& text) {
-    std::string tmp = path + ".tmp." + std::to_string((long long)getpid());
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    CHECK_USER(f, "--save: cannot create %s: %s", tmp.c_str(), std::strerror(errno));
-    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        if (ok) err = errno;
-        std::remove(tmp.c_str());
-        fail("--save: cannot write %s: %s\n---> HINT: is the disk full?", path.c_str(), std::strerror(err));
-    }
-}
 
 std::string read_bytes(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
@@ -80,24 +66,24 @@ void write_gpt2_tokenizer(const std::string& dir, const Gpt2Tokenizer& tok, int 
         auto [a, b] = merge_parts(std::string(tok.token_bytes((uint32_t)r)), r, ranks);
         merges += unicode_of(a) + " " + unicode_of(b) + "\n";
     }
-    write_text_atomic(dir + "/vocab.json", vocab.dump() + "\n");
-    write_text_atomic(dir + "/merges.txt", merges);
+    write_file_atomic(dir + "/vocab.json", vocab.dump() + "\n");
+    write_file_atomic(dir + "/merges.txt", merges);
     json cfg = {{"tokenizer_class", "GPT2Tokenizer"}, {"model_max_length", max_len}, {"add_prefix_space", false},
                 {"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}};
-    write_text_atomic(dir + "/tokenizer_config.json", cfg.dump(2) + "\n");
+    write_file_atomic(dir + "/tokenizer_config.json", cfg.dump(2) + "\n");
     json special = {{"bos_token", "<|endoftext|>"}, {"eos_token", "<|endoftext|>"}, {"unk_token", "<|endoftext|>"}};
-    write_text_atomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
+    write_file_atomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
 }
 
 void write_spm_tokenizer(const std::string& dir, const SpmTokenizer& tok, const std::string& model_file, int max_len) {
-    write_text_atomic(dir + "/spiece.model", read_bytes(model_file));
+    write_file_atomic(dir + "/spiece.model", read_bytes(model_file));
     json cfg = {{"tokenizer_class", "T5Tokenizer"}, {"model_max_length", max_len}, {"extra_ids", 0},
                 {"eos_token", tok.piece((int)tok.eos_id())}};
     json special = {{"eos_token", tok.piece((int)tok.eos_id())}};
     if (tok.pad_id() >= 0) cfg["pad_token"] = special["pad_token"] = tok.piece(tok.pad_id());
     if (tok.unk_id() >= 0) cfg["unk_token"] = special["unk_token"] = tok.piece(tok.unk_id());
-    write_text_atomic(dir + "/tokenizer_config.json", cfg.dump(2) + "\n");
-    write_text_atomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
+    write_file_atomic(dir + "/tokenizer_config.json", cfg.dump(2) + "\n");
+    write_file_atomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
 }
 
 }  // namespace
@@ -138,7 +124,7 @@ void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::
     c["bos_token_id"] = bos;
     c["eos_token_id"] = eos;
     if (pad >= 0) c["pad_token_id"] = pad;
-    write_text_atomic(config_path, c.dump(2) + "\n");
+    write_file_atomic(config_path, c.dump(2) + "\n");
     // what print_sample does: temperature 1 over the whole distribution
     json g = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"pad_token_id", pad >= 0 ? pad : eos},
               {"do_sample", true}, {"temperature", 1.0}, {"top_k", 0}, {"top_p", 1.0}};
@@ -149,5 +135,5 @@ void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::
         for (int v = tok_vocab; v < cfg.vocab_size; v++) ids.push_back(v);
         g["suppress_tokens"] = ids;
     }
-    write_text_atomic(dir + "/generation_config.json", g.dump(2) + "\n");
+    write_file_atomic(dir + "/generation_config.json", g.dump(2) + "\n");
 }

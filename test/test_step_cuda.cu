@@ -34,18 +34,37 @@ static const double GRAD_TOL = 1e-4, LOSS_TOL = 1e-5;
 static const double GRAD_TOL = 5e-2, LOSS_TOL = 2e-2;
 #endif
 
+// A Hugging Face fixture's config and batch. The fixtures have head size 8 (n_embd 32, 4 heads), which the CUDA
+// attention does not take (refused when the model is built: see main); the same weights with 2 heads of 16 are an
+// equally good CPU-vs-CUDA check.
+struct Fixture {
+    std::string base;  // the fixture directory, with a trailing /
+    ModelConfig cfg;
+    std::vector<int32_t> inputs, targets;  // (B, T)
+    int B = 0, T = 0;
+};
+static Fixture load_fixture(const char* dir, Arch arch) {
+    Fixture f;
+    f.base = std::string(PRAC_SOURCE_DIR) + "/test/fixtures/" + dir + "/";
+    SafeTensorsFile ref = safetensors_open(f.base + "reference.safetensors");
+    f.cfg = model_config_load(arch, f.base + "config.json");
+    f.cfg.num_heads /= 2;
+    f.inputs.resize(ref.get("inputs").numel());
+    f.targets.resize(f.inputs.size());
+    ref.read_raw("inputs", f.inputs.data(), f.inputs.size() * 4);
+    ref.read_raw("targets", f.targets.data(), f.targets.size() * 4);
+    f.B = (int)ref.shape("inputs")[0];
+    f.T = (int)ref.shape("inputs")[1];
+    return f;
+}
+
 template <template <class> class M>
 static void compare(const char* dir, Arch arch, PracMode mode) {
-    std::string base = std::string(PRAC_SOURCE_DIR) + "/test/fixtures/" + dir + "/";
-    SafeTensorsFile ref = safetensors_open(base + "reference.safetensors");
-    ModelConfig cfg = model_config_load(arch, base + "config.json");
-    // The fixtures have head size 8 (n_embd 32, 4 heads), which the CUDA attention does not take (refused when
-    // the model is built: see main); the same weights with 2 heads of 16 are an equally good CPU-vs-CUDA check.
-    cfg.num_heads /= 2;
-    std::vector<int32_t> inputs(ref.get("inputs").numel()), targets(inputs.size());
-    ref.read_raw("inputs", inputs.data(), inputs.size() * 4);
-    ref.read_raw("targets", targets.data(), targets.size() * 4);
-    int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1], valid = 0;
+    Fixture fx = load_fixture(dir, arch);
+    const std::string& base = fx.base;
+    const ModelConfig& cfg = fx.cfg;
+    std::vector<int32_t>&inputs = fx.inputs, &targets = fx.targets;
+    int B = fx.B, T = fx.T, valid = 0;
     for (int32_t t : targets) valid += t >= 0;
     PracOptions prac;
     prac.mode = mode;
@@ -169,14 +188,11 @@ static void loss_sum_on_device() {
 // (the first grows the scratch buffers, and a cudaFree waits). The step's loss equals the CPU backend's (LOSS_TOL).
 template <template <class> class M>
 static void micro_batches_do_not_wait(const char* dir, Arch arch) {
-    std::string base = std::string(PRAC_SOURCE_DIR) + "/test/fixtures/" + dir + "/";
-    SafeTensorsFile ref = safetensors_open(base + "reference.safetensors");
-    ModelConfig cfg = model_config_load(arch, base + "config.json");
-    cfg.num_heads /= 2;  // head size 16 (see compare)
-    std::vector<int32_t> inputs(ref.get("inputs").numel()), targets(inputs.size());
-    ref.read_raw("inputs", inputs.data(), inputs.size() * 4);
-    ref.read_raw("targets", targets.data(), targets.size() * 4);
-    int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1], valid = 0;
+    Fixture fx = load_fixture(dir, arch);
+    const std::string& base = fx.base;
+    const ModelConfig& cfg = fx.cfg;
+    std::vector<int32_t>&inputs = fx.inputs, &targets = fx.targets;
+    int B = fx.B, T = fx.T, valid = 0;
     for (int32_t t : targets) valid += t >= 0;
     PracOptions prac;
     CpuBackend cpu;
@@ -236,14 +252,8 @@ static void head_size_8_is_refused() {
 // (the CPU twin's bitwise test is Recompute.* in test_models), with PRAC on every site.
 template <template <class> class M>
 static void recompute_attention_is_bitwise(const char* dir, Arch arch) {
-    std::string base = std::string(PRAC_SOURCE_DIR) + "/test/fixtures/" + dir + "/";
-    SafeTensorsFile ref = safetensors_open(base + "reference.safetensors");
-    ModelConfig cfg = model_config_load(arch, base + "config.json");
-    cfg.num_heads /= 2;  // head size 16 (see compare)
-    std::vector<int32_t> inputs(ref.get("inputs").numel()), targets(inputs.size());
-    ref.read_raw("inputs", inputs.data(), inputs.size() * 4);
-    ref.read_raw("targets", targets.data(), targets.size() * 4);
-    int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1];
+    Fixture fx = load_fixture(dir, arch);
+    std::vector<int32_t>&inputs = fx.inputs, &targets = fx.targets;
     PracOptions prac;
     prac.mode = PracMode::PRAC;
     prac.refresh = PracRefresh::EXACT;
@@ -251,9 +261,9 @@ static void recompute_attention_is_bitwise(const char* dir, Arch arch) {
     float loss[2];
     for (int attention_out = 0; attention_out < 2; attention_out++) {
         CudaBackend gpu(0, 42);
-        M<CudaBackend> m(gpu, cfg, prac, Recompute(0, attention_out == 1));
-        m.load_weights(base + "model.safetensors");
-        m.allocate_activations(B, T);
+        M<CudaBackend> m(gpu, fx.cfg, prac, Recompute(0, attention_out == 1));
+        m.load_weights(fx.base + "model.safetensors");
+        m.allocate_activations(fx.B, fx.T);
         m.zero_grad();
         m.sched.begin_step(prac, 0);
         loss[attention_out] = m.forward(inputs.data(), targets.data(), 1.0f / (float)inputs.size());

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/atomic_file.h"  // write_file_atomic
 #include "common/error.h"
 #include "common/strings.h"  // with_commas, human_duration
 #include "data/gpt2_tokenizer.h"
@@ -78,22 +79,6 @@ std::string shell_quote(const std::string& s) {
     std::string q = "'";
     for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return q + "'";
-}
-
-// Writes `text` to `path` atomically (temporary file, fsync, rename), like write_shard.
-void write_file_atomic(const std::string& path, const std::string& text) {
-    std::string tmp = path + ".tmp." + std::to_string((long long)getpid());
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    CHECK_USER(f, "cannot create %s: %s", tmp.c_str(), std::strerror(errno));
-    bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        if (ok) err = errno;
-        std::remove(tmp.c_str());
-        fail("cannot write %s: %s\n---> HINT: is the disk full?", path.c_str(), std::strerror(err));
-    }
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/atomic_file.h"  // write_file_atomic
 #include "common/error.h"
 #include "common/strings.h"  // with_commas
 #include "data/tokenizer.h"
@@ -67,21 +68,6 @@ std::vector<std::string> training_lines(const Options& o, const std::vector<Inpu
     return lines;
 }
 
-void write_atomic(const std::string& path, const std::string& bytes) {
-    std::string tmp = path + ".tmp." + std::to_string((long long)getpid());
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    CHECK_USER(f, "cannot create %s: %s", tmp.c_str(), std::strerror(errno));
-    bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-    ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    ok = (std::fclose(f) == 0) && ok;
-    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        if (ok) err = errno;
-        std::remove(tmp.c_str());
-        fail("cannot write %s: %s\n---> HINT: is the disk full?", path.c_str(), std::strerror(err));
-    }
-}
-
 #if PRAC_HAVE_SENTENCEPIECE
 struct LinesIterator : sentencepiece::SentenceIterator {
     const std::vector<std::string>& lines;
@@ -127,7 +113,7 @@ void train_spm_model(const Options& o, const std::vector<InputFile>& files, cons
                  ? "the text is too small for that many pieces: use a smaller --spm-vocab (the number it names)"
                  : "check the input text");
     }
-    write_atomic(model_path, proto);
+    write_file_atomic(model_path, proto);
 #else
     (void)files;
     fail("--spm-vocab needs SentencePiece, which this build lacks (model %s not written)\n---> HINT: apt-get install "

@@ -1,0 +1,26 @@
+// Whole-file writes that never leave a half-written file behind: a temporary file beside the target, fsync, then
+// rename over the target (the safetensors and .npy writers do the same for their formats).
+#pragma once
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+
+inline void write_file_atomic(const std::string& path, const std::string& bytes) {
+    std::string tmp = path + ".tmp." + std::to_string((long long)getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    CHECK_USER(f, "cannot create %s: %s", tmp.c_str(), std::strerror(errno));
+    bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+    ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int err = errno;
+    ok = (std::fclose(f) == 0) && ok;
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        if (ok) err = errno;
+        std::remove(tmp.c_str());
+        fail("cannot write %s: %s\n---> HINT: is the disk full?", path.c_str(), std::strerror(err));
+    }
+}
