@@ -99,12 +99,17 @@ int parse_label(const GlueTaskInfo& info, const std::string& text, const std::st
          names.empty() ? "" : " or ", names.c_str());
 }
 
+float check_score(double v, const std::string& text, const std::string& where) {
+    if (!std::isfinite(v) || v < 0.0 || v > 5.0)
+        fail("%s: STS-B score '%s' is not a number in [0, 5]", where.c_str(), text.c_str());
+    return (float)v;
+}
+
 float parse_score(const std::string& text, const std::string& where) {
     char* end = nullptr;
-    float v = std::strtof(text.c_str(), &end);
-    if (text.empty() || *end != '\0' || !std::isfinite(v) || v < 0.0f || v > 5.0f)
-        fail("%s: STS-B score '%s' is not a number in [0, 5]", where.c_str(), text.c_str());
-    return v;
+    double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0') fail("%s: STS-B score '%s' is not a number", where.c_str(), text.c_str());
+    return check_score(v, text, where);
 }
 
 std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& path, std::ifstream& in) {
@@ -194,7 +199,7 @@ std::vector<GlueExample> read_jsonl(const GlueTaskInfo& info, const std::string&
             const nlohmann::json& l = j["label"];
             if (info.num_labels == 1) {
                 if (!l.is_number()) fail("%s: STS-B label must be a number", where.c_str());
-                e.score = parse_score(std::to_string(l.get<double>()), where);
+                e.score = check_score(l.get<double>(), l.dump(), where);
                 e.label = 0;
             } else if (l.is_number_integer()) {
                 long v = l.get<long>();

@@ -11,7 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/atomic_file.h"
+#include "common/files.h"
 #include "common/error.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/spm_tokenizer.h"
@@ -19,14 +19,6 @@
 using json = nlohmann::ordered_json;
 
 namespace {
-
-std::string read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    CHECK_USER(f, "--save: cannot read %s: %s", path.c_str(), std::strerror(errno));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 std::string unicode_of(std::string_view bytes) {
     std::string s;
@@ -76,7 +68,7 @@ void write_gpt2_tokenizer(const std::string& dir, const Gpt2Tokenizer& tok, int 
 }
 
 void write_spm_tokenizer(const std::string& dir, const SpmTokenizer& tok, const std::string& model_file, int max_len) {
-    write_file_atomic(dir + "/spiece.model", read_bytes(model_file));
+    write_file_atomic(dir + "/spiece.model", read_file_bytes(model_file));
     json cfg = {{"tokenizer_class", "T5Tokenizer"}, {"model_max_length", max_len}, {"extra_ids", 0},
                 {"eos_token", tok.piece((int)tok.eos_id())}};
     json special = {{"eos_token", tok.piece((int)tok.eos_id())}};
@@ -120,7 +112,7 @@ void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::
     }
     std::string config_path = dir + "/config.json";
     write_hf_config(config_path, cfg);
-    json c = json::parse(read_bytes(config_path));
+    json c = json::parse(read_file_bytes(config_path));
     c["bos_token_id"] = bos;
     c["eos_token_id"] = eos;
     if (pad >= 0) c["pad_token_id"] = pad;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/files.h"  // read_file_bytes
 #include "data/gpt2_tokenizer.h"
 
 #ifndef PRAC_SOURCE_DIR
@@ -68,14 +69,6 @@ static uint64_t fnv(const std::vector<std::vector<uint32_t>>& docs, size_t* ntok
         for (uint32_t i : d) h = (h ^ i) * 0x100000001b3ull;
     }
     return h;
-}
-
-static std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail("cannot open %s", path.c_str());
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
 }
 
 struct Result {
@@ -134,7 +127,7 @@ int main(int argc, char** argv) {
         std::vector<std::string> docs;
         size_t total = 0;
         for (const auto& f : files) {
-            std::string text = read_file(f);
+            std::string text = read_file_bytes(f);
             total += text.size();
             if (doc_bytes == 0) {
                 docs.push_back(std::move(text));

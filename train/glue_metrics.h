@@ -13,12 +13,12 @@
 #include "common/error.h"
 #include "data/glue.h"
 
-inline void check_same_size(size_t a, size_t b, const char* what) {
+inline void glue_check_sizes(size_t a, size_t b, const char* what) {
     CHECK_USER(a == b && a > 0, "%s: %zu predictions for %zu labels", what, a, b);
 }
 
 inline double glue_accuracy(const std::vector<int>& pred, const std::vector<int>& label) {
-    check_same_size(pred.size(), label.size(), "accuracy");
+    glue_check_sizes(pred.size(), label.size(), "accuracy");
     size_t right = 0;
     for (size_t i = 0; i < pred.size(); i++) right += pred[i] == label[i];
     return (double)right / (double)pred.size();
@@ -26,7 +26,7 @@ inline double glue_accuracy(const std::vector<int>& pred, const std::vector<int>
 
 // F1 of class 1 (sklearn's f1_score, average="binary"): 0 when there is no true or predicted positive.
 inline double glue_f1(const std::vector<int>& pred, const std::vector<int>& label) {
-    check_same_size(pred.size(), label.size(), "F1");
+    glue_check_sizes(pred.size(), label.size(), "F1");
     double tp = 0, fp = 0, fn = 0;
     for (size_t i = 0; i < pred.size(); i++) {
         tp += pred[i] == 1 && label[i] == 1;
@@ -39,7 +39,7 @@ inline double glue_f1(const std::vector<int>& pred, const std::vector<int>& labe
 // Matthews correlation over K classes from the confusion matrix (sklearn's matthews_corrcoef; 0 when a marginal
 // is constant, i.e. the denominator is 0).
 inline double glue_matthews(const std::vector<int>& pred, const std::vector<int>& label, int num_classes) {
-    check_same_size(pred.size(), label.size(), "Matthews correlation");
+    glue_check_sizes(pred.size(), label.size(), "Matthews correlation");
     std::vector<double> t(num_classes, 0), p(num_classes, 0);
     double correct = 0, n = (double)pred.size();
     for (size_t i = 0; i < pred.size(); i++) {
@@ -60,7 +60,7 @@ inline double glue_matthews(const std::vector<int>& pred, const std::vector<int>
 }
 
 inline double glue_pearson(const std::vector<double>& x, const std::vector<double>& y) {
-    check_same_size(x.size(), y.size(), "Pearson correlation");
+    glue_check_sizes(x.size(), y.size(), "Pearson correlation");
     double n = (double)x.size(), mx = 0, my = 0;
     for (size_t i = 0; i < x.size(); i++) mx += x[i], my += y[i];
     mx /= n, my /= n;

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/atomic_file.h"  // write_file_atomic
+#include "common/files.h"  // write_file_atomic
 #include "common/error.h"
 #include "common/strings.h"  // with_commas, human_duration
 #include "data/gpt2_tokenizer.h"

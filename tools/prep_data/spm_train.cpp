@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/atomic_file.h"  // write_file_atomic
+#include "common/files.h"  // write_file_atomic
 #include "common/error.h"
 #include "common/strings.h"  // with_commas
 #include "data/tokenizer.h"

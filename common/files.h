@@ -1,14 +1,25 @@
-// Whole-file writes that never leave a half-written file behind: a temporary file beside the target, fsync, then
-// rename over the target (the safetensors and .npy writers do the same for their formats).
+// Whole files: read into a string, and written without ever leaving a half-written file behind (a temporary file
+// beside the target, fsync, then rename over it; the safetensors and .npy writers do the same for their formats).
 #pragma once
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "common/error.h"
+
+inline std::string read_file_bytes(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    CHECK_USER(f, "cannot read %s: %s", path.c_str(), std::strerror(errno));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    CHECK_USER(!f.bad(), "cannot read %s", path.c_str());
+    return ss.str();
+}
 
 inline void write_file_atomic(const std::string& path, const std::string& bytes) {
     std::string tmp = path + ".tmp." + std::to_string((long long)getpid());
