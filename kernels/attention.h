@@ -8,9 +8,20 @@
 #include <vector>
 
 // qkv (B, T, 3C): per row [q | k | v], each C = NH heads of HS contiguous values.
-// out (B, T, C) = softmax(q k^T / sqrt(HS) [+ causal mask]) v per head;  lse (B, NH, T)
+// out (B, T, C) = softmax(q k^T / sqrt(HS) [+ masks]) v per head;  lse (B, NH, T)
+// Masks: `causal` hides key j > query t (decoders); kv_len (B), when not null, is each sequence's number of real
+// tokens (1..T, right padding, as an encoder's batch): keys j >= kv_len[b] are hidden from every query of row b.
+// Padded query rows still attend to the real keys, so every output is finite; their gradient is the caller's.
+// The key range of query t is [0, attention_key_end(t, ...)): both masks only cut the end.
+inline int attention_key_end(int t, int Tlen, bool causal, const int* kv_len, int b) {
+    int end = causal ? t + 1 : Tlen;
+    if (kv_len && kv_len[b] < end) end = kv_len[b];
+    return end;
+}
+
 template <typename T>
-void attention_forward_cpu(T* out, T* lse, const T* qkv, int B, int Tlen, int C, int NH, bool causal) {
+void attention_forward_cpu(T* out, T* lse, const T* qkv, int B, int Tlen, int C, int NH, bool causal,
+                           const int* kv_len = nullptr) {
     int HS = C / NH;
     T scale = T(1) / std::sqrt(T(HS));
 #pragma omp parallel
@@ -21,7 +32,7 @@ void attention_forward_cpu(T* out, T* lse, const T* qkv, int B, int Tlen, int C,
             for (int h = 0; h < NH; h++)
                 for (int t = 0; t < Tlen; t++) {
                     const T* q = qkv + ((size_t)b * Tlen + t) * 3 * C + (size_t)h * HS;
-                    int jmax = causal ? t + 1 : Tlen;
+                    int jmax = attention_key_end(t, Tlen, causal, kv_len, b);
                     T m = -std::numeric_limits<T>::infinity();
                     for (int j = 0; j < jmax; j++) {
                         const T* k = qkv + ((size_t)b * Tlen + j) * 3 * C + C + (size_t)h * HS;
@@ -52,7 +63,7 @@ void attention_forward_cpu(T* out, T* lse, const T* qkv, int B, int Tlen, int C,
 // One thread per (b, h): every write lands in that head's own columns, so no races.
 template <typename T>
 void attention_backward_cpu(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse, int B, int Tlen,
-                            int C, int NH, bool causal) {
+                            int C, int NH, bool causal, const int* kv_len = nullptr) {
     int HS = C / NH;
     T scale = T(1) / std::sqrt(T(HS));
 #pragma omp parallel for collapse(2)
@@ -72,7 +83,7 @@ void attention_backward_cpu(T* dqkv, const T* dout, const T* qkv, const T* out, 
                 T D = 0;
                 for (int d = 0; d < HS; d++) D += dO[d] * O[d];
                 T L = lse[((size_t)b * NH + h) * Tlen + t];
-                int jmax = causal ? t + 1 : Tlen;
+                int jmax = attention_key_end(t, Tlen, causal, kv_len, b);
                 for (int j = 0; j < jmax; j++) {
                     size_t rj = (size_t)b * Tlen + j;
                     const T* k = qkv + rj * 3 * C + C + (size_t)h * HS;

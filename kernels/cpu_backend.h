@@ -115,6 +115,10 @@ struct CpuBackend {
     void gelu_backward(act_t* dinp, const act_t* inp, const act_t* dout, size_t n) {
         gelu_backward_cpu(dinp, inp, dout, n);
     }
+    void gelu_erf_forward(act_t* out, const act_t* inp, size_t n) { gelu_erf_forward_cpu(out, inp, n); }
+    void gelu_erf_backward(act_t* dinp, const act_t* inp, const act_t* dout, size_t n) {
+        gelu_erf_backward_cpu(dinp, inp, dout, n);
+    }
     void swiglu_forward(act_t* out, const act_t* inp, int N, int F) { swiglu_forward_cpu(out, inp, N, F); }
     void swiglu_backward(act_t* dinp, const act_t* inp, const act_t* dout, int N, int F) {
         swiglu_backward_cpu(dinp, inp, dout, N, F);
@@ -127,12 +131,14 @@ struct CpuBackend {
         rope_cpu(dqkv, freqs, B, T, C, NH, true);
     }
     void check_attention_shape(int, int) const {}  // attention_cpu takes any head size
-    void attention_forward(act_t* out, float* lse, const act_t* qkv, int B, int T, int C, int NH) {
-        attention_forward_cpu(out, lse, qkv, B, T, C, NH, true);
+    // causal: decoders (the default); an encoder passes false and its kv_len (B) (kernels/attention.h)
+    void attention_forward(act_t* out, float* lse, const act_t* qkv, int B, int T, int C, int NH, bool causal = true,
+                           const int32_t* kv_len = nullptr) {
+        attention_forward_cpu(out, lse, qkv, B, T, C, NH, causal, kv_len);
     }
     void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* lse,
-                            int B, int T, int C, int NH) {
-        attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH, true);
+                            int B, int T, int C, int NH, bool causal = true, const int32_t* kv_len = nullptr) {
+        attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, kv_len);
     }
     // rows of the (N, V) logits processed per chunk by the fused classifier
     static constexpr int classifier_chunk = 256;

@@ -447,6 +447,31 @@ TEST(Gelu, BackwardMatchesFiniteDifferences) {
     EXPECT_TRUE(Close(gelu_bwd<double>(x, R), num, kGradTol));
 }
 
+template <typename T>
+vec gelu_erf_fwd(const vec& x) {
+    auto tx = cast<T>(x);
+    std::vector<T> o(x.size(), T(kNaN));
+    gelu_erf_forward_cpu(o.data(), tx.data(), x.size());
+    return widen(o);
+}
+
+// The exact GeLU is x times the standard normal CDF (erfc form, as the CDF is usually written)
+TEST(GeluErf, ForwardIsXTimesNormalCdf) {
+    vec x = gelu_inputs(), ref(x.size());
+    for (size_t i = 0; i < x.size(); i++) ref[i] = x[i] * 0.5 * std::erfc(-x[i] / std::sqrt(2.0));
+    EXPECT_TRUE(Close(gelu_erf_fwd<double>(x), ref, kRefTol));
+    EXPECT_TRUE(Close(gelu_erf_fwd<float>(x), ref, kF32Tol));
+}
+
+TEST(GeluErf, BackwardMatchesFiniteDifferences) {
+    vec x = gelu_inputs();
+    vec R = Rng(52).normals(x.size());
+    vec num = numgrad(x, [&] { return dot(gelu_erf_fwd<double>(x), R); });
+    vec d(x.size(), kNaN);  // garbage: must be overwritten
+    gelu_erf_backward_cpu(d.data(), x.data(), R.data(), x.size());
+    EXPECT_TRUE(Close(d, num, kGradTol));
+}
+
 // ======================================================================================== swiglu
 template <typename T>
 vec swiglu_fwd(const vec& inp, int N, int F) {
@@ -572,14 +597,20 @@ TEST(RoPE, BackwardIsGradientOfForwardAndItsInverse) {
 struct AttnCase {
     int B, Tl, NH, HS;
     bool causal;
+    std::vector<int> kv_len = {};  // per sequence (an encoder's key-padding mask); empty: none
+    const int* lens() const { return kv_len.empty() ? nullptr : kv_len.data(); }
 };
 const AttnCase kAttnCases[] = {
     {2, 9, 3, 8, true}, {2, 9, 3, 8, false}, {1, 7, 2, 6, true}, {1, 7, 2, 6, false},
     {2, 5, 3, 6, true}, {1, 8, 2, 8, false}, {2, 1, 2, 6, true}, {1, 1, 2, 8, false},
+    // key padding: full, partial and one-token rows; with the causal mask too
+    {2, 9, 3, 8, false, {9, 4}}, {3, 7, 2, 6, false, {1, 7, 5}}, {2, 9, 3, 8, true, {6, 9}},
 };
 std::string trace(const AttnCase& a) {
+    std::string lens;
+    for (int l : a.kv_len) lens += (lens.empty() ? " kv_len=" : ",") + std::to_string(l);
     return "B=" + std::to_string(a.B) + " T=" + std::to_string(a.Tl) + " NH=" + std::to_string(a.NH) +
-           " HS=" + std::to_string(a.HS) + (a.causal ? " causal" : " non-causal");
+           " HS=" + std::to_string(a.HS) + (a.causal ? " causal" : " non-causal") + lens;
 }
 vec attn_qkv(const AttnCase& a, uint32_t seed) {
     // sd 1.5 makes the softmax rows reasonably peaked, so both large and small probabilities are exercised
@@ -590,7 +621,7 @@ void attn_forward(vec& out, vec& lse, const vec& qkv, const AttnCase& a) {
     const int C = a.NH * a.HS;
     auto tq = cast<T>(qkv);
     std::vector<T> o((size_t)a.B * a.Tl * C, T(kNaN)), l((size_t)a.B * a.NH * a.Tl, T(kNaN));
-    attention_forward_cpu(o.data(), l.data(), tq.data(), a.B, a.Tl, C, a.NH, a.causal);
+    attention_forward_cpu(o.data(), l.data(), tq.data(), a.B, a.Tl, C, a.NH, a.causal, a.lens());
     out = widen(o), lse = widen(l);
 }
 template <typename T>
@@ -598,7 +629,7 @@ vec attn_backward(const vec& dout, const vec& qkv, const vec& out, const vec& ls
     auto td = cast<T>(dout), tq = cast<T>(qkv), to = cast<T>(out), tl = cast<T>(lse);
     std::vector<T> d(qkv.size(), T(kNaN));  // garbage: must be overwritten
     attention_backward_cpu(d.data(), td.data(), tq.data(), to.data(), tl.data(), a.B, a.Tl, a.NH * a.HS, a.NH,
-                           a.causal);
+                           a.causal, a.lens());
     return widen(d);
 }
 
@@ -615,13 +646,14 @@ TEST(Attention, ForwardMatchesNaiveSoftmaxAndLse) {
         };
         for (int b = 0; b < a.B; b++)
             for (int h = 0; h < a.NH; h++) {
-                // S = Q K^T / sqrt(d) + mask (-inf above the diagonal when causal)
+                // S = Q K^T / sqrt(d) + masks (-inf above the diagonal when causal, and on padded keys)
                 std::vector<vec> S(T, vec(T));
                 for (int t = 0; t < T; t++)
                     for (int j = 0; j < T; j++) {
                         double s = 0;
                         for (int d = 0; d < a.HS; d++) s += at(b, t, 0, h, d) * at(b, j, 1, h, d);
-                        S[t][j] = s / std::sqrt((double)a.HS) + (a.causal && j > t ? -inf : 0.0);
+                        bool hidden = (a.causal && j > t) || (!a.kv_len.empty() && j >= a.kv_len[b]);
+                        S[t][j] = s / std::sqrt((double)a.HS) + (hidden ? -inf : 0.0);
                     }
                 for (int t = 0; t < T; t++) {
                     double m = *std::max_element(S[t].begin(), S[t].end()), z = 0, zraw = 0;
