@@ -119,9 +119,11 @@ struct CpuBackend {
     void gelu_erf_backward(act_t* dinp, const act_t* inp, const act_t* dout, size_t n) {
         gelu_erf_backward_cpu(dinp, inp, dout, n);
     }
-    void swiglu_forward(act_t* out, const act_t* inp, int N, int F) { swiglu_forward_cpu(out, inp, N, F); }
-    void swiglu_backward(act_t* dinp, const act_t* inp, const act_t* dout, int N, int F) {
-        swiglu_backward_cpu(dinp, inp, dout, N, F);
+    void swiglu_forward(act_t* out, const act_t* gate, const act_t* up, size_t n) {
+        swiglu_forward_cpu(out, gate, up, n);
+    }
+    void swiglu_backward(act_t* dgate, act_t* dup, const act_t* gate, const act_t* up, const act_t* dout, size_t n) {
+        swiglu_backward_cpu(dgate, dup, gate, up, dout, n);
     }
     void rope_table(float* freqs, int T, int HS, float theta) { rope_table_cpu(freqs, T, HS, theta); }
     void rope_forward(act_t* qkv, const float* freqs, int B, int T, int C, int NH) {

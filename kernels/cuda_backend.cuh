@@ -163,9 +163,11 @@ struct CudaBackend {
     void gelu_backward(act_t* dinp, const act_t* inp, const act_t* dout, size_t n) {
         gelu_backward_cuda(dinp, inp, dout, n, stream);
     }
-    void swiglu_forward(act_t* out, const act_t* inp, int N, int F) { swiglu_forward_cuda(out, inp, N, F, stream); }
-    void swiglu_backward(act_t* dinp, const act_t* inp, const act_t* dout, int N, int F) {
-        swiglu_backward_cuda(dinp, inp, dout, N, F, stream);
+    void swiglu_forward(act_t* out, const act_t* gate, const act_t* up, size_t n) {
+        swiglu_forward_cuda(out, gate, up, n, stream);
+    }
+    void swiglu_backward(act_t* dgate, act_t* dup, const act_t* gate, const act_t* up, const act_t* dout, size_t n) {
+        swiglu_backward_cuda(dgate, dup, gate, up, dout, n, stream);
     }
     // the table is made on the host by the CPU twin and uploaded (fp32 either way)
     void rope_table(float* freqs, int T, int HS, float theta) {

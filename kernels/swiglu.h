@@ -1,39 +1,33 @@
-// SwiGLU (LLaMA MLP), CPU twins. The fused gate|up matmul writes one (N, 2F) buffer per row:
-// gate in columns [0, F), up in [F, 2F). out = silu(gate) * up.
+// SwiGLU (LLaMA MLP), CPU twins. gate and up are separate (N, F) buffers (one matmul per half of the gate|up
+// weight, so each half is its own PRAC site), which makes the op elementwise over n = N * F:
+// out = silu(gate) * up.
 #pragma once
 #include <cmath>
 #include <cstddef>
 
-// out (N, F) = silu(inp[:, :F]) * inp[:, F:]
+// out (n) = silu(gate) * up
 template <typename T>
-void swiglu_forward_cpu(T* out, const T* inp, int N, int F) {
+void swiglu_forward_cpu(T* out, const T* gate, const T* up, size_t n) {
 #pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const T* g = inp + (size_t)n * 2 * F;
-        const T* u = g + F;
-        T* o = out + (size_t)n * F;
-        for (int f = 0; f < F; f++) {
-            T sig = T(1) / (T(1) + std::exp(-g[f]));
-            o[f] = g[f] * sig * u[f];
-        }
+    for (size_t i = 0; i < n; i++) {
+        T g = gate[i];
+        T sig = T(1) / (T(1) + std::exp(-g));
+        out[i] = g * sig * up[i];
     }
 }
 
-// dinp (N, 2F) = [dgate | dup]  (overwrites)
+// dgate (n) = dout * up * silu'(gate), dup (n) = dout * silu(gate)   (both overwritten)
+// Elementwise: element i's gate, up and dout are read before its dgate and dup are written, so the backward may
+// run in place (dgate == gate, dup == up: the model reconstructs gate|up into the scratch that receives their
+// gradients, docs/DESIGN.md section 4.1).
 template <typename T>
-void swiglu_backward_cpu(T* dinp, const T* inp, const T* dout, int N, int F) {
+void swiglu_backward_cpu(T* dgate, T* dup, const T* gate, const T* up, const T* dout, size_t n) {
 #pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const T* g = inp + (size_t)n * 2 * F;
-        const T* u = g + F;
-        const T* dy = dout + (size_t)n * F;
-        T* dg = dinp + (size_t)n * 2 * F;
-        T* du = dg + F;
-        for (int f = 0; f < F; f++) {
-            T sig = T(1) / (T(1) + std::exp(-g[f]));
-            T silu = g[f] * sig;
-            du[f] = dy[f] * silu;
-            dg[f] = dy[f] * u[f] * (sig + g[f] * sig * (T(1) - sig));
-        }
+    for (size_t i = 0; i < n; i++) {
+        T g = gate[i], u = up[i], dy = dout[i];
+        T sig = T(1) / (T(1) + std::exp(-g));
+        T silu = g * sig;
+        dup[i] = dy * silu;
+        dgate[i] = dy * u * (sig + g * sig * (T(1) - sig));
     }
 }

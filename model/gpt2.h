@@ -14,7 +14,7 @@
 #include "model/config.h"
 #include "common/tensors.h"
 #include "model/weights.h"
-#include "model/sites.h"  // the six sites: SiteIndex, apply_recompute, wire_sites
+#include "model/sites.h"  // the sites: SiteIndex, apply_recompute, wire_sites
 #include "common/safetensors.h"  // safetensors_open (the HF name prefix of --init-from)
 #include "model/model_common.h"  // ActivationArena, load_hf_weights, ...
 
@@ -75,11 +75,12 @@ struct GPT2 {
         act_t* scratch_btc;   // (N, C) branch outputs in forward; input gradients in backward
         act_t* dresid;        // (N, C) gradient of the residual stream, accumulated by every branch
         act_t* scratch_wide;  // (N, max(3C, F)) gradients of qkv / fch
-        // transient full-width buffers of compressed sites (size 0 when their sites are not compressed)
+        // transient full-width buffers of compressed sites (size 0 when their sites are not compressed, or when
+        // they live in backward scratch: alias_transients, model/sites.h)
         act_t* t_resid;       // (N, C) residual stream: block input, x + attention, block output (in place)
-        act_t* t_ln;          // (N, C) LN1 / LN2 output
+        act_t* t_ln;          // (N, C) LN1 / LN2 output                                  (else in dresid)
         act_t* t_mlp_in;      // (N, F) GeLU input
-        act_t* t_mlp_out;     // (N, F) GeLU output
+        act_t* t_mlp_out;     // (N, F) GeLU output                                       (else in scratch_wide)
         float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
     } acts;
     ActivationArena arena;  // the Activations above and the PRAC bases, laid out from activation_specs
@@ -104,6 +105,8 @@ struct GPT2 {
     ActivationDump dump;
 
     Recompute recompute;  // what backward recomputes instead of saving (model/sites.h)
+    bool alias_transients = true;  // PRAC's transient buffers in backward scratch (model/sites.h); set before
+                                   // allocate_activations (off: the bitwise tests' reference)
 
     // Data parallelism (train/grad_sync.h): when set, backward() calls it with l as soon as layer l's parameter
     // gradients are complete (l = L-1 down to 0), then once with -1 at its end, when the tensors outside the layers
@@ -176,6 +179,7 @@ struct GPT2 {
         DType act = Backend::act_dtype, f32 = DType::F32;
         Activations& a = acts;
         auto& S = sites;
+        const bool alias = alias_transients;
         using M = MemCategory;
         std::vector<TensorSpec> specs = {
             {"inputs", (void**)&a.inputs, N, DType::I32, M::INPUTS},
@@ -197,9 +201,9 @@ struct GPT2 {
             {"dresid", (void**)&a.dresid, N * C, act},
             {"scratch_wide", (void**)&a.scratch_wide, N * std::max(3 * C, F), act},
             {"t_resid", (void**)&a.t_resid, S[RESID].compressed() || S[RESID_MID].compressed() ? N * C : 0, act},
-            {"t_ln", (void**)&a.t_ln, S[LN1].compressed() || S[LN2].compressed() ? N * C : 0, act},
+            {"t_ln", (void**)&a.t_ln, !alias && (S[LN1].compressed() || S[LN2].compressed()) ? N * C : 0, act},
             {"t_mlp_in", (void**)&a.t_mlp_in, S[FCH].compressed() ? N * F : 0, act},
-            {"t_mlp_out", (void**)&a.t_mlp_out, S[FCH_GELU].compressed() ? N * F : 0, act},
+            {"t_mlp_out", (void**)&a.t_mlp_out, !alias && S[FCH_GELU].compressed() ? N * F : 0, act},
             {"prac_tmp", (void**)&a.prac_tmp,
              factored_grad_scratch(sites, {{LN1, 3 * (int)C}, {LN2, (int)F}, {FCH_GELU, (int)C}}), f32},
         };
@@ -219,7 +223,9 @@ struct GPT2 {
         std::vector<TensorSpec> bases;
         std::vector<TensorSpec> specs = activation_specs(B, T, bases);
         arena.allocate(be, std::move(specs), std::move(bases));
-        wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp);
+        const bool alias = alias_transients;  // the scratch that holds each transient: model/sites.h
+        wire_sites(sites, acts.t_resid, alias ? acts.dresid : acts.t_ln, acts.t_mlp_in,
+                   alias ? acts.scratch_wide : acts.t_mlp_out, acts.prac_tmp);
     }
 
     // GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1.

@@ -14,7 +14,7 @@
 #include "model/model_common.h"  // ActivationArena, load_hf_weights, ...
 #include "common/tensors.h"
 #include "model/weights.h"
-#include "model/sites.h"  // the six sites: SiteIndex, apply_recompute, wire_sites
+#include "model/sites.h"  // the sites: SiteIndex, apply_recompute, wire_sites
 #include "common/safetensors.h"
 
 template <typename T>
@@ -62,13 +62,14 @@ struct Llama {
         float* logits_chunk;  // (chunk, V)
         act_t* scratch_btc;   // (N, C)
         act_t* dresid;        // (N, C)
-        act_t* scratch_wide;  // (N, max(3C, 2F)) gradients of qkv / gate|up
+        act_t* scratch_wide;  // (N, max(3C, 2F)) gradients of qkv, or of gate and up (two (N, F) blocks)
         act_t* scratch_ff;    // (N, F) gradient of the SwiGLU output
-        // transient full-width buffers of compressed sites (size 0 when their sites are not compressed)
+        // transient full-width buffers of compressed sites (size 0 when their sites are not compressed, or when
+        // they live in backward scratch: alias_transients, model/sites.h)
         act_t* t_resid;       // (N, C)  residual stream (in place)
-        act_t* t_ln;          // (N, C)  RMSNorm-1 / RMSNorm-2 output
-        act_t* t_mlp_in;      // (N, 2F) gate | up
-        act_t* t_mlp_out;     // (N, F)  SwiGLU output
+        act_t* t_ln;          // (N, C)  RMSNorm-1 / RMSNorm-2 output                    (else in dresid)
+        act_t* t_mlp_in;      // (2, N, F) gate, then up                                 (else in scratch_wide)
+        act_t* t_mlp_out;     // (N, F)  SwiGLU output                                   (else in scratch_ff)
         float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
     } acts;
     ActivationArena arena;  // the Activations above and the PRAC bases, laid out from activation_specs
@@ -78,13 +79,16 @@ struct Llama {
     //   ln1        RMSNorm-1 output, shared input of q, k, v                                  linear
     //   resid_mid  RMSNorm-2 input                                                              nonlinear
     //   ln2        RMSNorm-2 output, shared input of gate and up                                linear
-    //   fch        gate | up pre-activations (N, 2F), SwiGLU backward's input; one site over
-    //              both halves (our reading: the paper does not say which SwiGLU tensors)     nonlinear
+    //   fch_gate   gate pre-activation (N, F), SwiGLU backward's input                          nonlinear
     //   fch_act    SwiGLU output, down_proj's input                                             linear
-    // q, k (after RoPE), v, O and LSE stay exact; O is also o_proj's input (or recomputed: --recompute-attention).
+    //   fch_up     up pre-activation (N, F), SwiGLU backward's input                            nonlinear
+    // gate and up are two sites with their own bases (our reading: the paper does not say which SwiGLU tensors
+    // it compressed); before they were one site "fch" over (N, 2F), whose checkpointed state prac_state_load
+    // converts (prac/prac_state.h). q, k (after RoPE), v, O and LSE stay exact; O is also o_proj's input (or
+    // recomputed: --recompute-attention).
     enum {  // the sites' order is model/sites.h's SiteIndex (wire_sites and RSO rely on it)
-        RESID = SITE_RESID, LN1 = SITE_LN1, RESID_MID = SITE_RESID_MID, LN2 = SITE_LN2, FCH = SITE_FCH,
-        FCH_ACT = SITE_ACT_OUT
+        RESID = SITE_RESID, LN1 = SITE_LN1, RESID_MID = SITE_RESID_MID, LN2 = SITE_LN2, FCH_GATE = SITE_FCH,
+        FCH_ACT = SITE_ACT_OUT, FCH_UP = SITE_FCH_UP
     };
     PracOptions prac;
     std::vector<ActSite<Backend>> sites;
@@ -93,6 +97,8 @@ struct Llama {
     ActivationDump dump;
 
     Recompute recompute;  // what backward recomputes instead of saving (model/sites.h)
+    bool alias_transients = true;  // PRAC's transient buffers in backward scratch (model/sites.h); set before
+                                   // allocate_activations (off: the bitwise tests' reference)
 
     // called by backward() as each layer's gradients complete, then with -1 (GPT2::on_layer_grads says how)
     std::function<void(int layer)> on_layer_grads;
@@ -125,9 +131,11 @@ struct Llama {
             make_site<Backend>("ln1", LN1, SiteClass::LINEAR, C, L, L, prac),
             make_site<Backend>("resid_mid", RESID_MID, SiteClass::NONLINEAR, C, L, L, prac),
             make_site<Backend>("ln2", LN2, SiteClass::LINEAR, C, L, L, prac),
-            make_site<Backend>("fch", FCH, SiteClass::NONLINEAR, 2 * F, L, L, prac),
+            make_site<Backend>("fch_gate", FCH_GATE, SiteClass::NONLINEAR, F, L, L, prac),
             make_site<Backend>("fch_act", FCH_ACT, SiteClass::LINEAR, F, L, L, prac),
+            make_site<Backend>("fch_up", FCH_UP, SiteClass::NONLINEAR, F, L, L, prac),
         };
+        sites[FCH_GATE].replaces = sites[FCH_UP].replaces = "fch";  // the old gate|up site (prac_state_load)
         sched.units = (int)sites.size() * L;  // staggered refresh phases (prac/site.h PracSchedule)
         apply_recompute(sites, recompute.level, FCH_ACT, LN1, LN2, RESID, RESID_MID);
     }
@@ -151,6 +159,7 @@ struct Llama {
         DType act = Backend::act_dtype, f32 = DType::F32;
         Activations& a = acts;
         auto& S = sites;
+        const bool alias = alias_transients;
         using M = MemCategory;
         std::vector<TensorSpec> specs = {
             {"inputs", (void**)&a.inputs, N, DType::I32, M::INPUTS},
@@ -171,11 +180,12 @@ struct Llama {
             {"scratch_wide", (void**)&a.scratch_wide, N * std::max(3 * C, 2 * F), act},
             {"scratch_ff", (void**)&a.scratch_ff, N * F, act},
             {"t_resid", (void**)&a.t_resid, S[RESID].compressed() || S[RESID_MID].compressed() ? N * C : 0, act},
-            {"t_ln", (void**)&a.t_ln, S[LN1].compressed() || S[LN2].compressed() ? N * C : 0, act},
-            {"t_mlp_in", (void**)&a.t_mlp_in, S[FCH].compressed() ? N * 2 * F : 0, act},
-            {"t_mlp_out", (void**)&a.t_mlp_out, S[FCH_ACT].compressed() ? N * F : 0, act},
-            {"prac_tmp", (void**)&a.prac_tmp,
-             factored_grad_scratch(sites, {{LN1, 3 * (int)C}, {LN2, 2 * (int)F}, {FCH_ACT, (int)C}}), f32},
+            {"t_ln", (void**)&a.t_ln, !alias && (S[LN1].compressed() || S[LN2].compressed()) ? N * C : 0, act},
+            {"t_mlp_in", (void**)&a.t_mlp_in,
+             !alias && (S[FCH_GATE].compressed() || S[FCH_UP].compressed()) ? 2 * N * F : 0, act},
+            {"t_mlp_out", (void**)&a.t_mlp_out, !alias && S[FCH_ACT].compressed() ? N * F : 0, act},
+            {"prac_tmp", (void**)&a.prac_tmp,  // ln2's dW is taken per half (gate, up): OC = F
+             factored_grad_scratch(sites, {{LN1, 3 * (int)C}, {LN2, (int)F}, {FCH_ACT, (int)C}}), f32},
         };
         bases.clear();
         for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
@@ -192,7 +202,10 @@ struct Llama {
         std::vector<TensorSpec> bases;
         std::vector<TensorSpec> specs = activation_specs(B, T, bases);
         arena.allocate(be, std::move(specs), std::move(bases));
-        wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp);
+        const bool alias = alias_transients;  // the scratch that holds each transient: model/sites.h
+        act_t* mlp_in = alias ? acts.scratch_wide : acts.t_mlp_in;  // gate, then up: (2, N, F)
+        wire_sites(sites, acts.t_resid, alias ? acts.dresid : acts.t_ln, mlp_in, alias ? acts.scratch_ff : acts.t_mlp_out,
+                   acts.prac_tmp, mlp_in ? mlp_in + (size_t)B * T * cfg.hidden : nullptr);
         be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
     }
 
@@ -273,7 +286,7 @@ struct Llama {
         be.upload_async(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
         be.upload_async(acts.targets, host_targets, (size_t)N * sizeof(int32_t));
         ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
-                        &fch = sites[FCH], &fch_act = sites[FCH_ACT];
+                        &fch_gate = sites[FCH_GATE], &fch_up = sites[FCH_UP], &fch_act = sites[FCH_ACT];
         auto save = [&](ActSite<Backend>& site, int l) {  // only when training: evaluation keeps nothing
             if (!train) return;
             if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n);
@@ -292,8 +305,11 @@ struct Llama {
             act_t* l_resid_mid = resid_mid.fwd(l, N);
             act_t* l_ln2 = ln2.fwd(l, N);
             float* l_ln2_rstd = acts.ln2_rstd + (size_t)l * N;
-            act_t* l_fch = fch.fwd(l, N);
+            act_t* l_gate = fch_gate.fwd(l, N);  // (N, F)
+            act_t* l_up = fch_up.fwd(l, N);      // (N, F)
             act_t* l_fch_act = fch_act.fwd(l, N);
+            const act_t* w_gate = params.fcw + (size_t)l * 2 * F * C;  // (F, C) gate_proj, then (F, C) up_proj
+            const act_t* w_up = w_gate + (size_t)F * C;
             act_t* l_out = resid.fwd(l + 1, N);
 
             // attention branch: x + o_proj(attention(rope(qkv(rmsnorm(x)))))
@@ -308,10 +324,12 @@ struct Llama {
             // MLP branch: resid_mid + down(silu(gate(h)) * up(h)), h = rmsnorm(resid_mid)
             be.rmsnorm_forward(l_ln2, l_ln2_rstd, l_resid_mid, params.ln2w + l * C, N, C, cfg.norm_eps);
             save(resid_mid, l);
-            be.matmul_forward(l_fch, l_ln2, params.fcw + (size_t)l * 2 * F * C, nullptr, N, C, 2 * F);
+            be.matmul_forward(l_gate, l_ln2, w_gate, nullptr, N, C, F);  // one product per half: gate and up are
+            be.matmul_forward(l_up, l_ln2, w_up, nullptr, N, C, F);      // separate (N, F) sites
             save(ln2, l);
-            be.swiglu_forward(l_fch_act, l_fch, N, F);
-            save(fch, l);
+            be.swiglu_forward(l_fch_act, l_gate, l_up, (size_t)N * F);
+            save(fch_gate, l);
+            save(fch_up, l);
             be.matmul_forward(acts.scratch_btc, l_fch_act, params.fcprojw + (size_t)l * C * F, nullptr, N, F, C);
             save(fch_act, l);
             be.residual_forward(l_out, l_resid_mid, acts.scratch_btc, (size_t)N * C);
@@ -331,8 +349,10 @@ struct Llama {
         act_t* dresid = acts.dresid;       // (N, C)
         act_t* dbtc = acts.scratch_btc;    // (N, C)
         act_t* dwide = acts.scratch_wide;  // (N, max(3C, 2F))
+        act_t* dgate = dwide;                        // (N, F)
+        act_t* dup = dwide + (size_t)N * F;          // (N, F)
         ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
-                        &fch = sites[FCH], &fch_act = sites[FCH_ACT];
+                        &fch_gate = sites[FCH_GATE], &fch_up = sites[FCH_UP], &fch_act = sites[FCH_ACT];
 
         be.zero(dresid, (size_t)N * C * sizeof(act_t));
         be.rmsnorm_backward(dresid, grads.lnfw, dbtc, resid.fwd(cfg.num_layers, N), params.lnfw, acts.lnf_rstd, N, C);
@@ -341,17 +361,25 @@ struct Llama {
             act_t* l_atty = attention_out(l, N);
             float* l_lse = acts.lse + (size_t)l * N * NH;
 
-            // MLP branch
-            act_t* l_fch = fch.restore(be, l, N);
-            if (fch_act.recompute) be.swiglu_forward(fch_act.slot(l, N), l_fch, N, F);  // --recompute >= 1
+            // MLP branch. gate and up, when compressed and alias_transients, are reconstructed into dgate and dup,
+            // and the SwiGLU backward overwrites them in place (model/sites.h).
+            const act_t* w_gate = params.fcw + (size_t)l * 2 * F * C;  // (F, C), then up_proj's (F, C)
+            const act_t* w_up = w_gate + (size_t)F * C;
+            grad_t* dw_gate = grads.fcw + (size_t)l * 2 * F * C;
+            grad_t* dw_up = dw_gate + (size_t)F * C;
+            act_t* l_gate = fch_gate.restore(be, l, N);
+            act_t* l_up = fch_up.restore(be, l, N);
+            if (fch_act.recompute) be.swiglu_forward(fch_act.slot(l, N), l_gate, l_up, (size_t)N * F);  // --recompute >= 1
             fch_act.weight_grad(be, l, N, grads.fcprojw + (size_t)l * C * F, nullptr, dresid, C);
             be.matmul_backward_input(acts.scratch_ff, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false);
-            be.swiglu_backward(dwide, l_fch, acts.scratch_ff, N, F);
+            be.swiglu_backward(dgate, dup, l_gate, l_up, acts.scratch_ff, (size_t)N * F);
             if (ln2.recompute)  // --recompute 2 (resid_mid is exact then; rewrites the same rstd bits)
                 be.rmsnorm_forward(ln2.slot(l, N), acts.ln2_rstd + (size_t)l * N, resid_mid.restore(be, l, N),
                                    params.ln2w + l * C, N, C, cfg.norm_eps);
-            ln2.weight_grad(be, l, N, grads.fcw + (size_t)l * 2 * F * C, nullptr, dwide, 2 * F);
-            be.matmul_backward_input(dbtc, dwide, params.fcw + (size_t)l * 2 * F * C, N, C, 2 * F, false);
+            ln2.weight_grad(be, l, N, dw_gate, nullptr, dgate, F);
+            ln2.weight_grad(be, l, N, dw_up, nullptr, dup, F);
+            be.matmul_backward_input(dbtc, dgate, w_gate, N, C, F, false);
+            be.matmul_backward_input(dbtc, dup, w_up, N, C, F, true);  // bf16 storage: one more rounding of dbtc
             be.rmsnorm_backward(dresid, grads.ln2w + l * C, dbtc, resid_mid.restore(be, l, N), params.ln2w + l * C,
                                 acts.ln2_rstd + (size_t)l * N, N, C);
             // attention branch

@@ -1,16 +1,18 @@
-// The transformer's six activation sites (GPT-2 and LLaMA alike): which tensors they are, how --recompute turns
-// some of them into a recomputed slot, and which of them share a transient buffer. The site mechanism itself
-// (ActSite: fwd / save / restore / weight_grad) is prac/site.h.
+// The transformer's activation sites (six in GPT-2, seven in LLaMA): which tensors they are, how --recompute
+// turns some of them into a recomputed slot, and which of them share a transient buffer or live in backward
+// scratch. The site mechanism itself (ActSite: fwd / save / restore / weight_grad) is prac/site.h.
 #pragma once
 #include <vector>
 
 #include "common/error.h"
 #include "prac/site.h"
 
-// Both models list their six sites in this order (model/gpt2.h, model/llama.h): the residual stream, the
+// Both models list their sites in this order (model/gpt2.h, model/llama.h): the residual stream, the
 // attention norm's output (q/k/v's input), the residual after attention, the MLP norm's output (the MLP's input),
-// the MLP's hidden pre-activation, and the activation output (the down projection's input).
-enum SiteIndex { SITE_RESID, SITE_LN1, SITE_RESID_MID, SITE_LN2, SITE_FCH, SITE_ACT_OUT };
+// the MLP's hidden pre-activation (LLaMA: its gate half), and the activation output (the down projection's
+// input); LLaMA then has the up half of its hidden pre-activation, a site of its own (SITE_FCH_UP, last so that
+// the shared indices stay the same in both models).
+enum SiteIndex { SITE_RESID, SITE_LN1, SITE_RESID_MID, SITE_LN2, SITE_FCH, SITE_ACT_OUT, SITE_FCH_UP /* LLaMA */ };
 
 // --recompute: 0 off; 1 the MLP activation output (GeLU / SwiGLU, site `act`) is recomputed in backward from
 // the `mlp_in` site; 2 also the norm outputs (ln1, ln2: one shared (N, C) slot) from the resid / resid_mid
@@ -50,14 +52,36 @@ void apply_recompute(std::vector<ActSite<Backend>>& sites, int recompute, int ac
     }
 }
 
+// Transient buffers in backward scratch (docs/DESIGN.md section 4.1). A compressed site's full tensor lives in a
+// transient buffer only while forward computes and compresses it, and (nonlinear sites) while backward uses its
+// reconstruction. Liveness, from the models' forward and backward:
+//   t_ln      ln1 / ln2 are linear sites: backward takes their factored dW from X·P and never restores them, so
+//             t_ln is live in forward only, where dresid is unused (backward zeroes it before its first use):
+//             t_ln lives in dresid (N, C). Recompute 2 recomputes ln1 / ln2 into their own slot (not compressed).
+//   t_mlp_out the activation output (fch_gelu / fch_act) is a linear site too: live in forward only, where the
+//             backward scratch of the MLP is unused: GPT-2 scratch_wide (N, max(3C, F)), LLaMA scratch_ff (N, F).
+//   t_mlp_in  LLaMA's gate | up (two (N, F) blocks): reconstructed in backward just before the SwiGLU backward,
+//             which runs in place (dgate over gate, dup over up; kernels/swiglu.h) into scratch_wide
+//             (N, max(3C, 2F)), and nothing writes scratch_wide in between (the down projection's gradient goes
+//             to scratch_ff): lives in scratch_wide. GPT-2's GeLU input cannot: its backward reads it together
+//             with d(GeLU output), which occupies scratch_wide, and no other free scratch is (N, F) wide.
+//   t_resid   resid / resid_mid are reconstructed in backward while dresid and scratch_btc hold the gradients
+//             being propagated: a buffer of its own.
+// Forward writes none of these scratch buffers (the fused classifier leaves dlnf in scratch_btc, not aliased),
+// every backward use overwrites before reading, and --recompute-attention's O has its own buffer.
+// Model::alias_transients (default on) chooses this; off gives every transient its own buffer (the bitwise tests).
+
 // Hands each site its shared transient buffer and the factored-gradient scratch once the arena is laid out.
+// LLaMA's up site (sites beyond SITE_ACT_OUT) takes t_mlp_up.
 template <class Backend>
 void wire_sites(std::vector<ActSite<Backend>>& sites, typename Backend::act_t* t_resid, typename Backend::act_t* t_ln,
-                typename Backend::act_t* t_mlp_in, typename Backend::act_t* t_mlp_out, float* prac_tmp) {
+                typename Backend::act_t* t_mlp_in, typename Backend::act_t* t_mlp_out, float* prac_tmp,
+                typename Backend::act_t* t_mlp_up = nullptr) {
     sites[SITE_RESID].transient = sites[SITE_RESID_MID].transient = t_resid;
     sites[SITE_LN1].transient = sites[SITE_LN2].transient = t_ln;
     sites[SITE_FCH].transient = t_mlp_in;
     sites[SITE_ACT_OUT].transient = t_mlp_out;
+    if ((int)sites.size() > SITE_FCH_UP) sites[SITE_FCH_UP].transient = t_mlp_up;
     for (ActSite<Backend>& s : sites) s.wgrad_tmp = prac_tmp;
     if (sites[SITE_LN2].borrowed) sites[SITE_LN2].full = sites[SITE_LN1].full;  // recompute 2: one (N, C) slot for both norms
 }

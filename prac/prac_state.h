@@ -1,7 +1,12 @@
 // PRAC subspace state as named tensors, for checkpoints: per compressed site its bases P (L, n, r) and its
 // refresh counters (which fix the next random draw), so a resumed run draws exactly what it would have.
-// Loading checks that the state was written for the same sites, widths and ranks.
+// Loading checks that the state was written for the same sites, widths and ranks. A site that replaces an older
+// one (ActSite::replaces: LLaMA's gate and up sites replace the old gate|up site "fch") and finds only the old
+// site's state starts without a basis (it is drawn at the next step, as in a fresh run: the old basis of the joint
+// space gives neither half's) and continues the old site's refresh counters, so no random draw repeats one the
+// run already made. Everything else in such a checkpoint resumes as usual.
 #pragma once
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -41,9 +46,27 @@ void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const Sa
     for (ActSite<Backend>& s : sites) {
         std::string p = prefix + s.name + ".";
         const SafeTensor* t = f.find(p + "P");
+        const std::string old = s.replaces.empty() ? "" : prefix + s.replaces + ".";
+        const SafeTensor* t_old = !t && !old.empty() ? f.find(old + "P") : nullptr;
         if (!s.compressed()) {
-            if (t) fail("%s: holds PRAC state for site %s, which this run does not compress\n---> HINT: resume with "
-                        "the --prac flags of the run that wrote it", f.path.c_str(), s.name.c_str());
+            if (t || t_old)
+                fail("%s: holds PRAC state for site %s, which this run does not compress\n---> HINT: resume with "
+                     "the --prac flags of the run that wrote it", f.path.c_str(), t ? s.name.c_str() : s.replaces.c_str());
+            continue;
+        }
+        if (t_old) {  // a checkpoint from before site s replaced site `replaces` (top)
+            if (t_old->shape.empty() || t_old->shape[0] != s.L)
+                fail("%s: PRAC state of site %s is not for %d layers\n---> HINT: resume with the model of the run "
+                     "that wrote it", f.path.c_str(), s.replaces.c_str(), s.L);
+            std::vector<int64_t> c(s.L);
+            f.read_raw(old + "q1_refreshes", c.data(), c.size() * 8);
+            s.q1_refreshes = c;
+            f.read_raw(old + "q2_refreshes", c.data(), c.size() * 8);
+            s.q2_refreshes = c;
+            s.has_basis.assign(s.L, 0);
+            std::printf("notice: %s holds PRAC state for site %s, which is now split (this is site %s): %s starts "
+                        "with a fresh basis at the next step (not a bit-exact continuation)\n", f.path.c_str(),
+                        s.replaces.c_str(), s.name.c_str(), s.name.c_str());
             continue;
         }
         std::vector<int64_t> want = {s.L, s.n, s.r()};

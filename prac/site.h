@@ -34,6 +34,7 @@ struct ActSite {
     bool borrowed = false;   // recompute: the slot is another recomputed site's (set by the model); no spec
     bool external = false;   // --optimizer rso: P is the optimizer's basis, written by it (optim_rso.h); never
                              // refreshed here
+    std::string replaces;    // a site of older checkpoints whose state this one takes over (prac_state_load)
 
     act_t* full = nullptr;       // (stack, N, n)  uncompressed
     act_t* packed = nullptr;     // (L, N, r)      compressed: X·P per layer

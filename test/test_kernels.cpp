@@ -473,29 +473,29 @@ TEST(GeluErf, BackwardMatchesFiniteDifferences) {
 }
 
 // ======================================================================================== swiglu
+// inp (2, N*F) = [gate | up] as two blocks (the model's separate gate and up buffers); the gradient likewise.
 template <typename T>
 vec swiglu_fwd(const vec& inp, int N, int F) {
+    const size_t n = (size_t)N * F;
     auto ti = cast<T>(inp);
-    std::vector<T> o((size_t)N * F, T(kNaN));
-    swiglu_forward_cpu(o.data(), ti.data(), N, F);
+    std::vector<T> o(n, T(kNaN));
+    swiglu_forward_cpu(o.data(), ti.data(), ti.data() + n, n);
     return widen(o);
 }
 template <typename T>
 vec swiglu_bwd(const vec& inp, const vec& dout, int N, int F) {
+    const size_t n = (size_t)N * F;
     auto ti = cast<T>(inp), td = cast<T>(dout);
-    std::vector<T> d((size_t)N * 2 * F, T(kNaN));  // garbage: must be overwritten
-    swiglu_backward_cpu(d.data(), ti.data(), td.data(), N, F);
+    std::vector<T> d(2 * n, T(kNaN));  // garbage: must be overwritten
+    swiglu_backward_cpu(d.data(), d.data() + n, ti.data(), ti.data() + n, td.data(), n);
     return widen(d);
 }
 
 TEST(SwiGLU, ForwardMatchesNaive) {
     const int N = 4, F = 5;
-    vec inp = Rng(60).normals((size_t)N * 2 * F, 0.0, 2.0), ref((size_t)N * F);
-    for (int n = 0; n < N; n++)
-        for (int f = 0; f < F; f++) {
-            double g = inp[(size_t)n * 2 * F + f], u = inp[(size_t)n * 2 * F + F + f];
-            ref[(size_t)n * F + f] = g / (1.0 + std::exp(-g)) * u;
-        }
+    const size_t n = (size_t)N * F;
+    vec inp = Rng(60).normals(2 * n, 0.0, 2.0), ref(n);
+    for (size_t i = 0; i < n; i++) ref[i] = inp[i] / (1.0 + std::exp(-inp[i])) * inp[n + i];
     EXPECT_TRUE(Close(swiglu_fwd<double>(inp, N, F), ref, kRefTol));
 }
 
@@ -507,6 +507,18 @@ TEST(SwiGLU, BackwardMatchesFiniteDifferences) {
         vec num = numgrad(inp, [&] { return dot(swiglu_fwd<double>(inp, N, F), R); });
         EXPECT_TRUE(Close(swiglu_bwd<double>(inp, R, N, F), num, kGradTol));
     }
+}
+
+// The model runs the backward in place (dgate over gate, dup over up: docs/DESIGN.md section 4.1): the same bits
+// as into separate buffers.
+TEST(SwiGLU, BackwardInPlaceIsBitwiseOutOfPlace) {
+    const size_t n = 37;
+    Rng rng(62);
+    std::vector<float> gu = cast<float>(rng.normals(2 * n, 0.0, 2.0)), dy = cast<float>(rng.normals(n));
+    std::vector<float> d(2 * n, kNaN);
+    swiglu_backward_cpu(d.data(), d.data() + n, gu.data(), gu.data() + n, dy.data(), n);
+    swiglu_backward_cpu(gu.data(), gu.data() + n, gu.data(), gu.data() + n, dy.data(), n);
+    EXPECT_EQ(0, std::memcmp(d.data(), gu.data(), 2 * n * sizeof(float)));
 }
 
 // ======================================================================================== rope

@@ -261,6 +261,90 @@ TEST(PracState, RestoredModelContinuesBitwise) {
     rmdir(dir);
 }
 
+// A checkpoint from before LLaMA's gate|up site "fch" (N, 2F) was split into fch_gate and fch_up (N, F each) is
+// converted (prac/prac_state.h): the two new sites start without a basis and continue fch's refresh counters (so
+// no Q2 draw key repeats), every other site resumes its state, and the next step draws the new bases. A run that
+// does not compress them refuses the old state, naming the site.
+TEST(PracState, LlamaCheckpointWithTheOldGateUpSiteIsConverted) {
+    ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-tiny");
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    const int B = 2, T = 16, N = B * T, L = cfg.num_layers, F = cfg.hidden;
+    std::vector<int32_t> inputs(N), targets(N);
+    for (int i = 0; i < N; i++) {
+        inputs[i] = (i * 7919) % cfg.vocab_size;
+        targets[i] = (i * 104729 + 3) % cfg.vocab_size;
+    }
+    CpuBackend be;
+    Llama<CpuBackend> a(be, cfg, prac);
+    a.init_weights(7);
+    a.allocate_activations(B, T);
+    a.sched.begin_step(prac, 0);
+    a.forward(inputs.data(), targets.data(), 1.0f / N);
+    a.backward();
+    // the state as the old binary wrote it: fch_gate / fch_up replaced by one "fch" site of width 2F
+    PracStateBuffers buf;
+    std::vector<SafeTensorWrite> tensors, old;
+    prac_state_tensors(be, a.sites, buf, tensors);
+    for (const SafeTensorWrite& t : tensors)
+        if (t.name.rfind("prac.fch_gate.", 0) != 0 && t.name.rfind("prac.fch_up.", 0) != 0) old.push_back(t);
+    const int r_old = prac_site_dims(prac, SiteClass::NONLINEAR, 2 * F, "fch").r();
+    std::vector<float> P_old((size_t)L * 2 * F * r_old, 0.5f);
+    std::vector<int64_t> q1(L), q2(L), has(L, 1);
+    for (int l = 0; l < L; l++) {
+        q1[l] = 3 + l;
+        q2[l] = 11 + l;
+    }
+    old.push_back({"prac.fch.P", "F32", {L, 2 * F, r_old}, P_old.data()});
+    old.push_back({"prac.fch.q1_refreshes", "I64", {L}, q1.data()});
+    old.push_back({"prac.fch.q2_refreshes", "I64", {L}, q2.data()});
+    old.push_back({"prac.fch.has_basis", "I64", {L}, has.data()});
+    char dir[] = "/tmp/prac_state_old_XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    std::string state = std::string(dir) + "/prac.safetensors";
+    safetensors_write(state, old);
+
+    Llama<CpuBackend> b(be, cfg, prac);
+    b.init_weights(7);
+    b.allocate_activations(B, T);
+    prac_state_load(be, b.sites, safetensors_open(state));
+    for (size_t i = 0; i < b.sites.size(); i++) {
+        const auto &sa = a.sites[i], &sb = b.sites[i];
+        if (i == SITE_FCH || i == (size_t)SITE_FCH_UP) {
+            EXPECT_EQ(sb.q1_refreshes, q1) << sb.name;
+            EXPECT_EQ(sb.q2_refreshes, q2) << sb.name;
+            EXPECT_EQ(sb.has_basis, std::vector<uint8_t>(L, 0)) << sb.name << ": must draw a new basis";
+            continue;
+        }
+        EXPECT_EQ(sa.q2_refreshes, sb.q2_refreshes) << sa.name;
+        EXPECT_EQ(sa.has_basis, sb.has_basis) << sa.name;
+        EXPECT_EQ(0, std::memcmp(sa.P, sb.P, (size_t)sa.L * sa.n * sa.r() * 4)) << sa.name;
+    }
+    b.sched.begin_step(prac, 1);  // not a refresh step for most units: the new sites refresh anyway
+    float loss = b.forward(inputs.data(), targets.data(), 1.0f / N);
+    b.backward();
+    EXPECT_TRUE(std::isfinite(loss));
+    for (int i : {SITE_FCH, SITE_FCH_UP}) {
+        const auto& s = b.sites[i];
+        EXPECT_EQ(s.has_basis, std::vector<uint8_t>(L, 1)) << s.name;
+        for (int l = 0; l < L; l++) EXPECT_EQ(s.q2_refreshes[l], q2[l] + 1) << s.name << ": the next key, not key 0";
+        EXPECT_EQ(s.failures, 0) << s.name;
+    }
+    for (size_t i = 0; i < b.param_buffer_numel; i++) ASSERT_TRUE(std::isfinite(b.grads_memory[i])) << i;
+
+    Llama<CpuBackend> c(be, cfg, prac);
+    for (int i : {SITE_FCH, SITE_FCH_UP}) c.sites[i].dims = SiteDims();  // gate and up left exact
+    c.allocate_activations(B, T);
+    try {
+        prac_state_load(be, c.sites, safetensors_open(state));
+        ADD_FAILURE() << "old gate|up state loaded into a run that does not compress it";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("site fch,"), std::string::npos) << e.what();
+    }
+    std::remove(state.c_str());
+    rmdir(dir);
+}
+
 // --recompute (llm.c's -r): the recomputed tensors come from the same kernels on the same inputs, so loss and
 // every gradient are BITWISE those of the run that stores them; two AdamW steps so the second step also runs
 // on updated weights. `uncompress` lists sites forced uncompressed in every run (the recompute run's recomputed
@@ -271,16 +355,18 @@ template <template <class> class M>
 struct RecomputeRun {
     std::vector<float> losses;
     std::vector<float> grads;
+    size_t acts_bytes = 0;  // the activation arena
 };
 
 template <template <class> class M>
 RecomputeRun<M> run_recompute(const char* dir, Arch arch, const PracOptions& prac, Recompute recompute,
-                              std::initializer_list<int> uncompress = {}) {
+                              std::initializer_list<int> uncompress = {}, bool alias_transients = true) {
     SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
     ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
     CpuBackend be;
     M<CpuBackend> model(be, cfg, prac, recompute);
     for (int s : uncompress) model.sites[s].dims = SiteDims();
+    model.alias_transients = alias_transients;
     model.load_weights(fixture(dir, "model.safetensors"));
     std::vector<int32_t> inputs = read_i32(ref, "inputs"), targets = read_i32(ref, "targets");
     int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1];
@@ -289,6 +375,7 @@ RecomputeRun<M> run_recompute(const char* dir, Arch arch, const PracOptions& pra
     for (int32_t t : targets) valid += t >= 0;
     AdamW<CpuBackend> opt(be, model.param_buffer_numel, 0.9f, 0.95f, 1e-8f, 0.1f);
     RecomputeRun<M> r;
+    r.acts_bytes = model.arena.acts_bytes;
     for (int step = 0; step < 2; step++) {
         model.zero_grad();
         model.sched.begin_step(prac, step);
@@ -365,7 +452,42 @@ void check_recompute(const char* dir, Arch arch) {
     }
 }
 
+// PRAC's transient buffers in backward scratch (alias_transients, model/sites.h): the same loss and gradients,
+// bit for bit, as with a buffer of their own, over two AdamW steps that refresh every basis, with every site
+// compressed, only the linear ones, and with --recompute 1 / --recompute-attention; the arena is smaller by
+// exactly the aliased buffers (t_ln, t_mlp_out, and LLaMA's t_mlp_in).
+template <template <class> class M>
+void check_alias_transients(const char* dir, Arch arch) {
+    ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
+    SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
+    const size_t N = (size_t)ref.shape("inputs")[0] * ref.shape("inputs")[1], C = cfg.channels, F = cfg.hidden;
+    const size_t act = sizeof(typename M<CpuBackend>::act_t);
+    const bool llama = arch == Arch::LLAMA;
+    PracOptions full, lin;
+    full.mode = lin.mode = PracMode::PRAC;
+    full.t1 = full.t2 = lin.t1 = lin.t2 = 1;
+    lin.nonlinear = false;
+    RecomputeRun<M> none = run_recompute<M>(dir, arch, PracOptions(), 0);
+    for (const PracOptions& prac : {full, lin})
+        for (Recompute rc : {Recompute(0), Recompute(1, true)}) {
+            std::string what = std::string(dir) + (prac.nonlinear ? " prac" : " prac-linear") + " r" +
+                               std::to_string(rc.level) + (rc.attention_out ? " attention-out" : "");
+            RecomputeRun<M> own = run_recompute<M>(dir, arch, prac, rc, {}, false);
+            RecomputeRun<M> alias = run_recompute<M>(dir, arch, prac, rc, {}, true);
+            expect_bitwise(alias, own, what + ": aliased transients");
+            EXPECT_NE(0, std::memcmp(own.grads.data(), none.grads.data(), none.grads.size() * sizeof(float)))
+                << what << ": PRAC changed nothing, the comparison is vacuous";
+            size_t saved = align_up(N * C * act, TENSOR_ALIGN);                     // t_ln
+            if (rc.level == 0) saved += align_up(N * F * act, TENSOR_ALIGN);        // t_mlp_out (else recomputed)
+            if (llama && prac.nonlinear) saved += align_up(2 * N * F * act, TENSOR_ALIGN);  // t_mlp_in
+            EXPECT_EQ(own.acts_bytes - alias.acts_bytes, saved) << what;
+        }
+}
+
 }  // namespace
+
+TEST(AliasTransients, Gpt2BitwiseEqualToOwnBuffers) { check_alias_transients<GPT2>("gpt2_tiny", Arch::GPT2); }
+TEST(AliasTransients, LlamaBitwiseEqualToOwnBuffers) { check_alias_transients<Llama>("llama_tiny", Arch::LLAMA); }
 
 TEST(Recompute, Gpt2BitwiseEqualToStored) { check_recompute<GPT2>("gpt2_tiny", Arch::GPT2); }
 TEST(Recompute, LlamaBitwiseEqualToStored) { check_recompute<Llama>("llama_tiny", Arch::LLAMA); }

@@ -4,6 +4,7 @@
 // estimator, ops) and the conventions of the statistical checks (each fails with probability at most 1e-6 over
 // the seed if the code is right) are in test_prac.cpp, the shared helpers in prac_test_util.h.
 #include <gtest/gtest.h>
+#include <lapacke.h>
 
 #include <algorithm>
 #include <cmath>
@@ -397,6 +398,67 @@ void check_disabled_is_none(Arch arch, const char* name) {
 TEST(PracModel, BothClassesDisabledIsBitwiseModeNone) {
     check_disabled_is_none<Llama>(Arch::LLAMA, "llama-tiny");
     check_disabled_is_none<GPT2>(Arch::GPT2, "gpt2-tiny");
+}
+
+// (e) LLaMA's gate and up pre-activations are two sites (model/llama.h), each of width F with the nonlinear ranks
+// of width F and its own basis: per layer, each site's stored X·P is ITS half's exact X (taken from a mode-none run
+// on the same weights and batch: the forward is exact) times its own P (float64 reference), and its Q1 (exact
+// refresh) captures the top-r1 energy of its own X (float64 SVD), which the other half's Q1 does not.
+TEST(PracModel, LlamaGateAndUpAreSeparateSites) {
+    const int B = 4, T = 32, V = 512, N = B * T;
+    PracOptions o = opts(PracMode::PRAC);
+    o.refresh = PracRefresh::EXACT;
+    Harness<Llama> h(Arch::LLAMA, "llama-tiny", o, B, T, V), none(Arch::LLAMA, "llama-tiny", opts(PracMode::NONE), B, T, V);
+    const int F = h.model->cfg.hidden;
+    const auto& gate = h.model->sites[SITE_FCH];
+    const auto& up = h.model->sites[SITE_FCH_UP];
+    ASSERT_EQ(h.model->sites.size(), (size_t)SITE_FCH_UP + 1);
+    EXPECT_EQ(gate.name, "fch_gate");
+    EXPECT_EQ(up.name, "fch_up");
+    SiteDims want = prac_site_dims(o, SiteClass::NONLINEAR, F, "fch_gate");
+    for (const auto* s : {&gate, &up}) {
+        EXPECT_EQ(s->n, F) << s->name;
+        EXPECT_EQ(s->cls, SiteClass::NONLINEAR) << s->name;
+        EXPECT_TRUE(s->compressed()) << s->name;
+        EXPECT_EQ(s->dims.r1, want.r1) << s->name;
+        EXPECT_EQ(s->dims.r2, want.r2) << s->name;
+    }
+    ASSERT_LT(gate.r(), N);
+    h.step(0);
+    none.step(0);
+    const int r = gate.r(), r1 = gate.dims.r1;
+    for (int l = 0; l < gate.L; l++) {
+        dvec X[2], Q1[2];
+        const decltype(&gate) site[2] = {&gate, &up};
+        const auto& exact = none.model->sites;
+        for (int k = 0; k < 2; k++) {
+            const float* x = exact[k == 0 ? SITE_FCH : SITE_FCH_UP].slot(l, N);
+            X[k].assign(x, x + (size_t)N * F);
+            const float* P = site[k]->P + (size_t)l * F * r;
+            dvec Pd(P, P + (size_t)F * r), XP = dgemm(false, false, N, r, F, X[k], Pd);
+            const float* xc = site[k]->packed + (size_t)l * N * r;
+            double err = 0, mag = 0;  // fp32 GEMM over F = 176 terms vs float64: ~1e-6 relative
+            for (size_t i = 0; i < XP.size(); i++) {
+                err = std::max(err, std::fabs(xc[i] - XP[i]));
+                mag = std::max(mag, std::fabs(XP[i]));
+            }
+            EXPECT_LE(err, 1e-5 * mag)
+                << site[k]->name << " layer " << l << ": the stored X·P is not this half's X times this site's P";
+            Q1[k] = block(P, F, r, 0, r1);
+        }
+        EXPECT_NE(Q1[0], Q1[1]) << "layer " << l << ": gate and up share a basis";
+        for (int k = 0; k < 2; k++) {
+            dvec A = X[k], sv(F), U(1), Vt(1), superb(F);
+            ASSERT_EQ(LAPACKE_dgesvd(LAPACK_ROW_MAJOR, 'N', 'N', N, F, A.data(), F, sv.data(), U.data(), 1, Vt.data(),
+                                     1, superb.data()), 0);
+            double top = 0;
+            for (int i = 0; i < r1; i++) top += sv[i] * sv[i];
+            double own = sq_norm(dgemm(false, false, N, r1, F, X[k], Q1[k]));
+            double other = sq_norm(dgemm(false, false, N, r1, F, X[k], Q1[1 - k]));
+            EXPECT_GE(own, (1 - 1e-4) * top) << site[k]->name << " layer " << l << ": Q1 is not its own X's top subspace";
+            EXPECT_LT(other, 0.99 * top) << site[k]->name << " layer " << l << ": the other half's Q1 fits it as well";
+        }
+    }
 }
 
 }  // namespace

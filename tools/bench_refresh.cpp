@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
         // amortized: every site of every layer refreshes Q1 and Q2 once per 500 steps (staggered or not)
         ModelConfig cfg = model_config_load(Arch::LLAMA, model);
         int C = cfg.channels, F = cfg.hidden, L = cfg.num_layers;
-        std::vector<int> site_widths = {C, C, C, C, 2 * F, F};  // resid, ln1, resid_mid, ln2, fch (gate|up), fch_act
+        std::vector<int> site_widths = {C, C, C, C, F, F, F};  // resid, ln1, resid_mid, ln2, fch_gate, fch_act, fch_up
         int N = N_full;
         for (int n : site_widths)
             if ((size_t)N * n > max_elems) N = std::min(N, (int)(max_elems / n) / 64 * 64);
@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
             params = (double)L * (4.0 * C * C + 3.0 * C * F) + (double)cfg.vocab_size * C;
         }
         double rate = gemm_rate(std::min(N, 4096), C), step = 6 * params * N / rate;
-        std::printf("\n%s (L = %d, site widths %d and %d and %d, N = %d%s): one training step ~ %.1f s (estimated: 6 x %.0fM "
-                    "params x N / the %.1f GFLOP/s sgemm measured here)\n", model.c_str(), L, C, F, 2 * F, N,
+        std::printf("\n%s (L = %d, site widths %d and %d, N = %d%s): one training step ~ %.1f s (estimated: 6 x %.0fM "
+                    "params x N / the %.1f GFLOP/s sgemm measured here)\n", model.c_str(), L, C, F, N,
                     N < N_full ? ", scaled down" : "", step, params / 1e6, rate / 1e9);
         std::printf("all refreshes of the model: exact %.2f s, subspace %.2f s (%.1fx)\n", ex, sub, ex / sub);
         std::printf("amortized at T1 = T2 = 500: exact %.3f%% of step time, subspace %.3f%%\n", 100 * ex / 500 / step,

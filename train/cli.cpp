@@ -116,7 +116,7 @@ const Flag FLAGS[] = {
       "SentencePiece model of LLaMA shards, for --sample and --save (default: the one that made the shards, found by "
       "its hash next to them; a model of another hash is refused)"),
     F("--dump-site", "NAME", STR, dump_site,
-      "write this site's input activation (N, n) to --dump-path as .npy (sites: resid ln1 resid_mid ln2 fch, and fch_gelu | fch_act)"),
+      "write this site's input activation (N, n) to --dump-path as .npy (sites: resid ln1 resid_mid ln2, GPT-2 fch fch_gelu, LLaMA fch_gate fch_up fch_act)"),
     F("--dump-layer", "L", INT, dump_layer, "layer of --dump-site"),
     F("--dump-step", "S", INT, dump_step, "step (0-based) of --dump-site"),
     F("--dump-path", "FILE", STR, dump_path, "output of --dump-site"),

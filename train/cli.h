@@ -79,7 +79,7 @@ struct TrainOptions {
     std::string spm_model;      // SentencePiece model to decode LLaMA samples (default: the built-in corpus's)
 
     // activation dump for prac_analyze
-    std::string dump_site;  // site name (resid, ln1, resid_mid, ln2, fch, fch_gelu | fch_act)
+    std::string dump_site;  // site name (resid, ln1, resid_mid, ln2, GPT-2 fch fch_gelu, LLaMA fch_gate fch_up fch_act)
     int dump_layer = 0;
     int dump_step = 0;
     std::string dump_path = "activation.npy";
