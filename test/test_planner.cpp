@@ -69,10 +69,31 @@ TEST(Planner, Gpt2_124mByHand) {
     EXPECT_EQ(q.bytes("saved_nonlinear"), L * N * (rn_C + rn_C + rn_F) * bf16);  // the final LN input is not saved
     EXPECT_EQ(q.bytes("saved_exact"), p.bytes("saved_exact"));
     EXPECT_EQ(q.bytes("prac_bases"), L * (C * rl_C * 2 + F * rl_F + C * rn_C * 2 + F * rn_F) * bf16);
-    // transient: baseline scratch + full-width buffers (residual, LN output, GeLU input, GeLU output) + dW scratch
+    // transient: baseline scratch + full-width buffers (residual, GeLU input; the LN output and the GeLU output
+    // live in backward scratch, model/sites.h) + dW scratch
     size_t wgrad_tmp = std::max({3 * C * rl_C, F * rl_C, C * rl_F}) * f32;
-    EXPECT_EQ(q.bytes("transient"), p.bytes("transient") + N * (C + C + F + F) * bf16 + wgrad_tmp);
+    EXPECT_EQ(q.bytes("transient"), p.bytes("transient") + N * (C + F) * bf16 + wgrad_tmp);
     EXPECT_LT(q.total, p.total);
+}
+
+// LLaMA 130M, B=16, T=256, CUDA bf16 (every tensor a multiple of 256 bytes): gate and up are two (N, F) sites
+// with the nonlinear ranks of width F (not one (N, 2F) site), and of PRAC's transients only the residual stream's
+// has a buffer of its own (ln1/ln2 output, gate|up and the SwiGLU output live in backward scratch).
+TEST(Planner, Llama130mPracByHand) {
+    ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-130m");
+    const size_t L = 12, N = 16 * 256, C = 768, F = 2048, bf16 = 2, f32 = 4;
+    PracOptions none, prac;
+    prac.mode = PracMode::PRAC;
+    MemoryPlan p = plan_memory(cfg, none, 16, 256, PlanTarget::CUDA_BF16);
+    MemoryPlan q = plan_memory(cfg, prac, 16, 256, PlanTarget::CUDA_BF16);
+    EXPECT_EQ(p.bytes("saved_linear"), L * N * (C + C + F) * bf16);                                 // ln1, ln2, act
+    EXPECT_EQ(p.bytes("saved_nonlinear"), ((L + 1) * N * C + L * N * C + 2 * L * N * F) * bf16);  // + gate, up
+    const size_t rl_C = 224 + 224, rl_F = 608 + 608, rn_C = 152 + 152, rn_F = 408 + 408;  // floor8(0.3n), floor8(0.2n)
+    EXPECT_EQ(q.bytes("saved_linear"), L * N * (rl_C + rl_C + rl_F) * bf16);
+    EXPECT_EQ(q.bytes("saved_nonlinear"), L * N * (rn_C + rn_C + rn_F + rn_F) * bf16);
+    EXPECT_EQ(q.bytes("prac_bases"), L * (C * rl_C * 2 + F * rl_F + C * rn_C * 2 + F * rn_F * 2) * bf16);
+    size_t wgrad_tmp = std::max({3 * C * rl_C, F * rl_C, C * rl_F}) * f32;  // ln2's dW per half: OC = F
+    EXPECT_EQ(q.bytes("transient"), p.bytes("transient") + N * C * bf16 + wgrad_tmp);
 }
 
 // The largest micro-batch that fits: B fits, B + 1 does not.
@@ -169,8 +190,7 @@ TEST(Planner, RecomputeSavingsByHand) {
 }
 
 // GPT-2 124M, B=64, T=1024 with PRAC (paper ranks) and recompute 1: fch_gelu leaves PRAC (no packed tensor,
-// no bases, no GeLU-output transient: its recompute slot takes that place); the dW scratch shrinks to the
-// largest remaining linear site.
+// no bases; its recompute slot is a buffer of its own); the dW scratch shrinks to the largest remaining linear site.
 TEST(Planner, Gpt2_124mPracRecompute1ByHand) {
     ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-124m");
     const size_t L = 12, N = 64 * 1024, C = 768, F = 3072, bf16 = 2, f32 = 4;
@@ -182,11 +202,12 @@ TEST(Planner, Gpt2_124mPracRecompute1ByHand) {
     EXPECT_EQ(q1.bytes("saved_linear"), L * N * (rl_C + rl_C) * bf16);
     EXPECT_EQ(q1.bytes("saved_nonlinear"), q0.bytes("saved_nonlinear"));
     EXPECT_EQ(q0.bytes("prac_bases") - q1.bytes("prac_bases"), L * F * rl_F * bf16);
+    // the recompute slot (N, F) is a buffer of its own, where PRAC's GeLU-output transient lived in scratch_wide
     size_t tmp0 = std::max({3 * C * rl_C, F * rl_C, C * rl_F}) * f32, tmp1 = std::max(3 * C * rl_C, F * rl_C) * f32;
-    EXPECT_EQ(q0.bytes("transient") - q1.bytes("transient"), tmp0 - tmp1);
+    EXPECT_EQ(q1.bytes("transient") - q0.bytes("transient"), N * F * bf16 - (tmp0 - tmp1));
     // (the refresh workspace shrinks too: its largest site is now fch, a smaller rank at the same width)
     EXPECT_EQ(q0.total - q0.bytes("library_workspaces") - (q1.total - q1.bytes("library_workspaces")),
-              L * N * rl_F * bf16 + L * F * rl_F * bf16 + tmp0 - tmp1);
+              L * N * rl_F * bf16 + L * F * rl_F * bf16 + tmp0 - tmp1 - N * F * bf16);
 }
 
 // Every optimizer: the planner's optimizer row is what make_optimizer allocates on the CPU backend (state and

@@ -1,7 +1,8 @@
 // GPU test: a whole training step of tiny GPT-2 and LLaMA (the Hugging Face fixtures' weights and batch) on the
 // CUDA backend against the CPU backend: loss, logits and every parameter gradient after forward + backward, then a
 // ten-step AdamW loss trajectory, with PRAC off and on; the step's loss summed on the device, and no host wait in a
-// step's micro-batches (counted by the emulated runtime). Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
+// step's micro-batches (counted by the emulated runtime); --recompute-attention and PRAC's transients in backward
+// scratch change no bit over three PRAC steps. Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 //
 // Tolerances (relative to each tensor's largest magnitude): FP32 build 1e-4 for gradients and 1e-5 for the loss
 // (same math, different summation order and attention tiling); BF16 build 5e-2 for gradients and 2e-2 for the
@@ -247,33 +248,65 @@ static void head_size_8_is_refused() {
           "head size 8 is refused when the CUDA model is built: \"%s\"", msg.c_str());
 }
 
-// --recompute-attention on the CUDA backend: backward runs the attention forward again from the stored q, k, v;
-// our CUDA attention forward is deterministic, so loss and every gradient are the bits of the run that stores O
-// (the CPU twin's bitwise test is Recompute.* in test_models), with PRAC on every site.
+// Losses of three AdamW steps of PRAC training on the CUDA backend (every basis refreshed every step, every site
+// compressed) and the last step's gradients, for one recompute setting, with PRAC's transient buffers in backward
+// scratch or in buffers of their own (alias_transients, model/sites.h).
+struct StepsRun {
+    std::vector<float> losses, grads;
+};
 template <template <class> class M>
-static void recompute_attention_is_bitwise(const char* dir, Arch arch) {
-    Fixture fx = load_fixture(dir, arch);
-    std::vector<int32_t>&inputs = fx.inputs, &targets = fx.targets;
+static StepsRun run_prac_steps(const Fixture& fx, Recompute recompute, bool alias_transients) {
     PracOptions prac;
     prac.mode = PracMode::PRAC;
     prac.refresh = PracRefresh::EXACT;
-    std::vector<float> grads[2];
-    float loss[2];
-    for (int attention_out = 0; attention_out < 2; attention_out++) {
-        CudaBackend gpu(0, 42);
-        M<CudaBackend> m(gpu, fx.cfg, prac, Recompute(0, attention_out == 1));
-        m.load_weights(fx.base + "model.safetensors");
-        m.allocate_activations(fx.B, fx.T);
-        m.zero_grad();
-        m.sched.begin_step(prac, 0);
-        loss[attention_out] = m.forward(inputs.data(), targets.data(), 1.0f / (float)inputs.size());
-        m.backward();
-        grads[attention_out].resize(m.param_buffer_numel);
-        gpu.download_f32(grads[attention_out].data(), m.grads_memory, m.param_buffer_numel);
+    prac.t1 = prac.t2 = 1;
+    int valid = 0;
+    for (int32_t t : fx.targets) valid += t >= 0;
+    CudaBackend gpu(0, 42);
+    M<CudaBackend> m(gpu, fx.cfg, prac, recompute);
+    m.alias_transients = alias_transients;
+    m.load_weights(fx.base + "model.safetensors");
+    m.allocate_activations(fx.B, fx.T);
+    AdamW<CudaBackend> opt(gpu, m.param_buffer_numel, 0.9f, 0.95f, 1e-8f, 0.1f);
+    if (opt.master) {
+        std::vector<float> w(m.param_buffer_numel);
+        gpu.download_f32(w.data(), m.params_memory, w.size());
+        gpu.upload(opt.master, w.data(), w.size() * sizeof(float));
     }
-    check(std::memcmp(&loss[0], &loss[1], sizeof(float)) == 0 &&
-              std::memcmp(grads[0].data(), grads[1].data(), grads[0].size() * sizeof(float)) == 0,
-          "%s: --recompute-attention gives the stored run's loss and gradients bitwise", dir);
+    StepsRun r;
+    r.grads.resize(m.param_buffer_numel);
+    for (int step = 0; step < 3; step++) {
+        m.zero_grad();
+        m.sched.begin_step(prac, step);
+        r.losses.push_back(m.forward(fx.inputs.data(), fx.targets.data(), 1.0f / valid));
+        m.backward();
+        gpu.download_f32(r.grads.data(), m.grads_memory, m.param_buffer_numel);
+        opt.step(m.params_memory, m.grads_memory, m.param_specs, 1e-3f, 1.0f);
+    }
+    return r;
+}
+static bool same_bits(const StepsRun& a, const StepsRun& b) {
+    return a.losses.size() == b.losses.size() && a.grads.size() == b.grads.size() &&
+           std::memcmp(a.losses.data(), b.losses.data(), a.losses.size() * sizeof(float)) == 0 &&
+           std::memcmp(a.grads.data(), b.grads.data(), a.grads.size() * sizeof(float)) == 0;
+}
+
+// --recompute-attention on the CUDA backend: backward runs the attention forward again from the stored q, k, v;
+// our CUDA attention forward is deterministic, so the losses and gradients are the bits of the run that stores O
+// (the CPU twin's bitwise test is Recompute.* in test_models), with PRAC on every site.
+// PRAC's transients in backward scratch: the bits of the run that gives them their own buffers, which needs the
+// CUDA SwiGLU backward to be right in place (LLaMA) and the liveness argument of model/sites.h to hold for the
+// CUDA ops (the CPU twin's test is AliasTransients.* in test_models); also with --recompute 1.
+template <template <class> class M>
+static void recompute_and_aliasing_are_bitwise(const char* dir, Arch arch) {
+    Fixture fx = load_fixture(dir, arch);
+    StepsRun stored = run_prac_steps<M>(fx, Recompute(0), true);
+    check(same_bits(run_prac_steps<M>(fx, Recompute(0, true), true), stored),
+          "%s: --recompute-attention gives the stored run's losses and gradients bitwise (3 PRAC steps)", dir);
+    check(same_bits(run_prac_steps<M>(fx, Recompute(0), false), stored),
+          "%s: transients in backward scratch give the own-buffer run's losses and gradients bitwise", dir);
+    check(same_bits(run_prac_steps<M>(fx, Recompute(1), false), run_prac_steps<M>(fx, Recompute(1), true)),
+          "%s: ... and with --recompute 1", dir);
 }
 
 int main() {
@@ -287,8 +320,8 @@ int main() {
             compare<GPT2>("gpt2_tiny", Arch::GPT2, m);
             compare<Llama>("llama_tiny", Arch::LLAMA, m);
         }
-        recompute_attention_is_bitwise<GPT2>("gpt2_tiny", Arch::GPT2);
-        recompute_attention_is_bitwise<Llama>("llama_tiny", Arch::LLAMA);
+        recompute_and_aliasing_are_bitwise<GPT2>("gpt2_tiny", Arch::GPT2);
+        recompute_and_aliasing_are_bitwise<Llama>("llama_tiny", Arch::LLAMA);
     } catch (const std::exception& ex) {
         check_exception(ex);
     }
