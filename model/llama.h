@@ -204,8 +204,9 @@ struct Llama {
         arena.allocate(be, std::move(specs), std::move(bases));
         const bool alias = alias_transients;  // the scratch that holds each transient: model/sites.h
         act_t* mlp_in = alias ? acts.scratch_wide : acts.t_mlp_in;  // gate, then up: (2, N, F)
-        wire_sites(sites, acts.t_resid, alias ? acts.dresid : acts.t_ln, mlp_in, alias ? acts.scratch_ff : acts.t_mlp_out,
-                   acts.prac_tmp, mlp_in ? mlp_in + (size_t)B * T * cfg.hidden : nullptr);
+        wire_sites(sites, acts.t_resid, alias ? acts.dresid : acts.t_ln, mlp_in,
+                   alias ? acts.scratch_ff : acts.t_mlp_out, acts.prac_tmp,
+                   mlp_in ? mlp_in + (size_t)B * T * cfg.hidden : nullptr);
         be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
     }
 
@@ -369,7 +370,8 @@ struct Llama {
             grad_t* dw_up = dw_gate + (size_t)F * C;
             act_t* l_gate = fch_gate.restore(be, l, N);
             act_t* l_up = fch_up.restore(be, l, N);
-            if (fch_act.recompute) be.swiglu_forward(fch_act.slot(l, N), l_gate, l_up, (size_t)N * F);  // --recompute >= 1
+            if (fch_act.recompute)  // --recompute >= 1
+                be.swiglu_forward(fch_act.slot(l, N), l_gate, l_up, (size_t)N * F);
             fch_act.weight_grad(be, l, N, grads.fcprojw + (size_t)l * C * F, nullptr, dresid, C);
             be.matmul_backward_input(acts.scratch_ff, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false);
             be.swiglu_backward(dgate, dup, l_gate, l_up, acts.scratch_ff, (size_t)N * F);

@@ -44,6 +44,13 @@ template <class Backend>
 void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const SafeTensorsFile& f,
                      const std::string& prefix = "prac.") {
     for (ActSite<Backend>& s : sites) {
+        auto read_counters = [&](const std::string& q) {  // (L) each
+            std::vector<int64_t> c(s.L);
+            f.read_raw(q + "q1_refreshes", c.data(), c.size() * 8);
+            s.q1_refreshes = c;
+            f.read_raw(q + "q2_refreshes", c.data(), c.size() * 8);
+            s.q2_refreshes = c;
+        };
         std::string p = prefix + s.name + ".";
         const SafeTensor* t = f.find(p + "P");
         const std::string old = s.replaces.empty() ? "" : prefix + s.replaces + ".";
@@ -51,22 +58,20 @@ void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const Sa
         if (!s.compressed()) {
             if (t || t_old)
                 fail("%s: holds PRAC state for site %s, which this run does not compress\n---> HINT: resume with "
-                     "the --prac flags of the run that wrote it", f.path.c_str(), t ? s.name.c_str() : s.replaces.c_str());
+                     "the --prac flags of the run that wrote it", f.path.c_str(),
+                     t ? s.name.c_str() : s.replaces.c_str());
             continue;
         }
         if (t_old) {  // a checkpoint from before site s replaced site `replaces` (top)
             if (t_old->shape.empty() || t_old->shape[0] != s.L)
                 fail("%s: PRAC state of site %s is not for %d layers\n---> HINT: resume with the model of the run "
                      "that wrote it", f.path.c_str(), s.replaces.c_str(), s.L);
-            std::vector<int64_t> c(s.L);
-            f.read_raw(old + "q1_refreshes", c.data(), c.size() * 8);
-            s.q1_refreshes = c;
-            f.read_raw(old + "q2_refreshes", c.data(), c.size() * 8);
-            s.q2_refreshes = c;
+            read_counters(old);
             s.has_basis.assign(s.L, 0);
-            std::printf("notice: %s holds PRAC state for site %s, which is now split (this is site %s): %s starts "
-                        "with a fresh basis at the next step (not a bit-exact continuation)\n", f.path.c_str(),
-                        s.replaces.c_str(), s.name.c_str(), s.name.c_str());
+            std::printf("notice: %s holds PRAC state for site %s, which this version splits into several sites: "
+                        "%s starts with a fresh basis at the next step, continuing %s's refresh counters (not a "
+                        "bit-exact continuation)\n", f.path.c_str(), s.replaces.c_str(), s.name.c_str(),
+                        s.replaces.c_str());
             continue;
         }
         std::vector<int64_t> want = {s.L, s.n, s.r()};
@@ -76,11 +81,8 @@ void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const Sa
         std::vector<float> P((size_t)s.L * s.n * s.r());
         f.read_f32(p + "P", P.data(), P.size());
         be.upload_f32(s.P, P.data(), P.size());
+        read_counters(p);
         std::vector<int64_t> c(s.L);
-        f.read_raw(p + "q1_refreshes", c.data(), c.size() * 8);
-        s.q1_refreshes = c;
-        f.read_raw(p + "q2_refreshes", c.data(), c.size() * 8);
-        s.q2_refreshes = c;
         f.read_raw(p + "has_basis", c.data(), c.size() * 8);
         s.has_basis.assign(c.begin(), c.end());
     }

@@ -408,7 +408,8 @@ TEST(PracModel, LlamaGateAndUpAreSeparateSites) {
     const int B = 4, T = 32, V = 512, N = B * T;
     PracOptions o = opts(PracMode::PRAC);
     o.refresh = PracRefresh::EXACT;
-    Harness<Llama> h(Arch::LLAMA, "llama-tiny", o, B, T, V), none(Arch::LLAMA, "llama-tiny", opts(PracMode::NONE), B, T, V);
+    Harness<Llama> h(Arch::LLAMA, "llama-tiny", o, B, T, V);
+    Harness<Llama> none(Arch::LLAMA, "llama-tiny", opts(PracMode::NONE), B, T, V);
     const int F = h.model->cfg.hidden;
     const auto& gate = h.model->sites[SITE_FCH];
     const auto& up = h.model->sites[SITE_FCH_UP];
@@ -455,7 +456,8 @@ TEST(PracModel, LlamaGateAndUpAreSeparateSites) {
             for (int i = 0; i < r1; i++) top += sv[i] * sv[i];
             double own = sq_norm(dgemm(false, false, N, r1, F, X[k], Q1[k]));
             double other = sq_norm(dgemm(false, false, N, r1, F, X[k], Q1[1 - k]));
-            EXPECT_GE(own, (1 - 1e-4) * top) << site[k]->name << " layer " << l << ": Q1 is not its own X's top subspace";
+            EXPECT_GE(own, (1 - 1e-4) * top)
+                << site[k]->name << " layer " << l << ": Q1 is not its own X's top subspace";
             EXPECT_LT(other, 0.99 * top) << site[k]->name << " layer " << l << ": the other half's Q1 fits it as well";
         }
     }
