@@ -70,6 +70,7 @@ struct Llama {
         act_t* t_mlp_in;      // (N, 2F) gate | up
         act_t* t_mlp_out;     // (N, F)  SwiGLU output
         float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
+        act_t* prac_fp8_block;  // (min(N, 8192), max r) --prac-storage fp8: rows of X·P (prac/site.h)
     } acts;
     ActivationArena arena;  // the Activations above and the PRAC bases, laid out from activation_specs
 
@@ -176,6 +177,7 @@ struct Llama {
             {"t_mlp_out", (void**)&a.t_mlp_out, S[FCH_ACT].compressed() ? N * F : 0, act},
             {"prac_tmp", (void**)&a.prac_tmp,
              factored_grad_scratch(sites, {{LN1, 3 * (int)C}, {LN2, 2 * (int)F}, {FCH_ACT, (int)C}}), f32},
+            {"prac_fp8_block", (void**)&a.prac_fp8_block, fp8_block_scratch(sites, N), act},
         };
         bases.clear();
         for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
@@ -192,7 +194,8 @@ struct Llama {
         std::vector<TensorSpec> bases;
         std::vector<TensorSpec> specs = activation_specs(B, T, bases);
         arena.allocate(be, std::move(specs), std::move(bases));
-        wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp);
+        wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp,
+                   acts.prac_fp8_block);
         be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
     }
 

@@ -50,14 +50,19 @@ void apply_recompute(std::vector<ActSite<Backend>>& sites, int recompute, int ac
     }
 }
 
-// Hands each site its shared transient buffer and the factored-gradient scratch once the arena is laid out.
+// Hands each site its shared transient buffer, the factored-gradient scratch and the fp8 storage's block scratch
+// once the arena is laid out.
 template <class Backend>
 void wire_sites(std::vector<ActSite<Backend>>& sites, typename Backend::act_t* t_resid, typename Backend::act_t* t_ln,
-                typename Backend::act_t* t_mlp_in, typename Backend::act_t* t_mlp_out, float* prac_tmp) {
+                typename Backend::act_t* t_mlp_in, typename Backend::act_t* t_mlp_out, float* prac_tmp,
+                typename Backend::act_t* fp8_block) {
     sites[SITE_RESID].transient = sites[SITE_RESID_MID].transient = t_resid;
     sites[SITE_LN1].transient = sites[SITE_LN2].transient = t_ln;
     sites[SITE_FCH].transient = t_mlp_in;
     sites[SITE_ACT_OUT].transient = t_mlp_out;
-    for (ActSite<Backend>& s : sites) s.wgrad_tmp = prac_tmp;
+    for (ActSite<Backend>& s : sites) {
+        s.wgrad_tmp = prac_tmp;
+        s.fp8_block = fp8_block;  // --prac-storage fp8 (prac/site.h fp8_block_scratch)
+    }
     if (sites[SITE_LN2].borrowed) sites[SITE_LN2].full = sites[SITE_LN1].full;  // recompute 2: one (N, C) slot for both norms
 }

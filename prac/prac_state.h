@@ -1,5 +1,6 @@
 // PRAC subspace state as named tensors, for checkpoints: per compressed site its bases P (L, n, r) and its
-// refresh counters (which fix the next random draw), so a resumed run draws exactly what it would have.
+// refresh counters (which fix the next random draw), so a resumed run draws exactly what it would have; with fp8
+// storage also its per-layer save counters (the key of the next save's rounding bits).
 // Loading checks that the state was written for the same sites, widths and ranks.
 #pragma once
 #include <string>
@@ -19,7 +20,7 @@ template <class Backend>
 void prac_state_tensors(Backend& be, const std::vector<ActSite<Backend>>& sites, PracStateBuffers& buf,
                         std::vector<SafeTensorWrite>& out, const std::string& prefix = "prac.") {
     buf.f32.reserve(sites.size());
-    buf.i64.reserve(3 * sites.size());
+    buf.i64.reserve(4 * sites.size());
     for (const ActSite<Backend>& s : sites) {
         if (!s.compressed()) continue;
         std::string p = prefix + s.name + ".";
@@ -32,6 +33,10 @@ void prac_state_tensors(Backend& be, const std::vector<ActSite<Backend>>& sites,
         out.push_back({p + "q2_refreshes", "I64", {s.L}, buf.i64.back().data()});
         buf.i64.emplace_back(s.has_basis.begin(), s.has_basis.end());
         out.push_back({p + "has_basis", "I64", {s.L}, buf.i64.back().data()});
+        if (s.dims.fp8) {  // the next fp8 save's rounding key (site.h store_packed)
+            buf.i64.push_back(s.fp8_saves);
+            out.push_back({p + "fp8_saves", "I64", {s.L}, buf.i64.back().data()});
+        }
     }
 }
 
@@ -60,5 +65,12 @@ void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const Sa
         s.q2_refreshes = c;
         f.read_raw(p + "has_basis", c.data(), c.size() * 8);
         s.has_basis.assign(c.begin(), c.end());
+        if (s.dims.fp8) {
+            if (!f.find(p + "fp8_saves"))
+                fail("%s: no fp8 rounding state for site %s (written with --prac-storage act?)\n---> HINT: resume "
+                     "with the --prac-storage of the run that wrote it", f.path.c_str(), s.name.c_str());
+            f.read_raw(p + "fp8_saves", c.data(), c.size() * 8);
+            s.fp8_saves = c;
+        }
     }
 }
