@@ -115,6 +115,11 @@ static void killed_and_resumed(const std::string& extra, int steps) {
 TEST(Resume, KilledAtARandomStepAndResumedIsBitExact) {
     killed_and_resumed("--prac prac --prac-t1 2 --prac-t2 1", 9);
 }
+// fp8 storage of the packed projections: each save's rounding bits are keyed by the layer's save counter, which the
+// checkpoint carries (prac.<site>.fp8_saves), so a resumed run rounds exactly as the uninterrupted one.
+TEST(Resume, Fp8StorageResumesBitExact) {
+    killed_and_resumed("--prac prac --prac-storage fp8 --prac-t1 2 --prac-t2 1 --grad-accum 2", 6);
+}
 // The other optimizers' state (momenta, projections and their refresh step, RSO's subspaces, its variable B
 // and the sites' copies of P) resumes exactly as well.
 TEST(Resume, OtherOptimizersResumeBitExact) {
