@@ -7,10 +7,19 @@
 #include <string>
 #include <vector>
 
-enum class DType : uint8_t { F32, BF16, I32 };
+// F8E4M3: OCP fp8 E4M3FN codes, one byte each (PRAC's fp8 storage, prac/fp8.h)
+enum class DType : uint8_t { F32, BF16, I32, F8E4M3 };
 
-inline size_t dtype_size(DType t) { return t == DType::BF16 ? 2 : 4; }
-inline const char* dtype_name(DType t) { return t == DType::F32 ? "f32" : t == DType::BF16 ? "bf16" : "i32"; }
+inline size_t dtype_size(DType t) { return t == DType::BF16 ? 2 : t == DType::F8E4M3 ? 1 : 4; }
+inline const char* dtype_name(DType t) {
+    switch (t) {
+        case DType::F32: return "f32";
+        case DType::BF16: return "bf16";
+        case DType::I32: return "i32";
+        case DType::F8E4M3: return "f8e4m3";
+    }
+    return "?";
+}
 
 // What a buffer is for, as the memory planner reports it.
 enum class MemCategory : uint8_t {

@@ -160,6 +160,13 @@ struct CpuBackend {
                           int r, int OC, float* tmp) {
         prac_weight_grad_cpu(dW, dbias, dY, xc, P, N, n, r, OC, tmp);
     }
+    void prac_fp8_quantize(uint8_t* q, float* scale, const act_t* xc, int N, int r, uint64_t row0,
+                           const PracDrawKey& key) {
+        prac_fp8_quantize_cpu(q, scale, xc, N, r, row0, key);
+    }
+    void prac_fp8_dequantize(act_t* xc, const uint8_t* q, const float* scale, int N, int r) {
+        prac_fp8_dequantize_cpu(xc, q, scale, N, r);
+    }
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
                                    bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
         return prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key, reduce_gram);

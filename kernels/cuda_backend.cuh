@@ -246,6 +246,13 @@ struct CudaBackend {
                           int r, int OC, float* tmp) {
         prac_weight_grad_cuda(dW, dbias, dY, xc, P, N, n, r, OC, tmp, prac_handles());
     }
+    void prac_fp8_quantize(uint8_t* q, float* scale, const act_t* xc, int N, int r, uint64_t row0,
+                           const PracDrawKey& key) {
+        prac_fp8_quantize_cuda(q, scale, xc, N, r, row0, key, stream);
+    }
+    void prac_fp8_dequantize(act_t* xc, const uint8_t* q, const float* scale, int N, int r) {
+        prac_fp8_dequantize_cuda(xc, q, scale, N, r, stream);
+    }
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
                                    bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
         // --prac-refresh subspace: for now the host's subspace refresh (prac_refresh_cpu) on copies of x and P,

@@ -82,6 +82,7 @@ struct GPT2 {
         act_t* t_mlp_in;      // (N, F) GeLU input
         act_t* t_mlp_out;     // (N, F) GeLU output                                       (else in scratch_wide)
         float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
+        act_t* prac_fp8_block;  // (min(N, 8192), max r) --prac-storage fp8: rows of X·P (prac/site.h)
     } acts;
     ActivationArena arena;  // the Activations above and the PRAC bases, laid out from activation_specs
 
@@ -206,6 +207,7 @@ struct GPT2 {
             {"t_mlp_out", (void**)&a.t_mlp_out, !alias && S[FCH_GELU].compressed() ? N * F : 0, act},
             {"prac_tmp", (void**)&a.prac_tmp,
              factored_grad_scratch(sites, {{LN1, 3 * (int)C}, {LN2, (int)F}, {FCH_GELU, (int)C}}), f32},
+            {"prac_fp8_block", (void**)&a.prac_fp8_block, fp8_block_scratch(sites, N), act},
         };
         bases.clear();
         for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
@@ -225,7 +227,7 @@ struct GPT2 {
         arena.allocate(be, std::move(specs), std::move(bases));
         const bool alias = alias_transients;  // the scratch that holds each transient: model/sites.h
         wire_sites(sites, acts.t_resid, alias ? acts.dresid : acts.t_ln, acts.t_mlp_in,
-                   alias ? acts.scratch_wide : acts.t_mlp_out, acts.prac_tmp);
+                   alias ? acts.scratch_wide : acts.t_mlp_out, acts.prac_tmp, acts.prac_fp8_block, acts.scratch_btc);
     }
 
     // GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1.

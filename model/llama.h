@@ -71,6 +71,7 @@ struct Llama {
         act_t* t_mlp_in;      // (2, N, F) gate, then up                                 (else in scratch_wide)
         act_t* t_mlp_out;     // (N, F)  SwiGLU output                                   (else in scratch_ff)
         float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
+        act_t* prac_fp8_block;  // (min(N, 8192), max r) --prac-storage fp8: rows of X·P (prac/site.h)
     } acts;
     ActivationArena arena;  // the Activations above and the PRAC bases, laid out from activation_specs
 
@@ -186,6 +187,7 @@ struct Llama {
             {"t_mlp_out", (void**)&a.t_mlp_out, !alias && S[FCH_ACT].compressed() ? N * F : 0, act},
             {"prac_tmp", (void**)&a.prac_tmp,  // ln2's dW is taken per half (gate, up): OC = F
              factored_grad_scratch(sites, {{LN1, 3 * (int)C}, {LN2, (int)F}, {FCH_ACT, (int)C}}), f32},
+            {"prac_fp8_block", (void**)&a.prac_fp8_block, fp8_block_scratch(sites, N), act},
         };
         bases.clear();
         for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
@@ -205,7 +207,7 @@ struct Llama {
         const bool alias = alias_transients;  // the scratch that holds each transient: model/sites.h
         act_t* mlp_in = alias ? acts.scratch_wide : acts.t_mlp_in;  // gate, then up: (2, N, F)
         wire_sites(sites, acts.t_resid, alias ? acts.dresid : acts.t_ln, mlp_in,
-                   alias ? acts.scratch_ff : acts.t_mlp_out, acts.prac_tmp,
+                   alias ? acts.scratch_ff : acts.t_mlp_out, acts.prac_tmp, acts.prac_fp8_block, acts.scratch_btc,
                    mlp_in ? mlp_in + (size_t)B * T * cfg.hidden : nullptr);
         be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
     }

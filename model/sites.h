@@ -71,17 +71,27 @@ void apply_recompute(std::vector<ActSite<Backend>>& sites, int recompute, int ac
 // every backward use overwrites before reading, and --recompute-attention's O has its own buffer.
 // Model::alias_transients (default on) chooses this; off gives every transient its own buffer (the bitwise tests).
 
-// Hands each site its shared transient buffer and the factored-gradient scratch once the arena is laid out.
-// LLaMA's up site (sites beyond SITE_ACT_OUT) takes t_mlp_up.
+// Hands each site its shared transient buffer, the factored-gradient scratch and the fp8 storage's block scratch
+// once the arena is laid out. LLaMA's up site (sites beyond SITE_ACT_OUT) takes t_mlp_up. With fp8 storage a linear
+// site's weight_grad dequantizes X·P (N, r) into ActSite::fp8_wgrad, a buffer dead at that point of backward: the
+// site's transient, except for ln1 / ln2, whose t_ln lives in dresid; they take the norm-branch gradient buffer
+// `dead_at_norm_wgrad` (scratch_btc (N, C) in every model: consumed by the attention / MLP backward just before
+// and written by the input gradient just after; r <= C).
 template <class Backend>
 void wire_sites(std::vector<ActSite<Backend>>& sites, typename Backend::act_t* t_resid, typename Backend::act_t* t_ln,
                 typename Backend::act_t* t_mlp_in, typename Backend::act_t* t_mlp_out, float* prac_tmp,
+                typename Backend::act_t* fp8_block, typename Backend::act_t* dead_at_norm_wgrad,
                 typename Backend::act_t* t_mlp_up = nullptr) {
     sites[SITE_RESID].transient = sites[SITE_RESID_MID].transient = t_resid;
     sites[SITE_LN1].transient = sites[SITE_LN2].transient = t_ln;
     sites[SITE_FCH].transient = t_mlp_in;
     sites[SITE_ACT_OUT].transient = t_mlp_out;
     if ((int)sites.size() > SITE_FCH_UP) sites[SITE_FCH_UP].transient = t_mlp_up;
-    for (ActSite<Backend>& s : sites) s.wgrad_tmp = prac_tmp;
+    for (ActSite<Backend>& s : sites) {
+        s.wgrad_tmp = prac_tmp;
+        s.fp8_block = fp8_block;  // --prac-storage fp8 (prac/site.h fp8_block_scratch)
+        s.fp8_wgrad = s.transient;
+    }
+    sites[SITE_LN1].fp8_wgrad = sites[SITE_LN2].fp8_wgrad = dead_at_norm_wgrad;
     if (sites[SITE_LN2].borrowed) sites[SITE_LN2].full = sites[SITE_LN1].full;  // recompute 2: one (N, C) slot for both norms
 }

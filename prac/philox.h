@@ -36,6 +36,13 @@ PHILOX_HD Philox4x32 philox4x32_10(Philox4x32 c, uint32_t k0, uint32_t k1) {
     return c;
 }
 
+// Block `block` of stream (stream_hi, stream_lo) under key (k0, k1): four 32-bit words. Word e of a stream is word
+// e % 4 of block e / 4 (the Gaussian draws below and the fp8 storage's rounding bits index streams this way).
+PHILOX_HD Philox4x32 philox_stream_block(uint32_t k0, uint32_t k1, uint32_t stream_hi, uint32_t stream_lo,
+                                         uint64_t block) {
+    return philox4x32_10(Philox4x32{{(uint32_t)block, (uint32_t)(block >> 32), stream_lo, stream_hi}}, k0, k1);
+}
+
 // uniform in (0, 1] from 32 random bits (never 0, so log() is finite)
 PHILOX_HD double philox_uniform(uint32_t x) { return ((double)x + 1.0) * (1.0 / 4294967296.0); }
 
@@ -43,7 +50,7 @@ PHILOX_HD double philox_uniform(uint32_t x) { return ((double)x + 1.0) * (1.0 / 
 // Draw element e = 4 * block + j. Computed in double so host and device agree to rounding of the last step.
 PHILOX_HD void philox_normal4(uint32_t k0, uint32_t k1, uint32_t stream_hi, uint32_t stream_lo, uint64_t block,
                               double out[4]) {
-    Philox4x32 r = philox4x32_10(Philox4x32{{(uint32_t)block, (uint32_t)(block >> 32), stream_lo, stream_hi}}, k0, k1);
+    Philox4x32 r = philox_stream_block(k0, k1, stream_hi, stream_lo, block);
     for (int p = 0; p < 2; p++) {
         double u1 = philox_uniform(r.v[2 * p]), u2 = philox_uniform(r.v[2 * p + 1]);
         double rad = sqrt(-2.0 * log(u1)), ang = 6.283185307179586476925 * u2;

@@ -25,6 +25,12 @@ enum class SiteClass { LINEAR, NONLINEAR };
 
 const char* prac_mode_name(PracMode m);
 PracMode prac_mode_parse(const std::string& s);  // "none" | "pac" | "rac" | "prac"; UserError otherwise
+// How the packed projections Xc = X·P are stored: ACT in the activation dtype (bf16 in the CUDA bf16 build, fp32 in
+// the CPU backend and the fp32 build); FP8: e4m3 codes with a per-row fp32 scale, stochastically rounded (prac/fp8.h,
+// prac_fp8_quantize_cpu below), about half the bytes of bf16.
+enum class PracStorage { ACT, FP8 };
+const char* prac_storage_name(PracStorage s);
+PracStorage prac_storage_parse(const std::string& s);  // "act" | "fp8"; UserError otherwise
 
 struct PracOptions {
     PracMode mode = PracMode::NONE;
@@ -40,6 +46,7 @@ struct PracOptions {
     float k_mult = 1.0f;     // k = k_mult * (n - r1) / r2 (the paper's k ablation; 1 = unbiased)
     bool linear = true, nonlinear = true;  // which site classes are compressed
     uint64_t seed = 42;
+    PracStorage storage = PracStorage::ACT;  // of the packed projections of every compressed site
     // > 0: the run uses --optimizer rso (train/optim_rso.h) and mode is none. Every linear site then stores
     // X·P (N, rso_rank) with P the optimizer's random basis of the consuming weight's input space (k = 1, no
     // principal part); nonlinear sites stay exact. The sites never draw these bases themselves.
@@ -60,6 +67,7 @@ struct PracSubspaceParams {
 
 struct SiteDims {
     bool compressed = false;
+    bool fp8 = false;  // the packed projections are stored as e4m3 (PracStorage::FP8)
     int r1 = 0, r2 = 0;
     float k = 1.0f;
     PracRefresh refresh = PracRefresh::SUBSPACE;  // how Q1 is found (copied from PracOptions)
@@ -118,6 +126,31 @@ struct PracDrawKey {
     uint32_t purpose = 0;  // which matrix: PRAC_DRAW_Q2, or PRAC_DRAW_Q1_FALLBACK (never the same stream)
 };
 constexpr uint32_t PRAC_DRAW_Q2 = 0, PRAC_DRAW_Q1_FALLBACK = 1, PRAC_DRAW_RSO = 2;
+// The fp8 storage's rounding bits: key.refresh counts the site's earlier fp8 saves of that layer (ActSite::fp8_saves)
+constexpr uint32_t PRAC_DRAW_FP8_ROUNDING = 4;
+
+// The Philox key and stream words of a draw (prac/philox.h), the same on every backend: key = the run seed; stream
+// = (site, layer, purpose) in the high word, the refresh index in the low word.
+struct PracPhiloxWords {
+    uint32_t k0, k1, stream_hi, stream_lo;
+};
+inline PracPhiloxWords prac_philox_words(const PracDrawKey& key) {
+    return {(uint32_t)key.seed, (uint32_t)(key.seed >> 32),
+            (key.site << 24) | ((key.layer & 0xFFFFFu) << 4) | (key.purpose & 0xFu), (uint32_t)key.refresh};
+}
+
+// ---- fp8 storage (PracStorage::FP8; the format, scale and rounding: prac/fp8.h) ----
+// q (N, r) e4m3 codes and scale (N) of xc (N, r): row i is multiplied by 2^k_i (fp8_row_exponent of its largest
+// finite |value|; exact), stochastically rounded (fp8_e4m3_sr) with 32-bit word (row0 + i)·r + j of the key's
+// Philox stream for element (i, j) (row0: where these rows start in the site's (N, r), so that the bits do not
+// depend on how the rows are split into calls), and scale[i] = 2^-k_i. NaN and ±Inf become the NaN code.
+void prac_fp8_quantize_cpu(uint8_t* q, float* scale, const float* xc, int N, int r, uint64_t row0,
+                           const PracDrawKey& key);
+// xc (N, r) = decode(q) · scale per row (exact: at most 4 significant bits times a power of two)
+void prac_fp8_dequantize_cpu(float* xc, const uint8_t* q, const float* scale, int N, int r);
+// Rows of the fp8 storage's shared scratch (ActSite::fp8_rows): compress and reconstruct run through it in blocks
+// of this many rows (the GEMMs stay large; the scratch is small next to a packed tensor).
+constexpr int PRAC_FP8_BLOCK_ROWS = 8192;
 
 // S (n, cols) with ld: element (i, j) is normal number i * cols + j of the key's Philox stream.
 void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key);

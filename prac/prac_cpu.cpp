@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "prac/fp8.h"
 #include "prac/philox.h"
 #include "prac/prac.h"
 
@@ -27,6 +28,15 @@ PracRefresh prac_refresh_parse(const std::string& s) {
     for (PracRefresh m : {PracRefresh::EXACT, PracRefresh::SUBSPACE})
         if (s == prac_refresh_name(m)) return m;
     fail("--prac-refresh must be exact or subspace (got \"%s\")", s.c_str());
+}
+
+const char* prac_storage_name(PracStorage s) { return s == PracStorage::FP8 ? "fp8" : "act"; }
+
+PracStorage prac_storage_parse(const std::string& s) {
+    for (PracStorage m : {PracStorage::ACT, PracStorage::FP8})
+        if (s == prac_storage_name(m)) return m;
+    fail("--prac-storage must be act (the activation dtype: bf16 in the CUDA bf16 build, fp32 otherwise) or fp8 "
+         "(got \"%s\")", s.c_str());
 }
 
 PracMode prac_mode_parse(const std::string& s) {
@@ -80,6 +90,7 @@ SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::s
     if (!(o.k_mult > 0))
         fail("PRAC site %s: the k multiplier (--prac-k-mult) must be positive (got %g)", site.c_str(), o.k_mult);
     d.compressed = true;
+    d.fp8 = o.storage == PracStorage::FP8;
     d.r1 = r1;
     d.r2 = r2;
     d.refresh = o.refresh;
@@ -90,15 +101,12 @@ SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::s
 // Element (i, j) of the (n, cols) draw is normal number i * cols + j of the key's stream, stored at
 // S[i * row_stride + j * col_stride] (row-major for prac_gaussian_cpu, column-major for the refresh).
 static void gaussian_strided(float* S, int n, int cols, size_t row_stride, size_t col_stride, const PracDrawKey& key) {
-    // key: the run seed; stream: (site, layer, purpose) in the high word, the refresh index in the low word
-    uint32_t k0 = (uint32_t)key.seed, k1 = (uint32_t)(key.seed >> 32);
-    uint32_t stream_hi = (key.site << 24) | ((key.layer & 0xFFFFFu) << 4) | (key.purpose & 0xFu);
-    uint32_t stream_lo = (uint32_t)key.refresh;
+    PracPhiloxWords w = prac_philox_words(key);
     size_t total = (size_t)n * cols;
 #pragma omp parallel for
     for (size_t b = 0; b < (total + 3) / 4; b++) {
         double z[4];
-        philox_normal4(k0, k1, stream_hi, stream_lo, b, z);
+        philox_normal4(w.k0, w.k1, w.stream_hi, w.stream_lo, b, z);
         for (int j = 0; j < 4 && 4 * b + j < total; j++) {
             size_t e = 4 * b + j;
             S[(e / cols) * row_stride + (e % cols) * col_stride] = (float)z[j];
@@ -108,6 +116,34 @@ static void gaussian_strided(float* S, int n, int cols, size_t row_stride, size_
 
 void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key) {
     gaussian_strided(S, n, cols, (size_t)ld, 1, key);
+}
+
+void prac_fp8_quantize_cpu(uint8_t* q, float* scale, const float* xc, int N, int r, uint64_t row0,
+                           const PracDrawKey& key) {
+    PracPhiloxWords w = prac_philox_words(key);
+#pragma omp parallel for
+    for (int i = 0; i < N; i++) {
+        const float* x = xc + (size_t)i * r;
+        float amax = 0;
+        for (int j = 0; j < r; j++)
+            if (std::isfinite(x[j])) amax = std::max(amax, std::fabs(x[j]));
+        int k = fp8_row_exponent(amax);
+        float up = fp8_pow2(k);
+        scale[i] = fp8_pow2(-k);
+        uint64_t e0 = (row0 + (uint64_t)i) * (uint64_t)r;  // word e of the stream: Philox block e / 4, word e % 4
+        for (uint64_t e = e0 & ~(uint64_t)3; e < e0 + (uint64_t)r; e += 4) {
+            Philox4x32 bits = philox_stream_block(w.k0, w.k1, w.stream_hi, w.stream_lo, e >> 2);
+            for (int t = 0; t < 4; t++)
+                if (e + t >= e0 && e + t < e0 + (uint64_t)r)
+                    q[(size_t)i * r + (e + t - e0)] = fp8_e4m3_sr(x[e + t - e0] * up, bits.v[t]);
+        }
+    }
+}
+
+void prac_fp8_dequantize_cpu(float* xc, const uint8_t* q, const float* scale, int N, int r) {
+#pragma omp parallel for
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < r; j++) xc[(size_t)i * r + j] = fp8_e4m3_decode(q[(size_t)i * r + j]) * scale[i];
 }
 
 static bool all_finite(const float* x, size_t n) {

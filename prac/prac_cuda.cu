@@ -7,6 +7,9 @@
 // (prac/philox.h) so host and device agree to the final rounding to float. Details: docs/DESIGN.md sections 3.2, 4.4.
 #include "prac/prac_cuda.cuh"
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -18,6 +21,7 @@
 #include "common/cuda_check.h"
 #include "common/error.h"
 #include "kernels/matmul.cuh"  // matmul_dbias_cuda: the deterministic dbias reduction
+#include "prac/fp8.h"
 #include "prac/philox.h"
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -136,20 +140,6 @@ void prac_weight_grad_cuda(G* dW, G* dbias, const T* dY, const T* xc, const T* P
 // Gaussian draw (twin of prac_gaussian_cpu)
 // ---------------------------------------------------------------------------------------------------------------
 
-// The Philox key and stream words of a draw. MUST stay identical to prac_gaussian_cpu (prac/prac_cpu.cpp):
-// key = the run seed; stream = (site, layer, purpose) in the high word, the refresh index in the low word.
-struct PhiloxWords {
-    uint32_t k0, k1, stream_hi, stream_lo;
-};
-static PhiloxWords philox_words(const PracDrawKey& key) {
-    PhiloxWords w;
-    w.k0 = (uint32_t)key.seed;
-    w.k1 = (uint32_t)(key.seed >> 32);
-    w.stream_hi = (key.site << 24) | ((key.layer & 0xFFFFFu) << 4) | (key.purpose & 0xFu);
-    w.stream_lo = (uint32_t)key.refresh;
-    return w;
-}
-
 // Element (i, j) of the (n, cols) draw is normal number e = i * cols + j, i.e. value j' = e % 4 of Philox block
 // e / 4, stored at S[i * row_stride + j * col_stride]: row-major (ld, 1) for prac_gaussian_cuda, column-major
 // (1, n) for the refresh's working copy. One thread per block of four (grid-stride).
@@ -171,7 +161,7 @@ static void gaussian_strided(float* S, int n, int cols, size_t row_stride, size_
                              cudaStream_t stream) {
     size_t total = (size_t)n * cols;
     if (total == 0) return;
-    PhiloxWords w = philox_words(key);
+    PracPhiloxWords w = prac_philox_words(key);  // the CPU twin's words (prac/prac.h)
     prac_gaussian_kernel<<<cuda_grid_1d((total + 3) / 4, 256, 65536), 256, 0, stream>>>(
         S, n, cols, row_stride, col_stride, w.k0, w.k1, w.stream_hi, w.stream_lo);
     cudaCheck(cudaGetLastError());
@@ -179,6 +169,72 @@ static void gaussian_strided(float* S, int n, int cols, size_t row_stride, size_
 
 void prac_gaussian_cuda(float* S, int n, int cols, int ld, const PracDrawKey& key, cudaStream_t stream) {
     gaussian_strided(S, n, cols, (size_t)ld, 1, key, stream);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// fp8 storage (twins of prac_fp8_quantize_cpu / prac_fp8_dequantize_cpu)
+// ---------------------------------------------------------------------------------------------------------------
+
+// Row i of xc (N, r): its largest finite |value| (a block max: exact in any order), the scale exponent k, then each
+// thread takes whole Philox blocks of the row's words (e0 = (row0 + i)·r, word e for element e - e0; a block that
+// straddles two rows is computed by both rows' blocks, each using its own words). One block per row (grid-stride).
+template <typename T>
+__global__ void prac_fp8_quantize_kernel(uint8_t* q, float* scale, const T* xc, int N, int r, uint64_t row0,
+                                         uint32_t k0, uint32_t k1, uint32_t stream_hi, uint32_t stream_lo) {
+    __shared__ float warp_max[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    for (int i = blockIdx.x; i < N; i += gridDim.x) {
+        const T* x = xc + (size_t)i * r;
+        float amax = 0.0f;
+        for (int j = threadIdx.x; j < r; j += blockDim.x) {
+            float v = to_f32(x[j]);
+            if (isfinite(v)) amax = fmaxf(amax, fabsf(v));
+        }
+        for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        if (lane == 0) warp_max[warp] = amax;
+        __syncthreads();
+        amax = 0.0f;
+        for (int w = 0; w < warps; w++) amax = fmaxf(amax, warp_max[w]);
+        __syncthreads();  // warp_max is rewritten by the next row
+        const int k = fp8_row_exponent(amax);
+        const float up = fp8_pow2(k);
+        if (threadIdx.x == 0) scale[i] = fp8_pow2(-k);
+        const uint64_t e0 = (row0 + (uint64_t)i) * (uint64_t)r, e1 = e0 + (uint64_t)r;
+        for (uint64_t b = (e0 >> 2) + threadIdx.x; 4 * b < e1; b += blockDim.x) {
+            Philox4x32 bits = philox_stream_block(k0, k1, stream_hi, stream_lo, b);
+            for (int t = 0; t < 4; t++) {
+                uint64_t e = 4 * b + t;
+                if (e >= e0 && e < e1) q[(size_t)i * r + (e - e0)] = fp8_e4m3_sr(to_f32(x[e - e0]) * up, bits.v[t]);
+            }
+        }
+    }
+}
+
+template <typename T>
+void prac_fp8_quantize_cuda(uint8_t* q, float* scale, const T* xc, int N, int r, uint64_t row0, const PracDrawKey& key,
+                            cudaStream_t stream) {
+    if (N <= 0 || r <= 0) return;
+    PracPhiloxWords w = prac_philox_words(key);
+    prac_fp8_quantize_kernel<T><<<cuda_grid_1d((size_t)N, 1, 65536), 256, 0, stream>>>(
+        q, scale, xc, N, r, row0, w.k0, w.k1, w.stream_hi, w.stream_lo);
+    cudaCheck(cudaGetLastError());
+}
+
+// xc[e] = decode(q[e]) · scale[e / r]: the e4m3 -> half conversion (cvt.rn.f16x2.e4m3x2 on sm_89+), exact.
+template <typename T>
+__global__ void prac_fp8_dequantize_kernel(T* xc, const uint8_t* q, const float* scale, size_t count, int r) {
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count; e += (size_t)gridDim.x * blockDim.x) {
+        float v = __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)q[e], __NV_E4M3)));
+        xc[e] = from_f32<T>(v * scale[e / r]);
+    }
+}
+
+template <typename T>
+void prac_fp8_dequantize_cuda(T* xc, const uint8_t* q, const float* scale, int N, int r, cudaStream_t stream) {
+    size_t count = (size_t)N * (r > 0 ? r : 0);
+    if (count == 0) return;
+    prac_fp8_dequantize_kernel<T><<<cuda_grid_1d(count, 256, 65536), 256, 0, stream>>>(xc, q, scale, count, r);
+    cudaCheck(cudaGetLastError());
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -517,3 +573,10 @@ template PracRefreshResult prac_refresh_cuda<__nv_bfloat16>(__nv_bfloat16*, cons
                                                             const SiteDims&, bool, bool, bool, const PracDrawKey&,
                                                             const PracCudaHandles&, void*, size_t,
                                                             const GramReducer*);
+template void prac_fp8_quantize_cuda<float>(uint8_t*, float*, const float*, int, int, uint64_t, const PracDrawKey&,
+                                            cudaStream_t);
+template void prac_fp8_quantize_cuda<__nv_bfloat16>(uint8_t*, float*, const __nv_bfloat16*, int, int, uint64_t,
+                                                    const PracDrawKey&, cudaStream_t);
+template void prac_fp8_dequantize_cuda<float>(float*, const uint8_t*, const float*, int, int, cudaStream_t);
+template void prac_fp8_dequantize_cuda<__nv_bfloat16>(__nv_bfloat16*, const uint8_t*, const float*, int, int,
+                                                      cudaStream_t);

@@ -4,6 +4,8 @@
 //   prac_weight_grad_cuda   <-> prac_weight_grad_cpu    dW (OC, n) += (dY^T xc) P^T;  dbias += colsum(dY)
 //   prac_gaussian_cuda      <-> prac_gaussian_cpu       the same Philox draw, element for element
 //   prac_refresh_cuda       <-> prac_refresh_cpu        Q1 from the Gram matrix's eigenvectors, Q2 from S
+//   prac_fp8_quantize_cuda  <-> prac_fp8_quantize_cpu   e4m3 codes + row scales of xc, stochastic rounding
+//   prac_fp8_dequantize_cuda <-> prac_fp8_dequantize_cpu xc = decode(codes) · row scale
 // Activations T: __nv_bfloat16 (bf16 build) or float (fp32 build); GEMMs accumulate in fp32, the refresh solves in
 // fp32. Everything runs on h.stream. The cuBLAS handle must be in CUBLAS_POINTER_MODE_HOST (the default) and, for the
 // fp32 build to match the CPU at 1e-4, in CUBLAS_DEFAULT_MATH (no TF32). More: docs/DESIGN.md section 4.4.
@@ -14,6 +16,7 @@
 #include <cusolverDn.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "prac/prac.h"  // SiteDims, PracDrawKey, PracRefreshResult, GramReducer
 
@@ -56,6 +59,17 @@ void prac_gaussian_cuda(float* S, int n, int cols, int ld, const PracDrawKey& ke
 // TODO(planner): train/planner.cpp's refresh_workspace estimates this without a handle; reconcile the two
 // (the planner's figure must be >= this one, or the backend must size the buffer from this function).
 size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, int r1, int r2);
+
+// fp8 storage (prac/fp8.h): q (N, r) e4m3 codes and scale (N) of xc (N, r), bit for bit what prac_fp8_quantize_cpu
+// writes for the same values (row scale exponent and stochastic rounding are the integer functions of prac/fp8.h;
+// the rounding bits word (row0 + i)·r + j of the key's Philox stream). One block per row.   twin: prac_fp8_quantize_cpu
+template <typename T>
+void prac_fp8_quantize_cuda(uint8_t* q, float* scale, const T* xc, int N, int r, uint64_t row0, const PracDrawKey& key,
+                            cudaStream_t stream);
+// xc (N, r) = decode(q) · scale per row, decoded by the __nv_fp8_e4m3 conversion to half (exact: every e4m3 value
+// is a half), then scaled (exact) and stored as T (exact unless below bf16's normal range). twin: prac_fp8_dequantize_cpu
+template <typename T>
+void prac_fp8_dequantize_cuda(T* xc, const uint8_t* q, const float* scale, int N, int r, cudaStream_t stream);
 
 // Refresh of one site's basis P (n, r) (row-major, T) from the full activation x (N, n), in place, with the
 // exact semantics of prac_refresh_cpu (which parts are redrawn, the fallback random Q1, Q2 redrawn when Q1

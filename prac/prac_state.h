@@ -4,7 +4,8 @@
 // one (ActSite::replaces: LLaMA's gate and up sites replace the old gate|up site "fch") and finds only the old
 // site's state starts without a basis (it is drawn at the next step, as in a fresh run: the old basis of the joint
 // space gives neither half's) and continues the old site's refresh counters, so no random draw repeats one the
-// run already made. Everything else in such a checkpoint resumes as usual.
+// run already made. Everything else in such a checkpoint resumes as usual. With fp8 storage the state also holds
+// each site's per-layer save counters (the key of the next save's rounding bits).
 #pragma once
 #include <cstdio>
 #include <string>
@@ -24,7 +25,7 @@ template <class Backend>
 void prac_state_tensors(Backend& be, const std::vector<ActSite<Backend>>& sites, PracStateBuffers& buf,
                         std::vector<SafeTensorWrite>& out, const std::string& prefix = "prac.") {
     buf.f32.reserve(sites.size());
-    buf.i64.reserve(3 * sites.size());
+    buf.i64.reserve(4 * sites.size());
     for (const ActSite<Backend>& s : sites) {
         if (!s.compressed()) continue;
         std::string p = prefix + s.name + ".";
@@ -37,6 +38,10 @@ void prac_state_tensors(Backend& be, const std::vector<ActSite<Backend>>& sites,
         out.push_back({p + "q2_refreshes", "I64", {s.L}, buf.i64.back().data()});
         buf.i64.emplace_back(s.has_basis.begin(), s.has_basis.end());
         out.push_back({p + "has_basis", "I64", {s.L}, buf.i64.back().data()});
+        if (s.dims.fp8) {  // the next fp8 save's rounding key (site.h store_packed)
+            buf.i64.push_back(s.fp8_saves);
+            out.push_back({p + "fp8_saves", "I64", {s.L}, buf.i64.back().data()});
+        }
     }
 }
 
@@ -85,5 +90,12 @@ void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const Sa
         std::vector<int64_t> c(s.L);
         f.read_raw(p + "has_basis", c.data(), c.size() * 8);
         s.has_basis.assign(c.begin(), c.end());
+        if (s.dims.fp8) {
+            if (!f.find(p + "fp8_saves"))
+                fail("%s: no fp8 rounding state for site %s (written with --prac-storage act?)\n---> HINT: resume "
+                     "with the --prac-storage of the run that wrote it", f.path.c_str(), s.name.c_str());
+            f.read_raw(p + "fp8_saves", c.data(), c.size() * 8);
+            s.fp8_saves = c;
+        }
     }
 }

@@ -5,7 +5,12 @@
 // backward (stored, or reconstructed into the shared transient buffer), weight_grad(l) the factored dW of a linear
 // site. A recomputed site (--recompute) saves nothing: one (N, n) slot that backward refills. Which sites a
 // transformer has: model/sites.h. The four functions, the transient buffers and recompute: docs/DESIGN.md section 4.2.
+// With fp8 storage (--prac-storage fp8, prac/fp8.h) X·P is quantized right after compression, and dequantized into
+// dead scratch before use: a block of rows at a time through fp8_block for save / restore, and whole into fp8_wgrad
+// for weight_grad (a buffer the model knows to be dead there: model/sites.h wire_sites).
 #pragma once
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -37,13 +42,20 @@ struct ActSite {
     std::string replaces;    // a site of older checkpoints whose state this one takes over (prac_state_load)
 
     act_t* full = nullptr;       // (stack, N, n)  uncompressed
-    act_t* packed = nullptr;     // (L, N, r)      compressed: X·P per layer
+    act_t* packed = nullptr;     // (L, N, r)      compressed: X·P per layer (act storage)
+    uint8_t* packed8 = nullptr;  // (L, N, r)      compressed, fp8 storage: e4m3 codes of X·P per layer
+    float* scales = nullptr;     // (L, N)         fp8 storage: the rows' dequantization scales 2^-k
+    act_t* fp8_block = nullptr;  // (min(N, PRAC_FP8_BLOCK_ROWS), r or more)  fp8 storage: rows of X·P in the
+                                 //                act dtype; one buffer shared by the sites (fp8_block_scratch)
     act_t* P = nullptr;          // (L, n, r)      [Q1 | sqrt(k) Q2] per layer
     act_t* transient = nullptr;  // (N, n)         compressed: the full tensor while it is live
     float* wgrad_tmp = nullptr;  // (OC, r)        linear sites: dYᵀ·Xc
+    act_t* fp8_wgrad = nullptr;  // (N, r or more) fp8 storage, linear sites: Xc dequantized for weight_grad; dead
+                                 //                scratch at that point of backward (model/sites.h wire_sites)
 
     // refresh bookkeeping, per layer (part of checkpoints)
     std::vector<int64_t> q1_refreshes, q2_refreshes;
+    std::vector<int64_t> fp8_saves;  // fp8 storage: saves so far, the key of the next save's rounding bits
     std::vector<uint8_t> has_basis;
     int64_t failures = 0;
     const GramReducer* reduce_gram = nullptr;  // shared subspace across data-parallel ranks (see prac.h)
@@ -61,7 +73,7 @@ struct ActSite {
         if (external) {
             CHECK_USER(has_basis[l], "internal error: site %s layer %d has no basis from the RSO optimizer",
                        name.c_str(), l);
-            be.prac_compress(packed + (size_t)l * N * r(), fwd(l, N), Pl, (int)N, n, r());
+            store_packed(be, l, N, Pl, seed);
             return;
         }
         bool q1 = refresh_q1 || !has_basis[l], q2 = refresh_q2 || !has_basis[l];
@@ -77,13 +89,40 @@ struct ActSite {
                 if (log) std::fprintf(log, "warning: PRAC site %s layer %d: %s\n", name.c_str(), l, res.message.c_str());
             }
         }
-        be.prac_compress(packed + (size_t)l * N * r(), fwd(l, N), Pl, (int)N, n, r());
+        store_packed(be, l, N, Pl, seed);
+    }
+
+    // Xc = X·P of layer l's full tensor (fwd(l)) into the packed storage. fp8: a block of rows at a time, compressed
+    // into fp8_block and quantized from there, with rounding bits keyed by (seed, site, layer, saves so far), so a
+    // resumed run (fp8_saves is checkpointed) rounds exactly as the uninterrupted one.
+    void store_packed(Backend& be, int l, size_t N, const act_t* Pl, uint64_t seed) {
+        if (!dims.fp8) {
+            be.prac_compress(packed + (size_t)l * N * r(), fwd(l, N), Pl, (int)N, n, r());
+            return;
+        }
+        PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)fp8_saves[l]++, PRAC_DRAW_FP8_ROUNDING};
+        for (size_t i0 = 0; i0 < N; i0 += PRAC_FP8_BLOCK_ROWS) {
+            int rows = (int)std::min<size_t>(PRAC_FP8_BLOCK_ROWS, N - i0);
+            be.prac_compress(fp8_block, fwd(l, N) + i0 * n, Pl, rows, n, r());
+            be.prac_fp8_quantize(packed8 + ((size_t)l * N + i0) * r(), scales + (size_t)l * N + i0, fp8_block, rows,
+                                 r(), i0, key);
+        }
     }
 
     // The full tensor of layer l for backward.
     act_t* restore(Backend& be, int l, size_t N) {
         if (!compressed()) return slot(l, N);
-        be.prac_reconstruct(transient, packed + (size_t)l * N * r(), P + (size_t)l * n * r(), (int)N, n, r());
+        const act_t* Pl = P + (size_t)l * n * r();
+        if (!dims.fp8) {
+            be.prac_reconstruct(transient, packed + (size_t)l * N * r(), Pl, (int)N, n, r());
+            return transient;
+        }
+        for (size_t i0 = 0; i0 < N; i0 += PRAC_FP8_BLOCK_ROWS) {
+            int rows = (int)std::min<size_t>(PRAC_FP8_BLOCK_ROWS, N - i0);
+            be.prac_fp8_dequantize(fp8_block, packed8 + ((size_t)l * N + i0) * r(), scales + (size_t)l * N + i0, rows,
+                                   r());
+            be.prac_reconstruct(transient + i0 * n, fp8_block, Pl, rows, n, r());
+        }
         return transient;
     }
 
@@ -93,8 +132,13 @@ struct ActSite {
             be.matmul_backward_weight(dW, dbias, dY, slot(l, N), (int)N, n, OC);
             return;
         }
-        be.prac_weight_grad(dW, dbias, dY, packed + (size_t)l * N * r(), P + (size_t)l * n * r(), (int)N, n, r(),
-                            OC, wgrad_tmp);
+        const act_t* xc = packed + (size_t)l * N * r();
+        if (dims.fp8) {  // Xc (N, r) into dead scratch (see top)
+            if (!fp8_wgrad) fail("internal: site %s stores fp8 but has no fp8_wgrad scratch (wire_sites)", name.c_str());
+            be.prac_fp8_dequantize(fp8_wgrad, packed8 + (size_t)l * N * r(), scales + (size_t)l * N, (int)N, r());
+            xc = fp8_wgrad;
+        }
+        be.prac_weight_grad(dW, dbias, dY, xc, P + (size_t)l * n * r(), (int)N, n, r(), OC, wgrad_tmp);
     }
 };
 
@@ -175,6 +219,7 @@ ActSite<Backend> make_site(const char* name, uint32_t id, SiteClass cls, int n, 
     s.external = o.rso_rank > 0 && s.dims.compressed;
     s.q1_refreshes.assign(L, 0);
     s.q2_refreshes.assign(L, 0);
+    s.fp8_saves.assign(L, 0);
     s.has_basis.assign(L, 0);
     return s;
 }
@@ -190,7 +235,12 @@ void site_add_specs(ActSite<Backend>& s, size_t N, std::vector<TensorSpec>& acts
     } else if (!s.compressed()) {
         acts.push_back({s.name, (void**)&s.full, (size_t)s.stack * N * s.n, act, cat});
     } else {
-        acts.push_back({s.name + ".packed", (void**)&s.packed, (size_t)s.L * N * s.r(), act, cat});
+        if (s.dims.fp8) {
+            acts.push_back({s.name + ".packed", (void**)&s.packed8, (size_t)s.L * N * s.r(), DType::F8E4M3, cat});
+            acts.push_back({s.name + ".scales", (void**)&s.scales, (size_t)s.L * N, DType::F32, cat});
+        } else {
+            acts.push_back({s.name + ".packed", (void**)&s.packed, (size_t)s.L * N * s.r(), act, cat});
+        }
         bases.push_back({s.name + ".P", (void**)&s.P, (size_t)s.L * s.n * s.r(), act, MemCategory::PRAC_BASES});
     }
 }
@@ -204,4 +254,14 @@ size_t factored_grad_scratch(const std::vector<ActSite<Backend>>& sites,
     for (auto [site, OC] : linear)
         if (sites[site].compressed()) m = std::max(m, (size_t)OC * sites[site].r());
     return m;
+}
+
+// Elements of the fp8 storage's block scratch ActSite::fp8_block, shared by all sites: (min(N, PRAC_FP8_BLOCK_ROWS),
+// r) of the widest fp8 site (0 when no site stores fp8). A transient buffer (dead between the sites' calls).
+template <class Backend>
+size_t fp8_block_scratch(const std::vector<ActSite<Backend>>& sites, size_t N) {
+    size_t r = 0;
+    for (const ActSite<Backend>& s : sites)
+        if (s.compressed() && s.dims.fp8) r = std::max(r, (size_t)s.r());
+    return std::min(N, (size_t)PRAC_FP8_BLOCK_ROWS) * r;
 }

@@ -80,14 +80,15 @@ double max_weight_difference(const std::string& a, const std::string& b) {
 // Killed right after a random step (like kill -9: no cleanup, no last checkpoint), resumed from the newest
 // complete checkpoint: the losses of every step and the final weights, optimizer state and PRAC bases are
 // bitwise those of the uninterrupted run.
-static void killed_and_resumed(const std::string& extra, int steps) {
+// die_after > 0: kill after that step instead of a random one (1 leaves no checkpoint: a fresh start).
+static void killed_and_resumed(const std::string& extra, int steps, int die_after = 0) {
     std::string d = tmpdir();
     std::string args = std::string(TRAIN_ARGS) + " --steps " + std::to_string(steps) + " --ckpt-every 2 " + extra;
     std::string env = "OMP_NUM_THREADS=2 ";
     ASSERT_EQ(run_shell(env + bin("train_gpt2") + args + " --ckpt-dir " + d + "/a --log " + d + "/a.jsonl"), 0);
 
     std::mt19937 rng(std::random_device{}());
-    int die_after = 1 + (int)(rng() % (steps - 1));
+    if (die_after <= 0) die_after = 1 + (int)(rng() % (steps - 1));
     std::printf("%s: killing the second run right after step %d\n", extra.c_str(), die_after);
     std::string b = " --ckpt-dir " + d + "/b --log " + d + "/b.jsonl";
     EXPECT_EQ(run_shell(env + "PRAC_TEST_DIE_AFTER_STEP=" + std::to_string(die_after) + " " + bin("train_gpt2") + args + b),
@@ -114,6 +115,12 @@ static void killed_and_resumed(const std::string& extra, int steps) {
 // PRAC refreshes Q2 every step and Q1 every 2, so the draws' counters must be restored exactly too.
 TEST(Resume, KilledAtARandomStepAndResumedIsBitExact) {
     killed_and_resumed("--prac prac --prac-t1 2 --prac-t2 1", 9);
+}
+// fp8 storage of the packed projections: each save's rounding bits are keyed by the layer's save counter, which the
+// checkpoint carries (prac.<site>.fp8_saves), so a resumed run rounds exactly as the uninterrupted one. Killed after
+// step 3 (not a random step: step 1 leaves no checkpoint), so the resume starts from step 2's checkpoint.
+TEST(Resume, Fp8StorageResumesBitExact) {
+    killed_and_resumed("--prac prac --prac-storage fp8 --prac-t1 2 --prac-t2 1 --grad-accum 2", 5, 3);
 }
 // The other optimizers' state (momenta, projections and their refresh step, RSO's subspaces, its variable B
 // and the sites' copies of P) resumes exactly as well.

@@ -454,7 +454,8 @@ void check_recompute(const char* dir, Arch arch) {
 
 // PRAC's transient buffers in backward scratch (alias_transients, model/sites.h): the same loss and gradients,
 // bit for bit, as with a buffer of their own, over two AdamW steps that refresh every basis, with every site
-// compressed, only the linear ones, and with --recompute 1 / --recompute-attention; the arena is smaller by
+// compressed, only the linear ones, with --recompute 1 / --recompute-attention, and with fp8 storage (whose linear
+// sites dequantize into other dead scratch in backward: t_ln is live there as dresid); the arena is smaller by
 // exactly the aliased buffers (t_ln, t_mlp_out, and LLaMA's t_mlp_in).
 template <template <class> class M>
 void check_alias_transients(const char* dir, Arch arch) {
@@ -468,10 +469,13 @@ void check_alias_transients(const char* dir, Arch arch) {
     full.t1 = full.t2 = lin.t1 = lin.t2 = 1;
     lin.nonlinear = false;
     RecomputeRun<M> none = run_recompute<M>(dir, arch, PracOptions(), 0);
-    for (const PracOptions& prac : {full, lin})
+    PracOptions full8 = full, lin8 = lin;
+    full8.storage = lin8.storage = PracStorage::FP8;
+    for (const PracOptions& prac : {full, lin, full8, lin8})
         for (Recompute rc : {Recompute(0), Recompute(1, true)}) {
-            std::string what = std::string(dir) + (prac.nonlinear ? " prac" : " prac-linear") + " r" +
-                               std::to_string(rc.level) + (rc.attention_out ? " attention-out" : "");
+            std::string what = std::string(dir) + (prac.nonlinear ? " prac" : " prac-linear") +
+                               (prac.storage == PracStorage::FP8 ? " fp8" : "") + " r" + std::to_string(rc.level) +
+                               (rc.attention_out ? " attention-out" : "");
             RecomputeRun<M> own = run_recompute<M>(dir, arch, prac, rc, {}, false);
             RecomputeRun<M> alias = run_recompute<M>(dir, arch, prac, rc, {}, true);
             expect_bitwise(alias, own, what + ": aliased transients");

@@ -23,16 +23,20 @@ template <template <class> class M>
 void check_plan_equals_allocation(Arch arch, const char* model_name) {
     ModelConfig cfg = model_config_load(arch, model_name);
     for (PracMode mode : {PracMode::NONE, PracMode::PRAC, PracMode::PAC, PracMode::RAC})
+      for (PracStorage storage : {PracStorage::ACT, PracStorage::FP8})
         for (auto [B, T] : {std::pair{1, 8}, std::pair{3, 24}, std::pair{2, 64}}) {
+            if (mode == PracMode::NONE && storage == PracStorage::FP8) continue;  // the CLI refuses it
             PracOptions prac;
             prac.mode = mode;
+            prac.storage = storage;
             CpuBackend be;
             M<CpuBackend> model(be, cfg, prac);
             size_t params_bytes = be.live_bytes;
             model.allocate_activations(B, T);
             size_t arena = be.live_bytes - params_bytes;
             MemoryPlan p = plan_memory(cfg, prac, B, T, PlanTarget::CPU_FP32);
-            EXPECT_EQ(arena_bytes(p), arena) << model_name << " " << prac_mode_name(mode) << " B=" << B << " T=" << T;
+            EXPECT_EQ(arena_bytes(p), arena) << model_name << " " << prac_mode_name(mode) << " "
+                                             << prac_storage_name(storage) << " B=" << B << " T=" << T;
             EXPECT_EQ(p.bytes("weights") + p.bytes("gradients"), params_bytes) << model_name;
             EXPECT_EQ(p.bytes("master_weights"), 0u);
             EXPECT_EQ(p.num_parameters, model.num_parameters);
@@ -94,6 +98,28 @@ TEST(Planner, Llama130mPracByHand) {
     EXPECT_EQ(q.bytes("prac_bases"), L * (C * rl_C * 2 + F * rl_F + C * rn_C * 2 + F * rn_F * 2) * bf16);
     size_t wgrad_tmp = std::max({3 * C * rl_C, F * rl_C, C * rl_F}) * f32;  // ln2's dW per half: OC = F
     EXPECT_EQ(q.bytes("transient"), p.bytes("transient") + N * C * bf16 + wgrad_tmp);
+}
+
+// GPT-2 124M, B=64, T=1024, CUDA bf16, PRAC with fp8 storage: each saved value is one byte plus one fp32 scale per
+// row and layer (L·N·4 bytes per site, a multiple of 256); the shared block scratch is 8192 rows of the widest rank
+// (fch_gelu's 1840) in bf16; everything else as with bf16 storage.
+TEST(Planner, Gpt2_124mPracFp8ByHand) {
+    ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-124m");
+    const size_t L = 12, N = 64 * 1024, bf16 = 2, f32 = 4;
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    MemoryPlan q = plan_memory(cfg, prac, 64, 1024, PlanTarget::CUDA_BF16);
+    prac.storage = PracStorage::FP8;
+    MemoryPlan f = plan_memory(cfg, prac, 64, 1024, PlanTarget::CUDA_BF16);
+    const size_t rl_C = 224 + 224, rl_F = 920 + 920, rn_C = 152 + 152, rn_F = 608 + 608;
+    EXPECT_EQ(f.bytes("saved_linear"), L * N * (rl_C + rl_C + rl_F) * 1 + 3 * L * N * f32);
+    EXPECT_EQ(f.bytes("saved_nonlinear"), L * N * (rn_C + rn_C + rn_F) * 1 + 3 * L * N * f32);
+    EXPECT_EQ(f.bytes("transient"), q.bytes("transient") + 8192 * rl_F * bf16);
+    for (const char* k : {"saved_exact", "prac_bases", "weights", "optimizer_state", "library_workspaces", "loss"})
+        EXPECT_EQ(f.bytes(k), q.bytes(k)) << k;
+    EXPECT_EQ(f.prac_storage, PracStorage::FP8);
+    EXPECT_NE(plan_table(f).find("PRAC prac (fp8 storage)"), std::string::npos) << plan_table(f);
+    EXPECT_NE(plan_json(f).find("\"prac_storage\": \"fp8\""), std::string::npos) << plan_json(f);
 }
 
 // The largest micro-batch that fits: B fits, B + 1 does not.

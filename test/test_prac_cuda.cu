@@ -14,6 +14,7 @@
 //   refresh projectors (max abs)       fp32 1e-4, bf16 5e-3 (P rounded to bf16)
 //   refresh orthonormality (max abs)   fp32 1e-4, bf16 1e-2
 //   weight_grad dbias vs matmul_backward_weight_cuda's dbias: bitwise (the same deterministic two-stage column sum)
+//   fp8 quantize (codes, row scales): bitwise; fp8 dequantize: equal values (exact on both sides), NaN for NaN
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -206,6 +207,73 @@ static void test_gaussian(Ctx& c, int n, int cols, int ld, PracDrawKey key) {
     }
     check(worse == 0, "gaussian: %zu of %zu bitwise equal, %zu 1-ulp, %zu worse (must be 0)", exact, count, ulp1,
           worse);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// fp8 storage
+// ---------------------------------------------------------------------------------------------------------------
+// prac_fp8_quantize_cuda against prac_fp8_quantize_cpu on the same values (exact in T): codes and row scales
+// bitwise; prac_fp8_dequantize_cuda against the CPU twin: equal values (NaN where the CPU has NaN). Rows of every
+// kind: ordinary, tiny (1e-30) and huge (1e30) scales, a zero row, NaN and ±Inf elements; r odd so Philox blocks
+// straddle rows; r wider than a thread block; row0 > 0 (a later row block of a site).
+template <typename T>
+static void test_fp8(Ctx& c, int N, int r, uint64_t row0, PracDrawKey key) {
+    std::printf("fp8 quantize/dequantize %s N=%d r=%d row0=%llu\n", Host<T>::name(), N, r, (unsigned long long)row0);
+    std::vector<float> x = randn((size_t)N * r);
+    for (int i = 0; i < N; i++) {
+        float s = i % 5 == 1 ? 1e-30f : i % 5 == 2 ? 1e30f : i % 5 == 3 ? 0.0f : 1.0f;
+        for (int j = 0; j < r; j++) x[(size_t)i * r + j] *= s;
+    }
+    if (N > 4) {
+        x[(size_t)4 * r + 0] = NAN;
+        x[(size_t)4 * r + r / 2] = INFINITY;
+        x[(size_t)4 * r + r - 1] = -INFINITY;
+    }
+    x = quantize<T>(x);
+    std::vector<uint8_t> q_ref((size_t)N * r);
+    std::vector<float> s_ref(N), back_ref((size_t)N * r);
+    prac_fp8_quantize_cpu(q_ref.data(), s_ref.data(), x.data(), N, r, row0, key);
+    prac_fp8_dequantize_cpu(back_ref.data(), q_ref.data(), s_ref.data(), N, r);
+    Dev<T> dx(x.size()), dback(x.size());
+    Dev<uint8_t> dq(q_ref.size());
+    Dev<float> ds(N);
+    upload(dx, x);
+    prac_fp8_quantize_cuda(dq.p, ds.p, dx.p, N, r, row0, key, c.h.stream);
+    prac_fp8_dequantize_cuda(dback.p, dq.p, ds.p, N, r, c.h.stream);
+    cudaCheck(cudaStreamSynchronize(c.h.stream));
+    std::vector<uint8_t> q = download_bytes(dq);
+    std::vector<float> sc = download(ds, N), back = download(dback, x.size());
+    size_t same = 0;
+    for (size_t e = 0; e < q.size(); e++) same += q[e] == q_ref[e];
+    check(same == q.size(), "fp8 quantize: %zu of %zu codes bitwise equal to the CPU twin's", same, q.size());
+    check(std::memcmp(sc.data(), s_ref.data(), N * sizeof(float)) == 0, "fp8 quantize: row scales bitwise equal");
+    size_t equal = 0;
+    for (size_t e = 0; e < back.size(); e++)
+        equal += std::isnan(back_ref[e]) ? std::isnan(back[e]) : back[e] == back_ref[e];
+    check(equal == back.size(), "fp8 dequantize: %zu of %zu values equal to the CPU twin's", equal, back.size());
+}
+
+// The device decode (the __nv_fp8_e4m3 -> half conversion) of all 256 codes equals the CPU twin's decode, which
+// test_prac_fp8.cpp checks against the OCP definition; scale 2^-3 on the second row.
+template <typename T>
+static void test_fp8_all_codes(Ctx& c) {
+    std::printf("fp8 dequantize of all 256 codes, %s\n", Host<T>::name());
+    std::vector<uint8_t> q(512);
+    for (int e = 0; e < 512; e++) q[e] = (uint8_t)(e & 255);
+    std::vector<float> s = {1.0f, 0.125f}, ref(512);
+    prac_fp8_dequantize_cpu(ref.data(), q.data(), s.data(), 2, 256);
+    Dev<uint8_t> dq(512);
+    Dev<float> ds(2);
+    Dev<T> dx(512);
+    cudaCheck(cudaMemcpy(dq.p, q.data(), 512, cudaMemcpyHostToDevice));
+    upload(ds, s);
+    prac_fp8_dequantize_cuda(dx.p, dq.p, ds.p, 2, 256, c.h.stream);
+    cudaCheck(cudaStreamSynchronize(c.h.stream));
+    std::vector<float> got = download(dx, 512);
+    size_t equal = 0;
+    for (int e = 0; e < 512; e++)
+        equal += std::isnan(ref[e]) ? std::isnan(got[e]) : (got[e] == ref[e] && std::signbit(got[e]) == std::signbit(ref[e]));
+    check(equal == 512, "fp8 decode of all codes: %zu of 512 equal to the CPU twin's (NaN for S.1111.111)", equal);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -405,6 +473,22 @@ int main() {
         test_gemm_ops<bf16, float>(c, s[0], s[1], s[2], s[3]);
     }
     test_dbias_like_matmul(c, 4096, 64, 32, 96);
+
+    for (int pass = 0; pass < 2; pass++) {
+        auto run = [&](int N, int r, uint64_t row0, PracDrawKey key) {
+            if (pass == 0)
+                test_fp8<float>(c, N, r, row0, key);
+            else
+                test_fp8<bf16>(c, N, r, row0, key);
+        };
+        run(37, 40, 0, {42, 1, 3, 0, PRAC_DRAW_FP8_ROUNDING});
+        run(300, 13, 5, {7, 4, 0, 11, PRAC_DRAW_FP8_ROUNDING});
+        run(24, 1840, 8192, {0x123456789abcdefull, 5, 0xFFFFF, 0xFFFFFFFFull, PRAC_DRAW_FP8_ROUNDING});
+        if (pass == 0)
+            test_fp8_all_codes<float>(c);
+        else
+            test_fp8_all_codes<bf16>(c);
+    }
 
     test_gaussian(c, 7, 5, 5, PracDrawKey{42, 0, 0, 0});                        // 35 values: a partial block
     test_gaussian(c, 200, 56, 64, PracDrawKey{42, 3, 5, 1});                    // ld > cols

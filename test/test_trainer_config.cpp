@@ -193,6 +193,18 @@ TEST(TrainerCli, PracRankAndFractionPairsAreRangeChecked) {
 
 // Every numeric flag of the table, driven with numbers no flag accepts: each is an error that names the flag, at
 // parse time or when the options are turned into PRAC and optimizer settings (never a wrapped or default value).
+// --prac-storage: act by default (not fp8 yet), fp8 reaches every compressed site's dims; anything else, or fp8
+// with nothing to compress, is refused with the accepted values or a hint.
+TEST(TrainerCli, PracStorageIsRangeChecked) {
+    EXPECT_EQ(prac_options_from(parse({"--prac", "prac"})).storage, PracStorage::ACT);
+    PracOptions p = prac_options_from(parse({"--prac", "prac", "--prac-storage", "fp8"}));
+    EXPECT_EQ(p.storage, PracStorage::FP8);
+    EXPECT_TRUE(prac_site_dims(p, SiteClass::LINEAR, 768, "ln1").fp8);
+    EXPECT_FALSE(prac_site_dims(prac_options_from(parse({"--prac", "prac"})), SiteClass::LINEAR, 768, "ln1").fp8);
+    EXPECT_USER_ERROR(parse({"--prac", "prac", "--prac-storage", "bf16"}), "--prac-storage", "act", "fp8", "bf16");
+    EXPECT_USER_ERROR(parse({"--prac-storage", "fp8"}), "--prac-storage fp8", "--prac none", "HINT");
+}
+
 TEST(TrainerCli, EveryNumericFlagRefusesBadNumbers) {
     auto all = [](std::vector<std::string> args) {
         TrainOptions o = parse(args);

@@ -5,7 +5,7 @@
 // all-reduce, equals the plain run (NCCL's average over one rank is the identity: a difference is a stream-ordering
 // bug), or without NCCL --comm nccl is refused naming it; (c) resume is bit-exact: 6 steps vs killed after step 3
 // (checkpoints every 2) and --resume'd, same records, model.safetensors and state.safetensors (baseline, PRAC, LLaMA,
-// resumed with --comm nccl); (d) emulated builds: a step's micro-batches add no host wait for the device.
+// LLaMA with PRAC's fp8 storage, resumed with --comm nccl); (d) emulated builds: a step's micro-batches add no host wait for the device.
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -232,8 +232,13 @@ int main(int argc, char** argv) {
         resume_is_bit_exact(sub("resume_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1", "",
                             "PRAC");
     }
-    if (runs("resume") && llama_checks)
+    if (runs("resume") && llama_checks) {
         resume_is_bit_exact(sub("resume_llama"), "train_llama", llama + " --grad-accum 2", "", "baseline");
+        // fp8 storage: the device quantizer's rounding bits are keyed by the checkpointed save counters
+        resume_is_bit_exact(sub("resume_llama_fp8"), "train_llama",
+                            llama + " --grad-accum 2 --prac prac --prac-storage fp8 --prac-t1 2 --prac-t2 1", "",
+                            "PRAC, fp8 storage");
+    }
 #if defined(PRAC_HAVE_NCCL)
     if (runs("resume") && llama_checks)
         resume_is_bit_exact(sub("resume_gpt2_nccl"), "train_gpt2", gpt2, " --comm nccl", "resumed with --comm nccl");

@@ -89,6 +89,10 @@ const Flag FLAGS[] = {
       "subspace on the CPU backend, exact on a GPU, whose subspace refresh still runs on the host"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
+    F("--prac-storage", "act|fp8", STR, prac_storage,
+      "how the compressed projections X*P are stored: act (the activation dtype: bf16 in the CUDA bf16 build, fp32 "
+      "otherwise) or fp8 (e4m3 with a per-row power-of-two scale, stochastically rounded: unbiased, 1 byte per "
+      "value plus 4 per row)"),
     F("--recompute", "0|1|2", INT, recompute,
       "recompute in backward instead of saving (llm.c -r): 1 the GeLU/SwiGLU output, 2 also the norm outputs; "
       "recomputed sites are never PRAC-compressed, and 2 needs the residual sites uncompressed"),
@@ -293,6 +297,11 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.optimizer != "rso" || opts.prac == "none",
                "--optimizer rso stores its own projections of the linear layers' inputs and cannot be combined with "
                "--prac %s\n---> HINT: use --prac none with --optimizer rso", opts.prac.c_str());
+    CHECK_USER(opts.prac_storage == "act" || opts.prac_storage == "fp8",
+               "--prac-storage must be act (the activation dtype) or fp8 (got \"%s\")", opts.prac_storage.c_str());
+    CHECK_USER(opts.prac_storage == "act" || opts.prac != "none",
+               "--prac-storage fp8 stores PRAC's compressed projections, and --prac none compresses nothing\n"
+               "---> HINT: add --prac prac (or pac, rac), or drop --prac-storage");
     CHECK_USER(opts.galore_rank >= 0 && opts.galore_gap >= 1, "--galore-rank must be >= 0 and --galore-gap >= 1");
     CHECK_USER(opts.muon_momentum >= 0 && opts.muon_momentum < 1, "--muon-momentum must be in [0, 1)");
     CHECK_USER(opts.zero == 0 || opts.optimizer == "adamw", "--zero 1 shards AdamW only (got --optimizer %s)",
@@ -414,6 +423,7 @@ PracOptions prac_options_from(const TrainOptions& o) {
     p.linear = c.find("linear") == 0 || c.find(",linear") != std::string::npos;
     p.nonlinear = c.find("nonlinear") != std::string::npos;
     p.seed = (uint64_t)o.seed;
+    p.storage = prac_storage_parse(o.prac_storage);
     return p;
 }
 
@@ -490,6 +500,7 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
              (o.prac_nonlinear_ranks.empty() ? o.prac_nonlinear : o.prac_nonlinear_ranks + " (abs)")},
         {"prac T1 / T2 / k mult", format("%d / %d / %g", o.prac_t1, o.prac_t2, o.prac_k_mult)},
         {"prac classes", o.prac_classes},
+        {"prac storage", o.prac_storage == "fp8" ? "fp8 (e4m3, per-row scale, stochastic rounding)" : "act"},
         {"prac refresh", o.prac_refresh == "auto" ? "auto (subspace on the CPU, exact on a GPU)" : o.prac_refresh},
         {"recompute", std::string(o.recompute == 0   ? "0 (off)"
                                   : o.recompute == 1 ? "1 (activation output)"

@@ -75,6 +75,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     p.T = T;
     p.target = target;
     p.prac = prac.mode;
+    p.prac_storage = prac.storage;
     p.rso_rank = prac.rso_rank;
     p.num_parameters = model.num_parameters;
     size_t n = model.param_buffer_numel;
@@ -177,7 +178,8 @@ int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanT
 
 std::string plan_table(const MemoryPlan& p) {
     std::string acts = p.rso_rank > 0 ? format("RSO projections (rank %d)", p.rso_rank)
-                                      : format("PRAC %s", prac_mode_name(p.prac));
+                                      : format("PRAC %s%s", prac_mode_name(p.prac),
+                                               p.prac_storage == PracStorage::FP8 ? " (fp8 storage)" : "");
     std::string zero = p.zero_ranks > 1 ? format(", one of %d ranks (ZeRO-1)", p.zero_ranks) : "";
     std::string s = format("memory plan: %s, B=%d, T=%d, %s, %s, %zu parameters%s\n", p.model.c_str(), p.B, p.T,
                            plan_target_name(p.target), acts.c_str(), p.num_parameters, zero.c_str());
@@ -198,6 +200,7 @@ std::string plan_json(const MemoryPlan& p) {
     j["seq_len"] = p.T;
     j["target"] = plan_target_name(p.target);
     j["prac"] = prac_mode_name(p.prac);
+    j["prac_storage"] = prac_storage_name(p.prac_storage);
     j["rso_rank"] = p.rso_rank;
     j["zero_ranks"] = p.zero_ranks;
     j["num_parameters"] = p.num_parameters;

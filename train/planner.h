@@ -20,6 +20,7 @@ struct MemoryPlan {
     int B = 0, T = 0;
     PlanTarget target = PlanTarget::CUDA_BF16;
     PracMode prac = PracMode::NONE;
+    PracStorage prac_storage = PracStorage::ACT;  // FP8: the saved categories hold e4m3 codes + row scales
     int rso_rank = 0;  // > 0: the linear sites store RSO's projections (PracOptions::rso_rank)
     int zero_ranks = 1;  // > 1: the plan of one of that many ZeRO-1 ranks (OptimizerChoice::zero_ranks)
     size_t num_parameters = 0;
