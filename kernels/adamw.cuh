@@ -17,22 +17,31 @@
 
 // ---- AdamW ----
 
+// adamw_element (kernels/adamw.h) in fp32 with explicit _rn intrinsics (no FMA contraction), so that its bits are
+// the CPU twin's: the moments m, v absorb g, then p0 decays and takes the step; returns the new parameter. s holds
+// the twin's scalars; one_minus_beta1/2 are 1 - beta1/2 in float, as the twin computes them.
+__device__ inline float adamw_element_rn(float p0, float g, float& m, float& v, const AdamWScalars<float>& s,
+                                         float one_minus_beta1, float one_minus_beta2) {
+    // CPU: m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; p = p * (1 - lr*wd);
+    //      p = p - step_size * m / (sqrt(v) / bc2_sqrt + eps)
+    m = __fadd_rn(__fmul_rn(s.beta1, m), __fmul_rn(one_minus_beta1, g));
+    v = __fadd_rn(__fmul_rn(s.beta2, v), __fmul_rn(__fmul_rn(one_minus_beta2, g), g));
+    const float p = __fmul_rn(p0, s.decay);
+    const float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.bc2_sqrt), s.eps);
+    return __fsub_rn(p, __fdiv_rn(__fmul_rn(s.step_size, m), den));
+}
+
 template <typename T>
-__global__ void adamw_kernel(T* params, float* master, const T* grads, float* m, float* v, size_t n, float beta1,
-                             float one_minus_beta1, float beta2, float one_minus_beta2, float eps, float decay,
-                             float step_size, float bc2_sqrt, float grad_scale, uint64_t seed) {
+__global__ void adamw_kernel(T* params, float* master, const T* grads, float* m, float* v, size_t n,
+                             AdamWScalars<float> s, float one_minus_beta1, float one_minus_beta2, float grad_scale,
+                             uint64_t seed) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        // CPU: g = grads * grad_scale; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g*g; p = p * (1 - lr*wd);
-        //      p = p - step_size * m / (sqrt(v) / bc2_sqrt + eps)
-        const float g = __fmul_rn(to_float(grads[i]), grad_scale);
-        const float mi = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(one_minus_beta1, g));
-        const float vi = __fadd_rn(__fmul_rn(beta2, v[i]), __fmul_rn(__fmul_rn(one_minus_beta2, g), g));
+        float mi = m[i], vi = v[i];
+        const float p1 = adamw_element_rn(master ? master[i] : to_float(params[i]),
+                                          __fmul_rn(to_float(grads[i]), grad_scale), mi, vi, s, one_minus_beta1,
+                                          one_minus_beta2);
         m[i] = mi;
         v[i] = vi;
-        const float p0 = master ? master[i] : to_float(params[i]);
-        const float p = __fmul_rn(p0, decay);
-        const float den = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), bc2_sqrt), eps);
-        const float p1 = __fsub_rn(p, __fdiv_rn(__fmul_rn(step_size, mi), den));
         if (master) master[i] = p1;
         params[i] = stochastic_round<T>(p1, seed, i);
     }
@@ -44,13 +53,10 @@ template <typename T>
 void adamw_update_cuda(T* params, float* master, const T* grads, float* m, float* v, size_t n, float lr, float beta1,
                        float beta2, float eps, float wd, int t, float grad_scale, uint64_t seed, cudaStream_t stream) {
     if (n > 0) {
-        // the CPU twin's constants, computed the same way (double bias corrections, then float)
-        const double bc1 = 1.0 - std::pow((double)beta1, t), bc2 = 1.0 - std::pow((double)beta2, t);
-        const float step_size = (float)(lr / bc1), bc2_sqrt = (float)std::sqrt(bc2);
-        const float decay = 1.0f - lr * wd;
-        adamw_kernel<T><<<cuda_grid_1d(n, EW_BLOCK), EW_BLOCK, 0, stream>>>(
-            params, master, grads, m, v, n, beta1, 1.0f - beta1, beta2, 1.0f - beta2, eps, decay, step_size, bc2_sqrt,
-            grad_scale, seed);
+        const AdamWScalars<float> s(lr, beta1, beta2, eps, wd, t);  // the CPU twin's scalars
+        adamw_kernel<T><<<cuda_grid_1d(n, EW_BLOCK), EW_BLOCK, 0, stream>>>(params, master, grads, m, v, n, s,
+                                                                            1.0f - beta1, 1.0f - beta2, grad_scale,
+                                                                            seed);
     }
     cudaCheck(cudaGetLastError());
 }

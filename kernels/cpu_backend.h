@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "kernels/adam_mini.h"
 #include "kernels/adamw.h"
+#include "kernels/adamw8.h"
 #include "kernels/attention.h"
 #include "kernels/classifier.h"
 #include "kernels/encoder.h"
@@ -176,6 +177,12 @@ struct CpuBackend {
     void adamw_update(act_t* params, float* /*master*/, const grad_t* grads, float* m, float* v, size_t n, float lr,
                       float beta1, float beta2, float eps, float wd, int t, float grad_scale, uint64_t /*salt*/) {
         adamw_update_cpu(params, grads, m, v, n, lr, beta1, beta2, eps, wd, t, grad_scale);
+    }
+    void adamw8_update(act_t* params, float* /*master*/, const grad_t* grads, uint8_t* m_codes, uint8_t* v_codes,
+                       float* m_absmax, float* v_absmax, size_t n, const AdamW8Codes* codes, float lr, float beta1,
+                       float beta2, float eps, float wd, int t, float grad_scale, uint64_t /*salt*/) {
+        adamw8_update_cpu(params, grads, m_codes, v_codes, m_absmax, v_absmax, n, *codes, lr, beta1, beta2, eps, wd,
+                          t, grad_scale);
     }
     void adam_mini_update(act_t* params, float* /*master*/, const grad_t* grads, float* m, float* v, size_t n,
                           size_t block, float lr, float beta1, float beta2, float eps, float wd, int t,

@@ -18,6 +18,7 @@
 #include "common/cuda_common.cuh"
 #include "common/error.h"
 #include "kernels/adamw.cuh"
+#include "kernels/adamw8.h"  // AdamW8Codes, ADAMW8_BLOCK
 #include "kernels/attention.cuh"
 #include "kernels/classifier.cuh"
 #include "kernels/encoder.cuh"
@@ -225,6 +226,10 @@ struct CudaBackend {
     void adam_mini_update(act_t* params, float* master, const grad_t* grads, float* m, float* v, size_t n,
                           size_t block, float lr, float beta1, float beta2, float eps, float wd, int t,
                           float grad_scale, uint64_t salt);
+    // AdamW with 8-bit block-wise states (kernels/adamw8.h); codes: device memory
+    void adamw8_update(act_t* params, float* master, const grad_t* grads, uint8_t* m_codes, uint8_t* v_codes,
+                       float* m_absmax, float* v_absmax, size_t n, const AdamW8Codes* codes, float lr, float beta1,
+                       float beta2, float eps, float wd, int t, float grad_scale, uint64_t salt);
     int galore_refresh(float* P, const grad_t* G, int m, int n, int r, bool right);
     void galore_project(float* R, const grad_t* G, const float* P, int m, int n, int r, bool right, float grad_scale);
     void galore_adam(float* R, float* m1, float* m2, size_t n, float b1, float b2, float eps);

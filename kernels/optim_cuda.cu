@@ -1,4 +1,4 @@
-// The CUDA backend's Muon, Adam-mini, GaLore and RSO ops (declared in kernels/cuda_backend.cuh, contract and rounding
+// The CUDA backend's Muon, Adam-mini, 8-bit AdamW, GaLore and RSO ops (declared in kernels/cuda_backend.cuh, contract and rounding
 // seeds in kernels/optim_cuda.cuh). Each kernel and member names its CPU twin; shapes are row-major as there. GEMMs
 // go through sgemm_rm (row-major mapped to cuBLAS's column-major, with gemm_cpu's arguments): cublasSgemm /
 // cublasSsyrk on fp32 without TF32, except Newton-Schulz (ns_gemm: strided-batched over same-shape matrices), which
@@ -148,6 +148,82 @@ __global__ void adam_mini_kernel(T* params, float* master, const T* grads, float
             params[j] = stochastic_round<T>(p1, seed, j);
         }
         __syncthreads();  // den_shared is rewritten for the next block
+    }
+}
+
+// ---- AdamW, 8-bit states ----
+
+constexpr int ADAMW8_THREADS = 256;
+constexpr int ADAMW8_PER_THREAD = (int)(ADAMW8_BLOCK / ADAMW8_THREADS);
+static_assert(ADAMW8_BLOCK % ADAMW8_THREADS == 0, "a quantization block is whole threads' elements");
+
+// max of x over the block (blockDim.x a multiple of 32, <= 1024), returned to every thread. fmaxf ignores a NaN as
+// the twin's std::max does (a max has no order to get wrong, so the result is the twin's).
+__device__ float block_max(float x) {
+    __shared__ float warp_part[32];
+    __shared__ float result;
+    const int lane = threadIdx.x % 32, wid = threadIdx.x / 32, nw = blockDim.x / 32;
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    if (lane == 0) warp_part[wid] = x;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float r = warp_part[0];
+        for (int w = 1; w < nw; w++) r = fmaxf(r, warp_part[w]);
+        result = r;
+    }
+    __syncthreads();
+    const float r = result;
+    __syncthreads();  // warp_part and result may be rewritten by the next call
+    return r;
+}
+
+// twin: adamw8_update_cpu. One CUDA block of ADAMW8_THREADS threads per quantization block b (grid-stride over the
+// blocks): thread i owns elements lo + i + k * ADAMW8_THREADS, dequantizes them (code value * the block's absmax),
+// runs adamw_element_rn, and quantizes the new moments by the block's new absmax (block_max) with the twin's
+// encoder. The code tables (4.6 KB) are staged in shared memory. params, grads, m_codes, v_codes (n);
+// m_absmax, v_absmax (ceil(n / ADAMW8_BLOCK)); master (n) fp32 or null, as adamw_kernel.
+template <typename T>
+__global__ void adamw8_kernel(T* params, float* master, const T* grads, uint8_t* m_codes, uint8_t* v_codes,
+                              float* m_absmax, float* v_absmax, size_t n, const AdamW8Codes* codes,
+                              AdamWScalars<float> s, float one_minus_beta1, float one_minus_beta2, float grad_scale,
+                              uint64_t seed) {
+    __shared__ AdamW8Codes tab;
+    static_assert(sizeof(AdamW8Codes) % 4 == 0, "the tables are copied as words");
+    for (int w = threadIdx.x; w < (int)(sizeof(AdamW8Codes) / 4); w += blockDim.x)
+        reinterpret_cast<uint32_t*>(&tab)[w] = reinterpret_cast<const uint32_t*>(codes)[w];
+    __syncthreads();
+    const size_t nblocks = (n + ADAMW8_BLOCK - 1) / ADAMW8_BLOCK;
+    for (size_t b = blockIdx.x; b < nblocks; b += gridDim.x) {
+        const size_t lo = b * ADAMW8_BLOCK, len = n - lo < ADAMW8_BLOCK ? n - lo : ADAMW8_BLOCK;
+        const float m_scale = m_absmax[b], v_scale = v_absmax[b];
+        float m[ADAMW8_PER_THREAD], v[ADAMW8_PER_THREAD], m_max = 0.0f, v_max = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ADAMW8_PER_THREAD; k++) {
+            const size_t i = threadIdx.x + (size_t)k * ADAMW8_THREADS, j = lo + i;
+            if (i >= len) continue;
+            m[k] = __fmul_rn(tab.m.value[m_codes[j]], m_scale);
+            v[k] = __fmul_rn(tab.v.value[v_codes[j]], v_scale);
+            const float p1 = adamw_element_rn(master ? master[j] : to_float(params[j]),
+                                              __fmul_rn(to_float(grads[j]), grad_scale), m[k], v[k], s,
+                                              one_minus_beta1, one_minus_beta2);
+            if (master) master[j] = p1;
+            params[j] = stochastic_round<T>(p1, seed, j);
+            m_max = fmaxf(m_max, fabsf(m[k]));
+            v_max = fmaxf(v_max, fabsf(v[k]));
+        }
+        m_max = block_max(m_max);  // its barriers also order every thread's read of m_absmax[b] before the write
+        v_max = block_max(v_max);
+#pragma unroll
+        for (int k = 0; k < ADAMW8_PER_THREAD; k++) {
+            const size_t i = threadIdx.x + (size_t)k * ADAMW8_THREADS, j = lo + i;
+            if (i >= len) continue;
+            m_codes[j] = dynamic_code_encode(tab.m, m_max > 0.0f ? __fdiv_rn(m[k], m_max) : 0.0f);
+            v_codes[j] = dynamic_code_encode(tab.v, v_max > 0.0f ? __fdiv_rn(v[k], v_max) : 0.0f);
+        }
+        if (threadIdx.x == 0) {
+            m_absmax[b] = m_max;
+            v_absmax[b] = v_max;
+        }
     }
 }
 
@@ -394,6 +470,20 @@ void CudaBackend::adam_mini_update(act_t* params, float* master, const grad_t* g
     adam_mini_kernel<act_t><<<grid, threads, 0, stream>>>(params, master, grads, m, v, nblocks, block, beta1,
                                                           1.0f - beta1, beta2, 1.0f - beta2, eps, decay, step_size,
                                                           bc2_sqrt, grad_scale, optim_step_seed(seed, t, salt));
+    cudaCheck(cudaGetLastError());
+}
+
+// twin: adamw8_update_cpu. params, grads, m_codes, v_codes (n); m_absmax, v_absmax (ceil(n / ADAMW8_BLOCK)); codes
+// (device); master (n) fp32 or null; salt = the segment's element offset (adamw_update's rounding seed with step t).
+void CudaBackend::adamw8_update(act_t* params, float* master, const grad_t* grads, uint8_t* m_codes, uint8_t* v_codes,
+                                float* m_absmax, float* v_absmax, size_t n, const AdamW8Codes* codes, float lr,
+                                float beta1, float beta2, float eps, float wd, int t, float grad_scale, uint64_t salt) {
+    if (n == 0) return;
+    const AdamWScalars<float> s(lr, beta1, beta2, eps, wd, t);  // the twin's scalars
+    const unsigned grid = (unsigned)std::min<size_t>((n + ADAMW8_BLOCK - 1) / ADAMW8_BLOCK, (size_t)1 << 20);
+    adamw8_kernel<act_t><<<grid, ADAMW8_THREADS, 0, stream>>>(params, master, grads, m_codes, v_codes, m_absmax,
+                                                              v_absmax, n, codes, s, 1.0f - beta1, 1.0f - beta2,
+                                                              grad_scale, optim_step_seed(seed, t, salt));
     cudaCheck(cudaGetLastError());
 }
 

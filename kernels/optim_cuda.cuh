@@ -1,6 +1,6 @@
-// CUDA ops of the non-AdamW optimizers (Muon, Adam-mini, GaLore, RSO): members of CudaBackend defined in
-// kernels/optim_cuda.cu, called by train/optim_muon.h, optim_adam_mini.h, optim_galore.h and optim_rso.h with their
-// CPU twins' argument lists (kernels/muon.h, adam_mini.h, galore.h, rso.h; the table of twins: docs/DESIGN.md
+// CUDA ops of the optimizers besides fp32-state AdamW (Muon, Adam-mini, 8-bit AdamW, GaLore, RSO): members of
+// CudaBackend defined in kernels/optim_cuda.cu, called by train/optim_*.h with their CPU twins' argument lists
+// (kernels/muon.h, adam_mini.h, adamw8.h, galore.h, rso.h; the table of twins: docs/DESIGN.md
 // section 3.4). State and temporaries are fp32 device buffers, gradients and parameters floatX; elementwise updates
 // repeat the CPU twin's fp32 operations in its order with explicit _rn intrinsics, as adamw.cuh does.
 // This header: the seeds of their stochastic rounding of bf16 parameters (master != null), reproducible on the host.

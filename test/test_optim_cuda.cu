@@ -1,7 +1,8 @@
-// GPU test of kernels/optim_cuda.cu: the CUDA backend's Muon, Adam-mini, GaLore and RSO ops against their CPU twins
-// (kernels/muon.h, adam_mini.h, galore.h) on random inputs of odd, model-like shapes (C = 96, F = 256/384: q/k/v
-// (96, 96), fused qkv (288, 96), gate|up (512, 96), tall (160, 96) and wide (96, 160)), then whole optimizer steps
-// Muon / AdamMini / GaLore / Rso<CudaBackend> against <CpuBackend> on GPT-2- and LLaMA-shaped parameter lists
+// GPU test of kernels/optim_cuda.cu: the CUDA backend's Muon, Adam-mini, 8-bit AdamW, GaLore and RSO ops against
+// their CPU twins (kernels/muon.h, adam_mini.h, adamw8.h, galore.h) on random inputs of odd, model-like shapes
+// (C = 96, F = 256/384: q/k/v (96, 96), fused qkv (288, 96), gate|up (512, 96), tall (160, 96) and wide (96, 160)),
+// then whole optimizer steps Muon / AdamMini / GaLore / Rso / AdamW (8-bit states) <CudaBackend> against
+// <CpuBackend> on GPT-2- and LLaMA-shaped parameter lists
 // (GaLore with two projection refreshes, RSO with two subspace draws; RSO's tolerances are at its test). Both
 // sides see the same inputs: gradients and parameters are rounded to the build's storage type (floatX) first,
 // and the bf16 build's optimizers start their fp32 master weights from those values, so the GPU's master
@@ -32,6 +33,9 @@
 //       determined to ~eps s1² / gap and the canonical sign is no near tie. The same Gram + eigensolver path
 //       emulated on the CPU (ssyrk + LAPACK ssyevd) differs from sgesdd by <= 5e-5 on these shapes (fp32 and
 //       bf16-rounded inputs)
+//   adamw8 (op and whole steps)                                        bitwise: codes, block scales and master
+//       weights (fp32 build: params); the twin's fp32 operations with _rn intrinsics, a max (order-free) for the
+//       scales, and the same encoder over the same float tables
 //   bf16 params (bf16 build)                                           within 1 bf16 ulp of the fp32 value, and
 //       bit for bit the host twin of the stochastic rounding (optim_cuda.cuh) applied to the GPU's master
 //   whole steps: parameter change Δ = final - initial per tensor (rel to max |Δ_cpu|), state tensors (rel):
@@ -67,6 +71,7 @@
 #include "kernels/cuda_emu/libs_emu.h"  // cuda_emu_cublas_gemm_calls
 #endif
 #include "train/optim_adam_mini.h"
+#include "train/optim_adamw.h"
 #include "train/optim_galore.h"
 #include "train/optim_muon.h"
 #include "train/optim_rso.h"
@@ -319,6 +324,61 @@ static void test_adam_mini(CudaBackend& be, size_t n, size_t block, bool with_ma
     }
 }
 
+// adamw8_update vs adamw8_update_cpu (on the master weights when there are some): three steps over n elements (the
+// last block short) from zero states; codes, block scales and master weights (fp32 build: params) bitwise equal
+template <typename T>
+static std::vector<T> get_raw(CudaBackend& be, const T* d, size_t n) {
+    std::vector<T> h(n);
+    be.download(h.data(), d, n * sizeof(T));
+    return h;
+}
+static void test_adamw8(CudaBackend& be, size_t n, bool with_master) {
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.7f;
+    const uint64_t salt = 4096;
+    const size_t nb = (n + ADAMW8_BLOCK - 1) / ADAMW8_BLOCK;
+    fvec p = quantize(randn(n, 0.05f)), ma(nb, 0.0f), va(nb, 0.0f);
+    std::vector<uint8_t> mc(n, 0), vc(n, 0);
+    DBuf<floatX> dp(be, n), dg(be, n);
+    DBuf<float> dmaster(be, n), dma(be, nb), dva(be, nb);
+    DBuf<uint8_t> dmc(be, n), dvc(be, n);
+    DBuf<AdamW8Codes> dcodes(be, 1);
+    be.upload(dcodes.p, &adamw8_codes(), sizeof(AdamW8Codes));
+    be.zero(dmc.p, n);
+    be.zero(dvc.p, n);
+    be.zero(dma.p, nb * sizeof(float));
+    be.zero(dva.p, nb * sizeof(float));
+    put_x(be, dp.p, p);
+    put_f32(be, dmaster.p, p);
+    for (int t = 1; t <= 3; t++) {
+        fvec g = randn(n, 0.01f);
+        for (size_t i = 0; i < n; i += 7) g[i] *= 1e-4f;  // small entries: low decades and v's smallest codes
+        g = quantize(g);
+        put_x(be, dg.p, g);
+        be.adamw8_update(dp.p, with_master ? dmaster.p : nullptr, dg.p, dmc.p, dvc.p, dma.p, dva.p, n, dcodes.p, lr, b1,
+                         b2, eps, wd, t, gs, salt);
+        adamw8_update_cpu(p.data(), g.data(), mc.data(), vc.data(), ma.data(), va.data(), n, adamw8_codes(), lr, b1,
+                          b2, eps, wd, t, gs);
+    }
+    std::string tag = "adamw8 n=" + std::to_string(n) + (with_master ? " master" : " no master");
+    std::vector<uint8_t> gmc = get_raw(be, dmc.p, n), gvc = get_raw(be, dvc.p, n);
+    size_t same_m = 0, same_v = 0;
+    for (size_t i = 0; i < n; i++) same_m += gmc[i] == mc[i], same_v += gvc[i] == vc[i];
+    check(same_m == n && same_v == n, "%s: codes equal: m %zu, v %zu of %zu", tag.c_str(), same_m, same_v, n);
+    fvec gma = get_f32(be, dma.p, nb), gva = get_f32(be, dva.p, nb), gp = get_x(be, dp.p, n);
+    check(bitwise_equal(gma, ma) == nb && bitwise_equal(gva, va) == nb, "%s: block scales bitwise equal", tag.c_str());
+    if (with_master) {
+        fvec gmaster = get_f32(be, dmaster.p, n);
+        check(bitwise_equal(gmaster, p) == n, "%s: master bitwise equal: %zu of %zu", tag.c_str(),
+              bitwise_equal(gmaster, p), n);
+        uint64_t s = optim_step_seed(be.seed, 3, salt);
+        check_rounding(tag, gp, gmaster, [&](float x, uint64_t i) { return stochastic_round<floatX>(x, s, i); });
+    } else if (BF16) {
+        check_tol(tag + " bf16 params (3 roundings)", rel_err(gp, p), 3 * 8e-3);
+    } else {
+        check(bitwise_equal(gp, p) == n, "%s: params bitwise equal: %zu of %zu", tag.c_str(), bitwise_equal(gp, p), n);
+    }
+}
+
 // galore_refresh vs galore_projection_cpu on a planted-spectrum gradient
 static void test_galore_refresh(CudaBackend& be, int m, int n, int r) {
     bool right = m >= n;
@@ -548,10 +608,47 @@ static void compare_steps(const std::string& tag, CudaBackend& gpu, const Proble
     }
 }
 
+// AdamW with 8-bit states, whole steps over a model's parameter list (blocks per tensor, decay per tensor, master
+// weights in the bf16 build): the GPU's master weights (fp32 build: params) and every state tensor bitwise equal
+// to <CpuBackend>'s
+static void test_adamw8_steps(CudaBackend& gpu, const Problem& pb, const std::string& a) {
+    CpuBackend cpu;
+    AdamW<CpuBackend> oc(cpu, pb.specs, 0, pb.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8);
+    AdamW<CudaBackend> og(gpu, pb.specs, 0, pb.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8);
+    fvec p0 = quantize(randn(pb.n, 0.02f)), pc = p0;
+    DBuf<floatX> dp(gpu, pb.n), dg(gpu, pb.n);
+    put_x(gpu, dp.p, p0);
+    if (og.master) put_f32(gpu, og.master, p0);
+    for (int k = 0; k < 4; k++) {
+        fvec g = quantize(randn(pb.n, 0.01f));
+        put_x(gpu, dg.p, g);
+        oc.step(pc.data(), g.data(), pb.specs, 2e-3f, k == 2 ? 0.5f : 1.0f);
+        og.step(dp.p, dg.p, pb.specs, 2e-3f, k == 2 ? 0.5f : 1.0f);
+    }
+    std::string tag = "adamw 8-bit states " + a;
+    fvec fp32 = og.master ? get_f32(gpu, og.master, pb.n) : get_x(gpu, dp.p, pb.n);
+    size_t same = 0;
+    for (const ParamSpec& s : pb.specs)  // the padding between tensors is never updated
+        for (size_t i = s.offset; i < s.offset + s.numel; i++) same += std::memcmp(&fp32[i], &pc[i], 4) == 0;
+    size_t total = 0;
+    for (const ParamSpec& s : pb.specs) total += s.numel;
+    check(same == total, "%s: %s bitwise equal: %zu of %zu", tag.c_str(), og.master ? "master" : "params", same,
+          total);
+    std::vector<OptimizerStateTensor> sg = og.state_tensors(), sc = oc.state_tensors();
+    for (size_t j = 0; j < sg.size() && j < sc.size(); j++) {
+        if (sg[j].data == og.master && og.master) continue;
+        std::vector<uint8_t> got(sg[j].nbytes());
+        gpu.download(got.data(), sg[j].ptr(), got.size());
+        check(std::memcmp(got.data(), sc[j].ptr(), got.size()) == 0, "%s: state %s bitwise equal", tag.c_str(),
+              sg[j].name.c_str());
+    }
+}
+
 static void test_whole_steps(CudaBackend& gpu) {
     for (Arch arch : {Arch::GPT2, Arch::LLAMA}) {
         Problem pb = make_problem(arch);
         std::string a = arch == Arch::GPT2 ? "gpt2" : "llama";
+        test_adamw8_steps(gpu, pb, a);
         auto gaussian = [&](int) { return randn(pb.n, 0.01f); };
         auto hidden_tol = [](double hidden, double rest) {
             return [=](const std::string& name) { return muon_is_hidden(name) ? hidden : rest; };
@@ -651,6 +748,10 @@ int main() {
         for (auto& c : am)
             for (bool master : {true, false}) test_adam_mini(gpu, c[0], c[1], master, 0);
         test_adam_mini(gpu, 96 * 160, 160, true, 3);
+
+        std::printf("==== adamw, 8-bit states ====\n");
+        for (size_t n : {(size_t)2 * ADAMW8_BLOCK + 555, (size_t)100})
+            for (bool master : {true, false}) test_adamw8(gpu, n, master);
 
         std::printf("==== galore ====\n");
         const int gl[][3] = {{160, 96, 24}, {96, 160, 24}, {96, 96, 96}, {256, 96, 24}, {96, 256, 24}, {96, 96, 1}};

@@ -267,6 +267,45 @@ TEST(Planner, OptimizerBytesEqualCpuAllocations) {
         }
 }
 
+// 8-bit AdamW states (--optimizer-states 8bit): the planner's row is what make_optimizer allocates on the CPU
+// backend, and by hand: one byte per element and moment, one fp32 scale per block of ADAMW8_BLOCK elements of each
+// tensor and moment, and the two code tables; on the bf16 target at LLaMA-1B the row shrinks from 8 to ~2 bytes
+// per parameter and nothing else changes.
+TEST(Planner, EightBitAdamStatesAreCountedAsAllocated) {
+    OptimizerChoice q8;
+    q8.adam_states = AdamStates::Q8;
+    for (auto [arch, name] : {std::pair{Arch::GPT2, "gpt2-tiny"}, std::pair{Arch::LLAMA, "llama-tiny"}}) {
+        ModelConfig cfg = model_config_load(arch, name);
+        CpuBackend be;
+        size_t planned = plan_memory(cfg, PracOptions(), 1, 8, PlanTarget::CPU_FP32, &q8).bytes("optimizer_state");
+        auto count = [&](auto& model) {
+            size_t n = model.param_buffer_numel, blocks = 0;
+            for (const ParamSpec& s : model.param_specs) blocks += (s.numel + ADAMW8_BLOCK - 1) / ADAMW8_BLOCK;
+            size_t before = be.live_bytes;
+            auto opt = make_optimizer(be, q8, cfg, model.param_specs, n, 0, n);
+            EXPECT_EQ(be.live_bytes - before, planned) << name;
+            EXPECT_EQ(planned, 2 * n + 2 * 4 * blocks + sizeof(AdamW8Codes)) << name;
+        };
+        if (arch == Arch::GPT2) {
+            GPT2<CpuBackend> model(be, cfg, PracOptions());
+            count(model);
+        } else {
+            Llama<CpuBackend> model(be, cfg, PracOptions());
+            count(model);
+        }
+    }
+    ModelConfig big = model_config_load(Arch::LLAMA, "llama-1b");
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    MemoryPlan f32 = plan_memory(big, prac, 128, 256, PlanTarget::CUDA_BF16);
+    MemoryPlan b8 = plan_memory(big, prac, 128, 256, PlanTarget::CUDA_BF16, &q8);
+    size_t n = f32.bytes("master_weights") / 4;
+    EXPECT_EQ(f32.bytes("optimizer_state"), 8 * n);
+    EXPECT_LT(b8.bytes("optimizer_state"), 2 * n + n / 200);  // scales: 8 bytes per 2048 elements, and padding
+    EXPECT_GT(b8.bytes("optimizer_state"), 2 * n);
+    EXPECT_EQ(f32.total - b8.total, f32.bytes("optimizer_state") - b8.bytes("optimizer_state"));
+}
+
 // ZeRO-1 over R ranks (--plan --zero 1 --plan-ranks R): rank 0 holds the largest shard of AdamW's state, which is
 // what make_optimizer allocates for rank 0 of R on the CPU (Comm::shard_begin's shard); on the
 // bf16 target the master weights shrink the same way and nothing else changes.

@@ -708,6 +708,49 @@ TEST(TrainerResume, ARunCanBeExtended) {
     expect_user_error_exit(shorter, "train_gpt2", {"after step 10", "beyond --steps 4", "--steps 10"});
 }
 
+// 8-bit AdamW states (--optimizer-states 8bit) are checkpointed as what they are (the codes as U8, one byte per
+// element and moment, the block scales as F32, no fp32 moments) and a run killed after step 2 and resumed equals
+// the uninterrupted run bit for bit: every logged number and the final weights and state files. Resuming it with
+// fp32 states is refused, naming the setting.
+TEST(TrainerResume, EightBitAdamStatesResumeBitExactly) {
+    TempDir dir;
+    auto args = [&](const std::string& run, std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--steps", "4", "--eval-tokens", "64", "--ckpt-every", "2", "--ckpt-dir",
+                                           dir / run, "--log", dir / (run + ".jsonl"), "--lr", "1e-3"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    const std::vector<std::string> q8 = {"--optimizer-states", "8bit"};
+    RunResult u = run_trainer("train_gpt2", args("u", q8), dir, 120);
+    ASSERT_EQ(u.rc, 0) << describe(u);
+    RunResult killed = run_merged("train_gpt2", args("k", q8), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=2");
+    ASSERT_EQ(killed.rc, 137) << describe(killed);
+    fs::copy(dir / "k", dir / "f", fs::copy_options::recursive);  // for the fp32 attempt below
+    RunResult r = run_trainer("train_gpt2", args("k", {"--optimizer-states", "8bit", "--resume"}), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "at step 2 of 4")) << describe(r);
+    TrainRun lu = split_log(dir / "u.jsonl"), lk = split_log(dir / "k.jsonl");
+    ASSERT_EQ(lu.steps.size(), 4u);
+    std::map<int, json> last;  // the resumed log repeats no step here, but take each step's last record anyway
+    for (const json& j : lk.steps) last[j["step"].get<int>()] = j;
+    ASSERT_EQ(last.size(), 4u);
+    for (size_t i = 0; i < 4; i++)
+        for (const char* key : {"loss", "grad_norm", "lr"})
+            EXPECT_EQ(last[(int)i + 1][key].dump(), lu.steps[i][key].dump()) << "step " << i + 1 << " " << key;
+    for (const char* f : {"model.safetensors", "state.safetensors"})
+        EXPECT_EQ(read_bytes(dir / ("u/step_00000004/" + std::string(f))),
+                  read_bytes(dir / ("k/step_00000004/" + std::string(f)))) << f;
+    SafeTensorsFile st = safetensors_open(dir / "u/step_00000004/state.safetensors");
+    const SafeTensor* m8 = st.find("adamw.m8");
+    const SafeTensor* scale = st.find("adamw.v8_absmax");
+    ASSERT_TRUE(m8 && st.find("adamw.v8") && scale && st.find("adamw.m8_absmax"));
+    EXPECT_EQ(m8->dtype, "U8");
+    EXPECT_EQ(scale->dtype, "F32");
+    EXPECT_EQ(st.find("adamw.m"), nullptr);
+    RunResult f = run_trainer("train_gpt2", args("f", {"--resume"}), dir, 120);
+    expect_user_error_exit(f, "train_gpt2", {"optimizer", "states 8bit"});
+}
+
 // The same shards named by another spelling of their path (../, a glob instead of the name, a copy elsewhere) are the
 // same data: a resume compares the files' sizes and content checksums, not the pattern's text, and continues bit-exactly
 // (a run killed after step 2 and resumed under another spelling equals the uninterrupted run). A shard whose content

@@ -160,6 +160,10 @@ TEST(TrainerCli, RejectsOutOfRangeValues) {
     EXPECT_USER_ERROR(parse({"--eval-tokens", "0"}), "--eval-tokens");
     EXPECT_USER_ERROR(parse({"--log-interval", "0"}), "--log-interval");
     EXPECT_USER_ERROR(parse({"--device", "tpu"}), "--device", "cpu, cuda or auto", "\"tpu\"");
+    EXPECT_USER_ERROR(parse({"--optimizer-states", "4bit"}), "--optimizer-states", "fp32 or 8bit", "\"4bit\"");
+    EXPECT_USER_ERROR(parse({"--optimizer-states", "8bit", "--optimizer", "muon"}), "AdamW's moments", "HINT");
+    EXPECT_USER_ERROR(parse({"--optimizer-states", "8bit", "--zero", "1"}), "--zero 1", "HINT");
+    EXPECT_NO_THROW(parse({"--optimizer-states", "8bit"}));
     // the edges that are allowed
     EXPECT_NO_THROW(parse({"--steps", "0", "--warmup", "0", "--beta2", "0", "--grad-clip", "0", "--lr", "0",
                            "--min-lr-frac", "1"}));

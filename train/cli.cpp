@@ -51,6 +51,9 @@ const Flag FLAGS[] = {
     F("--optimizer", "NAME", STR, optimizer,
       "adamw | muon (Newton-Schulz on hidden matrices, AdamW elsewhere) | adam-mini | galore (low-rank projected Adam) "
       "| rso (random-subspace optimization; stores the linear layers' inputs projected)"),
+    F("--optimizer-states", "fp32|8bit", STR, optimizer_states,
+      "AdamW's moments m, v: fp32, or 8bit (block-wise dynamic quantization, Dettmers et al. 2022: one byte per "
+      "element and one fp32 scale per 2048; 2 instead of 8 bytes per parameter; master weights stay fp32)"),
     F("--galore-rank", "R", INT, galore_rank, "GaLore rank (0: GaLore's rank for the model: 60M 128, 130M/350M 256, 1B 512)"),
     F("--galore-gap", "T", INT, galore_gap, "GaLore: recompute the projections every T steps"),
     F("--galore-scale", "A", FLOAT, galore_scale, "GaLore: scale alpha of the projected update"),
@@ -306,6 +309,14 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.muon_momentum >= 0 && opts.muon_momentum < 1, "--muon-momentum must be in [0, 1)");
     CHECK_USER(opts.zero == 0 || opts.optimizer == "adamw", "--zero 1 shards AdamW only (got --optimizer %s)",
                opts.optimizer.c_str());
+    CHECK_USER(opts.optimizer_states == "fp32" || opts.optimizer_states == "8bit",
+               "--optimizer-states must be fp32 or 8bit (got \"%s\")", opts.optimizer_states.c_str());
+    CHECK_USER(opts.optimizer_states == "fp32" || opts.optimizer == "adamw",
+               "--optimizer-states 8bit quantizes AdamW's moments; --optimizer %s keeps its own fp32 state\n"
+               "---> HINT: use --optimizer adamw, or drop --optimizer-states", opts.optimizer.c_str());
+    CHECK_USER(opts.optimizer_states == "fp32" || opts.zero == 0,
+               "--optimizer-states 8bit does not combine with --zero 1 yet (its checkpoints hold whole-buffer block "
+               "scales)\n---> HINT: drop --zero 1, or keep --optimizer-states fp32");
     CHECK_USER(opts.sample >= 0, "--sample must be >= 0");
     CHECK_USER(opts.ckpt_every >= 0 && opts.ckpt_keep >= 1, "--ckpt-every must be >= 0 and --ckpt-keep >= 1");
     CHECK_USER(!opts.resume || !opts.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
@@ -360,6 +371,7 @@ OptimizerChoice optimizer_choice_from(const TrainOptions& o) {
     c.rso_prox = o.rso_prox;
     c.rso_seed = (uint64_t)o.seed;
     c.zero_ranks = o.zero == 1 ? o.plan_ranks : 1;
+    c.adam_states = o.optimizer_states == "8bit" ? AdamStates::Q8 : AdamStates::F32;
     return c;
 }
 
@@ -484,7 +496,7 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
                       : o.optimizer == "muon" ? format("muon (momentum %g)", o.muon_momentum)
                       : o.optimizer == "rso"  ? format("rso (rank %d, gap %d, prox %g, %s activations)", o.rso_rank,
                                                        o.rso_gap, o.rso_prox, o.rso_activations.c_str())
-                                              : o.optimizer},
+                                              : o.optimizer + (o.optimizer_states == "8bit" ? " (8-bit states)" : "")},
         {"adam betas / eps", format("%g, %g / %g", o.beta1, o.beta2, o.adam_eps)},
         {"grad_clip", format("%g", o.grad_clip)},
         {"seed", std::to_string(o.seed)},

@@ -25,6 +25,7 @@ struct TrainOptions {
     float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
     float grad_clip = 1.0f;     // 0 = off
     std::string optimizer = "adamw";  // adamw | muon | adam-mini | galore
+    std::string optimizer_states = "fp32";  // AdamW's moments: fp32 | 8bit (block-wise quantized)
     int galore_rank = 0;              // 0: GaLore's rank for the model size
     int galore_gap = 200;
     float galore_scale = 0.25f;

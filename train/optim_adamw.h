@@ -1,5 +1,5 @@
 // AdamW over a model's parameter buffer, and what every optimizer shares: the learning-rate schedule, global-norm
-// clipping, the gradient norm, and optimizer state as named fp32 tensors (train/optimizers.h puts them together).
+// clipping, the gradient norm, and optimizer state as named tensors (train/optimizers.h puts them together).
 #pragma once
 #include <algorithm>
 #include <string>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/tensors.h"
+#include "kernels/adamw8.h"  // AdamW8Codes, ADAMW8_BLOCK
 
 // Linear warmup over `warmup` steps, then cosine decay from lr to min_lr_frac * lr at the last step
 // (the PRAC paper: warmup 10% of steps, floor 10% of peak). step is 0-based.
@@ -26,12 +27,16 @@ inline float clip_scale(float norm, float max_norm) {
     return s < 1.0f ? s : 1.0f;
 }
 
-// One optimizer state tensor for checkpoints: its name, backend pointer and element count (fp32). Every optimizer
-// lists its state this way, so checkpoints and the planner treat them alike.
+// One optimizer state tensor for checkpoints: its name, backend pointer and element count, fp32 (data) or, for
+// 8-bit AdamW's codes, bytes (u8, with data null). Every optimizer lists its state this way, so checkpoints and the
+// planner treat them alike.
 struct OptimizerStateTensor {
     std::string name;
     float* data;
     size_t numel;
+    uint8_t* u8 = nullptr;
+    void* ptr() const { return u8 ? (void*)u8 : (void*)data; }
+    size_t nbytes() const { return numel * (u8 ? 1 : sizeof(float)); }
 };
 
 // An optimizer's state as named fp32 tensors in ONE backend allocation, each slice aligned like common/tensors.h
@@ -55,39 +60,102 @@ inline std::vector<float*> carve_state(void* memory, const std::vector<StateEntr
     return out;
 }
 
-// AdamW state: fp32 first and second moments (and fp32 master weights when the backend stores params in
-// bf16), laid out like the parameter buffer, or like its slice [begin, end) under ZeRO-1 (each rank keeps and
-// updates only its shard of the optimizer state).
+// How AdamW stores its moments m and v: fp32, or 8-bit block-wise quantized (kernels/adamw8.h).
+enum class AdamStates { F32, Q8 };
+
+// The 8-bit moments' quantization blocks: each parameter tensor's part of [begin, end) is cut into blocks of
+// ADAMW8_BLOCK elements from its first element (a block never spans two tensors, which may differ in weight decay;
+// the last block of a tensor may be short). One segment per tensor part; block = its first block's index.
+struct AdamW8Segment {
+    size_t lo, hi;  // elements of the parameter buffer
+    size_t block;   // index of its first absmax
+    bool decay;
+};
+inline std::vector<AdamW8Segment> adamw8_segments(const std::vector<ParamSpec>& specs, size_t begin, size_t end,
+                                                  size_t* nblocks) {
+    std::vector<AdamW8Segment> out;
+    size_t blocks = 0;
+    for (const ParamSpec& s : specs) {
+        size_t lo = std::max(s.offset, begin), hi = std::min(s.offset + s.numel, end);
+        if (lo >= hi) continue;
+        out.push_back({lo, hi, blocks, s.decay});
+        blocks += (hi - lo + ADAMW8_BLOCK - 1) / ADAMW8_BLOCK;
+    }
+    *nblocks = blocks;
+    return out;
+}
+
+// AdamW state: first and second moments (fp32, or 8-bit codes with a fp32 absmax per block and moment plus the
+// code tables), and fp32 master weights when the backend stores params in bf16, laid out like the parameter
+// buffer, or like its slice [begin, end) under ZeRO-1 (each rank keeps and updates only its shard of the
+// optimizer state).
 template <class Backend>
 struct AdamW {
     Backend& be;
     size_t n;           // elements of state: end - begin
     size_t begin, end;  // the slice of the parameter buffer this optimizer updates
-    float* m = nullptr;
+    AdamStates states;
+    float* m = nullptr;  // fp32 states (n)
     float* v = nullptr;
+    uint8_t* m8 = nullptr;  // 8-bit states: codes (n)
+    uint8_t* v8 = nullptr;
+    float* m_absmax = nullptr;  // (nblocks): one scale per quantization block
+    float* v_absmax = nullptr;
+    AdamW8Codes* codes = nullptr;  // the code tables, in backend memory
+    std::vector<AdamW8Segment> segments;
+    size_t nblocks = 0;
     float* master = nullptr;
     int t = 0;  // completed steps
     float beta1, beta2, eps, weight_decay;
 
     AdamW(Backend& backend, size_t numel, float b1, float b2, float e, float wd)
-        : AdamW(backend, 0, numel, b1, b2, e, wd) {}
-    AdamW(Backend& backend, size_t shard_begin, size_t shard_end, float b1, float b2, float e, float wd)
-        : be(backend), n(shard_end - shard_begin), begin(shard_begin), end(shard_end), beta1(b1), beta2(b2), eps(e),
-          weight_decay(wd) {
-        m = (float*)be.alloc(n * sizeof(float));
-        v = (float*)be.alloc(n * sizeof(float));
+        : AdamW(backend, {}, 0, numel, b1, b2, e, wd, AdamStates::F32) {}
+    // specs: the parameter tensors (the 8-bit states' blocks follow them)
+    AdamW(Backend& backend, const std::vector<ParamSpec>& specs, size_t shard_begin, size_t shard_end, float b1,
+          float b2, float e, float wd, AdamStates st)
+        : be(backend), n(shard_end - shard_begin), begin(shard_begin), end(shard_end), states(st), beta1(b1),
+          beta2(b2), eps(e), weight_decay(wd) {
+        if (states == AdamStates::Q8) {
+            segments = adamw8_segments(specs, begin, end, &nblocks);
+            m8 = (uint8_t*)be.alloc(n);
+            v8 = (uint8_t*)be.alloc(n);
+            m_absmax = (float*)be.alloc(nblocks * sizeof(float));
+            v_absmax = (float*)be.alloc(nblocks * sizeof(float));
+            codes = (AdamW8Codes*)be.alloc(sizeof(AdamW8Codes));
+            be.upload(codes, &adamw8_codes(), sizeof(AdamW8Codes));
+        } else {
+            m = (float*)be.alloc(n * sizeof(float));
+            v = (float*)be.alloc(n * sizeof(float));
+        }
         if (Backend::master_weights) master = (float*)be.alloc(n * sizeof(float));
     }
     ~AdamW() {
-        be.free(m, n * sizeof(float));
-        be.free(v, n * sizeof(float));
+        be.free(m, m ? n * sizeof(float) : 0);
+        be.free(v, v ? n * sizeof(float) : 0);
+        be.free(m8, m8 ? n : 0);
+        be.free(v8, v8 ? n : 0);
+        be.free(m_absmax, m_absmax ? nblocks * sizeof(float) : 0);
+        be.free(v_absmax, v_absmax ? nblocks * sizeof(float) : 0);
+        be.free(codes, codes ? sizeof(AdamW8Codes) : 0);
         be.free(master, Backend::master_weights ? n * sizeof(float) : 0);
     }
     AdamW(const AdamW&) = delete;
     AdamW& operator=(const AdamW&) = delete;
 
+    // Bytes the state allocates for a slice of n elements with these blocks (the planner's row; master weights
+    // are the planner's own row).
+    static size_t state_bytes(AdamStates st, size_t n, size_t nblocks) {
+        if (st == AdamStates::Q8) return 2 * n + 2 * nblocks * sizeof(float) + sizeof(AdamW8Codes);
+        return 2 * n * sizeof(float);
+    }
+
     std::vector<OptimizerStateTensor> state_tensors() const {
-        std::vector<OptimizerStateTensor> s = {{"adamw.m", m, n}, {"adamw.v", v, n}};
+        std::vector<OptimizerStateTensor> s;
+        if (states == AdamStates::Q8)  // the code tables are constants of the format, not state
+            s = {{"adamw.m8", nullptr, n, m8}, {"adamw.v8", nullptr, n, v8}, {"adamw.m8_absmax", m_absmax, nblocks},
+                 {"adamw.v8_absmax", v_absmax, nblocks}};
+        else
+            s = {{"adamw.m", m, n}, {"adamw.v", v, n}};
         if (master) s.push_back({"adamw.master", master, n});
         return s;
     }
@@ -97,6 +165,15 @@ struct AdamW {
     void step(typename Backend::act_t* params, const typename Backend::grad_t* grads,
               const std::vector<ParamSpec>& specs, float lr, float grad_scale) {
         t++;
+        if (states == AdamStates::Q8) {
+            for (const AdamW8Segment& g : segments) {
+                size_t k = g.lo - begin;
+                be.adamw8_update(params + g.lo, master ? master + k : nullptr, grads + g.lo, m8 + k, v8 + k,
+                                 m_absmax + g.block, v_absmax + g.block, g.hi - g.lo, codes, lr, beta1, beta2, eps,
+                                 g.decay ? weight_decay : 0.0f, t, grad_scale, g.lo);
+            }
+            return;
+        }
         for (const ParamSpec& s : specs) {
             size_t lo = std::max(s.offset, begin), hi = std::min(s.offset + s.numel, end);
             if (lo >= hi) continue;

@@ -1,7 +1,7 @@
 // The optimizer a run uses, behind one small interface: AdamW (train/optim_adamw.h), Muon (optim_muon.h),
 // Adam-mini (optim_adam_mini.h), GaLore (optim_galore.h) or RSO (optim_rso.h). The first four combine with every
 // PRAC mode; RSO brings its own activation compression (PracOptions::rso_rank). All of them list their state as
-// named fp32 tensors, which checkpoints store and the planner counts.
+// named tensors (fp32, or 8-bit AdamW's bytes), which checkpoints store and the planner counts.
 #pragma once
 #include <memory>
 #include <string>
@@ -21,6 +21,7 @@
 struct OptimizerChoice {
     std::string kind = "adamw";  // adamw | muon | adam-mini | galore | rso
     int zero_ranks = 1;          // > 1: AdamW's state and master weights sharded over this many ranks (ZeRO-1)
+    AdamStates adam_states = AdamStates::F32;  // AdamW's moments: fp32 or 8-bit block-wise (--optimizer-states)
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
     int galore_rank = 0;  // 0: GaLore's rank for this model size (galore_default_rank)
     int galore_gap = 200;
@@ -91,9 +92,17 @@ std::unique_ptr<Optimizer<Backend>> make_optimizer(Backend& be, const OptimizerC
                                                    const std::vector<ParamSpec>& specs, size_t n, size_t shard_begin,
                                                    size_t shard_end) {
     bool sharded = shard_begin != 0 || shard_end != n;
+    if (c.adam_states == AdamStates::Q8) {
+        if (c.kind != "adamw")
+            fail("--optimizer-states 8bit quantizes AdamW's moments; --optimizer %s keeps its own fp32 state\n"
+                 "---> HINT: use --optimizer adamw, or drop --optimizer-states", c.kind.c_str());
+        if (sharded)
+            fail("--optimizer-states 8bit does not combine with ZeRO-1 yet (its checkpoints hold whole-buffer "
+                 "block scales)\n---> HINT: drop --zero 1, or keep fp32 states");
+    }
     if (c.kind == "adamw")
-        return std::make_unique<OptimizerOf<Backend, AdamW<Backend>>>(be, shard_begin, shard_end, c.beta1, c.beta2,
-                                                                      c.eps, c.weight_decay);
+        return std::make_unique<OptimizerOf<Backend, AdamW<Backend>>>(be, specs, shard_begin, shard_end, c.beta1,
+                                                                      c.beta2, c.eps, c.weight_decay, c.adam_states);
     if (sharded) fail("--optimizer %s does not shard (ZeRO-1 is AdamW's): drop --zero 1", c.kind.c_str());
     // the Adam hyperparameters every options struct carries (the AdamW half of Muon, Adam-mini's, RSO's inner Adam)
     auto with_adam = [&c](auto o) {
@@ -139,7 +148,9 @@ inline size_t optimizer_state_bytes(const OptimizerChoice& c, const ModelConfig&
     int galore_rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
     if (c.kind == "galore") return GaLore<CpuBackend>::state_bytes(specs, cfg, galore_rank);
     if (c.kind == "rso") return Rso<CpuBackend>::state_bytes(specs, cfg, rso_rank_of(c, cfg));
-    return 2 * n * sizeof(float);
+    size_t nblocks = 0;
+    if (c.adam_states == AdamStates::Q8) adamw8_segments(specs, 0, n, &nblocks);
+    return AdamW<CpuBackend>::state_bytes(c.adam_states, n, nblocks);
 }
 
 // The CUDA backend's shared scratch that the optimizer's ops grow (kernels/optim_cuda.cu), bytes: GaLore's refresh

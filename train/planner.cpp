@@ -87,7 +87,9 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     p.categories.push_back({"gradients", format("gradients (%s)", dtype_name(PB::grad_dtype)),
                             n * dtype_size(PB::grad_dtype)});
     p.categories.push_back({"master_weights", "master weights (f32)", PB::master_weights ? shard * 4 : 0});
-    p.categories.push_back({"optimizer_state", format("optimizer state (%s, f32)", optim.kind.c_str()),
+    const bool q8 = optim.adam_states == AdamStates::Q8;
+    p.categories.push_back({"optimizer_state", format("optimizer state (%s, %s)", optim.kind.c_str(),
+                                                      q8 ? "8-bit, block-wise" : "f32"),
                             optimizer_state_bytes(optim, cfg, model.param_specs, shard)});
     const std::pair<MemCategory, const char*> act_rows[] = {
         {MemCategory::INPUTS, "inputs"},           {MemCategory::SAVED_EXACT, "saved_exact"},

@@ -1,6 +1,7 @@
 // Saving and restoring a whole training run (train/checkpoint.h does the atomic directories): weights in Hugging
-// Face layout, AdamW moments (and master weights), the optimizer step, PRAC bases and refresh counters, the data
-// loader's position, and the settings a bit-exact continuation depends on, which a resume checks.
+// Face layout, the optimizer's state (AdamW's moments, fp32 or 8-bit codes and scales, and master weights), its
+// step, PRAC bases and refresh counters, the data loader's position, and the settings a bit-exact continuation
+// depends on, which a resume checks.
 #pragma once
 #include <string>
 #include <vector>
@@ -30,7 +31,8 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
                              o.galore_scale, o.muon_momentum) +
                               (o.optimizer == "rso" ? format(" rso %d/%d/%g/%s", o.rso_rank, o.rso_gap, o.rso_prox,
                                                              o.rso_activations.c_str())
-                                                    : "")},
+                                                    : "") +
+                              (o.optimizer_states != "fp32" ? " states " + o.optimizer_states : "")},
         {"seed", std::to_string(o.seed)},
         {"shuffle", o.shuffle ? "1" : "0"},
         {"prac", format("%s lin %s%s nonlin %s%s t1 %d t2 %d k %g classes %s", o.prac.c_str(), o.prac_linear.c_str(),
@@ -47,6 +49,7 @@ struct RunState {
     int64_t step = 0;  // completed optimizer steps
     int adam_t = 0;                                                 // the optimizer's completed steps
     std::vector<std::pair<std::string, std::vector<float>>> optim;  // its state tensors, whole (gathered)
+    std::vector<std::pair<std::string, std::vector<uint8_t>>> optim_u8;  // its byte tensors (8-bit AdamW)
     std::vector<SafeTensorWrite> prac;  // names already carry their rank prefix
     PracStateBuffers prac_buffers;
     DataLoaderState data;
@@ -74,6 +77,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);
     for (const auto& [name, data] : rs.optim) st.add_f32(name, data.data(), {(int64_t)data.size()});
+    for (const auto& [name, data] : rs.optim_u8) st.add_u8(name, data.data(), {(int64_t)data.size()});
     for (const SafeTensorWrite& t : rs.prac) {
         if (t.dtype == "F32") st.add_f32(t.name, (const float*)t.data, t.shape);
         else st.add_i64(t.name, (const int64_t*)t.data, t.shape);

@@ -147,7 +147,7 @@ struct Trainer {
         setup_optimizer();
         if (!opts.ckpt_dir.empty() && rank == 0) {
             size_t opt_bytes = 0;
-            for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.numel * sizeof(float);
+            for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.nbytes();
             check_free_space(opts.ckpt_dir, 4.0 * model.num_parameters + opt_bytes + (1 << 20),
                              "--ckpt-dir (one checkpoint: weights and optimizer state)");
         }
@@ -333,6 +333,12 @@ struct Trainer {
         rs.train_shards = train_shards;
         // optimizer state, whole: ZeRO-1 shards (AdamW's tensors of shard_hi - shard_lo elements) are gathered
         for (const OptimizerStateTensor& t : opt->state()) {
+            if (t.u8) {  // 8-bit AdamW's codes (make_optimizer refuses to shard them)
+                std::vector<uint8_t> bytes(t.numel);
+                be.download(bytes.data(), t.u8, t.numel);
+                rs.optim_u8.push_back({t.name, std::move(bytes)});
+                continue;
+            }
             std::vector<float> full;
             if (grads.sharded) {
                 full.assign(n, 0.0f);
@@ -514,7 +520,7 @@ struct Trainer {
         init_master_weights(be, *opt, model.params_memory, n);
         opt->bind_sites(model.sites);
         size_t opt_bytes = 0;
-        for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.numel * sizeof(float);
+        for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.nbytes();
         std::printf("memory: parameters %.1f MiB | gradients %.1f MiB | optimizer %.1f MiB | activations %.1f MiB | "
                     "live %.1f MiB\n", n * sizeof(typename Backend::act_t) / 1048576.0,
                     n * sizeof(typename Backend::grad_t) / 1048576.0, opt_bytes / 1048576.0,
@@ -540,6 +546,12 @@ struct Trainer {
         check_compatible(st, "run.prac_shared", (int64_t)opts.prac_shared);
         model.load_weights(path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
+            if (t.u8) {  // 8-bit AdamW's codes (never sharded)
+                std::vector<uint8_t> bytes(t.numel);
+                st.get_u8(t.name, bytes.data(), bytes.size());
+                be.upload(t.u8, bytes.data(), t.numel);
+                continue;
+            }
             std::vector<float> full(grads.sharded ? n : t.numel);
             st.get_f32(t.name, full.data(), full.size());
             be.upload(t.data, full.data() + (grads.sharded ? grads.shard_lo : 0), t.numel * sizeof(float));
