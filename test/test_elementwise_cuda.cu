@@ -311,14 +311,14 @@ static void test_flat(size_t n, size_t offset) {
 
 // ---------------------------------------------------------------------------------------------------------------
 // exact (erf) GeLU against its twins, element by element: |gpu - cpu| <= rtol |cpu| + atol s with s = 1 + |x|
-// (forward) or |dout| (1 + |x|) (backward). rtol: the output's one rounding to T (bf16 2^-9, so 2^-8; fp32 a few
-// ulp); atol: the absolute error of erff / expf (CUDA 2 ulp, glibc 1) where 1 + erf cancels (x << 0) and where
-// the derivative crosses zero (x ~ -0.75). The tanh GeLU's twin on the same inputs must miss that tolerance, so the
+// (forward) or |dout| (1 + |x|) (backward). rtol: the output's one rounding to T (bf16: twice its unit roundoff
+// 2^-8, which the emulation reaches to within 3%; fp32: a few ulp); atol: the absolute error of erff / expf (CUDA
+// 2 ulp, glibc 1) where 1 + erf cancels (x << 0) and where the derivative crosses zero (x ~ -0.75). The tanh GeLU's twin on the same inputs must miss that tolerance, so the
 // check tells the two GeLUs apart (in bf16 too, where test_flat's whole-tensor relative error could not).
 // ---------------------------------------------------------------------------------------------------------------
 template <typename T>
 static void test_gelu_erf(size_t n, size_t offset) {
-    const double rtol = std::is_same<T, float>::value ? 1e-6 : 1.0 / 256, atol = 5e-7;
+    const double rtol = std::is_same<T, float>::value ? 1e-6 : 1.0 / 128, atol = 5e-7;
     std::printf("gelu_erf %s n=%zu offset=%zu\n", tname<T>(), n, offset);
     std::vector<float> x = quantize<T>(randn(n, 2.0f)), dy = quantize<T>(randn(n, 2.0f));
     DevPad<T> dx(n, offset), ddy(n, offset), dout(n, offset);
