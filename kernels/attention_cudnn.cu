@@ -150,7 +150,7 @@ std::shared_ptr<fe::graph::Graph> define_graph(const GraphKey& k) {
 
 // Defines and builds the graph of `k`: validate, operation graph, heuristics A + fallback, check_support, the
 // first plan that builds, workspace size. Failures (and exceptions from the frontend) decline the key.
-GraphEntry build_graph(cudnnHandle_t handle, const GraphKey& k) {
+GraphEntry build_graph(cudnnHandle_t handle, const GraphKey& k, cudaStream_t stream) {
     GraphEntry e;
     auto step = [&](fe::error_t st, const char* what) {
         if (st.is_good()) return true;
@@ -173,10 +173,12 @@ GraphEntry build_graph(cudnnHandle_t handle, const GraphKey& k) {
         }
         e.graph = std::move(g);
         e.workspace = ws;
-        if (k.padded) {  // once per shape, before any execute: a plain synchronous upload
+        if (k.padded) {  // once per shape, before any execute; waited for, so any later stream sees it
             std::vector<int32_t> all_T((size_t)k.B, k.T);
             cudaCheck(cudaMalloc(&e.seq_len_q, all_T.size() * sizeof(int32_t)));
-            cudaCheck(cudaMemcpy(e.seq_len_q, all_T.data(), all_T.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+            cudaCheck(cudaMemcpyAsync(e.seq_len_q, all_T.data(), all_T.size() * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, stream));
+            cudaCheck(cudaStreamSynchronize(stream));
         }
     } catch (const std::exception& ex) {
         e.graph.reset();
@@ -254,7 +256,7 @@ GraphEntry* lookup(AttentionCudnn* c, const GraphKey& k, cudaStream_t stream, st
     if (it != c->cache.end()) {
         c->stats.cache_hits++;
     } else {
-        it = c->cache.emplace(k, build_graph(c->handle, k)).first;
+        it = c->cache.emplace(k, build_graph(c->handle, k, stream)).first;
         if (it->second.graph) c->stats.graphs_built++;
         else c->stats.graphs_declined++;
     }
