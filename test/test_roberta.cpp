@@ -394,6 +394,11 @@ TEST(RobertaBatch, ErrorsNameTheRowAndWhatIsWrong) {
 
 // ---- recompute and PRAC ----------------------------------------------------------------------------------------
 namespace {
+double rel_scale(const std::vector<float>& v) {
+    double m = 0;
+    for (float x : v) m = std::max(m, (double)std::fabs(x));
+    return m;
+}
 struct StepsRun {
     std::vector<float> losses, grads;
 };
@@ -492,6 +497,7 @@ TEST(RobertaPrac, SitesCoveringAllRowsReproduceTheExactGradient) {
     batch.input_ids = ids.data();
     batch.attention_mask = mask.data();
     batch.labels = labels.data();
+    std::vector<ParamSpec> specs;
     auto run = [&](const PracOptions& o) {
         CpuBackend be;
         Roberta<CpuBackend> m(be, cfg, o);
@@ -504,7 +510,19 @@ TEST(RobertaPrac, SitesCoveringAllRowsReproduceTheExactGradient) {
         std::vector<float> g = host_buffer<Roberta<CpuBackend>>(be, m.grads_memory, m.param_buffer_numel);
         g.push_back(loss);
         for (const auto& s : m.sites) EXPECT_EQ(s.compressed(), o.mode != PracMode::NONE) << s.name;
+        specs = m.param_specs;
         return g;
+    };
+    // the largest error of any one tensor, relative to that tensor's scale (the lower layers' gradients are
+    // smaller than the head's: a global scale would hide them)
+    auto worst = [&](const std::vector<float>& a, const std::vector<float>& b) {
+        double w = std::fabs(a.back() - b.back()) / std::fabs(b.back());  // the loss
+        for (const ParamSpec& s : specs) {
+            std::vector<float> x(a.begin() + s.offset, a.begin() + s.offset + s.numel);
+            std::vector<float> y(b.begin() + s.offset, b.begin() + s.offset + s.numel);
+            w = std::max(w, rel_err(x, y, 1e-3 * rel_scale(b)));
+        }
+        return w;
     };
     PracOptions none, pac;
     pac.mode = PracMode::PAC;
@@ -512,7 +530,8 @@ TEST(RobertaPrac, SitesCoveringAllRowsReproduceTheExactGradient) {
     pac.linear_r1_abs = pac.nonlinear_r1_abs = 8;  // >= N = 6
     pac.linear_r2_abs = pac.nonlinear_r2_abs = 0;
     std::vector<float> exact = run(none), covered = run(pac);
-    EXPECT_LT(rel_err(covered, exact), 1e-4);
+    EXPECT_LT(worst(covered, exact), 1e-3);
+    std::printf("[ info     ] rank-covered PAC vs exact: worst per-tensor relative error %.2e\n", worst(covered, exact));
     PracOptions low;
     low.mode = PracMode::PRAC;
     low.t1 = low.t2 = 1;
