@@ -566,3 +566,26 @@ TEST(RobertaPlanner, PlannedBytesEqualCpuAllocations) {
             EXPECT_EQ(p.bytes("weights"), model.param_buffer_numel * 4);
         }
 }
+
+// The fine-tuning setting of the paper's Table 5 (roberta-base, batch 16, length 128 here, CUDA bf16), by hand: PRAC
+// on the linear sites with r1 = r2 = 2 stores (N, 4) per linear site instead of (N, C), (N, C), (N, F), and adds the
+// bases (C, 4), (C, 4), (F, 4) per layer; the nonlinear sites are untouched. Each tensor is 256-byte aligned.
+TEST(RobertaPlanner, LinearSiteBytesByHand) {
+    ModelConfig cfg = model_config_load(Arch::ROBERTA, "roberta-base");
+    const size_t B = 16, T = 128, N = B * T, L = 12, C = 768, F = 3072, bf = 2;
+    auto al = [](size_t bytes) { return align_up(bytes, TENSOR_ALIGN); };
+    PracOptions none, lin;
+    lin.mode = PracMode::PRAC;
+    lin.nonlinear = false;
+    lin.linear_r1_abs = lin.linear_r2_abs = 2;
+    MemoryPlan p0 = plan_memory(cfg, none, B, T, PlanTarget::CUDA_BF16);
+    MemoryPlan p1 = plan_memory(cfg, lin, B, T, PlanTarget::CUDA_BF16);
+    EXPECT_EQ(p0.bytes("saved_linear"), 2 * al(L * N * C * bf) + al(L * N * F * bf));
+    EXPECT_EQ(p0.bytes("saved_nonlinear"), 2 * al(L * N * C * bf) + al(L * N * F * bf));
+    EXPECT_EQ(p1.bytes("saved_linear"), 3 * al(L * N * 4 * bf));
+    EXPECT_EQ(p1.bytes("saved_nonlinear"), p0.bytes("saved_nonlinear"));
+    EXPECT_EQ(p1.bytes("prac_bases"), 2 * al(L * C * 4 * bf) + al(L * F * 4 * bf));
+    // RobertaModel(roberta-base) has 124,645,632 parameters with its pooler (768² + 768), which the classification
+    // model drops for the head: dense (768² + 768) and out_proj (2 x 768 + 2)
+    EXPECT_EQ(p0.num_parameters, 124645632u - (768u * 768 + 768) + (768u * 768 + 768) + (2 * 768 + 2));
+}
