@@ -589,3 +589,64 @@ TEST(RobertaPlanner, LinearSiteBytesByHand) {
     // model drops for the head: dense (768² + 768) and out_proj (2 x 768 + 2)
     EXPECT_EQ(p0.num_parameters, 124645632u - (768u * 768 + 768) + (768u * 768 + 768) + (2 * 768 + 2));
 }
+
+// Data parallelism's per-layer hook (train/grad_sync.h): backward reports layers L-1 .. 0, then -1; each reported
+// range of layer_param_ranges (the head, token types and embedding norm in the last one) is final when reported
+// (bitwise its value at the end of backward), layer 0's does not change before its report, and the ranges cover
+// every parameter once.
+TEST(RobertaLayerGradHook, ReportsEachLayerWhenFinal) {
+    SingleThreaded one;
+    for (PracMode mode : {PracMode::NONE, PracMode::PRAC}) {
+        ModelConfig cfg = model_config_load(Arch::ROBERTA, "roberta-tiny");
+        PracOptions prac;
+        prac.mode = mode;
+        prac.linear_r1_abs = prac.linear_r2_abs = 2;
+        CpuBackend be;
+        Roberta<CpuBackend> m(be, cfg, prac);
+        m.init_weights(3);
+        const int B = 2, T = 8, L = cfg.num_layers;
+        m.allocate_activations(B, T);
+        std::vector<int32_t> ids = {0, 11, 12, 13, 14, 15, 16, 2, 0, 21, 22, 2, 1, 1, 1, 1};
+        std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+        std::vector<float> labels = {1, 0};
+        EncoderBatch batch;
+        batch.input_ids = ids.data();
+        batch.attention_mask = mask.data();
+        batch.labels = labels.data();
+        std::vector<std::vector<ElemRange>> ranges = layer_param_ranges(m.param_specs, L);
+        size_t covered = 0;
+        for (const auto& rs : ranges)
+            for (const ElemRange& r : rs) covered += r.numel;
+        EXPECT_EQ(covered, m.num_parameters);
+        auto gather = [&](int k) {
+            std::vector<float> v;
+            for (const ElemRange& r : ranges[k])
+                v.insert(v.end(), m.grads_memory + r.offset, m.grads_memory + r.offset + r.numel);
+            return v;
+        };
+        std::vector<std::vector<float>> at_hook(L + 1);
+        std::vector<int> order;
+        bool lower_touched = false;
+        m.zero_grad();
+        m.sched.begin_step(prac, 0);
+        std::vector<float> before_lower;  // layer 0 after micro-batch 0: unchanged until its report
+        for (int micro = 0; micro < 2; micro++) {
+            m.forward(batch, 0.25f);
+            if (micro == 1) {
+                before_lower = gather(0);
+                m.on_layer_grads = [&](int l) {
+                    order.push_back(l);
+                    at_hook[l < 0 ? L : l] = gather(l < 0 ? L : l);
+                    if (l > 0 && gather(0) != before_lower) lower_touched = true;
+                };
+            }
+            m.backward();
+            m.on_layer_grads = nullptr;
+        }
+        std::vector<int> want;
+        for (int l = L - 1; l >= -1; l--) want.push_back(l);
+        EXPECT_EQ(order, want);
+        EXPECT_FALSE(lower_touched);
+        for (int k = 0; k <= L; k++) EXPECT_EQ(at_hook[k], gather(k)) << "range " << k << " changed after its report";
+    }
+}
