@@ -23,6 +23,7 @@
 #include "test/test_files.h"
 #include "test/test_util.h"
 #include "train/optim_adamw.h"
+#include "train/optimizers.h"  // OptimizerChoice
 #include "train/planner.h"
 
 namespace {
@@ -565,6 +566,14 @@ TEST(RobertaPlanner, PlannedBytesEqualCpuAllocations) {
             EXPECT_EQ(p.num_parameters, model.num_parameters);
             EXPECT_EQ(p.bytes("weights"), model.param_buffer_numel * 4);
         }
+    // every optimizer has a rule for every RoBERTa parameter (RSO's sites are the linear-layer inputs by role)
+    for (const char* kind : {"adamw", "adam-mini", "muon", "galore", "rso"}) {
+        OptimizerChoice o;
+        o.kind = kind;
+        PracOptions none;
+        none.rso_rank = rso_rank_of(o, cfg);
+        EXPECT_GT(plan_memory(cfg, none, 2, 16, PlanTarget::CPU_FP32, &o).bytes("optimizer_state"), 0u) << kind;
+    }
 }
 
 // The fine-tuning setting of the paper's Table 5 (roberta-base, batch 16, length 128 here, CUDA bf16), by hand: PRAC
