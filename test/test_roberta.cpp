@@ -212,6 +212,11 @@ TEST_F(RobertaFiles, SavedModelLoadsBackToTheSameLogits) {
     std::sort(ours.begin(), ours.end());
     std::sort(theirs.begin(), theirs.end());
     EXPECT_EQ(ours, theirs);
+    // ... with transformers' shapes (vectors 1-D; the one-row token-type table and one-label out_proj 2-D)
+    SafeTensorsFile saved = safetensors_open(file("out/model.safetensors"));
+    SafeTensorsFile orig = safetensors_open(fixture("roberta_tiny_reg", "model.safetensors"));
+    for (const std::string& n : theirs)
+        if (saved.find(n)) EXPECT_EQ(saved.shape(n), orig.shape(n)) << n;
 }
 
 namespace {
