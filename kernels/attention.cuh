@@ -3,7 +3,9 @@
 //   attention_forward_cuda   <-> attention_forward_cpu    out (B, T, C), lse (B, NH, T) fp32 from qkv (B, T, 3C)
 //   attention_backward_cuda  <-> attention_backward_cpu   dqkv (B, T, 3C), overwritten
 // qkv rows are [q | k | v] (NH heads of HS = C / NH), read through those strides (no permute); scores scaled by
-// 1/sqrt(HS), `causal` masks key j > query t, lse in natural log as on the CPU. floatX storage, fp32 math.
+// 1/sqrt(HS), `causal` masks key j > query t, kv_len (B, device int32, null = no padding) masks keys
+// j >= kv_len[b] from every query of row b (right padding; the twins' semantics, kernels/attention.h), lse in
+// natural log as on the CPU. floatX storage, fp32 math.
 // Three implementations behind AttentionImpl (Simt, Mma, Cudnn; Auto picks one; PRAC_ATTENTION forces one): what
 // each supports, how Auto chooses, determinism: docs/DESIGN.md section 6.2. Files: kernels/attention_cuda.cu (the
 // dispatch), attention_simt.cu, attention_mma.cu, attention_cudnn.cu; test oracle test/attention_naive_cuda.cuh.
@@ -34,7 +36,7 @@ AttentionImpl attention_impl_from_env();
 // out (B, T, C) floatX, lse (B, NH, T) fp32 = attention of qkv (B, T, 3C).            twin of attention_forward_cpu
 // cudnn: the context Cudnn / Auto use (null: Auto never picks Cudnn, forcing Cudnn is a UserError).
 void attention_forward_cuda(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, bool causal,
-                            cudaStream_t stream, AttentionImpl impl = AttentionImpl::Auto,
+                            const int* kv_len, cudaStream_t stream, AttentionImpl impl = AttentionImpl::Auto,
                             AttentionCudnn* cudnn = nullptr);
 
 // fp32 scratch the backward needs: D = rowsum(dO * O), (B, NH, T). No dQ accumulator: dQ is computed in
@@ -46,6 +48,6 @@ size_t attention_backward_scratch_floats(int B, int T, int C, int NH);
 // hand-written kernels' D; unused when cuDNN runs, which takes its workspace from the context's provider).
 //                                                                                     twin of attention_backward_cpu
 void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
-                             const float* lse, int B, int T, int C, int NH, bool causal, float* scratch,
-                             cudaStream_t stream, AttentionImpl impl = AttentionImpl::Auto,
+                             const float* lse, int B, int T, int C, int NH, bool causal, const int* kv_len,
+                             float* scratch, cudaStream_t stream, AttentionImpl impl = AttentionImpl::Auto,
                              AttentionCudnn* cudnn = nullptr);

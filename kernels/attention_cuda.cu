@@ -43,8 +43,8 @@ bool resolve_mma(AttentionImpl impl, std::initializer_list<const void*> ptrs) {
 }
 
 template <typename X>
-void forward_impl(X* out, float* lse, const X* qkv, int B, int T, int C, int NH, bool causal, cudaStream_t stream,
-                  AttentionImpl impl) {
+void forward_impl(X* out, float* lse, const X* qkv, int B, int T, int C, int NH, bool causal, const int* kv_len,
+                  cudaStream_t stream, AttentionImpl impl) {
     attention_cuda_check_shape("attention_forward_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     const int HS = C / NH;
@@ -52,16 +52,16 @@ void forward_impl(X* out, float* lse, const X* qkv, int B, int T, int C, int NH,
     const bool mma = resolve_mma<X>(impl, {out, qkv});  // lse: scalar stores, any float alignment
     if constexpr (std::is_same<X, bf16>::value) {
         if (mma) {
-            launch_forward_mma(out, lse, qkv, B, T, NH, HS, causal, scale, stream);
+            launch_forward_mma(out, lse, qkv, B, T, NH, HS, causal, kv_len, scale, stream);
             return;
         }
     }
-    launch_forward_simt(out, lse, qkv, B, T, NH, HS, causal, scale, stream);
+    launch_forward_simt(out, lse, qkv, B, T, NH, HS, causal, kv_len, scale, stream);
 }
 
 template <typename X>
 void backward_impl(X* dqkv, const X* dout, const X* qkv, const X* out, const float* lse, int B, int T, int C,
-                   int NH, bool causal, float* scratch, cudaStream_t stream, AttentionImpl impl) {
+                   int NH, bool causal, const int* kv_len, float* scratch, cudaStream_t stream, AttentionImpl impl) {
     attention_cuda_check_shape("attention_backward_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     const int HS = C / NH;
@@ -71,11 +71,11 @@ void backward_impl(X* dqkv, const X* dout, const X* qkv, const X* out, const flo
     const bool mma = resolve_mma<X>(impl, {dqkv, dout, qkv, out});
     if constexpr (std::is_same<X, bf16>::value) {
         if (mma) {
-            launch_backward_mma(dqkv, dout, qkv, lse, D, B, T, NH, HS, causal, scale, stream);
+            launch_backward_mma(dqkv, dout, qkv, lse, D, B, T, NH, HS, causal, kv_len, scale, stream);
             return;
         }
     }
-    launch_backward_simt(dqkv, dout, qkv, lse, D, B, T, NH, HS, causal, scale, stream);
+    launch_backward_simt(dqkv, dout, qkv, lse, D, B, T, NH, HS, causal, kv_len, scale, stream);
 }
 
 }  // namespace attention_detail
@@ -146,13 +146,14 @@ static bool want_cudnn(AttentionImpl impl, const AttentionCudnn* cudnn, int HS,
 }
 
 void attention_forward_cuda(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH, bool causal,
-                            cudaStream_t stream, AttentionImpl impl, AttentionCudnn* cudnn) {
+                            const int* kv_len, cudaStream_t stream, AttentionImpl impl, AttentionCudnn* cudnn) {
     attention_cuda_check_shape("attention_forward_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
-    if (want_cudnn(impl, cudnn, C / NH, {out, lse, qkv}) &&
-        attention_cudnn_forward(cudnn, out, lse, qkv, B, T, C, NH, causal, stream, impl == AttentionImpl::Auto))
+    if (want_cudnn(impl, cudnn, C / NH, {out, lse, qkv, kv_len}) &&
+        attention_cudnn_forward(cudnn, out, lse, qkv, B, T, C, NH, causal, kv_len, stream,
+                                impl == AttentionImpl::Auto))
         return;
-    forward_impl<floatX>(out, lse, qkv, B, T, C, NH, causal, stream, impl);
+    forward_impl<floatX>(out, lse, qkv, B, T, C, NH, causal, kv_len, stream, impl);
 }
 
 size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
@@ -161,15 +162,15 @@ size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
 }
 
 void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
-                             const float* lse, int B, int T, int C, int NH, bool causal, float* scratch,
-                             cudaStream_t stream, AttentionImpl impl, AttentionCudnn* cudnn) {
+                             const float* lse, int B, int T, int C, int NH, bool causal, const int* kv_len,
+                             float* scratch, cudaStream_t stream, AttentionImpl impl, AttentionCudnn* cudnn) {
     attention_cuda_check_shape("attention_backward_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
-    if (want_cudnn(impl, cudnn, C / NH, {dqkv, dout, qkv, out, lse}) &&
-        attention_cudnn_backward(cudnn, dqkv, dout, qkv, out, lse, B, T, C, NH, causal, stream,
+    if (want_cudnn(impl, cudnn, C / NH, {dqkv, dout, qkv, out, lse, kv_len}) &&
+        attention_cudnn_backward(cudnn, dqkv, dout, qkv, out, lse, B, T, C, NH, causal, kv_len, stream,
                                  impl == AttentionImpl::Auto))
         return;
-    backward_impl<floatX>(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, scratch, stream, impl);
+    backward_impl<floatX>(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, kv_len, scratch, stream, impl);
 }
 
 #if !PRAC_ATTENTION_CUDNN
@@ -185,17 +186,17 @@ std::string attention_cudnn_describe() {
     return std::is_same<floatX, float>::value ? "not in the fp32 build"
                                               : "not compiled in (cmake found no cudnn-frontend, or no NVRTC)";
 }
-bool attention_cudnn_prepare(AttentionCudnn*, int, int, int, int, bool, bool, cudaStream_t, size_t*,
+bool attention_cudnn_prepare(AttentionCudnn*, int, int, int, int, bool, bool, bool, cudaStream_t, size_t*,
                              std::string* why) {
     if (why) *why = attention_cudnn_describe();
     return false;
 }
-bool attention_cudnn_forward(AttentionCudnn*, floatX*, float*, const floatX*, int, int, int, int, bool, cudaStream_t,
-                             bool) {
+bool attention_cudnn_forward(AttentionCudnn*, floatX*, float*, const floatX*, int, int, int, int, bool, const int*,
+                             cudaStream_t, bool) {
     fail("cuDNN attention is %s", attention_cudnn_describe().c_str());
 }
 bool attention_cudnn_backward(AttentionCudnn*, floatX*, const floatX*, const floatX*, const floatX*, const float*, int,
-                              int, int, int, bool, cudaStream_t, bool) {
+                              int, int, int, bool, const int*, cudaStream_t, bool) {
     fail("cuDNN attention is %s", attention_cudnn_describe().c_str());
 }
 #endif

@@ -2,7 +2,7 @@
 // context's life cycle and the LSE convention: kernels/attention_cudnn.cuh). This is the ONLY translation unit that
 // includes the frontend's headers (they are heavy): everything else sees the opaque AttentionCudnn. Compiled (by
 // CMake) only in the bf16 build when cudnn-frontend was found; the #if below keeps it empty otherwise, and
-// kernels/attention_cuda.cu then defines the stubs. One graph per (B, T, NH, HS, dtype, fwd/bwd, causal,
+// kernels/attention_cuda.cu then defines the stubs. One graph per (B, T, NH, HS, dtype, fwd/bwd, causal, padded,
 // deterministic), built on first use and cached (a declined key too); workspace from the context's provider.
 // The graphs' tensors and strides, the plan choice, the workspace's size and determinism: docs/DESIGN.md section 6.3.
 #include "kernels/attention_cudnn.cuh"
@@ -24,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/cuda_check.h"
 #include "common/error.h"
 
 namespace fe = cudnn_frontend;
@@ -31,15 +32,15 @@ namespace fe = cudnn_frontend;
 namespace {
 
 // tensor uids of the variant packs
-enum : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
+enum : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV, kSeqLenQ, kSeqLenKV };
 
 struct GraphKey {
     int B, T, NH, HS;
     int dtype;  // bytes per element of floatX (2: bf16)
-    bool backward, causal, deterministic;
+    bool backward, causal, padded, deterministic;  // padded: the key-padding mask (a kv_len is given)
     bool operator<(const GraphKey& o) const {
-        return std::tie(B, T, NH, HS, dtype, backward, causal, deterministic) <
-               std::tie(o.B, o.T, o.NH, o.HS, o.dtype, o.backward, o.causal, o.deterministic);
+        return std::tie(B, T, NH, HS, dtype, backward, causal, padded, deterministic) <
+               std::tie(o.B, o.T, o.NH, o.HS, o.dtype, o.backward, o.causal, o.padded, o.deterministic);
     }
 };
 
@@ -48,11 +49,14 @@ struct GraphEntry {
     int64_t workspace = 0;
     std::string why;       // why it was declined
     bool noticed = false;  // the fallback notice was printed
+    // padded graphs: seq_len_q (B) device int32, every entry T (cuDNN's padding mask also masks query rows
+    // >= seq_len_q; ours masks keys only), filled once when the graph is built, freed with the context
+    int32_t* seq_len_q = nullptr;
 };
 
 std::string key_text(const GraphKey& k) {
-    return format("attention %s B=%d T=%d NH=%d HS=%d%s", k.backward ? "backward" : "forward", k.B, k.T, k.NH, k.HS,
-                  k.causal ? " causal" : "");
+    return format("attention %s B=%d T=%d NH=%d HS=%d%s%s", k.backward ? "backward" : "forward", k.B, k.T, k.NH,
+                  k.HS, k.causal ? " causal" : "", k.padded ? " padded" : "");
 }
 
 // one line: the frontend's messages may span several
@@ -83,6 +87,7 @@ std::vector<int64_t> btc_strides(const GraphKey& k) {  // (B, T, C) tensors: O, 
 }
 std::vector<int64_t> lse_dims(const GraphKey& k) { return {k.B, k.NH, k.T, 1}; }
 std::vector<int64_t> lse_strides(const GraphKey& k) { return {(int64_t)k.NH * k.T, k.T, 1, 1}; }
+std::vector<int64_t> seq_len_dims(const GraphKey& k) { return {k.B, 1, 1, 1}; }  // seq_len_q, seq_len_kv (B) int32
 
 std::shared_ptr<fe::graph::Tensor_attributes> add_tensor(fe::graph::Graph& g, const char* name, int64_t uid,
                                                          std::vector<int64_t> dims, std::vector<int64_t> strides,
@@ -109,10 +114,18 @@ std::shared_ptr<fe::graph::Graph> define_graph(const GraphKey& k) {
     auto Q = add_tensor(*g, "Q", kQ, bhsd_dims(k), qkv_strides(k), io);
     auto K = add_tensor(*g, "K", kK, bhsd_dims(k), qkv_strides(k), io);
     auto V = add_tensor(*g, "V", kV, bhsd_dims(k), qkv_strides(k), io);
+    // key padding: cuDNN hides score (i, j) unless i < seq_len_q[b] and j < seq_len_kv[b]; seq_len_q = T keeps
+    // every query row (ours attend to the real keys too), seq_len_kv = kv_len
+    std::shared_ptr<fe::graph::Tensor_attributes> seq_q, seq_kv;
+    if (k.padded) {
+        seq_q = add_tensor(*g, "seq_len_q", kSeqLenQ, seq_len_dims(k), {1, 1, 1, 1}, fe::DataType_t::INT32);
+        seq_kv = add_tensor(*g, "seq_len_kv", kSeqLenKV, seq_len_dims(k), {1, 1, 1, 1}, fe::DataType_t::INT32);
+    }
     if (!k.backward) {
         auto opts = fe::graph::SDPA_attributes().set_name("sdpa_forward").set_generate_stats(true).set_attn_scale(scale);
         if (k.causal)
             opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+        if (k.padded) opts.set_padding_mask(true).set_seq_len_q(seq_q).set_seq_len_kv(seq_kv);
         auto outs = g->sdpa(Q, K, V, std::move(opts));
         set_output(outs[0], kO, bhsd_dims(k), btc_strides(k), io);
         set_output(outs[1], kStats, lse_dims(k), lse_strides(k), f32);
@@ -126,6 +139,7 @@ std::shared_ptr<fe::graph::Graph> define_graph(const GraphKey& k) {
                         .set_deterministic_algorithm(k.deterministic);
         if (k.causal)
             opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+        if (k.padded) opts.set_padding_mask(true).set_seq_len_q(seq_q).set_seq_len_kv(seq_kv);
         auto grads = g->sdpa_backward(Q, K, V, O, dO, Stats, std::move(opts));
         set_output(grads[0], kDQ, bhsd_dims(k), qkv_strides(k), io);
         set_output(grads[1], kDK, bhsd_dims(k), qkv_strides(k), io);
@@ -159,6 +173,11 @@ GraphEntry build_graph(cudnnHandle_t handle, const GraphKey& k) {
         }
         e.graph = std::move(g);
         e.workspace = ws;
+        if (k.padded) {  // once per shape, before any execute: a plain synchronous upload
+            std::vector<int32_t> all_T((size_t)k.B, k.T);
+            cudaCheck(cudaMalloc(&e.seq_len_q, all_T.size() * sizeof(int32_t)));
+            cudaCheck(cudaMemcpy(e.seq_len_q, all_T.data(), all_T.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+        }
     } catch (const std::exception& ex) {
         e.graph.reset();
         e.why = format("cudnn-frontend threw: %s", one_line(ex.what()).c_str());
@@ -220,12 +239,12 @@ bool ensure_handle(AttentionCudnn* c, cudaStream_t stream, std::string* why) {
     return true;
 }
 
-GraphKey make_key(const AttentionCudnn* c, int B, int T, int C, int NH, bool causal, bool backward) {
+GraphKey make_key(const AttentionCudnn* c, int B, int T, int C, int NH, bool causal, bool padded, bool backward) {
     CHECK_USER(c != nullptr, "cuDNN attention: no context (CudaBackend makes one; tests call attention_cudnn_create)");
     CHECK_USER(B > 0 && T > 0 && NH > 0 && C % NH == 0 && attention_cudnn_supports_head_size(C / NH),
                "cuDNN attention: unsupported shape B=%d T=%d C=%d NH=%d (head sizes: multiples of 8 up to 128)", B, T,
                C, NH);
-    return GraphKey{B, T, NH, C / NH, (int)sizeof(floatX), backward, causal, backward && c->deterministic};
+    return GraphKey{B, T, NH, C / NH, (int)sizeof(floatX), backward, causal, padded, backward && c->deterministic};
 }
 
 // The cache entry of `k`, built on first use. Null only when the handle could not be made (reason in *why).
@@ -298,6 +317,8 @@ AttentionCudnn* attention_cudnn_create(cudaStream_t stream, AttentionWorkspaceFn
 
 void attention_cudnn_destroy(AttentionCudnn* c) {
     if (!c) return;
+    for (auto& kv : c->cache)
+        if (kv.second.seq_len_q) cudaCheck(cudaFree(kv.second.seq_len_q));
     c->cache.clear();  // plans before the handle
     if (c->handle) cudnnDestroy(c->handle);
     delete c;
@@ -314,15 +335,15 @@ std::string attention_cudnn_describe() {
                   CUDNN_FRONTEND_MINOR_VERSION, CUDNN_FRONTEND_PATCH_VERSION);
 }
 
-bool attention_cudnn_prepare(AttentionCudnn* c, int B, int T, int C, int NH, bool causal, bool backward,
-                             cudaStream_t stream, size_t* workspace_bytes, std::string* why) {
+bool attention_cudnn_prepare(AttentionCudnn* c, int B, int T, int C, int NH, bool causal, bool padded,
+                             bool backward, cudaStream_t stream, size_t* workspace_bytes, std::string* why) {
     std::string reason;
     bool ok = false;
     if (!c) reason = "no context";
     else if (B <= 0 || T <= 0 || NH <= 0 || C % NH != 0) reason = "bad shape";
     else if (!attention_cudnn_supports_head_size(C / NH)) reason = format("head size %d", C / NH);
     else {
-        GraphEntry* e = lookup(c, make_key(c, B, T, C, NH, causal, backward), stream, &reason);
+        GraphEntry* e = lookup(c, make_key(c, B, T, C, NH, causal, padded, backward), stream, &reason);
         ok = e && e->graph;
         if (ok && workspace_bytes) *workspace_bytes = (size_t)e->workspace;
     }
@@ -330,21 +351,29 @@ bool attention_cudnn_prepare(AttentionCudnn* c, int B, int T, int C, int NH, boo
     return ok;
 }
 
+// the padding mask's two tensors, for a padded graph
+static void add_seq_lens(std::unordered_map<int64_t, void*>& pack, const GraphEntry* e, const int* kv_len) {
+    if (!kv_len) return;
+    pack[kSeqLenQ] = e->seq_len_q;
+    pack[kSeqLenKV] = const_cast<int*>(kv_len);
+}
+
 bool attention_cudnn_forward(AttentionCudnn* c, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
-                             int NH, bool causal, cudaStream_t stream, bool allow_fallback) {
-    const GraphKey k = make_key(c, B, T, C, NH, causal, false);
+                             int NH, bool causal, const int* kv_len, cudaStream_t stream, bool allow_fallback) {
+    const GraphKey k = make_key(c, B, T, C, NH, causal, kv_len != nullptr, false);
     GraphEntry* e = graph_for_run(c, k, stream, allow_fallback);
     if (!e) return false;
     floatX* q = const_cast<floatX*>(qkv);
     std::unordered_map<int64_t, void*> pack = {{kQ, q}, {kK, q + C}, {kV, q + 2 * C}, {kO, out}, {kStats, lse}};
+    add_seq_lens(pack, e, kv_len);
     execute(c, e, k, pack);
     return true;
 }
 
 bool attention_cudnn_backward(AttentionCudnn* c, floatX* dqkv, const floatX* dout, const floatX* qkv,
                               const floatX* out, const float* lse, int B, int T, int C, int NH, bool causal,
-                              cudaStream_t stream, bool allow_fallback) {
-    const GraphKey k = make_key(c, B, T, C, NH, causal, true);
+                              const int* kv_len, cudaStream_t stream, bool allow_fallback) {
+    const GraphKey k = make_key(c, B, T, C, NH, causal, kv_len != nullptr, true);
     GraphEntry* e = graph_for_run(c, k, stream, allow_fallback);
     if (!e) return false;
     floatX* q = const_cast<floatX*>(qkv);
@@ -352,6 +381,10 @@ bool attention_cudnn_backward(AttentionCudnn* c, floatX* dqkv, const floatX* dou
         {kQ, q},           {kK, q + C},          {kV, q + 2 * C},       {kO, const_cast<floatX*>(out)},
         {kDO, const_cast<floatX*>(dout)}, {kStats, const_cast<float*>(lse)}, {kDQ, dqkv}, {kDK, dqkv + C},
         {kDV, dqkv + 2 * C}};
+    add_seq_lens(pack, e, kv_len);
+    // cuDNN's documentation does not promise to write dK, dV of the padding keys (zero by the contract: the twin
+    // never adds to them), so with a padding mask dqkv is cleared first
+    if (kv_len) cudaCheck(cudaMemsetAsync(dqkv, 0, (size_t)B * T * 3 * C * sizeof(floatX), stream));
     execute(c, e, k, pack);
     return true;
 }

@@ -21,7 +21,7 @@
 #endif
 
 // cuDNN handle (bound to one stream) + the graphs built so far, one per (B, T, NH, HS, dtype, fwd/bwd, causal,
-// deterministic). One per CudaBackend. Opaque.
+// padded, deterministic). One per CudaBackend. Opaque.
 struct AttentionCudnn;
 
 // Device workspace provider: returns a pointer to at least `bytes` bytes valid in stream order until the next call
@@ -52,19 +52,22 @@ bool attention_cudnn_deterministic(const AttentionCudnn* ctx);
 std::string attention_cudnn_describe();
 
 // Builds (or finds) the graph of this shape without running it: true when cuDNN supports it, with its workspace
-// in *workspace_bytes; false with the reason in *why. Neither prints nor throws.
-bool attention_cudnn_prepare(AttentionCudnn* ctx, int B, int T, int C, int NH, bool causal, bool backward,
-                             cudaStream_t stream, size_t* workspace_bytes, std::string* why);
+// in *workspace_bytes; false with the reason in *why. Neither prints nor throws. padded: the graph with the
+// key-padding mask (the one a call with a kv_len runs).
+bool attention_cudnn_prepare(AttentionCudnn* ctx, int B, int T, int C, int NH, bool causal, bool padded,
+                             bool backward, cudaStream_t stream, size_t* workspace_bytes, std::string* why);
 
-// Run cuDNN's forward / backward on 16-byte aligned tensors (the dispatcher checks). When cuDNN declines the shape:
+// Run cuDNN's forward / backward on 16-byte aligned tensors (the dispatcher checks); kv_len (B) device int32 or
+// null, as attention_forward_cuda's (cuDNN's padding mask with seq_len_kv = kv_len and seq_len_q = T, so padded
+// query rows attend to the real keys as in the twin). When cuDNN declines the shape:
 // with allow_fallback, print a one-line notice (once per shape) and return false, so the caller runs the
 // hand-written kernel; without, throw a UserError with cuDNN's reason. A failed execute is a hard error (message
 // with cuDNN's reason on stderr, exit), like every other library error in this code base.
 bool attention_cudnn_forward(AttentionCudnn* ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
-                             int NH, bool causal, cudaStream_t stream, bool allow_fallback);
+                             int NH, bool causal, const int* kv_len, cudaStream_t stream, bool allow_fallback);
 bool attention_cudnn_backward(AttentionCudnn* ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                               const floatX* out, const float* lse, int B, int T, int C, int NH, bool causal,
-                              cudaStream_t stream, bool allow_fallback);
+                              const int* kv_len, cudaStream_t stream, bool allow_fallback);
 
 // The planner's estimate of the backward's workspace, cudnn_sdpa_workspace_estimate, is in kernels/cuda_sizes.h
 // (test_attention_cuda prints it beside the measured get_workspace_size of the planner's reference shapes).

@@ -25,6 +25,13 @@ using bf16 = __nv_bfloat16;
 // the same size keep the causal bookkeeping simple: a query tile's diagonal key tile starts at the same row.
 constexpr int kTile = 64;
 
+// The key-padding mask: keys [attention_kv_end, T) of batch row b are hidden from every query (kv_len (B), device,
+// null = none; values outside 1..T are clipped as the CPU twin's attention_key_end does). Key tiles that start at
+// or past it are skipped whole: a padded batch costs what its real keys cost.
+__device__ inline int attention_kv_end(const int* kv_len, int b, int T) {
+    return kv_len ? max(0, min(kv_len[b], T)) : T;
+}
+
 // Calls f(std::integral_constant<int, HS>) for the supported head sizes; the kernels unroll over HS.
 template <typename F>
 void dispatch_head_size(int HS, F&& f) {
@@ -54,18 +61,18 @@ void launch_backward_rowdot(float* D, const floatX* dout, const floatX* out, int
                             cudaStream_t stream);
 // out (B, T, C), lse (B, NH, T) <- qkv (B, T, 3C): attention_forward_simt_kernel.
 void launch_forward_simt(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS, bool causal,
-                         float scale, cudaStream_t stream);
+                         const int* kv_len, float scale, cudaStream_t stream);
 // dqkv <- dout, qkv, lse, D: attention_backward_dkdv_simt_kernel (dK, dV), then attention_backward_dq_simt_kernel (dQ).
 void launch_backward_simt(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* D, int B,
-                          int T, int NH, int HS, bool causal, float scale, cudaStream_t stream);
+                          int T, int NH, int HS, bool causal, const int* kv_len, float scale, cudaStream_t stream);
 
 // ---- Mma (kernels/attention_mma.cu): defined in the bf16 build only, where the dispatch calls them when every
 // tensor is 16-byte aligned; scale is 1/sqrt(HS), the launchers fold log2(e) into it for the kernels ----
 // out, lse <- qkv: attention_forward_mma_kernel.
 void launch_forward_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, bool causal,
-                        float scale, cudaStream_t stream);
+                        const int* kv_len, float scale, cudaStream_t stream);
 // dqkv <- dout, qkv, lse, D: attention_backward_dkdv_mma_kernel (dK, dV), then attention_backward_dq_mma_kernel (dQ).
 void launch_backward_mma(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* D, int B,
-                         int T, int NH, int HS, bool causal, float scale, cudaStream_t stream);
+                         int T, int NH, int HS, bool causal, const int* kv_len, float scale, cudaStream_t stream);
 
 }  // namespace attention_detail

@@ -116,13 +116,14 @@ template <int HS>
 constexpr size_t mma_forward_smem() { return 3 * (size_t)kTile * mma_ld<HS>() * sizeof(bf16); }  // Q, K, V
 
 // out, lse <- qkv.  grid (ceil(T/64), NH, B), block 128.  FlashAttention-2 forward: Q fragments stay in
-// registers; per 64-key tile a warp computes S (16 x 64) = Q K^T into 8 accumulator tiles, updates the
-// online softmax on them, turns them into bf16 A fragments in place and accumulates O (16 x HS) += P V.
+// registers; per 64-key tile before the key end (causal: the diagonal; padding: kv_len[b]) a warp computes
+// S (16 x 64) = Q K^T into 8 accumulator tiles, updates the online softmax on them, turns them into bf16 A
+// fragments in place and accumulates O (16 x HS) += P V.
 // The row sum l is kept per thread (16 of the 64 columns) and reduced over the 4 lanes of a row only at the end.
 template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_forward_mma_kernel(bf16* out, float* lse, const bf16* qkv, int T, int NH, bool causal,
-                                 float scale_log2) {
+                                 const int* kv_len, float scale_log2) {
     constexpr int LD = mma_ld<HS>(), KS = HS / 16, ND = HS / 8;
     constexpr float kLn2 = 0.6931471805599453f;  // lse back to natural log
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -136,6 +137,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     const bf16* base = qkv + (size_t)b * T * rs + (size_t)h * HS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int row0 = q0 + warp * 16 + g, row1 = row0 + 8;  // the two query rows this thread's accumulators hold
+    const int kvl = attention_kv_end(kv_len, b, T);         // keys [kvl, T) are padding
 
     mma_load_tile<HS, kMmaThreads>(Qs, base + (size_t)q0 * rs, rs, min(kTile, T - q0));
     __syncthreads();
@@ -148,10 +150,10 @@ __global__ void __launch_bounds__(kMmaThreads)
     for (int nd = 0; nd < ND; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 
-    const int kend = causal ? min(T, q0 + kTile) : T;
+    const int kend = causal ? min(kvl, q0 + kTile) : kvl;
     for (int k0 = 0; k0 < kend; k0 += kTile) {
         __syncthreads();  // all warps are done with the previous K/V tile
-        const int kv = min(kTile, T - k0);
+        const int kv = min(kTile, kvl - k0);
         mma_load_tile<HS, kMmaThreads>(Ks, base + (size_t)k0 * rs + C, rs, kv);
         mma_load_tile<HS, kMmaThreads>(Vs, base + (size_t)k0 * rs + 2 * C, rs, kv);
         __syncthreads();
@@ -167,8 +169,8 @@ __global__ void __launch_bounds__(kMmaThreads)
                 mma_16816(s[nt], qa[kk], b0, b1);
             }
         }
-        // Masks are needed only on the tail tile and (causal) the diagonal tile.
-        const bool need_mask = k0 + kTile > T || (causal && k0 + kTile - 1 > q0);
+        // Masks are needed only on the last real tile (the tail or kv_len) and (causal) the diagonal tile.
+        const bool need_mask = k0 + kTile > kvl || (causal && k0 + kTile - 1 > q0);
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
@@ -177,7 +179,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                 float v = s[nt][e] * scale_log2;
                 if (need_mask) {
                     const int key = k0 + nt * 8 + 2 * t + (e & 1), row = e < 2 ? row0 : row1;
-                    if (key >= T || (causal && key > row)) v = -INFINITY;
+                    if (key >= kvl || (causal && key > row)) v = -INFINITY;
                 }
                 s[nt][e] = v;
                 if (e < 2) mx0 = fmaxf(mx0, v);
@@ -229,7 +231,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+    const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;  // l = 0: no keys
     if (row0 < T) {
         bf16* orow = out + ((size_t)b * T + row0) * C + (size_t)h * HS + 2 * t;
 #pragma unroll
@@ -251,15 +253,16 @@ constexpr size_t mma_bwd_smem() {  // four (64, LD) bf16 tiles + two 64-float ro
     return 4 * (size_t)kTile * mma_ld<HS>() * sizeof(bf16) + 2 * kTile * sizeof(float);
 }
 
-// dK, dV parts of dqkv.  grid (ceil(T/64), NH, B), block 128.  One block per 64-key tile; warp w owns keys
-// w*16.. and keeps their K and V A fragments in registers. Per 64-query tile (Q, dO, lse, D in smem) it walks
-// 4 chunks of 16 queries: S^T = K Q^T and dP^T = V dO^T (16 x 16 each), P^T = exp2(S^T - lse), dS^T =
-// P^T (dP^T - D), then dV += P^T dO and dK += dS^T Q with P^T, dS^T fed back as A fragments (k = queries).
+// dK, dV parts of dqkv.  grid (ceil(T/64), NH, B), block 128.  One block per 64-key tile (a tile of padding
+// keys just writes zeros); warp w owns keys w*16.. and keeps their K and V A fragments in registers. Per 64-query
+// tile (Q, dO, lse, D in smem) it walks 4 chunks of 16 queries: S^T = K Q^T and dP^T = V dO^T (16 x 16 each),
+// P^T = exp2(S^T - lse), dS^T = P^T (dP^T - D), then dV += P^T dO and dK += dS^T Q with P^T, dS^T fed back as A
+// fragments (k = queries).
 template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_backward_dkdv_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                       const float* D, int T, int NH, bool causal, float scale,
-                                       float scale_log2) {
+                                       const float* D, int T, int NH, bool causal, const int* kv_len,
+                                       float scale, float scale_log2) {
     constexpr int LD = mma_ld<HS>(), KS = HS / 16, ND = HS / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16* Ks = reinterpret_cast<bf16*>(smem_raw);  // (64 keys, LD)
@@ -278,8 +281,9 @@ __global__ void __launch_bounds__(kMmaThreads)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int wk0 = k0 + warp * 16;          // this warp's first key
     const int key0 = wk0 + g, key1 = key0 + 8;  // the keys of this thread's accumulator rows
+    const int kvl = attention_kv_end(kv_len, b, T);
 
-    const int kv = min(kTile, T - k0);
+    const int kv = min(kTile, kvl - k0);  // <= 0: a tile of padding keys
     mma_load_tile<HS, kMmaThreads>(Ks, base + (size_t)k0 * rs + C, rs, kv);
     mma_load_tile<HS, kMmaThreads>(Vs, base + (size_t)k0 * rs + 2 * C, rs, kv);
     __syncthreads();
@@ -295,7 +299,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[nd][e] = dv[nd][e] = 0.0f;
 
-    for (int q0 = causal ? k0 : 0; q0 < T; q0 += kTile) {
+    const int qend = k0 < kvl ? T : 0;  // a tile of padding keys sees no query
+    for (int q0 = causal ? k0 : 0; q0 < qend; q0 += kTile) {
         __syncthreads();  // previous Q/dO tile no longer read
         const int nq = min(kTile, T - q0);
         mma_load_tile<HS, kMmaThreads>(Qs, base + (size_t)q0 * rs, rs, nq);
@@ -305,11 +310,12 @@ __global__ void __launch_bounds__(kMmaThreads)
             D_s[threadIdx.x] = threadIdx.x < nq ? D_bh[q0 + threadIdx.x] : 0.0f;
         }
         __syncthreads();
-        const bool need_mask = q0 + kTile > T || k0 + kTile > T || (causal && q0 < k0 + kTile - 1);
+        const bool need_mask = q0 + kTile > T || k0 + kTile > kvl || (causal && q0 < k0 + kTile - 1);
 #pragma unroll 1
         for (int qc = 0; qc < kTile; qc += 16) {
-            // causal: every query of this chunk is before every key of this warp -> P = 0, nothing to add
-            if (causal && q0 + qc + 15 < wk0) continue;
+            // this warp's keys are all padding, or (causal) every query of this chunk is before every key of this
+            // warp -> P = 0, nothing to add
+            if (wk0 >= kvl || (causal && q0 + qc + 15 < wk0)) continue;
             float st[2][4], dpt[2][4];  // S^T, dP^T (16 keys x 16 queries) as two 8-query tiles
 #pragma unroll
             for (int j = 0; j < 2; j++) {
@@ -330,7 +336,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                 for (int e = 0; e < 4; e++) {
                     const int qi = qc + j * 8 + 2 * t + (e & 1), key = e < 2 ? key0 : key1;
                     bool ok = true;
-                    if (need_mask) ok = key < T && q0 + qi < T && (!causal || q0 + qi >= key);
+                    if (need_mask) ok = key < kvl && q0 + qi < T && (!causal || q0 + qi >= key);
                     const float p = ok ? exp2f(st[j][e] * scale_log2 - lse_s[qi]) : 0.0f;
                     st[j][e] = p;
                     dpt[j][e] = p * (dpt[j][e] - D_s[qi]);
@@ -368,12 +374,14 @@ __global__ void __launch_bounds__(kMmaThreads)
 }
 
 // dQ part of dqkv.  grid (ceil(T/64), NH, B), block 128.  One block per 64-query tile; warp w owns queries
-// w*16.. with their Q and dO A fragments in registers. Per 64-key tile it walks 4 chunks of 16 keys:
+// w*16.. with their Q and dO A fragments in registers. Per 64-key tile (up to the key end, as the forward) it
+// walks the chunks of 16 keys that hold a real one:
 // S = Q K^T, dP = dO V^T, P, dS, then dQ += dS K (dS fed back as an A fragment, k = keys).
 template <int HS>
 __global__ void __launch_bounds__(kMmaThreads)
     attention_backward_dq_mma_kernel(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse,
-                                     const float* D, int T, int NH, bool causal, float scale, float scale_log2) {
+                                     const float* D, int T, int NH, bool causal, const int* kv_len, float scale,
+                                     float scale_log2) {
     constexpr int LD = mma_ld<HS>(), KS = HS / 16, ND = HS / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16* Qs = reinterpret_cast<bf16*>(smem_raw);  // (64 queries, LD)
@@ -389,6 +397,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int wq0 = q0 + warp * 16;
     const int row0 = wq0 + g, row1 = row0 + 8;
+    const int kvl = attention_kv_end(kv_len, b, T);
 
     const int nq = min(kTile, T - q0);
     mma_load_tile<HS, kMmaThreads>(Qs, base + (size_t)q0 * rs, rs, nq);
@@ -407,16 +416,17 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
     for (int nd = 0; nd < ND; nd++) dq[nd][0] = dq[nd][1] = dq[nd][2] = dq[nd][3] = 0.0f;
 
-    const int kend = causal ? min(T, q0 + kTile) : T;
+    const int kend = causal ? min(kvl, q0 + kTile) : kvl;
     for (int k0 = 0; k0 < kend; k0 += kTile) {
         __syncthreads();  // previous K/V tile no longer read
-        const int kv = min(kTile, T - k0);
+        const int kv = min(kTile, kvl - k0);
         mma_load_tile<HS, kMmaThreads>(Ks, base + (size_t)k0 * rs + C, rs, kv);
         mma_load_tile<HS, kMmaThreads>(Vs, base + (size_t)k0 * rs + 2 * C, rs, kv);
         __syncthreads();
-        const bool need_mask = q0 + kTile > T || k0 + kTile > T || (causal && k0 + kTile - 1 > q0);
+        const bool need_mask = q0 + kTile > T || k0 + kTile > kvl || (causal && k0 + kTile - 1 > q0);
 #pragma unroll 1
         for (int kc = 0; kc < kTile; kc += 16) {
+            if (k0 + kc >= kvl) break;  // the rest of the tile is padding
             // causal: every key of this chunk is after every query of this warp -> P = 0
             if (causal && k0 + kc > wq0 + 15) continue;
             float s[2][4], dp[2][4];  // S, dP (16 queries x 16 keys) as two 8-key tiles
@@ -439,7 +449,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                 for (int e = 0; e < 4; e++) {
                     const int key = k0 + kc + j * 8 + 2 * t + (e & 1), row = e < 2 ? row0 : row1;
                     bool ok = true;
-                    if (need_mask) ok = key < T && row < T && (!causal || key <= row);
+                    if (need_mask) ok = key < kvl && row < T && (!causal || key <= row);
                     const float p = ok ? exp2f(s[j][e] * scale_log2 - (e < 2 ? L0 : L1)) : 0.0f;
                     dp[j][e] = p * (dp[j][e] - (e < 2 ? D0 : D1));
                 }
@@ -472,32 +482,32 @@ __global__ void __launch_bounds__(kMmaThreads)
 // =============================================================================================================
 
 void launch_forward_mma(bf16* out, float* lse, const bf16* qkv, int B, int T, int NH, int HS, bool causal,
-                        float scale, cudaStream_t stream) {
+                        const int* kv_len, float scale, cudaStream_t stream) {
     const dim3 grid(ceil_div(T, kTile), NH, B);
     dispatch_head_size(HS, [&](auto hs) {
         constexpr int kHS = decltype(hs)::value;
         auto kernel = attention_forward_mma_kernel<kHS>;
         set_smem(kernel, mma_forward_smem<kHS>());
-        kernel<<<grid, kMmaThreads, mma_forward_smem<kHS>(), stream>>>(out, lse, qkv, T, NH, causal,
+        kernel<<<grid, kMmaThreads, mma_forward_smem<kHS>(), stream>>>(out, lse, qkv, T, NH, causal, kv_len,
                                                                        scale * kLog2e);
         cudaCheck(cudaGetLastError());
     });
 }
 
 void launch_backward_mma(bf16* dqkv, const bf16* dout, const bf16* qkv, const float* lse, const float* D, int B,
-                         int T, int NH, int HS, bool causal, float scale, cudaStream_t stream) {
+                         int T, int NH, int HS, bool causal, const int* kv_len, float scale, cudaStream_t stream) {
     const dim3 grid(ceil_div(T, kTile), NH, B);
     dispatch_head_size(HS, [&](auto hs) {
         constexpr int kHS = decltype(hs)::value;
         auto k1 = attention_backward_dkdv_mma_kernel<kHS>;
         set_smem(k1, mma_bwd_smem<kHS>());
-        k1<<<grid, kMmaThreads, mma_bwd_smem<kHS>(), stream>>>(dqkv, dout, qkv, lse, D, T, NH, causal, scale,
-                                                               scale * kLog2e);
+        k1<<<grid, kMmaThreads, mma_bwd_smem<kHS>(), stream>>>(dqkv, dout, qkv, lse, D, T, NH, causal, kv_len,
+                                                               scale, scale * kLog2e);
         cudaCheck(cudaGetLastError());
         auto k2 = attention_backward_dq_mma_kernel<kHS>;
         set_smem(k2, mma_bwd_smem<kHS>());
-        k2<<<grid, kMmaThreads, mma_bwd_smem<kHS>(), stream>>>(dqkv, dout, qkv, lse, D, T, NH, causal, scale,
-                                                               scale * kLog2e);
+        k2<<<grid, kMmaThreads, mma_bwd_smem<kHS>(), stream>>>(dqkv, dout, qkv, lse, D, T, NH, causal, kv_len,
+                                                               scale, scale * kLog2e);
         cudaCheck(cudaGetLastError());
     });
 }

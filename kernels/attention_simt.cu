@@ -92,11 +92,13 @@ constexpr size_t simt_forward_smem() {  // Q, K, V tiles + P
 }
 
 // out (B, T, C), lse (B, NH, T) <- qkv (B, T, 3C).  grid (ceil(T/64), NH, B), block 256.   twin: attention_forward_cpu
-// One block per (query tile, head, batch); loops over key tiles with the online softmax (running max m and
-// sum l per row, O rescaled by exp(m_old - m_new) whenever the max grows).
+// One block per (query tile, head, batch); loops over the key tiles before the key end (causal: up to the
+// diagonal; padding: up to kv_len[b]) with the online softmax (running max m and sum l per row, O rescaled by
+// exp(m_old - m_new) whenever the max grows).
 template <typename X, int HS>
 __global__ void __launch_bounds__(kSimtThreads)
-    attention_forward_simt_kernel(X* out, float* lse, const X* qkv, int T, int NH, bool causal, float scale) {
+    attention_forward_simt_kernel(X* out, float* lse, const X* qkv, int T, int NH, bool causal, const int* kv_len,
+                                  float scale) {
     constexpr int LD = simt_ld<HS>(), DPT = HS / 16;
     extern __shared__ float smem[];
     float* Qs = smem;              // (64, LD)
@@ -109,6 +111,7 @@ __global__ void __launch_bounds__(kSimtThreads)
     const int h = blockIdx.y, b = blockIdx.z, q0 = qt * kTile;
     const X* base = qkv + (size_t)b * T * rs + (size_t)h * HS;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int kvl = attention_kv_end(kv_len, b, T);  // keys [kvl, T) are padding
 
     simt_load_tile<X, HS>(Qs, base + (size_t)q0 * rs, rs, min(kTile, T - q0));
 
@@ -120,10 +123,10 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
         for (int k = 0; k < DPT; k++) o[i][k] = 0.0f;
     }
-    const int kend = causal ? min(T, q0 + kTile) : T;
+    const int kend = causal ? min(kvl, q0 + kTile) : kvl;
     for (int k0 = 0; k0 < kend; k0 += kTile) {
         __syncthreads();  // everyone is done with the previous K/V tile
-        int kv = min(kTile, T - k0);
+        int kv = min(kTile, kvl - k0);
         simt_load_tile<X, HS>(Ks, base + (size_t)k0 * rs + C, rs, kv);
         simt_load_tile<X, HS>(Vs, base + (size_t)k0 * rs + 2 * C, rs, kv);
         __syncthreads();
@@ -148,7 +151,7 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 int key = k0 + tx + 16 * j;
-                bool ok = key < T && (!causal || key <= row);
+                bool ok = key < kvl && (!causal || key <= row);
                 s[i][j] = ok ? s[i][j] * scale : -INFINITY;
                 mx = fmaxf(mx, s[i][j]);
             }
@@ -187,7 +190,7 @@ __global__ void __launch_bounds__(kSimtThreads)
     for (int i = 0; i < 4; i++) {
         const int row = q0 + ty * 4 + i;
         if (row >= T) continue;
-        const float inv = 1.0f / l[i];
+        const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;  // l = 0 only without keys (kv_len 0): out 0, as the twin
         X* orow = out + ((size_t)b * T + row) * C + (size_t)h * HS;
 #pragma unroll
         for (int k = 0; k < DPT; k++) orow[tx + 16 * k] = from_float<X>(o[i][k] * inv);
@@ -223,12 +226,13 @@ constexpr size_t simt_dkdv_smem() {  // K, V, Q, dO tiles + P, dS + lse, D
 }
 
 // dK, dV parts of dqkv (B, T, 3C).  grid (ceil(T/64), NH, B), block 256.  One block per key tile; loops over
-// the query tiles that can see it (causal: from the key tile's own row on) and accumulates dK, dV (64, HS) in
-// registers. Here a thread's 4 rows are keys and its 4 strided score columns are queries (S^T).
+// the query tiles that can see it (causal: from the key tile's own row on; none when the tile is all padding, whose
+// dK, dV are then zero) and accumulates dK, dV (64, HS) in registers. Here a thread's 4 rows are keys and its 4
+// strided score columns are queries (S^T).
 template <typename X, int HS>
 __global__ void __launch_bounds__(kSimtThreads)
     attention_backward_dkdv_simt_kernel(X* dqkv, const X* dout, const X* qkv, const float* lse, const float* D,
-                                        int T, int NH, bool causal, float scale) {
+                                        int T, int NH, bool causal, const int* kv_len, float scale) {
     constexpr int LD = simt_ld<HS>(), DPT = HS / 16;
     extern __shared__ float smem[];
     float* Ks = smem;                   // (64 keys, LD)
@@ -247,8 +251,9 @@ __global__ void __launch_bounds__(kSimtThreads)
     const float* lse_bh = lse + ((size_t)b * NH + h) * T;
     const float* D_bh = D + ((size_t)b * NH + h) * T;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int kvl = attention_kv_end(kv_len, b, T);
 
-    const int kv = min(kTile, T - k0);
+    const int kv = min(kTile, kvl - k0);  // <= 0: a tile of padding keys
     simt_load_tile<X, HS>(Ks, base + (size_t)k0 * rs + C, rs, kv);
     simt_load_tile<X, HS>(Vs, base + (size_t)k0 * rs + 2 * C, rs, kv);
 
@@ -258,7 +263,8 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
         for (int k = 0; k < DPT; k++) dk[i][k] = dv[i][k] = 0.0f;
 
-    for (int q0 = causal ? k0 : 0; q0 < T; q0 += kTile) {
+    const int qend = k0 < kvl ? T : 0;  // a tile of padding keys sees no query
+    for (int q0 = causal ? k0 : 0; q0 < qend; q0 += kTile) {
         __syncthreads();  // previous Q/dO tile no longer read (first pass: K/V stores are ordered by the next one)
         const int nq = min(kTile, T - q0);
         simt_load_tile<X, HS>(Qs, base + (size_t)q0 * rs, rs, nq);
@@ -277,7 +283,7 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const int qi = tx + 16 * j, q = q0 + qi;
-                const bool ok = key < T && q < T && (!causal || q >= key);
+                const bool ok = key < kvl && q < T && (!causal || q >= key);
                 const float p = ok ? expf(s[i][j] * scale - lse_s[qi]) : 0.0f;
                 Ps[(ty * 4 + i) * kSimtPLd + qi] = p;
                 dSs[(ty * 4 + i) * kSimtPLd + qi] = p * (dp[i][j] - D_s[qi]);
@@ -325,12 +331,13 @@ constexpr size_t simt_dq_smem() {  // Q, dO, K, V tiles + dS
 }
 
 // dQ part of dqkv.  grid (ceil(T/64), NH, B), block 256.  One block per query tile; loops over key tiles
-// (causal: up to the diagonal), recomputing P and dS, and accumulates dQ (64, HS) in registers. This second
+// (causal: up to the diagonal; padding: up to kv_len[b]), recomputing P and dS, and accumulates dQ (64, HS) in
+// registers. This second
 // pass over the scores replaces FA2's atomicAdd into an fp32 dQ buffer, so dQ is deterministic.
 template <typename X, int HS>
 __global__ void __launch_bounds__(kSimtThreads)
     attention_backward_dq_simt_kernel(X* dqkv, const X* dout, const X* qkv, const float* lse, const float* D, int T,
-                                      int NH, bool causal, float scale) {
+                                      int NH, bool causal, const int* kv_len, float scale) {
     constexpr int LD = simt_ld<HS>(), DPT = HS / 16;
     extern __shared__ float smem[];
     float* Qs = smem;               // (64 queries, LD)
@@ -345,6 +352,7 @@ __global__ void __launch_bounds__(kSimtThreads)
     const X* base = qkv + (size_t)b * T * rs + (size_t)h * HS;
     const X* gbase = dout + (size_t)b * T * C + (size_t)h * HS;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    const int kvl = attention_kv_end(kv_len, b, T);
 
     const int nq = min(kTile, T - q0);
     simt_load_tile<X, HS>(Qs, base + (size_t)q0 * rs, rs, nq);
@@ -358,10 +366,10 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
         for (int k = 0; k < DPT; k++) dq[i][k] = 0.0f;
     }
-    const int kend = causal ? min(T, q0 + kTile) : T;
+    const int kend = causal ? min(kvl, q0 + kTile) : kvl;
     for (int k0 = 0; k0 < kend; k0 += kTile) {
         __syncthreads();
-        const int kv = min(kTile, T - k0);
+        const int kv = min(kTile, kvl - k0);
         simt_load_tile<X, HS>(Ks, base + (size_t)k0 * rs + C, rs, kv);
         simt_load_tile<X, HS>(Vs, base + (size_t)k0 * rs + 2 * C, rs, kv);
         __syncthreads();
@@ -374,7 +382,7 @@ __global__ void __launch_bounds__(kSimtThreads)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const int key = k0 + tx + 16 * j;
-                const bool ok = key < T && row < T && (!causal || key <= row);
+                const bool ok = key < kvl && row < T && (!causal || key <= row);
                 const float p = ok ? expf(s[i][j] * scale - L[i]) : 0.0f;
                 dSs[(ty * 4 + i) * kSimtPLd + tx + 16 * j] = p * (dp[i][j] - Dr[i]);
             }
@@ -418,29 +426,32 @@ void launch_backward_rowdot(float* D, const floatX* dout, const floatX* out, int
 }
 
 void launch_forward_simt(floatX* out, float* lse, const floatX* qkv, int B, int T, int NH, int HS, bool causal,
-                         float scale, cudaStream_t stream) {
+                         const int* kv_len, float scale, cudaStream_t stream) {
     const dim3 grid(ceil_div(T, kTile), NH, B);
     dispatch_head_size(HS, [&](auto hs) {
         constexpr int kHS = decltype(hs)::value;
         auto kernel = attention_forward_simt_kernel<floatX, kHS>;
         set_smem(kernel, simt_forward_smem<kHS>());
-        kernel<<<grid, kSimtThreads, simt_forward_smem<kHS>(), stream>>>(out, lse, qkv, T, NH, causal, scale);
+        kernel<<<grid, kSimtThreads, simt_forward_smem<kHS>(), stream>>>(out, lse, qkv, T, NH, causal, kv_len,
+                                                                         scale);
         cudaCheck(cudaGetLastError());
     });
 }
 
 void launch_backward_simt(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse, const float* D, int B,
-                          int T, int NH, int HS, bool causal, float scale, cudaStream_t stream) {
+                          int T, int NH, int HS, bool causal, const int* kv_len, float scale, cudaStream_t stream) {
     const dim3 grid(ceil_div(T, kTile), NH, B);
     dispatch_head_size(HS, [&](auto hs) {
         constexpr int kHS = decltype(hs)::value;
         auto k1 = attention_backward_dkdv_simt_kernel<floatX, kHS>;
         set_smem(k1, simt_dkdv_smem<kHS>());
-        k1<<<grid, kSimtThreads, simt_dkdv_smem<kHS>(), stream>>>(dqkv, dout, qkv, lse, D, T, NH, causal, scale);
+        k1<<<grid, kSimtThreads, simt_dkdv_smem<kHS>(), stream>>>(dqkv, dout, qkv, lse, D, T, NH, causal,
+                                                                  kv_len, scale);
         cudaCheck(cudaGetLastError());
         auto k2 = attention_backward_dq_simt_kernel<floatX, kHS>;
         set_smem(k2, simt_dq_smem<kHS>());
-        k2<<<grid, kSimtThreads, simt_dq_smem<kHS>(), stream>>>(dqkv, dout, qkv, lse, D, T, NH, causal, scale);
+        k2<<<grid, kSimtThreads, simt_dq_smem<kHS>(), stream>>>(dqkv, dout, qkv, lse, D, T, NH, causal,
+                                                                  kv_len, scale);
         cudaCheck(cudaGetLastError());
     });
 }

@@ -164,6 +164,10 @@ struct CudaBackend {
     void gelu_backward(act_t* dinp, const act_t* inp, const act_t* dout, size_t n) {
         gelu_backward_cuda(dinp, inp, dout, n, stream);
     }
+    void gelu_erf_forward(act_t* out, const act_t* inp, size_t n) { gelu_erf_forward_cuda(out, inp, n, stream); }
+    void gelu_erf_backward(act_t* dinp, const act_t* inp, const act_t* dout, size_t n) {
+        gelu_erf_backward_cuda(dinp, inp, dout, n, stream);
+    }
     void swiglu_forward(act_t* out, const act_t* inp, int N, int F) { swiglu_forward_cuda(out, inp, N, F, stream); }
     void swiglu_backward(act_t* dinp, const act_t* inp, const act_t* dout, int N, int F) {
         swiglu_backward_cuda(dinp, inp, dout, N, F, stream);
@@ -198,15 +202,18 @@ struct CudaBackend {
                    "(--device cpu), which takes any head size",
                    C / NH, C, NH);
     }
-    void attention_forward(act_t* out, float* lse, const act_t* qkv, int B, int T, int C, int NH) {
-        attention_forward_cuda(out, lse, qkv, B, T, C, NH, true, stream, attention_impl, attention_cudnn);
+    // causal: decoders (the default); an encoder passes false and its kv_len (B), here in DEVICE memory
+    // (kernels/attention.cuh; the CPU backend's is on the host)
+    void attention_forward(act_t* out, float* lse, const act_t* qkv, int B, int T, int C, int NH, bool causal = true,
+                           const int32_t* kv_len = nullptr) {
+        attention_forward_cuda(out, lse, qkv, B, T, C, NH, causal, kv_len, stream, attention_impl, attention_cudnn);
     }
     // (the D scratch is taken first; if cuDNN runs it grows the same scratch for its workspace and D is unused)
     void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* lse,
-                            int B, int T, int C, int NH) {
+                            int B, int T, int C, int NH, bool causal = true, const int32_t* kv_len = nullptr) {
         size_t s = attention_backward_scratch_floats(B, T, C, NH) * sizeof(float);
-        attention_backward_cuda(dqkv, dout, qkv, out, lse, B, T, C, NH, true, (float*)scratch_at_least(s), stream,
-                                attention_impl, attention_cudnn);
+        attention_backward_cuda(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, kv_len, (float*)scratch_at_least(s),
+                                stream, attention_impl, attention_cudnn);
     }
     void classifier(float* losses, act_t* dinp, grad_t* dweight, const act_t* inp, const act_t* weight,
                     const int32_t* targets, int N, int C, int V, float grad_scale, float* logits_scratch) {

@@ -28,6 +28,8 @@
     template void residual_forward_cuda<T>(T*, const T*, const T*, size_t, cudaStream_t);                         \
     template void gelu_forward_cuda<T>(T*, const T*, size_t, cudaStream_t);                                       \
     template void gelu_backward_cuda<T>(T*, const T*, const T*, size_t, cudaStream_t);                            \
+    template void gelu_erf_forward_cuda<T>(T*, const T*, size_t, cudaStream_t);                                   \
+    template void gelu_erf_backward_cuda<T>(T*, const T*, const T*, size_t, cudaStream_t);                        \
     template void swiglu_forward_cuda<T>(T*, const T*, int, int, cudaStream_t);                                   \
     template void swiglu_backward_cuda<T>(T*, const T*, const T*, int, int, cudaStream_t);                        \
     template void rope_cuda<T>(T*, const float*, int, int, int, int, bool, cudaStream_t);                         \

@@ -22,10 +22,15 @@ namespace attention_naive {
 // naive kernels (test oracle): one thread per output element, scores materialised as (B*NH, T, T) fp32
 // =============================================================================================================
 
-// S[bh][i][j] = scale q_i . k_j (causal: -inf above the diagonal)
+// Masked score (i, j) of batch row b: causal and j > i, or padding (kv_len not null and j >= kv_len[b])
+__device__ inline bool naive_masked(int i, int j, int b, bool causal, const int* kv_len) {
+    return (causal && j > i) || (kv_len && j >= kv_len[b]);
+}
+
+// S[bh][i][j] = scale q_i . k_j (masked: -inf)
 template <typename X>
 __global__ void naive_scores_kernel(float* S, const X* qkv, int B, int T, int NH, int HS, bool causal,
-                                    float scale) {
+                                    const int* kv_len, float scale) {
     const size_t total = (size_t)B * NH * T * T;
     const int C = NH * HS;
     for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
@@ -33,7 +38,7 @@ __global__ void naive_scores_kernel(float* S, const X* qkv, int B, int T, int NH
         const int j = (int)(idx % T), i = (int)(idx / T % T);
         const size_t bh = idx / ((size_t)T * T);
         const int h = (int)(bh % NH), b = (int)(bh / NH);
-        if (causal && j > i) {
+        if (naive_masked(i, j, b, causal, kv_len)) {
             S[idx] = -INFINITY;
             continue;
         }
@@ -91,7 +96,8 @@ __global__ void naive_rowdot_kernel(float* D, const X* dout, const X* out, int B
 // P = exp(S - lse), dS = P (dO_i . v_j - D_i), both (B*NH, T, T); zero where masked
 template <typename X>
 __global__ void naive_bwd_scores_kernel(float* P, float* dS, const X* qkv, const X* dout, const float* lse,
-                                        const float* D, int B, int T, int NH, int HS, bool causal, float scale) {
+                                        const float* D, int B, int T, int NH, int HS, bool causal,
+                                        const int* kv_len, float scale) {
     const size_t total = (size_t)B * NH * T * T;
     const int C = NH * HS;
     for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
@@ -99,7 +105,7 @@ __global__ void naive_bwd_scores_kernel(float* P, float* dS, const X* qkv, const
         const int j = (int)(idx % T), i = (int)(idx / T % T);
         const size_t bh = idx / ((size_t)T * T);
         const int h = (int)(bh % NH), b = (int)(bh / NH);
-        if (causal && j > i) {
+        if (naive_masked(i, j, b, causal, kv_len)) {
             P[idx] = dS[idx] = 0.0f;
             continue;
         }
@@ -156,14 +162,14 @@ inline size_t attention_backward_naive_scratch_floats(int B, int T, int NH) {
 }
 
 inline void attention_forward_naive_cuda(floatX* out, float* lse, const floatX* qkv, int B, int T, int C, int NH,
-                                         bool causal, float* scratch, cudaStream_t stream) {
+                                         bool causal, const int* kv_len, float* scratch, cudaStream_t stream) {
     attention_cuda_check_shape("attention_forward_naive_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     const int HS = C / NH, block = 256;
     const float scale = 1.0f / std::sqrt((float)HS);
     const size_t nscores = (size_t)B * NH * T * T, rows = (size_t)B * NH * T;
     naive_scores_kernel<floatX><<<cuda_grid_1d(nscores, block), block, 0, stream>>>(scratch, qkv, B, T, NH, HS,
-                                                                                     causal, scale);
+                                                                                     causal, kv_len, scale);
     cudaCheck(cudaGetLastError());
     naive_softmax_kernel<<<cuda_grid_1d(rows, block), block, 0, stream>>>(scratch, lse, rows, T);
     cudaCheck(cudaGetLastError());
@@ -174,7 +180,7 @@ inline void attention_forward_naive_cuda(floatX* out, float* lse, const floatX* 
 
 inline void attention_backward_naive_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                                           const float* lse, int B, int T, int C, int NH, bool causal,
-                                          float* scratch, cudaStream_t stream) {
+                                          const int* kv_len, float* scratch, cudaStream_t stream) {
     attention_cuda_check_shape("attention_backward_naive_cuda", B, T, C, NH);
     if (B == 0 || T == 0) return;
     const int HS = C / NH, block = 256;
@@ -187,7 +193,8 @@ inline void attention_backward_naive_cuda(floatX* dqkv, const floatX* dout, cons
                                                                                                NH, HS);
     cudaCheck(cudaGetLastError());
     naive_bwd_scores_kernel<floatX><<<cuda_grid_1d(nscores, block), block, 0, stream>>>(P, dS, qkv, dout, lse, D, B,
-                                                                                         T, NH, HS, causal, scale);
+                                                                                         T, NH, HS, causal, kv_len,
+                                                                                         scale);
     cudaCheck(cudaGetLastError());
     naive_bwd_grads_kernel<floatX><<<cuda_grid_1d((size_t)B * T * 3 * C, block), block, 0, stream>>>(
         dqkv, P, dS, qkv, dout, B, T, NH, HS, scale);

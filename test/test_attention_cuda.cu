@@ -9,7 +9,10 @@
 //
 // Shapes: B in {1, 3} x NH in {1, 4, 12} x HS in {48, 64, 128} x T in {1, 7, 64, 100, 256, 1024} x causal and
 // non-causal; the backward and the naive oracle for T <= 256 (the CPU backward is O(T^2) per head and the naive
-// scores are (B, NH, T, T)).
+// scores are (B, NH, T, T)). Key padding (kv_len, an encoder's batch): the patterns of make_kv_len (every row
+// full, one real token, a partial mid-tile length, rows ending in different key tiles), causal and not, at lengths
+// that are and are not multiples of the 64-key tile, against the twins given the same kv_len; and a check that
+// padding keys are never read (NaN k and v there change no bit of any output of the hand-written kernels).
 //
 // Tolerances: max |gpu - ref| / max |ref| over the tensor (dqkv: over each of its q, k, v parts separately):
 //   fp32 build (PRAC_FP32)   out, lse 1e-5;  dq, dk, dv 2e-5    fp32 math on both sides, different summation
@@ -94,6 +97,42 @@ static bool all_finite(const std::vector<float>& x) {
 
 static const char* impl_name(AttentionImpl i) { return attention_impl_name(i); }
 
+// ---- key padding: kv_len (B) per pattern ----
+enum class Pad { None, Full, One, Partial, Mixed };
+static const char* pad_name(Pad p) {
+    switch (p) {
+        case Pad::None: return "";
+        case Pad::Full: return " kv=full";
+        case Pad::One: return " kv=1";
+        case Pad::Partial: return " kv=partial";
+        case Pad::Mixed: return " kv=mixed";
+    }
+    return "?";
+}
+// Full: every row T (the masked path on an unpadded batch); One: one real token; Partial: every row 2T/3 + 1
+// (mid-tile for the lengths tested); Mixed: rows b = 0, 1, 2, 3, ... get 65 (one real key in the second tile),
+// 1, T/2 + 1, T in turn, clipped to T. Empty for None.
+static std::vector<int> make_kv_len(Pad p, int B, int T) {
+    if (p == Pad::None) return {};
+    std::vector<int> kv(B);
+    for (int b = 0; b < B; b++) {
+        const int mixed[4] = {65, 1, T / 2 + 1, T};
+        int v = p == Pad::Full ? T : p == Pad::One ? 1 : p == Pad::Partial ? 2 * T / 3 + 1 : mixed[b % 4];
+        kv[b] = std::min(std::max(v, 1), T);
+    }
+    return kv;
+}
+// kv_len on the device (null for None)
+struct DevKvLen {
+    std::vector<int> host;
+    Dev<int> dev;
+    DevKvLen(Pad p, int B, int T) : host(make_kv_len(p, B, T)), dev(host.size()) {
+        if (!host.empty()) cudaCheck(cudaMemcpy(dev.p, host.data(), host.size() * sizeof(int), cudaMemcpyHostToDevice));
+    }
+    const int* h() const { return host.empty() ? nullptr : host.data(); }
+    const int* d() const { return host.empty() ? nullptr : dev.p; }
+};
+
 // ---- cuDNN: one context for the whole test, its workspace from a grow-only device buffer (as CudaBackend's) ----
 struct GrowBuffer {
     void* p = nullptr;
@@ -122,24 +161,26 @@ static bool cudnn_grid_shape(int B, int NH) {
     return (B == 3 && NH == 4) || (B == 1 && NH == 12);
 }
 
-// One shape: CPU reference once, then every implementation (and the naive oracle) against it. peaky: q and k are
-// scaled by 6 (scores ~36x larger: nearly one-hot softmax rows, where the online max/rescale matters most). The
-// backward runs up to T = 256, and at any T with with_bwd.
-static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causal, bool peaky = false,
-                       bool with_bwd = false) {
+// One shape: CPU reference once, then every implementation (and the naive oracle) against it. pad: the key-padding
+// pattern (make_kv_len), given to the twins and to every implementation alike. peaky: q and k are scaled by 6
+// (scores ~36x larger: nearly one-hot softmax rows, where the online max/rescale matters most). The backward runs
+// up to T = 256, and at any T with with_bwd.
+static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causal, Pad pad = Pad::None,
+                       bool peaky = false, bool with_bwd = false) {
     const int C = NH * HS;
     const size_t N = (size_t)B * T;
     const bool bwd = T <= 256 || with_bwd, naive = T <= 256;
+    const DevKvLen kv(pad, B, T);
     char tag[96];
-    std::snprintf(tag, sizeof tag, "B=%d NH=%d HS=%d T=%d %s%s", B, NH, HS, T, causal ? "causal" : "full",
-                  peaky ? " peaky" : "");
+    std::snprintf(tag, sizeof tag, "B=%d NH=%d HS=%d T=%d %s%s%s", B, NH, HS, T, causal ? "causal" : "full",
+                  pad_name(pad), peaky ? " peaky" : "");
 
     std::vector<float> qkv = randn_x(N * 3 * C), dout = randn_x(N * C);
     if (peaky)
         for (size_t i = 0; i < N; i++)
             for (int c = 0; c < 2 * C; c++) qkv[i * 3 * C + c] = to_float(from_float<floatX>(6.0f * qkv[i * 3 * C + c]));
     std::vector<float> out_ref(N * C), lse_ref((size_t)B * NH * T);
-    attention_forward_cpu(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH, causal);
+    attention_forward_cpu(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH, causal, kv.h());
 
     Dev<floatX> d_qkv(N * 3 * C), d_dout(N * C), d_out(N * C), d_dqkv(N * 3 * C), d_dqkv2(N * 3 * C);
     Dev<float> d_lse((size_t)B * NH * T), d_scratch(attention_backward_scratch_floats(B, T, C, NH));
@@ -151,7 +192,7 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
     if (naive) {
         Dev<floatX> n_out(N * C);
         Dev<float> n_lse((size_t)B * NH * T), n_scr(attention_forward_naive_scratch_floats(B, T, NH));
-        attention_forward_naive_cuda(n_out.p, n_lse.p, d_qkv.p, B, T, C, NH, causal, n_scr.p, st);
+        attention_forward_naive_cuda(n_out.p, n_lse.p, d_qkv.p, B, T, C, NH, causal, kv.d(), n_scr.p, st);
         cudaCheck(cudaStreamSynchronize(st));
         nv_out = download(n_out);
         nv_lse = download(n_lse);
@@ -169,11 +210,12 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
             std::string why;
             size_t ws = 0;
             auto t0 = std::chrono::steady_clock::now();
-            bool ok = attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, false, st, &ws, &why) &&
-                      (!bwd || attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, true, st, &ws, &why));
+            const bool padded = kv.d() != nullptr;
+            bool ok = attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, padded, false, st, &ws, &why) &&
+                      (!bwd || attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, padded, true, st, &ws, &why));
             g_cudnn_build_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (!ok) {
-                const bool required = (HS == 64 || HS == 128) && T % 64 == 0 && causal;
+                const bool required = (HS == 64 || HS == 128) && T % 64 == 0 && causal && !padded;
                 g_cudnn_declined++;
                 if (required) check(false, "%-6s %-34s cuDNN must support this shape: %s", in, tag, why.c_str());
                 else std::printf("  [--] %-6s %-34s declined by cuDNN (not a failure): %s\n", in, tag, why.c_str());
@@ -183,7 +225,7 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
         // ---- forward ----
         cudaCheck(cudaMemset(d_out.p, 0xFF, d_out.bytes()));  // NaN-ish garbage: every row must be written
         cudaCheck(cudaMemset(d_lse.p, 0xFF, d_lse.bytes()));
-        attention_forward_cuda(d_out.p, d_lse.p, d_qkv.p, B, T, C, NH, causal, st, impl, g_cudnn);
+        attention_forward_cuda(d_out.p, d_lse.p, d_qkv.p, B, T, C, NH, causal, kv.d(), st, impl, g_cudnn);
         cudaCheck(cudaStreamSynchronize(st));
         std::vector<float> out = download(d_out), lse = download(d_lse);
         double eo = rel_err(out, out_ref), el = rel_err(lse, lse_ref);
@@ -205,14 +247,14 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
         // ---- backward: reference on this implementation's own O (as stored) and the CPU's lse ----
         std::vector<float> dqkv_ref(N * 3 * C);
         attention_backward_cpu(dqkv_ref.data(), dout.data(), qkv.data(), out.data(), lse_ref.data(), B, T, C, NH,
-                               causal);
+                               causal, kv.h());
         cudaCheck(cudaMemset(d_dqkv.p, 0xFF, d_dqkv.bytes()));
         cudaCheck(cudaMemset(d_dqkv2.p, 0x7F, d_dqkv2.bytes()));
         cudaCheck(cudaMemset(d_scratch.p, 0xFF, d_scratch.bytes()));
-        attention_backward_cuda(d_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, d_scratch.p, st,
-                                impl, g_cudnn);
-        attention_backward_cuda(d_dqkv2.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, d_scratch.p,
-                                st, impl, g_cudnn);
+        attention_backward_cuda(d_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, kv.d(),
+                                d_scratch.p, st, impl, g_cudnn);
+        attention_backward_cuda(d_dqkv2.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, kv.d(),
+                                d_scratch.p, st, impl, g_cudnn);
         cudaCheck(cudaStreamSynchronize(st));
         std::vector<float> dqkv = download(d_dqkv);
         double e[3];
@@ -234,8 +276,8 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
                   "%-6s %-34s bwd vs mma: dq %.2e dk %.2e dv %.2e", in, tag, m[0], m[1], m[2]);
             // mixing: the hand-written backward on cuDNN's O and lse (same lse convention) gives the same gradients
             Dev<floatX> x_dqkv(N * 3 * C);
-            attention_backward_cuda(x_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, d_scratch.p,
-                                    st, AttentionImpl::Mma, nullptr);
+            attention_backward_cuda(x_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, kv.d(),
+                                    d_scratch.p, st, AttentionImpl::Mma, nullptr);
             cudaCheck(cudaStreamSynchronize(st));
             std::vector<float> xd = download(x_dqkv);
             double x[3];
@@ -246,8 +288,8 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
         if (naive) {
             Dev<floatX> n_dqkv(N * 3 * C);
             Dev<float> n_scr(attention_backward_naive_scratch_floats(B, T, NH));
-            attention_backward_naive_cuda(n_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, n_scr.p,
-                                          st);
+            attention_backward_naive_cuda(n_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, kv.d(),
+                                          n_scr.p, st);
             cudaCheck(cudaStreamSynchronize(st));
             std::vector<float> nv = download(n_dqkv);
             double n[3];
@@ -255,6 +297,41 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
             check(n[0] <= kTolGrad && n[1] <= kTolGrad && n[2] <= kTolGrad,
                   "%-6s %-34s bwd vs naive: dq %.2e dk %.2e dv %.2e", in, tag, n[0], n[1], n[2]);
         }
+    }
+}
+
+// Padding keys are never read: NaN in their k and v changes no bit of out, lse or dqkv of the hand-written kernels
+// (their key loops stop at kv_len, and the last real tile is zero-filled past it), while any read of one would
+// spread the NaN (0 * NaN). cuDNN is not held to this: its contract is the masked result on finite inputs.
+static void test_padding_never_read(cudaStream_t st, int B, int NH, int HS, int T, bool causal) {
+    const int C = NH * HS;
+    const size_t N = (size_t)B * T;
+    const DevKvLen kv(Pad::Mixed, B, T);
+    std::vector<float> qkv = randn_x(N * 3 * C), poisoned = qkv;
+    for (int b = 0; b < B; b++)
+        for (int t = kv.host[b]; t < T; t++)
+            for (int c = C; c < 3 * C; c++) poisoned[((size_t)b * T + t) * 3 * C + c] = NAN;  // k and v
+    Dev<floatX> d_dout(N * C);
+    upload(d_dout, randn_x(N * C));
+    Dev<float> d_scratch(attention_backward_scratch_floats(B, T, C, NH));
+    for (AttentionImpl impl : {AttentionImpl::Simt, AttentionImpl::Mma}) {
+        if (!attention_cuda_impl_available(impl)) continue;
+        std::vector<uint8_t> bytes[2][3];  // [clean, poisoned][out, lse, dqkv]
+        for (int run = 0; run < 2; run++) {
+            Dev<floatX> d_qkv(N * 3 * C), d_out(N * C), d_dqkv(N * 3 * C);
+            Dev<float> d_lse((size_t)B * NH * T);
+            upload(d_qkv, run == 0 ? qkv : poisoned);
+            attention_forward_cuda(d_out.p, d_lse.p, d_qkv.p, B, T, C, NH, causal, kv.d(), st, impl);
+            attention_backward_cuda(d_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_lse.p, B, T, C, NH, causal, kv.d(),
+                                    d_scratch.p, st, impl);
+            cudaCheck(cudaStreamSynchronize(st));
+            bytes[run][0] = download_bytes(d_out);
+            bytes[run][1] = download_bytes(d_lse);
+            bytes[run][2] = download_bytes(d_dqkv);
+        }
+        check(bytes[0][0] == bytes[1][0] && bytes[0][1] == bytes[1][1] && bytes[0][2] == bytes[1][2],
+              "%-6s B=%d NH=%d HS=%d T=%d %s kv=mixed: NaN k, v in the padding change no output bit", impl_name(impl),
+              B, NH, HS, T, causal ? "causal" : "full");
     }
 }
 
@@ -275,15 +352,17 @@ static void time_attention(cudaStream_t st) {
         if (impl == AttentionImpl::Cudnn && !cudnn_usable()) continue;
         for (bool causal : {true, false}) {
             if (impl == AttentionImpl::Cudnn &&
-                !(attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, false, st, nullptr, nullptr) &&
-                  attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, true, st, nullptr, nullptr)))
+                !(attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, false, false, st, nullptr, nullptr) &&
+                  attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, false, true, st, nullptr, nullptr)))
                 continue;
             const double fwd_flops = 4.0 * B * NH * (double)T * T * HS / (causal ? 2 : 1);
             const int iters = 10;
-            auto fwd = [&] { attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, causal, st, impl, g_cudnn); };
+            auto fwd = [&] {
+                attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, causal, nullptr, st, impl, g_cudnn);
+            };
             auto bwd = [&] {
-                attention_backward_cuda(dqkv.p, dout.p, qkv.p, out.p, lse.p, B, T, C, NH, causal, scratch.p, st, impl,
-                                        g_cudnn);
+                attention_backward_cuda(dqkv.p, dout.p, qkv.p, out.p, lse.p, B, T, C, NH, causal, nullptr, scratch.p,
+                                        st, impl, g_cudnn);
             };
             float ms[2];
             int k = 0;
@@ -320,7 +399,7 @@ static void test_lse_alignment(cudaStream_t st) {
     Dev<float> lse((size_t)B * NH * T, 1);  // one float past a 256-byte aligned base
     upload(qkv, randn_x(qkv.count));
     long before = cuda_emu::launches_of("attention_forward_mma_kernel");
-    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Auto, nullptr);
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, nullptr, st, AttentionImpl::Auto, nullptr);
     cudaCheck(cudaStreamSynchronize(st));
     check(cuda_emu::launches_of("attention_forward_mma_kernel") == before + 1,
           "Auto takes the tensor-core forward with a 4-byte aligned lse");
@@ -365,7 +444,8 @@ static void test_cudnn_extras(cudaStream_t st) {
         check(throws_user_error([&] {
                   Dev<floatX> qkv(3 * 64 * 3 * 256), out(3 * 64 * 256);
                   Dev<float> lse(3 * 4 * 64);
-                  attention_forward_cuda(out.p, lse.p, qkv.p, 3, 64, 256, 4, true, st, AttentionImpl::Cudnn, g_cudnn);
+                  attention_forward_cuda(out.p, lse.p, qkv.p, 3, 64, 256, 4, true, nullptr, st, AttentionImpl::Cudnn,
+                                         g_cudnn);
               }, "cuDNN"),
               "forcing Cudnn without cuDNN attention is a UserError (%s)", attention_cudnn_describe().c_str());
         return;
@@ -378,9 +458,9 @@ static void test_cudnn_extras(cudaStream_t st) {
 
     // graph cache: the first call of a new shape builds one graph, the second finds it
     AttentionCudnnStats s0 = attention_cudnn_stats(g_cudnn);
-    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Cudnn, g_cudnn);
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, nullptr, st, AttentionImpl::Cudnn, g_cudnn);
     AttentionCudnnStats s1 = attention_cudnn_stats(g_cudnn);
-    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Cudnn, g_cudnn);
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, nullptr, st, AttentionImpl::Cudnn, g_cudnn);
     AttentionCudnnStats s2 = attention_cudnn_stats(g_cudnn);
     cudaCheck(cudaStreamSynchronize(st));
     check(s1.graphs_built == s0.graphs_built + 1 && s1.executes == s0.executes + 1,
@@ -392,19 +472,20 @@ static void test_cudnn_extras(cudaStream_t st) {
                 s2.last_workspace_bytes);
 
     // Auto: cuDNN when given a context, the hand-written kernels without one
-    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Auto, g_cudnn);
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, nullptr, st, AttentionImpl::Auto, g_cudnn);
     AttentionCudnnStats s3 = attention_cudnn_stats(g_cudnn);
-    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, st, AttentionImpl::Auto, nullptr);
+    attention_forward_cuda(out.p, lse.p, qkv.p, B, T, C, NH, true, nullptr, st, AttentionImpl::Auto, nullptr);
     AttentionCudnnStats s4 = attention_cudnn_stats(g_cudnn);
     cudaCheck(cudaStreamSynchronize(st));
     check(s3.executes == s2.executes + 1 && s4.executes == s3.executes, "auto runs cuDNN with a context, not without");
 
     // forced Cudnn on a misaligned lse: refused by name (Auto would take the hand-written kernels)
     check(throws_user_error([&] {
-              attention_forward_cuda(out.p, lse.p + 1, qkv.p, B, T, C, NH, true, st, AttentionImpl::Cudnn, g_cudnn);
+              attention_forward_cuda(out.p, lse.p + 1, qkv.p, B, T, C, NH, true, nullptr, st, AttentionImpl::Cudnn,
+                                     g_cudnn);
           }, "16-byte"),
           "forced cudnn on a misaligned lse is a UserError");
-    attention_forward_cuda(out.p, lse.p + 1, qkv.p, B, T, C, NH, true, st, AttentionImpl::Auto, g_cudnn);
+    attention_forward_cuda(out.p, lse.p + 1, qkv.p, B, T, C, NH, true, nullptr, st, AttentionImpl::Auto, g_cudnn);
     cudaCheck(cudaStreamSynchronize(st));
     check(attention_cudnn_stats(g_cudnn).executes == s4.executes, "auto on a misaligned lse runs the hand-written kernel");
 
@@ -420,8 +501,9 @@ static void test_cudnn_extras(cudaStream_t st) {
     for (const Ref& r : refs) {
         size_t fwd_ws = 0, bwd_ws = 0;
         std::string why;
-        bool ok = attention_cudnn_prepare(g_cudnn, r.B, r.T, r.NH * r.HS, r.NH, true, false, st, &fwd_ws, &why) &&
-                  attention_cudnn_prepare(g_cudnn, r.B, r.T, r.NH * r.HS, r.NH, true, true, st, &bwd_ws, &why);
+        bool ok =
+            attention_cudnn_prepare(g_cudnn, r.B, r.T, r.NH * r.HS, r.NH, true, false, false, st, &fwd_ws, &why) &&
+            attention_cudnn_prepare(g_cudnn, r.B, r.T, r.NH * r.HS, r.NH, true, false, true, st, &bwd_ws, &why);
         const size_t est = cudnn_sdpa_workspace_estimate(r.B, r.T, r.NH, r.HS);
         check(ok && fwd_ws <= est && bwd_ws <= est,
               "cudnn workspace %-20s fwd %zu, bwd %zu (%.1f MiB) <= planner estimate %zu (%.1f MiB)%s%s", r.name,
@@ -453,12 +535,12 @@ int main() {
     {
         bool threw = false;
         try {
-            attention_forward_cuda(nullptr, nullptr, nullptr, 1, 8, 80, 2, true, st);  // HS = 40
+            attention_forward_cuda(nullptr, nullptr, nullptr, 1, 8, 80, 2, true, nullptr, st);  // HS = 40
         } catch (const UserError& ex) {
             threw = std::strstr(ex.what(), "head size 40") != nullptr;
         }
         check(threw, "head size 40 throws a UserError naming it");
-        attention_forward_cuda(nullptr, nullptr, nullptr, 1, 0, 768, 12, true, st);  // T = 0: nothing to do
+        attention_forward_cuda(nullptr, nullptr, nullptr, 1, 0, 768, 12, true, nullptr, st);  // T = 0: nothing to do
         cudaCheck(cudaStreamSynchronize(st));
         check(true, "T = 0 is a no-op");
     }
@@ -479,17 +561,36 @@ int main() {
         for (int T : {1, 7, 100})
             for (bool causal : {true, false}) test_shape(st, 2, 2, HS, T, causal);
 #endif
-#if defined(PRAC_CUDA_EMU)
+    // key padding (kv_len): every pattern, causal and not, lengths inside one tile, at a tail, and past two tiles
+#if !defined(PRAC_CUDA_EMU)
+    for (int HS : {48, 64, 128})
+        for (int T : {7, 100, 256})
+            for (Pad pad : {Pad::Full, Pad::One, Pad::Partial, Pad::Mixed})
+                for (bool causal : {false, true}) test_shape(st, 3, 4, HS, T, causal, pad);
+    for (int B : {1, 4})
+        for (bool causal : {false, true}) test_shape(st, B, 12, 64, 130, causal, Pad::Mixed);
+    for (bool causal : {false, true}) test_padding_never_read(st, 4, 4, 64, 300, causal);
+#else
+    // emulated: the four patterns at a tail length (T = 100: one full key tile and a partial one), mixed rows at
+    // T = 130 (three key tiles; rows end in the first, second and third) and T = 7, several B and head sizes
+    for (Pad pad : {Pad::Full, Pad::One, Pad::Partial, Pad::Mixed})
+        for (bool causal : {false, true}) test_shape(st, 2, 1, 32, 100, causal, pad);
+    for (bool causal : {false, true}) {
+        test_shape(st, 4, 1, 64, 130, causal, Pad::Mixed);
+        test_shape(st, 3, 2, 48, 7, causal, Pad::Mixed);
+        test_shape(st, 1, 2, 128, 100, causal, Pad::Partial);
+        test_padding_never_read(st, 3, 1, 16, 130, causal);
+    }
     test_lse_alignment(st);
 #endif
     // peaky softmax rows, and the backward at T = 1024 (16 key tiles per query tile; emulated: one such shape, at
     // the smallest head size, since the race check's cost grows with every shared-memory access)
-    for (bool causal : {true, false}) test_shape(st, 1, 2, 64, 100, causal, true);
+    for (bool causal : {true, false}) test_shape(st, 1, 2, 64, 100, causal, Pad::None, true);
 #if !defined(PRAC_CUDA_EMU)
-    for (bool causal : {true, false}) test_shape(st, 1, 1, 64, 1024, causal, false, true);
-    test_shape(st, 1, 1, 128, 1024, true, true, true);
+    for (bool causal : {true, false}) test_shape(st, 1, 1, 64, 1024, causal, Pad::None, false, true);
+    test_shape(st, 1, 1, 128, 1024, true, Pad::None, true, true);
 #else
-    test_shape(st, 1, 1, 16, 1024, true, true, true);
+    test_shape(st, 1, 1, 16, 1024, true, Pad::None, true, true);
 #endif
 
     try {

@@ -1,6 +1,7 @@
 // GPU test of the elementwise CUDA kernel family (kernels/{encoder,layernorm,rmsnorm,residual,gelu,swiglu,rope,
 // adamw}.cuh, built into prac_cuda): every launcher against its CPU twin (kernels/*.h), run in float
 // on the same inputs rounded to the storage type first, for both storage types (fp32 and bf16) in every build.
+// (The erf GeLU has its own element-wise tolerance: see test_gelu_erf.)
 //
 // Exit codes: 0 all checks passed, 1 a check failed, 77 no CUDA device (ctest: "Not Run (Skipped)"); with
 // REQUIRE_GPU=1 in the environment a missing device is a failure (exit 1) instead of a skip.
@@ -309,6 +310,67 @@ static void test_flat(size_t n, size_t offset) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// exact (erf) GeLU against its twins, element by element: |gpu - cpu| <= rtol |cpu| + atol s with s = 1 + |x|
+// (forward) or |dout| (1 + |x|) (backward). rtol: the output's one rounding to T (bf16: twice its unit roundoff
+// 2^-8, which the emulation reaches to within 3%; fp32: a few ulp); atol: the absolute error of erff / expf (CUDA
+// 2 ulp, glibc 1) where 1 + erf cancels (x << 0) and where the derivative crosses zero (x ~ -0.75). The tanh GeLU's twin on the same inputs must miss that tolerance, so the
+// check tells the two GeLUs apart (in bf16 too, where test_flat's whole-tensor relative error could not).
+// ---------------------------------------------------------------------------------------------------------------
+template <typename T>
+static void test_gelu_erf(size_t n, size_t offset) {
+    const double rtol = std::is_same<T, float>::value ? 1e-6 : 1.0 / 128, atol = 5e-7;
+    std::printf("gelu_erf %s n=%zu offset=%zu\n", tname<T>(), n, offset);
+    std::vector<float> x = quantize<T>(randn(n, 2.0f)), dy = quantize<T>(randn(n, 2.0f));
+    DevPad<T> dx(n, offset), ddy(n, offset), dout(n, offset);
+    upload(dx, x);
+    upload(ddy, dy);
+    // the worst element's |gpu - ref| / tolerance (<= 1 passes; NaN fails)
+    auto worst = [&](const std::vector<float>& got, const std::vector<float>& ref, bool backward) {
+        double w = 0;
+        for (size_t i = 0; i < n; i++) {
+            const double s = (1.0 + std::fabs(x[i])) * (backward ? std::fabs(dy[i]) : 1.0);
+            const double e = std::fabs((double)got[i] - ref[i]) / (rtol * std::fabs(ref[i]) + atol * s);
+            if (!(e <= w)) w = e;
+        }
+        return w;
+    };
+    std::vector<float> ref(n), other(n);
+    gelu_erf_forward_cpu(ref.data(), x.data(), n);
+    fill_nan(dout);
+    gelu_erf_forward_cuda<T>(dout.p, dx.p, n, g_stream);
+    sync();
+    double w = worst(download(dout), ref, false);
+    check(w <= 1, "gelu_erf_forward: worst |err| / tol %.3g", w);
+    gelu_erf_forward_cuda<T>(dx.p, dx.p, n, g_stream);  // in place: out == inp
+    sync();
+    w = worst(download(dx), ref, false);
+    check(w <= 1, "gelu_erf_forward in place (out == inp): worst |err| / tol %.3g", w);
+    upload(dx, x);
+    if (n >= 1000) {
+        gelu_forward_cpu(other.data(), x.data(), n);
+        w = worst(other, ref, false);
+        check(w > 1, "gelu_erf_forward's tolerance rejects the tanh GeLU (worst %.3g)", w);
+    }
+
+    // backward: overwrite (dinp starts as NaN), then in place (dinp == dout)
+    gelu_erf_backward_cpu(ref.data(), x.data(), dy.data(), n);
+    fill_nan(dout);
+    gelu_erf_backward_cuda<T>(dout.p, dx.p, ddy.p, n, g_stream);
+    sync();
+    w = worst(download(dout), ref, true);
+    check(w <= 1, "gelu_erf_backward (overwrites): worst |err| / tol %.3g", w);
+    gelu_erf_backward_cuda<T>(ddy.p, dx.p, ddy.p, n, g_stream);
+    sync();
+    w = worst(download(ddy), ref, true);
+    check(w <= 1, "gelu_erf_backward in place (dinp == dout): worst |err| / tol %.3g", w);
+    if (n >= 1000) {
+        gelu_backward_cpu(other.data(), x.data(), dy.data(), n);
+        w = worst(other, ref, true);
+        check(w > 1, "gelu_erf_backward's tolerance rejects the tanh GeLU's derivative (worst %.3g)", w);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // swiglu
 // ---------------------------------------------------------------------------------------------------------------
 template <typename T>
@@ -585,6 +647,8 @@ static void run_all() {
     for (size_t n : flat_n) {
         test_flat<T>(n, 0);
         test_flat<T>(n, 1);
+        test_gelu_erf<T>(n, 0);
+        test_gelu_erf<T>(n, 1);
     }
     // swiglu: F odd (5461: the gate|up buffer is 2 * 5461 wide) and multiples of 8
     const int sw[][2] = {{1, 88}, {7, 200}, {64, 1376}, {3, 5461}, {512, 768}};
