@@ -7,11 +7,8 @@
 //     the encode_* functions their strings in the text become their ids, as transformers splits added tokens out of
 //     the text before the BPE; <mask> also takes the whitespace before it when tokenizer.json says lstrip (roberta-base's
 //     does; vocab.json + merges.txt alone: no strip, as transformers 5 loads them).
-//   - Layout: <s> A </s>, pairs <s> A </s></s> B </s>. Truncation to max_length is longest_first as the Rust
-//     tokenizers (transformers' fast and, since version 5, only implementation) compute it: with t = max_length -
-//     specials tokens for the texts, the shorter text stays whole when the longer still gets as many tokens, else
-//     both get t / 2 and the odd token goes to the longer text (to B on a tie; transformers 4's Python
-//     RobertaTokenizer gives it to A). Right truncation only.
+//   - Layout: <s> A </s>, pairs <s> A </s></s> B </s>. Truncation to max_length: longest_first as the Rust tokenizers
+//     (transformers 5's only RoBERTa tokenizer) compute it; see build_inputs(). Right truncation only.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -56,7 +53,9 @@ struct RobertaTokenizer : Tokenizer {
     // transformers' tokenizer([a], [b], truncation=True, max_length=max_length)["input_ids"][0]: <s> A </s></s> B </s>
     // (an empty b still makes a pair, as in the batched call GLUE scripts use). Fails when max_length is in 1..3.
     std::vector<uint32_t> encode_pair(std::string_view a, std::string_view b, int max_length = 0) const;
-    // The same layout and truncation over already tokenized texts (b == nullptr: single).
+    // The same layout and truncation over already tokenized texts (b == nullptr: single). With t = max_length minus
+    // the special tokens, a pair keeps the shorter text whole when the longer still gets as many tokens, else each
+    // gets t / 2 and the odd token goes to the longer (to B on a tie; transformers 4's Python tokenizer: to A).
     std::vector<uint32_t> build_inputs(std::vector<uint32_t> a, const std::vector<uint32_t>* b, int max_length) const;
 
     // Concatenated token bytes; special tokens decode to their text. An id out of range fails naming it.
