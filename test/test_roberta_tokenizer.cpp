@@ -302,6 +302,20 @@ TEST(RobertaTokenizer, MatchesTransformers) {
     auto pair_rank = pair_rank_tokenizer(d);
     jobs[3] = {d.dir, {{0, "abc", ""}, {0, " abc", ""}, {0, " ab", ""}, {0, "ab abc abcabc bcab", ""}}, {}};
 
+    // rstrip (no RoBERTa file sets it; the flag must still mean what it means in transformers): </s> eats the
+    // whitespace after it, <s> both sides
+    TmpDir strip;
+    nlohmann::json tj = nlohmann::json::parse(read_bytes(vocab_dir() + "/json/tokenizer.json"));
+    for (auto& a : tj["added_tokens"]) {
+        if (a["content"] == "</s>") a["rstrip"] = true;
+        if (a["content"] == "<s>") a["lstrip"] = a["rstrip"] = true;
+    }
+    write_bytes(strip.file("tokenizer.json"), tj.dump());
+    RobertaTokenizer stripping(strip.dir);
+    jobs.push_back({strip.dir, {}, {}});
+    for (const char* t : {"a</s>  b", "x </s>\t\nb </s>", "  <s>  y  <s>", "<s> </s> <mask> z", " \xe2\x80\x83</s>\xe3\x80\x80q"})
+        jobs[4].cases.push_back({0, t, ""});
+
     std::string why;
     if (!transformers_ids(jobs, why)) {
         // CI installs transformers; REQUIRE_TRANSFORMERS=1 turns its absence into a failure there
@@ -318,6 +332,7 @@ TEST(RobertaTokenizer, MatchesTransformers) {
     expect_same(tok(), jobs[1], "Persuasion");
     expect_same(tok_json(), jobs[2], "tokenizer.json");
     expect_same(*pair_rank, jobs[3], "pair-rank vocabulary");
+    expect_same(stripping, jobs[4], "lstrip/rstrip");
 }
 
 // Hugging Face BPE merges by the rank of the pair, not of the merged token, and a vocabulary entry is only reached
