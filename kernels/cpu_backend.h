@@ -21,6 +21,7 @@
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
 #include "kernels/rso.h"
+#include "kernels/seqcls.h"
 #include "kernels/swiglu.h"
 #include "common/tensors.h"
 #include "prac/prac.h"
@@ -146,6 +147,15 @@ struct CpuBackend {
                     const int32_t* targets, int N, int C, int V, float grad_scale, float* scratch) {
         classifier_forward_backward_cpu(losses, dinp, dweight, inp, weight, targets, N, C, V, grad_scale, scratch,
                                         classifier_chunk);
+    }
+    // sequence-classification head (model/roberta.h): tanh, and the loss over B rows of logits (B, NL)
+    void tanh_forward(act_t* out, const act_t* inp, size_t n) { tanh_forward_cpu(out, inp, n); }
+    void tanh_backward(act_t* dinp, const act_t* out, const act_t* dout, size_t n) {
+        tanh_backward_cpu(dinp, out, dout, n);
+    }
+    void seqcls_loss(float* losses, act_t* dlogits, const act_t* logits, const int32_t* targets, const float* scores,
+                     int B, int NL, float grad_scale) {
+        seqcls_loss_cpu(losses, dlogits, logits, targets, scores, B, NL, grad_scale);
     }
     // ---- PRAC site ops (prac/prac.h) ----
     void prac_compress(act_t* xc, const act_t* x, const act_t* P, int N, int n, int r) {

@@ -27,6 +27,7 @@
 #include "kernels/residual.cuh"
 #include "kernels/rmsnorm.cuh"
 #include "kernels/rope.cuh"
+#include "kernels/seqcls.cuh"
 #include "kernels/swiglu.cuh"
 #include "common/tensors.h"
 #include "kernels/cuda_sizes.h"  // CUBLASLT_WORKSPACE_BYTES, CUDA_CLASSIFIER_CHUNK
@@ -166,6 +167,15 @@ struct CudaBackend {
     void swiglu_forward(act_t* out, const act_t* inp, int N, int F) { swiglu_forward_cuda(out, inp, N, F, stream); }
     void swiglu_backward(act_t* dinp, const act_t* inp, const act_t* dout, int N, int F) {
         swiglu_backward_cuda(dinp, inp, dout, N, F, stream);
+    }
+    // sequence-classification head (model/roberta.h)
+    void tanh_forward(act_t* out, const act_t* inp, size_t n) { tanh_forward_cuda(out, inp, n, stream); }
+    void tanh_backward(act_t* dinp, const act_t* out, const act_t* dout, size_t n) {
+        tanh_backward_cuda(dinp, out, dout, n, stream);
+    }
+    void seqcls_loss(float* losses, act_t* dlogits, const act_t* logits, const int32_t* targets, const float* scores,
+                     int B, int NL, float grad_scale) {
+        seqcls_loss_cuda(losses, dlogits, logits, targets, scores, B, NL, grad_scale, stream);
     }
     // the table is made on the host by the CPU twin and uploaded (fp32 either way)
     void rope_table(float* freqs, int T, int HS, float theta) {

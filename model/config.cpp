@@ -42,6 +42,35 @@ static ModelConfig llama(const char* name, int C, int F, int NH, int L) {
     return c;
 }
 
+// RoBERTa (RobertaConfig of roberta-base: <pad> = 1, positions 2 ... 513, one token type, exact-erf GeLU).
+// num_labels 2 is Hugging Face's default; a fine-tuning run sets its task's count.
+static ModelConfig roberta(const char* name, int V, int L, int NH, int C, int F, int maxT) {
+    ModelConfig c;
+    c.arch = Arch::ROBERTA;
+    c.name = name;
+    c.vocab_size = V;
+    c.num_layers = L;
+    c.num_heads = NH;
+    c.channels = C;
+    c.hidden = F;
+    c.max_seq_len = maxT;
+    c.norm_eps = 1e-5f;
+    c.type_vocab_size = 1;
+    c.pad_token_id = 1;
+    c.num_labels = 2;
+    c.init_std = 0.02f;
+    return c;
+}
+
+const char* arch_name(Arch a) {
+    switch (a) {
+        case Arch::GPT2: return "GPT-2";
+        case Arch::LLAMA: return "LLaMA";
+        case Arch::ROBERTA: return "RoBERTa";
+    }
+    return "?";
+}
+
 static std::vector<ModelConfig> named_configs() {
     return {
         gpt2("gpt2-124m", 12, 12, 768, 1024),  // d12
@@ -56,6 +85,8 @@ static std::vector<ModelConfig> named_configs() {
         llama("llama-1b", 2048, 5461, 32, 24),  // the paper's table swaps heads and layers; this is the code config
         llama("llama-mini", 128, 352, 4, 4),    // CPU demo size
         llama("llama-tiny", 64, 176, 4, 2),     // tests
+        roberta("roberta-base", 50265, 12, 12, 768, 3072, 512),
+        roberta("roberta-tiny", 1000, 2, 4, 64, 256, 64),  // tests
     };
 }
 
@@ -122,6 +153,48 @@ static bool opt_bool(const nlohmann::json& j, const char* key, bool def, const s
     return j[key].get<bool>();
 }
 
+// RobertaConfig keys (transformers' defaults where a key may be absent). Only what RobertaForSequenceClassification
+// computes with our kernels is accepted: absolute positions, the exact GeLU, an encoder (no decoder, no
+// cross-attention), single-label classification or one-output regression. Dropout keys are read by nobody: the
+// trainer has no dropout (docs/DESIGN.md section 3.1).
+static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std::string& type, const std::string& path) {
+    if (type != "roberta")
+        fail("%s: model_type is \"%s\", but the encoder needs a RoBERTa config (model_type \"roberta\")"
+             "\n---> HINT: pass the config.json of a roberta-base-layout directory", path.c_str(), type.c_str());
+    c.vocab_size = need_int(j, "vocab_size", path, 1, MAX_VOCAB);
+    c.num_layers = need_int(j, "num_hidden_layers", path, 1, MAX_LAYERS);
+    c.num_heads = need_int(j, "num_attention_heads", path, 1, MAX_WIDTH);
+    c.channels = need_int(j, "hidden_size", path, 1, MAX_WIDTH);
+    c.hidden = need_int(j, "intermediate_size", path, 1, MAX_HIDDEN);
+    c.pad_token_id = opt_int(j, "pad_token_id", 1, path, 0, MAX_VOCAB - 1);
+    int positions = need_int(j, "max_position_embeddings", path, 1, MAX_POSITIONS);
+    if (positions <= c.pad_token_id + 1)
+        fail("%s: max_position_embeddings = %d leaves no position after the padding offset (pad_token_id %d + 1)",
+             path.c_str(), positions, c.pad_token_id);
+    c.max_seq_len = positions - c.pad_token_id - 1;  // RoBERTa's positions start at pad_token_id + 1
+    c.type_vocab_size = opt_int(j, "type_vocab_size", 2, path, 1, MAX_VOCAB);
+    c.norm_eps = opt_real(j, "layer_norm_eps", 1e-12f, path, 0.0, 1.0);
+    c.init_std = opt_real(j, "initializer_range", 0.02f, path, 0.0, 1e3);
+    std::string act = opt_str(j, "hidden_act", "gelu", path);
+    if (act != "gelu")
+        fail("%s: hidden_act \"%s\" is not supported; RoBERTa uses the exact erf GeLU (\"gelu\")", path.c_str(),
+             act.c_str());
+    std::string pos = opt_str(j, "position_embedding_type", "absolute", path);
+    if (pos != "absolute")
+        fail("%s: position_embedding_type \"%s\" is not supported (only \"absolute\")", path.c_str(), pos.c_str());
+    if (opt_bool(j, "is_decoder", false, path) || opt_bool(j, "add_cross_attention", false, path))
+        fail("%s: is_decoder / add_cross_attention are set: only the bidirectional encoder is supported", path.c_str());
+    // HF: num_labels = len(id2label) when the config has one (save_pretrained writes it), else num_labels, else 2
+    c.num_labels = opt_int(j, "num_labels", 2, path, 1, MAX_VOCAB);
+    if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty())
+        c.num_labels = (int)j["id2label"].size();
+    std::string problem = opt_str(j, "problem_type", "", path);
+    if (problem == "multi_label_classification" || (problem == "regression" && c.num_labels != 1) ||
+        (problem == "single_label_classification" && c.num_labels == 1))
+        fail("%s: problem_type \"%s\" with %d labels is not supported (single-label classification with 2 or "
+             "more labels, or regression with 1)", path.c_str(), problem.c_str(), c.num_labels);
+}
+
 static ModelConfig config_from_json(Arch arch, const std::string& path) {
     std::ifstream f(path);
     if (!f) fail("cannot open model config %s", path.c_str());
@@ -136,7 +209,9 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
     ModelConfig c;
     c.name = path;
     c.arch = arch;
-    if (arch == Arch::GPT2) {
+    if (arch == Arch::ROBERTA) {
+        roberta_from_json(c, j, type, path);
+    } else if (arch == Arch::GPT2) {
         if (type != "gpt2")
             fail("%s: model_type is \"%s\", but train_gpt2 needs a GPT-2 config (model_type \"gpt2\")"
                  "\n---> HINT: LLaMA configs go to ./train_llama", path.c_str(), type.c_str());
@@ -201,8 +276,8 @@ ModelConfig model_config_load(Arch arch, const std::string& name_or_path) {
     for (const ModelConfig& n : named_configs())
         if (n.name == name_or_path) {
             if (n.arch != arch)
-                fail("model \"%s\" is a %s model\n---> HINT: use ./train_%s", n.name.c_str(),
-                     n.arch == Arch::GPT2 ? "GPT-2" : "LLaMA", n.arch == Arch::GPT2 ? "gpt2" : "llama");
+                fail("model \"%s\" is a %s model\n---> HINT: use ./%s", n.name.c_str(), arch_name(n.arch),
+                     n.arch == Arch::GPT2 ? "train_gpt2" : n.arch == Arch::LLAMA ? "train_llama" : "finetune_roberta");
             c = n;
             found = true;
         }
@@ -232,12 +307,21 @@ void validate_config(const ModelConfig& c) {
     if (c.vocab_size > 65536)
         fail("model %s: vocabulary %d exceeds 65536, the range of the uint16 token shards", n, c.vocab_size);
     if (!(c.norm_eps > 0) || !(c.norm_eps < 1)) fail("model %s: norm eps must be in (0, 1) (got %g)", n, c.norm_eps);
+    if (c.arch == Arch::ROBERTA) {
+        if (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size)
+            fail("model %s: pad_token_id %d is outside the vocabulary [0, %d)", n, c.pad_token_id, c.vocab_size);
+        if (c.type_vocab_size < 1 || c.num_labels < 1)
+            fail("model %s: type_vocab_size (%d) and num_labels (%d) must be at least 1", n, c.type_vocab_size,
+                 c.num_labels);
+        if (!(c.init_std > 0 && std::isfinite(c.init_std)))
+            fail("model %s: initializer_range must be positive and finite (got %g)", n, c.init_std);
+    }
     if (c.arch == Arch::LLAMA && !(c.rope_theta > 0 && std::isfinite(c.rope_theta)))
         fail("model %s: rope theta must be positive and finite (got %g)", n, c.rope_theta);
     // the kernels index one weight matrix or one sequence's activations with 32-bit element counts
     const long long C = c.channels, limit = (1LL << 31) - 1;
     const long long sizes[] = {(long long)round_up(c.vocab_size, 128) * C, C * c.hidden, 3 * C * C,
-                               (long long)c.max_seq_len * C};
+                               (long long)(c.arch == Arch::ROBERTA ? c.position_rows() : c.max_seq_len) * C};
     for (long long sz : sizes)
         if (sz > limit)
             fail("model %s: a weight matrix of %lld elements (V=%d C=%d F=%d maxT=%d) exceeds 2^31 - 1, the most the "
@@ -247,16 +331,22 @@ void validate_config(const ModelConfig& c) {
 std::vector<std::pair<std::string, std::string>> model_config_rows(const ModelConfig& c) {
     std::vector<std::pair<std::string, std::string>> r;
     r.push_back({"model", c.name});
-    r.push_back({"architecture", c.arch == Arch::GPT2 ? "GPT-2" : "LLaMA"});
+    r.push_back({"architecture", arch_name(c.arch)});
     r.push_back({"vocab_size (padded)", format("%d (%d)", c.vocab_size, c.padded_vocab_size)});
     r.push_back({"num_layers", std::to_string(c.num_layers)});
     r.push_back({"num_heads (head dim)", format("%d (%d)", c.num_heads, c.head_dim())});
     r.push_back({"channels", std::to_string(c.channels)});
     r.push_back({"mlp hidden", std::to_string(c.hidden)});
     r.push_back({"max_seq_len", std::to_string(c.max_seq_len)});
-    r.push_back({c.arch == Arch::GPT2 ? "layernorm eps" : "rmsnorm eps", format("%g", c.norm_eps)});
+    r.push_back({c.arch == Arch::LLAMA ? "rmsnorm eps" : "layernorm eps", format("%g", c.norm_eps)});
     if (c.arch == Arch::LLAMA) r.push_back({"rope theta", format("%g", c.rope_theta)});
-    r.push_back({"embeddings", c.tied_embeddings ? "tied" : "untied"});
+    if (c.arch == Arch::ROBERTA) {
+        r.push_back({"token types", std::to_string(c.type_vocab_size)});
+        r.push_back({"pad token (position offset)", format("%d (%d)", c.pad_token_id, c.pad_token_id + 1)});
+        r.push_back({"labels", c.num_labels == 1 ? "1 (regression, MSE)" : std::to_string(c.num_labels)});
+    } else {
+        r.push_back({"embeddings", c.tied_embeddings ? "tied" : "untied"});
+    }
     return r;
 }
 
@@ -268,6 +358,20 @@ void write_hf_config(const std::string& path, const ModelConfig& c) {
              {"n_head", c.num_heads}, {"n_inner", c.hidden}, {"activation_function", "gelu_new"},
              {"layer_norm_epsilon", std::stod(format("%g", c.norm_eps))}, {"tie_word_embeddings", true}, {"resid_pdrop", 0.0},
              {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}};
+    } else if (c.arch == Arch::ROBERTA) {
+        nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+        for (int i = 0; i < c.num_labels; i++) {
+            id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+            label2id["LABEL_" + std::to_string(i)] = i;
+        }
+        j = {{"model_type", "roberta"}, {"architectures", {"RobertaForSequenceClassification"}},
+             {"vocab_size", c.vocab_size}, {"hidden_size", c.channels}, {"num_hidden_layers", c.num_layers},
+             {"num_attention_heads", c.num_heads}, {"intermediate_size", c.hidden}, {"hidden_act", "gelu"},
+             {"max_position_embeddings", c.position_rows()}, {"type_vocab_size", c.type_vocab_size},
+             {"pad_token_id", c.pad_token_id}, {"layer_norm_eps", std::stod(format("%g", c.norm_eps))},
+             {"initializer_range", std::stod(format("%g", c.init_std))}, {"position_embedding_type", "absolute"},
+             {"id2label", id2label}, {"label2id", label2id}};
+        if (c.num_labels == 1) j["problem_type"] = "regression";
     } else {
         j = {{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"vocab_size", c.vocab_size},
              {"hidden_size", c.channels}, {"intermediate_size", c.hidden}, {"num_attention_heads", c.num_heads},

@@ -3,7 +3,8 @@
 #include <string>
 #include <vector>
 
-enum class Arch { GPT2, LLAMA };
+enum class Arch { GPT2, LLAMA, ROBERTA };
+const char* arch_name(Arch a);  // "GPT-2", "LLaMA", "RoBERTa"
 
 struct ModelConfig {
     Arch arch = Arch::GPT2;
@@ -14,16 +15,26 @@ struct ModelConfig {
     int num_heads = 0;          // NH
     int channels = 0;           // C
     int hidden = 0;             // F: MLP width (GPT-2 4C; LLaMA intermediate_size)
-    int max_seq_len = 0;        // GPT-2: rows of wpe; LLaMA: longest T the RoPE table is built for
+    int max_seq_len = 0;        // GPT-2: rows of wpe; LLaMA: longest T the RoPE table is built for; RoBERTa:
+                                // longest T (wpe has max_seq_len + pad_token_id + 1 rows, see position_rows)
     float norm_eps = 0;         // LayerNorm 1e-5 / RMSNorm 1e-6
     float rope_theta = 0;       // LLaMA only
     bool tied_embeddings = false;  // GPT-2: the head reuses wte
+    // RoBERTa only (model/roberta.h; Hugging Face RobertaConfig keys in brackets)
+    int type_vocab_size = 0;  // rows of the token-type embedding [type_vocab_size]
+    int pad_token_id = 0;     // <pad>: the position offset and the embeddings' padding_idx [pad_token_id]
+    int num_labels = 0;       // classes of the head (1: regression, MSE) [id2label / num_labels]
+    float init_std = 0.02f;   // N(0, init_std) of fresh weights, e.g. a new head [initializer_range]
 
     int head_dim() const { return channels / num_heads; }
+    // RoBERTa's position table: positions pad + 1 ... pad + max_seq_len, and pad itself for <pad> tokens
+    int position_rows() const { return max_seq_len + pad_token_id + 1; }
+
 };
 
 // "gpt2-124m", "gpt2-355m", "gpt2-mini", "gpt2-tiny", "llama-35m" ... "llama-1b", "llama-mini", "llama-tiny",
-// or a path to a Hugging Face config.json (GPT2Config or LlamaConfig keys). Throws UserError on unknown names,
+// "roberta-base", "roberta-tiny", or a path to a Hugging Face config.json (GPT2Config, LlamaConfig or RobertaConfig
+// keys). Throws UserError on unknown names,
 // unreadable files, missing keys, or configs this trainer cannot run (see validate_config).
 ModelConfig model_config_load(Arch arch, const std::string& name_or_path);
 
@@ -36,6 +47,7 @@ std::vector<std::string> model_config_names(Arch arch);
 // One line per setting, for the start-of-run table.
 std::vector<std::pair<std::string, std::string>> model_config_rows(const ModelConfig& c);
 
-// Writes a Hugging Face config.json for this model (GPT2LMHeadModel or LlamaForCausalLM), so a saved
+// Writes a Hugging Face config.json for this model (GPT2LMHeadModel, LlamaForCausalLM or
+// RobertaForSequenceClassification), so a saved
 // model.safetensors next to it loads with from_pretrained.
 void write_hf_config(const std::string& path, const ModelConfig& c);

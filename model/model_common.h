@@ -18,7 +18,7 @@ inline void check_tokens(const int32_t* tokens, int N, int V) {
 
 // Per-layer gradient averaging (the models' on_layer_grads hook, train/grad_sync.h): the ranges of the parameter
 // buffer that layer l's backward completes, at index l in [0, L), and at index L the tensors outside the layer
-// stack (embeddings, position embeddings, final norm, LM head), which are complete only at the end of backward
+// stack (embeddings, position embeddings, final norm, LM head; RoBERTa's token types, embedding norm and head), which are complete only at the end of backward
 // (GPT-2's tied wte also collects the head's gradient in forward). Every other tensor is stacked (L, ...) with the
 // layer first, so layer l's share is numel / L elements at offset + l * numel / L. Every parameter is in exactly
 // one range; the alignment gaps between tensors are in none (their gradients stay zero).
@@ -26,7 +26,11 @@ inline std::vector<std::vector<ElemRange>> layer_param_ranges(const std::vector<
     if (L <= 0) fail("internal: layer_param_ranges with %d layers", L);
     std::vector<std::vector<ElemRange>> out((size_t)L + 1);
     for (const ParamSpec& s : specs) {
-        if (s.name == "wte" || s.name == "wpe" || s.name == "lnfw" || s.name == "lnfb" || s.name == "lm_head") {
+        static const char* const outside[] = {"wte", "wpe", "lnfw", "lnfb", "lm_head",  // GPT-2, LLaMA
+                                              "tte", "lnew", "lneb", "clsw", "clsb", "outw", "outb"};  // RoBERTa
+        bool is_outside = false;
+        for (const char* name : outside) is_outside = is_outside || s.name == name;
+        if (is_outside) {
             out[L].push_back({s.offset, s.numel});
             continue;
         }

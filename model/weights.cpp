@@ -70,7 +70,7 @@ void hf_load(const std::string& path, const std::vector<HFTensor>& map, const st
 }
 
 std::vector<int64_t> hf_tensor_shape(const HFTensor& t) {
-    if (t.rows == 1) return {t.cols};  // vectors (norm weights, biases) are 1-D in HF files
+    if (t.rows == 1 && !t.matrix) return {t.cols};  // vectors (norm weights, biases) are 1-D in HF files
     return t.transposed ? std::vector<int64_t>{t.cols, t.rows} : std::vector<int64_t>{t.rows, t.cols};
 }
 

@@ -26,6 +26,7 @@ struct HFTensor {
     size_t offset;  // elements into the parameter buffer
     int rows, cols;
     bool transposed;
+    bool matrix = false;  // 2-D in the file even with one row (RoBERTa's one token type, a one-label head)
 };
 
 // Reads every mapped tensor of a safetensors file into params (host fp32, the whole parameter buffer).

@@ -32,6 +32,7 @@
 #include "kernels/residual.h"
 #include "kernels/rmsnorm.h"
 #include "kernels/rope.h"
+#include "kernels/seqcls.h"
 #include "kernels/swiglu.h"
 
 namespace {
@@ -969,6 +970,109 @@ TEST(FloatVsDouble, AdamW) {
         EXPECT_TRUE(Close(mf, md, kF32Tol)) << "m";
         EXPECT_TRUE(Close(vf, vd, kF32Tol)) << "v";
     }
+}
+
+// ======================================================================================== sequence-classification head
+TEST(Tanh, ForwardIsStdTanhAndBackwardMatchesFiniteDifferences) {
+    vec x = Rng(140).normals(40, 0.0, 2.0), ref(x.size());
+    for (size_t i = 0; i < x.size(); i++) ref[i] = (std::exp(2 * x[i]) - 1) / (std::exp(2 * x[i]) + 1);
+    auto fwd = [&] {
+        vec o(x.size(), kNaN);
+        tanh_forward_cpu(o.data(), x.data(), x.size());
+        return o;
+    };
+    EXPECT_TRUE(Close(fwd(), ref, kRefTol));
+    vec R = Rng(141).normals(x.size());
+    vec num = numgrad(x, [&] { return dot(fwd(), R); });
+    vec out = fwd(), d(x.size(), kNaN);  // garbage: overwritten
+    tanh_backward_cpu(d.data(), out.data(), R.data(), x.size());
+    EXPECT_TRUE(Close(d, num, kGradTol));
+    tanh_backward_cpu(R.data(), out.data(), R.data(), x.size());  // in place (dinp aliasing dout)
+    EXPECT_TRUE(Close(R, num, kGradTol)) << "in place";
+}
+
+// Rows 0..B-1 of logits (B, NL) with targets; row 2 is unlabelled (-1).
+struct SeqClsCase {
+    int B = 5, NL;
+    vec z;
+    std::vector<int32_t> targets;
+    std::vector<float> scores;
+    float grad_scale = 0.25f;
+    SeqClsCase(int nl, uint32_t seed) : NL(nl) {
+        Rng rng(seed);
+        z = rng.normals((size_t)B * NL, 0.0, 3.0);
+        for (int b = 0; b < B; b++) {
+            targets.push_back(b == 2 ? -1 : (NL == 1 ? 0 : (int32_t)(rng.uniform() * NL)));
+            scores.push_back((float)rng.uniform(0.0, 5.0));
+        }
+    }
+    // per-row losses; dz when asked
+    vec run(vec* dz) const {
+        std::vector<float> l(B, (float)kNaN);
+        if (dz) dz->assign(z.size(), kNaN);
+        seqcls_loss_cpu(l.data(), dz ? dz->data() : nullptr, z.data(), targets.data(), scores.data(), B, NL,
+                        grad_scale);
+        return widen(l);
+    }
+};
+
+// Against the textbook definitions: -log softmax(z)[t] (computed without the max shift) and (z - y)²
+TEST(SeqClsLoss, LossesMatchNaiveCrossEntropyAndSquaredError) {
+    for (int NL : {1, 2, 3}) {
+        SCOPED_TRACE("NL=" + std::to_string(NL));
+        SeqClsCase c(NL, 142 + NL);
+        vec ref(c.B, 0.0);
+        for (int b = 0; b < c.B; b++) {
+            if (c.targets[b] < 0) continue;
+            const double* z = c.z.data() + (size_t)b * NL;
+            if (NL == 1) {
+                ref[b] = (z[0] - c.scores[b]) * (z[0] - c.scores[b]);
+            } else {
+                double sum = 0;
+                for (int k = 0; k < NL; k++) sum += std::exp(z[k]);
+                ref[b] = -std::log(std::exp(z[c.targets[b]]) / sum);
+            }
+        }
+        EXPECT_TRUE(Close(c.run(nullptr), ref, kF32Tol));  // losses are stored as float
+    }
+}
+
+// dz = d(sum_b grad_scale * loss_b)/dz; unlabelled rows: loss 0 and gradient 0
+TEST(SeqClsLoss, GradientMatchesFiniteDifferencesAndSkipsUnlabelledRows) {
+    for (int NL : {1, 3}) {
+        SCOPED_TRACE("NL=" + std::to_string(NL));
+        SeqClsCase c(NL, 150 + NL);
+        // the objective in double (the kernel stores float losses: too coarse for central differences)
+        auto objective = [&] {
+            double s = 0;
+            for (int b = 0; b < c.B; b++) {
+                if (c.targets[b] < 0) continue;
+                const double* z = c.z.data() + (size_t)b * NL;
+                if (NL == 1) {
+                    s += c.grad_scale * (z[0] - c.scores[b]) * (z[0] - c.scores[b]);
+                } else {
+                    double sum = 0;
+                    for (int k = 0; k < NL; k++) sum += std::exp(z[k]);
+                    s += c.grad_scale * (std::log(sum) - z[c.targets[b]]);
+                }
+            }
+            return s;
+        };
+        vec num = numgrad(c.z, objective), dz;
+        vec l = c.run(&dz);
+        EXPECT_TRUE(Close(dz, num, kGradTol));
+        EXPECT_EQ(l[2], 0.0);
+        for (int k = 0; k < NL; k++) EXPECT_EQ(dz[(size_t)2 * NL + k], 0.0);
+    }
+}
+
+TEST(SeqClsLoss, StableForLargeLogits) {
+    SeqClsCase c(3, 160);
+    for (double& v : c.z) v *= 300.0;  // exp(900) overflows without the max shift
+    vec dz;
+    vec l = c.run(&dz);
+    for (double v : l) EXPECT_TRUE(std::isfinite(v));
+    for (double v : dz) EXPECT_TRUE(std::isfinite(v));
 }
 
 }  // namespace

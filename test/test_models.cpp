@@ -20,51 +20,12 @@
 #include "model/llama.h"
 #include "prac/prac_state.h"
 #include "train/optim_adamw.h"
+#include "test/model_test_util.h"
 
 #include <cstring>
 #include <unistd.h>
 
 namespace {
-
-std::string fixture(const std::string& model, const std::string& file) {
-    return std::string(PRAC_SOURCE_DIR) + "/test/fixtures/" + model + "/" + file;
-}
-
-std::vector<float> read_f32(const SafeTensorsFile& f, const std::string& name) {
-    std::vector<float> v(f.get(name).numel());
-    f.read_f32(name, v.data(), v.size());
-    return v;
-}
-
-std::vector<int32_t> read_i32(const SafeTensorsFile& f, const std::string& name) {
-    std::vector<int32_t> v(f.get(name).numel());
-    f.read_raw(name, v.data(), v.size() * sizeof(int32_t));
-    return v;
-}
-
-// max |a - b| / max(max |b|, floor): relative to the reference tensor's scale.
-double rel_err(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-6) {
-    EXPECT_EQ(a.size(), b.size());
-    double diff = 0, scale = floor;
-    for (size_t i = 0; i < a.size() && i < b.size(); i++) {
-        diff = std::max(diff, (double)std::fabs(a[i] - b[i]));
-        scale = std::max(scale, (double)std::fabs(b[i]));
-    }
-    return diff / scale;
-}
-
-double max_abs_err(const std::vector<float>& a, const std::vector<float>& b) {
-    double diff = 0;
-    for (size_t i = 0; i < a.size() && i < b.size(); i++) diff = std::max(diff, (double)std::fabs(a[i] - b[i]));
-    return diff;
-}
-
-template <class Model>
-std::vector<float> host_buffer(CpuBackend& be, const typename Model::act_t* dev, size_t n) {
-    std::vector<float> h(n);
-    be.download_f32(h.data(), dev, n);
-    return h;
-}
 
 // One model, its fixture directory and the architecture of its config.
 template <template <class> class M>

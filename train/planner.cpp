@@ -8,6 +8,7 @@
 #include "kernels/cuda_sizes.h"  // the CUDA backend's fixed scratch
 #include "model/gpt2.h"
 #include "model/llama.h"
+#include "model/roberta.h"
 #include "train/comm.h"  // zero_shard_begin
 #include "train/optimizers.h"
 
@@ -131,8 +132,12 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
 template <class PB>
 MemoryPlan plan_for(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
                     const OptimizerChoice& optim, Recompute recompute) {
-    if (cfg.arch == Arch::GPT2) return plan_with<GPT2<PB>, PB>(cfg, prac, B, T, target, optim, recompute);
-    return plan_with<Llama<PB>, PB>(cfg, prac, B, T, target, optim, recompute);
+    switch (cfg.arch) {
+        case Arch::GPT2: return plan_with<GPT2<PB>, PB>(cfg, prac, B, T, target, optim, recompute);
+        case Arch::LLAMA: return plan_with<Llama<PB>, PB>(cfg, prac, B, T, target, optim, recompute);
+        case Arch::ROBERTA: return plan_with<Roberta<PB>, PB>(cfg, prac, B, T, target, optim, recompute);
+    }
+    return {};
 }
 
 std::string human_bytes(size_t b) {
