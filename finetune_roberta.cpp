@@ -7,6 +7,8 @@
 // The encoder's CUDA path waits for the masked attention kernels (issue 17): --device cuda is refused for now.
 #include <omp.h>
 
+#include <algorithm>
+
 #include "kernels/cpu_backend.h"
 #include "model/config.h"
 #include "train/finetune.h"
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
         check_model_dir(opts.init_from);
         ModelConfig cfg = model_config_load(Arch::ROBERTA, opts.init_from + "/config.json");
         cfg.num_labels = glue_task_info(glue_task_from_name(opts.task)).num_labels;
+        if (!opts.was_given("--max-len")) opts.max_len = std::min(opts.max_len, cfg.max_seq_len);
         CHECK_USER(opts.max_len <= cfg.max_seq_len, "--max-len %d exceeds the model's %d positions (config.json's "
                    "max_position_embeddings minus the padding offset)\n---> HINT: pass --max-len %d or less",
                    opts.max_len, cfg.max_seq_len, cfg.max_seq_len);

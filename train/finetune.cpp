@@ -22,7 +22,7 @@ const FlagDef FLAGS[] = {
     F("--epochs", "N", INT, epochs, "training epochs (appendix D: 30)"),
     F("--batch-size", "B", INT, batch_size, "examples per step (appendix D: 16)"),
     F("--max-len", "T", INT, max_len,
-      "truncate examples to T tokens (appendix D: 512); batches are padded to the longest example of the data"),
+      "truncate examples to T tokens (appendix D: 512; default: 512 or the model's positions if fewer); batches are padded to the longest example of the data"),
     F("--lr", "LR", FLOAT, lr, "peak learning rate (default: the paper's for the task: 3e-5 CoLA, STS-B, MRPC, RTE; "
                                "1e-5 SST-2, MNLI, QNLI, QQP)"),
     F("--warmup", "N", INT, warmup,
@@ -177,6 +177,11 @@ void check_model_dir(const std::string& dir) {
     CHECK_USER(readable(dir + "/tokenizer.json") || (readable(dir + "/vocab.json") && readable(dir + "/merges.txt")),
                "--init-from %s has no tokenizer: neither tokenizer.json nor vocab.json + merges.txt\n---> HINT: copy "
                "roberta-base's tokenizer files into it", dir.c_str());
+}
+
+bool glue_split_exists(const std::string& dir, const std::string& split) {
+    return access((dir + "/" + split + ".tsv").c_str(), R_OK) == 0 ||
+           access((dir + "/" + split + ".jsonl").c_str(), R_OK) == 0;
 }
 
 void copy_tokenizer_files(const std::string& from, const std::string& to) {

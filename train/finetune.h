@@ -48,6 +48,8 @@ float paper_lr(GlueTask task);
 float linear_schedule(int step, int total, int warmup, float lr);
 // The checks --init-from must pass (config.json, model.safetensors, tokenizer files), each with a hint.
 void check_model_dir(const std::string& dir);
+// Whether DIR holds the split as .tsv or .jsonl.
+bool glue_split_exists(const std::string& dir, const std::string& split);
 // Copies the tokenizer files of `from` (those that exist) into `to`, so --save is a complete model directory.
 void copy_tokenizer_files(const std::string& from, const std::string& to);
 
@@ -74,6 +76,7 @@ struct FineTuner {
     std::vector<GlueEncoded> dev_sets;
     const int B;
     int T = 0;  // every batch is (B, T): the longest encoded example of train and dev, at most --max-len
+    std::string resume_path;  // --resume: the checkpoint (set with T by check_data_first, before the model)
     std::unique_ptr<GlueBatcher> batcher;
     Roberta<Backend> model;
     MetricsLog log;
@@ -82,7 +85,7 @@ struct FineTuner {
     int step = 0;  // optimizer steps done
     double best = -INFINITY;
     int best_epoch = 0;
-    std::string resume_path, train_fingerprint;
+    std::string train_fingerprint;
 
     // the step in flight: the batch as the model takes it (B rows; rows past the data's are one-token padding rows
     // with no label, so every step has the same shapes and the arena is allocated once)
@@ -278,10 +281,13 @@ struct FineTuner {
     const ModelConfig& check_data_first() {
         check_no_earlier_run(opts);
         GlueTask task = info.task;
-        if (!opts.eval_only) train_examples = read_glue_file(task, glue_split_path(opts.data_dir, "train"));
+        // --eval-only reads the training split too when it is there: T (and so the arithmetic's blocking) is then
+        // the training run's, and the scores are the ones it printed, to the last digit
+        bool has_train = !opts.eval_only || glue_split_exists(opts.data_dir, "train");
+        if (has_train) train_examples = read_glue_file(task, glue_split_path(opts.data_dir, "train"));
         for (const std::string& split : info.dev_splits)
             dev_examples.push_back(read_glue_file(task, glue_split_path(opts.data_dir, split)));
-        if (!opts.eval_only) train_set = encode_glue(tok, task, train_examples, opts.max_len);
+        if (has_train) train_set = encode_glue(tok, task, train_examples, opts.max_len);
         for (const auto& d : dev_examples) dev_sets.push_back(encode_glue(tok, task, d, opts.max_len));
         size_t longest = 2;
         for (const auto& r : train_set.ids) longest = std::max(longest, r.size());
