@@ -199,7 +199,7 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
             const char* dashes = arg.rfind("-", 0) == 0 ? "" : " (flags start with --)";
             for (const FlagSynonym* y = synonyms; y < synonyms + num_synonyms; y++)
                 if (bare == y->first + 2)
-                    fail("unknown flag \"%s\"%s\n---> HINT: this program spells it %s%s (--help lists every flag)",
+                    fail("unknown flag \"%s\"%s\n---> HINT: this trainer spells it %s%s (--help lists every flag)",
                          arg.c_str(), dashes, y->second,
                          std::string(y->second) == "--min-lr-frac" ? ", a fraction of --lr, not a rate" : "");
             // else suggest the flag closest to what was typed

@@ -147,6 +147,12 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     o.steps = 0;            // set from the data: epochs x batches per epoch
 }
 
+std::vector<std::string> finetune_flag_names() {
+    std::vector<std::string> out;
+    for (const FlagDef& f : FLAGS) out.push_back(f.name);
+    return out;
+}
+
 std::string finetune_help(const char* program) {
     FinetuneOptions defaults;
     std::string s = format(

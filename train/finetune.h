@@ -42,6 +42,7 @@ struct FinetuneOptions : TrainOptions {
 // Parses and checks the flags (UserError with a hint on bad ones); --help text.
 void parse_finetune_options(FinetuneOptions& o, int argc, char** argv);
 std::string finetune_help(const char* program);
+std::vector<std::string> finetune_flag_names();  // every flag of the table (tests check the hints against them)
 // The paper's learning rate for a task (appendix D): 3e-5 for CoLA, STS-B, MRPC, RTE; 1e-5 for SST-2, MNLI, QNLI, QQP.
 float paper_lr(GlueTask task);
 // Hugging Face's get_linear_schedule_with_warmup at optimizer step `step` (0-based) of `total`.
