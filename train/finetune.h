@@ -91,6 +91,7 @@ struct FineTuner {
     // the step in flight: the batch as the model takes it (B rows; rows past the data's are one-token padding rows
     // with no label, so every step has the same shapes and the arena is allocated once)
     GlueBatch batch;
+    GlueBatchState before_batch;  // the batcher's position before `batch` was drawn
     std::vector<int32_t> ids, mask;
     std::vector<float> labels;
     EncoderBatch enc;
@@ -142,6 +143,7 @@ struct FineTuner {
 
     // The epoch's next batch as the model's (B, T) input; false at the end of the epoch.
     bool next_batch() {
+        before_batch = batcher->state();
         if (!batcher->next(batch)) return false;
         labelled = batch.B;
         fill_input(batch);
@@ -152,7 +154,7 @@ struct FineTuner {
     int stop_requested() const { return (int)g_stop_signal; }
     int stop(int sig) {
         std::printf("received signal %d: stopping after %d of %d steps\n", sig, step, total_steps);
-        checkpoint();
+        checkpoint(before_batch);  // the batch just drawn was not trained on: a resume draws it again
         return 128 + sig;
     }
 
@@ -411,7 +413,8 @@ struct FineTuner {
 
     // A checkpoint of the run so far: weights (Hugging Face layout), optimizer state, PRAC bases, the batcher's
     // position and the best score (so a resumed run reports the same best).
-    void checkpoint() {
+    void checkpoint() { checkpoint(batcher->state()); }
+    void checkpoint(const GlueBatchState& g) {
         if (opts.ckpt_dir.empty()) return;
         CheckpointWriter w(opts.ckpt_dir, step);
         model.save_weights(w.file(CKPT_MODEL_FILE));
@@ -431,7 +434,6 @@ struct FineTuner {
             if (t.dtype == "F32") st.add_f32(t.name, (const float*)t.data, t.shape);
             else st.add_i64(t.name, (const int64_t*)t.data, t.shape);
         }
-        GlueBatchState g = batcher->state();
         st.set_i64("glue.epoch", g.epoch);
         st.set_i64("glue.position", g.position);
         st.set_f64("glue.best", best);
