@@ -18,8 +18,8 @@ inline void check_tokens(const int32_t* tokens, int N, int V) {
 
 // Per-layer gradient averaging (the models' on_layer_grads hook, train/grad_sync.h): the ranges of the parameter
 // buffer that layer l's backward completes, at index l in [0, L), and at index L the tensors outside the layer
-// stack (embeddings, position embeddings, final norm, LM head; RoBERTa's token types, embedding norm and head), which are complete only at the end of backward
-// (GPT-2's tied wte also collects the head's gradient in forward). Every other tensor is stacked (L, ...) with the
+// stack (embeddings, position embeddings, final norm, LM head; RoBERTa's token types, embedding norm and head),
+// which are complete only at the end of backward (GPT-2's tied wte also collects the head's gradient in forward). Every other tensor is stacked (L, ...) with the
 // layer first, so layer l's share is numel / L elements at offset + l * numel / L. Every parameter is in exactly
 // one range; the alignment gaps between tensors are in none (their gradients stay zero).
 inline std::vector<std::vector<ElemRange>> layer_param_ranges(const std::vector<ParamSpec>& specs, int L) {

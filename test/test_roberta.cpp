@@ -3,7 +3,7 @@
 // classes with cross-entropy; one output with MSE), on a batch of 3 rows of 16, 11 and 7 real tokens (padding
 // inside the batch). We load the same config.json and model.safetensors through our loaders and compare logits,
 // loss, every parameter gradient and 3 AdamW steps; then padding invariance, save/load, load and batch errors,
-// recompute, PRAC wiring and the planner.
+// recompute, PRAC wiring and resume, the per-layer gradient hook and the planner.
 //
 // Tolerances as test_models.cpp (fp32 on both sides, different summation orders): 2e-5 relative to the tensor's
 // largest magnitude for logits and gradients, 1e-5 absolute on the loss; the AdamW trajectory (lr 1e-3, 3 steps)
@@ -19,10 +19,12 @@
 #include "common/safetensors.h"
 #include "kernels/cpu_backend.h"
 #include "model/roberta.h"
+#include "prac/prac_state.h"
 #include "test/model_test_util.h"
 #include "test/test_files.h"
 #include "test/test_util.h"
 #include "train/optim_adamw.h"
+#include "train/optimizers.h"  // OptimizerChoice
 #include "train/planner.h"
 
 namespace {
@@ -75,6 +77,7 @@ struct Loaded {
 };
 
 void check_forward_backward(const char* dir) {
+    SingleThreaded single;  // tiny models: see test_util.h
     Loaded m(dir);
     m.model.zero_grad();
     float loss = m.model.forward(m.fb.batch(), 1.0f / m.fb.B);
@@ -109,6 +112,7 @@ void check_forward_backward(const char* dir) {
 // torch.optim.AdamW (lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01 on every parameter), constant lr,
 // the same batch each step, no clipping
 void check_training(const char* dir) {
+    SingleThreaded single;
     Loaded m(dir);
     std::vector<ParamSpec> specs = m.model.param_specs;
     for (ParamSpec& s : specs) s.decay = true;  // torch decays every tensor it is given
@@ -151,6 +155,7 @@ TEST(RobertaPositions, PaddingOffsetAsTransformers) {
 // Padding changes nothing for the real tokens: the shortest fixture row alone, unpadded (B = 1, T = 7), gives the
 // logits of its padded row in the batch.
 TEST(RobertaPadding, ShortRowAloneEqualsItsPaddedRow) {
+    SingleThreaded single;
     Loaded m("roberta_tiny_cls");
     m.model.eval_forward(m.fb.batch());
     std::vector<float> batch_logits = m.logits();
@@ -175,6 +180,7 @@ using RobertaFiles = TmpDirTest;
 
 // save_pretrained writes a config that reads back as the same model, and weights that give the same logits bitwise
 TEST_F(RobertaFiles, SavedModelLoadsBackToTheSameLogits) {
+    SingleThreaded single;
     Loaded m("roberta_tiny_reg");
     std::vector<float> specs_before = m.params();
     m.model.eval_forward(m.fb.batch());
@@ -206,6 +212,11 @@ TEST_F(RobertaFiles, SavedModelLoadsBackToTheSameLogits) {
     std::sort(ours.begin(), ours.end());
     std::sort(theirs.begin(), theirs.end());
     EXPECT_EQ(ours, theirs);
+    // ... with transformers' shapes (vectors 1-D; the one-row token-type table and one-label out_proj 2-D)
+    SafeTensorsFile saved = safetensors_open(file("out/model.safetensors"));
+    SafeTensorsFile orig = safetensors_open(fixture("roberta_tiny_reg", "model.safetensors"));
+    for (const std::string& n : theirs)
+        if (saved.find(n)) EXPECT_EQ(saved.shape(n), orig.shape(n)) << n;
 }
 
 namespace {
@@ -350,6 +361,7 @@ TEST_F(RobertaFiles, ConfigErrors) {
 
 // Bad batches: clear errors, nothing computed
 TEST(RobertaBatch, ErrorsNameTheRowAndWhatIsWrong) {
+    SingleThreaded single;
     ModelConfig cfg = model_config_load(Arch::ROBERTA, "roberta-tiny");
     cfg.num_labels = 3;
     CpuBackend be;
@@ -434,7 +446,7 @@ using R = Roberta<CpuBackend>;
 // What backward recomputes instead of saving gives the same bits (the recomputing ops are deterministic and see
 // the same inputs, including, at level 2, the block input x rebuilt from the previous LN2 or the embedding LN)
 TEST(RobertaRecompute, BitwiseEqualToStored) {
-    SingleThreaded one;  // many tiny steps: see test_util.h
+    SingleThreaded single;  // many tiny steps: see test_util.h
     PracOptions none;
     StepsRun r0 = two_steps(none, Recompute());
     EXPECT_TRUE(bitwise(two_steps(none, Recompute(1)), r0)) << "recompute 1";
@@ -455,7 +467,7 @@ TEST(RobertaRecompute, BitwiseEqualToStored) {
 // activation gradient stay exact, so the loss and every parameter gradient except the weights whose input is a
 // linear site (qkv, fc, fcproj) are bitwise those of mode none, and those three differ.
 TEST(RobertaPrac, LinearSitesChangeOnlyTheirWeightGradients) {
-    SingleThreaded one;
+    SingleThreaded single;
     PracOptions lin;
     lin.mode = PracMode::PRAC;
     lin.nonlinear = false;
@@ -488,7 +500,7 @@ TEST(RobertaPrac, LinearSitesChangeOnlyTheirWeightGradients) {
 // spans the rows of X) PAC reconstructs every saved tensor exactly up to rounding, and the gradient is the exact
 // one; a site saved from or restored into the wrong tensor would not be. Ranks 2 + 2 on 48 rows do change it.
 TEST(RobertaPrac, SitesCoveringAllRowsReproduceTheExactGradient) {
-    SingleThreaded one;
+    SingleThreaded single;
     ModelConfig cfg = model_config_load(Arch::ROBERTA, "roberta-tiny");
     cfg.num_labels = 3;
     std::vector<int32_t> ids = {0, 17, 2, 0, 5, 1}, mask = {1, 1, 1, 1, 1, 0};  // N = 6, the second row padded
@@ -545,6 +557,7 @@ TEST(RobertaPrac, SitesCoveringAllRowsReproduceTheExactGradient) {
 // The plan is the model's own tensor lists: planned activation and basis bytes equal the CPU backend's allocation,
 // with and without PRAC and recompute.
 TEST(RobertaPlanner, PlannedBytesEqualCpuAllocations) {
+    SingleThreaded single;
     ModelConfig cfg = model_config_load(Arch::ROBERTA, "roberta-tiny");
     for (PracMode mode : {PracMode::NONE, PracMode::PRAC})
         for (int level : {0, 1}) {
@@ -565,6 +578,14 @@ TEST(RobertaPlanner, PlannedBytesEqualCpuAllocations) {
             EXPECT_EQ(p.num_parameters, model.num_parameters);
             EXPECT_EQ(p.bytes("weights"), model.param_buffer_numel * 4);
         }
+    // every optimizer has a rule for every RoBERTa parameter (RSO's sites are the linear-layer inputs by role)
+    for (const char* kind : {"adamw", "adam-mini", "muon", "galore", "rso"}) {
+        OptimizerChoice o;
+        o.kind = kind;
+        PracOptions none;
+        none.rso_rank = rso_rank_of(o, cfg);
+        EXPECT_GT(plan_memory(cfg, none, 2, 16, PlanTarget::CPU_FP32, &o).bytes("optimizer_state"), 0u) << kind;
+    }
 }
 
 // The fine-tuning setting of the paper's Table 5 (roberta-base, batch 16, length 128 here, CUDA bf16), by hand: PRAC
@@ -588,4 +609,115 @@ TEST(RobertaPlanner, LinearSiteBytesByHand) {
     // RobertaModel(roberta-base) has 124,645,632 parameters with its pooler (768² + 768), which the classification
     // model drops for the head: dense (768² + 768) and out_proj (2 x 768 + 2)
     EXPECT_EQ(p0.num_parameters, 124645632u - (768u * 768 + 768) + (768u * 768 + 768) + (2 * 768 + 2));
+}
+
+// Data parallelism's per-layer hook (train/grad_sync.h): backward reports layers L-1 .. 0, then -1; each reported
+// range of layer_param_ranges (the head, token types and embedding norm in the last one) is final when reported
+// (bitwise its value at the end of backward), layer 0's does not change before its report, and the ranges cover
+// every parameter once.
+TEST(RobertaLayerGradHook, ReportsEachLayerWhenFinal) {
+    SingleThreaded single;
+    for (PracMode mode : {PracMode::NONE, PracMode::PRAC}) {
+        ModelConfig cfg = model_config_load(Arch::ROBERTA, "roberta-tiny");
+        PracOptions prac;
+        prac.mode = mode;
+        prac.linear_r1_abs = prac.linear_r2_abs = 2;
+        CpuBackend be;
+        Roberta<CpuBackend> m(be, cfg, prac);
+        m.init_weights(3);
+        const int B = 2, T = 8, L = cfg.num_layers;
+        m.allocate_activations(B, T);
+        std::vector<int32_t> ids = {0, 11, 12, 13, 14, 15, 16, 2, 0, 21, 22, 2, 1, 1, 1, 1};
+        std::vector<int32_t> mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
+        std::vector<float> labels = {1, 0};
+        EncoderBatch batch;
+        batch.input_ids = ids.data();
+        batch.attention_mask = mask.data();
+        batch.labels = labels.data();
+        std::vector<std::vector<ElemRange>> ranges = layer_param_ranges(m.param_specs, L);
+        size_t covered = 0;
+        for (const auto& rs : ranges)
+            for (const ElemRange& r : rs) covered += r.numel;
+        EXPECT_EQ(covered, m.num_parameters);
+        auto gather = [&](int k) {
+            std::vector<float> v;
+            for (const ElemRange& r : ranges[k])
+                v.insert(v.end(), m.grads_memory + r.offset, m.grads_memory + r.offset + r.numel);
+            return v;
+        };
+        std::vector<std::vector<float>> at_hook(L + 1);
+        std::vector<int> order;
+        bool lower_touched = false;
+        m.zero_grad();
+        m.sched.begin_step(prac, 0);
+        std::vector<float> before_lower;  // layer 0 after micro-batch 0: unchanged until its report
+        for (int micro = 0; micro < 2; micro++) {
+            m.forward(batch, 0.25f);
+            if (micro == 1) {
+                before_lower = gather(0);
+                m.on_layer_grads = [&](int l) {
+                    order.push_back(l);
+                    at_hook[l < 0 ? L : l] = gather(l < 0 ? L : l);
+                    if (l > 0 && gather(0) != before_lower) lower_touched = true;
+                };
+            }
+            m.backward();
+            m.on_layer_grads = nullptr;
+        }
+        std::vector<int> want;
+        for (int l = L - 1; l >= -1; l--) want.push_back(l);
+        EXPECT_EQ(order, want);
+        EXPECT_FALSE(lower_touched);
+        for (int k = 0; k <= L; k++) EXPECT_EQ(at_hook[k], gather(k)) << "range " << k << " changed after its report";
+    }
+}
+
+// Resume (the fine-tuning CLI's checkpoints): weights saved in Hugging Face layout plus the PRAC state
+// (prac/prac_state.h) restore a model that takes the next step, with its fresh random draw, bit for bit like the
+// model that kept running.
+TEST_F(RobertaFiles, RestoredModelContinuesBitwise) {
+    SingleThreaded single;
+    SafeTensorsFile ref = safetensors_open(fixture("roberta_tiny_cls", "reference.safetensors"));
+    ModelConfig cfg = model_config_load(Arch::ROBERTA, fixture("roberta_tiny_cls", "config.json"));
+    FixtureBatch fb(ref);
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    prac.t1 = prac.t2 = 1;  // every step refreshes, so step 3 draws from the restored counters
+    prac.linear_r1_abs = prac.linear_r2_abs = prac.nonlinear_r1_abs = prac.nonlinear_r2_abs = 2;
+    CpuBackend be;
+    Roberta<CpuBackend> a(be, cfg, prac), b(be, cfg, prac);
+    a.load_weights(fixture("roberta_tiny_cls", "model.safetensors"));
+    a.allocate_activations(fb.B, fb.T);
+    b.allocate_activations(fb.B, fb.T);
+    for (int step = 0; step < 3; step++) {
+        a.zero_grad();
+        a.sched.begin_step(prac, step);
+        a.forward(fb.batch(), 1.0f / fb.B);
+        a.backward();
+        for (size_t i = 0; i < a.param_buffer_numel; i++) a.params_memory[i] -= 0.01f * a.grads_memory[i];
+    }
+    a.save_weights(file("w.safetensors"));
+    PracStateBuffers buf;
+    std::vector<SafeTensorWrite> tensors;
+    prac_state_tensors(be, a.sites, buf, tensors);
+    safetensors_write(file("prac.safetensors"), tensors, {});
+    b.load_weights(file("w.safetensors"));
+    prac_state_load(be, b.sites, safetensors_open(file("prac.safetensors")));
+    ASSERT_EQ(0, std::memcmp(a.params_memory, b.params_memory, a.param_buffer_numel * sizeof(float)));
+    for (Roberta<CpuBackend>* m : {&a, &b}) {
+        m->zero_grad();
+        m->sched.begin_step(prac, 3);
+        m->forward(fb.batch(), 1.0f / fb.B);
+        m->backward();
+    }
+    EXPECT_EQ(0, std::memcmp(a.grads_memory, b.grads_memory, a.param_buffer_numel * sizeof(float)));
+    // a fresh model without the state draws differently: the comparison above is not vacuous
+    Roberta<CpuBackend> c(be, cfg, prac);
+    c.load_weights(file("w.safetensors"));
+    c.allocate_activations(fb.B, fb.T);
+    c.zero_grad();
+    c.sched.begin_step(prac, 3);
+    c.forward(fb.batch(), 1.0f / fb.B);
+    c.backward();
+    EXPECT_NE(0, std::memcmp(a.grads_memory, c.grads_memory, a.param_buffer_numel * sizeof(float)));
 }

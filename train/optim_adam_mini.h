@@ -47,6 +47,7 @@ inline std::vector<std::pair<size_t, size_t>> adam_mini_pieces(const ParamSpec& 
         return {{s.numel, width}};
     };
     if (n == "wte" || n == "wpe" || n == "lm_head" || n == "attprojw" || n == "fcw") return rows_of(C);
+    if (n == "tte" || n == "clsw" || n == "outw") return rows_of(C);  // RoBERTa: token types, head (rows of C)
     if (n == "fcprojw") return rows_of(F);
     if (n == "qkvw") {
         CHECK_USER(NH > 0 && C % NH == 0 && s.numel == L * 3 * C * C,
@@ -65,6 +66,7 @@ inline std::vector<std::pair<size_t, size_t>> adam_mini_pieces(const ParamSpec& 
         return {{s.numel, s.numel / L}};
     }
     if (n == "lnfw" || n == "lnfb") return {{s.numel, s.numel}};
+    if (n == "lnew" || n == "lneb" || n == "clsb" || n == "outb") return {{s.numel, s.numel}};  // RoBERTa
     fail("adam-mini: no block rule for parameter '%s' (see train/optim_adam_mini.h)", n.c_str());
 }
 
