@@ -8,37 +8,7 @@
 #include <random>
 
 #include "common/error.h"
-
-// splitmix64: a well-mixed, fully specified 64-bit step. It advances the per-epoch state and
-// derives independent mt19937_64 seeds from (epoch state, stream id).
-static uint64_t splitmix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-static uint64_t mix_seed(uint64_t state, uint64_t stream) { return splitmix64(state ^ splitmix64(stream)); }
-
-// Uniform integer in [0, n) by rejection, so the result depends only on mt19937_64's (standardized)
-// output, unlike std::uniform_int_distribution.
-static uint64_t uniform_below(std::mt19937_64& g, uint64_t n) {
-    uint64_t limit = UINT64_MAX - UINT64_MAX % n;  // largest multiple of n not above 2^64-1
-    uint64_t r;
-    do {
-        r = g();
-    } while (r >= limit);
-    return r % n;
-}
-
-template <typename V>
-static void fisher_yates(V& v, uint64_t seed) {
-    std::mt19937_64 g(seed);
-    for (size_t i = v.size(); i > 1; i--) {
-        size_t j = (size_t)uniform_below(g, i);
-        std::swap(v[i - 1], v[j]);
-    }
-}
+#include "data/shuffle.h"
 
 static std::vector<std::string> glob_files(const std::string& pattern) {
     glob_t g;

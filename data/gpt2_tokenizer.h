@@ -1,12 +1,11 @@
 // GPT-2 byte-level BPE (tiktoken's r50k_base), byte-exact with tiktoken's encode_ordinary, plus llm.c's
 // gpt2_tokenizer.bin (the decode table the C trainers read); docs/DESIGN.md section 7.2.
-// Encoding = pre-tokenization with GPT-2's regex (PCRE2, UTF + UCP, JIT), then per regex piece: the whole
-// piece if it is a token, else repeatedly merge the adjacent pair whose concatenation has the lowest rank
-// (leftmost on ties), as tiktoken does. The ranks come from r50k_base.tiktoken (data/gpt2/, 50,256 lines
+// Encoding = byte_bpe.h's TOKEN_RANK: pre-tokenization with GPT-2's regex, then per regex piece the whole piece if
+// it is a token, else repeatedly merge the adjacent pair whose concatenation has the lowest rank (leftmost on
+// ties), as tiktoken does. The ranks come from r50k_base.tiktoken (data/gpt2/, 50,256 lines
 // "base64(token bytes) rank"); <|endoftext|> = 50256 is added on top and never produced by encode().
-// Input must be valid UTF-8 (tiktoken takes a Python str, so it never sees anything else): encode() fails
-// with the byte offset of the first invalid sequence. utf8_replace_invalid() gives Python's
-// bytes.decode("utf-8", errors="replace") for callers that prefer to repair rather than to skip.
+// Input must be valid UTF-8 (tiktoken takes a Python str): encode() fails with the byte offset of the first
+// invalid sequence (utf8_replace_invalid() in byte_bpe.h repairs).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,14 +14,13 @@
 #include <string_view>
 #include <vector>
 
+#include "data/byte_bpe.h"   // the BPE itself, shared with RoBERTa
 #include "data/tokenizer.h"  // Tokenizer, the interface this implements
 
 constexpr int GPT2_NUM_RANKS = 50256;       // mergeable tokens in r50k_base (ids 0..50255)
 constexpr int GPT2_VOCAB_SIZE = 50257;      // + <|endoftext|>
 constexpr uint32_t GPT2_EOT_ID = 50256;
 constexpr const char* GPT2_EOT_TEXT = "<|endoftext|>";
-constexpr const char* GPT2_SPLIT_PATTERN =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // llm.c's gpt2_tokenizer.bin: 256 x int32 header ([0] magic, [1] version, [2] vocab size, [3] EOT id; the
 // rest 0), then for each id a uint8 length (1..255) and the token's raw bytes. Version 1 has no [3]
@@ -31,16 +29,7 @@ constexpr int32_t GPT2_TOKENIZER_MAGIC = 20240328;
 constexpr int32_t GPT2_TOKENIZER_VERSION = 2;
 constexpr size_t GPT2_TOKENIZER_BIN_BYTES = 372108;
 
-// Knobs for tests and the benchmark; the defaults are what everyone should use.
-struct Gpt2Options {
-    // Pieces of at least this many bytes that are not a token use the O(m log m) heap merge; shorter ones
-    // the O(m^2) scan tiktoken uses (faster for the usual few-byte pieces). Both give the same ids.
-    size_t heap_bpe_min_bytes = 64;
-    // Per-thread cache of the ids of pieces that needed merging (bounded; cleared when full).
-    bool piece_cache = true;
-};
-
-struct Gpt2Splitter;  // the compiled regex (PCRE2 types stay out of this header)
+using Gpt2Options = BpeOptions;  // the merge's knobs (byte_bpe.h)
 
 struct Gpt2Tokenizer : Tokenizer {
     // Reads and validates r50k_base.tiktoken: base64, ranks 0..50255 each exactly once, no token twice,
@@ -74,21 +63,8 @@ struct Gpt2Tokenizer : Tokenizer {
     // Rank lookup: the id of exactly these bytes, or -1 when they are not a (mergeable) token.
     int64_t rank_of(std::string_view bytes) const;
 
-    // ---- internals (public so the .cpp's helpers can use them; plain data) ----
-    Gpt2Options options;
-    std::string arena;               // all token bytes, id after id
-    std::vector<uint32_t> offsets;   // GPT2_VOCAB_SIZE + 1 offsets into arena
-    // Open-addressing hash of the ranks (size a power of two, load < 0.4). A slot holds the first 8 bytes of
-    // its token, so the usual short lookups never touch `arena`.
-    struct Slot {
-        uint64_t head;     // first min(len, 8) bytes, zero-padded
-        uint32_t rank1;    // rank + 1; 0 = empty
-        uint32_t len_tag;  // length | 24 bits of the hash << 8
-    };
-    std::vector<Slot> table;
-    size_t max_token_len = 0;
-    uint64_t instance_id = 0;        // keys the per-thread state (cache, PCRE2 match data)
-    std::unique_ptr<Gpt2Splitter> splitter;
+   private:
+    std::unique_ptr<BytePairEncoder> bpe_;  // TOKEN_RANK over the ranks, <|endoftext|> special
 };
 
 // A gpt2_tokenizer.bin read back: what llm.c's decoder knows (no ranks, so no encoding).
@@ -102,9 +78,3 @@ struct Gpt2DecodeTable {
 // Reads and validates gpt2_tokenizer.bin (v1 or v2): magic, version, vocab size, lengths, exact file
 // size. Errors name the path and the problem (bad magic, unknown version, truncated, trailing bytes).
 Gpt2DecodeTable read_gpt2_tokenizer_bin(const std::string& path);
-
-// Offset of the first byte that does not start a valid UTF-8 sequence (overlong forms, surrogates and
-// code points above U+10FFFF are invalid, as in Python), or npos when all of s is valid.
-size_t utf8_first_invalid(std::string_view s);
-// Python's bytes.decode("utf-8", errors="replace") re-encoded: each maximal invalid subpart becomes U+FFFD.
-std::string utf8_replace_invalid(std::string_view s);

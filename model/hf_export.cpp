@@ -80,20 +80,6 @@ void write_spm_tokenizer(const std::string& dir, const SpmTokenizer& tok, const 
 
 }  // namespace
 
-std::string gpt2_byte_to_unicode(unsigned char b) {
-    auto printable = [](int c) { return (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255); };
-    int cp = b;
-    if (!printable(b)) {
-        int n = 0;
-        for (int c = 0; c < b; c++) n += !printable(c);
-        cp = 256 + n;
-    }
-    std::string s;
-    if (cp < 0x80) s += (char)cp;
-    else s += (char)(0xC0 | (cp >> 6)), s += (char)(0x80 | (cp & 0x3F));
-    return s;
-}
-
 void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::string& tokenizer_file) {
     CHECK_USER(!tokenizer_file.empty(), "--save: no tokenizer file is known for this model's training data");
     int bos = -1, eos = -1, pad = -1, tok_vocab = 0;

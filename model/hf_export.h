@@ -13,6 +13,3 @@
 // the GPT-2 ranks (r50k_base.tiktoken) or the SentencePiece .model the training shards were made with.
 void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::string& tokenizer_file);
 
-// GPT-2's byte -> printable code point map (bytes_to_unicode of openai/gpt-2's encoder.py, as its documentation
-// states it: printable Latin-1 bytes map to themselves, the other 68 to U+0100.. in byte order), as UTF-8.
-std::string gpt2_byte_to_unicode(unsigned char b);

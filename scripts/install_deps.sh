@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing this project needs on Debian/Ubuntu, without a prompt: the apt packages
 # (compilers, cmake, OpenBLAS+LAPACKE, MPI, PCRE2, SentencePiece, nlohmann_json, GoogleTest; clang and Boost.Context
-# for the emulated CUDA build) and the pip packages (tiktoken and matplotlib for tests, the cuDNN frontend's headers).
+# for the emulated CUDA build) and the pip packages (tiktoken, transformers and matplotlib for tests, the cuDNN frontend's
+# headers).
 # Fast when nothing is missing (one dpkg-query, one python3 call; no network): `make` runs it before configuring,
 # and so does .ci/run. Usage: scripts/install_deps.sh [--check]
 #   --check   install nothing; list what is missing and exit 1 if anything is (the CI check after .ci/run)
@@ -24,7 +25,7 @@ APT_PKGS=(
 read -r -a extra <<<"${INSTALL_DEPS_EXTRA_APT:-}"
 APT_PKGS+=("${extra[@]}")
 # pip distributions; optional for the build (a failed install is a warning): the tests that need them say so
-PIP_PKGS=(tiktoken matplotlib nvidia-cudnn-frontend)
+PIP_PKGS=(tiktoken transformers matplotlib nvidia-cudnn-frontend)  # transformers: its tokenizers need no torch
 
 check_only=0
 case "${1:-}" in
@@ -104,7 +105,7 @@ if [ "${#missing_pip[@]}" -gt 0 ] && command -v python3 >/dev/null 2>&1; then
   mapfile -t missing_pip < <(pip_missing)
 fi
 if [ "${#missing_pip[@]}" -gt 0 ]; then
-  echo "$me: pip install ${missing_pip[*]} (tests: tiktoken's reference tokenizer, matplotlib plots; the cuDNN frontend's headers)"
+  echo "$me: pip install ${missing_pip[*]} (tests: tiktoken's and transformers' reference tokenizers, matplotlib plots; the cuDNN frontend's headers)"
   export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
   for p in "${missing_pip[@]}"; do
     deps=(); [ "$p" = nvidia-cudnn-frontend ] && deps=(--no-deps)  # its headers only; not its Python dependencies

@@ -26,7 +26,10 @@ def load(path):
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit(f"{path}:{n}: not a JSON object ({e})")
-            (evals if rec.get("type") == "eval" else steps).append(rec)
+            if rec.get("type") == "eval":
+                evals.append(rec)
+            elif rec.get("type", "step") == "step":  # other records (finetune_roberta's glue_eval, memory) skipped
+                steps.append(rec)
     if not steps and not evals:
         sys.exit(f"{path}: no records")
     return steps, evals

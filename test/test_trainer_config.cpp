@@ -17,6 +17,7 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "train/cli.h"
+#include "train/finetune.h"  // finetune_flag_names
 #include "train/optimizers.h"  // OptimizerChoice
 #include "train/trainer.h"     // check_free_space, cpu_eval_tokens
 #include "test/test_util.h"
@@ -306,7 +307,8 @@ TEST(TrainerCli, EveryFlagNamedInAHintExists) {
         }
         ASSERT_GE(prep_flags.size(), 20u) << "prep_data's flags not found in tools/prep_data/options.cpp";
     }
-    std::vector<std::string> files = {ROOT + "/train_gpt2.cu", ROOT + "/train_llama.cu"};
+    std::vector<std::string> files = {ROOT + "/train_gpt2.cu", ROOT + "/train_llama.cu", ROOT + "/finetune_roberta.cpp"};
+    const std::vector<std::string> finetune_flags = finetune_flag_names();  // hints of finetune_roberta's files
     for (const char* sub : {"train", "model", "prac"})
         for (const auto& e : fs::directory_iterator(ROOT + "/" + sub)) {
             std::string ext = e.path().extension().string();
@@ -347,7 +349,9 @@ TEST(TrainerCli, EveryFlagNamedInAHintExists) {
                 bool known = std::find(names.begin(), names.end(), flag) != names.end() ||
                              std::find(foreign.begin(), foreign.end(), flag) != foreign.end() ||
                              (text.find("prep_data") != std::string::npos &&
-                              std::find(prep_flags.begin(), prep_flags.end(), flag) != prep_flags.end());
+                              std::find(prep_flags.begin(), prep_flags.end(), flag) != prep_flags.end()) ||
+                             (file.find("finetune") != std::string::npos &&
+                              std::find(finetune_flags.begin(), finetune_flags.end(), flag) != finetune_flags.end());
                 EXPECT_TRUE(known) << file << ": a hint names " << flag << ", which is not a flag of the trainers:\n"
                                    << text;
                 i = j;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <iterator>
 
 #include "common/error.h"
 #include "common/strings.h"  // edit_distance
@@ -16,15 +18,8 @@
 
 namespace {
 
-enum class Kind { STR, INT, LONG, FLOAT, BOOL };
-
-struct Flag {
-    const char* name;
-    const char* metavar;  // "" for boolean switches
-    Kind kind;
-    const char* help;
-    size_t offset;  // of the field in TrainOptions
-};
+using Kind = FlagKind;
+using Flag = FlagDef;
 
 #define F(name, meta, kind, field, help) {name, meta, Kind::kind, help, offsetof(TrainOptions, field)}
 const Flag FLAGS[] = {
@@ -139,7 +134,7 @@ const Flag FLAGS[] = {
 
 // Other trainers' spellings of our flags (Hugging Face, llm.c, nanoGPT, Megatron): an unknown flag that is one of
 // them is answered with our spelling, not with the nearest name by edit distance (--out is nearest to --lr).
-const std::pair<const char*, const char*> SYNONYMS[] = {
+const FlagSynonym SYNONYMS[] = {
     {"--learning-rate", "--lr"}, {"--max-lr", "--lr"}, {"--peak-lr", "--lr"},
     {"--max-steps", "--steps"}, {"--num-steps", "--steps"}, {"--total-steps", "--steps"}, {"--train-steps", "--steps"},
     {"--max-iters", "--steps"}, {"--iters", "--steps"}, {"--num-iterations", "--steps"}, {"--train-iters", "--steps"},
@@ -178,7 +173,7 @@ std::vector<std::string> train_flag_names() {
 
 std::vector<std::pair<std::string, std::string>> train_flag_synonyms() {
     std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& [theirs, ours] : SYNONYMS) out.push_back({theirs, ours});
+    for (const FlagSynonym& y : SYNONYMS) out.push_back({y.first, y.second});
     return out;
 }
 
@@ -189,7 +184,9 @@ std::vector<std::string> numeric_train_flags() {
     return out;
 }
 
-void parse_train_options(TrainOptions& opts, int argc, char** argv) {
+void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym* synonyms, size_t num_synonyms,
+                      void* opts, std::set<std::string>& given, int argc, char** argv) {
+    const FlagDef* flags_end = flags + num_flags;
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i], value;
         bool has_inline = false;
@@ -200,30 +197,30 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
             has_inline = true;
         }
         const Flag* flag = nullptr;
-        for (const Flag& f : FLAGS)
-            if (arg == f.name) flag = &f;
+        for (const Flag* f = flags; f < flags_end; f++)
+            if (arg == f->name) flag = f;
         if (!flag) {
             // what was typed without its dashes (-lr, lr and --lr are all matched against "lr")
             size_t first = arg.find_first_not_of('-');
             std::string bare = first == std::string::npos ? "" : arg.substr(first);
             const char* dashes = arg.rfind("-", 0) == 0 ? "" : " (flags start with --)";
-            for (const auto& [theirs, ours] : SYNONYMS)
-                if (bare == theirs + 2)
+            for (const FlagSynonym* y = synonyms; y < synonyms + num_synonyms; y++)
+                if (bare == y->first + 2)
                     fail("unknown flag \"%s\"%s\n---> HINT: this trainer spells it %s%s (--help lists every flag)",
-                         arg.c_str(), dashes, ours,
-                         std::string(ours) == "--min-lr-frac" ? ", a fraction of --lr, not a rate" : "");
+                         arg.c_str(), dashes, y->second,
+                         std::string(y->second) == "--min-lr-frac" ? ", a fraction of --lr, not a rate" : "");
             // else suggest the flag closest to what was typed
-            const Flag* best = &FLAGS[0];
-            for (const Flag& f : FLAGS)
-                if (edit_distance(bare, f.name + 2) < edit_distance(bare, best->name + 2)) best = &f;
+            const Flag* best = flags;
+            for (const Flag* f = flags; f < flags_end; f++)
+                if (edit_distance(bare, f->name + 2) < edit_distance(bare, best->name + 2)) best = f;
             if (bare == "h" || bare == "help" || bare == "?")
-                for (const Flag& f : FLAGS)
-                    if (std::string(f.name) == "--help") best = &f;
+                for (const Flag* f = flags; f < flags_end; f++)
+                    if (std::string(f->name) == "--help") best = f;
             fail("unknown flag \"%s\"%s\n---> HINT: did you mean %s? (--help lists every flag)", arg.c_str(), dashes,
                  best->name);
         }
-        char* field = (char*)&opts + flag->offset;
-        opts.given.insert(flag->name);
+        char* field = (char*)opts + flag->offset;
+        given.insert(flag->name);
         if (flag->kind == Kind::BOOL) {
             if (has_inline) fail("flag %s takes no value", flag->name);
             // --no-X switches clear the field they name; the others set theirs
@@ -266,6 +263,11 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                 break;
         }
     }
+}
+
+void parse_train_options(TrainOptions& opts, int argc, char** argv) {
+    parse_flag_table(FLAGS, sizeof(FLAGS) / sizeof(FLAGS[0]), SYNONYMS, sizeof(SYNONYMS) / sizeof(SYNONYMS[0]), &opts,
+                     opts.given, argc, argv);
     if (opts.help) return;
     CHECK_USER(opts.batch_size > 0, "--batch-size must be positive (got %d)", opts.batch_size);
     CHECK_USER(opts.seq_len >= 0, "--seq-len must be positive (got %d)", opts.seq_len);
@@ -439,6 +441,32 @@ PracOptions prac_options_from(const TrainOptions& o) {
     return p;
 }
 
+std::string flag_table_help(const FlagDef* flags, size_t num_flags, const void* defaults,
+                            const std::function<std::string(const FlagDef&)>& default_text) {
+    std::string s;
+    for (const FlagDef* f = flags; f < flags + num_flags; f++) {
+        std::string left = std::string(f->name) + (f->metavar[0] ? std::string(" ") + f->metavar : "");
+        std::string def = default_text ? default_text(*f) : "?";
+        const char* field = (const char*)defaults + f->offset;
+        if (def == "?") {  // the default of the field
+            def = "";
+            switch (f->kind) {
+                case Kind::STR: {
+                    const std::string& v = *(const std::string*)field;
+                    if (!v.empty()) def = " [" + v + "]";
+                    break;
+                }
+                case Kind::INT: def = format(" [%d]", *(const int*)field); break;
+                case Kind::LONG: def = format(" [%lld]", *(const long long*)field); break;
+                case Kind::FLOAT: def = format(" [%g]", *(const float*)field); break;
+                case Kind::BOOL: break;
+            }
+        }
+        s += format("  %-28s %s%s\n", left.c_str(), f->help, def.c_str());
+    }
+    return s;
+}
+
 std::string train_options_help(Arch arch, const char* program) {
     std::string names;
     for (const std::string& n : model_config_names(arch)) names += (names.empty() ? "" : ", ") + n;
@@ -446,25 +474,12 @@ std::string train_options_help(Arch arch, const char* program) {
                            "data flags, on the built-in corpus.\nModels: %s, or a Hugging Face config.json.\n\n",
                            program, arch == Arch::GPT2 ? "GPT-2" : "LLaMA", names.c_str());
     TrainOptions defaults;
-    for (const Flag& f : FLAGS) {
-        std::string left = std::string(f.name) + (f.metavar[0] ? std::string(" ") + f.metavar : "");
-        std::string def;
-        const char* field = (const char*)&defaults + f.offset;
-        switch (f.kind) {
-            case Kind::STR: {
-                const std::string& v = *(const std::string*)field;
-                if (!v.empty()) def = " [" + v + "]";
-                break;
-            }
-            case Kind::INT: def = format(" [%d]", *(const int*)field); break;
-            case Kind::LONG: def = format(" [%lld]", *(const long long*)field); break;
-            case Kind::FLOAT: def = format(" [%g]", *(const float*)field); break;
-            case Kind::BOOL: break;
-        }
-        if (std::string(f.name) == "--model") def = arch == Arch::GPT2 ? " [gpt2-124m]" : " [llama-130m]";
-        if (std::string(f.name) == "--warmup" || std::string(f.name) == "--seq-len") def = "";
-        s += format("  %-28s %s%s\n", left.c_str(), f.help, def.c_str());
-    }
+    std::vector<FlagDef> shown(std::begin(FLAGS), std::end(FLAGS));
+    s += flag_table_help(shown.data(), shown.size(), &defaults, [arch](const FlagDef& f) -> std::string {
+        if (std::string(f.name) == "--model") return arch == Arch::GPT2 ? " [gpt2-124m]" : " [llama-130m]";
+        if (std::string(f.name) == "--warmup" || std::string(f.name) == "--seq-len") return "";
+        return "?";
+    });
     s += "\nExamples:\n";
     if (arch == Arch::GPT2)
         s += format("  %s --model gpt2-mini --steps 200 --device cpu     # built-in corpus on a CPU\n"

@@ -1,7 +1,10 @@
 // Command-line flags, the same for train_gpt2 and train_llama. One table drives parsing and --help, so every
 // flag is documented and nothing parses a flag the help does not show.
 #pragma once
+#include <cstddef>
+#include <functional>
 #include <set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -93,6 +96,26 @@ struct TrainOptions {
     int plan_ranks = 1;              // --plan --zero 1: plan one of this many data-parallel ranks
     std::string precision = "bf16";  // plan for the CUDA backend's bf16 (default) or fp32 build
 };
+
+// One flag of a table that drives both parsing and --help (train/cli.cpp's FLAGS, train/finetune.cpp's).
+enum class FlagKind { STR, INT, LONG, FLOAT, BOOL };
+struct FlagDef {
+    const char* name;
+    const char* metavar;  // "" for boolean switches
+    FlagKind kind;
+    const char* help;
+    size_t offset;  // of the field in the options struct the table describes
+};
+using FlagSynonym = std::pair<const char*, const char*>;  // another tool's spelling, ours
+// Parses argv into the struct at `opts` (each flag's offset into it) and records the flags given. Unknown flags fail
+// with our spelling when they are one of `synonyms`, else with the nearest flag; --no-X switches clear their field.
+// Checks the values' syntax only (numbers, non-empty strings); ranges are the caller's.
+void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym* synonyms, size_t num_synonyms,
+                      void* opts, std::set<std::string>& given, int argc, char** argv);
+// The --help lines of a table: "  --flag META   help [default]", defaults read from the struct at `defaults`;
+// default_text may replace a flag's "[default]" text (return "?" to keep it).
+std::string flag_table_help(const FlagDef* flags, size_t num_flags, const void* defaults,
+                            const std::function<std::string(const FlagDef&)>& default_text = nullptr);
 
 // Parses argv into opts. Throws UserError for unknown flags (with the closest known flag), missing or
 // malformed values. program is "train_gpt2" or "train_llama".

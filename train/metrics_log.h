@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
 
@@ -35,6 +37,22 @@ struct MetricsLog {
         if (!f) return;
         std::fprintf(f, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld}\n", step,
                      num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens);
+        std::fflush(f);
+    }
+    // Any other record: {"type":TYPE, then the numbers and strings in order} (finetune_roberta's glue_eval, memory
+    // and final records). Names and strings are plain words here; quotes and backslashes are escaped anyway.
+    void record(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
+                const std::vector<std::pair<std::string, std::string>>& strings = {}) {
+        if (!f) return;
+        auto quote = [](const std::string& s) {
+            std::string q = "\"";
+            for (char c : s) q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+            return q + "\"";
+        };
+        std::string line = "{\"type\":" + quote(type);
+        for (const auto& [k, v] : strings) line += "," + quote(k) + ":" + quote(v);
+        for (const auto& [k, v] : numbers) line += "," + quote(k) + ":" + num(v);
+        std::fprintf(f, "%s}\n", line.c_str());
         std::fflush(f);
     }
 };

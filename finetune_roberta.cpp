@@ -1,0 +1,74 @@
+// finetune_roberta: fine-tune a Hugging Face RoBERTa on one GLUE task (the PRAC paper's Table 5), on the CPU.
+// One epoch and one optimizer step read top to bottom in finetune_roberta() below. Where each part lives:
+//   flags, data, model, optimizer, --resume, evaluation, memory report   train/finetune.h (FineTuner)
+//   forward and backward, the PRAC sites                                 model/roberta.h
+//   tokenizer, GLUE files, batches                                       data/roberta_tokenizer.h, data/glue*.h
+//   the update                                                           train/optim_adamw.h, train/optim_rso.h
+// The encoder's CUDA path waits for the masked attention kernels (issue 17): --device cuda is refused for now.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "kernels/cpu_backend.h"
+#include "model/config.h"
+#include "train/finetune.h"
+
+template <class Backend>
+int finetune_roberta(Backend& be, FinetuneOptions& opts, const ModelConfig& cfg, const PracOptions& prac) {
+    FineTuner<Backend> run(be, opts, cfg, prac);  // tokenizer, data, model and head, optimizer, --resume
+    Roberta<Backend>& model = run.model;
+    if (opts.eval_only) return run.evaluate_only();
+
+    for (int epoch = run.epoch(); epoch < opts.epochs; epoch++) {
+        while (run.next_batch()) {  // this epoch's shuffled batches, from where --resume left it
+            if (int signal = run.stop_requested()) return run.stop(signal);  // checkpoint, exit 128 + signal
+            run.begin_step();                                                // zero grads, PRAC schedule, timer
+            model.train_forward(run.enc, run.grad_scale(), 1);               // mean loss over the labelled rows
+            model.backward();
+            float norm = grad_norm(be, model.grads_memory, model.param_buffer_numel);
+            float loss = be.loss_read();
+            run.update(loss, norm);  // linear schedule, clipping, AdamW or RSO
+            run.end_step();          // progress line with ETA, JSONL, --ckpt-every
+        }
+        run.end_epoch(epoch);  // dev metrics, best so far, checkpoint
+    }
+    return run.finish();  // best and final scores, last checkpoint, --save
+}
+
+int main(int argc, char** argv) {
+    const char* program = "finetune_roberta";
+    try {
+        FinetuneOptions opts;
+        parse_finetune_options(opts, argc, argv);
+        if (opts.help) {
+            std::printf("%s", finetune_help(program).c_str());
+            return 0;
+        }
+        if (!opts.plan) check_model_dir(opts.init_from);  // --plan reads config.json alone
+        ModelConfig cfg = model_config_load(Arch::ROBERTA, opts.init_from + "/config.json");
+        cfg.num_labels = glue_task_info(glue_task_from_name(opts.task)).num_labels;
+        if (!opts.was_given("--max-len")) opts.max_len = std::min(opts.max_len, cfg.max_seq_len);
+        CHECK_USER(opts.max_len <= cfg.max_seq_len, "--max-len %d exceeds the model's %d positions (config.json's "
+                   "max_position_embeddings minus the padding offset)\n---> HINT: pass --max-len %d or less",
+                   opts.max_len, cfg.max_seq_len, cfg.max_seq_len);
+        PracOptions prac = prac_options_from(opts);
+        if (opts.optimizer == "rso") prac.rso_rank = opts.rso_rank;  // the linear sites store X·P (optim_rso.h)
+        if (opts.plan) {
+            opts.seq_len = opts.max_len;
+            return print_plan(opts, cfg, prac);
+        }
+        CHECK_USER(opts.device != "cuda", "--device cuda: finetune_roberta runs on the CPU backend for now (the "
+                   "encoder's masked attention has no CUDA kernel yet)\n---> HINT: use --device cpu (or auto)");
+        std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)\n", omp_get_max_threads());
+        CpuBackend be;
+        return finetune_roberta(be, opts, cfg, prac);
+    } catch (const UserError& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
+        return 2;
+    }
+}

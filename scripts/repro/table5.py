@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Table 5 of the PRAC paper: fine-tuning RoBERTa-base on GLUE, Full FT vs RSO (rank 4) vs PRAC (r1 = r2 = 2), with
+the activation memory of the MRPC runs. Appendix D: batch 16, 30 epochs, max length 512, PRAC interval 200, lr 3e-5
+(CoLA, STS-B, MRPC, RTE) or 1e-5 (SST-2, MNLI, QNLI, QQP).
+
+    python3 scripts/repro/table5.py --quick [--out runs/table5]
+    python3 scripts/repro/table5.py --paper --model-dir roberta-base --glue-dir glue_data [--tasks mrpc,rte]
+
+--quick writes a tiny random RoBERTa and synthetic MRPC- and STS-B-layout tasks (scripts/repro/make_tiny_roberta.py)
+and fine-tunes them on the CPU: a pipeline check. --paper expects --glue-dir/<TASK>/ as the GLUE distribution lays it
+out (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE; train and dev files, .tsv or .jsonl).
+"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+BINARY = "finetune_roberta"
+TASKS = ["cola", "stsb", "mrpc", "rte", "sst2", "mnli", "qnli", "qqp"]  # the paper's column order
+GLUE_DIRS = dict(cola="CoLA", stsb="STS-B", mrpc="MRPC", rte="RTE", sst2="SST-2", mnli="MNLI", qnli="QNLI", qqp="QQP")
+# The metric of each column (our reading of GaLore's table, which Table 5's Full FT row copies: Matthews for CoLA,
+# Pearson for STS-B, F1 for MRPC, accuracy elsewhere; MNLI: matched accuracy)
+COLUMN = dict(cola="matthews", stsb="pearson", mrpc="f1", rte="accuracy", sst2="accuracy", mnli="accuracy",
+              qnli="accuracy", qqp="accuracy")
+METHODS = [  # label, flags
+    ("Full FT", []),
+    ("RSO", ["--optimizer", "rso", "--rso-rank", "4"]),
+    ("PRAC", ["--prac", "prac", "--prac-linear-ranks", "2,2", "--prac-nonlinear-ranks", "2,2"]),
+]
+PAPER = {  # Table 5: memory (GB), then the eight scores
+    "Full FT": (0.42, [62.24, 90.92, 91.30, 79.42, 94.57, 87.18, 92.33, 92.28]),
+    "RSO": (0.29, [62.47, 90.62, 92.25, 78.70, 94.84, 86.67, 92.29, 90.94]),
+    "PRAC": (0.26, [63.56, 90.83, 93.28, 78.71, 94.72, 86.60, 92.35, 90.95]),
+}
+QUICK_TASKS = ["mrpc", "stsb"]
+QUICK_FLAGS = ["--epochs", 4, "--lr", 3e-3, "--max-len", 64, "--prac-t1", 10, "--prac-t2", 10, "--log-interval", 100]
+PAPER_FLAGS = ["--epochs", 30, "--batch-size", 16, "--max-len", 512, "--prac-t1", 200, "--prac-t2", 200,
+               "--log-interval", 100]
+QUICK_CAVEAT = ("a tiny random RoBERTa on synthetic MRPC/STS-B-layout tasks: checks the pipeline, not the paper's "
+                "claims")
+
+
+def scores(log, task):
+    """(best, final) of the task's column metric over the log's glue_eval records (MNLI: dev_matched)."""
+    vals = []
+    if os.path.exists(log):
+        with open(log) as f:
+            for line in f:
+                rec = json.loads(line)
+                if rec.get("type") == "glue_eval" and rec.get("split") in ("dev", "dev_matched"):
+                    vals.append(rec.get(COLUMN[task]))
+    vals = [v for v in vals if v is not None]
+    return (max(vals), vals[-1]) if vals else (None, None)
+
+
+def memory(log):
+    if os.path.exists(log):
+        with open(log) as f:
+            for line in f:
+                rec = json.loads(line)
+                if rec.get("type") == "memory":
+                    return rec
+    return None
+
+
+def main():
+    ap = C.base_parser(__doc__)
+    ap.add_argument("--model-dir", help="--paper: the roberta-base directory (config.json, model.safetensors, tokenizer)")
+    ap.add_argument("--glue-dir", help="--paper: the GLUE data, one directory per task (MRPC/, STS-B/, ...)")
+    ap.add_argument("--tasks", help="comma-separated subset of the tasks")
+    args = ap.parse_args()
+    if args.out is None:
+        args.out = os.path.join("runs", "table5")
+    if args.device is None:
+        args.device = "cpu" if args.quick else None
+    tasks = args.tasks.split(",") if args.tasks else (QUICK_TASKS if args.quick else TASKS)
+    if args.quick:
+        model_dir, glue_dir = os.path.join(args.out, "tiny-roberta"), os.path.join(args.out, "synthetic-glue")
+        if not args.dry_run:
+            subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                         "make_tiny_roberta.py"), "--model-dir", model_dir,
+                            "--data-dir", glue_dir], check=True)
+        task_dir = {t: os.path.join(glue_dir, t) for t in tasks}
+    else:
+        if not args.dry_run and not (args.model_dir and args.glue_dir):
+            sys.exit("--paper needs --model-dir (roberta-base) and --glue-dir (the GLUE tasks' directories), or --dry-run")
+        model_dir, glue_dir = args.model_dir or "ROBERTA_BASE", args.glue_dir or "GLUE"
+        task_dir = {t: os.path.join(glue_dir, GLUE_DIRS[t]) for t in tasks}
+    runs = []
+    for label, flags in METHODS:
+        for t in tasks:
+            f = ["--task", t, "--data-dir", os.path.abspath(task_dir[t]), "--init-from", os.path.abspath(model_dir)]
+            f += flags + (QUICK_FLAGS if args.quick else PAPER_FLAGS)
+            if args.steps:
+                f += ["--epochs", args.steps]  # a short --paper smoke test: epochs instead of steps
+            runs.append(C.Run(f"{label.replace(' ', '_').lower()}_{t}", label, BINARY, f + C.common_tail(args),
+                              meta=dict(task=t, method=label)))
+    if args.quick:
+        args.run_timeout = args.run_timeout or 300
+        # a tiny model: one thread is fastest (OpenBLAS threads on a shared, loaded machine slowed a run 10x)
+        os.environ["OMP_NUM_THREADS"] = "1"
+    devices, failures = C.run_all(runs, args)
+    if args.dry_run:
+        return 0
+
+    by = {(r.meta["method"], r.meta["task"]): r for r in runs}
+    unit, div = ("GB", 1e9) if args.paper else ("MiB", 2**20)
+    mem_task = "mrpc" if "mrpc" in tasks else tasks[0]
+
+    def table(which):
+        header = ["Method", f"MEM planned ({unit})"] + (["MEM measured (MiB)"] if args.device == "cpu" else [])
+        header += [t.upper() for t in tasks] + ["AVG"]
+        rows = []
+        for label, _ in METHODS:
+            m = memory(os.path.join(args.out, by[(label, mem_task)].name + ".jsonl"))
+            key = "planned_activation_bytes" if args.device == "cpu" else "planned_activation_bytes_cuda_bf16"
+            row = [label, C.fmt_num(m[key] / div if m else None)]
+            if args.device == "cpu":
+                row.append(C.fmt_num(m["arena_bytes"] / 2**20 if m and m.get("arena_bytes") else None))
+            vals = []
+            for t in tasks:
+                r = by[(label, t)]
+                v = scores(os.path.join(args.out, r.name + ".jsonl"), t)[which]
+                if r.rc not in (None, 0):
+                    row.append("failed")
+                    continue
+                row.append(C.fmt_num(100 * v if v is not None else None))
+                if v is not None:
+                    vals.append(100 * v)
+            row.append(C.fmt_num(sum(vals) / len(vals) if vals and len(vals) == len(tasks) else None))
+            rows.append(row)
+        return C.md_table(header, rows)
+
+    paper_header = ["Paper", "Memory (GB)"] + [t.upper() for t in TASKS] + ["AVG"]
+    paper_rows = [[f"{k} (paper)", f"{mem:.2f}"] + [f"{s:.2f}" for s in v] + [f"{sum(v) / len(v):.2f}"]
+                  for k, (mem, v) in PAPER.items()]
+    body = ["## Best epoch (dev)", "", table(0), "", "## Final epoch (dev)", "", table(1), "",
+            "## The paper's Table 5", "", C.md_table(paper_header, paper_rows)]
+    plot_msg = C.plot(runs, args, "table5", "Table 5: RoBERTa fine-tuning on GLUE")
+    lines = ["# Table 5: RoBERTa fine-tuning on GLUE", ""]
+    if args.quick:
+        lines += [f"**--quick:** {QUICK_CAVEAT}.", ""]
+    lines += [f"Machine: {'; '.join(devices) if devices else 'unknown (no device: line)'}.", "", "Commands run:", "",
+              "```sh"]
+    lines += [" ".join(os.path.relpath(c, C.ROOT) if i == 0 else str(c) for i, c in enumerate(r.cmd(args.out)))
+              for r in runs]
+    lines += ["```", ""] + body + [""]
+    lines += [f"Scores ×100: {', '.join(f'{t.upper()} {COLUMN[t]}' for t in tasks)} (MNLI: dev_matched), the best "
+              f"epoch's and the last epoch's. MEM = activation bytes of the {mem_task.upper()} runs at their (B, T): "
+              f"the planner's figure ({'CPU fp32' if args.device == 'cpu' else 'CUDA bf16 build'}; the run's "
+              f"`memory` log record: inputs, saved tensors, PRAC bases, transients) and, on the CPU, the arena the run "
+              f"allocated. T is the longest example of the task's train and dev data (at most --max-len)."]
+    if failures:
+        lines += ["", f"**{failures} run(s) failed**: see the .out files in {args.out}."]
+    lines += ["", f"Plot: {plot_msg}." if plot_msg else "![loss curves](table5.png)"]
+    with open(os.path.join(args.out, "table5.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(body))
+    print(f"wrote {os.path.join(args.out, 'table5.md')}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

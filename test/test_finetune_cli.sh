@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# CTest finetune.cli: ./finetune_roberta end to end on a tiny random RoBERTa and synthetic GLUE-layout tasks
+# (scripts/repro/make_tiny_roberta.py): it learns, --eval-only of its --save reproduces its scores, an interrupted
+# and resumed run ends bit-identical to an uninterrupted one, and bad input fails with a clear error. Builds nothing:
+# ./finetune_roberta must exist at the repository root. About 20 s on one core.
+set -u
+cd "$(dirname "$0")/.."
+export OMP_NUM_THREADS=1
+BIN=$PWD/finetune_roberta
+T=$(mktemp -d "${TMPDIR:-/tmp}/finetune_cli.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok() { echo "PASS: $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+[ -x "$BIN" ] || { echo "FAIL: $BIN is not built"; echo "0 passed, 1 failed"; exit 1; }
+python3 scripts/repro/make_tiny_roberta.py --model-dir "$T/model" --data-dir "$T/data" || { echo "FAIL: generator"; exit 1; }
+M="--init-from $T/model --max-len 64 --lr 3e-3 --log-interval 100"
+
+# 1. it learns: the synthetic MRPC's label is the second sentence's word pool; chance is 0.5 on 128 balanced-ish dev
+# examples, so an accuracy of 0.9 or more has probability < 1e-19 under guessing
+"$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 3 --save "$T/s1" --log "$T/s1.jsonl" > "$T/s1.out" 2>&1 \
+  && ok "training run exited 0" || { bad "training run failed:"; tail -5 "$T/s1.out"; }
+final=$(grep '^final |' "$T/s1.out" | sed 's/^final | //; s/ (after.*//')
+acc=$(sed -n 's/.*accuracy \([0-9.]*\).*/\1/p' <<<"$final")
+python3 -c "import sys; sys.exit(0 if float('${acc:-0}') >= 0.9 else 1)" && ok "dev accuracy $acc >= 0.9 (chance 0.5)" \
+  || bad "dev accuracy '${acc}' below 0.9"
+grep -q '^best  | f1' "$T/s1.out" && ok "best and final both printed" || bad "no best line"
+grep -q '"type":"glue_eval","task":"mrpc","split":"dev"' "$T/s1.jsonl" && grep -q '"type":"memory"' "$T/s1.jsonl" \
+  && ok "JSONL has glue_eval and memory records" || bad "JSONL lacks glue_eval or memory records"
+grep -q 'measured: the CPU arena .* (equal to the plan)' "$T/s1.out" && ok "activation memory: arena == plan" \
+  || bad "activation memory report missing or arena != plan"
+for f in config.json model.safetensors vocab.json merges.txt; do
+  [ -s "$T/s1/$f" ] || bad "--save lacks $f"
+done
+
+# 2. --eval-only of a saved directory: the very scores of the run's last evaluation, to the printed digit (STS-B:
+# continuous correlations, sensitive to any change in the arithmetic, e.g. another padded length)
+"$BIN" --task stsb --data-dir "$T/data/stsb" $M --epochs 2 --save "$T/s2" > "$T/s2.out" 2>&1 || bad "STS-B run failed"
+final=$(grep '^final |' "$T/s2.out" | sed 's/^final | //; s/ (after.*//')
+ev=$("$BIN" --task stsb --data-dir "$T/data/stsb" --init-from "$T/s2" --eval-only 2>&1 | grep '^dev loss' | sed 's/^dev loss [0-9.]* | //')
+[ -n "$final" ] && [ "$ev" = "$final" ] && ok "--eval-only of --save: '$ev'" || bad "--eval-only '$ev' != final '$final'"
+
+# 3. bit-exact resume: killed right after step 23 (mid epoch 2; checkpoints every 5 steps), resumed, against an
+# uninterrupted run; PRAC on, its bases refreshed every 5 / 3 steps, so their state is part of the checkpoint
+P="--task mrpc --data-dir $T/data/mrpc $M --epochs 2 --prac prac --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --prac-t1 5 --prac-t2 3"
+"$BIN" $P --save "$T/ra" --log "$T/ra.jsonl" > "$T/ra.out" 2>&1 || bad "uninterrupted PRAC run failed"
+PRAC_TEST_DIE_AFTER_STEP=23 "$BIN" $P --ckpt-dir "$T/ck" --ckpt-every 5 --save "$T/rb" > "$T/rb1.out" 2>&1
+[ $? -eq 137 ] && ok "run killed after step 23" || bad "the kill did not happen"
+"$BIN" $P --ckpt-dir "$T/ck" --ckpt-every 5 --save "$T/rb" --resume --log "$T/rb.jsonl" > "$T/rb2.out" 2>&1 \
+  && grep -q 'resumed from .*step_00000020 at step 20' "$T/rb2.out" && ok "resumed at step 20" || bad "resume failed"
+cmp -s "$T/ra/model.safetensors" "$T/rb/model.safetensors" && ok "resumed model.safetensors == uninterrupted" \
+  || bad "resumed weights differ from the uninterrupted run's"
+[ "$(grep '^final' "$T/ra.out")" = "$(grep '^final' "$T/rb2.out")" ] && ok "resumed final scores equal" \
+  || bad "final scores differ after resume"
+
+# 4. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), no score printed
+expect_error() {  # description, regex the stderr must match, command...
+  local what=$1 want=$2; shift 2
+  out=$("$@" 2>&1); rc=$?
+  if [ $rc -ne 0 ] && grep -q 'finetune_roberta: error:' <<<"$out" && grep -Eq "$want" <<<"$out" \
+     && ! grep -q '^final |\|^dev loss' <<<"$out"; then ok "$what (exit $rc)"; else bad "$what: rc $rc, output: $(tail -3 <<<"$out")"; fi
+}
+mkdir -p "$T/notok" "$T/nodev" "$T/nan"
+cp "$T/model/config.json" "$T/model/model.safetensors" "$T/notok/"
+cp "$T/data/mrpc/train.tsv" "$T/nodev/"
+cp "$T/model/"* "$T/nan/"
+python3 - "$T/nan/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n]); o = 8 + n + h["roberta.embeddings.LayerNorm.weight"]["data_offsets"][0]
+b[o:o + 4] = struct.pack("<f", float("nan")); open(p, "wb").write(b)
+PY
+expect_error "missing --init-from directory" "is not a directory.*|HINT" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/none"
+expect_error "model directory without a tokenizer" "no tokenizer" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/notok"
+expect_error "data directory without dev" "dev" "$BIN" --task mrpc --data-dir "$T/nodev" --init-from "$T/model"
+expect_error "wrong task layout (MRPC files as STS-B)" "header has no column" "$BIN" --task stsb --data-dir "$T/data/mrpc" --init-from "$T/model"
+expect_error "--max-len beyond the model's positions" "exceeds the model's 64 positions" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --max-len 100
+expect_error "unknown task" "cola" "$BIN" --task glue --data-dir "$T/data/mrpc" --init-from "$T/model"
+expect_error "NaN weights get no score" "non-finite" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/nan" --eval-only
+expect_error "--optimizer muon refused" "adamw and rso" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer muon
+expect_error "Hugging Face's flag spelling answered" "spells it --max-len" "$BIN" --max-seq-length 128
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

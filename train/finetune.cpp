@@ -1,0 +1,210 @@
+#include "train/finetune.h"
+
+#include <cstddef>
+#include <filesystem>
+#include <iterator>
+
+#include <unistd.h>  // access
+
+#include "common/files.h"  // read_file_bytes, write_file_atomic
+
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"  // as train/cli.cpp: offsetof on a struct with strings
+
+namespace {
+
+#define F(name, meta, kind, field, help) {name, meta, FlagKind::kind, help, offsetof(FinetuneOptions, field)}
+const FlagDef FLAGS[] = {
+    F("--task", "NAME", STR, task, "GLUE task: cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte"),
+    F("--data-dir", "DIR", STR, data_dir,
+      "the task's files: train and dev (MNLI: dev_matched, dev_mismatched), each .tsv (GLUE) or .jsonl"),
+    F("--init-from", "DIR", STR, init_from,
+      "Hugging Face RoBERTa directory: config.json, model.safetensors, vocab.json + merges.txt or tokenizer.json"),
+    F("--epochs", "N", INT, epochs, "training epochs (appendix D: 30)"),
+    F("--batch-size", "B", INT, batch_size, "examples per step (appendix D: 16)"),
+    F("--max-len", "T", INT, max_len,
+      "truncate examples to T tokens (appendix D: 512; default: 512 or the model's positions if fewer); batches are padded to the longest example of the data"),
+    F("--lr", "LR", FLOAT, lr, "peak learning rate (default: the paper's for the task: 3e-5 CoLA, STS-B, MRPC, RTE; "
+                               "1e-5 SST-2, MNLI, QNLI, QQP)"),
+    F("--warmup", "N", INT, warmup,
+      "linear warmup steps, then linear decay to 0 at the last step (Hugging Face run_glue's default schedule, "
+      "get_linear_schedule_with_warmup)"),
+    F("--weight-decay", "WD", FLOAT, weight_decay, "AdamW decoupled weight decay (2-D weights only)"),
+    F("--beta1", "B1", FLOAT, beta1, "AdamW beta1"),
+    F("--beta2", "B2", FLOAT, beta2, "AdamW beta2"),
+    F("--adam-eps", "EPS", FLOAT, adam_eps, "AdamW epsilon"),
+    F("--grad-clip", "C", FLOAT, grad_clip, "clip the global gradient norm to C (0 = off; Hugging Face: 1)"),
+    F("--optimizer", "adamw|rso", STR, optimizer,
+      "adamw, or rso (the RSO baseline: random subspaces for the encoder's linear layers, their inputs stored "
+      "projected)"),
+    F("--rso-rank", "R", INT, rso_rank, "RSO subspace rank (0: 4, the paper's Table 5)"),
+    F("--rso-gap", "T", INT, rso_gap, "RSO: steps per random subspace"),
+    F("--seed", "S", LONG, seed, "seed of the new head, the data order and PRAC's draws"),
+    F("--prac", "MODE", STR, prac, "activation compression: none, pac (principal only), rac (random only), prac"),
+    F("--prac-linear", "F1,F2", STR, prac_linear, "ranks r1,r2 of linear sites as fractions of the width"),
+    F("--prac-nonlinear", "F1,F2", STR, prac_nonlinear, "ranks r1,r2 of nonlinear sites as fractions of the width"),
+    F("--prac-linear-ranks", "R1,R2", STR, prac_linear_ranks,
+      "absolute ranks of linear sites (override fractions; Table 5: 2,2)"),
+    F("--prac-nonlinear-ranks", "R1,R2", STR, prac_nonlinear_ranks, "absolute ranks of nonlinear sites (Table 5: 2,2)"),
+    F("--prac-t1", "N", INT, prac_t1, "refresh the principal basis Q1 every N steps (appendix D: 200)"),
+    F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (appendix D: 200)"),
+    F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh, "how a refresh finds Q1 (auto: subspace on the CPU)"),
+    F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased)"),
+    F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
+    F("--recompute", "0|1|2", INT, recompute, "recompute in backward instead of saving (as the trainers' flag)"),
+    F("--log", "FILE", STR, log, "append JSONL records: step, glue_eval (per dev split), memory, final"),
+    F("--log-interval", "N", INT, log_interval, "print a progress line every N steps (and at each epoch's end)"),
+    F("--ckpt-dir", "DIR", STR, ckpt_dir,
+      "checkpoints (weights, optimizer, PRAC, the data position) to DIR/step_NNNNNNNN after every epoch"),
+    F("--ckpt-every", "N", INT, ckpt_every, "also every N steps (0: epochs only; on SIGINT/SIGTERM always)"),
+    F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
+    F("--resume", "", BOOL, resume, "continue bit-exactly from the newest checkpoint in --ckpt-dir"),
+    F("--overwrite", "", BOOL, overwrite, "start over where --ckpt-dir or --save holds an earlier run's files"),
+    F("--save", "DIR", STR, save, "at the end write a Hugging Face directory (config, weights, tokenizer)"),
+    F("--eval-only", "", BOOL, eval_only, "only evaluate --init-from (a fine-tuned directory) on the dev split(s)"),
+    F("--device", "cpu|cuda|auto", STR, device, "backend (the encoder runs on the CPU backend for now)"),
+    F("--plan", "", BOOL, plan, "print the memory plan at (--batch-size, --max-len) and exit"),
+    F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
+    F("--precision", "bf16|fp32", STR, precision, "with --plan: the CUDA build to plan for (--device cpu: the CPU's)"),
+    F("--help", "", BOOL, help, "print this help"),
+};
+#undef F
+
+// Hugging Face run_glue's spellings, answered with ours
+const FlagSynonym SYNONYMS[] = {
+    {"--task-name", "--task"}, {"--model-name-or-path", "--init-from"}, {"--num-train-epochs", "--epochs"},
+    {"--max-seq-length", "--max-len"}, {"--max-length", "--max-len"}, {"--seq-len", "--max-len"},
+    {"--learning-rate", "--lr"}, {"--warmup-steps", "--warmup"}, {"--per-device-train-batch-size", "--batch-size"},
+    {"--output-dir", "--save"}, {"--max-grad-norm", "--grad-clip"}, {"--steps", "--epochs"},
+    {"--resume-from-checkpoint", "--resume"}, {"--train-data", "--data-dir"}, {"--glue-dir", "--data-dir"},
+};
+
+}  // namespace
+
+FinetuneOptions::FinetuneOptions() {
+    batch_size = 16;     // appendix D
+    lr = 0;              // 0: paper_lr(task)
+    warmup = 0;          // Hugging Face's default warmup_steps
+    weight_decay = 0;    // Hugging Face's default
+    beta2 = 0.999f;      // Hugging Face's AdamW default
+    prac_t1 = prac_t2 = 200;  // appendix D: PRAC interval 200
+    log_interval = 10;
+}
+
+float paper_lr(GlueTask task) {
+    switch (task) {
+        case GlueTask::COLA:
+        case GlueTask::STSB:
+        case GlueTask::MRPC:
+        case GlueTask::RTE: return 3e-5f;
+        default: return 1e-5f;
+    }
+}
+
+float linear_schedule(int step, int total, int warmup, float lr) {
+    if (step < warmup) return lr * (float)step / (float)std::max(1, warmup);
+    return lr * std::max(0.0f, (float)(total - step) / (float)std::max(1, total - warmup));
+}
+
+void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
+    parse_flag_table(FLAGS, std::size(FLAGS), SYNONYMS, std::size(SYNONYMS), &o, o.given, argc, argv);
+    if (o.help) return;
+    CHECK_USER(!o.init_from.empty(), "--init-from is required: the Hugging Face RoBERTa directory to fine-tune\n"
+               "---> HINT: download roberta-base (config.json, model.safetensors, vocab.json, merges.txt) and pass "
+               "its directory");
+    CHECK_USER(!o.task.empty(), "--task is required (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte)");
+    GlueTask task = glue_task_from_name(o.task);  // fails listing the eight
+    CHECK_USER(o.plan || !o.data_dir.empty(), "--data-dir is required: the directory with the task's train and dev "
+               "files\n---> HINT: e.g. glue_data/MRPC (train.tsv, dev.tsv)");
+    CHECK_USER(o.epochs >= 1, "--epochs must be at least 1 (got %d)", o.epochs);
+    CHECK_USER(o.batch_size >= 1, "--batch-size must be positive (got %d)", o.batch_size);
+    CHECK_USER(o.max_len >= 4, "--max-len must be at least 4 (the pair layout's special tokens; got %d)", o.max_len);
+    CHECK_USER(o.lr >= 0 && o.warmup >= 0 && o.weight_decay >= 0 && o.grad_clip >= 0,
+               "--lr, --warmup, --weight-decay and --grad-clip must be >= 0");
+    CHECK_USER(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.adam_eps > 0,
+               "--beta1/--beta2 must be in [0, 1) and --adam-eps positive");
+    CHECK_USER(o.optimizer == "adamw" || o.optimizer == "rso",
+               "finetune_roberta's optimizers are adamw and rso (got \"%s\")\n---> HINT: the pretraining optimizers "
+               "(muon, adam-mini, galore) are train_gpt2's and train_llama's", o.optimizer.c_str());
+    CHECK_USER(o.optimizer != "rso" || o.prac == "none", "--optimizer rso stores its own projections of the linear "
+               "layers' inputs and cannot be combined with --prac %s\n---> HINT: use --prac none with --optimizer rso",
+               o.prac.c_str());
+    CHECK_USER(o.rso_rank >= 0 && o.rso_gap >= 1, "--rso-rank must be >= 0 and --rso-gap >= 1");
+    CHECK_USER(o.recompute >= 0 && o.recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", o.recompute);
+    CHECK_USER(o.log_interval > 0 && o.ckpt_every >= 0 && o.ckpt_keep >= 1,
+               "--log-interval must be positive, --ckpt-every >= 0 and --ckpt-keep >= 1");
+    CHECK_USER(!o.resume || !o.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
+    CHECK_USER(!(o.resume && o.overwrite), "--resume continues the run in --ckpt-dir and --overwrite starts it over: "
+               "pass one of them");
+    CHECK_USER(!(o.eval_only && (o.resume || !o.ckpt_dir.empty())), "--eval-only trains nothing: drop --ckpt-dir and "
+               "--resume");
+    CHECK_USER(o.device == "auto" || o.device == "cpu" || o.device == "cuda",
+               "--device must be cpu, cuda or auto (got \"%s\")", o.device.c_str());
+    CHECK_USER(o.precision == "bf16" || o.precision == "fp32", "--precision must be bf16 or fp32");
+    CHECK_USER(o.plan || !o.json, "--json goes with --plan");
+    if (o.lr == 0 && !o.was_given("--lr")) o.lr = paper_lr(task);
+    if (o.optimizer == "rso" && o.rso_rank == 0) o.rso_rank = 4;  // Table 5: RSO (rank=4)
+    o.model = o.init_from;  // the trainer's resume keys name the model by it
+    o.steps = 0;            // set from the data: epochs x batches per epoch
+}
+
+std::vector<std::string> finetune_flag_names() {
+    std::vector<std::string> out;
+    for (const FlagDef& f : FLAGS) out.push_back(f.name);
+    return out;
+}
+
+std::string finetune_help(const char* program) {
+    FinetuneOptions defaults;
+    std::string s = format(
+        "usage: %s --task NAME --data-dir DIR --init-from MODEL_DIR [flags]\n\n"
+        "Fine-tunes a Hugging Face RoBERTa (RobertaForSequenceClassification) on one GLUE task: AdamW or RSO, optional "
+        "PRAC activation compression, dev evaluation with the task's metrics after every epoch (best and final "
+        "printed), checkpoints with a bit-exact --resume, --save as a Hugging Face directory. Nothing is downloaded.\n"
+        "Schedule: linear warmup over --warmup steps, then linear decay to 0 at the last step (run_glue's default).\n\n",
+        program);
+    s += flag_table_help(FLAGS, std::size(FLAGS), &defaults, [](const FlagDef& f) -> std::string {
+        return std::string(f.name) == "--lr" ? "" : "?";
+    });
+    s += format("\nExample (the paper's MRPC PRAC row):\n  %s --task mrpc --data-dir glue_data/MRPC --init-from "
+                "roberta-base --prac prac --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --save mrpc-prac\n",
+                program);
+    return s;
+}
+
+void check_model_dir(const std::string& dir) {
+    auto readable = [](const std::string& p) { return access(p.c_str(), R_OK) == 0; };
+    CHECK_USER(std::filesystem::is_directory(dir), "--init-from %s is not a directory\n---> HINT: pass a Hugging Face "
+               "model directory (config.json, model.safetensors, vocab.json + merges.txt or tokenizer.json)",
+               dir.c_str());
+    for (const char* f : {"config.json", "model.safetensors"})
+        CHECK_USER(readable(dir + "/" + f), "--init-from %s has no readable %s\n---> HINT: a Hugging Face RoBERTa "
+                   "directory holds config.json and model.safetensors (transformers' save_pretrained writes both; "
+                   "convert a pytorch_model.bin with save_pretrained(..., safe_serialization=True))", dir.c_str(), f);
+    CHECK_USER(readable(dir + "/tokenizer.json") || (readable(dir + "/vocab.json") && readable(dir + "/merges.txt")),
+               "--init-from %s has no tokenizer: neither tokenizer.json nor vocab.json + merges.txt\n---> HINT: copy "
+               "roberta-base's tokenizer files into it", dir.c_str());
+}
+
+bool glue_split_exists(const std::string& dir, const std::string& split) {
+    return access((dir + "/" + split + ".tsv").c_str(), R_OK) == 0 ||
+           access((dir + "/" + split + ".jsonl").c_str(), R_OK) == 0;
+}
+
+void copy_tokenizer_files(const std::string& from, const std::string& to) {
+    for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
+                          "special_tokens_map.json"}) {
+        std::string src = from + "/" + f;
+        if (access(src.c_str(), R_OK) != 0) continue;
+        std::string bytes = read_file_bytes(src);
+        write_file_atomic(to + "/" + f, bytes);
+    }
+}
+
+std::string DevScores::text() const {
+    std::string s;
+    for (size_t d = 0; d < splits.size(); d++) {
+        s += (d ? " | " : "") + splits[d] + ":";
+        for (const auto& [name, v] : metrics[d]) s += format(" %s %.4f", name.c_str(), v);
+    }
+    return s;
+}

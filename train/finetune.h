@@ -1,0 +1,468 @@
+// Fine-tuning a RoBERTa encoder on one GLUE task (issue 17; the PRAC paper's Table 5): the parts finetune_roberta.cpp's
+// epoch loop calls. Flags (a TrainOptions with the fine-tuning ones added, so the trainer's PRAC, optimizer and
+// checkpoint helpers take them as they are), the task's data encoded once with the model directory's tokenizer, the
+// model with its fresh or fine-tuned head, AdamW or RSO, the schedule (Hugging Face run_glue's default: linear warmup,
+// then linear decay to 0), dev evaluation with the task's metrics (best and final), the activation-memory report
+// (planner and arena), checkpoints with the batcher's position for a bit-exact resume, --save as a Hugging Face
+// directory. docs/DESIGN.md section 7.5.
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "common/strings.h"  // human_duration
+#include "data/glue.h"
+#include "data/glue_batches.h"
+#include "data/roberta_tokenizer.h"
+#include "model/roberta.h"
+#include "prac/prac_state.h"
+#include "train/checkpoint.h"
+#include "train/cli.h"
+#include "train/glue_metrics.h"
+#include "train/metrics_log.h"
+#include "train/optimizers.h"
+#include "train/planner.h"
+#include "train/run_checkpoint.h"  // resume_keys
+#include "train/trainer.h"         // signals, print_table, print_site_table, check_no_earlier_run, data_fingerprint
+
+struct FinetuneOptions : TrainOptions {
+    std::string task;      // cola | sst2 | mrpc | stsb | qqp | mnli | qnli | rte
+    std::string data_dir;  // the task's train and dev files (TSV or JSONL)
+    int epochs = 30;       // appendix D
+    int max_len = 512;     // tokens per example after truncation (appendix D)
+    FinetuneOptions();     // the fine-tuning defaults (appendix D, Hugging Face's run_glue)
+};
+
+// Parses and checks the flags (UserError with a hint on bad ones); --help text.
+void parse_finetune_options(FinetuneOptions& o, int argc, char** argv);
+std::string finetune_help(const char* program);
+std::vector<std::string> finetune_flag_names();  // every flag of the table (tests check the hints against them)
+// The paper's learning rate for a task (appendix D): 3e-5 for CoLA, STS-B, MRPC, RTE; 1e-5 for SST-2, MNLI, QNLI, QQP.
+float paper_lr(GlueTask task);
+// Hugging Face's get_linear_schedule_with_warmup at optimizer step `step` (0-based) of `total`.
+float linear_schedule(int step, int total, int warmup, float lr);
+// The checks --init-from must pass (config.json, model.safetensors, tokenizer files), each with a hint.
+void check_model_dir(const std::string& dir);
+// Whether DIR holds the split as .tsv or .jsonl.
+bool glue_split_exists(const std::string& dir, const std::string& split);
+// Copies the tokenizer files of `from` (those that exist) into `to`, so --save is a complete model directory.
+void copy_tokenizer_files(const std::string& from, const std::string& to);
+
+// The dev metrics of one evaluation: per split, the task's metrics in GLUE's order.
+struct DevScores {
+    std::vector<std::string> splits;
+    std::vector<std::vector<std::pair<std::string, double>>> metrics;
+    double loss = 0;
+    double primary() const { return metrics.at(0).at(0).second; }  // the first metric of the first split
+    std::string text() const;                                     // "dev_matched: accuracy 0.8100 | ..."
+};
+
+template <class Backend>
+struct FineTuner {
+    Backend& be;
+    FinetuneOptions& opts;
+    const GlueTaskInfo& info;
+    ModelConfig cfg;
+    PracOptions prac;
+    RobertaTokenizer tok;
+    std::vector<GlueExample> train_examples;
+    std::vector<std::vector<GlueExample>> dev_examples;  // one per dev split
+    GlueEncoded train_set;
+    std::vector<GlueEncoded> dev_sets;
+    const int B;
+    int T = 0;  // every batch is (B, T): the longest encoded example of train and dev, at most --max-len
+    std::string resume_path;  // --resume: the checkpoint (set with T by check_data_first, before the model)
+    std::unique_ptr<GlueBatcher> batcher;
+    Roberta<Backend> model;
+    MetricsLog log;
+    std::unique_ptr<Optimizer<Backend>> opt;
+    int steps_per_epoch = 0, total_steps = 0;
+    int step = 0;  // optimizer steps done
+    double best = -INFINITY;
+    int best_epoch = 0;
+    std::string train_fingerprint;
+
+    // the step in flight: the batch as the model takes it (B rows; rows past the data's are one-token padding rows
+    // with no label, so every step has the same shapes and the arena is allocated once)
+    GlueBatch batch;
+    GlueBatchState before_batch;  // the batcher's position before `batch` was drawn
+    std::vector<int32_t> ids, mask;
+    std::vector<float> labels;
+    EncoderBatch enc;
+    int labelled = 0;
+    float loss = 0, norm = 0, lr = 0;
+    std::chrono::steady_clock::time_point t0, run_start;
+    double train_ms = 0, eval_ms = 0;
+    int steps_timed = 0, evals_timed = 0;
+
+    FineTuner(Backend& backend, FinetuneOptions& o, const ModelConfig& config, const PracOptions& p)
+        : be(backend), opts(o), info(glue_task_info(glue_task_from_name(o.task))), cfg(config), prac(p),
+          tok(o.init_from), B(o.batch_size), model(be, check_data_first(), prac, o.recompute_options()),
+          log(o.log) {
+        std::printf("task %s: %zu training examples, dev %s; tokenized with %s\n", info.name,
+                    train_examples.size(), dev_text().c_str(), tok.name().c_str());
+        if (train_set.truncated || count_truncated())
+            std::printf("notice: %lld training and %lld dev examples were truncated to --max-len %d tokens\n",
+                        (long long)train_set.truncated, (long long)count_truncated(), opts.max_len);
+        if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
+        std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
+        bool head = model.load_pretrained(opts.init_from, (uint64_t)opts.seed);
+        std::printf("loaded %s/model.safetensors: %s\n", opts.init_from.c_str(),
+                    head ? "encoder and its classification head"
+                         : "the encoder; the classification head is new (initialized as transformers does)");
+        if (opts.eval_only && !head)
+            std::printf("warning: --eval-only with a new, untrained head: the scores are those of a random head\n");
+        model.allocate_activations(B, T);
+        ids.assign((size_t)B * T, 0);
+        mask.assign((size_t)B * T, 0);
+        labels.assign(B, NAN);
+        enc = {ids.data(), mask.data(), nullptr, labels.data()};
+        memory_report();
+        if (opts.eval_only) return;
+        batcher = std::make_unique<GlueBatcher>(train_set, B, true, (uint64_t)opts.seed, T);
+        steps_per_epoch = (int)batcher->batches_per_epoch();
+        total_steps = steps_per_epoch * opts.epochs;
+        opts.steps = total_steps;
+        opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, model.param_buffer_numel, 0,
+                             model.param_buffer_numel);
+        init_master_weights(be, *opt, model.params_memory, model.param_buffer_numel);
+        opt->bind_sites(model.sites);
+        if (!opts.ckpt_dir.empty()) train_fingerprint = data_fingerprint({glue_split_path(opts.data_dir, "train")});
+        if (opts.resume) resume();
+        install_stop_signals();
+        run_start = std::chrono::steady_clock::now();
+    }
+
+    int epoch() const { return (int)batcher->epoch(); }
+
+    // The epoch's next batch as the model's (B, T) input; false at the end of the epoch.
+    bool next_batch() {
+        before_batch = batcher->state();
+        if (!batcher->next(batch)) return false;
+        labelled = batch.B;
+        fill_input(batch);
+        return true;
+    }
+
+    // SIGINT / SIGTERM: the signal, or 0
+    int stop_requested() const { return (int)g_stop_signal; }
+    int stop(int sig) {
+        std::printf("received signal %d: stopping after %d of %d steps\n", sig, step, total_steps);
+        checkpoint(before_batch);  // the batch just drawn was not trained on: a resume draws it again
+        return 128 + sig;
+    }
+
+    void begin_step() {
+        t0 = std::chrono::steady_clock::now();
+        model.zero_grad();
+        model.sched.begin_step(prac, step);
+    }
+    // one row's weight in the step's mean loss (the labelled rows of this batch)
+    float grad_scale() const { return 1.0f / (float)labelled; }
+
+    // The update: the schedule, then the optimizer with the gradient clipped to --grad-clip. A non-finite loss or
+    // gradient stops the run (the parameters are still the last good ones).
+    void update(float step_loss, float grad_norm) {
+        loss = step_loss;
+        norm = grad_norm;
+        lr = linear_schedule(step, total_steps, opts.warmup, opts.lr);
+        if (!std::isfinite(loss) || !std::isfinite(norm))
+            fail("step %d: loss %g, gradient norm %g: training diverged\n---> HINT: lower --lr or raise --warmup%s",
+                 step + 1, loss, norm, opts.ckpt_dir.empty() ? "" : "; the checkpoints in --ckpt-dir are kept");
+        opt->step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, opts.grad_clip));
+        be.synchronize();
+    }
+
+    // The step's progress line (with the ETA of the whole run, evaluations included), its log record, and a
+    // checkpoint every --ckpt-every steps.
+    void end_step() {
+        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        train_ms += ms;
+        steps_timed++;
+        step++;
+        if (step % opts.log_interval == 0 || step == total_steps || step % steps_per_epoch == 0)
+            std::printf("epoch %d/%d | step %d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.1f examples/s | "
+                        "eta %s\n", (step - 1) / steps_per_epoch + 1, opts.epochs, step, total_steps,
+                        loss, norm, lr, ms, labelled / (ms / 1000.0), human_duration(eta_seconds()).c_str());
+        std::fflush(stdout);
+        log.step(step, loss, lr, norm, (double)B * T / (ms / 1000.0), ms, be.peak_bytes);
+        if (opts.ckpt_every > 0 && step % opts.ckpt_every == 0 && step < total_steps) checkpoint();
+        // tests: die like `kill -9` right after this step (no cleanup, no checkpoint), to test resuming
+        if (const char* die = std::getenv("PRAC_TEST_DIE_AFTER_STEP"))
+            if (std::atoi(die) == step) std::_Exit(137);
+    }
+
+    // After each epoch: the dev evaluation, the best score so far, a checkpoint when checkpointing is on.
+    void end_epoch(int e) {
+        auto e0 = std::chrono::steady_clock::now();
+        DevScores s = evaluate();
+        eval_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - e0).count();
+        evals_timed++;
+        if (s.primary() > best) best = s.primary(), best_epoch = e + 1;
+        std::printf("epoch %d/%d | dev loss %.4f | %s | best %s %.4f (epoch %d)\n", e + 1, opts.epochs, s.loss,
+                    s.text().c_str(), s.metrics[0][0].first.c_str(), best, best_epoch);
+        log_eval(s, e + 1);
+        if (step < total_steps) checkpoint();
+    }
+
+    // --eval-only: the dev metrics of the loaded weights
+    int evaluate_only() {
+        DevScores s = evaluate();
+        std::printf("dev loss %.4f | %s\n", s.loss, s.text().c_str());
+        log_eval(s, 0);
+        return 0;
+    }
+
+    // The end: best and final scores, the memory report again, the last checkpoint, --save.
+    int finish() {
+        double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+        DevScores last = last_scores;
+        std::printf("final | %s (after epoch %d)\n", last.text().c_str(), opts.epochs);
+        std::printf("best  | %s %.4f (epoch %d of %d; tables usually report the best epoch's dev score, "
+                    "GaLore's and the PRAC paper's among them)\n", last.metrics[0][0].first.c_str(), best,
+                    best_epoch, opts.epochs);
+        std::printf("time  | %s total (evaluation %s)\n", human_duration(wall).c_str(),
+                    human_duration(eval_ms / 1000.0).c_str());
+        log.record("final", {{"step", (double)step}, {"best", best}, {"best_epoch", (double)best_epoch},
+                             {"final", last.primary()}, {"seconds", wall}},
+                   {{"metric", last.metrics[0][0].first}});
+        checkpoint();
+        if (!opts.save.empty()) {
+            model.save_pretrained(opts.save);
+            copy_tokenizer_files(opts.init_from, opts.save);
+            std::printf("saved %s: config.json, model.safetensors and the tokenizer (a Hugging Face directory: "
+                        "RobertaForSequenceClassification.from_pretrained loads it)\n", opts.save.c_str());
+        }
+        return 0;
+    }
+
+    // Peak activation bytes, as Table 5 lists them: the planner's figure for this run's (B, T), on this backend
+    // and on the CUDA bf16 build, and on the CPU the arena this run allocated (planned == allocated).
+    void memory_report() {
+        OptimizerChoice choice = optimizer_choice_from(opts);
+        auto activations = [](const MemoryPlan& p) {
+            size_t a = 0;
+            for (const char* k : {"inputs", "saved_exact", "saved_linear", "saved_nonlinear", "transient", "loss",
+                                  "prac_bases"})
+                a += p.bytes(k);
+            return a;
+        };
+        auto saved = [](const MemoryPlan& p) {
+            return p.bytes("saved_exact") + p.bytes("saved_linear") + p.bytes("saved_nonlinear") + p.bytes("prac_bases");
+        };
+        MemoryPlan cpu = plan_memory(cfg, prac, B, T, PlanTarget::CPU_FP32, &choice, opts.recompute_options());
+        MemoryPlan gpu = plan_memory(cfg, prac, B, T, PlanTarget::CUDA_BF16, &choice, opts.recompute_options());
+        size_t arena = model.arena.acts_bytes + model.arena.bases_bytes;
+        bool cpu_backend = std::is_same<Backend, CpuBackend>::value;
+        std::printf("activation memory at B=%d T=%d: planned %.2f MiB on this backend (saved for backward %.2f MiB), "
+                    "%.2f MiB in the CUDA bf16 build (saved %.2f MiB)", B, T, activations(cpu) / 1048576.0,
+                    saved(cpu) / 1048576.0, activations(gpu) / 1048576.0, saved(gpu) / 1048576.0);
+        if (cpu_backend)
+            std::printf(" | measured: the CPU arena %.2f MiB (%s the plan)", arena / 1048576.0,
+                        arena == activations(cpu) ? "equal to" : "DIFFERENT FROM");
+        std::printf("\n");
+        log.record("memory", {{"B", (double)B}, {"T", (double)T},
+                              {"planned_activation_bytes", (double)activations(cpu)},
+                              {"planned_saved_bytes", (double)saved(cpu)},
+                              {"planned_activation_bytes_cuda_bf16", (double)activations(gpu)},
+                              {"planned_saved_bytes_cuda_bf16", (double)saved(gpu)},
+                              {"arena_bytes", cpu_backend ? (double)arena : NAN},
+                              {"backend_peak_bytes", (double)be.peak_bytes}});
+    }
+
+  private:
+    DevScores last_scores;
+
+    // What can fail before the model is built: --init-from's files, the task's data (read, encoded, T chosen),
+    // checkpoint and --save directories. Returns the config for the model's member initializer.
+    const ModelConfig& check_data_first() {
+        check_no_earlier_run(opts);
+        GlueTask task = info.task;
+        // --eval-only reads the training split too when it is there: T (and so the arithmetic's blocking) is then
+        // the training run's, and the scores are the ones it printed, to the last digit
+        bool has_train = !opts.eval_only || glue_split_exists(opts.data_dir, "train");
+        if (has_train) train_examples = read_glue_file(task, glue_split_path(opts.data_dir, "train"));
+        for (const std::string& split : info.dev_splits)
+            dev_examples.push_back(read_glue_file(task, glue_split_path(opts.data_dir, split)));
+        if (has_train) train_set = encode_glue(tok, task, train_examples, opts.max_len);
+        for (const auto& d : dev_examples) dev_sets.push_back(encode_glue(tok, task, d, opts.max_len));
+        size_t longest = 2;
+        for (const auto& r : train_set.ids) longest = std::max(longest, r.size());
+        for (const GlueEncoded& d : dev_sets)
+            for (const auto& r : d.ids) longest = std::max(longest, r.size());
+        T = (int)longest;
+        CHECK_USER(T <= cfg.max_seq_len, "the longest example has %d tokens, more than the model's %d positions\n"
+                   "---> HINT: pass --max-len %d or less", T, cfg.max_seq_len, cfg.max_seq_len);
+        CHECK_USER(opts.eval_only || (int64_t)train_examples.size() >= 1, "%s: the training split is empty",
+                   opts.data_dir.c_str());
+        if (!opts.save.empty()) prepare_save_dir(opts.save);
+        if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
+        opts.seq_len = T;  // for resume_keys and the planner
+        return cfg;
+    }
+    long long count_truncated() const {
+        long long n = 0;
+        for (const GlueEncoded& d : dev_sets) n += d.truncated;
+        return n;
+    }
+    std::string dev_text() const {
+        std::string s;
+        for (size_t i = 0; i < dev_sets.size(); i++)
+            s += format("%s%s %zu", i ? ", " : "", info.dev_splits[i].c_str(), dev_examples[i].size());
+        return s + format(" examples; batches of (%d, %d)", B, T);
+    }
+
+    // A GlueBatch into the (B, T) host buffers: its rows, then padding rows <s> </s> with no label.
+    void fill_input(const GlueBatch& b) {
+        std::fill(ids.begin(), ids.end(), (int32_t)tok.pad_id);
+        std::fill(mask.begin(), mask.end(), 0);
+        for (int r = 0; r < B; r++) {
+            int32_t* row = ids.data() + (size_t)r * T;
+            int32_t* m = mask.data() + (size_t)r * T;
+            if (r < b.B) {
+                std::copy(b.ids.begin() + (size_t)r * b.T, b.ids.begin() + (size_t)(r + 1) * b.T, row);
+                std::fill(m, m + b.kv_len[r], 1);
+                labels[r] = b.scores.empty() ? (float)b.labels[r] : b.scores[r];
+            } else {
+                row[0] = (int32_t)tok.cls_id;
+                row[1] = (int32_t)tok.sep_id;
+                m[0] = m[1] = 1;
+                labels[r] = NAN;
+            }
+        }
+    }
+
+    // The dev split(s): predictions of every example (the argmax, or STS-B's score), the task's metrics, the mean
+    // loss. Non-finite logits end the run: a broken model gets no score.
+    DevScores evaluate() {
+        DevScores s;
+        double loss_sum = 0;
+        long long rows = 0;
+        std::vector<float> logits((size_t)B * cfg.num_labels);
+        for (size_t d = 0; d < dev_sets.size(); d++) {
+            const GlueEncoded& data = dev_sets[d];
+            size_t n = data.ids.size();
+            std::vector<int> pred(n, -1);
+            std::vector<double> score(n), target(n);
+            GlueBatcher dev(data, B, false, 0, T);
+            GlueBatch b;
+            while (dev.next(b)) {
+                fill_input(b);
+                loss_sum += (double)model.eval_forward(enc) * b.B;
+                rows += b.B;
+                model.logits(logits.data());
+                for (int r = 0; r < b.B; r++) {
+                    const float* l = logits.data() + (size_t)r * cfg.num_labels;
+                    for (int k = 0; k < cfg.num_labels; k++)
+                        if (!std::isfinite(l[k]))
+                            fail("the model's output for dev example %lld is %g: the model produces non-finite values, "
+                                 "so it gets no score\n---> HINT: %s", (long long)b.example[r], l[k],
+                                 opts.eval_only ? "check the weights (--init-from) for NaN or Inf"
+                                                : "training diverged: lower --lr or raise --warmup");
+                    int64_t i = b.example[r];
+                    pred[i] = (int)(std::max_element(l, l + cfg.num_labels) - l);
+                    score[i] = l[0];
+                    target[i] = data.scores[i];
+                }
+            }
+            s.splits.push_back(info.dev_splits[d]);
+            s.metrics.push_back(glue_metrics(info.task, pred, data.labels, score, target));
+        }
+        s.loss = loss_sum / (double)std::max(1LL, rows);
+        last_scores = s;
+        return s;
+    }
+
+    void log_eval(const DevScores& s, int e) {
+        for (size_t d = 0; d < s.splits.size(); d++) {
+            std::vector<std::pair<std::string, double>> f = {{"step", (double)step}, {"epoch", (double)e},
+                                                             {"val_loss", s.loss}};
+            for (const auto& m : s.metrics[d]) f.push_back(m);
+            log.record("glue_eval", f, {{"task", info.name}, {"split", s.splits[d]}});
+        }
+    }
+
+    // Seconds left: the remaining steps at the mean step time, and the evaluations still due (one per epoch) at
+    // the mean evaluation time (before the first, its batches at a third of a training step each).
+    double eta_seconds() const {
+        double step_ms = train_ms / std::max(1, steps_timed);
+        int evals_left = opts.epochs - evals_timed;
+        double one_eval = evals_timed ? eval_ms / evals_timed : dev_batches() * step_ms / 3.0;
+        return ((total_steps - step) * step_ms + std::max(0, evals_left) * one_eval) / 1000.0;
+    }
+    long long dev_batches() const {
+        long long n = 0;
+        for (const GlueEncoded& d : dev_sets) n += ((long long)d.ids.size() + B - 1) / B;
+        return n;
+    }
+
+    // The settings a continuation must share: the trainer's (model, B, T, schedule, optimizer, seed, PRAC), and the
+    // task, epochs, --max-len and the training file's contents.
+    std::vector<std::pair<std::string, std::string>> keys() const {
+        std::vector<std::pair<std::string, std::string>> k = resume_keys(opts, cfg);
+        k.push_back({"task", format("%s epochs %d max_len %d", info.name, opts.epochs, opts.max_len)});
+        k.push_back({"train_data", train_fingerprint});
+        return k;
+    }
+
+    // A checkpoint of the run so far: weights (Hugging Face layout), optimizer state, PRAC bases, the batcher's
+    // position and the best score (so a resumed run reports the same best).
+    void checkpoint() { checkpoint(batcher->state()); }
+    void checkpoint(const GlueBatchState& g) {
+        if (opts.ckpt_dir.empty()) return;
+        CheckpointWriter w(opts.ckpt_dir, step);
+        model.save_weights(w.file(CKPT_MODEL_FILE));
+        write_hf_config(w.file(CKPT_CONFIG_FILE), cfg);
+        TrainState st;
+        st.step = step;
+        st.adam_t = opt->steps();
+        for (const auto& [k, v] : keys()) st.set("run." + k, v);
+        for (const OptimizerStateTensor& t : opt->state()) {
+            float* dst = st.alloc_f32(t.name, {(int64_t)t.numel});
+            be.download(dst, t.data, t.numel * sizeof(float));
+        }
+        PracStateBuffers buf;
+        std::vector<SafeTensorWrite> pt;
+        prac_state_tensors(be, model.sites, buf, pt);
+        for (const SafeTensorWrite& t : pt) {
+            if (t.dtype == "F32") st.add_f32(t.name, (const float*)t.data, t.shape);
+            else st.add_i64(t.name, (const int64_t*)t.data, t.shape);
+        }
+        st.set_i64("glue.epoch", g.epoch);
+        st.set_i64("glue.position", g.position);
+        st.set_f64("glue.best", best);
+        st.set_i64("glue.best_epoch", best_epoch);
+        write_state(w.file(CKPT_STATE_FILE), st);
+        std::string dir = w.commit();
+        checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep);
+        std::printf("checkpoint: %s\n", dir.c_str());
+    }
+
+    void resume() {
+        TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
+        for (const auto& [k, v] : keys()) check_compatible(st, "run." + k, v);
+        model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
+        for (const OptimizerStateTensor& t : opt->state()) {
+            std::vector<float> host(t.numel);
+            st.get_f32(t.name, host.data(), host.size());
+            be.upload(t.data, host.data(), t.numel * sizeof(float));
+        }
+        opt->steps() = (int)st.adam_t;
+        opt->state_loaded();
+        prac_state_load(be, model.sites, safetensors_open(resume_path + "/" + CKPT_STATE_FILE), "prac.");
+        batcher->set_state({st.get_i64("glue.epoch"), st.get_i64("glue.position")});
+        best = st.get_f64("glue.best");
+        best_epoch = (int)st.get_i64("glue.best_epoch");
+        step = (int)st.step;
+        CHECK_USER(step >= 0 && step <= total_steps, "cannot resume %s: step %d is outside this run's %d steps",
+                   resume_path.c_str(), step, total_steps);
+        std::printf("resumed from %s at step %d of %d (epoch %lld, example %lld of its order)\n", resume_path.c_str(),
+                    step, total_steps, (long long)st.get_i64("glue.epoch") + 1, (long long)st.get_i64("glue.position"));
+    }
+};
