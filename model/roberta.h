@@ -130,6 +130,7 @@ struct Roberta {
         act_t* t_ln;          // (N, C) block input / LN1 output
         act_t* t_mlp_in;      // (N, F) GeLU input
         act_t* t_mlp_out;     // (N, F) GeLU output
+        act_t* prac_fp8_block;  // (min(N, 8192), max r) --prac-storage fp8: rows of X·P (prac/site.h)
         float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
     } acts;
     ActivationArena arena;
@@ -266,6 +267,7 @@ struct Roberta {
             {"t_mlp_out", (void**)&a.t_mlp_out, S[FCH_GELU].compressed() ? N * F : 0, act},
             {"prac_tmp", (void**)&a.prac_tmp,
              factored_grad_scratch(sites, {{X, 3 * (int)C}, {H, (int)F}, {FCH_GELU, (int)C}}), f32},
+            {"prac_fp8_block", (void**)&a.prac_fp8_block, fp8_block_scratch(sites, N), act},
         };
         bases.clear();
         for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
@@ -282,8 +284,10 @@ struct Roberta {
         std::vector<TensorSpec> bases;
         std::vector<TensorSpec> specs = activation_specs(B, T, bases);
         arena.allocate(be, std::move(specs), std::move(bases));
-        // x and h share t_ln (never live together), resid and resid_mid share t_resid
-        wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp);
+        // x and h share t_ln (never live together), resid and resid_mid share t_resid; t_ln is dead in backward (x
+        // and h are linear sites: never restored), so their fp8 weight_grad dequantizes there
+        wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp, acts.prac_fp8_block,
+                   acts.t_ln);
         host_ids.assign((size_t)B * T * 3 + (size_t)B * 4, 0);
         host_scores.assign(B, 0.0f);
     }

@@ -74,9 +74,9 @@ void apply_recompute(std::vector<ActSite<Backend>>& sites, int recompute, int ac
 // Hands each site its shared transient buffer, the factored-gradient scratch and the fp8 storage's block scratch
 // once the arena is laid out. LLaMA's up site (sites beyond SITE_ACT_OUT) takes t_mlp_up. With fp8 storage a linear
 // site's weight_grad dequantizes X·P (N, r) into ActSite::fp8_wgrad, a buffer dead at that point of backward: the
-// site's transient, except for ln1 / ln2, whose t_ln lives in dresid; they take the norm-branch gradient buffer
-// `dead_at_norm_wgrad` (scratch_btc (N, C) in every model: consumed by the attention / MLP backward just before
-// and written by the input gradient just after; r <= C).
+// site's transient, except for the ln1 / ln2 slots, which take `dead_at_norm_wgrad`: in GPT-2 and LLaMA, whose t_ln
+// lives in dresid, the norm-branch gradient buffer scratch_btc (N, C) (consumed by the attention / MLP backward just
+// before and written by the input gradient just after; r <= C); RoBERTa's t_ln is its own buffer, dead in backward.
 template <class Backend>
 void wire_sites(std::vector<ActSite<Backend>>& sites, typename Backend::act_t* t_resid, typename Backend::act_t* t_ln,
                 typename Backend::act_t* t_mlp_in, typename Backend::act_t* t_mlp_out, float* prac_tmp,
