@@ -255,7 +255,7 @@ void RobertaTokenizer::load(const RobertaFiles& f, const BpeOptions& options) {
     std::vector<BpeMerge> merges;
     merges.reserve(f.merges.size());
     for (size_t k = 0; k < f.merges.size(); k++) {
-        const auto& [a, b] = f.merges[k];
+        const std::string &a = f.merges[k].first, &b = f.merges[k].second;  // not a structured binding: captured below
         auto find = [&](const std::string& s, const char* which) {
             auto it = ids_.find(s);
             if (it == ids_.end())

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Memory beyond the paper (issue 16): what each saving buys in the planner, and what it costs in validation loss.
+
+1. The planner table (no GPU needed: `--plan --json`): the paper's Table 2 sizes (LLaMA 130M / 350M / 1B at 128 x 256,
+   GPT-2 124M at 64 x 1024, 355M at 32 x 1024), CUDA bf16 plans, rows
+     Baseline                 --prac none, O stored
+     Baseline + exact         --prac none --recompute-attention 1   (exact savings: the same gradients, bit for bit)
+     PRAC (paper)             --prac prac --prac-storage act --recompute-attention 0   (the paper's storage)
+     PRAC + all               --prac prac --prac-storage fp8 --recompute-attention 1
+     PRAC + all + 8-bit Adam  ... --optimizer-states 8bit              (an optimizer approximation)
+   with each total's ratio to both baselines. (LLaMA's gate and up sites are always separate and PRAC's transient
+   buffers always live in backward scratch: those two savings are in every PRAC row.)
+2. The loss evidence (unless --plan-only): llama-mini and gpt2-mini trained on the built-in corpus with the
+   Baseline, PRAC (paper) and PRAC + all, over --seeds seeds each; final validation loss mean +- sample std.
+
+    python3 scripts/repro/memory.py --plan-only
+    python3 scripts/repro/memory.py --out runs/memory          # 3 seeds x 3 methods x 2 models: 18 CPU runs
+    python3 scripts/repro/memory.py --quick                                        # pipeline check: tiny, 1 seed
+"""
+import argparse
+import math
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common as C  # noqa: E402
+
+SIZES = [("train_llama", "llama-130m", 128, 256), ("train_llama", "llama-350m", 128, 256),
+         ("train_llama", "llama-1b", 128, 256), ("train_gpt2", "gpt2-124m", 64, 1024),
+         ("train_gpt2", "gpt2-355m", 32, 1024)]
+BASELINE = ["--prac", "none", "--recompute-attention", "0"]
+PRAC_PAPER = ["--prac", "prac", "--prac-storage", "act", "--recompute-attention", "0"]
+PRAC_ALL = ["--prac", "prac", "--prac-storage", "fp8", "--recompute-attention", "1"]
+PLAN_ROWS = [("Baseline", BASELINE), ("Baseline + exact", ["--prac", "none", "--recompute-attention", "1"]),
+             ("PRAC (paper)", PRAC_PAPER), ("PRAC + all", PRAC_ALL),
+             ("PRAC + all + 8-bit Adam", PRAC_ALL + ["--optimizer-states", "8bit"])]
+LOSS_ROWS = [("Baseline", BASELINE), ("PRAC (paper)", PRAC_PAPER), ("PRAC + all", PRAC_ALL)]
+
+
+def gib(b):
+    return f"{b / 2**30:.2f}"
+
+
+def plan_table():
+    rows = []
+    for binary, model, B, T in SIZES:
+        totals = {}
+        for label, flags in PLAN_ROWS:
+            p = C.planner(binary, ["--model", model, "--batch-size", B, "--seq-len", T, "--precision", "bf16"] + flags)
+            if p is None:
+                sys.exit(f"the planner failed for {model} {label}: is ./{binary} built?")
+            totals[label] = p["total"]
+        base, exact = totals["Baseline"], totals["Baseline + exact"]
+        for label, _ in PLAN_ROWS:
+            t = totals[label]
+            rows.append([model, f"{B} x {T}", label, gib(t), f"{t / base:.3f}", f"{t / exact:.3f}"])
+    return C.md_table(["model", "B x T", "method", "planned GiB", "/ Baseline", "/ Baseline + exact"], rows)
+
+
+def loss_runs(args):
+    runs = []
+    for model in args.models.split(","):
+        binary = "train_llama" if model.startswith("llama") else "train_gpt2"
+        if args.quick:
+            train = C.quick_flags(args)
+        else:
+            train = ["--steps", args.steps, "--batch-size", 4, "--seq-len", 128, "--eval-tokens", 16384,
+                     "--eval-interval", args.steps, "--log-interval", 50, "--prac-t1", 50, "--prac-t2", 50]
+        for label, flags in LOSS_ROWS:
+            for seed in range(1, args.seeds + 1):
+                name = f"{model}_{label.split()[0].lower()}{'_all' if 'all' in label else ''}_s{seed}"
+                runs.append(C.Run(name, label, binary, ["--model", model, "--seed", seed] + flags + train +
+                                  C.common_tail(args), meta=dict(model=model, method=label, seed=seed)))
+    return runs
+
+
+def loss_table(runs, models):
+    rows = []
+    for model in models:
+        for label, _ in LOSS_ROWS:
+            vals = [r.result["val_loss"] for r in runs if r.meta["model"] == model and r.meta["method"] == label
+                    and r.result and r.result.get("val_loss") is not None and math.isfinite(r.result["val_loss"])]
+            n = sum(1 for r in runs if r.meta["model"] == model and r.meta["method"] == label)
+            if not vals:
+                rows.append([model, label, "failed", "-", f"0/{n}"])
+                continue
+            sd = statistics.stdev(vals) if len(vals) > 1 else float("nan")
+            rows.append([model, label, f"{statistics.mean(vals):.4f}", C.fmt_num(sd, "{:.4f}"), f"{len(vals)}/{n}"])
+    return C.md_table(["model", "method", "val loss mean", "std over seeds", "runs"], rows)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plan-only", action="store_true", help="only the planner table (seconds)")
+    ap.add_argument("--quick", action="store_true", help="pipeline check: tiny models, 20 steps, one seed")
+    ap.add_argument("--models", default=None, help="loss runs' models [llama-mini,gpt2-mini; --quick: the tiny ones]")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds per method [3; --quick: 1]")
+    ap.add_argument("--steps", type=int, default=200, help="training steps per loss run (B 4, T 128) [200]")
+    ap.add_argument("--out", default=os.path.join("runs", "memory"), help="output directory [runs/memory]")
+    ap.add_argument("--device", default="cpu", help="trainer --device for the loss runs [cpu]")
+    ap.add_argument("--extra", default="", help="extra trainer flags for the loss runs (quoted string)")
+    ap.add_argument("--run-timeout", type=float, default=0, help="seconds before a run is killed (0: none)")
+    ap.add_argument("--dry-run", action="store_true", help="print the loss runs' commands only")
+    args = ap.parse_args()
+    args.paper = False
+    args.models = args.models or ("llama-tiny,gpt2-tiny" if args.quick else "llama-mini,gpt2-mini")
+    args.seeds = args.seeds or (1 if args.quick else 3)
+    if args.quick:
+        args.steps = None  # quick_flags' own step count
+
+    plans = plan_table()
+    print("Planned peak memory (CUDA bf16, AdamW unless stated):\n\n" + plans + "\n", flush=True)
+    if args.plan_only:
+        return 0
+    runs = loss_runs(args)
+    devices, failures = C.run_all(runs, args)
+    if args.dry_run:
+        return 0
+    losses = loss_table(runs, args.models.split(","))
+    print("\nFinal validation loss:\n\n" + losses)
+    md = os.path.join(args.out, "memory.md")
+    with open(md, "w") as f:
+        f.write("# Memory beyond the paper\n\n")
+        if args.quick:
+            f.write(f"**--quick:** {C.QUICK_CAVEAT}.\n\n")
+        f.write(f"Machine: {'; '.join(devices) or 'unknown'}.\n\n## Planned peak memory\n\n{plans}\n\n"
+                f"## Final validation loss ({args.seeds} seeds)\n\n{losses}\n")
+        if failures:
+            f.write(f"\n**{failures} run(s) failed**: see the .out files in {args.out}.\n")
+    print(f"wrote {md}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
