@@ -4,7 +4,8 @@
 //   forward and backward, the PRAC sites                                 model/roberta.h
 //   tokenizer, GLUE files, batches                                       data/roberta_tokenizer.h, data/glue*.h
 //   the update                                                           train/optim_adamw.h, train/optim_rso.h
-// The encoder's CUDA path waits for the masked attention kernels (issue 17): --device cuda is refused for now.
+// The encoder runs on the CUDA backend (test_roberta_step_cuda, emulated), but this CLI is not wired to it yet:
+// --device cuda is refused (issue 17).
 #include <omp.h>
 
 #include <algorithm>
@@ -58,7 +59,8 @@ int main(int argc, char** argv) {
             return print_plan(opts, cfg, prac);
         }
         CHECK_USER(opts.device != "cuda", "--device cuda: finetune_roberta runs on the CPU backend for now (the "
-                   "encoder's masked attention has no CUDA kernel yet)\n---> HINT: use --device cpu (or auto)");
+                   "encoder's CUDA path is tested but not wired into this CLI yet)\n---> HINT: use --device cpu (or "
+                   "auto)");
         std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)\n", omp_get_max_threads());
         CpuBackend be;
         return finetune_roberta(be, opts, cfg, prac);
