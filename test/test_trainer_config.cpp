@@ -307,7 +307,7 @@ TEST(TrainerCli, EveryFlagNamedInAHintExists) {
         }
         ASSERT_GE(prep_flags.size(), 20u) << "prep_data's flags not found in tools/prep_data/options.cpp";
     }
-    std::vector<std::string> files = {ROOT + "/train_gpt2.cu", ROOT + "/train_llama.cu", ROOT + "/finetune_roberta.cpp"};
+    std::vector<std::string> files = {ROOT + "/train_gpt2.cu", ROOT + "/train_llama.cu", ROOT + "/finetune_roberta.cu"};
     const std::vector<std::string> finetune_flags = finetune_flag_names();  // hints of finetune_roberta's files
     for (const char* sub : {"train", "model", "prac"})
         for (const auto& e : fs::directory_iterator(ROOT + "/" + sub)) {

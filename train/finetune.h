@@ -1,4 +1,4 @@
-// Fine-tuning a RoBERTa encoder on one GLUE task (issue 17; the PRAC paper's Table 5): the parts finetune_roberta.cpp's
+// Fine-tuning a RoBERTa encoder on one GLUE task (issue 17; the PRAC paper's Table 5): the parts finetune_roberta.cu's
 // epoch loop calls. Flags (a TrainOptions with the fine-tuning ones added, so the trainer's PRAC, optimizer and
 // checkpoint helpers take them as they are), the task's data encoded once with the model directory's tokenizer, the
 // model with its fresh or fine-tuned head, AdamW or RSO, the schedule (Hugging Face run_glue's default: linear warmup,
@@ -243,7 +243,8 @@ struct FineTuner {
     }
 
     // Peak activation bytes, as Table 5 lists them: the planner's figure for this run's (B, T), on this backend
-    // and on the CUDA bf16 build, and on the CPU the arena this run allocated (planned == allocated).
+    // (the CPU's fp32, or this CUDA build's storage) and on the CUDA bf16 build, and on the CPU the arena this run
+    // allocated (planned == allocated).
     void memory_report() {
         OptimizerChoice choice = optimizer_choice_from(opts);
         auto activations = [](const MemoryPlan& p) {
@@ -256,13 +257,17 @@ struct FineTuner {
         auto saved = [](const MemoryPlan& p) {
             return p.bytes("saved_exact") + p.bytes("saved_linear") + p.bytes("saved_nonlinear") + p.bytes("prac_bases");
         };
-        MemoryPlan cpu = plan_memory(cfg, prac, B, T, PlanTarget::CPU_FP32, &choice, opts.recompute_options());
+        const bool cpu_backend = std::is_same<Backend, CpuBackend>::value;
+        const PlanTarget here = cpu_backend                              ? PlanTarget::CPU_FP32
+                                : Backend::act_dtype == DType::F32 ? PlanTarget::CUDA_FP32
+                                                                         : PlanTarget::CUDA_BF16;
+        MemoryPlan cpu = plan_memory(cfg, prac, B, T, here, &choice, opts.recompute_options());
         MemoryPlan gpu = plan_memory(cfg, prac, B, T, PlanTarget::CUDA_BF16, &choice, opts.recompute_options());
         size_t arena = model.arena.acts_bytes + model.arena.bases_bytes;
-        bool cpu_backend = std::is_same<Backend, CpuBackend>::value;
-        std::printf("activation memory at B=%d T=%d: planned %.2f MiB on this backend (saved for backward %.2f MiB), "
-                    "%.2f MiB in the CUDA bf16 build (saved %.2f MiB)", B, T, activations(cpu) / 1048576.0,
-                    saved(cpu) / 1048576.0, activations(gpu) / 1048576.0, saved(gpu) / 1048576.0);
+        std::printf("activation memory at B=%d T=%d: planned %.2f MiB on this backend (%s; saved for backward "
+                    "%.2f MiB), %.2f MiB in the CUDA bf16 build (saved %.2f MiB)", B, T, activations(cpu) / 1048576.0,
+                    plan_target_name(here), saved(cpu) / 1048576.0, activations(gpu) / 1048576.0,
+                    saved(gpu) / 1048576.0);
         if (cpu_backend)
             std::printf(" | measured: the CPU arena %.2f MiB (%s the plan)", arena / 1048576.0,
                         arena == activations(cpu) ? "equal to" : "DIFFERENT FROM");

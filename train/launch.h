@@ -46,19 +46,73 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
 // Flags -> RunSetup. Returns false when the run ends here (--help, --plan: *exit_code is set).
 bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char** argv, Comm& comm, int* exit_code);
 
+// The backend a run uses: the CUDA backend for --device cuda, or for auto when a GPU is there (in a build with the
+// CUDA backend); else the CPU backend. --device cuda without a usable GPU, or in a build without the CUDA backend,
+// is a UserError with a hint.
+struct DeviceChoice {
+    bool cuda = false;
+    int gpus = 0;  // usable GPUs on this node
+};
+inline DeviceChoice choose_device(const std::string& device) {
+    std::string why;
+    DeviceChoice d;
+    d.gpus = cuda_device_count(&why);
+#if defined(PRAC_CUDA_BACKEND)
+    d.cuda = device == "cuda" || (device == "auto" && d.gpus > 0);
+    if (d.cuda && d.gpus == 0) fail("--device cuda: no usable GPU (%s)\n---> HINT: use --device cpu", why.c_str());
+#else
+    if (device == "cuda")
+        fail("--device cuda: this build has no CUDA backend (built without nvcc)\n---> HINT: rebuild where nvcc 13 is "
+             "installed (make), or use --device cpu");
+    if (d.gpus > 0)
+        std::printf("notice: %d GPU(s) found, but this build has no CUDA backend: running on the CPU\n", d.gpus);
+#endif
+    return d;
+}
+
+#if defined(PRAC_CUDA_BACKEND)
+// A run on GPU `dev`: --prac-refresh auto becomes the device's exact refresh; the notice (rank 0) and device lines.
+inline void prepare_cuda_run(const TrainOptions& opts, PracOptions& prac, int dev, int rank) {
+    prac_refresh_for_gpu(opts, prac);
+    if (prac.mode != PracMode::NONE && prac.refresh == PracRefresh::SUBSPACE && rank == 0)
+        std::printf("notice: --prac-refresh subspace runs on the host with the CUDA backend (each refresh copies "
+                    "the site's input to the CPU): slow at real widths; auto uses the device's exact refresh\n");
+    std::printf("device: CUDA GPU %d (%s storage; the CUDA backend has not yet run on a real GPU, see "
+                "docs/VERIFICATION.md)\n", dev, PRAC_FLOATX_NAME);
+}
+#endif
+
+inline void print_cpu_device(int gpus) {
+    std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)%s\n", omp_get_max_threads(),
+                gpus > 0 ? "" : "; fine for small models only");
+}
+
+// One process, no communicator (finetune_roberta): run(backend) on the backend choose_device picks, GPU 0.
+template <class Run>
+int run_on_one_device(const TrainOptions& opts, PracOptions& prac, Run&& run) {
+    DeviceChoice d = choose_device(opts.device);
+#if defined(PRAC_CUDA_BACKEND)
+    if (d.cuda) {
+        prepare_cuda_run(opts, prac, 0, 0);
+        CudaBackend be(0, (uint64_t)opts.seed);
+        return run(be);
+    }
+#endif
+    print_cpu_device(d.gpus);
+    CpuBackend be;
+    return run(be);
+}
+
 // Runs train(backend, setup) on the backend this run uses; `train` is the main's loop, a generic lambda.
 template <class Train>
 int run_on_device(RunSetup& s, Train&& train) {
     TrainOptions& opts = s.opts;
     Comm& comm = *s.comm;
     const int rank = comm.rank(), ranks = comm.size();
-    std::string why;
-    int gpus = cuda_device_count(&why);
+    DeviceChoice d = choose_device(opts.device);
 #if defined(PRAC_CUDA_BACKEND)
-    bool use_cuda = opts.device == "cuda" || (opts.device == "auto" && gpus > 0);
-    if (use_cuda && gpus == 0)
-        fail("--device cuda: no usable GPU (%s)\n---> HINT: use --device cpu", why.c_str());
-    if (use_cuda) {
+    if (d.cuda) {
+        const int gpus = d.gpus;
         // the gradients live on the GPU: data parallelism reduces them with NCCL (MPI reduces host buffers only).
         // --comm nccl with one rank runs the same NCCL path alone (the GPU tests compare it with the plain run).
         bool nccl = opts.comm == "nccl" || (opts.comm == "auto" && ranks > 1);
@@ -66,12 +120,7 @@ int run_on_device(RunSetup& s, Train&& train) {
             fail("--comm mpi reduces host buffers, but the CUDA backend's gradients are on the GPU: %d GPU ranks need "
                  "NCCL\n---> HINT: drop --comm mpi (auto picks nccl on GPUs), or use --device cpu", ranks);
         int dev = comm.local_rank() % gpus;  // one GPU per rank of this node
-        prac_refresh_for_gpu(opts, s.prac);
-        if (s.prac.mode != PracMode::NONE && s.prac.refresh == PracRefresh::SUBSPACE && rank == 0)
-            std::printf("notice: --prac-refresh subspace runs on the host with the CUDA backend (each refresh copies "
-                        "the site's input to the CPU): slow at real widths; auto uses the device's exact refresh\n");
-        std::printf("device: CUDA GPU %d (%s storage; the CUDA backend has not yet run on a real GPU, see "
-                    "docs/VERIFICATION.md)\n", dev, PRAC_FLOATX_NAME);
+        prepare_cuda_run(opts, s.prac, dev, rank);
         if (nccl) {
 #if defined(PRAC_HAVE_NCCL)
             if (comm.local_size() > gpus)
@@ -96,16 +145,10 @@ int run_on_device(RunSetup& s, Train&& train) {
         CudaBackend be(dev, (uint64_t)opts.seed);
         return train(be, s);
     }
-#else
-    if (opts.device == "cuda")
-        fail("--device cuda: this build has no CUDA backend (built without nvcc)\n---> HINT: rebuild where nvcc 13 is "
-             "installed (make), or use --device cpu");
-    if (gpus > 0) std::printf("notice: %d GPU(s) found, but this build has no CUDA backend: running on the CPU\n", gpus);
 #endif
     CHECK_USER(opts.comm != "nccl", "--comm nccl reduces GPU buffers, but this run uses the CPU backend\n---> HINT: "
                "use --comm auto or mpi on the CPU (or --device cuda in a build with CUDA and NCCL)");
-    std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)%s\n", omp_get_max_threads(),
-                gpus > 0 ? "" : "; fine for small models only");
+    print_cpu_device(d.gpus);
     CpuBackend be;
     return train(be, s);
 }

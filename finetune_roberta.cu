@@ -1,18 +1,15 @@
-// finetune_roberta: fine-tune a Hugging Face RoBERTa on one GLUE task (the PRAC paper's Table 5), on the CPU.
+// finetune_roberta: fine-tune a Hugging Face RoBERTa on one GLUE task (the PRAC paper's Table 5), on the CPU or a GPU.
 // One epoch and one optimizer step read top to bottom in finetune_roberta() below. Where each part lives:
 //   flags, data, model, optimizer, --resume, evaluation, memory report   train/finetune.h (FineTuner)
 //   forward and backward, the PRAC sites                                 model/roberta.h
 //   tokenizer, GLUE files, batches                                       data/roberta_tokenizer.h, data/glue*.h
 //   the update                                                           train/optim_adamw.h, train/optim_rso.h
-// The encoder runs on the CUDA backend (test_roberta_step_cuda, emulated), but this CLI is not wired to it yet:
-// --device cuda is refused (issue 17).
-#include <omp.h>
-
+//   the device (the CUDA backend when a GPU is there or asked for)       train/launch.h (run_on_one_device)
 #include <algorithm>
 
-#include "kernels/cpu_backend.h"
 #include "model/config.h"
 #include "train/finetune.h"
+#include "train/launch.h"
 
 template <class Backend>
 int finetune_roberta(Backend& be, FinetuneOptions& opts, const ModelConfig& cfg, const PracOptions& prac) {
@@ -58,12 +55,7 @@ int main(int argc, char** argv) {
             opts.seq_len = opts.max_len;
             return print_plan(opts, cfg, prac);
         }
-        CHECK_USER(opts.device != "cuda", "--device cuda: finetune_roberta runs on the CPU backend for now (the "
-                   "encoder's CUDA path is tested but not wired into this CLI yet)\n---> HINT: use --device cpu (or "
-                   "auto)");
-        std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)\n", omp_get_max_threads());
-        CpuBackend be;
-        return finetune_roberta(be, opts, cfg, prac);
+        return run_on_one_device(opts, prac, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });
     } catch (const UserError& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "%s: error: %s\n", program, e.what());
