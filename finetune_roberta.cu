@@ -18,11 +18,16 @@ int finetune_roberta(Backend& be, FinetuneOptions& opts, const ModelConfig& cfg,
     if (opts.eval_only) return run.evaluate_only();
 
     for (int epoch = run.epoch(); epoch < opts.epochs; epoch++) {
-        while (run.next_batch()) {  // this epoch's shuffled batches, from where --resume left it
+        while (run.next_step()) {  // this epoch's shuffled batches, from where --resume left it
             if (int signal = run.stop_requested()) return run.stop(signal);  // checkpoint, exit 128 + signal
             run.begin_step();                                                // zero grads, PRAC schedule, timer
-            model.train_forward(run.enc, run.grad_scale(), 1);               // mean loss over the labelled rows
-            model.backward();
+            // accumulate the gradients of the step's micro-batches (--grad-accum), each padded to its longest row;
+            // every labelled row weighs 1 / the step's labelled rows
+            for (int m = 0; m < run.micro_batches(); m++) {
+                run.load_micro_batch(m);
+                model.train_forward(run.enc, run.grad_scale(), run.micro_batches());  // loss: the micro-batches' mean
+                model.backward();
+            }
             float norm = grad_norm(be, model.grads_memory, model.param_buffer_numel);
             float loss = be.loss_read();
             run.update(loss, norm);  // linear schedule, clipping, AdamW or RSO

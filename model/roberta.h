@@ -98,7 +98,8 @@ struct Roberta {
     RobertaWeights<act_t> params;
     RobertaWeights<grad_t> grads;
 
-    int B = 0, T = 0;
+    int B = 0, T = 0;  // the batch in flight: (B, T) rows of the arena, T <= T_capacity (set_seq_len)
+    int T_capacity = 0;  // the arena's sequence length (allocate_activations)
     struct Activations {
         int32_t* inputs;      // (N) token ids
         int32_t* type_ids;    // (N) token types
@@ -275,12 +276,15 @@ struct Roberta {
     }
 
     void allocate_activations(int batch, int seq_len) {
-        if (batch == B && seq_len == T) return;
+        if (batch == B && seq_len == T_capacity) {
+            T = seq_len;
+            return;
+        }
         if (seq_len > cfg.max_seq_len)
             fail("sequence length %d exceeds the model's %d positions\n---> HINT: truncate to %d tokens or less",
                  seq_len, cfg.max_seq_len, cfg.max_seq_len);
         B = batch;
-        T = seq_len;
+        T = T_capacity = seq_len;
         std::vector<TensorSpec> bases;
         std::vector<TensorSpec> specs = activation_specs(B, T, bases);
         arena.allocate(be, std::move(specs), std::move(bases));
@@ -290,6 +294,15 @@ struct Roberta {
                    acts.t_ln);
         host_ids.assign((size_t)B * T * 3 + (size_t)B * 4, 0);
         host_scores.assign(B, 0.0f);
+    }
+
+    // The next batches are (B, seq_len), seq_len <= the arena's T_capacity (dynamic padding: each batch padded to its
+    // longest row). Every tensor's offsets come from N = B * T, so a shorter batch uses the first part of each
+    // arena tensor and nothing is reallocated; PRAC's bases (n, r) do not depend on N.
+    void set_seq_len(int seq_len) {
+        if (seq_len < 1 || seq_len > T_capacity)
+            fail("internal: a batch of length %d in an arena allocated for %d", seq_len, T_capacity);
+        T = seq_len;
     }
 
     // Hugging Face's _init_weights: every weight and embedding N(0, init_std), biases 0, LayerNorm weights 1, the

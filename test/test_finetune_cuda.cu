@@ -3,15 +3,17 @@
 // (32 training and 16 dev examples, batches of 8, 2 epochs: 8 steps, 2 evaluations), against the same binary's CPU
 // backend run of the same flags:
 //   (a) cpu: every step's loss and gradient norm, each epoch's dev loss and dev metrics (accuracy, F1), and the
-//       saved encoder weights. Tolerances: FP32 1e-4 relative (test_step_cuda's whole-step tolerance of the fp32
-//       build; the metrics then must be equal), BF16 5e-2 (the same test's bf16 tolerance: bf16 storage rounds every
-//       saved activation and weight to 8 bits of mantissa; a dev prediction may flip, so the metrics may differ by
-//       at most 2 of the 16 examples' worth). Weights (L2 over every tensor but the key biases, see weight_distance): |w_cuda - w_cpu| <= tol x |w_cpu - w_init|
-//       (the backends' difference against how far these 8 steps moved the weights) + the storage's rounding of
-//       the saved weights (bf16: 2^-9 x |w_cpu|).
-//   (b) resume: PRAC on (bases refreshed every 3 / 2 steps, so they are part of the checkpoint), killed right after
-//       step 5 (checkpoints every 3 steps and after each epoch: the newest is step 4's), --resume'd: the same step records, final scores and --save weights, byte for
-//       byte, as an uninterrupted run (the CPU backend's finetune.cli checks the same there).
+//       saved weights. Tolerances: FP32 1e-4 relative (test_step_cuda's whole-step tolerance of the fp32 build; the
+//       metrics then must be equal), BF16 5e-2 (the same test's bf16 tolerance: bf16 storage rounds every saved
+//       activation and weight to 8 bits of mantissa; a dev prediction may flip, so the metrics may differ by at
+//       most 2 of the 16 examples' worth). Weights (L2 over every tensor but the key biases, see weight_distance):
+//       |w_cuda - w_cpu| <= tol x |w_cpu - w_init| (the backends' difference against how far these 8 steps moved
+//       the weights) + the storage's rounding of the saved weights (bf16: 2^-9 x |w_cpu|). Each batch is padded to
+//       its own longest row (--padding batch), so the batches' T differ.
+//   (b) resume: PRAC on (bases refreshed every 3 / 2 steps, so they are part of the checkpoint) and two
+//       micro-batches of 4 per step (--grad-accum 2), killed right after step 5 (checkpoints every 3 steps and after
+//       each epoch: the newest is step 4's), --resume'd: the same step records, final scores and --save weights,
+//       byte for byte, as an uninterrupted run (the CPU backend's finetune.cli checks the same there).
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -198,8 +200,9 @@ int main(int argc, char** argv) {
     };
     if (part == "all" || part == "cpu") cuda_follows_cpu(sub("cpu"), warm, args);
     if (part == "all" || part == "resume")
-        resume_is_bit_exact(sub("resume"), args + " --device cuda --prac prac --prac-linear-ranks 2,2 "
-                                                  "--prac-nonlinear-ranks 2,2 --prac-t1 3 --prac-t2 2");
+        resume_is_bit_exact(sub("resume"), args + " --device cuda --batch-size 4 --grad-accum 2 --prac prac "
+                                                  "--prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --prac-t1 3 "
+                                                  "--prac-t2 2");
     int failed = g_gpu_failures;
     if (!failed) run_shell("rm -rf " + d);
     else std::printf("kept %s for inspection\n", d.c_str());

@@ -22,7 +22,12 @@ const FlagDef FLAGS[] = {
     F("--epochs", "N", INT, epochs, "training epochs (appendix D: 30)"),
     F("--batch-size", "B", INT, batch_size, "examples per step (appendix D: 16)"),
     F("--max-len", "T", INT, max_len,
-      "truncate examples to T tokens (appendix D: 512; default: 512 or the model's positions if fewer); batches are padded to the longest example of the data"),
+      "truncate examples to T tokens (appendix D: 512; default: 512 or the model's positions if fewer)"),
+    F("--padding", "batch|longest", STR, padding,
+      "batch: each batch padded to its longest example (rounded up to 8 tokens); longest: every batch to the data's "
+      "longest example (the activation arena's shape, which either way is allocated once for the longest)"),
+    F("--grad-accum", "N", INT, grad_accum,
+      "micro-batches of --batch-size per optimizer step (the step's gradient: the mean over all their rows)"),
     F("--lr", "LR", FLOAT, lr, "peak learning rate (default: the paper's for the task: 3e-5 CoLA, STS-B, MRPC, RTE; "
                                "1e-5 SST-2, MNLI, QNLI, QQP)"),
     F("--warmup", "N", INT, warmup,
@@ -78,6 +83,7 @@ const FlagSynonym SYNONYMS[] = {
     {"--learning-rate", "--lr"}, {"--warmup-steps", "--warmup"}, {"--per-device-train-batch-size", "--batch-size"},
     {"--output-dir", "--save"}, {"--max-grad-norm", "--grad-clip"}, {"--steps", "--epochs"},
     {"--resume-from-checkpoint", "--resume"}, {"--train-data", "--data-dir"}, {"--glue-dir", "--data-dir"},
+    {"--gradient-accumulation-steps", "--grad-accum"}, {"--pad-to-max-length", "--padding"},
 };
 
 }  // namespace
@@ -119,6 +125,9 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
                "files\n---> HINT: e.g. glue_data/MRPC (train.tsv, dev.tsv)");
     CHECK_USER(o.epochs >= 1, "--epochs must be at least 1 (got %d)", o.epochs);
     CHECK_USER(o.batch_size >= 1, "--batch-size must be positive (got %d)", o.batch_size);
+    CHECK_USER(o.grad_accum >= 1, "--grad-accum must be at least 1 (got %d)", o.grad_accum);
+    CHECK_USER(o.padding == "batch" || o.padding == "longest", "--padding must be batch or longest (got \"%s\")",
+               o.padding.c_str());
     CHECK_USER(o.max_len >= 4, "--max-len must be at least 4 (the pair layout's special tokens; got %d)", o.max_len);
     CHECK_USER(o.lr >= 0 && o.warmup >= 0 && o.weight_decay >= 0 && o.grad_clip >= 0,
                "--lr, --warmup, --weight-decay and --grad-clip must be >= 0");

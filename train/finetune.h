@@ -36,6 +36,7 @@ struct FinetuneOptions : TrainOptions {
     std::string data_dir;  // the task's train and dev files (TSV or JSONL)
     int epochs = 30;       // appendix D
     int max_len = 512;     // tokens per example after truncation (appendix D)
+    std::string padding = "batch";  // batch: each batch to its longest row (rounded up); longest: to the data's
     FinetuneOptions();     // the fine-tuning defaults (appendix D, Hugging Face's run_glue)
 };
 
@@ -76,7 +77,8 @@ struct FineTuner {
     GlueEncoded train_set;
     std::vector<GlueEncoded> dev_sets;
     const int B;
-    int T = 0;  // every batch is (B, T): the longest encoded example of train and dev, at most --max-len
+    int T = 0;  // the arena's (B, T): T the longest encoded example of train and dev, at most --max-len; each batch
+                // is (B, padded_len(its longest row)), <= T
     std::string resume_path;  // --resume: the checkpoint (set with T by check_data_first, before the model)
     std::unique_ptr<GlueBatcher> batcher;
     Roberta<Backend> model;
@@ -88,18 +90,20 @@ struct FineTuner {
     int best_epoch = 0;
     std::string train_fingerprint;
 
-    // the step in flight: the batch as the model takes it (B rows; rows past the data's are one-token padding rows
-    // with no label, so every step has the same shapes and the arena is allocated once)
-    GlueBatch batch;
-    GlueBatchState before_batch;  // the batcher's position before `batch` was drawn
-    std::vector<int32_t> ids, mask;
+    // the step in flight: its --grad-accum micro-batches, each as the model takes it (B rows; rows past the data's
+    // are one-token padding rows with no label, so the arena is allocated once, for (B, T))
+    std::vector<GlueBatch> micro;  // this step's micro-batches (fewer at an epoch's end)
+    GlueBatchState before_batch;   // the batcher's position before the step's first micro-batch was drawn
+    std::vector<int32_t> ids, mask;  // (B, Tb) inputs of the micro-batch in flight, in buffers of (B, T)
     std::vector<float> labels;
     EncoderBatch enc;
-    int labelled = 0;
+    int labelled = 0;     // labelled rows of the step (all its micro-batches)
+    int64_t tokens = 0;   // padded tokens of the step
     float loss = 0, norm = 0, lr = 0;
     std::chrono::steady_clock::time_point t0, run_start;
     double train_ms = 0, eval_ms = 0;
     int steps_timed = 0, evals_timed = 0;
+    int64_t padded_tokens = 0, padded_rows = 0;  // this process's training batches: their (B, Tb) summed
 
     FineTuner(Backend& backend, FinetuneOptions& o, const ModelConfig& config, const PracOptions& p)
         : be(backend), opts(o), info(glue_task_info(glue_task_from_name(o.task))), cfg(config), prac(p),
@@ -125,8 +129,8 @@ struct FineTuner {
         enc = {ids.data(), mask.data(), nullptr, labels.data()};
         memory_report();
         if (opts.eval_only) return;
-        batcher = std::make_unique<GlueBatcher>(train_set, B, true, (uint64_t)opts.seed, T);
-        steps_per_epoch = (int)batcher->batches_per_epoch();
+        batcher = std::make_unique<GlueBatcher>(train_set, B, true, (uint64_t)opts.seed);
+        steps_per_epoch = (int)((batcher->batches_per_epoch() + opts.grad_accum - 1) / opts.grad_accum);
         total_steps = steps_per_epoch * opts.epochs;
         opts.steps = total_steps;
         opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, model.param_buffer_numel, 0,
@@ -141,14 +145,22 @@ struct FineTuner {
 
     int epoch() const { return (int)batcher->epoch(); }
 
-    // The epoch's next batch as the model's (B, T) input; false at the end of the epoch.
-    bool next_batch() {
+    // The epoch's next step: up to --grad-accum micro-batches drawn (the epoch's last step may have fewer); false at
+    // the end of the epoch. They are drawn before any runs so that every row's weight is 1 / the step's labelled
+    // rows: the step's gradient is that of the mean loss over all its rows, as one batch of them would give.
+    bool next_step() {
         before_batch = batcher->state();
-        if (!batcher->next(batch)) return false;
-        labelled = batch.B;
-        fill_input(batch);
-        return true;
+        micro.resize(opts.grad_accum);
+        int n = 0;
+        while (n < opts.grad_accum && batcher->next(micro[n])) n++;
+        micro.resize(n);
+        labelled = 0;
+        for (const GlueBatch& b : micro) labelled += b.B;
+        return n > 0;
     }
+    int micro_batches() const { return (int)micro.size(); }
+    // Micro-batch m of the step as the model's input, (B, its padded length)
+    void load_micro_batch(int m) { fill_input(micro[m]); }
 
     // SIGINT / SIGTERM: the signal, or 0
     int stop_requested() const { return (int)g_stop_signal; }
@@ -160,10 +172,11 @@ struct FineTuner {
 
     void begin_step() {
         t0 = std::chrono::steady_clock::now();
+        tokens = 0;
         model.zero_grad();
         model.sched.begin_step(prac, step);
     }
-    // one row's weight in the step's mean loss (the labelled rows of this batch)
+    // one row's weight in the step's mean loss (the labelled rows of all its micro-batches)
     float grad_scale() const { return 1.0f / (float)labelled; }
 
     // The update: the schedule, then the optimizer with the gradient clipped to --grad-clip. A non-finite loss or
@@ -185,13 +198,15 @@ struct FineTuner {
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         train_ms += ms;
         steps_timed++;
+        padded_tokens += tokens;
+        padded_rows += (int64_t)B * micro_batches();
         step++;
         if (step % opts.log_interval == 0 || step == total_steps || step % steps_per_epoch == 0)
             std::printf("epoch %d/%d | step %d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.1f examples/s | "
                         "eta %s\n", (step - 1) / steps_per_epoch + 1, opts.epochs, step, total_steps,
                         loss, norm, lr, ms, labelled / (ms / 1000.0), human_duration(eta_seconds()).c_str());
         std::fflush(stdout);
-        log.step(step, loss, lr, norm, (double)B * T / (ms / 1000.0), ms, be.peak_bytes);
+        log.step(step, loss, lr, norm, (double)tokens / (ms / 1000.0), ms, be.peak_bytes);
         if (opts.ckpt_every > 0 && step % opts.ckpt_every == 0 && step < total_steps) checkpoint();
         // tests: die like `kill -9` right after this step (no cleanup, no checkpoint), to test resuming
         if (const char* die = std::getenv("PRAC_TEST_DIE_AFTER_STEP"))
@@ -227,6 +242,8 @@ struct FineTuner {
         std::printf("best  | %s %.4f (epoch %d of %d; tables usually report the best epoch's dev score, "
                     "GaLore's and the PRAC paper's among them)\n", last.metrics[0][0].first.c_str(), best,
                     best_epoch, opts.epochs);
+        std::printf("padding | %s: %.1f tokens per row on average over this run's training batches (the longest "
+                    "example: %d)\n", opts.padding.c_str(), (double)padded_tokens / (double)std::max<int64_t>(1, padded_rows), T);
         std::printf("time  | %s total (evaluation %s)\n", human_duration(wall).c_str(),
                     human_duration(eval_ms / 1000.0).c_str());
         log.record("final", {{"step", (double)step}, {"best", best}, {"best_epoch", (double)best_epoch},
@@ -264,8 +281,10 @@ struct FineTuner {
         MemoryPlan cpu = plan_memory(cfg, prac, B, T, here, &choice, opts.recompute_options());
         MemoryPlan gpu = plan_memory(cfg, prac, B, T, PlanTarget::CUDA_BF16, &choice, opts.recompute_options());
         size_t arena = model.arena.acts_bytes + model.arena.bases_bytes;
-        std::printf("activation memory at B=%d T=%d: planned %.2f MiB on this backend (%s; saved for backward "
-                    "%.2f MiB), %.2f MiB in the CUDA bf16 build (saved %.2f MiB)", B, T, activations(cpu) / 1048576.0,
+        // the peak: the arena is allocated once for (B, T), and a batch of the longest example fills it
+        std::printf("activation memory at B=%d T=%d (the peak, at the longest example): planned %.2f MiB on this "
+                    "backend (%s; saved for backward %.2f MiB), %.2f MiB in the CUDA bf16 build (saved %.2f MiB)", B, T,
+                    activations(cpu) / 1048576.0,
                     plan_target_name(here), saved(cpu) / 1048576.0, activations(gpu) / 1048576.0,
                     saved(gpu) / 1048576.0);
         if (cpu_backend)
@@ -323,13 +342,27 @@ struct FineTuner {
         return s + format(" examples; batches of (%d, %d)", B, T);
     }
 
-    // A GlueBatch into the (B, T) host buffers: its rows, then padding rows <s> </s> with no label.
+    // The length a batch whose longest row has `longest` tokens is padded to: --padding longest: T (every batch
+    // the arena's shape, as before dynamic padding); batch: `longest` rounded up to a multiple of 8, at most T. The
+    // hand-written CUDA attention takes any length; cuDNN's builds and caches a graph per (B, T): rounding bounds
+    // them to T / 8 per run.
+    int padded_len(int longest) const {
+        constexpr int multiple = 8;
+        if (opts.padding == "longest") return T;
+        return std::min(T, (longest + multiple - 1) / multiple * multiple);
+    }
+
+    // A GlueBatch into the host buffers as (B, Tb), Tb = padded_len: its rows, then padding rows <s> </s> with no
+    // label; the model takes (B, Tb) next.
     void fill_input(const GlueBatch& b) {
+        const int Tb = padded_len(b.T);
+        model.set_seq_len(Tb);
+        tokens += (int64_t)B * Tb;
         std::fill(ids.begin(), ids.end(), (int32_t)tok.pad_id);
         std::fill(mask.begin(), mask.end(), 0);
         for (int r = 0; r < B; r++) {
-            int32_t* row = ids.data() + (size_t)r * T;
-            int32_t* m = mask.data() + (size_t)r * T;
+            int32_t* row = ids.data() + (size_t)r * Tb;
+            int32_t* m = mask.data() + (size_t)r * Tb;
             if (r < b.B) {
                 std::copy(b.ids.begin() + (size_t)r * b.T, b.ids.begin() + (size_t)(r + 1) * b.T, row);
                 std::fill(m, m + b.kv_len[r], 1);
@@ -355,7 +388,7 @@ struct FineTuner {
             size_t n = data.ids.size();
             std::vector<int> pred(n, -1);
             std::vector<double> score(n), target(n);
-            GlueBatcher dev(data, B, false, 0, T);
+            GlueBatcher dev(data, B, false, 0);
             GlueBatch b;
             while (dev.next(b)) {
                 fill_input(b);
@@ -411,7 +444,8 @@ struct FineTuner {
     // task, epochs, --max-len and the training file's contents.
     std::vector<std::pair<std::string, std::string>> keys() const {
         std::vector<std::pair<std::string, std::string>> k = resume_keys(opts, cfg);
-        k.push_back({"task", format("%s epochs %d max_len %d", info.name, opts.epochs, opts.max_len)});
+        k.push_back({"task", format("%s epochs %d max_len %d padding %s", info.name, opts.epochs, opts.max_len,
+                                    opts.padding.c_str())});
         k.push_back({"train_data", train_fingerprint});
         return k;
     }
