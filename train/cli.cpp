@@ -265,6 +265,19 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
     }
 }
 
+void check_storage_options(const TrainOptions& opts) {
+    CHECK_USER(opts.prac_storage == "act" || opts.prac_storage == "fp8",
+               "--prac-storage must be act (the activation dtype) or fp8 (got \"%s\")", opts.prac_storage.c_str());
+    CHECK_USER(opts.prac_storage == "act" || opts.prac != "none",
+               "--prac-storage fp8 stores PRAC's compressed projections, and --prac none compresses nothing\n"
+               "---> HINT: add --prac prac (or pac, rac), or drop --prac-storage");
+    CHECK_USER(opts.optimizer_states == "fp32" || opts.optimizer_states == "8bit",
+               "--optimizer-states must be fp32 or 8bit (got \"%s\")", opts.optimizer_states.c_str());
+    CHECK_USER(opts.optimizer_states == "fp32" || opts.optimizer == "adamw",
+               "--optimizer-states 8bit quantizes AdamW's moments; --optimizer %s keeps its own fp32 state\n"
+               "---> HINT: use --optimizer adamw, or drop --optimizer-states", opts.optimizer.c_str());
+}
+
 void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     parse_flag_table(FLAGS, sizeof(FLAGS) / sizeof(FLAGS[0]), SYNONYMS, sizeof(SYNONYMS) / sizeof(SYNONYMS[0]), &opts,
                      opts.given, argc, argv);
@@ -302,20 +315,11 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.optimizer != "rso" || opts.prac == "none",
                "--optimizer rso stores its own projections of the linear layers' inputs and cannot be combined with "
                "--prac %s\n---> HINT: use --prac none with --optimizer rso", opts.prac.c_str());
-    CHECK_USER(opts.prac_storage == "act" || opts.prac_storage == "fp8",
-               "--prac-storage must be act (the activation dtype) or fp8 (got \"%s\")", opts.prac_storage.c_str());
-    CHECK_USER(opts.prac_storage == "act" || opts.prac != "none",
-               "--prac-storage fp8 stores PRAC's compressed projections, and --prac none compresses nothing\n"
-               "---> HINT: add --prac prac (or pac, rac), or drop --prac-storage");
+    check_storage_options(opts);
     CHECK_USER(opts.galore_rank >= 0 && opts.galore_gap >= 1, "--galore-rank must be >= 0 and --galore-gap >= 1");
     CHECK_USER(opts.muon_momentum >= 0 && opts.muon_momentum < 1, "--muon-momentum must be in [0, 1)");
     CHECK_USER(opts.zero == 0 || opts.optimizer == "adamw", "--zero 1 shards AdamW only (got --optimizer %s)",
                opts.optimizer.c_str());
-    CHECK_USER(opts.optimizer_states == "fp32" || opts.optimizer_states == "8bit",
-               "--optimizer-states must be fp32 or 8bit (got \"%s\")", opts.optimizer_states.c_str());
-    CHECK_USER(opts.optimizer_states == "fp32" || opts.optimizer == "adamw",
-               "--optimizer-states 8bit quantizes AdamW's moments; --optimizer %s keeps its own fp32 state\n"
-               "---> HINT: use --optimizer adamw, or drop --optimizer-states", opts.optimizer.c_str());
     CHECK_USER(opts.optimizer_states == "fp32" || opts.zero == 0,
                "--optimizer-states 8bit does not combine with --zero 1 yet (its checkpoints hold whole-buffer block "
                "scales)\n---> HINT: drop --zero 1, or keep --optimizer-states fp32");

@@ -131,6 +131,9 @@ std::vector<std::string> numeric_train_flags();
 std::vector<std::string> train_flag_names();
 std::vector<std::pair<std::string, std::string>> train_flag_synonyms();
 
+// The checks of --prac-storage and --optimizer-states (their values, and what they combine with), shared by the
+// trainers' and finetune_roberta's parsers (UserError with a hint).
+void check_storage_options(const TrainOptions& o);
 // The PRAC options of the flags (UserError on malformed pairs or unknown classes).
 PracOptions prac_options_from(const TrainOptions& o);
 // A run on the CUDA backend: --prac-refresh auto becomes exact (the device's eigensolver path), because the CUDA

@@ -41,6 +41,8 @@ const FlagDef FLAGS[] = {
     F("--optimizer", "adamw|rso", STR, optimizer,
       "adamw, or rso (the RSO baseline: random subspaces for the encoder's linear layers, their inputs stored "
       "projected)"),
+    F("--optimizer-states", "fp32|8bit", STR, optimizer_states,
+      "AdamW's moments: fp32, or 8bit (block-wise quantized, as train_gpt2's; kernels/adamw8.h)"),
     F("--rso-rank", "R", INT, rso_rank, "RSO subspace rank (0: 4, the paper's Table 5)"),
     F("--rso-gap", "T", INT, rso_gap, "RSO: steps per random subspace"),
     F("--seed", "S", LONG, seed, "seed of the new head, the data order and PRAC's draws"),
@@ -54,6 +56,8 @@ const FlagDef FLAGS[] = {
     F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (appendix D: 200)"),
     F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh, "how a refresh finds Q1 (auto: subspace on the CPU)"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased)"),
+    F("--prac-storage", "act|fp8", STR, prac_storage,
+      "how PRAC stores a site's X.P: act (the activation dtype) or fp8 (E4M3 with a power-of-two scale per row)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
     F("--recompute", "0|1|2", INT, recompute, "recompute in backward instead of saving (as the trainers' flag)"),
     F("--log", "FILE", STR, log, "append JSONL records: step, glue_eval (per dev split), memory, final"),
@@ -140,6 +144,7 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
                "layers' inputs and cannot be combined with --prac %s\n---> HINT: use --prac none with --optimizer rso",
                o.prac.c_str());
     CHECK_USER(o.rso_rank >= 0 && o.rso_gap >= 1, "--rso-rank must be >= 0 and --rso-gap >= 1");
+    check_storage_options(o);
     CHECK_USER(o.recompute >= 0 && o.recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", o.recompute);
     CHECK_USER(o.log_interval > 0 && o.ckpt_every >= 0 && o.ckpt_keep >= 1,
                "--log-interval must be positive, --ckpt-every >= 0 and --ckpt-keep >= 1");

@@ -463,6 +463,12 @@ struct FineTuner {
         st.adam_t = opt->steps();
         for (const auto& [k, v] : keys()) st.set("run." + k, v);
         for (const OptimizerStateTensor& t : opt->state()) {
+            if (t.u8) {  // --optimizer-states 8bit: AdamW's codes
+                std::vector<uint8_t> bytes(t.numel);
+                be.download(bytes.data(), t.u8, t.numel);
+                st.add_u8(t.name, bytes.data(), {(int64_t)t.numel});
+                continue;
+            }
             float* dst = st.alloc_f32(t.name, {(int64_t)t.numel});
             be.download(dst, t.data, t.numel * sizeof(float));
         }
@@ -488,6 +494,12 @@ struct FineTuner {
         for (const auto& [k, v] : keys()) check_compatible(st, "run." + k, v);
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
+            if (t.u8) {  // --optimizer-states 8bit: AdamW's codes
+                std::vector<uint8_t> bytes(t.numel);
+                st.get_u8(t.name, bytes.data(), bytes.size());
+                be.upload(t.u8, bytes.data(), t.numel);
+                continue;
+            }
             std::vector<float> host(t.numel);
             st.get_f32(t.name, host.data(), host.size());
             be.upload(t.data, host.data(), t.numel * sizeof(float));
