@@ -38,7 +38,7 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
         {"prac", format("%s lin %s%s nonlin %s%s t1 %d t2 %d k %g classes %s", o.prac.c_str(), o.prac_linear.c_str(),
                         o.prac_linear_ranks.c_str(), o.prac_nonlinear.c_str(), o.prac_nonlinear_ranks.c_str(), o.prac_t1,
                         o.prac_t2, o.prac_k_mult, o.prac_classes.c_str()) +
-                     (o.prac_storage == "act" ? "" : " storage " + o.prac_storage)},  // act: older checkpoints match
+                     (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved())},  // act: older checkpoints match
         {"recompute", std::to_string(o.recompute)},
     };
 }
