@@ -43,6 +43,21 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
     };
 }
 
+// check_compatible of every resume key, with one hint of its own: a checkpoint written before fp8 storage became
+// the default (--prac-storage auto) stored X*P in the activation dtype, and resuming it needs that said.
+inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
+                              const std::vector<std::pair<std::string, std::string>>& keys) {
+    for (const auto& [k, v] : keys) {
+        if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&
+            st.get("run.prac") + " storage fp8" == v)
+            fail("cannot resume from %s: it stores PRAC's projections in the activation dtype, and this run would "
+                 "store them as fp8 (--prac-storage auto, the default since fp8 storage became it)\n---> HINT: add "
+                 "--prac-storage act to continue it as it was written",
+                 st.path.empty() ? "the checkpoint" : st.path.c_str());
+        check_compatible(st, "run." + k, v);
+    }
+}
+
 // Everything a checkpoint holds besides the model, gathered on the host (full optimizer state even under ZeRO-1;
 // PRAC state of every rank, or of rank 0 when the subspace is shared).
 struct RunState {
