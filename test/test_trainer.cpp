@@ -751,6 +751,26 @@ TEST(TrainerResume, EightBitAdamStatesResumeBitExactly) {
     expect_user_error_exit(f, "train_gpt2", {"optimizer", "states 8bit"});
 }
 
+// A checkpoint that stores PRAC's projections in the activation dtype (how every run did before fp8 storage became
+// the default, --prac-storage auto) is not resumed as fp8: the default refuses it and names the flag that continues
+// it, and with that flag the run goes on.
+TEST(TrainerResume, ActStorageCheckpointNamesTheFlagThatResumesIt) {
+    TempDir dir;
+    auto args = [&](int steps, std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--steps", std::to_string(steps), "--eval-tokens", "64", "--ckpt-every",
+                                           "2", "--ckpt-dir", dir / "c", "--prac", "prac"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult first = run_trainer("train_gpt2", args(2, {"--prac-storage", "act"}), dir, 120);
+    ASSERT_EQ(first.rc, 0) << describe(first);
+    RunResult by_default = run_trainer("train_gpt2", args(4, {"--resume"}), dir, 120);
+    expect_user_error_exit(by_default, "train_gpt2", {"activation dtype", "fp8", "--prac-storage act"});
+    RunResult with_flag = run_trainer("train_gpt2", args(4, {"--resume", "--prac-storage", "act"}), dir, 120);
+    ASSERT_EQ(with_flag.rc, 0) << describe(with_flag);
+    EXPECT_TRUE(contains(with_flag.out, "at step 2 of 4")) << describe(with_flag);
+}
+
 // The same shards named by another spelling of their path (../, a glob instead of the name, a copy elsewhere) are the
 // same data: a resume compares the files' sizes and content checksums, not the pattern's text, and continues bit-exactly
 // (a run killed after step 2 and resumed under another spelling equals the uninterrupted run). A shard whose content

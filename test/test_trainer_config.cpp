@@ -201,12 +201,17 @@ TEST(TrainerCli, PracRankAndFractionPairsAreRangeChecked) {
 // --prac-storage: act by default (not fp8 yet), fp8 reaches every compressed site's dims; anything else, or fp8
 // with nothing to compress, is refused with the accepted values or a hint.
 TEST(TrainerCli, PracStorageIsRangeChecked) {
-    EXPECT_EQ(prac_options_from(parse({"--prac", "prac"})).storage, PracStorage::ACT);
+    // the default, auto, stores fp8 whenever PRAC compresses, and the activation dtype otherwise
+    EXPECT_EQ(prac_options_from(parse({"--prac", "prac"})).storage, PracStorage::FP8);
+    EXPECT_EQ(prac_options_from(parse({})).storage, PracStorage::ACT);
+    EXPECT_EQ(prac_options_from(parse({"--prac", "prac", "--prac-storage", "act"})).storage, PracStorage::ACT);
     PracOptions p = prac_options_from(parse({"--prac", "prac", "--prac-storage", "fp8"}));
     EXPECT_EQ(p.storage, PracStorage::FP8);
     EXPECT_TRUE(prac_site_dims(p, SiteClass::LINEAR, 768, "ln1").fp8);
-    EXPECT_FALSE(prac_site_dims(prac_options_from(parse({"--prac", "prac"})), SiteClass::LINEAR, 768, "ln1").fp8);
-    EXPECT_USER_ERROR(parse({"--prac", "prac", "--prac-storage", "bf16"}), "--prac-storage", "act", "fp8", "bf16");
+    PracOptions act = prac_options_from(parse({"--prac", "prac", "--prac-storage", "act"}));
+    EXPECT_FALSE(prac_site_dims(act, SiteClass::LINEAR, 768, "ln1").fp8);
+    EXPECT_USER_ERROR(parse({"--prac", "prac", "--prac-storage", "bf16"}), "--prac-storage", "auto", "act", "fp8",
+                      "bf16");
     EXPECT_USER_ERROR(parse({"--prac-storage", "fp8"}), "--prac-storage fp8", "--prac none", "HINT");
 }
 

@@ -87,16 +87,16 @@ const Flag FLAGS[] = {
       "subspace on the CPU backend, exact on a GPU, whose subspace refresh still runs on the host"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
-    F("--prac-storage", "act|fp8", STR, prac_storage,
+    F("--prac-storage", "auto|act|fp8", STR, prac_storage,
       "how the compressed projections X*P are stored: act (the activation dtype: bf16 in the CUDA bf16 build, fp32 "
       "otherwise) or fp8 (e4m3 with a per-row power-of-two scale, stochastically rounded: unbiased, 1 byte per "
-      "value plus 4 per row)"),
+      "value plus 4 per row); auto: fp8 whenever --prac compresses (README: within seed noise of act)"),
     F("--recompute", "0|1|2", INT, recompute,
       "recompute in backward instead of saving (llm.c -r): 1 the GeLU/SwiGLU output, 2 also the norm outputs; "
       "recomputed sites are never PRAC-compressed, and 2 needs the residual sites uncompressed"),
     F("--recompute-attention", "0|1", INT, recompute_attention,
       "1: recompute the attention output O in backward from the exact q, k, v (one more attention forward per "
-      "layer; the same gradients, bitwise) instead of saving it for every layer"),
+      "layer; the same gradients, bitwise) instead of saving it for every layer; 0: save O"),
     F("--ckpt-dir", "DIR", STR, ckpt_dir, "write checkpoints to DIR/step_NNNNNNNN (weights, optimizer, PRAC, data state)"),
     F("--ckpt-every", "N", INT, ckpt_every, "checkpoint every N steps (0: only at the end, on SIGINT/SIGTERM, before a NaN stop)"),
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
@@ -266,9 +266,10 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
 }
 
 void check_storage_options(const TrainOptions& opts) {
-    CHECK_USER(opts.prac_storage == "act" || opts.prac_storage == "fp8",
-               "--prac-storage must be act (the activation dtype) or fp8 (got \"%s\")", opts.prac_storage.c_str());
-    CHECK_USER(opts.prac_storage == "act" || opts.prac != "none",
+    CHECK_USER(opts.prac_storage == "auto" || opts.prac_storage == "act" || opts.prac_storage == "fp8",
+               "--prac-storage must be auto, act (the activation dtype) or fp8 (got \"%s\")",
+               opts.prac_storage.c_str());
+    CHECK_USER(opts.prac_storage != "fp8" || opts.prac != "none",
                "--prac-storage fp8 stores PRAC's compressed projections, and --prac none compresses nothing\n"
                "---> HINT: add --prac prac (or pac, rac), or drop --prac-storage");
     CHECK_USER(opts.optimizer_states == "fp32" || opts.optimizer_states == "8bit",
@@ -441,7 +442,7 @@ PracOptions prac_options_from(const TrainOptions& o) {
     p.linear = c.find("linear") == 0 || c.find(",linear") != std::string::npos;
     p.nonlinear = c.find("nonlinear") != std::string::npos;
     p.seed = (uint64_t)o.seed;
-    p.storage = prac_storage_parse(o.prac_storage);
+    p.storage = prac_storage_parse(o.prac_storage_resolved());
     return p;
 }
 
@@ -531,7 +532,8 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
              (o.prac_nonlinear_ranks.empty() ? o.prac_nonlinear : o.prac_nonlinear_ranks + " (abs)")},
         {"prac T1 / T2 / k mult", format("%d / %d / %g", o.prac_t1, o.prac_t2, o.prac_k_mult)},
         {"prac classes", o.prac_classes},
-        {"prac storage", o.prac_storage == "fp8" ? "fp8 (e4m3, per-row scale, stochastic rounding)" : "act"},
+        {"prac storage", (o.prac_storage_resolved() == "fp8" ? "fp8 (e4m3, per-row scale, stochastic rounding)" : "act") +
+                             std::string(o.prac_storage == "auto" ? " (auto)" : "")},
         {"prac refresh", o.prac_refresh == "auto" ? "auto (subspace on the CPU, exact on a GPU)" : o.prac_refresh},
         {"recompute", std::string(o.recompute == 0   ? "0 (off)"
                                   : o.recompute == 1 ? "1 (activation output)"

@@ -63,9 +63,13 @@ struct TrainOptions {
     std::string prac_refresh = "auto";  // how Q1 is found: subspace | exact | auto (subspace on the CPU, exact on a GPU)
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
-    std::string prac_storage = "act";  // packed projections: act (the activation dtype) | fp8 (e4m3, per-row scale)
+    // packed projections: act (the activation dtype) | fp8 (e4m3, per-row scale) | auto (fp8 when PRAC compresses)
+    std::string prac_storage = "auto";
+    std::string prac_storage_resolved() const {
+        return prac_storage != "auto" ? prac_storage : prac != "none" ? "fp8" : "act";
+    }
     int recompute = 0;  // llm.c -r: 1 recompute GeLU/SwiGLU outputs in backward, 2 also the norm outputs
-    int recompute_attention = 0;  // 1: recompute the attention output O in backward instead of saving it
+    int recompute_attention = 1;  // 1: recompute the attention output O in backward instead of saving it
     Recompute recompute_options() const { return Recompute(recompute, recompute_attention == 1); }
 
     // checkpoints and data parallelism

@@ -56,8 +56,9 @@ const FlagDef FLAGS[] = {
     F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (appendix D: 200)"),
     F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh, "how a refresh finds Q1 (auto: subspace on the CPU)"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased)"),
-    F("--prac-storage", "act|fp8", STR, prac_storage,
-      "how PRAC stores a site's X.P: act (the activation dtype) or fp8 (E4M3 with a power-of-two scale per row)"),
+    F("--prac-storage", "auto|act|fp8", STR, prac_storage,
+      "how PRAC stores a site's X.P: act (the activation dtype) or fp8 (e4m3 with a power-of-two scale per row); "
+      "auto: fp8 whenever --prac compresses (the trainers' default)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
     F("--recompute", "0|1|2", INT, recompute, "recompute in backward instead of saving (as the trainers' flag)"),
     F("--log", "FILE", STR, log, "append JSONL records: step, glue_eval (per dev split), memory, final"),

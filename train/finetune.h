@@ -491,7 +491,7 @@ struct FineTuner {
 
     void resume() {
         TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
-        for (const auto& [k, v] : keys()) check_compatible(st, "run." + k, v);
+        check_resume_keys(st, opts, keys());
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // --optimizer-states 8bit: AdamW's codes

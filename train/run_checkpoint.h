@@ -38,9 +38,24 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
         {"prac", format("%s lin %s%s nonlin %s%s t1 %d t2 %d k %g classes %s", o.prac.c_str(), o.prac_linear.c_str(),
                         o.prac_linear_ranks.c_str(), o.prac_nonlinear.c_str(), o.prac_nonlinear_ranks.c_str(), o.prac_t1,
                         o.prac_t2, o.prac_k_mult, o.prac_classes.c_str()) +
-                     (o.prac_storage == "act" ? "" : " storage " + o.prac_storage)},  // act: older checkpoints match
+                     (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved())},  // act: older checkpoints match
         {"recompute", std::to_string(o.recompute)},
     };
+}
+
+// check_compatible of every resume key, with one hint of its own: a checkpoint written before fp8 storage became
+// the default (--prac-storage auto) stored X*P in the activation dtype, and resuming it needs that said.
+inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
+                              const std::vector<std::pair<std::string, std::string>>& keys) {
+    for (const auto& [k, v] : keys) {
+        if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&
+            st.get("run.prac") + " storage fp8" == v)
+            fail("cannot resume from %s: it stores PRAC's projections in the activation dtype, and this run would "
+                 "store them as fp8 (--prac-storage auto, the default since fp8 storage became it)\n---> HINT: add "
+                 "--prac-storage act to continue it as it was written",
+                 st.path.empty() ? "the checkpoint" : st.path.c_str());
+        check_compatible(st, "run." + k, v);
+    }
 }
 
 // Everything a checkpoint holds besides the model, gathered on the host (full optimizer state even under ZeRO-1;

@@ -433,7 +433,7 @@ struct Trainer {
                    "cannot resume %s: it is a checkpoint after step %lld, beyond --steps %d\n---> HINT: pass --steps "
                    "%lld or more (--steps may extend a run, not end it before its checkpoint)", resume_path.c_str(),
                    (long long)st.step, opts.steps, (long long)st.step);
-        for (const auto& [k, v] : resume_keys(opts, cfg)) check_compatible(st, "run." + k, v);
+        check_resume_keys(st, opts, resume_keys(opts, cfg));
         if (st.meta.count("run.train_shards")) check_same_data(st);
         else check_compatible(st, "run.train_data", opts.train_data);  // a checkpoint of an older build
     }
