@@ -149,13 +149,15 @@ static void resume_is_bit_exact(const std::string& dir, const std::string& args)
     rc = run_shell("PRAC_TEST_DIE_AFTER_STEP=5 " + bin() + args + ck, &out);
     check(rc == 137, "the second run dies right after step 5 (rc %d, want 137)", rc);
     rc = run_shell(bin() + args + ck + " --resume", &out);
-    if (!check(rc == 0 && has(out, "at step 4 of 8"), "--resume continues from the newest checkpoint, epoch 1's at step 4 (rc %d)", rc))
+    if (!check(rc == 0 && has(out, "at step 4 of 8"),
+               "--resume continues from the newest checkpoint, epoch 1's at step 4 (rc %d)", rc))
         std::printf("%s\n", tail(out).c_str());
     std::string final_b = out.substr(out.find("final |") == std::string::npos ? 0 : out.find("final |"));
     auto ra = records(a + ".jsonl"), rb = records(b + ".jsonl");
     check(ra.size() == 10 && ra == rb, "every step record and both dev evaluations equal (%zu records)", ra.size());
-    check(final_a.rfind("final |", 0) == 0 && final_a.substr(0, final_a.find('\n')) == final_b.substr(0, final_b.find('\n')),
-          "final scores equal: %s", final_a.substr(0, final_a.find('\n')).c_str());
+    auto first_line = [](const std::string& t) { return t.substr(0, t.find('\n')); };
+    check(final_a.rfind("final |", 0) == 0 && first_line(final_a) == first_line(final_b), "final scores equal: %s",
+          first_line(final_a).c_str());
     check(same_file(a + "/model.safetensors", b + "/model.safetensors"), "--save model.safetensors byte-identical");
 }
 

@@ -242,8 +242,9 @@ struct FineTuner {
         std::printf("best  | %s %.4f (epoch %d of %d; tables usually report the best epoch's dev score, "
                     "GaLore's and the PRAC paper's among them)\n", last.metrics[0][0].first.c_str(), best,
                     best_epoch, opts.epochs);
+        double mean_len = (double)padded_tokens / (double)std::max<int64_t>(1, padded_rows);
         std::printf("padding | %s: %.1f tokens per row on average over this run's training batches (the longest "
-                    "example: %d)\n", opts.padding.c_str(), (double)padded_tokens / (double)std::max<int64_t>(1, padded_rows), T);
+                    "example: %d)\n", opts.padding.c_str(), mean_len, T);
         std::printf("time  | %s total (evaluation %s)\n", human_duration(wall).c_str(),
                     human_duration(eval_ms / 1000.0).c_str());
         log.record("final", {{"step", (double)step}, {"best", best}, {"best_epoch", (double)best_epoch},
@@ -275,18 +276,17 @@ struct FineTuner {
             return p.bytes("saved_exact") + p.bytes("saved_linear") + p.bytes("saved_nonlinear") + p.bytes("prac_bases");
         };
         const bool cpu_backend = std::is_same<Backend, CpuBackend>::value;
-        const PlanTarget here = cpu_backend                              ? PlanTarget::CPU_FP32
+        const PlanTarget here = cpu_backend                        ? PlanTarget::CPU_FP32
                                 : Backend::act_dtype == DType::F32 ? PlanTarget::CUDA_FP32
-                                                                         : PlanTarget::CUDA_BF16;
+                                                                   : PlanTarget::CUDA_BF16;
         MemoryPlan cpu = plan_memory(cfg, prac, B, T, here, &choice, opts.recompute_options());
         MemoryPlan gpu = plan_memory(cfg, prac, B, T, PlanTarget::CUDA_BF16, &choice, opts.recompute_options());
         size_t arena = model.arena.acts_bytes + model.arena.bases_bytes;
         // the peak: the arena is allocated once for (B, T), and a batch of the longest example fills it
         std::printf("activation memory at B=%d T=%d (the peak, at the longest example): planned %.2f MiB on this "
-                    "backend (%s; saved for backward %.2f MiB), %.2f MiB in the CUDA bf16 build (saved %.2f MiB)", B, T,
-                    activations(cpu) / 1048576.0,
-                    plan_target_name(here), saved(cpu) / 1048576.0, activations(gpu) / 1048576.0,
-                    saved(gpu) / 1048576.0);
+                    "backend (%s; saved for backward %.2f MiB), %.2f MiB in the CUDA bf16 build (saved %.2f MiB)",
+                    B, T, activations(cpu) / 1048576.0, plan_target_name(here), saved(cpu) / 1048576.0,
+                    activations(gpu) / 1048576.0, saved(gpu) / 1048576.0);
         if (cpu_backend)
             std::printf(" | measured: the CPU arena %.2f MiB (%s the plan)", arena / 1048576.0,
                         arena == activations(cpu) ? "equal to" : "DIFFERENT FROM");
@@ -339,7 +339,7 @@ struct FineTuner {
         std::string s;
         for (size_t i = 0; i < dev_sets.size(); i++)
             s += format("%s%s %zu", i ? ", " : "", info.dev_splits[i].c_str(), dev_examples[i].size());
-        return s + format(" examples; batches of (%d, %d)", B, T);
+        return s + format(" examples; batches of (%d, <= %d)", B, T);
     }
 
     // The length a batch whose longest row has `longest` tokens is padded to: --padding longest: T (every batch
