@@ -157,6 +157,16 @@ PRAC_TEST_DIE_AFTER_STEP=7 "$BIN" $Q --ckpt-dir "$T/qck" --ckpt-every 3 --save "
   && cmp -s "$T/qa/model.safetensors" "$T/qb/model.safetensors" && ok "8bit states + fp8 storage: resumed at step 6, weights byte-identical" \
   || bad "8bit states + fp8 storage: resume not bit-exact: $(tail -2 "$T/qb.out")"
 
+# --recompute-attention (on by default): the same run with O saved gives bitwise the same weights, and saves more
+R="--task mrpc --data-dir $T/data/mrpc $M --epochs 1 $PR"
+"$BIN" $R --save "$T/oa" > "$T/oa.out" 2>&1 || bad "run with O recomputed failed"
+"$BIN" $R --save "$T/ob" --recompute-attention 0 > "$T/ob.out" 2>&1 || bad "run with O saved failed"
+so=$(sed -n 's/.*saved for backward \([0-9.]*\) MiB.*/\1/p' "$T/oa.out" | head -1)
+ss=$(sed -n 's/.*saved for backward \([0-9.]*\) MiB.*/\1/p' "$T/ob.out" | head -1)
+cmp -s "$T/oa/model.safetensors" "$T/ob/model.safetensors" && python3 -c "import sys; sys.exit(0 if ${so:-9e9} < ${ss:-0} else 1)" \
+  && ok "--recompute-attention 0 vs 1: weights byte-identical, saved $ss MiB vs $so MiB recomputed" \
+  || bad "--recompute-attention: weights differ, or saved '$so' not below '$ss'"
+
 # 7. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), no score printed
 expect_error() {  # description, regex the stderr must match, command...
   local what=$1 want=$2; shift 2
@@ -186,6 +196,7 @@ expect_error "Hugging Face's flag spelling answered" "spells it --max-len" "$BIN
 expect_error "--grad-accum 0 refused" "at least 1" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --grad-accum 0
 expect_error "--optimizer-states 8bit with rso refused" "quantizes AdamW" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer rso --optimizer-states 8bit
 expect_error "--prac-storage fp8 without PRAC refused" "compresses nothing" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --prac-storage fp8
+expect_error "--recompute-attention 2 refused" "must be 0 or 1" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --recompute-attention 2
 expect_error "--padding other refused" "batch or longest" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --padding max
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

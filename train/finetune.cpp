@@ -61,6 +61,8 @@ const FlagDef FLAGS[] = {
       "auto: fp8 whenever --prac compresses (the trainers' default)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
     F("--recompute", "0|1|2", INT, recompute, "recompute in backward instead of saving (as the trainers' flag)"),
+    F("--recompute-attention", "0|1", INT, recompute_attention,
+      "1: recompute the attention output O in backward (bitwise the same gradients); 0: save it (as the trainers' flag)"),
     F("--log", "FILE", STR, log, "append JSONL records: step, glue_eval (per dev split), memory, final"),
     F("--log-interval", "N", INT, log_interval, "print a progress line every N steps (and at each epoch's end)"),
     F("--ckpt-dir", "DIR", STR, ckpt_dir,
@@ -147,6 +149,8 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(o.rso_rank >= 0 && o.rso_gap >= 1, "--rso-rank must be >= 0 and --rso-gap >= 1");
     check_storage_options(o);
     CHECK_USER(o.recompute >= 0 && o.recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", o.recompute);
+    CHECK_USER(o.recompute_attention == 0 || o.recompute_attention == 1, "--recompute-attention must be 0 or 1 (got %d)",
+               o.recompute_attention);
     CHECK_USER(o.log_interval > 0 && o.ckpt_every >= 0 && o.ckpt_keep >= 1,
                "--log-interval must be positive, --ckpt-every >= 0 and --ckpt-keep >= 1");
     CHECK_USER(!o.resume || !o.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
