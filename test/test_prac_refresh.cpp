@@ -124,8 +124,8 @@ TEST(PracSubspace, TailWithin2PercentOfOptimumOnKnownSpectraNonlinearRanks) {
     for (const Spectrum& sp : kSpectra) check_site(sp, 320, 160, prac_round_rank(0.2f, 256), 48, 0.3, 72);
 }
 
-// The check has power: with no subspace iterations at all (a Rayleigh-Ritz step on a random block) the tail is
-// far above the bar on a decaying spectrum.
+// The check has power: with no power steps (cold_iters = 0: only the Nyström extraction from G times a random
+// block) the tail is far above the bar on a slowly decaying spectrum.
 TEST(PracSubspace, TheTailCheckFailsWithoutIterations) {
     SingleThreaded one;
     int N = 384, n = 192, r1 = 56, r2 = 56;
@@ -139,6 +139,27 @@ TEST(PracSubspace, TheTailCheckFailsWithoutIterations) {
     double ratio = tail_of(S.Xd, N, n, P, r1 + r2, r1) / optimal_tail(singular_values(S.Xd, N, n), r1);
     EXPECT_GT(ratio, kTailBar);
     std::printf("[ stats    ] no iterations: tail ratio %.3f\n", ratio);
+}
+
+// X of rank 40 below the block (b = 72): G V is rank-deficient, so Cholesky-QR's Gram is singular (the Householder
+// fallback orthonormalizes) and VᵀG V is singular (the Nyström shift keeps its Cholesky defined). Q1 must still be
+// orthonormal and hold all of X (the optimal tail is 0), cold and warm.
+TEST(PracSubspace, RankDeficientInputUsesTheFallbacksAndStaysOrthonormal) {
+    SingleThreaded one;
+    int N = 256, n = 192, r1 = 56, r2 = 56, r = r1 + r2;
+    dvec s(n, 0.0);
+    for (int i = 0; i < 40; i++) s[i] = std::pow(0.9, i);
+    Synth S = make_synth(N, n, s, 76);
+    SiteDims d = subspace_dims(r1, r2, n);
+    fvec P((size_t)n * r, 0.0f);
+    for (int round = 0; round < 2; round++) {
+        PracRefreshResult res =
+            prac_refresh_cpu(P.data(), S.X.data(), N, n, d, true, true, round > 0, {5, 4, 1, (uint64_t)round});
+        ASSERT_TRUE(res.q1_ok && res.q2_ok) << res.message;
+        EXPECT_LT(max_orth_err(P, n, r, r1), n * 5.96e-8 * 4) << "round " << round << ": Q1 orthonormal";
+        double floor = (N + n) * 5.96e-8 * sq_norm(S.Xd);
+        EXPECT_LE(tail_of(S.Xd, N, n, P, r, r1), floor) << "round " << round << ": Q1 holds the rank-40 row space";
+    }
 }
 
 // The subspace refresh is deterministic (same key, same bits), Q2 stays orthogonal to the approximate Q1, and a
