@@ -1,6 +1,7 @@
 // PRAC refresh cost on the CPU backend: one refresh (Q1 and Q2) of one site per width, exact (Gram + full
 // eigensolver) and subspace (warm-started, as every refresh after the first in training) side by side, their
 // ratio, and the amortized cost at T1 = T2 = 500 of all of a model's refreshes as a fraction of a training step.
+// The CUDA backend's counterpart is tools/bench_gpu_refresh.cu.
 //
 //   ./build/tools/bench_refresh [--N TOKENS] [--max-elems E] [--widths 768,2048,...] [--exact-max-n N] [--model M]
 //

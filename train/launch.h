@@ -66,10 +66,6 @@ int run_on_device(RunSetup& s, Train&& train) {
             fail("--comm mpi reduces host buffers, but the CUDA backend's gradients are on the GPU: %d GPU ranks need "
                  "NCCL\n---> HINT: drop --comm mpi (auto picks nccl on GPUs), or use --device cpu", ranks);
         int dev = comm.local_rank() % gpus;  // one GPU per rank of this node
-        prac_refresh_for_gpu(opts, s.prac);
-        if (s.prac.mode != PracMode::NONE && s.prac.refresh == PracRefresh::SUBSPACE && rank == 0)
-            std::printf("notice: --prac-refresh subspace runs on the host with the CUDA backend (each refresh copies "
-                        "the site's input to the CPU): slow at real widths; auto uses the device's exact refresh\n");
         std::printf("device: CUDA GPU %d (%s storage; the CUDA backend has not yet run on a real GPU, see "
                     "docs/VERIFICATION.md)\n", dev, PRAC_FLOATX_NAME);
         if (nccl) {

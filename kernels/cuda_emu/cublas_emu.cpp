@@ -242,7 +242,7 @@ const char* cublasGetStatusString(cublasStatus_t status) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// cuBLAS: GEMM and SYRK
+// cuBLAS: GEMM, SYRK and TRSM
 // ---------------------------------------------------------------------------------------------------------------
 
 namespace {
@@ -412,6 +412,32 @@ cublasStatus_t cublasSsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cubl
     }
     cblas_ssyrk(CblasColMajor, upper ? CblasUpper : CblasLower, trans == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, n,
                 k, *alpha, A, lda, *beta, C, ldc);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// B = alpha op(A)^-1 B (side LEFT, A m x m) or alpha B op(A)^-1 (side RIGHT, A n x n), A triangular (`uplo`, unit
+// or non-unit `diag`), B m x n overwritten with the solution: cblas_strsm. Documented CUBLAS_STATUS_INVALID_VALUE:
+// m < 0 or n < 0; side, uplo, trans or diag out of range; lda < max(1, m) (LEFT) or max(1, n) (RIGHT);
+// ldb < max(1, m); alpha NULL.
+cublasStatus_t cublasStrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo,
+                              cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const float* alpha,
+                              const float* A, int lda, float* B, int ldb) {
+    if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "cublasStrsm: handle == NULL");
+    if (m < 0 || n < 0) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasStrsm: m=%d n=%d", m, n);
+    if ((side != CUBLAS_SIDE_LEFT && side != CUBLAS_SIDE_RIGHT) ||
+        (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER) || !is_op(trans) ||
+        (diag != CUBLAS_DIAG_UNIT && diag != CUBLAS_DIAG_NON_UNIT))
+        return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasStrsm: side=%d uplo=%d trans=%d diag=%d", (int)side,
+                    (int)uplo, (int)trans, (int)diag);
+    const bool left = side == CUBLAS_SIDE_LEFT;
+    if (lda < max1(left ? m : n))
+        return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasStrsm: lda=%d < max(1, %d)", lda, left ? m : n);
+    if (ldb < max1(m)) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasStrsm: ldb=%d < max(1, m=%d)", ldb, m);
+    if (!alpha) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasStrsm: alpha is NULL");
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    cblas_strsm(CblasColMajor, left ? CblasLeft : CblasRight, uplo == CUBLAS_FILL_MODE_UPPER ? CblasUpper : CblasLower,
+                trans == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, diag == CUBLAS_DIAG_UNIT ? CblasUnit : CblasNonUnit,
+                m, n, *alpha, A, lda, B, ldb);
     return CUBLAS_STATUS_SUCCESS;
 }
 
