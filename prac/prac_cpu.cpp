@@ -212,14 +212,10 @@ struct RefreshArena {
 size_t prac_refresh_cpu_workspace_bytes(int n, const SiteDims& d) { return RefreshArena(n, d).total * sizeof(float); }
 
 // Q (n, c) column-major (ld n) in place: Householder QR, then the explicit Q. LAPACK's info, -1000 if not finite.
-// R (c, c), when given, receives the triangular factor (Q_in = Q R).
-static int orth_cm(float* Q, int n, int c, float* tau, float* work, float* R = nullptr) {
+static int orth_cm(float* Q, int n, int c, float* tau, float* work) {
     if (c == 0) return 0;
     int lwork = (int)qr_work(c);
     int info = LAPACKE_sgeqrf_work(LAPACK_COL_MAJOR, n, c, Q, n, tau, work, lwork);
-    if (info == 0 && R)
-        for (int j = 0; j < c; j++)
-            for (int i = 0; i < c; i++) R[(size_t)j * c + i] = i <= j ? Q[(size_t)j * n + i] : 0.0f;
     if (info == 0) info = LAPACKE_sorgqr_work(LAPACK_COL_MAJOR, n, c, c, Q, n, tau, work, lwork);
     if (info == 0 && !all_finite(Q, (size_t)n * c)) return -1000;
     return info;
@@ -255,9 +251,11 @@ static int orth_into(float* Q, const float* Y, int n, int c, float* S1, float* S
         if (ok) cblas_strsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, n, c, 1.0f, S2, c, Q, n);
         ok = ok && all_finite(Q, (size_t)n * c);
     }
-    if (!ok) {  // Householder on the untouched input
+    if (!ok) {  // Householder on the untouched input; R = QᵀY (upper triangular up to rounding)
         std::memcpy(Q, Y, (size_t)n * c * sizeof(float));
-        return orth_cm(Q, n, c, tau, work, R);
+        int info = orth_cm(Q, n, c, tau, work);
+        if (info == 0 && R) cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, c, c, n, 1.0f, Q, n, Y, n, 0.0f, R, c);
+        return info;
     }
     if (R) {  // Y = Q R2 R1: R = R2 R1 (upper times upper)
         for (int j = 0; j < c; j++)

@@ -292,15 +292,6 @@ __global__ void prac_upper_kernel(float* S, int c) {
         if (e % c > e / c) S[e] = 0.0f;
 }
 
-// R (c, c) = the upper triangle of A's first c rows (A (n, c), both column-major), zeros below.
-__global__ void prac_copy_upper_kernel(float* R, const float* A, int n, int c) {
-    size_t total = (size_t)c * c;
-    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x) {
-        size_t j = e / c, i = e % c;
-        R[e] = i <= j ? A[j * n + i] : 0.0f;
-    }
-}
-
 // A (c, c) column-major: A += v I.
 __global__ void prac_add_diag_kernel(float* A, int c, float v) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < c; i += gridDim.x * blockDim.x) A[(size_t)i * c + i] += v;
@@ -480,18 +471,14 @@ struct Refresh {
     }
 
     // twin: orth_cm (prac_cpu.cpp). Y (n, c) column-major, ld n, in place: Householder QR (Xgeqrf), then the
-    // explicit Q (Sorgqr); Rout (c, c), when given, receives R. Returns cuSOLVER's info, or -1000 (non-finite).
-    int orthonormalize(float* Y, int c, float* Rout = nullptr) {
+    // explicit Q (Sorgqr). Returns cuSOLVER's info, or -1000 (non-finite).
+    int orthonormalize(float* Y, int c) {
         if (c == 0) return 0;
         check_solver_bytes(query_qr(h.cusolver, params, n, c, Y, tau), "cusolverDnXgeqrf/Sorgqr");
         cusolverCheck(cusolverDnXgeqrf(h.cusolver, params, (int64_t)n, (int64_t)c, CUDA_R_32F, Y, (int64_t)n,
                                        CUDA_R_32F, tau, CUDA_R_32F, solver, solver_bytes, host_ptr(), host_buf.size(),
                                        info));
         int inf = read_int(info);
-        if (inf == 0 && Rout) {  // R: the upper triangle of geqrf's output
-            prac_copy_upper_kernel<<<cuda_grid_1d((size_t)c * c, 256, 65536), 256, 0, h.stream>>>(Rout, Y, n, c);
-            cudaCheck(cudaGetLastError());
-        }
         if (inf == 0) {
             size_t lw = solver_bytes / sizeof(float);
             int lwork = lw > (size_t)INT_MAX ? INT_MAX : (int)lw;
@@ -561,7 +548,7 @@ struct Refresh {
         return true;
     }
     // Q (n, c) = orth(Y (n, c)) by CholQR2, Householder when a Cholesky fails or the first pass leaves
-    // ||QᵀQ - I||_F > 1/2; Rout (c, c; not S1 or S2), when given, receives R with Y = Q R.
+    // ||QᵀQ - I||_F > 1/2; Rout (c, c; S1 or a buffer apart from Q, Y and S2), when given, receives R with Y = Q R.
     int orth_into(float* Q, const float* Ysrc, int c, float* Rout = nullptr) {
         copy(Q, Ysrc, (size_t)n * c);
         bool ok = cholqr_pass(Q, c, S1);
@@ -572,14 +559,17 @@ struct Refresh {
             if (ok) trsm_right_upper(Q, n, c, S2);
             ok = ok && all_finite(Q, (size_t)n * c);
         }
-        if (!ok) {  // Householder on the untouched input
+        if (!ok) {  // Householder on the untouched input; R = QᵀY (upper triangular up to rounding)
             copy(Q, Ysrc, (size_t)n * c);
-            return orthonormalize(Q, c, Rout);
+            int inf = orthonormalize(Q, c);
+            if (inf == 0 && Rout) gemm_cm(true, false, c, c, n, Q, n, Ysrc, n, Rout, c);
+            return inf;
         }
-        if (Rout) {  // Y = Q R2 R1: R = R2 R1 (upper times upper, strict lower parts zeroed)
-            upper(S1, c);
-            upper(S2, c);
-            gemm_cm(false, false, c, c, c, S2, c, S1, c, Rout, c);
+        if (Rout) {  // Y = Q R2 R1: R = R2 R1 (cublasStrmm, in place on R1 when Rout is S1)
+            upper(S1, c);  // potrf leaves the strict lower part as it was; trmm reads B in full
+            const float one = 1.0f;
+            cublasCheck(cublasStrmm(h.cublas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                                    CUBLAS_DIAG_NON_UNIT, c, c, &one, S2, c, S1, c, Rout, c));
         }
         return 0;
     }
@@ -624,9 +614,9 @@ struct Refresh {
         }
         prac_axpy_kernel<<<cuda_grid_1d((size_t)n * b, 256, 65536), 256, 0, h.stream>>>(Y, V, (size_t)n * b, nu);
         cudaCheck(cudaGetLastError());
-        // V = Q and R (b, b) into Y's first b x b floats (orth_into has consumed Y when it writes R); then
-        // T = R C⁻¹ there and T Tᵀ (upper: the triangle this file's syevd reads) into B
-        float* Rm = Y;
+        // V = Q and R (b, b) into S1; then T = R C⁻¹ there and T Tᵀ (upper: the triangle this file's syevd
+        // reads) into B
+        float* Rm = S1;
         inf = orth_into(V, Y, b, Rm);
         if (inf != 0) return inf;
         trsm_right_upper(Rm, b, b, B);

@@ -430,6 +430,39 @@ TEST(CublasTrsm, RightUpperLeftLowerAndTransposedWithAlpha) {
     EXPECT_EQ(d[1], 2);
 }
 
+// trmm by hand with the same U: U I = U out of place (B kept), [1 2] U = [2 5] in place (C == B), alpha 2 with
+// trans T: 2 Uᵀ [1 1]ᵀ = [4 6]ᵀ; ldc < m is INVALID_VALUE.
+TEST(CublasTrmm, OutOfPlaceInPlaceTransposedAndLdc) {
+    Handles H;
+    const float one = 1, two = 2;
+    const float U[4] = {2, NaN, 1, 2};
+    const float I2[4] = {1, 0, 0, 1};
+    float C[4] = {NaN, NaN, NaN, NaN};
+    ASSERT_EQ(cublasStrmm(H.h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 2, 2, &one,
+                          U, 2, I2, 2, C, 2),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(C[0], 2);
+    EXPECT_EQ(C[1], 0);
+    EXPECT_EQ(C[2], 1);
+    EXPECT_EQ(C[3], 2);
+    EXPECT_EQ(I2[0], 1);
+    float B[2] = {1, 2};
+    ASSERT_EQ(cublasStrmm(H.h, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 1, 2, &one,
+                          U, 2, B, 1, B, 1),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(B[0], 2);
+    EXPECT_EQ(B[1], 5);
+    float x[2] = {1, 1}, y[2] = {0, 0};
+    ASSERT_EQ(cublasStrmm(H.h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, CUBLAS_DIAG_NON_UNIT, 2, 1, &two,
+                          U, 2, x, 2, y, 2),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(y[0], 4);
+    EXPECT_EQ(y[1], 6);
+    EXPECT_EQ(cublasStrmm(H.h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 2, 1, &one,
+                          U, 2, x, 2, y, 1),
+              CUBLAS_STATUS_INVALID_VALUE);
+}
+
 TEST(CublasTrsm, InvalidArguments) {
     Handles H;
     const float one = 1;
