@@ -321,10 +321,19 @@ static int subspace_q1(float* W, const float* G, int n, int r1, int b, bool warm
     }
     if (info != 0) return info;
     cblas_ssymm(CblasColMajor, CblasLeft, CblasLower, n, b, 1.0f, G, n, V, n, 0.0f, Y, n);  // Y = G V
-    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, b, b, n, 1.0f, V, n, Y, n, 0.0f, B, b);  // VᵀG V (b, b)
-    if (!all_finite(B, (size_t)b * b)) return -1000;
+    // Y scaled by the power of two that brings ‖Y‖_F into [1/2, 1) (exact): the steps below then give the same bits
+    // for G and G·2^k (the Cholesky factor of B scales by an irrational factor otherwise). Without it, the 2-rank
+    // average of --prac-shared-subspace (G/2 when one rank adds nothing) would move Q1 within a degenerate cluster.
     double ynorm2 = 0;
     for (size_t e = 0; e < (size_t)n * b; e++) ynorm2 += (double)Y[e] * Y[e];
+    if (!std::isfinite(ynorm2)) return -1000;
+    int e2 = 0;
+    std::frexp(std::sqrt(ynorm2), &e2);
+    float s = std::ldexp(1.0f, -e2);
+    cblas_sscal((int)((size_t)n * b), s, Y, 1);
+    ynorm2 *= (double)s * s;
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, b, b, n, 1.0f, V, n, Y, n, 0.0f, B, b);  // VᵀG V (b, b)
+    if (!all_finite(B, (size_t)b * b)) return -1000;
     float nu = (float)(std::sqrt((double)n * ynorm2) * 5.96e-8);
     for (int j = 0; j < b; j++) B[(size_t)j * b + j] += nu;
     if (!nystrom || LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'U', b, B, b) != 0) {  // Rayleigh-Ritz on V instead

@@ -603,9 +603,18 @@ struct Refresh {
         }
         if (inf != 0) return inf;
         gemm_cm(false, false, n, b, n, G, n, V, n, Y, n);  // Y = G V
+        // Y scaled by the power of two that brings ||Y||_F into [1/2, 1) (exact): the same bits for G and G 2^k
+        double ynorm2 = sum_squares(Y, (size_t)n * b, 0);
+        if (!std::isfinite(ynorm2)) return -1000;
+        int e2 = 0;
+        std::frexp(std::sqrt(ynorm2), &e2);
+        float s = std::ldexp(1.0f, -e2);
+        prac_scale_kernel<<<cuda_grid_1d((size_t)n * b, 256, 65536), 256, 0, h.stream>>>(Y, (size_t)n * b, s);
+        cudaCheck(cudaGetLastError());
+        ynorm2 *= (double)s * s;
         gemm_cm(true, false, b, b, n, V, n, Y, n, B, b);   // VᵀG V (b, b)
         if (!all_finite(B, (size_t)b * b)) return -1000;
-        float nu = (float)(std::sqrt((double)n * sum_squares(Y, (size_t)n * b, 0)) * 5.96e-8);
+        float nu = (float)(std::sqrt((double)n * ynorm2) * 5.96e-8);
         prac_add_diag_kernel<<<cuda_grid_1d((size_t)b, 256, 65536), 256, 0, h.stream>>>(B, b, nu);
         cudaCheck(cudaGetLastError());
         if (!nystrom || potrf(B, b) != 0) {  // Rayleigh-Ritz on V instead

@@ -162,6 +162,28 @@ TEST(PracSubspace, RankDeficientInputUsesTheFallbacksAndStaysOrthonormal) {
     }
 }
 
+// --prac-shared-subspace averages the Gram matrices of the ranks: one rank that adds nothing halves G, and 2 ranks
+// must then still equal 1 rank with the doubled micro-batch (test_distributed). The exact eigensolver gives the
+// same bits for G and G/2; so must the subspace refresh, also where G is rank-deficient and Q1 partly lies in a
+// degenerate cluster (there any rounding difference turns Q1 by O(1); the Nyström step rescales by a power of two).
+TEST(PracSubspace, SameBitsForTheGramMatrixHalved) {
+    SingleThreaded one;
+    int N = 16, n = 256, r1 = 72, r2 = 72;
+    Rng rng(77);
+    fvec x = rng.normals_f((size_t)N * n);
+    SiteDims d = subspace_dims(r1, r2, n);
+    fvec A((size_t)n * (r1 + r2), 0.0f), B = A;
+    GramReducer half = [](float* G, size_t count) {
+        for (size_t i = 0; i < count; i++) G[i] *= 0.5f;
+    };
+    for (int round = 0; round < 2; round++) {  // cold, then warm
+        PracDrawKey key{1, 2, 3, (uint64_t)round};
+        prac_refresh_cpu(A.data(), x.data(), N, n, d, true, true, round > 0, key);
+        prac_refresh_cpu(B.data(), x.data(), N, n, d, true, true, round > 0, key, &half);
+        EXPECT_EQ(A, B) << (round ? "warm" : "cold");
+    }
+}
+
 // The subspace refresh is deterministic (same key, same bits), Q2 stays orthogonal to the approximate Q1, and a
 // non-finite input keeps the previous basis, as the exact refresh does.
 TEST(PracSubspace, DeterministicOrthogonalAndKeepsTheBasisOnNonFiniteInput) {
