@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
             opts.seq_len = opts.max_len;
             return print_plan(opts, cfg, prac);
         }
-        return run_on_one_device(opts, prac, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });
+        return run_on_one_device(opts, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });
     } catch (const UserError& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "%s: error: %s\n", program, e.what());

@@ -73,9 +73,9 @@ struct CudaBackend {
     AttentionImpl attention_impl = AttentionImpl::Auto;
     AttentionCudnn* attention_cudnn = nullptr;
 
-    // PRAC refresh workspace bytes per site shape (n, r1, r2): the query allocates and frees device memory (an
+    // PRAC refresh workspace bytes per site shape (n, r1, r2, subspace block): the query allocates and frees device memory (an
     // implicit device synchronization), so it runs once per shape, not once per refresh
-    std::map<std::tuple<int, int, int>, size_t> refresh_workspace;
+    std::map<std::tuple<int, int, int, int>, size_t> refresh_workspace;
 
     // The training step's host round trips (llm.c keeps one small copy per step): upload_async stages host data in
     // pinned buffers (each reused once the event of its last copy has passed, found by cudaEventQuery, which never
@@ -277,21 +277,10 @@ struct CudaBackend {
     }
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
                                    bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
-        // --prac-refresh subspace: for now the host's subspace refresh (prac_refresh_cpu) on copies of x and P,
-        // the same algorithm and bits as the CPU backend; a device version (cuBLAS GEMMs and small cuSOLVER
-        // problems) is not written yet. --prac-shared-subspace reduces a DEVICE Gram matrix (NCCL): it keeps the
-        // device's exact path.
-        if (d.block(n) > 0 && !reduce_gram) {
-            std::vector<float> hx((size_t)N * n), hP((size_t)n * d.r());
-            download_f32(hx.data(), x, hx.size());
-            download_f32(hP.data(), P, hP.size());
-            PracRefreshResult res = prac_refresh_cpu(hP.data(), hx.data(), N, n, d, q1, q2, had_basis, key, nullptr);
-            upload_f32(P, hP.data(), hP.size());
-            return res;
-        }
-        // reduce_gram (--prac-shared-subspace) gets the device Gram matrix: the trainer binds it to NCCL
-        size_t& s = refresh_workspace[{n, d.r1, d.r2}];
-        if (s == 0) s = prac_refresh_workspace_bytes(cusolver, n, d.r1, d.r2);  // once per shape: it allocates
+        // both refresh methods run on the device (prac_refresh_cuda); reduce_gram (--prac-shared-subspace) gets the
+        // device Gram matrix: the trainer binds it to NCCL
+        size_t& s = refresh_workspace[{n, d.r1, d.r2, d.block(n)}];
+        if (s == 0) s = prac_refresh_workspace_bytes(cusolver, n, d);  // once per shape: it allocates
         return prac_refresh_cuda(P, x, N, n, d, q1, q2, had_basis, key, prac_handles(), scratch_at_least(s), s,
                                  reduce_gram);
     }

@@ -57,11 +57,13 @@ struct PracOptions {
 //   prac: r1, r2 from the class;  pac: r1 = r1 + r2, r2 = 0 (equal total rank, biased);
 //   rac: r1 = 0, r2 = r1 + r2, k = k_mult * n / r2;  none, or class not compressed: compressed = false.
 // The subspace refresh's parameters (PracRefresh::SUBSPACE): the block has b = min(r1 + oversample(r1), n)
-// columns; a warm start (the previous Q1 plus b - r1 Gaussian columns) takes warm_iters multiplications by the
-// Gram matrix, a cold start (b Gaussian columns) cold_iters; then one Rayleigh-Ritz step. Chosen by the quality
-// tests (test_prac.cpp PracSubspace*): tail energy within 2% of the exact Q1's, see docs/DESIGN.md section 4.5.
+// columns; a warm start (the previous Q1 plus b - r1 Gaussian columns) takes warm_iters power steps V = orth(G V),
+// a cold start (b Gaussian columns) cold_iters; then one Nyström extraction (one more multiplication by G).
+// Chosen by the quality tests (test_prac_refresh.cpp PracSubspace*): tail energy within 2% of the optimum's,
+// see docs/DESIGN.md section 4.3.
 struct PracSubspaceParams {
-    int warm_iters = 2, cold_iters = 6;
+    int warm_iters = 1, cold_iters = 4;
+    bool nystrom = true;  // false: a Rayleigh-Ritz step on V instead (Q1 within span(V): the tests' poorer Q1)
     static int oversample(int r1) { return r1 / 8 > 16 ? r1 / 8 : 16; }
 };
 

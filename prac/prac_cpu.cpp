@@ -182,7 +182,7 @@ static size_t syevd_iwork(int m) { return 3 + 5 * (size_t)m; }
 
 // The arena's layout in floats (ints counted as floats: both 4 bytes).
 struct RefreshArena {
-    size_t W = 0, G, w, work, iwork, V, Y, B, tau, t, total;
+    size_t W = 0, G, w, work, iwork, V, Y, B, S1, S2, tau, t, total;
     RefreshArena(int n, const SiteDims& d) {
         int r1 = d.r1, r2 = d.r2, r = d.r(), b = d.block(n);
         size_t at = 0;
@@ -193,14 +193,16 @@ struct RefreshArena {
         };
         W = take((size_t)n * r);                              // the new P, column-major (n, r)
         G = take(r1 > 0 ? (size_t)n * n : 0);                 // Gram matrix (lower), then its eigenvectors
-        w = take(r1 > 0 ? (size_t)(b ? b : n) : 0);           // eigenvalues (of G, or of the Rayleigh quotient)
+        w = take(r1 > 0 ? (size_t)(b ? b : n) : 0);           // eigenvalues (of G, or of the b x b projection)
         size_t wk = std::max(qr_work(r1), qr_work(r2));       // fallback Q1, Q2
         if (r1 > 0) wk = std::max(wk, b ? std::max(syevd_work(b), qr_work(b)) : syevd_work(n));
         work = take(wk);
         iwork = take(r1 > 0 ? syevd_iwork(b ? b : n) : 0);
         V = take((size_t)n * b);                              // subspace block (n, b)
         Y = take((size_t)n * b);                              // G V (n, b)
-        B = take((size_t)b * b);                              // Vᵀ G V (b, b), then its eigenvectors
+        B = take((size_t)b * b);                              // Vᵀ G V (b, b), its Cholesky factor, the Nyström core
+        S1 = take((size_t)b * b);                             // Cholesky-QR's Gram / R factors (b, b)
+        S2 = take((size_t)b * b);
         tau = take((size_t)std::max({b, r1, r2, 1}));         // Householder scalars
         t = take((size_t)std::max(r1, 1) * std::max(r2, 1));  // Q1ᵀ Q2 (r1, r2) of the projection
         total = at;
@@ -219,38 +221,132 @@ static int orth_cm(float* Q, int n, int c, float* tau, float* work) {
     return info;
 }
 
+// One Cholesky-QR pass on Q (n, c) in place: S = QᵀQ = RᵀR (R upper, into S), Q = Q R⁻¹. False when the Cholesky
+// factorization fails (QᵀQ not numerically positive definite: Q's columns dependent to fp32 precision).
+static bool cholqr_pass(float* Q, int n, int c, float* S) {
+    cblas_ssyrk(CblasColMajor, CblasUpper, CblasTrans, c, n, 1.0f, Q, n, 0.0f, S, c);
+    if (LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'U', c, S, c) != 0) return false;
+    cblas_strsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, n, c, 1.0f, S, c, Q, n);
+    return true;
+}
+
+// Q (n, c) = an orthonormal basis of Y (n, c) (both column-major, ld n; Y is kept), R (c, c) upper with Y = Q R when
+// R is given. CholQR2 (two Cholesky-QR passes: BLAS-3 only, about the flops of a Householder QR at GEMM speed):
+// the first pass leaves Q with ‖QᵀQ - I‖ ≈ κ(Y)² u, the second makes it orthonormal to u provided the first
+// left QᵀQ = I + E with ‖E‖_F ≤ 1/2 (then κ(Q)² ≤ 3). When a Cholesky fails or E is larger (Y too ill-conditioned
+// for fp32: κ(Y) beyond about u^(-1/2)), Householder QR of Y instead. Returns LAPACK's info or -1000 (non-finite).
+static int orth_into(float* Q, const float* Y, int n, int c, float* S1, float* S2, float* tau, float* work,
+                     float* R = nullptr) {
+    std::memcpy(Q, Y, (size_t)n * c * sizeof(float));
+    bool ok = cholqr_pass(Q, n, c, S1);
+    if (ok) {  // second pass; its Gram (before the Cholesky) measures the first pass's loss of orthogonality
+        cblas_ssyrk(CblasColMajor, CblasUpper, CblasTrans, c, n, 1.0f, Q, n, 0.0f, S2, c);
+        double e2 = 0;
+        for (int j = 0; j < c; j++)
+            for (int i = 0; i <= j; i++) {
+                double e = S2[(size_t)j * c + i] - (i == j);
+                e2 += (i == j ? 1 : 2) * e * e;
+            }
+        ok = e2 <= 0.25 && LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'U', c, S2, c) == 0;
+        if (ok) cblas_strsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, n, c, 1.0f, S2, c, Q, n);
+        ok = ok && all_finite(Q, (size_t)n * c);
+    }
+    if (!ok) {  // Householder on the untouched input; R = QᵀY (upper triangular up to rounding)
+        std::memcpy(Q, Y, (size_t)n * c * sizeof(float));
+        int info = orth_cm(Q, n, c, tau, work);
+        if (info == 0 && R) cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, c, c, n, 1.0f, Q, n, Y, n, 0.0f, R, c);
+        return info;
+    }
+    if (R) {  // Y = Q R2 R1: R = R2 R1 (upper times upper)
+        for (int j = 0; j < c; j++)
+            for (int i = j + 1; i < c; i++) S1[(size_t)j * c + i] = 0.0f;  // potrf leaves the strict lower part
+        cblas_strmm(CblasColMajor, CblasLeft, CblasUpper, CblasNoTrans, CblasNonUnit, c, c, 1.0f, S2, c, S1, c);
+        if (R != S1) std::memcpy(R, S1, (size_t)c * c * sizeof(float));
+    }
+    return 0;
+}
+
+// S (n, c) -= Q (Qᵀ S) with Q (n, q) orthonormal, twice: after two projections S ⟂ Q to fp32 precision.
+// t: q x c floats. All column-major, ld n.
+static void project_out(float* S, const float* Q, int n, int q, int c, float* t) {
+    for (int pass = 0; pass < 2 && q > 0; pass++) {
+        cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, q, c, n, 1.0f, Q, n, S, n, 0.0f, t, q);
+        cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, c, q, -1.0f, Q, n, t, q, 1.0f, S, n);
+    }
+}
+
 // Eigenvectors of the symmetric A (m, m) (column-major, lower triangle) in place, eigenvalues ascending in w.
 static int syevd_cm(float* A, int m, float* w, float* work, int* iwork) {
     return LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, 'V', 'L', m, A, m, w, work, (int)syevd_work(m), iwork,
                                (int)syevd_iwork(m));
 }
 
+// W (n, r1) = V (n, b) times the eigenvectors of the symmetric M (b, b, lower; destroyed) of its r1 largest
+// eigenvalues, largest first (through Y, which must hold b x r1 floats).
+static int top_ritz_vectors(float* W, const float* V, float* M, int n, int b, int r1, float* Y, float* w,
+                            float* work, int* iwork) {
+    if (!all_finite(M, (size_t)b * b)) return -1000;
+    int info = syevd_cm(M, b, w, work, iwork);  // eigenvalues ascending
+    if (info != 0) return info;
+    for (int j = 0; j < r1; j++)
+        std::memcpy(Y + (size_t)j * b, M + (size_t)(b - 1 - j) * b, (size_t)b * sizeof(float));
+    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, r1, b, 1.0f, V, n, Y, b, 0.0f, W, n);
+    return all_finite(W, (size_t)n * r1) ? 0 : -1000;
+}
+
 // Subspace iteration for the top r1 eigenvectors of G (n, n, lower triangle) into W[:, 0:r1] (see prac.h).
 // warm: W[:, 0:r1] holds the previous Q1. Returns 0, LAPACK's info, or -1000 (non-finite).
-static int subspace_q1(float* W, const float* G, int n, int r1, int b, bool warm, int iters, const PracDrawKey& key,
-                       float* V, float* Y, float* B, float* w, float* tau, float* work, int* iwork) {
+//   V = orth([previous Q1 | Gaussian] or Gaussian); `iters` times V = orth(G V); then the Nyström extraction from
+//   Y = G V: G ≈ Y (VᵀY)⁻¹ Yᵀ, whose eigenvectors lie in span(Y), i.e. one power step more than a Rayleigh-Ritz
+//   step on V for the same multiplication by G. With Y = Q R (orthonormal Q) and VᵀY = CᵀC (Cholesky), the
+//   approximation is Q (R C⁻¹)(R C⁻¹)ᵀ Qᵀ: Q1 = Q times the top eigenvectors of T Tᵀ (b, b), T = R C⁻¹. Both
+//   sides are shifted by ν = sqrt(n) u ‖Y‖_F (Y + ν V, VᵀY + ν I: the Nyström approximation of G + ν I), which
+//   keeps the Cholesky factorization defined when G is rank-deficient on span(V) (Tropp et al. 2017); should it
+//   fail anyway (or nystrom is false), Rayleigh-Ritz on V (eigenvectors of VᵀG V) instead.
+static int subspace_q1(float* W, const float* G, int n, int r1, int b, bool warm, int iters, bool nystrom,
+                       const PracDrawKey& key, float* V, float* Y, float* B, float* S1, float* S2, float* w, float* tau, float* work,
+                       int* iwork) {
     PracDrawKey ks = key;
     ks.purpose = PRAC_DRAW_Q1_SUBSPACE;
     int c0 = warm ? r1 : 0;  // Gaussian columns [c0, b): a fresh stream, independent of Q2's
-    if (warm) std::memcpy(V, W, (size_t)n * r1 * sizeof(float));
-    gaussian_strided(V + (size_t)c0 * n, n, b - c0, 1, (size_t)n, ks);
-    int info = orth_cm(V, n, b, tau, work);
+    gaussian_strided(Y + (size_t)c0 * n, n, b - c0, 1, (size_t)n, ks);
+    if (warm) {  // V = [Q1 | orth(Ω - Q1 Q1ᵀ Ω)]: the previous Q1 is orthonormal, only the b - r1 new columns need it
+        std::memcpy(V, W, (size_t)n * r1 * sizeof(float));
+        project_out(Y + (size_t)r1 * n, W, n, r1, b - r1, S2);
+    }
+    int info = orth_into(V + (size_t)c0 * n, Y + (size_t)c0 * n, n, b - c0, S1, S2, tau, work);
     for (int it = 0; it < iters && info == 0; it++) {
         cblas_ssymm(CblasColMajor, CblasLeft, CblasLower, n, b, 1.0f, G, n, V, n, 0.0f, Y, n);  // Y = G V
-        std::swap(V, Y);
-        info = orth_cm(V, n, b, tau, work);
+        info = orth_into(V, Y, n, b, S1, S2, tau, work);
     }
     if (info != 0) return info;
-    // Rayleigh-Ritz: B = Vᵀ (G V), its eigenvectors U ascending; Q1 = V U[:, b-1 .. b-r1]
-    cblas_ssymm(CblasColMajor, CblasLeft, CblasLower, n, b, 1.0f, G, n, V, n, 0.0f, Y, n);
-    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, b, b, n, 1.0f, V, n, Y, n, 0.0f, B, b);
+    cblas_ssymm(CblasColMajor, CblasLeft, CblasLower, n, b, 1.0f, G, n, V, n, 0.0f, Y, n);  // Y = G V
+    // Y scaled by the power of two that brings ‖Y‖_F into [1/2, 1) (exact): the steps below then give the same bits
+    // for G and G·2^k (the Cholesky factor of B scales by an irrational factor otherwise). Without it, the 2-rank
+    // average of --prac-shared-subspace (G/2 when one rank adds nothing) would move Q1 within a degenerate cluster.
+    double ynorm2 = 0;
+    for (size_t e = 0; e < (size_t)n * b; e++) ynorm2 += (double)Y[e] * Y[e];
+    if (!std::isfinite(ynorm2)) return -1000;
+    int e2 = 0;
+    std::frexp(std::sqrt(ynorm2), &e2);
+    float s = std::ldexp(1.0f, -e2);
+    cblas_sscal((int)((size_t)n * b), s, Y, 1);
+    ynorm2 *= (double)s * s;
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, b, b, n, 1.0f, V, n, Y, n, 0.0f, B, b);  // VᵀG V (b, b)
     if (!all_finite(B, (size_t)b * b)) return -1000;
-    info = syevd_cm(B, b, w, work, iwork);  // lower triangle: Vᵀ G V is symmetric up to rounding
+    float nu = (float)(std::sqrt((double)n * ynorm2) * 5.96e-8);
+    for (int j = 0; j < b; j++) B[(size_t)j * b + j] += nu;
+    if (!nystrom || LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'U', b, B, b) != 0) {  // Rayleigh-Ritz on V instead
+        cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, b, b, n, 1.0f, V, n, Y, n, 0.0f, B, b);
+        return top_ritz_vectors(W, V, B, n, b, r1, Y, w, work, iwork);
+    }
+    cblas_saxpy((int)((size_t)n * b), nu, V, 1, Y, 1);  // Y + ν V (n, b)
+    info = orth_into(V, Y, n, b, S1, S2, tau, work, S1);  // V = Q, S1 = R (b, b)
     if (info != 0) return info;
-    for (int j = 0; j < r1; j++)  // U's top r1 columns, largest first, into Y (b, r1)
-        std::memcpy(Y + (size_t)j * b, B + (size_t)(b - 1 - j) * b, (size_t)b * sizeof(float));
-    cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, r1, b, 1.0f, V, n, Y, b, 0.0f, W, n);
-    return all_finite(W, (size_t)n * r1) ? 0 : -1000;
+    // T = R C⁻¹ (b, b) in S1, then T Tᵀ (lower) in B
+    cblas_strsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, b, b, 1.0f, B, b, S1, b);
+    cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, b, b, 1.0f, S1, b, 0.0f, B, b);
+    return top_ritz_vectors(W, V, B, n, b, r1, Y, w, work, iwork);
 }
 
 PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
@@ -282,8 +378,9 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
         for (int j = 0; j < n && finite; j++) finite = all_finite(G + (size_t)j * n + j, (size_t)(n - j));
         if (finite && b > 0) {
             int iters = had_basis ? d.subspace.warm_iters : d.subspace.cold_iters;
-            info = subspace_q1(W, G, n, r1, b, had_basis, iters, key, arena.get() + A.V, arena.get() + A.Y,
-                               arena.get() + A.B, arena.get() + A.w, tau, work, iwork);
+            info = subspace_q1(W, G, n, r1, b, had_basis, iters, d.subspace.nystrom, key, arena.get() + A.V, arena.get() + A.Y,
+                               arena.get() + A.B, arena.get() + A.S1, arena.get() + A.S2, arena.get() + A.w, tau,
+                               work, iwork);
         } else if (finite) {
             float* w = arena.get() + A.w;
             info = syevd_cm(G, n, w, work, iwork);  // eigenvector j is column j, eigenvalues ascending
@@ -316,12 +413,7 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
         float* Q2 = W + (size_t)r1 * n;
         gaussian_strided(Q2, n, r2, 1, (size_t)n, key);
         res.q2_drawn = true;
-        // Q2 -= Q1 (Q1ᵀ Q2), twice: after two projections Q2 ⟂ Q1 to fp32 precision
-        float* t = arena.get() + A.t;
-        for (int pass = 0; pass < 2 && r1 > 0; pass++) {
-            cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, r1, r2, n, 1.0f, W, n, Q2, n, 0.0f, t, r1);
-            cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, r2, r1, -1.0f, W, n, t, r1, 1.0f, Q2, n);
-        }
+        project_out(Q2, W, n, r1, r2, arena.get() + A.t);
         int info = orth_cm(Q2, n, r2, tau, work);
         if (info == 0) {
             float s = std::sqrt(d.k);

@@ -285,14 +285,66 @@ __global__ void prac_nonfinite_kernel(const float* x, size_t count, int* flag) {
     if (bad) atomicExch(flag, 1);
 }
 
+// S (c, c) column-major: the strict lower triangle set to 0 (potrf leaves it as it was; the R product reads it).
+__global__ void prac_upper_kernel(float* S, int c) {
+    size_t total = (size_t)c * c;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x)
+        if (e % c > e / c) S[e] = 0.0f;
+}
+
+// A (c, c) column-major: A += v I.
+__global__ void prac_add_diag_kernel(float* A, int c, float v) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < c; i += gridDim.x * blockDim.x) A[(size_t)i * c + i] += v;
+}
+
+// y += a x
+__global__ void prac_axpy_kernel(float* y, const float* x, size_t count, float a) {
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count; e += (size_t)gridDim.x * blockDim.x)
+        y[e] += a * x[e];
+}
+
+// Sums of squares in double, deterministic (fixed grid, fixed tree order). sym_c == 0: x[0:count) plain;
+// sym_c = c > 0: x is a symmetric (c, c) column-major with only its upper triangle valid, and the sum is
+// ||x - I||_F^2 (off-diagonal entries counted twice). partial[blockIdx.x] = this block's sum.
+constexpr int SUMSQ_BLOCKS = 256, SUMSQ_THREADS = 256;
+__global__ void prac_sumsq_partial_kernel(const float* x, size_t count, int sym_c, double* partial) {
+    __shared__ double acc[SUMSQ_THREADS];
+    double s = 0;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count; e += (size_t)gridDim.x * blockDim.x) {
+        double v = x[e];
+        if (sym_c > 0) {
+            size_t j = e / sym_c, i = e % sym_c;
+            if (i > j) continue;
+            v -= (i == j);
+            s += (i == j ? 1 : 2) * v * v;
+        } else {
+            s += v * v;
+        }
+    }
+    acc[threadIdx.x] = s;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) acc[threadIdx.x] += acc[threadIdx.x + o];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) partial[blockIdx.x] = acc[0];
+}
+// partial[SUMSQ_BLOCKS] = the sum of partial[0:SUMSQ_BLOCKS) in a fixed order (one thread).
+__global__ void prac_sumsq_final_kernel(double* partial) {
+    double s = 0;
+    for (int i = 0; i < SUMSQ_BLOCKS; i++) s += partial[i];
+    partial[SUMSQ_BLOCKS] = s;
+}
+
 static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
 
 // Byte offsets of the refresh's workspace parts. `solver` is last: everything from there to the end of the
-// caller's workspace is the cuSOLVER device buffer.
+// caller's workspace is the cuSOLVER device buffer. b = d.block(n) > 0: the subspace refresh's buffers (V, Y, B, S1,
+// S2 as in prac_cpu.cpp's RefreshArena), and no (n, n) eigensolver.
 struct RefreshLayout {
-    size_t G = 0, w = 0, W = 0, t = 0, tau = 0, ints = 0, solver = 0;
+    size_t G = 0, w = 0, W = 0, t = 0, tau = 0, ints = 0, V = 0, Y = 0, B = 0, S1 = 0, S2 = 0, sums = 0, solver = 0;
 };
-static RefreshLayout refresh_layout(int n, int r1, int r2) {
+static RefreshLayout refresh_layout(int n, const SiteDims& d) {
     RefreshLayout L;
     size_t off = 0;
     auto take = [&](size_t bytes) {
@@ -300,13 +352,20 @@ static RefreshLayout refresh_layout(int n, int r1, int r2) {
         off += align256(bytes);
         return o;
     };
-    int r = r1 + r2;
-    L.G = take(r1 > 0 ? (size_t)n * n * sizeof(float) : 0);       // Gram matrix, then its eigenvectors
-    L.w = take(r1 > 0 ? (size_t)n * sizeof(float) : 0);           // eigenvalues
-    L.W = take((size_t)n * r * sizeof(float));                    // working copy of P, column-major (n, r)
-    L.t = take((size_t)(r1 > 0 ? r1 : 1) * (r2 > 0 ? r2 : 1) * sizeof(float));  // Q1^T Y (r1, r2)
-    L.tau = take((size_t)(r > 0 ? r : 1) * sizeof(float));        // Householder scalars
-    L.ints = take(4 * sizeof(int));                                // [0] solver info, [1] non-finite flag
+    int r1 = d.r1, r2 = d.r2, r = r1 + r2, b = d.block(n);
+    size_t fb = sizeof(float);
+    L.G = take(r1 > 0 ? (size_t)n * n * fb : 0);                 // Gram matrix (then its eigenvectors when exact)
+    L.w = take(r1 > 0 ? (size_t)(b ? b : n) * fb : 0);           // eigenvalues (of G, or of the b x b projection)
+    L.W = take((size_t)n * r * fb);                              // working copy of P, column-major (n, r)
+    L.t = take((size_t)(r1 > 0 ? r1 : 1) * (r2 > 0 ? r2 : 1) * fb);  // Q1^T Y (r1, r2)
+    L.tau = take((size_t)std::max({r, b, 1}) * fb);              // Householder scalars
+    L.ints = take(4 * sizeof(int));                              // [0] solver info, [1] non-finite flag
+    L.V = take((size_t)n * b * fb);                              // subspace block (n, b)
+    L.Y = take((size_t)n * b * fb);                              // G V (n, b)
+    L.B = take((size_t)b * b * fb);                              // V^T G V, its Cholesky factor, the Nystrom core
+    L.S1 = take((size_t)b * b * fb);                             // Cholesky-QR's Gram / R factors (b, b)
+    L.S2 = take((size_t)b * b * fb);
+    L.sums = take(b ? (SUMSQ_BLOCKS + 1) * sizeof(double) : 0);  // sum-of-squares partials and total
     L.solver = off;
     return L;
 }
@@ -323,6 +382,13 @@ static SolverBytes query_syevd(cusolverDnHandle_t s, cusolverDnParams_t p, int n
                                               &b.host));
     return b;
 }
+static SolverBytes query_potrf(cusolverDnHandle_t s, int c, float* A) {
+    SolverBytes b;
+    int lwork = 0;
+    cusolverCheck(cusolverDnSpotrf_bufferSize(s, CUBLAS_FILL_MODE_UPPER, c, A, c, &lwork));
+    b.device = (size_t)lwork * sizeof(float);
+    return b;
+}
 static SolverBytes query_qr(cusolverDnHandle_t s, cusolverDnParams_t p, int n, int c, const float* A,
                             const float* tau) {
     SolverBytes b;
@@ -336,18 +402,23 @@ static SolverBytes query_qr(cusolverDnHandle_t s, cusolverDnParams_t p, int n, i
     return b;
 }
 
-size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, int r1, int r2) {
+size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const SiteDims& d) {
     CusolverParams params;
     // The queries never touch the matrices; a small real device pointer stands in for them in case cuSOLVER
     // checks that they are not null.
     float* dummy = nullptr;
     cudaCheck(cudaMalloc(&dummy, 256));
+    int r1 = d.r1, r2 = d.r2, b = d.block(n);
     size_t dev = 0;
-    if (r1 > 0) dev = std::max(dev, query_syevd(cusolver, params.p, n, dummy, dummy).device);
+    if (r1 > 0) dev = std::max(dev, query_syevd(cusolver, params.p, b ? b : n, dummy, dummy).device);
+    if (b > 0) {
+        dev = std::max(dev, query_potrf(cusolver, b, dummy).device);
+        dev = std::max(dev, query_qr(cusolver, params.p, n, b, dummy, dummy).device);  // Householder fallback
+    }
     dev = std::max(dev, query_qr(cusolver, params.p, n, r1, dummy, dummy).device);  // the fallback Q1
     dev = std::max(dev, query_qr(cusolver, params.p, n, r2, dummy, dummy).device);
     cudaCheck(cudaFree(dummy));
-    return refresh_layout(n, r1, r2).solver + align256(dev);
+    return refresh_layout(n, d).solver + align256(dev);
 }
 
 namespace {
@@ -359,6 +430,8 @@ struct Refresh {
     int n;
     float *G, *w, *W, *t, *tau;
     int *info, *flag;
+    float *V, *Y, *B, *S1, *S2;  // the subspace refresh's (n, b), (n, b), (b, b) x 3
+    double* sums;
     void* solver;
     size_t solver_bytes;
     std::vector<char> host_buf;
@@ -386,18 +459,19 @@ struct Refresh {
     }
     void* host_ptr() { return host_buf.empty() ? nullptr : host_buf.data(); }
 
-    // G (n, n) column-major: eigenvectors of the symmetric G in place, eigenvalues ascending into w. Returns info.
+    // A (m, m) column-major: eigenvectors of the symmetric A in place, eigenvalues ascending into w. Returns info.
     // The buffers passed are the whole solver region and host buffer (at least what the query asked for).
-    int syevd() {
-        check_solver_bytes(query_syevd(h.cusolver, params, n, G, w), "cusolverDnXsyevd");
+    // twin: syevd_cm (prac_cpu.cpp)
+    int syevd(float* A, int m) {
+        check_solver_bytes(query_syevd(h.cusolver, params, m, A, w), "cusolverDnXsyevd");
         cusolverCheck(cusolverDnXsyevd(h.cusolver, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
-                                       (int64_t)n, CUDA_R_32F, G, (int64_t)n, CUDA_R_32F, w, CUDA_R_32F, solver,
+                                       (int64_t)m, CUDA_R_32F, A, (int64_t)m, CUDA_R_32F, w, CUDA_R_32F, solver,
                                        solver_bytes, host_ptr(), host_buf.size(), info));
         return read_int(info);
     }
 
-    // twin: orthonormalize (prac_cpu.cpp). Y (n, c) column-major, ld n, in place: Householder QR (Xgeqrf), then
-    // the explicit Q (Sorgqr). Returns cuSOLVER's info, or -1000 for non-finite output.
+    // twin: orth_cm (prac_cpu.cpp). Y (n, c) column-major, ld n, in place: Householder QR (Xgeqrf), then the
+    // explicit Q (Sorgqr). Returns cuSOLVER's info, or -1000 (non-finite).
     int orthonormalize(float* Y, int c) {
         if (c == 0) return 0;
         check_solver_bytes(query_qr(h.cusolver, params, n, c, Y, tau), "cusolverDnXgeqrf/Sorgqr");
@@ -418,11 +492,146 @@ struct Refresh {
     // twin: project_out (prac_cpu.cpp). Y (n, c) -= Q (n, q) @ (Q^T Y), all column-major with ld n:
     //   t (q, c) = Q^T Y:     Sgemm(T, N, m=q, n=c, k=n, A=Q ld n, B=Y ld n, C=t ld q)
     //   Y -= Q t:             Sgemm(N, N, m=n, n=c, k=q, alpha=-1, A=Q ld n, B=t ld q, beta=1, C=Y ld n)
-    void project_out(float* Y, int c, const float* Q, int q) {
+    void project_out(float* Y, int c, const float* Q, int q, float* tq) {  // tq: q x c floats of scratch
         if (q == 0 || c == 0) return;
         const float one = 1.0f, zero = 0.0f, minus_one = -1.0f;
-        cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_T, CUBLAS_OP_N, q, c, n, &one, Q, n, Y, n, &zero, t, q));
-        cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, c, q, &minus_one, Q, n, t, q, &one, Y, n));
+        cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_T, CUBLAS_OP_N, q, c, n, &one, Q, n, Y, n, &zero, tq, q));
+        cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, c, q, &minus_one, Q, n, tq, q, &one, Y, n));
+    }
+
+    // ---- the subspace refresh (twins of prac_cpu.cpp's functions of the same names) ----
+
+    // C (m, c) = op(A) op(B), column-major fp32 (cublasSgemm), alpha 1 / beta 0
+    void gemm_cm(bool ta, bool tb, int m, int c, int k, const float* A, int lda, const float* Bm, int ldb, float* C,
+                 int ldc) {
+        const float one = 1.0f, zero = 0.0f;
+        cublasCheck(cublasSgemm(h.cublas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, c, k,
+                                &one, A, lda, Bm, ldb, &zero, C, ldc));
+    }
+    void upper(float* S, int c) {
+        prac_upper_kernel<<<cuda_grid_1d((size_t)c * c, 256, 65536), 256, 0, h.stream>>>(S, c);
+        cudaCheck(cudaGetLastError());
+    }
+    void copy(float* dst, const float* src, size_t count) {
+        cudaCheck(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, h.stream));
+    }
+    // sum of squares of x[0:count) (sym_c = 0), or ||S - I||_F^2 of the symmetric (c, c) S, upper triangle valid
+    double sum_squares(const float* x, size_t count, int sym_c) {
+        prac_sumsq_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, h.stream>>>(x, count, sym_c, sums);
+        cudaCheck(cudaGetLastError());
+        prac_sumsq_final_kernel<<<1, 1, 0, h.stream>>>(sums);
+        cudaCheck(cudaGetLastError());
+        double v = 0;
+        cudaCheck(cudaMemcpyAsync(&v, sums + SUMSQ_BLOCKS, sizeof v, cudaMemcpyDeviceToHost, h.stream));
+        cudaCheck(cudaStreamSynchronize(h.stream));
+        return v;
+    }
+    // Cholesky factorization A = UᵀU of the symmetric A (c, c) (upper triangle), in place. Returns info.
+    int potrf(float* A, int c) {
+        SolverBytes need = query_potrf(h.cusolver, c, A);
+        check_solver_bytes(need, "cusolverDnSpotrf");
+        cusolverCheck(cusolverDnSpotrf(h.cusolver, CUBLAS_FILL_MODE_UPPER, c, A, c, (float*)solver,
+                                       (int)(need.device / sizeof(float)), info));
+        return read_int(info);
+    }
+    // Q (rows, c) = Q U⁻¹ with U (c, c) upper (cublasStrsm, right side), ld rows / c
+    void trsm_right_upper(float* Q, int rows, int c, const float* U) {
+        const float one = 1.0f;
+        cublasCheck(cublasStrsm(h.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                                CUBLAS_DIAG_NON_UNIT, rows, c, &one, U, c, Q, rows));
+    }
+    bool cholqr_pass(float* Q, int c, float* S) {
+        const float one = 1.0f, zero = 0.0f;
+        cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, c, n, &one, Q, n, &zero, S, c));
+        if (potrf(S, c) != 0) return false;
+        trsm_right_upper(Q, n, c, S);
+        return true;
+    }
+    // Q (n, c) = orth(Y (n, c)) by CholQR2, Householder when a Cholesky fails or the first pass leaves
+    // ||QᵀQ - I||_F > 1/2; Rout (c, c; S1 or a buffer apart from Q, Y and S2), when given, receives R with Y = Q R.
+    int orth_into(float* Q, const float* Ysrc, int c, float* Rout = nullptr) {
+        copy(Q, Ysrc, (size_t)n * c);
+        bool ok = cholqr_pass(Q, c, S1);
+        if (ok) {
+            const float one = 1.0f, zero = 0.0f;
+            cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, c, n, &one, Q, n, &zero, S2, c));
+            ok = sum_squares(S2, (size_t)c * c, c) <= 0.25 && potrf(S2, c) == 0;
+            if (ok) trsm_right_upper(Q, n, c, S2);
+            ok = ok && all_finite(Q, (size_t)n * c);
+        }
+        if (!ok) {  // Householder on the untouched input; R = QᵀY (upper triangular up to rounding)
+            copy(Q, Ysrc, (size_t)n * c);
+            int inf = orthonormalize(Q, c);
+            if (inf == 0 && Rout) gemm_cm(true, false, c, c, n, Q, n, Ysrc, n, Rout, c);
+            return inf;
+        }
+        if (Rout) {  // Y = Q R2 R1: R = R2 R1 (cublasStrmm, in place on R1 when Rout is S1)
+            upper(S1, c);  // potrf leaves the strict lower part as it was; trmm reads B in full
+            const float one = 1.0f;
+            cublasCheck(cublasStrmm(h.cublas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                                    CUBLAS_DIAG_NON_UNIT, c, c, &one, S2, c, S1, c, Rout, c));
+        }
+        return 0;
+    }
+    // W (n, r1) = V (n, b) times the eigenvectors of the symmetric M (b, b) of its r1 largest eigenvalues,
+    // largest first (through Z, b x r1 floats).
+    int top_ritz_vectors(float* M, int b, int r1, float* Z) {
+        if (!all_finite(M, (size_t)b * b)) return -1000;
+        int inf = syevd(M, b);
+        if (inf != 0) return inf;
+        prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)b * r1, 256, 65536), 256, 0, h.stream>>>(Z, M, b, r1);
+        cudaCheck(cudaGetLastError());
+        gemm_cm(false, false, n, r1, b, V, n, Z, b, W, n);
+        return all_finite(W, (size_t)n * r1) ? 0 : -1000;
+    }
+    // twin: subspace_q1 (prac_cpu.cpp): the same draws, steps and fallbacks; G is the full symmetric (n, n) here,
+    // so its products are GEMMs.
+    int subspace_q1(int r1, int b, bool warm, int iters, bool nystrom, const PracDrawKey& key) {
+        PracDrawKey ks = key;
+        ks.purpose = PRAC_DRAW_Q1_SUBSPACE;
+        int c0 = warm ? r1 : 0;
+        gaussian_strided(Y + (size_t)c0 * n, n, b - c0, 1, (size_t)n, ks, h.stream);
+        if (warm) {
+            copy(V, W, (size_t)n * r1);
+            project_out(Y + (size_t)r1 * n, b - r1, W, r1, S2);
+            project_out(Y + (size_t)r1 * n, b - r1, W, r1, S2);
+        }
+        int inf = orth_into(V + (size_t)c0 * n, Y + (size_t)c0 * n, b - c0);
+        for (int it = 0; it < iters && inf == 0; it++) {
+            gemm_cm(false, false, n, b, n, G, n, V, n, Y, n);  // Y = G V
+            inf = orth_into(V, Y, b);
+        }
+        if (inf != 0) return inf;
+        gemm_cm(false, false, n, b, n, G, n, V, n, Y, n);  // Y = G V
+        // Y scaled by the power of two that brings ||Y||_F into [1/2, 1) (exact): the same bits for G and G 2^k
+        double ynorm2 = sum_squares(Y, (size_t)n * b, 0);
+        if (!std::isfinite(ynorm2)) return -1000;
+        int e2 = 0;
+        std::frexp(std::sqrt(ynorm2), &e2);
+        float s = std::ldexp(1.0f, -e2);
+        prac_scale_kernel<<<cuda_grid_1d((size_t)n * b, 256, 65536), 256, 0, h.stream>>>(Y, (size_t)n * b, s);
+        cudaCheck(cudaGetLastError());
+        ynorm2 *= (double)s * s;
+        gemm_cm(true, false, b, b, n, V, n, Y, n, B, b);   // VᵀG V (b, b)
+        if (!all_finite(B, (size_t)b * b)) return -1000;
+        float nu = (float)(std::sqrt((double)n * ynorm2) * 5.96e-8);
+        prac_add_diag_kernel<<<cuda_grid_1d((size_t)b, 256, 65536), 256, 0, h.stream>>>(B, b, nu);
+        cudaCheck(cudaGetLastError());
+        if (!nystrom || potrf(B, b) != 0) {  // Rayleigh-Ritz on V instead
+            gemm_cm(true, false, b, b, n, V, n, Y, n, B, b);
+            return top_ritz_vectors(B, b, r1, Y);
+        }
+        prac_axpy_kernel<<<cuda_grid_1d((size_t)n * b, 256, 65536), 256, 0, h.stream>>>(Y, V, (size_t)n * b, nu);
+        cudaCheck(cudaGetLastError());
+        // V = Q and R (b, b) into S1; then T = R C⁻¹ there and T Tᵀ (upper: the triangle this file's syevd
+        // reads) into B
+        float* Rm = S1;
+        inf = orth_into(V, Y, b, Rm);
+        if (inf != 0) return inf;
+        trsm_right_upper(Rm, b, b, B);
+        const float one = 1.0f, zero = 0.0f;
+        cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, b, b, &one, Rm, b, &zero, B, b));
+        return top_ritz_vectors(B, b, r1, Y);
     }
 
     // Gaussian draw into columns [c0, c0 + cols) of the column-major working copy: element (i, j) of the draw
@@ -447,7 +656,8 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     CublasHostPointers pm(h.cublas);
     CusolverParams params;
 
-    RefreshLayout L = refresh_layout(n, r1, r2);
+    const int b = d.block(n);
+    RefreshLayout L = refresh_layout(n, d);
     if (workspace_bytes < L.solver)
         throw std::runtime_error(format("prac_refresh_cuda: workspace of %zu bytes is below the %zu bytes of its "
                                         "fixed part (n = %d, r1 = %d, r2 = %d)",
@@ -463,6 +673,12 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
               (float*)(ws + L.tau),
               (int*)(ws + L.ints),
               (int*)(ws + L.ints) + 1,
+              (float*)(ws + L.V),
+              (float*)(ws + L.Y),
+              (float*)(ws + L.B),
+              (float*)(ws + L.S1),
+              (float*)(ws + L.S2),
+              (double*)(ws + L.sums),
               ws + L.solver,
               workspace_bytes - L.solver,
               {}};
@@ -481,15 +697,28 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
         // shared subspace across data-parallel ranks: the reducer averages the DEVICE Gram matrix (NCCL, ordered
         // on h.stream by the communicator's events), so every rank solves the same eigenproblem
         if (reduce_gram) (*reduce_gram)(R.G, (size_t)n * n);
-        int info = R.all_finite(R.G, (size_t)n * n) ? R.syevd() : -1000;
-        if (info == 0 && R.all_finite(R.G, (size_t)n * n)) {
-            prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)n * r1, 256, 65536), 256, 0, h.stream>>>(R.W, R.G, n,
-                                                                                                     r1);
-            cudaCheck(cudaGetLastError());
+        int info = -1000;
+        if (R.all_finite(R.G, (size_t)n * n) && b > 0) {
+            int iters = had_basis ? d.subspace.warm_iters : d.subspace.cold_iters;
+            info = R.subspace_q1(r1, b, had_basis, iters, d.subspace.nystrom, key);
+        } else if (b == 0 && R.all_finite(R.G, (size_t)n * n)) {
+            info = R.syevd(R.G, n);
+            if (info == 0 && !R.all_finite(R.G, (size_t)n * n)) info = -1000;
+            if (info == 0) {
+                prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)n * r1, 256, 65536), 256, 0, h.stream>>>(R.W, R.G, n,
+                                                                                                         r1);
+                cudaCheck(cudaGetLastError());
+            }
+        }
+        if (info == 0) {
             q1_changed = true;
         } else {
+            // a failed subspace refresh may have overwritten the working copy's Q1 columns: back to the previous P
+            prac_load_basis_kernel<T><<<cuda_grid_1d((size_t)n * r, 256, 65536), 256, 0, h.stream>>>(R.W, P, n, r);
+            cudaCheck(cudaGetLastError());
             res.q1_ok = false;
-            res.message = format("Q1 refresh failed (syevd info %d%s)", info, info == -1000 ? ", non-finite input" : "");
+            res.message = format("Q1 refresh failed (%s info %d%s)", b > 0 ? "subspace" : "syevd", info,
+                                 info == -1000 ? ", non-finite values" : "");
             if (!had_basis) {
                 // no previous Q1: a random orthonormal Q1 keeps the estimator unbiased
                 PracDrawKey k1 = key;
@@ -508,8 +737,8 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
         R.gaussian(r1, r2, key);
         res.q2_drawn = true;
         // twice is enough: after two projections Q2 is orthogonal to Q1 to fp32 precision
-        R.project_out(Q2, r2, R.W, r1);
-        R.project_out(Q2, r2, R.W, r1);
+        R.project_out(Q2, r2, R.W, r1, R.t);
+        R.project_out(Q2, r2, R.W, r1, R.t);
         int info = R.orthonormalize(Q2, r2);
         if (info == 0) {
             float s = std::sqrt(d.k);

@@ -50,15 +50,16 @@ void prac_weight_grad_cuda(G* dW, G* dbias, const T* dY, const T* xc, const T* P
 // double-precision log/sin/cos between libm and CUDA before the final rounding to float).
 void prac_gaussian_cuda(float* S, int n, int cols, int ld, const PracDrawKey& key, cudaStream_t stream);
 
-// Device workspace bytes prac_refresh_cuda needs for a site of width n and ranks (r1, r2): the fp32 Gram
-// matrix (n, n), its eigenvalues, an fp32 working copy of P, the projection scratch, tau, info words, and the
-// largest device buffer of cusolverDnXsyevd (n), cusolverDnXgeqrf and cusolverDnSorgqr (n x r1, n x r2).
-// The solver sizes come from the *_bufferSize queries, which need a live cuSOLVER handle (and so a GPU): call
-// it after the handle exists (it also allocates and frees 256 device bytes to stand in for the matrices).
-// Does not depend on N (the Gram GEMM needs no workspace of ours).
+// Device workspace bytes prac_refresh_cuda needs for a site of width n and dims d: the fp32 Gram matrix (n, n),
+// eigenvalues, an fp32 working copy of P, the projection scratch, tau, info words; with d.block(n) = b > 0 (the
+// subspace refresh) the blocks V, Y (n, b) and three (b, b), and the largest device buffer of cusolverDnXsyevd (b),
+// cusolverDnSpotrf (b) and cusolverDnXgeqrf / Sorgqr (n x b); with b = 0 of cusolverDnXsyevd (n); always of
+// Xgeqrf / Sorgqr at n x r1 and n x r2. The solver sizes come from the *_bufferSize queries, which need a live
+// cuSOLVER handle (and so a GPU): call it after the handle exists (it also allocates and frees 256 device bytes
+// to stand in for the matrices). Does not depend on N (the Gram GEMM needs no workspace of ours).
 // TODO(planner): train/planner.cpp's refresh_workspace estimates this without a handle; reconcile the two
 // (the planner's figure must be >= this one, or the backend must size the buffer from this function).
-size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, int r1, int r2);
+size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const SiteDims& d);
 
 // fp8 storage (prac/fp8.h): q (N, r) e4m3 codes and scale (N) of xc (N, r), bit for bit what prac_fp8_quantize_cpu
 // writes for the same values (row scale exponent and stochastic rounding are the integer functions of prac/fp8.h;
@@ -75,7 +76,10 @@ void prac_fp8_dequantize_cuda(T* xc, const uint8_t* q, const float* scale, int N
 // exact semantics of prac_refresh_cpu (which parts are redrawn, the fallback random Q1, Q2 redrawn when Q1
 // changed, projection twice, sqrt(k) scaling, failure handling and the flags/message of the result). A part
 // that is not replaced keeps its bits in P.
-// The workspace (device, >= prac_refresh_workspace_bytes(h.cusolver, n, d.r1, d.r2) bytes, 256-byte aligned)
+// Q1 as d says: the exact eigensolver (cusolverDnXsyevd on the device Gram matrix) or, when d.block(n) > 0, the
+// subspace refresh with prac_refresh_cpu's steps, draws and fallbacks (GEMMs on the device Gram matrix, Cholesky-QR2
+// by cublasSsyrk / cusolverDnSpotrf / cublasStrsm, Householder fallback, the b x b eigenproblem by Xsyevd).
+// The workspace (device, >= prac_refresh_workspace_bytes(h.cusolver, n, d) bytes, 256-byte aligned)
 // is scratch. Synchronises h.stream several times (solver info words and finiteness flags are read on the
 // host): keep it out of CUDA-graph capture. Solver host workspaces, if cuSOLVER asks for any, are allocated
 // on the host per call.

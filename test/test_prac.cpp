@@ -639,14 +639,15 @@ TEST(PracEstimator, UnbiasedWithVarianceExactlyKMinus1TimesTailEnergy) {
 }
 
 // Unbiasedness needs only an orthonormal Q1 and Q2 uniform in its complement, not the top singular subspace:
-// the subspace refresh with no iterations (cold_iters = 0: Q1 = Rayleigh-Ritz on a random 32-column block, far
-// from the top 16 directions) still gives E[X~] = X and E||X~ - X||² = (k - 1)·tail of THAT Q1, whose tail is
+// the subspace refresh with no iterations and no Nyström step (cold_iters = 0, nystrom = false: Q1 = Rayleigh-Ritz
+// on a random 32-column block, far from the top 16 directions) still gives E[X~] = X and E||X~ - X||² = (k - 1)·tail of THAT Q1, whose tail is
 // much larger than the optimal one.
 TEST(PracEstimator, UnbiasedForAnApproximateQ1FromTheSubspaceRefresh) {
     EstimatorCase c;
     const int K = 3000;
     SiteDims d = dims(16, 16, (c.n - 16.0f) / 16, PracRefresh::SUBSPACE);
     d.subspace.cold_iters = 0;
+    d.subspace.nystrom = false;
     DrawStats st = run_draws(c.S, d, K, 21);
     dvec sigma, Vt;
     svd_ref(c.S.Xd, c.N, c.n, sigma, Vt);
@@ -728,6 +729,7 @@ TEST(PracEstimator, PacBiasIsTheTailEnergy) {
     PracOptions o = opts(PracMode::PAC);
     o.linear_r1_abs = 16;
     o.linear_r2_abs = 16;
+    o.refresh = PracRefresh::EXACT;  // Σ_{i>r1} σ_i² is the tail of the exact top-r1 subspace
     SiteDims pac = prac_site_dims(o, SiteClass::LINEAR, c.n, "ln1");
     ASSERT_EQ(pac.r1, 32);
     ASSERT_EQ(pac.r2, 0);

@@ -11,7 +11,8 @@
 //                                             2^-9 relative each)
 //   Gaussian draw                      bitwise, or 1 ulp where libm and CUDA's double log/sin/cos differ in the
 //                                      last bit before the rounding to float; more than 1 ulp fails
-//   refresh projectors (max abs)       fp32 1e-4, bf16 5e-3 (P rounded to bf16)
+//   refresh projectors (max abs)       fp32 1e-4, bf16 5e-3 (P rounded to bf16); exact and subspace Q1
+//   refresh tail energy (fp32)         1e-3 relative to the CPU twin's (the variance PRAC pays is k - 1 times it)
 //   refresh orthonormality (max abs)   fp32 1e-4, bf16 1e-2
 //   weight_grad dbias vs matmul_backward_weight_cuda's dbias: bitwise (the same deterministic two-stage column sum)
 //   fp8 quantize (codes, row scales): bitwise; fp8 dequantize: equal values (exact on both sides), NaN for NaN
@@ -307,8 +308,9 @@ static bool same_bits(const std::vector<float>& a, const std::vector<float>& b, 
 }
 
 // x (N, n) with a clear gap after the top r1 directions: rank-r1 signal plus small noise
-static std::vector<float> structured_x(int N, int n, int r1) {
-    std::vector<float> x = randn((size_t)N * n, 0.05f);
+// x (N, n) = a rank-r1 signal plus Gaussian noise of scale `noise` (0: x has rank r1)
+static std::vector<float> structured_x(int N, int n, int r1, float noise = 0.05f) {
+    std::vector<float> x = randn((size_t)N * n, noise);
     if (r1 > 0) {
         std::vector<float> Z = randn((size_t)N * r1), V = randn((size_t)n * r1, 1.0f / std::sqrt((float)n));
         gemm_cpu(false, true, N, n, r1, 1.0f, Z.data(), r1, V.data(), r1, 1.0f, x.data(), n);
@@ -375,20 +377,41 @@ struct RefreshCase {
     }
 };
 
+// ||x||² - ||x Q1||² in double, Q1 the first r1 columns of the (n, r) row-major P
+static double tail_energy(const std::vector<float>& x, int N, int n, const std::vector<float>& P, int r, int r1) {
+    double t = 0;
+    for (int i = 0; i < N; i++) {
+        const float* xi = x.data() + (size_t)i * n;
+        for (int j = 0; j < n; j++) t += (double)xi[j] * xi[j];
+        for (int c = 0; c < r1; c++) {
+            double s = 0;
+            for (int j = 0; j < n; j++) s += (double)xi[j] * P[(size_t)j * r + c];
+            t -= s * s;
+        }
+    }
+    return t;
+}
+
+// The refresh against prac_refresh_cpu, with Q1 by `method` (the subspace refresh with or without its Nyström
+// step) on x = a rank-r1 signal plus noise of scale `noise` (0: rank r1, below the subspace block: the Cholesky-QR
+// and Nyström fallbacks run).
 template <typename T>
-static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult) {
+static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
+                         PracRefresh method = PracRefresh::EXACT, bool nystrom = true, float noise = 0.05f) {
     SiteDims d;
-    d.refresh = PracRefresh::EXACT;  // prac_refresh_cuda is the exact refresh (the backend runs subspace on the host)
+    d.refresh = method;
+    d.subspace.nystrom = nystrom;
     d.compressed = true;
     d.r1 = r1;
     d.r2 = r2;
     d.k = r2 > 0 ? k_mult * (float)(n - r1) / (float)r2 : 1.0f;
     int r = d.r();
-    std::printf("refresh %s N=%d n=%d r1=%d r2=%d k=%g\n", Host<T>::name(), N, n, r1, r2, d.k);
-    size_t bytes = prac_refresh_workspace_bytes(c.h.cusolver, n, r1, r2);
+    std::printf("refresh %s %s%s N=%d n=%d r1=%d r2=%d k=%g block %d noise %g\n", Host<T>::name(),
+                prac_refresh_name(method), nystrom ? "" : " (no Nystrom)", N, n, r1, r2, d.k, d.block(n), noise);
+    size_t bytes = prac_refresh_workspace_bytes(c.h.cusolver, n, d);
     std::printf("  workspace %zu bytes\n", bytes);
     RefreshCase<T> tc(c, N, n, d, bytes);
-    std::vector<float> x = quantize<T>(structured_x(N, n, r1)), Pc, Pg;
+    std::vector<float> x = quantize<T>(structured_x(N, n, r1, noise)), Pc, Pg;
     PracDrawKey key{42, 3, 5, 0};
 
     // 1. first refresh: no basis yet (P zero, as the backend allocates it)
@@ -403,11 +426,16 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult) {
     check(same_bits(Pg, Pprev, n, r, 0, r1), "q2 only: Q1 block bitwise unchanged");
     tc.compare("q2 only", Pg, Pc);
 
-    // 3. Q1 and Q2 with a basis
+    // 3. Q1 and Q2 with a basis (the subspace refresh's warm start)
     Pprev = Pg;
     key.refresh = 2;
     Pg = tc.run("q1+q2", Pprev, x, true, true, true, key, &Pc, nullptr);
     tc.compare("q1+q2", Pg, Pc);
+    if (r1 > 0 && std::is_same<T, float>::value) {  // the variance PRAC pays: (k - 1) times this tail energy
+        double tg = tail_energy(x, N, n, Pg, r, r1), tc_ = tail_energy(x, N, n, Pc, r, r1), full = 0;
+        for (float v : x) full += (double)v * v;
+        check(std::fabs(tg - tc_) <= 1e-3 * tc_ + 1e-6 * full, "q1+q2: tail energy %.6g vs the CPU's %.6g", tg, tc_);
+    }
 
     // 4. NaN input, Q1 due, Q2 not: the whole previous basis stays, bit for bit
     std::vector<float> xbad = x;
@@ -507,6 +535,19 @@ int main() {
         run(1024, 200, 0, 48, 1.0f);   // rac: r1 = 0
         run(1024, 200, 48, 0, 1.0f);   // pac: r2 = 0
         run(2048, 1376, 408, 408, 0.5f);
+        // the subspace refresh (the default): cold, warm, failures; without the Nystrom step; on a rank-deficient x
+        auto sub = [&](int N, int n, int r1, int r2, bool nystrom, float noise) {
+            if (pass == 0)
+                test_refresh<float>(c, N, n, r1, r2, 1.0f, PracRefresh::SUBSPACE, nystrom, noise);
+            else
+                test_refresh<bf16>(c, N, n, r1, r2, 1.0f, PracRefresh::SUBSPACE, nystrom, noise);
+        };
+        sub(512, 88, 16, 16, true, 0.05f);
+        sub(1024, 200, 56, 56, true, 0.05f);
+        sub(1024, 200, 56, 56, false, 0.05f);
+        sub(512, 88, 16, 16, true, 0.0f);
+        sub(1024, 200, 56, 56, true, 1.0f);  // noise as strong as the signal: no clear gap at r1, so Q1 depends on
+                                             // every step of the iteration (any step unlike the CPU's shows)
     }
 
     cusolverCheck(cusolverDnDestroy(c.h.cusolver));

@@ -124,8 +124,8 @@ TEST(PracSubspace, TailWithin2PercentOfOptimumOnKnownSpectraNonlinearRanks) {
     for (const Spectrum& sp : kSpectra) check_site(sp, 320, 160, prac_round_rank(0.2f, 256), 48, 0.3, 72);
 }
 
-// The check has power: with no subspace iterations at all (a Rayleigh-Ritz step on a random block) the tail is
-// far above the bar on a decaying spectrum.
+// The check has power: with no power steps (cold_iters = 0: only the Nyström extraction from G times a random
+// block) the tail is far above the bar on a slowly decaying spectrum.
 TEST(PracSubspace, TheTailCheckFailsWithoutIterations) {
     SingleThreaded one;
     int N = 384, n = 192, r1 = 56, r2 = 56;
@@ -139,6 +139,49 @@ TEST(PracSubspace, TheTailCheckFailsWithoutIterations) {
     double ratio = tail_of(S.Xd, N, n, P, r1 + r2, r1) / optimal_tail(singular_values(S.Xd, N, n), r1);
     EXPECT_GT(ratio, kTailBar);
     std::printf("[ stats    ] no iterations: tail ratio %.3f\n", ratio);
+}
+
+// X of rank 40 below the block (b = 72): G V is rank-deficient, so Cholesky-QR's Gram is singular (the Householder
+// fallback orthonormalizes) and VᵀG V is singular (the Nyström shift keeps its Cholesky defined). Q1 must still be
+// orthonormal and hold all of X (the optimal tail is 0), cold and warm.
+TEST(PracSubspace, RankDeficientInputUsesTheFallbacksAndStaysOrthonormal) {
+    SingleThreaded one;
+    int N = 256, n = 192, r1 = 56, r2 = 56, r = r1 + r2;
+    dvec s(n, 0.0);
+    for (int i = 0; i < 40; i++) s[i] = std::pow(0.9, i);
+    Synth S = make_synth(N, n, s, 76);
+    SiteDims d = subspace_dims(r1, r2, n);
+    fvec P((size_t)n * r, 0.0f);
+    for (int round = 0; round < 2; round++) {
+        PracRefreshResult res =
+            prac_refresh_cpu(P.data(), S.X.data(), N, n, d, true, true, round > 0, {5, 4, 1, (uint64_t)round});
+        ASSERT_TRUE(res.q1_ok && res.q2_ok) << res.message;
+        EXPECT_LT(max_orth_err(P, n, r, r1), n * 5.96e-8 * 4) << "round " << round << ": Q1 orthonormal";
+        double floor = (N + n) * 5.96e-8 * sq_norm(S.Xd);
+        EXPECT_LE(tail_of(S.Xd, N, n, P, r, r1), floor) << "round " << round << ": Q1 holds the rank-40 row space";
+    }
+}
+
+// --prac-shared-subspace averages the Gram matrices of the ranks: one rank that adds nothing halves G, and 2 ranks
+// must then still equal 1 rank with the doubled micro-batch (test_distributed). The exact eigensolver gives the
+// same bits for G and G/2; so must the subspace refresh, also where G is rank-deficient and Q1 partly lies in a
+// degenerate cluster (there any rounding difference turns Q1 by O(1); the Nyström step rescales by a power of two).
+TEST(PracSubspace, SameBitsForTheGramMatrixHalved) {
+    SingleThreaded one;
+    int N = 16, n = 256, r1 = 72, r2 = 72;
+    Rng rng(77);
+    fvec x = rng.normals_f((size_t)N * n);
+    SiteDims d = subspace_dims(r1, r2, n);
+    fvec A((size_t)n * (r1 + r2), 0.0f), B = A;
+    GramReducer half = [](float* G, size_t count) {
+        for (size_t i = 0; i < count; i++) G[i] *= 0.5f;
+    };
+    for (int round = 0; round < 2; round++) {  // cold, then warm
+        PracDrawKey key{1, 2, 3, (uint64_t)round};
+        prac_refresh_cpu(A.data(), x.data(), N, n, d, true, true, round > 0, key);
+        prac_refresh_cpu(B.data(), x.data(), N, n, d, true, true, round > 0, key, &half);
+        EXPECT_EQ(A, B) << (round ? "warm" : "cold");
+    }
 }
 
 // The subspace refresh is deterministic (same key, same bits), Q2 stays orthogonal to the approximate Q1, and a

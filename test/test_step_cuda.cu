@@ -71,7 +71,7 @@ static void compare(const char* dir, Arch arch, PracMode mode) {
     prac.mode = mode;
     prac.t1 = 3;
     prac.t2 = 1;
-    prac.refresh = PracRefresh::EXACT;  // the trainer's default on the CUDA backend (--prac-refresh auto)
+    prac.refresh = PracRefresh::EXACT;  // the exact Q1 (the subspace refresh is tested in test_prac_cuda)
     std::string tag = std::string(dir) + " prac=" + prac_mode_name(mode);
 
     CpuBackend cpu;

@@ -1,12 +1,14 @@
 // PRAC refresh cost on the CPU backend: one refresh (Q1 and Q2) of one site per width, exact (Gram + full
 // eigensolver) and subspace (warm-started, as every refresh after the first in training) side by side, their
 // ratio, and the amortized cost at T1 = T2 = 500 of all of a model's refreshes as a fraction of a training step.
+// The CUDA backend's counterpart is tools/bench_gpu_refresh.cu.
 //
 //   ./build/tools/bench_refresh [--N TOKENS] [--max-elems E] [--widths 768,2048,...] [--exact-max-n N] [--model M]
 //
 // N = B·T is 32768 unless N·n would exceed --max-elems (default 2^25 floats, 128 MiB of X): then N is scaled down
 // and the output says so. Widths above --exact-max-n (default 5461) skip the exact path (minutes on 2 cores). The
-// step time is estimated as 6·params·N / (the sgemm rate measured here), said so in the output.
+// step time is estimated as 6·params·N / (the sgemm rate measured here), said so in the output; --model none skips
+// that part (it times the exact path at the model's widths, the longest part of a run).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -102,7 +104,8 @@ int main(int argc, char** argv) {
         }
         CHECK_USER(N_full > 0 && max_elems > 0, "--N and --max-elems must be positive");
         std::printf("PRAC refresh, CPU backend (fp32, LAPACK), one site with linear ranks r1 = r2 = 0.3 n; subspace = "
-                    "warm start, %d iterations, oversampling max(16, r1/8)\n", PracSubspaceParams().warm_iters);
+                    "warm start, %d power step(s) + the Nyström extraction, oversampling max(16, r1/8)\n",
+                    PracSubspaceParams().warm_iters);
         std::printf("(gram s: the Gram matrix XᵀX alone, which both methods compute; solve ratio: the rest, exact / "
                     "subspace)\n");
         std::printf("%7s %7s %6s %10s %12s %8s %9s %12s\n", "n", "N", "r1", "exact s", "subspace s", "ratio", "gram s",
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
                 std::printf("%7d %7d %6d %10s %12.3f %8s %9.3f %12s%s\n", n, N, r1, "skipped", t.subspace, "-", t.gram,
                             "-", "  (exact above --exact-max-n)");
         }
+        if (model == "none") return 0;
         // amortized: every site of every layer refreshes Q1 and Q2 once per 500 steps (staggered or not)
         ModelConfig cfg = model_config_load(Arch::LLAMA, model);
         int C = cfg.channels, F = cfg.hidden, L = cfg.num_layers;

@@ -84,7 +84,7 @@ const Flag FLAGS[] = {
     F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (also whenever Q1 changes)"),
     F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh,
       "how a refresh finds Q1: subspace (warm-started subspace iteration) or exact (full eigensolver); auto: "
-      "subspace on the CPU backend, exact on a GPU, whose subspace refresh still runs on the host"),
+      "subspace (on both backends)"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
     F("--prac-storage", "auto|act|fp8", STR, prac_storage,
@@ -432,7 +432,7 @@ PracOptions prac_options_from(const TrainOptions& o) {
     CHECK_USER(o.prac_t1 > 0 && o.prac_t2 > 0, "--prac-t1 and --prac-t2 must be positive");
     p.t1 = o.prac_t1;
     p.t2 = o.prac_t2;
-    // auto: subspace here; run_on_device and --plan switch a GPU run to exact (prac_refresh_for_gpu)
+    // auto: subspace on both backends (the CUDA backend's runs on the device, prac_refresh_cuda)
     p.refresh = o.prac_refresh == "auto" ? PracRefresh::SUBSPACE : prac_refresh_parse(o.prac_refresh);
     CHECK_USER(o.prac_k_mult > 0, "--prac-k-mult must be positive (got %g)", o.prac_k_mult);
     p.k_mult = o.prac_k_mult;
@@ -534,7 +534,7 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"prac classes", o.prac_classes},
         {"prac storage", (o.prac_storage_resolved() == "fp8" ? "fp8 (e4m3, per-row scale, stochastic rounding)" : "act") +
                              std::string(o.prac_storage == "auto" ? " (auto)" : "")},
-        {"prac refresh", o.prac_refresh == "auto" ? "auto (subspace on the CPU, exact on a GPU)" : o.prac_refresh},
+        {"prac refresh", o.prac_refresh == "auto" ? "auto (subspace)" : o.prac_refresh},
         {"recompute", std::string(o.recompute == 0   ? "0 (off)"
                                   : o.recompute == 1 ? "1 (activation output)"
                                                      : "2 (activation + norm outputs)") +

@@ -60,7 +60,7 @@ struct TrainOptions {
     std::string prac_linear_ranks;           // absolute r1,r2: override the fractions
     std::string prac_nonlinear_ranks;
     int prac_t1 = 500, prac_t2 = 500;        // refresh intervals of Q1 and Q2 (steps)
-    std::string prac_refresh = "auto";  // how Q1 is found: subspace | exact | auto (subspace on the CPU, exact on a GPU)
+    std::string prac_refresh = "auto";  // how Q1 is found: subspace | exact | auto (subspace, on both backends)
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
     // packed projections: act (the activation dtype) | fp8 (e4m3, per-row scale) | auto (fp8 when PRAC compresses)
@@ -140,11 +140,5 @@ std::vector<std::pair<std::string, std::string>> train_flag_synonyms();
 void check_storage_options(const TrainOptions& o);
 // The PRAC options of the flags (UserError on malformed pairs or unknown classes).
 PracOptions prac_options_from(const TrainOptions& o);
-// A run on the CUDA backend: --prac-refresh auto becomes exact (the device's eigensolver path), because the CUDA
-// backend's subspace refresh runs on the host on copies of each site's input; an explicit subspace stays.
-inline void prac_refresh_for_gpu(const TrainOptions& o, PracOptions& p) {
-    if (o.prac_refresh == "auto") p.refresh = PracRefresh::EXACT;
-}
-
 // Every setting as (name, value) rows for the start-of-run table.
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o);

@@ -71,12 +71,7 @@ inline DeviceChoice choose_device(const std::string& device) {
 }
 
 #if defined(PRAC_CUDA_BACKEND)
-// A run on GPU `dev`: --prac-refresh auto becomes the device's exact refresh; the notice (rank 0) and device lines.
-inline void prepare_cuda_run(const TrainOptions& opts, PracOptions& prac, int dev, int rank) {
-    prac_refresh_for_gpu(opts, prac);
-    if (prac.mode != PracMode::NONE && prac.refresh == PracRefresh::SUBSPACE && rank == 0)
-        std::printf("notice: --prac-refresh subspace runs on the host with the CUDA backend (each refresh copies "
-                    "the site's input to the CPU): slow at real widths; auto uses the device's exact refresh\n");
+inline void print_cuda_device(int dev) {
     std::printf("device: CUDA GPU %d (%s storage; the CUDA backend has not yet run on a real GPU, see "
                 "docs/VERIFICATION.md)\n", dev, PRAC_FLOATX_NAME);
 }
@@ -89,11 +84,11 @@ inline void print_cpu_device(int gpus) {
 
 // One process, no communicator (finetune_roberta): run(backend) on the backend choose_device picks, GPU 0.
 template <class Run>
-int run_on_one_device(const TrainOptions& opts, PracOptions& prac, Run&& run) {
+int run_on_one_device(const TrainOptions& opts, Run&& run) {
     DeviceChoice d = choose_device(opts.device);
 #if defined(PRAC_CUDA_BACKEND)
     if (d.cuda) {
-        prepare_cuda_run(opts, prac, 0, 0);
+        print_cuda_device(0);
         CudaBackend be(0, (uint64_t)opts.seed);
         return run(be);
     }
@@ -120,7 +115,7 @@ int run_on_device(RunSetup& s, Train&& train) {
             fail("--comm mpi reduces host buffers, but the CUDA backend's gradients are on the GPU: %d GPU ranks need "
                  "NCCL\n---> HINT: drop --comm mpi (auto picks nccl on GPUs), or use --device cpu", ranks);
         int dev = comm.local_rank() % gpus;  // one GPU per rank of this node
-        prepare_cuda_run(opts, s.prac, dev, rank);
+        print_cuda_device(dev);
         if (nccl) {
 #if defined(PRAC_HAVE_NCCL)
             if (comm.local_size() > gpus)

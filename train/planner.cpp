@@ -55,13 +55,15 @@ using PlanCudaBf16 = PlanBackend<DType::BF16, DType::BF16, true, CUDA_CLASSIFIER
 using PlanCudaFp32 = PlanBackend<DType::F32, DType::F32, false, CUDA_CLASSIFIER_CHUNK>;
 
 // The CPU refresh allocates exactly prac_refresh_cpu_workspace_bytes (prac/prac.h; test_prac_refresh checks it).
-// The CUDA refresh (always the exact eigensolver there for now):
-// workspace of one PRAC refresh of a site of width n and rank r (fp32): the Gram matrix, the eigensolver's
-// workspace (LAPACK's documented minimum for ssyevd with eigenvectors, 1 + 6n + 2n^2, plus n eigenvalues)
-// and the new basis. Transient: one refresh at a time.
-size_t refresh_workspace(int n, int r) {
-    size_t nn = (size_t)n * n;
-    return 4 * (nn + (1 + 6 * (size_t)n + 2 * nn) + (size_t)n + (size_t)n * r);
+// The CUDA refresh (prac_refresh_workspace_bytes asks cuSOLVER, which needs a GPU) is estimated here with
+// LAPACK's documented minimum for ssyevd with eigenvectors (1 + 6m + 2m^2 floats) standing in for cuSOLVER's
+// buffer: the Gram matrix (n, n), the new basis (n, r) and, exact: the (n, n) eigensolver and n eigenvalues;
+// subspace (block b = d.block(n) > 0): V and Y (n, b), three (b, b) blocks, the (b, b) eigensolver and b
+// eigenvalues. Transient: one refresh at a time.
+size_t refresh_workspace(int n, const SiteDims& d) {
+    size_t nn = (size_t)n * n, nr = (size_t)n * d.r(), b = (size_t)d.block(n);
+    if (b == 0) return 4 * (nn + (1 + 6 * (size_t)n + 2 * nn) + (size_t)n + nr);
+    return 4 * (nn + nr + 2 * (size_t)n * b + 3 * b * b + (1 + 6 * b + 2 * b * b) + b);
 }
 
 template <class Model, class PB>
@@ -107,7 +109,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     for (const auto& s : model.sites)
         if (s.compressed() && !s.external)  // RSO: host draws
             ws = std::max(ws, target == PlanTarget::CPU_FP32 ? prac_refresh_cpu_workspace_bytes(s.n, s.dims)
-                                                             : refresh_workspace(s.n, s.r()));
+                                                             : refresh_workspace(s.n, s.dims));
     if (target != PlanTarget::CPU_FP32) {
         // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, plus ONE scratch
         // buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh (above), attention backward's

@@ -242,7 +242,7 @@ const char* cublasGetStatusString(cublasStatus_t status) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// cuBLAS: GEMM and SYRK
+// cuBLAS: GEMM, SYRK, TRSM and TRMM
 // ---------------------------------------------------------------------------------------------------------------
 
 namespace {
@@ -412,6 +412,64 @@ cublasStatus_t cublasSsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cubl
     }
     cblas_ssyrk(CblasColMajor, upper ? CblasUpper : CblasLower, trans == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, n,
                 k, *alpha, A, lda, *beta, C, ldc);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace {
+// The CUBLAS_STATUS_INVALID_VALUE conditions that cublas<t>trsm and cublas<t>trmm document: m < 0 or n < 0; side,
+// uplo, trans or diag out of range; lda < max(1, m) (LEFT) or max(1, n) (RIGHT); ldb < max(1, m) (and ldc for
+// trmm); alpha NULL.
+cublasStatus_t check_triangular_args(const char* fn, cublasSideMode_t side, cublasFillMode_t uplo,
+                                     cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const float* alpha,
+                                     int lda, int ldb) {
+    if (m < 0 || n < 0) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: m=%d n=%d", fn, m, n);
+    if ((side != CUBLAS_SIDE_LEFT && side != CUBLAS_SIDE_RIGHT) ||
+        (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER) || !is_op(trans) ||
+        (diag != CUBLAS_DIAG_UNIT && diag != CUBLAS_DIAG_NON_UNIT))
+        return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: side=%d uplo=%d trans=%d diag=%d", fn, (int)side,
+                    (int)uplo, (int)trans, (int)diag);
+    const bool left = side == CUBLAS_SIDE_LEFT;
+    if (lda < max1(left ? m : n))
+        return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: lda=%d < max(1, %d)", fn, lda, left ? m : n);
+    if (ldb < max1(m)) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: ldb=%d < max(1, m=%d)", fn, ldb, m);
+    if (!alpha) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: alpha is NULL", fn);
+    return CUBLAS_STATUS_SUCCESS;
+}
+CBLAS_SIDE cblas_side(cublasSideMode_t s) { return s == CUBLAS_SIDE_LEFT ? CblasLeft : CblasRight; }
+CBLAS_UPLO cblas_uplo(cublasFillMode_t u) { return u == CUBLAS_FILL_MODE_UPPER ? CblasUpper : CblasLower; }
+CBLAS_TRANSPOSE cblas_trans(cublasOperation_t t) { return t == CUBLAS_OP_N ? CblasNoTrans : CblasTrans; }
+CBLAS_DIAG cblas_diag(cublasDiagType_t d) { return d == CUBLAS_DIAG_UNIT ? CblasUnit : CblasNonUnit; }
+}  // namespace
+
+// B = alpha op(A)^-1 B (side LEFT, A m x m) or alpha B op(A)^-1 (side RIGHT, A n x n), A triangular (`uplo`, unit
+// or non-unit `diag`), B m x n overwritten with the solution: cblas_strsm.
+cublasStatus_t cublasStrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo,
+                              cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const float* alpha,
+                              const float* A, int lda, float* B, int ldb) {
+    if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "cublasStrsm: handle == NULL");
+    cublasStatus_t s = check_triangular_args("cublasStrsm", side, uplo, trans, diag, m, n, alpha, lda, ldb);
+    if (s != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return s;
+    cblas_strsm(CblasColMajor, cblas_side(side), cblas_uplo(uplo), cblas_trans(trans), cblas_diag(diag), m, n, *alpha,
+                A, lda, B, ldb);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+// C = alpha op(A) B (LEFT) or alpha B op(A) (RIGHT), A triangular, B and C m x n. cuBLAS's trmm is out of place
+// ("the application can obtain the in-place functionality of BLAS by passing the address of the matrix B in place
+// of the matrix C"): B is copied to C, then cblas_strmm runs in place on C. ldc < max(1, m) is INVALID_VALUE too.
+cublasStatus_t cublasStrmm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo,
+                              cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const float* alpha,
+                              const float* A, int lda, const float* B, int ldb, float* C, int ldc) {
+    if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "cublasStrmm: handle == NULL");
+    cublasStatus_t s = check_triangular_args("cublasStrmm", side, uplo, trans, diag, m, n, alpha, lda, ldb);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (ldc < max1(m)) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasStrmm: ldc=%d < max(1, m=%d)", ldc, m);
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    if (C != B)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) C[i + (size_t)j * ldc] = B[i + (size_t)j * ldb];
+    cblas_strmm(CblasColMajor, cblas_side(side), cblas_uplo(uplo), cblas_trans(trans), cblas_diag(diag), m, n, *alpha,
+                A, lda, C, ldc);
     return CUBLAS_STATUS_SUCCESS;
 }
 

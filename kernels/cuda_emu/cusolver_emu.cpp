@@ -332,3 +332,40 @@ cusolverStatus_t cusolverDnSorgqr(cusolverDnHandle_t handle, int m, int n, int k
     *info = (int)r;  // 0 after the checks above
     return CUSOLVER_STATUS_SUCCESS;
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Spotrf: Cholesky factorization of the symmetric positive definite n x n A (its `uplo` triangle), in place:
+// A = L L^T (LOWER) or U^T U (UPPER); the other triangle is not referenced (LAPACK spotrf). devInfo: 0, -i for a
+// wrong i-th parameter, or i > 0 when the leading minor of order i is not positive definite (the factorization
+// stopped there). "CUSOLVER_STATUS_INVALID_VALUE: invalid parameters were passed (n<0 or lda<max(1,n))"; positions
+// uplo 1, n 2, lda 4. LAPACK's spotrf needs no workspace: the size query reports 0 elements.
+// ---------------------------------------------------------------------------------------------------------------
+
+namespace {
+int potrf_bad_param(cublasFillMode_t uplo, int n, int lda) {
+    if (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER) return 1;
+    if (n < 0) return 2;
+    if (lda < (n > 1 ? n : 1)) return 4;
+    return 0;
+}
+}  // namespace
+
+cusolverStatus_t cusolverDnSpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float* A,
+                                             int lda, int* Lwork) {
+    (void)A;  // not read by a size query
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!Lwork || potrf_bad_param(uplo, n, lda)) return CUSOLVER_STATUS_INVALID_VALUE;
+    *Lwork = 0;
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, float* A, int lda,
+                                  float* Workspace, int Lwork, int* devInfo) {
+    (void)Workspace;
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (int bad = potrf_bad_param(uplo, n, lda)) return bad_param(devInfo, bad);
+    if (Lwork < 0) return bad_param(devInfo, 6);
+    if (!devInfo) return CUSOLVER_STATUS_INVALID_VALUE;
+    *devInfo = n == 0 ? 0 : (int)LAPACKE_spotrf_work(LAPACK_COL_MAJOR, uplo_char(uplo), n, A, lda);
+    return CUSOLVER_STATUS_SUCCESS;
+}

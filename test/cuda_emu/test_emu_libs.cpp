@@ -394,6 +394,93 @@ TEST(CublasSyrk, UpperNoTransAndLowerTransWithBetaZero) {
     EXPECT_EQ(C[3], 231);
 }
 
+// Triangular solves by hand: U = [[2, 1], [0, 2]] (column-major {2, 0, 1, 2}); right side: X U = B with
+// B = [2 5] gives X = [1 2]; left side, lower L = Uᵀ = [[2, 0], [1, 2]]: L x = [2 5]ᵀ gives x = [1 2]ᵀ, and with
+// trans T on the stored upper U (Uᵀ x = b) the same; alpha = 2 scales B first. The strict lower part of a stored
+// upper triangle (NaN here) is never read.
+TEST(CublasTrsm, RightUpperLeftLowerAndTransposedWithAlpha) {
+    Handles H;
+    const float one = 1, two = 2;
+    const float U[4] = {2, NaN, 1, 2};
+    float B[2] = {2, 5};  // 1 x 2, ldb 1
+    ASSERT_EQ(cublasStrsm(H.h, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 1, 2,
+                          &one, U, 2, B, 1),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(B[0], 1);
+    EXPECT_EQ(B[1], 2);
+    const float L[4] = {2, 1, NaN, 2};
+    float b[2] = {2, 5};
+    ASSERT_EQ(cublasStrsm(H.h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 2, 1,
+                          &one, L, 2, b, 2),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(b[0], 1);
+    EXPECT_EQ(b[1], 2);
+    float c[2] = {1, 2.5f};  // alpha 2: Uᵀ x = [2 5]ᵀ
+    ASSERT_EQ(cublasStrsm(H.h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, CUBLAS_DIAG_NON_UNIT, 2, 1,
+                          &two, U, 2, c, 2),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(c[0], 1);
+    EXPECT_EQ(c[1], 2);
+    // unit diagonal: the stored diagonal (2) is not read; [1 1; 0 1]: X U = [1 3] gives X = [1 2]
+    float d[2] = {1, 3};
+    ASSERT_EQ(cublasStrsm(H.h, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_UNIT, 1, 2, &one,
+                          U, 2, d, 1),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(d[0], 1);
+    EXPECT_EQ(d[1], 2);
+}
+
+// trmm by hand with the same U: U I = U out of place (B kept), [1 2] U = [2 5] in place (C == B), alpha 2 with
+// trans T: 2 Uᵀ [1 1]ᵀ = [4 6]ᵀ; ldc < m is INVALID_VALUE.
+TEST(CublasTrmm, OutOfPlaceInPlaceTransposedAndLdc) {
+    Handles H;
+    const float one = 1, two = 2;
+    const float U[4] = {2, NaN, 1, 2};
+    const float I2[4] = {1, 0, 0, 1};
+    float C[4] = {NaN, NaN, NaN, NaN};
+    ASSERT_EQ(cublasStrmm(H.h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 2, 2, &one,
+                          U, 2, I2, 2, C, 2),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(C[0], 2);
+    EXPECT_EQ(C[1], 0);
+    EXPECT_EQ(C[2], 1);
+    EXPECT_EQ(C[3], 2);
+    EXPECT_EQ(I2[0], 1);
+    float B[2] = {1, 2};
+    ASSERT_EQ(cublasStrmm(H.h, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 1, 2, &one,
+                          U, 2, B, 1, B, 1),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(B[0], 2);
+    EXPECT_EQ(B[1], 5);
+    float x[2] = {1, 1}, y[2] = {0, 0};
+    ASSERT_EQ(cublasStrmm(H.h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, CUBLAS_DIAG_NON_UNIT, 2, 1, &two,
+                          U, 2, x, 2, y, 2),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(y[0], 4);
+    EXPECT_EQ(y[1], 6);
+    EXPECT_EQ(cublasStrmm(H.h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, 2, 1, &one,
+                          U, 2, x, 2, y, 1),
+              CUBLAS_STATUS_INVALID_VALUE);
+}
+
+TEST(CublasTrsm, InvalidArguments) {
+    Handles H;
+    const float one = 1;
+    float A[16] = {1, 0, 0, 1}, B[16] = {};
+    const auto R = CUBLAS_SIDE_RIGHT, L = CUBLAS_SIDE_LEFT;
+    const auto U = CUBLAS_FILL_MODE_UPPER;
+    const auto N = CUBLAS_OP_N;
+    const auto D = CUBLAS_DIAG_NON_UNIT;
+    EXPECT_EQ(cublasStrsm(H.h, R, U, N, D, 3, 2, &one, A, 2, B, 3), CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(cublasStrsm(H.h, R, U, N, D, 3, 2, &one, A, 1, B, 3), CUBLAS_STATUS_INVALID_VALUE);  // lda < n (right)
+    EXPECT_EQ(cublasStrsm(H.h, L, U, N, D, 3, 2, &one, A, 2, B, 3), CUBLAS_STATUS_INVALID_VALUE);  // lda < m (left)
+    EXPECT_EQ(cublasStrsm(H.h, R, U, N, D, 3, 2, &one, A, 2, B, 2), CUBLAS_STATUS_INVALID_VALUE);  // ldb < m
+    EXPECT_EQ(cublasStrsm(H.h, R, U, N, D, -1, 2, &one, A, 2, B, 3), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_EQ(cublasStrsm(H.h, R, CUBLAS_FILL_MODE_FULL, N, D, 3, 2, &one, A, 2, B, 3), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_EQ(cublasStrsm(H.h, R, U, N, D, 3, 2, nullptr, A, 2, B, 3), CUBLAS_STATUS_INVALID_VALUE);
+    EXPECT_EQ(cublasStrsm(nullptr, R, U, N, D, 3, 2, &one, A, 2, B, 3), CUBLAS_STATUS_NOT_INITIALIZED);
+}
+
 TEST(CublasSyrk, InvalidArguments) {
     Handles H;
     float A[16] = {}, C[16] = {};
@@ -1044,6 +1131,49 @@ TEST(CusolverQr, InvalidArgumentsAndWorkspace) {
     EXPECT_EQ(orgqr(3, 2, 2, 3, work.p, lwork), CUSOLVER_STATUS_SUCCESS);
     EXPECT_EQ(info, 0);
     EXPECT_EQ(cusolverDnSorgqr(nullptr, 3, 2, 2, A.p, 3, tau.p, work.p, lwork, &info), CUSOLVER_STATUS_NOT_INITIALIZED);
+}
+
+// Cholesky by hand: [[4, 2], [2, 5]] = UᵀU with U = [[2, 1], [0, 2]] (upper) or L = Uᵀ (lower); the other
+// triangle is not referenced (555 stays). [[1, 2], [2, 1]] is indefinite: info 2 (the order-2 leading minor).
+TEST(CusolverPotrf, KnownFactorsNotPositiveDefiniteAndInvalidArguments) {
+    Solver S;
+    int lwork = -1, info = -7;
+    float A[4] = {4, 555, 2, 5};  // column-major, upper triangle valid
+    ASSERT_EQ(cusolverDnSpotrf_bufferSize(S.h, CUBLAS_FILL_MODE_UPPER, 2, A, 2, &lwork), CUSOLVER_STATUS_SUCCESS);
+    EXPECT_GE(lwork, 0);
+    std::vector<float> work(lwork > 0 ? lwork : 1);
+    ASSERT_EQ(cusolverDnSpotrf(S.h, CUBLAS_FILL_MODE_UPPER, 2, A, 2, work.data(), lwork, &info),
+              CUSOLVER_STATUS_SUCCESS);
+    EXPECT_EQ(info, 0);
+    EXPECT_EQ(A[0], 2);
+    EXPECT_EQ(A[2], 1);
+    EXPECT_EQ(A[3], 2);
+    EXPECT_EQ(A[1], 555);
+    float Bl[4] = {4, 2, 555, 5};  // lower triangle valid
+    ASSERT_EQ(cusolverDnSpotrf(S.h, CUBLAS_FILL_MODE_LOWER, 2, Bl, 2, work.data(), lwork, &info),
+              CUSOLVER_STATUS_SUCCESS);
+    EXPECT_EQ(info, 0);
+    EXPECT_EQ(Bl[0], 2);
+    EXPECT_EQ(Bl[1], 1);
+    EXPECT_EQ(Bl[3], 2);
+    EXPECT_EQ(Bl[2], 555);
+    float C[4] = {1, 2, 2, 1};
+    ASSERT_EQ(cusolverDnSpotrf(S.h, CUBLAS_FILL_MODE_UPPER, 2, C, 2, work.data(), lwork, &info),
+              CUSOLVER_STATUS_SUCCESS);
+    EXPECT_EQ(info, 2);
+    EXPECT_EQ(cusolverDnSpotrf(S.h, CUBLAS_FILL_MODE_UPPER, 2, A, 1, work.data(), lwork, &info),
+              CUSOLVER_STATUS_INVALID_VALUE);  // lda < n
+    EXPECT_EQ(info, -4);
+    EXPECT_EQ(cusolverDnSpotrf(S.h, CUBLAS_FILL_MODE_UPPER, -1, A, 2, work.data(), lwork, &info),
+              CUSOLVER_STATUS_INVALID_VALUE);
+    EXPECT_EQ(info, -2);
+    EXPECT_EQ(cusolverDnSpotrf(S.h, CUBLAS_FILL_MODE_FULL, 2, A, 2, work.data(), lwork, &info),
+              CUSOLVER_STATUS_INVALID_VALUE);
+    EXPECT_EQ(info, -1);
+    EXPECT_EQ(cusolverDnSpotrf_bufferSize(S.h, CUBLAS_FILL_MODE_UPPER, 2, A, 2, nullptr),
+              CUSOLVER_STATUS_INVALID_VALUE);
+    EXPECT_EQ(cusolverDnSpotrf(nullptr, CUBLAS_FILL_MODE_UPPER, 2, A, 2, work.data(), lwork, &info),
+              CUSOLVER_STATUS_NOT_INITIALIZED);
 }
 
 TEST(CusolverHandle, CreateDestroyStream) {

@@ -1,0 +1,147 @@
+// PRAC refresh cost on the CUDA backend: one refresh (Q1 and Q2) of one site per width, exact (device Gram +
+// cusolverDnXsyevd of n x n) and subspace (warm start, as every refresh after a site's first) side by side, with
+// their ratio and the Gram GEMM alone (a part of both). The device twin of tools/bench_refresh.cpp; the GPU recipe
+// (scripts/gpu_verify.sh run_benchmarks) runs it as it runs every tools/bench_gpu*.
+//
+//   build/tools/bench_gpu_refresh [--quick] [--N TOKENS] [--widths 768,2048,...] [--reps R]
+//
+// Activations in the build's storage type (bf16 or fp32), linear ranks r1 = r2 = 0.3 n; N = 32768 (--quick: 8192
+// and widths 768,2048,4096). Each time is the median of R (default 3) calls after a warm-up call. Prints one
+// "RESULT bench_gpu_refresh ..." line per width. Exits 77 without a GPU (1 with REQUIRE_GPU=1).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/device.h"  // gpu_unavailable_exit_code
+#include "common/cuda_common.cuh"  // floatX, PRAC_FLOATX_NAME
+#include "prac/prac.h"
+#include "prac/prac_cuda.cuh"
+
+using act_t = floatX;
+
+static double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// median seconds of `reps` calls of f (after one warm-up call), each ended by a device synchronization
+template <class F>
+static double median_time(int reps, F f) {
+    f();
+    std::vector<double> t;
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_s();
+        f();
+        cudaCheck(cudaDeviceSynchronize());
+        t.push_back(now_s() - t0);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+int main(int argc, char** argv) {
+    int N = -1, reps = 3;
+    bool quick = false;
+    std::vector<int> widths;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto val = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "bench_gpu_refresh: %s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--quick") quick = true;
+        else if (a == "--N") N = std::atoi(val().c_str());
+        else if (a == "--reps") reps = std::atoi(val().c_str());
+        else if (a == "--widths") {
+            std::stringstream ss(val());
+            std::string w;
+            while (std::getline(ss, w, ',')) widths.push_back(std::atoi(w.c_str()));
+        } else {
+            std::fprintf(stderr, "bench_gpu_refresh: unknown flag %s\n---> HINT: --quick, --N, --widths, --reps\n",
+                         a.c_str());
+            return 2;
+        }
+    }
+    if (N < 0) N = quick ? 8192 : 32768;
+    if (widths.empty())
+        widths = quick ? std::vector<int>{768, 2048, 4096} : std::vector<int>{768, 2048, 3072, 4096, 5461, 10922};
+    if (N < 1 || reps < 1) {
+        std::fprintf(stderr, "bench_gpu_refresh: --N and --reps must be positive\n");
+        return 2;
+    }
+    int unavailable = gpu_unavailable_exit_code("bench_gpu_refresh");
+    if (unavailable >= 0) return unavailable;
+
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    cusolverDnHandle_t cusolver;
+    cudaCheck(cudaStreamCreate(&stream));
+    cublasCheck(cublasCreate(&cublas));
+    cusolverCheck(cusolverDnCreate(&cusolver));
+    PracCudaHandles h{stream, cublas, cusolver};
+    std::printf("PRAC refresh, CUDA backend (%s activations, fp32 Gram and solvers), one site with linear ranks "
+                "r1 = r2 = 0.3 n, N = %d; subspace = warm start, %d power step(s) + the Nystrom extraction\n",
+                PRAC_FLOATX_NAME, N, PracSubspaceParams().warm_iters);
+    std::printf("%7s %7s %6s %10s %12s %8s %9s\n", "n", "N", "r1", "exact ms", "subspace ms", "ratio", "gram ms");
+    for (int n : widths) {
+        PracOptions o;
+        o.mode = PracMode::PRAC;
+        SiteDims d = prac_site_dims(o, SiteClass::LINEAR, n, "bench");
+        std::vector<float> hx((size_t)N * n);
+        std::mt19937_64 g(1000 + n);
+        std::normal_distribution<float> z;
+        for (int i = 0; i < N; i++)  // a decaying spectrum like activations, as tools/bench_refresh.cpp
+            for (int j = 0; j < n; j++) hx[(size_t)i * n + j] = z(g) / (1.0f + j / 32.0f);
+        std::vector<act_t> hxa(hx.size());
+        for (size_t e = 0; e < hx.size(); e++) hxa[e] = (act_t)hx[e];
+        act_t *x = nullptr, *P = nullptr;
+        cudaCheck(cudaMalloc(&x, hxa.size() * sizeof(act_t)));
+        cudaCheck(cudaMalloc(&P, (size_t)n * d.r() * sizeof(act_t)));
+        cudaCheck(cudaMemcpy(x, hxa.data(), hxa.size() * sizeof(act_t), cudaMemcpyHostToDevice));
+        cudaCheck(cudaMemset(P, 0, (size_t)n * d.r() * sizeof(act_t)));
+        SiteDims ds = d, de = d;
+        ds.refresh = PracRefresh::SUBSPACE;
+        de.refresh = PracRefresh::EXACT;
+        size_t bytes = std::max(prac_refresh_workspace_bytes(cusolver, n, ds), prac_refresh_workspace_bytes(cusolver, n, de));
+        void* ws = nullptr;
+        cudaCheck(cudaMalloc(&ws, bytes));
+        uint64_t draw = 0;
+        prac_refresh_cuda(P, x, N, n, ds, true, true, false, {1, 0, 0, draw++}, h, ws, bytes);  // the cold start
+        double sub = median_time(reps, [&] {
+            prac_refresh_cuda(P, x, N, n, ds, true, true, true, {1, 0, 0, draw++}, h, ws, bytes);
+        });
+        double ex = median_time(reps, [&] {
+            prac_refresh_cuda(P, x, N, n, de, true, true, true, {1, 0, 0, draw++}, h, ws, bytes);
+        });
+        // the Gram GEMM alone, as the refresh runs it: x^T x (bf16 or fp32 operands, fp32 output)
+        float* G = (float*)ws;
+        const float one = 1.0f, zero = 0.0f;
+        cudaDataType_t xt = sizeof(act_t) == 2 ? CUDA_R_16BF : CUDA_R_32F;
+        cublasCheck(cublasSetStream(cublas, stream));
+        double gram = median_time(reps, [&] {
+            cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, N, &one, x, xt, n, x, xt, n, &zero, G,
+                                     CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        });
+        std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f\n", n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub,
+                    1e3 * gram);
+        std::printf("RESULT bench_gpu_refresh n=%d N=%d r1=%d exact_ms=%.3f subspace_ms=%.3f ratio=%.2f gram_ms=%.3f\n",
+                    n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram);
+        cudaCheck(cudaFree(ws));
+        cudaCheck(cudaFree(P));
+        cudaCheck(cudaFree(x));
+    }
+    cusolverCheck(cusolverDnDestroy(cusolver));
+    cublasCheck(cublasDestroy(cublas));
+    cudaCheck(cudaStreamDestroy(stream));
+    return 0;
+}
