@@ -115,13 +115,16 @@ rl=$(steprel "$T/ga2.jsonl" "$T/ga1.jsonl" loss); rn=$(steprel "$T/ga2.jsonl" "$
 w=$(maxdiff "$T/ga1/step_00000001/model.safetensors" "$T/ga2/step_00000001/model.safetensors")
 le "$rl" 1e-6 && le "$rn" 1e-6 && le "$w" 1e-6 && ok "--grad-accum 2 x 8 = one batch of 16: loss $rl, norm $rn, weights $w" \
   || bad "--grad-accum 2 x 8 != 16: loss $rl, gradient norm $rn, weights $w"
-# and a run with accumulation resumes bit-exactly (killed after step 7 of 16; checkpoints every 3)
-A="--task mrpc --data-dir $T/data/mrpc $M --epochs 1 --batch-size 8 --grad-accum 2"
-"$BIN" $A --save "$T/gra" > "$T/gra.out" 2>&1 || bad "uninterrupted --grad-accum run failed"
-PRAC_TEST_DIE_AFTER_STEP=7 "$BIN" $A --ckpt-dir "$T/gck" --ckpt-every 3 --save "$T/grb" > /dev/null 2>&1
-"$BIN" $A --ckpt-dir "$T/gck" --ckpt-every 3 --save "$T/grb" --resume > "$T/grb.out" 2>&1 && grep -q 'at step 6 of 16' "$T/grb.out" \
-  && cmp -s "$T/gra/model.safetensors" "$T/grb/model.safetensors" && ok "--grad-accum 2: resumed at step 6, weights byte-identical" \
-  || bad "--grad-accum 2: resume not bit-exact: $(tail -2 "$T/grb.out")"
+# and a run with accumulation resumes bit-exactly
+resumes_bit_exactly() {  # label, run arguments (one string): killed after step 7 of 16, checkpoints every 3
+  local what=$1 dir; dir=$T/$(tr -c 'a-z0-9\n' _ <<<"$1")
+  "$BIN" $2 --save "$dir.a" > "$dir.a.out" 2>&1 || bad "$what: the uninterrupted run failed"
+  PRAC_TEST_DIE_AFTER_STEP=7 "$BIN" $2 --ckpt-dir "$dir.ck" --ckpt-every 3 --save "$dir.b" > /dev/null 2>&1
+  "$BIN" $2 --ckpt-dir "$dir.ck" --ckpt-every 3 --save "$dir.b" --resume > "$dir.b.out" 2>&1 \
+    && grep -q 'at step 6 of 16' "$dir.b.out" && cmp -s "$dir.a/model.safetensors" "$dir.b/model.safetensors" \
+    && ok "$what: resumed at step 6, weights byte-identical" || bad "$what: resume not bit-exact: $(tail -2 "$dir.b.out")"
+}
+resumes_bit_exactly "--grad-accum 2" "--task mrpc --data-dir $T/data/mrpc $M --epochs 1 --batch-size 8 --grad-accum 2"
 
 # 6. --optimizer-states 8bit (block-wise quantized AdamW moments) and --prac-storage fp8 (PRAC's X.P in e4m3)
 # 8-bit states learn the synthetic task as fp32 states do (dev accuracy 1 after 2 epochs there; >= 0.9 has probability
@@ -150,12 +153,8 @@ sa=$(saved "$T/st_act.jsonl"); sf=$(saved "$T/st_fp8.jsonl")
   && ok "--prac-storage fp8: saved for backward $sf bytes < $sa with act storage; arena == plan" \
   || bad "--prac-storage fp8: saved '$sf' vs act '$sa', or arena != plan"
 # both together resume bit-exactly (the 8-bit codes and the fp8 quantizer's counters are in the checkpoint)
-Q="--task mrpc --data-dir $T/data/mrpc $M --epochs 1 $PR --prac-t1 5 --prac-t2 3 --prac-storage fp8 --optimizer-states 8bit"
-"$BIN" $Q --save "$T/qa" > "$T/qa.out" 2>&1 || bad "uninterrupted 8bit + fp8 run failed"
-PRAC_TEST_DIE_AFTER_STEP=7 "$BIN" $Q --ckpt-dir "$T/qck" --ckpt-every 3 --save "$T/qb" > /dev/null 2>&1
-"$BIN" $Q --ckpt-dir "$T/qck" --ckpt-every 3 --save "$T/qb" --resume > "$T/qb.out" 2>&1 && grep -q 'at step 6 of 16' "$T/qb.out" \
-  && cmp -s "$T/qa/model.safetensors" "$T/qb/model.safetensors" && ok "8bit states + fp8 storage: resumed at step 6, weights byte-identical" \
-  || bad "8bit states + fp8 storage: resume not bit-exact: $(tail -2 "$T/qb.out")"
+resumes_bit_exactly "8bit states + fp8 storage" \
+  "--task mrpc --data-dir $T/data/mrpc $M --epochs 1 $PR --prac-t1 5 --prac-t2 3 --prac-storage fp8 --optimizer-states 8bit"
 
 # --recompute-attention (on by default): the same run with O saved gives bitwise the same weights, and saves more
 R="--task mrpc --data-dir $T/data/mrpc $M --epochs 1 $PR"
