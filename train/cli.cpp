@@ -538,7 +538,7 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"recompute", std::string(o.recompute == 0   ? "0 (off)"
                                   : o.recompute == 1 ? "1 (activation output)"
                                                      : "2 (activation + norm outputs)") +
-                          (o.recompute_attention ? ", attention output" : "")},
+                          (o.recompute_attention ? "; attention output recomputed" : "; attention output saved")},
         {"checkpoints", o.ckpt_dir.empty() ? "(no)" : format("%s every %d keep %d%s", o.ckpt_dir.c_str(), o.ckpt_every,
                                                                o.ckpt_keep, o.resume ? " (resume)" : "")},
         {"zero", std::to_string(o.zero)},
