@@ -75,8 +75,10 @@ int main(int argc, char** argv) {
     if (N < 0) N = quick ? 8192 : 32768;
     if (widths.empty())
         widths = quick ? std::vector<int>{768, 2048, 4096} : std::vector<int>{768, 2048, 3072, 4096, 5461, 10922};
-    if (N < 1 || reps < 1) {
-        std::fprintf(stderr, "bench_gpu_refresh: --N and --reps must be positive\n");
+    bool widths_ok = true;
+    for (int n : widths) widths_ok = widths_ok && n >= 1;
+    if (N < 1 || reps < 1 || !widths_ok) {
+        std::fprintf(stderr, "bench_gpu_refresh: --N, --reps and every --widths entry must be positive integers\n");
         return 2;
     }
     int unavailable = gpu_unavailable_exit_code("bench_gpu_refresh");

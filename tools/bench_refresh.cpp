@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
             } else fail("unknown argument %s\n---> HINT: --N, --max-elems, --widths, --exact-max-n, --model", a.c_str());
         }
         CHECK_USER(N_full > 0 && max_elems > 0, "--N and --max-elems must be positive");
+        for (int n : widths) CHECK_USER(n >= 1, "--widths: every width must be positive (got %d)", n);
         std::printf("PRAC refresh, CPU backend (fp32, LAPACK), one site with linear ranks r1 = r2 = 0.3 n; subspace = "
                     "warm start, %d power step(s) + the Nyström extraction, oversampling max(16, r1/8)\n",
                     PracSubspaceParams().warm_iters);
