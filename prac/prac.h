@@ -155,6 +155,14 @@ void prac_fp8_dequantize_cpu(float* xc, const uint8_t* q, const float* scale, in
 constexpr int PRAC_FP8_BLOCK_ROWS = 8192;
 
 // S (n, cols) with ld: element (i, j) is normal number i * cols + j of the key's Philox stream.
+
+// How many times the Q2 draw (both backends) projects its Gaussian S (n, r2) out of Q1 (n, r1). A projection leaves
+// a residual in span(Q1) of a few u·‖S‖; CholQR then multiplies by R⁻¹, amplifying it by ‖S‖ / σ_min(S - Q1Q1ᵀS).
+// For r1 ≤ n/2 and r2 ≤ (n - r1)/2 a Gaussian in the complement has σ_min ≥ (1 - sqrt(1/2))·sqrt(n - r1) on
+// average, so one pass leaves Q1ᵀQ2 within ~5 u·(a small constant): PRAC's ranks (r1 = r2 = 0.3 n) save a third of
+// the draw's FLOPs. Otherwise (a near-square complement, e.g. r2 = n - r1) twice, which is enough for any S.
+inline int prac_q2_projection_passes(int n, int r1, int r2) { return 2 * r1 <= n && 2 * r2 <= n - r1 ? 1 : 2; }
+
 void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key);
 
 // Q (n, r): a random orthonormal basis (Haar-distributed), the QR of the key's Gaussian draw: what Q2 is for a
@@ -165,11 +173,13 @@ int prac_random_basis_cpu(float* Q, int n, int r, const PracDrawKey& key);
 //   refresh_q1: Q1 = top-r1 eigenvectors of the fp32 Gram matrix G = xᵀx (never an SVD of x), either
 //               exact (d.refresh EXACT, or d.block(n) == 0: LAPACK ssyevd on G) or by subspace iteration
 //               (SUBSPACE: V (n, b) = orth([previous Q1 | Gaussian]) when had_basis, else orth(Gaussian);
-//               V = orth(G V) warm_iters / cold_iters times; Rayleigh-Ritz: eigenvectors U of Vᵀ G V (b, b),
-//               Q1 = V U[:, top r1]). Any orthonormal Q1 keeps PRAC unbiased (Q2 below is uniform in its
-//               complement); a worse Q1 only leaves more tail energy ‖x‖² − ‖x Q1‖², i.e. more variance.
-//   refresh_q2: Q2 = orth(S - Q1 Q1ᵀ S) with the projection applied twice (orthogonal to Q1 to fp32
-//               precision), Gaussian S from the key, QR via LAPACK sgeqrf + sorgqr; scaled by sqrt(k).
+//               V = orth(G V) warm_iters / cold_iters times; then Q1 = the top r1 eigenvectors of the Nyström
+//               approximation from Y = G V, or Rayleigh-Ritz on V when that fails; orth is CholQR2). Any
+//               orthonormal Q1 keeps PRAC unbiased (Q2 below is uniform in its complement); a worse Q1 only leaves
+//               more tail energy ‖x‖² − ‖x Q1‖², i.e. more variance.
+//   refresh_q2: Q2 = orth(S - Q1 Q1ᵀ S), Gaussian S from the key, the projection applied
+//               prac_q2_projection_passes times (Q2 orthogonal to Q1 to fp32 precision), orth by CholQR2
+//               (Householder QR, sgeqrf + sorgqr, of the same projected S when that fails); scaled by sqrt(k).
 // A step that fails (solver info != 0, non-finite values) keeps that part of the previous P and is reported
 // in the result; `had_basis` false means P holds no basis yet, and a failed Q1 then falls back to a random
 // orthonormal Q1 (PRAC stays unbiased for any Q1).

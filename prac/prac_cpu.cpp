@@ -201,7 +201,7 @@ struct RefreshArena {
         V = take((size_t)n * b);                              // subspace block (n, b)
         Y = take((size_t)n * b);                              // G V (n, b)
         B = take((size_t)b * b);                              // Vᵀ G V (b, b), its Cholesky factor, the Nyström core
-        S1 = take((size_t)b * b);                             // Cholesky-QR's Gram / R factors (b, b)
+        S1 = take((size_t)std::max(b, r2) * std::max(b, r2));  // Cholesky-QR's Gram / R factors (b, b), Q2's (r2, r2)
         S2 = take((size_t)b * b);
         tau = take((size_t)std::max({b, r1, r2, 1}));         // Householder scalars
         t = take((size_t)std::max(r1, 1) * std::max(r2, 1));  // Q1ᵀ Q2 (r1, r2) of the projection
@@ -230,28 +230,32 @@ static bool cholqr_pass(float* Q, int n, int c, float* S) {
     return true;
 }
 
+// CholQR2 on Q (n, c) in place (two Cholesky-QR passes: BLAS-3 only, about the flops of a Householder QR at GEMM
+// speed): the first pass leaves Q with ‖QᵀQ - I‖ ≈ κ(Q)² u, the second makes it orthonormal to u provided the first
+// left QᵀQ = I + E with ‖E‖_F ≤ 1/2 (then κ(Q)² ≤ 3). R1 in S1 and R2 in S2 (c, c; upper, with Q_in = Q R2 R1; S1
+// may be S2 when R is not wanted). False when a Cholesky fails, E is larger (Q too ill-conditioned for fp32: κ
+// beyond about u^(-1/2)) or the result is not finite; Q is then garbage.
+static bool cholqr2(float* Q, int n, int c, float* S1, float* S2) {
+    if (!cholqr_pass(Q, n, c, S1)) return false;
+    // the second pass's Gram (before the Cholesky) measures the first pass's loss of orthogonality
+    cblas_ssyrk(CblasColMajor, CblasUpper, CblasTrans, c, n, 1.0f, Q, n, 0.0f, S2, c);
+    double e2 = 0;
+    for (int j = 0; j < c; j++)
+        for (int i = 0; i <= j; i++) {
+            double e = S2[(size_t)j * c + i] - (i == j);
+            e2 += (i == j ? 1 : 2) * e * e;
+        }
+    if (e2 > 0.25 || LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'U', c, S2, c) != 0) return false;
+    cblas_strsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, n, c, 1.0f, S2, c, Q, n);
+    return all_finite(Q, (size_t)n * c);
+}
+
 // Q (n, c) = an orthonormal basis of Y (n, c) (both column-major, ld n; Y is kept), R (c, c) upper with Y = Q R when
-// R is given. CholQR2 (two Cholesky-QR passes: BLAS-3 only, about the flops of a Householder QR at GEMM speed):
-// the first pass leaves Q with ‖QᵀQ - I‖ ≈ κ(Y)² u, the second makes it orthonormal to u provided the first
-// left QᵀQ = I + E with ‖E‖_F ≤ 1/2 (then κ(Q)² ≤ 3). When a Cholesky fails or E is larger (Y too ill-conditioned
-// for fp32: κ(Y) beyond about u^(-1/2)), Householder QR of Y instead. Returns LAPACK's info or -1000 (non-finite).
+// R is given: CholQR2, or Householder QR of Y when CholQR2 fails. Returns LAPACK's info or -1000 (non-finite).
 static int orth_into(float* Q, const float* Y, int n, int c, float* S1, float* S2, float* tau, float* work,
                      float* R = nullptr) {
     std::memcpy(Q, Y, (size_t)n * c * sizeof(float));
-    bool ok = cholqr_pass(Q, n, c, S1);
-    if (ok) {  // second pass; its Gram (before the Cholesky) measures the first pass's loss of orthogonality
-        cblas_ssyrk(CblasColMajor, CblasUpper, CblasTrans, c, n, 1.0f, Q, n, 0.0f, S2, c);
-        double e2 = 0;
-        for (int j = 0; j < c; j++)
-            for (int i = 0; i <= j; i++) {
-                double e = S2[(size_t)j * c + i] - (i == j);
-                e2 += (i == j ? 1 : 2) * e * e;
-            }
-        ok = e2 <= 0.25 && LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'U', c, S2, c) == 0;
-        if (ok) cblas_strsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, n, c, 1.0f, S2, c, Q, n);
-        ok = ok && all_finite(Q, (size_t)n * c);
-    }
-    if (!ok) {  // Householder on the untouched input; R = QᵀY (upper triangular up to rounding)
+    if (!cholqr2(Q, n, c, S1, S2)) {  // Householder on the untouched input; R = QᵀY (upper triangular up to rounding)
         std::memcpy(Q, Y, (size_t)n * c * sizeof(float));
         int info = orth_cm(Q, n, c, tau, work);
         if (info == 0 && R) cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, c, c, n, 1.0f, Q, n, Y, n, 0.0f, R, c);
@@ -266,13 +270,28 @@ static int orth_into(float* Q, const float* Y, int n, int c, float* S1, float* S
     return 0;
 }
 
-// S (n, c) -= Q (Qᵀ S) with Q (n, q) orthonormal, twice: after two projections S ⟂ Q to fp32 precision.
-// t: q x c floats. All column-major, ld n.
-static void project_out(float* S, const float* Q, int n, int q, int c, float* t) {
-    for (int pass = 0; pass < 2 && q > 0; pass++) {
+// S (n, c) -= Q (Qᵀ S) with Q (n, q) orthonormal, `passes` times (after two, S ⟂ Q to fp32 precision whatever S
+// was). t: q x c floats. All column-major, ld n.
+static void project_out(float* S, const float* Q, int n, int q, int c, float* t, int passes = 2) {
+    for (int pass = 0; pass < passes && q > 0; pass++) {
         cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, q, c, n, 1.0f, Q, n, S, n, 0.0f, t, q);
         cblas_sgemm(CblasColMajor, CblasNoTrans, CblasNoTrans, n, c, q, -1.0f, Q, n, t, q, 1.0f, S, n);
     }
+}
+
+// Q2 (n, r2) = an orthonormal basis of (I - Q1 Q1ᵀ) Z, Z the Gaussian (n, r2) of `key` (uniform on the Stiefel
+// manifold of Q1's complement): CholQR2 in place, and when that fails the same projected Gaussian drawn again and
+// Householder-orthonormalized. Q1 (n, r1) orthonormal; t: r1 x r2, S: r2 x r2 floats. Returns LAPACK's info / -1000.
+static int draw_q2(float* Q2, const float* Q1, int n, int r1, int r2, const PracDrawKey& key, float* t, float* S,
+                   float* tau, float* work) {
+    auto projected_gaussian = [&] {
+        gaussian_strided(Q2, n, r2, 1, (size_t)n, key);
+        project_out(Q2, Q1, n, r1, r2, t, prac_q2_projection_passes(n, r1, r2));
+    };
+    projected_gaussian();
+    if (cholqr2(Q2, n, r2, S, S)) return 0;
+    projected_gaussian();
+    return orth_cm(Q2, n, r2, tau, work);
 }
 
 // Eigenvectors of the symmetric A (m, m) (column-major, lower triangle) in place, eigenvalues ascending in w.
@@ -411,10 +430,8 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
     }
     if (r2 > 0 && (refresh_q2 || q1_changed || !had_basis)) {
         float* Q2 = W + (size_t)r1 * n;
-        gaussian_strided(Q2, n, r2, 1, (size_t)n, key);
         res.q2_drawn = true;
-        project_out(Q2, W, n, r1, r2, arena.get() + A.t);
-        int info = orth_cm(Q2, n, r2, tau, work);
+        int info = draw_q2(Q2, W, n, r1, r2, key, arena.get() + A.t, arena.get() + A.S1, tau, work);
         if (info == 0) {
             float s = std::sqrt(d.k);
             for (size_t e = 0; e < (size_t)n * r2; e++) Q2[e] *= s;

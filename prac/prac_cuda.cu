@@ -363,9 +363,10 @@ static RefreshLayout refresh_layout(int n, const SiteDims& d) {
     L.V = take((size_t)n * b * fb);                              // subspace block (n, b)
     L.Y = take((size_t)n * b * fb);                              // G V (n, b)
     L.B = take((size_t)b * b * fb);                              // V^T G V, its Cholesky factor, the Nystrom core
-    L.S1 = take((size_t)b * b * fb);                             // Cholesky-QR's Gram / R factors (b, b)
+    size_t sq = (size_t)std::max(b, r2);
+    L.S1 = take(sq * sq * fb);                                   // Cholesky-QR's Gram / R factors (b, b), Q2's (r2, r2)
     L.S2 = take((size_t)b * b * fb);
-    L.sums = take(b ? (SUMSQ_BLOCKS + 1) * sizeof(double) : 0);  // sum-of-squares partials and total
+    L.sums = take(b || r2 ? (SUMSQ_BLOCKS + 1) * sizeof(double) : 0);  // sum-of-squares partials and total
     L.solver = off;
     return L;
 }
@@ -416,7 +417,8 @@ size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const Si
         dev = std::max(dev, query_qr(cusolver, params.p, n, b, dummy, dummy).device);  // Householder fallback
     }
     dev = std::max(dev, query_qr(cusolver, params.p, n, r1, dummy, dummy).device);  // the fallback Q1
-    dev = std::max(dev, query_qr(cusolver, params.p, n, r2, dummy, dummy).device);
+    dev = std::max(dev, query_qr(cusolver, params.p, n, r2, dummy, dummy).device);  // Q2's Householder fallback
+    if (r2 > 0) dev = std::max(dev, query_potrf(cusolver, r2, dummy).device);       // Q2's CholQR2
     cudaCheck(cudaFree(dummy));
     return refresh_layout(n, d).solver + align256(dev);
 }
@@ -489,14 +491,18 @@ struct Refresh {
         return inf;
     }
 
-    // twin: project_out (prac_cpu.cpp). Y (n, c) -= Q (n, q) @ (Q^T Y), all column-major with ld n:
+    // twin: project_out (prac_cpu.cpp). Y (n, c) -= Q (n, q) @ (Q^T Y), all column-major with ld n, `passes` times
+    // (after two, Y is orthogonal to Q to fp32 precision whatever Y was):
     //   t (q, c) = Q^T Y:     Sgemm(T, N, m=q, n=c, k=n, A=Q ld n, B=Y ld n, C=t ld q)
     //   Y -= Q t:             Sgemm(N, N, m=n, n=c, k=q, alpha=-1, A=Q ld n, B=t ld q, beta=1, C=Y ld n)
-    void project_out(float* Y, int c, const float* Q, int q, float* tq) {  // tq: q x c floats of scratch
+    void project_out(float* Y, int c, const float* Q, int q, float* tq, int passes = 2) {  // tq: q x c floats
         if (q == 0 || c == 0) return;
         const float one = 1.0f, zero = 0.0f, minus_one = -1.0f;
-        cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_T, CUBLAS_OP_N, q, c, n, &one, Q, n, Y, n, &zero, tq, q));
-        cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, c, q, &minus_one, Q, n, tq, q, &one, Y, n));
+        for (int pass = 0; pass < passes; pass++) {
+            cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_T, CUBLAS_OP_N, q, c, n, &one, Q, n, Y, n, &zero, tq, q));
+            cublasCheck(
+                cublasSgemm(h.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, c, q, &minus_one, Q, n, tq, q, &one, Y, n));
+        }
     }
 
     // ---- the subspace refresh (twins of prac_cpu.cpp's functions of the same names) ----
@@ -547,19 +553,21 @@ struct Refresh {
         trsm_right_upper(Q, n, c, S);
         return true;
     }
-    // Q (n, c) = orth(Y (n, c)) by CholQR2, Householder when a Cholesky fails or the first pass leaves
-    // ||QᵀQ - I||_F > 1/2; Rout (c, c; S1 or a buffer apart from Q, Y and S2), when given, receives R with Y = Q R.
+    // twin: cholqr2 (prac_cpu.cpp). Q (n, c) in place; R1 into Sa, R2 into Sb (Sa may be Sb when R is not wanted).
+    // False when a Cholesky fails, the first pass leaves ||QᵀQ - I||_F > 1/2, or Q is not finite.
+    bool cholqr2(float* Q, int c, float* Sa, float* Sb) {
+        if (!cholqr_pass(Q, c, Sa)) return false;
+        const float one = 1.0f, zero = 0.0f;
+        cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, c, n, &one, Q, n, &zero, Sb, c));
+        if (sum_squares(Sb, (size_t)c * c, c) > 0.25 || potrf(Sb, c) != 0) return false;
+        trsm_right_upper(Q, n, c, Sb);
+        return all_finite(Q, (size_t)n * c);
+    }
+    // Q (n, c) = orth(Y (n, c)) by CholQR2, Householder when that fails; Rout (c, c; S1 or a buffer apart from Q, Y
+    // and S2), when given, receives R with Y = Q R.
     int orth_into(float* Q, const float* Ysrc, int c, float* Rout = nullptr) {
         copy(Q, Ysrc, (size_t)n * c);
-        bool ok = cholqr_pass(Q, c, S1);
-        if (ok) {
-            const float one = 1.0f, zero = 0.0f;
-            cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, c, n, &one, Q, n, &zero, S2, c));
-            ok = sum_squares(S2, (size_t)c * c, c) <= 0.25 && potrf(S2, c) == 0;
-            if (ok) trsm_right_upper(Q, n, c, S2);
-            ok = ok && all_finite(Q, (size_t)n * c);
-        }
-        if (!ok) {  // Householder on the untouched input; R = QᵀY (upper triangular up to rounding)
+        if (!cholqr2(Q, c, S1, S2)) {  // Householder on the untouched input; R = QᵀY (upper triangular up to rounding)
             copy(Q, Ysrc, (size_t)n * c);
             int inf = orthonormalize(Q, c);
             if (inf == 0 && Rout) gemm_cm(true, false, c, c, n, Q, n, Ysrc, n, Rout, c);
@@ -593,7 +601,6 @@ struct Refresh {
         gaussian_strided(Y + (size_t)c0 * n, n, b - c0, 1, (size_t)n, ks, h.stream);
         if (warm) {
             copy(V, W, (size_t)n * r1);
-            project_out(Y + (size_t)r1 * n, b - r1, W, r1, S2);
             project_out(Y + (size_t)r1 * n, b - r1, W, r1, S2);
         }
         int inf = orth_into(V + (size_t)c0 * n, Y + (size_t)c0 * n, b - c0);
@@ -638,6 +645,19 @@ struct Refresh {
     // (normal number i * cols + j, as prac_gaussian_cpu writes it row-major) goes to W[(c0 + j) * n + i].
     void gaussian(int c0, int cols, const PracDrawKey& key) {
         gaussian_strided(W + (size_t)c0 * n, n, cols, 1, (size_t)n, key, h.stream);
+    }
+    // twin: draw_q2 (prac_cpu.cpp). W[:, r1:r1+r2] = orth((I - Q1 Q1ᵀ) Z), Z the key's Gaussian, Q1 = W[:, 0:r1]:
+    // CholQR2 in place, and when that fails the same projected Gaussian again through Householder QR.
+    int draw_q2(int r1, int r2, const PracDrawKey& key) {
+        float* Q2 = W + (size_t)r1 * n;
+        auto projected_gaussian = [&] {
+            gaussian(r1, r2, key);
+            project_out(Q2, r2, W, r1, t, prac_q2_projection_passes(n, r1, r2));
+        };
+        projected_gaussian();
+        if (cholqr2(Q2, r2, S1, S1)) return 0;
+        projected_gaussian();
+        return orthonormalize(Q2, r2);
     }
 };
 
@@ -734,12 +754,8 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     }
     if (r2 > 0 && (refresh_q2 || q1_changed || !had_basis)) {
         float* Q2 = R.W + (size_t)r1 * n;
-        R.gaussian(r1, r2, key);
         res.q2_drawn = true;
-        // twice is enough: after two projections Q2 is orthogonal to Q1 to fp32 precision
-        R.project_out(Q2, r2, R.W, r1, R.t);
-        R.project_out(Q2, r2, R.W, r1, R.t);
-        int info = R.orthonormalize(Q2, r2);
+        int info = R.draw_q2(r1, r2, key);
         if (info == 0) {
             float s = std::sqrt(d.k);
             prac_scale_kernel<<<cuda_grid_1d((size_t)n * r2, 256, 65536), 256, 0, h.stream>>>(Q2, (size_t)n * r2, s);

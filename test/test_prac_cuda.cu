@@ -531,6 +531,7 @@ int main() {
                 test_refresh<bf16>(c, N, n, r1, r2, km);
         };
         run(512, 88, 16, 16, 1.0f);
+        run(512, 88, 56, 24, 1.0f);    // r1 > n/2: Q2's Gaussian projected twice (prac_q2_projection_passes)
         run(1024, 200, 56, 56, 1.0f);
         run(1024, 200, 0, 48, 1.0f);   // rac: r1 = 0
         run(1024, 200, 48, 0, 1.0f);   // pac: r2 = 0

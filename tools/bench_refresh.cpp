@@ -1,6 +1,9 @@
 // PRAC refresh cost on the CPU backend: one refresh (Q1 and Q2) of one site per width, exact (Gram + full
 // eigensolver) and subspace (warm-started, as every refresh after the first in training) side by side, their
 // ratio, and the amortized cost at T1 = T2 = 500 of all of a model's refreshes as a fraction of a training step.
+// Beside them, the parts no faster Q1 method avoids, and the ratio they cap: the Q2 draw (both methods draw the
+// same Q2), with the Gram matrix XᵀX (any method that solves on G) or with one power step on X itself, Xᵀ(X V) for
+// the block V (n, b) (a method that never forms G; every step costs this much).
 // The CUDA backend's counterpart is tools/bench_gpu_refresh.cu.
 //
 //   ./build/tools/bench_refresh [--N TOKENS] [--max-elems E] [--widths 768,2048,...] [--exact-max-n N] [--model M]
@@ -39,7 +42,10 @@ static std::vector<float> make_x(int N, int n, uint64_t seed) {
 }
 
 struct Timing {
-    double exact = -1, subspace = -1, gram = -1;  // gram: the Gram matrix alone (ssyrk), a part of both
+    double exact = -1, subspace = -1;
+    double gram = -1;   // the Gram matrix alone (ssyrk), a part of both
+    double q2 = -1;     // the Q2 draw alone (Gaussian, projection, CholQR2), a part of both
+    double xpass = -1;  // one power step on X without G: Y = X V (N, b), Z = Xᵀ Y (n, b)
     int N = 0;
 };
 
@@ -56,10 +62,23 @@ static Timing time_width(int n, int N, bool run_exact) {
     double t0 = now_s();
     prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 1});  // warm, as in training
     t.subspace = now_s() - t0;
-    std::vector<float> G((size_t)n * n);
     t0 = now_s();
-    cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, n, N, 1.0f, x.data(), n, 0.0f, G.data(), n);
-    t.gram = now_s() - t0;
+    prac_refresh_cpu(P.data(), x.data(), N, n, d, false, true, true, {1, 0, 0, 3});  // Q2 only
+    t.q2 = now_s() - t0;
+    {
+        std::vector<float> G((size_t)n * n);
+        t0 = now_s();
+        cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, n, N, 1.0f, x.data(), n, 0.0f, G.data(), n);
+        t.gram = now_s() - t0;
+    }
+    {
+        int b = d.block(n);
+        std::vector<float> V((size_t)n * b, 0.01f), Y((size_t)N * b), Z((size_t)n * b);
+        t0 = now_s();
+        gemm_cpu(false, false, N, b, n, 1.0f, x.data(), n, V.data(), b, 0.0f, Y.data(), b);  // X V
+        gemm_cpu(true, false, n, b, N, 1.0f, x.data(), n, Y.data(), b, 0.0f, Z.data(), b);   // Xᵀ Y
+        t.xpass = now_s() - t0;
+    }
     if (run_exact) {
         d.refresh = PracRefresh::EXACT;
         t0 = now_s();
@@ -107,10 +126,11 @@ int main(int argc, char** argv) {
         std::printf("PRAC refresh, CPU backend (fp32, LAPACK), one site with linear ranks r1 = r2 = 0.3 n; subspace = "
                     "warm start, %d power step(s) + the Nyström extraction, oversampling max(16, r1/8)\n",
                     PracSubspaceParams().warm_iters);
-        std::printf("(gram s: the Gram matrix XᵀX alone, which both methods compute; solve ratio: the rest, exact / "
-                    "subspace)\n");
-        std::printf("%7s %7s %6s %10s %12s %8s %9s %12s\n", "n", "N", "r1", "exact s", "subspace s", "ratio", "gram s",
-                    "solve ratio");
+        std::printf("(gram s: the Gram matrix XᵀX alone; q2 s: the Q2 draw alone; both methods pay both. cap G: exact / "
+                    "(gram + q2), the most any method that forms G can gain; X step s: one power step on X, Xᵀ(X V), "
+                    "the least a method that never forms G pays; cap X: exact / (X step + q2))\n");
+        std::printf("%7s %7s %6s %9s %11s %7s %8s %7s %7s %9s %7s\n", "n", "N", "r1", "exact s", "subspace s", "ratio",
+                    "gram s", "q2 s", "cap G", "X step s", "cap X");
         std::map<int, Timing> by_width;
         for (int n : widths) {
             int N = N_full;
@@ -119,12 +139,13 @@ int main(int argc, char** argv) {
             by_width[n] = t;
             int r1 = prac_round_rank(0.3f, n);
             if (t.exact > 0)
-                std::printf("%7d %7d %6d %10.3f %12.3f %7.1fx %9.3f %11.1fx%s\n", n, N, r1, t.exact, t.subspace,
-                            t.exact / t.subspace, t.gram, (t.exact - t.gram) / std::max(t.subspace - t.gram, 1e-3),
+                std::printf("%7d %7d %6d %9.3f %11.3f %6.1fx %8.3f %7.3f %6.1fx %9.3f %6.1fx%s\n", n, N, r1, t.exact,
+                            t.subspace, t.exact / t.subspace, t.gram, t.q2, t.exact / (t.gram + t.q2), t.xpass,
+                            t.exact / (t.xpass + t.q2),
                             N < N_full ? "  (N scaled down from the real shape: CPU memory/time)" : "");
             else
-                std::printf("%7d %7d %6d %10s %12.3f %8s %9.3f %12s%s\n", n, N, r1, "skipped", t.subspace, "-", t.gram,
-                            "-", "  (exact above --exact-max-n)");
+                std::printf("%7d %7d %6d %9s %11.3f %7s %8.3f %7.3f %7s %9.3f %7s%s\n", n, N, r1, "skipped", t.subspace,
+                            "-", t.gram, t.q2, "-", t.xpass, "-", "  (exact above --exact-max-n)");
         }
         if (model == "none") return 0;
         // amortized: every site of every layer refreshes Q1 and Q2 once per 500 steps (staggered or not)

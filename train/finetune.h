@@ -279,23 +279,23 @@ struct FineTuner {
         const PlanTarget here = cpu_backend                        ? PlanTarget::CPU_FP32
                                 : Backend::act_dtype == DType::F32 ? PlanTarget::CUDA_FP32
                                                                    : PlanTarget::CUDA_BF16;
-        MemoryPlan cpu = plan_memory(cfg, prac, B, T, here, &choice, opts.recompute_options());
-        MemoryPlan gpu = plan_memory(cfg, prac, B, T, PlanTarget::CUDA_BF16, &choice, opts.recompute_options());
+        MemoryPlan plan_here = plan_memory(cfg, prac, B, T, here, &choice, opts.recompute_options());
+        MemoryPlan plan_bf16 = plan_memory(cfg, prac, B, T, PlanTarget::CUDA_BF16, &choice, opts.recompute_options());
         size_t arena = model.arena.acts_bytes + model.arena.bases_bytes;
         // the peak: the arena is allocated once for (B, T), and a batch of the longest example fills it
         std::printf("activation memory at B=%d T=%d (the peak, at the longest example): planned %.2f MiB on this "
                     "backend (%s; saved for backward %.2f MiB), %.2f MiB in the CUDA bf16 build (saved %.2f MiB)",
-                    B, T, activations(cpu) / 1048576.0, plan_target_name(here), saved(cpu) / 1048576.0,
-                    activations(gpu) / 1048576.0, saved(gpu) / 1048576.0);
+                    B, T, activations(plan_here) / 1048576.0, plan_target_name(here), saved(plan_here) / 1048576.0,
+                    activations(plan_bf16) / 1048576.0, saved(plan_bf16) / 1048576.0);
         if (cpu_backend)
             std::printf(" | measured: the CPU arena %.2f MiB (%s the plan)", arena / 1048576.0,
-                        arena == activations(cpu) ? "equal to" : "DIFFERENT FROM");
+                        arena == activations(plan_here) ? "equal to" : "DIFFERENT FROM");
         std::printf("\n");
         log.record("memory", {{"B", (double)B}, {"T", (double)T},
-                              {"planned_activation_bytes", (double)activations(cpu)},
-                              {"planned_saved_bytes", (double)saved(cpu)},
-                              {"planned_activation_bytes_cuda_bf16", (double)activations(gpu)},
-                              {"planned_saved_bytes_cuda_bf16", (double)saved(gpu)},
+                              {"planned_activation_bytes", (double)activations(plan_here)},
+                              {"planned_saved_bytes", (double)saved(plan_here)},
+                              {"planned_activation_bytes_cuda_bf16", (double)activations(plan_bf16)},
+                              {"planned_saved_bytes_cuda_bf16", (double)saved(plan_bf16)},
                               {"arena_bytes", cpu_backend ? (double)arena : NAN},
                               {"backend_peak_bytes", (double)be.peak_bytes}});
     }

@@ -57,13 +57,14 @@ using PlanCudaFp32 = PlanBackend<DType::F32, DType::F32, false, CUDA_CLASSIFIER_
 // The CPU refresh allocates exactly prac_refresh_cpu_workspace_bytes (prac/prac.h; test_prac_refresh checks it).
 // The CUDA refresh (prac_refresh_workspace_bytes asks cuSOLVER, which needs a GPU) is estimated here with
 // LAPACK's documented minimum for ssyevd with eigenvectors (1 + 6m + 2m^2 floats) standing in for cuSOLVER's
-// buffer: the Gram matrix (n, n), the new basis (n, r) and, exact: the (n, n) eigensolver and n eigenvalues;
-// subspace (block b = d.block(n) > 0): V and Y (n, b), three (b, b) blocks, the (b, b) eigensolver and b
-// eigenvalues. Transient: one refresh at a time.
+// buffer: the Gram matrix (n, n), the new basis (n, r), Q2's CholQR2 factor (r2, r2) and, exact: the (n, n)
+// eigensolver and n eigenvalues; subspace (block b = d.block(n) > 0): V and Y (n, b), three (b, b) blocks (one of
+// them max(b, r2) square: it holds Q2's factor), the (b, b) eigensolver and b eigenvalues. Transient: one refresh
+// at a time.
 size_t refresh_workspace(int n, const SiteDims& d) {
-    size_t nn = (size_t)n * n, nr = (size_t)n * d.r(), b = (size_t)d.block(n);
-    if (b == 0) return 4 * (nn + (1 + 6 * (size_t)n + 2 * nn) + (size_t)n + nr);
-    return 4 * (nn + nr + 2 * (size_t)n * b + 3 * b * b + (1 + 6 * b + 2 * b * b) + b);
+    size_t nn = (size_t)n * n, nr = (size_t)n * d.r(), b = (size_t)d.block(n), s1 = std::max(b, (size_t)d.r2);
+    if (b == 0) return 4 * (nn + (1 + 6 * (size_t)n + 2 * nn) + (size_t)n + nr + s1 * s1);
+    return 4 * (nn + nr + 2 * (size_t)n * b + 2 * b * b + s1 * s1 + (1 + 6 * b + 2 * b * b) + b);
 }
 
 template <class Model, class PB>
