@@ -1,7 +1,9 @@
 // PRAC refresh cost on the CUDA backend: one refresh (Q1 and Q2) of one site per width, exact (device Gram +
 // cusolverDnXsyevd of n x n) and subspace (warm start, as every refresh after a site's first) side by side, with
-// their ratio and the Gram GEMM alone (a part of both). The device twin of tools/bench_refresh.cpp; the GPU recipe
-// (scripts/gpu_verify.sh run_benchmarks) runs it as it runs every tools/bench_gpu*.
+// their ratio, and the parts that decide it: the Gram GEMM and the Q2 draw alone (both methods pay them; cap G =
+// exact / (gram + q2) is the most any method that forms G can gain) and the b x b eigensolver of the subspace
+// refresh's extraction alone. The device twin of tools/bench_refresh.cpp; the GPU recipe (scripts/gpu_verify.sh
+// run_benchmarks) runs it as it runs every tools/bench_gpu*.
 //
 //   build/tools/bench_gpu_refresh [--quick] [--N TOKENS] [--widths 768,2048,...] [--reps R]
 //
@@ -94,7 +96,8 @@ int main(int argc, char** argv) {
     std::printf("PRAC refresh, CUDA backend (%s activations, fp32 Gram and solvers), one site with linear ranks "
                 "r1 = r2 = 0.3 n, N = %d; subspace = warm start, %d power step(s) + the Nystrom extraction\n",
                 PRAC_FLOATX_NAME, N, PracSubspaceParams().warm_iters);
-    std::printf("%7s %7s %6s %10s %12s %8s %9s\n", "n", "N", "r1", "exact ms", "subspace ms", "ratio", "gram ms");
+    std::printf("%7s %7s %6s %10s %12s %8s %9s %8s %7s %13s\n", "n", "N", "r1", "exact ms", "subspace ms", "ratio",
+                "gram ms", "q2 ms", "cap G", "syevd(b) ms");
     for (int n : widths) {
         PracOptions o;
         o.mode = PracMode::PRAC;
@@ -134,10 +137,49 @@ int main(int argc, char** argv) {
             cublasCheck(cublasGemmEx(cublas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, N, &one, x, xt, n, x, xt, n, &zero, G,
                                      CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         });
-        std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f\n", n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub,
-                    1e3 * gram);
-        std::printf("RESULT bench_gpu_refresh n=%d N=%d r1=%d exact_ms=%.3f subspace_ms=%.3f ratio=%.2f gram_ms=%.3f\n",
-                    n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram);
+        // the Q2 draw alone (Gaussian, projection out of Q1, CholQR2): a Q2-only refresh
+        double q2 = median_time(reps, [&] {
+            prac_refresh_cuda(P, x, N, n, ds, false, true, true, {1, 0, 0, draw++}, h, ws, bytes);
+        });
+        // the subspace extraction's b x b eigensolver alone (cusolverDnXsyevd, as the refresh calls it), on the
+        // leading b x b block of the Gram matrix just computed: a copy A0 restored before each call
+        int b = ds.block(n);
+        if (b < 1 || bytes < ((size_t)n * n + 2 * (size_t)b * b + b) * sizeof(float)) {
+            std::fprintf(stderr, "bench_gpu_refresh: n = %d has no subspace block (b = %d) or the workspace cannot "
+                         "hold G and two b x b copies\n", n, b);
+            return 1;
+        }
+        float* A = G + (size_t)n * n;  // the workspace beyond G (n, n): V, Y, ... (more than 2 b x b + b floats)
+        float* A0 = A + (size_t)b * b;
+        for (int j = 0; j < b; j++)  // column j of the block (column-major, ld n) into A0 (ld b)
+            cudaCheck(cudaMemcpyAsync(A0 + (size_t)j * b, G + (size_t)j * n, b * sizeof(float),
+                                      cudaMemcpyDeviceToDevice, stream));
+        CusolverParams params;
+        size_t dev_bytes = 0, host_bytes = 0;
+        float* w = A0 + (size_t)b * b;
+        cusolverCheck(cusolverDnXsyevd_bufferSize(cusolver, params.p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+                                                  (int64_t)b, CUDA_R_32F, A, (int64_t)b, CUDA_R_32F, w, CUDA_R_32F,
+                                                  &dev_bytes, &host_bytes));
+        void* dev_work = nullptr;
+        int* info = nullptr;
+        cudaCheck(cudaMalloc(&dev_work, std::max<size_t>(dev_bytes, 1)));
+        cudaCheck(cudaMalloc(&info, sizeof(int)));
+        std::vector<char> host_work(host_bytes);
+        double syevd_b = median_time(reps, [&] {
+            cudaCheck(cudaMemcpyAsync(A, A0, (size_t)b * b * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+            cusolverCheck(cusolverDnXsyevd(cusolver, params.p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+                                           (int64_t)b, CUDA_R_32F, A, (int64_t)b, CUDA_R_32F, w, CUDA_R_32F, dev_work,
+                                           dev_bytes, host_work.empty() ? nullptr : host_work.data(), host_bytes,
+                                           info));
+        });
+        cudaCheck(cudaFree(dev_work));
+        cudaCheck(cudaFree(info));
+        double cap = ex / (gram + q2);
+        std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f %8.2f %6.1fx %13.2f\n", n, N, d.r1, 1e3 * ex, 1e3 * sub,
+                    ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b);
+        std::printf("RESULT bench_gpu_refresh n=%d N=%d r1=%d exact_ms=%.3f subspace_ms=%.3f ratio=%.2f gram_ms=%.3f "
+                    "q2_ms=%.3f cap_g=%.2f syevd_b_ms=%.3f b=%d\n",
+                    n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, b);
         cudaCheck(cudaFree(ws));
         cudaCheck(cudaFree(P));
         cudaCheck(cudaFree(x));
