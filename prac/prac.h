@@ -155,15 +155,14 @@ void prac_fp8_dequantize_cpu(float* xc, const uint8_t* q, const float* scale, in
 constexpr int PRAC_FP8_BLOCK_ROWS = 8192;
 
 // S (n, cols) with ld: element (i, j) is normal number i * cols + j of the key's Philox stream.
+void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key);
 
 // How many times the Q2 draw (both backends) projects its Gaussian S (n, r2) out of Q1 (n, r1). A projection leaves
 // a residual in span(Q1) of a few u·‖S‖; CholQR then multiplies by R⁻¹, amplifying it by ‖S‖ / σ_min(S - Q1Q1ᵀS).
 // For r1 ≤ n/2 and r2 ≤ (n - r1)/2 a Gaussian in the complement has σ_min ≥ (1 - sqrt(1/2))·sqrt(n - r1) on
-// average, so one pass leaves Q1ᵀQ2 within ~5 u·(a small constant): PRAC's ranks (r1 = r2 = 0.3 n) save a third of
+// average, so one pass leaves Q1ᵀQ2 at a few u (≤ 2 u·κ measured): PRAC's ranks (r1 = r2 = 0.3 n) save a third of
 // the draw's FLOPs. Otherwise (a near-square complement, e.g. r2 = n - r1) twice, which is enough for any S.
 inline int prac_q2_projection_passes(int n, int r1, int r2) { return 2 * r1 <= n && 2 * r2 <= n - r1 ? 1 : 2; }
-
-void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key);
 
 // Q (n, r): a random orthonormal basis (Haar-distributed), the QR of the key's Gaussian draw: what Q2 is for a
 // site without a principal part. Returns LAPACK's info (0 on success).
