@@ -23,6 +23,7 @@
 #include "kernels/matmul.cuh"  // matmul_dbias_cuda: the deterministic dbias reduction
 #include "prac/fp8.h"
 #include "prac/philox.h"
+#include "prac/refresh_layout.h"
 
 // ---------------------------------------------------------------------------------------------------------------
 // helpers
@@ -306,7 +307,7 @@ __global__ void prac_axpy_kernel(float* y, const float* x, size_t count, float a
 // Sums of squares in double, deterministic (fixed grid, fixed tree order). sym_c == 0: x[0:count) plain;
 // sym_c = c > 0: x is a symmetric (c, c) column-major with only its upper triangle valid, and the sum is
 // ||x - I||_F^2 (off-diagonal entries counted twice). partial[blockIdx.x] = this block's sum.
-constexpr int SUMSQ_BLOCKS = 256, SUMSQ_THREADS = 256;
+constexpr int SUMSQ_THREADS = 256;  // SUMSQ_BLOCKS: prac/refresh_layout.h (the workspace holds the partials)
 __global__ void prac_sumsq_partial_kernel(const float* x, size_t count, int sym_c, double* partial) {
     __shared__ double acc[SUMSQ_THREADS];
     double s = 0;
@@ -336,40 +337,6 @@ __global__ void prac_sumsq_final_kernel(double* partial) {
     partial[SUMSQ_BLOCKS] = s;
 }
 
-static size_t align256(size_t b) { return (b + 255) & ~(size_t)255; }
-
-// Byte offsets of the refresh's workspace parts. `solver` is last: everything from there to the end of the
-// caller's workspace is the cuSOLVER device buffer. b = d.block(n) > 0: the subspace refresh's buffers (V, Y, B, S1,
-// S2 as in prac_cpu.cpp's RefreshArena), and no (n, n) eigensolver.
-struct RefreshLayout {
-    size_t G = 0, w = 0, W = 0, t = 0, tau = 0, ints = 0, V = 0, Y = 0, B = 0, S1 = 0, S2 = 0, sums = 0, solver = 0;
-};
-static RefreshLayout refresh_layout(int n, const SiteDims& d) {
-    RefreshLayout L;
-    size_t off = 0;
-    auto take = [&](size_t bytes) {
-        size_t o = off;
-        off += align256(bytes);
-        return o;
-    };
-    int r1 = d.r1, r2 = d.r2, r = r1 + r2, b = d.block(n);
-    size_t fb = sizeof(float);
-    L.G = take(r1 > 0 ? (size_t)n * n * fb : 0);                 // Gram matrix (then its eigenvectors when exact)
-    L.w = take(r1 > 0 ? (size_t)(b ? b : n) * fb : 0);           // eigenvalues (of G, or of the b x b projection)
-    L.W = take((size_t)n * r * fb);                              // working copy of P, column-major (n, r)
-    L.t = take((size_t)(r1 > 0 ? r1 : 1) * (r2 > 0 ? r2 : 1) * fb);  // Q1^T Y (r1, r2)
-    L.tau = take((size_t)std::max({r, b, 1}) * fb);              // Householder scalars
-    L.ints = take(4 * sizeof(int));                              // [0] solver info, [1] non-finite flag
-    L.V = take((size_t)n * b * fb);                              // subspace block (n, b)
-    L.Y = take((size_t)n * b * fb);                              // G V (n, b)
-    L.B = take((size_t)b * b * fb);                              // V^T G V, its Cholesky factor, the Nystrom core
-    size_t sq = (size_t)std::max(b, r2);
-    L.S1 = take(sq * sq * fb);                                   // Cholesky-QR's Gram / R factors (b, b), Q2's (r2, r2)
-    L.S2 = take((size_t)b * b * fb);
-    L.sums = take(b || r2 ? (SUMSQ_BLOCKS + 1) * sizeof(double) : 0);  // sum-of-squares partials and total
-    L.solver = off;
-    return L;
-}
 
 // Largest cuSOLVER device buffer of the refresh (bytes), and the host buffers (bytes) of syevd and geqrf. The
 // pointers may be null (size queries only) or the real ones.

@@ -9,6 +9,7 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "model/roberta.h"
+#include "prac/refresh_layout.h"  // the CUDA refresh workspace's parts
 #include "train/comm.h"  // zero_shard_begin
 #include "train/optimizers.h"
 
@@ -54,19 +55,6 @@ using PlanCpu = PlanBackend<DType::F32, DType::F32, false, CpuBackend::classifie
 using PlanCudaBf16 = PlanBackend<DType::BF16, DType::BF16, true, CUDA_CLASSIFIER_CHUNK>;
 using PlanCudaFp32 = PlanBackend<DType::F32, DType::F32, false, CUDA_CLASSIFIER_CHUNK>;
 
-// The CPU refresh allocates exactly prac_refresh_cpu_workspace_bytes (prac/prac.h; test_prac_refresh checks it).
-// The CUDA refresh (prac_refresh_workspace_bytes asks cuSOLVER, which needs a GPU) is estimated here with
-// LAPACK's documented minimum for ssyevd with eigenvectors (1 + 6m + 2m^2 floats) standing in for cuSOLVER's
-// buffer: the Gram matrix (n, n), the new basis (n, r), Q2's CholQR2 factor (r2, r2) and, exact: the (n, n)
-// eigensolver and n eigenvalues; subspace (block b = d.block(n) > 0): V and Y (n, b), three (b, b) blocks (one of
-// them max(b, r2) square: it holds Q2's factor), the (b, b) eigensolver and b eigenvalues. Transient: one refresh
-// at a time.
-size_t refresh_workspace(int n, const SiteDims& d) {
-    size_t nn = (size_t)n * n, nr = (size_t)n * d.r(), b = (size_t)d.block(n), s1 = std::max(b, (size_t)d.r2);
-    if (b == 0) return 4 * (nn + (1 + 6 * (size_t)n + 2 * nn) + (size_t)n + nr + s1 * s1);
-    return 4 * (nn + nr + 2 * (size_t)n * b + 2 * b * b + s1 * s1 + (1 + 6 * b + 2 * b * b) + b);
-}
-
 template <class Model, class PB>
 MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
                      const OptimizerChoice& optim, Recompute recompute) {
@@ -110,7 +98,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     for (const auto& s : model.sites)
         if (s.compressed() && !s.external)  // RSO: host draws
             ws = std::max(ws, target == PlanTarget::CPU_FP32 ? prac_refresh_cpu_workspace_bytes(s.n, s.dims)
-                                                             : refresh_workspace(s.n, s.dims));
+                                                             : plan_cuda_refresh_workspace(s.n, s.dims));
     if (target != PlanTarget::CPU_FP32) {
         // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, plus ONE scratch
         // buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh (above), attention backward's
@@ -154,6 +142,20 @@ std::string human_bytes(size_t b) {
 }
 
 }  // namespace
+
+// The CPU refresh allocates exactly prac_refresh_cpu_workspace_bytes (prac/prac.h; test_prac_refresh checks it).
+// The CUDA refresh's workspace is the layout it shares with us (prac/refresh_layout.h: the Gram matrix, the new
+// basis, the subspace block and its factors, Q2's, the small parts, each aligned to 256 bytes) plus cuSOLVER's
+// device buffer, which only cuSOLVER can size (prac_refresh_workspace_bytes asks it, on a GPU): estimated by
+// LAPACK's documented minimum for ssyevd with eigenvectors (1 + 6m + 2m^2 floats, m = b, or n when exact), the
+// largest of the refresh's solver calls, or without a Q1 the Householder fallbacks' (64 columns' worth of
+// reflector blocks per QR column). Transient: one refresh at a time.
+size_t plan_cuda_refresh_workspace(int n, const SiteDims& d) {
+    size_t m = (size_t)(d.block(n) ? d.block(n) : n);
+    size_t qr = 4 * 64 * (size_t)std::max(d.r(), d.block(n));
+    size_t solver = std::max(d.r1 > 0 ? 4 * (1 + 6 * m + 2 * m * m) : 0, qr);
+    return refresh_layout(n, d).solver + align256(solver);
+}
 
 MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
                        const OptimizerChoice* optimizer, Recompute recompute) {

@@ -43,6 +43,11 @@ MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, i
 int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
                    size_t reserve, const OptimizerChoice* optimizer = nullptr, Recompute recompute = Recompute());
 
+// The CUDA PRAC refresh's device workspace for one site of width n, as the plan counts it: the refresh's own layout
+// (prac/refresh_layout.h) plus an estimate of cuSOLVER's buffer (test_prac_cuda prints it beside what cuSOLVER
+// asks for, prac_refresh_workspace_bytes).
+size_t plan_cuda_refresh_workspace(int n, const SiteDims& d);
+
 std::string plan_table(const MemoryPlan& p);
 std::string plan_json(const MemoryPlan& p);
 
