@@ -172,8 +172,15 @@ int main(int argc, char** argv) {
                                            dev_bytes, host_work.empty() ? nullptr : host_work.data(), host_bytes,
                                            info));
         });
+        int info_host = 0;
+        cudaCheck(cudaMemcpy(&info_host, info, sizeof(int), cudaMemcpyDeviceToHost));
         cudaCheck(cudaFree(dev_work));
         cudaCheck(cudaFree(info));
+        if (info_host != 0) {
+            std::fprintf(stderr, "bench_gpu_refresh: cusolverDnXsyevd of the %d x %d block returned info %d: its time "
+                         "is not a valid measurement\n", b, b, info_host);
+            return 1;
+        }
         double cap = ex / (gram + q2);
         std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f %8.2f %6.1fx %13.2f\n", n, N, d.r1, 1e3 * ex, 1e3 * sub,
                     ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b);
