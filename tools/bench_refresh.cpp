@@ -131,12 +131,10 @@ int main(int argc, char** argv) {
                     "the least a method that never forms G pays; cap X: exact / (X step + q2))\n");
         std::printf("%7s %7s %6s %9s %11s %7s %8s %7s %7s %9s %7s\n", "n", "N", "r1", "exact s", "subspace s", "ratio",
                     "gram s", "q2 s", "cap G", "X step s", "cap X");
-        std::map<int, Timing> by_width;
         for (int n : widths) {
             int N = N_full;
             if ((size_t)N * n > max_elems) N = std::max((int)(max_elems / n) / 64 * 64, (n + 63) / 64 * 64);
             Timing t = time_width(n, N, n <= exact_max);
-            by_width[n] = t;
             int r1 = prac_round_rank(0.3f, n);
             if (t.exact > 0)
                 std::printf("%7d %7d %6d %9.3f %11.3f %6.1fx %8.3f %7.3f %6.1fx %9.3f %6.1fx%s\n", n, N, r1, t.exact,
