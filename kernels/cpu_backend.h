@@ -101,16 +101,18 @@ struct CpuBackend {
                           const float* rstd, int N, int C) {
         rmsnorm_backward_cpu(dinp, dw, dout, inp, w, rstd, N, C);
     }
-    void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias, int N, int C, int OC) {
-        matmul_forward_cpu(out, inp, w, bias, N, C, OC);
+    // matmuls and PRAC ops: trailing row strides of the activation operands (0 = contiguous; kernels/matmul.h)
+    void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias, int N, int C, int OC,
+                        int ld_out = 0, int ld_inp = 0) {
+        matmul_forward_cpu(out, inp, w, bias, N, C, OC, ld_out, ld_inp);
     }
-    void matmul_backward_input(act_t* dinp, const act_t* dout, const act_t* w, int N, int C, int OC,
-                               bool accumulate) {
-        matmul_backward_input_cpu(dinp, dout, w, N, C, OC, accumulate);
+    void matmul_backward_input(act_t* dinp, const act_t* dout, const act_t* w, int N, int C, int OC, bool accumulate,
+                               int ld_dinp = 0, int ld_dout = 0) {
+        matmul_backward_input_cpu(dinp, dout, w, N, C, OC, accumulate, ld_dinp, ld_dout);
     }
-    void matmul_backward_weight(grad_t* dw, grad_t* dbias, const act_t* dout, const act_t* inp, int N, int C,
-                                int OC) {
-        matmul_backward_weight_cpu(dw, dbias, dout, inp, N, C, OC);
+    void matmul_backward_weight(grad_t* dw, grad_t* dbias, const act_t* dout, const act_t* inp, int N, int C, int OC,
+                                int ld_dout = 0, int ld_inp = 0) {
+        matmul_backward_weight_cpu(dw, dbias, dout, inp, N, C, OC, ld_dout, ld_inp);
     }
     void residual_forward(act_t* out, const act_t* a, const act_t* b, size_t n) { residual_forward_cpu(out, a, b, n); }
     void gelu_forward(act_t* out, const act_t* inp, size_t n) { gelu_forward_cpu(out, inp, n); }
@@ -161,15 +163,15 @@ struct CpuBackend {
         seqcls_loss_cpu(losses, dlogits, logits, targets, scores, B, NL, grad_scale);
     }
     // ---- PRAC site ops (prac/prac.h) ----
-    void prac_compress(act_t* xc, const act_t* x, const act_t* P, int N, int n, int r) {
-        prac_compress_cpu(xc, x, P, N, n, r);
+    void prac_compress(act_t* xc, const act_t* x, const act_t* P, int N, int n, int r, int ld_x = 0) {
+        prac_compress_cpu(xc, x, P, N, n, r, ld_x);
     }
-    void prac_reconstruct(act_t* x, const act_t* xc, const act_t* P, int N, int n, int r) {
-        prac_reconstruct_cpu(x, xc, P, N, n, r);
+    void prac_reconstruct(act_t* x, const act_t* xc, const act_t* P, int N, int n, int r, int ld_x = 0) {
+        prac_reconstruct_cpu(x, xc, P, N, n, r, ld_x);
     }
     void prac_weight_grad(grad_t* dW, grad_t* dbias, const act_t* dY, const act_t* xc, const act_t* P, int N, int n,
-                          int r, int OC, float* tmp) {
-        prac_weight_grad_cpu(dW, dbias, dY, xc, P, N, n, r, OC, tmp);
+                          int r, int OC, float* tmp, int ld_dy = 0) {
+        prac_weight_grad_cpu(dW, dbias, dY, xc, P, N, n, r, OC, tmp, ld_dy);
     }
     void prac_fp8_quantize(uint8_t* q, float* scale, const act_t* xc, int N, int r, uint64_t row0,
                            const PracDrawKey& key) {
@@ -179,8 +181,9 @@ struct CpuBackend {
         prac_fp8_dequantize_cpu(xc, q, scale, N, r);
     }
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
-                                   bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
-        return prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key, reduce_gram);
+                                   bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram,
+                                   int ld_x = 0) {
+        return prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key, reduce_gram, ld_x);
     }
     double sum_squares(const grad_t* g, size_t n) { return sum_squares_cpu(g, n); }
     // master is unused on the CPU (params are fp32), and so is the salt (no stochastic rounding in fp32)

@@ -149,14 +149,18 @@ struct CudaBackend {
         size_t s = rmsnorm_backward_scratch_bytes(N, C);
         rmsnorm_backward_cuda(dinp, dw, dout, inp, w, rstd, N, C, scratch_at_least(s), s, stream);
     }
-    void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias, int N, int C, int OC) {
-        matmul_forward_cuda(out, inp, w, bias, N, C, OC, *lt, stream);
+    // matmuls and PRAC ops: trailing row strides of the activation operands (0 = contiguous; kernels/matmul.h)
+    void matmul_forward(act_t* out, const act_t* inp, const act_t* w, const act_t* bias, int N, int C, int OC,
+                        int ld_out = 0, int ld_inp = 0) {
+        matmul_forward_cuda(out, inp, w, bias, N, C, OC, *lt, stream, ld_out, ld_inp);
     }
-    void matmul_backward_input(act_t* dinp, const act_t* dout, const act_t* w, int N, int C, int OC, bool accumulate) {
-        matmul_backward_input_cuda(dinp, dout, w, N, C, OC, accumulate, *lt, stream);
+    void matmul_backward_input(act_t* dinp, const act_t* dout, const act_t* w, int N, int C, int OC, bool accumulate,
+                               int ld_dinp = 0, int ld_dout = 0) {
+        matmul_backward_input_cuda(dinp, dout, w, N, C, OC, accumulate, *lt, stream, ld_dinp, ld_dout);
     }
-    void matmul_backward_weight(grad_t* dw, grad_t* dbias, const act_t* dout, const act_t* inp, int N, int C, int OC) {
-        matmul_backward_weight_cuda(dw, dbias, dout, inp, N, C, OC, nullptr, *lt, stream);
+    void matmul_backward_weight(grad_t* dw, grad_t* dbias, const act_t* dout, const act_t* inp, int N, int C, int OC,
+                                int ld_dout = 0, int ld_inp = 0) {
+        matmul_backward_weight_cuda(dw, dbias, dout, inp, N, C, OC, nullptr, *lt, stream, ld_dout, ld_inp);
     }
     void residual_forward(act_t* out, const act_t* a, const act_t* b, size_t n) {
         residual_forward_cuda(out, a, b, n, stream);
@@ -258,15 +262,15 @@ struct CudaBackend {
 
     // ---- PRAC site ops ----
     PracCudaHandles prac_handles() const { return PracCudaHandles{stream, cublas, cusolver}; }
-    void prac_compress(act_t* xc, const act_t* x, const act_t* P, int N, int n, int r) {
-        prac_compress_cuda(xc, x, P, N, n, r, prac_handles());
+    void prac_compress(act_t* xc, const act_t* x, const act_t* P, int N, int n, int r, int ld_x = 0) {
+        prac_compress_cuda(xc, x, P, N, n, r, prac_handles(), ld_x);
     }
-    void prac_reconstruct(act_t* x, const act_t* xc, const act_t* P, int N, int n, int r) {
-        prac_reconstruct_cuda(x, xc, P, N, n, r, prac_handles());
+    void prac_reconstruct(act_t* x, const act_t* xc, const act_t* P, int N, int n, int r, int ld_x = 0) {
+        prac_reconstruct_cuda(x, xc, P, N, n, r, prac_handles(), ld_x);
     }
     void prac_weight_grad(grad_t* dW, grad_t* dbias, const act_t* dY, const act_t* xc, const act_t* P, int N, int n,
-                          int r, int OC, float* tmp) {
-        prac_weight_grad_cuda(dW, dbias, dY, xc, P, N, n, r, OC, tmp, prac_handles());
+                          int r, int OC, float* tmp, int ld_dy = 0) {
+        prac_weight_grad_cuda(dW, dbias, dY, xc, P, N, n, r, OC, tmp, prac_handles(), ld_dy);
     }
     void prac_fp8_quantize(uint8_t* q, float* scale, const act_t* xc, int N, int r, uint64_t row0,
                            const PracDrawKey& key) {
@@ -276,12 +280,13 @@ struct CudaBackend {
         prac_fp8_dequantize_cuda(xc, q, scale, N, r, stream);
     }
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
-                                   bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram) {
+                                   bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram,
+                                   int ld_x = 0) {
         // both refresh methods run on the device (prac_refresh_cuda); reduce_gram (--prac-shared-subspace) gets the
         // device Gram matrix: the trainer binds it to NCCL
         size_t& s = refresh_workspace[{n, d.r1, d.r2, d.block(n)}];
         if (s == 0) s = prac_refresh_workspace_bytes(cusolver, n, d);  // once per shape: it allocates
         return prac_refresh_cuda(P, x, N, n, d, q1, q2, had_basis, key, prac_handles(), scratch_at_least(s), s,
-                                 reduce_gram);
+                                 reduce_gram, ld_x);
     }
 };

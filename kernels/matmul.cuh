@@ -92,15 +92,18 @@ void gemm_cuda(bool transa, bool transb, int M, int N, int K, float alpha, const
                int ldc, CublasLt& lt, cudaStream_t stream, const void* bias = nullptr,
                cudaDataType_t bias_type = FLOATX_CUDA_DTYPE);
 
-// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC, may be null; BIAS epilogue)
-//                                                                          twin of matmul_forward_cpu
-void matmul_forward_cuda(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
-                         int OC, CublasLt& lt, cudaStream_t stream);
+// Row strides (elements) of the activation operands: trailing arguments, 0 = contiguous, as the CPU twins'
+// (kernels/matmul.h).
 
-// dinp (N, C) = dout (N, OC) @ weight (OC, C); accumulate = true adds to dinp (beta = 1)
-//                                                                          twin of matmul_backward_input_cpu
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC, may be null; BIAS epilogue); out rows at stride ld_out,
+// inp at ld_inp                                                            twin of matmul_forward_cpu
+void matmul_forward_cuda(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
+                         int OC, CublasLt& lt, cudaStream_t stream, int ld_out = 0, int ld_inp = 0);
+
+// dinp (N, C) = dout (N, OC) @ weight (OC, C); accumulate = true adds to dinp (beta = 1); dinp rows at stride
+// ld_dinp, dout at ld_dout                                                 twin of matmul_backward_input_cpu
 void matmul_backward_input_cuda(floatX* dinp, const floatX* dout, const floatX* weight, int N, int C, int OC,
-                                bool accumulate, CublasLt& lt, cudaStream_t stream);
+                                bool accumulate, CublasLt& lt, cudaStream_t stream, int ld_dinp = 0, int ld_dout = 0);
 
 // Row groups of the deterministic dbias reduction and the fp32 scratch it needs: G(N) = min(64, ceil(N / 256))
 // groups of ceil(N / G) rows each; scratch holds G * OC floats (at most 64 * OC: 768 KiB at OC = 3072). Both
@@ -119,15 +122,18 @@ inline size_t matmul_dbias_scratch_floats(int N, int OC) { return (size_t)matmul
 // rounded once. No atomics: deterministic, and the order depends on (N, OC, groups) only. The partial kernel runs
 // ceil(OC / 32) x groups blocks. groups = matmul_dbias_groups(N) gives matmul_backward_weight_cuda's sums bit for bit.
 // T (dout) and G (dbias): float/float, bf16/bf16 or bf16/float. scratch >= groups * OC fp32 values, free from the
-// point this is enqueued on `stream` until the finish kernel is done.
+// point this is enqueued on `stream` until the finish kernel is done. dout rows at stride ld_dout (0: OC).
 template <typename T, typename G>
-void matmul_dbias_cuda(G* dbias, const T* dout, int N, int OC, int groups, float* scratch, cudaStream_t stream);
+void matmul_dbias_cuda(G* dbias, const T* dout, int N, int OC, int groups, float* scratch, cudaStream_t stream,
+                       int ld_dout = 0);
 
 // dweight (OC, C) += dout (N, OC)^T @ inp (N, C)   (beta = 1: gradient accumulation over micro-steps)
 // dbias (OC) += column sums of dout (may be null): fp32 partial sums over fixed row groups, then a fixed-order
 // sum of the groups (no atomics), added to dbias in fp32 and rounded once.
 // scratch: >= matmul_dbias_scratch_floats(N, OC) fp32 values, or nullptr to use lt's workspace (stream order
 // makes that safe: the GEMM is done with it before the dbias kernels start, and the next GEMM on the stream
-// starts after them). With nullptr the planner needs no extra bytes.            twin of matmul_backward_weight_cpu
+// starts after them). With nullptr the planner needs no extra bytes. dout rows at stride ld_dout, inp at ld_inp.
+//                                                                          twin of matmul_backward_weight_cpu
 void matmul_backward_weight_cuda(floatX* dweight, floatX* dbias, const floatX* dout, const floatX* inp, int N, int C,
-                                 int OC, float* scratch, CublasLt& lt, cudaStream_t stream);
+                                 int OC, float* scratch, CublasLt& lt, cudaStream_t stream, int ld_dout = 0,
+                                 int ld_inp = 0);

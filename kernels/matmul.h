@@ -18,33 +18,45 @@ inline void gemm_cpu(bool trans_a, bool trans_b, int M, int N, int K, double alp
                 alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC, may be null)
+// Row strides: every function below takes the row strides (elements) of its activation operands as trailing
+// arguments, 0 meaning contiguous (the row width). LLaMA's F-wide activations may sit at a padded stride
+// (ModelConfig::hidden_stride, --hidden-align); weights are always contiguous.
+
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC, may be null); out rows at stride ld_out, inp at ld_inp
 template <typename T>
-void matmul_forward_cpu(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC) {
-    gemm_cpu(false, true, N, OC, C, T(1), inp, C, weight, C, T(0), out, OC);
+void matmul_forward_cpu(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC, int ld_out = 0,
+                        int ld_inp = 0) {
+    ld_out = ld_out ? ld_out : OC;
+    gemm_cpu(false, true, N, OC, C, T(1), inp, ld_inp ? ld_inp : C, weight, C, T(0), out, ld_out);
     if (bias) {
 #pragma omp parallel for
         for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) out[(size_t)n * OC + o] += bias[o];
+            for (int o = 0; o < OC; o++) out[(size_t)n * ld_out + o] += bias[o];
     }
 }
 
-// dinp (N, C) = dout (N, OC) @ weight (OC, C); accumulate=true adds to dinp (shared inputs, e.g. residual grads)
+// dinp (N, C) = dout (N, OC) @ weight (OC, C); accumulate=true adds to dinp (shared inputs, e.g. residual grads);
+// dinp rows at stride ld_dinp, dout at ld_dout
 template <typename T>
-void matmul_backward_input_cpu(T* dinp, const T* dout, const T* weight, int N, int C, int OC, bool accumulate) {
-    gemm_cpu(false, false, N, C, OC, T(1), dout, OC, weight, C, accumulate ? T(1) : T(0), dinp, C);
+void matmul_backward_input_cpu(T* dinp, const T* dout, const T* weight, int N, int C, int OC, bool accumulate,
+                               int ld_dinp = 0, int ld_dout = 0) {
+    gemm_cpu(false, false, N, C, OC, T(1), dout, ld_dout ? ld_dout : OC, weight, C, accumulate ? T(1) : T(0), dinp,
+             ld_dinp ? ld_dinp : C);
 }
 
 // dweight (OC, C) += dout (N, OC)^T @ inp (N, C);  dbias (OC) += column sums of dout. Always accumulates
-// (gradient accumulation over micro-steps; the trainer zeroes grads once per optimizer step).
+// (gradient accumulation over micro-steps; the trainer zeroes grads once per optimizer step). dout rows at stride
+// ld_dout, inp at ld_inp.
 template <typename T>
-void matmul_backward_weight_cpu(T* dweight, T* dbias, const T* dout, const T* inp, int N, int C, int OC) {
-    gemm_cpu(true, false, OC, C, N, T(1), dout, OC, inp, C, T(1), dweight, C);
+void matmul_backward_weight_cpu(T* dweight, T* dbias, const T* dout, const T* inp, int N, int C, int OC,
+                                int ld_dout = 0, int ld_inp = 0) {
+    ld_dout = ld_dout ? ld_dout : OC;
+    gemm_cpu(true, false, OC, C, N, T(1), dout, ld_dout, inp, ld_inp ? ld_inp : C, T(1), dweight, C);
     if (dbias) {
 #pragma omp parallel for
         for (int o = 0; o < OC; o++) {
             T sum = 0;
-            for (int n = 0; n < N; n++) sum += dout[(size_t)n * OC + o];
+            for (int n = 0; n < N; n++) sum += dout[(size_t)n * ld_dout + o];
             dbias[o] += sum;
         }
     }

@@ -220,17 +220,17 @@ void gemm_cuda(bool transa, bool transb, int M, int N, int K, float alpha, const
 // cuBLASLt: A = weight as column-major (C, OC) with op T -> (OC, C); B = inp column-major (C, N); D (OC, N):
 // llm.c's forward layout, with the bias added by the epilogue in fp32 before D is rounded to floatX.
 void matmul_forward_cuda(floatX* out, const floatX* inp, const floatX* weight, const floatX* bias, int N, int C,
-                         int OC, CublasLt& lt, cudaStream_t stream) {
-    gemm_cuda(false, true, N, OC, C, 1.0f, inp, FLOATX_CUDA_DTYPE, C, weight, FLOATX_CUDA_DTYPE, C, 0.0f, out,
-              FLOATX_CUDA_DTYPE, OC, lt, stream, bias, FLOATX_CUDA_DTYPE);
+                         int OC, CublasLt& lt, cudaStream_t stream, int ld_out, int ld_inp) {
+    gemm_cuda(false, true, N, OC, C, 1.0f, inp, FLOATX_CUDA_DTYPE, ld_inp ? ld_inp : C, weight, FLOATX_CUDA_DTYPE, C,
+              0.0f, out, FLOATX_CUDA_DTYPE, ld_out ? ld_out : OC, lt, stream, bias, FLOATX_CUDA_DTYPE);
 }
 
 // dinp (N, C) (+)= dout (N, OC) @ weight (OC, C).
-// twin: gemm_cpu(false, false, N, C, OC, 1, dout, OC, weight, C, accumulate ? 1 : 0, dinp, C)
+// twin: gemm_cpu(false, false, N, C, OC, 1, dout, ld_dout, weight, C, accumulate ? 1 : 0, dinp, ld_dinp)
 void matmul_backward_input_cuda(floatX* dinp, const floatX* dout, const floatX* weight, int N, int C, int OC,
-                                bool accumulate, CublasLt& lt, cudaStream_t stream) {
-    gemm_cuda(false, false, N, C, OC, 1.0f, dout, FLOATX_CUDA_DTYPE, OC, weight, FLOATX_CUDA_DTYPE, C,
-              accumulate ? 1.0f : 0.0f, dinp, FLOATX_CUDA_DTYPE, C, lt, stream);
+                                bool accumulate, CublasLt& lt, cudaStream_t stream, int ld_dinp, int ld_dout) {
+    gemm_cuda(false, false, N, C, OC, 1.0f, dout, FLOATX_CUDA_DTYPE, ld_dout ? ld_dout : OC, weight, FLOATX_CUDA_DTYPE,
+              C, accumulate ? 1.0f : 0.0f, dinp, FLOATX_CUDA_DTYPE, ld_dinp ? ld_dinp : C, lt, stream);
 }
 
 // dbias, step 1. partial (G, OC) fp32: partial[g][o] = sum of dout[r][o] over the rows r of group g
@@ -240,14 +240,14 @@ void matmul_backward_input_cuda(floatX* dinp, const floatX* dout, const floatX* 
 // throughout: deterministic, and the same on every GPU (the grid depends on N and OC only).
 constexpr int DBIAS_LANES = 16;
 template <typename T>
-__global__ void matmul_dbias_partial_kernel(float* partial, const T* dout, int N, int OC, int rows_per_group) {
+__global__ void matmul_dbias_partial_kernel(float* partial, const T* dout, int N, int OC, int ld, int rows_per_group) {
     __shared__ float part[DBIAS_LANES][33];  // +1 column: lane 0's column reads hit distinct banks
     int o = blockIdx.x * 32 + threadIdx.x;
     int r0 = blockIdx.y * rows_per_group;
     int r1 = min(N, r0 + rows_per_group);
     float acc = 0.0f;
     if (o < OC)
-        for (int r = r0 + threadIdx.y; r < r1; r += DBIAS_LANES) acc += to_float(dout[(size_t)r * OC + o]);
+        for (int r = r0 + threadIdx.y; r < r1; r += DBIAS_LANES) acc += to_float(dout[(size_t)r * ld + o]);
     part[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && o < OC) {
@@ -269,29 +269,31 @@ __global__ void matmul_dbias_finish_kernel(T* dbias, const float* partial, int G
 
 // dbias (OC) += column sums of dout (N, OC) over `groups` row groups through scratch (groups, OC); see matmul.cuh.
 template <typename T, typename G>
-void matmul_dbias_cuda(G* dbias, const T* dout, int N, int OC, int groups, float* scratch, cudaStream_t stream) {
+void matmul_dbias_cuda(G* dbias, const T* dout, int N, int OC, int groups, float* scratch, cudaStream_t stream,
+                       int ld_dout) {
     if (N <= 0 || OC <= 0) return;
     if (groups < 1 || !scratch) throw std::runtime_error(format("matmul_dbias_cuda: groups = %d, scratch %p", groups,
                                                                 static_cast<void*>(scratch)));
     const int rows_per_group = (N + groups - 1) / groups;
     dim3 block(32, DBIAS_LANES), grid((unsigned)ceil_div(OC, 32), (unsigned)groups);
-    matmul_dbias_partial_kernel<T><<<grid, block, 0, stream>>>(scratch, dout, N, OC, rows_per_group);
+    matmul_dbias_partial_kernel<T><<<grid, block, 0, stream>>>(scratch, dout, N, OC, ld_dout ? ld_dout : OC,
+                                                               rows_per_group);
     cudaCheck(cudaGetLastError());
     matmul_dbias_finish_kernel<G><<<ceil_div(OC, 256), 256, 0, stream>>>(dbias, scratch, groups, OC);
     cudaCheck(cudaGetLastError());
 }
-template void matmul_dbias_cuda<float, float>(float*, const float*, int, int, int, float*, cudaStream_t);
+template void matmul_dbias_cuda<float, float>(float*, const float*, int, int, int, float*, cudaStream_t, int);
 template void matmul_dbias_cuda<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int, int, int,
-                                                              float*, cudaStream_t);
+                                                              float*, cudaStream_t, int);
 template void matmul_dbias_cuda<__nv_bfloat16, float>(float*, const __nv_bfloat16*, int, int, int, float*,
-                                                      cudaStream_t);
+                                                      cudaStream_t, int);
 
 // dweight (OC, C) += dout (N, OC)^T @ inp (N, C); dbias (OC) += column sums of dout.
-// twin: gemm_cpu(true, false, OC, C, N, 1, dout, OC, inp, C, 1, dweight, C) + column-sum loop
+// twin: gemm_cpu(true, false, OC, C, N, 1, dout, ld_dout, inp, ld_inp, 1, dweight, C) + column-sum loop
 void matmul_backward_weight_cuda(floatX* dweight, floatX* dbias, const floatX* dout, const floatX* inp, int N, int C,
-                                 int OC, float* scratch, CublasLt& lt, cudaStream_t stream) {
-    gemm_cuda(true, false, OC, C, N, 1.0f, dout, FLOATX_CUDA_DTYPE, OC, inp, FLOATX_CUDA_DTYPE, C, 1.0f, dweight,
-              FLOATX_CUDA_DTYPE, C, lt, stream);
+                                 int OC, float* scratch, CublasLt& lt, cudaStream_t stream, int ld_dout, int ld_inp) {
+    gemm_cuda(true, false, OC, C, N, 1.0f, dout, FLOATX_CUDA_DTYPE, ld_dout ? ld_dout : OC, inp, FLOATX_CUDA_DTYPE,
+              ld_inp ? ld_inp : C, 1.0f, dweight, FLOATX_CUDA_DTYPE, C, lt, stream);
     if (!dbias || N <= 0 || OC <= 0) return;
     if (!scratch) {
         // lt's workspace: the GEMM above is finished with it before these kernels run (same stream)
@@ -302,7 +304,7 @@ void matmul_backward_weight_cuda(floatX* dweight, floatX* dbias, const floatX* d
                                             need, lt.workspace_bytes));
         scratch = static_cast<float*>(lt.workspace);
     }
-    matmul_dbias_cuda<floatX, floatX>(dbias, dout, N, OC, matmul_dbias_groups(N), scratch, stream);
+    matmul_dbias_cuda<floatX, floatX>(dbias, dout, N, OC, matmul_dbias_groups(N), scratch, stream, ld_dout);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

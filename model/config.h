@@ -15,6 +15,9 @@ struct ModelConfig {
     int num_heads = 0;          // NH
     int channels = 0;           // C
     int hidden = 0;             // F: MLP width (GPT-2 4C; LLaMA intermediate_size)
+    int hidden_align = 1;       // LLaMA, storage only: the (N, F) activations' rows start every hidden_stride()
+                                // elements, F rounded up to a multiple of this (--hidden-align; 1: stride F). The
+                                // model, its weights and checkpoints do not change (docs/DESIGN.md "Row strides")
     int max_seq_len = 0;        // GPT-2: rows of wpe; LLaMA: longest T the RoPE table is built for; RoBERTa:
                                 // longest T (wpe has max_seq_len + pad_token_id + 1 rows, see position_rows)
     float norm_eps = 0;         // LayerNorm 1e-5 / RMSNorm 1e-6
@@ -27,6 +30,7 @@ struct ModelConfig {
     float init_std = 0.02f;   // N(0, init_std) of fresh weights, e.g. a new head [initializer_range]
 
     int head_dim() const { return channels / num_heads; }
+    int hidden_stride() const { return (hidden + hidden_align - 1) / hidden_align * hidden_align; }
     // RoBERTa's position table: positions pad + 1 ... pad + max_seq_len, and pad itself for <pad> tokens
     int position_rows() const { return max_seq_len + pad_token_id + 1; }
 

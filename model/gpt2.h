@@ -326,7 +326,7 @@ struct GPT2 {
         // saving for backward (compressing, refreshing bases) only when training; evaluation keeps nothing
         auto save = [&](ActSite<Backend>& site, int l) {
             if (!train) return;
-            if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n);
+            if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n, site.stride());
             int unit = l * (int)sites.size() + (int)site.id;  // its own refresh phase (PracSchedule)
             site.save(be, l, N, sched.q1_due(unit), sched.q2_due(unit), prac.seed, prac_log);
         };

@@ -3,6 +3,9 @@
 //
 // Shapes: B batch, T sequence, N = B*T rows, C channels, NH heads, HS = C/NH, L layers,
 // F intermediate size, V vocab, Vp padded vocab. Per-layer tensors are stacked with the layer first.
+// (N, F) activations keep their rows at stride Fs = cfg.hidden_stride() (F unless --hidden-align pads it: the pad
+// columns are never read or written by a product; SwiGLU runs over whole rows, pads included, and nothing reads
+// what it writes there). Weights are contiguous.
 #pragma once
 #include <cmath>
 #include <functional>
@@ -62,14 +65,14 @@ struct Llama {
         float* logits_chunk;  // (chunk, V)
         act_t* scratch_btc;   // (N, C)
         act_t* dresid;        // (N, C)
-        act_t* scratch_wide;  // (N, max(3C, 2F)) gradients of qkv, or of gate and up (two (N, F) blocks)
-        act_t* scratch_ff;    // (N, F) gradient of the SwiGLU output
+        act_t* scratch_wide;  // (N, max(3C, 2Fs)) gradients of qkv, or of gate and up (two (N, F) blocks, stride Fs)
+        act_t* scratch_ff;    // (N, F) gradient of the SwiGLU output, stride Fs
         // transient full-width buffers of compressed sites (size 0 when their sites are not compressed, or when
         // they live in backward scratch: alias_transients, model/sites.h)
         act_t* t_resid;       // (N, C)  residual stream (in place)
         act_t* t_ln;          // (N, C)  RMSNorm-1 / RMSNorm-2 output                    (else in dresid)
-        act_t* t_mlp_in;      // (2, N, F) gate, then up                                 (else in scratch_wide)
-        act_t* t_mlp_out;     // (N, F)  SwiGLU output                                   (else in scratch_ff)
+        act_t* t_mlp_in;      // (2, N, F) gate, then up, stride Fs                      (else in scratch_wide)
+        act_t* t_mlp_out;     // (N, F)  SwiGLU output, stride Fs                        (else in scratch_ff)
         float* prac_tmp;      // (max OC, max r) factored weight-gradient scratch
         act_t* prac_fp8_block;  // (min(N, 8192), max r) --prac-storage fp8: rows of X·P (prac/site.h)
     } acts;
@@ -108,7 +111,7 @@ struct Llama {
          Recompute recompute_options = Recompute())
         : cfg(config), be(backend), prac(prac_options), recompute(recompute_options) {
         be.check_attention_shape(cfg.channels, cfg.num_heads);
-        int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden;
+        int Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden, Fs = cfg.hidden_stride();
         param_buffer_numel = layout_params(
             {
                 {"wte", (size_t)Vp * C, true},
@@ -132,9 +135,9 @@ struct Llama {
             make_site<Backend>("ln1", LN1, SiteClass::LINEAR, C, L, L, prac),
             make_site<Backend>("resid_mid", RESID_MID, SiteClass::NONLINEAR, C, L, L, prac),
             make_site<Backend>("ln2", LN2, SiteClass::LINEAR, C, L, L, prac),
-            make_site<Backend>("fch_gate", FCH_GATE, SiteClass::NONLINEAR, F, L, L, prac),
-            make_site<Backend>("fch_act", FCH_ACT, SiteClass::LINEAR, F, L, L, prac),
-            make_site<Backend>("fch_up", FCH_UP, SiteClass::NONLINEAR, F, L, L, prac),
+            make_site<Backend>("fch_gate", FCH_GATE, SiteClass::NONLINEAR, F, L, L, prac, Fs),
+            make_site<Backend>("fch_act", FCH_ACT, SiteClass::LINEAR, F, L, L, prac, Fs),
+            make_site<Backend>("fch_up", FCH_UP, SiteClass::NONLINEAR, F, L, L, prac, Fs),
         };
         sites[FCH_GATE].replaces = sites[FCH_UP].replaces = "fch";  // the old gate|up site (prac_state_load)
         sched.units = (int)sites.size() * L;  // staggered refresh phases (prac/site.h PracSchedule)
@@ -157,6 +160,7 @@ struct Llama {
     // The arena as a list of specs (and the PRAC bases as a second list), read by the memory planner too.
     std::vector<TensorSpec> activation_specs(int B, int T, std::vector<TensorSpec>& bases) {
         size_t N = (size_t)B * T, C = cfg.channels, L = cfg.num_layers, F = cfg.hidden, NH = cfg.num_heads;
+        size_t Fs = cfg.hidden_stride();
         DType act = Backend::act_dtype, f32 = DType::F32;
         Activations& a = acts;
         auto& S = sites;
@@ -178,13 +182,13 @@ struct Llama {
             {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32, M::LOSS},
             {"scratch_btc", (void**)&a.scratch_btc, N * C, act},
             {"dresid", (void**)&a.dresid, N * C, act},
-            {"scratch_wide", (void**)&a.scratch_wide, N * std::max(3 * C, 2 * F), act},
-            {"scratch_ff", (void**)&a.scratch_ff, N * F, act},
+            {"scratch_wide", (void**)&a.scratch_wide, N * std::max(3 * C, 2 * Fs), act},
+            {"scratch_ff", (void**)&a.scratch_ff, N * Fs, act},
             {"t_resid", (void**)&a.t_resid, S[RESID].compressed() || S[RESID_MID].compressed() ? N * C : 0, act},
             {"t_ln", (void**)&a.t_ln, !alias && (S[LN1].compressed() || S[LN2].compressed()) ? N * C : 0, act},
             {"t_mlp_in", (void**)&a.t_mlp_in,
-             !alias && (S[FCH_GATE].compressed() || S[FCH_UP].compressed()) ? 2 * N * F : 0, act},
-            {"t_mlp_out", (void**)&a.t_mlp_out, !alias && S[FCH_ACT].compressed() ? N * F : 0, act},
+             !alias && (S[FCH_GATE].compressed() || S[FCH_UP].compressed()) ? 2 * N * Fs : 0, act},
+            {"t_mlp_out", (void**)&a.t_mlp_out, !alias && S[FCH_ACT].compressed() ? N * Fs : 0, act},
             {"prac_tmp", (void**)&a.prac_tmp,  // ln2's dW is taken per half (gate, up): OC = F
              factored_grad_scratch(sites, {{LN1, 3 * (int)C}, {LN2, (int)F}, {FCH_ACT, (int)C}}), f32},
             {"prac_fp8_block", (void**)&a.prac_fp8_block, fp8_block_scratch(sites, N), act},
@@ -205,10 +209,10 @@ struct Llama {
         std::vector<TensorSpec> specs = activation_specs(B, T, bases);
         arena.allocate(be, std::move(specs), std::move(bases));
         const bool alias = alias_transients;  // the scratch that holds each transient: model/sites.h
-        act_t* mlp_in = alias ? acts.scratch_wide : acts.t_mlp_in;  // gate, then up: (2, N, F)
+        act_t* mlp_in = alias ? acts.scratch_wide : acts.t_mlp_in;  // gate, then up: (2, N, F), stride Fs
         wire_sites(sites, acts.t_resid, alias ? acts.dresid : acts.t_ln, mlp_in,
                    alias ? acts.scratch_ff : acts.t_mlp_out, acts.prac_tmp, acts.prac_fp8_block, acts.scratch_btc,
-                   mlp_in ? mlp_in + (size_t)B * T * cfg.hidden : nullptr);
+                   mlp_in ? mlp_in + (size_t)B * T * cfg.hidden_stride() : nullptr);
         be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
     }
 
@@ -283,7 +287,7 @@ struct Llama {
     act_t* attention_out(int l, int N) { return acts.atty + (recompute.attention_out ? 0 : (size_t)l * N * cfg.channels); }
     void forward_pass(const int32_t* host_inputs, const int32_t* host_targets, bool train, float grad_scale,
                       int loss_divisor) {
-        int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, V = cfg.vocab_size;
+        int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, Fs = cfg.hidden_stride(), V = cfg.vocab_size;
         int N = B * T;
         check_tokens(host_inputs, N, V);
         be.upload_async(acts.inputs, host_inputs, (size_t)N * sizeof(int32_t));
@@ -292,7 +296,7 @@ struct Llama {
                         &fch_gate = sites[FCH_GATE], &fch_up = sites[FCH_UP], &fch_act = sites[FCH_ACT];
         auto save = [&](ActSite<Backend>& site, int l) {  // only when training: evaluation keeps nothing
             if (!train) return;
-            if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n);
+            if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n, site.stride());
             int unit = l * (int)sites.size() + (int)site.id;  // its own refresh phase (PracSchedule)
             site.save(be, l, N, sched.q1_due(unit), sched.q2_due(unit), prac.seed, prac_log);
         };
@@ -308,9 +312,9 @@ struct Llama {
             act_t* l_resid_mid = resid_mid.fwd(l, N);
             act_t* l_ln2 = ln2.fwd(l, N);
             float* l_ln2_rstd = acts.ln2_rstd + (size_t)l * N;
-            act_t* l_gate = fch_gate.fwd(l, N);  // (N, F)
-            act_t* l_up = fch_up.fwd(l, N);      // (N, F)
-            act_t* l_fch_act = fch_act.fwd(l, N);
+            act_t* l_gate = fch_gate.fwd(l, N);  // (N, F), stride Fs
+            act_t* l_up = fch_up.fwd(l, N);      // (N, F), stride Fs
+            act_t* l_fch_act = fch_act.fwd(l, N);  // (N, F), stride Fs
             const act_t* w_gate = params.fcw + (size_t)l * 2 * F * C;  // (F, C) gate_proj, then (F, C) up_proj
             const act_t* w_up = w_gate + (size_t)F * C;
             act_t* l_out = resid.fwd(l + 1, N);
@@ -327,13 +331,14 @@ struct Llama {
             // MLP branch: resid_mid + down(silu(gate(h)) * up(h)), h = rmsnorm(resid_mid)
             be.rmsnorm_forward(l_ln2, l_ln2_rstd, l_resid_mid, params.ln2w + l * C, N, C, cfg.norm_eps);
             save(resid_mid, l);
-            be.matmul_forward(l_gate, l_ln2, w_gate, nullptr, N, C, F);  // one product per half: gate and up are
-            be.matmul_forward(l_up, l_ln2, w_up, nullptr, N, C, F);      // separate (N, F) sites
+            be.matmul_forward(l_gate, l_ln2, w_gate, nullptr, N, C, F, Fs);  // one product per half: gate and up
+            be.matmul_forward(l_up, l_ln2, w_up, nullptr, N, C, F, Fs);      // are separate (N, F) sites
             save(ln2, l);
-            be.swiglu_forward(l_fch_act, l_gate, l_up, (size_t)N * F);
+            be.swiglu_forward(l_fch_act, l_gate, l_up, (size_t)N * Fs);
             save(fch_gate, l);
             save(fch_up, l);
-            be.matmul_forward(acts.scratch_btc, l_fch_act, params.fcprojw + (size_t)l * C * F, nullptr, N, F, C);
+            be.matmul_forward(acts.scratch_btc, l_fch_act, params.fcprojw + (size_t)l * C * F, nullptr, N, F, C, 0,
+                              Fs);
             save(fch_act, l);
             be.residual_forward(l_out, l_resid_mid, acts.scratch_btc, (size_t)N * C);
         }
@@ -347,13 +352,13 @@ struct Llama {
 
     // backward: from dlnf (in scratch_btc) down to the embedding; parameter gradients accumulate.
     void backward() {
-        int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden;
+        int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, Fs = cfg.hidden_stride();
         int N = B * T;
         act_t* dresid = acts.dresid;       // (N, C)
         act_t* dbtc = acts.scratch_btc;    // (N, C)
-        act_t* dwide = acts.scratch_wide;  // (N, max(3C, 2F))
-        act_t* dgate = dwide;                        // (N, F)
-        act_t* dup = dwide + (size_t)N * F;          // (N, F)
+        act_t* dwide = acts.scratch_wide;  // (N, max(3C, 2Fs))
+        act_t* dgate = dwide;                        // (N, F), stride Fs
+        act_t* dup = dwide + (size_t)N * Fs;         // (N, F), stride Fs
         ActSite<Backend>&resid = sites[RESID], &ln1 = sites[LN1], &resid_mid = sites[RESID_MID], &ln2 = sites[LN2],
                         &fch_gate = sites[FCH_GATE], &fch_up = sites[FCH_UP], &fch_act = sites[FCH_ACT];
 
@@ -373,17 +378,17 @@ struct Llama {
             act_t* l_gate = fch_gate.restore(be, l, N);
             act_t* l_up = fch_up.restore(be, l, N);
             if (fch_act.recompute)  // --recompute >= 1
-                be.swiglu_forward(fch_act.slot(l, N), l_gate, l_up, (size_t)N * F);
+                be.swiglu_forward(fch_act.slot(l, N), l_gate, l_up, (size_t)N * Fs);
             fch_act.weight_grad(be, l, N, grads.fcprojw + (size_t)l * C * F, nullptr, dresid, C);
-            be.matmul_backward_input(acts.scratch_ff, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false);
-            be.swiglu_backward(dgate, dup, l_gate, l_up, acts.scratch_ff, (size_t)N * F);
+            be.matmul_backward_input(acts.scratch_ff, dresid, params.fcprojw + (size_t)l * C * F, N, F, C, false, Fs);
+            be.swiglu_backward(dgate, dup, l_gate, l_up, acts.scratch_ff, (size_t)N * Fs);
             if (ln2.recompute)  // --recompute 2 (resid_mid is exact then; rewrites the same rstd bits)
                 be.rmsnorm_forward(ln2.slot(l, N), acts.ln2_rstd + (size_t)l * N, resid_mid.restore(be, l, N),
                                    params.ln2w + l * C, N, C, cfg.norm_eps);
-            ln2.weight_grad(be, l, N, dw_gate, nullptr, dgate, F);
-            ln2.weight_grad(be, l, N, dw_up, nullptr, dup, F);
-            be.matmul_backward_input(dbtc, dgate, w_gate, N, C, F, false);
-            be.matmul_backward_input(dbtc, dup, w_up, N, C, F, true);  // bf16 storage: one more rounding of dbtc
+            ln2.weight_grad(be, l, N, dw_gate, nullptr, dgate, F, Fs);
+            ln2.weight_grad(be, l, N, dw_up, nullptr, dup, F, Fs);
+            be.matmul_backward_input(dbtc, dgate, w_gate, N, C, F, false, 0, Fs);
+            be.matmul_backward_input(dbtc, dup, w_up, N, C, F, true, 0, Fs);  // bf16: one more rounding of dbtc
             be.rmsnorm_backward(dresid, grads.ln2w + l * C, dbtc, resid_mid.restore(be, l, N), params.ln2w + l * C,
                                 acts.ln2_rstd + (size_t)l * N, N, C);
             // attention branch

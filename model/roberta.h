@@ -512,7 +512,7 @@ struct Roberta {
                         &fch = sites[FCH], &fch_gelu = sites[FCH_GELU];
         auto save = [&](ActSite<Backend>& site, int l) {  // as GPT2's: only when training
             if (!train) return;
-            if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n);
+            if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n, site.stride());
             int unit = l * (int)sites.size() + (int)site.id;
             site.save(be, l, N, sched.q1_due(unit), sched.q2_due(unit), prac.seed, prac_log);
         };

@@ -88,32 +88,36 @@ int prac_round_rank(float frac, int n);
 
 
 // ---- CPU twins (fp32; the CUDA backend has the same argument order) ----
+// The full activation's rows may sit at a padded stride (LLaMA's F-wide sites, ModelConfig::hidden_stride): a
+// trailing ld_x / ld_dy in elements, 0 meaning contiguous (n, or OC), as the matmul twins (kernels/matmul.h).
 
-// xc (N, r) = x (N, n) @ P (n, r)
+// xc (N, r) = x (N, n) @ P (n, r); x rows at stride ld_x
 template <typename T>
-void prac_compress_cpu(T* xc, const T* x, const T* P, int N, int n, int r) {
-    gemm_cpu(false, false, N, r, n, T(1), x, n, P, r, T(0), xc, r);
+void prac_compress_cpu(T* xc, const T* x, const T* P, int N, int n, int r, int ld_x = 0) {
+    gemm_cpu(false, false, N, r, n, T(1), x, ld_x ? ld_x : n, P, r, T(0), xc, r);
 }
 
-// x (N, n) = xc (N, r) @ P (n, r)^T
+// x (N, n) = xc (N, r) @ P (n, r)^T; x rows at stride ld_x (its pad columns are not written)
 template <typename T>
-void prac_reconstruct_cpu(T* x, const T* xc, const T* P, int N, int n, int r) {
-    gemm_cpu(false, true, N, n, r, T(1), xc, r, P, r, T(0), x, n);
+void prac_reconstruct_cpu(T* x, const T* xc, const T* P, int N, int n, int r, int ld_x = 0) {
+    gemm_cpu(false, true, N, n, r, T(1), xc, r, P, r, T(0), x, ld_x ? ld_x : n);
 }
 
 // Factored weight gradient of a linear layer whose input was saved compressed:
 // dW (OC, n) += (dY (N, OC)^T @ xc (N, r)) @ P^T, through tmp (OC, r); dbias (OC) += column sums of dY.
 // Same value as matmul_backward_weight_cpu with the reconstructed input, in 2·N·OC·r + 2·OC·r·n FLOPs
-// instead of 2·N·r·n + 2·N·OC·n.
+// instead of 2·N·r·n + 2·N·OC·n. dY rows at stride ld_dy.
 template <typename T>
-void prac_weight_grad_cpu(T* dW, T* dbias, const T* dY, const T* xc, const T* P, int N, int n, int r, int OC, T* tmp) {
-    gemm_cpu(true, false, OC, r, N, T(1), dY, OC, xc, r, T(0), tmp, r);
+void prac_weight_grad_cpu(T* dW, T* dbias, const T* dY, const T* xc, const T* P, int N, int n, int r, int OC, T* tmp,
+                          int ld_dy = 0) {
+    ld_dy = ld_dy ? ld_dy : OC;
+    gemm_cpu(true, false, OC, r, N, T(1), dY, ld_dy, xc, r, T(0), tmp, r);
     gemm_cpu(false, true, OC, n, r, T(1), tmp, r, P, r, T(1), dW, n);
     if (dbias) {
 #pragma omp parallel for
         for (int o = 0; o < OC; o++) {
             T s = 0;
-            for (int i = 0; i < N; i++) s += dY[(size_t)i * OC + o];
+            for (int i = 0; i < N; i++) s += dY[(size_t)i * ld_dy + o];
             dbias[o] += s;
         }
     }
@@ -181,7 +185,7 @@ int prac_random_basis_cpu(float* Q, int n, int r, const PracDrawKey& key);
 //               (Householder QR, sgeqrf + sorgqr, of the same projected S when that fails); scaled by sqrt(k).
 // A step that fails (solver info != 0, non-finite values) keeps that part of the previous P and is reported
 // in the result; `had_basis` false means P holds no basis yet, and a failed Q1 then falls back to a random
-// orthonormal Q1 (PRAC stays unbiased for any Q1).
+// orthonormal Q1 (PRAC stays unbiased for any Q1). x rows at stride ld_x (0: n).
 struct PracRefreshResult {
     bool q1_ok = true, q2_ok = true;
     bool q1_changed = false;  // P's Q1 block was replaced (a new eigenbasis, or the random fallback)
@@ -199,4 +203,4 @@ constexpr uint32_t PRAC_DRAW_Q1_SUBSPACE = 3;  // the subspace refresh's Gaussia
 size_t prac_refresh_cpu_workspace_bytes(int n, const SiteDims& d);
 PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                    bool refresh_q2, bool had_basis, const PracDrawKey& key,
-                                   const GramReducer* reduce_gram = nullptr);
+                                   const GramReducer* reduce_gram = nullptr, int ld_x = 0);

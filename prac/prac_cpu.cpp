@@ -370,7 +370,7 @@ static int subspace_q1(float* W, const float* G, int n, int r1, int b, bool warm
 
 PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                    bool refresh_q2, bool had_basis, const PracDrawKey& key,
-                                   const GramReducer* reduce_gram) {
+                                   const GramReducer* reduce_gram, int ld_x) {
     PracRefreshResult res;
     int r1 = d.r1, r2 = d.r2, r = d.r(), b = d.block(n);
     RefreshArena A(n, d);
@@ -388,9 +388,10 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
     bool q1_changed = false;
 
     if (r1 > 0 && (refresh_q1 || !had_basis)) {
-        // G (n, n) = xᵀx accumulated in fp32, lower triangle (x row-major (N, n) is column-major (n, N))
+        // G (n, n) = xᵀx accumulated in fp32, lower triangle (x row-major (N, n) at stride ld_x is column-major
+        // (n, N) with leading dimension ld_x)
         float* G = arena.get() + A.G;
-        cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, n, N, 1.0f, x, n, 0.0f, G, n);
+        cblas_ssyrk(CblasColMajor, CblasLower, CblasNoTrans, n, N, 1.0f, x, ld_x ? ld_x : n, 0.0f, G, n);
         if (reduce_gram) (*reduce_gram)(G, (size_t)n * n);
         int info = -1000;
         bool finite = true;

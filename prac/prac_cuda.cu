@@ -1,6 +1,6 @@
 // PRAC site ops on the GPU: CUDA twins of prac/prac.h (compress, reconstruct, factored weight gradient) and
-// prac_cpu.cpp (Gaussian draw, basis refresh); the contract is prac/prac_cuda.cuh. Row-major on cuBLAS: gemm_rm
-// below runs each row-major GEMM as the column-major product of the transposes (operands and M, N swapped), and
+// prac_cpu.cpp (Gaussian draw, basis refresh); the contract is prac/prac_cuda.cuh. Row-major on cuBLAS:
+// prac_gemm_rm below runs each row-major GEMM as the column-major product of the transposes (operands and M, N swapped), and
 // every GEMM here calls it with the same arguments as the CPU twin calls gemm_cpu. The refresh works on an fp32
 // column-major copy of P, whose Q1 and Q2 blocks cuSOLVER and cublasSgemm take directly, and writes back only the
 // parts that changed. Compiled WITHOUT --use_fast_math: the Gaussian draw's Box-Muller runs in double
@@ -66,13 +66,11 @@ struct CublasHostPointers {
     }
 };
 
-// Row-major C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C, leading dimensions in elements, the same
-// arguments as gemm_cpu (kernels/matmul.h), mapped onto column-major cuBLAS as C^T = op(B)^T op(A)^T:
+// Row-major on column-major cuBLAS (prac_cuda.cuh) as C^T = op(B)^T op(A)^T:
 //   cublasGemmEx(transa = op of B, transb = op of A, m = N, n = M, k = K, A := B (ldb), B := A (lda), C (ldc)).
-// fp32 accumulation and fp32 alpha/beta (CUBLAS_COMPUTE_32F) whatever the storage types.
-static void gemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
-                    cudaDataType_t a_type, int lda, const void* B, cudaDataType_t b_type, int ldb, float beta, void* C,
-                    cudaDataType_t c_type, int ldc) {
+void prac_gemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
+                  cudaDataType_t a_type, int lda, const void* B, cudaDataType_t b_type, int ldb, float beta, void* C,
+                  cudaDataType_t c_type, int ldc) {
     cublasCheck(cublasGemmEx(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
                              &alpha, B, b_type, ldb, A, a_type, lda, &beta, C, c_type, ldc, CUBLAS_COMPUTE_32F,
                              CUBLAS_GEMM_DEFAULT));
@@ -85,23 +83,23 @@ static void gemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, 
 // xc (N, r) = x (N, n) @ P (n, r). Row-major gemm(N, N, M=N, N=r, K=n) -> cuBLAS (N, N, m=r, n=N, k=n):
 // A = P as column-major (r, n) ld r, B = x as column-major (n, N) ld n, C = xc^T column-major (r, N) ld r.
 template <typename T>
-void prac_compress_cuda(T* xc, const T* x, const T* P, int N, int n, int r, const PracCudaHandles& h) {
+void prac_compress_cuda(T* xc, const T* x, const T* P, int N, int n, int r, const PracCudaHandles& h, int ld_x) {
     cublasCheck(cublasSetStream(h.cublas, h.stream));
     CublasHostPointers pm(h.cublas);
     const cudaDataType_t t = cuda_dtype<T>();
-    // twin: gemm_cpu(false, false, N, r, n, 1, x, n, P, r, 0, xc, r)
-    gemm_rm(h.cublas, false, false, N, r, n, 1.0f, x, t, n, P, t, r, 0.0f, xc, t, r);
+    // twin: gemm_cpu(false, false, N, r, n, 1, x, ld_x, P, r, 0, xc, r)
+    prac_gemm_rm(h.cublas, false, false, N, r, n, 1.0f, x, t, ld_x ? ld_x : n, P, t, r, 0.0f, xc, t, r);
 }
 
 // x (N, n) = xc (N, r) @ P (n, r)^T. Row-major gemm(N, T, M=N, N=n, K=r) -> cuBLAS (T, N, m=n, n=N, k=r):
 // A = P column-major (r, n) ld r, transposed to (n, r); B = xc column-major (r, N) ld r; C = x^T (n, N) ld n.
 template <typename T>
-void prac_reconstruct_cuda(T* x, const T* xc, const T* P, int N, int n, int r, const PracCudaHandles& h) {
+void prac_reconstruct_cuda(T* x, const T* xc, const T* P, int N, int n, int r, const PracCudaHandles& h, int ld_x) {
     cublasCheck(cublasSetStream(h.cublas, h.stream));
     CublasHostPointers pm(h.cublas);
     const cudaDataType_t t = cuda_dtype<T>();
-    // twin: gemm_cpu(false, true, N, n, r, 1, xc, r, P, r, 0, x, n)
-    gemm_rm(h.cublas, false, true, N, n, r, 1.0f, xc, t, r, P, t, r, 0.0f, x, t, n);
+    // twin: gemm_cpu(false, true, N, n, r, 1, xc, r, P, r, 0, x, ld_x)
+    prac_gemm_rm(h.cublas, false, true, N, n, r, 1.0f, xc, t, r, P, t, r, 0.0f, x, t, ld_x ? ld_x : n);
 }
 
 // dW (OC, n) += (dY (N, OC)^T @ xc (N, r)) @ P (n, r)^T via tmp (OC, r) stored as T (see the header).
@@ -121,19 +119,20 @@ void prac_reconstruct_cuda(T* x, const T* xc, const T* P, int N, int n, int r, c
 //     planner's factored-gradient scratch (prac/site.h factored_grad_scratch) is unchanged.
 template <typename T, typename G>
 void prac_weight_grad_cuda(G* dW, G* dbias, const T* dY, const T* xc, const T* P, int N, int n, int r, int OC,
-                           float* tmp, const PracCudaHandles& h) {
+                           float* tmp, const PracCudaHandles& h, int ld_dy) {
     cublasCheck(cublasSetStream(h.cublas, h.stream));
     CublasHostPointers pm(h.cublas);
     const cudaDataType_t t = cuda_dtype<T>(), g = cuda_dtype<G>();
     T* tmp_t = reinterpret_cast<T*>(tmp);  // fp32 build: the fp32 tmp itself; bf16 build: its first half
-    // twin: gemm_cpu(true, false, OC, r, N, 1, dY, OC, xc, r, 0, tmp, r)
-    gemm_rm(h.cublas, true, false, OC, r, N, 1.0f, dY, t, OC, xc, t, r, 0.0f, tmp_t, t, r);
+    ld_dy = ld_dy ? ld_dy : OC;
+    // twin: gemm_cpu(true, false, OC, r, N, 1, dY, ld_dy, xc, r, 0, tmp, r)
+    prac_gemm_rm(h.cublas, true, false, OC, r, N, 1.0f, dY, t, ld_dy, xc, t, r, 0.0f, tmp_t, t, r);
     // twin: gemm_cpu(false, true, OC, n, r, 1, tmp, r, P, r, 1, dW, n)
-    gemm_rm(h.cublas, false, true, OC, n, r, 1.0f, tmp_t, t, r, P, t, r, 1.0f, dW, g, n);
+    prac_gemm_rm(h.cublas, false, true, OC, n, r, 1.0f, tmp_t, t, r, P, t, r, 1.0f, dW, g, n);
     if (dbias && N > 0 && OC > 0) {
         if (r < 1) throw std::runtime_error("prac_weight_grad_cuda: dbias needs r >= 1 (tmp holds the partial sums)");
         const int groups = std::min(matmul_dbias_groups(N), r);
-        matmul_dbias_cuda<T, G>(dbias, dY, N, OC, groups, tmp, h.stream);
+        matmul_dbias_cuda<T, G>(dbias, dY, N, OC, groups, tmp, h.stream, ld_dy);
     }
 }
 
@@ -634,7 +633,7 @@ template <typename T>
 PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                     bool refresh_q2, bool had_basis, const PracDrawKey& key,
                                     const PracCudaHandles& h, void* workspace, size_t workspace_bytes,
-                                    const GramReducer* reduce_gram) {
+                                    const GramReducer* reduce_gram, int ld_x) {
     PracRefreshResult res;
     const int r1 = d.r1, r2 = d.r2, r = d.r();
     if (r == 0) return res;
@@ -677,10 +676,11 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
 
     if (r1 > 0 && (refresh_q1 || !had_basis)) {
         // G (n, n) = x^T x in fp32 (x in T, fp32 accumulation and output). Row-major gemm(T, N, M=n, N=n, K=N)
-        // -> cuBLAS (N, T, m=n, n=n, k=N): x as column-major (n, N) ld n times its transpose; C = G ld n
+        // -> cuBLAS (N, T, m=n, n=n, k=N): x as column-major (n, N) ld ld_x times its transpose; C = G ld n
         // (symmetric, so row- and column-major G are the same matrix). twin: cblas_ssyrk(upper, trans)
-        gemm_rm(h.cublas, true, false, n, n, N, 1.0f, x, cuda_dtype<T>(), n, x, cuda_dtype<T>(), n, 0.0f, R.G,
-                CUDA_R_32F, n);
+        const int ldx = ld_x ? ld_x : n;
+        prac_gemm_rm(h.cublas, true, false, n, n, N, 1.0f, x, cuda_dtype<T>(), ldx, x, cuda_dtype<T>(), ldx, 0.0f, R.G,
+                     CUDA_R_32F, n);
         // shared subspace across data-parallel ranks: the reducer averages the DEVICE Gram matrix (NCCL, ordered
         // on h.stream by the communicator's events), so every rank solves the same eigenproblem
         if (reduce_gram) (*reduce_gram)(R.G, (size_t)n * n);
@@ -762,29 +762,29 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
 // ---------------------------------------------------------------------------------------------------------------
 // instantiations: fp32 build (float, float), bf16 build (bf16, bf16), and bf16 activations with fp32 gradients
 // ---------------------------------------------------------------------------------------------------------------
-template void prac_compress_cuda<float>(float*, const float*, const float*, int, int, int, const PracCudaHandles&);
+template void prac_compress_cuda<float>(float*, const float*, const float*, int, int, int, const PracCudaHandles&, int);
 template void prac_compress_cuda<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int, int,
-                                                int, const PracCudaHandles&);
+                                                int, const PracCudaHandles&, int);
 template void prac_reconstruct_cuda<float>(float*, const float*, const float*, int, int, int,
-                                           const PracCudaHandles&);
+                                           const PracCudaHandles&, int);
 template void prac_reconstruct_cuda<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int,
-                                                   int, int, const PracCudaHandles&);
+                                                   int, int, const PracCudaHandles&, int);
 template void prac_weight_grad_cuda<float, float>(float*, float*, const float*, const float*, const float*, int, int,
-                                                  int, int, float*, const PracCudaHandles&);
+                                                  int, int, float*, const PracCudaHandles&, int);
 template void prac_weight_grad_cuda<__nv_bfloat16, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*,
                                                                   const __nv_bfloat16*, const __nv_bfloat16*,
                                                                   const __nv_bfloat16*, int, int, int, int, float*,
-                                                                  const PracCudaHandles&);
+                                                                  const PracCudaHandles&, int);
 template void prac_weight_grad_cuda<__nv_bfloat16, float>(float*, float*, const __nv_bfloat16*, const __nv_bfloat16*,
                                                           const __nv_bfloat16*, int, int, int, int, float*,
-                                                          const PracCudaHandles&);
+                                                          const PracCudaHandles&, int);
 template PracRefreshResult prac_refresh_cuda<float>(float*, const float*, int, int, const SiteDims&, bool, bool, bool,
                                                     const PracDrawKey&, const PracCudaHandles&, void*, size_t,
-                                                    const GramReducer*);
+                                                    const GramReducer*, int);
 template PracRefreshResult prac_refresh_cuda<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int, int,
                                                             const SiteDims&, bool, bool, bool, const PracDrawKey&,
                                                             const PracCudaHandles&, void*, size_t,
-                                                            const GramReducer*);
+                                                            const GramReducer*, int);
 template void prac_fp8_quantize_cuda<float>(uint8_t*, float*, const float*, int, int, uint64_t, const PracDrawKey&,
                                             cudaStream_t);
 template void prac_fp8_quantize_cuda<__nv_bfloat16>(uint8_t*, float*, const __nv_bfloat16*, int, int, uint64_t,

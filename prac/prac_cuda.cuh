@@ -26,16 +26,27 @@ struct PracCudaHandles {
     cusolverDnHandle_t cusolver = nullptr;  // prac_refresh_cuda only: Xsyevd, Xgeqrf, Sorgqr
 };
 
-// xc (N, r) = x (N, n) @ P (n, r)                                         twin of prac_compress_cpu
-template <typename T>
-void prac_compress_cuda(T* xc, const T* x, const T* P, int N, int n, int r, const PracCudaHandles& h);
+// Row-major C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C by cublasGemmEx, leading dimensions in
+// elements: the same arguments as gemm_cpu (kernels/matmul.h), each pointer followed by its cuBLAS type; fp32
+// accumulation and fp32 alpha/beta (CUBLAS_COMPUTE_32F) whatever the storage types. Every GEMM of the ops below
+// goes through it (tools/bench_gpu_stride times them with other leading dimensions).
+void prac_gemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A,
+                  cudaDataType_t a_type, int lda, const void* B, cudaDataType_t b_type, int ldb, float beta, void* C,
+                  cudaDataType_t c_type, int ldc);
 
-// x (N, n) = xc (N, r) @ P (n, r)^T                                       twin of prac_reconstruct_cpu
+// The full activation's row stride: a trailing ld_x / ld_dy (elements, 0 = contiguous), as the CPU twins'.
+
+// xc (N, r) = x (N, n) @ P (n, r); x rows at stride ld_x                  twin of prac_compress_cpu
 template <typename T>
-void prac_reconstruct_cuda(T* x, const T* xc, const T* P, int N, int n, int r, const PracCudaHandles& h);
+void prac_compress_cuda(T* xc, const T* x, const T* P, int N, int n, int r, const PracCudaHandles& h, int ld_x = 0);
+
+// x (N, n) = xc (N, r) @ P (n, r)^T; x rows at stride ld_x               twin of prac_reconstruct_cpu
+template <typename T>
+void prac_reconstruct_cuda(T* x, const T* xc, const T* P, int N, int n, int r, const PracCudaHandles& h,
+                           int ld_x = 0);
 
 // dW (OC, n) += (dY (N, OC)^T @ xc (N, r)) @ P (n, r)^T through tmp (OC, r); dbias (OC) += column sums of dY
-// (fp32 sums; dbias may be null).                                         twin of prac_weight_grad_cpu
+// (fp32 sums; dbias may be null); dY rows at stride ld_dy.                twin of prac_weight_grad_cpu
 // G (the gradient type) is float, or __nv_bfloat16 with T = __nv_bfloat16.
 // tmp is the site's fp32 (OC, r) buffer (ActSite::wgrad_tmp). With T = float it holds dY^T xc in fp32. With
 // T = bf16 it holds dY^T xc as bf16 in its first OC*r*2 bytes: cublasGemmEx needs A and B of one type, so
@@ -43,7 +54,7 @@ void prac_reconstruct_cuda(T* x, const T* xc, const T* P, int N, int n, int r, c
 // rounded once (relative 2^-9), the same order as the bf16 rounding of dW itself.
 template <typename T, typename G>
 void prac_weight_grad_cuda(G* dW, G* dbias, const T* dY, const T* xc, const T* P, int N, int n, int r, int OC,
-                           float* tmp, const PracCudaHandles& h);
+                           float* tmp, const PracCudaHandles& h, int ld_dy = 0);
 
 // S (n, cols) with leading dimension ld, fp32 in device memory: element (i, j) is normal number i * cols + j of
 // the key's Philox stream, bit for bit what prac_gaussian_cpu writes (up to a rare last-ulp difference of the
@@ -57,8 +68,9 @@ void prac_gaussian_cuda(float* S, int n, int cols, int ld, const PracDrawKey& ke
 // Xgeqrf / Sorgqr at n x r1 and n x r2. The solver sizes come from the *_bufferSize queries, which need a live
 // cuSOLVER handle (and so a GPU): call it after the handle exists (it also allocates and frees 256 device bytes
 // to stand in for the matrices). Does not depend on N (the Gram GEMM needs no workspace of ours).
-// TODO(planner): train/planner.cpp's refresh_workspace estimates this without a handle; reconcile the two
-// (the planner's figure must be >= this one, or the backend must size the buffer from this function).
+// CudaBackend sizes its scratch from this function; the planner (plan_cuda_refresh_workspace, train/planner.h)
+// counts the same layout (prac/refresh_layout.h) with LAPACK's minima standing in for the solver buffers, which
+// test_prac_cuda checks against this function within 2% + 8 KiB.
 size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const SiteDims& d);
 
 // fp8 storage (prac/fp8.h): q (N, r) e4m3 codes and scale (N) of xc (N, r), bit for bit what prac_fp8_quantize_cpu
@@ -87,4 +99,4 @@ template <typename T>
 PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                     bool refresh_q2, bool had_basis, const PracDrawKey& key,
                                     const PracCudaHandles& h, void* workspace, size_t workspace_bytes,
-                                    const GramReducer* reduce_gram = nullptr);
+                                    const GramReducer* reduce_gram = nullptr, int ld_x = 0);

@@ -32,6 +32,8 @@ struct ActSite {
     uint32_t id = 0;  // position in the model's site list (part of the random draw's key)
     SiteClass cls = SiteClass::LINEAR;
     int n = 0;        // width
+    int ld = 0;       // row stride of the full tensor (its slots, its transient buffer) in elements: 0 = n; the
+                      // padded stride of LLaMA's F-wide sites (ModelConfig::hidden_stride, --hidden-align)
     int stack = 0;    // layers in the uncompressed stack (the residual stream keeps one more: the final output)
     int L = 0;        // layers with a saved tensor
     SiteDims dims;
@@ -41,7 +43,7 @@ struct ActSite {
                              // refreshed here
     std::string replaces;    // a site of older checkpoints whose state this one takes over (prac_state_load)
 
-    act_t* full = nullptr;       // (stack, N, n)  uncompressed
+    act_t* full = nullptr;       // (stack, N, n)  uncompressed (rows at stride(): so are transient and fwd(l))
     act_t* packed = nullptr;     // (L, N, r)      compressed: X·P per layer (act storage)
     uint8_t* packed8 = nullptr;  // (L, N, r)      compressed, fp8 storage: e4m3 codes of X·P per layer
     float* scales = nullptr;     // (L, N)         fp8 storage: the rows' dequantization scales 2^-k
@@ -62,8 +64,9 @@ struct ActSite {
 
     int r() const { return dims.r(); }
     bool compressed() const { return dims.compressed; }
+    int stride() const { return ld ? ld : n; }
 
-    act_t* slot(int l, size_t N) const { return full + (recompute ? 0 : (size_t)l * N * n); }
+    act_t* slot(int l, size_t N) const { return full + (recompute ? 0 : (size_t)l * N * stride()); }
     act_t* fwd(int l, size_t N) const { return compressed() ? transient : slot(l, N); }
 
     // Compress layer l's full tensor x (fwd(l)); refresh the basis first when the step asks for it.
@@ -80,7 +83,7 @@ struct ActSite {
         if (q1 || q2) {
             PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)q2_refreshes[l]};
             PracRefreshResult res =
-                be.prac_refresh(Pl, fwd(l, N), (int)N, n, dims, q1, q2, has_basis[l], key, reduce_gram);
+                be.prac_refresh(Pl, fwd(l, N), (int)N, n, dims, q1, q2, has_basis[l], key, reduce_gram, stride());
             q1_refreshes[l] += res.q1_changed;
             q2_refreshes[l] += res.q2_drawn;  // each draw consumes its key: the next one uses a fresh stream
             has_basis[l] = 1;
@@ -97,13 +100,13 @@ struct ActSite {
     // resumed run (fp8_saves is checkpointed) rounds exactly as the uninterrupted one.
     void store_packed(Backend& be, int l, size_t N, const act_t* Pl, uint64_t seed) {
         if (!dims.fp8) {
-            be.prac_compress(packed + (size_t)l * N * r(), fwd(l, N), Pl, (int)N, n, r());
+            be.prac_compress(packed + (size_t)l * N * r(), fwd(l, N), Pl, (int)N, n, r(), stride());
             return;
         }
         PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)fp8_saves[l]++, PRAC_DRAW_FP8_ROUNDING};
         for (size_t i0 = 0; i0 < N; i0 += PRAC_FP8_BLOCK_ROWS) {
             int rows = (int)std::min<size_t>(PRAC_FP8_BLOCK_ROWS, N - i0);
-            be.prac_compress(fp8_block, fwd(l, N) + i0 * n, Pl, rows, n, r());
+            be.prac_compress(fp8_block, fwd(l, N) + i0 * stride(), Pl, rows, n, r(), stride());
             be.prac_fp8_quantize(packed8 + ((size_t)l * N + i0) * r(), scales + (size_t)l * N + i0, fp8_block, rows,
                                  r(), i0, key);
         }
@@ -114,22 +117,22 @@ struct ActSite {
         if (!compressed()) return slot(l, N);
         const act_t* Pl = P + (size_t)l * n * r();
         if (!dims.fp8) {
-            be.prac_reconstruct(transient, packed + (size_t)l * N * r(), Pl, (int)N, n, r());
+            be.prac_reconstruct(transient, packed + (size_t)l * N * r(), Pl, (int)N, n, r(), stride());
             return transient;
         }
         for (size_t i0 = 0; i0 < N; i0 += PRAC_FP8_BLOCK_ROWS) {
             int rows = (int)std::min<size_t>(PRAC_FP8_BLOCK_ROWS, N - i0);
             be.prac_fp8_dequantize(fp8_block, packed8 + ((size_t)l * N + i0) * r(), scales + (size_t)l * N + i0, rows,
                                    r());
-            be.prac_reconstruct(transient + i0 * n, fp8_block, Pl, rows, n, r());
+            be.prac_reconstruct(transient + i0 * stride(), fp8_block, Pl, rows, n, r(), stride());
         }
         return transient;
     }
 
-    // dW (OC, n) += dY (N, OC)ᵀ · X_l (N, n), dbias += column sums of dY.
-    void weight_grad(Backend& be, int l, size_t N, grad_t* dW, grad_t* dbias, const act_t* dY, int OC) {
+    // dW (OC, n) += dY (N, OC)ᵀ · X_l (N, n), dbias += column sums of dY; dY rows at stride ld_dy (0: OC).
+    void weight_grad(Backend& be, int l, size_t N, grad_t* dW, grad_t* dbias, const act_t* dY, int OC, int ld_dy = 0) {
         if (!compressed()) {
-            be.matmul_backward_weight(dW, dbias, dY, slot(l, N), (int)N, n, OC);
+            be.matmul_backward_weight(dW, dbias, dY, slot(l, N), (int)N, n, OC, ld_dy, stride());
             return;
         }
         const act_t* xc = packed + (size_t)l * N * r();
@@ -138,7 +141,7 @@ struct ActSite {
             be.prac_fp8_dequantize(fp8_wgrad, packed8 + (size_t)l * N * r(), scales + (size_t)l * N, (int)N, r());
             xc = fp8_wgrad;
         }
-        be.prac_weight_grad(dW, dbias, dY, xc, P + (size_t)l * n * r(), (int)N, n, r(), OC, wgrad_tmp);
+        be.prac_weight_grad(dW, dbias, dY, xc, P + (size_t)l * n * r(), (int)N, n, r(), OC, wgrad_tmp, ld_dy);
     }
 };
 
@@ -193,10 +196,13 @@ struct ActivationDump {
     bool wants(const std::string& name, int l, const PracSchedule& s) const {
         return !done && !site.empty() && name == site && l == layer && s.step == step && s.first_micro_batch;
     }
+    // x (N, n) with rows at stride ld
     template <class Backend>
-    void write(Backend& be, const typename Backend::act_t* x, size_t N, int n) {
-        std::vector<float> host(N * n);
+    void write(Backend& be, const typename Backend::act_t* x, size_t N, int n, int ld) {
+        std::vector<float> host(N * ld);
         be.download_f32(host.data(), x, host.size());
+        for (size_t i = 1; i < N && ld != n; i++)  // the rows, packed (row i moves down; nothing is overwritten early)
+            std::copy(host.begin() + i * ld, host.begin() + i * ld + n, host.begin() + i * n);
         write_npy_f32(path, host.data(), {(int64_t)N, (int64_t)n});
         std::printf("dumped site %s layer %d at step %lld: (%zu, %d) -> %s\n", site.c_str(), layer, (long long)step, N,
                     n, path.c_str());
@@ -207,12 +213,13 @@ struct ActivationDump {
 // Builds a site with its ranks from the PRAC options (throws on impossible ranks).
 template <class Backend>
 ActSite<Backend> make_site(const char* name, uint32_t id, SiteClass cls, int n, int L, int stack,
-                           const PracOptions& o) {
+                           const PracOptions& o, int ld = 0) {
     ActSite<Backend> s;
     s.name = name;
     s.id = id;
     s.cls = cls;
     s.n = n;
+    s.ld = ld;
     s.L = L;
     s.stack = stack;
     s.dims = prac_site_dims(o, cls, n, name);
@@ -231,9 +238,10 @@ void site_add_specs(ActSite<Backend>& s, size_t N, std::vector<TensorSpec>& acts
     DType act = Backend::act_dtype;
     MemCategory cat = s.cls == SiteClass::LINEAR ? MemCategory::SAVED_LINEAR : MemCategory::SAVED_NONLINEAR;
     if (s.recompute) {  // one shared slot, rewritten per layer: scratch, not saved
-        if (!s.borrowed) acts.push_back({s.name + ".recompute", (void**)&s.full, N * s.n, act, MemCategory::TRANSIENT});
+        if (!s.borrowed)
+            acts.push_back({s.name + ".recompute", (void**)&s.full, N * s.stride(), act, MemCategory::TRANSIENT});
     } else if (!s.compressed()) {
-        acts.push_back({s.name, (void**)&s.full, (size_t)s.stack * N * s.n, act, cat});
+        acts.push_back({s.name, (void**)&s.full, (size_t)s.stack * N * s.stride(), act, cat});
     } else {
         if (s.dims.fp8) {
             acts.push_back({s.name + ".packed", (void**)&s.packed8, (size_t)s.L * N * s.r(), DType::F8E4M3, cat});

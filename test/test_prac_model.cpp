@@ -463,4 +463,89 @@ TEST(PracModel, LlamaGateAndUpAreSeparateSites) {
     }
 }
 
+// (f) --hidden-align: LLaMA's (N, F) activations at a padded row stride (ModelConfig::hidden_stride, model/llama.h)
+// are the same model. Three SGD steps of llama-tiny (F = 176, stride 192 at alignment 64), every basis refreshed
+// every step, give the losses and gradients of the contiguous layout bit for bit (OpenBLAS computes each product
+// the same way whatever its leading dimensions): without PRAC; PRAC with the exact and the subspace refresh; fp8
+// storage over more than one block of rows (N = 8320 > PRAC_FP8_BLOCK_ROWS) with --recompute 1; transients in
+// their own buffers. --dump-site writes the same matrix.
+struct PaddedRun {
+    std::vector<float> losses, grads;
+    std::string dump;  // bytes of the --dump-site file
+};
+static PaddedRun run_llama_tiny(int hidden_align, PracOptions o, int B, int T, Recompute rc, bool alias) {
+    ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-tiny");
+    cfg.vocab_size = cfg.padded_vocab_size = 512;
+    cfg.hidden_align = hidden_align;
+    o.t1 = o.t2 = 1;
+    CpuBackend be;
+    Llama<CpuBackend> m(be, cfg, o, rc);
+    m.prac_log = nullptr;
+    m.alias_transients = alias;
+    m.allocate_activations(B, T);
+    m.init_weights(1234);
+    std::string path = testing::TempDir() + "padded_dump_" + std::to_string(hidden_align) + ".npy";
+    m.dump.site = "fch_up";
+    m.dump.layer = 1;
+    m.dump.step = 1;
+    m.dump.path = path;
+    Rng rng(99);
+    std::vector<int32_t> in(B * T), tg(B * T);
+    for (int i = 0; i < B * T; i++) in[i] = (int32_t)(rng.g() % 512), tg[i] = (int32_t)(rng.g() % 512);
+    PaddedRun r;
+    for (int step = 0; step < 3; step++) {
+        m.sched.begin_step(o, step);
+        m.zero_grad();
+        r.losses.push_back(m.forward(in.data(), tg.data(), 1.0f / (B * T)));
+        m.backward();
+        for (size_t i = 0; i < m.param_buffer_numel; i++) m.params_memory[i] -= 0.1f * m.grads_memory[i];
+    }
+    r.grads.assign(m.grads_memory, m.grads_memory + m.param_buffer_numel);
+    FILE* f = std::fopen(path.c_str(), "rb");
+    EXPECT_NE(f, nullptr) << "no --dump-site file " << path;
+    if (f) {
+        for (int c; (c = std::fgetc(f)) != EOF;) r.dump.push_back((char)c);
+        std::fclose(f);
+    }
+    return r;
+}
+TEST(PracModel, LlamaPaddedHiddenStrideIsBitwiseTheSameModel) {
+    ModelConfig cfg = model_config_load(Arch::LLAMA, "llama-tiny");
+    cfg.hidden_align = 64;
+    ASSERT_EQ(cfg.hidden, 176);
+    ASSERT_EQ(cfg.hidden_stride(), 192);
+    struct Case {
+        const char* what;
+        PracMode mode;
+        PracRefresh refresh;
+        PracStorage storage;
+        int B, T;
+        Recompute rc;
+        bool alias;
+    };
+    const Case cases[] = {
+        {"no PRAC", PracMode::NONE, PracRefresh::SUBSPACE, PracStorage::ACT, 4, 32, Recompute(0), true},
+        {"PRAC, exact refresh", PracMode::PRAC, PracRefresh::EXACT, PracStorage::ACT, 4, 32, Recompute(0), true},
+        {"PRAC, subspace refresh, own transients", PracMode::PRAC, PracRefresh::SUBSPACE, PracStorage::ACT, 4, 32,
+         Recompute(0), false},
+        {"PRAC, fp8 over two row blocks, --recompute 1", PracMode::PRAC, PracRefresh::SUBSPACE, PracStorage::FP8, 130,
+         64, Recompute(1), true},
+    };
+    for (const Case& c : cases) {
+        PracOptions o = opts(c.mode);
+        o.refresh = c.refresh;
+        o.storage = c.storage;
+        PaddedRun a = run_llama_tiny(1, o, c.B, c.T, c.rc, c.alias), b = run_llama_tiny(64, o, c.B, c.T, c.rc, c.alias);
+        ASSERT_EQ(a.losses.size(), b.losses.size());
+        EXPECT_EQ(std::memcmp(a.losses.data(), b.losses.data(), a.losses.size() * sizeof(float)), 0)
+            << c.what << ": losses " << a.losses.back() << " vs " << b.losses.back() << " with the padded stride";
+        ASSERT_EQ(a.grads.size(), b.grads.size());
+        size_t differ = 0;
+        for (size_t i = 0; i < a.grads.size(); i++) differ += std::memcmp(&a.grads[i], &b.grads[i], sizeof(float)) != 0;
+        EXPECT_EQ(differ, 0u) << c.what << ": gradients that differ with the padded stride";
+        EXPECT_FALSE(a.dump.empty()) << c.what;
+        EXPECT_TRUE(a.dump == b.dump) << c.what << ": --dump-site wrote another matrix with the padded stride";
+    }
+}
+
 }  // namespace

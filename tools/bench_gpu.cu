@@ -3,7 +3,8 @@
 // the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, and PRAC at the largest
 // micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and LLaMA-130M B=32: the gpu_verify
 // budget), --models, --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per
-// other optimizer), --tiny (a smoke run of every code path, e.g. emulated in `make test`; its numbers mean nothing).
+// other optimizer), --hidden-align A (LLaMA rows: the trainer's --hidden-align, to compare with and without), --tiny
+// (a smoke run of every code path, e.g. emulated in `make test`; its numbers mean nothing).
 // Every row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them). Without a CUDA device: exit
 // 77 (REQUIRE_GPU=1: exit 1). How each number is measured and what MFU counts: docs/DESIGN.md section 9.4.
 #include <algorithm>
@@ -48,6 +49,7 @@ struct Row {
     double ms = 0, tok_s = 0, mfu = -1, loss = 0;
     double peak = 0, plan = 0, delta = 0;  // bytes
     double refresh_ms = -1, normal_ms = -1;  // PRAC: one refresh step vs the mean normal step
+    double first_ms = -1;                    // the first step (PRAC: every site's cold refresh; GEMM plans, ...)
     double flops_token = 0;                  // model_flops_per_token of the config at this T
     int t1 = 0;
 };
@@ -101,12 +103,13 @@ static void write_json(const std::string& path, const std::string& gpu, double p
                      "    {\"config\": \"%s\", \"prac\": \"%s\", \"optimizer\": \"%s\", \"max_batch\": %s, \"B\": %d, \"T\": %d, \"ran\": %s, "
                      "\"note\": \"%s\", \"steps\": %d, \"ms_per_step\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %s, "
                      "\"loss\": %.5f, \"peak_bytes\": %.0f, \"plan_bytes\": %.0f, \"memgetinfo_delta_bytes\": %.0f, "
-                     "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"t1\": %d}%s\n",
+                     "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"first_step_ms\": %s, \"t1\": %d}%s\n",
                      r.config.c_str(), r.prac.c_str(), r.optimizer.c_str(), r.max_batch ? "true" : "false", r.B, r.T,
                      r.ran ? "true" : "false", json_escape(r.note).c_str(), r.steps, r.ms, r.tok_s,
                      r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "null", r.loss, r.peak, r.plan, r.delta,
                      r.refresh_ms >= 0 ? fmt("%.4f", r.refresh_ms).c_str() : "null",
-                     r.normal_ms >= 0 ? fmt("%.4f", r.normal_ms).c_str() : "null", r.t1,
+                     r.normal_ms >= 0 ? fmt("%.4f", r.normal_ms).c_str() : "null",
+                     r.first_ms >= 0 ? fmt("%.4f", r.first_ms).c_str() : "null", r.t1,
                      i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
@@ -211,7 +214,8 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
             one_step(s);
             return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         };
-        for (int i = 0; i < 3; i++) one_step(step_index++);  // step 0 refreshes the PRAC bases
+        r.first_ms = timed(step_index++);  // step 0: PRAC's cold refresh of every site (it cannot be staggered)
+        for (int i = 0; i < 2; i++) one_step(step_index++);
         // the timed steps must not refresh: skip past any step that would (T1/T2 small)
         auto refreshes = [&](int64_t s) {
             return prac.mode != PracMode::NONE &&
@@ -247,12 +251,13 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
 static void usage() {
     std::printf("usage: bench_gpu [--quick] [--tiny] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
                 "                 [--max-batch | --no-max-batch] [--json FILE] [--optimizers adamw,muon,adam-mini,"
-                "galore,rso]\n");
+                "galore,rso]\n                 [--hidden-align A]\n");
 }
 
 int main(int argc, char** argv) {
     bool quick = false, tiny = false;
     int steps = -1, maxb = -1;  // -1: default
+    int hidden_align = 1;       // LLaMA: the trainer's --hidden-align
     std::string models_arg, json, optimizers_arg = "adamw";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -269,6 +274,7 @@ int main(int argc, char** argv) {
         else if (a == "--steps") steps = std::atoi(next().c_str());
         else if (a == "--json") json = next();
         else if (a == "--optimizers") optimizers_arg = next();
+        else if (a == "--hidden-align") hidden_align = std::atoi(next().c_str());
         else if (a == "--max-batch") maxb = 1;
         else if (a == "--no-max-batch") maxb = 0;
         else if (a == "-h" || a == "--help") { usage(); return 0; }
@@ -279,8 +285,8 @@ int main(int argc, char** argv) {
         }
     }
     if (steps < 0) steps = quick ? 5 : 10;
-    if (steps < 1) {
-        std::fprintf(stderr, "bench_gpu: --steps must be >= 1\n");
+    if (steps < 1 || hidden_align < 1 || hidden_align > 256) {
+        std::fprintf(stderr, "bench_gpu: --steps must be >= 1 and --hidden-align between 1 and 256\n");
         return 2;
     }
     bool do_maxb = maxb < 0 ? !quick : maxb == 1;
@@ -357,8 +363,9 @@ int main(int argc, char** argv) {
     }
     std::printf("%d warmup + %d timed steps of forward + backward + AdamW on random tokens; MFU = (6N + 6LCT) * "
                 "tok/s / peak, N without LLaMA's untied input embedding (PRAC's extra work is not counted as model "
-                "flops); * = PRAC at the planner's largest micro-batch (1 GiB reserve)\n\n",
-                3, steps);
+                "flops); * = PRAC at the planner's largest micro-batch (1 GiB reserve); LLaMA's (N, F) rows at stride "
+                "F rounded up to a multiple of %d (--hidden-align)\n\n",
+                3, steps, hidden_align);
     print_header();
 
     std::vector<Row> rows;
@@ -370,6 +377,7 @@ int main(int argc, char** argv) {
         ModelConfig cfg;
         try {
             cfg = model_config_load(b.arch, b.name);
+            if (cfg.arch == Arch::LLAMA) cfg.hidden_align = hidden_align;
         } catch (const std::exception& e) {
             Row r;
             r.config = b.name;
@@ -388,7 +396,7 @@ int main(int argc, char** argv) {
             // every site-layer refreshes on multiples of T1 (not staggered, as training does): the refresh step
             // timed below then holds all of one period's refresh work, which the report amortizes over T1
             prac.stagger = false;
-            prac.refresh = PracRefresh::EXACT;  // the trainer's default on a GPU (--prac-refresh auto)
+            prac.refresh = PracRefresh::SUBSPACE;  // the trainer's default (--prac-refresh auto)
             int B = b.B;
             if (pm == 2) {  // PRAC at the largest micro-batch that fits
                 if (!do_maxb) break;
@@ -489,13 +497,17 @@ int main(int argc, char** argv) {
         const Row& r = rows[p.prac];
         double extra = r.refresh_ms - r.normal_ms;
         double amort = r.t1 > 0 ? extra / r.t1 : 0;
+        const Row* base = p.none >= 0 && rows[p.none].ran ? &rows[p.none] : nullptr;
         std::printf("refresh %-12s B=%-4d refresh step %.2f ms, normal step %.2f ms: +%.2f ms per refresh, "
-                    "amortized over T1=%d: +%.3f ms/step (%.2f%%)\n",
+                    "amortized over T1=%d: +%.3f ms/step (%.2f%%); first step %.2f ms (%.2fx the normal step; "
+                    "baseline's first step %s ms)\n",
                     r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
-                    r.normal_ms > 0 ? 100.0 * amort / r.normal_ms : 0.0);
+                    r.normal_ms > 0 ? 100.0 * amort / r.normal_ms : 0.0, r.first_ms,
+                    r.normal_ms > 0 ? r.first_ms / r.normal_ms : 0.0, base ? fmt("%.2f", base->first_ms).c_str() : "-");
         std::printf("RESULT bench_gpu refresh config=%s B=%d refresh_ms=%.3f normal_ms=%.3f extra_ms=%.3f t1=%d "
-                    "amortized_ms_per_step=%.4f\n",
-                    r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort);
+                    "amortized_ms_per_step=%.4f first_ms=%.3f baseline_first_ms=%s\n",
+                    r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort, r.first_ms,
+                    base ? fmt("%.3f", base->first_ms).c_str() : "-");
     }
     write_json(json, gpu, peak_tf, rows);
     if (!json.empty()) std::printf("\nwrote %s\n", json.c_str());

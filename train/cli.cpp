@@ -97,6 +97,12 @@ const Flag FLAGS[] = {
     F("--recompute-attention", "0|1", INT, recompute_attention,
       "1: recompute the attention output O in backward from the exact q, k, v (one more attention forward per "
       "layer; the same gradients, bitwise) instead of saving it for every layer; 0: save O"),
+    F("--hidden-align", "A", INT, hidden_align,
+      "LLaMA: store the (N, F) MLP activations with rows F rounded up to a multiple of A elements apart (8: 16-byte "
+      "rows in bf16, so cuBLAS can use its aligned kernels when F is not a multiple of 8, e.g. llama-1b's 5461). Only "
+      "storage changes: the model, weights and checkpoints are the same, and so are the results on the CPU backend, bit "
+      "for bit (a GPU may pick other GEMM kernels, which round differently); 1 (default) keeps rows F apart. "
+      "tools/bench_gpu_stride says whether it pays"),
     F("--ckpt-dir", "DIR", STR, ckpt_dir, "write checkpoints to DIR/step_NNNNNNNN (weights, optimizer, PRAC, data state)"),
     F("--ckpt-every", "N", INT, ckpt_every, "checkpoint every N steps (0: only at the end, on SIGINT/SIGTERM, before a NaN stop)"),
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
@@ -289,6 +295,9 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.recompute >= 0 && opts.recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", opts.recompute);
     CHECK_USER(opts.recompute_attention == 0 || opts.recompute_attention == 1,
                "--recompute-attention must be 0 or 1 (got %d)", opts.recompute_attention);
+    CHECK_USER(opts.hidden_align >= 1 && opts.hidden_align <= 256,
+               "--hidden-align must be between 1 and 256 elements (got %d)\n---> HINT: 8 makes bf16 rows 16-byte aligned",
+               opts.hidden_align);
     CHECK_USER(opts.steps >= 0, "--steps must be >= 0 (got %d)", opts.steps);
     CHECK_USER(opts.lr >= 0, "--lr must be >= 0 (got %g)", opts.lr);
     CHECK_USER(opts.warmup >= -1, "--warmup must be >= 0 (got %d)", opts.warmup);

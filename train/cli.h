@@ -70,6 +70,7 @@ struct TrainOptions {
     }
     int recompute = 0;  // llm.c -r: 1 recompute GeLU/SwiGLU outputs in backward, 2 also the norm outputs
     int recompute_attention = 1;  // 1: recompute the attention output O in backward instead of saving it
+    int hidden_align = 1;  // LLaMA: (N, F) activation rows at a stride of F rounded up to a multiple of this
     Recompute recompute_options() const { return Recompute(recompute, recompute_attention == 1); }
 
     // checkpoints and data parallelism

@@ -202,6 +202,10 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     // ---- config ----
     if (opts.model.empty()) opts.model = arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
     s.cfg = model_config_load(arch, opts.model);
+    CHECK_USER(opts.hidden_align == 1 || arch == Arch::LLAMA,
+               "--hidden-align pads LLaMA's (N, F) activations; %s's MLP width is 4C, already a multiple of 8 at every "
+               "named size\n---> HINT: drop --hidden-align", arch_name(arch));
+    s.cfg.hidden_align = opts.hidden_align;
     const ModelConfig& cfg = s.cfg;
     if (opts.seq_len == 0) opts.seq_len = std::min(arch == Arch::GPT2 ? 1024 : 256, cfg.max_seq_len);
     CHECK_USER(opts.seq_len <= cfg.max_seq_len, "sequence length %d (--seq-len) exceeds the model's %d positions\n"
