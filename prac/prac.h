@@ -42,6 +42,11 @@ struct PracOptions {
     // true: each (site, layer) refreshes on its own phase of T1 / T2 (PracSchedule), so a step refreshes at most
     // ceil(sites x layers / T) of them instead of all at once; false: every one on steps that are multiples of T
     bool stagger = true;
+    // > 1: the sites' first refreshes are spread over the first initial_spread steps (PracSchedule::first_refresh),
+    // ceil(sites x layers / initial_spread) per step instead of all on the first step; until its first refresh a
+    // (site, layer) compresses with a provisional random orthonormal basis (unbiased, more variance). 0 or 1: every
+    // first refresh on the first step
+    int initial_spread = 0;
     PracRefresh refresh = PracRefresh::SUBSPACE;
     float k_mult = 1.0f;     // k = k_mult * (n - r1) / r2 (the paper's k ablation; 1 = unbiased)
     bool linear = true, nonlinear = true;  // which site classes are compressed
@@ -73,6 +78,8 @@ struct SiteDims {
     int r1 = 0, r2 = 0;
     float k = 1.0f;
     PracRefresh refresh = PracRefresh::SUBSPACE;  // how Q1 is found (copied from PracOptions)
+    bool random_q1 = false;  // this refresh draws Q1 at random instead (a provisional basis:
+                             // PracOptions::initial_spread)
     PracSubspaceParams subspace;
     // columns of the subspace block (0 when the refresh is exact or the site has no Q1: then Q1 is exact)
     int block(int n) const {
@@ -183,6 +190,8 @@ int prac_random_basis_cpu(float* Q, int n, int r, const PracDrawKey& key);
 //   refresh_q2: Q2 = orth(S - Q1 Q1ᵀ S), Gaussian S from the key, the projection applied
 //               prac_q2_projection_passes times (Q2 orthogonal to Q1 to fp32 precision), orth by CholQR2
 //               (Householder QR, sgeqrf + sorgqr, of the same projected S when that fails); scaled by sqrt(k).
+//   d.random_q1: Q1 = a random orthonormal basis instead (the key's PRAC_DRAW_Q1_FALLBACK draw, orthonormalized; x
+//               is not read), with Q2 drawn in its complement as above: a provisional basis, unbiased like any other.
 // A step that fails (solver info != 0, non-finite values) keeps that part of the previous P and is reported
 // in the result; `had_basis` false means P holds no basis yet, and a failed Q1 then falls back to a random
 // orthonormal Q1 (PRAC stays unbiased for any Q1). x rows at stride ld_x (0: n).

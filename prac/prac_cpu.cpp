@@ -386,8 +386,17 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
             for (int j = c0; j < c1; j++) W[(size_t)j * n + i] = P[(size_t)i * r + j];
     };
     bool q1_changed = false;
+    auto random_q1 = [&] {  // an orthonormal Q1 independent of x: the key's own stream, orthonormalized
+        PracDrawKey k1 = key;
+        k1.purpose = PRAC_DRAW_Q1_FALLBACK;
+        gaussian_strided(W, n, r1, 1, (size_t)n, k1);
+        orth_cm(W, n, r1, tau, work);
+        q1_changed = true;
+    };
 
-    if (r1 > 0 && (refresh_q1 || !had_basis)) {
+    if (r1 > 0 && (refresh_q1 || !had_basis) && d.random_q1) {
+        random_q1();  // a provisional basis (PracOptions::initial_spread): no Gram matrix, no solver
+    } else if (r1 > 0 && (refresh_q1 || !had_basis)) {
         // G (n, n) = xᵀx accumulated in fp32, lower triangle (x row-major (N, n) at stride ld_x is column-major
         // (n, N) with leading dimension ld_x)
         float* G = arena.get() + A.G;
@@ -417,13 +426,8 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
             res.message = format("Q1 refresh failed (%s info %d%s)", b > 0 ? "subspace" : "ssyevd", info,
                                  info == -1000 ? ", non-finite values" : "");
             if (!had_basis) {
-                // no previous Q1: a random orthonormal Q1 keeps the estimator unbiased
-                PracDrawKey k1 = key;
-                k1.purpose = PRAC_DRAW_Q1_FALLBACK;
-                gaussian_strided(W, n, r1, 1, (size_t)n, k1);
-                orth_cm(W, n, r1, tau, work);
+                random_q1();  // no previous Q1: a random orthonormal Q1 keeps the estimator unbiased
                 res.message += "; no previous basis, using a random Q1";
-                q1_changed = true;
             } else {
                 res.message += "; keeping the previous basis";
             }

@@ -674,7 +674,17 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     cudaCheck(cudaGetLastError());
     bool q1_changed = false, q2_new = false, restored_all = false;
 
-    if (r1 > 0 && (refresh_q1 || !had_basis)) {
+    auto random_q1 = [&] {  // an orthonormal Q1 independent of x: the key's own stream, orthonormalized (cpu: the same)
+        PracDrawKey k1 = key;
+        k1.purpose = PRAC_DRAW_Q1_FALLBACK;
+        R.gaussian(0, r1, k1);
+        R.orthonormalize(R.W, r1);  // result ignored, as on the CPU
+        q1_changed = true;
+    };
+
+    if (r1 > 0 && (refresh_q1 || !had_basis) && d.random_q1) {
+        random_q1();  // a provisional basis (PracOptions::initial_spread): no Gram matrix, no solver
+    } else if (r1 > 0 && (refresh_q1 || !had_basis)) {
         // G (n, n) = x^T x in fp32 (x in T, fp32 accumulation and output). Row-major gemm(T, N, M=n, N=n, K=N)
         // -> cuBLAS (N, T, m=n, n=n, k=N): x as column-major (n, N) ld ld_x times its transpose; C = G ld n
         // (symmetric, so row- and column-major G are the same matrix). twin: cblas_ssyrk(upper, trans)
@@ -707,13 +717,8 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
             res.message = format("Q1 refresh failed (%s info %d%s)", b > 0 ? "subspace" : "syevd", info,
                                  info == -1000 ? ", non-finite values" : "");
             if (!had_basis) {
-                // no previous Q1: a random orthonormal Q1 keeps the estimator unbiased
-                PracDrawKey k1 = key;
-                k1.purpose = PRAC_DRAW_Q1_FALLBACK;
-                R.gaussian(0, r1, k1);
-                R.orthonormalize(R.W, r1);  // result ignored, as on the CPU
+                random_q1();  // no previous Q1: a random orthonormal Q1 keeps the estimator unbiased
                 res.message += "; no previous basis, using a random Q1";
-                q1_changed = true;
             } else {
                 res.message += "; keeping the previous basis";
             }

@@ -69,8 +69,12 @@ struct ActSite {
     act_t* slot(int l, size_t N) const { return full + (recompute ? 0 : (size_t)l * N * stride()); }
     act_t* fwd(int l, size_t N) const { return compressed() ? transient : slot(l, N); }
 
-    // Compress layer l's full tensor x (fwd(l)); refresh the basis first when the step asks for it.
-    void save(Backend& be, int l, size_t N, bool refresh_q1, bool refresh_q2, uint64_t seed, FILE* log) {
+    // Compress layer l's full tensor x (fwd(l)); refresh the basis first when the step asks for it. With the first
+    // refreshes spread (PracOptions::initial_spread): `provisional` before this layer's first refresh, which then
+    // compresses with a random basis drawn once (no Gram matrix, no solver); `first` on the step of that refresh,
+    // which starts cold (the provisional basis is no warm start).
+    void save(Backend& be, int l, size_t N, bool refresh_q1, bool refresh_q2, uint64_t seed, FILE* log,
+              bool provisional = false, bool first = false) {
         if (!compressed()) return;
         act_t* Pl = P + (size_t)l * n * r();
         if (external) {
@@ -79,11 +83,18 @@ struct ActSite {
             store_packed(be, l, N, Pl, seed);
             return;
         }
-        bool q1 = refresh_q1 || !has_basis[l], q2 = refresh_q2 || !has_basis[l];
+        if (provisional && has_basis[l]) {
+            store_packed(be, l, N, Pl, seed);
+            return;
+        }
+        const bool cold = !has_basis[l] || first;  // no basis, or only a provisional one
+        bool q1 = refresh_q1 || cold, q2 = refresh_q2 || cold;
         if (q1 || q2) {
             PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)q2_refreshes[l]};
-            PracRefreshResult res =
-                be.prac_refresh(Pl, fwd(l, N), (int)N, n, dims, q1, q2, has_basis[l], key, reduce_gram, stride());
+            SiteDims d = dims;
+            d.random_q1 = provisional;
+            PracRefreshResult res = be.prac_refresh(Pl, fwd(l, N), (int)N, n, d, q1, q2, !cold, key,
+                                                    provisional ? nullptr : reduce_gram, stride());
             q1_refreshes[l] += res.q1_changed;
             q2_refreshes[l] += res.q2_drawn;  // each draw consumes its key: the next one uses a fresh stream
             has_basis[l] = 1;
@@ -151,6 +162,9 @@ struct ActSite {
 // s mod T1 = floor(u·T1 / units) (Q2 likewise with T2), so each unit still refreshes every T1 steps but a step
 // refreshes at most ceil(units / T1) units instead of all of them (no step stalls). Without stagger, every unit
 // on the multiples of T. A unit without a basis refreshes on its first step whatever the phase (site.h save).
+// The first refreshes themselves: on the first step, or with PracOptions::initial_spread = K > 1 unit u's on step
+// first_refresh(u) = floor(u·K / units), at most ceil(units / K) per step; before it the unit is provisional (a
+// random basis, site.h save) and skips its regular refreshes.
 // A pure function of the step: a resumed run refreshes exactly what the uninterrupted one would.
 struct PracSchedule {
     int64_t step = -1;
@@ -159,18 +173,28 @@ struct PracSchedule {
     int units = 1;                                // refresh units of the model (layers x sites)
     int t1 = 0, t2 = 0;
     bool stagger = false;
+    int spread = 0;  // PracOptions::initial_spread
     void begin_step(const PracOptions& o, int64_t s) {
         step = s;
         first_micro_batch = true;
         t1 = o.t1;
         t2 = o.t2;
         stagger = o.stagger;
+        spread = o.initial_spread;
         refresh_q1 = any_due(t1);
         refresh_q2 = any_due(t2);
     }
     int64_t phase(int unit, int t) const { return stagger && units > 0 ? (int64_t)unit * t / units : 0; }
-    bool q1_due(int unit) const { return refresh_q1 && step % t1 == phase(unit, t1); }
-    bool q2_due(int unit) const { return refresh_q2 && step % t2 == phase(unit, t2); }
+    bool q1_due(int unit) const { return refresh_q1 && step % t1 == phase(unit, t1) && !provisional(unit); }
+    bool q2_due(int unit) const { return refresh_q2 && step % t2 == phase(unit, t2) && !provisional(unit); }
+    int64_t first_refresh(int unit) const { return spread > 1 && units > 0 ? (int64_t)unit * spread / units : 0; }
+    bool provisional(int unit) const { return step < first_refresh(unit); }
+    bool first_due(int unit) const { return first_micro_batch && step > 0 && step == first_refresh(unit); }
+    bool any_first_due() const {
+        for (int u = 0; u < units && spread > 1 && step > 0 && step < spread; u++)
+            if (first_due(u)) return true;
+        return false;
+    }
     void end_micro_batch() { first_micro_batch = refresh_q1 = refresh_q2 = false; }
 
   private:

@@ -712,6 +712,41 @@ TEST(PracEstimator, UnbiasedForAnApproximateQ1FromTheSubspaceRefresh) {
                 st.tail, best, st.mean_err2, st.predicted, half);
 }
 
+// A provisional basis (--prac-initial-spread: SiteDims::random_q1) is a random orthonormal Q1 that never reads x (a
+// null x is passed: the refresh must not touch it), the same for every x under one key, with Q2 in its complement;
+// the estimator over Q2 draws is then unbiased with variance (k - 1)·tail of that Q1, a tail far above the optimum's.
+TEST(PracEstimator, UnbiasedForARandomProvisionalQ1) {
+    EstimatorCase c;
+    SiteDims d = dims(16, 16, (c.n - 16.0f) / 16);
+    d.random_q1 = true;
+    const int r = d.r();
+    fvec P1((size_t)c.n * r), P2((size_t)c.n * r);
+    PracRefreshResult a = prac_refresh_cpu(P1.data(), nullptr, c.N, c.n, d, true, true, false, {5, 9, 0, 0});
+    PracRefreshResult b = prac_refresh_cpu(P2.data(), c.S.X.data(), c.N, c.n, d, true, true, false, {5, 9, 0, 0});
+    EXPECT_TRUE(a.q1_ok && a.q2_ok && a.q1_changed && a.q2_drawn && a.message.empty()) << a.message;
+    EXPECT_TRUE(b.q1_ok && b.q2_ok) << b.message;
+    EXPECT_EQ(P1, P2) << "a provisional basis depends on the key only";
+    dvec Q = block(P1.data(), c.n, r, 0, r, 1), QtQ = dgemm(true, false, r, r, c.n, Q, Q);
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < r; j++) {
+            double want = i == j ? (i < d.r1 ? 1.0 : (double)d.k) : 0.0;  // [Q1 | sqrt(k) Q2]
+            EXPECT_NEAR(QtQ[(size_t)i * r + j], want, 32 * kEpsF * (1 + want)) << i << "," << j;
+        }
+    const int K = 3000;
+    DrawStats st = run_draws(c.S, d, K, 31);
+    dvec sigma, Vt;
+    svd_ref(c.S.Xd, c.N, c.n, sigma, Vt);
+    double best = 0;
+    for (int i = 16; i < c.n; i++) best += sigma[i] * sigma[i];
+    EXPECT_GT(st.tail, 2 * best) << "a random Q1 leaves much more than the optimal tail";
+    EXPECT_LT(st.bias2, st.bias_bound(st.predicted)) << "||mean(X~) - X||²";
+    EXPECT_LT(st.max_z, z_two_sided(kFail / (c.N * c.n))) << "largest per-entry z-score";
+    double z = z_two_sided(kFail), half = z * st.sd_err2 / std::sqrt((double)K) + st.floor_err2(st.predicted);
+    EXPECT_NEAR(st.mean_err2, st.predicted, half) << "E||X~ - X||² vs (k - 1)·tail of the random Q1";
+    std::printf("[ stats    ] provisional random Q1 (tail %.2f, optimum %.2f): E||X~-X||² %.3f, predicted %.3f ± %.3f\n",
+                st.tail, best, st.mean_err2, st.predicted, half);
+}
+
 // The unbiasedness check has power: k_mult = 1.5 makes E[X~] - X = 0.5·X UUᵀ, whose squared norm 0.25·tail
 // is far above the 1e-6 bound of the unbiased case.
 TEST(PracEstimator, TheUnbiasednessCheckDetectsAWrongK) {

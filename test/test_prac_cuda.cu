@@ -480,7 +480,18 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
         check(same_bits(Pg, Pprev, n, r, 0, r), "q2 fails: P bitwise unchanged (NaN kept)");
     }
 
-    // 8. a workspace below the fixed part is refused
+    // 8. a provisional basis (d.random_q1, --prac-initial-spread): the key's random Q1 and Q2 in its complement, the
+    // same span as the CPU's, from an x the refresh must not read (NaN in it: no failure)
+    SiteDims dr = d;
+    dr.random_q1 = true;
+    RefreshCase<T> tr(c, N, n, dr, bytes);
+    key.refresh = 0;
+    Pg = tr.run("provisional", P0, xbad, true, true, false, key, &Pc, &rg);
+    check(rg.q1_ok && rg.q2_ok && rg.message.empty() && rg.q1_changed == (r1 > 0),
+          "provisional: a random basis, no failure (x is not read)");
+    tr.compare("provisional", Pg, Pc);
+
+    // 9. a workspace below the fixed part is refused
     bool threw = false;
     try {
         Dev<T> dP((size_t)n * r), dx((size_t)N * n);

@@ -234,6 +234,51 @@ TEST(PracModel, RefreshIntervalsAreHonoredLlama) {
     check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::PRAC, 0, 2);
     check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::PRAC, 1, 1);  // resumed at step 1: still initializes
 }
+// --prac-initial-spread K (PracOptions::initial_spread): on the first step every (site, layer) unit gets a basis, but
+// only those with first_refresh(u) = 0 compute one from the data; the others get the provisional random basis of
+// their key (the very P of prac_refresh_cpu with random_q1 and no x) and keep it until their own first refresh on
+// step first_refresh(u) in [1, K), which replaces it; no other refresh happens in the window (T1 = T2 = 100), and no
+// step computes more than ceil(units / K) bases from the data.
+TEST(PracModel, InitialSpreadComputesEachFirstBasisOnItsOwnStep) {
+    PracOptions o = opts(PracMode::PRAC);
+    o.t1 = o.t2 = 100;
+    o.initial_spread = 4;
+    Harness<Llama> h(Arch::LLAMA, "llama-tiny", o, 2, 16, 512);
+    auto& sites = h.model->sites;
+    const int S = (int)sites.size(), units = S * h.model->cfg.num_layers;
+    ASSERT_EQ(h.model->sched.units, units);
+    std::vector<std::vector<fvec>> random(S);  // each unit's provisional basis
+    for (int si = 0; si < S; si++)
+        for (int l = 0; l < sites[si].L; l++) {
+            const auto& st = sites[si];
+            fvec P((size_t)st.n * st.r());
+            SiteDims d = st.dims;
+            d.random_q1 = true;
+            prac_refresh_cpu(P.data(), nullptr, 32, st.n, d, true, true, false, {o.seed, st.id, (uint32_t)l, 0});
+            random[si].push_back(P);
+        }
+    for (int step = 0; step < 6; step++) {
+        std::vector<std::vector<int64_t>> before(S);
+        for (int si = 0; si < S; si++) before[si] = sites[si].q1_refreshes;
+        ASSERT_TRUE(std::isfinite(h.step(step)));
+        int from_data = 0;
+        for (int si = 0; si < S; si++)
+            for (int l = 0; l < sites[si].L; l++) {
+                const auto& st = sites[si];
+                const int u = l * S + si;
+                const int64_t first = (int64_t)u * o.initial_spread / units;
+                const std::string where = st.name + " layer " + std::to_string(l) + " step " + std::to_string(step);
+                const bool refreshed = st.q1_refreshes[l] - before[si][l] == 1;
+                EXPECT_EQ(refreshed, step == 0 || step == first) << where;
+                from_data += refreshed && step == first;
+                fvec P(st.P + (size_t)l * st.n * st.r(), st.P + (size_t)(l + 1) * st.n * st.r());
+                EXPECT_EQ(P == random[si][l], step < first) << where << ": the provisional basis until step " << first;
+            }
+        EXPECT_LE(from_data, (units + o.initial_spread - 1) / o.initial_spread) << "step " << step;
+        h.sgd(0.1f);
+    }
+}
+
 TEST(PracModel, RefreshIntervalsAreHonoredGpt2) { check_schedule<GPT2>(Arch::GPT2, "gpt2-tiny", PracMode::PRAC, 0, 1); }
 TEST(PracModel, RefreshIntervalsPacAndRac) {
     check_schedule<Llama>(Arch::LLAMA, "llama-tiny", PracMode::PAC, 0, 1);

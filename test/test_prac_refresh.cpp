@@ -272,3 +272,46 @@ TEST(PracSchedule, StaggeredPhasesRefreshEachUnitOncePerPeriodAndSpreadTheLoad) 
         for (int u = 0; u < units; u++) EXPECT_TRUE(s.q1_due(u)) << "unstaggered: every unit on a multiple of T";
     }
 }
+
+// --prac-initial-spread K: each unit's first refresh falls on one step of [0, K), at most ceil(units / K) per step,
+// on the first micro-batch only; before it the unit is provisional and none of its regular refreshes is due; from
+// then on the staggered schedule above. K = 0 or 1: no unit is ever provisional (every first refresh on step 0).
+TEST(PracSchedule, InitialSpreadGivesEachUnitOneFirstRefreshAndFewPerStep) {
+    for (auto [units, k] : {std::pair{14, 4}, std::pair{14, 20}, std::pair{168, 8}, std::pair{3, 3}}) {
+        PracOptions o;
+        o.t1 = o.t2 = 2;  // regular refreshes every other step: the provisional units must skip them
+        o.initial_spread = k;
+        PracSchedule s;
+        s.units = units;
+        std::vector<int> firsts(units, 0);
+        int most = 0;
+        for (int step = 0; step < k + 4; step++) {
+            s.begin_step(o, step);
+            int n = 0;
+            for (int u = 0; u < units; u++) {
+                const int64_t f = s.first_refresh(u);
+                EXPECT_GE(f, 0);
+                EXPECT_LT(f, k) << "unit " << u;
+                EXPECT_EQ(s.provisional(u), step < f) << "unit " << u << " step " << step;
+                if (s.provisional(u)) EXPECT_FALSE(s.q1_due(u) || s.q2_due(u)) << "unit " << u << " step " << step;
+                const bool first = s.first_due(u) || (step == 0 && f == 0);  // step 0: no basis yet (site.h save)
+                firsts[u] += first;
+                n += first;
+            }
+            EXPECT_EQ(s.any_first_due(), step > 0 && n > 0) << "step " << step;
+            most = std::max(most, n);
+            s.end_micro_batch();
+            for (int u = 0; u < units; u++) EXPECT_FALSE(s.first_due(u)) << "only the first micro-batch";
+        }
+        for (int u = 0; u < units; u++) EXPECT_EQ(firsts[u], 1) << "unit " << u << " K " << k;
+        EXPECT_LE(most, (units + k - 1) / k) << "units " << units << " K " << k;
+    }
+    PracOptions o;
+    PracSchedule s;
+    s.units = 14;
+    for (int k : {0, 1}) {
+        o.initial_spread = k;
+        s.begin_step(o, 0);
+        for (int u = 0; u < 14; u++) EXPECT_TRUE(!s.provisional(u) && !s.first_due(u) && s.first_refresh(u) == 0);
+    }
+}

@@ -771,6 +771,79 @@ TEST(TrainerResume, ActStorageCheckpointNamesTheFlagThatResumesIt) {
     EXPECT_TRUE(contains(with_flag.out, "at step 2 of 4")) << describe(with_flag);
 }
 
+// --hidden-align changes only where LLaMA's (N, F) activations sit (docs/DESIGN.md "Row strides"): a PRAC run of
+// llama-tiny (F = 176) killed after step 2 and resumed with its rows 192 apart equals the uninterrupted contiguous
+// run bit for bit on the CPU backend (every logged number, the final weights and state). GPT-2 refuses the flag.
+TEST(TrainerResume, HiddenAlignMayChangeBetweenResumes) {
+    TempDir dir;
+    auto args = [&](const std::string& run, std::vector<std::string> extra) {
+        std::vector<std::string> a = {"--model", "llama-tiny", "--batch-size", "2", "--seq-len", "32", "--steps", "4",
+                                      "--eval-tokens", "64", "--ckpt-every", "2", "--prac", "prac", "--prac-t1", "1",
+                                      "--prac-t2", "1", "--ckpt-dir", dir / run, "--log", dir / (run + ".jsonl")};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult u = run_trainer("train_llama", args("u", {}), dir, 120);
+    ASSERT_EQ(u.rc, 0) << describe(u);
+    EXPECT_FALSE(contains(u.out, "MLP activations: rows")) << describe(u);
+    RunResult killed = run_merged("train_llama", args("k", {}), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=2");
+    ASSERT_EQ(killed.rc, 137) << describe(killed);
+    RunResult r = run_trainer("train_llama", args("k", {"--resume", "--hidden-align", "64"}), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "MLP activations: rows 192 elements apart for F = 176 (--hidden-align 64)"))
+        << describe(r);
+    EXPECT_TRUE(contains(r.out, "at step 2 of 4")) << describe(r);
+    TrainRun lu = split_log(dir / "u.jsonl"), lk = split_log(dir / "k.jsonl");
+    std::map<int, json> last;
+    for (const json& j : lk.steps) last[j["step"].get<int>()] = j;
+    ASSERT_EQ(lu.steps.size(), 4u);
+    ASSERT_EQ(last.size(), 4u);
+    for (size_t i = 0; i < 4; i++)
+        for (const char* key : {"loss", "grad_norm"})
+            EXPECT_EQ(last[(int)i + 1][key].dump(), lu.steps[i][key].dump()) << "step " << i + 1 << " " << key;
+    for (const char* f : {"model.safetensors", "state.safetensors"})
+        EXPECT_EQ(read_bytes(dir / ("u/step_00000004/" + std::string(f))),
+                  read_bytes(dir / ("k/step_00000004/" + std::string(f)))) << f;
+    RunResult gpt2 = run_trainer("train_gpt2", tiny({"--steps", "1", "--hidden-align", "8"}), dir, 60);
+    expect_user_error_exit(gpt2, "train_gpt2", {"--hidden-align", "LLaMA", "HINT"});
+}
+
+// --prac-initial-spread: a run killed inside the spread window (after step 2 of K = 4: some sites still hold their
+// provisional random basis, others their first real one) and resumed equals the uninterrupted run bit for bit; the
+// options table says where the first refreshes fall; pac, which has no random part, refuses the flag.
+TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
+    TempDir dir;
+    auto args = [&](const std::string& run, std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--steps", "5", "--eval-tokens", "64", "--ckpt-every", "2", "--prac", "prac",
+                                           "--prac-initial-spread", "4", "--ckpt-dir", dir / run, "--log",
+                                           dir / (run + ".jsonl")});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult u = run_trainer("train_gpt2", args("u", {}), dir, 120);
+    ASSERT_EQ(u.rc, 0) << describe(u);
+    EXPECT_TRUE(contains(u.out, "first refreshes over steps 0-3")) << describe(u);
+    RunResult killed = run_merged("train_gpt2", args("k", {}), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=2");
+    ASSERT_EQ(killed.rc, 137) << describe(killed);
+    RunResult r = run_trainer("train_gpt2", args("k", {"--resume"}), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "at step 2 of 5")) << describe(r);
+    TrainRun lu = split_log(dir / "u.jsonl"), lk = split_log(dir / "k.jsonl");
+    std::map<int, json> last;
+    for (const json& j : lk.steps) last[j["step"].get<int>()] = j;
+    ASSERT_EQ(lu.steps.size(), 5u);
+    ASSERT_EQ(last.size(), 5u);
+    for (size_t i = 0; i < 5; i++)
+        for (const char* key : {"loss", "grad_norm"})
+            EXPECT_EQ(last[(int)i + 1][key].dump(), lu.steps[i][key].dump()) << "step " << i + 1 << " " << key;
+    for (const char* f : {"model.safetensors", "state.safetensors"})
+        EXPECT_EQ(read_bytes(dir / ("u/step_00000005/" + std::string(f))),
+                  read_bytes(dir / ("k/step_00000005/" + std::string(f)))) << f;
+    RunResult pac = run_trainer("train_gpt2", tiny({"--steps", "1", "--prac", "pac", "--prac-initial-spread", "4"}),
+                                dir, 60);
+    expect_user_error_exit(pac, "train_gpt2", {"--prac-initial-spread", "biased", "HINT"});
+}
+
 // The same shards named by another spelling of their path (../, a glob instead of the name, a copy elsewhere) are the
 // same data: a resume compares the files' sizes and content checksums, not the pattern's text, and continues bit-exactly
 // (a run killed after step 2 and resumed under another spelling equals the uninterrupted run). A shard whose content

@@ -160,6 +160,8 @@ TEST(TrainerCli, RejectsOutOfRangeValues) {
     EXPECT_USER_ERROR(parse({"--eval-interval", "-1"}), "--eval-interval");
     EXPECT_USER_ERROR(parse({"--eval-tokens", "0"}), "--eval-tokens");
     EXPECT_USER_ERROR(parse({"--log-interval", "0"}), "--log-interval");
+    EXPECT_USER_ERROR(parse({"--hidden-align", "0"}), "--hidden-align", "between 1 and 256");
+    EXPECT_USER_ERROR(parse({"--hidden-align", "257"}), "--hidden-align", "between 1 and 256");
     EXPECT_USER_ERROR(parse({"--device", "tpu"}), "--device", "cpu, cuda or auto", "\"tpu\"");
     EXPECT_USER_ERROR(parse({"--optimizer-states", "4bit"}), "--optimizer-states", "fp32 or 8bit", "\"4bit\"");
     EXPECT_USER_ERROR(parse({"--optimizer-states", "8bit", "--optimizer", "muon"}), "AdamW's moments", "HINT");

@@ -3,7 +3,8 @@
 // the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, and PRAC at the largest
 // micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and LLaMA-130M B=32: the gpu_verify
 // budget), --models, --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per
-// other optimizer), --hidden-align A (LLaMA rows: the trainer's --hidden-align, to compare with and without), --tiny
+// other optimizer), --hidden-align A (LLaMA rows: the trainer's --hidden-align, to compare with and without),
+// --initial-spread K (PRAC rows: the trainer's --prac-initial-spread, for the first step's time), --tiny
 // (a smoke run of every code path, e.g. emulated in `make test`; its numbers mean nothing).
 // Every row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them). Without a CUDA device: exit
 // 77 (REQUIRE_GPU=1: exit 1). How each number is measured and what MFU counts: docs/DESIGN.md section 9.4.
@@ -216,10 +217,10 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
         };
         r.first_ms = timed(step_index++);  // step 0: PRAC's cold refresh of every site (it cannot be staggered)
         for (int i = 0; i < 2; i++) one_step(step_index++);
-        // the timed steps must not refresh: skip past any step that would (T1/T2 small)
+        // the timed steps must not refresh: skip past any step that would (T1/T2 small, or a spread first refresh)
         auto refreshes = [&](int64_t s) {
-            return prac.mode != PracMode::NONE &&
-                   ((prac.t1 > 0 && s % prac.t1 == 0) || (prac.t2 > 0 && s % prac.t2 == 0));
+            return prac.mode != PracMode::NONE && ((prac.t1 > 0 && s % prac.t1 == 0) ||
+                                                   (prac.t2 > 0 && s % prac.t2 == 0) || s < prac.initial_spread);
         };
         double total_ms = 0;
         int done = 0;
@@ -251,13 +252,14 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
 static void usage() {
     std::printf("usage: bench_gpu [--quick] [--tiny] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
                 "                 [--max-batch | --no-max-batch] [--json FILE] [--optimizers adamw,muon,adam-mini,"
-                "galore,rso]\n                 [--hidden-align A]\n");
+                "galore,rso]\n                 [--hidden-align A] [--initial-spread K]\n");
 }
 
 int main(int argc, char** argv) {
     bool quick = false, tiny = false;
     int steps = -1, maxb = -1;  // -1: default
     int hidden_align = 1;       // LLaMA: the trainer's --hidden-align
+    int initial_spread = 0;     // PRAC: the trainer's --prac-initial-spread
     std::string models_arg, json, optimizers_arg = "adamw";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -275,6 +277,7 @@ int main(int argc, char** argv) {
         else if (a == "--json") json = next();
         else if (a == "--optimizers") optimizers_arg = next();
         else if (a == "--hidden-align") hidden_align = std::atoi(next().c_str());
+        else if (a == "--initial-spread") initial_spread = std::atoi(next().c_str());
         else if (a == "--max-batch") maxb = 1;
         else if (a == "--no-max-batch") maxb = 0;
         else if (a == "-h" || a == "--help") { usage(); return 0; }
@@ -285,8 +288,9 @@ int main(int argc, char** argv) {
         }
     }
     if (steps < 0) steps = quick ? 5 : 10;
-    if (steps < 1 || hidden_align < 1 || hidden_align > 256) {
-        std::fprintf(stderr, "bench_gpu: --steps must be >= 1 and --hidden-align between 1 and 256\n");
+    if (steps < 1 || hidden_align < 1 || hidden_align > 256 || initial_spread < 0) {
+        std::fprintf(stderr, "bench_gpu: --steps must be >= 1, --hidden-align between 1 and 256 and --initial-spread "
+                     ">= 0\n");
         return 2;
     }
     bool do_maxb = maxb < 0 ? !quick : maxb == 1;
@@ -364,8 +368,9 @@ int main(int argc, char** argv) {
     std::printf("%d warmup + %d timed steps of forward + backward + AdamW on random tokens; MFU = (6N + 6LCT) * "
                 "tok/s / peak, N without LLaMA's untied input embedding (PRAC's extra work is not counted as model "
                 "flops); * = PRAC at the planner's largest micro-batch (1 GiB reserve); LLaMA's (N, F) rows at stride "
-                "F rounded up to a multiple of %d (--hidden-align)\n\n",
-                3, steps, hidden_align);
+                "F rounded up to a multiple of %d (--hidden-align); PRAC's first refreshes spread over %d steps "
+                "(--initial-spread)\n\n",
+                3, steps, hidden_align, initial_spread);
     print_header();
 
     std::vector<Row> rows;
@@ -397,6 +402,7 @@ int main(int argc, char** argv) {
             // timed below then holds all of one period's refresh work, which the report amortizes over T1
             prac.stagger = false;
             prac.refresh = PracRefresh::SUBSPACE;  // the trainer's default (--prac-refresh auto)
+            prac.initial_spread = initial_spread;
             int B = b.B;
             if (pm == 2) {  // PRAC at the largest micro-batch that fits
                 if (!do_maxb) break;

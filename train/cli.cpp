@@ -85,6 +85,11 @@ const Flag FLAGS[] = {
     F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh,
       "how a refresh finds Q1: subspace (warm-started subspace iteration) or exact (full eigensolver); auto: "
       "subspace (on both backends)"),
+    F("--prac-initial-spread", "K", INT, prac_initial_spread,
+      "spread the sites' first basis computations over the first K steps (at most ceil(sites x layers / K) per step) "
+      "instead of all on the first step, otherwise the slowest; until its first refresh a site compresses with a "
+      "random orthonormal basis (unbiased; more variance in those early steps, when warmup keeps the learning rate "
+      "small). 0: all on the first step"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
     F("--prac-storage", "auto|act|fp8", STR, prac_storage,
@@ -443,6 +448,12 @@ PracOptions prac_options_from(const TrainOptions& o) {
     p.t2 = o.prac_t2;
     // auto: subspace on both backends (the CUDA backend's runs on the device, prac_refresh_cuda)
     p.refresh = o.prac_refresh == "auto" ? PracRefresh::SUBSPACE : prac_refresh_parse(o.prac_refresh);
+    CHECK_USER(o.prac_initial_spread >= 0, "--prac-initial-spread must be >= 0 (got %d)", o.prac_initial_spread);
+    CHECK_USER(o.prac_initial_spread <= 1 || p.mode != PracMode::PAC,
+               "--prac-initial-spread: pac keeps no random part, so its provisional random basis would be biased "
+               "(it would drop most of each activation)\n---> HINT: use --prac prac or rac, or drop "
+               "--prac-initial-spread");
+    p.initial_spread = o.prac_initial_spread;
     CHECK_USER(o.prac_k_mult > 0, "--prac-k-mult must be positive (got %g)", o.prac_k_mult);
     p.k_mult = o.prac_k_mult;
     const std::string& c = o.prac_classes;
@@ -543,7 +554,10 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"prac classes", o.prac_classes},
         {"prac storage", (o.prac_storage_resolved() == "fp8" ? "fp8 (e4m3, per-row scale, stochastic rounding)" : "act") +
                              std::string(o.prac_storage == "auto" ? " (auto)" : "")},
-        {"prac refresh", o.prac_refresh == "auto" ? "auto (subspace)" : o.prac_refresh},
+        {"prac refresh", (o.prac_refresh == "auto" ? "auto (subspace)" : o.prac_refresh) +
+                             (o.prac_initial_spread > 1
+                                  ? format("; first refreshes over steps 0-%d", o.prac_initial_spread - 1)
+                                  : std::string())},
         {"recompute", std::string(o.recompute == 0   ? "0 (off)"
                                   : o.recompute == 1 ? "1 (activation output)"
                                                      : "2 (activation + norm outputs)") +

@@ -61,6 +61,7 @@ struct TrainOptions {
     std::string prac_nonlinear_ranks;
     int prac_t1 = 500, prac_t2 = 500;        // refresh intervals of Q1 and Q2 (steps)
     std::string prac_refresh = "auto";  // how Q1 is found: subspace | exact | auto (subspace, on both backends)
+    int prac_initial_spread = 0;        // the sites' first refreshes over this many steps (0: all on the first)
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
     // packed projections: act (the activation dtype) | fp8 (e4m3, per-row scale) | auto (fp8 when PRAC compresses)

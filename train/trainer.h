@@ -502,6 +502,9 @@ struct Trainer {
             if (rank == 0) model.dump = {opts.dump_site, opts.dump_layer, opts.dump_step, opts.dump_path};
         }
         std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
+        if (cfg.hidden_stride() != cfg.hidden)
+            std::printf("MLP activations: rows %d elements apart for F = %d (--hidden-align %d)\n", cfg.hidden_stride(),
+                        cfg.hidden, cfg.hidden_align);
         if (!opts.init_from.empty()) {
             std::string path = resolve_weights_path(opts.init_from);
             model.load_weights(path);
@@ -582,7 +585,7 @@ struct Trainer {
     bool refresh_due() const {
         for (const auto& s : model.sites) {
             if (!s.compressed() || s.external) continue;
-            if (model.sched.refresh_q1 || model.sched.refresh_q2) return true;
+            if (model.sched.refresh_q1 || model.sched.refresh_q2 || model.sched.any_first_due()) return true;
             for (uint8_t h : s.has_basis)
                 if (!h) return true;
         }
