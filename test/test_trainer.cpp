@@ -771,6 +771,24 @@ TEST(TrainerResume, ActStorageCheckpointNamesTheFlagThatResumesIt) {
     EXPECT_TRUE(contains(with_flag.out, "at step 2 of 4")) << describe(with_flag);
 }
 
+// Runs `a` and `b` of `steps` steps (logs dir/NAME.jsonl, checkpoints dir/NAME/) are the same run: every step's
+// loss and gradient norm (b's last record of each step: a resumed log may repeat one) and the last checkpoint's
+// weights and state, bit for bit.
+static void expect_same_run(const TempDir& dir, const std::string& a, const std::string& b, int steps) {
+    TrainRun la = split_log(dir / (a + ".jsonl")), lb = split_log(dir / (b + ".jsonl"));
+    std::map<int, json> last;
+    for (const json& j : lb.steps) last[j["step"].get<int>()] = j;
+    ASSERT_EQ(la.steps.size(), (size_t)steps);
+    ASSERT_EQ(last.size(), (size_t)steps);
+    for (int i = 0; i < steps; i++)
+        for (const char* key : {"loss", "grad_norm"})
+            EXPECT_EQ(last[i + 1][key].dump(), la.steps[i][key].dump()) << "step " << i + 1 << " " << key;
+    char ckpt[32];
+    std::snprintf(ckpt, sizeof ckpt, "/step_%08d/", steps);
+    for (const char* f : {"model.safetensors", "state.safetensors"})
+        EXPECT_EQ(read_bytes(dir / (a + ckpt + f)), read_bytes(dir / (b + ckpt + f))) << f;
+}
+
 // --hidden-align changes only where LLaMA's (N, F) activations sit (docs/DESIGN.md "Row strides"): a PRAC run of
 // llama-tiny (F = 176) killed after step 2 and resumed with its rows 192 apart equals the uninterrupted contiguous
 // run bit for bit on the CPU backend (every logged number, the final weights and state). GPT-2 refuses the flag.
@@ -793,17 +811,7 @@ TEST(TrainerResume, HiddenAlignMayChangeBetweenResumes) {
     EXPECT_TRUE(contains(r.out, "MLP activations: rows 192 elements apart for F = 176 (--hidden-align 64)"))
         << describe(r);
     EXPECT_TRUE(contains(r.out, "at step 2 of 4")) << describe(r);
-    TrainRun lu = split_log(dir / "u.jsonl"), lk = split_log(dir / "k.jsonl");
-    std::map<int, json> last;
-    for (const json& j : lk.steps) last[j["step"].get<int>()] = j;
-    ASSERT_EQ(lu.steps.size(), 4u);
-    ASSERT_EQ(last.size(), 4u);
-    for (size_t i = 0; i < 4; i++)
-        for (const char* key : {"loss", "grad_norm"})
-            EXPECT_EQ(last[(int)i + 1][key].dump(), lu.steps[i][key].dump()) << "step " << i + 1 << " " << key;
-    for (const char* f : {"model.safetensors", "state.safetensors"})
-        EXPECT_EQ(read_bytes(dir / ("u/step_00000004/" + std::string(f))),
-                  read_bytes(dir / ("k/step_00000004/" + std::string(f)))) << f;
+    expect_same_run(dir, "u", "k", 4);
     RunResult gpt2 = run_trainer("train_gpt2", tiny({"--steps", "1", "--hidden-align", "8"}), dir, 60);
     expect_user_error_exit(gpt2, "train_gpt2", {"--hidden-align", "LLaMA", "HINT"});
 }
@@ -828,17 +836,7 @@ TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
     RunResult r = run_trainer("train_gpt2", args("k", {"--resume"}), dir, 120);
     ASSERT_EQ(r.rc, 0) << describe(r);
     EXPECT_TRUE(contains(r.out, "at step 2 of 5")) << describe(r);
-    TrainRun lu = split_log(dir / "u.jsonl"), lk = split_log(dir / "k.jsonl");
-    std::map<int, json> last;
-    for (const json& j : lk.steps) last[j["step"].get<int>()] = j;
-    ASSERT_EQ(lu.steps.size(), 5u);
-    ASSERT_EQ(last.size(), 5u);
-    for (size_t i = 0; i < 5; i++)
-        for (const char* key : {"loss", "grad_norm"})
-            EXPECT_EQ(last[(int)i + 1][key].dump(), lu.steps[i][key].dump()) << "step " << i + 1 << " " << key;
-    for (const char* f : {"model.safetensors", "state.safetensors"})
-        EXPECT_EQ(read_bytes(dir / ("u/step_00000005/" + std::string(f))),
-                  read_bytes(dir / ("k/step_00000005/" + std::string(f)))) << f;
+    expect_same_run(dir, "u", "k", 5);
     RunResult pac = run_trainer("train_gpt2", tiny({"--steps", "1", "--prac", "pac", "--prac-initial-spread", "4"}),
                                 dir, 60);
     expect_user_error_exit(pac, "train_gpt2", {"--prac-initial-spread", "biased", "HINT"});
