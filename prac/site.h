@@ -191,7 +191,7 @@ struct PracSchedule {
     bool provisional(int unit) const { return step < first_refresh(unit); }
     bool first_due(int unit) const { return first_micro_batch && step > 0 && step == first_refresh(unit); }
     bool any_first_due() const {
-        for (int u = 0; u < units && spread > 1 && step > 0 && step < spread; u++)
+        for (int u = 0; u < units; u++)
             if (first_due(u)) return true;
         return false;
     }

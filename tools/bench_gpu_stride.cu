@@ -46,34 +46,34 @@
 using act_t = floatX;
 static const cudaDataType_t XT = FLOATX_CUDA_DTYPE;
 
-// A row-major (rows, cols) device matrix at row stride ld >= cols, its pad columns NaN.
+// A row-major (rows, cols) device matrix at row stride ld >= cols, its pad columns NaN (a product that reads one
+// gives NaN).
 struct Mat {
     act_t* p = nullptr;
     int rows = 0, cols = 0, ld = 0;
 };
 
-static Mat make_mat(int rows, int cols, int ld, std::mt19937_64& g, bool random) {
+// rows x cols logical values: N(0, 1), or zeros
+static std::vector<float> values(int rows, int cols, std::mt19937_64& g, bool random) {
+    std::vector<float> v((size_t)rows * cols, 0.0f);
+    std::normal_distribution<float> z;
+    if (random)
+        for (float& x : v) x = z(g);
+    return v;
+}
+
+// A device copy of v (rows, cols) at row stride ld
+static Mat upload(const std::vector<float>& v, int rows, int cols, int ld) {
     Mat m{nullptr, rows, cols, ld};
     std::vector<act_t> h((size_t)rows * ld, (act_t)std::numeric_limits<float>::quiet_NaN());
-    std::normal_distribution<float> z;
     for (int i = 0; i < rows; i++)
-        for (int j = 0; j < cols; j++) h[(size_t)i * ld + j] = (act_t)(random ? z(g) : 0.0f);
+        for (int j = 0; j < cols; j++) h[(size_t)i * ld + j] = (act_t)v[(size_t)i * cols + j];
     cudaCheck(cudaMalloc(&m.p, h.size() * sizeof(act_t)));
     cudaCheck(cudaMemcpy(m.p, h.data(), h.size() * sizeof(act_t), cudaMemcpyHostToDevice));
     return m;
 }
-
-// The same logical values at another stride (pads NaN)
-static Mat restride(const Mat& a, int ld) {
-    std::vector<act_t> h((size_t)a.rows * a.ld), out((size_t)a.rows * ld,
-                                                      (act_t)std::numeric_limits<float>::quiet_NaN());
-    cudaCheck(cudaMemcpy(h.data(), a.p, h.size() * sizeof(act_t), cudaMemcpyDeviceToHost));
-    for (int i = 0; i < a.rows; i++)
-        for (int j = 0; j < a.cols; j++) out[(size_t)i * ld + j] = h[(size_t)i * a.ld + j];
-    Mat m{nullptr, a.rows, a.cols, ld};
-    cudaCheck(cudaMalloc(&m.p, out.size() * sizeof(act_t)));
-    cudaCheck(cudaMemcpy(m.p, out.data(), out.size() * sizeof(act_t), cudaMemcpyHostToDevice));
-    return m;
+static Mat make_mat(int rows, int cols, int ld, std::mt19937_64& g, bool random) {
+    return upload(values(rows, cols, g, random), rows, cols, ld);
 }
 
 static std::vector<double> logical(const Mat& a) {
@@ -177,14 +177,11 @@ int main(int argc, char** argv) {
     Mat tmp_ln2 = make_mat(F, r_ln2, r_ln2, g, false), xc_nl_out = make_mat(N, r_nl, r_nl, g, false);
 
     std::vector<Layout> layouts = {{"none", F, F}, {"acts", Fs, F}, {"all", Fs, Fs}};
-    for (Layout& l : layouts) {
-        if (&l == &layouts[0]) {
-            l.gate = make_mat(N, F, F, g, true), l.act = make_mat(N, F, F, g, true);
-            l.dgate = make_mat(N, F, F, g, true), l.Wd = make_mat(C, F, F, g, true);
-        } else {  // the same values as `none`
-            l.gate = restride(layouts[0].gate, l.fa), l.act = restride(layouts[0].act, l.fa);
-            l.dgate = restride(layouts[0].dgate, l.fa), l.Wd = restride(layouts[0].Wd, l.fw);
-        }
+    const std::vector<float> gate = values(N, F, g, true), act = values(N, F, g, true), dgate = values(N, F, g, true),
+                             Wd = values(C, F, g, true);
+    for (Layout& l : layouts) {  // the same inputs in every layout
+        l.gate = upload(gate, N, F, l.fa), l.act = upload(act, N, F, l.fa), l.dgate = upload(dgate, N, F, l.fa);
+        l.Wd = upload(Wd, C, F, l.fw);
         l.gate_out = make_mat(N, F, l.fa, g, false), l.dact = make_mat(N, F, l.fa, g, false);
         l.recon = make_mat(N, F, l.fa, g, false), l.dWd = make_mat(C, F, l.fw, g, false);
     }
