@@ -199,6 +199,7 @@ struct PracRefreshResult {
     bool q1_ok = true, q2_ok = true;
     bool q1_changed = false;  // P's Q1 block was replaced (a new eigenbasis, or the random fallback)
     bool q2_drawn = false;    // a Q2 draw consumed this key (whether or not its QR succeeded)
+    bool q2_householder = false;  // its CholQR2 failed (a near-singular projected draw): Householder QR took over
     size_t workspace_bytes = 0;  // host bytes this call allocated (prac_refresh_cpu_workspace_bytes)
     std::string message;      // what failed, for the log
 };

@@ -281,15 +281,17 @@ static void project_out(float* S, const float* Q, int n, int q, int c, float* t,
 
 // Q2 (n, r2) = an orthonormal basis of (I - Q1 Q1ᵀ) Z, Z the Gaussian (n, r2) of `key` (uniform on the Stiefel
 // manifold of Q1's complement): CholQR2 in place, and when that fails the same projected Gaussian drawn again and
-// Householder-orthonormalized. Q1 (n, r1) orthonormal; t: r1 x r2, S: r2 x r2 floats. Returns LAPACK's info / -1000.
+// Householder-orthonormalized (*householder set). Q1 (n, r1) orthonormal; t: r1 x r2, S: r2 x r2 floats. Returns
+// LAPACK's info / -1000.
 static int draw_q2(float* Q2, const float* Q1, int n, int r1, int r2, const PracDrawKey& key, float* t, float* S,
-                   float* tau, float* work) {
+                   float* tau, float* work, bool* householder) {
     auto projected_gaussian = [&] {
         gaussian_strided(Q2, n, r2, 1, (size_t)n, key);
         project_out(Q2, Q1, n, r1, r2, t, prac_q2_projection_passes(n, r1, r2));
     };
     projected_gaussian();
     if (cholqr2(Q2, n, r2, S, S)) return 0;
+    *householder = true;
     projected_gaussian();
     return orth_cm(Q2, n, r2, tau, work);
 }
@@ -436,7 +438,8 @@ PracRefreshResult prac_refresh_cpu(float* P, const float* x, int N, int n, const
     if (r2 > 0 && (refresh_q2 || q1_changed || !had_basis)) {
         float* Q2 = W + (size_t)r1 * n;
         res.q2_drawn = true;
-        int info = draw_q2(Q2, W, n, r1, r2, key, arena.get() + A.t, arena.get() + A.S1, tau, work);
+        int info = draw_q2(Q2, W, n, r1, r2, key, arena.get() + A.t, arena.get() + A.S1, tau, work,
+                           &res.q2_householder);
         if (info == 0) {
             float s = std::sqrt(d.k);
             for (size_t e = 0; e < (size_t)n * r2; e++) Q2[e] *= s;

@@ -613,8 +613,8 @@ struct Refresh {
         gaussian_strided(W + (size_t)c0 * n, n, cols, 1, (size_t)n, key, h.stream);
     }
     // twin: draw_q2 (prac_cpu.cpp). W[:, r1:r1+r2] = orth((I - Q1 Q1ᵀ) Z), Z the key's Gaussian, Q1 = W[:, 0:r1]:
-    // CholQR2 in place, and when that fails the same projected Gaussian again through Householder QR.
-    int draw_q2(int r1, int r2, const PracDrawKey& key) {
+    // CholQR2 in place, and when that fails the same projected Gaussian again through Householder QR (*householder).
+    int draw_q2(int r1, int r2, const PracDrawKey& key, bool* householder) {
         float* Q2 = W + (size_t)r1 * n;
         auto projected_gaussian = [&] {
             gaussian(r1, r2, key);
@@ -622,6 +622,7 @@ struct Refresh {
         };
         projected_gaussian();
         if (cholqr2(Q2, r2, S1, S1)) return 0;
+        *householder = true;
         projected_gaussian();
         return orthonormalize(Q2, r2);
     }
@@ -727,7 +728,7 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     if (r2 > 0 && (refresh_q2 || q1_changed || !had_basis)) {
         float* Q2 = R.W + (size_t)r1 * n;
         res.q2_drawn = true;
-        int info = R.draw_q2(r1, r2, key);
+        int info = R.draw_q2(r1, r2, key, &res.q2_householder);
         if (info == 0) {
             float s = std::sqrt(d.k);
             prac_scale_kernel<<<cuda_grid_1d((size_t)n * r2, 256, 65536), 256, 0, h.stream>>>(Q2, (size_t)n * r2, s);

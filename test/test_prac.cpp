@@ -50,6 +50,7 @@
 #include "prac/philox.h"
 #include "prac/prac.h"
 #include "test/prac_test_util.h"
+#include "test/q2_fallback_case.h"
 #include "test/test_util.h"
 
 namespace {
@@ -537,6 +538,38 @@ TEST(PracRefresh, Q2IsOrthonormalAndOrthogonalToQ1ForEveryShape) {
                     worst22, worst12, kappa_max);
         EXPECT_LT(worst22, 32) << "r1=" << sh.r1 << " r2=" << sh.r2 << ": Q2ᵀQ2 = I to 32 u";
         EXPECT_LT(worst12, 32) << "r1=" << sh.r1 << " r2=" << sh.r2 << ": Q1ᵀQ2 = 0 to 32 u·kappa";
+    }
+}
+
+// The Q2 draw's fallback (test/q2_fallback_case.h): a key whose projected draw has κ in [8000, 16000) fails CholQR2
+// and is orthonormalized by Householder QR instead (PracRefreshResult::q2_householder), a key with κ < 100 is not;
+// both leave Q1 bit for bit, and give Q2 orthonormal to 32 u and orthogonal to Q1 to 32 u·κ (the bound of the test
+// above: any QR amplifies the input's rounding by ‖R⁻¹‖).
+TEST(PracRefresh, Q2DrawFallsBackToHouseholderOnANearSingularDraw) {
+    namespace q = q2_fallback;
+    const int N = 16;
+    const fvec x((size_t)N * q::n, 0.0f);  // not read: only Q2 is drawn
+    const SiteDims d = dims(q::r1, q::r2, 1.0f);
+    for (bool ill : {false, true}) {
+        bool found = false;
+        const PracDrawKey key = ill ? q::find_key(8000, 16000, &found) : q::find_key(1, 100, &found);
+        ASSERT_TRUE(found) << "no key of the search has the wanted condition number";
+        const double kappa = q::kappa(key);
+        fvec P = q::basis();
+        const fvec before = P;
+        PracRefreshResult res = prac_refresh_cpu(P.data(), x.data(), N, q::n, d, false, true, true, key);
+        const std::string what = "draw " + std::to_string(key.refresh) + ", kappa " + std::to_string(kappa);
+        EXPECT_TRUE(res.q2_ok && res.q2_drawn && res.message.empty()) << what << ": " << res.message;
+        EXPECT_EQ(res.q2_householder, ill) << what;
+        for (int i = 0; i < q::n; i++)
+            for (int j = 0; j < q::r1; j++) EXPECT_EQ(P[(size_t)i * q::r + j], before[(size_t)i * q::r + j]) << what;
+        dvec Q1 = block(P.data(), q::n, q::r, 0, q::r1), Q2 = block(P.data(), q::n, q::r, q::r1, q::r2);
+        const double e22 = max_gram_err(Q2, q::r2, Q2, q::r2, q::n, true) / kEpsF,
+                     e12 = max_gram_err(Q1, q::r1, Q2, q::r2, q::n, false) / (kEpsF * kappa);
+        std::printf("[ stats    ] %s: householder %d, |Q2'Q2-I| = %.2f u, |Q1'Q2| = %.3f u·kappa\n", what.c_str(),
+                    res.q2_householder, e22, e12);
+        EXPECT_LT(e22, 32) << what;
+        EXPECT_LT(e12, 32) << what;
     }
 }
 

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "common/cuda_check.h"
@@ -41,6 +43,7 @@
 #include "kernels/matmul.cuh"
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
+#include "test/q2_fallback_case.h"
 #include "train/planner.h"  // plan_cuda_refresh_workspace
 
 using bf16 = __nv_bfloat16;
@@ -346,12 +349,13 @@ struct RefreshCase {
         upload(dx, x);
         PracRefreshResult rg = prac_refresh_cuda(dP.p, dx.p, N, n, d, q1, q2, had_basis, key, c.h, ws.p, ws_bytes);
         std::vector<float> Pg = download(dP, (size_t)n * r);
-        std::printf("  %s: cpu {q1_ok %d q2_ok %d q1_changed %d q2_drawn %d \"%s\"}\n", what, rc.q1_ok, rc.q2_ok,
-                    rc.q1_changed, rc.q2_drawn, rc.message.c_str());
-        std::printf("  %s: gpu {q1_ok %d q2_ok %d q1_changed %d q2_drawn %d \"%s\"}\n", what, rg.q1_ok, rg.q2_ok,
-                    rg.q1_changed, rg.q2_drawn, rg.message.c_str());
+        for (auto [twin, res] : {std::pair{"cpu", &rc}, std::pair{"gpu", &rg}})
+            std::printf("  %s: %s {q1_ok %d q2_ok %d q1_changed %d q2_drawn %d q2_householder %d \"%s\"}\n", what,
+                        twin, res->q1_ok, res->q2_ok, res->q1_changed, res->q2_drawn, res->q2_householder,
+                        res->message.c_str());
         check(rc.q1_ok == rg.q1_ok && rc.q2_ok == rg.q2_ok && rc.q1_changed == rg.q1_changed &&
-                  rc.q2_drawn == rg.q2_drawn && rc.message.empty() == rg.message.empty(),
+                  rc.q2_drawn == rg.q2_drawn && rc.q2_householder == rg.q2_householder &&
+                  rc.message.empty() == rg.message.empty(),
               "%s: result flags equal the CPU's", what);
         if (Pcpu_out) *Pcpu_out = Pcpu;
         if (rg_out) *rg_out = rg;
@@ -503,6 +507,42 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
     check(threw, "a 16-byte workspace throws");
 }
 
+// The Q2 draw's Householder fallback (Xgeqrf + Sorgqr; test/q2_fallback_case.h): on a key whose projected draw has
+// κ in [8000, 16000) both twins' CholQR2 fails and Householder QR takes over, on a key with κ < 100 neither's does;
+// Q1 keeps its bits and Q2 matches the CPU's, to the usual tolerances widened to 32 u·κ, the QR's own bound (test
+// PracRefresh.Q2DrawFallsBackToHouseholderOnANearSingularDraw: the CPU twin measured 1.3 u·κ).
+template <typename T>
+static void test_q2_fallback(Ctx& c) {
+    namespace q = q2_fallback;
+    SiteDims d;
+    d.compressed = true;
+    d.r1 = q::r1;
+    d.r2 = q::r2;
+    d.k = 1.0f;  // (n - r1) / r2
+    const int N = 16;
+    const std::vector<float> x((size_t)N * q::n, 0.0f);  // not read: only Q2 is drawn
+    const size_t bytes = prac_refresh_workspace_bytes(c.h.cusolver, q::n, d);
+    for (bool ill : {false, true}) {
+        bool found = false;
+        const PracDrawKey key = ill ? q::find_key(8000, 16000, &found) : q::find_key(1, 100, &found);
+        check(found, "q2 fallback: a key with the wanted condition number");
+        if (!found) return;
+        const double kappa = q::kappa(key);
+        std::printf("q2 fallback %s: n=%d r1=%d r2=%d, draw %llu, kappa %.4g\n", Host<T>::name(), q::n, q::r1, q::r2,
+                    (unsigned long long)key.refresh, kappa);
+        RefreshCase<T> tc(c, N, q::n, d, bytes);
+        tc.tol_proj = std::max(tc.tol_proj, 32 * 5.96e-8 * kappa);
+        tc.tol_orth = std::max(tc.tol_orth, 32 * 5.96e-8 * kappa);
+        const std::vector<float> P0 = q::basis();
+        std::vector<float> Pc;
+        PracRefreshResult rg;
+        std::vector<float> Pg = tc.run(ill ? "q2 householder" : "q2 cholqr2", P0, x, false, true, true, key, &Pc, &rg);
+        check(rg.q2_ok && rg.q2_householder == ill, "q2 fallback: the device took %s", ill ? "Householder" : "CholQR2");
+        check(same_bits(Pg, P0, q::n, q::r, 0, q::r1), "q2 fallback: Q1 block bitwise unchanged");
+        tc.compare(ill ? "q2 householder" : "q2 cholqr2", Pg, Pc);
+    }
+}
+
 int main() {
     if (int rc = gpu_unavailable_exit_code("test_prac_cuda"); rc >= 0) return rc;
     cudaDeviceProp prop;
@@ -570,6 +610,10 @@ int main() {
         sub(512, 88, 16, 16, true, 0.0f);
         sub(1024, 200, 56, 56, true, 1.0f);  // noise as strong as the signal: no clear gap at r1, so Q1 depends on
                                              // every step of the iteration (any step unlike the CPU's shows)
+        if (pass == 0)
+            test_q2_fallback<float>(c);
+        else
+            test_q2_fallback<bf16>(c);
     }
 
     cusolverCheck(cusolverDnDestroy(c.h.cusolver));
