@@ -42,10 +42,11 @@ struct PracOptions {
     // true: each (site, layer) refreshes on its own phase of T1 / T2 (PracSchedule), so a step refreshes at most
     // ceil(sites x layers / T) of them instead of all at once; false: every one on steps that are multiples of T
     bool stagger = true;
-    // > 1: the sites' first refreshes are spread over the first initial_spread steps (PracSchedule::first_refresh),
-    // ceil(sites x layers / initial_spread) per step instead of all on the first step; until its first refresh a
-    // (site, layer) compresses with a provisional random orthonormal basis (unbiased, more variance). 0 or 1: every
-    // first refresh on the first step
+    // > 1: the sites' first refreshes are spread over the first K = min(initial_spread, sites x layers) steps
+    // (PracSchedule::first_refresh), ceil(sites x layers / K) per step instead of all on the first step; until its
+    // first refresh a (site, layer) compresses with a provisional random orthonormal basis (unbiased, more
+    // variance). 0 or 1: every first refresh on the first step. The trainers' default is their warmup's steps
+    // (--prac-initial-spread auto); the struct's, 0
     int initial_spread = 0;
     PracRefresh refresh = PracRefresh::SUBSPACE;
     float k_mult = 1.0f;     // k = k_mult * (n - r1) / r2 (the paper's k ablation; 1 = unbiased)

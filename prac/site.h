@@ -162,9 +162,10 @@ struct ActSite {
 // s mod T1 = floor(u·T1 / units) (Q2 likewise with T2), so each unit still refreshes every T1 steps but a step
 // refreshes at most ceil(units / T1) units instead of all of them (no step stalls). Without stagger, every unit
 // on the multiples of T. A unit without a basis refreshes on its first step whatever the phase (site.h save).
-// The first refreshes themselves: on the first step, or with PracOptions::initial_spread = K > 1 unit u's on step
-// first_refresh(u) = floor(u·K / units), at most ceil(units / K) per step; before it the unit is provisional (a
-// random basis, site.h save) and skips its regular refreshes.
+// The first refreshes themselves: on the first step, or with K = min(PracOptions::initial_spread, units) > 1 unit u's
+// on step first_refresh(u) = floor(u·K / units), at most ceil(units / K) per step (a K beyond the units would only
+// leave steps without one); before it the unit is provisional (a random basis, site.h save) and skips its regular
+// refreshes.
 // A pure function of the step: a resumed run refreshes exactly what the uninterrupted one would.
 struct PracSchedule {
     int64_t step = -1;
@@ -187,7 +188,8 @@ struct PracSchedule {
     int64_t phase(int unit, int t) const { return stagger && units > 0 ? (int64_t)unit * t / units : 0; }
     bool q1_due(int unit) const { return refresh_q1 && step % t1 == phase(unit, t1) && !provisional(unit); }
     bool q2_due(int unit) const { return refresh_q2 && step % t2 == phase(unit, t2) && !provisional(unit); }
-    int64_t first_refresh(int unit) const { return spread > 1 && units > 0 ? (int64_t)unit * spread / units : 0; }
+    int spread_steps() const { return spread > 1 ? std::min(spread, units) : 0; }  // K above; 0: no spread
+    int64_t first_refresh(int unit) const { return spread_steps() > 1 ? (int64_t)unit * spread_steps() / units : 0; }
     bool provisional(int unit) const { return step < first_refresh(unit); }
     bool first_due(int unit) const { return first_micro_batch && step > 0 && step == first_refresh(unit); }
     bool any_first_due() const {

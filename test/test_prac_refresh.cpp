@@ -273,11 +273,13 @@ TEST(PracSchedule, StaggeredPhasesRefreshEachUnitOncePerPeriodAndSpreadTheLoad) 
     }
 }
 
-// --prac-initial-spread K: each unit's first refresh falls on one step of [0, K), at most ceil(units / K) per step,
-// on the first micro-batch only; before it the unit is provisional and none of its regular refreshes is due; from
-// then on the staggered schedule above. K = 0 or 1: no unit is ever provisional (every first refresh on step 0).
+// --prac-initial-spread K: each unit's first refresh falls on one step of [0, min(K, units)) (a larger K would only
+// leave steps without one), at most ceil(units / K) per step, on the first micro-batch only; before it the unit is
+// provisional and none of its regular refreshes is due; from then on the staggered schedule above. K = 0 or 1: no
+// unit is ever provisional (every first refresh on step 0).
 TEST(PracSchedule, InitialSpreadGivesEachUnitOneFirstRefreshAndFewPerStep) {
-    for (auto [units, k] : {std::pair{14, 4}, std::pair{14, 20}, std::pair{168, 8}, std::pair{3, 3}}) {
+    for (auto [units, k] :
+         {std::pair{14, 4}, std::pair{14, 20}, std::pair{168, 8}, std::pair{3, 3}, std::pair{5, 1000}}) {
         PracOptions o;
         o.t1 = o.t2 = 2;  // regular refreshes every other step: the provisional units must skip them
         o.initial_spread = k;
@@ -291,7 +293,7 @@ TEST(PracSchedule, InitialSpreadGivesEachUnitOneFirstRefreshAndFewPerStep) {
             for (int u = 0; u < units; u++) {
                 const int64_t f = s.first_refresh(u);
                 EXPECT_GE(f, 0);
-                EXPECT_LT(f, k) << "unit " << u;
+                EXPECT_LT(f, std::min(k, units)) << "unit " << u;
                 EXPECT_EQ(s.provisional(u), step < f) << "unit " << u << " step " << step;
                 if (s.provisional(u)) EXPECT_FALSE(s.q1_due(u) || s.q2_due(u)) << "unit " << u << " step " << step;
                 const bool first = s.first_due(u) || (step == 0 && f == 0);  // step 0: no basis yet (site.h save)

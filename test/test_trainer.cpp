@@ -817,29 +817,50 @@ TEST(TrainerResume, HiddenAlignMayChangeBetweenResumes) {
 }
 
 // --prac-initial-spread: a run killed inside the spread window (after step 2 of K = 4: some sites still hold their
-// provisional random basis, others their first real one) and resumed equals the uninterrupted run bit for bit; the
-// options table says where the first refreshes fall; pac, which has no random part, refuses the flag.
+// provisional random basis, others their first real one) and resumed equals the uninterrupted run bit for bit. The
+// default, auto, is the warmup's steps, and a resume takes the run's warmup: the killed run was planned for 5 steps
+// with --warmup 4 and is resumed as a 10-step run without --warmup (whose own default would be 1 step, no spread), so
+// it equals the uninterrupted 10-step run with --warmup 4 only if the spread stays 4. The start-up lines say where
+// the first refreshes fall; K is capped at the site-layers; pac and rac spread nothing under auto, pac refuses a K.
 TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
     TempDir dir;
     auto args = [&](const std::string& run, std::vector<std::string> extra) {
-        std::vector<std::string> a = tiny({"--steps", "5", "--eval-tokens", "64", "--ckpt-every", "2", "--prac", "prac",
-                                           "--prac-initial-spread", "4", "--ckpt-dir", dir / run, "--log",
-                                           dir / (run + ".jsonl")});
+        std::vector<std::string> a = tiny({"--eval-tokens", "64", "--ckpt-every", "2", "--prac", "prac", "--ckpt-dir",
+                                           dir / run, "--log", dir / (run + ".jsonl")});
         a.insert(a.end(), extra.begin(), extra.end());
         return a;
     };
-    RunResult u = run_trainer("train_gpt2", args("u", {}), dir, 120);
+    RunResult u = run_trainer("train_gpt2", args("u", {"--steps", "10", "--warmup", "4"}), dir, 120);
     ASSERT_EQ(u.rc, 0) << describe(u);
-    EXPECT_TRUE(contains(u.out, "first refreshes over steps 0-3")) << describe(u);
-    RunResult killed = run_merged("train_gpt2", args("k", {}), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=2");
+    EXPECT_TRUE(contains(u.out, "PRAC first refreshes: spread over steps 0-3, at most 3 of the 12 site-layers a step "
+                                "(--prac-initial-spread auto: the 4 warmup steps)")) << describe(u);
+    RunResult killed = run_merged("train_gpt2", args("k", {"--steps", "5", "--warmup", "4"}), dir, 120,
+                                  "PRAC_TEST_DIE_AFTER_STEP=2");
     ASSERT_EQ(killed.rc, 137) << describe(killed);
-    RunResult r = run_trainer("train_gpt2", args("k", {"--resume"}), dir, 120);
+    RunResult r = run_trainer("train_gpt2", args("k", {"--steps", "10", "--resume"}), dir, 120);
     ASSERT_EQ(r.rc, 0) << describe(r);
-    EXPECT_TRUE(contains(r.out, "at step 2 of 5")) << describe(r);
-    expect_same_run(dir, "u", "k", 5);
-    RunResult pac = run_trainer("train_gpt2", tiny({"--steps", "1", "--prac", "pac", "--prac-initial-spread", "4"}),
-                                dir, 60);
-    expect_user_error_exit(pac, "train_gpt2", {"--prac-initial-spread", "biased", "HINT"});
+    EXPECT_TRUE(contains(r.out, "at step 2 of 10")) << describe(r);
+    EXPECT_TRUE(contains(r.out, "spread over steps 0-3")) << describe(r);
+    expect_same_run(dir, "u", "k", 10);
+
+    auto one_step = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--steps", "1", "--eval-tokens", "64"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return run_trainer("train_gpt2", a, dir, 60);
+    };
+    RunResult capped = one_step({"--prac", "prac", "--prac-initial-spread", "1000"});
+    ASSERT_EQ(capped.rc, 0) << describe(capped);
+    EXPECT_TRUE(contains(capped.out, "spread over steps 0-11, at most 1 of the 12 site-layers a step "
+                                     "(--prac-initial-spread 1000)")) << describe(capped);
+    for (const char* mode : {"pac", "rac"}) {
+        RunResult r = one_step({"--prac", mode, "--warmup", "4"});
+        ASSERT_EQ(r.rc, 0) << describe(r);
+        EXPECT_FALSE(contains(r.out, "PRAC first refreshes")) << describe(r);
+    }
+    expect_user_error_exit(one_step({"--prac", "pac", "--prac-initial-spread", "4"}), "train_gpt2",
+                           {"--prac-initial-spread 4", "biased", "HINT"});
+    expect_user_error_exit(one_step({"--prac", "prac", "--prac-initial-spread", "4x"}), "train_gpt2",
+                           {"--prac-initial-spread must be auto or a number of steps"});
 }
 
 // The same shards named by another spelling of their path (../, a glob instead of the name, a copy elsewhere) are the

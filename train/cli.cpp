@@ -85,11 +85,12 @@ const Flag FLAGS[] = {
     F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh,
       "how a refresh finds Q1: subspace (warm-started subspace iteration) or exact (full eigensolver); auto: "
       "subspace (on both backends)"),
-    F("--prac-initial-spread", "K", INT, prac_initial_spread,
-      "spread the sites' first basis computations over the first K steps (at most ceil(sites x layers / K) per step) "
-      "instead of all on the first step, otherwise the slowest; until its first refresh a site compresses with a "
-      "random orthonormal basis (unbiased; more variance in those early steps, when warmup keeps the learning rate "
-      "small). 0: all on the first step"),
+    F("--prac-initial-spread", "auto|K", STR, prac_initial_spread,
+      "spread the sites' first basis computations over the first K steps (at most ceil(sites x layers / K) per step; "
+      "K capped at sites x layers) instead of all on the first step, which they would make the slowest; until its "
+      "first refresh a site compresses with a random orthonormal basis (unbiased; more variance in those early "
+      "steps). auto: K = the warmup's steps, while the learning rate is still small (prac; pac and rac: 0). 0: all "
+      "on the first step"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
     F("--prac-storage", "auto|act|fp8", STR, prac_storage,
@@ -448,12 +449,7 @@ PracOptions prac_options_from(const TrainOptions& o) {
     p.t2 = o.prac_t2;
     // auto: subspace on both backends (the CUDA backend's runs on the device, prac_refresh_cuda)
     p.refresh = o.prac_refresh == "auto" ? PracRefresh::SUBSPACE : prac_refresh_parse(o.prac_refresh);
-    CHECK_USER(o.prac_initial_spread >= 0, "--prac-initial-spread must be >= 0 (got %d)", o.prac_initial_spread);
-    CHECK_USER(o.prac_initial_spread <= 1 || p.mode != PracMode::PAC,
-               "--prac-initial-spread: pac keeps no random part, so its provisional random basis would be biased "
-               "(it would drop most of each activation)\n---> HINT: use --prac prac or rac, or drop "
-               "--prac-initial-spread");
-    p.initial_spread = o.prac_initial_spread;
+    p.initial_spread = prac_initial_spread_steps(o, p.mode);
     CHECK_USER(o.prac_k_mult > 0, "--prac-k-mult must be positive (got %g)", o.prac_k_mult);
     p.k_mult = o.prac_k_mult;
     const std::string& c = o.prac_classes;
@@ -464,6 +460,21 @@ PracOptions prac_options_from(const TrainOptions& o) {
     p.seed = (uint64_t)o.seed;
     p.storage = prac_storage_parse(o.prac_storage_resolved());
     return p;
+}
+
+int prac_initial_spread_steps(const TrainOptions& o, PracMode mode) {
+    const std::string& v = o.prac_initial_spread;
+    if (v == "auto") return mode == PracMode::PRAC ? std::max(o.warmup, 0) : 0;  // rac's Q1 is empty: nothing to spread
+    errno = 0;
+    char* end = nullptr;
+    const long k = std::strtol(v.c_str(), &end, 10);
+    CHECK_USER(!v.empty() && !*end && !errno && k >= 0 && k <= INT32_MAX,
+               "--prac-initial-spread must be auto or a number of steps >= 0 (got \"%s\")", v.c_str());
+    CHECK_USER(k <= 1 || mode != PracMode::PAC,
+               "--prac-initial-spread %ld: pac keeps no random part, so its provisional random basis would be biased "
+               "(it would drop most of each activation)\n---> HINT: use --prac prac or rac, or drop "
+               "--prac-initial-spread (auto spreads nothing for pac)", k);
+    return (int)k;
 }
 
 std::string flag_table_help(const FlagDef* flags, size_t num_flags, const void* defaults,
@@ -555,9 +566,7 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"prac storage", (o.prac_storage_resolved() == "fp8" ? "fp8 (e4m3, per-row scale, stochastic rounding)" : "act") +
                              std::string(o.prac_storage == "auto" ? " (auto)" : "")},
         {"prac refresh", (o.prac_refresh == "auto" ? "auto (subspace)" : o.prac_refresh) +
-                             (o.prac_initial_spread > 1
-                                  ? format("; first refreshes over steps 0-%d", o.prac_initial_spread - 1)
-                                  : std::string())},
+                             "; initial spread " + o.prac_initial_spread},
         {"recompute", std::string(o.recompute == 0   ? "0 (off)"
                                   : o.recompute == 1 ? "1 (activation output)"
                                                      : "2 (activation + norm outputs)") +

@@ -61,7 +61,8 @@ struct TrainOptions {
     std::string prac_nonlinear_ranks;
     int prac_t1 = 500, prac_t2 = 500;        // refresh intervals of Q1 and Q2 (steps)
     std::string prac_refresh = "auto";  // how Q1 is found: subspace | exact | auto (subspace, on both backends)
-    int prac_initial_spread = 0;        // the sites' first refreshes over this many steps (0: all on the first)
+    // the sites' first refreshes over K steps (0, 1: all on the first); auto: the warmup's steps (prac only)
+    std::string prac_initial_spread = "auto";
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
     // packed projections: act (the activation dtype) | fp8 (e4m3, per-row scale) | auto (fp8 when PRAC compresses)
@@ -142,5 +143,9 @@ std::vector<std::pair<std::string, std::string>> train_flag_synonyms();
 void check_storage_options(const TrainOptions& o);
 // The PRAC options of the flags (UserError on malformed pairs or unknown classes).
 PracOptions prac_options_from(const TrainOptions& o);
+// --prac-initial-spread resolved for PracOptions::initial_spread: K as given, or auto: the warmup's steps (o.warmup,
+// resolved), so that sites compress with provisional random bases only while the learning rate ramps up; 0 for
+// pac (no random part), rac (no Q1 to compute) and none. PracSchedule caps it at the sites x layers.
+int prac_initial_spread_steps(const TrainOptions& o, PracMode mode);
 // Every setting as (name, value) rows for the start-of-run table.
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o);

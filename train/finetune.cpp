@@ -102,6 +102,7 @@ FinetuneOptions::FinetuneOptions() {
     weight_decay = 0;    // Hugging Face's default
     beta2 = 0.999f;      // Hugging Face's AdamW default
     prac_t1 = prac_t2 = 200;  // appendix D: PRAC interval 200
+    prac_initial_spread = "0";  // every first refresh on the first step (no flag: the ranks are tiny, Table 5: 2,2)
     log_interval = 10;
 }
 

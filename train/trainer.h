@@ -129,6 +129,7 @@ struct Trainer {
                 opts.overlap_comm) {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
         if (opts.resume) check_resume();
+        prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
         if (std::is_same<Backend, CpuBackend>::value && !opts.was_given("--eval-tokens"))
             opts.eval_tokens = cpu_eval_tokens(model.num_parameters, B, T, opts.eval_tokens);
@@ -488,6 +489,12 @@ struct Trainer {
         if (opts.prac_shared && ranks > 1)
             for (auto& s : model.sites) s.reduce_gram = &gram_allreduce;
         if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
+        model.sched.spread = prac.initial_spread;
+        if (int k = model.sched.spread_steps(); k > 1 && prac.mode != PracMode::NONE)
+            std::printf("PRAC first refreshes: spread over steps 0-%d, at most %d of the %d site-layers a step "
+                        "(--prac-initial-spread %s%s); until its own, a site-layer compresses with a random basis\n",
+                        k - 1, (model.sched.units + k - 1) / k, model.sched.units, opts.prac_initial_spread.c_str(),
+                        opts.prac_initial_spread == "auto" ? format(": the %d warmup steps", opts.warmup).c_str() : "");
         if (!opts.dump_site.empty()) {
             bool known = false;
             std::string names;
