@@ -566,7 +566,7 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"prac storage", (o.prac_storage_resolved() == "fp8" ? "fp8 (e4m3, per-row scale, stochastic rounding)" : "act") +
                              std::string(o.prac_storage == "auto" ? " (auto)" : "")},
         {"prac refresh", (o.prac_refresh == "auto" ? "auto (subspace)" : o.prac_refresh) +
-                             "; initial spread " + o.prac_initial_spread},
+                             (o.prac == "none" ? "" : "; initial spread " + o.prac_initial_spread)},
         {"recompute", std::string(o.recompute == 0   ? "0 (off)"
                                   : o.recompute == 1 ? "1 (activation output)"
                                                      : "2 (activation + norm outputs)") +
