@@ -853,9 +853,9 @@ TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
     EXPECT_TRUE(contains(capped.out, "spread over steps 0-11, at most 1 of the 12 site-layers a step "
                                      "(--prac-initial-spread 1000)")) << describe(capped);
     for (const char* mode : {"pac", "rac"}) {
-        RunResult r = one_step({"--prac", mode, "--warmup", "4"});
-        ASSERT_EQ(r.rc, 0) << describe(r);
-        EXPECT_FALSE(contains(r.out, "PRAC first refreshes")) << describe(r);
+        RunResult unspread = one_step({"--prac", mode, "--warmup", "4"});
+        ASSERT_EQ(unspread.rc, 0) << describe(unspread);
+        EXPECT_FALSE(contains(unspread.out, "PRAC first refreshes")) << describe(unspread);
     }
     expect_user_error_exit(one_step({"--prac", "pac", "--prac-initial-spread", "4"}), "train_gpt2",
                            {"--prac-initial-spread 4", "biased", "HINT"});
