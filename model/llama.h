@@ -298,8 +298,7 @@ struct Llama {
             if (!train) return;
             if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n, site.stride());
             int unit = l * (int)sites.size() + (int)site.id;  // its own refresh phase (PracSchedule)
-            site.save(be, l, N, sched.q1_due(unit), sched.q2_due(unit), prac.seed, prac_log, sched.provisional(unit),
-                      sched.first_due(unit));
+            site.save(be, l, N, sched.due(unit), prac.seed, prac_log);
         };
 
         be.encoder_forward(resid.fwd(0, N), acts.inputs, params.wte, nullptr, B, T, C);

@@ -514,8 +514,7 @@ struct Roberta {
             if (!train) return;
             if (dump.wants(site.name, l, sched)) dump.write(be, site.fwd(l, N), N, site.n, site.stride());
             int unit = l * (int)sites.size() + (int)site.id;
-            site.save(be, l, N, sched.q1_due(unit), sched.q2_due(unit), prac.seed, prac_log, sched.provisional(unit),
-                      sched.first_due(unit));
+            site.save(be, l, N, sched.due(unit), prac.seed, prac_log);
         };
 
         // embeddings: (word + token type) + position, in transformers' order; each table a row gather

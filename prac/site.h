@@ -23,6 +23,17 @@
 // Draw keys of RSO's subspaces (train/optim_rso.h) use site ids from here on, apart from every model site's.
 constexpr uint32_t RSO_DRAW_SITE_BASE = 200;
 
+// What one (site, layer) refreshes on this save (PracSchedule::due): Q1, Q2 on their phase; provisional before its
+// first refresh when those are spread, first on that step.
+struct SiteRefresh {
+    bool q1 = false, q2 = false, provisional = false, first = false;
+};
+
+// The first refreshes' spread: K = min(PracOptions::initial_spread, units) steps, 0 when there is none (PracSchedule).
+inline int prac_spread_steps(int initial_spread, int units) {
+    return initial_spread > 1 ? std::min(initial_spread, units) : 0;
+}
+
 template <class Backend>
 struct ActSite {
     using act_t = typename Backend::act_t;
@@ -69,12 +80,12 @@ struct ActSite {
     act_t* slot(int l, size_t N) const { return full + (recompute ? 0 : (size_t)l * N * stride()); }
     act_t* fwd(int l, size_t N) const { return compressed() ? transient : slot(l, N); }
 
-    // Compress layer l's full tensor x (fwd(l)); refresh the basis first when the step asks for it. With the first
-    // refreshes spread (PracOptions::initial_spread): `provisional` before this layer's first refresh, which then
-    // compresses with a random basis drawn once (no Gram matrix, no solver); `first` on the step of that refresh,
-    // which starts cold (the provisional basis is no warm start).
-    void save(Backend& be, int l, size_t N, bool refresh_q1, bool refresh_q2, uint64_t seed, FILE* log,
-              bool provisional = false, bool first = false) {
+    // Compress layer l's full tensor x (fwd(l)); refresh the basis first when the step asks for it (`due`, from
+    // PracSchedule::due). With the first refreshes spread (PracOptions::initial_spread): `provisional` before this
+    // layer's first refresh, which then compresses with a random basis drawn once (no Gram matrix, no solver);
+    // `first` on the step of that refresh, which starts cold (the provisional basis is no warm start).
+    void save(Backend& be, int l, size_t N, SiteRefresh due, uint64_t seed, FILE* log) {
+        const bool provisional = due.provisional;
         if (!compressed()) return;
         act_t* Pl = P + (size_t)l * n * r();
         if (external) {
@@ -87,8 +98,8 @@ struct ActSite {
             store_packed(be, l, N, Pl, seed);
             return;
         }
-        const bool cold = !has_basis[l] || first;  // no basis, or only a provisional one
-        bool q1 = refresh_q1 || cold, q2 = refresh_q2 || cold;
+        const bool cold = !has_basis[l] || due.first;  // no basis, or only a provisional one
+        bool q1 = due.q1 || cold, q2 = due.q2 || cold;
         if (q1 || q2) {
             PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)q2_refreshes[l]};
             SiteDims d = dims;
@@ -188,7 +199,7 @@ struct PracSchedule {
     int64_t phase(int unit, int t) const { return stagger && units > 0 ? (int64_t)unit * t / units : 0; }
     bool q1_due(int unit) const { return refresh_q1 && step % t1 == phase(unit, t1) && !provisional(unit); }
     bool q2_due(int unit) const { return refresh_q2 && step % t2 == phase(unit, t2) && !provisional(unit); }
-    int spread_steps() const { return spread > 1 ? std::min(spread, units) : 0; }  // K above; 0: no spread
+    int spread_steps() const { return prac_spread_steps(spread, units); }  // K above; 0: no spread
     int64_t first_refresh(int unit) const { return spread_steps() > 1 ? (int64_t)unit * spread_steps() / units : 0; }
     bool provisional(int unit) const { return step < first_refresh(unit); }
     bool first_due(int unit) const { return first_micro_batch && step > 0 && step == first_refresh(unit); }
@@ -197,6 +208,7 @@ struct PracSchedule {
             if (first_due(u)) return true;
         return false;
     }
+    SiteRefresh due(int unit) const { return {q1_due(unit), q2_due(unit), provisional(unit), first_due(unit)}; }
     void end_micro_batch() { first_micro_batch = refresh_q1 = refresh_q2 = false; }
 
   private:

@@ -473,7 +473,7 @@ TEST(PracFp8, SiteSaveRestoreWeightGradEqualTheTwins) {
     Rng rng(11);
     fvec X = rng.normals_f((size_t)N * n);
     transient = X;
-    site.save(be, 1, N, false, false, 42, nullptr);
+    site.save(be, 1, N, {}, 42, nullptr);
     EXPECT_EQ(site.fp8_saves[1], 1);
     EXPECT_EQ(site.fp8_saves[0], 0);
     const float* Pl = P.data() + (size_t)n * r;
@@ -505,7 +505,7 @@ TEST(PracFp8, SiteSaveRestoreWeightGradEqualTheTwins) {
     EXPECT_EQ(db, dbref);
 
     transient = X;  // the same activation saved again: the next key, other rounding bits
-    site.save(be, 1, N, false, false, 42, nullptr);
+    site.save(be, 1, N, {}, 42, nullptr);
     EXPECT_EQ(site.fp8_saves[1], 2);
     EXPECT_FALSE(std::equal(q.begin(), q.end(), packed.begin() + (size_t)N * r));
 }

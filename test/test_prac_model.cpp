@@ -95,7 +95,7 @@ TEST(PracSite, SaveRestoreAndFailureBookkeeping) {
 
     // layer 1 first, with no refresh due: the missing basis forces one
     std::memcpy(site.fwd(1, N), S.X.data(), S.X.size() * sizeof(float));
-    site.save(be, 1, N, false, false, 42, nullptr);
+    site.save(be, 1, N, {}, 42, nullptr);
     EXPECT_EQ(site.has_basis[1], 1);
     EXPECT_EQ(site.has_basis[0], 0);
     EXPECT_EQ(site.q1_refreshes[1], 1);
@@ -120,7 +120,7 @@ TEST(PracSite, SaveRestoreAndFailureBookkeeping) {
     FILE* log = std::tmpfile();
     ASSERT_NE(log, nullptr);
     int64_t q1b = site.q1_refreshes[1], q2b = site.q2_refreshes[1];
-    site.save(be, 1, N, true, false, 42, log);
+    site.save(be, 1, N, {true, false}, 42, log);
     std::rewind(log);
     char buf[512] = {0};
     size_t got = std::fread(buf, 1, sizeof(buf) - 1, log);
@@ -140,7 +140,7 @@ TEST(PracSite, SaveRestoreAndFailureBookkeeping) {
     plain.full = full.data();
     EXPECT_EQ(plain.fwd(1, N), full.data() + (size_t)N * n);
     EXPECT_EQ(plain.restore(be, 1, N), full.data() + (size_t)N * n);
-    plain.save(be, 1, N, true, true, 42, nullptr);  // nothing to do
+    plain.save(be, 1, N, {true, true}, 42, nullptr);  // nothing to do
     EXPECT_EQ(plain.q2_refreshes[1], 0);
 }
 

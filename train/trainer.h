@@ -489,8 +489,7 @@ struct Trainer {
         if (opts.prac_shared && ranks > 1)
             for (auto& s : model.sites) s.reduce_gram = &gram_allreduce;
         if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
-        model.sched.spread = prac.initial_spread;
-        if (int k = model.sched.spread_steps(); k > 1 && prac.mode != PracMode::NONE)
+        if (int k = prac_spread_steps(prac.initial_spread, model.sched.units); k > 1 && prac.mode != PracMode::NONE)
             std::printf("PRAC first refreshes: spread over steps 0-%d, at most %d of the %d site-layers a step "
                         "(--prac-initial-spread %s%s); until its own, a site-layer compresses with a random basis\n",
                         k - 1, (model.sched.units + k - 1) / k, model.sched.units, opts.prac_initial_spread.c_str(),
