@@ -121,6 +121,34 @@ target_compile_definitions(prac::cuda_libs INTERFACE PRAC_HAVE_CUDA=1)
 target_link_libraries(prac::nccl INTERFACE prac::cuda_libs)
 target_compile_definitions(prac::nccl INTERFACE PRAC_HAVE_NCCL=1)
 
+# cuDNN's graph API through its stand-in (kernels/cuda_emu/cudnn_emu.cpp): with cudnn.h (the toolkit's, else the pip
+# wheel's) and the cudnn-frontend headers, the bf16 emulated build compiles kernels/attention_cudnn.cu as the GPU
+# build does, and the frontend's graphs run on the stand-in's interpreter.
+set(PRAC_EMU_CUDNN_INC "")
+set(_cudnn_roots "${PRAC_EMU_CUDA_INC}")
+foreach(d IN LISTS PRAC_PIP_NVIDIA_DIRS)
+  list(APPEND _cudnn_roots "${d}/cudnn/include")
+endforeach()
+foreach(d IN LISTS _cudnn_roots)
+  if(EXISTS "${d}/cudnn.h" AND EXISTS "${d}/cudnn_graph.h")
+    set(PRAC_EMU_CUDNN_INC "${d}")
+    break()
+  endif()
+endforeach()
+set(PRAC_HAVE_CUDNN_FRONTEND OFF)
+if(PRAC_EMU_CUDNN_INC AND PRAC_PIP_FRONTEND_INC AND EXISTS "${PRAC_PIP_FRONTEND_INC}/cudnn_frontend.h")
+  set(PRAC_HAVE_CUDNN_FRONTEND ON)
+  target_include_directories(prac::cudnn SYSTEM INTERFACE "${PRAC_EMU_CUDNN_INC}" "${PRAC_PIP_FRONTEND_INC}")
+  target_link_libraries(prac::cudnn INTERFACE prac::cuda_libs)
+  target_compile_definitions(prac::cudnn INTERFACE PRAC_HAVE_CUDNN_FRONTEND=1)
+  _prac_line(TRUE "cuDNN (emulated)" "the graph API's stand-in (headers ${PRAC_EMU_CUDNN_INC}; cudnn-frontend "
+                                     "${PRAC_PIP_FRONTEND_INC})")
+else()
+  _prac_line(FALSE "cuDNN (emulated)" "cudnn.h or the cudnn-frontend headers not found -> pip install "
+                                      "nvidia-cudnn-frontend (and cuDNN's headers); the emulated attention tests "
+                                      "skip the cuDNN path")
+endif()
+
 # Every .cu/.cuh of the project, rewritten at build time, one command per file (its original and the rewriter are
 # its dependencies), so that an edit regenerates one file and recompiles only what includes it.
 file(GLOB_RECURSE _emu_rel CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}"

@@ -10,7 +10,23 @@
 #if PRAC_ATTENTION_CUDNN
 
 #include <cudnn.h>
+#if defined(PRAC_CUDA_EMU)  // the CPU execution layer's device built-ins are macros; the frontend's host code
+#pragma push_macro("threadIdx")  // names parameters gridDim and blockDim
+#pragma push_macro("blockIdx")
+#pragma push_macro("blockDim")
+#pragma push_macro("gridDim")
+#undef threadIdx
+#undef blockIdx
+#undef blockDim
+#undef gridDim
+#endif
 #include <cudnn_frontend.h>
+#if defined(PRAC_CUDA_EMU)
+#pragma pop_macro("threadIdx")
+#pragma pop_macro("blockIdx")
+#pragma pop_macro("blockDim")
+#pragma pop_macro("gridDim")
+#endif
 
 #include <cmath>
 #include <cstdint>

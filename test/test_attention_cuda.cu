@@ -43,6 +43,7 @@
 #include <cuda_runtime.h>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -156,6 +157,10 @@ static double g_cudnn_build_s = 0;  // wall time of the grid's graph builds (fir
 // Every graph is built once per shape (hundreds of ms each, unmeasured), so the cudnn rows cover the grid's head
 // sizes, lengths and masks at two (B, NH) pairs, (3, 4) and (1, 12); PRAC_TEST_CUDNN_GRID=full runs all six.
 static bool cudnn_grid_shape(int B, int NH) {
+#if defined(PRAC_CUDA_EMU)
+    (void)B, (void)NH;
+    return true;  // the emulated grid is small, and the stand-in builds a graph in microseconds
+#endif
     const char* v = std::getenv("PRAC_TEST_CUDNN_GRID");
     if (v && std::strcmp(v, "full") == 0) return true;
     return (B == 3 && NH == 4) || (B == 1 && NH == 12);
@@ -206,7 +211,8 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
         const char* in = impl_name(impl);
         if (impl == AttentionImpl::Cudnn) {
             if (!cudnn_usable() || !cudnn_grid_shape(B, NH)) continue;
-            // declined shapes are reported, and fail only where every cuDNN 9 on Hopper must take them
+            // declined shapes are reported, and fail only where every cuDNN 9 on Hopper must take them (emulated:
+            // every shape the frontend does not refuse itself)
             std::string why;
             size_t ws = 0;
             auto t0 = std::chrono::steady_clock::now();
@@ -215,7 +221,12 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
                       (!bwd || attention_cudnn_prepare(g_cudnn, B, T, C, NH, causal, padded, true, st, &ws, &why));
             g_cudnn_build_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             if (!ok) {
+#if defined(PRAC_CUDA_EMU)
+                // the stand-in takes every graph the frontend lowers; the frontend itself refuses s_q = s_kv = 1
+                const bool required = T > 1;
+#else
                 const bool required = (HS == 64 || HS == 128) && T % 64 == 0 && causal && !padded;
+#endif
                 g_cudnn_declined++;
                 if (required) check(false, "%-6s %-34s cuDNN must support this shape: %s", in, tag, why.c_str());
                 else std::printf("  [--] %-6s %-34s declined by cuDNN (not a failure): %s\n", in, tag, why.c_str());
@@ -269,9 +280,20 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
                         same_bits ? "equal" : "different");
         if (impl == AttentionImpl::Mma) mma_dqkv = dqkv;
         if (impl == AttentionImpl::Cudnn && !mma_dqkv.empty()) {
-            // cudnn-vs-mma (each on its own forward's O and lse: the same contract, so within the same tolerance)
+            // cudnn-vs-mma (each on its own forward's O and lse: the same contract, so within the same tolerance),
+            // on the CPU reference's scale: where a gradient is exactly 0 (one key per row: dS = P (dP - D) = 0),
+            // Mma's rounding noise is no scale to measure cuDNN's exact zeros by
             double m[3];
-            for (int p = 0; p < 3; p++) m[p] = rel_err(part_of(dqkv, N, C, p), part_of(mma_dqkv, N, C, p));
+            for (int p = 0; p < 3; p++) {
+                const std::vector<float> a = part_of(dqkv, N, C, p), b = part_of(mma_dqkv, N, C, p),
+                                         r = part_of(dqkv_ref, N, C, p);
+                double diff = 0, scale = 0;
+                for (size_t i = 0; i < a.size(); i++) {
+                    diff = std::max(diff, std::fabs((double)a[i] - (double)b[i]));
+                    scale = std::max(scale, std::fabs((double)r[i]));
+                }
+                m[p] = std::isfinite(diff) ? diff / (scale > 0 ? scale : 1.0) : INFINITY;
+            }
             check(m[0] <= kTolGrad && m[1] <= kTolGrad && m[2] <= kTolGrad,
                   "%-6s %-34s bwd vs mma: dq %.2e dk %.2e dv %.2e", in, tag, m[0], m[1], m[2]);
             // mixing: the hand-written backward on cuDNN's O and lse (same lse convention) gives the same gradients
@@ -505,6 +527,14 @@ static void test_cudnn_extras(cudaStream_t st) {
             attention_cudnn_prepare(g_cudnn, r.B, r.T, r.NH * r.HS, r.NH, true, false, false, st, &fwd_ws, &why) &&
             attention_cudnn_prepare(g_cudnn, r.B, r.T, r.NH * r.HS, r.NH, true, false, true, st, &bwd_ws, &why);
         const size_t est = cudnn_sdpa_workspace_estimate(r.B, r.T, r.NH, r.HS);
+#if defined(PRAC_CUDA_EMU)
+        // the stand-in's workspace holds its interpreted intermediates (every score matrix), not cuDNN's: the graphs
+        // must build; the estimate is checked against cuDNN's own figures on a GPU
+        check(ok, "cudnn %-20s graphs build (the stand-in's workspace: fwd %zu, bwd %zu bytes; not cuDNN's)%s%s",
+              r.name, fwd_ws, bwd_ws, ok ? "" : ": declined: ", why.c_str());
+        (void)est;
+        continue;
+#endif
         check(ok && fwd_ws <= est && bwd_ws <= est,
               "cudnn workspace %-20s fwd %zu, bwd %zu (%.1f MiB) <= planner estimate %zu (%.1f MiB)%s%s", r.name,
               fwd_ws, bwd_ws, bwd_ws / 1048576.0, est, est / 1048576.0, ok ? "" : ": declined: ", why.c_str());

@@ -20,3 +20,8 @@ long cuda_emu_cublaslt_heuristic_calls();
 // cublasSgemm, cublasSgemmStridedBatched and those two with CUDA_R_32F A and B (e.g. for a test that the bf16 build's
 // Newton-Schulz multiplies bf16 operands); a batched call counts once, whatever its batch.
 long cuda_emu_cublas_gemm_calls(bool bf16_operands);
+
+// Number of cudnnBackendExecute calls that ran an operation graph to completion in this process (the cuDNN
+// graph API's stand-in, kernels/cuda_emu/cudnn_emu.cpp; only in builds that have it), e.g. for a test that a
+// cuDNN path really ran.
+long cuda_emu_cudnn_executes();

@@ -480,6 +480,81 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     return cudaSuccess;
 }
 
+// ---- what cudnn-frontend's host code references (kernels/attention_cudnn.cu in the emulated bf16 build) ----------
+// Stream capture: nothing is ever captured here (no CUDA graphs), so the queries say so and the capture-mode
+// exchange only swaps the thread's mode. The frontend's own kernels (loaded from NVRTC cubins, launched by handle)
+// and CUDA graphs cannot exist on a CPU: those calls fail with cudaErrorNotSupported and a message, so a path that
+// needs them ends in the frontend's error, never in a silent skip.
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                     cudaGraph_t* graph, const cudaGraphNode_t** deps, const cudaGraphEdgeData** edges,
+                                     size_t* num_deps) {
+    CUDA_EMU_STICKY();
+    if (!status) return ret(cudaErrorInvalidValue);
+    *status = cudaStreamCaptureStatusNone;
+    if (id) *id = 0;
+    if (graph) *graph = nullptr;
+    if (deps) *deps = nullptr;
+    if (edges) *edges = nullptr;
+    if (num_deps) *num_deps = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
+    static thread_local cudaStreamCaptureMode current = cudaStreamCaptureModeGlobal;
+    if (!mode) return ret(cudaErrorInvalidValue);
+    std::swap(current, *mode);
+    return cudaSuccess;
+}
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* ptr) {
+    CUDA_EMU_STICKY();
+    if (!a) return ret(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lock(g_mu);
+    bool device = false;
+    auto it = g_allocs.upper_bound(ptr);  // the allocation that starts at or before ptr
+    if (it != g_allocs.begin()) {
+        --it;
+        device = (const char*)ptr < (const char*)it->first + it->second;
+    }
+    std::memset(a, 0, sizeof *a);
+    a->type = device ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
+    a->device = g_device;
+    a->devicePointer = device ? const_cast<void*>(ptr) : nullptr;
+    a->hostPointer = device ? nullptr : const_cast<void*>(ptr);
+    return cudaSuccess;
+}
+static cudaError_t not_on_a_cpu(const char* what) {
+    return ret(cudaErrorNotSupported, (std::string(what) + ": no loaded GPU code in the CPU execution layer").c_str());
+}
+cudaError_t cudaUserObjectCreate(cudaUserObject_t*, void*, cudaHostFn_t, unsigned int, unsigned int) {
+    return not_on_a_cpu("cudaUserObjectCreate (CUDA graphs)");
+}
+cudaError_t cudaUserObjectRelease(cudaUserObject_t, unsigned int) { return not_on_a_cpu("cudaUserObjectRelease"); }
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t, cudaUserObject_t, unsigned int, unsigned int) {
+    return not_on_a_cpu("cudaGraphRetainUserObject (CUDA graphs)");
+}
+// There is no driver API here: every symbol is "not found", which callers (the frontend's context helpers) take
+// as "cannot tell" (the documented outcome for a symbol the driver lacks: success, status SymbolNotFound).
+cudaError_t cudaGetDriverEntryPointByVersion(const char*, void** fn, unsigned int, unsigned long long,
+                                             cudaDriverEntryPointQueryResult* status) {
+    if (!fn) return ret(cudaErrorInvalidValue);
+    *fn = nullptr;
+    if (status) *status = cudaDriverEntryPointSymbolNotFound;
+    return cudaSuccess;
+}
+cudaError_t cudaLibraryLoadData(cudaLibrary_t*, const void*, cudaJitOption*, void**, unsigned int, cudaLibraryOption*,
+                                void**, unsigned int) {
+    return not_on_a_cpu("cudaLibraryLoadData (a cubin)");
+}
+cudaError_t cudaLibraryUnload(cudaLibrary_t) { return not_on_a_cpu("cudaLibraryUnload"); }
+cudaError_t cudaLibraryGetKernel(cudaKernel_t*, cudaLibrary_t, const char*) {
+    return not_on_a_cpu("cudaLibraryGetKernel");
+}
+cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t, cudaFuncAttribute, int, int) {
+    return not_on_a_cpu("cudaKernelSetAttributeForDevice");
+}
+cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+    return not_on_a_cpu("cudaLaunchKernel by function handle (launches here go through <<<>>>)");
+}
+
 // AddressSanitizer's defaults for every emulated program (ASAN_OPTIONS in the environment still wins): no leak
 // report at exit (Open MPI and OpenBLAS keep allocations until exit by design, and a rank's report would fail an MPI
 // job that succeeded), no fake stack frames for use-after-return (they would have to follow every fiber switch).
