@@ -10,7 +10,7 @@
 //   tensors   N-d (dims, strides in elements); a size-1 input dimension broadcasts against the output's; by-value
 //             tensors read their scalar from the host pointer of the variant pack. Virtual tensors have no memory
 //             in cuDNN (their strides may even alias): here each lives densely in the plan's workspace as fp32
-//             (fp64 if declared), rounded to its declared type when that is narrower.
+//             (double for doubles and integers), rounded to its declared type when that is narrower.
 //   matmul    C[b, m, n] = sum_k A[b, m, k] B[b, k, n] over the last two dims, batch dims broadcast; with the
 //             GEMM_{M,N,K}_OVERRIDE tensors (one value per leading-batch index) rows m >= M' and columns n >= N'
 //             hold the matmul descriptor's padding value and the sum runs over k < K'.
@@ -41,6 +41,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <set>
 #include <string>
@@ -314,6 +315,16 @@ double round_to(cudnnDataType_t t, double v) {
     }
 }
 
+// How a virtual tensor is stored: fp32, or double for doubles and integers (indices exact beyond 2^24).
+cudnnDataType_t virtual_storage(cudnnDataType_t declared) {
+    switch (declared) {
+        case CUDNN_DATA_DOUBLE:
+        case CUDNN_DATA_INT32:
+        case CUDNN_DATA_INT64: return CUDNN_DATA_DOUBLE;
+        default: return CUDNN_DATA_FLOAT;
+    }
+}
+
 bool read_tensor(const EmuCudnnDesc* d, TensorInfo* t, std::string* why) {
     if (!d || d->type != CUDNN_BACKEND_TENSOR_DESCRIPTOR) {
         *why = "an operand is not a tensor descriptor";
@@ -338,6 +349,56 @@ bool read_tensor(const EmuCudnnDesc* d, TensorInfo* t, std::string* why) {
         *why = "tensor " + std::to_string(t->uid) + ": data type " + std::to_string((int)t->dtype) + " not emulated";
         return false;
     }
+    if (t->dtype == CUDNN_DATA_BOOLEAN && !t->is_virtual) {  // cuDNN packs a BOOLEAN tensor's memory 1 bit each
+        *why = "tensor " + std::to_string(t->uid) + ": a BOOLEAN tensor in memory (bit-packed) not emulated";
+        return false;
+    }
+    // what changes the layout (vectorized, reordered, ragged) is declined; default values are accepted
+    const bool vectorized = attr_scalar<int64_t>(d, CUDNN_ATTR_TENSOR_VECTOR_COUNT, 1) != 1;
+    for (const auto& kv : d->attrs) {
+        const int a = kv.first;
+        const bool plain = a == CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT || a == CUDNN_ATTR_TENSOR_DATA_TYPE ||
+                           a == CUDNN_ATTR_TENSOR_DIMENSIONS || a == CUDNN_ATTR_TENSOR_STRIDES ||
+                           a == CUDNN_ATTR_TENSOR_UNIQUE_ID || a == CUDNN_ATTR_TENSOR_IS_VIRTUAL ||
+                           a == CUDNN_ATTR_TENSOR_IS_BY_VALUE ||
+                           (a == CUDNN_ATTR_TENSOR_VECTOR_COUNT && !vectorized) ||
+                           (a == CUDNN_ATTR_TENSOR_VECTORIZED_DIMENSION && !vectorized) ||
+                           (a == CUDNN_ATTR_TENSOR_REORDERING_MODE &&
+                            attr_scalar<int32_t>(d, a, 0) == CUDNN_TENSOR_REORDERING_NONE);
+        if (!plain) {
+            *why = "tensor " + std::to_string(t->uid) + ": attribute " + std::to_string(a) +
+                   " (a vectorized, reordered or ragged layout) not emulated";
+            return false;
+        }
+    }
+    return true;
+}
+
+// An operand that holds one value per leading batch index (matmul overrides, sequence lengths) or one value
+// (the SDPA scale): dims[0] is 1 or `batch`, every other dim 1.
+bool per_batch_shape(const TensorInfo& t, int64_t batch, std::string* why) {
+    bool ok = t.dims[0] == 1 || t.dims[0] == batch;
+    for (size_t i = 1; i < t.dims.size(); ++i) ok = ok && t.dims[i] == 1;
+    if (!ok)
+        *why = "tensor " + std::to_string(t.uid) + ": expected one value" + (batch > 1 ? " per batch index" : "") +
+               " (dims (" + std::to_string(batch) + " or 1, 1, ...))";
+    return ok;
+}
+
+// A view-only reshape is a permutation of x's dims with their strides (what the frontend's transposed views are),
+// over a declared layout of x without aliasing: then every element of y is exactly one element of x.
+bool is_permuted_view(const TensorInfo& x, const TensorInfo& y) {
+    auto pairs = [](const TensorInfo& t) {
+        std::vector<std::pair<int64_t, int64_t>> p;  // (stride, dim) of the dims > 1
+        for (size_t i = 0; i < t.dims.size(); ++i)
+            if (t.dims[i] > 1) p.push_back({t.strides[i], t.dims[i]});
+        std::sort(p.begin(), p.end());
+        return p;
+    };
+    const auto px = pairs(x), py = pairs(y);
+    if (px != py) return false;
+    for (size_t i = 1; i < px.size(); ++i)
+        if (px[i].first < px[i - 1].first * px[i - 1].second) return false;  // x's declared layout aliases
     return true;
 }
 
@@ -407,8 +468,8 @@ double pointwise(int mode, double x, double b, double t) {
         case CUDNN_POINTWISE_SUB: return x - b;
         case CUDNN_POINTWISE_MUL: return x * b;
         case CUDNN_POINTWISE_DIV: return x / b;
-        case CUDNN_POINTWISE_MAX: return std::fmax(x, b);
-        case CUDNN_POINTWISE_MIN: return std::fmin(x, b);
+        case CUDNN_POINTWISE_MAX: return std::isnan(x) || std::isnan(b) ? NAN : std::max(x, b);  // NaN propagates
+        case CUDNN_POINTWISE_MIN: return std::isnan(x) || std::isnan(b) ? NAN : std::min(x, b);
         case CUDNN_POINTWISE_POW: return std::pow(x, b);
         case CUDNN_POINTWISE_CMP_EQ: return x == b;
         case CUDNN_POINTWISE_CMP_NEQ: return x != b;
@@ -494,6 +555,15 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
                 if ((a.dims[i] != 1 && a.dims[i] != op->out.dims[i]) ||
                     (b.dims[i] != 1 && b.dims[i] != op->out.dims[i])) {
                     *why = "matmul: a batch dimension neither matches C's nor is 1";
+                    return false;
+                }
+            for (int i = 0; i < 3; ++i)
+                if (op->override_slot[i] >= 0 &&
+                    !per_batch_shape(op->in[op->override_slot[i]], r > 2 ? op->out.dims[0] : 1, why))
+                    return false;
+            for (const auto& kv : d->attrs)
+                if (kv.first == CUDNN_ATTR_OPERATION_MATMUL_IRREGULARLY_STRIDED_BATCH_COUNT) {
+                    *why = "matmul: an irregularly strided batch not emulated";
                     return false;
                 }
             return true;
@@ -582,8 +652,8 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
                 !tensor(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, &op->out, true))
                 return false;
             op->in = {x};
-            if (x.elements() != op->out.elements() || op->out.span() > x.span()) {
-                *why = "reshape: y is not a view of x's memory (element count or extent differ)";
+            if (!is_permuted_view(x, op->out)) {
+                *why = "reshape: y is not a permuted view of x's declared layout (or that layout aliases)";
                 return false;
             }
             return true;
@@ -624,6 +694,10 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
                 *why = "SDPA forward: SEQ_LEN_Q and SEQ_LEN_KV come together";
                 return false;
             }
+            if ((op->scale_slot >= 0 && !per_batch_shape(op->in[op->scale_slot], 1, why)) ||
+                (op->seq_q_slot >= 0 && !per_batch_shape(op->in[op->seq_q_slot], q.dims[0], why)) ||
+                (op->seq_kv_slot >= 0 && !per_batch_shape(op->in[op->seq_kv_slot], q.dims[0], why)))
+                return false;
             if (attr_desc(d, CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC)) {
                 if (!tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, &t, true)) return false;
                 op->more_out.push_back(t);
@@ -725,7 +799,7 @@ bool build_graph(const EmuCudnnDesc* og, Graph* g, std::string* why) {
     // the workspace: every virtual tensor as fp32 (fp64 if declared), 256-byte aligned
     for (auto& kv : g->tensors) {
         if (!kv.second.is_virtual) continue;
-        const size_t el = kv.second.dtype == CUDNN_DATA_DOUBLE ? 8 : 4;
+        const size_t el = dtype_bytes(virtual_storage(kv.second.dtype));
         TensorInfo st = kv.second;  // a virtual tensor's strides describe no memory (cuDNN fuses it away, and
         int64_t dense = 1;          // the frontend's may even alias): stored densely, read back by its dims
         for (int d = (int)st.dims.size() - 1; d >= 0; --d) {
@@ -771,13 +845,14 @@ void write_at(const Bound& b, int64_t off, double v) {
     store(b.base, b.dtype, off, b.info->is_virtual ? round_to(b.declared, v) : v);
 }
 
-// one per-batch value of an override tensor (its first dim indexes the leading batch dim), -1 when absent
-int64_t override_value(const Op& op, const std::vector<Bound>& in, int which, const int64_t* idx) {
+// the extent an override tensor gives for the leading batch index idx[0] (its first dim indexes it; a negative
+// value counts as 0), or `full` when the matmul has no such override
+int64_t override_value(const Op& op, const std::vector<Bound>& in, int which, const int64_t* idx, int64_t full) {
     const int s = op.override_slot[which];
-    if (s < 0) return -1;
+    if (s < 0) return full;
     const TensorInfo& t = *in[s].info;
     const int64_t b = t.dims[0] == 1 ? 0 : idx[0];
-    return (int64_t)read_at(in[s], b * t.strides[0]);
+    return std::min(full, std::max<int64_t>(0, (int64_t)read_at(in[s], b * t.strides[0])));
 }
 
 void run_matmul(const Op& op, const std::vector<Bound>& in, const Bound& out) {
@@ -787,16 +862,15 @@ void run_matmul(const Op& op, const std::vector<Bound>& in, const Bound& out) {
     std::vector<int64_t> batch(C.dims.begin(), C.dims.end() - 2);
     std::vector<int64_t> idx(r, 0);
     do {
-        const int64_t Mo = override_value(op, in, 0, idx.data()), No = override_value(op, in, 1, idx.data()),
-                      Ko = override_value(op, in, 2, idx.data());
-        const int64_t k_end = Ko >= 0 ? std::min(K, Ko) : K;
+        const int64_t Mo = override_value(op, in, 0, idx.data(), M), No = override_value(op, in, 1, idx.data(), N),
+                      k_end = override_value(op, in, 2, idx.data(), K);
         int64_t ia[8] = {0}, ib[8] = {0}, ic[8] = {0};
         for (size_t d = 0; d + 2 < r; ++d) ia[d] = ib[d] = ic[d] = idx[d];
         const int64_t a0 = offset_at(A, ia), b0 = offset_at(B, ib), c0 = offset_at(C, ic);
         for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n) {
                 double s;
-                if ((Mo >= 0 && m >= Mo) || (No >= 0 && n >= No)) {
+                if (m >= Mo || n >= No) {
                     s = op.padding;
                 } else {
                     s = 0;
@@ -951,7 +1025,7 @@ cudnnStatus_t execute_graph(const Graph& g, const std::map<int64_t, void*>& pack
         b.declared = t.dtype;
         if (t.is_virtual) {
             b.base = (char*)workspace + g.virtual_offset.at(kv.first);
-            b.dtype = t.dtype == CUDNN_DATA_DOUBLE ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+            b.dtype = virtual_storage(t.dtype);
         } else {
             auto it = pack.find(kv.first);
             if (it == pack.end() || !it->second)
@@ -1177,6 +1251,7 @@ namespace {
 
 // Copies a descriptor's contents into a caller-created one of the same type (GetAttribute of descriptors).
 void copy_into(EmuCudnnDesc* to, const EmuCudnnDesc* from) {
+    if (!to || !from) return;
     to->attrs = from->attrs;
     to->finalized = from->finalized;
     to->op = from->op;
@@ -1213,8 +1288,13 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor
                 if (!og || !og->graph)
                     return fail_with(CUDNN_STATUS_BAD_PARAM_NOT_FINALIZED, "heuristics without a finalized graph");
                 auto* cfg = ((EmuCudnnDesc**)arrayOfElements)[0];
-                // the engine is owned by the stand-in (a config refers to it as cuDNN's do), one per query
+                if (!cfg || cfg->type != CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
+                    return fail_with(CUDNN_STATUS_BAD_PARAM_DESCRIPTOR_TYPE, "heuristics results: not an engine config");
+                // the engine is owned by the stand-in (a config refers to it as cuDNN's do), one per query, kept
+                // to the end of the process (a few hundred bytes per graph built)
+                static std::mutex engines_mu;
                 static std::vector<std::unique_ptr<EmuCudnnDesc>> engines;
+                std::lock_guard<std::mutex> lock(engines_mu);
                 engines.push_back(std::make_unique<EmuCudnnDesc>());
                 EmuCudnnDesc* eng = engines.back().get();
                 eng->type = CUDNN_BACKEND_ENGINE_DESCRIPTOR;
@@ -1230,6 +1310,9 @@ cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor
             }
             return CUDNN_STATUS_SUCCESS;
         }
+        case CUDNN_ATTR_ENGINECFG_SHARED_MEMORY_USED:  // no GPU kernels: none
+            return return_values(std::vector<int32_t>{0}, CUDNN_TYPE_INT32, attributeType, requestedElementCount,
+                                 elementCount, arrayOfElements);
         case CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT:
             return return_values(std::vector<int64_t>{1}, CUDNN_TYPE_INT64, attributeType, requestedElementCount,
                                  elementCount, arrayOfElements);

@@ -8,7 +8,9 @@
 //   - GEN_INDEX along the last dimension whatever its axis: fails CudnnEmu.CausalMaskFromIndexComparison;
 //   - matmul ignoring the M override: fails CudnnEmu.MatmulOverridesPadRowsAndColumns;
 //   - reshape copying by y's stored offset instead of its declared one: fails CudnnEmu.ReshapeIsATransposedView;
-//   - the SDPA forward ignoring SEQ_LEN_KV: fails CudnnEmu.SdpaForwardWithPaddingMask.
+//   - the SDPA forward ignoring SEQ_LEN_KV: fails CudnnEmu.SdpaForwardWithPaddingMask;
+//   - read_tensor without its BOOLEAN-in-memory and layout-attribute refusals: fails
+//     CudnnEmu.UnemulatedLayoutsAreDeclinedAtBuild (both cases).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -283,6 +285,32 @@ TEST(CudnnEmu, UnemulatedOperationIsDeclinedAtBuild) {
     output(Y, 2, {1, 1, 2, 2}, {4, 4, 2, 1});
     const std::string e = build(g, h.h);
     EXPECT_NE(e.find("not emulated"), std::string::npos) << e;
+}
+
+// Layouts the stand-in does not read are declined too: a BOOLEAN tensor in memory (cuDNN packs it one bit per
+// element) and a ragged tensor (rows at offsets given by another tensor).
+TEST(CudnnEmu, UnemulatedLayoutsAreDeclinedAtBuild) {
+    Handle h;
+    {
+        auto g = new_graph();
+        auto X = input(g, 1, {1, 1, 2, 2}, {4, 4, 2, 1});
+        auto M = input(g, 2, {1, 1, 2, 2}, {4, 4, 2, 1}, fe::DataType_t::BOOLEAN);
+        auto Y = g.pointwise(X, g.tensor(0.0f), M,
+                             fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::BINARY_SELECT));
+        output(Y, 3, {1, 1, 2, 2}, {4, 4, 2, 1});
+        const std::string e = build(g, h.h);
+        EXPECT_NE(e.find("bit-packed"), std::string::npos) << e;
+    }
+    {
+        auto g = new_graph();
+        auto offsets = input(g, 4, {2, 1, 1, 1}, {1, 1, 1, 1}, fe::DataType_t::INT32);
+        auto X = input(g, 1, {1, 1, 2, 2}, {4, 4, 2, 1});
+        X->set_ragged_offset(offsets);
+        auto Y = g.pointwise(X, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::NEG));
+        output(Y, 2, {1, 1, 2, 2}, {4, 4, 2, 1});
+        const std::string e = build(g, h.h);
+        EXPECT_NE(e.find("not emulated"), std::string::npos) << e;
+    }
 }
 
 // The plan's workspace holds its intermediates: executing without one is an error, and so is a caller's tensor
