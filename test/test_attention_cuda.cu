@@ -30,6 +30,8 @@
 // cuDNN rows (at (B, NH) = (3, 4) and (1, 12) unless PRAC_TEST_CUDNN_GRID=full: each shape builds its graphs): a
 // shape cuDNN declines (build or check_support fails) prints a "[--] cudnn declined" line, which
 // is a failure only for the shapes every cuDNN 9 must take on Hopper (HS 64 / 128, T multiple of 64, causal).
+// Emulated (kernels/cuda_emu/cudnn_emu.cpp, cuDNN's graph API on a CPU): every grid shape, and every decline but
+// the frontend's own refusal of T = 1 is a failure; the workspace rows only check that the graphs build.
 // Besides the grid: the graph cache (a second call of a shape builds nothing and is a cache hit), Auto preferring
 // cuDNN when given a context and the hand-written kernels without one, clean refusals (forced Cudnn on unaligned
 // tensors, PRAC_ATTENTION values this build cannot run), mixing implementations (the hand-written backward on
@@ -42,8 +44,8 @@
 // S and dP in its own pass).
 #include <cuda_runtime.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
