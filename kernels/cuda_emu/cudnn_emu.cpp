@@ -28,8 +28,10 @@
 // type, attribute, pointwise mode or data type outside this list is declined at finalize with
 // CUDNN_STATUS_NOT_SUPPORTED, and the frontend then reports that, never a wrong result. PRAC_EMU_CUDNN_TRACE=1
 // prints every backend call and, at each execute, the operations with their tensors.
-#include <cudnn.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <nvrtc.h>
 
 #include <algorithm>
@@ -83,9 +85,12 @@ namespace {
 
 thread_local std::string g_last_error;
 
-bool tracing() {
-    const char* v = std::getenv("PRAC_EMU_CUDNN_TRACE");
-    return v && *v && std::strcmp(v, "0") != 0;
+bool tracing() {  // PRAC_EMU_CUDNN_TRACE, read once
+    static const bool on = [] {
+        const char* v = std::getenv("PRAC_EMU_CUDNN_TRACE");
+        return v && *v && std::strcmp(v, "0") != 0;
+    }();
+    return on;
 }
 
 void trace(const char* fmt, ...) {
@@ -235,47 +240,12 @@ const char* dtype_name(cudnnDataType_t t) {
     }
 }
 
-// bf16 / half from and to float, round to nearest even (NaN kept quiet)
-float bf16_to_float(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-uint16_t float_to_bf16(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-float half_to_float(uint16_t h) {
-    const uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff;
-    float f;
-    if (e == 0) f = std::ldexp((float)m, -24);
-    else if (e == 31) f = m ? NAN : INFINITY;
-    else f = std::ldexp((float)(m | 0x400), (int)e - 25);
-    return s ? -f : f;
-}
-uint16_t float_to_half(float f) {
-    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
-    float a = std::fabs(f);
-    if (std::isnan(f)) return 0x7e00;
-    if (a >= 65520.0f) return sign | 0x7c00;
-    if (a < std::ldexp(1.0f, -14)) return sign | (uint16_t)std::nearbyint(a * std::ldexp(1.0f, 24));
-    int e;
-    std::frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
-    const float q = std::ldexp(1.0f, e - 11);
-    const uint32_t m = (uint32_t)std::nearbyint(a / q);  // 1024..2048
-    return sign | (uint16_t)((uint32_t)(e + 14) << 10) + (uint16_t)(m - 1024);
-}
-
 double load(const void* base, cudnnDataType_t t, int64_t i) {
     switch (t) {
         case CUDNN_DATA_FLOAT: return ((const float*)base)[i];
         case CUDNN_DATA_DOUBLE: return ((const double*)base)[i];
-        case CUDNN_DATA_HALF: return half_to_float(((const uint16_t*)base)[i]);
-        case CUDNN_DATA_BFLOAT16: return bf16_to_float(((const uint16_t*)base)[i]);
+        case CUDNN_DATA_HALF: return __half2float(((const __half*)base)[i]);
+        case CUDNN_DATA_BFLOAT16: return __bfloat162float(((const __nv_bfloat16*)base)[i]);
         case CUDNN_DATA_INT32: return ((const int32_t*)base)[i];
         case CUDNN_DATA_INT64: return (double)((const int64_t*)base)[i];
         case CUDNN_DATA_BOOLEAN: return ((const uint8_t*)base)[i] ? 1.0 : 0.0;
@@ -289,8 +259,8 @@ void store(void* base, cudnnDataType_t t, int64_t i, double v) {
     switch (t) {
         case CUDNN_DATA_FLOAT: ((float*)base)[i] = (float)v; break;
         case CUDNN_DATA_DOUBLE: ((double*)base)[i] = v; break;
-        case CUDNN_DATA_HALF: ((uint16_t*)base)[i] = float_to_half((float)v); break;
-        case CUDNN_DATA_BFLOAT16: ((uint16_t*)base)[i] = float_to_bf16((float)v); break;
+        case CUDNN_DATA_HALF: ((__half*)base)[i] = __float2half_rn((float)v); break;
+        case CUDNN_DATA_BFLOAT16: ((__nv_bfloat16*)base)[i] = __float2bfloat16_rn((float)v); break;
         case CUDNN_DATA_INT32: ((int32_t*)base)[i] = (int32_t)v; break;
         case CUDNN_DATA_INT64: ((int64_t*)base)[i] = (int64_t)v; break;
         case CUDNN_DATA_BOOLEAN: ((uint8_t*)base)[i] = v != 0.0; break;
@@ -303,8 +273,8 @@ void store(void* base, cudnnDataType_t t, int64_t i, double v) {
 // A virtual tensor is kept as fp32 (or fp64 when declared so); a narrower float type is rounded on store.
 double round_to(cudnnDataType_t t, double v) {
     switch (t) {
-        case CUDNN_DATA_HALF: return half_to_float(float_to_half((float)v));
-        case CUDNN_DATA_BFLOAT16: return bf16_to_float(float_to_bf16((float)v));
+        case CUDNN_DATA_HALF: return __half2float(__float2half_rn((float)v));
+        case CUDNN_DATA_BFLOAT16: return __bfloat162float(__float2bfloat16_rn((float)v));
         case CUDNN_DATA_DOUBLE: return v;
         case CUDNN_DATA_BOOLEAN: return v != 0.0 ? 1.0 : 0.0;
         case CUDNN_DATA_INT32:
@@ -508,21 +478,23 @@ bool broadcasts_to(const TensorInfo& in, const TensorInfo& out) {
 }
 
 bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
-    auto tensor = [&](int name, TensorInfo* t, bool required) {
+    auto tensor = [&](int name, TensorInfo* t) {  // a tensor the operation must have
         const EmuCudnnDesc* td = attr_desc(d, name);
-        if (!td) {
-            if (required) *why = "an operation lacks a required tensor (attribute " + std::to_string(name) + ")";
-            return !required ? true : false;
-        }
-        return read_tensor(td, t, why);
+        if (!td) *why = "an operation lacks a required tensor (attribute " + std::to_string(name) + ")";
+        return td && read_tensor(td, t, why);
+    };
+    auto sub_descriptor = [&](int name, cudnnBackendDescriptorType_t type, const char* what) {
+        const EmuCudnnDesc* sd = attr_desc(d, name);
+        if (!sd || sd->type != type) *why = std::string("an operation without its ") + what + " descriptor";
+        return sd && sd->type == type ? sd : nullptr;
     };
     switch (d->type) {
         case CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR: {
             op->kind = OpKind::Matmul;
             TensorInfo a, b;
-            if (!tensor(CUDNN_ATTR_OPERATION_MATMUL_ADESC, &a, true) ||
-                !tensor(CUDNN_ATTR_OPERATION_MATMUL_BDESC, &b, true) ||
-                !tensor(CUDNN_ATTR_OPERATION_MATMUL_CDESC, &op->out, true))
+            if (!tensor(CUDNN_ATTR_OPERATION_MATMUL_ADESC, &a) ||
+                !tensor(CUDNN_ATTR_OPERATION_MATMUL_BDESC, &b) ||
+                !tensor(CUDNN_ATTR_OPERATION_MATMUL_CDESC, &op->out))
                 return false;
             op->in = {a, b};
             const int names[3] = {CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC,
@@ -531,15 +503,13 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
             for (int i = 0; i < 3; ++i) {
                 if (!attr_desc(d, names[i])) continue;
                 TensorInfo o;
-                if (!tensor(names[i], &o, true)) return false;
+                if (!tensor(names[i], &o)) return false;
                 op->override_slot[i] = (int)op->in.size();
                 op->in.push_back(o);
             }
-            const EmuCudnnDesc* md = attr_desc(d, CUDNN_ATTR_OPERATION_MATMUL_DESC);
-            if (!md || md->type != CUDNN_BACKEND_MATMUL_DESCRIPTOR) {
-                *why = "matmul without a matmul descriptor";
-                return false;
-            }
+            const EmuCudnnDesc* md =
+                sub_descriptor(CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_BACKEND_MATMUL_DESCRIPTOR, "matmul");
+            if (!md) return false;
             op->padding = attr_real(md, CUDNN_ATTR_MATMUL_PADDING_VALUE, 0.0);
             const size_t r = op->out.dims.size();
             if (r < 2 || a.dims.size() != r || b.dims.size() != r) {
@@ -570,11 +540,10 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
         }
         case CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR: {
             op->kind = OpKind::Pointwise;
-            const EmuCudnnDesc* pd = attr_desc(d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR);
-            if (!pd || pd->type != CUDNN_BACKEND_POINTWISE_DESCRIPTOR) {
-                *why = "pointwise operation without a pointwise descriptor";
-                return false;
-            }
+            const EmuCudnnDesc* pd =
+                sub_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_BACKEND_POINTWISE_DESCRIPTOR,
+                               "pointwise");
+            if (!pd) return false;
             op->pw_mode = attr_scalar<cudnnPointwiseMode_t>(pd, CUDNN_ATTR_POINTWISE_MODE, CUDNN_POINTWISE_ADD);
             op->axis = attr_scalar<int64_t>(pd, CUDNN_ATTR_POINTWISE_AXIS, 0);
             const int n = arity(op->pw_mode);
@@ -588,16 +557,16 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
                 return false;
             }
             TensorInfo x, b, t;
-            if (!tensor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, &x, true) ||
-                !tensor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, &op->out, true))
+            if (!tensor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, &x) ||
+                !tensor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, &op->out))
                 return false;
             op->in = {x};
             if (n >= 2) {
-                if (!tensor(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, &b, true)) return false;
+                if (!tensor(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, &b)) return false;
                 op->in.push_back(b);
             }
             if (n == 3) {
-                if (!tensor(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, &t, true)) return false;
+                if (!tensor(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, &t)) return false;
                 op->in.push_back(t);
             }
             op->alpha1 = attr_real(d, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, 1.0);
@@ -617,19 +586,17 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
         }
         case CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR: {
             op->kind = OpKind::Reduction;
-            const EmuCudnnDesc* rd = attr_desc(d, CUDNN_ATTR_OPERATION_REDUCTION_DESC);
-            if (!rd || rd->type != CUDNN_BACKEND_REDUCTION_DESCRIPTOR) {
-                *why = "reduction without a reduction descriptor";
-                return false;
-            }
+            const EmuCudnnDesc* rd =
+                sub_descriptor(CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "reduction");
+            if (!rd) return false;
             op->red_op = attr_scalar<cudnnReduceTensorOp_t>(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_REDUCE_TENSOR_ADD);
             if (!supported_reduction(op->red_op)) {
                 *why = "reduction operator " + std::to_string(op->red_op) + " not emulated";
                 return false;
             }
             TensorInfo x;
-            if (!tensor(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, &x, true) ||
-                !tensor(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, &op->out, true))
+            if (!tensor(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, &x) ||
+                !tensor(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, &op->out))
                 return false;
             op->in = {x};
             if (!broadcasts_to(op->out, x)) {
@@ -648,8 +615,8 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
                     return false;
                 }
             TensorInfo x;
-            if (!tensor(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, &x, true) ||
-                !tensor(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, &op->out, true))
+            if (!tensor(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, &x) ||
+                !tensor(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, &op->out))
                 return false;
             op->in = {x};
             if (!is_permuted_view(x, op->out)) {
@@ -673,15 +640,15 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
                     return false;
                 }
             TensorInfo q, k, v, t;
-            if (!tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, &q, true) ||
-                !tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, &k, true) ||
-                !tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, &v, true) ||
-                !tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, &op->out, true))
+            if (!tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_QDESC, &q) ||
+                !tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_KDESC, &k) ||
+                !tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_VDESC, &v) ||
+                !tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_ODESC, &op->out))
                 return false;
             op->in = {q, k, v};
             auto optional = [&](int name, int* slot) {
                 if (!attr_desc(d, name)) return true;
-                if (!tensor(name, &t, true)) return false;
+                if (!tensor(name, &t)) return false;
                 *slot = (int)op->in.size();
                 op->in.push_back(t);
                 return true;
@@ -699,7 +666,7 @@ bool read_op(const EmuCudnnDesc* d, Op* op, std::string* why) {
                 (op->seq_kv_slot >= 0 && !per_batch_shape(op->in[op->seq_kv_slot], q.dims[0], why)))
                 return false;
             if (attr_desc(d, CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC)) {
-                if (!tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, &t, true)) return false;
+                if (!tensor(CUDNN_ATTR_OPERATION_SDPA_FWD_STATSDESC, &t)) return false;
                 op->more_out.push_back(t);
             }
             const TensorInfo& o = op->out;
@@ -861,22 +828,27 @@ void run_matmul(const Op& op, const std::vector<Bound>& in, const Bound& out) {
     const int64_t M = C.dims[r - 2], N = C.dims[r - 1], K = A.dims[r - 1];
     std::vector<int64_t> batch(C.dims.begin(), C.dims.end() - 2);
     std::vector<int64_t> idx(r, 0);
+    std::vector<double> a((size_t)(M * K)), bt((size_t)(N * K));
     do {
         const int64_t Mo = override_value(op, in, 0, idx.data(), M), No = override_value(op, in, 1, idx.data(), N),
                       k_end = override_value(op, in, 2, idx.data(), K);
         int64_t ia[8] = {0}, ib[8] = {0}, ic[8] = {0};
         for (size_t d = 0; d + 2 < r; ++d) ia[d] = ib[d] = ic[d] = idx[d];
         const int64_t a0 = offset_at(A, ia), b0 = offset_at(B, ib), c0 = offset_at(C, ic);
+        // this batch's A (M, k_end) and B^T (N, k_end) read once, as double
+        for (int64_t m = 0; m < M; ++m)
+            for (int64_t k = 0; k < k_end; ++k)
+                a[(size_t)(m * k_end + k)] = read_at(in[0], a0 + m * A.strides[r - 2] + k * A.strides[r - 1]);
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t k = 0; k < k_end; ++k)
+                bt[(size_t)(n * k_end + k)] = read_at(in[1], b0 + k * B.strides[r - 2] + n * B.strides[r - 1]);
         for (int64_t m = 0; m < M; ++m)
             for (int64_t n = 0; n < N; ++n) {
-                double s;
-                if (m >= Mo || n >= No) {
-                    s = op.padding;
-                } else {
+                double s = op.padding;
+                if (m < Mo && n < No) {
                     s = 0;
-                    for (int64_t k = 0; k < k_end; ++k)
-                        s += read_at(in[0], a0 + m * A.strides[r - 2] + k * A.strides[r - 1]) *
-                             read_at(in[1], b0 + k * B.strides[r - 2] + n * B.strides[r - 1]);
+                    const double *am = &a[(size_t)(m * k_end)], *bn = &bt[(size_t)(n * k_end)];
+                    for (int64_t k = 0; k < k_end; ++k) s += am[k] * bn[k];
                 }
                 write_at(out, c0 + m * C.strides[r - 2] + n * C.strides[r - 1], s);
             }
@@ -974,11 +946,20 @@ void run_sdpa(const Op& op, const std::vector<Bound>& in, const Bound& out, cons
         const TensorInfo& t = *in[slot].info;
         return (int64_t)read_at(in[slot], (t.dims[0] == 1 ? 0 : b) * t.strides[0]);
     };
-    std::vector<double> s((size_t)SKV);
+    std::vector<double> s((size_t)SKV), qb((size_t)D), kb((size_t)(SKV * D)), vb((size_t)(SKV * DV));
     for (int64_t b = 0; b < B; ++b) {
         const int64_t sq = per_batch(op.seq_q_slot, b, SQ), skv = std::min(per_batch(op.seq_kv_slot, b, SKV), SKV);
         for (int64_t h = 0; h < HQ; ++h) {
             const int64_t hk = h / (HQ / K.dims[1]), hv = h / (HQ / V.dims[1]);
+            // this head's keys (skv, D) and values (skv, DV), read once, as double
+            for (int64_t j = 0; j < skv; ++j) {
+                for (int64_t e = 0; e < D; ++e)
+                    kb[(size_t)(j * D + e)] =
+                        read_at(in[1], b * K.strides[0] + hk * K.strides[1] + j * K.strides[2] + e * K.strides[3]);
+                for (int64_t e = 0; e < DV; ++e)
+                    vb[(size_t)(j * DV + e)] =
+                        read_at(in[2], b * V.strides[0] + hv * V.strides[1] + j * V.strides[2] + e * V.strides[3]);
+            }
             for (int64_t i = 0; i < SQ; ++i) {
                 const int64_t o0 = b * O.strides[0] + h * O.strides[1] + i * O.strides[2];
                 const int64_t st0 = stats ? b * stats->info->strides[0] + h * stats->info->strides[1] +
@@ -989,12 +970,12 @@ void run_sdpa(const Op& op, const std::vector<Bound>& in, const Bound& out, cons
                     if (stats) write_at(*stats, st0, -INFINITY);
                     continue;
                 }
+                for (int64_t e = 0; e < D; ++e)
+                    qb[(size_t)e] = read_at(in[0], b * Q.strides[0] + h * Q.strides[1] + i * Q.strides[2] + e * Q.strides[3]);
                 double m = -INFINITY;
                 for (int64_t j = 0; j < skv; ++j) {
                     double dot = 0;
-                    for (int64_t e = 0; e < D; ++e)
-                        dot += read_at(in[0], b * Q.strides[0] + h * Q.strides[1] + i * Q.strides[2] + e * Q.strides[3]) *
-                               read_at(in[1], b * K.strides[0] + hk * K.strides[1] + j * K.strides[2] + e * K.strides[3]);
+                    for (int64_t e = 0; e < D; ++e) dot += qb[(size_t)e] * kb[(size_t)(j * D + e)];
                     s[(size_t)j] = scale * dot;
                     m = std::max(m, s[(size_t)j]);
                 }
@@ -1002,15 +983,28 @@ void run_sdpa(const Op& op, const std::vector<Bound>& in, const Bound& out, cons
                 for (int64_t j = 0; j < skv; ++j) sum += (s[(size_t)j] = std::exp(s[(size_t)j] - m));
                 for (int64_t e = 0; e < DV; ++e) {
                     double acc = 0;
-                    for (int64_t j = 0; j < skv; ++j)
-                        acc += s[(size_t)j] *
-                               read_at(in[2], b * V.strides[0] + hv * V.strides[1] + j * V.strides[2] + e * V.strides[3]);
+                    for (int64_t j = 0; j < skv; ++j) acc += s[(size_t)j] * vb[(size_t)(j * DV + e)];
                     write_at(out, o0 + e * O.strides[3], acc / sum);
                 }
                 if (stats) write_at(*stats, st0, m + std::log(sum));
             }
         }
     }
+}
+
+// PRAC_EMU_CUDNN_TRACE: one line per interpreted operation, its tensors as uid[v: virtual]TYPE[dim:stride ...]
+void trace_op(const Op& op) {
+    static const char* kinds[] = {"matmul", "pointwise", "reduction", "reshape", "sdpa"};
+    auto text = [](const TensorInfo& t) {
+        std::string r = std::to_string(t.uid) + (t.is_virtual ? "v" : "") + dtype_name(t.dtype) + "[";
+        for (size_t i = 0; i < t.dims.size(); ++i)
+            r += std::to_string(t.dims[i]) + ":" + std::to_string(t.strides[i]) + (i + 1 < t.dims.size() ? " " : "]");
+        return r;
+    };
+    std::string ins;
+    for (const TensorInfo& t : op.in) ins += text(t) + " ";
+    trace("  op %s mode %d red %d axis %lld alpha %g %g pad %g: %s-> %s", kinds[(int)op.kind], op.pw_mode, op.red_op,
+          (long long)op.axis, op.alpha1, op.alpha2, op.padding, ins.c_str(), text(op.out).c_str());
 }
 
 cudnnStatus_t execute_graph(const Graph& g, const std::map<int64_t, void*>& pack, void* workspace) {
@@ -1047,19 +1041,7 @@ cudnnStatus_t execute_graph(const Graph& g, const std::map<int64_t, void*>& pack
         bound[kv.first] = b;
     }
     for (const Op& op : g.ops) {
-        if (tracing()) {
-            static const char* kinds[] = {"matmul", "pointwise", "reduction", "reshape", "sdpa"};
-            auto text = [](const TensorInfo& t) {
-                std::string r = std::to_string(t.uid) + (t.is_virtual ? "v" : "") + std::string(dtype_name(t.dtype)) + "[";
-                for (size_t i = 0; i < t.dims.size(); ++i)
-                    r += std::to_string(t.dims[i]) + ":" + std::to_string(t.strides[i]) + (i + 1 < t.dims.size() ? " " : "]");
-                return r;
-            };
-            std::string ins;
-            for (const TensorInfo& t : op.in) ins += text(t) + " ";
-            trace("  op %s mode %d red %d axis %lld alpha %g %g pad %g: %s-> %s", kinds[(int)op.kind], op.pw_mode,
-                  op.red_op, (long long)op.axis, op.alpha1, op.alpha2, op.padding, ins.c_str(), text(op.out).c_str());
-        }
+        if (tracing()) trace_op(op);
         std::vector<Bound> in;
         for (const TensorInfo& t : op.in) in.push_back(bound.at(t.uid));
         const Bound& out = bound.at(op.out.uid);
