@@ -10,9 +10,10 @@
 //   __global__ void k(..) {                  ->  __global__ void k(..) { ::cuda_emu::kernel_entry("k", ..);
 //
 // Execution model (kernels/cuda_emu/exec.cpp): a launch runs its blocks one after another on the calling OS
-// thread; inside a block every CUDA thread is a fiber with its own small stack, switched without a system call
-// (Boost.Context). A fiber runs until it reaches a barrier (__syncthreads, __syncwarp, a shuffle, mma.sync) or
-// returns; a barrier releases when every thread it waits for has arrived. Barriers that can never release
+// thread; inside a block the CUDA threads run as fibers, switched without a system call (Boost.Context). A thread
+// runs until it reaches a barrier (__syncthreads, __syncwarp, a shuffle, mma.sync) or returns; a barrier releases
+// when every thread it waits for has arrived. Threads start in order on a shared stack and a thread that waits at
+// a barrier keeps that stack until it returns, so a kernel without barriers runs without a single fiber switch. Barriers that can never release
 // (divergent __syncthreads, threads that exited before a barrier others wait at) end the launch with an error that
 // names the kernel, the block and where the threads are, where a GPU would hang. Because a block's threads never
 // run at the same time, atomics are plain read-modify-writes and __shared__ needs no locking.
@@ -60,8 +61,9 @@ struct Block {
     dim3 dim;    // blockDim
     dim3 grid;   // gridDim
 };
-// The CUDA thread running on this OS thread (null outside kernels).
-extern thread_local Thread* tls_thread;
+// The CUDA thread running on this OS thread (null outside kernels). __thread, not thread_local: a variable that
+// cannot have a dynamic initializer is read directly, not through a call of its TLS wrapper in every threadIdx.
+extern __thread Thread* tls_thread;
 
 // ---- barriers (exec.cpp) ---------------------------------------------------------------------------------------
 void syncthreads(const char* file, int line);

@@ -34,5 +34,8 @@ long races_seen();
 
 // exec.cpp: whether shared memory accesses are tracked (on unless PRAC_EMU_RACECHECK=0).
 bool race_check_enabled();
+// exec.cpp: carriers (fiber stacks) started so far: one per block for a kernel without barriers, one per thread that
+// waits at a barrier otherwise.
+long carriers_started();
 
 }  // namespace cuda_emu

@@ -1,4 +1,4 @@
-// Kernel execution on a CPU (see cuda_emu.h for the model): a fiber per CUDA thread, blocks in sequence,
+// Kernel execution on a CPU (see cuda_emu.h for the model): CUDA threads as fibers, blocks in sequence,
 // barriers that release or report, shuffles and mma.sync through warp exchanges, per-block shared memory, and
 // the shared-memory race check fed by the compiler's load/store callbacks.
 //
@@ -37,7 +37,7 @@ namespace cuda_emu {
 
 namespace bctx = boost::context::detail;
 
-thread_local Thread* tls_thread = nullptr;
+__thread Thread* tls_thread = nullptr;
 
 namespace {
 
@@ -68,13 +68,18 @@ Stack& stack_for(size_t i) {
     return pool[i];
 }
 
-enum class State { Runnable, BlockBarrier, WarpBarrier, Exited, Dead };
+// A CUDA thread's state. Threads run on carriers (fibers with their own stack): a carrier runs the block's threads
+// that have not started yet one after another, until one of them waits at a barrier; that thread keeps the carrier,
+// and the scheduler starts the next thread on a new one. So a kernel without barriers runs a whole block on one
+// carrier without a single fiber switch, and a kernel whose threads all reach a barrier gets one carrier per
+// thread, as if each had its own fiber.
+enum class State { NotStarted, Runnable, BlockBarrier, WarpBarrier, Exited, Dead };
 
 struct Fiber {
     Thread t;
-    State state = State::Runnable;
-    bctx::fcontext_t ctx = nullptr;  // where the fiber resumes
-    char* stack = nullptr;
+    State state = State::NotStarted;
+    bctx::fcontext_t ctx = nullptr;  // where the thread resumes, once it has waited at a barrier
+    char* stack = nullptr;           // its carrier's stack
     const char* file = nullptr;  // where it waits
     int line = 0;
     unsigned wmask = 0;  // the mask of the warp barrier it waits at
@@ -114,8 +119,10 @@ std::vector<Cell>& cell_pool() {
     return pool;
 }
 size_t g_cells_used = 0;
+Cell* g_cell_v = nullptr;  // cell_pool().data(), for access()
 
-uint32_t g_epoch = 0;  // epochs are globally unique, so a cell from an earlier block or barrier never matches
+uint32_t g_epoch = 0;
+long g_carriers = 0;  // carriers started in this process (carriers_started())  // epochs are globally unique, so a cell from an earlier block or barrier never matches
 bool g_stacks_dirty = false;  // fibers were abandoned (a failed launch): unpoison the stacks before reuse
 
 struct Exec {
@@ -131,15 +138,27 @@ struct Exec {
     const void* sched_bottom = nullptr;
     size_t sched_size = 0;
     int live = 0, arrived = 0;
+    unsigned next = 0;      // the block's first thread that has not started
+    unsigned carriers = 0;  // carriers started in this block (each takes the next stack of the pool)
     uint32_t epoch = 0;  // this block's current barrier interval
     bool failed = false;
     // shared memory of the running block
     std::vector<Region> regions;
     uintptr_t smem_lo = UINTPTR_MAX, smem_hi = 0;
+    // Plain views of the vectors for access(): a function AddressSanitizer does not instrument cannot inline the
+    // vectors' (instrumented) members, and calls on every tracked byte cost more than the check itself. Set
+    // wherever the vectors change.
+    const Region* region_v = nullptr;
+    size_t region_n = 0;
+    const Fiber* fiber_v = nullptr;
+    const Warp* warp_v = nullptr;
     void* dyn = nullptr;
     long races = 0;
 };
 thread_local Exec* tls_exec = nullptr;
+// The address range of the running block's tracked shared memory (empty when nothing is tracked): the one test the
+// load/store callbacks make before they call access(), since nearly every load and store is to global memory.
+__thread uintptr_t tls_tracked_lo = UINTPTR_MAX, tls_tracked_hi = 0;
 
 // ---- AddressSanitizer's fiber annotations ------------------------------------------------------------------------
 inline void asan_start(void** fake, const void* bottom, size_t size) {
@@ -167,12 +186,13 @@ std::string where(const Exec* ex) {
 
 Fiber* current() { return reinterpret_cast<Fiber*>(tls_thread); }  // Thread is Fiber's first member
 
-// From a fiber: back to the scheduler until it resumes us.
+// From a thread: back to the scheduler until it resumes us. The scheduler learns which thread waits (and where it
+// resumes) from the jump's data: a carrier may have gone on to other threads since the scheduler last switched to it.
 void yield(Fiber* f) {
     Exec* ex = tls_exec;
     tls_thread = nullptr;
     asan_start(&f->asan_fake, ex->sched_bottom, ex->sched_size);
-    bctx::transfer_t back = bctx::jump_fcontext(ex->sched, nullptr);
+    bctx::transfer_t back = bctx::jump_fcontext(ex->sched, f);
     ex = tls_exec;
     ex->sched = back.fctx;
     asan_finish(f->asan_fake, &ex->sched_bottom, &ex->sched_size);
@@ -193,30 +213,46 @@ void fail(Exec* ex, const std::string& what) {
     ex->failed = true;
 }
 
-void fiber_main(bctx::transfer_t from) {
+// A carrier: runs the threads that have not started, in order, on this stack (from.data), until none is left. A
+// thread that waits at a barrier suspends the carrier with it; when it returns, the carrier goes on.
+void carrier_main(bctx::transfer_t from) {
     Exec* ex = tls_exec;
     ex->sched = from.fctx;
-    Fiber* f = static_cast<Fiber*>(from.data);
+    char* stack = static_cast<char*>(from.data);
     asan_finish(nullptr, &ex->sched_bottom, &ex->sched_size);
-    tls_thread = &f->t;
-    ex->body.run(ex->body.ctx);
-    f->state = State::Exited;
-    ex->live--;
+    while (ex->next < ex->fibers.size() && !ex->failed) {
+        Fiber* f = &ex->fibers[ex->next++];
+        f->state = State::Runnable;
+        f->stack = stack;
+        tls_thread = &f->t;
+        ex->body.run(ex->body.ctx);
+        f->state = State::Exited;
+        ex->live--;
+    }
     tls_thread = nullptr;
-    asan_start(nullptr, ex->sched_bottom, ex->sched_size);  // this fiber's stack is done
+    asan_start(nullptr, ex->sched_bottom, ex->sched_size);  // this carrier's stack is done
     bctx::jump_fcontext(ex->sched, nullptr);
     std::abort();  // never resumed
 }
 
-void run_fiber(Exec* ex, Fiber* f) {
+// From the scheduler: switch to `to` (a new carrier or a waiting thread's context) on `stack` until a thread waits
+// (it is the jump's data; record where it resumes) or the carrier finishes (no data).
+void switch_to(bctx::fcontext_t to, char* stack, void* data) {
     void* fake = nullptr;
-    asan_start(&fake, f->stack, kStackBytes);
-    tls_thread = &f->t;
-    bctx::transfer_t back = bctx::jump_fcontext(f->ctx, f);
+    asan_start(&fake, stack, kStackBytes);
+    bctx::transfer_t back = bctx::jump_fcontext(to, data);
     tls_thread = nullptr;
     asan_finish(fake, nullptr, nullptr);
-    f->ctx = back.fctx;
-    (void)ex;
+    if (back.data) static_cast<Fiber*>(back.data)->ctx = back.fctx;
+}
+void start_carrier(Exec* ex) {
+    g_carriers++;
+    char* stack = stack_for(ex->carriers++).base;
+    switch_to(bctx::make_fcontext(stack + kStackBytes, kStackBytes, carrier_main), stack, stack);
+}
+void resume(Fiber* f) {
+    tls_thread = &f->t;
+    switch_to(f->ctx, f->stack, nullptr);
 }
 
 // Why no thread can go on: every thread waits at a barrier that cannot release. Groups the threads by where they
@@ -232,6 +268,7 @@ void report_stall(Exec* ex) {
                               f.t.warp, f.file, f.line);
                 break;
             case State::Exited: std::snprintf(b, sizeof b, "have returned"); break;
+            case State::NotStarted: std::snprintf(b, sizeof b, "have not started"); break;
             default: std::snprintf(b, sizeof b, "are stopped"); break;
         }
         groups[b]++;
@@ -244,8 +281,11 @@ void report_stall(Exec* ex) {
 void free_smem(Exec* ex) {
     for (Region& r : ex->regions) std::free(reinterpret_cast<void*>(r.lo));
     ex->regions.clear();
+    ex->region_n = 0;
     ex->smem_lo = UINTPTR_MAX;
     ex->smem_hi = 0;
+    tls_tracked_lo = UINTPTR_MAX;
+    tls_tracked_hi = 0;
     ex->dyn = nullptr;
     g_cells_used = 0;
 }
@@ -262,10 +302,17 @@ void* add_region(Exec* ex, const void* key, size_t bytes, size_t align) {
         r.cells = g_cells_used;
         g_cells_used += bytes;
         if (cell_pool().size() < g_cells_used) cell_pool().resize(g_cells_used);
+        g_cell_v = cell_pool().data();
     }
     ex->smem_lo = std::min(ex->smem_lo, r.lo);
     ex->smem_hi = std::max(ex->smem_hi, r.hi);
+    if (r.cells != SIZE_MAX) {
+        tls_tracked_lo = std::min(tls_tracked_lo, r.lo);
+        tls_tracked_hi = std::max(tls_tracked_hi, r.hi);
+    }
     ex->regions.push_back(std::move(r));
+    ex->region_v = ex->regions.data();
+    ex->region_n = ex->regions.size();
     return p;
 }
 
@@ -282,6 +329,8 @@ void run_block(Exec* ex) {
     if (ex->fibers.size() != n) {
         ex->fibers.assign(n, Fiber{});
         ex->warps.assign((n + 31) / 32, Warp{});
+        ex->fiber_v = ex->fibers.data();
+        ex->warp_v = ex->warps.data();
     }
     for (Warp& w : ex->warps) w.arrived = 0, w.epoch = ++g_epoch;
     for (unsigned i = 0; i < n; i++) {
@@ -292,20 +341,24 @@ void run_block(Exec* ex) {
         f.t.lane = i % 32;
         f.t.warp = i / 32;
         f.t.block = &ex->blk;
-        f.stack = stack_for(i).base;
-        f.ctx = bctx::make_fcontext(f.stack + kStackBytes, kStackBytes, fiber_main);
     }
     ex->live = (int)n;
+    ex->next = 0;
+    ex->carriers = 0;
     ex->arrived = 0;
     ex->epoch = ++g_epoch;
     if (ex->cfg.smem > 0) ex->dyn = add_region(ex, nullptr, ex->cfg.smem, 16);  // else extern __shared__ is null
     while (ex->live > 0 && !ex->failed) {
         bool ran = false;
-        for (Fiber& f : ex->fibers) {
-            if (f.state != State::Runnable) continue;
-            run_fiber(ex, &f);
+        while (ex->next < n && !ex->failed) {  // every thread runs until it waits or returns, in order
+            start_carrier(ex);
             ran = true;
+        }
+        for (Fiber& f : ex->fibers) {
             if (ex->failed) break;
+            if (f.state != State::Runnable) continue;
+            resume(&f);
+            ran = true;
         }
         if (!ran && !ex->failed) report_stall(ex);
     }
@@ -359,27 +412,32 @@ void report_race(Exec* ex, const Region& r, uintptr_t a, bool write, int other, 
     fail(ex, b);
 }
 
-// Called for every load and store of the kernels' code: the bookkeeping itself is not checked by AddressSanitizer
-// (its cells are this file's own vectors), which more than halves the cost of the race check.
-__attribute__((no_sanitize("address"))) inline void access(const void* p, size_t n, bool write, const void* pc) {
+// Called for the loads and stores of the kernels' code that may touch tracked shared memory (the callbacks below
+// filter the rest): the bookkeeping itself is not checked by AddressSanitizer (its cells are this file's own
+// vectors), which more than halves the cost of the race check. Plain arithmetic and the Exec's plain views only:
+// no call of an instrumented function (see Exec::region_v).
+__attribute__((no_sanitize("address"), noinline)) void access(const void* p, size_t n, bool write, const void* pc) {
     Exec* ex = tls_exec;
     if (!ex || !tls_thread) return;
-    uintptr_t a = reinterpret_cast<uintptr_t>(p);
-    if (a >= ex->smem_hi || a + n <= ex->smem_lo) return;
-    for (Region& r : ex->regions) {
-        if (a >= r.hi || a + n <= r.lo || r.cells == SIZE_MAX) continue;
-        Fiber* f = current();
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), end = a + n;
+    if (a >= ex->smem_hi || end <= ex->smem_lo) return;
+    for (size_t ri = 0; ri < ex->region_n; ri++) {
+        const Region& r = ex->region_v[ri];
+        if (a >= r.hi || end <= r.lo || r.cells == SIZE_MAX) continue;
+        const Fiber* f = reinterpret_cast<const Fiber*>(tls_thread);
         const int tid = (int)f->t.linear, warp = (int)f->t.warp;
-        const uint32_t wep = ex->warps[warp].epoch;
-        for (uintptr_t b = std::max(a, r.lo); b < std::min(a + n, r.hi); b++) {
-            Cell& c = cell_pool()[r.cells + (b - r.lo)];
-            // ordered by a __syncwarp of this warp since the other access?
-            auto warp_ordered = [&](int other_warp, uint32_t other_wep) { return other_warp == warp && other_wep != wep; };
-            if (c.w_epoch == ex->epoch && c.w_tid != tid && !warp_ordered((int)ex->fibers[c.w_tid].t.warp, c.w_wep)) {
+        const uint32_t wep = ex->warp_v[warp].epoch;
+        const uintptr_t lo = a > r.lo ? a : r.lo, hi = end < r.hi ? end : r.hi;
+        for (uintptr_t b = lo; b < hi; b++) {
+            Cell& c = g_cell_v[r.cells + (b - r.lo)];
+            // A race unless ordered by a __syncwarp of this warp since the other access (a new warp epoch). The
+            // writer's id is read only when its epoch is this block's: older cells may name threads it lacks.
+            if (c.w_epoch == ex->epoch && c.w_tid != tid &&
+                !((int)ex->fiber_v[c.w_tid].t.warp == warp && c.w_wep != wep)) {
                 report_race(ex, r, b, write, c.w_tid, true, c.w_pc, pc);
                 return;
             }
-            if (write && c.r_epoch == ex->epoch && (c.r_multi || c.r_tid != tid) && !warp_ordered(c.r_warp, c.r_wep)) {
+            if (write && c.r_epoch == ex->epoch && (c.r_multi || c.r_tid != tid) && !(c.r_warp == warp && c.r_wep != wep)) {
                 report_race(ex, r, b, write, c.r_tid, false, c.r_pc, pc);
                 return;
             }
@@ -392,7 +450,7 @@ __attribute__((no_sanitize("address"))) inline void access(const void* p, size_t
             } else if (c.r_tid != tid) {
                 c.r_multi = true;
                 if (c.r_warp != warp) c.r_warp = -2;
-                c.r_wep = std::max(c.r_wep, wep);
+                if (wep > c.r_wep) c.r_wep = wep;
             }
         }
         return;
@@ -544,6 +602,7 @@ void* static_smem_bytes(const void* key, size_t bytes, size_t align) {
         if (r.key == key) return reinterpret_cast<void*>(r.lo);
     return add_region(ex, key, bytes, align);
 }
+long carriers_started() { return g_carriers; }
 void* dynamic_smem_bytes() { return tls_exec->dyn; }
 
 void kernel_entry(const char* name, const char* signature) {
@@ -606,11 +665,18 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body) {
 }  // namespace cuda_emu
 
 // ---- the compiler's load/store callbacks (-fsanitize-coverage=trace-loads,trace-stores on kernel sources) ------
+// A range test inline, the race check's bookkeeping only for what may be tracked shared memory.
 #define CUDA_EMU_HOOK(n, T)                                                                                      \
-    extern "C" void __sanitizer_cov_load##n(T* p) {                                                              \
-        cuda_emu::access(p, n, false, __builtin_return_address(0));                                              \
+    extern "C" __attribute__((no_sanitize("address"))) void __sanitizer_cov_load##n(T* p) {                     \
+        const uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                      \
+        if (a < cuda_emu::tls_tracked_hi && a + n > cuda_emu::tls_tracked_lo)                                    \
+            cuda_emu::access(p, n, false, __builtin_return_address(0));                                          \
     }                                                                                                            \
-    extern "C" void __sanitizer_cov_store##n(T* p) { cuda_emu::access(p, n, true, __builtin_return_address(0)); }
+    extern "C" __attribute__((no_sanitize("address"))) void __sanitizer_cov_store##n(T* p) {                    \
+        const uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                      \
+        if (a < cuda_emu::tls_tracked_hi && a + n > cuda_emu::tls_tracked_lo)                                    \
+            cuda_emu::access(p, n, true, __builtin_return_address(0));                                           \
+    }
 CUDA_EMU_HOOK(1, uint8_t)
 CUDA_EMU_HOOK(2, uint16_t)
 CUDA_EMU_HOOK(4, uint32_t)

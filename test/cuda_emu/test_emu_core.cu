@@ -397,4 +397,68 @@ TEST_F(EmuTest, DivergentBarriersAreReportedNotHung) {
     EXPECT_NE(m.find("warp barrier with mask 0xffffffff"), std::string::npos) << m;
 }
 
+// ---- fibers: threads share a stack until one waits ----------------------------------------------------------------
+// Each thread fills a local array (on its stack) from its id, crosses `barriers` barriers of the given kind, and
+// writes the array's weighted sum: a thread that waits must find its stack as it left it, though other threads
+// ran since. The even warps of `split` blocks return at once, so carriers go on from finished threads to ones
+// that wait.
+__device__ long stack_sum(volatile int* local, int n) {
+    long s = 0;
+    for (int i = 0; i < n; i++) s += (long)(i + 1) * local[i];
+    return s;
+}
+__global__ void stack_kernel(long* out, int barriers, bool block_barrier, bool split) {
+    const int tid = blockIdx.x * blockDim.x + threadIdx.x;
+    if (split && (threadIdx.x / 32) % 2 == 0) {
+        out[tid] = -1;
+        return;
+    }
+    volatile int local[48];
+    for (int i = 0; i < 48; i++) local[i] = tid * 7 + i;
+    int v = tid;
+    for (int b = 0; b < barriers; b++) {
+        if (block_barrier) __syncthreads();
+        else v += __shfl_xor_sync(0xffffffffu, v, 1) - v;  // the neighbour's id, then back on the next round
+    }
+    out[tid] = stack_sum(local, 48) * 2 + (v == tid ? 0 : 1);
+}
+
+TEST_F(EmuTest, ThreadsShareAStackUntilOneWaitsAtABarrier) {
+    const int blocks = 3, threads = 256;
+    DevBuf<long> out(blocks * threads);
+    auto expect_sums = [&](bool split, const char* what) {
+        std::vector<long> o = out.get();
+        for (int t = 0; t < blocks * threads; t++) {
+            if (split && ((t % threads) / 32) % 2 == 0) {
+                EXPECT_EQ(o[t], -1) << what << ", thread " << t;
+                continue;
+            }
+            long want = 0;
+            for (int i = 0; i < 48; i++) want += (long)(i + 1) * (t * 7 + i);
+            EXPECT_EQ(o[t], want * 2) << what << ", thread " << t;
+        }
+    };
+    const long races0 = cuda_emu::races_seen();
+    long c0 = cuda_emu::carriers_started();
+    stack_kernel<<<blocks, threads>>>(out.p, 0, true, false);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    expect_sums(false, "no barrier");
+    EXPECT_EQ(cuda_emu::carriers_started() - c0, blocks) << "a kernel without barriers: one stack per block";
+
+    c0 = cuda_emu::carriers_started();
+    stack_kernel<<<blocks, threads>>>(out.p, 3, true, false);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    expect_sums(false, "__syncthreads");
+    EXPECT_EQ(cuda_emu::carriers_started() - c0, blocks * threads) << "every thread waits: a stack each";
+
+    stack_kernel<<<blocks, threads>>>(out.p, 4, false, false);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    expect_sums(false, "shuffles");
+
+    stack_kernel<<<blocks, threads>>>(out.p, 4, false, true);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    expect_sums(true, "shuffles, even warps returned");
+    EXPECT_EQ(cuda_emu::races_seen(), races0);
+}
+
 }  // namespace
