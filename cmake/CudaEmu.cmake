@@ -212,8 +212,22 @@ endfunction()
 # report after all of them. LeakSanitizer stays off: Open MPI and OpenBLAS keep allocations to exit by design.
 # An emulated test runs its CUDA threads as fibers on ONE core (one OpenMP/OpenBLAS thread too), so `ctest -j2` runs
 # two of them side by side (PROCESSORS 1); the other tests ask for every core (test/CMakeLists.txt).
+#
+# ctest -j starts the costliest tests first, by the costs it measured in earlier runs of the build directory. A fresh
+# build (CI's) has none, so the longest emulated tests carry their seconds (COST) as measured on the 2-core sandbox
+# at a71cbf8, the larger of the two builds: declared order would leave one of them running alone at the end.
+set(PRAC_EMU_TEST_SECONDS trainer_cuda.resume=153 trainer_cuda.nccl=117 step_cuda=93 attention_cuda=78
+    finetune_cuda.resume=67 dist.DataParallel.TwoRanksEqualOneRankWithTheDoubledBatch=67 optim_cuda=66
+    bench_gpu_smoke=64 elementwise_cuda=59 prac_cuda=58 dist.DataParallel.SharedSubspaceWithAnAllPaddingRank=39
+    trainer_cuda.waits=36 matmul_cuda=33)
 function(prac_emu_test_properties test)
   set_tests_properties(${test} PROPERTIES LABELS cuda-emu FIXTURES_REQUIRED cuda_emu PROCESSORS 1)
+  string(REPLACE "${PRAC_EMU_TEST_PREFIX}" "" _name "${test}")
+  foreach(entry IN LISTS PRAC_EMU_TEST_SECONDS)
+    if(entry MATCHES "^(.+)=([0-9]+)$" AND CMAKE_MATCH_1 STREQUAL _name)
+      set_tests_properties(${test} PROPERTIES COST ${CMAKE_MATCH_2})
+    endif()
+  endforeach()
   set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT "PRAC_EMU_COVERAGE_DIR=${PRAC_EMU_COVERAGE_DIR}"
                "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1)
 endfunction()
