@@ -121,8 +121,8 @@ std::vector<Cell>& cell_pool() {
 size_t g_cells_used = 0;
 Cell* g_cell_v = nullptr;  // cell_pool().data(), for access()
 
-uint32_t g_epoch = 0;
-long g_carriers = 0;  // carriers started in this process (carriers_started())  // epochs are globally unique, so a cell from an earlier block or barrier never matches
+uint32_t g_epoch = 0;  // epochs are globally unique, so a cell from an earlier block or barrier never matches
+long g_carriers = 0;   // carriers started in this process (carriers_started())
 bool g_stacks_dirty = false;  // fibers were abandoned (a failed launch): unpoison the stacks before reuse
 
 struct Exec {
@@ -437,7 +437,8 @@ __attribute__((no_sanitize("address"), noinline)) void access(const void* p, siz
                 report_race(ex, r, b, write, c.w_tid, true, c.w_pc, pc);
                 return;
             }
-            if (write && c.r_epoch == ex->epoch && (c.r_multi || c.r_tid != tid) && !(c.r_warp == warp && c.r_wep != wep)) {
+            if (write && c.r_epoch == ex->epoch && (c.r_multi || c.r_tid != tid) &&
+                !(c.r_warp == warp && c.r_wep != wep)) {
                 report_race(ex, r, b, write, c.r_tid, false, c.r_pc, pc);
                 return;
             }
