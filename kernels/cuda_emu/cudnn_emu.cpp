@@ -971,7 +971,8 @@ void run_sdpa(const Op& op, const std::vector<Bound>& in, const Bound& out, cons
                     continue;
                 }
                 for (int64_t e = 0; e < D; ++e)
-                    qb[(size_t)e] = read_at(in[0], b * Q.strides[0] + h * Q.strides[1] + i * Q.strides[2] + e * Q.strides[3]);
+                    qb[(size_t)e] =
+                        read_at(in[0], b * Q.strides[0] + h * Q.strides[1] + i * Q.strides[2] + e * Q.strides[3]);
                 double m = -INFINITY;
                 for (int64_t j = 0; j < skv; ++j) {
                     double dot = 0;

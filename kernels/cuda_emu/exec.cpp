@@ -144,7 +144,6 @@ struct Exec {
     bool failed = false;
     // shared memory of the running block
     std::vector<Region> regions;
-    uintptr_t smem_lo = UINTPTR_MAX, smem_hi = 0;
     // Plain views of the vectors for access(): a function AddressSanitizer does not instrument cannot inline the
     // vectors' (instrumented) members, and calls on every tracked byte cost more than the check itself. Set
     // wherever the vectors change.
@@ -282,8 +281,6 @@ void free_smem(Exec* ex) {
     for (Region& r : ex->regions) std::free(reinterpret_cast<void*>(r.lo));
     ex->regions.clear();
     ex->region_n = 0;
-    ex->smem_lo = UINTPTR_MAX;
-    ex->smem_hi = 0;
     tls_tracked_lo = UINTPTR_MAX;
     tls_tracked_hi = 0;
     ex->dyn = nullptr;
@@ -304,8 +301,6 @@ void* add_region(Exec* ex, const void* key, size_t bytes, size_t align) {
         if (cell_pool().size() < g_cells_used) cell_pool().resize(g_cells_used);
         g_cell_v = cell_pool().data();
     }
-    ex->smem_lo = std::min(ex->smem_lo, r.lo);
-    ex->smem_hi = std::max(ex->smem_hi, r.hi);
     if (r.cells != SIZE_MAX) {
         tls_tracked_lo = std::min(tls_tracked_lo, r.lo);
         tls_tracked_hi = std::max(tls_tracked_hi, r.hi);
@@ -419,8 +414,7 @@ void report_race(Exec* ex, const Region& r, uintptr_t a, bool write, int other, 
 __attribute__((no_sanitize("address"), noinline)) void access(const void* p, size_t n, bool write, const void* pc) {
     Exec* ex = tls_exec;
     if (!ex || !tls_thread) return;
-    const uintptr_t a = reinterpret_cast<uintptr_t>(p), end = a + n;
-    if (a >= ex->smem_hi || end <= ex->smem_lo) return;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), end = a + n;  // within [tls_tracked_lo, tls_tracked_hi)
     for (size_t ri = 0; ri < ex->region_n; ri++) {
         const Region& r = ex->region_v[ri];
         if (a >= r.hi || end <= r.lo || r.cells == SIZE_MAX) continue;
