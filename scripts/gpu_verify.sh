@@ -468,8 +468,10 @@ HAVE_MAKE=0; command -v make >/dev/null 2>&1 && HAVE_MAKE=1
 configure_dir() {
   local bd=$1 prec=$2 logf=$3 t=$4
   if [ "$HAVE_MAKE" = 1 ]; then
-    run_logged "$logf" "$t" make configure BUILD_DIR="$bd" PRAC_CUDA=ON CUDA_ARCHS="$ARCHS" PRECISION="$prec" \
-      CMAKE_ARGS=-DPRAC_EMU=OFF
+    # INSTALL_DEPS=0: the Makefile would otherwise run scripts/install_deps.sh, whose apt-get has no network there
+    # (seen 2026-11-27: "Unable to locate package cmake"); step_deps has put what the build needs in place
+    run_logged "$logf" "$t" make configure INSTALL_DEPS=0 BUILD_DIR="$bd" PRAC_CUDA=ON CUDA_ARCHS="$ARCHS" \
+      PRECISION="$prec" CMAKE_ARGS=-DPRAC_EMU=OFF
   else
     local gen=()
     if [ ! -f "$bd/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
@@ -520,7 +522,6 @@ step_build() {  # NAME BUILD_DIR PRECISION TARGETS(all|gpu)
   deps_report_from "$logf" | sed 's/^/  /'
   local targets=()
   if [ "$what" = gpu ]; then
-    # the executables of the tests labelled gpu (their target names: test/gpu/CMakeLists.txt prac_gpu_test)
     # the executables of the tests labelled gpu, by name (test/gpu/CMakeLists.txt: prac_gpu_test names the
     # executable after its target). Before a build ctest's JSON has no command, so the add_test() lines of the
     # generated CTestTestfile.cmake files give the executable.
@@ -533,8 +534,9 @@ except Exception:
 exe = {}
 for root, _, files in os.walk(sys.argv[1]):
     if "CTestTestfile.cmake" in files:
-        for m in re.finditer(r"add_test\(\[=\[(.*?)\]=\] \"([^\"]+)\"", open(os.path.join(root, "CTestTestfile.cmake")).read()):
-            exe[m.group(1)] = os.path.basename(m.group(2))
+        # CMake 3.x writes add_test([=[NAME]=] "EXE" ...), CMake 4.x add_test("NAME" "EXE" ...)
+        for m in re.finditer(r"add_test\((?:\[=\[(.*?)\]=\]|\"([^\"]*)\") \"([^\"]+)\"", open(os.path.join(root, "CTestTestfile.cmake")).read()):
+            exe[m.group(1) or m.group(2)] = os.path.basename(m.group(3))
 seen = set()
 for n in names:
     t = exe.get(n)
@@ -549,7 +551,7 @@ for n in names:
   build_dir "$bd" "$logf" "$t" "${targets[@]}" || rc=$?
   local secs=$(( $(now) - t0 ))
   if [ "$rc" = 0 ]; then
-    record "$name" PASS "$secs" "$(grep -c -E '^\[ *[0-9]+%\] (Building|Linking)' "$logf" || true) build steps${targets:+; targets ${targets[*]}}"
+    record "$name" PASS "$secs" "$(grep -c -E '^\[ *[0-9]+(%|/[0-9]+)\] (Building|Linking)' "$logf" || true) build steps${targets:+; targets ${targets[*]}}"
   else
     local why="rc=$rc"; { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && why="timed out"
     echo "  build FAILED ($why); first errors:"; errors_from "$logf" 12 | sed 's/^/  | /'
@@ -728,11 +730,14 @@ main() {
   step_deps || true
 
   step_build build "$BUILD_DIR" BF16 all || true
-  RG="$REQUIRE_GPU" step_ctest gpu "$BUILD_DIR" "$GPU_CAP" -L gpu --timeout 180 || true
+  # every GPU test's whole output goes into the JUnit file (ctest keeps 1 KiB of a passed test's by default): its
+  # measured figures (cuSOLVER's workspace, timings, ulp counts) are what the log entry needs
+  local GPU_OUTPUT=(--test-output-size-passed 1048576 --test-output-size-failed 1048576)
+  RG="$REQUIRE_GPU" step_ctest gpu "$BUILD_DIR" "$GPU_CAP" -L gpu --timeout 180 "${GPU_OUTPUT[@]}" || true
 
   if [ "$FP32_TARGETS" != none ]; then
     if step_build build-fp32 "$BUILD_DIR_FP32" FP32 "$FP32_TARGETS"; then :; fi
-    RG="$REQUIRE_GPU" step_ctest gpu-fp32 "$BUILD_DIR_FP32" "$GPU_CAP" -L gpu --timeout 180 || true
+    RG="$REQUIRE_GPU" step_ctest gpu-fp32 "$BUILD_DIR_FP32" "$GPU_CAP" -L gpu --timeout 180 "${GPU_OUTPUT[@]}" || true
   fi
 
   if [ "$SKIP_CPU" != 1 ]; then

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# scripts/gpu_followup.sh (the GPU recipe's second call) without a GPU: its jobs run stand-in commands
+# (FOLLOWUP_CMD_<job>) so that the time budget, the per-job limits, the statuses, the RESULT lines, the summary
+# and the exit status are checked here; the real commands are those `--list` prints.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+S=scripts/gpu_followup.sh
+fail=0
+ok() { echo "  [ok] $*"; }
+bad() { echo "  [FAIL] $*"; fail=1; }
+W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+
+out=$(bash "$S" --list)
+for j in rebuild tests stride align llmc table mma; do
+  grep -q "^$j " <<<"$out" && ok "--list names $j" || bad "--list lacks $j"
+done
+grep -q 'bench_vs_llmc.sh --llmc .llmc' <<<"$out" && ok "llmc runs scripts/bench_vs_llmc.sh" || bad "llmc command"
+
+bash "$S" nosuch >"$W/o" 2>&1; rc=$?
+[ "$rc" = 2 ] && grep -q "unknown job 'nosuch'" "$W/o" && ok "an unknown job: exit 2, named" || bad "unknown job: rc=$rc $(cat "$W/o")"
+
+# stride passes with one RESULT line, align fails, mma outlives its limit (the budget's remainder), table finds
+# no time left; the exit status is 1 and summary.txt + the logs come back under OUT
+t0=$(date +%s)
+FOLLOWUP_CMD_stride='echo warming; echo "RESULT bench_gpu_stride x=1"' FOLLOWUP_CMD_align='echo oops; exit 3' \
+FOLLOWUP_CMD_mma='sleep 60' FOLLOWUP_CMD_table='echo never' TOTAL_BUDGET=28 OUT="$W/out" \
+  bash "$S" stride align mma table >"$W/run" 2>&1; rc=$?
+secs=$(( $(date +%s) - t0 ))
+sum="$W/out/summary.txt"
+[ "$rc" = 1 ] && ok "a failed job: exit 1" || bad "exit $rc, expected 1"
+[ -f "$sum" ] || { bad "no summary.txt"; cat "$W/run"; exit 1; }
+grep -qE '^stride +PASS .*1 RESULT lines' "$sum" && ok "stride PASS, 1 RESULT line" || bad "stride row: $(grep stride "$sum")"
+grep -qE '^align +FAIL .*rc=3' "$sum" && ok "align FAIL rc=3" || bad "align row: $(grep align "$sum")"
+grep -qE '^mma +FAIL .*timed out after 1[0-3]s' "$sum" && ok "mma stopped at the budget's remainder" || bad "mma row: $(grep mma "$sum")"
+grep -qE '^table +SKIP .*no time left' "$sum" && ok "table skipped: no time left" || bad "table row: $(grep table "$sum")"
+grep -q '^  RESULT bench_gpu_stride x=1' "$sum" && ok "RESULT line copied into the summary" || bad "RESULT line missing"
+grep -q '^RESULT: FAILED' "$sum" && ok "summary ends FAILED" || bad "summary verdict"
+[ "$secs" -le 25 ] && ok "the run kept to its budget (${secs}s of 28)" || bad "the run took ${secs}s, budget 28"
+tar -tzf "$W/out/followup_logs.tar.gz" | grep -q 'logs/align.log' && ok "logs in followup_logs.tar.gz" || bad "logs tarball"
+
+# every job passing: exit 0, RESULT: OK; DRY_RUN runs nothing
+FOLLOWUP_CMD_stride='true' OUT="$W/out2" bash "$S" stride >/dev/null 2>&1 && grep -q '^RESULT: OK' "$W/out2/summary.txt" \
+  && ok "all passed: exit 0, OK" || bad "all-pass run"
+DRY_RUN=1 FOLLOWUP_CMD_stride="touch $W/ran" OUT="$W/out3" bash "$S" stride >/dev/null 2>&1
+[ ! -e "$W/ran" ] && grep -qE '^stride +DRY' "$W/out3/summary.txt" && ok "DRY_RUN runs nothing" || bad "DRY_RUN ran the job"
+
+[ "$fail" = 0 ] && echo "test_gpu_followup: all passed" || echo "test_gpu_followup: FAILED"
+exit "$fail"
