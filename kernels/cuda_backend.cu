@@ -1,5 +1,5 @@
-// The CUDA backend's non-template parts: device setup, the tracked allocator, fp32 <-> floatX conversions, the
-// staged uploads and the device-side loss sum of a training step.
+// The CUDA backend's non-template parts: device setup, the tracked allocator, fp32 <-> floatX conversions (on the
+// host), the staged uploads and the device-side loss sum of a training step.
 #include "kernels/cuda_backend.cuh"
 
 #include "kernels/attention_cudnn.cuh"
@@ -9,11 +9,6 @@
 __global__ void f32_to_floatx_kernel(floatX* dst, const float* src, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dst[i] = from_float<floatX>(src[i]);
-}
-
-__global__ void floatx_to_f32_kernel(float* dst, const floatX* src, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) dst[i] = to_float(src[i]);
 }
 
 CudaBackend::CudaBackend(int dev, uint64_t run_seed) : device(dev), seed(run_seed) {
@@ -29,7 +24,7 @@ CudaBackend::CudaBackend(int dev, uint64_t run_seed) : device(dev), seed(run_see
     cudaCheck(cudaMemGetInfo(&device_free_at_start, &device_total));
     lt = new CublasLt(alloc(CUBLASLT_WORKSPACE_BYTES), CUBLASLT_WORKSPACE_BYTES);
     attention_cudnn = attention_cudnn_create(stream, &CudaBackend::scratch_for_library, this);  // no cuDNN call yet
-    loss_sum = (float*)alloc(sizeof(float));
+    loss_sum = (float*)alloc(CUDA_LOSS_SUM_BYTES);
     cudaCheck(cudaMallocHost((void**)&loss_host, sizeof(float)));
 }
 
@@ -40,7 +35,7 @@ CudaBackend::~CudaBackend() {
         cudaFreeHost(h.host);
     }
     cudaFreeHost(loss_host);
-    free(loss_sum, sizeof(float));
+    free(loss_sum, CUDA_LOSS_SUM_BYTES);
     attention_cudnn_destroy(attention_cudnn);
     void* ws = lt ? lt->workspace : nullptr;
     delete lt;
@@ -88,20 +83,28 @@ void* CudaBackend::scratch_at_least(size_t bytes) {
     return scratch;
 }
 
+// fp32 <-> floatX on the host, through a bounded host chunk: no device memory beyond the destination (a device
+// fp32 copy of the whole parameter buffer, 4 bytes per parameter, was the unplanned peak of weight init and of
+// every checkpoint save and load). from_float / to_float are the device kernels' own conversions (cuda_bf16.h
+// defines them for the host too), so the bytes are the same.
+static constexpr size_t CONVERT_CHUNK = 1 << 22;  // elements per host chunk (8 MiB of bf16)
+
 void CudaBackend::upload_f32(act_t* dst, const float* host_src, size_t n) {
-    float* tmp = (float*)alloc(n * sizeof(float));
-    upload(tmp, host_src, n * sizeof(float));
-    f32_to_floatx_kernel<<<ceil_div(n, 256), 256, 0, stream>>>(dst, tmp, n);
-    cudaCheck(cudaGetLastError());
-    free(tmp, n * sizeof(float));
+    std::vector<act_t> chunk(std::min(n, CONVERT_CHUNK));
+    for (size_t i0 = 0; i0 < n; i0 += CONVERT_CHUNK) {
+        const size_t m = std::min(CONVERT_CHUNK, n - i0);
+        for (size_t i = 0; i < m; ++i) chunk[i] = from_float<act_t>(host_src[i0 + i]);
+        upload(dst + i0, chunk.data(), m * sizeof(act_t));
+    }
 }
 
 void CudaBackend::download_f32(float* host_dst, const act_t* src, size_t n) {
-    float* tmp = (float*)alloc(n * sizeof(float));
-    floatx_to_f32_kernel<<<ceil_div(n, 256), 256, 0, stream>>>(tmp, src, n);
-    cudaCheck(cudaGetLastError());
-    download(host_dst, tmp, n * sizeof(float));
-    free(tmp, n * sizeof(float));
+    std::vector<act_t> chunk(std::min(n, CONVERT_CHUNK));
+    for (size_t i0 = 0; i0 < n; i0 += CONVERT_CHUNK) {
+        const size_t m = std::min(CONVERT_CHUNK, n - i0);
+        download(chunk.data(), src + i0, m * sizeof(act_t));
+        for (size_t i = 0; i < m; ++i) host_dst[i0 + i] = to_float(chunk[i]);
+    }
 }
 
 void CudaBackend::upload_async(void* dst, const void* host_src, size_t bytes) {

@@ -35,9 +35,8 @@
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
 
-// floatX <-> fp32 conversions for uploads and downloads (host fp32 weights, checkpoints)
+// fp32 -> floatX on the device (Muon's bf16 Newton-Schulz operands, kernels/optim_cuda.cu)
 __global__ void f32_to_floatx_kernel(floatX* dst, const float* src, size_t n);
-__global__ void floatx_to_f32_kernel(float* dst, const floatX* src, size_t n);
 
 struct CudaBackend {
     using act_t = floatX;

@@ -5,6 +5,7 @@
 #include <cstddef>
 
 constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;  // one cuBLASLt workspace per stream (kernels/matmul.cuh)
+constexpr size_t CUDA_LOSS_SUM_BYTES = sizeof(float);      // the step's device loss sum (CudaBackend::loss_add)
 constexpr int CUDA_CLASSIFIER_CHUNK = 2048;  // rows of logits per chunk in the fused classifier (kernels/classifier.cuh)
 
 // cuDNN fused attention's backward workspace for one layer (kernels/attention_cudnn.cu), an ESTIMATE from reading

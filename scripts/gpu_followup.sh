@@ -13,8 +13,8 @@ usage: bash scripts/gpu_followup.sh [JOB...]      run these jobs (default: all, 
 
 Jobs (each under its own time limit, seconds):
   rebuild  120  cmake --build build (the call's tree may differ from the first call's: a fix made in between)
-  tests    150  REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" (default RERUN: gpu.attention_cuda,
-                the test the last GPU run failed; RERUN='' skips the job)
+  tests    150  REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN": the tests the first call failed, after a
+                fix made between the calls (RERUN unset or empty: the job is skipped)
   stride    90  build/tools/bench_gpu_stride (llama-1b's F-wide GEMMs at N = 32768, three row layouts)
   align    150  build/tools/bench_gpu --models llama-1b --no-max-batch, without and with --hidden-align 8
   llmc     240  scripts/bench_vs_llmc.sh --llmc .llmc (carry .llmc: a copy of karpathy/llm.c, docs/GPU.md)
@@ -32,7 +32,7 @@ EOF
 }
 
 ALL_JOBS=(rebuild tests stride align llmc table mma)
-RERUN=${RERUN-gpu.attention_cuda}
+RERUN=${RERUN:-}
 job_limit() {
   case "$1" in rebuild) echo 120 ;; tests) echo 150 ;; stride) echo 90 ;; align) echo 150 ;; llmc) echo 240 ;;
     table) echo 240 ;; mma) echo 90 ;; esac

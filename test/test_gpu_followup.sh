@@ -44,5 +44,8 @@ FOLLOWUP_CMD_stride='true' OUT="$W/out2" bash "$S" stride >/dev/null 2>&1 && gre
 DRY_RUN=1 FOLLOWUP_CMD_stride="touch $W/ran" OUT="$W/out3" bash "$S" stride >/dev/null 2>&1
 [ ! -e "$W/ran" ] && grep -qE '^stride +DRY' "$W/out3/summary.txt" && ok "DRY_RUN runs nothing" || bad "DRY_RUN ran the job"
 
+env -u RERUN OUT="$W/out4" bash "$S" tests >/dev/null 2>&1
+grep -qE '^tests +SKIP .*RERUN is empty' "$W/out4/summary.txt" && ok "tests without RERUN: skipped" || bad "tests job ran without RERUN"
+
 [ "$fail" = 0 ] && echo "test_gpu_followup: all passed" || echo "test_gpu_followup: FAILED"
 exit "$fail"

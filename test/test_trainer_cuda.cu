@@ -5,7 +5,8 @@
 // all-reduce, equals the plain run (NCCL's average over one rank is the identity: a difference is a stream-ordering
 // bug), or without NCCL --comm nccl is refused naming it; (c) resume is bit-exact: 6 steps vs killed after step 3
 // (checkpoints every 2) and --resume'd, same records, model.safetensors and state.safetensors (baseline, PRAC, LLaMA,
-// LLaMA with PRAC's fp8 storage, resumed with --comm nccl); (d) emulated builds: a step's micro-batches add no host wait for the device.
+// LLaMA with PRAC's fp8 storage, resumed with --comm nccl); (d) emulated builds: a step's micro-batches add no host
+// wait for the device; (e) the measured peak memory stays within --plan through init, a checkpoint save and a load.
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,6 +24,11 @@
 
 // the trainers of this build: the repository root, or the emulated build's directory
 static std::string bin(const char* name) { return std::string(PRAC_TRAINER_DIR) + "/" + name; }
+#if defined(PRAC_CUDA_EMU)
+static const bool g_emulated = true;
+#else
+static const bool g_emulated = false;
+#endif
 
 
 // "step N" -> the record's step/loss/lr/grad_norm text, "eval N" -> the evaluation record; the last record wins (a
@@ -138,6 +144,42 @@ static void resume_is_bit_exact(const std::string& dir, const char* binary, cons
               binary, what, f);
 }
 
+// (e) the backend's measured peak (every record's mem_peak_bytes: all device memory the run took through the
+// backend's allocator) stays within `--plan` with the same flags, through weight init, a checkpoint save and, in
+// a second process, a checkpoint load (each converted its whole parameter buffer through an unplanned fp32 device
+// copy before 2026-11-27: 4 bytes per parameter over the plan). Emulated, attention runs our MMA kernel: the cuDNN
+// stand-in's workspace holds its interpreted intermediates, larger than the cuDNN workspace the plan counts.
+static size_t max_field(const std::string& path, const char* field) {
+    std::ifstream f(path);
+    std::string line, key = std::string("\"") + field + "\":";
+    size_t best = 0;
+    while (std::getline(f, line)) {
+        size_t p = line.find(key);
+        if (p != std::string::npos) best = std::max(best, (size_t)std::stoull(line.substr(p + key.size())));
+    }
+    return best;
+}
+
+static void peak_within_plan(const std::string& dir, const char* binary, const std::string& args) {
+    const std::string env = g_emulated ? "PRAC_ATTENTION=mma " : "";
+    const std::string common = args + " --ckpt-every 2 --ckpt-dir " + dir + "/ckpt";
+    std::string out;
+    int rc = run_shell(bin(binary) + args + " --plan --json > " + dir + "/plan.json", &out);
+    const size_t plan = max_field(dir + "/plan.json", "total");
+    check(rc == 0 && plan > 0, "%s: --plan --json gives a total (%zu bytes)", binary, plan);
+    rc = run_shell(env + bin(binary) + common + " --steps 2 --log " + dir + "/a.jsonl", &out);
+    if (!check(rc == 0, "%s: the run with a checkpoint save succeeds (rc %d)", binary, rc))
+        std::printf("%s\n", tail(out).c_str());
+    rc = run_shell(env + bin(binary) + common + " --steps 3 --resume --log " + dir + "/b.jsonl", &out);
+    if (!check(rc == 0 && has(out, "resumed from"), "%s: the resumed run succeeds (rc %d)", binary, rc))
+        std::printf("%s\n", tail(out).c_str());
+    for (const char* run : {"a", "b"}) {
+        const size_t peak = max_field(dir + "/" + run + ".jsonl", "mem_peak_bytes");
+        check(peak > 0 && peak <= plan, "%s %s: measured peak %zu bytes <= plan %zu (%.4f)", binary,
+              *run == 'a' ? "init + save" : "load", peak, plan, plan ? (double)peak / plan : 0.0);
+    }
+}
+
 // (d) emulated builds: no micro-batch makes the host wait for the device. The emulated runtime prints each call
 // that would wait on a GPU (PRAC_EMU_TRACE_HOST_WAITS=1) into the trainer's stdout; the waits between the log lines
 // of steps 2 and 3 are step 3's. With 3 micro-batches per step there must be as many as with 1 (a wait per
@@ -173,8 +215,8 @@ static void no_wait_per_micro_batch(const char* binary, const std::string& args)
 // tests so that they can run side by side. Without it, every part.
 int main(int argc, char** argv) {
     const std::string part = argc > 1 ? argv[1] : "all";
-    if (part != "all" && part != "cpu" && part != "nccl" && part != "resume" && part != "waits") {
-        std::fprintf(stderr, "usage: test_trainer_cuda [cpu|nccl|resume|waits]\n");
+    if (part != "all" && part != "cpu" && part != "nccl" && part != "resume" && part != "waits" && part != "peak") {
+        std::fprintf(stderr, "usage: test_trainer_cuda [cpu|nccl|resume|waits|peak]  (ctest runs peak in resume)\n");
         return 2;
     }
     auto runs = [&](const char* p) { return part == "all" || part == p; };
@@ -243,6 +285,10 @@ int main(int argc, char** argv) {
     if (runs("resume") && llama_checks)
         resume_is_bit_exact(sub("resume_gpt2_nccl"), "train_gpt2", gpt2, " --comm nccl", "resumed with --comm nccl");
 #endif
+
+    // (e)
+    if ((runs("resume") || part == "peak") && gpt2_checks)
+        peak_within_plan(sub("peak_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1");
 
     // (d) the trace exists in the emulated runtime only
     if (runs("waits") && emu) {

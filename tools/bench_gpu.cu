@@ -1,6 +1,7 @@
 // bench_gpu: training-step throughput and memory of the CUDA backend, PRAC off vs on, per model size (GPT-2 124M at
 // B=64 T=1024; LLaMA-130M, 350M, 1B at B=128 T=256) on random tokens: ms/step, tok/s, MFU, measured peak bytes vs
-// the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, and PRAC at the largest
+// the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, the slowest step when the
+// refreshes are staggered one site-layer per step (as the trainer runs them), and PRAC at the largest
 // micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and LLaMA-130M B=32: the gpu_verify
 // budget), --models, --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per
 // other optimizer), --hidden-align A (LLaMA rows: the trainer's --hidden-align, to compare with and without),
@@ -50,6 +51,8 @@ struct Row {
     double ms = 0, tok_s = 0, mfu = -1, loss = 0;
     double peak = 0, plan = 0, delta = 0;  // bytes
     double refresh_ms = -1, normal_ms = -1;  // PRAC: one refresh step vs the mean normal step
+    double stagger_worst_ms = -1;            // PRAC, staggered one site-layer per step: the slowest such step
+    std::string stagger_worst_site;          // whose refresh it was
     double first_ms = -1;                    // the first step (PRAC: every site's cold refresh; GEMM plans, ...)
     double flops_token = 0;                  // model_flops_per_token of the config at this T
     int t1 = 0;
@@ -104,13 +107,15 @@ static void write_json(const std::string& path, const std::string& gpu, double p
                      "    {\"config\": \"%s\", \"prac\": \"%s\", \"optimizer\": \"%s\", \"max_batch\": %s, \"B\": %d, \"T\": %d, \"ran\": %s, "
                      "\"note\": \"%s\", \"steps\": %d, \"ms_per_step\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %s, "
                      "\"loss\": %.5f, \"peak_bytes\": %.0f, \"plan_bytes\": %.0f, \"memgetinfo_delta_bytes\": %.0f, "
-                     "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"first_step_ms\": %s, \"t1\": %d}%s\n",
+                     "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"first_step_ms\": %s, \"t1\": %d, "
+                     "\"staggered_worst_step_ms\": %s}%s\n",
                      r.config.c_str(), r.prac.c_str(), r.optimizer.c_str(), r.max_batch ? "true" : "false", r.B, r.T,
                      r.ran ? "true" : "false", json_escape(r.note).c_str(), r.steps, r.ms, r.tok_s,
                      r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "null", r.loss, r.peak, r.plan, r.delta,
                      r.refresh_ms >= 0 ? fmt("%.4f", r.refresh_ms).c_str() : "null",
                      r.normal_ms >= 0 ? fmt("%.4f", r.normal_ms).c_str() : "null",
                      r.first_ms >= 0 ? fmt("%.4f", r.first_ms).c_str() : "null", r.t1,
+                     r.stagger_worst_ms >= 0 ? fmt("%.4f", r.stagger_worst_ms).c_str() : "null",
                      i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
@@ -200,9 +205,9 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
 
         int64_t step_index = 0;
         float loss = 0;
-        auto one_step = [&](int64_t s) {
+        auto one_step_with = [&](const PracOptions& o, int64_t s) {
             model.zero_grad();
-            model.sched.begin_step(prac, s);
+            model.sched.begin_step(o, s);
             model.train_forward(inputs.data(), targets.data(), grad_scale, 1);  // the trainer's step: no wait here
             model.backward();
             float norm = grad_norm(be, model.grads_memory, n);
@@ -210,11 +215,13 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
             opt->step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, max_norm));
             be.synchronize();
         };
-        auto timed = [&](int64_t s) {
+        auto one_step = [&](int64_t s) { one_step_with(prac, s); };
+        auto timed_with = [&](const PracOptions& o, int64_t s) {
             auto t0 = std::chrono::steady_clock::now();
-            one_step(s);
+            one_step_with(o, s);
             return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         };
+        auto timed = [&](int64_t s) { return timed_with(prac, s); };
         r.first_ms = timed(step_index++);  // step 0: PRAC's cold refresh of every site (it cannot be staggered)
         for (int i = 0; i < 2; i++) one_step(step_index++);
         // the timed steps must not refresh: skip past any step that would (T1/T2 small, or a spread first refresh)
@@ -237,6 +244,32 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
             int64_t s = ((step_index + prac.t1 - 1) / prac.t1) * prac.t1;  // next Q1 refresh (Q2 is redrawn with it)
             r.refresh_ms = timed(s);
             r.normal_ms = r.ms;  // the mean of the timed (non-refresh) steps
+            // Staggered, as the trainer refreshes (prac/site.h PracSchedule): with T1 = T2 = the model's refresh
+            // units, step s refreshes unit s mod units alone, Q1 and Q2. Units are layer x sites + site, and the
+            // layers' sites have the same shapes, so the steps refreshing layer 0's sites show every site kind.
+            PracOptions st = prac;
+            st.stagger = true;
+            st.t1 = st.t2 = model.sched.units;
+            st.initial_spread = 0;
+            const int64_t s0 = (s / st.t1 + 1) * st.t1;
+            auto q1_refreshes = [&]() {  // every site-layer's Q1 refreshes so far
+                int64_t c = 0;
+                for (const auto& site : model.sites)
+                    for (int64_t q : site.q1_refreshes) c += q;
+                return c;
+            };
+            for (size_t u = 0; u < model.sites.size(); u++) {
+                if (!model.sites[u].dims.compressed) continue;
+                const int64_t before = q1_refreshes();
+                double ms = timed_with(st, s0 + (int64_t)u);
+                if (q1_refreshes() != before + 1)  // the schedule must refresh this one site-layer alone
+                    throw std::runtime_error("staggered step " + std::to_string(s0 + (int64_t)u) + " refreshed " +
+                                             std::to_string(q1_refreshes() - before) + " site-layers, not 1");
+                if (ms > r.stagger_worst_ms) {
+                    r.stagger_worst_ms = ms;
+                    r.stagger_worst_site = model.sites[u].name + " (n=" + std::to_string(model.sites[u].n) + ")";
+                }
+            }
         }
         be.synchronize();
         size_t free1 = 0;
@@ -510,10 +543,16 @@ int main(int argc, char** argv) {
                     r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
                     r.normal_ms > 0 ? 100.0 * amort / r.normal_ms : 0.0, r.first_ms,
                     r.normal_ms > 0 ? r.first_ms / r.normal_ms : 0.0, base ? fmt("%.2f", base->first_ms).c_str() : "-");
+        std::printf("        staggered (one site-layer's Q1 and Q2 per step): the slowest step %.2f ms, %.2fx the "
+                    "normal step, refreshing %s\n",
+                    r.stagger_worst_ms, r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0,
+                    r.stagger_worst_site.c_str());
         std::printf("RESULT bench_gpu refresh config=%s B=%d refresh_ms=%.3f normal_ms=%.3f extra_ms=%.3f t1=%d "
-                    "amortized_ms_per_step=%.4f first_ms=%.3f baseline_first_ms=%s\n",
+                    "amortized_ms_per_step=%.4f first_ms=%.3f baseline_first_ms=%s staggered_worst_ms=%.3f "
+                    "staggered_worst_over_normal=%.3f\n",
                     r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort, r.first_ms,
-                    base ? fmt("%.3f", base->first_ms).c_str() : "-");
+                    base ? fmt("%.3f", base->first_ms).c_str() : "-", r.stagger_worst_ms,
+                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0);
     }
     write_json(json, gpu, peak_tf, rows);
     if (!json.empty()) std::printf("\nwrote %s\n", json.c_str());

@@ -100,13 +100,13 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
             ws = std::max(ws, target == PlanTarget::CPU_FP32 ? prac_refresh_cpu_workspace_bytes(s.n, s.dims)
                                                              : plan_cuda_refresh_workspace(s.n, s.dims));
     if (target != PlanTarget::CPU_FP32) {
-        // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, plus ONE scratch
-        // buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh (above), attention backward's
-        // row sums D (N, NH) fp32 or, in the bf16 target, cuDNN's attention workspace (estimate above; the bf16
-        // target is planned as the GPU recipe builds it, with cudnn-frontend, whose attention Auto prefers; a build
-        // without it needs less), the embedding backward's sort keys 8 * next_pow2(N) bytes, and the norm
-        // backward's column partials 8 * clamp(ceil(N/64), 1, 256) * C bytes, and the optimizer's ops (GaLore's
-        // refresh, bf16 gradient blocks widened for a projection)
+        // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, the step's device
+        // loss sum, plus ONE scratch buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh
+        // (above), attention backward's row sums D (N, NH) fp32 or, in the bf16 target, cuDNN's attention
+        // workspace (estimate above; the bf16 target is planned as the GPU recipe builds it, with cudnn-frontend,
+        // whose attention Auto prefers; a build without it needs less), the embedding backward's sort keys
+        // 8 * next_pow2(N) bytes, and the norm backward's column partials 8 * clamp(ceil(N/64), 1, 256) * C bytes,
+        // and the optimizer's ops (GaLore's refresh, bf16 gradient blocks widened for a projection)
         size_t N = (size_t)B * T, pow2 = 2;
         while (pow2 < N) pow2 *= 2;
         size_t chunks = std::min<size_t>(256, std::max<size_t>(1, (N + 63) / 64));
@@ -115,7 +115,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
             attn = std::max(attn, cudnn_sdpa_workspace_estimate(B, T, cfg.num_heads, cfg.head_dim()));
         ws = std::max({ws, attn, 8 * pow2, 8 * chunks * cfg.channels,
                        optimizer_cuda_scratch_bytes(optim, cfg, model.param_specs, PB::grad_dtype == DType::BF16)});
-        ws = align_up(ws, 1 << 20) + CUBLASLT_WORKSPACE_BYTES;
+        ws = align_up(ws, 1 << 20) + CUBLASLT_WORKSPACE_BYTES + CUDA_LOSS_SUM_BYTES;
     }
     p.categories.push_back({"library_workspaces",
                             target == PlanTarget::CPU_FP32 ? "PRAC refresh workspace (host)" : "library workspaces", ws});
