@@ -15,9 +15,9 @@ Jobs (each under its own time limit, seconds):
   rebuild  120  cmake --build build (the call's tree may differ from the first call's: a fix made in between)
   tests    150  REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN": the tests the first call failed, after a
                 fix made between the calls (RERUN unset or empty: the job is skipped)
-  stride    90  build/tools/bench_gpu_stride (llama-1b's F-wide GEMMs at N = 32768, three row layouts)
   align    150  build/tools/bench_gpu --models llama-1b --no-max-batch, without and with --hidden-align 8
   llmc     240  scripts/bench_vs_llmc.sh --llmc .llmc (carry .llmc: a copy of karpathy/llm.c, docs/GPU.md)
+  stride    90  build/tools/bench_gpu_stride (llama-1b's F-wide GEMMs at N = 32768, three row layouts)
   table    240  build/tools/bench_gpu --models gpt2-124m,llama-130m,llama-350m,llama-1b
                 --optimizers adamw,galore,rso,muon,adam-mini --json (Table 2's memory, Table 9's step times)
   mma       90  PRAC_ATTENTION=mma build/tools/bench_gpu --quick (our attention kernel instead of cuDNN's)
@@ -31,7 +31,7 @@ Exit status: 0 when every job that ran passed, 1 otherwise.
 EOF
 }
 
-ALL_JOBS=(rebuild tests stride align llmc table mma)
+ALL_JOBS=(rebuild tests align llmc stride table mma)
 RERUN=${RERUN:-}
 job_limit() {
   case "$1" in rebuild) echo 120 ;; tests) echo 150 ;; stride) echo 90 ;; align) echo 150 ;; llmc) echo 240 ;;
