@@ -1,7 +1,7 @@
 // GPU test through the real trainer binaries (./train_gpt2, ./train_llama on the CUDA backend, tiny models, a few
 // steps), comparing the JSONL records (every step's loss, lr, gradient norm with %.9g; the final val loss) and saved
-// weights byte for byte: (a) the loss follows the CPU backend's run of the same flags (test_step_cuda's whole-step
-// tolerances: FP32 1e-4 relative, BF16 5e-2) and falls; (b) one rank with --comm nccl, per-layer overlap or one
+// weights byte for byte: (a) --device auto takes the GPU, and the loss follows the CPU backend's run of the same
+// flags (test_step_cuda's whole-step tolerances: FP32 1e-4 relative, BF16 5e-2) and falls; (b) one rank with --comm nccl, per-layer overlap or one
 // all-reduce, equals the plain run (NCCL's average over one rank is the identity: a difference is a stream-ordering
 // bug), or without NCCL --comm nccl is refused naming it; (c) resume is bit-exact: 6 steps vs killed after step 3
 // (checkpoints every 2) and --resume'd, same records, model.safetensors and state.safetensors (baseline, PRAC, LLaMA,
@@ -93,6 +93,16 @@ static void cuda_follows_cpu(const std::string& dir, const char* binary, const s
           c.size(), worst);
     check(!g.empty() && g.rbegin()->second < g.begin()->second - 0.01, "%s: the CUDA run's loss falls (%.4f -> %.4f)",
           binary, g.empty() ? 0.0 : g.begin()->second, g.empty() ? 0.0 : g.rbegin()->second);
+}
+
+// --device auto picks the CUDA backend where a GPU is (common/device.cu counts them; the emulated runtime has one)
+static void auto_picks_cuda(const char* binary, std::string args) {
+    args.replace(args.find("--device cuda"), 13, "--device auto");
+    std::string out;
+    int rc = run_shell(bin(binary) + args + " --steps 1", &out);
+    if (!check(rc == 0 && has(out, "device: CUDA GPU 0"), "%s --device auto: runs on the CUDA backend (rc %d)", binary,
+               rc))
+        std::printf("%s\n", tail(out).c_str());
 }
 
 // (b) --comm nccl with one rank = the plain CUDA run
@@ -256,6 +266,7 @@ int main(int argc, char** argv) {
     const bool gpt2_checks = !emu || !fp32, llama_checks = !emu || fp32;
 
     if (runs("cpu")) {
+        auto_picks_cuda("train_gpt2", gpt2);
         cuda_follows_cpu(sub("cpu_gpt2"), "train_gpt2", gpt2 + " --steps 6");
         if (llama_checks) cuda_follows_cpu(sub("cpu_llama"), "train_llama", llama + " --steps 6");
     }

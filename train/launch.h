@@ -72,8 +72,7 @@ inline DeviceChoice choose_device(const std::string& device) {
 
 #if defined(PRAC_CUDA_BACKEND)
 inline void print_cuda_device(int dev) {
-    std::printf("device: CUDA GPU %d (%s storage; the CUDA backend has not yet run on a real GPU, see "
-                "docs/VERIFICATION.md)\n", dev, PRAC_FLOATX_NAME);
+    std::printf("device: CUDA GPU %d (%s storage)\n", dev, PRAC_FLOATX_NAME);
 }
 #endif
 
