@@ -31,26 +31,28 @@ Exit status: 0 when every job that ran passed, 1 otherwise.
 EOF
 }
 
-ALL_JOBS=(rebuild tests align llmc stride table mma)
+# The jobs, in the order they run: NAME|LIMIT SECONDS|COMMAND (one string for bash -c; printed by --list and DRY_RUN)
+JOB_TABLE=(
+  'rebuild|120|cmake --build build -j"$(nproc)"'
+  'tests|150|REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" --output-on-failure --timeout 140'
+  'align|150|build/tools/bench_gpu --models llama-1b --no-max-batch && build/tools/bench_gpu --models llama-1b --no-max-batch --hidden-align 8'
+  'llmc|240|rm -f train_gpt2 && cmake --build build --target train_gpt2 prep_data -j"$(nproc)" && bash scripts/bench_vs_llmc.sh --llmc .llmc --out "$LOGS/bench_vs_llmc"'
+  'stride|90|build/tools/bench_gpu_stride'
+  'table|240|build/tools/bench_gpu --models gpt2-124m,llama-130m,llama-350m,llama-1b --optimizers adamw,galore,rso,muon,adam-mini --json "$LOGS/bench.json"'
+  'mma|90|PRAC_ATTENTION=mma build/tools/bench_gpu --quick'
+)
+ALL_JOBS=(); for row in "${JOB_TABLE[@]}"; do ALL_JOBS+=("${row%%|*}"); done
 RERUN=${RERUN:-}
-job_limit() {
-  case "$1" in rebuild) echo 120 ;; tests) echo 150 ;; stride) echo 90 ;; align) echo 150 ;; llmc) echo 240 ;;
-    table) echo 240 ;; mma) echo 90 ;; esac
+job_field() {  # NAME 2|3: the job's limit or command; empty for an unknown job
+  local row; for row in "${JOB_TABLE[@]}"; do
+    [ "${row%%|*}" = "$1" ] && { cut -d'|' -f"$2"- <<<"$row"; return; }
+  done
 }
-# job_cmd NAME: the job's command line, as one string for bash -c (printed by --list and DRY_RUN);
-# FOLLOWUP_CMD_<job> replaces it (test/test_gpu_followup.sh runs the script's logic with stand-in commands)
+job_limit() { job_field "$1" 2 | cut -d'|' -f1; }
+# FOLLOWUP_CMD_<job> replaces a job's command (test/test_gpu_followup.sh runs the script's logic with stand-ins)
 job_cmd() {
   local override="FOLLOWUP_CMD_$1"
-  if [ -n "${!override:-}" ]; then echo "${!override}"; return; fi
-  case "$1" in
-    rebuild) echo 'cmake --build build -j"$(nproc)"' ;;
-    tests) echo 'REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" --output-on-failure --timeout 140' ;;
-    stride) echo 'build/tools/bench_gpu_stride' ;;
-    align) echo 'build/tools/bench_gpu --models llama-1b --no-max-batch && build/tools/bench_gpu --models llama-1b --no-max-batch --hidden-align 8' ;;
-    llmc) echo 'rm -f train_gpt2 && cmake --build build --target train_gpt2 prep_data -j"$(nproc)" && bash scripts/bench_vs_llmc.sh --llmc .llmc --out "$LOGS/bench_vs_llmc"' ;;
-    table) echo 'build/tools/bench_gpu --models gpt2-124m,llama-130m,llama-350m,llama-1b --optimizers adamw,galore,rso,muon,adam-mini --json "$LOGS/bench.json"' ;;
-    mma) echo 'PRAC_ATTENTION=mma build/tools/bench_gpu --quick' ;;
-  esac
+  if [ -n "${!override:-}" ]; then echo "${!override}"; else job_field "$1" 3; fi
 }
 
 jobs=()

@@ -25,9 +25,9 @@
 // the trainers of this build: the repository root, or the emulated build's directory
 static std::string bin(const char* name) { return std::string(PRAC_TRAINER_DIR) + "/" + name; }
 #if defined(PRAC_CUDA_EMU)
-static const bool g_emulated = true;
+static const bool emu = true;  // the CPU execution layer, not a GPU
 #else
-static const bool g_emulated = false;
+static const bool emu = false;
 #endif
 
 
@@ -171,7 +171,7 @@ static size_t max_field(const std::string& path, const char* field) {
 }
 
 static void peak_within_plan(const std::string& dir, const char* binary, const std::string& args) {
-    const std::string env = g_emulated ? "PRAC_ATTENTION=mma " : "";
+    const std::string env = emu ? "PRAC_ATTENTION=mma " : "";
     const std::string common = args + " --ckpt-every 2 --ckpt-dir " + dir + "/ckpt";
     std::string out;
     int rc = run_shell(bin(binary) + args + " --plan --json > " + dir + "/plan.json", &out);
@@ -237,11 +237,8 @@ int main(int argc, char** argv) {
         return gpu_test_summary("test_trainer_cuda");
     }
     std::string d = tmpl;
-#if defined(PRAC_CUDA_EMU)
-    const std::string eval = " --eval-tokens 64";  // one validation micro-batch: emulated, each costs seconds
-#else
-    const std::string eval = " --eval-tokens 512";
-#endif
+    // one validation micro-batch when emulated (each costs seconds there)
+    const std::string eval = emu ? " --eval-tokens 64" : " --eval-tokens 512";
     const std::string gpt2 = " --model gpt2-tiny --device cuda --batch-size 2 --seq-len 32 --lr 1e-3" + eval;
     const std::string llama = " --model llama-tiny --device cuda --batch-size 2 --seq-len 32 --lr 1e-3" + eval;
     auto sub = [&](const char* name) {
@@ -253,11 +250,6 @@ int main(int argc, char** argv) {
     // On the CPU execution layer a trainer run takes tens of seconds: the emulated BF16 and FP32 builds each run
     // part of the checks (GPT-2 and PRAC in BF16, LLaMA and the NCCL resume in FP32, the CPU comparison in both);
     // on a GPU all of them run.
-#if defined(PRAC_CUDA_EMU)
-    const bool emu = true;
-#else
-    const bool emu = false;
-#endif
 #if defined(PRAC_FP32)
     const bool fp32 = true;
 #else
