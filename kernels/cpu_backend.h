@@ -2,9 +2,11 @@
 // the op set the model orchestration calls (model/gpt2.h, model/llama.h). The CUDA backend supplies the
 // same member functions over bf16 (or fp32) device memory.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "common/error.h"
 #include "kernels/adam_mini.h"
@@ -185,6 +187,23 @@ struct CpuBackend {
                                    int ld_x = 0) {
         return prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key, reduce_gram, ld_x);
     }
+    // --prac-refresh-overlap (ActSite::save / install_refreshes): refresh a copy of P (n, r) in `pending`, to become
+    // P at the end of the step. Here at once (the CUDA backend's runs beside the step); end copies it into P.
+    void prac_refresh_begin(act_t* pending, const act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1,
+                            bool q2, bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram,
+                            int ld_x = 0) {
+        std::copy(P, P + (size_t)n * d.r(), pending);
+        pending_refreshes[pending] = prac_refresh_cpu(pending, x, N, n, d, q1, q2, had_basis, key, reduce_gram, ld_x);
+    }
+    PracRefreshResult prac_refresh_end(act_t* P, const act_t* pending, size_t elems) {
+        auto it = pending_refreshes.find(pending);
+        if (it == pending_refreshes.end()) fail("internal error: prac_refresh_end without prac_refresh_begin");
+        PracRefreshResult res = it->second;
+        pending_refreshes.erase(it);
+        std::copy(pending, pending + elems, P);
+        return res;
+    }
+    std::map<const act_t*, PracRefreshResult> pending_refreshes;  // begun, not yet ended, by their pending copy
     double sum_squares(const grad_t* g, size_t n) { return sum_squares_cpu(g, n); }
     // master is unused on the CPU (params are fp32), and so is the salt (no stochastic rounding in fp32)
     void adamw_update(act_t* params, float* /*master*/, const grad_t* grads, float* m, float* v, size_t n, float lr,

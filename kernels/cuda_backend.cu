@@ -29,6 +29,21 @@ CudaBackend::CudaBackend(int dev, uint64_t run_seed) : device(dev), seed(run_see
 }
 
 CudaBackend::~CudaBackend() {
+    RefreshWorker& w = refresh_worker;
+    if (w.job.valid()) {
+        try {
+            w.job.get();
+        } catch (...) {  // a failure already on its way out (the step threw), or nobody to tell
+        }
+    }
+    if (w.stream) {
+        cudaStreamSynchronize(w.stream);
+        cudaEventDestroy(w.inputs_ready);
+        cusolverDnDestroy(w.cusolver);
+        cublasDestroy(w.cublas);
+        cudaStreamDestroy(w.stream);
+        free(w.workspace, w.workspace_bytes);
+    }
     cudaStreamSynchronize(stream);
     for (HostStaging& h : staging) {
         cudaEventDestroy(h.copied);
@@ -187,4 +202,61 @@ float CudaBackend::loss_read() {
     cudaCheck(cudaMemsetAsync(loss_sum, 0, sizeof(float), stream));
     cudaCheck(cudaStreamSynchronize(stream));
     return *loss_host;
+}
+
+void CudaBackend::refresh_worker_wait() {
+    RefreshWorker& w = refresh_worker;
+    if (!w.job.valid()) return;
+    const act_t* pending = w.pending;
+    w.pending = nullptr;
+    w.done[pending] = w.job.get();  // rethrows what the worker threw
+}
+
+void CudaBackend::prac_refresh_begin(act_t* pending, const act_t* P, const act_t* x, int N, int n, const SiteDims& d,
+                                     bool q1, bool q2, bool had_basis, const PracDrawKey& key,
+                                     const GramReducer* reduce_gram, int ld_x) {
+    RefreshWorker& w = refresh_worker;
+    refresh_worker_wait();  // its workspace is this solve's
+    size_t bytes = refresh_workspace_bytes(n, d);
+    if (!w.stream) {
+        cudaCheck(cudaStreamCreateWithFlags(&w.stream, cudaStreamNonBlocking));
+        cublasCheck(cublasCreate(&w.cublas));
+        cublasCheck(cublasSetMathMode(w.cublas, CUBLAS_DEFAULT_MATH));  // no TF32, as the step's handle
+        cusolverCheck(cusolverDnCreate(&w.cusolver));
+        cudaCheck(cudaEventCreateWithFlags(&w.inputs_ready, cudaEventDisableTiming));
+    }
+    if (w.workspace_bytes < bytes) {  // in 1 MiB steps, as the planner counts it
+        free(w.workspace, w.workspace_bytes);
+        w.workspace_bytes = (bytes + (1 << 20) - 1) & ~(size_t)((1 << 20) - 1);
+        w.workspace = alloc(w.workspace_bytes);
+    }
+    cudaCheck(cudaMemcpyAsync(pending, P, (size_t)n * d.r() * sizeof(act_t), cudaMemcpyDeviceToDevice, stream));
+    if (q1 || !had_basis) prac_refresh_gram_cuda(x, N, n, d, prac_handles(), w.workspace, reduce_gram, ld_x);
+    cudaCheck(cudaEventRecord(w.inputs_ready, stream));
+    PracCudaHandles h{w.stream, w.cublas, w.cusolver};
+    void* ws = w.workspace;
+    cudaEvent_t ready = w.inputs_ready;
+    int dev = device;
+    auto solve = [=] {
+        cudaCheck(cudaSetDevice(dev));  // the current device is per host thread
+        cudaCheck(cudaStreamWaitEvent(h.stream, ready, 0));
+        return prac_refresh_cuda(pending, (const act_t*)nullptr, N, n, d, q1, q2, had_basis, key, h, ws, bytes);
+    };
+#if defined(PRAC_CUDA_EMU)
+    w.job = std::async(std::launch::deferred, solve);  // see the header: runs when waited for
+#else
+    w.job = std::async(std::launch::async, solve);
+#endif
+    w.pending = pending;
+}
+
+PracRefreshResult CudaBackend::prac_refresh_end(act_t* P, const act_t* pending, size_t elems) {
+    RefreshWorker& w = refresh_worker;
+    if (w.pending == pending) refresh_worker_wait();
+    auto it = w.done.find(pending);
+    if (it == w.done.end()) fail("internal error: prac_refresh_end without prac_refresh_begin");
+    PracRefreshResult res = it->second;
+    w.done.erase(it);
+    cudaCheck(cudaMemcpyAsync(P, pending, elems * sizeof(act_t), cudaMemcpyDeviceToDevice, stream));
+    return res;
 }

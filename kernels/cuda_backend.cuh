@@ -9,6 +9,7 @@
 #include <cusolverDn.h>
 
 #include <algorithm>
+#include <future>
 #include <map>
 #include <string>
 #include <tuple>
@@ -283,9 +284,37 @@ struct CudaBackend {
                                    int ld_x = 0) {
         // both refresh methods run on the device (prac_refresh_cuda); reduce_gram (--prac-shared-subspace) gets the
         // device Gram matrix: the trainer binds it to NCCL
-        size_t& s = refresh_workspace[{n, d.r1, d.r2, d.block(n)}];
-        if (s == 0) s = prac_refresh_workspace_bytes(cusolver, n, d);  // once per shape: it allocates
+        size_t s = refresh_workspace_bytes(n, d);
         return prac_refresh_cuda(P, x, N, n, d, q1, q2, had_basis, key, prac_handles(), scratch_at_least(s), s,
                                  reduce_gram, ld_x);
     }
+    size_t refresh_workspace_bytes(int n, const SiteDims& d) {
+        size_t& s = refresh_workspace[{n, d.r1, d.r2, d.block(n)}];
+        if (s == 0) s = prac_refresh_workspace_bytes(cusolver, n, d);  // once per shape: it allocates
+        return s;
+    }
+
+    // --prac-refresh-overlap (ActSite::save / install_refreshes; twin: CpuBackend's). begin copies P (n, r) into
+    // `pending` and forms the Gram matrix of x on the step's stream (x is a transient buffer the step reuses), then
+    // hands the solve to the refresh worker: a thread with its own stream, handles and workspace, which refreshes
+    // `pending` while the step goes on (prac_refresh_cuda with x null). One solve at a time: a second begin first
+    // waits for the first. end waits for pending's solve (if it is still running) and copies it into P on the
+    // step's stream. In the CPU execution layer the solve runs when it is waited for, on the calling thread, so
+    // the step's work in between has run before it, as on a GPU that is slow to get to it.
+    void prac_refresh_begin(act_t* pending, const act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1,
+                            bool q2, bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram,
+                            int ld_x = 0);
+    PracRefreshResult prac_refresh_end(act_t* P, const act_t* pending, size_t elems);
+    struct RefreshWorker {
+        cudaStream_t stream = nullptr;  // non-blocking
+        cublasHandle_t cublas = nullptr;
+        cusolverDnHandle_t cusolver = nullptr;
+        cudaEvent_t inputs_ready = nullptr;  // recorded on the step's stream after the pending copy and the Gram
+        void* workspace = nullptr;           // prac_refresh_workspace_bytes of the widest site so far
+        size_t workspace_bytes = 0;
+        const act_t* pending = nullptr;  // the solve in flight (job) refreshes this copy
+        std::future<PracRefreshResult> job;
+        std::map<const act_t*, PracRefreshResult> done;  // solves waited for, not yet ended, by their copy
+    } refresh_worker;
+    void refresh_worker_wait();  // the solve in flight, if any, into refresh_worker.done
 };

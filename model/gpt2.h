@@ -102,6 +102,7 @@ struct GPT2 {
     PracOptions prac;
     std::vector<ActSite<Backend>> sites;
     PracSchedule sched;
+    PracPendingPool<act_t> pending_bases;  // --prac-refresh-overlap (prac/site.h)
     FILE* prac_log = stdout;
     ActivationDump dump;
 
@@ -211,6 +212,7 @@ struct GPT2 {
         };
         bases.clear();
         for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
+        overlap_add_spec(sites, pending_bases, prac, sched.units, bases);
         return specs;
     }
     // (site, OC) pairs of the linear sites -> elements of the factored weight-gradient scratch
@@ -303,6 +305,9 @@ struct GPT2 {
         train_forward(host_inputs, host_targets, grad_scale, 1);
         return be.loss_read();
     }
+    // The end of a step's PRAC refreshes: with --prac-refresh-overlap the bases refreshed during the step take effect
+    // here (nothing otherwise). After the step's last backward, before anything else reads or saves the bases.
+    void install_refreshes() { ::install_refreshes(be, sites, pending_bases, prac_log); }
     void train_forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale, int loss_divisor) {
         if (!(grad_scale > 0.0f)) fail("internal: a training forward needs a loss weight > 0 (got %g)", grad_scale);
         forward_pass(host_inputs, host_targets, true, grad_scale, loss_divisor);

@@ -153,6 +153,7 @@ struct Roberta {
     PracOptions prac;
     std::vector<ActSite<Backend>> sites;
     PracSchedule sched;
+    PracPendingPool<act_t> pending_bases;  // --prac-refresh-overlap (prac/site.h)
     FILE* prac_log = stdout;
     ActivationDump dump;
 
@@ -272,6 +273,7 @@ struct Roberta {
         };
         bases.clear();
         for (ActSite<Backend>& s : sites) site_add_specs(s, N, specs, bases);
+        overlap_add_spec(sites, pending_bases, prac, sched.units, bases);
         return specs;
     }
 
@@ -438,6 +440,9 @@ struct Roberta {
         train_forward(batch, grad_scale, 1);
         return be.loss_read();
     }
+    // The end of a step's PRAC refreshes: with --prac-refresh-overlap the bases refreshed during the step take effect
+    // here (nothing otherwise). After the step's last backward, before anything else reads or saves the bases.
+    void install_refreshes() { ::install_refreshes(be, sites, pending_bases, prac_log); }
     void train_forward(const EncoderBatch& batch, float grad_scale, int loss_divisor) {
         if (!(grad_scale > 0.0f)) fail("internal: a training forward needs a loss weight > 0 (got %g)", grad_scale);
         forward_pass(batch, true, grad_scale, loss_divisor);

@@ -48,6 +48,12 @@ struct PracOptions {
     // variance). 0 or 1: every first refresh on the first step. The trainers' default is their warmup's steps
     // (--prac-initial-spread auto); the struct's, 0
     int initial_spread = 0;
+    // true (--prac-refresh-overlap): a refresh of a (site, layer) that already has a basis is computed from this
+    // step's activations but takes effect at the end of the step (ActSite::install_refreshes), so the step itself
+    // compresses with the basis it started with. The CUDA backend then solves it on a worker thread with its own
+    // stream, overlapping the rest of the step, instead of stalling the step at that site. A basis for the whole
+    // step costs one pending copy (n, r) per refreshing (site, layer) (prac_overlap_slots).
+    bool overlap = false;
     PracRefresh refresh = PracRefresh::SUBSPACE;
     float k_mult = 1.0f;     // k = k_mult * (n - r1) / r2 (the paper's k ablation; 1 = unbiased)
     bool linear = true, nonlinear = true;  // which site classes are compressed
@@ -58,6 +64,11 @@ struct PracOptions {
     // principal part); nonlinear sites stay exact. The sites never draw these bases themselves.
     int rso_rank = 0;
 };
+
+// --prac-refresh-overlap: the most (site, layer) units whose refreshes one step defers (PracSchedule: with
+// stagger at most ceil(units / T) units share a phase of T, one set for T1 and one for T2 unless they are equal, plus
+// ceil(units / K) first refreshes when those are spread over K steps; without stagger every unit at once).
+int prac_overlap_slots(const PracOptions& o, int units);
 
 // Ranks and scale of one site, after the mode is applied:
 //   prac: r1, r2 from the class;  pac: r1 = r1 + r2, r2 = 0 (equal total rank, biased);

@@ -628,7 +628,27 @@ struct Refresh {
     }
 };
 
+// G (n, n) = x^T x in fp32 (x in T, fp32 accumulation and output). Row-major gemm(T, N, M=n, N=n, K=N)
+// -> cuBLAS (N, T, m=n, n=n, k=N): x as column-major (n, N) ld ld_x times its transpose; C = G ld n
+// (symmetric, so row- and column-major G are the same matrix). twin: cblas_ssyrk(upper, trans)
+template <typename T>
+void gram_into(float* G, const T* x, int N, int n, const PracCudaHandles& h, const GramReducer* reduce_gram, int ld_x) {
+    const int ldx = ld_x ? ld_x : n;
+    prac_gemm_rm(h.cublas, true, false, n, n, N, 1.0f, x, cuda_dtype<T>(), ldx, x, cuda_dtype<T>(), ldx, 0.0f, G,
+                 CUDA_R_32F, n);
+    // shared subspace across data-parallel ranks: the reducer averages the DEVICE Gram matrix (NCCL, ordered
+    // on h.stream by the communicator's events), so every rank solves the same eigenproblem
+    if (reduce_gram) (*reduce_gram)(G, (size_t)n * n);
+}
+
 }  // namespace
+
+template <typename T>
+void prac_refresh_gram_cuda(const T* x, int N, int n, const SiteDims& d, const PracCudaHandles& h, void* workspace,
+                            const GramReducer* reduce_gram, int ld_x) {
+    cublasCheck(cublasSetStream(h.cublas, h.stream));
+    gram_into((float*)((char*)workspace + refresh_layout(n, d).G), x, N, n, h, reduce_gram, ld_x);
+}
 
 template <typename T>
 PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDims& d, bool refresh_q1,
@@ -686,15 +706,7 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     if (r1 > 0 && (refresh_q1 || !had_basis) && d.random_q1) {
         random_q1();  // a provisional basis (PracOptions::initial_spread): no Gram matrix, no solver
     } else if (r1 > 0 && (refresh_q1 || !had_basis)) {
-        // G (n, n) = x^T x in fp32 (x in T, fp32 accumulation and output). Row-major gemm(T, N, M=n, N=n, K=N)
-        // -> cuBLAS (N, T, m=n, n=n, k=N): x as column-major (n, N) ld ld_x times its transpose; C = G ld n
-        // (symmetric, so row- and column-major G are the same matrix). twin: cblas_ssyrk(upper, trans)
-        const int ldx = ld_x ? ld_x : n;
-        prac_gemm_rm(h.cublas, true, false, n, n, N, 1.0f, x, cuda_dtype<T>(), ldx, x, cuda_dtype<T>(), ldx, 0.0f, R.G,
-                     CUDA_R_32F, n);
-        // shared subspace across data-parallel ranks: the reducer averages the DEVICE Gram matrix (NCCL, ordered
-        // on h.stream by the communicator's events), so every rank solves the same eigenproblem
-        if (reduce_gram) (*reduce_gram)(R.G, (size_t)n * n);
+        if (x) gram_into(R.G, x, N, n, h, reduce_gram, ld_x);  // else prac_refresh_gram_cuda wrote it
         int info = -1000;
         if (R.all_finite(R.G, (size_t)n * n) && b > 0) {
             int iters = had_basis ? d.subspace.warm_iters : d.subspace.cold_iters;
@@ -791,6 +803,10 @@ template PracRefreshResult prac_refresh_cuda<__nv_bfloat16>(__nv_bfloat16*, cons
                                                             const SiteDims&, bool, bool, bool, const PracDrawKey&,
                                                             const PracCudaHandles&, void*, size_t,
                                                             const GramReducer*, int);
+template void prac_refresh_gram_cuda<float>(const float*, int, int, const SiteDims&, const PracCudaHandles&, void*,
+                                            const GramReducer*, int);
+template void prac_refresh_gram_cuda<__nv_bfloat16>(const __nv_bfloat16*, int, int, const SiteDims&,
+                                                    const PracCudaHandles&, void*, const GramReducer*, int);
 template void prac_fp8_quantize_cuda<float>(uint8_t*, float*, const float*, int, int, uint64_t, const PracDrawKey&,
                                             cudaStream_t);
 template void prac_fp8_quantize_cuda<__nv_bfloat16>(uint8_t*, float*, const __nv_bfloat16*, int, int, uint64_t,

@@ -94,9 +94,16 @@ void prac_fp8_dequantize_cuda(T* xc, const uint8_t* q, const float* scale, int N
 // The workspace (device, >= prac_refresh_workspace_bytes(h.cusolver, n, d) bytes, 256-byte aligned)
 // is scratch. Synchronises h.stream several times (solver info words and finiteness flags are read on the
 // host): keep it out of CUDA-graph capture. Solver host workspaces, if cuSOLVER asks for any, are allocated
-// on the host per call.
+// on the host per call. x null: the Gram matrix is already in the workspace (prac_refresh_gram_cuda below, which
+// puts it there).
 template <typename T>
 PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDims& d, bool refresh_q1,
                                     bool refresh_q2, bool had_basis, const PracDrawKey& key,
                                     const PracCudaHandles& h, void* workspace, size_t workspace_bytes,
                                     const GramReducer* reduce_gram = nullptr, int ld_x = 0);
+
+// G = xᵀx into the refresh workspace by prac_refresh_cuda's own GEMM, then reduce_gram: --prac-refresh-overlap forms
+// G on the step's stream while x is live and solves later on another stream (CudaBackend::prac_refresh_begin).
+template <typename T>
+void prac_refresh_gram_cuda(const T* x, int N, int n, const SiteDims& d, const PracCudaHandles& h, void* workspace,
+                            const GramReducer* reduce_gram = nullptr, int ld_x = 0);

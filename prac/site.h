@@ -34,6 +34,23 @@ inline int prac_spread_steps(int initial_spread, int units) {
     return initial_spread > 1 ? std::min(initial_spread, units) : 0;
 }
 
+// --prac-refresh-overlap (PracOptions::overlap): the model's pending copies of refreshed bases, one (n, r) slot per
+// (site, layer) that refreshes on this step (prac_overlap_slots), taken in save and given back when the step's
+// refreshes are installed (install_refreshes). Lives with the bases (a model's basis specs).
+template <typename T>
+struct PracPendingPool {
+    T* slots = nullptr;     // (count, slot_elems)
+    size_t slot_elems = 0;  // n·r of the widest compressed site
+    int count = 0;
+    int used = 0;
+    T* take(size_t elems) {
+        if (used == count || elems > slot_elems)
+            fail("internal error: --prac-refresh-overlap needs more than its %d pending bases of %zu elements "
+                 "(prac_overlap_slots)", count, slot_elems);
+        return slots + (size_t)used++ * slot_elems;
+    }
+};
+
 template <class Backend>
 struct ActSite {
     using act_t = typename Backend::act_t;
@@ -72,6 +89,8 @@ struct ActSite {
     std::vector<uint8_t> has_basis;
     int64_t failures = 0;
     const GramReducer* reduce_gram = nullptr;  // shared subspace across data-parallel ranks (see prac.h)
+    PracPendingPool<act_t>* overlap = nullptr;  // --prac-refresh-overlap: where this step's refreshes go first
+    std::vector<std::pair<int, act_t*>> pending;  // (layer, its slot): refreshes begun on this step
 
     int r() const { return dims.r(); }
     bool compressed() const { return dims.compressed; }
@@ -84,6 +103,10 @@ struct ActSite {
     // PracSchedule::due). With the first refreshes spread (PracOptions::initial_spread): `provisional` before this
     // layer's first refresh, which then compresses with a random basis drawn once (no Gram matrix, no solver);
     // `first` on the step of that refresh, which starts cold (the provisional basis is no warm start).
+    // With `overlap` a layer that has a basis (a provisional one included) compresses with it and refreshes a copy
+    // in a pending slot instead (the backend's prac_refresh_begin: on the CUDA backend the solve runs beside the
+    // step), which install_refreshes makes its basis at the end of the step. A layer without any basis refreshes in
+    // place: it has nothing else to compress with.
     void save(Backend& be, int l, size_t N, SiteRefresh due, uint64_t seed, FILE* log) {
         const bool provisional = due.provisional;
         if (!compressed()) return;
@@ -104,17 +127,35 @@ struct ActSite {
             PracDrawKey key{seed, id, (uint32_t)l, (uint64_t)q2_refreshes[l]};
             SiteDims d = dims;
             d.random_q1 = provisional;
-            PracRefreshResult res = be.prac_refresh(Pl, fwd(l, N), (int)N, n, d, q1, q2, !cold, key,
-                                                    provisional ? nullptr : reduce_gram, stride());
-            q1_refreshes[l] += res.q1_changed;
-            q2_refreshes[l] += res.q2_drawn;  // each draw consumes its key: the next one uses a fresh stream
-            has_basis[l] = 1;
-            if (!res.q1_ok || !res.q2_ok) {
-                failures++;
-                if (log) std::fprintf(log, "warning: PRAC site %s layer %d: %s\n", name.c_str(), l, res.message.c_str());
+            const GramReducer* reduce = provisional ? nullptr : reduce_gram;
+            if (overlap && has_basis[l] && !provisional) {
+                act_t* slot = overlap->take((size_t)n * r());
+                be.prac_refresh_begin(slot, Pl, fwd(l, N), (int)N, n, d, q1, q2, !cold, key, reduce, stride());
+                pending.push_back({l, slot});
+            } else {
+                count_refresh(l, be.prac_refresh(Pl, fwd(l, N), (int)N, n, d, q1, q2, !cold, key, reduce, stride()),
+                              log);
             }
         }
         store_packed(be, l, N, Pl, seed);
+    }
+
+    // --prac-refresh-overlap, at the end of the step: the refreshes save began become the layers' bases (the
+    // backend waits for each; a failed part kept the previous bits in its copy, as an in-place refresh keeps them).
+    void install_refreshes(Backend& be, FILE* log) {
+        const size_t elems = (size_t)n * r();
+        for (auto [l, slot] : pending) count_refresh(l, be.prac_refresh_end(P + l * elems, slot, elems), log);
+        pending.clear();
+    }
+
+    void count_refresh(int l, const PracRefreshResult& res, FILE* log) {
+        q1_refreshes[l] += res.q1_changed;
+        q2_refreshes[l] += res.q2_drawn;  // each draw consumes its key: the next one uses a fresh stream
+        has_basis[l] = 1;
+        if (!res.q1_ok || !res.q2_ok) {
+            failures++;
+            if (log) std::fprintf(log, "warning: PRAC site %s layer %d: %s\n", name.c_str(), l, res.message.c_str());
+        }
     }
 
     // Xc = X·P of layer l's full tensor (fwd(l)) into the packed storage. fp8: a block of rows at a time, compressed
@@ -289,6 +330,31 @@ void site_add_specs(ActSite<Backend>& s, size_t N, std::vector<TensorSpec>& acts
         }
         bases.push_back({s.name + ".P", (void**)&s.P, (size_t)s.L * s.n * s.r(), act, MemCategory::PRAC_BASES});
     }
+}
+
+// --prac-refresh-overlap (o.overlap): the pending pool joins the bases' allocation, prac_overlap_slots(o, units)
+// slots of the widest compressed site's (n, r), and every site that refreshes itself takes its slots from it.
+template <class Backend>
+void overlap_add_spec(std::vector<ActSite<Backend>>& sites, PracPendingPool<typename Backend::act_t>& pool,
+                      const PracOptions& o, int units, std::vector<TensorSpec>& bases) {
+    pool.slot_elems = 0;
+    for (ActSite<Backend>& s : sites) {
+        bool refreshes = o.overlap && s.compressed() && !s.external;
+        s.overlap = refreshes ? &pool : nullptr;
+        if (refreshes) pool.slot_elems = std::max(pool.slot_elems, (size_t)s.n * s.r());
+    }
+    pool.count = pool.slot_elems ? prac_overlap_slots(o, units) : 0;
+    if (pool.count)
+        bases.push_back({"prac.pending", (void**)&pool.slots, pool.count * pool.slot_elems, Backend::act_dtype,
+                         MemCategory::PRAC_BASES});
+}
+
+// The end of a step's refreshes (ActSite::install_refreshes of every site); nothing without --prac-refresh-overlap.
+template <class Backend>
+void install_refreshes(Backend& be, std::vector<ActSite<Backend>>& sites,
+                       PracPendingPool<typename Backend::act_t>& pool, FILE* log) {
+    for (ActSite<Backend>& s : sites) s.install_refreshes(be, log);
+    pool.used = 0;
 }
 
 // Elements of the factored weight-gradient scratch: (OC, r) of the widest compressed linear site among the

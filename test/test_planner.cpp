@@ -25,11 +25,15 @@ void check_plan_equals_allocation(Arch arch, const char* model_name) {
     ModelConfig cfg = model_config_load(arch, model_name);
     for (PracMode mode : {PracMode::NONE, PracMode::PRAC, PracMode::PAC, PracMode::RAC})
       for (PracStorage storage : {PracStorage::ACT, PracStorage::FP8})
+       for (bool overlap : {false, true})  // --prac-refresh-overlap: its pending bases
         for (auto [B, T] : {std::pair{1, 8}, std::pair{3, 24}, std::pair{2, 64}}) {
             if (mode == PracMode::NONE && storage == PracStorage::FP8) continue;  // the CLI refuses it
+            if (overlap && (mode != PracMode::PRAC || storage != PracStorage::ACT)) continue;
             PracOptions prac;
             prac.mode = mode;
             prac.storage = storage;
+            prac.overlap = overlap;
+            prac.t1 = prac.t2 = 3;  // several pending slots: ceil(units / 3)
             CpuBackend be;
             M<CpuBackend> model(be, cfg, prac);
             size_t params_bytes = be.live_bytes;
@@ -37,7 +41,8 @@ void check_plan_equals_allocation(Arch arch, const char* model_name) {
             size_t arena = be.live_bytes - params_bytes;
             MemoryPlan p = plan_memory(cfg, prac, B, T, PlanTarget::CPU_FP32);
             EXPECT_EQ(arena_bytes(p), arena) << model_name << " " << prac_mode_name(mode) << " "
-                                             << prac_storage_name(storage) << " B=" << B << " T=" << T;
+                                             << prac_storage_name(storage) << (overlap ? " overlap" : "")
+                                             << " B=" << B << " T=" << T;
             EXPECT_EQ(p.bytes("weights") + p.bytes("gradients"), params_bytes) << model_name;
             EXPECT_EQ(p.bytes("master_weights"), 0u);
             EXPECT_EQ(p.num_parameters, model.num_parameters);
@@ -99,6 +104,16 @@ TEST(Planner, Llama130mPracByHand) {
     EXPECT_EQ(q.bytes("prac_bases"), L * (C * rl_C * 2 + F * rl_F + C * rn_C * 2 + F * rn_F * 2) * bf16);
     size_t wgrad_tmp = std::max({3 * C * rl_C, F * rl_C, C * rl_F}) * f32;  // ln2's dW per half: OC = F
     EXPECT_EQ(q.bytes("transient"), p.bytes("transient") + N * C * bf16 + wgrad_tmp);
+    // --prac-refresh-overlap at T1 = T2 = 500 over 7 x 12 = 84 staggered site-layers: at most one refresh a step, so
+    // one pending copy of the widest basis (fch_act: F x 1216), and the refresh worker's own workspace beside the
+    // scratch: the widest site's refresh workspace (fch_act's: n = F with the largest ranks), in whole MiB
+    prac.overlap = true;
+    MemoryPlan o = plan_memory(cfg, prac, 16, 256, PlanTarget::CUDA_BF16);
+    EXPECT_EQ(o.bytes("prac_bases"), q.bytes("prac_bases") + F * rl_F * bf16);
+    const size_t MiB = 1 << 20;
+    size_t refresh = plan_cuda_refresh_workspace(F, prac_site_dims(prac, SiteClass::LINEAR, F, "fch_act"));
+    EXPECT_EQ(o.bytes("library_workspaces"), q.bytes("library_workspaces") + (refresh + MiB - 1) / MiB * MiB);
+    EXPECT_EQ(o.total, q.total + F * rl_F * bf16 + (refresh + MiB - 1) / MiB * MiB);
 }
 
 // GPT-2 124M, B=64, T=1024, CUDA bf16, PRAC with fp8 storage: each saved value is one byte plus one fp32 scale per

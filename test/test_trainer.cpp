@@ -863,6 +863,38 @@ TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
                            {"--prac-initial-spread must be auto or a number of steps"});
 }
 
+// --prac-refresh-overlap: a run whose refreshes take effect at the end of their steps, killed after step 3 (its
+// checkpoint at step 2, right after a step that refreshed) and resumed, equals the uninterrupted run bit for bit
+// (pending bases never outlive a step, so a checkpoint holds none). The start-up lines name the mode, and the
+// overlapped run is not the in-place one (step 2 and later compress with other bases: other gradient norms).
+TEST(TrainerResume, RefreshOverlapResumesBitExactly) {
+    TempDir dir;
+    auto args = [&](const std::string& run, std::vector<std::string> extra) {
+        std::vector<std::string> a = {"--model", "llama-tiny", "--batch-size", "2", "--seq-len", "32", "--steps", "5",
+                                      "--eval-tokens", "64", "--ckpt-every", "2", "--prac", "prac", "--prac-t1", "2",
+                                      "--prac-t2", "2", "--ckpt-dir", dir / run, "--log", dir / (run + ".jsonl")};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult u = run_trainer("train_llama", args("u", {"--prac-refresh-overlap"}), dir, 120);
+    ASSERT_EQ(u.rc, 0) << describe(u);
+    EXPECT_TRUE(contains(u.out, "overlapped (--prac-refresh-overlap)")) << describe(u);
+    RunResult killed = run_merged("train_llama", args("k", {"--prac-refresh-overlap"}), dir, 120,
+                                  "PRAC_TEST_DIE_AFTER_STEP=3");
+    ASSERT_EQ(killed.rc, 137) << describe(killed);
+    RunResult r = run_trainer("train_llama", args("k", {"--resume", "--prac-refresh-overlap"}), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "at step 2 of 5")) << describe(r);
+    expect_same_run(dir, "u", "k", 5);
+    RunResult in_place = run_trainer("train_llama", args("p", {}), dir, 120);
+    ASSERT_EQ(in_place.rc, 0) << describe(in_place);
+    EXPECT_FALSE(contains(in_place.out, "overlapped")) << describe(in_place);
+    TrainRun lu = split_log(dir / "u.jsonl"), lp = split_log(dir / "p.jsonl");
+    ASSERT_EQ(lu.steps.size(), lp.steps.size());
+    EXPECT_EQ(lu.steps[0]["grad_norm"].dump(), lp.steps[0]["grad_norm"].dump()) << "step 1: first bases, in place";
+    EXPECT_NE(lu.steps[4]["grad_norm"].dump(), lp.steps[4]["grad_norm"].dump());
+}
+
 // The same shards named by another spelling of their path (../, a glob instead of the name, a copy elsewhere) are the
 // same data: a resume compares the files' sizes and content checksums, not the pattern's text, and continues bit-exactly
 // (a run killed after step 2 and resumed under another spelling equals the uninterrupted run). A shard whose content

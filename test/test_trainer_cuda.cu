@@ -6,7 +6,8 @@
 // bug), or without NCCL --comm nccl is refused naming it; (c) resume is bit-exact: 6 steps vs killed after step 3
 // (checkpoints every 2) and --resume'd, same records, model.safetensors and state.safetensors (baseline, PRAC, LLaMA,
 // LLaMA with PRAC's fp8 storage, resumed with --comm nccl); (d) emulated builds: a step's micro-batches add no host
-// wait for the device; (e) the measured peak memory stays within --plan through init, a checkpoint save and a load.
+// wait for the device; (e) the measured peak memory stays within --plan through init, a checkpoint save and a load
+// (PRAC, also with --prac-refresh-overlap).
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -290,8 +291,12 @@ int main(int argc, char** argv) {
 #endif
 
     // (e)
-    if ((runs("resume") || part == "peak") && gpt2_checks)
+    if ((runs("resume") || part == "peak") && gpt2_checks) {
         peak_within_plan(sub("peak_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1");
+        // the refresh worker's workspace and the pending bases beside the step's memory
+        peak_within_plan(sub("peak_gpt2_overlap"), "train_gpt2",
+                         gpt2 + " --prac prac --prac-t1 2 --prac-t2 1 --prac-refresh-overlap");
+    }
 
     // (d) the trace exists in the emulated runtime only
     if (runs("waits") && emu) {

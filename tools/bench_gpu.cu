@@ -5,7 +5,8 @@
 // micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and LLaMA-130M B=32: the gpu_verify
 // budget), --models, --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per
 // other optimizer), --hidden-align A (LLaMA rows: the trainer's --hidden-align, to compare with and without),
-// --initial-spread K (PRAC rows: the trainer's --prac-initial-spread, for the first step's time), --tiny
+// --initial-spread K (PRAC rows: the trainer's --prac-initial-spread, for the first step's time),
+// --refresh-overlap (PRAC rows: the trainer's --prac-refresh-overlap, refreshes solved beside the step), --tiny
 // (a smoke run of every code path, e.g. emulated in `make test`; its numbers mean nothing).
 // Every row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them). Without a CUDA device: exit
 // 77 (REQUIRE_GPU=1: exit 1). How each number is measured and what MFU counts: docs/DESIGN.md section 9.4.
@@ -212,6 +213,7 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
             model.backward();
             float norm = grad_norm(be, model.grads_memory, n);
             loss = be.loss_read();
+            model.install_refreshes();  // --refresh-overlap: as the trainer, before the update
             opt->step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, max_norm));
             be.synchronize();
         };
@@ -285,7 +287,8 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
 static void usage() {
     std::printf("usage: bench_gpu [--quick] [--tiny] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
                 "                 [--max-batch | --no-max-batch] [--json FILE] [--optimizers adamw,muon,adam-mini,"
-                "galore,rso]\n                 [--hidden-align A] [--initial-spread K]\n");
+                "galore,rso]\n                 [--hidden-align A] [--initial-spread K]\n"
+                "                 [--refresh-overlap]\n");
 }
 
 int main(int argc, char** argv) {
@@ -293,6 +296,7 @@ int main(int argc, char** argv) {
     int steps = -1, maxb = -1;  // -1: default
     int hidden_align = 1;       // LLaMA: the trainer's --hidden-align
     int initial_spread = 0;     // PRAC: the trainer's --prac-initial-spread
+    bool refresh_overlap = false;  // PRAC: the trainer's --prac-refresh-overlap
     std::string models_arg, json, optimizers_arg = "adamw";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -311,6 +315,7 @@ int main(int argc, char** argv) {
         else if (a == "--optimizers") optimizers_arg = next();
         else if (a == "--hidden-align") hidden_align = std::atoi(next().c_str());
         else if (a == "--initial-spread") initial_spread = std::atoi(next().c_str());
+        else if (a == "--refresh-overlap") refresh_overlap = true;
         else if (a == "--max-batch") maxb = 1;
         else if (a == "--no-max-batch") maxb = 0;
         else if (a == "-h" || a == "--help") { usage(); return 0; }
@@ -436,6 +441,7 @@ int main(int argc, char** argv) {
             prac.stagger = false;
             prac.refresh = PracRefresh::SUBSPACE;  // the trainer's default (--prac-refresh auto)
             prac.initial_spread = initial_spread;
+            prac.overlap = refresh_overlap;
             int B = b.B;
             if (pm == 2) {  // PRAC at the largest micro-batch that fits
                 if (!do_maxb) break;
@@ -543,16 +549,16 @@ int main(int argc, char** argv) {
                     r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
                     r.normal_ms > 0 ? 100.0 * amort / r.normal_ms : 0.0, r.first_ms,
                     r.normal_ms > 0 ? r.first_ms / r.normal_ms : 0.0, base ? fmt("%.2f", base->first_ms).c_str() : "-");
-        std::printf("        staggered (one site-layer's Q1 and Q2 per step): the slowest step %.2f ms, %.2fx the "
-                    "normal step, refreshing %s\n",
-                    r.stagger_worst_ms, r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0,
-                    r.stagger_worst_site.c_str());
+        std::printf("        staggered (one site-layer's Q1 and Q2 per step%s): the slowest step %.2f ms, %.2fx "
+                    "the normal step, refreshing %s\n",
+                    refresh_overlap ? ", overlapped" : "", r.stagger_worst_ms,
+                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, r.stagger_worst_site.c_str());
         std::printf("RESULT bench_gpu refresh config=%s B=%d refresh_ms=%.3f normal_ms=%.3f extra_ms=%.3f t1=%d "
                     "amortized_ms_per_step=%.4f first_ms=%.3f baseline_first_ms=%s staggered_worst_ms=%.3f "
-                    "staggered_worst_over_normal=%.3f\n",
+                    "staggered_worst_over_normal=%.3f overlap=%d\n",
                     r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort, r.first_ms,
                     base ? fmt("%.3f", base->first_ms).c_str() : "-", r.stagger_worst_ms,
-                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0);
+                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, (int)refresh_overlap);
     }
     write_json(json, gpu, peak_tf, rows);
     if (!json.empty()) std::printf("\nwrote %s\n", json.c_str());

@@ -91,6 +91,10 @@ const Flag FLAGS[] = {
       "first refresh a site compresses with a random orthonormal basis (unbiased; more variance in those early "
       "steps). auto: K = the warmup's steps, while the learning rate is still small (prac; pac and rac: 0). 0: all "
       "on the first step"),
+    F("--prac-refresh-overlap", "", BOOL, prac_refresh_overlap,
+      "a refresh of a site that has a basis takes effect at the end of its step (the step compresses with the basis "
+      "it started with), so that the CUDA backend solves it on a second stream beside the step instead of stalling "
+      "it; costs one pending basis copy per site-layer refreshed in a step (--plan shows it)"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
     F("--prac-storage", "auto|act|fp8", STR, prac_storage,
@@ -450,6 +454,7 @@ PracOptions prac_options_from(const TrainOptions& o) {
     // auto: subspace on both backends (the CUDA backend's runs on the device, prac_refresh_cuda)
     p.refresh = o.prac_refresh == "auto" ? PracRefresh::SUBSPACE : prac_refresh_parse(o.prac_refresh);
     p.initial_spread = prac_initial_spread_steps(o, p.mode);
+    p.overlap = o.prac_refresh_overlap;
     CHECK_USER(o.prac_k_mult > 0, "--prac-k-mult must be positive (got %g)", o.prac_k_mult);
     p.k_mult = o.prac_k_mult;
     const std::string& c = o.prac_classes;
@@ -566,7 +571,8 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"prac storage", (o.prac_storage_resolved() == "fp8" ? "fp8 (e4m3, per-row scale, stochastic rounding)" : "act") +
                              std::string(o.prac_storage == "auto" ? " (auto)" : "")},
         {"prac refresh", (o.prac_refresh == "auto" ? "auto (subspace)" : o.prac_refresh) +
-                             (o.prac == "none" ? "" : "; initial spread " + o.prac_initial_spread)},
+                             (o.prac == "none" ? "" : "; initial spread " + o.prac_initial_spread) +
+                             (o.prac_refresh_overlap ? "; overlapped (--prac-refresh-overlap)" : "")},
         {"recompute", std::string(o.recompute == 0   ? "0 (off)"
                                   : o.recompute == 1 ? "1 (activation output)"
                                                      : "2 (activation + norm outputs)") +

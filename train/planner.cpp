@@ -99,6 +99,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
         if (s.compressed() && !s.external)  // RSO: host draws
             ws = std::max(ws, target == PlanTarget::CPU_FP32 ? prac_refresh_cpu_workspace_bytes(s.n, s.dims)
                                                              : plan_cuda_refresh_workspace(s.n, s.dims));
+    const size_t refresh_ws = ws;
     if (target != PlanTarget::CPU_FP32) {
         // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, the step's device
         // loss sum, plus ONE scratch buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh
@@ -116,6 +117,9 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
         ws = std::max({ws, attn, 8 * pow2, 8 * chunks * cfg.channels,
                        optimizer_cuda_scratch_bytes(optim, cfg, model.param_specs, PB::grad_dtype == DType::BF16)});
         ws = align_up(ws, 1 << 20) + CUBLASLT_WORKSPACE_BYTES + CUDA_LOSS_SUM_BYTES;
+        // --prac-refresh-overlap: the refresh worker's own workspace beside the scratch (CudaBackend::RefreshWorker,
+        // grown to the widest site's in 1 MiB steps), since its solve runs while the step uses the scratch
+        if (prac.overlap) ws += align_up(refresh_ws, 1 << 20);
     }
     p.categories.push_back({"library_workspaces",
                             target == PlanTarget::CPU_FP32 ? "PRAC refresh workspace (host)" : "library workspaces", ws});
