@@ -866,7 +866,8 @@ TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
 // --prac-refresh-overlap: a run whose refreshes take effect at the end of their steps, killed after step 3 (its
 // checkpoint at step 2, right after a step that refreshed) and resumed, equals the uninterrupted run bit for bit
 // (pending bases never outlive a step, so a checkpoint holds none). The start-up lines name the mode, and the
-// overlapped run is not the in-place one (step 2 and later compress with other bases: other gradient norms).
+// overlapped run is not the in-place one (step 2 and later compress with other bases: other gradient norms). With
+// --prac none there is nothing to overlap: an error that says so.
 TEST(TrainerResume, RefreshOverlapResumesBitExactly) {
     TempDir dir;
     auto args = [&](const std::string& run, std::vector<std::string> extra) {
@@ -893,6 +894,8 @@ TEST(TrainerResume, RefreshOverlapResumesBitExactly) {
     ASSERT_EQ(lu.steps.size(), lp.steps.size());
     EXPECT_EQ(lu.steps[0]["grad_norm"].dump(), lp.steps[0]["grad_norm"].dump()) << "step 1: first bases, in place";
     EXPECT_NE(lu.steps[4]["grad_norm"].dump(), lp.steps[4]["grad_norm"].dump());
+    expect_user_error_exit(run_trainer("train_gpt2", tiny({"--steps", "1", "--prac-refresh-overlap"}), dir, 60),
+                           "train_gpt2", {"--prac-refresh-overlap", "--prac none", "HINT"});
 }
 
 // The same shards named by another spelling of their path (../, a glob instead of the name, a copy elsewhere) are the

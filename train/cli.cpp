@@ -455,6 +455,9 @@ PracOptions prac_options_from(const TrainOptions& o) {
     p.refresh = o.prac_refresh == "auto" ? PracRefresh::SUBSPACE : prac_refresh_parse(o.prac_refresh);
     p.initial_spread = prac_initial_spread_steps(o, p.mode);
     p.overlap = o.prac_refresh_overlap;
+    CHECK_USER(!p.overlap || p.mode != PracMode::NONE,
+               "--prac-refresh-overlap: with --prac none no site refreshes a basis, so there is nothing to overlap\n"
+               "---> HINT: add --prac prac (or pac, rac), or drop --prac-refresh-overlap");
     CHECK_USER(o.prac_k_mult > 0, "--prac-k-mult must be positive (got %g)", o.prac_k_mult);
     p.k_mult = o.prac_k_mult;
     const std::string& c = o.prac_classes;
