@@ -187,8 +187,9 @@ struct CpuBackend {
                                    int ld_x = 0) {
         return prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key, reduce_gram, ld_x);
     }
-    // --prac-refresh-overlap (ActSite::save / install_refreshes): refresh a copy of P (n, r) in `pending`, to become
-    // P at the end of the step. Here at once (the CUDA backend's runs beside the step); end copies it into P.
+    // --prac-refresh-overlap (ActSite::save / install): refresh a copy of P (n, r) in `pending`, to become P when
+    // its steps are over. Here at once (the CUDA backend's runs beside the steps); end copies it into P. result: the
+    // refresh's result, for a checkpoint (the copy is final); restore: a refresh a checkpoint held, already done.
     void prac_refresh_begin(act_t* pending, const act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1,
                             bool q2, bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram,
                             int ld_x = 0) {
@@ -196,13 +197,18 @@ struct CpuBackend {
         pending_refreshes[pending] = prac_refresh_cpu(pending, x, N, n, d, q1, q2, had_basis, key, reduce_gram, ld_x);
     }
     PracRefreshResult prac_refresh_end(act_t* P, const act_t* pending, size_t elems) {
-        auto it = pending_refreshes.find(pending);
-        if (it == pending_refreshes.end()) fail("internal error: prac_refresh_end without prac_refresh_begin");
-        PracRefreshResult res = it->second;
-        pending_refreshes.erase(it);
+        PracRefreshResult res = prac_refresh_result(pending);
+        pending_refreshes.erase(pending);
         std::copy(pending, pending + elems, P);
         return res;
     }
+    PracRefreshResult prac_refresh_result(const act_t* pending) {
+        auto it = pending_refreshes.find(pending);
+        if (it == pending_refreshes.end()) fail("internal error: a PRAC refresh result without prac_refresh_begin");
+        return it->second;
+    }
+    void prac_refresh_restore(const act_t* pending, const PracRefreshResult& res) { pending_refreshes[pending] = res; }
+    void prac_refresh_discard(const act_t* pending) { pending_refreshes.erase(pending); }
     std::map<const act_t*, PracRefreshResult> pending_refreshes;  // begun, not yet ended, by their pending copy
     double sum_squares(const grad_t* g, size_t n) { return sum_squares_cpu(g, n); }
     // master is unused on the CPU (params are fp32), and so is the salt (no stochastic rounding in fp32)

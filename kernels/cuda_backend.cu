@@ -250,13 +250,29 @@ void CudaBackend::prac_refresh_begin(act_t* pending, const act_t* P, const act_t
     w.pending = pending;
 }
 
-PracRefreshResult CudaBackend::prac_refresh_end(act_t* P, const act_t* pending, size_t elems) {
+PracRefreshResult CudaBackend::prac_refresh_result(const act_t* pending) {
     RefreshWorker& w = refresh_worker;
     if (w.pending == pending) refresh_worker_wait();
     auto it = w.done.find(pending);
-    if (it == w.done.end()) fail("internal error: prac_refresh_end without prac_refresh_begin");
-    PracRefreshResult res = it->second;
-    w.done.erase(it);
+    if (it == w.done.end()) fail("internal error: a PRAC refresh result without prac_refresh_begin");
+    return it->second;
+}
+
+void CudaBackend::prac_refresh_discard(const act_t* pending) {
+    RefreshWorker& w = refresh_worker;
+    if (w.pending == pending && w.job.valid()) {
+        w.pending = nullptr;
+        try {
+            w.job.get();
+        } catch (...) {  // its result is not wanted: a failure has nobody to tell (called from destructors)
+        }
+    }
+    w.done.erase(pending);
+}
+
+PracRefreshResult CudaBackend::prac_refresh_end(act_t* P, const act_t* pending, size_t elems) {
+    PracRefreshResult res = prac_refresh_result(pending);
+    refresh_worker.done.erase(pending);
     cudaCheck(cudaMemcpyAsync(P, pending, elems * sizeof(act_t), cudaMemcpyDeviceToDevice, stream));
     return res;
 }

@@ -299,12 +299,18 @@ struct CudaBackend {
     // hands the solve to the refresh worker: a thread with its own stream, handles and workspace, which refreshes
     // `pending` while the step goes on (prac_refresh_cuda with x null). One solve at a time: a second begin first
     // waits for the first. end waits for pending's solve (if it is still running) and copies it into P on the
-    // step's stream. In the CPU execution layer the solve runs when it is waited for, on the calling thread, so
-    // the step's work in between has run before it, as on a GPU that is slow to get to it.
+    // step's stream. result waits too, for a checkpoint of the copy; restore registers one a checkpoint held;
+    // discard waits and forgets. In the CPU execution layer the solve runs when it is waited for, on the calling
+    // thread, so the step's work in between has run before it, as on a GPU that is slow to get to it.
     void prac_refresh_begin(act_t* pending, const act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1,
                             bool q2, bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram,
                             int ld_x = 0);
     PracRefreshResult prac_refresh_end(act_t* P, const act_t* pending, size_t elems);
+    PracRefreshResult prac_refresh_result(const act_t* pending);  // waits; the copy is final (a checkpoint)
+    void prac_refresh_restore(const act_t* pending, const PracRefreshResult& res) {
+        refresh_worker.done[pending] = res;
+    }
+    void prac_refresh_discard(const act_t* pending);  // waits, forgets (a model that goes away)
     struct RefreshWorker {
         cudaStream_t stream = nullptr;  // non-blocking
         cublasHandle_t cublas = nullptr;

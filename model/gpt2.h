@@ -160,6 +160,7 @@ struct GPT2 {
         apply_recompute(sites, recompute.level, FCH_GELU, LN1, LN2, RESID, RESID_MID);
     }
     ~GPT2() {
+        discard_refreshes(be, sites);  // solves still in flight write into the arena: wait for them first
         arena.release(be);
         be.free(grads_memory, param_buffer_numel * sizeof(grad_t));
         be.free(params_memory, param_buffer_numel * sizeof(act_t));
@@ -305,9 +306,10 @@ struct GPT2 {
         train_forward(host_inputs, host_targets, grad_scale, 1);
         return be.loss_read();
     }
-    // The end of a step's PRAC refreshes: with --prac-refresh-overlap the bases refreshed during the step take effect
-    // here (nothing otherwise). After the step's last backward, before anything else reads or saves the bases.
-    void install_refreshes() { ::install_refreshes(be, sites, pending_bases, prac_log); }
+    // The end of a step for PRAC's refreshes in flight: with --prac-refresh-overlap D the bases refreshed D - 1 steps
+    // ago take effect here (nothing otherwise). After the step's last backward, before the update and anything that
+    // saves the bases.
+    void install_refreshes() { ::install_refreshes(be, sites, sched.step, prac_log); }
     void train_forward(const int32_t* host_inputs, const int32_t* host_targets, float grad_scale, int loss_divisor) {
         if (!(grad_scale > 0.0f)) fail("internal: a training forward needs a loss weight > 0 (got %g)", grad_scale);
         forward_pass(host_inputs, host_targets, true, grad_scale, loss_divisor);

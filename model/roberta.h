@@ -213,6 +213,7 @@ struct Roberta {
         apply_recompute(sites, recompute.level, FCH_GELU, X, H, RESID, RESID_MID);
     }
     ~Roberta() {
+        discard_refreshes(be, sites);  // solves still in flight write into the arena: wait for them first
         arena.release(be);
         be.free(grads_memory, param_buffer_numel * sizeof(grad_t));
         be.free(params_memory, param_buffer_numel * sizeof(act_t));
@@ -440,9 +441,10 @@ struct Roberta {
         train_forward(batch, grad_scale, 1);
         return be.loss_read();
     }
-    // The end of a step's PRAC refreshes: with --prac-refresh-overlap the bases refreshed during the step take effect
-    // here (nothing otherwise). After the step's last backward, before anything else reads or saves the bases.
-    void install_refreshes() { ::install_refreshes(be, sites, pending_bases, prac_log); }
+    // The end of a step for PRAC's refreshes in flight: with --prac-refresh-overlap D the bases refreshed D - 1 steps
+    // ago take effect here (nothing otherwise). After the step's last backward, before the update and anything that
+    // saves the bases.
+    void install_refreshes() { ::install_refreshes(be, sites, sched.step, prac_log); }
     void train_forward(const EncoderBatch& batch, float grad_scale, int loss_divisor) {
         if (!(grad_scale > 0.0f)) fail("internal: a training forward needs a loss weight > 0 (got %g)", grad_scale);
         forward_pass(batch, true, grad_scale, loss_divisor);

@@ -48,12 +48,12 @@ struct PracOptions {
     // variance). 0 or 1: every first refresh on the first step. The trainers' default is their warmup's steps
     // (--prac-initial-spread auto); the struct's, 0
     int initial_spread = 0;
-    // true (--prac-refresh-overlap): a refresh of a (site, layer) that already has a basis is computed from this
-    // step's activations but takes effect at the end of the step (ActSite::install_refreshes), so the step itself
-    // compresses with the basis it started with. The CUDA backend then solves it on a worker thread with its own
-    // stream, overlapping the rest of the step, instead of stalling the step at that site. A basis for the whole
-    // step costs one pending copy (n, r) per refreshing (site, layer) (prac_overlap_slots).
-    bool overlap = false;
+    // D >= 1 (--prac-refresh-overlap D): a refresh of a (site, layer) that already has a basis, due on step s, is
+    // computed from step s's activations but takes effect at the end of step s + D - 1 (ActSite::install_refreshes),
+    // so steps s .. s + D - 1 compress with the basis they started with. The CUDA backend solves it on a worker thread
+    // with its own stream meanwhile, instead of stalling step s at that site. Each refresh in flight costs one
+    // pending copy (n, r) (prac_overlap_slots); D <= T1, T2. 0: off (every refresh in place, on its step).
+    int overlap = 0;
     PracRefresh refresh = PracRefresh::SUBSPACE;
     float k_mult = 1.0f;     // k = k_mult * (n - r1) / r2 (the paper's k ablation; 1 = unbiased)
     bool linear = true, nonlinear = true;  // which site classes are compressed
@@ -65,9 +65,10 @@ struct PracOptions {
     int rso_rank = 0;
 };
 
-// --prac-refresh-overlap: the most (site, layer) units whose refreshes one step defers (PracSchedule: with
-// stagger at most ceil(units / T) units share a phase of T, one set for T1 and one for T2 unless they are equal, plus
-// ceil(units / K) first refreshes when those are spread over K steps; without stagger every unit at once).
+// --prac-refresh-overlap D: the most (site, layer) units with a refresh in flight, D times what one step begins
+// (PracSchedule: with stagger at most ceil(units / T) units share a phase of T, one set for T1 and one for T2 unless
+// they are equal, plus ceil(units / K) first refreshes when those are spread over K steps; without stagger every
+// unit at once), and never more than the units (a unit's next refresh installs its pending one first).
 int prac_overlap_slots(const PracOptions& o, int units);
 
 // Ranks and scale of one site, after the mode is applied:

@@ -24,9 +24,10 @@
 constexpr uint32_t RSO_DRAW_SITE_BASE = 200;
 
 // What one (site, layer) refreshes on this save (PracSchedule::due): Q1, Q2 on their phase; provisional before its
-// first refresh when those are spread, first on that step.
+// first refresh when those are spread, first on that step; the step.
 struct SiteRefresh {
     bool q1 = false, q2 = false, provisional = false, first = false;
+    int64_t step = 0;
 };
 
 // The first refreshes' spread: K = min(PracOptions::initial_spread, units) steps, 0 when there is none (PracSchedule).
@@ -34,21 +35,26 @@ inline int prac_spread_steps(int initial_spread, int units) {
     return initial_spread > 1 ? std::min(initial_spread, units) : 0;
 }
 
-// --prac-refresh-overlap (PracOptions::overlap): the model's pending copies of refreshed bases, one (n, r) slot per
-// (site, layer) that refreshes on this step (prac_overlap_slots), taken in save and given back when the step's
-// refreshes are installed (install_refreshes). Lives with the bases (a model's basis specs).
+// --prac-refresh-overlap D (PracOptions::overlap): the model's pending copies of refreshed bases, one (n, r) slot
+// per refresh in flight (prac_overlap_slots), taken in save and given back when the refresh is installed
+// (ActSite::install). Lives with the bases (a model's basis specs).
 template <typename T>
 struct PracPendingPool {
     T* slots = nullptr;     // (count, slot_elems)
     size_t slot_elems = 0;  // n·r of the widest compressed site
     int count = 0;
-    int used = 0;
+    int steps = 0;              // D: a refresh begun on step s is installed at the end of step s + D - 1
+    std::vector<uint8_t> busy;  // (count)
     T* take(size_t elems) {
-        if (used == count || elems > slot_elems)
-            fail("internal error: --prac-refresh-overlap needs more than its %d pending bases of %zu elements "
-                 "(prac_overlap_slots)", count, slot_elems);
-        return slots + (size_t)used++ * slot_elems;
+        for (int i = 0; i < count && elems <= slot_elems; i++)
+            if (!busy[i]) {
+                busy[i] = 1;
+                return slots + (size_t)i * slot_elems;
+            }
+        fail("internal error: --prac-refresh-overlap needs more than its %d pending bases of %zu elements "
+             "(prac_overlap_slots)", count, slot_elems);
     }
+    void give_back(const T* slot) { busy[(slot - slots) / slot_elems] = 0; }
 };
 
 template <class Backend>
@@ -89,8 +95,13 @@ struct ActSite {
     std::vector<uint8_t> has_basis;
     int64_t failures = 0;
     const GramReducer* reduce_gram = nullptr;  // shared subspace across data-parallel ranks (see prac.h)
-    PracPendingPool<act_t>* overlap = nullptr;  // --prac-refresh-overlap: where this step's refreshes go first
-    std::vector<std::pair<int, act_t*>> pending;  // (layer, its slot): refreshes begun on this step
+    PracPendingPool<act_t>* overlap = nullptr;  // --prac-refresh-overlap: where refreshes go first
+    struct Pending {
+        int layer;
+        act_t* slot;            // the refreshed copy of the layer's P
+        int64_t install_after;  // the step at whose end it becomes the basis
+    };
+    std::vector<Pending> pending;  // refreshes in flight, in the order they began (checkpointed)
 
     int r() const { return dims.r(); }
     bool compressed() const { return dims.compressed; }
@@ -105,8 +116,9 @@ struct ActSite {
     // `first` on the step of that refresh, which starts cold (the provisional basis is no warm start).
     // With `overlap` a layer that has a basis (a provisional one included) compresses with it and refreshes a copy
     // in a pending slot instead (the backend's prac_refresh_begin: on the CUDA backend the solve runs beside the
-    // step), which install_refreshes makes its basis at the end of the step. A layer without any basis refreshes in
-    // place: it has nothing else to compress with.
+    // steps), which install_refreshes makes its basis at the end of step due.step + D - 1. A layer without any basis
+    // refreshes in place: it has nothing else to compress with. A refresh due while the layer's previous one is still
+    // in flight (a first refresh spread close to the layer's phase) installs that one first.
     void save(Backend& be, int l, size_t N, SiteRefresh due, uint64_t seed, FILE* log) {
         const bool provisional = due.provisional;
         if (!compressed()) return;
@@ -129,9 +141,12 @@ struct ActSite {
             d.random_q1 = provisional;
             const GramReducer* reduce = provisional ? nullptr : reduce_gram;
             if (overlap && has_basis[l] && !provisional) {
+                for (size_t i = 0; i < pending.size(); i++)
+                    if (pending[i].layer == l) install(be, i--, log);
+                key.refresh = (uint64_t)q2_refreshes[l];  // the installed refresh may have drawn
                 act_t* slot = overlap->take((size_t)n * r());
                 be.prac_refresh_begin(slot, Pl, fwd(l, N), (int)N, n, d, q1, q2, !cold, key, reduce, stride());
-                pending.push_back({l, slot});
+                pending.push_back({l, slot, due.step + overlap->steps - 1});
             } else {
                 count_refresh(l, be.prac_refresh(Pl, fwd(l, N), (int)N, n, d, q1, q2, !cold, key, reduce, stride()),
                               log);
@@ -140,12 +155,19 @@ struct ActSite {
         store_packed(be, l, N, Pl, seed);
     }
 
-    // --prac-refresh-overlap, at the end of the step: the refreshes save began become the layers' bases (the
-    // backend waits for each; a failed part kept the previous bits in its copy, as an in-place refresh keeps them).
-    void install_refreshes(Backend& be, FILE* log) {
+    // --prac-refresh-overlap, at the end of `step`: the refreshes due to take effect now become the layers' bases.
+    void install_refreshes(Backend& be, int64_t step, FILE* log) {
+        for (size_t i = 0; i < pending.size(); i++)
+            if (pending[i].install_after <= step) install(be, i--, log);
+    }
+    // pending[i] becomes its layer's basis (the backend waits for its solve; a failed part kept the previous bits in
+    // the copy, as an in-place refresh keeps them in P)
+    void install(Backend& be, size_t i, FILE* log) {
+        const Pending p = pending[i];
         const size_t elems = (size_t)n * r();
-        for (auto [l, slot] : pending) count_refresh(l, be.prac_refresh_end(P + l * elems, slot, elems), log);
-        pending.clear();
+        count_refresh(p.layer, be.prac_refresh_end(P + p.layer * elems, p.slot, elems), log);
+        overlap->give_back(p.slot);
+        pending.erase(pending.begin() + i);
     }
 
     void count_refresh(int l, const PracRefreshResult& res, FILE* log) {
@@ -249,7 +271,9 @@ struct PracSchedule {
             if (first_due(u)) return true;
         return false;
     }
-    SiteRefresh due(int unit) const { return {q1_due(unit), q2_due(unit), provisional(unit), first_due(unit)}; }
+    SiteRefresh due(int unit) const {
+        return {q1_due(unit), q2_due(unit), provisional(unit), first_due(unit), step};
+    }
     void end_micro_batch() { first_micro_batch = refresh_q1 = refresh_q2 = false; }
 
   private:
@@ -339,22 +363,33 @@ void overlap_add_spec(std::vector<ActSite<Backend>>& sites, PracPendingPool<type
                       const PracOptions& o, int units, std::vector<TensorSpec>& bases) {
     pool.slot_elems = 0;
     for (ActSite<Backend>& s : sites) {
-        bool refreshes = o.overlap && s.compressed() && !s.external;
+        bool refreshes = o.overlap > 0 && s.compressed() && !s.external;
         s.overlap = refreshes ? &pool : nullptr;
         if (refreshes) pool.slot_elems = std::max(pool.slot_elems, (size_t)s.n * s.r());
     }
     pool.count = pool.slot_elems ? prac_overlap_slots(o, units) : 0;
+    pool.steps = o.overlap;
+    pool.busy.assign(pool.count, 0);
     if (pool.count)
         bases.push_back({"prac.pending", (void**)&pool.slots, pool.count * pool.slot_elems, Backend::act_dtype,
                          MemCategory::PRAC_BASES});
 }
 
-// The end of a step's refreshes (ActSite::install_refreshes of every site); nothing without --prac-refresh-overlap.
+// The end of step `step` for the refreshes in flight (ActSite::install_refreshes of every site); nothing without
+// --prac-refresh-overlap.
 template <class Backend>
-void install_refreshes(Backend& be, std::vector<ActSite<Backend>>& sites,
-                       PracPendingPool<typename Backend::act_t>& pool, FILE* log) {
-    for (ActSite<Backend>& s : sites) s.install_refreshes(be, log);
-    pool.used = 0;
+void install_refreshes(Backend& be, std::vector<ActSite<Backend>>& sites, int64_t step, FILE* log) {
+    for (ActSite<Backend>& s : sites) s.install_refreshes(be, step, log);
+}
+
+// Refreshes still in flight are waited for and dropped: for a model that goes away before their steps are over (the
+// end of a run, an error), whose pending copies a solve on the CUDA backend's worker may still be writing.
+template <class Backend>
+void discard_refreshes(Backend& be, std::vector<ActSite<Backend>>& sites) {
+    for (ActSite<Backend>& s : sites) {
+        for (const auto& q : s.pending) be.prac_refresh_discard(q.slot);
+        s.pending.clear();
+    }
 }
 
 // Elements of the factored weight-gradient scratch: (OC, r) of the widest compressed linear site among the

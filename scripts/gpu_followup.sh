@@ -15,8 +15,8 @@ Jobs (each under its own time limit, seconds):
   rebuild  120  cmake --build build (the call's tree may differ from the first call's: a fix made in between)
   tests    150  REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN": the tests the first call failed, after a
                 fix made between the calls (RERUN unset or empty: the job is skipped)
-  overlap   90  build/tools/bench_gpu --quick --refresh-overlap (the staggered refresh steps with the refresh solved
-                beside the step: the first call's bench_gpu --quick has them in place)
+  overlap  150  build/tools/bench_gpu --quick --refresh-overlap 1, then 2 (the staggered refresh steps with each
+                refresh solved beside one step, or two: the first call's bench_gpu --quick has them in place)
   align    150  build/tools/bench_gpu --models llama-1b --no-max-batch, without and with --hidden-align 8
   llmc     240  scripts/bench_vs_llmc.sh --llmc .llmc (carry .llmc: a copy of karpathy/llm.c, docs/GPU.md)
   stride    90  build/tools/bench_gpu_stride (llama-1b's F-wide GEMMs at N = 32768, three row layouts)
@@ -37,7 +37,7 @@ EOF
 JOB_TABLE=(
   'rebuild|120|cmake --build build -j"$(nproc)"'
   'tests|150|REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" --output-on-failure --timeout 140'
-  'overlap|90|build/tools/bench_gpu --quick --refresh-overlap'
+  'overlap|150|build/tools/bench_gpu --quick --refresh-overlap 1 && build/tools/bench_gpu --quick --refresh-overlap 2'
   'align|150|build/tools/bench_gpu --models llama-1b --no-max-batch && build/tools/bench_gpu --models llama-1b --no-max-batch --hidden-align 8'
   'llmc|240|rm -f train_gpt2 && cmake --build build --target train_gpt2 prep_data -j"$(nproc)" && bash scripts/bench_vs_llmc.sh --llmc .llmc --out "$LOGS/bench_vs_llmc"'
   'stride|90|build/tools/bench_gpu_stride'

@@ -757,6 +757,7 @@ struct LayoutBackend {
     void free(void*, size_t) {}
     void check_attention_shape(int, int) const {}
     void rope_table(float*, int, int, float) {}
+    void prac_refresh_discard(const float*) {}
 };
 
 TEST(Optimizers, StateBytes) {

@@ -32,7 +32,7 @@ void check_plan_equals_allocation(Arch arch, const char* model_name) {
             PracOptions prac;
             prac.mode = mode;
             prac.storage = storage;
-            prac.overlap = overlap;
+            prac.overlap = overlap ? 2 : 0;  // 2 steps: twice the slots
             prac.t1 = prac.t2 = 3;  // several pending slots: ceil(units / 3)
             CpuBackend be;
             M<CpuBackend> model(be, cfg, prac);
@@ -107,7 +107,7 @@ TEST(Planner, Llama130mPracByHand) {
     // --prac-refresh-overlap at T1 = T2 = 500 over 7 x 12 = 84 staggered site-layers: at most one refresh a step, so
     // one pending copy of the widest basis (fch_act: F x 1216), and the refresh worker's own workspace beside the
     // scratch: the widest site's refresh workspace (fch_act's: n = F with the largest ranks), in whole MiB
-    prac.overlap = true;
+    prac.overlap = 1;
     MemoryPlan o = plan_memory(cfg, prac, 16, 256, PlanTarget::CUDA_BF16);
     EXPECT_EQ(o.bytes("prac_bases"), q.bytes("prac_bases") + F * rl_F * bf16);
     const size_t MiB = 1 << 20;

@@ -280,71 +280,81 @@ TEST(PracModel, InitialSpreadComputesEachFirstBasisOnItsOwnStep) {
     }
 }
 
-// --prac-refresh-overlap (PracOptions::overlap): a refresh due on step s is computed from step s's activations but
-// becomes the basis at the end of step s. Three runs from the same weights and batch, T1 = T2 = 2 staggered (units of
-// phase 1 refresh on step 1): A overlapped; B refreshing in place; C never refreshing after its first step. Step 0
-// (every unit's first basis: in place, there is nothing else to compress with) is bitwise the same in all three. On
-// step 1, two micro-batches: A's gradients are bitwise C's (every micro-batch compressed with the bases of step 0),
-// A's bases are unchanged until install_refreshes and then bitwise B's (the same solve of the same activations), and
-// both differ from C's for the units that refreshed; the refresh counters follow B's, and A used one pending slot
-// per refreshing unit out of prac_overlap_slots.
-TEST(PracModel, OverlappedRefreshTakesEffectAtTheEndOfItsStep) {
+// --prac-refresh-overlap D (PracOptions::overlap): a refresh due on step s is computed from step s's activations but
+// becomes the basis at the end of step s + D - 1. Three runs from the same weights and batch, T1 = T2 = 2 staggered
+// (the units of phase 1 refresh on step 1, those of phase 0 on step 2): A overlapped; B refreshing in place; C never
+// refreshing after its first step. Step 0 (every unit's first basis: in place, there is nothing else to compress
+// with) is bitwise the same in all three. Steps 1 .. D, two micro-batches each: A's gradients are bitwise C's (every
+// micro-batch compressed with the bases of step 0), its bases are step 0's until the end of step D, and then the
+// phase-1 units' are bitwise B's after step 1 (the same solve of the same activations: A's and B's step-1
+// activations are the same) and differ from C's, with B's refresh counters. The refreshes in flight take slots of
+// the pool (prac_overlap_slots = min(units, D ceil(units / 2))) and give them back when installed.
+static void overlapped_refresh_takes_effect_after(int D) {
     PracOptions o = opts(PracMode::PRAC);
     o.t1 = o.t2 = 2;
     PracOptions in_place = o, never = o;
-    o.overlap = true;
+    o.overlap = D;
     never.t1 = never.t2 = 1000;
     Harness<Llama> a(Arch::LLAMA, "llama-tiny", o, 2, 16, 512), b(Arch::LLAMA, "llama-tiny", in_place, 2, 16, 512),
         c(Arch::LLAMA, "llama-tiny", never, 2, 16, 512);
-    const int units = a.model->sched.units;
+    auto& sa = a.model->sites;
+    const int units = a.model->sched.units, per_phase = (units + 1) / 2;
     ASSERT_EQ(a.model->pending_bases.count, prac_overlap_slots(o, units));
-    ASSERT_EQ(a.model->pending_bases.count, (units + 1) / 2) << "one phase of T = 2 holds ceil(units / 2) units";
+    ASSERT_EQ(a.model->pending_bases.count, std::min(units, D * per_phase));
     ASSERT_EQ(b.model->pending_bases.count, 0);
+    auto in_flight = [&] { return (int)std::count(a.model->pending_bases.busy.begin(),
+                                                  a.model->pending_bases.busy.end(), 1); };
     for (Harness<Llama>* h : {&a, &b, &c}) h->step(0);
     ASSERT_EQ(a.grads(), c.grads());
     ASSERT_EQ(b.grads(), c.grads());
-    Bases step0 = snapshot(*c.model);
+    const Bases step0 = snapshot(*c.model);
     ASSERT_EQ(snapshot(*a.model).q1, step0.q1);
     for (Harness<Llama>* h : {&a, &b, &c}) h->sgd(0.1f);
-
-    auto& sa = a.model->sites;
     std::vector<std::vector<int64_t>> q1_before(sa.size());
     for (size_t si = 0; si < sa.size(); si++) q1_before[si] = sa[si].q1_refreshes;
-    // step 1 by hand (two micro-batches), to look at A before its refreshes are installed
-    a.model->sched.begin_step(a.model->prac, 1);
-    a.model->zero_grad();
-    for (int m = 0; m < 2; m++) {
-        a.model->forward(a.inputs.data(), a.targets.data(), 1.0f / (a.B * a.T * 2));
-        a.model->backward();
+    b.step(1, 2);  // B refreshes phase 1 in place on step 1; its bases then are what A installs after step D
+    const Bases b_step1 = snapshot(*b.model);
+    const fvec b_grads1 = b.grads();
+    for (int step = 1; step <= D; step++) {
+        // A's step by hand, to look at it before its refreshes are installed
+        a.model->sched.begin_step(a.model->prac, step);
+        a.model->zero_grad();
+        for (int m = 0; m < 2; m++) {
+            a.model->forward(a.inputs.data(), a.targets.data(), 1.0f / (a.B * a.T * 2));
+            a.model->backward();
+        }
+        const Bases during = snapshot(*a.model);
+        EXPECT_EQ(during.q1, step0.q1) << "step " << step << ": no basis changes before its refresh's last step";
+        EXPECT_EQ(during.q2, step0.q2) << "step " << step;
+        EXPECT_EQ(in_flight(), std::min(step, 2) * per_phase) << "step " << step << ": one slot per refresh in flight";
+        a.model->install_refreshes();
+        c.step(step, 2);
+        EXPECT_EQ(a.grads(), c.grads()) << "step " << step << " compressed with step 0's bases";
+        if (step == 1) EXPECT_NE(b_grads1, c.grads()) << "in place, step 1 compressed with its refreshed bases";
+        a.sgd(0.1f);
+        c.sgd(0.1f);
     }
-    Bases a_during = snapshot(*a.model);
-    EXPECT_EQ(a_during.q1, step0.q1) << "an overlapped refresh changes no basis inside its step";
-    EXPECT_EQ(a_during.q2, step0.q2);
-    int taken = a.model->pending_bases.used;
-    a.model->install_refreshes();
-    EXPECT_EQ(a.model->pending_bases.used, 0);
-    b.step(1, 2);
-    c.step(1, 2);
-    EXPECT_EQ(a.grads(), c.grads()) << "step 1 compressed with step 0's bases";
-    EXPECT_NE(b.grads(), c.grads()) << "in place, step 1 compressed with its own refreshed bases";
-    Bases A = snapshot(*a.model), B = snapshot(*b.model), C = snapshot(*c.model);
-    EXPECT_EQ(A.q1, B.q1) << "installed: the in-place refresh's bases, bit for bit";
-    EXPECT_EQ(A.q2, B.q2);
-    int refreshed = 0;
+    EXPECT_EQ(in_flight(), D == 1 ? 0 : per_phase) << "installed after step D: phase 1's; phase 0's still in flight";
+    const Bases A = snapshot(*a.model), C = snapshot(*c.model);
     for (size_t si = 0; si < sa.size(); si++)
         for (int l = 0; l < sa[si].L; l++) {
             const int u = l * (int)sa.size() + (int)si;
-            const bool due = u * 2 / units == 1;  // PracSchedule::phase(u, 2) == step 1 % 2
+            const bool phase1 = u * 2 / units == 1;  // PracSchedule::phase(u, 2): refreshed on step 1
             const std::string where = sa[si].name + " layer " + std::to_string(l);
-            EXPECT_EQ(sa[si].q1_refreshes[l] - q1_before[si][l], due ? 1 : 0) << where;
+            EXPECT_EQ(sa[si].q1_refreshes[l] - q1_before[si][l], phase1 ? 1 : 0) << where;
+            if (!phase1) {
+                EXPECT_EQ(A.q1[si][l], step0.q1[si][l]) << where << ": still in flight (D = 2) or not refreshed";
+                continue;
+            }
+            EXPECT_EQ(A.q1[si][l], b_step1.q1[si][l]) << where << ": installed, the in-place refresh's bits";
+            EXPECT_EQ(A.q2[si][l], b_step1.q2[si][l]) << where;
+            EXPECT_NE(A.q1[si][l], C.q1[si][l]) << where;
             EXPECT_EQ(sa[si].q1_refreshes[l], b.model->sites[si].q1_refreshes[l]) << where;
             EXPECT_EQ(sa[si].q2_refreshes[l], b.model->sites[si].q2_refreshes[l]) << where;
-            EXPECT_EQ(A.q1[si][l] != C.q1[si][l], due) << where << ": refreshed on step 1 exactly when due";
-            refreshed += due;
         }
-    EXPECT_EQ(taken, refreshed) << "one pending slot per refreshing unit";
-    EXPECT_LE(taken, a.model->pending_bases.count);
 }
+TEST(PracModel, OverlappedRefreshTakesEffectAtTheEndOfItsStep) { overlapped_refresh_takes_effect_after(1); }
+TEST(PracModel, OverlappedRefreshTakesEffectAfterTwoSteps) { overlapped_refresh_takes_effect_after(2); }
 
 TEST(PracModel, RefreshIntervalsAreHonoredGpt2) { check_schedule<GPT2>(Arch::GPT2, "gpt2-tiny", PracMode::PRAC, 0, 1); }
 TEST(PracModel, RefreshIntervalsPacAndRac) {

@@ -324,24 +324,25 @@ static void recompute_and_aliasing_are_bitwise(const char* dir, Arch arch) {
 #endif
 }
 
-// --prac-refresh-overlap on the CUDA backend: the three runs of the CPU backend's test (test_prac_model,
-// PracModel.OverlappedRefreshTakesEffectAtTheEndOfItsStep) from the fixture's weights, T1 = T2 = 2 staggered: A
-// overlapped (its solves on the refresh worker: prac_refresh_gram_cuda on the step's stream, prac_refresh_cuda with
-// x null on the worker's), B in place, C never refreshing after step 0. Step 1 has two micro-batches. A's step-1
-// gradients are bitwise C's and its bases after install_refreshes bitwise B's. Emulated, A's solves run only when
-// install_refreshes waits for them, after backward has reused the buffers the activations were in: a solve that read
-// them would not give B's bases.
+// --prac-refresh-overlap D on the CUDA backend: the three runs of the CPU backend's test (test_prac_model,
+// PracModel.OverlappedRefresh*) from the fixture's weights, T1 = T2 = 2 staggered: A overlapped (its solves on the
+// refresh worker: prac_refresh_gram_cuda on the step's stream, prac_refresh_cuda with x null on the worker's), B in
+// place, C never refreshing after step 0. Steps 1 .. D have two micro-batches each. A's gradients there are bitwise
+// C's; after step D the bases of the units refreshed on step 1 are bitwise B's after step 1, the others still step
+// 0's. Emulated, A's solves run only when they are waited for, after backward has reused the buffers the
+// activations were in: a solve that read them would not give B's bases.
 template <template <class> class M>
-static void overlapped_refresh_is_in_place_one_step_later(const char* dir, Arch arch) {
-    Fixture fx = load_fixture(dir, arch);
+static void overlapped_refresh_is_in_place_later(const char* dir, int D) {
+    Fixture fx = load_fixture(dir, Arch::LLAMA);
     int valid = 0;
     for (int32_t t : fx.targets) valid += t >= 0;
     PracOptions overlap;
     overlap.mode = PracMode::PRAC;
     overlap.t1 = overlap.t2 = 2;
     PracOptions in_place = overlap, never = overlap;
-    overlap.overlap = true;
+    overlap.overlap = D;
     never.t1 = never.t2 = 1000;
+    using Bases = std::vector<std::vector<float>>;  // each (site, layer)'s P, in unit order l x sites + site
     struct Run {
         CudaBackend gpu{0, 42};
         std::unique_ptr<M<CudaBackend>> m;
@@ -350,15 +351,31 @@ static void overlapped_refresh_is_in_place_one_step_later(const char* dir, Arch 
             gpu.download_f32(g.data(), m->grads_memory, g.size());
             return g;
         }
-        std::vector<float> bases() {  // every site's P, layer after layer
-            std::vector<float> all;
-            for (const auto& s : m->sites) {
-                if (!s.compressed()) continue;
-                std::vector<float> P((size_t)s.L * s.n * s.r());
-                gpu.download_f32(P.data(), s.P, P.size());
-                all.insert(all.end(), P.begin(), P.end());
+        Bases bases() {
+            Bases b((size_t)m->sched.units);
+            for (const auto& s : m->sites)
+                for (int l = 0; s.compressed() && l < s.L; l++) {
+                    std::vector<float>& P = b[(size_t)l * m->sites.size() + s.id];
+                    P.resize((size_t)s.n * s.r());
+                    gpu.download_f32(P.data(), s.P + (size_t)l * s.n * s.r(), P.size());
+                }
+            return b;
+        }
+        void step(int step, int micro, int valid, const Fixture& fx, bool install = true) {
+            m->zero_grad();
+            m->sched.begin_step(m->prac, step);
+            for (int k = 0; k < micro; k++) {
+                m->forward(fx.inputs.data(), fx.targets.data(), 1.0f / (valid * micro));
+                m->backward();
             }
-            return all;
+            if (install) m->install_refreshes();
+            gpu.synchronize();
+        }
+        void sgd(const std::vector<float>& g) {  // the same update in every run, through the host
+            std::vector<float> w(m->param_buffer_numel);
+            gpu.download_f32(w.data(), m->params_memory, w.size());
+            for (size_t i = 0; i < w.size(); i++) w[i] -= 0.1f * g[i];
+            gpu.upload_f32(m->params_memory, w.data(), w.size());
         }
     };
     Run a, b, c;
@@ -368,39 +385,45 @@ static void overlapped_refresh_is_in_place_one_step_later(const char* dir, Arch 
         run->m->load_weights(fx.base + "model.safetensors");
         run->m->allocate_activations(fx.B, fx.T);
     }
-    for (int step = 0; step < 2; step++) {
-        const int micro = step == 0 ? 1 : 2;
-        for (Run* r : {&a, &b, &c}) {
-            r->m->zero_grad();
-            r->m->sched.begin_step(r->m->prac, step);
-            for (int k = 0; k < micro; k++) {
-                r->m->forward(fx.inputs.data(), fx.targets.data(), 1.0f / (valid * micro));
-                r->m->backward();
-            }
-            if (step == 1 && r == &a)
-                check(a.bases() == c.bases(), "%s overlap: the bases are step 0's until the step's refreshes are "
-                      "installed", dir);
-            r->m->install_refreshes();
-            r->gpu.synchronize();
-        }
-        if (step == 0) {
-            check(a.grads() == c.grads() && b.grads() == c.grads() && a.bases() == c.bases(),
-                  "%s overlap: step 0 (every first basis in place) is the same in all three runs", dir);
-            // the same update in all three (a plain SGD step on the device's parameters, through the host)
-            for (Run* r : {&a, &b, &c}) {
-                std::vector<float> w(r->m->param_buffer_numel), g = r->grads();
-                r->gpu.download_f32(w.data(), r->m->params_memory, w.size());
-                for (size_t i = 0; i < w.size(); i++) w[i] -= 0.1f * g[i];
-                r->gpu.upload_f32(r->m->params_memory, w.data(), w.size());
-            }
+    for (Run* r : {&a, &b, &c}) r->step(0, 1, valid, fx);
+    const Bases step0 = c.bases();
+    std::vector<float> g0 = c.grads();
+    check(a.grads() == g0 && b.grads() == g0 && a.bases() == step0,
+          "%s overlap %d: step 0 (every first basis in place) is the same in all three runs", dir, D);
+    for (Run* r : {&a, &b, &c}) r->sgd(g0);
+    b.step(1, 2, valid, fx);
+    const Bases b_step1 = b.bases();
+    bool grads_same = true, unchanged = true;
+    for (int step = 1; step <= D; step++) {
+        a.step(step, 2, valid, fx, false);
+        unchanged = unchanged && a.bases() == step0;
+        a.m->install_refreshes();
+        c.step(step, 2, valid, fx);
+        std::vector<float> ga = a.grads(), gc = c.grads();
+        grads_same = grads_same && ga == gc;
+        if (step == 1) check(b.grads() != gc, "%s: in place, step 1's gradients differ", dir);
+        a.sgd(ga);
+        c.sgd(gc);
+    }
+    check(grads_same, "%s overlap %d: steps 1-%d's gradients are bitwise those of the run without their refreshes",
+          dir, D, D);
+    check(unchanged, "%s overlap %d: the bases are step 0's until the end of step %d", dir, D, D);
+    const Bases A = a.bases(), C = c.bases();
+    const int units = a.m->sched.units;
+    bool installed = true, new_bases = true, others = true;
+    for (int u = 0; u < units; u++) {
+        if (A[u].empty()) continue;  // not compressed
+        if (u * 2 / units == 1) {  // PracSchedule::phase(u, 2) == 1: refreshed on step 1
+            installed = installed && A[u] == b_step1[u];
+            new_bases = new_bases && A[u] != C[u];
+        } else {
+            others = others && A[u] == step0[u];
         }
     }
-    check(a.grads() == c.grads(), "%s overlap: step 1's gradients are bitwise those of the run without its refreshes",
-          dir);
-    check(b.grads() != c.grads(), "%s: ... which differ from the in-place refresh's", dir);
-    check(a.bases() == b.bases(), "%s overlap: the installed bases are bitwise the in-place refresh's", dir);
-    check(a.bases() != c.bases(), "%s: ... which are new", dir);
-    (void)arch;
+    check(installed && new_bases, "%s overlap %d: after step %d the bases refreshed on step 1 are bitwise the in-place "
+          "refresh's (and new)", dir, D, D);
+    check(others, "%s overlap %d: the others are step 0's (refreshed on step 2 and still in flight, or not yet)", dir,
+          D);
 }
 
 int main() {
@@ -415,7 +438,8 @@ int main() {
             compare<Llama>("llama_tiny", Arch::LLAMA, m);
             compare<Llama>("llama_tiny", Arch::LLAMA, m, 64);  // --hidden-align: F = 88 at stride 128
         }
-        overlapped_refresh_is_in_place_one_step_later<Llama>("llama_tiny", Arch::LLAMA);
+        overlapped_refresh_is_in_place_later<Llama>("llama_tiny", 1);
+        overlapped_refresh_is_in_place_later<Llama>("llama_tiny", 2);
         recompute_and_aliasing_are_bitwise<GPT2>("gpt2_tiny", Arch::GPT2);
         recompute_and_aliasing_are_bitwise<Llama>("llama_tiny", Arch::LLAMA);
     } catch (const std::exception& ex) {

@@ -863,11 +863,12 @@ TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
                            {"--prac-initial-spread must be auto or a number of steps"});
 }
 
-// --prac-refresh-overlap: a run whose refreshes take effect at the end of their steps, killed after step 3 (its
-// checkpoint at step 2, right after a step that refreshed) and resumed, equals the uninterrupted run bit for bit
-// (pending bases never outlive a step, so a checkpoint holds none). The start-up lines name the mode, and the
-// overlapped run is not the in-place one (step 2 and later compress with other bases: other gradient norms). With
-// --prac none there is nothing to overlap: an error that says so.
+// --prac-refresh-overlap 2: a refresh takes effect at the end of the step after the one it is due on, so the
+// checkpoint after step 2 (T1 = T2 = 2: half the site-layers refreshed on step 2) holds refreshes in flight, their
+// copies and results. A run killed after step 3 and resumed from it equals the uninterrupted run bit for bit. The
+// start-up lines name the mode; the overlapped run is not the in-place one (other bases from step 2 on: other
+// gradient norms). A checkpoint with refreshes in flight resumed without the flag or with room for fewer of them, a D
+// above the refresh interval and the flag with --prac none are errors that say so.
 TEST(TrainerResume, RefreshOverlapResumesBitExactly) {
     TempDir dir;
     auto args = [&](const std::string& run, std::vector<std::string> extra) {
@@ -877,13 +878,17 @@ TEST(TrainerResume, RefreshOverlapResumesBitExactly) {
         a.insert(a.end(), extra.begin(), extra.end());
         return a;
     };
-    RunResult u = run_trainer("train_llama", args("u", {"--prac-refresh-overlap"}), dir, 120);
+    const std::vector<std::string> overlap = {"--prac-refresh-overlap", "2"};
+    RunResult u = run_trainer("train_llama", args("u", overlap), dir, 120);
     ASSERT_EQ(u.rc, 0) << describe(u);
-    EXPECT_TRUE(contains(u.out, "overlapped (--prac-refresh-overlap)")) << describe(u);
-    RunResult killed = run_merged("train_llama", args("k", {"--prac-refresh-overlap"}), dir, 120,
-                                  "PRAC_TEST_DIE_AFTER_STEP=3");
+    EXPECT_TRUE(contains(u.out, "overlapped, in effect after 2 steps (--prac-refresh-overlap)")) << describe(u);
+    EXPECT_TRUE(contains(read_bytes(dir / "u/step_00000002/state.safetensors"), ".pending_P"))
+        << "the checkpoint after step 2 holds refreshes in flight";
+    RunResult killed = run_merged("train_llama", args("k", overlap), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=3");
     ASSERT_EQ(killed.rc, 137) << describe(killed);
-    RunResult r = run_trainer("train_llama", args("k", {"--resume", "--prac-refresh-overlap"}), dir, 120);
+    std::vector<std::string> resume = overlap;
+    resume.push_back("--resume");
+    RunResult r = run_trainer("train_llama", args("k", resume), dir, 120);
     ASSERT_EQ(r.rc, 0) << describe(r);
     EXPECT_TRUE(contains(r.out, "at step 2 of 5")) << describe(r);
     expect_same_run(dir, "u", "k", 5);
@@ -894,7 +899,25 @@ TEST(TrainerResume, RefreshOverlapResumesBitExactly) {
     ASSERT_EQ(lu.steps.size(), lp.steps.size());
     EXPECT_EQ(lu.steps[0]["grad_norm"].dump(), lp.steps[0]["grad_norm"].dump()) << "step 1: first bases, in place";
     EXPECT_NE(lu.steps[4]["grad_norm"].dump(), lp.steps[4]["grad_norm"].dump());
-    expect_user_error_exit(run_trainer("train_gpt2", tiny({"--steps", "1", "--prac-refresh-overlap"}), dir, 60),
+
+    expect_user_error_exit(run_trainer("train_llama", args("u", {"--steps", "6", "--resume"}), dir, 120),
+                           "train_llama", {"take effect after steps still to come", "--prac-refresh-overlap", "HINT"});
+    // T = 4, D = 3: the checkpoint after step 3 holds the refreshes of steps 2 and 3 (7 of llama-tiny's 14
+    // site-layers), which D = 1 (room for ceil(14 / 4) = 4) cannot hold
+    auto t4 = [&](const char* d, std::vector<std::string> extra) {
+        std::vector<std::string> a = args("t4", {"--steps", "3", "--ckpt-every", "3", "--prac-t1", "4", "--prac-t2",
+                                                 "4", "--prac-refresh-overlap", d});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return run_trainer("train_llama", a, dir, 120);
+    };
+    RunResult d3 = t4("3", {});
+    ASSERT_EQ(d3.rc, 0) << describe(d3);
+    expect_user_error_exit(t4("1", {"--steps", "4", "--resume"}), "train_llama",
+                           {"more PRAC refreshes in flight than this run's", "room left: 0", "HINT"});
+    expect_user_error_exit(run_trainer("train_gpt2", tiny({"--steps", "1", "--prac", "prac", "--prac-t1", "2",
+                                                           "--prac-refresh-overlap", "3"}), dir, 60),
+                           "train_gpt2", {"--prac-refresh-overlap 3", "between 0 (off) and the refresh interval"});
+    expect_user_error_exit(run_trainer("train_gpt2", tiny({"--steps", "1", "--prac-refresh-overlap", "1"}), dir, 60),
                            "train_gpt2", {"--prac-refresh-overlap", "--prac none", "HINT"});
 }
 

@@ -4,10 +4,10 @@
 // flags (test_step_cuda's whole-step tolerances: FP32 1e-4 relative, BF16 5e-2) and falls; (b) one rank with --comm nccl, per-layer overlap or one
 // all-reduce, equals the plain run (NCCL's average over one rank is the identity: a difference is a stream-ordering
 // bug), or without NCCL --comm nccl is refused naming it; (c) resume is bit-exact: 6 steps vs killed after step 3
-// (checkpoints every 2) and --resume'd, same records, model.safetensors and state.safetensors (baseline, PRAC, LLaMA,
-// LLaMA with PRAC's fp8 storage, resumed with --comm nccl); (d) emulated builds: a step's micro-batches add no host
-// wait for the device; (e) the measured peak memory stays within --plan through init, a checkpoint save and a load
-// (PRAC, also with --prac-refresh-overlap).
+// (checkpoints every 2) and --resume'd, same records, model.safetensors and state.safetensors (baseline, PRAC, PRAC
+// with refreshes in flight across the checkpoint, LLaMA, LLaMA with PRAC's fp8 storage, resumed with --comm nccl);
+// (d) emulated builds: a step's micro-batches add no host wait for the device; (e) the measured peak memory stays
+// within --plan through init, a checkpoint save and a load (PRAC, also with --prac-refresh-overlap 2).
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -277,6 +277,10 @@ int main(int argc, char** argv) {
         resume_is_bit_exact(sub("resume_gpt2"), "train_gpt2", gpt2, "", "baseline");
         resume_is_bit_exact(sub("resume_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1", "",
                             "PRAC");
+        // the checkpoint after step 2 holds refreshes in flight: the worker's copies and results
+        resume_is_bit_exact(sub("resume_gpt2_overlap"), "train_gpt2",
+                            gpt2 + " --prac prac --prac-t1 2 --prac-t2 2 --prac-refresh-overlap 2", "",
+                            "PRAC, refreshes overlapped over 2 steps");
     }
     if (runs("resume") && llama_checks) {
         resume_is_bit_exact(sub("resume_llama"), "train_llama", llama + " --grad-accum 2", "", "baseline");
@@ -295,7 +299,7 @@ int main(int argc, char** argv) {
         peak_within_plan(sub("peak_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1");
         // the refresh worker's workspace and the pending bases beside the step's memory
         peak_within_plan(sub("peak_gpt2_overlap"), "train_gpt2",
-                         gpt2 + " --prac prac --prac-t1 2 --prac-t2 1 --prac-refresh-overlap");
+                         gpt2 + " --prac prac --prac-t1 2 --prac-t2 2 --prac-refresh-overlap 2");
     }
 
     // (d) the trace exists in the emulated runtime only

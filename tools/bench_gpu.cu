@@ -6,7 +6,7 @@
 // budget), --models, --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per
 // other optimizer), --hidden-align A (LLaMA rows: the trainer's --hidden-align, to compare with and without),
 // --initial-spread K (PRAC rows: the trainer's --prac-initial-spread, for the first step's time),
-// --refresh-overlap (PRAC rows: the trainer's --prac-refresh-overlap, refreshes solved beside the step), --tiny
+// --refresh-overlap D (PRAC rows: the trainer's --prac-refresh-overlap D, refreshes solved beside the steps), --tiny
 // (a smoke run of every code path, e.g. emulated in `make test`; its numbers mean nothing).
 // Every row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them). Without a CUDA device: exit
 // 77 (REQUIRE_GPU=1: exit 1). How each number is measured and what MFU counts: docs/DESIGN.md section 9.4.
@@ -254,10 +254,12 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
             st.t1 = st.t2 = model.sched.units;
             st.initial_spread = 0;
             const int64_t s0 = (s / st.t1 + 1) * st.t1;
-            auto q1_refreshes = [&]() {  // every site-layer's Q1 refreshes so far
+            auto q1_refreshes = [&]() {  // every site-layer's Q1 refreshes so far, those in flight included
                 int64_t c = 0;
-                for (const auto& site : model.sites)
+                for (const auto& site : model.sites) {
                     for (int64_t q : site.q1_refreshes) c += q;
+                    c += (int64_t)site.pending.size();  // --refresh-overlap: each refreshes Q1 and Q2 here
+                }
                 return c;
             };
             for (size_t u = 0; u < model.sites.size(); u++) {
@@ -288,7 +290,7 @@ static void usage() {
     std::printf("usage: bench_gpu [--quick] [--tiny] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
                 "                 [--max-batch | --no-max-batch] [--json FILE] [--optimizers adamw,muon,adam-mini,"
                 "galore,rso]\n                 [--hidden-align A] [--initial-spread K]\n"
-                "                 [--refresh-overlap]\n");
+                "                 [--refresh-overlap D]\n");
 }
 
 int main(int argc, char** argv) {
@@ -296,7 +298,7 @@ int main(int argc, char** argv) {
     int steps = -1, maxb = -1;  // -1: default
     int hidden_align = 1;       // LLaMA: the trainer's --hidden-align
     int initial_spread = 0;     // PRAC: the trainer's --prac-initial-spread
-    bool refresh_overlap = false;  // PRAC: the trainer's --prac-refresh-overlap
+    int refresh_overlap = 0;    // PRAC: the trainer's --prac-refresh-overlap
     std::string models_arg, json, optimizers_arg = "adamw";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -315,7 +317,7 @@ int main(int argc, char** argv) {
         else if (a == "--optimizers") optimizers_arg = next();
         else if (a == "--hidden-align") hidden_align = std::atoi(next().c_str());
         else if (a == "--initial-spread") initial_spread = std::atoi(next().c_str());
-        else if (a == "--refresh-overlap") refresh_overlap = true;
+        else if (a == "--refresh-overlap") refresh_overlap = std::atoi(next().c_str());
         else if (a == "--max-batch") maxb = 1;
         else if (a == "--no-max-batch") maxb = 0;
         else if (a == "-h" || a == "--help") { usage(); return 0; }
@@ -326,9 +328,10 @@ int main(int argc, char** argv) {
         }
     }
     if (steps < 0) steps = quick ? 5 : 10;
-    if (steps < 1 || hidden_align < 1 || hidden_align > 256 || initial_spread < 0) {
-        std::fprintf(stderr, "bench_gpu: --steps must be >= 1, --hidden-align between 1 and 256 and --initial-spread "
-                     ">= 0\n");
+    if (steps < 1 || hidden_align < 1 || hidden_align > 256 || initial_spread < 0 || refresh_overlap < 0 ||
+        refresh_overlap > 8) {
+        std::fprintf(stderr, "bench_gpu: --steps must be >= 1, --hidden-align between 1 and 256, --initial-spread "
+                     ">= 0 and --refresh-overlap between 0 and 8\n");
         return 2;
     }
     bool do_maxb = maxb < 0 ? !quick : maxb == 1;
@@ -551,7 +554,9 @@ int main(int argc, char** argv) {
                     r.normal_ms > 0 ? r.first_ms / r.normal_ms : 0.0, base ? fmt("%.2f", base->first_ms).c_str() : "-");
         std::printf("        staggered (one site-layer's Q1 and Q2 per step%s): the slowest step %.2f ms, %.2fx "
                     "the normal step, refreshing %s\n",
-                    refresh_overlap ? ", overlapped" : "", r.stagger_worst_ms,
+                    refresh_overlap ? (", overlapped over " + std::to_string(refresh_overlap) + " step(s)").c_str()
+                                    : "",
+                    r.stagger_worst_ms,
                     r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, r.stagger_worst_site.c_str());
         std::printf("RESULT bench_gpu refresh config=%s B=%d refresh_ms=%.3f normal_ms=%.3f extra_ms=%.3f t1=%d "
                     "amortized_ms_per_step=%.4f first_ms=%.3f baseline_first_ms=%s staggered_worst_ms=%.3f "

@@ -91,10 +91,11 @@ const Flag FLAGS[] = {
       "first refresh a site compresses with a random orthonormal basis (unbiased; more variance in those early "
       "steps). auto: K = the warmup's steps, while the learning rate is still small (prac; pac and rac: 0). 0: all "
       "on the first step"),
-    F("--prac-refresh-overlap", "", BOOL, prac_refresh_overlap,
-      "a refresh of a site that has a basis takes effect at the end of its step (the step compresses with the basis "
-      "it started with), so that the CUDA backend solves it on a second stream beside the step instead of stalling "
-      "it; costs one pending basis copy per site-layer refreshed in a step (--plan shows it)"),
+    F("--prac-refresh-overlap", "D", INT, prac_refresh_overlap,
+      "D >= 1: a refresh of a site that has a basis takes effect at the end of the D-th step from the one it is due "
+      "on (those steps compress with the basis they started with), so that the CUDA backend solves it on a second "
+      "stream beside them instead of stalling its step; costs one pending basis copy per refresh in flight (--plan "
+      "shows it); D <= --prac-t1, --prac-t2. 0: off"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased; the paper's k ablation)"),
     F("--prac-classes", "LIST", STR, prac_classes, "site classes to compress: linear,nonlinear | linear | nonlinear"),
     F("--prac-storage", "auto|act|fp8", STR, prac_storage,
@@ -455,6 +456,9 @@ PracOptions prac_options_from(const TrainOptions& o) {
     p.refresh = o.prac_refresh == "auto" ? PracRefresh::SUBSPACE : prac_refresh_parse(o.prac_refresh);
     p.initial_spread = prac_initial_spread_steps(o, p.mode);
     p.overlap = o.prac_refresh_overlap;
+    CHECK_USER(p.overlap >= 0 && p.overlap <= std::min(p.t1, p.t2),
+               "--prac-refresh-overlap %d: must be between 0 (off) and the refresh interval (--prac-t1 %d, --prac-t2 "
+               "%d), so that a refresh takes effect before the next one of its site is due", p.overlap, p.t1, p.t2);
     CHECK_USER(!p.overlap || p.mode != PracMode::NONE,
                "--prac-refresh-overlap: with --prac none no site refreshes a basis, so there is nothing to overlap\n"
                "---> HINT: add --prac prac (or pac, rac), or drop --prac-refresh-overlap");
@@ -575,7 +579,10 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
                              std::string(o.prac_storage == "auto" ? " (auto)" : "")},
         {"prac refresh", (o.prac_refresh == "auto" ? "auto (subspace)" : o.prac_refresh) +
                              (o.prac == "none" ? "" : "; initial spread " + o.prac_initial_spread) +
-                             (o.prac_refresh_overlap ? "; overlapped (--prac-refresh-overlap)" : "")},
+                             (o.prac_refresh_overlap
+                                  ? format("; overlapped, in effect after %d step%s (--prac-refresh-overlap)",
+                                           o.prac_refresh_overlap, o.prac_refresh_overlap > 1 ? "s" : "")
+                                  : "")},
         {"recompute", std::string(o.recompute == 0   ? "0 (off)"
                                   : o.recompute == 1 ? "1 (activation output)"
                                                      : "2 (activation + norm outputs)") +

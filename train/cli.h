@@ -63,7 +63,7 @@ struct TrainOptions {
     std::string prac_refresh = "auto";  // how Q1 is found: subspace | exact | auto (subspace, on both backends)
     // the sites' first refreshes over K steps (0, 1: all on the first); auto: the warmup's steps (prac only)
     std::string prac_initial_spread = "auto";
-    bool prac_refresh_overlap = false;  // PracOptions::overlap
+    int prac_refresh_overlap = 0;  // PracOptions::overlap (steps)
     float prac_k_mult = 1.0f;                // k = k_mult * (n - r1) / r2
     std::string prac_classes = "linear,nonlinear";
     // packed projections: act (the activation dtype) | fp8 (e4m3, per-row scale) | auto (fp8 when PRAC compresses)

@@ -49,6 +49,7 @@ struct PlanBackend {
     void free(void*, size_t) {}
     void check_attention_shape(int, int) const {}  // a plan is made for any shape; the real backend checks
     void rope_table(float*, int, int, float) {}
+    void prac_refresh_discard(const act_t*) {}  // a plan's model never refreshes
 };
 
 using PlanCpu = PlanBackend<DType::F32, DType::F32, false, CpuBackend::classifier_chunk>;
