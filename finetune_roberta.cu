@@ -30,7 +30,6 @@ int finetune_roberta(Backend& be, FinetuneOptions& opts, const ModelConfig& cfg,
             }
             float norm = grad_norm(be, model.grads_memory, model.param_buffer_numel);
             float loss = be.loss_read();
-            model.install_refreshes();  // --prac-refresh-overlap: bases refreshed in this step take effect
             run.update(loss, norm);  // linear schedule, clipping, AdamW or RSO
             run.end_step();          // progress line with ETA, JSONL, --ckpt-every
         }

@@ -36,7 +36,7 @@ int train_gpt2(Backend& be, RunSetup& setup) {
 
         float norm = run.grads.average(model);  // mean over the ranks; the global gradient norm
         float loss = run.step_loss();           // the step's mean loss over the ranks (one 4-byte readout)
-        model.install_refreshes();              // --prac-refresh-overlap: bases refreshed in this step take effect
+        model.install_refreshes();              // --prac-refresh-overlap D: refreshes D - 1 steps old take effect
         run.update(step, loss, norm);           // lr schedule, clipping, non-finite policy, optimizer
         run.end_step(step);                     // log line and metrics, checkpoint every --ckpt-every
     }
