@@ -30,12 +30,7 @@ CudaBackend::CudaBackend(int dev, uint64_t run_seed) : device(dev), seed(run_see
 
 CudaBackend::~CudaBackend() {
     RefreshWorker& w = refresh_worker;
-    if (w.job.valid()) {
-        try {
-            w.job.get();
-        } catch (...) {  // a failure already on its way out (the step threw), or nobody to tell
-        }
-    }
+    if (w.job.valid()) prac_refresh_discard(w.pending);  // a failure on its way out (the step threw) stays there
     if (w.stream) {
         cudaStreamSynchronize(w.stream);
         cudaEventDestroy(w.inputs_ready);

@@ -65,6 +65,12 @@ struct PracOptions {
     int rso_rank = 0;
 };
 
+// The first refreshes' spread: K = min(PracOptions::initial_spread, units) steps, 0 when there is none (PracSchedule,
+// prac/site.h).
+inline int prac_spread_steps(int initial_spread, int units) {
+    return initial_spread > 1 ? (initial_spread < units ? initial_spread : units) : 0;
+}
+
 // --prac-refresh-overlap D: the most (site, layer) units with a refresh in flight, D times what one step begins
 // (PracSchedule: with stagger at most ceil(units / T) units share a phase of T, one set for T1 and one for T2 unless
 // they are equal, plus ceil(units / K) first refreshes when those are spread over K steps; without stagger every

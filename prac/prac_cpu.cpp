@@ -49,8 +49,8 @@ int prac_overlap_slots(const PracOptions& o, int units) {
     if (o.overlap <= 0) return 0;
     if (!o.stagger) return units;
     auto per_phase = [&](int t) { return t > 0 ? (units + t - 1) / t : 0; };
-    int k = o.initial_spread > 1 ? std::min(o.initial_spread, units) : 0;  // prac_spread_steps (prac/site.h)
-    int64_t per_step = per_phase(o.t1) + (o.t2 != o.t1 ? per_phase(o.t2) : 0) + per_phase(k);
+    int64_t per_step = per_phase(o.t1) + (o.t2 != o.t1 ? per_phase(o.t2) : 0) +
+                       per_phase(prac_spread_steps(o.initial_spread, units));
     return (int)std::min<int64_t>(units, per_step * o.overlap);
 }
 

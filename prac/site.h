@@ -30,11 +30,6 @@ struct SiteRefresh {
     int64_t step = 0;
 };
 
-// The first refreshes' spread: K = min(PracOptions::initial_spread, units) steps, 0 when there is none (PracSchedule).
-inline int prac_spread_steps(int initial_spread, int units) {
-    return initial_spread > 1 ? std::min(initial_spread, units) : 0;
-}
-
 // --prac-refresh-overlap D (PracOptions::overlap): the model's pending copies of refreshed bases, one (n, r) slot
 // per refresh in flight (prac_overlap_slots), taken in save and given back when the refresh is installed
 // (ActSite::install). Lives with the bases (a model's basis specs).

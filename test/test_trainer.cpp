@@ -792,14 +792,22 @@ static void expect_same_run(const TempDir& dir, const std::string& a, const std:
 // --hidden-align changes only where LLaMA's (N, F) activations sit (docs/DESIGN.md "Row strides"): a PRAC run of
 // llama-tiny (F = 176) killed after step 2 and resumed with its rows 192 apart equals the uninterrupted contiguous
 // run bit for bit on the CPU backend (every logged number, the final weights and state). GPT-2 refuses the flag.
+// A PRAC run of llama-tiny (B = 2, T = 32) of `steps` steps with T1 = T2 = t, checkpoints every 2 steps in
+// dir/RUN/ and its log in dir/RUN.jsonl, then `extra`.
+static std::vector<std::string> llama_prac_run(const TempDir& dir, const std::string& run, int steps, int t,
+                                               const std::vector<std::string>& extra) {
+    std::vector<std::string> a = {"--model", "llama-tiny", "--batch-size", "2", "--seq-len", "32", "--steps",
+                                  std::to_string(steps), "--eval-tokens", "64", "--ckpt-every", "2", "--prac", "prac",
+                                  "--prac-t1", std::to_string(t), "--prac-t2", std::to_string(t), "--ckpt-dir",
+                                  dir / run, "--log", dir / (run + ".jsonl")};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+}
+
 TEST(TrainerResume, HiddenAlignMayChangeBetweenResumes) {
     TempDir dir;
     auto args = [&](const std::string& run, std::vector<std::string> extra) {
-        std::vector<std::string> a = {"--model", "llama-tiny", "--batch-size", "2", "--seq-len", "32", "--steps", "4",
-                                      "--eval-tokens", "64", "--ckpt-every", "2", "--prac", "prac", "--prac-t1", "1",
-                                      "--prac-t2", "1", "--ckpt-dir", dir / run, "--log", dir / (run + ".jsonl")};
-        a.insert(a.end(), extra.begin(), extra.end());
-        return a;
+        return llama_prac_run(dir, run, 4, 1, extra);
     };
     RunResult u = run_trainer("train_llama", args("u", {}), dir, 120);
     ASSERT_EQ(u.rc, 0) << describe(u);
@@ -872,11 +880,7 @@ TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
 TEST(TrainerResume, RefreshOverlapResumesBitExactly) {
     TempDir dir;
     auto args = [&](const std::string& run, std::vector<std::string> extra) {
-        std::vector<std::string> a = {"--model", "llama-tiny", "--batch-size", "2", "--seq-len", "32", "--steps", "5",
-                                      "--eval-tokens", "64", "--ckpt-every", "2", "--prac", "prac", "--prac-t1", "2",
-                                      "--prac-t2", "2", "--ckpt-dir", dir / run, "--log", dir / (run + ".jsonl")};
-        a.insert(a.end(), extra.begin(), extra.end());
-        return a;
+        return llama_prac_run(dir, run, 5, 2, extra);
     };
     const std::vector<std::string> overlap = {"--prac-refresh-overlap", "2"};
     RunResult u = run_trainer("train_llama", args("u", overlap), dir, 120);

@@ -563,7 +563,7 @@ int main(int argc, char** argv) {
                     "staggered_worst_over_normal=%.3f overlap=%d\n",
                     r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort, r.first_ms,
                     base ? fmt("%.3f", base->first_ms).c_str() : "-", r.stagger_worst_ms,
-                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, (int)refresh_overlap);
+                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, refresh_overlap);
     }
     write_json(json, gpu, peak_tf, rows);
     if (!json.empty()) std::printf("\nwrote %s\n", json.c_str());
