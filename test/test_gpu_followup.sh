@@ -36,7 +36,9 @@ grep -qE '^table +SKIP .*no time left' "$sum" && ok "table skipped: no time left
 grep -q '^  RESULT bench_gpu_stride x=1' "$sum" && ok "RESULT line copied into the summary" || bad "RESULT line missing"
 grep -q '^RESULT: FAILED' "$sum" && ok "summary ends FAILED" || bad "summary verdict"
 [ "$secs" -le 25 ] && ok "the run kept to its budget (${secs}s of 28)" || bad "the run took ${secs}s, budget 28"
-tar -tzf "$W/out/followup_logs.tar.gz" | grep -q 'logs/align.log' && ok "logs in followup_logs.tar.gz" || bad "logs tarball"
+# the listing is read whole first: under pipefail, `tar | grep -q` fails whenever grep's early exit cuts tar off
+listing=$(tar -tzf "$W/out/followup_logs.tar.gz")
+grep -q 'logs/align.log' <<<"$listing" && ok "logs in followup_logs.tar.gz" || bad "logs tarball: $listing"
 
 # every job passing: exit 0, RESULT: OK; DRY_RUN runs nothing
 FOLLOWUP_CMD_stride='true' OUT="$W/out2" bash "$S" stride >/dev/null 2>&1 && grep -q '^RESULT: OK' "$W/out2/summary.txt" \
