@@ -4,6 +4,7 @@
 
 #include "kernels/attention_cudnn.cuh"
 
+#include <cstdlib>
 #include <cstring>
 
 __global__ void f32_to_floatx_kernel(floatX* dst, const float* src, size_t n) {
@@ -237,8 +238,10 @@ void CudaBackend::prac_refresh_begin(act_t* pending, const act_t* P, const act_t
         cudaCheck(cudaStreamWaitEvent(h.stream, ready, 0));
         return prac_refresh_cuda(pending, (const act_t*)nullptr, N, n, d, q1, q2, had_basis, key, h, ws, bytes);
     };
-#if defined(PRAC_CUDA_EMU)
-    w.job = std::async(std::launch::deferred, solve);  // see the header: runs when waited for
+#if defined(PRAC_CUDA_EMU)  // see the header: when waited for, or (PRAC_EMU_REFRESH_THREAD=1) on its own thread
+    const char* on_thread = std::getenv("PRAC_EMU_REFRESH_THREAD");
+    w.job = std::async(on_thread && std::strcmp(on_thread, "1") == 0 ? std::launch::async : std::launch::deferred,
+                       solve);
 #else
     w.job = std::async(std::launch::async, solve);
 #endif

@@ -300,8 +300,9 @@ struct CudaBackend {
     // `pending` while the step goes on (prac_refresh_cuda with x null). One solve at a time: a second begin first
     // waits for the first. end waits for pending's solve (if it is still running) and copies it into P on the
     // step's stream. result waits too, for a checkpoint of the copy; restore registers one a checkpoint held;
-    // discard waits and forgets. In the CPU execution layer the solve runs when it is waited for, on the calling
-    // thread, so the step's work in between has run before it, as on a GPU that is slow to get to it.
+    // discard waits and forgets. In the CPU execution layer, where stream work runs as it is issued, the solve runs
+    // when it is waited for, on the calling thread, so the step's work in between has run before it, as on a GPU that
+    // is slow to get to it; with PRAC_EMU_REFRESH_THREAD=1 it runs on the worker thread, as on a GPU.
     void prac_refresh_begin(act_t* pending, const act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1,
                             bool q2, bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram,
                             int ld_x = 0);

@@ -10,7 +10,7 @@
 //   __global__ void k(..) {                  ->  __global__ void k(..) { ::cuda_emu::kernel_entry("k", ..);
 //
 // Execution model (kernels/cuda_emu/exec.cpp): a launch runs its blocks one after another on the calling OS
-// thread; inside a block the CUDA threads run as fibers, switched without a system call (Boost.Context). A thread
+// thread (launches from several host threads run one at a time); inside a block the CUDA threads run as fibers, switched without a system call (Boost.Context). A thread
 // runs until it reaches a barrier (__syncthreads, __syncwarp, a shuffle, mma.sync) or returns; a barrier releases
 // when every thread it waits for has arrived. Threads start in order on a shared stack; one that waits keeps it (a
 // kernel without barriers runs without a fiber switch). Barriers that can never release (divergent __syncthreads,

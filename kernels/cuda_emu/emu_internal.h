@@ -24,6 +24,8 @@ int max_dynamic_smem(const void* kernel);
 // runtime.cpp: counts per kernel name (for the tests of the emulation).
 void note_launch(const char* kernel, bool failed, long races);
 long launches_of(const std::string& kernel);
+// Kernels launched from a host thread other than the process's main thread (the refresh worker's).
+long launches_off_main_thread();
 // runtime.cpp: cudaMalloc calls so far (a test can assert that a warm training step allocates nothing).
 long malloc_calls();
 // runtime.cpp: calls so far that make the host wait for the device on a GPU: cudaStreamSynchronize,

@@ -639,6 +639,11 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body) {
     }
     if (sticky_error() != cudaSuccess) return sticky_error();  // a failed kernel poisons the context, as on a GPU
 
+    // One kernel at a time, whichever host thread launched it (a second thread's stream: the refresh worker of
+    // --prac-refresh-overlap). A GPU may run kernels of two streams side by side; one after the other is one of the
+    // orders it may choose, and the fiber stacks, the race check's cells and the epochs are the process's.
+    static std::mutex launch_mu;
+    std::lock_guard<std::mutex> lock(launch_mu);
     Exec ex;
     ex.cfg = cfg;
     ex.body = body;

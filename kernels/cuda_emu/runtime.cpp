@@ -1,9 +1,10 @@
 // The CUDA runtime API on a CPU: the functions of cuda_runtime_api.h that the project calls, with the semantics the
 // CUDA Runtime API reference gives them, on one emulated sm_90 device. Device memory is host memory (aligned like
 // cudaMalloc's, tracked so cudaFree and cudaMemGetInfo behave), every stream operation completes before it returns
-// (so streams and events order nothing and events time the host), and errors follow the runtime's rules: a launch
-// refused up front sets the last error (cudaGetLastError returns and clears it), a kernel that fails while running
-// leaves a sticky error that every later call returns.
+// (so streams and events order nothing and events time the host; what two host threads issue runs side by side on
+// them, kernels one at a time), the current device is each host thread's, and errors follow the runtime's rules: a
+// launch refused up front sets the last error (cudaGetLastError returns and clears it), a kernel that fails while
+// running leaves a sticky error that every later call returns.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+
+#include <unistd.h>
 
 #include "kernels/cuda_emu/emu_internal.h"
 
@@ -22,6 +25,7 @@ cudaError_t g_last = cudaSuccess;    // cleared by cudaGetLastError
 cudaError_t g_sticky = cudaSuccess;  // a kernel failed: the context is unusable
 std::string g_message;
 std::map<std::string, long> g_launches;
+long g_launches_off_main = 0;  // kernels launched from a host thread other than main()'s
 long g_races = 0;
 
 // Device memory: what the H100 reports (80 GiB), minus what is allocated.
@@ -119,10 +123,16 @@ int max_dynamic_smem(const void* kernel) {
     return it == g_smem_limit.end() ? kDefaultSmem : it->second;
 }
 void note_launch(const char* kernel, bool failed, long races) {
+    const bool off_main = gettid() != getpid();  // Linux: the main thread's id is the process's
     std::lock_guard<std::mutex> lock(g_mu);
     g_launches[kernel]++;
+    g_launches_off_main += off_main;
     g_races += races;
     (void)failed;
+}
+long launches_off_main_thread() {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return g_launches_off_main;
 }
 long launches_of(const std::string& kernel) {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -204,7 +214,7 @@ static int device_count() {
     }();
     return n;
 }
-static int g_device = 0;
+static thread_local int g_device = 0;  // the current device is the host thread's (a new thread starts on 0)
 cudaError_t cudaGetDeviceCount(int* count) {
     if (!count) return ret(cudaErrorInvalidValue);
     *count = device_count();

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/cuda_emu/emu_internal.h"
@@ -459,6 +460,45 @@ TEST_F(EmuTest, ThreadsShareAStackUntilOneWaitsAtABarrier) {
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     expect_sums(true, "shuffles, even warps returned");
     EXPECT_EQ(cuda_emu::races_seen(), races0);
+}
+
+// Two host threads launching at once (the refresh worker of --prac-refresh-overlap beside the step): kernels run
+// one at a time, since the fiber stacks and the race check's records are the process's; each thread's results are
+// its own and right, barriers and shared memory included.
+TEST_F(EmuTest, KernelsFromTwoHostThreadsRunOneAtATime) {
+    const int blocks = 3, threads = 256, rounds = 20, rows = 5, n = 200;
+    const long races0 = cuda_emu::races_seen(), off0 = cuda_emu::launches_off_main_thread();
+    std::vector<float> h(rows * n);
+    for (int i = 0; i < rows * n; i++) h[i] = (float)(i % 17);
+    std::vector<float> want(rows, 0.0f);
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < n; i++) want[r] += h[r * n + i];
+    auto work = [&](int* bad) {
+        DevBuf<long> out(blocks * threads);
+        DevBuf<float> in(rows * n), sums(rows);
+        in.put(h);
+        for (int k = 0; k < rounds; k++) {
+            stack_kernel<<<blocks, threads>>>(out.p, 3, true, false);
+            block_sum_kernel<<<rows, 256>>>(sums.p, in.p, n);
+            std::vector<long> o = out.get();
+            for (int t = 0; t < blocks * threads; t++) {
+                long s = 0;
+                for (int i = 0; i < 48; i++) s += (long)(i + 1) * (t * 7 + i);
+                *bad += o[t] != s * 2;
+            }
+            std::vector<float> got = sums.get();
+            for (int r = 0; r < rows; r++) *bad += got[r] != want[r];
+        }
+    };
+    int bad_main = 0, bad_worker = 0;
+    std::thread worker(work, &bad_worker);
+    work(&bad_main);
+    worker.join();
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(bad_main, 0) << "wrong results on the main thread";
+    EXPECT_EQ(bad_worker, 0) << "wrong results on the second thread";
+    EXPECT_EQ(cuda_emu::races_seen(), races0);
+    EXPECT_EQ(cuda_emu::launches_off_main_thread() - off0, 2 * rounds) << "the second thread's launches, counted";
 }
 
 }  // namespace
