@@ -11,6 +11,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -389,6 +390,15 @@ size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const Si
     return refresh_layout(n, d).solver + align256(dev);
 }
 
+double PracRefreshProfile::parts_ms() const {
+    double sum = 0;
+    for (const auto& e : part_ms) sum += e.second;
+    return sum;
+}
+PracRefreshProfile::~PracRefreshProfile() {
+    for (cudaEvent_t e : pool) cudaEventDestroy(e);  // no check: a destructor has nobody to tell
+}
+
 namespace {
 
 // Everything one refresh call works with.
@@ -403,19 +413,42 @@ struct Refresh {
     void* solver;
     size_t solver_bytes;
     std::vector<char> host_buf;
+    PracRefreshProfile* prof = nullptr;  // h.profile
+
+    // fn's GPU work, added to `part` when profiling (PracRefreshProfile): between two events on the stream
+    template <class F>
+    void timed(const char* part, F&& fn) {
+        if (!prof) return fn();
+        const size_t i = 2 * prof->marks.size();
+        while (prof->pool.size() < i + 2) {
+            cudaEvent_t e;
+            cudaCheck(cudaEventCreate(&e));
+            prof->pool.push_back(e);
+        }
+        cudaCheck(cudaEventRecord(prof->pool[i], h.stream));
+        fn();  // never another timed(): its events would take this one's place in the pool
+        cudaCheck(cudaEventRecord(prof->pool[i + 1], h.stream));
+        prof->marks.push_back({part, {prof->pool[i], prof->pool[i + 1]}});
+    }
+    void count_host_read() {
+        if (prof) prof->host_reads++;
+    }
 
     int read_int(const int* d) {
         int v = 0;
         cudaCheck(cudaMemcpyAsync(&v, d, sizeof v, cudaMemcpyDeviceToHost, h.stream));
         cudaCheck(cudaStreamSynchronize(h.stream));
+        count_host_read();
         return v;
     }
     // twin: all_finite (prac_cpu.cpp)
     bool all_finite(const float* x, size_t count) {
         if (count == 0) return true;
-        cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), h.stream));
-        prac_nonfinite_kernel<<<cuda_grid_1d(count, 256, 4096), 256, 0, h.stream>>>(x, count, flag);
-        cudaCheck(cudaGetLastError());
+        timed("checks", [&] {
+            cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), h.stream));
+            prac_nonfinite_kernel<<<cuda_grid_1d(count, 256, 4096), 256, 0, h.stream>>>(x, count, flag);
+            cudaCheck(cudaGetLastError());
+        });
         return read_int(flag) == 0;
     }
     void check_solver_bytes(const SolverBytes& b, const char* what) {
@@ -432,9 +465,11 @@ struct Refresh {
     // twin: syevd_cm (prac_cpu.cpp)
     int syevd(float* A, int m) {
         check_solver_bytes(query_syevd(h.cusolver, params, m, A, w), "cusolverDnXsyevd");
-        cusolverCheck(cusolverDnXsyevd(h.cusolver, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
-                                       (int64_t)m, CUDA_R_32F, A, (int64_t)m, CUDA_R_32F, w, CUDA_R_32F, solver,
-                                       solver_bytes, host_ptr(), host_buf.size(), info));
+        timed("syevd", [&] {
+            cusolverCheck(cusolverDnXsyevd(h.cusolver, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+                                           (int64_t)m, CUDA_R_32F, A, (int64_t)m, CUDA_R_32F, w, CUDA_R_32F, solver,
+                                           solver_bytes, host_ptr(), host_buf.size(), info));
+        });
         return read_int(info);
     }
 
@@ -443,14 +478,18 @@ struct Refresh {
     int orthonormalize(float* Y, int c) {
         if (c == 0) return 0;
         check_solver_bytes(query_qr(h.cusolver, params, n, c, Y, tau), "cusolverDnXgeqrf/Sorgqr");
-        cusolverCheck(cusolverDnXgeqrf(h.cusolver, params, (int64_t)n, (int64_t)c, CUDA_R_32F, Y, (int64_t)n,
-                                       CUDA_R_32F, tau, CUDA_R_32F, solver, solver_bytes, host_ptr(), host_buf.size(),
-                                       info));
+        timed("geqrf_orgqr", [&] {
+            cusolverCheck(cusolverDnXgeqrf(h.cusolver, params, (int64_t)n, (int64_t)c, CUDA_R_32F, Y, (int64_t)n,
+                                           CUDA_R_32F, tau, CUDA_R_32F, solver, solver_bytes, host_ptr(),
+                                           host_buf.size(), info));
+        });
         int inf = read_int(info);
         if (inf == 0) {
             size_t lw = solver_bytes / sizeof(float);
             int lwork = lw > (size_t)INT_MAX ? INT_MAX : (int)lw;
-            cusolverCheck(cusolverDnSorgqr(h.cusolver, n, c, c, Y, n, tau, (float*)solver, lwork, info));
+            timed("geqrf_orgqr", [&] {
+                cusolverCheck(cusolverDnSorgqr(h.cusolver, n, c, c, Y, n, tau, (float*)solver, lwork, info));
+            });
             inf = read_int(info);
         }
         if (inf == 0 && !all_finite(Y, (size_t)n * c)) return -1000;
@@ -464,11 +503,13 @@ struct Refresh {
     void project_out(float* Y, int c, const float* Q, int q, float* tq, int passes = 2) {  // tq: q x c floats
         if (q == 0 || c == 0) return;
         const float one = 1.0f, zero = 0.0f, minus_one = -1.0f;
-        for (int pass = 0; pass < passes; pass++) {
-            cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_T, CUBLAS_OP_N, q, c, n, &one, Q, n, Y, n, &zero, tq, q));
-            cublasCheck(
-                cublasSgemm(h.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, c, q, &minus_one, Q, n, tq, q, &one, Y, n));
-        }
+        timed("sgemm", [&] {
+            for (int pass = 0; pass < passes; pass++) {
+                cublasCheck(cublasSgemm(h.cublas, CUBLAS_OP_T, CUBLAS_OP_N, q, c, n, &one, Q, n, Y, n, &zero, tq, q));
+                cublasCheck(
+                    cublasSgemm(h.cublas, CUBLAS_OP_N, CUBLAS_OP_N, n, c, q, &minus_one, Q, n, tq, q, &one, Y, n));
+            }
+        });
     }
 
     // ---- the subspace refresh (twins of prac_cpu.cpp's functions of the same names) ----
@@ -477,44 +518,63 @@ struct Refresh {
     void gemm_cm(bool ta, bool tb, int m, int c, int k, const float* A, int lda, const float* Bm, int ldb, float* C,
                  int ldc) {
         const float one = 1.0f, zero = 0.0f;
-        cublasCheck(cublasSgemm(h.cublas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, c, k,
-                                &one, A, lda, Bm, ldb, &zero, C, ldc));
+        timed("sgemm", [&] {
+            cublasCheck(cublasSgemm(h.cublas, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, c,
+                                    k, &one, A, lda, Bm, ldb, &zero, C, ldc));
+        });
     }
     void upper(float* S, int c) {
-        prac_upper_kernel<<<cuda_grid_1d((size_t)c * c, 256, 65536), 256, 0, h.stream>>>(S, c);
-        cudaCheck(cudaGetLastError());
+        timed("small_kernels", [&] {
+            prac_upper_kernel<<<cuda_grid_1d((size_t)c * c, 256, 65536), 256, 0, h.stream>>>(S, c);
+            cudaCheck(cudaGetLastError());
+        });
     }
     void copy(float* dst, const float* src, size_t count) {
-        cudaCheck(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, h.stream));
+        timed("copies", [&] {
+            cudaCheck(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, h.stream));
+        });
     }
     // sum of squares of x[0:count) (sym_c = 0), or ||S - I||_F^2 of the symmetric (c, c) S, upper triangle valid
     double sum_squares(const float* x, size_t count, int sym_c) {
-        prac_sumsq_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, h.stream>>>(x, count, sym_c, sums);
-        cudaCheck(cudaGetLastError());
-        prac_sumsq_final_kernel<<<1, 1, 0, h.stream>>>(sums);
-        cudaCheck(cudaGetLastError());
+        timed("checks", [&] {
+            prac_sumsq_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, h.stream>>>(x, count, sym_c, sums);
+            cudaCheck(cudaGetLastError());
+            prac_sumsq_final_kernel<<<1, 1, 0, h.stream>>>(sums);
+            cudaCheck(cudaGetLastError());
+        });
         double v = 0;
         cudaCheck(cudaMemcpyAsync(&v, sums + SUMSQ_BLOCKS, sizeof v, cudaMemcpyDeviceToHost, h.stream));
         cudaCheck(cudaStreamSynchronize(h.stream));
+        count_host_read();
         return v;
     }
     // Cholesky factorization A = UᵀU of the symmetric A (c, c) (upper triangle), in place. Returns info.
     int potrf(float* A, int c) {
         SolverBytes need = query_potrf(h.cusolver, c, A);
         check_solver_bytes(need, "cusolverDnSpotrf");
-        cusolverCheck(cusolverDnSpotrf(h.cusolver, CUBLAS_FILL_MODE_UPPER, c, A, c, (float*)solver,
-                                       (int)(need.device / sizeof(float)), info));
+        timed("potrf", [&] {
+            cusolverCheck(cusolverDnSpotrf(h.cusolver, CUBLAS_FILL_MODE_UPPER, c, A, c, (float*)solver,
+                                           (int)(need.device / sizeof(float)), info));
+        });
         return read_int(info);
     }
     // Q (rows, c) = Q U⁻¹ with U (c, c) upper (cublasStrsm, right side), ld rows / c
     void trsm_right_upper(float* Q, int rows, int c, const float* U) {
         const float one = 1.0f;
-        cublasCheck(cublasStrsm(h.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
-                                CUBLAS_DIAG_NON_UNIT, rows, c, &one, U, c, Q, rows));
+        timed("trsm", [&] {
+            cublasCheck(cublasStrsm(h.cublas, CUBLAS_SIDE_RIGHT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                                    CUBLAS_DIAG_NON_UNIT, rows, c, &one, U, c, Q, rows));
+        });
+    }
+    // S (c, c) = QᵀQ, upper triangle (cublasSsyrk)
+    void gram_of_columns(const float* Q, int c, float* S) {
+        const float one = 1.0f, zero = 0.0f;
+        timed("syrk", [&] {
+            cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, c, n, &one, Q, n, &zero, S, c));
+        });
     }
     bool cholqr_pass(float* Q, int c, float* S) {
-        const float one = 1.0f, zero = 0.0f;
-        cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, c, n, &one, Q, n, &zero, S, c));
+        gram_of_columns(Q, c, S);
         if (potrf(S, c) != 0) return false;
         trsm_right_upper(Q, n, c, S);
         return true;
@@ -523,8 +583,7 @@ struct Refresh {
     // False when a Cholesky fails, the first pass leaves ||QᵀQ - I||_F > 1/2, or Q is not finite.
     bool cholqr2(float* Q, int c, float* Sa, float* Sb) {
         if (!cholqr_pass(Q, c, Sa)) return false;
-        const float one = 1.0f, zero = 0.0f;
-        cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, c, n, &one, Q, n, &zero, Sb, c));
+        gram_of_columns(Q, c, Sb);
         if (sum_squares(Sb, (size_t)c * c, c) > 0.25 || potrf(Sb, c) != 0) return false;
         trsm_right_upper(Q, n, c, Sb);
         return all_finite(Q, (size_t)n * c);
@@ -542,8 +601,10 @@ struct Refresh {
         if (Rout) {  // Y = Q R2 R1: R = R2 R1 (cublasStrmm, in place on R1 when Rout is S1)
             upper(S1, c);  // potrf leaves the strict lower part as it was; trmm reads B in full
             const float one = 1.0f;
-            cublasCheck(cublasStrmm(h.cublas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
-                                    CUBLAS_DIAG_NON_UNIT, c, c, &one, S2, c, S1, c, Rout, c));
+            timed("trmm", [&] {
+                cublasCheck(cublasStrmm(h.cublas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                                        CUBLAS_DIAG_NON_UNIT, c, c, &one, S2, c, S1, c, Rout, c));
+            });
         }
         return 0;
     }
@@ -553,8 +614,10 @@ struct Refresh {
         if (!all_finite(M, (size_t)b * b)) return -1000;
         int inf = syevd(M, b);
         if (inf != 0) return inf;
-        prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)b * r1, 256, 65536), 256, 0, h.stream>>>(Z, M, b, r1);
-        cudaCheck(cudaGetLastError());
+        timed("small_kernels", [&] {
+            prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)b * r1, 256, 65536), 256, 0, h.stream>>>(Z, M, b, r1);
+            cudaCheck(cudaGetLastError());
+        });
         gemm_cm(false, false, n, r1, b, V, n, Z, b, W, n);
         return all_finite(W, (size_t)n * r1) ? 0 : -1000;
     }
@@ -564,7 +627,7 @@ struct Refresh {
         PracDrawKey ks = key;
         ks.purpose = PRAC_DRAW_Q1_SUBSPACE;
         int c0 = warm ? r1 : 0;
-        gaussian_strided(Y + (size_t)c0 * n, n, b - c0, 1, (size_t)n, ks, h.stream);
+        timed("gaussian", [&] { gaussian_strided(Y + (size_t)c0 * n, n, b - c0, 1, (size_t)n, ks, h.stream); });
         if (warm) {
             copy(V, W, (size_t)n * r1);
             project_out(Y + (size_t)r1 * n, b - r1, W, r1, S2);
@@ -582,20 +645,26 @@ struct Refresh {
         int e2 = 0;
         std::frexp(std::sqrt(ynorm2), &e2);
         float s = std::ldexp(1.0f, -e2);
-        prac_scale_kernel<<<cuda_grid_1d((size_t)n * b, 256, 65536), 256, 0, h.stream>>>(Y, (size_t)n * b, s);
-        cudaCheck(cudaGetLastError());
+        timed("small_kernels", [&] {
+            prac_scale_kernel<<<cuda_grid_1d((size_t)n * b, 256, 65536), 256, 0, h.stream>>>(Y, (size_t)n * b, s);
+            cudaCheck(cudaGetLastError());
+        });
         ynorm2 *= (double)s * s;
         gemm_cm(true, false, b, b, n, V, n, Y, n, B, b);   // VᵀG V (b, b)
         if (!all_finite(B, (size_t)b * b)) return -1000;
         float nu = (float)(std::sqrt((double)n * ynorm2) * 5.96e-8);
-        prac_add_diag_kernel<<<cuda_grid_1d((size_t)b, 256, 65536), 256, 0, h.stream>>>(B, b, nu);
-        cudaCheck(cudaGetLastError());
+        timed("small_kernels", [&] {
+            prac_add_diag_kernel<<<cuda_grid_1d((size_t)b, 256, 65536), 256, 0, h.stream>>>(B, b, nu);
+            cudaCheck(cudaGetLastError());
+        });
         if (!nystrom || potrf(B, b) != 0) {  // Rayleigh-Ritz on V instead
             gemm_cm(true, false, b, b, n, V, n, Y, n, B, b);
             return top_ritz_vectors(B, b, r1, Y);
         }
-        prac_axpy_kernel<<<cuda_grid_1d((size_t)n * b, 256, 65536), 256, 0, h.stream>>>(Y, V, (size_t)n * b, nu);
-        cudaCheck(cudaGetLastError());
+        timed("small_kernels", [&] {
+            prac_axpy_kernel<<<cuda_grid_1d((size_t)n * b, 256, 65536), 256, 0, h.stream>>>(Y, V, (size_t)n * b, nu);
+            cudaCheck(cudaGetLastError());
+        });
         // V = Q and R (b, b) into S1; then T = R C⁻¹ there and T Tᵀ (upper: the triangle this file's syevd
         // reads) into B
         float* Rm = S1;
@@ -603,14 +672,16 @@ struct Refresh {
         if (inf != 0) return inf;
         trsm_right_upper(Rm, b, b, B);
         const float one = 1.0f, zero = 0.0f;
-        cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, b, b, &one, Rm, b, &zero, B, b));
+        timed("syrk", [&] {
+            cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, b, b, &one, Rm, b, &zero, B, b));
+        });
         return top_ritz_vectors(B, b, r1, Y);
     }
 
     // Gaussian draw into columns [c0, c0 + cols) of the column-major working copy: element (i, j) of the draw
     // (normal number i * cols + j, as prac_gaussian_cpu writes it row-major) goes to W[(c0 + j) * n + i].
     void gaussian(int c0, int cols, const PracDrawKey& key) {
-        gaussian_strided(W + (size_t)c0 * n, n, cols, 1, (size_t)n, key, h.stream);
+        timed("gaussian", [&] { gaussian_strided(W + (size_t)c0 * n, n, cols, 1, (size_t)n, key, h.stream); });
     }
     // twin: draw_q2 (prac_cpu.cpp). W[:, r1:r1+r2] = orth((I - Q1 Q1ᵀ) Z), Z the key's Gaussian, Q1 = W[:, 0:r1]:
     // CholQR2 in place, and when that fails the same projected Gaussian again through Householder QR (*householder).
@@ -658,6 +729,8 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     PracRefreshResult res;
     const int r1 = d.r1, r2 = d.r2, r = d.r();
     if (r == 0) return res;
+    const auto wall0 = std::chrono::steady_clock::now();
+    if (h.profile) h.profile->marks.clear();  // a call that threw left its marks
     cublasCheck(cublasSetStream(h.cublas, h.stream));
     cusolverCheck(cusolverDnSetStream(h.cusolver, h.stream));
     CublasHostPointers pm(h.cublas);
@@ -688,11 +761,18 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
               (double*)(ws + L.sums),
               ws + L.solver,
               workspace_bytes - L.solver,
-              {}};
+              {},
+              h.profile};
+    // the working copy's columns [0, r) = P's (cpu: fresh = P); also to undo a failed Q1 refresh
+    auto load_basis = [&] {
+        R.timed("small_kernels", [&] {
+            prac_load_basis_kernel<T><<<cuda_grid_1d((size_t)n * r, 256, 65536), 256, 0, h.stream>>>(R.W, P, n, r);
+            cudaCheck(cudaGetLastError());
+        });
+    };
 
-    // the working copy starts as the previous P (cpu: fresh = P); only the parts that change go back to P
-    prac_load_basis_kernel<T><<<cuda_grid_1d((size_t)n * r, 256, 65536), 256, 0, h.stream>>>(R.W, P, n, r);
-    cudaCheck(cudaGetLastError());
+    // the working copy starts as the previous P; only the parts that change go back to P
+    load_basis();
     bool q1_changed = false, q2_new = false, restored_all = false;
 
     auto random_q1 = [&] {  // an orthonormal Q1 independent of x: the key's own stream, orthonormalized (cpu: the same)
@@ -706,7 +786,7 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     if (r1 > 0 && (refresh_q1 || !had_basis) && d.random_q1) {
         random_q1();  // a provisional basis (PracOptions::initial_spread): no Gram matrix, no solver
     } else if (r1 > 0 && (refresh_q1 || !had_basis)) {
-        if (x) gram_into(R.G, x, N, n, h, reduce_gram, ld_x);  // else prac_refresh_gram_cuda wrote it
+        if (x) R.timed("gram", [&] { gram_into(R.G, x, N, n, h, reduce_gram, ld_x); });  // else _gram_cuda wrote it
         int info = -1000;
         if (R.all_finite(R.G, (size_t)n * n) && b > 0) {
             int iters = had_basis ? d.subspace.warm_iters : d.subspace.cold_iters;
@@ -715,17 +795,18 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
             info = R.syevd(R.G, n);
             if (info == 0 && !R.all_finite(R.G, (size_t)n * n)) info = -1000;
             if (info == 0) {
-                prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)n * r1, 256, 65536), 256, 0, h.stream>>>(R.W, R.G, n,
-                                                                                                         r1);
-                cudaCheck(cudaGetLastError());
+                R.timed("small_kernels", [&] {
+                    prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)n * r1, 256, 65536), 256, 0, h.stream>>>(
+                        R.W, R.G, n, r1);
+                    cudaCheck(cudaGetLastError());
+                });
             }
         }
         if (info == 0) {
             q1_changed = true;
         } else {
             // a failed subspace refresh may have overwritten the working copy's Q1 columns: back to the previous P
-            prac_load_basis_kernel<T><<<cuda_grid_1d((size_t)n * r, 256, 65536), 256, 0, h.stream>>>(R.W, P, n, r);
-            cudaCheck(cudaGetLastError());
+            load_basis();
             res.q1_ok = false;
             res.message = format("Q1 refresh failed (%s info %d%s)", b > 0 ? "subspace" : "syevd", info,
                                  info == -1000 ? ", non-finite values" : "");
@@ -743,8 +824,11 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
         int info = R.draw_q2(r1, r2, key, &res.q2_householder);
         if (info == 0) {
             float s = std::sqrt(d.k);
-            prac_scale_kernel<<<cuda_grid_1d((size_t)n * r2, 256, 65536), 256, 0, h.stream>>>(Q2, (size_t)n * r2, s);
-            cudaCheck(cudaGetLastError());
+            R.timed("small_kernels", [&] {
+                prac_scale_kernel<<<cuda_grid_1d((size_t)n * r2, 256, 65536), 256, 0, h.stream>>>(Q2, (size_t)n * r2,
+                                                                                                    s);
+                cudaCheck(cudaGetLastError());
+            });
             q2_new = true;
         } else {
             res.q2_ok = false;
@@ -762,8 +846,10 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     // write back what changed (the rest of P keeps its bits, as the CPU's copy-back of the previous P does)
     auto store = [&](int c0, int c1) {
         size_t total = (size_t)n * (c1 - c0);
-        prac_store_basis_kernel<T><<<cuda_grid_1d(total, 256, 65536), 256, 0, h.stream>>>(P, R.W, n, r, c0, c1);
-        cudaCheck(cudaGetLastError());
+        R.timed("small_kernels", [&] {
+            prac_store_basis_kernel<T><<<cuda_grid_1d(total, 256, 65536), 256, 0, h.stream>>>(P, R.W, n, r, c0, c1);
+            cudaCheck(cudaGetLastError());
+        });
     };
     bool write_q1 = q1_changed && !restored_all;
     if (write_q1 && q2_new)
@@ -773,6 +859,19 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     else if (q2_new)
         store(r1, r);
     cudaCheck(cudaStreamSynchronize(h.stream));  // the workspace is free for the caller's next use when we return
+    if (PracRefreshProfile* p = h.profile) {
+        for (const auto& mark : p->marks) {
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, mark.second.first, mark.second.second));
+            auto it = std::find_if(p->part_ms.begin(), p->part_ms.end(),
+                                   [&](const auto& e) { return e.first == mark.first; });
+            if (it == p->part_ms.end()) p->part_ms.push_back({mark.first, ms});
+            else it->second += ms;
+        }
+        p->marks.clear();
+        p->wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+        p->calls++;
+    }
     res.q1_changed = q1_changed && res.q2_ok;  // a failed Q2 after a new Q1 restored the whole previous basis
     return res;
 }

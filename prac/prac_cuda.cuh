@@ -17,13 +17,33 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "prac/prac.h"  // SiteDims, PracDrawKey, PracRefreshResult, GramReducer
+
+// Where prac_refresh_cuda's time goes (tools/bench_gpu_refresh). With PracCudaHandles::profile set, the refresh
+// brackets each of its library calls and kernels with timing events on its stream and adds their GPU time to the
+// part they belong to (sgemm, syrk, potrf, trsm, syevd, ...). A call's wall time less the parts' sum is time the
+// GPU waited for the host: launches, and the host_reads of solver info words and finiteness flags between calls.
+// Summed over the calls made with it; events are made on first use and destroyed with the profile.
+struct PracRefreshProfile {
+    std::vector<std::pair<std::string, double>> part_ms;  // part -> GPU milliseconds, in first-use order
+    double wall_ms = 0;
+    int calls = 0, host_reads = 0;
+    double parts_ms() const;  // the sum of part_ms
+    ~PracRefreshProfile();
+    // prac_refresh_cuda's: the call in flight's (part, start, end) events, timed when it ends, and the event pool
+    std::vector<std::pair<const char*, std::pair<cudaEvent_t, cudaEvent_t>>> marks;
+    std::vector<cudaEvent_t> pool;
+};
 
 struct PracCudaHandles {
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;        // GEMMs (cublasGemmEx, cublasSgemm)
     cusolverDnHandle_t cusolver = nullptr;  // prac_refresh_cuda only: Xsyevd, Xgeqrf, Sorgqr
+    PracRefreshProfile* profile = nullptr;  // prac_refresh_cuda only: time its parts (above); null in training
 };
 
 // Row-major C (M, N) = alpha * op(A) (M, K) @ op(B) (K, N) + beta * C by cublasGemmEx, leading dimensions in

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "common/cuda_check.h"
+#include "common/error.h"  // format
 #include "test/gpu/gpu_test.h"
 #if defined(PRAC_CUDA_EMU)
 #include "kernels/cuda_emu/emu_internal.h"  // cuda_emu::launches_of
@@ -432,6 +433,7 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
     std::vector<float> P0((size_t)n * r, 0.0f);
     Pg = tc.run("first", P0, x, true, true, false, key, &Pc, nullptr);
     tc.compare("first", Pg, Pc);
+    const std::vector<float> P1 = Pg;
 
     // 2. Q2 only (next draw): Q1 keeps its bits, Q2 spans what the CPU's spans
     std::vector<float> Pprev = Pg;
@@ -505,6 +507,42 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
         std::printf("  small workspace: %s\n", e.what());
     }
     check(threw, "a 16-byte workspace throws");
+
+    // 10. profiled (PracCudaHandles::profile, for bench_gpu_refresh): the same bits as without; its parts the calls
+    // this refresh makes, none negative, and together within the call's wall time (the parts are disjoint spans)
+    PracRefreshProfile prof;
+    PracCudaHandles hp = c.h;
+    hp.profile = &prof;
+    key.refresh = 5;
+    std::vector<float> out[2];
+    for (int i = 0; i < 2; i++) {
+        Dev<T> dP(P1.size()), dx(x.size());
+        upload(dP, P1);
+        upload(dx, x);
+        prac_refresh_cuda(dP.p, dx.p, N, n, d, true, true, true, key, i ? hp : c.h, tc.ws.p, tc.ws_bytes);
+        out[i] = download(dP, P1.size());
+    }
+    check(out[0] == out[1], "profiled: P bitwise the unprofiled refresh's");
+    std::vector<std::string> want;
+    if (r1 > 0) want = {"gram", "checks", "syevd", "small_kernels"};
+    if (r2 > 0) want.insert(want.end(), {"gaussian", "syrk", "potrf", "trsm"});
+    if (r1 > 0 && r2 > 0) want.push_back("sgemm");  // Q2's projection out of Q1
+    std::string missing, parts;
+    bool nonneg = true;
+    for (const std::string& w : want) {
+        bool found = false;
+        for (const auto& e : prof.part_ms) found = found || e.first == w;
+        if (!found) missing += " " + w;
+    }
+    for (const auto& [part, ms] : prof.part_ms) {
+        nonneg = nonneg && ms >= 0;
+        parts += format(" %s %.3f", part.c_str(), ms);
+    }
+    std::printf("  profile:%s; wall %.3f ms, %d host reads\n", parts.c_str(), prof.wall_ms, prof.host_reads);
+    check(prof.calls == 1 && missing.empty() && nonneg && prof.host_reads > 0,
+          "profiled: one call, every part it makes (missing:%s), none negative", missing.c_str());
+    check(prof.parts_ms() <= prof.wall_ms, "profiled: the parts' %.3f ms within the call's wall time %.3f ms",
+          prof.parts_ms(), prof.wall_ms);
 }
 
 // The Q2 draw's Householder fallback (Xgeqrf + Sorgqr; test/q2_fallback_case.h): on a key whose projected draw has

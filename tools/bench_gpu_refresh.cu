@@ -2,14 +2,17 @@
 // cusolverDnXsyevd of n x n) and subspace (warm start, as every refresh after a site's first) side by side, with
 // their ratio, and the parts that decide it: the Gram GEMM and the Q2 draw alone (both methods pay them; cap G =
 // exact / (gram + q2) is the most any method that forms G can gain) and the b x b eigensolver of the subspace
-// refresh's extraction alone. The device twin of tools/bench_refresh.cpp; the GPU recipe (scripts/gpu_verify.sh
-// run_benchmarks) runs it as it runs every tools/bench_gpu*.
+// refresh's extraction alone. Then where one warm subspace refresh's time goes (PracRefreshProfile): GPU time per
+// part (the library call or kernel kind: sgemm, syrk, potrf, trsm, syevd, ...) and the rest of its wall time, spent
+// on the host between them (launches and the info-word reads). The device twin of tools/bench_refresh.cpp; the GPU
+// recipe (scripts/gpu_verify.sh run_benchmarks) runs it as it runs every tools/bench_gpu*.
 //
 //   build/tools/bench_gpu_refresh [--quick] [--N TOKENS] [--widths 768,2048,...] [--reps R]
 //
 // Activations in the build's storage type (bf16 or fp32), linear ranks r1 = r2 = 0.3 n; N = 32768 (--quick: 8192
-// and widths 768,2048,4096). Each time is the median of R (default 3) calls after a warm-up call. Prints one
-// "RESULT bench_gpu_refresh ..." line per width. Exits 77 without a GPU (1 with REQUIRE_GPU=1).
+// and widths 768,2048,4096). Each time is the median of R (default 3) calls after a warm-up call; the parts are
+// those of R more calls, averaged. Prints "RESULT bench_gpu_refresh ..." and "RESULT bench_gpu_refresh_parts ..."
+// per width. Exits 77 without a GPU (1 with REQUIRE_GPU=1).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -187,6 +190,31 @@ int main(int argc, char** argv) {
         std::printf("RESULT bench_gpu_refresh n=%d N=%d r1=%d exact_ms=%.3f subspace_ms=%.3f ratio=%.2f gram_ms=%.3f "
                     "q2_ms=%.3f cap_g=%.2f syevd_b_ms=%.3f b=%d\n",
                     n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, b);
+
+        // where a warm subspace refresh's time goes: GPU ms per part, and the host's share of the wall time
+        PracRefreshProfile prof;
+        PracCudaHandles hp = h;
+        hp.profile = &prof;
+        for (int i = 0; i < reps; i++)
+            prac_refresh_cuda(P, x, N, n, ds, true, true, true, {1, 0, 0, draw++}, hp, ws, bytes);
+        const double wall = prof.wall_ms / prof.calls, parts = prof.parts_ms() / prof.calls;
+        if (parts > wall * 1.001 + 0.01) {  // the parts are disjoint spans of one call: they cannot add up to more
+            std::fprintf(stderr, "bench_gpu_refresh: the profiled parts add up to %.3f ms, above the call's %.3f ms "
+                         "wall time: overlapping parts (a bug in prac_refresh_cuda's profile)\n", parts, wall);
+            return 1;
+        }
+        std::string line, result;
+        for (const auto& [part, ms] : prof.part_ms) {
+            char cell[96];
+            std::snprintf(cell, sizeof cell, " %s %.2f", part.c_str(), ms / prof.calls);
+            line += cell;
+            std::snprintf(cell, sizeof cell, " %s_ms=%.3f", part.c_str(), ms / prof.calls);
+            result += cell;
+        }
+        std::printf("        subspace parts, GPU ms:%s; host (launches, %d info reads) %.2f of %.2f ms wall\n",
+                    line.c_str(), prof.host_reads / prof.calls, wall - parts, wall);
+        std::printf("RESULT bench_gpu_refresh_parts n=%d wall_ms=%.3f host_ms=%.3f host_reads=%d%s\n", n, wall,
+                    wall - parts, prof.host_reads / prof.calls, result.c_str());
         cudaCheck(cudaFree(ws));
         cudaCheck(cudaFree(P));
         cudaCheck(cudaFree(x));
