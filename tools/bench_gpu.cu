@@ -1,9 +1,10 @@
 // bench_gpu: training-step throughput and memory of the CUDA backend, PRAC off vs on, per model size (GPT-2 124M at
 // B=64 T=1024; LLaMA-130M, 350M, 1B at B=128 T=256) on random tokens: ms/step, tok/s, MFU, measured peak bytes vs
 // the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, the slowest step when the
-// refreshes are staggered one site-layer per step (as the trainer runs them), and PRAC at the largest
+// refreshes are staggered one site-layer per step (as the trainer runs them; with --refresh-overlap D one every D
+// steps), and PRAC at the largest
 // micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and LLaMA-130M B=32: the gpu_verify
-// budget), --models, --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per
+// budget), --models (also gpt2-tiny, llama-tiny), --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per
 // other optimizer), --hidden-align A (LLaMA rows: the trainer's --hidden-align, to compare with and without),
 // --initial-spread K (PRAC rows: the trainer's --prac-initial-spread, for the first step's time),
 // --refresh-overlap D (PRAC rows: the trainer's --prac-refresh-overlap D, refreshes solved beside the steps), --tiny
@@ -246,12 +247,17 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
             int64_t s = ((step_index + prac.t1 - 1) / prac.t1) * prac.t1;  // next Q1 refresh (Q2 is redrawn with it)
             r.refresh_ms = timed(s);
             r.normal_ms = r.ms;  // the mean of the timed (non-refresh) steps
-            // Staggered, as the trainer refreshes (prac/site.h PracSchedule): with T1 = T2 = the model's refresh
-            // units, step s refreshes unit s mod units alone, Q1 and Q2. Units are layer x sites + site, and the
-            // layers' sites have the same shapes, so the steps refreshing layer 0's sites show every site kind.
+            // Staggered, as the trainer refreshes (prac/site.h PracSchedule): with T1 = T2 = k x the model's
+            // refresh units, unit u refreshes alone, Q1 and Q2, on the steps = u k (mod T1), one every k steps.
+            // Units are layer x sites + site, and the layers' sites have the same shapes, so the steps refreshing
+            // layer 0's sites show every site kind. k = 1 in place; k = D with --refresh-overlap D, so that each
+            // solve has its D steps before the next one begins (training's T1 / units, 6 for llama-130m at T1 =
+            // 500, gives it as much; with k = 1 every begin would wait for the previous solve). Every step of
+            // those windows is timed: the one that begins the refresh, the ones it overlaps, the one installing it.
             PracOptions st = prac;
             st.stagger = true;
-            st.t1 = st.t2 = model.sched.units;
+            const int k = std::max(1, prac.overlap);
+            st.t1 = st.t2 = k * model.sched.units;
             st.initial_spread = 0;
             const int64_t s0 = (s / st.t1 + 1) * st.t1;
             auto q1_refreshes = [&]() {  // every site-layer's Q1 refreshes so far, those in flight included
@@ -264,14 +270,18 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
             };
             for (size_t u = 0; u < model.sites.size(); u++) {
                 if (!model.sites[u].dims.compressed) continue;
-                const int64_t before = q1_refreshes();
-                double ms = timed_with(st, s0 + (int64_t)u);
-                if (q1_refreshes() != before + 1)  // the schedule must refresh this one site-layer alone
-                    throw std::runtime_error("staggered step " + std::to_string(s0 + (int64_t)u) + " refreshed " +
-                                             std::to_string(q1_refreshes() - before) + " site-layers, not 1");
-                if (ms > r.stagger_worst_ms) {
-                    r.stagger_worst_ms = ms;
-                    r.stagger_worst_site = model.sites[u].name + " (n=" + std::to_string(model.sites[u].n) + ")";
+                for (int j = 0; j < k; j++) {
+                    const int64_t step = s0 + (int64_t)u * k + j, before = q1_refreshes();
+                    double ms = timed_with(st, step);
+                    const int64_t began = q1_refreshes() - before;  // an install moves one from pending: no change
+                    if (began != (j == 0 ? 1 : 0))  // the schedule must refresh this one site-layer alone
+                        throw std::runtime_error("staggered step " + std::to_string(step) + " began " +
+                                                 std::to_string(began) + " site-layer refreshes, not " +
+                                                 (j == 0 ? "1" : "0"));
+                    if (ms > r.stagger_worst_ms) {
+                        r.stagger_worst_ms = ms;
+                        r.stagger_worst_site = model.sites[u].name + " (n=" + std::to_string(model.sites[u].n) + ")";
+                    }
                 }
             }
         }
@@ -363,7 +373,9 @@ int main(int argc, char** argv) {
         std::vector<Bench> all = {{"gpt2-124m", Arch::GPT2, quick ? 16 : 64, 1024},
                                   {"llama-130m", Arch::LLAMA, quick ? 32 : 128, 256},
                                   {"llama-350m", Arch::LLAMA, quick ? 32 : 128, 256},
-                                  {"llama-1b", Arch::LLAMA, quick ? 32 : 128, 256}};
+                                  {"llama-1b", Arch::LLAMA, quick ? 32 : 128, 256},
+                                  {"gpt2-tiny", Arch::GPT2, 2, 64},  // the emulated smoke runs
+                                  {"llama-tiny", Arch::LLAMA, 2, 64}};
         table.clear();
         size_t p = 0;
         while (p <= models_arg.size()) {
@@ -552,10 +564,11 @@ int main(int argc, char** argv) {
                     r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
                     r.normal_ms > 0 ? 100.0 * amort / r.normal_ms : 0.0, r.first_ms,
                     r.normal_ms > 0 ? r.first_ms / r.normal_ms : 0.0, base ? fmt("%.2f", base->first_ms).c_str() : "-");
-        std::printf("        staggered (one site-layer's Q1 and Q2 per step%s): the slowest step %.2f ms, %.2fx "
+        std::printf("        staggered (one site-layer's Q1 and Q2 %s): the slowest step %.2f ms, %.2fx "
                     "the normal step, refreshing %s\n",
-                    refresh_overlap ? (", overlapped over " + std::to_string(refresh_overlap) + " step(s)").c_str()
-                                    : "",
+                    refresh_overlap ? ("every " + std::to_string(refresh_overlap) + " steps, each overlapped over " +
+                                       std::to_string(refresh_overlap) + " step(s)").c_str()
+                                    : "per step",
                     r.stagger_worst_ms,
                     r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, r.stagger_worst_site.c_str());
         std::printf("RESULT bench_gpu refresh config=%s B=%d refresh_ms=%.3f normal_ms=%.3f extra_ms=%.3f t1=%d "
