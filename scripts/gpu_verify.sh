@@ -16,10 +16,11 @@
 #   build   make PRAC_CUDA=ON CUDA_ARCHS=<the GPU's arch, 9.0 -> 90a-real> (BF16, BUILD_DIR=build); after a
 #           failure the build goes on with -k so that everything that compiles can still be tested
 #   gpu     REQUIRE_GPU=1 ctest --test-dir build -L gpu --output-on-failure
+#   bench   run_benchmarks(): every executable build/tools/bench_gpu* with a time limit, run with $BENCH_ARGS,
+#           then (BENCH_OVERLAP=D, default 2; 0: not) bench_gpu --quick --models llama-130m --refresh-overlap D
 #   fp32    the same build with PRECISION=FP32 in build-fp32 (FP32_TARGETS=gpu: only the GPU tests' targets,
 #           the default, to fit the time budget; FP32_TARGETS=all: everything), then its GPU tests
 #   cpu     the CPU suite: ctest --test-dir build -LE gpu -j (CI runs it too; here it checks the GPU image)
-#   bench   run_benchmarks(): every executable build/tools/bench_gpu* with a time limit, run with $BENCH_ARGS
 # Then a summary table (step/test, status, seconds), summary.txt, results.json and logs.tar.gz under $OUT
 # (the device tool returns $OUT; at most 8 files) or under WORK (/tmp/gpu_verify) when OUT is unset.
 # Exit status: 0 when every step and test passed (skips count as passes only in a dry run), 1 otherwise.
@@ -44,6 +45,7 @@
 #   REQUIRE_GPU     default 1 (0 in a dry run): a GPU test that finds no device fails instead of skipping
 #   SKIP_CPU=1      leave out the CPU suite;  BENCH_TIMEOUT  seconds per benchmark (default 90)
 #   BENCH_ARGS      arguments of every benchmark (default --quick: fits the device call's budget)
+#   BENCH_OVERLAP   D of the extra overlapped bench_gpu run (default 2; 0 leaves it out)
 #   CLEAN=0         keep existing build dirs (a second call on a still-warm device machine rebuilds incrementally)
 #   USE_MAKE=0      call cmake (Ninja) directly, as the script does by itself where make is missing
 #   GIT_REV         a label for the summary and results.json (the device copy has no .git): pass the commit
@@ -124,6 +126,7 @@ GPU_CAP="${GPU_CAP:-240}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 4)}"
 FP32_TARGETS="${FP32_TARGETS:-gpu}"
 BENCH_TIMEOUT="${BENCH_TIMEOUT:-90}"
+BENCH_OVERLAP="${BENCH_OVERLAP:-2}"
 SKIP_CPU="${SKIP_CPU:-0}"
 if [ "$DRY_RUN" = 1 ]; then
   FORCE_DEBS="${FORCE_DEBS:-1}"
@@ -605,24 +608,35 @@ step_ctest() {
 # output goes to logs/bench_<name>.log and its last lines to stdout. A GPU benchmark that wants its numbers in
 # the summary should print lines starting with "RESULT " (they are copied into summary.txt and results.json).
 # ---------------------------------------------------------------------------------------------------------------
+# One benchmark run: NAME (its log logs/bench_NAME.log, its summary row bench:NAME), then the command.
+bench_once() {
+  local n=$1 t0 t rc=0; shift
+  t0=$(now); t=$(step_timeout "$BENCH_TIMEOUT")
+  if [ "$t" -lt 10 ]; then record "bench:$n" SKIP 0 "no time left"; return 0; fi
+  run_logged "$LOGDIR/bench_$n.log" "$t" "$@" || rc=$?
+  tail -n 15 "$LOGDIR/bench_$n.log" | sed 's/^/  | /'
+  grep -E '^RESULT ' "$LOGDIR/bench_$n.log" >>"$LOGDIR/bench_results.txt" || true
+  if [ "$rc" = 0 ]; then record "bench:$n" PASS $(( $(now) - t0 )) "$(grep -c '^RESULT ' "$LOGDIR/bench_$n.log" || true) RESULT lines"
+  else record "bench:$n" FAIL $(( $(now) - t0 )) "rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${t}s)")"; fi
+}
 run_benchmarks() {
-  local bd=$1 b n t rc t0 found=0
+  local bd=$1 b found=0
   log "benchmarks: $bd/tools/bench_gpu*"
   for b in "$bd"/tools/bench_gpu*; do
     [ -f "$b" ] && [ -x "$b" ] || continue
-    found=1; n=$(basename "$b"); t0=$(now); rc=0
-    t=$(step_timeout "$BENCH_TIMEOUT")
-    if [ "$t" -lt 10 ]; then record "bench:$n" SKIP 0 "no time left"; continue; fi
+    found=1
     # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
-    run_logged "$LOGDIR/bench_$n.log" "$t" "$b" ${BENCH_ARGS-"--quick"} || rc=$?
-    tail -n 15 "$LOGDIR/bench_$n.log" | sed 's/^/  | /'
-    grep -E '^RESULT ' "$LOGDIR/bench_$n.log" >>"$LOGDIR/bench_results.txt" || true
-    if [ "$rc" = 0 ]; then record "bench:$n" PASS $(( $(now) - t0 )) "$(grep -c '^RESULT ' "$LOGDIR/bench_$n.log" || true) RESULT lines"
-    else record "bench:$n" FAIL $(( $(now) - t0 )) "rc=$rc$([ "$rc" = 124 ] && echo " (timed out after ${t}s)")"; fi
+    bench_once "$(basename "$b")" "$b" ${BENCH_ARGS-"--quick"}
   done
   if [ "$found" = 0 ]; then
     echo "  none (no tools/bench_gpu* program in this build)"
     record bench SKIP 0 "no bench_gpu* executables in $bd/tools"
+  fi
+  # issue #15's staggered refresh steps with the solve overlapped (--prac-refresh-overlap D), beside bench_gpu
+  # --quick's in-place ones, on the model where one site-layer's refresh is the largest part of a step
+  if [ "$BENCH_OVERLAP" != 0 ] && [ -x "$bd/tools/bench_gpu" ]; then
+    bench_once "bench_gpu_overlap$BENCH_OVERLAP" "$bd/tools/bench_gpu" --quick --models llama-130m --no-max-batch \
+      --refresh-overlap "$BENCH_OVERLAP"
   fi
 }
 
@@ -735,6 +749,10 @@ main() {
   local GPU_OUTPUT=(--test-output-size-passed 1048576 --test-output-size-failed 1048576)
   RG="$REQUIRE_GPU" step_ctest gpu "$BUILD_DIR" "$GPU_CAP" -L gpu --timeout 180 "${GPU_OUTPUT[@]}" || true
 
+  # the benchmarks before the FP32 build: the BF16 build's numbers (issue #15's staggered steps) are what a session
+  # with one GPU call most needs, and the FP32 GPU tests passed on the last GPU (docs/VERIFICATION.md)
+  run_benchmarks "$BUILD_DIR" || true
+
   if [ "$FP32_TARGETS" != none ]; then
     if step_build build-fp32 "$BUILD_DIR_FP32" FP32 "$FP32_TARGETS"; then :; fi
     RG="$REQUIRE_GPU" step_ctest gpu-fp32 "$BUILD_DIR_FP32" "$GPU_CAP" -L gpu --timeout 180 "${GPU_OUTPUT[@]}" || true
@@ -743,8 +761,6 @@ main() {
   if [ "$SKIP_CPU" != 1 ]; then
     RG="" step_ctest cpu "$BUILD_DIR" "$CPU_CAP" -LE gpu -j "$JOBS" --timeout 150 || true
   fi
-
-  run_benchmarks "$BUILD_DIR" || true
 
   log "summary (elapsed $(elapsed)s)"
   write_summary || FAILED=1
