@@ -223,11 +223,14 @@ static void no_wait_per_micro_batch(const char* binary, const std::string& args)
 }
 
 // argv[1], optional: the one part to run, "cpu" (a), "nccl" (b) or "resume" (c); ctest runs the three as separate
-// tests so that they can run side by side. Without it, every part.
+// tests so that they can run side by side. Without it, every part. "overlap": only (c) and (e)'s runs with
+// --prac-refresh-overlap, which ctest runs once more emulated with the solves on the worker thread.
 int main(int argc, char** argv) {
     const std::string part = argc > 1 ? argv[1] : "all";
-    if (part != "all" && part != "cpu" && part != "nccl" && part != "resume" && part != "waits" && part != "peak") {
-        std::fprintf(stderr, "usage: test_trainer_cuda [cpu|nccl|resume|waits|peak]  (ctest runs peak in resume)\n");
+    if (part != "all" && part != "cpu" && part != "nccl" && part != "resume" && part != "waits" && part != "peak" &&
+        part != "overlap") {
+        std::fprintf(stderr, "usage: test_trainer_cuda [cpu|nccl|resume|waits|peak|overlap]  (ctest runs peak in "
+                     "resume)\n");
         return 2;
     }
     auto runs = [&](const char* p) { return part == "all" || part == p; };
@@ -277,11 +280,12 @@ int main(int argc, char** argv) {
         resume_is_bit_exact(sub("resume_gpt2"), "train_gpt2", gpt2, "", "baseline");
         resume_is_bit_exact(sub("resume_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1", "",
                             "PRAC");
-        // the checkpoint after step 2 holds refreshes in flight: the worker's copies and results
-        resume_is_bit_exact(sub("resume_gpt2_overlap"), "train_gpt2",
-                            gpt2 + " --prac prac --prac-t1 2 --prac-t2 2 --prac-refresh-overlap 2", "",
-                            "PRAC, refreshes overlapped over 2 steps");
     }
+    const std::string gpt2_overlap = gpt2 + " --prac prac --prac-t1 2 --prac-t2 2 --prac-refresh-overlap 2";
+    // the checkpoint after step 2 holds refreshes in flight: the worker's copies and results
+    if ((runs("resume") || part == "overlap") && gpt2_checks)
+        resume_is_bit_exact(sub("resume_gpt2_overlap"), "train_gpt2", gpt2_overlap, "",
+                            "PRAC, refreshes overlapped over 2 steps");
     if (runs("resume") && llama_checks) {
         resume_is_bit_exact(sub("resume_llama"), "train_llama", llama + " --grad-accum 2", "", "baseline");
         // fp8 storage: the device quantizer's rounding bits are keyed by the checkpointed save counters
@@ -295,12 +299,11 @@ int main(int argc, char** argv) {
 #endif
 
     // (e)
-    if ((runs("resume") || part == "peak") && gpt2_checks) {
+    if ((runs("resume") || part == "peak") && gpt2_checks)
         peak_within_plan(sub("peak_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1");
-        // the refresh worker's workspace and the pending bases beside the step's memory
-        peak_within_plan(sub("peak_gpt2_overlap"), "train_gpt2",
-                         gpt2 + " --prac prac --prac-t1 2 --prac-t2 2 --prac-refresh-overlap 2");
-    }
+    // the refresh worker's workspace and the pending bases beside the step's memory
+    if ((runs("resume") || part == "peak" || part == "overlap") && gpt2_checks)
+        peak_within_plan(sub("peak_gpt2_overlap"), "train_gpt2", gpt2_overlap);
 
     // (d) the trace exists in the emulated runtime only
     if (runs("waits") && emu) {
