@@ -392,7 +392,7 @@ size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const Si
 
 double PracRefreshProfile::parts_ms() const {
     double sum = 0;
-    for (const auto& e : part_ms) sum += e.second;
+    for (const auto& p : parts) sum += p.ms;
     return sum;
 }
 PracRefreshProfile::~PracRefreshProfile() {
@@ -863,10 +863,11 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
         for (const auto& mark : p->marks) {
             float ms = 0;
             cudaCheck(cudaEventElapsedTime(&ms, mark.second.first, mark.second.second));
-            auto it = std::find_if(p->part_ms.begin(), p->part_ms.end(),
-                                   [&](const auto& e) { return e.first == mark.first; });
-            if (it == p->part_ms.end()) p->part_ms.push_back({mark.first, ms});
-            else it->second += ms;
+            auto it = std::find_if(p->parts.begin(), p->parts.end(),
+                                   [&](const PracRefreshProfile::Part& e) { return e.name == mark.first; });
+            if (it == p->parts.end()) it = p->parts.insert(p->parts.end(), {mark.first, 0.0, 0});
+            it->ms += ms;
+            it->calls++;
         }
         p->marks.clear();
         p->wall_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();

@@ -29,10 +29,15 @@
 // GPU waited for the host: launches, and the host_reads of solver info words and finiteness flags between calls.
 // Summed over the calls made with it; events are made on first use and destroyed with the profile.
 struct PracRefreshProfile {
-    std::vector<std::pair<std::string, double>> part_ms;  // part -> GPU milliseconds, in first-use order
+    struct Part {
+        std::string name;
+        double ms = 0;  // GPU milliseconds
+        int calls = 0;  // library calls or kernel groups timed
+    };
+    std::vector<Part> parts;  // in first-use order
     double wall_ms = 0;
     int calls = 0, host_reads = 0;
-    double parts_ms() const;  // the sum of part_ms
+    double parts_ms() const;  // the sum of the parts' ms
     ~PracRefreshProfile();
     // prac_refresh_cuda's: the call in flight's (part, start, end) events, timed when it ends, and the event pool
     std::vector<std::pair<const char*, std::pair<cudaEvent_t, cudaEvent_t>>> marks;

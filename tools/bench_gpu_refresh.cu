@@ -204,14 +204,17 @@ int main(int argc, char** argv) {
             return 1;
         }
         std::string line, result;
-        for (const auto& [part, ms] : prof.part_ms) {
-            char cell[96];
-            std::snprintf(cell, sizeof cell, " %s %.2f", part.c_str(), ms / prof.calls);
+        for (const auto& part : prof.parts) {
+            char cell[128];
+            std::snprintf(cell, sizeof cell, " %s %.2f (%d)", part.name.c_str(), part.ms / prof.calls,
+                          part.calls / prof.calls);
             line += cell;
-            std::snprintf(cell, sizeof cell, " %s_ms=%.3f", part.c_str(), ms / prof.calls);
+            std::snprintf(cell, sizeof cell, " %s_ms=%.3f %s_calls=%d", part.name.c_str(), part.ms / prof.calls,
+                          part.name.c_str(), part.calls / prof.calls);
             result += cell;
         }
-        std::printf("        subspace parts, GPU ms:%s; host (launches, %d info reads) %.2f of %.2f ms wall\n",
+        std::printf("        subspace parts, GPU ms (calls):%s; host (launches, %d info reads) %.2f of %.2f ms "
+                    "wall\n",
                     line.c_str(), prof.host_reads / prof.calls, wall - parts, wall);
         std::printf("RESULT bench_gpu_refresh_parts n=%d wall_ms=%.3f host_ms=%.3f host_reads=%d%s\n", n, wall,
                     wall - parts, prof.host_reads / prof.calls, result.c_str());
