@@ -2,7 +2,7 @@
 // cusolverDnXsyevd of n x n) and subspace (warm start, as every refresh after a site's first) side by side, with
 // their ratio, and the parts that decide it: the Gram GEMM and the Q2 draw alone (both methods pay them; cap G =
 // exact / (gram + q2) is the most any method that forms G can gain) and the b x b eigensolver of the subspace
-// refresh's extraction alone. Then where one warm subspace refresh's time goes (PracRefreshProfile): GPU time per
+// refresh's extraction alone, and the same b x b block by cusolverDnSsyevj (Jacobi) beside it. Then where one warm subspace refresh's time goes (PracRefreshProfile): GPU time per
 // part (the library call or kernel kind: sgemm, syrk, potrf, trsm, syevd, ...) and the rest of its wall time, spent
 // on the host between them (launches and the info-word reads). The device twin of tools/bench_refresh.cpp; the GPU
 // recipe (scripts/gpu_verify.sh run_benchmarks) runs it as it runs every tools/bench_gpu*.
@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -99,8 +100,8 @@ int main(int argc, char** argv) {
     std::printf("PRAC refresh, CUDA backend (%s activations, fp32 Gram and solvers), one site with linear ranks "
                 "r1 = r2 = 0.3 n, N = %d; subspace = warm start, %d power step(s) + the Nystrom extraction\n",
                 PRAC_FLOATX_NAME, N, PracSubspaceParams().warm_iters);
-    std::printf("%7s %7s %6s %10s %12s %8s %9s %8s %7s %13s\n", "n", "N", "r1", "exact ms", "subspace ms", "ratio",
-                "gram ms", "q2 ms", "cap G", "syevd(b) ms");
+    std::printf("%7s %7s %6s %10s %12s %8s %9s %8s %7s %13s %13s\n", "n", "N", "r1", "exact ms", "subspace ms",
+                "ratio", "gram ms", "q2 ms", "cap G", "syevd(b) ms", "syevj(b) ms");
     for (int n : widths) {
         PracOptions o;
         o.mode = PracMode::PRAC;
@@ -177,19 +178,48 @@ int main(int argc, char** argv) {
         });
         int info_host = 0;
         cudaCheck(cudaMemcpy(&info_host, info, sizeof(int), cudaMemcpyDeviceToHost));
-        cudaCheck(cudaFree(dev_work));
-        cudaCheck(cudaFree(info));
         if (info_host != 0) {
             std::fprintf(stderr, "bench_gpu_refresh: cusolverDnXsyevd of the %d x %d block returned info %d: its time "
                          "is not a valid measurement\n", b, b, info_host);
             return 1;
         }
+        // the same block by cusolverDnSsyevj (Jacobi, default tolerance and sweeps): would it be the cheaper
+        // extraction? Its eigenvalues against syevd's, relative to the largest
+        std::vector<float> w_syevd(b), w_syevj(b);
+        cudaCheck(cudaMemcpy(w_syevd.data(), w, b * sizeof(float), cudaMemcpyDeviceToHost));
+        syevjInfo_t jparams = nullptr;
+        cusolverCheck(cusolverDnCreateSyevjInfo(&jparams));
+        int jwork = 0;
+        cusolverCheck(cusolverDnSsyevj_bufferSize(cusolver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, b, A, b,
+                                                  w, &jwork, jparams));
+        float* jbuf = nullptr;
+        cudaCheck(cudaMalloc(&jbuf, std::max<size_t>((size_t)jwork, 1) * sizeof(float)));
+        double syevj_b = median_time(reps, [&] {
+            cudaCheck(cudaMemcpyAsync(A, A0, (size_t)b * b * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+            cusolverCheck(cusolverDnSsyevj(cusolver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, b, A, b, w, jbuf,
+                                           jwork, info, jparams));
+        });
+        cudaCheck(cudaMemcpy(&info_host, info, sizeof(int), cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(w_syevj.data(), w, b * sizeof(float), cudaMemcpyDeviceToHost));
+        cusolverCheck(cusolverDnDestroySyevjInfo(jparams));
+        cudaCheck(cudaFree(jbuf));
+        cudaCheck(cudaFree(dev_work));
+        cudaCheck(cudaFree(info));
+        double eig_err = 0, eig_max = 0;
+        for (int i = 0; i < b; i++) {
+            eig_err = std::max(eig_err, (double)std::fabs(w_syevj[i] - w_syevd[i]));
+            eig_max = std::max(eig_max, (double)std::fabs(w_syevd[i]));
+        }
+        eig_err = eig_max > 0 ? eig_err / eig_max : eig_err;
+        const int syevj_info = info_host;  // 0, or b + 1: not converged (its time then says little)
         double cap = ex / (gram + q2);
-        std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f %8.2f %6.1fx %13.2f\n", n, N, d.r1, 1e3 * ex, 1e3 * sub,
-                    ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b);
+        std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f %8.2f %6.1fx %13.2f %13.2f%s\n", n, N, d.r1, 1e3 * ex,
+                    1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, 1e3 * syevj_b,
+                    syevj_info ? " (syevj did not converge)" : "");
         std::printf("RESULT bench_gpu_refresh n=%d N=%d r1=%d exact_ms=%.3f subspace_ms=%.3f ratio=%.2f gram_ms=%.3f "
-                    "q2_ms=%.3f cap_g=%.2f syevd_b_ms=%.3f b=%d\n",
-                    n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, b);
+                    "q2_ms=%.3f cap_g=%.2f syevd_b_ms=%.3f b=%d syevj_b_ms=%.3f syevj_info=%d syevj_eig_rel_err=%.3g\n",
+                    n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, b,
+                    1e3 * syevj_b, syevj_info, eig_err);
 
         // where a warm subspace refresh's time goes: GPU ms per part, and the host's share of the wall time
         PracRefreshProfile prof;

@@ -13,7 +13,7 @@
 //     Xsyevd / Xgeqrf device workspace is overwritten (the library's scratch: its contents afterwards are
 //     unspecified), so a caller that keeps live data there finds out; the host workspace they ask for is 0 bytes.
 //   - eigenvalues ascending, eigenvectors orthonormal in A's columns (LAPACK ?syevd, divide and conquer); only
-//     the `uplo` triangle of A is read.
+//     the `uplo` triangle of A is read. Ssyevj (Jacobi: tools/bench_gpu_refresh times it) gives the same here.
 // Data types: CUDA_R_32F (and CUDA_R_64F) for every type argument of one call; other combinations return
 // CUSOLVER_STATUS_INVALID_VALUE.
 #include <cusolverDn.h>
@@ -240,6 +240,80 @@ cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t 
     }
     if (need_bytes > 0) std::memset(bufferOnDevice, 0xff, need_bytes);  // scratch contents are unspecified
     *info = (int)r;  // 0, or > 0: the algorithm failed to converge
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Ssyevj (Jacobi): the same outcome as syevd, which computes it here: "W: eigenvalues in ascending order" (sorted is
+// the default, sort_eig = 1; unsorted order is unspecified, so sorted is one), eigenvectors in A's columns;
+// info = n + 1 when it does not converge (LAPACK's failure maps to it). The tolerance and sweep limit are kept
+// and have no effect: the decomposition is exact to LAPACK's accuracy. lwork counts floats.
+// ---------------------------------------------------------------------------------------------------------------
+struct syevjInfo {
+    double tolerance = 0;  // 0: machine accuracy (the default)
+    int max_sweeps = 100;
+    int sort_eig = 1;
+};
+
+cusolverStatus_t cusolverDnCreateSyevjInfo(syevjInfo_t* info) {
+    if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
+    *info = new (std::nothrow) syevjInfo();
+    return *info ? CUSOLVER_STATUS_SUCCESS : CUSOLVER_STATUS_ALLOC_FAILED;
+}
+cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info) {
+    delete info;
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+namespace {
+// Ssyevj's INVALID_VALUE conditions, as Xsyevd's; returns the position (jobz 1, uplo 2, n 3, lda 5), or 0
+int syevj_bad_param(cusolverEigMode_t jobz, cublasFillMode_t uplo, int n, int lda) {
+    switch (syevd_bad_param(jobz, uplo, n, lda)) {
+        case 2: return 1;
+        case 3: return 2;
+        case 4: return 3;
+        case 7: return 5;
+        default: return 0;
+    }
+}
+lapack_int syevj_lwork(cusolverEigMode_t jobz, cublasFillMode_t uplo, int n) {  // floats: LAPACK's work + iwork
+    const SyevdWork w = syevd_query(Prec::F32, jobz_char(jobz), uplo_char(uplo), (lapack_int)n);
+    return w.lwork + w.liwork;
+}
+}  // namespace
+
+cusolverStatus_t cusolverDnSsyevj_bufferSize(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo,
+                                             int n, const float* A, int lda, const float* W, int* lwork,
+                                             syevjInfo_t params) {
+    (void)A;
+    (void)W;  // not read by a size query
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!lwork || !params || syevj_bad_param(jobz, uplo, n, lda)) return CUSOLVER_STATUS_INVALID_VALUE;
+    *lwork = (int)syevj_lwork(jobz, uplo, n);
+    return CUSOLVER_STATUS_SUCCESS;
+}
+
+cusolverStatus_t cusolverDnSsyevj(cusolverDnHandle_t handle, cusolverEigMode_t jobz, cublasFillMode_t uplo, int n,
+                                  float* A, int lda, float* W, float* work, int lwork, int* info, syevjInfo_t params) {
+    if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
+    if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
+    if (!params) return bad_param(info, 10);
+    if (int i = syevj_bad_param(jobz, uplo, n, lda)) return bad_param(info, i);
+    const lapack_int need = syevj_lwork(jobz, uplo, n);
+    cusolverStatus_t st = check_workspace(work, lwork < 0 ? 0 : (size_t)lwork, (size_t)need, info, 7, 8);
+    if (st != CUSOLVER_STATUS_SUCCESS) return st;
+    if (n > 0 && !A) return bad_param(info, 4);
+    if (n > 0 && !W) return bad_param(info, 6);
+    lapack_int r = 0;
+    if (n > 0) {
+        const SyevdWork w = syevd_query(Prec::F32, jobz_char(jobz), uplo_char(uplo), (lapack_int)n);
+        std::vector<float> fwork((size_t)w.lwork);
+        std::vector<lapack_int> iwork((size_t)w.liwork);
+        r = LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, jobz_char(jobz), uplo_char(uplo), (lapack_int)n, A,
+                                (lapack_int)lda, W, fwork.data(), w.lwork, iwork.data(), w.liwork);
+    }
+    if (need > 0) std::memset(work, 0xff, (size_t)need * sizeof(float));  // scratch contents are unspecified
+    *info = r == 0 ? 0 : n + 1;
     return CUSOLVER_STATUS_SUCCESS;
 }
 

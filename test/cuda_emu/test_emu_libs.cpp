@@ -963,6 +963,53 @@ TEST(CusolverSyevd, KnownEigenpairsUpperAndLower) {
     }
 }
 
+// Ssyevj (Jacobi; bench_gpu_refresh times it beside syevd): the same hand-computed eigenpairs from the upper
+// triangle (the other holds 99), eigenvalues ascending (sort_eig's default); INVALID_VALUE with info = -(position,
+// not counting the handle) for lda < n (5), a NULL or too small workspace (7, 8), NULL params (10); NULL handle.
+TEST(CusolverSyevj, KnownEigenpairsAndInvalidArguments) {
+    Solver S;
+    syevjInfo_t params = nullptr;
+    ASSERT_EQ(cusolverDnCreateSyevjInfo(&params), CUSOLVER_STATUS_SUCCESS);
+    const double r = 1.0 / std::sqrt(2.0);
+    const double V[3][3] = {{r, r, 0}, {r, -r, 0}, {0, 0, 1}};  // V[c] = eigenvector c
+    const cusolverEigMode_t vec = CUSOLVER_EIG_MODE_VECTOR;
+    const cublasFillMode_t up = CUBLAS_FILL_MODE_UPPER;
+    DevBuf<float> A(12, NaN), W(3, NaN);
+    DevBuf<int> info(1, 12345);
+    put(A.p, SYM, 4);
+    for (int j = 0; j < 3; j++)
+        for (int i = j + 1; i < 3; i++) A[i + j * 4] = 99;  // the unread lower triangle
+    int lwork = -1;
+    ASSERT_EQ(cusolverDnSsyevj_bufferSize(S.h, vec, up, 3, A.p, 4, W.p, &lwork, params), CUSOLVER_STATUS_SUCCESS);
+    ASSERT_GT(lwork, 0);
+    DevBuf<float> work((size_t)lwork);
+    ASSERT_EQ(cusolverDnSsyevj(S.h, vec, up, 3, A.p, 4, W.p, work.p, lwork, info.p, params), CUSOLVER_STATUS_SUCCESS);
+    EXPECT_EQ(info[0], 0);
+    EXPECT_NEAR(W[0], 1.0f, 1e-5);
+    EXPECT_NEAR(W[1], 3.0f, 1e-5);
+    EXPECT_NEAR(W[2], 5.0f, 1e-5);
+    for (int c = 0; c < 3; c++) {
+        double dot = 0;
+        for (int i = 0; i < 3; i++) dot += A[i + c * 4] * V[c][i];
+        EXPECT_NEAR(std::fabs(dot), 1.0, 1e-5) << "eigenvector " << c;
+    }
+    auto call = [&](int lda, float* wk, int lw, syevjInfo_t p) {
+        info[0] = 0;
+        return cusolverDnSsyevj(S.h, vec, up, 3, A.p, lda, W.p, wk, lw, info.p, p);
+    };
+    EXPECT_EQ(call(2, work.p, lwork, params), CUSOLVER_STATUS_INVALID_VALUE);
+    EXPECT_EQ(info[0], -5);
+    EXPECT_EQ(call(4, nullptr, lwork, params), CUSOLVER_STATUS_INVALID_VALUE);
+    EXPECT_EQ(info[0], -7);
+    EXPECT_EQ(call(4, work.p, lwork - 1, params), CUSOLVER_STATUS_INVALID_VALUE);
+    EXPECT_EQ(info[0], -8);
+    EXPECT_EQ(call(4, work.p, lwork, nullptr), CUSOLVER_STATUS_INVALID_VALUE);
+    EXPECT_EQ(info[0], -10);
+    EXPECT_EQ(cusolverDnSsyevj(nullptr, vec, up, 3, A.p, 4, W.p, work.p, lwork, info.p, params),
+              CUSOLVER_STATUS_NOT_INITIALIZED);
+    EXPECT_EQ(cusolverDnDestroySyevjInfo(params), CUSOLVER_STATUS_SUCCESS);
+}
+
 // jobz = NOVECTOR: eigenvalues only.
 TEST(CusolverSyevd, EigenvaluesOnly) {
     Solver S;
