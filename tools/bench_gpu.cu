@@ -2,13 +2,13 @@
 // B=64 T=1024; LLaMA-130M, 350M, 1B at B=128 T=256) on random tokens: ms/step, tok/s, MFU, measured peak bytes vs
 // the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, the slowest step when the
 // refreshes are staggered one site-layer per step (as the trainer runs them; with --refresh-overlap D one every D
-// steps), and PRAC at the largest
-// micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and LLaMA-130M B=32: the gpu_verify
-// budget), --models (also gpt2-tiny, llama-tiny), --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per
-// other optimizer), --hidden-align A (LLaMA rows: the trainer's --hidden-align, to compare with and without),
-// --initial-spread K (PRAC rows: the trainer's --prac-initial-spread, for the first step's time),
-// --refresh-overlap D (PRAC rows: the trainer's --prac-refresh-overlap D, refreshes solved beside the steps), --tiny
-// (a smoke run of every code path, e.g. emulated in `make test`; its numbers mean nothing).
+// steps), and PRAC at the largest micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and
+// LLaMA-130M B=32: the gpu_verify budget), --models (also gpt2-tiny, llama-tiny), --steps (default 10), --max-batch /
+// --no-max-batch, --json FILE, --optimizers (one more row per other optimizer), --hidden-align A (LLaMA rows: the
+// trainer's --hidden-align, to compare with and without), --initial-spread K (PRAC rows: the trainer's
+// --prac-initial-spread, for the first step's time), --refresh-overlap D (PRAC rows: the trainer's
+// --prac-refresh-overlap D, refreshes solved beside the steps), --tiny (a smoke run of every code path, e.g.
+// emulated in `make test`; its numbers mean nothing).
 // Every row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them). Without a CUDA device: exit
 // 77 (REQUIRE_GPU=1: exit 1). How each number is measured and what MFU counts: docs/DESIGN.md section 9.4.
 #include <algorithm>
@@ -566,7 +566,7 @@ int main(int argc, char** argv) {
                     r.normal_ms > 0 ? r.first_ms / r.normal_ms : 0.0, base ? fmt("%.2f", base->first_ms).c_str() : "-");
         std::printf("        staggered (one site-layer's Q1 and Q2 %s): the slowest step %.2f ms, %.2fx "
                     "the normal step, refreshing %s\n",
-                    refresh_overlap ? ("every " + std::to_string(refresh_overlap) + " steps, each overlapped over " +
+                    refresh_overlap ? ("every " + std::to_string(refresh_overlap) + " step(s), each overlapped over " +
                                        std::to_string(refresh_overlap) + " step(s)").c_str()
                                     : "per step",
                     r.stagger_worst_ms,

@@ -2,9 +2,10 @@
 // cusolverDnXsyevd of n x n) and subspace (warm start, as every refresh after a site's first) side by side, with
 // their ratio, and the parts that decide it: the Gram GEMM and the Q2 draw alone (both methods pay them; cap G =
 // exact / (gram + q2) is the most any method that forms G can gain) and the b x b eigensolver of the subspace
-// refresh's extraction alone, and the same b x b block by cusolverDnSsyevj (Jacobi) beside it. Then where one warm subspace refresh's time goes (PracRefreshProfile): GPU time per
-// part (the library call or kernel kind: sgemm, syrk, potrf, trsm, syevd, ...) and the rest of its wall time, spent
-// on the host between them (launches and the info-word reads). The device twin of tools/bench_refresh.cpp; the GPU
+// refresh's extraction alone, and the same b x b block by cusolverDnSsyevj (Jacobi) beside it. Then where one warm
+// subspace refresh's time goes (PracRefreshProfile): GPU time and calls per part (the library call or kernel kind:
+// sgemm, syrk, potrf, trsm, syevd, ...) and the rest of its wall time, spent on the host between them (launches and
+// the info-word reads). The device twin of tools/bench_refresh.cpp; the GPU
 // recipe (scripts/gpu_verify.sh run_benchmarks) runs it as it runs every tools/bench_gpu*.
 //
 //   build/tools/bench_gpu_refresh [--quick] [--N TOKENS] [--widths 768,2048,...] [--reps R]
