@@ -925,14 +925,26 @@ struct Solver {
 // Check: A (1,1,0) = (1,1,0), A (1,-1,0) = (3,-3,0).
 const Rows SYM = {{2, -1, 0}, {-1, 2, 0}, {0, 0, 5}};
 
+// W = (1, 3, 5) and the columns of A (ld lda) the eigenvectors above, up to sign
+void expect_sym_eigenpairs(const float* W, const float* A, int lda) {
+    const double r = 1.0 / std::sqrt(2.0);
+    const double V[3][3] = {{r, r, 0}, {r, -r, 0}, {0, 0, 1}};  // V[c] = eigenvector c
+    EXPECT_NEAR(W[0], 1.0f, 1e-5);
+    EXPECT_NEAR(W[1], 3.0f, 1e-5);
+    EXPECT_NEAR(W[2], 5.0f, 1e-5);
+    for (int c = 0; c < 3; c++) {
+        double dot = 0;
+        for (int i = 0; i < 3; i++) dot += A[i + c * lda] * V[c][i];
+        EXPECT_NEAR(std::fabs(dot), 1.0, 1e-5) << "eigenvector " << c;
+    }
+}
+
 }  // namespace
 
 // syevd on the 3x3 matrix above with lda = 4 (padding row NaN); only the `uplo` triangle is read (the other holds
 // 99). Eigenvalues ascending (1, 3, 5); eigenvector columns equal to the hand-computed ones up to sign.
 TEST(CusolverSyevd, KnownEigenpairsUpperAndLower) {
     Solver S;
-    const double r = 1.0 / std::sqrt(2.0);
-    const double V[3][3] = {{r, r, 0}, {r, -r, 0}, {0, 0, 1}};  // V[c] = eigenvector c
     for (cublasFillMode_t uplo : {CUBLAS_FILL_MODE_UPPER, CUBLAS_FILL_MODE_LOWER}) {
         SCOPED_TRACE(uplo == CUBLAS_FILL_MODE_UPPER ? "upper" : "lower");
         DevBuf<float> A(12, NaN), W(3, NaN);
@@ -952,14 +964,7 @@ TEST(CusolverSyevd, KnownEigenpairsUpperAndLower) {
                                    W.p, CUDA_R_32F, ws.p, dev, host ? hbuf.data() : nullptr, host, info.p),
                   CUSOLVER_STATUS_SUCCESS);
         EXPECT_EQ(info[0], 0);
-        EXPECT_NEAR(W[0], 1.0f, 1e-5);
-        EXPECT_NEAR(W[1], 3.0f, 1e-5);
-        EXPECT_NEAR(W[2], 5.0f, 1e-5);
-        for (int c = 0; c < 3; c++) {
-            double dot = 0;
-            for (int i = 0; i < 3; i++) dot += A[i + c * 4] * V[c][i];
-            EXPECT_NEAR(std::fabs(dot), 1.0, 1e-5) << "eigenvector " << c;
-        }
+        expect_sym_eigenpairs(W.p, A.p, 4);
     }
 }
 
@@ -970,8 +975,6 @@ TEST(CusolverSyevj, KnownEigenpairsAndInvalidArguments) {
     Solver S;
     syevjInfo_t params = nullptr;
     ASSERT_EQ(cusolverDnCreateSyevjInfo(&params), CUSOLVER_STATUS_SUCCESS);
-    const double r = 1.0 / std::sqrt(2.0);
-    const double V[3][3] = {{r, r, 0}, {r, -r, 0}, {0, 0, 1}};  // V[c] = eigenvector c
     const cusolverEigMode_t vec = CUSOLVER_EIG_MODE_VECTOR;
     const cublasFillMode_t up = CUBLAS_FILL_MODE_UPPER;
     DevBuf<float> A(12, NaN), W(3, NaN);
@@ -985,14 +988,7 @@ TEST(CusolverSyevj, KnownEigenpairsAndInvalidArguments) {
     DevBuf<float> work((size_t)lwork);
     ASSERT_EQ(cusolverDnSsyevj(S.h, vec, up, 3, A.p, 4, W.p, work.p, lwork, info.p, params), CUSOLVER_STATUS_SUCCESS);
     EXPECT_EQ(info[0], 0);
-    EXPECT_NEAR(W[0], 1.0f, 1e-5);
-    EXPECT_NEAR(W[1], 3.0f, 1e-5);
-    EXPECT_NEAR(W[2], 5.0f, 1e-5);
-    for (int c = 0; c < 3; c++) {
-        double dot = 0;
-        for (int i = 0; i < 3; i++) dot += A[i + c * 4] * V[c][i];
-        EXPECT_NEAR(std::fabs(dot), 1.0, 1e-5) << "eigenvector " << c;
-    }
+    expect_sym_eigenpairs(W.p, A.p, 4);
     auto call = [&](int lda, float* wk, int lw, syevjInfo_t p) {
         info[0] = 0;
         return cusolverDnSsyevj(S.h, vec, up, 3, A.p, lda, W.p, wk, lw, info.p, p);
