@@ -32,7 +32,7 @@ struct SiteRefresh {
 
 // --prac-refresh-overlap D (PracOptions::overlap): the model's pending copies of refreshed bases, one (n, r) slot
 // per refresh in flight (prac_overlap_slots), taken in save and given back when the refresh is installed
-// (ActSite::install). Lives with the bases (a model's basis specs).
+// (ActSite::install_if). Lives with the bases (a model's basis specs).
 template <typename T>
 struct PracPendingPool {
     T* slots = nullptr;     // (count, slot_elems)
@@ -136,8 +136,7 @@ struct ActSite {
             d.random_q1 = provisional;
             const GramReducer* reduce = provisional ? nullptr : reduce_gram;
             if (overlap && has_basis[l] && !provisional) {
-                for (size_t i = 0; i < pending.size(); i++)
-                    if (pending[i].layer == l) install(be, i--, log);
+                install_if(be, [&](const Pending& q) { return q.layer == l; }, log);
                 key.refresh = (uint64_t)q2_refreshes[l];  // the installed refresh may have drawn
                 act_t* slot = overlap->take((size_t)n * r());
                 be.prac_refresh_begin(slot, Pl, fwd(l, N), (int)N, n, d, q1, q2, !cold, key, reduce, stride());
@@ -152,17 +151,23 @@ struct ActSite {
 
     // --prac-refresh-overlap, at the end of `step`: the refreshes due to take effect now become the layers' bases.
     void install_refreshes(Backend& be, int64_t step, FILE* log) {
-        for (size_t i = 0; i < pending.size(); i++)
-            if (pending[i].install_after <= step) install(be, i--, log);
+        install_if(be, [&](const Pending& q) { return q.install_after <= step; }, log);
     }
-    // pending[i] becomes its layer's basis (the backend waits for its solve; a failed part kept the previous bits in
-    // the copy, as an in-place refresh keeps them in P)
-    void install(Backend& be, size_t i, FILE* log) {
-        const Pending p = pending[i];
+    // The refreshes in flight that `due` picks become their layers' bases, in the order they began (the backend waits
+    // for each solve; a failed part kept the previous bits in the copy, as an in-place refresh keeps them in P).
+    template <class Due>
+    void install_if(Backend& be, Due due, FILE* log) {
         const size_t elems = (size_t)n * r();
-        count_refresh(p.layer, be.prac_refresh_end(P + p.layer * elems, p.slot, elems), log);
-        overlap->give_back(p.slot);
-        pending.erase(pending.begin() + i);
+        for (size_t i = 0; i < pending.size();) {
+            const Pending q = pending[i];
+            if (!due(q)) {
+                i++;
+                continue;
+            }
+            count_refresh(q.layer, be.prac_refresh_end(P + q.layer * elems, q.slot, elems), log);
+            overlap->give_back(q.slot);
+            pending.erase(pending.begin() + i);
+        }
     }
 
     void count_refresh(int l, const PracRefreshResult& res, FILE* log) {
