@@ -1,7 +1,8 @@
 // CPU stand-ins for cuBLAS and cuBLASLt in the emulated CUDA build.
 //
-// "Device memory" is host memory here (cudaMalloc returns a host pointer) and every stream operation is
-// synchronous, so each routine computes its result before it returns and ignores the stream. The functions are
+// "Device memory" is host memory here (cudaMalloc returns a host pointer). Each routine checks its arguments when
+// called (the status it returns) and computes in stream order (stream_order.h): queued in the handle's stream
+// (cuBLASLt: the call's), with the host scalars alpha and beta read at the call. The functions are
 // the ones the real headers declare (cublas_v2.h maps cublasSgemm to cublasSgemm_v2 etc.), with their exact
 // signatures; the headers' extern "C" blocks give them C linkage. Behaviour follows NVIDIA's cuBLAS
 // documentation (API reference and the comments in cublasLt.h); each check below names the rule it implements.
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "kernels/cuda_emu/libs_emu.h"
+#include "kernels/cuda_emu/stream_order.h"
 
 // ---------------------------------------------------------------------------------------------------------------
 // Shared helpers
@@ -109,6 +111,14 @@ struct Gemm {
     cudaDataType_t bias_type;
 };
 
+// The GEMMs of one call, in stream order (kernels/cuda_emu/stream_order.h): queued in s, or run now.
+void run_gemm(const Gemm& g);
+void queue_gemms(cudaStream_t s, std::vector<Gemm> gemms) {
+    cuda_emu::stream_op(s, [gemms = std::move(gemms)] {
+        for (const Gemm& g : gemms) run_gemm(g);
+    });
+}
+
 void run_gemm(const Gemm& g) {
     if (g.m == 0 || g.n == 0) return;
     // T = alpha op(A) op(B) in fp32; A and B are not read when alpha == 0 or k == 0 (BLAS convention)
@@ -162,7 +172,7 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
     if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetStream: handle == NULL");
-    handle->stream = streamId;  // recorded only: every operation is synchronous here
+    handle->stream = streamId;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -284,9 +294,9 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
     if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "cublasSgemm: handle == NULL");
     cublasStatus_t s = check_gemm_args("cublasSgemm", transa, transb, m, n, k, alpha, lda, ldb, beta, ldc);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    run_gemm(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *alpha, *beta,
+    queue_gemms(handle->stream, {Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *alpha, *beta,
                   Operand{A, CUDA_R_32F, lda}, Operand{B, CUDA_R_32F, ldb}, Operand{C, CUDA_R_32F, ldc},
-                  Operand{C, CUDA_R_32F, ldc}, nullptr, CUDA_R_32F});
+                  Operand{C, CUDA_R_32F, ldc}, nullptr, CUDA_R_32F}});
     g_gemm_calls_fp32++;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -314,9 +324,9 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     if (!types_ok)
         return fail(false, CUBLAS_STATUS_NOT_SUPPORTED, "cublasGemmEx: Atype=%d Btype=%d Ctype=%d", (int)Atype,
                     (int)Btype, (int)Ctype);
-    run_gemm(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *static_cast<const float*>(alpha),
+    queue_gemms(handle->stream, {Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *static_cast<const float*>(alpha),
                   *static_cast<const float*>(beta), Operand{A, Atype, lda}, Operand{B, Btype, ldb},
-                  Operand{C, Ctype, ldc}, Operand{C, Ctype, ldc}, nullptr, CUDA_R_32F});
+                  Operand{C, Ctype, ldc}, Operand{C, Ctype, ldc}, nullptr, CUDA_R_32F}});
     (Atype == CUDA_R_16BF ? g_gemm_calls_bf16 : g_gemm_calls_fp32)++;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -339,11 +349,13 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     if (batchCount < 0)
         return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasSgemmStridedBatched: batchCount=%d", batchCount);
+    std::vector<Gemm> gemms;
     for (int i = 0; i < batchCount; i++)
-        run_gemm(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *alpha, *beta,
+        gemms.push_back(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *alpha, *beta,
                       Operand{A + (size_t)i * strideA, CUDA_R_32F, lda}, Operand{B + (size_t)i * strideB, CUDA_R_32F, ldb},
                       Operand{C + (size_t)i * strideC, CUDA_R_32F, ldc}, Operand{C + (size_t)i * strideC, CUDA_R_32F, ldc},
                       nullptr, CUDA_R_32F});
+    queue_gemms(handle->stream, std::move(gemms));
     g_gemm_calls_fp32++;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -371,13 +383,15 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
     if (!types_ok)
         return fail(false, CUBLAS_STATUS_NOT_SUPPORTED, "%s: Atype=%d Btype=%d Ctype=%d", fn, (int)Atype, (int)Btype,
                     (int)Ctype);
+    std::vector<Gemm> gemms;
     for (int i = 0; i < batchCount; i++) {
         const void* Ci = at(C, Ctype, (long long)i * strideC);
-        run_gemm(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *static_cast<const float*>(alpha),
+        gemms.push_back(Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *static_cast<const float*>(alpha),
                       *static_cast<const float*>(beta), Operand{at(A, Atype, (long long)i * strideA), Atype, lda},
                       Operand{at(B, Btype, (long long)i * strideB), Btype, ldb}, Operand{Ci, Ctype, ldc},
                       Operand{Ci, Ctype, ldc}, nullptr, CUDA_R_32F});
     }
+    queue_gemms(handle->stream, std::move(gemms));
     (Atype == CUDA_R_16BF ? g_gemm_calls_bf16 : g_gemm_calls_fp32)++;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -400,18 +414,20 @@ cublasStatus_t cublasSsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cubl
     if (!alpha || !beta) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasSsyrk: alpha or beta is NULL");
     if (n == 0) return CUBLAS_STATUS_SUCCESS;
     const bool upper = uplo == CUBLAS_FILL_MODE_UPPER;
-    // beta == 0: C need not hold valid values on input (BLAS); clear the triangle so no NaN can survive
-    if (*beta == 0.0f)
-        for (int j = 0; j < n; j++)
-            for (int i = upper ? 0 : j; i <= (upper ? j : n - 1); i++) C[i + (size_t)j * ldc] = 0.0f;
-    if (k == 0 || *alpha == 0.0f) {  // A is not read: C = beta C on the triangle
-        if (*beta != 0.0f && *beta != 1.0f)
+    cuda_emu::stream_op(handle->stream, [=, alpha = *alpha, beta = *beta] {
+        // beta == 0: C need not hold valid values on input (BLAS); clear the triangle so no NaN can survive
+        if (beta == 0.0f)
             for (int j = 0; j < n; j++)
-                for (int i = upper ? 0 : j; i <= (upper ? j : n - 1); i++) C[i + (size_t)j * ldc] *= *beta;
-        return CUBLAS_STATUS_SUCCESS;
-    }
-    cblas_ssyrk(CblasColMajor, upper ? CblasUpper : CblasLower, trans == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, n,
-                k, *alpha, A, lda, *beta, C, ldc);
+                for (int i = upper ? 0 : j; i <= (upper ? j : n - 1); i++) C[i + (size_t)j * ldc] = 0.0f;
+        if (k == 0 || alpha == 0.0f) {  // A is not read: C = beta C on the triangle
+            if (beta != 0.0f && beta != 1.0f)
+                for (int j = 0; j < n; j++)
+                    for (int i = upper ? 0 : j; i <= (upper ? j : n - 1); i++) C[i + (size_t)j * ldc] *= beta;
+            return;
+        }
+        cblas_ssyrk(CblasColMajor, upper ? CblasUpper : CblasLower, trans == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
+                    n, k, alpha, A, lda, beta, C, ldc);
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -449,8 +465,10 @@ cublasStatus_t cublasStrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cubl
     if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "cublasStrsm: handle == NULL");
     cublasStatus_t s = check_triangular_args("cublasStrsm", side, uplo, trans, diag, m, n, alpha, lda, ldb);
     if (s != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return s;
-    cblas_strsm(CblasColMajor, cblas_side(side), cblas_uplo(uplo), cblas_trans(trans), cblas_diag(diag), m, n, *alpha,
-                A, lda, B, ldb);
+    cuda_emu::stream_op(handle->stream, [=, alpha = *alpha] {
+        cblas_strsm(CblasColMajor, cblas_side(side), cblas_uplo(uplo), cblas_trans(trans), cblas_diag(diag), m, n,
+                    alpha, A, lda, B, ldb);
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -465,11 +483,13 @@ cublasStatus_t cublasStrmm_v2(cublasHandle_t handle, cublasSideMode_t side, cubl
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     if (ldc < max1(m)) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasStrmm: ldc=%d < max(1, m=%d)", ldc, m);
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-    if (C != B)
-        for (int j = 0; j < n; j++)
-            for (int i = 0; i < m; i++) C[i + (size_t)j * ldc] = B[i + (size_t)j * ldb];
-    cblas_strmm(CblasColMajor, cblas_side(side), cblas_uplo(uplo), cblas_trans(trans), cblas_diag(diag), m, n, *alpha,
-                A, lda, C, ldc);
+    cuda_emu::stream_op(handle->stream, [=, alpha = *alpha] {
+        if (C != B)
+            for (int j = 0; j < n; j++)
+                for (int i = 0; i < m; i++) C[i + (size_t)j * ldc] = B[i + (size_t)j * ldb];
+        cblas_strmm(CblasColMajor, cblas_side(side), cblas_uplo(uplo), cblas_trans(trans), cblas_diag(diag), m, n,
+                    alpha, A, lda, C, ldc);
+    });
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -999,7 +1019,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                               cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo, void* workspace,
                               size_t workspaceSizeInBytes, cudaStream_t stream) {
     static const char* fn = "cublasLtMatmul";
-    (void)stream;  // synchronous
     if (!lightHandle) return fail(true, CUBLAS_STATUS_NOT_INITIALIZED, "%s: handle == NULL", fn);
     if (!computeDesc || !Adesc || !Bdesc || !Cdesc || !Ddesc)
         return fail(true, CUBLAS_STATUS_INVALID_VALUE, "%s: a NULL descriptor", fn);
@@ -1010,7 +1029,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     cublasStatus_t s = check_problem(fn, d, La, Lb, Lc, Ld, &P);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
 
-    // alpha, beta: host scalars (POINTER_MODE_HOST) or device scalars, both plain memory here
+    // alpha, beta: read at the call, as host scalars (CUBLASLT_POINTER_MODE_HOST, the project's) are
     const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
     if (!D) return fail(true, CUBLAS_STATUS_INVALID_VALUE, "%s: D == NULL", fn);
     if (b != 0.0f && !C) return fail(true, CUBLAS_STATUS_INVALID_VALUE, "%s: beta != 0 with C == NULL", fn);
@@ -1062,6 +1081,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                         fn, x.name, x.p, alignment_of(x.p), need);
     }
 
+    std::vector<Gemm> gemms;
     for (int32_t i = 0; i < P.batch; i++) {
         auto at = [i](const void* base, const LayoutState& l) -> const void* {
             return base ? static_cast<const char*>(base) + (int64_t)i * l.batch_stride *
@@ -1071,11 +1091,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
         const void* bias = P.bias ? static_cast<const char*>(d.bias) + (int64_t)i * d.bias_batch_stride *
                                                                             (int64_t)type_size(P.bias_type)
                                   : nullptr;
-        run_gemm(Gemm{P.ta, P.tb, P.m, P.n, P.k, a, b, Operand{at(A, La), P.a_type, La.ld},
+        gemms.push_back(Gemm{P.ta, P.tb, P.m, P.n, P.k, a, b, Operand{at(A, La), P.a_type, La.ld},
                       Operand{at(B, Lb), P.b_type, Lb.ld}, Operand{at(C, Lc), P.c_type, Lc.ld},
                       Operand{at(D, Ld), P.d_type, Ld.ld}, bias, P.bias_type});
     }
+    queue_gemms(stream, std::move(gemms));
     // the split-K partial sums: the workspace's contents afterwards are unspecified
-    if (al.workspace > 0) std::memset(workspace, 0xff, (size_t)al.workspace);
+    if (al.workspace > 0)
+        cuda_emu::stream_op(stream, [workspace, bytes = (size_t)al.workspace] { std::memset(workspace, 0xff, bytes); });
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -4,13 +4,14 @@
 // not C++ into calls declared here:
 //
 //   k<<<grid, block, smem, stream>>>(args)   ->  ::cuda_emu::launcher(cfg(grid, block, smem, stream),
-//                                                     [&](auto&&... a) { k(a...); }, <k's address>)(args)
+//                                                     [=](auto&&... a) { k(a...); }, <k's address>)(args)
 //   __shared__ float part[8][33];            ->  float (&part)[8][33] = ::cuda_emu::static_smem<float[8][33]>(..)
 //   extern __shared__ float smem[];          ->  float* smem = ::cuda_emu::dynamic_smem<float>()
 //   __global__ void k(..) {                  ->  __global__ void k(..) { ::cuda_emu::kernel_entry("k", ..);
 //
-// Execution model (kernels/cuda_emu/exec.cpp): a launch runs its blocks one after another on the calling OS
-// thread (launches from several host threads run one at a time); inside a block the CUDA threads run as fibers, switched without a system call (Boost.Context). A thread
+// Execution model (kernels/cuda_emu/exec.cpp): a launch is queued in its stream and runs when something waits for
+// that stream (stream_order.h), its blocks one after another on the host thread that runs the queue (operations
+// run one at a time, whichever host threads issue them); inside a block the CUDA threads run as fibers, switched without a system call (Boost.Context). A thread
 // runs until it reaches a barrier (__syncthreads, __syncwarp, a shuffle, mma.sync) or returns; a barrier releases
 // when every thread it waits for has arrived. Threads start in order on a shared stack; one that waits keeps it (a
 // kernel without barriers runs without a fiber switch). Barriers that can never release (divergent __syncthreads,
@@ -34,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -148,13 +150,14 @@ struct Config {
 inline Config cfg(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = nullptr) {
     return Config{grid, block, smem, stream};
 }
-// Runs `body.run(body.ctx)` as every thread of every block (exec.cpp). `kernel` (may be null) identifies the kernel
-// for the limits cudaFuncSetAttribute raised.
+// Runs `body.run(body.ctx)` as every thread of every block (exec.cpp), in stream order: now, or later when the
+// stream's queue runs (kernels/cuda_emu/stream_order.h); `keep` owns what body.ctx points to until then. `kernel`
+// (may be null) identifies the kernel for the limits cudaFuncSetAttribute raised.
 struct Body {
     void (*run)(const void* ctx);
     const void* ctx;
 };
-cudaError_t launch(const Config& cfg, const void* kernel, Body body);
+cudaError_t launch(const Config& cfg, const void* kernel, Body body, std::shared_ptr<const void> keep);
 
 // The kernel's address, when the launch names one function (a kernel, a pointer to one, or a template with all
 // its arguments given); Tag only makes the call depend on the caller's generic lambda, so that a kernel whose
@@ -165,8 +168,9 @@ const void* kernel_ptr(R (*f)(P...)) {
 }
 
 // launcher(cfg, call, address)(args): the arguments are evaluated once and kept (as a launch copies them into the
-// parameter buffer); every thread then calls the kernel with them (`call` is [&](auto&&... a) { kernel(a...); },
-// so template arguments are deduced as at the launch), each with its own copies of the parameters.
+// parameter buffer), with `call` (a copy of [=](auto&&... a) { kernel(a...); }, so template arguments are deduced as
+// at the launch), until the launch runs; every thread then calls the kernel with them, each with its own copies of
+// the parameters.
 template <typename Call, typename Addr>
 struct Launcher {
     Config cfg;
@@ -177,15 +181,16 @@ struct Launcher {
         const void* k = nullptr;
         if constexpr (std::is_invocable_v<Addr&, int>) k = addr(0);
         struct Ctx {
-            Call* call;
+            Call call;
             std::tuple<std::decay_t<A>...> args;
-        } ctx{&call, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)};
+        };
+        auto ctx = std::make_shared<const Ctx>(Ctx{call, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)});
         Body body{[](const void* c) {
                       const Ctx* x = static_cast<const Ctx*>(c);
-                      std::apply(*x->call, x->args);
+                      std::apply(x->call, x->args);
                   },
-                  &ctx};
-        launch(cfg, k, body);
+                  ctx.get()};
+        launch(cfg, k, body, ctx);
     }
 };
 template <typename Call, typename Addr>

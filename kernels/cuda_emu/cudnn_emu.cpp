@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "kernels/cuda_emu/libs_emu.h"
+#include "kernels/cuda_emu/stream_order.h"
 
 // ---------------------------------------------------------------------------------------------------------------
 // descriptors: a type and the attributes as set (raw bytes), plus what finalize derived
@@ -1126,7 +1127,7 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
 
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
     if (!handle) return CUDNN_STATUS_BAD_PARAM_NULL_POINTER;
-    handle->stream = streamId;  // recorded only: execution is synchronous here
+    handle->stream = streamId;
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -1364,7 +1365,10 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t
     void* ws = attr_scalar<void*>(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, nullptr);
     trace("execute plan %p: %zu ops, workspace %lld bytes at %p", (void*)plan, plan->graph->ops.size(),
           (long long)plan->graph->workspace, ws);
-    cudnnStatus_t s = execute_graph(*plan->graph, pack, ws);
+    // in program order: the handle's stream's queued work first, then the graph, now (stream_order.h); nothing runs
+    // after a failed kernel
+    cudnnStatus_t s = CUDNN_STATUS_EXECUTION_FAILED;
+    cuda_emu::stream_run_now(handle->stream, [&] { s = execute_graph(*plan->graph, pack, ws); });
     if (s == CUDNN_STATUS_SUCCESS) ++g_executes;
     return s;
 }

@@ -1,7 +1,8 @@
 // CPU stand-in for cuSOLVER (dense) in the emulated CUDA build: the routines the project calls, computed by
-// LAPACK (LAPACKE) on the caller's memory, which is host memory here ("device" pointers included). Every call is
-// synchronous; the stream is recorded and otherwise ignored. The functions are the ones cusolverDn.h declares,
-// with its signatures (C linkage from the header's extern "C" block).
+// LAPACK (LAPACKE) on the caller's memory, which is host memory here ("device" pointers included). A call checks its
+// arguments at once (its status, and info for a bad parameter) and computes in stream order (stream_order.h):
+// queued in the handle's stream, writing info when it runs. The functions are the ones cusolverDn.h declares, with
+// its signatures (C linkage from the header's extern "C" block).
 //
 // Documented behaviour kept:
 //   - info (an int in "device" memory, host memory here) is written: 0 on success, -i when the i-th parameter
@@ -18,6 +19,8 @@
 // CUSOLVER_STATUS_INVALID_VALUE.
 #include <cusolverDn.h>
 #include <lapacke.h>
+
+#include "kernels/cuda_emu/stream_order.h"
 
 #include <climits>
 #include <cmath>
@@ -48,7 +51,7 @@ cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t handle) {
 
 cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t handle, cudaStream_t streamId) {
     if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
-    handle->stream = streamId;  // recorded only: every call is synchronous here
+    handle->stream = streamId;
     return CUSOLVER_STATUS_SUCCESS;
 }
 
@@ -223,23 +226,25 @@ cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t 
     if (n > 0 && !A) return bad_param(info, 6);
     if (n > 0 && !W) return bad_param(info, 9);
 
-    lapack_int r = 0;
-    std::vector<lapack_int> iwork((size_t)need.liwork);
-    if (n > 0) {
-        if (p == Prec::F32) {
-            std::vector<float> work((size_t)need.lwork);
-            r = LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, jz, ul, (lapack_int)n, static_cast<float*>(A),
-                                    (lapack_int)lda, static_cast<float*>(W), work.data(), need.lwork, iwork.data(),
-                                    need.liwork);
-        } else {
-            std::vector<double> work((size_t)need.lwork);
-            r = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, jz, ul, (lapack_int)n, static_cast<double*>(A),
-                                    (lapack_int)lda, static_cast<double*>(W), work.data(), need.lwork, iwork.data(),
-                                    need.liwork);
+    cuda_emu::stream_op(handle->stream, [=] {
+        lapack_int r = 0;
+        std::vector<lapack_int> iwork((size_t)need.liwork);
+        if (n > 0) {
+            if (p == Prec::F32) {
+                std::vector<float> work((size_t)need.lwork);
+                r = LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, jz, ul, (lapack_int)n, static_cast<float*>(A),
+                                        (lapack_int)lda, static_cast<float*>(W), work.data(), need.lwork,
+                                        iwork.data(), need.liwork);
+            } else {
+                std::vector<double> work((size_t)need.lwork);
+                r = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, jz, ul, (lapack_int)n, static_cast<double*>(A),
+                                        (lapack_int)lda, static_cast<double*>(W), work.data(), need.lwork,
+                                        iwork.data(), need.liwork);
+            }
         }
-    }
-    if (need_bytes > 0) std::memset(bufferOnDevice, 0xff, need_bytes);  // scratch contents are unspecified
-    *info = (int)r;  // 0, or > 0: the algorithm failed to converge
+        if (need_bytes > 0) std::memset(bufferOnDevice, 0xff, need_bytes);  // scratch contents are unspecified
+        *info = (int)r;  // 0, or > 0: the algorithm failed to converge
+    });
     return CUSOLVER_STATUS_SUCCESS;
 }
 
@@ -304,16 +309,18 @@ cusolverStatus_t cusolverDnSsyevj(cusolverDnHandle_t handle, cusolverEigMode_t j
     if (st != CUSOLVER_STATUS_SUCCESS) return st;
     if (n > 0 && !A) return bad_param(info, 4);
     if (n > 0 && !W) return bad_param(info, 6);
-    lapack_int r = 0;
-    if (n > 0) {
-        const SyevdWork w = syevd_query(Prec::F32, jobz_char(jobz), uplo_char(uplo), (lapack_int)n);
-        std::vector<float> fwork((size_t)w.lwork);
-        std::vector<lapack_int> iwork((size_t)w.liwork);
-        r = LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, jobz_char(jobz), uplo_char(uplo), (lapack_int)n, A,
-                                (lapack_int)lda, W, fwork.data(), w.lwork, iwork.data(), w.liwork);
-    }
-    if (need > 0) std::memset(work, 0xff, (size_t)need * sizeof(float));  // scratch contents are unspecified
-    *info = r == 0 ? 0 : n + 1;
+    cuda_emu::stream_op(handle->stream, [=] {
+        lapack_int r = 0;
+        if (n > 0) {
+            const SyevdWork w = syevd_query(Prec::F32, jobz_char(jobz), uplo_char(uplo), (lapack_int)n);
+            std::vector<float> fwork((size_t)w.lwork);
+            std::vector<lapack_int> iwork((size_t)w.liwork);
+            r = LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, jobz_char(jobz), uplo_char(uplo), (lapack_int)n, A,
+                                    (lapack_int)lda, W, fwork.data(), w.lwork, iwork.data(), w.liwork);
+        }
+        if (need > 0) std::memset(work, 0xff, (size_t)need * sizeof(float));  // scratch contents are unspecified
+        *info = r == 0 ? 0 : n + 1;
+    });
     return CUSOLVER_STATUS_SUCCESS;
 }
 
@@ -357,20 +364,22 @@ cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t 
     if (m > 0 && n > 0 && !A) return bad_param(info, 5);
     if (m > 0 && n > 0 && !tau) return bad_param(info, 8);
 
-    lapack_int r = 0;
-    if (m > 0 && n > 0) {
-        if (p == Prec::F32) {
-            std::vector<float> work((size_t)lwork);
-            r = LAPACKE_sgeqrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, static_cast<float*>(A),
-                                    (lapack_int)lda, static_cast<float*>(tau), work.data(), lwork);
-        } else {
-            std::vector<double> work((size_t)lwork);
-            r = LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, static_cast<double*>(A),
-                                    (lapack_int)lda, static_cast<double*>(tau), work.data(), lwork);
+    cuda_emu::stream_op(handle->stream, [=] {
+        lapack_int r = 0;
+        if (m > 0 && n > 0) {
+            if (p == Prec::F32) {
+                std::vector<float> work((size_t)lwork);
+                r = LAPACKE_sgeqrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, static_cast<float*>(A),
+                                        (lapack_int)lda, static_cast<float*>(tau), work.data(), lwork);
+            } else {
+                std::vector<double> work((size_t)lwork);
+                r = LAPACKE_dgeqrf_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, static_cast<double*>(A),
+                                        (lapack_int)lda, static_cast<double*>(tau), work.data(), lwork);
+            }
         }
-    }
-    if (need_bytes > 0) std::memset(bufferOnDevice, 0xff, need_bytes);  // scratch contents are unspecified
-    *info = (int)r;  // always 0 after the checks above
+        if (need_bytes > 0) std::memset(bufferOnDevice, 0xff, need_bytes);  // scratch contents are unspecified
+        *info = (int)r;  // always 0 after the checks above
+    });
     return CUSOLVER_STATUS_SUCCESS;
 }
 
@@ -400,10 +409,12 @@ cusolverStatus_t cusolverDnSorgqr(cusolverDnHandle_t handle, int m, int n, int k
     if (lwork < need) return bad_param(info, 8);
     if (n > 0 && !A) return bad_param(info, 4);
     if (k > 0 && !tau) return bad_param(info, 6);
-    lapack_int r = 0;
-    // the caller's work array is LAPACK's work array
-    if (n > 0) r = LAPACKE_sorgqr_work(LAPACK_COL_MAJOR, m, n, k, A, lda, tau, work, (lapack_int)lwork);
-    *info = (int)r;  // 0 after the checks above
+    cuda_emu::stream_op(handle->stream, [=] {
+        lapack_int r = 0;
+        // the caller's work array is LAPACK's work array
+        if (n > 0) r = LAPACKE_sorgqr_work(LAPACK_COL_MAJOR, m, n, k, A, lda, tau, work, (lapack_int)lwork);
+        *info = (int)r;  // 0 after the checks above
+    });
     return CUSOLVER_STATUS_SUCCESS;
 }
 
@@ -440,6 +451,8 @@ cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t handle, cublasFillMode_t up
     if (int bad = potrf_bad_param(uplo, n, lda)) return bad_param(devInfo, bad);
     if (Lwork < 0) return bad_param(devInfo, 6);
     if (!devInfo) return CUSOLVER_STATUS_INVALID_VALUE;
-    *devInfo = n == 0 ? 0 : (int)LAPACKE_spotrf_work(LAPACK_COL_MAJOR, uplo_char(uplo), n, A, lda);
+    cuda_emu::stream_op(handle->stream, [=] {
+        *devInfo = n == 0 ? 0 : (int)LAPACKE_spotrf_work(LAPACK_COL_MAJOR, uplo_char(uplo), n, A, lda);
+    });
     return CUSOLVER_STATUS_SUCCESS;
 }

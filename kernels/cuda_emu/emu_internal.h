@@ -21,8 +21,9 @@ void reset_errors();
 // runtime.cpp: the limit set by cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize) (48 KiB
 // by default).
 int max_dynamic_smem(const void* kernel);
-// runtime.cpp: counts per kernel name (for the tests of the emulation).
-void note_launch(const char* kernel, bool failed, long races);
+// runtime.cpp: counts per kernel name (for the tests of the emulation); off_main: issued by a host thread other than
+// the process's main thread.
+void note_launch(const char* kernel, bool failed, long races, bool off_main);
 long launches_of(const std::string& kernel);
 // Kernels launched from a host thread other than the process's main thread (the refresh worker's).
 long launches_off_main_thread();

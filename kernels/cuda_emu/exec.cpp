@@ -4,6 +4,7 @@
 //
 // This file is part of the runtime, not of the kernels: it is compiled without the load/store callbacks.
 #include "kernels/cuda_emu/emu_internal.h"
+#include "kernels/cuda_emu/stream_order.h"
 
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -608,7 +610,26 @@ void kernel_entry(const char* name, const char* signature) {
     executed().insert(name);
 }
 
-cudaError_t launch(const Config& cfg, const void* kernel, Body body) {
+// Runs every block of one launch (under stream_order's lock: one operation at a time).
+static void run_launch(const Config& cfg, const void* kernel, Body body, bool off_main) {
+    Exec ex;
+    ex.cfg = cfg;
+    ex.body = body;
+    ex.kernel = kernel;
+    ex.blk.dim = cfg.block;
+    ex.blk.grid = cfg.grid;
+    tls_exec = &ex;
+    for (unsigned z = 0; z < cfg.grid.z && !ex.failed; z++)
+        for (unsigned y = 0; y < cfg.grid.y && !ex.failed; y++)
+            for (unsigned x = 0; x < cfg.grid.x && !ex.failed; x++) {
+                ex.blk.idx = make_uint3(x, y, z);
+                run_block(&ex);
+            }
+    tls_exec = nullptr;
+    note_launch(ex.name ? ex.name : "?", ex.failed, ex.races, off_main);
+}
+
+cudaError_t launch(const Config& cfg, const void* kernel, Body body, std::shared_ptr<const void> keep) {
     static bool coverage_registered = (std::atexit(write_coverage), true);
     (void)coverage_registered;
     if (tls_exec) {
@@ -639,27 +660,13 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body) {
     }
     if (sticky_error() != cudaSuccess) return sticky_error();  // a failed kernel poisons the context, as on a GPU
 
-    // One kernel at a time, whichever host thread launched it (a second thread's stream: the refresh worker of
-    // --prac-refresh-overlap). A GPU may run kernels of two streams side by side; one after the other is one of the
-    // orders it may choose, and the fiber stacks, the race check's cells and the epochs are the process's.
-    static std::mutex launch_mu;
-    std::lock_guard<std::mutex> lock(launch_mu);
-    Exec ex;
-    ex.cfg = cfg;
-    ex.body = body;
-    ex.kernel = kernel;
-    ex.blk.dim = b;
-    ex.blk.grid = g;
-    tls_exec = &ex;
-    for (unsigned z = 0; z < g.z && !ex.failed; z++)
-        for (unsigned y = 0; y < g.y && !ex.failed; y++)
-            for (unsigned x = 0; x < g.x && !ex.failed; x++) {
-                ex.blk.idx = make_uint3(x, y, z);
-                run_block(&ex);
-            }
-    tls_exec = nullptr;
-    note_launch(ex.name ? ex.name : "?", ex.failed, ex.races);
-    return ex.failed ? cudaErrorLaunchFailure : cudaSuccess;
+    // Queued in its stream (stream_order.h), or run now. Operations run one at a time, whichever host thread issued
+    // them (a second thread's stream: the refresh worker of --prac-refresh-overlap): a GPU may run kernels of two
+    // streams side by side, one after the other is one of the orders it may choose, and the fiber stacks, the race
+    // check's cells and the epochs are the process's. `keep` holds the arguments until the launch has run.
+    const bool off_main = gettid() != getpid();  // Linux: the main thread's id is the process's
+    stream_op(cfg.stream, [cfg, kernel, body, keep, off_main] { run_launch(cfg, kernel, body, off_main); });
+    return sticky_error();  // a launch that ran now and failed reports it at once
 }
 
 }  // namespace cuda_emu

@@ -3,9 +3,9 @@
 // behaviour (NCCL user guide: "Collective Communication Functions", "In-place Operations", "Group Calls",
 // "Communicator Creation and Management Functions", "Types"). No code of NCCL is used.
 //
-// Execution model. In the emulated build "device memory" is host memory and every stream operation is synchronous,
-// so each collective here runs to completion before it returns, on the calling thread; the cudaStream_t argument is
-// accepted and ignored.
+// Execution model. In the emulated build "device memory" is host memory. A collective first runs its stream's queued
+// work (stream_order.h), then runs to completion before it returns, on the calling thread: collectives stay in each
+// rank's program order, so the blocking MPI calls of the ranks pair up.
 //   - One rank (nranks == 1): pure in-process copies. The reduction of one contribution is that contribution (the
 //     sum of one value is the value, the average is value / 1 = value), so every collective is a copy from
 //     sendbuff to recvbuff (nothing at all in place). No MPI is involved, whether or not MPI is initialized.
@@ -75,6 +75,8 @@
 // Test-only knob: NCCL_EMU_CHUNK_BYTES (read by ncclCommInitRank) caps the bytes one MPI call moves (default 64 MiB),
 // to run the chunked paths on small buffers.
 #include <nccl.h>
+
+#include "kernels/cuda_emu/stream_order.h"
 
 #include <unistd.h>
 
@@ -751,7 +753,7 @@ ncclResult_t ncclGroupEnd() {
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
+    cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
     const char* fn = "ncclAllReduce";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;
@@ -790,7 +792,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                         int root, ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
+    cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
     const char* fn = "ncclReduce";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;
@@ -832,7 +834,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
 
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
+    cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
     const char* fn = "ncclBroadcast";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;
@@ -871,7 +873,7 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
+    cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
     const char* fn = "ncclReduceScatter";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;
@@ -915,7 +917,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
-    (void)stream;
+    cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
     const char* fn = "ncclAllGather";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;

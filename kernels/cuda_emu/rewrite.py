@@ -2,7 +2,7 @@
 """The emulated build's pre-pass: turns the CUDA syntax that is not C++ into calls of kernels/cuda_emu/cuda_emu.h.
 
     k<<<grid, block, smem, stream>>>(args)  ->  ::cuda_emu::launcher(::cuda_emu::cfg(grid, block, smem, stream),
-                                                    [&](auto&&... a) { k(a...); }, <k's address if it has one>)(args)
+                                                    [=](auto&&... a) { k(a...); }, <k's address if it has one>)(args)
     __shared__ T name[A][B];                ->  T (&name)[A][B] = ::cuda_emu::static_smem<T[A][B]>(key);
     extern __shared__ T name[];             ->  T* name = ::cuda_emu::dynamic_smem<T>();
     __global__ ... k(params) {              ->  ... { ::cuda_emu::kernel_entry("k", __PRETTY_FUNCTION__);
@@ -156,7 +156,7 @@ def rewrite(text):
         kernel = re.sub(r"\s+", " ", text[start:m.start()].strip())
         config = text[m.end():close]
         addr = "::cuda_emu::kernel_ptr<decltype(cuda_emu_t)>(%s)" % kernel
-        call = ("::cuda_emu::launcher(::cuda_emu::cfg(%s), [&](auto&&... cuda_emu_a) { %s(cuda_emu_a...); }, "
+        call = ("::cuda_emu::launcher(::cuda_emu::cfg(%s), [=](auto&&... cuda_emu_a) { %s(cuda_emu_a...); }, "
                 "[&](auto cuda_emu_t) -> decltype(%s) { return %s; })" % (" ".join(config.split()), kernel, addr, addr))
         newlines = text.count("\n", start, close + 3)  # keep the line count: diagnostics map to the original
         edits.append((start, close + 3, call + "\n" * newlines))

@@ -1,21 +1,24 @@
 // The CUDA runtime API on a CPU: the functions of cuda_runtime_api.h that the project calls, with the semantics the
 // CUDA Runtime API reference gives them, on one emulated sm_90 device. Device memory is host memory (aligned like
-// cudaMalloc's, tracked so cudaFree and cudaMemGetInfo behave), every stream operation completes before it returns
-// (so streams and events order nothing and events time the host; what two host threads issue runs side by side on
-// them, kernels one at a time), the current device is each host thread's, and errors follow the runtime's rules: a
-// launch refused up front sets the last error (cudaGetLastError returns and clears it), a kernel that fails while
-// running leaves a sticky error that every later call returns.
+// cudaMalloc's, tracked so cudaFree and cudaMemGetInfo behave); each stream is a queue that runs when something
+// waits for it (stream_order.h: PRAC_EMU_STREAMS=deferred, the default; =eager runs every operation as it is
+// issued), and events mark positions in those queues and time their execution; work from several host threads runs
+// one operation at a time; the current device is each host thread's; errors follow the runtime's rules: a launch
+// refused up front sets the last error (cudaGetLastError returns and clears it), a kernel that fails while running
+// leaves a sticky error that every later call returns (and nothing queued runs after it).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
-
-#include <unistd.h>
+#include <vector>
 
 #include "kernels/cuda_emu/emu_internal.h"
+#include "kernels/cuda_emu/stream_order.h"
 
 namespace cuda_emu {
 namespace {
@@ -76,14 +79,52 @@ cudaError_t ret(cudaError_t e, const char* what = nullptr) {
         if (g_sticky != cudaSuccess) return g_sticky;      \
     } while (0)
 
+// A stream: the operations issued to it and not yet run, in order (stream_order.h).
 struct EmuStream {
     int priority = 0;
+    std::deque<std::function<void()>> queue;
+    uint64_t issued = 0, done = 0;  // operations issued to it, and run (or dropped after a fault), so far
+    bool running = false;           // run_queue is working through it
 };
+// An event: the position of its last record in a stream's queue; complete once the stream has run that far. Each
+// record's marker owns the time it writes when it runs, so an event destroyed or recorded again meanwhile is safe.
 struct EmuEvent {
-    std::chrono::steady_clock::time_point t{};
-    bool recorded = false;
+    std::shared_ptr<std::chrono::steady_clock::time_point> t;  // the last record's time (null: never recorded)
     bool timing = true;
+    EmuStream* stream = nullptr;  // the last record's stream (null: ran when recorded)
+    uint64_t ticket = 0;          // and its position there
 };
+// Every operation runs under g_exec, one at a time, whichever host thread issued it or runs its queue; recursive
+// because an operation may run other queues (a queued wait for an event).
+std::recursive_mutex g_exec;
+// Every stream ever created: a destroyed stream is emptied and kept, so a wait queued elsewhere that names it stays
+// valid (a few bytes per stream).
+std::vector<EmuStream*> g_streams;
+EmuStream* as_stream(cudaStream_t s) { return reinterpret_cast<EmuStream*>(s); }
+
+// Runs s's queue up to its operation number `upto` (1-based). After a fault nothing more runs, as on a GPU whose
+// context has failed: the operations are dropped.
+void run_queue(EmuStream* s, uint64_t upto) {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    if (s->done >= upto) return;
+    if (s->running) {  // an operation of s waits, through other streams, for later work of s itself
+        std::fprintf(stderr, "cuda_emu: streams wait for each other in a cycle (on a GPU they would hang)\n");
+        std::abort();
+    }
+    s->running = true;
+    while (s->done < upto && !s->queue.empty()) {
+        std::function<void()> op = std::move(s->queue.front());
+        s->queue.pop_front();
+        s->done++;
+        if (g_sticky == cudaSuccess) op();
+    }
+    s->running = false;
+}
+void run_all_queues() {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    for (size_t i = 0; i < g_streams.size(); i++) run_queue(g_streams[i], g_streams[i]->issued);
+}
+bool event_complete(const EmuEvent* ev) { return !ev->stream || ev->stream->done >= ev->ticket; }
 
 bool known_device_pointer(const void* p, size_t n) {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -122,8 +163,7 @@ int max_dynamic_smem(const void* kernel) {
     auto it = g_smem_limit.find(kernel);
     return it == g_smem_limit.end() ? kDefaultSmem : it->second;
 }
-void note_launch(const char* kernel, bool failed, long races) {
-    const bool off_main = gettid() != getpid();  // Linux: the main thread's id is the process's
+void note_launch(const char* kernel, bool failed, long races, bool off_main) {
     std::lock_guard<std::mutex> lock(g_mu);
     g_launches[kernel]++;
     g_launches_off_main += off_main;
@@ -157,6 +197,35 @@ bool race_check_enabled() {
         return !(e && std::strcmp(e, "0") == 0);
     }();
     return on;
+}
+
+bool streams_deferred() {
+    static const bool deferred = [] {
+        const char* e = std::getenv("PRAC_EMU_STREAMS");
+        if (!e || !*e || std::strcmp(e, "deferred") == 0) return true;
+        if (std::strcmp(e, "eager") == 0) return false;
+        std::fprintf(stderr, "cuda_emu: PRAC_EMU_STREAMS=%s: expected deferred (the default) or eager\n", e);
+        std::exit(2);
+    }();
+    return deferred;
+}
+void stream_op(cudaStream_t s, std::function<void()> op) {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    if (!s || !streams_deferred()) return stream_run_now(s, op);  // the legacy default stream: after all the others
+    as_stream(s)->queue.push_back(std::move(op));
+    as_stream(s)->issued++;
+}
+void stream_drain(cudaStream_t s) {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    if (s)
+        run_queue(as_stream(s), as_stream(s)->issued);
+    else
+        run_all_queues();
+}
+void stream_run_now(cudaStream_t s, const std::function<void()>& op) {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    stream_drain(s);
+    if (g_sticky == cudaSuccess) op();
 }
 
 }  // namespace cuda_emu
@@ -231,8 +300,9 @@ cudaError_t cudaGetDevice(int* device) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {
-    CUDA_EMU_STICKY();
     note_host_wait("cudaDeviceSynchronize");
+    run_all_queues();
+    CUDA_EMU_STICKY();
     return cudaSuccess;
 }
 cudaError_t cudaDeviceReset() {
@@ -329,6 +399,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
 cudaError_t cudaFree(void* ptr) {
     if (!ptr) return cudaSuccess;
     note_host_wait("cudaFree synchronizes the device");
+    run_all_queues();
     {
         std::lock_guard<std::mutex> lock(g_mu);
         auto it = g_allocs.find(ptr);
@@ -354,6 +425,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
 cudaError_t cudaFreeHost(void* ptr) {
     if (ptr) {
         note_host_wait("cudaFreeHost synchronizes the device");
+        run_all_queues();
         std::lock_guard<std::mutex> lock(g_mu);
         g_pinned.erase(ptr);
     }
@@ -385,39 +457,52 @@ static cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKi
     }
     return cudaSuccess;
 }
-static cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-    CUDA_EMU_STICKY();
-    if (cudaError_t e = check_copy(dst, src, n, kind)) return e;
-    if (n) std::memmove(dst, src, n);
-    return cudaSuccess;
-}
 // The runtime API reference's "API synchronization behavior": cudaMemcpy with a host side returns after the copy
 // (and a host-to-device one first synchronizes); cudaMemcpyAsync between the device and pageable host memory may be
-// synchronous (device-to-host always is); only pinned (cudaMallocHost) memory makes it a queued copy.
+// synchronous (device-to-host always is: it runs now, after the stream's queue; host-to-device returns once the
+// source is staged: its bytes are taken now, the copy is queued); only pinned (cudaMallocHost) memory makes it a
+// queued copy in both directions, which reads or writes the host bytes when it runs.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-    if (kind != cudaMemcpyDeviceToDevice) note_host_wait("cudaMemcpy");
-    return copy(dst, src, n, kind);
-}
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
-    if (kind == cudaMemcpyHostToDevice && !pinned_host_range(src, n))
-        note_host_wait("cudaMemcpyAsync from pageable host memory");
-    if (kind == cudaMemcpyDeviceToHost && !pinned_host_range(dst, n))
-        note_host_wait("cudaMemcpyAsync to pageable host memory");
-    if (kind == cudaMemcpyDefault) note_host_wait("cudaMemcpyAsync (cudaMemcpyDefault)");
-    return copy(dst, src, n, kind);
-}
-cudaError_t cudaMemset(void* p, int value, size_t n) {
     CUDA_EMU_STICKY();
-    if (n && !known_device_pointer(p, n)) return ret(cudaErrorInvalidValue, "cudaMemset outside an allocation");
-    if (n) std::memset(p, value, n);
+    if (cudaError_t e = check_copy(dst, src, n, kind)) return e;
+    if (kind != cudaMemcpyDeviceToDevice) note_host_wait("cudaMemcpy");
+    stream_op(nullptr, [=] { std::memmove(dst, src, n); });  // the legacy stream: now, after every stream's work
+    CUDA_EMU_STICKY();
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) { return cudaMemset(p, value, n); }
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+    CUDA_EMU_STICKY();
+    if (cudaError_t e = check_copy(dst, src, n, kind)) return e;
+    if (n == 0) return cudaSuccess;
+    if (kind == cudaMemcpyDefault) {
+        note_host_wait("cudaMemcpyAsync (cudaMemcpyDefault)");
+        stream_run_now(s, [=] { std::memmove(dst, src, n); });
+    } else if (kind == cudaMemcpyDeviceToHost && !pinned_host_range(dst, n)) {
+        note_host_wait("cudaMemcpyAsync to pageable host memory");
+        stream_run_now(s, [=] { std::memmove(dst, src, n); });
+    } else if (kind == cudaMemcpyHostToDevice && !pinned_host_range(src, n)) {
+        note_host_wait("cudaMemcpyAsync from pageable host memory");
+        auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
+        stream_op(s, [=] { std::memcpy(dst, staged->data(), n); });
+    } else {
+        stream_op(s, [=] { std::memmove(dst, src, n); });
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaMemset(void* p, int value, size_t n) { return cudaMemsetAsync(p, value, n, nullptr); }
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
+    CUDA_EMU_STICKY();
+    if (n && !known_device_pointer(p, n)) return ret(cudaErrorInvalidValue, "cudaMemset outside an allocation");
+    if (n) stream_op(s, [=] { std::memset(p, value, n); });
+    return cudaSuccess;
+}
 
 // ---- streams and events ---------------------------------------------------------------------------------------------
 cudaError_t cudaStreamCreate(cudaStream_t* s) {
     if (!s) return ret(cudaErrorInvalidValue);
-    *s = reinterpret_cast<cudaStream_t>(new EmuStream());
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    g_streams.push_back(new EmuStream());
+    *s = reinterpret_cast<cudaStream_t>(g_streams.back());
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return cudaStreamCreate(s); }
@@ -431,22 +516,35 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
     if (greatest) *greatest = -5;
     return cudaSuccess;
 }
+// "In case the device is still doing work in the stream when cudaStreamDestroy() is called, the function will
+// return immediately and the resources associated with stream will be released automatically once the device has
+// completed all work in stream": here its queue runs first (kept: see g_streams).
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    delete reinterpret_cast<EmuStream*>(s);
+    if (!s) return ret(cudaErrorInvalidResourceHandle);
+    run_queue(as_stream(s), as_stream(s)->issued);
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
-    CUDA_EMU_STICKY();
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     note_host_wait("cudaStreamSynchronize");
-    return cudaSuccess;
-}
-cudaError_t cudaStreamQuery(cudaStream_t) {
+    stream_drain(s);
     CUDA_EMU_STICKY();
     return cudaSuccess;
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
+cudaError_t cudaStreamQuery(cudaStream_t s) {  // cudaErrorNotReady while s has queued work (left as the last error)
     CUDA_EMU_STICKY();
-    return e ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    if (s && as_stream(s)->done < as_stream(s)->issued) return ret(cudaErrorNotReady);
+    return cudaSuccess;
+}
+// s's later work waits for the event's last record as it is now ("the most recently captured state at the time of
+// the call"); an event never recorded waits for nothing.
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+    CUDA_EMU_STICKY();
+    if (!e) return ret(cudaErrorInvalidResourceHandle);
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    auto* ev = reinterpret_cast<EmuEvent*>(e);
+    if (ev->stream) stream_op(s, [on = ev->stream, upto = ev->ticket] { run_queue(on, upto); });
+    return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* e) {
     if (!e) return ret(cudaErrorInvalidValue);
@@ -458,22 +556,32 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
     if (r == cudaSuccess) reinterpret_cast<EmuEvent*>(*e)->timing = !(flags & cudaEventDisableTiming);
     return r;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+// A record is a marker in s's queue: the event is complete, and holds the time, once the marker has run.
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     CUDA_EMU_STICKY();
     if (!e) return ret(cudaErrorInvalidResourceHandle);
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
     auto* ev = reinterpret_cast<EmuEvent*>(e);
-    ev->t = std::chrono::steady_clock::now();
-    ev->recorded = true;
+    ev->t = std::make_shared<std::chrono::steady_clock::time_point>();
+    stream_op(s, [t = ev->t] { *t = std::chrono::steady_clock::now(); });
+    const bool queued = s && streams_deferred();
+    ev->stream = queued ? as_stream(s) : nullptr;
+    ev->ticket = queued ? as_stream(s)->issued : 0;
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    CUDA_EMU_STICKY();
+    if (!e) return ret(cudaErrorInvalidResourceHandle);
     note_host_wait("cudaEventSynchronize");
-    return e ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaEventQuery(cudaEvent_t e) {  // every operation has completed here: never cudaErrorNotReady
+    auto* ev = reinterpret_cast<EmuEvent*>(e);
+    if (ev->stream) run_queue(ev->stream, ev->ticket);
     CUDA_EMU_STICKY();
-    return e ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {  // cudaErrorNotReady while its marker is queued (left as the last error)
+    CUDA_EMU_STICKY();
+    if (!e) return ret(cudaErrorInvalidResourceHandle);
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    return event_complete(reinterpret_cast<EmuEvent*>(e)) ? cudaSuccess : ret(cudaErrorNotReady);
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     CUDA_EMU_STICKY();
@@ -481,11 +589,13 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
     auto* b = reinterpret_cast<EmuEvent*>(end);
     if (!ms || !a || !b) return ret(cudaErrorInvalidResourceHandle);
     if (!a->timing || !b->timing) return ret(cudaErrorInvalidResourceHandle);
-    if (!a->recorded || !b->recorded) return ret(cudaErrorNotReady);
-    *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    if (!a->t || !b->t || !event_complete(a) || !event_complete(b)) return ret(cudaErrorNotReady);
+    *ms = std::chrono::duration<float, std::milli>(*b->t - *a->t).count();
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (!e) return ret(cudaErrorInvalidResourceHandle);
     delete reinterpret_cast<EmuEvent*>(e);
     return cudaSuccess;
 }

@@ -1,7 +1,8 @@
 // The CPU execution layer's own test (kernels/cuda_emu/): the device built-ins against their definitions (CUDA C++
 // Programming Guide: thread hierarchy, __syncthreads, warp shuffle functions, atomics, launch limits; PTX ISA:
 // the mma.m16n8k16 .bf16 fragment layouts), and the checks on deliberately broken kernels: a missing
-// __syncthreads (race check), an off-by-one tail (AddressSanitizer, global and shared memory), divergent barriers.
+// __syncthreads (race check), an off-by-one tail (AddressSanitizer, global and shared memory), divergent barriers;
+// and the runtime's stream order (streams that run when waited for, events, pinned and pageable copies).
 // Built and run only in the emulated build (PRAC_CUDA=EMU), where every kernel here is ordinary CUDA source.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "kernels/cuda_emu/emu_internal.h"
+#include "kernels/cuda_emu/stream_order.h"
 
 namespace {
 
@@ -499,6 +501,147 @@ TEST_F(EmuTest, KernelsFromTwoHostThreadsRunOneAtATime) {
     EXPECT_EQ(bad_worker, 0) << "wrong results on the second thread";
     EXPECT_EQ(cuda_emu::races_seen(), races0);
     EXPECT_EQ(cuda_emu::launches_off_main_thread() - off0, 2 * rounds) << "the second thread's launches, counted";
+}
+
+
+// ---- stream order (kernels/cuda_emu/stream_order.h) --------------------------------------------------------------
+__global__ void fill_kernel(int* p, int n, int v) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] = v;
+}
+__global__ void copy_kernel(int* dst, const int* src, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = src[i];
+}
+constexpr int kOrderN = 300;  // two blocks of 256
+bool all_equal(const std::vector<int>& v, int x) {
+    for (int e : v)
+        if (e != x) return false;
+    return true;
+}
+
+// A stream runs when something waits for it: work on one stream that reads another's results without waiting for
+// them reads what was there before (on a GPU: whatever the timing gives), and a wait for an event orders exactly the
+// work issued before the event's record.
+TEST_F(EmuTest, StreamsRunWhenWaitedForAndEventsOrderThem) {
+    ASSERT_TRUE(cuda_emu::streams_deferred()) << "this test needs the default PRAC_EMU_STREAMS=deferred";
+    const int n = kOrderN;
+    DevBuf<int> x(n), y(n);
+    x.put(std::vector<int>(n, 0));
+    y.put(std::vector<int>(n, -1));
+    cudaStream_t a, b;
+    ASSERT_EQ(cudaStreamCreate(&a), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&b), cudaSuccess);
+
+    fill_kernel<<<2, 256, 0, a>>>(x.p, n, 1);
+    copy_kernel<<<2, 256, 0, b>>>(y.p, x.p, n);  // reads x without waiting for a
+    ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);
+    EXPECT_TRUE(all_equal(y.get(), 0)) << "b ran first: its copy saw x before a's fill";
+    EXPECT_TRUE(all_equal(x.get(), 1)) << "a blocking copy runs every stream first";
+
+    cudaEvent_t e;
+    ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+    fill_kernel<<<2, 256, 0, a>>>(x.p, n, 2);
+    ASSERT_EQ(cudaEventRecord(e, a), cudaSuccess);
+    fill_kernel<<<2, 256, 0, a>>>(x.p, n, 3);  // after the record: not waited for
+    ASSERT_EQ(cudaStreamWaitEvent(b, e, 0), cudaSuccess);
+    copy_kernel<<<2, 256, 0, b>>>(y.p, x.p, n);
+    ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);
+    EXPECT_EQ(cudaStreamQuery(a), cudaErrorNotReady) << "a's last fill is still queued";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady) << "left as the last error, as the runtime does";
+    EXPECT_TRUE(all_equal(y.get(), 2)) << "b waited for a up to the record, not beyond";
+    EXPECT_EQ(cudaStreamQuery(a), cudaSuccess);
+    EXPECT_TRUE(all_equal(x.get(), 3));
+    EXPECT_EQ(cudaEventDestroy(e), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(a), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(b), cudaSuccess);
+}
+
+// Copies with pinned (cudaMallocHost) memory run with their stream and read or write the host bytes then; copies
+// with pageable memory take (host to device) or deliver (device to host) the bytes at the call, as the runtime API's
+// "API synchronization behavior" describes.
+TEST_F(EmuTest, CopiesRunWithTheirStreamUnlessTheHostSideIsPageable) {
+    const int n = kOrderN;
+    const size_t bytes = n * sizeof(int);
+    DevBuf<int> d(n);
+    d.put(std::vector<int>(n, 0));
+    int* pinned = nullptr;
+    ASSERT_EQ(cudaMallocHost((void**)&pinned, bytes), cudaSuccess);
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+
+    for (int i = 0; i < n; i++) pinned[i] = 5;
+    ASSERT_EQ(cudaMemcpyAsync(d.p, pinned, bytes, cudaMemcpyHostToDevice, s), cudaSuccess);
+    for (int i = 0; i < n; i++) pinned[i] = 9;  // refilled before the copy ran
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_TRUE(all_equal(d.get(), 9)) << "a queued copy reads the pinned bytes when it runs";
+
+    fill_kernel<<<2, 256, 0, s>>>(d.p, n, 4);
+    ASSERT_EQ(cudaMemcpyAsync(pinned, d.p, bytes, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_EQ(pinned[0], 9) << "not there before the stream has run";
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(pinned[0], 4);
+    EXPECT_EQ(pinned[n - 1], 4);
+
+    std::vector<int> pageable(n, 6);
+    ASSERT_EQ(cudaMemcpyAsync(d.p, pageable.data(), bytes, cudaMemcpyHostToDevice, s), cudaSuccess);
+    pageable.assign(n, 8);  // the source was staged at the call
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_TRUE(all_equal(d.get(), 6));
+    fill_kernel<<<2, 256, 0, s>>>(d.p, n, 7);
+    ASSERT_EQ(cudaMemcpyAsync(pageable.data(), d.p, bytes, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_TRUE(all_equal(pageable, 7)) << "device to pageable host returns with the bytes";
+
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+    EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+}
+
+// An event is complete, and times its record, once its stream has run that far: until then cudaEventQuery and
+// cudaEventElapsedTime say cudaErrorNotReady; an event never recorded is complete.
+TEST_F(EmuTest, EventsCompleteWhenTheirStreamRunsThatFar) {
+    DevBuf<int> d(kOrderN);
+    cudaStream_t s;
+    cudaEvent_t e0, e1;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+    ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+    EXPECT_EQ(cudaEventQuery(e0), cudaSuccess) << "never recorded";
+    ASSERT_EQ(cudaEventRecord(e0, s), cudaSuccess);
+    fill_kernel<<<2, 256, 0, s>>>(d.p, kOrderN, 1);
+    ASSERT_EQ(cudaEventRecord(e1, s), cudaSuccess);
+    EXPECT_EQ(cudaEventQuery(e1), cudaErrorNotReady);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady);
+    float ms = -1.0f;
+    EXPECT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaErrorNotReady);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady);
+    ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+    EXPECT_EQ(cudaEventQuery(e1), cudaSuccess);
+    EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
+    ASSERT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+    EXPECT_GE(ms, 0.0f);
+    EXPECT_TRUE(all_equal(d.get(), 1));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaStreamDestroy(s);
+}
+
+// A queued kernel that fails reports it where the host waits (as a GPU's fault does), and nothing queued after it
+// runs.
+TEST_F(EmuTest, AQueuedKernelsFailureShowsAtTheWait) {
+    DevBuf<float> out(64);
+    DevBuf<int> d(kOrderN);
+    d.put(std::vector<int>(kOrderN, 0));
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    early_exit_kernel<<<2, 64, 0, s>>>(out.p);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "queued: nothing has run yet";
+    fill_kernel<<<2, 256, 0, s>>>(d.p, kOrderN, 1);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaErrorLaunchFailure);
+    const std::string m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("early_exit_kernel"), std::string::npos) << m;
+    cuda_emu::reset_errors();
+    EXPECT_TRUE(all_equal(d.get(), 0)) << "the fill after the failed kernel never ran";
+    cudaStreamDestroy(s);
 }
 
 }  // namespace

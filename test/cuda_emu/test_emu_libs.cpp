@@ -17,6 +17,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 #include <cusolverDn.h>
 #include <gtest/gtest.h>
 
@@ -1228,4 +1229,45 @@ TEST(CusolverHandle, CreateDestroyStream) {
     EXPECT_EQ(cusolverDnSetStream(S.h, s), CUSOLVER_STATUS_SUCCESS);
     EXPECT_EQ(cusolverDnGetStream(S.h, &got), CUSOLVER_STATUS_SUCCESS);
     EXPECT_EQ(got, s);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Stream order (kernels/cuda_emu/stream_order.h): a routine checks its arguments at the call and computes when its
+// stream runs, as on a GPU, so the host sees the result (and info) only after waiting for the stream.
+// ---------------------------------------------------------------------------------------------------------------
+
+TEST(StreamOrder, LibraryWorkRunsWhenItsStreamIsWaitedFor) {
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    Handles H;
+    Solver S;
+    ASSERT_EQ(cublasSetStream(H.h, s), CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(cusolverDnSetStream(S.h, s), CUSOLVER_STATUS_SUCCESS);
+    float A[6], B[6], C[4] = {-1, -1, -1, -1};
+    put(A, A23, 2);
+    put(B, B32, 3);
+    const float one = 1, zero = 0;
+    ASSERT_EQ(cublasSgemm(H.h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, A, 2, B, 3, &zero, C, 2),
+              CUBLAS_STATUS_SUCCESS);
+    float P[4] = {4, 555, 2, 5};  // the upper triangle of [4 2; 2 5] = U^T U with U = [2 1; 0 2]
+    int info = -7;
+    ASSERT_EQ(cusolverDnSpotrf(S.h, CUBLAS_FILL_MODE_UPPER, 2, P, 2, nullptr, 0, &info), CUSOLVER_STATUS_SUCCESS);
+    EXPECT_EQ(C[0], -1) << "queued: nothing computed before the stream runs";
+    EXPECT_EQ(info, -7);
+    EXPECT_EQ(P[0], 4);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(C[0], 58);
+    EXPECT_EQ(C[1], 139);
+    EXPECT_EQ(C[2], 64);
+    EXPECT_EQ(C[3], 154);
+    EXPECT_EQ(info, 0);
+    EXPECT_EQ(P[0], 2);
+    EXPECT_EQ(P[2], 1);
+    EXPECT_EQ(P[3], 2);
+    // a wrong argument is refused at the call (status and info), nothing queued
+    EXPECT_EQ(cusolverDnSpotrf(S.h, CUBLAS_FILL_MODE_UPPER, 2, P, 1, nullptr, 0, &info),
+              CUSOLVER_STATUS_INVALID_VALUE);
+    EXPECT_EQ(info, -4);
+    EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }

@@ -1,0 +1,31 @@
+// Stream order in the CPU execution layer (runtime.cpp), for the library stand-ins (cuBLAS, cuSOLVER, cuDNN,
+// NCCL) and exec.cpp's launches: each stream is a queue that runs only when something waits for it.
+//
+// PRAC_EMU_STREAMS=deferred (the default): an operation issued to a stream waits in that stream's queue until the
+// host or another stream needs it: cudaStreamSynchronize, cudaEventSynchronize, a blocking cudaMemcpy/cudaFree,
+// cudaDeviceSynchronize, or an operation on another stream that waits (cudaStreamWaitEvent) for an event recorded
+// after it. So streams run in an order unlike the one they were issued in, as a GPU may: work that reads another
+// stream's results without waiting for them reads stale data, a host that reads pinned memory without waiting
+// for its copy reads the old bytes, and a pinned buffer refilled before its copy has run sends the new bytes.
+// PRAC_EMU_STREAMS=eager: every operation runs as it is issued (the order a single host thread gives).
+// The null (legacy default) stream is not queued: its operations first run every stream's queue, then run.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <functional>
+
+namespace cuda_emu {
+
+// Issues `op` to stream s: queued (deferred mode) or run now (eager mode, or the null stream).
+void stream_op(cudaStream_t s, std::function<void()> op);
+// Runs s's queued operations (the null stream: every stream's), then `op`, now: for what a GPU also does at once
+// from the host's point of view (a copy to pageable memory), and for cuDNN's plans, which the stand-in runs in
+// program order rather than queue (the frontend's descriptors need not outlive the call).
+void stream_run_now(cudaStream_t s, const std::function<void()>& op);
+// Runs s's queued operations (the null stream: every stream's) now: NCCL's collectives run in each rank's program
+// order, after their stream's work, so the ranks' blocking MPI calls pair up.
+void stream_drain(cudaStream_t s);
+// Whether operations are queued (PRAC_EMU_STREAMS is not "eager").
+bool streams_deferred();
+
+}  // namespace cuda_emu
