@@ -313,7 +313,7 @@ struct CudaBackend {
     }
     void prac_refresh_discard(const act_t* pending);  // waits, forgets (a model that goes away)
     struct RefreshWorker {
-        cudaStream_t stream = nullptr;  // non-blocking
+        cudaStream_t stream = nullptr;  // non-blocking, the lowest priority (the step's is one above)
         cublasHandle_t cublas = nullptr;
         cusolverDnHandle_t cusolver = nullptr;
         cudaEvent_t inputs_ready = nullptr;  // recorded on the step's stream after the pending copy and the Gram

@@ -424,6 +424,11 @@ static void overlapped_refresh_is_in_place_later(const char* dir, int D) {
           "refresh's (and new)", dir, D, D);
     check(others, "%s overlap %d: the others are step 0's (refreshed on step 2 and still in flight, or not yet)", dir,
           D);
+    int step_priority = 0, worker_priority = 0;  // lower numbers are higher priorities
+    cudaCheck(cudaStreamGetPriority(a.gpu.stream, &step_priority));
+    cudaCheck(cudaStreamGetPriority(a.gpu.refresh_worker.stream, &worker_priority));
+    check(step_priority < worker_priority, "%s overlap %d: the step's stream has priority over the refresh worker's "
+          "(%d < %d)", dir, D, step_priority, worker_priority);
 }
 
 // argv[1], optional: "overlap" runs only the overlapped refreshes. ctest runs them once more emulated with

@@ -511,6 +511,11 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int, int prio
     if (e == cudaSuccess) reinterpret_cast<EmuStream*>(*s)->priority = priority;
     return e;
 }
+cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {  // recorded; it orders nothing here
+    if (!priority) return ret(cudaErrorInvalidValue);
+    *priority = s ? as_stream(s)->priority : 0;
+    return cudaSuccess;
+}
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
     if (least) *least = 0;  // an H100 reports 0 (least) .. -5 (greatest)
     if (greatest) *greatest = -5;
