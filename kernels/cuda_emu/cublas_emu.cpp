@@ -295,8 +295,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, c
     cublasStatus_t s = check_gemm_args("cublasSgemm", transa, transb, m, n, k, alpha, lda, ldb, beta, ldc);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     queue_gemms(handle->stream, {Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *alpha, *beta,
-                  Operand{A, CUDA_R_32F, lda}, Operand{B, CUDA_R_32F, ldb}, Operand{C, CUDA_R_32F, ldc},
-                  Operand{C, CUDA_R_32F, ldc}, nullptr, CUDA_R_32F}});
+                                      Operand{A, CUDA_R_32F, lda}, Operand{B, CUDA_R_32F, ldb},
+                                      Operand{C, CUDA_R_32F, ldc}, Operand{C, CUDA_R_32F, ldc}, nullptr, CUDA_R_32F}});
     g_gemm_calls_fp32++;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -324,9 +324,10 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     if (!types_ok)
         return fail(false, CUBLAS_STATUS_NOT_SUPPORTED, "cublasGemmEx: Atype=%d Btype=%d Ctype=%d", (int)Atype,
                     (int)Btype, (int)Ctype);
-    queue_gemms(handle->stream, {Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k, *static_cast<const float*>(alpha),
-                  *static_cast<const float*>(beta), Operand{A, Atype, lda}, Operand{B, Btype, ldb},
-                  Operand{C, Ctype, ldc}, Operand{C, Ctype, ldc}, nullptr, CUDA_R_32F}});
+    queue_gemms(handle->stream, {Gemm{transa != CUBLAS_OP_N, transb != CUBLAS_OP_N, m, n, k,
+                                      *static_cast<const float*>(alpha), *static_cast<const float*>(beta),
+                                      Operand{A, Atype, lda}, Operand{B, Btype, ldb}, Operand{C, Ctype, ldc},
+                                      Operand{C, Ctype, ldc}, nullptr, CUDA_R_32F}});
     (Atype == CUDA_R_16BF ? g_gemm_calls_bf16 : g_gemm_calls_fp32)++;
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -482,7 +482,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
         stream_run_now(s, [=] { std::memmove(dst, src, n); });
     } else if (kind == cudaMemcpyHostToDevice && !pinned_host_range(src, n)) {
         note_host_wait("cudaMemcpyAsync from pageable host memory");
-        auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + n);
+        const char* from = static_cast<const char*>(src);
+        auto staged = std::make_shared<std::vector<char>>(from, from + n);
         stream_op(s, [=] { std::memcpy(dst, staged->data(), n); });
     } else {
         stream_op(s, [=] { std::memmove(dst, src, n); });
