@@ -107,8 +107,10 @@ EmuStream* as_stream(cudaStream_t s) { return reinterpret_cast<EmuStream*>(s); }
 void run_queue(EmuStream* s, uint64_t upto) {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     if (s->done >= upto) return;
-    if (s->running) {  // an operation of s waits, through other streams, for later work of s itself
-        std::fprintf(stderr, "cuda_emu: streams wait for each other in a cycle (on a GPU they would hang)\n");
+    // An operation of s that needs later work of s itself, through other streams' waits: impossible through the
+    // API (a wait names work issued before it), so a bug of this file.
+    if (s->running) {
+        std::fprintf(stderr, "cuda_emu: internal error: a stream's queue asked to run past its running operation\n");
         std::abort();
     }
     s->running = true;
