@@ -580,8 +580,11 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e) return ret(cudaErrorInvalidResourceHandle);
     note_host_wait("cudaEventSynchronize");
-    auto* ev = reinterpret_cast<EmuEvent*>(e);
-    if (ev->stream) run_queue(ev->stream, ev->ticket);
+    {
+        std::lock_guard<std::recursive_mutex> lock(g_exec);  // the record as it is now (another thread may record)
+        auto* ev = reinterpret_cast<EmuEvent*>(e);
+        if (ev->stream) run_queue(ev->stream, ev->ticket);
+    }
     CUDA_EMU_STICKY();
     return cudaSuccess;
 }
