@@ -25,7 +25,7 @@
 #include "test/gpu/gpu_test.h"
 #include "train/optim_adamw.h"
 #if defined(PRAC_CUDA_EMU)
-#include "kernels/cuda_emu/emu_internal.h"  // cuda_emu::malloc_calls, host_waits
+#include "kernels/cuda_emu/emu_internal.h"  // cuda_emu::malloc_calls, host_waits, queued_operations_run
 #endif
 
 static void check_tol(const std::string& what, double err, double tol) {
@@ -461,6 +461,8 @@ int main(int argc, char** argv) {
         const long off_main = cuda_emu::launches_off_main_thread();
         check(on_thread ? off_main > 0 : off_main == 0, "the overlapped solves ran %s: %ld kernels launched off the "
               "main thread", on_thread ? "on the worker thread" : "at the wait", off_main);
+        const long queued = cuda_emu::queued_operations_run();  // kernels/cuda_emu/stream_order.h
+        check(queued > 0, "the emulated streams ran %ld operations from their queues, after they were issued", queued);
 #endif
         if (all) {
             recompute_and_aliasing_are_bitwise<GPT2>("gpt2_tiny", Arch::GPT2);

@@ -33,6 +33,9 @@ long malloc_calls();
 // cudaDeviceSynchronize, cudaEventSynchronize, cudaFree, cudaFreeHost, cudaMemcpy with a host side, cudaMemcpyAsync
 // with a pageable (not cudaMallocHost) host side. PRAC_EMU_TRACE_HOST_WAITS=1 also prints each one to stdout.
 long host_waits();
+// runtime.cpp: operations that waited in a stream's queue and ran later (stream_order.h; 0 with
+// PRAC_EMU_STREAMS=eager), e.g. for a test that a program's streams really were queued.
+long queued_operations_run();
 long races_seen();
 
 // exec.cpp: whether shared memory accesses are tracked (on unless PRAC_EMU_RACECHECK=0).

@@ -100,6 +100,7 @@ std::recursive_mutex g_exec;
 // Every stream ever created: a destroyed stream is emptied and kept, so a wait queued elsewhere that names it stays
 // valid (a few bytes per stream).
 std::vector<EmuStream*> g_streams;
+long g_queued_run = 0;  // operations run from a queue (queued_operations_run)
 EmuStream* as_stream(cudaStream_t s) { return reinterpret_cast<EmuStream*>(s); }
 
 // Runs s's queue up to its operation number `upto` (1-based). After a fault nothing more runs, as on a GPU whose
@@ -119,6 +120,7 @@ void run_queue(EmuStream* s, uint64_t upto) {
         s->queue.pop_front();
         s->done++;
         if (g_sticky == cudaSuccess) op();
+        g_queued_run++;
     }
     s->running = false;
 }
@@ -188,6 +190,10 @@ long malloc_calls() {
 long host_waits() {
     std::lock_guard<std::mutex> lock(g_mu);
     return g_host_waits;
+}
+long queued_operations_run() {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    return g_queued_run;
 }
 long races_seen() {
     std::lock_guard<std::mutex> lock(g_mu);
