@@ -111,14 +111,6 @@ struct Gemm {
     cudaDataType_t bias_type;
 };
 
-// The GEMMs of one call, in stream order (kernels/cuda_emu/stream_order.h): queued in s, or run now.
-void run_gemm(const Gemm& g);
-void queue_gemms(cudaStream_t s, std::vector<Gemm> gemms) {
-    cuda_emu::stream_op(s, [gemms = std::move(gemms)] {
-        for (const Gemm& g : gemms) run_gemm(g);
-    });
-}
-
 void run_gemm(const Gemm& g) {
     if (g.m == 0 || g.n == 0) return;
     // T = alpha op(A) op(B) in fp32; A and B are not read when alpha == 0 or k == 0 (BLAS convention)
@@ -141,6 +133,13 @@ void run_gemm(const Gemm& g) {
             store(const_cast<void*>(g.D.p), g.D.type, (size_t)(i + j * g.D.ld), v);
         }
     }
+}
+
+// The GEMMs of one call, in stream order (kernels/cuda_emu/stream_order.h): queued in s, or run now.
+void queue_gemms(cudaStream_t s, std::vector<Gemm> gemms) {
+    cuda_emu::stream_op(s, [gemms = std::move(gemms)] {
+        for (const Gemm& g : gemms) run_gemm(g);
+    });
 }
 
 int64_t max1(int64_t x) { return x > 1 ? x : 1; }

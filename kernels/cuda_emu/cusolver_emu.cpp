@@ -37,11 +37,17 @@ struct cusolverDnParams {
     int unused = 0;
 };
 
-cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t* handle) {
-    if (!handle) return CUSOLVER_STATUS_INVALID_VALUE;
-    *handle = new (std::nothrow) cusolverDnContext();
-    return *handle ? CUSOLVER_STATUS_SUCCESS : CUSOLVER_STATUS_ALLOC_FAILED;
+namespace {
+// A new opaque object (handle, params, syevj info) into *out: INVALID_VALUE for a NULL out, ALLOC_FAILED without memory
+template <typename T>
+cusolverStatus_t create(T** out) {
+    if (!out) return CUSOLVER_STATUS_INVALID_VALUE;
+    *out = new (std::nothrow) T();
+    return *out ? CUSOLVER_STATUS_SUCCESS : CUSOLVER_STATUS_ALLOC_FAILED;
 }
+}  // namespace
+
+cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t* handle) { return create(handle); }
 
 cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t handle) {
     if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
@@ -62,11 +68,7 @@ cusolverStatus_t cusolverDnGetStream(cusolverDnHandle_t handle, cudaStream_t* st
     return CUSOLVER_STATUS_SUCCESS;
 }
 
-cusolverStatus_t cusolverDnCreateParams(cusolverDnParams_t* params) {
-    if (!params) return CUSOLVER_STATUS_INVALID_VALUE;
-    *params = new (std::nothrow) cusolverDnParams();
-    return *params ? CUSOLVER_STATUS_SUCCESS : CUSOLVER_STATUS_ALLOC_FAILED;
-}
+cusolverStatus_t cusolverDnCreateParams(cusolverDnParams_t* params) { return create(params); }
 
 cusolverStatus_t cusolverDnDestroyParams(cusolverDnParams_t params) {
     delete params;
@@ -260,11 +262,7 @@ struct syevjInfo {
     int sort_eig = 1;
 };
 
-cusolverStatus_t cusolverDnCreateSyevjInfo(syevjInfo_t* info) {
-    if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
-    *info = new (std::nothrow) syevjInfo();
-    return *info ? CUSOLVER_STATUS_SUCCESS : CUSOLVER_STATUS_ALLOC_FAILED;
-}
+cusolverStatus_t cusolverDnCreateSyevjInfo(syevjInfo_t* info) { return create(info); }
 cusolverStatus_t cusolverDnDestroySyevjInfo(syevjInfo_t info) {
     delete info;
     return CUSOLVER_STATUS_SUCCESS;

@@ -482,11 +482,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
     CUDA_EMU_STICKY();
     if (cudaError_t e = check_copy(dst, src, n, kind)) return e;
     if (n == 0) return cudaSuccess;
-    if (kind == cudaMemcpyDefault) {
-        note_host_wait("cudaMemcpyAsync (cudaMemcpyDefault)");
-        stream_run_now(s, [=] { std::memmove(dst, src, n); });
-    } else if (kind == cudaMemcpyDeviceToHost && !pinned_host_range(dst, n)) {
-        note_host_wait("cudaMemcpyAsync to pageable host memory");
+    if (kind == cudaMemcpyDefault || (kind == cudaMemcpyDeviceToHost && !pinned_host_range(dst, n))) {
+        note_host_wait(kind == cudaMemcpyDefault ? "cudaMemcpyAsync (cudaMemcpyDefault)"
+                                                 : "cudaMemcpyAsync to pageable host memory");
         stream_run_now(s, [=] { std::memmove(dst, src, n); });
     } else if (kind == cudaMemcpyHostToDevice && !pinned_host_range(src, n)) {
         note_host_wait("cudaMemcpyAsync from pageable host memory");
