@@ -17,6 +17,8 @@ Jobs (each under its own time limit, seconds):
                 fix made between the calls (RERUN unset or empty: the job is skipped)
   overlap  150  build/tools/bench_gpu --quick --refresh-overlap 1, then 2 (the staggered refresh steps with each
                 refresh solved beside one step, or two: the first call's bench_gpu --quick has them in place)
+  accum    120  build/tools/bench_gpu --models llama-130m --no-max-batch --grad-accum 4, in place, then
+                --refresh-overlap 2 (the same staggered steps at the paper's 512 sequences per step: B = 128 x 4)
   align    150  build/tools/bench_gpu --models llama-1b --no-max-batch, without and with --hidden-align 8
   llmc     240  scripts/bench_vs_llmc.sh --llmc .llmc (carry .llmc: a copy of karpathy/llm.c, docs/GPU.md)
   stride    90  build/tools/bench_gpu_stride (llama-1b's F-wide GEMMs at N = 32768, three row layouts)
@@ -38,6 +40,7 @@ JOB_TABLE=(
   'rebuild|120|cmake --build build -j"$(nproc)"'
   'tests|150|REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" --output-on-failure --timeout 140'
   'overlap|150|build/tools/bench_gpu --quick --refresh-overlap 1 && build/tools/bench_gpu --quick --refresh-overlap 2'
+  'accum|120|build/tools/bench_gpu --models llama-130m --no-max-batch --grad-accum 4 && build/tools/bench_gpu --models llama-130m --no-max-batch --grad-accum 4 --refresh-overlap 2'
   'align|150|build/tools/bench_gpu --models llama-1b --no-max-batch && build/tools/bench_gpu --models llama-1b --no-max-batch --hidden-align 8'
   'llmc|240|rm -f train_gpt2 && cmake --build build --target train_gpt2 prep_data -j"$(nproc)" && bash scripts/bench_vs_llmc.sh --llmc .llmc --out "$LOGS/bench_vs_llmc"'
   'stride|90|build/tools/bench_gpu_stride'

@@ -7,7 +7,9 @@
 // --no-max-batch, --json FILE, --optimizers (one more row per other optimizer), --hidden-align A (LLaMA rows: the
 // trainer's --hidden-align, to compare with and without), --initial-spread K (PRAC rows: the trainer's
 // --prac-initial-spread, for the first step's time), --refresh-overlap D (PRAC rows: the trainer's
-// --prac-refresh-overlap D, refreshes solved beside the steps), --tiny (a smoke run of every code path, e.g.
+// --prac-refresh-overlap D, refreshes solved beside the steps), --grad-accum K (every step K micro-batches of B, as
+// the trainer's --grad-accum: PRAC refreshes on the first only, so K is what a refresh is measured against; the
+// paper's global batch of 512 sequences is B = 128 x K = 4 on one GPU), --tiny (a smoke run of every code path, e.g.
 // emulated in `make test`; its numbers mean nothing).
 // Every row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them). Without a CUDA device: exit
 // 77 (REQUIRE_GPU=1: exit 1). How each number is measured and what MFU counts: docs/DESIGN.md section 9.4.
@@ -50,6 +52,7 @@ struct Row {
     std::string optimizer = "adamw";
     bool ran = false, max_batch = false;
     int B = 0, T = 0, steps = 0;
+    int accum = 1;  // micro-batches of B per step (--grad-accum)
     double ms = 0, tok_s = 0, mfu = -1, loss = 0;
     double peak = 0, plan = 0, delta = 0;  // bytes
     double refresh_ms = -1, normal_ms = -1;  // PRAC: one refresh step vs the mean normal step
@@ -106,13 +109,14 @@ static void write_json(const std::string& path, const std::string& gpu, double p
     for (size_t i = 0; i < rows.size(); i++) {
         const Row& r = rows[i];
         std::fprintf(f,
-                     "    {\"config\": \"%s\", \"prac\": \"%s\", \"optimizer\": \"%s\", \"max_batch\": %s, \"B\": %d, \"T\": %d, \"ran\": %s, "
+                     "    {\"config\": \"%s\", \"prac\": \"%s\", \"optimizer\": \"%s\", \"max_batch\": %s, \"B\": %d, \"T\": %d, "
+                     "\"grad_accum\": %d, \"ran\": %s, "
                      "\"note\": \"%s\", \"steps\": %d, \"ms_per_step\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %s, "
                      "\"loss\": %.5f, \"peak_bytes\": %.0f, \"plan_bytes\": %.0f, \"memgetinfo_delta_bytes\": %.0f, "
                      "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"first_step_ms\": %s, \"t1\": %d, "
                      "\"staggered_worst_step_ms\": %s}%s\n",
                      r.config.c_str(), r.prac.c_str(), r.optimizer.c_str(), r.max_batch ? "true" : "false", r.B, r.T,
-                     r.ran ? "true" : "false", json_escape(r.note).c_str(), r.steps, r.ms, r.tok_s,
+                     r.accum, r.ran ? "true" : "false", json_escape(r.note).c_str(), r.steps, r.ms, r.tok_s,
                      r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "null", r.loss, r.peak, r.plan, r.delta,
                      r.refresh_ms >= 0 ? fmt("%.4f", r.refresh_ms).c_str() : "null",
                      r.normal_ms >= 0 ? fmt("%.4f", r.normal_ms).c_str() : "null",
@@ -143,10 +147,10 @@ static void print_row(const Row& r) {
     }
     // one machine-readable line per row (gpu_verify copies "RESULT " lines into its summary)
     std::printf("RESULT bench_gpu config=%s prac=%s optimizer=%s B=%d T=%d status=%s ms_per_step=%.3f tok_s=%.0f "
-                "mfu=%s peak_gib=%.3f plan_gib=%.3f peak_over_plan=%.4f memgetinfo_delta_gib=%.3f\n",
+                "mfu=%s peak_gib=%.3f plan_gib=%.3f peak_over_plan=%.4f memgetinfo_delta_gib=%.3f grad_accum=%d\n",
                 r.config.c_str(), prac.c_str(), r.optimizer.c_str(), r.B, r.T, r.ran ? "ok" : "skipped", r.ms, r.tok_s,
                 r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "-", r.peak / GiB, r.plan / GiB,
-                r.ran && r.plan > 0 ? r.peak / r.plan : 0.0, r.delta / GiB);
+                r.ran && r.plan > 0 ? r.peak / r.plan : 0.0, r.delta / GiB, r.accum);
     std::fflush(stdout);
 }
 
@@ -186,12 +190,13 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
         return;
     }
 
+    const int K = r.accum;  // micro-batches per step, each its own random tokens
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> tok(0, cfg.vocab_size - 1);
-    std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+    std::vector<int32_t> inputs((size_t)K * B * T), targets((size_t)K * B * T);  // (K, B, T)
     for (auto& x : inputs) x = tok(rng);
     for (auto& x : targets) x = tok(rng);
-    const float grad_scale = 1.0f / (float)((size_t)B * T);
+    const float grad_scale = 1.0f / (float)((size_t)K * B * T);
     const float lr = 3e-4f, max_norm = 1.0f;
 
     {
@@ -210,8 +215,11 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
         auto one_step_with = [&](const PracOptions& o, int64_t s) {
             model.zero_grad();
             model.sched.begin_step(o, s);
-            model.train_forward(inputs.data(), targets.data(), grad_scale, 1);  // the trainer's step: no wait here
-            model.backward();
+            for (int m = 0; m < K; m++) {  // the trainer's step: no wait here; refreshes on the first micro-batch
+                const size_t at = (size_t)m * B * T;
+                model.train_forward(inputs.data() + at, targets.data() + at, grad_scale, K);
+                model.backward();
+            }
             float norm = grad_norm(be, model.grads_memory, n);
             loss = be.loss_read();
             model.install_refreshes();  // --refresh-overlap: as the trainer, before the update
@@ -241,7 +249,7 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
         }
         r.ms = total_ms / steps;
         r.loss = loss;
-        r.tok_s = (double)B * T / (r.ms / 1000.0);
+        r.tok_s = (double)K * B * T / (r.ms / 1000.0);
         if (peak_tf > 0) r.mfu = r.flops_token * r.tok_s / (peak_tf * 1e12);
         if (time_refresh && prac.mode != PracMode::NONE && prac.t1 > 0) {
             int64_t s = ((step_index + prac.t1 - 1) / prac.t1) * prac.t1;  // next Q1 refresh (Q2 is redrawn with it)
@@ -299,7 +307,7 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
 static void usage() {
     std::printf("usage: bench_gpu [--quick] [--tiny] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
                 "                 [--max-batch | --no-max-batch] [--json FILE] [--optimizers adamw,muon,adam-mini,"
-                "galore,rso]\n                 [--hidden-align A] [--initial-spread K]\n"
+                "galore,rso]\n                 [--hidden-align A] [--initial-spread K] [--grad-accum K]\n"
                 "                 [--refresh-overlap D]\n");
 }
 
@@ -309,6 +317,7 @@ int main(int argc, char** argv) {
     int hidden_align = 1;       // LLaMA: the trainer's --hidden-align
     int initial_spread = 0;     // PRAC: the trainer's --prac-initial-spread
     int refresh_overlap = 0;    // PRAC: the trainer's --prac-refresh-overlap
+    int grad_accum = 1;         // micro-batches per step: the trainer's --grad-accum
     std::string models_arg, json, optimizers_arg = "adamw";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -328,6 +337,7 @@ int main(int argc, char** argv) {
         else if (a == "--hidden-align") hidden_align = std::atoi(next().c_str());
         else if (a == "--initial-spread") initial_spread = std::atoi(next().c_str());
         else if (a == "--refresh-overlap") refresh_overlap = std::atoi(next().c_str());
+        else if (a == "--grad-accum") grad_accum = std::atoi(next().c_str());
         else if (a == "--max-batch") maxb = 1;
         else if (a == "--no-max-batch") maxb = 0;
         else if (a == "-h" || a == "--help") { usage(); return 0; }
@@ -339,9 +349,9 @@ int main(int argc, char** argv) {
     }
     if (steps < 0) steps = quick ? 5 : 10;
     if (steps < 1 || hidden_align < 1 || hidden_align > 256 || initial_spread < 0 || refresh_overlap < 0 ||
-        refresh_overlap > 8) {
+        refresh_overlap > 8 || grad_accum < 1 || grad_accum > 64) {
         std::fprintf(stderr, "bench_gpu: --steps must be >= 1, --hidden-align between 1 and 256, --initial-spread "
-                     ">= 0 and --refresh-overlap between 0 and 8\n");
+                     ">= 0, --refresh-overlap between 0 and 8 and --grad-accum between 1 and 64\n");
         return 2;
     }
     bool do_maxb = maxb < 0 ? !quick : maxb == 1;
@@ -418,12 +428,12 @@ int main(int argc, char** argv) {
         std::printf("FAIL bench_gpu: %s\n", e.what());
         return 1;
     }
-    std::printf("%d warmup + %d timed steps of forward + backward + AdamW on random tokens; MFU = (6N + 6LCT) * "
+    std::printf("%d warmup + %d timed steps of %d x (forward + backward) + AdamW on random tokens (--grad-accum); MFU = (6N + 6LCT) * "
                 "tok/s / peak, N without LLaMA's untied input embedding (PRAC's extra work is not counted as model "
                 "flops); * = PRAC at the planner's largest micro-batch (1 GiB reserve); LLaMA's (N, F) rows at stride "
                 "F rounded up to a multiple of %d (--hidden-align); PRAC's first refreshes spread over %d steps "
                 "(--initial-spread)\n\n",
-                3, steps, hidden_align, initial_spread);
+                3, steps, grad_accum, hidden_align, initial_spread);
     print_header();
 
     std::vector<Row> rows;
@@ -479,6 +489,7 @@ int main(int argc, char** argv) {
             r.prac = prac_mode_name(prac.mode);
             r.max_batch = pm == 2;
             r.B = B;
+            r.accum = grad_accum;
             r.T = b.T;
             try {
                 OptimizerChoice adamw;  // the trainer's defaults
@@ -502,6 +513,7 @@ int main(int argc, char** argv) {
             r.prac = "none";
             r.optimizer = kind;
             r.B = b.B;
+            r.accum = grad_accum;
             r.T = b.T;
             OptimizerChoice oc;
             oc.kind = kind;
@@ -558,10 +570,10 @@ int main(int argc, char** argv) {
         double extra = r.refresh_ms - r.normal_ms;
         double amort = r.t1 > 0 ? extra / r.t1 : 0;
         const Row* base = p.none >= 0 && rows[p.none].ran ? &rows[p.none] : nullptr;
-        std::printf("refresh %-12s B=%-4d refresh step %.2f ms, normal step %.2f ms: +%.2f ms per refresh, "
+        std::printf("refresh %-12s B=%d x %d refresh step %.2f ms, normal step %.2f ms: +%.2f ms per refresh, "
                     "amortized over T1=%d: +%.3f ms/step (%.2f%%); first step %.2f ms (%.2fx the normal step; "
                     "baseline's first step %s ms)\n",
-                    r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
+                    r.config.c_str(), r.B, r.accum, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
                     r.normal_ms > 0 ? 100.0 * amort / r.normal_ms : 0.0, r.first_ms,
                     r.normal_ms > 0 ? r.first_ms / r.normal_ms : 0.0, base ? fmt("%.2f", base->first_ms).c_str() : "-");
         std::printf("        staggered (one site-layer's Q1 and Q2 %s): the slowest step %.2f ms, %.2fx "
@@ -573,10 +585,10 @@ int main(int argc, char** argv) {
                     r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, r.stagger_worst_site.c_str());
         std::printf("RESULT bench_gpu refresh config=%s B=%d refresh_ms=%.3f normal_ms=%.3f extra_ms=%.3f t1=%d "
                     "amortized_ms_per_step=%.4f first_ms=%.3f baseline_first_ms=%s staggered_worst_ms=%.3f "
-                    "staggered_worst_over_normal=%.3f overlap=%d\n",
+                    "staggered_worst_over_normal=%.3f overlap=%d grad_accum=%d\n",
                     r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort, r.first_ms,
                     base ? fmt("%.3f", base->first_ms).c_str() : "-", r.stagger_worst_ms,
-                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, refresh_overlap);
+                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, refresh_overlap, r.accum);
     }
     write_json(json, gpu, peak_tf, rows);
     if (!json.empty()) std::printf("\nwrote %s\n", json.c_str());
