@@ -1,7 +1,7 @@
 // Tests for common/npy (round trips, numpy-written fixtures, byte equality with np.save, every bad-input message)
 // and for the prac_analyze binary on synthetic X = U diag(s) Vᵀ with a known spectrum, so every number it
-// reports has a closed form. No Python at test time (the fixtures are committed; the --png test is skipped
-// when python3 + matplotlib are not there).
+// reports has a closed form, and on real activations that the trainers dump (the subspace refresh's quality). No
+// Python at test time (the fixtures are committed; the --png test is skipped when python3 + matplotlib are not there).
 #include "common/npy.h"
 
 #include <gtest/gtest.h>
@@ -454,6 +454,48 @@ TEST_F(AnalyzeTest, WarmStartChainAndItsBadInput) {
     r = run({x_path, "--refresh", "fast"});
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.err.find("exact or subspace"), std::string::npos) << r.err;
+}
+
+// The subspace refresh on real activations (issue 15): a site's input dumped by the trainers at steps 5 and 10 of one
+// short baseline run on the built-in corpus (gpt2-mini fch_gelu and llama-mini fch_act, layer 1, B = 2 x T = 256
+// rows; one thread and --prac none, so that the activations are the same everywhere and whatever the refresh does),
+// refreshed as in training (cold on step 5's dump, warm on step 10's) with the linear ranks: its tail energy is
+// within 2% of the exact fp32 refresh's (the issue's bar), and the measured reconstruction error matches the theory
+// from the Q1 used. These two were the hardest of the layer-1 sites tried (ln1, ln2, fch_gelu; ln1, ln2, fch_gate,
+// fch_up, fch_act). Measured ratios: 1.0071 and 1.0043 with the default two warm steps, 1.0194 and 1.0150 with
+// one, 1.076 and 1.092 with none (PracSubspaceParams::warm_iters = 0: the check fails, as it should).
+TEST_F(AnalyzeTest, SubspaceRefreshOnRealActivations) {
+    struct Site {
+        const char *trainer, *model, *site;
+    };
+    for (const Site& s : {Site{"train_gpt2", "gpt2-mini", "fch_gelu"}, Site{"train_llama", "llama-mini", "fch_act"}}) {
+        SCOPED_TRACE(s.model);
+        std::string dump[2];
+        for (int i = 0; i < 2; i++) {  // the same 11-step run twice (deterministic), dumping at step 5, then 10
+            const std::string step = std::to_string(5 * (i + 1)), log = file("train.log");
+            dump[i] = file(std::string(s.site) + step + ".npy");
+            std::string cmd = "OMP_NUM_THREADS=1 " + quote(std::string(PRAC_SOURCE_DIR) + "/" + s.trainer) +
+                              " --model " + s.model + " --device cpu --prac none --batch-size 2 --steps 11" +
+                              " --dump-site " + s.site + " --dump-layer 1 --dump-step " + step + " --dump-path " +
+                              quote(dump[i]) + " >" + quote(log) + " 2>&1";
+            int status = std::system(cmd.c_str());
+            ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << cmd << "\n" << read_bytes(log);
+        }
+        json sub = run_json({dump[1], "--refresh", "subspace", "--warm-from", dump[0], "--draws", "8"});
+        json ex = run_json({dump[1], "--refresh", "exact", "--draws", "8"});
+        const json &es = sub["estimator"], &ee = ex["estimator"];
+        ASSERT_EQ(sub["shape"], json({512, s.model[0] == 'g' ? 512 : 352}));
+        EXPECT_EQ(es["warm_starts"], 1);
+        double ratio = es["tail_energy"].get<double>() / ee["tail_energy"].get<double>();
+        EXPECT_LE(ratio, 1.02) << "subspace tail " << es["tail_energy"] << " vs exact " << ee["tail_energy"];
+        EXPECT_GE(ratio, 1 - 1e-3) << "the exact refresh leaves the least tail";
+        double emp = es["mse_empirical"], se = es["mse_stderr"], theory = es["mse_theory"];
+        EXPECT_LE(std::fabs(emp - theory), std::max(5 * se, 1e-3 * theory))
+            << "empirical " << emp << " +- " << se << " vs theory " << theory;
+        std::printf("[ stats    ] %s %s: subspace / exact tail %.4f (to the float64 optimum: %.4f and %.4f), "
+                    "measured error / theory %.4f +- %.4f\n", s.model, s.site, ratio, es["tail_ratio"].get<double>(),
+                    ee["tail_ratio"].get<double>(), emp / theory, se / theory);
+    }
 }
 
 // k_mult = 2 doubles the random part: biased by (c - 1) X⊥ with c = 2, variance c (k - c) T.
