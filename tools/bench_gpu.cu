@@ -428,8 +428,8 @@ int main(int argc, char** argv) {
         std::printf("FAIL bench_gpu: %s\n", e.what());
         return 1;
     }
-    std::printf("%d warmup + %d timed steps of %d x (forward + backward) + AdamW on random tokens (--grad-accum); MFU = (6N + 6LCT) * "
-                "tok/s / peak, N without LLaMA's untied input embedding (PRAC's extra work is not counted as model "
+    std::printf("%d warmup + %d timed steps of %d x (forward + backward) + AdamW on random tokens (--grad-accum); "
+                "MFU = (6N + 6LCT) * tok/s / peak, N without LLaMA's untied input embedding (PRAC's extra work is not counted as model "
                 "flops); * = PRAC at the planner's largest micro-batch (1 GiB reserve); LLaMA's (N, F) rows at stride "
                 "F rounded up to a multiple of %d (--hidden-align); PRAC's first refreshes spread over %d steps "
                 "(--initial-spread)\n\n",
