@@ -488,7 +488,8 @@ TEST_F(AnalyzeTest, SubspaceRefreshOnRealActivations) {
         EXPECT_EQ(es["warm_starts"], 1);
         double ratio = es["tail_energy"].get<double>() / ee["tail_energy"].get<double>();
         EXPECT_LE(ratio, 1.02) << "subspace tail " << es["tail_energy"] << " vs exact " << ee["tail_energy"];
-        EXPECT_GE(ratio, 1 - 1e-3) << "the exact refresh leaves the least tail";
+        // nothing beats the float64 optimum (the exact fp32 refresh may: its Gram matrix rounds the small tail)
+        EXPECT_GE(es["tail_ratio"].get<double>(), 1 - 1e-4);
         double emp = es["mse_empirical"], se = es["mse_stderr"], theory = es["mse_theory"];
         EXPECT_LE(std::fabs(emp - theory), std::max(5 * se, 1e-3 * theory))
             << "empirical " << emp << " +- " << se << " vs theory " << theory;
