@@ -463,7 +463,8 @@ TEST_F(AnalyzeTest, WarmStartChainAndItsBadInput) {
 // within 2% of the exact fp32 refresh's (the bar), and the measured reconstruction error matches the theory
 // from the Q1 used. These two were the hardest of the layer-1 sites tried (ln1, ln2, fch_gelu; ln1, ln2, fch_gate,
 // fch_up, fch_act). Measured ratios: 1.0071 and 1.0043 with the default two warm steps, 1.0194 and 1.0150 with
-// one, 1.076 and 1.092 with none (PracSubspaceParams::warm_iters = 0: the check fails, as it should).
+// one (within the bar, by too little to rely on: hence two), 1.076 and 1.092 with none (PracSubspaceParams::
+// warm_iters = 0: the check fails, as it should).
 TEST_F(AnalyzeTest, SubspaceRefreshOnRealActivations) {
     struct Site {
         const char *trainer, *model, *site;
@@ -474,10 +475,11 @@ TEST_F(AnalyzeTest, SubspaceRefreshOnRealActivations) {
         for (int i = 0; i < 2; i++) {  // the same 11-step run twice (deterministic), dumping at step 5, then 10
             const std::string step = std::to_string(5 * (i + 1)), log = file("train.log");
             dump[i] = file(std::string(s.site) + step + ".npy");
-            std::string cmd = "OMP_NUM_THREADS=1 " + quote(std::string(PRAC_SOURCE_DIR) + "/" + s.trainer) +
-                              " --model " + s.model + " --device cpu --prac none --batch-size 2 --steps 11" +
-                              " --dump-site " + s.site + " --dump-layer 1 --dump-step " + step + " --dump-path " +
-                              quote(dump[i]) + " >" + quote(log) + " 2>&1";
+            std::string cmd = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout -k 10 300 " +
+                              quote(std::string(PRAC_SOURCE_DIR) + "/" + s.trainer) + " --model " + s.model +
+                              " --device cpu --prac none --batch-size 2 --steps 11 --dump-site " + s.site +
+                              " --dump-layer 1 --dump-step " + step + " --dump-path " + quote(dump[i]) + " >" +
+                              quote(log) + " 2>&1 </dev/null";
             int status = std::system(cmd.c_str());
             ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << cmd << "\n" << read_bytes(log);
         }

@@ -451,6 +451,7 @@ int main(int argc, char** argv) {
             r.config = b.name;
             r.prac = "-";
             r.B = b.B;
+            r.accum = grad_accum;
             r.T = b.T;
             r.note = std::string("error: ") + e.what();
             rows.push_back(r);
