@@ -18,9 +18,10 @@ CudaBackend::CudaBackend(int dev, uint64_t run_seed) : device(dev), seed(run_see
     // One priority level above the lowest: the refresh worker's stream (--prac-refresh-overlap) has the lowest, so
     // when both have work the GPU schedules the step's blocks first and the solve fills the gaps (NCCL's stream,
     // train/comm_nccl.cu, has the greatest).
-    int least = 0, greatest = 0;
-    cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    cudaCheck(cudaStreamCreateWithPriority(&stream, cudaStreamDefault, greatest < least ? least - 1 : least));
+    int greatest = 0;
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&lowest_priority, &greatest));
+    cudaCheck(cudaStreamCreateWithPriority(&stream, cudaStreamDefault,
+                                           greatest < lowest_priority ? lowest_priority - 1 : lowest_priority));
     cublasCheck(cublasCreate(&cublas));
     cublasCheck(cublasSetStream(cublas, stream));
     // default math mode: no TF32, so the fp32 build compares tightly with the CPU backend
@@ -220,9 +221,7 @@ void CudaBackend::prac_refresh_begin(act_t* pending, const act_t* P, const act_t
     refresh_worker_wait();  // its workspace is this solve's
     size_t bytes = refresh_workspace_bytes(n, d);
     if (!w.stream) {
-        int least = 0, greatest = 0;
-        cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        cudaCheck(cudaStreamCreateWithPriority(&w.stream, cudaStreamNonBlocking, least));  // below the step's
+        cudaCheck(cudaStreamCreateWithPriority(&w.stream, cudaStreamNonBlocking, lowest_priority));  // below the step's
         cublasCheck(cublasCreate(&w.cublas));
         cublasCheck(cublasSetMathMode(w.cublas, CUBLAS_DEFAULT_MATH));  // no TF32, as the step's handle
         cusolverCheck(cusolverDnCreate(&w.cusolver));

@@ -54,7 +54,8 @@ struct CudaBackend {
     static constexpr const char* name = "cuda";
 
     int device = 0;
-    cudaStream_t stream = nullptr;
+    cudaStream_t stream = nullptr;  // one priority above the lowest (the refresh worker's)
+    int lowest_priority = 0;        // cudaDeviceGetStreamPriorityRange's least
     cublasHandle_t cublas = nullptr;
     cusolverDnHandle_t cusolver = nullptr;
     CublasLt* lt = nullptr;
