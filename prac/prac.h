@@ -86,10 +86,14 @@ int prac_overlap_slots(const PracOptions& o, int units);
 // Chosen by the quality tests (test_prac_refresh.cpp PracSubspace*: tail energy within 2% of the optimum's on
 // synthetic spectra; test_npy_analyze.cpp SubspaceRefreshOnRealActivations: within 2% of the exact refresh's on
 // real activations, where one warm step left 1.0194x on gpt2-mini's fch_gelu, too close to the bar, and two leave
-// 1.0071x); see docs/DESIGN.md section 4.3.
+// 1.0074x); see docs/DESIGN.md section 4.3.
 struct PracSubspaceParams {
     int warm_iters = 2, cold_iters = 4;
     bool nystrom = true;  // false: a Rayleigh-Ritz step on V instead (Q1 within span(V): the tests' poorer Q1)
+    // when CholQR2 fails, at most this many shifted Cholesky-QR passes (prac_shifted_cholqr_rel), each followed by
+    // a CholQR2 attempt, before Householder QR (0: Householder at once). One pass reduces κ by two orders of
+    // magnitude or more, so three reach from u^(-1/2) to far beyond 1/u, where the fp32 block is rank-deficient.
+    int shifted_passes = 3;
     static int oversample(int r1) { return r1 / 8 > 16 ? r1 / 8 : 16; }
 };
 
@@ -196,6 +200,14 @@ void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key
 // the draw's FLOPs. Otherwise (a near-square complement, e.g. r2 = n - r1) twice, which is enough for any S.
 inline int prac_q2_projection_passes(int n, int r1, int r2) { return 2 * r1 <= n && 2 * r2 <= n - r1 ? 1 : 2; }
 
+// The subspace refresh's shifted Cholesky-QR (Fukaya et al., SIAM J. Sci. Comput. 2020), both backends: when CholQR2
+// of Q (n, c) fails, QᵀQ + s I is factored instead, s = this · tr(QᵀQ) = (n + c + 1)·u·‖Q‖_F²: above the rounding
+// error of the fp32 Gram matrix (γ_n ‖Q‖_F² entrywise) and of its Cholesky factorization, so it factors for any Q.
+// (The paper's proven shift is about 11 (n c + c²) u ‖Q‖², more than ‖Q‖² itself at our sizes in fp32. Measured on
+// real activations: on the mini sites' dumps, shifts from 1e-6 to 1e-2 of the trace all took one pass; on
+// llama-130m's fch_act this one, 1.6e-4 there, takes three passes, a hundredth of it two, ten times it fails.)
+inline double prac_shifted_cholqr_rel(int n, int c) { return (n + c + 1) * 5.96e-8; }
+
 // Q (n, r): a random orthonormal basis (Haar-distributed), the QR of the key's Gaussian draw: what Q2 is for a
 // site without a principal part. Returns LAPACK's info (0 on success).
 int prac_random_basis_cpu(float* Q, int n, int r, const PracDrawKey& key);
@@ -205,9 +217,10 @@ int prac_random_basis_cpu(float* Q, int n, int r, const PracDrawKey& key);
 //               exact (d.refresh EXACT, or d.block(n) == 0: LAPACK ssyevd on G) or by subspace iteration
 //               (SUBSPACE: V (n, b) = orth([previous Q1 | Gaussian]) when had_basis, else orth(Gaussian);
 //               V = orth(G V) warm_iters / cold_iters times; then Q1 = the top r1 eigenvectors of the Nyström
-//               approximation from Y = G V, or Rayleigh-Ritz on V when that fails; orth is CholQR2). Any
-//               orthonormal Q1 keeps PRAC unbiased (Q2 below is uniform in its complement); a worse Q1 only leaves
-//               more tail energy ‖x‖² − ‖x Q1‖², i.e. more variance.
+//               approximation from Y = G V, or Rayleigh-Ritz on V when that fails; orth is CholQR2, shifted
+//               Cholesky-QR when that fails, Householder QR when both do). Any orthonormal Q1 keeps PRAC unbiased (Q2
+//               below is uniform in its complement); a worse Q1 only leaves more tail energy ‖x‖² − ‖x Q1‖², i.e.
+//               more variance.
 //   refresh_q2: Q2 = orth(S - Q1 Q1ᵀ S), Gaussian S from the key, the projection applied
 //               prac_q2_projection_passes times (Q2 orthogonal to Q1 to fp32 precision), orth by CholQR2
 //               (Householder QR, sgeqrf + sorgqr, of the same projected S when that fails); scaled by sqrt(k).
@@ -221,6 +234,9 @@ struct PracRefreshResult {
     bool q1_changed = false;  // P's Q1 block was replaced (a new eigenbasis, or the random fallback)
     bool q2_drawn = false;    // a Q2 draw consumed this key (whether or not its QR succeeded)
     bool q2_householder = false;  // its CholQR2 failed (a near-singular projected draw): Householder QR took over
+    // the subspace refresh's orthonormalizations whose CholQR2 failed, taken over by shifted Cholesky-QR / by
+    // Householder QR (a diagnostic of speed, not of quality: checkpoints do not carry it)
+    int q1_shifted_qr = 0, q1_householder_qr = 0;
     size_t workspace_bytes = 0;  // host bytes this call allocated (prac_refresh_cpu_workspace_bytes)
     std::string message;      // what failed, for the log
 };

@@ -298,6 +298,23 @@ __global__ void prac_add_diag_kernel(float* A, int c, float v) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < c; i += gridDim.x * blockDim.x) A[(size_t)i * c + i] += v;
 }
 
+// S (c, c) column-major += s I with s = rel · tr(S) (the trace in double; one block): shifted Cholesky-QR's shift,
+// formed on the device so that taking it costs no host read. twin: shifted_cholqr (prac_cpu.cpp)
+constexpr int SHIFT_THREADS = 256;
+__global__ void prac_shift_diag_kernel(float* S, int c, double rel) {
+    __shared__ double acc[SHIFT_THREADS];
+    double t = 0;
+    for (int i = threadIdx.x; i < c; i += SHIFT_THREADS) t += S[(size_t)i * c + i];
+    acc[threadIdx.x] = t;
+    __syncthreads();
+    for (int o = SHIFT_THREADS / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) acc[threadIdx.x] += acc[threadIdx.x + o];
+        __syncthreads();
+    }
+    const float shift = (float)(rel * acc[0]);
+    for (int i = threadIdx.x; i < c; i += SHIFT_THREADS) S[(size_t)i * c + i] += shift;
+}
+
 // y += a x
 __global__ void prac_axpy_kernel(float* y, const float* x, size_t count, float a) {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count; e += (size_t)gridDim.x * blockDim.x)
@@ -414,6 +431,8 @@ struct Refresh {
     size_t solver_bytes;
     std::vector<char> host_buf;
     PracRefreshProfile* prof = nullptr;  // h.profile
+    PracRefreshResult* res = nullptr;     // counts the orthonormalization fallbacks
+    int shifted_passes = 0;               // PracSubspaceParams::shifted_passes
 
     // fn's GPU work, added to `part` when profiling (PracRefreshProfile): between two events on the stream
     template <class F>
@@ -588,13 +607,36 @@ struct Refresh {
         trsm_right_upper(Q, n, c, Sb);
         return all_finite(Q, (size_t)n * c);
     }
-    // Q (n, c) = orth(Y (n, c)) by CholQR2, Householder when that fails; Rout (c, c; S1 or a buffer apart from Q, Y
-    // and S2), when given, receives R with Y = Q R.
+    // twin: shifted_cholqr (prac_cpu.cpp). Up to shifted_passes Cholesky-QR passes on QᵀQ + s I, each followed
+    // by a CholQR2 attempt.
+    bool shifted_cholqr(float* Q, int c, float* Sa, float* Sb) {
+        for (int pass = 0; pass < shifted_passes; pass++) {
+            gram_of_columns(Q, c, Sa);
+            timed("small_kernels", [&] {
+                prac_shift_diag_kernel<<<1, SHIFT_THREADS, 0, h.stream>>>(Sa, c, prac_shifted_cholqr_rel(n, c));
+                cudaCheck(cudaGetLastError());
+            });
+            if (potrf(Sa, c) != 0) return false;
+            trsm_right_upper(Q, n, c, Sa);
+            if (cholqr2(Q, c, Sa, Sb)) return true;
+        }
+        return false;
+    }
+    // twin: orth_into (prac_cpu.cpp). Q (n, c) = orth(Y (n, c)) by CholQR2, shifted Cholesky-QR when that fails,
+    // Householder when both do (counted in res); Rout (c, c; S1 or a buffer apart from Q, Y and S2), when given,
+    // receives R with Y = Q R.
     int orth_into(float* Q, const float* Ysrc, int c, float* Rout = nullptr) {
         copy(Q, Ysrc, (size_t)n * c);
-        if (!cholqr2(Q, c, S1, S2)) {  // Householder on the untouched input; R = QᵀY (upper triangular up to rounding)
+        if (!cholqr2(Q, c, S1, S2)) {  // on the untouched input; R = QᵀY (upper triangular up to rounding)
             copy(Q, Ysrc, (size_t)n * c);
-            int inf = orthonormalize(Q, c);
+            int inf = 0;
+            if (shifted_cholqr(Q, c, S1, S2)) {
+                res->q1_shifted_qr++;
+            } else {
+                res->q1_householder_qr++;
+                copy(Q, Ysrc, (size_t)n * c);
+                inf = orthonormalize(Q, c);
+            }
             if (inf == 0 && Rout) gemm_cm(true, false, c, c, n, Q, n, Ysrc, n, Rout, c);
             return inf;
         }
@@ -762,7 +804,9 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
               ws + L.solver,
               workspace_bytes - L.solver,
               {},
-              h.profile};
+              h.profile,
+              &res,
+              d.subspace.shifted_passes};
     // the working copy's columns [0, r) = P's (cpu: fresh = P); also to undo a failed Q1 refresh
     auto load_basis = [&] {
         R.timed("small_kernels", [&] {

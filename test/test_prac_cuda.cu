@@ -351,11 +351,13 @@ struct RefreshCase {
         PracRefreshResult rg = prac_refresh_cuda(dP.p, dx.p, N, n, d, q1, q2, had_basis, key, c.h, ws.p, ws_bytes);
         std::vector<float> Pg = download(dP, (size_t)n * r);
         for (auto [twin, res] : {std::pair{"cpu", &rc}, std::pair{"gpu", &rg}})
-            std::printf("  %s: %s {q1_ok %d q2_ok %d q1_changed %d q2_drawn %d q2_householder %d \"%s\"}\n", what,
-                        twin, res->q1_ok, res->q2_ok, res->q1_changed, res->q2_drawn, res->q2_householder,
+            std::printf("  %s: %s {q1_ok %d q2_ok %d q1_changed %d q2_drawn %d q2_householder %d q1 orth fallbacks "
+                        "%d shifted, %d householder \"%s\"}\n", what, twin, res->q1_ok, res->q2_ok, res->q1_changed,
+                        res->q2_drawn, res->q2_householder, res->q1_shifted_qr, res->q1_householder_qr,
                         res->message.c_str());
         check(rc.q1_ok == rg.q1_ok && rc.q2_ok == rg.q2_ok && rc.q1_changed == rg.q1_changed &&
                   rc.q2_drawn == rg.q2_drawn && rc.q2_householder == rg.q2_householder &&
+                  rc.q1_shifted_qr == rg.q1_shifted_qr && rc.q1_householder_qr == rg.q1_householder_qr &&
                   rc.message.empty() == rg.message.empty(),
               "%s: result flags equal the CPU's", what);
         if (Pcpu_out) *Pcpu_out = Pcpu;
@@ -400,20 +402,23 @@ static double tail_energy(const std::vector<float>& x, int N, int n, const std::
 
 // The refresh against prac_refresh_cpu, with Q1 by `method` (the subspace refresh with or without its Nyström
 // step) on x = a rank-r1 signal plus noise of scale `noise` (0: rank r1, below the subspace block: the Cholesky-QR
-// and Nyström fallbacks run).
+// and Nyström fallbacks run: shifted Cholesky-QR, or Householder QR with shifted_passes = 0).
 template <typename T>
 static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
-                         PracRefresh method = PracRefresh::EXACT, bool nystrom = true, float noise = 0.05f) {
+                         PracRefresh method = PracRefresh::EXACT, bool nystrom = true, float noise = 0.05f,
+                         int shifted_passes = PracSubspaceParams().shifted_passes) {
     SiteDims d;
     d.refresh = method;
     d.subspace.nystrom = nystrom;
+    d.subspace.shifted_passes = shifted_passes;
     d.compressed = true;
     d.r1 = r1;
     d.r2 = r2;
     d.k = r2 > 0 ? k_mult * (float)(n - r1) / (float)r2 : 1.0f;
     int r = d.r();
-    std::printf("refresh %s %s%s N=%d n=%d r1=%d r2=%d k=%g block %d noise %g\n", Host<T>::name(),
-                prac_refresh_name(method), nystrom ? "" : " (no Nystrom)", N, n, r1, r2, d.k, d.block(n), noise);
+    std::printf("refresh %s %s%s N=%d n=%d r1=%d r2=%d k=%g block %d noise %g shifted_passes %d\n", Host<T>::name(),
+                prac_refresh_name(method), nystrom ? "" : " (no Nystrom)", N, n, r1, r2, d.k, d.block(n), noise,
+                shifted_passes);
     size_t bytes = prac_refresh_workspace_bytes(c.h.cusolver, n, d);
     size_t planned = plan_cuda_refresh_workspace(n, d);
     std::printf("  workspace %zu bytes; the memory planner counts %zu (its cuSOLVER buffer is an estimate)\n", bytes,
@@ -637,16 +642,18 @@ int main() {
         run(1024, 200, 48, 0, 1.0f);   // pac: r2 = 0
         run(2048, 1376, 408, 408, 0.5f);
         // the subspace refresh (the default): cold, warm, failures; without the Nystrom step; on a rank-deficient x
-        auto sub = [&](int N, int n, int r1, int r2, bool nystrom, float noise) {
+        auto sub = [&](int N, int n, int r1, int r2, bool nystrom, float noise,
+                       int shifted = PracSubspaceParams().shifted_passes) {
             if (pass == 0)
-                test_refresh<float>(c, N, n, r1, r2, 1.0f, PracRefresh::SUBSPACE, nystrom, noise);
+                test_refresh<float>(c, N, n, r1, r2, 1.0f, PracRefresh::SUBSPACE, nystrom, noise, shifted);
             else
-                test_refresh<bf16>(c, N, n, r1, r2, 1.0f, PracRefresh::SUBSPACE, nystrom, noise);
+                test_refresh<bf16>(c, N, n, r1, r2, 1.0f, PracRefresh::SUBSPACE, nystrom, noise, shifted);
         };
         sub(512, 88, 16, 16, true, 0.05f);
         sub(1024, 200, 56, 56, true, 0.05f);
         sub(1024, 200, 56, 56, false, 0.05f);
-        sub(512, 88, 16, 16, true, 0.0f);
+        sub(512, 88, 16, 16, true, 0.0f);     // shifted Cholesky-QR (the result flags count it on both twins)
+        sub(512, 88, 16, 16, true, 0.0f, 0);  // the device's Householder QR of the block instead
         sub(1024, 200, 56, 56, true, 1.0f);  // noise as strong as the signal: no clear gap at r1, so Q1 depends on
                                              // every step of the iteration (any step unlike the CPU's shows)
         if (pass == 0)

@@ -141,24 +141,60 @@ TEST(PracSubspace, TheTailCheckFailsWithoutIterations) {
     std::printf("[ stats    ] no iterations: tail ratio %.3f\n", ratio);
 }
 
-// X of rank 40 below the block (b = 72): G V is rank-deficient, so Cholesky-QR's Gram is singular (the Householder
-// fallback orthonormalizes) and VᵀG V is singular (the Nyström shift keeps its Cholesky defined). Q1 must still be
-// orthonormal and hold all of X (the optimal tail is 0), cold and warm.
+// Real activations (prac_analyze on gpt2-mini and llama-mini MLP dumps) have one direction with most of the energy
+// (stable rank about 1.2) over a power law. There the warm refresh's first power step G V = G [Q1_prev | Ω] is
+// too ill-conditioned for CholQR2 (the new columns G Ω lean on the previous Q1's images); shifted Cholesky-QR must
+// take it over, not Householder QR, and the tail must stay within the bar.
+TEST(PracSubspace, ActivationLikeSpectrumTakesShiftedCholQRNotHouseholder) {
+    SingleThreaded one;
+    int N = 384, n = 192, r1 = 56, r2 = 56, r = r1 + r2;
+    dvec s(n);
+    for (int i = 0; i < n; i++) s[i] = i == 0 ? 10 : std::pow(1 + i / 8.0, -1.2);  // spike 3: CholQR2 suffices
+    Synth S = make_synth(N, n, s, 81);
+    SiteDims d = subspace_dims(r1, r2, n);
+    fvec P((size_t)n * r, 0.0f);
+    for (int round = 0; round < 3; round++) {
+        if (round > 0) S = drift(S, 0.3, 181 + round);
+        PracRefreshResult res =
+            prac_refresh_cpu(P.data(), S.X.data(), N, n, d, true, true, round > 0, {5, 6, 1, (uint64_t)round});
+        ASSERT_TRUE(res.q1_ok && res.q2_ok) << res.message;
+        EXPECT_GE(res.q1_shifted_qr, 1) << "round " << round << ": the case no longer needs shifted Cholesky-QR";
+        EXPECT_EQ(res.q1_householder_qr, 0) << "round " << round << ": Householder QR took over";
+        double best = optimal_tail(singular_values(S.Xd, N, n), r1), got = tail_of(S.Xd, N, n, P, r, r1);
+        EXPECT_LE(got, kTailBar * best + (N + n) * 5.96e-8 * sq_norm(S.Xd)) << "round " << round;
+        EXPECT_LT(max_orth_err(P, n, r, r1), n * 5.96e-8 * 4) << "round " << round << ": Q1 orthonormal";
+        std::printf("[ stats    ] round %d: tail ratio %.5f, orthonormalizations past CholQR2: %d shifted "
+                    "Cholesky-QR, %d Householder\n", round, got / best, res.q1_shifted_qr, res.q1_householder_qr);
+    }
+}
+
+// X of rank 40 below the block (b = 72): G V is rank-deficient, so Cholesky-QR's Gram is singular and VᵀG V is
+// singular (the Nyström shift keeps its Cholesky defined). The cold start's first power step is left to the
+// orthonormalization fallbacks: shifted Cholesky-QR (its passes reach an orthonormal basis of the rank-40 span plus
+// rounding-noise directions), or, with shifted_passes = 0, Householder QR. Either way Q1 must be orthonormal and
+// hold all of X (the optimal tail is 0), cold and warm.
 TEST(PracSubspace, RankDeficientInputUsesTheFallbacksAndStaysOrthonormal) {
     SingleThreaded one;
     int N = 256, n = 192, r1 = 56, r2 = 56, r = r1 + r2;
     dvec s(n, 0.0);
     for (int i = 0; i < 40; i++) s[i] = std::pow(0.9, i);
     Synth S = make_synth(N, n, s, 76);
-    SiteDims d = subspace_dims(r1, r2, n);
-    fvec P((size_t)n * r, 0.0f);
-    for (int round = 0; round < 2; round++) {
-        PracRefreshResult res =
-            prac_refresh_cpu(P.data(), S.X.data(), N, n, d, true, true, round > 0, {5, 4, 1, (uint64_t)round});
-        ASSERT_TRUE(res.q1_ok && res.q2_ok) << res.message;
-        EXPECT_LT(max_orth_err(P, n, r, r1), n * 5.96e-8 * 4) << "round " << round << ": Q1 orthonormal";
-        double floor = (N + n) * 5.96e-8 * sq_norm(S.Xd);
-        EXPECT_LE(tail_of(S.Xd, N, n, P, r, r1), floor) << "round " << round << ": Q1 holds the rank-40 row space";
+    for (int passes : {PracSubspaceParams().shifted_passes, 0}) {
+        SiteDims d = subspace_dims(r1, r2, n);
+        d.subspace.shifted_passes = passes;
+        fvec P((size_t)n * r, 0.0f);
+        for (int round = 0; round < 2; round++) {
+            PracRefreshResult res =
+                prac_refresh_cpu(P.data(), S.X.data(), N, n, d, true, true, round > 0, {5, 4, 1, (uint64_t)round});
+            ASSERT_TRUE(res.q1_ok && res.q2_ok) << res.message;
+            std::printf("[ stats    ] shifted_passes %d, round %d: orthonormalizations past CholQR2: %d shifted "
+                        "Cholesky-QR, %d Householder\n", passes, round, res.q1_shifted_qr, res.q1_householder_qr);
+            if (round == 0)  // the cold start's fallback is the one asked for
+                EXPECT_EQ(passes > 0 ? res.q1_shifted_qr : res.q1_householder_qr, 1) << "shifted_passes " << passes;
+            EXPECT_LT(max_orth_err(P, n, r, r1), n * 5.96e-8 * 4) << "round " << round << ": Q1 orthonormal";
+            double floor = (N + n) * 5.96e-8 * sq_norm(S.Xd);
+            EXPECT_LE(tail_of(S.Xd, N, n, P, r, r1), floor) << "round " << round << ": Q1 holds the rank-40 span";
+        }
     }
 }
 

@@ -2,7 +2,10 @@
 // cusolverDnXsyevd of n x n) and subspace (warm start, as every refresh after a site's first) side by side, with
 // their ratio, and the parts that decide it: the Gram GEMM and the Q2 draw alone (both methods pay them; cap G =
 // exact / (gram + q2) is the most any method that forms G can gain) and the b x b eigensolver of the subspace
-// refresh's extraction alone, and the same b x b block by cusolverDnSsyevj (Jacobi) beside it. Then where one warm
+// refresh's extraction alone, and the same b x b block by cusolverDnSsyevj (Jacobi) beside it; how many of the
+// subspace refresh's orthonormalizations needed more than CholQR2 (orth S/H: shifted Cholesky-QR / Householder), and
+// the subspace refresh with Householder QR for those instead (HH ms, PracSubspaceParams::shifted_passes 0, the
+// path before 2026-11-28: which is faster on a GPU decides the default). Then where one warm
 // subspace refresh's time goes (PracRefreshProfile): GPU time and calls per part (the library call or kernel kind:
 // sgemm, syrk, potrf, trsm, syevd, ...) and the rest of its wall time, spent on the host between them (launches and
 // the info-word reads). The device twin of tools/bench_refresh.cpp; the GPU
@@ -10,7 +13,8 @@
 //
 //   build/tools/bench_gpu_refresh [--quick] [--N TOKENS] [--widths 768,2048,...] [--reps R]
 //
-// Activations in the build's storage type (bf16 or fp32), linear ranks r1 = r2 = 0.3 n; N = 32768 (--quick: 8192
+// Activations in the build's storage type (bf16 or fp32), tools/synthetic_site.h's sites (each warm refresh starts
+// from the basis of a cold refresh on another batch), linear ranks r1 = r2 = 0.3 n; N = 32768 (--quick: 8192
 // and widths 768,2048,4096). Each time is the median of R (default 3) calls after a warm-up call; the parts are
 // those of R more calls, averaged. Prints "RESULT bench_gpu_refresh ..." and "RESULT bench_gpu_refresh_parts ..."
 // per width. Exits 77 without a GPU (1 with REQUIRE_GPU=1).
@@ -21,7 +25,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -31,6 +34,7 @@
 #include "common/cuda_common.cuh"  // floatX, PRAC_FLOATX_NAME
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
+#include "tools/synthetic_site.h"
 
 using act_t = floatX;
 
@@ -99,26 +103,31 @@ int main(int argc, char** argv) {
     cusolverCheck(cusolverDnCreate(&cusolver));
     PracCudaHandles h{stream, cublas, cusolver};
     std::printf("PRAC refresh, CUDA backend (%s activations, fp32 Gram and solvers), one site with linear ranks "
-                "r1 = r2 = 0.3 n, N = %d; subspace = warm start, %d power step(s) + the Nystrom extraction\n",
+                "r1 = r2 = 0.3 n, N = %d; subspace = warm start (from another batch's basis), %d power step(s) + "
+                "the Nystrom extraction; orth S/H: its orthonormalizations beyond CholQR2, by shifted Cholesky-QR / by "
+                "Householder QR; HH ms: the subspace refresh with Householder QR for those instead\n",
                 PRAC_FLOATX_NAME, N, PracSubspaceParams().warm_iters);
-    std::printf("%7s %7s %6s %10s %12s %8s %9s %8s %7s %13s %13s\n", "n", "N", "r1", "exact ms", "subspace ms",
-                "ratio", "gram ms", "q2 ms", "cap G", "syevd(b) ms", "syevj(b) ms");
+    std::printf("%7s %7s %6s %10s %12s %8s %9s %8s %7s %13s %13s %6s %8s\n", "n", "N", "r1", "exact ms",
+                "subspace ms", "ratio", "gram ms", "q2 ms", "cap G", "syevd(b) ms", "syevj(b) ms", "orth", "HH ms");
     for (int n : widths) {
         PracOptions o;
         o.mode = PracMode::PRAC;
         SiteDims d = prac_site_dims(o, SiteClass::LINEAR, n, "bench");
-        std::vector<float> hx((size_t)N * n);
-        std::mt19937_64 g(1000 + n);
-        std::normal_distribution<float> z;
-        for (int i = 0; i < N; i++)  // a decaying spectrum like activations, as tools/bench_refresh.cpp
-            for (int j = 0; j < n; j++) hx[(size_t)i * n + j] = z(g) / (1.0f + j / 32.0f);
-        std::vector<act_t> hxa(hx.size());
-        for (size_t e = 0; e < hx.size(); e++) hxa[e] = (act_t)hx[e];
-        act_t *x = nullptr, *P = nullptr;
-        cudaCheck(cudaMalloc(&x, hxa.size() * sizeof(act_t)));
-        cudaCheck(cudaMalloc(&P, (size_t)n * d.r() * sizeof(act_t)));
-        cudaCheck(cudaMemcpy(x, hxa.data(), hxa.size() * sizeof(act_t), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemset(P, 0, (size_t)n * d.r() * sizeof(act_t)));
+        // the site (tools/synthetic_site.h, as bench_refresh) and the batch its warm start's basis came from
+        auto upload_site = [&](uint64_t seed, double turn) {
+            std::vector<float> hx = synthetic_site(N, n, seed, turn);
+            std::vector<act_t> hxa(hx.size());
+            for (size_t e = 0; e < hx.size(); e++) hxa[e] = (act_t)hx[e];
+            act_t* dx = nullptr;
+            cudaCheck(cudaMalloc(&dx, hxa.size() * sizeof(act_t)));
+            cudaCheck(cudaMemcpy(dx, hxa.data(), hxa.size() * sizeof(act_t), cudaMemcpyHostToDevice));
+            return dx;
+        };
+        const size_t basis_bytes = (size_t)n * d.r() * sizeof(act_t);
+        act_t *x = upload_site(1000 + n, 0), *P = nullptr, *P_prev = nullptr;
+        cudaCheck(cudaMalloc(&P, basis_bytes));
+        cudaCheck(cudaMalloc(&P_prev, basis_bytes));
+        cudaCheck(cudaMemset(P, 0, basis_bytes));
         SiteDims ds = d, de = d;
         ds.refresh = PracRefresh::SUBSPACE;
         de.refresh = PracRefresh::EXACT;
@@ -126,9 +135,24 @@ int main(int argc, char** argv) {
         void* ws = nullptr;
         cudaCheck(cudaMalloc(&ws, bytes));
         uint64_t draw = 0;
-        prac_refresh_cuda(P, x, N, n, ds, true, true, false, {1, 0, 0, draw++}, h, ws, bytes);  // the cold start
+        {  // the cold start, on the other batch: each warm refresh below starts from its basis, as in training
+            act_t* x_prev = upload_site(2000 + n, SYNTHETIC_TURN);
+            prac_refresh_cuda(P_prev, x_prev, N, n, ds, true, true, false, {1, 0, 0, draw++}, h, ws, bytes);
+            cudaCheck(cudaFree(x_prev));
+        }
+        auto restore_basis = [&] {  // inside the timed spans: a device copy of P, 0.1 ms at n = 10922 (143 MB)
+            cudaCheck(cudaMemcpyAsync(P, P_prev, basis_bytes, cudaMemcpyDeviceToDevice, stream));
+        };
+        PracRefreshResult warm;
         double sub = median_time(reps, [&] {
-            prac_refresh_cuda(P, x, N, n, ds, true, true, true, {1, 0, 0, draw++}, h, ws, bytes);
+            restore_basis();
+            warm = prac_refresh_cuda(P, x, N, n, ds, true, true, true, {1, 0, 0, draw++}, h, ws, bytes);
+        });
+        SiteDims dh = ds;  // the same with Householder QR wherever CholQR2 fails (no shifted Cholesky-QR)
+        dh.subspace.shifted_passes = 0;
+        double sub_hh = median_time(reps, [&] {
+            restore_basis();
+            prac_refresh_cuda(P, x, N, n, dh, true, true, true, {1, 0, 0, draw++}, h, ws, bytes);
         });
         double ex = median_time(reps, [&] {
             prac_refresh_cuda(P, x, N, n, de, true, true, true, {1, 0, 0, draw++}, h, ws, bytes);
@@ -214,20 +238,24 @@ int main(int argc, char** argv) {
         eig_err = eig_max > 0 ? eig_err / eig_max : eig_err;
         const int syevj_info = info_host;  // 0, or b + 1: not converged (its time then says little)
         double cap = ex / (gram + q2);
-        std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f %8.2f %6.1fx %13.2f %13.2f%s\n", n, N, d.r1, 1e3 * ex,
-                    1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, 1e3 * syevj_b,
+        std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f %8.2f %6.1fx %13.2f %13.2f %4d/%d %8.2f%s\n", n, N,
+                    d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, 1e3 * syevj_b,
+                    warm.q1_shifted_qr, warm.q1_householder_qr, 1e3 * sub_hh,
                     syevj_info ? " (syevj did not converge)" : "");
         std::printf("RESULT bench_gpu_refresh n=%d N=%d r1=%d exact_ms=%.3f subspace_ms=%.3f ratio=%.2f gram_ms=%.3f "
-                    "q2_ms=%.3f cap_g=%.2f syevd_b_ms=%.3f b=%d syevj_b_ms=%.3f syevj_info=%d syevj_eig_rel_err=%.3g\n",
+                    "q2_ms=%.3f cap_g=%.2f syevd_b_ms=%.3f b=%d syevj_b_ms=%.3f syevj_info=%d syevj_eig_rel_err=%.3g "
+                    "orth_shifted=%d orth_householder=%d subspace_householder_ms=%.3f\n",
                     n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, b,
-                    1e3 * syevj_b, syevj_info, eig_err);
+                    1e3 * syevj_b, syevj_info, eig_err, warm.q1_shifted_qr, warm.q1_householder_qr, 1e3 * sub_hh);
 
         // where a warm subspace refresh's time goes: GPU ms per part, and the host's share of the wall time
         PracRefreshProfile prof;
         PracCudaHandles hp = h;
         hp.profile = &prof;
-        for (int i = 0; i < reps; i++)
+        for (int i = 0; i < reps; i++) {
+            restore_basis();
             prac_refresh_cuda(P, x, N, n, ds, true, true, true, {1, 0, 0, draw++}, hp, ws, bytes);
+        }
         const double wall = prof.wall_ms / prof.calls, parts = prof.parts_ms() / prof.calls;
         if (parts > wall * 1.001 + 0.01) {  // the parts are disjoint spans of one call: they cannot add up to more
             std::fprintf(stderr, "bench_gpu_refresh: the profiled parts add up to %.3f ms, above the call's %.3f ms "
@@ -251,6 +279,7 @@ int main(int argc, char** argv) {
                     wall - parts, prof.host_reads / prof.calls, result.c_str());
         cudaCheck(cudaFree(ws));
         cudaCheck(cudaFree(P));
+        cudaCheck(cudaFree(P_prev));
         cudaCheck(cudaFree(x));
     }
     cusolverCheck(cusolverDnDestroy(cusolver));

@@ -7,6 +7,11 @@
 // The CUDA backend's counterpart is tools/bench_gpu_refresh.cu.
 //
 //   ./build/tools/bench_refresh [--N TOKENS] [--max-elems E] [--widths 768,2048,...] [--exact-max-n N] [--model M]
+//   ./build/tools/bench_refresh --npy PREV.npy,CUR.npy    (one dumped site: --dump-site at two steps)
+//
+// The synthetic sites (tools/synthetic_site.h) have the shape of real activation spectra; the warm start's basis
+// comes from a cold refresh on another batch whose top direction is turned, as the model moves in training. The orth
+// column says how often the refresh's orthonormalizations needed more than CholQR2.
 //
 // N = B·T is 32768 unless N·n would exceed --max-elems (default 2^25 floats, 128 MiB of X): then N is scaled down
 // and the output says so. Widths above --exact-max-n (default 5461) skip the exact path (minutes on 2 cores). The
@@ -14,54 +19,59 @@
 // that part (it times the exact path at the model's widths, the longest part of a run).
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "common/npy.h"
 #include "model/config.h"
 #include "prac/prac.h"
+#include "tools/synthetic_site.h"
 
 static double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// X (N, n): a decaying spectrum like activations (column scales 1/(1 + j/32)) on Gaussian rows
-static std::vector<float> make_x(int N, int n, uint64_t seed) {
-    std::vector<float> x((size_t)N * n);
-    std::mt19937_64 g(seed);
-    std::normal_distribution<float> z;
-    for (int i = 0; i < N; i++)
-        for (int j = 0; j < n; j++) x[(size_t)i * n + j] = z(g) / (1.0f + j / 32.0f);
-    return x;
-}
-
 struct Timing {
     double exact = -1, subspace = -1;
+    double subspace_hh = -1;  // the subspace refresh with Householder QR where CholQR2 fails (shifted_passes 0)
     double gram = -1;   // the Gram matrix alone (ssyrk), a part of both
     double q2 = -1;     // the Q2 draw alone (Gaussian, projection, CholQR2), a part of both
     double xpass = -1;  // one power step on X without G: Y = X V (N, b), Z = Xᵀ Y (n, b)
     int N = 0;
+    PracRefreshResult warm;  // the timed subspace refresh's result (its orthonormalization fallbacks)
 };
 
-static Timing time_width(int n, int N, bool run_exact) {
+// x (N, n) timed, warm-started from the basis of a cold refresh on x_prev (N_prev, n)
+static Timing time_refresh(const std::vector<float>& x, const std::vector<float>& x_prev, int N, int N_prev, int n,
+                           bool run_exact) {
     Timing t;
     t.N = N;
-    std::vector<float> x = make_x(N, n, 1000 + n);
     PracOptions o;
     o.mode = PracMode::PRAC;
     SiteDims d = prac_site_dims(o, SiteClass::LINEAR, n, "bench");  // linear ranks: the widest Q1 (0.3 n)
     std::vector<float> P((size_t)n * d.r(), 0.0f);
     d.refresh = PracRefresh::SUBSPACE;
-    prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, false, {1, 0, 0, 0});  // the first (cold) refresh
+    prac_refresh_cpu(P.data(), x_prev.data(), N_prev, n, d, true, true, false, {1, 0, 0, 0});  // the first (cold)
+    const std::vector<float> P_prev = P;
     double t0 = now_s();
-    prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 1});  // warm, as in training
+    t.warm = prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 1});  // warm, as in training
     t.subspace = now_s() - t0;
+    {  // the same refresh with Householder QR wherever CholQR2 fails (no shifted Cholesky-QR)
+        std::vector<float> Ph = P_prev;
+        SiteDims dh = d;
+        dh.subspace.shifted_passes = 0;
+        t0 = now_s();
+        prac_refresh_cpu(Ph.data(), x.data(), N, n, dh, true, true, true, {1, 0, 0, 1});
+        t.subspace_hh = now_s() - t0;
+    }
     t0 = now_s();
     prac_refresh_cpu(P.data(), x.data(), N, n, d, false, true, true, {1, 0, 0, 3});  // Q2 only
     t.q2 = now_s() - t0;
@@ -88,6 +98,17 @@ static Timing time_width(int n, int N, bool run_exact) {
     return t;
 }
 
+// a synthetic site (tools/synthetic_site.h): x, and the warm start's batch with the top direction turned
+static Timing time_width(int n, int N, bool run_exact) {
+    return time_refresh(synthetic_site(N, n, 1000 + n), synthetic_site(N, n, 2000 + n, SYNTHETIC_TURN), N, N, n,
+                        run_exact);
+}
+
+// "S/H": how many of the refresh's orthonormalizations left CholQR2 for shifted Cholesky-QR (S) and for Householder (H)
+static std::string orth_fallbacks(const PracRefreshResult& r) {
+    return std::to_string(r.q1_shifted_qr) + "/" + std::to_string(r.q1_householder_qr);
+}
+
 // sgemm rate (FLOP/s) at a transformer-like shape: (N, C) x (C, 4C)
 static double gemm_rate(int N, int C) {
     std::vector<float> a((size_t)N * C, 0.5f), b((size_t)C * 4 * C, 0.25f), c((size_t)N * 4 * C);
@@ -104,6 +125,7 @@ int main(int argc, char** argv) {
         size_t max_elems = (size_t)1 << 25;
         std::vector<int> widths = {768, 2048, 3072, 4096, 5461, 10922};
         std::string model = "llama-130m";
+        std::vector<std::string> npy;  // --npy PREV,CUR
         for (int i = 1; i < argc; i++) {
             std::string a = argv[i];
             auto val = [&]() -> std::string {
@@ -114,12 +136,19 @@ int main(int argc, char** argv) {
             else if (a == "--max-elems") max_elems = std::stoull(val());
             else if (a == "--exact-max-n") exact_max = std::stoi(val());
             else if (a == "--model") model = val();
-            else if (a == "--widths") {
+            else if (a == "--npy") {
+                std::string v = val();
+                size_t comma = v.find(',');
+                CHECK_USER(comma != std::string::npos && comma > 0 && comma + 1 < v.size(),
+                           "--npy needs PREV.npy,CUR.npy (got '%s')", v.c_str());
+                npy = {v.substr(0, comma), v.substr(comma + 1)};
+            } else if (a == "--widths") {
                 widths.clear();
                 std::stringstream ss(val());
                 std::string w;
                 while (std::getline(ss, w, ',')) widths.push_back(std::stoi(w));
-            } else fail("unknown argument %s\n---> HINT: --N, --max-elems, --widths, --exact-max-n, --model", a.c_str());
+            } else fail("unknown argument %s\n---> HINT: --N, --max-elems, --widths, --exact-max-n, --model, --npy",
+                        a.c_str());
         }
         CHECK_USER(N_full > 0 && max_elems > 0, "--N and --max-elems must be positive");
         for (int n : widths) CHECK_USER(n >= 1, "--widths: every width must be positive (got %d)", n);
@@ -128,22 +157,40 @@ int main(int argc, char** argv) {
                     PracSubspaceParams().warm_iters);
         std::printf("(gram s: the Gram matrix XᵀX alone; q2 s: the Q2 draw alone; both methods pay both. cap G: exact / "
                     "(gram + q2), the most any method that forms G can gain; X step s: one power step on X, Xᵀ(X V), "
-                    "the least a method that never forms G pays; cap X: exact / (X step + q2))\n");
-        std::printf("%7s %7s %6s %9s %11s %7s %8s %7s %7s %9s %7s\n", "n", "N", "r1", "exact s", "subspace s", "ratio",
-                    "gram s", "q2 s", "cap G", "X step s", "cap X");
+                    "the least a method that never forms G pays; cap X: exact / (X step + q2); orth S/H: the subspace "
+                    "refresh's orthonormalizations that CholQR2 could not do, by shifted Cholesky-QR / by Householder "
+                    "QR; HH s: the subspace refresh with Householder QR for those instead)\n");
+        std::printf("%7s %7s %6s %9s %11s %7s %8s %7s %7s %9s %7s %6s %7s\n", "n", "N", "r1", "exact s", "subspace s",
+                    "ratio", "gram s", "q2 s", "cap G", "X step s", "cap X", "orth", "HH s");
+        auto print_row = [&](int n, const Timing& t, const char* note) {
+            int r1 = prac_round_rank(0.3f, n);
+            if (t.exact > 0)
+                std::printf("%7d %7d %6d %9.3f %11.3f %6.1fx %8.3f %7.3f %6.1fx %9.3f %6.1fx %6s %7.3f%s\n", n, t.N,
+                            r1, t.exact, t.subspace, t.exact / t.subspace, t.gram, t.q2, t.exact / (t.gram + t.q2),
+                            t.xpass, t.exact / (t.xpass + t.q2), orth_fallbacks(t.warm).c_str(), t.subspace_hh, note);
+            else
+                std::printf("%7d %7d %6d %9s %11.3f %7s %8.3f %7.3f %7s %9.3f %7s %6s %7.3f%s\n", n, t.N, r1,
+                            "skipped", t.subspace, "-", t.gram, t.q2, "-", t.xpass, "-", orth_fallbacks(t.warm).c_str(),
+                            t.subspace_hh, "  (exact above --exact-max-n)");
+        };
+        if (!npy.empty()) {  // a dumped site: CUR warm-started from a cold refresh on PREV
+            NpyArray prev = read_npy(npy[0]), cur = read_npy(npy[1]);
+            for (NpyArray* a : {&prev, &cur})
+                if (a->shape.size() == 3) a->shape = {a->shape[0] * a->shape[1], a->shape[2]};
+            CHECK_USER(prev.shape.size() == 2 && cur.shape.size() == 2 && prev.shape[1] == cur.shape[1] &&
+                           prev.shape[0] > 0 && cur.shape[0] > 0 && cur.shape[0] <= INT_MAX && prev.shape[0] <= INT_MAX,
+                       "--npy: %s and %s must be (N, n) activations of one site (same n)\n---> HINT: two --dump-site "
+                       "dumps of the same site and layer at different --dump-step", npy[0].c_str(), npy[1].c_str());
+            int n = (int)cur.shape[1];
+            print_row(n, time_refresh(cur.data, prev.data, (int)cur.shape[0], (int)prev.shape[0], n, n <= exact_max),
+                      "  (--npy: a dumped site)");
+            return 0;
+        }
         for (int n : widths) {
             int N = N_full;
             if ((size_t)N * n > max_elems) N = std::max((int)(max_elems / n) / 64 * 64, (n + 63) / 64 * 64);
-            Timing t = time_width(n, N, n <= exact_max);
-            int r1 = prac_round_rank(0.3f, n);
-            if (t.exact > 0)
-                std::printf("%7d %7d %6d %9.3f %11.3f %6.1fx %8.3f %7.3f %6.1fx %9.3f %6.1fx%s\n", n, N, r1, t.exact,
-                            t.subspace, t.exact / t.subspace, t.gram, t.q2, t.exact / (t.gram + t.q2), t.xpass,
-                            t.exact / (t.xpass + t.q2),
-                            N < N_full ? "  (N scaled down from the real shape: CPU memory/time)" : "");
-            else
-                std::printf("%7d %7d %6d %9s %11.3f %7s %8.3f %7.3f %7s %9.3f %7s%s\n", n, N, r1, "skipped", t.subspace,
-                            "-", t.gram, t.q2, "-", t.xpass, "-", "  (exact above --exact-max-n)");
+            print_row(n, time_width(n, N, n <= exact_max),
+                      N < N_full ? "  (N scaled down from the real shape: CPU memory/time)" : "");
         }
         if (model == "none") return 0;
         // amortized: every site of every layer refreshes Q1 and Q2 once per 500 steps (staggered or not)
