@@ -83,8 +83,9 @@ const Flag FLAGS[] = {
     F("--prac-t1", "N", INT, prac_t1, "refresh the principal basis Q1 every N steps"),
     F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (also whenever Q1 changes)"),
     F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh,
-      "how a refresh finds Q1: subspace (warm-started subspace iteration) or exact (full eigensolver); auto: "
-      "subspace (on both backends)"),
+      "how a refresh finds Q1: subspace (warm-started subspace iteration) or exact (full eigensolver; where one "
+      "direction holds nearly all the energy its fp32 Gram matrix can leave more tail than subspace does: README); "
+      "auto: subspace (on both backends)"),
     F("--prac-initial-spread", "auto|K", STR, prac_initial_spread,
       "spread the sites' first basis computations over the first K steps (at most ceil(sites x layers / K) per step; "
       "K capped at sites x layers) instead of all on the first step, which they would make the slowest; until its "

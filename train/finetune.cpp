@@ -54,7 +54,8 @@ const FlagDef FLAGS[] = {
     F("--prac-nonlinear-ranks", "R1,R2", STR, prac_nonlinear_ranks, "absolute ranks of nonlinear sites (Table 5: 2,2)"),
     F("--prac-t1", "N", INT, prac_t1, "refresh the principal basis Q1 every N steps (appendix D: 200)"),
     F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (appendix D: 200)"),
-    F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh, "how a refresh finds Q1 (auto: subspace on the CPU)"),
+    F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh,
+      "how a refresh finds Q1 (auto: subspace, on both backends)"),
     F("--prac-k-mult", "M", FLOAT, prac_k_mult, "scale k by M (1 = unbiased)"),
     F("--prac-storage", "auto|act|fp8", STR, prac_storage,
       "how PRAC stores a site's X.P: act (the activation dtype) or fp8 (e4m3 with a power-of-two scale per row); "
