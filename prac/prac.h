@@ -91,8 +91,9 @@ struct PracSubspaceParams {
     int warm_iters = 2, cold_iters = 4;
     bool nystrom = true;  // false: a Rayleigh-Ritz step on V instead (Q1 within span(V): the tests' poorer Q1)
     // when CholQR2 fails, at most this many shifted Cholesky-QR passes (prac_shifted_cholqr_rel), each followed by
-    // a CholQR2 attempt, before Householder QR (0: Householder at once). One pass reduces κ by two orders of
-    // magnitude or more, so three reach from u^(-1/2) to far beyond 1/u, where the fp32 block is rank-deficient.
+    // a CholQR2 attempt, before Householder QR (0: Householder at once). One pass divides κ by up to
+    // 1/sqrt(prac_shifted_cholqr_rel): about 80 at n = 2048, 35 at n = 10922 (r1 = 0.3 n); llama-130m's fch_act
+    // dump needed all three (one block's κ beyond 1/u), the mini sites' dumps one.
     int shifted_passes = 3;
     static int oversample(int r1) { return r1 / 8 > 16 ? r1 / 8 : 16; }
 };
@@ -201,8 +202,9 @@ void prac_gaussian_cpu(float* S, int n, int cols, int ld, const PracDrawKey& key
 inline int prac_q2_projection_passes(int n, int r1, int r2) { return 2 * r1 <= n && 2 * r2 <= n - r1 ? 1 : 2; }
 
 // The subspace refresh's shifted Cholesky-QR (Fukaya et al., SIAM J. Sci. Comput. 2020), both backends: when CholQR2
-// of Q (n, c) fails, QᵀQ + s I is factored instead, s = this · tr(QᵀQ) = (n + c + 1)·u·‖Q‖_F²: above the rounding
-// error of the fp32 Gram matrix (γ_n ‖Q‖_F² entrywise) and of its Cholesky factorization, so it factors for any Q.
+// of Q (n, c) fails, QᵀQ + s I is factored instead, s = this · tr(QᵀQ) = (n + c + 1)·u·‖Q‖_F²: of the order of
+// the fp32 Gram matrix's rounding error (γ_n ‖Q‖_F² entrywise) and of its Cholesky factorization's, so that it
+// factors where the unshifted one cannot (no guarantee: should it fail, Householder QR takes over).
 // (The paper's proven shift is about 11 (n c + c²) u ‖Q‖², more than ‖Q‖² itself at our sizes in fp32. Measured on
 // real activations: on the mini sites' dumps, shifts from 1e-6 to 1e-2 of the trace all took one pass; on
 // llama-130m's fch_act this one, 1.6e-4 there, takes three passes, a hundredth of it two, ten times it fails.)
@@ -235,8 +237,9 @@ struct PracRefreshResult {
     bool q2_drawn = false;    // a Q2 draw consumed this key (whether or not its QR succeeded)
     bool q2_householder = false;  // its CholQR2 failed (a near-singular projected draw): Householder QR took over
     // the subspace refresh's orthonormalizations whose CholQR2 failed, taken over by shifted Cholesky-QR / by
-    // Householder QR (a diagnostic of speed, not of quality: checkpoints do not carry it)
-    int q1_shifted_qr = 0, q1_householder_qr = 0;
+    // Householder QR, and the shifted passes they made (diagnostics of speed, not of quality: checkpoints do not
+    // carry them)
+    int q1_shifted_qr = 0, q1_householder_qr = 0, q1_shifted_passes = 0;
     size_t workspace_bytes = 0;  // host bytes this call allocated (prac_refresh_cpu_workspace_bytes)
     std::string message;      // what failed, for the log
 };

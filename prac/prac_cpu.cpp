@@ -260,13 +260,14 @@ static bool cholqr2(float* Q, int n, int c, float* S1, float* S2) {
 }
 
 // Shifted Cholesky-QR on Q (n, c) in place, for Q beyond CholQR2 (κ above about u^(-1/2)): a Cholesky-QR pass on
-// QᵀQ + s I (s: prac_shifted_cholqr_rel) keeps Q's span and divides its condition number by about ‖Q‖/sqrt(s)
-// (two orders of magnitude at our sizes), then CholQR2 is tried; up to max_passes such passes
-// (PracSubspaceParams::shifted_passes; one pass is Fukaya et al.'s shifted CholQR3). A failed CholQR2 leaves Q
-// untouched (its Cholesky failed) or a basis of the same span (its check failed), either of which the next pass
-// takes. False when a shifted Cholesky fails or the passes run out (Q is then garbage).
-static bool shifted_cholqr(float* Q, int n, int c, float* S1, float* S2, int max_passes) {
+// QᵀQ + s I (s: prac_shifted_cholqr_rel) keeps Q's span and divides its condition number by up to ‖Q‖/sqrt(s),
+// then CholQR2 is tried; up to max_passes such passes (PracSubspaceParams::shifted_passes; one pass is Fukaya et
+// al.'s shifted CholQR3), counted in *passes. A failed CholQR2 leaves Q untouched (its Cholesky failed) or a basis
+// of the same span (its check failed), either of which the next pass takes. False when a shifted Cholesky fails
+// or the passes run out (Q is then garbage).
+static bool shifted_cholqr(float* Q, int n, int c, float* S1, float* S2, int max_passes, int* passes) {
     for (int pass = 0; pass < max_passes; pass++) {
+        ++*passes;
         cblas_ssyrk(CblasColMajor, CblasUpper, CblasTrans, c, n, 1.0f, Q, n, 0.0f, S1, c);
         double trace = 0;
         for (int j = 0; j < c; j++) trace += S1[(size_t)j * c + j];
@@ -282,15 +283,15 @@ static bool shifted_cholqr(float* Q, int n, int c, float* S1, float* S2, int max
 // Q (n, c) = an orthonormal basis of Y (n, c) (both column-major, ld n; Y is kept), R (c, c) upper with Y = Q R when
 // R is given: CholQR2; when that fails, shifted Cholesky-QR (on real activations the first power step of a refresh
 // needs it: the new columns G·Ω lean on the previous Q1's images, or, cold, on the top eigenvector); Householder QR
-// of Y only when that fails too (Y of lower rank than c to fp32 precision). Counts the fallbacks in *res. Returns
-// LAPACK's info or -1000 (non-finite).
+// of Y only when a shifted Cholesky factorization fails or the passes run out. Counts the fallbacks in *res.
+// Returns LAPACK's info or -1000 (non-finite).
 static int orth_into(float* Q, const float* Y, int n, int c, float* S1, float* S2, float* tau, float* work,
                      int shifted_passes, PracRefreshResult* res, float* R = nullptr) {
     std::memcpy(Q, Y, (size_t)n * c * sizeof(float));
     if (!cholqr2(Q, n, c, S1, S2)) {  // on the untouched input; R = QᵀY (upper triangular up to rounding)
         std::memcpy(Q, Y, (size_t)n * c * sizeof(float));
         int info = 0;
-        if (shifted_cholqr(Q, n, c, S1, S2, shifted_passes)) {
+        if (shifted_cholqr(Q, n, c, S1, S2, shifted_passes, &res->q1_shifted_passes)) {
             res->q1_shifted_qr++;
         } else {
             res->q1_householder_qr++;
@@ -364,7 +365,7 @@ static int top_ritz_vectors(float* W, const float* V, float* M, int n, int b, in
 //   keeps the Cholesky factorization defined when G is rank-deficient on span(V) (Tropp et al. 2017); should it
 //   fail anyway (or nystrom is false), Rayleigh-Ritz on V (eigenvectors of VᵀG V) instead.
 static int subspace_q1(float* W, const float* G, int n, int r1, int b, bool warm, int iters, bool nystrom,
-                       int shifted, const PracDrawKey& key, float* V, float* Y, float* B, float* S1, float* S2,
+                       int shifted_passes, const PracDrawKey& key, float* V, float* Y, float* B, float* S1, float* S2,
                        float* w, float* tau, float* work, int* iwork, PracRefreshResult* res) {
     PracDrawKey ks = key;
     ks.purpose = PRAC_DRAW_Q1_SUBSPACE;
@@ -374,10 +375,10 @@ static int subspace_q1(float* W, const float* G, int n, int r1, int b, bool warm
         std::memcpy(V, W, (size_t)n * r1 * sizeof(float));
         project_out(Y + (size_t)r1 * n, W, n, r1, b - r1, S2);
     }
-    int info = orth_into(V + (size_t)c0 * n, Y + (size_t)c0 * n, n, b - c0, S1, S2, tau, work, shifted, res);
+    int info = orth_into(V + (size_t)c0 * n, Y + (size_t)c0 * n, n, b - c0, S1, S2, tau, work, shifted_passes, res);
     for (int it = 0; it < iters && info == 0; it++) {
         cblas_ssymm(CblasColMajor, CblasLeft, CblasLower, n, b, 1.0f, G, n, V, n, 0.0f, Y, n);  // Y = G V
-        info = orth_into(V, Y, n, b, S1, S2, tau, work, shifted, res);
+        info = orth_into(V, Y, n, b, S1, S2, tau, work, shifted_passes, res);
     }
     if (info != 0) return info;
     cblas_ssymm(CblasColMajor, CblasLeft, CblasLower, n, b, 1.0f, G, n, V, n, 0.0f, Y, n);  // Y = G V
@@ -401,7 +402,7 @@ static int subspace_q1(float* W, const float* G, int n, int r1, int b, bool warm
         return top_ritz_vectors(W, V, B, n, b, r1, Y, w, work, iwork);
     }
     cblas_saxpy((int)((size_t)n * b), nu, V, 1, Y, 1);  // Y + ν V (n, b)
-    info = orth_into(V, Y, n, b, S1, S2, tau, work, shifted, res, S1);  // V = Q, S1 = R (b, b)
+    info = orth_into(V, Y, n, b, S1, S2, tau, work, shifted_passes, res, S1);  // V = Q, S1 = R (b, b)
     if (info != 0) return info;
     // T = R C⁻¹ (b, b) in S1, then T Tᵀ (lower) in B
     cblas_strsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, b, b, 1.0f, B, b, S1, b);

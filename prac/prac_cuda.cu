@@ -611,6 +611,7 @@ struct Refresh {
     // by a CholQR2 attempt.
     bool shifted_cholqr(float* Q, int c, float* Sa, float* Sb) {
         for (int pass = 0; pass < shifted_passes; pass++) {
+            res->q1_shifted_passes++;
             gram_of_columns(Q, c, Sa);
             timed("small_kernels", [&] {
                 prac_shift_diag_kernel<<<1, SHIFT_THREADS, 0, h.stream>>>(Sa, c, prac_shifted_cholqr_rel(n, c));

@@ -115,7 +115,8 @@ void prac_fp8_dequantize_cuda(T* xc, const uint8_t* q, const float* scale, int N
 // that is not replaced keeps its bits in P.
 // Q1 as d says: the exact eigensolver (cusolverDnXsyevd on the device Gram matrix) or, when d.block(n) > 0, the
 // subspace refresh with prac_refresh_cpu's steps, draws and fallbacks (GEMMs on the device Gram matrix, Cholesky-QR2
-// by cublasSsyrk / cusolverDnSpotrf / cublasStrsm, Householder fallback, the b x b eigenproblem by Xsyevd).
+// by cublasSsyrk / cusolverDnSpotrf / cublasStrsm, then shifted Cholesky-QR and Householder QR as fallbacks, the
+// b x b eigenproblem by Xsyevd).
 // The workspace (device, >= prac_refresh_workspace_bytes(h.cusolver, n, d) bytes, 256-byte aligned)
 // is scratch. Synchronises h.stream several times (solver info words and finiteness flags are read on the
 // host): keep it out of CUDA-graph capture. Solver host workspaces, if cuSOLVER asks for any, are allocated

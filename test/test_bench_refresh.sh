@@ -13,8 +13,8 @@ W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 out=$("$B" --widths 96 --N 256 --model none 2>&1); rc=$?
-[ "$rc" = 0 ] && grep -Eq '^ +96 +256 +[0-9]+ .* [0-9]+/[0-9]+ +[0-9.]+$' <<<"$out" && ok "a synthetic width: its row" \
-  || bad "synthetic row (rc=$rc): $out"
+row='^ +96 +256 +[0-9]+ .* [0-9]+\([0-9]+\)/[0-9]+ +[0-9.]+$'  # ... orth S(p)/H, HH s
+[ "$rc" = 0 ] && grep -Eq "$row" <<<"$out" && ok "a synthetic width: its row" || bad "synthetic row (rc=$rc): $out"
 
 for s in 0 1; do
   timeout -k 10 300 ./train_gpt2 --model gpt2-mini --device cpu --prac none --batch-size 1 --steps 2 \
@@ -22,8 +22,8 @@ for s in 0 1; do
     || bad "the dump at step $s: $(tail -3 "$W/train$s.log")"
 done
 out=$("$B" --npy "$W/d0.npy,$W/d1.npy" 2>&1); rc=$?
-[ "$rc" = 0 ] && grep -Eq '^ +512 +256 +[0-9]+ .*\(--npy: a dumped site\)$' <<<"$out" && ok "--npy: the dumped site's row" \
-  || bad "--npy row (rc=$rc): $out"
+row='^ +512 +256 +[0-9]+ .*\(--npy: a dumped site\)$'
+[ "$rc" = 0 ] && grep -Eq "$row" <<<"$out" && ok "--npy: the dumped site's row" || bad "--npy row (rc=$rc): $out"
 
 out=$("$B" --npy "$W/d0.npy" 2>&1); rc=$?
 [ "$rc" = 1 ] && grep -q -- "--npy needs PREV.npy,CUR.npy" <<<"$out" && ok "--npy with one file: exit 1, says so" \
@@ -32,6 +32,6 @@ timeout -k 10 300 ./train_gpt2 --model gpt2-mini --device cpu --prac none --batc
   --dump-site ln1 --dump-layer 0 --dump-step 0 --dump-path "$W/ln1.npy" >"$W/train_ln1.log" 2>&1 </dev/null \
   || bad "the ln1 dump: $(tail -3 "$W/train_ln1.log")"
 out=$("$B" --npy "$W/ln1.npy,$W/d1.npy" 2>&1); rc=$?
-[ "$rc" = 1 ] && grep -q "must be (N, n) activations of one site" <<<"$out" && ok "--npy of two widths: exit 1, says so" \
-  || bad "--npy two widths (rc=$rc): $out"
+[ "$rc" = 1 ] && grep -q "must be (N, n) activations of one site" <<<"$out" \
+  && ok "--npy of two widths: exit 1, says so" || bad "--npy two widths (rc=$rc): $out"
 exit $fail

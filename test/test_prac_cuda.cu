@@ -352,12 +352,13 @@ struct RefreshCase {
         std::vector<float> Pg = download(dP, (size_t)n * r);
         for (auto [twin, res] : {std::pair{"cpu", &rc}, std::pair{"gpu", &rg}})
             std::printf("  %s: %s {q1_ok %d q2_ok %d q1_changed %d q2_drawn %d q2_householder %d q1 orth fallbacks "
-                        "%d shifted, %d householder \"%s\"}\n", what, twin, res->q1_ok, res->q2_ok, res->q1_changed,
-                        res->q2_drawn, res->q2_householder, res->q1_shifted_qr, res->q1_householder_qr,
-                        res->message.c_str());
+                        "%d shifted (%d passes), %d householder \"%s\"}\n", what, twin, res->q1_ok, res->q2_ok,
+                        res->q1_changed, res->q2_drawn, res->q2_householder, res->q1_shifted_qr,
+                        res->q1_shifted_passes, res->q1_householder_qr, res->message.c_str());
         check(rc.q1_ok == rg.q1_ok && rc.q2_ok == rg.q2_ok && rc.q1_changed == rg.q1_changed &&
                   rc.q2_drawn == rg.q2_drawn && rc.q2_householder == rg.q2_householder &&
                   rc.q1_shifted_qr == rg.q1_shifted_qr && rc.q1_householder_qr == rg.q1_householder_qr &&
+                  rc.q1_shifted_passes == rg.q1_shifted_passes &&
                   rc.message.empty() == rg.message.empty(),
               "%s: result flags equal the CPU's", what);
         if (Pcpu_out) *Pcpu_out = Pcpu;

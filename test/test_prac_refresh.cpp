@@ -142,14 +142,16 @@ TEST(PracSubspace, TheTailCheckFailsWithoutIterations) {
 }
 
 // Real activations (prac_analyze on gpt2-mini and llama-mini MLP dumps) have one direction with most of the energy
-// (stable rank about 1.2) over a power law. There the warm refresh's first power step G V = G [Q1_prev | Ω] is
-// too ill-conditioned for CholQR2 (the new columns G Ω lean on the previous Q1's images); shifted Cholesky-QR must
-// take it over, not Householder QR, and the tail must stay within the bar.
+// (stable rank about 1.2) over a power law. There a refresh's first power step is too ill-conditioned for CholQR2:
+// cold, G Ω leans on the top eigenvector; warm, G [Q1_prev | Ω]'s new columns lean on the previous Q1's images.
+// Shifted Cholesky-QR must take it over, not Householder QR, cold and warm. (The tail check is a sanity check
+// here: with the spike, the fp32 floor term lifts the bar to about 1.034.)
 TEST(PracSubspace, ActivationLikeSpectrumTakesShiftedCholQRNotHouseholder) {
     SingleThreaded one;
     int N = 384, n = 192, r1 = 56, r2 = 56, r = r1 + r2;
     dvec s(n);
-    for (int i = 0; i < n; i++) s[i] = i == 0 ? 10 : std::pow(1 + i / 8.0, -1.2);  // spike 3: CholQR2 suffices
+    // a spike of 10 over the power law (with a spike of 3 instead, CholQR2 suffices and the test fails)
+    for (int i = 0; i < n; i++) s[i] = i == 0 ? 10 : std::pow(1 + i / 8.0, -1.2);
     Synth S = make_synth(N, n, s, 81);
     SiteDims d = subspace_dims(r1, r2, n);
     fvec P((size_t)n * r, 0.0f);

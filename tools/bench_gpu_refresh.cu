@@ -104,10 +104,11 @@ int main(int argc, char** argv) {
     PracCudaHandles h{stream, cublas, cusolver};
     std::printf("PRAC refresh, CUDA backend (%s activations, fp32 Gram and solvers), one site with linear ranks "
                 "r1 = r2 = 0.3 n, N = %d; subspace = warm start (from another batch's basis), %d power step(s) + "
-                "the Nystrom extraction; orth S/H: its orthonormalizations beyond CholQR2, by shifted Cholesky-QR / by "
-                "Householder QR; HH ms: the subspace refresh with Householder QR for those instead\n",
+                "the Nystrom extraction; orth S(p)/H: its orthonormalizations beyond CholQR2, by shifted "
+                "Cholesky-QR (in p passes) / by Householder QR; HH ms: the subspace refresh with Householder QR for "
+                "those instead\n",
                 PRAC_FLOATX_NAME, N, PracSubspaceParams().warm_iters);
-    std::printf("%7s %7s %6s %10s %12s %8s %9s %8s %7s %13s %13s %6s %8s\n", "n", "N", "r1", "exact ms",
+    std::printf("%7s %7s %6s %10s %12s %8s %9s %8s %7s %13s %13s %9s %8s\n", "n", "N", "r1", "exact ms",
                 "subspace ms", "ratio", "gram ms", "q2 ms", "cap G", "syevd(b) ms", "syevj(b) ms", "orth", "HH ms");
     for (int n : widths) {
         PracOptions o;
@@ -140,7 +141,7 @@ int main(int argc, char** argv) {
             prac_refresh_cuda(P_prev, x_prev, N, n, ds, true, true, false, {1, 0, 0, draw++}, h, ws, bytes);
             cudaCheck(cudaFree(x_prev));
         }
-        auto restore_basis = [&] {  // inside the timed spans: a device copy of P, 0.1 ms at n = 10922 (143 MB)
+        auto restore_basis = [&] {  // inside every timed refresh: a device copy of P, 0.1 ms at n = 10922 in bf16
             cudaCheck(cudaMemcpyAsync(P, P_prev, basis_bytes, cudaMemcpyDeviceToDevice, stream));
         };
         PracRefreshResult warm;
@@ -155,6 +156,7 @@ int main(int argc, char** argv) {
             prac_refresh_cuda(P, x, N, n, dh, true, true, true, {1, 0, 0, draw++}, h, ws, bytes);
         });
         double ex = median_time(reps, [&] {
+            restore_basis();  // as in the subspace spans (the exact refresh does not read it)
             prac_refresh_cuda(P, x, N, n, de, true, true, true, {1, 0, 0, draw++}, h, ws, bytes);
         });
         // the Gram GEMM alone, as the refresh runs it: x^T x (bf16 or fp32 operands, fp32 output)
@@ -238,15 +240,21 @@ int main(int argc, char** argv) {
         eig_err = eig_max > 0 ? eig_err / eig_max : eig_err;
         const int syevj_info = info_host;  // 0, or b + 1: not converged (its time then says little)
         double cap = ex / (gram + q2);
-        std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f %8.2f %6.1fx %13.2f %13.2f %4d/%d %8.2f%s\n", n, N,
+        if (!warm.q1_ok || !warm.q2_ok) {  // a failed refresh's time is not a refresh's
+            std::fprintf(stderr, "bench_gpu_refresh: the timed subspace refresh at n = %d failed: %s\n", n,
+                         warm.message.c_str());
+            return 1;
+        }
+        std::printf("%7d %7d %6d %10.2f %12.2f %7.1fx %9.2f %8.2f %6.1fx %13.2f %13.2f %3d(%d)/%d %8.2f%s\n", n, N,
                     d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, 1e3 * syevj_b,
-                    warm.q1_shifted_qr, warm.q1_householder_qr, 1e3 * sub_hh,
+                    warm.q1_shifted_qr, warm.q1_shifted_passes, warm.q1_householder_qr, 1e3 * sub_hh,
                     syevj_info ? " (syevj did not converge)" : "");
         std::printf("RESULT bench_gpu_refresh n=%d N=%d r1=%d exact_ms=%.3f subspace_ms=%.3f ratio=%.2f gram_ms=%.3f "
                     "q2_ms=%.3f cap_g=%.2f syevd_b_ms=%.3f b=%d syevj_b_ms=%.3f syevj_info=%d syevj_eig_rel_err=%.3g "
-                    "orth_shifted=%d orth_householder=%d subspace_householder_ms=%.3f\n",
+                    "orth_shifted=%d orth_shifted_passes=%d orth_householder=%d subspace_householder_ms=%.3f\n",
                     n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, b,
-                    1e3 * syevj_b, syevj_info, eig_err, warm.q1_shifted_qr, warm.q1_householder_qr, 1e3 * sub_hh);
+                    1e3 * syevj_b, syevj_info, eig_err, warm.q1_shifted_qr, warm.q1_shifted_passes,
+                    warm.q1_householder_qr, 1e3 * sub_hh);
 
         // where a warm subspace refresh's time goes: GPU ms per part, and the host's share of the wall time
         PracRefreshProfile prof;

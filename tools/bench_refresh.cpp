@@ -64,6 +64,8 @@ static Timing time_refresh(const std::vector<float>& x, const std::vector<float>
     double t0 = now_s();
     t.warm = prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 1});  // warm, as in training
     t.subspace = now_s() - t0;
+    if (!t.warm.q1_ok || !t.warm.q2_ok)  // a failed refresh's time is not a refresh's
+        fail("the timed subspace refresh at n = %d failed: %s", n, t.warm.message.c_str());
     {  // the same refresh with Householder QR wherever CholQR2 fails (no shifted Cholesky-QR)
         std::vector<float> Ph = P_prev;
         SiteDims dh = d;
@@ -104,9 +106,11 @@ static Timing time_width(int n, int N, bool run_exact) {
                         run_exact);
 }
 
-// "S/H": how many of the refresh's orthonormalizations left CholQR2 for shifted Cholesky-QR (S) and for Householder (H)
+// "S(p)/H": how many of the refresh's orthonormalizations left CholQR2 for shifted Cholesky-QR (S, in p passes) and
+// for Householder QR (H)
 static std::string orth_fallbacks(const PracRefreshResult& r) {
-    return std::to_string(r.q1_shifted_qr) + "/" + std::to_string(r.q1_householder_qr);
+    return std::to_string(r.q1_shifted_qr) + "(" + std::to_string(r.q1_shifted_passes) + ")/" +
+           std::to_string(r.q1_householder_qr);
 }
 
 // sgemm rate (FLOP/s) at a transformer-like shape: (N, C) x (C, 4C)
@@ -157,19 +161,19 @@ int main(int argc, char** argv) {
                     PracSubspaceParams().warm_iters);
         std::printf("(gram s: the Gram matrix XᵀX alone; q2 s: the Q2 draw alone; both methods pay both. cap G: exact / "
                     "(gram + q2), the most any method that forms G can gain; X step s: one power step on X, Xᵀ(X V), "
-                    "the least a method that never forms G pays; cap X: exact / (X step + q2); orth S/H: the subspace "
-                    "refresh's orthonormalizations that CholQR2 could not do, by shifted Cholesky-QR / by Householder "
-                    "QR; HH s: the subspace refresh with Householder QR for those instead)\n");
-        std::printf("%7s %7s %6s %9s %11s %7s %8s %7s %7s %9s %7s %6s %7s\n", "n", "N", "r1", "exact s", "subspace s",
+                    "the least a method that never forms G pays; cap X: exact / (X step + q2); orth S(p)/H: the "
+                    "subspace refresh's orthonormalizations that CholQR2 could not do, by shifted Cholesky-QR (in p "
+                    "passes) / by Householder QR; HH s: the subspace refresh with Householder QR for those instead)\n");
+        std::printf("%7s %7s %6s %9s %11s %7s %8s %7s %7s %9s %7s %8s %7s\n", "n", "N", "r1", "exact s", "subspace s",
                     "ratio", "gram s", "q2 s", "cap G", "X step s", "cap X", "orth", "HH s");
         auto print_row = [&](int n, const Timing& t, const char* note) {
             int r1 = prac_round_rank(0.3f, n);
             if (t.exact > 0)
-                std::printf("%7d %7d %6d %9.3f %11.3f %6.1fx %8.3f %7.3f %6.1fx %9.3f %6.1fx %6s %7.3f%s\n", n, t.N,
+                std::printf("%7d %7d %6d %9.3f %11.3f %6.1fx %8.3f %7.3f %6.1fx %9.3f %6.1fx %8s %7.3f%s\n", n, t.N,
                             r1, t.exact, t.subspace, t.exact / t.subspace, t.gram, t.q2, t.exact / (t.gram + t.q2),
                             t.xpass, t.exact / (t.xpass + t.q2), orth_fallbacks(t.warm).c_str(), t.subspace_hh, note);
             else
-                std::printf("%7d %7d %6d %9s %11.3f %7s %8.3f %7.3f %7s %9.3f %7s %6s %7.3f%s\n", n, t.N, r1,
+                std::printf("%7d %7d %6d %9s %11.3f %7s %8.3f %7.3f %7s %9.3f %7s %8s %7.3f%s\n", n, t.N, r1,
                             "skipped", t.subspace, "-", t.gram, t.q2, "-", t.xpass, "-", orth_fallbacks(t.warm).c_str(),
                             t.subspace_hh, "  (exact above --exact-max-n)");
         };

@@ -84,8 +84,9 @@ static const char* HELP =
     "  estimator           null with --mode none, else:\n"
     "    draws, seed\n"
     "    refresh, warm_starts  --refresh, and how many --warm-from refreshes came before FILE's\n"
-    "    orth_fallbacks        {shifted_cholqr, householder}: FILE's subspace refresh's orthonormalizations\n"
-    "                          whose CholQR2 failed, and what took over (speed, not quality: Householder is slow)\n"
+    "    orth_fallbacks        {shifted_cholqr, shifted_passes, householder}: FILE's subspace refresh's\n"
+    "                          orthonormalizations whose CholQR2 failed and what took over (shifted Cholesky-QR,\n"
+    "                          in that many passes, or Householder QR): a matter of speed, not of quality\n"
     "    tail_energy           T = ||X - X Q1 Q1ᵀ||_F² with the Q1 the trainer computes (--refresh)\n"
     "    tail_energy_spectrum  Σ_{i>r1} σ_i² (T for an exact Q1)\n"
     "    tail_ratio            tail_energy / tail_energy_spectrum (>= 1; the issue-15 bar for subspace: <= 1.02)\n"
@@ -407,7 +408,7 @@ struct EstimatorResult {
     double bias_sq_theory = 0, variance_theory = 0, mse_theory = 0, mse_theory_spectrum = 0;
     double mse_empirical = 0, mse_stderr = UNDEFINED, variance_empirical = UNDEFINED;
     double bias_rel_empirical = 0, bias_rel_expected = 0;
-    int shifted_qr = 0, householder_qr = 0;  // FILE's refresh: its orthonormalizations that left CholQR2
+    PracRefreshResult refresh;  // FILE's refresh (its orthonormalization fallbacks)
 };
 
 // Rows per step of the compress/reconstruct loop: bounds the scratch (rows x (n + r)) at any N.
@@ -428,10 +429,8 @@ static EstimatorResult estimate(const float* X, int N, int n, const SiteDims& d,
     e.draws = (int)K;
     PracDrawKey key{seed, 0, 0, 0};
     progress("Q1: top %d eigenvectors of the fp32 Gram matrix (the trainer's refresh)", r1);
-    PracRefreshResult res = prac_refresh_cpu(P.data(), X, N, n, d, true, true, had_basis, key);
-    check_refresh(res, "basis refresh (Q1 and Q2)");
-    e.shifted_qr = res.q1_shifted_qr;
-    e.householder_qr = res.q1_householder_qr;
+    e.refresh = prac_refresh_cpu(P.data(), X, N, n, d, true, true, had_basis, key);
+    check_refresh(e.refresh, "basis refresh (Q1 and Q2)");
 
     // T = ||X - X Q1 Q1ᵀ||_F² with the Q1 the trainer computed, summed over row chunks in double
     int rows_max = std::min(N, CHUNK_ROWS);
@@ -584,9 +583,10 @@ static void print_table(const json& j, const Args& a) {
     const json& fb = e["orth_fallbacks"];
     std::printf("  tail energy T = ||X - X Q1 Q1^T||_F^2   %.6e   (spectrum: sum_{i>r1} s_i^2 = %.6e; ratio %.5f,\n"
                 "    Q1 by the %s refresh after %d warm-start refreshes; orthonormalizations past CholQR2: %d shifted "
-                "Cholesky-QR, %d Householder)\n",
+                "Cholesky-QR in %d passes, %d Householder)\n",
                 g("tail_energy"), g("tail_energy_spectrum"), g("tail_ratio"), e["refresh"].get<std::string>().c_str(),
-                e["warm_starts"].get<int>(), fb["shifted_cholqr"].get<int>(), fb["householder"].get<int>());
+                e["warm_starts"].get<int>(), fb["shifted_cholqr"].get<int>(), fb["shifted_passes"].get<int>(),
+                fb["householder"].get<int>());
     bool pac = rk["r2"].get<int>() == 0;
     std::printf("  theory  bias^2 %.6e   variance %.6e%s\n", g("bias_sq_theory"), g("variance_theory"),
                 pac ? "   (pac: bias^2 = T, no variance)"
@@ -725,7 +725,10 @@ static int analyze_main(int argc, char** argv) {
         j["estimator"] = {{"draws", e.draws},
                           {"refresh", prac_refresh_name(o.refresh)},
                           {"warm_starts", (int)a.warm_from.size()},
-                          {"orth_fallbacks", {{"shifted_cholqr", e.shifted_qr}, {"householder", e.householder_qr}}},
+                          {"orth_fallbacks",
+                           {{"shifted_cholqr", e.refresh.q1_shifted_qr},
+                            {"shifted_passes", e.refresh.q1_shifted_passes},
+                            {"householder", e.refresh.q1_householder_qr}}},
                           {"tail_ratio", e.tail_spectrum > 0 ? num(e.tail / e.tail_spectrum) : json(nullptr)},
                           {"seed", a.seed},
                           {"tail_energy", e.tail},

@@ -16,9 +16,10 @@
 // the top direction is turned by that angle (radians) toward a fixed random unit direction w on the columns from
 // 0.4 n on (outside the subspace block): rows x <- x R with R the rotation in the plane (e0, w) taking e0 to
 // cos(turn) e0 + sin(turn) w. The warm start's batch of the benchmarks: another seed, turned by 0.1 (about 6
-// degrees). Measured with bench_refresh at n = 768 and 2048 (2026-11-28): without a turn (another seed only) CholQR2
-// suffices, with 0.03 or 0.1 the warm refresh's first power step needs one shifted Cholesky-QR pass (and the cold
-// refresh two); a llama-130m dump (fch_act, steps 5 and 10 of training) needed three.
+// degrees). Measured with bench_refresh (2026-11-28): at n = 768 and 2048, without a turn (another seed only)
+// CholQR2 suffices, with 0.03 or 0.1 the warm refresh's first power step needs one shifted Cholesky-QR pass (and the
+// cold refresh two); with 0.1, one pass up to n = 5461 and two at 10922; a llama-130m dump (fch_act, steps 5 and 10
+// of training) needed three.
 constexpr double SYNTHETIC_TURN = 0.1;  // the warm start's batch (radians)
 inline std::vector<float> synthetic_site(int N, int n, uint64_t seed, double turn = 0) {
     std::vector<float> x((size_t)N * n), scale(n), w(n, 0.0f);
@@ -29,8 +30,9 @@ inline std::vector<float> synthetic_site(int N, int n, uint64_t seed, double tur
     const int j0 = (int)std::ceil(0.4 * n);
     if (turn == 0 || j0 >= n) return x;
     std::mt19937_64 gw(0x5EED0000u + n);
+    std::normal_distribution<float> zw;  // not z: a distribution may keep a value drawn from the rows' generator
     double norm2 = 0;
-    for (int j = j0; j < n; j++) norm2 += (double)(w[j] = z(gw)) * w[j];
+    for (int j = j0; j < n; j++) norm2 += (double)(w[j] = zw(gw)) * w[j];
     for (int j = j0; j < n; j++) w[j] = (float)(w[j] / std::sqrt(norm2));
     const float cm1 = (float)(std::cos(turn) - 1), sn = (float)std::sin(turn);
     for (int i = 0; i < N; i++) {
