@@ -358,9 +358,10 @@ struct RefreshCase {
         check(rc.q1_ok == rg.q1_ok && rc.q2_ok == rg.q2_ok && rc.q1_changed == rg.q1_changed &&
                   rc.q2_drawn == rg.q2_drawn && rc.q2_householder == rg.q2_householder &&
                   rc.q1_shifted_qr == rg.q1_shifted_qr && rc.q1_householder_qr == rg.q1_householder_qr &&
-                  rc.q1_shifted_passes == rg.q1_shifted_passes &&
                   rc.message.empty() == rg.message.empty(),
               "%s: result flags equal the CPU's", what);
+        // Which fallback took over must match; how many shifted passes it made depends on the rounding (cuBLAS's
+        // against OpenBLAS's on a GPU), so the passes are only printed.
         if (Pcpu_out) *Pcpu_out = Pcpu;
         if (rg_out) *rg_out = rg;
         return Pg;
