@@ -429,9 +429,10 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::printf("%d warmup + %d timed steps of %d x (forward + backward) + AdamW on random tokens (--grad-accum); "
-                "MFU = (6N + 6LCT) * tok/s / peak, N without LLaMA's untied input embedding (PRAC's extra work is not counted as model "
-                "flops); * = PRAC at the planner's largest micro-batch (1 GiB reserve); LLaMA's (N, F) rows at stride "
-                "F rounded up to a multiple of %d (--hidden-align); PRAC's first refreshes spread over %d steps "
+                "MFU = (6N + 6LCT) * tok/s / peak, N without LLaMA's untied input embedding (PRAC's extra work is "
+                "not counted as model flops); * = PRAC at the planner's largest micro-batch (1 GiB reserve); "
+                "LLaMA's (N, F) rows at stride F rounded up to a multiple of %d (--hidden-align); PRAC's first "
+                "refreshes spread over %d steps "
                 "(--initial-spread)\n\n",
                 3, steps, grad_accum, hidden_align, initial_spread);
     print_header();
