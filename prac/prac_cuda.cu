@@ -348,10 +348,10 @@ __global__ void prac_sumsq_partial_kernel(const float* x, size_t count, int sym_
     if (threadIdx.x == 0) partial[blockIdx.x] = acc[0];
 }
 // partial[SUMSQ_BLOCKS] = the sum of partial[0:SUMSQ_BLOCKS) in a fixed order (one thread).
-__global__ void prac_sumsq_final_kernel(double* partial) {
+__global__ void prac_sumsq_final_kernel(const double* partial, double* total) {
     double s = 0;
     for (int i = 0; i < SUMSQ_BLOCKS; i++) s += partial[i];
-    partial[SUMSQ_BLOCKS] = s;
+    *total = s;
 }
 
 
@@ -424,7 +424,7 @@ struct Refresh {
     cusolverDnParams_t params;
     int n;
     float *G, *w, *W, *t, *tau;
-    int *info, *flag;
+    RefreshChecks* checks;  // device: the check words, read back together (read_checks)
     float *V, *Y, *B, *S1, *S2;  // the subspace refresh's (n, b), (n, b), (b, b) x 3
     double* sums;
     void* solver;
@@ -453,22 +453,31 @@ struct Refresh {
         if (prof) prof->host_reads++;
     }
 
-    int read_int(const int* d) {
-        int v = 0;
-        cudaCheck(cudaMemcpyAsync(&v, d, sizeof v, cudaMemcpyDeviceToHost, h.stream));
+    // The one way the host learns what the device found: every check word at once, after all the work queued so
+    // far (one copy, one wait). The checks are queued beside the work and judged in batches, each batch where the
+    // twin's next decision needs them, so that a refresh waits on the device a dozen times instead of thirty.
+    RefreshChecks read_checks() {
+        RefreshChecks v;
+        cudaCheck(cudaMemcpyAsync(&v, checks, sizeof v, cudaMemcpyDeviceToHost, h.stream));
         cudaCheck(cudaStreamSynchronize(h.stream));
         count_host_read();
         return v;
     }
+    // *flag = 1 if any of x[0:count) is NaN or +-Inf, else 0 (queued)
+    void queue_nonfinite(const float* x, size_t count, int* flag) {
+        timed("checks", [&] {
+            cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), h.stream));
+            if (count > 0) {
+                prac_nonfinite_kernel<<<cuda_grid_1d(count, 256, 4096), 256, 0, h.stream>>>(x, count, flag);
+                cudaCheck(cudaGetLastError());
+            }
+        });
+    }
     // twin: all_finite (prac_cpu.cpp)
     bool all_finite(const float* x, size_t count) {
         if (count == 0) return true;
-        timed("checks", [&] {
-            cudaCheck(cudaMemsetAsync(flag, 0, sizeof(int), h.stream));
-            prac_nonfinite_kernel<<<cuda_grid_1d(count, 256, 4096), 256, 0, h.stream>>>(x, count, flag);
-            cudaCheck(cudaGetLastError());
-        });
-        return read_int(flag) == 0;
+        queue_nonfinite(x, count, &checks->nonfinite[0]);
+        return read_checks().nonfinite[0] == 0;
     }
     void check_solver_bytes(const SolverBytes& b, const char* what) {
         if (b.device > solver_bytes)
@@ -479,40 +488,37 @@ struct Refresh {
     }
     void* host_ptr() { return host_buf.empty() ? nullptr : host_buf.data(); }
 
-    // A (m, m) column-major: eigenvectors of the symmetric A in place, eigenvalues ascending into w. Returns info.
-    // The buffers passed are the whole solver region and host buffer (at least what the query asked for).
-    // twin: syevd_cm (prac_cpu.cpp)
-    int syevd(float* A, int m) {
+    // A (m, m) column-major: eigenvectors of the symmetric A in place, eigenvalues ascending into w; info into
+    // checks->info[0] (queued). The buffers passed are the whole solver region and host buffer (at least what the
+    // query asked for). twin: syevd_cm (prac_cpu.cpp)
+    void queue_syevd(float* A, int m) {
         check_solver_bytes(query_syevd(h.cusolver, params, m, A, w), "cusolverDnXsyevd");
         timed("syevd", [&] {
             cusolverCheck(cusolverDnXsyevd(h.cusolver, params, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
                                            (int64_t)m, CUDA_R_32F, A, (int64_t)m, CUDA_R_32F, w, CUDA_R_32F, solver,
-                                           solver_bytes, host_ptr(), host_buf.size(), info));
+                                           solver_bytes, host_ptr(), host_buf.size(), &checks->info[0]));
         });
-        return read_int(info);
     }
 
     // twin: orth_cm (prac_cpu.cpp). Y (n, c) column-major, ld n, in place: Householder QR (Xgeqrf), then the
-    // explicit Q (Sorgqr). Returns cuSOLVER's info, or -1000 (non-finite).
+    // explicit Q (Sorgqr). Returns cuSOLVER's info (Xgeqrf's, else Sorgqr's), or -1000 (non-finite). One host
+    // read: Sorgqr runs even after a failed Xgeqrf, whose info is returned first, Y being garbage either way.
     int orthonormalize(float* Y, int c) {
         if (c == 0) return 0;
         check_solver_bytes(query_qr(h.cusolver, params, n, c, Y, tau), "cusolverDnXgeqrf/Sorgqr");
+        size_t lw = solver_bytes / sizeof(float);
+        int lwork = lw > (size_t)INT_MAX ? INT_MAX : (int)lw;
         timed("geqrf_orgqr", [&] {
             cusolverCheck(cusolverDnXgeqrf(h.cusolver, params, (int64_t)n, (int64_t)c, CUDA_R_32F, Y, (int64_t)n,
                                            CUDA_R_32F, tau, CUDA_R_32F, solver, solver_bytes, host_ptr(),
-                                           host_buf.size(), info));
+                                           host_buf.size(), &checks->info[1]));
+            cusolverCheck(cusolverDnSorgqr(h.cusolver, n, c, c, Y, n, tau, (float*)solver, lwork, &checks->info[2]));
         });
-        int inf = read_int(info);
-        if (inf == 0) {
-            size_t lw = solver_bytes / sizeof(float);
-            int lwork = lw > (size_t)INT_MAX ? INT_MAX : (int)lw;
-            timed("geqrf_orgqr", [&] {
-                cusolverCheck(cusolverDnSorgqr(h.cusolver, n, c, c, Y, n, tau, (float*)solver, lwork, info));
-            });
-            inf = read_int(info);
-        }
-        if (inf == 0 && !all_finite(Y, (size_t)n * c)) return -1000;
-        return inf;
+        queue_nonfinite(Y, (size_t)n * c, &checks->nonfinite[0]);
+        RefreshChecks v = read_checks();
+        if (v.info[1] != 0) return v.info[1];
+        if (v.info[2] != 0) return v.info[2];
+        return v.nonfinite[0] ? -1000 : 0;
     }
 
     // twin: project_out (prac_cpu.cpp). Y (n, c) -= Q (n, q) @ (Q^T Y), all column-major with ld n, `passes` times
@@ -553,29 +559,25 @@ struct Refresh {
             cudaCheck(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, h.stream));
         });
     }
-    // sum of squares of x[0:count) (sym_c = 0), or ||S - I||_F^2 of the symmetric (c, c) S, upper triangle valid
-    double sum_squares(const float* x, size_t count, int sym_c) {
+    // checks->sumsq = the sum of squares of x[0:count) (sym_c = 0), or ||S - I||_F^2 of the symmetric (c, c) S,
+    // upper triangle valid (queued)
+    void queue_sum_squares(const float* x, size_t count, int sym_c) {
         timed("checks", [&] {
             prac_sumsq_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, h.stream>>>(x, count, sym_c, sums);
             cudaCheck(cudaGetLastError());
-            prac_sumsq_final_kernel<<<1, 1, 0, h.stream>>>(sums);
+            prac_sumsq_final_kernel<<<1, 1, 0, h.stream>>>(sums, &checks->sumsq);
             cudaCheck(cudaGetLastError());
         });
-        double v = 0;
-        cudaCheck(cudaMemcpyAsync(&v, sums + SUMSQ_BLOCKS, sizeof v, cudaMemcpyDeviceToHost, h.stream));
-        cudaCheck(cudaStreamSynchronize(h.stream));
-        count_host_read();
-        return v;
     }
-    // Cholesky factorization A = UᵀU of the symmetric A (c, c) (upper triangle), in place. Returns info.
-    int potrf(float* A, int c) {
+    // Cholesky factorization A = UᵀU of the symmetric A (c, c) (upper triangle), in place; its info into *info
+    // (queued)
+    void queue_potrf(float* A, int c, int* info) {
         SolverBytes need = query_potrf(h.cusolver, c, A);
         check_solver_bytes(need, "cusolverDnSpotrf");
         timed("potrf", [&] {
             cusolverCheck(cusolverDnSpotrf(h.cusolver, CUBLAS_FILL_MODE_UPPER, c, A, c, (float*)solver,
                                            (int)(need.device / sizeof(float)), info));
         });
-        return read_int(info);
     }
     // Q (rows, c) = Q U⁻¹ with U (c, c) upper (cublasStrsm, right side), ld rows / c
     void trsm_right_upper(float* Q, int rows, int c, const float* U) {
@@ -592,23 +594,32 @@ struct Refresh {
             cublasCheck(cublasSsyrk(h.cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, c, n, &one, Q, n, &zero, S, c));
         });
     }
-    bool cholqr_pass(float* Q, int c, float* S) {
-        gram_of_columns(Q, c, S);
-        if (potrf(S, c) != 0) return false;
-        trsm_right_upper(Q, n, c, S);
-        return true;
-    }
-    // twin: cholqr2 (prac_cpu.cpp). Q (n, c) in place; R1 into Sa, R2 into Sb (Sa may be Sb when R is not wanted).
-    // False when a Cholesky fails, the first pass leaves ||QᵀQ - I||_F > 1/2, or Q is not finite.
-    bool cholqr2(float* Q, int c, float* Sa, float* Sb) {
-        if (!cholqr_pass(Q, c, Sa)) return false;
-        gram_of_columns(Q, c, Sb);
-        if (sum_squares(Sb, (size_t)c * c, c) > 0.25 || potrf(Sb, c) != 0) return false;
+    // twin: cholqr2 (prac_cpu.cpp), queued whole: Q (n, c) in place; R1 into Sa, R2 into Sb (Sa may be Sb when
+    // R is not wanted). Judged by cholqr2_ok once read. Where the twin stops at a failed check, this goes on, so a
+    // failure leaves Q garbage: for callers that start again from their input when it fails.
+    void queue_cholqr2(float* Q, int c, float* Sa, float* Sb) {
+        gram_of_columns(Q, c, Sa);
+        queue_potrf(Sa, c, &checks->info[1]);
+        trsm_right_upper(Q, n, c, Sa);
+        gram_of_columns(Q, c, Sb);  // the second pass's Gram measures the first pass's loss of orthogonality
+        queue_sum_squares(Sb, (size_t)c * c, c);
+        queue_potrf(Sb, c, &checks->info[2]);
         trsm_right_upper(Q, n, c, Sb);
-        return all_finite(Q, (size_t)n * c);
+        queue_nonfinite(Q, (size_t)n * c, &checks->nonfinite[1]);
+    }
+    // the twin's verdict: false when a Cholesky fails, the first pass leaves ||QᵀQ - I||_F > 1/2, or Q is not
+    // finite
+    static bool cholqr2_ok(const RefreshChecks& v) {
+        return v.info[1] == 0 && !(v.sumsq > 0.25) && v.info[2] == 0 && v.nonfinite[1] == 0;
+    }
+    bool cholqr2(float* Q, int c, float* Sa, float* Sb) {
+        queue_cholqr2(Q, c, Sa, Sb);
+        return cholqr2_ok(read_checks());
     }
     // twin: shifted_cholqr (prac_cpu.cpp). Up to shifted_passes Cholesky-QR passes on QᵀQ + s I, each followed
-    // by a CholQR2 attempt.
+    // by a CholQR2 attempt. A failed shifted Cholesky ends it (the caller then runs Householder QR on its input,
+    // so Q may be garbage); a failed CholQR2 leaves the Q the next pass starts from, which must be the twin's: it
+    // is read where the twin stops (three reads a pass), except after the last pass, which nothing starts from.
     bool shifted_cholqr(float* Q, int c, float* Sa, float* Sb) {
         for (int pass = 0; pass < shifted_passes; pass++) {
             res->q1_shifted_passes++;
@@ -617,9 +628,26 @@ struct Refresh {
                 prac_shift_diag_kernel<<<1, SHIFT_THREADS, 0, h.stream>>>(Sa, c, prac_shifted_cholqr_rel(n, c));
                 cudaCheck(cudaGetLastError());
             });
-            if (potrf(Sa, c) != 0) return false;
+            queue_potrf(Sa, c, &checks->info[0]);
             trsm_right_upper(Q, n, c, Sa);
-            if (cholqr2(Q, c, Sa, Sb)) return true;
+            if (pass + 1 == shifted_passes) {
+                queue_cholqr2(Q, c, Sa, Sb);
+                RefreshChecks v = read_checks();
+                return v.info[0] == 0 && cholqr2_ok(v);
+            }
+            gram_of_columns(Q, c, Sa);  // CholQR2's first pass
+            queue_potrf(Sa, c, &checks->info[1]);
+            RefreshChecks v = read_checks();
+            if (v.info[0] != 0) return false;
+            if (v.info[1] != 0) continue;
+            trsm_right_upper(Q, n, c, Sa);
+            gram_of_columns(Q, c, Sb);
+            queue_sum_squares(Sb, (size_t)c * c, c);
+            queue_potrf(Sb, c, &checks->info[2]);  // run even when the twin stops at the sum: Sb is not kept
+            v = read_checks();
+            if (v.sumsq > 0.25 || v.info[2] != 0) continue;
+            trsm_right_upper(Q, n, c, Sb);
+            if (all_finite(Q, (size_t)n * c)) return true;
         }
         return false;
     }
@@ -652,17 +680,20 @@ struct Refresh {
         return 0;
     }
     // W (n, r1) = V (n, b) times the eigenvectors of the symmetric M (b, b) of its r1 largest eigenvalues,
-    // largest first (through Z, b x r1 floats).
+    // largest first (through Z, b x r1 floats). M is checked before the eigensolver sees it; W is written whatever
+    // syevd's info (one read for both), so a failure leaves it garbage (the caller then restores the previous P).
     int top_ritz_vectors(float* M, int b, int r1, float* Z) {
         if (!all_finite(M, (size_t)b * b)) return -1000;
-        int inf = syevd(M, b);
-        if (inf != 0) return inf;
+        queue_syevd(M, b);
         timed("small_kernels", [&] {
             prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)b * r1, 256, 65536), 256, 0, h.stream>>>(Z, M, b, r1);
             cudaCheck(cudaGetLastError());
         });
         gemm_cm(false, false, n, r1, b, V, n, Z, b, W, n);
-        return all_finite(W, (size_t)n * r1) ? 0 : -1000;
+        queue_nonfinite(W, (size_t)n * r1, &checks->nonfinite[0]);
+        RefreshChecks v = read_checks();
+        if (v.info[0] != 0) return v.info[0];
+        return v.nonfinite[0] ? -1000 : 0;
     }
     // twin: subspace_q1 (prac_cpu.cpp): the same draws, steps and fallbacks; G is the full symmetric (n, n) here,
     // so its products are GEMMs.
@@ -683,7 +714,8 @@ struct Refresh {
         if (inf != 0) return inf;
         gemm_cm(false, false, n, b, n, G, n, V, n, Y, n);  // Y = G V
         // Y scaled by the power of two that brings ||Y||_F into [1/2, 1) (exact): the same bits for G and G 2^k
-        double ynorm2 = sum_squares(Y, (size_t)n * b, 0);
+        queue_sum_squares(Y, (size_t)n * b, 0);
+        double ynorm2 = read_checks().sumsq;
         if (!std::isfinite(ynorm2)) return -1000;
         int e2 = 0;
         std::frexp(std::sqrt(ynorm2), &e2);
@@ -694,13 +726,16 @@ struct Refresh {
         });
         ynorm2 *= (double)s * s;
         gemm_cm(true, false, b, b, n, V, n, Y, n, B, b);   // VᵀG V (b, b)
-        if (!all_finite(B, (size_t)b * b)) return -1000;
+        queue_nonfinite(B, (size_t)b * b, &checks->nonfinite[0]);
         float nu = (float)(std::sqrt((double)n * ynorm2) * 5.96e-8);
         timed("small_kernels", [&] {
             prac_add_diag_kernel<<<cuda_grid_1d((size_t)b, 256, 65536), 256, 0, h.stream>>>(B, b, nu);
             cudaCheck(cudaGetLastError());
         });
-        if (!nystrom || potrf(B, b) != 0) {  // Rayleigh-Ritz on V instead
+        if (nystrom) queue_potrf(B, b, &checks->info[0]);  // judged with B's finiteness (on a failure B is not kept)
+        RefreshChecks v = read_checks();
+        if (v.nonfinite[0]) return -1000;
+        if (!nystrom || v.info[0] != 0) {  // Rayleigh-Ritz on V instead
             gemm_cm(true, false, b, b, n, V, n, Y, n, B, b);
             return top_ritz_vectors(B, b, r1, Y);
         }
@@ -761,6 +796,7 @@ template <typename T>
 void prac_refresh_gram_cuda(const T* x, int N, int n, const SiteDims& d, const PracCudaHandles& h, void* workspace,
                             const GramReducer* reduce_gram, int ld_x) {
     cublasCheck(cublasSetStream(h.cublas, h.stream));
+    CublasHostPointers pm(h.cublas);
     gram_into((float*)((char*)workspace + refresh_layout(n, d).G), x, N, n, h, reduce_gram, ld_x);
 }
 
@@ -794,8 +830,7 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
               (float*)(ws + L.W),
               (float*)(ws + L.t),
               (float*)(ws + L.tau),
-              (int*)(ws + L.ints),
-              (int*)(ws + L.ints) + 1,
+              (RefreshChecks*)(ws + L.checks),
               (float*)(ws + L.V),
               (float*)(ws + L.Y),
               (float*)(ws + L.B),
@@ -833,12 +868,16 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
     } else if (r1 > 0 && (refresh_q1 || !had_basis)) {
         if (x) R.timed("gram", [&] { gram_into(R.G, x, N, n, h, reduce_gram, ld_x); });  // else _gram_cuda wrote it
         int info = -1000;
-        if (R.all_finite(R.G, (size_t)n * n) && b > 0) {
+        if (!R.all_finite(R.G, (size_t)n * n)) {
+            // info stays -1000
+        } else if (b > 0) {
             int iters = had_basis ? d.subspace.warm_iters : d.subspace.cold_iters;
             info = R.subspace_q1(r1, b, had_basis, iters, d.subspace.nystrom, key);
-        } else if (b == 0 && R.all_finite(R.G, (size_t)n * n)) {
-            info = R.syevd(R.G, n);
-            if (info == 0 && !R.all_finite(R.G, (size_t)n * n)) info = -1000;
+        } else {  // exact: the full eigensolver on G; its top r1 eigenvectors, largest first, into W
+            R.queue_syevd(R.G, n);
+            R.queue_nonfinite(R.G, (size_t)n * n, &R.checks->nonfinite[0]);
+            RefreshChecks v = R.read_checks();
+            info = v.info[0] != 0 ? v.info[0] : v.nonfinite[0] ? -1000 : 0;
             if (info == 0) {
                 R.timed("small_kernels", [&] {
                     prac_top_eigvecs_kernel<<<cuda_grid_1d((size_t)n * r1, 256, 65536), 256, 0, h.stream>>>(

@@ -12,10 +12,18 @@ constexpr int SUMSQ_BLOCKS = 256;  // blocks of the refresh's sum-of-squares red
 
 inline size_t align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
+// The words a refresh's checks write on the device, in the workspace's `checks`; the host copies them back
+// together, once for a batch of checks (prac_refresh_cuda's read_checks).
+struct RefreshChecks {
+    int info[3];       // cuSOLVER infos: [0] a call judged alone (or a shifted Cholesky), [1] [2] CholQR2's two
+    int nonfinite[2];  // prac_nonfinite_kernel's flags: [0] a check judged alone, [1] CholQR2's result
+    double sumsq;      // prac_sumsq_final_kernel's total
+};
+
 // b = d.block(n) > 0: the subspace refresh's buffers (V, Y, B, S1, S2 as in prac_cpu.cpp's RefreshArena), and no
 // (n, n) eigensolver.
 struct RefreshLayout {
-    size_t G = 0, w = 0, W = 0, t = 0, tau = 0, ints = 0, V = 0, Y = 0, B = 0, S1 = 0, S2 = 0, sums = 0, solver = 0;
+    size_t G = 0, w = 0, W = 0, t = 0, tau = 0, checks = 0, V = 0, Y = 0, B = 0, S1 = 0, S2 = 0, sums = 0, solver = 0;
 };
 inline RefreshLayout refresh_layout(int n, const SiteDims& d) {
     RefreshLayout L;
@@ -32,7 +40,7 @@ inline RefreshLayout refresh_layout(int n, const SiteDims& d) {
     L.W = take((size_t)n * r * fb);                              // working copy of P, column-major (n, r)
     L.t = take((size_t)(r1 > 0 ? r1 : 1) * (r2 > 0 ? r2 : 1) * fb);  // Q1^T Y (r1, r2)
     L.tau = take((size_t)std::max({r, b, 1}) * fb);              // Householder scalars
-    L.ints = take(4 * sizeof(int));                              // [0] solver info, [1] non-finite flag
+    L.checks = take(sizeof(RefreshChecks));                     // solver infos, non-finite flags, a sum
     L.V = take((size_t)n * b * fb);                              // subspace block (n, b)
     L.Y = take((size_t)n * b * fb);                              // G V (n, b)
     L.B = take((size_t)b * b * fb);                              // V^T G V, its Cholesky factor, the Nystrom core

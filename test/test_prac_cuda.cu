@@ -522,11 +522,12 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
     hp.profile = &prof;
     key.refresh = 5;
     std::vector<float> out[2];
+    PracRefreshResult rp;
     for (int i = 0; i < 2; i++) {
         Dev<T> dP(P1.size()), dx(x.size());
         upload(dP, P1);
         upload(dx, x);
-        prac_refresh_cuda(dP.p, dx.p, N, n, d, true, true, true, key, i ? hp : c.h, tc.ws.p, tc.ws_bytes);
+        rp = prac_refresh_cuda(dP.p, dx.p, N, n, d, true, true, true, key, i ? hp : c.h, tc.ws.p, tc.ws_bytes);
         out[i] = download(dP, P1.size());
     }
     check(out[0] == out[1], "profiled: P bitwise the unprofiled refresh's");
@@ -551,6 +552,16 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
           missing.c_str());
     check(prof.parts_ms() <= prof.wall_ms, "profiled: the parts' %.3f ms within the call's wall time %.3f ms",
           prof.parts_ms(), prof.wall_ms);
+    // the host waits on the device once per decision the refresh takes, not once per check (each wait drains the
+    // stream and idles the GPU until the host launches again): G finite; exact: the eigensolver; subspace: each
+    // block orthonormalization, ||GV||, the Nystrom core, its R, the Ritz block and the Ritz vectors; the Q2 draw;
+    // then at most three per shifted Cholesky-QR pass and one per Householder QR
+    const int iters = d.subspace.warm_iters;
+    int budget = d.block(n) == 0 ? 2 : 1 + 1 + iters + 1 + 1 + (d.subspace.nystrom ? 1 : 0) + 2;
+    budget += (r2 > 0) + 3 * rp.q1_shifted_passes + rp.q1_householder_qr + rp.q2_householder;
+    check(prof.host_reads <= budget,
+          "profiled: %d host reads, within the budget of %d (%d shifted passes, %d Householder QR)", prof.host_reads,
+          budget, rp.q1_shifted_passes, rp.q1_householder_qr + rp.q2_householder);
 }
 
 // The Q2 draw's Householder fallback (Xgeqrf + Sorgqr; test/q2_fallback_case.h): on a key whose projected draw has
