@@ -2,7 +2,8 @@
 // cusolverDnXsyevd of n x n) and subspace (warm start, as every refresh after a site's first) side by side, with
 // their ratio, and the parts that decide it: the Gram GEMM and the Q2 draw alone (both methods pay them; cap G =
 // exact / (gram + q2) is the most any method that forms G can gain) and the b x b eigensolver of the subspace
-// refresh's extraction alone, and the same b x b block by cusolverDnSsyevj (Jacobi) beside it; how many of the
+// refresh's extraction alone, and the same b x b block by cusolverDnSsyevj (Jacobi) beside it, and one b x b
+// cusolverDnSpotrf in upper fill (the refresh's) and in lower (potrf_b_upper_ms, potrf_b_lower_ms); how many of the
 // subspace refresh's orthonormalizations needed more than CholQR2 (orth S/H: shifted Cholesky-QR / Householder), and
 // the subspace refresh with Householder QR for those instead (HH ms, PracSubspaceParams::shifted_passes 0, the
 // path before 2026-11-28: which is faster on a GPU decides the default). Then where one warm
@@ -230,6 +231,35 @@ int main(int argc, char** argv) {
         cudaCheck(cudaMemcpy(w_syevj.data(), w, b * sizeof(float), cudaMemcpyDeviceToHost));
         cusolverCheck(cusolverDnDestroySyevjInfo(jparams));
         cudaCheck(cudaFree(jbuf));
+        // one Cholesky factorization of a b x b block (the refresh makes about a dozen, all in upper fill) in each
+        // fill, on the block made positive definite (mean diagonal added): cuSOLVER's two fills are separate code,
+        // and a much faster lower fill would be worth switching the refresh's Cholesky-QR to
+        std::vector<float> hA((size_t)b * b);
+        cudaCheck(cudaMemcpy(hA.data(), A0, hA.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        double mean_diag = 0;
+        for (int i = 0; i < b; i++) mean_diag += hA[(size_t)i * b + i] / b;
+        for (int i = 0; i < b; i++) hA[(size_t)i * b + i] += (float)mean_diag;
+        cudaCheck(cudaMemcpy(A0, hA.data(), hA.size() * sizeof(float), cudaMemcpyHostToDevice));
+        double potrf_b[2] = {0, 0};
+        const cublasFillMode_t fills[2] = {CUBLAS_FILL_MODE_UPPER, CUBLAS_FILL_MODE_LOWER};
+        for (int f = 0; f < 2; f++) {
+            int pwork = 0;
+            cusolverCheck(cusolverDnSpotrf_bufferSize(cusolver, fills[f], b, A, b, &pwork));
+            float* pbuf = nullptr;
+            cudaCheck(cudaMalloc(&pbuf, std::max<size_t>((size_t)pwork, 1) * sizeof(float)));
+            potrf_b[f] = median_time(reps, [&] {
+                cudaCheck(cudaMemcpyAsync(A, A0, (size_t)b * b * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+                cusolverCheck(cusolverDnSpotrf(cusolver, fills[f], b, A, b, pbuf, pwork, info));
+            });
+            int pinfo = 0;
+            cudaCheck(cudaMemcpy(&pinfo, info, sizeof(int), cudaMemcpyDeviceToHost));
+            cudaCheck(cudaFree(pbuf));
+            if (pinfo != 0) {
+                std::fprintf(stderr, "bench_gpu_refresh: cusolverDnSpotrf (%s) of the shifted %d x %d block returned "
+                             "info %d: its time is not a valid measurement\n", f ? "lower" : "upper", b, b, pinfo);
+                return 1;
+            }
+        }
         cudaCheck(cudaFree(dev_work));
         cudaCheck(cudaFree(info));
         double eig_err = 0, eig_max = 0;
@@ -251,10 +281,11 @@ int main(int argc, char** argv) {
                     syevj_info ? " (syevj did not converge)" : "");
         std::printf("RESULT bench_gpu_refresh n=%d N=%d r1=%d exact_ms=%.3f subspace_ms=%.3f ratio=%.2f gram_ms=%.3f "
                     "q2_ms=%.3f cap_g=%.2f syevd_b_ms=%.3f b=%d syevj_b_ms=%.3f syevj_info=%d syevj_eig_rel_err=%.3g "
-                    "orth_shifted=%d orth_shifted_passes=%d orth_householder=%d subspace_householder_ms=%.3f\n",
+                    "orth_shifted=%d orth_shifted_passes=%d orth_householder=%d subspace_householder_ms=%.3f "
+                    "potrf_b_upper_ms=%.3f potrf_b_lower_ms=%.3f\n",
                     n, N, d.r1, 1e3 * ex, 1e3 * sub, ex / sub, 1e3 * gram, 1e3 * q2, cap, 1e3 * syevd_b, b,
                     1e3 * syevj_b, syevj_info, eig_err, warm.q1_shifted_qr, warm.q1_shifted_passes,
-                    warm.q1_householder_qr, 1e3 * sub_hh);
+                    warm.q1_householder_qr, 1e3 * sub_hh, 1e3 * potrf_b[0], 1e3 * potrf_b[1]);
 
         // where a warm subspace refresh's time goes: GPU ms per part, and the host's share of the wall time
         PracRefreshProfile prof;
