@@ -308,6 +308,22 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
             for (int p = 0; p < 3; p++) x[p] = rel_err(part_of(xd, N, C, p), part_of(dqkv_ref, N, C, p));
             check(x[0] <= kTolGrad && x[1] <= kTolGrad && x[2] <= kTolGrad,
                   "mixed  %-34s mma bwd on cudnn's O, lse vs cpu: dq %.2e dk %.2e dv %.2e", tag, x[0], x[1], x[2]);
+            // and the other way: cuDNN's backward on the hand-written forward's O and lse, against the CPU's
+            // backward on that O (the layer picks each pass's implementation on its own: one contract for both)
+            Dev<floatX> m_out(N * C), y_dqkv(N * 3 * C);
+            Dev<float> m_lse((size_t)B * NH * T);
+            upload(m_out, mma_out);
+            upload(m_lse, mma_lse);
+            attention_backward_cuda(y_dqkv.p, d_dout.p, d_qkv.p, m_out.p, m_lse.p, B, T, C, NH, causal, kv.d(),
+                                    d_scratch.p, st, AttentionImpl::Cudnn, g_cudnn);
+            cudaCheck(cudaStreamSynchronize(st));
+            std::vector<float> yd = download(y_dqkv), y_ref(N * 3 * C);
+            attention_backward_cpu(y_ref.data(), dout.data(), qkv.data(), mma_out.data(), lse_ref.data(), B, T, C, NH,
+                                   causal, kv.h());
+            double y[3];
+            for (int p = 0; p < 3; p++) y[p] = rel_err(part_of(yd, N, C, p), part_of(y_ref, N, C, p));
+            check(y[0] <= kTolGrad && y[1] <= kTolGrad && y[2] <= kTolGrad && all_finite(yd),
+                  "mixed  %-34s cudnn bwd on mma's O, lse vs cpu: dq %.2e dk %.2e dv %.2e", tag, y[0], y[1], y[2]);
         }
         if (naive) {
             Dev<floatX> n_dqkv(N * 3 * C);
