@@ -1,6 +1,8 @@
 // Error checks for every CUDA runtime, cuBLAS and cuSOLVER call (llm.c style): on failure print
 // "<what> error at file:line: <code> <string>" to stderr and exit(EXIT_FAILURE). These are internal errors
-// (a bad launch, a library misuse, out of device memory), not user errors, so they do not throw.
+// (a bad launch, a library misuse, out of device memory), not user errors, so they do not throw, except on a thread
+// that holds a CudaChecksThrow (the PRAC refresh worker's): an exit there would tear the process down under the
+// thread that waits for it, so the error is thrown to that thread instead (through the worker's future).
 //
 //   cudaCheck(cudaMemcpyAsync(...));
 //   cudaCheck(cudaGetLastError());      // after a kernel launch
@@ -11,6 +13,7 @@
 #pragma once
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -35,22 +38,31 @@ inline const char* cusolver_status_string(cusolverStatus_t s) {
     }
 }
 
-inline void cuda_check_impl(cudaError_t e, const char* what, const char* file, int line) {
-    if (e == cudaSuccess) return;
-    std::fprintf(stderr, "[CUDA ERROR] at %s:%d: %s (%d: %s)\n", file, line, what, (int)e, cudaGetErrorString(e));
+inline thread_local bool cuda_checks_throw = false;
+// RAII: this thread's checks throw std::runtime_error instead of exiting, until the scope ends
+struct CudaChecksThrow {
+    bool before = cuda_checks_throw;
+    CudaChecksThrow() { cuda_checks_throw = true; }
+    ~CudaChecksThrow() { cuda_checks_throw = before; }
+    CudaChecksThrow(const CudaChecksThrow&) = delete;
+    CudaChecksThrow& operator=(const CudaChecksThrow&) = delete;
+};
+[[noreturn]] inline void cuda_check_fail(const char* kind, const char* what, const char* file, int line, int code,
+                                         const char* text) {
+    char msg[1024];
+    std::snprintf(msg, sizeof msg, "[%s ERROR] at %s:%d: %s (%d: %s)", kind, file, line, what, code, text);
+    if (cuda_checks_throw) throw std::runtime_error(msg);
+    std::fprintf(stderr, "%s\n", msg);
     std::exit(EXIT_FAILURE);
+}
+inline void cuda_check_impl(cudaError_t e, const char* what, const char* file, int line) {
+    if (e != cudaSuccess) cuda_check_fail("CUDA", what, file, line, (int)e, cudaGetErrorString(e));
 }
 inline void cuda_check_impl(cublasStatus_t s, const char* what, const char* file, int line) {
-    if (s == CUBLAS_STATUS_SUCCESS) return;
-    std::fprintf(stderr, "[cuBLAS ERROR] at %s:%d: %s (%d: %s)\n", file, line, what, (int)s,
-                 cublasGetStatusString(s));
-    std::exit(EXIT_FAILURE);
+    if (s != CUBLAS_STATUS_SUCCESS) cuda_check_fail("cuBLAS", what, file, line, (int)s, cublasGetStatusString(s));
 }
 inline void cuda_check_impl(cusolverStatus_t s, const char* what, const char* file, int line) {
-    if (s == CUSOLVER_STATUS_SUCCESS) return;
-    std::fprintf(stderr, "[cuSOLVER ERROR] at %s:%d: %s (%d: %s)\n", file, line, what, (int)s,
-                 cusolver_status_string(s));
-    std::exit(EXIT_FAILURE);
+    if (s != CUSOLVER_STATUS_SUCCESS) cuda_check_fail("cuSOLVER", what, file, line, (int)s, cusolver_status_string(s));
 }
 
 #define cudaCheck(call) cuda_check_impl((cudaError_t)(call), #call, __FILE__, __LINE__)

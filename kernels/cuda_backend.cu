@@ -233,16 +233,25 @@ void CudaBackend::prac_refresh_begin(act_t* pending, const act_t* P, const act_t
         w.workspace = alloc(w.workspace_bytes);
     }
     cudaCheck(cudaMemcpyAsync(pending, P, (size_t)n * d.r() * sizeof(act_t), cudaMemcpyDeviceToDevice, stream));
-    if (q1 || !had_basis) prac_refresh_gram_cuda(x, N, n, d, prac_handles(), w.workspace, reduce_gram, ld_x);
+    if (prac_refresh_forms_gram(d, q1, had_basis))  // the solve reads G: formed here, while x is live
+        prac_refresh_gram_cuda(x, N, n, d, prac_handles(), w.workspace, reduce_gram, ld_x);
     cudaCheck(cudaEventRecord(w.inputs_ready, stream));
     PracCudaHandles h{w.stream, w.cublas, w.cusolver};
     void* ws = w.workspace;
     cudaEvent_t ready = w.inputs_ready;
     int dev = device;
     auto solve = [=] {
+        CudaChecksThrow to_the_waiter;  // a failed call reaches the step's thread through the future
         cudaCheck(cudaSetDevice(dev));  // the current device is per host thread
         cudaCheck(cudaStreamWaitEvent(h.stream, ready, 0));
-        return prac_refresh_cuda(pending, (const act_t*)nullptr, N, n, d, q1, q2, had_basis, key, h, ws, bytes);
+        try {
+            return prac_refresh_cuda(pending, (const act_t*)nullptr, N, n, d, q1, q2, had_basis, key, h, ws, bytes);
+        } catch (...) {
+            // what it queued before throwing still runs on the worker's stream, into the pending copy and the
+            // workspace: done before the waiting thread (which frees or reuses them) hears of the failure
+            cudaStreamSynchronize(h.stream);
+            throw;
+        }
     };
 #if defined(PRAC_CUDA_EMU)  // see the header: when waited for, or (PRAC_EMU_REFRESH_THREAD=1) on its own thread
     const char* on_thread = std::getenv("PRAC_EMU_REFRESH_THREAD");

@@ -795,6 +795,9 @@ void gram_into(float* G, const T* x, int N, int n, const PracCudaHandles& h, con
 template <typename T>
 void prac_refresh_gram_cuda(const T* x, int N, int n, const SiteDims& d, const PracCudaHandles& h, void* workspace,
                             const GramReducer* reduce_gram, int ld_x) {
+    if (d.r1 <= 0)
+        throw std::runtime_error(format("prac_refresh_gram_cuda: a site without Q1 (r1 = %d, n = %d) has no Gram matrix "
+                                        "in its refresh workspace", d.r1, n));
     cublasCheck(cublasSetStream(h.cublas, h.stream));
     CublasHostPointers pm(h.cublas);
     gram_into((float*)((char*)workspace + refresh_layout(n, d).G), x, N, n, h, reduce_gram, ld_x);

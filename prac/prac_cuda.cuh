@@ -128,8 +128,14 @@ PracRefreshResult prac_refresh_cuda(T* P, const T* x, int N, int n, const SiteDi
                                     const PracCudaHandles& h, void* workspace, size_t workspace_bytes,
                                     const GramReducer* reduce_gram = nullptr, int ld_x = 0);
 
+// Whether a refresh forms G = xᵀx: only for a Q1 found from x (due, or the first), not for a provisional random one
+// (SiteDims::random_q1) or a site without Q1 (r1 = 0: its workspace has no room for G)
+inline bool prac_refresh_forms_gram(const SiteDims& d, bool refresh_q1, bool had_basis) {
+    return d.r1 > 0 && !d.random_q1 && (refresh_q1 || !had_basis);
+}
 // G = xᵀx into the refresh workspace by prac_refresh_cuda's own GEMM, then reduce_gram: --prac-refresh-overlap forms
-// G on the step's stream while x is live and solves later on another stream (CudaBackend::prac_refresh_begin).
+// G on the step's stream while x is live and solves later on another stream (CudaBackend::prac_refresh_begin), when
+// prac_refresh_forms_gram says the solve will read it (throws for r1 = 0).
 template <typename T>
 void prac_refresh_gram_cuda(const T* x, int N, int n, const SiteDims& d, const PracCudaHandles& h, void* workspace,
                             const GramReducer* reduce_gram = nullptr, int ld_x = 0);

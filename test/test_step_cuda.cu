@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -330,14 +331,16 @@ static void recompute_and_aliasing_are_bitwise(const char* dir, Arch arch) {
 // place, C never refreshing after step 0. Steps 1 .. D have two micro-batches each. A's gradients there are bitwise
 // C's; after step D the bases of the units refreshed on step 1 are bitwise B's after step 1, the others still step
 // 0's. Emulated, A's solves run only when they are waited for, after backward has reused the buffers the
-// activations were in: a solve that read them would not give B's bases.
+// activations were in: a solve that read them would not give B's bases. In `mode` (rac: no Q1, so no Gram matrix
+// either; pac: no Q2).
 template <template <class> class M>
-static void overlapped_refresh_is_in_place_later(const char* dir, int D) {
+static void overlapped_refresh_is_in_place_later(const char* dir, int D, PracMode mode = PracMode::PRAC) {
     Fixture fx = load_fixture(dir, Arch::LLAMA);
     int valid = 0;
     for (int32_t t : fx.targets) valid += t >= 0;
     PracOptions overlap;
-    overlap.mode = PracMode::PRAC;
+    overlap.mode = mode;
+    const char* mname = prac_mode_name(mode);
     overlap.t1 = overlap.t2 = 2;
     PracOptions in_place = overlap, never = overlap;
     overlap.overlap = D;
@@ -389,7 +392,7 @@ static void overlapped_refresh_is_in_place_later(const char* dir, int D) {
     const Bases step0 = c.bases();
     std::vector<float> g0 = c.grads();
     check(a.grads() == g0 && b.grads() == g0 && a.bases() == step0,
-          "%s overlap %d: step 0 (every first basis in place) is the same in all three runs", dir, D);
+          "%s %s overlap %d: step 0 (every first basis in place) is the same in all three runs", dir, mname, D);
     for (Run* r : {&a, &b, &c}) r->sgd(g0);
     b.step(1, 2, valid, fx);
     const Bases b_step1 = b.bases();
@@ -401,13 +404,13 @@ static void overlapped_refresh_is_in_place_later(const char* dir, int D) {
         c.step(step, 2, valid, fx);
         std::vector<float> ga = a.grads(), gc = c.grads();
         grads_same = grads_same && ga == gc;
-        if (step == 1) check(b.grads() != gc, "%s: in place, step 1's gradients differ", dir);
+        if (step == 1) check(b.grads() != gc, "%s %s: in place, step 1's gradients differ", dir, mname);
         a.sgd(ga);
         c.sgd(gc);
     }
-    check(grads_same, "%s overlap %d: steps 1-%d's gradients are bitwise those of the run without their refreshes",
-          dir, D, D);
-    check(unchanged, "%s overlap %d: the bases are step 0's until the end of step %d", dir, D, D);
+    check(grads_same, "%s %s overlap %d: steps 1-%d's gradients are bitwise those of the run without their refreshes",
+          dir, mname, D, D);
+    check(unchanged, "%s %s overlap %d: the bases are step 0's until the end of step %d", dir, mname, D, D);
     const Bases A = a.bases(), C = c.bases();
     const int units = a.m->sched.units;
     bool installed = true, new_bases = true, others = true;
@@ -420,15 +423,34 @@ static void overlapped_refresh_is_in_place_later(const char* dir, int D) {
             others = others && A[u] == step0[u];
         }
     }
-    check(installed && new_bases, "%s overlap %d: after step %d the bases refreshed on step 1 are bitwise the in-place "
-          "refresh's (and new)", dir, D, D);
-    check(others, "%s overlap %d: the others are step 0's (refreshed on step 2 and still in flight, or not yet)", dir,
-          D);
+    check(installed && new_bases, "%s %s overlap %d: after step %d the bases refreshed on step 1 are bitwise the "
+          "in-place refresh's (and new)", dir, mname, D, D);
+    check(others, "%s %s overlap %d: the others are step 0's (refreshed on step 2 and still in flight, or not yet)", dir,
+          mname, D);
     int step_priority = 0, worker_priority = 0;  // lower numbers are higher priorities
     cudaCheck(cudaStreamGetPriority(a.gpu.stream, &step_priority));
     cudaCheck(cudaStreamGetPriority(a.gpu.refresh_worker.stream, &worker_priority));
-    check(step_priority < worker_priority, "%s overlap %d: the step's stream has priority over the refresh worker's "
-          "(%d < %d)", dir, D, step_priority, worker_priority);
+    check(step_priority < worker_priority, "%s %s overlap %d: the step's stream has priority over the refresh "
+          "worker's (%d < %d)", dir, mname, D, step_priority, worker_priority);
+}
+
+// The refresh worker's checks (CudaChecksThrow, held by CudaBackend::prac_refresh_begin's solve): a failed CUDA call
+// on that thread is thrown to the thread waiting on its future, with the check's message, instead of exiting the
+// process from under it; the thread that waits still exits on its own failures.
+static void worker_checks_throw() {
+    std::string msg;
+    auto job = std::async(std::launch::async, [] {
+        CudaChecksThrow to_the_waiter;
+        cudaCheck(cudaMemcpy(nullptr, nullptr, 4, cudaMemcpyDeviceToDevice));  // invalid: null pointers
+    });
+    try {
+        job.get();
+    } catch (const std::runtime_error& e) {
+        msg = e.what();
+    }
+    check(msg.find("[CUDA ERROR]") == 0 && msg.find("cudaMemcpy") != std::string::npos && !cuda_checks_throw,
+          "a failed check on a CudaChecksThrow thread reaches its waiter: \"%s\"; this thread's checks still exit",
+          msg.c_str());
 }
 
 // argv[1], optional: "overlap" runs only the overlapped refreshes. ctest runs them once more emulated with
@@ -453,8 +475,11 @@ int main(int argc, char** argv) {
                 compare<Llama>("llama_tiny", Arch::LLAMA, m, 64);  // --hidden-align: F = 88 at stride 128
             }
         }
+        worker_checks_throw();
         overlapped_refresh_is_in_place_later<Llama>("llama_tiny", 1);
         overlapped_refresh_is_in_place_later<Llama>("llama_tiny", 2);
+        overlapped_refresh_is_in_place_later<Llama>("llama_tiny", 1, PracMode::RAC);
+        overlapped_refresh_is_in_place_later<Llama>("llama_tiny", 1, PracMode::PAC);
 #if defined(PRAC_CUDA_EMU)
         const char* env = std::getenv("PRAC_EMU_REFRESH_THREAD");
         const bool on_thread = env && std::strcmp(env, "1") == 0;
