@@ -6,6 +6,27 @@
 
 #include <cstdlib>
 #include <cstring>
+#if defined(PRAC_CUDA_EMU)
+#include <sanitizer/asan_interface.h>  // ASAN_(UN)POISON_MEMORY_REGION (no-ops in a build without AddressSanitizer)
+
+#include "kernels/cuda_emu/stream_order.h"  // cuda_emu::stream_op
+#endif
+
+// Bytes [used, capacity) of a device buffer that the work issued to stream s from now on may not touch: poisoned, in
+// stream order, in the CPU execution layer, where device memory is host memory under AddressSanitizer, so that an
+// access past what a call was given (which a buffer rounded up would hide) is an error there, as it may be a
+// corruption on a GPU. used = capacity lifts it (before a free). Nothing on a GPU.
+static void poison_slack(void* p, size_t used, size_t capacity, cudaStream_t s) {
+#if defined(PRAC_CUDA_EMU)
+    if (!p) return;
+    cuda_emu::stream_op(s, [=] {
+        ASAN_UNPOISON_MEMORY_REGION(p, capacity);
+        ASAN_POISON_MEMORY_REGION((char*)p + used, capacity - used);
+    });
+#else
+    (void)p, (void)used, (void)capacity, (void)s;
+#endif
+}
 
 __global__ void f32_to_floatx_kernel(floatX* dst, const float* src, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -44,6 +65,7 @@ CudaBackend::~CudaBackend() {
         cusolverDnDestroy(w.cusolver);
         cublasDestroy(w.cublas);
         cudaStreamDestroy(w.stream);
+        poison_slack(w.workspace, w.workspace_bytes, w.workspace_bytes, stream);  // free waits for the stream
         free(w.workspace, w.workspace_bytes);
     }
     cudaStreamSynchronize(stream);
@@ -57,6 +79,7 @@ CudaBackend::~CudaBackend() {
     void* ws = lt ? lt->workspace : nullptr;
     delete lt;
     free(ws, CUBLASLT_WORKSPACE_BYTES);
+    poison_slack(scratch, scratch_bytes, scratch_bytes, stream);
     free(scratch, scratch_bytes);
     cusolverDnDestroy(cusolver);
     cublasDestroy(cublas);
@@ -93,10 +116,12 @@ void CudaBackend::free(void* p, size_t bytes) {
 
 void* CudaBackend::scratch_at_least(size_t bytes) {
     if (bytes > scratch_bytes) {
+        poison_slack(scratch, scratch_bytes, scratch_bytes, stream);  // free waits for the stream
         free(scratch, scratch_bytes);
         scratch_bytes = align_up(bytes, 1 << 20);
         scratch = alloc(scratch_bytes);
     }
+    poison_slack(scratch, bytes, scratch_bytes, stream);  // the next user's work may touch `bytes` of it, no more
     return scratch;
 }
 
@@ -228,10 +253,12 @@ void CudaBackend::prac_refresh_begin(act_t* pending, const act_t* P, const act_t
         cudaCheck(cudaEventCreateWithFlags(&w.inputs_ready, cudaEventDisableTiming));
     }
     if (w.workspace_bytes < bytes) {  // in 1 MiB steps, as the planner counts it
+        poison_slack(w.workspace, w.workspace_bytes, w.workspace_bytes, stream);  // free waits for the stream
         free(w.workspace, w.workspace_bytes);
         w.workspace_bytes = (bytes + (1 << 20) - 1) & ~(size_t)((1 << 20) - 1);
         w.workspace = alloc(w.workspace_bytes);
     }
+    poison_slack(w.workspace, bytes, w.workspace_bytes, stream);  // before this refresh's Gram matrix and solve
     cudaCheck(cudaMemcpyAsync(pending, P, (size_t)n * d.r() * sizeof(act_t), cudaMemcpyDeviceToDevice, stream));
     if (prac_refresh_forms_gram(d, q1, had_basis))  // the solve reads G: formed here, while x is live
         prac_refresh_gram_cuda(x, N, n, d, prac_handles(), w.workspace, reduce_gram, ld_x);
