@@ -264,4 +264,54 @@ TEST(DataParallel, SharedSubspaceWithAnAllPaddingRank) {
     std::printf("max weight difference %.3g, max basis difference %.3g\n", worst, worst_basis);
     run_shell("rm -rf " + d);
 }
+
+// --prac-refresh-overlap with each rank's own bases: a rank whose micro-batch of a refresh step is all padding
+// skips forward and begins no refresh there, while the other rank's is in flight at the step's checkpoint, so the
+// ranks hold different PRAC tensors (the pending copies and their rows). Each rank's own go into the checkpoint
+// under its prefix, its list sent first. Row 4 is padding: rank 0 skips forward on step 2 (counting from 0), so
+// with D = 2 it has no refresh in flight in the checkpoint after that step (step_00000003), where rank 1 has the
+// refreshes begun on step 2. The run must get through that checkpoint (before the fix it died there: the ranks
+// broadcast different lists, MPI_ERR_TRUNCATE) and resume from it to the weights of the run that went straight
+// through, bit for bit.
+TEST(DataParallel, OverlappedRefreshWithAnAllPaddingRankCheckpoints) {
+    std::string d = tmpdir();
+    const int T = 16, steps = 5;
+    ShardInfo info;
+    info.vocab_size = 50257;
+    info.layout = SHARD_LAYOUT_ROWS;
+    info.row_len = T;
+    info.tokenizer = TOKENIZER_GPT2;
+    info.pad_id = info.eos_id = 50256;
+    std::mt19937 rng(4321);
+    std::vector<uint16_t> rows((size_t)2 * steps * T), val((size_t)8 * T);
+    for (uint16_t& x : rows) x = (uint16_t)(rng() % 50256);
+    for (uint16_t& x : val) x = (uint16_t)(rng() % 50256);
+    for (int i = 0; i < T; i++) rows[(size_t)4 * T + i] = (uint16_t)info.pad_id;  // rank 0's micro-batch of step 2
+    write_shard(d + "/train.bin", rows, info);
+    write_shard(d + "/val.bin", val, info);
+    std::string args = " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --seq-len " + std::to_string(T) +
+                       " --batch-size 1 --lr 1e-3 --no-shuffle --eval-tokens 64 --prac prac --prac-t2 2 "
+                       "--prac-refresh-overlap 2 --train-data " + d + "/train.bin --val-data " + d + "/val.bin";
+    std::string out;
+    int rc = run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + args + " --steps " + std::to_string(steps) +
+                       " --ckpt-every 1 --ckpt-keep 10 --ckpt-dir " + d + "/full", &out);
+    ASSERT_EQ(rc, 0) << out;
+    SafeTensorsFile st = safetensors_open(d + "/full/step_00000003/state.safetensors");
+    int pending[2] = {0, 0};
+    for (const std::string& name : st.names())
+        for (int r = 0; r < 2; r++)
+            pending[r] += name.rfind("prac.", 0) == std::string::npos && name.find("rank" + std::to_string(r) + ".") == 0 &&
+                          name.find("pending") != std::string::npos;
+    std::printf("tensors with pending refreshes in the step-3 checkpoint: rank 0 %d, rank 1 %d\n", pending[0], pending[1]);
+    EXPECT_NE(pending[0], pending[1]) << "the ranks should hold different refreshes in flight here";
+    char last[32];
+    std::snprintf(last, sizeof last, "/step_%08d", steps);
+    rc = run_shell("mv " + d + "/full" + last + " " + d + "/straight && rm -rf " + d + "/full/step_00000004 && timeout 300 env " +
+                   mpirun_2() + bin("train_gpt2") + args + " --steps " + std::to_string(steps) + " --ckpt-dir " + d +
+                   "/full --resume", &out);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_EQ(max_weight_difference(d + "/straight/model.safetensors", d + "/full" + last + "/model.safetensors"), 0.0)
+        << "resumed from the step-3 checkpoint";
+    run_shell("rm -rf " + d);
+}
 #endif

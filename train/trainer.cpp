@@ -23,6 +23,7 @@ void install_stop_signals() {
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <sstream>
 
 static bool is_dir(const std::string& p) {
     struct stat st;
@@ -234,4 +235,29 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     // Gram matrix and draws with the same seed, so every rank holds the same bases.
     if (!opts.prac_shared) prac.seed += 1000003ull * (uint64_t)rank;
     return true;
+}
+
+std::vector<SafeTensorWrite> broadcast_tensor_list(Comm& comm, const std::vector<SafeTensorWrite>& mine, int root) {
+    std::string text;  // one line per tensor: name, dtype, dimensions
+    if (comm.rank() == root)
+        for (const SafeTensorWrite& t : mine) {
+            text += t.name + " " + t.dtype;
+            for (int64_t d : t.shape) text += " " + std::to_string(d);
+            text += "\n";
+        }
+    uint64_t bytes = text.size();
+    comm.broadcast(&bytes, sizeof bytes, root);
+    text.resize(bytes);
+    if (bytes > 0) comm.broadcast(text.data(), bytes, root);
+    if (comm.rank() == root) return mine;
+    std::vector<SafeTensorWrite> list;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+        std::istringstream fields(line);
+        SafeTensorWrite t{"", "", {}, nullptr};
+        fields >> t.name >> t.dtype;
+        for (int64_t d; fields >> d;) t.shape.push_back(d);
+        list.push_back(t);
+    }
+    return list;
 }

@@ -52,6 +52,9 @@ long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens);
 // An earlier run's files are not replaced by accident: without --resume or --overwrite, a --ckpt-dir that holds
 // complete checkpoints refuses the run, and so does a --save directory that holds a model (unless --resume).
 void check_no_earlier_run(const TrainOptions& opts);
+// Rank `root`'s tensor list (names, dtypes, shapes) on every rank, by broadcast: `mine` on the root, the root's list
+// with null data elsewhere. A collective: every rank calls it with the same root.
+std::vector<SafeTensorWrite> broadcast_tensor_list(Comm& comm, const std::vector<SafeTensorWrite>& mine, int root);
 void print_table(const char* title, const std::vector<std::pair<std::string, std::string>>& rows);
 
 // The PRAC sites of a model: class, width, ranks, k and bytes saved per layer.
@@ -351,18 +354,22 @@ struct Trainer {
             }
             rs.optim.push_back({t.name, std::move(full)});
         }
-        // PRAC: rank r's tensors travel to rank 0 by broadcast (all ranks have the same shapes)
+        // PRAC: rank r's tensors travel to rank 0 by broadcast, their list first: ranks may hold different ones (with
+        // --prac-refresh-overlap, a rank whose micro-batches of a refresh step were all padding began no refresh
+        // there, so it has no refresh in flight where the others have)
         PracStateBuffers local;
         std::vector<SafeTensorWrite> mine;
         prac_state_tensors(be, model.sites, local, mine);
         int owners = opts.prac_shared ? 1 : ranks;
         for (int r = 0; r < owners; r++) {
             std::string prefix = owners == 1 ? "" : format("rank%d.", r);
-            for (const SafeTensorWrite& t : mine) {
+            std::vector<SafeTensorWrite> theirs = ranks > 1 ? broadcast_tensor_list(comm, mine, r) : mine;
+            for (size_t i = 0; i < theirs.size(); i++) {
+                const SafeTensorWrite& t = theirs[i];
                 size_t bytes = safetensors_dtype_size(t.dtype);
                 for (int64_t d : t.shape) bytes *= (size_t)d;
                 std::vector<char> buf(bytes);
-                if (rank == r) std::memcpy(buf.data(), t.data, bytes);
+                if (rank == r) std::memcpy(buf.data(), mine[i].data, bytes);
                 if (ranks > 1) comm.broadcast(buf.data(), bytes, r);
                 if (t.dtype == "F32") {
                     rs.prac_buffers.f32.emplace_back((const float*)buf.data(), (const float*)(buf.data() + bytes));
