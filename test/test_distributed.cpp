@@ -193,25 +193,32 @@ TEST(DataParallel, RsoTwoRanksEqualOneRank) {
 // (T1 = 500). Before the fix the job died at step 0 (rank 1 skipped forward and met the others' Gram all-reduces
 // with its gradient all-reduce: MPI_ERR_TRUNCATE). Tolerances as in TwoRanksEqualOneRankWithTheDoubledBatch;
 // the PRAC state rank 0 checkpoints (the shared bases) equals the one-rank run's: counters exactly, bases to 1e-5.
-TEST(DataParallel, SharedSubspaceWithAnAllPaddingRank) {
-    std::string d = tmpdir();
-    const int T = 16, steps = 6;
+// Row-aligned GPT-2 shards (GaLore's C4 layout) in d: train.bin of `rows` random rows of T tokens, those listed in
+// `padding` all padding, and val.bin of 8 random rows; the tokens drawn from `seed`, train's first.
+static void write_padded_shards(const std::string& d, int T, int rows, std::initializer_list<int> padding,
+                                unsigned seed) {
     ShardInfo info;
     info.vocab_size = 50257;
     info.layout = SHARD_LAYOUT_ROWS;
     info.row_len = T;
     info.tokenizer = TOKENIZER_GPT2;
     info.pad_id = info.eos_id = 50256;
-    std::mt19937 rng(1234);
-    auto rows = [&](int n, std::initializer_list<int> padding) {
+    std::mt19937 rng(seed);
+    auto draw = [&](int n, std::initializer_list<int> pad_rows) {
         std::vector<uint16_t> t((size_t)n * T);
         for (uint16_t& x : t) x = (uint16_t)(rng() % 50256);
-        for (int r : padding)
+        for (int r : pad_rows)
             for (int i = 0; i < T; i++) t[(size_t)r * T + i] = (uint16_t)info.pad_id;
         return t;
     };
-    write_shard(d + "/train.bin", rows(2 * steps, {1, 4}), info);
-    write_shard(d + "/val.bin", rows(8, {}), info);
+    write_shard(d + "/train.bin", draw(rows, padding), info);
+    write_shard(d + "/val.bin", draw(8, {}), info);
+}
+
+TEST(DataParallel, SharedSubspaceWithAnAllPaddingRank) {
+    std::string d = tmpdir();
+    const int T = 16, steps = 6;
+    write_padded_shards(d, T, 2 * steps, {1, 4}, 1234);
     std::string args = " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --steps " + std::to_string(steps) + " --seq-len " +
                        std::to_string(T) + " --batch-size 1 --lr 1e-3 --no-shuffle --eval-tokens 64 --prac prac "
                        "--prac-t2 2 --prac-shared-subspace --train-data " + d + "/train.bin --val-data " + d +
@@ -276,19 +283,7 @@ TEST(DataParallel, SharedSubspaceWithAnAllPaddingRank) {
 TEST(DataParallel, OverlappedRefreshWithAnAllPaddingRankCheckpoints) {
     std::string d = tmpdir();
     const int T = 16, steps = 5;
-    ShardInfo info;
-    info.vocab_size = 50257;
-    info.layout = SHARD_LAYOUT_ROWS;
-    info.row_len = T;
-    info.tokenizer = TOKENIZER_GPT2;
-    info.pad_id = info.eos_id = 50256;
-    std::mt19937 rng(4321);
-    std::vector<uint16_t> rows((size_t)2 * steps * T), val((size_t)8 * T);
-    for (uint16_t& x : rows) x = (uint16_t)(rng() % 50256);
-    for (uint16_t& x : val) x = (uint16_t)(rng() % 50256);
-    for (int i = 0; i < T; i++) rows[(size_t)4 * T + i] = (uint16_t)info.pad_id;  // rank 0's micro-batch of step 2
-    write_shard(d + "/train.bin", rows, info);
-    write_shard(d + "/val.bin", val, info);
+    write_padded_shards(d, T, 2 * steps, {4}, 4321);  // row 4: rank 0's micro-batch of step 2
     std::string args = " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --seq-len " + std::to_string(T) +
                        " --batch-size 1 --lr 1e-3 --no-shuffle --eval-tokens 64 --prac prac --prac-t2 2 "
                        "--prac-refresh-overlap 2 --train-data " + d + "/train.bin --val-data " + d + "/val.bin";
