@@ -371,6 +371,7 @@ struct Trainer {
                 std::vector<char> buf(bytes);
                 if (rank == r) std::memcpy(buf.data(), mine[i].data, bytes);
                 if (ranks > 1) comm.broadcast(buf.data(), bytes, r);
+                if (rank != 0) continue;  // only rank 0 writes: the others keep no copy of every rank's bases
                 if (t.dtype == "F32") {
                     rs.prac_buffers.f32.emplace_back((const float*)buf.data(), (const float*)(buf.data() + bytes));
                     rs.prac.push_back({prefix + t.name, t.dtype, t.shape, rs.prac_buffers.f32.back().data()});
@@ -423,8 +424,21 @@ struct Trainer {
                      "model.safetensors (what --save writes)", w.c_str(), std::strerror(errno));
         }
         if (!opts.save.empty() && rank == 0) prepare_save_dir(opts.save);
-        if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
+        if (opts.resume) resume_path = resume_checkpoint();
         return opts.val_data;
+    }
+    // --resume's checkpoint: rank 0 picks it (checkpoint_resolve, which also tidies the directory) and tells the
+    // others. Ranks that picked their own could see different directories (a node that has not seen a rename yet,
+    // a node-local --ckpt-dir) and would then run different steps' collectives: a hang, not an error.
+    std::string resume_checkpoint() {
+        std::string path;
+        if (rank == 0) path = checkpoint_resolve(opts.ckpt_dir);
+        if (ranks == 1) return path;
+        uint64_t bytes = path.size();
+        comm.broadcast(&bytes, sizeof bytes, 0);
+        path.resize(bytes);
+        comm.broadcast(path.data(), bytes, 0);
+        return path;
     }
 
     // --resume: the checkpoint's settings and training data must be this run's (a bit-exact continuation); its
