@@ -347,7 +347,7 @@ __global__ void prac_sumsq_partial_kernel(const float* x, size_t count, int sym_
     }
     if (threadIdx.x == 0) partial[blockIdx.x] = acc[0];
 }
-// partial[SUMSQ_BLOCKS] = the sum of partial[0:SUMSQ_BLOCKS) in a fixed order (one thread).
+// *total = the sum of partial[0:SUMSQ_BLOCKS) in a fixed order (one thread).
 __global__ void prac_sumsq_final_kernel(const double* partial, double* total) {
     double s = 0;
     for (int i = 0; i < SUMSQ_BLOCKS; i++) s += partial[i];

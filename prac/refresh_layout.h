@@ -47,7 +47,7 @@ inline RefreshLayout refresh_layout(int n, const SiteDims& d) {
     size_t sq = (size_t)std::max(b, r2);
     L.S1 = take(sq * sq * fb);                                   // Cholesky-QR's Gram / R factors (b, b), Q2's (r2, r2)
     L.S2 = take((size_t)b * b * fb);
-    L.sums = take(b || r2 ? (SUMSQ_BLOCKS + 1) * sizeof(double) : 0);  // sum-of-squares partials and total
+    L.sums = take(b || r2 ? SUMSQ_BLOCKS * sizeof(double) : 0);  // sum-of-squares partials (the total: checks)
     L.solver = off;
     return L;
 }
