@@ -237,6 +237,13 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     return true;
 }
 
+void broadcast_string(Comm& comm, std::string& s, int root) {
+    uint64_t bytes = s.size();
+    comm.broadcast(&bytes, sizeof bytes, root);
+    s.resize(bytes);
+    if (bytes > 0) comm.broadcast(s.data(), bytes, root);
+}
+
 std::vector<SafeTensorWrite> broadcast_tensor_list(Comm& comm, const std::vector<SafeTensorWrite>& mine, int root) {
     std::string text;  // one line per tensor: name, dtype, dimensions
     if (comm.rank() == root)
@@ -245,10 +252,7 @@ std::vector<SafeTensorWrite> broadcast_tensor_list(Comm& comm, const std::vector
             for (int64_t d : t.shape) text += " " + std::to_string(d);
             text += "\n";
         }
-    uint64_t bytes = text.size();
-    comm.broadcast(&bytes, sizeof bytes, root);
-    text.resize(bytes);
-    if (bytes > 0) comm.broadcast(text.data(), bytes, root);
+    broadcast_string(comm, text, root);
     if (comm.rank() == root) return mine;
     std::vector<SafeTensorWrite> list;
     std::istringstream lines(text);

@@ -52,6 +52,8 @@ long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens);
 // An earlier run's files are not replaced by accident: without --resume or --overwrite, a --ckpt-dir that holds
 // complete checkpoints refuses the run, and so does a --save directory that holds a model (unless --resume).
 void check_no_earlier_run(const TrainOptions& opts);
+// Rank `root`'s s on every rank (a collective).
+void broadcast_string(Comm& comm, std::string& s, int root);
 // Rank `root`'s tensor list (names, dtypes, shapes) on every rank, by broadcast: `mine` on the root, the root's list
 // with null data elsewhere. A collective: every rank calls it with the same root.
 std::vector<SafeTensorWrite> broadcast_tensor_list(Comm& comm, const std::vector<SafeTensorWrite>& mine, int root);
@@ -433,11 +435,7 @@ struct Trainer {
     std::string resume_checkpoint() {
         std::string path;
         if (rank == 0) path = checkpoint_resolve(opts.ckpt_dir);
-        if (ranks == 1) return path;
-        uint64_t bytes = path.size();
-        comm.broadcast(&bytes, sizeof bytes, 0);
-        path.resize(bytes);
-        comm.broadcast(path.data(), bytes, 0);
+        if (ranks > 1) broadcast_string(comm, path, 0);
         return path;
     }
 
