@@ -84,7 +84,10 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
 # ---- llm.c's train_gpt2cu: built from the copy with its Makefile's flags (nvcc directly: no make needed) ----
-link_flags() {  # the linker arguments for libraries NAME...: -L DIR -lNAME, or the versioned file itself (wheels)
+# The linker arguments for libraries NAME...: -L DIR -lNAME, or the versioned file itself where a directory has only
+# that (pip wheels: libcudnn.so.9), passed through -Xlinker (nvcc refuses a .so.N operand); a run path for each
+# directory outside the loader's default ones (a library found only in a wheel's folder would not load).
+link_flags() {
   local name d f dirs=()
   IFS=: read -ra dirs <<<"${LD_LIBRARY_PATH:-}"
   dirs+=("${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu /usr/lib64)
@@ -96,9 +99,20 @@ link_flags() {  # the linker arguments for libraries NAME...: -L DIR -lNAME, or 
       [ -n "$d" ] || continue
       if [ -e "$d/lib$name.so" ]; then f="-L$d -l$name"; break; fi
       local v; v=$(ls "$d/lib$name.so."* 2>/dev/null | head -1 || true)
-      if [ -n "$v" ]; then f="$v"; break; fi
+      if [ -n "$v" ]; then f="-Xlinker $v"; break; fi
     done
     echo "${f:--l$name}"
+    case "$d" in
+      ""|*/stubs|/usr/lib/x86_64-linux-gnu|/usr/lib64) ;;  # stubs: link only; the others: the loader's own
+      *) [ -n "$f" ] && echo "-Xlinker -rpath,$d" ;;
+    esac
+  done
+}
+cudnn_include() {  # the directory holding cudnn.h where the compiler would not look by itself ("" if none)
+  local d
+  for d in ${CUDNN_PATH:+"$CUDNN_PATH/include"} \
+           $(python3 -c 'import glob, site; [print(p) for s in site.getsitepackages() for p in glob.glob(s + "/nvidia/cudnn/include")]' 2>/dev/null || true); do
+    [ -f "$d/cudnn.h" ] && { echo "$d"; return; }
   done
 }
 if [ -z "$LLMC_BIN" ]; then
@@ -128,14 +142,22 @@ EOF_COMPAT
   OBJS=() LIBS=(cublas cublasLt)
   # NVML (llm.c's GPU telemetry, used only when nvml.h is found): linked where the driver's library is
   [ "$(link_flags nvidia-ml)" != "-lnvidia-ml" ] && LIBS+=(nvidia-ml)
+  LLMC_ATTN=""
   if [ "$CUDNN" != 0 ] && [ -n "$FE" ] && [ -f "$FE/cudnn_frontend.h" ]; then
-    FLAGS+=(-DENABLE_CUDNN "-I$FE")
+    CUDNN_INC=$(cudnn_include)
+    CUDNN_FLAGS=(-DENABLE_CUDNN "-I$FE" ${CUDNN_INC:+"-I$CUDNN_INC"})
     mkdir -p "$LLMC/build"
-    echo "llm.c: compiling llmc/cudnn_att.cpp (cuDNN attention, frontend $FE)"
-    (cd "$LLMC" && "$NVCC" -c "${FLAGS[@]}" ${LLMC_NVCC_FLAGS:-} llmc/cudnn_att.cpp -o build/cudnn_att.o)
-    OBJS+=(build/cudnn_att.o) LIBS+=(cudnn nvrtc)  # the frontend compiles some engines at run time (NVRTC)
-    LLMC_ATTN="cuDNN"
-  else
+    echo "llm.c: compiling llmc/cudnn_att.cpp (cuDNN attention, frontend $FE${CUDNN_INC:+, cudnn.h in $CUDNN_INC})"
+    if (cd "$LLMC" && "$NVCC" -c "${FLAGS[@]}" "${CUDNN_FLAGS[@]}" ${LLMC_NVCC_FLAGS:-} llmc/cudnn_att.cpp \
+          -o build/cudnn_att.o); then
+      FLAGS+=("${CUDNN_FLAGS[@]}")
+      OBJS+=(build/cudnn_att.o) LIBS+=(cudnn nvrtc)  # the frontend compiles some engines at run time (NVRTC)
+      LLMC_ATTN="cuDNN"
+    else  # a comparison without cuDNN beats none: ours then runs with cuDNN, and the summary says llm.c did not
+      LLMC_ATTN="its own kernels (llmc/cudnn_att.cpp did not compile, see above)"
+    fi
+  fi
+  if [ -z "$LLMC_ATTN" ]; then
     LLMC_ATTN="its own kernels (no cudnn-frontend: set CUDNN_FRONTEND_PATH)"
     [ "$CUDNN" = 0 ] && LLMC_ATTN="its own kernels (--no-cudnn)"
   fi
@@ -169,6 +191,7 @@ smi_stop() {  # FILE -> peak minus the value before, MiB ("" without nvidia-smi)
   [ -s "$1" ] || return 0
   awk 'NR == 1 { base = $1; peak = $1 } $1 + 0 > peak { peak = $1 + 0 } END { print peak - base }' "$1"
 }
+trap 'smi_stop /dev/null >/dev/null' EXIT  # a run that dies leaves no sampler polling the GPU through later jobs
 
 # ---- llm.c ----
 echo "llm.c: $LLMC_BIN -e d12 -b $B -t $T -x $STEPS -r $RECOMPUTE"

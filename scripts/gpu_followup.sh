@@ -11,41 +11,47 @@ usage() {
 usage: bash scripts/gpu_followup.sh [JOB...]      run these jobs (default: all, in the order below)
        bash scripts/gpu_followup.sh --list        the jobs and their commands
 
-Jobs (each under its own time limit, seconds):
-  rebuild  120  cmake --build build (the call's tree may differ from the first call's: a fix made in between)
+Jobs (each under its own time limit, seconds; a job of two runs makes both, and fails if either does):
+  rebuild  120  cmake --build build (the call's tree may differ from the first call's: a fix made in between);
+                refused when ninja would rebuild more than 40 steps (the copied tree's files may all look new)
   tests    150  REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN": the tests the first call failed, after a
                 fix made between the calls (RERUN unset or empty: the job is skipped)
   overlap  150  build/tools/bench_gpu --quick --refresh-overlap 1, then 2 (the staggered refresh steps with each
                 refresh solved beside one step, or two: the first call's bench_gpu --quick has them in place)
   accum    120  build/tools/bench_gpu --models llama-130m --no-max-batch --grad-accum 4, in place, then
                 --refresh-overlap 2 (the same staggered steps at the paper's 512 sequences per step: B = 128 x 4)
+  fp32     200  scripts/gpu_verify.sh's FP32 build and GPU tests (STEPS=fp32), when the first call had no time left
+                for them
   align    150  build/tools/bench_gpu --models llama-1b --no-max-batch, without and with --hidden-align 8
-  llmc     240  scripts/bench_vs_llmc.sh --llmc .llmc (carry .llmc: a copy of karpathy/llm.c, docs/GPU.md)
+  llmc     240  scripts/bench_vs_llmc.sh --llmc .llmc (carry .llmc: a copy of karpathy/llm.c, docs/GPU.md), with
+                the BF16 build's ./train_gpt2 (the FP32 build keeps its trainers in build-fp32)
   stride    90  build/tools/bench_gpu_stride (llama-1b's F-wide GEMMs at N = 32768, three row layouts)
   table    240  build/tools/bench_gpu --models gpt2-124m,llama-130m,llama-350m,llama-1b
                 --optimizers adamw,galore,rso,muon,adam-mini --json (Table 2's memory, Table 9's step times)
   mma       90  PRAC_ATTENTION=mma build/tools/bench_gpu --quick (our attention kernel instead of cuDNN's)
 
-Environment: TOTAL_BUDGET (default 380 s: what a session's 900 s of device time leaves after the machine's start
-and a first call of about 430 s; each job gets at most what is left, minus 15 s for the summary),
-OUT (default /tmp/gpu_followup; the device tool's $OUT there), DRY_RUN=1 (print each command, run nothing),
-RERUN (the tests job's ctest -R pattern).
-What comes back under OUT: summary.txt (also printed last) and followup_logs.tar.gz (every job's log).
+Environment: TOTAL_BUDGET (required: the device time left, status's budget_left_s, minus 30 s; each job gets at
+most what is left of it, minus 15 s for the summary), OUT (default /tmp/gpu_followup; the device tool's $OUT
+there), DRY_RUN=1 (print each command, run nothing), RERUN (the tests job's ctest -R pattern), BENCH_GPU (default
+build/tools/bench_gpu).
+What comes back under OUT: summary.txt (also printed last) and followup_logs.tar.gz (every job's log), both
+rewritten after each job, so a call killed at its limit returns the jobs that finished.
 Exit status: 0 when every job that ran passed, 1 otherwise.
 EOF
 }
 
 # The jobs, in the order they run: NAME|LIMIT SECONDS|COMMAND (one string for bash -c; printed by --list and DRY_RUN)
 JOB_TABLE=(
-  'rebuild|120|cmake --build build -j"$(nproc)"'
+  'rebuild|120|n=$(cmake --build build -- -n 2>/dev/null | grep -cE "^\[[0-9]+/[0-9]+\]"); echo "rebuild: $n steps"; if [ "$n" -gt 40 ]; then echo "refused: $n steps would not fit (the copied files look new to ninja?)"; exit 3; fi; cmake --build build -j"$(nproc)"'
   'tests|150|REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" --output-on-failure --timeout 140'
-  'overlap|150|build/tools/bench_gpu --quick --refresh-overlap 1 && build/tools/bench_gpu --quick --refresh-overlap 2'
-  'accum|120|build/tools/bench_gpu --models llama-130m --no-max-batch --grad-accum 4 && build/tools/bench_gpu --models llama-130m --no-max-batch --grad-accum 4 --refresh-overlap 2'
-  'align|150|build/tools/bench_gpu --models llama-1b --no-max-batch && build/tools/bench_gpu --models llama-1b --no-max-batch --hidden-align 8'
-  'llmc|240|rm -f train_gpt2 && cmake --build build --target train_gpt2 prep_data -j"$(nproc)" && bash scripts/bench_vs_llmc.sh --llmc .llmc --out "$LOGS/bench_vs_llmc"'
+  'overlap|150|$BENCH_GPU --quick --refresh-overlap 1; r=$?; $BENCH_GPU --quick --refresh-overlap 2 || r=1; exit $r'
+  'accum|120|$BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4; r=$?; $BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4 --refresh-overlap 2 || r=1; exit $r'
+  'fp32|200|CLEAN=0 SKIP_CPU=1 USE_MAKE=0 STEPS=fp32 FP32_MIN=0 TOTAL_BUDGET=$((LIMIT - 10)) OUT="$LOGS/fp32" bash scripts/gpu_verify.sh'
+  'align|150|$BENCH_GPU --models llama-1b --no-max-batch; r=$?; $BENCH_GPU --models llama-1b --no-max-batch --hidden-align 8 || r=1; exit $r'
+  'llmc|240|bash scripts/bench_vs_llmc.sh --llmc .llmc --out "$LOGS/bench_vs_llmc"'
   'stride|90|build/tools/bench_gpu_stride'
-  'table|240|build/tools/bench_gpu --models gpt2-124m,llama-130m,llama-350m,llama-1b --optimizers adamw,galore,rso,muon,adam-mini --json "$LOGS/bench.json"'
-  'mma|90|PRAC_ATTENTION=mma build/tools/bench_gpu --quick'
+  'table|240|$BENCH_GPU --models gpt2-124m,llama-130m,llama-350m,llama-1b --optimizers adamw,galore,rso,muon,adam-mini --json "$LOGS/bench.json"'
+  'mma|90|PRAC_ATTENTION=mma $BENCH_GPU --quick'
 )
 ALL_JOBS=(); for row in "${JOB_TABLE[@]}"; do ALL_JOBS+=("${row%%|*}"); done
 RERUN=${RERUN:-}
@@ -76,17 +82,33 @@ done
 [ ${#jobs[@]} -eq 0 ] && jobs=("${ALL_JOBS[@]}")
 
 cd "$(dirname "$0")/.." || exit 1
-TOTAL_BUDGET=${TOTAL_BUDGET:-380}
+if [ -z "${TOTAL_BUDGET:-}" ] && [ "${DRY_RUN:-0}" != 1 ]; then  # a guess that outlives the device time loses it all
+  echo "gpu_followup: set TOTAL_BUDGET (seconds): the device tool's budget_left_s minus 30" >&2; exit 2
+fi
+TOTAL_BUDGET=${TOTAL_BUDGET:-600}
 OUT=${OUT:-/tmp/gpu_followup}
 LOGS=$(mktemp -d /tmp/gpu_followup_logs.XXXXXX)/logs
 mkdir -p "$OUT" "$LOGS"
-export RERUN LOGS
+BENCH_GPU=${BENCH_GPU:-build/tools/bench_gpu}
+export RERUN LOGS BENCH_GPU
 # what scripts/gpu_verify.sh unpacked (docs/GPU.md): carried libraries and the cudnn-frontend headers
 [ -d /opt/pracdeps/lib ] && export LD_LIBRARY_PATH="/opt/pracdeps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [ -d /opt/pracdeps/cudnn_frontend ] && export CUDNN_FRONTEND_PATH=${CUDNN_FRONTEND_PATH:-/opt/pracdeps/cudnn_frontend}
 T0=$(date +%s)
 SUMMARY=()
 failed=0
+# summary.txt and the logs' tarball under OUT: rewritten after each job (INCOMPLETE until the last), printed at the end
+write_summary() {  # FINAL: 1 at the end
+  {
+    echo "gpu_followup $(date -u +%Y-%m-%dT%H:%M:%SZ)  GIT_REV=${GIT_REV:-unset}  elapsed $(( $(date +%s) - T0 ))s of ${TOTAL_BUDGET}s"
+    printf '%-8s %-6s %6s  %s\n' job status secs note
+    [ ${#SUMMARY[@]} -gt 0 ] && printf '%s\n' "${SUMMARY[@]}"
+    [ -f "$LOGS/results.txt" ] && sed 's/^/  /' "$LOGS/results.txt"
+    if [ "$1" != 1 ]; then echo "RESULT: INCOMPLETE (written after job ${SUMMARY[-1]%% *}; the script did not finish)"
+    elif [ "$failed" = 0 ]; then echo "RESULT: OK"; else echo "RESULT: FAILED"; fi
+  } >"$OUT/summary.txt"
+  tar -C "$(dirname "$LOGS")" -czf "$OUT/followup_logs.tar.gz" logs
+}
 for j in "${jobs[@]}"; do
   cmd=$(job_cmd "$j")
   left=$(( TOTAL_BUDGET - 15 - ($(date +%s) - T0) ))
@@ -96,7 +118,7 @@ for j in "${jobs[@]}"; do
   echo "==> $j (limit ${limit}s): $cmd"
   if [ "${DRY_RUN:-0}" = 1 ]; then SUMMARY+=("$(printf '%-8s %-6s %6s  %s' "$j" DRY 0 "$cmd")"); continue; fi
   t=$(date +%s)
-  timeout --kill-after=5 "$limit" bash -c "$cmd" >"$LOGS/$j.log" 2>&1
+  LIMIT=$limit timeout --kill-after=5 "$limit" bash -c "$cmd" >"$LOGS/$j.log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - t ))
   tail -n 12 "$LOGS/$j.log" | sed 's/^/  | /'
@@ -107,14 +129,9 @@ for j in "${jobs[@]}"; do
   fi
   SUMMARY+=("$(printf '%-8s %-6s %6s  %s' "$j" "$st" "$secs" "$note")")
   grep '^RESULT ' "$LOGS/$j.log" >>"$LOGS/results.txt"
+  write_summary 0
 done
 
-{
-  echo "gpu_followup $(date -u +%Y-%m-%dT%H:%M:%SZ)  GIT_REV=${GIT_REV:-unset}  elapsed $(( $(date +%s) - T0 ))s of ${TOTAL_BUDGET}s"
-  printf '%-8s %-6s %6s  %s\n' job status secs note
-  printf '%s\n' "${SUMMARY[@]}"
-  [ -f "$LOGS/results.txt" ] && sed 's/^/  /' "$LOGS/results.txt"
-  if [ "$failed" = 0 ]; then echo "RESULT: OK"; else echo "RESULT: FAILED"; fi
-} | tee "$OUT/summary.txt"
-tar -C "$(dirname "$LOGS")" -czf "$OUT/followup_logs.tar.gz" logs
+write_summary 1
+cat "$OUT/summary.txt"
 exit "$failed"

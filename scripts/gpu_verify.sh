@@ -19,10 +19,14 @@
 #   bench   run_benchmarks(): every executable build/tools/bench_gpu* with a time limit, run with $BENCH_ARGS,
 #           then (BENCH_OVERLAP=D, default 2; 0: not) bench_gpu --quick --models llama-130m --refresh-overlap D
 #   fp32    the same build with PRECISION=FP32 in build-fp32 (FP32_TARGETS=gpu: only the GPU tests' targets,
-#           the default, to fit the time budget; FP32_TARGETS=all: everything), then its GPU tests
+#           the default, to fit the time budget; FP32_TARGETS=all: everything; its trainers stay in build-fp32,
+#           the root's are the BF16 build's), then its GPU tests; both SKIP when less than FP32_MIN seconds are
+#           left (scripts/gpu_followup.sh's job fp32 runs them then)
 #   cpu     the CPU suite: ctest --test-dir build -LE gpu -j (CI runs it too; here it checks the GPU image)
 # Then a summary table (step/test, status, seconds), summary.txt, results.json and logs.tar.gz under $OUT
-# (the device tool returns $OUT; at most 8 files) or under WORK (/tmp/gpu_verify) when OUT is unset.
+# (the device tool returns $OUT; at most 8 files) or under WORK (/tmp/gpu_verify) when OUT is unset. The same files
+# are rewritten after every step (summary "RESULT: INCOMPLETE"), so a call killed at its limit still returns the
+# steps that finished and their logs.
 # Exit status: 0 when every step and test passed (skips count as passes only in a dry run), 1 otherwise.
 #
 # DRY_RUN=1 (no GPU, on the dev machine): copies the working tree as the device tool would (tracked and
@@ -39,6 +43,10 @@
 #                   about 20 short trainings)
 #   JOBS            parallel jobs (default nproc)
 #   FP32_TARGETS    gpu (default) | all | none
+#   FP32_MIN        seconds the FP32 build and tests need (default 170: 50 + 100 on the 2026-11-27 H100); with less
+#                   left both are skipped
+#   STEPS           the steps to run after env and deps (default build,gpu,bench,fp32,cpu; cpu also needs SKIP_CPU
+#                   unset), e.g. STEPS=fp32 on a warm machine whose first call skipped it
 #   FORCE_DEBS=1    use the carried .debs even where the system has the package
 #   PREFIX          where .debs are unpacked (default /opt/pracdeps; dry run WORK/pracdeps)
 #   WORK            scratch folder for logs (and, in a dry run, the copy and the builds): default /tmp/gpu_verify
@@ -125,6 +133,8 @@ CPU_CAP="${CPU_CAP:-200}"
 GPU_CAP="${GPU_CAP:-240}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 4)}"
 FP32_TARGETS="${FP32_TARGETS:-gpu}"
+FP32_MIN="${FP32_MIN:-170}"
+STEPS="${STEPS:-build,gpu,bench,fp32,cpu}"
 BENCH_TIMEOUT="${BENCH_TIMEOUT:-90}"
 BENCH_OVERLAP="${BENCH_OVERLAP:-2}"
 SKIP_CPU="${SKIP_CPU:-0}"
@@ -158,7 +168,9 @@ record() {
   local note="${4:-}"; note="${note//$'\t'/ }"; note="${note//$'\n'/ }"
   printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$note" >>"$STEPS_TSV"
   if [ "$2" = FAIL ]; then FAILED=1; fi
+  PARTIAL=1 write_summary >/dev/null 2>&1 || true  # what is done so far comes back even if the call is killed
 }
+wanted() { [[ ",$STEPS," == *",$1,"* ]]; }  # wanted STEP: is STEP in STEPS
 # step_timeout CAP: seconds a step may take now (CAP, or what is left of the budget minus 20 s for the summary)
 step_timeout() {
   local cap=$1 left; left=$(( $(remaining) - 20 ))
@@ -470,16 +482,17 @@ HAVE_MAKE=0; command -v make >/dev/null 2>&1 && HAVE_MAKE=1
 # without a GPU; here the real one runs the same tests.
 configure_dir() {
   local bd=$1 prec=$2 logf=$3 t=$4
+  local at_root=ON; [ "$prec" = BF16 ] || at_root=OFF  # ./train_gpt2 etc. are the BF16 build's
   if [ "$HAVE_MAKE" = 1 ]; then
     # INSTALL_DEPS=0: the Makefile would otherwise run scripts/install_deps.sh, whose apt-get has no network there
     # (seen 2026-11-27: "Unable to locate package cmake"); step_deps has put what the build needs in place
     run_logged "$logf" "$t" make configure INSTALL_DEPS=0 BUILD_DIR="$bd" PRAC_CUDA=ON CUDA_ARCHS="$ARCHS" \
-      PRECISION="$prec" CMAKE_ARGS=-DPRAC_EMU=OFF
+      PRECISION="$prec" CMAKE_ARGS="-DPRAC_EMU=OFF -DPRAC_TRAINERS_AT_ROOT=$at_root"
   else
     local gen=()
     if [ ! -f "$bd/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
     run_logged "$logf" "$t" cmake -S . -B "$bd" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DPRAC_CUDA=ON -DPRAC_EMU=OFF \
-      "-DPRAC_CUDA_ARCHS=$ARCHS" "-DPRAC_PRECISION=$prec" ${CUDNN_FRONTEND_PATH:+"-DCUDNN_FRONTEND_PATH=$CUDNN_FRONTEND_PATH"}
+      "-DPRAC_CUDA_ARCHS=$ARCHS" "-DPRAC_PRECISION=$prec" "-DPRAC_TRAINERS_AT_ROOT=$at_root" ${CUDNN_FRONTEND_PATH:+"-DCUDNN_FRONTEND_PATH=$CUDNN_FRONTEND_PATH"}
   fi
 }
 # build_dir BUILD_DIR LOG TIMEOUT [TARGETS...]: build (a failed build goes on with -k, so that whatever compiles
@@ -648,7 +661,7 @@ write_summary() {
   mkdir -p "$dest"
   local py_ok=0; command -v python3 >/dev/null 2>&1 && py_ok=1
   if [ "$py_ok" = 1 ]; then
-    DRY_RUN="$DRY_RUN" ARCHS="$ARCHS" python3 - "$LOGDIR" "$dest" <<'EOF' || FAILED=1
+    DRY_RUN="$DRY_RUN" ARCHS="${ARCHS:-}" PARTIAL="${PARTIAL:-0}" python3 - "$LOGDIR" "$dest" <<'EOF' || FAILED=1
 import glob, json, os, sys, time
 import xml.etree.ElementTree as ET
 logdir, dest = sys.argv[1], sys.argv[2]
@@ -720,7 +733,10 @@ for s in steps:
 for b in bench:
     out.append("  " + b)
 out.append("-" * 110)
-out.append("RESULT: %s%s" % ("OK" if ok else "FAILED", " (dry run: no GPU; skips allowed)" if os.environ.get("DRY_RUN") == "1" else ""))
+if os.environ.get("PARTIAL") == "1":  # rewritten after each step: a killed call leaves this line
+    out.append("RESULT: INCOMPLETE (written after step %s; the script did not finish)" % (steps[-1]["name"] if steps else "-"))
+else:
+    out.append("RESULT: %s%s" % ("OK" if ok else "FAILED", " (dry run: no GPU; skips allowed)" if os.environ.get("DRY_RUN") == "1" else ""))
 txt = "\n".join(out) + "\n"
 open(os.path.join(dest, "summary.txt"), "w").write(txt)
 print(txt, end="")
@@ -743,22 +759,29 @@ main() {
   echo "  CUDA archs: $ARCHS"
   step_deps || true
 
-  step_build build "$BUILD_DIR" BF16 all || true
+  if wanted build; then step_build build "$BUILD_DIR" BF16 all || true; fi
   # every GPU test's whole output goes into the JUnit file (ctest keeps 1 KiB of a passed test's by default): its
   # measured figures (cuSOLVER's workspace, timings, ulp counts) are what the log entry needs
   local GPU_OUTPUT=(--test-output-size-passed 1048576 --test-output-size-failed 1048576)
-  RG="$REQUIRE_GPU" step_ctest gpu "$BUILD_DIR" "$GPU_CAP" -L gpu --timeout 180 "${GPU_OUTPUT[@]}" || true
+  if wanted gpu; then
+    RG="$REQUIRE_GPU" step_ctest gpu "$BUILD_DIR" "$GPU_CAP" -L gpu --timeout 180 "${GPU_OUTPUT[@]}" || true
+  fi
 
   # the benchmarks before the FP32 build: the BF16 build's numbers (issue #15's staggered steps) are what a session
   # with one GPU call most needs, and the FP32 GPU tests passed on the last GPU (docs/VERIFICATION.md)
-  run_benchmarks "$BUILD_DIR" || true
+  if wanted bench; then run_benchmarks "$BUILD_DIR" || true; fi
 
-  if [ "$FP32_TARGETS" != none ]; then
-    if step_build build-fp32 "$BUILD_DIR_FP32" FP32 "$FP32_TARGETS"; then :; fi
-    RG="$REQUIRE_GPU" step_ctest gpu-fp32 "$BUILD_DIR_FP32" "$GPU_CAP" -L gpu --timeout 180 "${GPU_OUTPUT[@]}" || true
+  if [ "$FP32_TARGETS" != none ] && wanted fp32; then
+    if [ "$(remaining)" -lt "$FP32_MIN" ]; then  # a skip, not a failure: nothing of the FP32 build was tried
+      local why="$(remaining) s left, FP32_MIN=$FP32_MIN: run scripts/gpu_followup.sh fp32 on the warm machine"
+      record build-fp32 SKIP 0 "$why"; record gpu-fp32 SKIP 0 "$why"
+    else
+      if step_build build-fp32 "$BUILD_DIR_FP32" FP32 "$FP32_TARGETS"; then :; fi
+      RG="$REQUIRE_GPU" step_ctest gpu-fp32 "$BUILD_DIR_FP32" "$GPU_CAP" -L gpu --timeout 180 "${GPU_OUTPUT[@]}" || true
+    fi
   fi
 
-  if [ "$SKIP_CPU" != 1 ]; then
+  if [ "$SKIP_CPU" != 1 ] && wanted cpu; then
     RG="" step_ctest cpu "$BUILD_DIR" "$CPU_CAP" -LE gpu -j "$JOBS" --timeout 150 || true
   fi
 

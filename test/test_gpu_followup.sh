@@ -11,10 +11,13 @@ bad() { echo "  [FAIL] $*"; fail=1; }
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 
 out=$(bash "$S" --list)
-for j in rebuild tests overlap accum stride align llmc table mma; do
+for j in rebuild tests overlap accum fp32 stride align llmc table mma; do
   grep -q "^$j " <<<"$out" && ok "--list names $j" || bad "--list lacks $j"
 done
 grep -q 'bench_vs_llmc.sh --llmc .llmc' <<<"$out" && ok "llmc runs scripts/bench_vs_llmc.sh" || bad "llmc command"
+
+env -u TOTAL_BUDGET OUT="$W/nob" bash "$S" stride >"$W/o" 2>&1; rc=$?
+[ "$rc" = 2 ] && grep -q "set TOTAL_BUDGET" "$W/o" && ok "no TOTAL_BUDGET: exit 2, says so" || bad "no TOTAL_BUDGET: rc=$rc $(cat "$W/o")"
 
 bash "$S" nosuch >"$W/o" 2>&1; rc=$?
 [ "$rc" = 2 ] && grep -q "unknown job 'nosuch'" "$W/o" && ok "an unknown job: exit 2, named" || bad "unknown job: rc=$rc $(cat "$W/o")"
@@ -41,13 +44,31 @@ listing=$(tar -tzf "$W/out/followup_logs.tar.gz")
 grep -q 'logs/align.log' <<<"$listing" && ok "logs in followup_logs.tar.gz" || bad "logs tarball: $listing"
 
 # every job passing: exit 0, RESULT: OK; DRY_RUN runs nothing
-FOLLOWUP_CMD_stride='true' OUT="$W/out2" bash "$S" stride >/dev/null 2>&1 && grep -q '^RESULT: OK' "$W/out2/summary.txt" \
+FOLLOWUP_CMD_stride='true' TOTAL_BUDGET=60 OUT="$W/out2" bash "$S" stride >/dev/null 2>&1 && grep -q '^RESULT: OK' "$W/out2/summary.txt" \
   && ok "all passed: exit 0, OK" || bad "all-pass run"
 DRY_RUN=1 FOLLOWUP_CMD_stride="touch $W/ran" OUT="$W/out3" bash "$S" stride >/dev/null 2>&1
 [ ! -e "$W/ran" ] && grep -qE '^stride +DRY' "$W/out3/summary.txt" && ok "DRY_RUN runs nothing" || bad "DRY_RUN ran the job"
 
-env -u RERUN OUT="$W/out4" bash "$S" tests >/dev/null 2>&1
+env -u RERUN TOTAL_BUDGET=60 OUT="$W/out4" bash "$S" tests >/dev/null 2>&1
 grep -qE '^tests +SKIP .*RERUN is empty' "$W/out4/summary.txt" && ok "tests without RERUN: skipped" || bad "tests job ran without RERUN"
+
+# a job of two runs (the real overlap command, a stand-in bench_gpu whose first run fails) makes both and fails
+printf '#!/bin/sh\necho "$*" >>%s\ncase "$*" in *"overlap 1"*) exit 1;; esac\necho "RESULT bench_gpu $*"\n' "$W/calls" >"$W/bench"
+chmod +x "$W/bench"
+BENCH_GPU="$W/bench" TOTAL_BUDGET=60 OUT="$W/out5" bash "$S" overlap >/dev/null 2>&1; rc=$?
+[ "$rc" = 1 ] && [ "$(grep -c . "$W/calls")" = 2 ] && grep -q -- '--refresh-overlap 2' "$W/calls" \
+  && grep -qE '^overlap +FAIL' "$W/out5/summary.txt" && ok "overlap: the second run after a failed first, job FAIL" \
+  || bad "overlap: rc=$rc, calls: $(cat "$W/calls")"
+
+# a call killed during a job (the device tool's limit) still leaves the finished jobs' summary and logs under OUT
+setsid env FOLLOWUP_CMD_stride='echo "RESULT s=1"' FOLLOWUP_CMD_mma='sleep 60' TOTAL_BUDGET=90 OUT="$W/out6" \
+  bash "$S" stride mma >"$W/run6" 2>&1 &
+sid=$!
+for _ in $(seq 1 50); do grep -q '==> mma' "$W/run6" && break; sleep 0.2; done
+pkill -KILL -s "$sid"; wait "$sid" 2>/dev/null
+grep -qE '^stride +PASS' "$W/out6/summary.txt" && grep -q '^RESULT: INCOMPLETE (written after job stride' "$W/out6/summary.txt" \
+  && tar -tzf "$W/out6/followup_logs.tar.gz" | grep -q 'logs/stride.log' \
+  && ok "killed during mma: stride's row, INCOMPLETE, its log" || bad "killed run: $(cat "$W/out6/summary.txt" 2>&1)"
 
 [ "$fail" = 0 ] && echo "test_gpu_followup: all passed" || echo "test_gpu_followup: FAILED"
 exit "$fail"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# scripts/gpu_verify.sh (the GPU recipe's first call) without a GPU and without building: the parts of its logic that
+# decide what comes back from a call of the device tool.
+#   1. FP32 build and tests skipped (not failed) when less than FP32_MIN seconds are left;
+#   2. a call killed in the middle of a step (the device tool's limit) still leaves summary.txt, results.json and
+#      logs.tar.gz under OUT with the steps that finished, and a summary that says it is incomplete.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+S=scripts/gpu_verify.sh
+fail=0
+ok() { echo "  [ok] $*"; }
+bad() { echo "  [FAIL] $*"; fail=1; }
+W=$(mktemp -d); trap 'pkill -KILL -s "${sid:-0}" 2>/dev/null; rm -rf "$W"' EXIT
+# DRY_RUN copies the tree into WORK and runs there; FORCE_DEBS=0: this machine has the build dependencies
+common=(DRY_RUN=1 FORCE_DEBS=0 SKIP_CPU=1)
+
+env "${common[@]}" WORK="$W/a" OUT="$W/a/out" STEPS=fp32 FP32_MIN=100000 bash "$S" >"$W/a.log" 2>&1; rc=$?
+sum="$W/a/out/summary.txt"
+[ "$rc" = 0 ] && ok "only skips: exit 0" || bad "exit $rc: $(tail -n 5 "$W/a.log")"
+grep -qE '^build-fp32 +SKIP .*FP32_MIN=100000: run scripts/gpu_followup.sh fp32' "$sum" && ok "build-fp32 skipped, says why" \
+  || bad "build-fp32 row: $(grep build-fp32 "$sum")"
+grep -qE '^gpu-fp32 +SKIP ' "$sum" && ok "gpu-fp32 skipped" || bad "gpu-fp32 row: $(grep gpu-fp32 "$sum")"
+grep -q '^RESULT: OK' "$sum" && ok "summary OK" || bad "summary verdict: $(tail -n 1 "$sum")"
+
+# killed while the BF16 build configures (every process of the call's session, as the device tool's limit does)
+setsid env "${common[@]}" WORK="$W/b" OUT="$W/b/out" STEPS=build bash "$S" >"$W/b.log" 2>&1 &
+sid=$!
+for _ in $(seq 1 100); do grep -q 'configure + build' "$W/b.log" 2>/dev/null && break; sleep 0.2; done
+sleep 1
+pkill -KILL -s "$sid"; wait "$sid" 2>/dev/null
+sum="$W/b/out/summary.txt"
+if [ -f "$sum" ]; then
+  grep -qE '^deps +PASS' "$sum" && ok "the finished steps are in the summary" || bad "deps row missing: $(cat "$sum")"
+  grep -q '^RESULT: INCOMPLETE (written after step deps' "$sum" && ok "the summary says it is incomplete" \
+    || bad "verdict: $(tail -n 1 "$sum")"
+  [ -f "$W/b/out/results.json" ] && ok "results.json written" || bad "no results.json"
+  listing=$(tar -tzf "$W/b/out/logs.tar.gz")
+  grep -q 'logs/env.log' <<<"$listing" && ok "logs.tar.gz holds env.log" || bad "logs tarball: $listing"
+else
+  bad "a killed call left no summary.txt"
+fi
+
+[ "$fail" = 0 ] && echo "test_gpu_verify: all passed" || echo "test_gpu_verify: FAILED"
+exit "$fail"
