@@ -1,5 +1,6 @@
 // Error checks for every CUDA runtime, cuBLAS and cuSOLVER call (llm.c style): on failure print
-// "<what> error at file:line: <code> <string>" to stderr and exit(EXIT_FAILURE). These are internal errors
+// "<what> error at file:line: <code> <string>" to stderr and exit(EXIT_FAILURE) (with several ranks: end the job,
+// fatal_exit_hook). These are internal errors
 // (a bad launch, a library misuse, out of device memory), not user errors, so they do not throw, except on a thread
 // that holds a CudaChecksThrow (the PRAC refresh worker's): an exit there would tear the process down under the
 // thread that waits for it, so the error is thrown to that thread instead (through the worker's future).
@@ -18,6 +19,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
+
+#include "common/error.h"  // fatal_exit_hook
 
 inline const char* cusolver_status_string(cusolverStatus_t s) {
     switch (s) {
@@ -53,6 +56,7 @@ struct CudaChecksThrow {
     std::snprintf(msg, sizeof msg, "[%s ERROR] at %s:%d: %s (%d: %s)", kind, file, line, what, code, text);
     if (cuda_checks_throw) throw std::runtime_error(msg);
     std::fprintf(stderr, "%s\n", msg);
+    if (fatal_exit_hook) fatal_exit_hook(EXIT_FAILURE);  // every rank's end, not only this one's
     std::exit(EXIT_FAILURE);
 }
 inline void cuda_check_impl(cudaError_t e, const char* what, const char* file, int line) {

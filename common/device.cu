@@ -17,11 +17,25 @@ int cuda_device_count(std::string* why) {
     if (n == 0 && why) *why = "no CUDA device";
     return n;
 }
+
+std::string cuda_device_uuid(int device) {
+    cudaDeviceProp p;
+    if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "";
+    std::string s = "GPU-";
+    for (int i = 0; i < 16; i++) {
+        char hex[3];
+        std::snprintf(hex, sizeof hex, "%02x", (unsigned char)p.uuid.bytes[i]);
+        s += hex;
+        if (i == 3 || i == 5 || i == 7 || i == 9) s += "-";
+    }
+    return s;
+}
 #else
 int cuda_device_count(std::string* why) {
     if (why) *why = "built without CUDA";
     return 0;
 }
+std::string cuda_device_uuid(int) { return ""; }
 #endif
 
 int gpu_unavailable_exit_code(const char* program) {

@@ -6,6 +6,12 @@
 #include <stdexcept>
 #include <string>
 
+// How an internal error that cannot be thrown (a failed CUDA call: common/cuda_check.h) ends the process: exit, or,
+// with several ranks, whatever the communicator installed (train/comm.cpp: MPI_Abort, after ncclCommAbort under
+// NCCL), which ends every rank. A plain exit would leave the other ranks waiting in a collective until the job's
+// time limit wherever the launcher does not kill a job when one rank exits (Slurm's srun by default).
+inline void (*fatal_exit_hook)(int code) = nullptr;
+
 // An error caused by the user's input (flags, files, configs). `what()` is the whole message,
 // possibly several lines, the last ones starting with "---> HINT:" saying what to do next.
 struct UserError : std::runtime_error {

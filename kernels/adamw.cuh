@@ -111,7 +111,7 @@ __device__ inline void sum_squares_final_body(double* out, const double* partial
     if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
 template <int Dummy = 0>  // a template only so that the header can be included by several translation units
-__global__ void sum_squares_final_kernel(double* out, const double* partials, bool accumulate) {
+__global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_squares_final_kernel(double* out, const double* partials, bool accumulate) {
     sum_squares_final_body(out, partials, accumulate);
 }
 

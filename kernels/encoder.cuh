@@ -114,8 +114,11 @@ __global__ void bitonic_step_global_kernel(K* keys, size_t P, size_t k, size_t j
 }
 // All steps with j < S of stages k_lo..k_hi inside tiles of S keys (one block of S/2 threads per tile, S*8
 // bytes of dynamic shared memory); the first stage starts at step j_first.
+// (launched with up to ENC_SORT_TILE / 2 = 1024 threads: the bound keeps nvcc's register budget within what a block
+// that size may use, or the launch would fail on the GPU alone)
 template <typename K>
-__global__ void bitonic_tile_kernel(K* keys, int S, size_t k_lo, size_t k_hi, size_t j_first) {
+__global__ void __launch_bounds__(ENC_SORT_TILE / 2) bitonic_tile_kernel(K* keys, int S, size_t k_lo, size_t k_hi,
+                                                                          size_t j_first) {
     extern __shared__ unsigned char bitonic_smem[];
     K* sk = reinterpret_cast<K*>(bitonic_smem);
     const size_t base = (size_t)blockIdx.x * S;

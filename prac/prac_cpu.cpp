@@ -254,7 +254,7 @@ static bool cholqr2(float* Q, int n, int c, float* S1, float* S2) {
             double e = S2[(size_t)j * c + i] - (i == j);
             e2 += (i == j ? 1 : 2) * e * e;
         }
-    if (e2 > 0.25 || LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'U', c, S2, c) != 0) return false;
+    if (!(e2 <= 0.25) || LAPACKE_spotrf_work(LAPACK_COL_MAJOR, 'U', c, S2, c) != 0) return false;
     cblas_strsm(CblasColMajor, CblasRight, CblasUpper, CblasNoTrans, CblasNonUnit, n, c, 1.0f, S2, c, Q, n);
     return all_finite(Q, (size_t)n * c);
 }

@@ -610,7 +610,7 @@ struct Refresh {
     // the twin's verdict: false when a Cholesky fails, the first pass leaves ||QᵀQ - I||_F > 1/2, or Q is not
     // finite
     static bool cholqr2_ok(const RefreshChecks& v) {
-        return v.info[1] == 0 && !(v.sumsq > 0.25) && v.info[2] == 0 && v.nonfinite[1] == 0;
+        return v.info[1] == 0 && v.sumsq <= 0.25 && v.info[2] == 0 && v.nonfinite[1] == 0;
     }
     bool cholqr2(float* Q, int c, float* Sa, float* Sb) {
         queue_cholqr2(Q, c, Sa, Sb);
@@ -645,7 +645,7 @@ struct Refresh {
             queue_sum_squares(Sb, (size_t)c * c, c);
             queue_potrf(Sb, c, &checks->info[2]);  // run even when the twin stops at the sum: Sb is not kept
             v = read_checks();
-            if (v.sumsq > 0.25 || v.info[2] != 0) continue;
+            if (!(v.sumsq <= 0.25) || v.info[2] != 0) continue;  // a NaN sum fails too
             trsm_right_upper(Q, n, c, Sb);
             if (all_finite(Q, (size_t)n * c)) return true;
         }

@@ -309,4 +309,100 @@ TEST(DataParallel, OverlappedRefreshWithAnAllPaddingRankCheckpoints) {
         << "resumed from the step-3 checkpoint";
     run_shell("rm -rf " + d);
 }
+
+// check_replicas (train/trainer.h): over 2 ranks every optimizer keeps the ranks' parameters and state the same bits,
+// so the check before each checkpoint and at the end passes; a rank whose first parameter is nudged by one bit after
+// step 3 stops the run at the step-4 checkpoint, which is not written (the step-2 one is).
+TEST(Replicas, EveryOptimizerKeepsThemEqualAndANudgedRankStops) {
+    std::string d = tmpdir(), out;
+    const std::string args = " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --batch-size 2 --seq-len 32 "
+                             "--eval-tokens 64 --lr 1e-3 --ckpt-every 2 --prac prac --prac-t1 2 --prac-t2 1";
+    for (const char* o : {"--optimizer adamw", "--optimizer adamw --optimizer-states 8bit", "--optimizer muon",
+                          "--optimizer adam-mini", "--optimizer galore --galore-rank 8 --galore-gap 2",
+                          "--optimizer rso --rso-rank 16 --rso-gap 2 --prac none"}) {
+        std::string dir = d + "/" + std::to_string(std::hash<std::string>{}(o));
+        int rc = run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + args + " " + o +
+                               " --steps 4 --ckpt-dir " + dir, &out);
+        EXPECT_EQ(rc, 0) << o << ": " << out;
+    }
+    int rc = run_shell("timeout 300 env " + mpirun_2() + "-x PRAC_TEST_NUDGE_AFTER_STEP=3 -x PRAC_TEST_NUDGE_RANK=1 " +
+                           bin("train_gpt2") + args + " --steps 6 --ckpt-dir " + d + "/nudged", &out);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(rc, 124) << "hung: " << out;
+    EXPECT_NE(out.find("the ranks' copies of the model parted by step 4: rank(s) 1 hold other parameters than rank 0"),
+              std::string::npos) << out;
+    EXPECT_EQ(checkpoint_steps(d + "/nudged"), std::vector<int64_t>{2}) << out;
+    run_shell("rm -rf " + d);
+}
+
+#if defined(PRAC_TEST_EMULATED_GPUS)
+// Which GPUs each rank sees (launch.h: check_ranks_agree_on_device, check_one_gpu_per_rank), set per rank as a job
+// script would: PRAC_EMU_DEVICES GPUs on the node (0: no usable GPU), CUDA_VISIBLE_DEVICES as the CUDA runtime reads
+// it (the emulated GPUs keep their UUIDs whatever number a process gives them).
+static std::string per_rank_env(const std::string& rank0, const std::string& rank1, const std::string& cmd) {
+    return "sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then export " + rank1 + "; else export " + rank0 +
+           "; fi; exec " + cmd + "'";
+}
+static const std::string DEVICE_ARGS = " --model gpt2-tiny --steps 2 --batch-size 2 --seq-len 32 --eval-tokens 64";
+
+// --device auto on a rank whose node has no usable GPU: before the check that rank took the CPU backend and MPI while
+// rank 0 set up NCCL (an MPI error or a hang); now every rank stops with the reason.
+TEST(DevicePerRank, RanksThatDisagreeOnTheDeviceStop) {
+    std::string out;
+    int rc = run_shell("timeout 300 env " + mpirun_2() +
+                           per_rank_env("PRAC_EMU_DEVICES=1", "PRAC_EMU_DEVICES=0",
+                                        bin("train_gpt2") + DEVICE_ARGS + " --device auto"),
+                       &out);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(rc, 124) << "hung: " << out;
+    EXPECT_NE(out.find("the ranks disagree on the device: 1 of 2 found a usable GPU"), std::string::npos) << out;
+    EXPECT_NE(out.find("found none (no CUDA-capable device is detected)"), std::string::npos) << out;
+}
+
+// One GPU per rank, told apart by UUID: two ranks that see the node's one GPU are refused; two that each see only
+// their own (CUDA_VISIBLE_DEVICES per rank: both call it GPU 0, as under srun --gpus-per-task=1) train, and give
+// the run of two ranks that see both GPUs bit for bit; two whose GPUs are one (rank 0's GPU 0 and rank 1's GPU 1
+// under different CUDA_VISIBLE_DEVICES lists) are refused again.
+TEST(DevicePerRank, OneGpuPerRankByUuid) {
+    std::string d = tmpdir(), out;
+    const std::string train = bin("train_gpt2") + DEVICE_ARGS + " --device cuda";
+    int rc = run_shell("timeout 300 env PRAC_EMU_DEVICES=1 " + mpirun_2() + train, &out);
+    EXPECT_EQ(rc == 0 || rc == 124, false) << out;
+    EXPECT_NE(out.find("ranks 0 and 1 share one GPU (GPU-"), std::string::npos) << out;
+
+    ASSERT_EQ(run_shell("timeout 300 env PRAC_EMU_DEVICES=2 " + mpirun_2() + train + " --log " + d + "/both.jsonl", &out),
+              0) << out;
+    rc = run_shell("timeout 300 env PRAC_EMU_DEVICES=2 " + mpirun_2() +
+                       per_rank_env("CUDA_VISIBLE_DEVICES=0", "CUDA_VISIBLE_DEVICES=1", train + " --log " + d + "/own.jsonl"),
+                   &out);
+    ASSERT_EQ(rc, 0) << out;
+    auto both = steps_of(d + "/both.jsonl"), own = steps_of(d + "/own.jsonl");
+    EXPECT_EQ(both.size(), 2u);
+    EXPECT_EQ(both, own) << "each rank on its own visible GPU";
+
+    rc = run_shell("timeout 300 env PRAC_EMU_DEVICES=2 " + mpirun_2() +
+                       per_rank_env("CUDA_VISIBLE_DEVICES=1", "CUDA_VISIBLE_DEVICES=0,1", train),
+                   &out);
+    EXPECT_EQ(rc == 0 || rc == 124, false) << out;
+    EXPECT_NE(out.find("ranks 0 and 1 share one GPU (GPU-"), std::string::npos) << out;
+    run_shell("rm -rf " + d);
+}
+
+// A failed CUDA call on one rank (here rank 1's GPU faults before one of its waits) ends the whole job through
+// MPI_Abort (fatal_exit_hook, common/error.h), after the NCCL communicator's abort: with a plain exit(), launchers
+// that do not kill a job when one process exits (Slurm's srun by default) left the other ranks waiting in a
+// collective until the time limit. mpirun kills them either way, so the test tells the two apart by mpirun's
+// message for an MPI_Abort.
+TEST(DevicePerRank, AFailedCudaCallEndsEveryRank) {
+    std::string out;
+    int rc = run_shell("timeout 300 env PRAC_EMU_DEVICES=2 " + mpirun_2() +
+                           per_rank_env("PRAC_EMU_FAULT_AT_WAIT=0", "PRAC_EMU_FAULT_AT_WAIT=8",
+                                        bin("train_gpt2") + DEVICE_ARGS + " --device cuda"),
+                       &out);
+    EXPECT_EQ(rc == 0 || rc == 124, false) << out;
+    EXPECT_NE(out.find("[CUDA ERROR]"), std::string::npos) << out;
+    EXPECT_NE(out.find("an illegal memory access was encountered"), std::string::npos) << out;
+    EXPECT_NE(out.find("MPI_ABORT was invoked on rank 1"), std::string::npos) << out;
+}
+#endif
 #endif

@@ -304,7 +304,7 @@ TEST(TrainerCli, SynonymsOfCommonFlagsSuggestOurSpelling) {
 // such as "e.g. -i DIR".
 TEST(TrainerCli, EveryFlagNamedInAHintExists) {
     const std::vector<std::string> names = train_flag_names();
-    const std::vector<std::string> foreign = {"-np", "--host"};  // mpirun's, in the hints of train/launch.h
+    const std::vector<std::string> foreign = {"-np", "--host", "--gpus-per-task"};  // mpirun's and srun's (train/launch.h)
     std::vector<std::string> prep_flags;
     {
         const std::string src = read_bytes(ROOT + "/tools/prep_data/options.cpp");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +34,39 @@ size_t Comm::shard_end(size_t n, int r) const {
 }
 
 void Comm::abort_job(int code) { std::exit(code); }
+
+void broadcast_string(Comm& comm, std::string& s, int root) {
+    uint64_t bytes = s.size();
+    comm.broadcast(&bytes, sizeof bytes, root);
+    s.resize(bytes);
+    if (bytes > 0) comm.broadcast(s.data(), bytes, root);
+}
+
+std::vector<std::string> all_gather_string(Comm& comm, const std::string& s) {
+    std::vector<std::string> all(comm.size());
+    for (int r = 0; r < comm.size(); r++) {
+        if (r == comm.rank()) all[r] = s;
+        broadcast_string(comm, all[r], r);
+    }
+    return all;
+}
+
+static Comm* fatal_exit_comm = nullptr;  // fatal_exit_hook's target
+void Comm::install_as_fatal_exit() {
+    fatal_before_ = fatal_exit_comm;
+    fatal_exit_comm = this;
+    fatal_exit_hook = [](int code) {
+        static bool once = false;  // a failed CUDA call inside the abort itself ends the process plainly
+        if (once || !fatal_exit_comm) return;
+        once = true;
+        comm_abort(*fatal_exit_comm, code);
+    };
+}
+void Comm::uninstall_as_fatal_exit() {
+    if (fatal_exit_comm != this) return;
+    fatal_exit_comm = fatal_before_;
+    if (!fatal_exit_comm) fatal_exit_hook = nullptr;
+}
 
 void comm_abort(Comm& comm, int code) {
     std::fflush(stdout);
@@ -139,9 +173,11 @@ struct MpiComm final : Comm {
                  "would train alone\n---> HINT: use the mpirun of the MPI found at configure time (the 'MPI' "
                  "line of cmake's dependency report)", announced, size_);
         }
+        if (size_ > 1) install_as_fatal_exit();
     }
 
     ~MpiComm() override {
+        uninstall_as_fatal_exit();
         if (!owns_init) return;
         int finalized = 0;
         MPI_Finalized(&finalized);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/tensors.h"  // DType, ElemRange
@@ -83,6 +84,11 @@ struct Comm {
     // Ends the job on every rank with exit status `code`; never returns (see comm_abort).
     [[noreturn]] virtual void abort_job(int code);
     friend void comm_abort(Comm& comm, int code);
+    // This communicator ends the job when a failed CUDA call ends the process (fatal_exit_hook, common/error.h),
+    // until it is destroyed (NcclComm over MpiComm: the innermost one, which aborts the outer one too).
+    void install_as_fatal_exit();
+    void uninstall_as_fatal_exit();
+    Comm* fatal_before_ = nullptr;
 };
 
 // MpiComm when the process was started by an MPI launcher (see comm_launcher_size) and the build has MPI,
@@ -96,6 +102,11 @@ std::unique_ptr<Comm> comm_create(int* argc, char*** argv);
 // (MPICH/Hydra, Intel MPI, Slurm PMI), else -1 when only PMIX_RANK is set (PMIx launchers such as srun
 // --mpi=pmix: size unknown), else 0 (not started by a launcher).
 int comm_launcher_size();
+
+// Rank `root`'s s on every rank (a collective).
+void broadcast_string(Comm& comm, std::string& s, int root);
+// Every rank's s, in rank order, on every rank (a collective; for small strings: one broadcast per rank).
+std::vector<std::string> all_gather_string(Comm& comm, const std::string& s);
 
 // Flushes stdout/stderr, then ends the job on every rank with exit status `code` (MPI_Abort under MPI; exit()
 // for NoComm). Call it on any error path after printing the message, instead of returning from main.

@@ -1,6 +1,9 @@
 // NcclComm (see train/comm_nccl.h).
 #include "train/comm_nccl.h"
 
+#include <cuda_bf16.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +13,12 @@
 #include "common/error.h"
 
 #define NCCL_CHECK(call) check((call), #call, __FILE__, __LINE__)
+
+// x (n) bf16 *= s, each product rounded once (grid-stride)
+__global__ void nccl_scale_bf16_kernel(__nv_bfloat16* x, size_t n, float s) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __float2bfloat16(__bfloat162float(x[i]) * s);
+}
 
 static ncclDataType_t nccl_type(DType t) {
     switch (t) {
@@ -44,9 +53,11 @@ NcclComm::NcclComm(Comm& host, int device, cudaStream_t compute) : host_(host), 
     if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
     host_.broadcast(&id, sizeof id, 0);  // MPI_Bcast of the 128-byte id (a no-op for one process)
     NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    if (size_ > 1) install_as_fatal_exit();
 }
 
 NcclComm::~NcclComm() {
+    uninstall_as_fatal_exit();
     if (comm_) {
         if (std::uncaught_exceptions() > 0) {
             // an error on this rank: the others may wait in a collective forever, so no finalize (which waits for
@@ -96,10 +107,26 @@ void NcclComm::join_compute() {
     cudaCheck(cudaStreamWaitEvent(compute_, reduced_, 0));
 }
 
+// NCCL averages floating types by pre-multiplying each contribution by 1/ranks rounded to the type (its enqueue
+// code): in bf16 that is 1/ranks only for a power of two (bf16(1/3) = 0.333984375), so the average of 3, 6 or 12
+// ranks' gradients would come out 1.00195 times too large, on every element at every step. There the collectives
+// sum, and the averaged elements are scaled by 1/ranks in fp32 on NCCL's stream (one rounding, the same on every
+// rank, so the replicas stay equal).
+bool NcclComm::sum_then_scale(DType type) const { return type == DType::BF16 && (size_ & (size_ - 1)) != 0; }
+ncclRedOp_t NcclComm::average_op(DType type) const { return sum_then_scale(type) ? ncclSum : ncclAvg; }
+void NcclComm::scale_to_average(void* buf, size_t offset, size_t n, DType type) {
+    if (!sum_then_scale(type) || n == 0) return;
+    const int threads = 256;
+    const unsigned blocks = (unsigned)std::min<size_t>((n + threads - 1) / threads, 4096);
+    nccl_scale_bf16_kernel<<<blocks, threads, 0, stream_>>>((__nv_bfloat16*)buf + offset, n, 1.0f / (float)size_);
+    cudaCheck(cudaGetLastError());
+}
+
 void NcclComm::allreduce_avg(void* buf, size_t n, DType type) {
     if (n == 0) return;
     after_compute();
-    NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type(type), ncclAvg, comm_, stream_));
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type(type), average_op(type), comm_, stream_));
+    scale_to_average(buf, 0, n, type);
     join_compute();
 }
 
@@ -110,8 +137,10 @@ void NcclComm::allreduce_avg_start(void* buf, const std::vector<ElemRange>& rang
     after_compute();
     NCCL_CHECK(ncclGroupStart());
     for (const ElemRange& r : ranges)
-        if (r.numel) NCCL_CHECK(ncclAllReduce(p + r.offset * es, p + r.offset * es, r.numel, t, ncclAvg, comm_, stream_));
+        if (r.numel)
+            NCCL_CHECK(ncclAllReduce(p + r.offset * es, p + r.offset * es, r.numel, t, average_op(type), comm_, stream_));
     NCCL_CHECK(ncclGroupEnd());
+    for (const ElemRange& r : ranges) scale_to_average(buf, r.offset, r.numel, type);
 }
 
 void NcclComm::wait_all() { join_compute(); }
@@ -125,15 +154,17 @@ void NcclComm::reduce_scatter_avg(void* buf, size_t n, DType type) {
     if (n % (size_t)size_ == 0 && !grouped_shards) {
         // equal shards: rank r's shard [r q, (r+1) q) is shard_begin/shard_end's; in place = recvbuff at it
         size_t q = n / (size_t)size_;
-        NCCL_CHECK(ncclReduceScatter(p, p + (size_t)rank_ * q * es, q, t, ncclAvg, comm_, stream_));
+        NCCL_CHECK(ncclReduceScatter(p, p + (size_t)rank_ * q * es, q, t, average_op(type), comm_, stream_));
+        scale_to_average(buf, (size_t)rank_ * q, q, type);
     } else {
         // uneven shards (Comm's rule: the first n % size ranks hold one more): one reduction to each shard's owner
         NCCL_CHECK(ncclGroupStart());
         for (int r = 0; r < size_; r++) {
             size_t b = shard_begin(n, r), c = shard_size(n, r);
-            if (c) NCCL_CHECK(ncclReduce(p + b * es, p + b * es, c, t, ncclAvg, r, comm_, stream_));
+            if (c) NCCL_CHECK(ncclReduce(p + b * es, p + b * es, c, t, average_op(type), r, comm_, stream_));
         }
         NCCL_CHECK(ncclGroupEnd());
+        scale_to_average(buf, shard_begin(n, rank_), shard_size(n, rank_), type);  // this rank's shard holds the sum
     }
     join_compute();
 }

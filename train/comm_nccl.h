@@ -63,4 +63,8 @@ class NcclComm final : public Comm, public DeviceComm {
     void after_compute();  // stream_ waits for the compute stream's work so far
     void join_compute();   // the compute stream waits for stream_'s work so far
     void check(ncclResult_t r, const char* what, const char* file, int line);
+    // averages: ncclAvg, or ncclSum then scale_to_average (bf16 over a rank count that is not a power of two)
+    bool sum_then_scale(DType type) const;
+    ncclRedOp_t average_op(DType type) const;
+    void scale_to_average(void* buf, size_t offset, size_t n, DType type);  // elements [offset, offset + n) of buf
 };

@@ -4,11 +4,13 @@
 // and turns an error on any rank into a message and a non-zero exit of every rank.
 #pragma once
 #include <omp.h>
+#include <unistd.h>  // gethostname
 
 #include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/device.h"
 #include "common/error.h"
@@ -51,15 +53,15 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
 // is a UserError with a hint.
 struct DeviceChoice {
     bool cuda = false;
-    int gpus = 0;  // usable GPUs on this node
+    int gpus = 0;     // usable GPUs on this node
+    std::string why;  // why there are none
 };
 inline DeviceChoice choose_device(const std::string& device) {
-    std::string why;
     DeviceChoice d;
-    d.gpus = cuda_device_count(&why);
+    d.gpus = cuda_device_count(&d.why);
 #if defined(PRAC_CUDA_BACKEND)
     d.cuda = device == "cuda" || (device == "auto" && d.gpus > 0);
-    if (d.cuda && d.gpus == 0) fail("--device cuda: no usable GPU (%s)\n---> HINT: use --device cpu", why.c_str());
+    if (d.cuda && d.gpus == 0) fail("--device cuda: no usable GPU (%s)\n---> HINT: use --device cpu", d.why.c_str());
 #else
     if (device == "cuda")
         fail("--device cuda: this build has no CUDA backend (built without nvcc)\n---> HINT: rebuild where nvcc 13 is "
@@ -75,6 +77,25 @@ inline void print_cuda_device(int dev) {
     std::printf("device: CUDA GPU %d (%s storage)\n", dev, PRAC_FLOATX_NAME);
 }
 #endif
+
+inline std::string host_name() {
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    return host;
+}
+
+// Every rank must take the same backend: with --device auto, a node whose GPUs are not usable (a driver mismatch, an
+// empty CUDA_VISIBLE_DEVICES) would run its ranks on the CPU while the others wait for them in NCCL's set-up: a hang,
+// or an MPI error about message sizes. A collective; every rank fails alike.
+inline void check_ranks_agree_on_device(Comm& comm, const DeviceChoice& d) {
+    double on_gpu = d.cuda ? 1 : 0;
+    comm.allreduce_sum(&on_gpu, 1);
+    if (on_gpu == 0 || on_gpu == comm.size()) return;
+    fail("the ranks disagree on the device: %d of %d found a usable GPU; rank %d (%s) %s\n---> HINT: check the "
+         "driver and CUDA_VISIBLE_DEVICES on the nodes without one; --device cuda makes such a rank fail with its "
+         "reason, --device cpu runs every rank on the CPU", (int)on_gpu, comm.size(), comm.rank(), host_name().c_str(),
+         d.cuda ? "did" : ("found none (" + d.why + ")").c_str());
+}
 
 inline void print_cpu_device(int gpus) {
     std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)%s\n", omp_get_max_threads(),
@@ -97,6 +118,23 @@ int run_on_one_device(const TrainOptions& opts, Run&& run) {
     return run(be);
 }
 
+#if defined(PRAC_CUDA_BACKEND)
+// NCCL needs one GPU per rank. The ranks of a node may all see its GPUs (each takes local rank % GPUs) or each
+// see its own (Slurm's --gpus-per-task, a CUDA_VISIBLE_DEVICES per rank: every rank's GPU 0), so GPUs are told
+// apart by UUID, not by number. A collective; every rank fails alike, naming two ranks that share one.
+inline void check_one_gpu_per_rank(Comm& comm, int dev) {
+    std::vector<std::string> uuids = all_gather_string(comm, cuda_device_uuid(dev));
+    std::vector<std::string> hosts = all_gather_string(comm, host_name());
+    for (int a = 0; a < comm.size(); a++)
+        for (int b = a + 1; b < comm.size(); b++)
+            if (!uuids[a].empty() && uuids[a] == uuids[b])
+                fail("ranks %d and %d share one GPU (%s on %s): NCCL needs one GPU per rank (two ranks on one GPU "
+                     "fail with \"Duplicate GPU detected\")\n---> HINT: start at most as many ranks per node as it "
+                     "has GPUs (mpirun -np N --host NODE:GPUS,...), or give each rank its own (srun --gpus-per-task=1), "
+                     "or use --device cpu", a, b, uuids[a].c_str(), hosts[a].c_str());
+}
+#endif
+
 // Runs train(backend, setup) on the backend this run uses; `train` is the main's loop, a generic lambda.
 template <class Train>
 int run_on_device(RunSetup& s, Train&& train) {
@@ -104,6 +142,7 @@ int run_on_device(RunSetup& s, Train&& train) {
     Comm& comm = *s.comm;
     const int rank = comm.rank(), ranks = comm.size();
     DeviceChoice d = choose_device(opts.device);
+    if (ranks > 1) check_ranks_agree_on_device(comm, d);
 #if defined(PRAC_CUDA_BACKEND)
     if (d.cuda) {
         const int gpus = d.gpus;
@@ -117,10 +156,7 @@ int run_on_device(RunSetup& s, Train&& train) {
         print_cuda_device(dev);
         if (nccl) {
 #if defined(PRAC_HAVE_NCCL)
-            if (comm.local_size() > gpus)
-                fail("%d ranks on this node but %d GPU(s): NCCL needs one GPU per rank (two ranks on one GPU fail "
-                     "with \"Duplicate GPU detected\")\n---> HINT: start at most %d ranks per node (mpirun -np N "
-                     "--host NODE:%d,...), or use --device cpu", comm.local_size(), gpus, gpus, gpus);
+            if (ranks > 1) check_one_gpu_per_rank(comm, dev);
             CudaBackend be(dev, (uint64_t)opts.seed);
             NcclComm nccl_comm(comm, dev, be.stream);  // destroyed before be (its stream waits on be's)
             std::printf("communicator: %s (%s), rank %d of %d on GPU %d\n",

@@ -237,13 +237,6 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     return true;
 }
 
-void broadcast_string(Comm& comm, std::string& s, int root) {
-    uint64_t bytes = s.size();
-    comm.broadcast(&bytes, sizeof bytes, root);
-    s.resize(bytes);
-    if (bytes > 0) comm.broadcast(s.data(), bytes, root);
-}
-
 std::vector<SafeTensorWrite> broadcast_tensor_list(Comm& comm, const std::vector<SafeTensorWrite>& mine, int root) {
     std::string text;  // one line per tensor: name, dtype, dimensions
     if (comm.rank() == root)

@@ -3,6 +3,7 @@
 // step's log line and checkpoints; evaluation, stopping on a signal, and the end of the run. The gradient
 // averaging over ranks is train/grad_sync.h, evaluation train/evaluate.h, the device choice train/launch.h.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -52,8 +53,6 @@ long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens);
 // An earlier run's files are not replaced by accident: without --resume or --overwrite, a --ckpt-dir that holds
 // complete checkpoints refuses the run, and so does a --save directory that holds a model (unless --resume).
 void check_no_earlier_run(const TrainOptions& opts);
-// Rank `root`'s s on every rank (a collective).
-void broadcast_string(Comm& comm, std::string& s, int root);
 // Rank `root`'s tensor list (names, dtypes, shapes) on every rank, by broadcast: `mine` on the root, the root's list
 // with null data elsewhere. A collective: every rank calls it with the same root.
 std::vector<SafeTensorWrite> broadcast_tensor_list(Comm& comm, const std::vector<SafeTensorWrite>& mine, int root);
@@ -294,6 +293,15 @@ struct Trainer {
         // tests: die like `kill -9` right after this step (no cleanup, no checkpoint), to test resuming
         if (const char* die = std::getenv("PRAC_TEST_DIE_AFTER_STEP"))
             if (std::atoi(die) == step + 1) std::_Exit(137);
+        // tests: rank PRAC_TEST_NUDGE_RANK flips the lowest bit of its first parameter after this step, to test
+        // check_replicas
+        if (const char* nudge = std::getenv("PRAC_TEST_NUDGE_AFTER_STEP"))
+            if (std::atoi(nudge) == step + 1 && rank == std::atoi(std::getenv("PRAC_TEST_NUDGE_RANK") ?: "0")) {
+                unsigned char first[sizeof(*model.params_memory)];
+                be.download(first, model.params_memory, sizeof first);
+                first[0] ^= 1;
+                be.upload(model.params_memory, first, sizeof first);
+            }
     }
 
     // After the last step: warnings, the final evaluation, the last checkpoint, a sample, --save.
@@ -313,6 +321,7 @@ struct Trainer {
         std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total (evaluation %s)\n", vl,
                     std::exp(vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
         log.eval(opts.steps, vl, seen);
+        check_replicas(opts.steps);
         checkpoint(opts.steps, train_data->get_state());
         if (opts.sample > 0 && rank == 0) print_sample(model, opts, cfg.arch);
         if (!opts.save.empty() && rank == 0) {
@@ -328,6 +337,7 @@ struct Trainer {
     // PRAC state; rank 0 writes.
     void checkpoint(int64_t completed, const DataLoaderState& data) {
         if (opts.ckpt_dir.empty()) return;
+        check_replicas(completed);
         const size_t n = model.param_buffer_numel;
         RunState rs;
         rs.step = completed;
@@ -388,6 +398,46 @@ struct Trainer {
             std::printf("checkpoint: %s\n", dir.c_str());
         }
         comm.barrier();  // nobody runs ahead of a checkpoint that is not committed yet
+    }
+
+    // Every rank's parameters (and, without ZeRO, its optimizer state) must be the same bits after every step: nothing
+    // in an update depends on the rank (its data and PRAC bases enter only through the averaged gradients). But a GPU
+    // library that is bitwise reproducible only on one GPU model (cuBLAS and cuSOLVER in Muon and GaLore) on a mixed
+    // cluster, or a bug, would let them part without a sign, and a checkpoint holds rank 0's alone. So before each
+    // checkpoint and at the end of a run the ranks compare checksums of theirs; a difference stops the run (every
+    // rank fails alike) before anything is written.
+    int64_t replicas_checked_at = -1;
+    void check_replicas(int64_t completed) {
+        if (ranks == 1 || replicas_checked_at == completed) return;
+        replicas_checked_at = completed;
+        auto checksum = [&](const void* p, size_t bytes, uint64_t h) {  // in 16 MiB pieces: no host copy of it all
+            std::vector<unsigned char> piece(std::min<size_t>(bytes, 16u << 20));
+            for (size_t off = 0; off < bytes; off += piece.size()) {
+                size_t len = std::min(piece.size(), bytes - off);
+                be.download(piece.data(), (const unsigned char*)p + off, len);
+                h = state_checksum(piece.data(), len) ^ (h * 0x9e3779b97f4a7c15ULL + len);
+            }
+            return h;
+        };
+        uint64_t params = checksum(model.params_memory, model.param_buffer_numel * sizeof(*model.params_memory), 1);
+        uint64_t state = 2;
+        if (!grads.sharded)  // ZeRO-1: each rank holds its own shard of the state
+            for (const OptimizerStateTensor& t : opt->state()) state = checksum(t.ptr(), t.nbytes(), state);
+        std::vector<std::string> all = all_gather_string(comm, format("%016llx %016llx", (unsigned long long)params,
+                                                                      (unsigned long long)state));
+        std::string differ;
+        bool params_differ = false;
+        for (int r = 1; r < ranks; r++)
+            if (all[r] != all[0]) {
+                differ += format("%s%d", differ.empty() ? "" : ", ", r);
+                params_differ |= all[r].substr(0, 16) != all[0].substr(0, 16);
+            }
+        if (differ.empty()) return;
+        fail("the ranks' copies of the model parted by step %lld: rank(s) %s hold other %s than rank 0 (checksums "
+             "of parameters and optimizer state: rank 0 %s, this rank %d %s); nothing was written for this step\n"
+             "---> HINT: resume from the last checkpoint (its replicas agreed); if it happens again, run every rank "
+             "on one GPU model, and report it with the command line", (long long)completed, differ.c_str(),
+             params_differ ? "parameters" : "optimizer state", all[0].c_str(), rank, all[rank].c_str());
     }
 
     // Seconds left: the remaining steps at the mean step time so far, and the evaluations still due (periodic

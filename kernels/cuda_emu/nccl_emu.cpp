@@ -19,10 +19,13 @@
 // (MPI_Allgather / MPI_Gather / MPI_Alltoall of raw bytes) and reduces them itself in rank order 0, 1, ..., n-1:
 //   fp32: summed in fp32; fp64 in fp64; bf16: converted to fp32, summed in fp32, rounded to bf16 ONCE at the end
 //   (round to nearest, ties to even); integers: wrap-around two's-complement arithmetic.
-//   ncclAvg = the sum divided by nranks (the Types page: "a sum across all ranks, divided by the number of ranks"),
-//   the division in the accumulation type (fp32 for bf16), before the final rounding.
+//   ncclAvg (the Types page: "a sum across all ranks, divided by the number of ranks") as NCCL computes it for
+//   floating types (its enqueue code turns it into a pre-multiplied sum): every contribution times 1/nranks rounded
+//   to the element type, the product rounded to it too, then summed as above. In bf16 that scalar is not 1/nranks
+//   unless nranks is a power of two (bf16(1/3) = 0.333984375), so an average over 3, 5, 6, 7 ... ranks comes out
+//   scaled (by 1.00195 for 3): train/comm_nccl.cu sums and scales itself there, and the tests see the difference.
 // Real NCCL's summation order and rounding are NOT specified (ring/tree algorithms, chunking, and the number of
-// ranks and channels all change them; ncclAvg may pre-scale each contribution), so tests must never expect the
+// ranks and channels all change them), so tests must never expect the
 // emulation's results to be bitwise equal to a real NCCL run: compare with tolerances, or use values whose sums are
 // exact in the type (as test/cuda_emu/test_emu_nccl.cpp does).
 //
@@ -260,6 +263,7 @@ struct Plain {
         return v;
     }
     static void store(unsigned char* p, size_t i, acc v) { std::memcpy(p + i * sizeof(T), &v, sizeof(T)); }
+    static acc round(acc v) { return v; }  // to the element type: already
 };
 struct Bf16 {
     using acc = float;
@@ -272,6 +276,7 @@ struct Bf16 {
         uint16_t h = f32_to_bf16(v);
         std::memcpy(p + i * 2, &h, 2);
     }
+    static acc round(acc v) { return bf16_to_f32(f32_to_bf16(v)); }
 };
 
 template <typename A>
@@ -288,15 +293,19 @@ A combine(int op, A a, A b) {
     return b < a ? b : a;  // ncclMin
 }
 
-// out[i] = parts[0][i] op parts[1][i] op ... op parts[n-1][i], in rank order; ncclAvg divides the sum by n.
+// out[i] = parts[0][i] op parts[1][i] op ... op parts[n-1][i], in rank order; ncclAvg pre-multiplies each part by
+// 1/n in the element type (floating types only, checked before; see the top of the file).
 template <class E>
 void reduce_parts(unsigned char* out, const std::vector<const unsigned char*>& parts, size_t count, int op) {
     using A = typename E::acc;
     const size_t n = parts.size();
+    const A scale = E::round((A)(1.0 / (double)n));
+    auto part = [&](size_t r, size_t i) {
+        return op == ncclAvg ? E::round(E::load(parts[r], i) * scale) : E::load(parts[r], i);
+    };
     for (size_t i = 0; i < count; i++) {
-        A acc = E::load(parts[0], i);
-        for (size_t r = 1; r < n; r++) acc = combine<A>(op, acc, E::load(parts[r], i));
-        if (op == ncclAvg) acc = acc / (A)n;  // floating types only (checked before)
+        A acc = part(0, i);
+        for (size_t r = 1; r < n; r++) acc = combine<A>(op, acc, part(r, i));
         E::store(out, i, acc);
     }
 }

@@ -40,15 +40,25 @@ std::map<const void*, size_t> g_pinned;  // cudaMallocHost allocations: async co
 long g_host_waits = 0;
 
 // A call that makes the host wait for the device on a GPU (counted, and with PRAC_EMU_TRACE_HOST_WAITS=1 printed
-// to stdout, where a test can place it between a program's own lines)
+// to stdout, where a test can place it between a program's own lines). PRAC_EMU_FAULT_AT_WAIT=N: the N-th wait
+// finds the device faulted (an illegal address, sticky, as an Xid or a bad kernel leaves it on a GPU), for the
+// tests of what a process does then.
 void note_host_wait(const char* what) {
     static const bool trace = [] {
         const char* e = std::getenv("PRAC_EMU_TRACE_HOST_WAITS");
         return e && std::strcmp(e, "1") == 0;
     }();
+    static const long fault_at = [] {
+        const char* e = std::getenv("PRAC_EMU_FAULT_AT_WAIT");
+        return e ? std::atol(e) : 0L;
+    }();
     {
         std::lock_guard<std::mutex> lock(g_mu);
         g_host_waits++;
+        if (g_host_waits == fault_at) {
+            g_sticky = g_last = cudaErrorIllegalAddress;
+            g_message = "cuda_emu: PRAC_EMU_FAULT_AT_WAIT: the device faulted before this wait";
+        }
     }
     if (trace) std::printf("cuda_emu: host waits for the device (%s)\n", what);
 }
@@ -261,6 +271,7 @@ const char* cudaGetErrorName(cudaError_t e) {
         case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
         case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
         case cudaErrorNoDevice: return "cudaErrorNoDevice";
+        case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
         case cudaErrorNotSupported: return "cudaErrorNotSupported";
         default: return "cudaError<other>";
     }
@@ -275,27 +286,46 @@ const char* cudaGetErrorString(cudaError_t e) {
         case cudaErrorInvalidDevicePointer: return "invalid device pointer";
         case cudaErrorLaunchFailure: return "unspecified launch failure (emulated: see the cuda_emu message above)";
         case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+        case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
         case cudaErrorNotSupported: return "operation not supported";
         default: return "unknown error";
     }
 }
 
 // ---- device -------------------------------------------------------------------------------------------------------------
-// One emulated GPU, or PRAC_EMU_DEVICES of them (1 to 16): several MPI ranks of one node, each on "its own GPU",
-// as the multi-GPU tests need. Every device is the same sm_90 description; a process uses the one it selects.
-static int device_count() {
-    static const int n = [] {
+// One emulated GPU, or PRAC_EMU_DEVICES of them (0 to 16; 0: a machine without a GPU): several MPI ranks of one node,
+// each on "its own GPU", as the multi-GPU tests need. Every device is the same sm_90 description; a process uses the
+// one it selects. CUDA_VISIBLE_DEVICES is honoured as the CUDA runtime documents it for numbers: the listed GPUs,
+// renumbered from 0 in that order, up to the first index that is not a GPU; set but empty, none (so a job can give
+// each rank its own GPU, as Slurm's --gpus-per-task does). Each visible device keeps its GPU's UUID.
+static const std::vector<int>& visible_gpus() {
+    static const std::vector<int> gpus = [] {
         const char* e = std::getenv("PRAC_EMU_DEVICES");
-        int v = e ? std::atoi(e) : 1;
-        return v >= 1 && v <= 16 ? v : 1;
+        int physical = e ? std::atoi(e) : 1;
+        if (physical < 0 || physical > 16) physical = 1;
+        std::vector<int> v;
+        const char* list = std::getenv("CUDA_VISIBLE_DEVICES");
+        if (!list) {
+            for (int i = 0; i < physical; i++) v.push_back(i);
+            return v;
+        }
+        for (const char* p = list; *p;) {
+            char* end = nullptr;
+            long i = std::strtol(p, &end, 10);
+            if (end == p || i < 0 || i >= physical || (*end != ',' && *end != '\0')) break;
+            v.push_back((int)i);
+            p = *end == ',' ? end + 1 : end;
+        }
+        return v;
     }();
-    return n;
+    return gpus;
 }
+static int device_count() { return (int)visible_gpus().size(); }
 static thread_local int g_device = 0;  // the current device is the host thread's (a new thread starts on 0)
 cudaError_t cudaGetDeviceCount(int* count) {
     if (!count) return ret(cudaErrorInvalidValue);
     *count = device_count();
-    return cudaSuccess;
+    return *count > 0 ? cudaSuccess : ret(cudaErrorNoDevice);  // the runtime's answer without a GPU
 }
 cudaError_t cudaSetDevice(int device) {
     if (device < 0 || device >= device_count()) return ret(cudaErrorInvalidDevice);
@@ -323,6 +353,10 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
     if (device < 0 || device >= device_count()) return ret(cudaErrorInvalidDevice);
     std::memset(p, 0, sizeof *p);
     std::snprintf(p->name, sizeof p->name, "cuda_emu (CPU emulation of an sm_90 GPU)");
+    const int gpu = visible_gpus()[device];  // the UUID is the GPU's, whatever number this process gives it
+    std::memcpy(p->uuid.bytes, "cuda_emu", 8);
+    p->uuid.bytes[15] = (char)gpu;
+    p->pciBusID = gpu;
     p->major = 9;
     p->minor = 0;
     p->totalGlobalMem = kDeviceBytes;
