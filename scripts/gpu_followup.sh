@@ -16,10 +16,15 @@ Jobs (each under its own time limit, seconds; a job of two runs makes both, and 
                 refused when ninja would rebuild more than 40 steps (the copied tree's files may all look new)
   tests    150  REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN": the tests the first call failed, after a
                 fix made between the calls (RERUN unset or empty: the job is skipped)
-  overlap  150  build/tools/bench_gpu --quick --refresh-overlap 1, then 2 (the staggered refresh steps with each
-                refresh solved beside one step, or two: the first call's bench_gpu --quick has them in place)
   accum    120  build/tools/bench_gpu --models llama-130m --no-max-batch --grad-accum 4, in place, then
-                --refresh-overlap 2 (the same staggered steps at the paper's 512 sequences per step: B = 128 x 4)
+                --refresh-overlap 2 (the staggered refresh steps at the paper's 512 sequences per step: B = 128 x 4;
+                issue #15's decision)
+  stagger   90  ./train_llama llama-130m B=32, 200 steps, T1 = T2 = 168 (a refresh every 2 steps), the first
+                refreshes spread over 84 steps, in place and --prac-refresh-overlap 2; scripts/plot_runs.py: the
+                slowest step over the median of each run (the trainer's own steps: real data, the spread window,
+                first-use costs)
+  overlap  150  build/tools/bench_gpu --quick --refresh-overlap 1, then 2 (the staggered refresh steps with each
+                refresh solved beside one step, or two, at B = 32: a stress test)
   fp32     200  scripts/gpu_verify.sh's FP32 build and GPU tests (STEPS=fp32), when the first call had no time left
                 for them
   align    150  build/tools/bench_gpu --models llama-1b --no-max-batch, without and with --hidden-align 8
@@ -44,8 +49,9 @@ EOF
 JOB_TABLE=(
   'rebuild|120|n=$(cmake --build build -- -n 2>/dev/null | grep -cE "^\[[0-9]+/[0-9]+\]"); echo "rebuild: $n steps"; if [ "$n" -gt 40 ]; then echo "refused: $n steps would not fit (the copied files look new to ninja?)"; exit 3; fi; cmake --build build -j"$(nproc)"'
   'tests|150|REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" --output-on-failure --timeout 140'
-  'overlap|150|$BENCH_GPU --quick --refresh-overlap 1; r=$?; $BENCH_GPU --quick --refresh-overlap 2 || r=1; exit $r'
   'accum|120|$BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4; r=$?; $BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4 --refresh-overlap 2 || r=1; exit $r'
+  'stagger|90|r=0; for d in 0 2; do ./train_llama --model llama-130m --batch-size 32 --seq-len 256 --steps 200 --warmup 84 --prac prac --prac-t1 168 --prac-t2 168 --prac-initial-spread 84 --prac-refresh-overlap $d --eval-tokens 8192 --log "$LOGS/stagger_o$d.jsonl" >"$LOGS/stagger_o$d.log" 2>&1 || { tail -5 "$LOGS/stagger_o$d.log"; r=1; }; done; python3 scripts/plot_runs.py --no-plot --skip 2 --labels in_place,overlap2 "$LOGS/stagger_o0.jsonl" "$LOGS/stagger_o2.jsonl" || r=1; exit $r'
+  'overlap|150|$BENCH_GPU --quick --refresh-overlap 1; r=$?; $BENCH_GPU --quick --refresh-overlap 2 || r=1; exit $r'
   'fp32|200|CLEAN=0 SKIP_CPU=1 USE_MAKE=0 STEPS=fp32 FP32_MIN=0 TOTAL_BUDGET=$((LIMIT - 10)) OUT="$LOGS/fp32" bash scripts/gpu_verify.sh'
   'align|150|$BENCH_GPU --models llama-1b --no-max-batch; r=$?; $BENCH_GPU --models llama-1b --no-max-batch --hidden-align 8 || r=1; exit $r'
   'llmc|240|bash scripts/bench_vs_llmc.sh --llmc .llmc --out "$LOGS/bench_vs_llmc"'

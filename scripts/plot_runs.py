@@ -2,11 +2,16 @@
 """Plots one or several JSONL metrics logs (train_gpt2 / train_llama --log FILE) and prints a markdown summary.
 
     python3 scripts/plot_runs.py run_a.jsonl run_b.jsonl [--labels a,b] [--out runs.png] [--smooth 10]
+                                 [--skip N] [--no-plot]
 
-The PNG has three panels: training loss (optionally smoothed with a running mean), validation perplexity at each
-evaluation, and peak memory of the backend's own allocations. The markdown table lists per run: steps, final
-train loss (mean of the last 10 steps), final validation loss and perplexity, mean tokens/s, peak memory.
-Needs matplotlib (pip install matplotlib).
+The PNG has four panels: training loss (optionally smoothed with a running mean), validation perplexity at each
+evaluation, peak memory of the backend's own allocations, and each step's time (where PRAC's basis refreshes show
+as spikes). The markdown table lists per run: steps, final train loss (mean of the last 10 steps), final
+validation loss and perplexity, mean tokens/s, peak memory, the median step time and the slowest step against it
+(issue #15's goal: no step above 1.2x the median), the first --skip steps left out of those two (start-up: plans,
+graph builds). Then one line per run for scripts: "RESULT step_time run=LABEL steps=N median_ms=... worst_ms=...
+worst_step=S worst_over_median=...". Needs matplotlib for the PNG (pip install matplotlib); --no-plot: the table
+only.
 """
 import argparse
 import json
@@ -49,6 +54,18 @@ def num(x, fmt):
     return fmt.format(x) if x is not None and math.isfinite(x) else "-"
 
 
+def step_times(steps, skip):
+    """(median ms, slowest ms, its step) over the step records after the first `skip`; None without times."""
+    timed = [(s["ms_per_step"], s["step"]) for s in steps[skip:] if s.get("ms_per_step") is not None]
+    if not timed:
+        return None
+    ms = sorted(t for t, _ in timed)
+    n = len(ms)
+    median = ms[n // 2] if n % 2 else (ms[n // 2 - 1] + ms[n // 2]) / 2
+    worst, at = max(timed)
+    return median, worst, at
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+")
@@ -56,23 +73,40 @@ def main():
     ap.add_argument("--out", default="runs.png", help="output PNG")
     ap.add_argument("--smooth", type=int, default=1, help="running mean over this many steps for the loss curve")
     ap.add_argument("--title", default="")
+    ap.add_argument("--skip", type=int, default=0, help="leading steps left out of the step-time statistics")
+    ap.add_argument("--no-plot", action="store_true", help="print the table only (no matplotlib needed)")
     args = ap.parse_args()
+    if args.skip < 0:
+        sys.exit("--skip must be 0 or more")
     labels = args.labels.split(",") if args.labels else [os.path.splitext(os.path.basename(p))[0] for p in args.logs]
     if len(labels) != len(args.logs):
         sys.exit("--labels must name every log")
     runs = [(label, *load(p)) for label, p in zip(labels, args.logs)]
 
-    print("| run | steps | train loss (last 10) | val loss | val ppl | tokens/s | peak memory (MiB) |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | steps | train loss (last 10) | val loss | val ppl | tokens/s | peak memory (MiB) | median ms/step | "
+          "slowest step |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    results = []
     for label, steps, evals in runs:
         losses = [s["loss"] for s in steps if s.get("loss") is not None]
         tail = losses[-10:]
         final = evals[-1] if evals else {}
         tps = [s["tokens_per_s"] for s in steps if s.get("tokens_per_s")]
         mem = max((s.get("mem_peak_bytes") or 0 for s in steps), default=0)
+        st = step_times(steps, args.skip)
+        slowest = f"{st[1]:.2f} ms at step {st[2]} ({st[1] / st[0]:.2f}x)" if st and st[0] > 0 else "-"
         print(f"| {label} | {len(steps)} | {num(sum(tail) / len(tail) if tail else None, '{:.4f}')} | "
               f"{num(final.get('val_loss'), '{:.4f}')} | {num(final.get('val_ppl'), '{:.2f}')} | "
-              f"{num(sum(tps) / len(tps) if tps else None, '{:.0f}')} | {mem / 2**20:.1f} |")
+              f"{num(sum(tps) / len(tps) if tps else None, '{:.0f}')} | {mem / 2**20:.1f} | "
+              f"{num(st[0] if st else None, '{:.2f}')} | {slowest} |")
+        if st and st[0] > 0:
+            results.append(f"RESULT step_time run={label.replace(' ', '_')} steps={len(steps) - args.skip} "
+                           f"median_ms={st[0]:.3f} worst_ms={st[1]:.3f} worst_step={st[2]} "
+                           f"worst_over_median={st[1] / st[0]:.3f}")
+    for line in results:
+        print(line)
+    if args.no_plot:
+        return
 
     try:
         import matplotlib
@@ -80,7 +114,7 @@ def main():
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("matplotlib is not installed: pip install matplotlib")
-    fig, ax = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, ax = plt.subplots(1, 4, figsize=(20, 4.2))
     for label, steps, evals in runs:
         xs = [s["step"] for s in steps if s.get("loss") is not None]
         ys = running_mean([s["loss"] for s in steps if s.get("loss") is not None], args.smooth)
@@ -88,10 +122,13 @@ def main():
         if evals:
             ax[1].plot([e["step"] for e in evals], [e["val_ppl"] for e in evals], marker="o", label=label)
         ax[2].plot([s["step"] for s in steps], [(s.get("mem_peak_bytes") or 0) / 2**20 for s in steps], label=label)
+        timed = [s for s in steps if s.get("ms_per_step") is not None]
+        ax[3].plot([s["step"] for s in timed], [s["ms_per_step"] for s in timed], label=label, linewidth=0.8)
     ax[0].set(title="training loss" + (f" (running mean {args.smooth})" if args.smooth > 1 else ""), xlabel="step",
               ylabel="loss (nats)")
     ax[1].set(title="validation perplexity", xlabel="step", ylabel="perplexity", yscale="log")
     ax[2].set(title="peak memory (backend allocations)", xlabel="step", ylabel="MiB")
+    ax[3].set(title="step time (refreshes show as spikes)", xlabel="step", ylabel="ms")
     for a in ax:
         a.grid(alpha=0.3)
         a.legend()

@@ -55,9 +55,11 @@ struct Row {
     int accum = 1;  // micro-batches of B per step (--grad-accum)
     double ms = 0, tok_s = 0, mfu = -1, loss = 0;
     double peak = 0, plan = 0, delta = 0;  // bytes
-    double refresh_ms = -1, normal_ms = -1;  // PRAC: one refresh step vs the mean normal step
+    double refresh_ms = -1, normal_ms = -1;  // PRAC: one refresh step vs the median normal step
     double stagger_worst_ms = -1;            // PRAC, staggered one site-layer per step: the slowest such step
-    std::string stagger_worst_site;          // whose refresh it was
+    std::string stagger_worst_site;          // whose refresh it was (site, layer)
+    int stagger_worst_j = -1;                // which step of its window: 0 begins it, D - 1 installs it
+    int overlap = 0;                         // --refresh-overlap D
     double first_ms = -1;                    // the first step (PRAC: every site's cold refresh; GEMM plans, ...)
     double flops_token = 0;                  // model_flops_per_token of the config at this T
     int t1 = 0;
@@ -114,14 +116,14 @@ static void write_json(const std::string& path, const std::string& gpu, double p
                      "\"note\": \"%s\", \"steps\": %d, \"ms_per_step\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %s, "
                      "\"loss\": %.5f, \"peak_bytes\": %.0f, \"plan_bytes\": %.0f, \"memgetinfo_delta_bytes\": %.0f, "
                      "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"first_step_ms\": %s, \"t1\": %d, "
-                     "\"staggered_worst_step_ms\": %s}%s\n",
+                     "\"staggered_worst_step_ms\": %s, \"refresh_overlap\": %d}%s\n",
                      r.config.c_str(), r.prac.c_str(), r.optimizer.c_str(), r.max_batch ? "true" : "false", r.B, r.T,
                      r.accum, r.ran ? "true" : "false", json_escape(r.note).c_str(), r.steps, r.ms, r.tok_s,
                      r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "null", r.loss, r.peak, r.plan, r.delta,
                      r.refresh_ms >= 0 ? fmt("%.4f", r.refresh_ms).c_str() : "null",
                      r.normal_ms >= 0 ? fmt("%.4f", r.normal_ms).c_str() : "null",
                      r.first_ms >= 0 ? fmt("%.4f", r.first_ms).c_str() : "null", r.t1,
-                     r.stagger_worst_ms >= 0 ? fmt("%.4f", r.stagger_worst_ms).c_str() : "null",
+                     r.stagger_worst_ms >= 0 ? fmt("%.4f", r.stagger_worst_ms).c_str() : "null", r.overlap,
                      i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
@@ -147,10 +149,11 @@ static void print_row(const Row& r) {
     }
     // one machine-readable line per row (gpu_verify copies "RESULT " lines into its summary)
     std::printf("RESULT bench_gpu config=%s prac=%s optimizer=%s B=%d T=%d status=%s ms_per_step=%.3f tok_s=%.0f "
-                "mfu=%s peak_gib=%.3f plan_gib=%.3f peak_over_plan=%.4f memgetinfo_delta_gib=%.3f grad_accum=%d\n",
+                "mfu=%s peak_gib=%.3f plan_gib=%.3f peak_over_plan=%.4f memgetinfo_delta_gib=%.3f grad_accum=%d "
+                "overlap=%d\n",
                 r.config.c_str(), prac.c_str(), r.optimizer.c_str(), r.B, r.T, r.ran ? "ok" : "skipped", r.ms, r.tok_s,
                 r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "-", r.peak / GiB, r.plan / GiB,
-                r.ran && r.plan > 0 ? r.peak / r.plan : 0.0, r.delta / GiB, r.accum);
+                r.ran && r.plan > 0 ? r.peak / r.plan : 0.0, r.delta / GiB, r.accum, r.overlap);
     std::fflush(stdout);
 }
 
@@ -172,6 +175,7 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
     r.T = T;
     r.steps = steps;
     r.t1 = prac.t1;
+    r.overlap = prac.mode != PracMode::NONE ? prac.overlap : 0;
 #if defined(PRAC_FP32)
     const PlanTarget target = PlanTarget::CUDA_FP32;
 #else
@@ -240,25 +244,32 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
             return prac.mode != PracMode::NONE && ((prac.t1 > 0 && s % prac.t1 == 0) ||
                                                    (prac.t2 > 0 && s % prac.t2 == 0) || s < prac.initial_spread);
         };
-        double total_ms = 0;
-        int done = 0;
-        while (done < steps) {
+        std::vector<double> normal;  // the timed steps' ms
+        while ((int)normal.size() < steps) {
             if (refreshes(step_index)) { step_index++; continue; }
-            total_ms += timed(step_index++);
-            done++;
+            normal.push_back(timed(step_index++));
         }
-        r.ms = total_ms / steps;
+        double total_ms = 0;
+        for (double ms : normal) total_ms += ms;
+        r.ms = total_ms / steps;  // throughput: the mean
+        std::sort(normal.begin(), normal.end());
         r.loss = loss;
         r.tok_s = (double)K * B * T / (r.ms / 1000.0);
         if (peak_tf > 0) r.mfu = r.flops_token * r.tok_s / (peak_tf * 1e12);
         if (time_refresh && prac.mode != PracMode::NONE && prac.t1 > 0) {
             int64_t s = ((step_index + prac.t1 - 1) / prac.t1) * prac.t1;  // next Q1 refresh (Q2 is redrawn with it)
             r.refresh_ms = timed(s);
-            r.normal_ms = r.ms;  // the mean of the timed (non-refresh) steps
+            // issue #15's "no step above 1.2x the median step": the median, which one slow step cannot move
+            r.normal_ms = normal[normal.size() / 2];
+            // --refresh-overlap D: what step s began is installed D - 1 steps later; those steps, untimed, keep it out
+            // of the staggered windows below
+            for (int64_t j = 1; j < std::max(1, prac.overlap); j++) one_step(s + j);
             // Staggered, as the trainer refreshes (prac/site.h PracSchedule): with T1 = T2 = k x the model's
             // refresh units, unit u refreshes alone, Q1 and Q2, on the steps = u k (mod T1), one every k steps.
             // Units are layer x sites + site, and the layers' sites have the same shapes, so the steps refreshing
-            // layer 0's sites show every site kind. k = 1 in place; k = D with --refresh-overlap D, so that each
+            // one layer's sites show every site kind: layer 0's, whose inputs are saved first in forward (an
+            // overlapped solve has the rest of the step to hide in), and the last layer's, saved last (the worst
+            // case for the overlap). k = 1 in place; k = D with --refresh-overlap D, so that each
             // solve has its D steps before the next one begins (training's T1 / units, 6 for llama-130m at T1 =
             // 500, gives it as much; with k = 1 every begin would wait for the previous solve). Every step of
             // those windows is timed: the one that begins the refresh, the ones it overlaps, the one installing it.
@@ -276,19 +287,33 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
                 }
                 return c;
             };
-            for (size_t u = 0; u < model.sites.size(); u++) {
-                if (!model.sites[u].dims.compressed) continue;
-                for (int j = 0; j < k; j++) {
-                    const int64_t step = s0 + (int64_t)u * k + j, before = q1_refreshes();
-                    double ms = timed_with(st, step);
-                    const int64_t began = q1_refreshes() - before;  // an install moves one from pending: no change
-                    if (began != (j == 0 ? 1 : 0))  // the schedule must refresh this one site-layer alone
-                        throw std::runtime_error("staggered step " + std::to_string(step) + " began " +
-                                                 std::to_string(began) + " site-layer refreshes, not " +
-                                                 (j == 0 ? "1" : "0"));
-                    if (ms > r.stagger_worst_ms) {
-                        r.stagger_worst_ms = ms;
-                        r.stagger_worst_site = model.sites[u].name + " (n=" + std::to_string(model.sites[u].n) + ")";
+            auto unit_refreshes = [&](const auto& site, int layer) {  // the same, of one site-layer
+                int64_t c = site.q1_refreshes[layer];
+                for (const auto& q : site.pending) c += q.layer == layer;
+                return c;
+            };
+            const int S = (int)model.sites.size(), L = cfg.num_layers;
+            for (int layer : L > 1 ? std::vector<int>{0, L - 1} : std::vector<int>{0}) {
+                for (int site = 0; site < S; site++) {
+                    const auto& ps = model.sites[site];
+                    if (!ps.dims.compressed) continue;
+                    const int64_t u = (int64_t)layer * S + (int)ps.id;  // its refresh unit (model/llama.h forward)
+                    for (int j = 0; j < k; j++) {
+                        const int64_t step = s0 + u * k + j, before = q1_refreshes(), mine = unit_refreshes(ps, layer);
+                        double ms = timed_with(st, step);
+                        const int64_t began = q1_refreshes() - before;  // an install moves one from pending
+                        // the schedule must refresh this one site-layer alone
+                        if (began != (j == 0 ? 1 : 0) || unit_refreshes(ps, layer) - mine != began)
+                            throw std::runtime_error("staggered step " + std::to_string(step) + " began " +
+                                                     std::to_string(began) + " site-layer refreshes, not " +
+                                                     (j == 0 ? "1 (" : "0 (") + ps.name + ", layer " +
+                                                     std::to_string(layer) + ")");
+                        if (ms > r.stagger_worst_ms) {
+                            r.stagger_worst_ms = ms;
+                            r.stagger_worst_site = model.sites[site].name + "/layer" + std::to_string(layer) + "/n" +
+                                                   std::to_string(model.sites[site].n);
+                            r.stagger_worst_j = j;
+                        }
                     }
                 }
             }
@@ -578,19 +603,22 @@ int main(int argc, char** argv) {
                     r.config.c_str(), r.B, r.accum, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
                     r.normal_ms > 0 ? 100.0 * amort / r.normal_ms : 0.0, r.first_ms,
                     r.normal_ms > 0 ? r.first_ms / r.normal_ms : 0.0, base ? fmt("%.2f", base->first_ms).c_str() : "-");
-        std::printf("        staggered (one site-layer's Q1 and Q2 %s): the slowest step %.2f ms, %.2fx "
-                    "the normal step, refreshing %s\n",
+        std::printf("        staggered (one site-layer's Q1 and Q2 %s; layers 0 and L-1): the slowest step %.2f ms, "
+                    "%.2fx the median normal step, refreshing %s (step %d of its window)\n",
                     refresh_overlap ? ("every " + std::to_string(refresh_overlap) + " step(s), each overlapped over " +
                                        std::to_string(refresh_overlap) + " step(s)").c_str()
                                     : "per step",
                     r.stagger_worst_ms,
-                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, r.stagger_worst_site.c_str());
+                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, r.stagger_worst_site.c_str(),
+                    r.stagger_worst_j);
         std::printf("RESULT bench_gpu refresh config=%s B=%d refresh_ms=%.3f normal_ms=%.3f extra_ms=%.3f t1=%d "
                     "amortized_ms_per_step=%.4f first_ms=%.3f baseline_first_ms=%s staggered_worst_ms=%.3f "
-                    "staggered_worst_over_normal=%.3f overlap=%d grad_accum=%d\n",
+                    "staggered_worst_over_normal=%.3f overlap=%d grad_accum=%d worst_site=%s worst_j=%d "
+                    "normal_median_of=%d\n",
                     r.config.c_str(), r.B, r.refresh_ms, r.normal_ms, extra, r.t1, amort, r.first_ms,
                     base ? fmt("%.3f", base->first_ms).c_str() : "-", r.stagger_worst_ms,
-                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, refresh_overlap, r.accum);
+                    r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, refresh_overlap, r.accum,
+                    r.stagger_worst_site.c_str(), r.stagger_worst_j, r.steps);
     }
     write_json(json, gpu, peak_tf, rows);
     if (!json.empty()) std::printf("\nwrote %s\n", json.c_str());

@@ -18,7 +18,8 @@
 // from the basis of a cold refresh on another batch), linear ranks r1 = r2 = 0.3 n; N = 32768 (--quick: 8192
 // and widths 768,2048,4096). Each time is the median of R (default 3) calls after a warm-up call; the parts are
 // those of R more calls, averaged. Prints "RESULT bench_gpu_refresh ..." and "RESULT bench_gpu_refresh_parts ..."
-// per width. Exits 77 without a GPU (1 with REQUIRE_GPU=1).
+// per width, and first "RESULT bench_gpu_refresh_handles bytes=...": the device memory one cuBLAS + cuSOLVER
+// handle pair takes for itself. Exits 77 without a GPU (1 with REQUIRE_GPU=1).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,6 +42,54 @@ using act_t = floatX;
 
 static double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The device memory a cuBLAS + cuSOLVER handle pair allocates for itself (workspace pools, what the first GEMM and
+// eigensolver make), by cudaMemGetInfo around creating them and running one of each on buffers made before: no
+// allocator of ours sees it, and the refresh worker of --prac-refresh-overlap makes a second pair
+// (kernels/cuda_backend.cu) that the planner does not count. Measured first, in a fresh context.
+static size_t library_handle_bytes() {
+    const int n = 64;
+    float *a = nullptr, *c = nullptr, *w = nullptr;
+    void* work = nullptr;
+    int* info = nullptr;
+    const size_t work_bytes = 4u << 20;  // syevd of 64 x 64 asks for far less
+    cudaCheck(cudaMalloc(&a, (size_t)n * n * sizeof(float)));
+    cudaCheck(cudaMalloc(&c, (size_t)n * n * sizeof(float)));
+    cudaCheck(cudaMalloc(&w, n * sizeof(float)));
+    cudaCheck(cudaMalloc(&work, work_bytes));
+    cudaCheck(cudaMalloc(&info, sizeof(int)));
+    cudaCheck(cudaMemset(a, 0, (size_t)n * n * sizeof(float)));
+    cudaCheck(cudaDeviceSynchronize());
+    size_t free0 = 0, free1 = 0, total = 0;
+    cudaCheck(cudaMemGetInfo(&free0, &total));
+    cublasHandle_t cublas;
+    cusolverDnHandle_t cusolver;
+    cublasCheck(cublasCreate(&cublas));
+    cusolverCheck(cusolverDnCreate(&cusolver));
+    const float one = 1.0f, zero = 0.0f;
+    cublasCheck(cublasSgemm(cublas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, n, &one, a, n, a, n, &zero, c, n));
+    {
+        CusolverParams params;
+        size_t dev_bytes = 0, host_bytes = 0;
+        cusolverCheck(cusolverDnXsyevd_bufferSize(cusolver, params.p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+                                                  n, CUDA_R_32F, c, n, CUDA_R_32F, w, CUDA_R_32F, &dev_bytes,
+                                                  &host_bytes));
+        if (dev_bytes > work_bytes) {
+            std::fprintf(stderr, "bench_gpu_refresh: syevd of %d x %d wants %zu bytes of workspace\n", n, n, dev_bytes);
+            std::exit(1);
+        }
+        std::vector<char> host_work(host_bytes);
+        cusolverCheck(cusolverDnXsyevd(cusolver, params.p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER, n,
+                                       CUDA_R_32F, c, n, CUDA_R_32F, w, CUDA_R_32F, work, dev_bytes,
+                                       host_work.empty() ? nullptr : host_work.data(), host_bytes, info));
+    }
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemGetInfo(&free1, &total));
+    cusolverCheck(cusolverDnDestroy(cusolver));
+    cublasCheck(cublasDestroy(cublas));
+    for (void* p : {(void*)a, (void*)c, (void*)w, work, (void*)info}) cudaCheck(cudaFree(p));
+    return free0 > free1 ? free0 - free1 : 0;
 }
 
 // median seconds of `reps` calls of f (after one warm-up call), each ended by a device synchronization
@@ -95,6 +144,9 @@ int main(int argc, char** argv) {
     }
     int unavailable = gpu_unavailable_exit_code("bench_gpu_refresh");
     if (unavailable >= 0) return unavailable;
+    std::printf("RESULT bench_gpu_refresh_handles bytes=%zu (one cuBLAS + one cuSOLVER handle after a GEMM and a "
+                "syevd, by cudaMemGetInfo: uncounted by the planner for the refresh worker's pair)\n",
+                library_handle_bytes());
 
     cudaStream_t stream;
     cublasHandle_t cublas;
