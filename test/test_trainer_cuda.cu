@@ -286,6 +286,18 @@ int main(int argc, char** argv) {
     if ((runs("resume") || part == "overlap") && gpt2_checks)
         resume_is_bit_exact(sub("resume_gpt2_overlap"), "train_gpt2", gpt2_overlap, "",
                             "PRAC, refreshes overlapped over 2 steps");
+    // gpt2-tiny has 2 x 6 refresh units: at T1 = T2 = 24 a site-layer begins a refresh every 2 steps, so an overlap
+    // of 3 is said to gain nothing over 2 (the worker solves one at a time), and 2 is not
+    if ((runs("resume") || part == "overlap") && gpt2_checks)
+        for (const char* d : {"3", "2"}) {
+            std::string out;
+            int rc = run_shell(bin("train_gpt2") + gpt2 + " --steps 1 --prac prac --prac-t1 24 --prac-t2 24 "
+                               "--prac-refresh-overlap " + d, &out);
+            bool said = has(out, "notice: --prac-refresh-overlap 3: with T1 = 24, T2 = 24 and 12 refresh units, a "
+                                 "site-layer begins a refresh every 2 step(s)");
+            check(rc == 0 && said == (*d == '3'), "--prac-refresh-overlap %s with a refresh begun every 2 steps: %s "
+                  "(rc %d)", d, *d == '3' ? "the notice says 2 would do" : "no notice", rc);
+        }
     if (runs("resume") && llama_checks) {
         resume_is_bit_exact(sub("resume_llama"), "train_llama", llama + " --grad-accum 2", "", "baseline");
         // fp8 storage: the device quantizer's rounding bits are keyed by the checkpointed save counters

@@ -400,6 +400,26 @@ struct Trainer {
         comm.barrier();  // nobody runs ahead of a checkpoint that is not committed yet
     }
 
+    // --prac-refresh-overlap D on the GPU: the refresh worker solves one refresh at a time, and staggered site-layers
+    // begin theirs every T / units steps, so a solve has at most that many steps before the next begin waits for it:
+    // a larger D only puts its install off. Said once, before the run (the begin that waits slows its step).
+    void notice_overlap_gap() const {
+        if (prac.mode == PracMode::NONE || prac.overlap < 2 || !prac.stagger) return;
+        const int units = model.sched.units, gap = std::min(prac.t1, prac.t2) / units;
+        if (prac.overlap <= std::max(gap, 1)) return;
+        if (gap == 0)
+            std::printf("notice: --prac-refresh-overlap %d: with T1 = %d, T2 = %d and %d refresh units, several "
+                        "site-layers begin a refresh on one step, and the GPU's refresh worker solves one at a time, "
+                        "so each begin waits for the solve before it: the overlap hides little (raise --prac-t1/t2)\n",
+                        prac.overlap, prac.t1, prac.t2, units);
+        else
+            std::printf("notice: --prac-refresh-overlap %d: with T1 = %d, T2 = %d and %d refresh units, a site-layer "
+                        "begins a refresh every %d step(s), and the GPU's refresh worker solves one at a time, so a "
+                        "solve has at most %d step(s) before the next begin waits for it: --prac-refresh-overlap %d "
+                        "gives it the same time and installs it sooner\n",
+                        prac.overlap, prac.t1, prac.t2, units, gap, gap, gap);
+    }
+
     // Every rank's parameters (and, without ZeRO, its optimizer state) must be the same bits after every step: nothing
     // in an update depends on the rank (its data and PRAC bases enter only through the averaged gradients). But a GPU
     // library that is bitwise reproducible only on one GPU model (cuBLAS and cuSOLVER in Muon and GaLore) on a mixed
@@ -563,6 +583,7 @@ struct Trainer {
                         "(--prac-initial-spread %s%s); until its own, a site-layer compresses with a random basis\n",
                         k - 1, (model.sched.units + k - 1) / k, model.sched.units, opts.prac_initial_spread.c_str(),
                         opts.prac_initial_spread == "auto" ? format(": the %d warmup steps", opts.warmup).c_str() : "");
+        if (std::strcmp(Backend::name, "cuda") == 0) notice_overlap_gap();
         if (!opts.dump_site.empty()) {
             bool known = false;
             std::string names;
