@@ -18,21 +18,14 @@
 #include <string>
 #include <vector>
 
+#include <cuda_bf16.h>
+
 #include "kernels/cuda_backend.cuh"
 #include "test/gpu/gpu_test.h"
 #include "train/comm_nccl.h"
 
 // rank r's value i: spread over [-3, 3) and over magnitudes, different on every rank, never a tie of rounding
 static double value(int r, size_t i) { return std::sin(0.37 * (double)i + 1.3 * r) * 3.0 * (1.0 + 0.5 * ((i + r) % 7)); }
-
-static float bf16_round(float f) {
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    bits &= 0xffff0000u;
-    std::memcpy(&f, &bits, 4);
-    return f;
-}
 
 struct Buffer {  // R ranks' worth of one rank's values of `type` on the device, and the exact means on the host
     DType type;
@@ -45,14 +38,12 @@ struct Buffer {  // R ranks' worth of one rank's values of `type` on the device,
             double sum = 0, sum_abs = 0;
             for (int r = 0; r < ranks; r++) {
                 float v = (float)value(r, i);
-                if (t == DType::BF16) v = bf16_round(v);
+                if (t == DType::BF16) v = __bfloat162float(__float2bfloat16(v));
                 sum += v;
                 sum_abs += std::fabs(v);
                 if (r != rank) continue;
                 if (t == DType::BF16) {
-                    uint32_t bits;
-                    std::memcpy(&bits, &v, 4);
-                    uint16_t h = (uint16_t)(bits >> 16);
+                    __nv_bfloat16 h = __float2bfloat16(v);
                     std::memcpy(bytes.data() + 2 * i, &h, 2);
                 } else {
                     std::memcpy(bytes.data() + 4 * i, &v, 4);
@@ -65,11 +56,11 @@ struct Buffer {  // R ranks' worth of one rank's values of `type` on the device,
     float got(const std::vector<unsigned char>& b, size_t i) const {
         float f = 0;
         if (type == DType::BF16) {
-            uint32_t bits = (uint32_t)((const uint16_t*)b.data())[i] << 16;
-            std::memcpy(&f, &bits, 4);
-        } else {
-            std::memcpy(&f, b.data() + 4 * i, 4);
+            __nv_bfloat16 h;
+            std::memcpy(&h, b.data() + 2 * i, 2);
+            return __bfloat162float(h);
         }
+        std::memcpy(&f, b.data() + 4 * i, 4);
         return f;
     }
 };

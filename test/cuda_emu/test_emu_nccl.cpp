@@ -108,6 +108,13 @@ static ncclComm_t new_comm() {  // another communicator over every rank (collect
 
 // ---- element types and the values of the tests ----------------------------------------------------------------
 
+static double bf16_round_ref(double x) {  // nearest bf16 (8 significant bits), ties to even, for normal x > 0
+    int e = 0;
+    std::frexp(x, &e);                        // x = m * 2^e, 0.5 <= m < 1
+    double spacing = std::ldexp(1.0, e - 8);  // 8 significant bits
+    return std::nearbyint(x / spacing) * spacing;  // default rounding mode: ties to even
+}
+
 struct F32 {
     using T = float;
     static constexpr ncclDataType_t type = ncclFloat32;
@@ -134,13 +141,7 @@ struct BF16 {
         std::memcpy(&f, &bits, 4);
         return f;
     }
-    static float round(float v) {  // to nearest bf16, ties to even (finite values)
-        uint32_t bits;
-        std::memcpy(&bits, &v, 4);
-        bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
-        std::memcpy(&v, &bits, 4);
-        return v;
-    }
+    static float round(float v) { return (float)bf16_round_ref(v); }  // to the type (the tests' values: > 0)
     static double val(int r, size_t i) { return (double)(r + 1) * (double)(i % 32 + 1); }
 };
 
@@ -279,12 +280,6 @@ TEST(AllReduce, OtherTypes) {
 // `base`, every other rank 1.0; between 256 and 512 bf16's spacing is 2, so 256 + 1 is a tie (-> 256, even) where a
 // bf16 running sum would also give 256, but 256 + 1 + 1 = 258 exactly where a bf16 running sum would stay at 256;
 // 258 + 1 = 259 is a tie that rounds UP to 260 (258's last mantissa bit is odd), where truncation would give 258.
-static double bf16_round_ref(double x) {  // nearest bf16 (8 significant bits), ties to even, for normal x > 0
-    int e = 0;
-    std::frexp(x, &e);                        // x = m * 2^e, 0.5 <= m < 1
-    double spacing = std::ldexp(1.0, e - 8);  // 8 significant bits
-    return std::nearbyint(x / spacing) * spacing;  // default rounding mode: ties to even
-}
 
 TEST(AllReduce, Bf16RoundsTheFp32SumOnceToNearestEven) {
     for (double base : {256.0, 258.0, 300.0}) {
