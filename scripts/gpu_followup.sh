@@ -25,6 +25,8 @@ Jobs (each under its own time limit, seconds; a job of two runs makes both, and 
                 first-use costs)
   overlap  150  build/tools/bench_gpu --quick --refresh-overlap 1, then 2 (the staggered refresh steps with each
                 refresh solved beside one step, or two, at B = 32: a stress test)
+  sanitize 150  scripts/gpu_sanitize.sh: compute-sanitizer's memcheck, racecheck, synccheck and initcheck over short
+                CUDA trainer runs (tiny models; exit 3: a run timed out, 77: no usable compute-sanitizer, a SKIP)
   fp32     200  scripts/gpu_verify.sh's FP32 build and GPU tests (STEPS=fp32), when the first call had no time left
                 for them
   align    150  build/tools/bench_gpu --models llama-1b --no-max-batch, without and with --hidden-align 8
@@ -41,7 +43,7 @@ there), DRY_RUN=1 (print each command, run nothing), RERUN (the tests job's ctes
 build/tools/bench_gpu).
 What comes back under OUT: summary.txt (also printed last) and followup_logs.tar.gz (every job's log), both
 rewritten after each job, so a call killed at its limit returns the jobs that finished.
-Exit status: 0 when every job that ran passed, 1 otherwise.
+Exit status: 0 when every job that ran passed (a job's exit 77 is a SKIP), 1 otherwise.
 EOF
 }
 
@@ -52,6 +54,7 @@ JOB_TABLE=(
   'accum|120|$BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4; r=$?; $BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4 --refresh-overlap 2 || r=1; exit $r'
   'stagger|90|r=0; for d in 0 2; do ./train_llama --model llama-130m --batch-size 32 --seq-len 256 --steps 200 --warmup 84 --prac prac --prac-t1 168 --prac-t2 168 --prac-initial-spread 84 --prac-refresh-overlap $d --eval-tokens 8192 --log "$LOGS/stagger_o$d.jsonl" >"$LOGS/stagger_o$d.log" 2>&1 || { tail -5 "$LOGS/stagger_o$d.log"; r=1; }; done; python3 scripts/plot_runs.py --no-plot --skip 2 --labels in_place,overlap2 "$LOGS/stagger_o0.jsonl" "$LOGS/stagger_o2.jsonl" || r=1; exit $r'
   'overlap|150|$BENCH_GPU --quick --refresh-overlap 1; r=$?; $BENCH_GPU --quick --refresh-overlap 2 || r=1; exit $r'
+  'sanitize|150|LOGS="$LOGS/sanitize" bash scripts/gpu_sanitize.sh'
   'fp32|200|CLEAN=0 SKIP_CPU=1 USE_MAKE=0 STEPS=fp32 FP32_MIN=0 TOTAL_BUDGET=$((LIMIT - 10)) OUT="$LOGS/fp32" bash scripts/gpu_verify.sh'
   'align|150|$BENCH_GPU --models llama-1b --no-max-batch; r=$?; $BENCH_GPU --models llama-1b --no-max-batch --hidden-align 8 || r=1; exit $r'
   'llmc|240|bash scripts/bench_vs_llmc.sh --llmc .llmc --out "$LOGS/bench_vs_llmc"'
@@ -129,6 +132,7 @@ for j in "${jobs[@]}"; do
   secs=$(( $(date +%s) - t ))
   tail -n 12 "$LOGS/$j.log" | sed 's/^/  | /'
   if [ "$rc" = 0 ]; then st=PASS; note="$(grep -c '^RESULT ' "$LOGS/$j.log") RESULT lines"
+  elif [ "$rc" = 77 ]; then st=SKIP; note=$(grep -m 1 'SKIP' "$LOGS/$j.log" | cut -c1-100)  # the job says why
   else
     st=FAIL; failed=1; note="rc=$rc"
     { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && note="timed out after ${limit}s"

@@ -11,7 +11,7 @@ bad() { echo "  [FAIL] $*"; fail=1; }
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 
 out=$(bash "$S" --list)
-for j in rebuild tests accum stagger overlap fp32 stride align llmc table mma; do
+for j in rebuild tests accum stagger overlap sanitize fp32 stride align llmc table mma; do
   grep -q "^$j " <<<"$out" && ok "--list names $j" || bad "--list lacks $j"
 done
 grep -q 'bench_vs_llmc.sh --llmc .llmc' <<<"$out" && ok "llmc runs scripts/bench_vs_llmc.sh" || bad "llmc command"
