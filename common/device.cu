@@ -18,6 +18,12 @@ int cuda_device_count(std::string* why) {
     return n;
 }
 
+bool cuda_set_device(int device, std::string* why) {
+    cudaError_t e = cudaSetDevice(device);
+    if (e != cudaSuccess && why) *why = cudaGetErrorString(e);
+    return e == cudaSuccess;
+}
+
 std::string cuda_device_uuid(int device) {
     cudaDeviceProp p;
     if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "";
@@ -36,6 +42,10 @@ int cuda_device_count(std::string* why) {
     return 0;
 }
 std::string cuda_device_uuid(int) { return ""; }
+bool cuda_set_device(int, std::string* why) {
+    if (why) *why = "built without CUDA";
+    return false;
+}
 #endif
 
 int gpu_unavailable_exit_code(const char* program) {

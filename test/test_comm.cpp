@@ -29,6 +29,10 @@
 #include "common/error.h"
 #include "train/comm.h"
 
+#if PRAC_HAVE_MPI
+#include <mpi.h>  // MPI_Initialized: comm_create's before_mpi_init runs before MPI_Init
+#endif
+
 extern char** environ;
 
 static Comm* g_comm = nullptr;
@@ -318,6 +322,39 @@ TEST(CommLaunch, LauncherSizeFromTheEnvironment) {
     EXPECT_EQ(comm_launcher_size(), -1);
 }
 
+TEST(CommLaunch, LocalRankFromTheEnvironment) {
+    EnvGuard env;
+    const char* vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                          "PMI_LOCAL_RANK", "SLURM_LOCALID"};
+    for (const char* v : vars) env.set(v, nullptr);
+    std::string from = "untouched";
+    EXPECT_EQ(comm_launcher_local_rank(&from), -1);
+    EXPECT_EQ(from, "untouched");
+    // each variable alone, then all of them: the first in this order wins (SLURM_LOCALID last: an mpirun inside a
+    // Slurm allocation passes its own daemon's value to every rank)
+    for (int i = 4; i >= 0; i--) {
+        EnvGuard one;
+        one.set(vars[i], std::to_string(i + 1).c_str());
+        EXPECT_EQ(comm_launcher_local_rank(&from), i + 1) << vars[i];
+        EXPECT_EQ(from, std::string(vars[i]) + "=" + std::to_string(i + 1));
+    }
+    for (int i = 4; i >= 0; i--) env.set(vars[i], std::to_string(i + 1).c_str());
+    EXPECT_EQ(comm_launcher_local_rank(&from), 1);
+    EXPECT_EQ(from, "OMPI_COMM_WORLD_LOCAL_RANK=1");
+    env.set("OMPI_COMM_WORLD_LOCAL_RANK", "one");  // not a number: unknown, MPI decides after MPI_Init
+    EXPECT_EQ(comm_launcher_local_rank(), -1);
+}
+
+// comm_create's before_mpi_init ran (main below) exactly when MPI_Init ran, and before it: the trainers choose their
+// GPU there, because an MPI library may open a CUDA context on the current GPU inside MPI_Init (launch.h).
+static int g_before_mpi_init_calls = 0;
+static bool g_mpi_up_before_init = false;
+TEST(CommLaunch, BeforeMpiInitRunsBeforeMpiInit) {
+    const bool mpi = PRAC_HAVE_MPI && comm_launcher_size() != 0;
+    EXPECT_EQ(g_before_mpi_init_calls, mpi ? 1 : 0);
+    EXPECT_FALSE(g_mpi_up_before_init);
+}
+
 TEST(CommLaunch, BuildWithoutMpiRefusesSeveralRanks) {
 #if PRAC_HAVE_MPI
     GTEST_SKIP() << "this build has MPI";
@@ -511,7 +548,14 @@ int main(int argc, char** argv) {
     if (const char* mode = std::getenv("PRAC_TEST_COMM_DIE")) return death_mode(mode, argc, argv);
     std::unique_ptr<Comm> comm;
     try {
-        comm = comm_create(&argc, &argv);
+        comm = comm_create(&argc, &argv, [] {
+            g_before_mpi_init_calls++;
+#if PRAC_HAVE_MPI
+            int up = 0;
+            MPI_Initialized(&up);
+            g_mpi_up_before_init = up != 0;
+#endif
+        });
     } catch (const UserError& e) {
         std::fprintf(stderr, "test_comm: error: %s\n", e.what());
         return 1;

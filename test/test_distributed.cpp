@@ -388,6 +388,30 @@ TEST(DevicePerRank, OneGpuPerRankByUuid) {
     run_shell("rm -rf " + d);
 }
 
+// Each rank sets its GPU before MPI_Init from the launcher's local rank (launch.h: choose_gpu_before_mpi_init; an
+// MPI library may open a context on the current GPU inside MPI_Init), and keeps it: with the launcher's local ranks
+// swapped against MPI's node order (rank 0 told 1, rank 1 told 0) the ranks train on the GPUs the launcher gave them,
+// rank 0 says so, and the run equals the one in MPI's order bit for bit.
+TEST(DevicePerRank, GpuChosenBeforeMpiInit) {
+    std::string d = tmpdir(), out;
+    const std::string train = bin("train_gpt2") + DEVICE_ARGS + " --device cuda";
+    ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + train + " --log " + d + "/plain.jsonl", &out), 0) << out;
+    EXPECT_NE(out.find("device: CUDA GPU 0 (fp32 storage; chosen before MPI_Init from OMPI_COMM_WORLD_LOCAL_RANK=0)"),
+              std::string::npos) << out;
+    int rc = run_shell("timeout 300 env " + mpirun_2() +
+                           per_rank_env("OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_RANK=0",
+                                        train + " --log " + d + "/swapped.jsonl"),
+                       &out);
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("notice: rank 0 took GPU 1 from OMPI_COMM_WORLD_LOCAL_RANK=1 before MPI_Init; MPI's node "
+                       "order would give GPU 0"), std::string::npos) << out;
+    EXPECT_NE(out.find("device: CUDA GPU 1 (fp32 storage; chosen before MPI_Init"), std::string::npos) << out;
+    auto plain = steps_of(d + "/plain.jsonl"), swapped = steps_of(d + "/swapped.jsonl");
+    EXPECT_EQ(plain.size(), 2u);
+    EXPECT_EQ(plain, swapped);
+    run_shell("rm -rf " + d);
+}
+
 // A failed CUDA call on one rank (here rank 1's GPU faults before one of its waits) ends the whole job through
 // MPI_Abort (fatal_exit_hook, common/error.h), after the NCCL communicator's abort: with a plain exit(), launchers
 // that do not kill a job when one process exits (Slurm's srun by default) left the other ranks waiting in a

@@ -99,6 +99,19 @@ int comm_launcher_size() {
     return 0;
 }
 
+int comm_launcher_local_rank(std::string* from) {
+    for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                            "PMI_LOCAL_RANK", "SLURM_LOCALID"}) {
+        bool set = false;
+        long v = env_int(var, &set);
+        if (!set) continue;
+        if (v < 0) return -1;  // not a number: let MPI say (the rank's node comm after MPI_Init)
+        if (from) *from = format("%s=%ld", var, v);
+        return (int)v;
+    }
+    return -1;
+}
+
 // The launcher's rank of this process (for messages), or -1 when unknown.
 [[maybe_unused]] static int launcher_rank() {
     bool set = false;
@@ -146,12 +159,13 @@ static void divide_by(float* buf, size_t n, int k) {
 struct MpiComm final : Comm {
     bool owns_init = false;  // this object called MPI_Init_thread, so its destructor finalizes
 
-    MpiComm(int* argc, char*** argv, int announced) {
+    MpiComm(int* argc, char*** argv, int announced, const std::function<void()>& before_mpi_init) {
         int finalized = 0, initialized = 0;
         MPI_Finalized(&finalized);
         if (finalized) fail("comm_create: MPI was already finalized in this process (create one Comm per process)");
         MPI_Initialized(&initialized);
         if (!initialized) {
+            if (before_mpi_init) before_mpi_init();
             int provided = 0;
             // FUNNELED: OpenMP threads exist, but only the thread that created the Comm calls MPI.
             MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
@@ -288,13 +302,14 @@ struct MpiComm final : Comm {
 
 // ---- factory ---------------------------------------------------------------------------------------------------
 
-std::unique_ptr<Comm> comm_create(int* argc, char*** argv) {
+std::unique_ptr<Comm> comm_create(int* argc, char*** argv, const std::function<void()>& before_mpi_init) {
     int announced = comm_launcher_size();
 #if PRAC_HAVE_MPI
-    if (announced != 0) return std::unique_ptr<Comm>(new MpiComm(argc, argv, announced));
+    if (announced != 0) return std::unique_ptr<Comm>(new MpiComm(argc, argv, announced, before_mpi_init));
 #else
     (void)argc;
     (void)argv;
+    (void)before_mpi_init;
     int r = launcher_rank();
     if (announced > 1 || (announced < 0 && r > 0))
         fail("this process was started by an MPI launcher (rank %d of %s), but this build has no MPI: every rank "

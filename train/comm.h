@@ -7,6 +7,7 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,12 +97,21 @@ struct Comm {
 // comm_create may call the collectives) and finalized by the Comm's destructor; create at most one per process.
 // Fails (UserError) when launched with several ranks by a build without MPI: each rank would otherwise train
 // alone, silently.
-std::unique_ptr<Comm> comm_create(int* argc, char*** argv);
+// before_mpi_init, when given, runs just before MPI_Init (only when this call initializes MPI): the trainers choose
+// their GPU there (launch.h: choose_gpu_before_mpi_init).
+std::unique_ptr<Comm> comm_create(int* argc, char*** argv, const std::function<void()>& before_mpi_init = nullptr);
 
 // The number of ranks the launcher announced in the environment: OMPI_COMM_WORLD_SIZE (Open MPI), PMI_SIZE
 // (MPICH/Hydra, Intel MPI, Slurm PMI), else -1 when only PMIX_RANK is set (PMIx launchers such as srun
 // --mpi=pmix: size unknown), else 0 (not started by a launcher).
 int comm_launcher_size();
+
+// This process's rank on its node as the launcher announced it before MPI_Init, or -1 when none did (or the value is
+// not a number): OMPI_COMM_WORLD_LOCAL_RANK (Open MPI), MPI_LOCALRANKID (MPICH/Hydra, Intel MPI),
+// MV2_COMM_WORLD_LOCAL_RANK (MVAPICH2), PMI_LOCAL_RANK (Cray), SLURM_LOCALID (srun) last: an mpirun inside a Slurm
+// allocation starts its daemons through srun, so its ranks may all inherit that one's value. *from gets
+// "NAME=VALUE" of the variable read.
+int comm_launcher_local_rank(std::string* from = nullptr);
 
 // Rank `root`'s s on every rank (a collective).
 void broadcast_string(Comm& comm, std::string& s, int root);

@@ -30,6 +30,12 @@
 
 // Everything a training run is given, whatever the backend: the flags (completed with the model's defaults),
 // the model's config, the PRAC options and the communicator (MPI, or NCCL for GPU ranks).
+// The GPU a rank chose before MPI_Init (choose_gpu_before_mpi_init): device -1 when it chose none.
+struct GpuBeforeMpi {
+    int device = -1;
+    std::string from;  // the launcher's variable it came from, "NAME=VALUE"
+};
+
 struct RunSetup {
     TrainOptions opts;
     ModelConfig cfg;
@@ -37,6 +43,7 @@ struct RunSetup {
     Comm* comm = nullptr;
     const char* program = "";
     bool builtin = false;  // the data is the built-in corpus
+    GpuBeforeMpi gpu_before_mpi;  // the GPU chosen before MPI_Init, if any
 };
 
 // Directory of the built-in corpus: next to the binary (binaries live at the repository root), else the
@@ -73,8 +80,26 @@ inline DeviceChoice choose_device(const std::string& device) {
 }
 
 #if defined(PRAC_CUDA_BACKEND)
-inline void print_cuda_device(int dev) {
-    std::printf("device: CUDA GPU %d (%s storage)\n", dev, PRAC_FLOATX_NAME);
+inline void print_cuda_device(int dev, const std::string& chosen_from = "") {
+    std::printf("device: CUDA GPU %d (%s storage%s)\n", dev, PRAC_FLOATX_NAME,
+                chosen_from.empty() ? "" : ("; chosen before MPI_Init from " + chosen_from).c_str());
+}
+
+// An MPI library may open a CUDA context on the current GPU, GPU 0, for every rank inside MPI_Init (Open MPI 5 with
+// its smcuda transport, MPICH): hundreds of MB per rank on GPU 0 that the memory plan does not count, and one more
+// context per rank. So a rank whose launcher announced its local rank sets its GPU, local rank % GPUs, before
+// MPI_Init (Open MPI's own advice); runs that will touch no GPU (--device cpu, --plan, --help) skip it. Without such
+// a variable the GPU is chosen after MPI_Init from MPI's node communicator, as before.
+inline GpuBeforeMpi choose_gpu_before_mpi_init(int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i], next = i + 1 < argc ? argv[i + 1] : "";
+        if (a == "--help" || a == "-h" || a == "--plan" || (a == "--device" && next == "cpu")) return {};
+    }
+    GpuBeforeMpi g;
+    const int local = comm_launcher_local_rank(&g.from), gpus = local < 0 ? 0 : cuda_device_count();
+    if (gpus <= 0 || !cuda_set_device(local % gpus)) return {};  // no GPU here: run_on_device says why, after MPI_Init
+    g.device = local % gpus;
+    return g;
 }
 #endif
 
@@ -123,15 +148,16 @@ int run_on_one_device(const TrainOptions& opts, Run&& run) {
 // see its own (Slurm's --gpus-per-task, a CUDA_VISIBLE_DEVICES per rank: every rank's GPU 0), so GPUs are told
 // apart by UUID, not by number. A collective; every rank fails alike, naming two ranks that share one.
 inline void check_one_gpu_per_rank(Comm& comm, int dev) {
-    std::vector<std::string> uuids = all_gather_string(comm, cuda_device_uuid(dev));
-    std::vector<std::string> hosts = all_gather_string(comm, host_name());
+    const std::vector<std::string> ids = all_gather_string(comm, cuda_device_uuid(dev) + " " + host_name());
+    auto uuid = [&](int r) { return ids[r].substr(0, ids[r].find(' ')); };
     for (int a = 0; a < comm.size(); a++)
         for (int b = a + 1; b < comm.size(); b++)
-            if (!uuids[a].empty() && uuids[a] == uuids[b])
+            if (!uuid(a).empty() && uuid(a) == uuid(b))
                 fail("ranks %d and %d share one GPU (%s on %s): NCCL needs one GPU per rank (two ranks on one GPU "
                      "fail with \"Duplicate GPU detected\")\n---> HINT: start at most as many ranks per node as it "
-                     "has GPUs (mpirun -np N --host NODE:GPUS,...), or give each rank its own (srun --gpus-per-task=1), "
-                     "or use --device cpu", a, b, uuids[a].c_str(), hosts[a].c_str());
+                     "has GPUs (mpirun -np N --host NODE:GPUS,...), or give each rank its own (srun "
+                     "--gpus-per-task=1), or use --device cpu", a, b, uuid(a).c_str(),
+                     ids[a].substr(ids[a].find(' ') + 1).c_str());
 }
 #endif
 
@@ -153,7 +179,13 @@ int run_on_device(RunSetup& s, Train&& train) {
             fail("--comm mpi reduces host buffers, but the CUDA backend's gradients are on the GPU: %d GPU ranks need "
                  "NCCL\n---> HINT: drop --comm mpi (auto picks nccl on GPUs), or use --device cpu", ranks);
         int dev = comm.local_rank() % gpus;  // one GPU per rank of this node
-        print_cuda_device(dev);
+        if (s.gpu_before_mpi.device >= 0) {  // keep it: another would open a second context (check_one_gpu_per_rank
+            if (s.gpu_before_mpi.device != dev)  // still refuses two ranks on one GPU)
+                std::printf("notice: rank %d took GPU %d from %s before MPI_Init; MPI's node order would give "
+                            "GPU %d\n", rank, s.gpu_before_mpi.device, s.gpu_before_mpi.from.c_str(), dev);
+            dev = s.gpu_before_mpi.device;
+        }
+        print_cuda_device(dev, s.gpu_before_mpi.from);
         if (nccl) {
 #if defined(PRAC_HAVE_NCCL)
             if (ranks > 1) check_one_gpu_per_rank(comm, dev);
@@ -190,8 +222,14 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
     std::unique_ptr<Comm> comm;
     int code = 0;
     try {
+        GpuBeforeMpi gpu_before_mpi;
+#if defined(PRAC_CUDA_BACKEND)
+        comm = comm_create(&argc, &argv, [&] { gpu_before_mpi = choose_gpu_before_mpi_init(argc, argv); });
+#else
         comm = comm_create(&argc, &argv);
+#endif
         RunSetup s;
+        s.gpu_before_mpi = gpu_before_mpi;
         if (!make_run_setup(s, arch, program, argc, argv, *comm, &code)) return code;
         return run_on_device(s, train);
     } catch (const UserError& e) {
