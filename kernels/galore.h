@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/error.h"
 #include "kernels/matmul.h"
 
 // R = grad_scale * (G P) (right) or grad_scale * (Pᵀ G) (left). grad_scale carries global-norm clipping; the
@@ -79,6 +80,7 @@ inline int galore_projection_cpu(float* P, const float* G, int m, int n, int r, 
     for (size_t i = 0; i < mn; i++)
         if (!std::isfinite(G[i])) return -1;
     int k = std::min(m, n);
+    if (r > k) fail("galore_projection_cpu: rank %d exceeds min(m, n) of a (%d, %d) block", r, m, n);
     std::vector<float> a(G, G + mn), s(k), u((size_t)m * k), vt((size_t)k * n);
     int info = LAPACKE_sgesdd(LAPACK_ROW_MAJOR, 'S', m, n, a.data(), n, s.data(), u.data(), k, vt.data(), n);
     if (info > 0) {

@@ -506,7 +506,8 @@ int CudaBackend::galore_refresh(float* P, const grad_t* G, int m, int n, int r, 
     const size_t mn = (size_t)m * n;
     const int k = right ? n : m;
     if (mn == 0 || r <= 0) return 0;
-    if (r > k) fail("galore_refresh: rank %d exceeds the projected side %d of a (%d, %d) block", r, k, m, n);
+    if (r > std::min(m, n))  // the twin's SVD has min(m, n) vectors on either side
+        fail("galore_refresh: rank %d exceeds min(m, n) of a (%d, %d) block", r, m, n);
     HostScalars hs(cublas, stream);
     cusolverCheck(cusolverDnSetStream(cusolver, stream));
 
