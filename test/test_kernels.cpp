@@ -201,6 +201,38 @@ TEST(Matmul, ForwardMatchesNaive) {
     }
 }
 
+// gemm_cpu (the row-major wrapper over cblas that every CPU matmul, PRAC projection and test reference goes through),
+// double and float, in all four transpose combinations, with leading dimensions wider than the operands, alpha and
+// beta, against naive loops: C (M, N) = alpha op(A) op(B) + beta C, op(A) (M, K), op(B) (K, N).
+TEST(Gemm, AllTransposesAndLeadingDimensionsMatchNaiveLoops) {
+    const int M = 5, N = 7, K = 3, pad = 2;
+    const double alpha = 0.75, beta = -0.5;
+    for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+            SCOPED_TRACE(std::string("trans_a ") + (ta ? "yes" : "no") + ", trans_b " + (tb ? "yes" : "no"));
+            Rng rng(31 + 2 * ta + tb);
+            const int rows_a = ta ? K : M, cols_a = ta ? M : K, rows_b = tb ? N : K, cols_b = tb ? K : N;
+            const int lda = cols_a + pad, ldb = cols_b + pad, ldc = N + pad;
+            vec A = rng.normals((size_t)rows_a * lda), B = rng.normals((size_t)rows_b * ldb),
+                C = rng.normals((size_t)M * ldc);
+            auto a = [&](int i, int k) { return ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]; };
+            auto b = [&](int k, int j) { return tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]; };
+            vec ref = C;
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double acc = 0;
+                    for (int k = 0; k < K; k++) acc += a(i, k) * b(k, j);
+                    ref[(size_t)i * ldc + j] = alpha * acc + beta * C[(size_t)i * ldc + j];
+                }
+            vec got = C;
+            gemm_cpu(ta, tb, M, N, K, alpha, A.data(), lda, B.data(), ldb, beta, got.data(), ldc);
+            EXPECT_TRUE(Close(got, ref, kRefTol));  // the padding columns of C included: untouched
+            std::vector<float> Af(A.begin(), A.end()), Bf(B.begin(), B.end()), Cf(C.begin(), C.end());
+            gemm_cpu(ta, tb, M, N, K, (float)alpha, Af.data(), lda, Bf.data(), ldb, (float)beta, Cf.data(), ldc);
+            EXPECT_TRUE(Close(vec(Cf.begin(), Cf.end()), ref, kF32Tol));
+        }
+}
+
 TEST(Matmul, BackwardInputOverwriteMatchesFiniteDifferences) {
     for (const auto& s : kMatmulShapes) {
         SCOPED_TRACE(trace(s));

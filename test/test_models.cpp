@@ -115,9 +115,19 @@ void check_training(const char* dir, Arch arch) {
         std::vector<float> theirs = read_f32(ref, "final." + t.name);
         // GPT-2's key bias (c_attn.bias[C:2C]) has an exactly-zero gradient (softmax is invariant to it);
         // both sides feed AdamW pure rounding noise there, and Adam normalizes noise to steps of ~lr. Its final
-        // value is therefore implementation noise of up to ~1e-4 (README of the fixtures): allow 5e-4 there.
-        double tol = t.name.find("c_attn.bias") != std::string::npos ? 5e-4 : 1e-4;
-        EXPECT_LT(max_abs_err(ours, theirs), tol) << dir << " final." << t.name;
+        // value is therefore implementation noise of up to ~1e-4 (README of the fixtures): 5e-4 for that slice
+        // only; the query and value biases beside it keep 1e-4.
+        if (t.name.find("c_attn.bias") != std::string::npos) {
+            const size_t C = ours.size() / 3;
+            auto slice = [C](const std::vector<float>& v, size_t part) {
+                return std::vector<float>(v.begin() + part * C, v.begin() + (part + 1) * C);
+            };
+            EXPECT_LT(max_abs_err(slice(ours, 0), slice(theirs, 0)), 1e-4) << dir << " final." << t.name << " (q)";
+            EXPECT_LT(max_abs_err(slice(ours, 1), slice(theirs, 1)), 5e-4) << dir << " final." << t.name << " (k)";
+            EXPECT_LT(max_abs_err(slice(ours, 2), slice(theirs, 2)), 1e-4) << dir << " final." << t.name << " (v)";
+            continue;
+        }
+        EXPECT_LT(max_abs_err(ours, theirs), 1e-4) << dir << " final." << t.name;
     }
 }
 

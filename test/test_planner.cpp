@@ -68,7 +68,12 @@ TEST(Planner, Gpt2_124mByHand) {
               L * N * 3 * C * bf16 + L * N * C * bf16 + L * N * NH * f32  // qkv, O, LSE
                   + 4 * L * N * f32 + 2 * N * f32);                       // LN mean/rstd per layer, final LN
     EXPECT_EQ(p.bytes("prac_bases"), 0u);
-    EXPECT_EQ(p.bytes("optimizer_state"), 2 * p.bytes("master_weights"));
+    const size_t P = 124475904;
+    EXPECT_EQ(p.bytes("weights"), P * bf16);
+    EXPECT_EQ(p.bytes("gradients"), P * bf16);
+    EXPECT_EQ(p.bytes("master_weights"), P * f32);
+    EXPECT_EQ(p.bytes("optimizer_state"), 2 * P * f32);  // AdamW's m and v
+    EXPECT_EQ(p.bytes("inputs"), 2 * N * sizeof(int32_t));  // tokens and targets
 
     // PRAC with the paper's ranks: linear r1 = r2 = floor8(0.3 n), nonlinear floor8(0.2 n)
     PracOptions prac;

@@ -49,8 +49,12 @@ double frob2(const std::vector<double>& a) {
 TEST(RsoSubspace, OrthonormalAndIsotropicOverDraws) {
     // (P Pᵀ)_ii of a Haar P (n, r) is Beta(r/2, (n-r)/2): mean r/n = 0.25, sd sqrt(0.25 * 0.75 * 2 / 18) = 0.144;
     // the mean over 2000 draws has sd 0.0032 (off-diagonal entries: smaller), so 0.02 is a > 6 sigma bound.
+    // The mean alone cannot tell a Haar subspace from r random coordinate axes (also isotropic on average), so the
+    // second moment too: E[(P Pᵀ)_ii²] = r (r + 2) / (n (n + 2)) = 0.0833 for Haar (Beta's second moment), r / n =
+    // 0.25 for axes; (P Pᵀ)_ii² has sd 0.0906 (Beta's fourth moment 120/7920), its mean over 2000 draws 0.0020, so
+    // 0.012 is a 5.9 sigma bound (each of the 16 at about 4e-9).
     const int n = 16, r = 4, draws = 2000;
-    std::vector<double> mean((size_t)n * n, 0.0);
+    std::vector<double> mean((size_t)n * n, 0.0), second(n, 0.0);
     std::vector<float> P((size_t)n * r), first;
     for (int d = 0; d < draws; d++) {
         PracDrawKey key{7, RSO_DRAW_SITE_BASE, 0, (uint64_t)d, PRAC_DRAW_RSO};
@@ -66,12 +70,14 @@ TEST(RsoSubspace, OrthonormalAndIsotropicOverDraws) {
                 double pp = 0;
                 for (int a = 0; a < r; a++) pp += (double)P[i * r + a] * P[j * r + a];
                 mean[i * n + j] += pp / draws;
+                if (i == j) second[i] += pp * pp / draws;
             }
         if (d == 0) first = P;
         if (d == 1) EXPECT_NE(first, P) << "a new iteration must draw a new subspace";
     }
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++) EXPECT_NEAR(mean[i * n + j], i == j ? (double)r / n : 0.0, 0.02) << i << "," << j;
+    for (int i = 0; i < n; i++) EXPECT_NEAR(second[i], (double)r * (r + 2) / (n * (n + 2)), 0.012) << i;
 }
 
 // Two subspace-optimized specs (one with 2 layers, one wider than tall) and an AdamW one.
