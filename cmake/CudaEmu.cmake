@@ -220,7 +220,7 @@ set(PRAC_EMU_TEST_SECONDS trainer_cuda.resume=153 trainer_cuda.nccl=117 step_cud
     finetune_cuda.resume=67 dist.DataParallel.TwoRanksEqualOneRankWithTheDoubledBatch=67 optim_cuda=66
     bench_gpu_smoke=64 elementwise_cuda=59 prac_cuda=58 dist.DataParallel.SharedSubspaceWithAnAllPaddingRank=39
     trainer_cuda.waits=36 matmul_cuda=33 bench_gpu_overlap_smoke=39 step_cuda.refresh_thread=37
-    trainer_cuda.overlap_thread=55)
+    trainer_cuda.overlap_thread=55 gpu_sanitize_commands=91)
 function(prac_emu_test_properties test)
   set_tests_properties(${test} PROPERTIES LABELS cuda-emu FIXTURES_REQUIRED cuda_emu PROCESSORS 1)
   string(REPLACE "${PRAC_EMU_TEST_PREFIX}" "" _name "${test}")

@@ -286,6 +286,11 @@ struct MpiComm final : Comm {
 
     [[noreturn]] void abort_job(int code) override {
         if (size_ > 1) {
+            // said here: the launcher's own message may not come (Open MPI 4.1 loses it at times: "Data unpack had
+            // inadequate space"), and srun's does not name the rank
+            std::fprintf(stderr, "rank %d: ending all %d ranks of the job (MPI_Abort, exit code %d)\n", rank_, size_,
+                         code);
+            std::fflush(stderr);
             MPI_Abort(MPI_COMM_WORLD, code);  // kills every rank of the job
         } else if (owns_init) {
             int finalized = 0;

@@ -6,8 +6,9 @@
 #include <omp.h>
 #include <unistd.h>  // gethostname
 
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>  // getenv, setenv
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,14 +29,14 @@
 #include "train/comm_nccl.h"
 #endif
 
-// Everything a training run is given, whatever the backend: the flags (completed with the model's defaults),
-// the model's config, the PRAC options and the communicator (MPI, or NCCL for GPU ranks).
 // The GPU a rank chose before MPI_Init (choose_gpu_before_mpi_init): device -1 when it chose none.
 struct GpuBeforeMpi {
     int device = -1;
     std::string from;  // the launcher's variable it came from, "NAME=VALUE"
 };
 
+// Everything a training run is given, whatever the backend: the flags (completed with the model's defaults),
+// the model's config, the PRAC options and the communicator (MPI, or NCCL for GPU ranks).
 struct RunSetup {
     TrainOptions opts;
     ModelConfig cfg;
@@ -178,9 +179,11 @@ int run_on_device(RunSetup& s, Train&& train) {
         if (ranks > 1 && !nccl)
             fail("--comm mpi reduces host buffers, but the CUDA backend's gradients are on the GPU: %d GPU ranks need "
                  "NCCL\n---> HINT: drop --comm mpi (auto picks nccl on GPUs), or use --device cpu", ranks);
-        int dev = comm.local_rank() % gpus;  // one GPU per rank of this node
-        if (s.gpu_before_mpi.device >= 0) {  // keep it: another would open a second context (check_one_gpu_per_rank
-            if (s.gpu_before_mpi.device != dev)  // still refuses two ranks on one GPU)
+        // one GPU per rank of this node; a GPU set before MPI_Init stays (another would open a second context), and
+        // check_one_gpu_per_rank still refuses two ranks on one GPU
+        int dev = comm.local_rank() % gpus;
+        if (s.gpu_before_mpi.device >= 0) {
+            if (s.gpu_before_mpi.device != dev)
                 std::printf("notice: rank %d took GPU %d from %s before MPI_Init; MPI's node order would give "
                             "GPU %d\n", rank, s.gpu_before_mpi.device, s.gpu_before_mpi.from.c_str(), dev);
             dev = s.gpu_before_mpi.device;
@@ -189,6 +192,15 @@ int run_on_device(RunSetup& s, Train&& train) {
         if (nccl) {
 #if defined(PRAC_HAVE_NCCL)
             if (ranks > 1) check_one_gpu_per_rank(comm, dev);
+            // NCCL logs NCCL_DEBUG's messages to stdout, which only rank 0 keeps (make_run_setup): the others log to
+            // a file of their own unless the user named one (NCCL_DEBUG_FILE; %h: host, %p: pid)
+            if (ranks > 1 && std::getenv("NCCL_DEBUG") && !std::getenv("NCCL_DEBUG_FILE")) {
+                if (rank == 0)
+                    std::printf("notice: NCCL_DEBUG is set: rank 0's NCCL messages follow here, the other ranks' go "
+                                "to nccl_debug.<host>.<pid>.log (set NCCL_DEBUG_FILE to choose)\n");
+                else
+                    setenv("NCCL_DEBUG_FILE", "nccl_debug.%h.%p.log", 0);
+            }
             CudaBackend be(dev, (uint64_t)opts.seed);
             NcclComm nccl_comm(comm, dev, be.stream);  // destroyed before be (its stream waits on be's)
             std::printf("communicator: %s (%s), rank %d of %d on GPU %d\n",

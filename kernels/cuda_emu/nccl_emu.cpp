@@ -60,7 +60,9 @@
 // A collective with count 0 is a no-op after its argument checks (no communication).
 //
 // Errors: every failing call stores a one-line message that ncclGetLastError returns (process-wide, as in NCCL, whose
-// comm argument is unused), and prints it to stderr when NCCL_DEBUG is set (WARN, INFO, ...).
+// comm argument is unused), and logs it when NCCL_DEBUG is set (WARN, INFO, ...). The log goes where NCCL's goes:
+// stdout, or the file NCCL_DEBUG_FILE names (%h: the host name, %p: the pid); with NCCL_DEBUG=INFO a communicator
+// that is ready says so ("Init COMPLETE"), as NCCL does.
 //
 // ncclCommAbort (what the project relies on, train/comm_nccl.cu): the project aborts the communicator on its error
 // paths and then ends the whole job with MPI_Abort (NcclComm::abort_job -> comm_abort), and its destructor aborts
@@ -81,6 +83,7 @@
 
 #include "kernels/cuda_emu/stream_order.h"
 
+#include <strings.h>  // strcasecmp
 #include <unistd.h>
 
 #include <algorithm>
@@ -169,13 +172,42 @@ bool debug_enabled() {
     const char* d = std::getenv("NCCL_DEBUG");
     return d && *d && std::strcmp(d, "VERSION") != 0;
 }
+bool info_enabled() {
+    const char* d = std::getenv("NCCL_DEBUG");
+    return d && (strcasecmp(d, "INFO") == 0 || strcasecmp(d, "TRACE") == 0);
+}
+
+// One line of the debug log: to NCCL_DEBUG_FILE (%h and %p expanded, opened once per process) or stdout.
+void debug_log(const char* level, const std::string& msg) {
+    static FILE* sink = [] {
+        const char* f = std::getenv("NCCL_DEBUG_FILE");
+        if (!f || !*f) return stdout;
+        std::string path;
+        for (const char* c = f; *c; c++) {
+            if (c[0] == '%' && c[1] == 'h') {
+                char host[256] = "?";
+                gethostname(host, sizeof host - 1);
+                path += host, c++;
+            } else if (c[0] == '%' && c[1] == 'p') {
+                path += std::to_string((int)getpid()), c++;
+            } else {
+                path += *c;
+            }
+        }
+        FILE* fp = std::fopen(path.c_str(), "w");
+        return fp ? fp : stdout;
+    }();
+    std::lock_guard<std::mutex> lock(g_mu);
+    std::fprintf(sink, "NCCL %s [emulated NCCL, pid %d] %s\n", level, (int)getpid(), msg.c_str());
+    std::fflush(sink);
+}
 
 ncclResult_t set_error(ncclResult_t r, const std::string& msg) {
     {
         std::lock_guard<std::mutex> lock(g_mu);
         g_last_error = msg;
     }
-    if (debug_enabled()) std::fprintf(stderr, "NCCL WARN [emulated NCCL, pid %d] %s\n", (int)getpid(), msg.c_str());
+    if (debug_enabled()) debug_log("WARN", msg);
     return r;
 }
 
@@ -643,6 +675,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
             g_live.insert(c);
         }
         *comm = c;
+        if (info_enabled())
+            debug_log("INFO", format("comm %p rank %d nranks %d - Init COMPLETE", (void*)c, rank, nranks));
         return ncclSuccess;
 #endif
     }
@@ -658,6 +692,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId,
         g_live.insert(c);
     }
     *comm = c;
+    if (info_enabled()) debug_log("INFO", format("comm %p rank 0 nranks 1 - Init COMPLETE", (void*)c));
     return ncclSuccess;
 }
 
