@@ -45,17 +45,17 @@ common="--device cuda --batch-size 2 --seq-len 32 --eval-tokens 64 --lr 1e-3 --l
 llama="$TRAINER_DIR/train_llama --model llama-tiny $common"
 gpt2="$TRAINER_DIR/train_gpt2 --model gpt2-tiny $common"
 prac="--prac prac --prac-t1 2 --prac-t2 1 --prac-initial-spread 0"
-# RUNS: TOOL|NAME|ENV ASSIGNMENTS (or -)|COMMAND, in the order they run (the most coverage first)
+# RUNS: TOOL|NAME|ENV ASSIGNMENTS (may be empty)|COMMAND, in the order they run (the most coverage first)
 RUNS=(
-  "memcheck|llama_prac_overlap|-|$llama --steps 4 --grad-accum 2 $prac --prac-refresh-overlap 1"
-  "memcheck|gpt2_prac_muon|-|$gpt2 --steps 3 $prac --optimizer muon"
+  "memcheck|llama_prac_overlap||$llama --steps 4 --grad-accum 2 $prac --prac-refresh-overlap 1"
+  "memcheck|gpt2_prac_muon||$gpt2 --steps 3 $prac --optimizer muon"
   "racecheck|llama_mma|PRAC_ATTENTION=mma|$llama --steps 2 $prac"
-  "synccheck|llama|-|$llama --steps 2 $prac"
+  "synccheck|llama||$llama --steps 2 $prac"
   "memcheck|llama_mma|PRAC_ATTENTION=mma|$llama --steps 2 $prac"
   "racecheck|llama_simt|PRAC_ATTENTION=simt|$llama --steps 2"
-  "memcheck|llama_galore|-|$llama --steps 3 --optimizer galore --galore-gap 2"
-  "racecheck|llama|-|$llama --steps 2 $prac"
-  "initcheck|llama|-|$llama --steps 2 $prac"
+  "memcheck|llama_galore||$llama --steps 3 --optimizer galore --galore-gap 2"
+  "racecheck|llama||$llama --steps 2 $prac"
+  "initcheck|llama||$llama --steps 2 $prac"
 )
 
 echo "gpu_sanitize: $("$SAN" --version 2>/dev/null | grep -iE 'version' | head -1)"
@@ -71,9 +71,7 @@ for row in "${RUNS[@]}"; do
   log="$LOGS/${tool}_$name.log"
   t=$(date +%s)
   # shellcheck disable=SC2086 # envs and cmd are word lists
-  if [ "$envs" = - ]; then timeout --kill-after=5 "$cap" "$SAN" --tool "$tool" --error-exitcode 86 --print-limit 20 $cmd >"$log" 2>&1
-  else timeout --kill-after=5 "$cap" env $envs "$SAN" --tool "$tool" --error-exitcode 86 --print-limit 20 $cmd >"$log" 2>&1
-  fi
+  timeout --kill-after=5 "$cap" env $envs "$SAN" --tool "$tool" --error-exitcode 86 --print-limit 20 $cmd >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - t ))
   # A device the sanitizer cannot attach to (gVisor: "Device not supported", then error 999) is a skip, not a defect

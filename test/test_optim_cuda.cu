@@ -200,6 +200,9 @@ static void check_rounding(const std::string& what, const fvec& params, const fv
 // results straddle a rounding threshold, rare (about |fp32 difference| / ulp), and never by more than an ulp. (A
 // tolerance on the relative error could not tell a lost update from a kept one: three steps move a weight by a few
 // ulps, one GaLore apply by less than one.)
+static void round_as_the_gpu(fvec& twin, uint64_t step_seed) {  // after each of the twin's steps
+    for (size_t i = 0; i < twin.size(); i++) twin[i] = to_float(stochastic_round<floatX>(twin[i], step_seed, i));
+}
 static void check_rounded_twin(const std::string& tag, const fvec& gpu, const fvec& twin_rounded) {
     const size_t n = gpu.size(), same = bitwise_equal(gpu, twin_rounded);
     check(within_ulp(gpu, twin_rounded) == n && same >= n - n / 200,
@@ -316,9 +319,7 @@ static void test_adam_mini(CudaBackend& be, size_t n, size_t block, bool with_ma
         be.adam_mini_update(dp.p + offset, with_master ? dmaster.p + offset : nullptr, dg.p + offset, dm.p + offset,
                             dv.p + offset, n, block, lr, b1, b2, eps, wd, t, gs, salt);
         adam_mini_update_cpu(p.data(), g.data(), m.data(), v.data(), n, block, lr, b1, b2, eps, wd, t, gs);
-        if (BF16 && !with_master)
-            for (size_t i = 0; i < n; i++)
-                p[i] = to_float(stochastic_round<floatX>(p[i], optim_step_seed(be.seed, t, salt), i));
+        if (BF16 && !with_master) round_as_the_gpu(p, optim_step_seed(be.seed, t, salt));
     }
     std::string tag = "adam_mini n=" + std::to_string(n) + " block=" + std::to_string(block) +
                       (with_master ? " master" : " no master") + (offset ? " offset" : "");
@@ -372,9 +373,7 @@ static void test_adamw8(CudaBackend& be, size_t n, bool with_master) {
                          b2, eps, wd, t, gs, salt);
         adamw8_update_cpu(p.data(), g.data(), mc.data(), vc.data(), ma.data(), va.data(), n, adamw8_codes(), lr, b1,
                           b2, eps, wd, t, gs);
-        if (BF16 && !with_master)
-            for (size_t i = 0; i < n; i++)
-                p[i] = to_float(stochastic_round<floatX>(p[i], optim_step_seed(be.seed, t, salt), i));
+        if (BF16 && !with_master) round_as_the_gpu(p, optim_step_seed(be.seed, t, salt));
     }
     std::string tag = "adamw8 n=" + std::to_string(n) + (with_master ? " master" : " no master");
     std::vector<uint8_t> gmc = get_raw(be, dmc.p, n), gvc = get_raw(be, dvc.p, n);

@@ -149,16 +149,18 @@ int run_on_one_device(const TrainOptions& opts, Run&& run) {
 // see its own (Slurm's --gpus-per-task, a CUDA_VISIBLE_DEVICES per rank: every rank's GPU 0), so GPUs are told
 // apart by UUID, not by number. A collective; every rank fails alike, naming two ranks that share one.
 inline void check_one_gpu_per_rank(Comm& comm, int dev) {
-    const std::vector<std::string> ids = all_gather_string(comm, cuda_device_uuid(dev) + " " + host_name());
-    auto uuid = [&](int r) { return ids[r].substr(0, ids[r].find(' ')); };
+    std::vector<std::string> uuids, hosts;  // one gather of "UUID HOST" per rank
+    for (const std::string& id : all_gather_string(comm, cuda_device_uuid(dev) + " " + host_name())) {
+        uuids.push_back(id.substr(0, id.find(' ')));
+        hosts.push_back(id.substr(id.find(' ') + 1));
+    }
     for (int a = 0; a < comm.size(); a++)
         for (int b = a + 1; b < comm.size(); b++)
-            if (!uuid(a).empty() && uuid(a) == uuid(b))
+            if (!uuids[a].empty() && uuids[a] == uuids[b])
                 fail("ranks %d and %d share one GPU (%s on %s): NCCL needs one GPU per rank (two ranks on one GPU "
                      "fail with \"Duplicate GPU detected\")\n---> HINT: start at most as many ranks per node as it "
                      "has GPUs (mpirun -np N --host NODE:GPUS,...), or give each rank its own (srun "
-                     "--gpus-per-task=1), or use --device cpu", a, b, uuid(a).c_str(),
-                     ids[a].substr(ids[a].find(' ') + 1).c_str());
+                     "--gpus-per-task=1), or use --device cpu", a, b, uuids[a].c_str(), hosts[a].c_str());
 }
 #endif
 
