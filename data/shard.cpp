@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/kill_point.h"
 
 // The format is little-endian and we read it with plain fread into native ints.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "shard I/O assumes a little-endian host");
@@ -157,6 +158,7 @@ void write_shard(const std::string& path, const uint16_t* tokens, size_t num_tok
         std::remove(tmp.c_str());
         fail("cannot write %s: %s\n---> HINT: is the disk full?", tmp.c_str(), std::strerror(err));
     }
+    kill_point("shard.temporary_written");
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
         err = errno;
         std::remove(tmp.c_str());

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include "common/error.h"
@@ -599,10 +600,10 @@ TEST_F(CkptTest, WriterKilledMidWayLeavesPreviousCheckpoint) {
     EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "two");
 }
 
-// Kill a writer of a large checkpoint at many points of its life (before, during and after the commit): every
-// time, the newest complete checkpoint is either the previous one or the whole new one, never a partial one.
-// Every other attempt replaces an existing step 2, so kills also land between the two renames of a replacement:
-// then the next cleanup must bring the old step 2 back.
+// Kill a writer of a large checkpoint at times spread over its life (before, during and after the commit, also
+// inside its file writes): every time, the newest complete checkpoint is either the previous one or the whole new
+// one, never a partial one. Every other attempt replaces an existing step 2. Where the kills land depends on the
+// machine; the next test puts one at each moment between the commit's durable steps.
 TEST_F(CkptTest, WriterKilledAtAnyPointNeverLeavesAPartialCheckpoint) {
     save_checkpoint(ckdir(), 1, "one");
     const size_t floats = 2 << 20;  // 8 MB per file
@@ -654,6 +655,66 @@ TEST_F(CkptTest, WriterKilledAtAnyPointNeverLeavesAPartialCheckpoint) {
         if (tag != "one") fs::remove_all(latest);  // back to "step 1 only" for the next attempt
     }
     std::printf("killed writers: %d left the previous checkpoint, %d had committed the new one\n", saw_old, saw_new);
+}
+
+// A writer killed at each moment between the durable steps of a commit (common/kill_point.h: the kill happens
+// exactly there), writing step 2 anew or replacing it: the next cleanup leaves no dot-directory, and the newest
+// complete checkpoint is the previous one up to the publishing rename and the new one from it on. Killed between
+// a replacement's two renames (the old step 2 moved aside, the new one not yet in place), the old one comes back.
+// A rotation killed after moving an old step out of its name loses that step only.
+TEST_F(CkptTest, WriterKilledAtEachCommitPointLeavesTheOldOrTheNewCheckpoint) {
+    // Runs write() in a child that dies at `point`; returns whether it died there (else it finished).
+    auto killed_at = [](const char* point, const std::function<void()>& write) {
+        pid_t child = fork();
+        if (child == 0) {
+            setenv("PRAC_TEST_KILL_AT", point, 1);
+            try {
+                write();
+            } catch (...) {
+                _exit(3);
+            }
+            _exit(0);
+        }
+        int st = 0;
+        waitpid(child, &st, 0);
+        EXPECT_TRUE(WIFSIGNALED(st) ? WTERMSIG(st) == SIGKILL : WEXITSTATUS(st) == 0) << point << ": status " << st;
+        return WIFSIGNALED(st);
+    };
+    save_checkpoint(ckdir(), 1, "one");
+    for (const char* point : {"checkpoint.files_synced", "checkpoint.marker_written", "checkpoint.moved_aside",
+                              "checkpoint.published"}) {
+        for (bool replace : {false, true}) {
+            SCOPED_TRACE(std::string(point) + (replace ? ", replacing step 2" : ", a new step 2"));
+            if (replace) save_checkpoint(ckdir(), 2, "old two");
+            bool died = killed_at(point, [&] { save_checkpoint(ckdir(), 2, "two"); });
+            bool aside = std::string(point) == "checkpoint.moved_aside";
+            EXPECT_EQ(died, replace || !aside) << "a new step has nothing to move aside";
+            bool published = !died || std::string(point) == "checkpoint.published";
+            // what the dead writer left: its temporary until it was published, the old step 2 once moved aside
+            EXPECT_EQ(entries(".tmp_").size(), died && !published ? 1u : 0u);
+            EXPECT_EQ(entries(".old_").size(), died && replace && (aside || published) ? 1u : 0u);
+            EXPECT_EQ(entries(".").size(), entries(".tmp_").size() + entries(".old_").size());
+            checkpoint_cleanup(ckdir());
+            EXPECT_EQ(entries("."), std::vector<std::string>{});
+            std::string latest = checkpoint_latest(ckdir());
+            EXPECT_TRUE(checkpoint_is_complete(latest));
+            EXPECT_EQ(tag_of(latest), published ? "two" : replace ? "old two" : "one");
+            std::vector<int64_t> steps = {1, 2};
+            if (!published && !replace) steps = {1};
+            EXPECT_EQ(checkpoint_steps(ckdir()), steps);
+            if (latest != checkpoint_path(ckdir(), 1)) fs::remove_all(latest);  // back to "step 1 only"
+        }
+    }
+    save_checkpoint(ckdir(), 2, "two");
+    EXPECT_TRUE(killed_at("checkpoint.rotate_moved", [&] {
+        save_checkpoint(ckdir(), 3, "three");
+        checkpoint_rotate(ckdir(), 1);  // would remove steps 1 and 2; dies with step 1 out of its name
+    }));
+    EXPECT_EQ(entries(".").size(), 1u);
+    EXPECT_EQ(entries(".del_step_00000001_").size(), 1u);
+    checkpoint_cleanup(ckdir());
+    EXPECT_EQ(entries(), (std::vector<std::string>{"step_00000002", "step_00000003"}));
+    EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "three");
 }
 
 // A state whose step counts are not counts the trainer can continue from (negative, or beyond its int steps) is

@@ -89,6 +89,15 @@ TEST(Planner, Gpt2_124mByHand) {
     size_t wgrad_tmp = std::max({3 * C * rl_C, F * rl_C, C * rl_F}) * f32;
     EXPECT_EQ(q.bytes("transient"), p.bytes("transient") + N * (C + F) * bf16 + wgrad_tmp);
     EXPECT_LT(q.total, p.total);
+    // PAC and RAC keep the same total rank per site (r1 + r2 all principal, or all random): the same bytes
+    for (PracMode mode : {PracMode::PAC, PracMode::RAC}) {
+        prac.mode = mode;
+        MemoryPlan m = plan_memory(cfg, prac, 64, 1024, PlanTarget::CUDA_BF16);
+        EXPECT_EQ(m.bytes("saved_linear"), L * N * (rl_C + rl_C + rl_F) * bf16) << prac_mode_name(mode);
+        EXPECT_EQ(m.bytes("saved_nonlinear"), L * N * (rn_C + rn_C + rn_F) * bf16) << prac_mode_name(mode);
+        EXPECT_EQ(m.bytes("prac_bases"), L * (C * rl_C * 2 + F * rl_F + C * rn_C * 2 + F * rn_F) * bf16);
+        EXPECT_EQ(m.bytes("transient"), p.bytes("transient") + N * (C + F) * bf16 + wgrad_tmp);
+    }
 }
 
 // LLaMA 130M, B=16, T=256, CUDA bf16 (every tensor a multiple of 256 bytes): gate and up are two (N, F) sites

@@ -708,6 +708,37 @@ TEST(TrainerResume, ARunCanBeExtended) {
     expect_user_error_exit(shorter, "train_gpt2", {"after step 10", "beyond --steps 4", "--steps 10"});
 }
 
+// A run killed inside a checkpoint (common/kill_point.h: exactly there) resumes from the newest complete one and
+// ends as the uninterrupted run does, bit for bit: killed while committing step 4 (its files written and synced,
+// the marker too, not yet published) it goes on from step 2; killed while rotating after step 4 was published
+// (--ckpt-keep 1: step 2 moved out of its name, not yet deleted) it goes on from step 4.
+TEST(TrainerResume, AKillInsideACheckpointResumesFromTheNewestComplete) {
+    TempDir dir;
+    auto args = [&](const std::string& run, std::vector<std::string> extra = {}) {
+        std::vector<std::string> a = tiny({"--steps", "6", "--eval-tokens", "64", "--ckpt-every", "2", "--ckpt-keep",
+                                           "1", "--ckpt-dir", dir / run, "--lr", "1e-3"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult u = run_trainer("train_gpt2", args("u"), dir, 120);
+    ASSERT_EQ(u.rc, 0) << describe(u);
+    for (auto [point, from] : {std::pair{"checkpoint.marker_written@2", 2}, std::pair{"checkpoint.rotate_moved@1", 4}}) {
+        SCOPED_TRACE(point);
+        std::string run = std::string("k") + std::to_string(from);
+        RunResult killed = run_merged("train_gpt2", args(run), dir, 120, std::string("PRAC_TEST_KILL_AT=") + point);
+        ASSERT_EQ(killed.rc, 137) << describe(killed);
+        RunResult r = run_trainer("train_gpt2", args(run, {"--resume"}), dir, 120);
+        ASSERT_EQ(r.rc, 0) << describe(r);
+        EXPECT_TRUE(contains(r.out, "at step " + std::to_string(from) + " of 6")) << describe(r);
+        for (const char* f : {"model.safetensors", "state.safetensors"})
+            EXPECT_EQ(read_bytes(dir / ("u/step_00000006/" + std::string(f))),
+                      read_bytes(dir / (run + "/step_00000006/" + f))) << f;
+        std::vector<std::string> left;
+        for (const auto& e : fs::directory_iterator(dir / run)) left.push_back(e.path().filename().string());
+        EXPECT_EQ(left, std::vector<std::string>{"step_00000006"});
+    }
+}
+
 // 8-bit AdamW states (--optimizer-states 8bit) are checkpointed as what they are (the codes as U8, one byte per
 // element and moment, the block scales as F32, no fp32 moments) and a run killed after step 2 and resumed equals
 // the uninterrupted run bit for bit: every logged number and the final weights and state files. Resuming it with

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "common/kill_point.h"
 #include "common/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -341,6 +342,7 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
         }
     }
     if (ec) fail("cannot list %s: %s", tmpdir.c_str(), ec.message().c_str());
+    kill_point("checkpoint.files_synced");
 
     // 2. The marker, then the directories' entries.
     nlohmann::json marker = {{"format_version", CHECKPOINT_FORMAT_VERSION}, {"step", step}, {"files", files},
@@ -348,6 +350,7 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
     write_file_synced(tmpdir + "/" + CKPT_COMPLETE_FILE, marker.dump(2) + "\n");
     for (const std::string& d : subdirs) fsync_path(d, true);
     fsync_path(tmpdir, true);
+    kill_point("checkpoint.marker_written");
 
     // 3. Publish with one rename. An existing step directory goes aside first (rename cannot replace a
     // non-empty directory) and is removed only once the new one is in place; a crash in between leaves the
@@ -356,6 +359,7 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
     if (fs::exists(final_dir, ec) || fs::is_symlink(final_dir, ec)) {
         aside = parent + "/" + dot_dir_name("old", step);
         rename_or_fail(final_dir, aside);
+        kill_point("checkpoint.moved_aside");
     }
     if (rename(tmpdir.c_str(), final_dir.c_str()) != 0) {
         int err = errno;
@@ -363,6 +367,7 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
         fail("cannot rename %s to %s: %s", tmpdir.c_str(), final_dir.c_str(), strerror(err));
     }
     fsync_path(parent, true);
+    kill_point("checkpoint.published");
     if (!aside.empty()) remove_tree(aside);
 }
 
@@ -389,6 +394,7 @@ void checkpoint_rotate(const std::string& dir, int keep_last) {
         // Out of the committed name first, so a crash mid-deletion leaves no half-deleted step directory.
         std::string del = dir + "/" + dot_dir_name("del", steps[i]);
         rename_or_fail(checkpoint_path(dir, steps[i]), del);
+        kill_point("checkpoint.rotate_moved");
         remove_tree(del);
     }
 }

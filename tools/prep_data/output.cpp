@@ -20,6 +20,7 @@
 
 #include "common/files.h"  // write_file_atomic
 #include "common/error.h"
+#include "common/kill_point.h"
 #include "common/strings.h"  // with_commas, human_duration
 #include "data/gpt2_tokenizer.h"
 #include "data/shard.h"
@@ -317,6 +318,7 @@ struct Prep {
     void checkpoint(bool done = false) {
         checkpoints.push_back(checkpoint_json(done));
         save_state();
+        kill_point("prep_data.state_saved");
     }
 
     // ---- shards ----
@@ -324,6 +326,7 @@ struct Prep {
         SplitOut& so = sp[s];
         std::string path = shard_path(s, so.shards);
         write_shard(path, so.buf, info);
+        kill_point("prep_data.shard_written");  // the shard is in place, the state file does not list it yet
         so.written.push_back({(int64_t)so.buf.size(), hash_tokens(so.buf.data(), so.buf.size())});
         so.shards++;
         shards_this_run++;
