@@ -125,6 +125,20 @@ resumes_bit_exactly() {  # label, run arguments (one string): killed after step 
     && ok "$what: resumed at step 6, weights byte-identical" || bad "$what: resume not bit-exact: $(tail -2 "$dir.b.out")"
 }
 resumes_bit_exactly "--grad-accum 2" "--task mrpc --data-dir $T/data/mrpc $M --epochs 1 --batch-size 8 --grad-accum 2"
+# an epoch whose batches --grad-accum does not divide: 16 batches in steps of 3 make 6 steps, the last of one batch, so
+# 2 epochs are 12 steps with a dev evaluation after each (such a run used to go on forever: its short step met the end
+# of the epoch and moved on into the next). Killed after step 6 (checkpoint every 3: taken after that short step, before
+# the epoch's evaluation), it resumes at step 6, evaluates epoch 1 and ends byte-identical.
+A="--task mrpc --data-dir $T/data/mrpc $M --epochs 2 --batch-size 16 --grad-accum 3"
+timeout 120 "$BIN" $A --save "$T/g3a" > "$T/g3a.out" 2>&1 && grep -q '^epoch 2/2 | step 12/12 |' "$T/g3a.out" \
+  && [ "$(grep -c '^epoch [12]/2 | dev loss' "$T/g3a.out")" = 2 ] && ok "--grad-accum 3 over 16 batches: 2 epochs of 6 steps" \
+  || bad "--grad-accum 3 over 16 batches: $(grep -E '^epoch|signal' "$T/g3a.out" | tail -2)"
+PRAC_TEST_DIE_AFTER_STEP=6 timeout 120 "$BIN" $A --ckpt-dir "$T/g3.ck" --ckpt-every 3 --save "$T/g3b" > /dev/null 2>&1
+timeout 120 "$BIN" $A --ckpt-dir "$T/g3.ck" --ckpt-every 3 --save "$T/g3b" --resume > "$T/g3b.out" 2>&1 \
+  && grep -q 'at step 6 of 12' "$T/g3b.out" && grep -q '^epoch 1/2 | dev loss' "$T/g3b.out" \
+  && cmp -s "$T/g3a/model.safetensors" "$T/g3b/model.safetensors" \
+  && ok "--grad-accum 3: killed after epoch 1's short last step, resumed with its evaluation, weights byte-identical" \
+  || bad "--grad-accum 3: resume after the short step: $(grep -E '^epoch|resumed|error' "$T/g3b.out" | head -3)"
 
 # 6. --optimizer-states 8bit (block-wise quantized AdamW moments) and --prac-storage fp8 (PRAC's X.P in e4m3)
 # 8-bit states learn the synthetic task as fp32 states do (dev accuracy 1 after 2 epochs there; >= 0.9 has probability

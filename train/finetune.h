@@ -152,7 +152,12 @@ struct FineTuner {
         before_batch = batcher->state();
         micro.resize(opts.grad_accum);
         int n = 0;
-        while (n < opts.grad_accum && batcher->next(micro[n])) n++;
+        GlueBatchState drawn = before_batch;
+        while (n < opts.grad_accum && batcher->next(micro[n])) drawn = batcher->state(), n++;
+        // A step cut short by the epoch's end leaves the batcher at that end, where a full step leaves it: the next
+        // call then ends the epoch (next() moved on to the next epoch, and the epoch loop would never end), and a
+        // checkpoint taken now resumes before the epoch's evaluation.
+        if (n > 0 && n < opts.grad_accum) batcher->set_state(drawn);
         micro.resize(n);
         labelled = 0;
         for (const GlueBatch& b : micro) labelled += b.B;
@@ -201,6 +206,8 @@ struct FineTuner {
         padded_tokens += tokens;
         padded_rows += (int64_t)B * micro_batches();
         step++;
+        if (step > total_steps)  // never: each epoch runs steps_per_epoch steps (a run past its end would go on forever)
+            throw std::logic_error(format("step %d of %d: an epoch ran more steps than planned", step, total_steps));
         if (step % opts.log_interval == 0 || step == total_steps || step % steps_per_epoch == 0)
             std::printf("epoch %d/%d | step %d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.1f examples/s | "
                         "eta %s\n", (step - 1) / steps_per_epoch + 1, opts.epochs, step, total_steps,
