@@ -1,7 +1,9 @@
 // Crash points for tests. Code that must survive a crash anywhere (checkpoints, prep_data's shards) names the
 // moments between its durable steps with kill_point("..."); a test sets PRAC_TEST_KILL_AT=<name>[@<n>] and the
 // process kills itself with SIGKILL the n-th time (default: the first) it passes that point, so the test knows the
-// crash happened exactly there instead of hoping a timed kill landed in the window. Unset, a point costs a getenv.
+// crash happened exactly there instead of hoping a timed kill landed in the window. <name>[@<n>]:<signal> sends that
+// signal instead and goes on (a user's Ctrl-C: 2, or a scheduler's SIGTERM: 15, arriving exactly there), for the
+// code that must stop cleanly on one. Unset, a point costs a getenv.
 #pragma once
 #include <signal.h>
 #include <unistd.h>
@@ -13,11 +15,16 @@
 inline void kill_point(const char* name) {
     const char* want = std::getenv("PRAC_TEST_KILL_AT");
     if (!want) return;
-    const char* at = std::strchr(want, '@');
-    size_t len = at ? (size_t)(at - want) : std::strlen(want);
+    size_t len = std::strcspn(want, "@:");
     if (std::strlen(name) != len || std::strncmp(want, name, len) != 0) return;
+    const char* count = std::strchr(want, '@');
+    const char* sig = std::strchr(want, ':');
     static std::atomic<long> passes{0};  // one name is watched per process: a count of its passes is enough
-    if (++passes < (at ? std::atol(at + 1) : 1)) return;
+    if (++passes != (count ? std::atol(count + 1) : 1)) return;
+    if (sig) {
+        kill(getpid(), std::atoi(sig + 1));
+        return;
+    }
     kill(getpid(), SIGKILL);
     pause();  // SIGKILL is not delivered synchronously on every system; never go on past the point
 }

@@ -54,6 +54,14 @@ cmp -s "$T/ra/model.safetensors" "$T/rb/model.safetensors" && ok "resumed model.
   || bad "resumed weights differ from the uninterrupted run's"
 [ "$(grep '^final' "$T/ra.out")" = "$(grep '^final' "$T/rb2.out")" ] && ok "resumed final scores equal" \
   || bad "final scores differ after resume"
+# SIGTERM between steps 5 and 6 (sent exactly there: common/kill_point.h): a checkpoint, exit 128 + 15, and the
+# resume ends byte-identical to the uninterrupted run
+PRAC_TEST_KILL_AT=train.step_done@5:15 "$BIN" $P --ckpt-dir "$T/ckt" --save "$T/rt" > "$T/rt1.out" 2>&1
+[ $? -eq 143 ] && grep -q 'received signal 15: stopping after 5 of' "$T/rt1.out" && ok "SIGTERM after step 5: exit 143" \
+  || bad "SIGTERM after step 5: $(tail -2 "$T/rt1.out")"
+"$BIN" $P --ckpt-dir "$T/ckt" --save "$T/rt" --resume > "$T/rt2.out" 2>&1 \
+  && grep -q 'resumed from .*step_00000005 at step 5' "$T/rt2.out" && cmp -s "$T/ra/model.safetensors" "$T/rt/model.safetensors" \
+  && ok "resumed after SIGTERM at step 5: weights byte-identical" || bad "resume after SIGTERM: $(tail -2 "$T/rt2.out")"
 
 # max |a - b| over the tensors of two safetensors files, but the attention key biases: their true gradient is 0 (a key
 # bias adds the same q.b to every score of a query, which the softmax ignores), so what they get is rounding noise,

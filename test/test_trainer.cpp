@@ -739,6 +739,37 @@ TEST(TrainerResume, AKillInsideACheckpointResumesFromTheNewestComplete) {
     }
 }
 
+// SIGTERM (a scheduler's) between two steps, sent exactly there (common/kill_point.h): the run stops before the next
+// step with a checkpoint and exit status 128 + 15, and its resume ends as the uninterrupted run does, bit for bit.
+// SIGINT while sampling after training (--sample of many tokens, which used to ignore it) ends the sample with the
+// tokens so far, still saves the model (--save), and exits 128 + 2.
+TEST(TrainerResume, SignalsStopCleanly) {
+    TempDir dir;
+    auto args = [&](const std::string& run, std::vector<std::string> extra = {}) {
+        std::vector<std::string> a = tiny({"--steps", "5", "--eval-tokens", "64", "--ckpt-dir", dir / run, "--lr", "1e-3"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult u = run_trainer("train_gpt2", args("u"), dir, 120);
+    ASSERT_EQ(u.rc, 0) << describe(u);
+    RunResult term = run_merged("train_gpt2", args("k"), dir, 120, "PRAC_TEST_KILL_AT=train.step_done@2:15");
+    EXPECT_EQ(term.rc, 128 + SIGTERM) << describe(term);
+    EXPECT_TRUE(contains(term.out, "received signal 15: stopping after 2 of 5 steps")) << describe(term);
+    RunResult r = run_trainer("train_gpt2", args("k", {"--resume"}), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "at step 2 of 5")) << describe(r);
+    for (const char* f : {"model.safetensors", "state.safetensors"})
+        EXPECT_EQ(read_bytes(dir / ("u/step_00000005/" + std::string(f))),
+                  read_bytes(dir / ("k/step_00000005/" + std::string(f)))) << f;
+
+    RunResult sample = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--sample", "100000",
+                                                      "--save", dir / "saved"}),
+                                  dir, 120, "PRAC_TEST_KILL_AT=sample.token@5:2");
+    EXPECT_EQ(sample.rc, 128 + SIGINT) << describe(sample);
+    EXPECT_TRUE(contains(sample.out, "sample (5 of 100000 tokens: stopped by signal 2):")) << describe(sample);
+    EXPECT_TRUE(fs::exists(dir / "saved/model.safetensors")) << describe(sample);
+}
+
 // 8-bit AdamW states (--optimizer-states 8bit) are checkpointed as what they are (the codes as U8, one byte per
 // element and moment, the block scales as F32, no fp32 moments) and a run killed after step 2 and resumed equals
 // the uninterrupted run bit for bit: every logged number and the final weights and state files. Resuming it with

@@ -3,11 +3,13 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/kill_point.h"
 #include "data/dataloader.h"
 #include "data/tokenizer.h"
 #include "model/config.h"
@@ -50,9 +52,10 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
 
 // Generates n tokens after an end-of-text/EOS prompt, sampling from the softmax at temperature 1 with our own
 // generator (seeded), and prints them decoded. No KV cache: each token reruns the forward over the window, which is
-// fine for the short samples this is for (a look at what the model learned).
+// fine for the short samples this is for (a look at what the model learned). A stop signal (`stop` set: SIGINT,
+// SIGTERM) ends it early with the tokens so far; returns that signal, or 0.
 template <class Model>
-void print_sample(Model& model, const TrainOptions& opts, Arch arch) {
+int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volatile std::sig_atomic_t& stop) {
     int T = model.T, V = model.cfg.vocab_size, B = model.B;
     std::unique_ptr<Tokenizer> tok = sample_decoder(arch, opts);
     // a tokenizer smaller than the model's vocabulary (the built-in 8k SentencePiece model under LLaMA's 32000 rows)
@@ -62,7 +65,8 @@ void print_sample(Model& model, const TrainOptions& opts, Arch arch) {
     std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, -1);
     std::vector<float> logits((size_t)B * T * V);
     uint64_t state = (uint64_t)opts.seed * 0x9E3779B97F4A7C15ull + 1;
-    for (int i = 0; i < opts.sample; i++) {
+    int sig = 0;
+    for (int i = 0; i < opts.sample && !(sig = (int)stop); i++) {
         int len = (int)std::min<size_t>(ctx.size(), (size_t)T), start = (int)ctx.size() - len;
         for (int t = 0; t < len; t++) inputs[t] = ctx[start + t];
         model.eval_loss(inputs.data(), targets.data());
@@ -80,8 +84,10 @@ void print_sample(Model& model, const TrainOptions& opts, Arch arch) {
                 break;
             }
         ctx.push_back(next);
+        kill_point("sample.token");  // tests: a signal while sampling (common/kill_point.h)
     }
-    std::printf("sample (%d tokens):\n", opts.sample);
+    if (sig) std::printf("sample (%zu of %d tokens: stopped by signal %d):\n", ctx.size() - 1, opts.sample, sig);
+    else std::printf("sample (%d tokens):\n", opts.sample);
     if (tok) {
         std::vector<uint32_t> ids(ctx.begin() + 1, ctx.end());
         std::printf("%s\n", tok->decode(ids.data(), ids.size()).c_str());
@@ -89,6 +95,7 @@ void print_sample(Model& model, const TrainOptions& opts, Arch arch) {
         for (size_t i = 1; i < ctx.size(); i++) std::printf("%d ", ctx[i]);
         std::printf("\n(no tokenizer known for these shards: token ids)\n");
     }
+    return sig;
 }
 
 // Distributed evaluation: each rank evaluates its share of the validation batches; the sums are all-reduced. NaN

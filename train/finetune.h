@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/kill_point.h"
 #include "common/strings.h"  // human_duration
 #include "data/glue.h"
 #include "data/glue_batches.h"
@@ -218,6 +219,7 @@ struct FineTuner {
         // tests: die like `kill -9` right after this step (no cleanup, no checkpoint), to test resuming
         if (const char* die = std::getenv("PRAC_TEST_DIE_AFTER_STEP"))
             if (std::atoi(die) == step) std::_Exit(137);
+        kill_point("train.step_done");  // tests: a signal between two steps (common/kill_point.h)
     }
 
     // After each epoch: the dev evaluation, the best score so far, a checkpoint when checkpointing is on.

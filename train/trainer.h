@@ -19,6 +19,7 @@
 #include <unistd.h>  // access
 
 #include "common/error.h"
+#include "common/kill_point.h"
 #include "common/strings.h"  // human_duration
 #include "data/dataloader.h"
 #include "model/config.h"
@@ -293,6 +294,7 @@ struct Trainer {
         // tests: die like `kill -9` right after this step (no cleanup, no checkpoint), to test resuming
         if (const char* die = std::getenv("PRAC_TEST_DIE_AFTER_STEP"))
             if (std::atoi(die) == step + 1) std::_Exit(137);
+        kill_point("train.step_done");  // tests: a signal between two steps (common/kill_point.h)
         // tests: rank PRAC_TEST_NUDGE_RANK flips the lowest bit of its first parameter after this step, to test
         // check_replicas
         if (const char* nudge = std::getenv("PRAC_TEST_NUDGE_AFTER_STEP"))
@@ -323,14 +325,14 @@ struct Trainer {
         log.eval(opts.steps, vl, seen);
         check_replicas(opts.steps);
         checkpoint(opts.steps, train_data->get_state());
-        if (opts.sample > 0 && rank == 0) print_sample(model, opts, cfg.arch);
+        int stopped = opts.sample > 0 && rank == 0 ? print_sample(model, opts, cfg.arch, g_stop_signal) : 0;
         if (!opts.save.empty() && rank == 0) {
             model.save_weights(opts.save + "/model.safetensors");
             write_hf_export(opts.save, cfg, data_tokenizer_file(cfg.arch, opts, builtin_data_dir()));
             std::printf("saved %s: model.safetensors, config.json, generation_config.json and the tokenizer (a Hugging "
                         "Face model directory)\n", opts.save.c_str());
         }
-        return 0;
+        return stopped ? 128 + stopped : 0;
     }
 
     // A checkpoint after `completed` steps with the data at `data`: gathers the optimizer shards and every rank's
