@@ -188,12 +188,13 @@ cmp -s "$T/oa/model.safetensors" "$T/ob/model.safetensors" && python3 -c "import
   && ok "--recompute-attention 0 vs 1: weights byte-identical, saved $ss MiB vs $so MiB recomputed" \
   || bad "--recompute-attention: weights differ, or saved '$so' not below '$ss'"
 
-# 7. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), no score printed
+# 7. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), before any step and
+# with no score printed
 expect_error() {  # description, regex the stderr must match, command...
   local what=$1 want=$2; shift 2
   out=$("$@" 2>&1); rc=$?
-  if [ $rc -ne 0 ] && grep -q 'finetune_roberta: error:' <<<"$out" && grep -Eq "$want" <<<"$out" \
-     && ! grep -q '^final |\|^dev loss' <<<"$out"; then ok "$what (exit $rc)"; else bad "$what: rc $rc, output: $(tail -3 <<<"$out")"; fi
+  if [ $rc -ne 0 ] && grep -q 'finetune_roberta: error:' <<<"$out" && grep -Eq -e "$want" <<<"$out" \
+     && ! grep -q '^final |\|^dev loss\|^epoch ' <<<"$out"; then ok "$what (exit $rc)"; else bad "$what: rc $rc, output: $(tail -3 <<<"$out")"; fi
 }
 mkdir -p "$T/notok" "$T/nodev" "$T/nan"
 cp "$T/model/config.json" "$T/model/model.safetensors" "$T/notok/"
@@ -219,5 +220,7 @@ expect_error "--optimizer-states 8bit with rso refused" "quantizes AdamW" "$BIN"
 expect_error "--prac-storage fp8 without PRAC refused" "compresses nothing" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --prac-storage fp8
 expect_error "--recompute-attention 2 refused" "must be 0 or 1" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --recompute-attention 2
 expect_error "--padding other refused" "batch or longest" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --padding max
+expect_error "--ckpt-dir that is a file refused" "--ckpt-dir .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --ckpt-dir "$T/model/config.json"
+expect_error "--save that is a file refused" "--save .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --save "$T/model/config.json"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -595,12 +595,14 @@ std::vector<std::string> tiny(std::vector<std::string> extra) {
 
 }  // namespace
 
-// What can be checked before a run starts is checked before its tables are printed, and an error is the last thing
-// printed also when stdout and stderr go to one file (stdout used to be flushed at exit, after the error).
+// What can be checked before a run starts is checked before its tables are printed (output paths included), and an
+// error is the last thing printed also when stdout and stderr go to one file (stdout used to be flushed at exit, after
+// the error).
 TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
     TempDir dir;
     fs::create_directories(dir / "saved");
     write_text(dir / "saved/model.safetensors", "x");
+    write_text(dir / "afile", "x");
     const std::string builtin_train = BUILTIN + "/austen_gpt2_train.bin";
     struct Case {
         std::vector<std::string> args;
@@ -611,6 +613,12 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
         {tiny({"--init-from", dir / "missing.safetensors"}), "missing.safetensors"},
         {tiny({"--save", dir / "saved"}), "already holds a model"},
         {tiny({"--resume", "--ckpt-dir", dir / "empty"}), "no checkpoint"},
+        // output paths that cannot be written are refused before the run (they used to fail after its training)
+        {tiny({"--ckpt-dir", dir / "afile"}), "--ckpt-dir " + (dir / "afile") + ": that is a file, not a directory"},
+        {tiny({"--save", dir / "afile"}), "--save " + (dir / "afile") + ": that is a file, not a directory"},
+        {tiny({"--save", dir / "afile/sub"}), "afile is a file, not a directory"},
+        {tiny({"--dump-site", "resid", "--dump-path", dir / "saved"}), "--dump-path " + (dir / "saved") + ": that is a directory"},
+        {tiny({"--dump-site", "resid", "--dump-path", dir / "nowhere/x.npy"}), "(no such directory)"},
     };
     for (const Case& c : before_tables) {
         RunResult r = run_merged("train_gpt2", c.args, dir);

@@ -334,8 +334,9 @@ struct FineTuner {
                    "---> HINT: pass --max-len %d or less", T, cfg.max_seq_len, cfg.max_seq_len);
         CHECK_USER(opts.eval_only || (int64_t)train_examples.size() >= 1, "%s: the training split is empty",
                    opts.data_dir.c_str());
-        if (!opts.save.empty()) prepare_save_dir(opts.save);
+        if (!opts.save.empty()) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
+        if (!opts.ckpt_dir.empty() && !opts.eval_only) prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
         opts.seq_len = T;  // for resume_keys and the planner
         return cfg;
     }

@@ -50,17 +50,35 @@ std::string resolve_weights_path(const std::string& path) {
     return path;
 }
 
-void prepare_save_dir(const std::string& dir) {
+void prepare_output_dir(const std::string& dir, const char* flag) {
+    struct stat st;
+    if (stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+        fail("%s %s: that is a file, not a directory\n---> HINT: pass a directory (created if it does not exist)",
+             flag, dir.c_str());
     std::string partial;
     for (size_t i = 0; i <= dir.size(); i++) {
         if (i == dir.size() || dir[i] == '/') {
             if (!partial.empty() && !is_dir(partial) && mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
-                fail("--save: cannot create directory %s (%s)", partial.c_str(), std::strerror(errno));
+                fail("%s: cannot create directory %s (%s)", flag, partial.c_str(), std::strerror(errno));
+            if (!partial.empty() && !is_dir(partial))
+                fail("%s %s: %s is a file, not a directory\n---> HINT: pass a path whose parents are directories",
+                     flag, dir.c_str(), partial.c_str());
         }
         if (i < dir.size()) partial += dir[i];
     }
     if (access(dir.c_str(), W_OK) != 0)
-        fail("--save: directory %s is not writable (%s)", dir.c_str(), std::strerror(errno));
+        fail("%s: directory %s is not writable (%s)", flag, dir.c_str(), std::strerror(errno));
+}
+
+void check_output_file(const std::string& path, const char* flag) {
+    if (is_dir(path))
+        fail("%s %s: that is a directory\n---> HINT: pass a file path (e.g. %s/out.npy)", flag, path.c_str(),
+             path.c_str());
+    size_t slash = path.find_last_of('/');
+    std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    if (!is_dir(parent) || access(parent.c_str(), W_OK) != 0)
+        fail("%s %s: cannot write into %s (%s)\n---> HINT: pass a path in an existing, writable directory", flag,
+             path.c_str(), parent.c_str(), is_dir(parent) ? std::strerror(errno) : "no such directory");
 }
 
 void check_free_space(const std::string& dir, double bytes, const char* what) {

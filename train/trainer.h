@@ -38,8 +38,11 @@
 
 // Resolves --init-from: a .safetensors file, or a directory holding model.safetensors.
 std::string resolve_weights_path(const std::string& path);
-// Creates DIR (and parents) for --save, failing with a clear message when it cannot.
-void prepare_save_dir(const std::string& dir);
+// Creates DIR (and parents) for an output directory flag (--save, --ckpt-dir), failing with a clear message naming
+// the flag when it cannot or DIR is a file: before the run, not when its first output is written.
+void prepare_output_dir(const std::string& dir, const char* flag);
+// Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory.
+void check_output_file(const std::string& path, const char* flag);
 // Fails when the filesystem that holds `dir` (or its nearest existing parent) has less than `bytes` free for
 // `what` (statvfs's space for unprivileged users); does nothing where statvfs cannot tell.
 void check_free_space(const std::string& dir, double bytes, const char* what);
@@ -497,8 +500,10 @@ struct Trainer {
                 fail("--init-from: cannot open %s (%s)\n---> HINT: pass a .safetensors file or a directory holding "
                      "model.safetensors (what --save writes)", w.c_str(), std::strerror(errno));
         }
-        if (!opts.save.empty() && rank == 0) prepare_save_dir(opts.save);
+        if (!opts.save.empty() && rank == 0) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = resume_checkpoint();
+        if (!opts.ckpt_dir.empty() && !opts.eval_only && rank == 0) prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
+        if (!opts.dump_site.empty() && rank == 0) check_output_file(opts.dump_path, "--dump-path");
         return opts.val_data;
     }
     // --resume's checkpoint: rank 0 picks it (checkpoint_resolve, which also tidies the directory) and tells the
