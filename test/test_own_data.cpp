@@ -16,6 +16,7 @@
 
 #include "data/spm_tokenizer.h"
 #include "test/run_shell.h"
+#include "common/error.h"
 #include "test/test_files.h"
 
 namespace fs = std::filesystem;
@@ -83,6 +84,22 @@ std::string train_line(const std::string& out) {
     if (p == std::string::npos) return "";
     size_t e = out.find('\n', p);
     return out.substr(p + 12, e - p - 12);
+}
+
+// The printed line's --seq-len (the trainer's default if it names none) gives each split of the shards at PREFIX at
+// least one batch of the trainer's default --batch-size 4 (the tests below add their own tiny settings): windows of
+// T + 1 tokens at stride T, counted from the shards' headers (header[2]: tokens).
+void expect_a_batch_in_each_split(const std::string& line, const std::string& prefix, int64_t default_T) {
+    size_t at = line.find("--seq-len ");
+    const int64_t T = at == std::string::npos ? default_T : std::stoll(line.substr(at + 10));
+    for (const char* split : {"train", "val"}) {
+        int64_t windows = 0;
+        for (int k = 0; fs::exists(format("%s_%s_%06d.bin", prefix.c_str(), split, k)); k++) {
+            int64_t tokens = header_of(format("%s_%s_%06d.bin", prefix.c_str(), split, k))[2];
+            windows += tokens >= T + 1 ? (tokens - 1) / T : 0;
+        }
+        EXPECT_GE(windows, 4) << split << " at --seq-len " << T << ": " << line;
+    }
 }
 
 const std::string TINY_GPT2 = " --device cpu --model gpt2-tiny --seq-len 64 --batch-size 2 --steps 2 --eval-tokens 256";
@@ -179,6 +196,7 @@ TEST_F(OwnData, OwnSentencePieceModelFromTextToSample) {
     std::string line = train_line(r.out);
     ASSERT_EQ(line.rfind("./train_llama ", 0), 0u) << r.out;
     EXPECT_NE(line.find("--val-data"), std::string::npos) << line;
+    expect_a_batch_in_each_split(line, dir + "/mine/llama", 256);
     ShellRun t = sh(line + TINY_LLAMA + " --sample 12");
     ASSERT_EQ(t.rc, 0) << line << "\n" << t.out;
     EXPECT_NE(t.out.find("sample (12 tokens)"), std::string::npos) << t.out;
@@ -207,6 +225,7 @@ TEST_F(OwnData, PastedGpt2TrainLineWorks) {
     EXPECT_TRUE(fs::exists(out + "_val_000000.bin")) << r.out;
     std::string line = train_line(r.out);
     ASSERT_EQ(line.rfind("./train_gpt2 ", 0), 0u) << r.out;
+    expect_a_batch_in_each_split(line, out, 1024);
     ShellRun t = sh(line + TINY_GPT2);
     EXPECT_EQ(t.rc, 0) << line << "\n" << t.out;
     EXPECT_NE(t.out.find("final | val loss"), std::string::npos) << t.out;

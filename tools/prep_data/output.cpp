@@ -618,28 +618,33 @@ struct Prep {
                          with_commas(ctr.entries_skipped.load()).c_str());
         if (!complete) return;
         bool gpt2 = o.tokenizer == "gpt2";
-        // The trainer takes windows of --seq-len + 1 tokens and needs one in some shard of each split: a small
-        // text gets a --seq-len that fits (the largest power of two), so the printed command runs as it is.
+        // The trainer takes windows of --seq-len + 1 tokens at stride --seq-len from each shard and needs a batch of
+        // them (its default --batch-size, 4) in each split: a small text gets the largest power-of-two --seq-len
+        // that gives both, so the printed command runs as it is.
+        const int trainer_batch = 4;  // train/cli.h: TrainOptions::batch_size
         int seq_len = lay.rows ? o.row_len : gpt2 ? 1024 : 256;  // the trainers' defaults
         std::string seq_note;
         if (!lay.rows) {
-            int64_t fit = INT64_MAX;
-            for (int s = 0; s < 2; s++) {
-                if (sp[s].shards == 0) continue;
-                int64_t best = 0;
-                for (auto& w : sp[s].written) best = std::max(best, w.first);
-                fit = std::min(fit, best - 1);
-            }
-            if (fit < seq_len) {
-                int p = 1;
-                while ((int64_t)p * 2 <= fit) p *= 2;
+            auto windows = [&](int s, int64_t T) {  // as data/dataloader.cpp counts them
+                int64_t n = 0;
+                for (auto& w : sp[s].written) n += w.first >= T + 1 ? (w.first - 1) / T : 0;
+                return n;
+            };
+            auto fits = [&](int64_t T) {
+                for (int s = 0; s < 2; s++)
+                    if (sp[s].shards > 0 && windows(s, T) < trainer_batch) return false;
+                return true;
+            };
+            if (!fits(seq_len)) {
+                int p = seq_len;
+                while (p >= 16 && !fits(p)) p /= 2;
                 if (p < 16) {
-                    std::fprintf(stderr, "  warning: a split has only %lld tokens, too few to train or evaluate on; "
-                                 "give more text, or a larger --val-fraction\n", (long long)fit + 1);
+                    std::fprintf(stderr, "  warning: a split holds fewer than %d windows of 17 tokens, too few to train "
+                                 "or evaluate on; give more text, or a larger --val-fraction\n", trainer_batch);
                 } else {
                     seq_len = p;
-                    seq_note = format("  (--seq-len %d: the longest window this little data holds; the default is "
-                                      "%d)\n", p, gpt2 ? 1024 : 256);
+                    seq_note = format("  (--seq-len %d: the longest that gives this little data a batch of %d in "
+                                      "each split; the default is %d)\n", p, trainer_batch, gpt2 ? 1024 : 256);
                 }
             }
         }
