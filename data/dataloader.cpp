@@ -114,6 +114,10 @@ void DataLoader::compute_order(uint64_t rng, std::vector<int>* order, std::vecto
     for (int f : *order) start->push_back(start->back() + shard_samples_[f]);
 }
 
+void DataLoader::check_every_token() const {
+    for (const std::string& f : files_) read_shard(f, nullptr, model_vocab);
+}
+
 void DataLoader::reset() {
     epoch_ = 0;
     step_ = 0;

@@ -32,6 +32,9 @@ struct DataLoader {
     void next_batch(int32_t* inputs, int32_t* targets);
     // Back to the very beginning (epoch 0, first step, initial seed): used to rewind validation.
     void reset();
+    // Reads every shard now and checks each token against model_vocab (otherwise checked when a shard is loaded:
+    // for validation data, at the first evaluation, which may come after the whole training).
+    void check_every_token() const;
     DataLoaderState get_state() const;
     // Fails when the state does not fit this loader (other shards, B, T or number of ranks).
     void set_state(const DataLoaderState& state);

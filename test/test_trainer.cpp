@@ -201,6 +201,13 @@ TEST(TrainerBinary, TokenIdsBeyondModelVocab) {
     RunResult r = run_trainer("train_llama", {"--model", "llama-tiny", "--seq-len", "64", "--steps", "1",
                                               "--train-data", dir / "ids.bin", "--val-data", dir / "ids.bin"}, dir, 120);
     expect_user_error_exit(r, "train_llama", {"ids.bin", "40000", "32000"});
+    // in the validation data only: refused before the first step too (it used to fail at the first evaluation,
+    // after the training)
+    write_shard(dir / "good.bin", std::vector<uint16_t>(4096, 100), info);
+    RunResult v = run_trainer("train_llama", {"--model", "llama-tiny", "--seq-len", "64", "--steps", "1", "--train-data",
+                                              dir / "good.bin", "--val-data", dir / "ids.bin"}, dir, 120);
+    expect_user_error_exit(v, "train_llama", {"ids.bin", "40000", "32000"});
+    EXPECT_FALSE(contains(v.out, "step ")) << describe(v);
 }
 
 TEST(TrainerBinary, InitFromProblems) {

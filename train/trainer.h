@@ -137,6 +137,7 @@ struct Trainer {
                 opts.overlap_comm) {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
         if (opts.resume) check_resume();
+        val.check_every_token();  // a bad token fails now, not at the first evaluation (maybe after the training)
         prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
         if (std::is_same<Backend, CpuBackend>::value && !opts.was_given("--eval-tokens"))
