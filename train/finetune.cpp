@@ -1,5 +1,6 @@
 #include "train/finetune.h"
 
+#include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <iterator>
@@ -227,7 +228,9 @@ std::string DevScores::text() const {
     std::string s;
     for (size_t d = 0; d < splits.size(); d++) {
         s += (d ? " | " : "") + splits[d] + ":";
-        for (const auto& [name, v] : metrics[d]) s += format(" %s %.4f", name.c_str(), v);
+        for (const auto& [name, v] : metrics[d])  // NaN: a correlation of constant predictions (a collapsed model)
+            s += std::isnan(v) ? format(" %s undefined (constant predictions)", name.c_str())
+                               : format(" %s %.4f", name.c_str(), v);
     }
     return s;
 }

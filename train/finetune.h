@@ -248,9 +248,12 @@ struct FineTuner {
         double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
         DevScores last = last_scores;
         std::printf("final | %s (after epoch %d)\n", last.text().c_str(), opts.epochs);
-        std::printf("best  | %s %.4f (epoch %d of %d; tables usually report the best epoch's dev score, "
-                    "GaLore's and the PRAC paper's among them)\n", last.metrics[0][0].first.c_str(), best,
-                    best_epoch, opts.epochs);
+        if (best_epoch == 0)  // every epoch's score undefined (constant predictions)
+            std::printf("best  | %s undefined in every epoch\n", last.metrics[0][0].first.c_str());
+        else
+            std::printf("best  | %s %.4f (epoch %d of %d; tables usually report the best epoch's dev score, "
+                        "GaLore's and the PRAC paper's among them)\n", last.metrics[0][0].first.c_str(), best,
+                        best_epoch, opts.epochs);
         double mean_len = (double)padded_tokens / (double)std::max<int64_t>(1, padded_rows);
         std::printf("padding | %s: %.1f tokens per row on average over this run's training batches (the longest "
                     "example: %d)\n", opts.padding.c_str(), mean_len, T);
@@ -321,8 +324,16 @@ struct FineTuner {
         // the training run's, and the scores are the ones it printed, to the last digit
         bool has_train = !opts.eval_only || glue_split_exists(opts.data_dir, "train");
         if (has_train) train_examples = read_glue_file(task, glue_split_path(opts.data_dir, "train"));
-        for (const std::string& split : info.dev_splits)
+        for (const std::string& split : info.dev_splits) {
             dev_examples.push_back(read_glue_file(task, glue_split_path(opts.data_dir, split)));
+            // STS-B's correlations of a constant target are undefined: said now, not after the first epoch
+            const std::vector<GlueExample>& d = dev_examples.back();
+            if (info.num_labels == 1 && !d.empty() &&
+                std::all_of(d.begin(), d.end(), [&](const GlueExample& x) { return x.score == d[0].score; }))
+                fail("%s: every score is %g; the Pearson and Spearman correlations of a constant target are "
+                     "undefined\n---> HINT: use the task's real %s split (its scores vary from 0 to 5)",
+                     glue_split_path(opts.data_dir, split).c_str(), d[0].score, split.c_str());
+        }
         if (has_train) train_set = encode_glue(tok, task, train_examples, opts.max_len);
         for (const auto& d : dev_examples) dev_sets.push_back(encode_glue(tok, task, d, opts.max_len));
         size_t longest = 2;
@@ -334,6 +345,10 @@ struct FineTuner {
                    "---> HINT: pass --max-len %d or less", T, cfg.max_seq_len, cfg.max_seq_len);
         CHECK_USER(opts.eval_only || (int64_t)train_examples.size() >= 1, "%s: the training split is empty",
                    opts.data_dir.c_str());
+        size_t largest = train_examples.size();  // a batch beyond every split only sizes the memory for rows never used
+        for (const auto& d : dev_examples) largest = std::max(largest, d.size());
+        CHECK_USER((size_t)B <= largest, "--batch-size %d is more than the %zu examples of the largest split in %s\n"
+                   "---> HINT: pass --batch-size %zu or less", B, largest, opts.data_dir.c_str(), largest);
         if (!opts.save.empty()) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
         if (!opts.ckpt_dir.empty() && !opts.eval_only) prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");

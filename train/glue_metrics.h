@@ -70,7 +70,7 @@ inline double glue_pearson(const std::vector<double>& x, const std::vector<doubl
         sxx += (x[i] - mx) * (x[i] - mx);
         syy += (y[i] - my) * (y[i] - my);
     }
-    CHECK_USER(sxx > 0 && syy > 0, "Pearson correlation of a constant sequence is undefined (all predictions equal?)");
+    if (!(sxx > 0 && syy > 0)) return NAN;  // a constant sequence: undefined (SciPy's pearsonr returns nan too)
     return sxy / std::sqrt(sxx * syy);
 }
 
