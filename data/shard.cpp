@@ -251,10 +251,11 @@ static FILE* open_shard(const std::string& path, ShardInfo* out) {
         if (size != expect) {
             std::fclose(f);
             fail("%s: file has %lld bytes, but its header declares %lld tokens, i.e. %lld bytes (%s)\n"
-                 "---> HINT: the file was cut short (interrupted copy or download?) or is corrupt; copy or "
-                 "regenerate it",
+                 "---> HINT: %s; copy or regenerate it",
                  path.c_str(), size, (long long)info.num_tokens, expect,
-                 size < expect ? "file too short" : "file longer than declared");
+                 size < expect ? "file too short" : "file longer than declared",
+                 size < expect ? "the file was cut short (interrupted copy or download?) or is corrupt"
+                               : "something was appended to the file, or its header is wrong");
         }
     }
     try {

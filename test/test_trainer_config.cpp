@@ -244,6 +244,21 @@ TEST(TrainerCli, TrainDataNeedsValData) {
     EXPECT_NO_THROW(parse({"--train-data", "x_*.bin", "--val-data", "y_*.bin"}));
 }
 
+// Flags that mean something only beside another are refused alone instead of being ignored (a run that was meant to
+// checkpoint ran without checkpoints, exit 0).
+TEST(TrainerCli, FlagsThatNeedAPartnerAreRefusedAlone) {
+    EXPECT_USER_ERROR(parse({"--ckpt-every", "100"}), "--ckpt-every and --ckpt-keep go with --ckpt-dir", "HINT");
+    EXPECT_USER_ERROR(parse({"--ckpt-keep", "2"}), "go with --ckpt-dir");
+    EXPECT_NO_THROW(parse({"--ckpt-every", "100", "--ckpt-keep", "2", "--ckpt-dir", "ck"}));
+    EXPECT_USER_ERROR(parse({"--eval-only", "--save", "out"}), "--eval-only trains nothing", "drop --save");
+    for (const char* f : {"--dump-layer", "--dump-step"})
+        EXPECT_USER_ERROR(parse({f, "1"}), "go with --dump-site");
+    EXPECT_USER_ERROR(parse({"--dump-path", "x.npy"}), "go with --dump-site");
+    EXPECT_NO_THROW(parse({"--dump-site", "ln1", "--dump-layer", "1", "--dump-step", "2", "--dump-path", "x.npy"}));
+    EXPECT_USER_ERROR(parse({"--prac-refresh", "foo"}), "must be auto, exact or subspace", "\"foo\"");
+    for (const char* r : {"auto", "exact", "subspace"}) EXPECT_NO_THROW(parse({"--prac-refresh", r})) << r;
+}
+
 TEST(TrainerCli, HelpSkipsValidation) {
     TrainOptions o = parse({"--batch-size", "0", "--help"});
     EXPECT_TRUE(o.help);

@@ -76,7 +76,7 @@ const Flag FLAGS[] = {
     F("--eval-only", "", BOOL, eval_only, "only evaluate (usually with --init-from) and print loss and perplexity"),
     F("--no-shuffle", "", BOOL, shuffle, "read training shards in order (default: shuffled with --seed)"),
     F("--prac", "MODE", STR, prac, "activation compression: none, pac (principal only), rac (random only), prac"),
-    F("--prac-linear", "F1,F2", STR, prac_linear, "ranks r1,r2 of linear sites as fractions of the width"),
+    F("--prac-linear", "F1,F2", STR, prac_linear, "ranks r1,r2 of linear sites as fractions of the width (rounded down to a multiple of 8, at least 8; 0: none)"),
     F("--prac-nonlinear", "F1,F2", STR, prac_nonlinear, "ranks r1,r2 of nonlinear sites as fractions of the width"),
     F("--prac-linear-ranks", "R1,R2", STR, prac_linear_ranks, "absolute ranks of linear sites (override fractions)"),
     F("--prac-nonlinear-ranks", "R1,R2", STR, prac_nonlinear_ranks, "absolute ranks of nonlinear sites"),
@@ -297,6 +297,19 @@ void check_storage_options(const TrainOptions& opts) {
                "---> HINT: use --optimizer adamw, or drop --optimizer-states", opts.optimizer.c_str());
 }
 
+void check_flag_partners(const TrainOptions& o) {
+    CHECK_USER(!o.ckpt_dir.empty() || !(o.was_given("--ckpt-every") || o.was_given("--ckpt-keep")),
+               "--ckpt-every and --ckpt-keep go with --ckpt-dir (where the checkpoints are written)\n---> HINT: add "
+               "--ckpt-dir DIR, or drop them");
+    CHECK_USER(!(o.eval_only && !o.save.empty()), "--eval-only trains nothing: --save would have nothing new to save\n"
+               "---> HINT: drop --save (the weights evaluated are those of --init-from)");
+    CHECK_USER(!o.dump_site.empty() ||
+                   !(o.was_given("--dump-layer") || o.was_given("--dump-step") || o.was_given("--dump-path")),
+               "--dump-layer, --dump-step and --dump-path go with --dump-site (which activation to dump)");
+    CHECK_USER(o.prac_refresh == "auto" || o.prac_refresh == "exact" || o.prac_refresh == "subspace",
+               "--prac-refresh must be auto, exact or subspace (got \"%s\")", o.prac_refresh.c_str());
+}
+
 void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     parse_flag_table(FLAGS, sizeof(FLAGS) / sizeof(FLAGS[0]), SYNONYMS, sizeof(SYNONYMS) / sizeof(SYNONYMS[0]), &opts,
                      opts.given, argc, argv);
@@ -350,6 +363,7 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(!opts.resume || !opts.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
     CHECK_USER(!(opts.resume && opts.overwrite), "--resume continues the run in --ckpt-dir and --overwrite starts it "
                "over: pass one of them");
+    check_flag_partners(opts);
     CHECK_USER(opts.zero == 0 || opts.zero == 1, "--zero must be 0 or 1 (got %d): ZeRO-1 is the only sharding", opts.zero);
     CHECK_USER(opts.comm == "auto" || opts.comm == "nccl" || opts.comm == "mpi",
                "--comm must be auto, nccl or mpi (got \"%s\")", opts.comm.c_str());

@@ -128,6 +128,10 @@ std::string flag_table_help(const FlagDef* flags, size_t num_flags, const void* 
 // Parses argv into opts. Throws UserError for unknown flags (with the closest known flag), missing or
 // malformed values. program is "train_gpt2" or "train_llama".
 void parse_train_options(TrainOptions& opts, int argc, char** argv);
+// Flags that mean something only beside another (--ckpt-every without --ckpt-dir, --save with --eval-only, the
+// --dump-* details without --dump-site) are refused rather than ignored; and --prac-refresh's value. Both trainers'
+// parsers call it.
+void check_flag_partners(const TrainOptions& opts);
 std::string train_options_help(Arch arch, const char* program);
 
 struct OptimizerChoice;

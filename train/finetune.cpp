@@ -161,6 +161,7 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
                "pass one of them");
     CHECK_USER(!(o.eval_only && (o.resume || !o.ckpt_dir.empty())), "--eval-only trains nothing: drop --ckpt-dir and "
                "--resume");
+    check_flag_partners(o);
     CHECK_USER(o.device == "auto" || o.device == "cpu" || o.device == "cuda",
                "--device must be cpu, cuda or auto (got \"%s\")", o.device.c_str());
     CHECK_USER(o.precision == "bf16" || o.precision == "fp32", "--precision must be bf16 or fp32");
