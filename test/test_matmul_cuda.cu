@@ -237,7 +237,6 @@ static void test_classifier(Ctx& c, int N, int C, int V, int Vp, float grad_scal
     std::vector<float> inp = quantize<floatX>(randn((size_t)N * C));
     std::vector<float> w = quantize<floatX>(randn((size_t)Vp * C, 1.0f / std::sqrt((float)C)));  // logits ~ N(0, 1)
     for (size_t i = (size_t)V * C; i < w.size(); i++) w[i] = NAN;  // padding rows: reading one poisons results
-    std::vector<float> dw0 = quantize<floatX>(randn((size_t)Vp * C, 0.5f));  // comparable to the update
     std::vector<int32_t> targets(N);
     std::uniform_int_distribution<int> tv(0, V - 1);
     std::uniform_real_distribution<double> u(0, 1);
@@ -251,8 +250,17 @@ static void test_classifier(Ctx& c, int N, int C, int V, int Vp, float grad_scal
         ignored++;
     }
 
-    // CPU twin (fp32, its own chunking: the result does not depend on it)
-    std::vector<float> loss_ref(N), dinp_ref((size_t)N * C), dw_ref = dw0, scratch_cpu((size_t)256 * V);
+    // CPU twin (fp32, its own chunking: the result does not depend on it). dweight accumulates (+=) onto dw0, drawn
+    // at the scale of the update itself (its largest element, from a first pass onto zeros), so that the update is
+    // as visible in the result as what it adds to: with a fixed scale, small updates (N = 2100 with grad_scale 1/N:
+    // 3e-3) drowned in dw0's rounding, and a kernel that never wrote dweight passed
+    std::vector<float> loss_ref(N), dinp_ref((size_t)N * C), dw_ref((size_t)Vp * C, 0.0f), scratch_cpu((size_t)256 * V);
+    classifier_forward_backward_cpu(loss_ref.data(), dinp_ref.data(), dw_ref.data(), inp.data(), w.data(),
+                                    targets.data(), N, C, V, grad_scale, scratch_cpu.data(), 256);
+    float update = 0;
+    for (float x : dw_ref) update = std::max(update, std::fabs(x));
+    std::vector<float> dw0 = quantize<floatX>(randn((size_t)Vp * C, update));
+    dw_ref = dw0;
     classifier_forward_backward_cpu(loss_ref.data(), dinp_ref.data(), dw_ref.data(), inp.data(), w.data(),
                                     targets.data(), N, C, V, grad_scale, scratch_cpu.data(), 256);
 
