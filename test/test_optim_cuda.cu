@@ -482,6 +482,25 @@ static void test_galore_adam(CudaBackend& be, size_t n) {
                 bitwise_equal(g2, m2), n);
 }
 
+// RSO's two element-wise steps on B (m, r) against rso_prox_cpu / rso_track_cpu: both round each product and sum
+// once (no FMA: __fmul_rn / __fadd_rn on the GPU, -ffp-contract=off on the host), so bit for bit; n not a multiple
+// of the block, so the grid-stride loop's tail runs
+static void test_rso_ops(CudaBackend& be, size_t n) {
+    fvec R = randn(n, 0.01f), B = randn(n, 0.5f), N = randn(n, 0.02f);
+    DBuf<float> dR(be, n), dB(be, n), dN(be, n);
+    put_f32(be, dR.p, R);
+    put_f32(be, dB.p, B);
+    put_f32(be, dN.p, N);
+    be.rso_prox(dR.p, dB.p, n, 0.37f);
+    rso_prox_cpu(R.data(), B.data(), n, 0.37f);
+    fvec gR = get_f32(be, dR.p, n);
+    check(bitwise_equal(gR, R) == n, "rso_prox n=%zu: R += prox B bit for bit (%zu of %zu)", n, bitwise_equal(gR, R), n);
+    be.rso_track(dB.p, dN.p, n, 3e-3f);
+    rso_track_cpu(B.data(), N.data(), n, 3e-3f);
+    fvec gB = get_f32(be, dB.p, n);
+    check(bitwise_equal(gB, B) == n, "rso_track n=%zu: B -= step N bit for bit (%zu of %zu)", n, bitwise_equal(gB, B), n);
+}
+
 // galore_apply vs galore_apply_cpu
 static void test_galore_apply(CudaBackend& be, int m, int n, int r, bool with_master) {
     bool right = m >= n;
@@ -795,6 +814,9 @@ int main() {
         test_galore_adam(gpu, (size_t)160 * 24);
         for (auto& c : gl)
             for (bool master : {true, false}) test_galore_apply(gpu, c[0], c[1], c[2], master);
+
+        std::printf("==== rso ====\n");
+        for (size_t n : {(size_t)96 * 24, (size_t)100003}) test_rso_ops(gpu, n);
 
         std::printf("==== whole optimizer steps ====\n");
         test_whole_steps(gpu);
