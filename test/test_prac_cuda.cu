@@ -73,29 +73,50 @@ struct Ctx {
 // ---------------------------------------------------------------------------------------------------------------
 // compress / reconstruct / weight_grad
 // ---------------------------------------------------------------------------------------------------------------
+// pad > 0: the full activations (x, and dY for weight_grad) live at a row stride of width + pad, as LLaMA's (N, F)
+// activations with --hidden-align: NaN in the padding columns (a read of one poisons the result), and
+// reconstruct's padding columns must keep the sentinel they held. The references are the contiguous CPU twins.
 template <typename T, typename G>
-static void test_gemm_ops(Ctx& c, int N, int n, int r, int OC) {
+static void test_gemm_ops(Ctx& c, int N, int n, int r, int OC, int pad = 0) {
     const double tol = std::is_same<T, float>::value && std::is_same<G, float>::value ? 1e-4 : 1e-2;
     const double tol_act = std::is_same<T, float>::value ? 1e-4 : 1e-2;
-    std::printf("gemm ops %s act / %s grad, N=%d n=%d r=%d OC=%d\n", Host<T>::name(), Host<G>::name(), N, n, r, OC);
+    std::printf("gemm ops %s act / %s grad, N=%d n=%d r=%d OC=%d%s\n", Host<T>::name(), Host<G>::name(), N, n, r, OC,
+                pad ? (" rows at stride width + " + std::to_string(pad)).c_str() : "");
+    const int ld_x = pad ? n + pad : 0, ld_dy = pad ? OC + pad : 0;  // 0: contiguous (the default argument)
+    auto strided = [&](const std::vector<float>& a, int rows, int cols, float fill) {  // (rows, cols) at cols + pad
+        std::vector<float> out((size_t)rows * (cols + pad), fill);
+        for (int i = 0; i < rows; i++)
+            std::copy(a.begin() + (size_t)i * cols, a.begin() + (size_t)(i + 1) * cols, out.begin() + (size_t)i * (cols + pad));
+        return out;
+    };
+    auto unstrided = [&](const std::vector<float>& a, int rows, int cols) {
+        std::vector<float> out((size_t)rows * cols);
+        for (int i = 0; i < rows; i++)
+            std::copy(a.begin() + (size_t)i * (cols + pad), a.begin() + (size_t)i * (cols + pad) + cols,
+                      out.begin() + (size_t)i * cols);
+        return out;
+    };
     std::vector<float> x = quantize<T>(randn((size_t)N * n)), P = quantize<T>(randn((size_t)n * r, 0.1f));
     std::vector<float> xc_in = quantize<T>(randn((size_t)N * r)), dY = quantize<T>(randn((size_t)N * OC));
     std::vector<float> dW0 = quantize<G>(randn((size_t)OC * n)), db0 = quantize<G>(randn(OC));
-    Dev<T> dx(x.size()), dP(P.size()), dxc(xc_in.size()), ddY(dY.size()), dxr(x.size());
+    const std::vector<float> xs = strided(x, N, n, NAN), dYs = strided(dY, N, OC, NAN);
+    const std::vector<float> xr_init = strided(std::vector<float>((size_t)N * n, 0.0f), N, n, 7.0f);
+    Dev<T> dx(xs.size()), dP(P.size()), dxc(xc_in.size()), ddY(dYs.size()), dxr(xr_init.size());
     Dev<G> ddW(dW0.size()), ddb(db0.size());
     Dev<float> dtmp((size_t)OC * r);
-    upload(dx, x);
+    upload(dx, xs);
     upload(dP, P);
     upload(dxc, xc_in);
-    upload(ddY, dY);
+    upload(ddY, dYs);
     upload(ddW, dW0);
     upload(ddb, db0);
+    upload(dxr, xr_init);
 
     // compress
     std::vector<float> xc_ref((size_t)N * r);
     prac_compress_cpu(xc_ref.data(), x.data(), P.data(), N, n, r);
     Dev<T> dxc_out(xc_ref.size());
-    prac_compress_cuda(dxc_out.p, dx.p, dP.p, N, n, r, c.h);
+    prac_compress_cuda(dxc_out.p, dx.p, dP.p, N, n, r, c.h, ld_x);
     cudaCheck(cudaStreamSynchronize(c.h.stream));
     double e = rel_err(download(dxc_out, xc_ref.size()), xc_ref);
     check(e <= tol_act, "compress: rel err %.3g (tol %.0e)", e, tol_act);
@@ -103,15 +124,22 @@ static void test_gemm_ops(Ctx& c, int N, int n, int r, int OC) {
     // reconstruct (from independent xc)
     std::vector<float> xr_ref((size_t)N * n);
     prac_reconstruct_cpu(xr_ref.data(), xc_in.data(), P.data(), N, n, r);
-    prac_reconstruct_cuda(dxr.p, dxc.p, dP.p, N, n, r, c.h);
+    prac_reconstruct_cuda(dxr.p, dxc.p, dP.p, N, n, r, c.h, ld_x);
     cudaCheck(cudaStreamSynchronize(c.h.stream));
-    e = rel_err(download(dxr, xr_ref.size()), xr_ref);
+    std::vector<float> xr = download(dxr, xr_init.size());
+    e = rel_err(unstrided(xr, N, n), xr_ref);
     check(e <= tol_act, "reconstruct: rel err %.3g (tol %.0e)", e, tol_act);
+    if (pad) {
+        bool kept = true;
+        for (int i = 0; i < N; i++)
+            for (int j = n; j < n + pad; j++) kept &= xr[(size_t)i * (n + pad) + j] == 7.0f;
+        check(kept, "reconstruct leaves the padding columns alone");
+    }
 
     // weight_grad (accumulates into random dW, dbias)
     std::vector<float> dW_ref = dW0, db_ref = db0, tmp_ref((size_t)OC * r);
     prac_weight_grad_cpu(dW_ref.data(), db_ref.data(), dY.data(), xc_in.data(), P.data(), N, n, r, OC, tmp_ref.data());
-    prac_weight_grad_cuda<T, G>(ddW.p, ddb.p, ddY.p, dxc.p, dP.p, N, n, r, OC, dtmp.p, c.h);
+    prac_weight_grad_cuda<T, G>(ddW.p, ddb.p, ddY.p, dxc.p, dP.p, N, n, r, OC, dtmp.p, c.h, ld_dy);
     cudaCheck(cudaStreamSynchronize(c.h.stream));
     e = rel_err(download(ddW, dW_ref.size()), dW_ref);
     check(e <= tol, "weight_grad dW: rel err %.3g (tol %.0e)", e, tol);
@@ -122,7 +150,7 @@ static void test_gemm_ops(Ctx& c, int N, int n, int r, int OC) {
     prac_weight_grad_cpu(dW_ref.data(), (float*)nullptr, dY.data(), xc_in.data(), P.data(), N, n, r, OC,
                          tmp_ref.data());
     std::vector<uint8_t> db_before = download_bytes(ddb);
-    prac_weight_grad_cuda<T, G>(ddW.p, (G*)nullptr, ddY.p, dxc.p, dP.p, N, n, r, OC, dtmp.p, c.h);
+    prac_weight_grad_cuda<T, G>(ddW.p, (G*)nullptr, ddY.p, dxc.p, dP.p, N, n, r, OC, dtmp.p, c.h, ld_dy);
     cudaCheck(cudaStreamSynchronize(c.h.stream));
     e = rel_err(download(ddW, dW_ref.size()), dW_ref);
     check(e <= tol, "weight_grad dW (2nd accumulation, no bias): rel err %.3g (tol %.0e)", e, tol);
@@ -611,12 +639,15 @@ int main() {
     cublasCheck(cublasCreate(&c.h.cublas));
     cusolverCheck(cusolverDnCreate(&c.h.cusolver));
 
-    // widths that are not multiples of 64 (88, 200, 1376 ~ 5461 scaled down), ranks multiples of 8
-    const int shapes[][4] = {{64, 88, 16, 40}, {257, 200, 56, 96}, {512, 1376, 408, 200}, {1024, 768, 448, 3072}};
+    // widths that are not multiples of 64 (88, 200, 1376 ~ 5461 scaled down), ranks multiples of 8 and not (the
+    // absolute ranks fine-tuning uses: 2 + 2, 3, 5); the last column: padding of --hidden-align's row stride
+    const int shapes[][5] = {{64, 88, 16, 40, 0},      {257, 200, 56, 96, 0}, {512, 1376, 408, 200, 0},
+                             {1024, 768, 448, 3072, 0}, {64, 88, 4, 40, 0},    {257, 200, 3, 96, 0},
+                             {64, 88, 5, 40, 40},      {257, 1376, 56, 96, 32}};
     for (auto& s : shapes) {
-        test_gemm_ops<float, float>(c, s[0], s[1], s[2], s[3]);
-        test_gemm_ops<bf16, bf16>(c, s[0], s[1], s[2], s[3]);
-        test_gemm_ops<bf16, float>(c, s[0], s[1], s[2], s[3]);
+        test_gemm_ops<float, float>(c, s[0], s[1], s[2], s[3], s[4]);
+        test_gemm_ops<bf16, bf16>(c, s[0], s[1], s[2], s[3], s[4]);
+        test_gemm_ops<bf16, float>(c, s[0], s[1], s[2], s[3], s[4]);
     }
     test_dbias_like_matmul(c, 4096, 64, 32, 96);
 
