@@ -63,12 +63,14 @@ static std::string format_step_line(int step, int steps) {
 
 static std::string tail(const std::string& s) { return s.size() > 3000 ? s.substr(s.size() - 3000) : s; }
 
-// "step N" -> that step's training loss
-static std::map<int, double> losses(const std::string& jsonl) {
+// "step N" -> that step's value of a field of the step records ("loss", "grad_norm")
+static std::map<int, double> step_values(const std::string& jsonl, const std::string& field = "loss") {
     std::map<int, double> m;
+    const std::string k = "\"" + field + "\":";
     for (auto& [key, rec] : records(jsonl)) {
-        size_t l = rec.find("\"loss\":");
-        if (key.rfind("step ", 0) == 0 && l != std::string::npos) m[std::stoi(key.substr(5))] = std::stod(rec.substr(l + 7));
+        size_t l = rec.find(k);
+        if (key.rfind("step ", 0) == 0 && l != std::string::npos)
+            m[std::stoi(key.substr(5))] = std::stod(rec.substr(l + k.size()));
     }
     return m;
 }
@@ -86,12 +88,16 @@ static void cuda_follows_cpu(const std::string& dir, const char* binary, const s
     if (!check(rc == 0, "%s: the CUDA run succeeds (rc %d)", binary, rc)) std::printf("%s\n", tail(out).c_str());
     rc = run_shell(bin(binary) + cpu + " --log " + dir + "/cpu.jsonl", &out);
     if (!check(rc == 0, "%s: the CPU run succeeds (rc %d)", binary, rc)) std::printf("%s\n", tail(out).c_str());
-    auto g = losses(dir + "/cuda.jsonl"), c = losses(dir + "/cpu.jsonl");
-    double worst = g.size() == c.size() && !g.empty() ? 0 : INFINITY;
-    for (auto& [step, loss] : c)
-        if (g.count(step)) worst = std::max(worst, std::fabs(g[step] - loss) / std::fabs(loss));
-    check(worst < tol, "%s: every step's loss within %.0e of the CPU backend's (%zu steps, worst %.3g)", binary, tol,
-          c.size(), worst);
+    // the loss, and the gradient norm (every parameter's gradient in one number: a wrong update shows there first)
+    for (const char* field : {"loss", "grad_norm"}) {
+        auto g = step_values(dir + "/cuda.jsonl", field), c = step_values(dir + "/cpu.jsonl", field);
+        double worst = g.size() == c.size() && !g.empty() ? 0 : INFINITY;
+        for (auto& [step, v] : c)
+            if (g.count(step)) worst = std::max(worst, std::fabs(g[step] - v) / std::fabs(v));
+        check(worst < tol, "%s: every step's %s within %.0e of the CPU backend's (%zu steps, worst %.3g)", binary,
+              field, tol, c.size(), worst);
+    }
+    auto g = step_values(dir + "/cuda.jsonl");
     check(!g.empty() && g.rbegin()->second < g.begin()->second - 0.01, "%s: the CUDA run's loss falls (%.4f -> %.4f)",
           binary, g.empty() ? 0.0 : g.begin()->second, g.empty() ? 0.0 : g.rbegin()->second);
 }
