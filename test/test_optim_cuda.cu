@@ -303,6 +303,29 @@ static void test_muon_apply(CudaBackend& be, size_t n, bool with_master) {
     }
 }
 
+// optim_round (muon_apply's and galore_apply's rounding without a step count: the value's bits are hashed into the
+// seed) is unbiased: over K = 20000 call seeds the mean of round(x) is x to within z·ulp·sqrt(p(1 - p) / K), z = 4.89
+// (two-sided 1e-6), p = x's position between its two bf16 neighbours; round-to-nearest fails the same bound (so it
+// can). The function is __host__ __device__: this host run is the GPU's arithmetic.
+static void test_optim_round_unbiased() {
+    using bf16 = __nv_bfloat16;
+    const int K = 20000;
+    const float xs[] = {1.0f + 0.3f / 128, -3.7f, 0.0123f, 1000.1f, -2.0f - 0.9f / 64};
+    for (float x : xs) {
+        const float lo = __bfloat162float(__float2bfloat16_rd(x)), hi = __bfloat162float(__float2bfloat16_ru(x));
+        const double ulp = (double)hi - lo, p = ((double)x - lo) / ulp;
+        double sum = 0, nearest = 0;
+        for (int k = 0; k < K; k++) {
+            sum += __bfloat162float(optim_round<bf16>(x, optim_call_seed(0x5EEDull, (uint64_t)k, 0.02f, 1e-3f), k));
+            nearest += __bfloat162float(__float2bfloat16_rn(x));
+        }
+        const double bound = 4.89 * ulp * std::sqrt(p * (1 - p) / K);
+        check(std::fabs(sum / K - x) <= bound && std::fabs(nearest / K - x) > bound,
+              "optim_round(%g) unbiased: mean %.9g, |mean - x| = %.3g ulp <= %.3g ulp (round-to-nearest: %.3g ulp)", x,
+              sum / K, std::fabs(sum / K - x) / ulp, bound / ulp, std::fabs(nearest / K - x) / ulp);
+    }
+}
+
 // adam_mini_update vs adam_mini_update_cpu over three steps; params at an element offset (unaligned pointers)
 static void test_adam_mini(CudaBackend& be, size_t n, size_t block, bool with_master, size_t offset) {
     const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.7f;
@@ -791,6 +814,7 @@ int main() {
         test_newton_schulz(gpu, 288, 96, MUON_NS_STEPS, 2);
         test_newton_schulz(gpu, 97, 61, MUON_NS_STEPS, 3);  // rows x cols odd: unaligned copies, scalar sums
         for (bool master : {true, false}) test_muon_apply(gpu, (size_t)96 * 160, master);
+        test_optim_round_unbiased();
 
         std::printf("==== adam-mini ====\n");
         // (n, block): rows of C = 96 and F = 256; q/k heads (HS = 32: 32 x 96); one norm; AdamW (block 1)
