@@ -20,9 +20,9 @@ inline void kill_point(const char* name) {
     const char* count = std::strchr(want, '@');
     const char* sig = std::strchr(want, ':');
     static std::atomic<long> passes{0};  // one name is watched per process: a count of its passes is enough
-    if (++passes != (count ? std::atol(count + 1) : 1)) return;
+    if (++passes != (count && std::atol(count + 1) > 0 ? std::atol(count + 1) : 1)) return;
     if (sig) {
-        kill(getpid(), std::atoi(sig + 1));
+        raise(std::atoi(sig + 1));  // delivered before raise returns, to this thread
         return;
     }
     kill(getpid(), SIGKILL);

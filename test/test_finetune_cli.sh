@@ -224,6 +224,7 @@ mkdir -p "$T/sconst" && cp "$T/data/stsb/train.tsv" "$T/sconst/"
 awk 'BEGIN { FS = OFS = "\t" } NR > 1 { $NF = "2.5" } { print }' "$T/data/stsb/dev.tsv" > "$T/sconst/dev.tsv"
 expect_error "STS-B dev scores all equal refused before training" "every score is 2.5.*undefined" "$BIN" --task stsb --data-dir "$T/sconst" --init-from "$T/model"
 expect_error "--batch-size beyond every split refused" "--batch-size 100000 is more than the 256 examples" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --batch-size 100000
+expect_error "--resume of another task's checkpoint names the task" "run\.task.*mrpc" "$BIN" --task stsb --data-dir "$T/data/stsb" $M --epochs 2 --ckpt-dir "$T/ck" --resume
 expect_error "--ckpt-dir that is a file refused" "--ckpt-dir .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --ckpt-dir "$T/model/config.json"
 expect_error "--save that is a file refused" "--save .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --save "$T/model/config.json"
 echo "$pass passed, $fail failed"

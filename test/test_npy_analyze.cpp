@@ -619,6 +619,7 @@ TEST_F(AnalyzeTest, HelpAndBadInputs) {
     bad({FIXTURES + "truncated.npy"}, {"truncated"});
     bad({FIXTURES + "bf16_u2.npy"}, {"'<u2'", "--bf16"});
     bad({FIXTURES + "bf16_u2.npy", "--bf16"}, {"expected a 2-D", "(7,)"});
+    bad({FIXTURES + "f4_2x3.npy", "--bf16"}, {"'<f4' is not '<u2'", "drop --bf16"});  // refused, not ignored
     bad({FIXTURES + "f4_scalar.npy"}, {"expected a 2-D", "()"});
     write_bytes(file("text.npy"), "just text");
     bad({file("text.npy")}, {"not an .npy file"});

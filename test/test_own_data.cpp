@@ -277,14 +277,27 @@ TEST_F(OwnData, SpmVocabResumes) {
     EXPECT_EQ(n, 3);
 }
 
-// --spm-vocab's bad values: more pieces than the text holds (libsentencepiece's limit, passed on with the cure), out
-// of range, or together with --spm-model.
+// --spm-vocab's bad values: more pieces than the text holds, or fewer than its distinct characters (libsentencepiece's
+// limits, passed on with the cure for each), out of range, or together with --spm-model.
 TEST_F(OwnData, SpmVocabBadValues) {
     std::string text = own_text(dir, 20000);
     ShellRun r = sh("./prep_data --spm-vocab 30000 --threads 2 --quiet --input " + q(text) + " --out " + q(dir + "/a"));
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_NE(r.out.find("Vocabulary size too high"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("use a smaller --spm-vocab"), std::string::npos) << r.out;
+    // more distinct characters than pieces (600 CJK characters, each as common as the next, for 300 pieces):
+    // SentencePiece asks for a larger vocabulary, and so does the hint
+    std::string many;
+    for (int rep = 0; rep < 4; rep++)
+        for (uint32_t c = 0x4E00; c < 0x4E00 + 600; c++) {
+            many += {(char)(0xE0 | (c >> 12)), (char)(0x80 | ((c >> 6) & 0x3F)), (char)(0x80 | (c & 0x3F))};
+            if (c % 7 == 0) many += c % 49 == 0 ? "\n\n" : " ";
+        }
+    write_bytes(dir + "/many.txt", many);
+    r = sh("./prep_data --spm-vocab 300 --threads 2 --quiet --input " + q(dir + "/many.txt") + " --out " +
+           q(dir + "/m"));
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("use a larger --spm-vocab"), std::string::npos) << r.out;
     r = sh("./prep_data --spm-vocab 70000 --input " + q(text) + " --out " + q(dir + "/b"));
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_NE(r.out.find("8..65536 pieces"), std::string::npos) << r.out;

@@ -231,12 +231,11 @@ TEST(TrainerCli, EveryNumericFlagRefusesBadNumbers) {
             SCOPED_TRACE(flag + " " + bad);
             EXPECT_USER_ERROR(all({flag, bad}), flag.c_str());
         }
-    // a negative count: only --warmup takes -1 (the default: 10% of --steps)
-    for (const std::string& flag : flags)
-        if (flag != "--warmup") {
-            SCOPED_TRACE(flag + " -2");
-            EXPECT_USER_ERROR(all({flag, "-2"}), flag.c_str());
-        }
+    // a negative count, refused by every numeric flag (--warmup's default marker -1 too, when given)
+    for (const std::string& flag : flags) {
+        SCOPED_TRACE(flag + " -2");
+        EXPECT_USER_ERROR(all({flag, "-2"}), flag.c_str());
+    }
 }
 
 TEST(TrainerCli, TrainDataNeedsValData) {
@@ -256,6 +255,10 @@ TEST(TrainerCli, FlagsThatNeedAPartnerAreRefusedAlone) {
     EXPECT_USER_ERROR(parse({"--dump-path", "x.npy"}), "go with --dump-site");
     EXPECT_NO_THROW(parse({"--dump-site", "ln1", "--dump-layer", "1", "--dump-step", "2", "--dump-path", "x.npy"}));
     EXPECT_USER_ERROR(parse({"--prac-refresh", "foo"}), "must be auto, exact or subspace", "\"foo\"");
+    // the defaults' markers are not values: --seq-len 0 meant the model's length, --warmup -1 the default, silently
+    EXPECT_USER_ERROR(parse({"--seq-len", "0"}), "--seq-len must be positive (got 0)");
+    EXPECT_USER_ERROR(parse({"--warmup", "-1"}), "--warmup must be >= 0 (got -1)");
+    EXPECT_NO_THROW(parse({"--warmup", "0"}));
     for (const char* r : {"auto", "exact", "subspace"}) EXPECT_NO_THROW(parse({"--prac-refresh", r})) << r;
 }
 

@@ -636,6 +636,9 @@ static int analyze_main(int argc, char** argv) {
     std::string script = a.png.empty() ? "" : check_plotting(a.png);
 
     NpyArray arr = read_npy(a.file, a.bf16);
+    if (a.bf16 && arr.dtype.find("u2") == std::string::npos)  // asked for bits the file does not hold: not ignored
+        fail("%s: dtype '%s' is not '<u2' bfloat16 bit patterns as --bf16 says\n---> HINT: drop --bf16 (a float "
+             "file is read as it is)", a.file.c_str(), arr.dtype.c_str());
     std::vector<int64_t> reshaped_from;
     if (arr.shape.size() == 3) {
         reshaped_from = arr.shape;

@@ -76,7 +76,8 @@ const Flag FLAGS[] = {
     F("--eval-only", "", BOOL, eval_only, "only evaluate (usually with --init-from) and print loss and perplexity"),
     F("--no-shuffle", "", BOOL, shuffle, "read training shards in order (default: shuffled with --seed)"),
     F("--prac", "MODE", STR, prac, "activation compression: none, pac (principal only), rac (random only), prac"),
-    F("--prac-linear", "F1,F2", STR, prac_linear, "ranks r1,r2 of linear sites as fractions of the width (rounded down to a multiple of 8, at least 8; 0: none)"),
+    F("--prac-linear", "F1,F2", STR, prac_linear,
+      "ranks r1,r2 of linear sites as fractions of the width (rounded down to a multiple of 8, at least 8; 0: none)"),
     F("--prac-nonlinear", "F1,F2", STR, prac_nonlinear, "ranks r1,r2 of nonlinear sites as fractions of the width"),
     F("--prac-linear-ranks", "R1,R2", STR, prac_linear_ranks, "absolute ranks of linear sites (override fractions)"),
     F("--prac-nonlinear-ranks", "R1,R2", STR, prac_nonlinear_ranks, "absolute ranks of nonlinear sites"),
@@ -315,7 +316,9 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                      opts.given, argc, argv);
     if (opts.help) return;
     CHECK_USER(opts.batch_size > 0, "--batch-size must be positive (got %d)", opts.batch_size);
-    CHECK_USER(opts.seq_len >= 0, "--seq-len must be positive (got %d)", opts.seq_len);
+    // (0 and -1 are the defaults' markers, "the model's" and "10% of --steps": not values a user may give)
+    CHECK_USER(opts.seq_len >= 0 && (opts.seq_len > 0 || !opts.was_given("--seq-len")), "--seq-len must be positive "
+               "(got %d)", opts.seq_len);
     CHECK_USER(opts.grad_accum > 0, "--grad-accum must be positive (got %d)", opts.grad_accum);
     CHECK_USER(opts.recompute >= 0 && opts.recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", opts.recompute);
     CHECK_USER(opts.recompute_attention == 0 || opts.recompute_attention == 1,
@@ -325,7 +328,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                opts.hidden_align);
     CHECK_USER(opts.steps >= 0, "--steps must be >= 0 (got %d)", opts.steps);
     CHECK_USER(opts.lr >= 0, "--lr must be >= 0 (got %g)", opts.lr);
-    CHECK_USER(opts.warmup >= -1, "--warmup must be >= 0 (got %d)", opts.warmup);
+    CHECK_USER(opts.warmup >= 0 || (opts.warmup == -1 && !opts.was_given("--warmup")), "--warmup must be >= 0 (got %d)",
+               opts.warmup);
     CHECK_USER(opts.min_lr_frac >= 0 && opts.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1] (got %g)",
                opts.min_lr_frac);
     CHECK_USER(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,

@@ -229,8 +229,9 @@ struct FineTuner {
         eval_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - e0).count();
         evals_timed++;
         if (s.primary() > best) best = s.primary(), best_epoch = e + 1;
-        std::printf("epoch %d/%d | dev loss %.4f | %s | best %s %.4f (epoch %d)\n", e + 1, opts.epochs, s.loss,
-                    s.text().c_str(), s.metrics[0][0].first.c_str(), best, best_epoch);
+        std::string best_text = best_epoch ? format("%.4f (epoch %d)", best, best_epoch) : "undefined so far";
+        std::printf("epoch %d/%d | dev loss %.4f | %s | best %s %s\n", e + 1, opts.epochs, s.loss, s.text().c_str(),
+                    s.metrics[0][0].first.c_str(), best_text.c_str());
         log_eval(s, e + 1);
         if (step < total_steps) checkpoint();
     }
@@ -469,8 +470,9 @@ struct FineTuner {
     // task, epochs, --max-len and the training file's contents.
     std::vector<std::pair<std::string, std::string>> keys() const {
         std::vector<std::pair<std::string, std::string>> k = resume_keys(opts, cfg);
-        k.push_back({"task", format("%s epochs %d max_len %d padding %s", info.name, opts.epochs, opts.max_len,
-                                    opts.padding.c_str())});
+        // first: another task also changes T and the data, and the task is what a refusal should name
+        k.insert(k.begin(), {"task", format("%s epochs %d max_len %d padding %s", info.name, opts.epochs, opts.max_len,
+                                            opts.padding.c_str())});
         k.push_back({"train_data", train_fingerprint});
         return k;
     }

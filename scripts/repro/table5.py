@@ -44,7 +44,9 @@ QUICK_CAVEAT = ("a tiny random RoBERTa on synthetic MRPC/STS-B-layout tasks: che
 
 
 def scores(log, task):
-    """(best, final) of the task's column metric over the log's glue_eval records (MNLI: dev_matched)."""
+    """(best, final) of the task's column metric over the log's glue_eval records (MNLI: dev_matched). An epoch whose
+    score is undefined (null: a correlation of constant predictions) counts for no best, and as the final score when
+    it is the last: None, not an earlier epoch's."""
     vals = []
     if os.path.exists(log):
         with open(log) as f:
@@ -52,8 +54,8 @@ def scores(log, task):
                 rec = json.loads(line)
                 if rec.get("type") == "glue_eval" and rec.get("split") in ("dev", "dev_matched"):
                     vals.append(rec.get(COLUMN[task]))
-    vals = [v for v in vals if v is not None]
-    return (max(vals), vals[-1]) if vals else (None, None)
+    defined = [v for v in vals if v is not None]
+    return (max(defined) if defined else None, vals[-1]) if vals else (None, None)
 
 
 def memory(log):

@@ -648,7 +648,9 @@ struct Prep {
                 }
             }
         }
-        if (sp[TRAIN].st.docs == 1 && o.doc_sep == "file")
+        bool text_inputs = std::any_of(files.begin(), files.end(),
+                                       [&](const auto& f) { return classify(f.path).kind == KIND_TEXT; });
+        if (sp[TRAIN].st.docs == 1 && o.doc_sep == "file" && text_inputs)  // (a JSON line is one document anyway)
             std::fprintf(stderr, "  warning: the training split is a single document (one file, --doc-sep file); "
                          "--doc-sep blank makes its paragraphs the documents\n");
         // Pasted into a shell from the directory prep_data ran in: the patterns quoted for the shell, so the

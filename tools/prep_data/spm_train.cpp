@@ -108,10 +108,16 @@ void train_spm_model(const Options& o, const std::vector<InputFile>& files, cons
     auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &proto);
     if (!status.ok()) {
         std::string m = status.ToString();
-        fail("--spm-vocab %d: SentencePiece could not train a model: %s\n---> HINT: %s", o.spm_vocab, m.c_str(),
-             m.find("Vocabulary size") != std::string::npos
-                 ? "the text is too small for that many pieces: use a smaller --spm-vocab (the number it names)"
-                 : "check the input text");
+        // SentencePiece's two vocabulary complaints: more distinct characters than pieces ("... smaller than
+        // required_chars. A vs B. Increase vocab_size ..."), or more pieces than the text can give ("too high")
+        const char* hint = m.find("Increase vocab_size") != std::string::npos
+                               ? "the text has more distinct characters than that many pieces: use a larger "
+                                 "--spm-vocab (at least the second number it names)"
+                           : m.find("Vocabulary size") != std::string::npos
+                               ? "the text is too small for that many pieces: use a smaller --spm-vocab (the number it "
+                                 "names)"
+                               : "check the input text";
+        fail("--spm-vocab %d: SentencePiece could not train a model: %s\n---> HINT: %s", o.spm_vocab, m.c_str(), hint);
     }
     write_file_atomic(model_path, proto);
 #else
