@@ -90,7 +90,7 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
                        "---> HINT: use a smaller sequence length T, or remove the shard (narrow the pattern \"%s\")",
                        path.c_str(), (long long)h.num_tokens, h.num_tokens == 0 ? " (empty shard)" : "", T + 1,
                        pattern.c_str());
-            n = (h.num_tokens - 1) / T;  // windows of T+1 at stride T
+            n = stream_samples(h.num_tokens, T);
         }
         shard_samples_.push_back(n);
         total_samples_ += n;

@@ -14,6 +14,10 @@
 
 // Where a loader is, for checkpoints. Rank-independent: it names the first sample of the next step
 // (rank 0's next sample), so one saved state resumes every rank.
+// Samples a stream shard of `tokens` tokens gives at sequence length T: windows of T + 1 tokens at stride T (0 when
+// it holds fewer than T + 1). prep_data's suggested --seq-len counts with it too.
+inline int64_t stream_samples(int64_t tokens, int T) { return tokens >= (int64_t)T + 1 ? (tokens - 1) / T : 0; }
+
 struct DataLoaderState {
     int64_t epoch = 0;
     int64_t shard_index = 0;   // position in this epoch's shard order (not the file index)

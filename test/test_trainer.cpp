@@ -600,6 +600,14 @@ std::vector<std::string> tiny(std::vector<std::string> extra) {
     return a;
 }
 
+// The checkpoints after `step` of runs a and b (dir/a/, dir/b/) hold the same weights and state, bit for bit.
+void expect_same_checkpoint(const TempDir& dir, const std::string& a, const std::string& b, int step) {
+    char ckpt[32];
+    std::snprintf(ckpt, sizeof ckpt, "/step_%08d/", step);
+    for (const char* f : {"model.safetensors", "state.safetensors"})
+        EXPECT_EQ(read_bytes(dir / (a + ckpt + f)), read_bytes(dir / (b + ckpt + f))) << b << ckpt << f;
+}
+
 }  // namespace
 
 // What can be checked before a run starts is checked before its tables are printed (output paths included), and an
@@ -709,9 +717,7 @@ TEST(TrainerResume, ARunCanBeExtended) {
     for (int s = 1; s <= 10; s++)
         for (const char* key : {"loss", "grad_norm", "lr"})
             EXPECT_EQ(sa[s][key].dump(), sb[s][key].dump()) << "step " << s << " " << key;
-    for (const char* f : {"model.safetensors", "state.safetensors"})
-        EXPECT_EQ(read_bytes(dir / ("a/step_00000010/" + std::string(f))),
-                  read_bytes(dir / ("b/step_00000010/" + std::string(f)))) << f;
+    expect_same_checkpoint(dir, "a", "b", 10);
     // warmup 0; steps 1..6 on the 6-step cosine, 7..10 on the 10-step one
     auto cosine = [&](int step0, int total) {
         return lr * min_frac + 0.5 * (1 + std::cos(M_PI * step0 / total)) * (lr - lr * min_frac);
@@ -745,9 +751,7 @@ TEST(TrainerResume, AKillInsideACheckpointResumesFromTheNewestComplete) {
         RunResult r = run_trainer("train_gpt2", args(run, {"--resume"}), dir, 120);
         ASSERT_EQ(r.rc, 0) << describe(r);
         EXPECT_TRUE(contains(r.out, "at step " + std::to_string(from) + " of 6")) << describe(r);
-        for (const char* f : {"model.safetensors", "state.safetensors"})
-            EXPECT_EQ(read_bytes(dir / ("u/step_00000006/" + std::string(f))),
-                      read_bytes(dir / (run + "/step_00000006/" + f))) << f;
+        expect_same_checkpoint(dir, "u", run, 6);
         std::vector<std::string> left;
         for (const auto& e : fs::directory_iterator(dir / run)) left.push_back(e.path().filename().string());
         EXPECT_EQ(left, std::vector<std::string>{"step_00000006"});
@@ -773,9 +777,7 @@ TEST(TrainerResume, SignalsStopCleanly) {
     RunResult r = run_trainer("train_gpt2", args("k", {"--resume"}), dir, 120);
     ASSERT_EQ(r.rc, 0) << describe(r);
     EXPECT_TRUE(contains(r.out, "at step 2 of 5")) << describe(r);
-    for (const char* f : {"model.safetensors", "state.safetensors"})
-        EXPECT_EQ(read_bytes(dir / ("u/step_00000005/" + std::string(f))),
-                  read_bytes(dir / ("k/step_00000005/" + std::string(f)))) << f;
+    expect_same_checkpoint(dir, "u", "k", 5);
 
     RunResult sample = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--sample", "100000",
                                                       "--save", dir / "saved"}),
@@ -814,9 +816,7 @@ TEST(TrainerResume, EightBitAdamStatesResumeBitExactly) {
     for (size_t i = 0; i < 4; i++)
         for (const char* key : {"loss", "grad_norm", "lr"})
             EXPECT_EQ(last[(int)i + 1][key].dump(), lu.steps[i][key].dump()) << "step " << i + 1 << " " << key;
-    for (const char* f : {"model.safetensors", "state.safetensors"})
-        EXPECT_EQ(read_bytes(dir / ("u/step_00000004/" + std::string(f))),
-                  read_bytes(dir / ("k/step_00000004/" + std::string(f)))) << f;
+    expect_same_checkpoint(dir, "u", "k", 4);
     SafeTensorsFile st = safetensors_open(dir / "u/step_00000004/state.safetensors");
     const SafeTensor* m8 = st.find("adamw.m8");
     const SafeTensor* scale = st.find("adamw.v8_absmax");
@@ -860,10 +860,7 @@ static void expect_same_run(const TempDir& dir, const std::string& a, const std:
     for (int i = 0; i < steps; i++)
         for (const char* key : {"loss", "grad_norm"})
             EXPECT_EQ(last[i + 1][key].dump(), la.steps[i][key].dump()) << "step " << i + 1 << " " << key;
-    char ckpt[32];
-    std::snprintf(ckpt, sizeof ckpt, "/step_%08d/", steps);
-    for (const char* f : {"model.safetensors", "state.safetensors"})
-        EXPECT_EQ(read_bytes(dir / (a + ckpt + f)), read_bytes(dir / (b + ckpt + f))) << f;
+    expect_same_checkpoint(dir, a, b, steps);
 }
 
 // --hidden-align changes only where LLaMA's (N, F) activations sit (docs/DESIGN.md "Row strides"): a PRAC run of

@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "common/kill_point.h"
 #include "common/strings.h"  // with_commas, human_duration
+#include "data/dataloader.h"  // stream_samples
 #include "data/gpt2_tokenizer.h"
 #include "data/shard.h"
 #include "data/spm_tokenizer.h"
@@ -625,14 +626,12 @@ struct Prep {
         int seq_len = lay.rows ? o.row_len : gpt2 ? 1024 : 256;  // the trainers' defaults
         std::string seq_note;
         if (!lay.rows) {
-            auto windows = [&](int s, int64_t T) {  // as data/dataloader.cpp counts them
-                int64_t n = 0;
-                for (auto& w : sp[s].written) n += w.first >= T + 1 ? (w.first - 1) / T : 0;
-                return n;
-            };
-            auto fits = [&](int64_t T) {
-                for (int s = 0; s < 2; s++)
-                    if (sp[s].shards > 0 && windows(s, T) < trainer_batch) return false;
+            auto fits = [&](int T) {
+                for (int s = 0; s < 2; s++) {
+                    int64_t samples = 0;
+                    for (auto& w : sp[s].written) samples += stream_samples(w.first, T);
+                    if (sp[s].shards > 0 && samples < trainer_batch) return false;
+                }
                 return true;
             };
             if (!fits(seq_len)) {
