@@ -25,7 +25,9 @@
 //       iteration gives up to 0.135 over 200 random rows -> 0.2. A Frobenius-normalized Gaussian matrix starts
 //       at s <= 0.2, where B = b A + c A² is small (|B| / (p(s) / s) <= 0.06: one iteration costs <= 0.12 x 2^-9
 //       = 2.3e-4, measured 1.1e-4 -> 5e-4 for the 1-step case), so only the last iterations count: 0.02-0.037 here,
-//       up to 0.046 in the mirror (20-40 draws per shape) -> 8e-2.
+//       up to 0.046 in the mirror (20-40 draws per shape) -> 8e-2. One iteration is also held to its
+//       bf16-operand twin (the kernel's roundings on the host) at 1e-4: newton_schulz_bf16_operands says why
+//       only one.
 //   galore_project, galore_apply                                       1e-5: fp32 GEMMs, K <= 256, other order
 //   galore_refresh P (rel to max |P|)                                  1e-3, and |PᵀP - I| <= 1e-4: the GPU takes
 //       the eigenvectors of the Gram matrix (syevd), the CPU an SVD; the test matrices have planted singular
@@ -241,6 +243,39 @@ static double ns_tolerance(int rows, int cols, int steps) {
     return steps == 1 ? 5e-4 : 8e-2;
 }
 
+// The bf16 kernel's iteration on the host (kernels/optim_cuda.cu, CudaBackend::newton_schulz): newton_schulz_cpu
+// with its three GEMM operands rounded to bf16 (nearest even) per iteration, fp32 accumulation. Only a single
+// iteration can be held to it: a rounding flips wherever the summation orders disagree on the last fp32 bit, and
+// the flips compound; over 5 iterations the summation order alone moves the result by up to 3.7e-2 (OpenBLAS
+// sgemm vs exact double sums, 10 draws per shape of this test), as much as the bf16 operands do, so the full
+// iteration keeps its 8e-2 against the fp32 twin. One iteration: 1.1e-5 (sgemm vs exact, 40 draws per shape),
+// 6.1e-5 with a pessimistic accumulator (sequential fp32 sums rounded toward zero, at (288, 96)) -> 1e-4.
+// What it separates: truncated operands (3.2e-4 to 7e-4 from this twin) and fp32 operands (9e-5 to 2e-4,
+// which the emulated GEMM-call count also rules out).
+static void newton_schulz_bf16_operands(float* X, int rows, int cols, int steps) {
+    auto bf16 = [](std::vector<float>& dst, const float* src) {
+        for (size_t i = 0; i < dst.size(); i++) dst[i] = bf16_to_f32(f32_to_bf16(src[i]));
+    };
+    const size_t n = (size_t)rows * cols;
+    const bool tall = rows > cols;
+    const int m = tall ? cols : rows;
+    double ss = 0;
+    for (size_t i = 0; i < n; i++) ss += (double)X[i] * X[i];
+    const float inv = (float)(1.0 / (std::sqrt(ss) + 1e-7));
+    for (size_t i = 0; i < n; i++) X[i] *= inv;
+    fvec A((size_t)m * m), Xh(n), Ah((size_t)m * m);
+    for (int it = 0; it < steps; it++) {
+        bf16(Xh, X);
+        if (tall) gemm_cpu(true, false, m, m, rows, 1.0f, Xh.data(), cols, Xh.data(), cols, 0.0f, A.data(), m);
+        else gemm_cpu(false, true, m, m, cols, 1.0f, Xh.data(), cols, Xh.data(), cols, 0.0f, A.data(), m);
+        bf16(Ah, A.data());
+        gemm_cpu(false, false, m, m, m, MUON_NS_C, Ah.data(), m, Ah.data(), m, MUON_NS_B, A.data(), m);
+        bf16(Ah, A.data());
+        if (tall) gemm_cpu(false, false, rows, cols, cols, 1.0f, Xh.data(), cols, Ah.data(), m, MUON_NS_A, X, cols);
+        else gemm_cpu(false, false, rows, cols, rows, 1.0f, Ah.data(), m, Xh.data(), cols, MUON_NS_A, X, cols);
+    }
+}
+
 // newton_schulz vs newton_schulz_cpu on `count` gradient-like Gaussian matrices (rows, cols) of one batch, each
 // against the twin alone (the batch must not mix matrices: each has its own scale, 0.01 * (k + 1))
 static void test_newton_schulz(CudaBackend& be, int rows, int cols, int steps, int count = 1) {
@@ -274,6 +309,13 @@ static void test_newton_schulz(CudaBackend& be, int rows, int cols, int steps, i
                       std::to_string(steps) + (count > 1 ? " matrix " + std::to_string(k) + " of a batch of " +
                                                                std::to_string(count) : ""),
                   rel_err(g, x), ns_tolerance(rows, cols, steps));
+        if (BF16 && steps == 1) {
+            fvec y(X.begin() + (size_t)k * n, X.begin() + (size_t)(k + 1) * n);
+            newton_schulz_bf16_operands(y.data(), rows, cols, steps);
+            check_tol("newton_schulz (" + std::to_string(rows) + ", " + std::to_string(cols) +
+                          ") steps 1 vs its bf16-operand twin",
+                      rel_err(g, y), 1e-4);
+        }
     }
 }
 
@@ -809,7 +851,8 @@ int main() {
             for (bool nesterov : {true, false}) test_muon_momentum(gpu, n, nesterov);
         const int ns_shapes[][2] = {{96, 160}, {160, 96}, {96, 96}, {288, 96}, {512, 96}, {96, 256}, {1, 96}};
         for (auto& s : ns_shapes) test_newton_schulz(gpu, s[0], s[1], MUON_NS_STEPS);
-        test_newton_schulz(gpu, 160, 96, 1);
+        const int ns1_shapes[][2] = {{160, 96}, {96, 160}, {288, 96}, {97, 61}};
+        for (auto& s : ns1_shapes) test_newton_schulz(gpu, s[0], s[1], 1);
         test_newton_schulz(gpu, 96, 160, MUON_NS_STEPS, 3);  // batches (train/optim_muon.h), wide and tall
         test_newton_schulz(gpu, 288, 96, MUON_NS_STEPS, 2);
         test_newton_schulz(gpu, 97, 61, MUON_NS_STEPS, 3);  // rows x cols odd: unaligned copies, scalar sums
