@@ -171,21 +171,24 @@ void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
 }
 
 void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
-    int64_t pos = step_ * num_ranks * B + (int64_t)rank * B;
+    const int64_t per_step = (int64_t)num_ranks * B;
+    int64_t pos = offset_ + step_ * per_step + (int64_t)rank * B;
     for (int b = 0; b < B; b++) copy_sample(pos + b, inputs + (size_t)b * T, targets + (size_t)b * T);
-    if (++step_ == steps_per_epoch_) {
-        // Roll over eagerly so the state always names a valid position.
-        epoch_++;
-        step_ = 0;
-        epoch_rng_ = splitmix64(epoch_rng_);
-        compute_order(epoch_rng_, &order_, &start_);
-    }
+    if (++step_ == (total_samples_ - offset_) / per_step) next_epoch();  // eagerly: the state names a valid position
+}
+
+void DataLoader::next_epoch() {
+    epoch_++;
+    step_ = 0;
+    offset_ = 0;
+    epoch_rng_ = splitmix64(epoch_rng_);
+    compute_order(epoch_rng_, &order_, &start_);
 }
 
 DataLoaderState DataLoader::get_state() const {
     DataLoaderState st;
     int k;
-    locate(step_ * num_ranks * B, &k, &st.sample_index);
+    locate(offset_ + step_ * num_ranks * B, &k, &st.sample_index);
     st.epoch = epoch_;
     st.shard_index = k;
     st.rng_state = epoch_rng_;
@@ -200,18 +203,24 @@ void DataLoader::set_state(const DataLoaderState& st) {
     bool ok = st.epoch >= 0 && st.shard_index >= 0 && st.shard_index < (int64_t)order.size() &&
               st.sample_index >= 0 && st.sample_index < shard_samples_[order[st.shard_index]];
     int64_t pos = ok ? start[st.shard_index] + st.sample_index : 0;
-    ok = ok && pos % per_step == 0 && pos / per_step < steps_per_epoch_;
+    // a step's start under any number of ranks with this B (a whole step of the writer's ranks x B)
+    ok = ok && pos % B == 0;
     CHECK_USER(ok,
                "data loader state (epoch %lld, shard %lld, sample %lld) does not fit this loader "
-               "(%zu shards, %lld steps of %lld samples per epoch)\n"
-               "---> HINT: resume with the same data files, B, T and number of ranks as the checkpoint",
+               "(%zu shards, %lld samples per epoch, B = %d)\n"
+               "---> HINT: resume with the same data files, B and T as the checkpoint",
                (long long)st.epoch, (long long)st.shard_index, (long long)st.sample_index, files_.size(),
-               (long long)steps_per_epoch_, (long long)per_step);
+               (long long)total_samples_, B);
     epoch_ = st.epoch;
-    step_ = pos / per_step;
     epoch_rng_ = st.rng_state;
     order_ = std::move(order);
     start_ = std::move(start);
+    // pos = offset_ + step_ x ranks x B; offset_ is 0 when the writer had these ranks (pos starts one of our steps)
+    offset_ = pos % per_step;
+    step_ = pos / per_step;
+    // the writer's ranks had a whole step left here and this run's have none: the epoch's short rest is dropped,
+    // as every epoch drops its incomplete last step
+    if (step_ >= (total_samples_ - offset_) / per_step) next_epoch();
 }
 
 int64_t count_target_tokens(const int32_t* targets, size_t n) {

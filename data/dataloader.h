@@ -40,7 +40,8 @@ struct DataLoader {
     // for validation data, at the first evaluation, which may come after the whole training).
     void check_every_token() const;
     DataLoaderState get_state() const;
-    // Fails when the state does not fit this loader (other shards, B, T or number of ranks).
+    // Fails when the state does not fit this loader (other shards, B or T). Another number of ranks continues
+    // from the same position (the next samples in the epoch's order are the ones the old run would have read).
     void set_state(const DataLoaderState& state);
 
     int64_t epoch() const { return epoch_; }
@@ -65,6 +66,9 @@ struct DataLoader {
 
     int64_t epoch_ = 0;
     int64_t step_ = 0;            // next step in this epoch
+    // samples of this epoch before its step 0: 0, but after a resume by another number of ranks at a position
+    // that is not a multiple of this run's ranks x B (the epoch ends with the last whole step after it)
+    int64_t offset_ = 0;
     uint64_t epoch_rng_ = 0;      // rng state of this epoch
     std::vector<int> order_;      // this epoch's shard order (file indices)
     std::vector<int64_t> start_;  // start_[k] = epoch position of shard order_[k]'s first sample;
@@ -78,6 +82,7 @@ struct DataLoader {
 
     void compute_order(uint64_t rng, std::vector<int>* order, std::vector<int64_t>* start) const;
     void locate(int64_t pos, int* order_pos, int64_t* sample) const;
+    void next_epoch();  // the next epoch's order, from its first sample
     void copy_sample(int64_t pos, int32_t* inputs, int32_t* targets);
 };
 

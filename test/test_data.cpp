@@ -469,6 +469,71 @@ TEST_F(DataTest, StateSaveRestoreResumesExactly) {
     EXPECT_USER_ERROR(dl.set_state(bad), "does not fit this loader");
 }
 
+// A resume by another number of ranks (same B) continues the global sample order where the writer stopped: after
+// 3 steps of one rank (6 of 21 samples), two ranks' steps read samples 6-9, 10-13, ... (rank 0 the first two of
+// each four), which one rank would have read next; the epoch then ends with the last whole step (3 steps: 18
+// samples) and the next epoch is the two-rank run's own epoch 1. A state taken mid-way (at sample 10, not a step
+// start of a fresh two-rank loader) restores the same continuation; a writer's position with no whole step of the
+// new ranks left moves to the next epoch; a position that is no multiple of B is still refused.
+TEST_F(DataTest, AnotherNumberOfRanksContinuesTheSameSamples) {
+    const int B = 2, T = 4;
+    write_shard(path("s0.bin"), iota_tokens(41, 0), ShardInfo());
+    write_shard(path("s1.bin"), iota_tokens(29, 1000), ShardInfo());
+    write_shard(path("s2.bin"), iota_tokens(17, 2000), ShardInfo());  // 21 windows
+    for (bool shuffle : {false, true}) {
+        std::vector<int32_t> x(B * T), y(B * T);
+        auto step = [&](DataLoader& d) {
+            d.next_batch(x.data(), y.data());
+            std::vector<int32_t> out(x);
+            out.insert(out.end(), y.begin(), y.end());
+            return out;
+        };
+        auto two_ranks = [&](DataLoader& r0, DataLoader& r1) {  // one step of both ranks, rank 0's samples first
+            std::vector<int32_t> a = step(r0), b = step(r1), out;
+            for (auto* v : {&a, &b}) out.insert(out.end(), v->begin(), v->begin() + B * T);
+            for (auto* v : {&a, &b}) out.insert(out.end(), v->begin() + B * T, v->end());
+            return out;
+        };
+        auto one_rank_twice = [&](DataLoader& d) {  // two steps of one rank as one step of two
+            std::vector<int32_t> a = step(d), b = step(d), out;
+            for (auto* v : {&a, &b}) out.insert(out.end(), v->begin(), v->begin() + B * T);
+            for (auto* v : {&a, &b}) out.insert(out.end(), v->begin() + B * T, v->end());
+            return out;
+        };
+        DataLoader one(path("s*.bin"), B, T, 0, 1, 7, shuffle);
+        for (int i = 0; i < 3; i++) step(one);
+        const DataLoaderState st = one.get_state();
+        DataLoader r0(path("s*.bin"), B, T, 0, 2, 7, shuffle), r1(path("s*.bin"), B, T, 1, 2, 7, shuffle);
+        r0.set_state(st);
+        r1.set_state(st);
+        EXPECT_EQ(two_ranks(r0, r1), one_rank_twice(one)) << "samples 6-9, shuffle=" << shuffle;
+        const DataLoaderState mid = r0.get_state();  // at sample 10
+        EXPECT_EQ(r1.get_state().sample_index, mid.sample_index);
+        DataLoader q0(path("s*.bin"), B, T, 0, 2, 7, shuffle), q1(path("s*.bin"), B, T, 1, 2, 7, shuffle);
+        q0.set_state(mid);
+        q1.set_state(mid);
+        for (int i = 0; i < 2; i++) {
+            std::vector<int32_t> want = one_rank_twice(one);
+            EXPECT_EQ(two_ranks(r0, r1), want) << "step " << i + 2 << ", shuffle=" << shuffle;
+            EXPECT_EQ(two_ranks(q0, q1), want) << "restored mid-way, step " << i + 2 << ", shuffle=" << shuffle;
+        }
+        EXPECT_EQ(r0.epoch(), 1) << "samples 18-20 are no whole step of two ranks";
+        DataLoader f0(path("s*.bin"), B, T, 0, 2, 7, shuffle), f1(path("s*.bin"), B, T, 1, 2, 7, shuffle);
+        for (int i = 0; i < 5; i++) two_ranks(f0, f1);  // a whole first epoch of two ranks
+        ASSERT_EQ(f0.epoch(), 1);
+        std::vector<int32_t> epoch1 = two_ranks(f0, f1);
+        EXPECT_EQ(two_ranks(r0, r1), epoch1) << "shuffle=" << shuffle;
+
+        DataLoader late(path("s*.bin"), B, T, 0, 1, 7, shuffle);
+        for (int i = 0; i < 9; i++) step(late);  // at sample 18: one step of one rank left, none of two
+        DataLoader l0(path("s*.bin"), B, T, 0, 2, 7, shuffle), l1(path("s*.bin"), B, T, 1, 2, 7, shuffle);
+        l0.set_state(late.get_state());
+        l1.set_state(late.get_state());
+        EXPECT_EQ(l0.epoch(), 1);
+        EXPECT_EQ(two_ranks(l0, l1), epoch1) << "shuffle=" << shuffle;
+    }
+}
+
 TEST_F(DataTest, ResetRewinds) {
     write_shard(path("s.bin"), iota_tokens(401), ShardInfo());
     DataLoader dl(path("s.bin"), 2, 4, 0, 1, 5, true);

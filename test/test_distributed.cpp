@@ -145,6 +145,33 @@ TEST(Resume, RefusesADifferentConfiguration) {
 }
 
 #if defined(PRAC_HAVE_MPI)
+// A checkpoint of one rank after 3 steps (samples 0-5 read) resumed by two ranks reads on from sample 6: their
+// first step (4 samples, 2 per rank) reads what one rank's steps 4 and 5 would. The learning rate is 1e-30, so no
+// weight moves (AdamW's update and decay vanish in fp32) and the two-rank step's loss, the mean over samples 6-9,
+// is the mean of the one-rank losses of steps 4 and 5 up to fp32 summation order (1e-6 relative). Before, this
+// resume was refused (6 is no multiple of the 4 samples a two-rank step takes), though documented as accepted.
+TEST(Resume, AnotherNumberOfRanksReadsOnFromTheSamePosition) {
+    std::string d = tmpdir(), out;
+    const std::string args = std::string(TRAIN_ARGS) + " --lr 1e-30 --prac none";
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + args + " --steps 5 --log " + d + "/one.jsonl",
+                        &out), 0) << out;
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + args + " --steps 3 --ckpt-dir " + d + "/c", &out),
+              0) << out;
+    ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + args + " --steps 4 --resume --ckpt-dir " +
+                            d + "/c --log " + d + "/two.jsonl", &out), 0) << out;
+    EXPECT_NE(out.find("written by 1 rank(s), this run has 2: a step now takes 4 samples instead of 2"),
+              std::string::npos) << out;
+    EXPECT_EQ(out.find("PRAC bases"), std::string::npos) << "no PRAC bases without PRAC\n" << out;
+    auto one = steps_of(d + "/one.jsonl"), two = steps_of(d + "/two.jsonl");
+    ASSERT_EQ(one.size(), 5u);
+    ASSERT_EQ(two.count(4), 1u) << out;
+    const double want = (one[4].first + one[5].first) / 2;
+    EXPECT_NEAR(two[4].first, want, 1e-6 * want) << "one rank: steps 4 and 5 lose " << one[4].first << " and "
+                                                 << one[5].first;
+    EXPECT_GT(std::fabs(one[4].first - one[5].first), 1e-4 * want) << "samples 6-7 and 8-9 should differ";
+    run_shell("rm -rf " + d);
+}
+
 // Two ranks with micro-batch B equal one rank with 2B: the same samples (rank r reads the r-th B of every
 // 2B-sample step), the mean of the ranks' mean losses equals the mean over 2B rows (no padding in these shards),
 // so gradients agree up to fp32 summation order. Tolerances: losses and gradient norms 1e-5 (measured 1e-6);

@@ -25,6 +25,7 @@
 
 #include "common/safetensors.h"
 #include "data/shard.h"
+#include "train/checkpoint.h"
 #include "test/trainer_test_util.h"
 
 namespace {
@@ -848,6 +849,66 @@ TEST(TrainerResume, ActStorageCheckpointNamesTheFlagThatResumesIt) {
     EXPECT_TRUE(contains(with_flag.out, "at step 2 of 4")) << describe(with_flag);
 }
 
+// Rewrites checkpoint dir/step_STEP without the metadata key `key` (as an older build wrote it), committed anew
+// (the COMPLETE marker's checksums follow the new state file).
+static void drop_state_key(const fs::path& dir, int64_t step, const std::string& key) {
+    const std::string old_dir = checkpoint_path(dir.string(), step);
+    TrainState in = read_state(old_dir + "/" + CKPT_STATE_FILE), out;
+    ASSERT_TRUE(in.meta.erase(key)) << key << " is not in " << old_dir;
+    out.step = in.step;
+    out.adam_t = in.adam_t;
+    for (const auto& [k, v] : in.meta)
+        if (k.rfind("ckpt.", 0) != 0) out.set(k, v);
+    for (const auto& [name, t] : in.tensors) {
+        if (t.dtype == "F32") in.get_f32(name, out.alloc_f32(name, t.shape), t.numel());
+        else if (t.dtype == "I64") in.get_i64(name, out.alloc_i64(name, t.shape), t.numel());
+        else {
+            std::vector<uint8_t> b(t.numel());
+            in.get_u8(name, b.data(), b.size());
+            out.add_u8(name, b.data(), t.shape);
+        }
+    }
+    const fs::path moved = dir / "replaced";
+    fs::rename(old_dir, moved);
+    CheckpointWriter w(dir.string(), step);
+    for (const char* f : {CKPT_MODEL_FILE, CKPT_CONFIG_FILE}) fs::copy_file(moved / f, w.file(f));
+    write_state(w.file(CKPT_STATE_FILE), out);
+    w.commit();
+    fs::remove_all(moved);
+}
+
+// How PRAC's bases are refreshed changes the arithmetic from the next refresh on, so a resume that changes the
+// method of Q1, the first refreshes' spread or the overlap's delay is refused, naming the setting (these were
+// accepted silently, and the run was no longer the one it continued); with the run's own flags it goes on.
+TEST(TrainerResume, ChangedRefreshSettingsAreRefused) {
+    TempDir dir;
+    auto args = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--steps", "4", "--eval-tokens", "64", "--ckpt-every", "2", "--ckpt-dir",
+                                           dir / "c", "--prac", "prac", "--prac-t1", "2", "--prac-t2", "2"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    const std::vector<std::string> own = {"--prac-refresh", "exact", "--prac-initial-spread", "0"};
+    RunResult first = run_merged("train_gpt2", args(own), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=2");
+    ASSERT_EQ(first.rc, 137) << describe(first);
+    const std::vector<std::vector<std::string>> changed = {
+        {"--prac-initial-spread", "0"},                                        // subspace (the default)
+        {"--prac-refresh", "exact", "--prac-initial-spread", "2"},             // another spread
+        {"--prac-refresh", "exact", "--prac-initial-spread", "0", "--prac-refresh-overlap", "1"}};
+    for (const auto& flags : changed) {
+        std::vector<std::string> a = flags;
+        a.push_back("--resume");
+        RunResult r = run_trainer("train_gpt2", args(a), dir, 120);
+        expect_user_error_exit(r, "train_gpt2", {"run.prac_refresh = --prac-refresh exact --prac-initial-spread 0 "
+                                                 "--prac-refresh-overlap 0, this run has", "HINT"});
+    }
+    std::vector<std::string> same = own;
+    same.push_back("--resume");
+    RunResult r = run_trainer("train_gpt2", args(same), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "at step 2 of 4")) << describe(r);
+}
+
 // Runs `a` and `b` of `steps` steps (logs dir/NAME.jsonl, checkpoints dir/NAME/) are the same run: every step's
 // loss and gradient norm (b's last record of each step: a resumed log may repeat one) and the last checkpoint's
 // weights and state, bit for bit.
@@ -979,7 +1040,7 @@ TEST(TrainerResume, RefreshOverlapResumesBitExactly) {
     EXPECT_NE(lu.steps[4]["grad_norm"].dump(), lp.steps[4]["grad_norm"].dump());
 
     expect_user_error_exit(run_trainer("train_llama", args("u", {"--steps", "6", "--resume"}), dir, 120),
-                           "train_llama", {"take effect after steps still to come", "--prac-refresh-overlap", "HINT"});
+                           "train_llama", {"--prac-refresh-overlap 2, this run has", "--prac-refresh-overlap 0", "HINT"});
     // T = 4, D = 3: the checkpoint after step 3 holds the refreshes of steps 2 and 3 (7 of llama-tiny's 14
     // site-layers), which D = 1 (room for ceil(14 / 4) = 4) cannot hold
     auto t4 = [&](const char* d, std::vector<std::string> extra) {
@@ -991,7 +1052,16 @@ TEST(TrainerResume, RefreshOverlapResumesBitExactly) {
     RunResult d3 = t4("3", {});
     ASSERT_EQ(d3.rc, 0) << describe(d3);
     expect_user_error_exit(t4("1", {"--steps", "4", "--resume"}), "train_llama",
+                           {"--prac-refresh-overlap 3, this run has", "--prac-refresh-overlap 1", "HINT"});
+    // a checkpoint written before run.prac_refresh was recorded: the PRAC state's own checks still refuse what
+    // this run's delay cannot hold
+    drop_state_key(dir / "t4", 3, "run.prac_refresh");
+    expect_user_error_exit(t4("1", {"--steps", "4", "--resume"}), "train_llama",
                            {"more PRAC refreshes in flight than this run's", "room left: 0", "HINT"});
+    std::vector<std::string> off = args("t4", {"--steps", "4", "--ckpt-every", "3", "--prac-t1", "4", "--prac-t2",
+                                               "4", "--resume"});
+    expect_user_error_exit(run_trainer("train_llama", off, dir, 120), "train_llama",
+                           {"take effect after steps still to come", "--prac-refresh-overlap", "HINT"});
     expect_user_error_exit(run_trainer("train_gpt2", tiny({"--steps", "1", "--prac", "prac", "--prac-t1", "2",
                                                            "--prac-refresh-overlap", "3"}), dir, 60),
                            "train_gpt2", {"--prac-refresh-overlap 3", "between 0 (off) and the refresh interval"});

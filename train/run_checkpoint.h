@@ -14,6 +14,17 @@
 #include "train/cli.h"
 #include "train/optim_adamw.h"
 
+// How and when PRAC's bases are refreshed (they change the arithmetic from the next refresh on), as the flags that
+// set them: the method of Q1 (rac has no Q1), the first refreshes' spread (resolved: auto is the warmup's steps)
+// and the overlap's delay. (A checkpoint written before this key was recorded still has prac_state.h's refusal of
+// refreshes in flight that this run's delay cannot hold.)
+inline std::string prac_refresh_key(const TrainOptions& o) {
+    const PracOptions p = prac_options_from(o);
+    if (p.mode == PracMode::NONE) return "none";
+    return (p.mode == PracMode::RAC ? std::string() : format("--prac-refresh %s ", prac_refresh_name(p.refresh))) +
+           format("--prac-initial-spread %d --prac-refresh-overlap %d", p.initial_spread, p.overlap);
+}
+
 // The settings a continuation must share with the run that wrote the checkpoint (anything that changes the
 // arithmetic or the data order). Keys are stored as metadata and compared on resume. Not among them: --steps (a
 // resume may extend or shorten the run: the schedule of the steps to come spans the new --steps), and the training
@@ -40,6 +51,7 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
                         o.prac_t2, o.prac_k_mult, o.prac_classes.c_str()) +
                      (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved())},  // act: older checkpoints match
         {"recompute", std::to_string(o.recompute)},
+        {"prac_refresh", prac_refresh_key(o)},
     };
 }
 
@@ -48,6 +60,7 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
 inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
                               const std::vector<std::pair<std::string, std::string>>& keys) {
     for (const auto& [k, v] : keys) {
+        if (k == "prac_refresh" && !st.has_meta("run.prac_refresh")) continue;  // written before it was recorded
         if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&
             st.get("run.prac") + " storage fp8" == v)
             fail("cannot resume from %s: it stores PRAC's projections in the activation dtype, and this run would "

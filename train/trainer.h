@@ -670,9 +670,13 @@ struct Trainer {
         bool one_set = opts.prac_shared || saved_ranks == 1;
         if (one_set || saved_ranks == ranks)
             prac_state_load(be, model.sites, f, one_set ? "prac." : format("rank%d.prac.", rank));
-        else
+        else if (prac.mode != PracMode::NONE)
             std::printf("notice: the checkpoint holds per-rank PRAC bases of %d ranks; this run has %d: the bases are "
                         "recomputed at the next step (not a bit-exact continuation)\n", saved_ranks, ranks);
+        if (saved_ranks != ranks)
+            std::printf("notice: the checkpoint was written by %d rank(s), this run has %d: a step now takes %lld "
+                        "samples instead of %lld (the data goes on from where it stopped)\n", saved_ranks, ranks,
+                        (long long)ranks * B * opts.grad_accum, (long long)saved_ranks * B * opts.grad_accum);
         DataLoaderState d{st.get_i64("data.epoch"), st.get_i64("data.shard_index"), st.get_i64("data.sample_index"),
                           st.get_u64("data.rng_state")};
         train_data->set_state(d);
