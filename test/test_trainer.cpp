@@ -393,6 +393,17 @@ std::string printed_val_loss(const std::string& out) {
     return out.substr(p, out.find(' ', p) - p);
 }
 
+// The text after "sample (N tokens):" up to the --save line when there is one, without the last newline ("" without
+// a sample)
+std::string sample_text(const std::string& out) {
+    size_t p = out.find("sample (");
+    if (p == std::string::npos) return "";
+    p = out.find('\n', p) + 1;
+    std::string text = out.substr(p, out.find("\nsaved ", p) - p);
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    return text;
+}
+
 // Trains `model` for 40 steps (B 4, T 64, lr 3e-3, 4096 eval tokens) with --save, checks the JSONL, the
 // loss drop and that --eval-only from the saved weights reproduces the final validation loss.
 void acceptance(const std::string& program, const std::string& model, double first_loss_expected) {
@@ -402,7 +413,7 @@ void acceptance(const std::string& program, const std::string& model, double fir
                                        "4096"};
     std::vector<std::string> args = common;
     for (const char* a : {"--steps", "40", "--lr", "3e-3"}) args.push_back(a);
-    args.insert(args.end(), {"--log", dir / "m.jsonl", "--save", dir / "out"});
+    args.insert(args.end(), {"--log", dir / "m.jsonl", "--save", dir / "out", "--sample", "16"});
     RunResult r = run_trainer(program, args, dir, 400);
     ASSERT_EQ(r.rc, 0) << describe(r);
     EXPECT_EQ(r.err, "") << describe(r);
@@ -451,14 +462,18 @@ void acceptance(const std::string& program, const std::string& model, double fir
     ASSERT_TRUE(fs::exists(dir / "out/model.safetensors")) << describe(r);
     ASSERT_TRUE(fs::exists(dir / "out/config.json")) << describe(r);
 
-    // --eval-only from the saved weights reproduces the final validation loss (same val tokens, same B, T)
+    // --eval-only from the saved weights reproduces the final validation loss (same val tokens, same B, T), and
+    // its --sample the training run's text (the same weights and seed; it used to be ignored)
+    const std::string sample = sample_text(r.out);
+    ASSERT_FALSE(sample.empty()) << describe(r);
     for (const std::string& m : {model, dir / "out/config.json"}) {
         std::vector<std::string> e = common;
         e[1] = m;
-        e.insert(e.end(), {"--eval-only", "--init-from", dir / "out", "--log", dir / "e.jsonl"});
+        e.insert(e.end(), {"--eval-only", "--init-from", dir / "out", "--log", dir / "e.jsonl", "--sample", "16"});
         RunResult q = run_trainer(program, e, dir, 200);
         ASSERT_EQ(q.rc, 0) << describe(q);
         EXPECT_EQ(printed_val_loss(q.out), printed) << describe(q);
+        EXPECT_EQ(sample_text(q.out), sample) << describe(q);
     }
     TrainRun ev_log = split_log(dir / "e.jsonl");
     ASSERT_EQ(ev_log.evals.size(), 2u);

@@ -250,6 +250,10 @@ TEST(TrainerCli, FlagsThatNeedAPartnerAreRefusedAlone) {
     EXPECT_USER_ERROR(parse({"--ckpt-keep", "2"}), "go with --ckpt-dir");
     EXPECT_NO_THROW(parse({"--ckpt-every", "100", "--ckpt-keep", "2", "--ckpt-dir", "ck"}));
     EXPECT_USER_ERROR(parse({"--eval-only", "--save", "out"}), "--eval-only trains nothing", "drop --save");
+    // (with --ckpt-dir and --resume it used to crash: no training data to compare the checkpoint's with)
+    EXPECT_USER_ERROR(parse({"--eval-only", "--ckpt-dir", "ck"}), "--eval-only trains nothing", "--init-from");
+    EXPECT_USER_ERROR(parse({"--eval-only", "--ckpt-dir", "ck", "--resume"}), "--ckpt-dir and --resume");
+    EXPECT_USER_ERROR(parse({"--eval-only", "--dump-site", "ln1"}), "--eval-only takes none", "HINT");
     for (const char* f : {"--dump-layer", "--dump-step"})
         EXPECT_USER_ERROR(parse({f, "1"}), "go with --dump-site");
     EXPECT_USER_ERROR(parse({"--dump-path", "x.npy"}), "go with --dump-site");

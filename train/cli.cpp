@@ -132,7 +132,8 @@ const Flag FLAGS[] = {
     F("--overlap-comm", "0|1", INT, overlap_comm,
       "with nccl: 1 averages each layer's gradients as soon as its backward is done, overlapping the rest of "
       "backward; 0 one all-reduce after backward. Not with --zero 1 (one reduce-scatter after backward)"),
-    F("--sample", "N", INT, sample, "after training, generate N tokens (temperature 1, seed --seed) and print them decoded"),
+    F("--sample", "N", INT, sample,
+      "after training (or --eval-only), generate N tokens (temperature 1, seed --seed) and print them decoded"),
     F("--spm-model", "FILE", STR, spm_model,
       "SentencePiece model of LLaMA shards, for --sample and --save (default: the one that made the shards, found by "
       "its hash next to them; a model of another hash is refused)"),
@@ -304,6 +305,12 @@ void check_flag_partners(const TrainOptions& o) {
                "--ckpt-dir DIR, or drop them");
     CHECK_USER(!(o.eval_only && !o.save.empty()), "--eval-only trains nothing: --save would have nothing new to save\n"
                "---> HINT: drop --save (the weights evaluated are those of --init-from)");
+    CHECK_USER(!(o.eval_only && (!o.ckpt_dir.empty() || o.resume)),
+               "--eval-only trains nothing: --ckpt-dir and --resume go with training\n---> HINT: evaluate a "
+               "checkpoint with --init-from DIR/step_NNNNNNNN (its model.safetensors)");
+    CHECK_USER(!(o.eval_only && !o.dump_site.empty()),
+               "--dump-site dumps an activation of a training step, and --eval-only takes none\n---> HINT: drop "
+               "--eval-only and pass --steps with --dump-step below it");
     CHECK_USER(!o.dump_site.empty() ||
                    !(o.was_given("--dump-layer") || o.was_given("--dump-step") || o.was_given("--dump-path")),
                "--dump-layer, --dump-step and --dump-path go with --dump-site (which activation to dump)");

@@ -167,13 +167,15 @@ struct Trainer {
         run_start = std::chrono::steady_clock::now();
     }
 
-    // --eval-only: the validation loss of the loaded weights
+    // --eval-only: the validation loss of the loaded weights, then --sample's text from them
     int evaluate_only() {
         long long seen = 0;
         float loss = validation_loss(&seen);
         std::printf("val loss %.4f | perplexity %.3f | %lld tokens\n", loss, std::exp(loss), seen);
         log.eval(0, loss, seen);
-        return 0;
+        install_stop_signals();  // a long --sample stops on SIGINT / SIGTERM with the tokens so far
+        int stopped = opts.sample > 0 && rank == 0 ? print_sample(model, opts, cfg.arch, g_stop_signal) : 0;
+        return stopped ? 128 + stopped : 0;
     }
 
     // The validation loss (every rank's share, averaged). A non-finite loss over real tokens ends the run with an
