@@ -95,6 +95,17 @@ std::vector<json> read_jsonl(const std::string& path) {
     return v;
 }
 
+// A log's step and eval records, in file order.
+struct TrainRun {
+    std::vector<json> steps, evals;
+};
+
+TrainRun split_log(const std::string& path) {
+    TrainRun t;
+    for (json& j : read_jsonl(path)) (j.value("type", "") == "eval" ? t.evals : t.steps).push_back(j);
+    return t;
+}
+
 }  // namespace
 
 // =========================================================================================================
@@ -285,7 +296,9 @@ TEST(TrainerBinary, EvalOfNonFiniteWeightsIsAnError) {
 }
 
 // A run does not replace an earlier run's checkpoints or saved model by accident: without --resume or --overwrite it
-// refuses before training and leaves them as they were (it used to rotate the old checkpoints away).
+// refuses before training and leaves them as they were (it used to rotate the old checkpoints away). Nor does it
+// append to an earlier run's --log (its records read as one run with both: plot_runs counted 2 + 2 steps); with
+// --overwrite the log starts over, and --resume and --eval-only append to it.
 TEST(TrainerBinary, EarlierRunIsNotOverwritten) {
     TempDir dir;
     const std::string ckpt = dir / "ckpt", save = dir / "saved", first = ckpt + "/step_00000002/model.safetensors";
@@ -295,9 +308,18 @@ TEST(TrainerBinary, EarlierRunIsNotOverwritten) {
         a.insert(a.end(), extra.begin(), extra.end());
         return a;
     };
-    RunResult r1 = run_trainer("train_gpt2", args({"--ckpt-dir", ckpt, "--save", save}), dir, 120);
+    const std::string log = dir / "m.jsonl";
+    RunResult r1 = run_trainer("train_gpt2", args({"--ckpt-dir", ckpt, "--save", save, "--log", log}), dir, 120);
     ASSERT_EQ(r1.rc, 0) << describe(r1);
     const std::string before = read_bytes(first), saved_before = read_bytes(save + "/model.safetensors");
+    const std::string log_before = read_bytes(log);
+    ASSERT_EQ(split_log(log).steps.size(), 2u);
+    RunResult log_again = run_trainer("train_gpt2", args({"--log", log}), dir, 120);
+    expect_user_error_exit(log_again, "train_gpt2", {log, "earlier run's records", "--resume", "--overwrite"});
+    EXPECT_EQ(read_bytes(log), log_before);
+    RunResult evaluated = run_trainer("train_gpt2", args({"--init-from", save, "--eval-only", "--log", log}), dir, 120);
+    ASSERT_EQ(evaluated.rc, 0) << describe(evaluated);
+    EXPECT_EQ(split_log(log).evals.size(), 2u) << "--eval-only appends its evaluation";
 
     RunResult again = run_trainer("train_gpt2", args({"--ckpt-dir", ckpt, "--lr", "1e-2"}), dir, 120);
     expect_user_error_exit(again, "train_gpt2", {ckpt, "earlier run", "--resume", "--overwrite"});
@@ -310,11 +332,14 @@ TEST(TrainerBinary, EarlierRunIsNotOverwritten) {
     RunResult both = run_trainer("train_gpt2", args({"--ckpt-dir", ckpt, "--resume", "--overwrite"}), dir, 120);
     expect_user_error_exit(both, "train_gpt2", {"--resume", "--overwrite"});
     // --overwrite starts over in both places: another learning rate gives other weights
-    RunResult over = run_trainer("train_gpt2", args({"--ckpt-dir", ckpt, "--save", save, "--lr", "1e-2",
+    RunResult over = run_trainer("train_gpt2", args({"--ckpt-dir", ckpt, "--save", save, "--lr", "1e-2", "--log", log,
                                                      "--overwrite"}), dir, 120);
     ASSERT_EQ(over.rc, 0) << describe(over);
     EXPECT_NE(read_bytes(first), before);
     EXPECT_NE(read_bytes(save + "/model.safetensors"), saved_before);
+    TrainRun fresh = split_log(log);
+    EXPECT_EQ(fresh.steps.size(), 2u) << "the log started over";
+    EXPECT_EQ(fresh.evals.size(), 1u);
 }
 
 // A flipped byte in the newest checkpoint's weights is caught on --resume: the run says so and continues from the
@@ -374,16 +399,6 @@ TEST(TrainerBinary, UnwritableSaveFailsBeforeTraining) {
 // =========================================================================================================
 
 namespace {
-
-struct TrainRun {
-    std::vector<json> steps, evals;
-};
-
-TrainRun split_log(const std::string& path) {
-    TrainRun t;
-    for (json& j : read_jsonl(path)) (j.value("type", "") == "eval" ? t.evals : t.steps).push_back(j);
-    return t;
-}
 
 // "final | val loss 7.3113 | ..." or "val loss 7.3113 | ..." -> "7.3113"
 std::string printed_val_loss(const std::string& out) {

@@ -66,7 +66,7 @@ const Flag FLAGS[] = {
       "as 1e11 forward FLOPs cover at 2 x parameters per token, at least one: gpt2-124m one micro-batch)"),
     F("--save", "DIR", STR, save, "at the end write a Hugging Face model directory: weights, config, tokenizer"),
     F("--device", "cpu|cuda|auto", STR, device, "backend (auto: cuda when a GPU and the CUDA backend exist)"),
-    F("--log", "FILE", STR, log, "append JSONL metrics (one object per step and per evaluation)"),
+    F("--log", "FILE", STR, log, "write JSONL metrics (one object per step and per evaluation; a resumed run appends)"),
     F("--log-interval", "N", INT, log_interval, "print a step line every N steps"),
     F("--eval-protocol", "tokens|galore", STR, eval_protocol,
       "tokens: ceil(--eval-tokens / (B*T)) batches, mean over their tokens; galore: batches until more than "
@@ -121,8 +121,8 @@ const Flag FLAGS[] = {
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
     F("--resume", "", BOOL, resume, "continue bit-exactly from the newest checkpoint in --ckpt-dir"),
     F("--overwrite", "", BOOL, overwrite,
-      "start over in a --ckpt-dir that holds an earlier run's checkpoints, or a --save DIR that holds a model "
-      "(without it such a run refuses; --resume continues the earlier run instead)"),
+      "start over in a --ckpt-dir that holds an earlier run's checkpoints, a --save DIR that holds a model or a --log "
+      "that holds records (without it such a run refuses; --resume continues the earlier run instead)"),
     F("--zero", "0|1", INT, zero, "1: shard AdamW state over data-parallel ranks (ZeRO-1)"),
     F("--prac-shared-subspace", "", BOOL, prac_shared,
       "data parallelism: one PRAC subspace for all ranks from the all-reduced Gram matrix (default: per rank)"),

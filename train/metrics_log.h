@@ -11,10 +11,12 @@
 
 struct MetricsLog {
     FILE* f = nullptr;
-    explicit MetricsLog(const std::string& path) {
+    // start_over: an earlier run's records are dropped (--overwrite); otherwise records are appended (a resumed
+    // run's log goes on; --eval-only adds its evaluation)
+    MetricsLog(const std::string& path, bool start_over) {
         if (path.empty()) return;
-        f = std::fopen(path.c_str(), "a");
-        if (!f) fail("cannot open the metrics log %s for appending", path.c_str());
+        f = std::fopen(path.c_str(), start_over ? "w" : "a");
+        if (!f) fail("cannot open the metrics log %s for %s", path.c_str(), start_over ? "writing" : "appending");
     }
     ~MetricsLog() {
         if (f) std::fclose(f);

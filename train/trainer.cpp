@@ -139,6 +139,14 @@ void check_no_earlier_run(const TrainOptions& opts) {
                  "directory, or choose another --ckpt-dir", opts.ckpt_dir.c_str(), steps.size(),
                  (long long)steps.back());
     }
+    // a training run appends to --log: after an earlier run's records its own would read as one run with both
+    if (!opts.resume && !opts.log.empty()) {
+        struct stat st;
+        if (stat(opts.log.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+            fail("--log %s holds an earlier run's records (%lld bytes); this run would append its own to them\n"
+                 "---> HINT: pass --resume to continue that run (its log goes on), --overwrite to start the log over, "
+                 "or choose another --log", opts.log.c_str(), (long long)st.st_size);
+    }
     std::string model = opts.save + "/model.safetensors";
     if (!opts.resume && !opts.save.empty() && access(model.c_str(), F_OK) == 0)
         fail("--save %s already holds a model (%s); this run would replace it\n---> HINT: pass --overwrite to "

@@ -129,7 +129,7 @@ struct Trainer {
                                     : new DataLoader(opts.train_data, B, T, rank, ranks, (uint64_t)opts.seed,
                                                      opts.shuffle, cfg.vocab_size)),
           model(be, cfg, prac, opts.recompute_options()),
-          log(rank == 0 ? opts.log : ""),
+          log(rank == 0 ? opts.log : "", opts.overwrite && !opts.eval_only),
           grads(be, comm, model.param_specs, cfg.num_layers, model.param_buffer_numel, opts.zero == 1 && ranks > 1,
                 opts.zero == 1 && ranks > 1 ? comm.shard_begin(model.param_buffer_numel, rank) : 0,
                 opts.zero == 1 && ranks > 1 ? comm.shard_end(model.param_buffer_numel, rank)
