@@ -10,12 +10,15 @@ The layers, lowest first (a file may include its own layer and the ones below it
   5  test/                       may include anything
 Only quoted includes of project paths ("layer/...") are checked; system headers are not.
 
-  python3 scripts/check_layers.py [--root DIR]   check the tree (exit 1 and one line per violation)
-  python3 scripts/check_layers.py --self-test    show that a violation is caught and a clean tree passes
+  python3 scripts/check_layers.py [--root DIR]   check the tree (exit 1 and one line per violation; exit 1 too when
+                                                 DIR holds no source file, e.g. a wrong --root)
+  python3 scripts/check_layers.py --self-test    show that a violation is caught, a clean tree passes and an empty
+                                                 or missing root fails
 """
 import argparse
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -33,7 +36,8 @@ def layer_of(rel):
 
 
 def check(root):
-    problems = []
+    """(violations, number of source files checked)."""
+    problems, checked = [], 0
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         if rel_dir == ".":
@@ -45,6 +49,7 @@ def check(root):
             mine = layer_of(rel)
             if mine is None:
                 continue
+            checked += 1
             with open(os.path.join(dirpath, f), encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
             for m in INCLUDE.finditer(text):
@@ -60,12 +65,29 @@ def check(root):
                     line = text.count("\n", 0, m.start()) + 1
                     problems.append(f"{rel}:{line}: includes {target}/ (layer {theirs}) from layer {mine}: "
                                     f"a lower layer must not depend on a higher one")
-    return problems
+    return problems, checked
+
+
+def verdict(root):
+    """(lines to print, exit code) for the tree at root: a tree without a source file fails (a wrong --root would
+    otherwise pass)."""
+    if not os.path.isdir(root):
+        return [f"layers: {root} is not a directory"], 1
+    problems, checked = check(root)
+    if not checked:
+        return [f"layers: no source file ({', '.join(SOURCE_EXT)}) under {root} in "
+                f"{', '.join(d + '/' for d in LAYERS)} or the top level: is --root the repository?"], 1
+    if problems:
+        return problems + [f"layers: {len(problems)} violation(s)"], 1
+    return [f"layers: every include points down ({checked} files)"], 0
 
 
 def self_test():
+    made = []
+
     def tree(files):
         d = tempfile.mkdtemp(prefix="check_layers_")
+        made.append(d)
         for rel, text in files.items():
             p = os.path.join(d, rel)
             os.makedirs(os.path.dirname(p), exist_ok=True)
@@ -76,14 +98,23 @@ def self_test():
                   "model/m.h": '#include "kernels/k.h"\n#include "prac/p.h"\n', "train_x.cu": '#include "train/t.h"\n',
                   "test/t.cpp": '#include "train/t.h"\n', "build/x.h": '#include "train/t.h"\n'})
     bad = tree({"kernels/k.h": '#include "common/a.h"\n\n#include "model/tensors.h"\n', "model/tensors.h": ""})
+    empty = tree({"docs/x.h": '#include "train/t.h"\n', "build/y.cpp": "", "README.md": ""})  # no layer's sources
     ok = True
-    if check(clean):
-        print("self-test FAILED: a clean tree was reported:", check(clean))
+    if check(clean)[0] or verdict(clean)[1] != 0:
+        print("self-test FAILED: a clean tree was reported:", verdict(clean))
         ok = False
-    found = check(bad)
-    if len(found) != 1 or not found[0].startswith("kernels/k.h:3: includes model/"):
+    found = check(bad)[0]
+    if len(found) != 1 or not found[0].startswith("kernels/k.h:3: includes model/") or verdict(bad)[1] != 1:
         print("self-test FAILED: kernels/ including model/ was not reported exactly once:", found)
         ok = False
+    for what, root, want in [("a tree without sources", empty, "no source file"),
+                             ("a missing root", os.path.join(empty, "missing"), "is not a directory")]:
+        lines, rc = verdict(root)
+        if rc != 1 or not any(want in l for l in lines):
+            print(f"self-test FAILED: {what} passed:", lines, rc)
+            ok = False
+    for d in made:
+        shutil.rmtree(d, ignore_errors=True)
     print("self-test:", "ok" if ok else "FAILED")
     return 0 if ok else 1
 
@@ -95,11 +126,10 @@ def main():
     a = ap.parse_args()
     if a.self_test:
         return self_test()
-    problems = check(os.path.abspath(a.root))
-    for p in problems:
-        print(p)
-    print(f"layers: {len(problems)} violation(s)" if problems else "layers: every include points down")
-    return 1 if problems else 0
+    lines, rc = verdict(os.path.abspath(a.root))
+    for line in lines:
+        print(line)
+    return rc
 
 
 if __name__ == "__main__":

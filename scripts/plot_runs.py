@@ -11,7 +11,12 @@ validation loss and perplexity, mean tokens/s, peak memory, the median step time
 (issue #15's goal: no step above 1.2x the median), the first --skip steps left out of those two (start-up: plans,
 graph builds). Then one line per run for scripts: "RESULT step_time run=LABEL steps=N median_ms=... worst_ms=...
 worst_step=S worst_over_median=...". Needs matplotlib for the PNG (pip install matplotlib); --no-plot: the table
-only.
+only. --out's directory must exist; its extension picks the format (.png, .pdf, .svg, ... as matplotlib writes them).
+
+A log that a run killed and restarted with --resume appended to holds the steps after the checkpoint twice (the
+trainer appends; the resumed run logs them again): where the step records' numbers go back, the resumed run's
+records replace the earlier run's step and eval records of that step and after, so every step counts once (the
+last record of each), and the table is followed by a line saying how many replayed records were dropped.
 """
 import argparse
 import json
@@ -21,8 +26,13 @@ import sys
 
 
 def load(path):
-    steps, evals = [], []
-    with open(path) as f:
+    """(step records, eval records, replayed records dropped) of one log."""
+    steps, evals, dropped = [], [], 0
+    try:
+        f = open(path)
+    except OSError as e:
+        sys.exit(f"{path}: cannot open the log: {e.strerror}")
+    with f:
         for n, line in enumerate(f, 1):
             line = line.strip()
             if not line:
@@ -31,13 +41,31 @@ def load(path):
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit(f"{path}:{n}: not a JSON object ({e})")
-            if rec.get("type") == "eval":
+            if rec.get("type") == "eval":  # (an --eval-only run appends one at step 0: no resume)
                 evals.append(rec)
             elif rec.get("type", "step") == "step":  # other records (finetune_roberta's glue_eval, memory) skipped
+                at = rec.get("step")
+                if at is not None and steps and steps[-1].get("step") is not None and steps[-1]["step"] >= at:
+                    # a resumed run replays the steps after its checkpoint: its records replace the earlier run's
+                    # step and eval records of this step and after
+                    def later(r):
+                        return r.get("step") is not None and r["step"] >= at
+                    dropped += sum(map(later, steps)) + sum(map(later, evals))
+                    steps = [r for r in steps if not later(r)]
+                    evals = [r for r in evals if not later(r)]
                 steps.append(rec)
     if not steps and not evals:
         sys.exit(f"{path}: no records")
-    return steps, evals
+    return steps, evals, dropped
+
+
+def plot_formats():
+    """The --out extensions matplotlib writes, or None without matplotlib (main says so after the table)."""
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        return None
+    return sorted(FigureCanvasBase.get_supported_filetypes())
 
 
 def running_mean(xs, k):
@@ -78,10 +106,22 @@ def main():
     args = ap.parse_args()
     if args.skip < 0:
         sys.exit("--skip must be 0 or more")
+    if args.smooth < 1:
+        sys.exit("--smooth must be 1 or more (1: no smoothing)")
+    if not args.no_plot:
+        ext = os.path.splitext(args.out)[1].lstrip(".").lower()
+        formats = plot_formats()
+        if formats is not None and ext not in formats:
+            sys.exit(f"--out {args.out}: " + (f"unsupported format .{ext}" if ext else "no extension") +
+                     f"; supported: {', '.join('.' + x for x in formats)}")
+        d = os.path.dirname(args.out)
+        if d and not os.path.isdir(d):
+            sys.exit(f"--out {args.out}: the directory {d} does not exist (create it first)")
     labels = args.labels.split(",") if args.labels else [os.path.splitext(os.path.basename(p))[0] for p in args.logs]
     if len(labels) != len(args.logs):
         sys.exit("--labels must name every log")
-    runs = [(label, *load(p)) for label, p in zip(labels, args.logs)]
+    loaded = [(label, *load(p)) for label, p in zip(labels, args.logs)]
+    runs = [(label, steps, evals) for label, steps, evals, _ in loaded]
 
     print("| run | steps | train loss (last 10) | val loss | val ppl | tokens/s | peak memory (MiB) | median ms/step | "
           "slowest step |")
@@ -103,6 +143,10 @@ def main():
             results.append(f"RESULT step_time run={label.replace(' ', '_')} steps={len(steps) - args.skip} "
                            f"median_ms={st[0]:.3f} worst_ms={st[1]:.3f} worst_step={st[2]} "
                            f"worst_over_median={st[1] / st[0]:.3f}")
+    for label, _, _, dropped in loaded:
+        if dropped:
+            print(f"{label}: {dropped} replayed record(s) dropped (the log holds a resumed run's repeated steps; "
+                  f"the last record of each step is kept)")
     for line in results:
         print(line)
     if args.no_plot:
@@ -135,8 +179,6 @@ def main():
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    if os.path.dirname(args.out):
-        os.makedirs(os.path.dirname(args.out), exist_ok=True)
     fig.savefig(args.out, dpi=110)
     print(f"\nwrote {args.out}", file=sys.stderr)
 

@@ -25,5 +25,61 @@ grep -q 'median_ms=11.000 worst_ms=100.000 worst_step=1 worst_over_median=9.091'
   && ok "without --skip the start-up step is the slowest (median of 10: 11)" || bad "no skip: $(grep RESULT <<<"$out")"
 python3 scripts/plot_runs.py --no-plot --skip -1 "$W/run.jsonl" >/dev/null 2>&1 && bad "--skip -1 accepted" \
   || ok "--skip -1 refused"
+
+# a run killed at step 7 and resumed (--resume) from its step-3 checkpoint: the trainer appends, so the log holds
+# steps 4..7 (and the eval at 5) twice; the last record of each step counts, which leaves the log above
+i=0
+for ms in 100 10 11 90 90 90 90; do
+  i=$((i + 1))
+  echo "{\"type\":\"step\",\"step\":$i,\"loss\":5.0,\"tokens_per_s\":100,\"ms_per_step\":$ms,\"mem_peak_bytes\":1048576}"
+  [ $i = 5 ] && echo '{"type":"eval","step":5,"val_loss":9.0,"val_ppl":8103.0,"tokens":64}'
+done >"$W/resumed.jsonl"
+i=3
+for ms in 12 10 30 11 10 12 11; do
+  i=$((i + 1))
+  echo "{\"type\":\"step\",\"step\":$i,\"loss\":5.0,\"tokens_per_s\":100,\"ms_per_step\":$ms,\"mem_peak_bytes\":1048576}"
+  [ $i = 5 ] && echo '{"type":"eval","step":5,"val_loss":4.8,"val_ppl":121.5,"tokens":64}'
+done >>"$W/resumed.jsonl"
+echo '{"type":"eval","step":10,"val_loss":4.5,"val_ppl":90.0,"tokens":64}' >>"$W/resumed.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot --skip 1 --labels resumed "$W/resumed.jsonl" 2>&1); rc=$?
+[ "$rc" = 0 ] && ok "resumed log: exit 0" || bad "resumed log: exit $rc: $out"
+grep -qx 'RESULT step_time run=resumed steps=9 median_ms=11.000 worst_ms=30.000 worst_step=6 worst_over_median=2.727' <<<"$out" \
+  && ok "resumed log: the replayed steps count once (the resumed run's records)" || bad "resumed log: $(grep RESULT <<<"$out")"
+grep -q '^| resumed | 10 | 5.0000 | 4.5000 | 90.00 |' <<<"$out" && ok "resumed log: 10 steps in the table" \
+  || bad "resumed log table: $(grep '^| resumed' <<<"$out")"
+grep -q '^resumed: 5 replayed record(s) dropped' <<<"$out" && ok "resumed log: says 5 replayed records were dropped" \
+  || bad "resumed log: no 'dropped' line: $out"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/run.jsonl" 2>&1)
+grep -q 'dropped' <<<"$out" && bad "a log without a resume reports dropped records: $out" \
+  || ok "a log without a resume drops nothing"
+# --eval-only appends an eval record at step 0 to a training log: not a resume, nothing dropped
+{ cat "$W/run.jsonl"; echo '{"type":"eval","step":0,"val_loss":4.4,"val_ppl":81.5,"tokens":64}'; } >"$W/evalonly.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot --skip 1 --labels evalonly "$W/evalonly.jsonl" 2>&1)
+grep -q 'dropped' <<<"$out" && bad "an --eval-only record dropped records: $out" \
+  || ok "an --eval-only record appended after training drops nothing"
+
+# bad arguments: a clear message and a non-zero exit, never a traceback
+refused() {  # refused WHAT PATTERN CMD...: CMD exits non-zero, prints PATTERN, no traceback
+  local what=$1 pat=$2; shift 2
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" != 0 ] && grep -q -- "$pat" <<<"$out" && ! grep -q Traceback <<<"$out"; then ok "$what refused: $out"
+  else bad "$what: exit $rc: $out"; fi
+}
+refused "--smooth 0" "--smooth must be 1 or more" python3 scripts/plot_runs.py --smooth 0 --out "$W/s.png" "$W/run.jsonl"
+refused "--smooth -2" "--smooth must be 1 or more" python3 scripts/plot_runs.py --smooth -2 --out "$W/s.png" "$W/run.jsonl"
+refused "a missing log" "$W/missing.jsonl: cannot open the log" python3 scripts/plot_runs.py --no-plot "$W/missing.jsonl"
+refused "--out in a missing directory" "the directory $W/nodir does not exist" \
+  python3 scripts/plot_runs.py --out "$W/nodir/x.png" "$W/run.jsonl"
+[ -e "$W/nodir" ] && bad "--out in a missing directory created it" || ok "--out's missing directory not created"
+if python3 -c 'import matplotlib' 2>/dev/null; then
+  refused "--out x.txt" "unsupported format .txt; supported: .*\.png" python3 scripts/plot_runs.py --out "$W/x.txt" "$W/run.jsonl"
+  [ -e "$W/x.txt" ] && bad "--out x.txt wrote a file" || ok "--out x.txt wrote nothing"
+  refused "--out without an extension" "no extension; supported" python3 scripts/plot_runs.py --out "$W/x" "$W/run.jsonl"
+  python3 scripts/plot_runs.py --smooth 3 --out "$W/ok.png" "$W/run.jsonl" "$W/resumed.jsonl" >/dev/null 2>&1 && [ -s "$W/ok.png" ] \
+    && ok "a PNG into an existing directory" || bad "no PNG written to $W/ok.png"
+else
+  echo "  [skip] --out format checks and the PNG: matplotlib is not installed"
+fi
 [ "$fail" = 0 ] && echo "test_plot_runs: all passed" || echo "test_plot_runs: FAILED"
 exit "$fail"

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # CTest repro.tables: runs every scripts/repro/*.py with --quick into a temporary directory and checks that each
-# wrote its markdown table (with the expected row labels) and its PNG. Builds nothing: ./train_gpt2 and
+# wrote its markdown table (with the expected row labels, and a legend of only the columns it has) and its PNG. The
+# scripts run from that directory with a relative --out (the trainer runs at the repository root: the scripts make
+# --out absolute). Also: --dry-run writes nothing, and each script's --help lists only its own flags. Builds nothing: ./train_gpt2 and
 # ./train_llama (and ./finetune_roberta) must exist at the repository root. Without matplotlib the PNG checks are skipped (with a reason).
 set -u
 cd "$(dirname "$0")/.."
+ROOT=$(pwd)
 export OMP_NUM_THREADS=2
 OUT=$(mktemp -d "${TMPDIR:-/tmp}/repro.XXXXXX")
 trap 'rm -rf "$OUT"' EXIT
@@ -27,9 +30,35 @@ declare -A LABELS=(
   [table5]="Full FT|RSO|PRAC"
 )
 t_all=$SECONDS
+# --dry-run prints the commands and writes nothing (not even --out)
+for s in table4 table5; do
+  if python3 "scripts/repro/$s.py" --quick --dry-run --out "$OUT/dry_$s" > "$OUT/dry_$s.log" 2>&1 \
+     && grep -q -- "--log $OUT/dry_$s/" "$OUT/dry_$s.log"; then
+    [ -e "$OUT/dry_$s" ] && bad "$s.py --dry-run created its --out directory" || ok "$s.py --dry-run writes nothing"
+  else
+    bad "$s.py --dry-run failed or printed no commands:"; tail -5 "$OUT/dry_$s.log"
+  fi
+done
+# --help: the pretraining data flags where they apply (--gpt2-* only in table2, none in table5's fine-tuning)
+help_has() {  # help_has SCRIPT yes|no FLAG...
+  local s=$1 want=$2 h f; shift 2
+  h=$(python3 "scripts/repro/$s.py" --help 2>&1)
+  for f in "$@"; do
+    if grep -q -- "$f " <<<"$h"; then [ "$want" = yes ] && ok "$s.py --help lists $f" || bad "$s.py --help lists $f"
+    else [ "$want" = no ] && ok "$s.py --help has no $f" || bad "$s.py --help lacks $f"; fi
+  done
+}
+help_has table5 no --train-data --val-data --gpt2-train-data --gpt2-val-data --gpu-mem
+help_has table5 yes --model-dir --glue-dir
+help_has table2 yes --train-data --val-data --gpt2-train-data --gpt2-val-data --gpu-mem
+for s in table4 table9 ablation_modes ablation_k; do
+  help_has $s yes --train-data --val-data --gpu-mem
+  help_has $s no --gpt2-train-data --gpt2-val-data
+done
 for s in table2 table4 table9 ablation_modes ablation_k table5; do
   t0=$SECONDS
-  if python3 "scripts/repro/$s.py" --quick --out "$OUT/$s" --run-timeout 600 > "$OUT/$s.log" 2>&1; then
+  # from another directory, with a relative --out
+  if (cd "$OUT" && python3 "$ROOT/scripts/repro/$s.py" --quick --out "$s" --run-timeout 600) > "$OUT/$s.log" 2>&1; then
     ok "$s.py --quick exited 0 ($((SECONDS - t0)) s)"
   else
     bad "$s.py --quick exited non-zero ($((SECONDS - t0)) s); its output:"; tail -20 "$OUT/$s.log"
@@ -48,6 +77,12 @@ for s in table2 table4 table9 ablation_modes ablation_k table5; do
     if grep -q "| failed" "$md"; then
       bad "$s.md reports a failed run"
     fi
+    # the legend describes only columns the table has
+    for col in "PPL" "MEM planned" "MEM measured" "Δ"; do
+      if grep -q "$col = " "$md" && ! grep -q "^|.*$col" "$md"; then
+        bad "$s.md describes a '$col' column its table does not have"
+      fi
+    done
   else
     bad "$s.md missing"
   fi

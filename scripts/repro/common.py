@@ -50,33 +50,48 @@ class Run:
         return [os.path.join(ROOT, self.binary)] + self.flags + ["--log", os.path.join(out_dir, self.name + ".jsonl")]
 
 
-def base_parser(description):
+def base_parser(description, pretrain=True, gpt2=False):
+    """The flags every script shares. pretrain: the pretraining scripts' --train-data, --val-data and --gpu-mem (not
+    table5's fine-tuning); gpt2: also --gpt2-train-data and --gpt2-val-data (table2, the only one with GPT-2 runs)."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--quick", action="store_true", help="tiny CPU budget (pipeline check, minutes on 2 cores)")
     mode.add_argument("--paper", action="store_true", help="the paper's configurations (GPUs, days)")
     ap.add_argument("--out", help="output directory (default runs/<table>)")
-    ap.add_argument("--dry-run", action="store_true", help="print the commands only")
-    ap.add_argument("--train-data", help="--paper: training shards (C4 for LLaMA, OpenWebText for GPT-2)")
-    ap.add_argument("--val-data", help="--paper: validation shards")
-    ap.add_argument("--gpt2-train-data", help="--paper: GPT-2 training shards when they differ from --train-data")
-    ap.add_argument("--gpt2-val-data", help="--paper: GPT-2 validation shards")
+    ap.add_argument("--dry-run", action="store_true", help="print the commands only (writes nothing)")
+    if pretrain:
+        ap.add_argument("--train-data", help="--paper: training shards (C4 for LLaMA" +
+                        (", OpenWebText for GPT-2)" if gpt2 else ")"))
+        ap.add_argument("--val-data", help="--paper: validation shards")
+    if gpt2:
+        ap.add_argument("--gpt2-train-data", help="--paper: GPT-2 training shards when they differ from --train-data")
+        ap.add_argument("--gpt2-val-data", help="--paper: GPT-2 validation shards")
     ap.add_argument("--device", help="trainer --device (default: cpu with --quick, the trainer's auto with --paper)")
-    ap.add_argument("--steps", type=int, help="override every run's step count (e.g. a short --paper smoke test)")
-    ap.add_argument("--gpu-mem", type=float, default=80.0, help="GPU memory (GiB) for planner OOM / batch checks [80]")
+    ap.add_argument("--steps", type=int, help="override every run's step count (e.g. a short --paper smoke test)"
+                    if pretrain else "override every run's epoch count (e.g. a short --paper smoke test)")
+    if pretrain:
+        ap.add_argument("--gpu-mem", type=float, default=80.0,
+                        help="GPU memory (GiB) for planner OOM / batch checks [80]")
     ap.add_argument("--run-timeout", type=float, default=0, help="seconds before a run is killed (0: none) [0]")
     ap.add_argument("--extra", default="", help="extra trainer flags appended to every run (quoted string)")
     return ap
 
 
+def out_dir(args, table):
+    """--out (default runs/<table>) as an absolute path: the trainer runs with cwd=ROOT, so a relative --log would name
+    a directory under ROOT, not under the caller's directory."""
+    args.out = os.path.abspath(args.out if args.out is not None else os.path.join("runs", table))
+    return args.out
+
+
 def finish_args(args, table):
-    if args.out is None:
-        args.out = os.path.join("runs", table)
+    out_dir(args, table)
     if args.device is None:
         args.device = "cpu" if args.quick else None
     if args.paper and not args.dry_run and not (args.train_data and args.val_data):
-        sys.exit("--paper needs --train-data and --val-data (C4 shards for LLaMA; --gpt2-train-data/--gpt2-val-data "
-                 "for OpenWebText), or --dry-run")
+        gpt2 = (" (C4 shards for LLaMA; --gpt2-train-data/--gpt2-val-data for OpenWebText)"
+                if hasattr(args, "gpt2_train_data") else " (C4 shards)")
+        sys.exit(f"--paper needs --train-data and --val-data{gpt2}, or --dry-run")
     return args
 
 
@@ -84,7 +99,7 @@ def data_flags(args, binary):
     if args.quick:
         return []
     tr, va = args.train_data, args.val_data
-    if binary == "train_gpt2" and args.gpt2_train_data:
+    if binary == "train_gpt2" and getattr(args, "gpt2_train_data", None):
         tr, va = args.gpt2_train_data, args.gpt2_val_data or va
     out = []
     out += ["--train-data", tr or "TRAIN_SHARDS"] + ["--val-data", va or "VAL_SHARDS"]
@@ -240,7 +255,8 @@ def planned_total(run):
 # ---------------------------------------------------------------- running
 
 def run_all(runs, args):
-    os.makedirs(args.out, exist_ok=True)
+    if not args.dry_run:
+        os.makedirs(args.out, exist_ok=True)
     devices, failures = [], 0
     for i, r in enumerate(runs, 1):
         cmd = r.cmd(args.out)
@@ -305,6 +321,27 @@ def plot(runs, args, table, title):
     return None
 
 
+def column_legend(body, args):
+    """One line describing the columns the table has (PPL, MEM planned, MEM measured, Δ), and only those: the tables'
+    headers differ (ablation_k has no memory column, ablation_modes no measured one, table4 no PPL)."""
+    lines = body.splitlines()
+    header = " ".join(lines[i - 1] for i in range(1, len(lines)) if lines[i].startswith("|---"))  # header rows
+    unit, _ = mem_unit(args)
+    parts = []
+    if "PPL" in header:
+        parts.append("PPL = exp(final validation loss) from each log's last eval record.")
+    if "MEM planned" in header:
+        parts.append(f"MEM planned = the trainer's `--plan --json` total for the run's flags ({unit}; CPU fp32 plans "
+                     f"with --device cpu, CUDA bf16 otherwise).")
+    if "MEM measured" in header:
+        parts.append("MEM measured = max `mem_peak_bytes` of the backend's allocations in the log.")
+    if "Δ" in header.replace("Δ tokens/s", ""):
+        parts.append("Δ = relative to the baseline row's planned memory.")
+    if "Δ tokens/s" in header:
+        parts.append("Δ tokens/s = relative to the baseline row's tokens/s.")
+    return " ".join(parts)
+
+
 def main_flow(args, table, title, runs, build_tables, notes=()):
     """Runs everything and writes DIR/<table>.md (+ .png). build_tables(runs) -> markdown string."""
     t0 = time.time()
@@ -325,11 +362,9 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     lines += [" ".join(shlex.quote(os.path.relpath(c, ROOT) if i == 0 else c) for i, c in enumerate(r.cmd(args.out)))
               for r in runs]
     lines += ["```", "", body, ""]
-    unit, _ = mem_unit(args)
-    lines += [f"PPL = exp(final validation loss) from each log's last eval record. MEM planned = the trainer's "
-              f"`--plan --json` total for the run's flags ({unit}; CPU fp32 plans with --device cpu, CUDA bf16 "
-              f"otherwise); MEM measured = max `mem_peak_bytes` of the backend's allocations in the log. "
-              f"Δ = relative to the baseline row's planned memory."]
+    legend = column_legend(body, args)
+    if legend:
+        lines += [legend]
     lines += [f"- {n}" for n in notes]
     if failures:
         lines += ["", f"**{failures} run(s) failed**: see the .out files in {args.out}."]

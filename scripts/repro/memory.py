@@ -104,6 +104,7 @@ def main():
     ap.add_argument("--dry-run", action="store_true", help="print the loss runs' commands only")
     args = ap.parse_args()
     args.paper = False
+    args.out = os.path.abspath(args.out)  # the trainer runs with cwd=ROOT: a relative --log would land there
     args.models = args.models or ("llama-tiny,gpt2-tiny" if args.quick else "llama-mini,gpt2-mini")
     args.seeds = args.seeds or (1 if args.quick else 3)
     if args.quick:

@@ -57,7 +57,7 @@ def build_runs(args):
 
 
 def main():
-    ap = C.base_parser(__doc__)
+    ap = C.base_parser(__doc__, gpt2=True)
     ap.add_argument("--models", help="comma-separated subset of models")
     args = C.finish_args(ap.parse_args(), "table2")
     runs, models = build_runs(args)

@@ -69,13 +69,12 @@ def memory(log):
 
 
 def main():
-    ap = C.base_parser(__doc__)
+    ap = C.base_parser(__doc__, pretrain=False)
     ap.add_argument("--model-dir", help="--paper: the roberta-base directory (config.json, model.safetensors, tokenizer)")
     ap.add_argument("--glue-dir", help="--paper: the GLUE data, one directory per task (MRPC/, STS-B/, ...)")
     ap.add_argument("--tasks", help="comma-separated subset of the tasks")
     args = ap.parse_args()
-    if args.out is None:
-        args.out = os.path.join("runs", "table5")
+    C.out_dir(args, "table5")
     if args.device is None:
         args.device = "cpu" if args.quick else None
     tasks = args.tasks.split(",") if args.tasks else (QUICK_TASKS if args.quick else TASKS)
