@@ -172,6 +172,21 @@ TEST(Resume, AnotherNumberOfRanksReadsOnFromTheSamePosition) {
     run_shell("rm -rf " + d);
 }
 
+// Ranks started with other arguments (here rank 1 with --batch-size 4 added, as an MPMD launch or a wrapper would)
+// are refused before anything runs, naming the rank and the arguments only it has. They used to train: other batch
+// sizes gave exit 0 with nothing said, another --steps printed a wrong final loss and then failed in a collective.
+TEST(DataParallel, RanksWithOtherArgumentsAreRefused) {
+    std::string out;
+    const std::string args = std::string(TRAIN_ARGS) + " --steps 2 --eval-tokens 64";
+    const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
+    int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var + " = 1 ]; then extra=\"--batch-size"
+                       " 4\"; fi; exec " + bin("train_gpt2") + args + " $extra'", &out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("rank 1 was started with other arguments than rank 0: rank 1 alone has \"--batch-size 4\", "
+                       "rank 0 alone has nothing"), std::string::npos) << out;
+    EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
+}
+
 // Two ranks with micro-batch B equal one rank with 2B: the same samples (rank r reads the r-th B of every
 // 2B-sample step), the mean of the ranks' mean losses equals the mean over 2B rows (no padding in these shards),
 // so gradients agree up to fp32 summation order. Tolerances: losses and gradient norms 1e-5 (measured 1e-6);

@@ -5,6 +5,12 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <sstream>
+
 #include "train/planner.h"
 
 #include "data/gpt2_tokenizer.h"
@@ -19,11 +25,6 @@ void install_stop_signals() {
     std::signal(SIGINT, on_stop_signal);
     std::signal(SIGTERM, on_stop_signal);
 }
-
-#include <cerrno>
-#include <climits>
-#include <cstring>
-#include <sstream>
 
 static bool is_dir(const std::string& p) {
     struct stat st;
@@ -212,11 +213,44 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
     }
 }
 
+// Every rank must run the same command: ranks with other flags (an MPMD launch, a wrapper script that adds one)
+// would train other models or batches and meet in collectives of other sizes (a hang, a crash, or a wrong result
+// with exit 0). Fails on every rank, naming the first rank that differs and the arguments only it or rank 0 has.
+static void check_same_arguments(Comm& comm, int argc, char** argv) {
+    if (comm.size() < 2) return;
+    std::string mine;
+    for (int i = 1; i < argc; i++) mine += std::string(argv[i]) + '\n';
+    const std::vector<std::string> all = all_gather_string(comm, mine);
+    for (int r = 1; r < (int)all.size(); r++) {
+        if (all[r] == all[0]) continue;
+        auto words = [](const std::string& text) {
+            std::vector<std::string> v;
+            std::istringstream lines(text);
+            for (std::string w; std::getline(lines, w);) v.push_back(w);
+            return v;
+        };
+        std::vector<std::string> a = words(all[r]), b = words(all[0]);
+        auto only = [](const std::vector<std::string>& x, std::vector<std::string> y) {  // x's words not in y
+            std::string out;
+            for (const std::string& w : x) {
+                auto it = std::find(y.begin(), y.end(), w);
+                if (it != y.end()) y.erase(it);
+                else out += (out.empty() ? "" : " ") + w;
+            }
+            return out.empty() ? std::string("nothing") : "\"" + out + "\"";
+        };
+        fail("rank %d was started with other arguments than rank 0: rank %d alone has %s, rank 0 alone has %s (or "
+             "they come in another order)\n---> HINT: every rank must run the same command: launch one for all "
+             "(mpirun -np N %s ...)", r, r, only(a, b).c_str(), only(b, a).c_str(), argc > 0 ? argv[0] : "");
+    }
+}
+
 bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char** argv, Comm& comm, int* exit_code) {
     s.comm = &comm;
     s.program = program;
     TrainOptions& opts = s.opts;
     parse_train_options(opts, argc, argv);
+    check_same_arguments(comm, argc, argv);
     const int rank = comm.rank();
     // only rank 0 reports: the other ranks' stdout goes nowhere (their errors still reach stderr)
     if (rank != 0 && !std::freopen("/dev/null", "w", stdout)) fail("cannot silence the output of rank %d", rank);
