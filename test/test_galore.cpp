@@ -25,6 +25,7 @@
 #include "model/llama.h"
 #include "train/optim_galore.h"
 #include "train/optim_adamw.h"
+#include "test/test_util.h"
 
 namespace {
 
@@ -178,7 +179,7 @@ TEST(Galore, StateBytesMatchAllocation) {
             Llama<CpuBackend> m(be, cfg);
             specs = m.param_specs, n = m.param_buffer_numel;
         }
-        for (int rank : {1, 8, 16, 1000}) {
+        for (int rank : {1, 8, 16, 63}) {  // 63: the largest below the width 64 (galore_blocks refuses more)
             size_t planned = GaLore<CpuBackend>::state_bytes(specs, cfg, rank);
             size_t live = be.live_bytes;
             {
@@ -234,6 +235,11 @@ TEST(Galore, BlockLayout) {
     names.clear();
     for (const GaloreBlock& k : galore_blocks(gm.param_specs, g, 16)) names.push_back(k.name);
     EXPECT_EQ(names, (std::vector<std::string>{"qkvw.q", "qkvw.k", "qkvw.v", "attprojw", "fcw", "fcprojw"}));
+    // a rank of the width (64) or more projects nothing to a lower rank: refused (it was clipped silently, and
+    // --galore-rank 100000 took more memory than AdamW)
+    EXPECT_EQ(galore_blocks(gm.param_specs, g, 63).front().rank, 63);
+    for (int r : {64, 100000}) EXPECT_USER_ERROR(galore_blocks(gm.param_specs, g, r), "not below the model's width 64",
+                                                 "HINT");
 
     EXPECT_EQ(galore_default_rank(model_config_load(Arch::LLAMA, "llama-60m")), 128);
     EXPECT_EQ(galore_default_rank(model_config_load(Arch::LLAMA, "llama-130m")), 256);

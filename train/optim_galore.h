@@ -56,6 +56,11 @@ inline GaloreBlock galore_block(const std::string& name, size_t offset, size_t l
 inline std::vector<GaloreBlock> galore_blocks(const std::vector<ParamSpec>& specs, const ModelConfig& cfg,
                                               int rank) {
     int L = cfg.num_layers, C = cfg.channels, F = cfg.hidden;
+    // every projected matrix's smaller side is C (F > C): a rank of C or more projects nothing to a lower rank
+    CHECK_USER(rank < C, "GaLore rank %d (--galore-rank) is not below the model's width %d, the smaller side of every "
+               "projected matrix: GaLore would keep full-rank states, more memory than AdamW\n---> HINT: use a rank "
+               "below %d (0: GaLore's rank for this model, %d), or --optimizer adamw", rank, C, C,
+               galore_default_rank(cfg));
     auto find = [&](const char* name, size_t rows_total, size_t cols) -> const ParamSpec& {
         for (const ParamSpec& s : specs)
             if (s.name == name) {
