@@ -375,6 +375,27 @@ TEST(TrainerBinary, SeqLenBeyondModel) {
     expect_user_error_exit(s, "train_llama", {"sequence length 2048", "1024"});
 }
 
+// --recompute 2 recomputes every linear site: PRAC of the linear class alone would train the baseline under PRAC's
+// name (it did, with exit 0 and "prac storage fp8" announced), and with the nonlinear class it meets the residual
+// stream it would recompute from; both are refused, and neither hint leads to the other.
+TEST(TrainerBinary, PracThatCompressesNothingIsRefused) {
+    TempDir dir;
+    for (const char* program : {"train_gpt2", "train_llama"}) {
+        const std::string model = std::string(program) == "train_gpt2" ? "gpt2-tiny" : "llama-tiny";
+        auto run = [&](const char* classes) {
+            return run_trainer(program, {"--model", model, "--seq-len", "32", "--batch-size", "1", "--steps", "1",
+                                         "--prac", "prac", "--recompute", "2", "--prac-classes", classes}, dir, 120);
+        };
+        RunResult linear = run("linear");
+        expect_user_error_exit(linear, program, {"--prac prac compresses nothing here", "--prac-classes linear",
+                                                 "--recompute 2", "HINT"});
+        EXPECT_FALSE(contains(linear.out, "| loss ")) << describe(linear);
+        RunResult both = run("linear,nonlinear");
+        expect_user_error_exit(both, program, {"--recompute 2 recomputes the norm outputs", "--recompute 1"});
+        EXPECT_FALSE(contains(both.err, "--prac-classes linear")) << describe(both);
+    }
+}
+
 TEST(TrainerBinary, UnwritableLog) {
     TempDir dir;
     RunResult r = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--steps", "1", "--log",
