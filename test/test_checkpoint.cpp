@@ -260,6 +260,16 @@ TEST_F(CkptTest, CheckCompatible) {
     EXPECT_NE(e.find("num_ranks = 4, this run has num_ranks = 8"), std::string::npos) << e;
     e = error_of([&] { check_compatible(r, "zero_stage", (int64_t)1); });
     EXPECT_NE(e.find("does not record zero_stage (this run has zero_stage = 1)"), std::string::npos) << e;
+    // a setting of many words: the words that differ are named with the word before each (a user had to diff two
+    // 100-character lines)
+    TrainState o;
+    o.set("run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95");
+    e = error_of([&] { check_compatible(o, "run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.99 galore 0/100/0.25 muon 0.95"); });
+    EXPECT_NE(e.find("(the difference: saved `b2 0.95, galore 0/200/0.25` where this run has `b2 0.99, galore "
+                     "0/100/0.25`)"), std::string::npos) << e;
+    e = error_of([&] { check_compatible(o, "run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95 "
+                                                             "states 8bit"); });
+    EXPECT_EQ(e.find("the difference"), std::string::npos) << "other lengths: both values say it\n" << e;
 }
 
 TEST_F(CkptTest, CorruptStateFiles) {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <type_traits>
 
 #include "common/error.h"
@@ -764,6 +765,28 @@ TrainState read_state(const std::string& path) {
     return s;
 }
 
+// For settings stored as one line of words ("adamw wd 0.1 b1 0.9 ..."): " (the difference: saved `a b` where this
+// run has `a c`)", each differing word with the word before it (its name), when both have the same number of words
+// and more than two; "" otherwise (short values need no help).
+static std::string words_that_differ(const std::string& saved, const std::string& now) {
+    auto split = [](const std::string& s) {
+        std::vector<std::string> v;
+        std::istringstream in(s);
+        for (std::string w; in >> w;) v.push_back(w);
+        return v;
+    };
+    const std::vector<std::string> a = split(saved), b = split(now);
+    if (a.size() != b.size() || a.size() <= 2) return "";
+    std::string was, is;
+    for (size_t i = 0; i < a.size(); i++)
+        if (a[i] != b[i]) {
+            const std::string name = i > 0 && a[i - 1] == b[i - 1] ? a[i - 1] + " " : "";
+            was += (was.empty() ? "" : ", ") + name + a[i];
+            is += (is.empty() ? "" : ", ") + name + b[i];
+        }
+    return " (the difference: saved `" + was + "` where this run has `" + is + "`)";
+}
+
 void check_compatible(const TrainState& state, const std::string& key, const std::string& expected) {
     const char* where = state.path.empty() ? "the checkpoint" : state.path.c_str();
     auto it = state.meta.find(key);
@@ -772,9 +795,10 @@ void check_compatible(const TrainState& state, const std::string& key, const std
              "another version; resume with the build that wrote it, or start a new run in another checkpoint "
              "directory", where, key.c_str(), key.c_str(), expected.c_str());
     if (it->second != expected)
-        fail("cannot resume from %s: it was written with %s = %s, this run has %s = %s\n---> HINT: resume with the "
+        fail("cannot resume from %s: it was written with %s = %s, this run has %s = %s%s\n---> HINT: resume with the "
              "settings of the run that wrote it (%s = %s), or start a new run in another checkpoint directory",
-             where, key.c_str(), it->second.c_str(), key.c_str(), expected.c_str(), key.c_str(), it->second.c_str());
+             where, key.c_str(), it->second.c_str(), key.c_str(), expected.c_str(),
+             words_that_differ(it->second, expected).c_str(), key.c_str(), it->second.c_str());
 }
 
 void check_compatible(const TrainState& state, const std::string& key, int64_t expected) {
