@@ -364,6 +364,29 @@ TEST_F(CkptTest, ResolveForResume) {
     EXPECT_NE(e.find("not a complete checkpoint (it has no COMPLETE marker)"), std::string::npos) << e;
 }
 
+// --ckpt-dir naming one checkpoint: a resumed run writes beside it (its checkpoints used to nest inside it), but only
+// when it is the newest there; a new run (no --resume) is refused; other paths are kept as given.
+TEST_F(CkptTest, RunDirOfOneCheckpoint) {
+    EXPECT_EQ(checkpoint_run_dir(ckdir(), false), ckdir());  // missing: a new run's directory
+    std::string c3 = save_checkpoint(ckdir(), 3, "three");
+    std::string c5 = save_checkpoint(ckdir(), 5, "five");
+    EXPECT_EQ(checkpoint_run_dir(ckdir(), true), ckdir());
+    EXPECT_EQ(checkpoint_run_dir(c5, true), ckdir());
+    EXPECT_EQ(checkpoint_run_dir(c5 + "/", true), ckdir());
+    std::string e = error_of([&] { checkpoint_run_dir(c3, true); });
+    EXPECT_NE(e.find("holds newer checkpoints (the newest after step 5)"), std::string::npos) << e;
+    EXPECT_NE(e.find("--ckpt-dir NEW --resume"), std::string::npos) << e;
+    e = error_of([&] { checkpoint_run_dir(c5, false); });
+    EXPECT_NE(e.find("is one checkpoint"), std::string::npos) << e;
+    EXPECT_NE(e.find("--init-from " + c5), std::string::npos) << e;
+    fs::rename(c3, dir + "/best");  // renamed: a checkpoint by its marker, of unknown order against ckdir()'s
+    EXPECT_NE(error_of([&] { checkpoint_run_dir(dir + "/best", false); }).find("is one checkpoint"), std::string::npos);
+    EXPECT_EQ(checkpoint_run_dir(dir + "/best", true), dir) << "nothing else in " << dir;
+    fs::rename(dir + "/best", ckdir() + "/best");
+    EXPECT_NE(error_of([&] { checkpoint_run_dir(ckdir() + "/best", true); }).find("holds newer checkpoints"),
+              std::string::npos);
+}
+
 TEST_F(CkptTest, DamagedStepDirIsNotComplete) {
     std::string c1 = save_checkpoint(ckdir(), 1, "one");
     std::string c2 = save_checkpoint(ckdir(), 2, "two");

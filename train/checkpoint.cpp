@@ -400,6 +400,28 @@ void checkpoint_rotate(const std::string& dir, int keep_last) {
     }
 }
 
+std::string checkpoint_run_dir(const std::string& path_arg, bool resume) {
+    std::string path = path_arg;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    std::error_code ec;
+    int64_t step = 0;
+    const bool named = parse_step_name(base_of(path), &step);  // a renamed one: its order is unknown
+    if (!fs::is_directory(path, ec) || !(named || fs::exists(path + "/" + CKPT_COMPLETE_FILE, ec))) return path_arg;
+    const std::string parent = fs::path(path).parent_path().string(), above = parent.empty() ? "." : parent;
+    if (!resume)
+        fail("--ckpt-dir %s is one checkpoint, not a run's checkpoint directory: this run would write its checkpoints "
+             "inside it\n---> HINT: add --resume to continue from it, pass --init-from %s to start a new run from its "
+             "weights, or choose another --ckpt-dir (its parent %s holds the run's checkpoints)", path.c_str(),
+             path.c_str(), above.c_str());
+    const std::vector<int64_t> steps = checkpoint_steps(above);
+    if (!steps.empty() && (!named || steps.back() > step))
+        fail("cannot continue %s in %s: that directory holds newer checkpoints (the newest after step %lld), which "
+             "the continued run's would mix with\n---> HINT: copy %s into a new directory and resume there (--ckpt-dir "
+             "NEW --resume), or remove the newer checkpoints", path.c_str(), above.c_str(), (long long)steps.back(),
+             path.c_str());
+    return above;
+}
+
 std::string checkpoint_resolve(const std::string& path_arg) {
     std::string path = path_arg;
     while (path.size() > 1 && path.back() == '/') path.pop_back();

@@ -59,6 +59,11 @@ int checkpoint_cleanup(const std::string& dir);
 // undone); newer ones that do not are reported on stdout with the reason. Fails with "no checkpoint in PATH" when
 // there is none, and with each step directory's problem when none verifies.
 std::string checkpoint_resolve(const std::string& path);
+// Where a run with --ckpt-dir PATH writes its checkpoints: PATH, or, when PATH is one checkpoint (an existing step
+// directory) continued with --resume, the directory above it, provided the continued step is its newest complete one
+// (else the new checkpoints would mix with the newer ones of the run that went on). A step directory without --resume
+// is refused: the new run's checkpoints would nest inside it.
+std::string checkpoint_run_dir(const std::string& path, bool resume);
 
 // Owns a checkpoint being written: begin in the constructor, commit() to publish, and the destructor removes
 // the temp dir when commit was never reached (an exception while writing leaves nothing behind).

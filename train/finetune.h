@@ -352,6 +352,7 @@ struct FineTuner {
                    "---> HINT: pass --batch-size %zu or less", B, largest, opts.data_dir.c_str(), largest);
         if (!opts.save.empty()) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
+        if (!opts.ckpt_dir.empty()) opts.ckpt_dir = checkpoint_run_dir(opts.ckpt_dir, opts.resume);
         if (!opts.ckpt_dir.empty() && !opts.eval_only) prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
         opts.seq_len = T;  // for resume_keys and the planner
         return cfg;

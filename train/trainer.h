@@ -506,6 +506,7 @@ struct Trainer {
         }
         if (!opts.save.empty() && rank == 0) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = resume_checkpoint();
+        if (!opts.ckpt_dir.empty()) opts.ckpt_dir = checkpoint_run_dir(opts.ckpt_dir, opts.resume);
         if (!opts.ckpt_dir.empty() && !opts.eval_only && rank == 0) prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
         if (!opts.dump_site.empty() && rank == 0) check_output_file(opts.dump_path, "--dump-path");
         return opts.val_data;
