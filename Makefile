@@ -106,7 +106,7 @@ train: build
 	$(TRAIN_BIN) $(TRAIN_ARGS)
 
 clean:
-	rm -rf $(BUILD_DIR) train_gpt2 train_llama
+	rm -rf $(BUILD_DIR) train_gpt2 train_llama finetune_roberta prep_data prac_analyze
 
 help:
 	@echo "PRAC trainer (GPT-2 / LLaMA with PRAC activation compression)"

@@ -135,6 +135,7 @@ TEST(TrainerCli, NonNumericValues) {
     EXPECT_USER_ERROR(parse({"--lr", "1e-3x"}), "--lr", "\"1e-3x\"");
     EXPECT_USER_ERROR(parse({"--lr="}), "--lr", "number");
     EXPECT_USER_ERROR(parse({"--steps", "99999999999"}), "--steps", "out of range");
+    EXPECT_USER_ERROR(parse({"--seed", "18446744073709551615"}), "--seed", "out of range");  // beyond long long
     EXPECT_USER_ERROR(parse({"--lr", "1e99"}), "--lr");  // overflows float (ERANGE)
 }
 

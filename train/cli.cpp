@@ -261,7 +261,9 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
             case Kind::INT:
             case Kind::LONG: {
                 long long v = std::strtoll(value.c_str(), &end, 10);
-                if (value.empty() || *end || errno) fail("flag %s needs an integer, got \"%s\"", flag->name, value.c_str());
+                if (value.empty() || *end || (errno && errno != ERANGE))
+                    fail("flag %s needs an integer, got \"%s\"", flag->name, value.c_str());
+                if (errno == ERANGE) fail("flag %s: %s is out of range", flag->name, value.c_str());
                 if (flag->kind == Kind::INT) {
                     if (v < -2147483647LL || v > 2147483647LL) fail("flag %s: %s is out of range", flag->name, value.c_str());
                     *(int*)field = (int)v;

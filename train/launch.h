@@ -124,7 +124,8 @@ inline void check_ranks_agree_on_device(Comm& comm, const DeviceChoice& d) {
 }
 
 inline void print_cpu_device(int gpus) {
-    std::printf("device: CPU backend (fp32, OpenBLAS, %d threads)%s\n", omp_get_max_threads(),
+    std::printf("device: CPU backend (fp32, OpenBLAS, %d thread%s)%s\n", omp_get_max_threads(),
+                omp_get_max_threads() == 1 ? "" : "s",
                 gpus > 0 ? "" : "; fine for small models only");
 }
 

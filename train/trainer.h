@@ -581,8 +581,10 @@ struct Trainer {
     // The run's banner: the data-parallel line, the config and options tables.
     void announce(const RunSetup& s) {
         if (ranks > 1)
-            std::printf("data parallel: %d ranks (%s), ZeRO-%d, PRAC subspace %s\n", ranks, comm.name(), opts.zero,
-                        opts.prac_shared ? "shared" : "per rank");
+            std::printf("data parallel: %d ranks (%s), ZeRO-%d%s\n", ranks, comm.name(), opts.zero,
+                        prac.mode == PracMode::NONE ? ""
+                        : opts.prac_shared          ? ", PRAC subspace shared"
+                                                    : ", PRAC subspace per rank");
         print_table(s.program, model_config_rows(cfg));
         print_table("training", train_options_rows(opts));
     }
