@@ -581,12 +581,15 @@ static void print_table(const json& j, const Args& a) {
                 rk["k"].get<double>(), rk["k_mult"].get<double>(), e["draws"].get<int>(),
                 e["draws"].get<int>() == 1 ? "" : "s", (unsigned long long)e["seed"].get<uint64_t>());
     const json& fb = e["orth_fallbacks"];
-    std::printf("  tail energy T = ||X - X Q1 Q1^T||_F^2   %.6e   (spectrum: sum_{i>r1} s_i^2 = %.6e; ratio %.5f,\n"
-                "    Q1 by the %s refresh after %d warm-start refreshes; orthonormalizations past CholQR2: %d shifted "
-                "Cholesky-QR in %d passes, %d Householder)\n",
-                g("tail_energy"), g("tail_energy_spectrum"), g("tail_ratio"), e["refresh"].get<std::string>().c_str(),
-                e["warm_starts"].get<int>(), fb["shifted_cholqr"].get<int>(), fb["shifted_passes"].get<int>(),
-                fb["householder"].get<int>());
+    if (rk["r1"].get<int>() == 0)  // rac: no Q1, T = ||X||^2
+        std::printf("  tail energy T = ||X||_F^2 (no Q1: r1 = 0)   %.6e\n", g("tail_energy"));
+    else
+        std::printf("  tail energy T = ||X - X Q1 Q1^T||_F^2   %.6e   (spectrum: sum_{i>r1} s_i^2 = %.6e; ratio %.5f,\n"
+                    "    Q1 by the %s refresh after %d warm-start refreshes; orthonormalizations past CholQR2: %d "
+                    "shifted Cholesky-QR in %d passes, %d Householder)\n",
+                    g("tail_energy"), g("tail_energy_spectrum"), g("tail_ratio"),
+                    e["refresh"].get<std::string>().c_str(), e["warm_starts"].get<int>(),
+                    fb["shifted_cholqr"].get<int>(), fb["shifted_passes"].get<int>(), fb["householder"].get<int>());
     bool pac = rk["r2"].get<int>() == 0;
     std::printf("  theory  bias^2 %.6e   variance %.6e%s\n", g("bias_sq_theory"), g("variance_theory"),
                 pac ? "   (pac: bias^2 = T, no variance)"
