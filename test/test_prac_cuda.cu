@@ -590,6 +590,61 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
     check(prof.host_reads <= budget,
           "profiled: %d host reads, within the budget of %d (%d shifted passes, %d Householder QR)", prof.host_reads,
           budget, rp.q1_shifted_passes, rp.q1_householder_qr + rp.q2_householder);
+
+    // 11. a GramReducer (--prac-shared-subspace's average of the Gram matrix over ranks), the twins given the same
+    // one: another rank's activations x2 = 3 x (a signal in other directions), averaged in. Called once per Q1
+    // refresh (not for Q2 alone); Q1 then spans the average's top directions: the CPU twin's with its reducer, and
+    // independently the CPU twin's without one on the two ranks' rows stacked and scaled by 1/sqrt(2), whose Gram
+    // matrix is that average (x2's signal dominates: this rank's own Q1 is more than 10x the tolerance away)
+    if (r1 > 0) {
+        std::vector<float> x2 = structured_x(N, n, r1, noise), G2((size_t)n * n);
+        for (float& v : x2) v *= 3.0f;
+        x2 = quantize<T>(x2);
+        gemm_cpu(true, false, n, n, N, 1.0f, x2.data(), n, x2.data(), n, 0.0f, G2.data(), n);  // x2ᵀ x2, symmetric
+        int cpu_calls = 0, gpu_calls = 0;
+        GramReducer on_host = [&](float* G, size_t nn) {
+            cpu_calls++;
+            for (size_t i = 0; i < nn; i++) G[i] = 0.5f * (G[i] + G2[i]);
+        };
+        GramReducer on_device = [&](float* G, size_t nn) {  // as the communicator does: on the refresh's stream
+            gpu_calls++;
+            std::vector<float> h(nn);
+            cudaCheck(cudaStreamSynchronize(c.h.stream));
+            cudaCheck(cudaMemcpy(h.data(), G, nn * sizeof(float), cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < nn; i++) h[i] = 0.5f * (h[i] + G2[i]);
+            cudaCheck(cudaMemcpy(G, h.data(), nn * sizeof(float), cudaMemcpyHostToDevice));
+        };
+        std::vector<float> Pcr = P1;
+        key.refresh = 6;
+        prac_refresh_cpu(Pcr.data(), x.data(), N, n, d, true, true, true, key, &on_host);
+        Dev<T> dP(P1.size()), dx(x.size());
+        upload(dP, P1);
+        upload(dx, x);
+        PracRefreshResult rr =
+            prac_refresh_cuda(dP.p, dx.p, N, n, d, true, true, true, key, c.h, tc.ws.p, tc.ws_bytes, &on_device);
+        std::vector<float> Pgr = download(dP, P1.size());
+        check(rr.q1_ok && cpu_calls == 1 && gpu_calls == 1, "reducer: called once by each twin (cpu %d, gpu %d)",
+              cpu_calls, gpu_calls);
+        tc.compare("reducer", Pgr, Pcr);
+        std::vector<float> stacked((size_t)2 * N * n), Pst = P1;
+        const float s2 = 1.0f / std::sqrt(2.0f);
+        for (size_t i = 0; i < x.size(); i++) {
+            stacked[i] = s2 * x[i];
+            stacked[x.size() + i] = s2 * x2[i];
+        }
+        prac_refresh_cpu(Pst.data(), stacked.data(), 2 * N, n, d, true, true, true, key);
+        std::vector<float> Palone = P1;  // this rank's refresh without the reducer
+        prac_refresh_cpu(Palone.data(), x.data(), N, n, d, true, true, true, key);
+        double e = max_abs_diff(projector(Pgr, n, r, 0, r1, 1.0f), projector(Pst, n, r, 0, r1, 1.0f));
+        double off = max_abs_diff(projector(Pgr, n, r, 0, r1, 1.0f), projector(Palone, n, r, 0, r1, 1.0f));
+        check(e <= tc.tol_proj && off > 10 * tc.tol_proj,
+              "reducer: Q1 Q1^T vs the stacked ranks' refresh %.3g (tol %.0e), vs this rank's alone %.3g (> %.0e)", e,
+              tc.tol_proj, off, 10 * tc.tol_proj);
+        upload(dP, Pgr);
+        gpu_calls = 0;
+        prac_refresh_cuda(dP.p, dx.p, N, n, d, false, true, true, key, c.h, tc.ws.p, tc.ws_bytes, &on_device);
+        check(gpu_calls == 0, "reducer: not called for Q2 alone (%d calls)", gpu_calls);
+    }
 }
 
 // The Q2 draw's Householder fallback (Xgeqrf + Sorgqr; test/q2_fallback_case.h): on a key whose projected draw has
