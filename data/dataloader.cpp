@@ -121,6 +121,7 @@ void DataLoader::check_every_token() const {
 void DataLoader::reset() {
     epoch_ = 0;
     step_ = 0;
+    offset_ = 0;
     epoch_rng_ = seed;
     compute_order(epoch_rng_, &order_, &start_);
 }

@@ -370,20 +370,32 @@ TEST_F(CkptTest, RunDirOfOneCheckpoint) {
     EXPECT_EQ(checkpoint_run_dir(ckdir(), false), ckdir());  // missing: a new run's directory
     std::string c3 = save_checkpoint(ckdir(), 3, "three");
     std::string c5 = save_checkpoint(ckdir(), 5, "five");
+    const std::string above = fs::absolute(ckdir()).lexically_normal().string();
     EXPECT_EQ(checkpoint_run_dir(ckdir(), true), ckdir());
-    EXPECT_EQ(checkpoint_run_dir(c5, true), ckdir());
-    EXPECT_EQ(checkpoint_run_dir(c5 + "/", true), ckdir());
+    for (const std::string& spelling : {c5, c5 + "/", c5 + "/.", c5 + "/../" + fs::path(c5).filename().string()})
+        EXPECT_EQ(checkpoint_run_dir(spelling, true), above) << spelling;
     std::string e = error_of([&] { checkpoint_run_dir(c3, true); });
-    EXPECT_NE(e.find("holds newer checkpoints (the newest after step 5)"), std::string::npos) << e;
-    EXPECT_NE(e.find("--ckpt-dir NEW --resume"), std::string::npos) << e;
+    EXPECT_NE(e.find("holds a newer checkpoint (after step 5)"), std::string::npos) << e;
+    EXPECT_NE(e.find("mkdir NEW && cp -r " + c3 + " NEW/, then --ckpt-dir NEW --resume"), std::string::npos) << e;
+    // a damaged newer one is no run to continue (--resume DIR itself falls back past it)
+    const std::string model5 = c5 + "/" + CKPT_MODEL_FILE;
+    std::string bytes = read_bytes(model5);
+    bytes[bytes.size() - 1] ^= 1;
+    write_bytes(model5, bytes);
+    EXPECT_EQ(checkpoint_run_dir(c3, true), above);
+    bytes[bytes.size() - 1] ^= 1;
+    write_bytes(model5, bytes);
+    fs::create_directories(ckdir() + "/step_00000009");  // a step name without a COMPLETE marker: no checkpoint
+    EXPECT_EQ(checkpoint_run_dir(ckdir() + "/step_00000009", false), ckdir() + "/step_00000009");
     e = error_of([&] { checkpoint_run_dir(c5, false); });
     EXPECT_NE(e.find("is one checkpoint"), std::string::npos) << e;
     EXPECT_NE(e.find("--init-from " + c5), std::string::npos) << e;
     fs::rename(c3, dir + "/best");  // renamed: a checkpoint by its marker, of unknown order against ckdir()'s
     EXPECT_NE(error_of([&] { checkpoint_run_dir(dir + "/best", false); }).find("is one checkpoint"), std::string::npos);
-    EXPECT_EQ(checkpoint_run_dir(dir + "/best", true), dir) << "nothing else in " << dir;
+    EXPECT_EQ(checkpoint_run_dir(dir + "/best", true), fs::absolute(dir).lexically_normal().string())
+        << "nothing else in " << dir;
     fs::rename(dir + "/best", ckdir() + "/best");
-    EXPECT_NE(error_of([&] { checkpoint_run_dir(ckdir() + "/best", true); }).find("holds newer checkpoints"),
+    EXPECT_NE(error_of([&] { checkpoint_run_dir(ckdir() + "/best", true); }).find("holds a newer checkpoint"),
               std::string::npos);
 }
 

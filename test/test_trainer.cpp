@@ -315,7 +315,12 @@ TEST(TrainerBinary, EarlierRunIsNotOverwritten) {
     const std::string log_before = read_bytes(log);
     ASSERT_EQ(split_log(log).steps.size(), 2u);
     RunResult log_again = run_trainer("train_gpt2", args({"--log", log}), dir, 120);
-    expect_user_error_exit(log_again, "train_gpt2", {log, "earlier run's records", "--resume", "--overwrite"});
+    expect_user_error_exit(log_again, "train_gpt2", {log, "earlier run's records", "--overwrite"});
+    EXPECT_EQ(read_bytes(log), log_before);
+    // an --overwrite run refused before its first record leaves the log as it was
+    RunResult refused = run_trainer("train_gpt2", args({"--log", log, "--overwrite", "--prac", "prac", "--recompute",
+                                                        "2", "--prac-classes", "linear"}), dir, 120);
+    expect_user_error_exit(refused, "train_gpt2", {"compresses nothing"});
     EXPECT_EQ(read_bytes(log), log_before);
     RunResult evaluated = run_trainer("train_gpt2", args({"--init-from", save, "--eval-only", "--log", log}), dir, 120);
     ASSERT_EQ(evaluated.rc, 0) << describe(evaluated);

@@ -401,24 +401,27 @@ void checkpoint_rotate(const std::string& dir, int keep_last) {
 }
 
 std::string checkpoint_run_dir(const std::string& path_arg, bool resume) {
-    std::string path = path_arg;
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
     std::error_code ec;
+    // "DIR/step_N/." or "." inside a checkpoint: the directory itself, whatever the spelling
+    fs::path p = fs::absolute(path_arg, ec).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();
+    const std::string path = p.string();
+    if (!fs::exists(path + "/" + CKPT_COMPLETE_FILE, ec)) return path_arg;  // not one checkpoint
     int64_t step = 0;
     const bool named = parse_step_name(base_of(path), &step);  // a renamed one: its order is unknown
-    if (!fs::is_directory(path, ec) || !(named || fs::exists(path + "/" + CKPT_COMPLETE_FILE, ec))) return path_arg;
-    const std::string parent = fs::path(path).parent_path().string(), above = parent.empty() ? "." : parent;
+    const std::string above = p.parent_path().string();
     if (!resume)
         fail("--ckpt-dir %s is one checkpoint, not a run's checkpoint directory: this run would write its checkpoints "
              "inside it\n---> HINT: add --resume to continue from it, pass --init-from %s to start a new run from its "
-             "weights, or choose another --ckpt-dir (its parent %s holds the run's checkpoints)", path.c_str(),
-             path.c_str(), above.c_str());
-    const std::vector<int64_t> steps = checkpoint_steps(above);
-    if (!steps.empty() && (!named || steps.back() > step))
-        fail("cannot continue %s in %s: that directory holds newer checkpoints (the newest after step %lld), which "
-             "the continued run's would mix with\n---> HINT: copy %s into a new directory and resume there (--ckpt-dir "
-             "NEW --resume), or remove the newer checkpoints", path.c_str(), above.c_str(), (long long)steps.back(),
-             path.c_str());
+             "weights, or choose another --ckpt-dir (its parent %s holds the run's checkpoints)", path_arg.c_str(),
+             path_arg.c_str(), above.c_str());
+    // newer intact checkpoints there: the continued run's would mix with them (damaged ones are no run to continue)
+    for (int64_t s : checkpoint_steps(above))
+        if ((!named || s > step) && checkpoint_verify(checkpoint_path(above, s)))
+            fail("cannot continue %s in %s: that directory holds a newer checkpoint (after step %lld), which the "
+                 "continued run's would mix with\n---> HINT: copy it into a new directory and resume there (mkdir NEW "
+                 "&& cp -r %s NEW/, then --ckpt-dir NEW --resume), or remove the newer checkpoints", path_arg.c_str(),
+                 above.c_str(), (long long)s, path_arg.c_str());
     return above;
 }
 

@@ -59,10 +59,10 @@ int checkpoint_cleanup(const std::string& dir);
 // undone); newer ones that do not are reported on stdout with the reason. Fails with "no checkpoint in PATH" when
 // there is none, and with each step directory's problem when none verifies.
 std::string checkpoint_resolve(const std::string& path);
-// Where a run with --ckpt-dir PATH writes its checkpoints: PATH, or, when PATH is one checkpoint (an existing step
-// directory) continued with --resume, the directory above it, provided the continued step is its newest complete one
-// (else the new checkpoints would mix with the newer ones of the run that went on). A step directory without --resume
-// is refused: the new run's checkpoints would nest inside it.
+// Where a run with --ckpt-dir PATH writes its checkpoints: PATH, or, when PATH is one checkpoint (a directory with a
+// COMPLETE marker, however spelled: DIR/step_N, DIR/step_N/., "." inside it) continued with --resume, the directory
+// above it (absolute), provided that holds no newer intact checkpoint (else the new checkpoints would mix with those
+// of the run that went on). One checkpoint without --resume is refused: the new run's checkpoints would nest in it.
 std::string checkpoint_run_dir(const std::string& path, bool resume);
 
 // Owns a checkpoint being written: begin in the constructor, commit() to publish, and the destructor removes

@@ -1,8 +1,12 @@
 // JSONL metrics: one object per optimizer step and per evaluation, appended and flushed line by line so a
 // killed run keeps everything it logged. Non-finite numbers are written as null (JSON has no NaN).
 #pragma once
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,12 +15,20 @@
 
 struct MetricsLog {
     FILE* f = nullptr;
-    // start_over: an earlier run's records are dropped (--overwrite); otherwise records are appended (a resumed
-    // run's log goes on; --eval-only adds its evaluation)
-    MetricsLog(const std::string& path, bool start_over) {
+    // start_over: an earlier run's records are dropped (--overwrite), at this run's first record (a run refused
+    // before it leaves them); otherwise records are appended (a resumed run's log goes on; --eval-only adds its
+    // evaluation)
+    bool truncate_first = false;
+    MetricsLog(const std::string& path, bool start_over) : truncate_first(start_over) {
         if (path.empty()) return;
-        f = std::fopen(path.c_str(), start_over ? "w" : "a");
-        if (!f) fail("cannot open the metrics log %s for %s", path.c_str(), start_over ? "writing" : "appending");
+        f = std::fopen(path.c_str(), "a");
+        if (!f) fail("cannot open the metrics log %s for appending", path.c_str());
+    }
+    // before each record: the --overwrite truncation, once
+    void begin_record() {
+        if (!truncate_first) return;
+        truncate_first = false;
+        if (ftruncate(fileno(f), 0) != 0) fail("cannot empty the metrics log for --overwrite: %s", std::strerror(errno));
     }
     ~MetricsLog() {
         if (f) std::fclose(f);
@@ -28,6 +40,7 @@ struct MetricsLog {
 
     void step(int step, float loss, float lr, float grad_norm, double tokens_per_s, double ms, size_t mem_bytes) {
         if (!f) return;
+        begin_record();
         std::fprintf(f,
                      "{\"type\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"tokens_per_s\":%s,"
                      "\"ms_per_step\":%s,\"mem_peak_bytes\":%zu}\n",
@@ -37,6 +50,7 @@ struct MetricsLog {
     }
     void eval(int step, float val_loss, long long tokens) {
         if (!f) return;
+        begin_record();
         std::fprintf(f, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld}\n", step,
                      num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens);
         std::fflush(f);
@@ -46,6 +60,7 @@ struct MetricsLog {
     void record(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
                 const std::vector<std::pair<std::string, std::string>>& strings = {}) {
         if (!f) return;
+        begin_record();
         auto quote = [](const std::string& s) {
             std::string q = "\"";
             for (char c : s) q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);

@@ -145,8 +145,9 @@ void check_no_earlier_run(const TrainOptions& opts) {
         struct stat st;
         if (stat(opts.log.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
             fail("--log %s holds an earlier run's records (%lld bytes); this run would append its own to them\n"
-                 "---> HINT: pass --resume to continue that run (its log goes on), --overwrite to start the log over, "
-                 "or choose another --log", opts.log.c_str(), (long long)st.st_size);
+                 "---> HINT: %s--overwrite to start the log over, or choose another --log", opts.log.c_str(),
+                 (long long)st.st_size,
+                 opts.ckpt_dir.empty() ? "" : "pass --resume to continue that run (its log goes on), ");
     }
     std::string model = opts.save + "/model.safetensors";
     if (!opts.resume && !opts.save.empty() && access(model.c_str(), F_OK) == 0)
