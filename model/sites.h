@@ -2,6 +2,7 @@
 // turns some of them into a recomputed slot, and which of them share a transient buffer or live in backward
 // scratch. The site mechanism itself (ActSite: fwd / save / restore / weight_grad) is prac/site.h.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -95,4 +96,17 @@ void wire_sites(std::vector<ActSite<Backend>>& sites, typename Backend::act_t* t
     }
     sites[SITE_LN1].fp8_wgrad = sites[SITE_LN2].fp8_wgrad = dead_at_norm_wgrad;
     if (sites[SITE_LN2].borrowed) sites[SITE_LN2].full = sites[SITE_LN1].full;  // recompute 2: one (N, C) slot for both norms
+}
+
+// A PRAC mode whose classes and recompute level leave no site to compress would train the baseline under PRAC's
+// name (and announce fp8 storage): the trainers and finetune_roberta refuse it, naming their flags' values.
+template <class Site>
+void check_prac_compresses(const std::vector<Site>& sites, PracMode mode, const std::string& prac,
+                           const std::string& classes, int recompute) {
+    if (mode == PracMode::NONE) return;
+    for (const Site& s : sites)
+        if (s.compressed()) return;
+    fail("--prac %s compresses nothing here: with --prac-classes %s and --recompute %d every activation site is "
+         "recomputed in backward or outside those classes\n---> HINT: add the other class (--prac-classes "
+         "linear,nonlinear), lower --recompute, or use --prac none", prac.c_str(), classes.c_str(), recompute);
 }

@@ -218,6 +218,7 @@ expect_error "Hugging Face's flag spelling answered" "spells it --max-len" "$BIN
 expect_error "--grad-accum 0 refused" "at least 1" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --grad-accum 0
 expect_error "--optimizer-states 8bit with rso refused" "quantizes AdamW" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer rso --optimizer-states 8bit
 expect_error "--prac-storage fp8 without PRAC refused" "compresses nothing" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --prac-storage fp8
+expect_error "PRAC with every site recomputed refused (it trained the baseline)" "--prac prac compresses nothing here" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --prac prac --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --recompute 2 --prac-classes linear
 expect_error "--recompute-attention 2 refused" "must be 0 or 1" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --recompute-attention 2
 expect_error "--padding other refused" "batch or longest" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --padding max
 mkdir -p "$T/sconst" && cp "$T/data/stsb/train.tsv" "$T/sconst/"

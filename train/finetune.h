@@ -110,6 +110,7 @@ struct FineTuner {
         : be(backend), opts(o), info(glue_task_info(glue_task_from_name(o.task))), cfg(config), prac(p),
           tok(o.init_from), B(o.batch_size), model(be, check_data_first(), prac, o.recompute_options()),
           log(o.log, o.overwrite && !o.eval_only) {
+        check_prac_compresses(model.sites, prac.mode, opts.prac, opts.prac_classes, opts.recompute);
         std::printf("task %s: %zu training examples, dev %s; tokenized with %s\n", info.name,
                     train_examples.size(), dev_text().c_str(), tok.name().c_str());
         if (train_set.truncated || count_truncated())

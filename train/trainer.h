@@ -137,7 +137,7 @@ struct Trainer {
                 opts.overlap_comm) {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
         if (opts.resume) check_resume();
-        check_prac_compresses();
+        check_prac_compresses(model.sites, prac.mode, opts.prac, opts.prac_classes, opts.recompute);
         val.check_every_token();  // a bad token fails now, not at the first evaluation (maybe after the training)
         prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
@@ -519,18 +519,6 @@ struct Trainer {
         if (rank == 0) path = checkpoint_resolve(opts.ckpt_dir);
         if (ranks > 1) broadcast_string(comm, path, 0);
         return path;
-    }
-
-    // A PRAC mode whose classes and --recompute leave no site to compress would train the baseline under PRAC's name
-    // (and with fp8 storage announced).
-    void check_prac_compresses() const {
-        if (prac.mode == PracMode::NONE) return;
-        for (const auto& s : model.sites)
-            if (s.compressed()) return;
-        fail("--prac %s compresses nothing here: with --prac-classes %s and --recompute %d every activation site is "
-             "recomputed in backward or outside those classes\n---> HINT: add the other class (--prac-classes "
-             "linear,nonlinear), lower --recompute, or use --prac none", opts.prac.c_str(), opts.prac_classes.c_str(),
-             opts.recompute);
     }
 
     // --resume: the checkpoint's settings and training data must be this run's (a bit-exact continuation); its
