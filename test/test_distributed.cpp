@@ -179,12 +179,16 @@ TEST(DataParallel, RanksWithOtherArgumentsAreRefused) {
     std::string out;
     const std::string args = std::string(TRAIN_ARGS) + " --steps 2 --eval-tokens 64";
     const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
-    int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var + " = 1 ]; then extra=\"--batch-size"
-                       " 4\"; fi; exec " + bin("train_gpt2") + args + " $extra'", &out);
-    EXPECT_EQ(rc, 1) << out;
-    EXPECT_NE(out.find("rank 1 was started with other arguments than rank 0: rank 1 alone has \"--batch-size 4\", "
-                       "rank 0 alone has nothing"), std::string::npos) << out;
+    auto launch = [&](const std::string& rank1_extra) {
+        return run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var + " = 1 ]; then extra=\"" +
+                         rank1_extra + "\"; fi; exec " + bin("train_gpt2") + args + " $extra'", &out);
+    };
+    EXPECT_EQ(launch("--batch-size 4 --no-shuffle"), 1) << out;  // TRAIN_ARGS has --batch-size 2
+    EXPECT_NE(out.find("rank 1 was started with other arguments than rank 0:\n  --batch-size: rank 1 \"4\", rank 0 "
+                       "\"2\"\n  --no-shuffle: rank 1 given, rank 0 absent"), std::string::npos) << out;
     EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
+    // the same settings in another spelling (a repeated flag, --flag=value) are the same command
+    EXPECT_EQ(launch("--eval-tokens=64"), 0) << out;
 }
 
 // Two ranks with micro-batch B equal one rank with 2B: the same samples (rank r reads the r-th B of every

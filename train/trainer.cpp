@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "train/planner.h"
@@ -216,33 +218,49 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
 
 // Every rank must run the same command: ranks with other flags (an MPMD launch, a wrapper script that adds one)
 // would train other models or batches and meet in collectives of other sizes (a hang, a crash, or a wrong result
-// with exit 0). Fails on every rank, naming the first rank that differs and the arguments only it or rank 0 has.
+// with exit 0). The flags are compared as the parser reads them, flag -> its last value (order, repeats and
+// --flag=value vs --flag value do not matter); fails on every rank, naming the first rank that differs and each
+// flag that differs with both ranks' values.
 static void check_same_arguments(Comm& comm, int argc, char** argv) {
     if (comm.size() < 2) return;
     std::string mine;
     for (int i = 1; i < argc; i++) mine += std::string(argv[i]) + '\n';
     const std::vector<std::string> all = all_gather_string(comm, mine);
-    for (int r = 1; r < (int)all.size(); r++) {
-        if (all[r] == all[0]) continue;
-        auto words = [](const std::string& text) {
-            std::vector<std::string> v;
-            std::istringstream lines(text);
-            for (std::string w; std::getline(lines, w);) v.push_back(w);
-            return v;
-        };
-        std::vector<std::string> a = words(all[r]), b = words(all[0]);
-        auto only = [](const std::vector<std::string>& x, std::vector<std::string> y) {  // x's words not in y
-            std::string out;
-            for (const std::string& w : x) {
-                auto it = std::find(y.begin(), y.end(), w);
-                if (it != y.end()) y.erase(it);
-                else out += (out.empty() ? "" : " ") + w;
+    auto flags = [](const std::string& text) {  // flag -> its last value ("" for a flag without one)
+        std::vector<std::string> w;
+        std::istringstream lines(text);
+        for (std::string t; std::getline(lines, t);) w.push_back(t);
+        std::map<std::string, std::string> m;
+        for (size_t i = 0; i < w.size(); i++) {
+            const size_t eq = w[i].find('=');
+            if (w[i].rfind("--", 0) == 0 && eq != std::string::npos) m[w[i].substr(0, eq)] = w[i].substr(eq + 1);
+            else if (w[i].rfind("--", 0) == 0) {
+                const bool valued = i + 1 < w.size() && w[i + 1].rfind("--", 0) != 0;
+                m[w[i]] = valued ? w[i + 1] : "";
+                i += valued;
             }
-            return out.empty() ? std::string("nothing") : "\"" + out + "\"";
+            else m[""] += " " + w[i];  // stray words (the parser refuses them)
+        }
+        return m;
+    };
+    const auto first = flags(all[0]);
+    for (int r = 1; r < (int)all.size(); r++) {
+        const auto other = flags(all[r]);
+        if (other == first) continue;
+        auto shown = [](const std::map<std::string, std::string>& m, const std::string& k) {
+            auto it = m.find(k);
+            return it == m.end() ? std::string("absent") : it->second.empty() ? "given" : "\"" + it->second + "\"";
         };
-        fail("rank %d was started with other arguments than rank 0: rank %d alone has %s, rank 0 alone has %s (or "
-             "they come in another order)\n---> HINT: every rank must run the same command: launch one for all "
-             "(mpirun -np N %s ...)", r, r, only(a, b).c_str(), only(b, a).c_str(), argc > 0 ? argv[0] : "");
+        std::set<std::string> names;
+        for (const auto* m : {&first, &other})
+            for (const auto& kv : *m) names.insert(kv.first);
+        std::string diff;
+        for (const std::string& k : names)
+            if (shown(first, k) != shown(other, k))
+                diff += format("\n  %s: rank %d %s, rank 0 %s", k.empty() ? "(words that are no flag's value)" : k.c_str(),
+                               r, shown(other, k).c_str(), shown(first, k).c_str());
+        fail("rank %d was started with other arguments than rank 0:%s\n---> HINT: every rank must run the same "
+             "command: launch one for all (mpirun -np N %s ...)", r, diff.c_str(), argc > 0 ? argv[0] : "");
     }
 }
 
