@@ -30,6 +30,13 @@ declare -A LABELS=(
   [table5]="Full FT|RSO|PRAC"
 )
 t_all=$SECONDS
+# data patterns relative to the caller's directory reach the trainer (which runs in the repository) absolute
+if (cd "$OUT" && python3 "$ROOT/scripts/repro/table4.py" --paper --dry-run --train-data 'c4/train_*.bin' \
+      --val-data 'c4/val_*.bin') 2>&1 | grep -q -- "--train-data '$OUT/c4/train_\*.bin' --val-data '$OUT/c4/val_\*.bin'"; then
+  ok "a relative --train-data / --val-data is passed on absolute"
+else
+  bad "a relative --train-data / --val-data is not passed on absolute"
+fi
 # --dry-run prints the commands and writes nothing (not even --out)
 for s in table4 table5; do
   if python3 "scripts/repro/$s.py" --quick --dry-run --out "$OUT/dry_$s" > "$OUT/dry_$s.log" 2>&1 \

@@ -101,9 +101,10 @@ def data_flags(args, binary):
     tr, va = args.train_data, args.val_data
     if binary == "train_gpt2" and getattr(args, "gpt2_train_data", None):
         tr, va = args.gpt2_train_data, args.gpt2_val_data or va
-    out = []
-    out += ["--train-data", tr or "TRAIN_SHARDS"] + ["--val-data", va or "VAL_SHARDS"]
-    return out
+    # the trainer runs with cwd=ROOT: a relative pattern is the caller's, made absolute (glob characters are kept)
+    def mine(p):
+        return os.path.abspath(p) if p else p
+    return ["--train-data", mine(tr) or "TRAIN_SHARDS", "--val-data", mine(va) or "VAL_SHARDS"]
 
 
 def quick_flags(args, steps=None, batch=None):
@@ -265,7 +266,7 @@ def run_all(runs, args):
             continue
         log = os.path.join(args.out, r.name + ".jsonl")
         if os.path.exists(log):
-            os.remove(log)  # --log appends
+            os.remove(log)  # a fresh run refuses a log with records (and a resumed one appends)
         t0 = time.time()
         with open(os.path.join(args.out, r.name + ".out"), "w") as f:
             try:
