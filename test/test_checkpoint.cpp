@@ -376,7 +376,8 @@ TEST_F(CkptTest, RunDirOfOneCheckpoint) {
         EXPECT_EQ(checkpoint_run_dir(spelling, true), above) << spelling;
     std::string e = error_of([&] { checkpoint_run_dir(c3, true); });
     EXPECT_NE(e.find("holds a newer checkpoint (after step 5)"), std::string::npos) << e;
-    EXPECT_NE(e.find("mkdir NEW && cp -r " + c3 + " NEW/, then --ckpt-dir NEW --resume"), std::string::npos) << e;
+    EXPECT_NE(e.find("copy it into a new directory (NEW/step_00000003) and resume there (--ckpt-dir NEW --resume)"),
+              std::string::npos) << e;
     // a damaged newer one is no run to continue (--resume DIR itself falls back past it)
     const std::string model5 = c5 + "/" + CKPT_MODEL_FILE;
     std::string bytes = read_bytes(model5);

@@ -94,9 +94,10 @@ static void killed_and_resumed(const std::string& extra, int steps, int die_afte
     EXPECT_EQ(run_shell(env + "PRAC_TEST_DIE_AFTER_STEP=" + std::to_string(die_after) + " " + bin("train_gpt2") + args + b),
               137);
     std::string out;
-    // nothing committed yet (killed before step 2) is a valid case: resume then starts from scratch by design
+    // nothing committed yet (killed before step 2) is a valid case: the run then starts over (--overwrite: its log
+    // holds the killed run's step 1)
     bool has_ckpt = !checkpoint_latest(d + "/b").empty();
-    int rc = run_shell(env + bin("train_gpt2") + args + b + (has_ckpt ? " --resume" : ""), &out);
+    int rc = run_shell(env + bin("train_gpt2") + args + b + (has_ckpt ? " --resume" : " --overwrite"), &out);
     ASSERT_EQ(rc, 0) << out;
     if (has_ckpt) EXPECT_NE(out.find("resumed from"), std::string::npos) << out;
 

@@ -419,9 +419,9 @@ std::string checkpoint_run_dir(const std::string& path_arg, bool resume) {
     for (int64_t s : checkpoint_steps(above))
         if ((!named || s > step) && checkpoint_verify(checkpoint_path(above, s)))
             fail("cannot continue %s in %s: that directory holds a newer checkpoint (after step %lld), which the "
-                 "continued run's would mix with\n---> HINT: copy it into a new directory and resume there (mkdir NEW "
-                 "&& cp -r %s NEW/, then --ckpt-dir NEW --resume), or remove the newer checkpoints", path_arg.c_str(),
-                 above.c_str(), (long long)s, path_arg.c_str());
+                 "continued run's would mix with\n---> HINT: copy it into a new directory (NEW/%s) and resume there "
+                 "(--ckpt-dir NEW --resume), or remove the newer checkpoints", path_arg.c_str(),
+                 above.c_str(), (long long)s, base_of(path).c_str());
     return above;
 }
 
