@@ -46,8 +46,8 @@ void apply_recompute(std::vector<ActSite<Backend>>& sites, int recompute, int ac
     if (recompute >= 2) {
         if (sites[resid].compressed() || sites[resid_mid].compressed())
             fail("--recompute 2 recomputes the norm outputs from the residual stream, which PRAC compresses here "
-                 "(site %s)\n---> HINT: use --recompute 1 (--recompute 2 also recomputes every linear site, so PRAC would "
-                 "have nothing left to compress), or --prac none",
+                 "(site %s)\n---> HINT: use --recompute 1 (--recompute 2 also recomputes every linear site, so PRAC "
+                 "would have nothing left to compress), or --prac none",
                  sites[resid].compressed() ? sites[resid].name.c_str() : sites[resid_mid].name.c_str());
         set(ln1, false);
         set(ln2, true);

@@ -264,7 +264,8 @@ TEST_F(CkptTest, CheckCompatible) {
     // 100-character lines)
     TrainState o;
     o.set("run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95");
-    e = error_of([&] { check_compatible(o, "run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.99 galore 0/100/0.25 muon 0.95"); });
+    e = error_of(
+        [&] { check_compatible(o, "run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.99 galore 0/100/0.25 muon 0.95"); });
     EXPECT_NE(e.find("(the difference: saved `b2 0.95, galore 0/200/0.25` where this run has `b2 0.99, galore "
                      "0/100/0.25`)"), std::string::npos) << e;
     e = error_of([&] { check_compatible(o, "run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95 "

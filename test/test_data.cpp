@@ -488,18 +488,15 @@ TEST_F(DataTest, AnotherNumberOfRanksContinuesTheSameSamples) {
             out.insert(out.end(), y.begin(), y.end());
             return out;
         };
-        auto two_ranks = [&](DataLoader& r0, DataLoader& r1) {  // one step of both ranks, rank 0's samples first
-            std::vector<int32_t> a = step(r0), b = step(r1), out;
+        auto joined = [&](DataLoader& first, DataLoader& second) {  // inputs of both batches, then their targets
+            std::vector<int32_t> a = step(first), b = step(second), out;
             for (auto* v : {&a, &b}) out.insert(out.end(), v->begin(), v->begin() + B * T);
             for (auto* v : {&a, &b}) out.insert(out.end(), v->begin() + B * T, v->end());
             return out;
         };
-        auto one_rank_twice = [&](DataLoader& d) {  // two steps of one rank as one step of two
-            std::vector<int32_t> a = step(d), b = step(d), out;
-            for (auto* v : {&a, &b}) out.insert(out.end(), v->begin(), v->begin() + B * T);
-            for (auto* v : {&a, &b}) out.insert(out.end(), v->begin() + B * T, v->end());
-            return out;
-        };
+        // one step of both ranks (rank 0's samples first), and two steps of one rank as one step of two
+        auto two_ranks = [&](DataLoader& r0, DataLoader& r1) { return joined(r0, r1); };
+        auto one_rank_twice = [&](DataLoader& d) { return joined(d, d); };
         DataLoader one(path("s*.bin"), B, T, 0, 1, 7, shuffle);
         for (int i = 0; i < 3; i++) step(one);
         const DataLoaderState st = one.get_state();
