@@ -226,6 +226,11 @@ awk 'BEGIN { FS = OFS = "\t" } NR > 1 { $NF = "2.5" } { print }' "$T/data/stsb/d
 expect_error "STS-B dev scores all equal refused before training" "every score is 2.5.*undefined" "$BIN" --task stsb --data-dir "$T/sconst" --init-from "$T/model"
 expect_error "--batch-size beyond every split refused" "--batch-size 100000 is more than the 256 examples" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --batch-size 100000
 expect_error "--resume of another task's checkpoint names the task" "run\.task.*mrpc" "$BIN" --task stsb --data-dir "$T/data/stsb" $M --epochs 2 --ckpt-dir "$T/ck" --resume
+# the PRAC run's checkpoints (auto: subspace refresh) resumed with the exact refresh: refused, naming the one flag,
+# and the hint names no flag finetune_roberta does not have (the trainers' key also holds the spread and the overlap)
+out=$("$BIN" $P --prac-refresh exact --ckpt-dir "$T/ck" --ckpt-every 5 --resume 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q 'run.prac_refresh = --prac-refresh subspace,' <<<"$out" && ! grep -q 'initial-spread\|refresh-overlap' <<<"$out" \
+  && ok "--resume with another --prac-refresh refused, naming only finetune's flag (exit $rc)" || bad "--prac-refresh change: rc $rc, $(tail -2 <<<"$out")"
 expect_error "--ckpt-dir that is a file refused" "--ckpt-dir .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --ckpt-dir "$T/model/config.json"
 expect_error "--save that is a file refused" "--save .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --save "$T/model/config.json"
 echo "$pass passed, $fail failed"

@@ -476,6 +476,13 @@ struct FineTuner {
         k.insert(k.begin(), {"task", format("%s epochs %d max_len %d padding %s", info.name, opts.epochs, opts.max_len,
                                             opts.padding.c_str())});
         k.push_back({"train_data", train_fingerprint});
+        // finetune_roberta has no --prac-initial-spread or --prac-refresh-overlap (both fixed at 0): its refresh key
+        // names only what its user can set, so a refusal never asks for a flag it does not have
+        for (auto& [name, value] : k)
+            if (name == "prac_refresh" && value != "none") {
+                const PracOptions p = prac_options_from(opts);
+                value = p.mode == PracMode::RAC ? "rac" : format("--prac-refresh %s", prac_refresh_name(p.refresh));
+            }
         return k;
     }
 
