@@ -424,6 +424,11 @@ TEST(TrainerCli, OptionRowsShowTokensPerStep) {
             EXPECT_EQ(v, "960");
         }
     EXPECT_TRUE(found);
+    // data parallel: every rank takes B sequences a micro-batch, so a step takes ranks times as many tokens
+    std::map<std::string, std::string> rows;
+    for (const auto& [k, v] : train_options_rows(o, 4)) rows[k] = v;
+    EXPECT_EQ(rows["tokens per step"], "3840 (B x T x grad_accum x 4 ranks)");
+    EXPECT_EQ(rows["batch_size (B)"], "3 per rank");
 }
 
 // =========================================================================================================

@@ -568,15 +568,16 @@ std::string train_options_help(Arch arch, const char* program) {
     return s;
 }
 
-std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o) {
+std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks) {
+    const long long tokens = (long long)o.batch_size * o.seq_len * o.grad_accum * ranks;
     return {
         {"init_from", o.init_from.empty() ? "(random init)" : o.init_from},
         {"train_data", o.train_data},
         {"val_data", o.val_data},
-        {"batch_size (B)", std::to_string(o.batch_size)},
+        {"batch_size (B)", std::to_string(o.batch_size) + (ranks > 1 ? " per rank" : "")},
         {"seq_len (T)", std::to_string(o.seq_len)},
         {"grad_accum", std::to_string(o.grad_accum)},
-        {"tokens per step", std::to_string((long long)o.batch_size * o.seq_len * o.grad_accum)},
+        {"tokens per step", std::to_string(tokens) + (ranks > 1 ? format(" (B x T x grad_accum x %d ranks)", ranks) : "")},
         {"steps", std::to_string(o.steps)},
         {"lr (peak)", format("%g", o.lr)},
         {"warmup steps", std::to_string(o.warmup)},

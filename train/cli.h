@@ -153,4 +153,4 @@ PracOptions prac_options_from(const TrainOptions& o);
 // pac (no random part), rac (no Q1 to compute) and none. PracSchedule caps it at the sites x layers.
 int prac_initial_spread_steps(const TrainOptions& o, PracMode mode);
 // Every setting as (name, value) rows for the start-of-run table.
-std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o);
+std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks = 1);

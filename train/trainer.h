@@ -574,7 +574,7 @@ struct Trainer {
                         : opts.prac_shared          ? ", PRAC subspace shared"
                                                     : ", PRAC subspace per rank");
         print_table(s.program, model_config_rows(cfg));
-        print_table("training", train_options_rows(opts));
+        print_table("training", train_options_rows(opts, ranks));
     }
 
     // Sites (shared subspace, --dump-site), weights (--init-from or fresh), the activation arena.
