@@ -417,7 +417,7 @@ TEST_F(CkptTest, DamagedStepDirIsNotComplete) {
     EXPECT_NE(why.find("config.json is missing"), std::string::npos) << why;
     EXPECT_NE(error_of([&] { checkpoint_resolve(c2); }).find("not a complete checkpoint"), std::string::npos);
     // rotation counts complete checkpoints only and leaves the damaged one for a person to look at
-    checkpoint_rotate(ckdir(), 1);
+    checkpoint_rotate(ckdir(), 1, 2);
     EXPECT_TRUE(fs::exists(c1));
     EXPECT_TRUE(fs::exists(c2));
 }
@@ -520,21 +520,42 @@ TEST_F(CkptTest, InterruptedReplacementIsUndone) {
 
 TEST_F(CkptTest, RotationKeepsTheLastK) {
     for (int s = 1; s <= 7; s++) save_checkpoint(ckdir(), s * 10, format("s%d", s));
-    checkpoint_rotate(ckdir(), 0);  // off
+    checkpoint_rotate(ckdir(), 0, 70);  // off
     EXPECT_EQ(checkpoint_steps(ckdir()).size(), 7u);
-    checkpoint_rotate(ckdir(), 3);
+    checkpoint_rotate(ckdir(), 3, 70);
     EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{50, 60, 70}));
     EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "s7");
-    checkpoint_rotate(ckdir(), 3);  // nothing more to do
+    checkpoint_rotate(ckdir(), 3, 70);  // nothing more to do
     EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{50, 60, 70}));
-    checkpoint_rotate(ckdir(), 1);
+    checkpoint_rotate(ckdir(), 1, 70);
     EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{70}));  // never the newest
     EXPECT_EQ(entries(), (std::vector<std::string>{"step_00000070"}));
     // a newer incomplete step directory does not count and is not touched
     fs::create_directories(ckdir() + "/step_00000080");
     save_checkpoint(ckdir(), 75, "s75");
-    checkpoint_rotate(ckdir(), 1);
+    checkpoint_rotate(ckdir(), 1, 75);
     EXPECT_EQ(entries(), (std::vector<std::string>{"step_00000075", "step_00000080"}));
+}
+
+// --overwrite: a new run's checkpoints go where an earlier run's are; those after the step just written are that run's
+// (this one has not got there), and --resume would continue it: removed at the new run's first checkpoint, whatever
+// --ckpt-keep; a newer incomplete step directory is still left for a person to look at
+TEST_F(CkptTest, RotationRemovesAReplacedRunsLaterCheckpoints) {
+    save_checkpoint(ckdir(), 16, "old 16");
+    save_checkpoint(ckdir(), 32, "old 32");
+    fs::create_directories(ckdir() + "/step_00000048");
+    save_checkpoint(ckdir(), 3, "new 3");
+    checkpoint_rotate(ckdir(), 5, 3);
+    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{3}));
+    EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "new 3");
+    EXPECT_TRUE(fs::exists(ckdir() + "/step_00000048"));
+    // the same step as the earlier run's: replaced by the commit, so nothing of the earlier run is left
+    save_checkpoint(ckdir(), 16, "old 16");
+    save_checkpoint(ckdir(), 6, "new 6");
+    save_checkpoint(ckdir(), 16, "new 16");
+    checkpoint_rotate(ckdir(), 5, 16);
+    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{3, 6, 16}));
+    EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "new 16");
 }
 
 TEST_F(CkptTest, CleanupRemovesOnlyDeadWritersLeftovers) {
@@ -556,7 +577,7 @@ TEST_F(CkptTest, CleanupRemovesOnlyDeadWritersLeftovers) {
     std::string not_ours = ckdir() + "/.tmp_step_something_else";
     fs::create_directories(not_ours);
 
-    checkpoint_rotate(ckdir(), 1);
+    checkpoint_rotate(ckdir(), 1, 1);
     EXPECT_TRUE(fs::exists(mine));
     EXPECT_TRUE(fs::exists(other_live));
     EXPECT_TRUE(fs::exists(other_host));
@@ -755,7 +776,7 @@ TEST_F(CkptTest, WriterKilledAtEachCommitPointLeavesTheOldOrTheNewCheckpoint) {
     save_checkpoint(ckdir(), 2, "two");
     EXPECT_TRUE(killed_at("checkpoint.rotate_moved", [&] {
         save_checkpoint(ckdir(), 3, "three");
-        checkpoint_rotate(ckdir(), 1);  // would remove steps 1 and 2; dies with step 1 out of its name
+        checkpoint_rotate(ckdir(), 1, 3);  // would remove steps 1 and 2; dies with step 1 out of its name
     }));
     EXPECT_EQ(entries(".").size(), 1u);
     EXPECT_EQ(entries(".del_step_00000001_").size(), 1u);

@@ -54,6 +54,17 @@ cmp -s "$T/ra/model.safetensors" "$T/rb/model.safetensors" && ok "resumed model.
   || bad "resumed weights differ from the uninterrupted run's"
 [ "$(grep '^final' "$T/ra.out")" = "$(grep '^final' "$T/rb2.out")" ] && ok "resumed final scores equal" \
   || bad "final scores differ after resume"
+# the same command once more (a scheduler that relaunches it): the run has ended, so nothing is trained; the final
+# weights are evaluated again (the same scores) and nothing is written (it crashed on the missing evaluation)
+"$BIN" $P --ckpt-dir "$T/ck" --ckpt-every 5 --resume > "$T/rb3.out" 2>&1 && grep -q 'nothing left to train' "$T/rb3.out" \
+  && [ "$(grep '^final' "$T/ra.out")" = "$(grep '^final' "$T/rb3.out")" ] && ! grep -q '^checkpoint:' "$T/rb3.out" \
+  && ok "--resume of the finished run: exit 0, the same final scores" || bad "--resume of a finished run: $(tail -2 "$T/rb3.out")"
+# --overwrite into that directory, killed after step 5 (checkpoints every 3): --resume must continue the new run from
+# its step 3, not the replaced run's step 32 (left beside it, it was the newest)
+cp -r "$T/ck" "$T/cko"
+PRAC_TEST_DIE_AFTER_STEP=5 "$BIN" $P --ckpt-dir "$T/cko" --ckpt-every 3 --overwrite > "$T/ro1.out" 2>&1
+[ "$(ls "$T/cko")" = "step_00000003" ] && ok "--overwrite: the replaced run's checkpoints removed at the first one" \
+  || bad "--overwrite left: $(ls "$T/cko" | tr '\n' ' ')"
 # SIGTERM between steps 5 and 6 (sent exactly there: common/kill_point.h): a checkpoint, exit 128 + 15, and the
 # resume ends byte-identical to the uninterrupted run
 PRAC_TEST_KILL_AT=train.step_done@5:15 "$BIN" $P --ckpt-dir "$T/ckt" --save "$T/rt" > "$T/rt1.out" 2>&1
@@ -187,6 +198,34 @@ ss=$(sed -n 's/.*saved for backward \([0-9.]*\) MiB.*/\1/p' "$T/ob.out" | head -
 cmp -s "$T/oa/model.safetensors" "$T/ob/model.safetensors" && python3 -c "import sys; sys.exit(0 if ${so:-9e9} < ${ss:-0} else 1)" \
   && ok "--recompute-attention 0 vs 1: weights byte-identical, saved $ss MiB vs $so MiB recomputed" \
   || bad "--recompute-attention: weights differ, or saved '$so' not below '$ss'"
+
+# MNLI's two dev splits: each glue_eval record holds its own split's loss. The reference: a directory whose two splits
+# are the same file, whose loss is that file's (the batches are the same, so the arithmetic is; 1e-6 relative)
+mkdir -p "$T/mn_ab" "$T/mn_aa" "$T/mn_bb"
+python3 - "$T/data/mrpc/dev.tsv" "$T" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+a = [{"premise": r["#1 String"], "hypothesis": r["#2 String"], "label": int(r["Quality"])} for r in rows[:48]]
+b = [{"premise": r["#2 String"], "hypothesis": r["#1 String"], "label": 2} for r in rows[48:80]]
+def write(d, m, mm):
+    for name, ex in (("dev_matched", m), ("dev_mismatched", mm)):
+        open(f"{sys.argv[2]}/{d}/{name}.jsonl", "w").write("".join(json.dumps(e) + "\n" for e in ex))
+write("mn_ab", a, b); write("mn_aa", a, a); write("mn_bb", b, b)
+PY
+for d in ab aa bb; do
+  "$BIN" --task mnli --data-dir "$T/mn_$d" --init-from "$T/model" --eval-only --log "$T/mn_$d.jsonl" > "$T/mn_$d.out" 2>&1 \
+    || bad "MNLI --eval-only of mn_$d: $(tail -1 "$T/mn_$d.out")"
+done
+python3 - "$T" <<'PY' && ok "MNLI: each dev split's log record holds its own loss" || bad "MNLI: per-split losses wrong"
+import json, sys
+def losses(d):
+    return {r["split"]: r["val_loss"] for r in map(json.loads, open(f"{sys.argv[1]}/mn_{d}.jsonl")) if r.get("type") == "glue_eval"}
+ab, aa, bb = losses("ab"), losses("aa"), losses("bb")
+close = lambda x, y: abs(x - y) <= 1e-6 * abs(y)
+print("MNLI split losses", ab, "references", aa["dev_matched"], bb["dev_matched"])
+sys.exit(0 if close(ab["dev_matched"], aa["dev_matched"]) and close(ab["dev_mismatched"], bb["dev_matched"])
+         and not close(ab["dev_matched"], ab["dev_mismatched"]) else 1)
+PY
 
 # 7. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), before any step and
 # with no score printed

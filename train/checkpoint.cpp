@@ -387,17 +387,20 @@ std::string CheckpointWriter::commit() {
     return final_dir;
 }
 
-void checkpoint_rotate(const std::string& dir, int keep_last) {
+void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written) {
     checkpoint_cleanup(dir);
-    if (keep_last <= 0) return;
-    std::vector<int64_t> steps = checkpoint_steps(dir);
-    for (size_t i = 0; i + (size_t)keep_last < steps.size(); i++) {
+    auto remove = [&](int64_t step) {
         // Out of the committed name first, so a crash mid-deletion leaves no half-deleted step directory.
-        std::string del = dir + "/" + dot_dir_name("del", steps[i]);
-        rename_or_fail(checkpoint_path(dir, steps[i]), del);
+        std::string del = dir + "/" + dot_dir_name("del", step);
+        rename_or_fail(checkpoint_path(dir, step), del);
         kill_point("checkpoint.rotate_moved");
         remove_tree(del);
-    }
+    };
+    std::vector<int64_t> steps = checkpoint_steps(dir);
+    // after the one just written: a replaced run's (--overwrite), which --resume would otherwise continue
+    while (!steps.empty() && steps.back() > written) remove(steps.back()), steps.pop_back();
+    if (keep_last <= 0) return;
+    for (size_t i = 0; i + (size_t)keep_last < steps.size(); i++) remove(steps[i]);
 }
 
 std::string checkpoint_run_dir(const std::string& path_arg, bool resume) {

@@ -37,9 +37,11 @@ std::string checkpoint_begin(const std::string& dir, int64_t step);
 void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir);
 // Removes a temp directory after a failed write (no error if it is already gone).
 void checkpoint_abort(const std::string& tmpdir);
-// Deletes the oldest complete checkpoints so that the newest keep_last remain (keep_last <= 0: delete none).
-// Incomplete step directories and other processes' temp dirs are never touched. Runs checkpoint_cleanup first.
-void checkpoint_rotate(const std::string& dir, int keep_last);
+// After the checkpoint of step `written` was committed: deletes the complete checkpoints after that step (an earlier
+// run's that this one replaced with --overwrite: a --resume would continue that run instead of this one), then the
+// oldest complete ones so that the newest keep_last remain (keep_last <= 0: delete none). Incomplete step
+// directories and other processes' temp dirs are never touched. Runs checkpoint_cleanup first.
+void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written);
 // Steps of the complete checkpoints in DIR, ascending; empty when DIR is missing or holds none.
 std::vector<int64_t> checkpoint_steps(const std::string& dir);
 // The newest complete checkpoint directory in DIR (DIR/step_NNNNNNNN), or "" if none. Read-only.

@@ -60,7 +60,8 @@ void copy_tokenizer_files(const std::string& from, const std::string& to);
 struct DevScores {
     std::vector<std::string> splits;
     std::vector<std::vector<std::pair<std::string, double>>> metrics;
-    double loss = 0;
+    std::vector<double> split_loss;  // the mean loss of each split
+    double loss = 0;                 // over all the splits' examples
     double primary() const { return metrics.at(0).at(0).second; }  // the first metric of the first split
     std::string text() const;                                     // "dev_matched: accuracy 0.8100 | ..."
 };
@@ -247,6 +248,12 @@ struct FineTuner {
 
     // The end: best and final scores, the memory report again, the last checkpoint, --save.
     int finish() {
+        const bool ran = !last_scores.splits.empty();  // false: resumed at the end of a finished run
+        if (!ran) {
+            std::printf("notice: %s is the run's last step (%d of %d): nothing left to train; its weights are "
+                        "evaluated again\n", resume_path.c_str(), step, total_steps);
+            evaluate();
+        }
         double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
         DevScores last = last_scores;
         std::printf("final | %s (after epoch %d)\n", last.text().c_str(), opts.epochs);
@@ -264,7 +271,7 @@ struct FineTuner {
         log.record("final", {{"step", (double)step}, {"best", best}, {"best_epoch", (double)best_epoch},
                              {"final", last.primary()}, {"seconds", wall}},
                    {{"metric", last.metrics[0][0].first}});
-        checkpoint();
+        if (ran) checkpoint();  // else it is the one resumed from
         if (!opts.save.empty()) {
             model.save_pretrained(opts.save);
             copy_tokenizer_files(opts.init_from, opts.save);
@@ -414,6 +421,8 @@ struct FineTuner {
         for (size_t d = 0; d < dev_sets.size(); d++) {
             const GlueEncoded& data = dev_sets[d];
             size_t n = data.ids.size();
+            const double split_sum = loss_sum;
+            const long long split_rows = rows;
             std::vector<int> pred(n, -1);
             std::vector<double> score(n), target(n);
             GlueBatcher dev(data, B, false, 0);
@@ -438,6 +447,7 @@ struct FineTuner {
                 }
             }
             s.splits.push_back(info.dev_splits[d]);
+            s.split_loss.push_back((loss_sum - split_sum) / (double)std::max(1LL, rows - split_rows));
             s.metrics.push_back(glue_metrics(info.task, pred, data.labels, score, target));
         }
         s.loss = loss_sum / (double)std::max(1LL, rows);
@@ -448,7 +458,7 @@ struct FineTuner {
     void log_eval(const DevScores& s, int e) {
         for (size_t d = 0; d < s.splits.size(); d++) {
             std::vector<std::pair<std::string, double>> f = {{"step", (double)step}, {"epoch", (double)e},
-                                                             {"val_loss", s.loss}};
+                                                             {"val_loss", s.split_loss[d]}};
             for (const auto& m : s.metrics[d]) f.push_back(m);
             log.record("glue_eval", f, {{"task", info.name}, {"split", s.splits[d]}});
         }
@@ -521,7 +531,7 @@ struct FineTuner {
         st.set_i64("glue.best_epoch", best_epoch);
         write_state(w.file(CKPT_STATE_FILE), st);
         std::string dir = w.commit();
-        checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep);
+        checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, step);
         std::printf("checkpoint: %s\n", dir.c_str());
     }
 

@@ -116,6 +116,6 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_u64("data.rng_state", rs.data.rng_state);
     write_state(w.file(CKPT_STATE_FILE), st);
     std::string dir = w.commit();
-    checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep);
+    checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, rs.step);
     return dir;
 }
