@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
             std::printf("%s", finetune_help(program).c_str());
             return 0;
         }
-        if (!opts.plan) check_model_dir(opts.init_from);  // --plan reads config.json alone
+        if (!opts.plan) check_model_dir(opts.init_from, glue_task_info(glue_task_from_name(opts.task)));
         ModelConfig cfg = model_config_load(Arch::ROBERTA, opts.init_from + "/config.json");
         cfg.num_labels = glue_task_info(glue_task_from_name(opts.task)).num_labels;
         if (!opts.was_given("--max-len")) opts.max_len = std::min(opts.max_len, cfg.max_seq_len);

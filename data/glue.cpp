@@ -157,6 +157,7 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
             fail("%s: %zu tab-separated columns, the header (or GLUE's %s layout) has %zu", where.c_str(), cols.size(),
                  info.name, columns);
         GlueExample e;
+        e.line = (int)lineno;
         e.text_a = cols[ia];
         if (ib >= 0) e.text_b = cols[ib];
         if (il >= 0) {
@@ -193,6 +194,7 @@ std::vector<GlueExample> read_jsonl(const GlueTaskInfo& info, const std::string&
             return j[key].get<std::string>();
         };
         GlueExample e;
+        e.line = (int)lineno;
         e.text_a = text(fa);
         if (*fb) e.text_b = text(fb);
         if (j.contains("label")) {
@@ -202,6 +204,9 @@ std::vector<GlueExample> read_jsonl(const GlueTaskInfo& info, const std::string&
                 e.score = check_score(l.get<double>(), l.dump(), where);
                 e.label = 0;
             } else if (l.is_number_integer()) {
+                if (l.is_number_unsigned() && l.get<uint64_t>() >= (uint64_t)info.num_labels)
+                    fail("%s: label %s is not a %s label (0..%d, or -1 for unlabeled)", where.c_str(),
+                         l.dump().c_str(), info.name, info.num_labels - 1);
                 long v = l.get<long>();
                 if (v < -1 || v >= info.num_labels)
                     fail("%s: label %ld is not a %s label (0..%d, or -1 for unlabeled)", where.c_str(), v, info.name,
@@ -234,6 +239,13 @@ GlueTask glue_task_from_name(const std::string& name) {
 std::vector<GlueExample> read_glue_file(GlueTask task, const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("cannot open GLUE file %s", path.c_str());
+    // a UTF-8 byte order mark (GLUE's MRPC files have one, as do files saved by some editors): not part of the
+    // header's first name, which it would hide
+    char bom[3] = {};
+    if (!(in.read(bom, 3) && bom[0] == '\xEF' && bom[1] == '\xBB' && bom[2] == '\xBF')) {
+        in.clear();
+        in.seekg(0);
+    }
     const GlueTaskInfo& info = glue_task_info(task);
     std::vector<GlueExample> out = ends_with(path, ".jsonl") ? read_jsonl(info, path, in) : read_tsv(info, path, in);
     if (out.empty()) fail("%s: no examples", path.c_str());

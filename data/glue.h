@@ -26,6 +26,7 @@ struct GlueExample {
     std::string text_b;  // empty for single-sentence tasks
     int label = -1;      // class id; -1 = unlabeled (a test split)
     float score = 0.0f;  // STS-B's similarity (label is 0 there)
+    int line = 0;        // its line in the file it was read from (1-based; 0: not read from a file)
 };
 
 // Reads one split file: *.jsonl as JSON lines (fields sentence / sentence1, sentence2 / question, sentence /

@@ -27,32 +27,30 @@ GlueEncoded encode_glue(const RobertaTokenizer& tok, GlueTask task, const std::v
     // Labels first (cheap, and a bad file should fail before minutes of encoding).
     for (size_t i = 0; i < n; i++) {
         const GlueExample& e = examples[i];
-        const char* at = "---> HINT: GLUE's test files have no labels; fine-tune and evaluate on train and dev";
+        // "example 3 (line 5)": the line of the file it was read from, else its data row (index + 1)
+        const std::string ex = format("GLUE %s example %zu (%s %zu)", info.name, i, e.line ? "line" : "data row",
+                                      e.line ? (size_t)e.line : i + 1);
+        const char* none = "---> HINT: every training and dev example needs one; an empty label field, a label of -1 "
+                           "and a file without a label column (GLUE's test files) read as none";
         if (info.num_labels == 1) {
-            if (e.label < 0 && require_labels)
-                fail("GLUE %s example %zu (data row %zu) has no score: the split has no label column\n%s", info.name,
-                     i, i + 1, at);
+            if (e.label < 0 && require_labels) fail("%s has no score\n%s", ex.c_str(), none);
             if (e.label >= 0 && !(std::isfinite(e.score) && e.score >= 0.0f && e.score <= 5.0f))
-                fail("GLUE %s example %zu (data row %zu): score %g is not in STS-B's [0, 5]", info.name, i, i + 1,
-                     (double)e.score);
+                fail("%s: score %g is not in STS-B's [0, 5]", ex.c_str(), (double)e.score);
             enc.labels[i] = e.label < 0 ? -1 : 0;
             enc.scores[i] = e.label < 0 ? 0.0f : e.score;
         } else {
-            if (e.label < 0 && require_labels)
-                fail("GLUE %s example %zu (data row %zu) has no label: the split has no label column\n%s", info.name,
-                     i, i + 1, at);
+            if (e.label < 0 && require_labels) fail("%s has no label\n%s", ex.c_str(), none);
             if (e.label >= info.num_labels || e.label < -1)
-                fail("GLUE %s example %zu (data row %zu): label %d is not one of the task's %d classes (0..%d)",
-                     info.name, i, i + 1, e.label, info.num_labels, info.num_labels - 1);
+                fail("%s: label %d is not one of the task's %d classes (0..%d)", ex.c_str(), e.label, info.num_labels,
+                     info.num_labels - 1);
             enc.labels[i] = e.label;
         }
         if (e.text_a.empty() || (info.pair && e.text_b.empty()))
-            fail("GLUE %s example %zu (data row %zu): the %s text is empty\n"
+            fail("%s: the %s text is empty\n"
                  "---> HINT: remove the row (or fill it in): an empty sentence has nothing to classify",
-                 info.name, i, i + 1, e.text_a.empty() ? "first" : "second");
+                 ex.c_str(), e.text_a.empty() ? "first" : "second");
         if (!info.pair && !e.text_b.empty())
-            fail("GLUE %s example %zu (data row %zu) has a second text; %s is a single-sentence task", info.name, i,
-                 i + 1, info.name);
+            fail("%s has a second text; %s is a single-sentence task", ex.c_str(), info.name);
     }
     enc.ids.resize(n);
     std::vector<char> cut(n, 0);

@@ -227,6 +227,13 @@ sys.exit(0 if close(ab["dev_matched"], aa["dev_matched"]) and close(ab["dev_mism
          and not close(ab["dev_matched"], ab["dev_mismatched"]) else 1)
 PY
 
+# GLUE's MRPC files begin with a UTF-8 byte order mark: read as the same data (it hid the label column, "Quality")
+mkdir -p "$T/bom"
+for f in train dev; do printf '\xEF\xBB\xBF' | cat - "$T/data/mrpc/$f.tsv" > "$T/bom/$f.tsv"; done
+a=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --eval-only 2>&1 | grep '^dev loss')
+b=$("$BIN" --task mrpc --data-dir "$T/bom" --init-from "$T/model" --eval-only 2>&1 | grep '^dev loss')
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "MRPC files with a byte order mark: the same scores" || bad "BOM: '$b' != '$a'"
+
 # 7. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), before any step and
 # with no score printed
 expect_error() {  # description, regex the stderr must match, command...
@@ -270,6 +277,18 @@ expect_error "--resume of another task's checkpoint names the task" "run\.task.*
 out=$("$BIN" $P --prac-refresh exact --ckpt-dir "$T/ck" --ckpt-every 5 --resume 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q 'run.prac_refresh = --prac-refresh subspace,' <<<"$out" && ! grep -q 'initial-spread\|refresh-overlap' <<<"$out" \
   && ok "--resume with another --prac-refresh refused, naming only finetune's flag (exit $rc)" || bad "--prac-refresh change: rc $rc, $(tail -2 <<<"$out")"
+expect_error "a head fine-tuned for another task named as such" "classification head of 1 outputs.*--task mrpc needs 2" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s2" --eval-only
+expect_error "--epochs past INT_MAX steps refused" "--epochs 2147483647 of 16 steps each make more than" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --epochs 2147483647
+mkdir -p "$T/nolabel" && cp "$T/data/mrpc/dev.tsv" "$T/nolabel/"
+awk 'BEGIN { FS = OFS = "\t" } NR == 3 { $1 = "" } { print }' "$T/data/mrpc/train.tsv" > "$T/nolabel/train.tsv"
+expect_error "a row without a label names its file and line" "nolabel/train.tsv: GLUE mrpc example 1 \\(line 3\\) has no label" "$BIN" --task mrpc --data-dir "$T/nolabel" --init-from "$T/model"
+mkdir -p "$T/bigtok" && cp "$T/model/"* "$T/bigtok/"
+python3 - "$T/bigtok/vocab.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1])); n = max(v.values()) + 1
+v.update({f"extra{i}": n + i for i in range(5)}); json.dump(v, open(sys.argv[1], "w"))
+PY
+expect_error "a tokenizer larger than the embedding refused at the start" "tokenizer of --init-from .*bigtok has [0-9]+ tokens, more than" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/bigtok" --eval-only
 expect_error "--ckpt-dir that is a file refused" "--ckpt-dir .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --ckpt-dir "$T/model/config.json"
 expect_error "--save that is a file refused" "--save .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --save "$T/model/config.json"
 echo "$pass passed, $fail failed"

@@ -134,6 +134,29 @@ TEST_F(GlueFiles, TsvLayoutsOfTheEightTasks) {
     EXPECT_EQ(rte_test[0].label, -1);
 }
 
+// A UTF-8 byte order mark before the header (GLUE's MRPC files have one): skipped, not read as part of the first
+// column's name (it hid MRPC's label column, "Quality"); a CoLA file (no header) keeps its first row. Each example
+// knows its line, blank lines counted.
+TEST_F(GlueFiles, ByteOrderMarkAndLineNumbers) {
+    auto mrpc = read(GlueTask::MRPC, "mrpc.tsv",
+                     "\xEF\xBB\xBFQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t7\t9\tA.\tB.\n\n0\t8\t6\tC.\tD.\n");
+    ASSERT_EQ(mrpc.size(), 2u);
+    EXPECT_EQ(mrpc[0].label, 1);
+    EXPECT_EQ(mrpc[1].label, 0);
+    EXPECT_EQ(mrpc[0].line, 2);
+    EXPECT_EQ(mrpc[1].line, 4);
+    auto cola = read(GlueTask::COLA, "cola.tsv", "\xEF\xBB\xBFgj04\t1\t\tOur friends won't buy this analysis.\n");
+    ASSERT_EQ(cola.size(), 1u);
+    EXPECT_EQ(cola[0].label, 1);
+    EXPECT_EQ(cola[0].line, 1);
+    auto sst = read(GlueTask::SST2, "sst.jsonl", "\xEF\xBB\xBF{\"sentence\": \"a\", \"label\": 1}\n\n{\"sentence\": \"b\", \"label\": 0}\n");
+    ASSERT_EQ(sst.size(), 2u);
+    EXPECT_EQ(sst[1].line, 3);
+    // a BOM elsewhere is text: only the file's first bytes are skipped
+    auto sst2 = read(GlueTask::SST2, "sst2.tsv", "sentence\tlabel\n\xEF\xBB\xBFgood\t1\n");
+    EXPECT_EQ(sst2[0].text_a, "\xEF\xBB\xBFgood");
+}
+
 // The same tasks as Hugging Face `datasets` exports them (to_json: one object per line, label ids).
 TEST_F(GlueFiles, JsonLinesWithHuggingFaceFields) {
     auto mnli = read(GlueTask::MNLI, "mnli.jsonl",
@@ -165,6 +188,9 @@ TEST_F(GlueFiles, WrongLayoutsAreClearErrors) {
     EXPECT_NE(e.find("'2' is not a sst2 label"), std::string::npos) << e;
     e = error(GlueTask::STSB, "sts.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": 7}\n");
     EXPECT_NE(e.find("[0, 5]"), std::string::npos) << e;
+    // 2^64 - 1 read as a signed integer is -1 (unlabeled): it is out of range
+    e = error(GlueTask::SST2, "sst.jsonl", "{\"sentence\": \"a\", \"label\": 18446744073709551615}\n");
+    EXPECT_NE(e.find("label 18446744073709551615 is not a sst2 label"), std::string::npos) << e;
     // JSONL with another task's fields, and a broken line
     e = error(GlueTask::QNLI, "qnli.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": 0}\n");
     EXPECT_NE(e.find("\"question\""), std::string::npos) << e;

@@ -8,6 +8,7 @@
 #include <unistd.h>  // access
 
 #include "common/files.h"  // read_file_bytes, write_file_atomic
+#include "common/safetensors.h"
 
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"  // as train/cli.cpp: offsetof on a struct with strings
 
@@ -198,7 +199,7 @@ std::string finetune_help(const char* program) {
     return s;
 }
 
-void check_model_dir(const std::string& dir) {
+void check_model_dir(const std::string& dir, const GlueTaskInfo& task) {
     auto readable = [](const std::string& p) { return access(p.c_str(), R_OK) == 0; };
     CHECK_USER(std::filesystem::is_directory(dir), "--init-from %s is not a directory\n---> HINT: pass a Hugging Face "
                "model directory (config.json, model.safetensors, vocab.json + merges.txt or tokenizer.json)",
@@ -210,6 +211,16 @@ void check_model_dir(const std::string& dir) {
     CHECK_USER(readable(dir + "/tokenizer.json") || (readable(dir + "/vocab.json") && readable(dir + "/merges.txt")),
                "--init-from %s has no tokenizer: neither tokenizer.json nor vocab.json + merges.txt\n---> HINT: copy "
                "roberta-base's tokenizer files into it", dir.c_str());
+    // a head fine-tuned for another task: said as such (the loader would name a tensor shape and the model config)
+    SafeTensorsFile weights = safetensors_open(dir + "/model.safetensors");
+    if (const SafeTensor* head = weights.find("classifier.out_proj.weight")) {
+        const long long outputs = head->shape.empty() ? 0 : (long long)head->shape[0];
+        CHECK_USER(outputs == task.num_labels,
+                   "--init-from %s has a classification head of %lld outputs, fine-tuned for another task; --task %s "
+                   "needs %d\n---> HINT: pass the task it was fine-tuned on, or fine-tune from the pretrained "
+                   "encoder (a model directory without the classifier.* tensors)", dir.c_str(), outputs, task.name,
+                   task.num_labels);
+    }
 }
 
 bool glue_split_exists(const std::string& dir, const std::string& split) {

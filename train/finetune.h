@@ -8,6 +8,7 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -49,8 +50,9 @@ std::vector<std::string> finetune_flag_names();  // every flag of the table (tes
 float paper_lr(GlueTask task);
 // Hugging Face's get_linear_schedule_with_warmup at optimizer step `step` (0-based) of `total`.
 float linear_schedule(int step, int total, int warmup, float lr);
-// The checks --init-from must pass (config.json, model.safetensors, tokenizer files), each with a hint.
-void check_model_dir(const std::string& dir);
+// The checks --init-from must pass (config.json, model.safetensors, tokenizer files; a classification head, when
+// it has one, with the task's number of outputs), each with a hint. --plan reads config.json alone.
+void check_model_dir(const std::string& dir, const GlueTaskInfo& task);
 // Whether DIR holds the split as .tsv or .jsonl.
 bool glue_split_exists(const std::string& dir, const std::string& split);
 // Copies the tokenizer files of `from` (those that exist) into `to`, so --save is a complete model directory.
@@ -134,6 +136,9 @@ struct FineTuner {
         if (opts.eval_only) return;
         batcher = std::make_unique<GlueBatcher>(train_set, B, true, (uint64_t)opts.seed);
         steps_per_epoch = (int)((batcher->batches_per_epoch() + opts.grad_accum - 1) / opts.grad_accum);
+        CHECK_USER((long long)steps_per_epoch * opts.epochs <= INT_MAX, "--epochs %d of %d steps each make more than "
+                   "%d steps\n---> HINT: pass --epochs %d or less", opts.epochs, steps_per_epoch, INT_MAX,
+                   INT_MAX / steps_per_epoch);
         total_steps = steps_per_epoch * opts.epochs;
         opts.steps = total_steps;
         opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, model.param_buffer_numel, 0,
@@ -173,7 +178,8 @@ struct FineTuner {
     // SIGINT / SIGTERM: the signal, or 0
     int stop_requested() const { return (int)g_stop_signal; }
     int stop(int sig) {
-        std::printf("received signal %d: stopping after %d of %d steps\n", sig, step, total_steps);
+        std::printf("received signal %d: stopping after %d of %d steps%s\n", sig, step, total_steps,
+                    opts.ckpt_dir.empty() ? "; nothing is saved (no --ckpt-dir to checkpoint into)" : "");
         checkpoint(before_batch);  // the batch just drawn was not trained on: a resume draws it again
         return 128 + sig;
     }
@@ -328,6 +334,11 @@ struct FineTuner {
     // checkpoint and --save directories. Returns the config for the model's member initializer.
     const ModelConfig& check_data_first() {
         check_no_earlier_run(opts);
+        // a token id past the embedding table would fail at the first forward, naming neither file
+        CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the %d "
+                   "of its config.json's vocab_size: their ids have no embedding row\n---> HINT: the tokenizer files "
+                   "and the model come from different models; copy the model's own tokenizer files into %s",
+                   opts.init_from.c_str(), tok.vocab_size(), cfg.vocab_size, opts.init_from.c_str());
         GlueTask task = info.task;
         // --eval-only reads the training split too when it is there: T (and so the arithmetic's blocking) is then
         // the training run's, and the scores are the ones it printed, to the last digit
@@ -343,8 +354,16 @@ struct FineTuner {
                      "undefined\n---> HINT: use the task's real %s split (its scores vary from 0 to 5)",
                      glue_split_path(opts.data_dir, split).c_str(), d[0].score, split.c_str());
         }
-        if (has_train) train_set = encode_glue(tok, task, train_examples, opts.max_len);
-        for (const auto& d : dev_examples) dev_sets.push_back(encode_glue(tok, task, d, opts.max_len));
+        auto encode = [&](const std::vector<GlueExample>& examples, const std::string& split) {
+            const std::string path = glue_split_path(opts.data_dir, split);
+            try {
+                return encode_glue(tok, task, examples, opts.max_len);
+            } catch (const UserError& e) {
+                throw UserError(path + ": " + e.what());  // encode_glue names the example and its line
+            }
+        };
+        if (has_train) train_set = encode(train_examples, "train");
+        for (size_t d = 0; d < dev_examples.size(); d++) dev_sets.push_back(encode(dev_examples[d], info.dev_splits[d]));
         size_t longest = 2;
         for (const auto& r : train_set.ids) longest = std::max(longest, r.size());
         for (const GlueEncoded& d : dev_sets)

@@ -203,7 +203,8 @@ struct Trainer {
         return sig;
     }
     int stop(int step, int sig) {
-        std::printf("received signal %d: stopping after %d of %d steps\n", sig, step, opts.steps);
+        std::printf("received signal %d: stopping after %d of %d steps%s\n", sig, step, opts.steps,
+                    opts.ckpt_dir.empty() ? "; nothing is saved (no --ckpt-dir to checkpoint into)" : "");
         checkpoint(step, train_data->get_state());
         return 128 + sig;
     }
