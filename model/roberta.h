@@ -295,8 +295,8 @@ struct Roberta {
         // and h are linear sites: never restored), so their fp8 weight_grad dequantizes there
         wire_sites(sites, acts.t_resid, acts.t_ln, acts.t_mlp_in, acts.t_mlp_out, acts.prac_tmp, acts.prac_fp8_block,
                    acts.t_ln);
-        host_ids.assign((size_t)B * T * 3 + (size_t)B * 4, 0);
-        host_scores.assign(B, 0.0f);
+        host_ids.clear();  // sized at the first upload_batch: a memory plan (train/planner.cpp) never uploads
+        host_scores.clear();
     }
 
     // The next batches are (B, seq_len), seq_len <= the arena's T_capacity (dynamic padding: each batch padded to its
@@ -464,6 +464,10 @@ struct Roberta {
         if (B == 0) fail("internal: Roberta forward before allocate_activations");
         CHECK_USER(batch.input_ids && batch.attention_mask, "internal: a batch needs input_ids and attention_mask");
         check_tokens(batch.input_ids, N, cfg.vocab_size);
+        if (host_ids.empty()) {  // for the arena's capacity, once: an upload in flight reads these
+            host_ids.assign((size_t)B * T_capacity * 3 + (size_t)B * 4, 0);
+            host_scores.assign(B, 0.0f);
+        }
         int32_t* pos = host_ids.data();  // (N) then types (N), kv_len (B), cls_rows (B), targets (B)
         int32_t* types = pos + N;
         int32_t* kv = types + N;

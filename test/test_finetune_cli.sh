@@ -234,6 +234,13 @@ a=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --eval-o
 b=$("$BIN" --task mrpc --data-dir "$T/bom" --init-from "$T/model" --eval-only 2>&1 | grep '^dev loss')
 [ -n "$a" ] && [ "$a" = "$b" ] && ok "MRPC files with a byte order mark: the same scores" || bad "BOM: '$b' != '$a'"
 
+# --plan allocates nothing of the batch: at B = 4M it took 3.3 GB of host memory (the upload staging; the process
+# takes about 0.3 GB with the CUDA libraries loaded)
+rss=$(python3 -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$BIN" --task mrpc --init-from "$T/model" --plan --batch-size 4000000)
+[ -n "$rss" ] && [ "$rss" -lt 1000 ] && ok "--plan at B = 4M: $rss MB of host memory" || bad "--plan at B = 4M: '$rss' MB"
+
 # 7. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), before any step and
 # with no score printed
 expect_error() {  # description, regex the stderr must match, command...

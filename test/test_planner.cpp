@@ -166,6 +166,10 @@ TEST(Planner, MaxBatchIsTight) {
     // PRAC fits a larger micro-batch than the baseline
     PracOptions none;
     EXPECT_GT(b, plan_max_batch(cfg, none, 256, PlanTarget::CUDA_BF16, gpu, reserve));
+    // memory where every batch the search tries fits: the limit itself (it answered the limit minus 1, as if the
+    // next batch did not fit)
+    ModelConfig tiny = model_config_load(Arch::LLAMA, "llama-tiny");
+    EXPECT_EQ(plan_max_batch(tiny, prac, 8, PlanTarget::CUDA_BF16, (size_t)1 << 62, reserve), PLAN_MAX_BATCH_LIMIT);
 }
 
 // --recompute: planned == allocated on the CPU, and the savings match the hand formula. Recompute 1 keeps one

@@ -182,7 +182,8 @@ int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanT
     };
     if (!fits(1)) return 0;
     int lo = 1, hi = 2;
-    while (fits(hi) && hi < (1 << 20)) {
+    while (fits(hi)) {
+        if (hi == PLAN_MAX_BATCH_LIMIT) return hi;
         lo = hi;
         hi *= 2;
     }

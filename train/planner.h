@@ -39,7 +39,8 @@ MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, i
                        const OptimizerChoice* optimizer = nullptr, Recompute recompute = Recompute());
 
 // Largest micro-batch B whose plan fits in gpu_bytes (after `reserve` bytes for the CUDA context and allocator
-// slack); 0 if not even B = 1 fits.
+// slack); 0 if not even B = 1 fits; PLAN_MAX_BATCH_LIMIT when that fits: the search stops there, so "at least".
+constexpr int PLAN_MAX_BATCH_LIMIT = 1 << 20;
 int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
                    size_t reserve, const OptimizerChoice* optimizer = nullptr, Recompute recompute = Recompute());
 

@@ -186,8 +186,9 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
         if (max_b >= 0) {
             j.pop_back();  // reopen the object: add the fit result
             while (!j.empty() && (j.back() == '\n' || j.back() == ' ')) j.pop_back();
-            j += format(",\n  \"gpu_mem_gib\": %g,\n  \"reserve_bytes\": %zu,\n  \"max_batch_size\": %d\n}",
-                        opts.gpu_mem_gib, reserve, max_b);
+            j += format(",\n  \"gpu_mem_gib\": %g,\n  \"reserve_bytes\": %zu,\n  \"max_batch_size\": %d,\n"
+                        "  \"max_batch_size_is_search_limit\": %s\n}", opts.gpu_mem_gib, reserve, max_b,
+                        max_b == PLAN_MAX_BATCH_LIMIT ? "true" : "false");
         }
         std::printf("%s\n", j.c_str());
         return 0;
@@ -198,8 +199,9 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
             std::printf("does not fit in %g GiB even at micro-batch 1 (with a %.0f GiB reserve for the CUDA context)\n",
                         opts.gpu_mem_gib, reserve / 1073741824.0);
         else
-            std::printf("largest micro-batch that fits in %g GiB at T=%d: %d (keeping %.0f GiB for the CUDA context "
-                        "and allocator slack)\n", opts.gpu_mem_gib, opts.seq_len, max_b, reserve / 1073741824.0);
+            std::printf("largest micro-batch that fits in %g GiB at T=%d: %s%d (keeping %.0f GiB for the CUDA context "
+                        "and allocator slack)\n", opts.gpu_mem_gib, opts.seq_len,
+                        max_b == PLAN_MAX_BATCH_LIMIT ? "at least " : "", max_b, reserve / 1073741824.0);
     }
     return 0;
 }
