@@ -7,11 +7,14 @@
 The PNG has four panels: training loss (optionally smoothed with a running mean), validation perplexity at each
 evaluation, peak memory of the backend's own allocations, and each step's time (where PRAC's basis refreshes show
 as spikes). The markdown table lists per run: steps, final train loss (mean of the last 10 steps), final
-validation loss and perplexity, mean tokens/s, peak memory, the median step time and the slowest step against it
-(issue #15's goal: no step above 1.2x the median), the first --skip steps left out of those two (start-up: plans,
-graph builds). Then one line per run for scripts: "RESULT step_time run=LABEL steps=N median_ms=... worst_ms=...
-worst_step=S worst_over_median=...". Needs matplotlib for the PNG (pip install matplotlib); --no-plot: the table
-only. --out's directory must exist; its extension picks the format (.png, .pdf, .svg, ... as matplotlib writes them).
+validation loss and perplexity, mean tokens/s, peak memory ("-" when no record has it), the median step time and
+the slowest step against it (issue #15's goal: no step above 1.2x the median), the first --skip steps left out of
+those two (start-up: plans, graph builds). The trainer logs a non-finite loss as null: such a step counts as NaN, so
+a diverged run's train loss reads "nan (N non-finite steps)" (and a null final val loss "nan"), and a line after
+the table names the run and its first non-finite step. Then one line per run for scripts: "RESULT step_time
+run=LABEL steps=N median_ms=... worst_ms=... worst_step=S worst_over_median=...". Needs matplotlib for the PNG
+(pip install matplotlib); --no-plot: the table only. --out's directory must exist; its extension picks the format
+(.png, .pdf, .svg, ... as matplotlib writes them).
 
 A log that a run killed and restarted with --resume appended to holds the steps after the checkpoint twice (the
 trainer appends; the resumed run logs them again): where the step records' numbers go back, the resumed run's
@@ -79,7 +82,24 @@ def running_mean(xs, k):
 
 
 def num(x, fmt):
-    return fmt.format(x) if x is not None and math.isfinite(x) else "-"
+    """x formatted; "-" for no value; nan / inf for a non-finite one (a diverged run), never "-" or a number."""
+    if x is None:
+        return "-"
+    return fmt.format(x) if math.isfinite(x) else str(x)
+
+
+def finite(x):
+    return x is not None and math.isfinite(x)
+
+
+def train_loss(steps):
+    """(mean loss of the last 10 step records, how many step records of the run have a non-finite loss). The trainer
+    writes a NaN or infinite loss as null (train/metrics_log.h): a null counts as NaN here, so a run that diverged
+    shows nan, not the mean of the finite steps before its divergence."""
+    losses = [s["loss"] for s in steps if "loss" in s]
+    bad = sum(not finite(x) for x in losses)
+    tail = [x if finite(x) else math.nan for x in losses[-10:]]
+    return (sum(tail) / len(tail) if tail else None), bad
 
 
 def step_times(steps, skip):
@@ -126,19 +146,33 @@ def main():
     print("| run | steps | train loss (last 10) | val loss | val ppl | tokens/s | peak memory (MiB) | median ms/step | "
           "slowest step |")
     print("|---|---|---|---|---|---|---|---|---|")
-    results = []
+    results, diverged = [], []
     for label, steps, evals in runs:
-        losses = [s["loss"] for s in steps if s.get("loss") is not None]
-        tail = losses[-10:]
+        loss, bad = train_loss(steps)
         final = evals[-1] if evals else {}
+        # the final eval's null val_loss is a non-finite loss (nan); a null val_ppl with a finite loss is exp's
+        # overflow (inf). No eval record: "-".
+        vl = math.nan if "val_loss" in final and final["val_loss"] is None else final.get("val_loss")
+        ppl = final.get("val_ppl")
+        if "val_ppl" in final and ppl is None:
+            ppl = math.inf if finite(vl) else math.nan
         tps = [s["tokens_per_s"] for s in steps if s.get("tokens_per_s")]
-        mem = max((s.get("mem_peak_bytes") or 0 for s in steps), default=0)
+        # records without memory data (older logs, other writers) count for nothing: none at all shows "-", not 0
+        mems = [s["mem_peak_bytes"] for s in steps if s.get("mem_peak_bytes") is not None]
         st = step_times(steps, args.skip)
         slowest = f"{st[1]:.2f} ms at step {st[2]} ({st[1] / st[0]:.2f}x)" if st and st[0] > 0 else "-"
-        print(f"| {label} | {len(steps)} | {num(sum(tail) / len(tail) if tail else None, '{:.4f}')} | "
-              f"{num(final.get('val_loss'), '{:.4f}')} | {num(final.get('val_ppl'), '{:.2f}')} | "
-              f"{num(sum(tps) / len(tps) if tps else None, '{:.0f}')} | {mem / 2**20:.1f} | "
+        nonfinite = f" ({bad} non-finite step{'s' if bad != 1 else ''})" if bad else ""
+        print(f"| {label} | {len(steps)} | {num(loss, '{:.4f}')}{nonfinite} | "
+              f"{num(vl, '{:.4f}')} | {num(ppl, '{:.2f}')} | "
+              f"{num(sum(tps) / len(tps) if tps else None, '{:.0f}')} | "
+              f"{num(max(mems) / 2**20 if mems else None, '{:.1f}')} | "
               f"{num(st[0] if st else None, '{:.2f}')} | {slowest} |")
+        if bad or (vl is not None and not finite(vl)):
+            first = next((s.get("step") for s in steps if "loss" in s and not finite(s["loss"])), None)
+            diverged.append(f"{label}: non-finite values (diverged?): " +
+                            (f"{bad} step(s) with a non-finite loss, the first at step {first}" if bad else
+                             "no step with a non-finite loss") +
+                            ("; the final eval's val_loss is non-finite" if vl is not None and not finite(vl) else ""))
         if st and st[0] > 0:
             results.append(f"RESULT step_time run={label.replace(' ', '_')} steps={len(steps) - args.skip} "
                            f"median_ms={st[0]:.3f} worst_ms={st[1]:.3f} worst_step={st[2]} "
@@ -147,6 +181,8 @@ def main():
         if dropped:
             print(f"{label}: {dropped} replayed record(s) dropped (the log holds a resumed run's repeated steps; "
                   f"the last record of each step is kept)")
+    for line in diverged:
+        print(line)
     for line in results:
         print(line)
     if args.no_plot:
@@ -163,9 +199,11 @@ def main():
         xs = [s["step"] for s in steps if s.get("loss") is not None]
         ys = running_mean([s["loss"] for s in steps if s.get("loss") is not None], args.smooth)
         ax[0].plot(xs, ys, label=label, linewidth=1.2)
-        if evals:
-            ax[1].plot([e["step"] for e in evals], [e["val_ppl"] for e in evals], marker="o", label=label)
-        ax[2].plot([s["step"] for s in steps], [(s.get("mem_peak_bytes") or 0) / 2**20 for s in steps], label=label)
+        if evals:  # a null (non-finite) perplexity is a gap, as the non-finite losses are
+            ax[1].plot([e["step"] for e in evals], [e["val_ppl"] if finite(e.get("val_ppl")) else math.nan
+                                                    for e in evals], marker="o", label=label)
+        mem = [s for s in steps if s.get("mem_peak_bytes") is not None]
+        ax[2].plot([s["step"] for s in mem], [s["mem_peak_bytes"] / 2**20 for s in mem], label=label)
         timed = [s for s in steps if s.get("ms_per_step") is not None]
         ax[3].plot([s["step"] for s in timed], [s["ms_per_step"] for s in timed], label=label, linewidth=0.8)
     ax[0].set(title="training loss" + (f" (running mean {args.smooth})" if args.smooth > 1 else ""), xlabel="step",

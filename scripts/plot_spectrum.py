@@ -6,7 +6,8 @@
 
 Two panels: the singular values (log scale) and the cumulative energy against the rank, with vertical lines
 at r1 and r1 + r2 (the PRAC ranks in the JSON) and horizontal lines at 90% and 99% of the energy.
-Exit status: 0 ok, 1 bad input, 3 matplotlib missing (prac_analyze turns that into the fix).
+OUT's extension picks the format (.png, .pdf, .svg, ... as matplotlib writes them; another is refused).
+Exit status: 0 ok, 1 bad input (or OUT's extension), 3 matplotlib missing (prac_analyze turns that into the fix).
 """
 
 import json
@@ -28,6 +29,20 @@ def import_pyplot():
         )
         sys.exit(3)
     return plt
+
+
+def out_format_error(out):
+    """None when matplotlib writes OUT's extension, else the one-line reason (savefig would raise a traceback).
+    prac_analyze --png passes only .png names; a direct call may name any format matplotlib writes."""
+    import_pyplot()
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    ext = os.path.splitext(out)[1].lstrip(".").lower()
+    if ext in formats:
+        return None
+    return (f"unsupported format .{ext}" if ext else "no extension") + \
+        f"; supported: {', '.join('.' + x for x in formats)}"
 
 
 def plot(data, out):
@@ -94,6 +109,10 @@ def main():
         print(__doc__, file=sys.stderr)
         return 1
     src, out = args
+    bad = out_format_error(out)
+    if bad:
+        print(f"plot_spectrum.py: {out}: {bad}", file=sys.stderr)
+        return 1
     try:
         with open(src) as f:
             data = json.load(f)

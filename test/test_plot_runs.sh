@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # scripts/plot_runs.py's step-time statistics (issue #15's "no step above 1.2x the median") on a log of known step
-# times: the median, the slowest step and their ratio, with and without --skip, in the table and the RESULT line.
+# times: the median, the slowest step and their ratio, with and without --skip, in the table and the RESULT line;
+# a diverged run (null losses) and a log without memory data; refused arguments; and scripts/plot_spectrum.py's
+# output extension.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -58,6 +60,33 @@ out=$(python3 scripts/plot_runs.py --no-plot --skip 1 --labels evalonly "$W/eval
 grep -q 'dropped' <<<"$out" && bad "an --eval-only record dropped records: $out" \
   || ok "an --eval-only record appended after training drops nothing"
 
+# a run that diverged: the trainer logs a non-finite loss as null (train/metrics_log.h); steps 5-8 null and a null
+# final eval must read nan, never the mean of steps 1-4 as if it were the final loss
+i=0
+for loss in 10.4 10.3 10.2 10.1 null null null null; do
+  i=$((i + 1))
+  echo "{\"type\":\"step\",\"step\":$i,\"loss\":$loss,\"tokens_per_s\":100,\"ms_per_step\":10,\"mem_peak_bytes\":1048576}"
+done >"$W/diverged.jsonl"
+echo '{"type":"eval","step":8,"val_loss":null,"val_ppl":null,"val_tokens":64}' >>"$W/diverged.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/diverged.jsonl" 2>&1)
+grep -q '^| diverged | 8 | nan (4 non-finite steps) | nan | nan |' <<<"$out" \
+  && ok "a diverged run: train loss 'nan (4 non-finite steps)', val loss and ppl nan" \
+  || bad "a diverged run: $(grep '^| diverged' <<<"$out")"
+grep -q '^diverged: non-finite values.*4 step(s) with a non-finite loss, the first at step 5' <<<"$out" \
+  && ok "a diverged run: a line names its first non-finite step" || bad "a diverged run: no non-finite line: $out"
+grep -q 'non-finite' <<<"$(python3 scripts/plot_runs.py --no-plot "$W/run.jsonl" 2>&1)" \
+  && bad "a finite run reported non-finite values" || ok "a finite run reports no non-finite values"
+# no record with memory data: "-", not 0.0
+printf '{"type":"step","step":%d,"loss":5.0,"ms_per_step":10}\n' 1 2 3 >"$W/nomem.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/nomem.jsonl" 2>&1)
+grep -q '^| nomem | 3 | 5.0000 | - | - | - | - |' <<<"$out" && ok "no memory data: peak memory '-'" \
+  || bad "no memory data: $(grep '^| nomem' <<<"$out")"
+if python3 -c 'import matplotlib' 2>/dev/null; then
+  python3 scripts/plot_runs.py --out "$W/diverged.png" "$W/diverged.jsonl" "$W/nomem.jsonl" >/dev/null 2>&1 \
+    && [ -s "$W/diverged.png" ] && ok "a PNG of a diverged run and a log without memory data" \
+    || bad "no PNG of the diverged / no-memory logs"
+fi
+
 # bad arguments: a clear message and a non-zero exit, never a traceback
 refused() {  # refused WHAT PATTERN CMD...: CMD exits non-zero, prints PATTERN, no traceback
   local what=$1 pat=$2; shift 2
@@ -78,8 +107,17 @@ if python3 -c 'import matplotlib' 2>/dev/null; then
   refused "--out without an extension" "no extension; supported" python3 scripts/plot_runs.py --out "$W/x" "$W/run.jsonl"
   python3 scripts/plot_runs.py --smooth 3 --out "$W/ok.png" "$W/run.jsonl" "$W/resumed.jsonl" >/dev/null 2>&1 && [ -s "$W/ok.png" ] \
     && ok "a PNG into an existing directory" || bad "no PNG written to $W/ok.png"
+  # scripts/plot_spectrum.py (prac_analyze --png's plotter) guards its output's extension the same way
+  echo '{"file":"x.npy","shape":[2,3],"singular_values":[2.0,1.0,0.5],"cumulative_energy":[0.76,0.95,1.0]}' >"$W/spec.json"
+  refused "plot_spectrum.py x.jpg2" "x.jpg2: unsupported format .jpg2; supported: .*\.png" \
+    python3 scripts/plot_spectrum.py "$W/spec.json" "$W/x.jpg2"
+  [ -e "$W/x.jpg2" ] && bad "plot_spectrum.py x.jpg2 wrote a file" || ok "plot_spectrum.py x.jpg2 wrote nothing"
+  refused "plot_spectrum.py without an extension" "no extension; supported" \
+    python3 scripts/plot_spectrum.py "$W/spec.json" "$W/x"
+  python3 scripts/plot_spectrum.py "$W/spec.json" "$W/spec.png" && [ -s "$W/spec.png" ] \
+    && ok "plot_spectrum.py writes a PNG" || bad "plot_spectrum.py wrote no PNG"
 else
-  echo "  [skip] --out format checks and the PNG: matplotlib is not installed"
+  echo "  [skip] --out format checks and the PNGs (plot_runs.py, plot_spectrum.py): matplotlib is not installed"
 fi
 [ "$fail" = 0 ] && echo "test_plot_runs: all passed" || echo "test_plot_runs: FAILED"
 exit "$fail"

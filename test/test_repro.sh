@@ -2,8 +2,10 @@
 # CTest repro.tables: runs every scripts/repro/*.py with --quick into a temporary directory and checks that each
 # wrote its markdown table (with the expected row labels, and a legend of only the columns it has) and its PNG. The
 # scripts run from that directory with a relative --out (the trainer runs at the repository root: the scripts make
-# --out absolute). Also: --dry-run writes nothing, and each script's --help lists only its own flags. Builds nothing: ./train_gpt2 and
-# ./train_llama (and ./finetune_roberta) must exist at the repository root. Without matplotlib the PNG checks are skipped (with a reason).
+# --out absolute). Also: --dry-run writes nothing, and each script's --help lists only its own flags; the refusals
+# (failed planner calls, --gpu-mem, --out a file, table4's micro-batch, table2's OOM fit) and a diverged log's nan,
+# in seconds before the runs. Builds nothing: ./train_gpt2 and ./train_llama (and ./finetune_roberta) must exist at
+# the repository root. Without matplotlib the PNG checks are skipped (with a reason).
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -62,6 +64,66 @@ for s in table4 table9 ablation_modes ablation_k; do
   help_has $s yes --train-data --val-data --gpu-mem
   help_has $s no --gpt2-train-data --gpt2-val-data
 done
+# refusals (seconds, no training): a clear one-line message and a non-zero exit, never a traceback
+refused() {  # refused WHAT PATTERN CMD...
+  local what=$1 pat=$2 out rc; shift 2
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" != 0 ] && grep -q -- "$pat" <<<"$out" && ! grep -q Traceback <<<"$out"; then ok "$what refused (exit $rc)"
+  else bad "$what: exit $rc, want non-zero and '$pat':"; tail -5 <<<"$out"; fi
+}
+# a dry run whose planner calls fail (a model or flag the trainer refuses) fails like the real run would
+refused "table2.py --dry-run --models bogus" "4 planner call(s) failed" \
+  python3 scripts/repro/table2.py --quick --dry-run --models bogus
+refused "table9.py --dry-run --models gpt2-124m (a GPT-2 model for train_llama)" "planner call(s) failed" \
+  python3 scripts/repro/table9.py --quick --dry-run --models gpt2-124m
+refused "table2.py --gpu-mem -1" "--gpu-mem -1: must be more than 0" \
+  python3 scripts/repro/table2.py --paper --dry-run --gpu-mem -1
+# --out naming a file; the file is left as it was
+echo keep >"$OUT/afile"
+for s in table2 table5 memory; do
+  refused "$s.py --out FILE" "--out $OUT/afile: exists and is not a directory" \
+    python3 "scripts/repro/$s.py" --quick --out "$OUT/afile"
+done
+[ "$(cat "$OUT/afile")" = keep ] && ok "--out FILE left the file alone" || bad "--out FILE changed the file"
+refused "table2.py --out under a file" "cannot create the directory" \
+  python3 scripts/repro/table2.py --quick --steps 1 --models llama-tiny --out "$OUT/afile/sub"
+# --extra with a value that starts with '-': the help says to write --extra=..., and that reaches every run
+grep -q -- "--extra=--no-shuffle" <<<"$(python3 scripts/repro/table2.py --help)" \
+  && ok "--help shows --extra=--no-shuffle" || bad "--help does not say how to pass --extra=--no-shuffle"
+n=$(python3 scripts/repro/table2.py --quick --dry-run --extra=--no-shuffle 2>&1 | grep -c -- "--no-shuffle --log")
+[ "$n" = 8 ] && ok "--extra=--no-shuffle reaches all 8 runs" || bad "--extra=--no-shuffle reached $n of 8 runs"
+# table4: the third row is the planner's largest PRAC micro-batch or nothing (llama-1b does not fit 20 GiB at B=1)
+refused "table4.py --gpu-mem 20 (PRAC llama-1b does not fit)" "does not fit even at micro-batch 1 in 20 GiB" \
+  python3 scripts/repro/table4.py --paper --dry-run --gpu-mem 20
+mb=$(./train_llama --plan --json --model llama-1b --batch-size 64 --seq-len 256 --prac prac --gpu-mem 40 \
+     | python3 -c 'import json, sys; print(json.load(sys.stdin)["max_batch_size"])')
+out=$(python3 scripts/repro/table4.py --paper --dry-run --gpu-mem 40 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q -- "^\[3/3\] .* --batch-size $mb .*--prac prac" <<<"$out" \
+  && ok "table4.py --gpu-mem 40: the third run at the planner's largest micro-batch ($mb)" \
+  || { bad "table4.py --gpu-mem 40: exit $rc, want --batch-size $mb in run 3:"; tail -3 <<<"$out"; }
+# table2's OOM test is the planner's (with its reserve for the CUDA context): a GPU 0.5 GiB above llama-130m RSO's
+# plan at B=128 fits the plan alone but not the plan and the reserve, so RSO trains at half the batch
+gib=$(./train_llama --plan --json --model llama-130m --batch-size 128 --seq-len 256 --optimizer rso --prac none \
+        --rso-rank 256 | python3 -c 'import json, sys; t = json.load(sys.stdin)["total"]; print(f"{t / 2**30 + 0.5:.3f}")')
+out=$(python3 scripts/repro/table2.py --paper --dry-run --models llama-130m --gpu-mem "$gib" 2>&1)
+grep -q -- "--optimizer rso --prac none --batch-size 64 --seq-len 256 --grad-accum 8 " <<<"$out" \
+  && ok "table2.py --gpu-mem $gib: RSO llama-130m is OOM at 128 with the planner's reserve (half batch)" \
+  || bad "table2.py --gpu-mem $gib: RSO llama-130m not at half batch: $(grep -- '--optimizer rso' <<<"$out")"
+# ... and when even half the micro-batch does not fit (llama-1b in 10 GiB: weights and optimizer alone ~20 GiB) it
+# says so for each method
+out=$(python3 scripts/repro/table2.py --paper --dry-run --models llama-1b --gpu-mem 10 2>&1)
+n=$(grep -c "llama-1b .*: does not fit in 10 GiB even at half the micro-batch (64)" <<<"$out")
+[ "$n" = 4 ] && ok "table2.py --gpu-mem 10: llama-1b does not fit even at half batch, said for all 4 methods" \
+  || bad "table2.py --gpu-mem 10: $n of 4 'even at half' warnings: $out"
+# a diverged run's log (non-finite losses are null) reads nan, not the loss before the divergence
+printf '{"type":"step","step":%d,"loss":10.0}\n' 1 2 3 4 >"$OUT/diverged.jsonl"
+printf '{"type":"step","step":%d,"loss":null}\n' 5 6 7 8 >>"$OUT/diverged.jsonl"
+echo '{"type":"eval","step":8,"val_loss":null,"val_ppl":null}' >>"$OUT/diverged.jsonl"
+got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C
+s = C.summarize(sys.argv[1]); print(C.fmt_num(s["train_loss"]), C.fmt_num(s["val_loss"]), C.fmt_num(s["ppl"]))' \
+      "$OUT/diverged.jsonl" 2>&1)
+[ "$got" = "nan nan nan" ] && ok "a diverged log's train loss, val loss and PPL read nan" \
+  || bad "a diverged log reads '$got', want 'nan nan nan'"
 for s in table2 table4 table9 ablation_modes ablation_k table5; do
   t0=$SECONDS
   # from another directory, with a relative --out

@@ -73,19 +73,40 @@ def base_parser(description, pretrain=True, gpt2=False):
         ap.add_argument("--gpu-mem", type=float, default=80.0,
                         help="GPU memory (GiB) for planner OOM / batch checks [80]")
     ap.add_argument("--run-timeout", type=float, default=0, help="seconds before a run is killed (0: none) [0]")
-    ap.add_argument("--extra", default="", help="extra trainer flags appended to every run (quoted string)")
+    ap.add_argument("--extra", default="", help="extra trainer flags appended to every run, one quoted string; "
+                    "write it with '=' (--extra=--no-shuffle, --extra='--seed 2 --no-shuffle'): argparse takes a "
+                    "separate value that starts with '-' for a flag of this script")
     return ap
+
+
+def check_out(path):
+    """Stops with one line when --out names something that is not a directory (before any run, dry or not)."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        sys.exit(f"--out {path}: exists and is not a directory")
+
+
+def make_out(path):
+    """Creates --out (and its parents); one line instead of a traceback when it cannot."""
+    check_out(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        sys.exit(f"--out {path}: cannot create the directory: {e.strerror}")
 
 
 def out_dir(args, table):
     """--out (default runs/<table>) as an absolute path: the trainer runs with cwd=ROOT, so a relative --log would name
     a directory under ROOT, not under the caller's directory."""
     args.out = os.path.abspath(args.out if args.out is not None else os.path.join("runs", table))
+    check_out(args.out)
     return args.out
 
 
 def finish_args(args, table):
     out_dir(args, table)
+    # the planner's --gpu-mem takes GiB > 0 (0 would mean "no fit check", and a negative one fails every call)
+    if getattr(args, "gpu_mem", 1) <= 0:
+        sys.exit(f"--gpu-mem {args.gpu_mem:g}: must be more than 0 (GiB)")
     if args.device is None:
         args.device = "cpu" if args.quick else None
     if args.paper and not args.dry_run and not (args.train_data and args.val_data):
@@ -157,19 +178,28 @@ def plan_flags(flags):
     return out
 
 
+# the planner calls that failed (their commands): main_flow exits non-zero on any, a --dry-run too (whose only
+# check of the runs' flags the planner is)
+PLANNER_FAILURES = []
+
+
 def planner(binary, flags, gpu_mem=None):
-    """Planner JSON for these trainer flags (training-only flags stripped), or None on failure."""
+    """Planner JSON for these trainer flags (training-only flags stripped), or None on failure (recorded in
+    PLANNER_FAILURES). gpu_mem (GiB): the JSON also has max_batch_size, the largest micro-batch whose plan fits
+    with the trainer's reserve_bytes for the CUDA context (0: not even 1), the fit test the scripts use."""
     cmd = [os.path.join(ROOT, binary)] + plan_flags([str(f) for f in flags]) + ["--plan", "--json"]
     if gpu_mem:
         cmd += ["--gpu-mem", str(gpu_mem)]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         print(f"planner failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.strip()}", file=sys.stderr)
+        PLANNER_FAILURES.append(cmd)
         return None
     try:
         return json.loads(p.stdout)
     except json.JSONDecodeError:
         print(f"planner printed no JSON: {' '.join(cmd)}", file=sys.stderr)
+        PLANNER_FAILURES.append(cmd)
         return None
 
 
@@ -197,13 +227,17 @@ def summarize(path):
     if not steps and not evals:
         return None
     final = evals[-1] if evals else {}
-    vl = final.get("val_loss")
+    # the trainer writes a non-finite number as null (train/metrics_log.h): a null loss is NaN here, so a diverged
+    # run reads nan, not the mean of its finite steps before the divergence
+    vl = math.nan if "val_loss" in final and final["val_loss"] is None else final.get("val_loss")
     timed = steps[1:] if len(steps) > 1 else steps  # the first step carries one-time setup
     tps = [s["tokens_per_s"] for s in timed if s.get("tokens_per_s")]
     ms = [s["ms_per_step"] for s in timed if s.get("ms_per_step")]
     peaks = [s.get("mem_peak_bytes") or 0 for s in steps]
-    losses = [s["loss"] for s in steps if s.get("loss") is not None]
-    return dict(steps=len(steps), val_loss=vl, ppl=math.exp(vl) if vl is not None and vl < 700 else None,
+    losses = [s["loss"] if s["loss"] is not None else math.nan for s in steps if "loss" in s]
+    # exp overflows past ~709: inf (a NaN loss compares false and stays nan)
+    ppl = None if vl is None else math.inf if vl >= 700 else math.exp(vl)
+    return dict(steps=len(steps), val_loss=vl, ppl=ppl,
                 train_loss=sum(losses[-10:]) / len(losses[-10:]) if losses else None,
                 tokens_per_s=sum(tps) / len(tps) if tps else None, ms_per_step=sum(ms) / len(ms) if ms else None,
                 mem_peak=max(peaks) if peaks and max(peaks) > 0 else None)
@@ -223,7 +257,10 @@ def fmt_mem(b, args):
 
 
 def fmt_num(x, fmt="{:.2f}"):
-    return fmt.format(x) if x is not None and math.isfinite(x) else "-"
+    """x formatted; "-" for no value; nan / inf for a non-finite one (a diverged run), not "-"."""
+    if x is None:
+        return "-"
+    return fmt.format(x) if math.isfinite(x) else str(x)
 
 
 def fmt_delta(x, base):
@@ -257,7 +294,7 @@ def planned_total(run):
 
 def run_all(runs, args):
     if not args.dry_run:
-        os.makedirs(args.out, exist_ok=True)
+        make_out(args.out)
     devices, failures = [], 0
     for i, r in enumerate(runs, 1):
         cmd = r.cmd(args.out)
@@ -349,8 +386,13 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     print(f"# {title}: {len(runs)} runs -> {args.out}" + (" (dry run)" if args.dry_run else ""), flush=True)
     devices, failures = run_all(runs, args)
     attach_plans(runs, args)
+    # a failed planner call: a run's flags the trainer refuses, or a fit check (table2's OOM, table4's micro-batch)
+    # that could not be made; the dry run's only check of the runs, so it fails the script there too
+    planner_msg = f"{len(PLANNER_FAILURES)} planner call(s) failed (the messages above)" if PLANNER_FAILURES else ""
     if args.dry_run:
-        return 0
+        if planner_msg:
+            print(f"dry run: {planner_msg}", file=sys.stderr)
+        return 1 if PLANNER_FAILURES else 0
     body = build_tables(runs)
     plot_msg = plot(runs, args, table, title)
     wall = time.time() - t0
@@ -369,6 +411,9 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     lines += [f"- {n}" for n in notes]
     if failures:
         lines += ["", f"**{failures} run(s) failed**: see the .out files in {args.out}."]
+    if planner_msg:
+        lines += ["", f"**{planner_msg}**: their runs' MEM planned shows -."]
+        print(planner_msg, file=sys.stderr)
     if plot_msg:
         lines += ["", f"Plot: {plot_msg}."]
     else:
@@ -379,4 +424,4 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     print("\n" + body + "\n")
     print(f"wrote {md}" + ("" if plot_msg else f" and {os.path.join(args.out, table + '.png')}") +
           f" ({wall:.0f} s)")
-    return 1 if failures else 0
+    return 1 if failures or PLANNER_FAILURES else 0

@@ -99,12 +99,14 @@ def main():
     ap.add_argument("--steps", type=int, default=200, help="training steps per loss run (B 4, T 128) [200]")
     ap.add_argument("--out", default=os.path.join("runs", "memory"), help="output directory [runs/memory]")
     ap.add_argument("--device", default="cpu", help="trainer --device for the loss runs [cpu]")
-    ap.add_argument("--extra", default="", help="extra trainer flags for the loss runs (quoted string)")
+    ap.add_argument("--extra", default="", help="extra trainer flags for the loss runs, one quoted string; write it "
+                    "with '=' (--extra=--no-shuffle): argparse takes a separate value that starts with '-' for a flag")
     ap.add_argument("--run-timeout", type=float, default=0, help="seconds before a run is killed (0: none)")
     ap.add_argument("--dry-run", action="store_true", help="print the loss runs' commands only")
     args = ap.parse_args()
     args.paper = False
     args.out = os.path.abspath(args.out)  # the trainer runs with cwd=ROOT: a relative --log would land there
+    C.check_out(args.out)
     args.models = args.models or ("llama-tiny,gpt2-tiny" if args.quick else "llama-mini,gpt2-mini")
     args.seeds = args.seeds or (1 if args.quick else 3)
     if args.quick:

@@ -6,9 +6,11 @@ and at the larger micro-batch that PRAC's memory saving allows.
     python3 scripts/repro/table4.py --paper --train-data 'c4/train_*.bin' --val-data 'c4/val_*.bin' [--gpu-mem 80]
 
 --paper: B = 64 (the paper's), the larger micro-batch is the planner's largest PRAC micro-batch that fits --gpu-mem
-(./train_llama --plan --gpu-mem); each run is a short timing run (--steps, default 200, grad-accum 1). --quick: a
-tiny model at B and 2B. Reported: tokens/s (mean over steps after the first), ms/step, planned and measured peak
-memory, and the projected time of the paper's 150K steps x 512 x 256 tokens at the measured tokens/s.
+(./train_llama --plan --gpu-mem, which keeps a reserve for the CUDA context); the script stops with an error, before
+any run, when the planner fails or its largest is not above B (nothing larger to time: raise --gpu-mem). Each run is
+a short timing run (--steps, default 200, grad-accum 1). --quick: a tiny model at B and 2B. Reported: tokens/s (mean
+over steps after the first), ms/step, planned and measured peak memory, and the projected time of the paper's 150K
+steps x 512 x 256 tokens at the measured tokens/s.
 """
 import os
 import sys
@@ -29,7 +31,15 @@ def build_runs(args):
         c = C.PAPER[model]
         probe = ["--model", model, "--batch-size", B, "--seq-len", c["S"], "--prac", "prac"] + C.common_tail(args)
         p = C.planner("train_llama", probe, args.gpu_mem)
-        B2 = p["max_batch_size"] if p and p.get("max_batch_size") else int(B * 1.5)
+        # the third row is the planner's answer or nothing: a made-up micro-batch would read as the planner's
+        if p is None:
+            sys.exit("table4: cannot find PRAC's largest micro-batch: the planner failed (its message is above)")
+        B2, reserve = p["max_batch_size"], p["reserve_bytes"] / 2**30
+        if B2 <= B:
+            sys.exit(f"table4: PRAC {model} at T={c['S']} " +
+                     (f"fits at most micro-batch {B2}" if B2 else "does not fit even at micro-batch 1") +
+                     f" in {args.gpu_mem:g} GiB (./train_llama --plan --gpu-mem, keeping {reserve:g} GiB for the "
+                     f"CUDA context): no micro-batch above B={B} to time; raise --gpu-mem")
         steps = args.steps or PAPER_TIMING_STEPS
         mk = lambda b: (["--model", model, "--batch-size", b, "--seq-len", c["S"], "--grad-accum", 1, "--steps", steps,
                          "--lr", c["lr"], "--eval-tokens", 65536, "--log-interval", 10] +

@@ -81,6 +81,7 @@ def main():
     if args.quick:
         model_dir, glue_dir = os.path.join(args.out, "tiny-roberta"), os.path.join(args.out, "synthetic-glue")
         if not args.dry_run:
+            C.make_out(args.out)  # one line, not make_tiny_roberta's traceback, when --out cannot be a directory
             subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                          "make_tiny_roberta.py"), "--model-dir", model_dir,
                             "--data-dir", glue_dir], check=True)
