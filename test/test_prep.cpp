@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -679,6 +682,93 @@ TEST_F(Prep, ResumeAfterCrashOrDamageRewritesWhatIsNeeded) {
     PrepRun r4 = prep_ok(part);
     EXPECT_NE(r4.out.find("checksum"), std::string::npos) << r4.out;
     EXPECT_TRUE(slurp(last) == a[last.substr(path("part").size())]);
+}
+
+// Two runs on one --out interleaved their shards (both exited 0, the set held parts of each): while one holds
+// PREFIX_prep.lock, another is refused, naming the holder; a clean end removes the lock file.
+TEST_F(Prep, OneRunAtATimeOnAnOutPrefix) {
+    REQUIRE_GPT2();
+    std::vector<std::string> args = {"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "c4_train.json.gz",
+                                     "--out", path("a")};
+    int fd = ::open(path("a_prep.lock").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, "4242", 4), 4);
+    ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);  // as a running prep_data holds it
+    prep_fails(args, {"another prep_data is writing --out " + path("a"), "pid 4242", "HINT"});
+    EXPECT_TRUE(shards(path("a"), "train").empty());
+    ::close(fd);  // that run ended (killed: its lock file stays, unlocked)
+    prep_ok(args);
+    EXPECT_FALSE(fs::exists(path("a_prep.lock")));
+    EXPECT_EQ(shards(path("a"), "train").size(), 1u);
+}
+
+// Shards past a complete run's count (another run's, with another --shard-tokens) would be read by the trainer's
+// pattern with ours: removed, and named, at the end of the run (here a resume of the finished run).
+TEST_F(Prep, ShardsPastTheRunsCountAreRemoved) {
+    REQUIRE_GPT2();
+    std::vector<std::string> args = {"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "c4_train.json.gz",
+                                     "--shard-tokens", "1K", "--out", path("a")};
+    prep_ok(args);
+    ASSERT_EQ(shards(path("a"), "train").size(), 7u);
+    fs::copy_file(path("a_train_000000.bin"), path("a_train_000007.bin"));
+    fs::copy_file(path("a_train_000000.bin"), path("a_train_000012.bin"));
+    args.push_back("--resume");
+    PrepRun r = prep_ok(args);
+    EXPECT_NE(r.out.find("removed " + path("a_train_000012.bin") + ": not one of this run's 7 train shards"),
+              std::string::npos) << r.out;
+    EXPECT_FALSE(fs::exists(path("a_train_000007.bin")));
+    EXPECT_FALSE(fs::exists(path("a_train_000012.bin")));
+    EXPECT_EQ(shards(path("a"), "train").size(), 7u);
+}
+
+// The state file is rewritten after every shard; with one checkpoint a shard it grew quadratically. It keeps the
+// newest 8 and those at a power-of-two shard count, and a damaged early shard still resumes from the one before
+// it, byte-identical to an uninterrupted run.
+TEST_F(Prep, StateKeepsFewCheckpointsAndAnEarlyDamageResumes) {
+    REQUIRE_GPT2();
+    std::vector<std::string> base = {"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "c4_train.json.gz",
+                                     "--shard-tokens", "50"};
+    auto full = base, part = base;
+    full.insert(full.end(), {"--out", path("full")});
+    part.insert(part.end(), {"--out", path("part")});
+    prep_ok(full);
+    prep_ok(part);
+    const size_t n = shards(path("part"), "train").size();
+    ASSERT_EQ(n, 123u);  // 6133 tokens
+    json st = json::parse(slurp(path("part_prep.json")));
+    std::vector<int64_t> counts;
+    for (const json& c : st["checkpoints"]) counts.push_back(c["shards"][0].get<int64_t>() + c["shards"][1].get<int64_t>());
+    EXPECT_EQ(counts, (std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64, 116, 117, 118, 119, 120, 121, 122, 123}));
+    // shard 40 damaged: the newest checkpoint before it is the one at 32 shards
+    fs::resize_file(path("part_train_000040.bin"), fs::file_size(path("part_train_000040.bin")) - 2);
+    part.push_back("--resume");
+    PrepRun r = prep_ok(part);
+    EXPECT_NE(r.out.find("keeping 32 train + 0 val shards"), std::string::npos) << r.out;
+    // the message names the shard once (it named it twice: "resume: X: X: file has ...")
+    const std::string damaged = path("part_train_000040.bin");
+    EXPECT_NE(r.out.find("resume: " + damaged + ": "), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(damaged + ": " + damaged), std::string::npos) << r.out;
+    auto a = outputs(path("full")), b = outputs(path("part"));
+    ASSERT_EQ(a.size(), b.size()) << r.out;
+    for (auto it = a.begin(), jt = b.begin(); it != a.end(); ++it, ++jt)
+        EXPECT_TRUE(it->second == jt->second) << it->first << " differs\n" << r.out;
+}
+
+// The "train with" line quotes --out's glob characters for the trainer's glob(3): "run[1]/d" matched "run1/d".
+TEST_F(Prep, TrainWithPatternMatchesAnOutWithGlobCharacters) {
+    REQUIRE_GPT2();
+    fs::create_directories(path("run[1]"));
+    fs::create_directories(path("run1"));
+    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "c4_train.json.gz", "--out",
+                         path("run[1]/d")});
+    const std::string want = "--train-data '" + path("run\\[1\\]/d_train_*.bin") + "'";
+    ASSERT_NE(r.out.find(want), std::string::npos) << r.out;
+    glob_t g;
+    std::string pattern = path("run\\[1\\]/d_train_*.bin");
+    ASSERT_EQ(glob(pattern.c_str(), 0, nullptr, &g), 0);
+    EXPECT_EQ(g.gl_pathc, 1u);
+    EXPECT_EQ(std::string(g.gl_pathv[0]), path("run[1]/d_train_000000.bin"));
+    globfree(&g);
 }
 
 // A crash at each moment between a shard's durable steps (common/kill_point.h: SIGKILL exactly there, at the 8th

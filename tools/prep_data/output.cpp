@@ -1,7 +1,10 @@
 // prep_data's output and the run itself (Prep, in the main thread): the tokenizer and the layout, the
 // encoded batches taken back in order and laid into shards (each written atomically), the resume state
 // PREFIX_prep.json after each shard and a resume from it, the progress line and the summary.
+#include <fcntl.h>
 #include <glob.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -316,8 +319,18 @@ struct Prep {
                    {"inputs", inputs_json()}, {"shards", shards}, {"checkpoints", checkpoints}};
         write_file_atomic(state_path, st.dump(1) + "\n");
     }
+    // A resume takes the newest checkpoint whose shards check out. The state file keeps the newest 8 and, before them,
+    // those at a power-of-two count of shards: a damaged early shard still goes back at most half the way, and the
+    // file rewritten after every shard grows by a few lines a shard (with one checkpoint a shard it grew
+    // quadratically in time: 2 MB and minutes at 4,000 shards).
     void checkpoint(bool done = false) {
         checkpoints.push_back(checkpoint_json(done));
+        constexpr size_t newest = 8;
+        if (checkpoints.size() > newest) {
+            const json& c = checkpoints[checkpoints.size() - newest - 1];  // leaves the newest 8 now
+            const int64_t n = c.at("shards").at(0).get<int64_t>() + c.at("shards").at(1).get<int64_t>();
+            if (n > 0 && (n & (n - 1)) != 0) checkpoints.erase(checkpoints.end() - newest - 1);
+        }
         save_state();
         kill_point("prep_data.state_saved");
     }
@@ -441,7 +454,8 @@ struct Prep {
             }
         } catch (const UserError& e) {
             std::string m = e.what();
-            return m.substr(0, m.find('\n'));
+            m = m.substr(0, m.find('\n'));
+            return m.rfind(path + ": ", 0) == 0 ? m.substr(path.size() + 2) : m;  // the caller names the file
         }
         return "";
     }
@@ -595,6 +609,62 @@ struct Prep {
         globfree(&g);
     }
 
+    // One run writes a PREFIX at a time: two (a second terminal, a job started twice) interleave their shards into a
+    // set that matches the trainer's pattern and holds parts of both. An flock on PREFIX_prep.lock, held until
+    // exit (the kernel drops it when the process ends, however it ends); the file is removed at a clean end.
+    int lock_fd = -1;
+    std::string lock_path() const { return o.out + "_prep.lock"; }
+    void lock_prefix() {
+        for (;;) {
+            lock_fd = ::open(lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+            CHECK_USER(lock_fd >= 0, "cannot create %s: %s", lock_path().c_str(), std::strerror(errno));
+            if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+                char pid[32] = {};
+                ssize_t n = ::read(lock_fd, pid, sizeof pid - 1);
+                fail("another prep_data is writing --out %s (%s holds its lock%s)\n---> HINT: wait for it to finish, "
+                     "or stop it and continue its work with --resume; or choose another --out", o.out.c_str(),
+                     lock_path().c_str(), n > 0 ? format(": pid %s", pid).c_str() : "");
+            }
+            // the file may have been removed (by the run that held it, at its end) between our open and lock: ours
+            // is then a lock on a name nobody else sees; open the file that is there now
+            struct stat held, now;
+            if (fstat(lock_fd, &held) == 0 && stat(lock_path().c_str(), &now) == 0 && held.st_ino == now.st_ino &&
+                held.st_dev == now.st_dev)
+                break;
+            ::close(lock_fd);
+        }
+        std::string pid = std::to_string((long)getpid());  // for the other run's message only
+        if (ftruncate(lock_fd, 0) == 0) {
+            ssize_t written = pwrite(lock_fd, pid.data(), pid.size(), 0);
+            (void)written;
+        }
+    }
+    void unlock_prefix() {
+        if (lock_fd < 0) return;
+        std::remove(lock_path().c_str());  // while still held: a waiting run then sees another inode and opens again
+        ::close(lock_fd);
+        lock_fd = -1;
+    }
+
+    // Shards past this run's count in a split (another run's, written with another --shard-tokens): the trainer's
+    // pattern would read them with ours. Removed at the end of a complete run, each named.
+    void remove_stale_shards() {
+        for (int s = 0; s < 2; s++) {
+            glob_t g;
+            std::string p = o.out + "_" + SPLIT_NAME[s] + "_[0-9][0-9][0-9][0-9][0-9][0-9].bin";
+            if (glob(p.c_str(), 0, nullptr, &g) == 0)
+                for (size_t i = 0; i < g.gl_pathc; i++) {
+                    std::string f = g.gl_pathv[i];
+                    long long k = std::atoll(f.c_str() + f.size() - 10);  // NNNNNN.bin
+                    if (k < sp[s].shards) continue;
+                    std::remove(f.c_str());
+                    prog.message(format("removed %s: not one of this run's %lld %s shards (another run's)", f.c_str(),
+                                        (long long)sp[s].shards, SPLIT_NAME[s]));
+                }
+            globfree(&g);
+        }
+    }
+
     void summary(double secs, bool complete) {
         prog.clear();
         int64_t docs = sp[TRAIN].st.docs + sp[VAL].st.docs, toks = sp[TRAIN].st.tokens + sp[VAL].st.tokens;
@@ -626,20 +696,24 @@ struct Prep {
         int seq_len = lay.rows ? o.row_len : gpt2 ? 1024 : 256;  // the trainers' defaults
         std::string seq_note;
         if (!lay.rows) {
-            auto fits = [&](int T) {
+            auto short_split = [&](int T) {  // the first split without a batch of windows at T, or -1
                 for (int s = 0; s < 2; s++) {
                     int64_t samples = 0;
                     for (auto& w : sp[s].written) samples += stream_samples(w.first, T);
-                    if (sp[s].shards > 0 && samples < trainer_batch) return false;
+                    if (sp[s].shards > 0 && samples < trainer_batch) return s;
                 }
-                return true;
+                return -1;
             };
+            auto fits = [&](int T) { return short_split(T) < 0; };
             if (!fits(seq_len)) {
                 int p = seq_len;
                 while (p >= 16 && !fits(p)) p /= 2;
                 if (p < 16) {
-                    std::fprintf(stderr, "  warning: a split holds fewer than %d windows of 17 tokens, too few to train "
-                                 "or evaluate on; give more text, or a larger --val-fraction\n", trainer_batch);
+                    const int s = short_split(16);
+                    std::fprintf(stderr, "  warning: the %s split holds fewer than %d windows of 17 tokens, too few to "
+                                 "%s; give more text%s\n", SPLIT_NAME[s], trainer_batch,
+                                 s == VAL ? "evaluate on" : "train on",
+                                 s == VAL ? ", or a larger --val-fraction or --val-docs" : "");
                 } else {
                     seq_len = p;
                     seq_note = format("  (--seq-len %d: the longest that gives this little data a batch of %d in "
@@ -654,7 +728,10 @@ struct Prep {
                          "--doc-sep blank makes its paragraphs the documents\n");
         // Pasted into a shell from the directory prep_data ran in: the patterns quoted for the shell, so the
         // trainer (not the shell) expands them, whatever characters --out holds.
-        std::string train_pat = o.out + "_train_*.bin", val_pat = o.out + "_val_*.bin";
+        // --out's own glob characters are escaped: "run[1]/d" would otherwise match "run1/d_train_...", not itself
+        std::string out_literal;
+        for (char c : o.out) out_literal += std::strchr("*?[]\\", c) ? std::string("\\") + c : std::string(1, c);
+        std::string train_pat = out_literal + "_train_*.bin", val_pat = out_literal + "_val_*.bin";
         std::fprintf(stderr, "train with: ./%s --train-data %s%s%s\n", gpt2 ? "train_gpt2" : "train_llama",
                      shell_quote(train_pat).c_str(),
                      sp[VAL].shards > 0 ? (" --val-data " + shell_quote(val_pat)).c_str() : "",
@@ -698,6 +775,7 @@ struct Prep {
             CHECK_USER(!ec, "cannot create the output directory %s: %s", parent.c_str(), ec.message().c_str());
         }
         state_path = o.out + "_prep.json";
+        lock_prefix();
         Reader rd(o, files, ctr);
         if (o.resume) {
             remove_temporaries();
@@ -705,7 +783,9 @@ struct Prep {
             if (!load_resume(rd)) {
                 std::fprintf(stderr, "--resume: %s is complete and its shards check out; nothing to do\n",
                              state_path.c_str());
+                remove_stale_shards();
                 summary(0, true);
+                unlock_prefix();
                 return 0;
             }
         } else {
@@ -783,13 +863,16 @@ struct Prep {
             summary(seconds_since(t0), false);
             std::fprintf(stderr, "stopped after %lld shard%s (--max-shards); continue with the same command and "
                          "--resume\n", (long long)shards_this_run, shards_this_run == 1 ? "" : "s");
+            unlock_prefix();
             return 0;
         }
         if (o.has_val() && sp[VAL].st.docs == 0)
             prog.message("warning: no document fell in the validation split, so no val shard was written");
         after_write(true);
         prog.tick(ctr.bytes_read.load(), sp[0].st.docs + sp[1].st.docs, sp[0].st.tokens + sp[1].st.tokens, true);
+        remove_stale_shards();
         summary(seconds_since(t0), true);
+        unlock_prefix();
         return 0;
     }
 };
