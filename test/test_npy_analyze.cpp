@@ -597,6 +597,22 @@ TEST_F(AnalyzeTest, TableOutput) {
     EXPECT_TRUE(r.err.empty()) << r.err;  // small inputs: no progress lines
 }
 
+// X of rank 8 < r1 = 24 (as a GPT-2 fch dump: rank <= C of its 4C columns): the tail past r1 is float32 rounding, so
+// its ratios measure nothing; said in the table and in the JSON (tail_ratio 190 and mse_ratio 3.1 read as failures).
+// The test spectrum's tail (a third of the energy past r1) gets no warning.
+TEST_F(AnalyzeTest, ATailAtRoundingIsSaid) {
+    std::vector<double> s(WIDTH, 0.0);
+    for (int i = 0; i < 8; i++) s[i] = 10.0 - i;
+    std::vector<float> X = synthetic(N_ROWS, WIDTH, s, 11);
+    write_npy_f32(file("rank8.npy"), X.data(), {N_ROWS, WIDTH});
+    json j = run_json({file("rank8.npy"), "--draws", "4"});
+    EXPECT_TRUE(j["estimator"]["tail_at_rounding"].get<bool>()) << j["estimator"].dump();
+    RunResult r = run({file("rank8.npy"), "--draws", "4"});
+    EXPECT_NE(r.out.find("warning: the spectrum's tail past r1 holds"), std::string::npos) << r.out;
+    EXPECT_FALSE(run_json({x_path, "--draws", "4"})["estimator"]["tail_at_rounding"].get<bool>());
+    EXPECT_EQ(run({x_path, "--draws", "4"}).out.find("warning"), std::string::npos);
+}
+
 TEST_F(AnalyzeTest, HelpAndBadInputs) {
     RunResult h = run({"--help"});
     EXPECT_EQ(h.rc, 0);
@@ -628,6 +644,7 @@ TEST_F(AnalyzeTest, HelpAndBadInputs) {
     bad({x_path, "--mode", "rac", "--r1", "0", "--r2", "0"}, {"total rank is 0"});
     bad({x_path, "--r2", "0"}, {"mode prac needs r2 > 0", "--mode"});
     bad({x_path, "--k-mult", "0"}, {"must be positive"});
+    bad({x_path, "--k-mult", "1e300"}, {"--k-mult: 1e300 is out of range"});  // it said "needs a number"
     bad({x_path, "--draws", "0"}, {"--draws must be at least 1"});
     bad({x_path, "--draws", "many"}, {"needs an integer"});
     bad({x_path, "--mode", "fast"}, {"--mode must be prac, pac, rac or none"});
