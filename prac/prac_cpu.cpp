@@ -88,8 +88,10 @@ SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::s
         r1 = 0;
     }
     if (r1 + r2 == 0)
-        fail("PRAC site %s (%s, width %d): total rank is 0%s\n---> HINT: raise the %s ranks", site.c_str(), cname, n,
-             o.mode == PracMode::RAC ? " (mode rac draws all of r1 + r2 at random: it needs r1 + r2 > 0)" : "", cname);
+        fail("PRAC site %s (%s, width %d): total rank is 0%s\n---> HINT: raise the %s ranks, or leave the %s sites "
+             "uncompressed with --prac-classes %s", site.c_str(), cname, n,
+             o.mode == PracMode::RAC ? " (mode rac draws all of r1 + r2 at random: it needs r1 + r2 > 0)" : "", cname,
+             cname, std::strcmp(cname, "linear") == 0 ? "nonlinear" : "linear");
     if (r1 + r2 >= n)
         fail("PRAC site %s (%s, width %d): ranks r1 = %d + r2 = %d leave nothing to compress (must be below %d)\n"
              "---> HINT: lower the %s rank fractions or absolute ranks", site.c_str(), cname, n, r1, r2, n, cname);

@@ -415,6 +415,16 @@ TEST(TrainerCli, CpuEvalBudgetSuitsTheModelSize) {
     EXPECT_EQ(cpu_eval_tokens(100000, 4, 64, 65536), 65536);
 }
 
+// PRAC's flags without PRAC change nothing: said (a run with --prac-linear-ranks but no --prac trained the baseline
+// with no word), and nothing is said when PRAC is on or no such flag is given
+TEST(TrainerCli, PracFlagsWithoutPracAreNoticed) {
+    EXPECT_EQ(unused_prac_flags_notice(parse({"--prac-t1", "3", "--prac-linear-ranks", "2,2"})),
+              "notice: --prac-linear-ranks --prac-t1 tune PRAC, which this run does not use (--prac none): they change "
+              "nothing; pass --prac prac (or pac, rac) to compress\n");
+    EXPECT_EQ(unused_prac_flags_notice(parse({"--prac", "prac", "--prac-t1", "3"})), "");
+    EXPECT_EQ(unused_prac_flags_notice(parse({"--steps", "3"})), "");
+}
+
 TEST(TrainerCli, OptionRowsShowTokensPerStep) {
     TrainOptions o = parse({"--batch-size", "3", "--seq-len", "64", "--grad-accum", "5"});
     bool found = false;

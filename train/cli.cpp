@@ -568,6 +568,17 @@ std::string train_options_help(Arch arch, const char* program) {
     return s;
 }
 
+std::string unused_prac_flags_notice(const TrainOptions& o) {
+    if (o.prac != "none") return "";
+    std::string flags;
+    for (const std::string& f : o.given)  // --prac-storage fp8 without PRAC is refused (check_storage_options)
+        if (f.rfind("--prac-", 0) == 0 && f != "--prac-storage") flags += (flags.empty() ? "" : " ") + f;
+    if (flags.empty()) return "";
+    const bool one = flags.find(' ') == std::string::npos;
+    return format("notice: %s %s PRAC, which this run does not use (--prac none): %s nothing; pass --prac prac "
+                  "(or pac, rac) to compress\n", flags.c_str(), one ? "tunes" : "tune", one ? "it changes" : "they change");
+}
+
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks) {
     const long long tokens = (long long)o.batch_size * o.seq_len * o.grad_accum * ranks;
     return {

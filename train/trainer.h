@@ -576,6 +576,7 @@ struct Trainer {
                                                     : ", PRAC subspace per rank");
         print_table(s.program, model_config_rows(cfg));
         print_table("training", train_options_rows(opts, ranks));
+        std::printf("%s", unused_prac_flags_notice(opts).c_str());
     }
 
     // Sites (shared subspace, --dump-site), weights (--init-from or fresh), the activation arena.
