@@ -66,11 +66,12 @@ PRAC_TEST_DIE_AFTER_STEP=5 "$BIN" $P --ckpt-dir "$T/cko" --ckpt-every 3 --overwr
 [ "$(ls "$T/cko")" = "step_00000003" ] && ok "--overwrite: the replaced run's checkpoints removed at the first one" \
   || bad "--overwrite left: $(ls "$T/cko" | tr '\n' ' ')"
 # SIGTERM between steps 5 and 6 (sent exactly there: common/kill_point.h): a checkpoint, exit 128 + 15, and the
-# resume ends byte-identical to the uninterrupted run
+# resume ends byte-identical to the uninterrupted run; it names the model directory "model/" (the run said "model":
+# the same model, which a comparison of the spellings refused)
 PRAC_TEST_KILL_AT=train.step_done@5:15 "$BIN" $P --ckpt-dir "$T/ckt" --save "$T/rt" > "$T/rt1.out" 2>&1
 [ $? -eq 143 ] && grep -q 'received signal 15: stopping after 5 of' "$T/rt1.out" && ok "SIGTERM after step 5: exit 143" \
   || bad "SIGTERM after step 5: $(tail -2 "$T/rt1.out")"
-"$BIN" $P --ckpt-dir "$T/ckt" --save "$T/rt" --resume > "$T/rt2.out" 2>&1 \
+"$BIN" $P --init-from "$T/model/" --ckpt-dir "$T/ckt" --save "$T/rt" --resume > "$T/rt2.out" 2>&1 \
   && grep -q 'resumed from .*step_00000005 at step 5' "$T/rt2.out" && cmp -s "$T/ra/model.safetensors" "$T/rt/model.safetensors" \
   && ok "resumed after SIGTERM at step 5: weights byte-identical" || bad "resume after SIGTERM: $(tail -2 "$T/rt2.out")"
 

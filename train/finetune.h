@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>  // access
+
 #include "common/error.h"
 #include "common/kill_point.h"
 #include "common/strings.h"  // human_duration
@@ -93,6 +95,7 @@ struct FineTuner {
     double best = -INFINITY;
     int best_epoch = 0;
     std::string train_fingerprint;
+    std::string tokenizer_fingerprint;  // --init-from's tokenizer files, by content (the data's encoding)
 
     // the step in flight: its --grad-accum micro-batches, each as the model takes it (B rows; rows past the data's
     // are one-token padding rows with no label, so the arena is allocated once, for (B, T))
@@ -146,7 +149,14 @@ struct FineTuner {
                              model.param_buffer_numel);
         init_master_weights(be, *opt, model.params_memory, model.param_buffer_numel);
         opt->bind_sites(model.sites);
-        if (!opts.ckpt_dir.empty()) train_fingerprint = data_fingerprint({glue_split_path(opts.data_dir, "train")});
+        if (!opts.ckpt_dir.empty()) {
+            train_fingerprint = data_fingerprint({glue_split_path(opts.data_dir, "train")});
+            std::vector<std::string> tokenizer_files;
+            for (const char* f : {"tokenizer.json", "vocab.json", "merges.txt"})
+                if (access((opts.init_from + "/" + f).c_str(), R_OK) == 0)
+                    tokenizer_files.push_back(opts.init_from + "/" + f);
+            tokenizer_fingerprint = data_fingerprint(tokenizer_files);
+        }
         if (opts.resume) resume();
         install_stop_signals();
         run_start = std::chrono::steady_clock::now();
@@ -506,13 +516,19 @@ struct FineTuner {
         k.insert(k.begin(), {"task", format("%s epochs %d max_len %d padding %s", info.name, opts.epochs, opts.max_len,
                                             opts.padding.c_str())});
         k.push_back({"train_data", train_fingerprint});
-        // finetune_roberta has no --prac-initial-spread or --prac-refresh-overlap (both fixed at 0): its refresh key
-        // names only what its user can set, so a refusal never asks for a flag it does not have
-        for (auto& [name, value] : k)
+        for (auto& [name, value] : k) {
+            // the model by its shape and its tokenizer's files (the weights come from the checkpoint), not by
+            // --init-from's spelling: "model/" resumes a run started with "model", and so does a copy elsewhere
+            if (name == "model")
+                value = format("roberta L%d NH%d C%d F%d V%d labels %d tokenizer %s", cfg.num_layers, cfg.num_heads,
+                               cfg.channels, cfg.hidden, cfg.vocab_size, cfg.num_labels, tokenizer_fingerprint.c_str());
+            // finetune_roberta has no --prac-initial-spread or --prac-refresh-overlap (both fixed at 0): its key
+            // names only what its user can set, so a refusal never asks for a flag it does not have
             if (name == "prac_refresh" && value != "none") {
                 const PracOptions p = prac_options_from(opts);
                 value = p.mode == PracMode::RAC ? "rac" : format("--prac-refresh %s", prac_refresh_name(p.refresh));
             }
+        }
         return k;
     }
 
