@@ -200,6 +200,14 @@ cmp -s "$T/oa/model.safetensors" "$T/ob/model.safetensors" && python3 -c "import
   && ok "--recompute-attention 0 vs 1: weights byte-identical, saved $ss MiB vs $so MiB recomputed" \
   || bad "--recompute-attention: weights differ, or saved '$so' not below '$ss'"
 
+# --eval-only with a training split it cannot read (it only sets the padded length): a warning, and the dev scores
+mkdir -p "$T/badtrain" && cp "$T/data/mrpc/dev.tsv" "$T/badtrain/" && printf 'Quality\tjunk\n' > "$T/badtrain/train.tsv"
+# (its --log in directories that do not exist yet: made, as --save's are)
+out=$("$BIN" --task mrpc --data-dir "$T/badtrain" --init-from "$T/model" --eval-only --log "$T/logs/a/b.jsonl" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q 'warning: --eval-only cannot use the training split' <<<"$out" && grep -q '^dev loss' <<<"$out" \
+  && grep -q glue_eval "$T/logs/a/b.jsonl" && ok "--eval-only with an unreadable training split: a warning and the scores" \
+  || bad "--eval-only, bad train: rc $rc, $(tail -2 <<<"$out")"
+
 # MNLI's two dev splits: each glue_eval record holds its own split's loss. The reference: a directory whose two splits
 # are the same file, whose loss is that file's (the batches are the same, so the arithmetic is; 1e-6 relative)
 mkdir -p "$T/mn_ab" "$T/mn_aa" "$T/mn_bb"
@@ -269,6 +277,7 @@ expect_error "unknown task" "cola" "$BIN" --task glue --data-dir "$T/data/mrpc" 
 expect_error "NaN weights get no score" "non-finite" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/nan" --eval-only
 expect_error "--optimizer muon refused" "adamw and rso" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer muon
 expect_error "Hugging Face's flag spelling answered" "spells it --max-len" "$BIN" --max-seq-length 128
+expect_error "--seed -1 refused (as the trainers do)" "--seed must be >= 0" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --seed -1
 expect_error "--grad-accum 0 refused" "at least 1" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --grad-accum 0
 expect_error "--optimizer-states 8bit with rso refused" "quantizes AdamW" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer rso --optimizer-states 8bit
 expect_error "--prac-storage fp8 without PRAC refused" "compresses nothing" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --prac-storage fp8

@@ -139,6 +139,7 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(o.epochs >= 1, "--epochs must be at least 1 (got %d)", o.epochs);
     CHECK_USER(o.batch_size >= 1, "--batch-size must be positive (got %d)", o.batch_size);
     CHECK_USER(o.grad_accum >= 1, "--grad-accum must be at least 1 (got %d)", o.grad_accum);
+    CHECK_USER(o.seed >= 0, "--seed must be >= 0 (got %lld)", o.seed);
     CHECK_USER(o.padding == "batch" || o.padding == "longest", "--padding must be batch or longest (got \"%s\")",
                o.padding.c_str());
     CHECK_USER(o.max_len >= 4, "--max-len must be at least 4 (the pair layout's special tokens; got %d)", o.max_len);

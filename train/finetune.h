@@ -351,10 +351,33 @@ struct FineTuner {
                    "and the model come from different models; copy the model's own tokenizer files into %s",
                    opts.init_from.c_str(), tok.vocab_size(), cfg.vocab_size, opts.init_from.c_str());
         GlueTask task = info.task;
+        auto encode = [&](const std::vector<GlueExample>& examples, const std::string& split) {
+            const std::string path = glue_split_path(opts.data_dir, split);
+            try {
+                return encode_glue(tok, task, examples, opts.max_len);
+            } catch (const UserError& e) {
+                throw UserError(path + ": " + e.what());  // encode_glue names the example and its line
+            }
+        };
+        auto read_train = [&] {
+            train_examples = read_glue_file(task, glue_split_path(opts.data_dir, "train"));
+            train_set = encode(train_examples, "train");
+        };
         // --eval-only reads the training split too when it is there: T (and so the arithmetic's blocking) is then
-        // the training run's, and the scores are the ones it printed, to the last digit
-        bool has_train = !opts.eval_only || glue_split_exists(opts.data_dir, "train");
-        if (has_train) train_examples = read_glue_file(task, glue_split_path(opts.data_dir, "train"));
+        // the training run's, and the scores are the ones it printed, to the last digit; one it cannot read costs
+        // only those digits
+        if (!opts.eval_only) {
+            read_train();
+        } else if (glue_split_exists(opts.data_dir, "train")) {
+            try {
+                read_train();
+            } catch (const UserError& e) {
+                train_examples.clear();
+                std::printf("warning: --eval-only cannot use the training split (%s); the padded length comes from "
+                            "the dev splits alone, so the scores may differ from the training run's in the last "
+                            "digits\n", e.what());
+            }
+        }
         for (const std::string& split : info.dev_splits) {
             dev_examples.push_back(read_glue_file(task, glue_split_path(opts.data_dir, split)));
             // STS-B's correlations of a constant target are undefined: said now, not after the first epoch
@@ -365,15 +388,6 @@ struct FineTuner {
                      "undefined\n---> HINT: use the task's real %s split (its scores vary from 0 to 5)",
                      glue_split_path(opts.data_dir, split).c_str(), d[0].score, split.c_str());
         }
-        auto encode = [&](const std::vector<GlueExample>& examples, const std::string& split) {
-            const std::string path = glue_split_path(opts.data_dir, split);
-            try {
-                return encode_glue(tok, task, examples, opts.max_len);
-            } catch (const UserError& e) {
-                throw UserError(path + ": " + e.what());  // encode_glue names the example and its line
-            }
-        };
-        if (has_train) train_set = encode(train_examples, "train");
         for (size_t d = 0; d < dev_examples.size(); d++) dev_sets.push_back(encode(dev_examples[d], info.dev_splits[d]));
         size_t longest = 2;
         for (const auto& r : train_set.ids) longest = std::max(longest, r.size());

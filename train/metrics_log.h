@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,8 +22,11 @@ struct MetricsLog {
     bool truncate_first = false;
     MetricsLog(const std::string& path, bool start_over) : truncate_first(start_over) {
         if (path.empty()) return;
+        std::error_code ec;  // its directory is made, as --save's and --ckpt-dir's are
+        const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+        if (!dir.empty()) std::filesystem::create_directories(dir, ec);
         f = std::fopen(path.c_str(), "a");
-        if (!f) fail("cannot open the metrics log %s for appending", path.c_str());
+        if (!f) fail("cannot open the metrics log %s for appending: %s", path.c_str(), std::strerror(errno));
     }
     // before each record: the --overwrite truncation, once
     void begin_record() {
