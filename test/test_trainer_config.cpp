@@ -265,6 +265,10 @@ TEST(TrainerCli, FlagsThatNeedAPartnerAreRefusedAlone) {
     EXPECT_USER_ERROR(parse({"--warmup", "-1"}), "--warmup must be >= 0 (got -1)");
     EXPECT_NO_THROW(parse({"--warmup", "0"}));
     for (const char* r : {"auto", "exact", "subspace"}) EXPECT_NO_THROW(parse({"--prac-refresh", r})) << r;
+    // --precision only picks the CUDA build --plan plans for: alone, or with a CPU plan, it did nothing, silently
+    EXPECT_USER_ERROR(parse({"--precision", "fp32"}), "--precision goes with --plan", "PRECISION=FP32");
+    EXPECT_USER_ERROR(parse({"--precision", "bf16", "--plan", "--device", "cpu"}), "--device cpu plans the CPU");
+    EXPECT_NO_THROW(parse({"--precision", "fp32", "--plan"}));
 }
 
 TEST(TrainerCli, HelpSkipsValidation) {

@@ -316,6 +316,14 @@ void check_flag_partners(const TrainOptions& o) {
     CHECK_USER(!o.dump_site.empty() ||
                    !(o.was_given("--dump-layer") || o.was_given("--dump-step") || o.was_given("--dump-path")),
                "--dump-layer, --dump-step and --dump-path go with --dump-site (which activation to dump)");
+    // a run computes in its build's precision (make PRECISION=BF16|FP32): --precision only says which build --plan
+    // plans for, and a CPU plan is fp32 whatever it says
+    CHECK_USER(!o.was_given("--precision") || o.plan, "--precision goes with --plan (the CUDA build to plan for); a "
+               "run computes in the precision of the build it runs\n---> HINT: build the fp32 CUDA backend with make "
+               "PRECISION=FP32, or drop --precision");
+    CHECK_USER(!o.was_given("--precision") || o.device != "cpu", "--precision chooses the CUDA build to plan for, and "
+               "--device cpu plans the CPU backend (fp32)\n---> HINT: drop --device cpu to plan a CUDA build, or drop "
+               "--precision");
     CHECK_USER(o.prac_refresh == "auto" || o.prac_refresh == "exact" || o.prac_refresh == "subspace",
                "--prac-refresh must be auto, exact or subspace (got \"%s\")", o.prac_refresh.c_str());
 }

@@ -101,7 +101,7 @@ Validation split (one of these; default: --val-fraction 0.01, the owt preset 0.0
   --no-val              no validation split (the trainer then needs --val-data from elsewhere)
 
 Speed and display:
-  --threads N           encoding threads (default: all cores); one more thread reads and decompresses
+  --threads N           encoding threads (default, and 0: all cores); one more thread reads and decompresses
   --batch-docs N        documents per encoding batch (default 256)
   --progress-interval S seconds between progress lines when stderr is not a terminal (default 10; 0: none).
                         On a terminal one line is redrawn: bytes read, documents, tokens, speed, ETA.
