@@ -228,6 +228,13 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
                  path.c_str(), act.c_str());
         c.tied_embeddings = opt_bool(j, "tie_word_embeddings", true, path);
         if (!c.tied_embeddings) fail("%s: untied GPT-2 embeddings are not supported", path.c_str());
+        // other attention scalings than 1/sqrt(head_dim) (ignored, they gave other logits with exit 0)
+        if (!opt_bool(j, "scale_attn_weights", true, path))
+            fail("%s: scale_attn_weights false is not supported (attention scores are scaled by 1/sqrt(head_dim))",
+                 path.c_str());
+        if (opt_bool(j, "scale_attn_by_inverse_layer_idx", false, path))
+            fail("%s: scale_attn_by_inverse_layer_idx is not supported (GPT-2's attention scale is 1/sqrt(head_dim) "
+                 "in every layer)", path.c_str());
     } else {
         if (type != "llama")
             fail("%s: model_type is \"%s\", but train_llama needs a LLaMA config (model_type \"llama\")"

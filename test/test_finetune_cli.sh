@@ -306,6 +306,8 @@ v = json.load(open(sys.argv[1])); n = max(v.values()) + 1
 v.update({f"extra{i}": n + i for i in range(5)}); json.dump(v, open(sys.argv[1], "w"))
 PY
 expect_error "a tokenizer larger than the embedding refused at the start" "tokenizer of --init-from .*bigtok has [0-9]+ tokens, more than" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/bigtok" --eval-only
+mkdir -p "$T/sharded" && cp "$T/model/config.json" "$T/model/vocab.json" "$T/model/merges.txt" "$T/sharded/" && echo '{}' > "$T/sharded/model.safetensors.index.json"
+expect_error "a sharded checkpoint named as such" "sharded checkpoint.*not supported" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/sharded"
 expect_error "--ckpt-dir that is a file refused" "--ckpt-dir .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --ckpt-dir "$T/model/config.json"
 expect_error "--save that is a file refused" "--save .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --save "$T/model/config.json"
 echo "$pass passed, $fail failed"

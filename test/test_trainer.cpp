@@ -231,10 +231,21 @@ TEST(TrainerBinary, InitFromProblems) {
     RunResult s = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
                                              "--init-from", dir.path}, dir, 120);
     expect_user_error_exit(s, "train_gpt2", {dir.path + "/model.safetensors"});
-    // a checkpoint of another size (the fixture: V 96, C 32) for gpt2-tiny (V 50257, C 64)
+    // a sharded Hugging Face checkpoint: said as such (it was "cannot open model.safetensors")
+    write_bytes(dir / "model.safetensors.index.json", "{\"weight_map\": {}}");
+    RunResult s2 = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
+                                              "--init-from", dir.path}, dir, 120);
+    expect_user_error_exit(s2, "train_gpt2", {"sharded checkpoint", "max_shard_size"});
+    fs::remove(dir / "model.safetensors.index.json");
+    // a checkpoint of another size (the fixture: V 96, C 32) for gpt2-tiny (V 50257, C 64): its directory's
+    // config.json says so before any tensor is read; a bare .safetensors file meets the loader's shape check
     RunResult t = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
                                              "--init-from", GPT2_FIXTURE}, dir, 120);
-    expect_user_error_exit(t, "train_gpt2", {"transformer.wte.weight", "[96, 32]", "[50257, 64]", "--model"});
+    expect_user_error_exit(t, "train_gpt2", {"--model gpt2-tiny is not the model of --init-from", "width gpt2-tiny 64, ",
+                                             "32", "vocabulary gpt2-tiny 50257", "HINT: drop --model"});
+    RunResult t2 = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
+                                              "--init-from", GPT2_FIXTURE + "/model.safetensors"}, dir, 120);
+    expect_user_error_exit(t2, "train_gpt2", {"transformer.wte.weight", "[96, 32]", "[50257, 64]", "--model"});
     // the fixture models have a 96-token vocabulary: validation shards for them
     ShardInfo info;
     info.vocab_size = 96;
@@ -247,16 +258,38 @@ TEST(TrainerBinary, InitFromProblems) {
                                              dir / "v96.bin", "--init-from", GPT2_FIXTURE + "/model.safetensors"},
                               dir, 120);
     expect_user_error_exit(u, "train_gpt2", {"transformer.h.2.", "missing"});
-    // a LLaMA checkpoint for GPT-2
+    // a LLaMA checkpoint for GPT-2: its config.json is no GPT-2 config; its bare weights miss GPT-2's tensors
     RunResult v = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",
                                              "--eval-only", "--val-data", dir / "v96.bin", "--init-from",
                                              LLAMA_FIXTURE}, dir, 120);
-    expect_user_error_exit(v, "train_gpt2", {"transformer.wte.weight", "missing"});
-    // and the matching pair works (the fixture's own config and weights)
+    expect_user_error_exit(v, "train_gpt2", {"model_type is \"llama\"", "train_llama"});
+    RunResult v2 = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",
+                                              "--eval-only", "--val-data", dir / "v96.bin", "--init-from",
+                                              LLAMA_FIXTURE + "/model.safetensors"}, dir, 120);
+    expect_user_error_exit(v2, "train_gpt2", {"transformer.wte.weight", "missing"});
+    // and the matching pair works (the fixture's own config and weights), as does the directory alone: its
+    // config.json is the model
     RunResult w = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",
                                              "--eval-only", "--val-data", dir / "v96.bin", "--init-from",
                                              GPT2_FIXTURE}, dir, 120);
     EXPECT_EQ(w.rc, 0) << describe(w);
+    RunResult w2 = run_trainer("train_gpt2", {"--seq-len", "32", "--eval-only", "--val-data", dir / "v96.bin",
+                                              "--init-from", GPT2_FIXTURE}, dir, 120);
+    EXPECT_EQ(w2.rc, 0) << describe(w2);
+    auto val_loss = [](const RunResult& r) {
+        size_t at = r.out.find("val loss ");
+        return at == std::string::npos ? std::string("(none)") : r.out.substr(at, 15);
+    };
+    EXPECT_EQ(val_loss(w2), val_loss(w)) << describe(w2);
+    EXPECT_NE(val_loss(w), "(none)") << describe(w);
+    // LLaMA: a --model that differs from the directory's config only in rope_theta (the weights fit both: it was
+    // used silently, other logits with exit 0)
+    TempDir theta;
+    fs::copy_file(LLAMA_FIXTURE + "/model.safetensors", theta / "model.safetensors");
+    derived_config(theta, LLAMA_FIXTURE, {{"rope_theta", 500000.0}, {"rope_parameters", nullptr}});
+    RunResult x = run_trainer("train_llama", {"--model", LLAMA_FIXTURE + "/config.json", "--seq-len", "32",
+                                              "--eval-only", "--init-from", theta.path}, dir, 120);
+    expect_user_error_exit(x, "train_llama", {"is not the model of --init-from", "rope_theta", "500000"});
 }
 
 // A model whose weights hold NaN gets no validation score: --eval-only ends with an error (it used to print
@@ -610,7 +643,7 @@ RunResult run_merged(const std::string& program, const std::vector<std::string>&
     static int counter = 0;
     std::string out = dir / ("merged" + std::to_string(counter++));
     RunResult r;
-    r.cmd = env + " OMP_NUM_THREADS=2 timeout -k 10 " + std::to_string(timeout_s) + " " +
+    r.cmd = "OMP_NUM_THREADS=2 " + env + " timeout -k 10 " + std::to_string(timeout_s) + " " +  // env may override
             shell_quote(ROOT + "/" + program) + " --device cpu";
     for (const std::string& a : args) r.cmd += " " + shell_quote(a);
     int status = std::system((r.cmd + " > " + shell_quote(out) + " 2>&1 < /dev/null").c_str());
@@ -883,6 +916,32 @@ TEST(TrainerResume, EightBitAdamStatesResumeBitExactly) {
     EXPECT_EQ(st.find("adamw.m"), nullptr);
     RunResult f = run_trainer("train_gpt2", args("f", {"--resume"}), dir, 120);
     expect_user_error_exit(f, "train_gpt2", {"optimizer", "states 8bit"});
+}
+
+// What a resume does not use is said: --init-from (the checkpoint's weights continue; it printed "loaded weights from"
+// it), a --dump-step before the resumed step (nothing was dumped, silently), and another CPU thread count than the
+// checkpoint's (its sums, and so the continuation, are not bit-exact then)
+TEST(TrainerResume, WhatAResumeDoesNotUseIsSaid) {
+    TempDir dir;
+    std::vector<std::string> a = tiny({"--steps", "4", "--eval-tokens", "64", "--ckpt-every", "2", "--ckpt-dir",
+                                       dir / "k"});
+    RunResult killed = run_merged("train_gpt2", a, dir, 120, "PRAC_TEST_DIE_AFTER_STEP=3");
+    ASSERT_EQ(killed.rc, 137) << describe(killed);
+    fs::create_directories(dir / "saved");
+    a.insert(a.end(), {"--resume", "--init-from", dir / "saved", "--dump-site", "ln1", "--dump-step", "1",
+                       "--dump-path", dir / "d.npy"});
+    RunResult r = run_merged("train_gpt2", a, dir, 120, "OMP_NUM_THREADS=1");
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "--init-from " + (dir / "saved") + " is not loaded")) << describe(r);
+    EXPECT_FALSE(contains(r.out, "loaded weights from")) << describe(r);
+    EXPECT_TRUE(contains(r.out, "warning: --dump-step 1 is before step 2, where this run resumes")) << describe(r);
+    EXPECT_FALSE(fs::exists(dir / "d.npy"));
+    EXPECT_TRUE(contains(r.out, "written with 2 CPU threads, this run has 1")) << describe(r);
+    // the thread count of the checkpoint (step 4's, written by the resumed run): no notice
+    RunResult same = run_merged("train_gpt2", tiny({"--steps", "5", "--eval-tokens", "64", "--ckpt-dir", dir / "k",
+                                                    "--resume"}), dir, 120, "OMP_NUM_THREADS=1");
+    ASSERT_EQ(same.rc, 0) << describe(same);
+    EXPECT_FALSE(contains(same.out, "CPU threads")) << describe(same);
 }
 
 // A checkpoint that stores PRAC's projections in the activation dtype (how every run did before fp8 storage became

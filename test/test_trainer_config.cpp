@@ -419,14 +419,26 @@ TEST(TrainerCli, CpuEvalBudgetSuitsTheModelSize) {
     EXPECT_EQ(cpu_eval_tokens(100000, 4, 64, 65536), 65536);
 }
 
-// PRAC's flags without PRAC change nothing: said (a run with --prac-linear-ranks but no --prac trained the baseline
-// with no word), and nothing is said when PRAC is on or no such flag is given
-TEST(TrainerCli, PracFlagsWithoutPracAreNoticed) {
-    EXPECT_EQ(unused_prac_flags_notice(parse({"--prac-t1", "3", "--prac-linear-ranks", "2,2"})),
-              "notice: --prac-linear-ranks --prac-t1 tune PRAC, which this run does not use (--prac none): they change "
-              "nothing; pass --prac prac (or pac, rac) to compress\n");
-    EXPECT_EQ(unused_prac_flags_notice(parse({"--prac", "prac", "--prac-t1", "3"})), "");
-    EXPECT_EQ(unused_prac_flags_notice(parse({"--steps", "3"})), "");
+// Flags that change nothing in the run are said (a run with --prac-linear-ranks but no --prac trained the baseline
+// with no word; --prac-k-mult with pac, --galore-rank with adamw: weights byte-identical to the run without them),
+// and nothing is said when each flag given is used
+TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
+    EXPECT_EQ(unused_flags_notice(parse({"--prac-t1", "3", "--prac-linear-ranks", "2,2"}), 1),
+              "notice: --prac-linear-ranks --prac-t1 change nothing in this run: PRAC is off (--prac none); pass "
+              "--prac prac (or pac, rac) to compress\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--prac", "pac", "--prac-k-mult", "2", "--prac-t1", "3"}), 1),
+              "notice: --prac-k-mult changes nothing in this run: pac keeps no random part (no Q2, no k)\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--prac", "rac", "--prac-refresh", "exact"}), 1),
+              "notice: --prac-refresh changes nothing in this run: rac computes no Q1 (its whole rank is random)\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--galore-rank", "8", "--rso-prox", "1", "--muon-momentum", "0.5"}), 1),
+              "notice: --galore-rank changes nothing in this run: the optimizer is adamw, not galore\n"
+              "notice: --muon-momentum changes nothing in this run: the optimizer is adamw, not muon\n"
+              "notice: --rso-prox changes nothing in this run: the optimizer is adamw, not rso\n");
+    EXPECT_NE(unused_flags_notice(parse({"--prac", "prac", "--prac-shared-subspace"}), 1).find("one rank"),
+              std::string::npos);
+    EXPECT_EQ(unused_flags_notice(parse({"--prac", "prac", "--prac-shared-subspace", "--prac-t1", "3"}), 2), "");
+    EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "galore", "--galore-rank", "8"}), 1), "");
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "3"}), 1), "");
 }
 
 TEST(TrainerCli, OptionRowsShowTokensPerStep) {
@@ -686,6 +698,15 @@ TEST(TrainerConfig, UnsupportedFeaturesRejected) {
                       "attention_bias");
     EXPECT_USER_ERROR(model_config_load(Arch::GPT2, derived_config(dir, GPT2_FIXTURE, {{"vocab_size", 70000}}, "f.json")),
                       "70000", "65536");
+    // transformers' GPT2Attention: scores / sqrt(head_dim) only with scale_attn_weights, and also / (layer_idx + 1)
+    // with scale_attn_by_inverse_layer_idx (modeling_gpt2.py): other logits, which the model computed with exit 0
+    EXPECT_USER_ERROR(model_config_load(Arch::GPT2, derived_config(dir, GPT2_FIXTURE, {{"scale_attn_weights", false}}, "g.json")),
+                      "scale_attn_weights false");
+    EXPECT_USER_ERROR(model_config_load(Arch::GPT2, derived_config(dir, GPT2_FIXTURE, {{"scale_attn_by_inverse_layer_idx", true}},
+                                                                   "h.json")),
+                      "scale_attn_by_inverse_layer_idx");
+    EXPECT_NO_THROW(model_config_load(Arch::GPT2, derived_config(dir, GPT2_FIXTURE, {{"scale_attn_weights", true},
+                                                                                    {"scale_attn_by_inverse_layer_idx", false}}, "i.json")));
 }
 
 // A fixture's config.json with one key's value replaced by raw JSON text (numbers nlohmann does not write itself:

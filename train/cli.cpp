@@ -25,7 +25,8 @@ using Flag = FlagDef;
 const Flag FLAGS[] = {
     F("--model", "NAME|FILE", STR, model, "model size by name, or a Hugging Face config.json"),
     F("--init-from", "PATH", STR, init_from,
-      "start from these weights (safetensors file, or a directory holding model.safetensors)"),
+      "start from these weights (safetensors file, or a directory holding model.safetensors; its config.json is the "
+      "model without --model)"),
     F("--train-data", "GLOB", STR, train_data, "training token shards (default: the built-in corpus)"),
     F("--val-data", "GLOB", STR, val_data, "validation token shards (default: the built-in corpus)"),
     F("--batch-size", "B", INT, batch_size, "micro-batch size (sequences per forward/backward)"),
@@ -576,15 +577,37 @@ std::string train_options_help(Arch arch, const char* program) {
     return s;
 }
 
-std::string unused_prac_flags_notice(const TrainOptions& o) {
-    if (o.prac != "none") return "";
-    std::string flags;
-    for (const std::string& f : o.given)  // --prac-storage fp8 without PRAC is refused (check_storage_options)
-        if (f.rfind("--prac-", 0) == 0 && f != "--prac-storage") flags += (flags.empty() ? "" : " ") + f;
-    if (flags.empty()) return "";
-    const bool one = flags.find(' ') == std::string::npos;
-    return format("notice: %s %s PRAC, which this run does not use (--prac none): %s nothing; pass --prac prac "
-                  "(or pac, rac) to compress\n", flags.c_str(), one ? "tunes" : "tune", one ? "it changes" : "they change");
+std::string unused_flags_notice(const TrainOptions& o, int ranks) {
+    auto given = [&](const char* prefix, const std::vector<const char*>& except = {}) {
+        std::string flags;
+        for (const std::string& f : o.given)
+            if (f.rfind(prefix, 0) == 0 &&
+                std::none_of(except.begin(), except.end(), [&](const char* e) { return f == e; }))
+                flags += (flags.empty() ? "" : " ") + f;
+        return flags;
+    };
+    std::string out;
+    auto notice = [&](const std::string& flags, const std::string& why) {
+        if (flags.empty()) return;
+        const bool one = flags.find(' ') == std::string::npos;
+        out += format("notice: %s %s nothing in this run: %s\n", flags.c_str(), one ? "changes" : "change",
+                      why.c_str());
+    };
+    // --prac-storage fp8 without PRAC is refused (check_storage_options): it would change the plan's words
+    if (o.prac == "none")
+        notice(given("--prac-", {"--prac-storage"}), "PRAC is off (--prac none); pass --prac prac (or pac, rac) to "
+               "compress");
+    else if (o.prac == "pac")
+        for (const char* f : {"--prac-k-mult", "--prac-t2"})
+            notice(o.was_given(f) ? f : "", "pac keeps no random part (no Q2, no k)");
+    else if (o.prac == "rac")
+        for (const char* f : {"--prac-t1", "--prac-refresh"})
+            notice(o.was_given(f) ? f : "", "rac computes no Q1 (its whole rank is random)");
+    for (const char* opt : {"galore", "muon", "rso"})
+        if (o.optimizer != opt)
+            notice(given(format("--%s-", opt).c_str()), format("the optimizer is %s, not %s", o.optimizer.c_str(), opt));
+    if (ranks == 1 && !o.plan) notice(given("--prac-shared-subspace"), "one rank has no other subspace to share");
+    return out;
 }
 
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks) {
@@ -602,7 +625,9 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"warmup steps", std::to_string(o.warmup)},
         {"min lr", format("%g (%g x lr)", o.lr * o.min_lr_frac, o.min_lr_frac)},
         {"weight_decay", format("%g", o.weight_decay)},
-        {"optimizer", o.optimizer == "galore" ? format("galore (rank %d, gap %d, scale %g)", o.galore_rank,
+        {"optimizer", o.optimizer == "galore" ? format("galore (rank %s, gap %d, scale %g)",
+                                                       o.galore_rank ? std::to_string(o.galore_rank).c_str()
+                                                                     : "GaLore's for the model (--galore-rank 0)",
                                                        o.galore_gap, o.galore_scale)
                       : o.optimizer == "muon" ? format("muon (momentum %g)", o.muon_momentum)
                       : o.optimizer == "rso"  ? format("rso (rank %d, gap %d, prox %g, %s activations)", o.rso_rank,

@@ -152,8 +152,9 @@ PracOptions prac_options_from(const TrainOptions& o);
 // resolved), so that sites compress with provisional random bases only while the learning rate ramps up; 0 for
 // pac (no random part), rac (no Q1 to compute) and none. PracSchedule caps it at the sites x layers.
 int prac_initial_spread_steps(const TrainOptions& o, PracMode mode);
-// The notice for PRAC flags given to a run without PRAC (--prac none), which change nothing there (a table's
-// script passes its --prac-t1 to every run, the baseline too, so this is not an error), or "" when there are none.
-std::string unused_prac_flags_notice(const TrainOptions& o);
+// Notices (one line each) for flags given to a run they change nothing in: PRAC's without PRAC (--prac none), pac's
+// and rac's missing parts, another optimizer's, --prac-shared-subspace on one rank; "" when there are none. Not
+// errors: a table's script passes its --prac-t1 to every run, the baseline too.
+std::string unused_flags_notice(const TrainOptions& o, int ranks);
 // Every setting as (name, value) rows for the start-of-run table.
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks = 1);

@@ -205,6 +205,10 @@ void check_model_dir(const std::string& dir, const GlueTaskInfo& task) {
     CHECK_USER(std::filesystem::is_directory(dir), "--init-from %s is not a directory\n---> HINT: pass a Hugging Face "
                "model directory (config.json, model.safetensors, vocab.json + merges.txt or tokenizer.json)",
                dir.c_str());
+    CHECK_USER(readable(dir + "/model.safetensors") || !readable(dir + "/model.safetensors.index.json"),
+               "--init-from %s holds a sharded checkpoint (model.safetensors.index.json and its shards), which is not "
+               "supported\n---> HINT: save it as one file: transformers' save_pretrained(DIR, max_shard_size=\"1000GB\")",
+               dir.c_str());
     for (const char* f : {"config.json", "model.safetensors"})
         CHECK_USER(readable(dir + "/" + f), "--init-from %s has no readable %s\n---> HINT: a Hugging Face RoBERTa "
                    "directory holds config.json and model.safetensors (transformers' save_pretrained writes both; "

@@ -123,7 +123,7 @@ struct FineTuner {
             std::printf("notice: %lld training and %lld dev examples were truncated to --max-len %d tokens\n",
                         (long long)train_set.truncated, (long long)count_truncated(), opts.max_len);
         if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
-        std::printf("%s", unused_prac_flags_notice(opts).c_str());
+        std::printf("%s", unused_flags_notice(opts, 1).c_str());
         std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
         bool head = model.load_pretrained(opts.init_from, (uint64_t)opts.seed);
         std::printf("loaded %s/model.safetensors: %s\n", opts.init_from.c_str(),

@@ -83,6 +83,7 @@ struct RunState {
     DataLoaderState data;
     int ranks = 1, zero = 0;
     bool prac_shared = false;
+    int cpu_threads = 0;       // the CPU backend's OpenMP threads (its sums' order), 0 for the CUDA backend
     std::string train_shards;  // data_fingerprint of the training files (train/trainer.h)
 };
 
@@ -104,6 +105,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("run.ranks", rs.ranks);
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);
+    st.set_i64("run.cpu_threads", rs.cpu_threads);
     for (const auto& [name, data] : rs.optim) st.add_f32(name, data.data(), {(int64_t)data.size()});
     for (const auto& [name, data] : rs.optim_u8) st.add_u8(name, data.data(), {(int64_t)data.size()});
     for (const SafeTensorWrite& t : rs.prac) {

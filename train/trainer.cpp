@@ -282,8 +282,30 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     }
 
     // ---- config ----
-    if (opts.model.empty()) opts.model = arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
+    // --init-from DIR with a config.json (a Hugging Face directory, or what --save writes): the model is that one.
+    // A --model beside it must agree on what changes the arithmetic (its rope_theta and eps were used silently).
+    const std::string init_config = is_dir(opts.init_from) ? opts.init_from + "/config.json" : "";
+    const bool has_init_config = !init_config.empty() && access(init_config.c_str(), R_OK) == 0;
+    if (opts.model.empty())
+        opts.model = has_init_config ? init_config : arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
     s.cfg = model_config_load(arch, opts.model);
+    if (has_init_config && opts.model != init_config) {
+        const ModelConfig d = model_config_load(arch, init_config);
+        std::string differ;
+        auto cmp = [&](const char* what, double a, double b) {
+            if (a != b) differ += format("%s %s %g, %s's %g; ", what, opts.model.c_str(), a, init_config.c_str(), b);
+        };
+        cmp("layers", s.cfg.num_layers, d.num_layers);
+        cmp("heads", s.cfg.num_heads, d.num_heads);
+        cmp("width", s.cfg.channels, d.channels);
+        cmp("MLP width", s.cfg.hidden, d.hidden);
+        cmp("vocabulary", s.cfg.vocab_size, d.vocab_size);
+        cmp("norm eps", s.cfg.norm_eps, d.norm_eps);
+        if (arch == Arch::LLAMA) cmp("rope_theta", s.cfg.rope_theta, d.rope_theta);
+        CHECK_USER(differ.empty(), "--model %s is not the model of --init-from %s: %s\n---> HINT: drop --model (the "
+                   "directory's config.json is used), or pass --model %s", opts.model.c_str(), opts.init_from.c_str(),
+                   differ.substr(0, differ.size() - 2).c_str(), init_config.c_str());
+    }
     CHECK_USER(opts.hidden_align == 1 || arch == Arch::LLAMA,
                "--hidden-align pads LLaMA's (N, F) activations; %s's MLP width is 4C, already a multiple of 8 at every "
                "named size\n---> HINT: drop --hidden-align", arch_name(arch));

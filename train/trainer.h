@@ -104,6 +104,7 @@ struct Trainer {
     std::unique_ptr<Optimizer<Backend>> opt;
     GradientSync<Backend> grads;
     int start_step = 0;  // 0, or the step --resume continues from
+    static constexpr bool cpu_backend = std::is_same<Backend, CpuBackend>::value;
 
     // the step in flight
     MicroBatch batch;
@@ -356,6 +357,7 @@ struct Trainer {
         rs.ranks = ranks;
         rs.zero = opts.zero;
         rs.prac_shared = opts.prac_shared;
+        rs.cpu_threads = cpu_backend ? omp_get_max_threads() : 0;
         rs.train_shards = train_shards;
         // optimizer state, whole: ZeRO-1 shards (AdamW's tensors of shard_hi - shard_lo elements) are gathered
         for (const OptimizerStateTensor& t : opt->state()) {
@@ -499,11 +501,16 @@ struct Trainer {
         check_no_earlier_run(opts);
         if (!opts.eval_only) data_files_of(opts.train_data, "--train-data");
         data_files_of(opts.val_data, "--val-data");
-        if (!opts.init_from.empty()) {
+        if (!opts.init_from.empty() && !opts.resume) {  // (a resume continues with the checkpoint's weights)
             std::string w = resolve_weights_path(opts.init_from);
-            if (access(w.c_str(), R_OK) != 0)
+            const int err = access(w.c_str(), R_OK) == 0 ? 0 : errno;
+            if (err && access((w + ".index.json").c_str(), R_OK) == 0)
+                fail("--init-from %s holds a sharded checkpoint (%s.index.json and its shards), which is not supported\n"
+                     "---> HINT: save it as one file: transformers' save_pretrained(DIR, max_shard_size=\"1000GB\")",
+                     opts.init_from.c_str(), w.c_str());
+            if (err)
                 fail("--init-from: cannot open %s (%s)\n---> HINT: pass a .safetensors file or a directory holding "
-                     "model.safetensors (what --save writes)", w.c_str(), std::strerror(errno));
+                     "model.safetensors (what --save writes)", w.c_str(), std::strerror(err));
         }
         if (!opts.save.empty() && rank == 0) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = resume_checkpoint();
@@ -576,7 +583,7 @@ struct Trainer {
                                                     : ", PRAC subspace per rank");
         print_table(s.program, model_config_rows(cfg));
         print_table("training", train_options_rows(opts, ranks));
-        std::printf("%s", unused_prac_flags_notice(opts).c_str());
+        std::printf("%s", unused_flags_notice(opts, ranks).c_str());
     }
 
     // Sites (shared subspace, --dump-site), weights (--init-from or fresh), the activation arena.
@@ -617,7 +624,11 @@ struct Trainer {
         if (cfg.hidden_stride() != cfg.hidden)
             std::printf("MLP activations: rows %d elements apart for F = %d (--hidden-align %d)\n", cfg.hidden_stride(),
                         cfg.hidden, cfg.hidden_align);
-        if (!opts.init_from.empty()) {
+        if (!opts.init_from.empty() && opts.resume) {  // (it said "loaded", then the checkpoint's replaced them)
+            std::printf("notice: --resume continues with the checkpoint's weights; --init-from %s is not loaded\n",
+                        opts.init_from.c_str());
+            model.init_weights((uint64_t)opts.seed);  // replaced by resume()
+        } else if (!opts.init_from.empty()) {
             std::string path = resolve_weights_path(opts.init_from);
             model.load_weights(path);
             std::printf("loaded weights from %s\n", path.c_str());
@@ -689,6 +700,15 @@ struct Trainer {
                           st.get_u64("data.rng_state")};
         train_data->set_state(d);
         start_step = (int)st.step;
+        // the CPU backend's sums are split over the threads: another count, other roundings (docs/DESIGN.md section 2)
+        const int64_t threads_saved = st.has_meta("run.cpu_threads") ? st.get_i64("run.cpu_threads") : 0;
+        if (cpu_backend && threads_saved > 0 && threads_saved != omp_get_max_threads())
+            std::printf("notice: the checkpoint was written with %lld CPU threads, this run has %d: the CPU backend's "
+                        "sums depend on the thread count, so the continuation is not bit-exact (OMP_NUM_THREADS=%lld "
+                        "makes it so)\n", (long long)threads_saved, omp_get_max_threads(), (long long)threads_saved);
+        if (!opts.dump_site.empty() && opts.dump_step < start_step)
+            std::printf("warning: --dump-step %d is before step %d, where this run resumes: nothing will be dumped\n",
+                        opts.dump_step, start_step);
         std::string planned = st.meta.count("run.steps") ? st.meta.at("run.steps") : "";
         std::printf("resumed from %s at step %d of %d%s\n", path.c_str(), start_step, opts.steps,
                     !planned.empty() && planned != std::to_string(opts.steps)
