@@ -759,8 +759,14 @@ TEST_F(Prep, TrainWithPatternMatchesAnOutWithGlobCharacters) {
     REQUIRE_GPT2();
     fs::create_directories(path("run[1]"));
     fs::create_directories(path("run1"));
+    // another run's files, which the unescaped pattern matched: its shards past this run's count, its temporaries
+    // and state were deleted as this run's leftovers
+    for (const char* f : {"d_train_000000.bin", "d_train_000005.bin", "d_prep.json", "d_train_000001.bin.tmp.1"})
+        std::ofstream(path(std::string("run1/") + f)) << "another run's";
     PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "c4_train.json.gz", "--out",
-                         path("run[1]/d")});
+                         path("run[1]/d"), "--overwrite"});
+    for (const char* f : {"d_train_000000.bin", "d_train_000005.bin", "d_prep.json", "d_train_000001.bin.tmp.1"})
+        EXPECT_EQ(slurp(path(std::string("run1/") + f)), "another run's") << f;
     const std::string want = "--train-data '" + path("run\\[1\\]/d_train_*.bin") + "'";
     ASSERT_NE(r.out.find(want), std::string::npos) << r.out;
     glob_t g;

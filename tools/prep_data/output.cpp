@@ -588,13 +588,21 @@ struct Prep {
         }
     }
 
+    // --out as a glob(3) pattern that matches itself: "run[1]/d" would match "run1/d_..." (another run's files,
+    // which the cleanups below would delete), not itself; the trainers' --train-data patterns take it too.
+    std::string out_glob() const {
+        std::string p;
+        for (char c : o.out) p += std::strchr("*?[]\\", c) ? std::string("\\") + c : std::string(1, c);
+        return p;
+    }
+
     // Existing output of an earlier run: refuse, or delete with --overwrite.
     std::vector<std::string> existing_outputs() const {
         std::vector<std::string> found;
         for (const char* pat : {"_train_[0-9][0-9][0-9][0-9][0-9][0-9].bin", "_val_[0-9][0-9][0-9][0-9][0-9][0-9].bin",
                                 "_prep.json", "_tokenizer.model"}) {
             glob_t g;
-            std::string p = o.out + pat;
+            std::string p = out_glob() + pat;
             if (glob(p.c_str(), 0, nullptr, &g) == 0)
                 for (size_t i = 0; i < g.gl_pathc; i++) found.push_back(g.gl_pathv[i]);
             globfree(&g);
@@ -603,7 +611,7 @@ struct Prep {
     }
     void remove_temporaries() const {  // left by a killed run (write_shard's and ours)
         glob_t g;
-        std::string p = o.out + "_*.tmp.*";
+        std::string p = out_glob() + "_*.tmp.*";
         if (glob(p.c_str(), 0, nullptr, &g) == 0)
             for (size_t i = 0; i < g.gl_pathc; i++) std::remove(g.gl_pathv[i]);
         globfree(&g);
@@ -618,12 +626,18 @@ struct Prep {
         for (;;) {
             lock_fd = ::open(lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
             CHECK_USER(lock_fd >= 0, "cannot create %s: %s", lock_path().c_str(), std::strerror(errno));
-            if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+            const int err = flock(lock_fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+            if (err == EWOULDBLOCK) {
                 char pid[32] = {};
                 ssize_t n = ::read(lock_fd, pid, sizeof pid - 1);
                 fail("another prep_data is writing --out %s (%s holds its lock%s)\n---> HINT: wait for it to finish, "
                      "or stop it and continue its work with --resume; or choose another --out", o.out.c_str(),
                      lock_path().c_str(), n > 0 ? format(": pid %s", pid).c_str() : "");
+            }
+            if (err) {  // a file system without locks (NFS without lockd: ENOLCK; some FUSE mounts): said, not refused
+                std::fprintf(stderr, "warning: cannot lock %s (%s): another prep_data on this --out would not be "
+                             "refused\n", lock_path().c_str(), std::strerror(err));
+                break;
             }
             // the file may have been removed (by the run that held it, at its end) between our open and lock: ours
             // is then a lock on a name nobody else sees; open the file that is there now
@@ -651,7 +665,7 @@ struct Prep {
     void remove_stale_shards() {
         for (int s = 0; s < 2; s++) {
             glob_t g;
-            std::string p = o.out + "_" + SPLIT_NAME[s] + "_[0-9][0-9][0-9][0-9][0-9][0-9].bin";
+            std::string p = out_glob() + "_" + SPLIT_NAME[s] + "_[0-9][0-9][0-9][0-9][0-9][0-9].bin";
             if (glob(p.c_str(), 0, nullptr, &g) == 0)
                 for (size_t i = 0; i < g.gl_pathc; i++) {
                     std::string f = g.gl_pathv[i];
@@ -728,10 +742,7 @@ struct Prep {
                          "--doc-sep blank makes its paragraphs the documents\n");
         // Pasted into a shell from the directory prep_data ran in: the patterns quoted for the shell, so the
         // trainer (not the shell) expands them, whatever characters --out holds.
-        // --out's own glob characters are escaped: "run[1]/d" would otherwise match "run1/d_train_...", not itself
-        std::string out_literal;
-        for (char c : o.out) out_literal += std::strchr("*?[]\\", c) ? std::string("\\") + c : std::string(1, c);
-        std::string train_pat = out_literal + "_train_*.bin", val_pat = out_literal + "_val_*.bin";
+        std::string train_pat = out_glob() + "_train_*.bin", val_pat = out_glob() + "_val_*.bin";
         std::fprintf(stderr, "train with: ./%s --train-data %s%s%s\n", gpt2 ? "train_gpt2" : "train_llama",
                      shell_quote(train_pat).c_str(),
                      sp[VAL].shards > 0 ? (" --val-data " + shell_quote(val_pat)).c_str() : "",
