@@ -15,7 +15,8 @@
 //                                              dweight is rounded once per chunk (up to 3 chunks here)
 //   losses (both builds)                 2e-5  logits are fp32 on both sides (bf16 inputs are exact products)
 // Bitwise: padding rows of the classifier's weight gradient untouched; a second run of the same call gives the
-// same bytes (matmul_backward_weight dweight/dbias, classifier losses/dinp/dweight, forward out).
+// same bytes (matmul_backward_weight dweight/dbias, classifier losses/dinp/dweight, forward out); the row padding
+// of outputs at a stride wider than their width (the ld_* arguments) untouched.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -227,6 +228,88 @@ static void test_matmul(Ctx& c, int N, int C, int OC) {
     }
 }
 
+// The activation operands at a row stride wider than their width (the trailing ld_* arguments: --hidden-align's
+// padded (N, F) rows): each op against its CPU twin on the same values stored contiguously. The padding of the
+// inputs holds NaN (a read of it shows in the result); the output's padding holds a pattern that must be left
+// bitwise as it was.
+static std::vector<float> strided(const std::vector<float>& dense, int rows, int cols, int ld, float pad) {
+    std::vector<float> out((size_t)rows * ld, pad);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) out[(size_t)r * ld + j] = dense[(size_t)r * cols + j];
+    return out;
+}
+static std::vector<float> dense_part(const std::vector<float>& s, int rows, int cols, int ld) {
+    std::vector<float> out((size_t)rows * cols);
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < cols; j++) out[(size_t)r * cols + j] = s[(size_t)r * ld + j];
+    return out;
+}
+static bool padding_kept(const std::vector<float>& got, const std::vector<float>& start, int rows, int cols, int ld) {
+    for (int r = 0; r < rows; r++)
+        for (int j = cols; j < ld; j++)
+            if (std::memcmp(&got[(size_t)r * ld + j], &start[(size_t)r * ld + j], sizeof(float)) != 0) return false;
+    return true;
+}
+
+static void test_matmul_strided(Ctx& c, int N, int C, int OC) {
+    const int ld_inp = C + 8, ld_out = OC + 16;  // (elements; 16 bytes and more past the row, as the align gives)
+    std::printf("matmul strided N=%d C=%d (ld %d) OC=%d (ld %d) (%s)\n", N, C, ld_inp, OC, ld_out, PRAC_FLOATX_NAME);
+    std::vector<float> inp = quantize<floatX>(randn((size_t)N * C)), w = quantize<floatX>(randn((size_t)OC * C));
+    std::vector<float> bias = quantize<floatX>(randn(OC)), dout = quantize<floatX>(randn((size_t)N * OC));
+    Dev<floatX> d_inp((size_t)N * ld_inp), d_dout((size_t)N * ld_out), d_w(w.size()), d_bias(bias.size());
+    upload(d_inp, strided(inp, N, C, ld_inp, NAN));
+    upload(d_dout, strided(dout, N, OC, ld_out, NAN));
+    upload(d_w, w);
+    upload(d_bias, bias);
+
+    // forward: out (N, OC) at ld_out from inp at ld_inp
+    std::vector<float> ref((size_t)N * OC);
+    matmul_forward_cpu(ref.data(), inp.data(), w.data(), bias.data(), N, C, OC);
+    const std::vector<float> out0 = strided(std::vector<float>((size_t)N * OC, NAN), N, OC, ld_out, 7.0f);
+    Dev<floatX> d_out(out0.size());
+    upload(d_out, out0);
+    matmul_forward_cuda(d_out.p, d_inp.p, d_w.p, d_bias.p, N, C, OC, *c.lt, c.stream, ld_out, ld_inp);
+    c.sync();
+    std::vector<float> got = download(d_out, out0.size());
+    double e = rel_err(dense_part(got, N, OC, ld_out), ref);
+    check(e <= TOL_MATMUL, "strided forward: rel err %.3g (tol %.0e)", e, TOL_MATMUL);
+    check(padding_kept(got, out0, N, OC, ld_out), "strided forward: out's row padding untouched");
+
+    // backward input: dinp (N, C) at ld_inp from dout at ld_out, overwrite and accumulate
+    for (int accumulate = 0; accumulate < 2; accumulate++) {
+        std::vector<float> start = quantize<floatX>(randn((size_t)N * C, std::sqrt((float)OC)));
+        std::vector<float> want = accumulate ? start : std::vector<float>((size_t)N * C);
+        matmul_backward_input_cpu(want.data(), dout.data(), w.data(), N, C, OC, accumulate);
+        const std::vector<float> dinp0 = strided(accumulate ? start : std::vector<float>((size_t)N * C, NAN), N, C,
+                                                 ld_inp, -3.0f);
+        Dev<floatX> d_dinp(dinp0.size());
+        upload(d_dinp, dinp0);
+        matmul_backward_input_cuda(d_dinp.p, d_dout.p, d_w.p, N, C, OC, accumulate, *c.lt, c.stream, ld_inp, ld_out);
+        c.sync();
+        got = download(d_dinp, dinp0.size());
+        e = rel_err(dense_part(got, N, C, ld_inp), want);
+        check(e <= TOL_MATMUL, "strided backward_input %s: rel err %.3g (tol %.0e)",
+              accumulate ? "accumulate" : "overwrite", e, TOL_MATMUL);
+        check(padding_kept(got, dinp0, N, C, ld_inp), "strided backward_input %s: dinp's row padding untouched",
+              accumulate ? "accumulate" : "overwrite");
+    }
+
+    // backward weight: dweight and dbias from dout at ld_out and inp at ld_inp (their NaN padding never read)
+    std::vector<float> dw_ref((size_t)OC * C, 0.0f), db_ref(OC, 0.0f);
+    matmul_backward_weight_cpu(dw_ref.data(), db_ref.data(), dout.data(), inp.data(), N, C, OC);
+    Dev<floatX> d_dw(dw_ref.size()), d_db(db_ref.size());
+    upload(d_dw, std::vector<float>(dw_ref.size(), 0.0f));
+    upload(d_db, std::vector<float>(db_ref.size(), 0.0f));
+    Dev<float> scratch(matmul_dbias_scratch_floats(N, OC));
+    matmul_backward_weight_cuda(d_dw.p, d_db.p, d_dout.p, d_inp.p, N, C, OC, scratch.p, *c.lt, c.stream, ld_out,
+                                ld_inp);
+    c.sync();
+    e = rel_err(download(d_dw, dw_ref.size()), dw_ref);
+    check(e <= TOL_MATMUL, "strided backward_weight dweight: rel err %.3g (tol %.0e)", e, TOL_MATMUL);
+    e = rel_err(download(d_db, db_ref.size()), db_ref);
+    check(e <= TOL_MATMUL, "strided backward_weight dbias: rel err %.3g (tol %.0e)", e, TOL_MATMUL);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // classifier
 // ---------------------------------------------------------------------------------------------------------------
@@ -350,6 +433,8 @@ int main() {
         const int shapes[][3] = {{1, 88, 5461}, {64, 88, 200}, {257, 768, 2304}, {130, 5461, 88}, {37, 64, 50257}};
         for (auto& s : shapes) test_matmul(c, s[0], s[1], s[2]);
         test_matmul(c, 4096, 64, 96);  // enough rows for 16 dbias row groups
+        test_matmul_strided(c, 130, 88, 200);  // rows at wider strides, NaN in the inputs' padding
+        test_matmul_strided(c, 300, 64, 5461);  // LLaMA-1B's F = 5461 as the output width
 
         // classifier: N = 1; tiny odd V; chunk boundaries (N = rows per chunk exactly, N not a multiple, N > chunk);
         // V = 32000 (rows per chunk = 2048) and V = 50257 (odd: 2047 rows per chunk); ignored targets; grad_scale
