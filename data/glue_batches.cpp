@@ -30,8 +30,8 @@ GlueEncoded encode_glue(const RobertaTokenizer& tok, GlueTask task, const std::v
         // "example 3 (line 5)": the line of the file it was read from, else its data row (index + 1)
         const std::string ex = format("GLUE %s example %zu (%s %zu)", info.name, i, e.line ? "line" : "data row",
                                       e.line ? (size_t)e.line : i + 1);
-        const char* none = "---> HINT: every training and dev example needs one; an empty label field, a label of -1 "
-                           "and a file without a label column (GLUE's test files) read as none";
+        const char* none = "---> HINT: every training and dev example needs one (GLUE's test files have none: "
+                           "fine-tune and evaluate on the train and dev files)";
         if (info.num_labels == 1) {
             if (e.label < 0 && require_labels) fail("%s has no score\n%s", ex.c_str(), none);
             if (e.label >= 0 && !(std::isfinite(e.score) && e.score >= 0.0f && e.score <= 5.0f))

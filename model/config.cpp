@@ -97,6 +97,14 @@ std::vector<std::string> model_config_names(Arch arch) {
     return names;
 }
 
+std::string named_config_like(const ModelConfig& c) {
+    for (const ModelConfig& n : named_configs())
+        if (n.arch == c.arch && n.num_layers == c.num_layers && n.num_heads == c.num_heads &&
+            n.channels == c.channels && n.hidden == c.hidden && n.vocab_size == c.vocab_size)
+            return n.name;
+    return "";
+}
+
 static std::string join(const std::vector<std::string>& v) {
     std::string s;
     for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + v[i];
@@ -357,13 +365,20 @@ std::vector<std::pair<std::string, std::string>> model_config_rows(const ModelCo
     return r;
 }
 
+// v as config.json holds it: its shortest decimal ("1e-05", not 9.99999974737875e-06) when that reads back as the
+// same float, else nine digits (rope_theta 1234567 printed with six digits read back as 1234570: another model)
+static double json_float(float v) {
+    double d = std::stod(format("%g", v));
+    return (float)d == v ? d : std::stod(format("%.9g", v));
+}
+
 void write_hf_config(const std::string& path, const ModelConfig& c) {
     nlohmann::json j;
     if (c.arch == Arch::GPT2) {
         j = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", c.vocab_size},
              {"n_positions", c.max_seq_len}, {"n_embd", c.channels}, {"n_layer", c.num_layers},
              {"n_head", c.num_heads}, {"n_inner", c.hidden}, {"activation_function", "gelu_new"},
-             {"layer_norm_epsilon", std::stod(format("%g", c.norm_eps))}, {"tie_word_embeddings", true}, {"resid_pdrop", 0.0},
+             {"layer_norm_epsilon", json_float(c.norm_eps)}, {"tie_word_embeddings", true}, {"resid_pdrop", 0.0},
              {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}};
     } else if (c.arch == Arch::ROBERTA) {
         nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
@@ -375,15 +390,15 @@ void write_hf_config(const std::string& path, const ModelConfig& c) {
              {"vocab_size", c.vocab_size}, {"hidden_size", c.channels}, {"num_hidden_layers", c.num_layers},
              {"num_attention_heads", c.num_heads}, {"intermediate_size", c.hidden}, {"hidden_act", "gelu"},
              {"max_position_embeddings", c.position_rows()}, {"type_vocab_size", c.type_vocab_size},
-             {"pad_token_id", c.pad_token_id}, {"layer_norm_eps", std::stod(format("%g", c.norm_eps))},
-             {"initializer_range", std::stod(format("%g", c.init_std))}, {"position_embedding_type", "absolute"},
+             {"pad_token_id", c.pad_token_id}, {"layer_norm_eps", json_float(c.norm_eps)},
+             {"initializer_range", json_float(c.init_std)}, {"position_embedding_type", "absolute"},
              {"id2label", id2label}, {"label2id", label2id}};
         if (c.num_labels == 1) j["problem_type"] = "regression";
     } else {
         j = {{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"vocab_size", c.vocab_size},
              {"hidden_size", c.channels}, {"intermediate_size", c.hidden}, {"num_attention_heads", c.num_heads},
              {"num_key_value_heads", c.num_heads}, {"num_hidden_layers", c.num_layers},
-             {"max_position_embeddings", c.max_seq_len}, {"rms_norm_eps", std::stod(format("%g", c.norm_eps))}, {"rope_theta", std::stod(format("%g", c.rope_theta))},
+             {"max_position_embeddings", c.max_seq_len}, {"rms_norm_eps", json_float(c.norm_eps)}, {"rope_theta", json_float(c.rope_theta)},
              {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"attention_bias", false},
              {"mlp_bias", false}};
     }

@@ -47,6 +47,9 @@ void validate_config(const ModelConfig& c);
 
 // Names accepted by model_config_load for this architecture, for --help and error messages.
 std::vector<std::string> model_config_names(Arch arch);
+// The named config with c's architecture and shape (layers, heads, widths, vocabulary), or "": a config.json of
+// llama-130m's shape gets llama-130m's defaults that go by the name (GaLore's and RSO's ranks).
+std::string named_config_like(const ModelConfig& c);
 
 // One line per setting, for the start-of-run table.
 std::vector<std::pair<std::string, std::string>> model_config_rows(const ModelConfig& c);

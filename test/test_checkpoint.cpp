@@ -537,24 +537,28 @@ TEST_F(CkptTest, RotationKeepsTheLastK) {
     EXPECT_EQ(entries(), (std::vector<std::string>{"step_00000075", "step_00000080"}));
 }
 
-// --overwrite: a new run's checkpoints go where an earlier run's are; those after the step just written are that run's
-// (this one has not got there), and --resume would continue it: removed at the new run's first checkpoint, whatever
-// --ckpt-keep; a newer incomplete step directory is still left for a person to look at
-TEST_F(CkptTest, RotationRemovesAReplacedRunsLaterCheckpoints) {
+// --overwrite: a new run's checkpoints go where an earlier run's are, and --resume takes the newest complete one:
+// the earlier run's, after the new run's first checkpoint, unless that one removes them (all of them: earlier and
+// later steps, whatever --ckpt-keep). A newer incomplete step directory is still left for a person to look at.
+// Without replaces_earlier_run (every other checkpoint) nothing newer is removed: a damaged newer one a resume
+// skipped stays too.
+TEST_F(CkptTest, RotationRemovesAReplacedRunsCheckpoints) {
+    save_checkpoint(ckdir(), 1, "old 1");
     save_checkpoint(ckdir(), 16, "old 16");
     save_checkpoint(ckdir(), 32, "old 32");
     fs::create_directories(ckdir() + "/step_00000048");
     save_checkpoint(ckdir(), 3, "new 3");
     checkpoint_rotate(ckdir(), 5, 3);
+    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{1, 3, 16, 32}));  // a resumed run's rotation
+    checkpoint_rotate(ckdir(), 5, 3, /*replaces_earlier_run=*/true);
     EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{3}));
     EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "new 3");
     EXPECT_TRUE(fs::exists(ckdir() + "/step_00000048"));
     // the same step as the earlier run's: replaced by the commit, so nothing of the earlier run is left
     save_checkpoint(ckdir(), 16, "old 16");
-    save_checkpoint(ckdir(), 6, "new 6");
     save_checkpoint(ckdir(), 16, "new 16");
-    checkpoint_rotate(ckdir(), 5, 16);
-    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{3, 6, 16}));
+    checkpoint_rotate(ckdir(), 5, 16, true);
+    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{16}));
     EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "new 16");
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -190,6 +191,26 @@ TEST(DataParallel, RanksWithOtherArgumentsAreRefused) {
     EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
     // the same settings in another spelling (a repeated flag, --flag=value) are the same command
     EXPECT_EQ(launch("--eval-tokens=64"), 0) << out;
+}
+
+// A rank that stops (here SIGSTOP right after step 2: common/kill_point.h) left the other waiting in the next step's
+// collective forever, the job holding its devices and printing nothing. The other rank's watchdog (--watchdog 3)
+// says where it is and ends the job; the launcher returns non-zero long before the test's timeout (300 s), which
+// ends the run with the status 124 but prints no such line.
+TEST(DataParallel, AStoppedRankEndsTheJobThroughTheWatchdog) {
+    std::string out;
+    const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var +
+                                 " = 1 ]; then export PRAC_TEST_KILL_AT=train.step_done@2:19; fi; exec " +
+                                 bin("train_gpt2") + TRAIN_ARGS + " --watchdog 3'",
+                             &out);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(out.find("rank 0: no progress for 3 s (--watchdog 3): stuck in the start of step 3"),
+              std::string::npos) << out;
+    EXPECT_NE(out.find("ending all 2 ranks of the job"), std::string::npos) << out;
+    EXPECT_LT(seconds, 200) << out;
 }
 
 // Two ranks with micro-batch B equal one rank with 2B: the same samples (rank r reads the r-th B of every

@@ -25,6 +25,7 @@
 #include "model/llama.h"
 #include "train/optim_galore.h"
 #include "train/optim_adamw.h"
+#include "train/optim_rso.h"  // rso_default_rank
 #include "test/test_util.h"
 
 namespace {
@@ -245,6 +246,16 @@ TEST(Galore, BlockLayout) {
     EXPECT_EQ(galore_default_rank(model_config_load(Arch::LLAMA, "llama-130m")), 256);
     EXPECT_EQ(galore_default_rank(model_config_load(Arch::LLAMA, "llama-350m")), 256);
     EXPECT_EQ(galore_default_rank(model_config_load(Arch::LLAMA, "llama-1b")), 512);
+    // a config of llama-130m's shape under another name (a config.json, which --init-from DIR makes the model) gets
+    // llama-130m's rank, not C / 4 = 192; another shape gets C / 4
+    ModelConfig like = model_config_load(Arch::LLAMA, "llama-130m");
+    like.name = "some/dir/config.json";
+    EXPECT_EQ(galore_default_rank(like), 256);
+    like.num_layers += 1;
+    EXPECT_EQ(galore_default_rank(like), 192);
+    ModelConfig gpt2 = model_config_load(Arch::GPT2, "gpt2-124m");
+    gpt2.name = "hf/gpt2/config.json";
+    EXPECT_EQ(rso_default_rank(gpt2), 256);
 }
 
 // (4) ranks above min(m, n) are clipped; at full rank P is orthogonal; bad settings are user errors.

@@ -214,7 +214,8 @@ TEST_F(GlueBatches, BadInputIsAClearError) {
                       "first text is empty", "HINT");
     EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::RTE, {{"a", "", 1}}), "rte example 0", "second text is empty");
     EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::MNLI, {{"a", "b", 3}}), "label 3 is not one of the task's 3 classes");
-    EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::QNLI, {{"a", "b", -1}}), "has no label", "data row 1", "an empty label field", "HINT");
+    EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::QNLI, {{"a", "b", -1}}), "has no label", "data row 1",
+                      "every training and dev example needs one", "HINT");
     EXPECT_NO_THROW(encode_glue(*tok, GlueTask::QNLI, {{"a", "b", -1}}, 512, /*require_labels=*/false));
     EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::STSB, {{"a", "b", 0, NAN}}), "not in STS-B's [0, 5]");
     EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::STSB, {{"a", "b", -1}}), "has no score");
@@ -233,7 +234,7 @@ TEST_F(GlueBatches, TestSplitWithoutLabelsIsRefusedForTraining) {
     write_bytes(file("test.tsv"), "index\tsentence\n0\tit is fine\n1\tit is not\n");
     std::vector<GlueExample> ex = read_glue_file(GlueTask::SST2, file("test.tsv"));
     ASSERT_EQ(ex.size(), 2u);
-    EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::SST2, ex), "sst2 example 0 (line 2) has no label", "label column");
+    EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::SST2, ex), "sst2 example 0 (line 2) has no label", "test files have none");
     GlueEncoded enc = encode_glue(*tok, GlueTask::SST2, ex, 512, false);
     EXPECT_EQ(enc.labels, (std::vector<int32_t>{-1, -1}));
 }

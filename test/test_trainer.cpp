@@ -434,12 +434,19 @@ TEST(TrainerBinary, PracThatCompressesNothingIsRefused) {
     }
 }
 
+// A --log that cannot be written (a file where a directory belongs) fails before the first step; one in directories
+// that do not exist yet gets them made, as --save's and --ckpt-dir's are
 TEST(TrainerBinary, UnwritableLog) {
     TempDir dir;
+    write_text(dir / "file", "x");
     RunResult r = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--steps", "1", "--log",
-                                             dir / "no/such/dir/m.jsonl"}, dir, 120);
+                                             dir / "file/m.jsonl"}, dir, 120);
     expect_user_error_exit(r, "train_gpt2", {"metrics log", "m.jsonl"});
     EXPECT_FALSE(contains(r.out, "step     1/")) << "trained before failing\n" << describe(r);
+    RunResult made = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--steps", "1",
+                                                "--eval-tokens", "64", "--log", dir / "no/such/dir/m.jsonl"}, dir, 120);
+    EXPECT_EQ(made.rc, 0) << describe(made);
+    EXPECT_TRUE(contains(read_bytes(dir / "no/such/dir/m.jsonl"), "\"type\":\"step\"")) << describe(made);
 }
 
 // --save into a directory that cannot be created fails only after the whole run (training and final eval
@@ -942,6 +949,61 @@ TEST(TrainerResume, WhatAResumeDoesNotUseIsSaid) {
                                                     "--resume"}), dir, 120, "OMP_NUM_THREADS=1");
     ASSERT_EQ(same.rc, 0) << describe(same);
     EXPECT_FALSE(contains(same.out, "CPU threads")) << describe(same);
+}
+
+// A run started with --init-from DIR and no --model (DIR/config.json is the model) resumes without --init-from (the
+// notice says it is not loaded), with DIR/ spelled otherwise, and with the named model of that shape: the resume key
+// compares the model's shape and numerics, not its spelling (a config's path made the key differ: refused). Another
+// shape is still refused.
+TEST(TrainerResume, AModelFromInitFromResumesWhateverItsSpelling) {
+    TempDir dir;
+    RunResult base = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "base"}),
+                                 dir, 120);
+    ASSERT_EQ(base.rc, 0) << describe(base);
+    const std::vector<std::string> bt = {"--batch-size", "2", "--seq-len", "32", "--eval-tokens", "64", "--ckpt-dir",
+                                         dir / "ck", "--ckpt-every", "1"};
+    auto with = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = bt;
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult first = run_trainer("train_gpt2", with({"--steps", "2", "--init-from", dir / "base"}), dir, 120);
+    ASSERT_EQ(first.rc, 0) << describe(first);
+    EXPECT_TRUE(contains(first.out, dir / "base" + "/config.json")) << describe(first);  // the model's name
+    RunResult r1 = run_trainer("train_gpt2", with({"--steps", "3", "--resume", "--model", "gpt2-tiny"}), dir, 120);
+    EXPECT_EQ(r1.rc, 0) << describe(r1);
+    RunResult r2 = run_trainer("train_gpt2", with({"--steps", "4", "--resume", "--init-from", dir / "base" + "/"}),
+                               dir, 120);
+    EXPECT_EQ(r2.rc, 0) << describe(r2);
+    RunResult other = run_trainer("train_gpt2", with({"--steps", "5", "--resume", "--model", "gpt2-mini"}), dir, 120);
+    expect_user_error_exit(other, "train_gpt2", {"run.model", "L"});
+}
+
+// The flags a notice calls unused change nothing indeed: the same run without them saves the same bytes (pac with
+// another k and T2, rac with the exact refresh and another T1, adamw with the other optimizers' flags), and the
+// notice names them
+TEST(TrainerBinary, FlagsNoticedAsUnusedChangeNothing) {
+    TempDir dir;
+    const std::vector<std::vector<std::string>> pairs[] = {
+        {{"--prac", "pac", "--prac-linear-ranks", "8,8"},
+         {"--prac", "pac", "--prac-linear-ranks", "8,8", "--prac-k-mult", "2", "--prac-t2", "2"}},
+        {{"--prac", "rac"}, {"--prac", "rac", "--prac-refresh", "exact", "--prac-t1", "2"}},
+        {{}, {"--galore-rank", "8", "--muon-momentum", "0.5", "--rso-rank", "4"}},
+    };
+    int n = 0;
+    for (const auto& pair : pairs) {
+        std::string saved[2];
+        for (int k = 0; k < 2; k++) {
+            saved[k] = dir / ("run" + std::to_string(n++));
+            std::vector<std::string> a = tiny({"--steps", "3", "--eval-tokens", "64", "--save", saved[k]});
+            a.insert(a.end(), pair[k].begin(), pair[k].end());
+            RunResult r = run_trainer("train_gpt2", a, dir, 120);
+            ASSERT_EQ(r.rc, 0) << describe(r);
+            if (k == 1) EXPECT_TRUE(contains(r.out, "nothing in this run")) << describe(r);
+        }
+        EXPECT_EQ(read_bytes(saved[0] + "/model.safetensors"), read_bytes(saved[1] + "/model.safetensors"))
+            << saved[1];
+    }
 }
 
 // A checkpoint that stores PRAC's projections in the activation dtype (how every run did before fp8 storage became

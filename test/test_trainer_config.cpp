@@ -439,6 +439,13 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "prac", "--prac-shared-subspace", "--prac-t1", "3"}), 2), "");
     EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "galore", "--galore-rank", "8"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "3"}), 1), "");
+    // with --prac-refresh-overlap an interval bounds D and sizes the pending slots in every mode: used
+    EXPECT_EQ(unused_flags_notice(parse({"--prac", "pac", "--prac-t2", "4", "--prac-refresh-overlap", "2"}), 1), "");
+    EXPECT_EQ(unused_flags_notice(parse({"--prac", "rac", "--prac-t1", "4", "--prac-refresh-overlap", "2"}), 1), "");
+    // without PRAC, --prac-shared-subspace is named once
+    EXPECT_EQ(unused_flags_notice(parse({"--prac-shared-subspace"}), 1),
+              "notice: --prac-shared-subspace changes nothing in this run: PRAC is off (--prac none); pass --prac prac "
+              "(or pac, rac) to compress\n");
 }
 
 TEST(TrainerCli, OptionRowsShowTokensPerStep) {

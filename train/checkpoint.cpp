@@ -387,7 +387,7 @@ std::string CheckpointWriter::commit() {
     return final_dir;
 }
 
-void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written) {
+void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, bool replaces_earlier_run) {
     checkpoint_cleanup(dir);
     auto remove = [&](int64_t step) {
         // Out of the committed name first, so a crash mid-deletion leaves no half-deleted step directory.
@@ -397,8 +397,14 @@ void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written) {
         remove_tree(del);
     };
     std::vector<int64_t> steps = checkpoint_steps(dir);
-    // after the one just written: a replaced run's (--overwrite), which --resume would otherwise continue
-    while (!steps.empty() && steps.back() > written) remove(steps.back()), steps.pop_back();
+    if (replaces_earlier_run) {  // every other one is the replaced run's, which --resume would otherwise continue
+        for (int64_t s : steps)
+            if (s != written) {
+                remove(s);
+                std::printf("removed %s: the earlier run's (--overwrite)\n", checkpoint_path(dir, s).c_str());
+            }
+        steps = {written};
+    }
     if (keep_last <= 0) return;
     for (size_t i = 0; i + (size_t)keep_last < steps.size(); i++) remove(steps[i]);
 }

@@ -37,11 +37,12 @@ std::string checkpoint_begin(const std::string& dir, int64_t step);
 void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir);
 // Removes a temp directory after a failed write (no error if it is already gone).
 void checkpoint_abort(const std::string& tmpdir);
-// After the checkpoint of step `written` was committed: deletes the complete checkpoints after that step (an earlier
-// run's that this one replaced with --overwrite: a --resume would continue that run instead of this one), then the
-// oldest complete ones so that the newest keep_last remain (keep_last <= 0: delete none). Incomplete step
-// directories and other processes' temp dirs are never touched. Runs checkpoint_cleanup first.
-void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written);
+// After the checkpoint of step `written` was committed: with replaces_earlier_run (the first checkpoint of a run
+// started with --overwrite in a directory that holds an earlier run's) deletes every other complete checkpoint,
+// naming each (a --resume would continue that run instead of this one); then the oldest complete ones so that the
+// newest keep_last remain (keep_last <= 0: delete none). Incomplete step directories and other processes' temp dirs
+// are never touched. Runs checkpoint_cleanup first.
+void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, bool replaces_earlier_run = false);
 // Steps of the complete checkpoints in DIR, ascending; empty when DIR is missing or holds none.
 std::vector<int64_t> checkpoint_steps(const std::string& dir);
 // The newest complete checkpoint directory in DIR (DIR/step_NNNNNNNN), or "" if none. Read-only.

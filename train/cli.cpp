@@ -125,6 +125,9 @@ const Flag FLAGS[] = {
       "start over in a --ckpt-dir that holds an earlier run's checkpoints, a --save DIR that holds a model or a --log "
       "that holds records (without it such a run refuses; --resume continues the earlier run instead)"),
     F("--zero", "0|1", INT, zero, "1: shard AdamW state over data-parallel ranks (ZeRO-1)"),
+    F("--watchdog", "SEC", INT, watchdog,
+      "end the job when a rank makes no progress for SEC seconds: a stopped or hung rank leaves the others waiting "
+      "in a collective forever (default: 1800 with 2+ ranks, off with one; 0: off)"),
     F("--prac-shared-subspace", "", BOOL, prac_shared,
       "data parallelism: one PRAC subspace for all ranks from the all-reduced Gram matrix (default: per rank)"),
     F("--comm", "auto|nccl|mpi", STR, comm,
@@ -338,6 +341,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.seq_len >= 0 && (opts.seq_len > 0 || !opts.was_given("--seq-len")), "--seq-len must be positive "
                "(got %d)", opts.seq_len);
     CHECK_USER(opts.grad_accum > 0, "--grad-accum must be positive (got %d)", opts.grad_accum);
+    CHECK_USER(opts.watchdog >= 0 || !opts.was_given("--watchdog"), "--watchdog must be >= 0 seconds (0: off; got %d)",
+               opts.watchdog);
     CHECK_USER(opts.recompute >= 0 && opts.recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", opts.recompute);
     CHECK_USER(opts.recompute_attention == 0 || opts.recompute_attention == 1,
                "--recompute-attention must be 0 or 1 (got %d)", opts.recompute_attention);
@@ -578,35 +583,44 @@ std::string train_options_help(Arch arch, const char* program) {
 }
 
 std::string unused_flags_notice(const TrainOptions& o, int ranks) {
-    auto given = [&](const char* prefix, const std::vector<const char*>& except = {}) {
-        std::string flags;
+    using Flags = std::vector<std::string>;
+    auto given = [&](const char* prefix, const Flags& except = {}) {  // the flags given that start with prefix
+        Flags out;
         for (const std::string& f : o.given)
-            if (f.rfind(prefix, 0) == 0 &&
-                std::none_of(except.begin(), except.end(), [&](const char* e) { return f == e; }))
-                flags += (flags.empty() ? "" : " ") + f;
-        return flags;
+            if (f.rfind(prefix, 0) == 0 && std::find(except.begin(), except.end(), f) == except.end()) out.push_back(f);
+        return out;
+    };
+    auto given_of = [&](std::initializer_list<const char*> names) {
+        Flags out;
+        for (const char* f : names)
+            if (o.was_given(f)) out.push_back(f);
+        return out;
     };
     std::string out;
-    auto notice = [&](const std::string& flags, const std::string& why) {
+    auto notice = [&](const Flags& flags, const std::string& why) {
         if (flags.empty()) return;
-        const bool one = flags.find(' ') == std::string::npos;
-        out += format("notice: %s %s nothing in this run: %s\n", flags.c_str(), one ? "changes" : "change",
+        std::string names;
+        for (const std::string& f : flags) names += (names.empty() ? "" : " ") + f;
+        out += format("notice: %s %s nothing in this run: %s\n", names.c_str(), flags.size() == 1 ? "changes" : "change",
                       why.c_str());
     };
-    // --prac-storage fp8 without PRAC is refused (check_storage_options): it would change the plan's words
+    // --prac-storage fp8 without PRAC is refused (check_storage_options). An interval also bounds
+    // --prac-refresh-overlap's D and sizes its pending slots: with an overlap T1 and T2 are used in every mode.
+    const bool overlap = o.prac_refresh_overlap > 0;
     if (o.prac == "none")
         notice(given("--prac-", {"--prac-storage"}), "PRAC is off (--prac none); pass --prac prac (or pac, rac) to "
                "compress");
-    else if (o.prac == "pac")
-        for (const char* f : {"--prac-k-mult", "--prac-t2"})
-            notice(o.was_given(f) ? f : "", "pac keeps no random part (no Q2, no k)");
-    else if (o.prac == "rac")
-        for (const char* f : {"--prac-t1", "--prac-refresh"})
-            notice(o.was_given(f) ? f : "", "rac computes no Q1 (its whole rank is random)");
+    if (o.prac == "pac")
+        notice(overlap ? given_of({"--prac-k-mult"}) : given_of({"--prac-k-mult", "--prac-t2"}),
+               "pac keeps no random part (no Q2, no k)");
+    if (o.prac == "rac")
+        notice(overlap ? given_of({"--prac-refresh"}) : given_of({"--prac-t1", "--prac-refresh"}),
+               "rac computes no Q1 (its whole rank is random)");
     for (const char* opt : {"galore", "muon", "rso"})
         if (o.optimizer != opt)
             notice(given(format("--%s-", opt).c_str()), format("the optimizer is %s, not %s", o.optimizer.c_str(), opt));
-    if (ranks == 1 && !o.plan) notice(given("--prac-shared-subspace"), "one rank has no other subspace to share");
+    if (ranks == 1 && !o.plan && o.prac != "none")  // (without PRAC it is named above)
+        notice(given("--prac-shared-subspace"), "one rank has no other subspace to share");
     return out;
 }
 

@@ -86,6 +86,7 @@ struct TrainOptions {
     bool prac_shared = false;  // one PRAC subspace for all ranks (all-reduced Gram matrix)
     std::string comm = "auto";  // auto | nccl | mpi: the gradient communicator (auto: NCCL on GPUs with ranks > 1)
     int overlap_comm = 1;       // NCCL: average each layer's gradients during backward (0: one call after it)
+    int watchdog = -1;          // seconds without progress that end the job (-1: 1800 with 2+ ranks, else off)
 
     // text samples at the end of training
     int sample = 0;             // tokens to generate (0 = none)

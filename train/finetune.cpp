@@ -83,7 +83,7 @@ const FlagDef FLAGS[] = {
       "docs/VERIFICATION.md), or auto (cuda when a GPU is there and the build has the CUDA backend)"),
     F("--plan", "", BOOL, plan, "print the memory plan at (--batch-size, --max-len) and exit"),
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
-    F("--precision", "bf16|fp32", STR, precision, "with --plan: the CUDA build to plan for (--device cpu: the CPU's)"),
+    F("--precision", "bf16|fp32", STR, precision, "with --plan: the CUDA build to plan for (not with --device cpu, which plans the CPU's fp32)"),
     F("--help", "", BOOL, help, "print this help"),
 };
 #undef F
@@ -205,10 +205,7 @@ void check_model_dir(const std::string& dir, const GlueTaskInfo& task) {
     CHECK_USER(std::filesystem::is_directory(dir), "--init-from %s is not a directory\n---> HINT: pass a Hugging Face "
                "model directory (config.json, model.safetensors, vocab.json + merges.txt or tokenizer.json)",
                dir.c_str());
-    CHECK_USER(readable(dir + "/model.safetensors") || !readable(dir + "/model.safetensors.index.json"),
-               "--init-from %s holds a sharded checkpoint (model.safetensors.index.json and its shards), which is not "
-               "supported\n---> HINT: save it as one file: transformers' save_pretrained(DIR, max_shard_size=\"1000GB\")",
-               dir.c_str());
+    refuse_sharded_checkpoint(dir);
     for (const char* f : {"config.json", "model.safetensors"})
         CHECK_USER(readable(dir + "/" + f), "--init-from %s has no readable %s\n---> HINT: a Hugging Face RoBERTa "
                    "directory holds config.json and model.safetensors (transformers' save_pretrained writes both; "

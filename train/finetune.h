@@ -96,6 +96,7 @@ struct FineTuner {
     int best_epoch = 0;
     std::string train_fingerprint;
     std::string tokenizer_fingerprint;  // --init-from's tokenizer files, by content (the data's encoding)
+    bool wrote_checkpoint = false;      // this process has written one (--overwrite's first removes the others)
 
     // the step in flight: its --grad-accum micro-batches, each as the model takes it (B rows; rows past the data's
     // are one-token padding rows with no label, so the arena is allocated once, for (B, T))
@@ -281,13 +282,15 @@ struct FineTuner {
                         "GaLore's and the PRAC paper's among them)\n", last.metrics[0][0].first.c_str(), best,
                         best_epoch, opts.epochs);
         double mean_len = (double)padded_tokens / (double)std::max<int64_t>(1, padded_rows);
-        std::printf("padding | %s: %.1f tokens per row on average over this run's training batches (the longest "
-                    "example: %d)\n", opts.padding.c_str(), mean_len, T);
+        if (padded_rows)
+            std::printf("padding | %s: %.1f tokens per row on average over this run's training batches (the longest "
+                        "example: %d)\n", opts.padding.c_str(), mean_len, T);
         std::printf("time  | %s total (evaluation %s)\n", human_duration(wall).c_str(),
                     human_duration(eval_ms / 1000.0).c_str());
-        log.record("final", {{"step", (double)step}, {"best", best}, {"best_epoch", (double)best_epoch},
-                             {"final", last.primary()}, {"seconds", wall}},
-                   {{"metric", last.metrics[0][0].first}});
+        if (ran)  // (the run's log holds its final record already)
+            log.record("final", {{"step", (double)step}, {"best", best}, {"best_epoch", (double)best_epoch},
+                                 {"final", last.primary()}, {"seconds", wall}},
+                       {{"metric", last.metrics[0][0].first}});
         if (ran) checkpoint();  // else it is the one resumed from
         if (!opts.save.empty()) {
             model.save_pretrained(opts.save);
@@ -581,7 +584,8 @@ struct FineTuner {
         st.set_i64("glue.best_epoch", best_epoch);
         write_state(w.file(CKPT_STATE_FILE), st);
         std::string dir = w.commit();
-        checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, step);
+        checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, step, opts.overwrite && !wrote_checkpoint);
+        wrote_checkpoint = true;
         std::printf("checkpoint: %s\n", dir.c_str());
     }
 

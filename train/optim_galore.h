@@ -35,12 +35,14 @@ struct GaloreBlock {
 };
 
 // GaLore's rank for a model: the values of its benchmark scripts for the LLaMA sizes it trained (60M 128,
-// 130M 256, 350M 256, 1B 512). Elsewhere channels / 4 (our choice: what 60M, 350M and 1B use; 130M uses C/3).
+// 130M 256, 350M 256, 1B 512), for those names and config.json files of their shapes. Elsewhere channels / 4 (our
+// choice: what 60M, 350M and 1B use; 130M uses C/3).
 inline int galore_default_rank(const ModelConfig& cfg) {
-    if (cfg.name == "llama-60m") return 128;
-    if (cfg.name == "llama-130m") return 256;
-    if (cfg.name == "llama-350m") return 256;
-    if (cfg.name == "llama-1b") return 512;
+    const std::string name = named_config_like(cfg);
+    if (name == "llama-60m") return 128;
+    if (name == "llama-130m") return 256;
+    if (name == "llama-350m") return 256;
+    if (name == "llama-1b") return 512;
     return std::max(1, cfg.channels / 4);
 }
 

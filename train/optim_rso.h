@@ -32,8 +32,9 @@ struct RsoOptions {
 
 // RSO's rank for a model: the PRAC paper's for GPT-2, GaLore's for LLaMA (docs/DESIGN.md section 3.4, RSO).
 inline int rso_default_rank(const ModelConfig& cfg) {
-    if (cfg.name == "gpt2-124m") return 256;
-    if (cfg.name == "gpt2-355m") return 512;
+    const std::string name = named_config_like(cfg);  // (a config.json of their shape too)
+    if (name == "gpt2-124m") return 256;
+    if (name == "gpt2-355m") return 512;
     return galore_default_rank(cfg);
 }
 

@@ -52,7 +52,16 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
                      (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved())},  // act: older checkpoints match
         {"recompute", std::to_string(o.recompute)},
         {"prac_refresh", prac_refresh_key(o)},
+        // what the model key's shape leaves out (a config's rope_theta and eps; named configs fix both)
+        {"model_numerics", format("norm_eps %.9g rope_theta %.9g", c.norm_eps, c.rope_theta)},
     };
+}
+
+// The model key's shape part ("L12 NH12 C768 ..."): the name before it is how the run spelled its model (a named
+// config, or a config.json's path, which --init-from DIR makes the model), not what it is.
+inline std::string model_key_shape(const std::string& v) {
+    size_t at = v.rfind(" L");
+    return at == std::string::npos ? v : v.substr(at + 1);
 }
 
 // check_compatible of every resume key, with one hint of its own: a checkpoint written before fp8 storage became
@@ -60,7 +69,10 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
 inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
                               const std::vector<std::pair<std::string, std::string>>& keys) {
     for (const auto& [k, v] : keys) {
-        if (k == "prac_refresh" && !st.has_meta("run.prac_refresh")) continue;  // written before it was recorded
+        // written before they were recorded
+        if ((k == "prac_refresh" || k == "model_numerics") && !st.has_meta("run." + k)) continue;
+        if (k == "model" && st.has_meta("run.model") && model_key_shape(st.get("run.model")) == model_key_shape(v))
+            continue;
         if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&
             st.get("run.prac") + " storage fp8" == v)
             fail("cannot resume from %s: it stores PRAC's projections in the activation dtype, and this run would "
@@ -84,6 +96,7 @@ struct RunState {
     int ranks = 1, zero = 0;
     bool prac_shared = false;
     int cpu_threads = 0;       // the CPU backend's OpenMP threads (its sums' order), 0 for the CUDA backend
+    bool replaces_earlier_run = false;  // --overwrite's first checkpoint: the others in the directory are removed
     std::string train_shards;  // data_fingerprint of the training files (train/trainer.h)
 };
 
@@ -118,6 +131,6 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_u64("data.rng_state", rs.data.rng_state);
     write_state(w.file(CKPT_STATE_FILE), st);
     std::string dir = w.commit();
-    checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, rs.step);
+    checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, rs.step, rs.replaces_earlier_run);
     return dir;
 }

@@ -48,6 +48,14 @@ std::string builtin_data_dir() {
          "--val-data, or run the binary from the repository it was built in", src.c_str());
 }
 
+void refuse_sharded_checkpoint(const std::string& dir) {
+    const std::string index = dir + "/model.safetensors.index.json";
+    if (is_dir(dir) && access((dir + "/model.safetensors").c_str(), F_OK) != 0 && access(index.c_str(), F_OK) == 0)
+        fail("--init-from %s holds a sharded checkpoint (%s and its shards), which is not supported\n---> HINT: "
+             "save it as one file: transformers' save_pretrained(DIR, max_shard_size=\"1000GB\")", dir.c_str(),
+             index.c_str());
+}
+
 std::string resolve_weights_path(const std::string& path) {
     if (is_dir(path)) return path + "/model.safetensors";
     return path;
@@ -293,7 +301,10 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
         const ModelConfig d = model_config_load(arch, init_config);
         std::string differ;
         auto cmp = [&](const char* what, double a, double b) {
-            if (a != b) differ += format("%s %s %g, %s's %g; ", what, opts.model.c_str(), a, init_config.c_str(), b);
+            const int digits = format("%g", a) == format("%g", b) ? 9 : 6;  // as many as tell them apart
+            if (a != b)
+                differ += format("%s %s %.*g, %s's %.*g; ", what, opts.model.c_str(), digits, a, init_config.c_str(),
+                                 digits, b);
         };
         cmp("layers", s.cfg.num_layers, d.num_layers);
         cmp("heads", s.cfg.num_heads, d.num_heads);
@@ -302,6 +313,7 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
         cmp("vocabulary", s.cfg.vocab_size, d.vocab_size);
         cmp("norm eps", s.cfg.norm_eps, d.norm_eps);
         if (arch == Arch::LLAMA) cmp("rope_theta", s.cfg.rope_theta, d.rope_theta);
+        if (arch == Arch::GPT2) cmp("positions", s.cfg.max_seq_len, d.max_seq_len);  // (GPT-2's wpe has a row each)
         CHECK_USER(differ.empty(), "--model %s is not the model of --init-from %s: %s\n---> HINT: drop --model (the "
                    "directory's config.json is used), or pass --model %s", opts.model.c_str(), opts.init_from.c_str(),
                    differ.substr(0, differ.size() - 2).c_str(), init_config.c_str());

@@ -27,6 +27,7 @@
 #include "model/model_common.h"
 #include "model/weights.h"
 #include "train/run_checkpoint.h"
+#include "train/watchdog.h"
 #include "train/cli.h"
 #include "train/comm.h"
 #include "train/data_tokenizer.h"
@@ -51,6 +52,9 @@ std::vector<std::string> data_files_of(const std::string& pattern, const char* f
 // The identity of a run's training data for resume: each file's size and content checksum, in the loader's order
 // (the paths are not part of it: the same shards under another spelling are the same data).
 std::string data_fingerprint(const std::vector<std::string>& files);
+// --init-from DIR holding a sharded Hugging Face checkpoint (model.safetensors.index.json, no model.safetensors):
+// refused as such (it read as a missing file).
+void refuse_sharded_checkpoint(const std::string& dir);
 // Default --eval-tokens of a CPU run: the tokens 1e11 forward FLOPs cover (2 x parameters each), rounded down to
 // whole micro-batches of B*T, at least one and at most `tokens` (the flag's default).
 long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens);
@@ -121,6 +125,9 @@ struct Trainer {
     // --prac-shared-subspace: a rank that only joins a refresh adds a zero Gram matrix (see join_shared_refresh)
     bool gram_nothing = false;
     GramReducer gram_allreduce;
+    std::unique_ptr<Watchdog> watchdog;  // --watchdog: ends the job when this rank makes no progress
+    int steps_done = 0;                  // steps done so far (the resumed ones included)
+    bool wrote_checkpoint = false;       // this process has written one (--overwrite's first removes the others)
 
     Trainer(Backend& be, RunSetup& s)
         : be(be), opts(s.opts), cfg(s.cfg), prac(s.prac), comm(*s.comm), rank(comm.rank()), ranks(comm.size()),
@@ -165,6 +172,8 @@ struct Trainer {
         }
         if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
+        const int stall_s = opts.watchdog >= 0 ? opts.watchdog : ranks > 1 ? 1800 : 0;
+        if (stall_s > 0) watchdog = std::make_unique<Watchdog>(stall_s, rank, [this] { comm_abort(comm, 124); });
         install_stop_signals();
         run_start = std::chrono::steady_clock::now();
     }
@@ -182,7 +191,13 @@ struct Trainer {
 
     // The validation loss (every rank's share, averaged). A non-finite loss over real tokens ends the run with an
     // error, as a diverged training step does: a broken model gets no score.
+    // the watchdog's progress mark (nothing without one)
+    void progress(const char* what, int step) {
+        if (watchdog) watchdog->beat(what, step);
+    }
+
     float validation_loss(long long* seen) {
+        progress("evaluation", steps_done);
         float vl = evaluate_all(model, val, opts, comm, seen);
         if (*seen > 0 && !std::isfinite(vl))
             fail("validation loss is %g over %lld tokens: the model produces non-finite values (NaN or Inf), so it "
@@ -223,6 +238,7 @@ struct Trainer {
     // The start of an optimizer step: zero gradients, the PRAC schedule (bases refresh on this step's first
     // micro-batch when due), the timer, and the data position to checkpoint should the step diverge.
     void begin_step(int step) {
+        progress("training step", step + 1);
         t0 = std::chrono::steady_clock::now();
         data_before = train_data->get_state();
         model.zero_grad();
@@ -289,6 +305,7 @@ struct Trainer {
     // The end of a step: its log line (loss, norm, lr, time, tokens/s, ETA) and metrics, and a checkpoint every
     // --ckpt-every steps.
     void end_step(int step) {
+        steps_done = step + 1;
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         total_ms += ms;
         double tok_s = (double)B * T * opts.grad_accum * ranks / (ms / 1000.0);
@@ -304,6 +321,7 @@ struct Trainer {
         if (const char* die = std::getenv("PRAC_TEST_DIE_AFTER_STEP"))
             if (std::atoi(die) == step + 1) std::_Exit(137);
         kill_point("train.step_done");  // tests: a signal between two steps (common/kill_point.h)
+        progress("start", step + 2);    // (the ranks' signal check and the evaluation come before the next step)
         // tests: rank PRAC_TEST_NUDGE_RANK flips the lowest bit of its first parameter after this step, to test
         // check_replicas
         if (const char* nudge = std::getenv("PRAC_TEST_NUDGE_AFTER_STEP"))
@@ -348,6 +366,7 @@ struct Trainer {
     // PRAC state; rank 0 writes.
     void checkpoint(int64_t completed, const DataLoaderState& data) {
         if (opts.ckpt_dir.empty()) return;
+        progress("checkpoint", (int)completed);
         check_replicas(completed);
         const size_t n = model.param_buffer_numel;
         RunState rs;
@@ -358,6 +377,8 @@ struct Trainer {
         rs.zero = opts.zero;
         rs.prac_shared = opts.prac_shared;
         rs.cpu_threads = cpu_backend ? omp_get_max_threads() : 0;
+        rs.replaces_earlier_run = opts.overwrite && !wrote_checkpoint;
+        wrote_checkpoint = true;
         rs.train_shards = train_shards;
         // optimizer state, whole: ZeRO-1 shards (AdamW's tensors of shard_hi - shard_lo elements) are gathered
         for (const OptimizerStateTensor& t : opt->state()) {
@@ -503,14 +524,10 @@ struct Trainer {
         data_files_of(opts.val_data, "--val-data");
         if (!opts.init_from.empty() && !opts.resume) {  // (a resume continues with the checkpoint's weights)
             std::string w = resolve_weights_path(opts.init_from);
-            const int err = access(w.c_str(), R_OK) == 0 ? 0 : errno;
-            if (err && access((w + ".index.json").c_str(), R_OK) == 0)
-                fail("--init-from %s holds a sharded checkpoint (%s.index.json and its shards), which is not supported\n"
-                     "---> HINT: save it as one file: transformers' save_pretrained(DIR, max_shard_size=\"1000GB\")",
-                     opts.init_from.c_str(), w.c_str());
-            if (err)
+            refuse_sharded_checkpoint(opts.init_from);
+            if (access(w.c_str(), R_OK) != 0)
                 fail("--init-from: cannot open %s (%s)\n---> HINT: pass a .safetensors file or a directory holding "
-                     "model.safetensors (what --save writes)", w.c_str(), std::strerror(err));
+                     "model.safetensors (what --save writes)", w.c_str(), std::strerror(errno));
         }
         if (!opts.save.empty() && rank == 0) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = resume_checkpoint();
@@ -699,7 +716,7 @@ struct Trainer {
         DataLoaderState d{st.get_i64("data.epoch"), st.get_i64("data.shard_index"), st.get_i64("data.sample_index"),
                           st.get_u64("data.rng_state")};
         train_data->set_state(d);
-        start_step = (int)st.step;
+        start_step = steps_done = (int)st.step;
         // the CPU backend's sums are split over the threads: another count, other roundings (docs/DESIGN.md section 2)
         const int64_t threads_saved = st.has_meta("run.cpu_threads") ? st.get_i64("run.cpu_threads") : 0;
         if (cpu_backend && threads_saved > 0 && threads_saved != omp_get_max_threads())

@@ -1,0 +1,83 @@
+// The watchdog of a data-parallel run. A rank that stops (a hung file system, a GPU that no longer answers, a
+// process stopped by a signal) leaves the other ranks waiting in a collective forever: the job holds its GPUs and
+// prints nothing. Each rank's Watchdog thread watches the progress marks its main thread leaves (beat(): a step
+// begins, an evaluation, a checkpoint); when none came for `seconds`, it says where this rank was and ends the whole
+// job through the callback (the trainer's: comm_abort, MPI_Abort), so the launcher returns with an error.
+// --watchdog SEC; docs/DESIGN.md section 8.5. Before the first beat nothing is watched (start-up: data, plans).
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+class Watchdog {
+  public:
+    // on_stall runs on the watchdog's thread, after the message, and must not return (it ends the job)
+    Watchdog(int seconds, int rank, std::function<void()> on_stall)
+        : seconds_(seconds), rank_(rank), on_stall_(std::move(on_stall)) {
+        if (seconds_ > 0) thread_ = std::thread([this] { watch(); });
+    }
+    ~Watchdog() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
+    Watchdog(const Watchdog&) = delete;
+    Watchdog& operator=(const Watchdog&) = delete;
+
+    // The main thread begins `what` (a string literal: "training step", "evaluation", "checkpoint") at `step`.
+    void beat(const char* what, int step) {
+        what_.store(what);
+        step_.store(step);
+        last_ns_.store(now_ns());
+    }
+
+  private:
+    static int64_t now_ns() {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    }
+    void watch() {
+        std::unique_lock<std::mutex> lock(mutex_);
+        const auto poll = std::chrono::milliseconds(seconds_ >= 10 ? 1000 : 100);
+        while (!wake_.wait_for(lock, poll, [this] { return stop_; })) {
+            const int64_t last = last_ns_.load();
+            if (last == 0) continue;  // not started
+            const double idle = (now_ns() - last) / 1e9;
+            if (idle < seconds_) continue;
+            std::time_t wall = std::time(nullptr) - (std::time_t)idle;
+            char since[32];
+            std::strftime(since, sizeof since, "%H:%M:%S", std::localtime(&wall));
+            std::fprintf(stderr,
+                         "rank %d: no progress for %.0f s (--watchdog %d): stuck in the %s of step %d, begun at %s; "
+                         "a rank has stopped or hung (this one, or one this one waits for in a collective): ending "
+                         "the job\n---> HINT: a rank that printed no such line, or one stuck elsewhere than the "
+                         "others, is the one that stopped; a step, an evaluation or a checkpoint that takes longer "
+                         "needs a larger --watchdog (0: off)\n",
+                         rank_, idle, seconds_, what_.load(), step_.load(), since);
+            std::fflush(stderr);
+            on_stall_();
+            return;
+        }
+    }
+
+    const int seconds_;
+    const int rank_;
+    std::function<void()> on_stall_;
+    std::atomic<int64_t> last_ns_{0};
+    std::atomic<const char*> what_{""};
+    std::atomic<int> step_{0};
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool stop_ = false;
+    std::thread thread_;
+};
