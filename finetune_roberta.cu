@@ -47,9 +47,11 @@ int main(int argc, char** argv) {
             std::printf("%s", finetune_help(program).c_str());
             return 0;
         }
-        if (!opts.plan) check_model_dir(opts.init_from, glue_task_info(glue_task_from_name(opts.task)));
+        const GlueTaskInfo& task = glue_task_info(glue_task_from_name(opts.task));
+        if (!opts.plan) check_model_dir(opts.init_from, task);  // --plan reads config.json alone
         ModelConfig cfg = model_config_load(Arch::ROBERTA, opts.init_from + "/config.json");
-        cfg.num_labels = glue_task_info(glue_task_from_name(opts.task)).num_labels;
+        cfg.num_labels = task.num_labels;
+        cfg.label_names = task.label_names;  // --save's id2label, as run_glue names the classes
         if (!opts.was_given("--max-len")) opts.max_len = std::min(opts.max_len, cfg.max_seq_len);
         CHECK_USER(opts.max_len <= cfg.max_seq_len, "--max-len %d exceeds the model's %d positions (config.json's "
                    "max_position_embeddings minus the padding offset)\n---> HINT: pass --max-len %d or less",

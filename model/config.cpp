@@ -383,8 +383,10 @@ void write_hf_config(const std::string& path, const ModelConfig& c) {
     } else if (c.arch == Arch::ROBERTA) {
         nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
         for (int i = 0; i < c.num_labels; i++) {
-            id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
-            label2id["LABEL_" + std::to_string(i)] = i;
+            const std::string name = (int)c.label_names.size() == c.num_labels ? c.label_names[(size_t)i]
+                                                                               : "LABEL_" + std::to_string(i);
+            id2label[std::to_string(i)] = name;
+            label2id[name] = i;
         }
         j = {{"model_type", "roberta"}, {"architectures", {"RobertaForSequenceClassification"}},
              {"vocab_size", c.vocab_size}, {"hidden_size", c.channels}, {"num_hidden_layers", c.num_layers},
