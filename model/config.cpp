@@ -400,7 +400,8 @@ void write_hf_config(const std::string& path, const ModelConfig& c) {
         j = {{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"vocab_size", c.vocab_size},
              {"hidden_size", c.channels}, {"intermediate_size", c.hidden}, {"num_attention_heads", c.num_heads},
              {"num_key_value_heads", c.num_heads}, {"num_hidden_layers", c.num_layers},
-             {"max_position_embeddings", c.max_seq_len}, {"rms_norm_eps", json_float(c.norm_eps)}, {"rope_theta", json_float(c.rope_theta)},
+             {"max_position_embeddings", c.max_seq_len}, {"rms_norm_eps", json_float(c.norm_eps)},
+             {"rope_theta", json_float(c.rope_theta)},
              {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"attention_bias", false},
              {"mlp_bias", false}};
     }

@@ -607,8 +607,8 @@ static void print_table(const json& j, const Args& a) {
     std::printf("  ||mean(X~) - X||_F / ||X||_F   empirical %.4e   expected %.4e%s\n", g("bias_rel_empirical"),
                 g("bias_rel_expected"), pac ? "" : "   (sqrt(bias^2 + Var/K) / ||X||_F)");
     if (e["tail_at_rounding"].get<bool>())
-        std::printf("  warning: the spectrum's tail past r1 holds %.1e of ||X||_F^2 (below %.0e): X has rank <= r1 up to "
-                    "float32 rounding (a GPT-2 fch dump has rank <= C of its 4C columns; N < n), so tail_ratio and "
+        std::printf("  warning: the spectrum's tail past r1 holds %.1e of ||X||_F^2 (below %.0e): X has rank <= r1 up "
+                    "to float32 rounding (a GPT-2 fch dump has rank <= C of its 4C columns; N < n), so tail_ratio and "
                     "mse_ratio measure rounding, not the refresh or the estimator\n",
                     g("tail_energy_spectrum") / j["frobenius_sq"].get<double>(), TAIL_AT_ROUNDING);
 }

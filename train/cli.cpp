@@ -587,7 +587,8 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     auto given = [&](const char* prefix, const Flags& except = {}) {  // the flags given that start with prefix
         Flags out;
         for (const std::string& f : o.given)
-            if (f.rfind(prefix, 0) == 0 && std::find(except.begin(), except.end(), f) == except.end()) out.push_back(f);
+            if (f.rfind(prefix, 0) == 0 && std::find(except.begin(), except.end(), f) == except.end())
+                out.push_back(f);
         return out;
     };
     auto given_of = [&](std::initializer_list<const char*> names) {
@@ -601,8 +602,8 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         if (flags.empty()) return;
         std::string names;
         for (const std::string& f : flags) names += (names.empty() ? "" : " ") + f;
-        out += format("notice: %s %s nothing in this run: %s\n", names.c_str(), flags.size() == 1 ? "changes" : "change",
-                      why.c_str());
+        out += format("notice: %s %s nothing in this run: %s\n", names.c_str(),
+                      flags.size() == 1 ? "changes" : "change", why.c_str());
     };
     // --prac-storage fp8 without PRAC is refused (check_storage_options). An interval also bounds
     // --prac-refresh-overlap's D and sizes its pending slots: with an overlap T1 and T2 are used in every mode.
@@ -618,7 +619,8 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
                "rac computes no Q1 (its whole rank is random)");
     for (const char* opt : {"galore", "muon", "rso"})
         if (o.optimizer != opt)
-            notice(given(format("--%s-", opt).c_str()), format("the optimizer is %s, not %s", o.optimizer.c_str(), opt));
+            notice(given(format("--%s-", opt).c_str()),
+                   format("the optimizer is %s, not %s", o.optimizer.c_str(), opt));
     if (ranks == 1 && !o.plan && o.prac != "none")  // (without PRAC it is named above)
         notice(given("--prac-shared-subspace"), "one rank has no other subspace to share");
     return out;
@@ -633,7 +635,8 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"batch_size (B)", std::to_string(o.batch_size) + (ranks > 1 ? " per rank" : "")},
         {"seq_len (T)", std::to_string(o.seq_len)},
         {"grad_accum", std::to_string(o.grad_accum)},
-        {"tokens per step", std::to_string(tokens) + (ranks > 1 ? format(" (B x T x grad_accum x %d ranks)", ranks) : "")},
+        {"tokens per step",
+         std::to_string(tokens) + (ranks > 1 ? format(" (B x T x grad_accum x %d ranks)", ranks) : "")},
         {"steps", std::to_string(o.steps)},
         {"lr (peak)", format("%g", o.lr)},
         {"warmup steps", std::to_string(o.warmup)},

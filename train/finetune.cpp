@@ -83,7 +83,8 @@ const FlagDef FLAGS[] = {
       "docs/VERIFICATION.md), or auto (cuda when a GPU is there and the build has the CUDA backend)"),
     F("--plan", "", BOOL, plan, "print the memory plan at (--batch-size, --max-len) and exit"),
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
-    F("--precision", "bf16|fp32", STR, precision, "with --plan: the CUDA build to plan for (not with --device cpu, which plans the CPU's fp32)"),
+    F("--precision", "bf16|fp32", STR, precision,
+      "with --plan: the CUDA build to plan for (not with --device cpu, which plans the CPU's fp32)"),
     F("--help", "", BOOL, help, "print this help"),
 };
 #undef F

@@ -349,9 +349,9 @@ struct FineTuner {
     const ModelConfig& check_data_first() {
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file
-        CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the %d "
-                   "of its config.json's vocab_size: their ids have no embedding row\n---> HINT: the tokenizer files "
-                   "and the model come from different models; copy the model's own tokenizer files into %s",
+        CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the "
+                   "%d of its config.json's vocab_size: their ids have no embedding row\n---> HINT: the tokenizer "
+                   "files and the model come from different models; copy the model's own tokenizer files into %s",
                    opts.init_from.c_str(), tok.vocab_size(), cfg.vocab_size, opts.init_from.c_str());
         GlueTask task = info.task;
         auto encode = [&](const std::vector<GlueExample>& examples, const std::string& split) {
@@ -391,7 +391,8 @@ struct FineTuner {
                      "undefined\n---> HINT: use the task's real %s split (its scores vary from 0 to 5)",
                      glue_split_path(opts.data_dir, split).c_str(), d[0].score, split.c_str());
         }
-        for (size_t d = 0; d < dev_examples.size(); d++) dev_sets.push_back(encode(dev_examples[d], info.dev_splits[d]));
+        for (size_t d = 0; d < dev_examples.size(); d++)
+            dev_sets.push_back(encode(dev_examples[d], info.dev_splits[d]));
         size_t longest = 2;
         for (const auto& r : train_set.ids) longest = std::max(longest, r.size());
         for (const GlueEncoded& d : dev_sets)

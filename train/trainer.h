@@ -189,13 +189,13 @@ struct Trainer {
         return stopped ? 128 + stopped : 0;
     }
 
-    // The validation loss (every rank's share, averaged). A non-finite loss over real tokens ends the run with an
-    // error, as a diverged training step does: a broken model gets no score.
     // the watchdog's progress mark (nothing without one)
     void progress(const char* what, int step) {
         if (watchdog) watchdog->beat(what, step);
     }
 
+    // The validation loss (every rank's share, averaged). A non-finite loss over real tokens ends the run with an
+    // error, as a diverged training step does: a broken model gets no score.
     float validation_loss(long long* seen) {
         progress("evaluation", steps_done);
         float vl = evaluate_all(model, val, opts, comm, seen);
