@@ -80,6 +80,12 @@ PRAC_TEST_KILL_AT=train.step_done@5:15 "$BIN" $P --ckpt-dir "$T/ckt" --save "$T/
   && grep -q 'resumed from .*step_00000005 at step 5' "$T/rt2.out" && cmp -s "$T/ra/model.safetensors" "$T/rt/model.safetensors" \
   && ok "resumed after SIGTERM at step 5: weights byte-identical" || bad "resume after SIGTERM: $(tail -2 "$T/rt2.out")"
 
+# the tokenizer's files are part of the run (they make the data): another tokenizer at the same shape is refused
+cp -r "$T/model" "$T/model_tok" && echo >> "$T/model_tok/merges.txt"
+out=$("$BIN" $P --init-from "$T/model_tok" --ckpt-dir "$T/ckt" --save "$T/rt" --resume 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q 'run.tokenizer' <<<"$out" && ok "--resume with other tokenizer files refused (exit $rc)" \
+  || bad "resume with another tokenizer: rc $rc, $(tail -2 <<<"$out")"
+
 # max |a - b| over the tensors of two safetensors files, but the attention key biases: their true gradient is 0 (a key
 # bias adds the same q.b to every score of a query, which the softmax ignores), so what they get is rounding noise,
 # which Adam's normalization turns into steps of about lr in either direction

@@ -534,12 +534,10 @@ struct FineTuner {
         k.insert(k.begin(), {"task", format("%s epochs %d max_len %d padding %s", info.name, opts.epochs, opts.max_len,
                                             opts.padding.c_str())});
         k.push_back({"train_data", train_fingerprint});
+        // the data's encoding: --init-from's tokenizer files by content (the model key compares the model's shape,
+        // not --init-from's spelling: "model/" resumes a run started with "model", and so does a copy elsewhere)
+        k.push_back({"tokenizer", tokenizer_fingerprint});
         for (auto& [name, value] : k) {
-            // the model by its shape and its tokenizer's files (the weights come from the checkpoint), not by
-            // --init-from's spelling: "model/" resumes a run started with "model", and so does a copy elsewhere
-            if (name == "model")
-                value = format("roberta L%d NH%d C%d F%d V%d labels %d tokenizer %s", cfg.num_layers, cfg.num_heads,
-                               cfg.channels, cfg.hidden, cfg.vocab_size, cfg.num_labels, tokenizer_fingerprint.c_str());
             // finetune_roberta has no --prac-initial-spread or --prac-refresh-overlap (both fixed at 0): its key
             // names only what its user can set, so a refusal never asks for a flag it does not have
             if (name == "prac_refresh" && value != "none") {

@@ -70,7 +70,7 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
                               const std::vector<std::pair<std::string, std::string>>& keys) {
     for (const auto& [k, v] : keys) {
         // written before they were recorded
-        if ((k == "prac_refresh" || k == "model_numerics") && !st.has_meta("run." + k)) continue;
+        if ((k == "prac_refresh" || k == "model_numerics" || k == "tokenizer") && !st.has_meta("run." + k)) continue;
         if (k == "model" && st.has_meta("run.model") && model_key_shape(st.get("run.model")) == model_key_shape(v))
             continue;
         if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&
