@@ -287,11 +287,12 @@ struct FineTuner {
                         "example: %d)\n", opts.padding.c_str(), mean_len, T);
         std::printf("time  | %s total (evaluation %s)\n", human_duration(wall).c_str(),
                     human_duration(eval_ms / 1000.0).c_str());
-        if (ran)  // (the run's log holds its final record already)
+        if (ran) {  // (else the run's log holds its final record, and its last checkpoint is the one resumed from)
             log.record("final", {{"step", (double)step}, {"best", best}, {"best_epoch", (double)best_epoch},
                                  {"final", last.primary()}, {"seconds", wall}},
                        {{"metric", last.metrics[0][0].first}});
-        if (ran) checkpoint();  // else it is the one resumed from
+            checkpoint();
+        }
         if (!opts.save.empty()) {
             model.save_pretrained(opts.save);
             copy_tokenizer_files(opts.init_from, opts.save);
