@@ -149,7 +149,7 @@ struct Trainer {
         val.check_every_token();  // a bad token fails now, not at the first evaluation (maybe after the training)
         prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
-        if (std::is_same<Backend, CpuBackend>::value && !opts.was_given("--eval-tokens"))
+        if (cpu_backend && !opts.was_given("--eval-tokens"))
             opts.eval_tokens = cpu_eval_tokens(model.num_parameters, B, T, opts.eval_tokens);
         if (!opts.save.empty() && rank == 0)
             check_free_space(opts.save, 4.0 * model.num_parameters + (1 << 20), "--save (model.safetensors, fp32)");
