@@ -3,7 +3,9 @@
 // process kills itself with SIGKILL the n-th time (default: the first) it passes that point, so the test knows the
 // crash happened exactly there instead of hoping a timed kill landed in the window. <name>[@<n>]:<signal> sends that
 // signal instead and goes on (a user's Ctrl-C: 2, or a scheduler's SIGTERM: 15, arriving exactly there), for the
-// code that must stop cleanly on one. Unset, a point costs a getenv.
+// code that must stop cleanly on one. <name>[@<n>]:error throws a UserError there instead: an error that only the
+// process given the variable meets (one rank of a job), for the code that must still say it. Unset, a point costs a
+// getenv.
 #pragma once
 #include <signal.h>
 #include <unistd.h>
@@ -11,6 +13,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+
+#include "common/error.h"
 
 inline void kill_point(const char* name) {
     const char* want = std::getenv("PRAC_TEST_KILL_AT");
@@ -21,6 +25,7 @@ inline void kill_point(const char* name) {
     const char* sig = std::strchr(want, ':');
     static std::atomic<long> passes{0};  // one name is watched per process: a count of its passes is enough
     if (++passes != (count && std::atol(count + 1) > 0 ? std::atol(count + 1) : 1)) return;
+    if (sig && std::strcmp(sig + 1, "error") == 0) fail("test: an error at %s (PRAC_TEST_KILL_AT=%s)", name, want);
     if (sig) {
         raise(std::atoi(sig + 1));  // delivered before raise returns, to this thread
         return;

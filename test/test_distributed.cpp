@@ -193,6 +193,29 @@ TEST(DataParallel, RanksWithOtherArgumentsAreRefused) {
     EXPECT_EQ(launch("--eval-tokens=64"), 0) << out;
 }
 
+// An error that every rank meets (a bad flag) was printed once per rank, N copies burying it; now rank 0 says it and
+// ends the job while the others wait a moment. An error only one rank meets (here rank 1, after step 1: kill_point's
+// :error) is still said, naming the rank, and ends the job.
+TEST(DataParallel, AnErrorIsSaidOnceAndARanksOwnErrorIsSaid) {
+    std::string out;
+    EXPECT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + TRAIN_ARGS + " --bogus", &out), 1) << out;
+    size_t said = 0;
+    for (size_t at = out.find("unknown flag \"--bogus\""); at != std::string::npos;
+         at = out.find("unknown flag \"--bogus\"", at + 1))
+        said++;
+    EXPECT_EQ(said, 1u) << out;
+
+    const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
+    const int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var +
+                                 " = 1 ]; then export PRAC_TEST_KILL_AT=train.step_done@1:error; fi; exec " +
+                                 bin("train_gpt2") + TRAIN_ARGS + "'",
+                             &out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("train_gpt2: error on rank 1 of 2: test: an error at train.step_done"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("rank 1: ending all 2 ranks of the job"), std::string::npos) << out;
+}
+
 // A rank that stops (here SIGSTOP right after step 2: common/kill_point.h) left the other waiting in the next step's
 // collective forever, the job holding its devices and printing nothing. The other rank's watchdog (--watchdog 3)
 // says where it is and ends the job; the launcher returns non-zero long before the test's timeout (300 s), which
@@ -424,7 +447,9 @@ TEST(DevicePerRank, RanksThatDisagreeOnTheDeviceStop) {
     EXPECT_NE(rc, 0) << out;
     EXPECT_NE(rc, 124) << "hung: " << out;
     EXPECT_NE(out.find("the ranks disagree on the device: 1 of 2 found a usable GPU"), std::string::npos) << out;
-    EXPECT_NE(out.find("found none (no CUDA-capable device is detected)"), std::string::npos) << out;
+    EXPECT_NE(out.find("these found none:\n  rank 1 ("), std::string::npos) << out;
+    EXPECT_NE(out.find(": no CUDA-capable device is detected)"), std::string::npos) << out;
+    EXPECT_EQ(out.find("on rank 1 of 2"), std::string::npos) << "said once, by rank 0\n" << out;
 }
 
 // One GPU per rank, told apart by UUID: two ranks that see the node's one GPU are refused; two that each see only

@@ -4,7 +4,7 @@
 // and turns an error on any rank into a message and a non-zero exit of every rank.
 #pragma once
 #include <omp.h>
-#include <unistd.h>  // gethostname
+#include <unistd.h>  // gethostname, sleep
 
 #include <cstdint>
 #include <cstdio>
@@ -112,15 +112,20 @@ inline std::string host_name() {
 
 // Every rank must take the same backend: with --device auto, a node whose GPUs are not usable (a driver mismatch, an
 // empty CUDA_VISIBLE_DEVICES) would run its ranks on the CPU while the others wait for them in NCCL's set-up: a hang,
-// or an MPI error about message sizes. A collective; every rank fails alike.
+// or an MPI error about message sizes. A collective; every rank fails alike, with one message naming the ranks that
+// found none and why (rank 0 says it: say_error).
 inline void check_ranks_agree_on_device(Comm& comm, const DeviceChoice& d) {
-    double on_gpu = d.cuda ? 1 : 0;
-    comm.allreduce_sum(&on_gpu, 1);
+    const std::vector<std::string> all = all_gather_string(comm, d.cuda ? "" : host_name() + ": " + d.why);
+    std::string none;
+    int on_gpu = 0;
+    for (int r = 0; r < comm.size(); r++) {
+        if (all[r].empty()) on_gpu++;
+        else none += format("\n  rank %d (%s)", r, all[r].c_str());
+    }
     if (on_gpu == 0 || on_gpu == comm.size()) return;
-    fail("the ranks disagree on the device: %d of %d found a usable GPU; rank %d (%s) %s\n---> HINT: check the "
+    fail("the ranks disagree on the device: %d of %d found a usable GPU; these found none:%s\n---> HINT: check the "
          "driver and CUDA_VISIBLE_DEVICES on the nodes without one; --device cuda makes such a rank fail with its "
-         "reason, --device cpu runs every rank on the CPU", (int)on_gpu, comm.size(), comm.rank(), host_name().c_str(),
-         d.cuda ? "did" : ("found none (" + d.why + ")").c_str());
+         "reason, --device cpu runs every rank on the CPU", on_gpu, comm.size(), none.c_str());
 }
 
 inline void print_cpu_device(int gpus) {
@@ -230,6 +235,20 @@ int run_on_device(RunSetup& s, Train&& train) {
     return train(be, s);
 }
 
+// The error that ends a rank, on stderr after what it printed before (also when both go to one file). The ranks of a
+// job mostly fail alike (their flags are checked to be the same, they read the same files), and N copies of one
+// message bury it: a rank other than 0 first waits a moment for rank 0's MPI_Abort to end the job, and says its error
+// (naming itself) only when it is still running then, an error of its own (a file its node lacks, its GPU's fault).
+inline void say_error(Comm* comm, const char* program, const char* kind, const char* what) {
+    std::fflush(stdout);
+    if (comm && comm->size() > 1 && comm->rank() > 0) {
+        sleep(3);
+        std::fprintf(stderr, "%s: %s on rank %d of %d: %s\n", program, kind, comm->rank(), comm->size(), what);
+    } else {
+        std::fprintf(stderr, "%s: %s: %s\n", program, kind, what);
+    }
+}
+
 // main() of both trainers: set up the ranks, the run and the device, run `train`, and on an error print it and
 // end every rank (a rank that returned normally would leave the others waiting in a collective forever).
 template <class Train>
@@ -248,13 +267,11 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
         if (!make_run_setup(s, arch, program, argc, argv, *comm, &code)) return code;
         return run_on_device(s, train);
     } catch (const UserError& e) {
-        std::fflush(stdout);  // what was printed before comes before the error, also when both go to one file
-        std::fprintf(stderr, "%s: error: %s\n", program, e.what());
         code = 1;
+        say_error(comm.get(), program, "error", e.what());
     } catch (const std::exception& e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
         code = 2;
+        say_error(comm.get(), program, "internal error", e.what());
     }
     if (comm && comm->size() > 1) comm_abort(*comm, code);
     return code;
