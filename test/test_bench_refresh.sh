@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/bench_refresh on the CPU at toy sizes (its numbers mean nothing here): a synthetic width prints its row with
 # the fallback column; --npy times two dumps of a real site (gpt2-mini fch_gelu, layer 0, steps 0 and 1 of a
-# 2-step baseline run); a malformed --npy or dumps of different widths exit 1 with what went wrong.
+# 2-step baseline run); a malformed --npy or dumps of different widths exit 1 with what went wrong; --help lists
+# the flags.
 # Usage: test_bench_refresh.sh [BENCH_REFRESH] (default build/tools/bench_refresh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,4 +35,10 @@ timeout -k 10 300 ./train_gpt2 --model gpt2-mini --device cpu --prac none --batc
 out=$("$B" --npy "$W/ln1.npy,$W/d1.npy" 2>&1); rc=$?
 [ "$rc" = 1 ] && grep -q "must be (N, n) activations of one site" <<<"$out" \
   && ok "--npy of two widths: exit 1, says so" || bad "--npy two widths (rc=$rc): $out"
+out=$("$B" --help 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q -- "--exact-max-n N" <<<"$out" && ok "--help: exit 0, lists the flags" \
+  || bad "--help (rc=$rc): $out"
+out=$("$B" --widht 96 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q -- "unknown argument --widht" <<<"$out" && ok "an unknown flag: exit 1, says so" \
+  || bad "unknown flag (rc=$rc): $out"
 exit $fail

@@ -120,7 +120,16 @@ int main(int argc, char** argv) {
             }
             return argv[++i];
         };
-        if (a == "--quick") quick = true;
+        if (a == "-h" || a == "--help") {
+            std::printf("usage: bench_gpu_refresh [--quick] [--N TOKENS] [--widths 768,2048,...] [--reps R]\n\n"
+                        "One PRAC refresh per site width on the CUDA backend, exact vs subspace, side by side.\n"
+                        "  --quick       N 8192 and widths 768,2048,4096\n"
+                        "  --N TOKENS    rows of the site's activation (default 32768)\n"
+                        "  --widths W,.. site widths (default 768,2048,3072,4096,5461,10922)\n"
+                        "  --reps R      median of R timed calls after a warm-up (default 3)\n"
+                        "Exits 77 without a GPU (1 with REQUIRE_GPU=1).\n");
+            return 0;
+        } else if (a == "--quick") quick = true;
         else if (a == "--N") N = std::atoi(val().c_str());
         else if (a == "--reps") reps = std::atoi(val().c_str());
         else if (a == "--widths") {
@@ -128,8 +137,7 @@ int main(int argc, char** argv) {
             std::string w;
             while (std::getline(ss, w, ',')) widths.push_back(std::atoi(w.c_str()));
         } else {
-            std::fprintf(stderr, "bench_gpu_refresh: unknown flag %s\n---> HINT: --quick, --N, --widths, --reps\n",
-                         a.c_str());
+            std::fprintf(stderr, "bench_gpu_refresh: unknown flag %s\n---> HINT: --help lists them\n", a.c_str());
             return 2;
         }
     }

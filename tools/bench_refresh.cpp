@@ -136,6 +136,22 @@ int main(int argc, char** argv) {
                 if (i + 1 >= argc) fail("%s needs a value", a.c_str());
                 return argv[++i];
             };
+            if (a == "-h" || a == "--help") {
+                std::printf(
+                    "usage: bench_refresh [--N TOKENS] [--max-elems E] [--widths 768,2048,...] [--exact-max-n N] "
+                    "[--model M]\n       bench_refresh --npy PREV.npy,CUR.npy\n\n"
+                    "One PRAC refresh per site width on the CPU backend, exact vs subspace, side by side, and the "
+                    "amortized\nrefresh cost at T1 = T2 = 500 as a fraction of a training step.\n"
+                    "  --N TOKENS       rows of the site's activation (default 32768; scaled down to fit --max-elems, "
+                    "said so)\n"
+                    "  --max-elems E    most floats of one activation (default 33554432: 128 MiB)\n"
+                    "  --widths W,...   site widths (default 768,2048,3072,4096,5461,10922)\n"
+                    "  --exact-max-n N  widths above N skip the exact path (default 5461; minutes on 2 cores)\n"
+                    "  --model M        the model whose step time the amortized cost is a fraction of (default "
+                    "llama-130m; none: skip)\n"
+                    "  --npy PREV,CUR   one dumped site at two steps (trainers' --dump-site) instead of synthetic ones\n");
+                return 0;
+            }
             if (a == "--N") N_full = std::stoi(val());
             else if (a == "--max-elems") max_elems = std::stoull(val());
             else if (a == "--exact-max-n") exact_max = std::stoi(val());
@@ -151,8 +167,7 @@ int main(int argc, char** argv) {
                 std::stringstream ss(val());
                 std::string w;
                 while (std::getline(ss, w, ',')) widths.push_back(std::stoi(w));
-            } else fail("unknown argument %s\n---> HINT: --N, --max-elems, --widths, --exact-max-n, --model, --npy",
-                        a.c_str());
+            } else fail("unknown argument %s\n---> HINT: --help lists them", a.c_str());
         }
         CHECK_USER(N_full > 0 && max_elems > 0, "--N and --max-elems must be positive");
         for (int n : widths) CHECK_USER(n >= 1, "--widths: every width must be positive (got %d)", n);

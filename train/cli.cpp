@@ -567,7 +567,9 @@ std::string train_options_help(Arch arch, const char* program) {
     std::vector<FlagDef> shown(std::begin(FLAGS), std::end(FLAGS));
     s += flag_table_help(shown.data(), shown.size(), &defaults, [arch](const FlagDef& f) -> std::string {
         if (std::string(f.name) == "--model") return arch == Arch::GPT2 ? " [gpt2-124m]" : " [llama-130m]";
-        if (std::string(f.name) == "--warmup" || std::string(f.name) == "--seq-len") return "";
+        // defaults that depend on the model or the ranks, said in the flag's help
+        for (const char* said : {"--warmup", "--seq-len", "--watchdog"})
+            if (std::string(f.name) == said) return "";
         return "?";
     });
     s += "\nExamples:\n";
