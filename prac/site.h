@@ -307,8 +307,8 @@ struct ActivationDump {
         for (size_t i = 1; i < N && ld != n; i++)  // the rows, packed (row i moves down; nothing is overwritten early)
             std::copy(host.begin() + i * ld, host.begin() + i * ld + n, host.begin() + i * n);
         write_npy_f32(path, host.data(), {(int64_t)N, (int64_t)n});
-        std::printf("dumped site %s layer %d at step %lld: (%zu, %d) -> %s\n", site.c_str(), layer, (long long)step, N,
-                    n, path.c_str());
+        std::printf("dumped site %s layer %d at --dump-step %lld (the step printed as %lld, its first micro-batch): "
+                    "(%zu, %d) -> %s\n", site.c_str(), layer, (long long)step, (long long)step + 1, N, n, path.c_str());
         done = true;
     }
 };

@@ -12,6 +12,8 @@
 #include <map>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -214,6 +216,53 @@ TEST(DataParallel, AnErrorIsSaidOnceAndARanksOwnErrorIsSaid) {
     EXPECT_NE(out.find("train_gpt2: error on rank 1 of 2: test: an error at train.step_done"), std::string::npos)
         << out;
     EXPECT_NE(out.find("rank 1: ending all 2 ranks of the job"), std::string::npos) << out;
+}
+
+// The same command is not the same job when the ranks find other files under its names (node-local copies, another
+// working directory: here each rank runs in its own, whose t_train.bin differ) or run other programs (an MPMD launch
+// of train_gpt2 and train_llama). Both used to go on: other data trained with exit 0 (a checkpoint records rank 0's
+// files alone), other programs died inside MPI with a truncated message. Now each is refused, naming what differs:
+// the file's sizes; with the same size and --ckpt-dir, its content (two tokens swapped); the programs.
+TEST(DataParallel, RanksWithOtherDataOrProgramsAreRefused) {
+    const std::string d = tmpdir(), train = std::string(PRAC_SOURCE_DIR) + "/data/builtin/austen_gpt2_train.bin",
+                      val = std::string(PRAC_SOURCE_DIR) + "/data/builtin/austen_gpt2_val.bin";
+    ASSERT_EQ(run_shell("mkdir -p " + d + "/a " + d + "/b " + d + "/c && cp " + train + " " + d + "/a/t_train.bin && cp " +
+                        val + " " + d + "/b/t_train.bin && cp " + train + " " + d + "/c/t_train.bin"), 0);
+    {  // c: a's tokens 0 and 1 swapped (after the 1024-byte header; uint16 tokens)
+        std::fstream f(d + "/c/t_train.bin", std::ios::in | std::ios::out | std::ios::binary);
+        char t[4];
+        f.seekg(1024);
+        f.read(t, 4);
+        const char swapped[4] = {t[2], t[3], t[0], t[1]};
+        f.seekp(1024);
+        f.write(swapped, 4);
+    }
+    const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
+    auto in_dirs = [&](const std::string& dir1, const std::string& extra) {
+        std::string out;
+        int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var + " = 1 ]; then cd " + d + "/" +
+                               dir1 + "; else cd " + d + "/a; fi; exec " + bin("train_gpt2") + TRAIN_ARGS +
+                               " --steps 2 --train-data t_train.bin --val-data " + val + extra + "'",
+                           &out);
+        return std::make_pair(rc, out);
+    };
+    auto [rc, out] = in_dirs("b", "");
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("--train-data: the ranks read other data: t_train.bin is "), std::string::npos) << out;
+    EXPECT_NE(out.find(" bytes on rank 0, "), std::string::npos) << out;
+    EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
+    std::tie(rc, out) = in_dirs("c", " --ckpt-dir " + d + "/ck");
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("t_train.bin has other content on rank 1 than on rank 0"), std::string::npos) << out;
+    std::tie(rc, out) = in_dirs("a", "");
+    EXPECT_EQ(rc, 0) << "the same files: " << out;
+
+    rc = run_shell("timeout 300 env " + mpirun_2() + "-n 1 " + bin("train_gpt2") + TRAIN_ARGS + " : -n 1 " +
+                       bin("train_llama") + TRAIN_ARGS,
+                   &out);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("rank 1 runs train_llama, rank 0 train_gpt2"), std::string::npos) << out;
+    run_shell("rm -rf " + d);
 }
 
 // A rank that stops (here SIGSTOP right after step 2: common/kill_point.h) left the other waiting in the next step's

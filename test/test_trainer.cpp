@@ -707,6 +707,30 @@ void expect_same_checkpoint(const TempDir& dir, const std::string& a, const std:
 
 }  // namespace
 
+// --watchdog on one rank. A step longer than SEC (gpt2-mini, B 8 x 256 on the CPU: about a second; SEC 1) ends the
+// run with 124 and the watchdog's line after what the run printed; exit() from the watchdog's thread used to run
+// OpenBLAS's destructors under the main thread: a segfault (139) in about one run of three, so three runs. And a
+// --sample longer than SEC (300 tokens of gpt2-tiny: about 3 s) is progress: it used to end a finished run with 124
+// before --save wrote anything.
+TEST(TrainerBinary, TheWatchdogAloneEndsWith124AndASampleIsProgress) {
+    TempDir dir;
+    for (int i = 0; i < 3; i++) {
+        RunResult r = run_merged("train_gpt2", {"--model", "gpt2-mini", "--device", "cpu", "--batch-size", "8",
+                                                "--seq-len", "256", "--steps", "2", "--eval-tokens", "64",
+                                                "--watchdog", "1"}, dir, 120);
+        EXPECT_EQ(r.rc, 124) << describe(r);
+        const size_t said = r.out.find("rank 0: no progress for 1 s (--watchdog 1): stuck in the training step of "
+                                       "step 1");
+        EXPECT_NE(said, std::string::npos) << describe(r);
+        EXPECT_LT(r.out.find("memory: parameters"), said) << "the run's output first\n" << describe(r);
+    }
+    RunResult r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--sample", "300",
+                                                  "--watchdog", "1", "--save", dir / "saved"}), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "sample (300 tokens)")) << describe(r);
+    EXPECT_TRUE(fs::exists(dir / "saved/model.safetensors")) << describe(r);
+}
+
 // What can be checked before a run starts is checked before its tables are printed (output paths included), and an
 // error is the last thing printed also when stdout and stderr go to one file (stdout used to be flushed at exit, after
 // the error).
@@ -989,6 +1013,8 @@ TEST(TrainerBinary, FlagsNoticedAsUnusedChangeNothing) {
          {"--prac", "pac", "--prac-linear-ranks", "8,8", "--prac-k-mult", "2", "--prac-t2", "2"}},
         {{"--prac", "rac"}, {"--prac", "rac", "--prac-refresh", "exact", "--prac-t1", "2"}},
         {{}, {"--galore-rank", "8", "--muon-momentum", "0.5", "--rso-rank", "4"}},
+        {{"--prac", "prac", "--prac-classes", "linear"},
+         {"--prac", "prac", "--prac-classes", "linear", "--prac-nonlinear", "0.9,0.9", "--prac-nonlinear-ranks", "8,8"}},
     };
     int n = 0;
     for (const auto& pair : pairs) {
@@ -1084,6 +1110,26 @@ TEST(TrainerResume, ChangedRefreshSettingsAreRefused) {
     RunResult r = run_trainer("train_gpt2", args(same), dir, 120);
     ASSERT_EQ(r.rc, 0) << describe(r);
     EXPECT_TRUE(contains(r.out, "at step 2 of 4")) << describe(r);
+}
+
+// The resume key spelled the absolute ranks right after the fractions, so --prac-linear 0.3,0.31 with ranks 6,16 and
+// 0.3,0.3 with 16,16 were both "lin 0.3,0.316,16": the resume passed the check and failed later on a basis of
+// another shape ("no PRAC state for site ..."). Now the key names the ranks, and the refusal names the setting.
+TEST(TrainerResume, OtherAbsoluteRanksAreRefusedNamingThem) {
+    TempDir dir;
+    auto args = [&](const char* fractions, const char* ranks, bool resume) {
+        std::vector<std::string> a = tiny({"--steps", "4", "--eval-tokens", "64", "--ckpt-every", "2", "--ckpt-dir",
+                                           dir / "c", "--prac", "prac", "--prac-linear", fractions,
+                                           "--prac-linear-ranks", ranks});
+        if (resume) a.push_back("--resume");
+        return a;
+    };
+    RunResult first = run_merged("train_gpt2", args("0.3,0.31", "6,16", false), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=2");
+    ASSERT_EQ(first.rc, 137) << describe(first);
+    RunResult other = run_trainer("train_gpt2", args("0.3,0.3", "16,16", true), dir, 120);
+    expect_user_error_exit(other, "train_gpt2", {"run.prac = prac lin 0.3,0.31 ranks 6,16 nonlin", "HINT"});
+    RunResult same = run_trainer("train_gpt2", args("0.3,0.31", "6,16", true), dir, 120);
+    ASSERT_EQ(same.rc, 0) << describe(same);
 }
 
 // Runs `a` and `b` of `steps` steps (logs dir/NAME.jsonl, checkpoints dir/NAME/) are the same run: every step's

@@ -70,7 +70,8 @@ const Flag FLAGS[] = {
     F("--log", "FILE", STR, log, "write JSONL metrics (one object per step and per evaluation; a resumed run appends)"),
     F("--log-interval", "N", INT, log_interval, "print a step line every N steps"),
     F("--eval-protocol", "tokens|galore", STR, eval_protocol,
-      "tokens: ceil(--eval-tokens / (B*T)) batches, mean over their tokens; galore: batches until more than "
+      "tokens: ceil(--eval-tokens / (B*T)) micro-batches (with R ranks, ceil(--eval-tokens / (R*B*T)) on each, at "
+      "least one), mean over their tokens; galore: batches until more than "
       "--eval-tokens non-pad tokens (GaLore's C4 protocol: 10000000), mean of the batch means"),
     F("--on-nonfinite", "stop|skip", STR, on_nonfinite,
       "a NaN/Inf loss or gradient norm stops the run (after a checkpoint of the last good state) or skips the step"),
@@ -144,7 +145,7 @@ const Flag FLAGS[] = {
     F("--dump-site", "NAME", STR, dump_site,
       "write this site's input activation (N, n) to --dump-path as .npy (sites: resid ln1 resid_mid ln2, GPT-2 fch fch_gelu, LLaMA fch_gate fch_up fch_act)"),
     F("--dump-layer", "L", INT, dump_layer, "layer of --dump-site"),
-    F("--dump-step", "S", INT, dump_step, "step (0-based) of --dump-site"),
+    F("--dump-step", "S", INT, dump_step, "step (0-based) of --dump-site; its first micro-batch with --grad-accum"),
     F("--dump-path", "FILE", STR, dump_path, "output of --dump-site"),
     F("--plan", "", BOOL, plan, "print the exact memory plan for this config and exit (no GPU needed)"),
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
@@ -619,6 +620,10 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     if (o.prac == "rac")
         notice(overlap ? given_of({"--prac-refresh"}) : given_of({"--prac-t1", "--prac-refresh"}),
                "rac computes no Q1 (its whole rank is random)");
+    if (o.prac != "none" && o.prac_classes == "linear")
+        notice(given("--prac-nonlinear"), "--prac-classes linear compresses no nonlinear site");
+    if (o.prac != "none" && o.prac_classes == "nonlinear")
+        notice(given("--prac-linear"), "--prac-classes nonlinear compresses no linear site");
     for (const char* opt : {"galore", "muon", "rso"})
         if (o.optimizer != opt)
             notice(given(format("--%s-", opt).c_str()),

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,7 +56,8 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
 // fine for the short samples this is for (a look at what the model learned). A stop signal (`stop` set: SIGINT,
 // SIGTERM) ends it early with the tokens so far; returns that signal, or 0.
 template <class Model>
-int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volatile std::sig_atomic_t& stop) {
+int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volatile std::sig_atomic_t& stop,
+                 const std::function<void()>& each_token = {}) {
     int T = model.T, V = model.cfg.vocab_size, B = model.B;
     std::unique_ptr<Tokenizer> tok = sample_decoder(arch, opts);
     // a tokenizer smaller than the model's vocabulary (the built-in 8k SentencePiece model under LLaMA's 32000 rows)
@@ -84,7 +86,8 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
                 break;
             }
         ctx.push_back(next);
-        kill_point("sample.token");  // tests: a signal while sampling (common/kill_point.h)
+        if (each_token) each_token();  // the watchdog's progress mark: a long sample is progress
+        kill_point("sample.token");    // tests: a signal while sampling (common/kill_point.h)
     }
     if (sig) std::printf("sample (%zu of %d tokens: stopped by signal %d):\n", ctx.size() - 1, opts.sample, sig);
     else std::printf("sample (%d tokens):\n", opts.sample);

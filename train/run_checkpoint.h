@@ -25,6 +25,17 @@ inline std::string prac_refresh_key(const TrainOptions& o) {
            format("--prac-initial-spread %d --prac-refresh-overlap %d", p.initial_spread, p.overlap);
 }
 
+// The run.prac resume key. The absolute ranks follow their fractions after " ranks " (older checkpoints joined them
+// without one, so "0.3,0.31" + "6,16" read as "0.3,0.3" + "16,16": `joined` spells that, which they still match);
+// storage act is not spelled (checkpoints from before fp8 storage match).
+inline std::string prac_key(const TrainOptions& o, bool joined = false) {
+    auto ranks = [&](const std::string& r) { return r.empty() || joined ? r : " ranks " + r; };
+    return format("%s lin %s%s nonlin %s%s t1 %d t2 %d k %g classes %s", o.prac.c_str(), o.prac_linear.c_str(),
+                  ranks(o.prac_linear_ranks).c_str(), o.prac_nonlinear.c_str(), ranks(o.prac_nonlinear_ranks).c_str(),
+                  o.prac_t1, o.prac_t2, o.prac_k_mult, o.prac_classes.c_str()) +
+           (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved());
+}
+
 // The settings a continuation must share with the run that wrote the checkpoint (anything that changes the
 // arithmetic or the data order). Keys are stored as metadata and compared on resume. Not among them: --steps (a
 // resume may extend or shorten the run: the schedule of the steps to come spans the new --steps), and the training
@@ -46,10 +57,7 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
                               (o.optimizer_states != "fp32" ? " states " + o.optimizer_states : "")},
         {"seed", std::to_string(o.seed)},
         {"shuffle", o.shuffle ? "1" : "0"},
-        {"prac", format("%s lin %s%s nonlin %s%s t1 %d t2 %d k %g classes %s", o.prac.c_str(), o.prac_linear.c_str(),
-                        o.prac_linear_ranks.c_str(), o.prac_nonlinear.c_str(), o.prac_nonlinear_ranks.c_str(), o.prac_t1,
-                        o.prac_t2, o.prac_k_mult, o.prac_classes.c_str()) +
-                     (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved())},  // act: older checkpoints match
+        {"prac", prac_key(o)},
         {"recompute", std::to_string(o.recompute)},
         {"prac_refresh", prac_refresh_key(o)},
         // what the model key's shape leaves out (a config's rope_theta and eps; named configs fix both)
@@ -73,6 +81,7 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
         if ((k == "prac_refresh" || k == "model_numerics" || k == "tokenizer") && !st.has_meta("run." + k)) continue;
         if (k == "model" && st.has_meta("run.model") && model_key_shape(st.get("run.model")) == model_key_shape(v))
             continue;
+        if (k == "prac" && st.has_meta("run.prac") && st.get("run.prac") == prac_key(o, true)) continue;
         if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&
             st.get("run.prac") + " storage fp8" == v)
             fail("cannot resume from %s: it stores PRAC's projections in the activation dtype, and this run would "

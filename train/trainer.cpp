@@ -120,13 +120,13 @@ std::vector<std::string> data_files_of(const std::string& pattern, const char* f
     return files;
 }
 
-std::string data_fingerprint(const std::vector<std::string>& files) {
+std::string data_fingerprint(const std::vector<std::string>& files, bool checksums) {
     std::string id;
     for (const std::string& f : files) {
         struct stat st;
         if (stat(f.c_str(), &st) != 0) fail("cannot read %s: %s", f.c_str(), std::strerror(errno));
-        id += format("%s%lld:%016llx", id.empty() ? "" : ";", (long long)st.st_size,
-                     (unsigned long long)file_checksum(f));
+        id += format("%s%lld", id.empty() ? "" : ";", (long long)st.st_size);
+        if (checksums) id += format(":%016llx", (unsigned long long)file_checksum(f));
     }
     return id;
 }
@@ -231,8 +231,14 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
 // with exit 0). The flags are compared as the parser reads them, flag -> its last value (order, repeats and
 // --flag=value vs --flag value do not matter); fails on every rank, naming the first rank that differs and each
 // flag that differs with both ranks' values.
-static void check_same_arguments(Comm& comm, int argc, char** argv) {
+static void check_same_arguments(Comm& comm, const char* program, int argc, char** argv) {
     if (comm.size() < 2) return;
+    // an MPMD launch of two programs (train_gpt2 : train_llama) failed later inside MPI (a truncated message)
+    const std::vector<std::string> programs = all_gather_string(comm, program);
+    for (int r = 1; r < comm.size(); r++)
+        if (programs[r] != programs[0])
+            fail("rank %d runs %s, rank 0 %s\n---> HINT: every rank must run the same command: launch one for all "
+                 "(mpirun -np N %s ...)", r, programs[r].c_str(), programs[0].c_str(), programs[0].c_str());
     std::string mine;
     for (int i = 1; i < argc; i++) mine += std::string(argv[i]) + '\n';
     const std::vector<std::string> all = all_gather_string(comm, mine);
@@ -279,7 +285,7 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     s.program = program;
     TrainOptions& opts = s.opts;
     parse_train_options(opts, argc, argv);
-    check_same_arguments(comm, argc, argv);
+    check_same_arguments(comm, program, argc, argv);
     const int rank = comm.rank();
     // only rank 0 reports: the other ranks' stdout goes nowhere (their errors still reach stderr)
     if (rank != 0 && !std::freopen("/dev/null", "w", stdout)) fail("cannot silence the output of rank %d", rank);

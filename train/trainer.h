@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -50,8 +51,9 @@ void check_free_space(const std::string& dir, double bytes, const char* what);
 // The files a data pattern (--train-data / --val-data, named by `flag`) matches; none is an error naming the flag.
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag);
 // The identity of a run's training data for resume: each file's size and content checksum, in the loader's order
-// (the paths are not part of it: the same shards under another spelling are the same data).
-std::string data_fingerprint(const std::vector<std::string>& files);
+// (the paths are not part of it: the same shards under another spelling are the same data): "size:checksum;...";
+// without checksums (which read every byte), "size;...".
+std::string data_fingerprint(const std::vector<std::string>& files, bool checksums = true);
 // --init-from DIR holding a sharded Hugging Face checkpoint (model.safetensors.index.json, no model.safetensors):
 // refused as such (it read as a missing file).
 void refuse_sharded_checkpoint(const std::string& dir);
@@ -75,8 +77,8 @@ void print_site_table(const std::vector<Site>& sites, int L) {
                                     ? format("%-9s n=%-5d r1=%-4d r2=%-4d k=%-7.3f kept %.0f%% of the width",
                                              s.cls == SiteClass::LINEAR ? "linear" : "nonlinear", s.n, s.dims.r1,
                                              s.dims.r2, s.dims.k, 100.0 * s.r() / s.n)
-                                    : format("%-9s n=%-5d exact", s.cls == SiteClass::LINEAR ? "linear" : "nonlinear",
-                                             s.n)});
+                                    : format("%-9s n=%-5d %s", s.cls == SiteClass::LINEAR ? "linear" : "nonlinear",
+                                             s.n, s.recompute ? "recomputed in backward (--recompute)" : "exact")});
     print_table(format("PRAC sites (x %d layers)", L).c_str(), rows);
 }
 
@@ -144,6 +146,8 @@ struct Trainer {
                                             : model.param_buffer_numel,
                 opts.overlap_comm) {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
+        if (train_data) check_ranks_read_the_same_data(train_data->files(), train_shards, "--train-data");
+        check_ranks_read_the_same_data(val.files(), "", "--val-data");
         if (opts.resume) check_resume();
         check_prac_compresses(model.sites, prac.mode, opts.prac, opts.prac_classes, opts.recompute);
         val.check_every_token();  // a bad token fails now, not at the first evaluation (maybe after the training)
@@ -173,7 +177,14 @@ struct Trainer {
         if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
         const int stall_s = opts.watchdog >= 0 ? opts.watchdog : ranks > 1 ? 1800 : 0;
-        if (stall_s > 0) watchdog = std::make_unique<Watchdog>(stall_s, rank, [this] { comm_abort(comm, 124); });
+        // alone, the process ends at once: exit() from the watchdog's thread would run the destructors of libraries
+        // (OpenBLAS) the main thread is still inside, a crash instead of the status 124
+        if (stall_s > 0)
+            watchdog = std::make_unique<Watchdog>(stall_s, rank, [this] {
+                if (ranks > 1) comm_abort(comm, 124);
+                std::fflush(nullptr);
+                std::_Exit(124);
+            });
         install_stop_signals();
         run_start = std::chrono::steady_clock::now();
     }
@@ -185,8 +196,14 @@ struct Trainer {
         std::printf("val loss %.4f | perplexity %.3f | %lld tokens\n", loss, std::exp(loss), seen);
         log.eval(0, loss, seen);
         install_stop_signals();  // a long --sample stops on SIGINT / SIGTERM with the tokens so far
-        int stopped = opts.sample > 0 && rank == 0 ? print_sample(model, opts, cfg.arch, g_stop_signal) : 0;
+        int stopped = sample();
         return stopped ? 128 + stopped : 0;
+    }
+
+    // --sample's text, on rank 0 (each token is progress for the watchdog); the signal that stopped it, or 0
+    int sample() {
+        if (opts.sample <= 0 || rank != 0) return 0;
+        return print_sample(model, opts, cfg.arch, g_stop_signal, [this] { progress("--sample", steps_done); });
     }
 
     // the watchdog's progress mark (nothing without one)
@@ -340,6 +357,7 @@ struct Trainer {
         for (const auto& s : model.sites) failures += s.failures;
         if (failures) std::printf("warning: %lld PRAC basis refreshes failed and kept the previous basis (see above)\n",
                                   (long long)failures);
+        check_replicas(opts.steps);  // before the final evaluation: copies that parted get no score
         long long seen = 0;
         auto e0 = std::chrono::steady_clock::now();
         float vl = validation_loss(&seen);
@@ -350,10 +368,10 @@ struct Trainer {
         std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total (evaluation %s)\n", vl,
                     std::exp(vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
         log.eval(opts.steps, vl, seen);
-        check_replicas(opts.steps);
         checkpoint(opts.steps, train_data->get_state());
-        int stopped = opts.sample > 0 && rank == 0 ? print_sample(model, opts, cfg.arch, g_stop_signal) : 0;
+        int stopped = sample();
         if (!opts.save.empty() && rank == 0) {
+            progress("--save", opts.steps);
             model.save_weights(opts.save + "/model.safetensors");
             write_hf_export(opts.save, cfg, data_tokenizer_file(cfg.arch, opts, builtin_data_dir()));
             std::printf("saved %s: model.safetensors, config.json, generation_config.json and the tokenizer (a Hugging "
@@ -478,19 +496,20 @@ struct Trainer {
             for (const OptimizerStateTensor& t : opt->state()) state = checksum(t.ptr(), t.nbytes(), state);
         std::vector<std::string> all = all_gather_string(comm, format("%016llx %016llx", (unsigned long long)params,
                                                                       (unsigned long long)state));
-        std::string differ;
+        std::string differ, sums = "rank 0 " + all[0];
         bool params_differ = false;
         for (int r = 1; r < ranks; r++)
             if (all[r] != all[0]) {
                 differ += format("%s%d", differ.empty() ? "" : ", ", r);
+                sums += format(", rank %d %s", r, all[r].c_str());
                 params_differ |= all[r].substr(0, 16) != all[0].substr(0, 16);
             }
         if (differ.empty()) return;
         fail("the ranks' copies of the model parted by step %lld: rank(s) %s hold other %s than rank 0 (checksums "
-             "of parameters and optimizer state: rank 0 %s, this rank %d %s); nothing was written for this step\n"
-             "---> HINT: resume from the last checkpoint (its replicas agreed); if it happens again, run every rank "
-             "on one GPU model, and report it with the command line", (long long)completed, differ.c_str(),
-             params_differ ? "parameters" : "optimizer state", all[0].c_str(), rank, all[rank].c_str());
+             "of parameters and optimizer state: %s); nothing was written for this step\n---> HINT: %sif it "
+             "happens again, run every rank on one GPU model, and report it with the command line",
+             (long long)completed, differ.c_str(), params_differ ? "parameters" : "optimizer state", sums.c_str(),
+             opts.ckpt_dir.empty() ? "" : "resume from the last checkpoint (its replicas agreed); ");
     }
 
     // Seconds left: the remaining steps at the mean step time so far, and the evaluations still due (periodic
@@ -535,6 +554,42 @@ struct Trainer {
         if (!opts.ckpt_dir.empty() && !opts.eval_only && rank == 0) prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
         if (!opts.dump_site.empty() && rank == 0) check_output_file(opts.dump_path, "--dump-path");
         return opts.val_data;
+    }
+    // Every rank must read one data set. Their flags are the same, but node-local copies (or another working
+    // directory) can hold other files under those names, and the ranks then trained on a mix with exit 0 (a
+    // checkpoint records rank 0's files alone). The ranks compare their files' sizes and, where the resume key has
+    // them (`fingerprint`: data_fingerprint, with --ckpt-dir), their checksums; a difference fails on every rank.
+    void check_ranks_read_the_same_data(const std::vector<std::string>& files, const std::string& fingerprint,
+                                        const char* flag) {
+        if (ranks == 1) return;
+        const std::vector<std::string> all =
+            all_gather_string(comm, fingerprint.empty() ? data_fingerprint(files, false) : fingerprint);
+        auto entries = [](const std::string& id) {  // "size[:checksum]" per file
+            std::vector<std::string> e;
+            std::istringstream in(id);
+            for (std::string x; std::getline(in, x, ';');) e.push_back(x);
+            return e;
+        };
+        const std::vector<std::string> first = entries(all[0]);
+        for (int r = 1; r < ranks; r++) {
+            const std::vector<std::string> other = entries(all[r]);
+            if (other == first) continue;
+            std::string what = format("rank 0 has %zu file(s), rank %d %zu", first.size(), r, other.size());
+            for (size_t i = 0; i < std::min(first.size(), other.size()) && i < files.size(); i++)
+                if (first[i] != other[i]) {
+                    const std::string size0 = first[i].substr(0, first[i].find(':'));
+                    const std::string size1 = other[i].substr(0, other[i].find(':'));
+                    what = size0 != size1 ? format("%s is %s bytes on rank 0, %s on rank %d", files[i].c_str(),
+                                                   size0.c_str(), size1.c_str(), r)
+                                          : format("%s has other content on rank %d than on rank 0 (size:checksum "
+                                                   "%s vs %s)", files[i].c_str(), r, other[i].c_str(),
+                                                   first[i].c_str());
+                    break;
+                }
+            fail("%s: the ranks read other data: %s\n---> HINT: every rank must see the same files (copy the data "
+                 "to every node alike, or use a shared file system; run every rank in one working directory)", flag,
+                 what.c_str());
+        }
     }
     // --resume's checkpoint: rank 0 picks it (checkpoint_resolve, which also tidies the directory) and tells the
     // others. Ranks that picked their own could see different directories (a node that has not seen a rename yet,
@@ -684,8 +739,9 @@ struct Trainer {
         int saved_ranks = (int)ranks_saved, saved_zero = (int)zero_saved;
         if ((saved_zero || opts.zero) && saved_ranks != ranks)
             fail("cannot resume %s: it was written by %d ranks with ZeRO-%d, this run has %d ranks with ZeRO-%d; "
-                 "ZeRO-1 runs resume only with the same number of ranks\n---> HINT: relaunch with mpirun -np %d",
-                 path.c_str(), saved_ranks, saved_zero, ranks, opts.zero, saved_ranks);
+                 "ZeRO-1 runs resume only with the same number of ranks\n---> HINT: relaunch with mpirun -np %d%s",
+                 path.c_str(), saved_ranks, saved_zero, ranks, opts.zero, saved_ranks,
+                 saved_zero ? "" : ", or without --zero 1 (a ZeRO-0 checkpoint resumes on any number of ranks)");
         check_compatible(st, "run.prac_shared", (int64_t)opts.prac_shared);
         model.load_weights(path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {

@@ -1,8 +1,9 @@
 // The watchdog of a data-parallel run. A rank that stops (a hung file system, a GPU that no longer answers, a
 // process stopped by a signal) leaves the other ranks waiting in a collective forever: the job holds its GPUs and
 // prints nothing. Each rank's Watchdog thread watches the progress marks its main thread leaves (beat(): a step
-// begins, an evaluation, a checkpoint); when none came for `seconds`, it says where this rank was and ends the whole
-// job through the callback (the trainer's: comm_abort, MPI_Abort), so the launcher returns with an error.
+// begins, an evaluation, a checkpoint, each --sample token, --save); when none came for `seconds`, it says where
+// this rank was and ends the whole job through the callback (the trainer's: comm_abort, MPI_Abort), so the launcher
+// returns with an error.
 // --watchdog SEC; docs/DESIGN.md section 8.5. Before the first beat nothing is watched (start-up: data, plans).
 #pragma once
 #include <atomic>
@@ -33,7 +34,7 @@ class Watchdog {
     Watchdog(const Watchdog&) = delete;
     Watchdog& operator=(const Watchdog&) = delete;
 
-    // The main thread begins `what` (a string literal: "training step", "evaluation", "checkpoint") at `step`.
+    // The main thread begins `what` (a string literal: "training step", "evaluation", "--sample", ...) at `step`.
     void beat(const char* what, int step) {
         what_.store(what);
         step_.store(step);
@@ -57,12 +58,15 @@ class Watchdog {
             std::time_t wall = std::time(nullptr) - (std::time_t)idle;
             char since[32];
             std::strftime(since, sizeof since, "%H:%M:%S", std::localtime(&wall));
+            std::fflush(stdout);  // what the run printed comes first, also when both go to one file
             std::fprintf(stderr,
                          "rank %d: no progress for %.0f s (--watchdog %d): stuck in the %s of step %d, begun at %s; "
                          "a rank has stopped or hung (this one, or one this one waits for in a collective): ending "
-                         "the job\n---> HINT: a rank that printed no such line, or one stuck elsewhere than the "
-                         "others, is the one that stopped; a step, an evaluation or a checkpoint that takes longer "
-                         "needs a larger --watchdog (0: off)\n",
+                         "the job\n---> HINT: every rank that waited says so, and a stopped rank may too when the "
+                         "launcher wakes it to end it (Open MPI sends SIGCONT): a rank stuck elsewhere than the "
+                         "others, or missing from these lines, is the one to look at, else the nodes' logs (dmesg, the "
+                         "file system); a step, an evaluation, a checkpoint or a --sample that takes longer needs a "
+                         "larger --watchdog (0: off)\n",
                          rank_, idle, seconds_, what_.load(), step_.load(), since);
             std::fflush(stderr);
             on_stall_();
