@@ -111,8 +111,8 @@ clean:
 help:
 	@echo "PRAC trainer (GPT-2 / LLaMA with PRAC activation compression)"
 	@echo ""
-	@echo "  make              configure into $(BUILD_DIR)/ and build (train_gpt2, train_llama, finetune_roberta, prac_analyze"
-	@echo "                    and prep_data at the repo root; benchmarks in $(BUILD_DIR)/tools/)"
+	@echo "  make              configure into $(BUILD_DIR)/ and build (train_gpt2, train_llama, finetune_roberta,"
+	@echo "                    prac_analyze and prep_data at the repo root; benchmarks in $(BUILD_DIR)/tools/)"
 	@echo "  make test         build, then ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(NPROC)"
 	@echo "  make train        build, then $(TRAIN_BIN) \$$(TRAIN_ARGS)"
 	@echo "  make train_gpt2   build one binary (likewise train_llama)"

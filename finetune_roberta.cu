@@ -64,12 +64,10 @@ int main(int argc, char** argv) {
         }
         return run_on_one_device(opts, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });
     } catch (const UserError& e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+        say_error(nullptr, program, "error", e.what());
         return 1;
     } catch (const std::exception& e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: internal error: %s\n", program, e.what());
+        say_error(nullptr, program, "internal error", e.what());
         return 2;
     }
 }

@@ -1,8 +1,10 @@
 // Errors that reach the user. Library code throws; each main catches, prints and exits non-zero.
 // Exceptions (not exit()) so tests can assert the message of every bad-input path.
 #pragma once
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +47,13 @@ inline std::string format(const char* fmt, ...) {
     std::string s = vformat(fmt, ap);
     va_end(ap);
     throw UserError(s);
+}
+
+// For programs whose result is what they print (--plan, prac_analyze): output that never reached the file (a full
+// disk, /dev/full) is an error, not exit 0.
+inline void check_stdout_written(const char* what) {
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+        fail("cannot write %s to the standard output (%s)", what, std::strerror(errno));
 }
 
 // check(cond, "...") for user-facing preconditions.

@@ -226,8 +226,9 @@ TEST(DataParallel, AnErrorIsSaidOnceAndARanksOwnErrorIsSaid) {
 TEST(DataParallel, RanksWithOtherDataOrProgramsAreRefused) {
     const std::string d = tmpdir(), train = std::string(PRAC_SOURCE_DIR) + "/data/builtin/austen_gpt2_train.bin",
                       val = std::string(PRAC_SOURCE_DIR) + "/data/builtin/austen_gpt2_val.bin";
-    ASSERT_EQ(run_shell("mkdir -p " + d + "/a " + d + "/b " + d + "/c && cp " + train + " " + d + "/a/t_train.bin && cp " +
-                        val + " " + d + "/b/t_train.bin && cp " + train + " " + d + "/c/t_train.bin"), 0);
+    ASSERT_EQ(run_shell("mkdir -p " + d + "/a " + d + "/b " + d + "/c && cp " + train + " " + d +
+                        "/a/t_train.bin && cp " + val + " " + d + "/b/t_train.bin && cp " + train + " " + d +
+                        "/c/t_train.bin"), 0);
     {  // c: a's tokens 0 and 1 swapped (after the 1024-byte header; uint16 tokens)
         std::fstream f(d + "/c/t_train.bin", std::ios::in | std::ios::out | std::ios::binary);
         char t[4];
@@ -240,8 +241,8 @@ TEST(DataParallel, RanksWithOtherDataOrProgramsAreRefused) {
     const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
     auto in_dirs = [&](const std::string& dir1, const std::string& extra) {
         std::string out;
-        int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var + " = 1 ]; then cd " + d + "/" +
-                               dir1 + "; else cd " + d + "/a; fi; exec " + bin("train_gpt2") + TRAIN_ARGS +
+        int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var + " = 1 ]; then cd " + d +
+                               "/" + dir1 + "; else cd " + d + "/a; fi; exec " + bin("train_gpt2") + TRAIN_ARGS +
                                " --steps 2 --train-data t_train.bin --val-data " + val + extra + "'",
                            &out);
         return std::make_pair(rc, out);

@@ -353,6 +353,18 @@ static void expect_rel(double got, double want, double tol, const std::string& w
     EXPECT_LE(std::fabs(got - want), tol * std::fabs(want)) << what << ": got " << got << ", want " << want;
 }
 
+// An analysis printed to a full disk (/dev/full) exited 0 with nothing written; now it is an error. The same check
+// guards the trainers' --plan (both through check_stdout_written).
+TEST_F(AnalyzeTest, OutputThatCannotBeWrittenIsAnError) {
+    for (const std::string& cmd : {quote(BINARY) + " " + quote(x_path) + " --json",
+                                   std::string(PRAC_SOURCE_DIR) + "/train_gpt2 --model gpt2-tiny --plan --json"}) {
+        const int status = std::system((cmd + " >/dev/full 2>" + quote(file("stderr"))).c_str());
+        EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << cmd;
+        EXPECT_NE(read_bytes(file("stderr")).find("to the standard output (No space left on device)"),
+                  std::string::npos) << cmd << "\n" << read_bytes(file("stderr"));
+    }
+}
+
 TEST_F(AnalyzeTest, SpectrumMatchesTheKnownSingularValues) {
     json j = run_json({x_path});
     std::vector<double> s = test_spectrum();

@@ -831,6 +831,9 @@ TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
     prep_fails(c, {"input files are not those", "1 files then, 2 now"});
     // Without --resume or --overwrite the earlier output is not touched.
     prep_fails(base, {"already exists", "--resume", "--overwrite"});
+    // a run that failed before its state file (a full disk) left shards --resume cannot continue: the hint says so
+    ASSERT_TRUE(fs::remove(path("p") + "_prep.json"));
+    prep_fails(base, {"already exists", "saved no state file", "so nothing can be resumed", "--overwrite"});
     auto d = base;
     d.push_back("--overwrite");
     prep_ok(d);

@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -707,27 +708,77 @@ void expect_same_checkpoint(const TempDir& dir, const std::string& a, const std:
 
 }  // namespace
 
-// --watchdog on one rank. A step longer than SEC (gpt2-mini, B 8 x 256 on the CPU: about a second; SEC 1) ends the
-// run with 124 and the watchdog's line after what the run printed; exit() from the watchdog's thread used to run
-// OpenBLAS's destructors under the main thread: a segfault (139) in about one run of three, so three runs. And a
-// --sample longer than SEC (300 tokens of gpt2-tiny: about 3 s) is progress: it used to end a finished run with 124
-// before --save wrote anything.
+// A --log whose writes fail (a full disk) lost its records with exit 0: /dev/full (every write ENOSPC) now ends the
+// run with the error; and a log that stops growing mid-run (a file size limit of 8 KiB: EFBIG after some 40
+// records; stdout stays under it with --log-interval 1000) keeps only whole records, valid JSONL for a resume.
+TEST(TrainerBinary, ALogThatCannotBeWrittenEndsTheRun) {
+    TempDir dir;
+    const std::vector<std::string> run = {"--model", "gpt2-tiny", "--batch-size", "2", "--seq-len", "32", "--steps",
+                                          "60", "--eval-tokens", "64", "--log-interval", "1000"};
+    std::vector<std::string> a = run;
+    a.insert(a.end(), {"--log", "/dev/full"});
+    RunResult full = run_trainer("train_gpt2", a, dir, 120);
+    expect_user_error_exit(full, "train_gpt2", {"cannot write the metrics log /dev/full: No space left on device"});
+
+    write_text(dir / "limit.sh", "#!/bin/bash\ntrap '' XFSZ\nulimit -f 8\nexec \"$@\"\n");
+    fs::permissions(dir / "limit.sh", fs::perms::owner_all);
+    a = run;
+    a.insert(a.end(), {"--log", dir / "m.jsonl"});
+    RunResult limited = run_merged("train_gpt2", a, dir, 120, dir / "limit.sh");
+    EXPECT_EQ(limited.rc, 1) << describe(limited);
+    EXPECT_TRUE(contains(limited.out, "cannot write the metrics log " + (dir / "m.jsonl") + ": File too large"))
+        << describe(limited);
+    const std::string log = read_bytes(dir / "m.jsonl");
+    ASSERT_FALSE(log.empty());
+    EXPECT_EQ(log.back(), '\n') << "a partial record was left";
+    std::istringstream lines(log);
+    int records = 0;
+    for (std::string line; std::getline(lines, line); records++)
+        EXPECT_TRUE(json::accept(line)) << "line " << records + 1 << ": " << line;
+    EXPECT_GT(records, 10);
+    EXPECT_LT(records, 60);
+}
+
+// --init-from one of our checkpoints (step_NNNNNNNN, which the README suggests for --eval-only) read its weights
+// without their checksums: a flipped bit gave another validation loss with exit 0. Now it is checked as a --resume
+// checks it; the intact checkpoint still loads.
+TEST(TrainerBinary, InitFromADamagedCheckpointIsRefused) {
+    TempDir dir;
+    RunResult r = run_trainer("train_gpt2", tiny({"--steps", "2", "--eval-tokens", "64", "--ckpt-dir", dir / "c"}),
+                              dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    const std::string step = dir / "c/step_00000002", copy = dir / "copy";
+    fs::copy(step, copy);
+    std::string weights = read_bytes(copy + "/model.safetensors");
+    weights[weights.size() - 3] ^= 0x10;  // a bit of the last tensor's last value
+    write_text(copy + "/model.safetensors", weights);
+    r = run_trainer("train_gpt2", tiny({"--eval-only", "--eval-tokens", "64", "--init-from", copy}), dir, 120);
+    expect_user_error_exit(r, "train_gpt2",
+                           {"--init-from " + copy + ": this checkpoint is damaged", "model.safetensors"});
+    r = run_trainer("train_gpt2", tiny({"--eval-only", "--eval-tokens", "64", "--init-from", step}), dir, 120);
+    EXPECT_EQ(r.rc, 0) << describe(r);
+}
+
+// --watchdog on one rank. An evaluation much longer than SEC (gpt2-mini, 49 forward micro-batches of 8 x 256 on the
+// CPU: about 10 s on 2 cores; SEC 1, so the run ends after about a second) ends the run with 124 and the watchdog's
+// line after what the run printed; exit() from the watchdog's thread used to run OpenBLAS's destructors under the
+// main thread: a segfault (139) in about one run of three, so three runs. And a --sample longer than SEC (600 tokens
+// of gpt2-tiny: about 6 s; SEC 2) is progress: it used to end a finished run with 124 before --save wrote anything.
 TEST(TrainerBinary, TheWatchdogAloneEndsWith124AndASampleIsProgress) {
     TempDir dir;
     for (int i = 0; i < 3; i++) {
         RunResult r = run_merged("train_gpt2", {"--model", "gpt2-mini", "--device", "cpu", "--batch-size", "8",
-                                                "--seq-len", "256", "--steps", "2", "--eval-tokens", "64",
+                                                "--seq-len", "256", "--eval-only", "--eval-tokens", "100000",
                                                 "--watchdog", "1"}, dir, 120);
         EXPECT_EQ(r.rc, 124) << describe(r);
-        const size_t said = r.out.find("rank 0: no progress for 1 s (--watchdog 1): stuck in the training step of "
-                                       "step 1");
+        const size_t said = r.out.find("rank 0: no progress for 1 s (--watchdog 1): stuck in the evaluation");
         EXPECT_NE(said, std::string::npos) << describe(r);
-        EXPECT_LT(r.out.find("memory: parameters"), said) << "the run's output first\n" << describe(r);
+        EXPECT_LT(r.out.find("parameters: "), said) << "the run's output first\n" << describe(r);
     }
-    RunResult r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--sample", "300",
-                                                  "--watchdog", "1", "--save", dir / "saved"}), dir, 120);
+    RunResult r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--sample", "600",
+                                                  "--watchdog", "2", "--save", dir / "saved"}), dir, 120);
     ASSERT_EQ(r.rc, 0) << describe(r);
-    EXPECT_TRUE(contains(r.out, "sample (300 tokens)")) << describe(r);
+    EXPECT_TRUE(contains(r.out, "sample (600 tokens)")) << describe(r);
     EXPECT_TRUE(fs::exists(dir / "saved/model.safetensors")) << describe(r);
 }
 
@@ -1014,7 +1065,8 @@ TEST(TrainerBinary, FlagsNoticedAsUnusedChangeNothing) {
         {{"--prac", "rac"}, {"--prac", "rac", "--prac-refresh", "exact", "--prac-t1", "2"}},
         {{}, {"--galore-rank", "8", "--muon-momentum", "0.5", "--rso-rank", "4"}},
         {{"--prac", "prac", "--prac-classes", "linear"},
-         {"--prac", "prac", "--prac-classes", "linear", "--prac-nonlinear", "0.9,0.9", "--prac-nonlinear-ranks", "8,8"}},
+         {"--prac", "prac", "--prac-classes", "linear", "--prac-nonlinear", "0.9,0.9", "--prac-nonlinear-ranks",
+          "8,8"}},
     };
     int n = 0;
     for (const auto& pair : pairs) {

@@ -149,7 +149,8 @@ int main(int argc, char** argv) {
                     "  --exact-max-n N  widths above N skip the exact path (default 5461; minutes on 2 cores)\n"
                     "  --model M        the model whose step time the amortized cost is a fraction of (default "
                     "llama-130m; none: skip)\n"
-                    "  --npy PREV,CUR   one dumped site at two steps (trainers' --dump-site) instead of synthetic ones\n");
+                    "  --npy PREV,CUR   one dumped site at two steps (trainers' --dump-site) instead of synthetic "
+                    "ones\n");
                 return 0;
             }
             if (a == "--N") N_full = std::stoi(val());

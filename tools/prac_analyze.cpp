@@ -89,7 +89,7 @@ static const char* HELP =
     "                          in that many passes, or Householder QR): a matter of speed, not of quality\n"
     "    tail_energy           T = ||X - X Q1 Q1ᵀ||_F² with the Q1 the trainer computes (--refresh)\n"
     "    tail_energy_spectrum  Σ_{i>r1} σ_i² (T for an exact Q1)\n"
-    "    tail_ratio            tail_energy / tail_energy_spectrum (>= 1 up to rounding; the bar for subspace: <= 1.02)\n"
+    "    tail_ratio            tail_energy / tail_energy_spectrum (>= 1 up to rounding; subspace's bar: 1.02)\n"
     "    tail_at_rounding      tail_energy_spectrum < 1e-8 ||X||_F²: X has rank <= r1 up to float32 rounding, and\n"
     "                          tail_ratio and mse_ratio measure the rounding (a warning says so)\n"
     "    bias_sq_theory        ||E[X~] - X||_F² = (c - 1)² T, c = k r2 / (n - r1); pac: T\n"
@@ -767,7 +767,7 @@ static int analyze_main(int argc, char** argv) {
 
     if (a.json) std::printf("%s\n", j.dump().c_str());
     else print_table(j, a);
-    std::fflush(stdout);
+    check_stdout_written("the analysis");
     if (!a.png.empty()) plot(script, j, a.png);
     return 0;
 }

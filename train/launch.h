@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <unistd.h>  // gethostname, sleep
 
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>  // getenv, setenv
@@ -236,13 +237,18 @@ int run_on_device(RunSetup& s, Train&& train) {
 }
 
 // The error that ends a rank, on stderr after what it printed before (also when both go to one file). The ranks of a
-// job mostly fail alike (their flags are checked to be the same, they read the same files), and N copies of one
-// message bury it: a rank other than 0 first waits a moment for rank 0's MPI_Abort to end the job, and says its error
+// job mostly fail alike (their flags, program and data are checked to be the same), and N copies of one message bury
+// it: a rank other than 0 first waits SAY_ERROR_WAIT_S for rank 0's MPI_Abort to end the job, and says its error
 // (naming itself) only when it is still running then, an error of its own (a file its node lacks, its GPU's fault).
+// The wait takes SIGTERM and SIGINT back from the trainer's handlers: Open MPI's abort sends SIGTERM, which would
+// otherwise end the wait early and print the copy. (Errors before MPI_Init, of which there are few, every rank says.)
+constexpr unsigned SAY_ERROR_WAIT_S = 5;
 inline void say_error(Comm* comm, const char* program, const char* kind, const char* what) {
     std::fflush(stdout);
     if (comm && comm->size() > 1 && comm->rank() > 0) {
-        sleep(3);
+        std::signal(SIGTERM, SIG_DFL);
+        std::signal(SIGINT, SIG_DFL);
+        for (unsigned left = SAY_ERROR_WAIT_S; left > 0;) left = sleep(left);
         std::fprintf(stderr, "%s: %s on rank %d of %d: %s\n", program, kind, comm->rank(), comm->size(), what);
     } else {
         std::fprintf(stderr, "%s: %s: %s\n", program, kind, what);

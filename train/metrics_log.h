@@ -1,11 +1,12 @@
-// JSONL metrics: one object per optimizer step and per evaluation, appended and flushed line by line so a
+// JSONL metrics: one object per optimizer step and per evaluation, appended line by line (one write each) so a
 // killed run keeps everything it logged. Non-finite numbers are written as null (JSON has no NaN).
 #pragma once
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -15,27 +16,22 @@
 #include "common/error.h"
 
 struct MetricsLog {
-    FILE* f = nullptr;
+    int fd = -1;
+    std::string path;
     // start_over: an earlier run's records are dropped (--overwrite), at this run's first record (a run refused
     // before it leaves them); otherwise records are appended (a resumed run's log goes on; --eval-only adds its
     // evaluation)
     bool truncate_first = false;
-    MetricsLog(const std::string& path, bool start_over) : truncate_first(start_over) {
+    MetricsLog(const std::string& path, bool start_over) : path(path), truncate_first(start_over) {
         if (path.empty()) return;
         std::error_code ec;  // its directory is made, as --save's and --ckpt-dir's are
         const std::filesystem::path dir = std::filesystem::path(path).parent_path();
         if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-        f = std::fopen(path.c_str(), "a");
-        if (!f) fail("cannot open the metrics log %s for appending: %s", path.c_str(), std::strerror(errno));
-    }
-    // before each record: the --overwrite truncation, once
-    void begin_record() {
-        if (!truncate_first) return;
-        truncate_first = false;
-        if (ftruncate(fileno(f), 0) != 0) fail("cannot empty the metrics log for --overwrite: %s", std::strerror(errno));
+        fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) fail("cannot open the metrics log %s for appending: %s", path.c_str(), std::strerror(errno));
     }
     ~MetricsLog() {
-        if (f) std::fclose(f);
+        if (fd >= 0) ::close(fd);
     }
     MetricsLog(const MetricsLog&) = delete;
     MetricsLog& operator=(const MetricsLog&) = delete;
@@ -43,28 +39,19 @@ struct MetricsLog {
     static std::string num(double x) { return std::isfinite(x) ? format("%.9g", x) : "null"; }
 
     void step(int step, float loss, float lr, float grad_norm, double tokens_per_s, double ms, size_t mem_bytes) {
-        if (!f) return;
-        begin_record();
-        std::fprintf(f,
-                     "{\"type\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,\"tokens_per_s\":%s,"
-                     "\"ms_per_step\":%s,\"mem_peak_bytes\":%zu}\n",
-                     step, num(loss).c_str(), num(lr).c_str(), num(grad_norm).c_str(), num(tokens_per_s).c_str(),
-                     num(ms).c_str(), mem_bytes);
-        std::fflush(f);
+        write_line(format("{\"type\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
+                          "\"tokens_per_s\":%s,\"ms_per_step\":%s,\"mem_peak_bytes\":%zu}",
+                          step, num(loss).c_str(), num(lr).c_str(), num(grad_norm).c_str(),
+                          num(tokens_per_s).c_str(), num(ms).c_str(), mem_bytes));
     }
     void eval(int step, float val_loss, long long tokens) {
-        if (!f) return;
-        begin_record();
-        std::fprintf(f, "{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld}\n", step,
-                     num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens);
-        std::fflush(f);
+        write_line(format("{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld}",
+                          step, num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens));
     }
     // Any other record: {"type":TYPE, then the numbers and strings in order} (finetune_roberta's glue_eval, memory
     // and final records). Names and strings are plain words here; quotes and backslashes are escaped anyway.
     void record(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
                 const std::vector<std::pair<std::string, std::string>>& strings = {}) {
-        if (!f) return;
-        begin_record();
         auto quote = [](const std::string& s) {
             std::string q = "\"";
             for (char c : s) q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
@@ -73,7 +60,34 @@ struct MetricsLog {
         std::string line = "{\"type\":" + quote(type);
         for (const auto& [k, v] : strings) line += "," + quote(k) + ":" + quote(v);
         for (const auto& [k, v] : numbers) line += "," + quote(k) + ":" + num(v);
-        std::fprintf(f, "%s}\n", line.c_str());
-        std::fflush(f);
+        write_line(line + "}");
+    }
+
+  private:
+    // One record, one line, written through at once (a killed run keeps every record before it). A failed write (a
+    // full disk) ends the run with an error, the partial line cut off so the log stays valid JSONL for a resume to
+    // append to: records lost with exit 0 were what a full disk used to cost.
+    void write_line(std::string line) {
+        if (fd < 0) return;
+        if (truncate_first) {  // --overwrite: the earlier run's records go at this run's first record
+            truncate_first = false;
+            if (ftruncate(fd, 0) != 0)
+                fail("cannot empty the metrics log %s for --overwrite: %s", path.c_str(), std::strerror(errno));
+        }
+        line += '\n';
+        struct stat st;
+        const off_t before = fstat(fd, &st) == 0 ? st.st_size : -1;
+        for (size_t done = 0; done < line.size();) {
+            const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+            if (n > 0) {
+                done += (size_t)n;
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            const int err = n < 0 ? errno : ENOSPC;
+            if (before >= 0) (void)!ftruncate(fd, before);  // cut the partial line off (where the file allows it)
+            fail("cannot write the metrics log %s: %s\n---> HINT: free space there (its records so far are kept; "
+                 "--resume from a checkpoint appends to it), or log elsewhere", path.c_str(), std::strerror(err));
+        }
     }
 };

@@ -26,8 +26,9 @@ inline std::string prac_refresh_key(const TrainOptions& o) {
 }
 
 // The run.prac resume key. The absolute ranks follow their fractions after " ranks " (older checkpoints joined them
-// without one, so "0.3,0.31" + "6,16" read as "0.3,0.3" + "16,16": `joined` spells that, which they still match);
-// storage act is not spelled (checkpoints from before fp8 storage match).
+// without one, so "0.3,0.31" + "6,16" read as "0.3,0.3" + "16,16": `joined` spells that, which they still match;
+// for them that ambiguity stays, and the PRAC state's shapes refuse such a resume later); storage act is not
+// spelled (checkpoints from before fp8 storage match).
 inline std::string prac_key(const TrainOptions& o, bool joined = false) {
     auto ranks = [&](const std::string& r) { return r.empty() || joined ? r : " ranks " + r; };
     return format("%s lin %s%s nonlin %s%s t1 %d t2 %d k %g classes %s", o.prac.c_str(), o.prac_linear.c_str(),

@@ -61,6 +61,13 @@ std::string resolve_weights_path(const std::string& path) {
     return path;
 }
 
+void verify_init_from_checkpoint(const std::string& path) {
+    std::string why;
+    if (is_dir(path) && access((path + "/" + CKPT_COMPLETE_FILE).c_str(), F_OK) == 0 && !checkpoint_verify(path, &why))
+        fail("--init-from %s: this checkpoint is damaged: %s\n---> HINT: start from another checkpoint of the run "
+             "(--resume --ckpt-dir DIR picks the newest intact one)", path.c_str(), why.c_str());
+}
+
 void prepare_output_dir(const std::string& dir, const char* flag) {
     struct stat st;
     if (stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
@@ -131,6 +138,15 @@ std::string data_fingerprint(const std::vector<std::string>& files, bool checksu
     return id;
 }
 
+std::vector<std::string> fingerprint_entries(const std::string& fingerprint) {
+    std::vector<std::string> v;
+    for (size_t a = 0, b; a <= fingerprint.size(); a = b + 1) {
+        b = std::min(fingerprint.find(';', a), fingerprint.size());
+        v.push_back(fingerprint.substr(a, b - a));
+    }
+    return v;
+}
+
 long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens) {
     // 1e11 FLOPs: 5-20 s on one to four busy cores (measured: 5 GFLOP/s per core in OpenBLAS sgemm at these sizes)
     const double flops = 1e11;
@@ -199,6 +215,7 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
                         max_b == PLAN_MAX_BATCH_LIMIT ? "true" : "false");
         }
         std::printf("%s\n", j.c_str());
+        check_stdout_written("the plan");
         return 0;
     }
     std::printf("%s", plan_table(p).c_str());
@@ -211,6 +228,7 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
                         "and allocator slack)\n", opts.gpu_mem_gib, opts.seq_len,
                         max_b == PLAN_MAX_BATCH_LIMIT ? "at least " : "", max_b, reserve / 1073741824.0);
     }
+    check_stdout_written("the plan");
     return 0;
 }
 
@@ -226,7 +244,8 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
     }
 }
 
-// Every rank must run the same command: ranks with other flags (an MPMD launch, a wrapper script that adds one)
+// Every rank must run the same command: the same program, and no rank with other flags (an MPMD launch, a wrapper
+// script that adds one)
 // would train other models or batches and meet in collectives of other sizes (a hang, a crash, or a wrong result
 // with exit 0). The flags are compared as the parser reads them, flag -> its last value (order, repeats and
 // --flag=value vs --flag value do not matter); fails on every rank, naming the first rank that differs and each

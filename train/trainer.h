@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -40,6 +39,9 @@
 
 // Resolves --init-from: a .safetensors file, or a directory holding model.safetensors.
 std::string resolve_weights_path(const std::string& path);
+// --init-from DIR that is one of our checkpoints (a COMPLETE marker): its files must match their checksums, as a
+// --resume checks them (a damaged file loaded with exit 0 and gave another score). Other paths pass.
+void verify_init_from_checkpoint(const std::string& path);
 // Creates DIR (and parents) for an output directory flag (--save, --ckpt-dir), failing with a clear message naming
 // the flag when it cannot or DIR is a file: before the run, not when its first output is written.
 void prepare_output_dir(const std::string& dir, const char* flag);
@@ -54,6 +56,8 @@ std::vector<std::string> data_files_of(const std::string& pattern, const char* f
 // (the paths are not part of it: the same shards under another spelling are the same data): "size:checksum;...";
 // without checksums (which read every byte), "size;...".
 std::string data_fingerprint(const std::vector<std::string>& files, bool checksums = true);
+// A fingerprint's entries, one per file ("size" or "size:checksum").
+std::vector<std::string> fingerprint_entries(const std::string& fingerprint);
 // --init-from DIR holding a sharded Hugging Face checkpoint (model.safetensors.index.json, no model.safetensors):
 // refused as such (it read as a missing file).
 void refuse_sharded_checkpoint(const std::string& dir);
@@ -166,6 +170,16 @@ struct Trainer {
         setup_model();
         batch.inputs.resize((size_t)B * T);
         batch.targets.resize((size_t)B * T);
+        // (--eval-only too: its evaluation is a collective) Alone, the process ends at once: exit() from the
+        // watchdog's thread would run the destructors of libraries (OpenBLAS) the main thread is still inside, a
+        // crash instead of the status 124. Nothing is watched before the first progress mark.
+        const int stall_s = opts.watchdog >= 0 ? opts.watchdog : ranks > 1 ? 1800 : 0;
+        if (stall_s > 0)
+            watchdog = std::make_unique<Watchdog>(stall_s, rank, [this] {
+                Watchdog::flush_unless_busy(stdout);
+                if (ranks > 1) comm_abort(comm, 124);
+                std::_Exit(124);
+            });
         if (opts.eval_only) return;
         setup_optimizer();
         if (!opts.ckpt_dir.empty() && rank == 0) {
@@ -176,15 +190,6 @@ struct Trainer {
         }
         if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
-        const int stall_s = opts.watchdog >= 0 ? opts.watchdog : ranks > 1 ? 1800 : 0;
-        // alone, the process ends at once: exit() from the watchdog's thread would run the destructors of libraries
-        // (OpenBLAS) the main thread is still inside, a crash instead of the status 124
-        if (stall_s > 0)
-            watchdog = std::make_unique<Watchdog>(stall_s, rank, [this] {
-                if (ranks > 1) comm_abort(comm, 124);
-                std::fflush(nullptr);
-                std::_Exit(124);
-            });
         install_stop_signals();
         run_start = std::chrono::steady_clock::now();
     }
@@ -544,6 +549,7 @@ struct Trainer {
         if (!opts.init_from.empty() && !opts.resume) {  // (a resume continues with the checkpoint's weights)
             std::string w = resolve_weights_path(opts.init_from);
             refuse_sharded_checkpoint(opts.init_from);
+            verify_init_from_checkpoint(opts.init_from);
             if (access(w.c_str(), R_OK) != 0)
                 fail("--init-from: cannot open %s (%s)\n---> HINT: pass a .safetensors file or a directory holding "
                      "model.safetensors (what --save writes)", w.c_str(), std::strerror(errno));
@@ -564,15 +570,9 @@ struct Trainer {
         if (ranks == 1) return;
         const std::vector<std::string> all =
             all_gather_string(comm, fingerprint.empty() ? data_fingerprint(files, false) : fingerprint);
-        auto entries = [](const std::string& id) {  // "size[:checksum]" per file
-            std::vector<std::string> e;
-            std::istringstream in(id);
-            for (std::string x; std::getline(in, x, ';');) e.push_back(x);
-            return e;
-        };
-        const std::vector<std::string> first = entries(all[0]);
+        const std::vector<std::string> first = fingerprint_entries(all[0]);
         for (int r = 1; r < ranks; r++) {
-            const std::vector<std::string> other = entries(all[r]);
+            const std::vector<std::string> other = fingerprint_entries(all[r]);
             if (other == first) continue;
             std::string what = format("rank 0 has %zu file(s), rank %d %zu", first.size(), r, other.size());
             for (size_t i = 0; i < std::min(first.size(), other.size()) && i < files.size(); i++)
@@ -623,15 +623,7 @@ struct Trainer {
     void check_same_data(const TrainState& st) {
         const std::string& saved = st.get("run.train_shards");
         if (saved == train_shards) return;
-        auto split = [](const std::string& list) {
-            std::vector<std::string> v;
-            for (size_t a = 0, b; a <= list.size(); a = b + 1) {
-                b = std::min(list.find(';', a), list.size());
-                v.push_back(list.substr(a, b - a));
-            }
-            return v;
-        };
-        std::vector<std::string> theirs = split(saved), ours = split(train_shards);
+        std::vector<std::string> theirs = fingerprint_entries(saved), ours = fingerprint_entries(train_shards);
         std::string saved_pattern = st.meta.count("run.train_data") ? st.meta.at("run.train_data") : "?";
         size_t i = 0;
         while (i < theirs.size() && i < ours.size() && theirs[i] == ours[i]) i++;

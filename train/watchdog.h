@@ -41,6 +41,14 @@ class Watchdog {
         last_ns_.store(now_ns());
     }
 
+    // Flushes f unless another thread holds it (the main thread in a write that hangs on a stopped file system):
+    // the watchdog must not wait for what it is there to end.
+    static void flush_unless_busy(FILE* f) {
+        if (ftrylockfile(f) != 0) return;
+        std::fflush(f);
+        funlockfile(f);
+    }
+
   private:
     static int64_t now_ns() {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -57,8 +65,9 @@ class Watchdog {
             if (idle < seconds_) continue;
             std::time_t wall = std::time(nullptr) - (std::time_t)idle;
             char since[32];
-            std::strftime(since, sizeof since, "%H:%M:%S", std::localtime(&wall));
-            std::fflush(stdout);  // what the run printed comes first, also when both go to one file
+            std::tm local{};
+            std::strftime(since, sizeof since, "%H:%M:%S", localtime_r(&wall, &local));
+            flush_unless_busy(stdout);  // what the run printed comes first, also when both go to one file
             std::fprintf(stderr,
                          "rank %d: no progress for %.0f s (--watchdog %d): stuck in the %s of step %d, begun at %s; "
                          "a rank has stopped or hung (this one, or one this one waits for in a collective): ending "

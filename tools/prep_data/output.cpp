@@ -804,9 +804,12 @@ struct Prep {
             // a tokenizer copy alone is what a run that failed before its first shard left: ours to replace
             if (found.size() == 1 && found[0] == tokenizer_copy_path()) found.clear();
             if (!found.empty() && !o.overwrite)
-                fail("%s already exists (and %zu more files of an earlier run with --out %s)\n"
-                     "---> HINT: --resume continues an interrupted run; --overwrite deletes them and starts again",
-                     found[0].c_str(), found.size() - 1, o.out.c_str());
+                fail("%s already exists (and %zu more files of an earlier run with --out %s)\n---> HINT: %s",
+                     found[0].c_str(), found.size() - 1, o.out.c_str(),
+                     access(state_path.c_str(), F_OK) == 0
+                         ? "--resume continues an interrupted run; --overwrite deletes them and starts again"
+                         : "that run saved no state file (it failed before its first), so nothing can be resumed: "
+                           "--overwrite deletes them and starts again");
             for (auto& p : found) {
                 std::error_code ec;  // the model given to --spm-model may be an earlier run's copy: keep it
                 if (!o.spm_model.empty() && fs::equivalent(p, o.spm_model, ec)) continue;
