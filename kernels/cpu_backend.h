@@ -53,6 +53,9 @@ struct CpuBackend {
         std::free(p);
         live_bytes -= bytes;
     }
+    // a workspace a call allocated and freed itself (the PRAC refresh's, prac_refresh_cpu_workspace_bytes): in the
+    // peak, as the plan counts it
+    void note_workspace(size_t bytes) { peak_bytes = std::max(peak_bytes, live_bytes + bytes); }
     void upload(void* dst, const void* host_src, size_t bytes) { std::memcpy(dst, host_src, bytes); }
     void download(void* host_dst, const void* src, size_t bytes) { std::memcpy(host_dst, src, bytes); }
     void upload_async(void* dst, const void* host_src, size_t bytes) { std::memcpy(dst, host_src, bytes); }
@@ -185,7 +188,9 @@ struct CpuBackend {
     PracRefreshResult prac_refresh(act_t* P, const act_t* x, int N, int n, const SiteDims& d, bool q1, bool q2,
                                    bool had_basis, const PracDrawKey& key, const GramReducer* reduce_gram,
                                    int ld_x = 0) {
-        return prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key, reduce_gram, ld_x);
+        PracRefreshResult res = prac_refresh_cpu(P, x, N, n, d, q1, q2, had_basis, key, reduce_gram, ld_x);
+        note_workspace(res.workspace_bytes);
+        return res;
     }
     // --prac-refresh-overlap (ActSite::save / install): refresh a copy of P (n, r) in `pending`, to become P when
     // its steps are over. Here at once (the CUDA backend's runs beside the steps); end copies it into P. result: the
@@ -195,6 +200,7 @@ struct CpuBackend {
                             int ld_x = 0) {
         std::copy(P, P + (size_t)n * d.r(), pending);
         pending_refreshes[pending] = prac_refresh_cpu(pending, x, N, n, d, q1, q2, had_basis, key, reduce_gram, ld_x);
+        note_workspace(pending_refreshes[pending].workspace_bytes);
     }
     PracRefreshResult prac_refresh_end(act_t* P, const act_t* pending, size_t elems) {
         PracRefreshResult res = prac_refresh_result(pending);

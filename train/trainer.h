@@ -170,9 +170,9 @@ struct Trainer {
         setup_model();
         batch.inputs.resize((size_t)B * T);
         batch.targets.resize((size_t)B * T);
-        // (--eval-only too: its evaluation is a collective) Alone, the process ends at once: exit() from the
-        // watchdog's thread would run the destructors of libraries (OpenBLAS) the main thread is still inside, a
-        // crash instead of the status 124. Nothing is watched before the first progress mark.
+        // The watchdog, --eval-only's too (its evaluation is a collective); nothing is watched before the first
+        // progress mark. Alone, it ends the process at once: exit() from its thread would run the destructors of
+        // libraries (OpenBLAS) the main thread is still inside, a crash instead of the status 124.
         const int stall_s = opts.watchdog >= 0 ? opts.watchdog : ranks > 1 ? 1800 : 0;
         if (stall_s > 0)
             watchdog = std::make_unique<Watchdog>(stall_s, rank, [this] {
