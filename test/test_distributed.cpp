@@ -59,6 +59,9 @@ std::string bin(const char* name) { return std::string(PRAC_TRAINER_DIR) + "/" +
 const char* TRAIN_ARGS =
     " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --steps 9 --batch-size 2 --seq-len 32 --eval-tokens 512 --lr 1e-3";
 
+// A rank's number in a shell the launcher started (Open MPI's variable, else MPICH's), for per-rank settings.
+const std::string RANK_VAR = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
+
 // mpiexec with 2 ranks. OpenMPI refuses root and more ranks than cores unless told (CI runs as root on 2 cores).
 std::string mpirun_2() {
     return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
@@ -182,9 +185,8 @@ TEST(Resume, AnotherNumberOfRanksReadsOnFromTheSamePosition) {
 TEST(DataParallel, RanksWithOtherArgumentsAreRefused) {
     std::string out;
     const std::string args = std::string(TRAIN_ARGS) + " --steps 2 --eval-tokens 64";
-    const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
     auto launch = [&](const std::string& rank1_extra) {
-        return run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var + " = 1 ]; then extra=\"" +
+        return run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + RANK_VAR + " = 1 ]; then extra=\"" +
                          rank1_extra + "\"; fi; exec " + bin("train_gpt2") + args + " $extra'", &out);
     };
     EXPECT_EQ(launch("--batch-size 4 --no-shuffle"), 1) << out;  // TRAIN_ARGS has --batch-size 2
@@ -207,8 +209,7 @@ TEST(DataParallel, AnErrorIsSaidOnceAndARanksOwnErrorIsSaid) {
         said++;
     EXPECT_EQ(said, 1u) << out;
 
-    const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
-    const int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var +
+    const int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + RANK_VAR +
                                  " = 1 ]; then export PRAC_TEST_KILL_AT=train.step_done@1:error; fi; exec " +
                                  bin("train_gpt2") + TRAIN_ARGS + "'",
                              &out);
@@ -238,10 +239,9 @@ TEST(DataParallel, RanksWithOtherDataOrProgramsAreRefused) {
         f.seekp(1024);
         f.write(swapped, 4);
     }
-    const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
     auto in_dirs = [&](const std::string& dir1, const std::string& extra) {
         std::string out;
-        int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var + " = 1 ]; then cd " + d +
+        int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + RANK_VAR + " = 1 ]; then cd " + d +
                                "/" + dir1 + "; else cd " + d + "/a; fi; exec " + bin("train_gpt2") + TRAIN_ARGS +
                                " --steps 2 --train-data t_train.bin --val-data " + val + extra + "'",
                            &out);
@@ -272,9 +272,8 @@ TEST(DataParallel, RanksWithOtherDataOrProgramsAreRefused) {
 // ends the run with the status 124 but prints no such line.
 TEST(DataParallel, AStoppedRankEndsTheJobThroughTheWatchdog) {
     std::string out;
-    const std::string rank_var = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
     const auto t0 = std::chrono::steady_clock::now();
-    const int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + rank_var +
+    const int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + RANK_VAR +
                                  " = 1 ]; then export PRAC_TEST_KILL_AT=train.step_done@2:19; fi; exec " +
                                  bin("train_gpt2") + TRAIN_ARGS + " --watchdog 3'",
                              &out);
