@@ -12,6 +12,20 @@
 
 #include "common/error.h"
 
+// Writes all of [src, src + n) to fd, through short writes and EINTR. 0, or the errno that stopped it (EIO for a
+// write that wrote nothing); the caller's message names the file.
+inline int write_all(int fd, const void* src, size_t n) {
+    const char* p = (const char*)src;
+    while (n > 0) {
+        const ssize_t w = ::write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return w < 0 ? errno : EIO;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
 inline std::string read_file_bytes(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     CHECK_USER(f, "cannot read %s: %s", path.c_str(), std::strerror(errno));

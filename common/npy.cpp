@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/files.h"  // write_all
 #include "common/safetensors.h"  // bf16_to_f32, f16_to_f32
 
 // We copy '<f4' bytes straight into float buffers.
@@ -375,19 +376,9 @@ struct TempFile {
 };
 
 static void write_full(int fd, const void* src, uint64_t n, const std::string& tmp, const std::string& path) {
-    const char* s = (const char*)src;
-    while (n > 0) {
-        size_t chunk = n > (1u << 30) ? (1u << 30) : (size_t)n;
-        ssize_t put = write(fd, s, chunk);
-        if (put < 0 && errno == EINTR) continue;
-        if (put <= 0) {
-            int err = errno;
-            fail("cannot write %s (while saving %s): %s%s", tmp.c_str(), path.c_str(), strerror(err),
-                 err == ENOSPC ? "\n---> HINT: the disk is full; free space or write elsewhere" : "");
-        }
-        s += put;
-        n -= (uint64_t)put;
-    }
+    if (const int err = write_all(fd, src, n))
+        fail("cannot write %s (while saving %s): %s%s", tmp.c_str(), path.c_str(), strerror(err),
+             err == ENOSPC ? "\n---> HINT: the disk is full; free space or write elsewhere" : "");
 }
 
 static std::string dir_of(const std::string& path) {

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/files.h"  // write_all
 
 // The data area is little-endian and we copy F32 bytes straight into float buffers.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -437,20 +438,11 @@ SafeTensorsFile safetensors_open(const std::string& path) {
 // ----------------------------------------------------------------------------
 // writer
 
-// write until done, like pread_full.
 static void write_full(int fd, const void* src, uint64_t nbytes, const std::string& tmp, const std::string& path) {
-    const char* p = (const char*)src;
-    while (nbytes > 0) {
-        ssize_t n = write(fd, p, nbytes);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            int err = n < 0 ? errno : EIO;
-            bool space = err == ENOSPC || err == EDQUOT || err == EFBIG;
-            fail("cannot write %s (while saving %s): %s%s", tmp.c_str(), path.c_str(), strerror(err),
-                 space ? "\n---> HINT: free some disk space (or raise the file size limit) and save again" : "");
-        }
-        p += n;
-        nbytes -= (uint64_t)n;
+    if (const int err = write_all(fd, src, nbytes)) {
+        bool space = err == ENOSPC || err == EDQUOT || err == EFBIG;
+        fail("cannot write %s (while saving %s): %s%s", tmp.c_str(), path.c_str(), strerror(err),
+             space ? "\n---> HINT: free some disk space (or raise the file size limit) and save again" : "");
     }
 }
 

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "common/files.h"  // write_all
 #include "common/kill_point.h"
 #include "common/safetensors.h"
 
@@ -132,16 +133,9 @@ static void fsync_path(const std::string& path, bool is_dir) {
 static void write_file_synced(const std::string& path, const std::string& content) {
     int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) fail("cannot create %s: %s", path.c_str(), strerror(errno));
-    size_t done = 0;
-    while (done < content.size()) {
-        ssize_t w = write(fd, content.data() + done, content.size() - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            int err = errno;
-            close(fd);
-            fail("cannot write %s: %s\n---> HINT: check that the disk has space", path.c_str(), strerror(err));
-        }
-        done += (size_t)w;
+    if (const int err = write_all(fd, content.data(), content.size())) {
+        close(fd);
+        fail("cannot write %s: %s\n---> HINT: check that the disk has space", path.c_str(), strerror(err));
     }
     int rc = fsync(fd);
     int err = errno;

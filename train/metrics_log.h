@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/files.h"  // write_all
 
 struct MetricsLog {
     int fd = -1;
@@ -77,14 +78,7 @@ struct MetricsLog {
         line += '\n';
         struct stat st;
         const off_t before = fstat(fd, &st) == 0 ? st.st_size : -1;
-        for (size_t done = 0; done < line.size();) {
-            const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
-            if (n > 0) {
-                done += (size_t)n;
-                continue;
-            }
-            if (n < 0 && errno == EINTR) continue;
-            const int err = n < 0 ? errno : ENOSPC;
+        if (const int err = write_all(fd, line.data(), line.size())) {
             if (before >= 0) (void)!ftruncate(fd, before);  // cut the partial line off (where the file allows it)
             fail("cannot write the metrics log %s: %s\n---> HINT: free space there (its records so far are kept; "
                  "--resume from a checkpoint appends to it), or log elsewhere", path.c_str(), std::strerror(err));
