@@ -1,14 +1,18 @@
 // Whole files: read into a string, and written without ever leaving a half-written file behind (a temporary file
 // beside the target, fsync, then rename over it; the safetensors and .npy writers do the same for their formats).
+// A directory of files written as one (StagedDir: --save's model directory).
 #pragma once
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -49,3 +53,49 @@ inline void write_file_atomic(const std::string& path, const std::string& bytes)
         fail("cannot write %s: %s\n---> HINT: is the disk full?", path.c_str(), std::strerror(err));
     }
 }
+
+// An output directory whose files are replaced together (--save: weights, config, tokenizer). The files are written
+// into DIR/.staged_PID (file()), then commit() moves them into DIR with `last` (the weights) moved last and fsyncs
+// DIR. A failure while writing (a full disk) removes the staging directory and leaves DIR as it was: no weights
+// beside another model's config, no new files beside an earlier model's. Renames do not fail for space.
+struct StagedDir {
+    std::string dir, tmp;
+    bool committed = false;
+
+    explicit StagedDir(const std::string& d) : dir(d), tmp(d + "/.staged_" + std::to_string((long long)getpid())) {
+        std::error_code ec;
+        std::filesystem::remove_all(tmp, ec);  // a dead process of the same pid's leftover
+        std::filesystem::create_directories(tmp, ec);
+        CHECK_USER(!ec, "cannot create directory %s: %s", tmp.c_str(), ec.message().c_str());
+    }
+    ~StagedDir() {
+        std::error_code ec;
+        if (!committed) std::filesystem::remove_all(tmp, ec);
+    }
+    StagedDir(const StagedDir&) = delete;
+    StagedDir& operator=(const StagedDir&) = delete;
+
+    std::string file(const std::string& name) const { return tmp + "/" + name; }
+
+    void commit(const std::string& last) {
+        std::vector<std::string> names;
+        for (const auto& e : std::filesystem::directory_iterator(tmp)) {
+            std::string name = e.path().filename().string();
+            if (name != last) names.push_back(name);
+        }
+        names.push_back(last);
+        for (const std::string& name : names) {
+            std::string from = file(name), to = dir + "/" + name;
+            CHECK_USER(std::rename(from.c_str(), to.c_str()) == 0, "cannot move %s to %s: %s", from.c_str(),
+                       to.c_str(), std::strerror(errno));
+        }
+        committed = true;
+        std::error_code ec;
+        std::filesystem::remove(tmp, ec);
+        int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+        if (fd >= 0) {
+            ::fsync(fd);
+            ::close(fd);
+        }
+    }
+};

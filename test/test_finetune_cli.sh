@@ -42,6 +42,15 @@ final=$(grep '^final |' "$T/s2.out" | sed 's/^final | //; s/ (after.*//')
 ev=$("$BIN" --task stsb --data-dir "$T/data/stsb" --init-from "$T/s2" --eval-only 2>&1 | grep '^dev loss' | sed 's/^dev loss [0-9.]* | //')
 [ -n "$final" ] && [ "$ev" = "$final" ] && ok "--eval-only of --save: '$ev'" || bad "--eval-only '$ev' != final '$final'"
 
+# 2b. a --save that fails after its weights (exactly there: common/kill_point.h) leaves the earlier model's directory
+# as it was, byte for byte, with no staging directory (it left new weights beside the old config and tokenizer)
+snap() { (cd "$1" && ls -A && md5sum -- *); }
+before=$(snap "$T/s2")
+out=$(PRAC_TEST_KILL_AT=save.weights_written:error "$BIN" --task stsb --data-dir "$T/data/stsb" $M --epochs 1 \
+  --seed 9 --save "$T/s2" --overwrite 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q 'test: an error at save.weights_written' <<<"$out" && [ "$(snap "$T/s2")" = "$before" ] \
+  && ok "a failed --save left the earlier model as it was" || bad "failed --save: rc $rc, $(ls -A "$T/s2")"
+
 # 3. bit-exact resume: killed right after step 23 (mid epoch 2; checkpoints every 5 steps), resumed, against an
 # uninterrupted run; PRAC on, its bases refreshed every 5 / 3 steps, so their state is part of the checkpoint
 P="--task mrpc --data-dir $T/data/mrpc $M --epochs 2 --prac prac --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --prac-t1 5 --prac-t2 3"

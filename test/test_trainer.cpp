@@ -739,6 +739,35 @@ TEST(TrainerBinary, ALogThatCannotBeWrittenEndsTheRun) {
     EXPECT_LT(records, 60);
 }
 
+// --save is one unit: a failure after the weights were written (exactly there: common/kill_point.h) left the new
+// model.safetensors beside the earlier model's config and tokenizer (--overwrite), or alone in a new directory (which
+// a rerun then refused as holding a model). Now the directory is as it was: the earlier model byte for byte, nothing
+// in a new one, and no staging directory left.
+TEST(TrainerBinary, AFailedSaveLeavesTheDirectoryAsItWas) {
+    TempDir dir;
+    auto files = [](const std::string& d) {
+        std::map<std::string, std::string> m;
+        for (const auto& e : fs::directory_iterator(d)) m[e.path().filename().string()] = read_bytes(e.path().string());
+        return m;
+    };
+    RunResult first = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "m"}),
+                                  dir, 120);
+    ASSERT_EQ(first.rc, 0) << describe(first);
+    const auto earlier = files(dir / "m");
+    ASSERT_TRUE(earlier.count("model.safetensors") && earlier.count("vocab.json")) << describe(first);
+    const std::string fail_there = "PRAC_TEST_KILL_AT=save.weights_written:error";
+    RunResult r = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--seed", "7", "--save",
+                                                 dir / "m", "--overwrite"}),
+                             dir, 120, fail_there);
+    EXPECT_EQ(r.rc, 1) << describe(r);
+    EXPECT_TRUE(contains(r.out, "test: an error at save.weights_written")) << describe(r);
+    EXPECT_TRUE(files(dir / "m") == earlier) << "the earlier model's directory changed";
+    r = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "new"}), dir, 120,
+                   fail_there);
+    EXPECT_EQ(r.rc, 1) << describe(r);
+    EXPECT_TRUE(files(dir / "new").empty()) << "a failed --save left files in a new directory";
+}
+
 // --init-from one of our checkpoints (step_NNNNNNNN, which the README suggests for --eval-only) read its weights
 // without their checksums: a flipped bit gave another validation loss with exit 0. Now it is checked as a --resume
 // checks it; the intact checkpoint still loads.

@@ -19,6 +19,7 @@
 #include <unistd.h>  // access
 
 #include "common/error.h"
+#include "common/files.h"  // StagedDir
 #include "common/kill_point.h"
 #include "common/strings.h"  // human_duration
 #include "data/glue.h"
@@ -294,8 +295,11 @@ struct FineTuner {
             checkpoint();
         }
         if (!opts.save.empty()) {
-            model.save_pretrained(opts.save);
-            copy_tokenizer_files(opts.init_from, opts.save);
+            StagedDir out(opts.save);  // a failure leaves the directory as it was
+            model.save_pretrained(out.tmp);
+            kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
+            copy_tokenizer_files(opts.init_from, out.tmp);
+            out.commit("model.safetensors");
             std::printf("saved %s: config.json, model.safetensors and the tokenizer (a Hugging Face directory: "
                         "RobertaForSequenceClassification.from_pretrained loads it)\n", opts.save.c_str());
         }

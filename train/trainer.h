@@ -19,6 +19,7 @@
 #include <unistd.h>  // access
 
 #include "common/error.h"
+#include "common/files.h"  // StagedDir
 #include "common/kill_point.h"
 #include "common/strings.h"  // human_duration
 #include "data/dataloader.h"
@@ -377,8 +378,11 @@ struct Trainer {
         int stopped = sample();
         if (!opts.save.empty() && rank == 0) {
             progress("--save", opts.steps);
-            model.save_weights(opts.save + "/model.safetensors");
-            write_hf_export(opts.save, cfg, data_tokenizer_file(cfg.arch, opts, builtin_data_dir()));
+            StagedDir out(opts.save);  // a failure leaves the directory as it was
+            model.save_weights(out.file("model.safetensors"));
+            kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
+            write_hf_export(out.tmp, cfg, data_tokenizer_file(cfg.arch, opts, builtin_data_dir()));
+            out.commit("model.safetensors");
             std::printf("saved %s: model.safetensors, config.json, generation_config.json and the tokenizer (a Hugging "
                         "Face model directory)\n", opts.save.c_str());
         }
