@@ -39,6 +39,7 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
         const std::string& path = files_[i];
         ShardInfo h = read_shard_header(path);
         check_token_ids(path, h, nullptr, 0, model_vocab);  // header vocab vs model vocab
+        shard_tokens_.push_back(h.num_tokens);
         if (i == 0) {
             info_ = h;
             info_.num_tokens = 0;
@@ -141,6 +142,12 @@ void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
     if (file != loaded_file_) {
         loaded_file_ = -1;  // stays invalid if read_shard throws
         tokens_ = read_shard(files_[file], nullptr, model_vocab);
+        // the samples were counted from the header read when the run began: a shard rewritten since (prep_data
+        // --overwrite under a running job) would be read past its end
+        CHECK_USER((int64_t)tokens_.size() == shard_tokens_[file],
+                   "%s changed during the run: it held %lld tokens when the run began and holds %zu now\n"
+                   "---> HINT: do not rewrite shards under a running job; write new ones under another --out prefix",
+                   files_[file].c_str(), (long long)shard_tokens_[file], tokens_.size());
         loaded_file_ = file;
     }
     int64_t w = s;
@@ -155,12 +162,16 @@ void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
         w = perm_[(size_t)s];
     }
     if (info_.layout == SHARD_LAYOUT_ROWS) {
+        // a row is a document's ids, its EOS, then pad ids: the targets past the EOS are ignored, and only those (the
+        // pad id can be a token of the text: GPT-2 has no pad token, so whatever --pad-id names is one of its ids)
         const uint16_t* row = tokens_.data() + w * T;
-        int32_t pad = info_.pad_id;
+        const int pad = info_.pad_id;
+        int last = T - 1;  // the last id that is not pad: the EOS, or with pad == EOS the document's last id
+        while (last >= 0 && row[last] == pad) last--;
+        const int eos_at = pad == info_.eos_id ? std::min(last + 1, T - 1) : last;
         for (int t = 0; t < T; t++) {
             inputs[t] = row[t];
-            int32_t next = t + 1 < T ? (int32_t)row[t + 1] : -1;  // the last position has no next token
-            targets[t] = next == pad ? -1 : next;
+            targets[t] = t + 1 <= eos_at ? (int32_t)row[t + 1] : -1;  // the last position has no next token
         }
     } else {
         const uint16_t* win = tokens_.data() + w * T;  // T+1 tokens; the last is the next window's first

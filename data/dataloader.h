@@ -60,6 +60,7 @@ struct DataLoader {
    private:
     std::vector<std::string> files_;
     std::vector<int64_t> shard_samples_;  // samples per file (file order)
+    std::vector<int64_t> shard_tokens_;   // tokens per file when the run began: a shard rewritten since is refused
     ShardInfo info_;
     int64_t total_samples_ = 0;
     int64_t steps_per_epoch_ = 0;

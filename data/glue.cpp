@@ -108,7 +108,10 @@ float check_score(double v, const std::string& text, const std::string& where) {
 float parse_score(const std::string& text, const std::string& where) {
     char* end = nullptr;
     double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != '\0') fail("%s: STS-B score '%s' is not a number", where.c_str(), text.c_str());
+    // strtod also reads hexadecimal ("0x2"), which Python's float() (GLUE's readers) refuses
+    const bool hex = text.find_first_of("xX") != std::string::npos;
+    if (text.empty() || *end != '\0' || hex)
+        fail("%s: STS-B score '%s' is not a number", where.c_str(), text.c_str());
     return check_score(v, text, where);
 }
 
@@ -256,6 +259,14 @@ std::string glue_split_path(const std::string& dir, const std::string& split) {
     std::string tsv = dir + "/" + split + ".tsv", jsonl = dir + "/" + split + ".jsonl";
     bool has_tsv = file_exists(tsv), has_jsonl = file_exists(jsonl);
     if (has_tsv && has_jsonl) fail("both %s and %s exist: keep one", tsv.c_str(), jsonl.c_str());
-    if (!has_tsv && !has_jsonl) fail("no %s split in %s (looked for %s and %s)", split.c_str(), dir.c_str(), tsv.c_str(), jsonl.c_str());
+    if (!has_tsv && !has_jsonl) {
+        struct stat st;
+        CHECK_USER(stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "--data-dir %s: %s", dir.c_str(),
+                   stat(dir.c_str(), &st) != 0 ? "no such directory" : "not a directory");
+        for (const std::string& p : {tsv, jsonl})
+            CHECK_USER(stat(p.c_str(), &st) != 0, "%s is not a file (a directory?): the %s split is a .tsv or .jsonl "
+                       "file", p.c_str(), split.c_str());
+        fail("no %s split in %s (looked for %s and %s)", split.c_str(), dir.c_str(), tsv.c_str(), jsonl.c_str());
+    }
     return has_tsv ? tsv : jsonl;
 }

@@ -124,6 +124,14 @@ std::string tokenizer_file_base_name(const std::string& path) {
     return name;
 }
 
+// "the SentencePiece tokenizer spiece.model (hash 0123...)", without what the shard does not record.
+static std::string describe_tokenizer(int32_t kind, const std::string& name, uint64_t hash) {
+    std::string s = format("the %s tokenizer", tokenizer_kind_name(kind));
+    if (!name.empty()) s += " " + name;
+    if (hash != 0) s += " (hash " + tokenizer_hash_hex(hash) + ")";
+    return s;
+}
+
 ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns) {
     ShardTokenizer st;
     for (const std::string& pattern : patterns) {
@@ -148,17 +156,21 @@ ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns) {
                 st.name = h.tokenizer_name, st.first_file = path;
                 continue;
             }
-            bool same = h.tokenizer == st.kind && h.tokenizer_hash == st.hash;
+            // zero is unknown (llm.c's shards: data/README.md) and agrees with anything; the known one is kept
+            bool same = (h.tokenizer == TOKENIZER_UNKNOWN || st.kind == TOKENIZER_UNKNOWN || h.tokenizer == st.kind) &&
+                        (h.tokenizer_hash == 0 || st.hash == 0 || h.tokenizer_hash == st.hash);
             if (!same) {
                 globfree(&g);
-                fail("%s was made with the %s tokenizer %s (hash %s), but %s with the %s tokenizer %s (hash %s)\n"
+                fail("%s was made with %s, but %s with %s\n"
                      "---> HINT: training and validation shards must come from the same tokenizer; prepare both "
                      "with one prep_data run (it writes PREFIX_train_* and PREFIX_val_*)",
-                     path.c_str(), tokenizer_kind_name(h.tokenizer), h.tokenizer_name.empty() ? "?" : h.tokenizer_name.c_str(),
-                     tokenizer_hash_hex(h.tokenizer_hash).c_str(), st.first_file.c_str(),
-                     tokenizer_kind_name(st.kind), st.name.empty() ? "?" : st.name.c_str(),
-                     tokenizer_hash_hex(st.hash).c_str());
+                     path.c_str(), describe_tokenizer(h.tokenizer, h.tokenizer_name, h.tokenizer_hash).c_str(),
+                     st.first_file.c_str(), describe_tokenizer(st.kind, st.name, st.hash).c_str());
             }
+            if (st.kind == TOKENIZER_UNKNOWN && h.tokenizer != TOKENIZER_UNKNOWN)
+                st.kind = h.tokenizer, st.vocab_size = h.vocab_size, st.first_file = path;
+            if (st.hash == 0 && h.tokenizer_hash != 0)
+                st.hash = h.tokenizer_hash, st.name = h.tokenizer_name, st.first_file = path;
         }
         globfree(&g);
     }

@@ -480,6 +480,26 @@ TEST_F(CkptTest, CommitWritesMarkerLastAndLeavesNoTemp) {
     EXPECT_NE(marker.find("\"format_version\": 1"), std::string::npos) << marker;
 }
 
+// A COMPLETE marker is checked for its format version (a newer build's checkpoint is not complete here) and for its
+// step against the directory's name: a copy of step 4 named step_00000009 was the newest checkpoint, and a resume
+// from it continued at step 4 while its order said 9.
+TEST_F(CkptTest, AMarkerOfAnotherStepOrANewerFormatIsNotComplete) {
+    const std::string c = save_checkpoint(ckdir(), 4, "x"), copy = ckdir() + "/step_00000009";
+    fs::copy(c, copy, fs::copy_options::recursive);
+    std::string why;
+    EXPECT_FALSE(checkpoint_is_complete(copy, &why));
+    EXPECT_NE(why.find("its COMPLETE marker says step 4, not the step 9 of its name"), std::string::npos) << why;
+    EXPECT_EQ(checkpoint_latest(ckdir()), c);
+    std::string marker = read_bytes(c + "/COMPLETE");
+    const size_t at = marker.find("\"format_version\": 1");
+    ASSERT_NE(at, std::string::npos) << marker;
+    marker.replace(at, 19, "\"format_version\": 2");
+    write_bytes(c + "/COMPLETE", marker);
+    EXPECT_FALSE(checkpoint_is_complete(c, &why));
+    EXPECT_NE(why.find("format version 2; this build reads versions 1 to 1"), std::string::npos) << why;
+    EXPECT_FALSE(checkpoint_is_complete(copy + "/.", &why));  // however the directory is spelled
+}
+
 TEST_F(CkptTest, ReplacingAStepDir) {
     save_checkpoint(ckdir(), 4, "first");
     std::string c = save_checkpoint(ckdir(), 5, "old");

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "data/dataloader.h"
+#include "data/tokenizer_id.h"
 #include "data/shard.h"
 #include "test/test_util.h"
 
@@ -425,6 +426,72 @@ TEST_F(DataTest, RowLayoutTargets) {
     EXPECT_EQ(y, ey);
     EXPECT_EQ(count_target_tokens(y.data(), y.size()), 3 + 5);
     EXPECT_EQ(dl.epoch(), 1);
+}
+
+// Only the pads after a row's EOS are ignored: the pad id is also a token of the text when the tokenizer has no pad
+// (GPT-2's rows take any id as --pad-id; every '!' was dropped from the loss with pad 0). With pad == EOS (a choice
+// prep_data warns about) the document's EOS is still a target, and the pads after it are not.
+TEST_F(DataTest, RowTargetsIgnoreOnlyThePadsAfterTheEos) {
+    const int T = 6;
+    std::vector<uint16_t> toks = {5, 0, 7, 1, 0, 0,   // pad 0 inside the document
+                                  1, 0, 0, 0, 0, 0};  // an empty document
+    write_shard(path("p.bin"), toks, rows_info(T));
+    DataLoader dl(path("p.bin"), 2, T, 0, 1, 0, false);
+    std::vector<int32_t> x(2 * T), y(2 * T);
+    dl.next_batch(x.data(), y.data());
+    EXPECT_EQ(y, (std::vector<int32_t>{0, 7, 1, -1, -1, -1, -1, -1, -1, -1, -1, -1}));
+
+    ShardInfo same = rows_info(T);
+    same.pad_id = 1;  // == EOS
+    write_shard(path("e.bin"), {5, 6, 1, 1, 1, 1, 9, 8, 7, 6, 5, 1}, same);
+    DataLoader de(path("e.bin"), 2, T, 0, 1, 0, false);
+    de.next_batch(x.data(), y.data());
+    EXPECT_EQ(y, (std::vector<int32_t>{6, 1, -1, -1, -1, -1, 8, 7, 6, 5, 1, -1}));
+}
+
+// A shard rewritten while a run reads it (prep_data --overwrite under a running job) was read past its end, its
+// samples counted from the header of the run's start: refused when it is loaded again.
+TEST_F(DataTest, AShardRewrittenDuringTheRunIsRefused) {
+    const int T = 4;
+    write_shard(path("a0.bin"), iota_tokens(41, 0), ShardInfo());
+    write_shard(path("a1.bin"), iota_tokens(41, 100), ShardInfo());
+    DataLoader dl(path("a*.bin"), 1, T, 0, 1, 0, false);
+    std::vector<int32_t> x(T), y(T);
+    dl.next_batch(x.data(), y.data());  // a0 loaded
+    write_shard(path("a1.bin"), iota_tokens(9, 100), ShardInfo());
+    try {
+        for (int i = 0; i < 10; i++) dl.next_batch(x.data(), y.data());
+        FAIL() << "a shortened shard was read";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("a1.bin changed during the run: it held 41 tokens when the run began "
+                                             "and holds 9 now"), std::string::npos) << e.what();
+    }
+}
+
+// Shards of llm.c (no tokenizer recorded) go with shards that record one, as data/README.md says zero means unknown
+// (llm.c's val shards beside our train shards were refused); shards of two known tokenizers are still refused.
+TEST_F(DataTest, LlmcShardsAgreeWithAnyTokenizer) {
+    ShardInfo gpt2;
+    gpt2.tokenizer = TOKENIZER_GPT2;
+    gpt2.vocab_size = 50257;
+    gpt2.tokenizer_hash = 0x1234;
+    gpt2.tokenizer_name = "gpt2_ranks.txt";
+    write_shard(path("t_llmc.bin"), iota_tokens(40), ShardInfo());
+    write_shard(path("t_ours.bin"), iota_tokens(40), gpt2);
+    ShardTokenizer st = shard_tokenizer({path("t_*.bin")});
+    EXPECT_EQ(st.kind, TOKENIZER_GPT2);
+    EXPECT_EQ(st.hash, 0x1234u);
+    ShardInfo spm = rows_info(4);
+    spm.layout = SHARD_LAYOUT_FLAT, spm.row_len = 0;
+    write_shard(path("t_spm.bin"), iota_tokens(40), spm);
+    try {
+        shard_tokenizer({path("t_*.bin")});
+        FAIL() << "shards of two tokenizers were accepted";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("t_ours.bin with the GPT-2 BPE tokenizer gpt2_ranks.txt (hash"),
+                  std::string::npos)
+            << e.what();
+    }
 }
 
 TEST_F(DataTest, StateSaveRestoreResumesExactly) {

@@ -63,6 +63,13 @@ cmp -s "$T/ra/model.safetensors" "$T/rb/model.safetensors" && ok "resumed model.
   || bad "resumed weights differ from the uninterrupted run's"
 [ "$(grep '^final' "$T/ra.out")" = "$(grep '^final' "$T/rb2.out")" ] && ok "resumed final scores equal" \
   || bad "final scores differ after resume"
+# the CPU backend's sums depend on the thread count: a resume with another count says it is not bit-exact (the
+# finished run is only evaluated again); the checkpoint records the count
+out=$(OMP_NUM_THREADS=2 "$BIN" $P --ckpt-dir "$T/ck" --resume 2>&1)
+grep -q 'notice: the checkpoint was written with 1 CPU threads, this run has 2' <<<"$out" \
+  && ok "a resume with another thread count is said" || bad "no thread-count notice: $(head -c 600 <<<"$out")"
+grep -q '^task mrpc: 256 training examples, dev 128 examples;' "$T/ra.out" && ok "the data line names each split once" \
+  || bad "data line: $(grep '^task' "$T/ra.out")"
 # --save's config.json names the classes as run_glue does (GLUE's label names, Hugging Face datasets' order): a
 # pipeline then prints "equivalent", not LABEL_1
 python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
@@ -298,6 +305,9 @@ expect_error "unknown task" "cola" "$BIN" --task glue --data-dir "$T/data/mrpc" 
 expect_error "NaN weights get no score" "non-finite" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/nan" --eval-only
 expect_error "--optimizer muon refused" "adamw and rso" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer muon
 expect_error "Hugging Face's flag spelling answered" "spells it --max-len" "$BIN" --max-seq-length 128
+# a --grad-accum beyond an epoch's batches allocated them all (2e9: "internal error: std::bad_alloc")
+expect_error "--grad-accum beyond an epoch's batches" "more than the 16 batches of an epoch \(256 examples, --batch-size 16\)" \
+  "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --grad-accum 2000000000
 expect_error "--seed -1 refused (as the trainers do)" "--seed must be >= 0" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --seed -1
 expect_error "--grad-accum 0 refused" "at least 1" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --grad-accum 0
 expect_error "--optimizer-states 8bit with rso refused" "quantizes AdamW" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer rso --optimizer-states 8bit

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -198,6 +200,10 @@ TEST_F(GlueFiles, WrongLayoutsAreClearErrors) {
     EXPECT_NE(e.find("sst.jsonl:2"), std::string::npos) << e;
     e = error(GlueTask::SST2, "empty.tsv", "sentence\tlabel\n");
     EXPECT_NE(e.find("no examples"), std::string::npos) << e;
+    // strtod reads "0x2" as 2; Python's float() (GLUE's readers) refuses it
+    e = error(GlueTask::STSB, "hex.tsv", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\t"
+                                         "sentence2\tscore\n0\tg\tf\t2012\t0\ts\ts\ta\tb\t0x2\n");
+    EXPECT_NE(e.find("hex.tsv:2: STS-B score '0x2' is not a number"), std::string::npos) << e;
 }
 
 TEST_F(GlueFiles, TaskNamesAndSplitFiles) {
@@ -217,6 +223,20 @@ TEST_F(GlueFiles, TaskNamesAndSplitFiles) {
     EXPECT_EQ(glue_split_path(dir, "train"), file("train.jsonl"));
     write_bytes(file("train.tsv"), "x\n");
     EXPECT_THROW(glue_split_path(dir, "train"), UserError);  // both: ambiguous
+    // a split that is a directory, and a --data-dir that is missing, were "no train split in DIR (looked for ...)"
+    std::filesystem::create_directory(file("dev.tsv"));
+    auto message = [](const std::function<void()>& f) {
+        try {
+            f();
+        } catch (const UserError& e) {
+            return std::string(e.what());
+        }
+        return std::string("(no error)");
+    };
+    std::string e = message([&] { glue_split_path(dir, "dev"); });
+    EXPECT_NE(e.find(file("dev.tsv") + " is not a file (a directory?)"), std::string::npos) << e;
+    e = message([&] { glue_split_path(dir + "/nowhere", "dev"); });
+    EXPECT_NE(e.find("--data-dir " + dir + "/nowhere: no such directory"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -277,6 +277,17 @@ TEST_F(OwnData, SpmVocabResumes) {
     EXPECT_EQ(n, 3);
 }
 
+// The trained model and the shards do not depend on --threads (the trainer's own thread count made another model on
+// a machine with other cores).
+TEST_F(OwnData, SpmVocabDoesNotDependOnThreads) {
+    std::string text = own_text(dir);
+    for (const char* t : {"1", "3"})
+        ASSERT_EQ(sh("./prep_data --spm-vocab 400 --quiet --threads " + std::string(t) + " --input " + q(text) +
+                     " --out " + q(dir + "/t" + t + "/x")).rc, 0);
+    for (const char* f : {"_tokenizer.model", "_train_000000.bin", "_val_000000.bin"})
+        EXPECT_TRUE(read_bytes(dir + "/t1/x" + f) == read_bytes(dir + "/t3/x" + f)) << f;
+}
+
 // --spm-vocab's bad values: more pieces than the text holds, or fewer than its distinct characters (libsentencepiece's
 // limits, passed on with the cure for each), out of range, or together with --spm-model.
 TEST_F(OwnData, SpmVocabBadValues) {

@@ -767,10 +767,13 @@ TEST_F(Prep, TrainWithPatternMatchesAnOutWithGlobCharacters) {
                          path("run[1]/d"), "--overwrite"});
     for (const char* f : {"d_train_000000.bin", "d_train_000005.bin", "d_prep.json", "d_train_000001.bin.tmp.1"})
         EXPECT_EQ(slurp(path(std::string("run1/") + f)), "another run's") << f;
-    const std::string want = "--train-data '" + path("run\\[1\\]/d_train_*.bin") + "'";
+    const std::string want = "--train-data '" + path("run\\[1\\]/d_train_??????.bin") + "'";
     ASSERT_NE(r.out.find(want), std::string::npos) << r.out;
+    // the shards of an --out d_train_x beside it (d_train_x_train_000000.bin) are not this run's: PREFIX_train_*
+    // matched them
+    std::ofstream(path("run[1]/d_train_x_train_000000.bin")) << "another run's";
     glob_t g;
-    std::string pattern = path("run\\[1\\]/d_train_*.bin");
+    std::string pattern = path("run\\[1\\]/d_train_??????.bin");
     ASSERT_EQ(glob(pattern.c_str(), 0, nullptr, &g), 0);
     EXPECT_EQ(g.gl_pathc, 1u);
     EXPECT_EQ(std::string(g.gl_pathv[0]), path("run[1]/d_train_000000.bin"));
@@ -895,6 +898,22 @@ TEST_F(Prep, BadJsonLinesNameTheLine) {
     EXPECT_NE(r.out.find("2 docs"), std::string::npos) << r.out;
 }
 
+// A JSON line with a lone UTF-16 surrogate escape (web corpora hold them) stopped the run as invalid JSON; each is
+// now U+FFFD, as tiktoken encodes a Python string holding one: the shards equal those of the text written with
+// U+FFFD. A pair stays a character, and an escaped backslash before "u" stays text.
+TEST_F(Prep, LoneSurrogatesInJsonAreReplacementCharacters) {
+    REQUIRE_GPT2();
+    std::ofstream(path("lone.jsonl")) << "{\"text\":\"lone \\ud800 x\"}\n"
+                                         "{\"text\":\"low \\uDC00, a pair \\ud83d\\ude00, text \\\\ud800 and \\ud800\"}\n";
+    std::ofstream(path("fffd.jsonl")) << "{\"text\":\"lone \\ufffd x\"}\n"
+                                         "{\"text\":\"low \xEF\xBF\xBD, a pair \xF0\x9F\x98\x80, text \\\\ud800 and \\ufffd\"}\n";
+    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("lone.jsonl"), "--out", path("a")});
+    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("fffd.jsonl"), "--out", path("b")});
+    auto a = outputs(path("a")), b = outputs(path("b"));
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_TRUE(a == b);
+}
+
 TEST_F(Prep, EmptyInputs) {
     REQUIRE_GPT2();
     REQUIRE_SPM();
@@ -918,6 +937,10 @@ TEST_F(Prep, BadOptions) {
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--shard-token", "5"},
                {"unknown option --shard-token", "did you mean --shard-tokens?"});
     prep_fails({"--tokenizer", "spm", "--input", in, "--out", o}, {"--spm-model", "huggingface-cli download"});
+    // a directory as --out wrote files named "_train_000000.bin" into it
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", dir + "/"},
+               {"is a directory; --out is a prefix of file names", "--out " + dir + "/data"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", dir}, {"is a directory", "--out " + dir + "/data"});
     prep_fails({"--tokenizer", "spm", "--spm-model", "nope.model", "--input", in, "--out", o},
                {"nope.model", "No such file"});
     prep_fails({"--tokenizer", "spm", "--spm-model", std::string(FX) + "noeos.model", "--input", in, "--out", o},

@@ -24,9 +24,11 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"  // format
 #include "common/safetensors.h"
 #include "data/shard.h"
 #include "train/checkpoint.h"
+#include "train/cli.h"  // MAX_SKIPPED_IN_A_ROW
 #include "test/trainer_test_util.h"
 
 namespace {
@@ -1012,6 +1014,52 @@ TEST(TrainerResume, SignalsStopCleanly) {
     EXPECT_EQ(sample.rc, 128 + SIGINT) << describe(sample);
     EXPECT_TRUE(contains(sample.out, "sample (5 of 100000 tokens: stopped by signal 2):")) << describe(sample);
     EXPECT_TRUE(fs::exists(dir / "saved/model.safetensors")) << describe(sample);
+}
+
+// --on-nonfinite skip (an lr of 1000 makes every step from some step s on non-finite): each such step is logged with
+// "skipped":true and changes nothing, and the 11th in a row stops the run with a checkpoint of the last good state.
+// The count of skips in a row is checkpointed: a run stopped by SIGTERM after step 10, amid the skips, and resumed
+// stopped 15 skips in a row later with exit 0 (the count began again); now it stops where the uninterrupted run
+// does, with the same checkpoint. The SIGTERM right after a periodic checkpoint (--ckpt-every 5) wrote that one
+// twice. The stop's hint points to a new run from the last good weights, which --resume with another --lr refuses.
+TEST(TrainerResume, SkippedStepsCountOnAcrossAResume) {
+    TempDir dir;
+    auto args = [&](const std::string& run, std::vector<std::string> extra = {}) {
+        std::vector<std::string> a = tiny({"--steps", "20", "--eval-tokens", "64", "--warmup", "0", "--min-lr-frac",
+                                           "1", "--lr", "1e3", "--on-nonfinite", "skip", "--ckpt-every", "5",
+                                           "--ckpt-dir", dir / run, "--log", dir / (run + ".jsonl")});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult u = run_trainer("train_gpt2", args("u"), dir, 120);
+    EXPECT_EQ(u.rc, 1) << describe(u);
+    const std::vector<json> steps = split_log(dir / "u.jsonl").steps;
+    int first = 0;  // the first skipped step
+    for (const json& j : steps)
+        if (j.value("skipped", false) && !first) first = j["step"].get<int>();
+    ASSERT_GT(first, 1) << "no skipped step, or the first step was one";
+    ASSERT_LT(first, 10) << "no skip before the SIGTERM after step 10";
+    const int stop = first + MAX_SKIPPED_IN_A_ROW;
+    ASSERT_EQ(steps.size(), (size_t)stop - 1) << describe(u);
+    for (const json& j : steps)
+        EXPECT_EQ(j.value("skipped", false), j["step"].get<int>() >= first) << j.dump();
+    const std::string stopped = format("step %d: loss ", stop),
+                      why = format("training diverged (more than %d steps in a row skipped)", MAX_SKIPPED_IN_A_ROW);
+    EXPECT_TRUE(contains(u.out + u.err, stopped) && contains(u.out + u.err, why)) << describe(u);
+    EXPECT_TRUE(contains(u.out + u.err, "start a new run with a lower --lr or a longer --warmup from the last good "
+                                        "weights (--init-from " + dir / "u" + format("/step_%08d", stop - 1)))
+        << describe(u);
+
+    RunResult term = run_merged("train_gpt2", args("k"), dir, 120, "PRAC_TEST_KILL_AT=train.step_done@10:15");
+    EXPECT_EQ(term.rc, 128 + SIGTERM) << describe(term);
+    size_t lines = 0;
+    for (size_t at = 0; (at = term.out.find("checkpoint: " + dir / "k/step_00000010", at)) != std::string::npos; at++)
+        lines++;
+    EXPECT_EQ(lines, 1u) << describe(term);
+    RunResult r = run_trainer("train_gpt2", args("k", {"--resume"}), dir, 120);
+    EXPECT_EQ(r.rc, 1) << describe(r);
+    EXPECT_TRUE(contains(r.out + r.err, stopped) && contains(r.out + r.err, why)) << describe(r);
+    expect_same_checkpoint(dir, "u", "k", stop - 1);
 }
 
 // 8-bit AdamW states (--optimizer-states 8bit) are checkpointed as what they are (the codes as U8, one byte per

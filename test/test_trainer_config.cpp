@@ -156,6 +156,10 @@ TEST(TrainerCli, RejectsOutOfRangeValues) {
     EXPECT_USER_ERROR(parse({"--min-lr-frac", "1.5"}), "--min-lr-frac");
     EXPECT_USER_ERROR(parse({"--beta1", "-0.1"}), "--beta1");
     EXPECT_USER_ERROR(parse({"--beta2", "1.0"}), "--beta2");
+    // a value that rounds to 1 in float32 says so; a subnormal is too small, not "not finite"; hexadecimal is refused
+    EXPECT_USER_ERROR(parse({"--beta2", "0.99999999"}), "(got 0.899999976, 1 as float32: 0.99999999 is 1)");
+    EXPECT_USER_ERROR(parse({"--adam-eps", "1e-40"}), "--adam-eps: 1e-40 is too small for a float (below 1.2e-38)");
+    EXPECT_USER_ERROR(parse({"--lr", "0x10"}), "--lr needs a finite decimal number");
     EXPECT_USER_ERROR(parse({"--adam-eps", "0"}), "--adam-eps");
     EXPECT_USER_ERROR(parse({"--grad-clip", "-1"}), "--grad-clip");
     EXPECT_USER_ERROR(parse({"--eval-interval", "-1"}), "--eval-interval");
@@ -408,6 +412,17 @@ TEST(TrainerCli, FreeSpaceIsCheckedUpFront) {
     }
 }
 
+// The checkpoints a --ckpt-dir holds at once, which the start-up warning sizes: the kept ones and the one being
+// written (checkpoint_rotate removes the oldest only after the newest is committed), or all when fewer are written.
+TEST(TrainerCli, CheckpointsHeldAtOnce) {
+    EXPECT_EQ(checkpoints_at_once(0, 1, 3), 1);
+    EXPECT_EQ(checkpoints_at_once(0, 3, 3), 3);
+    EXPECT_EQ(checkpoints_at_once(0, 5, 3), 4);
+    EXPECT_EQ(checkpoints_at_once(3, 5, 3), 4);  // a resumed run's rotation counts the existing ones
+    EXPECT_EQ(checkpoints_at_once(2, 1, 3), 3);
+    EXPECT_EQ(checkpoints_at_once(0, 5, 0), 5);  // --ckpt-keep 0 keeps all
+}
+
 // The CPU backend's default evaluation budget: whole micro-batches within 1e11 forward FLOPs at 2 x parameters per
 // token (the rule --help states), between one micro-batch and the flag's default.
 TEST(TrainerCli, CpuEvalBudgetSuitsTheModelSize) {
@@ -439,6 +454,11 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "prac", "--prac-shared-subspace", "--prac-t1", "3"}), 2), "");
     EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "galore", "--galore-rank", "8"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "3"}), 1), "");
+    // --eval-only trains nothing: its training flags (and PRAC's, an optimizer's) were accepted with no word
+    EXPECT_EQ(unused_flags_notice(parse({"--eval-only", "--val-data", "x", "--lr", "1", "--grad-accum", "4", "--prac",
+                                         "prac", "--prac-t1", "3", "--batch-size", "2"}), 1),
+              "notice: --lr --grad-accum --prac --prac-t1 change nothing in this run: --eval-only trains nothing (an "
+              "evaluation saves no activations to compress)\n");
     // with --prac-refresh-overlap an interval bounds D and sizes the pending slots in every mode: used
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "pac", "--prac-t2", "4", "--prac-refresh-overlap", "2"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "rac", "--prac-t1", "4", "--prac-refresh-overlap", "2"}), 1), "");
@@ -815,4 +835,35 @@ TEST(TrainerConfig, HfConfigRoundTrip) {
         EXPECT_EQ(b.tied_embeddings, a.tied_embeddings);
         EXPECT_EQ(read_json(path)["architectures"][0], arch == Arch::GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM");
     }
+}
+
+// The schedule and optimizer resume keys: a float that differs from the 7th digit on (--lr 1.0000005e-3, the six
+// digits of %g spelled it as 1e-3, and the resume accepted another run) is refused; a flag of another optimizer
+// (--galore-rank with adamw, which the run calls unaffected) is not in the key; a checkpoint written with the
+// earlier spelling (the format strings below, as the code before wrote them) still resumes with the same settings.
+TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpellingsMatched) {
+    TrainOptions o = parse({"--lr", "1e-3", "--weight-decay", "0.1"});
+    auto check = [](const TrainState& st, const TrainOptions& run) {
+        check_resume_keys(st, run, {{"schedule", schedule_key(run)}, {"optimizer", optimizer_key(run)}});
+    };
+    TrainState st;
+    st.set("run.schedule", schedule_key(o));
+    st.set("run.optimizer", optimizer_key(o));
+    EXPECT_NO_THROW(check(st, o));
+    for (const auto& changed : {std::vector<std::string>{"--lr", "1.0000005e-3", "--weight-decay", "0.1"},
+                                std::vector<std::string>{"--lr", "1e-3", "--weight-decay", "0.1000004"}})
+        EXPECT_THROW(check(st, parse(changed)), UserError) << changed[1] << " " << changed[3];
+    EXPECT_NO_THROW(check(st, parse({"--lr", "1e-3", "--weight-decay", "0.1", "--galore-rank", "8", "--muon-momentum",
+                                     "0.9"})));
+    TrainOptions g = parse({"--optimizer", "galore", "--galore-rank", "8"});
+    st.set("run.optimizer", optimizer_key(g));
+    EXPECT_THROW(check(st, parse({"--optimizer", "galore", "--galore-rank", "16"})), UserError);
+
+    TrainState old;
+    old.set("run.schedule", format("lr %g warmup %d min %g", o.lr, o.warmup, o.min_lr_frac));
+    old.set("run.optimizer", format("%s wd %g b1 %g b2 %g eps %g clip %g galore %d/%d/%g muon %g", o.optimizer.c_str(),
+                                    o.weight_decay, o.beta1, o.beta2, o.adam_eps, o.grad_clip, o.galore_rank,
+                                    o.galore_gap, o.galore_scale, o.muon_momentum));
+    EXPECT_NO_THROW(check(old, o));
+    EXPECT_THROW(check(old, parse({"--lr", "2e-3", "--weight-decay", "0.1"})), UserError);
 }

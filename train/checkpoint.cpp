@@ -192,6 +192,17 @@ static bool read_marker(const std::string& path, nlohmann::json* marker, std::st
     if (!j.is_object() || !j.contains("files") || !j["files"].is_object() || !j.contains("format_version") ||
         !j["format_version"].is_number_integer())
         return no(format("its %s marker lacks \"files\" or \"format_version\"", CKPT_COMPLETE_FILE));
+    const int64_t version = j["format_version"].get<int64_t>();
+    if (version < 1 || version > CHECKPOINT_FORMAT_VERSION)
+        return no(format("its %s marker has format version %lld; this build reads versions 1 to %d (resume with the "
+                         "build that wrote it)", CKPT_COMPLETE_FILE, (long long)version, CHECKPOINT_FORMAT_VERSION));
+    // a step directory holds the step its name says: a copy under another step's name would resume from its own
+    // step while ordered as the other (the newest found would not be the newest written)
+    int64_t named = -1;
+    if (parse_step_name(base_of(path), &named) &&
+        (!j.contains("step") || !j["step"].is_number_integer() || j["step"].get<int64_t>() != named))
+        return no(format("its %s marker says step %s, not the step %lld of its name", CKPT_COMPLETE_FILE,
+                         j.contains("step") ? j["step"].dump().c_str() : "(none)", (long long)named));
     for (auto it = j["files"].begin(); it != j["files"].end(); ++it) {
         const std::string& name = it.key();
         if (!it.value().is_number_unsigned()) return no(format("its %s marker has a bad size for %s", CKPT_COMPLETE_FILE,

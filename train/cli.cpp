@@ -35,7 +35,7 @@ const Flag FLAGS[] = {
     F("--steps", "N", INT, steps,
       "optimizer steps; with --resume it may differ from the checkpoint's run (extend or shorten it): the steps still "
       "to come follow the schedule over the new --steps (warmup stays the run's), so extending 6 -> 10 raises the lr "
-      "at step 7 from the 6-step cosine's floor to the 10-step cosine's value"),
+      "at step 7 from the 6-step cosine's end to the 10-step cosine's value"),
     F("--lr", "LR", FLOAT, lr, "peak learning rate"),
     F("--warmup", "N", INT, warmup, "linear warmup steps (default: 10% of --steps)"),
     F("--min-lr-frac", "F", FLOAT, min_lr_frac, "cosine decay floor as a fraction of --lr"),
@@ -74,7 +74,8 @@ const Flag FLAGS[] = {
       "least one), mean over their tokens; galore: batches until more than "
       "--eval-tokens non-pad tokens (GaLore's C4 protocol: 10000000), mean of the batch means"),
     F("--on-nonfinite", "stop|skip", STR, on_nonfinite,
-      "a NaN/Inf loss or gradient norm stops the run (after a checkpoint of the last good state) or skips the step"),
+      "a NaN/Inf loss or gradient norm stops the run (after a checkpoint of the last good state) or skips the step "
+      "(more than 10 skipped in a row stop it)"),
     F("--eval-only", "", BOOL, eval_only, "only evaluate (usually with --init-from) and print loss and perplexity"),
     F("--no-shuffle", "", BOOL, shuffle, "read training shards in order (default: shuffled with --seed)"),
     F("--prac", "MODE", STR, prac, "activation compression: none, pac (principal only), rac (random only), prac"),
@@ -279,8 +280,12 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
             }
             case Kind::FLOAT: {
                 float v = std::strtof(value.c_str(), &end);
-                if (value.empty() || *end || errno || !std::isfinite(v))
-                    fail("flag %s needs a finite number, got \"%s\"", flag->name, value.c_str());
+                // (strtof also reads hexadecimal, "0x10": a typo more likely than a setting)
+                if (value.empty() || *end || (errno && errno != ERANGE) || !std::isfinite(v) ||
+                    value.find_first_of("xX") != std::string::npos)
+                    fail("flag %s needs a finite decimal number, got \"%s\"", flag->name, value.c_str());
+                if (errno == ERANGE)  // below fp32's smallest normal number (the overflows are infinite above)
+                    fail("flag %s: %s is too small for a float (below 1.2e-38)", flag->name, value.c_str());
                 // no real-valued setting means anything beyond 1e9 (a typo such as 1e20 for 1e-2 is not a setting)
                 if (std::fabs(v) > 1e9f) fail("flag %s: %s is out of range (|value| <= 1e9)", flag->name, value.c_str());
                 *(float*)field = v;
@@ -357,7 +362,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.min_lr_frac >= 0 && opts.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1] (got %g)",
                opts.min_lr_frac);
     CHECK_USER(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
-               "--beta1/--beta2 must be in [0, 1)");
+               "--beta1/--beta2 must be in [0, 1) (got %.9g, %.9g as float32: 0.99999999 is 1)", opts.beta1,
+               opts.beta2);
     CHECK_USER(opts.adam_eps > 0, "--adam-eps must be positive");
     CHECK_USER(opts.weight_decay >= 0, "--weight-decay must be >= 0 (got %g)", opts.weight_decay);
     CHECK_USER(opts.grad_clip >= 0, "--grad-clip must be >= 0");
@@ -608,6 +614,16 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         out += format("notice: %s %s nothing in this run: %s\n", names.c_str(),
                       flags.size() == 1 ? "changes" : "change", why.c_str());
     };
+    if (o.eval_only) {  // (the flags that go only with training are refused: check_flag_partners)
+        Flags f = given_of({"--steps", "--epochs", "--lr", "--warmup", "--min-lr-frac", "--weight-decay", "--beta1",
+                            "--beta2", "--adam-eps", "--grad-clip", "--grad-accum", "--optimizer",
+                            "--optimizer-states", "--on-nonfinite", "--no-shuffle", "--eval-interval",
+                            "--log-interval", "--recompute", "--recompute-attention", "--zero", "--overlap-comm"});
+        for (const char* family : {"--prac", "--galore-", "--muon-", "--rso-"})
+            for (const std::string& g : given(family)) f.push_back(g);
+        notice(f, "--eval-only trains nothing (an evaluation saves no activations to compress)");
+        return out;
+    }
     // --prac-storage fp8 without PRAC is refused (check_storage_options). An interval also bounds
     // --prac-refresh-overlap's D and sizes its pending slots: with an overlap T1 and T2 are used in every mode.
     const bool overlap = o.prac_refresh_overlap > 0;

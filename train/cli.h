@@ -12,6 +12,9 @@
 #include "model/sites.h"  // Recompute
 #include "prac/prac.h"
 
+// --on-nonfinite skip: more non-finite steps than this in a row stop the run (it diverged; skipping is for spikes)
+inline constexpr int MAX_SKIPPED_IN_A_ROW = 10;
+
 struct TrainOptions {
     std::string model;          // name or config.json
     std::string init_from;      // safetensors file or directory with model.safetensors

@@ -147,7 +147,8 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(o.lr >= 0 && o.warmup >= 0 && o.weight_decay >= 0 && o.grad_clip >= 0,
                "--lr, --warmup, --weight-decay and --grad-clip must be >= 0");
     CHECK_USER(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.adam_eps > 0,
-               "--beta1/--beta2 must be in [0, 1) and --adam-eps positive");
+               "--beta1/--beta2 must be in [0, 1) and --adam-eps positive (got %.9g, %.9g and %g as float32: "
+               "0.99999999 is 1)", o.beta1, o.beta2, o.adam_eps);
     CHECK_USER(o.optimizer == "adamw" || o.optimizer == "rso",
                "finetune_roberta's optimizers are adamw and rso (got \"%s\")\n---> HINT: the pretraining optimizers "
                "(muon, adam-mini, galore) are train_gpt2's and train_llama's", o.optimizer.c_str());

@@ -119,7 +119,7 @@ struct FineTuner {
           tok(o.init_from), B(o.batch_size), model(be, check_data_first(), prac, o.recompute_options()),
           log(o.log, o.overwrite && !o.eval_only) {
         check_prac_compresses(model.sites, prac.mode, opts.prac, opts.prac_classes, opts.recompute);
-        std::printf("task %s: %zu training examples, dev %s; tokenized with %s\n", info.name,
+        std::printf("task %s: %zu training examples, %s; tokenized with %s\n", info.name,
                     train_examples.size(), dev_text().c_str(), tok.name().c_str());
         if (train_set.truncated || count_truncated())
             std::printf("notice: %lld training and %lld dev examples were truncated to --max-len %d tokens\n",
@@ -141,6 +141,12 @@ struct FineTuner {
         memory_report();
         if (opts.eval_only) return;
         batcher = std::make_unique<GlueBatcher>(train_set, B, true, (uint64_t)opts.seed);
+        // a step never spans epochs: more micro-batches than an epoch has would be allocated and never drawn
+        CHECK_USER(opts.grad_accum <= batcher->batches_per_epoch(),
+                   "--grad-accum %d is more than the %lld batches of an epoch (%zu examples, --batch-size %d)\n"
+                   "---> HINT: pass --grad-accum %lld (one step per epoch) or less", opts.grad_accum,
+                   (long long)batcher->batches_per_epoch(), train_examples.size(), B,
+                   (long long)batcher->batches_per_epoch());
         steps_per_epoch = (int)((batcher->batches_per_epoch() + opts.grad_accum - 1) / opts.grad_accum);
         CHECK_USER((long long)steps_per_epoch * opts.epochs <= INT_MAX, "--epochs %d of %d steps each make more than "
                    "%d steps\n---> HINT: pass --epochs %d or less", opts.epochs, steps_per_epoch, INT_MAX,
@@ -553,6 +559,9 @@ struct FineTuner {
         return k;
     }
 
+    // The CPU backend's OpenMP threads (the order of its sums), 0 for the CUDA backend.
+    static int cpu_threads() { return std::is_same<Backend, CpuBackend>::value ? omp_get_max_threads() : 0; }
+
     // A checkpoint of the run so far: weights (Hugging Face layout), optimizer state, PRAC bases, the batcher's
     // position and the best score (so a resumed run reports the same best).
     void checkpoint() { checkpoint(batcher->state()); }
@@ -565,6 +574,7 @@ struct FineTuner {
         st.step = step;
         st.adam_t = opt->steps();
         for (const auto& [k, v] : keys()) st.set("run." + k, v);
+        st.set_i64("run.cpu_threads", cpu_threads());
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // --optimizer-states 8bit: AdamW's codes
                 std::vector<uint8_t> bytes(t.numel);
@@ -596,6 +606,7 @@ struct FineTuner {
     void resume() {
         TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
         check_resume_keys(st, opts, keys());
+        notice_other_thread_count(st, cpu_threads());
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // --optimizer-states 8bit: AdamW's codes

@@ -39,11 +39,13 @@ struct MetricsLog {
 
     static std::string num(double x) { return std::isfinite(x) ? format("%.9g", x) : "null"; }
 
-    void step(int step, float loss, float lr, float grad_norm, double tokens_per_s, double ms, size_t mem_bytes) {
+    // skipped: --on-nonfinite skip left this step's update out ("skipped":true; absent otherwise)
+    void step(int step, float loss, float lr, float grad_norm, double tokens_per_s, double ms, size_t mem_bytes,
+              bool skipped = false) {
         write_line(format("{\"type\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
-                          "\"tokens_per_s\":%s,\"ms_per_step\":%s,\"mem_peak_bytes\":%zu}",
+                          "\"tokens_per_s\":%s,\"ms_per_step\":%s,\"mem_peak_bytes\":%zu%s}",
                           step, num(loss).c_str(), num(lr).c_str(), num(grad_norm).c_str(),
-                          num(tokens_per_s).c_str(), num(ms).c_str(), mem_bytes));
+                          num(tokens_per_s).c_str(), num(ms).c_str(), mem_bytes, skipped ? ",\"skipped\":true" : ""));
     }
     void eval(int step, float val_loss, long long tokens) {
         write_line(format("{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld}",

@@ -9,8 +9,9 @@
 #include "common/tensors.h"
 #include "kernels/adamw8.h"  // AdamW8Codes, ADAMW8_BLOCK
 
-// Linear warmup over `warmup` steps, then cosine decay from lr to min_lr_frac * lr at the last step
-// (the PRAC paper: warmup 10% of steps, floor 10% of peak). step is 0-based.
+// Linear warmup over `warmup` steps, then cosine decay from lr toward min_lr_frac * lr, which step total_steps (one
+// past the last) would reach: llm.c's formula, the last step's lr a little above the floor (the PRAC paper: warmup
+// 10% of steps, floor 10% of peak). step is 0-based.
 inline float lr_schedule(int step, int total_steps, int warmup, float lr, float min_lr_frac) {
     if (step < warmup) return lr * (float)(step + 1) / (float)warmup;
     float min_lr = min_lr_frac * lr;

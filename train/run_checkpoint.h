@@ -3,6 +3,7 @@
 // step, PRAC bases and refresh counters, the data loader's position, and the settings a bit-exact continuation
 // depends on, which a resume checks.
 #pragma once
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,27 @@ inline std::string prac_key(const TrainOptions& o, bool joined = false) {
            (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved());
 }
 
+// The run.schedule and run.optimizer resume keys: every float to the float's nine digits (with six, --lr 1e-3 and
+// 1.0000005e-3 were one setting and the resume another run), each optimizer's own flags only with it (an inert
+// --galore-rank blocked a resume that the run itself called unaffected). `legacy` spells them as checkpoints
+// written before did (six digits; GaLore's and Muon's flags always), which they still match.
+inline std::string schedule_key(const TrainOptions& o, bool legacy = false) {
+    return format(legacy ? "lr %g warmup %d min %g" : "lr %.9g warmup %d min %.9g", o.lr, o.warmup, o.min_lr_frac);
+}
+inline std::string optimizer_key(const TrainOptions& o, bool legacy = false) {
+    const char* g = legacy ? "%g" : "%.9g";
+    auto num = [&](double v) { return format(g, v); };
+    std::string k = o.optimizer + " wd " + num(o.weight_decay) + " b1 " + num(o.beta1) + " b2 " + num(o.beta2) +
+                    " eps " + num(o.adam_eps) + " clip " + num(o.grad_clip);
+    if (legacy || o.optimizer == "galore")
+        k += format(" galore %d/%d/", o.galore_rank, o.galore_gap) + num(o.galore_scale);
+    if (legacy || o.optimizer == "muon") k += " muon " + num(o.muon_momentum);
+    if (o.optimizer == "rso")
+        k += format(" rso %d/%d/", o.rso_rank, o.rso_gap) + num(o.rso_prox) + "/" + o.rso_activations;
+    if (o.optimizer_states != "fp32") k += " states " + o.optimizer_states;
+    return k;
+}
+
 // The settings a continuation must share with the run that wrote the checkpoint (anything that changes the
 // arithmetic or the data order). Keys are stored as metadata and compared on resume. Not among them: --steps (a
 // resume may extend or shorten the run: the schedule of the steps to come spans the new --steps), and the training
@@ -48,14 +70,8 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
         {"batch_size", std::to_string(o.batch_size)},
         {"seq_len", std::to_string(o.seq_len)},
         {"grad_accum", std::to_string(o.grad_accum)},
-        {"schedule", format("lr %g warmup %d min %g", o.lr, o.warmup, o.min_lr_frac)},
-        {"optimizer", format("%s wd %g b1 %g b2 %g eps %g clip %g galore %d/%d/%g muon %g", o.optimizer.c_str(),
-                             o.weight_decay, o.beta1, o.beta2, o.adam_eps, o.grad_clip, o.galore_rank, o.galore_gap,
-                             o.galore_scale, o.muon_momentum) +
-                              (o.optimizer == "rso" ? format(" rso %d/%d/%g/%s", o.rso_rank, o.rso_gap, o.rso_prox,
-                                                             o.rso_activations.c_str())
-                                                    : "") +
-                              (o.optimizer_states != "fp32" ? " states " + o.optimizer_states : "")},
+        {"schedule", schedule_key(o)},
+        {"optimizer", optimizer_key(o)},
         {"seed", std::to_string(o.seed)},
         {"shuffle", o.shuffle ? "1" : "0"},
         {"prac", prac_key(o)},
@@ -83,6 +99,9 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
         if (k == "model" && st.has_meta("run.model") && model_key_shape(st.get("run.model")) == model_key_shape(v))
             continue;
         if (k == "prac" && st.has_meta("run.prac") && st.get("run.prac") == prac_key(o, true)) continue;
+        if (k == "schedule" && st.has_meta("run.schedule") && st.get("run.schedule") == schedule_key(o, true)) continue;
+        if (k == "optimizer" && st.has_meta("run.optimizer") && st.get("run.optimizer") == optimizer_key(o, true))
+            continue;
         if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&
             st.get("run.prac") + " storage fp8" == v)
             fail("cannot resume from %s: it stores PRAC's projections in the activation dtype, and this run would "
@@ -91,6 +110,16 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
                  st.path.empty() ? "the checkpoint" : st.path.c_str());
         check_compatible(st, "run." + k, v);
     }
+}
+
+// The CPU backend's sums are split over its threads: a resume with another count is not bit-exact, which a notice
+// says (docs/DESIGN.md section 2). `threads`: this run's OpenMP threads (0: the CUDA backend, nothing to say).
+inline void notice_other_thread_count(const TrainState& st, int threads) {
+    const int64_t saved = st.has_meta("run.cpu_threads") ? st.get_i64("run.cpu_threads") : 0;
+    if (threads > 0 && saved > 0 && saved != threads)
+        std::printf("notice: the checkpoint was written with %lld CPU threads, this run has %d: the CPU backend's "
+                    "sums depend on the thread count, so the continuation is not bit-exact (OMP_NUM_THREADS=%lld "
+                    "makes it so)\n", (long long)saved, threads, (long long)saved);
 }
 
 // Everything a checkpoint holds besides the model, gathered on the host (full optimizer state even under ZeRO-1;
@@ -106,6 +135,7 @@ struct RunState {
     int ranks = 1, zero = 0;
     bool prac_shared = false;
     int cpu_threads = 0;       // the CPU backend's OpenMP threads (its sums' order), 0 for the CUDA backend
+    int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip's counts (its limit goes on counting)
     bool replaces_earlier_run = false;  // --overwrite's first checkpoint: the others in the directory are removed
     std::string train_shards;  // data_fingerprint of the training files (train/trainer.h)
 };
@@ -129,6 +159,8 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);
     st.set_i64("run.cpu_threads", rs.cpu_threads);
+    st.set_i64("run.skipped_in_a_row", rs.skipped_in_a_row);
+    st.set_i64("run.skipped_total", rs.skipped_total);
     for (const auto& [name, data] : rs.optim) st.add_f32(name, data.data(), {(int64_t)data.size()});
     for (const auto& [name, data] : rs.optim_u8) st.add_u8(name, data.data(), {(int64_t)data.size()});
     for (const SafeTensorWrite& t : rs.prac) {

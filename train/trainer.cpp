@@ -99,18 +99,28 @@ void check_output_file(const std::string& path, const char* flag) {
              path.c_str(), parent.c_str(), is_dir(parent) ? std::strerror(errno) : "no such directory");
 }
 
-void check_free_space(const std::string& dir, double bytes, const char* what) {
+double free_space(const std::string& dir) {
     std::string d = dir.empty() ? "." : dir;
     struct statvfs fs;
     while (statvfs(d.c_str(), &fs) != 0) {  // not there yet: the nearest existing parent holds it
         size_t slash = d.find_last_of('/');
-        if (errno != ENOENT || d == "/" || d == ".") return;
+        if (errno != ENOENT || d == "/" || d == ".") return -1;
         d = slash == std::string::npos ? "." : slash == 0 ? "/" : d.substr(0, slash);
     }
-    double free_bytes = (double)fs.f_bavail * (double)fs.f_frsize;
-    if (fs.f_frsize > 0 && free_bytes < bytes)
+    return fs.f_frsize > 0 ? (double)fs.f_bavail * (double)fs.f_frsize : -1;
+}
+
+void check_free_space(const std::string& dir, double bytes, const char* what) {
+    const double free_bytes = free_space(dir);
+    if (free_bytes >= 0 && free_bytes < bytes)
         fail("%s needs %.1f MiB in %s, but its filesystem has %.1f MiB free\n---> HINT: free some space or choose "
              "a directory on another filesystem", what, bytes / 1048576.0, dir.c_str(), free_bytes / 1048576.0);
+}
+
+int checkpoints_at_once(int existing, int written, int keep) {
+    const int all = existing + written;
+    if (keep <= 0 || all <= keep) return all;
+    return keep + 1;  // rotation removes the oldest only once the newest is complete
 }
 
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag) {

@@ -48,9 +48,14 @@ void verify_init_from_checkpoint(const std::string& path);
 void prepare_output_dir(const std::string& dir, const char* flag);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory.
 void check_output_file(const std::string& path, const char* flag);
-// Fails when the filesystem that holds `dir` (or its nearest existing parent) has less than `bytes` free for
-// `what` (statvfs's space for unprivileged users); does nothing where statvfs cannot tell.
+// The bytes free for unprivileged users (statvfs) on the filesystem that holds `dir` (or its nearest existing
+// parent); -1 where statvfs cannot tell.
+double free_space(const std::string& dir);
+// Fails when that filesystem has less than `bytes` free for `what`; does nothing where statvfs cannot tell.
 void check_free_space(const std::string& dir, double bytes, const char* what);
+// How many checkpoints of a run's --ckpt-dir exist at once at most, counting the one being written beside the kept
+// ones: `existing` complete ones there, `written` more to come, the newest `keep` kept (<= 0: all).
+int checkpoints_at_once(int existing, int written, int keep);
 // The files a data pattern (--train-data / --val-data, named by `flag`) matches; none is an error naming the flag.
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag);
 // The identity of a run's training data for resume: each file's size and content checksum, in the loader's order
@@ -128,7 +133,9 @@ struct Trainer {
     double eval_ms = 0;  // evaluations' time so far
     int evals_timed = 0;
     std::string train_shards;  // data_fingerprint of the training files (with --ckpt-dir)
-    int skipped_in_a_row = 0, skipped_total = 0;
+    int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip (checkpointed: a resume counts on)
+    bool skipped_step = false;                      // this step's update was skipped
+    int64_t last_checkpoint = -1;                   // the step this process last checkpointed (not twice)
     // --prac-shared-subspace: a rank that only joins a refresh adds a zero Gram matrix (see join_shared_refresh)
     bool gram_nothing = false;
     GramReducer gram_allreduce;
@@ -186,8 +193,19 @@ struct Trainer {
         if (!opts.ckpt_dir.empty() && rank == 0) {
             size_t opt_bytes = 0;
             for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.nbytes();
-            check_free_space(opts.ckpt_dir, 4.0 * model.num_parameters + opt_bytes + (1 << 20),
-                             "--ckpt-dir (one checkpoint: weights and optimizer state)");
+            const double one = 4.0 * model.num_parameters + opt_bytes + (1 << 20);
+            check_free_space(opts.ckpt_dir, one, "--ckpt-dir (one checkpoint: weights and optimizer state)");
+            // the kept ones too: said now, not by a checkpoint that meets a full disk hours into the run
+            const int existing = (int)checkpoint_steps(opts.ckpt_dir).size(),
+                      written = opts.ckpt_every > 0 ? opts.steps / opts.ckpt_every + 1 : 1,
+                      more = checkpoints_at_once(existing, written, opts.ckpt_keep) - existing;
+            const double free_bytes = free_space(opts.ckpt_dir);
+            if (free_bytes >= 0 && free_bytes < more * one)
+                std::printf("warning: --ckpt-dir's filesystem has %.1f MiB free, room for %d more checkpoint(s) of "
+                            "%.1f MiB, and this run needs %d more (--ckpt-keep %d, and one more while the newest is "
+                            "written): a later checkpoint would fail on a full disk\n---> HINT: free space, or keep "
+                            "fewer (--ckpt-keep K needs room for K + 1)\n", free_bytes / 1048576.0,
+                            (int)(free_bytes / one), one / 1048576.0, more, opts.ckpt_keep);
         }
         if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
@@ -305,17 +323,29 @@ struct Trainer {
         loss = step_loss;
         norm = grad_norm;
         lr = lr_schedule(step, opts.steps, opts.warmup, opts.lr, opts.min_lr_frac);
-        if (!std::isfinite(loss) || !std::isfinite(norm)) {
+        skipped_step = !std::isfinite(loss) || !std::isfinite(norm);
+        if (skipped_step) {
             // the parameters are still the last good ones: nothing of this step has been applied
-            if (opts.on_nonfinite == "stop" || ++skipped_in_a_row > 10) {
-                checkpoint(step, data_before);  // the last good state, to resume from after a fix
-                fail("step %d: loss %g, gradient norm %g: training diverged%s\n---> HINT: lower --lr, raise --warmup, "
-                     "check the data, or pass --on-nonfinite skip%s", step + 1, loss, norm,
-                     skipped_in_a_row > 10 ? " (more than 10 steps in a row skipped)" : "",
-                     opts.ckpt_dir.empty() ? "" : "; the last good state is checkpointed in --ckpt-dir");
+            const bool skipping = opts.on_nonfinite == "skip";
+            if (!skipping || skipped_in_a_row == MAX_SKIPPED_IN_A_ROW) {
+                checkpoint(step, data_before);  // the last good state
+                // a resume continues the same settings only: another --lr or --warmup is a new run from its weights
+                std::string fix = opts.ckpt_dir.empty()
+                                      ? "lower --lr or raise --warmup"
+                                      : format("start a new run with a lower --lr or a longer --warmup from the last "
+                                               "good weights (--init-from %s, another --ckpt-dir)",
+                                               checkpoint_path(opts.ckpt_dir, step).c_str());
+                fail("step %d: loss %g, gradient norm %g: training diverged%s\n---> HINT: %s, or check the data%s",
+                     step + 1, loss, norm,
+                     skipping ? format(" (more than %d steps in a row skipped)", MAX_SKIPPED_IN_A_ROW).c_str() : "",
+                     fix.c_str(),
+                     skipping             ? ""
+                     : opts.ckpt_dir.empty() ? "; --on-nonfinite skip skips such steps"
+                                             : "; --resume --on-nonfinite skip continues it skipping such steps");
             }
             std::printf("warning: step %d: loss %g, gradient norm %g: skipping this update (--on-nonfinite skip)\n",
                         step + 1, loss, norm);
+            skipped_in_a_row++;
             skipped_total++;
         } else {
             skipped_in_a_row = 0;
@@ -337,7 +367,7 @@ struct Trainer {
             std::printf("step %5d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
                         opts.steps, loss, norm, lr, ms, tok_s, human_duration(eta).c_str());
         std::fflush(stdout);
-        log.step(step + 1, loss, lr, norm, tok_s, ms, be.peak_bytes);
+        log.step(step + 1, loss, lr, norm, tok_s, ms, be.peak_bytes, skipped_step);
         if (opts.ckpt_every > 0 && (step + 1) % opts.ckpt_every == 0 && step + 1 < opts.steps)
             checkpoint(step + 1, train_data->get_state());
         // tests: die like `kill -9` right after this step (no cleanup, no checkpoint), to test resuming
@@ -392,7 +422,9 @@ struct Trainer {
     // A checkpoint after `completed` steps with the data at `data`: gathers the optimizer shards and every rank's
     // PRAC state; rank 0 writes.
     void checkpoint(int64_t completed, const DataLoaderState& data) {
-        if (opts.ckpt_dir.empty()) return;
+        // a stop right after a periodic checkpoint (a signal, a divergence) would write the same one again
+        if (opts.ckpt_dir.empty() || completed == last_checkpoint) return;
+        last_checkpoint = completed;
         progress("checkpoint", (int)completed);
         check_replicas(completed);
         const size_t n = model.param_buffer_numel;
@@ -404,6 +436,8 @@ struct Trainer {
         rs.zero = opts.zero;
         rs.prac_shared = opts.prac_shared;
         rs.cpu_threads = cpu_backend ? omp_get_max_threads() : 0;
+        rs.skipped_in_a_row = skipped_in_a_row;
+        rs.skipped_total = skipped_total;
         rs.replaces_earlier_run = opts.overwrite && !wrote_checkpoint;
         wrote_checkpoint = true;
         rs.train_shards = train_shards;
@@ -769,12 +803,11 @@ struct Trainer {
                           st.get_u64("data.rng_state")};
         train_data->set_state(d);
         start_step = steps_done = (int)st.step;
-        // the CPU backend's sums are split over the threads: another count, other roundings (docs/DESIGN.md section 2)
-        const int64_t threads_saved = st.has_meta("run.cpu_threads") ? st.get_i64("run.cpu_threads") : 0;
-        if (cpu_backend && threads_saved > 0 && threads_saved != omp_get_max_threads())
-            std::printf("notice: the checkpoint was written with %lld CPU threads, this run has %d: the CPU backend's "
-                        "sums depend on the thread count, so the continuation is not bit-exact (OMP_NUM_THREADS=%lld "
-                        "makes it so)\n", (long long)threads_saved, omp_get_max_threads(), (long long)threads_saved);
+        if (st.has_meta("run.skipped_total")) {  // (written since the count was checkpointed)
+            skipped_in_a_row = (int)st.get_i64("run.skipped_in_a_row");
+            skipped_total = (int)st.get_i64("run.skipped_total");
+        }
+        notice_other_thread_count(st, cpu_backend ? omp_get_max_threads() : 0);
         if (!opts.dump_site.empty() && opts.dump_step < start_step)
             std::printf("warning: --dump-step %d is before step %d, where this run resumes: nothing will be dumped\n",
                         opts.dump_step, start_step);

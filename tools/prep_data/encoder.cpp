@@ -81,12 +81,53 @@ std::string owt_clean(std::string_view s) {
     return c.substr(b, e - b);
 }
 
+
+// A JSON line whose text holds a lone UTF-16 surrogate escape ("\ud800" without its pair: web corpora hold them)
+// with each such escape made U+FFFD, as tiktoken encodes a Python string holding one. The JSON parser refuses them.
+std::string replace_lone_surrogates(std::string_view line) {
+    auto unit_at = [&](size_t i) -> int {  // the code unit of a "\uXXXX" escape at i, or -1
+        if (i + 6 > line.size() || line[i] != '\\' || line[i + 1] != 'u') return -1;
+        int u = 0;
+        for (size_t k = i + 2; k < i + 6; k++) {
+            const char c = line[k], lower = (char)(c | 0x20);
+            const int d = c >= '0' && c <= '9' ? c - '0' : lower >= 'a' && lower <= 'f' ? lower - 'a' + 10 : -1;
+            if (d < 0) return -1;
+            u = u * 16 + d;
+        }
+        return u;
+    };
+    std::string out;
+    for (size_t i = 0; i < line.size();) {
+        if (line[i] != '\\' || i + 1 >= line.size()) {
+            out += line[i++];
+            continue;
+        }
+        int u = unit_at(i);
+        if (u >= 0xD800 && u <= 0xDBFF && unit_at(i + 6) >= 0xDC00 && unit_at(i + 6) <= 0xDFFF) {
+            out.append(line.substr(i, 12));  // a pair
+            i += 12;
+        } else if (u >= 0xD800 && u <= 0xDFFF) {
+            out += "\\ufffd";
+            i += 6;
+        } else {
+            out.append(line.substr(i, 2));  // any other escape ("\\" too: its second backslash is not an escape)
+            i += 2;
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 std::string Encoder::json_text(const Record& r, std::string* text) const {
     json j;
     try {
-        j = json::parse(r.data);
+        try {
+            j = json::parse(r.data);
+        } catch (const json::parse_error& e) {
+            if (std::string(e.what()).find("surrogate") == std::string::npos) throw;
+            j = json::parse(replace_lone_surrogates(r.data));
+        }
     } catch (const json::parse_error& e) {
         std::string m = e.what();
         size_t k = m.find("] ");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,7 +56,8 @@ Input:
   --doc-sep auto|file|blank  in text files and .txt entries: one document per file, or documents separated
                         by blank lines (lines of only spaces/tabs; a document's lines are joined with "\n").
                         auto (default): blank when --input is one text file (a book, a dump of your notes:
-                        its paragraphs are the documents), file otherwise (a directory, a corpus archive)
+                        its paragraphs are the documents) and --val-input, if given, is one too; file
+                        otherwise (several files, a directory, a corpus archive)
   --owt-clean           clean each document like Hugging Face's openwebtext loader: \r\n and \r become \n,
                         runs of 3+ newlines become 2, leading and trailing whitespace is removed (owt: on)
   --skip-bad-json       skip (and count) JSON lines that do not parse or lack the text field, instead of
@@ -71,7 +73,8 @@ Tokenizer and layout:
                         is kept next to the shards as PREFIX_tokenizer.model (the trainers decode with it)
   --spm-vocab N         train your own SentencePiece model (unigram, N pieces, T5's ids: pad 0, EOS 1, unk 2,
                         no BOS) on the training documents first, write it to PREFIX_tokenizer.model, and
-                        tokenize with it (implies --tokenizer spm; for LLaMA on your own text)
+                        tokenize with it (implies --tokenizer spm; for LLaMA on your own text); the trainer
+                        runs 16 threads whatever --threads says, so the model is the same on every machine
   --spm-train-lines N   train it on at most the first N lines of the training documents (default 2M)
   --gpt2-ranks FILE     GPT-2's ranks (default: data/gpt2/r50k_base.tiktoken of this source tree)
   --layout flat|rows    flat (default): one stream of documents separated by EOT/EOS; GPT-2 puts EOT
@@ -314,6 +317,10 @@ void finish_options(Options& o) {
     CHECK_USER(!o.inputs.empty(), "no input: give --input PATH (files, directories or patterns)\n"
                "---> HINT: prep_data --help shows the formats and where to download C4 and OpenWebText");
     CHECK_USER(!o.out.empty(), "no output: give --out PREFIX (shards are written to PREFIX_train_000000.bin, ...)");
+    CHECK_USER(o.out.back() != '/' && !std::filesystem::is_directory(o.out),
+               "--out %s is a directory; --out is a prefix of file names (shards are written to "
+               "PREFIX_train_000000.bin, ...)\n---> HINT: name the files too, e.g. --out %s%sdata",
+               o.out.c_str(), o.out.c_str(), o.out.back() == '/' ? "" : "/");
     CHECK_USER(!o.tokenizer.empty(), "no tokenizer: give --tokenizer gpt2 (GPT-2), --spm-vocab N (LLaMA: "
                "train a SentencePiece model on your text) or --tokenizer spm --spm-model FILE (or a preset: "
                "prep_data c4 ... / prep_data owt ...)");

@@ -239,10 +239,7 @@ struct Prep {
             }
             CHECK_USER(pad < tok->vocab_size(), "--pad-id %d is outside the vocabulary (%d ids)", pad,
                        tok->vocab_size());
-            lay.pad = (uint32_t)pad;
-            if (lay.pad == lay.eos)
-                std::fprintf(stderr, "warning: the pad id %d is the EOS id: the loss ignores pad targets, so EOS "
-                             "targets will be ignored too\n", pad);
+            lay.pad = (uint32_t)pad;  // it may be EOS or a token of the text: the loader ignores only the pads after EOS
         }
         info.vocab_size = tok->vocab_size();
         info.layout = o.rows() ? SHARD_LAYOUT_ROWS : SHARD_LAYOUT_FLAT;
@@ -742,7 +739,8 @@ struct Prep {
                          "--doc-sep blank makes its paragraphs the documents\n");
         // Pasted into a shell from the directory prep_data ran in: the patterns quoted for the shell, so the
         // trainer (not the shell) expands them, whatever characters --out holds.
-        std::string train_pat = out_glob() + "_train_*.bin", val_pat = out_glob() + "_val_*.bin";
+        // six characters for the shard number: "PREFIX_val_*" also matched the shards of an --out PREFIX_val
+        std::string train_pat = out_glob() + "_train_??????.bin", val_pat = out_glob() + "_val_??????.bin";
         std::fprintf(stderr, "train with: ./%s --train-data %s%s%s\n", gpt2 ? "train_gpt2" : "train_llama",
                      shell_quote(train_pat).c_str(),
                      sp[VAL].shards > 0 ? (" --val-data " + shell_quote(val_pat)).c_str() : "",
@@ -753,19 +751,24 @@ struct Prep {
     }
 
     // --doc-sep auto: one plain text file given by name is a book or a dump of notes, whose paragraphs are the
-    // documents; anything else (several files, a directory, archives) is a corpus of one document per file.
+    // documents (and so is a --val-input of one such file beside it: a book for validation); anything else (several
+    // files, a directory, archives) is a corpus of one document per file.
     void resolve_doc_sep() {
         if (o.doc_sep != "auto") return;
-        int text_files = 0, other = 0;
-        for (const auto& f : files) (classify(f.path).kind == KIND_TEXT ? text_files : other)++;
+        int text_files[2] = {0, 0}, other = 0;
+        for (const auto& f : files) classify(f.path).kind == KIND_TEXT ? text_files[f.split_src]++ : other++;
         std::error_code ec;
-        bool one_file = o.inputs.size() == 1 && !fs::is_directory(o.inputs[0], ec) && text_files == 1 && other == 0 &&
-                        o.val_inputs.empty();
+        auto one_text_file = [&](const std::vector<std::string>& given, int split) {
+            return given.size() == 1 && !fs::is_directory(given[0], ec) && text_files[split] == 1;
+        };
+        bool one_file = other == 0 && one_text_file(o.inputs, TRAIN) &&
+                        (o.val_inputs.empty() || one_text_file(o.val_inputs, VAL));
         o.doc_sep = one_file ? "blank" : "file";
-        if (!o.quiet && text_files > 0)
+        if (!o.quiet && text_files[TRAIN] + text_files[VAL] > 0)
             std::fprintf(stderr, "documents: %s (--doc-sep auto; --doc-sep file|blank chooses)\n",
-                         one_file ? "the blank-line separated paragraphs of the one text file"
-                                  : "one per text file");
+                         !one_file                ? "one per text file"
+                         : o.val_inputs.empty() ? "the blank-line separated paragraphs of the one text file"
+                                                  : "the blank-line separated paragraphs of each split's text file");
     }
 
     int run() {

@@ -25,6 +25,9 @@
 namespace prep {
 namespace {
 
+// SentencePiece's trainer threads, whatever --threads says: its model depends on their number
+constexpr int SPM_TRAIN_THREADS = 16;
+
 // The collecting pass encodes nothing; the Encoder still wants a tokenizer.
 struct NoTokenizer : Tokenizer {
     void encode(std::string_view, std::vector<uint32_t>&) const override {}
@@ -102,7 +105,9 @@ void train_spm_model(const Options& o, const std::vector<InputFile>& files, cons
         {"pad_piece", "<pad>"}, {"eos_piece", "</s>"}, {"unk_piece", "<unk>"},
         // every line counts, in input order, none skipped for length: the model depends on the input alone
         {"input_sentence_size", "0"}, {"shuffle_input_sentence", "false"}, {"max_sentence_length", "1000000"},
-        {"num_threads", std::to_string(o.threads)}, {"minloglevel", o.quiet ? "2" : "1"}};
+        // a fixed count, not --threads: the trainer sums each thread's share of the statistics, so its model
+        // depended on the machine's cores (on a 2-core machine 16 threads cost little)
+        {"num_threads", std::to_string(SPM_TRAIN_THREADS)}, {"minloglevel", o.quiet ? "2" : "1"}};
     std::string proto;
     LinesIterator it(lines);
     auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &proto);
