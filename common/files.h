@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -55,9 +56,10 @@ inline void write_file_atomic(const std::string& path, const std::string& bytes)
 }
 
 // An output directory whose files are replaced together (--save: weights, config, tokenizer). The files are written
-// into DIR/.staged_PID (file()), then commit() moves them into DIR with `last` (the weights) moved last and fsyncs
-// DIR. A failure while writing (a full disk) removes the staging directory and leaves DIR as it was: no weights
-// beside another model's config, no new files beside an earlier model's. Renames do not fail for space.
+// into DIR/.staged_PID (file()), then commit() removes DIR's files that `stale` names and the new set lacks (an
+// earlier model's tokenizer.json, which loaders would prefer to the new tokenizer), moves the new ones into DIR with
+// `last` (the weights) moved last, and fsyncs DIR. A failure while writing (a full disk) removes the staging
+// directory and leaves DIR as it was: no weights beside another model's config. Renames do not fail for space.
 struct StagedDir {
     std::string dir, tmp;
     bool committed = false;
@@ -77,13 +79,20 @@ struct StagedDir {
 
     std::string file(const std::string& name) const { return tmp + "/" + name; }
 
-    void commit(const std::string& last) {
+    void commit(const std::string& last, bool (*stale)(const std::string& name) = nullptr) {
         std::vector<std::string> names;
         for (const auto& e : std::filesystem::directory_iterator(tmp)) {
             std::string name = e.path().filename().string();
             if (name != last) names.push_back(name);
         }
         names.push_back(last);
+        for (const auto& e : std::filesystem::directory_iterator(dir)) {
+            const std::string name = e.path().filename().string();
+            const bool in_new_set = std::find(names.begin(), names.end(), name) != names.end();
+            if (stale && e.is_regular_file() && stale(name) && !in_new_set)
+                CHECK_USER(std::remove(e.path().c_str()) == 0, "cannot remove the earlier %s: %s", e.path().c_str(),
+                           std::strerror(errno));
+        }
         for (const std::string& name : names) {
             std::string from = file(name), to = dir + "/" + name;
             CHECK_USER(std::rename(from.c_str(), to.c_str()) == 0, "cannot move %s to %s: %s", from.c_str(),

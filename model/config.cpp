@@ -230,6 +230,7 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
         c.hidden = opt_int(j, "n_inner", 4 * c.channels, path, 1, MAX_HIDDEN);
         c.max_seq_len = need_int(j, "n_positions", path, 1, MAX_POSITIONS);
         c.norm_eps = opt_real(j, "layer_norm_epsilon", 1e-5f, path, 0.0, 1.0);
+        c.init_std = opt_real(j, "initializer_range", 0.02f, path, 0.0, 1e3);  // a fresh model's (it was ignored)
         std::string act = opt_str(j, "activation_function", "gelu_new", path);
         if (act != "gelu_new" && act != "gelu_pytorch_tanh")
             fail("%s: activation_function \"%s\" is not supported; GPT-2 uses the tanh GeLU (\"gelu_new\")",
@@ -255,6 +256,7 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
         c.max_seq_len = opt_int(j, "max_position_embeddings",
                                 opt_int(j, "max_sequence_length", 2048, path, 1, MAX_POSITIONS), path, 1, MAX_POSITIONS);
         c.norm_eps = opt_real(j, "rms_norm_eps", 1e-6f, path, 0.0, 1.0);
+        c.init_std = opt_real(j, "initializer_range", 0.02f, path, 0.0, 1e3);
         int kv = opt_int(j, "num_key_value_heads", c.num_heads, path, 1, MAX_WIDTH);
         int head_dim = opt_int(j, "head_dim", c.channels / std::max(c.num_heads, 1), path, 1, MAX_WIDTH);
         if (c.num_heads > 0 && head_dim * c.num_heads != c.channels)
@@ -263,11 +265,13 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
         if (kv != c.num_heads)
             fail("%s: num_key_value_heads = %d differs from num_attention_heads = %d: grouped-query attention "
                  "is not supported", path.c_str(), kv, c.num_heads);
-        // transformers < 5 keeps rope_theta at top level; 5.x moves it into rope_parameters.
+        // transformers < 5 keeps rope_theta at top level; 5.x moves it into rope_parameters, and an older file's
+        // rope_scaling replaces rope_parameters whole (its theta, or else the top level's: as AutoConfig reads it)
         c.rope_theta = 10000.0f;
         c.rope_theta = opt_real(j, "rope_theta", c.rope_theta, path, 0.0, 1e12);
-        for (const char* key : {"rope_parameters", "rope_scaling"}) {
-            if (!j.contains(key) || j[key].is_null()) continue;
+        const char* key =
+            j.contains("rope_scaling") && !j["rope_scaling"].is_null() ? "rope_scaling" : "rope_parameters";
+        if (j.contains(key) && !j[key].is_null()) {
             const nlohmann::json& r = j[key];
             if (!r.is_object()) fail("%s: key \"%s\" must be an object", path.c_str(), key);
             std::string rt = opt_str(r, "rope_type", opt_str(r, "type", "default", path), path);
@@ -328,9 +332,9 @@ void validate_config(const ModelConfig& c) {
         if (c.type_vocab_size < 1 || c.num_labels < 1)
             fail("model %s: type_vocab_size (%d) and num_labels (%d) must be at least 1", n, c.type_vocab_size,
                  c.num_labels);
-        if (!(c.init_std > 0 && std::isfinite(c.init_std)))
-            fail("model %s: initializer_range must be positive and finite (got %g)", n, c.init_std);
     }
+    if (!(c.init_std > 0 && std::isfinite(c.init_std)))
+        fail("model %s: initializer_range must be positive and finite (got %g)", n, c.init_std);
     if (c.arch == Arch::LLAMA && !(c.rope_theta > 0 && std::isfinite(c.rope_theta)))
         fail("model %s: rope theta must be positive and finite (got %g)", n, c.rope_theta);
     // the kernels index one weight matrix or one sequence's activations with 32-bit element counts
@@ -379,7 +383,7 @@ void write_hf_config(const std::string& path, const ModelConfig& c) {
              {"n_positions", c.max_seq_len}, {"n_embd", c.channels}, {"n_layer", c.num_layers},
              {"n_head", c.num_heads}, {"n_inner", c.hidden}, {"activation_function", "gelu_new"},
              {"layer_norm_epsilon", json_float(c.norm_eps)}, {"tie_word_embeddings", true}, {"resid_pdrop", 0.0},
-             {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}};
+             {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}, {"initializer_range", json_float(c.init_std)}};
     } else if (c.arch == Arch::ROBERTA) {
         nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
         for (int i = 0; i < c.num_labels; i++) {
@@ -401,7 +405,7 @@ void write_hf_config(const std::string& path, const ModelConfig& c) {
              {"hidden_size", c.channels}, {"intermediate_size", c.hidden}, {"num_attention_heads", c.num_heads},
              {"num_key_value_heads", c.num_heads}, {"num_hidden_layers", c.num_layers},
              {"max_position_embeddings", c.max_seq_len}, {"rms_norm_eps", json_float(c.norm_eps)},
-             {"rope_theta", json_float(c.rope_theta)},
+             {"rope_theta", json_float(c.rope_theta)}, {"initializer_range", json_float(c.init_std)},
              {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"attention_bias", false},
              {"mlp_bias", false}};
     }

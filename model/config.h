@@ -29,12 +29,18 @@ struct ModelConfig {
     int num_labels = 0;       // classes of the head (1: regression, MSE) [id2label / num_labels]
     std::vector<std::string> label_names;  // the classes' names written as id2label (a GLUE task's, as run_glue
                                            // writes them); empty: LABEL_0, LABEL_1, ... [id2label]
-    float init_std = 0.02f;   // N(0, init_std) of fresh weights, e.g. a new head [initializer_range]
+    float init_std = 0.02f;   // N(0, init_std) of fresh weights (GPT-2, LLaMA, RoBERTa's head) [initializer_range]
 
     int head_dim() const { return channels / num_heads; }
     int hidden_stride() const { return (hidden + hidden_align - 1) / hidden_align * hidden_align; }
     // RoBERTa's position table: positions pad + 1 ... pad + max_seq_len, and pad itself for <pad> tokens
     int position_rows() const { return max_seq_len + pad_token_id + 1; }
+    // The parameters of the rows past V in the padded embedding (and LLaMA's untied head): in our buffers, not in
+    // the Hugging Face count (gpt2-124m: 124,475,904 held, 124,439,808 counted)
+    size_t vocab_padding_parameters() const {
+        if (arch == Arch::ROBERTA) return 0;  // (its embedding is not padded)
+        return (size_t)(padded_vocab_size - vocab_size) * channels * (tied_embeddings ? 1 : 2);
+    }
 
 };
 

@@ -233,11 +233,12 @@ struct GPT2 {
                    alias ? acts.scratch_wide : acts.t_mlp_out, acts.prac_tmp, acts.prac_fp8_block, acts.scratch_btc);
     }
 
-    // GPT-2 init: N(0, 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm weights 1.
+    // GPT-2 init: N(0, initializer_range = 0.02), residual projections scaled by 1/sqrt(2L), biases 0, LayerNorm
+    // weights 1.
     // Generated on the host in fp32 (same weights on every backend) and uploaded.
     void init_weights(uint64_t seed) {
         std::vector<float> host(param_buffer_numel, 0.0f);
-        float resid_std = 0.02f / std::sqrt(2.0f * cfg.num_layers);
+        float resid_std = cfg.init_std / std::sqrt(2.0f * cfg.num_layers);
         for (size_t i = 0; i < param_specs.size(); i++) {
             const ParamSpec& s = param_specs[i];
             float* p = host.data() + s.offset;
@@ -247,7 +248,7 @@ struct GPT2 {
                 size_t n = s.numel;
                 if (s.name == "wte") n = (size_t)cfg.vocab_size * cfg.channels;  // padded rows stay 0
                 bool resid = s.name == "attprojw" || s.name == "fcprojw";
-                fill_normal(p, n, resid ? resid_std : 0.02f, seed, i);
+                fill_normal(p, n, resid ? resid_std : cfg.init_std, seed, i);
             }
         }
         be.upload_f32(params_memory, host.data(), param_buffer_numel);

@@ -115,3 +115,17 @@ void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::
     }
     write_file_atomic(dir + "/generation_config.json", g.dump(2) + "\n");
 }
+
+bool is_hf_model_file(const std::string& name) {
+    for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
+                          "pytorch_model.bin", "pytorch_model.bin.index.json", "tokenizer.json", "tokenizer_config.json",
+                          "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "spiece.model",
+                          "tokenizer.model", "sentencepiece.bpe.model"})
+        if (name == f) return true;
+    auto sharded = [&](const char* prefix, const char* suffix) {  // model-00001-of-00002.safetensors
+        const size_t p = std::strlen(prefix), q = std::strlen(suffix);
+        return name.size() > p + q && name.compare(0, p, prefix) == 0 &&
+               name.compare(name.size() - q, q, suffix) == 0 && name.find("-of-") != std::string::npos;
+    };
+    return sharded("model-", ".safetensors") || sharded("pytorch_model-", ".bin");
+}

@@ -13,3 +13,8 @@
 // the GPT-2 ranks (r50k_base.tiktoken) or the SentencePiece .model the training shards were made with.
 void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::string& tokenizer_file);
 
+
+// Whether a file of this name belongs to a Hugging Face model directory (what from_pretrained reads: config,
+// weights and their shards, tokenizer files): the files an earlier model left that --save removes when it replaces
+// the model (a stale tokenizer.json is read before the new spiece.model).
+bool is_hf_model_file(const std::string& name);

@@ -219,7 +219,7 @@ struct Llama {
         be.rope_table(acts.freqs, T, cfg.head_dim(), cfg.rope_theta);
     }
 
-    // Hugging Face's LLaMA init: every Linear and Embedding N(0, 0.02), RMSNorm weights 1.
+    // Hugging Face's LLaMA init: every Linear and Embedding N(0, initializer_range = 0.02), RMSNorm weights 1.
     void init_weights(uint64_t seed) {
         std::vector<float> host(param_buffer_numel, 0.0f);
         for (size_t i = 0; i < param_specs.size(); i++) {
@@ -230,7 +230,7 @@ struct Llama {
             } else {
                 size_t n = s.numel;
                 if (s.name == "wte" || s.name == "lm_head") n = (size_t)cfg.vocab_size * cfg.channels;
-                fill_normal(p, n, 0.02f, seed, i);
+                fill_normal(p, n, cfg.init_std, seed, i);
             }
         }
         be.upload_f32(params_memory, host.data(), param_buffer_numel);

@@ -44,6 +44,7 @@ def load(path):
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 sys.exit(f"{path}:{n}: not a JSON object ({e})")
+            check_record(rec, path, n)
             if rec.get("type") == "eval":  # (an --eval-only run appends one at step 0: no resume)
                 evals.append(rec)
             elif rec.get("type", "step") == "step":  # other records (finetune_roberta's glue_eval, memory) skipped
@@ -60,6 +61,23 @@ def load(path):
     if not steps and not evals:
         sys.exit(f"{path}: no records")
     return steps, evals, dropped
+
+
+NUMBERS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "ms_per_step", "mem_peak_bytes", "val_loss", "val_ppl",
+           "val_tokens")
+
+
+def check_record(rec, path, n):
+    """A record as the trainers write them (train/metrics_log.h), or one line saying what is not: a log written by
+    hand or by another tool read as a traceback."""
+    if not isinstance(rec, dict):
+        sys.exit(f"{path}:{n}: not a JSON object (a {type(rec).__name__})")
+    for key in NUMBERS:
+        v = rec.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
+    if rec.get("type", "step") in ("step", "eval") and rec.get("step") is None:
+        sys.exit(f"{path}:{n}: a {rec.get('type', 'step')} record without \"step\"")
 
 
 def plot_formats():

@@ -105,7 +105,10 @@ def main():
     if args == ["--check"]:
         import_pyplot()
         return 0
-    if len(args) != 2 or args[0] in ("-h", "--help"):
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__)
+        return 0
+    if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 1
     src, out = args

@@ -98,6 +98,18 @@ refused() {  # refused WHAT PATTERN CMD...: CMD exits non-zero, prints PATTERN, 
 refused "--smooth 0" "--smooth must be 1 or more" python3 scripts/plot_runs.py --smooth 0 --out "$W/s.png" "$W/run.jsonl"
 refused "--smooth -2" "--smooth must be 1 or more" python3 scripts/plot_runs.py --smooth -2 --out "$W/s.png" "$W/run.jsonl"
 refused "a missing log" "$W/missing.jsonl: cannot open the log" python3 scripts/plot_runs.py --no-plot "$W/missing.jsonl"
+# logs written by hand or by another tool: one line naming the line and what is wrong (they were tracebacks)
+echo '[1, 2]' >"$W/array.jsonl"
+refused "a line that is not an object" "array.jsonl:1: not a JSON object (a list)" \
+  python3 scripts/plot_runs.py --no-plot "$W/array.jsonl"
+echo '{"type":"step","step":1,"loss":"x"}' >"$W/text.jsonl"
+refused "a loss that is text" 'text.jsonl:1: "loss" is "x", not a number' python3 scripts/plot_runs.py --no-plot "$W/text.jsonl"
+echo '{"type":"step","loss":1.5}' >"$W/nostep.jsonl"
+refused "a step record without its step" 'nostep.jsonl:1: a step record without "step"' \
+  python3 scripts/plot_runs.py --no-plot "$W/nostep.jsonl"
+out=$(python3 scripts/plot_spectrum.py --help 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q "plot_spectrum" <<<"$out" && ok "plot_spectrum.py --help exits 0" \
+  || bad "plot_spectrum.py --help: exit $rc"
 refused "--out in a missing directory" "the directory $W/nodir does not exist" \
   python3 scripts/plot_runs.py --out "$W/nodir/x.png" "$W/run.jsonl"
 [ -e "$W/nodir" ] && bad "--out in a missing directory created it" || ok "--out's missing directory not created"

@@ -78,6 +78,41 @@ refused "table9.py --dry-run --models gpt2-124m (a GPT-2 model for train_llama)"
   python3 scripts/repro/table9.py --quick --dry-run --models gpt2-124m
 refused "table2.py --gpu-mem -1" "--gpu-mem -1: must be more than 0" \
   python3 scripts/repro/table2.py --paper --dry-run --gpu-mem -1
+# flags every run would refuse fail the dry run too (the planner strips only the log and data flags now; --steps -3
+# was stripped, and the dry run exited 0)
+refused "ablation_modes.py --dry-run --extra='--steps -3'" "planner call(s) failed" \
+  python3 scripts/repro/ablation_modes.py --quick --dry-run "--extra=--steps -3"
+refused "table2.py --steps 0 (read as no --steps: the default count ran)" "--steps 0: must be at least 1" \
+  python3 scripts/repro/table2.py --quick --dry-run --steps 0
+# one line, not a traceback: a --quick model in --paper mode, an unknown task or class, an unbalanced quote, a
+# model named twice, the trainers not built
+refused "table2.py --paper --models llama-tiny" "--paper has no configuration of llama-tiny" \
+  python3 scripts/repro/table2.py --paper --dry-run --models llama-tiny
+refused "table5.py --tasks MRPC" "--tasks: 'MRPC' is not one of" python3 scripts/repro/table5.py --paper --dry-run --tasks MRPC
+refused "ablation_k.py --classes Linear" "--classes: 'Linear' is not one of" \
+  python3 scripts/repro/ablation_k.py --quick --dry-run --classes Linear
+refused "table2.py --extra with an unbalanced quote" "No closing quotation" \
+  python3 scripts/repro/table2.py --quick --dry-run "--extra=--seed \"2"
+refused "table2.py --models llama-tiny,llama-tiny" "a model is named twice" \
+  python3 scripts/repro/table2.py --quick --dry-run --models llama-tiny,llama-tiny
+mkdir -p "$OUT/unbuilt" && cp -r scripts "$OUT/unbuilt/"
+refused "table2.py where the trainers are not built" "is not built: run \`make build\`" \
+  python3 "$OUT/unbuilt/scripts/repro/table2.py" --quick --dry-run --models llama-tiny
+refused "plan_table.py where the trainers are not built" "is not built: run \`make build\`" \
+  python3 "$OUT/unbuilt/scripts/plan_table.py"
+# OpenWebText's validation shards alone reach the GPT-2 runs (they took C4's unless --gpt2-train-data was given)
+out=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --train-data c4/tr.bin --val-data c4/va.bin \
+      --gpt2-val-data owt/va.bin 2>&1)
+[ "$(grep -c -- "--train-data $PWD/c4/tr.bin --val-data $PWD/owt/va.bin" <<<"$out")" = 4 ] \
+  && ok "--gpt2-val-data alone reaches the 4 GPT-2 runs" || bad "--gpt2-val-data alone: $(grep -m1 -- --val-data <<<"$out")"
+# a run that fails (diverges: the trainer stops before logging the bad step) reads "failed", not the numbers its
+# log holds from before (a finite PPL with exit 1)
+out=$(python3 scripts/repro/table2.py --quick --models llama-tiny --steps 4 --out "$OUT/div" \
+      "--extra=--lr 1e6 --grad-clip 0 --warmup 0 --min-lr-frac 1" 2>&1); rc=$?
+n=$(grep -c '^| .* | failed (exit 1) |' "$OUT/div/table2.md" 2>/dev/null)
+[ "$rc" = 1 ] && [ "$n" = 4 ] && ! grep -Eq '^\| (Baseline|GaLore|RSO|PRAC) \| [0-9]' "$OUT/div/table2.md" \
+  && ok "failed runs read 'failed (exit 1)', no number (exit 1)" \
+  || { bad "failed runs: exit $rc, $n rows 'failed':"; cat "$OUT/div/table2.md" 2>/dev/null | grep '^|'; }
 # --out naming a file; the file is left as it was
 echo keep >"$OUT/afile"
 for s in table2 table5 memory; do
@@ -96,6 +131,7 @@ n=$(python3 scripts/repro/table2.py --quick --dry-run --extra=--no-shuffle 2>&1 
 refused "table4.py --gpu-mem 20 (PRAC llama-1b does not fit)" "does not fit even at micro-batch 1 in 20 GiB" \
   python3 scripts/repro/table4.py --paper --dry-run --gpu-mem 20
 mb=$(./train_llama --plan --json --model llama-1b --batch-size 64 --seq-len 256 --prac prac --gpu-mem 40 \
+       --prac-storage act --recompute-attention 0 \
      | python3 -c 'import json, sys; print(json.load(sys.stdin)["max_batch_size"])')
 out=$(python3 scripts/repro/table4.py --paper --dry-run --gpu-mem 40 2>&1); rc=$?
 [ "$rc" = 0 ] && grep -q -- "^\[3/3\] .* --batch-size $mb .*--prac prac" <<<"$out" \
@@ -104,7 +140,7 @@ out=$(python3 scripts/repro/table4.py --paper --dry-run --gpu-mem 40 2>&1); rc=$
 # table2's OOM test is the planner's (with its reserve for the CUDA context): a GPU 0.5 GiB above llama-130m RSO's
 # plan at B=128 fits the plan alone but not the plan and the reserve, so RSO trains at half the batch
 gib=$(./train_llama --plan --json --model llama-130m --batch-size 128 --seq-len 256 --optimizer rso --prac none \
-        --rso-rank 256 | python3 -c 'import json, sys; t = json.load(sys.stdin)["total"]; print(f"{t / 2**30 + 0.5:.3f}")')
+        --rso-rank 256 --prac-storage act --recompute-attention 0 | python3 -c 'import json, sys; t = json.load(sys.stdin)["total"]; print(f"{t / 2**30 + 0.5:.3f}")')
 out=$(python3 scripts/repro/table2.py --paper --dry-run --models llama-130m --gpu-mem "$gib" 2>&1)
 grep -q -- "--optimizer rso --prac none --batch-size 64 --seq-len 256 --grad-accum 8 " <<<"$out" \
   && ok "table2.py --gpu-mem $gib: RSO llama-130m is OOM at 128 with the planner's reserve (half batch)" \

@@ -744,7 +744,7 @@ TEST(TrainerBinary, ALogThatCannotBeWrittenEndsTheRun) {
 // --save is one unit: a failure after the weights were written (exactly there: common/kill_point.h) left the new
 // model.safetensors beside the earlier model's config and tokenizer (--overwrite), or alone in a new directory (which
 // a rerun then refused as holding a model). Now the directory is as it was: the earlier model byte for byte, nothing
-// in a new one, and no staging directory left.
+// in a new one, and no staging directory left. A save that succeeds replaces the earlier model's files whole.
 TEST(TrainerBinary, AFailedSaveLeavesTheDirectoryAsItWas) {
     TempDir dir;
     auto files = [](const std::string& d) {
@@ -768,6 +768,18 @@ TEST(TrainerBinary, AFailedSaveLeavesTheDirectoryAsItWas) {
                    fail_there);
     EXPECT_EQ(r.rc, 1) << describe(r);
     EXPECT_TRUE(files(dir / "new").empty()) << "a failed --save left files in a new directory";
+    // a save that replaces a model removes the files of the earlier one that it does not write (a tokenizer.json
+    // that from_pretrained reads before the new tokenizer, an earlier sharded model's index), no other file
+    write_text(dir / "m/tokenizer.json", "{}");
+    write_text(dir / "m/model.safetensors.index.json", "{}");
+    write_text(dir / "m/notes.txt", "mine");
+    r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "m", "--overwrite"}), dir,
+                    120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    const auto replaced = files(dir / "m");
+    EXPECT_FALSE(replaced.count("tokenizer.json") || replaced.count("model.safetensors.index.json")) << describe(r);
+    EXPECT_EQ(replaced.count("notes.txt"), 1u);
+    EXPECT_EQ(replaced.size(), earlier.size() + 1) << "the export's files and notes.txt";
 }
 
 // --init-from one of our checkpoints (step_NNNNNNNN, which the README suggests for --eval-only) read its weights

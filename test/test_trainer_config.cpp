@@ -569,7 +569,10 @@ TEST(TrainerConfig, ParameterCountsOfBuiltModels) {
         GPT2<CpuBackend> m(be, c);
         EXPECT_EQ(m.num_parameters, formula_count(c)) << name;
         EXPECT_GE(m.param_buffer_numel, m.num_parameters) << name;
-        if (std::string(name) == "gpt2-124m") EXPECT_EQ(m.num_parameters, 124475904u);
+        if (std::string(name) == "gpt2-124m") {
+            EXPECT_EQ(m.num_parameters, 124475904u);
+            EXPECT_EQ(m.num_parameters - c.vocab_padding_parameters(), 124439808u);  // the printed HF count
+        }
     }
     for (const char* name : {"llama-tiny", "llama-mini", "llama-35m"}) {
         ModelConfig c = model_config_load(Arch::LLAMA, name);
@@ -631,6 +634,17 @@ TEST(TrainerConfig, RopeThetaFromEitherLayout) {
     // neither: the LLaMA default
     std::string p0 = derived_config(dir, LLAMA_FIXTURE, {{"rope_parameters", nullptr}}, "c.json");
     EXPECT_FLOAT_EQ(model_config_load(Arch::LLAMA, p0).rope_theta, 10000.0f);
+    // both, with an older file's rope_scaling: it replaces rope_parameters whole, its theta or the top level's
+    // (transformers 5.24's AutoConfig reads 250 and 77 from these two; 500 was used)
+    std::string ps = derived_config(dir, LLAMA_FIXTURE,
+                                    {{"rope_theta", 250.0}, {"rope_parameters", {{"rope_type", "default"},
+                                                                                 {"rope_theta", 500.0}}},
+                                     {"rope_scaling", {{"rope_type", "default"}}}}, "d.json");
+    EXPECT_FLOAT_EQ(model_config_load(Arch::LLAMA, ps).rope_theta, 250.0f);
+    json k = read_json(ps);
+    k["rope_scaling"]["rope_theta"] = 77.0;
+    write_json(ps, k);
+    EXPECT_FLOAT_EQ(model_config_load(Arch::LLAMA, ps).rope_theta, 77.0f);
 }
 
 TEST(TrainerConfig, RopeScalingRejected) {

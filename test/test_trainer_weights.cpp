@@ -4,6 +4,7 @@
 // Every suite is named Trainer*, so `ctest -R Trainer` runs all the trainer tests.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -267,4 +268,42 @@ TEST(TrainerWeights, SavedFileUsesHuggingFaceLayout) {
     std::vector<float> up((size_t)F * C);
     h.read_f32("model.layers.0.mlp.up_proj.weight", up.data(), up.size());
     EXPECT_EQ(std::memcmp(up.data(), l.params.fcw + (size_t)F * C, up.size() * sizeof(float)), 0);
+}
+
+// config.json's initializer_range is the std of a fresh model's weights, as Hugging Face's _init_weights draws them
+// (GPT-2's residual projections / sqrt(2L)); it was read for RoBERTa only, so a GPT-2 or LLaMA config of 0.5 trained
+// from N(0, 0.02) with exit 0. The sample std of thousands of N(0, s) draws is within 5% of s (its relative standard
+// error is 1/sqrt(2n) < 1%, so 5% is more than 5 standard errors).
+TEST(TrainerWeights, InitializerRangeIsTheFreshWeightsStd) {
+    TempDir dir;
+    CpuBackend be;
+    auto sample_std = [](const float* p, size_t n) {
+        double s = 0;
+        for (size_t i = 0; i < n; i++) s += (double)p[i] * p[i];
+        return std::sqrt(s / (double)n);
+    };
+    auto check = [&](const auto& m, const char* name, double want) {
+        for (const auto& s : m.param_specs)
+            if (s.name == name) {
+                ASSERT_GT(s.numel, 4000u) << name;
+                EXPECT_NEAR(sample_std(m.params_memory + s.offset, s.numel), want, 0.05 * want) << name;
+                return;
+            }
+        ADD_FAILURE() << "no " << name;
+    };
+    ModelConfig g =
+        model_config_load(Arch::GPT2, derived_config(dir, GPT2_FIXTURE, {{"initializer_range", 0.5}}, "g.json"));
+    EXPECT_FLOAT_EQ(g.init_std, 0.5f);
+    GPT2<CpuBackend> gm(be, g);
+    gm.init_weights(1);
+    check(gm, "qkvw", 0.5);
+    check(gm, "fcprojw", 0.5 / std::sqrt(2.0 * g.num_layers));
+    ModelConfig l =
+        model_config_load(Arch::LLAMA, derived_config(dir, LLAMA_FIXTURE, {{"initializer_range", 0.5}}, "l.json"));
+    Llama<CpuBackend> lm(be, l);
+    lm.init_weights(1);
+    check(lm, "qkvw", 0.5);
+    EXPECT_USER_ERROR(
+        model_config_load(Arch::LLAMA, derived_config(dir, LLAMA_FIXTURE, {{"initializer_range", 0}}, "z.json")),
+        "initializer_range", "is out of range");
 }

@@ -25,6 +25,7 @@
 #include "data/glue.h"
 #include "data/glue_batches.h"
 #include "data/roberta_tokenizer.h"
+#include "model/hf_export.h"  // is_hf_model_file
 #include "model/roberta.h"
 #include "prac/prac_state.h"
 #include "train/checkpoint.h"
@@ -305,7 +306,7 @@ struct FineTuner {
             model.save_pretrained(out.tmp);
             kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
             copy_tokenizer_files(opts.init_from, out.tmp);
-            out.commit("model.safetensors");
+            out.commit("model.safetensors", is_hf_model_file);
             std::printf("saved %s: config.json, model.safetensors and the tokenizer (a Hugging Face directory: "
                         "RobertaForSequenceClassification.from_pretrained loads it)\n", opts.save.c_str());
         }

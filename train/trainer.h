@@ -412,7 +412,7 @@ struct Trainer {
             model.save_weights(out.file("model.safetensors"));
             kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
             write_hf_export(out.tmp, cfg, data_tokenizer_file(cfg.arch, opts, builtin_data_dir()));
-            out.commit("model.safetensors");
+            out.commit("model.safetensors", is_hf_model_file);
             std::printf("saved %s: model.safetensors, config.json, generation_config.json and the tokenizer (a Hugging "
                         "Face model directory)\n", opts.save.c_str());
         }
@@ -722,7 +722,11 @@ struct Trainer {
             CHECK_USER(opts.dump_step >= 0 && opts.dump_step < opts.steps, "--dump-step must be in [0, --steps)");
             if (rank == 0) model.dump = {opts.dump_site, opts.dump_layer, opts.dump_step, opts.dump_path};
         }
-        std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
+        const size_t padding = cfg.vocab_padding_parameters();
+        std::printf("parameters: %zu (%.2fM)%s\n", model.num_parameters, model.num_parameters / 1e6,
+                    padding ? format("; %zu as Hugging Face counts them, without the %d padded vocabulary rows",
+                                     model.num_parameters - padding, cfg.padded_vocab_size - cfg.vocab_size).c_str()
+                            : "");
         if (cfg.hidden_stride() != cfg.hidden)
             std::printf("MLP activations: rows %d elements apart for F = %d (--hidden-align %d)\n", cfg.hidden_stride(),
                         cfg.hidden, cfg.hidden_align);

@@ -21,7 +21,11 @@ def main():
     ap.add_argument("--classes", default="linear,nonlinear", help="which panels to run [linear,nonlinear]")
     args = C.finish_args(ap.parse_args(), "ablation_k")
     model = "llama-tiny" if args.quick else "llama-130m"
-    classes = [c for c in CLASSES if c[0] in args.classes.split(",")]
+    wanted = args.classes.split(",")
+    for w in wanted:
+        if w not in [c for c, _ in CLASSES]:
+            sys.exit(f"--classes: {w!r} is not one of {', '.join(c for c, _ in CLASSES)}")
+    classes = [c for c in CLASSES if c[0] in wanted]
     runs = []
     for cls, _ in classes:
         for mult, label in KS:

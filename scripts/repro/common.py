@@ -32,6 +32,9 @@ PAPER = {
     "gpt2-355m": dict(binary="train_gpt2", B=32, S=1024, steps=50000, lr=3e-4, galore_rank=512, rso_rank=512, warmup=2000),
 }
 GLOBAL_BATCH = 512
+# --paper's storage, as the paper's: PRAC's projections in the activation dtype (bf16) and the attention output saved
+# (the trainer's defaults, fp8 projections and a recomputed attention output, save more: memory.py's rows)
+PAPER_STORAGE = ["--prac-storage", "act", "--recompute-attention", 0]
 GALORE_LR = 1e-2  # GaLore's LLaMA learning rate (scale 0.25); the paper uses the baselines' published settings
 
 
@@ -107,6 +110,8 @@ def finish_args(args, table):
     # the planner's --gpu-mem takes GiB > 0 (0 would mean "no fit check", and a negative one fails every call)
     if getattr(args, "gpu_mem", 1) <= 0:
         sys.exit(f"--gpu-mem {args.gpu_mem:g}: must be more than 0 (GiB)")
+    if args.steps is not None and args.steps <= 0:  # (0 read as "not given": the default step count ran)
+        sys.exit(f"--steps {args.steps}: must be at least 1")
     if args.device is None:
         args.device = "cpu" if args.quick else None
     if args.paper and not args.dry_run and not (args.train_data and args.val_data):
@@ -120,8 +125,9 @@ def data_flags(args, binary):
     if args.quick:
         return []
     tr, va = args.train_data, args.val_data
-    if binary == "train_gpt2" and getattr(args, "gpt2_train_data", None):
-        tr, va = args.gpt2_train_data, args.gpt2_val_data or va
+    if binary == "train_gpt2":  # each of OpenWebText's patterns, when given, replaces C4's
+        tr = getattr(args, "gpt2_train_data", None) or tr
+        va = getattr(args, "gpt2_val_data", None) or va
     # the trainer runs with cwd=ROOT: a relative pattern is the caller's, made absolute (glob characters are kept)
     def mine(p):
         return os.path.abspath(p) if p else p
@@ -136,13 +142,21 @@ def quick_flags(args, steps=None, batch=None):
     return f
 
 
+def paper_config(model):
+    """PAPER's configuration of a model; one line naming the paper's models for another (a --quick model, a typo)."""
+    if model not in PAPER:
+        sys.exit(f"--paper has no configuration of {model}: the paper's models are {', '.join(PAPER)} "
+                 f"(--quick runs the tiny ones)")
+    return PAPER[model]
+
+
 def paper_flags(args, model, B=None, accum=None, lr=None, steps=None):
-    c = PAPER[model]
+    c = paper_config(model)
     B = B or c["B"]
     accum = accum or max(1, GLOBAL_BATCH // B)
     steps = args.steps or steps or c["steps"]
     f = ["--batch-size", B, "--seq-len", c["S"], "--grad-accum", accum, "--steps", steps, "--lr", lr or c["lr"],
-         "--eval-interval", max(1, min(1000, steps)), "--log-interval", 100]
+         "--eval-interval", max(1, min(1000, steps)), "--log-interval", 100] + PAPER_STORAGE
     if "warmup" in c:
         f += ["--warmup", min(c["warmup"], max(1, steps // 10)) if args.steps else c["warmup"]]
     if c["binary"] == "train_llama":
@@ -157,14 +171,18 @@ def common_tail(args):
     if args.device:
         f += ["--device", args.device]
     if args.extra:
-        f += shlex.split(args.extra)
+        try:
+            f += shlex.split(args.extra)
+        except ValueError as e:  # an unbalanced quote
+            sys.exit(f"--extra {args.extra!r}: {e}")
     return f
 
 
 # ---------------------------------------------------------------- planner
 
-_STRIP = {"--log", "--train-data", "--val-data", "--eval-interval", "--eval-tokens", "--eval-protocol", "--log-interval",
-          "--steps", "--lr", "--warmup"}
+# what a plan does not read and would check or touch on disk (the log, the data files); the other flags stay, so the
+# parser checks them (a dry run exited 0 for --steps -3, which every run then refused)
+_STRIP = {"--log", "--train-data", "--val-data"}
 
 
 def plan_flags(flags):
@@ -178,6 +196,19 @@ def plan_flags(flags):
     return out
 
 
+def shell_line(cmd):
+    """cmd as it runs when pasted into a shell at ROOT: the binary as ./NAME, every word quoted as needed."""
+    return " ".join(shlex.quote("./" + os.path.relpath(c, ROOT) if i == 0 else str(c)) for i, c in enumerate(cmd))
+
+
+def need_binary(binary):
+    """The path of ROOT/binary; one line saying how to build it when it is not there."""
+    path = os.path.join(ROOT, binary)
+    if not os.access(path, os.X_OK):
+        sys.exit(f"{path} is not built: run `make build` in {ROOT} first")
+    return path
+
+
 # the planner calls that failed (their commands): main_flow exits non-zero on any, a --dry-run too (whose only
 # check of the runs' flags the planner is)
 PLANNER_FAILURES = []
@@ -187,7 +218,7 @@ def planner(binary, flags, gpu_mem=None):
     """Planner JSON for these trainer flags (training-only flags stripped), or None on failure (recorded in
     PLANNER_FAILURES). gpu_mem (GiB): the JSON also has max_batch_size, the largest micro-batch whose plan fits
     with the trainer's reserve_bytes for the CUDA context (0: not even 1), the fit test the scripts use."""
-    cmd = [os.path.join(ROOT, binary)] + plan_flags([str(f) for f in flags]) + ["--plan", "--json"]
+    cmd = [need_binary(binary)] + plan_flags([str(f) for f in flags]) + ["--plan", "--json"]
     if gpu_mem:
         cmd += ["--gpu-mem", str(gpu_mem)]
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -233,6 +264,10 @@ def summarize(path):
     timed = steps[1:] if len(steps) > 1 else steps  # the first step carries one-time setup
     tps = [s["tokens_per_s"] for s in timed if s.get("tokens_per_s")]
     ms = [s["ms_per_step"] for s in timed if s.get("ms_per_step")]
+    # the steps' tokens over their time: what a long run's duration follows (the mean of per-step rates is higher
+    # whenever some steps are slower)
+    both = [(s["tokens_per_s"], s["ms_per_step"]) for s in timed if s.get("tokens_per_s") and s.get("ms_per_step")]
+    overall = sum(t * m for t, m in both) / sum(m for _, m in both) if both else None
     peaks = [s.get("mem_peak_bytes") or 0 for s in steps]
     losses = [s["loss"] if s["loss"] is not None else math.nan for s in steps if "loss" in s]
     # exp overflows past ~709: inf (a NaN loss compares false and stays nan)
@@ -240,6 +275,7 @@ def summarize(path):
     return dict(steps=len(steps), val_loss=vl, ppl=ppl,
                 train_loss=sum(losses[-10:]) / len(losses[-10:]) if losses else None,
                 tokens_per_s=sum(tps) / len(tps) if tps else None, ms_per_step=sum(ms) / len(ms) if ms else None,
+                tokens_per_s_overall=overall,
                 mem_peak=max(peaks) if peaks and max(peaks) > 0 else None)
 
 
@@ -278,7 +314,7 @@ def md_table(header, rows):
 
 def ppl_of(run):
     if run.result is None:
-        return "failed" if run.rc not in (None, 0) else "-"
+        return f"failed (exit {run.rc})" if run.rc not in (None, 0) else "-"
     return fmt_num(run.result["ppl"])
 
 
@@ -296,6 +332,8 @@ def run_all(runs, args):
     if not args.dry_run:
         make_out(args.out)
     devices, failures = [], 0
+    for binary in sorted({r.binary for r in runs}):
+        need_binary(binary)
     for i, r in enumerate(runs, 1):
         cmd = r.cmd(args.out)
         print(f"[{i}/{len(runs)}] {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
@@ -321,7 +359,9 @@ def run_all(runs, args):
                     if d not in devices:
                         devices.append(d)
                     break
-        r.result = summarize(log)
+        # a failed run (diverged: the trainer stops before logging the bad step; timed out; killed) gets no numbers:
+        # its log's last ones are from before the failure, and would read as the run's result
+        r.result = summarize(log) if rc == 0 else None
         if rc != 0:
             failures += 1
             print(f"    FAILED (exit {rc}); see {os.path.join(args.out, r.name + '.out')}", file=sys.stderr)
@@ -402,8 +442,7 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     lines += [f"Machine: {'; '.join(devices) if devices else 'unknown (no device: line)'}. "
               f"Wall time {wall:.0f} s for {len(runs)} runs.", ""]
     lines += ["Commands run:", "", "```sh"]
-    lines += [" ".join(shlex.quote(os.path.relpath(c, ROOT) if i == 0 else c) for i, c in enumerate(r.cmd(args.out)))
-              for r in runs]
+    lines += [shell_line(r.cmd(args.out)) for r in runs]
     lines += ["```", "", body, ""]
     legend = column_legend(body, args)
     if legend:

@@ -108,9 +108,13 @@ def main():
     args.out = os.path.abspath(args.out)  # the trainer runs with cwd=ROOT: a relative --log would land there
     C.check_out(args.out)
     args.models = args.models or ("llama-tiny,gpt2-tiny" if args.quick else "llama-mini,gpt2-mini")
+    if args.seeds is not None and args.seeds <= 0:  # (0 read as "not given": 3 seeds ran)
+        sys.exit(f"--seeds {args.seeds}: must be at least 1")
+    if args.steps <= 0:
+        sys.exit(f"--steps {args.steps}: must be at least 1")
     args.seeds = args.seeds or (1 if args.quick else 3)
-    if args.quick:
-        args.steps = None  # quick_flags' own step count
+    if args.quick and "--steps" not in sys.argv[1:]:
+        args.steps = None  # quick_flags' own step count (a --steps given with --quick is run)
 
     plans = plan_table()
     print("Planned peak memory (CUDA bf16, AdamW unless stated):\n\n" + plans + "\n", flush=True)

@@ -30,6 +30,8 @@ QUICK_MODELS = ["llama-tiny", "gpt2-tiny"]
 def build_runs(args):
     runs = []
     models = args.models.split(",") if args.models else (QUICK_MODELS if args.quick else PAPER_MODELS)
+    if len(set(models)) != len(models):
+        sys.exit(f"--models {args.models}: a model is named twice (its second runs would replace the first's logs)")
     for model in models:
         binary = "train_gpt2" if model.startswith("gpt2") else "train_llama"
         for key, label, mflags in METHODS:
@@ -40,13 +42,13 @@ def build_runs(args):
                 if key == "rso":
                     flags += ["--rso-rank", 16, "--rso-gap", 10]
             else:
-                c = C.PAPER[model]
+                c = C.paper_config(model)
                 B, accum, lr, oom = c["B"], None, (C.GALORE_LR if key == "galore" and binary == "train_llama" else None), False
                 ranks = (["--galore-rank", c["galore_rank"]] if key == "galore" else
                          ["--rso-rank", c["rso_rank"]] if key == "rso" else [])
                 # the run's own model flags (its ranks too), so the fit is the run's
                 probe = (["--model", model, "--batch-size", B, "--seq-len", c["S"]] + mflags + ranks +
-                         C.common_tail(args))
+                         C.PAPER_STORAGE + C.common_tail(args))
                 # the planner's fit test, not our own sum: max_batch_size is the largest micro-batch whose plan fits
                 # --gpu-mem after the trainer's reserve for the CUDA context (a failed call counts in main_flow)
                 p = C.planner(binary, probe, args.gpu_mem)
@@ -64,7 +66,9 @@ def build_runs(args):
             r = C.Run(f"{model}_{key}", f"{model} {label}", binary, flags + C.common_tail(args),
                       meta=dict(model=model, method=key))
             if not args.quick:
-                r.meta["oom"] = oom
+                # the plan at the paper's micro-batch: the memory column of every row, an OOM row's (trained at half
+                # the micro-batch) included, so that Δ compares the methods at one batch as the paper's table does
+                r.meta.update(oom=oom, B=B, paper_B=c["B"], S=c["S"], paper_plan=p["total"] if p else None)
             runs.append(r)
     return runs, models
 
@@ -82,26 +86,36 @@ def main():
         for m in models:
             header += [f"{m} PPL", f"{m} MEM planned ({unit})", f"{m} MEM measured ({unit})", f"{m} Δ"]
         rows = []
+        def planned(r):  # --paper: at the paper's micro-batch (an OOM row's plan there); --quick: the run's
+            return r.meta["paper_plan"] if "paper_plan" in r.meta else C.planned_total(r)
+
         for key, label, _ in METHODS:
             row = [label]
             for m in models:
                 r, base = by[(m, key)], by[(m, "baseline")]
-                oom = {"half": " (OOM: half batch)", "no fit": " (OOM even at half batch)"}.get(r.meta.get("oom"), "")
-                row += [C.ppl_of(r) + oom, C.fmt_mem(C.planned_total(r), args), C.fmt_mem(C.measured_peak(r), args),
-                        "-" if key == "baseline" else C.fmt_delta(C.planned_total(r), C.planned_total(base))]
+                oom = r.meta.get("oom")
+                ppl = C.ppl_of(r) + (f" (OOM: trained at B={r.meta['B']})" if oom == "half" else
+                                     " (OOM even at half batch)" if oom == "no fit" else "")
+                mem = C.fmt_mem(planned(r), args)
+                row += [ppl, f"OOM ({mem})" if oom else mem, C.fmt_mem(C.measured_peak(r), args),
+                        "-" if key == "baseline" else C.fmt_delta(planned(r), planned(base))]
             rows.append(row)
         bs = ["B / S"]
         for m in models:
             r = by[(m, "baseline")]
             fl = r.flags
-            bs += [f"{fl[fl.index('--batch-size') + 1]}/{fl[fl.index('--seq-len') + 1]}", "", "", ""]
+            bs += [f"{r.meta['paper_B']}/{r.meta['S']}" if "paper_B" in r.meta else
+                   f"{fl[fl.index('--batch-size') + 1]}/{fl[fl.index('--seq-len') + 1]}", "", "", ""]
         rows.append(bs)
         return C.md_table(header, rows)
 
     notes = ["RSO: our implementation (train/optim_rso.h); its choices where the RSO paper is silent are listed there.",
              f"OOM: the planner's plan at the paper's micro-batch does not fit {args.gpu_mem:g} GiB with its reserve "
              f"for the CUDA context (--plan --gpu-mem); trained at half the micro-batch, twice the accumulation. "
-             f"\"OOM even at half batch\": that does not fit either.",
+             f"\"OOM even at half batch\": that does not fit either. --paper's MEM planned and Δ are at the paper's "
+             f"micro-batch (B / S) for every row, OOM (planned) rows too; MEM measured is the run's own.",
+             "--paper stores PRAC's projections in bf16 and saves the attention output, as the paper (the trainer's "
+             "defaults, fp8 projections and a recomputed attention output, save more: memory.py).",
              "Paper (Table 2, A800, eager PyTorch) PRAC Δ: LLaMA-130M -27%, 350M -30%, 1B -36%, GPT-2 124M -20%, "
              "355M -21%."]
     return C.main_flow(args, "table2", "Table 2: pretraining PPL and peak memory", runs, tables, notes)

@@ -28,8 +28,9 @@ def build_runs(args):
         mk = lambda b: ["--model", model] + C.quick_flags(args, batch=b)
     else:
         model, B = PAPER_MODEL, PAPER_B
-        c = C.PAPER[model]
-        probe = ["--model", model, "--batch-size", B, "--seq-len", c["S"], "--prac", "prac"] + C.common_tail(args)
+        c = C.paper_config(model)
+        probe = (["--model", model, "--batch-size", B, "--seq-len", c["S"], "--prac", "prac"] + C.PAPER_STORAGE +
+                 C.common_tail(args))
         p = C.planner("train_llama", probe, args.gpu_mem)
         # the third row is the planner's answer or nothing: a made-up micro-batch would read as the planner's
         if p is None:
@@ -42,7 +43,7 @@ def build_runs(args):
                      f"CUDA context): no micro-batch above B={B} to time; raise --gpu-mem")
         steps = args.steps or PAPER_TIMING_STEPS
         mk = lambda b: (["--model", model, "--batch-size", b, "--seq-len", c["S"], "--grad-accum", 1, "--steps", steps,
-                         "--lr", c["lr"], "--eval-tokens", 65536, "--log-interval", 10] +
+                         "--lr", c["lr"], "--eval-tokens", 65536, "--log-interval", 10] + C.PAPER_STORAGE +
                         C.data_flags(args, "train_llama"))
     tail = C.common_tail(args)
     return [C.Run(f"baseline_b{B}", f"Baseline B={B}", "train_llama", mk(B) + ["--prac", "none"] + tail,
@@ -76,7 +77,7 @@ def main():
                          C.fmt_num(tps, "{:.0f}") if r.result else ("failed" if r.rc else "-"),
                          C.fmt_num(s.get("ms_per_step"), "{:.1f}"),
                          "-" if r is base else C.fmt_delta(tps, (base.result or {}).get("tokens_per_s")),
-                         C.fmt_num(paper_tokens / tps / 3600 if tps else None, "{:.1f}")])
+                         C.fmt_num(paper_tokens / s["tokens_per_s_overall"] / 3600 if tps else None, "{:.1f}")])
         return C.md_table(header, rows)
 
     how = ("2x the batch (--quick)" if args.quick else
@@ -85,8 +86,9 @@ def main():
              "Paper (Table 4, 4xA800, LLaMA-1B): Baseline B=64 50.35 GB 156 h; PRAC B=64 36.90 GB 179 h; "
              "PRAC B=96 48.70 GB 117 h.",
              "ms/step is one optimizer step of one micro-batch; tokens/s excludes the first step. Both are means "
-             "of per-step values, so a few slow steps move them apart; on a shared or loaded machine (and in "
-             "--quick) the timings are noise."]
+             "of per-step values, so a few slow steps move them apart; the projected time is from the tokens over "
+             "the time of those steps (their slow steps, PRAC's refreshes, included); on a shared or loaded machine "
+             "(and in --quick) the timings are noise."]
     return C.main_flow(args, "table4", "Table 4: training time and memory", runs, tables, notes)
 
 

@@ -43,29 +43,34 @@ QUICK_CAVEAT = ("a tiny random RoBERTa on synthetic MRPC/STS-B-layout tasks: che
                 "claims")
 
 
+def records(log):
+    """The JSON records of a log (none when it is missing); a line that does not parse (a run killed mid-write) is
+    skipped with a warning, not a traceback."""
+    out = []
+    if os.path.exists(log):
+        with open(log) as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    print(f"warning: {log}:{n}: not JSON, skipped", file=sys.stderr)
+    return out
+
+
 def scores(log, task):
     """(best, final) of the task's column metric over the log's glue_eval records (MNLI: dev_matched). An epoch whose
     score is undefined (null: a correlation of constant predictions) counts for no best, and as the final score when
     it is the last: None, not an earlier epoch's."""
-    vals = []
-    if os.path.exists(log):
-        with open(log) as f:
-            for line in f:
-                rec = json.loads(line)
-                if rec.get("type") == "glue_eval" and rec.get("split") in ("dev", "dev_matched"):
-                    vals.append(rec.get(COLUMN[task]))
+    vals = [rec.get(COLUMN[task]) for rec in records(log)
+            if rec.get("type") == "glue_eval" and rec.get("split") in ("dev", "dev_matched")]
     defined = [v for v in vals if v is not None]
     return (max(defined) if defined else None, vals[-1]) if vals else (None, None)
 
 
 def memory(log):
-    if os.path.exists(log):
-        with open(log) as f:
-            for line in f:
-                rec = json.loads(line)
-                if rec.get("type") == "memory":
-                    return rec
-    return None
+    return next((rec for rec in records(log) if rec.get("type") == "memory"), None)
 
 
 def main():
@@ -78,6 +83,15 @@ def main():
     if args.device is None:
         args.device = "cpu" if args.quick else None
     tasks = args.tasks.split(",") if args.tasks else (QUICK_TASKS if args.quick else TASKS)
+    known = QUICK_TASKS if args.quick else TASKS
+    for t in tasks:
+        if t not in known:
+            sys.exit(f"--tasks: {t!r} is not one of {', '.join(known)}" +
+                     (" (the synthetic tasks of --quick)" if args.quick else " (lower case, as finetune_roberta names them)"))
+    if len(set(tasks)) != len(tasks):
+        sys.exit(f"--tasks {args.tasks}: a task is named twice (its second run would replace the first's log)")
+    if args.steps is not None and args.steps <= 0:
+        sys.exit(f"--steps {args.steps}: must be at least 1")
     if args.quick:
         model_dir, glue_dir = os.path.join(args.out, "tiny-roberta"), os.path.join(args.out, "synthetic-glue")
         if not args.dry_run:
@@ -96,7 +110,7 @@ def main():
         for t in tasks:
             f = ["--task", t, "--data-dir", os.path.abspath(task_dir[t]), "--init-from", os.path.abspath(model_dir)]
             f += flags + (QUICK_FLAGS if args.quick else PAPER_FLAGS)
-            if args.steps:
+            if args.steps is not None:
                 f += ["--epochs", args.steps]  # a short --paper smoke test: epochs instead of steps
             runs.append(C.Run(f"{label.replace(' ', '_').lower()}_{t}", label, BINARY, f + C.common_tail(args),
                               meta=dict(task=t, method=label)))
@@ -147,8 +161,7 @@ def main():
         lines += [f"**--quick:** {QUICK_CAVEAT}.", ""]
     lines += [f"Machine: {'; '.join(devices) if devices else 'unknown (no device: line)'}.", "", "Commands run:", "",
               "```sh"]
-    lines += [" ".join(os.path.relpath(c, C.ROOT) if i == 0 else str(c) for i, c in enumerate(r.cmd(args.out)))
-              for r in runs]
+    lines += [C.shell_line(r.cmd(args.out)) for r in runs]
     lines += ["```", ""] + body + [""]
     lines += [f"Scores ×100: {', '.join(f'{t.upper()} {COLUMN[t]}' for t in tasks)} (MNLI: dev_matched), the best "
               f"epoch's and the last epoch's. MEM = activation bytes of the {mem_task.upper()} runs at their (B, T): "

@@ -50,7 +50,8 @@ def main():
     notes = ["The percentage next to a PRAC row's planned memory is relative to the same optimizer without PRAC.",
              "Paper (Table 9): Muon 130M 23.90/21.04 GB -> PRAC 24.16/15.37 GB (-27%); Adam-mini 130M 24.22/21.01 GB "
              "-> 24.48/15.36 GB (-27%); 350M: Muon -32%, Adam-mini -31%.",
-             "Muon and Adam-mini run on the CPU backend until their CUDA kernels exist (README)."]
+             "Muon's and Adam-mini's CUDA kernels are kernels/optim_cuda.cu (checked against their CPU twins on an "
+             "H100: docs/VERIFICATION.md)."]
     return C.main_flow(args, "table9", "Table 9: Muon and Adam-mini with and without PRAC", runs, tables, notes)
 
 
