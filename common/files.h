@@ -3,6 +3,7 @@
 // A directory of files written as one (StagedDir: --save's model directory).
 #pragma once
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,56 +56,89 @@ inline void write_file_atomic(const std::string& path, const std::string& bytes)
     }
 }
 
+// This machine's name as temp directory names carry it: [A-Za-z0-9.-] only (the names are split at '_'), so that a
+// leftover is known as this host's (its writer can be checked) or another's (it cannot: kept).
+inline std::string host_tag() {
+    char buf[256] = {0};
+    if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
+    std::string s(buf);
+    if (s.size() > 64) s.resize(64);
+    for (char& c : s)
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-'))
+            c = '-';
+    return s;
+}
+
+// A process we can see and that exists (EPERM: it exists but belongs to someone else).
+inline bool pid_alive(long pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
+
 // An output directory whose files are replaced together (--save: weights, config, tokenizer). The files are written
-// into DIR/.staged_PID (file()), then commit() removes DIR's files that `stale` names and the new set lacks (an
-// earlier model's tokenizer.json, which loaders would prefer to the new tokenizer), moves the new ones into DIR with
-// `last` (the weights) moved last, and fsyncs DIR. A failure while writing (a full disk) removes the staging
-// directory and leaves DIR as it was: no weights beside another model's config. Renames do not fail for space.
+// into DIR/.staged_HOST_PID (file()); commit() checks that each can take its place, moves them into DIR with `last`
+// (the weights) moved last, then removes DIR's files that `stale` names and the new set lacks (an earlier model's
+// tokenizer.json, which loaders would read before the new tokenizer), returning their names sorted, and fsyncs DIR. A
+// failure while writing (a full disk) removes the staging directory and leaves DIR as it was; a move that fails
+// keeps the staging directory, whose name the error gives (renames do not fail for space: a directory in a file's
+// place, permissions). A staging directory of a dead process of this host is removed when the next one begins.
 struct StagedDir {
     std::string dir, tmp;
-    bool committed = false;
+    bool keep = false;  // committed, or a failed move: the files are in DIR or must stay in tmp
 
-    explicit StagedDir(const std::string& d) : dir(d), tmp(d + "/.staged_" + std::to_string((long long)getpid())) {
+    explicit StagedDir(const std::string& d)
+        : dir(d), tmp(d + "/.staged_" + host_tag() + "_" + std::to_string((long long)getpid())) {
         std::error_code ec;
-        std::filesystem::remove_all(tmp, ec);  // a dead process of the same pid's leftover
+        const std::string mine = ".staged_" + host_tag() + "_";
+        for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {  // leftovers of killed saves
+            const std::string name = e.path().filename().string();
+            const std::string pid = name.compare(0, mine.size(), mine) == 0 ? name.substr(mine.size()) : "";
+            if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos && pid.size() < 10 &&
+                !pid_alive(std::stol(pid)))
+                std::filesystem::remove_all(e.path(), ec);
+        }
+        std::filesystem::remove_all(tmp, ec);  // (this pid's own, from a process that had it before)
         std::filesystem::create_directories(tmp, ec);
         CHECK_USER(!ec, "cannot create directory %s: %s", tmp.c_str(), ec.message().c_str());
     }
     ~StagedDir() {
         std::error_code ec;
-        if (!committed) std::filesystem::remove_all(tmp, ec);
+        if (!keep) std::filesystem::remove_all(tmp, ec);
     }
     StagedDir(const StagedDir&) = delete;
     StagedDir& operator=(const StagedDir&) = delete;
 
     std::string file(const std::string& name) const { return tmp + "/" + name; }
 
-    void commit(const std::string& last, bool (*stale)(const std::string& name) = nullptr) {
-        std::vector<std::string> names;
-        for (const auto& e : std::filesystem::directory_iterator(tmp)) {
-            std::string name = e.path().filename().string();
-            if (name != last) names.push_back(name);
-        }
+    std::vector<std::string> commit(const std::string& last, bool (*stale)(const std::string& name) = nullptr) {
+        std::vector<std::string> names, removed;
+        std::error_code ec;
+        for (const auto& e : std::filesystem::directory_iterator(tmp, ec))
+            if (e.path().filename() != last) names.push_back(e.path().filename().string());
+        CHECK_USER(!ec, "cannot list %s: %s", tmp.c_str(), ec.message().c_str());
         names.push_back(last);
-        for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        for (const std::string& name : names)  // before anything moves: DIR stays as it was
+            CHECK_USER(!std::filesystem::is_directory(dir + "/" + name, ec), "cannot save %s: %s/%s is a directory",
+                       name.c_str(), dir.c_str(), name.c_str());
+        for (const std::string& name : names) {
+            const std::string from = file(name), to = dir + "/" + name;
+            if (std::rename(from.c_str(), to.c_str()) != 0) {
+                keep = true;  // the new files not yet moved stay there
+                fail("cannot move %s to %s: %s\n---> HINT: the files not moved yet are in %s", from.c_str(),
+                     to.c_str(), std::strerror(errno), tmp.c_str());
+            }
+        }
+        keep = true;
+        std::filesystem::remove(tmp, ec);
+        for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
             const std::string name = e.path().filename().string();
             const bool in_new_set = std::find(names.begin(), names.end(), name) != names.end();
-            if (stale && e.is_regular_file() && stale(name) && !in_new_set)
-                CHECK_USER(std::remove(e.path().c_str()) == 0, "cannot remove the earlier %s: %s", e.path().c_str(),
-                           std::strerror(errno));
+            if (stale && e.is_regular_file() && stale(name) && !in_new_set && std::remove(e.path().c_str()) == 0)
+                removed.push_back(name);
         }
-        for (const std::string& name : names) {
-            std::string from = file(name), to = dir + "/" + name;
-            CHECK_USER(std::rename(from.c_str(), to.c_str()) == 0, "cannot move %s to %s: %s", from.c_str(),
-                       to.c_str(), std::strerror(errno));
-        }
-        committed = true;
-        std::error_code ec;
-        std::filesystem::remove(tmp, ec);
         int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
         if (fd >= 0) {
             ::fsync(fd);
             ::close(fd);
         }
+        std::sort(removed.begin(), removed.end());
+        return removed;
     }
 };

@@ -168,7 +168,8 @@ void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
         const int pad = info_.pad_id;
         int last = T - 1;  // the last id that is not pad: the EOS, or with pad == EOS the document's last id
         while (last >= 0 && row[last] == pad) last--;
-        const int eos_at = pad == info_.eos_id ? std::min(last + 1, T - 1) : last;
+        // (a header's EOS 0 is unknown, not a pad 0 that is also EOS)
+        const int eos_at = info_.eos_id != 0 && pad == info_.eos_id ? std::min(last + 1, T - 1) : last;
         for (int t = 0; t < T; t++) {
             inputs[t] = row[t];
             targets[t] = t + 1 <= eos_at ? (int32_t)row[t + 1] : -1;  // the last position has no next token

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -118,9 +120,9 @@ void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::
 
 bool is_hf_model_file(const std::string& name) {
     for (const char* f : {"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json",
-                          "pytorch_model.bin", "pytorch_model.bin.index.json", "tokenizer.json", "tokenizer_config.json",
-                          "special_tokens_map.json", "added_tokens.json", "vocab.json", "merges.txt", "spiece.model",
-                          "tokenizer.model", "sentencepiece.bpe.model"})
+                          "pytorch_model.bin", "pytorch_model.bin.index.json", "tokenizer.json",
+                          "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.json",
+                          "merges.txt", "spiece.model", "tokenizer.model", "sentencepiece.bpe.model"})
         if (name == f) return true;
     auto sharded = [&](const char* prefix, const char* suffix) {  // model-00001-of-00002.safetensors
         const size_t p = std::strlen(prefix), q = std::strlen(suffix);
@@ -128,4 +130,21 @@ bool is_hf_model_file(const std::string& name) {
                name.compare(name.size() - q, q, suffix) == 0 && name.find("-of-") != std::string::npos;
     };
     return sharded("model-", ".safetensors") || sharded("pytorch_model-", ".bin");
+}
+
+std::vector<std::string> hf_model_files_in(const std::string& dir) {
+    std::vector<std::string> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (e.is_regular_file() && is_hf_model_file(e.path().filename().string()))
+            out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+std::string earlier_files_removed(const std::vector<std::string>& names) {
+    if (names.empty()) return "";
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    return "removed the earlier model's " + list + " (not part of this one, and read before its files)\n";
 }

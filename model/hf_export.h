@@ -6,6 +6,7 @@
 // as prep_data's documents end with it). The file list and their keys: data/README.md, "Export".
 #pragma once
 #include <string>
+#include <vector>
 
 #include "model/config.h"
 
@@ -18,3 +19,7 @@ void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::
 // weights and their shards, tokenizer files): the files an earlier model left that --save removes when it replaces
 // the model (a stale tokenizer.json is read before the new spiece.model).
 bool is_hf_model_file(const std::string& name);
+// The names of DIR's files that is_hf_model_file names, sorted (none when DIR is missing).
+std::vector<std::string> hf_model_files_in(const std::string& dir);
+// The line --save prints for the earlier model's files it removed (StagedDir::commit's list); "" for none.
+std::string earlier_files_removed(const std::vector<std::string>& names);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/error.h"  // format
+#include "common/files.h"  // host_tag
 #include "common/safetensors.h"
 #include "data/shard.h"
 #include "train/checkpoint.h"
@@ -749,7 +750,8 @@ TEST(TrainerBinary, AFailedSaveLeavesTheDirectoryAsItWas) {
     TempDir dir;
     auto files = [](const std::string& d) {
         std::map<std::string, std::string> m;
-        for (const auto& e : fs::directory_iterator(d)) m[e.path().filename().string()] = read_bytes(e.path().string());
+        for (const auto& e : fs::directory_iterator(d))
+            m[e.path().filename().string()] = e.is_directory() ? "(a directory)" : read_bytes(e.path().string());
         return m;
     };
     RunResult first = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "m"}),
@@ -770,16 +772,37 @@ TEST(TrainerBinary, AFailedSaveLeavesTheDirectoryAsItWas) {
     EXPECT_TRUE(files(dir / "new").empty()) << "a failed --save left files in a new directory";
     // a save that replaces a model removes the files of the earlier one that it does not write (a tokenizer.json
     // that from_pretrained reads before the new tokenizer, an earlier sharded model's index), no other file
+    // (and says so), no other file; a killed save's staging directory (a dead process of this host) goes too
     write_text(dir / "m/tokenizer.json", "{}");
     write_text(dir / "m/model.safetensors.index.json", "{}");
     write_text(dir / "m/notes.txt", "mine");
+    const std::string leftover = dir / ("m/.staged_" + host_tag() + "_999999999");
+    fs::create_directories(leftover);
     r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "m", "--overwrite"}), dir,
                     120);
     ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "removed the earlier model's model.safetensors.index.json, tokenizer.json"))
+        << describe(r);
     const auto replaced = files(dir / "m");
     EXPECT_FALSE(replaced.count("tokenizer.json") || replaced.count("model.safetensors.index.json")) << describe(r);
     EXPECT_EQ(replaced.count("notes.txt"), 1u);
     EXPECT_EQ(replaced.size(), earlier.size() + 1) << "the export's files and notes.txt";
+    EXPECT_FALSE(fs::exists(leftover));
+    // a directory in a file's place is found before anything moves: the directory stays as it was
+    fs::remove(dir / "m/config.json");
+    fs::create_directory(dir / "m/config.json");
+    const auto before = files(dir / "m");
+    r = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--seed", "7", "--save", dir / "m",
+                                       "--overwrite"}), dir, 120);
+    EXPECT_EQ(r.rc, 1) << describe(r);
+    EXPECT_TRUE(contains(r.out, "cannot save config.json: " + dir / "m/config.json is a directory")) << describe(r);
+    EXPECT_TRUE(files(dir / "m") == before) << "a save that could not complete changed the directory";
+    // any file of a model is an earlier model without --overwrite (an older download's pytorch_model.bin)
+    fs::create_directories(dir / "old");
+    write_text(dir / "old/pytorch_model.bin", "weights");
+    r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "old"}), dir, 120);
+    expect_user_error_exit(r, "train_gpt2",
+                           {"--save " + dir / "old" + " already holds a model's files (pytorch_model.bin)"});
 }
 
 // --init-from one of our checkpoints (step_NNNNNNNN, which the README suggests for --eval-only) read its weights
@@ -1056,7 +1079,7 @@ TEST(TrainerResume, SkippedStepsCountOnAcrossAResume) {
     for (const json& j : steps)
         EXPECT_EQ(j.value("skipped", false), j["step"].get<int>() >= first) << j.dump();
     const std::string stopped = format("step %d: loss ", stop),
-                      why = format("training diverged (more than %d steps in a row skipped)", MAX_SKIPPED_IN_A_ROW);
+                      why = format("training diverged (more than %d non-finite steps in a row)", MAX_SKIPPED_IN_A_ROW);
     EXPECT_TRUE(contains(u.out + u.err, stopped) && contains(u.out + u.err, why)) << describe(u);
     EXPECT_TRUE(contains(u.out + u.err, "start a new run with a lower --lr or a longer --warmup from the last good "
                                         "weights (--init-from " + dir / "u" + format("/step_%08d", stop - 1)))

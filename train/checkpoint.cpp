@@ -19,7 +19,7 @@
 #include <type_traits>
 
 #include "common/error.h"
-#include "common/files.h"  // write_all
+#include "common/files.h"  // write_all, host_tag, pid_alive
 #include "common/kill_point.h"
 #include "common/safetensors.h"
 
@@ -53,18 +53,6 @@ static bool parse_step_name(const std::string& name, int64_t* step) {
     return name.compare(0, 5, "step_") == 0 && parse_step_digits(name.substr(5), step);
 }
 
-// This machine's name as it appears in temp dir names: [A-Za-z0-9.-] only (the name is split at '_').
-static std::string host_tag() {
-    char buf[256] = {0};
-    if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "localhost";
-    std::string s(buf);
-    if (s.size() > 64) s.resize(64);
-    for (char& c : s)
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-'))
-            c = '-';
-    return s;
-}
-
 // A leftover of a writer: .tmp_step_N_HOST_PID, .old_step_N_HOST_PID or .del_step_N_HOST_PID.
 struct DotDir {
     std::string kind;  // "tmp", "old" or "del"
@@ -95,9 +83,6 @@ static bool parse_dot_dir(const std::string& name, DotDir* out) {
     }
     return false;
 }
-
-// A process we can see and that exists (EPERM: it exists but belongs to someone else).
-static bool pid_alive(long pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
 
 // A leftover we may remove: ours (this host) and its writer is gone. Another host's: we cannot tell, keep it.
 static bool dot_dir_is_stale(const DotDir& d) { return d.host == host_tag() && !pid_alive(d.pid); }

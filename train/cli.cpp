@@ -75,7 +75,7 @@ const Flag FLAGS[] = {
       "--eval-tokens non-pad tokens (GaLore's C4 protocol: 10000000), mean of the batch means"),
     F("--on-nonfinite", "stop|skip", STR, on_nonfinite,
       "a NaN/Inf loss or gradient norm stops the run (after a checkpoint of the last good state) or skips the step "
-      "(more than 10 skipped in a row stop it)"),
+      "(more than 10 non-finite steps in a row stop it)"),
     F("--eval-only", "", BOOL, eval_only, "only evaluate (usually with --init-from) and print loss and perplexity"),
     F("--no-shuffle", "", BOOL, shuffle, "read training shards in order (default: shuffled with --seed)"),
     F("--prac", "MODE", STR, prac, "activation compression: none, pac (principal only), rac (random only), prac"),

@@ -306,9 +306,10 @@ struct FineTuner {
             model.save_pretrained(out.tmp);
             kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
             copy_tokenizer_files(opts.init_from, out.tmp);
-            out.commit("model.safetensors", is_hf_model_file);
+            const std::vector<std::string> removed = out.commit("model.safetensors", is_hf_model_file);
             std::printf("saved %s: config.json, model.safetensors and the tokenizer (a Hugging Face directory: "
-                        "RobertaForSequenceClassification.from_pretrained loads it)\n", opts.save.c_str());
+                        "RobertaForSequenceClassification.from_pretrained loads it)\n%s", opts.save.c_str(),
+                        earlier_files_removed(removed).c_str());
         }
         return 0;
     }

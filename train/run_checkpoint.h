@@ -41,7 +41,8 @@ inline std::string prac_key(const TrainOptions& o, bool joined = false) {
 // The run.schedule and run.optimizer resume keys: every float to the float's nine digits (with six, --lr 1e-3 and
 // 1.0000005e-3 were one setting and the resume another run), each optimizer's own flags only with it (an inert
 // --galore-rank blocked a resume that the run itself called unaffected). `legacy` spells them as checkpoints
-// written before did (six digits; GaLore's and Muon's flags always), which they still match.
+// written before did (six digits; GaLore's and Muon's flags always): a checkpoint without run.key_spelling is
+// compared in that spelling.
 inline std::string schedule_key(const TrainOptions& o, bool legacy = false) {
     return format(legacy ? "lr %g warmup %d min %g" : "lr %.9g warmup %d min %.9g", o.lr, o.warmup, o.min_lr_frac);
 }
@@ -70,6 +71,7 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
         {"batch_size", std::to_string(o.batch_size)},
         {"seq_len", std::to_string(o.seq_len)},
         {"grad_accum", std::to_string(o.grad_accum)},
+        {"key_spelling", "2"},  // the spelling of schedule and optimizer below (absent: the earlier one)
         {"schedule", schedule_key(o)},
         {"optimizer", optimizer_key(o)},
         {"seed", std::to_string(o.seed)},
@@ -95,13 +97,18 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
                               const std::vector<std::pair<std::string, std::string>>& keys) {
     for (const auto& [k, v] : keys) {
         // written before they were recorded
-        if ((k == "prac_refresh" || k == "model_numerics" || k == "tokenizer") && !st.has_meta("run." + k)) continue;
+        if ((k == "prac_refresh" || k == "model_numerics" || k == "tokenizer" || k == "key_spelling") &&
+            !st.has_meta("run." + k))
+            continue;
         if (k == "model" && st.has_meta("run.model") && model_key_shape(st.get("run.model")) == model_key_shape(v))
             continue;
         if (k == "prac" && st.has_meta("run.prac") && st.get("run.prac") == prac_key(o, true)) continue;
-        if (k == "schedule" && st.has_meta("run.schedule") && st.get("run.schedule") == schedule_key(o, true)) continue;
-        if (k == "optimizer" && st.has_meta("run.optimizer") && st.get("run.optimizer") == optimizer_key(o, true))
+        // a checkpoint of the earlier spelling is compared (and a refusal worded) in its own spelling
+        const bool legacy = !st.has_meta("run.key_spelling");
+        if (legacy && (k == "schedule" || k == "optimizer")) {
+            check_compatible(st, "run." + k, k == "schedule" ? schedule_key(o, true) : optimizer_key(o, true));
             continue;
+        }
         if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&
             st.get("run.prac") + " storage fp8" == v)
             fail("cannot resume from %s: it stores PRAC's projections in the activation dtype, and this run would "

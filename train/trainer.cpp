@@ -119,8 +119,7 @@ void check_free_space(const std::string& dir, double bytes, const char* what) {
 
 int checkpoints_at_once(int existing, int written, int keep) {
     const int all = existing + written;
-    if (keep <= 0 || all <= keep) return all;
-    return keep + 1;  // rotation removes the oldest only once the newest is complete
+    return all <= keep ? all : keep + 1;  // rotation removes the oldest only once the newest is complete
 }
 
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag) {
@@ -185,10 +184,15 @@ void check_no_earlier_run(const TrainOptions& opts) {
                  (long long)st.st_size,
                  opts.ckpt_dir.empty() ? "" : "pass --resume to continue that run (its log goes on), ");
     }
-    std::string model = opts.save + "/model.safetensors";
-    if (!opts.resume && !opts.save.empty() && access(model.c_str(), F_OK) == 0)
-        fail("--save %s already holds a model (%s); this run would replace it\n---> HINT: pass --overwrite to "
-             "replace it, or choose another --save directory", opts.save.c_str(), model.c_str());
+    // any file of a model (an older download's pytorch_model.bin, a tokenizer.model): --save replaces them all
+    const std::vector<std::string> model =
+        opts.save.empty() ? std::vector<std::string>() : hf_model_files_in(opts.save);
+    if (!opts.resume && !model.empty()) {
+        std::string names;
+        for (const std::string& f : model) names += (names.empty() ? "" : ", ") + f;
+        fail("--save %s already holds a model's files (%s); this run would replace them\n---> HINT: pass --overwrite "
+             "to replace them, or choose another --save directory", opts.save.c_str(), names.c_str());
+    }
 }
 
 void print_table(const char* title, const std::vector<std::pair<std::string, std::string>>& rows) {

@@ -54,7 +54,7 @@ double free_space(const std::string& dir);
 // Fails when that filesystem has less than `bytes` free for `what`; does nothing where statvfs cannot tell.
 void check_free_space(const std::string& dir, double bytes, const char* what);
 // How many checkpoints of a run's --ckpt-dir exist at once at most, counting the one being written beside the kept
-// ones: `existing` complete ones there, `written` more to come, the newest `keep` kept (<= 0: all).
+// ones: `existing` complete ones there, `written` more to come, the newest `keep` (>= 1) kept.
 int checkpoints_at_once(int existing, int written, int keep);
 // The files a data pattern (--train-data / --val-data, named by `flag`) matches; none is an error naming the flag.
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag);
@@ -196,16 +196,19 @@ struct Trainer {
             const double one = 4.0 * model.num_parameters + opt_bytes + (1 << 20);
             check_free_space(opts.ckpt_dir, one, "--ckpt-dir (one checkpoint: weights and optimizer state)");
             // the kept ones too: said now, not by a checkpoint that meets a full disk hours into the run
+            // every --ckpt-every steps before the last, and the last
             const int existing = (int)checkpoint_steps(opts.ckpt_dir).size(),
-                      written = opts.ckpt_every > 0 ? opts.steps / opts.ckpt_every + 1 : 1,
+                      written = (opts.ckpt_every > 0 ? std::max(0, opts.steps - 1) / opts.ckpt_every : 0) + 1,
                       more = checkpoints_at_once(existing, written, opts.ckpt_keep) - existing;
+            const bool rotates = existing + written > opts.ckpt_keep;
             const double free_bytes = free_space(opts.ckpt_dir);
             if (free_bytes >= 0 && free_bytes < more * one)
                 std::printf("warning: --ckpt-dir's filesystem has %.1f MiB free, room for %d more checkpoint(s) of "
-                            "%.1f MiB, and this run needs %d more (--ckpt-keep %d, and one more while the newest is "
-                            "written): a later checkpoint would fail on a full disk\n---> HINT: free space, or keep "
-                            "fewer (--ckpt-keep K needs room for K + 1)\n", free_bytes / 1048576.0,
-                            (int)(free_bytes / one), one / 1048576.0, more, opts.ckpt_keep);
+                            "%.1f MiB, and this run needs %d more (--ckpt-keep %d%s): a later checkpoint would fail "
+                            "on a full disk\n---> HINT: free space%s\n", free_bytes / 1048576.0,
+                            (int)(free_bytes / one), one / 1048576.0, more, opts.ckpt_keep,
+                            rotates ? ", and one more while the newest is written" : "",
+                            rotates ? ", or keep fewer (--ckpt-keep K needs room for K + 1)" : "");
         }
         if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
@@ -327,7 +330,7 @@ struct Trainer {
         if (skipped_step) {
             // the parameters are still the last good ones: nothing of this step has been applied
             const bool skipping = opts.on_nonfinite == "skip";
-            if (!skipping || skipped_in_a_row == MAX_SKIPPED_IN_A_ROW) {
+            if (!skipping || skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW) {
                 checkpoint(step, data_before);  // the last good state
                 // a resume continues the same settings only: another --lr or --warmup is a new run from its weights
                 std::string fix = opts.ckpt_dir.empty()
@@ -337,7 +340,8 @@ struct Trainer {
                                                checkpoint_path(opts.ckpt_dir, step).c_str());
                 fail("step %d: loss %g, gradient norm %g: training diverged%s\n---> HINT: %s, or check the data%s",
                      step + 1, loss, norm,
-                     skipping ? format(" (more than %d steps in a row skipped)", MAX_SKIPPED_IN_A_ROW).c_str() : "",
+                     skipping ? format(" (more than %d non-finite steps in a row)", MAX_SKIPPED_IN_A_ROW).c_str()
+                              : "",
                      fix.c_str(),
                      skipping             ? ""
                      : opts.ckpt_dir.empty() ? "; --on-nonfinite skip skips such steps"
@@ -412,9 +416,9 @@ struct Trainer {
             model.save_weights(out.file("model.safetensors"));
             kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
             write_hf_export(out.tmp, cfg, data_tokenizer_file(cfg.arch, opts, builtin_data_dir()));
-            out.commit("model.safetensors", is_hf_model_file);
+            const std::vector<std::string> removed = out.commit("model.safetensors", is_hf_model_file);
             std::printf("saved %s: model.safetensors, config.json, generation_config.json and the tokenizer (a Hugging "
-                        "Face model directory)\n", opts.save.c_str());
+                        "Face model directory)\n%s", opts.save.c_str(), earlier_files_removed(removed).c_str());
         }
         return stopped ? 128 + stopped : 0;
     }

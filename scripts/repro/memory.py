@@ -96,7 +96,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="pipeline check: tiny models, 20 steps, one seed")
     ap.add_argument("--models", default=None, help="loss runs' models [llama-mini,gpt2-mini; --quick: the tiny ones]")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per method [3; --quick: 1]")
-    ap.add_argument("--steps", type=int, default=200, help="training steps per loss run (B 4, T 128) [200]")
+    ap.add_argument("--steps", type=int, default=None, help="training steps per loss run (B 4, T 128) [200; --quick: "
+                    "20]")
     ap.add_argument("--out", default=os.path.join("runs", "memory"), help="output directory [runs/memory]")
     ap.add_argument("--device", default="cpu", help="trainer --device for the loss runs [cpu]")
     ap.add_argument("--extra", default="", help="extra trainer flags for the loss runs, one quoted string; write it "
@@ -110,11 +111,11 @@ def main():
     args.models = args.models or ("llama-tiny,gpt2-tiny" if args.quick else "llama-mini,gpt2-mini")
     if args.seeds is not None and args.seeds <= 0:  # (0 read as "not given": 3 seeds ran)
         sys.exit(f"--seeds {args.seeds}: must be at least 1")
-    if args.steps <= 0:
+    if args.steps is not None and args.steps <= 0:
         sys.exit(f"--steps {args.steps}: must be at least 1")
     args.seeds = args.seeds or (1 if args.quick else 3)
-    if args.quick and "--steps" not in sys.argv[1:]:
-        args.steps = None  # quick_flags' own step count (a --steps given with --quick is run)
+    if not args.quick:
+        args.steps = args.steps or 200  # (--quick: quick_flags' own count unless --steps is given)
 
     plans = plan_table()
     print("Planned peak memory (CUDA bf16, AdamW unless stated):\n\n" + plans + "\n", flush=True)

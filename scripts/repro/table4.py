@@ -74,7 +74,7 @@ def main():
             rows.append([r.meta["method"], f"{r.meta['B']}{up}", C.fmt_mem(C.planned_total(r), args),
                          C.fmt_mem(C.measured_peak(r), args),
                          "-" if r is base else C.fmt_delta(C.planned_total(r), C.planned_total(base)),
-                         C.fmt_num(tps, "{:.0f}") if r.result else ("failed" if r.rc else "-"),
+                         C.fmt_num(tps, "{:.0f}") if r.result else C.ppl_of(r),  # "failed (exit N)" or -
                          C.fmt_num(s.get("ms_per_step"), "{:.1f}"),
                          "-" if r is base else C.fmt_delta(tps, (base.result or {}).get("tokens_per_s")),
                          C.fmt_num(paper_tokens / s["tokens_per_s_overall"] / 3600 if tps else None, "{:.1f}")])

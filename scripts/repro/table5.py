@@ -38,7 +38,7 @@ PAPER = {  # Table 5: memory (GB), then the eight scores
 QUICK_TASKS = ["mrpc", "stsb"]
 QUICK_FLAGS = ["--epochs", 4, "--lr", 3e-3, "--max-len", 64, "--prac-t1", 10, "--prac-t2", 10, "--log-interval", 100]
 PAPER_FLAGS = ["--epochs", 30, "--batch-size", 16, "--max-len", 512, "--prac-t1", 200, "--prac-t2", 200,
-               "--log-interval", 100]
+               "--log-interval", 100] + C.PAPER_STORAGE
 QUICK_CAVEAT = ("a tiny random RoBERTa on synthetic MRPC/STS-B-layout tasks: checks the pipeline, not the paper's "
                 "claims")
 
@@ -87,7 +87,8 @@ def main():
     for t in tasks:
         if t not in known:
             sys.exit(f"--tasks: {t!r} is not one of {', '.join(known)}" +
-                     (" (the synthetic tasks of --quick)" if args.quick else " (lower case, as finetune_roberta names them)"))
+                     (" (the synthetic tasks of --quick)" if args.quick else
+                      " (lower case, as finetune_roberta names them)"))
     if len(set(tasks)) != len(tasks):
         sys.exit(f"--tasks {args.tasks}: a task is named twice (its second run would replace the first's log)")
     if args.steps is not None and args.steps <= 0:
