@@ -124,8 +124,8 @@ const Flag FLAGS[] = {
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
     F("--resume", "", BOOL, resume, "continue bit-exactly from the newest checkpoint in --ckpt-dir"),
     F("--overwrite", "", BOOL, overwrite,
-      "start over in a --ckpt-dir that holds an earlier run's checkpoints, a --save DIR that holds a model or a --log "
-      "that holds records (without it such a run refuses; --resume continues the earlier run instead)"),
+      "start over in a --ckpt-dir that holds an earlier run's checkpoints, a --save DIR that holds a model's files or a "
+      "--log that holds records (without it such a run refuses; --resume continues the earlier run instead)"),
     F("--zero", "0|1", INT, zero, "1: shard AdamW state over data-parallel ranks (ZeRO-1)"),
     F("--watchdog", "SEC", INT, watchdog,
       "end the job when a rank makes no progress for SEC seconds: a stopped or hung rank leaves the others waiting "

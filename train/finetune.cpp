@@ -29,12 +29,13 @@ const FlagDef FLAGS[] = {
       "batch: each batch padded to its longest example (rounded up to 8 tokens); longest: every batch to the data's "
       "longest example (the activation arena's shape, which either way is allocated once for the longest)"),
     F("--grad-accum", "N", INT, grad_accum,
-      "micro-batches of --batch-size per optimizer step (the step's gradient: the mean over all their rows)"),
+      "micro-batches of --batch-size per optimizer step (the step's gradient: the mean over all their rows), at most "
+      "an epoch's batches"),
     F("--lr", "LR", FLOAT, lr, "peak learning rate (default: the paper's for the task: 3e-5 CoLA, STS-B, MRPC, RTE; "
                                "1e-5 SST-2, MNLI, QNLI, QQP)"),
     F("--warmup", "N", INT, warmup,
-      "linear warmup steps, then linear decay to 0 at the last step (Hugging Face run_glue's default schedule, "
-      "get_linear_schedule_with_warmup)"),
+      "linear warmup steps, then linear decay toward 0, which the step after the last would reach (Hugging Face "
+      "run_glue's default schedule, get_linear_schedule_with_warmup)"),
     F("--weight-decay", "WD", FLOAT, weight_decay, "AdamW decoupled weight decay (2-D weights only)"),
     F("--beta1", "B1", FLOAT, beta1, "AdamW beta1"),
     F("--beta2", "B2", FLOAT, beta2, "AdamW beta2"),
@@ -191,7 +192,8 @@ std::string finetune_help(const char* program) {
         "Fine-tunes a Hugging Face RoBERTa (RobertaForSequenceClassification) on one GLUE task: AdamW or RSO, optional "
         "PRAC activation compression, dev evaluation with the task's metrics after every epoch (best and final "
         "printed), checkpoints with a bit-exact --resume, --save as a Hugging Face directory. Nothing is downloaded.\n"
-        "Schedule: linear warmup over --warmup steps, then linear decay to 0 at the last step (run_glue's default).\n\n",
+        "Schedule: linear warmup over --warmup steps, then linear decay toward 0, which the step after the last would "
+        "reach (run_glue's default).\n\n",
         program);
     s += flag_table_help(FLAGS, std::size(FLAGS), &defaults, [](const FlagDef& f) -> std::string {
         return std::string(f.name) == "--lr" ? "" : "?";

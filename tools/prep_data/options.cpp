@@ -73,8 +73,8 @@ Tokenizer and layout:
                         is kept next to the shards as PREFIX_tokenizer.model (the trainers decode with it)
   --spm-vocab N         train your own SentencePiece model (unigram, N pieces, T5's ids: pad 0, EOS 1, unk 2,
                         no BOS) on the training documents first, write it to PREFIX_tokenizer.model, and
-                        tokenize with it (implies --tokenizer spm; for LLaMA on your own text); the trainer
-                        runs 16 threads whatever --threads says, so the model is the same on every machine
+                        tokenize with it (implies --tokenizer spm; for LLaMA on your own text); SentencePiece's
+                        trainer runs 16 threads whatever --threads says: the model does not depend on it
   --spm-train-lines N   train it on at most the first N lines of the training documents (default 2M)
   --gpt2-ranks FILE     GPT-2's ranks (default: data/gpt2/r50k_base.tiktoken of this source tree)
   --layout flat|rows    flat (default): one stream of documents separated by EOT/EOS; GPT-2 puts EOT
@@ -87,6 +87,7 @@ Tokenizer and layout:
 Output:
   --out PREFIX          writes PREFIX_train_000000.bin, PREFIX_train_000001.bin, ..., PREFIX_val_000000.bin
                         and the run's state PREFIX_prep.json; missing directories in PREFIX are created
+                        (PREFIX names files: a directory, or a trailing /, is refused)
   --shard-tokens N      tokens per shard (default 100M; suffixes K, M, G = 10^3, 10^6, 10^9; rows: rounded
                         down to whole rows). Every shard but the last of each split has exactly N tokens; in
                         the flat layout a document may continue in the next shard (as llm.c's fineweb.py)
@@ -144,8 +145,8 @@ Your own text (one file: its blank-line separated paragraphs are the documents; 
   prep_data --spm-vocab 4000 --input mybook.txt --out data/mine/llama     then ./train_llama ... (printed)
 
 Train on the result (prep_data prints the command for its output):
-  ./train_gpt2 --train-data 'owt_gpt2_train_*.bin' --val-data 'owt_gpt2_val_*.bin'
-  ./train_llama --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' --seq-len 256
+  ./train_gpt2 --train-data 'owt_gpt2_train_??????.bin' --val-data 'owt_gpt2_val_??????.bin'
+  ./train_llama --train-data 'c4_llama_train_??????.bin' --val-data 'c4_llama_val_??????.bin' --seq-len 256
 )HELP";
 
 namespace {

@@ -234,12 +234,12 @@ struct Prep {
                 auto* spm = dynamic_cast<SpmTokenizer*>(tok.get());
                 pad = spm ? spm->pad_id() : -1;
                 CHECK_USER(pad >= 0, "--layout rows needs a pad id, and the %s tokenizer has none\n"
-                           "---> HINT: give --pad-id N (its targets are ignored by the loss)",
+                           "---> HINT: give --pad-id N (the pads after each row's EOS are ignored by the loss)",
                            o.tokenizer.c_str());
             }
             CHECK_USER(pad < tok->vocab_size(), "--pad-id %d is outside the vocabulary (%d ids)", pad,
                        tok->vocab_size());
-            lay.pad = (uint32_t)pad;  // it may be EOS or a token of the text: the loader ignores only the pads after EOS
+            lay.pad = (uint32_t)pad;  // EOS or a token of the text: the loader ignores only the pads after EOS
         }
         info.vocab_size = tok->vocab_size();
         info.layout = o.rows() ? SHARD_LAYOUT_ROWS : SHARD_LAYOUT_FLAT;
