@@ -195,8 +195,8 @@ struct Trainer {
             for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.nbytes();
             const double one = 4.0 * model.num_parameters + opt_bytes + (1 << 20);
             check_free_space(opts.ckpt_dir, one, "--ckpt-dir (one checkpoint: weights and optimizer state)");
-            // the kept ones too: said now, not by a checkpoint that meets a full disk hours into the run
-            // every --ckpt-every steps before the last, and the last
+            // the kept ones too, said now rather than by a checkpoint that meets a full disk hours into the run; the
+            // run writes one every --ckpt-every steps before the last, and one after the last
             const int existing = (int)checkpoint_steps(opts.ckpt_dir).size(),
                       written = (opts.ckpt_every > 0 ? std::max(0, opts.steps - 1) / opts.ckpt_every : 0) + 1,
                       more = checkpoints_at_once(existing, written, opts.ckpt_keep) - existing;
