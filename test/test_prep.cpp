@@ -685,7 +685,8 @@ TEST_F(Prep, ResumeAfterCrashOrDamageRewritesWhatIsNeeded) {
 }
 
 // Two runs on one --out interleaved their shards (both exited 0, the set held parts of each): while one holds
-// PREFIX_prep.lock, another is refused, naming the holder; a clean end removes the lock file.
+// PREFIX_prep.lock, another is refused, naming the holder (its lock file kept); the end removes the lock file, a
+// failed run's too.
 TEST_F(Prep, OneRunAtATimeOnAnOutPrefix) {
     REQUIRE_GPT2();
     std::vector<std::string> args = {"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "c4_train.json.gz",
@@ -696,10 +697,15 @@ TEST_F(Prep, OneRunAtATimeOnAnOutPrefix) {
     ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);  // as a running prep_data holds it
     prep_fails(args, {"another prep_data is writing --out " + path("a"), "pid 4242", "HINT"});
     EXPECT_TRUE(shards(path("a"), "train").empty());
+    EXPECT_TRUE(fs::exists(path("a_prep.lock"))) << "the refused run removed the other run's lock file";
     ::close(fd);  // that run ended (killed: its lock file stays, unlocked)
     prep_ok(args);
     EXPECT_FALSE(fs::exists(path("a_prep.lock")));
     EXPECT_EQ(shards(path("a"), "train").size(), 1u);
+    // a run that fails removes its lock file too (it was left behind)
+    prep_fails({"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "bad/badjson.jsonl", "--out", path("b")},
+               {"badjson.jsonl:2", "invalid JSON"});
+    EXPECT_FALSE(fs::exists(path("b_prep.lock")));
 }
 
 // Shards past a complete run's count (another run's, with another --shard-tokens) would be read by the trainer's

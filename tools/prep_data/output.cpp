@@ -616,8 +616,10 @@ struct Prep {
 
     // One run writes a PREFIX at a time: two (a second terminal, a job started twice) interleave their shards into a
     // set that matches the trainer's pattern and holds parts of both. An flock on PREFIX_prep.lock, held until
-    // exit (the kernel drops it when the process ends, however it ends); the file is removed at a clean end.
+    // exit (the kernel drops it when the process ends, however it ends); the file is removed at the end, a failed
+    // run's too (the destructor), and never by a run that did not get the lock.
     int lock_fd = -1;
+    bool lock_held = false;
     std::string lock_path() const { return o.out + "_prep.lock"; }
     void lock_prefix() {
         for (;;) {
@@ -640,8 +642,10 @@ struct Prep {
             // is then a lock on a name nobody else sees; open the file that is there now
             struct stat held, now;
             if (fstat(lock_fd, &held) == 0 && stat(lock_path().c_str(), &now) == 0 && held.st_ino == now.st_ino &&
-                held.st_dev == now.st_dev)
+                held.st_dev == now.st_dev) {
+                lock_held = true;
                 break;
+            }
             ::close(lock_fd);
         }
         std::string pid = std::to_string((long)getpid());  // for the other run's message only
@@ -652,10 +656,12 @@ struct Prep {
     }
     void unlock_prefix() {
         if (lock_fd < 0) return;
-        std::remove(lock_path().c_str());  // while still held: a waiting run then sees another inode and opens again
+        if (lock_held) std::remove(lock_path().c_str());  // while held: a waiting run sees another inode, opens again
         ::close(lock_fd);
         lock_fd = -1;
+        lock_held = false;
     }
+    ~Prep() { unlock_prefix(); }
 
     // Shards past this run's count in a split (another run's, written with another --shard-tokens): the trainer's
     // pattern would read them with ours. Removed at the end of a complete run, each named.
