@@ -27,6 +27,8 @@ import math
 import os
 import sys
 
+from save_figure import save_figure  # scripts/save_figure.py
+
 
 def load(path):
     """(step records, eval records, replayed records dropped) of one log."""
@@ -235,7 +237,10 @@ def main():
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
+    try:
+        save_figure(fig, args.out, dpi=110)
+    except OSError as e:
+        sys.exit(f"plot_runs.py: cannot write {args.out}: {e} (an earlier file of that name is left as it was)")
     print(f"\nwrote {args.out}", file=sys.stderr)
 
 

@@ -14,6 +14,8 @@ import json
 import os
 import sys
 
+from save_figure import save_figure  # scripts/save_figure.py
+
 
 def import_pyplot():
     try:
@@ -96,7 +98,7 @@ def plot(data, out):
     ax2.legend(loc="lower right", fontsize=9)
 
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    save_figure(fig, out, dpi=120)
     plt.close(fig)
 
 
@@ -128,7 +130,8 @@ def main():
     try:
         plot(data, out)
     except OSError as e:
-        print(f"plot_spectrum.py: cannot write {out}: {e}", file=sys.stderr)
+        print(f"plot_spectrum.py: cannot write {out}: {e} (an earlier file of that name is left as it was)",
+              file=sys.stderr)
         return 1
     return 0
 

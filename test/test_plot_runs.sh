@@ -2,7 +2,7 @@
 # scripts/plot_runs.py's step-time statistics (issue #15's "no step above 1.2x the median") on a log of known step
 # times: the median, the slowest step and their ratio, with and without --skip, in the table and the RESULT line;
 # a diverged run (null losses) and a log without memory data; refused arguments; and scripts/plot_spectrum.py's
-# output extension.
+# output extension; a write that fails part way (full disk) leaves the earlier picture whole.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -128,6 +128,17 @@ if python3 -c 'import matplotlib' 2>/dev/null; then
     python3 scripts/plot_spectrum.py "$W/spec.json" "$W/x"
   python3 scripts/plot_spectrum.py "$W/spec.json" "$W/spec.png" && [ -s "$W/spec.png" ] \
     && ok "plot_spectrum.py writes a PNG" || bad "plot_spectrum.py wrote no PNG"
+  # a write that fails part way (here a 1 KiB file-size limit, as a full disk would) leaves the earlier picture
+  # whole and no temporary file: the scripts write beside OUT and rename (python ignores SIGXFSZ: writes get EFBIG)
+  cp "$W/ok.png" "$W/ok.before"; cp "$W/spec.png" "$W/spec.before"
+  refused "plot_runs.py over a full disk" "cannot write $W/ok.png: .*left as it was" \
+    bash -c 'ulimit -f 1; exec "$@"' - python3 scripts/plot_runs.py --out "$W/ok.png" "$W/run.jsonl"
+  refused "plot_spectrum.py over a full disk" "cannot write $W/spec.png: .*left as it was" \
+    bash -c 'ulimit -f 1; exec "$@"' - python3 scripts/plot_spectrum.py "$W/spec.json" "$W/spec.png"
+  cmp -s "$W/ok.png" "$W/ok.before" && cmp -s "$W/spec.png" "$W/spec.before" \
+    && ok "a failed write leaves the earlier PNGs whole" || bad "a failed write changed an earlier PNG"
+  left=$(ls -A "$W" | grep '^\.' || true)
+  [ -z "$left" ] && ok "a failed write leaves no temporary file" || bad "temporary files left: $left"
 else
   echo "  [skip] --out format checks and the PNGs (plot_runs.py, plot_spectrum.py): matplotlib is not installed"
 fi
