@@ -178,6 +178,57 @@ def common_tail(args):
     return f
 
 
+def _flag_values(words):
+    """{--flag: its value (None for a switch)} of a trainer command line's words ("--flag=value" too)."""
+    out, i = {}, 0
+    while i < len(words):
+        w = str(words[i])
+        i += 1
+        if not w.startswith("--"):
+            continue
+        if "=" in w:
+            name, value = w.split("=", 1)
+        elif i < len(words) and not str(words[i]).startswith("--"):
+            name, value = w, str(words[i])
+            i += 1
+        else:
+            name, value = w, None
+        out[name] = value
+    return out
+
+
+def check_extra(runs, args):
+    """--extra against the flags the table sets itself (the trainer takes the last of a flag given twice, so --extra
+    replaces them). A flag the runs set to different values is what their rows are labelled by (--prac, --optimizer,
+    --model): replacing it would mislabel every row, so it stops the script with one line. A flag set alike in every
+    run that sets it (--lr, --steps) is replaced: the returned notes say so, for the table's markdown."""
+    if not args.extra:
+        return []
+    extra = shlex.split(args.extra)  # (common_tail has refused an unbalanced quote)
+    wanted = _flag_values(extra)
+    own = {r.name: _flag_values(r.flags[:len(r.flags) - len(extra)]) for r in runs}
+    notes = []
+    for name, value in wanted.items():
+        setting = [(r.label, own[r.name][name]) for r in runs if name in own[r.name]]
+        values = {v for _, v in setting}
+        if len(values) > 1:
+            first = {}  # one run of each value
+            for label, v in setting:
+                first.setdefault(v, label)
+            shown = ", ".join(f"{v if v is not None else '(set)'} in {label}" for v, label in first.items())
+            sys.exit(f"--extra {name}: the table's runs set {name} apart ({shown}), "
+                     f"and their rows are told apart by it: --extra would give every run the same and mislabel the "
+                     f"table; change it in scripts/repro/{os.path.basename(sys.argv[0])} or run the trainer yourself "
+                     f"(--dry-run prints the commands)")
+        if setting:
+            before = values.pop()
+            notes.append(f"--extra replaces the table's {name}{'' if before is None else ' ' + before} with "
+                         f"{name}{'' if value is None else ' ' + value} in the {len(setting)} run(s) that set it")
+    for n in notes:
+        print(f"note: {n}", file=sys.stderr)
+    return notes
+
+
 # ---------------------------------------------------------------- planner
 
 # what a plan does not read and would check or touch on disk (the log, the data files); the other flags stay, so the
@@ -424,6 +475,7 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     """Runs everything and writes DIR/<table>.md (+ .png). build_tables(runs) -> markdown string."""
     t0 = time.time()
     print(f"# {title}: {len(runs)} runs -> {args.out}" + (" (dry run)" if args.dry_run else ""), flush=True)
+    notes = list(notes) + check_extra(runs, args)
     devices, failures = run_all(runs, args)
     attach_plans(runs, args)
     # a failed planner call: a run's flags the trainer refuses, or a fit check (table2's OOM, table4's micro-batch)

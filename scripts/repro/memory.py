@@ -122,6 +122,7 @@ def main():
     if args.plan_only:
         return 0
     runs = loss_runs(args)
+    extra_notes = C.check_extra(runs, args)
     devices, failures = C.run_all(runs, args)
     if args.dry_run:
         return 0
@@ -134,6 +135,7 @@ def main():
             f.write(f"**--quick:** {C.QUICK_CAVEAT}.\n\n")
         f.write(f"Machine: {'; '.join(devices) or 'unknown'}.\n\n## Planned peak memory\n\n{plans}\n\n"
                 f"## Final validation loss ({args.seeds} seeds)\n\n{losses}\n")
+        f.writelines(f"\n- {n}\n" for n in extra_notes)
         if failures:
             f.write(f"\n**{failures} run(s) failed**: see the .out files in {args.out}.\n")
     print(f"wrote {md}")
