@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -503,6 +504,32 @@ TEST_F(Prep, RowsTruncateAtRowLenMinusOne) {
     EXPECT_GT(full, 20);
 }
 
+// "tokens not pad" of --layout rows counts each row's ids and its EOS, decided by the layout, not by the pad's value:
+// with --pad-id equal to EOS (GPT-2's EOT 50256) it counted every token of the rows (2,240 instead of 1,737).
+TEST_F(Prep, RowsCountTokensNotPadWhenPadIsEos) {
+    REQUIRE_GPT2();
+    auto run = [&](const char* pad, const std::string& out) {
+        return prep_ok({"--tokenizer", "gpt2", "--layout", "rows", "--row-len", "64", "--pad-id", pad, "--no-val",
+                        "--input", std::string(FX) + "c4_train.json.gz", "--out", out});
+    };
+    PrepRun a = run("0", path("a")), b = run("50256", path("b"));
+    // counted from the shard of pad 0: each row is its ids (encode_ordinary never gives EOT 50256), EOT, pads
+    auto t = tokens(path("a"), "train");
+    ASSERT_EQ(t.size() % 64, 0u);
+    long long real = 0;
+    for (size_t r = 0; r < t.size() / 64; r++) {
+        size_t e = 0;
+        while (e < 64 && t[r * 64 + e] != 50256) e++;
+        ASSERT_LT(e, 64u) << "row " << r << " has no EOT";
+        real += (long long)e + 1;
+    }
+    ASSERT_LT(real, (long long)t.size());  // some rows have pads
+    EXPECT_EQ(tokens(path("b"), "train").size(), t.size());
+    const std::string want = with_commas_(real) + " tokens not pad";
+    EXPECT_NE(a.out.find(want), std::string::npos) << a.out;
+    EXPECT_NE(b.out.find(want), std::string::npos) << b.out;
+}
+
 // Rows shards load through the DataLoader with T = row_len; pad targets become -1.
 TEST_F(Prep, RowShardsLoadInTheDataLoaderWithPadTargetsIgnored) {
     REQUIRE_SPM();
@@ -786,6 +813,30 @@ TEST_F(Prep, TrainWithPatternMatchesAnOutWithGlobCharacters) {
     globfree(&g);
 }
 
+// A run removes the temporaries a killed run left for its --out: only names of the shapes prep_data writes
+// (PREFIX_train_NNNNNN.bin, PREFIX_val_NNNNNN.bin, PREFIX_tokenizer.model, PREFIX_prep.json, each + ".tmp.PID") whose
+// writer is dead. It removed every PREFIX_*.tmp.*: a run's on a longer --out (d_small_...), files of other names, a
+// live process's.
+TEST_F(Prep, RemovesOnlyItsOwnTemporariesOfDeadRuns) {
+    REQUIRE_GPT2();
+    const pid_t child = fork();  // a pid that is dead
+    ASSERT_GE(child, 0);
+    if (child == 0) _exit(0);
+    ASSERT_EQ(waitpid(child, nullptr, 0), child);
+    const std::string dead = std::to_string((long long)child), live = std::to_string((long long)getpid());
+    const std::vector<std::string> kept = {
+        "d_small_train_000003.bin.tmp." + dead, "d_small_train_000003.bin.tmp." + live, "d_notes.tmp.txt",
+        "d_train_000002.bin.tmp." + live, "d_prep.json.tmp." + live, "d_train_2.bin.tmp." + dead,
+        "d_train_000002.bin.tmp.x" + dead, "d_val_000001.bin.tmp." + dead + ".txt"};
+    const std::vector<std::string> removed = {"d_train_000002.bin.tmp." + dead, "d_val_000001.bin.tmp." + dead,
+                                              "d_prep.json.tmp." + dead, "d_tokenizer.model.tmp." + dead};
+    for (const auto& f : kept) std::ofstream(path(f)) << "not this run's";
+    for (const auto& f : removed) std::ofstream(path(f)) << "a killed run's";
+    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "c4_train.json.gz", "--out", path("d")});
+    for (const auto& f : kept) EXPECT_EQ(slurp(path(f)), "not this run's") << f << " was removed";
+    for (const auto& f : removed) EXPECT_FALSE(fs::exists(path(f))) << f << " was left";
+}
+
 // A crash at each moment between a shard's durable steps (common/kill_point.h: SIGKILL exactly there, at the 8th
 // shard), then --resume: the output equals an uninterrupted run's byte for byte. The moments: the shard's temporary
 // file written but not renamed, the shard in place but not in the state file, the state file saved.
@@ -850,6 +901,43 @@ TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
     prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "c4_train.json.gz", "--out", path("nothing"),
                 "--resume"},
                {"nothing to resume"});
+}
+
+// A --resume refused for another --spm-model replaced the earlier run's PREFIX_tokenizer.model with that model before
+// the options check (and a --resume with nothing to resume wrote one): the copy is written once the run goes ahead.
+TEST_F(Prep, RefusedResumeLeavesTheTokenizerCopyAsItWas) {
+    REQUIRE_SPM();
+    const std::string austen = slurp(AUSTEN_MODEL);
+    ASSERT_FALSE(austen.empty());
+    // another valid model: the Austen model with an unknown protobuf field appended (field 100, varint 1)
+    std::ofstream(path("other.model"), std::ios::binary) << austen << std::string("\xa0\x06\x01", 3);
+    const std::vector<std::string> base = {"--tokenizer", "spm", "--no-val", "--input",
+                                           std::string(FX) + "c4_train.json.gz", "--shard-tokens", "1000",
+                                           "--out", path("p")};
+    auto first = base;
+    first.insert(first.end(), {"--spm-model", AUSTEN_MODEL, "--max-shards", "1"});
+    prep_ok(first);
+    ASSERT_TRUE(slurp(path("p_tokenizer.model")) == austen);
+    struct stat before{};
+    ASSERT_EQ(::stat(path("p_tokenizer.model").c_str(), &before), 0);
+    auto other = base;
+    other.insert(other.end(), {"--spm-model", path("other.model"), "--resume"});
+    prep_fails(other, {"options differ", "tokenizer_sha256", "--overwrite"});
+    EXPECT_TRUE(slurp(path("p_tokenizer.model")) == austen) << "the refused --resume replaced the tokenizer copy";
+    // the resume with the run's own model goes ahead; the copy, the same bytes, is not rewritten
+    auto same = base;
+    same.insert(same.end(), {"--spm-model", AUSTEN_MODEL, "--resume"});
+    prep_ok(same);
+    EXPECT_TRUE(slurp(path("p_tokenizer.model")) == austen);
+    struct stat after{};
+    ASSERT_EQ(::stat(path("p_tokenizer.model").c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino);
+    EXPECT_EQ(shards(path("p"), "train").size(), 7u);
+    // nothing to resume: no tokenizer copy either
+    prep_fails({"--tokenizer", "spm", "--spm-model", AUSTEN_MODEL, "--no-val", "--input",
+                std::string(FX) + "c4_train.json.gz", "--out", path("nothing"), "--resume"},
+               {"nothing to resume"});
+    EXPECT_FALSE(fs::exists(path("nothing_tokenizer.model")));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -968,4 +1056,24 @@ TEST_F(Prep, BadOptions) {
     prep_fails({"--tokenizer", "gpt2", "--input", in}, {"no output"});
     prep_fails({"--tokenizer", "gpt2", "--out", o}, {"no input"});
     prep_fails({"c5", "--input", in}, {"unknown preset"});
+}
+
+// An --out whose path cannot be looked at (a symlink loop, a name too long, a directory this user may not enter) threw
+// std::filesystem's error: "internal error", exit 2. It is the user's to fix: exit 1, what went wrong, a hint.
+TEST_F(Prep, OutPathThatCannotBeExaminedIsAUserError) {
+    const std::string in = std::string(FX) + "c4_train.json.gz";
+    fs::create_symlink("loop", path("loop"));
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", path("loop/x")},
+               {"cannot use --out " + path("loop/x"), "Too many levels of symbolic links", "HINT"});
+    const std::string too_long = path(std::string(300, 'n'));
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", too_long + "/x"},
+               {"cannot use --out " + too_long + "/x", "File name too long", "HINT"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", too_long}, {"File name too long"});
+    if (geteuid() != 0) {  // (root enters any directory)
+        fs::create_directories(path("locked"));
+        fs::permissions(path("locked"), fs::perms::none);
+        prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", path("locked/x/y")},
+                   {"cannot use --out " + path("locked/x/y"), "Permission denied", "HINT"});
+        fs::permissions(path("locked"), fs::perms::owner_all);
+    }
 }

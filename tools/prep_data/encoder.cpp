@@ -150,6 +150,7 @@ std::string Encoder::json_text(const Record& r, std::string* text) const {
 void Encoder::process(Batch& b) const {
     b.off.assign(1, 0);
     b.flags.clear();
+    b.pads.clear();
     std::vector<uint32_t> ids;
     std::string text, fixed;
     for (const Record& r : b.recs) {
@@ -160,6 +161,7 @@ void Encoder::process(Batch& b) const {
                              r.line ? format(":%lld", (long long)r.line).c_str() : "", e.what());
         }
         if (!b.error.empty()) return;
+        b.pads.resize(b.flags.size(), 0);  // no pads: the records that are not rows (skipped, flat, texts)
     }
 }
 
@@ -219,7 +221,9 @@ void Encoder::process_record(Batch& b, const Record& r, std::vector<uint32_t>& i
             if (ids.size() > keep) fl |= F_TRUNCATED;
             for (size_t i = 0; i < keep; i++) b.tokens.push_back((uint16_t)ids[i]);
             b.tokens.push_back((uint16_t)lay.eos);
-            b.tokens.insert(b.tokens.end(), (size_t)lay.row_len - 1 - keep, (uint16_t)lay.pad);
+            const size_t pads = (size_t)lay.row_len - 1 - keep;
+            b.tokens.insert(b.tokens.end(), pads, (uint16_t)lay.pad);
+            b.pads.push_back((uint32_t)pads);  // (the pads may equal EOS or an id of the text: counted, not looked for)
         } else {
             if (lay.eos_before) b.tokens.push_back((uint16_t)lay.eos);
             for (uint32_t id : ids) b.tokens.push_back((uint16_t)id);

@@ -85,7 +85,13 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
     CHECK_USER(!found.empty(), "directory %s has no .txt files\n---> HINT: a directory input stands for its *.txt "
                "files; give JSON lines or archives by name or pattern", dir.c_str());
     std::sort(found.begin(), found.end());
-    for (auto& p : found) out.push_back({p, (int64_t)fs::file_size(p), src, -1});
+    for (auto& p : found) {
+        const auto size = fs::file_size(p, ec);  // (a file removed or replaced since the listing)
+        CHECK_USER(!ec, "cannot read the size of %s (in directory %s): %s\n---> HINT: was it removed or changed while "
+                   "prep_data listed the directory? check the file and its permissions", p.c_str(), dir.c_str(),
+                   ec.message().c_str());
+        out.push_back({p, (int64_t)size, src, -1});
+    }
 }
 
 static void add_input(const std::string& spec, int src, std::vector<InputFile>& out) {
@@ -94,10 +100,11 @@ static void add_input(const std::string& spec, int src, std::vector<InputFile>& 
     if (spec.find_first_of("*?[") != std::string::npos) {
         glob_t g;
         int rc = glob(spec.c_str(), 0, nullptr, &g);
+        std::error_code cwd_ec;
         if (rc == GLOB_NOMATCH)
             fail("%s %s: no file matches this pattern\n---> HINT: check the path (relative to the current "
                  "directory %s); the corpora are downloaded separately (prep_data --help: Getting the data)",
-                 flag, spec.c_str(), fs::current_path().c_str());
+                 flag, spec.c_str(), fs::current_path(cwd_ec).c_str());
         CHECK_USER(rc == 0, "%s %s: cannot expand the pattern (glob error %d)", flag, spec.c_str(), rc);
         for (size_t i = 0; i < g.gl_pathc; i++) paths.push_back(g.gl_pathv[i]);  // sorted by glob
         globfree(&g);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -318,7 +319,15 @@ void finish_options(Options& o) {
     CHECK_USER(!o.inputs.empty(), "no input: give --input PATH (files, directories or patterns)\n"
                "---> HINT: prep_data --help shows the formats and where to download C4 and OpenWebText");
     CHECK_USER(!o.out.empty(), "no output: give --out PREFIX (shards are written to PREFIX_train_000000.bin, ...)");
-    CHECK_USER(o.out.back() != '/' && !std::filesystem::is_directory(o.out),
+    // status with an error_code: a path that cannot be looked at (a directory on it we may not enter, a symlink
+    // loop, a name too long) is the user's to fix, not an internal error; a path that does not exist yet is fine.
+    std::error_code out_ec;
+    const std::filesystem::file_status out_st = std::filesystem::status(o.out, out_ec);
+    CHECK_USER(!out_ec || out_st.type() == std::filesystem::file_type::not_found,
+               "cannot use --out %s: %s\n---> HINT: --out is a prefix of file names (PREFIX_train_000000.bin, ...) "
+               "in a directory this user may create or enter and write; check the directories on its path, or choose "
+               "another --out", o.out.c_str(), out_ec.message().c_str());
+    CHECK_USER(o.out.back() != '/' && !std::filesystem::is_directory(out_st),
                "--out %s is a directory; --out is a prefix of file names (shards are written to "
                "PREFIX_train_000000.bin, ...)\n---> HINT: name the files too, e.g. --out %s%sdata",
                o.out.c_str(), o.out.c_str(), o.out.back() == '/' ? "" : "/");

@@ -192,7 +192,9 @@ struct Prep {
     std::string tokenizer_copy_path() const { return o.out + "_tokenizer.model"; }
 
     // The tokenizer travels with the data: a SentencePiece model is trained (--spm-vocab) or copied to
-    // PREFIX_tokenizer.model, next to the shards, where the trainers look for it.
+    // PREFIX_tokenizer.model, next to the shards, where the trainers look for it. A --spm-model's copy is written by
+    // write_tokenizer_copy, once the run goes ahead: on --resume this writes nothing (a refused resume leaves the
+    // earlier run's copy as it was).
     void make_tokenizer() {
         std::string copy = tokenizer_copy_path();
         std::string made_from = o.spm_model;  // the file whose name the shards record
@@ -206,17 +208,6 @@ struct Prep {
             o.spm_model = made_from = copy;
         } else if (o.tokenizer == "spm") {
             SpmTokenizer check(o.spm_model);  // a file that is no model fails here, before anything is written
-            std::error_code ec;
-            if (!fs::exists(copy) || !fs::equivalent(o.spm_model, copy, ec)) {
-                std::string bytes;
-                FILE* f = std::fopen(o.spm_model.c_str(), "rb");
-                CHECK_USER(f, "cannot open SentencePiece model %s: %s", o.spm_model.c_str(), std::strerror(errno));
-                char buf[1 << 16];
-                size_t n;
-                while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
-                std::fclose(f);
-                write_file_atomic(copy, bytes);
-            }
         }
         if (o.tokenizer == "gpt2") tok = std::make_unique<Gpt2Tokenizer>(o.gpt2_ranks);
         else tok = std::make_unique<SpmTokenizer>(o.spm_model);
@@ -275,6 +266,31 @@ struct Prep {
                   {"owt_clean", o.owt_clean},
                   {"skip_bad_json", o.skip_bad_json},
                   {"max_docs", o.max_docs}};
+    }
+
+    // --spm-model's copy, PREFIX_tokenizer.model: called once the run goes ahead (after --resume's checks), and
+    // written only when its bytes differ from the model's (a resume with the same model leaves it alone).
+    void write_tokenizer_copy() const {
+        if (o.tokenizer != "spm" || o.spm_vocab > 0) return;  // --spm-vocab: the model is the copy itself
+        const std::string copy = tokenizer_copy_path();
+        std::error_code ec;
+        if (fs::equivalent(o.spm_model, copy, ec)) return;  // --spm-model names the copy (an earlier run's)
+        FILE* f = std::fopen(o.spm_model.c_str(), "rb");
+        CHECK_USER(f, "cannot open SentencePiece model %s: %s", o.spm_model.c_str(), std::strerror(errno));
+        std::string bytes;
+        char buf[1 << 16];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+        std::fclose(f);
+        std::string have;
+        if (fs::is_regular_file(copy, ec) && fs::file_size(copy, ec) == (std::uintmax_t)bytes.size() && !ec) {
+            if (FILE* c = std::fopen(copy.c_str(), "rb")) {
+                while ((n = std::fread(buf, 1, sizeof buf, c)) > 0) have.append(buf, n);
+                std::fclose(c);
+            }
+            if (have == bytes) return;
+        }
+        write_file_atomic(copy, bytes);
     }
 
     // ---- state ----
@@ -418,9 +434,10 @@ struct Prep {
                 st.tokens += (int64_t)n;
                 if (fl & F_TRUNCATED) st.truncated++;
                 if (lay.rows) {
-                    size_t real = n;
-                    while (real > 0 && t[real - 1] == lay.pad && !(t[real - 1] == lay.eos)) real--;
-                    st.real_tokens += (int64_t)real;
+                    // the row is the document's ids, EOS, then the pads the encoder counted (not told by their
+                    // value: --pad-id may be EOS, or an id of the text)
+                    const size_t pads = j < b.pads.size() ? (size_t)b.pads[j] : 0;
+                    st.real_tokens += (int64_t)(n - std::min(n, pads));
                 } else {
                     st.real_tokens += (int64_t)n;
                 }
@@ -606,12 +623,48 @@ struct Prep {
         }
         return found;
     }
-    void remove_temporaries() const {  // left by a killed run (write_shard's and ours)
-        glob_t g;
-        std::string p = out_glob() + "_*.tmp.*";
-        if (glob(p.c_str(), 0, nullptr, &g) == 0)
-            for (size_t i = 0; i < g.gl_pathc; i++) std::remove(g.gl_pathv[i]);
-        globfree(&g);
+    // The temporaries this tool writes for this --out, by exact shape: PREFIX_train_NNNNNN.bin and PREFIX_val_NNNNNN.bin
+    // (write_shard), PREFIX_tokenizer.model and PREFIX_prep.json (write_file_atomic), each + ".tmp.PID". `base` is the
+    // name between "PREFIX_" and ".tmp.PID". (A longer --out's files do not match: "d_small_train_000003.bin.tmp.7" is
+    // not "d_" + one of these.)
+    static bool temporary_base(const std::string& base) {
+        if (base == "tokenizer.model" || base == "prep.json") return true;
+        for (const char* sp_name : {"train_", "val_"}) {
+            const std::string split = sp_name;
+            if (base.size() == split.size() + 10 && base.compare(0, split.size(), split) == 0 &&
+                base.compare(split.size() + 6, 4, ".bin") == 0 &&
+                std::all_of(base.begin() + (long)split.size(), base.begin() + (long)split.size() + 6,
+                            [](char c) { return c >= '0' && c <= '9'; }))
+                return true;
+        }
+        return false;
+    }
+    // Removes the temporaries of this --out left by killed runs: those of the shapes above whose writer (the PID in
+    // the name) is no longer alive (or is this process: a leftover of an earlier process with our pid, as nothing is
+    // written yet). Another prefix's files, other names and a live process's temporaries are left alone. The names
+    // carry no host, so only while this run holds the --out's lock (no other run can be writing them); without one (a
+    // file system without locks, shared between hosts) nothing is removed.
+    void remove_temporaries() const {
+        if (!lock_held) return;
+        const fs::path out(o.out);
+        const std::string mine = out.filename().string() + "_";
+        const fs::path d = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+        std::vector<fs::path> dead;
+        std::error_code ec;
+        for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
+            const std::string name = it->path().filename().string();
+            if (name.size() <= mine.size() || name.compare(0, mine.size(), mine) != 0) continue;
+            const std::string rest = name.substr(mine.size());
+            const size_t t = rest.rfind(".tmp.");
+            if (t == std::string::npos || !temporary_base(rest.substr(0, t))) continue;
+            const std::string pid = rest.substr(t + 5);
+            if (pid.empty() || pid.size() > 9 || pid[0] == '0' || pid.find_first_not_of("0123456789") != std::string::npos)
+                continue;
+            const long p = std::stol(pid);
+            if (p != (long)getpid() && pid_alive(p)) continue;
+            dead.push_back(it->path());
+        }
+        for (const auto& p : dead) std::remove(p.c_str());
     }
 
     // One run writes a PREFIX at a time: two (a second terminal, a job started twice) interleave their shards into a
@@ -798,9 +851,13 @@ struct Prep {
         lock_prefix();
         Reader rd(o, files, ctr);
         if (o.resume) {
-            remove_temporaries();
+            // nothing is written (nor removed) before load_resume's checks pass: a refused resume leaves the earlier
+            // run's files, its tokenizer copy too, as they were
             make_tokenizer();
-            if (!load_resume(rd)) {
+            const bool more = load_resume(rd);
+            remove_temporaries();
+            write_tokenizer_copy();
+            if (!more) {
                 std::fprintf(stderr, "--resume: %s is complete and its shards check out; nothing to do\n",
                              state_path.c_str());
                 remove_stale_shards();
@@ -826,6 +883,7 @@ struct Prep {
             }
             remove_temporaries();
             make_tokenizer();
+            write_tokenizer_copy();
         }
 
         int nval = 0;

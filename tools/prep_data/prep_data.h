@@ -192,6 +192,7 @@ struct Batch {
     std::vector<uint16_t> tokens;
     std::vector<size_t> off;
     std::vector<uint8_t> flags;
+    std::vector<uint32_t> pads;  // --layout rows: how many of record j's tokens are the pads after its EOS (else 0)
     std::string error;  // the first bad record's error, if any
     std::vector<std::string> texts;  // Encoder::collect_text: the text of each record instead of its tokens
 };
