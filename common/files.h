@@ -41,6 +41,13 @@ inline std::string read_file_bytes(const std::string& path) {
     return ss.str();
 }
 
+// The directory a path names a file in: "." for a bare name, "/" for "/x" (to fsync after a rename, to see it exists).
+inline std::string dir_of(const std::string& path) {
+    size_t slash = path.rfind('/');
+    if (slash == std::string::npos) return ".";
+    return slash == 0 ? "/" : path.substr(0, slash);
+}
+
 inline void write_file_atomic(const std::string& path, const std::string& bytes) {
     std::string tmp = path + ".tmp." + std::to_string((long long)getpid());
     FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -11,8 +11,9 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "common/files.h"  // write_all
+#include "common/files.h"  // write_all, dir_of
 #include "common/safetensors.h"  // bf16_to_f32, f16_to_f32
+#include "common/strings.h"  // join
 
 // We copy '<f4' bytes straight into float buffers.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "npy I/O assumes a little-endian host");
@@ -35,9 +36,7 @@ size_t NpyArray::numel() const {
 
 static std::string shape_str(const std::vector<int64_t>& shape) {
     // Python's repr of a tuple: (), (3,), (2, 3)
-    std::string s = "(";
-    for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + (shape.size() == 1 ? ",)" : ")");
+    return "(" + join(shape) + (shape.size() == 1 ? ",)" : ")");
 }
 
 // The header (or anything else read from the file) made printable for an error message.
@@ -379,12 +378,6 @@ static void write_full(int fd, const void* src, uint64_t n, const std::string& t
     if (const int err = write_all(fd, src, n))
         fail("cannot write %s (while saving %s): %s%s", tmp.c_str(), path.c_str(), strerror(err),
              err == ENOSPC ? "\n---> HINT: the disk is full; free space or write elsewhere" : "");
-}
-
-static std::string dir_of(const std::string& path) {
-    size_t slash = path.rfind('/');
-    if (slash == std::string::npos) return ".";
-    return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 void write_npy_f32(const std::string& path, const float* data, const std::vector<int64_t>& shape) {

@@ -12,7 +12,8 @@
 #include <set>
 
 #include "common/error.h"
-#include "common/files.h"  // write_all
+#include "common/files.h"  // write_all, dir_of
+#include "common/strings.h"  // join
 
 // The data area is little-endian and we copy F32 bytes straight into float buffers.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -131,12 +132,7 @@ uint16_t f32_to_f16(float f) {
 // helpers
 
 static std::string shape_str(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); i++) {
-        if (i) s += ", ";
-        s += std::to_string(shape[i]);
-    }
-    return s + "]";
+    return "[" + join(shape) + "]";
 }
 
 // Element count of shape, or false on a negative dim or size_t overflow.
@@ -217,8 +213,7 @@ const SafeTensor& SafeTensorsFile::get(const std::string& name) const {
     if (t) return *t;
     std::vector<std::string> all = names();
     std::sort(all.begin(), all.end());
-    std::string examples;
-    for (size_t i = 0; i < all.size() && i < 5; i++) examples += (i ? ", " : "") + all[i];
+    std::string examples = join(std::vector<std::string>(all.begin(), all.begin() + std::min<size_t>(all.size(), 5)));
     if (all.size() > 5) examples += ", ...";
     // Checkpoints from other tools often differ only by a prefix ("model.", "transformer."),
     // so point at a name that matches up to a prefix if there is one.
@@ -444,12 +439,6 @@ static void write_full(int fd, const void* src, uint64_t nbytes, const std::stri
         fail("cannot write %s (while saving %s): %s%s", tmp.c_str(), path.c_str(), strerror(err),
              space ? "\n---> HINT: free some disk space (or raise the file size limit) and save again" : "");
     }
-}
-
-static std::string dir_of(const std::string& path) {
-    size_t slash = path.rfind('/');
-    if (slash == std::string::npos) return ".";
-    return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 // Removes the temp file unless the rename happened, whichever way we leave safetensors_write.

@@ -1,8 +1,13 @@
-// Small string helpers the programs share: "did you mean" distances, durations for ETAs, thousands separators.
+// Small string helpers the programs share: "did you mean" distances, durations for ETAs, thousands separators,
+// lists joined for messages, command-line numbers and lists read strictly.
 #pragma once
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.h"  // format
@@ -40,4 +45,43 @@ inline std::string with_commas(long long v) {
         out += s[i];
     }
     return v < 0 ? "-" + out : out;
+}
+
+// The items joined by sep, for messages: "a, b, c" (strings as they are, numbers through std::to_string).
+template <class Items>
+std::string join(const Items& items, const char* sep = ", ") {
+    std::string out;
+    bool first = true;
+    for (const auto& item : items) {
+        if (!first) out += sep;
+        first = false;
+        if constexpr (std::is_arithmetic_v<std::decay_t<decltype(item)>>) out += std::to_string(item);
+        else out += item;
+    }
+    return out;
+}
+
+// The value of a numeric flag: all of v a whole number in [lo, hi] ("2048x", "x", " 5" and "+5" are refused, and
+// "-1" is out of range, never wrapped), else a UserError naming the flag and the value.
+inline long long parse_whole(const char* flag, const std::string& v, long long lo, long long hi) {
+    size_t digits = !v.empty() && v[0] == '-' ? 1 : 0;
+    bool whole = v.size() > digits && std::isdigit((unsigned char)v[digits]);
+    char* end = nullptr;
+    errno = 0;
+    long long x = whole ? std::strtoll(v.c_str(), &end, 10) : 0;
+    if (!whole || *end != '\0')
+        fail("%s: '%s' is not a whole number\n---> HINT: give digits only, from %lld to %lld", flag, v.c_str(), lo,
+             hi);
+    if (errno == ERANGE || x < lo || x > hi)
+        fail("%s: %s is out of range\n---> HINT: give a whole number from %lld to %lld", flag, v.c_str(), lo, hi);
+    return x;
+}
+
+// v split at every comma, empty pieces kept ("" is one empty piece, "96," two): each is checked, none dropped
+inline std::vector<std::string> split_commas(const std::string& v) {
+    std::vector<std::string> out(1);
+    for (char c : v)
+        if (c == ',') out.emplace_back();
+        else out.back() += c;
+    return out;
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/strings.h"  // join
 
 namespace {
 
@@ -93,8 +94,7 @@ int parse_label(const GlueTaskInfo& info, const std::string& text, const std::st
     for (size_t i = 0; i < info.label_names.size(); i++)
         if (text == info.label_names[i]) return (int)i;
     if (text.size() == 1 && text[0] >= '0' && text[0] < '0' + info.num_labels) return text[0] - '0';
-    std::string names;
-    for (const std::string& n : info.label_names) names += (names.empty() ? "" : ", ") + n;
+    const std::string names = join(info.label_names);
     fail("%s: label '%s' is not a %s label (0..%d%s%s)", where.c_str(), text.c_str(), info.name, info.num_labels - 1,
          names.empty() ? "" : " or ", names.c_str());
 }

@@ -15,6 +15,7 @@
 
 #include "common/files.h"
 #include "common/error.h"
+#include "common/strings.h"  // join
 #include "data/gpt2_tokenizer.h"
 #include "data/spm_tokenizer.h"
 
@@ -144,7 +145,5 @@ std::vector<std::string> hf_model_files_in(const std::string& dir) {
 
 std::string earlier_files_removed(const std::vector<std::string>& names) {
     if (names.empty()) return "";
-    std::string list;
-    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-    return "removed the earlier model's " + list + " (not part of this one, and read before its files)\n";
+    return "removed the earlier model's " + join(names) + " (not part of this one, and read before its files)\n";
 }

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "common/safetensors.h"
+#include "common/strings.h"  // join
 
 size_t layout_params(const std::vector<ParamDecl>& decls, std::vector<ParamSpec>& specs) {
     specs.clear();
@@ -40,9 +41,7 @@ void hf_load(const std::string& path, const std::vector<HFTensor>& map, const st
                  path.c_str(), t.name.c_str(), cfg.name.c_str(), cfg.num_layers, cfg.channels);
         std::vector<int64_t> want = hf_tensor_shape(t);
         if (st->shape != want) {
-            std::string got, exp;
-            for (int64_t d : st->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-            for (int64_t d : want) exp += (exp.empty() ? "" : ", ") + std::to_string(d);
+            const std::string got = join(st->shape), exp = join(want);
             fail("%s: tensor \"%s\" has shape [%s] but model %s needs [%s]\n"
                  "---> HINT: the checkpoint does not match the model config; pass the matching --model",
                  path.c_str(), t.name.c_str(), got.c_str(), cfg.name.c_str(), exp.c_str());

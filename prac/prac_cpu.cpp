@@ -80,19 +80,20 @@ SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::s
     int r1 = abs1 >= 0 ? abs1 : prac_round_rank(lin ? o.linear_r1 : o.nonlinear_r1, n);
     int r2 = abs2 >= 0 ? abs2 : prac_round_rank(lin ? o.linear_r2 : o.nonlinear_r2, n);
     const char* cname = lin ? "linear" : "nonlinear";
-    if (o.mode == PracMode::PAC) {
+    const long long total = (long long)r1 + r2;  // (ranks up to INT_MAX each: their int sum could wrap negative)
+    if (o.mode == PracMode::PAC && total < n) {
         r1 += r2;  // equal total rank, all of it principal
         r2 = 0;
-    } else if (o.mode == PracMode::RAC) {
+    } else if (o.mode == PracMode::RAC && total < n) {
         r2 += r1;  // equal total rank, all of it random
         r1 = 0;
     }
-    if (r1 + r2 == 0)
+    if (total == 0)
         fail("PRAC site %s (%s, width %d): total rank is 0%s\n---> HINT: raise the %s ranks, or leave the %s sites "
              "uncompressed with --prac-classes %s", site.c_str(), cname, n,
              o.mode == PracMode::RAC ? " (mode rac draws all of r1 + r2 at random: it needs r1 + r2 > 0)" : "", cname,
              cname, std::strcmp(cname, "linear") == 0 ? "nonlinear" : "linear");
-    if (r1 + r2 >= n)
+    if (total >= n)
         fail("PRAC site %s (%s, width %d): ranks r1 = %d + r2 = %d leave nothing to compress (must be below %d)\n"
              "---> HINT: lower the %s rank fractions or absolute ranks", site.c_str(), cname, n, r1, r2, n, cname);
     if (o.mode == PracMode::PRAC && r2 == 0)

@@ -2,7 +2,10 @@
 # tools/bench_refresh on the CPU at toy sizes (its numbers mean nothing here): a synthetic width prints its row with
 # the fallback column; --npy times two dumps of a real site (gpt2-mini fch_gelu, layer 0, steps 0 and 1 of a
 # 2-step baseline run); a malformed --npy or dumps of different widths exit 1 with what went wrong; --help lists
-# the flags.
+# the flags. The model part (llama-tiny) keeps N >= its widest site under a tiny --max-elems (never N = 0 and nan)
+# and honours --exact-max-n; a bad --model is refused before any timing; --N, --max-elems, --widths and --model are
+# refused with --npy; a malformed number exits 1 naming the flag and the value (never stoi's "stoi", a suffix
+# dropped or a -1 wrapped). Every refusal case also gives tiny sizes, so a build that accepts it still ends fast.
 # Usage: test_bench_refresh.sh [BENCH_REFRESH] (default build/tools/bench_refresh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,4 +44,54 @@ out=$("$B" --help 2>&1); rc=$?
 out=$("$B" --widht 96 2>&1); rc=$?
 [ "$rc" = 1 ] && grep -q -- "unknown argument --widht" <<<"$out" && ok "an unknown flag: exit 1, says so" \
   || bad "unknown flag (rc=$rc): $out"
+
+tiny=(--widths 96 --N 256 --model none)  # first on every refusal's line: a build that accepts the bad flag ends fast
+# the model part under a tiny --max-elems: N scaled down, but never below llama-tiny's widest site (176 -> 192)
+out=$(timeout -k 10 120 "$B" --widths 96 --N 256 --max-elems 10000 --model llama-tiny 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -Eq '^ +96 +128 .*above --max-elems' <<<"$out" \
+  && grep -q "llama-tiny (L = 2, site widths 64 and 176, N = 192, scaled down, above --max-elems" <<<"$out" \
+  && ! grep -qi nan <<<"$out" && ok "a tiny --max-elems: N >= the widest site, no nan" \
+  || bad "tiny --max-elems (rc=$rc): $out"
+# --exact-max-n reaches the model's sites: 176 > 100 skips the exact path there, and says so
+out=$(timeout -k 10 120 "$B" --widths 96 --N 256 --exact-max-n 100 --model llama-tiny 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q "exact skipped (site width 176 above --exact-max-n 100)" <<<"$out" \
+  && grep -q "amortized at T1 = T2 = 500: exact skipped" <<<"$out" && ! grep -qi nan <<<"$out" \
+  && ok "--exact-max-n: the model's wider site skips the exact path, says so" || bad "model --exact-max-n (rc=$rc): $out"
+# a bad --model: refused before any width is timed, with the names
+for m in bogus gpt2-tiny; do
+  out=$(timeout -k 10 120 "$B" "${tiny[@]}" --model $m 2>&1); rc=$?
+  [ "$rc" = 1 ] && grep -q -- "--model: unknown model '$m'" <<<"$out" && grep -q "none, llama-" <<<"$out" \
+    && grep -q "llama-tiny" <<<"$out" && ! grep -q "subspace s" <<<"$out" \
+    && ok "--model $m: exit 1 before any timing, lists the names" || bad "--model $m (rc=$rc): $out"
+done
+# flags that do nothing with --npy (refused before the files are read: these do not exist)
+for f in "--N 256" "--max-elems 100000" "--widths 96" "--model none"; do
+  out=$(timeout -k 10 120 "$B" --npy "$W/no0.npy,$W/no1.npy" $f 2>&1); rc=$?
+  [ "$rc" = 1 ] && grep -q -- "${f%% *} does nothing with --npy" <<<"$out" && ok "--npy with $f: exit 1, says so" \
+    || bad "--npy with $f (rc=$rc): $out"
+done
+# malformed numbers: exit 1, the message names the flag and the value, never a bare "stoi"
+refuse() {
+  local flag=$1 value=$2 out rc
+  out=$(timeout -k 10 120 "$B" "${tiny[@]}" "$flag" "$value" 2>&1); rc=$?
+  if [ "$rc" = 1 ] && grep -q -- "^bench_refresh: $flag: " <<<"$out" && grep -qF -- "$value" <<<"$out" \
+    && ! grep -Eq "stoi|stoull|terminate called|nan" <<<"$out"; then ok "$flag '$value': exit 1, names flag and value"
+  else bad "$flag '$value' (rc=$rc): $out"; fi
+}
+refuse --N x
+refuse --N 0
+refuse --N -5
+refuse --N 256x
+refuse --N 99999999999
+refuse --widths 96x
+refuse --widths 96,
+refuse --widths ,96
+refuse --widths ""
+refuse --widths 0
+refuse --max-elems -1
+refuse --max-elems 1e6
+refuse --max-elems 0
+refuse --exact-max-n x
+refuse --exact-max-n -1
+[ "$fail" = 0 ] && echo "bench_refresh: all checks passed" || echo "bench_refresh: some checks FAILED"
 exit $fail

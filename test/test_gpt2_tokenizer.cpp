@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/strings.h"  // join
 #include "data/gpt2_tokenizer.h"
 #include "data/shard.h"
 #include "test/test_util.h"
@@ -49,9 +50,7 @@ static void write_text(const std::string& path, const std::string& s) {
 static std::string novel(const std::string& name) { return read_text(SRC + "/data/austen/" + name + ".txt"); }
 
 static std::string ids_str(const std::vector<uint32_t>& v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
+    return "[" + join(v) + "]";
 }
 
 // Index of the first difference, or -1.

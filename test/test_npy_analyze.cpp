@@ -653,6 +653,9 @@ TEST_F(AnalyzeTest, HelpAndBadInputs) {
     bad({file("text.npy")}, {"not an .npy file"});
     bad({x_path, "--r1", "40", "--r2", "40"}, {"r1 = 40 + r2 = 40", "must be below 80", "--r1/--r2"});
     bad({x_path, "--r1-frac", "0.6", "--r2-frac", "0.4"}, {"must be below 80"});
+    // ranks whose int sum wraps negative (it passed both checks, then an allocation failed: "internal error")
+    bad({x_path, "--r1", "2147483647", "--r2", "1"}, {"r1 = 2147483647 + r2 = 1", "must be below 80"});
+    bad({x_path, "--mode", "pac", "--r1", "1", "--r2", "2147483647"}, {"r1 = 1 + r2 = 2147483647", "must be below 80"});
     bad({x_path, "--mode", "rac", "--r1", "0", "--r2", "0"}, {"total rank is 0"});
     bad({x_path, "--r2", "0"}, {"mode prac needs r2 > 0", "--mode"});
     bad({x_path, "--k-mult", "0"}, {"must be positive"});

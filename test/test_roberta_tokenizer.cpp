@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/strings.h"  // join
 #include "data/gpt2_tokenizer.h"
 #include "data/roberta_tokenizer.h"
 #include "test/test_files.h"
@@ -51,9 +52,7 @@ std::string python() {
 }
 
 std::string ids_str(const std::vector<uint32_t>& v) {
-    std::string s = "[";
-    for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + "]";
+    return "[" + join(v) + "]";
 }
 
 long first_diff(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {

@@ -14,9 +14,11 @@
 // column says how often the refresh's orthonormalizations needed more than CholQR2.
 //
 // N = B·T is 32768 unless N·n would exceed --max-elems (default 2^25 floats, 128 MiB of X): then N is scaled down
-// and the output says so. Widths above --exact-max-n (default 5461) skip the exact path (minutes on 2 cores). The
-// step time is estimated as 6·params·N / (the sgemm rate measured here), said so in the output; --model none skips
-// that part (it times the exact path at the model's widths, the longest part of a run).
+// (to a multiple of 64, never below n rounded up to 64, whatever --max-elems says) and the output says so. Widths
+// above --exact-max-n (default 5461) skip the exact path (minutes on 2 cores), the model's sites too. The step time
+// is estimated as 6·params·N / (the sgemm rate measured here), said so in the output; --model none skips that part
+// (it times the exact path at the model's widths, the longest part of a run). --npy takes N and n from the dumps:
+// --N, --max-elems, --widths and --model are refused with it.
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -25,12 +27,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
 #include "common/npy.h"
+#include "common/strings.h"  // parse_whole, split_commas
 #include "model/config.h"
 #include "prac/prac.h"
 #include "tools/synthetic_site.h"
@@ -113,6 +115,15 @@ static std::string orth_fallbacks(const PracRefreshResult& r) {
            std::to_string(r.q1_householder_qr);
 }
 
+// The rows N of a synthetic site of width n: N_full unless N_full·n floats exceed max_elems; then the most (a multiple
+// of 64) that fit, never fewer than n rounded up to 64 (a small --max-elems cannot make N 0 or N < n), never more
+// than N_full.
+static int rows_for_width(int n, int N_full, size_t max_elems) {
+    if ((size_t)N_full * n <= max_elems) return N_full;
+    int fit = (int)(max_elems / n) / 64 * 64;  // < N_full here
+    return std::min(N_full, std::max(fit, (n + 63) / 64 * 64));
+}
+
 // sgemm rate (FLOP/s) at a transformer-like shape: (N, C) x (C, 4C)
 static double gemm_rate(int N, int C) {
     std::vector<float> a((size_t)N * C, 0.5f), b((size_t)C * 4 * C, 0.25f), c((size_t)N * 4 * C);
@@ -130,6 +141,8 @@ int main(int argc, char** argv) {
         std::vector<int> widths = {768, 2048, 3072, 4096, 5461, 10922};
         std::string model = "llama-130m";
         std::vector<std::string> npy;  // --npy PREV,CUR
+        std::vector<std::string> synthetic_flags;  // those given of --N, --max-elems, --widths, --model: not for --npy
+        const int MAX_WIDTH = 1 << 20;            // (an n x n Gram matrix of 4 TiB)
         for (int i = 1; i < argc; i++) {
             std::string a = argv[i];
             auto val = [&]() -> std::string {
@@ -146,16 +159,19 @@ int main(int argc, char** argv) {
                     "said so)\n"
                     "  --max-elems E    most floats of one activation (default 33554432: 128 MiB)\n"
                     "  --widths W,...   site widths (default 768,2048,3072,4096,5461,10922)\n"
-                    "  --exact-max-n N  widths above N skip the exact path (default 5461; minutes on 2 cores)\n"
-                    "  --model M        the model whose step time the amortized cost is a fraction of (default "
+                    "  --exact-max-n N  widths above N skip the exact path, the model's sites too (default 5461; "
+                    "minutes on 2 cores)\n"
+                    "  --model M        the LLaMA model whose step time the amortized cost is a fraction of (default "
                     "llama-130m; none: skip)\n"
                     "  --npy PREV,CUR   one dumped site at two steps (trainers' --dump-site) instead of synthetic "
-                    "ones\n");
+                    "ones\n                   (its N and n are the dumps': --N, --max-elems, --widths and --model are "
+                    "refused with it)\n");
                 return 0;
             }
-            if (a == "--N") N_full = std::stoi(val());
-            else if (a == "--max-elems") max_elems = std::stoull(val());
-            else if (a == "--exact-max-n") exact_max = std::stoi(val());
+            if (a == "--N" || a == "--max-elems" || a == "--widths" || a == "--model") synthetic_flags.push_back(a);
+            if (a == "--N") N_full = (int)parse_whole("--N", val(), 1, INT_MAX);
+            else if (a == "--max-elems") max_elems = (size_t)parse_whole("--max-elems", val(), 1, LLONG_MAX);
+            else if (a == "--exact-max-n") exact_max = (int)parse_whole("--exact-max-n", val(), 0, INT_MAX);
             else if (a == "--model") model = val();
             else if (a == "--npy") {
                 std::string v = val();
@@ -165,13 +181,32 @@ int main(int argc, char** argv) {
                 npy = {v.substr(0, comma), v.substr(comma + 1)};
             } else if (a == "--widths") {
                 widths.clear();
-                std::stringstream ss(val());
-                std::string w;
-                while (std::getline(ss, w, ',')) widths.push_back(std::stoi(w));
+                std::string v = val();
+                for (const std::string& w : split_commas(v)) {
+                    if (w.empty())
+                        fail("--widths: '%s' has an empty width\n---> HINT: comma-separated widths, e.g. --widths "
+                             "768,2048", v.c_str());
+                    widths.push_back((int)parse_whole("--widths", w, 1, MAX_WIDTH));
+                }
             } else fail("unknown argument %s\n---> HINT: --help lists them", a.c_str());
         }
-        CHECK_USER(N_full > 0 && max_elems > 0, "--N and --max-elems must be positive");
-        for (int n : widths) CHECK_USER(n >= 1, "--widths: every width must be positive (got %d)", n);
+        if (!npy.empty())
+            for (const std::string& f : synthetic_flags)
+                fail("%s does nothing with --npy (the dumps give the site's N and width; no model is estimated)",
+                     f.c_str());
+        // the model before any timing: a bad --model is refused at once, not after minutes of widths
+        ModelConfig cfg;
+        if (npy.empty() && model != "none") {
+            std::vector<std::string> names = model_config_names(Arch::LLAMA);
+            bool looks_like_file = model.find('/') != std::string::npos || model.find(".json") != std::string::npos;
+            if (!looks_like_file && std::find(names.begin(), names.end(), model) == names.end()) {
+                std::string list = "none";
+                for (const std::string& n : names) list += ", " + n;
+                fail("--model: unknown model '%s' (a LLaMA model's step time is estimated)\n---> HINT: use one of: "
+                     "%s; or a path to a Hugging Face LlamaConfig config.json", model.c_str(), list.c_str());
+            }
+            cfg = model_config_load(Arch::LLAMA, model);  // a config.json's errors name the file
+        }
         std::printf("PRAC refresh, CPU backend (fp32, LAPACK), one site with linear ranks r1 = r2 = 0.3 n; subspace = "
                     "warm start, %d power step(s) + the Nyström extraction, oversampling max(16, r1/8)\n",
                     PracSubspaceParams().warm_iters);
@@ -207,24 +242,30 @@ int main(int argc, char** argv) {
             return 0;
         }
         for (int n : widths) {
-            int N = N_full;
-            if ((size_t)N * n > max_elems) N = std::max((int)(max_elems / n) / 64 * 64, (n + 63) / 64 * 64);
+            int N = rows_for_width(n, N_full, max_elems);
             print_row(n, time_width(n, N, n <= exact_max),
-                      N < N_full ? "  (N scaled down from the real shape: CPU memory/time)" : "");
+                      (size_t)N * n > max_elems ? "  (above --max-elems: N is never scaled below n)"
+                      : N < N_full              ? "  (N scaled down from the real shape: CPU memory/time)"
+                                                : "");
         }
         if (model == "none") return 0;
         // amortized: every site of every layer refreshes Q1 and Q2 once per 500 steps (staggered or not)
-        ModelConfig cfg = model_config_load(Arch::LLAMA, model);
         int C = cfg.channels, F = cfg.hidden, L = cfg.num_layers;
         std::vector<int> site_widths = {C, C, C, C, F, F, F};  // resid, ln1, resid_mid, ln2, fch_gate, fch_act, fch_up
+        // one N for every site: the least that fits, as the widths above, but never below the widest site's width
+        // rounded up to 64 (as a width above gets), whatever --max-elems says
+        const int widest = std::max(C, F);
         int N = N_full;
-        for (int n : site_widths)
-            if ((size_t)N * n > max_elems) N = std::min(N, (int)(max_elems / n) / 64 * 64);
+        for (int n : site_widths) N = std::min(N, rows_for_width(n, N_full, max_elems));
+        if (N < N_full) N = std::min(N_full, std::max(N, (widest + 63) / 64 * 64));
         double ex = 0, sub = 0;
+        int exact_skipped = 0;  // the widest site above --exact-max-n (0: none)
         std::map<int, Timing> at_n;
         for (int n : site_widths) {
-            if (!at_n.count(n)) at_n[n] = time_width(n, N, true);
-            ex += at_n[n].exact * L;
+            bool run_exact = n <= exact_max;
+            if (!run_exact) exact_skipped = std::max(exact_skipped, n);
+            if (!at_n.count(n)) at_n[n] = time_width(n, N, run_exact);
+            if (run_exact) ex += at_n[n].exact * L;
             sub += at_n[n].subspace * L;
         }
         double params = 0;
@@ -233,12 +274,21 @@ int main(int argc, char** argv) {
             params = (double)L * (4.0 * C * C + 3.0 * C * F) + (double)cfg.vocab_size * C;
         }
         double rate = gemm_rate(std::min(N, 4096), C), step = 6 * params * N / rate;
+        std::string scaled = N < N_full ? ", scaled down" : "";
+        if ((size_t)N * widest > max_elems) scaled += ", above --max-elems (N is never scaled below the widest site)";
         std::printf("\n%s (L = %d, site widths %d and %d, N = %d%s): one training step ~ %.1f s (estimated: 6 x %.0fM "
                     "params x N / the %.1f GFLOP/s sgemm measured here)\n", model.c_str(), L, C, F, N,
-                    N < N_full ? ", scaled down" : "", step, params / 1e6, rate / 1e9);
-        std::printf("all refreshes of the model: exact %.2f s, subspace %.2f s (%.1fx)\n", ex, sub, ex / sub);
-        std::printf("amortized at T1 = T2 = 500: exact %.3f%% of step time, subspace %.3f%%\n", 100 * ex / 500 / step,
-                    100 * sub / 500 / step);
+                    scaled.c_str(), step, params / 1e6, rate / 1e9);
+        if (exact_skipped == 0) {
+            std::printf("all refreshes of the model: exact %.2f s, subspace %.2f s (%.1fx)\n", ex, sub, ex / sub);
+            std::printf("amortized at T1 = T2 = 500: exact %.3f%% of step time, subspace %.3f%%\n",
+                        100 * ex / 500 / step, 100 * sub / 500 / step);
+        } else {
+            std::printf("all refreshes of the model: exact skipped (site width %d above --exact-max-n %d), subspace "
+                        "%.2f s\n", exact_skipped, exact_max, sub);
+            std::printf("amortized at T1 = T2 = 500: exact skipped, subspace %.3f%% of step time\n",
+                        100 * sub / 500 / step);
+        }
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_refresh: %s\n", e.what());

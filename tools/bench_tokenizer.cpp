@@ -12,17 +12,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/error.h"
 #include "common/files.h"  // read_file_bytes
+#include "common/strings.h"  // parse_whole, split_commas
 #include "data/gpt2_tokenizer.h"
 
 #ifndef PRAC_SOURCE_DIR
@@ -71,6 +72,13 @@ static uint64_t fnv(const std::vector<std::vector<uint32_t>>& docs, size_t* ntok
     return h;
 }
 
+// s as one word for /bin/sh: in single quotes, each ' as '\'' (a path with spaces or quotes stays one argument)
+static std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
 struct Result {
     int threads;
     double sec;
@@ -95,21 +103,33 @@ int main(int argc, char** argv) {
                 return argv[++i];
             };
             if (a == "--doc-bytes") {
-                doc_bytes = std::stoul(value());
+                doc_bytes = (size_t)parse_whole("--doc-bytes", value(), 0, LLONG_MAX);
             } else if (a == "--repeat") {
-                repeat = std::max(1, std::stoi(value()));
+                repeat = (int)parse_whole("--repeat", value(), 1, 1000000);
             } else if (a == "--ranks") {
                 ranks = value();
             } else if (a == "--no-tiktoken") {
                 use_tiktoken = false;
             } else if (a == "--threads") {
+                // every comma-separated piece checked, empty ones too ("", ",", "1,": never an empty list)
                 threads.clear();
-                std::stringstream ss(value());
-                std::string t;
-                while (std::getline(ss, t, ',')) threads.push_back(t == "all" ? cores : std::max(1, std::stoi(t)));
+                const std::string v = value();
+                for (const std::string& t : split_commas(v)) {
+                    if (t.empty())
+                        fail("--threads: '%s' has an empty thread count\n---> HINT: give counts >= 1 or all, "
+                             "comma-separated, e.g. --threads 1,all", v.c_str());
+                    threads.push_back(t == "all" ? cores : (int)parse_whole("--threads", t, 1, 4096));
+                }
             } else if (a == "-h" || a == "--help") {
                 std::printf("usage: %s [--doc-bytes N] [--threads 1,all] [--repeat R] [--ranks PATH] "
-                            "[--no-tiktoken] [FILE ...]\n", argv[0]);
+                            "[--no-tiktoken] [FILE ...]\n"
+                            "  --doc-bytes N   documents of about N bytes, cut at paragraphs (default 4096; 0: one "
+                            "per file)\n"
+                            "  --threads T,... thread counts, each >= 1 or all (default 1,all)\n"
+                            "  --repeat R      the best of R >= 1 runs (default 3)\n"
+                            "  --ranks PATH    the BPE ranks (default data/gpt2/r50k_base.tiktoken)\n"
+                            "  --no-tiktoken   skip tiktoken's side\n"
+                            "  FILE ...        the text (default: the six Austen novels in data/austen)\n", argv[0]);
                 return 0;
             } else if (!a.empty() && a[0] == '-') {
                 fail("unknown flag %s\n---> HINT: see --help", a.c_str());
@@ -185,8 +205,10 @@ int main(int argc, char** argv) {
                     o << d;
                 }
             }
-            std::string cmd = python + " " + script + " " + ranks + " " + docs_path + " " + tlist + " " +
-                              std::to_string(repeat);
+            // paths quoted: a checkout or --ranks path with spaces or quotes stays one argument ($PYTHON is a
+            // command line, as the import check above runs it)
+            std::string cmd = python + " " + shell_quote(script) + " " + shell_quote(ranks) + " " +
+                              shell_quote(docs_path) + " " + shell_quote(tlist) + " " + std::to_string(repeat);
             FILE* p = popen(cmd.c_str(), "r");
             char line[512];
             while (p && std::fgets(line, sizeof line, p)) {
@@ -238,7 +260,10 @@ int main(int argc, char** argv) {
             std::printf("\nratio = our MB/s / tiktoken's; same = identical token ids (count + FNV-1a hash)\n");
         return all_same ? 0 : 1;
     } catch (const UserError& e) {
-        std::fprintf(stderr, "error: %s\n", e.what());
+        std::fprintf(stderr, "bench_tokenizer: error: %s\n", e.what());
         return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_tokenizer: internal error: %s\n", e.what());
+        return 2;
     }
 }

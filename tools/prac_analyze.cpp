@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/files.h"  // dir_of
 #include "common/npy.h"  // read_npy
+#include "common/strings.h"  // join
 #include "prac/prac.h"  // prac_site_dims, prac_refresh_cpu, prac_compress_cpu, prac_reconstruct_cpu
 
 extern char** environ;
@@ -246,18 +248,11 @@ static void progress(const char* fmt, ...) {
 }
 
 static std::string shape_str(const std::vector<int64_t>& s) {
-    std::string out = "(";
-    for (size_t i = 0; i < s.size(); i++) out += (i ? ", " : "") + std::to_string(s[i]);
-    return out + (s.size() == 1 ? ",)" : ")");
+    return "(" + join(s) + (s.size() == 1 ? ",)" : ")");
 }
 
 // JSON has no NaN; nlohmann writes a NaN double as null, which is what we want for "undefined".
 static const double UNDEFINED = NAN;
-
-static std::string dirname_of(const std::string& p) {
-    size_t slash = p.rfind('/');
-    return slash == std::string::npos ? "." : p.substr(0, slash);
-}
 
 static bool file_exists(const std::string& p) {
     struct stat st;
@@ -271,7 +266,7 @@ static std::string find_plot_script() {
     ssize_t len = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
     if (len > 0) {
         buf[len] = '\0';
-        tried.push_back(dirname_of(buf) + "/scripts/plot_spectrum.py");
+        tried.push_back(dir_of(buf) + "/scripts/plot_spectrum.py");
     }
     tried.push_back(std::string(PRAC_SOURCE_DIR) + "/scripts/plot_spectrum.py");
     for (const std::string& p : tried)
@@ -311,7 +306,7 @@ static const char* PYTHON_HINT =
 // Fails early (before the analysis) when --png cannot work; returns the script's path.
 static std::string check_plotting(const std::string& png) {
     struct stat st;
-    std::string dir = dirname_of(png);
+    std::string dir = dir_of(png);
     if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
         fail("--png %s: the directory %s does not exist\n---> HINT: create it first", png.c_str(), dir.c_str());
     std::string script = find_plot_script();

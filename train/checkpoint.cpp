@@ -22,6 +22,7 @@
 #include "common/files.h"  // write_all, host_tag, pid_alive
 #include "common/kill_point.h"
 #include "common/safetensors.h"
+#include "common/strings.h"  // join
 
 namespace fs = std::filesystem;
 
@@ -550,9 +551,7 @@ size_t StateTensor::nbytes() const { return numel() * state_dtype_size(dtype); }
 static std::string state_where(const TrainState& s) { return s.path.empty() ? "the training state" : s.path; }
 
 static std::string shape_string(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
+    return "[" + join(shape) + "]";
 }
 
 static StateTensor& add_tensor(TrainState& s, const std::string& name, const char* dtype,
