@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "model/config.h"
+#include "train/comm.h"  // comm_launcher_size
 #include "train/finetune.h"
 #include "train/launch.h"
 
@@ -25,7 +26,7 @@ int finetune_roberta(Backend& be, FinetuneOptions& opts, const ModelConfig& cfg,
             // every labelled row weighs 1 / the step's labelled rows
             for (int m = 0; m < run.micro_batches(); m++) {
                 run.load_micro_batch(m);
-                model.train_forward(run.enc, run.grad_scale(), run.micro_batches());  // loss: the micro-batches' mean
+                model.train_forward(run.enc, run.grad_scale(), run.loss_divisor(m));  // loss: the step's rows' mean
                 model.backward();
             }
             float norm = grad_norm(be, model.grads_memory, model.param_buffer_numel);
@@ -47,6 +48,12 @@ int main(int argc, char** argv) {
             std::printf("%s", finetune_help(program).c_str());
             return 0;
         }
+        // one process on one device: copies started by mpirun would each train the same run into the same files
+        const int copies = comm_launcher_size();
+        CHECK_USER(copies <= 1, "finetune_roberta runs as one process on one device, and the launcher started %d "
+                   "(mpirun -np %d?): each would train the same run and write the same --log, checkpoints and --save"
+                   "\n---> HINT: run it without mpirun (a GLUE task fits one GPU); data-parallel training is "
+                   "train_gpt2's and train_llama's", copies, copies);
         const GlueTaskInfo& task = glue_task_info(glue_task_from_name(opts.task));
         if (!opts.plan) check_model_dir(opts.init_from, task);  // --plan reads config.json alone
         ModelConfig cfg = model_config_load(Arch::ROBERTA, opts.init_from + "/config.json");
@@ -62,6 +69,8 @@ int main(int argc, char** argv) {
             opts.seq_len = opts.max_len;
             return print_plan(opts, cfg, prac);
         }
+        // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)
+        if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
         return run_on_one_device(opts, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });
     } catch (const UserError& e) {
         say_error(nullptr, program, "error", e.what());

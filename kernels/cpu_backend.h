@@ -64,7 +64,7 @@ struct CpuBackend {
     // loss_sum += (mean of losses (N) over the i with targets[i] >= 0, 0 when none) / divisor; loss_read returns
     // the sum and clears it. The mean is a double sum rounded to float once, then divided in float.
     float loss_sum = 0.0f;
-    void loss_add(const float* losses, const int32_t* targets, int N, int divisor) {
+    void loss_add(const float* losses, const int32_t* targets, int N, float divisor) {
         double sum = 0;
         int count = 0;
         for (int i = 0; i < N; i++)
@@ -72,7 +72,7 @@ struct CpuBackend {
                 sum += losses[i];
                 count++;
             }
-        loss_sum += (count ? (float)(sum / count) : 0.0f) / (float)divisor;
+        loss_sum += (count ? (float)(sum / count) : 0.0f) / divisor;
     }
     float loss_read() {
         float l = loss_sum;

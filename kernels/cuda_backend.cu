@@ -191,7 +191,7 @@ void CudaBackend::upload_async(void* dst, const void* host_src, size_t bytes) {
 // divisor. One block: per-thread double sums and counts, then a fixed tree (deterministic); the mean is rounded to
 // fp32 once and divided in fp32, the twin's operations. B·T values are microseconds of reading for one block.
 constexpr int LOSS_THREADS = 512;
-__global__ void loss_add_kernel(float* acc, const float* losses, const int32_t* targets, int N, int divisor) {
+__global__ void loss_add_kernel(float* acc, const float* losses, const int32_t* targets, int N, float divisor) {
     __shared__ double sums[LOSS_THREADS];
     __shared__ int counts[LOSS_THREADS];
     const int t = threadIdx.x;
@@ -214,12 +214,12 @@ __global__ void loss_add_kernel(float* acc, const float* losses, const int32_t* 
     }
     if (t == 0) {
         const float mean = counts[0] ? (float)(sums[0] / (double)counts[0]) : 0.0f;
-        acc[0] = __fadd_rn(acc[0], __fdiv_rn(mean, (float)divisor));
+        acc[0] = __fadd_rn(acc[0], __fdiv_rn(mean, divisor));
     }
 }
 
-void CudaBackend::loss_add(const float* losses, const int32_t* targets, int N, int divisor) {
-    if (divisor < 1) fail("internal: loss_add with divisor %d", divisor);
+void CudaBackend::loss_add(const float* losses, const int32_t* targets, int N, float divisor) {
+    if (!(divisor > 0.0f)) fail("internal: loss_add with divisor %g", divisor);
     loss_add_kernel<<<1, LOSS_THREADS, 0, stream>>>(loss_sum, losses, targets, N, divisor);
     cudaCheck(cudaGetLastError());
 }

@@ -118,7 +118,7 @@ struct CudaBackend {
     void upload_async(void* dst, const void* host_src, size_t bytes);
     // loss_sum += (mean of losses (N) over the i with targets[i] >= 0, or 0 when there is none) / divisor, on the
     // device (twin: CpuBackend::loss_add); loss_read returns the sum and clears it: one 4-byte copy and one wait
-    void loss_add(const float* losses, const int32_t* targets, int N, int divisor);
+    void loss_add(const float* losses, const int32_t* targets, int N, float divisor);
     float loss_read();
     void zero(void* p, size_t bytes) { cudaCheck(cudaMemsetAsync(p, 0, bytes, stream)); }
     void upload_f32(act_t* dst, const float* host_src, size_t n);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/strings.h"  // join
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
@@ -105,12 +106,6 @@ std::string named_config_like(const ModelConfig& c) {
     return "";
 }
 
-static std::string join(const std::vector<std::string>& v) {
-    std::string s;
-    for (size_t i = 0; i < v.size(); i++) s += (i ? ", " : "") + v[i];
-    return s;
-}
-
 // Numbers of a config.json are range-checked where they are read: a size must be a whole number in [lo, hi] (a
 // float such as 12.5, 1e20 or an integer beyond int are errors naming the key, never a truncated or wrapped value),
 // a real number finite and in (lo, hi], also as a float. JSON has no NaN; nlohmann refuses 1e999 while parsing.
@@ -194,8 +189,19 @@ static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std
         fail("%s: is_decoder / add_cross_attention are set: only the bidirectional encoder is supported", path.c_str());
     // HF: num_labels = len(id2label) when the config has one (save_pretrained writes it), else num_labels, else 2
     c.num_labels = opt_int(j, "num_labels", 2, path, 1, MAX_VOCAB);
-    if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty())
-        c.num_labels = (int)j["id2label"].size();
+    if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
+        const nlohmann::json& names = j["id2label"];
+        c.num_labels = (int)names.size();
+        // the classes' names in the head's order, when every id 0..n-1 names one (else none: LABEL_0, ...)
+        for (int i = 0; i < c.num_labels; i++) {
+            auto it = names.find(std::to_string(i));
+            if (it == names.end() || !it->is_string()) {
+                c.label_names.clear();
+                break;
+            }
+            c.label_names.push_back(it->get<std::string>());
+        }
+    }
     std::string problem = opt_str(j, "problem_type", "", path);
     if (problem == "multi_label_classification" || (problem == "regression" && c.num_labels != 1) ||
         (problem == "single_label_classification" && c.num_labels == 1))

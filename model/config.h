@@ -27,8 +27,9 @@ struct ModelConfig {
     int type_vocab_size = 0;  // rows of the token-type embedding [type_vocab_size]
     int pad_token_id = 0;     // <pad>: the position offset and the embeddings' padding_idx [pad_token_id]
     int num_labels = 0;       // classes of the head (1: regression, MSE) [id2label / num_labels]
-    std::vector<std::string> label_names;  // the classes' names written as id2label (a GLUE task's, as run_glue
-                                           // writes them); empty: LABEL_0, LABEL_1, ... [id2label]
+    std::vector<std::string> label_names;  // the classes' names in the head's order, read and written as id2label
+                                           // (a fine-tuned GLUE head: the task's, as run_glue writes them); empty:
+                                           // LABEL_0, LABEL_1, ... [id2label]
     float init_std = 0.02f;   // N(0, init_std) of fresh weights (GPT-2, LLaMA, RoBERTa's head) [initializer_range]
 
     int head_dim() const { return channels / num_heads; }

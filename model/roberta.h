@@ -333,11 +333,7 @@ struct Roberta {
     // "roberta." (or "" for a bare RobertaModel file) before the encoder's names; the head's have none.
     std::vector<HFTensor> hf_map(const std::string& prefix = "roberta.", bool with_head = true) const {
         int C = cfg.channels, F = cfg.hidden;
-        auto off = [&](const char* name) {
-            for (const ParamSpec& s : param_specs)
-                if (s.name == name) return s.offset;
-            throw std::logic_error(name);
-        };
+        auto off = [&](const char* name) { return param_offset(name); };
         std::vector<HFTensor> m;
         auto mat = [&](const std::string& name, size_t offset, int rows, int cols) {
             m.push_back({name, offset, rows, cols, false, true});
@@ -393,8 +389,11 @@ struct Roberta {
     // Loads a safetensors file of Hugging Face names (strict: every encoder tensor with its exact shape, nothing
     // unknown). The head: loaded when the file has any classifier.* tensor (then all four, shaped for num_labels),
     // else freshly initialized from seed as transformers does for a pretrained encoder (or always, with
-    // fresh_head: a checkpoint fine-tuned for another label count). Returns whether the head came from the file.
-    bool load_weights(const std::string& path, uint64_t seed = 0, bool fresh_head = false) {
+    // fresh_head: a checkpoint fine-tuned for another label count). head_rows (not empty): the file's head rows in
+    // this model's class order (class i = the file's row head_rows[i]: train/finetune.h, head_rows_in_task_order).
+    // Returns whether the head came from the file.
+    bool load_weights(const std::string& path, uint64_t seed = 0, bool fresh_head = false,
+                      const std::vector<int>& head_rows = {}) {
         std::vector<std::string> names = safetensors_open(path).names();
         bool file_head = false;
         for (const std::string& n : names) file_head = file_head || n.rfind("classifier.", 0) == 0;
@@ -409,11 +408,26 @@ struct Roberta {
             for (size_t i = 0; i < param_specs.size(); i++)
                 if (is_head(param_specs[i].name)) init_tensor(host.data(), i, seed);
         hf_load(path, hf_map(hf_prefix_of(names), use_head), ignorable, host.data(), cfg);
+        if (use_head && !head_rows.empty()) {
+            const size_t C = (size_t)cfg.channels, outw = param_offset("outw"), outb = param_offset("outb");
+            const std::vector<float> w(host.begin() + outw, host.begin() + outw + head_rows.size() * C),
+                b(host.begin() + outb, host.begin() + outb + head_rows.size());
+            for (size_t i = 0; i < head_rows.size(); i++) {  // out_proj (NL, C) and its bias (NL)
+                std::copy_n(w.begin() + head_rows[i] * C, C, host.begin() + outw + i * C);
+                host[outb + i] = b[(size_t)head_rows[i]];
+            }
+        }
         be.upload_f32(params_memory, host.data(), param_buffer_numel);
         return use_head;
     }
-    bool load_pretrained(const std::string& dir, uint64_t seed = 0, bool fresh_head = false) {
-        return load_weights(dir + "/model.safetensors", seed, fresh_head);
+    bool load_pretrained(const std::string& dir, uint64_t seed = 0, bool fresh_head = false,
+                         const std::vector<int>& head_rows = {}) {
+        return load_weights(dir + "/model.safetensors", seed, fresh_head, head_rows);
+    }
+    size_t param_offset(const char* name) const {
+        for (const ParamSpec& s : param_specs)
+            if (s.name == name) return s.offset;
+        throw std::logic_error(name);
     }
     static bool is_head(const std::string& name) {
         return name == "clsw" || name == "clsb" || name == "outw" || name == "outb";
@@ -433,9 +447,10 @@ struct Roberta {
     // ------------------------------------------------------------------------------------------------
     // forward: embeddings -> L post-LN blocks -> head on the first tokens -> loss. A training forward also
     // computes the loss gradient (dlogits, for backward) with grad_scale = the weight of one row's loss (1 /
-    // labelled rows of this micro-batch / accumulation steps), and saves for backward (compressing, refreshing
-    // bases when due). forward returns the micro-batch's mean loss over its labelled rows (a readout, as GPT2's);
-    // train_forward adds it / loss_divisor to the backend's step loss instead (be.loss_read()). eval_forward saves
+    // labelled rows of the step, all its micro-batches), and saves for backward (compressing, refreshing bases when
+    // due). forward returns the micro-batch's mean loss over its labelled rows (a readout, as GPT2's); train_forward
+    // adds it / loss_divisor to the backend's step loss instead (be.loss_read(); loss_divisor = the step's rows / the
+    // micro-batch's, so that the sum is the step's mean loss: train/finetune.h, loss_divisor). eval_forward saves
     // nothing and returns the mean loss (0 without labels); logits() reads the (B, NL) logits of either.
     float forward(const EncoderBatch& batch, float grad_scale) {
         train_forward(batch, grad_scale, 1);
@@ -445,7 +460,7 @@ struct Roberta {
     // ago take effect here (nothing otherwise). After the step's last backward, before the update and anything that
     // saves the bases.
     void install_refreshes() { ::install_refreshes(be, sites, sched.step, prac_log); }
-    void train_forward(const EncoderBatch& batch, float grad_scale, int loss_divisor) {
+    void train_forward(const EncoderBatch& batch, float grad_scale, float loss_divisor) {
         if (!(grad_scale > 0.0f)) fail("internal: a training forward needs a loss weight > 0 (got %g)", grad_scale);
         forward_pass(batch, true, grad_scale, loss_divisor);
     }
@@ -515,7 +530,7 @@ struct Roberta {
         be.upload_async(acts.scores, host_scores.data(), (size_t)B * sizeof(float));
     }
 
-    void forward_pass(const EncoderBatch& batch, bool train, float grad_scale, int loss_divisor) {
+    void forward_pass(const EncoderBatch& batch, bool train, float grad_scale, float loss_divisor) {
         int C = cfg.channels, NH = cfg.num_heads, F = cfg.hidden, L = cfg.num_layers, NL = cfg.num_labels;
         int N = B * T;
         upload_batch(batch);

@@ -35,12 +35,46 @@ for f in config.json model.safetensors vocab.json merges.txt; do
   [ -s "$T/s1/$f" ] || bad "--save lacks $f"
 done
 
+# 1b. a head whose config.json orders the classes otherwise (roberta-large-mnli's contradiction, neutral, entailment)
+# is read in the task's order, as run_glue does: the first run's head with its two rows swapped and its id2label
+# reversed is the same classifier and scores the same (its config was ignored: the scores of the swapped classes)
+python3 - "$T/s1" "$T/s1r" <<'PY' || bad "could not write the reordered head"
+import json, os, shutil, struct, sys
+src, dst = sys.argv[1:]
+shutil.copytree(src, dst)
+path = os.path.join(dst, "model.safetensors")
+raw = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+for name in ("classifier.out_proj.weight", "classifier.out_proj.bias"):
+    t = header[name]
+    assert t["dtype"] == "F32" and t["shape"][0] == 2
+    a, b = (8 + n + o for o in t["data_offsets"])
+    half = (b - a) // 2
+    raw[a:b] = raw[a + half:b] + raw[a:a + half]
+open(path, "wb").write(raw)
+cfg = json.load(open(os.path.join(dst, "config.json")))
+cfg["id2label"] = {"0": "equivalent", "1": "not_equivalent"}
+cfg["label2id"] = {"equivalent": 0, "not_equivalent": 1}
+json.dump(cfg, open(os.path.join(dst, "config.json"), "w"))
+PY
+ev1=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1" --eval-only 2>&1 | grep '^dev loss')
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1r" --eval-only 2>&1)
+[ -n "$ev1" ] && [ "$(grep '^dev loss' <<<"$out")" = "$ev1" ] \
+  && grep -q "notice: its config.json orders the classes otherwise: the head's rows 1, 0 are the task's not_equivalent, equivalent" <<<"$out" \
+  && ok "a head of the other class order scores the same: '$ev1'" || bad "reordered head: '$ev1' vs $(grep -E '^dev loss|notice' <<<"$out")"
+
 # 2. --eval-only of a saved directory: the very scores of the run's last evaluation, to the printed digit (STS-B:
 # continuous correlations, sensitive to any change in the arithmetic, e.g. another padded length)
 "$BIN" --task stsb --data-dir "$T/data/stsb" $M --epochs 2 --save "$T/s2" > "$T/s2.out" 2>&1 || bad "STS-B run failed"
 final=$(grep '^final |' "$T/s2.out" | sed 's/^final | //; s/ (after.*//')
 ev=$("$BIN" --task stsb --data-dir "$T/data/stsb" --init-from "$T/s2" --eval-only 2>&1 | grep '^dev loss' | sed 's/^dev loss [0-9.]* | //')
 [ -n "$final" ] && [ "$ev" = "$final" ] && ok "--eval-only of --save: '$ev'" || bad "--eval-only '$ev' != final '$final'"
+# with --prac: the same scores, and no PRAC site table (an evaluation compresses nothing; the table was printed)
+out=$("$BIN" --task stsb --data-dir "$T/data/stsb" --init-from "$T/s2" --eval-only --prac prac 2>&1)
+[ "$(grep '^dev loss' <<<"$out" | sed 's/^dev loss [0-9.]* | //')" = "$ev" ] && ! grep -q 'PRAC sites' <<<"$out" \
+  && grep -q 'notice: --prac changes nothing in this run' <<<"$out" && ok "--eval-only --prac: the same scores, no site table" \
+  || bad "--eval-only --prac: $(grep -E '^dev loss|PRAC sites|notice' <<<"$out")"
 
 # 2b. a --save that fails after its weights (exactly there: common/kill_point.h) leaves the earlier model's directory
 # as it was, byte for byte, with no staging directory (it left new weights beside the old config and tokenizer)
@@ -63,6 +97,11 @@ cmp -s "$T/ra/model.safetensors" "$T/rb/model.safetensors" && ok "resumed model.
   || bad "resumed weights differ from the uninterrupted run's"
 [ "$(grep '^final' "$T/ra.out")" = "$(grep '^final' "$T/rb2.out")" ] && ok "resumed final scores equal" \
   || bad "final scores differ after resume"
+# --ckpt-every 4 meets the epoch's end (16 steps): that step is checkpointed once, before the epoch's evaluation (it
+# was written twice, before and after: either resumes into the evaluation), then every 4 steps and at the end (32)
+"$BIN" $P --ckpt-dir "$T/ck4" --ckpt-every 4 > "$T/r4.out" 2>&1 || bad "--ckpt-every 4 run failed"
+[ "$(grep -c '^checkpoint: .*step_00000016$' "$T/r4.out")" = 1 ] && [ "$(grep -c '^checkpoint:' "$T/r4.out")" = 8 ] \
+  && ok "--ckpt-every 4: 8 checkpoints, the epoch's end once" || bad "--ckpt-every 4: $(grep '^checkpoint:' "$T/r4.out")"
 # the CPU backend's sums depend on the thread count: a resume with another count says it is not bit-exact (the
 # finished run is only evaluated again); the checkpoint records the count
 out=$(OMP_NUM_THREADS=2 "$BIN" $P --ckpt-dir "$T/ck" --resume 2>&1)
@@ -76,6 +115,32 @@ python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
 sys.exit(0 if c["id2label"] == {"0": "not_equivalent", "1": "equivalent"} and c["label2id"]["equivalent"] == 1 else 1)' \
   "$T/ra/config.json" && ok "--save's id2label holds MRPC's label names" \
   || bad "id2label: $(grep -A3 id2label "$T/ra/config.json")"
+# a dev split changed since (a longer example: another padded length T, which no flag sets): the refusal says the
+# data changed (it asked for "run.seq_len = 25", a setting without a flag)
+cp -r "$T/data/mrpc" "$T/mrpc_long"
+python3 - "$T/mrpc_long/dev.tsv" <<'PY'
+import sys
+rows = open(sys.argv[1]).read().splitlines()
+f = rows[-1].split("\t")
+f[3] = " ".join([f[3]] * 4)
+open(sys.argv[1], "a").write("\t".join(f) + "\n")
+PY
+out=$("$BIN" $P --data-dir "$T/mrpc_long" --ckpt-dir "$T/ck" --resume 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "its run's longest example (of the training and dev splits, within --max-len) had .* tokens, this data's has .*: the data changed" <<<"$out" \
+  && ! grep -q 'run.seq_len' <<<"$out" && ok "--resume after the dev data changed: said as such" || bad "changed dev data: rc $rc, $(head -3 <<<"$out")"
+# a checkpoint is a model directory (its tokenizer copied in): --eval-only evaluates it, as the hint of --eval-only
+# --ckpt-dir says (it had no tokenizer: "has no tokenizer")
+out=$("$BIN" $P --ckpt-dir "$T/ck" --eval-only 2>&1); hint=$(grep -o 'init-from DIR/step_NNNNNNNN' <<<"$out")
+last=$(ls -d "$T/ck"/step_* | tail -1)
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$last" --eval-only 2>&1); rc=$?
+[ -n "$hint" ] && [ $rc -eq 0 ] && grep -q '^dev loss' <<<"$out" && ok "--eval-only of a checkpoint (${last##*/}), as the hint says" \
+  || bad "--eval-only of a checkpoint: hint '$hint', rc $rc, $(tail -2 <<<"$out")"
+# --eval-only with the flags of training: refused as the trainers refuse them (--overwrite was ignored)
+for f in "--save $T/nosave:--save would have nothing new to save" "--overwrite:--eval-only appends its evaluation to --log"; do
+  out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1" --eval-only ${f%%:*} 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q -- "${f#*:}" <<<"$out" && [ ! -e "$T/nosave" ] && ok "--eval-only ${f%%:*}: refused" \
+    || bad "--eval-only ${f%%:*}: rc $rc, $(tail -2 <<<"$out")"
+done
 # the same command once more (a scheduler that relaunches it): the run has ended, so nothing is trained; the final
 # weights are evaluated again (the same scores) and nothing is written (it crashed on the missing evaluation)
 "$BIN" $P --ckpt-dir "$T/ck" --ckpt-every 5 --resume > "$T/rb3.out" 2>&1 && grep -q 'nothing left to train' "$T/rb3.out" \
@@ -96,6 +161,12 @@ PRAC_TEST_KILL_AT=train.step_done@5:15 "$BIN" $P --ckpt-dir "$T/ckt" --save "$T/
 "$BIN" $P --init-from "$T/model/" --ckpt-dir "$T/ckt" --save "$T/rt" --resume > "$T/rt2.out" 2>&1 \
   && grep -q 'resumed from .*step_00000005 at step 5' "$T/rt2.out" && cmp -s "$T/ra/model.safetensors" "$T/rt/model.safetensors" \
   && ok "resumed after SIGTERM at step 5: weights byte-identical" || bad "resume after SIGTERM: $(tail -2 "$T/rt2.out")"
+
+# started by mpirun (its environment: Open MPI's world size) it refuses before writing anything: every copy would
+# train the same run into the same --log, checkpoints and --save
+out=$(OMPI_COMM_WORLD_SIZE=2 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --log "$T/mpi.jsonl" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q 'the launcher started 2 (mpirun -np 2?)' <<<"$out" && [ ! -e "$T/mpi.jsonl" ] \
+  && ok "under mpirun -np 2: refused, nothing written" || bad "under mpirun: rc $rc, $(tail -2 <<<"$out")"
 
 # the tokenizer's files are part of the run (they make the data): another tokenizer at the same shape is refused
 cp -r "$T/model" "$T/model_tok" && echo >> "$T/model_tok/merges.txt"
@@ -163,6 +234,18 @@ rl=$(steprel "$T/ga2.jsonl" "$T/ga1.jsonl" loss); rn=$(steprel "$T/ga2.jsonl" "$
 w=$(maxdiff "$T/ga1/step_00000001/model.safetensors" "$T/ga2/step_00000001/model.safetensors")
 le "$rl" 1e-6 && le "$rn" 1e-6 && le "$w" 1e-6 && ok "--grad-accum 2 x 8 = one batch of 16: loss $rl, norm $rn, weights $w" \
   || bad "--grad-accum 2 x 8 != 16: loss $rl, gradient norm $rn, weights $w"
+# micro-batches of unequal rows (256 examples in batches of 17: 15 of 17 and one of a single row, the epoch's one step
+# of 16) against the one batch of 256, from the fine-tuned model of 1. (its rows' losses differ; a fresh head's are
+# all near ln 2): the logged loss is the mean over the step's rows, as the gradient is. It was the mean of the
+# micro-batches' means, which weighs the single row 16 times: 3.7e-4 relative apart on the code before, equal now
+for cfg in "256 1" "17 16"; do
+  set -- $cfg
+  PRAC_TEST_DIE_AFTER_STEP=1 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --init-from "$T/s1" --epochs 1 \
+    --batch-size $1 --grad-accum $2 --log "$T/gu$2.jsonl" > "$T/gu$2.out" 2>&1
+done
+rl=$(steprel "$T/gu16.jsonl" "$T/gu1.jsonl" loss); rn=$(steprel "$T/gu16.jsonl" "$T/gu1.jsonl" grad_norm)
+le "$rl" 1e-6 && le "$rn" 1e-6 && ok "--grad-accum 16 x 17 (the last of 1 row) = one batch of 256: loss $rl, norm $rn" \
+  || bad "--grad-accum 16 x 17 != 256: loss $rl, gradient norm $rn"
 # and a run with accumulation resumes bit-exactly
 resumes_bit_exactly() {  # label, run arguments (one string): killed after step 7 of 16, checkpoints every 3
   local what=$1 dir; dir=$T/$(tr -c 'a-z0-9\n' _ <<<"$1")

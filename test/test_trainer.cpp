@@ -608,6 +608,29 @@ TEST(TrainerEndToEnd, Gpt2TinyLearnsBuiltinCorpus) { acceptance("train_gpt2", "g
 
 TEST(TrainerEndToEnd, LlamaTinyLearnsBuiltinCorpus) { acceptance("train_llama", "llama-tiny", std::log(32000.0)); }
 
+// --eval-only shows what an evaluation uses: an "evaluation" table without the training rows, and with --prac no
+// PRAC site table or refresh spread (it printed both, as if the evaluation compressed); the loss is the same as
+// without --prac, as an evaluation saves no activations
+TEST(TrainerEndToEnd, EvalOnlyShowsWhatItUses) {
+    TempDir dir;
+    const std::vector<std::string> eval = {"--model", "llama-tiny", "--seq-len", "32", "--eval-tokens", "128",
+                                           "--eval-only"};
+    std::vector<std::string> with_prac = eval;
+    for (const char* a : {"--prac", "prac", "--prac-t1", "3"}) with_prac.push_back(a);
+    RunResult plain = run_trainer("train_llama", eval, dir, 120), prac = run_trainer("train_llama", with_prac, dir, 120);
+    ASSERT_EQ(plain.rc, 0) << describe(plain);
+    ASSERT_EQ(prac.rc, 0) << describe(prac);
+    EXPECT_TRUE(contains(prac.out, "| evaluation ")) << describe(prac);
+    EXPECT_TRUE(contains(prac.out, "| eval tokens ")) << describe(prac);
+    for (const char* training : {"| training ", "| steps ", "| lr (peak) ", "| optimizer ", "| prac ", "PRAC sites",
+                                 "PRAC first refreshes"})
+        EXPECT_FALSE(contains(prac.out, training)) << training << "\n" << describe(prac);
+    EXPECT_TRUE(contains(prac.out, "notice: --prac --prac-t1 change nothing in this run: --eval-only trains nothing"))
+        << describe(prac);
+    EXPECT_EQ(printed_val_loss(prac.out), printed_val_loss(plain.out)) << describe(prac);
+    EXPECT_NE(printed_val_loss(plain.out), "") << describe(plain);
+}
+
 TEST(TrainerEndToEnd, Gpt2RunsAreDeterministic) { determinism("train_gpt2", "gpt2-tiny", true); }
 
 TEST(TrainerEndToEnd, LlamaRunsAreDeterministic) { determinism("train_llama", "llama-tiny", false); }

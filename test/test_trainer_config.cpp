@@ -17,7 +17,7 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "train/cli.h"
-#include "train/finetune.h"  // finetune_flag_names
+#include "train/finetune.h"  // finetune_flag_names, head_rows_in_task_order
 #include "train/optimizers.h"  // OptimizerChoice
 #include "train/trainer.h"     // check_free_space, cpu_eval_tokens
 #include "test/test_util.h"
@@ -883,4 +883,29 @@ TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpel
     // a refusal names the difference in the checkpoint's own spelling (not every float of another spelling)
     EXPECT_USER_ERROR(check(old, parse({"--lr", "2e-3", "--weight-decay", "0.1"})),
                       "saved `lr 0.001` where this run has `lr 0.002`");
+}
+
+// A fine-tuned head's classes as its config.json orders them, mapped onto the task's as run_glue maps them
+// (transformers' examples/pytorch/text-classification/run_glue.py: label_to_id from the model's label2id when its
+// names, lower-cased, are the task's labels): roberta-large-mnli names MNLI's classes contradiction, neutral,
+// entailment (its config.json), the task's order (Hugging Face datasets) is entailment, neutral, contradiction
+TEST(FinetuneHead, ClassOrderOfTheConfigIsMappedOntoTheTask) {
+    const GlueTaskInfo& mnli = glue_task_info(GlueTask::MNLI);
+    const GlueTaskInfo& mrpc = glue_task_info(GlueTask::MRPC);
+    std::string note;
+    EXPECT_EQ(head_rows_in_task_order({"CONTRADICTION", "NEUTRAL", "ENTAILMENT"}, mnli, &note),
+              (std::vector<int>{2, 1, 0}));
+    EXPECT_EQ(note, "");
+    EXPECT_EQ(head_rows_in_task_order({"equivalent", "not_equivalent"}, mrpc, &note), (std::vector<int>{1, 0}));
+    // the task's own order, transformers' default names, no names: the rows as they are, nothing said
+    EXPECT_TRUE(head_rows_in_task_order(mnli.label_names, mnli, &note).empty());
+    EXPECT_TRUE(head_rows_in_task_order({"LABEL_0", "LABEL_1"}, mrpc, &note).empty());
+    EXPECT_TRUE(head_rows_in_task_order({}, mrpc, &note).empty());
+    EXPECT_EQ(note, "");
+    // names of other classes (run_glue warns and ignores them): the rows as they are, said
+    EXPECT_TRUE(head_rows_in_task_order({"negative", "positive"}, mrpc, &note).empty());
+    EXPECT_NE(note.find("names the head's classes negative, positive, not the task's (not_equivalent, equivalent)"),
+              std::string::npos) << note;
+    EXPECT_TRUE(head_rows_in_task_order({"equivalent", "Equivalent"}, mrpc, &note).empty()) << "a name twice";
+    EXPECT_NE(note, "");
 }

@@ -311,15 +311,21 @@ void check_storage_options(const TrainOptions& opts) {
                "---> HINT: use --optimizer adamw, or drop --optimizer-states", opts.optimizer.c_str());
 }
 
-void check_flag_partners(const TrainOptions& o) {
-    CHECK_USER(!o.ckpt_dir.empty() || !(o.was_given("--ckpt-every") || o.was_given("--ckpt-keep")),
-               "--ckpt-every and --ckpt-keep go with --ckpt-dir (where the checkpoints are written)\n---> HINT: add "
-               "--ckpt-dir DIR, or drop them");
+void check_eval_only_partners(const TrainOptions& o) {
     CHECK_USER(!(o.eval_only && !o.save.empty()), "--eval-only trains nothing: --save would have nothing new to save\n"
                "---> HINT: drop --save (the weights evaluated are those of --init-from)");
     CHECK_USER(!(o.eval_only && (!o.ckpt_dir.empty() || o.resume)),
                "--eval-only trains nothing: --ckpt-dir and --resume go with training\n---> HINT: evaluate a "
-               "checkpoint with --init-from DIR/step_NNNNNNNN (its model.safetensors)");
+               "checkpoint with --init-from DIR/step_NNNNNNNN (a model directory)");
+    CHECK_USER(!(o.eval_only && o.overwrite), "--eval-only appends its evaluation to --log, and --overwrite starts a "
+               "run over\n---> HINT: drop --overwrite (remove the log first for one that holds only this evaluation)");
+}
+
+void check_flag_partners(const TrainOptions& o) {
+    CHECK_USER(!o.ckpt_dir.empty() || !(o.was_given("--ckpt-every") || o.was_given("--ckpt-keep")),
+               "--ckpt-every and --ckpt-keep go with --ckpt-dir (where the checkpoints are written)\n---> HINT: add "
+               "--ckpt-dir DIR, or drop them");
+    check_eval_only_partners(o);
     CHECK_USER(!(o.eval_only && !o.dump_site.empty()),
                "--dump-site dumps an activation of a training step, and --eval-only takes none\n---> HINT: drop "
                "--eval-only and pass --steps with --dump-step below it");
@@ -565,8 +571,7 @@ std::string flag_table_help(const FlagDef* flags, size_t num_flags, const void* 
 }
 
 std::string train_options_help(Arch arch, const char* program) {
-    std::string names;
-    for (const std::string& n : model_config_names(arch)) names += (names.empty() ? "" : ", ") + n;
+    const std::string names = join(model_config_names(arch));
     std::string s = format("usage: %s [flags]\n\nTrains a %s model (CPU or CUDA backend) on token shards; with no "
                            "data flags, on the built-in corpus.\nModels: %s, or a Hugging Face config.json.\n\n",
                            program, arch == Arch::GPT2 ? "GPT-2" : "LLaMA", names.c_str());
@@ -650,6 +655,16 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
 }
 
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks) {
+    if (o.eval_only)  // only what an evaluation uses: the training rows would read as if they applied
+        return {
+            {"init_from", o.init_from.empty() ? "(random init)" : o.init_from},
+            {"val_data", o.val_data},
+            {"batch_size (B)", std::to_string(o.batch_size) + (ranks > 1 ? " per rank" : "")},
+            {"seq_len (T)", std::to_string(o.seq_len)},
+            {"eval tokens", format("%lld", o.eval_tokens)},
+            {"eval protocol", o.eval_protocol},
+            {"log", o.log.empty() ? "(no)" : o.log},
+        };
     const long long tokens = (long long)o.batch_size * o.seq_len * o.grad_accum * ranks;
     return {
         {"init_from", o.init_from.empty() ? "(random init)" : o.init_from},

@@ -1,5 +1,6 @@
 #include "train/finetune.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "common/files.h"  // read_file_bytes, write_file_atomic
 #include "common/safetensors.h"
+#include "common/strings.h"  // join
 
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"  // as train/cli.cpp: offsetof on a struct with strings
 
@@ -166,8 +168,7 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(!o.resume || !o.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
     CHECK_USER(!(o.resume && o.overwrite), "--resume continues the run in --ckpt-dir and --overwrite starts it over: "
                "pass one of them");
-    CHECK_USER(!(o.eval_only && (o.resume || !o.ckpt_dir.empty())), "--eval-only trains nothing: drop --ckpt-dir and "
-               "--resume");
+    check_eval_only_partners(o);
     check_flag_partners(o);
     CHECK_USER(o.device == "auto" || o.device == "cpu" || o.device == "cuda",
                "--device must be cpu, cuda or auto (got \"%s\")", o.device.c_str());
@@ -227,6 +228,36 @@ void check_model_dir(const std::string& dir, const GlueTaskInfo& task) {
                    "encoder (a model directory without the classifier.* tensors)", dir.c_str(), outputs, task.name,
                    task.num_labels);
     }
+}
+
+std::vector<int> head_rows_in_task_order(const std::vector<std::string>& head_names, const GlueTaskInfo& task,
+                                         std::string* note) {
+    note->clear();
+    const size_t n = task.label_names.size();
+    if (n < 2 || head_names.size() != n) return {};
+    auto lower = [](std::string s) {
+        for (char& ch : s) ch = (char)std::tolower((unsigned char)ch);
+        return s;
+    };
+    bool defaults = true;  // transformers' LABEL_0, LABEL_1, ...: no order to map
+    for (size_t i = 0; i < n; i++) defaults = defaults && head_names[i] == "LABEL_" + std::to_string(i);
+    if (defaults) return {};
+    std::vector<int> rows(n);
+    for (size_t i = 0; i < n; i++) {
+        std::vector<int> named;  // the head's rows of the task's class i
+        for (size_t h = 0; h < n; h++)
+            if (lower(head_names[h]) == lower(task.label_names[i])) named.push_back((int)h);
+        if (named.size() != 1) {
+            *note = format("its config.json names the head's classes %s, not the task's (%s): its rows are taken in "
+                           "the task's order, as run_glue does", join(head_names).c_str(),
+                           join(task.label_names).c_str());
+            return {};
+        }
+        rows[i] = named[0];
+    }
+    for (size_t i = 0; i < n; i++)
+        if (rows[i] != (int)i) return rows;
+    return {};
 }
 
 bool glue_split_exists(const std::string& dir, const std::string& split) {

@@ -21,7 +21,7 @@
 #include "common/error.h"
 #include "common/files.h"  // StagedDir
 #include "common/kill_point.h"
-#include "common/strings.h"  // human_duration
+#include "common/strings.h"  // human_duration, join
 #include "data/glue.h"
 #include "data/glue_batches.h"
 #include "data/roberta_tokenizer.h"
@@ -57,6 +57,13 @@ float linear_schedule(int step, int total, int warmup, float lr);
 // The checks --init-from must pass (config.json, model.safetensors, tokenizer files; a classification head, when
 // it has one, with the task's number of outputs), each with a hint. --plan reads config.json alone.
 void check_model_dir(const std::string& dir, const GlueTaskInfo& task);
+// The rows of a fine-tuned head in the task's label order, as run_glue maps them: when its config.json names the
+// task's classes (in any case) in another order (roberta-large-mnli: contradiction, neutral, entailment), the task's
+// class i is the head's row returned[i]. Empty when the order is the task's already, for a regression, and for names
+// that are not the task's (transformers' LABEL_0, ... among them): run_glue then takes the rows as they are, and
+// so do we; *note says so for names of other classes.
+std::vector<int> head_rows_in_task_order(const std::vector<std::string>& head_names, const GlueTaskInfo& task,
+                                         std::string* note);
 // Whether DIR holds the split as .tsv or .jsonl.
 bool glue_split_exists(const std::string& dir, const std::string& split);
 // Copies the tokenizer files of `from` (those that exist) into `to`, so --save is a complete model directory.
@@ -99,6 +106,7 @@ struct FineTuner {
     std::string train_fingerprint;
     std::string tokenizer_fingerprint;  // --init-from's tokenizer files, by content (the data's encoding)
     bool wrote_checkpoint = false;      // this process has written one (--overwrite's first removes the others)
+    int checkpointed_step = -1;         // the step of the newest checkpoint (written or resumed from): not twice
 
     // the step in flight: its --grad-accum micro-batches, each as the model takes it (B rows; rows past the data's
     // are one-token padding rows with no label, so the arena is allocated once, for (B, T))
@@ -128,10 +136,21 @@ struct FineTuner {
         if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
         std::printf("%s", unused_flags_notice(opts, 1).c_str());
         std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
-        bool head = model.load_pretrained(opts.init_from, (uint64_t)opts.seed);
+        // a head whose config.json orders the task's classes otherwise is read in the task's order (run_glue's too)
+        std::string names_note;
+        const std::vector<int> head_rows = head_rows_in_task_order(
+            model_config_load(Arch::ROBERTA, opts.init_from + "/config.json").label_names, info, &names_note);
+        bool head = model.load_pretrained(opts.init_from, (uint64_t)opts.seed, false, head_rows);
         std::printf("loaded %s/model.safetensors: %s\n", opts.init_from.c_str(),
                     head ? "encoder and its classification head"
                          : "the encoder; the classification head is new (initialized as transformers does)");
+        if (head && !head_rows.empty()) {
+            std::vector<std::string> order;
+            for (int r : head_rows) order.push_back(std::to_string(r));
+            std::printf("notice: its config.json orders the classes otherwise: the head's rows %s are the task's %s\n",
+                        join(order).c_str(), join(info.label_names).c_str());
+        }
+        if (head && !names_note.empty()) std::printf("warning: %s\n", names_note.c_str());
         if (opts.eval_only && !head)
             std::printf("warning: --eval-only with a new, untrained head: the scores are those of a random head\n");
         model.allocate_activations(B, T);
@@ -212,6 +231,9 @@ struct FineTuner {
     }
     // one row's weight in the step's mean loss (the labelled rows of all its micro-batches)
     float grad_scale() const { return 1.0f / (float)labelled; }
+    // micro-batch m's mean loss / this = its rows' share of the step's mean loss (the epoch's last micro-batch may
+    // have fewer rows: the step's count of micro-batches would weigh its rows more)
+    float loss_divisor(int m) const { return (float)labelled / (float)micro[m].B; }
 
     // The update: the schedule, then the optimizer with the gradient clipped to --grad-clip. A non-finite loss or
     // gradient stops the run (the parameters are still the last good ones).
@@ -261,7 +283,9 @@ struct FineTuner {
         std::printf("epoch %d/%d | dev loss %.4f | %s | best %s %s\n", e + 1, opts.epochs, s.loss, s.text().c_str(),
                     s.metrics[0][0].first.c_str(), best_text.c_str());
         log_eval(s, e + 1);
-        if (step < total_steps) checkpoint();
+        // (not when --ckpt-every took this step before the evaluation: either one resumes into the evaluation, which
+        // the batcher's position at the epoch's end makes a resume run again)
+        if (step < total_steps && checkpointed_step != step) checkpoint();
     }
 
     // --eval-only: the dev metrics of the loaded weights
@@ -572,6 +596,7 @@ struct FineTuner {
         CheckpointWriter w(opts.ckpt_dir, step);
         model.save_weights(w.file(CKPT_MODEL_FILE));
         write_hf_config(w.file(CKPT_CONFIG_FILE), cfg);
+        copy_tokenizer_files(opts.init_from, w.tmpdir);  // a model directory: --init-from it --eval-only evaluates it
         TrainState st;
         st.step = step;
         st.adam_t = opt->steps();
@@ -602,11 +627,19 @@ struct FineTuner {
         std::string dir = w.commit();
         checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, step, opts.overwrite && !wrote_checkpoint);
         wrote_checkpoint = true;
+        checkpointed_step = step;
         std::printf("checkpoint: %s\n", dir.c_str());
     }
 
     void resume() {
         TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
+        // T is the longest example of the splits, which no flag sets: a change is the data's, said as such (the
+        // key's refusal asked for a run.seq_len the user cannot pass)
+        if (st.has_meta("run.seq_len") && st.get("run.seq_len") != std::to_string(T))
+            fail("cannot resume from %s: its run's longest example (of the training and dev splits, within --max-len) "
+                 "had %s tokens, this data's has %d: the data changed since\n---> HINT: resume with the files of the "
+                 "run that wrote it (a dev file edited?), or start a new run in another --ckpt-dir",
+                 resume_path.c_str(), st.get("run.seq_len").c_str(), T);
         check_resume_keys(st, opts, keys());
         notice_other_thread_count(st, cpu_threads());
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
@@ -627,7 +660,7 @@ struct FineTuner {
         batcher->set_state({st.get_i64("glue.epoch"), st.get_i64("glue.position")});
         best = st.get_f64("glue.best");
         best_epoch = (int)st.get_i64("glue.best_epoch");
-        step = (int)st.step;
+        step = checkpointed_step = (int)st.step;
         CHECK_USER(step >= 0 && step <= total_steps, "cannot resume %s: step %d is outside this run's %d steps",
                    resume_path.c_str(), step, total_steps);
         std::printf("resumed from %s at step %d of %d (epoch %lld, example %lld of its order)\n", resume_path.c_str(),

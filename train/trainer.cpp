@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/strings.h"  // join
 #include "train/planner.h"
 
 #include "data/gpt2_tokenizer.h"
@@ -188,8 +189,7 @@ void check_no_earlier_run(const TrainOptions& opts) {
     const std::vector<std::string> model =
         opts.save.empty() ? std::vector<std::string>() : hf_model_files_in(opts.save);
     if (!opts.resume && !model.empty()) {
-        std::string names;
-        for (const std::string& f : model) names += (names.empty() ? "" : ", ") + f;
+        const std::string names = join(model);
         fail("--save %s already holds a model's files (%s); this run would replace them\n---> HINT: pass --overwrite "
              "to replace them, or choose another --save directory", opts.save.c_str(), names.c_str());
     }
@@ -384,6 +384,8 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
         *exit_code = print_plan(opts, cfg, prac);
         return false;
     }
+    // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)
+    if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
     // PRAC subspaces are per rank by default: each rank's estimator is unbiased on its own data, and independent
     // draws make the averaged gradient's noise shrink with the number of ranks. The shared option all-reduces the
     // Gram matrix and draws with the same seed, so every rank holds the same bases.
