@@ -59,18 +59,27 @@ int main(int argc, char** argv) {
         ModelConfig cfg = model_config_load(Arch::ROBERTA, opts.init_from + "/config.json");
         cfg.num_labels = task.num_labels;
         cfg.label_names = task.label_names;  // --save's id2label, as run_glue names the classes
-        if (!opts.was_given("--max-len")) opts.max_len = std::min(opts.max_len, cfg.max_seq_len);
+        if (!opts.was_given("--max-len")) {
+            opts.max_len = std::min(opts.max_len, cfg.max_seq_len);
+            // a directory this program saved records the length it was fine-tuned at: its scores again
+            const int tuned = tokenizer_max_length(opts.init_from);
+            if (tuned > 0 && tuned < opts.max_len) {
+                opts.max_len = tuned;
+                std::printf("--max-len %d: %s/tokenizer_config.json's model_max_length (the length it was fine-tuned "
+                            "at)\n", tuned, opts.init_from.c_str());
+            }
+        }
         CHECK_USER(opts.max_len <= cfg.max_seq_len, "--max-len %d exceeds the model's %d positions (config.json's "
                    "max_position_embeddings minus the padding offset)\n---> HINT: pass --max-len %d or less",
                    opts.max_len, cfg.max_seq_len, cfg.max_seq_len);
         PracOptions prac = prac_options_from(opts);
         if (opts.optimizer == "rso") prac.rso_rank = opts.rso_rank;  // the linear sites store X·P (optim_rso.h)
+        // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)
+        if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
         if (opts.plan) {
             opts.seq_len = opts.max_len;
             return print_plan(opts, cfg, prac);
         }
-        // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)
-        if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
         return run_on_one_device(opts, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });
     } catch (const UserError& e) {
         say_error(nullptr, program, "error", e.what());

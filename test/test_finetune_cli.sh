@@ -76,6 +76,22 @@ out=$("$BIN" --task stsb --data-dir "$T/data/stsb" --init-from "$T/s2" --eval-on
   && grep -q 'notice: --prac changes nothing in this run' <<<"$out" && ok "--eval-only --prac: the same scores, no site table" \
   || bad "--eval-only --prac: $(grep -E '^dev loss|PRAC sites|notice' <<<"$out")"
 
+# 2a. --save records --max-len (tokenizer_config.json's model_max_length): --eval-only of it without --max-len
+# truncates as the training run did (it took 512, the model's positions, and scored untruncated examples: other scores)
+"$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --max-len 12 --epochs 1 --save "$T/s12" > "$T/s12.out" 2>&1 \
+  || bad "--max-len 12 run failed"
+final=$(grep '^epoch 1/1 | dev loss' "$T/s12.out" | sed 's/^epoch 1\/1 | //; s/ | best .*//')  # loss and scores
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s12" --eval-only 2>&1)
+[ -n "$final" ] && [ "$(grep '^dev loss' <<<"$out")" = "$final" ] \
+  && grep -q "^--max-len 12: .*tokenizer_config.json's model_max_length" <<<"$out" \
+  && ok "--eval-only of a --max-len 12 run: its scores, at its length" \
+  || bad "--max-len 12: final '$final', --eval-only $(grep -E '^dev loss|^--max-len' <<<"$out")"
+if python3 -c 'import transformers' 2>/dev/null; then  # transformers reads it as the tokenizer's length too
+  n=$(python3 -c 'import sys; from transformers import AutoTokenizer
+print(AutoTokenizer.from_pretrained(sys.argv[1]).model_max_length)' "$T/s12" 2>/dev/null | tail -1)
+  [ "$n" = 12 ] && ok "transformers' AutoTokenizer of the --save: model_max_length 12" || bad "AutoTokenizer: '$n'"
+fi
+
 # 2b. a --save that fails after its weights (exactly there: common/kill_point.h) leaves the earlier model's directory
 # as it was, byte for byte, with no staging directory (it left new weights beside the old config and tokenizer)
 snap() { (cd "$1" && ls -A && md5sum -- *); }
@@ -126,8 +142,12 @@ f[3] = " ".join([f[3]] * 4)
 open(sys.argv[1], "a").write("\t".join(f) + "\n")
 PY
 out=$("$BIN" $P --data-dir "$T/mrpc_long" --ckpt-dir "$T/ck" --resume 2>&1); rc=$?
-[ $rc -eq 1 ] && grep -q "its run's longest example (of the training and dev splits, within --max-len) had .* tokens, this data's has .*: the data changed" <<<"$out" \
+[ $rc -eq 1 ] && grep -q "its run's longest example (of the training and dev splits, within --max-len) had .* tokens, this data's has .*: the dev data changed" <<<"$out" \
   && ! grep -q 'run.seq_len' <<<"$out" && ok "--resume after the dev data changed: said as such" || bad "changed dev data: rc $rc, $(head -3 <<<"$out")"
+# another --max-len that cuts the longest example (T too changes): the refusal names --max-len, not the data
+out=$("$BIN" $P --max-len 16 --ckpt-dir "$T/ck" --resume 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q 'saved .max_len 64. where this run has .max_len 16.' <<<"$out" && ! grep -q 'data changed' <<<"$out" \
+  && ok "--resume with another --max-len: named" || bad "--resume --max-len 16: rc $rc, $(head -3 <<<"$out")"
 # a checkpoint is a model directory (its tokenizer copied in): --eval-only evaluates it, as the hint of --eval-only
 # --ckpt-dir says (it had no tokenizer: "has no tokenizer")
 out=$("$BIN" $P --ckpt-dir "$T/ck" --eval-only 2>&1); hint=$(grep -o 'init-from DIR/step_NNNNNNNN' <<<"$out")
@@ -242,6 +262,7 @@ for cfg in "256 1" "17 16"; do
   set -- $cfg
   PRAC_TEST_DIE_AFTER_STEP=1 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --init-from "$T/s1" --epochs 1 \
     --batch-size $1 --grad-accum $2 --log "$T/gu$2.jsonl" > "$T/gu$2.out" 2>&1
+  [ $? -eq 137 ] || bad "--batch-size $1 --grad-accum $2 run did not stop after step 1"
 done
 rl=$(steprel "$T/gu16.jsonl" "$T/gu1.jsonl" loss); rn=$(steprel "$T/gu16.jsonl" "$T/gu1.jsonl" grad_norm)
 le "$rl" 1e-6 && le "$rn" 1e-6 && ok "--grad-accum 16 x 17 (the last of 1 row) = one batch of 256: loss $rl, norm $rn" \

@@ -15,6 +15,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "test/test_files.h"
@@ -478,6 +480,28 @@ TEST_F(AnalyzeTest, WarmStartChainAndItsBadInput) {
     r = run({x_path, "--refresh", "fast"});
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.err.find("exact or subspace"), std::string::npos) << r.err;
+    // nothing to warm-start: refused (the file was read and ignored, or not read at all: a missing one passed)
+    const std::vector<std::vector<std::string>> nothing_to_warm = {
+        {"--mode", "none", "--mode none computes none"},
+        {"--mode", "rac", "--mode rac has no Q1"},
+        {"--refresh", "exact", "--refresh exact solves from scratch"}};
+    for (const std::vector<std::string>& c : nothing_to_warm) {
+        r = run({x_path, c[0], c[1], "--warm-from", file("missing.npy")});
+        EXPECT_EQ(r.rc, 1) << c[0] << " " << c[1];
+        EXPECT_NE(r.err.find(c[2]), std::string::npos) << r.err;
+    }
+    // a warm-start file is checked as FILE is: a non-finite value is named with its file (it failed as "warm-start
+    // refresh failed"), and --bf16 holds for it too
+    std::vector<float> W = Y;
+    W[3 * WIDTH + 5] = NAN;
+    write_npy_f32(file("nan_warm.npy"), W.data(), {N_ROWS, WIDTH});
+    r = run({x_path, "--r1", "16", "--r2", "16", "--warm-from", file("nan_warm.npy")});
+    EXPECT_EQ(r.rc, 1);
+    EXPECT_NE(r.err.find("nan_warm.npy: X[3, 5] = nan is not finite"), std::string::npos) << r.err;
+    // --mode none: the estimator's flags are said to change nothing
+    r = run({x_path, "--mode", "none", "--k-mult", "2", "--draws", "4", "--k-mult", "3"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("notice: --k-mult --draws change nothing with --mode none"), std::string::npos) << r.err;
 }
 
 // The subspace refresh on real activations (issue 15): a site's input dumped by the trainers at steps 5 and 10 of one

@@ -95,11 +95,13 @@ refused "table2.py --extra with an unbalanced quote" "No closing quotation" \
   python3 scripts/repro/table2.py --quick --dry-run "--extra=--seed \"2"
 # --extra may not replace what tells the rows apart (the trainer takes the last of a flag given twice: every row would
 # have run without PRAC under its own label); a flag set alike in every run is replaced, and the table says so (below)
-refused "table2.py --extra='--prac none'" "--extra --prac: the table's runs set --prac apart (none in llama-tiny Baseline, prac in llama-tiny PRAC)" \
+refused "table2.py --extra='--prac none'" "--extra --prac: the table's runs differ in --prac (none in llama-tiny Baseline, prac in llama-tiny PRAC)" \
   python3 scripts/repro/table2.py --quick --dry-run --models llama-tiny "--extra=--prac none"
-refused "ablation_modes.py --extra=--prac=pac" "--extra --prac: the table's runs set --prac apart" \
+refused "table5.py --extra='--prac prac' (only its PRAC row sets it)" "--extra --prac: the table's runs differ in --prac (not set in Full FT, prac in PRAC)" \
+  python3 scripts/repro/table5.py --quick --dry-run "--extra=--prac prac"
+refused "ablation_modes.py --extra=--prac=pac" "--extra --prac: the table's runs differ in --prac" \
   python3 scripts/repro/ablation_modes.py --quick --dry-run --extra=--prac=pac
-refused "memory.py --seeds 2 --extra='--seed 5'" "--extra --seed: the table's runs set --seed apart (1 in " \
+refused "memory.py --seeds 2 --extra='--seed 5'" "--extra --seed: the table's runs differ in --seed (1 in " \
   python3 scripts/repro/memory.py --quick --dry-run --seeds 2 "--extra=--seed 5"
 refused "table2.py --models llama-tiny,llama-tiny" "a model is named twice" \
   python3 scripts/repro/table2.py --quick --dry-run --models llama-tiny,llama-tiny
@@ -119,7 +121,7 @@ out=$(python3 scripts/repro/table2.py --quick --models llama-tiny --steps 4 --ou
       "--extra=--lr 1e6 --grad-clip 0 --warmup 0 --min-lr-frac 1" 2>&1); rc=$?
 n=$(grep -c '^| .* | failed (exit 1) |' "$OUT/div/table2.md" 2>/dev/null)
 [ "$rc" = 1 ] && [ "$n" = 4 ] && ! grep -Eq '^\| (Baseline|GaLore|RSO|PRAC) \| [0-9]' "$OUT/div/table2.md" \
-  && grep -q -- "--extra replaces the table's --lr 0.003 with --lr 1e6 in the 4 run(s) that set it" "$OUT/div/table2.md" \
+  && grep -q -- "--extra replaces the table's --lr 0.003 with --lr 1e6 in every run" "$OUT/div/table2.md" \
   && ok "failed runs read 'failed (exit 1)', no number (exit 1); the table names --extra's --lr" \
   || { bad "failed runs: exit $rc, $n rows 'failed':"; cat "$OUT/div/table2.md" 2>/dev/null | grep '^|'; }
 # --out naming a file; the file is left as it was

@@ -617,7 +617,8 @@ TEST(TrainerEndToEnd, EvalOnlyShowsWhatItUses) {
                                            "--eval-only"};
     std::vector<std::string> with_prac = eval;
     for (const char* a : {"--prac", "prac", "--prac-t1", "3"}) with_prac.push_back(a);
-    RunResult plain = run_trainer("train_llama", eval, dir, 120), prac = run_trainer("train_llama", with_prac, dir, 120);
+    RunResult plain = run_trainer("train_llama", eval, dir, 120);
+    RunResult prac = run_trainer("train_llama", with_prac, dir, 120);
     ASSERT_EQ(plain.rc, 0) << describe(plain);
     ASSERT_EQ(prac.rc, 0) << describe(prac);
     EXPECT_TRUE(contains(prac.out, "| evaluation ")) << describe(prac);

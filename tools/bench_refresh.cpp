@@ -51,6 +51,11 @@ struct Timing {
     PracRefreshResult warm;  // the timed subspace refresh's result (its orthonormalization fallbacks)
 };
 
+// A failed refresh's time is not a refresh's: the bench stops, naming it.
+static void must_succeed(const PracRefreshResult& r, const char* what, int n) {
+    if (!r.q1_ok || !r.q2_ok) fail("the %s refresh at n = %d failed: %s", what, n, r.message.c_str());
+}
+
 // x (N, n) timed, warm-started from the basis of a cold refresh on x_prev (N_prev, n)
 static Timing time_refresh(const std::vector<float>& x, const std::vector<float>& x_prev, int N, int N_prev, int n,
                            bool run_exact) {
@@ -61,24 +66,26 @@ static Timing time_refresh(const std::vector<float>& x, const std::vector<float>
     SiteDims d = prac_site_dims(o, SiteClass::LINEAR, n, "bench");  // linear ranks: the widest Q1 (0.3 n)
     std::vector<float> P((size_t)n * d.r(), 0.0f);
     d.refresh = PracRefresh::SUBSPACE;
-    prac_refresh_cpu(P.data(), x_prev.data(), N_prev, n, d, true, true, false, {1, 0, 0, 0});  // the first (cold)
+    must_succeed(prac_refresh_cpu(P.data(), x_prev.data(), N_prev, n, d, true, true, false, {1, 0, 0, 0}),
+                 "first (cold) subspace", n);
     const std::vector<float> P_prev = P;
     double t0 = now_s();
     t.warm = prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 1});  // warm, as in training
     t.subspace = now_s() - t0;
-    if (!t.warm.q1_ok || !t.warm.q2_ok)  // a failed refresh's time is not a refresh's
-        fail("the timed subspace refresh at n = %d failed: %s", n, t.warm.message.c_str());
+    must_succeed(t.warm, "timed subspace", n);
     {  // the same refresh with Householder QR wherever CholQR2 fails (no shifted Cholesky-QR)
         std::vector<float> Ph = P_prev;
         SiteDims dh = d;
         dh.subspace.shifted_passes = 0;
         t0 = now_s();
-        prac_refresh_cpu(Ph.data(), x.data(), N, n, dh, true, true, true, {1, 0, 0, 1});
+        const PracRefreshResult r = prac_refresh_cpu(Ph.data(), x.data(), N, n, dh, true, true, true, {1, 0, 0, 1});
         t.subspace_hh = now_s() - t0;
+        must_succeed(r, "Householder subspace", n);
     }
     t0 = now_s();
-    prac_refresh_cpu(P.data(), x.data(), N, n, d, false, true, true, {1, 0, 0, 3});  // Q2 only
-    t.q2 = now_s() - t0;
+    const PracRefreshResult q2 = prac_refresh_cpu(P.data(), x.data(), N, n, d, false, true, true, {1, 0, 0, 3});
+    t.q2 = now_s() - t0;  // (Q2 only)
+    must_succeed(q2, "Q2-only", n);
     {
         std::vector<float> G((size_t)n * n);
         t0 = now_s();
@@ -96,8 +103,9 @@ static Timing time_refresh(const std::vector<float>& x, const std::vector<float>
     if (run_exact) {
         d.refresh = PracRefresh::EXACT;
         t0 = now_s();
-        prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 2});
+        const PracRefreshResult r = prac_refresh_cpu(P.data(), x.data(), N, n, d, true, true, true, {1, 0, 0, 2});
         t.exact = now_s() - t0;
+        must_succeed(r, "exact", n);
     }
     return t;
 }
@@ -200,10 +208,8 @@ int main(int argc, char** argv) {
             std::vector<std::string> names = model_config_names(Arch::LLAMA);
             bool looks_like_file = model.find('/') != std::string::npos || model.find(".json") != std::string::npos;
             if (!looks_like_file && std::find(names.begin(), names.end(), model) == names.end()) {
-                std::string list = "none";
-                for (const std::string& n : names) list += ", " + n;
                 fail("--model: unknown model '%s' (a LLaMA model's step time is estimated)\n---> HINT: use one of: "
-                     "%s; or a path to a Hugging Face LlamaConfig config.json", model.c_str(), list.c_str());
+                     "none, %s; or a path to a Hugging Face LlamaConfig config.json", model.c_str(), join(names).c_str());
             }
             cfg = model_config_load(Arch::LLAMA, model);  // a config.json's errors name the file
         }

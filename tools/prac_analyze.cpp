@@ -63,7 +63,8 @@ static const char* HELP =
     "  --refresh M       how Q1 is found, as the trainer's --prac-refresh: subspace (default) | exact\n"
     "  --warm-from LIST  comma-separated earlier dumps of the same site (same n), oldest first: Q1 is refreshed on\n"
     "                    each in turn, each warm-started from the previous one's, and the last Q1 warm-starts\n"
-    "                    FILE's refresh, as in training every T1 steps (default: a cold start on FILE)\n"
+    "                    FILE's refresh, as in training every T1 steps (default: a cold start on FILE); only\n"
+    "                    with --refresh subspace and a mode with a Q1 (prac, pac)\n"
     "\n"
     "output\n"
     "  (default)         a table on stdout; progress on stderr for large inputs\n"
@@ -124,6 +125,7 @@ struct Args {
     bool help = false;
     std::string refresh = "subspace";
     std::vector<std::string> warm_from;
+    std::vector<std::string> given;  // the flags on the command line, in order
 };
 
 static long long parse_int(const std::string& flag, const std::string& v) {
@@ -175,6 +177,7 @@ static Args parse_args(int argc, char** argv) {
         bool is_switch = false, is_value = false;
         for (const char* s : SWITCHES) is_switch |= arg == s;
         for (const char* s : VALUE_FLAGS) is_value |= arg == s;
+        if (is_switch || is_value) a.given.push_back(arg);
         if (is_switch) {
             if (has_inline) fail("flag %s takes no value", arg.c_str());
             if (arg == "--bf16") a.bf16 = true;
@@ -229,6 +232,23 @@ static Args parse_args(int argc, char** argv) {
                                 a.draws);
     if (!a.png.empty() && (a.png.size() < 5 || a.png.compare(a.png.size() - 4, 4, ".png") != 0))
         fail("--png %s: the output name must end in .png", a.png.c_str());
+    // --warm-from feeds the subspace refresh of Q1: with none to warm-start it would be read and ignored
+    if (!a.warm_from.empty() && (a.mode == "none" || a.mode == "rac" || a.refresh == "exact"))
+        fail("--warm-from warm-starts the subspace refresh of Q1, and %s\n---> HINT: drop --warm-from, or analyze "
+             "with --mode prac (or pac) and --refresh subspace",
+             a.mode == "none"  ? "--mode none computes none (the spectrum only)"
+             : a.mode == "rac" ? "--mode rac has no Q1 (its whole rank is random)"
+                               : "--refresh exact solves from scratch");
+    if (a.mode == "none") {  // the spectrum only: the estimator's flags change nothing (said, as the trainers do)
+        const std::vector<std::string> used = {"--mode", "--bf16", "--json", "--png"};
+        std::string unused;
+        for (const std::string& f : a.given)
+            if (std::find(used.begin(), used.end(), f) == used.end() && unused.find(f + " ") == std::string::npos)
+                unused += f + " ";
+        if (!unused.empty())
+            std::fprintf(stderr, "%s: notice: %schange nothing with --mode none (the spectrum only)\n", PROGRAM,
+                         unused.c_str());
+    }
     return a;
 }
 
@@ -249,6 +269,39 @@ static void progress(const char* fmt, ...) {
 
 static std::string shape_str(const std::vector<int64_t>& s) {
     return "(" + join(s) + (s.size() == 1 ? ",)" : ")");
+}
+
+// An activation matrix X (N, n) from PATH (FILE or a --warm-from file): float32, float16 or, with --bf16, bfloat16
+// bits; a 3-D (B, T, n) array read as (B*T, n) (its shape in *reshaped_from); each dimension 1 .. 2^31 - 1; every
+// value finite. Anything else fails naming PATH.
+static NpyArray read_activations(const std::string& path, bool bf16, std::vector<int64_t>* reshaped_from) {
+    NpyArray arr = read_npy(path, bf16);
+    if (bf16 && arr.dtype.find("u2") == std::string::npos)  // asked for bits the file does not hold: not ignored
+        fail("%s: dtype '%s' is not '<u2' bfloat16 bit patterns as --bf16 says\n---> HINT: drop --bf16 (a float "
+             "file is read as it is)", path.c_str(), arr.dtype.c_str());
+    reshaped_from->clear();
+    if (arr.shape.size() == 3) {
+        *reshaped_from = arr.shape;
+        std::fprintf(stderr, "%s: note: reading the 3-D array %s of %s as (B*T, n) = (%lld, %lld)\n", PROGRAM,
+                     shape_str(arr.shape).c_str(), path.c_str(), (long long)(arr.shape[0] * arr.shape[1]),
+                     (long long)arr.shape[2]);
+        arr.shape = {arr.shape[0] * arr.shape[1], arr.shape[2]};
+    } else if (arr.shape.size() != 2) {
+        fail("%s: expected a 2-D activation matrix (N, n) or a 3-D (B, T, n) array, got shape %s\n"
+             "---> HINT: save X with rows = tokens and columns = features, e.g. x.reshape(-1, x.shape[-1])",
+             path.c_str(), shape_str(arr.shape).c_str());
+    }
+    const int64_t N = arr.shape[0], n = arr.shape[1];
+    if (N == 0 || n == 0) fail("%s: X of shape %s has no elements", path.c_str(), shape_str(arr.shape).c_str());
+    if (N > INT_MAX || n > INT_MAX)
+        fail("%s: shape %s is too large (each dimension must be below 2^31)", path.c_str(),
+             shape_str(arr.shape).c_str());
+    const float* X = arr.data.data();
+    for (size_t i = 0; i < arr.data.size(); i++)
+        if (!std::isfinite(X[i]))
+            fail("%s: X[%zu, %zu] = %g is not finite\n---> HINT: the activations diverged before the dump; analyze "
+                 "a finite X", path.c_str(), i / (size_t)n, i % (size_t)n, X[i]);
+    return arr;
 }
 
 // JSON has no NaN; nlohmann writes a NaN double as null, which is what we want for "undefined".
@@ -646,32 +699,11 @@ static int analyze_main(int argc, char** argv) {
     }
     std::string script = a.png.empty() ? "" : check_plotting(a.png);
 
-    NpyArray arr = read_npy(a.file, a.bf16);
-    if (a.bf16 && arr.dtype.find("u2") == std::string::npos)  // asked for bits the file does not hold: not ignored
-        fail("%s: dtype '%s' is not '<u2' bfloat16 bit patterns as --bf16 says\n---> HINT: drop --bf16 (a float "
-             "file is read as it is)", a.file.c_str(), arr.dtype.c_str());
     std::vector<int64_t> reshaped_from;
-    if (arr.shape.size() == 3) {
-        reshaped_from = arr.shape;
-        std::fprintf(stderr, "%s: note: reading the 3-D array %s as (B*T, n) = (%lld, %lld)\n", PROGRAM,
-                     shape_str(arr.shape).c_str(), (long long)(arr.shape[0] * arr.shape[1]), (long long)arr.shape[2]);
-        arr.shape = {arr.shape[0] * arr.shape[1], arr.shape[2]};
-    } else if (arr.shape.size() != 2) {
-        fail("%s: expected a 2-D activation matrix (N, n) or a 3-D (B, T, n) array, got shape %s\n"
-             "---> HINT: save X with rows = tokens and columns = features, e.g. x.reshape(-1, x.shape[-1])",
-             a.file.c_str(), shape_str(arr.shape).c_str());
-    }
+    NpyArray arr = read_activations(a.file, a.bf16, &reshaped_from);
     int64_t N64 = arr.shape[0], n64 = arr.shape[1];
-    if (N64 == 0 || n64 == 0) fail("%s: X of shape %s has no elements", a.file.c_str(), shape_str(arr.shape).c_str());
-    if (N64 > INT_MAX || n64 > INT_MAX)
-        fail("%s: shape %s is too large (each dimension must be below 2^31)", a.file.c_str(),
-             shape_str(arr.shape).c_str());
     int N = (int)N64, n = (int)n64;
     const float* X = arr.data.data();
-    for (size_t i = 0; i < arr.data.size(); i++)
-        if (!std::isfinite(X[i]))
-            fail("%s: X[%zu, %zu] = %g is not finite\n---> HINT: the activations diverged before the dump; analyze "
-                 "a finite X", a.file.c_str(), i / n, i % n, X[i]);
     large_input = (double)N * n >= 4e6 || n >= 2048;
 
     SiteDims d = site_dims(o, n, a.file);
@@ -725,9 +757,9 @@ static int analyze_main(int argc, char** argv) {
         std::vector<float> P((size_t)n * d.r(), 0.0f);
         bool had_basis = false;
         for (size_t w = 0; w < a.warm_from.size(); w++) {
-            NpyArray prev = read_npy(a.warm_from[w], a.bf16);
-            if (prev.shape.size() == 3) prev.shape = {prev.shape[0] * prev.shape[1], prev.shape[2]};
-            if (prev.shape.size() != 2 || prev.shape[1] != n64 || prev.shape[0] == 0 || prev.shape[0] > INT_MAX)
+            std::vector<int64_t> unused;
+            NpyArray prev = read_activations(a.warm_from[w], a.bf16, &unused);
+            if (prev.shape[1] != n64)
                 fail("--warm-from %s: shape %s, but %s has n = %d columns\n---> HINT: warm-start from dumps of the "
                      "same site", a.warm_from[w].c_str(), shape_str(prev.shape).c_str(), a.file.c_str(), n);
             check_refresh(prac_refresh_cpu(P.data(), prev.data.data(), (int)prev.shape[0], n, d, true, true, had_basis,

@@ -1,12 +1,15 @@
 #include "train/finetune.h"
 
 #include <cctype>
+#include <climits>
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <iterator>
 
 #include <unistd.h>  // access
+
+#include <nlohmann/json.hpp>
 
 #include "common/files.h"  // read_file_bytes, write_file_atomic
 #include "common/safetensors.h"
@@ -26,7 +29,8 @@ const FlagDef FLAGS[] = {
     F("--epochs", "N", INT, epochs, "training epochs (appendix D: 30)"),
     F("--batch-size", "B", INT, batch_size, "examples per step (appendix D: 16)"),
     F("--max-len", "T", INT, max_len,
-      "truncate examples to T tokens (appendix D: 512; default: 512 or the model's positions if fewer)"),
+      "truncate examples to T tokens (appendix D: 512; default: 512 or the model's positions if fewer, or the length "
+      "a directory this program saved was fine-tuned at: its tokenizer_config.json's model_max_length)"),
     F("--padding", "batch|longest", STR, padding,
       "batch: each batch padded to its longest example (rounded up to 8 tokens); longest: every batch to the data's "
       "longest example (the activation arena's shape, which either way is allocated once for the longest)"),
@@ -168,7 +172,6 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(!o.resume || !o.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
     CHECK_USER(!(o.resume && o.overwrite), "--resume continues the run in --ckpt-dir and --overwrite starts it over: "
                "pass one of them");
-    check_eval_only_partners(o);
     check_flag_partners(o);
     CHECK_USER(o.device == "auto" || o.device == "cpu" || o.device == "cuda",
                "--device must be cpu, cuda or auto (got \"%s\")", o.device.c_str());
@@ -265,14 +268,32 @@ bool glue_split_exists(const std::string& dir, const std::string& split) {
            access((dir + "/" + split + ".jsonl").c_str(), R_OK) == 0;
 }
 
-void copy_tokenizer_files(const std::string& from, const std::string& to) {
-    for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json", "tokenizer_config.json",
-                          "special_tokens_map.json"}) {
+void copy_tokenizer_files(const std::string& from, const std::string& to, int max_len) {
+    for (const char* f : {"vocab.json", "merges.txt", "tokenizer.json", "special_tokens_map.json"}) {
         std::string src = from + "/" + f;
         if (access(src.c_str(), R_OK) != 0) continue;
         std::string bytes = read_file_bytes(src);
         write_file_atomic(to + "/" + f, bytes);
     }
+    nlohmann::json config = nlohmann::json::object();
+    const std::string src = from + "/tokenizer_config.json";
+    if (access(src.c_str(), R_OK) == 0) {
+        config = nlohmann::json::parse(read_file_bytes(src), nullptr, false);
+        CHECK_USER(config.is_object(), "%s is not a JSON object\n---> HINT: fix or remove it (the tokenizer does not "
+                   "need it)", src.c_str());
+    }
+    config["model_max_length"] = max_len;
+    write_file_atomic(to + "/tokenizer_config.json", config.dump(2) + "\n");
+}
+
+int tokenizer_max_length(const std::string& dir) {
+    const std::string path = dir + "/tokenizer_config.json";
+    if (access(path.c_str(), R_OK) != 0) return 0;
+    const nlohmann::json config = nlohmann::json::parse(read_file_bytes(path), nullptr, false);
+    if (!config.is_object() || !config.contains("model_max_length")) return 0;
+    const nlohmann::json& v = config["model_max_length"];
+    if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > INT_MAX) return 0;
+    return (int)v.get<long long>();
 }
 
 std::string DevScores::text() const {

@@ -66,8 +66,13 @@ std::vector<int> head_rows_in_task_order(const std::vector<std::string>& head_na
                                          std::string* note);
 // Whether DIR holds the split as .tsv or .jsonl.
 bool glue_split_exists(const std::string& dir, const std::string& split);
-// Copies the tokenizer files of `from` (those that exist) into `to`, so --save is a complete model directory.
-void copy_tokenizer_files(const std::string& from, const std::string& to);
+// Copies the tokenizer files of `from` (those that exist) into `to`, so --save is a complete model directory, with
+// tokenizer_config.json's model_max_length set to max_len (the file written when `from` has none): the length the
+// model was fine-tuned at, which --eval-only of it then takes (transformers' tokenizers truncate to it too).
+void copy_tokenizer_files(const std::string& from, const std::string& to, int max_len);
+// tokenizer_config.json's model_max_length in DIR; 0 when there is none (no file, no key, not a whole number from 1
+// to INT_MAX: transformers writes 1e30 for "no limit").
+int tokenizer_max_length(const std::string& dir);
 
 // The dev metrics of one evaluation: per split, the task's metrics in GLUE's order.
 struct DevScores {
@@ -144,12 +149,9 @@ struct FineTuner {
         std::printf("loaded %s/model.safetensors: %s\n", opts.init_from.c_str(),
                     head ? "encoder and its classification head"
                          : "the encoder; the classification head is new (initialized as transformers does)");
-        if (head && !head_rows.empty()) {
-            std::vector<std::string> order;
-            for (int r : head_rows) order.push_back(std::to_string(r));
+        if (head && !head_rows.empty())
             std::printf("notice: its config.json orders the classes otherwise: the head's rows %s are the task's %s\n",
-                        join(order).c_str(), join(info.label_names).c_str());
-        }
+                        join(head_rows).c_str(), join(info.label_names).c_str());
         if (head && !names_note.empty()) std::printf("warning: %s\n", names_note.c_str());
         if (opts.eval_only && !head)
             std::printf("warning: --eval-only with a new, untrained head: the scores are those of a random head\n");
@@ -329,7 +331,7 @@ struct FineTuner {
             StagedDir out(opts.save);  // a failure leaves the directory as it was
             model.save_pretrained(out.tmp);
             kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
-            copy_tokenizer_files(opts.init_from, out.tmp);
+            copy_tokenizer_files(opts.init_from, out.tmp, opts.max_len);
             const std::vector<std::string> removed = out.commit("model.safetensors", is_hf_model_file);
             std::printf("saved %s: config.json, model.safetensors and the tokenizer (a Hugging Face directory: "
                         "RobertaForSequenceClassification.from_pretrained loads it)\n%s", opts.save.c_str(),
@@ -596,7 +598,7 @@ struct FineTuner {
         CheckpointWriter w(opts.ckpt_dir, step);
         model.save_weights(w.file(CKPT_MODEL_FILE));
         write_hf_config(w.file(CKPT_CONFIG_FILE), cfg);
-        copy_tokenizer_files(opts.init_from, w.tmpdir);  // a model directory: --init-from it --eval-only evaluates it
+        copy_tokenizer_files(opts.init_from, w.tmpdir, opts.max_len);  // a model directory: --init-from it --eval-only
         TrainState st;
         st.step = step;
         st.adam_t = opt->steps();
@@ -633,14 +635,17 @@ struct FineTuner {
 
     void resume() {
         TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
-        // T is the longest example of the splits, which no flag sets: a change is the data's, said as such (the
-        // key's refusal asked for a run.seq_len the user cannot pass)
+        // T is the longest example of the splits, which no flag sets: compared after the keys that change it (task,
+        // --max-len, tokenizer, training data), a difference is the dev data's, said as such (the key's refusal asked
+        // for a run.seq_len the user cannot pass)
+        std::vector<std::pair<std::string, std::string>> k = keys();
+        k.erase(std::remove_if(k.begin(), k.end(), [](const auto& kv) { return kv.first == "seq_len"; }), k.end());
+        check_resume_keys(st, opts, k);
         if (st.has_meta("run.seq_len") && st.get("run.seq_len") != std::to_string(T))
             fail("cannot resume from %s: its run's longest example (of the training and dev splits, within --max-len) "
-                 "had %s tokens, this data's has %d: the data changed since\n---> HINT: resume with the files of the "
-                 "run that wrote it (a dev file edited?), or start a new run in another --ckpt-dir",
-                 resume_path.c_str(), st.get("run.seq_len").c_str(), T);
-        check_resume_keys(st, opts, keys());
+                 "had %s tokens, this data's has %d: the dev data changed since\n---> HINT: resume with the dev "
+                 "files of the run that wrote it, or start a new run in another --ckpt-dir", resume_path.c_str(),
+                 st.get("run.seq_len").c_str(), T);
         notice_other_thread_count(st, cpu_threads());
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {

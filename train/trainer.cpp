@@ -380,12 +380,12 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
         if (opts.rso_rank == 0) opts.rso_rank = rso_default_rank(cfg);
         if (opts.rso_activations == "projected") prac.rso_rank = opts.rso_rank;
     }
+    // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)
+    if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
     if (opts.plan) {
         *exit_code = print_plan(opts, cfg, prac);
         return false;
     }
-    // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)
-    if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
     // PRAC subspaces are per rank by default: each rank's estimator is unbiased on its own data, and independent
     // draws make the averaged gradient's noise shrink with the number of ranks. The shared option all-reduces the
     // Gram matrix and draws with the same seed, so every rank holds the same bases.

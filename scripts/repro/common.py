@@ -199,31 +199,33 @@ def _flag_values(words):
 
 def check_extra(runs, args):
     """--extra against the flags the table sets itself (the trainer takes the last of a flag given twice, so --extra
-    replaces them). A flag the runs set to different values is what their rows are labelled by (--prac, --optimizer,
-    --model): replacing it would mislabel every row, so it stops the script with one line. A flag set alike in every
-    run that sets it (--lr, --steps) is replaced: the returned notes say so, for the table's markdown."""
+    replaces them in every run). A flag the runs set to different values, or that some set and others leave at the
+    default (--prac, --optimizer, --model; --paper's per-model --lr and --eval-tokens), would become one value for all:
+    the rows would no longer be what their labels and the table say, so that stops the script with one line. A flag
+    every run sets alike (--quick's --lr, --steps) is replaced: the returned notes say so, for the table's markdown."""
     if not args.extra:
         return []
     extra = shlex.split(args.extra)  # (common_tail has refused an unbalanced quote)
     wanted = _flag_values(extra)
     own = {r.name: _flag_values(r.flags[:len(r.flags) - len(extra)]) for r in runs}
+    default = object()  # a run that does not set the flag
     notes = []
     for name, value in wanted.items():
-        setting = [(r.label, own[r.name][name]) for r in runs if name in own[r.name]]
-        values = {v for _, v in setting}
-        if len(values) > 1:
-            first = {}  # one run of each value
-            for label, v in setting:
-                first.setdefault(v, label)
-            shown = ", ".join(f"{v if v is not None else '(set)'} in {label}" for v, label in first.items())
-            sys.exit(f"--extra {name}: the table's runs set {name} apart ({shown}), "
-                     f"and their rows are told apart by it: --extra would give every run the same and mislabel the "
-                     f"table; change it in scripts/repro/{os.path.basename(sys.argv[0])} or run the trainer yourself "
-                     f"(--dry-run prints the commands)")
-        if setting:
-            before = values.pop()
-            notes.append(f"--extra replaces the table's {name}{'' if before is None else ' ' + before} with "
-                         f"{name}{'' if value is None else ' ' + value} in the {len(setting)} run(s) that set it")
+        setting = [(r.label, own[r.name].get(name, default)) for r in runs]
+        if all(v is default for _, v in setting):
+            continue  # the table never sets it: added to every run
+        first = {}  # one run of each value
+        for label, v in setting:
+            first.setdefault(v, label)
+        if len(first) > 1:
+            shown = ", ".join(f"{'not set' if v is default else '(set)' if v is None else v} in {label}"
+                              for v, label in first.items())
+            sys.exit(f"--extra {name}: the table's runs differ in {name} ({shown}); --extra would give every run the "
+                     f"same and the rows would no longer be what the table says; change it in scripts/repro/"
+                     f"{os.path.basename(sys.argv[0])} or run the trainer yourself (--dry-run prints the commands)")
+        before = next(iter(first))
+        notes.append(f"--extra replaces the table's {name}{'' if before is None else ' ' + before} with "
+                     f"{name}{'' if value is None else ' ' + value} in every run")
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
     return notes

@@ -119,6 +119,7 @@ def main():
         args.run_timeout = args.run_timeout or 300
         # a tiny model: one thread is fastest (OpenBLAS threads on a shared, loaded machine slowed a run 10x)
         os.environ["OMP_NUM_THREADS"] = "1"
+    extra_notes = C.check_extra(runs, args)
     devices, failures = C.run_all(runs, args)
     if args.dry_run:
         return 0
@@ -169,6 +170,7 @@ def main():
               f"the planner's figure ({'CPU fp32' if args.device == 'cpu' else 'CUDA bf16 build'}; the run's "
               f"`memory` log record: inputs, saved tensors, PRAC bases, transients) and, on the CPU, the arena the run "
               f"allocated. T is the longest example of the task's train and dev data (at most --max-len)."]
+    lines += [f"- {n}" for n in extra_notes]
     if failures:
         lines += ["", f"**{failures} run(s) failed**: see the .out files in {args.out}."]
     lines += ["", f"Plot: {plot_msg}." if plot_msg else "![loss curves](table5.png)"]

@@ -64,7 +64,9 @@ Input:
   --skip-bad-json       skip (and count) JSON lines that do not parse or lack the text field, instead of
                         stopping with an error
   --max-docs N          read at most N documents from --input (and at most N from --val-input)
-  Documents that are empty (after --owt-clean) are skipped and counted. Invalid UTF-8 in text files is
+  Documents that are empty (after --owt-clean) are skipped and counted; they and JSON lines skipped by
+  --skip-bad-json keep their place in the numbering that --max-docs, --val-docs and --val-fraction
+  count (the split of every document is known before it is read). Invalid UTF-8 in text files is
   replaced by U+FFFD (as Python's errors="replace"), and counted.
 
 Tokenizer and layout:

@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/files.h"  // write_file_atomic
+#include "common/files.h"  // write_file_atomic, read_file_bytes
 #include "common/error.h"
 #include "common/kill_point.h"
 #include "common/strings.h"  // with_commas, human_duration
@@ -275,21 +275,10 @@ struct Prep {
         const std::string copy = tokenizer_copy_path();
         std::error_code ec;
         if (fs::equivalent(o.spm_model, copy, ec)) return;  // --spm-model names the copy (an earlier run's)
-        FILE* f = std::fopen(o.spm_model.c_str(), "rb");
-        CHECK_USER(f, "cannot open SentencePiece model %s: %s", o.spm_model.c_str(), std::strerror(errno));
-        std::string bytes;
-        char buf[1 << 16];
-        size_t n;
-        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
-        std::fclose(f);
-        std::string have;
-        if (fs::is_regular_file(copy, ec) && fs::file_size(copy, ec) == (std::uintmax_t)bytes.size() && !ec) {
-            if (FILE* c = std::fopen(copy.c_str(), "rb")) {
-                while ((n = std::fread(buf, 1, sizeof buf, c)) > 0) have.append(buf, n);
-                std::fclose(c);
-            }
-            if (have == bytes) return;
-        }
+        const std::string bytes = read_file_bytes(o.spm_model);
+        if (fs::is_regular_file(copy, ec) && fs::file_size(copy, ec) == (std::uintmax_t)bytes.size() && !ec &&
+            read_file_bytes(copy) == bytes)
+            return;
         write_file_atomic(copy, bytes);
     }
 
@@ -623,10 +612,10 @@ struct Prep {
         }
         return found;
     }
-    // The temporaries this tool writes for this --out, by exact shape: PREFIX_train_NNNNNN.bin and PREFIX_val_NNNNNN.bin
-    // (write_shard), PREFIX_tokenizer.model and PREFIX_prep.json (write_file_atomic), each + ".tmp.PID". `base` is the
-    // name between "PREFIX_" and ".tmp.PID". (A longer --out's files do not match: "d_small_train_000003.bin.tmp.7" is
-    // not "d_" + one of these.)
+    // The temporaries this tool writes for this --out, by exact shape: PREFIX_train_NNNNNN.bin and
+    // PREFIX_val_NNNNNN.bin (write_shard), PREFIX_tokenizer.model and PREFIX_prep.json (write_file_atomic), each +
+    // ".tmp.PID". `base` is the name between "PREFIX_" and ".tmp.PID". (A longer --out's files do not match:
+    // "d_small_train_000003.bin.tmp.7" is not "d_" + one of these.)
     static bool temporary_base(const std::string& base) {
         if (base == "tokenizer.model" || base == "prep.json") return true;
         for (const char* sp_name : {"train_", "val_"}) {
@@ -658,7 +647,8 @@ struct Prep {
             const size_t t = rest.rfind(".tmp.");
             if (t == std::string::npos || !temporary_base(rest.substr(0, t))) continue;
             const std::string pid = rest.substr(t + 5);
-            if (pid.empty() || pid.size() > 9 || pid[0] == '0' || pid.find_first_not_of("0123456789") != std::string::npos)
+            if (pid.empty() || pid.size() > 9 || pid[0] == '0' ||
+                pid.find_first_not_of("0123456789") != std::string::npos)
                 continue;
             const long p = std::stol(pid);
             if (p != (long)getpid() && pid_alive(p)) continue;
