@@ -86,6 +86,12 @@ out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s12" --eval-o
   && grep -q "^--max-len 12: .*tokenizer_config.json's model_max_length" <<<"$out" \
   && ok "--eval-only of a --max-len 12 run: its scores, at its length" \
   || bad "--max-len 12: final '$final', --eval-only $(grep -E '^dev loss|^--max-len' <<<"$out")"
+# a broken tokenizer_config.json in --init-from costs no --save at the end of a run: a warning, a fresh one
+cp -r "$T/model" "$T/model_badtc" && echo '[1, 2' > "$T/model_badtc/tokenizer_config.json"
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --init-from "$T/model_badtc" --epochs 1 --save "$T/sbad" 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q 'warning: .*tokenizer_config.json is not a JSON object' <<<"$out" \
+  && grep -q '"model_max_length": 64' "$T/sbad/tokenizer_config.json" && ok "a broken tokenizer_config.json: --save written" \
+  || bad "broken tokenizer_config.json: rc $rc, $(tail -2 <<<"$out")"
 if python3 -c 'import transformers' 2>/dev/null; then  # transformers reads it as the tokenizer's length too
   n=$(python3 -c 'import sys; from transformers import AutoTokenizer
 print(AutoTokenizer.from_pretrained(sys.argv[1]).model_max_length)' "$T/s12" 2>/dev/null | tail -1)

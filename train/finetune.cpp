@@ -277,10 +277,13 @@ void copy_tokenizer_files(const std::string& from, const std::string& to, int ma
     }
     nlohmann::json config = nlohmann::json::object();
     const std::string src = from + "/tokenizer_config.json";
-    if (access(src.c_str(), R_OK) == 0) {
+    if (access(src.c_str(), R_OK) == 0) {  // (a broken one is not copied: at the end of a run, not a reason to fail)
         config = nlohmann::json::parse(read_file_bytes(src), nullptr, false);
-        CHECK_USER(config.is_object(), "%s is not a JSON object\n---> HINT: fix or remove it (the tokenizer does not "
-                   "need it)", src.c_str());
+        if (!config.is_object()) {
+            std::printf("warning: %s is not a JSON object: the copy written holds model_max_length alone\n",
+                        src.c_str());
+            config = nlohmann::json::object();
+        }
     }
     config["model_max_length"] = max_len;
     write_file_atomic(to + "/tokenizer_config.json", config.dump(2) + "\n");
