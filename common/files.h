@@ -79,6 +79,15 @@ inline std::string host_tag() {
 // A process we can see and that exists (EPERM: it exists but belongs to someone else).
 inline bool pid_alive(long pid) { return kill((pid_t)pid, 0) == 0 || errno == EPERM; }
 
+// The process id a leftover's name ends with (".staged_HOST_PID", "NAME.tmp.PID"): digits, no leading zero, at most
+// 9 of them; -1 for anything else (not ours to judge).
+inline long pid_in_name(const std::string& digits) {
+    if (digits.empty() || digits.size() > 9 || digits[0] == '0' ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+        return -1;
+    return std::stol(digits);
+}
+
 // An output directory whose files are replaced together (--save: weights, config, tokenizer). The files are written
 // into DIR/.staged_HOST_PID (file()); commit() checks that each can take its place, moves them into DIR with `last`
 // (the weights) moved last, then removes DIR's files that `stale` names and the new set lacks (an earlier model's
@@ -96,10 +105,8 @@ struct StagedDir {
         const std::string mine = ".staged_" + host_tag() + "_";
         for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {  // leftovers of killed saves
             const std::string name = e.path().filename().string();
-            const std::string pid = name.compare(0, mine.size(), mine) == 0 ? name.substr(mine.size()) : "";
-            if (!pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos && pid.size() < 10 &&
-                !pid_alive(std::stol(pid)))
-                std::filesystem::remove_all(e.path(), ec);
+            const long pid = name.compare(0, mine.size(), mine) == 0 ? pid_in_name(name.substr(mine.size())) : -1;
+            if (pid > 0 && !pid_alive(pid)) std::filesystem::remove_all(e.path(), ec);
         }
         std::filesystem::remove_all(tmp, ec);  // (this pid's own, from a process that had it before)
         std::filesystem::create_directories(tmp, ec);

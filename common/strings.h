@@ -85,3 +85,9 @@ inline std::vector<std::string> split_commas(const std::string& v) {
         else out.back() += c;
     return out;
 }
+
+// s in ASCII lower case (names compared without case: file extensions, class labels)
+inline std::string to_lower(std::string s) {
+    for (char& c : s) c = (char)std::tolower((unsigned char)c);
+    return s;
+}

@@ -311,7 +311,10 @@ void check_storage_options(const TrainOptions& opts) {
                "---> HINT: use --optimizer adamw, or drop --optimizer-states", opts.optimizer.c_str());
 }
 
-void check_eval_only_partners(const TrainOptions& o) {
+void check_flag_partners(const TrainOptions& o) {
+    CHECK_USER(!o.ckpt_dir.empty() || !(o.was_given("--ckpt-every") || o.was_given("--ckpt-keep")),
+               "--ckpt-every and --ckpt-keep go with --ckpt-dir (where the checkpoints are written)\n---> HINT: add "
+               "--ckpt-dir DIR, or drop them");
     CHECK_USER(!(o.eval_only && !o.save.empty()), "--eval-only trains nothing: --save would have nothing new to save\n"
                "---> HINT: drop --save (the weights evaluated are those of --init-from)");
     CHECK_USER(!(o.eval_only && (!o.ckpt_dir.empty() || o.resume)),
@@ -319,13 +322,6 @@ void check_eval_only_partners(const TrainOptions& o) {
                "checkpoint with --init-from DIR/step_NNNNNNNN (a model directory)");
     CHECK_USER(!(o.eval_only && o.overwrite), "--eval-only appends its evaluation to --log, and --overwrite starts a "
                "run over\n---> HINT: drop --overwrite (remove the log first for one that holds only this evaluation)");
-}
-
-void check_flag_partners(const TrainOptions& o) {
-    CHECK_USER(!o.ckpt_dir.empty() || !(o.was_given("--ckpt-every") || o.was_given("--ckpt-keep")),
-               "--ckpt-every and --ckpt-keep go with --ckpt-dir (where the checkpoints are written)\n---> HINT: add "
-               "--ckpt-dir DIR, or drop them");
-    check_eval_only_partners(o);
     CHECK_USER(!(o.eval_only && !o.dump_site.empty()),
                "--dump-site dumps an activation of a training step, and --eval-only takes none\n---> HINT: drop "
                "--eval-only and pass --steps with --dump-step below it");

@@ -136,9 +136,6 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv);
 // --dump-* details without --dump-site) are refused rather than ignored; and --prac-refresh's value. Both trainers'
 // parsers call it.
 void check_flag_partners(const TrainOptions& opts);
-// --eval-only's refusals of the flags that go with training: --save, --ckpt-dir, --resume, --overwrite (both
-// programs').
-void check_eval_only_partners(const TrainOptions& opts);
 std::string train_options_help(Arch arch, const char* program);
 
 struct OptimizerChoice;

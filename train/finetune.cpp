@@ -1,6 +1,5 @@
 #include "train/finetune.h"
 
-#include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstddef>
@@ -13,7 +12,7 @@
 
 #include "common/files.h"  // read_file_bytes, write_file_atomic
 #include "common/safetensors.h"
-#include "common/strings.h"  // join
+#include "common/strings.h"  // join, to_lower
 
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"  // as train/cli.cpp: offsetof on a struct with strings
 
@@ -238,10 +237,6 @@ std::vector<int> head_rows_in_task_order(const std::vector<std::string>& head_na
     note->clear();
     const size_t n = task.label_names.size();
     if (n < 2 || head_names.size() != n) return {};
-    auto lower = [](std::string s) {
-        for (char& ch : s) ch = (char)std::tolower((unsigned char)ch);
-        return s;
-    };
     bool defaults = true;  // transformers' LABEL_0, LABEL_1, ...: no order to map
     for (size_t i = 0; i < n; i++) defaults = defaults && head_names[i] == "LABEL_" + std::to_string(i);
     if (defaults) return {};
@@ -249,7 +244,7 @@ std::vector<int> head_rows_in_task_order(const std::vector<std::string>& head_na
     for (size_t i = 0; i < n; i++) {
         std::vector<int> named;  // the head's rows of the task's class i
         for (size_t h = 0; h < n; h++)
-            if (lower(head_names[h]) == lower(task.label_names[i])) named.push_back((int)h);
+            if (to_lower(head_names[h]) == to_lower(task.label_names[i])) named.push_back((int)h);
         if (named.size() != 1) {
             *note = format("its config.json names the head's classes %s, not the task's (%s): its rows are taken in "
                            "the task's order, as run_glue does", join(head_names).c_str(),

@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "common/error.h"
+#include "common/strings.h"  // to_lower
 #include "tools/prep_data/prep_data.h"
 
 namespace fs = std::filesystem;
@@ -27,17 +28,12 @@ static bool ends_with(const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-static std::string lower(std::string s) {
-    for (auto& c : s) c = (char)std::tolower((unsigned char)c);
-    return s;
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Input files
 // ---------------------------------------------------------------------------------------------------------
 
 FileType classify(const std::string& path) {
-    std::string n = lower(fs::path(path).filename().string());
+    std::string n = to_lower(fs::path(path).filename().string());
     FileType t;
     if (ends_with(n, ".tgz")) return {KIND_TAR, CODEC_GZIP};
     if (ends_with(n, ".txz")) return {KIND_TAR, CODEC_XZ};
@@ -60,7 +56,7 @@ FileType classify(const std::string& path) {
 
 // A top-level file we cannot read: say why and what to do.
 [[noreturn]] static void unsupported_file(const std::string& path) {
-    std::string n = lower(path);
+    std::string n = to_lower(path);
     if (ends_with(n, ".parquet"))
         fail("%s: parquet is not read by prep_data\n---> HINT: convert it to JSON lines first: python3 -c "
              "\"import pandas as p,sys; p.read_parquet(sys.argv[1]).to_json(sys.argv[2], orient='records', "

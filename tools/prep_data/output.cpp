@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/files.h"  // write_file_atomic, read_file_bytes
+#include "common/files.h"  // write_file_atomic, read_file_bytes, pid_in_name, pid_alive
 #include "common/error.h"
 #include "common/kill_point.h"
 #include "common/strings.h"  // with_commas, human_duration
@@ -646,12 +646,8 @@ struct Prep {
             const std::string rest = name.substr(mine.size());
             const size_t t = rest.rfind(".tmp.");
             if (t == std::string::npos || !temporary_base(rest.substr(0, t))) continue;
-            const std::string pid = rest.substr(t + 5);
-            if (pid.empty() || pid.size() > 9 || pid[0] == '0' ||
-                pid.find_first_not_of("0123456789") != std::string::npos)
-                continue;
-            const long p = std::stol(pid);
-            if (p != (long)getpid() && pid_alive(p)) continue;
+            const long p = pid_in_name(rest.substr(t + 5));
+            if (p < 0 || (p != (long)getpid() && pid_alive(p))) continue;
             dead.push_back(it->path());
         }
         for (const auto& p : dead) std::remove(p.c_str());
