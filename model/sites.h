@@ -2,6 +2,7 @@
 // turns some of them into a recomputed slot, and which of them share a transient buffer or live in backward
 // scratch. The site mechanism itself (ActSite: fwd / save / restore / weight_grad) is prac/site.h.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -99,14 +100,16 @@ void wire_sites(std::vector<ActSite<Backend>>& sites, typename Backend::act_t* t
 }
 
 // A PRAC mode whose classes and recompute level leave no site to compress would train the baseline under PRAC's
-// name (and announce fp8 storage): the trainers and finetune_roberta refuse it, naming their flags' values.
-template <class Site>
-void check_prac_compresses(const std::vector<Site>& sites, PracMode mode, const std::string& prac,
-                           const std::string& classes, int recompute) {
-    if (mode == PracMode::NONE) return;
-    for (const Site& s : sites)
-        if (s.compressed()) return;
+// name (and announce fp8 storage): the trainers, their --plan and finetune_roberta refuse it, naming their flags'
+// values. `compressed`: how many sites PRAC compresses.
+inline void check_prac_compresses(int compressed, PracMode mode, const std::string& prac, const std::string& classes,
+                                  int recompute) {
+    if (mode == PracMode::NONE || compressed > 0) return;
     fail("--prac %s compresses nothing here: with --prac-classes %s and --recompute %d every activation site is "
          "recomputed in backward or outside those classes\n---> HINT: add the other class (--prac-classes "
          "linear,nonlinear), lower --recompute, or use --prac none", prac.c_str(), classes.c_str(), recompute);
+}
+template <class Site>
+int compressed_sites(const std::vector<Site>& sites) {
+    return (int)std::count_if(sites.begin(), sites.end(), [](const Site& s) { return s.compressed(); });
 }

@@ -67,9 +67,11 @@ void prac_state_tensors(Backend& be, const std::vector<ActSite<Backend>>& sites,
     }
 }
 
+// bases = false: only the counters (refresh and fp8 save counts) of the state under `prefix`; the sites start without
+// bases, drawn at the next step (a data-parallel rank that the checkpoint's run did not have).
 template <class Backend>
 void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const SafeTensorsFile& f,
-                     const std::string& prefix = "prac.") {
+                     const std::string& prefix = "prac.", bool bases = true) {
     for (ActSite<Backend>& s : sites) {
         auto read_counters = [&](const std::string& q) {  // (L) each
             std::vector<int64_t> c(s.L);
@@ -105,13 +107,17 @@ void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const Sa
         if (!t || t->shape != want)
             fail("%s: no PRAC state for site %s with L=%d, n=%d, r=%d\n---> HINT: resume with the --prac flags "
                  "(mode, ranks) of the run that wrote it", f.path.c_str(), s.name.c_str(), s.L, s.n, s.r());
-        std::vector<float> P((size_t)s.L * s.n * s.r());
-        f.read_f32(p + "P", P.data(), P.size());
-        be.upload_f32(s.P, P.data(), P.size());
         read_counters(p);
         std::vector<int64_t> c(s.L);
-        f.read_raw(p + "has_basis", c.data(), c.size() * 8);
-        s.has_basis.assign(c.begin(), c.end());
+        if (bases) {
+            std::vector<float> P((size_t)s.L * s.n * s.r());
+            f.read_f32(p + "P", P.data(), P.size());
+            be.upload_f32(s.P, P.data(), P.size());
+            f.read_raw(p + "has_basis", c.data(), c.size() * 8);
+            s.has_basis.assign(c.begin(), c.end());
+        } else {
+            s.has_basis.assign(s.L, 0);
+        }
         if (s.dims.fp8) {
             if (!f.find(p + "fp8_saves"))
                 fail("%s: no fp8 rounding state for site %s (written with --prac-storage act?)\n---> HINT: resume "
@@ -119,7 +125,8 @@ void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const Sa
             f.read_raw(p + "fp8_saves", c.data(), c.size() * 8);
             s.fp8_saves = c;
         }
-        if (const SafeTensor* tq = f.find(p + "pending")) {  // refreshes in flight (top)
+        const SafeTensor* tq = bases ? f.find(p + "pending") : nullptr;  // (another rank's: not this one's)
+        if (tq) {  // refreshes in flight (top)
             if (!s.overlap)
                 fail("%s: holds PRAC refreshes of site %s that take effect after steps still to come "
                      "(--prac-refresh-overlap)\n---> HINT: resume with the --prac-refresh-overlap of the run that "

@@ -7,11 +7,17 @@
 The PNG has four panels: training loss (optionally smoothed with a running mean), validation perplexity at each
 evaluation, peak memory of the backend's own allocations, and each step's time (where PRAC's basis refreshes show
 as spikes). The markdown table lists per run: steps, final train loss (mean of the last 10 steps), final
-validation loss and perplexity, mean tokens/s, peak memory ("-" when no record has it), the median step time and
-the slowest step against it (issue #15's goal: no step above 1.2x the median), the first --skip steps left out of
-those two (start-up: plans, graph builds). The trainer logs a non-finite loss as null: such a step counts as NaN, so
-a diverged run's train loss reads "nan (N non-finite steps)" (and a null final val loss "nan"), and a line after
-the table names the run and its first non-finite step. Then one line per run for scripts: "RESULT step_time
+validation loss and perplexity, tokens/s, peak memory ("-" when no record has it), the median step time and the
+slowest step against it (issue #15's goal: no step above 1.2x the median), the first --skip steps left out of
+tokens/s and those two (start-up: plans, graph builds). tokens/s is the steps' tokens (tokens_per_s x ms_per_step
+/ 1000) over their time, records lacking either left out ("-" when none): a mean of per-step rates would overstate
+it (a slow step weighs by its time). The trainer logs a non-finite loss as null: such a step counts as NaN, so a
+diverged run's train loss reads "nan (N non-finite steps)" (and a null final val loss "nan"), and a line after the
+table names the run and its first non-finite step. A step the trainer skipped ("skipped":true: --on-nonfinite skip
+left its update out; or a null gradient norm, which it never applies) is counted as well: "(N skipped steps)" in
+the train loss cell, and that line names the first. A skipped step's finite loss still counts in the mean (it was
+measured; only the update was left out), its null loss does not (the weights after it are those before; nan when
+all of the last 10 are such). Then one line per run for scripts: "RESULT step_time
 run=LABEL steps=N median_ms=... worst_ms=... worst_step=S worst_over_median=...". Needs matplotlib for the PNG
 (pip install matplotlib); --no-plot: the table only. --out's directory must exist; its extension picks the format
 (.png, .pdf, .svg, ... as matplotlib writes them).
@@ -20,6 +26,13 @@ A log that a run killed and restarted with --resume appended to holds the steps 
 trainer appends; the resumed run logs them again): where the step records' numbers go back, the resumed run's
 records replace the earlier run's step and eval records of that step and after, so every step counts once (the
 last record of each), and the table is followed by a line saying how many replayed records were dropped.
+
+An --eval-only evaluation appended to a training log (the same --log; its record has "eval_only":true, at step 0)
+is of loaded weights, not of the run at a step: it stays off the perplexity curve and out of the final val loss and
+ppl, never drops or is dropped as a replay, and gets a line after the table: "LABEL: --eval-only evaluation (line N
+of the log): val loss X, ppl Y over T tokens". A log holding only such records (an --eval-only run with its own
+--log) has them as its evaluations: the table's val loss and ppl are the last one's, the curve has them at step 0
+(and each still gets its line).
 """
 import argparse
 import json
@@ -31,8 +44,8 @@ from save_figure import save_figure  # scripts/save_figure.py
 
 
 def load(path):
-    """(step records, eval records, replayed records dropped) of one log."""
-    steps, evals, dropped = [], [], 0
+    """(step records, eval records, (line, --eval-only eval record)s, replayed records dropped) of one log."""
+    steps, evals, evalonly, dropped = [], [], [], 0
     try:
         f = open(path)
     except OSError as e:
@@ -47,7 +60,9 @@ def load(path):
             except json.JSONDecodeError as e:
                 sys.exit(f"{path}:{n}: not a JSON object ({e})")
             check_record(rec, path, n)
-            if rec.get("type") == "eval":  # (an --eval-only run appends one at step 0: no resume)
+            if rec.get("type") == "eval" and rec.get("eval_only"):
+                evalonly.append((n, rec))  # kept apart: of loaded weights, not of this run's step 0 (no replay)
+            elif rec.get("type") == "eval":
                 evals.append(rec)
             elif rec.get("type", "step") == "step":  # other records (finetune_roberta's glue_eval, memory) skipped
                 at = rec.get("step")
@@ -60,9 +75,9 @@ def load(path):
                     steps = [r for r in steps if not later(r)]
                     evals = [r for r in evals if not later(r)]
                 steps.append(rec)
-    if not steps and not evals:
+    if not steps and not evals and not evalonly:
         sys.exit(f"{path}: no records")
-    return steps, evals, dropped
+    return steps, evals, evalonly, dropped
 
 
 NUMBERS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "ms_per_step", "mem_peak_bytes", "val_loss", "val_ppl",
@@ -78,6 +93,9 @@ def check_record(rec, path, n):
         v = rec.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
+    for key in ("skipped", "eval_only"):
+        if key in rec and not isinstance(rec[key], bool):
+            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(rec[key])}, not true or false")
     if rec.get("type", "step") in ("step", "eval") and rec.get("step") is None:
         sys.exit(f"{path}:{n}: a {rec.get('type', 'step')} record without \"step\"")
 
@@ -112,14 +130,40 @@ def finite(x):
     return x is not None and math.isfinite(x)
 
 
+def skipped(s):
+    """A step whose update the trainer did not apply: "skipped":true (--on-nonfinite skip), or a null (non-finite)
+    gradient norm, which it never applies (it skips the step or stops before logging it)."""
+    return s.get("skipped") is True or ("grad_norm" in s and s["grad_norm"] is None)
+
+
 def train_loss(steps):
     """(mean loss of the last 10 step records, how many step records of the run have a non-finite loss). The trainer
     writes a NaN or infinite loss as null (train/metrics_log.h): a null counts as NaN here, so a run that diverged
-    shows nan, not the mean of the finite steps before its divergence."""
-    losses = [s["loss"] for s in steps if "loss" in s]
-    bad = sum(not finite(x) for x in losses)
-    tail = [x if finite(x) else math.nan for x in losses[-10:]]
-    return (sum(tail) / len(tail) if tail else None), bad
+    shows nan, not the mean of the finite steps before its divergence. A skipped step's null is left out: its update
+    was not applied, so the weights after it are those before (nan when nothing of the last 10 is left)."""
+    losses = [(s["loss"], skipped(s)) for s in steps if "loss" in s]
+    bad = sum(not finite(x) for x, _ in losses)
+    tail = [x if finite(x) else math.nan for x, skip in losses[-10:] if finite(x) or not skip]
+    return (sum(tail) / len(tail) if tail else math.nan if losses else None), bad
+
+
+def val(e):
+    """(val loss, val ppl) of an eval record: a null val_loss is a non-finite loss (nan); a null val_ppl with a finite
+    loss is exp's overflow (inf); an absent one None ("-")."""
+    vl = math.nan if "val_loss" in e and e["val_loss"] is None else e.get("val_loss")
+    ppl = e.get("val_ppl")
+    if "val_ppl" in e and ppl is None:
+        ppl = math.inf if finite(vl) else math.nan
+    return vl, ppl
+
+
+def throughput(steps, skip):
+    """tokens/s over the step records after the first `skip`: their tokens (tokens_per_s x ms_per_step / 1000) over
+    their time, so a slow step weighs by its time (a mean of per-step rates overstates it); None without both."""
+    timed = [(s["tokens_per_s"], s["ms_per_step"]) for s in steps[skip:]
+             if s.get("tokens_per_s") is not None and s.get("ms_per_step") is not None]
+    ms = sum(t for _, t in timed)
+    return sum(r * t for r, t in timed) / ms if ms > 0 else None
 
 
 def step_times(steps, skip):
@@ -141,7 +185,7 @@ def main():
     ap.add_argument("--out", default="runs.png", help="output PNG")
     ap.add_argument("--smooth", type=int, default=1, help="running mean over this many steps for the loss curve")
     ap.add_argument("--title", default="")
-    ap.add_argument("--skip", type=int, default=0, help="leading steps left out of the step-time statistics")
+    ap.add_argument("--skip", type=int, default=0, help="leading steps left out of tokens/s and the step times")
     ap.add_argument("--no-plot", action="store_true", help="print the table only (no matplotlib needed)")
     args = ap.parse_args()
     if args.skip < 0:
@@ -161,7 +205,9 @@ def main():
     if len(labels) != len(args.logs):
         sys.exit("--labels must name every log")
     loaded = [(label, *load(p)) for label, p in zip(labels, args.logs)]
-    runs = [(label, steps, evals) for label, steps, evals, _ in loaded]
+    # a log of --eval-only records only (an --eval-only run's own --log): they are its evaluations
+    runs = [(label, steps, evals if steps or evals else [e for _, e in evalonly])
+            for label, steps, evals, evalonly, _ in loaded]
 
     print("| run | steps | train loss (last 10) | val loss | val ppl | tokens/s | peak memory (MiB) | median ms/step | "
           "slowest step |")
@@ -169,38 +215,39 @@ def main():
     results, diverged = [], []
     for label, steps, evals in runs:
         loss, bad = train_loss(steps)
-        final = evals[-1] if evals else {}
-        # the final eval's null val_loss is a non-finite loss (nan); a null val_ppl with a finite loss is exp's
-        # overflow (inf). No eval record: "-".
-        vl = math.nan if "val_loss" in final and final["val_loss"] is None else final.get("val_loss")
-        ppl = final.get("val_ppl")
-        if "val_ppl" in final and ppl is None:
-            ppl = math.inf if finite(vl) else math.nan
-        tps = [s["tokens_per_s"] for s in steps if s.get("tokens_per_s")]
+        vl, ppl = val(evals[-1] if evals else {})  # no eval record: "-"
+        skips = [s.get("step") for s in steps if skipped(s)]
         # records without memory data (older logs, other writers) count for nothing: none at all shows "-", not 0
         mems = [s["mem_peak_bytes"] for s in steps if s.get("mem_peak_bytes") is not None]
         st = step_times(steps, args.skip)
         slowest = f"{st[1]:.2f} ms at step {st[2]} ({st[1] / st[0]:.2f}x)" if st and st[0] > 0 else "-"
-        nonfinite = f" ({bad} non-finite step{'s' if bad != 1 else ''})" if bad else ""
-        print(f"| {label} | {len(steps)} | {num(loss, '{:.4f}')}{nonfinite} | "
-              f"{num(vl, '{:.4f}')} | {num(ppl, '{:.2f}')} | "
-              f"{num(sum(tps) / len(tps) if tps else None, '{:.0f}')} | "
+        notes = ([f"{bad} non-finite step{'s' if bad != 1 else ''}"] if bad else []) + \
+                ([f"{len(skips)} skipped step{'s' if len(skips) != 1 else ''}"] if skips else [])
+        print(f"| {label} | {len(steps)} | {num(loss, '{:.4f}')}{' (' + ', '.join(notes) + ')' if notes else ''} | "
+              f"{num(vl, '{:.4f}')} | {num(ppl, '{:.2f}')} | {num(throughput(steps, args.skip), '{:.0f}')} | "
               f"{num(max(mems) / 2**20 if mems else None, '{:.1f}')} | "
               f"{num(st[0] if st else None, '{:.2f}')} | {slowest} |")
-        if bad or (vl is not None and not finite(vl)):
+        if bad or skips or (vl is not None and not finite(vl)):
             first = next((s.get("step") for s in steps if "loss" in s and not finite(s["loss"])), None)
             diverged.append(f"{label}: non-finite values (diverged?): " +
                             (f"{bad} step(s) with a non-finite loss, the first at step {first}" if bad else
                              "no step with a non-finite loss") +
+                            (f"; {len(skips)} skipped step(s) (non-finite loss or gradient norm: update not applied), "
+                             f"the first at step {skips[0]}" if skips else "") +
                             ("; the final eval's val_loss is non-finite" if vl is not None and not finite(vl) else ""))
         if st and st[0] > 0:
             results.append(f"RESULT step_time run={label.replace(' ', '_')} steps={len(steps) - args.skip} "
                            f"median_ms={st[0]:.3f} worst_ms={st[1]:.3f} worst_step={st[2]} "
                            f"worst_over_median={st[1] / st[0]:.3f}")
-    for label, _, _, dropped in loaded:
+    for label, _, _, evalonly, dropped in loaded:
         if dropped:
             print(f"{label}: {dropped} replayed record(s) dropped (the log holds a resumed run's repeated steps; "
                   f"the last record of each step is kept)")
+        for n, e in evalonly:
+            vl, ppl = val(e)
+            tokens = f" over {e['val_tokens']} tokens" if e.get("val_tokens") is not None else ""
+            print(f"{label}: --eval-only evaluation (line {n} of the log): val loss {num(vl, '{:.4f}')}, "
+                  f"ppl {num(ppl, '{:.2f}')}{tokens}")
     for line in diverged:
         print(line)
     for line in results:

@@ -179,6 +179,90 @@ TEST(Resume, AnotherNumberOfRanksReadsOnFromTheSamePosition) {
     run_shell("rm -rf " + d);
 }
 
+// The PRAC bases of a one-rank checkpoint resumed by two ranks with a subspace each: rank 0 continues the
+// checkpoint's bases, rank 1 draws its own at its next step (no refresh is due at step 3 with T1 = T2 = 50, so a
+// rank 1 basis equal to rank 0's is a copy). Before, every rank loaded rank 0's bases, and the ranks' estimators shared
+// one subspace, their noise no longer independent, until the next refresh (500 steps by default), with nothing said.
+TEST(Resume, AnotherNumberOfRanksDrawsTheNewRanksOwnPracBases) {
+    std::string d = tmpdir(), out;
+    const std::string args = std::string(TRAIN_ARGS) + " --prac prac --prac-t1 50 --prac-t2 50 --prac-initial-spread 0 "
+                                                       "--prac-storage act --ckpt-dir " + d + "/c";
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + args + " --steps 2", &out), 0) << out;
+    ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + args + " --steps 3 --resume", &out), 0)
+        << out;
+    EXPECT_NE(out.find("holds the PRAC bases of 1 rank(s); this run has 2: rank 1 draws new bases at the next step"),
+              std::string::npos) << out;
+    SafeTensorsFile one = safetensors_open(d + "/c/step_00000002/state.safetensors"),
+                    two = safetensors_open(d + "/c/step_00000003/state.safetensors");
+    auto read = [](const SafeTensorsFile& f, const std::string& name) {
+        std::vector<float> v(f.get(name).numel());
+        f.read_f32(name, v.data(), v.size());
+        return v;
+    };
+    int sites = 0;
+    for (const std::string& name : one.names()) {
+        if (name.size() < 2 || name.compare(name.size() - 2, 2, ".P") != 0) continue;  // prac.<site>.P
+        sites++;
+        const std::string site = name.substr(0, name.size() - 2);
+        EXPECT_EQ(read(two, "rank0." + name), read(one, name)) << site << ": rank 0 continues the checkpoint's bases";
+        EXPECT_NE(read(two, "rank1." + name), read(one, name)) << site << ": rank 1's bases are a copy of rank 0's";
+        std::vector<int64_t> q0(one.get(site + ".q2_refreshes").numel()), q1(q0.size());
+        one.read_raw(site + ".q2_refreshes", q0.data(), q0.size() * 8);
+        two.read_raw("rank1." + site + ".q2_refreshes", q1.data(), q1.size() * 8);
+        for (size_t l = 0; l < q0.size(); l++)
+            EXPECT_EQ(q1[l], q0[l] + 1) << site << " layer " << l << ": rank 1 continues rank 0's refresh counters";
+    }
+    EXPECT_EQ(sites, 6) << "every site of gpt2-tiny is compressed by --prac prac";
+    run_shell("rm -rf " + d);
+}
+
+// --prac-shared-subspace changes something only with PRAC on 2+ ranks (the run says "changes nothing" otherwise), so
+// only there does a resume compare it: a two-rank run without PRAC resumes without the flag (it was refused, naming
+// run.prac_shared), a one-rank PRAC run resumes by two ranks with it, and two PRAC ranks with a subspace each are
+// refused a shared one, naming the flag.
+TEST(Resume, TheSharedSubspaceFlagIsComparedWhereItChangesSomething) {
+    std::string d = tmpdir(), out;
+    const std::string two = "timeout 300 env " + mpirun_2() + bin("train_gpt2") + TRAIN_ARGS;
+    ASSERT_EQ(run_shell(two + " --prac none --steps 1 --prac-shared-subspace --ckpt-dir " + d + "/none", &out), 0)
+        << out;
+    EXPECT_EQ(run_shell(two + " --prac none --steps 2 --resume --ckpt-dir " + d + "/none", &out), 0) << out;
+    const std::string prac = " --prac prac --prac-t1 50 --prac-t2 50 --ckpt-dir " + d + "/prac";
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + prac + " --steps 1", &out), 0) << out;
+    EXPECT_EQ(run_shell(two + prac + " --steps 2 --resume --prac-shared-subspace", &out), 0) << out;
+    EXPECT_EQ(run_shell(two + prac + " --steps 3 --resume", &out), 1) << out;
+    EXPECT_NE(out.find("its 2 ranks shared one PRAC subspace, this run's would have one each\n---> HINT: resume with "
+                       "--prac-shared-subspace"), std::string::npos) << out;
+    run_shell("rm -rf " + d);
+}
+
+// A stop signal on one rank stops every rank after the same step, each saying and exiting with that signal (rank 0
+// said SIGTERM for rank 1's SIGINT). SIGUSR1 to mpiexec, which Open MPI forwards to every rank (a SIGINT or SIGTERM to
+// mpiexec kills the ranks a second later), stops the job with a checkpoint and exit 128 + 10.
+TEST(DataParallel, AStopSignalStopsEveryRankWithACheckpoint) {
+    std::string d = tmpdir(), out;
+    const std::string args = std::string(TRAIN_ARGS) + " --steps 400 --ckpt-dir " + d;
+    int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + RANK_VAR +
+                           " = 1 ]; then export PRAC_TEST_KILL_AT=train.step_done@2:2; fi; exec " + bin("train_gpt2") +
+                           args + "/int'", &out);
+    EXPECT_EQ(rc, 128 + 2) << out;
+    EXPECT_NE(out.find("received signal 2: stopping after "), std::string::npos) << out;
+    EXPECT_EQ(checkpoint_steps(d + "/int").size(), 1u) << out;
+
+    rc = run_shell("cd " + d + " && (env " + mpirun_2() + bin("train_gpt2") + args + "/usr1 --log " + d +
+                       "/usr1.jsonl > usr1.out 2>&1 & pid=$!; for i in $(seq 600); do grep -q '\"step\": *3,' "
+                       "usr1.jsonl 2>/dev/null && break; sleep 0.1; done; kill -USR1 $pid; wait $pid)",
+                   &out);
+    std::ifstream f(d + "/usr1.out");
+    std::string said((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(rc, 128 + 10) << said;
+    EXPECT_NE(said.find("received signal 10: stopping after "), std::string::npos) << said;
+    const std::vector<int64_t> saved = checkpoint_steps(d + "/usr1");
+    ASSERT_EQ(saved.size(), 1u) << said;
+    EXPECT_GE(saved[0], 3) << said;
+    EXPECT_LT(saved[0], 400) << said;
+    run_shell("rm -rf " + d);
+}
+
 // Ranks started with other arguments (here rank 1 with --batch-size 4 added, as an MPMD launch or a wrapper would)
 // are refused before anything runs, naming the rank and the arguments only it has. They used to train: other batch
 // sizes gave exit 0 with nothing said, another --steps printed a wrong final loss and then failed in a collective.

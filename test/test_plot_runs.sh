@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/plot_runs.py's step-time statistics (issue #15's "no step above 1.2x the median") on a log of known step
 # times: the median, the slowest step and their ratio, with and without --skip, in the table and the RESULT line;
-# a diverged run (null losses) and a log without memory data; refused arguments; and scripts/plot_spectrum.py's
+# a diverged run (null losses), skipped steps and a log without memory data; tokens/s as tokens over time; an
+# --eval-only record kept off the curve and the final val loss; refused arguments; and scripts/plot_spectrum.py's
 # output extension; a write that fails part way (full disk) leaves the earlier picture whole.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +60,27 @@ grep -q 'dropped' <<<"$out" && bad "a log without a resume reports dropped recor
 out=$(python3 scripts/plot_runs.py --no-plot --skip 1 --labels evalonly "$W/evalonly.jsonl" 2>&1)
 grep -q 'dropped' <<<"$out" && bad "an --eval-only record dropped records: $out" \
   || ok "an --eval-only record appended after training drops nothing"
+# the trainer marks it ("eval_only":true): of loaded weights, not the run's final evaluation; a line reports it
+{ cat "$W/run.jsonl"; echo '{"type":"eval","step":0,"val_loss":4.4,"val_ppl":81.5,"val_tokens":64,"eval_only":true}'; } >"$W/evalflag.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot --labels evalflag "$W/evalflag.jsonl" 2>&1)
+grep -q '^| evalflag | 10 | 5.0000 | 4.5000 | 90.00 |' <<<"$out" \
+  && ok "an --eval-only record: the final val loss stays the training's (step 10)" \
+  || bad "an --eval-only record taken as the final evaluation: $(grep '^| evalflag' <<<"$out")"
+grep -qx 'evalflag: --eval-only evaluation (line 12 of the log): val loss 4.4000, ppl 81.50 over 64 tokens' <<<"$out" \
+  && ok "an --eval-only record: a line after the table" || bad "an --eval-only record: no line of its own: $out"
+# between a run and its resume: neither dropped nor counted as a replayed record
+{ for i in 1 2 3 4 5; do echo "{\"type\":\"step\",\"step\":$i,\"loss\":5.0,\"ms_per_step\":10}"; done
+  echo '{"type":"eval","step":0,"val_loss":4.4,"val_ppl":81.5,"val_tokens":64,"eval_only":true}'
+  for i in 4 5 6; do echo "{\"type\":\"step\",\"step\":$i,\"loss\":5.0,\"ms_per_step\":10}"; done; } >"$W/evalresume.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/evalresume.jsonl" 2>&1)
+grep -q '^| evalresume | 6 | 5.0000 | - | - |' <<<"$out" && grep -q '^evalresume: 2 replayed record(s) dropped' <<<"$out" \
+  && grep -q '^evalresume: --eval-only evaluation (line 6 of the log): val loss 4.4000' <<<"$out" \
+  && ok "an --eval-only record between a run and its resume: kept, not a replay" || bad "--eval-only and a resume: $out"
+# an --eval-only run's own log: that evaluation is the run's
+echo '{"type":"eval","step":0,"val_loss":4.4,"val_ppl":81.5,"val_tokens":64,"eval_only":true}' >"$W/evalrun.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/evalrun.jsonl" 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q '^| evalrun | 0 | - | 4.4000 | 81.50 | - |' <<<"$out" \
+  && ok "an --eval-only run's own log: its evaluation in the table" || bad "an --eval-only run's own log: exit $rc: $out"
 
 # a run that diverged: the trainer logs a non-finite loss as null (train/metrics_log.h); steps 5-8 null and a null
 # final eval must read nan, never the mean of steps 1-4 as if it were the final loss
@@ -76,6 +98,52 @@ grep -q '^diverged: non-finite values.*4 step(s) with a non-finite loss, the fir
   && ok "a diverged run: a line names its first non-finite step" || bad "a diverged run: no non-finite line: $out"
 grep -q 'non-finite' <<<"$(python3 scripts/plot_runs.py --no-plot "$W/run.jsonl" 2>&1)" \
   && bad "a finite run reported non-finite values" || ok "a finite run reports no non-finite values"
+# --on-nonfinite skip: step 3 skipped for its gradient norm (its finite loss 8.0 counts), step 6 for its loss (null:
+# left out, its update was not applied): the mean of the other 9 is 48/9
+i=0
+for s in ok ok norm ok ok loss ok ok ok ok; do
+  i=$((i + 1))
+  case $s in
+    ok) r='"loss":5.0,"grad_norm":1.0' ;;
+    norm) r='"loss":8.0,"grad_norm":null,"skipped":true' ;;
+    loss) r='"loss":null,"grad_norm":null,"skipped":true' ;;
+  esac
+  echo "{\"type\":\"step\",\"step\":$i,$r,\"tokens_per_s\":100,\"ms_per_step\":10,\"mem_peak_bytes\":1048576}"
+done >"$W/skipped.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/skipped.jsonl" 2>&1)
+grep -q '^| skipped | 10 | 5.3333 (1 non-finite step, 2 skipped steps) |' <<<"$out" \
+  && ok "skipped steps: counted in the train loss cell, a skipped null loss left out of the mean" \
+  || bad "skipped steps: $(grep '^| skipped' <<<"$out")"
+grep -q '^skipped: non-finite values.*the first at step 6; 2 skipped step(s) .*the first at step 3$' <<<"$out" \
+  && ok "skipped steps: a line names the count and the first" || bad "skipped steps: no line: $out"
+# no "skipped" flag but a null gradient norm: a step the trainer did not apply either
+printf '{"type":"step","step":%d,"loss":5.0,"grad_norm":%s,"ms_per_step":10}\n' 1 1.0 2 null 3 1.0 >"$W/nullnorm.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/nullnorm.jsonl" 2>&1)
+grep -q '^| nullnorm | 3 | 5.0000 (1 skipped step) |' <<<"$out" \
+  && grep -q '^nullnorm: .*no step with a non-finite loss; 1 skipped step(s) .*the first at step 2$' <<<"$out" \
+  && ok "a null gradient norm counts as a skipped step" || bad "a null gradient norm: $out"
+# the last 10 steps all skipped with null losses: nan, not step 1's loss
+{ echo '{"type":"step","step":1,"loss":5.0,"grad_norm":1.0}'
+  for i in $(seq 2 11); do echo "{\"type\":\"step\",\"step\":$i,\"loss\":null,\"grad_norm\":null,\"skipped\":true}"; done; } >"$W/allskipped.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/allskipped.jsonl" 2>&1)
+grep -q '^| allskipped | 11 | nan (10 non-finite steps, 10 skipped steps) |' <<<"$out" \
+  && ok "the last 10 steps all skipped: nan" || bad "the last 10 steps all skipped: $(grep '^| allskipped' <<<"$out")"
+grep -q 'skipped' <<<"$(python3 scripts/plot_runs.py --no-plot "$W/run.jsonl" 2>&1)" \
+  && bad "a run without skipped steps reported some" || ok "a run without skipped steps reports none"
+# tokens/s: the steps' tokens over their time (a record without its time counts for nothing): a 1000 ms start-up
+# step at 10 tokens/s, 10 ms at 1000 and 100 ms at 100: 30 tokens in 1.11 s = 27, with --skip 1 20 in 0.11 s = 182
+# (the mean of the rates, 402, overstates it); no step left after --skip: "-"
+printf '{"type":"step","step":%d,"loss":5.0,"tokens_per_s":%s,"ms_per_step":%s}\n' 1 10 1000 2 1000 10 3 100 100 >"$W/tps.jsonl"
+echo '{"type":"step","step":4,"loss":5.0,"tokens_per_s":500}' >>"$W/tps.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/tps.jsonl" 2>&1)
+grep -q '^| tps | 4 | 5.0000 | - | - | 27 |' <<<"$out" && ok "tokens/s: tokens over time (27)" \
+  || bad "tokens/s: $(grep '^| tps' <<<"$out")"
+out=$(python3 scripts/plot_runs.py --no-plot --skip 1 "$W/tps.jsonl" 2>&1)
+grep -q '^| tps | 4 | 5.0000 | - | - | 182 |' <<<"$out" && ok "tokens/s: --skip 1 leaves the start-up step out (182)" \
+  || bad "tokens/s --skip 1: $(grep '^| tps' <<<"$out")"
+out=$(python3 scripts/plot_runs.py --no-plot --skip 4 "$W/tps.jsonl" 2>&1)
+grep -q '^| tps | 4 | 5.0000 | - | - | - |' <<<"$out" && ok "tokens/s: no timed step after --skip: '-'" \
+  || bad "tokens/s --skip 4: $(grep '^| tps' <<<"$out")"
 # no record with memory data: "-", not 0.0
 printf '{"type":"step","step":%d,"loss":5.0,"ms_per_step":10}\n' 1 2 3 >"$W/nomem.jsonl"
 out=$(python3 scripts/plot_runs.py --no-plot "$W/nomem.jsonl" 2>&1)
@@ -85,6 +153,27 @@ if python3 -c 'import matplotlib' 2>/dev/null; then
   python3 scripts/plot_runs.py --out "$W/diverged.png" "$W/diverged.jsonl" "$W/nomem.jsonl" >/dev/null 2>&1 \
     && [ -s "$W/diverged.png" ] && ok "a PNG of a diverged run and a log without memory data" \
     || bad "no PNG of the diverged / no-memory logs"
+  # the curves as drawn: plot_runs.py under a savefig that prints each panel's lines ("TITLE|LABEL|x x ...")
+  panels() {
+    python3 - "$@" <<'PY'
+import os, runpy, sys
+import matplotlib.figure
+def show(fig, *a, **k):
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            print(f"{ax.get_title()}|{line.get_label()}|" + " ".join(str(x) for x in line.get_xdata()))
+matplotlib.figure.Figure.savefig = show
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+PY
+  }
+  out=$(panels scripts/plot_runs.py --out "$W/panels.png" "$W/evalflag.jsonl" "$W/evalrun.jsonl" 2>&1)
+  grep -qx 'validation perplexity|evalflag|10' <<<"$out" \
+    && ok "the PNG: an --eval-only record stays off the training's perplexity curve" \
+    || bad "the PNG's perplexity curve: $(grep '^validation' <<<"$out" || echo "$out")"
+  grep -qx 'validation perplexity|evalrun|0' <<<"$out" && ok "the PNG: an --eval-only run's own log at step 0" \
+    || bad "the PNG, an --eval-only run's own log: $(grep '^validation' <<<"$out" || echo "$out")"
 fi
 
 # bad arguments: a clear message and a non-zero exit, never a traceback

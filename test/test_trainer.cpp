@@ -361,7 +361,11 @@ TEST(TrainerBinary, EarlierRunIsNotOverwritten) {
     EXPECT_EQ(read_bytes(log), log_before);
     RunResult evaluated = run_trainer("train_gpt2", args({"--init-from", save, "--eval-only", "--log", log}), dir, 120);
     ASSERT_EQ(evaluated.rc, 0) << describe(evaluated);
-    EXPECT_EQ(split_log(log).evals.size(), 2u) << "--eval-only appends its evaluation";
+    const auto evals = split_log(log).evals;
+    ASSERT_EQ(evals.size(), 2u) << "--eval-only appends its evaluation";
+    // marked as such (plot_runs.py keeps it off the training curves: at step 0 it drew the trained model's score there)
+    EXPECT_FALSE(evals[0].contains("eval_only")) << evals[0].dump();
+    EXPECT_EQ(evals[1].value("eval_only", false), true) << evals[1].dump();
 
     RunResult again = run_trainer("train_gpt2", args({"--ckpt-dir", ckpt, "--lr", "1e-2"}), dir, 120);
     expect_user_error_exit(again, "train_gpt2", {ckpt, "earlier run", "--resume", "--overwrite"});
@@ -435,6 +439,10 @@ TEST(TrainerBinary, PracThatCompressesNothingIsRefused) {
         RunResult both = run("linear,nonlinear");
         expect_user_error_exit(both, program, {"--recompute 2 recomputes the norm outputs", "--recompute 1"});
         EXPECT_FALSE(contains(both.err, "--prac-classes linear")) << describe(both);
+        // --plan plans only what a run would do (it planned this one, "PRAC prac (fp8 storage)", exit 0)
+        RunResult plan = run_trainer(program, {"--model", model, "--seq-len", "32", "--prac", "prac", "--recompute", "2",
+                                               "--prac-classes", "linear", "--plan"}, dir, 120);
+        expect_user_error_exit(plan, program, {"--prac prac compresses nothing here"});
     }
 }
 
@@ -922,6 +930,11 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
         {tiny({"--save", dir / "afile/sub"}), "afile is a file, not a directory"},
         {tiny({"--dump-site", "resid", "--dump-path", dir / "saved"}), "--dump-path " + (dir / "saved") + ": that is a directory"},
         {tiny({"--dump-site", "resid", "--dump-path", dir / "nowhere/x.npy"}), "(no such directory)"},
+        // an earlier dump is not replaced silently (without --overwrite), as an earlier log or model is not
+        {tiny({"--dump-site", "resid", "--dump-path", dir / "afile"}), "--dump-path " + (dir / "afile") +
+                                                                        " already exists"},
+        // a GPU's largest micro-batch is not planned with the CPU backend's memory (it answered 147 for 39)
+        {tiny({"--plan", "--device", "cpu", "--gpu-mem", "1.5"}), "--gpu-mem asks which micro-batch fits a GPU"},
     };
     for (const Case& c : before_tables) {
         RunResult r = run_merged("train_gpt2", c.args, dir);
@@ -1432,6 +1445,10 @@ TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
     ASSERT_EQ(capped.rc, 0) << describe(capped);
     EXPECT_TRUE(contains(capped.out, "spread over steps 0-11, at most 1 of the 12 site-layers a step "
                                      "(--prac-initial-spread 1000)")) << describe(capped);
+    // ... longer than the run: 11 site-layers would train with RAC's estimator throughout, with nothing said
+    EXPECT_TRUE(contains(capped.out, "notice: the spread is longer than the run: 11 of the 12 site-layers have their "
+                                     "first refresh after its last step (--steps 1)")) << describe(capped);
+    EXPECT_FALSE(contains(u.out, "spread is longer")) << describe(u);
     for (const char* mode : {"pac", "rac"}) {
         RunResult unspread = one_step({"--prac", mode, "--warmup", "4"});
         ASSERT_EQ(unspread.rc, 0) << describe(unspread);

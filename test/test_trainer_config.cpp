@@ -853,17 +853,24 @@ TEST(TrainerConfig, HfConfigRoundTrip) {
 
 // The schedule and optimizer resume keys: a float that differs from the 7th digit on (--lr 1.0000005e-3, the six
 // digits of %g spelled it as 1e-3, and the resume accepted another run) is refused; a flag of another optimizer
-// (--galore-rank with adamw, which the run calls unaffected) is not in the key; a checkpoint written with the
-// earlier spelling (the format strings below, as the code before wrote them) still resumes with the same settings.
+// (--galore-rank with adamw, which the run calls unaffected) is not in the key; GaLore's default rank and the flag
+// spelling it are one setting; a checkpoint written with the earlier spelling (the format strings below, as the
+// code before wrote them) still resumes with the same settings.
 TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpellingsMatched) {
     TrainOptions o = parse({"--lr", "1e-3", "--weight-decay", "0.1"});
-    auto check = [](const TrainState& st, const TrainOptions& run) {
-        check_resume_keys(st, run, {{"schedule", schedule_key(run)}, {"optimizer", optimizer_key(run)}});
+    const ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-mini");
+    auto optimizer_key_of = [&](const TrainOptions& run) {  // as a checkpoint records it
+        for (const auto& [k, v] : resume_keys(run, cfg))
+            if (k == "optimizer") return v;
+        return std::string();
+    };
+    auto check = [&](const TrainState& st, const TrainOptions& run) {
+        check_resume_keys(st, run, cfg, {{"schedule", schedule_key(run)}, {"optimizer", optimizer_key_of(run)}});
     };
     TrainState st;
     st.set("run.key_spelling", "2");
     st.set("run.schedule", schedule_key(o));
-    st.set("run.optimizer", optimizer_key(o));
+    st.set("run.optimizer", optimizer_key_of(o));
     EXPECT_NO_THROW(check(st, o));
     for (const auto& changed : {std::vector<std::string>{"--lr", "1.0000005e-3", "--weight-decay", "0.1"},
                                 std::vector<std::string>{"--lr", "1e-3", "--weight-decay", "0.1000004"}})
@@ -871,8 +878,29 @@ TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpel
     EXPECT_NO_THROW(check(st, parse({"--lr", "1e-3", "--weight-decay", "0.1", "--galore-rank", "8", "--muon-momentum",
                                      "0.9"})));
     TrainOptions g = parse({"--optimizer", "galore", "--galore-rank", "8"});
-    st.set("run.optimizer", optimizer_key(g));
+    st.set("run.optimizer", optimizer_key_of(g));
     EXPECT_THROW(check(st, parse({"--optimizer", "galore", "--galore-rank", "16"})), UserError);
+    // GaLore's default rank (C/4 for gpt2-mini) and --galore-rank spelling it are one setting, both ways, and a
+    // checkpoint written when the key spelled the flag ("galore 0/" for the default) still matches them
+    const int default_rank = galore_default_rank(cfg);
+    const std::vector<std::string> defaulted = {"--optimizer", "galore"},
+                                   explicit_default = {"--optimizer", "galore", "--galore-rank",
+                                                       std::to_string(default_rank)},
+                                   other = {"--optimizer", "galore", "--galore-rank", std::to_string(default_rank + 1)};
+    auto check_optimizer = [&](const TrainState& st, const TrainOptions& run) {
+        check_resume_keys(st, run, cfg, {{"optimizer", optimizer_key_of(run)}});
+    };
+    for (const auto& written : {defaulted, explicit_default}) {
+        st.set("run.optimizer", optimizer_key_of(parse(written)));
+        EXPECT_NO_THROW(check_optimizer(st, parse(defaulted)));
+        EXPECT_NO_THROW(check_optimizer(st, parse(explicit_default)));
+        EXPECT_THROW(check_optimizer(st, parse(other)), UserError);
+    }
+    TrainOptions flag_spelled = parse(defaulted);
+    st.set("run.optimizer", optimizer_key(flag_spelled, flag_spelled.galore_rank));  // "galore 0/"
+    EXPECT_NO_THROW(check_optimizer(st, parse(defaulted)));
+    EXPECT_NO_THROW(check_optimizer(st, parse(explicit_default)));
+    EXPECT_USER_ERROR(check_optimizer(st, parse(other)), "galore 0/");
 
     TrainState old;
     old.set("run.schedule", format("lr %g warmup %d min %g", o.lr, o.warmup, o.min_lr_frac));

@@ -120,12 +120,13 @@ const Flag FLAGS[] = {
       "for bit (a GPU may pick other GEMM kernels, which round differently); 1 (default) keeps rows F apart. "
       "tools/bench_gpu_stride says whether it pays"),
     F("--ckpt-dir", "DIR", STR, ckpt_dir, "write checkpoints to DIR/step_NNNNNNNN (weights, optimizer, PRAC, data state)"),
-    F("--ckpt-every", "N", INT, ckpt_every, "checkpoint every N steps (0: only at the end, on SIGINT/SIGTERM, before a NaN stop)"),
+    F("--ckpt-every", "N", INT, ckpt_every, "checkpoint every N steps (0: only at the end, on SIGINT/SIGTERM/SIGUSR1, before a NaN stop)"),
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
     F("--resume", "", BOOL, resume, "continue bit-exactly from the newest checkpoint in --ckpt-dir"),
     F("--overwrite", "", BOOL, overwrite,
       "start over in a --ckpt-dir that holds an earlier run's checkpoints, a --save DIR that holds a model's files or a "
-      "--log that holds records (without it such a run refuses; --resume continues the earlier run instead)"),
+      "--log that holds records, or replace a --dump-path file (without it such a run refuses; --resume continues the "
+      "earlier run instead)"),
     F("--zero", "0|1", INT, zero, "1: shard AdamW state over data-parallel ranks (ZeRO-1)"),
     F("--watchdog", "SEC", INT, watchdog,
       "end the job when a rank makes no progress for SEC seconds: a stopped or hung rank leaves the others waiting "
@@ -147,10 +148,10 @@ const Flag FLAGS[] = {
       "write this site's input activation (N, n) to --dump-path as .npy (sites: resid ln1 resid_mid ln2, GPT-2 fch fch_gelu, LLaMA fch_gate fch_up fch_act)"),
     F("--dump-layer", "L", INT, dump_layer, "layer of --dump-site"),
     F("--dump-step", "S", INT, dump_step, "step (0-based) of --dump-site; its first micro-batch with --grad-accum"),
-    F("--dump-path", "FILE", STR, dump_path, "output of --dump-site"),
+    F("--dump-path", "FILE", STR, dump_path, "output of --dump-site (an existing file: --overwrite replaces it)"),
     F("--plan", "", BOOL, plan, "print the exact memory plan for this config and exit (no GPU needed)"),
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
-    F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib, "with --plan: also print the largest micro-batch that fits this GPU"),
+    F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib, "with --plan: also print the largest micro-batch that fits this GPU (CUDA plans)"),
     F("--precision", "bf16|fp32", STR, precision, "with --plan: the CUDA backend build to plan for (cpu plans with --device cpu)"),
     F("--plan-ranks", "R", INT, plan_ranks,
       "with --plan and --zero 1: plan one of R data-parallel ranks (AdamW state and master weights sharded R ways)"),
@@ -416,6 +417,10 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.gpu_mem_gib >= 0, "--gpu-mem must be >= 0");
     CHECK_USER(opts.plan || (!opts.json && opts.gpu_mem_gib == 0 && opts.plan_ranks == 1),
                "--json, --gpu-mem and --plan-ranks go with --plan");
+    CHECK_USER(!(opts.gpu_mem_gib > 0 && opts.device == "cpu"),
+               "--gpu-mem asks which micro-batch fits a GPU, and --device cpu plans the CPU backend's memory (fp32, no "
+               "CUDA context)\n---> HINT: drop --device cpu to plan the CUDA backend (bf16; --precision fp32 for the "
+               "fp32 build)");
     CHECK_USER(opts.plan_ranks >= 1 && opts.plan_ranks <= 65536, "--plan-ranks must be 1..65536 (got %d)", opts.plan_ranks);
     CHECK_USER(opts.plan_ranks == 1 || opts.zero == 1,
                "--plan-ranks %d without --zero 1: every rank holds the whole optimizer state, so the plan is the "

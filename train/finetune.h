@@ -132,7 +132,7 @@ struct FineTuner {
         : be(backend), opts(o), info(glue_task_info(glue_task_from_name(o.task))), cfg(config), prac(p),
           tok(o.init_from), B(o.batch_size), model(be, check_data_first(), prac, o.recompute_options()),
           log(o.log, o.overwrite && !o.eval_only) {
-        check_prac_compresses(model.sites, prac.mode, opts.prac, opts.prac_classes, opts.recompute);
+        check_prac_compresses(compressed_sites(model.sites), prac.mode, opts.prac, opts.prac_classes, opts.recompute);
         std::printf("task %s: %zu training examples, %s; tokenized with %s\n", info.name,
                     train_examples.size(), dev_text().c_str(), tok.name().c_str());
         if (train_set.truncated || count_truncated())
@@ -640,7 +640,7 @@ struct FineTuner {
         // for a run.seq_len the user cannot pass)
         std::vector<std::pair<std::string, std::string>> k = keys();
         k.erase(std::remove_if(k.begin(), k.end(), [](const auto& kv) { return kv.first == "seq_len"; }), k.end());
-        check_resume_keys(st, opts, k);
+        check_resume_keys(st, opts, cfg, k);
         if (st.has_meta("run.seq_len") && st.get("run.seq_len") != std::to_string(T))
             fail("cannot resume from %s: its run's longest example (of the training and dev splits, within --max-len) "
                  "had %s tokens, this data's has %d: the dev data changed since\n---> HINT: resume with the dev "

@@ -47,9 +47,12 @@ struct MetricsLog {
                           step, num(loss).c_str(), num(lr).c_str(), num(grad_norm).c_str(),
                           num(tokens_per_s).c_str(), num(ms).c_str(), mem_bytes, skipped ? ",\"skipped\":true" : ""));
     }
-    void eval(int step, float val_loss, long long tokens) {
-        write_line(format("{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld}",
-                          step, num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens));
+    // eval_only: --eval-only's evaluation of loaded weights (step 0 of no training; plot_runs.py keeps it off the
+    // curves of a training log it is appended to)
+    void eval(int step, float val_loss, long long tokens, bool eval_only = false) {
+        write_line(format("{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld%s}",
+                          step, num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens,
+                          eval_only ? ",\"eval_only\":true" : ""));
     }
     // Any other record: {"type":TYPE, then the numbers and strings in order} (finetune_roberta's glue_eval, memory
     // and final records). Names and strings are plain words here; quotes and backslashes are escaped anyway.

@@ -71,6 +71,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     p.prac_storage = prac.storage;
     p.rso_rank = prac.rso_rank;
     p.num_parameters = model.num_parameters;
+    p.compressed_sites = compressed_sites(model.sites);
     size_t n = model.param_buffer_numel;
     // ZeRO-1 over R ranks: each rank keeps its shard of AdamW's moments and master weights (rank 0's is the largest)
     size_t shard = optim.zero_ranks > 1 ? zero_shard_begin(n, 1, optim.zero_ranks) : n;

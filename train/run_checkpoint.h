@@ -14,6 +14,7 @@
 #include "train/checkpoint.h"
 #include "train/cli.h"
 #include "train/optim_adamw.h"
+#include "train/optim_galore.h"
 
 // How and when PRAC's bases are refreshed (they change the arithmetic from the next refresh on), as the flags that
 // set them: the method of Q1 (rac has no Q1), the first refreshes' spread (resolved: auto is the warmup's steps)
@@ -40,19 +41,21 @@ inline std::string prac_key(const TrainOptions& o, bool joined = false) {
 
 // The run.schedule and run.optimizer resume keys: every float to the float's nine digits (with six, --lr 1e-3 and
 // 1.0000005e-3 were one setting and the resume another run), each optimizer's own flags only with it (an inert
-// --galore-rank blocked a resume that the run itself called unaffected). `legacy` spells them as checkpoints
-// written before did (six digits; GaLore's and Muon's flags always): a checkpoint without run.key_spelling is
-// compared in that spelling.
+// --galore-rank blocked a resume that the run itself called unaffected). GaLore's rank is spelled as `galore_rank`
+// says: resume_keys gives the resolved one (--galore-rank 0 and the model's default rank are one setting);
+// checkpoints written before spelled the flag (0 for the default), which check_resume_keys still matches. `legacy`
+// spells the keys as checkpoints written before run.key_spelling did (six digits; GaLore's and Muon's flags always):
+// a checkpoint without it is compared in that spelling.
 inline std::string schedule_key(const TrainOptions& o, bool legacy = false) {
     return format(legacy ? "lr %g warmup %d min %g" : "lr %.9g warmup %d min %.9g", o.lr, o.warmup, o.min_lr_frac);
 }
-inline std::string optimizer_key(const TrainOptions& o, bool legacy = false) {
+inline std::string optimizer_key(const TrainOptions& o, int galore_rank, bool legacy = false) {
     const char* g = legacy ? "%g" : "%.9g";
     auto num = [&](double v) { return format(g, v); };
     std::string k = o.optimizer + " wd " + num(o.weight_decay) + " b1 " + num(o.beta1) + " b2 " + num(o.beta2) +
                     " eps " + num(o.adam_eps) + " clip " + num(o.grad_clip);
     if (legacy || o.optimizer == "galore")
-        k += format(" galore %d/%d/", o.galore_rank, o.galore_gap) + num(o.galore_scale);
+        k += format(" galore %d/%d/", galore_rank, o.galore_gap) + num(o.galore_scale);
     if (legacy || o.optimizer == "muon") k += " muon " + num(o.muon_momentum);
     if (o.optimizer == "rso")
         k += format(" rso %d/%d/", o.rso_rank, o.rso_gap) + num(o.rso_prox) + "/" + o.rso_activations;
@@ -64,6 +67,10 @@ inline std::string optimizer_key(const TrainOptions& o, bool legacy = false) {
 // arithmetic or the data order). Keys are stored as metadata and compared on resume. Not among them: --steps (a
 // resume may extend or shorten the run: the schedule of the steps to come spans the new --steps), and the training
 // data's pattern (its files' contents are compared instead: RunState::train_shards).
+inline int galore_rank_resolved(const TrainOptions& o, const ModelConfig& c) {
+    return o.galore_rank > 0 ? o.galore_rank : galore_default_rank(c);
+}
+
 inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainOptions& o, const ModelConfig& c) {
     return {
         {"model", format("%s L%d NH%d C%d F%d V%d", o.model.c_str(), c.num_layers, c.num_heads, c.channels, c.hidden,
@@ -73,7 +80,7 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
         {"grad_accum", std::to_string(o.grad_accum)},
         {"key_spelling", "2"},  // the spelling of schedule and optimizer below (absent: the earlier one)
         {"schedule", schedule_key(o)},
-        {"optimizer", optimizer_key(o)},
+        {"optimizer", optimizer_key(o, galore_rank_resolved(o, c))},
         {"seed", std::to_string(o.seed)},
         {"shuffle", o.shuffle ? "1" : "0"},
         {"prac", prac_key(o)},
@@ -93,8 +100,9 @@ inline std::string model_key_shape(const std::string& v) {
 
 // check_compatible of every resume key, with one hint of its own: a checkpoint written before fp8 storage became
 // the default (--prac-storage auto) stored X*P in the activation dtype, and resuming it needs that said.
-inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
+inline void check_resume_keys(const TrainState& st, const TrainOptions& o, const ModelConfig& c,
                               const std::vector<std::pair<std::string, std::string>>& keys) {
+    const int galore_rank = galore_rank_resolved(o, c);
     for (const auto& [k, v] : keys) {
         // written before they were recorded
         if ((k == "prac_refresh" || k == "model_numerics" || k == "tokenizer" || k == "key_spelling") &&
@@ -105,8 +113,13 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o,
         if (k == "prac" && st.has_meta("run.prac") && st.get("run.prac") == prac_key(o, true)) continue;
         // a checkpoint of the earlier spelling is compared (and a refusal worded) in its own spelling
         const bool legacy = !st.has_meta("run.key_spelling");
+        // written before GaLore's rank was resolved in it: "galore 0/" is the model's default rank
+        if (k == "optimizer" && st.has_meta("run.optimizer") && galore_rank == galore_default_rank(c) &&
+            st.get("run.optimizer") == optimizer_key(o, 0, legacy))
+            continue;
         if (legacy && (k == "schedule" || k == "optimizer")) {
-            check_compatible(st, "run." + k, k == "schedule" ? schedule_key(o, true) : optimizer_key(o, true));
+            check_compatible(st, "run." + k,
+                             k == "schedule" ? schedule_key(o, true) : optimizer_key(o, galore_rank, true));
             continue;
         }
         if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&

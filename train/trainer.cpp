@@ -25,8 +25,7 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 static void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 void install_stop_signals() {
-    std::signal(SIGINT, on_stop_signal);
-    std::signal(SIGTERM, on_stop_signal);
+    for (int sig : STOP_SIGNALS) std::signal(sig, on_stop_signal);
 }
 
 static bool is_dir(const std::string& p) {
@@ -193,6 +192,11 @@ void check_no_earlier_run(const TrainOptions& opts) {
         fail("--save %s already holds a model's files (%s); this run would replace them\n---> HINT: pass --overwrite "
              "to replace them, or choose another --save directory", opts.save.c_str(), names.c_str());
     }
+    // an earlier dump (another step, site or run: the file does not say which)
+    struct stat dump;
+    if (!opts.resume && !opts.dump_site.empty() && stat(opts.dump_path.c_str(), &dump) == 0 && S_ISREG(dump.st_mode))
+        fail("--dump-path %s already exists (an earlier dump?); this run would replace it\n---> HINT: pass another "
+             "--dump-path, or --overwrite to replace it", opts.dump_path.c_str());
 }
 
 void print_table(const char* title, const std::vector<std::pair<std::string, std::string>>& rows) {
@@ -213,6 +217,7 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
                                                    : PlanTarget::CUDA_BF16;
     OptimizerChoice optim = optimizer_choice_from(opts);
     MemoryPlan p = plan_memory(cfg, prac, opts.batch_size, opts.seq_len, target, &optim, opts.recompute_options());
+    check_prac_compresses(p.compressed_sites, prac.mode, opts.prac, opts.prac_classes, opts.recompute);  // as a run
     // what the plan leaves out and a GPU needs anyway: the CUDA context and allocator slack
     const size_t reserve = 1ull << 30;
     int max_b = opts.gpu_mem_gib > 0 ? plan_max_batch(cfg, prac, opts.seq_len, target,

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <iterator>  // std::size
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -71,7 +72,8 @@ void refuse_sharded_checkpoint(const std::string& dir);
 // whole micro-batches of B*T, at least one and at most `tokens` (the flag's default).
 long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens);
 // An earlier run's files are not replaced by accident: without --resume or --overwrite, a --ckpt-dir that holds
-// complete checkpoints refuses the run, and so does a --save directory that holds a model (unless --resume).
+// complete checkpoints refuses the run, and so do a --log with records, a --save directory that holds a model and an
+// existing --dump-path file.
 void check_no_earlier_run(const TrainOptions& opts);
 // Rank `root`'s tensor list (names, dtypes, shapes) on every rank, by broadcast: `mine` on the root, the root's list
 // with null data elsewhere. A collective: every rank calls it with the same root.
@@ -92,7 +94,10 @@ void print_site_table(const std::vector<Site>& sites, int L) {
     print_table(format("PRAC sites (x %d layers)", L).c_str(), rows);
 }
 
-// SIGINT / SIGTERM: the loop finishes the step in flight, writes a checkpoint when checkpointing is on, and exits.
+// SIGINT / SIGTERM / SIGUSR1: the loop finishes the step in flight, writes a checkpoint when checkpointing is on,
+// and exits with 128 + the signal. SIGUSR1 is there for mpirun: Open MPI forwards it to every rank, where a SIGINT or
+// SIGTERM to mpirun kills the ranks a second later (odls_base_sigkill_timeout), before any checkpoint is written.
+constexpr int STOP_SIGNALS[] = {SIGINT, SIGUSR1, SIGTERM};  // the order in which one is said when ranks got several
 extern volatile std::sig_atomic_t g_stop_signal;
 void install_stop_signals();
 
@@ -161,7 +166,7 @@ struct Trainer {
         if (train_data) check_ranks_read_the_same_data(train_data->files(), train_shards, "--train-data");
         check_ranks_read_the_same_data(val.files(), "", "--val-data");
         if (opts.resume) check_resume();
-        check_prac_compresses(model.sites, prac.mode, opts.prac, opts.prac_classes, opts.recompute);
+        check_prac_compresses(compressed_sites(model.sites), prac.mode, opts.prac, opts.prac_classes, opts.recompute);
         val.check_every_token();  // a bad token fails now, not at the first evaluation (maybe after the training)
         prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
@@ -221,8 +226,8 @@ struct Trainer {
         long long seen = 0;
         float loss = validation_loss(&seen);
         std::printf("val loss %.4f | perplexity %.3f | %lld tokens\n", loss, std::exp(loss), seen);
-        log.eval(0, loss, seen);
-        install_stop_signals();  // a long --sample stops on SIGINT / SIGTERM with the tokens so far
+        log.eval(0, loss, seen, /*eval_only=*/true);
+        install_stop_signals();  // a long --sample stops on a stop signal with the tokens so far
         int stopped = sample();
         return stopped ? 128 + stopped : 0;
     }
@@ -252,15 +257,18 @@ struct Trainer {
         return vl;
     }
 
-    // SIGINT / SIGTERM on any rank: the signal, or 0 (every rank stops at the same step, whichever got it)
+    // A stop signal on any rank: the signal, or 0. Every rank stops at the same step, whichever got it, and says
+    // (and exits with) the same signal: the first of STOP_SIGNALS that some rank got.
     int stop_requested() {
-        int sig = (int)g_stop_signal;
-        if (ranks > 1) {
-            double s[1] = {(double)sig};
-            comm.allreduce_sum(s, 1);
-            sig = s[0] > 0 ? (sig ? sig : SIGTERM) : 0;
-        }
-        return sig;
+        const int sig = (int)g_stop_signal;
+        if (ranks == 1) return sig;
+        constexpr int K = (int)std::size(STOP_SIGNALS);
+        double got[K];
+        for (int i = 0; i < K; i++) got[i] = sig == STOP_SIGNALS[i];
+        comm.allreduce_sum(got, K);
+        for (int i = 0; i < K; i++)
+            if (got[i] > 0) return STOP_SIGNALS[i];
+        return 0;
     }
     int stop(int step, int sig) {
         std::printf("received signal %d: stopping after %d of %d steps%s\n", sig, step, opts.steps,
@@ -657,7 +665,7 @@ struct Trainer {
                    "cannot resume %s: it is a checkpoint after step %lld, beyond --steps %d\n---> HINT: pass --steps "
                    "%lld or more (--steps may extend a run, not end it before its checkpoint)", resume_path.c_str(),
                    (long long)st.step, opts.steps, (long long)st.step);
-        check_resume_keys(st, opts, resume_keys(opts, cfg));
+        check_resume_keys(st, opts, cfg, resume_keys(opts, cfg));
         if (st.meta.count("run.train_shards")) check_same_data(st);
         else check_compatible(st, "run.train_data", opts.train_data);  // a checkpoint of an older build
     }
@@ -707,11 +715,21 @@ struct Trainer {
         if (opts.prac_shared && ranks > 1)
             for (auto& s : model.sites) s.reduce_gram = &gram_allreduce;
         if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
-        if (int k = prac_spread_steps(prac.initial_spread, model.sched.units); k > 1 && prac.mode != PracMode::NONE)
+        if (int k = prac_spread_steps(prac.initial_spread, model.sched.units); k > 1 && prac.mode != PracMode::NONE) {
+            const int units = model.sched.units;
             std::printf("PRAC first refreshes: spread over steps 0-%d, at most %d of the %d site-layers a step "
                         "(--prac-initial-spread %s%s); until its own, a site-layer compresses with a random basis\n",
-                        k - 1, (model.sched.units + k - 1) / k, model.sched.units, opts.prac_initial_spread.c_str(),
+                        k - 1, (units + k - 1) / k, units, opts.prac_initial_spread.c_str(),
                         opts.prac_initial_spread == "auto" ? format(": the %d warmup steps", opts.warmup).c_str() : "");
+            // unit u's first refresh is on step floor(u k / units) (PracSchedule::first_refresh)
+            int never = 0;
+            for (int u = 0; u < units; u++) never += (int64_t)u * k / units >= opts.steps;
+            if (never > 0)
+                std::printf("notice: the spread is longer than the run: %d of the %d site-layers have their first "
+                            "refresh after its last step (--steps %d) and compress with a random basis throughout "
+                            "(RAC's estimator, not PRAC's)\n---> HINT: lower --prac-initial-spread (at most %d "
+                            "refreshes every site-layer in this run)\n", never, units, opts.steps, opts.steps);
+        }
         if (std::strcmp(Backend::name, "cuda") == 0) notice_overlap_gap();
         if (!opts.dump_site.empty()) {
             bool known = false;
@@ -780,7 +798,13 @@ struct Trainer {
                  "ZeRO-1 runs resume only with the same number of ranks\n---> HINT: relaunch with mpirun -np %d%s",
                  path.c_str(), saved_ranks, saved_zero, ranks, opts.zero, saved_ranks,
                  saved_zero ? "" : ", or without --zero 1 (a ZeRO-0 checkpoint resumes on any number of ranks)");
-        check_compatible(st, "run.prac_shared", (int64_t)opts.prac_shared);
+        // --prac-shared-subspace changes something only with PRAC on 2+ ranks: compared where both runs had those
+        const bool saved_shared = st.has_meta("run.prac_shared") && st.get_i64("run.prac_shared") != 0;
+        if (prac.mode != PracMode::NONE && saved_ranks > 1 && ranks > 1 && saved_shared != opts.prac_shared)
+            fail("cannot resume %s: its %d ranks %s PRAC subspace, this run's would %s\n---> HINT: resume %s "
+                 "--prac-shared-subspace, as the run that wrote it", path.c_str(), saved_ranks,
+                 saved_shared ? "shared one" : "had one each", opts.prac_shared ? "share one" : "have one each",
+                 saved_shared ? "with" : "without");
         model.load_weights(path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // 8-bit AdamW's codes (never sharded)
@@ -796,13 +820,19 @@ struct Trainer {
         opt->steps() = (int)st.adam_t;
         opt->state_loaded();
         SafeTensorsFile f = safetensors_open(path + "/" + CKPT_STATE_FILE);
-        // PRAC bases: one set ("prac.") when the subspace was shared or one rank wrote it, else one per rank
-        bool one_set = opts.prac_shared || saved_ranks == 1;
-        if (one_set || saved_ranks == ranks)
-            prac_state_load(be, model.sites, f, one_set ? "prac." : format("rank%d.prac.", rank));
-        else if (prac.mode != PracMode::NONE)
-            std::printf("notice: the checkpoint holds per-rank PRAC bases of %d ranks; this run has %d: the bases are "
-                        "recomputed at the next step (not a bit-exact continuation)\n", saved_ranks, ranks);
+        // PRAC bases: one set ("prac.") when the subspace was shared or one rank wrote it, else one per rank. A rank
+        // continues the set that is its own (the shared one, or its rank's); a rank the writer did not have draws
+        // its bases at the next step from its own seed (never a copy of rank 0's: the ranks' draws must be
+        // independent), continuing rank 0's refresh counters.
+        const bool one_set = saved_shared || saved_ranks == 1;
+        const bool has_own = one_set ? (opts.prac_shared || rank == 0) : rank < saved_ranks;
+        prac_state_load(be, model.sites, f, one_set ? "prac." : format("rank%d.prac.", has_own ? rank : 0), has_own);
+        const int first_new = one_set ? 1 : saved_ranks;
+        if (prac.mode != PracMode::NONE && !opts.prac_shared && ranks > first_new)
+            std::printf("notice: the checkpoint holds the PRAC bases of %d rank(s); this run has %d: rank%s %d%s draw%s "
+                        "new bases at the next step, the others continue theirs\n",
+                        first_new, ranks, ranks - first_new > 1 ? "s" : "", first_new,
+                        ranks - first_new > 1 ? format("-%d", ranks - 1).c_str() : "", ranks - first_new > 1 ? "" : "s");
         if (saved_ranks != ranks)
             std::printf("notice: the checkpoint was written by %d rank(s), this run has %d: a step now takes %lld "
                         "samples instead of %lld (the data goes on from where it stopped)\n", saved_ranks, ranks,
