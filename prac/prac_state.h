@@ -68,7 +68,8 @@ void prac_state_tensors(Backend& be, const std::vector<ActSite<Backend>>& sites,
 }
 
 // bases = false: only the counters (refresh and fp8 save counts) of the state under `prefix`; the sites start without
-// bases, drawn at the next step (a data-parallel rank that the checkpoint's run did not have).
+// bases, drawn at the next step (a data-parallel rank that the checkpoint's run did not have). RSO's sites (external:
+// their P is the optimizer's, which it restores) are left as they are.
 template <class Backend>
 void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const SafeTensorsFile& f,
                      const std::string& prefix = "prac.", bool bases = true) {
@@ -103,6 +104,7 @@ void prac_state_load(Backend& be, std::vector<ActSite<Backend>>& sites, const Sa
                         s.replaces.c_str());
             continue;
         }
+        if (!bases && s.external) continue;  // RSO's P: the optimizer's (restored by it, the same on every rank)
         std::vector<int64_t> want = {s.L, s.n, s.r()};
         if (!t || t->shape != want)
             fail("%s: no PRAC state for site %s with L=%d, n=%d, r=%d\n---> HINT: resume with the --prac flags "

@@ -213,6 +213,12 @@ TEST(Resume, AnotherNumberOfRanksDrawsTheNewRanksOwnPracBases) {
             EXPECT_EQ(q1[l], q0[l] + 1) << site << " layer " << l << ": rank 1 continues rank 0's refresh counters";
     }
     EXPECT_EQ(sites, 6) << "every site of gpt2-tiny is compressed by --prac prac";
+    // RSO's sites hold the optimizer's bases, which it restores on every rank: the new rank keeps them (it lost them
+    // with the counters-only load and stopped: "no basis from the RSO optimizer")
+    const std::string rso = std::string(TRAIN_ARGS) + " --optimizer rso --rso-rank 8 --ckpt-dir " + d + "/rso";
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + rso + " --steps 2", &out), 0) << out;
+    EXPECT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + rso + " --steps 3 --resume", &out), 0)
+        << out;
     run_shell("rm -rf " + d);
 }
 

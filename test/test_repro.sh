@@ -82,6 +82,11 @@ refused "table2.py --gpu-mem -1" "--gpu-mem -1: must be more than 0" \
 # was stripped, and the dry run exited 0)
 refused "ablation_modes.py --dry-run --extra='--steps -3'" "planner call(s) failed" \
   python3 scripts/repro/ablation_modes.py --quick --dry-run "--extra=--steps -3"
+# --paper's GPU fits are not asked of the CPU backend's plans (each planner call failed, after a review)
+for s in table2 table4; do
+  refused "$s.py --paper --device cpu" "--paper --device cpu: the paper's runs are planned for a GPU" \
+    python3 scripts/repro/$s.py --paper --dry-run --device cpu
+done
 refused "table2.py --steps 0 (read as no --steps: the default count ran)" "--steps 0: must be at least 1" \
   python3 scripts/repro/table2.py --quick --dry-run --steps 0
 # one line, not a traceback: a --quick model in --paper mode, an unknown task or class, an unbalanced quote, a

@@ -78,7 +78,7 @@ const FlagDef FLAGS[] = {
     F("--log-interval", "N", INT, log_interval, "print a progress line every N steps (and at each epoch's end)"),
     F("--ckpt-dir", "DIR", STR, ckpt_dir,
       "checkpoints (weights, optimizer, PRAC, the data position) to DIR/step_NNNNNNNN after every epoch"),
-    F("--ckpt-every", "N", INT, ckpt_every, "also every N steps (0: epochs only; on SIGINT/SIGTERM always)"),
+    F("--ckpt-every", "N", INT, ckpt_every, "also every N steps (0: epochs only; on SIGINT/SIGTERM/SIGUSR1 always)"),
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
     F("--resume", "", BOOL, resume, "continue bit-exactly from the newest checkpoint in --ckpt-dir"),
     F("--overwrite", "", BOOL, overwrite, "start over where --ckpt-dir, --save or --log holds an earlier run's files"),

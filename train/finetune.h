@@ -216,7 +216,7 @@ struct FineTuner {
     // Micro-batch m of the step as the model's input, (B, its padded length)
     void load_micro_batch(int m) { fill_input(micro[m]); }
 
-    // SIGINT / SIGTERM: the signal, or 0
+    // a stop signal (STOP_SIGNALS: SIGINT, SIGUSR1, SIGTERM), or 0
     int stop_requested() const { return (int)g_stop_signal; }
     int stop(int sig) {
         std::printf("received signal %d: stopping after %d of %d steps%s\n", sig, step, total_steps,

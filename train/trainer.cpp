@@ -192,11 +192,6 @@ void check_no_earlier_run(const TrainOptions& opts) {
         fail("--save %s already holds a model's files (%s); this run would replace them\n---> HINT: pass --overwrite "
              "to replace them, or choose another --save directory", opts.save.c_str(), names.c_str());
     }
-    // an earlier dump (another step, site or run: the file does not say which)
-    struct stat dump;
-    if (!opts.resume && !opts.dump_site.empty() && stat(opts.dump_path.c_str(), &dump) == 0 && S_ISREG(dump.st_mode))
-        fail("--dump-path %s already exists (an earlier dump?); this run would replace it\n---> HINT: pass another "
-             "--dump-path, or --overwrite to replace it", opts.dump_path.c_str());
 }
 
 void print_table(const char* title, const std::vector<std::pair<std::string, std::string>>& rows) {

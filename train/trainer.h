@@ -17,7 +17,8 @@
 #include <type_traits>
 #include <vector>
 
-#include <unistd.h>  // access
+#include <sys/stat.h>  // stat
+#include <unistd.h>    // access
 
 #include "common/error.h"
 #include "common/files.h"  // StagedDir
@@ -72,8 +73,7 @@ void refuse_sharded_checkpoint(const std::string& dir);
 // whole micro-batches of B*T, at least one and at most `tokens` (the flag's default).
 long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens);
 // An earlier run's files are not replaced by accident: without --resume or --overwrite, a --ckpt-dir that holds
-// complete checkpoints refuses the run, and so do a --log with records, a --save directory that holds a model and an
-// existing --dump-path file.
+// complete checkpoints refuses the run, and so do a --log with records and a --save directory that holds a model.
 void check_no_earlier_run(const TrainOptions& opts);
 // Rank `root`'s tensor list (names, dtypes, shapes) on every rank, by broadcast: `mine` on the root, the root's list
 // with null data elsewhere. A collective: every rank calls it with the same root.
@@ -608,7 +608,15 @@ struct Trainer {
         if (opts.resume) resume_path = resume_checkpoint();
         if (!opts.ckpt_dir.empty()) opts.ckpt_dir = checkpoint_run_dir(opts.ckpt_dir, opts.resume);
         if (!opts.ckpt_dir.empty() && !opts.eval_only && rank == 0) prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
-        if (!opts.dump_site.empty() && rank == 0) check_output_file(opts.dump_path, "--dump-path");
+        if (!opts.dump_site.empty() && rank == 0) {  // (rank 0 writes it)
+            check_output_file(opts.dump_path, "--dump-path");
+            // an earlier dump (another step, site or run: the file does not say which); a resumed run writes the
+            // same dump its killed run may have written
+            struct stat dump;
+            if (!opts.overwrite && !opts.resume && stat(opts.dump_path.c_str(), &dump) == 0)
+                fail("--dump-path %s already exists (an earlier dump?); this run would replace it\n---> HINT: pass "
+                     "another --dump-path, or --overwrite to replace it", opts.dump_path.c_str());
+        }
         return opts.val_data;
     }
     // Every rank must read one data set. Their flags are the same, but node-local copies (or another working
@@ -724,7 +732,7 @@ struct Trainer {
             // unit u's first refresh is on step floor(u k / units) (PracSchedule::first_refresh)
             int never = 0;
             for (int u = 0; u < units; u++) never += (int64_t)u * k / units >= opts.steps;
-            if (never > 0)
+            if (never > 0 && prac.mode == PracMode::PRAC)  // (rac's bases are random anyway)
                 std::printf("notice: the spread is longer than the run: %d of the %d site-layers have their first "
                             "refresh after its last step (--steps %d) and compress with a random basis throughout "
                             "(RAC's estimator, not PRAC's)\n---> HINT: lower --prac-initial-spread (at most %d "
@@ -801,10 +809,10 @@ struct Trainer {
         // --prac-shared-subspace changes something only with PRAC on 2+ ranks: compared where both runs had those
         const bool saved_shared = st.has_meta("run.prac_shared") && st.get_i64("run.prac_shared") != 0;
         if (prac.mode != PracMode::NONE && saved_ranks > 1 && ranks > 1 && saved_shared != opts.prac_shared)
-            fail("cannot resume %s: its %d ranks %s PRAC subspace, this run's would %s\n---> HINT: resume %s "
+            fail("cannot resume %s: its %d ranks %s, this run's would %s\n---> HINT: resume %s "
                  "--prac-shared-subspace, as the run that wrote it", path.c_str(), saved_ranks,
-                 saved_shared ? "shared one" : "had one each", opts.prac_shared ? "share one" : "have one each",
-                 saved_shared ? "with" : "without");
+                 saved_shared ? "shared one PRAC subspace" : "had a PRAC subspace each",
+                 opts.prac_shared ? "share one" : "have one each", saved_shared ? "with" : "without");
         model.load_weights(path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // 8-bit AdamW's codes (never sharded)
@@ -826,13 +834,15 @@ struct Trainer {
         // independent), continuing rank 0's refresh counters.
         const bool one_set = saved_shared || saved_ranks == 1;
         const bool has_own = one_set ? (opts.prac_shared || rank == 0) : rank < saved_ranks;
-        prac_state_load(be, model.sites, f, one_set ? "prac." : format("rank%d.prac.", has_own ? rank : 0), has_own);
+        prac_state_load(be, model.sites, f, one_set ? "prac." : format("rank%d.prac.", has_own ? rank : 0),
+                        has_own);
         const int first_new = one_set ? 1 : saved_ranks;
+        const bool several = ranks - first_new > 1;
         if (prac.mode != PracMode::NONE && !opts.prac_shared && ranks > first_new)
-            std::printf("notice: the checkpoint holds the PRAC bases of %d rank(s); this run has %d: rank%s %d%s draw%s "
-                        "new bases at the next step, the others continue theirs\n",
-                        first_new, ranks, ranks - first_new > 1 ? "s" : "", first_new,
-                        ranks - first_new > 1 ? format("-%d", ranks - 1).c_str() : "", ranks - first_new > 1 ? "" : "s");
+            std::printf("notice: the checkpoint holds the PRAC bases of %d rank(s); this run has %d: rank%s %d%s "
+                        "draw%s new bases at the next step, the others continue theirs\n", first_new, ranks,
+                        several ? "s" : "", first_new, several ? format("-%d", ranks - 1).c_str() : "",
+                        several ? "" : "s");
         if (saved_ranks != ranks)
             std::printf("notice: the checkpoint was written by %d rank(s), this run has %d: a step now takes %lld "
                         "samples instead of %lld (the data goes on from where it stopped)\n", saved_ranks, ranks,

@@ -114,6 +114,12 @@ def finish_args(args, table):
         sys.exit(f"--steps {args.steps}: must be at least 1")
     if args.device is None:
         args.device = "cpu" if args.quick else None
+    # --paper fits its runs to a GPU's memory (the micro-batch that fits --gpu-mem, OOM marks), which the CPU backend's
+    # plans do not answer (the trainer refuses --plan --gpu-mem with --device cpu)
+    if args.paper and args.device == "cpu" and hasattr(args, "gpu_mem"):
+        sys.exit("--paper --device cpu: the paper's runs are planned for a GPU (what fits --gpu-mem), and the CPU "
+                 "backend has no such memory\n---> HINT: drop --device cpu to run them on a GPU, or use --quick for "
+                 "a run on the CPU")
     if args.paper and not args.dry_run and not (args.train_data and args.val_data):
         gpt2 = (" (C4 shards for LLaMA; --gpt2-train-data/--gpt2-val-data for OpenWebText)"
                 if hasattr(args, "gpt2_train_data") else " (C4 shards)")
