@@ -41,6 +41,7 @@ int finetune_roberta(Backend& be, FinetuneOptions& opts, const ModelConfig& cfg,
 
 int main(int argc, char** argv) {
     const char* program = "finetune_roberta";
+    file_size_limit_as_error();
     try {
         FinetuneOptions opts;
         parse_finetune_options(opts, argc, argv);

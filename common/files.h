@@ -4,6 +4,7 @@
 #pragma once
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>  // flock
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +75,26 @@ inline std::string host_tag() {
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-'))
             c = '-';
     return s;
+}
+
+// A file-size limit (ulimit -f) ends a process with SIGXFSZ at the write that crosses it, silently and between
+// two bytes of a record. Ignored, that write fails with EFBIG ("File too large"), which our writers report as they
+// report a full disk. Called first thing in every program that writes files.
+inline void file_size_limit_as_error() { signal(SIGXFSZ, SIG_IGN); }
+
+// An exclusive flock on PATH (created when missing, never removed: a lock file that stays has no race between a
+// remover and a waiter), held until this process ends, however it ends (the kernel drops it with the descriptor,
+// which is kept open for that). 0 when held; EWOULDBLOCK when another process holds it; another errno where it
+// cannot be had (a file system without locks: ENOLCK).
+inline int lock_until_exit(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return err;
+    }
+    return 0;
 }
 
 // A process we can see and that exists (EPERM: it exists but belongs to someone else).

@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "common/safetensors.h"
 #include "test/test_files.h"
+#include "test/test_util.h"  // EXPECT_USER_ERROR
 
 namespace fs = std::filesystem;
 
@@ -72,6 +73,24 @@ static std::string save_checkpoint(const std::string& dir, int64_t step, const s
     s.add_f32("adamw.m", weights.data(), {(int64_t)floats});
     write_state(w.file(CKPT_STATE_FILE), s);
     return w.commit();
+}
+
+// Runs write() in a child that dies at `point` (common/kill_point.h); returns whether it died there (else it finished).
+static bool killed_at(const char* point, const std::function<void()>& write) {
+    pid_t child = fork();
+    if (child == 0) {
+        setenv("PRAC_TEST_KILL_AT", point, 1);
+        try {
+            write();
+        } catch (...) {
+            _exit(3);
+        }
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(child, &st, 0);
+    EXPECT_TRUE(WIFSIGNALED(st) ? WTERMSIG(st) == SIGKILL : WEXITSTATUS(st) == 0) << point << ": status " << st;
+    return WIFSIGNALED(st);
 }
 
 static std::string tag_of(const std::string& ckpt) {
@@ -580,6 +599,35 @@ TEST_F(CkptTest, RotationRemovesAReplacedRunsCheckpoints) {
     checkpoint_rotate(ckdir(), 5, 16, true);
     EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{16}));
     EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "new 16");
+
+    // a run killed while it removed them (its new 3 committed, old 1 gone, old 16 and 32 left): --resume would take
+    // old 32, the earlier run's, and continue it (or refuse its settings, never offering new 3); the directory is
+    // marked until a run has removed them all
+    save_checkpoint(ckdir(), 1, "old 1");
+    save_checkpoint(ckdir(), 32, "old 32");
+    save_checkpoint(ckdir(), 3, "new 3");
+    EXPECT_TRUE(killed_at("checkpoint.rotate_moved", [&] { checkpoint_rotate(ckdir(), 5, 3, true); }));
+    checkpoint_cleanup(ckdir());
+    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{3, 16, 32}));
+    EXPECT_USER_ERROR(checkpoint_resolve(ckdir()), "stopped while it removed the earlier run's checkpoints",
+                      "--overwrite");
+    checkpoint_rotate(ckdir(), 5, 3, true);  // the rerun's first checkpoint (step 3 again) removes them all
+    EXPECT_EQ(checkpoint_resolve(ckdir()), checkpoint_path(ckdir(), 3));
+    EXPECT_FALSE(fs::exists(ckdir() + "/" + CKPT_REPLACING_FILE));
+}
+
+// A resumed run's rotation keeps the newest --ckpt-keep of the checkpoints up to its own: a newer one that the resume
+// skipped as damaged stays and does not count (its step is still to come). It counted, and with --ckpt-keep 1 the
+// rotation after the resumed run's first checkpoint removed that one and every intact one, leaving only the damaged.
+TEST_F(CkptTest, RotationCountsTheCheckpointsUpToThisRunsOwn) {
+    for (int64_t s : {10, 15, 20}) save_checkpoint(ckdir(), s, format("s%lld", (long long)s));
+    save_checkpoint(ckdir(), 18, "resumed 18");  // (step 20 damaged: the resume went on from 15)
+    checkpoint_rotate(ckdir(), 1, 18);
+    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{18, 20}));
+    EXPECT_EQ(tag_of(checkpoint_path(ckdir(), 18)), "resumed 18");
+    save_checkpoint(ckdir(), 19, "resumed 19");
+    checkpoint_rotate(ckdir(), 2, 19);
+    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{18, 19, 20}));
 }
 
 TEST_F(CkptTest, CleanupRemovesOnlyDeadWritersLeftovers) {
@@ -755,23 +803,6 @@ TEST_F(CkptTest, WriterKilledAtAnyPointNeverLeavesAPartialCheckpoint) {
 // a replacement's two renames (the old step 2 moved aside, the new one not yet in place), the old one comes back.
 // A rotation killed after moving an old step out of its name loses that step only.
 TEST_F(CkptTest, WriterKilledAtEachCommitPointLeavesTheOldOrTheNewCheckpoint) {
-    // Runs write() in a child that dies at `point`; returns whether it died there (else it finished).
-    auto killed_at = [](const char* point, const std::function<void()>& write) {
-        pid_t child = fork();
-        if (child == 0) {
-            setenv("PRAC_TEST_KILL_AT", point, 1);
-            try {
-                write();
-            } catch (...) {
-                _exit(3);
-            }
-            _exit(0);
-        }
-        int st = 0;
-        waitpid(child, &st, 0);
-        EXPECT_TRUE(WIFSIGNALED(st) ? WTERMSIG(st) == SIGKILL : WEXITSTATUS(st) == 0) << point << ": status " << st;
-        return WIFSIGNALED(st);
-    };
     save_checkpoint(ckdir(), 1, "one");
     for (const char* point : {"checkpoint.files_synced", "checkpoint.marker_written", "checkpoint.moved_aside",
                               "checkpoint.published"}) {

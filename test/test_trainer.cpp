@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -353,6 +354,10 @@ TEST(TrainerBinary, EarlierRunIsNotOverwritten) {
     ASSERT_EQ(split_log(log).steps.size(), 2u);
     RunResult log_again = run_trainer("train_gpt2", args({"--log", log}), dir, 120);
     expect_user_error_exit(log_again, "train_gpt2", {log, "earlier run's records", "--overwrite"});
+    // ... with a --ckpt-dir that holds no checkpoint, --resume is no way out (it then said "no checkpoint")
+    RunResult no_ckpt = run_trainer("train_gpt2", args({"--log", log, "--ckpt-dir", dir / "none"}), dir, 120);
+    expect_user_error_exit(no_ckpt, "train_gpt2", {"earlier run's records", "--overwrite"});
+    EXPECT_FALSE(contains(no_ckpt.err, "--resume")) << describe(no_ckpt);
     EXPECT_EQ(read_bytes(log), log_before);
     // an --overwrite run refused before its first record leaves the log as it was
     RunResult refused = run_trainer("train_gpt2", args({"--log", log, "--overwrite", "--prac", "prac", "--recompute",
@@ -755,7 +760,8 @@ TEST(TrainerBinary, ALogThatCannotBeWrittenEndsTheRun) {
     RunResult full = run_trainer("train_gpt2", a, dir, 120);
     expect_user_error_exit(full, "train_gpt2", {"cannot write the metrics log /dev/full: No space left on device"});
 
-    write_text(dir / "limit.sh", "#!/bin/bash\ntrap '' XFSZ\nulimit -f 8\nexec \"$@\"\n");
+    // (SIGXFSZ at its default, as a user's shell has it: it killed the run silently mid-record; the trainer ignores it)
+    write_text(dir / "limit.sh", "#!/bin/bash\nulimit -f 8\nexec \"$@\"\n");
     fs::permissions(dir / "limit.sh", fs::perms::owner_all);
     a = run;
     a.insert(a.end(), {"--log", dir / "m.jsonl"});
@@ -772,6 +778,46 @@ TEST(TrainerBinary, ALogThatCannotBeWrittenEndsTheRun) {
         EXPECT_TRUE(json::accept(line)) << "line " << records + 1 << ": " << line;
     EXPECT_GT(records, 10);
     EXPECT_LT(records, 60);
+
+    // a log that a killed run left ending in a record cut short: the next run drops it (its own first record was
+    // appended to it, and the log no longer parsed), and says so
+    const std::string cut = "{\"type\":\"step\",\"step\":61,\"loss\":10.5";
+    write_text(dir / "cut.jsonl", log + cut);
+    RunResult evaluated = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--batch-size", "2", "--seq-len", "32",
+                                                      "--eval-tokens", "64", "--eval-only", "--log", dir / "cut.jsonl"},
+                                      dir, 120);
+    ASSERT_EQ(evaluated.rc, 0) << describe(evaluated);
+    EXPECT_TRUE(contains(evaluated.out, "ended in a record cut short (" + std::to_string(cut.size()) + " bytes")) <<
+        describe(evaluated);
+    const std::string repaired = read_bytes(dir / "cut.jsonl");
+    EXPECT_EQ(repaired.substr(0, log.size()), log);
+    std::istringstream after(repaired.substr(log.size()));
+    std::string line;
+    ASSERT_TRUE(std::getline(after, line));
+    EXPECT_TRUE(json::accept(line) && json::parse(line).value("eval_only", false)) << line;
+}
+
+// Two runs on one --ckpt-dir replaced each other's checkpoints (and on one --log interleaved their records), both with
+// exit 0: a run holds a lock on each (here the test holds them, as a running run would) and another is refused,
+// naming the directory or the log, before it trains.
+TEST(TrainerBinary, TwoRunsOnOneCheckpointDirectoryOrLogAreRefused) {
+    TempDir dir;
+    fs::create_directories(dir / "ck");
+    ASSERT_EQ(lock_until_exit(dir / ("ck/" + std::string(CKPT_LOCK_FILE))), 0);
+    RunResult r = run_trainer("train_gpt2", tiny({"--steps", "2", "--eval-tokens", "64", "--ckpt-dir", dir / "ck"}),
+                              dir, 120);
+    expect_user_error_exit(r, "train_gpt2", {"--ckpt-dir " + (dir / "ck") + " is in use by another run", "HINT"});
+    EXPECT_FALSE(contains(r.out, "| loss ")) << describe(r);
+    const int log_fd = ::open((dir / "m.jsonl").c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_GE(log_fd, 0);
+    ASSERT_EQ(flock(log_fd, LOCK_EX | LOCK_NB), 0);
+    RunResult l = run_trainer("train_gpt2", tiny({"--steps", "2", "--eval-tokens", "64", "--log", dir / "m.jsonl"}),
+                              dir, 120);
+    expect_user_error_exit(l, "train_gpt2", {"another run is writing the metrics log " + (dir / "m.jsonl")});
+    ::close(log_fd);
+    RunResult ok = run_trainer("train_gpt2", tiny({"--steps", "2", "--eval-tokens", "64", "--log", dir / "m.jsonl"}),
+                               dir, 120);
+    EXPECT_EQ(ok.rc, 0) << describe(ok);
 }
 
 // --save is one unit: a failure after the weights were written (exactly there: common/kill_point.h) left the new
@@ -1053,9 +1099,9 @@ TEST(TrainerResume, AKillInsideACheckpointResumesFromTheNewestComplete) {
         ASSERT_EQ(r.rc, 0) << describe(r);
         EXPECT_TRUE(contains(r.out, "at step " + std::to_string(from) + " of 6")) << describe(r);
         expect_same_checkpoint(dir, "u", run, 6);
-        std::vector<std::string> left;
-        for (const auto& e : fs::directory_iterator(dir / run)) left.push_back(e.path().filename().string());
-        EXPECT_EQ(left, std::vector<std::string>{"step_00000006"});
+        std::set<std::string> left;
+        for (const auto& e : fs::directory_iterator(dir / run)) left.insert(e.path().filename().string());
+        EXPECT_EQ(left, (std::set<std::string>{CKPT_LOCK_FILE, "step_00000006"}));
     }
 }
 

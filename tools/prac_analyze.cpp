@@ -800,6 +800,7 @@ static int analyze_main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+    file_size_limit_as_error();
     try {
         return analyze_main(argc, argv);
     } catch (const UserError& e) {

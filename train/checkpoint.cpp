@@ -389,15 +389,28 @@ void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, b
     };
     std::vector<int64_t> steps = checkpoint_steps(dir);
     if (replaces_earlier_run) {  // every other one is the replaced run's, which --resume would otherwise continue
+        // a kill midway would leave some of them beside this run's newer-numbered or not: the marker makes --resume
+        // refuse the directory until a run has removed them all
+        const std::string marker = dir + "/" + CKPT_REPLACING_FILE;
+        write_file_synced(marker, format("%lld\n", (long long)written));
+        fsync_path(dir, true);
         for (int64_t s : steps)
             if (s != written) {
                 remove(s);
                 std::printf("removed %s: the earlier run's (--overwrite)\n", checkpoint_path(dir, s).c_str());
             }
+        std::remove(marker.c_str());
+        fsync_path(dir, true);
         steps = {written};
     }
     if (keep_last <= 0) return;
-    for (size_t i = 0; i + (size_t)keep_last < steps.size(); i++) remove(steps[i]);
+    // the newest keep_last up to this run's own; newer ones (damaged ones the resume skipped: their steps are still
+    // to come in this run) stay and do not count, or a damaged newest would leave one intact checkpoint fewer, and
+    // with --ckpt-keep 1 none at all
+    std::vector<int64_t> upto;
+    for (int64_t s : steps)
+        if (s <= written) upto.push_back(s);
+    for (size_t i = 0; i + (size_t)keep_last < upto.size(); i++) remove(upto[i]);
 }
 
 std::string checkpoint_run_dir(const std::string& path_arg, bool resume) {
@@ -448,6 +461,10 @@ std::string checkpoint_resolve(const std::string& path_arg) {
             fail("cannot resume from %s: it is damaged (%s)\n%s", path.c_str(), why.c_str(), hint);
         return path;
     }
+    if (fs::exists(path + "/" + CKPT_REPLACING_FILE, ec))
+        fail("cannot resume from %s: a run started there with --overwrite was stopped while it removed the earlier "
+             "run's checkpoints, so those left may be the earlier run's\n---> HINT: start over with --overwrite "
+             "(without --resume)", path.c_str());
     checkpoint_cleanup(path);
     // newest first: the newest step directory that is complete and intact; each newer one that is not is reported
     std::vector<std::pair<int64_t, std::string>> dirs;

@@ -23,6 +23,10 @@ inline constexpr const char* CKPT_MODEL_FILE = "model.safetensors";
 inline constexpr const char* CKPT_CONFIG_FILE = "config.json";
 inline constexpr const char* CKPT_STATE_FILE = "state.safetensors";
 inline constexpr const char* CKPT_COMPLETE_FILE = "COMPLETE";
+// In a checkpoint DIRECTORY (beside its step_NNNNNNNN): there while --overwrite removes an earlier run's checkpoints
+// (checkpoint_rotate); --resume refuses a directory that holds it. And the lock a run holds on it (train/trainer.h).
+inline constexpr const char* CKPT_REPLACING_FILE = ".replacing_earlier_run";
+inline constexpr const char* CKPT_LOCK_FILE = ".lock";
 
 // "step_00000100", and DIR + "/step_00000100".
 std::string checkpoint_dir_name(int64_t step);
@@ -39,9 +43,10 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir);
 void checkpoint_abort(const std::string& tmpdir);
 // After the checkpoint of step `written` was committed: with replaces_earlier_run (the first checkpoint of a run
 // started with --overwrite in a directory that holds an earlier run's) deletes every other complete checkpoint,
-// naming each (a --resume would continue that run instead of this one); then the oldest complete ones so that the
-// newest keep_last remain (keep_last <= 0: delete none). Incomplete step directories and other processes' temp dirs
-// are never touched. Runs checkpoint_cleanup first.
+// naming each (a --resume would continue that run instead of this one), CKPT_REPLACING_FILE marking the directory
+// meanwhile; then the oldest complete ones up to step `written` so that the newest keep_last of those remain
+// (keep_last <= 0: delete none; newer ones, which a resume skipped as damaged, stay and do not count). Incomplete step
+// directories and other processes' temp dirs are never touched. Runs checkpoint_cleanup first.
 void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, bool replaces_earlier_run = false);
 // Steps of the complete checkpoints in DIR, ascending; empty when DIR is missing or holds none.
 std::vector<int64_t> checkpoint_steps(const std::string& dir);

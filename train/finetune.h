@@ -448,7 +448,10 @@ struct FineTuner {
         if (!opts.save.empty()) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
         if (!opts.ckpt_dir.empty()) opts.ckpt_dir = checkpoint_run_dir(opts.ckpt_dir, opts.resume);
-        if (!opts.ckpt_dir.empty() && !opts.eval_only) prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
+        if (!opts.ckpt_dir.empty() && !opts.eval_only) {
+            prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
+            lock_checkpoint_dir(opts.ckpt_dir);
+        }
         opts.seq_len = T;  // for resume_keys and the planner
         return cfg;
     }

@@ -2,9 +2,11 @@
 // killed run keeps everything it logged. Non-finite numbers are written as null (JSON has no NaN).
 #pragma once
 #include <fcntl.h>
+#include <sys/file.h>  // flock
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -28,8 +30,36 @@ struct MetricsLog {
         std::error_code ec;  // its directory is made, as --save's and --ckpt-dir's are
         const std::filesystem::path dir = std::filesystem::path(path).parent_path();
         if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-        fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);  // (read: drop_partial_record)
+        if (fd < 0) fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0) fail("cannot open the metrics log %s for appending: %s", path.c_str(), std::strerror(errno));
+        // two runs on one log interleaved their records into one that reads as a single run
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+            fail("another run is writing the metrics log %s (it holds its lock)\n---> HINT: wait for that run to end, "
+                 "or choose another --log", path.c_str());
+        if (!truncate_first) drop_partial_record();
+    }
+    // A record cut short (a run killed by a signal mid-write, as a file-size limit did) would have the next run's
+    // first record appended to it, and the log no longer parse: the cut record is dropped, and said.
+    void drop_partial_record() {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || st.st_size == 0) return;
+        off_t end = st.st_size, keep = 0;
+        char c = 0;
+        if (pread(fd, &c, 1, end - 1) == 1 && c == '\n') return;
+        std::vector<char> buf(65536);
+        for (off_t at = end; at > 0 && !keep;) {  // back to the last newline
+            const off_t from = std::max<off_t>(0, at - (off_t)buf.size());
+            const ssize_t n = pread(fd, buf.data(), (size_t)(at - from), from);
+            if (n <= 0) return;
+            for (ssize_t i = n - 1; i >= 0 && !keep; i--)
+                if (buf[i] == '\n') keep = from + i + 1;
+            at = from;
+        }
+        if (ftruncate(fd, keep) != 0)
+            fail("cannot drop the cut-short last record of the metrics log %s: %s", path.c_str(), std::strerror(errno));
+        std::printf("notice: the metrics log %s ended in a record cut short (%lld bytes, a run killed while writing "
+                    "it): dropped\n", path.c_str(), (long long)(end - keep));
     }
     ~MetricsLog() {
         if (fd >= 0) ::close(fd);

@@ -88,6 +88,18 @@ void prepare_output_dir(const std::string& dir, const char* flag) {
         fail("%s: directory %s is not writable (%s)", flag, dir.c_str(), std::strerror(errno));
 }
 
+void lock_checkpoint_dir(const std::string& dir) {
+    const std::string lock = dir + "/" + CKPT_LOCK_FILE;
+    const int err = lock_until_exit(lock);
+    if (err == EWOULDBLOCK)
+        fail("--ckpt-dir %s is in use by another run (it holds %s): two runs there would replace each other's "
+             "checkpoints\n---> HINT: wait for that run to end (then --resume it or start over with --overwrite), "
+             "or choose another --ckpt-dir", dir.c_str(), lock.c_str());
+    if (err)
+        std::fprintf(stderr, "warning: cannot lock %s (%s): another run on this --ckpt-dir would not be refused\n",
+                     lock.c_str(), std::strerror(err));
+}
+
 void check_output_file(const std::string& path, const char* flag) {
     if (is_dir(path))
         fail("%s %s: that is a directory\n---> HINT: pass a file path (e.g. %s/out.npy)", flag, path.c_str(),
@@ -182,7 +194,7 @@ void check_no_earlier_run(const TrainOptions& opts) {
             fail("--log %s holds an earlier run's records (%lld bytes); this run would append its own to them\n"
                  "---> HINT: %s--overwrite to start the log over, or choose another --log", opts.log.c_str(),
                  (long long)st.st_size,
-                 opts.ckpt_dir.empty() ? "" : "pass --resume to continue that run (its log goes on), ");
+                 checkpoint_steps(opts.ckpt_dir).empty() ? "" : "pass --resume to continue that run (its log goes on), ");
     }
     // any file of a model (an older download's pytorch_model.bin, a tokenizer.model): --save replaces them all
     const std::vector<std::string> model =

@@ -48,6 +48,9 @@ void verify_init_from_checkpoint(const std::string& path);
 // Creates DIR (and parents) for an output directory flag (--save, --ckpt-dir), failing with a clear message naming
 // the flag when it cannot or DIR is a file: before the run, not when its first output is written.
 void prepare_output_dir(const std::string& dir, const char* flag);
+// Locks a run's --ckpt-dir (DIR/.lock, held until the process ends) or fails naming it when another run holds it:
+// two runs there replaced each other's checkpoints with exit 0. A file system without locks is warned about.
+void lock_checkpoint_dir(const std::string& dir);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory.
 void check_output_file(const std::string& path, const char* flag);
 // The bytes free for unprivileged users (statvfs) on the filesystem that holds `dir` (or its nearest existing
@@ -593,6 +596,12 @@ struct Trainer {
     // run prints): earlier runs' files, --save, the data patterns, --init-from, the checkpoint to resume. Returns the
     // validation data's path for the member initializer that follows.
     std::string check_before_start() {
+        // (the flag may name one checkpoint to resume: its directory is the run's)
+        const std::string run_dir = opts.ckpt_dir.empty() ? "" : checkpoint_run_dir(opts.ckpt_dir, opts.resume);
+        if (!run_dir.empty() && !opts.eval_only && rank == 0) {  // first: another run there is the reason to say
+            prepare_output_dir(run_dir, "--ckpt-dir");
+            lock_checkpoint_dir(run_dir);
+        }
         check_no_earlier_run(opts);
         if (!opts.eval_only) data_files_of(opts.train_data, "--train-data");
         data_files_of(opts.val_data, "--val-data");
@@ -606,8 +615,7 @@ struct Trainer {
         }
         if (!opts.save.empty() && rank == 0) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = resume_checkpoint();
-        if (!opts.ckpt_dir.empty()) opts.ckpt_dir = checkpoint_run_dir(opts.ckpt_dir, opts.resume);
-        if (!opts.ckpt_dir.empty() && !opts.eval_only && rank == 0) prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
+        opts.ckpt_dir = run_dir;
         if (!opts.dump_site.empty() && rank == 0) {  // (rank 0 writes it)
             check_output_file(opts.dump_path, "--dump-path");
             // an earlier dump (another step, site or run: the file does not say which); a resumed run writes the

@@ -6,9 +6,11 @@
 #include <exception>
 
 #include "common/error.h"
+#include "common/files.h"  // file_size_limit_as_error
 #include "tools/prep_data/prep_data.h"
 
 int main(int argc, char** argv) {
+    file_size_limit_as_error();
     try {
         prep::Options o = prep::parse_args(argc, argv);
         if (o.help || argc == 1) {
