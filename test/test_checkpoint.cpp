@@ -600,20 +600,29 @@ TEST_F(CkptTest, RotationRemovesAReplacedRunsCheckpoints) {
     EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{16}));
     EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "new 16");
 
-    // a run killed while it removed them (its new 3 committed, old 1 gone, old 16 and 32 left): --resume would take
-    // old 32, the earlier run's, and continue it (or refuse its settings, never offering new 3); the directory is
-    // marked until a run has removed them all
+    // a run killed while it removed them (its new 3 committed, old 1 gone, old 16 and 32 left): --resume took old 32,
+    // the earlier run's, and continued it (or refused its settings, never offering new 3). The writer marks the
+    // directory before its commit; a resume of one of the earlier run's is refused, and one of the directory or of
+    // new 3 finishes the removal and goes on from new 3
     save_checkpoint(ckdir(), 1, "old 1");
     save_checkpoint(ckdir(), 32, "old 32");
+    checkpoint_mark_replacing(ckdir(), 3);
     save_checkpoint(ckdir(), 3, "new 3");
     EXPECT_TRUE(killed_at("checkpoint.rotate_moved", [&] { checkpoint_rotate(ckdir(), 5, 3, true); }));
     checkpoint_cleanup(ckdir());
     EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{3, 16, 32}));
-    EXPECT_USER_ERROR(checkpoint_resolve(ckdir()), "stopped while it removed the earlier run's checkpoints",
+    EXPECT_USER_ERROR(checkpoint_resolve(checkpoint_path(ckdir(), 32)), "this one may be the earlier run's",
                       "--overwrite");
-    checkpoint_rotate(ckdir(), 5, 3, true);  // the rerun's first checkpoint (step 3 again) removes them all
     EXPECT_EQ(checkpoint_resolve(ckdir()), checkpoint_path(ckdir(), 3));
+    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{3}));
+    EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "new 3");
     EXPECT_FALSE(fs::exists(ckdir() + "/" + CKPT_REPLACING_FILE));
+    // killed after the mark, before its own commit: every checkpoint left is the earlier run's
+    save_checkpoint(ckdir(), 40, "old 40");
+    checkpoint_mark_replacing(ckdir(), 5);
+    EXPECT_USER_ERROR(checkpoint_resolve(ckdir()), "stopped while it replaced the earlier run's checkpoints",
+                      "step_00000005", "--overwrite");
+    EXPECT_USER_ERROR(checkpoint_resolve(checkpoint_path(ckdir(), 40)), "may be the earlier run's");
 }
 
 // A resumed run's rotation keeps the newest --ckpt-keep of the checkpoints up to its own: a newer one that the resume

@@ -818,6 +818,37 @@ TEST(TrainerBinary, TwoRunsOnOneCheckpointDirectoryOrLogAreRefused) {
     RunResult ok = run_trainer("train_gpt2", tiny({"--steps", "2", "--eval-tokens", "64", "--log", dir / "m.jsonl"}),
                                dir, 120);
     EXPECT_EQ(ok.rc, 0) << describe(ok);
+    // a device is no run's own: /dev/null locked by another process is still a log
+    const int null_fd = ::open("/dev/null", O_RDWR);
+    ASSERT_EQ(flock(null_fd, LOCK_EX | LOCK_NB), 0);
+    RunResult null_log = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--log", "/dev/null"}),
+                                     dir, 120);
+    EXPECT_EQ(null_log.rc, 0) << describe(null_log);
+    ::close(null_fd);
+    // claiming the directory first does not hide a mistyped --resume: not made, said as missing
+    RunResult typo = run_trainer("train_gpt2", tiny({"--steps", "2", "--resume", "--ckpt-dir", dir / "typo"}), dir, 120);
+    expect_user_error_exit(typo, "train_gpt2", {"no checkpoint in " + (dir / "typo") + ": it does not exist"});
+    EXPECT_FALSE(fs::exists(dir / "typo"));
+}
+
+// The last line of a --log that does not end with a newline: a whole record gets its newline, a file that is not a
+// metrics log is refused and left as it was (the cut-short record's drop is in ALogThatCannotBeWrittenEndsTheRun).
+TEST(TrainerBinary, ALogsUnfinishedLastLineIsKeptOrRefused) {
+    TempDir dir;
+    const std::string whole = "{\"type\":\"eval\",\"step\":3,\"val_loss\":9.5,\"val_ppl\":13360,\"val_tokens\":64}";
+    write_text(dir / "whole.jsonl", whole);
+    auto eval_only = [&](const std::string& log) {
+        return run_trainer("train_gpt2", tiny({"--eval-tokens", "64", "--eval-only", "--log", log}), dir, 120);
+    };
+    RunResult r = eval_only(dir / "whole.jsonl");
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    const std::string log = read_bytes(dir / "whole.jsonl");
+    EXPECT_EQ(log.substr(0, whole.size() + 1), whole + "\n") << log;
+    EXPECT_FALSE(contains(r.out, "cut short")) << describe(r);
+    write_text(dir / "notes.txt", "my notes\nline two without a newline");
+    RunResult notes = eval_only(dir / "notes.txt");
+    expect_user_error_exit(notes, "train_gpt2", {"does not end with a whole line", "not a metrics log"});
+    EXPECT_EQ(read_bytes(dir / "notes.txt"), "my notes\nline two without a newline");
 }
 
 // --save is one unit: a failure after the weights were written (exactly there: common/kill_point.h) left the new

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
@@ -378,6 +379,36 @@ std::string CheckpointWriter::commit() {
     return final_dir;
 }
 
+void checkpoint_mark_replacing(const std::string& dir, int64_t step) {
+    write_file_synced(dir + "/" + CKPT_REPLACING_FILE, format("%lld\n", (long long)step));
+    fsync_path(dir, true);
+}
+
+// The step a stopped --overwrite run was writing (its marker's), -1 without a marker, -2 for one unreadable.
+static int64_t replacing_step(const std::string& dir) {
+    std::ifstream f(dir + "/" + CKPT_REPLACING_FILE);
+    if (!f) return -1;
+    long long step = -2;
+    return (f >> step) && step >= 0 ? (int64_t)step : -2;
+}
+
+// A run started with --overwrite and stopped while it replaced the earlier run's checkpoints: when its own (the
+// marker's step) is there and intact, the removal is finished; otherwise the ones left may all be the earlier
+// run's, which a resume would continue: refused.
+static void finish_replacing(const std::string& dir) {
+    const int64_t w = replacing_step(dir);
+    if (w == -1) return;
+    std::string why = "it is not there";
+    if (w < 0 || !checkpoint_verify(checkpoint_path(dir, w), &why))
+        fail("cannot resume from %s: a run started there with --overwrite was stopped while it replaced the earlier "
+             "run's checkpoints, and its own first checkpoint%s is not usable (%s), so those left are the earlier "
+             "run's\n---> HINT: start over with --overwrite (without --resume)", dir.c_str(),
+             w < 0 ? "" : (" (" + checkpoint_dir_name(w) + ")").c_str(), w < 0 ? "unreadable marker" : why.c_str());
+    std::printf("notice: a run started in %s with --overwrite was stopped while it removed the earlier run's "
+                "checkpoints; finishing that (its own: %s)\n", dir.c_str(), checkpoint_dir_name(w).c_str());
+    checkpoint_rotate(dir, 0, w, /*replaces_earlier_run=*/true);
+}
+
 void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, bool replaces_earlier_run) {
     checkpoint_cleanup(dir);
     auto remove = [&](int64_t step) {
@@ -389,11 +420,9 @@ void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, b
     };
     std::vector<int64_t> steps = checkpoint_steps(dir);
     if (replaces_earlier_run) {  // every other one is the replaced run's, which --resume would otherwise continue
-        // a kill midway would leave some of them beside this run's newer-numbered or not: the marker makes --resume
-        // refuse the directory until a run has removed them all
+        // (marked before this run's commit by its writer: a kill midway leaves the mark, which --resume reads)
         const std::string marker = dir + "/" + CKPT_REPLACING_FILE;
-        write_file_synced(marker, format("%lld\n", (long long)written));
-        fsync_path(dir, true);
+        if (replacing_step(dir) != written) checkpoint_mark_replacing(dir, written);
         for (int64_t s : steps)
             if (s != written) {
                 remove(s);
@@ -453,6 +482,15 @@ std::string checkpoint_resolve(const std::string& path_arg) {
     DotDir d;
     bool is_step = parse_step_name(name, &step) || parse_dot_dir(name, &d);
     if (fs::exists(path + "/" + CKPT_COMPLETE_FILE, ec) || is_step) {
+        // one checkpoint of a directory that a stopped --overwrite left: only that run's own is this run's
+        const std::string above = fs::path(path).parent_path().string();
+        const int64_t w = replacing_step(above.empty() ? "." : above);
+        if (w != -1 && !(parse_step_name(name, &step) && step == w))
+            fail("cannot resume from %s: a run started in %s with --overwrite was stopped while it replaced the "
+                 "earlier run's checkpoints, and this one may be the earlier run's\n---> HINT: resume from that run's "
+                 "own (--ckpt-dir %s --resume), or start over with --overwrite", path.c_str(), above.c_str(),
+                 above.c_str());
+        if (w != -1) finish_replacing(above.empty() ? "." : above);
         const char* hint = "---> HINT: pass the checkpoint directory above it to use its newest intact checkpoint, or "
                            "an older step_NNNNNNNN";
         if (!checkpoint_is_complete(path, &why))
@@ -461,10 +499,7 @@ std::string checkpoint_resolve(const std::string& path_arg) {
             fail("cannot resume from %s: it is damaged (%s)\n%s", path.c_str(), why.c_str(), hint);
         return path;
     }
-    if (fs::exists(path + "/" + CKPT_REPLACING_FILE, ec))
-        fail("cannot resume from %s: a run started there with --overwrite was stopped while it removed the earlier "
-             "run's checkpoints, so those left may be the earlier run's\n---> HINT: start over with --overwrite "
-             "(without --resume)", path.c_str());
+    finish_replacing(path);
     checkpoint_cleanup(path);
     // newest first: the newest step directory that is complete and intact; each newer one that is not is reported
     std::vector<std::pair<int64_t, std::string>> dirs;

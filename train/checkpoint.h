@@ -48,6 +48,10 @@ void checkpoint_abort(const std::string& tmpdir);
 // (keep_last <= 0: delete none; newer ones, which a resume skipped as damaged, stay and do not count). Incomplete step
 // directories and other processes' temp dirs are never touched. Runs checkpoint_cleanup first.
 void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, bool replaces_earlier_run = false);
+// Marks DIR (CKPT_REPLACING_FILE, durably) before a run started with --overwrite commits its first checkpoint, of
+// `step`: a kill from there until checkpoint_rotate has removed the earlier run's leaves the mark, and
+// checkpoint_resolve then finishes the removal when step's checkpoint is intact, or refuses the directory.
+void checkpoint_mark_replacing(const std::string& dir, int64_t step);
 // Steps of the complete checkpoints in DIR, ascending; empty when DIR is missing or holds none.
 std::vector<int64_t> checkpoint_steps(const std::string& dir);
 // The newest complete checkpoint directory in DIR (DIR/step_NNNNNNNN), or "" if none. Read-only.

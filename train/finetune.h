@@ -386,6 +386,7 @@ struct FineTuner {
     // What can fail before the model is built: --init-from's files, the task's data (read, encoded, T chosen),
     // checkpoint and --save directories. Returns the config for the model's member initializer.
     const ModelConfig& check_data_first() {
+        const std::string run_dir = claim_checkpoint_dir(opts.ckpt_dir, opts.resume, !opts.eval_only);
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file
         CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the "
@@ -447,11 +448,7 @@ struct FineTuner {
                    "---> HINT: pass --batch-size %zu or less", B, largest, opts.data_dir.c_str(), largest);
         if (!opts.save.empty()) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
-        if (!opts.ckpt_dir.empty()) opts.ckpt_dir = checkpoint_run_dir(opts.ckpt_dir, opts.resume);
-        if (!opts.ckpt_dir.empty() && !opts.eval_only) {
-            prepare_output_dir(opts.ckpt_dir, "--ckpt-dir");
-            lock_checkpoint_dir(opts.ckpt_dir);
-        }
+        opts.ckpt_dir = run_dir;
         opts.seq_len = T;  // for resume_keys and the planner
         return cfg;
     }
@@ -629,6 +626,7 @@ struct FineTuner {
         st.set_f64("glue.best", best);
         st.set_i64("glue.best_epoch", best_epoch);
         write_state(w.file(CKPT_STATE_FILE), st);
+        if (opts.overwrite && !wrote_checkpoint) checkpoint_mark_replacing(opts.ckpt_dir, step);
         std::string dir = w.commit();
         checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, step, opts.overwrite && !wrote_checkpoint);
         wrote_checkpoint = true;

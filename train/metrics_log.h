@@ -25,41 +25,56 @@ struct MetricsLog {
     // before it leaves them); otherwise records are appended (a resumed run's log goes on; --eval-only adds its
     // evaluation)
     bool truncate_first = false;
+    // A log a killed run left ending in a line cut short: whole records up to `tail_at`; the fix applied at this run's
+    // first record (a run refused before it leaves the log as it was)
+    off_t tail_at = -1;
+    bool tail_is_record = false;  // a whole record without its newline (it gets one), else one cut short (dropped)
     MetricsLog(const std::string& path, bool start_over) : path(path), truncate_first(start_over) {
         if (path.empty()) return;
         std::error_code ec;  // its directory is made, as --save's and --ckpt-dir's are
         const std::filesystem::path dir = std::filesystem::path(path).parent_path();
         if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-        fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);  // (read: drop_partial_record)
-        if (fd < 0) fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0) fail("cannot open the metrics log %s for appending: %s", path.c_str(), std::strerror(errno));
+        // a file, not a device or pipe (--log /dev/stdout: shared with everything else there, never ours to lock or cut)
+        struct stat st;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
         // two runs on one log interleaved their records into one that reads as a single run
         if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
             fail("another run is writing the metrics log %s (it holds its lock)\n---> HINT: wait for that run to end, "
                  "or choose another --log", path.c_str());
-        if (!truncate_first) drop_partial_record();
+        if (!truncate_first) find_unfinished_line(st.st_size);
     }
-    // A record cut short (a run killed by a signal mid-write, as a file-size limit did) would have the next run's
-    // first record appended to it, and the log no longer parse: the cut record is dropped, and said.
-    void drop_partial_record() {
-        struct stat st;
-        if (fstat(fd, &st) != 0 || st.st_size == 0) return;
-        off_t end = st.st_size, keep = 0;
-        char c = 0;
-        if (pread(fd, &c, 1, end - 1) == 1 && c == '\n') return;
-        std::vector<char> buf(65536);
-        for (off_t at = end; at > 0 && !keep;) {  // back to the last newline
-            const off_t from = std::max<off_t>(0, at - (off_t)buf.size());
-            const ssize_t n = pread(fd, buf.data(), (size_t)(at - from), from);
-            if (n <= 0) return;
-            for (ssize_t i = n - 1; i >= 0 && !keep; i--)
-                if (buf[i] == '\n') keep = from + i + 1;
+    // A record cut short (a run killed mid-write, as a file-size limit did) would have this run's first record appended
+    // to it, and the log no longer parse. A last line that is not one of ours is another file: refused, not cut.
+    void find_unfinished_line(off_t size) {
+        if (size == 0) return;
+        const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (rd < 0) return;
+        std::string tail;
+        char buf[4096];
+        off_t at = size;
+        while (at > 0 && tail.find('\n') == std::string::npos && tail.size() < (1u << 20)) {  // back to a newline
+            const off_t from = std::max<off_t>(0, at - (off_t)sizeof buf);
+            const ssize_t n = pread(rd, buf, (size_t)(at - from), from);
+            if (n <= 0) break;
+            tail.insert(0, buf, (size_t)n);
             at = from;
         }
-        if (ftruncate(fd, keep) != 0)
-            fail("cannot drop the cut-short last record of the metrics log %s: %s", path.c_str(), std::strerror(errno));
-        std::printf("notice: the metrics log %s ended in a record cut short (%lld bytes, a run killed while writing "
-                    "it): dropped\n", path.c_str(), (long long)(end - keep));
+        ::close(rd);
+        const size_t nl = tail.rfind('\n');
+        if (nl == tail.size() - 1) return;  // ends with a whole line
+        const std::string last = nl == std::string::npos ? tail : tail.substr(nl + 1);
+        if (nl == std::string::npos && at > 0)
+            fail("--log %s ends in over 1 MiB without a newline: not a metrics log\n---> HINT: choose another --log",
+                 path.c_str());
+        tail_at = size - (off_t)last.size();
+        // ours: {"type":..., a flat object (a '}' only at its end), whole when the cut fell just before its newline
+        const bool ours = last.rfind("{\"type\":", 0) == 0;
+        tail_is_record = ours && last.back() == '}';
+        if (!ours)
+            fail("--log %s does not end with a whole line, and its last line is not a record of these trainers' logs: "
+                 "not a metrics log?\n---> HINT: choose another --log", path.c_str());
     }
     ~MetricsLog() {
         if (fd >= 0) ::close(fd);
@@ -109,6 +124,21 @@ struct MetricsLog {
             truncate_first = false;
             if (ftruncate(fd, 0) != 0)
                 fail("cannot empty the metrics log %s for --overwrite: %s", path.c_str(), std::strerror(errno));
+        }
+        if (tail_at >= 0) {  // the last line a killed run left unfinished (find_unfinished_line)
+            const off_t at = tail_at;
+            tail_at = -1;
+            if (tail_is_record) {
+                line.insert(0, "\n");
+            } else {
+                struct stat st;
+                const long long cut = fstat(fd, &st) == 0 ? (long long)(st.st_size - at) : -1;
+                if (ftruncate(fd, at) != 0)
+                    fail("cannot drop the cut-short last record of the metrics log %s: %s", path.c_str(),
+                         std::strerror(errno));
+                std::printf("notice: the metrics log %s ended in a record cut short (%lld bytes, a run killed while "
+                            "writing it): dropped\n", path.c_str(), cut);
+            }
         }
         line += '\n';
         struct stat st;

@@ -88,6 +88,14 @@ void prepare_output_dir(const std::string& dir, const char* flag) {
         fail("%s: directory %s is not writable (%s)", flag, dir.c_str(), std::strerror(errno));
 }
 
+std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool writes) {
+    const std::string run_dir = ckpt_dir.empty() ? "" : checkpoint_run_dir(ckpt_dir, resume);
+    if (run_dir.empty() || !writes || (resume && !is_dir(run_dir))) return run_dir;
+    prepare_output_dir(run_dir, "--ckpt-dir");
+    lock_checkpoint_dir(run_dir);
+    return run_dir;
+}
+
 void lock_checkpoint_dir(const std::string& dir) {
     const std::string lock = dir + "/" + CKPT_LOCK_FILE;
     const int err = lock_until_exit(lock);
@@ -187,14 +195,14 @@ void check_no_earlier_run(const TrainOptions& opts) {
                  "directory, or choose another --ckpt-dir", opts.ckpt_dir.c_str(), steps.size(),
                  (long long)steps.back());
     }
-    // a training run appends to --log: after an earlier run's records its own would read as one run with both
+    // a training run appends to --log: after an earlier run's records its own would read as one run with both (with
+    // checkpoints to continue, the refusal above named --resume)
     if (!opts.resume && !opts.log.empty()) {
         struct stat st;
         if (stat(opts.log.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
             fail("--log %s holds an earlier run's records (%lld bytes); this run would append its own to them\n"
-                 "---> HINT: %s--overwrite to start the log over, or choose another --log", opts.log.c_str(),
-                 (long long)st.st_size,
-                 checkpoint_steps(opts.ckpt_dir).empty() ? "" : "pass --resume to continue that run (its log goes on), ");
+                 "---> HINT: pass --overwrite to start the log over, or choose another --log", opts.log.c_str(),
+                 (long long)st.st_size);
     }
     // any file of a model (an older download's pytorch_model.bin, a tokenizer.model): --save replaces them all
     const std::vector<std::string> model =

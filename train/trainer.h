@@ -51,6 +51,10 @@ void prepare_output_dir(const std::string& dir, const char* flag);
 // Locks a run's --ckpt-dir (DIR/.lock, held until the process ends) or fails naming it when another run holds it:
 // two runs there replaced each other's checkpoints with exit 0. A file system without locks is warned about.
 void lock_checkpoint_dir(const std::string& dir);
+// The directory a run with --ckpt-dir writes (checkpoint_run_dir: the flag may name one checkpoint to resume), made
+// and locked first thing when this process writes it (`writes`: rank 0, not --eval-only), so that another run there
+// is what a second run is told. A --resume of a directory that is not there is left to checkpoint_resolve's message.
+std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool writes);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory.
 void check_output_file(const std::string& path, const char* flag);
 // The bytes free for unprivileged users (statvfs) on the filesystem that holds `dir` (or its nearest existing
@@ -596,12 +600,7 @@ struct Trainer {
     // run prints): earlier runs' files, --save, the data patterns, --init-from, the checkpoint to resume. Returns the
     // validation data's path for the member initializer that follows.
     std::string check_before_start() {
-        // (the flag may name one checkpoint to resume: its directory is the run's)
-        const std::string run_dir = opts.ckpt_dir.empty() ? "" : checkpoint_run_dir(opts.ckpt_dir, opts.resume);
-        if (!run_dir.empty() && !opts.eval_only && rank == 0) {  // first: another run there is the reason to say
-            prepare_output_dir(run_dir, "--ckpt-dir");
-            lock_checkpoint_dir(run_dir);
-        }
+        const std::string run_dir = claim_checkpoint_dir(opts.ckpt_dir, opts.resume, !opts.eval_only && rank == 0);
         check_no_earlier_run(opts);
         if (!opts.eval_only) data_files_of(opts.train_data, "--train-data");
         data_files_of(opts.val_data, "--val-data");
