@@ -79,7 +79,7 @@ inline std::string host_tag() {
 
 // A file-size limit (ulimit -f) ends a process with SIGXFSZ at the write that crosses it, silently and between
 // two bytes of a record. Ignored, that write fails with EFBIG ("File too large"), which our writers report as they
-// report a full disk. Called first thing in every program that writes files.
+// report a full disk. Called first thing by the trainers, finetune_roberta, prep_data and prac_analyze.
 inline void file_size_limit_as_error() { signal(SIGXFSZ, SIG_IGN); }
 
 // An exclusive flock on PATH (created when missing, never removed: a lock file that stays has no race between a

@@ -601,25 +601,25 @@ TEST_F(CkptTest, RotationRemovesAReplacedRunsCheckpoints) {
     EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "new 16");
 
     // a run killed while it removed them (its new 3 committed, old 1 gone, old 16 and 32 left): --resume took old 32,
-    // the earlier run's, and continued it (or refused its settings, never offering new 3). The writer marks the
-    // directory before its commit; a resume of one of the earlier run's is refused, and one of the directory or of
-    // new 3 finishes the removal and goes on from new 3
+    // the earlier run's, and continued it (or refused its settings, never offering new 3). The rotation marks the
+    // directory first; a resume of one of the earlier run's is refused, and one of new 3 (or of the directory)
+    // finishes the removal and goes on from new 3
     save_checkpoint(ckdir(), 1, "old 1");
     save_checkpoint(ckdir(), 32, "old 32");
-    checkpoint_mark_replacing(ckdir(), 3);
     save_checkpoint(ckdir(), 3, "new 3");
     EXPECT_TRUE(killed_at("checkpoint.rotate_moved", [&] { checkpoint_rotate(ckdir(), 5, 3, true); }));
     checkpoint_cleanup(ckdir());
     EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{3, 16, 32}));
     EXPECT_USER_ERROR(checkpoint_resolve(checkpoint_path(ckdir(), 32)), "this one may be the earlier run's",
                       "--overwrite");
-    EXPECT_EQ(checkpoint_resolve(ckdir()), checkpoint_path(ckdir(), 3));
+    EXPECT_NO_THROW(checkpoint_run_dir(checkpoint_path(ckdir(), 3), true));  // (old 16 and 32 are newer: not refused)
+    EXPECT_EQ(checkpoint_resolve(checkpoint_path(ckdir(), 3)), checkpoint_path(ckdir(), 3));
     EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{3}));
     EXPECT_EQ(tag_of(checkpoint_latest(ckdir())), "new 3");
     EXPECT_FALSE(fs::exists(ckdir() + "/" + CKPT_REPLACING_FILE));
-    // killed after the mark, before its own commit: every checkpoint left is the earlier run's
+    // a mark whose checkpoint is gone (removed by hand): every checkpoint left is the earlier run's
     save_checkpoint(ckdir(), 40, "old 40");
-    checkpoint_mark_replacing(ckdir(), 5);
+    std::ofstream(ckdir() + "/" + CKPT_REPLACING_FILE) << "5\n";
     EXPECT_USER_ERROR(checkpoint_resolve(ckdir()), "stopped while it replaced the earlier run's checkpoints",
                       "step_00000005", "--overwrite");
     EXPECT_USER_ERROR(checkpoint_resolve(checkpoint_path(ckdir(), 40)), "may be the earlier run's");

@@ -379,12 +379,7 @@ std::string CheckpointWriter::commit() {
     return final_dir;
 }
 
-void checkpoint_mark_replacing(const std::string& dir, int64_t step) {
-    write_file_synced(dir + "/" + CKPT_REPLACING_FILE, format("%lld\n", (long long)step));
-    fsync_path(dir, true);
-}
-
-// The step a stopped --overwrite run was writing (its marker's), -1 without a marker, -2 for one unreadable.
+// The step of a stopped --overwrite run's first checkpoint (its marker's), -1 without a marker, -2 for one unreadable.
 static int64_t replacing_step(const std::string& dir) {
     std::ifstream f(dir + "/" + CKPT_REPLACING_FILE);
     if (!f) return -1;
@@ -392,9 +387,9 @@ static int64_t replacing_step(const std::string& dir) {
     return (f >> step) && step >= 0 ? (int64_t)step : -2;
 }
 
-// A run started with --overwrite and stopped while it replaced the earlier run's checkpoints: when its own (the
-// marker's step) is there and intact, the removal is finished; otherwise the ones left may all be the earlier
-// run's, which a resume would continue: refused.
+// A run started with --overwrite and stopped while it removed the earlier run's checkpoints: the marker is written
+// after its first checkpoint's commit (which replaced any earlier run's of that step), so the marker's step is its
+// own. When that is intact the removal is finished; otherwise the ones left are the earlier run's: refused.
 static void finish_replacing(const std::string& dir) {
     const int64_t w = replacing_step(dir);
     if (w == -1) return;
@@ -420,15 +415,21 @@ void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, b
     };
     std::vector<int64_t> steps = checkpoint_steps(dir);
     if (replaces_earlier_run) {  // every other one is the replaced run's, which --resume would otherwise continue
-        // (marked before this run's commit by its writer: a kill midway leaves the mark, which --resume reads)
+        // the mark that a kill midway leaves for --resume (finish_replacing): written after this run's commit, so
+        // step `written` is this run's; a kill before it is a kill before this run's first checkpoint (they stay)
         const std::string marker = dir + "/" + CKPT_REPLACING_FILE;
-        if (replacing_step(dir) != written) checkpoint_mark_replacing(dir, written);
+        if (replacing_step(dir) != written) {
+            write_file_atomic(marker, format("%lld\n", (long long)written));
+            fsync_path(dir, true);
+        }
         for (int64_t s : steps)
             if (s != written) {
                 remove(s);
                 std::printf("removed %s: the earlier run's (--overwrite)\n", checkpoint_path(dir, s).c_str());
             }
-        std::remove(marker.c_str());
+        if (std::remove(marker.c_str()) != 0 && errno != ENOENT)
+            fail("cannot remove %s: %s (a --resume would take it for a stopped --overwrite)", marker.c_str(),
+                 std::strerror(errno));
         fsync_path(dir, true);
         steps = {written};
     }
@@ -440,6 +441,14 @@ void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, b
     for (int64_t s : steps)
         if (s <= written) upto.push_back(s);
     for (size_t i = 0; i + (size_t)keep_last < upto.size(); i++) remove(upto[i]);
+}
+
+// The directory holding a step directory, however spelled ("DIR/step_N/.", "." inside it): absolute.
+static std::string run_dir_above(const std::string& step_dir) {
+    std::error_code ec;
+    fs::path p = fs::absolute(step_dir, ec).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();
+    return p.parent_path().string();
 }
 
 std::string checkpoint_run_dir(const std::string& path_arg, bool resume) {
@@ -457,7 +466,9 @@ std::string checkpoint_run_dir(const std::string& path_arg, bool resume) {
              "inside it\n---> HINT: add --resume to continue from it, pass --init-from %s to start a new run from its "
              "weights, or choose another --ckpt-dir (its parent %s holds the run's checkpoints)", path_arg.c_str(),
              path_arg.c_str(), above.c_str());
-    // newer intact checkpoints there: the continued run's would mix with them (damaged ones are no run to continue)
+    // newer intact checkpoints there: the continued run's would mix with them (damaged ones are no run to continue;
+    // those beside a stopped --overwrite's own checkpoint are the earlier run's, which checkpoint_resolve removes)
+    if (named && replacing_step(above) == step) return above;
     for (int64_t s : checkpoint_steps(above))
         if ((!named || s > step) && checkpoint_verify(checkpoint_path(above, s)))
             fail("cannot continue %s in %s: that directory holds a newer checkpoint (after step %lld), which the "
@@ -483,14 +494,14 @@ std::string checkpoint_resolve(const std::string& path_arg) {
     bool is_step = parse_step_name(name, &step) || parse_dot_dir(name, &d);
     if (fs::exists(path + "/" + CKPT_COMPLETE_FILE, ec) || is_step) {
         // one checkpoint of a directory that a stopped --overwrite left: only that run's own is this run's
-        const std::string above = fs::path(path).parent_path().string();
-        const int64_t w = replacing_step(above.empty() ? "." : above);
+        const std::string above = run_dir_above(path);
+        const int64_t w = replacing_step(above);
         if (w != -1 && !(parse_step_name(name, &step) && step == w))
-            fail("cannot resume from %s: a run started in %s with --overwrite was stopped while it replaced the "
+            fail("cannot resume from %s: a run started in %s with --overwrite was stopped while it removed the "
                  "earlier run's checkpoints, and this one may be the earlier run's\n---> HINT: resume from that run's "
                  "own (--ckpt-dir %s --resume), or start over with --overwrite", path.c_str(), above.c_str(),
                  above.c_str());
-        if (w != -1) finish_replacing(above.empty() ? "." : above);
+        if (w != -1) finish_replacing(above);
         const char* hint = "---> HINT: pass the checkpoint directory above it to use its newest intact checkpoint, or "
                            "an older step_NNNNNNNN";
         if (!checkpoint_is_complete(path, &why))

@@ -23,8 +23,9 @@ inline constexpr const char* CKPT_MODEL_FILE = "model.safetensors";
 inline constexpr const char* CKPT_CONFIG_FILE = "config.json";
 inline constexpr const char* CKPT_STATE_FILE = "state.safetensors";
 inline constexpr const char* CKPT_COMPLETE_FILE = "COMPLETE";
-// In a checkpoint DIRECTORY (beside its step_NNNNNNNN): there while --overwrite removes an earlier run's checkpoints
-// (checkpoint_rotate); --resume refuses a directory that holds it. And the lock a run holds on it (train/trainer.h).
+// In a checkpoint DIRECTORY (beside its step_NNNNNNNN): the step of a --overwrite run's first checkpoint while the
+// run removes the earlier run's (checkpoint_rotate), which --resume finishes when a kill stopped it (or refuses the
+// directory when that checkpoint is not usable); and the lock a run holds on it (train/trainer.h).
 inline constexpr const char* CKPT_REPLACING_FILE = ".replacing_earlier_run";
 inline constexpr const char* CKPT_LOCK_FILE = ".lock";
 
@@ -44,14 +45,10 @@ void checkpoint_abort(const std::string& tmpdir);
 // After the checkpoint of step `written` was committed: with replaces_earlier_run (the first checkpoint of a run
 // started with --overwrite in a directory that holds an earlier run's) deletes every other complete checkpoint,
 // naming each (a --resume would continue that run instead of this one), CKPT_REPLACING_FILE marking the directory
-// meanwhile; then the oldest complete ones up to step `written` so that the newest keep_last of those remain
+// meanwhile (written after the commit of `written`, which is therefore this run's); then the oldest complete ones up to step `written` so that the newest keep_last of those remain
 // (keep_last <= 0: delete none; newer ones, which a resume skipped as damaged, stay and do not count). Incomplete step
 // directories and other processes' temp dirs are never touched. Runs checkpoint_cleanup first.
 void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, bool replaces_earlier_run = false);
-// Marks DIR (CKPT_REPLACING_FILE, durably) before a run started with --overwrite commits its first checkpoint, of
-// `step`: a kill from there until checkpoint_rotate has removed the earlier run's leaves the mark, and
-// checkpoint_resolve then finishes the removal when step's checkpoint is intact, or refuses the directory.
-void checkpoint_mark_replacing(const std::string& dir, int64_t step);
 // Steps of the complete checkpoints in DIR, ascending; empty when DIR is missing or holds none.
 std::vector<int64_t> checkpoint_steps(const std::string& dir);
 // The newest complete checkpoint directory in DIR (DIR/step_NNNNNNNN), or "" if none. Read-only.
@@ -69,12 +66,15 @@ int checkpoint_cleanup(const std::string& dir);
 // For --resume PATH: PATH is either one checkpoint (a step directory, which must verify) or a checkpoint directory,
 // whose newest step directory that verifies is returned (after checkpoint_cleanup, so an interrupted replacement is
 // undone); newer ones that do not are reported on stdout with the reason. Fails with "no checkpoint in PATH" when
-// there is none, and with each step directory's problem when none verifies.
+// there is none, and with each step directory's problem when none verifies. A directory that a stopped --overwrite
+// run marked (CKPT_REPLACING_FILE): the removal of the earlier run's checkpoints is finished (they are deleted) when
+// the marked one is intact, else refused; a step directory there other than the marked one is refused.
 std::string checkpoint_resolve(const std::string& path);
 // Where a run with --ckpt-dir PATH writes its checkpoints: PATH, or, when PATH is one checkpoint (a directory with a
 // COMPLETE marker, however spelled: DIR/step_N, DIR/step_N/., "." inside it) continued with --resume, the directory
 // above it (absolute), provided that holds no newer intact checkpoint (else the new checkpoints would mix with those
-// of the run that went on). One checkpoint without --resume is refused: the new run's checkpoints would nest in it.
+// of the run that went on; or it is the marked one of a stopped --overwrite, whose newer ones checkpoint_resolve
+// removes). One checkpoint without --resume is refused: the new run's checkpoints would nest in it.
 std::string checkpoint_run_dir(const std::string& path, bool resume);
 
 // Owns a checkpoint being written: begin in the constructor, commit() to publish, and the destructor removes

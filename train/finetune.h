@@ -626,7 +626,6 @@ struct FineTuner {
         st.set_f64("glue.best", best);
         st.set_i64("glue.best_epoch", best_epoch);
         write_state(w.file(CKPT_STATE_FILE), st);
-        if (opts.overwrite && !wrote_checkpoint) checkpoint_mark_replacing(opts.ckpt_dir, step);
         std::string dir = w.commit();
         checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, step, opts.overwrite && !wrote_checkpoint);
         wrote_checkpoint = true;

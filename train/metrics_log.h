@@ -36,7 +36,7 @@ struct MetricsLog {
         if (!dir.empty()) std::filesystem::create_directories(dir, ec);
         fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0) fail("cannot open the metrics log %s for appending: %s", path.c_str(), std::strerror(errno));
-        // a file, not a device or pipe (--log /dev/stdout: shared with everything else there, never ours to lock or cut)
+        // a file, not a device or pipe (--log /dev/stdout: shared with everything there, never ours to lock or cut)
         struct stat st;
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return;
         // two runs on one log interleaved their records into one that reads as a single run
@@ -70,7 +70,8 @@ struct MetricsLog {
                  path.c_str());
         tail_at = size - (off_t)last.size();
         // ours: {"type":..., a flat object (a '}' only at its end), whole when the cut fell just before its newline
-        const bool ours = last.rfind("{\"type\":", 0) == 0;
+        const std::string start = "{\"type\":";
+        const bool ours = last.rfind(start, 0) == 0 || start.rfind(last, 0) == 0;  // (or cut within those bytes)
         tail_is_record = ours && last.back() == '}';
         if (!ours)
             fail("--log %s does not end with a whole line, and its last line is not a record of these trainers' logs: "

@@ -192,7 +192,6 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("data.sample_index", rs.data.sample_index);
     st.set_u64("data.rng_state", rs.data.rng_state);
     write_state(w.file(CKPT_STATE_FILE), st);
-    if (rs.replaces_earlier_run) checkpoint_mark_replacing(opts.ckpt_dir, rs.step);
     std::string dir = w.commit();
     checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, rs.step, rs.replaces_earlier_run);
     return dir;

@@ -93,6 +93,10 @@ std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool 
     if (run_dir.empty() || !writes || (resume && !is_dir(run_dir))) return run_dir;
     prepare_output_dir(run_dir, "--ckpt-dir");
     lock_checkpoint_dir(run_dir);
+    // a stopped --overwrite's mark where no checkpoint is left (removed by hand): it would name this run's own step
+    const std::string marker = run_dir + "/" + CKPT_REPLACING_FILE;
+    if (!resume && checkpoint_steps(run_dir).empty() && std::remove(marker.c_str()) != 0 && errno != ENOENT)
+        fail("cannot remove %s: %s", marker.c_str(), std::strerror(errno));
     return run_dir;
 }
 

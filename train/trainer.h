@@ -620,7 +620,7 @@ struct Trainer {
             // an earlier dump (another step, site or run: the file does not say which); a resumed run writes the
             // same dump its killed run may have written
             struct stat dump;
-            if (!opts.overwrite && !opts.resume && stat(opts.dump_path.c_str(), &dump) == 0)
+            if (!opts.overwrite && !opts.resume && stat(opts.dump_path.c_str(), &dump) == 0 && S_ISREG(dump.st_mode))
                 fail("--dump-path %s already exists (an earlier dump?); this run would replace it\n---> HINT: pass "
                      "another --dump-path, or --overwrite to replace it", opts.dump_path.c_str());
         }
