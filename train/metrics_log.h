@@ -51,23 +51,16 @@ struct MetricsLog {
         if (size == 0) return;
         const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (rd < 0) return;
-        std::string tail;
-        char buf[4096];
-        off_t at = size;
-        while (at > 0 && tail.find('\n') == std::string::npos && tail.size() < (1u << 20)) {  // back to a newline
-            const off_t from = std::max<off_t>(0, at - (off_t)sizeof buf);
-            const ssize_t n = pread(rd, buf, (size_t)(at - from), from);
-            if (n <= 0) break;
-            tail.insert(0, buf, (size_t)n);
-            at = from;
-        }
+        const off_t from = std::max<off_t>(0, size - (1 << 20));  // a record is far shorter than that
+        std::string tail((size_t)(size - from), '\0');
+        const ssize_t n = pread(rd, tail.data(), tail.size(), from);
         ::close(rd);
+        if (n != (ssize_t)tail.size() || tail.back() == '\n') return;  // (unreadable: appended to as it is)
         const size_t nl = tail.rfind('\n');
-        if (nl == tail.size() - 1) return;  // ends with a whole line
-        const std::string last = nl == std::string::npos ? tail : tail.substr(nl + 1);
-        if (nl == std::string::npos && at > 0)
+        if (nl == std::string::npos && from > 0)
             fail("--log %s ends in over 1 MiB without a newline: not a metrics log\n---> HINT: choose another --log",
                  path.c_str());
+        const std::string last = nl == std::string::npos ? tail : tail.substr(nl + 1);
         tail_at = size - (off_t)last.size();
         // ours: {"type":..., a flat object (a '}' only at its end), whole when the cut fell just before its newline
         const std::string start = "{\"type\":";

@@ -112,7 +112,11 @@ void lock_checkpoint_dir(const std::string& dir) {
                      lock.c_str(), std::strerror(err));
 }
 
-void check_output_file(const std::string& path, const char* flag) {
+void check_output_file(const std::string& path, const char* flag, bool may_replace) {
+    struct stat st;
+    if (!may_replace && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+        fail("%s %s already exists (an earlier run's?); this run would replace it\n---> HINT: pass another %s, or "
+             "--overwrite to replace it", flag, path.c_str(), flag);
     if (is_dir(path))
         fail("%s %s: that is a directory\n---> HINT: pass a file path (e.g. %s/out.npy)", flag, path.c_str(),
              path.c_str());

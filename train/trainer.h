@@ -17,8 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <sys/stat.h>  // stat
-#include <unistd.h>    // access
+#include <unistd.h>  // access
 
 #include "common/error.h"
 #include "common/files.h"  // StagedDir
@@ -55,8 +54,9 @@ void lock_checkpoint_dir(const std::string& dir);
 // and locked first thing when this process writes it (`writes`: rank 0, not --eval-only), so that another run there
 // is what a second run is told. A --resume of a directory that is not there is left to checkpoint_resolve's message.
 std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool writes);
-// Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory.
-void check_output_file(const std::string& path, const char* flag);
+// Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and
+// not an existing file (an earlier run's output, which the file does not say) unless `may_replace` (--overwrite).
+void check_output_file(const std::string& path, const char* flag, bool may_replace);
 // The bytes free for unprivileged users (statvfs) on the filesystem that holds `dir` (or its nearest existing
 // parent); -1 where statvfs cannot tell.
 double free_space(const std::string& dir);
@@ -615,15 +615,9 @@ struct Trainer {
         if (!opts.save.empty() && rank == 0) prepare_output_dir(opts.save, "--save");
         if (opts.resume) resume_path = resume_checkpoint();
         opts.ckpt_dir = run_dir;
-        if (!opts.dump_site.empty() && rank == 0) {  // (rank 0 writes it)
-            check_output_file(opts.dump_path, "--dump-path");
-            // an earlier dump (another step, site or run: the file does not say which); a resumed run writes the
-            // same dump its killed run may have written
-            struct stat dump;
-            if (!opts.overwrite && !opts.resume && stat(opts.dump_path.c_str(), &dump) == 0 && S_ISREG(dump.st_mode))
-                fail("--dump-path %s already exists (an earlier dump?); this run would replace it\n---> HINT: pass "
-                     "another --dump-path, or --overwrite to replace it", opts.dump_path.c_str());
-        }
+        // (rank 0 writes it; a resumed run writes the same dump its killed run may have written)
+        if (!opts.dump_site.empty() && rank == 0)
+            check_output_file(opts.dump_path, "--dump-path", opts.overwrite || opts.resume);
         return opts.val_data;
     }
     // Every rank must read one data set. Their flags are the same, but node-local copies (or another working
