@@ -20,7 +20,6 @@ int train_gpt2(Backend& be, RunSetup& setup) {
 
     for (int step = run.start_step; step < opts.steps; step++) {
         if (int signal = run.stop_requested()) return run.stop(step, signal);  // checkpoint, exit 128 + signal
-        if (run.eval_due(step)) run.evaluate(step);
         run.begin_step(step);  // zero grads, PRAC schedule, timer
 
         // accumulate the gradients of grad_accum micro-batches (nothing here waits for the device: the loss
@@ -38,7 +37,7 @@ int train_gpt2(Backend& be, RunSetup& setup) {
         float loss = run.step_loss();           // the step's mean loss over the ranks (one 4-byte readout)
         model.install_refreshes();              // --prac-refresh-overlap D: refreshes D - 1 steps old take effect
         run.update(step, loss, norm);           // lr schedule, clipping, non-finite policy, optimizer
-        run.end_step(step);                     // log line and metrics, checkpoint every --ckpt-every
+        run.end_step(step);                     // log line and metrics, evaluation, checkpoint every --ckpt-every
     }
     return run.finish();  // final evaluation, last checkpoint, sample, --save
 }

@@ -79,15 +79,16 @@ inline std::string host_tag() {
 
 // A file-size limit (ulimit -f) ends a process with SIGXFSZ at the write that crosses it, silently and between
 // two bytes of a record. Ignored, that write fails with EFBIG ("File too large"), which our writers report as they
-// report a full disk. Called first thing by the trainers, finetune_roberta, prep_data and prac_analyze.
+// report a full disk. Called first thing by the trainers, finetune_roberta, prep_data, prac_analyze and bench_gpu.
 inline void file_size_limit_as_error() { signal(SIGXFSZ, SIG_IGN); }
 
-// An exclusive flock on PATH (created when missing, never removed: a lock file that stays has no race between a
-// remover and a waiter), held until this process ends, however it ends (the kernel drops it with the descriptor,
-// which is kept open for that). 0 when held; EWOULDBLOCK when another process holds it; another errno where it
-// cannot be had (a file system without locks: ENOLCK).
+// An exclusive flock on PATH (a file created when missing, never removed: a lock file that stays has no race between
+// a remover and a waiter; or a directory, which locks itself and gains no file), held until this process ends,
+// however it ends (the kernel drops it with the descriptor, which is kept open for that). 0 when held; EWOULDBLOCK
+// when another process holds it; another errno where it cannot be had (a file system without locks: ENOLCK).
 inline int lock_until_exit(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EISDIR) fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return errno;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;

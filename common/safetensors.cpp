@@ -276,7 +276,8 @@ void SafeTensorsFile::read_f32(const std::string& name, float* dst, size_t expec
         convert = f16_to_f32;
     } else {
         fail("tensor '%s' in %s has dtype %s; only F32, BF16 and F16 can be read as float\n"
-             "---> HINT: convert the file to one of those dtypes, or read it with read_raw",
+             "---> HINT: convert the file to one of those dtypes (e.g. in Python: safetensors.torch.save_file with "
+             "each tensor .float())",
              name.c_str(), path.c_str(), t.dtype.c_str());
     }
     // Convert through a bounded staging buffer: a 2 GB embedding must not need 2 GB extra.

@@ -35,6 +35,7 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
     CHECK_USER(rank >= 0 && rank < num_ranks, "data loader: rank %d is not in 0..%d", rank, num_ranks - 1);
     files_ = glob_files(pattern);
 
+    int short_shards = 0;  // stream shards without a whole sample (skipped)
     for (size_t i = 0; i < files_.size(); i++) {
         const std::string& path = files_[i];
         ShardInfo h = read_shard_header(path);
@@ -80,8 +81,9 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
             // a stream's last shard is often short (prep_data ends a split wherever its documents end): among
             // several shards one without a whole sample is skipped; alone, it is an error
             if (h.num_tokens < (int64_t)T + 1 && files_.size() > 1) {
-                std::fprintf(stderr, "note: %s has %lld tokens, fewer than the T+1 = %d of one sample: skipped\n",
-                             path.c_str(), (long long)h.num_tokens, T + 1);
+                if (++short_shards <= 3)  // (hundreds of them, from a tiny --shard-tokens, would bury the rest)
+                    std::fprintf(stderr, "note: %s has %lld tokens, fewer than the T+1 = %d of one sample: skipped\n",
+                                 path.c_str(), (long long)h.num_tokens, T + 1);
                 shard_samples_.push_back(0);
                 info_.num_tokens += h.num_tokens;
                 continue;
@@ -98,12 +100,25 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
         info_.num_tokens += h.num_tokens;
     }
 
+    if (short_shards > 3)
+        std::fprintf(stderr, "note: %d more shards of fewer than T+1 = %d tokens skipped\n", short_shards - 3, T + 1);
     int64_t per_step = (int64_t)num_ranks * B;
     steps_per_epoch_ = total_samples_ / per_step;
+    // the tokens would do as one stream: cut into shards, each too short or leaving a remainder (prep_data
+    // --shard-tokens), they do not
+    const bool shards_too_short =
+        info_.layout != SHARD_LAYOUT_ROWS && stream_samples(info_.num_tokens, T) >= per_step;
     CHECK_USER(steps_per_epoch_ > 0,
                "\"%s\": %zu shard(s) give %lld samples of %d tokens, fewer than one step needs "
-               "(num_ranks*B = %d*%d = %lld)\n---> HINT: use a smaller B or T, fewer ranks, or more data",
-               pattern.c_str(), files_.size(), (long long)total_samples_, T, num_ranks, B, (long long)per_step);
+               "(num_ranks*B = %d*%d = %lld)%s\n---> HINT: %s", pattern.c_str(), files_.size(),
+               (long long)total_samples_, T, num_ranks, B, (long long)per_step,
+               shards_too_short ? format("; they hold %lld tokens, but a sample's T+1 lie within one shard%s",
+                                         (long long)info_.num_tokens,
+                                         short_shards ? format(" and %d of them are shorter", short_shards).c_str()
+                                                      : "").c_str()
+                                : "",
+               shards_too_short ? "prepare the text again with a larger prep_data --shard-tokens, or use a smaller T"
+                                : "use a smaller B or T, fewer ranks, or more data");
     reset();
 }
 

@@ -204,8 +204,11 @@ std::vector<GlueExample> read_jsonl(const GlueTaskInfo& info, const std::string&
             const nlohmann::json& l = j["label"];
             if (info.num_labels == 1) {
                 if (!l.is_number()) fail("%s: STS-B label must be a number", where.c_str());
-                e.score = check_score(l.get<double>(), l.dump(), where);
-                e.label = 0;
+                // -1: unlabeled, as Hugging Face's test splits mark it for every task (a score of -1 is none)
+                if (l.get<double>() != -1.0) {
+                    e.score = check_score(l.get<double>(), l.dump(), where);
+                    e.label = 0;
+                }
             } else if (l.is_number_integer()) {
                 if (l.is_number_unsigned() && l.get<uint64_t>() >= (uint64_t)info.num_labels)
                     fail("%s: label %s is not a %s label (0..%d, or -1 for unlabeled)", where.c_str(),

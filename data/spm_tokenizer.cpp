@@ -3,7 +3,10 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <string_view>
+#include <vector>
 
 #include "common/error.h"
 #include "data/shard.h"
@@ -105,4 +108,81 @@ int SpmTokenizer::kind() const { return TOKENIZER_SENTENCEPIECE; }
 
 std::string SpmTokenizer::name() const {
     return format("SentencePiece %s (%d ids, eos %d, pad %d)", path_.c_str(), vocab_size_, eos_id_, pad_id_);
+}
+
+namespace {
+
+// One protobuf field: its number, wire type, and (wire types 0, 2) its varint value or bytes
+struct ProtoField {
+    int number = 0, wire = 0;
+    uint64_t value = 0;
+    std::string_view bytes;
+};
+
+// The fields of one protobuf message, in order; false at bytes that are not a message
+bool proto_fields(std::string_view m, std::vector<ProtoField>& out) {
+    size_t i = 0;
+    auto varint = [&](uint64_t& v) {
+        v = 0;
+        for (int shift = 0; shift < 64 && i < m.size(); shift += 7) {
+            const uint8_t b = (uint8_t)m[i++];
+            v |= (uint64_t)(b & 0x7F) << shift;
+            if (!(b & 0x80)) return true;
+        }
+        return false;
+    };
+    while (i < m.size()) {
+        uint64_t key;
+        if (!varint(key) || (key >> 3) == 0) return false;
+        ProtoField f;
+        f.number = (int)(key >> 3), f.wire = (int)(key & 7);
+        if (f.wire == 0) {
+            if (!varint(f.value)) return false;
+        } else if (f.wire == 1 || f.wire == 5) {
+            const size_t n = f.wire == 1 ? 8 : 4;
+            if (m.size() - i < n) return false;
+            i += n;
+        } else if (f.wire == 2) {
+            uint64_t n;
+            if (!varint(n) || n > m.size() - i) return false;
+            f.bytes = m.substr(i, (size_t)n);
+            i += (size_t)n;
+        } else {
+            return false;  // groups (3, 4) are not in sentencepiece_model.proto
+        }
+        out.push_back(f);
+    }
+    return true;
+}
+
+}  // namespace
+
+SpmModelKind spm_model_kind(const std::string& model_bytes, const std::string& path) {
+    std::vector<ProtoField> model, trainer, normalizer;
+    CHECK_USER(proto_fields(model_bytes, model), "%s is not a SentencePiece model (not a protobuf message)",
+               path.c_str());
+    SpmModelKind k;
+    for (const ProtoField& f : model) {
+        if (f.wire != 2) continue;
+        if (f.number == 2 && !proto_fields(f.bytes, trainer)) fail("%s: a damaged trainer_spec", path.c_str());
+        if (f.number == 3 && !proto_fields(f.bytes, normalizer)) fail("%s: a damaged normalizer_spec", path.c_str());
+    }
+    static const char* TYPES[] = {"?", "unigram", "bpe", "word", "char"};
+    for (const ProtoField& f : trainer) {
+        if (f.number == 3 && f.wire == 0) k.model_type = f.value >= 1 && f.value <= 4 ? TYPES[f.value] : "unknown";
+        if (f.number == 35 && f.wire == 0) k.byte_fallback = f.value != 0;
+    }
+    for (const ProtoField& f : normalizer)
+        if (f.number == 1 && f.wire == 2) k.normalizer = std::string(f.bytes);
+    return k;
+}
+
+std::string spm_t5_mismatch(const SpmModelKind& k) {
+    std::vector<std::string> why;
+    if (k.model_type != "unigram") why.push_back("model type " + k.model_type);
+    if (k.normalizer != "nmt_nfkc") why.push_back("normalization " + k.normalizer);
+    if (k.byte_fallback) why.push_back("byte fallback");
+    std::string s;
+    for (size_t i = 0; i < why.size(); i++) s += (i ? ", " : "") + why[i];
+    return s;
 }

@@ -36,3 +36,17 @@ struct SpmTokenizer : Tokenizer {
     std::string path_;
     int vocab_size_ = 0, eos_id_ = -1, pad_id_ = -1, unk_id_ = -1, bos_id_ = -1;
 };
+
+// What a .model file says of how it tokenizes, read from its protobuf fields (sentencepiece_model.proto:
+// ModelProto.trainer_spec = 2 { model_type = 3, byte_fallback = 35 }, normalizer_spec = 3 { name = 1 }); no
+// libsentencepiece needed. Fails (UserError) on bytes that are not such a protobuf.
+struct SpmModelKind {
+    std::string model_type = "unigram";  // unigram | bpe | word | char (the proto's default: unigram)
+    std::string normalizer = "nmt_nfkc";  // the normalization rule's name (the default: nmt_nfkc)
+    bool byte_fallback = false;
+};
+SpmModelKind spm_model_kind(const std::string& model_bytes, const std::string& path);
+// How this model differs from T5's kind ("model type bpe, normalization identity, byte fallback"; "" for a unigram
+// model with the default nmt_nfkc normalization and no byte fallback), for which transformers' T5Tokenizer, which
+// the --save export names, was seen to encode otherwise than SentencePiece (README: own data)
+std::string spm_t5_mismatch(const SpmModelKind& k);

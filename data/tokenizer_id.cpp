@@ -134,6 +134,7 @@ static std::string describe_tokenizer(int32_t kind, const std::string& name, uin
 
 ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns) {
     ShardTokenizer st;
+    std::string first_pattern;  // the pattern st.first_file came from
     for (const std::string& pattern : patterns) {
         glob_t g;
         if (glob(pattern.c_str(), 0, nullptr, &g) != 0) {  // the loader reports a pattern matching nothing
@@ -153,7 +154,7 @@ ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns) {
             if (std::find(st.dirs.begin(), st.dirs.end(), dir) == st.dirs.end()) st.dirs.push_back(dir);
             if (st.first_file.empty()) {
                 st.kind = h.tokenizer, st.vocab_size = h.vocab_size, st.hash = h.tokenizer_hash;
-                st.name = h.tokenizer_name, st.first_file = path;
+                st.name = h.tokenizer_name, st.first_file = path, first_pattern = pattern;
                 continue;
             }
             // zero is unknown (llm.c's shards: data/README.md) and agrees with anything; the known one is kept
@@ -161,16 +162,19 @@ ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns) {
                         (h.tokenizer_hash == 0 || st.hash == 0 || h.tokenizer_hash == st.hash);
             if (!same) {
                 globfree(&g);
+                const bool one_pattern = first_pattern == pattern;  // two tokenizers among one flag's shards
                 fail("%s was made with %s, but %s with %s\n"
-                     "---> HINT: training and validation shards must come from the same tokenizer; prepare both "
-                     "with one prep_data run (it writes PREFIX_train_* and PREFIX_val_*)",
+                     "---> HINT: %s; prepare them with one prep_data run (it writes PREFIX_train_* and PREFIX_val_*)",
                      path.c_str(), describe_tokenizer(h.tokenizer, h.tokenizer_name, h.tokenizer_hash).c_str(),
-                     st.first_file.c_str(), describe_tokenizer(st.kind, st.name, st.hash).c_str());
+                     st.first_file.c_str(), describe_tokenizer(st.kind, st.name, st.hash).c_str(),
+                     one_pattern ? format("the shards \"%s\" matches must all come from one tokenizer",
+                                          pattern.c_str()).c_str()
+                                 : "training and validation shards must come from the same tokenizer");
             }
             if (st.kind == TOKENIZER_UNKNOWN && h.tokenizer != TOKENIZER_UNKNOWN)
-                st.kind = h.tokenizer, st.vocab_size = h.vocab_size, st.first_file = path;
+                st.kind = h.tokenizer, st.vocab_size = h.vocab_size, st.first_file = path, first_pattern = pattern;
             if (st.hash == 0 && h.tokenizer_hash != 0)
-                st.hash = h.tokenizer_hash, st.name = h.tokenizer_name, st.first_file = path;
+                st.hash = h.tokenizer_hash, st.name = h.tokenizer_name, st.first_file = path, first_pattern = pattern;
         }
         globfree(&g);
     }

@@ -94,6 +94,18 @@ void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::
     } else {
         SpmTokenizer tok(tokenizer_file);
         write_spm_tokenizer(dir, tok, tokenizer_file, cfg.max_seq_len);
+        // a warning only: a model libsentencepiece loaded but our reader cannot place costs no --save
+        std::string differs;
+        try {
+            differs = spm_t5_mismatch(spm_model_kind(read_file_bytes(tokenizer_file), tokenizer_file));
+        } catch (const UserError&) {
+        }
+        if (!differs.empty())
+            std::fprintf(stderr, "warning: --save names the tokenizer T5Tokenizer, and transformers' T5Tokenizer was "
+                         "seen to encode otherwise than SentencePiece for models not of T5's kind (unigram, nmt_nfkc "
+                         "normalization, no byte fallback); %s has %s: check AutoTokenizer's ids against the shards', "
+                         "or encode with the sentencepiece package and the saved spiece.model\n",
+                         tokenizer_file.c_str(), differs.c_str());
         // our samples (and prep_data's documents) start after an EOS: it is the start token of a generation
         bos = eos = (int)tok.eos_id();
         pad = tok.pad_id();

@@ -46,6 +46,15 @@ def gb(x):
     return f"{x / 1e9:.2f}"
 
 
+def delta(x, base):
+    """x relative to base in percent, as scripts/repro/common.py's fmt_delta: whole percents from 1% up, one decimal
+    below (-0.4%, not -0%), 0% when it rounds to 0.0."""
+    d = 100.0 * (x - base) / base
+    if abs(d) < 0.05:
+        return "0%"
+    return f"{d:+.1f}%" if abs(d) < 0.95 else f"{d:+.0f}%"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
@@ -58,10 +67,10 @@ def main():
             p = plan(binary, model, B, T, flags, args.precision)
             base = base or p
             acts = sum(v for k, v in p["bytes"].items() if k.startswith("saved_"))
-            d = "-" if key == "baseline" else f"{100.0 * (p['total'] - base['total']) / base['total']:+.0f}%"
+            d = "-" if key == "baseline" else delta(p["total"], base["total"])
             pg = paper[key]
             pd = "-" if key == "baseline" else paper_delta[key] or ""
-            print(f"| {model} | {B} / {T} | {label} | {gb(p['total'])} | {d} | {pg if pg else 'OOM'} | {pd} | "
+            print(f"| {model} | {B} / {T} | {label} | {gb(p['total'])} | {d} | {f'{pg:.2f}' if pg else 'OOM'} | {pd} | "
                   f"{gb(acts)} |")
 
 

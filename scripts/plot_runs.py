@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Plots one or several JSONL metrics logs (train_gpt2 / train_llama --log FILE) and prints a markdown summary.
+"""Plots one or several JSONL metrics logs (train_gpt2 / train_llama / finetune_roberta --log FILE) and prints a
+markdown summary.
 
     python3 scripts/plot_runs.py run_a.jsonl run_b.jsonl [--labels a,b] [--out runs.png] [--smooth 10]
                                  [--skip N] [--no-plot]
@@ -22,9 +23,18 @@ run=LABEL steps=N median_ms=... worst_ms=... worst_step=S worst_over_median=..."
 (pip install matplotlib); --no-plot: the table only. --out's directory must exist; its extension picks the format
 (.png, .pdf, .svg, ... as matplotlib writes them).
 
+Fine-tuning logs (finetune_roberta): their glue_eval records' dev score is the metric of the task's column in the PRAC
+paper's Table 5 (scripts/repro/table5.py's COLUMN: Matthews for CoLA, Pearson for STS-B, F1 for MRPC, accuracy
+elsewhere), on the dev split (MNLI: dev_matched). When no log has a perplexity evaluation, the second panel plots
+that score at each evaluation instead ("dev score (MRPC f1, STSB pearson)"; a null, undefined, score is a gap), and
+each such run gets a line after the table: "LABEL: GLUE TASK SPLIT METRIC: final X (step S, epoch E), best Y (step
+S, epoch E) over N evaluation(s)". Their memory and final records are not plotted. A log with no step or evaluation
+record at all (a fine-tuning run killed before its first step holds only its memory record) is left out of the
+table and the plot, with a line after the table saying so; when no log has one, the script stops with that.
+
 A log that a run killed and restarted with --resume appended to holds the steps after the checkpoint twice (the
 trainer appends; the resumed run logs them again): where the step records' numbers go back, the resumed run's
-records replace the earlier run's step and eval records of that step and after, so every step counts once (the
+records replace the earlier run's step, eval and glue_eval records of that step and after, so every step counts once (the
 last record of each), and the table is followed by a line saying how many replayed records were dropped.
 
 An --eval-only evaluation appended to a training log (the same --log; its record has "eval_only":true, at step 0)
@@ -43,9 +53,19 @@ import sys
 from save_figure import save_figure  # scripts/save_figure.py
 
 
+# the dev score of a fine-tuning log's glue_eval records: the metric of the task's column in Table 5 (as
+# scripts/repro/table5.py's COLUMN: Matthews for CoLA, Pearson for STS-B, F1 for MRPC, accuracy elsewhere), on the dev
+# split (MNLI: dev_matched)
+GLUE_METRIC = dict(cola="matthews", stsb="pearson", mrpc="f1", rte="accuracy", sst2="accuracy", mnli="accuracy",
+                   qnli="accuracy", qqp="accuracy")
+GLUE_SCORES = ("matthews", "pearson", "spearman", "f1", "accuracy")
+DEV_SPLITS = ("dev", "dev_matched")
+
+
 def load(path):
-    """(step records, eval records, (line, --eval-only eval record)s, replayed records dropped) of one log."""
-    steps, evals, evalonly, dropped = [], [], [], 0
+    """(step records, eval records, (line, --eval-only eval record)s, dev glue_eval records, replayed records dropped)
+    of one log; all empty for a log with none of them (main leaves it out, or stops when no log has any)."""
+    steps, evals, evalonly, glue, dropped = [], [], [], [], 0
     try:
         f = open(path)
     except OSError as e:
@@ -64,20 +84,22 @@ def load(path):
                 evalonly.append((n, rec))  # kept apart: of loaded weights, not of this run's step 0 (no replay)
             elif rec.get("type") == "eval":
                 evals.append(rec)
-            elif rec.get("type", "step") == "step":  # other records (finetune_roberta's glue_eval, memory) skipped
+            elif rec.get("type") == "glue_eval":
+                if rec.get("split") in DEV_SPLITS:  # (MNLI's dev_mismatched is not the column's)
+                    glue.append(rec)
+            elif rec.get("type", "step") == "step":  # other records (finetune_roberta's memory, final) skipped
                 at = rec.get("step")
                 if at is not None and steps and steps[-1].get("step") is not None and steps[-1]["step"] >= at:
                     # a resumed run replays the steps after its checkpoint: its records replace the earlier run's
                     # step and eval records of this step and after
                     def later(r):
                         return r.get("step") is not None and r["step"] >= at
-                    dropped += sum(map(later, steps)) + sum(map(later, evals))
+                    dropped += sum(map(later, steps)) + sum(map(later, evals)) + sum(map(later, glue))
                     steps = [r for r in steps if not later(r)]
                     evals = [r for r in evals if not later(r)]
+                    glue = [r for r in glue if not later(r)]
                 steps.append(rec)
-    if not steps and not evals and not evalonly:
-        sys.exit(f"{path}: no records")
-    return steps, evals, evalonly, dropped
+    return steps, evals, evalonly, glue, dropped
 
 
 NUMBERS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "ms_per_step", "mem_peak_bytes", "val_loss", "val_ppl",
@@ -93,10 +115,14 @@ def check_record(rec, path, n):
         v = rec.get(key)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
             sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
+    for key in GLUE_SCORES:
+        v = rec.get(key)
+        if rec.get("type") == "glue_eval" and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
     for key in ("skipped", "eval_only"):
         if key in rec and not isinstance(rec[key], bool):
             sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(rec[key])}, not true or false")
-    if rec.get("type", "step") in ("step", "eval") and rec.get("step") is None:
+    if rec.get("type", "step") in ("step", "eval", "glue_eval") and rec.get("step") is None:
         sys.exit(f"{path}:{n}: a {rec.get('type', 'step')} record without \"step\"")
 
 
@@ -157,6 +183,32 @@ def val(e):
     return vl, ppl
 
 
+def glue_metric(rec):
+    """The metric of a glue_eval record's task column (accuracy for a task not named)."""
+    return GLUE_METRIC.get(rec.get("task"), "accuracy")
+
+
+def dev_score(rec):
+    """The dev score of a glue_eval record: its task's metric, NaN where null (a correlation of constant
+    predictions is undefined) or missing."""
+    v = rec.get(glue_metric(rec))
+    return math.nan if v is None else v
+
+
+def glue_line(label, glue):
+    """A fine-tuning run's line after the table: its final and best dev score, with their steps and epochs."""
+    last = glue[-1]
+    task, metric = last.get("task", "?"), glue_metric(last)
+
+    def at(r):
+        return f"step {r['step']}" + (f", epoch {r['epoch']}" if r.get("epoch") is not None else "")
+    defined = [r for r in glue if finite(dev_score(r))]
+    best = max(defined, key=dev_score) if defined else None
+    final = f"{dev_score(last):.4f}" if finite(dev_score(last)) else "undefined (null)"
+    return (f"{label}: GLUE {task} {last.get('split')} {metric}: final {final} ({at(last)}), best " +
+            (f"{dev_score(best):.4f} ({at(best)})" if best else "-") + f" over {len(glue)} evaluation(s)")
+
+
 def throughput(steps, skip):
     """tokens/s over the step records after the first `skip`: their tokens (tokens_per_s x ms_per_step / 1000) over
     their time, so a slow step weighs by its time (a mean of per-step rates overstates it); None without both."""
@@ -204,16 +256,24 @@ def main():
     labels = args.labels.split(",") if args.labels else [os.path.splitext(os.path.basename(p))[0] for p in args.logs]
     if len(labels) != len(args.logs):
         sys.exit("--labels must name every log")
-    loaded = [(label, *load(p)) for label, p in zip(labels, args.logs)]
+    loaded, empty = [], []
+    for label, p in zip(labels, args.logs):
+        steps, evals, evalonly, glue, dropped = load(p)
+        if steps or evals or evalonly or glue:
+            loaded.append((label, steps, evals, evalonly, glue, dropped))
+        else:  # e.g. a fine-tuning run killed before its first step: only its memory record
+            empty.append((label, p))
+    if not loaded:
+        sys.exit("; ".join(f"{p}: no step or evaluation record" for _, p in empty))
     # a log of --eval-only records only (an --eval-only run's own --log): they are its evaluations
-    runs = [(label, steps, evals if steps or evals else [e for _, e in evalonly])
-            for label, steps, evals, evalonly, _ in loaded]
+    runs = [(label, steps, evals if steps or evals else [e for _, e in evalonly], glue)
+            for label, steps, evals, evalonly, glue, _ in loaded]
 
     print("| run | steps | train loss (last 10) | val loss | val ppl | tokens/s | peak memory (MiB) | median ms/step | "
           "slowest step |")
     print("|---|---|---|---|---|---|---|---|---|")
     results, diverged = [], []
-    for label, steps, evals in runs:
+    for label, steps, evals, _ in runs:
         loss, bad = train_loss(steps)
         vl, ppl = val(evals[-1] if evals else {})  # no eval record: "-"
         skips = [s.get("step") for s in steps if skipped(s)]
@@ -239,7 +299,12 @@ def main():
             results.append(f"RESULT step_time run={label.replace(' ', '_')} steps={len(steps) - args.skip} "
                            f"median_ms={st[0]:.3f} worst_ms={st[1]:.3f} worst_step={st[2]} "
                            f"worst_over_median={st[1] / st[0]:.3f}")
-    for label, _, _, evalonly, dropped in loaded:
+    for label, p in empty:
+        print(f"{label}: {p} has no step or evaluation record: left out of the table and the plot")
+    for label, _, _, glue in runs:
+        if glue:
+            print(glue_line(label, glue))
+    for label, _, _, evalonly, _, dropped in loaded:
         if dropped:
             print(f"{label}: {dropped} replayed record(s) dropped (the log holds a resumed run's repeated steps; "
                   f"the last record of each step is kept)")
@@ -262,11 +327,15 @@ def main():
     except ImportError:
         sys.exit("matplotlib is not installed: pip install matplotlib")
     fig, ax = plt.subplots(1, 4, figsize=(20, 4.2))
-    for label, steps, evals in runs:
+    # the second panel: validation perplexity; fine-tuning logs (no perplexity evaluation in any log): the dev score
+    scores = not any(evals for _, _, evals, _ in runs) and any(glue for _, _, _, glue in runs)
+    for label, steps, evals, glue in runs:
         xs = [s["step"] for s in steps if s.get("loss") is not None]
         ys = running_mean([s["loss"] for s in steps if s.get("loss") is not None], args.smooth)
         ax[0].plot(xs, ys, label=label, linewidth=1.2)
-        if evals:  # a null (non-finite) perplexity is a gap, as the non-finite losses are
+        if scores and glue:  # a null (undefined) score is a gap
+            ax[1].plot([g["step"] for g in glue], [dev_score(g) for g in glue], marker="o", label=label)
+        elif evals:  # a null (non-finite) perplexity is a gap, as the non-finite losses are
             ax[1].plot([e["step"] for e in evals], [e["val_ppl"] if finite(e.get("val_ppl")) else math.nan
                                                     for e in evals], marker="o", label=label)
         mem = [s for s in steps if s.get("mem_peak_bytes") is not None]
@@ -275,7 +344,15 @@ def main():
         ax[3].plot([s["step"] for s in timed], [s["ms_per_step"] for s in timed], label=label, linewidth=0.8)
     ax[0].set(title="training loss" + (f" (running mean {args.smooth})" if args.smooth > 1 else ""), xlabel="step",
               ylabel="loss (nats)")
-    ax[1].set(title="validation perplexity", xlabel="step", ylabel="perplexity", yscale="log")
+    if scores:
+        tasks = {}
+        for _, _, _, glue in runs:
+            for g in glue:
+                tasks.setdefault(g.get("task", "?"), glue_metric(g))
+        ax[1].set(title="dev score (" + ", ".join(f"{t.upper()} {m}" for t, m in tasks.items()) + ")", xlabel="step",
+                  ylabel="score")
+    else:
+        ax[1].set(title="validation perplexity", xlabel="step", ylabel="perplexity", yscale="log")
     ax[2].set(title="peak memory (backend allocations)", xlabel="step", ylabel="MiB")
     ax[3].set(title="step time (refreshes show as spikes)", xlabel="step", ylabel="ms")
     for a in ax:

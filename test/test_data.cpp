@@ -264,6 +264,11 @@ TEST_F(DataTest, TooFewSamplesForOneStep) {
     write_shard(path("a.bin"), iota_tokens(17), ShardInfo());  // 2 windows of 8+1
     EXPECT_NO_THROW(DataLoader(path("a.bin"), 2, 8, 0, 1, 0, false));
     EXPECT_USER_ERROR(DataLoader(path("a.bin"), 2, 8, 1, 2, 0, false), "2 samples", "num_ranks*B = 2*2");
+    // enough tokens, but in shards shorter than a sample (a tiny prep_data --shard-tokens): said, with its fix
+    for (int k = 0; k < 20; k++) write_shard(path(format("t%02d.bin", k)), iota_tokens(5), ShardInfo());
+    EXPECT_USER_ERROR(DataLoader(path("t*.bin"), 2, 8, 0, 1, 0, false), "20 shard(s) give 0 samples",
+                      "they hold 100 tokens, but a sample's T+1 lie within one shard and 20 of them are shorter",
+                      "larger prep_data --shard-tokens");
 }
 
 TEST_F(DataTest, MismatchedShards) {

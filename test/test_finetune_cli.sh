@@ -107,6 +107,21 @@ out=$(PRAC_TEST_KILL_AT=save.weights_written:error "$BIN" --task stsb --data-dir
 [ $rc -eq 1 ] && grep -q 'test: an error at save.weights_written' <<<"$out" && [ "$(snap "$T/s2")" = "$before" ] \
   && ok "a failed --save left the earlier model as it was" || bad "failed --save: rc $rc, $(ls -A "$T/s2")"
 
+
+# 2b'. STS-B's test split as Hugging Face datasets writes it (label -1.0 on every row) given as the dev split: said to
+# have no scores (it read as scores outside [0, 5], then as a constant target whose correlations are undefined)
+mkdir -p "$T/data/stsb_test" && cp "$T/data/stsb/train.tsv" "$T/data/stsb_test/"
+printf '{"sentence1": "a cat", "sentence2": "a dog", "label": -1.0, "idx": 0}\n{"sentence1": "red", "sentence2": "blue", "label": -1.0, "idx": 1}\n' \
+  > "$T/data/stsb_test/dev.jsonl"
+out=$("$BIN" --task stsb --data-dir "$T/data/stsb_test" $M --epochs 1 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "has no score" <<<"$out" && grep -q "GLUE's test files have none" <<<"$out" \
+  && ok "an STS-B test split as dev: no scores, said" || bad "STS-B test split: rc $rc, $out"
+
+# 2c. a --save directory another run holds (flock(1) stands in for it) is refused before training: the later of two
+# runs saving there replaced the other's model with exit 0
+out=$(flock -n "$T/s2" "$BIN" --task stsb --data-dir "$T/data/stsb" $M --epochs 1 --save "$T/s2" --overwrite 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "is in use by another run" <<<"$out" && ! grep -q '^final |' <<<"$out" && \
+  [ "$(snap "$T/s2")" = "$before" ] && ok "a --save another run holds: refused, untouched" || bad "held --save: rc $rc, $out"
 # 3. bit-exact resume: killed right after step 23 (mid epoch 2; checkpoints every 5 steps), resumed, against an
 # uninterrupted run; PRAC on, its bases refreshed every 5 / 3 steps, so their state is part of the checkpoint
 P="--task mrpc --data-dir $T/data/mrpc $M --epochs 2 --prac prac --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --prac-t1 5 --prac-t2 3"

@@ -171,6 +171,10 @@ TEST_F(GlueFiles, JsonLinesWithHuggingFaceFields) {
     EXPECT_FLOAT_EQ(sts[0].score, 3.8f);
     auto sst_test = read(GlueTask::SST2, "sst.jsonl", "{\"sentence\": \"it is.\", \"label\": -1, \"idx\": 0}\n");
     EXPECT_EQ(sst_test[0].label, -1);
+    // STS-B's test split likewise (-1.0, not a score outside [0, 5]): unlabeled, which training refuses with the hint
+    // that GLUE's test files have no labels
+    auto sts_test = read(GlueTask::STSB, "sts.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": -1.0}\n");
+    EXPECT_EQ(sts_test[0].label, -1);
     auto qqp = read(GlueTask::QQP, "qqp.jsonl", "{\"question1\": \"q?\", \"question2\": \"r?\", \"label\": 1}\n");
     EXPECT_EQ(qqp[0].label, 1);
 }

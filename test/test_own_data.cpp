@@ -170,6 +170,13 @@ TEST_F(OwnData, OtherFamilysShardsAreRefusedBothWays) {
            "austen_llama_val.bin" + TINY_LLAMA);
     EXPECT_EQ(r.rc, 1) << r.out;
     EXPECT_NE(r.out.find("must come from the same tokenizer"), std::string::npos) << r.out;
+    // two tokenizers among one pattern's training shards: said of that pattern, not of train and validation
+    fs::copy_file(ROOT + "/" + BUILTIN + "austen_llama_train.bin", dir + "/s_train_zz.bin");
+    r = sh("./train_llama --train-data " + q(dir + "/s_train_*.bin") + " --val-data " + q(dir + "/s_val_*.bin") +
+           TINY_LLAMA);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("the shards \"" + dir + "/s_train_*.bin\" matches must all come from one tokenizer"),
+              std::string::npos) << r.out;
 }
 
 // prep_data --spm-vocab trains a SentencePiece model on the text (T5's ids); the printed `train with:` line runs as
@@ -254,6 +261,73 @@ TEST_F(OwnData, OldShardsWithoutTokenizerFields) {
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find("does not record its tokenizer; decoding with --spm-model"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("sample (8 tokens)"), std::string::npos) << r.out;
+    // a --spm-model that is no SentencePiece model is refused before training (--save failed after it, and --sample
+    // printed ids with exit 0)
+    for (const std::string use : {std::string(" --sample 8"), " --save " + q(dir + "/out")}) {
+        r = sh("./train_llama" + data + TINY_LLAMA + use + " --spm-model " + q(ROOT + "/README.md"));
+        EXPECT_EQ(r.rc, 1) << use << ": " << r.out;
+        EXPECT_NE(r.out.find("README.md is not a valid SentencePiece model"), std::string::npos) << r.out;
+        EXPECT_EQ(r.out.find("| loss "), std::string::npos) << r.out;
+    }
+}
+
+// --init-from a directory: the model is its config.json's (none, and no --model, is refused, naming it: the default
+// model's shapes failed on the first tensor instead), and its SentencePiece model, as --save names it (spiece.model)
+// or Hugging Face's LLaMA directories do (tokenizer.model), must be the one that made the data.
+TEST_F(OwnData, InitFromDirectoryChecksItsConfigAndTokenizer) {
+    ASSERT_EQ(sh("./prep_data --spm-vocab 300 --threads 2 --quiet --input " + q(own_text(dir)) + " --out " +
+                 q(dir + "/s")).rc, 0);
+    std::string own = " --train-data " + q(dir + "/s_train_*.bin") + " --val-data " + q(dir + "/s_val_*.bin");
+    ShellRun r = sh("./train_llama" + own + TINY_LLAMA + " --save " + q(dir + "/m"));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    const std::string builtin_eval = " --device cpu --seq-len 64 --batch-size 2 --eval-tokens 256 --eval-only "
+                                     "--val-data " + BUILTIN + "austen_llama_val.bin --init-from " + q(dir + "/m");
+    for (const char* name : {"spiece.model", "tokenizer.model"}) {
+        if (std::string(name) == "tokenizer.model") fs::rename(dir + "/m/spiece.model", dir + "/m/tokenizer.model");
+        r = sh("./train_llama" + builtin_eval);
+        EXPECT_EQ(r.rc, 1) << name << ": " << r.out;
+        EXPECT_NE(r.out.find("holds a model trained with the SentencePiece model " + dir + "/m/" + name),
+                  std::string::npos) << r.out;
+    }
+    fs::remove(dir + "/m/config.json");
+    r = sh("./train_llama" + own + " --device cpu --seq-len 64 --batch-size 2 --eval-tokens 256 --eval-only "
+           "--init-from " + q(dir + "/m"));
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("--init-from " + dir + "/m has no config.json"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("pass --model NAME"), std::string::npos) << r.out;
+    r = sh("./train_llama" + own + " --model llama-tiny --device cpu --seq-len 64 --batch-size 2 --eval-tokens 256 "
+           "--eval-only --init-from " + q(dir + "/m"));
+    EXPECT_EQ(r.rc, 0) << r.out;  // --model says which model the weights are
+}
+
+// The same file as training and validation data is said (prep_data refuses such a split; a run may mean it)
+TEST_F(OwnData, ValidationFilesThatAreAlsoTrainingDataAreSaid) {
+    ShellRun r = sh("./train_gpt2 --train-data '" + BUILTIN + "austen_gpt2_*.bin' --val-data ./" + BUILTIN +
+                    "austen_gpt2_val.bin" + TINY_GPT2);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("warning: 1 of the 1 validation file(s) are also training data (./" + BUILTIN +
+                         "austen_gpt2_val.bin)"), std::string::npos) << r.out;
+    r = sh("./train_gpt2 --train-data " + BUILTIN + "austen_gpt2_train.bin --val-data " + BUILTIN +
+           "austen_gpt2_val.bin" + TINY_GPT2);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(r.out.find("also training data"), std::string::npos) << r.out;
+}
+
+// A line longer than SentencePiece's sentence limit (1 MB) is cut into pieces for --spm-vocab's training, not left
+// out: a 1.2 MB paragraph of Greek words beside English text, and the model knows the Greek letters (it encoded them
+// as <unk>, with exit 0).
+TEST_F(OwnData, SpmVocabTrainsOnVeryLongLines) {
+    std::string greek;
+    while (greek.size() < 1200000) greek += "\u03b1\u03b2\u03b3\u03b4 \u03b5\u03b6\u03b7\u03b8 \u03b9\u03ba\u03bb\u03bc ";
+    write_bytes(dir + "/long.txt", read_bytes(own_text(dir)) + "\n" + greek + "\n");
+    ShellRun r = sh("./prep_data --spm-vocab 300 --threads 2 --quiet --no-val --input " + q(dir + "/long.txt") +
+                    " --out " + q(dir + "/g"));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    SpmTokenizer tok(dir + "/g_tokenizer.model");
+    std::vector<uint32_t> ids;
+    tok.encode("\u03b1\u03b2\u03b3\u03b4 \u03b9\u03ba\u03bb\u03bc", ids);
+    ASSERT_FALSE(ids.empty());
+    for (uint32_t id : ids) EXPECT_NE((int)id, tok.unk_id()) << "a Greek letter is <unk>";
 }
 
 // --spm-vocab and --resume: the interrupted run's model is reused (not trained again), and the result equals an

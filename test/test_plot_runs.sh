@@ -2,7 +2,8 @@
 # scripts/plot_runs.py's step-time statistics (issue #15's "no step above 1.2x the median") on a log of known step
 # times: the median, the slowest step and their ratio, with and without --skip, in the table and the RESULT line;
 # a diverged run (null losses), skipped steps and a log without memory data; tokens/s as tokens over time; an
-# --eval-only record kept off the curve and the final val loss; refused arguments; and scripts/plot_spectrum.py's
+# --eval-only record kept off the curve and the final val loss; fine-tuning logs' dev scores (glue_eval records) and a
+# log with nothing to plot (only a memory record); refused arguments; and scripts/plot_spectrum.py's
 # output extension; a write that fails part way (full disk) leaves the earlier picture whole.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -149,6 +150,41 @@ printf '{"type":"step","step":%d,"loss":5.0,"ms_per_step":10}\n' 1 2 3 >"$W/nome
 out=$(python3 scripts/plot_runs.py --no-plot "$W/nomem.jsonl" 2>&1)
 grep -q '^| nomem | 3 | 5.0000 | - | - | - | - |' <<<"$out" && ok "no memory data: peak memory '-'" \
   || bad "no memory data: $(grep '^| nomem' <<<"$out")"
+# fine-tuning logs (finetune_roberta): the dev score of their glue_eval records, the metric of the task's Table 5
+# column (MRPC f1, STS-B pearson, MNLI dev_matched accuracy), final and best with their steps, in a line per run; a
+# null (undefined) score is no best and reads undefined as the final one
+mem='{"type":"memory","B":16,"T":25,"planned_activation_bytes":1980160,"arena_bytes":1980160}'
+steps() { for i in $(seq 1 "$1"); do echo "{\"type\":\"step\",\"step\":$i,\"loss\":0.7,\"ms_per_step\":10,\"tokens_per_s\":1000,\"mem_peak_bytes\":2606848}"; done; }
+{ echo "$mem"; steps 2
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":2,"epoch":1,"val_loss":0.6,"f1":0.9,"accuracy":0.85}'
+  steps 4 | tail -2
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":4,"epoch":2,"val_loss":0.5,"f1":0.8,"accuracy":0.95}'
+  echo '{"type":"final","metric":"f1","step":4,"best":0.9,"best_epoch":1,"final":0.8,"seconds":1.0}'; } >"$W/ftm.jsonl"
+{ echo "$mem"; steps 2
+  echo '{"type":"glue_eval","task":"mnli","split":"dev_matched","step":2,"epoch":1,"val_loss":0.9,"accuracy":0.6}'
+  echo '{"type":"glue_eval","task":"mnli","split":"dev_mismatched","step":2,"epoch":1,"val_loss":0.8,"accuracy":0.7}'; } >"$W/ftn.jsonl"
+{ echo "$mem"; steps 2
+  echo '{"type":"glue_eval","task":"stsb","split":"dev","step":2,"epoch":1,"val_loss":2.0,"pearson":0.5,"spearman":0.4}'
+  steps 4 | tail -2
+  echo '{"type":"glue_eval","task":"stsb","split":"dev","step":4,"epoch":2,"val_loss":2.0,"pearson":null,"spearman":null}'; } >"$W/fts.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/ftm.jsonl" "$W/ftn.jsonl" "$W/fts.jsonl" 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -qx 'ftm: GLUE mrpc dev f1: final 0.8000 (step 4, epoch 2), best 0.9000 (step 2, epoch 1) over 2 evaluation(s)' <<<"$out" \
+  && ok "a fine-tuning log: its final and best dev F1 (MRPC) in a line" || bad "a fine-tuning log (MRPC): exit $rc: $out"
+grep -qx 'ftn: GLUE mnli dev_matched accuracy: final 0.6000 (step 2, epoch 1), best 0.6000 (step 2, epoch 1) over 1 evaluation(s)' <<<"$out" \
+  && ok "MNLI: the dev_matched accuracy (not dev_mismatched's)" || bad "MNLI's line: $(grep '^ftn' <<<"$out")"
+grep -qx 'fts: GLUE stsb dev pearson: final undefined (null) (step 4, epoch 2), best 0.5000 (step 2, epoch 1) over 2 evaluation(s)' <<<"$out" \
+  && ok "STS-B: a null Pearson is no best and reads undefined as the final" || bad "STS-B's line: $(grep '^fts' <<<"$out")"
+got=$(python3 -c 'import sys; sys.path[:0] = ["scripts", "scripts/repro"]; import plot_runs, table5
+print(plot_runs.GLUE_METRIC == table5.COLUMN)' 2>&1)
+[ "$got" = True ] && ok "the dev score's metric per task is table5.py's COLUMN" || bad "GLUE_METRIC vs table5.COLUMN: $got"
+# a log with nothing to plot (a fine-tuning run killed before step 1: only its memory record) is left out with a
+# line, not fatal to the others' table and PNG; alone it is refused
+echo "$mem" >"$W/memonly.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/run.jsonl" "$W/memonly.jsonl" 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -qx "memonly: $W/memonly.jsonl has no step or evaluation record: left out of the table and the plot" <<<"$out" \
+  && ! grep -q '^| memonly' <<<"$out" && grep -q '^| run | 10 |' <<<"$out" \
+  && ok "a log holding only a memory record is left out, with a line" || bad "a memory-only log beside another: exit $rc: $out"
+echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":2,"f1":"x"}' >"$W/gluetext.jsonl"
 if python3 -c 'import matplotlib' 2>/dev/null; then
   python3 scripts/plot_runs.py --out "$W/diverged.png" "$W/diverged.jsonl" "$W/nomem.jsonl" >/dev/null 2>&1 \
     && [ -s "$W/diverged.png" ] && ok "a PNG of a diverged run and a log without memory data" \
@@ -174,6 +210,11 @@ PY
     || bad "the PNG's perplexity curve: $(grep '^validation' <<<"$out" || echo "$out")"
   grep -qx 'validation perplexity|evalrun|0' <<<"$out" && ok "the PNG: an --eval-only run's own log at step 0" \
     || bad "the PNG, an --eval-only run's own log: $(grep '^validation' <<<"$out" || echo "$out")"
+  # fine-tuning logs only (no perplexity evaluation): the second panel is their dev score at each evaluation
+  out=$(panels scripts/plot_runs.py --out "$W/panels.png" "$W/ftm.jsonl" "$W/fts.jsonl" "$W/memonly.jsonl" 2>&1)
+  grep -qx 'dev score (MRPC f1, STSB pearson)|ftm|2 4' <<<"$out" && grep -qx 'dev score (MRPC f1, STSB pearson)|fts|2 4' <<<"$out" \
+    && ok "the PNG: fine-tuning logs' dev scores in the second panel (a memory-only log left out)" \
+    || bad "the PNG's dev score panel: $(grep -v '^training\|^peak\|^step' <<<"$out")"
 fi
 
 # bad arguments: a clear message and a non-zero exit, never a traceback
@@ -202,6 +243,10 @@ out=$(python3 scripts/plot_spectrum.py --help 2>&1); rc=$?
 refused "--out in a missing directory" "the directory $W/nodir does not exist" \
   python3 scripts/plot_runs.py --out "$W/nodir/x.png" "$W/run.jsonl"
 [ -e "$W/nodir" ] && bad "--out in a missing directory created it" || ok "--out's missing directory not created"
+refused "a log holding only a memory record, alone" "memonly.jsonl: no step or evaluation record" \
+  python3 scripts/plot_runs.py --no-plot "$W/memonly.jsonl"
+refused "a glue_eval score that is text" 'gluetext.jsonl:1: "f1" is "x", not a number' \
+  python3 scripts/plot_runs.py --no-plot "$W/gluetext.jsonl"
 if python3 -c 'import matplotlib' 2>/dev/null; then
   refused "--out x.txt" "unsupported format .txt; supported: .*\.png" python3 scripts/plot_runs.py --out "$W/x.txt" "$W/run.jsonl"
   [ -e "$W/x.txt" ] && bad "--out x.txt wrote a file" || ok "--out x.txt wrote nothing"

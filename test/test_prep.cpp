@@ -370,6 +370,46 @@ TEST(SpmTokenizer, WithoutSentencePieceConstructionFailsWithTheFix) {
 
 #endif
 
+// What a .model says of its kind, read from its protobuf bytes as sentencepiece_model.proto defines them
+// (ModelProto { trainer_spec = 2; normalizer_spec = 3 }, TrainerSpec { model_type = 3 (UNIGRAM 1, BPE 2, WORD 3,
+// CHAR 4); byte_fallback = 35 }, NormalizerSpec { name = 1 }): messages built here by that definition, and the
+// built-in model (unigram, nmt_nfkc: data/README.md).
+namespace {
+std::string pb_varint(uint64_t v) {
+    std::string s;
+    for (; v >= 0x80; v >>= 7) s += (char)(0x80 | (v & 0x7F));
+    return s + (char)v;
+}
+std::string pb_int(int field, uint64_t v) { return pb_varint((uint64_t)field << 3) + pb_varint(v); }
+std::string pb_bytes(int field, const std::string& b) {
+    return pb_varint((uint64_t)field << 3 | 2) + pb_varint(b.size()) + b;
+}
+}  // namespace
+
+TEST(SpmModelKind, ReadsTheTrainerAndNormalizerSpecs) {
+    const SpmModelKind austen = spm_model_kind(slurp(AUSTEN_MODEL), AUSTEN_MODEL);
+    EXPECT_EQ(austen.model_type, "unigram");
+    EXPECT_EQ(austen.normalizer, "nmt_nfkc");
+    EXPECT_FALSE(austen.byte_fallback);
+    EXPECT_EQ(spm_t5_mismatch(austen), "");
+    // a LLaMA-style model: BPE, identity normalization, byte fallback; a piece (field 1) and other fields around
+    const std::string piece = pb_bytes(1, pb_bytes(1, "\xe2\x96\x81the") + std::string("\x15\x00\x00\x80\xbf", 5));  // score: a fixed32
+    const std::string llama = piece + pb_bytes(2, pb_int(4, 32000) + pb_int(3, 2) + pb_int(35, 1)) +
+                              pb_bytes(3, pb_bytes(1, "identity") + pb_int(3, 1));
+    const SpmModelKind k = spm_model_kind(llama, "llama.model");
+    EXPECT_EQ(k.model_type, "bpe");
+    EXPECT_EQ(k.normalizer, "identity");
+    EXPECT_TRUE(k.byte_fallback);
+    EXPECT_EQ(spm_t5_mismatch(k), "model type bpe, normalization identity, byte fallback");
+    // absent fields are the proto's defaults (unigram, no byte fallback); a char model is named
+    EXPECT_EQ(spm_model_kind(pb_bytes(2, pb_int(3, 4)), "c.model").model_type, "char");
+    EXPECT_EQ(spm_t5_mismatch(spm_model_kind(piece, "p.model")), "");
+    // bytes that are no protobuf message: a length past the end, a text file
+    EXPECT_USER_ERROR(spm_model_kind(pb_varint(2 << 3 | 2) + pb_varint(99) + "ab", "cut.model"), "cut.model",
+                      "not a SentencePiece model");
+    EXPECT_USER_ERROR(spm_model_kind(slurp("README.md"), "README.md"), "README.md");
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // prep_data: formats and layouts against the independently computed expectations
 // ---------------------------------------------------------------------------------------------------------
@@ -437,7 +477,7 @@ TEST_F(Prep, DirectoryOfTxtRepairsInvalidUtf8AndSkipsEmptyFiles) {
     check_case("gpt2_dir");
     PrepRun r = prep_ok({"--tokenizer", "gpt2", "--input", std::string(FX) + "texts", "--out", path("again")});
     EXPECT_NE(r.out.find("1 with invalid UTF-8 repaired"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("skipped 1 empty documents"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("skipped 1 empty document\n"), std::string::npos) << r.out;
 }
 TEST_F(Prep, BlankLineSeparatedDocuments) {
     REQUIRE_GPT2();
@@ -986,9 +1026,13 @@ TEST_F(Prep, BadJsonLinesNameTheLine) {
                {"badjson.jsonl:2", "invalid JSON"});
     prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/array.json", "--out", o},
                {"array.json", "JSON array, not JSON lines"});
+    // an object written over several lines (it read as "invalid JSON ... line 1")
+    std::ofstream(path("pretty.json")) << "{\n  \"text\": \"a document\"\n}\n";
+    prep_fails({"--tokenizer", "gpt2", "--input", path("pretty.json"), "--out", o},
+               {"pretty.json", "a JSON object written over several lines", "jq -c . FILE"});
     PrepRun r = prep_ok({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/notext.jsonl", "--skip-bad-json",
                      "--out", path("skip")});
-    EXPECT_NE(r.out.find("skipped 1 bad JSON lines"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("skipped 1 bad JSON line (--skip-bad-json)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("2 docs"), std::string::npos) << r.out;
 }
 

@@ -30,6 +30,7 @@ declare -A LABELS=(
   [ablation_modes]="Baseline|PAC|RAC|PRAC"
   [ablation_k]="k0|0.5k0|0.2k0|1.2k0"
   [table5]="Full FT|RSO|PRAC"
+  [memory]="llama-130m|gpt2-355m|llama-tiny"
 )
 t_all=$SECONDS
 # data patterns relative to the caller's directory reach the trainer (which runs in the repository) absolute
@@ -176,10 +177,113 @@ s = C.summarize(sys.argv[1]); print(C.fmt_num(s["train_loss"]), C.fmt_num(s["val
       "$OUT/diverged.jsonl" 2>&1)
 [ "$got" = "nan nan nan" ] && ok "a diverged log's train loss, val loss and PPL read nan" \
   || bad "a diverged log reads '$got', want 'nan nan nan'"
-for s in table2 table4 table9 ablation_modes ablation_k table5; do
+# --run-timeout: 0 or more seconds (a negative one killed every run at once), one line
+for s in table2 table5 memory; do
+  refused "$s.py --run-timeout -1" "--run-timeout -1: must be 0 (never) or more seconds" \
+    python3 "scripts/repro/$s.py" --quick --dry-run --run-timeout -1
+done
+# table5's dry run asks the planner too (it checked nothing: exit 0 for a flag every run refuses): --quick against the
+# tiny model made in a temporary directory (removed afterwards), --paper against a stand-in roberta-base config.json
+mkdir -p "$OUT/tmpdir"
+for mode in quick paper; do
+  TMPDIR="$OUT/tmpdir" refused "table5.py --$mode --dry-run --extra=--bogus" "6 planner call(s) failed\|24 planner call(s) failed" \
+    python3 scripts/repro/table5.py --$mode --dry-run --extra=--bogus --out "$OUT/dry5_$mode"
+done
+out=$(TMPDIR="$OUT/tmpdir" python3 scripts/repro/table5.py --paper --dry-run --out "$OUT/dry5_paper" 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q "^dry run: 24 of 24 runs planned against a stand-in config.json of roberta-base" <<<"$out" \
+  && [ -z "$(ls -A "$OUT/tmpdir")" ] && [ ! -e "$OUT/dry5_paper" ] && [ ! -e "$OUT/dry5_quick" ] \
+  && ok "table5.py --paper --dry-run: 24 runs planned (stand-in config), nothing left behind" \
+  || { bad "table5.py --paper --dry-run: exit $rc, left: $(ls -A "$OUT/tmpdir")"; tail -3 <<<"$out"; }
+# memory.py: its dry run asks the planner for the loss runs' flags; --plan-only writes memory_plan.md with the
+# planner's commands (it wrote nothing)
+refused "memory.py --dry-run --extra=--bogus" "6 planner call(s) failed" \
+  python3 scripts/repro/memory.py --quick --dry-run --extra=--bogus --out "$OUT/memdry"
+python3 scripts/repro/memory.py --plan-only --out "$OUT/memplan" >"$OUT/memplan.log" 2>&1; rc=$?
+md="$OUT/memplan/memory_plan.md"
+[ "$rc" = 0 ] && grep -q '^./train_llama --model llama-130m --batch-size 128 --seq-len 256 .*--plan --json$' "$md" 2>/dev/null \
+  && grep -q '^| gpt2-355m | 32 x 1024 | PRAC + all + 8-bit Adam | [0-9.]* |' "$md" \
+  && ok "memory.py --plan-only writes memory_plan.md: the planner's commands and table" \
+  || { bad "memory.py --plan-only: exit $rc, memory_plan.md:"; cat "$md" 2>/dev/null | head -5; }
+# Δ: one decimal below 1% (a small saving read -0%)
+got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C
+print(C.fmt_delta(99.6, 100), C.fmt_delta(100.6, 100), C.fmt_delta(100.01, 100), C.fmt_delta(80, 100))' 2>&1)
+[ "$got" = "-0.4% +0.6% 0% -20%" ] && ok "fmt_delta: -0.4% +0.6% 0% -20%" || bad "fmt_delta: '$got'"
+# plan_table.py: the paper's figures with two decimals, as ours (46.1 beside 31.57)
+out=$(python3 scripts/plan_table.py 2>&1)
+grep -q '^| llama-350m | 128 / 256 | Baseline | [0-9.]* | - | 46.10 | - |' <<<"$out" \
+  && ok "plan_table.py: the paper's GB with two decimals" || bad "plan_table.py: $(grep 'llama-350m .* Baseline' <<<"$out")"
+# table5 with the trainer replaced (scripts run under a spy: fake fine-tuning runs write a log and exit RC, the
+# plot's labels and every run's timeout are printed): a failed MRPC run reads - in MEM, not its log's memory record;
+# a log holding only its memory record (killed before step 1) is left out of the PNG, not fatal to it; each curve
+# is named by its task; a finished fine-tuning run's progress line gives its dev score; --run-timeout 0 is never
+cat >"$OUT/spy.py" <<'PY'
+import json, os, runpy, subprocess, sys
+real = subprocess.run
+FAIL = dict(x.split(":") for x in os.environ.get("SPY_FAIL", "").split(",") if x)  # run name: steps|memory
+METRIC = dict(mrpc="f1", stsb="pearson")
+def fake(cmd, *a, **k):
+    words = [str(c) for c in cmd]
+    if os.path.basename(words[0]) == "finetune_roberta" and "--plan" not in words:
+        log, task = words[words.index("--log") + 1], words[words.index("--task") + 1]
+        name = os.path.basename(log)[:-len(".jsonl")]
+        print(f"SPY run {name} timeout={k.get('timeout')}", file=sys.stderr)
+        recs = [dict(type="memory", B=16, T=25, planned_activation_bytes=1980160, planned_saved_bytes=1614592,
+                     planned_activation_bytes_cuda_bf16=1005312, planned_saved_bytes_cuda_bf16=818944,
+                     arena_bytes=1980160, backend_peak_bytes=2293504)]
+        if FAIL.get(name) != "memory":
+            recs += [dict(type="step", step=i, loss=0.7, ms_per_step=10, tokens_per_s=1000, mem_peak_bytes=2606848)
+                     for i in range(1, 5)]
+            recs += [dict(type="glue_eval", task=task, split="dev", step=4, epoch=1, val_loss=0.5,
+                          **{METRIC[task]: 0.9})]
+        if name not in FAIL:
+            recs += [dict(type="final", metric=METRIC[task], step=4, best=0.9, best_epoch=1, final=0.9, seconds=0.1)]
+        with open(log, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in recs)
+        k["stdout"].write("device: CPU (spy)\n")
+        return subprocess.CompletedProcess(cmd, 124 if name in FAIL else 0)
+    if len(words) > 1 and words[1].endswith("plot_runs.py"):
+        print("SPY plot labels: " + words[words.index("--labels") + 1], file=sys.stderr)
+    return real(cmd, *a, **k)
+subprocess.run = fake
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+PY
+out=$(SPY_FAIL=prac_mrpc:steps,prac_stsb:memory python3 "$OUT/spy.py" scripts/repro/table5.py --quick --out "$OUT/spy5" 2>&1); rc=$?
+md="$OUT/spy5/table5.md"
+[ "$rc" = 1 ] && [ "$(grep -c '^| PRAC | - | - | failed | failed | - |$' "$md" 2>/dev/null)" = 2 ] \
+  && [ "$(grep -c '^| Full FT | 1.89 | 1.89 | 90.00 | 90.00 | 90.00 |$' "$md")" = 2 ] \
+  && ok "table5: a failed MRPC run reads '-' in MEM (not its log's memory record), exit 1" \
+  || { bad "table5, a failed MRPC run: exit $rc:"; grep '^| \(PRAC\|Full FT\) |' "$md" 2>/dev/null; }
+grep -q '^    done in [0-9.]*s: dev f1: final 0.9000, best 0.9000 (epoch 1)$' <<<"$out" \
+  && ok "table5: a finished run's progress line gives its dev score" || bad "table5's progress line: $(grep 'done in' <<<"$out" | head -1)"
+grep -qx 'SPY plot labels: Full FT MRPC,Full FT STSB,RSO MRPC,RSO STSB,PRAC MRPC (failed: exit 124)' <<<"$out" \
+  && ok "table5's plot: each curve named by method and task; the run without steps left out" \
+  || bad "table5's plot labels: $(grep 'SPY plot' <<<"$out" || echo none)"
+if [ $HAVE_MPL = 1 ]; then
+  [ -s "$OUT/spy5/table5.png" ] && grep -q '^Plot: left out of the plot (no step or evaluation record in the log): PRAC STSB\.$' "$md" \
+    && ok "table5.png written despite a log holding only its memory record (the markdown names it)" \
+    || { bad "table5.png with a memory-only log:"; grep -i 'plot' "$md"; }
+fi
+out0=$(python3 "$OUT/spy.py" scripts/repro/table5.py --quick --tasks mrpc --run-timeout 0 --out "$OUT/spy5b" 2>&1)
+[ "$(grep -c '^SPY run .* timeout=300$' <<<"$out")" = 6 ] && [ "$(grep -c '^SPY run .* timeout=None$' <<<"$out0")" = 3 ] \
+  && ok "table5 --quick: runs killed after 300 s unless --run-timeout is given; --run-timeout 0: never" \
+  || bad "table5 --quick's timeouts: $(grep -m1 'SPY run' <<<"$out"); with --run-timeout 0: $(grep -m1 'SPY run' <<<"$out0")"
+# Ctrl-C during a run: one line naming the run, exit 130 (a traceback). SIGINT reaches python only: a background
+# job's SIGINT is ignored unless reset before exec
+python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+  python3 scripts/repro/table2.py --quick --models llama-tiny --steps 100000 --out "$OUT/intr" >"$OUT/intr.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -s "$OUT/intr/llama-tiny_baseline.out" ] && break; sleep 0.2; done
+sleep 0.5; kill -INT $pid; wait $pid; rc=$?
+[ "$rc" = 130 ] && grep -q "^interrupted (Ctrl-C) during run 1/4 llama-tiny_baseline after .*llama-tiny_baseline.out$" "$OUT/intr.log" \
+  && ! grep -q Traceback "$OUT/intr.log" && ok "Ctrl-C during a run: one line naming it, exit 130" \
+  || { bad "Ctrl-C during a run: exit $rc:"; tail -5 "$OUT/intr.log"; }
+for s in table2 table4 table9 ablation_modes ablation_k table5 memory; do
   t0=$SECONDS
   # from another directory, with a relative --out
-  if (cd "$OUT" && python3 "$ROOT/scripts/repro/$s.py" --quick --out "$s" --run-timeout 600) > "$OUT/$s.log" 2>&1; then
+  more=(); [ $s = memory ] && more=(--models llama-tiny)  # (its 3 runs of one model: the pipeline, in less time)
+  if (cd "$OUT" && python3 "$ROOT/scripts/repro/$s.py" --quick --out "$s" --run-timeout 600 "${more[@]}") > "$OUT/$s.log" 2>&1; then
     ok "$s.py --quick exited 0 ($((SECONDS - t0)) s)"
   else
     bad "$s.py --quick exited non-zero ($((SECONDS - t0)) s); its output:"; tail -20 "$OUT/$s.log"

@@ -797,6 +797,31 @@ TEST(TrainerBinary, ALogThatCannotBeWrittenEndsTheRun) {
     EXPECT_TRUE(json::accept(line) && json::parse(line).value("eval_only", false)) << line;
 }
 
+// Two runs with one --save directory both passed its empty-directory check, and the later replaced the other's model
+// with exit 0: a run locks the directory itself (here the test holds it, as a running run would), so another is
+// refused before it trains, and a run that saves leaves no lock file among the model's files.
+TEST(TrainerBinary, TwoRunsSavingToOneDirectoryAreRefused) {
+    TempDir dir;
+    fs::create_directories(dir / "out");
+    {
+        const int fd = ::open((dir / "out").c_str(), O_RDONLY | O_DIRECTORY);
+        ASSERT_GE(fd, 0);
+        ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+        RunResult r = run_trainer("train_gpt2", tiny({"--steps", "2", "--eval-tokens", "64", "--save", dir / "out"}),
+                                  dir, 120);
+        expect_user_error_exit(r, "train_gpt2", {"--save " + (dir / "out") + " is in use by another run", "HINT"});
+        EXPECT_FALSE(contains(r.out, "| loss ")) << describe(r);
+        ::close(fd);
+    }
+    RunResult ok = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "out"}),
+                               dir, 120);
+    ASSERT_EQ(ok.rc, 0) << describe(ok);
+    for (const auto& e : fs::directory_iterator(dir / "out"))
+        EXPECT_TRUE(contains(e.path().filename().string(), ".json") ||
+                    e.path().filename() == "model.safetensors" || e.path().filename() == "merges.txt")
+            << "not a model file: " << e.path();
+}
+
 // Two runs on one --ckpt-dir replaced each other's checkpoints (and on one --log interleaved their records), both with
 // exit 0: a run holds a lock on each (here the test holds them, as a running run would) and another is refused,
 // naming the directory or the log, before it trains.
@@ -879,6 +904,21 @@ TEST(TrainerBinary, AFailedSaveLeavesTheDirectoryAsItWas) {
                    fail_there);
     EXPECT_EQ(r.rc, 1) << describe(r);
     EXPECT_TRUE(files(dir / "new").empty()) << "a failed --save left files in a new directory";
+    // after the whole training: the message says where the weights still are, and a --resume of the final checkpoint
+    // saves them as the message says
+    EXPECT_TRUE(contains(r.out, "--save failed after the training: its weights were in this process alone")) <<
+        describe(r);
+    const std::vector<std::string> kept = tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "kept",
+                                                "--ckpt-dir", dir / "ck"});
+    r = run_merged("train_gpt2", kept, dir, 120, fail_there);
+    EXPECT_EQ(r.rc, 1) << describe(r);
+    EXPECT_TRUE(contains(r.out, "its weights are in the final checkpoint in " + (dir / "ck") +
+                                    ": run the same command with --resume")) << describe(r);
+    std::vector<std::string> resumed = kept;
+    resumed.push_back("--resume");
+    r = run_trainer("train_gpt2", resumed, dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(files(dir / "kept").count("model.safetensors")) << describe(r);
     // a save that replaces a model removes the files of the earlier one that it does not write (a tokenizer.json
     // that from_pretrained reads before the new tokenizer, an earlier sharded model's index), no other file
     // (and says so), no other file; a killed save's staging directory (a dead process of this host) goes too
@@ -1165,6 +1205,33 @@ TEST(TrainerResume, SignalsStopCleanly) {
     EXPECT_TRUE(fs::exists(dir / "saved/model.safetensors")) << describe(sample);
 }
 
+// A stop at an evaluation step (the signal after step 4 of 8, --eval-interval 4) checkpoints before that step's
+// evaluation, and its resume skipped its own first step's evaluation: step 4's validation loss was never computed,
+// with exit 0. The resumed log now holds the uninterrupted run's evaluations, to the bit.
+TEST(TrainerResume, AStopAtAnEvaluationStepKeepsItsEvaluation) {
+    TempDir dir;
+    auto args = [&](const std::string& run) {
+        return tiny({"--steps", "8", "--eval-interval", "4", "--eval-tokens", "64", "--ckpt-dir", dir / run, "--log",
+                     dir / (run + ".jsonl")});
+    };
+    ASSERT_EQ(run_trainer("train_gpt2", args("u"), dir, 120).rc, 0);
+    RunResult term = run_merged("train_gpt2", args("k"), dir, 120, "PRAC_TEST_KILL_AT=train.step_done@4:15");
+    ASSERT_EQ(term.rc, 128 + SIGTERM) << describe(term);
+    std::vector<std::string> resumed = args("k");
+    resumed.push_back("--resume");
+    RunResult r = run_trainer("train_gpt2", resumed, dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    auto evals_of = [](const std::string& log) {  // (step, val loss) of each eval record, in order
+        std::vector<std::pair<int, double>> v;
+        for (const json& e : split_log(log).evals) v.emplace_back(e["step"].get<int>(), e["val_loss"].get<double>());
+        return v;
+    };
+    const auto u = evals_of(dir / "u.jsonl"), k = evals_of(dir / "k.jsonl");
+    ASSERT_EQ(u.size(), 2u) << read_bytes(dir / "u.jsonl");
+    EXPECT_EQ(u[0].first, 4);
+    EXPECT_EQ(k, u) << "each evaluation once, the uninterrupted run's values\n" << read_bytes(dir / "k.jsonl");
+}
+
 // --on-nonfinite skip (an lr of 1000 makes every step from some step s on non-finite): each such step is logged with
 // "skipped":true and changes nothing, and the 11th in a row stops the run with a checkpoint of the last good state.
 // The count of skips in a row is checkpointed: a run stopped by SIGTERM after step 10, amid the skips, and resumed
@@ -1418,7 +1485,8 @@ TEST(TrainerResume, ChangedRefreshSettingsAreRefused) {
 
 // The resume key spelled the absolute ranks right after the fractions, so --prac-linear 0.3,0.31 with ranks 6,16 and
 // 0.3,0.3 with 16,16 were both "lin 0.3,0.316,16": the resume passed the check and failed later on a basis of
-// another shape ("no PRAC state for site ..."). Now the key names the ranks, and the refusal names the setting.
+// another shape ("no PRAC state for site ..."). Now the key names the ranks (r6,r16: they replace the fractions), and
+// the refusal names the setting.
 TEST(TrainerResume, OtherAbsoluteRanksAreRefusedNamingThem) {
     TempDir dir;
     auto args = [&](const char* fractions, const char* ranks, bool resume) {
@@ -1431,7 +1499,8 @@ TEST(TrainerResume, OtherAbsoluteRanksAreRefusedNamingThem) {
     RunResult first = run_merged("train_gpt2", args("0.3,0.31", "6,16", false), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=2");
     ASSERT_EQ(first.rc, 137) << describe(first);
     RunResult other = run_trainer("train_gpt2", args("0.3,0.3", "16,16", true), dir, 120);
-    expect_user_error_exit(other, "train_gpt2", {"run.prac = prac lin 0.3,0.31 ranks 6,16 nonlin", "HINT"});
+    expect_user_error_exit(other, "train_gpt2", {"run.prac = prac lin r6,r16 nonlin", "saved `lin r6,r16` where this "
+                                                 "run has `lin r16,r16`", "HINT"});
     RunResult same = run_trainer("train_gpt2", args("0.3,0.31", "6,16", true), dir, 120);
     ASSERT_EQ(same.rc, 0) << describe(same);
 }

@@ -220,6 +220,15 @@ TEST(TrainerCli, PracStorageIsRangeChecked) {
     EXPECT_USER_ERROR(parse({"--prac", "prac", "--prac-storage", "bf16"}), "--prac-storage", "auto", "act", "fp8",
                       "bf16");
     EXPECT_USER_ERROR(parse({"--prac-storage", "fp8"}), "--prac-storage fp8", "--prac none", "HINT");
+    // RSO's projections are not PRAC's: the hint is not the --prac prac that RSO refuses
+    std::string rso;
+    try {
+        parse({"--optimizer", "rso", "--prac-storage", "fp8"});
+    } catch (const UserError& e) {
+        rso = e.what();
+    }
+    EXPECT_NE(rso.find("--optimizer rso stores its projections X*P in the activation dtype"), std::string::npos) << rso;
+    EXPECT_EQ(rso.find("add --prac prac"), std::string::npos) << rso;
 }
 
 TEST(TrainerCli, EveryNumericFlagRefusesBadNumbers) {
@@ -452,6 +461,9 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
     EXPECT_NE(unused_flags_notice(parse({"--prac", "prac", "--prac-shared-subspace"}), 1).find("one rank"),
               std::string::npos);
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "prac", "--prac-shared-subspace", "--prac-t1", "3"}), 2), "");
+    EXPECT_EQ(unused_flags_notice(parse({"--zero", "1", "--overlap-comm", "0"}), 1),
+              "notice: --overlap-comm changes nothing in this run: one rank has no gradients to average\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--zero", "1", "--overlap-comm", "0"}), 2), "");
     EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "galore", "--galore-rank", "8"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "3"}), 1), "");
     // --eval-only trains nothing: its training flags (and PRAC's, an optimizer's) were accepted with no word
@@ -849,6 +861,45 @@ TEST(TrainerConfig, HfConfigRoundTrip) {
         EXPECT_EQ(b.tied_embeddings, a.tied_embeddings);
         EXPECT_EQ(read_json(path)["architectures"][0], arch == Arch::GPT2 ? "GPT2LMHeadModel" : "LlamaForCausalLM");
     }
+}
+
+// The PRAC resume key (run.key_spelling 3) is what PRAC computes: a flag the run calls inert (pac's --prac-t2, rac's
+// --prac-t1, PRAC's flags with --prac none, the ranks of a class not compressed) and another spelling of one setting
+// (--prac-linear 0.30,0.3; --prac-classes nonlinear,linear) resume, where the flags' own spelling refused them; k
+// to nine digits (1.2000005 passed for 1.2, not bit-exact); a checkpoint of spelling 2 is compared as it was written.
+TEST(TrainerResumeKeys, PracKeyIsWhatPracComputes) {
+    const ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-mini");
+    auto check = [&](const std::vector<std::string>& written, const std::vector<std::string>& resumed,
+                     const char* spelling = "3") {
+        TrainState st;
+        st.set("run.key_spelling", spelling);
+        const TrainOptions w = parse(written);
+        st.set("run.prac", std::string(spelling) == "3" ? prac_key_canonical(w) : prac_key(w));
+        const TrainOptions r = parse(resumed);
+        check_resume_keys(st, r, cfg, {{"prac", prac_key_canonical(r)}});
+    };
+    using V = std::vector<std::string>;
+    EXPECT_NO_THROW(check({}, {"--prac-t1", "3", "--prac-linear", "0.5,0.5"}));
+    EXPECT_NO_THROW(check({"--prac", "pac"}, {"--prac", "pac", "--prac-t2", "3", "--prac-k-mult", "2"}));
+    EXPECT_THROW(check({"--prac", "pac"}, {"--prac", "pac", "--prac-t1", "3"}), UserError);
+    EXPECT_NO_THROW(check({"--prac", "rac"}, {"--prac", "rac", "--prac-t1", "3"}));
+    EXPECT_THROW(check({"--prac", "rac"}, {"--prac", "rac", "--prac-t2", "3"}), UserError);
+    // with an overlap every interval bounds it: T2 is pac's setting too
+    EXPECT_THROW(check({"--prac", "pac", "--prac-refresh-overlap", "1"},
+                       {"--prac", "pac", "--prac-refresh-overlap", "1", "--prac-t2", "3"}), UserError);
+    EXPECT_NO_THROW(check({"--prac", "prac", "--prac-classes", "linear"},
+                          {"--prac", "prac", "--prac-classes", "linear", "--prac-nonlinear", "0.5,0.5"}));
+    EXPECT_THROW(check({"--prac", "prac", "--prac-classes", "linear"},
+                       {"--prac", "prac", "--prac-classes", "linear", "--prac-linear", "0.5,0.5"}), UserError);
+    EXPECT_NO_THROW(check({"--prac", "prac"}, {"--prac", "prac", "--prac-classes", "nonlinear,linear"}));
+    EXPECT_NO_THROW(check({"--prac", "prac"}, {"--prac", "prac", "--prac-linear", "0.30,0.3"}));
+    EXPECT_THROW(check({"--prac", "prac", "--prac-k-mult", "1.2"}, {"--prac", "prac", "--prac-k-mult", "1.2000005"}),
+                 UserError);
+    EXPECT_THROW(check({"--prac", "prac"}, {"--prac", "prac", "--prac-linear-ranks", "8,8"}), UserError);
+    EXPECT_THROW(check({"--prac", "prac"}, {"--prac", "none"}), UserError);
+    // spelling 2: the flags as given, compared as they were (the same flags resume; another is refused)
+    EXPECT_NO_THROW(check(V{"--prac", "prac", "--prac-t1", "7"}, V{"--prac", "prac", "--prac-t1", "7"}, "2"));
+    EXPECT_THROW(check(V{"--prac", "prac"}, V{"--prac", "prac", "--prac-t1", "7"}, "2"), UserError);
 }
 
 // The schedule and optimizer resume keys: a float that differs from the 7th digit on (--lr 1.0000005e-3, the six

@@ -35,6 +35,8 @@
 #include "common/device.h"  // gpu_unavailable_exit_code
 #include "train/optim_adamw.h"  // grad_norm, clip_scale
 #include "train/optimizers.h"  // make_optimizer, init_master_weights
+#include "common/files.h"    // write_file_atomic, dir_of, file_size_limit_as_error
+#include "common/strings.h"  // parse_whole
 
 static const double GiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -99,35 +101,38 @@ static std::string json_escape(const std::string& s) {
     return o;
 }
 
-static void write_json(const std::string& path, const std::string& gpu, double peak_tf, const std::vector<Row>& rows) {
+// The results as JSON, rewritten whole after every row (write_file_atomic: never half a file) so that a run cut
+// short keeps the rows it measured. `final`: a failure ends the run with its message and exit 2; before that a
+// warning, and the rows still print (the path's directory was checked writable at the start).
+static void write_json(const std::string& path, const std::string& gpu, double peak_tf, const std::vector<Row>& rows,
+                       bool final = false) {
     if (path.empty()) return;
-    FILE* f = std::fopen(path.c_str(), "w");
-    if (!f) {
-        std::fprintf(stderr, "warning: cannot write %s\n", path.c_str());
-        return;
-    }
-    std::fprintf(f, "{\n  \"gpu\": \"%s\",\n  \"peak_bf16_tflops\": %g,\n  \"results\": [\n", json_escape(gpu).c_str(),
-                 peak_tf);
+    std::string f = format("{\n  \"gpu\": \"%s\",\n  \"peak_bf16_tflops\": %g,\n  \"results\": [\n",
+                           json_escape(gpu).c_str(), peak_tf);
     for (size_t i = 0; i < rows.size(); i++) {
         const Row& r = rows[i];
-        std::fprintf(f,
-                     "    {\"config\": \"%s\", \"prac\": \"%s\", \"optimizer\": \"%s\", \"max_batch\": %s, \"B\": %d, \"T\": %d, "
-                     "\"grad_accum\": %d, \"ran\": %s, "
-                     "\"note\": \"%s\", \"steps\": %d, \"ms_per_step\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %s, "
-                     "\"loss\": %.5f, \"peak_bytes\": %.0f, \"plan_bytes\": %.0f, \"memgetinfo_delta_bytes\": %.0f, "
-                     "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"first_step_ms\": %s, \"t1\": %d, "
-                     "\"staggered_worst_step_ms\": %s, \"refresh_overlap\": %d}%s\n",
-                     r.config.c_str(), r.prac.c_str(), r.optimizer.c_str(), r.max_batch ? "true" : "false", r.B, r.T,
-                     r.accum, r.ran ? "true" : "false", json_escape(r.note).c_str(), r.steps, r.ms, r.tok_s,
-                     r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "null", r.loss, r.peak, r.plan, r.delta,
-                     r.refresh_ms >= 0 ? fmt("%.4f", r.refresh_ms).c_str() : "null",
-                     r.normal_ms >= 0 ? fmt("%.4f", r.normal_ms).c_str() : "null",
-                     r.first_ms >= 0 ? fmt("%.4f", r.first_ms).c_str() : "null", r.t1,
-                     r.stagger_worst_ms >= 0 ? fmt("%.4f", r.stagger_worst_ms).c_str() : "null", r.overlap,
-                     i + 1 < rows.size() ? "," : "");
+        f += format("    {\"config\": \"%s\", \"prac\": \"%s\", \"optimizer\": \"%s\", \"max_batch\": %s, "
+                    "\"B\": %d, \"T\": %d, \"grad_accum\": %d, \"ran\": %s, "
+                    "\"note\": \"%s\", \"steps\": %d, \"ms_per_step\": %.4f, \"tokens_per_s\": %.1f, \"mfu\": %s, "
+                    "\"loss\": %.5f, \"peak_bytes\": %.0f, \"plan_bytes\": %.0f, \"memgetinfo_delta_bytes\": %.0f, "
+                    "\"refresh_step_ms\": %s, \"normal_step_ms\": %s, \"first_step_ms\": %s, \"t1\": %d, "
+                    "\"staggered_worst_step_ms\": %s, \"refresh_overlap\": %d}%s\n",
+                    r.config.c_str(), r.prac.c_str(), r.optimizer.c_str(), r.max_batch ? "true" : "false", r.B, r.T,
+                    r.accum, r.ran ? "true" : "false", json_escape(r.note).c_str(), r.steps, r.ms, r.tok_s,
+                    r.mfu >= 0 ? fmt("%.4f", r.mfu).c_str() : "null", r.loss, r.peak, r.plan, r.delta,
+                    r.refresh_ms >= 0 ? fmt("%.4f", r.refresh_ms).c_str() : "null",
+                    r.normal_ms >= 0 ? fmt("%.4f", r.normal_ms).c_str() : "null",
+                    r.first_ms >= 0 ? fmt("%.4f", r.first_ms).c_str() : "null", r.t1,
+                    r.stagger_worst_ms >= 0 ? fmt("%.4f", r.stagger_worst_ms).c_str() : "null", r.overlap,
+                    i + 1 < rows.size() ? "," : "");
     }
-    std::fprintf(f, "  ]\n}\n");
-    std::fclose(f);
+    f += "  ]\n}\n";
+    if (final) return write_file_atomic(path, f);
+    try {
+        write_file_atomic(path, f);
+    } catch (const UserError& e) {
+        std::fprintf(stderr, "bench_gpu: warning: %s (tried again at the end)\n", e.what());
+    }
 }
 
 static void print_header() {
@@ -336,7 +341,7 @@ static void usage() {
                 "                 [--refresh-overlap D]\n");
 }
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     bool quick = false, tiny = false;
     int steps = -1, maxb = -1;  // -1: default
     int hidden_align = 1;       // LLaMA: the trainer's --hidden-align
@@ -356,13 +361,13 @@ int main(int argc, char** argv) {
         if (a == "--quick") quick = true;
         else if (a == "--tiny") tiny = true;
         else if (a == "--models") models_arg = next();
-        else if (a == "--steps") steps = std::atoi(next().c_str());
+        else if (a == "--steps") steps = (int)parse_whole("--steps", next(), 1, 1000000);
         else if (a == "--json") json = next();
         else if (a == "--optimizers") optimizers_arg = next();
-        else if (a == "--hidden-align") hidden_align = std::atoi(next().c_str());
-        else if (a == "--initial-spread") initial_spread = std::atoi(next().c_str());
-        else if (a == "--refresh-overlap") refresh_overlap = std::atoi(next().c_str());
-        else if (a == "--grad-accum") grad_accum = std::atoi(next().c_str());
+        else if (a == "--hidden-align") hidden_align = (int)parse_whole("--hidden-align", next(), 1, 256);
+        else if (a == "--initial-spread") initial_spread = (int)parse_whole("--initial-spread", next(), 0, 1000000);
+        else if (a == "--refresh-overlap") refresh_overlap = (int)parse_whole("--refresh-overlap", next(), 0, 8);
+        else if (a == "--grad-accum") grad_accum = (int)parse_whole("--grad-accum", next(), 1, 64);
         else if (a == "--max-batch") maxb = 1;
         else if (a == "--no-max-batch") maxb = 0;
         else if (a == "-h" || a == "--help") { usage(); return 0; }
@@ -373,12 +378,13 @@ int main(int argc, char** argv) {
         }
     }
     if (steps < 0) steps = quick ? 5 : 10;
-    if (steps < 1 || hidden_align < 1 || hidden_align > 256 || initial_spread < 0 || refresh_overlap < 0 ||
-        refresh_overlap > 8 || grad_accum < 1 || grad_accum > 64) {
-        std::fprintf(stderr, "bench_gpu: --steps must be >= 1, --hidden-align between 1 and 256, --initial-spread "
-                     ">= 0, --refresh-overlap between 0 and 8 and --grad-accum between 1 and 64\n");
-        return 2;
-    }
+    // the results of a run of minutes to hours go to --json: a path they cannot go to is refused before it
+    if (!json.empty() && access(dir_of(json).c_str(), W_OK) != 0)
+        fail("--json %s: cannot write into %s (%s)\n---> HINT: give a file in an existing, writable directory",
+             json.c_str(), dir_of(json).c_str(), std::strerror(errno));
+    if (!json.empty() && (json.back() == '/' || std::filesystem::is_directory(json)))
+        fail("--json %s: that is a directory\n---> HINT: give a file path (e.g. %s/bench.json)", json.c_str(),
+             json.c_str());
     bool do_maxb = maxb < 0 ? !quick : maxb == 1;
 
     std::vector<std::string> extra_optimizers;  // besides AdamW (the PRAC rows' optimizer)
@@ -620,7 +626,7 @@ int main(int argc, char** argv) {
                     r.normal_ms > 0 ? r.stagger_worst_ms / r.normal_ms : 0.0, refresh_overlap, r.accum,
                     r.stagger_worst_site.c_str(), r.stagger_worst_j, r.steps);
     }
-    write_json(json, gpu, peak_tf, rows);
+    write_json(json, gpu, peak_tf, rows, /*final=*/true);
     if (!json.empty()) std::printf("\nwrote %s\n", json.c_str());
 
     // --tiny: the MFU numerator against a hand count of the tiny models' matmul weights (model/config.cpp, the
@@ -646,4 +652,14 @@ int main(int argc, char** argv) {
         }
     }
     return failures ? 1 : 0;
+}
+
+int main(int argc, char** argv) {
+    file_size_limit_as_error();  // a full --json under `ulimit -f` is an error, not a silent kill
+    try {
+        return bench_main(argc, argv);
+    } catch (const UserError& e) {  // a bad flag value, --json's directory: before any GPU work
+        std::fprintf(stderr, "bench_gpu: %s\n", e.what());
+        return 2;
+    }
 }

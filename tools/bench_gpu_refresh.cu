@@ -27,13 +27,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/cuda_check.h"
 #include "common/device.h"  // gpu_unavailable_exit_code
 #include "common/cuda_common.cuh"  // floatX, PRAC_FLOATX_NAME
+#include "common/strings.h"  // parse_whole, split_commas
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
 #include "tools/synthetic_site.h"
@@ -107,7 +107,7 @@ static double median_time(int reps, F f) {
     return t[t.size() / 2];
 }
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     int N = -1, reps = 3;
     bool quick = false;
     std::vector<int> widths;
@@ -130,12 +130,11 @@ int main(int argc, char** argv) {
                         "Exits 77 without a GPU (1 with REQUIRE_GPU=1).\n");
             return 0;
         } else if (a == "--quick") quick = true;
-        else if (a == "--N") N = std::atoi(val().c_str());
-        else if (a == "--reps") reps = std::atoi(val().c_str());
+        else if (a == "--N") N = (int)parse_whole("--N", val(), 1, 1 << 24);
+        else if (a == "--reps") reps = (int)parse_whole("--reps", val(), 1, 1000);
         else if (a == "--widths") {
-            std::stringstream ss(val());
-            std::string w;
-            while (std::getline(ss, w, ',')) widths.push_back(std::atoi(w.c_str()));
+            for (const std::string& w : split_commas(val()))
+                widths.push_back((int)parse_whole("--widths", w, 1, 1 << 20));
         } else {
             std::fprintf(stderr, "bench_gpu_refresh: unknown flag %s\n---> HINT: --help lists them\n", a.c_str());
             return 2;
@@ -144,12 +143,6 @@ int main(int argc, char** argv) {
     if (N < 0) N = quick ? 8192 : 32768;
     if (widths.empty())
         widths = quick ? std::vector<int>{768, 2048, 4096} : std::vector<int>{768, 2048, 3072, 4096, 5461, 10922};
-    bool widths_ok = true;
-    for (int n : widths) widths_ok = widths_ok && n >= 1;
-    if (N < 1 || reps < 1 || !widths_ok) {
-        std::fprintf(stderr, "bench_gpu_refresh: --N, --reps and every --widths entry must be positive integers\n");
-        return 2;
-    }
     int unavailable = gpu_unavailable_exit_code("bench_gpu_refresh");
     if (unavailable >= 0) return unavailable;
     std::printf("RESULT bench_gpu_refresh_handles bytes=%zu (one cuBLAS + one cuSOLVER handle after a GEMM and a "
@@ -385,4 +378,13 @@ int main(int argc, char** argv) {
     cublasCheck(cublasDestroy(cublas));
     cudaCheck(cudaStreamDestroy(stream));
     return 0;
+}
+
+int main(int argc, char** argv) {
+    try {
+        return bench_main(argc, argv);
+    } catch (const UserError& e) {  // a flag's value: before any GPU work
+        std::fprintf(stderr, "bench_gpu_refresh: %s\n", e.what());
+        return 2;
+    }
 }

@@ -38,6 +38,7 @@
 #include "common/cuda_check.h"
 #include "common/cuda_common.cuh"  // floatX, PRAC_FLOATX_NAME
 #include "common/device.h"         // gpu_unavailable_exit_code
+#include "common/strings.h"        // parse_whole
 #include "kernels/matmul.cuh"      // gemm_cuda, CublasLt, FLOATX_CUDA_DTYPE
 #include "model/config.h"
 #include "prac/prac.h"
@@ -102,7 +103,7 @@ struct Product {
     std::function<Mat*(Layout&)> out;  // what it writes, zeroed before the check call
 };
 
-int main(int argc, char** argv) {
+static int bench_main(int argc, char** argv) {
     std::string model = "llama-1b";
     int C = 0, F = 0, N = -1, pad = 8, iters = -1, rounds = 3;
     bool tiny = false, quick = false;
@@ -118,11 +119,11 @@ int main(int argc, char** argv) {
         if (a == "--quick") quick = true;
         else if (a == "--tiny") tiny = true;
         else if (a == "--model") model = val();
-        else if (a == "--C") C = std::atoi(val().c_str());
-        else if (a == "--F") F = std::atoi(val().c_str());
-        else if (a == "--N") N = std::atoi(val().c_str());
-        else if (a == "--pad") pad = std::atoi(val().c_str());
-        else if (a == "--iters") iters = std::atoi(val().c_str());
+        else if (a == "--C") C = (int)parse_whole("--C", val(), 1, 1 << 20);
+        else if (a == "--F") F = (int)parse_whole("--F", val(), 1, 1 << 20);
+        else if (a == "--N") N = (int)parse_whole("--N", val(), 1, 1 << 24);
+        else if (a == "--pad") pad = (int)parse_whole("--pad", val(), 1, 256);
+        else if (a == "--iters") iters = (int)parse_whole("--iters", val(), 1, 100000);
         else if (a == "-h" || a == "--help") {
             std::printf("usage: bench_gpu_stride [--quick] [--tiny] [--model llama-1b] [--C C --F F] [--N TOKENS] "
                         "[--pad 8] [--iters 10]\n"
@@ -313,4 +314,13 @@ int main(int argc, char** argv) {
                 C, F, Fs, N, L, base[0], base[1], base[2], prac[0], prac[1], prac[2]);
     cublasCheck(cublasDestroy(cublas));
     return 0;
+}
+
+int main(int argc, char** argv) {
+    try {
+        return bench_main(argc, argv);
+    } catch (const UserError& e) {  // a flag's value, an unknown --model: before any GPU work
+        std::fprintf(stderr, "bench_gpu_stride: %s\n", e.what());
+        return 2;
+    }
 }

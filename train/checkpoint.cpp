@@ -853,7 +853,8 @@ TrainState read_state(const std::string& path) {
 
 // For settings stored as one line of words ("adamw wd 0.1 b1 0.9 ..."): " (the difference: saved `a b` where this
 // run has `a c`)", each differing word with the word before it (its name), when both have the same number of words
-// and more than two; "" otherwise (short values need no help).
+// and more than two; with other numbers of words, the stretch between what they begin and end with alike ("states
+// 8bit" where this run has nothing); "" for short values and values with no common end (they need no help).
 static std::string words_that_differ(const std::string& saved, const std::string& now) {
     auto split = [](const std::string& s) {
         std::vector<std::string> v;
@@ -862,7 +863,20 @@ static std::string words_that_differ(const std::string& saved, const std::string
         return v;
     };
     const std::vector<std::string> a = split(saved), b = split(now);
-    if (a.size() != b.size() || a.size() <= 2) return "";
+    if (std::max(a.size(), b.size()) <= 2) return "";
+    if (a.size() != b.size()) {
+        size_t head = 0, tail = 0;
+        while (head < a.size() && head < b.size() && a[head] == b[head]) head++;
+        while (tail < a.size() - head && tail < b.size() - head && a[a.size() - 1 - tail] == b[b.size() - 1 - tail])
+            tail++;
+        if (head == 0 && tail == 0) return "";  // nothing alike: the two values, printed whole, say it
+        auto stretch = [&](const std::vector<std::string>& v) {
+            std::string s;
+            for (size_t i = head; i < v.size() - tail; i++) s += (s.empty() ? "" : " ") + v[i];
+            return s.empty() ? std::string("nothing there") : "`" + s + "`";
+        };
+        return " (the difference: saved " + stretch(a) + " where this run has " + stretch(b) + ")";
+    }
     std::string was, is;
     for (size_t i = 0; i < a.size(); i++)
         if (a[i] != b[i]) {

@@ -50,7 +50,7 @@ const Flag FLAGS[] = {
     F("--optimizer-states", "fp32|8bit", STR, optimizer_states,
       "AdamW's moments m, v: fp32, or 8bit (block-wise dynamic quantization, Dettmers et al. 2022: one byte per "
       "element and one fp32 scale per 2048; 2 instead of 8 bytes per parameter; master weights stay fp32)"),
-    F("--galore-rank", "R", INT, galore_rank, "GaLore rank (0: GaLore's rank for the model: 60M 128, 130M/350M 256, 1B 512)"),
+    F("--galore-rank", "R", INT, galore_rank, "GaLore rank (0: GaLore's rank for the model: 60M 128, 130M/350M 256, 1B 512; other models their width / 4)"),
     F("--galore-gap", "T", INT, galore_gap, "GaLore: recompute the projections every T steps"),
     F("--galore-scale", "A", FLOAT, galore_scale, "GaLore: scale alpha of the projected update"),
     F("--muon-momentum", "MU", FLOAT, muon_momentum, "Muon: Nesterov momentum"),
@@ -302,6 +302,9 @@ void check_storage_options(const TrainOptions& opts) {
     CHECK_USER(opts.prac_storage == "auto" || opts.prac_storage == "act" || opts.prac_storage == "fp8",
                "--prac-storage must be auto, act (the activation dtype) or fp8 (got \"%s\")",
                opts.prac_storage.c_str());
+    CHECK_USER(opts.prac_storage != "fp8" || opts.prac != "none" || opts.optimizer != "rso",
+               "--prac-storage fp8 stores PRAC's compressed projections; --optimizer rso stores its projections X*P "
+               "in the activation dtype (and goes with --prac none)\n---> HINT: drop --prac-storage");
     CHECK_USER(opts.prac_storage != "fp8" || opts.prac != "none",
                "--prac-storage fp8 stores PRAC's compressed projections, and --prac none compresses nothing\n"
                "---> HINT: add --prac prac (or pac, rac), or drop --prac-storage");
@@ -652,6 +655,8 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
                    format("the optimizer is %s, not %s", o.optimizer.c_str(), opt));
     if (ranks == 1 && !o.plan && o.prac != "none")  // (without PRAC it is named above)
         notice(given("--prac-shared-subspace"), "one rank has no other subspace to share");
+    // (not --zero: a one-rank checkpoint records it, and a ZeRO-1 checkpoint resumes only on as many ranks)
+    if (ranks == 1 && !o.plan) notice(given_of({"--overlap-comm"}), "one rank has no gradients to average");
     return out;
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "data/spm_tokenizer.h"  // SpmTokenizer: a given --spm-model is loaded before the run
 #include "data/tokenizer_id.h"
 
 static std::string gpt2_ranks_file(const std::string& data_dir) {
@@ -32,11 +33,15 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
              gpt2 ? "GPT-2" : "LLaMA", model_vocab, tokenizer_kind_name(want), gpt2 ? "train_llama" : "train_gpt2",
              gpt2 ? "--tokenizer gpt2" : "--spm-vocab N (your own SentencePiece model) or --spm-model FILE");
 
-    // Weights exported by --save carry their tokenizer: fine-tuning them on other tokens would be garbage.
+    // Weights exported by --save carry their tokenizer (spiece.model), as Hugging Face LLaMA directories do
+    // (tokenizer.model): fine-tuning or scoring them on other tokens would be garbage.
     struct stat sb;
-    std::string init_spm = opts.init_from + "/spiece.model";
-    if (!gpt2 && st.hash != 0 && !opts.init_from.empty() && stat(init_spm.c_str(), &sb) == 0 &&
-        tokenizer_file_hash(init_spm) != st.hash)
+    std::string init_spm;
+    for (const char* name : {"/spiece.model", "/tokenizer.model"})
+        if (init_spm.empty() && !opts.init_from.empty() && stat((opts.init_from + name).c_str(), &sb) == 0 &&
+            S_ISREG(sb.st_mode))
+            init_spm = opts.init_from + name;
+    if (!gpt2 && st.hash != 0 && !init_spm.empty() && tokenizer_file_hash(init_spm) != st.hash)
         fail("--init-from %s holds a model trained with the SentencePiece model %s (SHA-256 %s...), but %s was made "
              "with %s (SHA-256 %s...)\n---> HINT: tokenize the text with the model's own tokenizer: prep_data "
              "--spm-model %s ...", opts.init_from.c_str(), init_spm.c_str(),
@@ -69,8 +74,12 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
              "given to prep_data; prep_data keeps a copy next to the shards, PREFIX_tokenizer.model), or tokenize "
              "the text again with prep_data --spm-model FILE / --spm-vocab N",
              what, why.c_str());
-    if (st.hash == 0)
+    if (st.hash == 0) {
+        // the shards vouch for nothing: a file that is no SentencePiece model would stop --save after the training,
+        // and leave --sample printing ids, so it is loaded now
+        if (needs) SpmTokenizer{found};  // (its error names the file and what is wrong with it)
         std::printf("note: %s does not record its tokenizer; decoding with --spm-model %s as given\n",
                     st.first_file.c_str(), found.c_str());
+    }
     opts.spm_model = found;
 }

@@ -423,9 +423,11 @@ struct FineTuner {
         }
         for (const std::string& split : info.dev_splits) {
             dev_examples.push_back(read_glue_file(task, glue_split_path(opts.data_dir, split)));
-            // STS-B's correlations of a constant target are undefined: said now, not after the first epoch
+            // STS-B's correlations of a constant target are undefined: said now, not after the first epoch (an
+            // unlabeled example, a test split's, is left to encode's "has no score" instead)
             const std::vector<GlueExample>& d = dev_examples.back();
             if (info.num_labels == 1 && !d.empty() &&
+                std::all_of(d.begin(), d.end(), [&](const GlueExample& x) { return x.label >= 0; }) &&
                 std::all_of(d.begin(), d.end(), [&](const GlueExample& x) { return x.score == d[0].score; }))
                 fail("%s: every score is %g; the Pearson and Spearman correlations of a constant target are "
                      "undefined\n---> HINT: use the task's real %s split (its scores vary from 0 to 5)",
@@ -446,7 +448,7 @@ struct FineTuner {
         for (const auto& d : dev_examples) largest = std::max(largest, d.size());
         CHECK_USER((size_t)B <= largest, "--batch-size %d is more than the %zu examples of the largest split in %s\n"
                    "---> HINT: pass --batch-size %zu or less", B, largest, opts.data_dir.c_str(), largest);
-        if (!opts.save.empty()) prepare_output_dir(opts.save, "--save");
+        if (!opts.save.empty()) claim_save_dir(opts.save);
         if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
         opts.ckpt_dir = run_dir;
         opts.seq_len = T;  // for resume_keys and the planner

@@ -27,7 +27,8 @@ inline std::string prac_refresh_key(const TrainOptions& o) {
            format("--prac-initial-spread %d --prac-refresh-overlap %d", p.initial_spread, p.overlap);
 }
 
-// The run.prac resume key. The absolute ranks follow their fractions after " ranks " (older checkpoints joined them
+// The run.prac resume key as checkpoints before run.key_spelling 3 spelled it (the flags as given; now
+// prac_key_canonical), for comparing those. The absolute ranks follow their fractions after " ranks " (older checkpoints joined them
 // without one, so "0.3,0.31" + "6,16" read as "0.3,0.3" + "16,16": `joined` spells that, which they still match;
 // for them that ambiguity stays, and the PRAC state's shapes refuse such a resume later); storage act is not
 // spelled (checkpoints from before fp8 storage match).
@@ -37,6 +38,25 @@ inline std::string prac_key(const TrainOptions& o, bool joined = false) {
                   ranks(o.prac_linear_ranks).c_str(), o.prac_nonlinear.c_str(), ranks(o.prac_nonlinear_ranks).c_str(),
                   o.prac_t1, o.prac_t2, o.prac_k_mult, o.prac_classes.c_str()) +
            (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved());
+}
+
+// The run.prac key since run.key_spelling 3: what the run's PRAC computes, not how its flags were spelled. Only what
+// the mode uses (unused_flags_notice's inert flags left out: pac's k and T2, rac's T1, the ranks of a class not
+// compressed; every interval with --prac-refresh-overlap, which they bound), fractions and k as the float's nine
+// digits (0.30 and 0.3 are one setting; six digits made --prac-k-mult 1.2000005 pass for 1.2), the classes in one
+// order. Checkpoints of earlier spellings are compared with prac_key.
+inline std::string prac_key_canonical(const TrainOptions& o) {
+    const PracOptions p = prac_options_from(o);
+    if (p.mode == PracMode::NONE) return "none";
+    auto rank = [](int abs, float frac) { return abs >= 0 ? format("r%d", abs) : format("%.9g", (double)frac); };
+    std::string k = prac_mode_name(p.mode);
+    if (p.linear) k += " lin " + rank(p.linear_r1_abs, p.linear_r1) + "," + rank(p.linear_r2_abs, p.linear_r2);
+    if (p.nonlinear)
+        k += " nonlin " + rank(p.nonlinear_r1_abs, p.nonlinear_r1) + "," + rank(p.nonlinear_r2_abs, p.nonlinear_r2);
+    if (p.mode != PracMode::RAC || p.overlap > 0) k += format(" t1 %d", p.t1);
+    if (p.mode != PracMode::PAC || p.overlap > 0) k += format(" t2 %d", p.t2);
+    if (p.mode != PracMode::PAC) k += format(" k %.9g", (double)p.k_mult);
+    return k + (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved());
 }
 
 // The run.schedule and run.optimizer resume keys: every float to the float's nine digits (with six, --lr 1e-3 and
@@ -78,12 +98,13 @@ inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainO
         {"batch_size", std::to_string(o.batch_size)},
         {"seq_len", std::to_string(o.seq_len)},
         {"grad_accum", std::to_string(o.grad_accum)},
-        {"key_spelling", "2"},  // the spelling of schedule and optimizer below (absent: the earlier one)
+        // the spelling of schedule, optimizer (2 and 3; absent: the earlier one) and prac (3) below
+        {"key_spelling", "3"},
         {"schedule", schedule_key(o)},
         {"optimizer", optimizer_key(o, galore_rank_resolved(o, c))},
         {"seed", std::to_string(o.seed)},
         {"shuffle", o.shuffle ? "1" : "0"},
-        {"prac", prac_key(o)},
+        {"prac", prac_key_canonical(o)},
         {"recompute", std::to_string(o.recompute)},
         {"prac_refresh", prac_refresh_key(o)},
         // what the model key's shape leaves out (a config's rope_theta and eps; named configs fix both)
@@ -104,15 +125,26 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o, const
                               const std::vector<std::pair<std::string, std::string>>& keys) {
     const int galore_rank = galore_rank_resolved(o, c);
     for (const auto& [k, v] : keys) {
+        if (k == "key_spelling") continue;  // how the keys are spelled, not a setting
         // written before they were recorded
-        if ((k == "prac_refresh" || k == "model_numerics" || k == "tokenizer" || k == "key_spelling") &&
-            !st.has_meta("run." + k))
-            continue;
+        if ((k == "prac_refresh" || k == "model_numerics" || k == "tokenizer") && !st.has_meta("run." + k)) continue;
         if (k == "model" && st.has_meta("run.model") && model_key_shape(st.get("run.model")) == model_key_shape(v))
             continue;
-        if (k == "prac" && st.has_meta("run.prac") && st.get("run.prac") == prac_key(o, true)) continue;
-        // a checkpoint of the earlier spelling is compared (and a refusal worded) in its own spelling
+        // a checkpoint of an earlier spelling is compared (and a refusal worded) in its own spelling
         const bool legacy = !st.has_meta("run.key_spelling");
+        const bool prac_as_given = legacy || st.get("run.key_spelling") == "2";  // run.prac: the flags as spelled
+        if (k == "prac") {
+            if (prac_as_given && st.has_meta("run.prac") && st.get("run.prac") == prac_key(o, true)) continue;
+            const std::string mine = prac_as_given ? prac_key(o) : v;
+            // (both spellings end with " storage fp8" where fp8, and spell act by leaving it out)
+            if (o.prac_storage == "auto" && st.has_meta("run.prac") && st.get("run.prac") + " storage fp8" == mine)
+                fail("cannot resume from %s: it stores PRAC's projections in the activation dtype, and this run "
+                     "would store them as fp8 (--prac-storage auto, the default since fp8 storage became it)\n---> "
+                     "HINT: add --prac-storage act to continue it as it was written",
+                     st.path.empty() ? "the checkpoint" : st.path.c_str());
+            check_compatible(st, "run.prac", mine);
+            continue;
+        }
         // written before GaLore's rank was resolved in it: "galore 0/" is the model's default rank
         if (k == "optimizer" && st.has_meta("run.optimizer") && galore_rank == galore_default_rank(c) &&
             st.get("run.optimizer") == optimizer_key(o, 0, legacy))
@@ -122,12 +154,6 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o, const
                              k == "schedule" ? schedule_key(o, true) : optimizer_key(o, galore_rank, true));
             continue;
         }
-        if (k == "prac" && o.prac_storage == "auto" && st.has_meta("run.prac") &&
-            st.get("run.prac") + " storage fp8" == v)
-            fail("cannot resume from %s: it stores PRAC's projections in the activation dtype, and this run would "
-                 "store them as fp8 (--prac-storage auto, the default since fp8 storage became it)\n---> HINT: add "
-                 "--prac-storage act to continue it as it was written",
-                 st.path.empty() ? "the checkpoint" : st.path.c_str());
         check_compatible(st, "run." + k, v);
     }
 }

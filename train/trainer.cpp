@@ -112,6 +112,18 @@ void lock_checkpoint_dir(const std::string& dir) {
                      lock.c_str(), std::strerror(err));
 }
 
+void claim_save_dir(const std::string& dir) {
+    prepare_output_dir(dir, "--save");
+    const int err = lock_until_exit(dir);
+    if (err == EWOULDBLOCK)
+        fail("--save %s is in use by another run (it holds the directory's lock): the later of two runs saving "
+             "there would replace the other's model\n---> HINT: wait for that run to end, or choose another --save",
+             dir.c_str());
+    if (err)
+        std::fprintf(stderr, "warning: cannot lock %s (%s): another run saving there would not be refused\n",
+                     dir.c_str(), std::strerror(err));
+}
+
 void check_output_file(const std::string& path, const char* flag, bool may_replace) {
     struct stat st;
     if (!may_replace && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
@@ -158,10 +170,28 @@ std::vector<std::string> data_files_of(const std::string& pattern, const char* f
     if (rc != GLOB_NOMATCH) globfree(&g);
     if (rc == GLOB_NOMATCH)
         fail("no files match the data pattern \"%s\" (%s)\n---> HINT: check the path; quote the pattern so the "
-             "shell does not expand it, e.g. %s 'data/fineweb_train_*.bin'", pattern.c_str(), flag, flag);
+             "shell does not expand it, e.g. %s 'data/fineweb_%s_*.bin'", pattern.c_str(), flag, flag,
+             std::strcmp(flag, "--val-data") == 0 ? "val" : "train");
     if (rc != 0) fail("cannot expand the data pattern \"%s\" (%s; glob error %d: unreadable directory?)",
                       pattern.c_str(), flag, rc);
     return files;
+}
+
+std::string shared_data_files_warning(const std::vector<std::string>& train, const std::vector<std::string>& val) {
+    auto canonical = [](const std::string& f) {  // (as given where it cannot be resolved)
+        std::error_code ec;
+        const std::string c = std::filesystem::weakly_canonical(f, ec).string();
+        return ec || c.empty() ? f : c;
+    };
+    std::set<std::string> trained;
+    for (const std::string& f : train) trained.insert(canonical(f));
+    std::vector<std::string> both;
+    for (const std::string& f : val)
+        if (trained.count(canonical(f))) both.push_back(f);
+    if (both.empty()) return "";
+    return format("warning: %zu of the %zu validation file(s) are also training data (%s%s): the validation loss then "
+                  "measures tokens the model trains on, not held-out text\n", both.size(), val.size(),
+                  both[0].c_str(), both.size() > 1 ? ", ..." : "");
 }
 
 std::string data_fingerprint(const std::vector<std::string>& files, bool checksums) {
@@ -361,6 +391,12 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     // A --model beside it must agree on what changes the arithmetic (its rope_theta and eps were used silently).
     const std::string init_config = is_dir(opts.init_from) ? opts.init_from + "/config.json" : "";
     const bool has_init_config = !init_config.empty() && access(init_config.c_str(), R_OK) == 0;
+    // (without either, the default model was taken, and a directory of another model's weights failed on a tensor's
+    // shape with no word of the missing config.json)
+    CHECK_USER(init_config.empty() || has_init_config || !opts.model.empty() || opts.resume,
+               "--init-from %s has no config.json (%s), which would say which model its weights are\n---> HINT: "
+               "pass --model NAME or --model CONFIG.json for them, or --init-from a directory with its config.json",
+               opts.init_from.c_str(), std::strerror(errno));
     if (opts.model.empty())
         opts.model = has_init_config ? init_config : arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
     s.cfg = model_config_load(arch, opts.model);

@@ -50,6 +50,10 @@ void prepare_output_dir(const std::string& dir, const char* flag);
 // Locks a run's --ckpt-dir (DIR/.lock, held until the process ends) or fails naming it when another run holds it:
 // two runs there replaced each other's checkpoints with exit 0. A file system without locks is warned about.
 void lock_checkpoint_dir(const std::string& dir);
+// Makes --save's directory (prepare_output_dir) and locks it (the directory itself: a model directory gains no lock
+// file) until the process ends, or fails naming it when another run holds it: two runs saving there replaced each
+// other's model with exit 0. A file system without locks is warned about.
+void claim_save_dir(const std::string& dir);
 // The directory a run with --ckpt-dir writes (checkpoint_run_dir: the flag may name one checkpoint to resume), made
 // and locked first thing when this process writes it (`writes`: rank 0, not --eval-only), so that another run there
 // is what a second run is told. A --resume of a directory that is not there is left to checkpoint_resolve's message.
@@ -67,6 +71,10 @@ void check_free_space(const std::string& dir, double bytes, const char* what);
 int checkpoints_at_once(int existing, int written, int keep);
 // The files a data pattern (--train-data / --val-data, named by `flag`) matches; none is an error naming the flag.
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag);
+// A warning line naming the files both --train-data and --val-data match (one file by two paths too), "" when none:
+// the validation loss of tokens the model trains on measures memorization (prep_data refuses such a split; a run may
+// mean it, e.g. to check that a model can overfit). Said with the run's notices, after the checks that can fail.
+std::string shared_data_files_warning(const std::vector<std::string>& train, const std::vector<std::string>& val);
 // The identity of a run's training data for resume: each file's size and content checksum, in the loader's order
 // (the paths are not part of it: the same shards under another spelling are the same data): "size:checksum;...";
 // without checksums (which read every byte), "size;...".
@@ -125,6 +133,7 @@ struct Trainer {
     Comm& comm;
     const int rank, ranks, B, T;
     std::string resume_path;  // --resume: the checkpoint to continue (declared before val: set while val is built)
+    std::string data_warning;  // files both data flags match (shared_data_files_warning), said in announce(); idem
     DataLoader val;
     std::unique_ptr<DataLoader> train_data;  // none with --eval-only
     Model model;
@@ -232,7 +241,7 @@ struct Trainer {
     int evaluate_only() {
         long long seen = 0;
         float loss = validation_loss(&seen);
-        std::printf("val loss %.4f | perplexity %.3f | %lld tokens\n", loss, std::exp(loss), seen);
+        std::printf("val loss %.4f | perplexity %.3f | %lld tokens\n", loss, std::exp((double)loss), seen);
         log.eval(0, loss, seen, /*eval_only=*/true);
         install_stop_signals();  // a long --sample stops on a stop signal with the tokens so far
         int stopped = sample();
@@ -284,13 +293,14 @@ struct Trainer {
         return 128 + sig;
     }
 
-    bool eval_due(int step) const { return opts.eval_interval > 0 && step > start_step && step % opts.eval_interval == 0; }
+    // An evaluation after `step` steps (end_step, before that step's checkpoint): every --eval-interval steps
+    bool eval_due(int step) const { return opts.eval_interval > 0 && step > 0 && step % opts.eval_interval == 0; }
     void evaluate(int step) {
         long long seen = 0;
         auto e0 = std::chrono::steady_clock::now();
         float vl = validation_loss(&seen);
         count_eval_time(e0);
-        std::printf("step %d | val loss %.4f | perplexity %.3f\n", step, vl, std::exp(vl));
+        std::printf("step %d | val loss %.4f | perplexity %.3f\n", step, vl, std::exp((double)vl));
         log.eval(step, vl, seen);
     }
 
@@ -387,13 +397,17 @@ struct Trainer {
                         opts.steps, loss, norm, lr, ms, tok_s, human_duration(eta).c_str());
         std::fflush(stdout);
         log.step(step + 1, loss, lr, norm, tok_s, ms, be.peak_bytes, skipped_step);
+        // the evaluation after this step comes before its checkpoint: a run stopped (or killed) after the checkpoint
+        // has it, and the resume goes on from the next one (evaluated at the top of the next step, it was lost to a
+        // stop there, which checkpoints before it); the last step's is finish()'s final evaluation
+        if (step + 1 < opts.steps && eval_due(step + 1)) evaluate(step + 1);
         if (opts.ckpt_every > 0 && (step + 1) % opts.ckpt_every == 0 && step + 1 < opts.steps)
             checkpoint(step + 1, train_data->get_state());
         // tests: die like `kill -9` right after this step (no cleanup, no checkpoint), to test resuming
         if (const char* die = std::getenv("PRAC_TEST_DIE_AFTER_STEP"))
             if (std::atoi(die) == step + 1) std::_Exit(137);
         kill_point("train.step_done");  // tests: a signal between two steps (common/kill_point.h)
-        progress("start", step + 2);    // (the ranks' signal check and the evaluation come before the next step)
+        progress("start", step + 2);    // (the ranks' signal check comes before the next step)
         // tests: rank PRAC_TEST_NUDGE_RANK flips the lowest bit of its first parameter after this step, to test
         // check_replicas
         if (const char* nudge = std::getenv("PRAC_TEST_NUDGE_AFTER_STEP"))
@@ -421,17 +435,28 @@ struct Trainer {
         // tenths of a second under a minute (a short run's evaluation is not rounded away)
         auto clock = [](double sec) { return sec < 60 ? format("%.1fs", sec) : human_duration(sec); };
         std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total (evaluation %s)\n", vl,
-                    std::exp(vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
+                    std::exp((double)vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
         log.eval(opts.steps, vl, seen);
         checkpoint(opts.steps, train_data->get_state());
         int stopped = sample();
         if (!opts.save.empty() && rank == 0) {
             progress("--save", opts.steps);
-            StagedDir out(opts.save);  // a failure leaves the directory as it was
-            model.save_weights(out.file("model.safetensors"));
-            kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
-            write_hf_export(out.tmp, cfg, data_tokenizer_file(cfg.arch, opts, builtin_data_dir()));
-            const std::vector<std::string> removed = out.commit("model.safetensors", is_hf_model_file);
+            std::vector<std::string> removed;
+            try {
+                StagedDir out(opts.save);  // a failure leaves the directory as it was
+                model.save_weights(out.file("model.safetensors"));
+                kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
+                write_hf_export(out.tmp, cfg, data_tokenizer_file(cfg.arch, opts, builtin_data_dir()));
+                removed = out.commit("model.safetensors", is_hf_model_file);
+            } catch (const UserError& e) {  // after the whole training: say where its weights still are
+                fail("%s\n--save failed after the training: %s", e.what(),
+                     opts.ckpt_dir.empty()
+                         ? "its weights were in this process alone and are lost with it (a --ckpt-dir keeps them: "
+                           "its final checkpoint can be --resume'd to save again)"
+                         : format("its weights are in the final checkpoint in %s: run the same command with "
+                                  "--resume%s to save again", opts.ckpt_dir.c_str(),
+                                  opts.overwrite ? " in place of --overwrite" : "").c_str());
+            }
             std::printf("saved %s: model.safetensors, config.json, generation_config.json and the tokenizer (a Hugging "
                         "Face model directory)\n%s", opts.save.c_str(), earlier_files_removed(removed).c_str());
         }
@@ -602,8 +627,10 @@ struct Trainer {
     std::string check_before_start() {
         const std::string run_dir = claim_checkpoint_dir(opts.ckpt_dir, opts.resume, !opts.eval_only && rank == 0);
         check_no_earlier_run(opts);
-        if (!opts.eval_only) data_files_of(opts.train_data, "--train-data");
-        data_files_of(opts.val_data, "--val-data");
+        const std::vector<std::string> train_files =
+            opts.eval_only ? std::vector<std::string>() : data_files_of(opts.train_data, "--train-data");
+        const std::vector<std::string> val_files = data_files_of(opts.val_data, "--val-data");
+        if (rank == 0) data_warning = shared_data_files_warning(train_files, val_files);
         if (!opts.init_from.empty() && !opts.resume) {  // (a resume continues with the checkpoint's weights)
             std::string w = resolve_weights_path(opts.init_from);
             refuse_sharded_checkpoint(opts.init_from);
@@ -612,7 +639,7 @@ struct Trainer {
                 fail("--init-from: cannot open %s (%s)\n---> HINT: pass a .safetensors file or a directory holding "
                      "model.safetensors (what --save writes)", w.c_str(), std::strerror(errno));
         }
-        if (!opts.save.empty() && rank == 0) prepare_output_dir(opts.save, "--save");
+        if (!opts.save.empty() && rank == 0) claim_save_dir(opts.save);
         if (opts.resume) resume_path = resume_checkpoint();
         opts.ckpt_dir = run_dir;
         // (rank 0 writes it; a resumed run writes the same dump its killed run may have written)
@@ -706,7 +733,7 @@ struct Trainer {
                                                     : ", PRAC subspace per rank");
         print_table(s.program, model_config_rows(cfg));
         print_table(opts.eval_only ? "evaluation" : "training", train_options_rows(opts, ranks));
-        std::printf("%s", unused_flags_notice(opts, ranks).c_str());
+        std::printf("%s%s", unused_flags_notice(opts, ranks).c_str(), data_warning.c_str());
     }
 
     // Sites (shared subspace, --dump-site), weights (--init-from or fresh), the activation arena.
@@ -844,6 +871,10 @@ struct Trainer {
                         "draw%s new bases at the next step, the others continue theirs\n", first_new, ranks,
                         several ? "s" : "", first_new, several ? format("-%d", ranks - 1).c_str() : "",
                         several ? "" : "s");
+        if (saved_ranks == ranks && ranks > 1 && saved_zero != opts.zero)
+            std::printf("notice: the checkpoint was written with --zero %d, this run has --zero %d: the gradient norm "
+                        "is summed in another order (ZeRO-1 per shard), so the continuation is not bit-exact "
+                        "(--zero %d makes it so)\n", saved_zero, opts.zero, saved_zero);
         if (saved_ranks != ranks)
             std::printf("notice: the checkpoint was written by %d rank(s), this run has %d: a step now takes %lld "
                         "samples instead of %lld (the data goes on from where it stopped)\n", saved_ranks, ranks,

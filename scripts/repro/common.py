@@ -39,10 +39,13 @@ GALORE_LR = 1e-2  # GaLore's LLaMA learning rate (scale 0.25); the paper uses th
 
 
 class Run:
-    """One trainer invocation. name: file stem in --out; label: row / legend label; flags: trainer flags."""
+    """One trainer invocation. name: file stem in --out; label: row label (and the plot's legend label unless
+    plot_label is given: runs that share a row label, as table5's tasks and memory.py's seeds, need their own there);
+    flags: trainer flags."""
 
-    def __init__(self, name, label, binary, flags, meta=None):
+    def __init__(self, name, label, binary, flags, meta=None, plot_label=None):
         self.name, self.label, self.binary, self.flags = name, label, binary, [str(f) for f in flags]
+        self.plot_label = plot_label or label
         self.meta = dict(meta or {})
         self.log = self.out = None
         self.result = None  # filled by main_flow: dict (see summarize)
@@ -75,7 +78,8 @@ def base_parser(description, pretrain=True, gpt2=False):
     if pretrain:
         ap.add_argument("--gpu-mem", type=float, default=80.0,
                         help="GPU memory (GiB) for planner OOM / batch checks [80]")
-    ap.add_argument("--run-timeout", type=float, default=0, help="seconds before a run is killed (0: none) [0]")
+    ap.add_argument("--run-timeout", type=float, default=None,
+                    help="seconds before a run is killed (0: never) [0" + ("" if pretrain else "; --quick: 300") + "]")
     ap.add_argument("--extra", default="", help="extra trainer flags appended to every run, one quoted string; "
                     "write it with '=' (--extra=--no-shuffle, --extra='--seed 2 --no-shuffle'): argparse takes a "
                     "separate value that starts with '-' for a flag of this script")
@@ -105,8 +109,20 @@ def out_dir(args, table):
     return args.out
 
 
+def check_run_timeout(args, default=0):
+    """--run-timeout: 0 (never) or more seconds, one line otherwise (a negative one killed every run at once). Not
+    given: default (table5 --quick passes 300); a given 0 stays 0, never."""
+    t = args.run_timeout
+    if t is None:
+        args.run_timeout = default
+    elif not (math.isfinite(t) and t >= 0):
+        sys.exit(f"--run-timeout {t:g}: must be 0 (never) or more seconds")
+    return args.run_timeout
+
+
 def finish_args(args, table):
     out_dir(args, table)
+    check_run_timeout(args)
     # the planner's --gpu-mem takes GiB > 0 (0 would mean "no fit check", and a negative one fails every call)
     if getattr(args, "gpu_mem", 1) <= 0:
         sys.exit(f"--gpu-mem {args.gpu_mem:g}: must be more than 0 (GiB)")
@@ -271,6 +287,8 @@ def need_binary(binary):
 # the planner calls that failed (their commands): main_flow exits non-zero on any, a --dry-run too (whose only
 # check of the runs' flags the planner is)
 PLANNER_FAILURES = []
+# every planner call's command (memory.py's markdown lists them)
+PLANNER_CALLS = []
 
 
 def planner(binary, flags, gpu_mem=None):
@@ -280,6 +298,7 @@ def planner(binary, flags, gpu_mem=None):
     cmd = [need_binary(binary)] + plan_flags([str(f) for f in flags]) + ["--plan", "--json"]
     if gpu_mem:
         cmd += ["--gpu-mem", str(gpu_mem)]
+    PLANNER_CALLS.append(cmd)
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         print(f"planner failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.strip()}", file=sys.stderr)
@@ -359,9 +378,17 @@ def fmt_num(x, fmt="{:.2f}"):
 
 
 def fmt_delta(x, base):
+    """x relative to base in percent: whole percents from 1% up, one decimal below (-0.4%, not -0%), 0% when it
+    rounds to 0.0."""
     if x is None or not base:
         return "-"
-    return f"{100.0 * (x - base) / base:+.0f}%"
+    return fmt_percent(100.0 * (x - base) / base)
+
+
+def fmt_percent(d):
+    if abs(d) < 0.05:
+        return "0%"
+    return f"{d:+.1f}%" if abs(d) < 0.95 else f"{d:+.0f}%"
 
 
 def md_table(header, rows):
@@ -408,7 +435,12 @@ def run_all(runs, args):
                                     timeout=args.run_timeout or None).returncode
             except subprocess.TimeoutExpired:
                 rc = 124
-                print(f"    timed out after {args.run_timeout} s", file=sys.stderr)
+                print(f"    timed out after {args.run_timeout:g} s", file=sys.stderr)
+            except KeyboardInterrupt:  # (subprocess.run has ended the run: SIGINT reached it, or it was killed)
+                print(f"interrupted (Ctrl-C) during run {i}/{len(runs)} {r.name} after {time.time() - t0:.1f} s: "
+                      f"no table written; its output so far: {os.path.join(args.out, r.name + '.out')}",
+                      file=sys.stderr)
+                sys.exit(130)
         r.rc = rc
         r.meta["wall_s"] = time.time() - t0
         with open(os.path.join(args.out, r.name + ".out")) as f:
@@ -425,10 +457,45 @@ def run_all(runs, args):
             failures += 1
             print(f"    FAILED (exit {rc}); see {os.path.join(args.out, r.name + '.out')}", file=sys.stderr)
         else:
-            s = r.result or {}
-            print(f"    done in {r.meta['wall_s']:.1f}s: val loss {fmt_num(s.get('val_loss'), '{:.4f}')}, "
-                  f"ppl {fmt_num(s.get('ppl'))}", flush=True)
+            print(f"    done in {r.meta['wall_s']:.1f}s{outcome(r.result, log)}", flush=True)
     return devices, failures
+
+
+def outcome(result, log):
+    """What a finished run's progress line says after its time: the validation loss and perplexity of a pretraining
+    run; a fine-tuning run's dev score (its log's `final` record: the trainer's metric of the task, final and best
+    epoch); nothing more when the log has neither."""
+    if result and result.get("val_loss") is not None:
+        return f": val loss {fmt_num(result['val_loss'], '{:.4f}')}, ppl {fmt_num(result.get('ppl'))}"
+    final = None
+    for rec in records(log):
+        if rec.get("type") == "final":
+            final = rec
+    if final and final.get("metric"):
+        best = f", best {fmt_num(final.get('best'), '{:.4f}')}" + \
+            (f" (epoch {final['best_epoch']:g})" if isinstance(final.get("best_epoch"), (int, float)) else "")
+        return f": dev {final['metric']}: final {fmt_num(final.get('final'), '{:.4f}')}{best}"
+    return ""
+
+
+def records(path):
+    """The JSON objects of a log, one a line (none when it is missing); a line that does not parse (a run killed
+    mid-write) is skipped."""
+    out = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(rec, dict):
+                    out.append(rec)
+    return out
+
+
+# the records plot_runs.py draws: steps (a record without a type is one), evaluations, fine-tuning's dev evaluations
+PLOTTED = ("step", "eval", "glue_eval")
 
 
 def attach_plans(runs, args):
@@ -437,16 +504,29 @@ def attach_plans(runs, args):
 
 
 def plot(runs, args, table, title):
-    logs = [(r.label, os.path.join(args.out, r.name + ".jsonl")) for r in runs]
-    logs = [(l, p) for l, p in logs if os.path.exists(p) and os.path.getsize(p) > 0]
+    """DIR/<table>.png of the runs' logs through scripts/plot_runs.py (a failed run's curve labelled so). Returns
+    (the PNG's path or None, a note for the markdown or None): why there is no PNG, or which runs it leaves out (a log
+    missing or without a step or evaluation record, e.g. a run killed before its first step: plot_runs.py would have
+    nothing to draw of it)."""
+    logs, empty = [], []
+    for r in runs:
+        path = os.path.join(args.out, r.name + ".jsonl")
+        if any(rec.get("type", "step") in PLOTTED for rec in records(path)):
+            logs.append((r.plot_label + ("" if r.rc in (None, 0) else f" (failed: exit {r.rc})"), path))
+        else:
+            empty.append(r.plot_label)
+    left_out = (f"left out of the plot (no step or evaluation record in the log): {', '.join(empty)}"
+                if empty else None)
+    if left_out:
+        print(left_out, file=sys.stderr)
     if not logs:
-        return "no logs to plot"
+        return None, "no log has a step or evaluation record to plot"
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         msg = "matplotlib is not installed: PNG skipped (pip install matplotlib)"
         print(msg, file=sys.stderr)
-        return msg
+        return None, msg
     png = os.path.join(args.out, table + ".png")
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "plot_runs.py")] + [p for _, p in logs] + \
           ["--labels", ",".join(l.replace(",", ";") for l, _ in logs), "--out", png, "--title", title]
@@ -454,8 +534,15 @@ def plot(runs, args, table, title):
     if p.returncode != 0:
         msg = f"plot_runs.py failed: {p.stderr.strip()}"
         print(msg, file=sys.stderr)
-        return msg
-    return None
+        return None, msg
+    return png, left_out
+
+
+def plot_lines(png, note, alt="loss curves"):
+    """The markdown lines of plot()'s result: the image and what it leaves out, or why there is none."""
+    if not png:
+        return [f"Plot: {note}."]
+    return [f"![{alt}]({os.path.basename(png)})"] + ([f"Plot: {note}."] if note else [])
 
 
 def column_legend(body, args):
@@ -494,7 +581,7 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
             print(f"dry run: {planner_msg}", file=sys.stderr)
         return 1 if PLANNER_FAILURES else 0
     body = build_tables(runs)
-    plot_msg = plot(runs, args, table, title)
+    png, plot_note = plot(runs, args, table, title)
     wall = time.time() - t0
     lines = [f"# {title}", ""]
     if args.quick:
@@ -513,14 +600,11 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     if planner_msg:
         lines += ["", f"**{planner_msg}**: their runs' MEM planned shows -."]
         print(planner_msg, file=sys.stderr)
-    if plot_msg:
-        lines += ["", f"Plot: {plot_msg}."]
-    else:
-        lines += ["", f"![loss curves]({table}.png)"]
+    lines += [""] + plot_lines(png, plot_note)
     md = os.path.join(args.out, table + ".md")
     with open(md, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n" + body + "\n")
-    print(f"wrote {md}" + ("" if plot_msg else f" and {os.path.join(args.out, table + '.png')}") +
+    print(f"wrote {md}" + (f" and {png}" if png else "") +
           f" ({wall:.0f} s)")
     return 1 if failures or PLANNER_FAILURES else 0

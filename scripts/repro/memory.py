@@ -13,6 +13,15 @@
 2. The loss evidence (unless --plan-only): llama-mini and gpt2-mini trained on the built-in corpus with the
    Baseline, PRAC (paper) and PRAC + all, over --seeds seeds each; final validation loss mean +- sample std.
 
+Writes (under --out, default runs/memory):
+  --plan-only  memory_plan.md: the planner's commands and table (its own name, so that it never replaces a full run's
+               memory.md, which has the same table);
+  otherwise    memory.md: the machine, the planner's commands, the loss runs' commands, both tables; memory.png: the
+               loss runs' curves (scripts/plot_runs.py; skipped, with the reason in memory.md, without matplotlib);
+               per run RUN.jsonl (--log) and RUN.out (its output).
+--dry-run writes nothing: it prints the planner's table and the loss runs' commands, and exits 1 when a planner call
+for the loss runs' flags failed (a flag or value the trainer refuses).
+
     python3 scripts/repro/memory.py --plan-only
     python3 scripts/repro/memory.py --out runs/memory          # 3 seeds x 3 methods x 2 models: 18 CPU runs
     python3 scripts/repro/memory.py --quick                                        # pipeline check: tiny, 1 seed
@@ -43,6 +52,8 @@ def gib(b):
 
 
 def plan_table():
+    """(the planner table's markdown, the commands it ran)."""
+    first = len(C.PLANNER_CALLS)
     rows = []
     for binary, model, B, T in SIZES:
         totals = {}
@@ -55,7 +66,8 @@ def plan_table():
         for label, _ in PLAN_ROWS:
             t = totals[label]
             rows.append([model, f"{B} x {T}", label, gib(t), f"{t / base:.3f}", f"{t / exact:.3f}"])
-    return C.md_table(["model", "B x T", "method", "planned GiB", "/ Baseline", "/ Baseline + exact"], rows)
+    return (C.md_table(["model", "B x T", "method", "planned GiB", "/ Baseline", "/ Baseline + exact"], rows),
+            C.PLANNER_CALLS[first:])
 
 
 def loss_runs(args):
@@ -71,7 +83,8 @@ def loss_runs(args):
             for seed in range(1, args.seeds + 1):
                 name = f"{model}_{label.split()[0].lower()}{'_all' if 'all' in label else ''}_s{seed}"
                 runs.append(C.Run(name, label, binary, ["--model", model, "--seed", seed] + flags + train +
-                                  C.common_tail(args), meta=dict(model=model, method=label, seed=seed)))
+                                  C.common_tail(args), meta=dict(model=model, method=label, seed=seed),
+                                  plot_label=f"{model} {label} s{seed}"))
     return runs
 
 
@@ -102,12 +115,14 @@ def main():
     ap.add_argument("--device", default="cpu", help="trainer --device for the loss runs [cpu]")
     ap.add_argument("--extra", default="", help="extra trainer flags for the loss runs, one quoted string; write it "
                     "with '=' (--extra=--no-shuffle): argparse takes a separate value that starts with '-' for a flag")
-    ap.add_argument("--run-timeout", type=float, default=0, help="seconds before a run is killed (0: none)")
-    ap.add_argument("--dry-run", action="store_true", help="print the loss runs' commands only")
+    ap.add_argument("--run-timeout", type=float, default=None, help="seconds before a run is killed (0: never) [0]")
+    ap.add_argument("--dry-run", action="store_true", help="print the planner table and the loss runs' commands, "
+                    "write nothing; exit 1 when the planner refuses a loss run's flags")
     args = ap.parse_args()
     args.paper = False
     args.out = os.path.abspath(args.out)  # the trainer runs with cwd=ROOT: a relative --log would land there
     C.check_out(args.out)
+    C.check_run_timeout(args)
     args.models = args.models or ("llama-tiny,gpt2-tiny" if args.quick else "llama-mini,gpt2-mini")
     if args.seeds is not None and args.seeds <= 0:  # (0 read as "not given": 3 seeds ran)
         sys.exit(f"--seeds {args.seeds}: must be at least 1")
@@ -117,28 +132,46 @@ def main():
     if not args.quick:
         args.steps = args.steps or 200  # (--quick: quick_flags' own count unless --steps is given)
 
-    plans = plan_table()
+    plans, plan_cmds = plan_table()
     print("Planned peak memory (CUDA bf16, AdamW unless stated):\n\n" + plans + "\n", flush=True)
+    plan_block = ["Planner commands (`--plan --json`; the table's totals are their `total`):", "", "```sh"] + \
+        [C.shell_line(c) for c in plan_cmds] + ["```", ""]
     if args.plan_only:
+        if args.dry_run:
+            return 0
+        C.make_out(args.out)
+        md = os.path.join(args.out, "memory_plan.md")
+        with open(md, "w") as f:
+            f.write("\n".join(["# Memory beyond the paper: the planner's table", ""] + plan_block +
+                              ["## Planned peak memory (CUDA bf16, AdamW unless stated)", "", plans]) + "\n")
+        print(f"wrote {md}")
         return 0
     runs = loss_runs(args)
     extra_notes = C.check_extra(runs, args)
     devices, failures = C.run_all(runs, args)
-    if args.dry_run:
-        return 0
+    if args.dry_run:  # the planner is the dry run's check of the loss runs' flags
+        C.attach_plans(runs, args)
+        if C.PLANNER_FAILURES:
+            print(f"dry run: {len(C.PLANNER_FAILURES)} planner call(s) failed (the messages above)", file=sys.stderr)
+        return 1 if C.PLANNER_FAILURES else 0
     losses = loss_table(runs, args.models.split(","))
     print("\nFinal validation loss:\n\n" + losses)
+    png, plot_note = C.plot(runs, args, "memory", "Memory beyond the paper: the loss runs")
+    lines = ["# Memory beyond the paper", ""]
+    if args.quick:
+        lines += [f"**--quick:** {C.QUICK_CAVEAT}.", ""]
+    lines += [f"Machine: {'; '.join(devices) or 'unknown (no device: line)'}.", ""] + plan_block
+    lines += ["Commands run:", "", "```sh"] + [C.shell_line(r.cmd(args.out)) for r in runs] + ["```", ""]
+    lines += ["## Planned peak memory (CUDA bf16, AdamW unless stated)", "", plans, "",
+              f"## Final validation loss ({args.seeds} seed{'s' if args.seeds != 1 else ''})", "", losses]
+    lines += ([""] if extra_notes else []) + [f"- {n}" for n in extra_notes]
+    if failures:
+        lines += ["", f"**{failures} run(s) failed**: see the .out files in {args.out}."]
+    lines += [""] + C.plot_lines(png, plot_note)
     md = os.path.join(args.out, "memory.md")
     with open(md, "w") as f:
-        f.write("# Memory beyond the paper\n\n")
-        if args.quick:
-            f.write(f"**--quick:** {C.QUICK_CAVEAT}.\n\n")
-        f.write(f"Machine: {'; '.join(devices) or 'unknown'}.\n\n## Planned peak memory\n\n{plans}\n\n"
-                f"## Final validation loss ({args.seeds} seeds)\n\n{losses}\n")
-        f.writelines(f"\n- {n}\n" for n in extra_notes)
-        if failures:
-            f.write(f"\n**{failures} run(s) failed**: see the .out files in {args.out}.\n")
-    print(f"wrote {md}")
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {md}" + (f" and {png}" if png else ""))
     return 1 if failures else 0
 
 

@@ -7,13 +7,23 @@ the activation memory of the MRPC runs. Appendix D: batch 16, 30 epochs, max len
     python3 scripts/repro/table5.py --paper --model-dir roberta-base --glue-dir glue_data [--tasks mrpc,rte]
 
 --quick writes a tiny random RoBERTa and synthetic MRPC- and STS-B-layout tasks (scripts/repro/make_tiny_roberta.py)
-and fine-tunes them on the CPU: a pipeline check. --paper expects --glue-dir/<TASK>/ as the GLUE distribution lays it
-out (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE; train and dev files, .tsv or .jsonl).
+and fine-tunes them on the CPU: a pipeline check; a run is killed after --run-timeout seconds (--quick: 300 unless
+given; 0: never). --paper expects --glue-dir/<TASK>/ as the GLUE distribution lays it out (CoLA, SST-2, MRPC, STS-B,
+QQP, MNLI, QNLI, RTE; train and dev files, .tsv or .jsonl).
+
+--dry-run prints the commands and asks the planner (finetune_roberta --plan --json, which reads the model's
+config.json alone) with each run's flags, exiting 1 when a call fails (a flag or value the trainer refuses): with
+--quick against the tiny model, made in a temporary directory and removed (nothing is written under --out); with
+--paper against --model-dir, or without it against a stand-in config.json of roberta-base's published shape (in a
+temporary directory, removed). The GLUE files are not read in a dry run: a missing --glue-dir or task file shows
+only in the real run.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common as C  # noqa: E402
@@ -39,6 +49,14 @@ QUICK_TASKS = ["mrpc", "stsb"]
 QUICK_FLAGS = ["--epochs", 4, "--lr", 3e-3, "--max-len", 64, "--prac-t1", 10, "--prac-t2", 10, "--log-interval", 100]
 PAPER_FLAGS = ["--epochs", 30, "--batch-size", 16, "--max-len", 512, "--prac-t1", 200, "--prac-t2", 200,
                "--log-interval", 100] + C.PAPER_STORAGE
+# roberta-base's config.json as Hugging Face publishes it: a --paper dry run without --model-dir plans against it
+ROBERTA_BASE_CONFIG = {
+    "architectures": ["RobertaForMaskedLM"], "model_type": "roberta", "vocab_size": 50265, "hidden_size": 768,
+    "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 514,
+    "type_vocab_size": 1, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2, "layer_norm_eps": 1e-05,
+    "hidden_act": "gelu", "initializer_range": 0.02, "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+}
+MAKE_TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_tiny_roberta.py")
 QUICK_CAVEAT = ("a tiny random RoBERTa on synthetic MRPC/STS-B-layout tasks: checks the pipeline, not the paper's "
                 "claims")
 
@@ -73,6 +91,43 @@ def memory(log):
     return next((rec for rec in records(log) if rec.get("type") == "memory"), None)
 
 
+def with_init_from(flags, model_dir):
+    """flags with --init-from's value replaced by model_dir."""
+    out = list(flags)
+    i = out.index("--init-from")
+    out[i + 1] = model_dir
+    return out
+
+
+def dry_run_plans(runs, args):
+    """A dry run's check of the runs' flags: the planner with each run's flags (--plan reads config.json alone), against
+    the model the dry run does not make or may not have (see the module's doc). 1 when a call failed."""
+    tmp = tempfile.mkdtemp(prefix="table5_dry.") if args.quick or not args.model_dir else None
+    try:
+        if args.quick:
+            model = os.path.join(tmp, "tiny-roberta")
+            subprocess.run([sys.executable, MAKE_TINY, "--model-dir", model], check=True)
+            what = "the --quick tiny model (made in a temporary directory, removed)"
+        elif args.model_dir:
+            model, what = os.path.abspath(args.model_dir), f"--model-dir {args.model_dir}"
+        else:
+            model = os.path.join(tmp, "roberta-base")
+            os.makedirs(model)
+            with open(os.path.join(model, "config.json"), "w") as f:
+                json.dump(ROBERTA_BASE_CONFIG, f, indent=2)
+            what = "a stand-in config.json of roberta-base's shape (no --model-dir given)"
+        for r in runs:
+            C.planner(BINARY, with_init_from(r.flags, model))
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    n = len(C.PLANNER_FAILURES)
+    print(f"dry run: {len(runs) - n} of {len(runs)} runs planned against {what}" +
+          (f"; {n} planner call(s) failed (the messages above)" if n else "") +
+          "; the GLUE files are not read in a dry run", file=sys.stderr if n else sys.stdout)
+    return 1 if n else 0
+
+
 def main():
     ap = C.base_parser(__doc__, pretrain=False)
     ap.add_argument("--model-dir", help="--paper: the roberta-base directory (config.json, model.safetensors, tokenizer)")
@@ -80,6 +135,7 @@ def main():
     ap.add_argument("--tasks", help="comma-separated subset of the tasks")
     args = ap.parse_args()
     C.out_dir(args, "table5")
+    C.check_run_timeout(args, 300 if args.quick else 0)  # (0, given: never)
     if args.device is None:
         args.device = "cpu" if args.quick else None
     tasks = args.tasks.split(",") if args.tasks else (QUICK_TASKS if args.quick else TASKS)
@@ -114,15 +170,14 @@ def main():
             if args.steps is not None:
                 f += ["--epochs", args.steps]  # a short --paper smoke test: epochs instead of steps
             runs.append(C.Run(f"{label.replace(' ', '_').lower()}_{t}", label, BINARY, f + C.common_tail(args),
-                              meta=dict(task=t, method=label)))
+                              meta=dict(task=t, method=label), plot_label=f"{label} {t.upper()}"))
     if args.quick:
-        args.run_timeout = args.run_timeout or 300
         # a tiny model: one thread is fastest (OpenBLAS threads on a shared, loaded machine slowed a run 10x)
         os.environ["OMP_NUM_THREADS"] = "1"
     extra_notes = C.check_extra(runs, args)
     devices, failures = C.run_all(runs, args)
     if args.dry_run:
-        return 0
+        return dry_run_plans(runs, args)
 
     by = {(r.meta["method"], r.meta["task"]): r for r in runs}
     unit, div = ("GB", 1e9) if args.paper else ("MiB", 2**20)
@@ -133,7 +188,9 @@ def main():
         header += [t.upper() for t in tasks] + ["AVG"]
         rows = []
         for label, _ in METHODS:
-            m = memory(os.path.join(args.out, by[(label, mem_task)].name + ".jsonl"))
+            # a failed run's memory record (written before its first step) is not shown: "-", as its scores fail
+            mem_run = by[(label, mem_task)]
+            m = memory(os.path.join(args.out, mem_run.name + ".jsonl")) if mem_run.rc == 0 else None
             key = "planned_activation_bytes" if args.device == "cpu" else "planned_activation_bytes_cuda_bf16"
             row = [label, C.fmt_num(m[key] / div if m else None)]
             if args.device == "cpu":
@@ -157,7 +214,7 @@ def main():
                   for k, (mem, v) in PAPER.items()]
     body = ["## Best epoch (dev)", "", table(0), "", "## Final epoch (dev)", "", table(1), "",
             "## The paper's Table 5", "", C.md_table(paper_header, paper_rows)]
-    plot_msg = C.plot(runs, args, "table5", "Table 5: RoBERTa fine-tuning on GLUE")
+    png, plot_note = C.plot(runs, args, "table5", "Table 5: RoBERTa fine-tuning on GLUE")
     lines = ["# Table 5: RoBERTa fine-tuning on GLUE", ""]
     if args.quick:
         lines += [f"**--quick:** {QUICK_CAVEAT}.", ""]
@@ -169,11 +226,12 @@ def main():
               f"epoch's and the last epoch's. MEM = activation bytes of the {mem_task.upper()} runs at their (B, T): "
               f"the planner's figure ({'CPU fp32' if args.device == 'cpu' else 'CUDA bf16 build'}; the run's "
               f"`memory` log record: inputs, saved tensors, PRAC bases, transients) and, on the CPU, the arena the run "
-              f"allocated. T is the longest example of the task's train and dev data (at most --max-len)."]
+              f"allocated. T is the longest example of the task's train and dev data (at most --max-len). A failed run reads "
+              f"`failed` in its scores, and a failed {mem_task.upper()} run `-` in its row's MEM."]
     lines += [f"- {n}" for n in extra_notes]
     if failures:
         lines += ["", f"**{failures} run(s) failed**: see the .out files in {args.out}."]
-    lines += ["", f"Plot: {plot_msg}." if plot_msg else "![loss curves](table5.png)"]
+    lines += [""] + C.plot_lines(png, plot_note, "loss and dev score curves")
     with open(os.path.join(args.out, "table5.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(body))

@@ -199,12 +199,15 @@ struct Prep {
         std::string copy = tokenizer_copy_path();
         std::string made_from = o.spm_model;  // the file whose name the shards record
         if (o.spm_vocab > 0) {
-            if (o.resume)
+            if (o.resume) {
+                // (no state file: nothing ran under this prefix, which load_resume's message says)
+                if (access(state_path.c_str(), F_OK) != 0) return;
                 CHECK_USER(access(copy.c_str(), F_OK) == 0,
                            "--resume: %s, the SentencePiece model the interrupted run trained, is missing\n"
                            "---> HINT: start again with --overwrite", copy.c_str());
-            else
+            } else {
                 train_spm_model(o, files, copy);
+            }
             o.spm_model = made_from = copy;
         } else if (o.tokenizer == "spm") {
             SpmTokenizer check(o.spm_model);  // a file that is no model fails here, before anything is written
@@ -738,8 +741,11 @@ struct Prep {
                          so.shards == 1 ? " " : "s", with_commas(so.st.docs).c_str(),
                          with_commas(so.st.tokens).c_str(), extra.c_str());
         }
-        if (empty) std::fprintf(stderr, "  skipped %s empty documents\n", with_commas(empty).c_str());
-        if (bad_json) std::fprintf(stderr, "  skipped %s bad JSON lines (--skip-bad-json)\n", with_commas(bad_json).c_str());
+        if (empty)
+            std::fprintf(stderr, "  skipped %s empty document%s\n", with_commas(empty).c_str(), empty == 1 ? "" : "s");
+        if (bad_json)
+            std::fprintf(stderr, "  skipped %s bad JSON line%s (--skip-bad-json)\n", with_commas(bad_json).c_str(),
+                         bad_json == 1 ? "" : "s");
         if (ctr.entries_skipped)
             std::fprintf(stderr, "  skipped %s archive entries that are not .txt/.json(l) or archives\n",
                          with_commas(ctr.entries_skipped.load()).c_str());

@@ -141,6 +141,10 @@ void Reader::read_jsonl(ByteSource& src, const Where& where, int split_src) {
         if (first && line[p] == '[')
             fail("%s: a JSON array, not JSON lines (one object per line)\n---> HINT: convert it: "
                  "jq -c '.[]' FILE > FILE.jsonl", where->c_str());
+        // a line that is only "{" is no record: an object written over several lines (pretty-printed)
+        if (first && line.find_last_not_of(" \t\r") == p && line[p] == '{')
+            fail("%s: a JSON object written over several lines, not JSON lines (one object per line)\n---> HINT: "
+                 "convert it: jq -c . FILE > FILE.jsonl", where->c_str());
         first = false;
         int64_t idx;
         int split;

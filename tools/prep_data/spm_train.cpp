@@ -38,7 +38,31 @@ struct NoTokenizer : Tokenizer {
     std::string name() const override { return "none"; }
 };
 
-// The lines of the training documents (empty lines dropped), in input order, at most `cap`.
+// SentencePiece's trainer leaves out a sentence longer than its max_sentence_length (bytes), with only a log line:
+// a longer line is cut into pieces of at most this many bytes, each at the last space or tab before the limit (at a
+// character boundary where there is none), so that all of the text counts.
+constexpr size_t SPM_MAX_LINE = 1000000;
+
+// [p, e) of `t` as lines of at most `limit` bytes (see SPM_MAX_LINE), appended to `lines` while fewer than `cap`
+void add_line_pieces(const std::string& t, size_t p, size_t e, size_t limit, int64_t cap,
+                     std::vector<std::string>& lines) {
+    while (p < e && (int64_t)lines.size() < cap) {
+        size_t cut = e;
+        if (e - p > limit) {
+            size_t space = p + limit;  // the last space or tab after p, which starts the next piece
+            while (space > p && t[space] != ' ' && t[space] != '\t') space--;
+            cut = p + limit;
+            if (space > p) cut = space;
+            else
+                while (cut > p + 1 && ((unsigned char)t[cut] & 0xC0) == 0x80) cut--;  // not inside a UTF-8 sequence
+        }
+        lines.emplace_back(t, p, cut - p);
+        p = cut;
+    }
+}
+
+// The lines of the training documents (empty lines dropped; longer than SPM_MAX_LINE: cut), in input order, at most
+// `cap`.
 std::vector<std::string> training_lines(const Options& o, const std::vector<InputFile>& files, int64_t cap,
                                         int64_t* docs) {
     NoTokenizer none;
@@ -63,7 +87,7 @@ std::vector<std::string> training_lines(const Options& o, const std::vector<Inpu
             for (size_t p = 0; p < t.size() && (int64_t)lines.size() < cap;) {
                 size_t e = t.find('\n', p);
                 if (e == std::string::npos) e = t.size();
-                if (e > p) lines.emplace_back(t, p, e - p);
+                add_line_pieces(t, p, e, SPM_MAX_LINE, cap, lines);
                 p = e + 1;
             }
         }
@@ -103,8 +127,10 @@ void train_spm_model(const Options& o, const std::vector<InputFile>& files, cons
         {"model_type", "unigram"}, {"vocab_size", std::to_string(o.spm_vocab)},
         {"pad_id", "0"}, {"eos_id", "1"}, {"unk_id", "2"}, {"bos_id", "-1"},
         {"pad_piece", "<pad>"}, {"eos_piece", "</s>"}, {"unk_piece", "<unk>"},
-        // every line counts, in input order, none skipped for length: the model depends on the input alone
-        {"input_sentence_size", "0"}, {"shuffle_input_sentence", "false"}, {"max_sentence_length", "1000000"},
+        // every line counts, in input order, none skipped for length (training_lines cut the longer ones): the model
+        // depends on the input alone
+        {"input_sentence_size", "0"}, {"shuffle_input_sentence", "false"},
+        {"max_sentence_length", std::to_string(SPM_MAX_LINE)},
         // a fixed count, not --threads: the trainer sums each thread's share of the statistics, so its model
         // depended on the machine's cores (on a 2-core machine 16 threads cost little)
         {"num_threads", std::to_string(SPM_TRAIN_THREADS)}, {"minloglevel", o.quiet ? "2" : "1"}};
