@@ -100,28 +100,30 @@ std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool 
     return run_dir;
 }
 
-void lock_checkpoint_dir(const std::string& dir) {
-    const std::string lock = dir + "/" + CKPT_LOCK_FILE;
+// Holds `lock` (a lock file, or the directory itself) until exit for the run writing `flag dir`, or fails saying
+// what two runs there would do (`clash`) and what to do (`hint`); a file system without locks is warned about.
+static void lock_run_output(const std::string& lock, const char* flag, const std::string& dir, const char* clash,
+                            const char* hint) {
     const int err = lock_until_exit(lock);
     if (err == EWOULDBLOCK)
-        fail("--ckpt-dir %s is in use by another run (it holds %s): two runs there would replace each other's "
-             "checkpoints\n---> HINT: wait for that run to end (then --resume it or start over with --overwrite), "
-             "or choose another --ckpt-dir", dir.c_str(), lock.c_str());
+        fail("%s %s is in use by another run (it holds %s): %s\n---> HINT: %s", flag, dir.c_str(),
+             lock == dir ? "the directory's lock" : lock.c_str(), clash, hint);
     if (err)
-        std::fprintf(stderr, "warning: cannot lock %s (%s): another run on this --ckpt-dir would not be refused\n",
-                     lock.c_str(), std::strerror(err));
+        std::fprintf(stderr, "warning: cannot lock %s (%s): another run on this %s would not be refused\n",
+                     lock.c_str(), std::strerror(err), flag);
+}
+
+void lock_checkpoint_dir(const std::string& dir) {
+    lock_run_output(dir + "/" + CKPT_LOCK_FILE, "--ckpt-dir", dir,
+                    "two runs there would replace each other's checkpoints",
+                    "wait for that run to end (then --resume it or start over with --overwrite), or choose another "
+                    "--ckpt-dir");
 }
 
 void claim_save_dir(const std::string& dir) {
     prepare_output_dir(dir, "--save");
-    const int err = lock_until_exit(dir);
-    if (err == EWOULDBLOCK)
-        fail("--save %s is in use by another run (it holds the directory's lock): the later of two runs saving "
-             "there would replace the other's model\n---> HINT: wait for that run to end, or choose another --save",
-             dir.c_str());
-    if (err)
-        std::fprintf(stderr, "warning: cannot lock %s (%s): another run saving there would not be refused\n",
-                     dir.c_str(), std::strerror(err));
+    lock_run_output(dir, "--save", dir, "the later of two runs saving there would replace the other's model",
+                    "wait for that run to end, or choose another --save");
 }
 
 void check_output_file(const std::string& path, const char* flag, bool may_replace) {
