@@ -65,6 +65,14 @@ struct PracOptions {
     int rso_rank = 0;
 };
 
+// What a mode uses, for the notices of flags that change nothing and the resume key that leaves them out (one
+// predicate for both): pac keeps no random part (no Q2, no k), rac computes no Q1 (no T1, no --prac-refresh). With
+// --prac-refresh-overlap every mode uses both intervals, which bound its delay and size its pending slots.
+inline bool prac_uses_t1(PracMode m, bool overlap) { return m != PracMode::NONE && (m != PracMode::RAC || overlap); }
+inline bool prac_uses_t2(PracMode m, bool overlap) { return m != PracMode::NONE && (m != PracMode::PAC || overlap); }
+inline bool prac_uses_k(PracMode m) { return m == PracMode::RAC || m == PracMode::PRAC; }
+inline bool prac_uses_q1(PracMode m) { return m == PracMode::PAC || m == PracMode::PRAC; }
+
 // The first refreshes' spread: K = min(PracOptions::initial_spread, units) steps, 0 when there is none (PracSchedule,
 // prac/site.h).
 inline int prac_spread_steps(int initial_spread, int units) {

@@ -633,17 +633,24 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         notice(f, "--eval-only trains nothing (an evaluation saves no activations to compress)");
         return out;
     }
-    // --prac-storage fp8 without PRAC is refused (check_storage_options). An interval also bounds
-    // --prac-refresh-overlap's D and sizes its pending slots: with an overlap T1 and T2 are used in every mode.
+    // --prac-storage fp8 without PRAC is refused (check_storage_options). What a mode uses: prac_uses_* (prac.h),
+    // which the resume key follows too.
+    const PracMode mode = prac_mode_parse(o.prac);
     const bool overlap = o.prac_refresh_overlap > 0;
-    if (o.prac == "none")
+    if (mode == PracMode::NONE)
         notice(given("--prac-", {"--prac-storage"}), "PRAC is off (--prac none); pass --prac prac (or pac, rac) to "
                "compress");
-    if (o.prac == "pac")
-        notice(overlap ? given_of({"--prac-k-mult"}) : given_of({"--prac-k-mult", "--prac-t2"}),
+    auto inert = [&](std::initializer_list<std::pair<const char*, bool>> uses) {
+        Flags out;
+        for (const auto& [flag, used] : uses)
+            if (!used && o.was_given(flag)) out.push_back(flag);
+        return out;
+    };
+    if (mode == PracMode::PAC)
+        notice(inert({{"--prac-k-mult", prac_uses_k(mode)}, {"--prac-t2", prac_uses_t2(mode, overlap)}}),
                "pac keeps no random part (no Q2, no k)");
-    if (o.prac == "rac")
-        notice(overlap ? given_of({"--prac-refresh"}) : given_of({"--prac-t1", "--prac-refresh"}),
+    if (mode == PracMode::RAC)
+        notice(inert({{"--prac-t1", prac_uses_t1(mode, overlap)}, {"--prac-refresh", prac_uses_q1(mode)}}),
                "rac computes no Q1 (its whole rank is random)");
     if (o.prac != "none" && o.prac_classes == "linear")
         notice(given("--prac-nonlinear"), "--prac-classes linear compresses no nonlinear site");

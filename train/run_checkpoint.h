@@ -23,7 +23,7 @@
 inline std::string prac_refresh_key(const TrainOptions& o) {
     const PracOptions p = prac_options_from(o);
     if (p.mode == PracMode::NONE) return "none";
-    return (p.mode == PracMode::RAC ? std::string() : format("--prac-refresh %s ", prac_refresh_name(p.refresh))) +
+    return (prac_uses_q1(p.mode) ? format("--prac-refresh %s ", prac_refresh_name(p.refresh)) : std::string()) +
            format("--prac-initial-spread %d --prac-refresh-overlap %d", p.initial_spread, p.overlap);
 }
 
@@ -41,8 +41,8 @@ inline std::string prac_key(const TrainOptions& o, bool joined = false) {
 }
 
 // The run.prac key since run.key_spelling 3: what the run's PRAC computes, not how its flags were spelled. Only what
-// the mode uses (unused_flags_notice's inert flags left out: pac's k and T2, rac's T1, the ranks of a class not
-// compressed; every interval with --prac-refresh-overlap, which they bound), fractions and k as the float's nine
+// the mode uses (prac_uses_*: the flags unused_flags_notice calls inert left out, and the ranks of a class not
+// compressed), fractions and k as the float's nine
 // digits (0.30 and 0.3 are one setting; six digits made --prac-k-mult 1.2000005 pass for 1.2), the classes in one
 // order. Checkpoints of earlier spellings are compared with prac_key.
 inline std::string prac_key_canonical(const TrainOptions& o) {
@@ -53,9 +53,9 @@ inline std::string prac_key_canonical(const TrainOptions& o) {
     if (p.linear) k += " lin " + rank(p.linear_r1_abs, p.linear_r1) + "," + rank(p.linear_r2_abs, p.linear_r2);
     if (p.nonlinear)
         k += " nonlin " + rank(p.nonlinear_r1_abs, p.nonlinear_r1) + "," + rank(p.nonlinear_r2_abs, p.nonlinear_r2);
-    if (p.mode != PracMode::RAC || p.overlap > 0) k += format(" t1 %d", p.t1);
-    if (p.mode != PracMode::PAC || p.overlap > 0) k += format(" t2 %d", p.t2);
-    if (p.mode != PracMode::PAC) k += format(" k %.9g", (double)p.k_mult);
+    if (prac_uses_t1(p.mode, p.overlap > 0)) k += format(" t1 %d", p.t1);
+    if (prac_uses_t2(p.mode, p.overlap > 0)) k += format(" t2 %d", p.t2);
+    if (prac_uses_k(p.mode)) k += format(" k %.9g", (double)p.k_mult);
     return k + (o.prac_storage_resolved() == "act" ? "" : " storage " + o.prac_storage_resolved());
 }
 
