@@ -73,8 +73,11 @@ std::vector<std::string> split_tabs(const std::string& line) {
     }
 }
 
+// A line without its CR LF ending (or CR CR LF: Python's universal newlines, GLUE's readers, read an empty line
+// between them). A header with a CR left inside is refused by read_tsv: a file of CR-only (classic Mac) endings,
+// read as one line.
 std::string strip_cr(std::string s) {
-    if (!s.empty() && s.back() == '\r') s.pop_back();
+    while (!s.empty() && s.back() == '\r') s.pop_back();
     return s;
 }
 
@@ -134,6 +137,9 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
     } else {
         if (!std::getline(in, line)) fail("%s: empty file (expected the GLUE %s TSV header)", path.c_str(), info.name);
         lineno = 1;
+        if (strip_cr(line).find('\r') != std::string::npos)
+            fail("%s:1: a carriage return inside the header (a file of CR-only line endings reads as one line)\n"
+                 "---> HINT: convert its line endings: tr '\\r' '\\n' < FILE > FILE.new", path.c_str());
         std::vector<std::string> header = split_tabs(strip_cr(line));
         columns = header.size();
         auto find = [&](const char* name) {
@@ -148,6 +154,16 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
             fail("%s: the header has no column %s, which the GLUE %s TSV has (header read: '%s')\n"
                  "---> HINT: is this the %s file? JSON lines need the .jsonl extension",
                  path.c_str(), want.c_str(), info.name, strip_cr(line).c_str(), info.name);
+        }
+        // a test file has no label column; a header naming another task's (or Hugging Face's "label") is another
+        // layout, whose labels were read as missing ("example 0 has no label", of a row that has one)
+        for (GlueTask t : {GlueTask::SST2, GlueTask::MRPC, GlueTask::STSB, GlueTask::QQP, GlueTask::MNLI}) {
+            const char* other = tsv_layout(t).label;
+            if (il < 0 && find(other) >= 0)
+                fail("%s: the header has no column '%s', the GLUE %s TSV's label, but has '%s' (header read: '%s')\n"
+                     "---> HINT: is this the %s file? Hugging Face's glue rows (their label column is 'label') are read "
+                     "from JSON lines (.jsonl)", path.c_str(), layout.label, info.name, other, strip_cr(line).c_str(),
+                     info.name);
         }
     }
     while (std::getline(in, line)) {

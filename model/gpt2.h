@@ -456,5 +456,10 @@ struct GPT2 {
     void zero_grad() { be.zero(grads_memory, param_buffer_numel * sizeof(grad_t)); }
 
     // Logits (N, V) of the last forward, for tests and sampling.
-    void logits(float* host_out) { head_logits(be, host_out, acts.lnf, params.wte, B * T, cfg.channels, cfg.vocab_size); }
+    // host_out (rows, V): the logits of rows first .. first + rows - 1 of the last forward's (B*T) positions (all by
+    // default; a sample needs one row, not B*T*V floats)
+    void logits(float* host_out, int first = 0, int rows = -1) {
+        head_logits(be, host_out, acts.lnf + (size_t)first * cfg.channels, params.wte, rows < 0 ? B * T : rows,
+                    cfg.channels, cfg.vocab_size);
+    }
 };

@@ -426,7 +426,9 @@ struct Llama {
 
     void zero_grad() { be.zero(grads_memory, param_buffer_numel * sizeof(grad_t)); }
 
-    void logits(float* host_out) {
-        head_logits(be, host_out, acts.lnf, params.lm_head, B * T, cfg.channels, cfg.vocab_size);
+    // host_out (rows, V): rows first .. first + rows - 1 of the last forward's (B*T) positions (all by default)
+    void logits(float* host_out, int first = 0, int rows = -1) {
+        head_logits(be, host_out, acts.lnf + (size_t)first * cfg.channels, params.lm_head, rows < 0 ? B * T : rows,
+                    cfg.channels, cfg.vocab_size);
     }
 };

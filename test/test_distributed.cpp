@@ -145,6 +145,10 @@ TEST(Resume, RefusesADifferentConfiguration) {
     EXPECT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + " --steps 2 --lr 3e-3 --resume --ckpt-dir " + d,
                   &out), 1);
     EXPECT_NE(out.find("schedule"), std::string::npos) << out;
+    // a setting that is one flag's value is said as the flag (it said "run.grad_accum = 1")
+    EXPECT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + " --steps 2 --grad-accum 2 --resume "
+                        "--ckpt-dir " + d, &out), 1);
+    EXPECT_NE(out.find("it was written with --grad-accum 1, this run has --grad-accum 2"), std::string::npos) << out;
     EXPECT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + TRAIN_ARGS + " --resume --ckpt-dir " + d + "/nothing", &out),
               1);
     EXPECT_NE(out.find("no checkpoint"), std::string::npos) << out;
@@ -253,6 +257,24 @@ TEST(Resume, AnotherZeroStageIsSaid) {
     ASSERT_EQ(run_shell(two + " --steps 3 --zero 1 --resume", &out), 0) << out;
     EXPECT_EQ(out.find("was written with --zero"), std::string::npos) << out;
     run_shell("rm -rf " + d);
+}
+
+// --plan --zero 1 under mpirun plans one of the job's ranks, as --plan-ranks with that number does in one process (it
+// planned one rank alone, ZeRO-1's state unsharded: more than the run's per-rank peak).
+TEST(DataParallel, APlanUnderMpirunPlansOneOfItsRanks) {
+    std::string two, one;
+    const std::string plan = bin("train_gpt2") + TRAIN_ARGS + " --prac prac --plan --zero 1";
+    ASSERT_EQ(run_shell("timeout 120 env " + mpirun_2() + plan, &two), 0) << two;
+    ASSERT_EQ(run_shell("timeout 120 " + plan + " --plan-ranks 2", &one), 0) << one;
+    auto line_of = [](const std::string& out, const std::string& part) {  // the whole line holding part
+        const size_t at = out.find(part);
+        if (at == std::string::npos) return std::string("(no line with ") + part + ")";
+        const size_t from = out.rfind('\n', at) == std::string::npos ? 0 : out.rfind('\n', at) + 1;
+        return out.substr(from, out.find('\n', at) - from);
+    };
+    ASSERT_NE(one.find("one of 2 ranks (ZeRO-1)"), std::string::npos) << one;
+    for (const char* part : {"memory plan: ", "| total "})
+        EXPECT_EQ(line_of(two, part), line_of(one, part)) << "mpirun:\n" << two << "\none process:\n" << one;
 }
 
 // A stop signal on one rank stops every rank after the same step, each saying and exiting with that signal (rank 0

@@ -139,6 +139,11 @@ cmp -s "$T/ra/model.safetensors" "$T/rb/model.safetensors" && ok "resumed model.
 "$BIN" $P --ckpt-dir "$T/ck4" --ckpt-every 4 > "$T/r4.out" 2>&1 || bad "--ckpt-every 4 run failed"
 [ "$(grep -c '^checkpoint: .*step_00000016$' "$T/r4.out")" = 1 ] && [ "$(grep -c '^checkpoint:' "$T/r4.out")" = 8 ] \
   && ok "--ckpt-every 4: 8 checkpoints, the epoch's end once" || bad "--ckpt-every 4: $(grep '^checkpoint:' "$T/r4.out")"
+# a stop signal right after that step: its checkpoint is the stop's (it was written a second time)
+PRAC_TEST_KILL_AT=train.step_done@16:15 "$BIN" $P --ckpt-dir "$T/ck4s" --ckpt-every 4 > "$T/r4s.out" 2>&1; rc=$?
+[ $rc -eq 143 ] && [ "$(grep -c '^checkpoint: .*step_00000016$' "$T/r4s.out")" = 1 ] \
+  && ok "a stop after the epoch's checkpointed end: that checkpoint, once" \
+  || bad "stop after step 16: rc $rc, $(grep -E '^checkpoint:|signal' "$T/r4s.out")"
 # the CPU backend's sums depend on the thread count: a resume with another count says it is not bit-exact (the
 # finished run is only evaluated again); the checkpoint records the count
 out=$(OMP_NUM_THREADS=2 "$BIN" $P --ckpt-dir "$T/ck" --resume 2>&1)
@@ -214,6 +219,12 @@ cp -r "$T/model" "$T/model_tok" && echo >> "$T/model_tok/merges.txt"
 out=$("$BIN" $P --init-from "$T/model_tok" --ckpt-dir "$T/ckt" --save "$T/rt" --resume 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q 'run.tokenizer' <<<"$out" && ok "--resume with other tokenizer files refused (exit $rc)" \
   || bad "resume with another tokenizer: rc $rc, $(tail -2 <<<"$out")"
+# so are the dev files (the best score so far was measured on them): one more dev row, at the same longest example,
+# was resumed with exit 0 and the old best score kept
+cp -r "$T/data/mrpc" "$T/data/mrpc_dev" && tail -n 1 "$T/data/mrpc/dev.tsv" >> "$T/data/mrpc_dev/dev.tsv"
+out=$("$BIN" ${P/"$T/data/mrpc"/"$T/data/mrpc_dev"} --ckpt-dir "$T/ckt" --save "$T/rt" --resume 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q 'the dev files in .*mrpc_dev are not those of the run that wrote it' <<<"$out" \
+  && ok "--resume with other dev files refused" || bad "resume with other dev files: rc $rc, $(tail -2 <<<"$out")"
 
 # max |a - b| over the tensors of two safetensors files, but the attention key biases: their true gradient is 0 (a key
 # bias adds the same q.b to every score of a query, which the softmax ignores), so what they get is rounding noise,

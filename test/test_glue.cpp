@@ -208,6 +208,22 @@ TEST_F(GlueFiles, WrongLayoutsAreClearErrors) {
     e = error(GlueTask::STSB, "hex.tsv", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\t"
                                          "sentence2\tscore\n0\tg\tf\t2012\t0\ts\ts\ta\tb\t0x2\n");
     EXPECT_NE(e.find("hex.tsv:2: STS-B score '0x2' is not a number"), std::string::npos) << e;
+    // a header with another layout's label column: its labels were read as missing, and a later "example 0 (line 2)
+    // has no label" blamed a row that has one. Hugging Face's column names in a TSV, and RTE's file given as MNLI:
+    e = error(GlueTask::QQP, "qqp.tsv", "question1\tquestion2\tlabel\tidx\nq a\tq b\t1\t0\n");
+    EXPECT_NE(e.find("qqp.tsv: the header has no column 'is_duplicate', the GLUE qqp TSV's label, but has 'label'"),
+              std::string::npos) << e;
+    e = error(GlueTask::MNLI, "rte.tsv", "index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n");
+    EXPECT_NE(e.find("no column 'gold_label'"), std::string::npos) << e;
+    // a test file has no label column at all: read, unlabeled
+    EXPECT_EQ(read(GlueTask::QQP, "test.tsv", "id\tquestion1\tquestion2\n0\tq a\tq b\n")[0].label, -1);
+    // CR-only line endings: the whole file one line (it said "no examples")
+    e = error(GlueTask::SST2, "mac.tsv", "sentence\tlabel\rgood\t1\rbad\t0\r");
+    EXPECT_NE(e.find("mac.tsv:1: a carriage return inside the header"), std::string::npos) << e;
+    // CR CR LF endings (the header's last name read "label\r", and the labels as missing): the line's end
+    auto crcrlf = read(GlueTask::SST2, "crcrlf.tsv", "sentence\tlabel\r\r\ngood\t1\r\r\n");
+    ASSERT_EQ(crcrlf.size(), 1u);
+    EXPECT_EQ(crcrlf[0].label, 1);
 }
 
 TEST_F(GlueFiles, TaskNamesAndSplitFiles) {

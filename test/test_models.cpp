@@ -56,6 +56,13 @@ void check_forward_backward(const char* dir, Arch arch) {
     std::vector<float> logits((size_t)B * T * cfg.vocab_size);
     model.logits(logits.data());
     EXPECT_LT(rel_err(logits, read_f32(ref, "logits")), 2e-5) << dir << " logits";
+    // one row (a sample's next token): the same numbers as that row of all of them
+    const int last = B * T - 1;
+    std::vector<float> row(cfg.vocab_size);
+    model.logits(row.data(), last, 1);
+    // (to rounding: a one-row GEMM may sum in another order; another row differs by far more)
+    EXPECT_LT(rel_err(row, std::vector<float>(logits.begin() + (size_t)last * cfg.vocab_size, logits.end())), 1e-6)
+        << dir;
     EXPECT_NEAR(loss, read_f32(ref, "loss")[0], 1e-5) << dir << " loss";
 
     std::vector<float> grads = host_buffer<M<CpuBackend>>(be, model.grads_memory, model.param_buffer_numel);

@@ -243,6 +243,20 @@ TEST_F(OwnData, PastedGpt2TrainLineWorks) {
     EXPECT_NE(r.out.find("warning: the training split is a single document"), std::string::npos) << r.out;
 }
 
+// --layout rows: a row is a sample, and a split of fewer rows than the trainer's default batch of 4 gets the printed
+// command a --batch-size it has (the line failed at once: "3 samples ... fewer than one step needs (1*4)").
+TEST_F(OwnData, PastedRowsTrainLineWorksWithFewRows) {
+    std::string text = own_text(dir, 20000);
+    std::string out = dir + "/rows";
+    ShellRun r = sh("./prep_data --tokenizer gpt2 --layout rows --row-len 64 --pad-id 50256 --val-docs 3 --input " +
+                    q(text) + " --out " + q(out));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    std::string line = train_line(r.out);
+    EXPECT_NE(line.find(" --seq-len 64 --batch-size 3"), std::string::npos) << r.out;
+    ShellRun t = sh(line + " --device cpu --model gpt2-tiny --steps 2 --eval-tokens 64");
+    EXPECT_EQ(t.rc, 0) << line << "\n" << t.out;
+}
+
 // Shards of an older prep_data (or llm.c's) record no tokenizer file: they still train; --sample needs --spm-model
 // then (the user's word, said in a note), and without it the run stops before training, saying how to fix it.
 TEST_F(OwnData, OldShardsWithoutTokenizerFields) {

@@ -491,13 +491,13 @@ std::string printed_val_loss(const std::string& out) {
     return out.substr(p, out.find(' ', p) - p);
 }
 
-// The text after "sample (N tokens):" up to the --save line when there is one, without the last newline ("" without
-// a sample)
+// The text after "sample (N tokens):" to the end of the output (the sample comes last, after --save's line), without
+// the last newline ("" without a sample)
 std::string sample_text(const std::string& out) {
     size_t p = out.find("sample (");
     if (p == std::string::npos) return "";
     p = out.find('\n', p) + 1;
-    std::string text = out.substr(p, out.find("\nsaved ", p) - p);
+    std::string text = out.substr(p);
     while (!text.empty() && text.back() == '\n') text.pop_back();
     return text;
 }
@@ -747,6 +747,19 @@ void expect_same_checkpoint(const TempDir& dir, const std::string& a, const std:
 }
 
 }  // namespace
+
+// --log-interval N prints the first step, steps N, 2N, ... (those an --eval-interval N evaluates after) and the last;
+// it printed steps 1, N + 1, 2N + 1, away from the evaluations' lines.
+TEST(TrainerBinary, LogIntervalPrintsEveryNthStep) {
+    TempDir dir;
+    RunResult r = run_trainer("train_gpt2", tiny({"--steps", "7", "--log-interval", "3", "--eval-tokens", "64"}), dir,
+                              120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    std::string printed;
+    for (int s = 1; s <= 7; s++)
+        if (contains(r.out, format("step %5d/7 |", s))) printed += std::to_string(s) + " ";
+    EXPECT_EQ(printed, "1 3 6 7 ") << describe(r);
+}
 
 // A --log whose writes fail (a full disk) lost its records with exit 0: /dev/full (every write ENOSPC) now ends the
 // run with the error; and a log that stops growing mid-run (a file size limit of 8 KiB: EFBIG after some 40
@@ -1203,6 +1216,42 @@ TEST(TrainerResume, SignalsStopCleanly) {
     EXPECT_EQ(sample.rc, 128 + SIGINT) << describe(sample);
     EXPECT_TRUE(contains(sample.out, "sample (5 of 100000 tokens: stopped by signal 2):")) << describe(sample);
     EXPECT_TRUE(fs::exists(dir / "saved/model.safetensors")) << describe(sample);
+    // a sample that fails (here an error on its third token) comes after --save: the model is saved (it was lost)
+    fs::remove_all(dir / "saved");
+    RunResult failed = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--sample", "100",
+                                                      "--save", dir / "saved"}),
+                                  dir, 120, "PRAC_TEST_KILL_AT=sample.token@3:error");
+    EXPECT_EQ(failed.rc, 1) << describe(failed);
+    EXPECT_TRUE(fs::exists(dir / "saved/model.safetensors")) << describe(failed);
+}
+
+// An --overwrite run killed before its first checkpoint has emptied the earlier run's log but left that run's
+// checkpoints: a --resume continued the earlier run from its step 4 and appended to the killed run's records (one
+// curve of two runs, exit 0). It is refused, naming both steps.
+TEST(TrainerResume, ALogThatEndsBeforeTheCheckpointIsRefused) {
+    TempDir dir;
+    auto args = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--steps", "4", "--ckpt-every", "2", "--ckpt-dir", dir / "ck", "--log",
+                                           dir / "m.jsonl", "--eval-tokens", "64"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    ASSERT_EQ(run_trainer("train_gpt2", args({}), dir, 120).rc, 0);
+    RunResult killed = run_merged("train_gpt2", args({"--overwrite", "--lr", "3e-4"}), dir, 120,
+                                  "PRAC_TEST_KILL_AT=train.step_done@1");
+    ASSERT_EQ(killed.rc, 128 + SIGKILL) << describe(killed);
+    RunResult r = run_merged("train_gpt2", args({"--steps", "6", "--resume"}), dir, 120);
+    EXPECT_EQ(r.rc, 1) << describe(r);
+    EXPECT_TRUE(contains(r.out, "ends at step 1, before step 4 of the checkpoint")) << describe(r);
+    // the log is the killed run's, as it was
+    const std::string log = read_bytes(dir / "m.jsonl");
+    EXPECT_EQ(log.find("\"type\":\"step\",\"step\":2"), std::string::npos) << log;
+    EXPECT_NE(log.find("\"type\":\"step\",\"step\":1,"), std::string::npos) << log;
+    // a log that goes on from (or past) the checkpoint's step resumes as before
+    fs::remove(dir / "m.jsonl");
+    ASSERT_EQ(run_trainer("train_gpt2", args({"--overwrite"}), dir, 120).rc, 0);
+    RunResult ok = run_merged("train_gpt2", args({"--steps", "6", "--resume"}), dir, 120);
+    EXPECT_EQ(ok.rc, 0) << describe(ok);
 }
 
 // A stop at an evaluation step (the signal after step 4 of 8, --eval-interval 4) checkpoints before that step's

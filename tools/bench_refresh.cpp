@@ -53,7 +53,9 @@ struct Timing {
 
 // A failed refresh's time is not a refresh's: the bench stops, naming it.
 static void must_succeed(const PracRefreshResult& r, const char* what, int n) {
-    if (!r.q1_ok || !r.q2_ok) fail("the %s refresh at n = %d failed: %s", what, n, r.message.c_str());
+    if (!r.q1_ok || !r.q2_ok)
+        fail("the %s refresh at n = %d failed: %s (what a training run does then; this benchmark of the refresh "
+             "stops)", what, n, r.message.c_str());
 }
 
 // x (N, n) timed, warm-started from the basis of a cold refresh on x_prev (N_prev, n)

@@ -467,8 +467,8 @@ static const int CHUNK_ROWS = 2048;
 
 static void check_refresh(const PracRefreshResult& res, const char* what) {
     if (!res.q1_ok || !res.q2_ok)
-        fail("the %s failed: %s\n---> HINT: X may be too ill-conditioned for fp32 (check for huge values)", what,
-             res.message.c_str());
+        fail("the %s failed: %s (what a training run does then; this analysis of the refresh stops)\n---> HINT: X "
+             "may be too ill-conditioned for fp32 (check for huge values)", what, res.message.c_str());
 }
 
 // P (n, r): the basis of the warm-start refreshes (had_basis), or zeros for a cold start

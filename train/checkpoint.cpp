@@ -894,11 +894,20 @@ void check_compatible(const TrainState& state, const std::string& key, const std
         fail("cannot resume from %s: it does not record %s (this run has %s = %s)\n---> HINT: it was written by "
              "another version; resume with the build that wrote it, or start a new run in another checkpoint "
              "directory", where, key.c_str(), key.c_str(), expected.c_str());
-    if (it->second != expected)
-        fail("cannot resume from %s: it was written with %s = %s, this run has %s = %s%s\n---> HINT: resume with the "
-             "settings of the run that wrote it (%s = %s), or start a new run in another checkpoint directory",
-             where, key.c_str(), it->second.c_str(), key.c_str(), expected.c_str(),
-             words_that_differ(it->second, expected).c_str(), key.c_str(), it->second.c_str());
+    if (it->second == expected) return;
+    // a key that is one flag's value is said as that flag ("--grad-accum 2", not "run.grad_accum = 2")
+    static const std::pair<const char*, const char*> FLAGS[] = {
+        {"run.batch_size", "--batch-size"}, {"run.seq_len", "--seq-len"}, {"run.grad_accum", "--grad-accum"},
+        {"run.seed", "--seed"}};
+    for (const auto& [k, flag] : FLAGS)
+        if (key == k)
+            fail("cannot resume from %s: it was written with %s %s, this run has %s %s\n---> HINT: resume with the "
+                 "settings of the run that wrote it (%s %s), or start a new run in another checkpoint directory",
+                 where, flag, it->second.c_str(), flag, expected.c_str(), flag, it->second.c_str());
+    fail("cannot resume from %s: it was written with %s = %s, this run has %s = %s%s\n---> HINT: resume with the "
+         "settings of the run that wrote it (%s = %s), or start a new run in another checkpoint directory",
+         where, key.c_str(), it->second.c_str(), key.c_str(), expected.c_str(),
+         words_that_differ(it->second, expected).c_str(), key.c_str(), it->second.c_str());
 }
 
 void check_compatible(const TrainState& state, const std::string& key, int64_t expected) {

@@ -68,7 +68,7 @@ const Flag FLAGS[] = {
     F("--save", "DIR", STR, save, "at the end write a Hugging Face model directory: weights, config, tokenizer"),
     F("--device", "cpu|cuda|auto", STR, device, "backend (auto: cuda when a GPU and the CUDA backend exist)"),
     F("--log", "FILE", STR, log, "write JSONL metrics (one object per step and per evaluation; a resumed run appends)"),
-    F("--log-interval", "N", INT, log_interval, "print a step line every N steps"),
+    F("--log-interval", "N", INT, log_interval, "print the line of the first step, every N-th and the last"),
     F("--eval-protocol", "tokens|galore", STR, eval_protocol,
       "tokens: ceil(--eval-tokens / (B*T)) micro-batches (with R ranks, ceil(--eval-tokens / (R*B*T)) on each, at "
       "least one), mean over their tokens; galore: batches until more than "
@@ -154,7 +154,8 @@ const Flag FLAGS[] = {
     F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib, "with --plan: also print the largest micro-batch that fits this GPU (CUDA plans)"),
     F("--precision", "bf16|fp32", STR, precision, "with --plan: the CUDA backend build to plan for (cpu plans with --device cpu)"),
     F("--plan-ranks", "R", INT, plan_ranks,
-      "with --plan and --zero 1: plan one of R data-parallel ranks (AdamW state and master weights sharded R ways)"),
+      "with --plan and --zero 1: plan one of R data-parallel ranks (AdamW state and master weights sharded R ways; "
+      "under mpirun: the job's ranks)"),
     F("--help", "", BOOL, help, "print this help"),
 };
 #undef F

@@ -65,16 +65,15 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
     int Vs = tok ? std::min(V, tok->vocab_size()) : V;
     std::vector<int32_t> ctx = {(int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1))};
     std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, -1);
-    std::vector<float> logits((size_t)B * T * V);
+    std::vector<float> row(V);  // the logits of the last position (the next token's): one row, not B*T*V
     uint64_t state = (uint64_t)opts.seed * 0x9E3779B97F4A7C15ull + 1;
     int sig = 0;
     for (int i = 0; i < opts.sample && !(sig = (int)stop); i++) {
         int len = (int)std::min<size_t>(ctx.size(), (size_t)T), start = (int)ctx.size() - len;
         for (int t = 0; t < len; t++) inputs[t] = ctx[start + t];
         model.eval_loss(inputs.data(), targets.data());
-        model.logits(logits.data());
-        const float* row = logits.data() + (size_t)(len - 1) * V;
-        float m = *std::max_element(row, row + Vs);
+        model.logits(row.data(), len - 1, 1);
+        float m = *std::max_element(row.begin(), row.begin() + Vs);
         double sum = 0;
         for (int v = 0; v < Vs; v++) sum += std::exp((double)row[v] - m);
         state = state * 6364136223846793005ull + 1442695040888963407ull;  // LCG: enough for one uniform draw

@@ -109,6 +109,7 @@ struct FineTuner {
     double best = -INFINITY;
     int best_epoch = 0;
     std::string train_fingerprint;
+    std::string dev_fingerprint;  // the dev files' sizes and checksums: a resume's best score was measured on them
     std::string tokenizer_fingerprint;  // --init-from's tokenizer files, by content (the data's encoding)
     bool wrote_checkpoint = false;      // this process has written one (--overwrite's first removes the others)
     int checkpointed_step = -1;         // the step of the newest checkpoint (written or resumed from): not twice
@@ -181,6 +182,9 @@ struct FineTuner {
         opt->bind_sites(model.sites);
         if (!opts.ckpt_dir.empty()) {
             train_fingerprint = data_fingerprint({glue_split_path(opts.data_dir, "train")});
+            std::vector<std::string> dev_files;
+            for (const std::string& split : info.dev_splits) dev_files.push_back(glue_split_path(opts.data_dir, split));
+            dev_fingerprint = data_fingerprint(dev_files);
             std::vector<std::string> tokenizer_files;
             for (const char* f : {"tokenizer.json", "vocab.json", "merges.txt"})
                 if (access((opts.init_from + "/" + f).c_str(), R_OK) == 0)
@@ -221,7 +225,9 @@ struct FineTuner {
     int stop(int sig) {
         std::printf("received signal %d: stopping after %d of %d steps%s\n", sig, step, total_steps,
                     opts.ckpt_dir.empty() ? "; nothing is saved (no --ckpt-dir to checkpoint into)" : "");
-        checkpoint(before_batch);  // the batch just drawn was not trained on: a resume draws it again
+        // the batch just drawn was not trained on: a resume draws it again (and from the checkpoint the epoch's end or
+        // --ckpt-every just wrote at this step, the same one: not written twice)
+        if (checkpointed_step != step) checkpoint(before_batch);
         return 128 + sig;
     }
 
@@ -575,6 +581,7 @@ struct FineTuner {
         k.insert(k.begin(), {"task", format("%s epochs %d max_len %d padding %s", info.name, opts.epochs, opts.max_len,
                                             opts.padding.c_str())});
         k.push_back({"train_data", train_fingerprint});
+        k.push_back({"dev_data", dev_fingerprint});
         // the data's encoding: --init-from's tokenizer files by content (the model key compares the model's shape,
         // not --init-from's spelling: "model/" resumes a run started with "model", and so does a copy elsewhere)
         k.push_back({"tokenizer", tokenizer_fingerprint});
@@ -641,13 +648,21 @@ struct FineTuner {
         // --max-len, tokenizer, training data), a difference is the dev data's, said as such (the key's refusal asked
         // for a run.seq_len the user cannot pass)
         std::vector<std::pair<std::string, std::string>> k = keys();
-        k.erase(std::remove_if(k.begin(), k.end(), [](const auto& kv) { return kv.first == "seq_len"; }), k.end());
+        k.erase(std::remove_if(k.begin(), k.end(),
+                               [](const auto& kv) { return kv.first == "seq_len" || kv.first == "dev_data"; }),
+                k.end());
         check_resume_keys(st, opts, cfg, k);
         if (st.has_meta("run.seq_len") && st.get("run.seq_len") != std::to_string(T))
             fail("cannot resume from %s: its run's longest example (of the training and dev splits, within --max-len) "
                  "had %s tokens, this data's has %d: the dev data changed since\n---> HINT: resume with the dev "
                  "files of the run that wrote it, or start a new run in another --ckpt-dir", resume_path.c_str(),
                  st.get("run.seq_len").c_str(), T);
+        // other dev files at the same longest example (checkpoints written before run.dev_data: the check above only)
+        if (st.has_meta("run.dev_data") && st.get("run.dev_data") != dev_fingerprint)
+            fail("cannot resume from %s: the dev files in %s are not those of the run that wrote it (their sizes or "
+                 "contents differ), and its best dev score so far was measured on those\n---> HINT: resume with the dev "
+                 "files of the run that wrote it, or start a new run in another --ckpt-dir",
+                 resume_path.c_str(), opts.data_dir.c_str());
         notice_other_thread_count(st, cpu_threads());
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
@@ -670,6 +685,7 @@ struct FineTuner {
         step = checkpointed_step = (int)st.step;
         CHECK_USER(step >= 0 && step <= total_steps, "cannot resume %s: step %d is outside this run's %d steps",
                    resume_path.c_str(), step, total_steps);
+        log.check_resume_at(step, resume_path);
         std::printf("resumed from %s at step %d of %d (epoch %lld, example %lld of its order)\n", resume_path.c_str(),
                     step, total_steps, (long long)st.get_i64("glue.epoch") + 1, (long long)st.get_i64("glue.position"));
     }

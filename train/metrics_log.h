@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>  // atoi
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -78,6 +79,19 @@ struct MetricsLog {
 
     static std::string num(double x) { return std::isfinite(x) ? format("%.9g", x) : "null"; }
 
+    // A resume from a checkpoint after `step` steps appends to this log. One whose last step record is before that
+    // step is not the log of the run that wrote the checkpoint: an --overwrite run stopped before its first checkpoint
+    // has emptied the earlier run's log and left that run's checkpoints, and appending spliced two runs into one
+    // curve (with exit 0).
+    void check_resume_at(int step, const std::string& checkpoint) const {
+        const int last = last_step_record();
+        if (last >= 0 && last < step)
+            fail("--log %s ends at step %d, before step %d of the checkpoint %s: it is not the log of the run that "
+                 "wrote it (an --overwrite run stopped before its first checkpoint empties the earlier run's log and "
+                 "leaves that run's checkpoints)\n---> HINT: resume with another --log, or start over with --overwrite",
+                 path.c_str(), last, step, checkpoint.c_str());
+    }
+
     // skipped: --on-nonfinite skip left this step's update out ("skipped":true; absent otherwise)
     void step(int step, float loss, float lr, float grad_norm, double tokens_per_s, double ms, size_t mem_bytes,
               bool skipped = false) {
@@ -109,6 +123,29 @@ struct MetricsLog {
     }
 
   private:
+    // The step of the log's last step record, -1 without one (in its last MiB: a step record is every step's)
+    int last_step_record() const {
+        if (fd < 0 || truncate_first) return -1;
+        const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (rd < 0) return -1;
+        struct stat st;
+        std::string tail;
+        if (fstat(rd, &st) == 0 && S_ISREG(st.st_mode)) {
+            const off_t from = std::max<off_t>(0, st.st_size - (1 << 20));
+            tail.resize((size_t)(st.st_size - from));
+            if (pread(rd, tail.data(), tail.size(), from) != (ssize_t)tail.size()) tail.clear();
+        }
+        ::close(rd);
+        // whole lines only: a record cut short ("step":1 of a cut "step":12) is no record
+        const size_t whole = tail.rfind('\n');
+        if (whole == std::string::npos) return -1;
+        tail.resize(whole + 1);
+        const std::string key = "{\"type\":\"step\",\"step\":";
+        for (size_t at = tail.rfind(key); at != std::string::npos; at = at ? tail.rfind(key, at - 1) : std::string::npos)
+            if (at == 0 || tail[at - 1] == '\n') return std::atoi(tail.c_str() + at + key.size());
+        return -1;
+    }
+
     // One record, one line, written through at once (a killed run keeps every record before it). A failed write (a
     // full disk) ends the run with an error, the partial line cut off so the log stays valid JSONL for a resume to
     // append to: records lost with exit 0 were what a full disk used to cost.

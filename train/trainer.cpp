@@ -449,6 +449,8 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)
     if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
     if (opts.plan) {
+        // under mpirun, --zero 1 plans one of the job's ranks (it planned one rank alone; --plan-ranks still says)
+        if (opts.zero == 1 && !opts.was_given("--plan-ranks")) opts.plan_ranks = comm.size();
         *exit_code = print_plan(opts, cfg, prac);
         return false;
     }

@@ -392,7 +392,8 @@ struct Trainer {
         total_ms += ms;
         double tok_s = (double)B * T * opts.grad_accum * ranks / (ms / 1000.0);
         double eta = eta_seconds(step);
-        if (step % opts.log_interval == 0 || step == opts.steps - 1)
+        // the first step, every N-th (steps N, 2N, ... as the evaluations count them) and the last
+        if (step == 0 || (step + 1) % opts.log_interval == 0 || step == opts.steps - 1)
             std::printf("step %5d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
                         opts.steps, loss, norm, lr, ms, tok_s, human_duration(eta).c_str());
         std::fflush(stdout);
@@ -419,7 +420,8 @@ struct Trainer {
             }
     }
 
-    // After the last step: warnings, the final evaluation, the last checkpoint, a sample, --save.
+    // After the last step: warnings, the final evaluation, the last checkpoint, --save, a sample (the sample last: one
+    // that fails, or is stopped by a signal, loses nothing).
     int finish() {
         if (skipped_total) std::printf("warning: %d steps were skipped for non-finite values\n", skipped_total);
         int64_t failures = 0;
@@ -438,7 +440,6 @@ struct Trainer {
                     std::exp((double)vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
         log.eval(opts.steps, vl, seen);
         checkpoint(opts.steps, train_data->get_state());
-        int stopped = sample();
         if (!opts.save.empty() && rank == 0) {
             progress("--save", opts.steps);
             std::vector<std::string> removed;
@@ -460,6 +461,7 @@ struct Trainer {
             std::printf("saved %s: model.safetensors, config.json, generation_config.json and the tokenizer (a Hugging "
                         "Face model directory)\n%s", opts.save.c_str(), earlier_files_removed(removed).c_str());
         }
+        const int stopped = sample();
         return stopped ? 128 + stopped : 0;
     }
 
@@ -830,9 +832,10 @@ struct Trainer {
                    CKPT_STATE_FILE, (long long)ranks_saved, (long long)zero_saved);
         int saved_ranks = (int)ranks_saved, saved_zero = (int)zero_saved;
         if ((saved_zero || opts.zero) && saved_ranks != ranks)
-            fail("cannot resume %s: it was written by %d ranks with ZeRO-%d, this run has %d ranks with ZeRO-%d; "
+            fail("cannot resume %s: it was written by %d rank%s with ZeRO-%d, this run has %d rank%s with ZeRO-%d; "
                  "ZeRO-1 runs resume only with the same number of ranks\n---> HINT: relaunch with mpirun -np %d%s",
-                 path.c_str(), saved_ranks, saved_zero, ranks, opts.zero, saved_ranks,
+                 path.c_str(), saved_ranks, saved_ranks == 1 ? "" : "s", saved_zero, ranks, ranks == 1 ? "" : "s",
+                 opts.zero, saved_ranks,
                  saved_zero ? "" : ", or without --zero 1 (a ZeRO-0 checkpoint resumes on any number of ranks)");
         // --prac-shared-subspace changes something only with PRAC on 2+ ranks: compared where both runs had those
         const bool saved_shared = st.has_meta("run.prac_shared") && st.get_i64("run.prac_shared") != 0;
@@ -883,6 +886,7 @@ struct Trainer {
                           st.get_u64("data.rng_state")};
         train_data->set_state(d);
         start_step = steps_done = (int)st.step;
+        last_checkpoint = start_step;  // (not written again by a stop before the next step, or a finished run resumed)
         if (st.has_meta("run.skipped_total")) {  // (written since the count was checkpointed)
             skipped_in_a_row = (int)st.get_i64("run.skipped_in_a_row");
             skipped_total = (int)st.get_i64("run.skipped_total");
@@ -891,6 +895,7 @@ struct Trainer {
         if (!opts.dump_site.empty() && opts.dump_step < start_step)
             std::printf("warning: --dump-step %d is before step %d, where this run resumes: nothing will be dumped\n",
                         opts.dump_step, start_step);
+        log.check_resume_at(start_step, path);
         std::string planned = st.meta.count("run.steps") ? st.meta.at("run.steps") : "";
         std::printf("resumed from %s at step %d of %d%s\n", path.c_str(), start_step, opts.steps,
                     !planned.empty() && planned != std::to_string(opts.steps)

@@ -756,8 +756,17 @@ struct Prep {
         // that gives both, so the printed command runs as it is.
         const int trainer_batch = 4;  // train/cli.h: TrainOptions::batch_size
         int seq_len = lay.rows ? o.row_len : gpt2 ? 1024 : 256;  // the trainers' defaults
-        std::string seq_note;
-        if (!lay.rows) {
+        std::string seq_note, batch_flag;
+        if (lay.rows) {  // a row is a sample: a split of fewer rows than a batch gets the command a smaller --batch-size
+            int64_t fewest = trainer_batch;
+            for (int s = 0; s < 2; s++)
+                if (sp[s].shards > 0) fewest = std::min<int64_t>(fewest, sp[s].st.docs);
+            if (fewest < trainer_batch) {
+                batch_flag = format(" --batch-size %lld", (long long)fewest);
+                seq_note = format("  (--batch-size %lld: a split has only %lld row%s, fewer than the default batch of "
+                                  "%d)\n", (long long)fewest, (long long)fewest, fewest == 1 ? "" : "s", trainer_batch);
+            }
+        } else {
             auto short_split = [&](int T) {  // the first split without a batch of windows at T, or -1
                 for (int s = 0; s < 2; s++) {
                     int64_t samples = 0;
@@ -795,7 +804,7 @@ struct Prep {
         std::fprintf(stderr, "train with: ./%s --train-data %s%s%s\n", gpt2 ? "train_gpt2" : "train_llama",
                      shell_quote(train_pat).c_str(),
                      sp[VAL].shards > 0 ? (" --val-data " + shell_quote(val_pat)).c_str() : "",
-                     lay.rows || !seq_note.empty() ? format(" --seq-len %d", seq_len).c_str() : "");
+                     (lay.rows || !seq_note.empty() ? format(" --seq-len %d", seq_len) + batch_flag : "").c_str());
         std::fputs(seq_note.c_str(), stderr);
         if (sp[VAL].shards == 0)
             std::fprintf(stderr, "  (no validation shards: add --val-data with shards of the same tokenizer)\n");
