@@ -63,7 +63,7 @@ void adamw_update_cuda(T* params, float* master, const T* grads, float* m, float
 
 // ---- sum of squares ----
 
-constexpr int SUMSQ_BLOCKS = 1024;  // fixed stage-1 grid: partial sums (and the stage-2 block size)
+constexpr int SUMSQ_BLOCKS = 1024;  // the most stage-1 blocks: partial sums (and the stage-2 block size)
 constexpr int SUMSQ_THREADS = 256;
 // device scratch bytes for sum_squares_cuda: SUMSQ_BLOCKS partials + the result (8-byte aligned)
 constexpr size_t SUM_SQUARES_SCRATCH_BYTES = (SUMSQ_BLOCKS + 1) * sizeof(double);
@@ -105,14 +105,22 @@ __global__ void sum_squares_partial_kernel(double* partials, const T* g, size_t 
     if (threadIdx.x == 0) partials[blockIdx.x] = s;
 }
 
-// *out = (accumulate ? *out : 0) + sum of the SUMSQ_BLOCKS partials (one block of SUMSQ_BLOCKS threads)
-__device__ inline void sum_squares_final_body(double* out, const double* partials, bool accumulate) {
-    const double s = block_sum_double(partials[threadIdx.x]);
+// *out = (accumulate ? *out : 0) + sum of the `blocks` partials (one block of SUMSQ_BLOCKS threads; those past
+// `blocks` add 0, what a block without elements summed)
+template <int Dummy = 0>  // a template only so that the header can be included by several translation units
+__global__ void __launch_bounds__(SUMSQ_BLOCKS)
+    sum_squares_final_kernel(double* out, const double* partials, int blocks, bool accumulate) {
+    const double s = block_sum_double((int)threadIdx.x < blocks ? partials[threadIdx.x] : 0.0);
     if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
-template <int Dummy = 0>  // a template only so that the header can be included by several translation units
-__global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_squares_final_kernel(double* out, const double* partials, bool accumulate) {
-    sum_squares_final_body(out, partials, accumulate);
+
+// Stage 1's grid: a block per SUMSQ_THREADS packs, at most SUMSQ_BLOCKS. Every pack stays with thread p (one pack a
+// thread up to SUMSQ_BLOCKS x SUMSQ_THREADS packs, the full grid beyond), and the blocks left out summed exactly 0:
+// the result is the full grid's to the bit, without its idle blocks (a gradient norm of a small model, Muon's
+// per-matrix norms: on the CPU execution layer each idle thread still passed every barrier).
+inline int sum_squares_blocks(size_t packs) {
+    const size_t blocks = (packs + SUMSQ_THREADS - 1) / SUMSQ_THREADS;
+    return blocks < 1 ? 1 : blocks > (size_t)SUMSQ_BLOCKS ? SUMSQ_BLOCKS : (int)blocks;
 }
 
 // Device-side variant, no synchronisation: *out (device double) = sum of g^2 (accumulate = false) or += it
@@ -124,12 +132,14 @@ void sum_squares_device_cuda(double* out, const T* g, size_t n, bool accumulate,
     ew_check_scratch("sum_squares_device_cuda", scratch, scratch_bytes, SUMSQ_BLOCKS * sizeof(double));
     double* partials = static_cast<double*>(scratch);
     constexpr int V = vec128<T>();
-    if (aligned16(g))
-        sum_squares_partial_kernel<T, V><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, stream>>>(partials, g, n);
+    const bool packed = aligned16(g);
+    const int blocks = sum_squares_blocks(packed ? n / V : n);
+    if (packed)
+        sum_squares_partial_kernel<T, V><<<blocks, SUMSQ_THREADS, 0, stream>>>(partials, g, n);
     else
-        sum_squares_partial_kernel<T, 1><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, stream>>>(partials, g, n);
+        sum_squares_partial_kernel<T, 1><<<blocks, SUMSQ_THREADS, 0, stream>>>(partials, g, n);
     cudaCheck(cudaGetLastError());
-    sum_squares_final_kernel<<<1, SUMSQ_BLOCKS, 0, stream>>>(out, partials, accumulate);
+    sum_squares_final_kernel<<<1, SUMSQ_BLOCKS, 0, stream>>>(out, partials, blocks, accumulate);
     cudaCheck(cudaGetLastError());
 }
 

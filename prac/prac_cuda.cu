@@ -216,7 +216,11 @@ void prac_fp8_quantize_cuda(uint8_t* q, float* scale, const T* xc, int N, int r,
                             cudaStream_t stream) {
     if (N <= 0 || r <= 0) return;
     PracPhiloxWords w = prac_philox_words(key);
-    prac_fp8_quantize_kernel<T><<<cuda_grid_1d((size_t)N, 1, 65536), 256, 0, stream>>>(
+    // a thread per element of the row up to 256: a row of r = 16 left 240 threads idle at every barrier (on the CPU
+    // execution layer, a fiber switch each). Any block size gives the same codes: the max is exact in any order, and
+    // an element's rounding bits are its Philox word's, not its thread's.
+    const int threads = std::min(256, (r + 31) / 32 * 32);
+    prac_fp8_quantize_kernel<T><<<cuda_grid_1d((size_t)N, 1, 65536), threads, 0, stream>>>(
         q, scale, xc, N, r, row0, w.k0, w.k1, w.stream_hi, w.stream_lo);
     cudaCheck(cudaGetLastError());
 }

@@ -613,6 +613,25 @@ static void test_sum_squares(size_t n, size_t offset) {
     double e = std::fabs(a - ref) / ref;
     check(e <= 1e-10, "sum_squares: %.17g vs CPU %.17g, rel err %.3g (tol 1e-10)", a, ref, e);
     check(std::memcmp(&a, &b, 8) == 0, "sum_squares deterministic: two runs bitwise equal");
+    // the grid follows n (sum_squares_blocks): the full grid's result to the bit, whatever an earlier call left in the
+    // scratch past its own partials (here 1e300 in every slot: read, it would show)
+    {
+        const bool packed = aligned16(dg.p);
+        constexpr int V = vec128<T>();
+        double* partials = static_cast<double*>(scratch.p);
+        DevPad<double> full(1);
+        if (packed) sum_squares_partial_kernel<T, V><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, g_stream>>>(partials, dg.p, n);
+        else sum_squares_partial_kernel<T, 1><<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, g_stream>>>(partials, dg.p, n);
+        sum_squares_final_kernel<<<1, SUMSQ_BLOCKS, 0, g_stream>>>(full.p, partials, SUMSQ_BLOCKS, false);
+        double whole = 0;
+        cudaCheck(cudaMemcpyAsync(&whole, full.p, 8, cudaMemcpyDeviceToHost, g_stream));
+        std::vector<double> stale(SUMSQ_BLOCKS, 1e300);
+        cudaCheck(cudaMemcpyAsync(scratch.p, stale.data(), stale.size() * 8, cudaMemcpyHostToDevice, g_stream));
+        double c = sum_squares_cuda<T>(dg.p, n, scratch.p, scratch.bytes, g_stream);
+        check(std::memcmp(&a, &whole, 8) == 0 && std::memcmp(&c, &whole, 8) == 0,
+              "sum_squares on %d of %d blocks: the full grid's %.17g bitwise (got %.17g, %.17g after stale partials)",
+              sum_squares_blocks(packed ? n / V : n), SUMSQ_BLOCKS, whole, a, c);
+    }
     // device-side accumulation over two tensors
     DevPad<double> dout(1);
     sum_squares_device_cuda<T>(dout.p, dg.p, n, false, scratch.p, scratch.bytes, g_stream);
