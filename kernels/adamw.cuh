@@ -114,14 +114,6 @@ __global__ void __launch_bounds__(SUMSQ_BLOCKS)
     if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
 
-// Stage 1's grid: a block per SUMSQ_THREADS packs, at most SUMSQ_BLOCKS. Every pack stays with thread p (one pack a
-// thread up to SUMSQ_BLOCKS x SUMSQ_THREADS packs, the full grid beyond), and the blocks left out summed exactly 0:
-// the result is the full grid's to the bit, without its idle blocks (a gradient norm of a small model, Muon's
-// per-matrix norms: on the CPU execution layer each idle thread still passed every barrier).
-inline int sum_squares_blocks(size_t packs) {
-    const size_t blocks = (packs + SUMSQ_THREADS - 1) / SUMSQ_THREADS;
-    return blocks < 1 ? 1 : blocks > (size_t)SUMSQ_BLOCKS ? SUMSQ_BLOCKS : (int)blocks;
-}
 
 // Device-side variant, no synchronisation: *out (device double) = sum of g^2 (accumulate = false) or += it
 // (accumulate = true: sum several tensors into one total, still in a fixed order). scratch: >= SUMSQ_BLOCKS
@@ -133,7 +125,11 @@ void sum_squares_device_cuda(double* out, const T* g, size_t n, bool accumulate,
     double* partials = static_cast<double*>(scratch);
     constexpr int V = vec128<T>();
     const bool packed = aligned16(g);
-    const int blocks = sum_squares_blocks(packed ? n / V : n);
+    // Stage 1's grid: a block per SUMSQ_THREADS packs, at most SUMSQ_BLOCKS. Every pack stays with thread p (one pack
+    // a thread up to SUMSQ_BLOCKS x SUMSQ_THREADS packs, the full grid beyond), and the blocks left out summed exactly
+    // 0: the full grid's result to the bit, without its idle blocks (a small model's gradient norm, Muon's per-matrix
+    // norms: on the CPU execution layer each idle thread still passed every barrier).
+    const int blocks = (int)cuda_grid_1d(packed ? n / V : n, SUMSQ_THREADS, SUMSQ_BLOCKS);
     if (packed)
         sum_squares_partial_kernel<T, V><<<blocks, SUMSQ_THREADS, 0, stream>>>(partials, g, n);
     else

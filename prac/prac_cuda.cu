@@ -325,7 +325,7 @@ __global__ void prac_axpy_kernel(float* y, const float* x, size_t count, float a
         y[e] += a * x[e];
 }
 
-// Sums of squares in double, deterministic (the grid a function of count: sumsq_blocks; fixed tree order). sym_c == 0: x[0:count) plain;
+// Sums of squares in double, deterministic (the grid a function of count; fixed tree order). sym_c == 0: x[0:count) plain;
 // sym_c = c > 0: x is a symmetric (c, c) column-major with only its upper triangle valid, and the sum is
 // ||x - I||_F^2 (off-diagonal entries counted twice). partial[blockIdx.x] = this block's sum.
 constexpr int SUMSQ_THREADS = 256;  // SUMSQ_BLOCKS: prac/refresh_layout.h (the workspace holds the partials)
@@ -350,14 +350,6 @@ __global__ void prac_sumsq_partial_kernel(const float* x, size_t count, int sym_
         __syncthreads();
     }
     if (threadIdx.x == 0) partial[blockIdx.x] = acc[0];
-}
-// The grid of prac_sumsq_partial_kernel: a block per SUMSQ_THREADS elements, at most SUMSQ_BLOCKS. A refresh's
-// checks sum (c, c) and (n, c) matrices, most far below the full grid's 65536 threads, whose idle ones would each
-// still pass the tree's barriers (on the CPU execution layer, a fiber switch each: this kernel was a third of an
-// emulated PRAC run's time).
-inline int sumsq_blocks(size_t count) {
-    const size_t blocks = (count + SUMSQ_THREADS - 1) / SUMSQ_THREADS;
-    return blocks < 1 ? 1 : blocks > (size_t)SUMSQ_BLOCKS ? SUMSQ_BLOCKS : (int)blocks;
 }
 // *total = the sum of partial[0:blocks) in a fixed order (one thread).
 __global__ void prac_sumsq_final_kernel(const double* partial, int blocks, double* total) {
@@ -575,7 +567,10 @@ struct Refresh {
     // upper triangle valid (queued)
     void queue_sum_squares(const float* x, size_t count, int sym_c) {
         timed("checks", [&] {
-            const int blocks = sumsq_blocks(count);
+            // a block per SUMSQ_THREADS elements, at most SUMSQ_BLOCKS: the checks sum (c, c) and (n, c) matrices,
+            // most far below the full grid's 65536 threads, whose idle ones each passed the tree's barriers (on the
+            // CPU execution layer a fiber switch each: a third of an emulated PRAC run's time)
+            const int blocks = (int)cuda_grid_1d(count, SUMSQ_THREADS, SUMSQ_BLOCKS);
             prac_sumsq_partial_kernel<<<blocks, SUMSQ_THREADS, 0, h.stream>>>(x, count, sym_c, sums);
             cudaCheck(cudaGetLastError());
             prac_sumsq_final_kernel<<<1, 1, 0, h.stream>>>(sums, blocks, &checks->sumsq);

@@ -613,7 +613,7 @@ static void test_sum_squares(size_t n, size_t offset) {
     double e = std::fabs(a - ref) / ref;
     check(e <= 1e-10, "sum_squares: %.17g vs CPU %.17g, rel err %.3g (tol 1e-10)", a, ref, e);
     check(std::memcmp(&a, &b, 8) == 0, "sum_squares deterministic: two runs bitwise equal");
-    // the grid follows n (sum_squares_blocks): the full grid's result to the bit, whatever an earlier call left in the
+    // the grid follows n (cuda_grid_1d up to SUMSQ_BLOCKS): the full grid's result to the bit, whatever an earlier call left in the
     // scratch past its own partials (here 1e300 in every slot: read, it would show)
     {
         const bool packed = aligned16(dg.p);
@@ -630,7 +630,7 @@ static void test_sum_squares(size_t n, size_t offset) {
         double c = sum_squares_cuda<T>(dg.p, n, scratch.p, scratch.bytes, g_stream);
         check(std::memcmp(&a, &whole, 8) == 0 && std::memcmp(&c, &whole, 8) == 0,
               "sum_squares on %d of %d blocks: the full grid's %.17g bitwise (got %.17g, %.17g after stale partials)",
-              sum_squares_blocks(packed ? n / V : n), SUMSQ_BLOCKS, whole, a, c);
+              (int)cuda_grid_1d(packed ? n / V : n, SUMSQ_THREADS, SUMSQ_BLOCKS), SUMSQ_BLOCKS, whole, a, c);
     }
     // device-side accumulation over two tensors
     DevPad<double> dout(1);
