@@ -67,38 +67,43 @@ def load(path):
     of one log; all empty for a log with none of them (main leaves it out, or stops when no log has any)."""
     steps, evals, evalonly, glue, dropped = [], [], [], [], 0
     try:
-        f = open(path)
+        f = open(path, errors="replace")  # a binary file: its lines fail to parse below, one line of error
     except OSError as e:
         sys.exit(f"{path}: cannot open the log: {e.strerror}")
     with f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
+        text = f.read()
+    lines = text.split("\n")
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            if n == len(lines):  # no newline after it: cut by a kill mid-write (a resume drops it too)
+                print(f"{path}:{n}: a record cut short (a run killed while writing it): skipped", file=sys.stderr)
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"{path}:{n}: not a JSON object ({e})")
-            check_record(rec, path, n)
-            if rec.get("type") == "eval" and rec.get("eval_only"):
-                evalonly.append((n, rec))  # kept apart: of loaded weights, not of this run's step 0 (no replay)
-            elif rec.get("type") == "eval":
-                evals.append(rec)
-            elif rec.get("type") == "glue_eval":
-                if rec.get("split") in DEV_SPLITS:  # (MNLI's dev_mismatched is not the column's)
-                    glue.append(rec)
-            elif rec.get("type", "step") == "step":  # other records (finetune_roberta's memory, final) skipped
-                at = rec.get("step")
-                if at is not None and steps and steps[-1].get("step") is not None and steps[-1]["step"] >= at:
-                    # a resumed run replays the steps after its checkpoint: its records replace the earlier run's
-                    # step and eval records of this step and after
-                    def later(r):
-                        return r.get("step") is not None and r["step"] >= at
-                    dropped += sum(map(later, steps)) + sum(map(later, evals)) + sum(map(later, glue))
-                    steps = [r for r in steps if not later(r)]
-                    evals = [r for r in evals if not later(r)]
-                    glue = [r for r in glue if not later(r)]
-                steps.append(rec)
+            sys.exit(f"{path}:{n}: not a JSON object ({e})")
+        check_record(rec, path, n)
+        if rec.get("type") == "eval" and rec.get("eval_only"):
+            evalonly.append((n, rec))  # kept apart: of loaded weights, not of this run's step 0 (no replay)
+        elif rec.get("type") == "eval":
+            evals.append(rec)
+        elif rec.get("type") == "glue_eval":
+            if rec.get("split") in DEV_SPLITS:  # (MNLI's dev_mismatched is not the column's)
+                glue.append(rec)
+        elif rec.get("type", "step") == "step":  # other records (finetune_roberta's memory, final) skipped
+            at = rec.get("step")
+            if at is not None and steps and steps[-1].get("step") is not None and steps[-1]["step"] >= at:
+                # a resumed run replays the steps after its checkpoint: its records replace the earlier run's
+                # step and eval records of this step and after
+                def later(r):
+                    return r.get("step") is not None and r["step"] >= at
+                dropped += sum(map(later, steps)) + sum(map(later, evals)) + sum(map(later, glue))
+                steps = [r for r in steps if not later(r)]
+                evals = [r for r in evals if not later(r)]
+                glue = [r for r in glue if not later(r)]
+            steps.append(rec)
     return steps, evals, evalonly, glue, dropped
 
 
@@ -329,19 +334,22 @@ def main():
     fig, ax = plt.subplots(1, 4, figsize=(20, 4.2))
     # the second panel: validation perplexity; fine-tuning logs (no perplexity evaluation in any log): the dev score
     scores = not any(evals for _, _, evals, _ in runs) and any(glue for _, _, _, glue in runs)
-    for label, steps, evals, glue in runs:
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (label, steps, evals, glue) in enumerate(runs):
+        c = colours[i % len(colours)]  # a run's colour in every panel (a panel it has no data in skips no colour)
         xs = [s["step"] for s in steps if s.get("loss") is not None]
         ys = running_mean([s["loss"] for s in steps if s.get("loss") is not None], args.smooth)
-        ax[0].plot(xs, ys, label=label, linewidth=1.2)
+        ax[0].plot(xs, ys, label=label, linewidth=1.2, color=c)
         if scores and glue:  # a null (undefined) score is a gap
-            ax[1].plot([g["step"] for g in glue], [dev_score(g) for g in glue], marker="o", label=label)
+            ax[1].plot([g["step"] for g in glue], [dev_score(g) for g in glue], marker="o", label=label, color=c)
         elif evals:  # a null (non-finite) perplexity is a gap, as the non-finite losses are
             ax[1].plot([e["step"] for e in evals], [e["val_ppl"] if finite(e.get("val_ppl")) else math.nan
-                                                    for e in evals], marker="o", label=label)
+                                                    for e in evals], marker="o", label=label, color=c)
         mem = [s for s in steps if s.get("mem_peak_bytes") is not None]
-        ax[2].plot([s["step"] for s in mem], [s["mem_peak_bytes"] / 2**20 for s in mem], label=label)
+        ax[2].plot([s["step"] for s in mem], [s["mem_peak_bytes"] / 2**20 for s in mem], label=label, color=c)
         timed = [s for s in steps if s.get("ms_per_step") is not None]
-        ax[3].plot([s["step"] for s in timed], [s["ms_per_step"] for s in timed], label=label, linewidth=0.8)
+        ax[3].plot([s["step"] for s in timed], [s["ms_per_step"] for s in timed], label=label, linewidth=0.8,
+                   color=c)
     ax[0].set(title="training loss" + (f" (running mean {args.smooth})" if args.smooth > 1 else ""), xlabel="step",
               ylabel="loss (nats)")
     if scores:

@@ -215,7 +215,31 @@ PY
   grep -qx 'dev score (MRPC f1, STSB pearson)|ftm|2 4' <<<"$out" && grep -qx 'dev score (MRPC f1, STSB pearson)|fts|2 4' <<<"$out" \
     && ok "the PNG: fine-tuning logs' dev scores in the second panel (a memory-only log left out)" \
     || bad "the PNG's dev score panel: $(grep -v '^training\|^peak\|^step' <<<"$out")"
+  # a run keeps its colour in every panel: the first log has no evaluation, so a panel it is missing from must not
+  # shift the others' colours (they were a colour apart in the perplexity panel)
+  grep -v '"eval"' "$W/run.jsonl" >"$W/noeval.jsonl"
+  out=$(python3 - scripts/plot_runs.py --out "$W/colours.png" "$W/noeval.jsonl" "$W/run.jsonl" <<'PY' 2>&1
+import os, runpy, sys
+import matplotlib.figure
+def show(fig, *a, **k):
+    seen = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            seen.setdefault(line.get_label(), set()).add(line.get_color())
+    print("colours " + " ".join(f"{k}:{len(v)}" for k, v in sorted(seen.items())))
+matplotlib.figure.Figure.savefig = show
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+PY
+)
+  grep -qx 'colours noeval:1 run:1' <<<"$out" && ok "each run one colour in every panel" || bad "colours across panels: $out"
 fi
+# a log cut in its last record (a run killed while writing it): that record skipped, said; the others plotted
+{ cat "$W/run.jsonl"; printf '{"type":"step","step":11,"lo'; } >"$W/cut.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/cut.jsonl" 2>&1); rc=$?
+[ $rc = 0 ] && grep -q 'cut.jsonl:12: a record cut short' <<<"$out" && grep -q '^| cut | 10 |' <<<"$out" \
+  && ok "a record cut short at the end skipped: $(grep 'cut short' <<<"$out")" || bad "a cut log: exit $rc: $out"
 
 # bad arguments: a clear message and a non-zero exit, never a traceback
 refused() {  # refused WHAT PATTERN CMD...: CMD exits non-zero, prints PATTERN, no traceback
@@ -234,6 +258,8 @@ refused "a line that is not an object" "array.jsonl:1: not a JSON object (a list
   python3 scripts/plot_runs.py --no-plot "$W/array.jsonl"
 echo '{"type":"step","step":1,"loss":"x"}' >"$W/text.jsonl"
 refused "a loss that is text" 'text.jsonl:1: "loss" is "x", not a number' python3 scripts/plot_runs.py --no-plot "$W/text.jsonl"
+head -c 300 /bin/ls >"$W/binary.jsonl"
+refused "a binary file" "binary.jsonl:1: not a JSON object" python3 scripts/plot_runs.py --no-plot "$W/binary.jsonl"
 echo '{"type":"step","loss":1.5}' >"$W/nostep.jsonl"
 refused "a step record without its step" 'nostep.jsonl:1: a step record without "step"' \
   python3 scripts/plot_runs.py --no-plot "$W/nostep.jsonl"

@@ -279,6 +279,36 @@ sleep 0.5; kill -INT $pid; wait $pid; rc=$?
 [ "$rc" = 130 ] && grep -q "^interrupted (Ctrl-C) during run 1/4 llama-tiny_baseline after .*llama-tiny_baseline.out$" "$OUT/intr.log" \
   && ! grep -q Traceback "$OUT/intr.log" && ok "Ctrl-C during a run: one line naming it, exit 130" \
   || { bad "Ctrl-C during a run: exit $rc:"; tail -5 "$OUT/intr.log"; }
+# SIGTERM (a `timeout`, a scheduler) during a run: the trainer is ended too, not left training on its own (it was);
+# a rerun into an --out with an earlier table removes that table first (a stopped rerun left it beside the new logs)
+mkdir -p "$OUT/term" && echo "# an earlier table" >"$OUT/term/table2.md"
+python3 scripts/repro/table2.py --quick --models llama-tiny --steps 100000 --out "$OUT/term" >"$OUT/term.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -s "$OUT/term/llama-tiny_baseline.out" ] && break; sleep 0.2; done
+sleep 0.5; kill -TERM $pid; wait $pid; rc=$?
+sleep 0.5
+left=$(pgrep -f -- "--log $OUT/term/" || true)
+[ "$rc" = 143 ] && grep -q "^interrupted (SIGTERM) during run 1/4 llama-tiny_baseline after" "$OUT/term.log" && [ -z "$left" ] \
+  && ! grep -q Traceback "$OUT/term.log" && ok "SIGTERM during a run: the trainer ended too, one line, exit 143" \
+  || { bad "SIGTERM during a run: exit $rc, trainer left: '$left':"; tail -3 "$OUT/term.log"; }
+[ ! -e "$OUT/term/table2.md" ] && grep -q "^removed $OUT/term/table2.md of an earlier invocation" "$OUT/term.log" \
+  && ok "the earlier table removed before the rerun's runs" || bad "an earlier table left beside a stopped rerun's logs"
+[ -n "$left" ] && kill $left 2>/dev/null
+# a flag in --extra that stops the trainers from training (exit 0, no step): failed runs, not a table of the initial
+# weights' perplexity with exit 0
+(cd "$OUT" && python3 "$ROOT/scripts/repro/table9.py" --quick --extra='--eval-only' --out eo) >"$OUT/eo.log" 2>&1; rc=$?
+[ "$rc" = 1 ] && grep -q "| failed (exit 0 but no training step in its log) |" "$OUT/eo/table9.md" \
+  && ok "--extra='--eval-only': the runs failed (exit 1)" || { bad "--extra='--eval-only': exit $rc"; tail -3 "$OUT/eo.log"; }
+# a model named twice: refused (its second runs replaced the first's logs and read as another seed or column)
+for s in table9 ablation_modes memory; do
+  out=$(python3 "scripts/repro/$s.py" --quick --dry-run --models llama-tiny,llama-tiny 2>&1); rc=$?
+  [ "$rc" != 0 ] && grep -q "a model is named twice" <<<"$out" && ok "$s.py: a model named twice refused" \
+    || bad "$s.py --models llama-tiny,llama-tiny: exit $rc"
+done
+# --extra replacing a flag every run shares: the table's description names the value the runs had
+(cd "$OUT" && python3 "$ROOT/scripts/repro/table4.py" --quick --steps 3 --extra='--seq-len 64' --out seq) >"$OUT/seq.log" 2>&1
+grep -q "Sequence length 64" "$OUT/seq/table4.md" 2>/dev/null && ! grep -q "Sequence length 32" "$OUT/seq/table4.md" \
+  && ok "table4 --extra='--seq-len 64': the markdown says 64" || { bad "table4's sequence length:"; grep -i sequence "$OUT/seq/table4.md"; }
 for s in table2 table4 table9 ablation_modes ablation_k table5 memory; do
   t0=$SECONDS
   # from another directory, with a relative --out
@@ -315,6 +345,9 @@ for s in table2 table4 table9 ablation_modes ablation_k table5 memory; do
     [ -s "$OUT/$s/$s.png" ] && ok "$s.png written" || bad "$s.png missing"
   fi
 done
+# memory.py with one seed: no spread ("-"), not nan (which reads as a diverged run)
+grep -Eq '^\| llama-tiny \| [^|]+ \| [0-9.]+ \| - \| 1/1 \|' "$OUT/memory/memory.md" 2>/dev/null && ! grep -q '| nan |' "$OUT/memory/memory.md" \
+  && ok "memory.md: one seed's spread is '-'" || { bad "memory.md's spread with one seed:"; grep '^| llama-tiny' "$OUT/memory/memory.md"; }
 # table5: the synthetic MRPC-layout task is learnable: full fine-tuning's best dev F1 is at least 90 (all-positive guessing gives 67)
 grep -Eq '^\| Full FT \| [0-9.]+ \| [0-9.]+ \| (9[0-9]|100)\.[0-9]+ \|' "$OUT/table5/table5.md" 2>/dev/null \
   && ok "table5.md: Full FT learns the synthetic MRPC" || bad "table5.md: Full FT's MRPC score is missing or at chance"

@@ -19,7 +19,7 @@ def main():
     ap = C.base_parser(__doc__)
     ap.add_argument("--models", help="comma-separated subset of models")
     args = C.finish_args(ap.parse_args(), "ablation_modes")
-    models = args.models.split(",") if args.models else (["llama-tiny"] if args.quick else ["llama-60m", "llama-130m"])
+    models = C.model_list(args.models, ["llama-tiny"] if args.quick else ["llama-60m", "llama-130m"])
     runs = []
     for model in models:
         for mode, label in MODES:

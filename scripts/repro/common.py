@@ -11,6 +11,7 @@ import json
 import math
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -312,6 +313,55 @@ def planner(binary, flags, gpu_mem=None):
         return None
 
 
+class Stopped(Exception):
+    """SIGTERM or SIGHUP (a `timeout`, a closed terminal, a job scheduler): raised in the main thread so that
+    subprocess.run ends the trainer in flight (it kills its child on any exception), as Ctrl-C's SIGINT ends it."""
+
+
+def _raise_stopped(signum, frame):
+    raise Stopped(signal.Signals(signum).name)
+
+
+def interruption(e):
+    """(the signal, how to name it) of a KeyboardInterrupt or a Stopped."""
+    sig = signal.SIGINT if isinstance(e, KeyboardInterrupt) else signal.Signals[str(e)]
+    return sig, "Ctrl-C" if sig == signal.SIGINT else sig.name
+
+
+def _quiet_interrupt(kind, value, tb):
+    """Ctrl-C or a stop signal outside a training run (the planner, the plot): one line and 128 + the signal's number
+    (what a shell reports for it), not a traceback."""
+    if issubclass(kind, (KeyboardInterrupt, Stopped)):
+        sig, name = interruption(value)
+        print(f"interrupted ({name}): no table written", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(128 + sig.value)
+    sys.__excepthook__(kind, value, tb)
+
+
+sys.excepthook = _quiet_interrupt
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    if signal.getsignal(_sig) == signal.SIG_DFL:  # (nohup's ignored SIGHUP stays ignored)
+        signal.signal(_sig, _raise_stopped)
+
+
+def model_list(models, default):
+    """--models a,b (or the default list): each model once (a second run of one would replace the first's logs and
+    read as another seed or column)."""
+    names = models.split(",") if models else list(default)
+    if any(not m for m in names):
+        sys.exit(f"--models {models}: an empty name")
+    if len(set(names)) != len(names):
+        sys.exit(f"--models {models}: a model is named twice (its second runs would replace the first's logs)")
+    return names
+
+
+def flag_value(flags, name):
+    """The value of a flag as the trainer reads it: its last occurrence (--extra's replaces the table's own)."""
+    at = max(i for i, f in enumerate(flags) if f == name)
+    return flags[at + 1]
+
+
 # ---------------------------------------------------------------- logs
 
 def read_jsonl(path):
@@ -327,6 +377,8 @@ def read_jsonl(path):
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if not isinstance(rec, dict) or rec.get("eval_only"):
+                continue  # an --eval-only evaluation is of loaded weights, not of a training run
             (evals if rec.get("type") == "eval" else steps).append(rec)
     return steps, evals
 
@@ -414,12 +466,20 @@ def planned_total(run):
 
 # ---------------------------------------------------------------- running
 
-def run_all(runs, args):
-    if not args.dry_run:
-        make_out(args.out)
+def run_all(runs, args, outputs=()):
+    """Runs each run (unless --dry-run) into DIR/<run>.out and .jsonl. outputs: the files the script writes from
+    them at the end (its table, its plot), removed first when an earlier invocation left them: a rerun stopped midway
+    would leave the old table beside the new runs' logs. Returns (the devices the runs printed, failed runs)."""
     devices, failures = [], 0
     for binary in sorted({r.binary for r in runs}):
         need_binary(binary)
+    if not args.dry_run:
+        make_out(args.out)
+        for name in outputs:
+            path = os.path.join(args.out, name)
+            if os.path.exists(path):
+                os.remove(path)
+                print(f"removed {path} of an earlier invocation (its runs are being replaced)", flush=True)
     for i, r in enumerate(runs, 1):
         cmd = r.cmd(args.out)
         print(f"[{i}/{len(runs)}] {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
@@ -436,11 +496,12 @@ def run_all(runs, args):
             except subprocess.TimeoutExpired:
                 rc = 124
                 print(f"    timed out after {args.run_timeout:g} s", file=sys.stderr)
-            except KeyboardInterrupt:  # (subprocess.run has ended the run: SIGINT reached it, or it was killed)
-                print(f"interrupted (Ctrl-C) during run {i}/{len(runs)} {r.name} after {time.time() - t0:.1f} s: "
+            except (KeyboardInterrupt, Stopped) as e:  # (subprocess.run has ended the run: SIGINT reached it, or
+                sig, name = interruption(e)                # it was killed)
+                print(f"interrupted ({name}) during run {i}/{len(runs)} {r.name} after {time.time() - t0:.1f} s: "
                       f"no table written; its output so far: {os.path.join(args.out, r.name + '.out')}",
                       file=sys.stderr)
-                sys.exit(130)
+                sys.exit(128 + sig.value)
         r.rc = rc
         r.meta["wall_s"] = time.time() - t0
         with open(os.path.join(args.out, r.name + ".out")) as f:
@@ -453,6 +514,11 @@ def run_all(runs, args):
         # a failed run (diverged: the trainer stops before logging the bad step; timed out; killed) gets no numbers:
         # its log's last ones are from before the failure, and would read as the run's result
         r.result = summarize(log) if rc == 0 else None
+        if rc == 0 and not any(rec.get("type") == "step" for rec in records(log)):
+            # exit 0 without training (a flag in --extra such as --eval-only or --plan): its numbers, if any, are
+            # of the initial weights, not a result
+            rc = r.rc = "0 but no training step in its log"
+            r.result = None
         if rc != 0:
             failures += 1
             print(f"    FAILED (exit {rc}); see {os.path.join(args.out, r.name + '.out')}", file=sys.stderr)
@@ -571,7 +637,7 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     t0 = time.time()
     print(f"# {title}: {len(runs)} runs -> {args.out}" + (" (dry run)" if args.dry_run else ""), flush=True)
     notes = list(notes) + check_extra(runs, args)
-    devices, failures = run_all(runs, args)
+    devices, failures = run_all(runs, args, outputs=(table + ".md", table + ".png"))
     attach_plans(runs, args)
     # a failed planner call: a run's flags the trainer refuses, or a fit check (table2's OOM, table4's micro-batch)
     # that could not be made; the dry run's only check of the runs, so it fails the script there too

@@ -98,7 +98,7 @@ def loss_table(runs, models):
             if not vals:
                 rows.append([model, label, "failed", "-", f"0/{n}"])
                 continue
-            sd = statistics.stdev(vals) if len(vals) > 1 else float("nan")
+            sd = statistics.stdev(vals) if len(vals) > 1 else None  # one seed: no spread ("-", not nan: a divergence)
             rows.append([model, label, f"{statistics.mean(vals):.4f}", C.fmt_num(sd, "{:.4f}"), f"{len(vals)}/{n}"])
     return C.md_table(["model", "method", "val loss mean", "std over seeds", "runs"], rows)
 
@@ -123,7 +123,8 @@ def main():
     args.out = os.path.abspath(args.out)  # the trainer runs with cwd=ROOT: a relative --log would land there
     C.check_out(args.out)
     C.check_run_timeout(args)
-    args.models = args.models or ("llama-tiny,gpt2-tiny" if args.quick else "llama-mini,gpt2-mini")
+    args.models = ",".join(C.model_list(args.models, ["llama-tiny", "gpt2-tiny"] if args.quick else
+                                        ["llama-mini", "gpt2-mini"]))
     if args.seeds is not None and args.seeds <= 0:  # (0 read as "not given": 3 seeds ran)
         sys.exit(f"--seeds {args.seeds}: must be at least 1")
     if args.steps is not None and args.steps <= 0:
@@ -148,7 +149,7 @@ def main():
         return 0
     runs = loss_runs(args)
     extra_notes = C.check_extra(runs, args)
-    devices, failures = C.run_all(runs, args)
+    devices, failures = C.run_all(runs, args, outputs=("memory.md", "memory.png"))
     if args.dry_run:  # the planner is the dry run's check of the loss runs' flags
         C.attach_plans(runs, args)
         if C.PLANNER_FAILURES:

@@ -14,6 +14,7 @@ max_batch_size); when even half the micro-batch does not fit, the script says so
 half batch" (the run is still listed: on that GPU it is expected to fail).
 """
 import os
+import shlex
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -29,9 +30,7 @@ QUICK_MODELS = ["llama-tiny", "gpt2-tiny"]
 
 def build_runs(args):
     runs = []
-    models = args.models.split(",") if args.models else (QUICK_MODELS if args.quick else PAPER_MODELS)
-    if len(set(models)) != len(models):
-        sys.exit(f"--models {args.models}: a model is named twice (its second runs would replace the first's logs)")
+    models = C.model_list(args.models, QUICK_MODELS if args.quick else PAPER_MODELS)
     for model in models:
         binary = "train_gpt2" if model.startswith("gpt2") else "train_llama"
         for key, label, mflags in METHODS:
@@ -101,11 +100,15 @@ def main():
                         "-" if key == "baseline" else C.fmt_delta(planned(r), planned(base))]
             rows.append(row)
         bs = ["B / S"]
+        extra = shlex.split(args.extra) if args.extra else []
         for m in models:
             r = by[(m, "baseline")]
             fl = r.flags
-            bs += [f"{r.meta['paper_B']}/{r.meta['S']}" if "paper_B" in r.meta else
-                   f"{fl[fl.index('--batch-size') + 1]}/{fl[fl.index('--seq-len') + 1]}", "", "", ""]
+            # --paper: the paper's micro-batch (a run that did not fit trained at half of it); what --extra gave
+            # every run instead, when it replaced the flag
+            b = r.meta["paper_B"] if "paper_B" in r.meta and "--batch-size" not in extra else \
+                C.flag_value(fl, "--batch-size")
+            bs += [f"{b}/{C.flag_value(fl, '--seq-len')}", "", "", ""]
         rows.append(bs)
         return C.md_table(header, rows)
 

@@ -59,7 +59,7 @@ def main():
     args = C.finish_args(ap.parse_args(), "table4")
     runs, B, B2 = build_runs(args)
     unit, _ = C.mem_unit(args)
-    seq = int(runs[0].flags[runs[0].flags.index("--seq-len") + 1])
+    seq = int(C.flag_value(runs[0].flags, "--seq-len"))
     paper_tokens = 150000 * 512 * 256
 
     def tables(runs):

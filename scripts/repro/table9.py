@@ -17,7 +17,7 @@ def main():
     ap = C.base_parser(__doc__)
     ap.add_argument("--models", help="comma-separated subset of models")
     args = C.finish_args(ap.parse_args(), "table9")
-    models = args.models.split(",") if args.models else (["llama-tiny"] if args.quick else ["llama-130m", "llama-350m"])
+    models = C.model_list(args.models, ["llama-tiny"] if args.quick else ["llama-130m", "llama-350m"])
     runs = []
     for model in models:
         for opt, label in OPTS:
