@@ -331,10 +331,13 @@ constexpr int CLS_THREADS = 512;
 // order: scale first, then subtract), 0 for ignored rows, written as TD over the row itself:
 //   TD = float: element v replaces element v (same thread reads then writes);
 //   TD = bf16:  bf16 element v lies at byte 2v of the row, inside fp32 element v/2. The row is walked in steps
-//     of blockDim: every thread reads its fp32 element, the block syncs, then writes. The bytes written in the
-//     step at `base` belong to fp32 elements < (base + blockDim) / 2, all read in this or an earlier step (and
-//     after the sync), and the next step reads elements >= base + blockDim, never written. So the bf16 row
-//     (row stride 2 * ld bf16 elements) replaces the fp32 row in place, and no second scratch is needed.
+//     of S = CLS_PER_THREAD * blockDim: every thread reads its CLS_PER_THREAD fp32 elements of the step, the block
+//     syncs, then writes. The bytes written in the step at `base` belong to fp32 elements < (base + S) / 2, all
+//     read in this or an earlier step (and before the sync), and the next step reads elements >= base + S, never
+//     written. So the bf16 row (row stride 2 * ld bf16 elements) replaces the fp32 row in place, and no second
+//     scratch is needed. Several elements per thread make one barrier per S logits instead of per blockDim (the
+//     GPT-2 vocabulary: 13 barriers a row, not 99); each element's value is the same either way.
+constexpr int CLS_PER_THREAD = 8;
 template <typename TD>
 __global__ void __launch_bounds__(CLS_THREADS)
     classifier_row_kernel(float* losses, float* logits, int ld, int V, const int32_t* targets, float grad_scale,
@@ -380,14 +383,23 @@ __global__ void __launch_bounds__(CLS_THREADS)
     __syncthreads();
     if (!train) return;
     const float lse = lse_sh;
-    for (int base = 0; base < V; base += blockDim.x) {  // same trip count for every thread: the sync is uniform
-        const int v = base + threadIdx.x;
-        const float x = v < V ? l[v] : 0.0f;
+    const int step = CLS_PER_THREAD * blockDim.x;
+    for (int base = 0; base < V; base += step) {  // same trip count for every thread: the sync is uniform
+        float x[CLS_PER_THREAD];  // this thread's logits of the step: v = base + k * blockDim + threadIdx
+#pragma unroll
+        for (int k = 0; k < CLS_PER_THREAD; k++) {
+            const int v = base + k * blockDim.x + threadIdx.x;
+            x[k] = v < V ? l[v] : 0.0f;
+        }
         if (sizeof(TD) < sizeof(float)) __syncthreads();
-        if (v < V) {
-            float g = expf(x - lse) * grad_scale;
-            if (v == target) g -= grad_scale;
-            d[v] = from_float<TD>(g);
+#pragma unroll
+        for (int k = 0; k < CLS_PER_THREAD; k++) {
+            const int v = base + k * blockDim.x + threadIdx.x;
+            if (v < V) {
+                float g = expf(x[k] - lse) * grad_scale;
+                if (v == target) g -= grad_scale;
+                d[v] = from_float<TD>(g);
+            }
         }
     }
 }
