@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "common/strings.h"  // join
@@ -23,14 +24,15 @@ struct TsvLayout {
 };
 
 const GlueTaskInfo TASKS[] = {
-    {GlueTask::COLA, "cola", 2, false, {"unacceptable", "acceptable"}, {"dev"}},
-    {GlueTask::SST2, "sst2", 2, false, {"negative", "positive"}, {"dev"}},
-    {GlueTask::MRPC, "mrpc", 2, true, {"not_equivalent", "equivalent"}, {"dev"}},
-    {GlueTask::STSB, "stsb", 1, true, {}, {"dev"}},
-    {GlueTask::QQP, "qqp", 2, true, {"not_duplicate", "duplicate"}, {"dev"}},
-    {GlueTask::MNLI, "mnli", 3, true, {"entailment", "neutral", "contradiction"}, {"dev_matched", "dev_mismatched"}},
-    {GlueTask::QNLI, "qnli", 2, true, {"entailment", "not_entailment"}, {"dev"}},
-    {GlueTask::RTE, "rte", 2, true, {"entailment", "not_entailment"}, {"dev"}},
+    {GlueTask::COLA, "cola", 2, false, {"unacceptable", "acceptable"}, {"dev"}, {"test"}, {"CoLA.tsv"}, false},
+    {GlueTask::SST2, "sst2", 2, false, {"negative", "positive"}, {"dev"}, {"test"}, {"SST-2.tsv"}, false},
+    {GlueTask::MRPC, "mrpc", 2, true, {"not_equivalent", "equivalent"}, {"dev"}, {"test"}, {"MRPC.tsv"}, false},
+    {GlueTask::STSB, "stsb", 1, true, {}, {"dev"}, {"test"}, {"STS-B.tsv"}, false},
+    {GlueTask::QQP, "qqp", 2, true, {"not_duplicate", "duplicate"}, {"dev"}, {"test"}, {"QQP.tsv"}, false},
+    {GlueTask::MNLI, "mnli", 3, true, {"entailment", "neutral", "contradiction"}, {"dev_matched", "dev_mismatched"},
+     {"test_matched", "test_mismatched"}, {"MNLI-m.tsv", "MNLI-mm.tsv"}, true},
+    {GlueTask::QNLI, "qnli", 2, true, {"entailment", "not_entailment"}, {"dev"}, {"test"}, {"QNLI.tsv"}, true},
+    {GlueTask::RTE, "rte", 2, true, {"entailment", "not_entailment"}, {"dev"}, {"test"}, {"RTE.tsv"}, true},
 };
 
 TsvLayout tsv_layout(GlueTask t) {
@@ -121,14 +123,14 @@ float parse_score(const std::string& text, const std::string& where) {
 std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& path, std::ifstream& in) {
     std::vector<GlueExample> out;
     std::string line;
-    int ia = -1, ib = -1, il = -1;
+    int ia = -1, ib = -1, il = -1, ii = -1;  // columns: text_a, text_b, label, index
     size_t columns = 0, lineno = 0;
     const TsvLayout layout = tsv_layout(info.task);
     if (info.task == GlueTask::COLA) {
         // train/dev: source, label, original label, sentence (no header); test: a header "index\tsentence"
         std::streampos start = in.tellg();
         if (std::getline(in, line) && strip_cr(line) == "index\tsentence") {
-            ia = 1, columns = 2, lineno = 1;
+            ii = 0, ia = 1, columns = 2, lineno = 1;
         } else {
             in.clear();
             in.seekg(start);
@@ -149,6 +151,7 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
         ia = find(layout.text_a);
         ib = *layout.text_b ? find(layout.text_b) : -1;
         il = find(layout.label);
+        ii = find(info.task == GlueTask::QQP ? "id" : "index");
         if (ia < 0 || (*layout.text_b && ib < 0)) {
             std::string want = std::string("'") + layout.text_a + "'" + (*layout.text_b ? std::string(", '") + layout.text_b + "'" : "");
             fail("%s: the header has no column %s, which the GLUE %s TSV has (header read: '%s')\n"
@@ -179,6 +182,7 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
         e.line = (int)lineno;
         e.text_a = cols[ia];
         if (ib >= 0) e.text_b = cols[ib];
+        if (ii >= 0) e.index = cols[ii];
         if (il >= 0) {
             if (info.num_labels == 1) {
                 e.score = parse_score(cols[il], where);
@@ -216,6 +220,7 @@ std::vector<GlueExample> read_jsonl(const GlueTaskInfo& info, const std::string&
         e.line = (int)lineno;
         e.text_a = text(fa);
         if (*fb) e.text_b = text(fb);
+        if (j.contains("idx") && j["idx"].is_number_integer()) e.index = j["idx"].dump();
         if (j.contains("label")) {
             const nlohmann::json& l = j["label"];
             if (info.num_labels == 1) {
@@ -288,4 +293,25 @@ std::string glue_split_path(const std::string& dir, const std::string& split) {
         fail("no %s split in %s (looked for %s and %s)", split.c_str(), dir.c_str(), tsv.c_str(), jsonl.c_str());
     }
     return has_tsv ? tsv : jsonl;
+}
+
+std::string glue_submission_text(const GlueTaskInfo& task, const std::vector<GlueExample>& examples,
+                                 const std::vector<int>& pred, const std::vector<double>& score) {
+    if (pred.size() != examples.size() || score.size() != examples.size())
+        throw std::logic_error("glue_submission_text: sizes differ");
+    const bool file_index = std::all_of(examples.begin(), examples.end(), [](const GlueExample& e) {
+        return !e.index.empty();
+    });
+    std::string out = "index\tprediction\n";
+    for (size_t i = 0; i < examples.size(); i++) {
+        out += file_index ? examples[i].index : std::to_string(i);
+        if (task.num_labels == 1) {
+            out += format("\t%.9g\n", score[i]);
+        } else {
+            if (pred[i] < 0 || pred[i] >= task.num_labels)
+                throw std::logic_error(format("glue_submission_text: prediction %d of example %zu", pred[i], i));
+            out += "\t" + (task.submit_label_names ? task.label_names[pred[i]] : std::to_string(pred[i])) + "\n";
+        }
+    }
+    return out;
 }

@@ -14,6 +14,11 @@ struct GlueTaskInfo {
     bool pair;                // sentence pairs (text_b used)
     std::vector<std::string> label_names;  // index = label id (Hugging Face's order); empty = ids in the files
     std::vector<std::string> dev_splits;   // MNLI: dev_matched and dev_mismatched; others: dev
+    std::vector<std::string> test_splits;  // MNLI: test_matched and test_mismatched; others: test
+    // GLUE's submission file of each test split (CoLA.tsv, MNLI-m.tsv, ...): rows "index<TAB>prediction"; the
+    // prediction is the label's name for the NLI tasks (MNLI, QNLI, RTE), else its id (STS-B: the score)
+    std::vector<std::string> submission_files;
+    bool submit_label_names;
 };
 
 const GlueTaskInfo& glue_task_info(GlueTask task);
@@ -27,13 +32,21 @@ struct GlueExample {
     int label = -1;      // class id; -1 = unlabeled (a test split)
     float score = 0.0f;  // STS-B's similarity (label is 0 there)
     int line = 0;        // its line in the file it was read from (1-based; 0: not read from a file)
+    std::string index;   // its id in the file: the TSV's index column (QQP's: id), the JSON lines' idx; "" if none
 };
 
 // Reads one split file: *.jsonl as JSON lines (fields sentence / sentence1, sentence2 / question, sentence /
-// question1, question2 / premise, hypothesis, and label), anything else as the GLUE TSV of the task (columns
+// question1, question2 / premise, hypothesis, and label; idx), anything else as the GLUE TSV of the task (columns
 // found by header name; CoLA's TSV has no header: source, label, original label, sentence). The test splits of
 // the GLUE TSVs carry no label column: their examples have label -1.
 std::vector<GlueExample> read_glue_file(GlueTask task, const std::string& path);
+
+// --predict: GLUE's submission file of one test split: a header "index<TAB>prediction", then per example its index
+// (the file's index column or idx field; every example's position in the file when any example has none) and the
+// prediction: STS-B's score (%.9g: the model's float32 output exactly), the NLI tasks' label names, the other tasks'
+// label ids. pred: the argmax per example; score: STS-B's output.
+std::string glue_submission_text(const GlueTaskInfo& task, const std::vector<GlueExample>& examples,
+                                 const std::vector<int>& pred, const std::vector<double>& score);
 
 // DIR/<split>.tsv or DIR/<split>.jsonl, whichever exists (an error naming both when neither does, or when both
 // do); split is "train", "dev", "dev_matched", ... (glue_task_info().dev_splits).

@@ -477,5 +477,80 @@ mkdir -p "$T/sharded" && cp "$T/model/config.json" "$T/model/vocab.json" "$T/mod
 expect_error "a sharded checkpoint named as such" "sharded checkpoint.*not supported" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/sharded"
 expect_error "--ckpt-dir that is a file refused" "--ckpt-dir .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --ckpt-dir "$T/model/config.json"
 expect_error "--save that is a file refused" "--save .*config.json: that is a file" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --save "$T/model/config.json"
+
+# 12. --predict: GLUE's submission files of the test split. The test split is the dev split in GLUE's test layout,
+# its rows in reverse order, each with its own index (1002 + its dev row): the predictions file, joined to the dev
+# labels by that index, must give the very metrics the evaluation printed (a row predicted for another, a wrong
+# index or a label id off by one breaks it)
+mkdir -p "$T/pm" && cp "$T/data/mrpc/train.tsv" "$T/data/mrpc/dev.tsv" "$T/pm/"
+{ printf 'index\t#1 ID\t#2 ID\t#1 String\t#2 String\n'
+  awk 'BEGIN { FS = OFS = "\t" } NR > 1 { print 1000 + NR, $2, $3, $4, $5 }' "$T/data/mrpc/dev.tsv" | tac; } > "$T/pm/test.tsv"
+out=$("$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --predict "$T/pred" 2>&1); rc=$?
+python3 - "$T/pm/dev.tsv" "$T/pred/MRPC.tsv" "$(grep '^dev loss' <<<"$out")" <<'PY' \
+  && ok "--eval-only --predict: MRPC.tsv (index column kept) scores the printed accuracy and F1" \
+  || bad "--eval-only --predict MRPC: rc $rc, $(tail -3 <<<"$out")"
+import re, sys
+dev, pred, printed = sys.argv[1:]
+labels = [int(l.split("\t")[0]) for l in open(dev).read().splitlines()[1:]]
+rows = open(pred).read().splitlines()
+assert rows[0] == "index\tprediction", rows[0]
+idx = [int(r.split("\t")[0]) for r in rows[1:]]
+assert idx == [1002 + i for i in reversed(range(len(labels)))], idx[:3]  # the test file's order and index
+by_index = {int(r.split("\t")[0]): int(r.split("\t")[1]) for r in rows[1:]}
+p = [by_index[1002 + i] for i in range(len(labels))]
+tp = sum(a == 1 and b == 1 for a, b in zip(p, labels)); fp = sum(a == 1 and b == 0 for a, b in zip(p, labels))
+fn = sum(a == 0 and b == 1 for a, b in zip(p, labels))
+acc = sum(a == b for a, b in zip(p, labels)) / len(labels); f1 = 2 * tp / (2 * tp + fp + fn)
+want = {k: float(v) for k, v in re.findall(r"(accuracy|f1) ([0-9.]+)", printed)}
+assert len(want) == 2 and round(acc, 4) == want["accuracy"] and round(f1, 4) == want["f1"], (acc, f1, want)
+PY
+grep -q "^predicted test: 128 examples with --init-from's weights (not_equivalent [0-9]*, equivalent [0-9]*) -> $T/pred/MRPC.tsv" <<<"$out" \
+  && ok "--predict summary printed" || bad "--predict summary: $(grep predicted <<<"$out")"
+# STS-B: the scores (9 digits: the float32 outputs) correlate with the dev scores as the printed Pearson says
+mkdir -p "$T/ps" && cp "$T/data/stsb/train.tsv" "$T/data/stsb/dev.tsv" "$T/ps/"
+cut -f1-9 "$T/data/stsb/dev.tsv" > "$T/ps/test.tsv"
+out=$("$BIN" --task stsb --data-dir "$T/ps" --init-from "$T/s2" --eval-only --predict "$T/pred" 2>&1); rc=$?
+python3 - "$T/ps/dev.tsv" "$T/pred/STS-B.tsv" "$(grep '^dev loss' <<<"$out")" <<'PY' \
+  && ok "--predict STS-B.tsv: the scores' Pearson is the printed one" || bad "--predict STS-B: rc $rc, $(tail -3 <<<"$out")"
+import re, sys
+dev, pred, printed = sys.argv[1:]
+y = [float(l.split("\t")[-1]) for l in open(dev).read().splitlines()[1:]]
+rows = open(pred).read().splitlines()[1:]
+assert [int(r.split("\t")[0]) for r in rows] == list(range(len(y)))
+x = [float(r.split("\t")[1]) for r in rows]
+mx, my = sum(x) / len(x), sum(y) / len(y)
+cov = sum((a - mx) * (b - my) for a, b in zip(x, y))
+r = cov / (sum((a - mx) ** 2 for a in x) * sum((b - my) ** 2 for b in y)) ** 0.5
+want = float(re.search(r"pearson ([0-9.-]+)", printed).group(1))
+assert abs(r - want) < 1e-4, (r, want)  # the printed 4 decimals
+PY
+# a training run writes them at its end; an earlier run's file is refused up front; no test split is said up front
+"$BIN" --task mrpc --data-dir "$T/pm" $M --epochs 1 --predict "$T/pred2" > "$T/p2.out" 2>&1 \
+  && grep -q "^--predict: test, 128 examples, into $T/pred2/MRPC.tsv at the end" "$T/p2.out" \
+  && grep -q "^predicted test: 128 examples with the final weights (epoch 1)" "$T/p2.out" \
+  && [ "$(wc -l < "$T/pred2/MRPC.tsv")" -eq 129 ] && ok "a training run's --predict writes MRPC.tsv at its end" \
+  || bad "training --predict: $(tail -3 "$T/p2.out")"
+expect_error "--predict over an earlier run's file refused" "--predict .*pred2 already holds MRPC.tsv" "$BIN" --task mrpc --data-dir "$T/pm" $M --epochs 1 --predict "$T/pred2"
+expect_error "--predict without a test split said before training" "no test split in .*data/mrpc" "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --predict "$T/pred3"
+# test examples longer than every training and dev example: the arena grows for them, the training and dev batches
+# do not (their padding, so their arithmetic, is --predict's no matter): the dev scores are the same to the last
+# digit with and without --predict, with --padding longest too, and a --resume may add --predict
+mkdir -p "$T/pl" && cp "$T/pm/train.tsv" "$T/pm/dev.tsv" "$T/pl/"
+awk 'BEGIN { FS = OFS = "\t" } NR > 1 { $4 = $4 " " $4 " " $4 } { print }' "$T/pm/test.tsv" > "$T/pl/test.tsv"
+for pad in batch longest; do
+  a=$("$BIN" --task stsb --data-dir "$T/ps" --init-from "$T/s2" --eval-only --padding $pad 2>&1 | grep '^dev loss')
+  mkdir -p "$T/psl" && cp "$T/ps/train.tsv" "$T/ps/dev.tsv" "$T/psl/"
+  awk 'BEGIN { FS = OFS = "\t" } NR > 1 { $8 = $8 " " $8 " " $8 " " $8 } { print }' "$T/ps/test.tsv" > "$T/psl/test.tsv"
+  out=$("$BIN" --task stsb --data-dir "$T/psl" --init-from "$T/s2" --eval-only --padding $pad --predict "$T/pred5$pad" 2>&1)
+  [ -n "$a" ] && [ "$(grep '^dev loss' <<<"$out")" = "$a" ] && [ -s "$T/pred5$pad/STS-B.tsv" ] \
+    && ok "--padding $pad: longer test examples leave the dev scores as they were: '$a'" \
+    || bad "--padding $pad, longer test examples: '$a' vs '$(grep '^dev loss' <<<"$out")'"
+done
+"$BIN" --task mrpc --data-dir "$T/pl" $M --epochs 1 --ckpt-dir "$T/ckp" --ckpt-every 8 > "$T/pl.out" 2>&1 \
+  || bad "the run before --predict: $(tail -2 "$T/pl.out")"
+"$BIN" --task mrpc --data-dir "$T/pl" $M --epochs 1 --ckpt-dir "$T/ckp" --resume --predict "$T/pred4" > "$T/pl2.out" 2>&1 \
+  && [ "$(wc -l < "$T/pred4/MRPC.tsv")" -eq 129 ] && ok "a --resume that adds --predict (longer test examples) predicts" \
+  || bad "--resume adding --predict: $(tail -3 "$T/pl2.out")"
+expect_error "--predict that is a file refused" "--predict .*config.json is a file" "$BIN" --task mrpc --data-dir "$T/pm" $M --predict "$T/model/config.json"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -159,6 +159,47 @@ TEST_F(GlueFiles, ByteOrderMarkAndLineNumbers) {
     EXPECT_EQ(sst2[0].text_a, "\xEF\xBB\xBFgood");
 }
 
+// The test splits (GLUE's test files: an index column, QQP's "id", no label; Hugging Face's: idx) keep each example's
+// index, and --predict writes GLUE's submission rows: "index<TAB>prediction", the label's name for MNLI, QNLI and RTE,
+// its id for the others, STS-B's score (9 significant digits: the float32 output exactly).
+TEST_F(GlueFiles, TestSplitsKeepTheirIndexForGlueSubmissionFiles) {
+    auto cola = read(GlueTask::COLA, "cola_test.tsv", "index\tsentence\n7\tBill whistled.\n8\tHe left.\n");
+    EXPECT_EQ(cola[0].index, "7");
+    EXPECT_EQ(cola[1].index, "8");
+    auto qqp = read(GlueTask::QQP, "qqp_test.tsv", "id\tquestion1\tquestion2\n0\tHow?\tWhy?\n");
+    EXPECT_EQ(qqp[0].index, "0");
+    EXPECT_EQ(qqp[0].label, -1);
+    auto mrpc = read(GlueTask::MRPC, "mrpc_test.tsv", "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n41\t1\t2\tA.\tB.\n");
+    EXPECT_EQ(mrpc[0].index, "41");
+    auto mrpc_train = read(GlueTask::MRPC, "mrpc.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tA.\tB.\n");
+    EXPECT_EQ(mrpc_train[0].index, "");  // no index column
+    auto mnli = read(GlueTask::MNLI, "mnli_test.tsv",
+                     "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\tsentence1_parse\t"
+                     "sentence2_parse\tsentence1\tsentence2\n0\t1\t1n\tslate\t(a)\t(b)\t(A)\t(B)\tP.\tH.\n"
+                     "1\t2\t2n\tslate\t(a)\t(b)\t(A)\t(B)\tQ.\tI.\n"
+                     "2\t3\t3n\tslate\t(a)\t(b)\t(A)\t(B)\tR.\tJ.\n");
+    ASSERT_EQ(mnli.size(), 3u);
+    EXPECT_EQ(mnli[2].index, "2");
+    EXPECT_EQ(mnli[2].label, -1);
+    auto rte = read(GlueTask::RTE, "rte.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": -1, \"idx\": 12}\n");
+    EXPECT_EQ(rte[0].index, "12");
+
+    const GlueTaskInfo& mi = glue_task_info(GlueTask::MNLI);
+    EXPECT_EQ(mi.test_splits, (std::vector<std::string>{"test_matched", "test_mismatched"}));
+    EXPECT_EQ(mi.submission_files, (std::vector<std::string>{"MNLI-m.tsv", "MNLI-mm.tsv"}));
+    EXPECT_EQ(glue_submission_text(mi, mnli, {2, 0, 1}, {0, 0, 0}),
+              "index\tprediction\n0\tcontradiction\n1\tentailment\n2\tneutral\n");
+    EXPECT_EQ(glue_submission_text(glue_task_info(GlueTask::RTE), rte, {1}, {0}), "index\tprediction\n12\tnot_entailment\n");
+    EXPECT_EQ(glue_submission_text(glue_task_info(GlueTask::COLA), cola, {1, 0}, {0, 0}), "index\tprediction\n7\t1\n8\t0\n");
+    EXPECT_EQ(glue_task_info(GlueTask::COLA).submission_files, std::vector<std::string>{"CoLA.tsv"});
+    // STS-B: the score; an example without an index (a file without the column): every row its position
+    auto sts = read(GlueTask::STSB, "sts_test.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": -1.0, \"idx\": 5}\n"
+                                                     "{\"sentence1\": \"c\", \"sentence2\": \"d\", \"label\": -1.0}\n");
+    EXPECT_EQ(glue_submission_text(glue_task_info(GlueTask::STSB), sts, {0, 0}, {3.14159, -0.25}),
+              "index\tprediction\n0\t3.14159\n1\t-0.25\n");
+    EXPECT_EQ(glue_task_info(GlueTask::STSB).submission_files, std::vector<std::string>{"STS-B.tsv"});
+}
+
 // The same tasks as Hugging Face `datasets` exports them (to_json: one object per line, label ids).
 TEST_F(GlueFiles, JsonLinesWithHuggingFaceFields) {
     auto mnli = read(GlueTask::MNLI, "mnli.jsonl",

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
+#include <stdexcept>
 #include <iterator>
 
 #include <unistd.h>  // access
@@ -84,6 +85,11 @@ const FlagDef FLAGS[] = {
     F("--overwrite", "", BOOL, overwrite, "start over where --ckpt-dir, --save or --log holds an earlier run's files"),
     F("--save", "DIR", STR, save, "at the end write a Hugging Face directory (config, weights, tokenizer)"),
     F("--eval-only", "", BOOL, eval_only, "only evaluate --init-from (a fine-tuned directory) on the dev split(s)"),
+    F("--predict", "DIR", STR, predict,
+      "predict the test split(s) of --data-dir (test; MNLI: test_matched, test_mismatched) with the final weights "
+      "(with --eval-only: --init-from's) and write GLUE's submission files to DIR: CoLA.tsv, SST-2.tsv, MRPC.tsv, "
+      "STS-B.tsv, QQP.tsv, MNLI-m.tsv, MNLI-mm.tsv, QNLI.tsv, RTE.tsv (index, prediction); the test examples count "
+      "toward the padded length"),
     F("--device", "cpu|cuda|auto", STR, device,
       "backend: cpu, cuda (the CUDA backend; tested on an H100 once and emulated in every make test: "
       "docs/VERIFICATION.md), or auto (cuda when a GPU is there and the build has the CUDA backend)"),
@@ -180,6 +186,23 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     if (o.optimizer == "rso" && o.rso_rank == 0) o.rso_rank = 4;  // Table 5: RSO (rank=4)
     o.model = o.init_from;  // the trainer's resume keys name the model by it
     o.steps = 0;            // set from the data: epochs x batches per epoch
+}
+
+void claim_predict_dir(const FinetuneOptions& o, const GlueTaskInfo& task) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(o.predict, ec) && !fs::is_directory(o.predict, ec))
+        fail("--predict %s is a file, not a directory\n---> HINT: pass a directory for GLUE's submission files (%s)",
+             o.predict.c_str(), join(task.submission_files).c_str());
+    fs::create_directories(o.predict, ec);
+    CHECK_USER(!ec, "--predict %s: cannot create the directory (%s)", o.predict.c_str(), ec.message().c_str());
+    CHECK_USER(access(o.predict.c_str(), W_OK) == 0, "--predict %s: not writable\n---> HINT: choose another "
+               "directory", o.predict.c_str());
+    if (o.overwrite || o.resume) return;
+    for (const std::string& name : task.submission_files)
+        CHECK_USER(!fs::exists(o.predict + "/" + name, ec), "--predict %s already holds %s (an earlier run's "
+                   "predictions); this run would replace it\n---> HINT: %s, or choose another --predict directory",
+                   o.predict.c_str(), name.c_str(), o.eval_only ? "remove it" : "pass --overwrite to replace it");
 }
 
 std::vector<std::string> finetune_flag_names() {

@@ -43,6 +43,7 @@ struct FinetuneOptions : TrainOptions {
     int epochs = 30;       // appendix D
     int max_len = 512;     // tokens per example after truncation (appendix D)
     std::string padding = "batch";  // batch: each batch to its longest row (rounded up); longest: to the data's
+    std::string predict;   // a directory for GLUE's submission files of the test split(s); "": no predictions
     FinetuneOptions();     // the fine-tuning defaults (appendix D, Hugging Face's run_glue)
 };
 
@@ -74,6 +75,10 @@ void copy_tokenizer_files(const std::string& from, const std::string& to, int ma
 // to INT_MAX: transformers writes 1e30 for "no limit").
 int tokenizer_max_length(const std::string& dir);
 
+// --predict DIR: made when missing; a file of another run's predictions in it is refused without --overwrite (or
+// --resume, whose run writes them at its end).
+void claim_predict_dir(const FinetuneOptions& o, const GlueTaskInfo& task);
+
 // The dev metrics of one evaluation: per split, the task's metrics in GLUE's order.
 struct DevScores {
     std::vector<std::string> splits;
@@ -94,11 +99,14 @@ struct FineTuner {
     RobertaTokenizer tok;
     std::vector<GlueExample> train_examples;
     std::vector<std::vector<GlueExample>> dev_examples;  // one per dev split
+    std::vector<std::vector<GlueExample>> test_examples;  // --predict: one per test split (info.test_splits)
     GlueEncoded train_set;
-    std::vector<GlueEncoded> dev_sets;
+    std::vector<GlueEncoded> dev_sets, test_sets;
     const int B;
-    int T = 0;  // the arena's (B, T): T the longest encoded example of train and dev, at most --max-len; each batch
-                // is (B, padded_len(its longest row)), <= T
+    int T = 0;  // the longest encoded example of train and dev, at most --max-len; each of their batches is
+                // (B, padded_len(its longest row)), <= T
+    int T_arena = 0;  // the arena's (B, T_arena): T, or --predict's longest test example if longer (the test
+                      // batches' cap; the training's arithmetic and T do not depend on --predict)
     std::string resume_path;  // --resume: the checkpoint (set with T by check_data_first, before the model)
     std::unique_ptr<GlueBatcher> batcher;
     Roberta<Backend> model;
@@ -136,6 +144,9 @@ struct FineTuner {
         check_prac_compresses(compressed_sites(model.sites), prac.mode, opts.prac, opts.prac_classes, opts.recompute);
         std::printf("task %s: %zu training examples, %s; tokenized with %s\n", info.name,
                     train_examples.size(), dev_text().c_str(), tok.name().c_str());
+        for (size_t d = 0; d < test_examples.size(); d++)
+            std::printf("--predict: %s, %zu examples, into %s/%s at the end\n", info.test_splits[d].c_str(),
+                        test_examples[d].size(), opts.predict.c_str(), info.submission_files[d].c_str());
         if (train_set.truncated || count_truncated())
             std::printf("notice: %lld training and %lld dev examples were truncated to --max-len %d tokens\n",
                         (long long)train_set.truncated, (long long)count_truncated(), opts.max_len);
@@ -156,9 +167,9 @@ struct FineTuner {
         if (head && !names_note.empty()) std::printf("warning: %s\n", names_note.c_str());
         if (opts.eval_only && !head)
             std::printf("warning: --eval-only with a new, untrained head: the scores are those of a random head\n");
-        model.allocate_activations(B, T);
-        ids.assign((size_t)B * T, 0);
-        mask.assign((size_t)B * T, 0);
+        model.allocate_activations(B, T_arena);
+        ids.assign((size_t)B * T_arena, 0);
+        mask.assign((size_t)B * T_arena, 0);
         labels.assign(B, NAN);
         enc = {ids.data(), mask.data(), nullptr, labels.data()};
         memory_report();
@@ -218,7 +229,7 @@ struct FineTuner {
     }
     int micro_batches() const { return (int)micro.size(); }
     // Micro-batch m of the step as the model's input, (B, its padded length)
-    void load_micro_batch(int m) { fill_input(micro[m]); }
+    void load_micro_batch(int m) { fill_input(micro[m], T); }
 
     // a stop signal (STOP_SIGNALS: SIGINT, SIGUSR1, SIGTERM), or 0
     int stop_requested() const { return (int)g_stop_signal; }
@@ -301,6 +312,7 @@ struct FineTuner {
         DevScores s = evaluate();
         std::printf("dev loss %.4f | %s\n", s.loss, s.text().c_str());
         log_eval(s, 0);
+        if (!opts.predict.empty()) predict("--init-from's weights");
         return 0;
     }
 
@@ -343,6 +355,12 @@ struct FineTuner {
                         "RobertaForSequenceClassification.from_pretrained loads it)\n%s", opts.save.c_str(),
                         earlier_files_removed(removed).c_str());
         }
+        if (!opts.predict.empty()) predict(format("the final weights (epoch %d)", opts.epochs));
+        // a stop signal during the last evaluation, --save or the predictions: all written; said, and its exit code
+        if (int sig = stop_requested()) {
+            std::printf("received signal %d during the run's end: it went on to its end; exit %d\n", sig, 128 + sig);
+            return 128 + sig;
+        }
         return 0;
     }
 
@@ -365,19 +383,20 @@ struct FineTuner {
         const PlanTarget here = cpu_backend                        ? PlanTarget::CPU_FP32
                                 : Backend::act_dtype == DType::F32 ? PlanTarget::CUDA_FP32
                                                                    : PlanTarget::CUDA_BF16;
-        MemoryPlan plan_here = plan_memory(cfg, prac, B, T, here, &choice, opts.recompute_options());
-        MemoryPlan plan_bf16 = plan_memory(cfg, prac, B, T, PlanTarget::CUDA_BF16, &choice, opts.recompute_options());
+        MemoryPlan plan_here = plan_memory(cfg, prac, B, T_arena, here, &choice, opts.recompute_options());
+        MemoryPlan plan_bf16 =
+            plan_memory(cfg, prac, B, T_arena, PlanTarget::CUDA_BF16, &choice, opts.recompute_options());
         size_t arena = model.arena.acts_bytes + model.arena.bases_bytes;
         // the peak: the arena is allocated once for (B, T), and a batch of the longest example fills it
         std::printf("activation memory at B=%d T=%d (the peak, at the longest example): planned %.2f MiB on this "
                     "backend (%s; saved for backward %.2f MiB), %.2f MiB in the CUDA bf16 build (saved %.2f MiB)",
-                    B, T, activations(plan_here) / 1048576.0, plan_target_name(here), saved(plan_here) / 1048576.0,
+                    B, T_arena, activations(plan_here) / 1048576.0, plan_target_name(here), saved(plan_here) / 1048576.0,
                     activations(plan_bf16) / 1048576.0, saved(plan_bf16) / 1048576.0);
         if (cpu_backend)
             std::printf(" | measured: the CPU arena %.2f MiB (%s the plan)", arena / 1048576.0,
                         arena == activations(plan_here) ? "equal to" : "DIFFERENT FROM");
         std::printf("\n");
-        log.record("memory", {{"B", (double)B}, {"T", (double)T},
+        log.record("memory", {{"B", (double)B}, {"T", (double)T_arena},
                               {"planned_activation_bytes", (double)activations(plan_here)},
                               {"planned_saved_bytes", (double)saved(plan_here)},
                               {"planned_activation_bytes_cuda_bf16", (double)activations(plan_bf16)},
@@ -441,19 +460,36 @@ struct FineTuner {
         }
         for (size_t d = 0; d < dev_examples.size(); d++)
             dev_sets.push_back(encode(dev_examples[d], info.dev_splits[d]));
+        // --predict: the test splits now, so that a missing or broken file is said before the training, not after
+        if (!opts.predict.empty()) {
+            for (const std::string& split : info.test_splits) {
+                const std::string path = glue_split_path(opts.data_dir, split);
+                test_examples.push_back(read_glue_file(task, path));
+                try {
+                    test_sets.push_back(encode_glue(tok, task, test_examples.back(), opts.max_len, false));
+                } catch (const UserError& e) {
+                    throw UserError(path + ": " + e.what());
+                }
+            }
+        }
         size_t longest = 2;
         for (const auto& r : train_set.ids) longest = std::max(longest, r.size());
         for (const GlueEncoded& d : dev_sets)
             for (const auto& r : d.ids) longest = std::max(longest, r.size());
         T = (int)longest;
-        CHECK_USER(T <= cfg.max_seq_len, "the longest example has %d tokens, more than the model's %d positions\n"
-                   "---> HINT: pass --max-len %d or less", T, cfg.max_seq_len, cfg.max_seq_len);
+        for (const GlueEncoded& d : test_sets)
+            for (const auto& r : d.ids) longest = std::max(longest, r.size());
+        T_arena = (int)longest;
+        CHECK_USER(T_arena <= cfg.max_seq_len, "the longest example has %d tokens, more than the model's %d positions\n"
+                   "---> HINT: pass --max-len %d or less", T_arena, cfg.max_seq_len, cfg.max_seq_len);
         CHECK_USER(opts.eval_only || (int64_t)train_examples.size() >= 1, "%s: the training split is empty",
                    opts.data_dir.c_str());
         size_t largest = train_examples.size();  // a batch beyond every split only sizes the memory for rows never used
         for (const auto& d : dev_examples) largest = std::max(largest, d.size());
+        for (const auto& d : test_examples) largest = std::max(largest, d.size());
         CHECK_USER((size_t)B <= largest, "--batch-size %d is more than the %zu examples of the largest split in %s\n"
                    "---> HINT: pass --batch-size %zu or less", B, largest, opts.data_dir.c_str(), largest);
+        if (!opts.predict.empty()) claim_predict_dir(opts, info);
         if (!opts.save.empty()) claim_save_dir(opts.save);
         if (opts.resume) resume_path = checkpoint_resolve(opts.ckpt_dir);
         opts.ckpt_dir = run_dir;
@@ -472,20 +508,20 @@ struct FineTuner {
         return s + format(" examples; batches of (%d, <= %d)", B, T);
     }
 
-    // The length a batch whose longest row has `longest` tokens is padded to: --padding longest: T (every batch
-    // the arena's shape, as before dynamic padding); batch: `longest` rounded up to a multiple of 8, at most T. The
-    // hand-written CUDA attention takes any length; cuDNN's builds and caches a graph per (B, T): rounding bounds
-    // them to T / 8 per run.
-    int padded_len(int longest) const {
+    // The length a batch whose longest row has `longest` tokens is padded to: --padding longest: `cap` (T for the
+    // training and dev batches: every batch the arena's shape, as before dynamic padding; T_arena for the test's);
+    // batch: `longest` rounded up to a multiple of 8, at most `cap`. The hand-written CUDA attention takes any length;
+    // cuDNN's builds and caches a graph per (B, T): rounding bounds them to T / 8 per run.
+    int padded_len(int longest, int cap) const {
         constexpr int multiple = 8;
-        if (opts.padding == "longest") return T;
-        return std::min(T, (longest + multiple - 1) / multiple * multiple);
+        if (opts.padding == "longest") return cap;
+        return std::min(cap, (longest + multiple - 1) / multiple * multiple);
     }
 
-    // A GlueBatch into the host buffers as (B, Tb), Tb = padded_len: its rows, then padding rows <s> </s> with no
-    // label; the model takes (B, Tb) next.
-    void fill_input(const GlueBatch& b) {
-        const int Tb = padded_len(b.T);
+    // A GlueBatch into the host buffers as (B, Tb), Tb = padded_len(its longest, cap): its rows, then padding rows
+    // <s> </s> with no label; the model takes (B, Tb) next.
+    void fill_input(const GlueBatch& b, int cap) {
+        const int Tb = padded_len(b.T, cap);
         model.set_seq_len(Tb);
         tokens += (int64_t)B * Tb;
         std::fill(ids.begin(), ids.end(), (int32_t)tok.pad_id);
@@ -506,48 +542,83 @@ struct FineTuner {
         }
     }
 
+    // The model's outputs for every example of `data`, in file order, its batches padded up to `cap` at most:
+    // pred (the argmax) and score (the first logit: STS-B's score); returns the sum of the rows' losses (0 when
+    // unlabeled). Non-finite logits end the run: a broken model gets no score. `what` names the split in that error.
+    double forward_all(const GlueEncoded& data, bool labeled, int cap, const char* what, std::vector<int>& pred,
+                       std::vector<double>& score) {
+        std::vector<float> logits((size_t)B * cfg.num_labels);
+        pred.assign(data.ids.size(), -1);
+        score.assign(data.ids.size(), 0.0);
+        double loss_sum = 0;
+        GlueBatcher batches(data, B, false, 0);
+        GlueBatch b;
+        while (batches.next(b)) {
+            fill_input(b, cap);
+            if (!labeled) std::fill(labels.begin(), labels.end(), NAN);  // no loss: a test split has no labels
+            loss_sum += (double)model.eval_forward(enc) * b.B;
+            model.logits(logits.data());
+            for (int r = 0; r < b.B; r++) {
+                const float* l = logits.data() + (size_t)r * cfg.num_labels;
+                for (int k = 0; k < cfg.num_labels; k++)
+                    if (!std::isfinite(l[k]))
+                        fail("the model's output for %s example %lld is %g: the model produces non-finite values, "
+                             "so it gets no score\n---> HINT: %s", what, (long long)b.example[r], l[k],
+                             opts.eval_only ? "check the weights (--init-from) for NaN or Inf"
+                                            : "training diverged: lower --lr or raise --warmup");
+                const int64_t i = b.example[r];
+                pred[i] = (int)(std::max_element(l, l + cfg.num_labels) - l);
+                score[i] = l[0];
+            }
+        }
+        return loss_sum;
+    }
+
     // The dev split(s): predictions of every example (the argmax, or STS-B's score), the task's metrics, the mean
-    // loss. Non-finite logits end the run: a broken model gets no score.
+    // loss.
     DevScores evaluate() {
         DevScores s;
         double loss_sum = 0;
         long long rows = 0;
-        std::vector<float> logits((size_t)B * cfg.num_labels);
         for (size_t d = 0; d < dev_sets.size(); d++) {
             const GlueEncoded& data = dev_sets[d];
-            size_t n = data.ids.size();
-            const double split_sum = loss_sum;
-            const long long split_rows = rows;
-            std::vector<int> pred(n, -1);
-            std::vector<double> score(n), target(n);
-            GlueBatcher dev(data, B, false, 0);
-            GlueBatch b;
-            while (dev.next(b)) {
-                fill_input(b);
-                loss_sum += (double)model.eval_forward(enc) * b.B;
-                rows += b.B;
-                model.logits(logits.data());
-                for (int r = 0; r < b.B; r++) {
-                    const float* l = logits.data() + (size_t)r * cfg.num_labels;
-                    for (int k = 0; k < cfg.num_labels; k++)
-                        if (!std::isfinite(l[k]))
-                            fail("the model's output for dev example %lld is %g: the model produces non-finite values, "
-                                 "so it gets no score\n---> HINT: %s", (long long)b.example[r], l[k],
-                                 opts.eval_only ? "check the weights (--init-from) for NaN or Inf"
-                                                : "training diverged: lower --lr or raise --warmup");
-                    int64_t i = b.example[r];
-                    pred[i] = (int)(std::max_element(l, l + cfg.num_labels) - l);
-                    score[i] = l[0];
-                    target[i] = data.scores[i];
-                }
-            }
+            std::vector<int> pred;
+            std::vector<double> score, target(data.scores.begin(), data.scores.end());
+            const double split_sum = forward_all(data, true, T, "dev", pred, score);
+            const long long split_rows = (long long)data.ids.size();
+            loss_sum += split_sum;
+            rows += split_rows;
             s.splits.push_back(info.dev_splits[d]);
-            s.split_loss.push_back((loss_sum - split_sum) / (double)std::max(1LL, rows - split_rows));
+            s.split_loss.push_back(split_sum / (double)std::max(1LL, split_rows));
             s.metrics.push_back(glue_metrics(info.task, pred, data.labels, score, target));
         }
         s.loss = loss_sum / (double)std::max(1LL, rows);
         last_scores = s;
         return s;
+    }
+
+    // --predict: each test split's predictions with `weights` (what the model holds now) into GLUE's file.
+    void predict(const std::string& weights) {
+        for (size_t d = 0; d < test_sets.size(); d++) {
+            std::vector<int> pred;
+            std::vector<double> score;
+            forward_all(test_sets[d], false, T_arena, "test", pred, score);
+            const std::string path = opts.predict + "/" + info.submission_files[d];
+            write_file_atomic(path, glue_submission_text(info, test_examples[d], pred, score));
+            std::string summary;  // what was predicted, at a glance: a constant prediction is seen at once
+            if (info.num_labels == 1) {
+                auto [lo, hi] = std::minmax_element(score.begin(), score.end());
+                double mean = 0;
+                for (double x : score) mean += x / (double)score.size();
+                summary = format("scores %.3f..%.3f, mean %.3f", *lo, *hi, mean);
+            } else {
+                for (int k = 0; k < cfg.num_labels; k++)
+                    summary += format("%s%s %lld", k ? ", " : "", info.label_names[k].c_str(),
+                                      (long long)std::count(pred.begin(), pred.end(), k));
+            }
+            std::printf("predicted %s: %zu examples with %s (%s) -> %s\n", info.test_splits[d].c_str(), pred.size(),
+                        weights.c_str(), summary.c_str(), path.c_str());
+        }
     }
 
     void log_eval(const DevScores& s, int e) {
