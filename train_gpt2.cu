@@ -39,7 +39,7 @@ int train_gpt2(Backend& be, RunSetup& setup) {
         run.update(step, loss, norm);           // lr schedule, clipping, non-finite policy, optimizer
         run.end_step(step);                     // log line and metrics, evaluation, checkpoint every --ckpt-every
     }
-    return run.finish();  // final evaluation, last checkpoint, --save, sample
+    return run.finish();  // last checkpoint, final evaluation, --save, sample
 }
 
 int main(int argc, char** argv) {

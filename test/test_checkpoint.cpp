@@ -346,6 +346,17 @@ TEST_F(CkptTest, CorruptStateFiles) {
                        {"ckpt.adam_t", "1"}, {"ckpt.checksums", "{}"}});
     e = error_of([&] { read_state(path); });
     EXPECT_NE(e.find("no valid checksum for tensor 'w'"), std::string::npos) << e;
+
+    // in a step_NNNNNNNN directory, a state of another step (a --resume took it and skipped a step of the schedule)
+    TrainState three;
+    three.step = 3;
+    fs::create_directories(dir + "/step_00000002");
+    write_state(dir + "/step_00000002/state.safetensors", three);
+    e = error_of([&] { read_state(dir + "/step_00000002/state.safetensors"); });
+    EXPECT_NE(e.find("it holds step 3, but its directory step_00000002 names step 2"), std::string::npos) << e;
+    fs::create_directories(dir + "/step_00000003");
+    write_state(dir + "/step_00000003/state.safetensors", three);
+    EXPECT_EQ(read_state(dir + "/step_00000003/state.safetensors").step, 3);
 }
 
 // ----------------------------------------------------------------------------

@@ -1209,6 +1209,26 @@ TEST(TrainerResume, SignalsStopCleanly) {
     ASSERT_EQ(r.rc, 0) << describe(r);
     EXPECT_TRUE(contains(r.out, "at step 2 of 5")) << describe(r);
     expect_same_checkpoint(dir, "u", "k", 5);
+    // a signal in the last step: stopped as between steps (checkpoint, exit 143; it went on to the final evaluation
+    // and exited 0), and a --resume does the rest
+    RunResult last = run_merged("train_gpt2", args("l"), dir, 120, "PRAC_TEST_KILL_AT=train.step_done@5:15");
+    EXPECT_EQ(last.rc, 128 + SIGTERM) << describe(last);
+    EXPECT_TRUE(contains(last.out, "received signal 15: stopping after 5 of 5 steps")) << describe(last);
+    EXPECT_FALSE(contains(last.out, "final |")) << describe(last);
+    RunResult rl = run_trainer("train_gpt2", args("l", {"--resume"}), dir, 120);
+    ASSERT_EQ(rl.rc, 0) << describe(rl);
+    EXPECT_TRUE(contains(rl.out, "final |")) << describe(rl);
+    expect_same_checkpoint(dir, "u", "l", 5);
+    // killed during the final evaluation: the last checkpoint was written before it (it was written after: lost)
+    RunResult ek = run_merged("train_gpt2", args("e"), dir, 120, "PRAC_TEST_KILL_AT=eval.batch");
+    EXPECT_EQ(ek.rc, 128 + SIGKILL) << describe(ek);
+    expect_same_checkpoint(dir, "u", "e", 5);
+    // a stop signal during the final evaluation: the run ends as it would (its score, checkpoint), said, exit 143
+    RunResult es = run_merged("train_gpt2", args("s"), dir, 120, "PRAC_TEST_KILL_AT=eval.batch:15");
+    EXPECT_EQ(es.rc, 128 + SIGTERM) << describe(es);
+    EXPECT_TRUE(contains(es.out, "final |")) << describe(es);
+    EXPECT_TRUE(contains(es.out, "received signal 15 during the run's end")) << describe(es);
+    expect_same_checkpoint(dir, "u", "s", 5);
 
     RunResult sample = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--sample", "100000",
                                                       "--save", dir / "saved"}),
@@ -1223,6 +1243,44 @@ TEST(TrainerResume, SignalsStopCleanly) {
                                   dir, 120, "PRAC_TEST_KILL_AT=sample.token@3:error");
     EXPECT_EQ(failed.rc, 1) << describe(failed);
     EXPECT_TRUE(fs::exists(dir / "saved/model.safetensors")) << describe(failed);
+}
+
+// The same stop signal again, 2 s or more after the first, while the first waits for the step to end (a step of many
+// micro-batches): the process ends at once, by the signal's default action (both waited: only SIGKILL ended it). The
+// run is alive between the two (the first was caught, not its default action) and prints no clean stop.
+TEST(TrainerResume, ASecondStopSignalEndsTheRunAtOnce) {
+    TempDir dir;
+    const std::string cmd =
+        "cd " + shell_quote(dir.path) + " || exit 1; (OMP_NUM_THREADS=1 exec stdbuf -oL " + shell_quote(ROOT + "/train_gpt2") +
+        " --device cpu --model gpt2-tiny --batch-size 1 --seq-len 16 --steps 2 --grad-accum 100000000 --ckpt-dir ck"
+        " > out.txt 2>&1) & p=$!; for i in $(seq 600); do grep -q '^memory:' out.txt 2>/dev/null && break; sleep 0.1;"
+        " done; sleep 2; kill -TERM $p; sleep 2.5; kill -0 $p && echo ALIVE_AFTER_THE_FIRST; kill -TERM $p;"
+        " wait $p; echo rc=$?; cat out.txt";
+    const auto t0 = std::chrono::steady_clock::now();
+    const int status = std::system(("timeout -k 5 100 bash -c " + shell_quote(cmd) + " > " +
+                                    shell_quote(dir / "sh.txt") + " 2>&1").c_str());
+    const std::string out = read_bytes(dir / "sh.txt");
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_TRUE(contains(out, "ALIVE_AFTER_THE_FIRST\nrc=143\n")) << out;
+    EXPECT_FALSE(contains(out, "received signal")) << out;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0) << out;
+}
+
+// A --log that is another file (notes, a CSV): refused in every mode, and left as it was (it was counted as an earlier
+// run's records, truncated by --overwrite, appended to by --resume).
+TEST(TrainerBinary, ALogThatIsAnotherFileIsLeftAlone) {
+    TempDir dir;
+    write_bytes(dir / "notes.txt", "important\n");
+    ASSERT_EQ(run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--ckpt-dir", dir / "ck"}), dir,
+                          120).rc, 0);
+    for (std::vector<std::string> extra : {std::vector<std::string>{}, {"--overwrite"}, {"--eval-only"},
+                                           {"--resume", "--ckpt-dir", dir / "ck"}}) {
+        std::vector<std::string> a = tiny({"--steps", "1", "--eval-tokens", "64", "--log", dir / "notes.txt"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        RunResult r = run_trainer("train_gpt2", a, dir, 120);
+        expect_user_error_exit(r, "train_gpt2", {"notes.txt is not a metrics log of these trainers"});
+        EXPECT_EQ(read_bytes(dir / "notes.txt"), "important\n") << describe(r);
+    }
 }
 
 // An --overwrite run killed before its first checkpoint has emptied the earlier run's log but left that run's

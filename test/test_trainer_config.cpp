@@ -469,8 +469,14 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
     // --eval-only trains nothing: its training flags (and PRAC's, an optimizer's) were accepted with no word
     EXPECT_EQ(unused_flags_notice(parse({"--eval-only", "--val-data", "x", "--lr", "1", "--grad-accum", "4", "--prac",
                                          "prac", "--prac-t1", "3", "--batch-size", "2"}), 1),
-              "notice: --lr --grad-accum --prac --prac-t1 change nothing in this run: --eval-only trains nothing (an "
-              "evaluation saves no activations to compress)\n");
+              "notice: --lr --grad-accum change nothing in this run: --eval-only trains nothing\n"
+              "notice: --prac --prac-t1 change nothing in this run: --eval-only trains nothing (an evaluation saves no "
+              "activations to compress)\n");
+    // a warmup longer than the run: not inert, but its learning rate never reaches --lr (the last step's: 3/5 of it)
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "3", "--warmup", "5", "--lr", "1e-3"}), 1),
+              "notice: --warmup 5 is longer than --steps 3: the learning rate rises the whole run and ends at 0.0006, "
+              "short of --lr 0.001\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "5", "--warmup", "5"}), 1), "");
     // with --prac-refresh-overlap an interval bounds D and sizes the pending slots in every mode: used
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "pac", "--prac-t2", "4", "--prac-refresh-overlap", "2"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "rac", "--prac-t1", "4", "--prac-refresh-overlap", "2"}), 1), "");

@@ -818,6 +818,12 @@ TrainState read_state(const std::string& path) {
     if (s.step < 0 || s.step > INT32_MAX || s.adam_t < 0 || s.adam_t > INT32_MAX)
         fail("corrupt checkpoint state %s: step %lld / optimizer step %lld is not a count in [0, 2^31)%s", p,
              (long long)s.step, (long long)s.adam_t, hint);
+    // in a step_NNNNNNNN directory, the step it names (a state of another step would resume the schedule elsewhere)
+    int64_t dir_step = -1;
+    const std::string dir_name = std::filesystem::path(path).parent_path().filename().string();
+    if (parse_step_name(dir_name, &dir_step) && dir_step != s.step)
+        fail("corrupt checkpoint state %s: it holds step %lld, but its directory %s names step %lld%s", p,
+             (long long)s.step, dir_name.c_str(), (long long)dir_step, hint);
     nlohmann::json sums;
     try {
         sums = nlohmann::json::parse(meta_of("ckpt.checksums"));

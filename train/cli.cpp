@@ -629,9 +629,10 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
                             "--beta2", "--adam-eps", "--grad-clip", "--grad-accum", "--optimizer",
                             "--optimizer-states", "--on-nonfinite", "--no-shuffle", "--eval-interval",
                             "--log-interval", "--recompute", "--recompute-attention", "--zero", "--overlap-comm"});
-        for (const char* family : {"--prac", "--galore-", "--muon-", "--rso-"})
+        for (const char* family : {"--galore-", "--muon-", "--rso-"})
             for (const std::string& g : given(family)) f.push_back(g);
-        notice(f, "--eval-only trains nothing (an evaluation saves no activations to compress)");
+        notice(f, "--eval-only trains nothing");
+        notice(given("--prac"), "--eval-only trains nothing (an evaluation saves no activations to compress)");
         return out;
     }
     // --prac-storage fp8 without PRAC is refused (check_storage_options). What a mode uses: prac_uses_* (prac.h),
@@ -665,6 +666,10 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         notice(given("--prac-shared-subspace"), "one rank has no other subspace to share");
     // (not --zero: a one-rank checkpoint records it, and a ZeRO-1 checkpoint resumes only on as many ranks)
     if (ranks == 1 && !o.plan) notice(given_of({"--overlap-comm"}), "one rank has no gradients to average");
+    // not inert, but likely not meant: a warmup longer than the run never reaches the peak
+    if (o.was_given("--warmup") && o.steps > 0 && o.warmup > o.steps)
+        out += format("notice: --warmup %d is longer than --steps %d: the learning rate rises the whole run and ends at "
+                      "%g, short of --lr %g\n", o.warmup, o.steps, o.lr * (double)o.steps / o.warmup, o.lr);
     return out;
 }
 

@@ -41,6 +41,7 @@ float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::
         sum += galore ? (double)loss : (double)loss * c;
         count += c;
         used++;
+        kill_point("eval.batch");  // tests: a signal or a kill during an evaluation (common/kill_point.h)
     }
     *tokens_seen = count;
     if (count == 0) return NAN;

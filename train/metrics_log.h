@@ -19,6 +19,24 @@
 #include "common/error.h"
 #include "common/files.h"  // write_all
 
+// A non-empty --log must be one of these trainers' logs: its first line starts as every record does ({"type":).
+// Another file (notes, a CSV) is never appended to, truncated by --overwrite, or counted as an earlier run's log.
+inline void check_is_metrics_log(const std::string& path) {
+    const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (rd < 0) return;  // (missing: a new log; unreadable: said when it is opened for appending)
+    struct stat st;
+    const std::string start = "{\"type\":";
+    std::string head(start.size(), '\0');
+    const bool regular = fstat(rd, &st) == 0 && S_ISREG(st.st_mode);
+    const ssize_t n = regular && st.st_size > 0 ? pread(rd, head.data(), head.size(), 0) : -1;
+    ::close(rd);
+    if (n < 0) return;  // empty, or a device or pipe (never ours to check)
+    head.resize((size_t)n);
+    if (head != start.substr(0, head.size()))  // (a shorter file: a first record cut short, find_unfinished_line's)
+        fail("--log %s is not a metrics log of these trainers (its first line is not one of their records); it is "
+             "left as it is\n---> HINT: choose another --log", path.c_str());
+}
+
 struct MetricsLog {
     int fd = -1;
     std::string path;
@@ -44,6 +62,7 @@ struct MetricsLog {
         if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
             fail("another run is writing the metrics log %s (it holds its lock)\n---> HINT: wait for that run to end, "
                  "or choose another --log", path.c_str());
+        check_is_metrics_log(path);
         if (!truncate_first) find_unfinished_line(st.st_size);
     }
     // A record cut short (a run killed mid-write, as a file-size limit did) would have this run's first record appended

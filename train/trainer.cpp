@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <ctime>  // clock_gettime
 #include <map>
 #include <set>
 #include <sstream>
@@ -22,7 +23,25 @@
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 
-static void on_stop_signal(int sig) { g_stop_signal = sig; }
+// The first stop signal asks for a clean stop at the next step boundary (a checkpoint, exit 128 + signal); the same
+// signal again, 2 s or more later, while that is awaited (a step of many micro-batches, a long evaluation), ends the
+// process at once: its default action, as without the handler. Not sooner: a terminal's Ctrl-C can reach a rank
+// together with what its launcher forwards. Not another signal: a scheduler's SIGTERM at the time limit after its
+// early SIGUSR1 must not cut the checkpoint that SIGUSR1 started. clock_gettime, signal and raise are
+// async-signal-safe.
+static volatile long long g_stop_signal_ms = 0;  // CLOCK_MONOTONIC milliseconds of the first
+static void on_stop_signal(int sig) {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    const long long ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    if (!g_stop_signal) {
+        g_stop_signal_ms = ms;
+        g_stop_signal = sig;
+    } else if (sig == g_stop_signal && ms - g_stop_signal_ms >= 2000) {
+        std::signal(sig, SIG_DFL);
+        std::raise(sig);
+    }
+}
 
 void install_stop_signals() {
     for (int sig : STOP_SIGNALS) std::signal(sig, on_stop_signal);
@@ -238,6 +257,7 @@ void check_no_earlier_run(const TrainOptions& opts) {
     // a training run appends to --log: after an earlier run's records its own would read as one run with both (with
     // checkpoints to continue, the refusal above named --resume)
     if (!opts.resume && !opts.log.empty()) {
+        check_is_metrics_log(opts.log);  // (not an earlier run's records: another file)
         struct stat st;
         if (stat(opts.log.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
             fail("--log %s holds an earlier run's records (%lld bytes); this run would append its own to them\n"

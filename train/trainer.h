@@ -420,7 +420,7 @@ struct Trainer {
             }
     }
 
-    // After the last step: warnings, the final evaluation, the last checkpoint, --save, a sample (the sample last: one
+    // After the last step: warnings, the last checkpoint, the final evaluation, --save, a sample (the sample last: one
     // that fails, or is stopped by a signal, loses nothing).
     int finish() {
         if (skipped_total) std::printf("warning: %d steps were skipped for non-finite values\n", skipped_total);
@@ -429,6 +429,12 @@ struct Trainer {
         if (failures) std::printf("warning: %lld PRAC basis refreshes failed and kept the previous basis (see above)\n",
                                   (long long)failures);
         check_replicas(opts.steps);  // before the final evaluation: copies that parted get no score
+        // a stop signal during the last step: as between steps (checkpoint, exit 128 + signal; a --resume of it runs
+        // the final evaluation). Without a --ckpt-dir that would lose the whole run: it goes on, and says so at the end.
+        int stopped = stop_requested();
+        if (stopped && !opts.ckpt_dir.empty()) return stop(opts.steps, stopped);
+        // the last checkpoint before the final evaluation, which may be long: a kill during it loses nothing
+        checkpoint(opts.steps, train_data->get_state());
         long long seen = 0;
         auto e0 = std::chrono::steady_clock::now();
         float vl = validation_loss(&seen);
@@ -439,7 +445,9 @@ struct Trainer {
         std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total (evaluation %s)\n", vl,
                     std::exp((double)vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
         log.eval(opts.steps, vl, seen);
-        checkpoint(opts.steps, train_data->get_state());
+        // a stop signal during the final evaluation (a collective: every rank is here); one during --save or the
+        // sample, which rank 0 alone runs, is rank 0's own below
+        if (!stopped) stopped = stop_requested();
         if (!opts.save.empty() && rank == 0) {
             progress("--save", opts.steps);
             std::vector<std::string> removed;
@@ -461,7 +469,17 @@ struct Trainer {
             std::printf("saved %s: model.safetensors, config.json, generation_config.json and the tokenizer (a Hugging "
                         "Face model directory)\n%s", opts.save.c_str(), earlier_files_removed(removed).c_str());
         }
-        const int stopped = sample();
+        sample();  // (a stop signal ends it with the tokens so far)
+        // a stop signal during the run's end: what it writes was written; said, and its exit code (a scheduler's
+        // stop is not reported as a finished job)
+        if (!stopped && rank == 0) stopped = (int)g_stop_signal;
+        if (stopped) {
+            std::string written = opts.ckpt_dir.empty() ? "" : "the final checkpoint";
+            if (!opts.save.empty()) written += written.empty() ? "--save" : " and --save";
+            std::printf("received signal %d during the run's end: it went on to its end%s; exit %d\n", stopped,
+                        written.empty() ? " (nothing is saved: no --ckpt-dir or --save)"
+                                        : (": " + written + " written").c_str(), 128 + stopped);
+        }
         return stopped ? 128 + stopped : 0;
     }
 
