@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -182,7 +183,10 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
         e.line = (int)lineno;
         e.text_a = cols[ia];
         if (ib >= 0) e.text_b = cols[ib];
-        if (ii >= 0) e.index = cols[ii];
+        if (ii >= 0) {  // (a row without its index would renumber every row of a submission file)
+            e.index = cols[ii];
+            if (e.index.empty()) fail("%s: the index column is empty", where.c_str());
+        }
         if (il >= 0) {
             if (info.num_labels == 1) {
                 e.score = parse_score(cols[il], where);
@@ -220,7 +224,13 @@ std::vector<GlueExample> read_jsonl(const GlueTaskInfo& info, const std::string&
         e.line = (int)lineno;
         e.text_a = text(fa);
         if (*fb) e.text_b = text(fb);
-        if (j.contains("idx") && j["idx"].is_number_integer()) e.index = j["idx"].dump();
+        if (j.contains("idx")) {
+            if (!j["idx"].is_number_integer()) fail("%s: idx is %s, not an integer", where.c_str(), j["idx"].dump().c_str());
+            e.index = j["idx"].dump();
+        }
+        if (!out.empty() && out.front().index.empty() != e.index.empty())  // (as for a TSV's index column)
+            fail("%s: %s idx, line %d %s", where.c_str(), e.index.empty() ? "no" : "an", out.front().line,
+                 e.index.empty() ? "has one" : "has none");
         if (j.contains("label")) {
             const nlohmann::json& l = j["label"];
             if (info.num_labels == 1) {
@@ -314,4 +324,15 @@ std::string glue_submission_text(const GlueTaskInfo& task, const std::vector<Glu
         }
     }
     return out;
+}
+
+void check_unique_index(const std::vector<GlueExample>& examples, const std::string& path) {
+    std::map<std::string, int> line_of;
+    for (const GlueExample& e : examples) {
+        if (e.index.empty()) continue;
+        auto [it, fresh] = line_of.emplace(e.index, e.line);
+        if (!fresh)
+            fail("%s:%d: index %s again (line %d has it): a submission file names each row once", path.c_str(), e.line,
+                 e.index.c_str(), it->second);
+    }
 }

@@ -32,7 +32,8 @@ struct GlueExample {
     int label = -1;      // class id; -1 = unlabeled (a test split)
     float score = 0.0f;  // STS-B's similarity (label is 0 there)
     int line = 0;        // its line in the file it was read from (1-based; 0: not read from a file)
-    std::string index;   // its id in the file: the TSV's index column (QQP's: id), the JSON lines' idx; "" if none
+    std::string index;   // its id in the file: the TSV's index column (QQP's: id), the JSON lines' idx (in every
+                         // example of the file or in none); "" if none
 };
 
 // Reads one split file: *.jsonl as JSON lines (fields sentence / sentence1, sentence2 / question, sentence /
@@ -47,6 +48,9 @@ std::vector<GlueExample> read_glue_file(GlueTask task, const std::string& path);
 // label ids. pred: the argmax per example; score: STS-B's output.
 std::string glue_submission_text(const GlueTaskInfo& task, const std::vector<GlueExample>& examples,
                                  const std::vector<int>& pred, const std::vector<double>& score);
+
+// A test split's indices name its rows in a submission file: one given twice is an error naming both lines.
+void check_unique_index(const std::vector<GlueExample>& examples, const std::string& path);
 
 // DIR/<split>.tsv or DIR/<split>.jsonl, whichever exists (an error naming both when neither does, or when both
 // do); split is "train", "dev", "dev_matched", ... (glue_task_info().dev_splits).

@@ -506,6 +506,12 @@ assert len(want) == 2 and round(acc, 4) == want["accuracy"] and round(f1, 4) == 
 PY
 grep -q "^predicted test: 128 examples with --init-from's weights (not_equivalent [0-9]*, equivalent [0-9]*) -> $T/pred/MRPC.tsv" <<<"$out" \
   && ok "--predict summary printed" || bad "--predict summary: $(grep predicted <<<"$out")"
+# a test file without an index column (here MRPC's dev layout): its rows numbered from 0, and said
+mkdir -p "$T/pn" && cp "$T/data/mrpc/train.tsv" "$T/data/mrpc/dev.tsv" "$T/pn/" && cp "$T/data/mrpc/dev.tsv" "$T/pn/test.tsv"
+out=$("$BIN" --task mrpc --data-dir "$T/pn" --init-from "$T/s1" --eval-only --predict "$T/predn" 2>&1)
+grep -q "^--predict: test, 128 examples, into $T/predn/MRPC.tsv at the end (the file has no index: its rows are numbered from 0)" <<<"$out" \
+  && [ "$(sed -n '2p;129p' "$T/predn/MRPC.tsv" | cut -f1 | tr '\n' ' ')" = "0 127 " ] && ok "a test file without an index: numbered from 0, said" \
+  || bad "no index column: $(grep -- '--predict:' <<<"$out"), $(sed -n '2p' "$T/predn/MRPC.tsv")"
 # STS-B: the scores (9 digits: the float32 outputs) correlate with the dev scores as the printed Pearson says
 mkdir -p "$T/ps" && cp "$T/data/stsb/train.tsv" "$T/data/stsb/dev.tsv" "$T/ps/"
 cut -f1-9 "$T/data/stsb/dev.tsv" > "$T/ps/test.tsv"

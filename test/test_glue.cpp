@@ -192,12 +192,29 @@ TEST_F(GlueFiles, TestSplitsKeepTheirIndexForGlueSubmissionFiles) {
     EXPECT_EQ(glue_submission_text(glue_task_info(GlueTask::RTE), rte, {1}, {0}), "index\tprediction\n12\tnot_entailment\n");
     EXPECT_EQ(glue_submission_text(glue_task_info(GlueTask::COLA), cola, {1, 0}, {0, 0}), "index\tprediction\n7\t1\n8\t0\n");
     EXPECT_EQ(glue_task_info(GlueTask::COLA).submission_files, std::vector<std::string>{"CoLA.tsv"});
-    // STS-B: the score; an example without an index (a file without the column): every row its position
-    auto sts = read(GlueTask::STSB, "sts_test.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": -1.0, \"idx\": 5}\n"
+    // STS-B: the score; a file without indices: every row its position
+    auto sts = read(GlueTask::STSB, "sts_test.jsonl", "{\"sentence1\": \"a\", \"sentence2\": \"b\", \"label\": -1.0}\n"
                                                      "{\"sentence1\": \"c\", \"sentence2\": \"d\", \"label\": -1.0}\n");
     EXPECT_EQ(glue_submission_text(glue_task_info(GlueTask::STSB), sts, {0, 0}, {3.14159, -0.25}),
               "index\tprediction\n0\t3.14159\n1\t-0.25\n");
     EXPECT_EQ(glue_task_info(GlueTask::STSB).submission_files, std::vector<std::string>{"STS-B.tsv"});
+
+    // an index that is missing from one row, not an integer, or given twice: said (a row without one renumbered
+    // every row of the file from 0, and a string idx was dropped, with exit 0)
+    EXPECT_NE(error(GlueTask::SST2, "gap.tsv", "index\tsentence\n100\ta\n\tb\n").find("gap.tsv:3: the index column is empty"),
+              std::string::npos);
+    EXPECT_NE(error(GlueTask::SST2, "s.jsonl", "{\"sentence\": \"a\", \"idx\": \"100\"}\n").find("s.jsonl:1: idx is \"100\", not an integer"),
+              std::string::npos);
+    EXPECT_NE(error(GlueTask::SST2, "m.jsonl", "{\"sentence\": \"a\", \"idx\": 4}\n{\"sentence\": \"b\"}\n").find("m.jsonl:2: no idx, line 1 has one"),
+              std::string::npos);
+    auto twice = read(GlueTask::SST2, "twice.tsv", "index\tsentence\n0\ta\n1\tb\n0\tc\n");
+    try {
+        check_unique_index(twice, "twice.tsv");
+        ADD_FAILURE() << "an index given twice was accepted";
+    } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find("twice.tsv:4: index 0 again (line 2 has it)"), std::string::npos) << e.what();
+    }
+    EXPECT_NO_THROW(check_unique_index(cola, "cola_test.tsv"));
 }
 
 // The same tasks as Hugging Face `datasets` exports them (to_json: one object per line, label ids).

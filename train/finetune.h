@@ -145,8 +145,10 @@ struct FineTuner {
         std::printf("task %s: %zu training examples, %s; tokenized with %s\n", info.name,
                     train_examples.size(), dev_text().c_str(), tok.name().c_str());
         for (size_t d = 0; d < test_examples.size(); d++)
-            std::printf("--predict: %s, %zu examples, into %s/%s at the end\n", info.test_splits[d].c_str(),
-                        test_examples[d].size(), opts.predict.c_str(), info.submission_files[d].c_str());
+            std::printf("--predict: %s, %zu examples, into %s/%s at the end%s\n", info.test_splits[d].c_str(),
+                        test_examples[d].size(), opts.predict.c_str(), info.submission_files[d].c_str(),
+                        test_examples[d][0].index.empty() ? " (the file has no index: its rows are numbered from 0)"
+                                                          : "");
         if (train_set.truncated || count_truncated())
             std::printf("notice: %lld training and %lld dev examples were truncated to --max-len %d tokens\n",
                         (long long)train_set.truncated, (long long)count_truncated(), opts.max_len);
@@ -465,6 +467,7 @@ struct FineTuner {
             for (const std::string& split : info.test_splits) {
                 const std::string path = glue_split_path(opts.data_dir, split);
                 test_examples.push_back(read_glue_file(task, path));
+                check_unique_index(test_examples.back(), path);
                 try {
                     test_sets.push_back(encode_glue(tok, task, test_examples.back(), opts.max_len, false));
                 } catch (const UserError& e) {
