@@ -1202,23 +1202,23 @@ TEST(TrainerResume, SignalsStopCleanly) {
     };
     RunResult u = run_trainer("train_gpt2", args("u"), dir, 120);
     ASSERT_EQ(u.rc, 0) << describe(u);
-    RunResult term = run_merged("train_gpt2", args("k"), dir, 120, "PRAC_TEST_KILL_AT=train.step_done@2:15");
-    EXPECT_EQ(term.rc, 128 + SIGTERM) << describe(term);
-    EXPECT_TRUE(contains(term.out, "received signal 15: stopping after 2 of 5 steps")) << describe(term);
-    RunResult r = run_trainer("train_gpt2", args("k", {"--resume"}), dir, 120);
-    ASSERT_EQ(r.rc, 0) << describe(r);
-    EXPECT_TRUE(contains(r.out, "at step 2 of 5")) << describe(r);
-    expect_same_checkpoint(dir, "u", "k", 5);
-    // a signal in the last step: stopped as between steps (checkpoint, exit 143; it went on to the final evaluation
-    // and exited 0), and a --resume does the rest
-    RunResult last = run_merged("train_gpt2", args("l"), dir, 120, "PRAC_TEST_KILL_AT=train.step_done@5:15");
-    EXPECT_EQ(last.rc, 128 + SIGTERM) << describe(last);
-    EXPECT_TRUE(contains(last.out, "received signal 15: stopping after 5 of 5 steps")) << describe(last);
+    // SIGTERM after step `at` of 5: exit 143, said; a --resume (saying `resumed`) ends as the uninterrupted run
+    auto stop_and_resume = [&](const std::string& run, int at, const std::string& resumed) {
+        RunResult s =
+            run_merged("train_gpt2", args(run), dir, 120, format("PRAC_TEST_KILL_AT=train.step_done@%d:15", at));
+        EXPECT_EQ(s.rc, 128 + SIGTERM) << describe(s);
+        EXPECT_TRUE(contains(s.out, format("received signal 15: stopping after %d of 5 steps", at))) << describe(s);
+        RunResult r = run_trainer("train_gpt2", args(run, {"--resume"}), dir, 120);
+        EXPECT_EQ(r.rc, 0) << describe(r);
+        EXPECT_TRUE(contains(r.out, resumed)) << describe(r);
+        expect_same_checkpoint(dir, "u", run, 5);
+        return s;
+    };
+    stop_and_resume("k", 2, "at step 2 of 5");
+    // in the last step: stopped as between steps (it went on to the final evaluation and exited 0), and a --resume
+    // does the rest
+    RunResult last = stop_and_resume("l", 5, "final |");
     EXPECT_FALSE(contains(last.out, "final |")) << describe(last);
-    RunResult rl = run_trainer("train_gpt2", args("l", {"--resume"}), dir, 120);
-    ASSERT_EQ(rl.rc, 0) << describe(rl);
-    EXPECT_TRUE(contains(rl.out, "final |")) << describe(rl);
-    expect_same_checkpoint(dir, "u", "l", 5);
     // killed during the final evaluation: the last checkpoint was written before it (it was written after: lost)
     RunResult ek = run_merged("train_gpt2", args("e"), dir, 120, "PRAC_TEST_KILL_AT=eval.batch");
     EXPECT_EQ(ek.rc, 128 + SIGKILL) << describe(ek);

@@ -421,10 +421,10 @@ struct FineTuner {
                    "files and the model come from different models; copy the model's own tokenizer files into %s",
                    opts.init_from.c_str(), tok.vocab_size(), cfg.vocab_size, opts.init_from.c_str());
         GlueTask task = info.task;
-        auto encode = [&](const std::vector<GlueExample>& examples, const std::string& split) {
+        auto encode = [&](const std::vector<GlueExample>& examples, const std::string& split, bool labeled = true) {
             const std::string path = glue_split_path(opts.data_dir, split);
             try {
-                return encode_glue(tok, task, examples, opts.max_len);
+                return encode_glue(tok, task, examples, opts.max_len, labeled);
             } catch (const UserError& e) {
                 throw UserError(path + ": " + e.what());  // encode_glue names the example and its line
             }
@@ -468,11 +468,7 @@ struct FineTuner {
                 const std::string path = glue_split_path(opts.data_dir, split);
                 test_examples.push_back(read_glue_file(task, path));
                 check_unique_index(test_examples.back(), path);
-                try {
-                    test_sets.push_back(encode_glue(tok, task, test_examples.back(), opts.max_len, false));
-                } catch (const UserError& e) {
-                    throw UserError(path + ": " + e.what());
-                }
+                test_sets.push_back(encode(test_examples.back(), split, false));
             }
         }
         size_t longest = 2;
