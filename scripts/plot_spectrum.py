@@ -47,6 +47,37 @@ def out_format_error(out):
         f"; supported: {', '.join('.' + x for x in formats)}"
 
 
+def check_spectrum(data):
+    """prac_analyze --json's fields as plot() reads them, or a ValueError saying which is not (a file written by hand or
+    by another tool gave a traceback)."""
+    def numbers(key):
+        v = data.get(key)
+        if not isinstance(v, list) or not v or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                      for x in v):
+            raise ValueError(f'"{key}" is {json.dumps(v)[:60]}, not a list of numbers')
+        return v
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    for key in ("singular_values", "cumulative_energy", "shape", "file"):
+        if key not in data:
+            raise KeyError(key)
+    n = len(numbers("singular_values"))
+    if len(numbers("cumulative_energy")) != n:
+        raise ValueError('"cumulative_energy" and "singular_values" differ in length')
+    shape = data["shape"]
+    if not (isinstance(shape, list) and len(shape) == 2 and all(isinstance(d, int) for d in shape)):
+        raise ValueError(f'"shape" is {json.dumps(shape)}, not [N, width]')
+    if not isinstance(data["file"], str):
+        raise ValueError('"file" is not a string')
+    rk = data.get("ranks")
+    if rk:
+        if not (isinstance(rk, dict) and all(isinstance(rk.get(k), int) for k in ("r1", "r2"))
+                and isinstance(rk.get("k"), (int, float)) and "mode" in rk):
+            raise ValueError('"ranks" needs integers r1 and r2, a number k and a mode')
+        if not (0 <= rk["r1"] <= n and 0 <= rk["r1"] + rk["r2"] <= n):
+            raise ValueError(f'"ranks" r1 = {rk["r1"]}, r2 = {rk["r2"]} go past the {n} singular values')
+
+
 def plot(data, out):
     plt = import_pyplot()
     sigma = data["singular_values"]
@@ -121,9 +152,7 @@ def main():
     try:
         with open(src) as f:
             data = json.load(f)
-        for key in ("singular_values", "cumulative_energy", "shape", "file"):
-            if key not in data:
-                raise KeyError(key)
+        check_spectrum(data)
     except (OSError, ValueError, KeyError) as e:
         print(f"plot_spectrum.py: cannot read {src} as prac_analyze --json output: {e!r}", file=sys.stderr)
         return 1

@@ -305,6 +305,18 @@ for s in table9 ablation_modes memory; do
   [ "$rc" != 0 ] && grep -q "a model is named twice" <<<"$out" && ok "$s.py: a model named twice refused" \
     || bad "$s.py --models llama-tiny,llama-tiny: exit $rc"
 done
+# --paper's inputs, said before any run: a GPT-2-only table needs OpenWebText's patterns, not C4's (it asked for
+# C4's); a LLaMA run without C4's is refused; table5 without its model or task directories (a table of failures)
+out=$(python3 scripts/repro/table9.py --paper --models llama-130m --out "$OUT/nodata" 2>&1); rc=$?
+[ $rc != 0 ] && grep -q "run llama-130m_muon_none needs --train-data and --val-data" <<<"$out" && [ ! -e "$OUT/nodata" ] \
+  && ok "--paper without C4's patterns refused before any run" || bad "--paper without data: exit $rc: $out"
+out=$(python3 scripts/repro/table2.py --paper --models gpt2-124m --gpt2-train-data "$OUT/none/a_*.bin" \
+      --gpt2-val-data "$OUT/none/b_*.bin" --run-timeout 60 --out "$OUT/gpt2only" 2>&1); rc=$?
+! grep -q "needs --train-data" <<<"$out" && grep -q "none/a_\*.bin" "$OUT/gpt2only/gpt2-124m_baseline.out" 2>/dev/null \
+  && ok "a GPT-2-only --paper table runs with OpenWebText's patterns alone" || bad "GPT-2-only --paper: exit $rc: $(tail -2 <<<"$out")"
+out=$(python3 scripts/repro/table5.py --paper --model-dir "$OUT/none" --glue-dir "$OUT/none" --out "$OUT/t5none" 2>&1); rc=$?
+[ $rc != 0 ] && grep -q -- "--model-dir .*none: no config.json" <<<"$out" && [ ! -e "$OUT/t5none/full_ft_cola.out" ] \
+  && ok "table5 --paper without its model refused before any run" || bad "table5 --paper, no model: exit $rc: $out"
 # --extra replacing a flag every run shares: the table's description names the value the runs had
 (cd "$OUT" && python3 "$ROOT/scripts/repro/table4.py" --quick --steps 3 --extra='--seq-len 64' --out seq) >"$OUT/seq.log" 2>&1
 grep -q "Sequence length 64" "$OUT/seq/table4.md" 2>/dev/null && ! grep -q "Sequence length 32" "$OUT/seq/table4.md" \

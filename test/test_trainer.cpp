@@ -883,10 +883,16 @@ TEST(TrainerBinary, ALogsUnfinishedLastLineIsKeptOrRefused) {
     const std::string log = read_bytes(dir / "whole.jsonl");
     EXPECT_EQ(log.substr(0, whole.size() + 1), whole + "\n") << log;
     EXPECT_FALSE(contains(r.out, "cut short")) << describe(r);
+    // another file: refused by its first line (not one of our records), left as it was
     write_text(dir / "notes.txt", "my notes\nline two without a newline");
     RunResult notes = eval_only(dir / "notes.txt");
-    expect_user_error_exit(notes, "train_gpt2", {"does not end with a whole line", "not a metrics log"});
+    expect_user_error_exit(notes, "train_gpt2", {"notes.txt is not a metrics log of these trainers"});
     EXPECT_EQ(read_bytes(dir / "notes.txt"), "my notes\nline two without a newline");
+    // a log of ours whose last line, cut without its newline, is not one of our records: refused, not cut
+    write_text(dir / "mixed.jsonl", whole + "\nmy notes without a newline");
+    RunResult mixed = eval_only(dir / "mixed.jsonl");
+    expect_user_error_exit(mixed, "train_gpt2", {"does not end with a whole line", "not a metrics log"});
+    EXPECT_EQ(read_bytes(dir / "mixed.jsonl"), whole + "\nmy notes without a newline");
 }
 
 // --save is one unit: a failure after the weights were written (exactly there: common/kill_point.h) left the new

@@ -137,11 +137,19 @@ def finish_args(args, table):
         sys.exit("--paper --device cpu: the paper's runs are planned for a GPU (what fits --gpu-mem), and the CPU "
                  "backend has no such memory\n---> HINT: drop --device cpu to run them on a GPU, or use --quick for "
                  "a run on the CPU")
-    if args.paper and not args.dry_run and not (args.train_data and args.val_data):
-        gpt2 = (" (C4 shards for LLaMA; --gpt2-train-data/--gpt2-val-data for OpenWebText)"
-                if hasattr(args, "gpt2_train_data") else " (C4 shards)")
-        sys.exit(f"--paper needs --train-data and --val-data{gpt2}, or --dry-run")
     return args
+
+
+def check_data(runs, args):
+    """--paper's runs need their data: C4's patterns for LLaMA's, OpenWebText's (or C4's) for GPT-2's. Said before
+    any run, for the runs of this table only (a GPT-2-only table asked for C4's)."""
+    if args.dry_run or args.quick:
+        return
+    for r in runs:
+        if "TRAIN_SHARDS" in r.flags or "VAL_SHARDS" in r.flags:
+            which = ("--gpt2-train-data and --gpt2-val-data (OpenWebText), or --train-data and --val-data"
+                     if r.binary == "train_gpt2" and hasattr(args, "gpt2_train_data") else "--train-data and --val-data")
+            sys.exit(f"--paper: run {r.name} needs {which} (C4 shards for LLaMA), or --dry-run")
 
 
 def data_flags(args, binary):
@@ -471,6 +479,7 @@ def run_all(runs, args, outputs=()):
     them at the end (its table, its plot), removed first when an earlier invocation left them: a rerun stopped midway
     would leave the old table beside the new runs' logs. Returns (the devices the runs printed, failed runs)."""
     devices, failures = [], 0
+    check_data(runs, args)
     for binary in sorted({r.binary for r in runs}):
         need_binary(binary)
     if not args.dry_run:

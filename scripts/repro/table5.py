@@ -162,6 +162,13 @@ def main():
             sys.exit("--paper needs --model-dir (roberta-base) and --glue-dir (the GLUE tasks' directories), or --dry-run")
         model_dir, glue_dir = args.model_dir or "ROBERTA_BASE", args.glue_dir or "GLUE"
         task_dir = {t: os.path.join(glue_dir, GLUE_DIRS[t]) for t in tasks}
+        if not args.dry_run:  # said now, not as a table of failed runs
+            if not os.path.isfile(os.path.join(model_dir, "config.json")):
+                sys.exit(f"--model-dir {model_dir}: no config.json (a Hugging Face roberta-base directory)")
+            missing = [d for d in task_dir.values() if not os.path.isdir(d)]
+            if missing:
+                sys.exit(f"--glue-dir {glue_dir}: no task directory {', '.join(missing)} (GLUE's layout: "
+                         f"{', '.join(GLUE_DIRS[t] for t in tasks)})")
     runs = []
     for label, flags in METHODS:
         for t in tasks:
