@@ -64,6 +64,16 @@ inline void write_file_atomic(const std::string& path, const std::string& bytes)
     }
 }
 
+// Where a symbolic link at path points when that is not a directory (nothing there, or a file), "" otherwise: an
+// output directory's error names it (a dangling link was called "a file").
+inline std::string link_target_that_is_not_a_dir(const std::string& path) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::is_symlink(fs::symlink_status(path, ec)) || fs::is_directory(path, ec)) return "";
+    const fs::path target = fs::read_symlink(path, ec);
+    return ec ? "?" : target.string();
+}
+
 // This machine's name as temp directory names carry it: [A-Za-z0-9.-] only (the names are split at '_'), so that a
 // leftover is known as this host's (its writer can be checked) or another's (it cannot: kept).
 inline std::string host_tag() {

@@ -77,14 +77,15 @@ inline long long parse_whole(const char* flag, const std::string& v, long long l
     return x;
 }
 
-// v split at every comma, empty pieces kept ("" is one empty piece, "96," two): each is checked, none dropped
-inline std::vector<std::string> split_commas(const std::string& v) {
+// v split at every sep, empty pieces kept ("" is one empty piece, "96," two): each is checked, none dropped
+inline std::vector<std::string> split_at(const std::string& v, char sep) {
     std::vector<std::string> out(1);
     for (char c : v)
-        if (c == ',') out.emplace_back();
+        if (c == sep) out.emplace_back();
         else out.back() += c;
     return out;
 }
+inline std::vector<std::string> split_commas(const std::string& v) { return split_at(v, ','); }
 
 // s in ASCII lower case (names compared without case: file extensions, class labels)
 inline std::string to_lower(std::string s) {

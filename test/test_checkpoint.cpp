@@ -279,20 +279,34 @@ TEST_F(CkptTest, CheckCompatible) {
     EXPECT_NE(e.find("num_ranks = 4, this run has num_ranks = 8"), std::string::npos) << e;
     e = error_of([&] { check_compatible(r, "zero_stage", (int64_t)1); });
     EXPECT_NE(e.find("does not record zero_stage (this run has zero_stage = 1)"), std::string::npos) << e;
-    // a setting of many words: the words that differ are named with the word before each (a user had to diff two
-    // 100-character lines)
+    // a setting of many words is said as the flags that differ (a user had to diff two 100-character lines of
+    // internal words), each float as short as it is (the keys hold nine digits)
     TrainState o;
-    o.set("run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95");
-    e = error_of(
-        [&] { check_compatible(o, "run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.99 galore 0/100/0.25 muon 0.95"); });
-    EXPECT_NE(e.find("(the difference: saved `b2 0.95, galore 0/200/0.25` where this run has `b2 0.99, galore "
-                     "0/100/0.25`)"), std::string::npos) << e;
-    e = error_of([&] { check_compatible(o, "run.optimizer", "adamw wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95 "
-                                                             "states 8bit"); });
-    EXPECT_NE(e.find("(the difference: saved nothing there where this run has `states 8bit`)"), std::string::npos)
+    o.set("run.optimizer", "adamw wd 0.100000001 b1 0.899999976 b2 0.949999988 galore 0/200/0.25 muon 0.95");
+    e = error_of([&] {
+        check_compatible(o, "run.optimizer", "adamw wd 0.100000001 b1 0.899999976 b2 0.99000001 galore 0/100/0.25 "
+                                             "muon 0.95");
+    });
+    EXPECT_NE(e.find("it was written with --beta2 0.95 --galore-gap 200, this run has --beta2 0.99 --galore-gap 100\n"
+                     "---> HINT: resume with the settings of the run that wrote it (--beta2 0.95 --galore-gap 200)"),
+              std::string::npos) << e;
+    e = error_of([&] { check_compatible(o, "run.optimizer", o.get("run.optimizer") + " states 8bit"); });
+    EXPECT_NE(e.find("it was written without --optimizer-states 8bit, which this run passes\n"), std::string::npos)
+        << e;
+    e = error_of([&] { check_compatible(o, "run.optimizer", "muon wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95"); });
+    EXPECT_NE(e.find("it was written with --optimizer adamw, this run has --optimizer muon\n"), std::string::npos) << e;
+    o.set("run.prac", "prac lin r6,r16 nonlin 0.200000003,0.200000003 t1 500 t2 500 k 1 storage fp8");
+    e = error_of([&] { check_compatible(o, "run.prac", "prac lin 0.3,0.3 nonlin 0.2,0.2 t1 500 t2 500 k 1"); });
+    EXPECT_NE(e.find("it was written with --prac-linear-ranks 6,16 --prac-storage fp8, this run has --prac-linear "
+                     "0.3,0.3\n"), std::string::npos) << e;
+    // words no flag spells (an earlier spelling): the words that differ, each with the word before it
+    o.set("run.prac", "prac lin 0.3 ranks 6,16 t1 500 classes linear");
+    e = error_of([&] { check_compatible(o, "run.prac", "prac lin 0.3 ranks 16,16 t1 500 classes linear"); });
+    EXPECT_NE(e.find("(the difference: saved `ranks 6,16` where this run has `ranks 16,16`)"), std::string::npos) << e;
+    e = error_of([&] { check_compatible(o, "run.prac", "prac lin 0.3 ranks 6,16 t1 500 classes linear,nonlinear x"); });
+    EXPECT_NE(e.find("(the difference: saved `linear` where this run has `linear,nonlinear x`)"), std::string::npos)
         << "other lengths: the stretch between the common ends\n" << e;
-    e = error_of([&] { check_compatible(o, "run.optimizer", "muon wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95 "
-                                                             "states 8bit"); });
+    e = error_of([&] { check_compatible(o, "run.prac", "rac lin 0.3 t1 500 classes nonlinear"); });
     EXPECT_EQ(e.find("the difference"), std::string::npos) << "nothing alike at either end: the values say it\n" << e;
 }
 

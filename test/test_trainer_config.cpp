@@ -957,7 +957,7 @@ TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpel
     st.set("run.optimizer", optimizer_key(flag_spelled, flag_spelled.galore_rank));  // "galore 0/"
     EXPECT_NO_THROW(check_optimizer(st, parse(defaulted)));
     EXPECT_NO_THROW(check_optimizer(st, parse(explicit_default)));
-    EXPECT_USER_ERROR(check_optimizer(st, parse(other)), "galore 0/");
+    EXPECT_USER_ERROR(check_optimizer(st, parse(other)), "written with --galore-rank 0, this run has --galore-rank");
 
     TrainState old;
     old.set("run.schedule", format("lr %g warmup %d min %g", o.lr, o.warmup, o.min_lr_frac));
@@ -965,9 +965,9 @@ TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpel
                                     o.weight_decay, o.beta1, o.beta2, o.adam_eps, o.grad_clip, o.galore_rank,
                                     o.galore_gap, o.galore_scale, o.muon_momentum));
     EXPECT_NO_THROW(check(old, o));
-    // a refusal names the difference in the checkpoint's own spelling (not every float of another spelling)
+    // a refusal names the flag that differs (compared in the checkpoint's own spelling: not every float differs)
     EXPECT_USER_ERROR(check(old, parse({"--lr", "2e-3", "--weight-decay", "0.1"})),
-                      "saved `lr 0.001` where this run has `lr 0.002`");
+                      "it was written with --lr 0.001, this run has --lr 0.002\n");
 }
 
 // A fine-tuned head's classes as its config.json orders them, mapped onto the task's as run_glue maps them

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
@@ -23,7 +24,7 @@
 #include "common/files.h"  // write_all, host_tag, pid_alive
 #include "common/kill_point.h"
 #include "common/safetensors.h"
-#include "common/strings.h"  // join
+#include "common/strings.h"  // join, split_at
 
 namespace fs = std::filesystem;
 
@@ -893,6 +894,84 @@ static std::string words_that_differ(const std::string& saved, const std::string
     return " (the difference: saved `" + was + "` where this run has `" + is + "`)";
 }
 
+// A float as stored in a key ("0.100000001": the float's nine digits) in its shortest spelling that is the same
+// float ("0.1"); anything else as it is.
+static std::string shortest_float(const std::string& v) {
+    char* end = nullptr;
+    const double d = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0') return v;
+    for (int digits = 1; digits <= 9; digits++) {
+        std::string s = format("%.*g", digits, d);
+        if ((float)std::strtod(s.c_str(), nullptr) == (float)d) return s.size() < v.size() ? s : v;  // 200, not 2e+02
+    }
+    return v;
+}
+
+// A setting stored as one line of words (run.schedule, run.optimizer, run.prac, run.prac_refresh, run.recompute)
+// spelled as the flags that give it: "adamw wd 0.100000001 ..." is {--optimizer adamw, --weight-decay 0.1, ...};
+// a word of several flags ("galore 256/200/0.25") is each of them. false for a key or a word it does not know
+// (a checkpoint of an earlier spelling: its refusal keeps the words).
+static bool setting_as_flags(const std::string& key, const std::string& value,
+                             std::vector<std::pair<std::string, std::string>>* flags) {
+    static const std::map<std::string, std::pair<const char*, std::map<std::string, const char*>>> KEYS = {
+        {"run.schedule", {nullptr, {{"lr", "--lr"}, {"warmup", "--warmup"}, {"min", "--min-lr-frac"}}}},
+        {"run.optimizer",
+         {"--optimizer",
+          {{"wd", "--weight-decay"}, {"b1", "--beta1"}, {"b2", "--beta2"}, {"eps", "--adam-eps"},
+           {"clip", "--grad-clip"}, {"muon", "--muon-momentum"}, {"states", "--optimizer-states"},
+           {"galore", "--galore-rank/--galore-gap/--galore-scale"},
+           {"rso", "--rso-rank/--rso-gap/--rso-prox/--rso-activations"}}}},
+        {"run.prac",
+         {"--prac",
+          {{"lin", "--prac-linear"}, {"nonlin", "--prac-nonlinear"}, {"t1", "--prac-t1"}, {"t2", "--prac-t2"},
+           {"k", "--prac-k-mult"}, {"storage", "--prac-storage"}}}},
+        {"run.recompute", {"--recompute", {}}},
+    };
+    std::vector<std::string> words;
+    std::istringstream in(value);
+    for (std::string w; in >> w;) words.push_back(w);
+    flags->clear();
+    if (key == "run.prac_refresh") {  // spelled as flags already ("--prac-refresh exact --prac-initial-spread 0 ...")
+        if (words == std::vector<std::string>{"none"}) return true;
+        for (size_t i = 0; i + 1 < words.size(); i += 2) {
+            if (words[i].rfind("--", 0) != 0) return false;
+            flags->push_back({words[i], words[i + 1]});
+        }
+        return words.size() % 2 == 0;
+    }
+    auto known = KEYS.find(key);
+    if (known == KEYS.end() || words.empty()) return false;
+    const auto& [head, names] = known->second;
+    size_t i = 0;
+    if (head) flags->push_back({head, words[i++]});
+    for (; i < words.size(); i += 2) {
+        auto name = names.find(words[i]);
+        if (name == names.end() || i + 1 >= words.size()) return false;
+        std::string value = words[i + 1], flag = name->second;
+        if (flag == "--prac-linear" || flag == "--prac-nonlinear") {  // fractions "0.300000012,0.3", ranks "r6,r16"
+            std::vector<std::string> ranks = split_at(value, ',');
+            if (ranks.size() != 2 || ranks[0].empty() || ranks[1].empty()) return false;
+            const bool absolute = ranks[0][0] == 'r';
+            for (std::string& r : ranks) r = absolute && r[0] == 'r' ? r.substr(1) : shortest_float(r);
+            flags->push_back({flag + (absolute ? "-ranks" : ""), ranks[0] + "," + ranks[1]});
+            continue;
+        }
+        std::vector<std::string> sub_flags = split_at(flag, '/'), values = split_at(value, '/');
+        if (sub_flags.size() != values.size()) return false;
+        for (size_t f = 0; f < sub_flags.size(); f++) flags->push_back({sub_flags[f], shortest_float(values[f])});
+    }
+    return true;
+}
+
+// " --a 1 --b 2" of the flags in `of` whose value `other` lacks or differs in.
+static std::string flags_not_in(const std::vector<std::pair<std::string, std::string>>& of,
+                                const std::vector<std::pair<std::string, std::string>>& other) {
+    std::string s;
+    for (const auto& f : of)
+        if (std::find(other.begin(), other.end(), f) == other.end()) s += " " + f.first + " " + f.second;
+    return s;
+}
+
 void check_compatible(const TrainState& state, const std::string& key, const std::string& expected) {
     const char* where = state.path.empty() ? "the checkpoint" : state.path.c_str();
     auto it = state.meta.find(key);
@@ -910,6 +989,17 @@ void check_compatible(const TrainState& state, const std::string& key, const std
             fail("cannot resume from %s: it was written with %s %s, this run has %s %s\n---> HINT: resume with the "
                  "settings of the run that wrote it (%s %s), or start a new run in another checkpoint directory",
                  where, flag, it->second.c_str(), flag, expected.c_str(), flag, it->second.c_str());
+    std::vector<std::pair<std::string, std::string>> saved_flags, run_flags;
+    if (setting_as_flags(key, it->second, &saved_flags) && setting_as_flags(key, expected, &run_flags)) {
+        const std::string saved = flags_not_in(saved_flags, run_flags), run = flags_not_in(run_flags, saved_flags);
+        const std::string difference = saved.empty() ? "without" + run + ", which this run passes"
+                                       : run.empty() ? "with" + saved + ", which this run does not pass"
+                                                     : "with" + saved + ", this run has" + run;
+        if (!saved.empty() || !run.empty())  // (differently spelled, the same flags: the words below say it)
+            fail("cannot resume from %s: it was written %s\n---> HINT: resume with the settings of the run that wrote "
+                 "it (%s), or start a new run in another checkpoint directory", where, difference.c_str(),
+                 saved.empty() ? ("without" + run).c_str() : saved.substr(1).c_str());
+    }
     fail("cannot resume from %s: it was written with %s = %s, this run has %s = %s%s\n---> HINT: resume with the "
          "settings of the run that wrote it (%s = %s), or start a new run in another checkpoint directory",
          where, key.c_str(), it->second.c_str(), key.c_str(), expected.c_str(),

@@ -191,6 +191,10 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
 void claim_predict_dir(const FinetuneOptions& o, const GlueTaskInfo& task) {
     namespace fs = std::filesystem;
     std::error_code ec;
+    const std::string target = link_target_that_is_not_a_dir(o.predict);
+    CHECK_USER(target.empty(), "--predict %s is a symbolic link to %s, which is not a directory (or does not exist)\n"
+               "---> HINT: create the link's target directory, or pass another path", o.predict.c_str(),
+               target.c_str());
     if (fs::exists(o.predict, ec) && !fs::is_directory(o.predict, ec))
         fail("--predict %s is a file, not a directory\n---> HINT: pass a directory for GLUE's submission files (%s)",
              o.predict.c_str(), join(task.submission_files).c_str());

@@ -85,6 +85,10 @@ void verify_init_from_checkpoint(const std::string& path) {
     if (is_dir(path) && access((path + "/" + CKPT_COMPLETE_FILE).c_str(), F_OK) == 0 && !checkpoint_verify(path, &why))
         fail("--init-from %s: this checkpoint is damaged: %s\n---> HINT: start from another checkpoint of the run "
              "(--resume --ckpt-dir DIR picks the newest intact one)", path.c_str(), why.c_str());
+    else if (is_dir(path) && access((path + "/" + CKPT_STATE_FILE).c_str(), F_OK) == 0 &&
+             access((path + "/" + CKPT_COMPLETE_FILE).c_str(), F_OK) != 0)  // copied in part, or its marker removed
+        std::printf("notice: --init-from %s holds a checkpoint's %s but no %s marker: its files are not verified\n",
+                    path.c_str(), CKPT_STATE_FILE, CKPT_COMPLETE_FILE);
 }
 
 void prepare_output_dir(const std::string& dir, const char* flag) {
@@ -97,6 +101,11 @@ void prepare_output_dir(const std::string& dir, const char* flag) {
         if (i == dir.size() || dir[i] == '/') {
             if (!partial.empty() && !is_dir(partial) && mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
                 fail("%s: cannot create directory %s (%s)", flag, partial.c_str(), std::strerror(errno));
+            const std::string target = partial.empty() ? "" : link_target_that_is_not_a_dir(partial);
+            if (!target.empty())
+                fail("%s %s: %s is a symbolic link to %s, which is not a directory (or does not exist)\n---> HINT: "
+                     "create the link's target directory, or pass another path", flag, dir.c_str(), partial.c_str(),
+                     target.c_str());
             if (!partial.empty() && !is_dir(partial))
                 fail("%s %s: %s is a file, not a directory\n---> HINT: pass a path whose parents are directories",
                      flag, dir.c_str(), partial.c_str());

@@ -825,15 +825,16 @@ struct Trainer {
     // The optimizer over the whole buffer, or this rank's shard under ZeRO-1 (AdamW); the memory line.
     void setup_optimizer() {
         size_t n = model.param_buffer_numel;
+        const size_t live_before = be.live_bytes;  // what the optimizer allocates: state, master weights, scratch
         opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, n, grads.shard_lo,
                              grads.shard_hi);
         init_master_weights(be, *opt, model.params_memory, n);
         opt->bind_sites(model.sites);
-        size_t opt_bytes = 0;
-        for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.nbytes();
-        std::printf("memory: parameters %.1f MiB | gradients %.1f MiB | optimizer %.1f MiB | activations %.1f MiB | "
+        const size_t opt_bytes = be.live_bytes - live_before;
+        std::printf("memory: parameters %.1f MiB | gradients %.1f MiB | optimizer %.1f MiB%s | activations %.1f MiB | "
                     "live %.1f MiB\n", n * sizeof(typename Backend::act_t) / 1048576.0,
                     n * sizeof(typename Backend::grad_t) / 1048576.0, opt_bytes / 1048576.0,
+                    Backend::master_weights ? " (with fp32 master weights)" : "",
                     (model.arena.acts_bytes + model.arena.bases_bytes) / 1048576.0, be.live_bytes / 1048576.0);
     }
 
