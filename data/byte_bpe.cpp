@@ -640,6 +640,23 @@ std::string utf8_replace_invalid(std::string_view sv) {
     return out;
 }
 
+std::string utf8_escape_invalid(std::string_view sv) {
+    const auto* s = (const uint8_t*)sv.data();
+    const size_t n = sv.size();
+    std::string out;
+    for (size_t i = 0; i < n;) {
+        size_t sub = 0, len = utf8_seq(s, n, i, &sub);
+        if (len) {
+            out.append(sv.data() + i, len);
+            i += len;
+        } else {
+            for (size_t k = i; k < i + sub; k++) out += format("\\x%02x", (unsigned)s[k]);
+            i += sub;
+        }
+    }
+    return out;
+}
+
 namespace {
 
 bool gpt2_printable(int c) { return (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255); }

@@ -107,6 +107,9 @@ void for_each_document(size_t count, int threads, const std::function<void(size_
 size_t utf8_first_invalid(std::string_view s);
 // Python's bytes.decode("utf-8", errors="replace") re-encoded: each maximal invalid subpart becomes U+FFFD.
 std::string utf8_replace_invalid(std::string_view s);
+// s with each byte of an invalid subpart written as the four characters \xNN: a file name as JSON text (a state
+// file, a checkpoint's metadata) that still says which bytes it had, and is the same text each time.
+std::string utf8_escape_invalid(std::string_view s);
 
 // GPT-2's byte -> printable code point map (bytes_to_unicode of openai/gpt-2's encoder.py, as its documentation
 // states it: printable Latin-1 bytes map to themselves, the other 68 to U+0100.. in byte order), as UTF-8. The

@@ -402,6 +402,15 @@ TEST(Gpt2Tokenizer, Utf8Helpers) {
     EXPECT_EQ(utf8_replace_invalid("\x80\x80"), std::string(R) + R);
     EXPECT_EQ(utf8_replace_invalid("ok \xe2\x82\xac"), "ok \xe2\x82\xac");
     EXPECT_NO_THROW(tok().encode(utf8_replace_invalid("hello\xff world")));
+    // Python's bytes.decode("utf-8", errors="backslashreplace") on the same bytes: every byte of an invalid
+    // subpart as \xNN, valid sequences kept
+    EXPECT_EQ(utf8_escape_invalid("a\xff" "b"), "a\\xffb");
+    EXPECT_EQ(utf8_escape_invalid("\xc0\xaf"), "\\xc0\\xaf");
+    EXPECT_EQ(utf8_escape_invalid("\xed\xa0\x80x"), "\\xed\\xa0\\x80x");
+    EXPECT_EQ(utf8_escape_invalid("\xe2\x82"), "\\xe2\\x82");
+    EXPECT_EQ(utf8_escape_invalid("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xe2\x82z"),
+              "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\\xe2\\x82z");
+    EXPECT_EQ(utf8_escape_invalid("plain"), "plain");
 }
 
 // A single 100 KB regex piece must not be quadratic (tiktoken's scan would do ~10^10 steps on it).

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -479,6 +480,59 @@ TEST_F(Prep, DirectoryOfTxtRepairsInvalidUtf8AndSkipsEmptyFiles) {
     EXPECT_NE(r.out.find("1 with invalid UTF-8 repaired"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("skipped 1 empty document\n"), std::string::npos) << r.out;
 }
+// A file whose name is not UTF-8 (a Latin-1 name) is an input like any other: its path goes into PREFIX_prep.json
+// as \xNN (JSON text must be UTF-8: writing it stopped the run with an internal error after its first shard, and
+// every rerun and --resume after it failed), and a --resume of the run finds it again.
+TEST_F(Prep, AFileNameThatIsNotUtf8IsAnInput) {
+    REQUIRE_GPT2();
+    const std::string in = path("in");
+    fs::create_directories(in);
+    fs::copy_file(std::string(FX) + "texts/a.txt", in + "/caf\xe9.txt");  // Latin-1 e-acute: not UTF-8
+    const std::vector<std::string> args = {"--tokenizer", "gpt2", "--input", in, "--out", path("latin1")};
+    PrepRun r = prep(args);
+    ASSERT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(slurp(path("latin1_prep.json")).find("caf\\\\xe9.txt"), std::string::npos);  // JSON's "\\xe9"
+    std::vector<std::string> again = args;
+    again.push_back("--resume");
+    r = prep(again);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("nothing to do"), std::string::npos) << r.out;
+}
+
+// Text as Python's open() reads it (universal newlines, "utf-8-sig"): a classic Mac file (lines ending in a lone
+// CR: it was one document) and a file with a UTF-8 byte order mark (its tokens began the first document) make the
+// shards of the same text with LF lines, byte for byte. UTF-16 and UTF-32 (a byte order mark, or NULs between the
+// characters) are refused, naming the conversion: they were one document of NUL-separated characters, exit 0.
+TEST_F(Prep, LineEndingsByteOrderMarksAndUtf16) {
+    REQUIRE_GPT2();
+    const std::string lf = slurp("data/austen/emma.txt").substr(0, 60000);
+    std::string cr = lf;
+    std::replace(cr.begin(), cr.end(), '\n', '\r');
+    std::string utf16le;
+    for (char c : lf.substr(0, 2000)) utf16le += std::string(1, c) + '\0';  // (the first 2000 bytes are ASCII)
+    const std::pair<const char*, std::string> files[] = {{"lf.txt", lf}, {"cr.txt", cr}, {"bom.txt", "\xef\xbb\xbf" + lf},
+                                                         {"utf16.txt", "\xff\xfe" + utf16le}, {"utf16le.txt", utf16le},
+                                                         {"utf16.jsonl", "\xff\xfe{"}};
+    for (const auto& [name, bytes] : files) std::ofstream(path(name), std::ios::binary) << bytes;
+    auto args = [&](const char* name) {
+        return std::vector<std::string>{"--tokenizer", "gpt2", "--doc-sep", "blank", "--input", path(name), "--out",
+                                        path(std::string("out_") + name)};
+    };
+    prep_ok(args("lf.txt"));
+    const auto want = outputs(path("out_lf.txt"));
+    for (const char* name : {"cr.txt", "bom.txt"}) {
+        SCOPED_TRACE(name);
+        prep_ok(args(name));
+        const auto got = outputs(path(std::string("out_") + name));
+        ASSERT_EQ(got.size(), want.size());
+        for (auto a = want.begin(), b = got.begin(); a != want.end(); ++a, ++b)
+            if (a->first.find(".bin") != std::string::npos) EXPECT_TRUE(a->second == b->second) << a->first;
+    }
+    prep_fails(args("utf16.txt"), {"utf16.txt: this looks like UTF-16 or UTF-32 text (its byte order mark)", "iconv"});
+    prep_fails(args("utf16le.txt"), {"utf16le.txt: this looks like UTF-16", "(NUL bytes between its characters)"});
+    prep_fails(args("utf16.jsonl"), {"utf16.jsonl: this looks like UTF-16"});
+}
+
 TEST_F(Prep, BlankLineSeparatedDocuments) {
     REQUIRE_GPT2();
     REQUIRE_SPM();
@@ -995,6 +1049,58 @@ TEST_F(Prep, MissingInputs) {
     prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad", "--out", o}, {"has no .txt files"});
     prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "texts/notes.md", "--out", o},
                {"notes.md: unknown file type"});
+    // a stream is no input (its size makes the progress and --resume), said with what to do
+    ASSERT_EQ(mkfifo(path("fifo.txt").c_str(), 0600), 0);
+    prep_fails({"--tokenizer", "gpt2", "--input", path("fifo.txt"), "--out", o},
+               {"fifo.txt is not a regular file", "HINT: prep_data reads files"});
+    // a compressed file named without .txt/.jsonl is read as a tar archive (OpenWebText's *.xz): the refusal says
+    // how to name a compressed text
+    fs::copy_file(std::string(FX) + "c4_train.json.gz", path("notes.gz"));
+    prep_fails({"--tokenizer", "gpt2", "--input", path("notes.gz"), "--out", o},
+               {"notes.gz", "is read as a tar archive", "NAME.jsonl.gz"});
+}
+
+// A directory input lists each file once: a symbolic link beside the file it names, a link to a directory listed
+// already (a loop), and links that lead nowhere are skipped, said (the first two made "is given twice (overlapping
+// --input patterns?)" of one directory; the last were dropped unsaid): the shards are those of the files alone.
+TEST_F(Prep, LinksInADirectoryAreReadOnce) {
+    REQUIRE_GPT2();
+    for (const char* d : {"plain", "linked"}) {
+        fs::create_directories(path(d) + "/sub");
+        fs::copy_file(std::string(FX) + "texts/a.txt", path(d) + "/a.txt");
+        fs::copy_file(std::string(FX) + "texts/b.txt", path(d) + "/sub/b.txt");
+    }
+    fs::create_symlink("a.txt", path("linked/z_link.txt"));
+    fs::create_symlink("..", path("linked/sub/loop"));
+    fs::create_symlink("gone.txt", path("linked/dangling.txt"));
+    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("plain"), "--out", path("plain_out")});
+    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("linked"), "--out", path("linked_out")});
+    EXPECT_NE(r.out.find("note: " + path("linked") + ": skipped 2 symbolic link(s) to what the directory lists "
+                         "already"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("skipped 1 symbolic link(s) that lead nowhere"), std::string::npos) << r.out;
+    EXPECT_TRUE(slurp(path("plain_out_train_000000.bin")) == slurp(path("linked_out_train_000000.bin")));
+}
+
+// A stop signal says how to go on (it ended the run without a word), with the status of the signal, and --resume
+// then finishes the run as an uninterrupted one.
+TEST_F(Prep, AStopSignalSaysHowToGoOn) {
+    REQUIRE_GPT2();
+    const std::vector<std::string> base = {"--tokenizer", "gpt2", "--input", "data/austen/emma.txt", "--doc-sep",
+                                           "blank", "--shard-tokens", "20000", "--threads", "1"};
+    auto with_out = [&](const char* out) {
+        std::vector<std::string> a = base;
+        a.insert(a.end(), {"--out", path(out)});
+        return a;
+    };
+    prep_ok(with_out("full"));
+    PrepRun stopped = prep(with_out("part"), "PRAC_TEST_KILL_AT=prep_data.state_saved@3:" + std::to_string(SIGINT));
+    EXPECT_EQ(stopped.rc, 128 + SIGINT) << stopped.out;
+    EXPECT_NE(stopped.out.find("prep_data: stopped by a signal; the same command with --resume continues after the "
+                               "last shard it finished"), std::string::npos) << stopped.out;
+    std::vector<std::string> resume = with_out("part");
+    resume.push_back("--resume");
+    prep_ok(resume);
+    EXPECT_TRUE(outputs(path("full")) == outputs(path("part")));
 }
 
 TEST_F(Prep, DamagedCompressedFiles) {

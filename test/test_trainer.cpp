@@ -1662,6 +1662,27 @@ TEST(TrainerResume, OtherAbsoluteRanksAreRefusedNamingThem) {
     ASSERT_EQ(same.rc, 0) << describe(same);
 }
 
+// Training data under a file name that is not UTF-8 (a Latin-1 name): the checkpoint records the pattern as JSON text,
+// its stray bytes as \xNN (saving it failed after the run's last step: "metadata value ... is not valid UTF-8",
+// no checkpoint), and the run resumes from it.
+TEST(TrainerResume, DataUnderANameThatIsNotUtf8) {
+    TempDir dir;
+    const std::string shard = dir / "caf\xe9_train.bin";  // e-acute in Latin-1
+    fs::copy_file(BUILTIN + "/austen_gpt2_train.bin", shard);
+    auto args = [&](const char* steps, bool resume) {
+        std::vector<std::string> a = tiny({"--train-data", shard, "--val-data", BUILTIN + "/austen_gpt2_val.bin",
+                                           "--steps", steps, "--eval-tokens", "64", "--ckpt-dir", dir / "c"});
+        if (resume) a.push_back("--resume");
+        return a;
+    };
+    RunResult r = run_trainer("train_gpt2", args("2", false), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(read_bytes(dir / "c/step_00000002/state.safetensors"), "caf\\\\xe9_train.bin"));
+    r = run_trainer("train_gpt2", args("3", true), dir, 120);
+    EXPECT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "at step 2 of 3")) << describe(r);
+}
+
 // Runs `a` and `b` of `steps` steps (logs dir/NAME.jsonl, checkpoints dir/NAME/) are the same run: every step's
 // loss and gradient norm (b's last record of each step: a resumed log may repeat one) and the last checkpoint's
 // weights and state, bit for bit.

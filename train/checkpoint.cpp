@@ -25,6 +25,7 @@
 #include "common/kill_point.h"
 #include "common/safetensors.h"
 #include "common/strings.h"  // join, split_at
+#include "data/byte_bpe.h"    // utf8_escape_invalid
 
 namespace fs = std::filesystem;
 
@@ -699,7 +700,7 @@ static bool is_reserved(const std::string& key) { return key.compare(0, std::str
 void TrainState::set(const std::string& key, const std::string& value) {
     CHECK_USER(!key.empty() && !is_reserved(key), "training state: metadata key '%s' is empty or reserved (%s*)",
                key.c_str(), RESERVED_PREFIX);
-    meta[key] = value;
+    meta[key] = utf8_escape_invalid(value);  // metadata is JSON text: a file name's stray bytes as \xNN
 }
 void TrainState::set_i64(const std::string& key, int64_t value) { set(key, std::to_string((long long)value)); }
 void TrainState::set_u64(const std::string& key, uint64_t value) { set(key, std::to_string((unsigned long long)value)); }
@@ -979,7 +980,7 @@ void check_compatible(const TrainState& state, const std::string& key, const std
         fail("cannot resume from %s: it does not record %s (this run has %s = %s)\n---> HINT: it was written by "
              "another version; resume with the build that wrote it, or start a new run in another checkpoint "
              "directory", where, key.c_str(), key.c_str(), expected.c_str());
-    if (it->second == expected) return;
+    if (it->second == expected || it->second == utf8_escape_invalid(expected)) return;  // (as TrainState::set wrote it)
     // a key that is one flag's value is said as that flag ("--grad-accum 2", not "run.grad_accum = 2")
     static const std::pair<const char*, const char*> FLAGS[] = {
         {"run.batch_size", "--batch-size"}, {"run.seq_len", "--seq-len"}, {"run.grad_accum", "--grad-accum"},

@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include "common/error.h"
@@ -69,18 +71,50 @@ FileType classify(const std::string& path) {
          path.c_str());
 }
 
+// A directory's *.txt files, sorted, each once: a symbolic link to a file or directory listed already (a link
+// beside its target, a link to a parent: a loop) is skipped, and said, as are links that lead nowhere; a folder
+// that cannot be listed is named.
 static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out) {
     std::vector<std::string> found;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (it->is_regular_file(ec) && classify(it->path().string()).kind == KIND_TEXT)
-            found.push_back(it->path().string());
+    std::set<std::string> dirs_seen;  // canonical paths: each directory is walked once
+    int dangling = 0, dir_links_skipped = 0;
+    std::error_code ec, canon_ec;
+    dirs_seen.insert(fs::weakly_canonical(dir, canon_ec).string());
+    std::string opening = dir;  // the directory the iterator opens next: the one an error is about
+    auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        std::error_code e;
+        if (it->is_directory(e)) {
+            if (!dirs_seen.insert(fs::weakly_canonical(it->path(), e).string()).second) {
+                it.disable_recursion_pending();
+                dir_links_skipped++;
+            } else {
+                opening = it->path().string();
+            }
+        } else if (it->is_regular_file(e)) {
+            if (classify(it->path().string()).kind == KIND_TEXT) found.push_back(it->path().string());
+        } else if (it->is_symlink(e) && !fs::exists(it->path(), e)) {
+            dangling++;
+        }
     }
-    CHECK_USER(!ec, "cannot list directory %s: %s", dir.c_str(), ec.message().c_str());
+    CHECK_USER(!ec, "cannot list directory %s (in --%s %s): %s", opening.c_str(), src == VAL ? "val-input" : "input",
+               dir.c_str(), ec.message().c_str());
+    std::sort(found.begin(), found.end());
+    std::set<std::string> files_seen;
+    size_t file_links_skipped = 0;
+    found.erase(std::remove_if(found.begin(), found.end(), [&](const std::string& p) {
+                    std::error_code e;
+                    const bool again = !files_seen.insert(fs::weakly_canonical(p, e).string()).second;
+                    file_links_skipped += again;
+                    return again;
+                }), found.end());
     CHECK_USER(!found.empty(), "directory %s has no .txt files\n---> HINT: a directory input stands for its *.txt "
                "files; give JSON lines or archives by name or pattern", dir.c_str());
-    std::sort(found.begin(), found.end());
+    if (dir_links_skipped + file_links_skipped > 0)
+        std::printf("note: %s: skipped %zu symbolic link(s) to what the directory lists already (each file is read "
+                    "once)\n", dir.c_str(), dir_links_skipped + file_links_skipped);
+    if (dangling > 0)
+        std::printf("note: %s: skipped %d symbolic link(s) that lead nowhere\n", dir.c_str(), dangling);
     for (auto& p : found) {
         const auto size = fs::file_size(p, ec);  // (a file removed or replaced since the listing)
         CHECK_USER(!ec, "cannot read the size of %s (in directory %s): %s\n---> HINT: was it removed or changed while "
@@ -115,7 +149,8 @@ static void add_input(const std::string& spec, int src, std::vector<InputFile>& 
             add_dir(p, src, out);
             continue;
         }
-        CHECK_USER(S_ISREG(st.st_mode), "%s %s is not a regular file", flag, p.c_str());
+        CHECK_USER(S_ISREG(st.st_mode), "%s %s is not a regular file\n---> HINT: prep_data reads files (their sizes "
+                   "make its progress and --resume): write a stream to a file first", flag, p.c_str());
         if (classify(p).kind == KIND_UNKNOWN) unsupported_file(p);
         out.push_back({p, (int64_t)st.st_size, src, -1});
     }
@@ -331,8 +366,13 @@ TarReader::~TarReader() { archive_read_free(a); }
 void TarReader::raise(const char* what) {
     if (err) std::rethrow_exception(err);
     const char* e = archive_error_string(a);
-    fail("%s: %s: %s\n---> HINT: the archive is damaged or cut short, or not a tar archive (test it with "
-         "\"tar -tf\")", name.c_str(), what, e ? e : "unknown libarchive error");
+    const std::string base = to_lower(fs::path(name).filename().string());
+    const bool named_tar = base.find(".tar") != std::string::npos || base.find(".tgz") != std::string::npos ||
+                           base.find(".txz") != std::string::npos || base.find(".tzst") != std::string::npos;
+    fail("%s: %s: %s\n---> HINT: %s", name.c_str(), what, e ? e : "unknown libarchive error",
+         named_tar ? "the archive is damaged or cut short, or not a tar archive (test it with \"tar -tf\")"
+                   : "a compressed file without .txt or .jsonl before its .gz/.xz/.zst is read as a tar archive (as "
+                     "OpenWebText's *.xz); if it holds text or JSON lines, rename it (NAME.txt.gz, NAME.jsonl.gz)");
 }
 
 bool TarReader::next(std::string* path, bool* regular) {

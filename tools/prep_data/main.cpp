@@ -2,6 +2,9 @@
 // presets (c4, owt), the resume rules and where to download the corpora are in HELP (options.cpp) and in
 // data/README.md; the pipeline and where each of its parts lives, in prep_data.h. This file: main, which
 // reports errors and gives the exit status.
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -9,8 +12,21 @@
 #include "common/files.h"  // file_size_limit_as_error
 #include "tools/prep_data/prep_data.h"
 
+// A stop signal ends the run as before (its default action: exit status 128 + the signal) after one line that says
+// how to go on: whatever shards were finished are kept, and --resume continues from them. write() and raise() are
+// async-signal-safe.
+static void on_stop_signal(int sig) {
+    static const char msg[] = "\nprep_data: stopped by a signal; the same command with --resume continues after "
+                              "the last shard it finished\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+}
+
 int main(int argc, char** argv) {
     file_size_limit_as_error();
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
     try {
         prep::Options o = prep::parse_args(argc, argv);
         if (o.help || argc == 1) {

@@ -25,6 +25,7 @@
 #include "common/error.h"
 #include "common/kill_point.h"
 #include "common/strings.h"  // with_commas, human_duration
+#include "data/byte_bpe.h"    // utf8_escape_invalid
 #include "data/dataloader.h"  // stream_samples
 #include "data/gpt2_tokenizer.h"
 #include "data/shard.h"
@@ -252,9 +253,9 @@ struct Prep {
         if (o.val_docs > 0) val["docs"] = o.val_docs;
         if (o.val_fraction > 0) val["fraction"] = o.val_fraction, val["seed"] = o.val_seed;
         config = {{"tokenizer", o.tokenizer},
-                  {"tokenizer_name", info.tokenizer_name},
+                  {"tokenizer_name", utf8_escape_invalid(info.tokenizer_name)},
                   {"tokenizer_sha256", sha},
-                  {"tokenizer_copy", o.tokenizer == "spm" ? json(copy) : json(nullptr)},
+                  {"tokenizer_copy", o.tokenizer == "spm" ? json(utf8_escape_invalid(copy)) : json(nullptr)},
                   {"spm_vocab", o.spm_vocab},
                   {"spm_train_lines", o.spm_vocab > 0 ? json(o.spm_train_lines) : json(nullptr)},
                   {"vocab_size", info.vocab_size},
@@ -264,7 +265,7 @@ struct Prep {
                   {"eos_id", info.eos_id},
                   {"shard_tokens", o.shard_tokens},
                   {"val", val},
-                  {"text_field", o.text_field},
+                  {"text_field", utf8_escape_invalid(o.text_field)},
                   {"doc_sep", o.doc_sep},
                   {"owt_clean", o.owt_clean},
                   {"skip_bad_json", o.skip_bad_json},
@@ -289,7 +290,7 @@ struct Prep {
     json inputs_json() const {
         json a = json::array();
         for (const auto& f : files) {
-            json e = {{"path", f.path}, {"size", f.size}, {"split", SPLIT_NAME[f.split_src]}};
+            json e = {{"path", utf8_escape_invalid(f.path)}, {"size", f.size}, {"split", SPLIT_NAME[f.split_src]}};
             e["first_doc"] = f.first_doc >= 0 ? json(f.first_doc) : json(nullptr);
             a.push_back(e);
         }
@@ -492,13 +493,19 @@ struct Prep {
                 if (!old.contains(k) || old[k] != v)
                     diffs += format("\n  %s: was %s, now %s", k.c_str(), old.contains(k) ? old[k].dump().c_str() : "-",
                                     v.dump().c_str());
-            CHECK_USER(diffs.empty(), "--resume: the options differ from the interrupted run's:%s\n"
-                       "---> HINT: resume with the same command line, or start again with --overwrite", diffs.c_str());
+            const bool tokenizer_changed = old.contains("tokenizer_sha256") &&
+                                           old["tokenizer_sha256"] != config["tokenizer_sha256"];
+            CHECK_USER(diffs.empty(), "--resume: the options differ from the interrupted run's:%s\n---> HINT: %s, or "
+                       "start again with --overwrite", diffs.c_str(),
+                       tokenizer_changed ? "the tokenizer file's content is not the one the interrupted run read "
+                                           "(tokenizer_sha256): resume with that file"
+                                         : "resume with the same command line");
             // Input files: same list; sizes checked below up to the resume point.
             const json& in = st.at("inputs");
             bool same = in.size() == files.size();
             for (size_t i = 0; same && i < files.size(); i++)
-                same = in[i].at("path") == files[i].path && in[i].at("split") == SPLIT_NAME[files[i].split_src];
+                same = in[i].at("path") == utf8_escape_invalid(files[i].path) &&
+                       in[i].at("split") == SPLIT_NAME[files[i].split_src];
             if (!same)
                 fail("--resume: the input files are not those of the interrupted run (%zu files then, %zu now)\n"
                      "---> HINT: resume with the same --input/--val-input, or start again with --overwrite",

@@ -1,9 +1,11 @@
 // prep_data's reader thread: reads the input files in order (decompressing them, opening tar archives), cuts
 // them into records (documents or JSON lines), numbers them, gives each its split, and submits them to the
 // Pipeline in batches. On a resume it starts at the file holding the first document still needed.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/error.h"
 #include "tools/prep_data/prep_data.h"
@@ -95,16 +97,36 @@ void Reader::read_kind(Kind k, ByteSource& src, const Where& where, int split_sr
     else if (k == KIND_TAR) read_tar(src, where, split_src, depth);
 }
 
+// A file's first bytes in UTF-16 or UTF-32 (a byte order mark, or NULs in a quarter of them: a Windows "Unicode"
+// text) are refused: read as UTF-8 they are one document of NUL-separated characters. A UTF-8 byte order mark is
+// dropped from a text file (Python's "utf-8-sig"; JSON lines' parser skips it itself).
+static void refuse_utf16_or_32(const std::string& head, const std::string& where) {
+    auto starts = [&](const char* bom, size_t n) { return head.size() >= n && head.compare(0, n, bom, n) == 0; };
+    const size_t probe = std::min<size_t>(head.size(), 4096);
+    const size_t nuls = (size_t)std::count(head.begin(), head.begin() + probe, '\0');
+    const bool bom = starts("\xff\xfe", 2) || starts("\xfe\xff", 2) || starts("\0\0\xfe\xff", 4);
+    if (bom || (probe >= 8 && 4 * nuls >= probe))
+        fail("%s: this looks like UTF-16 or UTF-32 text (%s), not UTF-8\n---> HINT: convert it: iconv -f UTF-16 -t "
+             "UTF-8 FILE > FILE.utf8.txt (UTF-32 likewise)", where.c_str(),
+             bom ? "its byte order mark" : "NUL bytes between its characters");
+}
+static void drop_utf8_bom(std::string& s) {
+    if (s.compare(0, 3, "\xef\xbb\xbf") == 0) s.erase(0, 3);
+}
+
 void Reader::read_text(ByteSource& src, const Where& where, int split_src) {
     if (o.doc_sep == "file") {
         // The caller numbered this record (begin_record) before opening it, so that a record a resume
         // does not need is not even read; it is wanted.
         int64_t idx = index - 1;
-        emit(idx, split_of(o, idx, split_src), false, 0, where, read_all(src, *where));
+        std::string text = read_all(src, *where);
+        refuse_utf16_or_32(text, *where);
+        drop_utf8_bom(text);
+        emit(idx, split_of(o, idx, split_src), false, 0, where, std::move(text));
         return;
     }
     LineReader lines(src);
-    std::string line, para;
+    std::string read, para;
     int64_t start_line = 0, n = 0;
     bool open = false;
     auto flush = [&] {
@@ -115,16 +137,30 @@ void Reader::read_text(ByteSource& src, const Where& where, int split_src) {
         para.clear();
         open = false;
     };
-    while (lines.next(line)) {
-        n++;
-        if (is_blank(line)) {
-            flush();
-            continue;
+    // lines end at LF, CRLF or a lone CR (Python's universal newlines: a classic Mac file was one document)
+    std::vector<std::string> cr_lines;
+    for (bool first = true; lines.next(read); first = false) {
+        if (first) {
+            refuse_utf16_or_32(read, *where);
+            drop_utf8_bom(read);
         }
-        if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files read like LF files
-        if (open) para += '\n';
-        else start_line = n, open = true;
-        para += line;
+        if (!read.empty() && read.back() == '\r') read.pop_back();  // CRLF
+        cr_lines.clear();
+        if (read.find('\r') == std::string::npos) cr_lines.push_back(std::move(read));
+        else for (size_t a = 0, b; a <= read.size(); a = b + 1) {
+            b = std::min(read.find('\r', a), read.size());
+            cr_lines.push_back(read.substr(a, b - a));
+        }
+        for (std::string& line : cr_lines) {
+            n++;
+            if (is_blank(line)) {
+                flush();
+                continue;
+            }
+            if (open) para += '\n';
+            else start_line = n, open = true;
+            para += line;
+        }
     }
     flush();
 }
@@ -136,6 +172,7 @@ void Reader::read_jsonl(ByteSource& src, const Where& where, int split_src) {
     bool first = true;
     while (lines.next(line)) {
         n++;
+        if (n == 1) refuse_utf16_or_32(line, *where);
         size_t p = line.find_first_not_of(" \t\r");
         if (p == std::string::npos) continue;  // blank lines are not records
         if (first && line[p] == '[')
