@@ -208,6 +208,19 @@ const SafeTensor* SafeTensorsFile::find(const std::string& name) const {
     return it == index.end() ? nullptr : &tensors[it->second];
 }
 
+std::string SafeTensorsFile::name_up_to_a_prefix(const std::string& name) const {
+    std::vector<std::string> all = names();
+    std::sort(all.begin(), all.end());
+    for (const std::string& n : all) {
+        bool n_ends_with = n.size() > name.size() && n.compare(n.size() - name.size(), name.size(), name) == 0 &&
+                           n[n.size() - name.size() - 1] == '.';
+        bool name_ends_with = name.size() > n.size() && name.compare(name.size() - n.size(), n.size(), n) == 0 &&
+                              name[name.size() - n.size() - 1] == '.';
+        if (n_ends_with || name_ends_with) return n;
+    }
+    return "";
+}
+
 const SafeTensor& SafeTensorsFile::get(const std::string& name) const {
     const SafeTensor* t = find(name);
     if (t) return *t;
@@ -215,21 +228,11 @@ const SafeTensor& SafeTensorsFile::get(const std::string& name) const {
     std::sort(all.begin(), all.end());
     std::string examples = join(std::vector<std::string>(all.begin(), all.begin() + std::min<size_t>(all.size(), 5)));
     if (all.size() > 5) examples += ", ...";
-    // Checkpoints from other tools often differ only by a prefix ("model.", "transformer."),
-    // so point at a name that matches up to a prefix if there is one.
     std::string hint;
-    for (const std::string& n : all) {
-        bool n_ends_with = n.size() > name.size() && n.compare(n.size() - name.size(), name.size(), name) == 0 &&
-                           n[n.size() - name.size() - 1] == '.';
-        bool name_ends_with = name.size() > n.size() && name.compare(name.size() - n.size(), n.size(), n) == 0 &&
-                              name[name.size() - n.size() - 1] == '.';
-        if (n_ends_with || name_ends_with) {
-            hint = format("\n---> HINT: the file has '%s'; the names may differ by a prefix, "
-                          "so the file may come from another tool or model family",
-                          n.c_str());
-            break;
-        }
-    }
+    const std::string alike = name_up_to_a_prefix(name);
+    if (!alike.empty())
+        hint = format("\n---> HINT: the file has '%s'; the names may differ by a prefix, so the file may come from "
+                      "another tool or model family", alike.c_str());
     if (hint.empty()) {
         hint = "\n---> HINT: check that the file is a checkpoint for this model (GPT-2 vs LLaMA, "
                "our format vs Hugging Face's)";
@@ -383,13 +386,24 @@ SafeTensorsFile safetensors_open(const std::string& path) {
     uint64_t data_size = f.file_size - f.data_start;
 
     nlohmann::json j;
+    std::set<std::string> names;  // the header's own keys: a name given twice kept its last entry silently
+    std::string twice;
+    auto note_key = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        if (event == nlohmann::json::parse_event_t::key && depth == 1 && twice.empty() &&
+            !names.insert(parsed.get<std::string>()).second)
+            twice = parsed.get<std::string>();
+        return true;
+    };
     try {
-        j = nlohmann::json::parse(header);
+        j = nlohmann::json::parse(header, note_key);
     } catch (const nlohmann::json::exception& e) {
         fail("%s: the header is not valid JSON: %s\n---> HINT: the file is corrupt or not a safetensors file", p,
              e.what());
     }
     if (!j.is_object()) fail("%s: the header is JSON but not an object", p);
+    if (!twice.empty())
+        fail("%s: the header names '%s' twice (which entry holds its data is undefined; the safetensors library "
+             "refuses such a file)\n---> HINT: the file is corrupt; write it again", p, twice.c_str());
 
     for (auto it = j.begin(); it != j.end(); ++it) {
         if (it.key() == "__metadata__") {
@@ -411,7 +425,9 @@ SafeTensorsFile safetensors_open(const std::string& path) {
     std::sort(f.tensors.begin(), f.tensors.end(), [](const SafeTensor& a, const SafeTensor& b) {
         return a.offset != b.offset ? a.offset < b.offset : a.nbytes < b.nbytes;
     });
-    // Sorted by start, two tensors overlap iff one starts before the furthest end so far.
+    // Sorted by start, the tensors tile the data area, as the safetensors library requires: two overlap iff one
+    // starts before the furthest end so far; bytes between two or after the last belong to none (a file cut and
+    // patched, or written by something else: refused rather than read in part).
     uint64_t max_end = 0;
     const SafeTensor* max_end_tensor = nullptr;
     for (const SafeTensor& t : f.tensors) {
@@ -422,11 +438,19 @@ SafeTensorsFile safetensors_open(const std::string& path) {
                  (unsigned long long)max_end, (unsigned long long)t.offset,
                  (unsigned long long)(t.offset + t.nbytes));
         }
+        if (t.offset > max_end)
+            fail("%s: bytes %llu..%llu of the data area belong to no tensor (before '%s'); the safetensors library "
+                 "refuses such a file\n---> HINT: the file is corrupt; write it again", p,
+                 (unsigned long long)max_end, (unsigned long long)t.offset, t.name.c_str());
         if (t.offset + t.nbytes > max_end) {
             max_end = t.offset + t.nbytes;
             max_end_tensor = &t;
         }
     }
+    if (max_end != data_size)
+        fail("%s: the data area has %llu bytes after its last tensor (%llu of %llu used); the safetensors library "
+             "refuses such a file\n---> HINT: the file is corrupt or was appended to; write it again", p,
+             (unsigned long long)(data_size - max_end), (unsigned long long)max_end, (unsigned long long)data_size);
     for (size_t i = 0; i < f.tensors.size(); i++) f.index[f.tensors[i].name] = i;
     return f;
 }

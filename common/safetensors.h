@@ -52,6 +52,9 @@ struct SafeTensorsFile {
     const SafeTensor* find(const std::string& name) const;  // nullptr if absent
     // Like find, but fails with "tensor 'x' not found in FILE; it has N tensors, e.g. ...".
     const SafeTensor& get(const std::string& name) const;
+    // A tensor whose name is `name` up to a dotted prefix ("model.x" for "x", or "x" for "model.x": another tool's
+    // or model family's layout), or "": for the messages about a missing tensor.
+    std::string name_up_to_a_prefix(const std::string& name) const;
     std::vector<std::string> names() const;  // in file (offset) order
     std::vector<int64_t> shape(const std::string& name) const;
 

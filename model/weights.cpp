@@ -35,15 +35,21 @@ void hf_load(const std::string& path, const std::vector<HFTensor>& map, const st
     for (const HFTensor& t : map) {
         mapped.insert(t.name);
         const SafeTensor* st = file.find(t.name);
-        if (!st)
-            fail("%s: tensor \"%s\" is missing (model %s expects %d layers, width %d)\n"
-                 "---> HINT: pass the --model that this checkpoint was trained with",
-                 path.c_str(), t.name.c_str(), cfg.name.c_str(), cfg.num_layers, cfg.channels);
+        if (!st) {
+            const std::string alike = file.name_up_to_a_prefix(t.name);
+            fail("%s: tensor \"%s\" is missing (model %s expects %d layers, width %d)\n---> HINT: %s", path.c_str(),
+                 t.name.c_str(), cfg.name.c_str(), cfg.num_layers, cfg.channels,
+                 !alike.empty() ? format("the file has \"%s\": its names differ by a prefix, a layout of another "
+                                         "tool or model family (GPT-2, LLaMA, RoBERTa)", alike.c_str()).c_str()
+                                : "the checkpoint is not of this model's architecture or size: check its config.json "
+                                  "(and the trainers' --model)");
+        }
         std::vector<int64_t> want = hf_tensor_shape(t);
         if (st->shape != want) {
             const std::string got = join(st->shape), exp = join(want);
             fail("%s: tensor \"%s\" has shape [%s] but model %s needs [%s]\n"
-                 "---> HINT: the checkpoint does not match the model config; pass the matching --model",
+                 "---> HINT: the checkpoint does not match the model config: check its config.json (and the "
+                 "trainers' --model)",
                  path.c_str(), t.name.c_str(), got.c_str(), cfg.name.c_str(), exp.c_str());
         }
         size_t n = (size_t)t.rows * t.cols;
@@ -63,7 +69,8 @@ void hf_load(const std::string& path, const std::vector<HFTensor>& map, const st
         for (const std::string& suffix : ignorable) skip = skip || ends_with(name, suffix);
         if (!skip)
             fail("%s: unexpected tensor \"%s\" (model %s has %d layers)\n"
-                 "---> HINT: the checkpoint does not match the model config; pass the matching --model",
+                 "---> HINT: the checkpoint does not match the model config: check its config.json (and the "
+                 "trainers' --model)",
                  path.c_str(), name.c_str(), cfg.name.c_str(), cfg.num_layers);
     }
 }

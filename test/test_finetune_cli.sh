@@ -537,6 +537,8 @@ PY
   && [ "$(wc -l < "$T/pred2/MRPC.tsv")" -eq 129 ] && ok "a training run's --predict writes MRPC.tsv at its end" \
   || bad "training --predict: $(tail -3 "$T/p2.out")"
 expect_error "--predict over an earlier run's file refused" "--predict .*pred2 already holds MRPC.tsv" "$BIN" --task mrpc --data-dir "$T/pm" $M --epochs 1 --predict "$T/pred2"
+mkdir -p "$T/llamadir" && cp "$T/model/model.safetensors" "$T/llamadir/" && echo '{"model_type": "llama"}' > "$T/llamadir/config.json"
+expect_error "another architecture is named before its missing tokenizer" 'model_type is "llama", but the encoder needs a RoBERTa config' "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/llamadir"
 ln -s "$T/gone" "$T/pred_dangling"
 expect_error "--predict to a dangling symbolic link said as one" "--predict .*pred_dangling is a symbolic link to .*gone" "$BIN" --task mrpc --data-dir "$T/pm" $M --epochs 1 --predict "$T/pred_dangling"
 expect_error "--predict without a test split said before training" "no test split in .*data/mrpc" "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --predict "$T/pred3"

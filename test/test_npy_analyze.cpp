@@ -649,6 +649,20 @@ TEST_F(AnalyzeTest, ATailAtRoundingIsSaid) {
     EXPECT_EQ(run({x_path, "--draws", "4"}).out.find("warning"), std::string::npos);
 }
 
+// X at 1e-20 of the test matrix's scale: the refresh's float32 Gram underflows (its basis is noise: a tail ratio of
+// 1.5 was printed as a result), said on stderr (the JSON stays JSON); at the test scale nothing is said.
+TEST_F(AnalyzeTest, AScaleOutOfFloat32sRangeIsSaid) {
+    std::vector<float> X = synthetic(N_ROWS, WIDTH, test_spectrum(), 7);
+    for (float& x : X) x *= 1e-20f;
+    write_npy_f32(file("tiny.npy"), X.data(), {N_ROWS, WIDTH});
+    RunResult r = run({file("tiny.npy"), "--draws", "4", "--json"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NO_THROW((void)json::parse(r.out)) << r.out;
+    EXPECT_NE(r.err.find("warning: " + file("tiny.npy") + ": X's column energies reach"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("below float32's range"), std::string::npos) << r.err;
+    EXPECT_EQ(run({x_path, "--draws", "4", "--json"}).err.find("warning"), std::string::npos);
+}
+
 TEST_F(AnalyzeTest, HelpAndBadInputs) {
     RunResult h = run({"--help"});
     EXPECT_EQ(h.rc, 0);

@@ -302,6 +302,11 @@ TEST_F(OwnData, InitFromDirectoryChecksItsConfigAndTokenizer) {
         EXPECT_EQ(r.rc, 1) << name << ": " << r.out;
         EXPECT_NE(r.out.find("holds a model trained with the SentencePiece model " + dir + "/m/" + name),
                   std::string::npos) << r.out;
+        // --init-from naming the weights file: the tokenizer beside it counts (it was not looked for: exit 0)
+        r = sh("./train_llama" + builtin_eval + "/model.safetensors --model " + q(dir + "/m/config.json"));
+        EXPECT_EQ(r.rc, 1) << name << ": " << r.out;
+        EXPECT_NE(r.out.find("holds a model trained with the SentencePiece model " + dir + "/m/" + name),
+                  std::string::npos) << r.out;
     }
     fs::remove(dir + "/m/config.json");
     r = sh("./train_llama" + own + " --device cpu --seq-len 64 --batch-size 2 --eval-tokens 256 --eval-only "

@@ -529,6 +529,32 @@ TEST_F(BadInput, OverlappingTensors) {
     EXPECT_HAS(msg, "tensors 'a' and 'b' overlap");
 }
 
+// What the safetensors library (0.4+, Python's safetensors.numpy.load_file) refuses, refused: a name given twice
+// (nlohmann keeps the last entry: a file whose second copy was zeros loaded the zeros with exit 0), bytes between
+// two tensors, bytes after the last ("invalid offset for tensor", "file not fully covered"). Tensors that tile the
+// data area, in any header order and with a zero-size one, are the good case.
+TEST_F(BadInput, TensorsMustTileTheDataAreaOnceEach) {
+    std::string path = file("tile.safetensors");
+    auto error_with = [&](const std::string& header, size_t data_bytes) {
+        write_raw_file(path, header, std::string(data_bytes, '\0'));
+        return user_error([&] { safetensors_open(path); });
+    };
+    const std::string a = "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}";
+    const std::string b = "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}";
+    const std::string b_after_gap = "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}";
+    const std::string a_again = "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}";
+    const std::string empty = "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[16,16]}";
+    write_raw_file(path, "{" + b + "," + empty + "," + a + "}", std::string(16, '\0'));
+    EXPECT_NO_THROW(safetensors_open(path));
+    EXPECT_HAS(error_with("{" + a + "," + a_again + "}", 16), "the header names 'a' twice");
+    EXPECT_HAS(error_with("{" + a + "," + b_after_gap + "}", 20), "bytes 8..12 of the data area belong to no tensor "
+                                                                  "(before 'b')");
+    EXPECT_HAS(error_with("{" + a + "," + b + "}", 20), "the data area has 4 bytes after its last tensor (16 of 20 used)");
+    // a name inside a tensor's entry (its own keys) is no tensor name: only the header's own keys count
+    write_raw_file(path, "{\"__metadata__\":{\"a\":\"x\"}," + a + "," + b + "}", std::string(16, '\0'));
+    EXPECT_NO_THROW(safetensors_open(path));
+}
+
 TEST_F(BadInput, UnsupportedDtypeAsF32) {
     std::vector<int32_t> v = {1, 2};
     std::string path = file("i32.safetensors");

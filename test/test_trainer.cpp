@@ -1098,6 +1098,11 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
         {tiny({"--ckpt-dir", dir / "afile"}), "--ckpt-dir " + (dir / "afile") + ": that is a file, not a directory"},
         {tiny({"--save", dir / "afile"}), "--save " + (dir / "afile") + ": that is a file, not a directory"},
         {tiny({"--save", dir / "afile/sub"}), "afile is a file, not a directory"},
+        // an output inside --ckpt-dir's checkpoints (a --save into a step directory broke that checkpoint, exit 0)
+        {tiny({"--ckpt-dir", dir / "ck", "--save", dir / "ck/step_00000002"}),
+         "--save " + (dir / "ck/step_00000002") + " is inside --ckpt-dir " + (dir / "ck")},
+        {tiny({"--ckpt-dir", dir / "ck", "--save", dir / "ck"}), "--save " + (dir / "ck") + " is inside --ckpt-dir"},
+        {tiny({"--ckpt-dir", dir / "ck", "--log", dir / "ck/step_00000002/log.jsonl"}), "is inside --ckpt-dir"},
         // a dangling symbolic link is said as one (it was called a file)
         {tiny({"--ckpt-dir", dir / "dangling"}), "--ckpt-dir " + (dir / "dangling") + ": " + (dir / "dangling") +
                                                     " is a symbolic link to " + (dir / "gone") + ", which is not a directory"},

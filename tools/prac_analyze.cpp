@@ -710,6 +710,19 @@ static int analyze_main(int argc, char** argv) {
 
     Spectrum sp = spectrum(X, N, n);
     if (sp.fro2 == 0) fail("%s: X is all zeros; there is no spectrum to analyze", a.file.c_str());
+    // The refresh forms the Gram XᵀX in float32, as training does: entries out of float32's normal range (1e-38 ..
+    // 3e38; within 1e8 of it, its sums lose digits) make its basis noise, and every ratio below measures that.
+    double largest_column = 0;  // the Gram's largest diagonal entry, in double
+    for (int c = 0; c < n; c++) {
+        double sum = 0;
+        for (int r = 0; r < N; r++) sum += (double)X[(size_t)r * n + c] * X[(size_t)r * n + c];
+        largest_column = std::max(largest_column, sum);
+    }
+    if (largest_column < 1e-30 || largest_column > 1e30)
+        std::fprintf(stderr, "%s: warning: %s: X's column energies reach %.1e, %s float32's range for the refresh's "
+                     "Gram X^T X: its basis is unreliable, and so is what follows; scale X (every ratio here is "
+                     "scale-free), e.g. x / abs(x).max()\n", PROGRAM, a.file.c_str(), largest_column,
+                     largest_column < 1e-30 ? "below" : "above");
 
     json j;
     j["file"] = a.file;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/files.h"  // dir_of
 #include "data/spm_tokenizer.h"  // SpmTokenizer: a given --spm-model is loaded before the run
 #include "data/tokenizer_id.h"
 
@@ -34,13 +35,15 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
              gpt2 ? "--tokenizer gpt2" : "--spm-vocab N (your own SentencePiece model) or --spm-model FILE");
 
     // Weights exported by --save carry their tokenizer (spiece.model), as Hugging Face LLaMA directories do
-    // (tokenizer.model): fine-tuning or scoring them on other tokens would be garbage.
+    // (tokenizer.model): fine-tuning or scoring them on other tokens would be garbage. --init-from may name the
+    // directory or its weights file (then the tokenizer beside it counts: it was skipped).
     struct stat sb;
     std::string init_spm;
+    const bool init_is_dir = stat(opts.init_from.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode);
+    const std::string init_dir = opts.init_from.empty() || init_is_dir ? opts.init_from : dir_of(opts.init_from);
     for (const char* name : {"/spiece.model", "/tokenizer.model"})
-        if (init_spm.empty() && !opts.init_from.empty() && stat((opts.init_from + name).c_str(), &sb) == 0 &&
-            S_ISREG(sb.st_mode))
-            init_spm = opts.init_from + name;
+        if (init_spm.empty() && !init_dir.empty() && stat((init_dir + name).c_str(), &sb) == 0 && S_ISREG(sb.st_mode))
+            init_spm = init_dir + name;
     if (!gpt2 && st.hash != 0 && !init_spm.empty() && tokenizer_file_hash(init_spm) != st.hash)
         fail("--init-from %s holds a model trained with the SentencePiece model %s (SHA-256 %s...), but %s was made "
              "with %s (SHA-256 %s...)\n---> HINT: tokenize the text with the model's own tokenizer: prep_data "

@@ -244,6 +244,7 @@ void check_model_dir(const std::string& dir, const GlueTaskInfo& task) {
         CHECK_USER(readable(dir + "/" + f), "--init-from %s has no readable %s\n---> HINT: a Hugging Face RoBERTa "
                    "directory holds config.json and model.safetensors (transformers' save_pretrained writes both; "
                    "convert a pytorch_model.bin with save_pretrained(..., safe_serialization=True))", dir.c_str(), f);
+    model_config_load(Arch::ROBERTA, dir + "/config.json");  // another architecture said first (not its tokenizer)
     CHECK_USER(readable(dir + "/tokenizer.json") || (readable(dir + "/vocab.json") && readable(dir + "/merges.txt")),
                "--init-from %s has no tokenizer: neither tokenizer.json nor vocab.json + merges.txt\n---> HINT: copy "
                "roberta-base's tokenizer files into it", dir.c_str());

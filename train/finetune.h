@@ -414,6 +414,9 @@ struct FineTuner {
     // checkpoint and --save directories. Returns the config for the model's member initializer.
     const ModelConfig& check_data_first() {
         const std::string run_dir = claim_checkpoint_dir(opts.ckpt_dir, opts.resume, !opts.eval_only);
+        refuse_output_in_checkpoints(opts.save, "--save", run_dir, true);
+        refuse_output_in_checkpoints(opts.predict, "--predict", run_dir, true);
+        refuse_output_in_checkpoints(opts.log, "--log", run_dir, false);
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file
         CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the "

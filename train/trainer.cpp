@@ -154,6 +154,20 @@ void claim_save_dir(const std::string& dir) {
                     "wait for that run to end, or choose another --save");
 }
 
+void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& ckpt_dir,
+                                  bool is_dir_output) {
+    if (path.empty() || ckpt_dir.empty()) return;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path rel = fs::weakly_canonical(path, ec).lexically_relative(fs::weakly_canonical(ckpt_dir, ec));
+    if (rel.empty() || *rel.begin() == "..") return;  // outside it
+    const bool in_a_subdirectory = std::distance(rel.begin(), rel.end()) > 1;
+    if (is_dir_output || in_a_subdirectory)
+        fail("%s %s is inside --ckpt-dir %s, whose folders are checkpoints (each replaced or removed as the run goes "
+             "on, and checked file by file on resume: a model saved into one broke it)\n---> HINT: pass a %s outside "
+             "the checkpoint directory (beside it, say)", flag, path.c_str(), ckpt_dir.c_str(), flag);
+}
+
 void check_output_file(const std::string& path, const char* flag, bool may_replace) {
     struct stat st;
     if (!may_replace && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))

@@ -58,6 +58,10 @@ void claim_save_dir(const std::string& dir);
 // and locked first thing when this process writes it (`writes`: rank 0, not --eval-only), so that another run there
 // is what a second run is told. A --resume of a directory that is not there is left to checkpoint_resolve's message.
 std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool writes);
+// Fails when an output is inside the run's --ckpt-dir where checkpoints live: a directory output (--save, --predict)
+// anywhere in it, a file (--log, --dump-path) in one of its folders (a file in the directory itself is left alone).
+void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& ckpt_dir,
+                                  bool is_dir_output);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and
 // not an existing file (an earlier run's output, which the file does not say) unless `may_replace` (--overwrite).
 void check_output_file(const std::string& path, const char* flag, bool may_replace);
@@ -646,6 +650,9 @@ struct Trainer {
     // validation data's path for the member initializer that follows.
     std::string check_before_start() {
         const std::string run_dir = claim_checkpoint_dir(opts.ckpt_dir, opts.resume, !opts.eval_only && rank == 0);
+        refuse_output_in_checkpoints(opts.save, "--save", run_dir, true);
+        refuse_output_in_checkpoints(opts.log, "--log", run_dir, false);
+        if (!opts.dump_site.empty()) refuse_output_in_checkpoints(opts.dump_path, "--dump-path", run_dir, false);
         check_no_earlier_run(opts);
         const std::vector<std::string> train_files =
             opts.eval_only ? std::vector<std::string>() : data_files_of(opts.train_data, "--train-data");
