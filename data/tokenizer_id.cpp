@@ -185,7 +185,10 @@ std::string find_spm_model_for(const ShardTokenizer& st, const std::string& give
                                const std::vector<std::string>& fallbacks, std::string* why) {
     std::string want = tokenizer_hash_hex(st.hash);
     if (!given.empty()) {
-        CHECK_USER(is_regular(given), "--spm-model %s: no such file", given.c_str());
+        struct stat sb;
+        CHECK_USER(is_regular(given), "--spm-model %s: %s\n---> HINT: pass the SentencePiece .model file", given.c_str(),
+                   stat(given.c_str(), &sb) != 0 ? "no such file" : S_ISDIR(sb.st_mode) ? "a directory, not a file"
+                                                                                        : "not a regular file");
         if (st.hash == 0) return given;  // the shards cannot tell: the user's word
         uint64_t h = tokenizer_file_hash(given);
         if (h != st.hash)

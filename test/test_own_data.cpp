@@ -275,6 +275,10 @@ TEST_F(OwnData, OldShardsWithoutTokenizerFields) {
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find("does not record its tokenizer; decoding with --spm-model"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("sample (8 tokens)"), std::string::npos) << r.out;
+    // a directory as --spm-model is said as one (it was "no such file")
+    r = sh("./train_llama" + data + TINY_LLAMA + " --sample 8 --spm-model " + q(dir));
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("--spm-model " + dir + ": a directory, not a file"), std::string::npos) << r.out;
     // a --spm-model that is no SentencePiece model is refused before training (--save failed after it, and --sample
     // printed ids with exit 0)
     for (const std::string use : {std::string(" --sample 8"), " --save " + q(dir + "/out")}) {

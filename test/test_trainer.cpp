@@ -992,6 +992,10 @@ TEST(TrainerBinary, InitFromADamagedCheckpointIsRefused) {
     r = run_trainer("train_gpt2", tiny({"--eval-only", "--eval-tokens", "64", "--init-from", step}), dir, 120);
     EXPECT_EQ(r.rc, 0) << describe(r);
     EXPECT_FALSE(contains(r.out, "no COMPLETE marker")) << r.out;
+    // the run's --ckpt-dir, not one of its checkpoints: said, naming the newest (it was "cannot open .../c/model.safetensors")
+    r = run_trainer("train_gpt2", tiny({"--eval-only", "--eval-tokens", "64", "--init-from", dir / "c"}), dir, 120);
+    expect_user_error_exit(r, "train_gpt2", {"--init-from " + (dir / "c") + " is a run's checkpoint directory, not one "
+                                             "checkpoint", "--init-from " + step});
     // a step directory without its marker (copied in part) loads, said: nothing of it is verified
     const std::string unmarked = dir / "unmarked";
     fs::copy(step, unmarked);

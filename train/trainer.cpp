@@ -436,12 +436,18 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     // A --model beside it must agree on what changes the arithmetic (its rope_theta and eps were used silently).
     const std::string init_config = is_dir(opts.init_from) ? opts.init_from + "/config.json" : "";
     const bool has_init_config = !init_config.empty() && access(init_config.c_str(), R_OK) == 0;
+    const int config_errno = errno;  // (why not, when not)
     // (without either, the default model was taken, and a directory of another model's weights failed on a tensor's
     // shape with no word of the missing config.json)
-    CHECK_USER(init_config.empty() || has_init_config || !opts.model.empty() || opts.resume,
-               "--init-from %s has no config.json (%s), which would say which model its weights are\n---> HINT: "
-               "pass --model NAME or --model CONFIG.json for them, or --init-from a directory with its config.json",
-               opts.init_from.c_str(), std::strerror(errno));
+    if (!init_config.empty() && !has_init_config && !opts.resume) {
+        const std::string latest = checkpoint_latest(opts.init_from);  // a run's --ckpt-dir, not one checkpoint
+        CHECK_USER(latest.empty(), "--init-from %s is a run's checkpoint directory, not one checkpoint\n---> HINT: "
+                   "pass one of its step directories, e.g. the newest, --init-from %s", opts.init_from.c_str(),
+                   latest.c_str());
+        CHECK_USER(!opts.model.empty(), "--init-from %s has no config.json (%s), which would say which model its "
+                   "weights are\n---> HINT: pass --model NAME or --model CONFIG.json for them, or --init-from a "
+                   "directory with its config.json", opts.init_from.c_str(), std::strerror(config_errno));
+    }
     if (opts.model.empty())
         opts.model = has_init_config ? init_config : arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
     s.cfg = model_config_load(arch, opts.model);
