@@ -277,6 +277,15 @@ TEST(TrainerCli, FlagsThatNeedAPartnerAreRefusedAlone) {
     EXPECT_USER_ERROR(parse({"--seq-len", "0"}), "--seq-len must be positive (got 0)");
     EXPECT_USER_ERROR(parse({"--warmup", "-1"}), "--warmup must be >= 0 (got -1)");
     EXPECT_NO_THROW(parse({"--warmup", "0"}));
+    // a refused value is echoed (these said what they must be, not what they got)
+    const std::vector<std::pair<std::vector<std::string>, std::string>> echoed = {
+        {{"--ckpt-every", "-1"}, "--ckpt-every must be >= 0 (0: at the end only; got -1)"},
+        {{"--ckpt-keep", "0"}, "(got 0)"},           {{"--sample", "-1"}, "(got -1)"},
+        {{"--adam-eps", "0"}, "(got 0)"},            {{"--log-interval", "0"}, "(got 0)"},
+        {{"--eval-tokens", "-3"}, "(got -3)"},       {{"--eval-interval", "-2"}, "got -2)"},
+        {{"--grad-clip", "-1"}, "got -1)"},          {{"--gpu-mem", "-1", "--plan"}, "(got -1)"}};
+    for (const auto& [args, says] : echoed) EXPECT_USER_ERROR(parse(args), says.c_str());
+    EXPECT_USER_ERROR(prac_options_from(parse({"--prac", "prac", "--prac-t1", "0"})), "(got 0, 500)");
     for (const char* r : {"auto", "exact", "subspace"}) EXPECT_NO_THROW(parse({"--prac-refresh", r})) << r;
     // --precision only picks the CUDA build --plan plans for: alone, or with a CPU plan, it did nothing, silently
     EXPECT_USER_ERROR(parse({"--precision", "fp32"}), "--precision goes with --plan", "PRECISION=FP32");

@@ -371,12 +371,12 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
                "--beta1/--beta2 must be in [0, 1) (got %.9g, %.9g as float32: 0.99999999 is 1)", opts.beta1,
                opts.beta2);
-    CHECK_USER(opts.adam_eps > 0, "--adam-eps must be positive");
+    CHECK_USER(opts.adam_eps > 0, "--adam-eps must be positive (got %g)", opts.adam_eps);
     CHECK_USER(opts.weight_decay >= 0, "--weight-decay must be >= 0 (got %g)", opts.weight_decay);
-    CHECK_USER(opts.grad_clip >= 0, "--grad-clip must be >= 0");
-    CHECK_USER(opts.eval_interval >= 0, "--eval-interval must be >= 0");
-    CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive");
-    CHECK_USER(opts.log_interval > 0, "--log-interval must be positive");
+    CHECK_USER(opts.grad_clip >= 0, "--grad-clip must be >= 0 (0: off; got %g)", opts.grad_clip);
+    CHECK_USER(opts.eval_interval >= 0, "--eval-interval must be >= 0 (0: at the end only; got %d)", opts.eval_interval);
+    CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive (got %lld)", opts.eval_tokens);
+    CHECK_USER(opts.log_interval > 0, "--log-interval must be positive (got %d)", opts.log_interval);
     CHECK_USER(opts.seed >= 0, "--seed must be >= 0 (got %lld)", opts.seed);
     CHECK_USER(opts.galore_scale > 0, "--galore-scale must be positive (got %g)", opts.galore_scale);
     CHECK_USER(opts.dump_layer >= 0 && opts.dump_step >= 0, "--dump-layer and --dump-step must be >= 0 (got %d, %d)",
@@ -399,8 +399,9 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.optimizer_states == "fp32" || opts.zero == 0,
                "--optimizer-states 8bit does not combine with --zero 1 yet (its checkpoints hold whole-buffer block "
                "scales)\n---> HINT: drop --zero 1, or keep --optimizer-states fp32");
-    CHECK_USER(opts.sample >= 0, "--sample must be >= 0");
-    CHECK_USER(opts.ckpt_every >= 0 && opts.ckpt_keep >= 1, "--ckpt-every must be >= 0 and --ckpt-keep >= 1");
+    CHECK_USER(opts.sample >= 0, "--sample must be >= 0 (got %d)", opts.sample);
+    CHECK_USER(opts.ckpt_every >= 0, "--ckpt-every must be >= 0 (0: at the end only; got %d)", opts.ckpt_every);
+    CHECK_USER(opts.ckpt_keep >= 1, "--ckpt-keep must be >= 1 (got %d)", opts.ckpt_keep);
     CHECK_USER(!opts.resume || !opts.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
     CHECK_USER(!(opts.resume && opts.overwrite), "--resume continues the run in --ckpt-dir and --overwrite starts it "
                "over: pass one of them");
@@ -418,7 +419,7 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                "--device must be cpu, cuda or auto (got \"%s\")", opts.device.c_str());
     CHECK_USER(opts.precision == "bf16" || opts.precision == "fp32", "--precision must be bf16 or fp32 (got \"%s\")",
                opts.precision.c_str());
-    CHECK_USER(opts.gpu_mem_gib >= 0, "--gpu-mem must be >= 0");
+    CHECK_USER(opts.gpu_mem_gib >= 0, "--gpu-mem must be >= 0 (got %g)", opts.gpu_mem_gib);
     CHECK_USER(opts.plan || (!opts.json && opts.gpu_mem_gib == 0 && opts.plan_ranks == 1),
                "--json, --gpu-mem and --plan-ranks go with --plan");
     CHECK_USER(!(opts.gpu_mem_gib > 0 && opts.device == "cpu"),
@@ -509,7 +510,7 @@ PracOptions prac_options_from(const TrainOptions& o) {
         parse_rank_pair("--prac-linear-ranks", o.prac_linear_ranks, &p.linear_r1_abs, &p.linear_r2_abs);
     if (!o.prac_nonlinear_ranks.empty())
         parse_rank_pair("--prac-nonlinear-ranks", o.prac_nonlinear_ranks, &p.nonlinear_r1_abs, &p.nonlinear_r2_abs);
-    CHECK_USER(o.prac_t1 > 0 && o.prac_t2 > 0, "--prac-t1 and --prac-t2 must be positive");
+    CHECK_USER(o.prac_t1 > 0 && o.prac_t2 > 0, "--prac-t1 and --prac-t2 must be positive (got %d, %d)", o.prac_t1, o.prac_t2);
     p.t1 = o.prac_t1;
     p.t2 = o.prac_t2;
     // auto: subspace on both backends (the CUDA backend's runs on the device, prac_refresh_cuda)

@@ -157,7 +157,8 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
                o.padding.c_str());
     CHECK_USER(o.max_len >= 4, "--max-len must be at least 4 (the pair layout's special tokens; got %d)", o.max_len);
     CHECK_USER(o.lr >= 0 && o.warmup >= 0 && o.weight_decay >= 0 && o.grad_clip >= 0,
-               "--lr, --warmup, --weight-decay and --grad-clip must be >= 0");
+               "--lr, --warmup, --weight-decay and --grad-clip must be >= 0 (got %g, %d, %g, %g)", o.lr, o.warmup,
+               o.weight_decay, o.grad_clip);
     CHECK_USER(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.adam_eps > 0,
                "--beta1/--beta2 must be in [0, 1) and --adam-eps positive (got %.9g, %.9g and %g as float32: "
                "0.99999999 is 1)", o.beta1, o.beta2, o.adam_eps);

@@ -320,7 +320,7 @@ void finish_options(Options& o) {
                    o.spm_vocab);
         o.tokenizer = "spm";
     }
-    CHECK_USER(o.spm_train_lines > 0, "--spm-train-lines must be positive");
+    CHECK_USER(o.spm_train_lines > 0, "--spm-train-lines must be positive (got %lld)", (long long)o.spm_train_lines);
     CHECK_USER(!o.inputs.empty(), "no input: give --input PATH (files, directories or patterns)\n"
                "---> HINT: prep_data --help shows the formats and where to download C4 and OpenWebText");
     CHECK_USER(!o.out.empty(), "no output: give --out PREFIX (shards are written to PREFIX_train_000000.bin, ...)");
@@ -372,12 +372,12 @@ void finish_options(Options& o) {
                    o.row_len);
         o.shard_tokens = rounded;
     }
-    CHECK_USER(o.max_docs != 0, "--max-docs must be positive");
-    CHECK_USER(o.max_shards != 0, "--max-shards must be positive");
+    CHECK_USER(o.max_docs != 0, "--max-docs must be positive (got 0)");
+    CHECK_USER(o.max_shards != 0, "--max-shards must be positive (got 0)");
     CHECK_USER(!(o.resume && o.overwrite), "--resume and --overwrite contradict each other: pick one");
     if (o.threads <= 0) o.threads = (int)std::max(1u, std::thread::hardware_concurrency());
-    CHECK_USER(o.batch_docs > 0, "--batch-docs must be positive");
-    CHECK_USER(o.progress_interval >= 0, "--progress-interval must be >= 0");
+    CHECK_USER(o.batch_docs > 0, "--batch-docs must be positive (got %d)", o.batch_docs);
+    CHECK_USER(o.progress_interval >= 0, "--progress-interval must be >= 0 seconds (got %g)", o.progress_interval);
 }
 
 }  // namespace prep
