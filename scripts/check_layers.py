@@ -25,7 +25,7 @@ import tempfile
 LAYERS = {"common": 0, "kernels": 1, "prac": 1, "data": 1, "model": 2, "train": 3, "tools": 4, "test": 5}
 MAIN_LAYER = 4  # files at the top level (the two mains)
 SOURCE_EXT = (".h", ".hpp", ".cpp", ".cu", ".cuh")
-INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"/]+)/[^"]*"', re.M)
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]*/[^"]*)"', re.M)  # a quoted path with a folder in it
 
 
 def layer_of(rel):
@@ -53,7 +53,12 @@ def check(root):
             with open(os.path.join(dirpath, f), encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
             for m in INCLUDE.finditer(text):
-                target = m.group(1)
+                path = m.group(1)
+                if path.startswith("."):  # "../train/t.h": the folder it reaches from the including file's
+                    path = os.path.normpath(os.path.join(rel_dir, path))
+                    if path.startswith(".."):
+                        continue  # outside the tree: not a project folder
+                target = path.split("/")[0]
                 theirs = LAYERS.get(target)
                 if theirs is None:
                     if os.path.isdir(os.path.join(root, target)) and target not in ("build", "scripts"):
@@ -97,15 +102,18 @@ def self_test():
     clean = tree({"common/a.h": '#include <vector>\n', "kernels/k.h": '#include "common/a.h"\n',
                   "model/m.h": '#include "kernels/k.h"\n#include "prac/p.h"\n', "train_x.cu": '#include "train/t.h"\n',
                   "test/t.cpp": '#include "train/t.h"\n', "build/x.h": '#include "train/t.h"\n'})
-    bad = tree({"kernels/k.h": '#include "common/a.h"\n\n#include "model/tensors.h"\n', "model/tensors.h": ""})
+    bad = tree({"kernels/k.h": '#include "common/a.h"\n\n#include "model/tensors.h"\n', "model/tensors.h": "",
+                "kernels/sub/s.h": '#include "../../common/a.h"\n#include "../../train/t.h"\n'})
     empty = tree({"docs/x.h": '#include "train/t.h"\n', "build/y.cpp": "", "README.md": ""})  # no layer's sources
     ok = True
     if check(clean)[0] or verdict(clean)[1] != 0:
         print("self-test FAILED: a clean tree was reported:", verdict(clean))
         ok = False
-    found = check(bad)[0]
-    if len(found) != 1 or not found[0].startswith("kernels/k.h:3: includes model/") or verdict(bad)[1] != 1:
-        print("self-test FAILED: kernels/ including model/ was not reported exactly once:", found)
+    found = sorted(check(bad)[0])
+    if (len(found) != 2 or not found[0].startswith("kernels/k.h:3: includes model/") or
+            not found[1].startswith("kernels/sub/s.h:2: includes train/") or verdict(bad)[1] != 1):
+        print("self-test FAILED: kernels/ including model/ and, through ../, train/ was not reported exactly once "
+              "each:", found)
         ok = False
     for what, root, want in [("a tree without sources", empty, "no source file"),
                              ("a missing root", os.path.join(empty, "missing"), "is not a directory")]:

@@ -392,6 +392,42 @@ TEST(DataParallel, RanksWithOtherDataOrProgramsAreRefused) {
     run_shell("rm -rf " + d);
 }
 
+// Node-local copies of the model that differ: --init-from weights of another seed on rank 1 evaluated a mix of two
+// models with exit 0 (trained, the ranks parted at the first check with a hint about GPU models); a config.json with
+// another layer count died in MPI with no word of why, one with another eps trained two models with exit 0. Now each
+// is refused before the first step, naming what differs; the same copies run.
+TEST(DataParallel, RanksWithOtherModelsAreRefused) {
+    const std::string d = tmpdir(), args = " --device " PRAC_TEST_DEVICE " --batch-size 2 --seq-len 32 --eval-tokens 64";
+    ASSERT_EQ(run_shell(bin("train_gpt2") + " --model gpt2-tiny" + args + " --steps 1 --save " + d + "/a/m > /dev/null && " +
+                        bin("train_gpt2") + " --model gpt2-tiny" + args + " --steps 1 --seed 7 --save " + d +
+                        "/other > /dev/null && mkdir -p " + d + "/b && cp -r " + d + "/a/m " + d + "/b/m && cp " + d +
+                        "/a/m/config.json " + d + "/a/c.json"), 0);
+    auto in_dirs = [&](const std::string& dir1, const std::string& flags) {
+        std::string out;
+        int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + RANK_VAR + " = 1 ]; then cd " + d +
+                               "/" + dir1 + "; else cd " + d + "/a; fi; exec " + bin("train_gpt2") + args + flags + "'",
+                           &out);
+        return std::make_pair(rc, out);
+    };
+    auto [rc, out] = in_dirs("b", " --eval-only --init-from m");
+    EXPECT_EQ(rc, 0) << "the same weights: " << out;
+    ASSERT_EQ(run_shell("cp " + d + "/other/model.safetensors " + d + "/b/m/model.safetensors"), 0);
+    std::tie(rc, out) = in_dirs("b", " --eval-only --init-from m");
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("--init-from m/model.safetensors: the ranks read other weights (size:checksum "), std::string::npos)
+        << out;
+    EXPECT_EQ(out.find("val loss"), std::string::npos) << "refused before the evaluation\n" << out;
+    for (const auto& [key, value] : {std::make_pair("n_layer", "3"), std::make_pair("layer_norm_epsilon", "1e-6")}) {
+        ASSERT_EQ(run_shell("python3 -c \"import json; c = json.load(open('" + d + "/a/c.json')); c['" + key + "'] = " +
+                            value + "; json.dump(c, open('" + d + "/b/c.json', 'w'))\""), 0);
+        std::tie(rc, out) = in_dirs("b", " --model c.json --steps 2");
+        EXPECT_EQ(rc, 1) << key << ": " << out;
+        EXPECT_NE(out.find("--model c.json: the ranks built other models: rank 0 has "), std::string::npos) << out;
+        EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
+    }
+    run_shell("rm -rf " + d);
+}
+
 // A rank that stops (here SIGSTOP right after step 2: common/kill_point.h) left the other waiting in the next step's
 // collective forever, the job holding its devices and printing nothing. The other rank's watchdog (--watchdog 3)
 // says where it is and ends the job; the launcher returns non-zero long before the test's timeout (300 s), which

@@ -360,7 +360,8 @@ struct FineTuner {
         if (!opts.predict.empty()) predict(format("the final weights (epoch %d)", opts.epochs));
         // a stop signal during the last evaluation, --save or the predictions: all written; said, and its exit code
         if (int sig = stop_requested()) {
-            std::printf("received signal %d during the run's end: it went on to its end; exit %d\n", sig, 128 + sig);
+            std::printf("received signal %d during the run's end: its evaluation and saves finished; exit %d\n", sig,
+                        128 + sig);
             return 128 + sig;
         }
         return 0;

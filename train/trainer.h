@@ -185,6 +185,7 @@ struct Trainer {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
         if (train_data) check_ranks_read_the_same_data(train_data->files(), train_shards, "--train-data");
         check_ranks_read_the_same_data(val.files(), "", "--val-data");
+        check_ranks_build_the_same_model();
         if (opts.resume) check_resume();
         check_prac_compresses(compressed_sites(model.sites), prac.mode, opts.prac, opts.prac_classes, opts.recompute);
         val.check_every_token();  // a bad token fails now, not at the first evaluation (maybe after the training)
@@ -480,7 +481,7 @@ struct Trainer {
         if (stopped) {
             std::string written = opts.ckpt_dir.empty() ? "" : "the final checkpoint";
             if (!opts.save.empty()) written += written.empty() ? "--save" : " and --save";
-            std::printf("received signal %d during the run's end: it went on to its end%s; exit %d\n", stopped,
+            std::printf("received signal %d during the run's end: its evaluation and saves finished%s; exit %d\n", stopped,
                         written.empty() ? " (nothing is saved: no --ckpt-dir or --save)"
                                         : (": " + written + " written").c_str(), 128 + stopped);
         }
@@ -702,6 +703,31 @@ struct Trainer {
             fail("%s: the ranks read other data: %s\n---> HINT: every rank must see the same files (copy the data "
                  "to every node alike, or use a shared file system; run every rank in one working directory)", flag,
                  what.c_str());
+        }
+    }
+    // Every rank must build one model from one set of weights: a --model config.json or an --init-from directory
+    // is read by each rank, and node-local copies that differ made a mix of models with exit 0 (another eps), or an
+    // MPI error with no word of why (another layer count), or a run whose ranks parted at its first check (other
+    // weights). The ranks compare the config they built and the --init-from file's size and checksum.
+    void check_ranks_build_the_same_model() {
+        if (ranks == 1) return;
+        const std::string config = format("vocab %d (padded %d), %d layers, %d heads, width %d, MLP width %d, %d "
+                                          "positions, norm eps %.9g, rope_theta %.9g, tied embeddings %d",
+                                          cfg.vocab_size, cfg.padded_vocab_size, cfg.num_layers, cfg.num_heads,
+                                          cfg.channels, cfg.hidden, cfg.max_seq_len, cfg.norm_eps, cfg.rope_theta,
+                                          (int)cfg.tied_embeddings);
+        const std::string weights = opts.init_from.empty() || opts.resume
+                                        ? "" : data_fingerprint({resolve_weights_path(opts.init_from)}, true);
+        const std::vector<std::string> configs = all_gather_string(comm, config), files = all_gather_string(comm, weights);
+        for (int r = 1; r < ranks; r++) {
+            if (configs[r] != configs[0])
+                fail("--model %s: the ranks built other models: rank 0 has %s; rank %d has %s\n---> HINT: every rank "
+                     "must read the same config.json (copy it to every node alike, or use a shared file system)",
+                     opts.model.c_str(), configs[0].c_str(), r, configs[r].c_str());
+            if (files[r] != files[0])
+                fail("--init-from %s: the ranks read other weights (size:checksum %s on rank 0, %s on rank %d)\n---> "
+                     "HINT: every rank must read the same file (copy it to every node alike, or use a shared file "
+                     "system)", resolve_weights_path(opts.init_from).c_str(), files[0].c_str(), files[r].c_str(), r);
         }
     }
     // --resume's checkpoint: rank 0 picks it (checkpoint_resolve, which also tidies the directory) and tells the
