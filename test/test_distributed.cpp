@@ -425,6 +425,13 @@ TEST(DataParallel, RanksWithOtherModelsAreRefused) {
         EXPECT_NE(out.find("--model c.json: the ranks built other models: rank 0 has "), std::string::npos) << out;
         EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
     }
+    // a --ckpt-dir that rank 1 cannot see: said as such (it was "cannot read checkpoint state ... pass a complete one")
+    ASSERT_EQ(run_shell("cd " + d + "/a && " + bin("train_gpt2") + " --model gpt2-tiny" + args +
+                        " --steps 2 --ckpt-dir ck > /dev/null"), 0);
+    std::tie(rc, out) = in_dirs("b", " --model gpt2-tiny --steps 3 --ckpt-dir ck --resume");
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(out.find("rank 1 cannot read ck/step_00000002/state.safetensors, the checkpoint rank 0 resumes from"),
+              std::string::npos) << out;
     run_shell("rm -rf " + d);
 }
 

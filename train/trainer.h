@@ -737,6 +737,9 @@ struct Trainer {
         std::string path;
         if (rank == 0) path = checkpoint_resolve(opts.ckpt_dir);
         if (ranks > 1) broadcast_string(comm, path, 0);
+        CHECK_USER(access((path + "/" + CKPT_STATE_FILE).c_str(), R_OK) == 0, "rank %d cannot read %s/%s, the "
+                   "checkpoint rank 0 resumes from (%s)\n---> HINT: every rank must see --ckpt-dir (a shared file "
+                   "system, or the same copy on every node)", rank, path.c_str(), CKPT_STATE_FILE, std::strerror(errno));
         return path;
     }
 
