@@ -1498,6 +1498,9 @@ TEST(TrainerResume, WhatAResumeDoesNotUseIsSaid) {
     EXPECT_TRUE(contains(r.out, "warning: --dump-step 1 is before step 2, where this run resumes")) << describe(r);
     EXPECT_FALSE(fs::exists(dir / "d.npy"));
     EXPECT_TRUE(contains(r.out, "written with 2 CPU threads, this run has 1")) << describe(r);
+    // the checkpoint records its backend and precision (a resume on another says it is not bit-exact: the emulated
+    // builds' trainer_cuda.resume resumes a CUDA checkpoint on the CPU backend)
+    EXPECT_TRUE(contains(read_bytes(dir / "k/step_00000002/state.safetensors"), "\"run.backend\":\"cpu fp32\""));
     // the thread count of the checkpoint (step 4's, written by the resumed run): no notice
     RunResult same = run_merged("train_gpt2", tiny({"--steps", "5", "--eval-tokens", "64", "--ckpt-dir", dir / "k",
                                                     "--resume"}), dir, 120, "OMP_NUM_THREADS=1");

@@ -161,6 +161,24 @@ static void resume_is_bit_exact(const std::string& dir, const char* binary, cons
               binary, what, f);
 }
 
+// A checkpoint of this backend resumed on the CPU backend (--device cpu, the same binary) continues, and says that
+// the continuation is not bit-exact (another backend; in the BF16 build another precision too): it was silent.
+static void resume_on_the_cpu_is_said(const std::string& ckpt_dir, const std::string& args) {
+    std::string out;
+    const int rc = run_shell(bin("train_gpt2") + args + " --steps 7 --device cpu --ckpt-dir " + ckpt_dir + " --resume",
+                             &out);
+#if defined(PRAC_FP32)
+    const char* want = "notice: the checkpoint was written by the cuda fp32 backend, this run computes on cpu fp32: "
+                       "the continuation is not bit-exact (other kernels)";
+#else
+    const char* want = "notice: the checkpoint was written by the cuda bf16 backend, this run computes on cpu fp32: "
+                       "the continuation is not bit-exact (other kernels, another precision)";
+#endif
+    if (!check(rc == 0 && has(out, want), "train_gpt2: a resume on the CPU backend continues and says it is not "
+               "bit-exact (rc %d)", rc))
+        std::printf("%s\n", tail(out).c_str());
+}
+
 // (e) the backend's measured peak (every record's mem_peak_bytes: all device memory the run took through the
 // backend's allocator) stays within `--plan` with the same flags, through weight init, a checkpoint save and, in
 // a second process, a checkpoint load (each converted its whole parameter buffer through an unplanned fp32 device
@@ -284,6 +302,7 @@ int main(int argc, char** argv) {
     // (c)
     if (runs("resume") && gpt2_checks) {
         resume_is_bit_exact(sub("resume_gpt2"), "train_gpt2", gpt2, "", "baseline");
+        resume_on_the_cpu_is_said(sub("resume_gpt2") + "/b", gpt2);
         resume_is_bit_exact(sub("resume_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1", "",
                             "PRAC");
     }

@@ -686,6 +686,7 @@ struct FineTuner {
         st.step = step;
         st.adam_t = opt->steps();
         for (const auto& [k, v] : keys()) st.set("run." + k, v);
+        st.set("run.backend", backend_of_run<Backend>());
         st.set_i64("run.cpu_threads", cpu_threads());
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // --optimizer-states 8bit: AdamW's codes
@@ -737,7 +738,7 @@ struct FineTuner {
                  "contents differ), and its best dev score so far was measured on those\n---> HINT: resume with the dev "
                  "files of the run that wrote it, or start a new run in another --ckpt-dir",
                  resume_path.c_str(), opts.data_dir.c_str());
-        notice_other_thread_count(st, cpu_threads());
+        notice_other_arithmetic(st, backend_of_run<Backend>(), cpu_threads());
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // --optimizer-states 8bit: AdamW's codes

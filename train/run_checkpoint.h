@@ -158,9 +158,23 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o, const
     }
 }
 
-// The CPU backend's sums are split over its threads: a resume with another count is not bit-exact, which a notice
-// says (docs/DESIGN.md section 2). `threads`: this run's OpenMP threads (0: the CUDA backend, nothing to say).
-inline void notice_other_thread_count(const TrainState& st, int threads) {
+// The backend and precision that compute a run ("cpu fp32", "cuda bf16", "cuda fp32"), as a checkpoint records it.
+template <class Backend>
+std::string backend_of_run() {
+    return format("%s %s", Backend::name, Backend::act_dtype == DType::BF16 ? "bf16" : "fp32");
+}
+
+// A resume computes what the run that wrote the checkpoint would have only on its backend and precision and, on the
+// CPU backend, with its thread count (the sums are split over the threads; docs/DESIGN.md section 2); otherwise a
+// notice says the continuation is not bit-exact. `backend`: backend_of_run's; `threads`: this run's OpenMP threads
+// (0: the CUDA backend). A checkpoint written before run.backend was recorded is compared by its threads alone.
+inline void notice_other_arithmetic(const TrainState& st, const std::string& backend, int threads) {
+    if (st.has_meta("run.backend") && st.get("run.backend") != backend) {
+        std::printf("notice: the checkpoint was written by the %s backend, this run computes on %s: the continuation "
+                    "is not bit-exact (other kernels%s)\n", st.get("run.backend").c_str(), backend.c_str(),
+                    st.get("run.backend").find("bf16") != backend.find("bf16") ? ", another precision" : "");
+        return;
+    }
     const int64_t saved = st.has_meta("run.cpu_threads") ? st.get_i64("run.cpu_threads") : 0;
     if (threads > 0 && saved > 0 && saved != threads)
         std::printf("notice: the checkpoint was written with %lld CPU threads, this run has %d: the CPU backend's "
@@ -180,6 +194,7 @@ struct RunState {
     DataLoaderState data;
     int ranks = 1, zero = 0;
     bool prac_shared = false;
+    std::string backend;       // backend_of_run
     int cpu_threads = 0;       // the CPU backend's OpenMP threads (its sums' order), 0 for the CUDA backend
     int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip's counts (its limit goes on counting)
     bool replaces_earlier_run = false;  // --overwrite's first checkpoint: the others in the directory are removed
@@ -204,6 +219,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("run.ranks", rs.ranks);
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);
+    st.set("run.backend", rs.backend);
     st.set_i64("run.cpu_threads", rs.cpu_threads);
     st.set_i64("run.skipped_in_a_row", rs.skipped_in_a_row);
     st.set_i64("run.skipped_total", rs.skipped_total);

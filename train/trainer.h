@@ -504,6 +504,7 @@ struct Trainer {
         rs.ranks = ranks;
         rs.zero = opts.zero;
         rs.prac_shared = opts.prac_shared;
+        rs.backend = backend_of_run<Backend>();
         rs.cpu_threads = cpu_backend ? omp_get_max_threads() : 0;
         rs.skipped_in_a_row = skipped_in_a_row;
         rs.skipped_total = skipped_total;
@@ -946,7 +947,7 @@ struct Trainer {
             skipped_in_a_row = (int)st.get_i64("run.skipped_in_a_row");
             skipped_total = (int)st.get_i64("run.skipped_total");
         }
-        notice_other_thread_count(st, cpu_backend ? omp_get_max_threads() : 0);
+        notice_other_arithmetic(st, backend_of_run<Backend>(), cpu_backend ? omp_get_max_threads() : 0);
         if (!opts.dump_site.empty() && opts.dump_step < start_step)
             std::printf("warning: --dump-step %d is before step %d, where this run resumes: nothing will be dumped\n",
                         opts.dump_step, start_step);
