@@ -736,6 +736,12 @@ TEST_F(Prep, ResumeAfterMaxShardsIsByteIdenticalFlat) {
     part.push_back("--resume");
     PrepRun r = prep_ok(part);
     EXPECT_NE(r.out.find("nothing to do"), std::string::npos) << r.out;
+    // a stopped run's summary says how much of what it read is in its shards (it counted the documents read past
+    // its last shard as if written)
+    auto one = base;
+    one.insert(one.end(), {"--out", path("one"), "--max-shards", "1"});
+    r = prep_ok(one);
+    EXPECT_NE(r.out.find(" tokens (450 of them in its shards)"), std::string::npos) << r.out;
 }
 
 TEST_F(Prep, ResumeAfterMaxShardsIsByteIdenticalRowsWithValInput) {

@@ -744,6 +744,11 @@ struct Prep {
                 extra = format(", %s truncated to %d, %s tokens not pad", with_commas(so.st.truncated).c_str(),
                                o.row_len - 1, with_commas(so.st.real_tokens).c_str());
             if (so.st.repaired) extra += format(", %s with invalid UTF-8 repaired", with_commas(so.st.repaired).c_str());
+            if (!complete) {  // (the counts include what was read but not yet written: the resume writes it again)
+                int64_t in_shards = 0;
+                for (const auto& w : so.written) in_shards += w.first;
+                extra += format(" (%s of them in its shards)", with_commas(in_shards).c_str());
+            }
             std::fprintf(stderr, "  %-5s %5lld shard%s %14s docs %16s tokens%s\n", SPLIT_NAME[s], (long long)so.shards,
                          so.shards == 1 ? " " : "s", with_commas(so.st.docs).c_str(),
                          with_commas(so.st.tokens).c_str(), extra.c_str());
