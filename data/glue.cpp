@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -170,12 +171,22 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
                      info.name);
         }
     }
+    // GLUE's original QQP train.tsv and dev.tsv hold records whose question has a newline in it, each split over two
+    // lines of too few columns (nyu-mll/GLUE-baselines#5); transformers' GLUE processors skip such lines (their
+    // IndexError), and QQP-clean has none: a labeled QQP file's short lines are skipped the same way, and counted.
+    // Elsewhere (a test file's rows are its submission's) a line of other columns is an error.
+    const bool skip_split_qqp_lines = info.task == GlueTask::QQP && il >= 0;
+    size_t skipped = 0, first_skipped = 0;
     while (std::getline(in, line)) {
         lineno++;
         line = strip_cr(line);
         if (line.empty()) continue;
         std::vector<std::string> cols = split_tabs(line);
         std::string where = path + ":" + std::to_string(lineno);
+        if (cols.size() < columns && skip_split_qqp_lines) {
+            if (!skipped++) first_skipped = lineno;
+            continue;
+        }
         if (cols.size() != columns)
             fail("%s: %zu tab-separated columns, the header (or GLUE's %s layout) has %zu", where.c_str(), cols.size(),
                  info.name, columns);
@@ -197,6 +208,10 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
         }
         out.push_back(std::move(e));
     }
+    if (skipped)
+        std::printf("note: %s: skipped %zu line%s of fewer than QQP's %zu columns (the first: line %zu), as transformers' "
+                    "GLUE processors do: GLUE's original QQP splits some questions over two lines (QQP-clean does not)\n",
+                    path.c_str(), skipped, skipped == 1 ? "" : "s", columns, first_skipped);
     return out;
 }
 
