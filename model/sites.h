@@ -21,7 +21,9 @@ enum SiteIndex { SITE_RESID, SITE_LN1, SITE_RESID_MID, SITE_LN2, SITE_FCH, SITE_
 // sites. Recomputed sites are not compressed. The norm's recompute also rewrites the layer's saved norm
 // statistics (the kernel always writes them); from the exact input these are the same bits, but from a PRAC
 // reconstruction they would change the norm backward, so recompute 2 refuses compressed resid / resid_mid
-// (recompute 1 is fine with a compressed mlp_in: the activation backward uses that reconstruction anyway).
+// (recompute 1 is allowed with a compressed mlp_in: the activation backward uses that reconstruction anyway, but the
+// recomputed output f(X~) also feeds the down projection's weight gradient, which is then biased, f being nonlinear:
+// README says so).
 // What backward recomputes instead of saving: --recompute's level (above), and --recompute-attention: the
 // attention output O rebuilt from the exact q, k, v and LSE by one more attention forward per layer in backward.
 // The arena then holds one layer's O, (N, C), instead of all L; the gradients are the same bits, as the attention

@@ -93,9 +93,15 @@ SiteDims prac_site_dims(const PracOptions& o, SiteClass cls, int n, const std::s
              "uncompressed with --prac-classes %s", site.c_str(), cname, n,
              o.mode == PracMode::RAC ? " (mode rac draws all of r1 + r2 at random: it needs r1 + r2 > 0)" : "", cname,
              cname, std::strcmp(cname, "linear") == 0 ? "nonlinear" : "linear");
+    const bool from_fractions = abs1 < 0 && abs2 < 0;
     if (total >= n)
         fail("PRAC site %s (%s, width %d): ranks r1 = %d + r2 = %d leave nothing to compress (must be below %d)\n"
-             "---> HINT: lower the %s rank fractions or absolute ranks", site.c_str(), cname, n, r1, r2, n, cname);
+             "---> HINT: %s", site.c_str(), cname, n, r1, r2, n,
+             from_fractions && r1 <= 8 && r2 <= 8  // (a fraction's rank is 0 or at least 8: none is low enough)
+                 ? format("a fraction's rank is at least 8: pass absolute ranks below %d in all, --prac-%s-ranks R1,R2, "
+                          "or leave the %s sites uncompressed with --prac-classes %s", n, cname, cname,
+                          lin ? "nonlinear" : "linear").c_str()
+                 : format("lower the %s rank fractions or absolute ranks", cname).c_str());
     if (o.mode == PracMode::PRAC && r2 == 0)
         fail("PRAC site %s (%s, width %d): mode prac needs r2 > 0 (r2 = 0 is mode pac)\n"
              "---> HINT: use --prac pac, or a positive r2", site.c_str(), cname, n);

@@ -291,14 +291,20 @@ TEST_F(CkptTest, CheckCompatible) {
                      "---> HINT: resume with the settings of the run that wrote it (--beta2 0.95 --galore-gap 200)"),
               std::string::npos) << e;
     e = error_of([&] { check_compatible(o, "run.optimizer", o.get("run.optimizer") + " states 8bit"); });
-    EXPECT_NE(e.find("it was written without --optimizer-states 8bit, which this run passes\n"), std::string::npos)
+    EXPECT_NE(e.find("it was written without --optimizer-states 8bit, which this run has\n"), std::string::npos)
         << e;
     e = error_of([&] { check_compatible(o, "run.optimizer", "muon wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95"); });
     EXPECT_NE(e.find("it was written with --optimizer adamw, this run has --optimizer muon\n"), std::string::npos) << e;
     o.set("run.prac", "prac lin r6,r16 nonlin 0.200000003,0.200000003 t1 500 t2 500 k 1 storage fp8");
     e = error_of([&] { check_compatible(o, "run.prac", "prac lin 0.3,0.3 nonlin 0.2,0.2 t1 500 t2 500 k 1"); });
     EXPECT_NE(e.find("it was written with --prac-linear-ranks 6,16 --prac-storage fp8, this run has --prac-linear "
-                     "0.3,0.3\n"), std::string::npos) << e;
+                     "0.3,0.3 --prac-storage act\n"), std::string::npos) << e;
+    // another --prac-classes: named (the key leaves the uncompressed class's ranks out, and the refusal named them
+    // alone, with a hint that changed nothing)
+    o.set("run.prac", "prac lin 0.300000012,0.300000012 nonlin 0.200000003,0.200000003 t1 500 t2 500 k 1");
+    e = error_of([&] { check_compatible(o, "run.prac", "prac lin 0.300000012,0.300000012 t1 500 t2 500 k 1"); });
+    EXPECT_NE(e.find("it was written with --prac-nonlinear 0.2,0.2 --prac-classes linear,nonlinear, this run has "
+                     "--prac-classes linear\n"), std::string::npos) << e;
     // words no flag spells (an earlier spelling): the words that differ, each with the word before it
     o.set("run.prac", "prac lin 0.3 ranks 6,16 t1 500 classes linear");
     e = error_of([&] { check_compatible(o, "run.prac", "prac lin 0.3 ranks 16,16 t1 500 classes linear"); });

@@ -631,6 +631,11 @@ TEST_F(AnalyzeTest, TableOutput) {
                              "||mean(X~) - X||_F / ||X||_F"})
         EXPECT_NE(r.out.find(part), std::string::npos) << "\"" << part << "\" not in:\n" << r.out;
     EXPECT_TRUE(r.err.empty()) << r.err;  // small inputs: no progress lines
+    // one draw has no standard error: said (the table printed "+- nan")
+    RunResult one = run({x_path, "--draws", "1"});
+    ASSERT_EQ(one.rc, 0) << one.err;
+    EXPECT_NE(one.out.find("(one draw: no s.e.)"), std::string::npos) << one.out;
+    EXPECT_EQ(one.out.find("nan"), std::string::npos) << one.out;
 }
 
 // X of rank 8 < r1 = 24 (as a GPT-2 fch dump: rank <= C of its 4C columns): the tail past r1 is float32 rounding, so

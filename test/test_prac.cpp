@@ -367,6 +367,15 @@ TEST(PracSiteDims, BadInputsThrowNamingTheSite) {
     expect_user_error(at(f, SiteClass::NONLINEAR, 64, "resid_mid"), {"resid_mid"}, "fractions summing above 1");
     f.mode = PracMode::PAC;
     expect_user_error(at(f, SiteClass::NONLINEAR, 64, "resid_mid"), {"resid_mid"}, "pac ranks above width");
+    // width 16: every fraction's rank is 8 (the least), so the hint names absolute ranks (it said to lower the
+    // fractions, which changes nothing); where a lower fraction helps, the hint says that
+    PracOptions narrow = opts(PracMode::PRAC);
+    narrow.nonlinear_r1 = narrow.nonlinear_r2 = 0.01f;
+    expect_user_error(at(narrow, SiteClass::NONLINEAR, 16, "fch"),
+                      {"r1 = 8 + r2 = 8", "a fraction's rank is at least 8", "--prac-nonlinear-ranks R1,R2"},
+                      "fractions at the least rank");
+    expect_user_error(at(f, SiteClass::NONLINEAR, 64, "resid_mid"), {"lower the nonlinear rank fractions"},
+                      "fractions above the least rank");
 
     PracOptions p = opts(PracMode::PRAC);
     p.linear_r2_abs = 0;

@@ -989,6 +989,16 @@ TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
     auto c = base;
     c.insert(c.end(), {"--input", std::string(FX) + "docs.json.xz", "--resume"});
     prep_fails(c, {"input files are not those", "1 files then, 2 now"});
+    // a state of an earlier prep_data (which read a lone CR and a byte order mark as text: no text_reading key) is
+    // not continued, said so (other document boundaries would follow its shards)
+    {
+        json st = json::parse(slurp(path("p") + "_prep.json"));
+        st["config"].erase("text_reading");
+        std::ofstream(path("p") + "_prep.json", std::ios::binary | std::ios::trunc) << st.dump(1) << "\n";
+        auto again = base;
+        again.push_back("--resume");
+        prep_fails(again, {"text_reading: was -", "an earlier prep_data's, which read text files otherwise"});
+    }
     // Without --resume or --overwrite the earlier output is not touched.
     prep_fails(base, {"already exists", "--resume", "--overwrite"});
     // a run that failed before its state file (a full disk) left shards --resume cannot continue: the hint says so
@@ -1064,11 +1074,19 @@ TEST_F(Prep, MissingInputs) {
     fs::copy_file(std::string(FX) + "c4_train.json.gz", path("notes.gz"));
     prep_fails({"--tokenizer", "gpt2", "--input", path("notes.gz"), "--out", o},
                {"notes.gz", "is read as a tar archive", "NAME.jsonl.gz"});
+    // a tar named so (OpenWebText's subset files) that is cut short after its first entry is damaged, not misnamed
+    ASSERT_EQ(std::system(("tar -cf - -C " + std::string(FX) + "texts a.txt b.txt | head -c 1500 | xz > " +
+                           path("urlsf_subset00-1_data.xz")).c_str()), 0);
+    PrepRun cut = prep({"--tokenizer", "gpt2", "--input", path("urlsf_subset00-1_data.xz"), "--out", o});
+    EXPECT_EQ(cut.rc, 1) << cut.out;
+    EXPECT_NE(cut.out.find("the archive is damaged or cut short"), std::string::npos) << cut.out;
 }
 
-// A directory input lists each file once: a symbolic link beside the file it names, a link to a directory listed
-// already (a loop), and links that lead nowhere are skipped, said (the first two made "is given twice (overlapping
-// --input patterns?)" of one directory; the last were dropped unsaid): the shards are those of the files alone.
+// A directory input lists each file once, whatever order the system lists the tree in: a symbolic link beside the
+// file it names and a link to a folder listed already are paths to files read under the name that sorts first (both
+// made "is given twice (overlapping --input patterns?)" of one directory), a link to a folder above it (a loop) is not
+// entered (sub/loop, and sub2/loop: two paths), links that lead nowhere are said (they were dropped unsaid): the
+// shards are those of the files alone.
 TEST_F(Prep, LinksInADirectoryAreReadOnce) {
     REQUIRE_GPT2();
     for (const char* d : {"plain", "linked"}) {
@@ -1077,14 +1095,20 @@ TEST_F(Prep, LinksInADirectoryAreReadOnce) {
         fs::copy_file(std::string(FX) + "texts/b.txt", path(d) + "/sub/b.txt");
     }
     fs::create_symlink("a.txt", path("linked/z_link.txt"));
+    fs::create_symlink("sub", path("linked/sub2"));
     fs::create_symlink("..", path("linked/sub/loop"));
     fs::create_symlink("gone.txt", path("linked/dangling.txt"));
     prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("plain"), "--out", path("plain_out")});
     PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("linked"), "--out", path("linked_out")});
-    EXPECT_NE(r.out.find("note: " + path("linked") + ": skipped 2 symbolic link(s) to what the directory lists "
-                         "already"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("note: " + path("linked") + ": skipped 2 path(s) to files listed already under another name"),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("did not enter 2 symbolic link(s) to a folder on their own path (a loop)"), std::string::npos)
+        << r.out;
     EXPECT_NE(r.out.find("skipped 1 symbolic link(s) that lead nowhere"), std::string::npos) << r.out;
     EXPECT_TRUE(slurp(path("plain_out_train_000000.bin")) == slurp(path("linked_out_train_000000.bin")));
+    const std::string state = slurp(path("linked_out_prep.json"));
+    EXPECT_NE(state.find(path("linked") + "/sub/b.txt"), std::string::npos) << "the name that sorts first is read";
+    EXPECT_EQ(state.find(path("linked") + "/sub2/b.txt"), std::string::npos);
 }
 
 // A stop signal says how to go on (it ended the run without a word), with the status of the signal, and --resume
@@ -1107,6 +1131,16 @@ TEST_F(Prep, AStopSignalSaysHowToGoOn) {
     resume.push_back("--resume");
     prep_ok(resume);
     EXPECT_TRUE(outputs(path("full")) == outputs(path("part")));
+    // before its first shard there is nothing to resume: said so
+    stopped = prep(with_out("early"), "PRAC_TEST_KILL_AT=shard.temporary_written@1:" + std::to_string(SIGTERM));
+    EXPECT_EQ(stopped.rc, 128 + SIGTERM) << stopped.out;
+    EXPECT_NE(stopped.out.find("stopped by a signal before its first shard was finished; run the same command again"),
+              std::string::npos) << stopped.out;
+    // a signal the launcher ignores stays ignored (nohup's SIGHUP): the run goes on to its end
+    PrepRun ignored = prep(with_out("nohup"), "PRAC_TEST_KILL_AT=prep_data.state_saved@2:" + std::to_string(SIGHUP) +
+                                                  " nohup");
+    EXPECT_EQ(ignored.rc, 0) << ignored.out;
+    EXPECT_TRUE(outputs(path("full")) == outputs(path("nohup")));
 }
 
 TEST_F(Prep, DamagedCompressedFiles) {

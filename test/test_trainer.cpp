@@ -1104,9 +1104,10 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
         {tiny({"--save", dir / "afile/sub"}), "afile is a file, not a directory"},
         // an output inside --ckpt-dir's checkpoints (a --save into a step directory broke that checkpoint, exit 0)
         {tiny({"--ckpt-dir", dir / "ck", "--save", dir / "ck/step_00000002"}),
-         "--save " + (dir / "ck/step_00000002") + " is inside --ckpt-dir " + (dir / "ck")},
-        {tiny({"--ckpt-dir", dir / "ck", "--save", dir / "ck"}), "--save " + (dir / "ck") + " is inside --ckpt-dir"},
-        {tiny({"--ckpt-dir", dir / "ck", "--log", dir / "ck/step_00000002/log.jsonl"}), "is inside --ckpt-dir"},
+         "--save " + (dir / "ck/step_00000002") + " is a checkpoint's folder of --ckpt-dir " + (dir / "ck")},
+        {tiny({"--ckpt-dir", dir / "ck", "--save", dir / "ck"}), "--save " + (dir / "ck") + " is --ckpt-dir itself"},
+        {tiny({"--ckpt-dir", dir / "ck", "--log", dir / "ck/step_00000002/log.jsonl"}),
+         "is inside step_00000002, a checkpoint of --ckpt-dir"},
         // a dangling symbolic link is said as one (it was called a file)
         {tiny({"--ckpt-dir", dir / "dangling"}), "--ckpt-dir " + (dir / "dangling") + ": " + (dir / "dangling") +
                                                     " is a symbolic link to " + (dir / "gone") + ", which is not a directory"},
@@ -1124,6 +1125,11 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
         expect_error_last(r, "train_gpt2", c.says);
         EXPECT_FALSE(contains(r.out, "| training")) << "the tables come after the checks\n" << describe(r);
     }
+    // outputs of their own inside --ckpt-dir, beside its checkpoints, are left alone (nothing of the run touches them)
+    RunResult beside = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--ckpt-dir", dir / "ck2",
+                                                      "--save", dir / "ck2/final", "--log", dir / "ck2/logs/a.jsonl"}),
+                                  dir);
+    EXPECT_EQ(beside.rc, 0) << describe(beside);
     // an error after the tables (an unknown --dump-site is known only once the model is built) still comes last
     RunResult r = run_merged("train_gpt2", tiny({"--dump-site", "nowhere", "--steps", "1"}), dir);
     EXPECT_TRUE(contains(r.out, "| training")) << describe(r);

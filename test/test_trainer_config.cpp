@@ -286,6 +286,12 @@ TEST(TrainerCli, FlagsThatNeedAPartnerAreRefusedAlone) {
         {{"--grad-clip", "-1"}, "got -1)"},          {{"--gpu-mem", "-1", "--plan"}, "(got -1)"}};
     for (const auto& [args, says] : echoed) EXPECT_USER_ERROR(parse(args), says.c_str());
     EXPECT_USER_ERROR(prac_options_from(parse({"--prac", "prac", "--prac-t1", "0"})), "(got 0, 500)");
+    EXPECT_USER_ERROR(prac_options_from(parse({"--prac", "prac", "--prac-initial-spread", "99999999999"})),
+                      "--prac-initial-spread 99999999999 is out of range (0 .. 2147483647 steps)");
+    // a positive fraction below float32's range is the least rank, as 1e-5 is (it was rank 0)
+    const PracOptions tiny_fraction = prac_options_from(parse({"--prac", "prac", "--prac-linear", "1e-300,0.3"}));
+    EXPECT_EQ(prac_round_rank(tiny_fraction.linear_r1, 768), 8);
+    EXPECT_EQ(prac_round_rank(prac_options_from(parse({"--prac-linear", "1e-5,0.3"})).linear_r1, 768), 8);
     for (const char* r : {"auto", "exact", "subspace"}) EXPECT_NO_THROW(parse({"--prac-refresh", r})) << r;
     // --precision only picks the CUDA build --plan plans for: alone, or with a CPU plan, it did nothing, silently
     EXPECT_USER_ERROR(parse({"--precision", "fp32"}), "--precision goes with --plan", "PRECISION=FP32");

@@ -650,8 +650,10 @@ static void print_table(const json& j, const Args& a) {
     std::printf("  theory  bias^2 %.6e   variance %.6e%s\n", g("bias_sq_theory"), g("variance_theory"),
                 pac ? "   (pac: bias^2 = T, no variance)"
                     : (std::fabs(rk["k_mult"].get<double>() - 1) < 1e-12 ? "   ((k - 1) T; unbiased)" : ""));
-    std::printf("  E||X~ - X||_F^2   empirical %.6e +- %.2e (1 s.e.)   theory %.6e   ratio %.4f\n",
-                g("mse_empirical"), g("mse_stderr"), g("mse_theory"), g("mse_ratio"));
+    const double se = g("mse_stderr");  // (undefined for one draw: said so, not "nan")
+    std::printf("  E||X~ - X||_F^2   empirical %.6e %s   theory %.6e   ratio %.4f\n", g("mse_empirical"),
+                std::isfinite(se) ? format("+- %.2e (1 s.e.)", se).c_str() : "(one draw: no s.e.)", g("mse_theory"),
+                g("mse_ratio"));
     std::printf("  ||mean(X~) - X||_F / ||X||_F   empirical %.4e   expected %.4e%s\n", g("bias_rel_empirical"),
                 g("bias_rel_expected"), pac ? "" : "   (sqrt(bias^2 + Var/K) / ||X||_F)");
     if (e["tail_at_rounding"].get<bool>())

@@ -88,6 +88,12 @@ static bool parse_dot_dir(const std::string& name, DotDir* out) {
     return false;
 }
 
+bool is_checkpoint_folder_name(const std::string& name) {
+    int64_t step;
+    DotDir dot;
+    return parse_step_name(name, &step) || parse_dot_dir(name, &dot);
+}
+
 // A leftover we may remove: ours (this host) and its writer is gone. Another host's: we cannot tell, keep it.
 static bool dot_dir_is_stale(const DotDir& d) { return d.host == host_tag() && !pid_alive(d.pid); }
 
@@ -961,6 +967,12 @@ static bool setting_as_flags(const std::string& key, const std::string& value,
         if (sub_flags.size() != values.size()) return false;
         for (size_t f = 0; f < sub_flags.size(); f++) flags->push_back({sub_flags[f], shortest_float(values[f])});
     }
+    if (key == "run.prac" && words[0] != "none") {  // the classes compressed: the key holds the ranks of those alone
+        auto has = [&](const char* w) { return std::find(words.begin(), words.end(), w) != words.end(); };
+        const bool lin = has("lin"), nonlin = has("nonlin");
+        flags->push_back({"--prac-classes", lin && nonlin ? "linear,nonlinear" : lin ? "linear" : "nonlinear"});
+        if (std::find(words.begin(), words.end(), "storage") == words.end()) flags->push_back({"--prac-storage", "act"});
+    }
     return true;
 }
 
@@ -993,8 +1005,8 @@ void check_compatible(const TrainState& state, const std::string& key, const std
     std::vector<std::pair<std::string, std::string>> saved_flags, run_flags;
     if (setting_as_flags(key, it->second, &saved_flags) && setting_as_flags(key, expected, &run_flags)) {
         const std::string saved = flags_not_in(saved_flags, run_flags), run = flags_not_in(run_flags, saved_flags);
-        const std::string difference = saved.empty() ? "without" + run + ", which this run passes"
-                                       : run.empty() ? "with" + saved + ", which this run does not pass"
+        const std::string difference = saved.empty() ? "without" + run + ", which this run has"
+                                       : run.empty() ? "with" + saved + ", which this run lacks"
                                                      : "with" + saved + ", this run has" + run;
         if (!saved.empty() || !run.empty())  // (differently spelled, the same flags: the words below say it)
             fail("cannot resume from %s: it was written %s\n---> HINT: resume with the settings of the run that wrote "

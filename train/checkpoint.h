@@ -31,6 +31,8 @@ inline constexpr const char* CKPT_LOCK_FILE = ".lock";
 
 // "step_00000100", and DIR + "/step_00000100".
 std::string checkpoint_dir_name(int64_t step);
+// A name a checkpoint directory's own folders have: step_NNNNNNNN, or a writer's .tmp_/.old_/.del_step_... folder.
+bool is_checkpoint_folder_name(const std::string& name);
 std::string checkpoint_path(const std::string& dir, int64_t step);
 
 // Creates DIR (and parents) when missing, runs checkpoint_cleanup(DIR), then creates and returns the temp

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -498,14 +499,16 @@ PracOptions prac_options_from(const TrainOptions& o) {
     PracOptions p;
     p.mode = prac_mode_parse(o.prac);
     double a, b;
+    // a positive fraction stays positive in float32 (1e-300 became 0, rank 0, where 1e-5 is the least rank, 8)
+    auto fraction = [](double f) { return f > 0 ? std::max((float)f, FLT_MIN) : (float)f; };
     parse_pair("--prac-linear", o.prac_linear, &a, &b);
     CHECK_USER(a < 1 && b < 1, "--prac-linear fractions must be below 1 (got %s)", o.prac_linear.c_str());
-    p.linear_r1 = (float)a;
-    p.linear_r2 = (float)b;
+    p.linear_r1 = fraction(a);
+    p.linear_r2 = fraction(b);
     parse_pair("--prac-nonlinear", o.prac_nonlinear, &a, &b);
     CHECK_USER(a < 1 && b < 1, "--prac-nonlinear fractions must be below 1 (got %s)", o.prac_nonlinear.c_str());
-    p.nonlinear_r1 = (float)a;
-    p.nonlinear_r2 = (float)b;
+    p.nonlinear_r1 = fraction(a);
+    p.nonlinear_r2 = fraction(b);
     if (!o.prac_linear_ranks.empty())
         parse_rank_pair("--prac-linear-ranks", o.prac_linear_ranks, &p.linear_r1_abs, &p.linear_r2_abs);
     if (!o.prac_nonlinear_ranks.empty())
@@ -541,8 +544,10 @@ int prac_initial_spread_steps(const TrainOptions& o, PracMode mode) {
     errno = 0;
     char* end = nullptr;
     const long k = std::strtol(v.c_str(), &end, 10);
-    CHECK_USER(!v.empty() && !*end && !errno && k >= 0 && k <= INT32_MAX,
-               "--prac-initial-spread must be auto or a number of steps >= 0 (got \"%s\")", v.c_str());
+    CHECK_USER(!v.empty() && !*end, "--prac-initial-spread must be auto or a number of steps >= 0 (got \"%s\")",
+               v.c_str());
+    CHECK_USER(!errno && k >= 0 && k <= INT32_MAX, "--prac-initial-spread %s is out of range (0 .. %d steps)", v.c_str(),
+               INT32_MAX);
     CHECK_USER(k <= 1 || mode != PracMode::PAC,
                "--prac-initial-spread %ld: pac keeps no random part, so its provisional random basis would be biased "
                "(it would drop most of each activation)\n---> HINT: use --prac prac or rac, or drop "

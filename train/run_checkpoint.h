@@ -170,9 +170,11 @@ std::string backend_of_run() {
 // (0: the CUDA backend). A checkpoint written before run.backend was recorded is compared by its threads alone.
 inline void notice_other_arithmetic(const TrainState& st, const std::string& backend, int threads) {
     if (st.has_meta("run.backend") && st.get("run.backend") != backend) {
+        const std::string& saved = st.get("run.backend");
+        auto precision = [](const std::string& b) { return b.substr(b.find(' ') + 1); };  // "cuda bf16" -> "bf16"
         std::printf("notice: the checkpoint was written by the %s backend, this run computes on %s: the continuation "
-                    "is not bit-exact (other kernels%s)\n", st.get("run.backend").c_str(), backend.c_str(),
-                    st.get("run.backend").find("bf16") != backend.find("bf16") ? ", another precision" : "");
+                    "is not bit-exact (other kernels%s)\n", saved.c_str(), backend.c_str(),
+                    precision(saved) != precision(backend) ? ", another precision" : "");
         return;
     }
     const int64_t saved = st.has_meta("run.cpu_threads") ? st.get_i64("run.cpu_threads") : 0;

@@ -43,8 +43,11 @@ static void on_stop_signal(int sig) {
     }
 }
 
+// A signal the launcher set to be ignored stays ignored (nohup's SIGHUP, a script's background job's SIGINT: the
+// job was meant to outlive them), as the POSIX convention for handlers is.
 void install_stop_signals() {
-    for (int sig : STOP_SIGNALS) std::signal(sig, on_stop_signal);
+    for (int sig : STOP_SIGNALS)
+        if (std::signal(sig, on_stop_signal) == SIG_IGN) std::signal(sig, SIG_IGN);
 }
 
 static bool is_dir(const std::string& p) {
@@ -161,11 +164,18 @@ void refuse_output_in_checkpoints(const std::string& path, const char* flag, con
     std::error_code ec;
     const fs::path rel = fs::weakly_canonical(path, ec).lexically_relative(fs::weakly_canonical(ckpt_dir, ec));
     if (rel.empty() || *rel.begin() == "..") return;  // outside it
-    const bool in_a_subdirectory = std::distance(rel.begin(), rel.end()) > 1;
-    if (is_dir_output || in_a_subdirectory)
-        fail("%s %s is inside --ckpt-dir %s, whose folders are checkpoints (each replaced or removed as the run goes "
-             "on, and checked file by file on resume: a model saved into one broke it)\n---> HINT: pass a %s outside "
-             "the checkpoint directory (beside it, say)", flag, path.c_str(), ckpt_dir.c_str(), flag);
+    const std::string first = rel.begin()->string();
+    if (first == "." && is_dir_output)
+        fail("%s %s is --ckpt-dir itself\n---> HINT: pass a %s beside it, or in a folder of its own inside it", flag,
+             path.c_str(), flag);
+    if (std::distance(rel.begin(), rel.end()) > 1 && is_checkpoint_folder_name(first))
+        fail("%s %s is inside %s, a checkpoint of --ckpt-dir %s (replaced or removed as the run goes on, and checked "
+             "file by file on resume: a model saved into one broke it)\n---> HINT: pass a %s outside the run's "
+             "checkpoints (beside --ckpt-dir, say)", flag, path.c_str(), first.c_str(), ckpt_dir.c_str(), flag);
+    if (is_dir_output && is_checkpoint_folder_name(first))
+        fail("%s %s is a checkpoint's folder of --ckpt-dir %s (replaced or removed as the run goes on)\n---> HINT: "
+             "pass a %s outside the run's checkpoints (beside --ckpt-dir, say)", flag, path.c_str(), ckpt_dir.c_str(),
+             flag);
 }
 
 void check_output_file(const std::string& path, const char* flag, bool may_replace) {

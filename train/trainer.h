@@ -58,8 +58,9 @@ void claim_save_dir(const std::string& dir);
 // and locked first thing when this process writes it (`writes`: rank 0, not --eval-only), so that another run there
 // is what a second run is told. A --resume of a directory that is not there is left to checkpoint_resolve's message.
 std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool writes);
-// Fails when an output is inside the run's --ckpt-dir where checkpoints live: a directory output (--save, --predict)
-// anywhere in it, a file (--log, --dump-path) in one of its folders (a file in the directory itself is left alone).
+// Fails when an output is where the run's checkpoints live: a directory output (--save, --predict) that is --ckpt-dir
+// itself or one of its step_NNNNNNNN (or writers' dot) folders, any output inside such a folder. Other paths inside
+// --ckpt-dir (a file beside the checkpoints, a folder of its own) are left alone: nothing of the run touches them.
 void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& ckpt_dir,
                                   bool is_dir_output);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and

@@ -71,28 +71,33 @@ FileType classify(const std::string& path) {
          path.c_str());
 }
 
-// A directory's *.txt files, sorted, each once: a symbolic link to a file or directory listed already (a link
-// beside its target, a link to a parent: a loop) is skipped, and said, as are links that lead nowhere; a folder
-// that cannot be listed is named.
+// A directory's *.txt files, sorted by path, each once: a file reached by several paths (a symbolic link beside its
+// target, a link to a folder listed already) is read under the path that sorts first, and the others are said as
+// skipped; a link to a folder on its own path (a loop) is not entered; links that lead nowhere are said; a folder
+// that cannot be listed is named. What is read depends on the tree alone, not on the order the system lists it in.
 static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out) {
-    std::vector<std::string> found;
-    std::set<std::string> dirs_seen;  // canonical paths: each directory is walked once
-    int dangling = 0, dir_links_skipped = 0;
-    std::error_code ec, canon_ec;
-    dirs_seen.insert(fs::weakly_canonical(dir, canon_ec).string());
+    std::vector<std::pair<std::string, std::string>> found;  // (path, canonical path)
+    std::vector<std::string> chain;  // canonical folders from `dir` down to the one being listed: a loop's targets
+    int dangling = 0, loops = 0;
+    std::error_code ec;
+    chain.push_back(fs::weakly_canonical(dir, ec).string());
     std::string opening = dir;  // the directory the iterator opens next: the one an error is about
     auto it = fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
     for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
         std::error_code e;
+        chain.resize((size_t)it.depth() + 1);  // (the folders above this entry)
         if (it->is_directory(e)) {
-            if (!dirs_seen.insert(fs::weakly_canonical(it->path(), e).string()).second) {
+            const std::string canonical = fs::weakly_canonical(it->path(), e).string();
+            if (std::find(chain.begin(), chain.end(), canonical) != chain.end()) {
                 it.disable_recursion_pending();
-                dir_links_skipped++;
+                loops++;
             } else {
+                chain.push_back(canonical);
                 opening = it->path().string();
             }
         } else if (it->is_regular_file(e)) {
-            if (classify(it->path().string()).kind == KIND_TEXT) found.push_back(it->path().string());
+            if (classify(it->path().string()).kind == KIND_TEXT)
+                found.push_back({it->path().string(), fs::weakly_canonical(it->path(), e).string()});
         } else if (it->is_symlink(e) && !fs::exists(it->path(), e)) {
             dangling++;
         }
@@ -100,22 +105,24 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
     CHECK_USER(!ec, "cannot list directory %s (in --%s %s): %s", opening.c_str(), src == VAL ? "val-input" : "input",
                dir.c_str(), ec.message().c_str());
     std::sort(found.begin(), found.end());
-    std::set<std::string> files_seen;
-    size_t file_links_skipped = 0;
-    found.erase(std::remove_if(found.begin(), found.end(), [&](const std::string& p) {
-                    std::error_code e;
-                    const bool again = !files_seen.insert(fs::weakly_canonical(p, e).string()).second;
-                    file_links_skipped += again;
-                    return again;
-                }), found.end());
-    CHECK_USER(!found.empty(), "directory %s has no .txt files\n---> HINT: a directory input stands for its *.txt "
+    std::set<std::string> seen;
+    size_t again = 0;
+    std::vector<std::string> files;
+    for (const auto& [path, canonical] : found) {
+        if (seen.insert(canonical).second) files.push_back(path);
+        else again++;
+    }
+    CHECK_USER(!files.empty(), "directory %s has no .txt files\n---> HINT: a directory input stands for its *.txt "
                "files; give JSON lines or archives by name or pattern", dir.c_str());
-    if (dir_links_skipped + file_links_skipped > 0)
-        std::printf("note: %s: skipped %zu symbolic link(s) to what the directory lists already (each file is read "
-                    "once)\n", dir.c_str(), dir_links_skipped + file_links_skipped);
+    if (again > 0)
+        std::printf("note: %s: skipped %zu path(s) to files listed already under another name (symbolic links; each "
+                    "file is read once, under the name that sorts first)\n", dir.c_str(), again);
+    if (loops > 0)
+        std::printf("note: %s: did not enter %d symbolic link(s) to a folder on their own path (a loop)\n", dir.c_str(),
+                    loops);
     if (dangling > 0)
         std::printf("note: %s: skipped %d symbolic link(s) that lead nowhere\n", dir.c_str(), dangling);
-    for (auto& p : found) {
+    for (auto& p : files) {
         const auto size = fs::file_size(p, ec);  // (a file removed or replaced since the listing)
         CHECK_USER(!ec, "cannot read the size of %s (in directory %s): %s\n---> HINT: was it removed or changed while "
                    "prep_data listed the directory? check the file and its permissions", p.c_str(), dir.c_str(),
@@ -370,7 +377,7 @@ void TarReader::raise(const char* what) {
     const bool named_tar = base.find(".tar") != std::string::npos || base.find(".tgz") != std::string::npos ||
                            base.find(".txz") != std::string::npos || base.find(".tzst") != std::string::npos;
     fail("%s: %s: %s\n---> HINT: %s", name.c_str(), what, e ? e : "unknown libarchive error",
-         named_tar ? "the archive is damaged or cut short, or not a tar archive (test it with \"tar -tf\")"
+         named_tar || entries > 0 ? "the archive is damaged or cut short, or not a tar archive (test it with \"tar -tf\")"
                    : "a compressed file without .txt or .jsonl before its .gz/.xz/.zst is read as a tar archive (as "
                      "OpenWebText's *.xz); if it holds text or JSON lines, rename it (NAME.txt.gz, NAME.jsonl.gz)");
 }
@@ -383,6 +390,7 @@ bool TarReader::next(std::string* path, bool* regular) {
     const char* p = archive_entry_pathname(e);
     *path = p ? p : "";
     *regular = archive_entry_filetype(e) == AE_IFREG;
+    entries++;
     return true;
 }
 

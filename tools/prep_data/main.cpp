@@ -16,9 +16,12 @@
 // how to go on: whatever shards were finished are kept, and --resume continues from them. write() and raise() are
 // async-signal-safe.
 static void on_stop_signal(int sig) {
-    static const char msg[] = "\nprep_data: stopped by a signal; the same command with --resume continues after "
-                              "the last shard it finished\n";
-    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    static const char resumable[] = "\nprep_data: stopped by a signal; the same command with --resume continues after "
+                                    "the last shard it finished\n";
+    static const char from_start[] = "\nprep_data: stopped by a signal before its first shard was finished; run the "
+                                     "same command again to start over\n";
+    ssize_t ignored = prep::g_resumable ? write(2, resumable, sizeof resumable - 1)
+                                        : write(2, from_start, sizeof from_start - 1);
     (void)ignored;
     std::signal(sig, SIG_DFL);
     std::raise(sig);
@@ -26,7 +29,8 @@ static void on_stop_signal(int sig) {
 
 int main(int argc, char** argv) {
     file_size_limit_as_error();
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})  // (one the launcher ignores stays ignored: nohup's SIGHUP)
+        if (std::signal(sig, on_stop_signal) == SIG_IGN) std::signal(sig, SIG_IGN);
     try {
         prep::Options o = prep::parse_args(argc, argv);
         if (o.help || argc == 1) {

@@ -67,10 +67,11 @@ Input:
   Documents that are empty (after --owt-clean) are skipped and counted; they and JSON lines skipped by
   --skip-bad-json keep their place in the numbering that --max-docs, --val-docs and --val-fraction
   count (the split of every document is known before it is read). Invalid UTF-8 in text files is
-  replaced by U+FFFD (as Python's errors="replace"), and counted. Text files are read as Python's
-  open() reads them: lines end at \n, \r\n or \r, a UTF-8 byte order mark is dropped; UTF-16 and
-  UTF-32 files are refused (convert them with iconv). A directory's symbolic links to files or
-  folders it lists already, and links that lead nowhere, are skipped (said).
+  replaced by U+FFFD (as Python's errors="replace"), and counted. With --doc-sep blank, lines end at
+  \n, \r\n or a lone \r (Python's universal newlines; --doc-sep file keeps a file's line endings);
+  a UTF-8 byte order mark is dropped; UTF-16 and UTF-32 files are refused (convert them with iconv).
+  A directory's files reached by several paths (symbolic links) are read once, under the name
+  that sorts first; links that lead nowhere are skipped (said).
 
 Tokenizer and layout:
   --tokenizer gpt2|spm  gpt2: GPT-2 r50k BPE (50257 ids, EOT 50256), as tiktoken's encode_ordinary;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -38,6 +39,8 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace prep {
+
+volatile std::sig_atomic_t g_resumable = 0;
 namespace {
 
 // ---------------------------------------------------------------------------------------------------------
@@ -269,6 +272,8 @@ struct Prep {
                   {"doc_sep", o.doc_sep},
                   {"owt_clean", o.owt_clean},
                   {"skip_bad_json", o.skip_bad_json},
+                  // how text files are read (lone CR lines, a dropped BOM): a state without it was an earlier build's
+                  {"text_reading", "universal newlines, utf-8-sig"},
                   {"max_docs", o.max_docs}};
     }
 
@@ -338,6 +343,7 @@ struct Prep {
             if (n > 0 && (n & (n - 1)) != 0) checkpoints.erase(checkpoints.end() - newest - 1);
         }
         save_state();
+        g_resumable = 1;
         kill_point("prep_data.state_saved");
     }
 
@@ -495,11 +501,15 @@ struct Prep {
                                     v.dump().c_str());
             const bool tokenizer_changed = old.contains("tokenizer_sha256") &&
                                            old["tokenizer_sha256"] != config["tokenizer_sha256"];
+            const bool earlier_build = !old.contains("text_reading");
             CHECK_USER(diffs.empty(), "--resume: the options differ from the interrupted run's:%s\n---> HINT: %s, or "
                        "start again with --overwrite", diffs.c_str(),
-                       tokenizer_changed ? "the tokenizer file's content is not the one the interrupted run read "
-                                           "(tokenizer_sha256): resume with that file"
-                                         : "resume with the same command line");
+                       earlier_build ? "the interrupted run was an earlier prep_data's, which read text files otherwise "
+                                       "(a lone CR did not end a line; a byte order mark was text): its shards cannot "
+                                       "be continued by this one"
+                       : tokenizer_changed ? "the tokenizer file's content is not the one the interrupted run read "
+                                             "(tokenizer_sha256): resume with that file"
+                                           : "resume with the same command line");
             // Input files: same list; sizes checked below up to the resume point.
             const json& in = st.at("inputs");
             bool same = in.size() == files.size();
@@ -547,6 +557,7 @@ struct Prep {
                 return true;
             }
             const json& ck = cks[(size_t)chosen];
+            g_resumable = 1;  // (its state lists shards it keeps)
             for (int s = 0; s < 2; s++) {
                 sp[s].shards = ck.at("shards").at(s);
                 for (int64_t k = 0; k < sp[s].shards; k++) {

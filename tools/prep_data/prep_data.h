@@ -9,6 +9,7 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -108,6 +109,9 @@ struct InputFile {
 // The files of --val-input, then those of --input (patterns and directories expanded), each once.
 std::vector<InputFile> expand_inputs(const Options& o);
 
+// 1 once the run's state file lists a finished shard (a stop signal's message then names --resume)
+extern volatile std::sig_atomic_t g_resumable;
+
 // ---------------------------------------------------------------------------------------------------------
 // Byte sources (inputs.cpp): files, decompressors, tar entries. read() returns 0 only at the end, throws
 // UserError on corrupt data naming the file.
@@ -138,6 +142,7 @@ struct TarReader {
     std::string name;
     std::vector<char> buf = std::vector<char>(1 << 17);
     std::exception_ptr err;  // an exception of `in`, carried across libarchive's C frames
+    int64_t entries = 0;     // headers read: after one, a failure is damage, not another format
 
     TarReader(ByteSource& i, const std::string& n);
     ~TarReader();

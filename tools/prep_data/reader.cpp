@@ -105,7 +105,7 @@ static void refuse_utf16_or_32(const std::string& head, const std::string& where
     const size_t probe = std::min<size_t>(head.size(), 4096);
     const size_t nuls = (size_t)std::count(head.begin(), head.begin() + probe, '\0');
     const bool bom = starts("\xff\xfe", 2) || starts("\xfe\xff", 2) || starts("\0\0\xfe\xff", 4);
-    if (bom || (probe >= 8 && 4 * nuls >= probe))
+    if (bom || (probe >= 2 && 4 * nuls >= probe))
         fail("%s: this looks like UTF-16 or UTF-32 text (%s), not UTF-8\n---> HINT: convert it: iconv -f UTF-16 -t "
              "UTF-8 FILE > FILE.utf8.txt (UTF-32 likewise)", where.c_str(),
              bom ? "its byte order mark" : "NUL bytes between its characters");
