@@ -622,7 +622,9 @@ size_t utf8_first_invalid(std::string_view sv) {
     return std::string_view::npos;
 }
 
-std::string utf8_replace_invalid(std::string_view sv) {
+// sv with each maximal invalid subpart (its first byte and length) replaced by what invalid(out, bytes, n) appends
+template <class Invalid>
+static std::string utf8_rewrite_invalid(std::string_view sv, Invalid invalid) {
     const auto* s = (const uint8_t*)sv.data();
     const size_t n = sv.size();
     std::string out;
@@ -633,28 +635,21 @@ std::string utf8_replace_invalid(std::string_view sv) {
             out.append(sv.data() + i, len);
             i += len;
         } else {
-            out += "\xEF\xBF\xBD";  // U+FFFD
+            invalid(out, s + i, sub);
             i += sub;
         }
     }
     return out;
 }
 
+std::string utf8_replace_invalid(std::string_view sv) {
+    return utf8_rewrite_invalid(sv, [](std::string& out, const uint8_t*, size_t) { out += "\xEF\xBF\xBD"; });  // U+FFFD
+}
+
 std::string utf8_escape_invalid(std::string_view sv) {
-    const auto* s = (const uint8_t*)sv.data();
-    const size_t n = sv.size();
-    std::string out;
-    for (size_t i = 0; i < n;) {
-        size_t sub = 0, len = utf8_seq(s, n, i, &sub);
-        if (len) {
-            out.append(sv.data() + i, len);
-            i += len;
-        } else {
-            for (size_t k = i; k < i + sub; k++) out += format("\\x%02x", (unsigned)s[k]);
-            i += sub;
-        }
-    }
-    return out;
+    return utf8_rewrite_invalid(sv, [](std::string& out, const uint8_t* bytes, size_t n) {
+        for (size_t k = 0; k < n; k++) out += format("\\x%02x", (unsigned)bytes[k]);
+    });
 }
 
 namespace {
