@@ -12,7 +12,10 @@ def save_figure(fig, out, dpi):
     """fig.savefig(out) in the format of OUT's extension, atomically; raises OSError when it cannot be written."""
     directory = os.path.dirname(os.path.abspath(out))
     ext = os.path.splitext(out)[1]
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".", suffix=ext, dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(out) + ".", suffix=ext, dir=directory)
+    except OSError as e:  # said without the temporary file's name (the callers name OUT)
+        raise OSError(e.errno, e.strerror or str(e)) from None
     try:
         with os.fdopen(fd, "wb") as f:
             fig.savefig(f, dpi=dpi, format=ext.lstrip(".").lower())
@@ -22,9 +25,11 @@ def save_figure(fig, out, dpi):
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it 0600
         os.replace(tmp, out)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):  # said without the temporary file's name (the callers name OUT)
+            raise OSError(e.errno, e.strerror or str(e)) from None
         raise

@@ -303,6 +303,10 @@ if python3 -c 'import matplotlib' 2>/dev/null; then
     bash -c 'ulimit -f 1; exec "$@"' - python3 scripts/plot_runs.py --out "$W/ok.png" "$W/run.jsonl"
   refused "plot_spectrum.py over a full disk" "cannot write $W/spec.png: .*left as it was" \
     bash -c 'ulimit -f 1; exec "$@"' - python3 scripts/plot_spectrum.py "$W/spec.json" "$W/spec.png"
+  # the error names OUT, not the hidden temporary it would write ($W/nodir/.spec.png.XXXX.png)
+  msg=$(python3 scripts/plot_spectrum.py "$W/spec.json" "$W/nodir/spec.png" 2>&1)
+  grep -q "cannot write $W/nodir/spec.png: \[Errno 2\] No such file or directory (an earlier" <<<"$msg" \
+    && ok "the error names no temporary file: $msg" || bad "the error names the temporary file: $msg"
   cmp -s "$W/ok.png" "$W/ok.before" && cmp -s "$W/spec.png" "$W/spec.before" \
     && ok "a failed write leaves the earlier PNGs whole" || bad "a failed write changed an earlier PNG"
   left=$(ls -A "$W" | grep '^\.' || true)
