@@ -1798,6 +1798,11 @@ TEST(TrainerResume, InitialSpreadResumesBitExactlyInsideTheWindow) {
     }
     expect_user_error_exit(one_step({"--prac", "pac", "--prac-initial-spread", "4"}), "train_gpt2",
                            {"--prac-initial-spread 4", "biased", "HINT"});
+    // rac given a spread: its bases are all random, so the spread moves their first draws alone (it said a
+    // site-layer "compresses with a random basis" until its refresh, as for prac: true of rac throughout)
+    RunResult rac = one_step({"--prac", "rac", "--prac-initial-spread", "4"});
+    ASSERT_EQ(rac.rc, 0) << describe(rac);
+    EXPECT_TRUE(contains(rac.out, "rac's bases are all random: this spreads their first draws alone")) << describe(rac);
     expect_user_error_exit(one_step({"--prac", "prac", "--prac-initial-spread", "4x"}), "train_gpt2",
                            {"--prac-initial-spread must be auto or a number of steps"});
 }

@@ -621,9 +621,11 @@ struct Trainer {
         if (differ.empty()) return;
         fail("the ranks' copies of the model parted by step %lld: rank(s) %s hold other %s than rank 0 (checksums "
              "of parameters and optimizer state: %s); nothing was written for this step\n---> HINT: %sif it "
-             "happens again, run every rank on one GPU model, and report it with the command line",
+             "happens again, run every rank %s, and report it with the command line",
              (long long)completed, differ.c_str(), params_differ ? "parameters" : "optimizer state", sums.c_str(),
-             opts.ckpt_dir.empty() ? "" : "resume from the last checkpoint (its replicas agreed); ");
+             opts.ckpt_dir.empty() ? "" : "resume from the last checkpoint (its replicas agreed); ",
+             cpu_backend ? "with one build of this program and its libraries (OpenBLAS) and one OMP_NUM_THREADS"
+                         : "on one GPU model");
     }
 
     // Seconds left: the remaining steps at the mean step time so far, and the evaluations still due (periodic
@@ -812,9 +814,11 @@ struct Trainer {
         if (int k = prac_spread_steps(prac.initial_spread, model.sched.units); k > 1 && prac.mode != PracMode::NONE) {
             const int units = model.sched.units;
             std::printf("PRAC first refreshes: spread over steps 0-%d, at most %d of the %d site-layers a step "
-                        "(--prac-initial-spread %s%s); until its own, a site-layer compresses with a random basis\n",
+                        "(--prac-initial-spread %s%s); %s\n",
                         k - 1, (units + k - 1) / k, units, opts.prac_initial_spread.c_str(),
-                        opts.prac_initial_spread == "auto" ? format(": the %d warmup steps", opts.warmup).c_str() : "");
+                        opts.prac_initial_spread == "auto" ? format(": the %d warmup steps", opts.warmup).c_str() : "",
+                        prac.mode == PracMode::RAC ? "rac's bases are all random: this spreads their first draws alone"
+                                                   : "until its own, a site-layer compresses with a random basis");
             // unit u's first refresh is on step floor(u k / units) (PracSchedule::first_refresh)
             int never = 0;
             for (int u = 0; u < units; u++) never += (int64_t)u * k / units >= opts.steps;
