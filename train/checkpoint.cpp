@@ -902,20 +902,20 @@ static std::string words_that_differ(const std::string& saved, const std::string
 }
 
 // A float as stored in a key ("0.100000001": the float's nine digits) in its shortest spelling that is the same
-// float ("0.1"); anything else as it is.
+// float ("0.1"); an integer (a seed, a step count: not a float, which would round it) and anything else as it is.
 static std::string shortest_float(const std::string& v) {
     char* end = nullptr;
     const double d = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0') return v;
+    if (v.empty() || *end != '\0' || v.find_first_of(".eE") == std::string::npos) return v;
     for (int digits = 1; digits <= 9; digits++) {
         std::string s = format("%.*g", digits, d);
-        if ((float)std::strtod(s.c_str(), nullptr) == (float)d) return s.size() < v.size() ? s : v;  // 200, not 2e+02
+        if ((float)std::strtod(s.c_str(), nullptr) == (float)d) return s;
     }
     return v;
 }
 
-// A setting stored as one line of words (run.schedule, run.optimizer, run.prac, run.prac_refresh, run.recompute)
-// spelled as the flags that give it: "adamw wd 0.100000001 ..." is {--optimizer adamw, --weight-decay 0.1, ...};
+// A setting stored as one line of words (run.schedule, run.optimizer, run.prac, run.prac_refresh) or one flag's
+// value (run.recompute, run.batch_size, ...) spelled as the flags that give it: "adamw wd 0.100000001 ..." is {--optimizer adamw, --weight-decay 0.1, ...};
 // a word of several flags ("galore 256/200/0.25") is each of them. false for a key or a word it does not know
 // (a checkpoint of an earlier spelling: its refusal keeps the words).
 static bool setting_as_flags(const std::string& key, const std::string& value,
@@ -932,7 +932,10 @@ static bool setting_as_flags(const std::string& key, const std::string& value,
          {"--prac",
           {{"lin", "--prac-linear"}, {"nonlin", "--prac-nonlinear"}, {"t1", "--prac-t1"}, {"t2", "--prac-t2"},
            {"k", "--prac-k-mult"}, {"storage", "--prac-storage"}}}},
-        {"run.recompute", {"--recompute", {}}},
+        // one flag's value each
+        {"run.recompute", {"--recompute", {}}},  {"run.batch_size", {"--batch-size", {}}},
+        {"run.seq_len", {"--seq-len", {}}},      {"run.grad_accum", {"--grad-accum", {}}},
+        {"run.seed", {"--seed", {}}},
     };
     std::vector<std::string> words;
     std::istringstream in(value);
@@ -971,7 +974,7 @@ static bool setting_as_flags(const std::string& key, const std::string& value,
         auto has = [&](const char* w) { return std::find(words.begin(), words.end(), w) != words.end(); };
         const bool lin = has("lin"), nonlin = has("nonlin");
         flags->push_back({"--prac-classes", lin && nonlin ? "linear,nonlinear" : lin ? "linear" : "nonlinear"});
-        if (std::find(words.begin(), words.end(), "storage") == words.end()) flags->push_back({"--prac-storage", "act"});
+        if (!has("storage")) flags->push_back({"--prac-storage", "act"});
     }
     return true;
 }
@@ -993,15 +996,7 @@ void check_compatible(const TrainState& state, const std::string& key, const std
              "another version; resume with the build that wrote it, or start a new run in another checkpoint "
              "directory", where, key.c_str(), key.c_str(), expected.c_str());
     if (it->second == expected || it->second == utf8_escape_invalid(expected)) return;  // (as TrainState::set wrote it)
-    // a key that is one flag's value is said as that flag ("--grad-accum 2", not "run.grad_accum = 2")
-    static const std::pair<const char*, const char*> FLAGS[] = {
-        {"run.batch_size", "--batch-size"}, {"run.seq_len", "--seq-len"}, {"run.grad_accum", "--grad-accum"},
-        {"run.seed", "--seed"}};
-    for (const auto& [k, flag] : FLAGS)
-        if (key == k)
-            fail("cannot resume from %s: it was written with %s %s, this run has %s %s\n---> HINT: resume with the "
-                 "settings of the run that wrote it (%s %s), or start a new run in another checkpoint directory",
-                 where, flag, it->second.c_str(), flag, expected.c_str(), flag, it->second.c_str());
+    // said as the flags that give it ("--grad-accum 2", not "run.grad_accum = 2")
     std::vector<std::pair<std::string, std::string>> saved_flags, run_flags;
     if (setting_as_flags(key, it->second, &saved_flags) && setting_as_flags(key, expected, &run_flags)) {
         const std::string saved = flags_not_in(saved_flags, run_flags), run = flags_not_in(run_flags, saved_flags);

@@ -5,7 +5,6 @@
 #include <memory>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "common/error.h"
 #include "tools/prep_data/prep_data.h"
@@ -137,29 +136,27 @@ void Reader::read_text(ByteSource& src, const Where& where, int split_src) {
         para.clear();
         open = false;
     };
+    auto take = [&](const std::string& line) {
+        n++;
+        if (is_blank(line)) return flush();
+        if (open) para += '\n';
+        else start_line = n, open = true;
+        para += line;
+    };
     // lines end at LF, CRLF or a lone CR (Python's universal newlines: a classic Mac file was one document)
-    std::vector<std::string> cr_lines;
     for (bool first = true; lines.next(read); first = false) {
         if (first) {
             refuse_utf16_or_32(read, *where);
             drop_utf8_bom(read);
         }
         if (!read.empty() && read.back() == '\r') read.pop_back();  // CRLF
-        cr_lines.clear();
-        if (read.find('\r') == std::string::npos) cr_lines.push_back(std::move(read));
-        else for (size_t a = 0, b; a <= read.size(); a = b + 1) {
-            b = std::min(read.find('\r', a), read.size());
-            cr_lines.push_back(read.substr(a, b - a));
+        if (read.find('\r') == std::string::npos) {
+            take(read);
+            continue;
         }
-        for (std::string& line : cr_lines) {
-            n++;
-            if (is_blank(line)) {
-                flush();
-                continue;
-            }
-            if (open) para += '\n';
-            else start_line = n, open = true;
-            para += line;
+        for (size_t a = 0, b; a <= read.size(); a = b + 1) {
+            b = std::min(read.find('\r', a), read.size());
+            take(read.substr(a, b - a));
         }
     }
     flush();
