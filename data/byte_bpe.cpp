@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "data/unicode_classes.h"
 
 #if PRAC_HAVE_PCRE2
 #include <pcre2.h>
@@ -179,6 +181,39 @@ static std::string pcre2_message(int rc) {
     PCRE2_UCHAR buf[256];
     if (pcre2_get_error_message(rc, buf, sizeof buf) < 0) return format("PCRE2 error %d", rc);
     return std::string((const char*)buf);
+}
+
+// Unicode tables of versions UNICODE_CLASSES_BASE to UNICODE_CLASSES_VERSION ("14.0.0" .. "16.0.0"): the
+// characters the pattern below adds are then exactly the ones PCRE2 lacks, or ones it already has.
+static bool pcre2_unicode_tables_suffice(const char* version) {
+    int major = 0, minor = 0, base_major = 0, base_minor = 0, top_major = 0, top_minor = 0;
+    if (std::sscanf(version, "%d.%d", &major, &minor) != 2) return false;
+    std::sscanf(UNICODE_CLASSES_BASE, "%d.%d", &base_major, &base_minor);
+    std::sscanf(UNICODE_CLASSES_VERSION, "%d.%d", &top_major, &top_minor);
+    const int v = major * 100 + minor;
+    return v >= base_major * 100 + base_minor && v <= top_major * 100 + top_minor;
+}
+
+// GPT2_SPLIT_PATTERN as PCRE2 must read it to split as tiktoken and Hugging Face do, by Unicode 16.0: \p{L} and
+// \p{N} completed with the letters and digits added since PCRE2's tables (Debian 12's 10.42 has Unicode 14.0: the
+// 9,392 added in 15.0-16.0 split apart from their word there), and \s spelled as White_Space (PCRE2's \s also
+// matches U+180E, which joined the spaces before a Mongolian word). A PCRE2 with tables of 14.0-16.0 splits alike.
+static std::string gpt2_split_pattern_for_pcre2() {
+    const std::string letter = std::string("\\p{L}") + UNICODE_LETTERS_ADDED,
+                      number = std::string("\\p{N}") + UNICODE_NUMBERS_ADDED, space = UNICODE_WHITE_SPACE;
+    const std::string pattern = "'s|'t|'re|'ve|'m|'ll|'d| ?[" + letter + "]+| ?[" + number + "]+| ?[^" + space +
+                                letter + number + "]+|[" + space + "]+(?![^" + space + "])|[" + space + "]+";
+    char version[32] = "";
+    if (pcre2_config(PCRE2_CONFIG_UNICODE_VERSION, version) > 0 && !pcre2_unicode_tables_suffice(version)) {
+        static std::once_flag said;
+        std::call_once(said, [&] {
+            std::fprintf(stderr, "warning: PCRE2 %d.%d has Unicode %s tables; GPT-2's tokenizer splits as tiktoken "
+                         "does by Unicode %s when they are %s to %s (characters added in between may split "
+                         "otherwise)\n", PCRE2_MAJOR, PCRE2_MINOR, version, UNICODE_CLASSES_VERSION,
+                         UNICODE_CLASSES_BASE, UNICODE_CLASSES_VERSION);
+        });
+    }
+    return pattern;
 }
 #endif
 
@@ -382,8 +417,9 @@ BytePairEncoder::BytePairEncoder(BpeRanking ranking_, std::vector<std::string> t
     splitter = std::make_unique<BpeSplitter>();
     int err = 0;
     PCRE2_SIZE erroff = 0;
-    splitter->code = pcre2_compile((PCRE2_SPTR)GPT2_SPLIT_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP,
-                                   &err, &erroff, nullptr);
+    const std::string pattern = gpt2_split_pattern_for_pcre2();
+    splitter->code = pcre2_compile((PCRE2_SPTR)pattern.c_str(), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err, &erroff,
+                                   nullptr);
     if (!splitter->code)
         throw std::runtime_error("PCRE2 cannot compile GPT-2's pattern at offset " + std::to_string(erroff) + ": " +
                                  pcre2_message(err));

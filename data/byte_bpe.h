@@ -21,6 +21,8 @@
 
 enum class BpeRanking { TOKEN_RANK, PAIR_RANK };
 
+// GPT-2's pre-tokenization (tiktoken's r50k_base), read by Unicode 16.0 as tiktoken and Hugging Face read it; PCRE2
+// gets it with its classes spelled out (byte_bpe.cpp, gpt2_split_pattern_for_pcre2).
 constexpr const char* GPT2_SPLIT_PATTERN =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 

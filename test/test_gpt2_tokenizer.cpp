@@ -328,6 +328,59 @@ TEST(Gpt2Tokenizer, MatchesLiveTiktoken) {
         EXPECT_EQ(ids_str(got[i]), ids_str(expected[i])) << "text " << i << ": \"" << texts[i].substr(0, 60) << "\"";
 }
 
+// Every code point (but surrogates) of planes 0-3 and 14 at the pattern's boundaries, against live tiktoken, which
+// splits by Unicode 16.0: PCRE2 10.42's tables are 14.0 (the 9,392 letters and digits added since split off from
+// their word) and its \s matches U+180E. Each text holds 32 code points X as X's X1 X x (a contraction, a digit,
+// a space) between newlines; a difference names the text's code points.
+TEST(Gpt2Tokenizer, MatchesLiveTiktokenOnEveryCodePoint) {
+    std::vector<std::string> texts;
+    std::vector<uint32_t> first_code_point;
+    std::string text;
+    auto add = [&](uint32_t cp) {
+        if (text.empty()) first_code_point.push_back(cp);
+        std::string x;  // cp in UTF-8
+        if (cp < 0x80) x = {(char)cp};
+        else if (cp < 0x800) x = {(char)(0xC0 | cp >> 6), (char)(0x80 | (cp & 63))};
+        else if (cp < 0x10000) x = {(char)(0xE0 | cp >> 12), (char)(0x80 | (cp >> 6 & 63)), (char)(0x80 | (cp & 63))};
+        else x = {(char)(0xF0 | cp >> 18), (char)(0x80 | (cp >> 12 & 63)), (char)(0x80 | (cp >> 6 & 63)),
+                  (char)(0x80 | (cp & 63))};
+        text += x + "'s" + x + "1 " + x + " x\n";
+        if (cp % 32 == 31) texts.push_back(std::move(text)), text.clear();
+    };
+    for (uint32_t cp = 1; cp < 0x40000; cp++)
+        if (cp < 0xD800 || cp > 0xDFFF) add(cp);
+    for (uint32_t cp = 0xE0000; cp < 0xE0200; cp++) add(cp);
+    std::vector<std::vector<uint32_t>> expected;
+    std::string why;
+    if (!tiktoken_encode(texts, expected, why)) {
+        const char* req = getenv("REQUIRE_TIKTOKEN");
+        if (req && std::string(req) == "1") FAIL() << why << " (REQUIRE_TIKTOKEN=1)";
+        GTEST_SKIP() << why;
+    }
+    ASSERT_EQ(expected.size(), texts.size());
+    auto got = tok().encode_batch(texts, 2);
+    int differ = 0;
+    auto around = [](const std::vector<uint32_t>& ids, size_t at) {  // the ids from 4 before `at`, 12 at most
+        const size_t from = at > 4 ? at - 4 : 0;
+        return ids_str({ids.begin() + std::min(from, ids.size()), ids.begin() + std::min(from + 12, ids.size())});
+    };
+    for (size_t i = 0; i < texts.size(); i++) {
+        const long at = first_diff(got[i], expected[i]);
+        if (at >= 0 && ++differ <= 10)
+            ADD_FAILURE() << "the text of code points from U+" << format("%04X", first_code_point[i])
+                          << " splits otherwise than tiktoken from its id " << at << ": " << around(got[i], at)
+                          << " vs " << around(expected[i], at);
+    }
+    EXPECT_EQ(differ, 0) << "texts that differ from tiktoken's ids";
+}
+
+// Without tiktoken: what it gives for a letter of Unicode 16.0 (CJK Extension H, U+31350) before 's, and for
+// U+180E (a format character since Unicode 6.3, no longer a space) before 'm (tiktoken 0.14, r50k_base).
+TEST(Gpt2Tokenizer, SplitsByUnicode16) {
+    EXPECT_EQ(ids_str(tok().encode("\xf0\xb1\x8d\x90's")), "[172, 109, 235, 238, 338]");
+    EXPECT_EQ(ids_str(tok().encode("\xe1\xa0\x8e'm")), "[157, 254, 236, 6, 76]");
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Special cases of the API
 // ---------------------------------------------------------------------------------------------------------
