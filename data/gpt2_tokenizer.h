@@ -54,6 +54,7 @@ struct Gpt2Tokenizer : Tokenizer {
 
     int vocab_size() const override { return GPT2_VOCAB_SIZE; }
     uint32_t eos_id() const override { return GPT2_EOT_ID; }
+    std::string eos_text() const override { return "<|endoftext|>"; }
     int kind() const override;
     std::string name() const override { return "gpt2 (r50k_base)"; }
 

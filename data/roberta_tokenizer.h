@@ -63,6 +63,7 @@ struct RobertaTokenizer : Tokenizer {
     std::string decode(const std::vector<uint32_t>& ids) const { return decode(ids.data(), ids.size()); }
     int vocab_size() const override { return bpe_->vocab_size(); }
     uint32_t eos_id() const override { return sep_id; }
+    std::string eos_text() const override { return decode(&sep_id, 1); }
     int kind() const override { return 0; }  // TOKENIZER_UNKNOWN: no token shards are made with it
     std::string name() const override { return "roberta (" + source_ + ")"; }
     // The id of a vocabulary string as vocab.json writes it (GPT-2's byte -> character map), or -1.

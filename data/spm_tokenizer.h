@@ -20,6 +20,7 @@ struct SpmTokenizer : Tokenizer {
     std::string decode(const uint32_t* ids, size_t n) const override;
     int vocab_size() const override { return vocab_size_; }
     uint32_t eos_id() const override { return (uint32_t)eos_id_; }
+    std::string eos_text() const override { return piece(eos_id_); }  // (its decode drops it)
     int kind() const override;
     std::string name() const override;
 

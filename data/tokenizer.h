@@ -16,6 +16,7 @@ struct Tokenizer {
     virtual std::string decode(const uint32_t* ids, size_t n) const = 0;
     virtual int vocab_size() const = 0;
     virtual uint32_t eos_id() const = 0;  // GPT-2: <|endoftext|> 50256; T5 SentencePiece: </s> 1
+    virtual std::string eos_text() const = 0;  // how a sample shows it: "<|endoftext|>", "</s>"
     virtual int kind() const = 0;         // TOKENIZER_GPT2 or TOKENIZER_SENTENCEPIECE (data/shard.h)
     virtual std::string name() const = 0;
 };

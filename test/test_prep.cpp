@@ -508,11 +508,16 @@ TEST_F(Prep, LineEndingsByteOrderMarksAndUtf16) {
     const std::string lf = slurp("data/austen/emma.txt").substr(0, 60000);
     std::string cr = lf;
     std::replace(cr.begin(), cr.end(), '\n', '\r');
-    std::string utf16le;
-    for (char c : lf.substr(0, 2000)) utf16le += std::string(1, c) + '\0';  // (the first 2000 bytes are ASCII)
+    std::string utf16le, utf32be;
+    for (char c : lf.substr(0, 2000)) {  // (the first 2000 bytes are ASCII)
+        utf16le += std::string(1, c) + '\0';
+        utf32be += std::string(3, '\0') + c;
+    }
+    const std::string nul_separated("id\0name\0", 8);  // UTF-8 with NULs: text (tiktoken: 312 188 3672 188)
     const std::pair<const char*, std::string> files[] = {{"lf.txt", lf}, {"cr.txt", cr}, {"bom.txt", "\xef\xbb\xbf" + lf},
                                                          {"utf16.txt", "\xff\xfe" + utf16le}, {"utf16le.txt", utf16le},
-                                                         {"utf16.jsonl", "\xff\xfe{"}};
+                                                         {"utf32be.txt", utf32be}, {"utf16.jsonl", "\xff\xfe{"},
+                                                         {"nuls.txt", nul_separated}};
     for (const auto& [name, bytes] : files) std::ofstream(path(name), std::ios::binary) << bytes;
     auto args = [&](const char* name) {
         return std::vector<std::string>{"--tokenizer", "gpt2", "--doc-sep", "blank", "--input", path(name), "--out",
@@ -530,7 +535,12 @@ TEST_F(Prep, LineEndingsByteOrderMarksAndUtf16) {
     }
     prep_fails(args("utf16.txt"), {"utf16.txt: this looks like UTF-16 or UTF-32 text (its byte order mark)", "iconv"});
     prep_fails(args("utf16le.txt"), {"utf16le.txt: this looks like UTF-16", "(NUL bytes between its characters)"});
+    prep_fails(args("utf32be.txt"), {"utf32be.txt: this looks like UTF-16 or UTF-32", "(NUL bytes between"});
     prep_fails(args("utf16.jsonl"), {"utf16.jsonl: this looks like UTF-16"});
+    std::vector<std::string> nuls = args("nuls.txt");
+    nuls.push_back("--no-val");
+    prep_ok(nuls);
+    EXPECT_EQ(tokens(path("out_nuls.txt"), "train"), (std::vector<uint16_t>{50256, 312, 188, 3672, 188}));
 }
 
 TEST_F(Prep, BlankLineSeparatedDocuments) {

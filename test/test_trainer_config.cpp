@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "data/gpt2_tokenizer.h"
+#include "data/spm_tokenizer.h"
 #include "kernels/cpu_backend.h"
 #include "model/config.h"
 #include "model/gpt2.h"
@@ -19,6 +21,7 @@
 #include "train/cli.h"
 #include "train/finetune.h"  // finetune_flag_names, head_rows_in_task_order
 #include "train/optimizers.h"  // OptimizerChoice
+#include "train/evaluate.h"  // sample_text
 #include "train/trainer.h"     // check_free_space, cpu_eval_tokens
 #include "test/test_util.h"
 #include "test/trainer_test_util.h"
@@ -1008,4 +1011,33 @@ TEST(FinetuneHead, ClassOrderOfTheConfigIsMappedOntoTheTask) {
               std::string::npos) << note;
     EXPECT_TRUE(head_rows_in_task_order({"equivalent", "Equivalent"}, mrpc, &note).empty()) << "a name twice";
     EXPECT_NE(note, "");
+}
+
+// --sample's text (sample_text): documents apart at the tokenizer's EOS, shown as its own text (SentencePiece's
+// decode drops it: two documents read as one); a character cut between tokens as U+FFFD (Python's
+// bytes.decode(errors="replace"), as tiktoken's decode); a NUL token kept (the text was cut at it)
+TEST(Sample, TextShowsDocumentEndsCutCharactersAndNuls) {
+    const Gpt2Tokenizer gpt2(ROOT + "/data/gpt2/r50k_base.tiktoken");
+    auto ids = [](const std::vector<uint32_t>& v) { return std::vector<int32_t>(v.begin(), v.end()); };
+    std::vector<int32_t> two_docs = ids(gpt2.encode("The end."));
+    two_docs.push_back(50256);
+    for (int32_t id : ids(gpt2.encode(" Chapter one"))) two_docs.push_back(id);
+    EXPECT_EQ(sample_text(gpt2, two_docs), "The end.<|endoftext|> Chapter one");
+    int32_t c3 = -1;  // the token of the lone byte 0xC3 (the first of e-acute's two)
+    for (uint32_t id = 0; id < 50256; id++)
+        if (gpt2.token_bytes(id) == "\xc3") c3 = (int32_t)id;
+    ASSERT_GE(c3, 0);
+    EXPECT_EQ(sample_text(gpt2, {c3, 64}), "\xef\xbf\xbd" "a");  // b"\xc3a".decode(errors="replace") == "\ufffda"
+    EXPECT_EQ(sample_text(gpt2, {64, 188, 64}), std::string("a\0a", 3));  // tiktoken: encode("\0") == [188]
+    EXPECT_EQ(sample_text(gpt2, {50256}), "<|endoftext|>");
+    EXPECT_EQ(sample_text(gpt2, {}), "");
+
+    const SpmTokenizer spm(ROOT + "/data/builtin/austen_spm8k.model");
+    std::vector<uint32_t> spm_ids;
+    spm.encode("The end.", spm_ids);
+    spm_ids.push_back(spm.eos_id());
+    spm.encode("Chapter one", spm_ids);
+    const std::vector<int32_t> spm_docs = ids(spm_ids);
+    EXPECT_EQ(spm.piece((int)spm.eos_id()), "</s>");
+    EXPECT_EQ(sample_text(spm, spm_docs), "The end.</s>Chapter one");
 }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::
 // built-in corpus's model; nullptr (print ids) when unknown.
 std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
 
+// A sample's ids as text: its documents apart at EOS, shown as the tokenizer's own (SentencePiece's decode drops
+// it, and documents ran together); bytes that are not UTF-8 (a character cut between tokens) as U+FFFD, as
+// tiktoken's decode shows them. NUL tokens stay (the text is written with its length, not as a C string).
+std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids);
+
 // Generates n tokens after an end-of-text/EOS prompt, sampling from the softmax at temperature 1 with our own
 // generator (seeded), and prints them decoded. No KV cache: each token reruns the forward over the window, which is
 // fine for the short samples this is for (a look at what the model learned). A stop signal (`stop` set: SIGINT,
@@ -67,7 +73,7 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
     std::vector<int32_t> ctx = {(int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1))};
     std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, -1);
     std::vector<float> row(V);  // the logits of the last position (the next token's): one row, not B*T*V
-    uint64_t state = (uint64_t)opts.seed * 0x9E3779B97F4A7C15ull + 1;
+    std::mt19937_64 rng((uint64_t)opts.seed);  // (an LCG from the seed drew first tokens in step with the seed)
     int sig = 0;
     for (int i = 0; i < opts.sample && !(sig = (int)stop); i++) {
         int len = (int)std::min<size_t>(ctx.size(), (size_t)T), start = (int)ctx.size() - len;
@@ -77,8 +83,7 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
         float m = *std::max_element(row.begin(), row.begin() + Vs);
         double sum = 0;
         for (int v = 0; v < Vs; v++) sum += std::exp((double)row[v] - m);
-        state = state * 6364136223846793005ull + 1442695040888963407ull;  // LCG: enough for one uniform draw
-        double u = (double)(state >> 11) * 0x1.0p-53 * sum, acc = 0;
+        double u = (double)(rng() >> 11) * 0x1.0p-53 * sum, acc = 0;
         int next = Vs - 1;
         for (int v = 0; v < Vs; v++)
             if ((acc += std::exp((double)row[v] - m)) >= u) {
@@ -92,8 +97,8 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
     if (sig) std::printf("sample (%zu of %d tokens: stopped by signal %d):\n", ctx.size() - 1, opts.sample, sig);
     else std::printf("sample (%d tokens):\n", opts.sample);
     if (tok) {
-        std::vector<uint32_t> ids(ctx.begin() + 1, ctx.end());
-        std::printf("%s\n", tok->decode(ids.data(), ids.size()).c_str());
+        const std::string text = sample_text(*tok, std::vector<int32_t>(ctx.begin() + 1, ctx.end())) + "\n";
+        std::fwrite(text.data(), 1, text.size(), stdout);
     } else {
         for (size_t i = 1; i < ctx.size(); i++) std::printf("%d ", ctx[i]);
         std::printf("\n(no tokenizer known for these shards: token ids)\n");

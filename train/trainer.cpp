@@ -371,6 +371,19 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
     }
 }
 
+std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids) {
+    std::string text;
+    for (size_t i = 0; i <= ids.size();) {
+        size_t end = i;  // the next EOS or the end
+        while (end < ids.size() && (uint32_t)ids[end] != tok.eos_id()) end++;
+        const std::vector<uint32_t> doc(ids.begin() + i, ids.begin() + end);
+        text += utf8_replace_invalid(tok.decode(doc.data(), doc.size()));
+        if (end < ids.size()) text += tok.eos_text();
+        i = end + 1;
+    }
+    return text;
+}
+
 // Every rank must run the same command: the same program, and no rank with other flags (an MPMD launch, a wrapper
 // script that adds one)
 // would train other models or batches and meet in collectives of other sizes (a hang, a crash, or a wrong result

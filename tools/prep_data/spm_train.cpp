@@ -34,6 +34,7 @@ struct NoTokenizer : Tokenizer {
     std::string decode(const uint32_t*, size_t) const override { return ""; }
     int vocab_size() const override { return 1; }
     uint32_t eos_id() const override { return 0; }
+    std::string eos_text() const override { return ""; }
     int kind() const override { return 0; }
     std::string name() const override { return "none"; }
 };
