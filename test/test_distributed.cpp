@@ -484,6 +484,36 @@ static void two_ranks_equal_one_rank(const std::string& extra, std::initializer_
     run_shell("rm -rf " + d);
 }
 TEST(DataParallel, TwoRanksEqualOneRankWithTheDoubledBatch) { two_ranks_equal_one_rank("", {"0", "1"}); }
+
+// An evaluation on two ranks of B reads what one rank of 2B reads, also where --eval-tokens is not a multiple of
+// 2*B*T (65 here: ceil(65 / 64) = 2 micro-batches on each, as --help says; the budget was split into 33 and 32 tokens,
+// and the ranks read 2 and 1, 96 tokens and another loss), and in GaLore's protocol (each rank until its non-pad
+// inputs times the ranks exceed --eval-tokens). Loss within 1e-5 (fp32 sums in another order), the tokens exactly.
+TEST(DataParallel, TwoRanksEvaluateWhatOneRankWithTheDoubledBatchDoes) {
+    const std::string d = tmpdir();
+    auto eval_of = [](const std::string& jsonl) {  // (val_loss, val_tokens) of the one eval record
+        std::ifstream f(jsonl);
+        std::pair<double, long long> r{-1, -1};
+        for (std::string line; std::getline(f, line);)
+            if (auto j = nlohmann::json::parse(line); j["type"] == "eval")
+                r = {j["val_loss"].get<double>(), j["val_tokens"].get<long long>()};
+        return r;
+    };
+    for (const char* protocol : {"tokens", "galore"}) {
+        const std::string args = std::string(" --model gpt2-tiny --device ") + PRAC_TEST_DEVICE +
+                                 " --eval-only --seq-len 32 --eval-tokens 65 --eval-protocol " + protocol + " --log " +
+                                 d + "/" + protocol;
+        std::string out;
+        ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + "_one.jsonl --batch-size 2", &out), 0)
+            << out;
+        ASSERT_EQ(run_shell(mpirun_2() + bin("train_gpt2") + args + "_two.jsonl --batch-size 1", &out), 0) << out;
+        const auto one = eval_of(d + "/" + protocol + "_one.jsonl"), two = eval_of(d + "/" + protocol + "_two.jsonl");
+        EXPECT_EQ(one.second, 2 * 2 * 32) << protocol;  // 2 micro-batches of 2 x 32 (galore: 64, then 128 > 65)
+        EXPECT_EQ(two.second, one.second) << protocol;
+        EXPECT_NEAR(two.first, one.first, 1e-5) << protocol;
+    }
+    run_shell("rm -rf " + d);
+}
 // RSO's subspaces shape the weights: every rank must draw the same P (a per-rank draw would split the ranks'
 // weights and the losses would part from the one-rank run's after the first update).
 TEST(DataParallel, RsoTwoRanksEqualOneRank) {

@@ -297,6 +297,59 @@ TEST(TrainerBinary, InitFromProblems) {
     expect_user_error_exit(x, "train_llama", {"is not the model of --init-from", "rope_theta", "500000"});
 }
 
+// A validation set smaller than --eval-tokens is read once, whole, and said at the start (it was read once without a
+// word, the evaluation's count alone showing it): 4096 tokens give 127 samples of 32 + 1, 31 micro-batches of 4.
+TEST(TrainerBinary, AValidationSetSmallerThanTheEvalTokensIsReadOnceAndSaid) {
+    TempDir dir;
+    ShardInfo info;
+    info.vocab_size = 96;  // the fixture model's vocabulary
+    std::vector<uint16_t> tokens(4096);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(i * 7 % 96);
+    write_shard(dir / "v96.bin", tokens, info);
+    RunResult r = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",
+                                             "--batch-size", "4", "--eval-only", "--val-data", dir / "v96.bin",
+                                             "--eval-tokens", "100000", "--log", dir / "e.jsonl"},
+                              dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "note: the validation data gives 3968 tokens (31 micro-batch(es) of 4 x 32 on each of "
+                                "1 rank(s)), fewer than --eval-tokens 100000: each evaluation reads all of it once"))
+        << describe(r);
+    EXPECT_TRUE(contains(read_bytes(dir / "e.jsonl"), "\"val_tokens\":3968")) << read_bytes(dir / "e.jsonl");
+    RunResult enough = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",
+                                                  "--batch-size", "4", "--eval-only", "--val-data", dir / "v96.bin",
+                                                  "--eval-tokens", "3968"},
+                                   dir, 120);
+    ASSERT_EQ(enough.rc, 0) << describe(enough);
+    EXPECT_FALSE(contains(enough.out, "note: the validation data")) << describe(enough);
+}
+
+// --eval-protocol galore stops as GaLore's evaluate_model does: once the non-pad input tokens counted exceed
+// --eval-tokens (GaLore: input_ids != pad, a row's EOS too), not the scored targets (one fewer per row). Rows of 8:
+// 3 ids, EOS 1, pads 0 (4 inputs, 3 targets each); --eval-tokens 7: GaLore reads 2 rows (4, then 8 > 7), 6 targets;
+// counting targets read 3 (3, 6, then 9 > 7).
+TEST(TrainerBinary, GaloreProtocolCountsNonPadInputs) {
+    TempDir dir;
+    ShardInfo info;
+    info.vocab_size = 96;  // the fixture model's vocabulary
+    info.layout = SHARD_LAYOUT_ROWS;
+    info.row_len = 8;
+    info.pad_id = 0;
+    info.eos_id = 1;
+    std::vector<uint16_t> rows;
+    for (int r = 0; r < 16; r++)
+        for (uint16_t id : {(uint16_t)(5 + r), (uint16_t)(6 + r), (uint16_t)(7 + r), (uint16_t)1, (uint16_t)0,
+                            (uint16_t)0, (uint16_t)0, (uint16_t)0})
+            rows.push_back(id);
+    write_shard(dir / "rows.bin", rows, info);
+    RunResult r = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "8",
+                                             "--batch-size", "1", "--eval-only", "--val-data", dir / "rows.bin",
+                                             "--eval-protocol", "galore", "--eval-tokens", "7", "--log",
+                                             dir / "e.jsonl"},
+                              dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(read_bytes(dir / "e.jsonl"), "\"val_tokens\":6,")) << read_bytes(dir / "e.jsonl");
+}
+
 // A model whose weights hold NaN gets no validation score: --eval-only ends with an error (it used to print
 // "val loss 0.0000 | perplexity 1.000" and exit 0).
 TEST(TrainerBinary, EvalOfNonFiniteWeightsIsAnError) {
@@ -1399,7 +1452,8 @@ TEST(TrainerResume, AStopAtAnEvaluationStepKeepsItsEvaluation) {
 }
 
 // --on-nonfinite skip (an lr of 1000 makes every step from some step s on non-finite): each such step is logged with
-// "skipped":true and changes nothing, and the 11th in a row stops the run with a checkpoint of the last good state.
+// "skipped":true and changes nothing, and the 11th in a row stops the run with a checkpoint of the last good state
+// (logged as well: the log ended a step before the one the error names). Without skip, step s stops the run, logged.
 // The count of skips in a row is checkpointed: a run stopped by SIGTERM after step 10, amid the skips, and resumed
 // stopped 15 skips in a row later with exit 0 (the count began again); now it stops where the uninterrupted run
 // does, with the same checkpoint. The SIGTERM right after a periodic checkpoint (--ckpt-every 5) wrote that one
@@ -1422,9 +1476,18 @@ TEST(TrainerResume, SkippedStepsCountOnAcrossAResume) {
     ASSERT_GT(first, 1) << "no skipped step, or the first step was one";
     ASSERT_LT(first, 10) << "no skip before the SIGTERM after step 10";
     const int stop = first + MAX_SKIPPED_IN_A_ROW;
-    ASSERT_EQ(steps.size(), (size_t)stop - 1) << describe(u);
+    ASSERT_EQ(steps.size(), (size_t)stop) << describe(u);
     for (const json& j : steps)
         EXPECT_EQ(j.value("skipped", false), j["step"].get<int>() >= first) << j.dump();
+    RunResult s = run_trainer("train_gpt2", tiny({"--steps", "20", "--eval-tokens", "64", "--warmup", "0",
+                                                  "--min-lr-frac", "1", "--lr", "1e3", "--log", dir / "s.jsonl"}),
+                              dir, 120);
+    EXPECT_EQ(s.rc, 1) << describe(s);
+    EXPECT_TRUE(contains(s.out + s.err, format("step %d: loss ", first))) << describe(s);
+    const std::vector<json> s_steps = split_log(dir / "s.jsonl").steps;
+    ASSERT_EQ(s_steps.size(), (size_t)first) << read_bytes(dir / "s.jsonl");
+    EXPECT_TRUE(s_steps.back()["loss"].is_null() || s_steps.back()["grad_norm"].is_null()) << s_steps.back().dump();
+    EXPECT_TRUE(s_steps.back().value("skipped", false)) << s_steps.back().dump();
     const std::string stopped = format("step %d: loss ", stop),
                       why = format("training diverged (more than %d non-finite steps in a row)", MAX_SKIPPED_IN_A_ROW);
     EXPECT_TRUE(contains(u.out + u.err, stopped) && contains(u.out + u.err, why)) << describe(u);

@@ -73,7 +73,8 @@ const Flag FLAGS[] = {
     F("--eval-protocol", "tokens|galore", STR, eval_protocol,
       "tokens: ceil(--eval-tokens / (B*T)) micro-batches (with R ranks, ceil(--eval-tokens / (R*B*T)) on each, at "
       "least one), mean over their tokens; galore: batches until more than "
-      "--eval-tokens non-pad tokens (GaLore's C4 protocol: 10000000), mean of the batch means"),
+      "--eval-tokens non-pad input tokens, all ranks' (GaLore's C4 protocol: 10000000), mean of the batch means; "
+      "both read at most the validation data once"),
     F("--on-nonfinite", "stop|skip", STR, on_nonfinite,
       "a NaN/Inf loss or gradient norm stops the run (after a checkpoint of the last good state) or skips the step "
       "(more than 10 non-finite steps in a row stop it)"),

@@ -18,24 +18,34 @@
 #include "train/cli.h"
 #include "train/comm.h"
 
-// Validation loss. protocol "tokens": ceil(eval_tokens / (B*T)) micro-batches from the loader's start, mean over
-// their non-ignored targets. protocol "galore": micro-batches until more than eval_tokens non-ignored targets were
-// seen (GaLore evaluates C4 validation until 10M non-pad tokens), mean of the micro-batches' mean losses as GaLore
-// averages (GaLore also divides by the batch count + 1, an off-by-one we do not copy). Never reads a token twice:
-// both stop at the end of one epoch of the validation data.
+// Micro-batches of B x T each of `ranks` ranks reads in an evaluation of protocol "tokens": ceil(eval_tokens /
+// (ranks*B*T)), so that R ranks of B read what one rank of R*B reads; at most one epoch of the validation data.
+inline long long eval_batches_per_rank(long long eval_tokens, int B, int T, int ranks, long long steps_per_epoch) {
+    const long long per_step = (long long)ranks * B * T;
+    return std::min((eval_tokens + per_step - 1) / per_step, steps_per_epoch);
+}
+
+// Validation loss on this rank. protocol "tokens": eval_batches_per_rank micro-batches from the loader's start, mean
+// over their non-ignored targets. protocol "galore" (GaLore's evaluate_model: C4 validation until 10M tokens): micro-
+// batches while the non-pad input tokens counted so far, times the ranks, do not exceed eval_tokens (GaLore counts
+// input_ids != pad, a row's EOS too, and each rank its own count times the world size), mean of the micro-batches'
+// mean losses as GaLore averages (GaLore also divides by the batch count + 1, an off-by-one we do not copy). Never
+// reads a token twice: both stop at the end of one epoch of the validation data. *tokens_seen: the targets scored.
 template <class Model>
 float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::string& protocol,
-               long long* tokens_seen) {
-    int B = model.B, T = model.T;
-    bool galore = protocol == "galore";
-    long long batches = galore ? val.steps_per_epoch() : (eval_tokens + (long long)B * T - 1) / ((long long)B * T);
-    if (batches > val.steps_per_epoch()) batches = val.steps_per_epoch();
+               long long* tokens_seen, int ranks = 1) {
+    const int B = model.B, T = model.T;
+    const bool galore = protocol == "galore";
+    const long long batches = galore ? val.steps_per_epoch()
+                                     : eval_batches_per_rank(eval_tokens, B, T, ranks, val.steps_per_epoch());
+    const int pad = val.info().layout == SHARD_LAYOUT_ROWS ? val.info().pad_id : -1;  // (flat: no pads)
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
     val.reset();
     double sum = 0;
-    long long count = 0, used = 0;
-    for (long long i = 0; i < batches && !(galore && count > eval_tokens); i++) {
+    long long count = 0, used = 0, inputs_counted = 0;
+    for (long long i = 0; i < batches && !(galore && inputs_counted * ranks > eval_tokens); i++) {
         val.next_batch(inputs.data(), targets.data());
+        inputs_counted += (long long)inputs.size() - std::count(inputs.begin(), inputs.end(), pad);
         long long c = count_target_tokens(targets.data(), targets.size());
         if (c == 0) continue;
         float loss = model.eval_loss(inputs.data(), targets.data());
@@ -111,8 +121,7 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
 template <class Model>
 float evaluate_all(Model& model, DataLoader& val, const TrainOptions& opts, Comm& comm, long long* tokens_seen) {
     long long seen = 0;
-    long long budget = opts.eval_tokens / comm.size() + (comm.rank() < opts.eval_tokens % comm.size());
-    float loss = evaluate(model, val, budget, opts.eval_protocol, &seen);
+    float loss = evaluate(model, val, opts.eval_tokens, opts.eval_protocol, &seen, comm.size());
     // a rank that saw no tokens adds nothing; a non-finite loss over real tokens, on any rank, makes the result NaN
     const bool broken = seen > 0 && !std::isfinite(loss), counts = seen > 0 && !broken;
     double sums[4] = {counts ? (double)loss * (double)seen : 0.0, counts ? (double)seen : 0.0, (double)seen,

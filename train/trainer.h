@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>  // pair
 #include <vector>
 
 #include <unistd.h>  // access
@@ -202,6 +203,11 @@ struct Trainer {
                         (long long)train_data->samples_per_epoch(), T, s.builtin ? " (built-in corpus)" : "");
         std::printf("val data:   %zu shard(s), %lld samples per epoch\n", val.files().size(),
                     (long long)val.samples_per_epoch());
+        const long long epoch_tokens = (long long)val.steps_per_epoch() * ranks * B * T;  // what all ranks can read
+        if (epoch_tokens < opts.eval_tokens)
+            std::printf("note: the validation data gives %lld tokens (%lld micro-batch(es) of %d x %d on each of %d "
+                        "rank(s)), fewer than --eval-tokens %lld: each evaluation reads all of it once\n",
+                        epoch_tokens, (long long)val.steps_per_epoch(), B, T, ranks, opts.eval_tokens);
         setup_model();
         batch.inputs.resize((size_t)B * T);
         batch.targets.resize((size_t)B * T);
@@ -362,6 +368,7 @@ struct Trainer {
             // the parameters are still the last good ones: nothing of this step has been applied
             const bool skipping = opts.on_nonfinite == "skip";
             if (!skipping || skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW) {
+                log_step(step);                 // the step that stops the run, its update left out as a skip's
                 checkpoint(step, data_before);  // the last good state
                 // a resume continues the same settings only: another --lr or --warmup is a new run from its weights
                 std::string fix = opts.ckpt_dir.empty()
@@ -390,20 +397,26 @@ struct Trainer {
         be.synchronize();
     }
 
+    // The step's --log record; returns its time (ms) and tokens/s.
+    std::pair<double, double> log_step(int step) {
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double tok_s = (double)B * T * opts.grad_accum * ranks / (ms / 1000.0);
+        log.step(step + 1, loss, lr, norm, tok_s, ms, be.peak_bytes, skipped_step);
+        return {ms, tok_s};
+    }
+
     // The end of a step: its log line (loss, norm, lr, time, tokens/s, ETA) and metrics, and a checkpoint every
     // --ckpt-every steps.
     void end_step(int step) {
         steps_done = step + 1;
-        double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const auto [ms, tok_s] = log_step(step);
         total_ms += ms;
-        double tok_s = (double)B * T * opts.grad_accum * ranks / (ms / 1000.0);
         double eta = eta_seconds(step);
         // the first step, every N-th (steps N, 2N, ... as the evaluations count them) and the last
         if (step == 0 || (step + 1) % opts.log_interval == 0 || step == opts.steps - 1)
             std::printf("step %5d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
                         opts.steps, loss, norm, lr, ms, tok_s, human_duration(eta).c_str());
         std::fflush(stdout);
-        log.step(step + 1, loss, lr, norm, tok_s, ms, be.peak_bytes, skipped_step);
         // the evaluation after this step comes before its checkpoint: a run stopped (or killed) after the checkpoint
         // has it, and the resume goes on from the next one (evaluated at the top of the next step, it was lost to a
         // stop there, which checkpoints before it); the last step's is finish()'s final evaluation
@@ -638,8 +651,7 @@ struct Trainer {
         for (int s = step + 1; s < opts.steps; s++) evals_left += eval_due(s);
         double one_eval_ms = evals_timed ? eval_ms / evals_timed : 0;
         if (!evals_timed) {
-            long long tokens = opts.eval_tokens / ranks + 1, per_batch = (long long)B * T;
-            long long batches = std::min<long long>((tokens + per_batch - 1) / per_batch, val.steps_per_epoch());
+            const long long batches = eval_batches_per_rank(opts.eval_tokens, B, T, ranks, val.steps_per_epoch());
             one_eval_ms = step_ms / opts.grad_accum * batches / 3.0;
         }
         return (step_ms * left + one_eval_ms * evals_left) / 1000.0;
