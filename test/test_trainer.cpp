@@ -321,6 +321,12 @@ TEST(TrainerBinary, AValidationSetSmallerThanTheEvalTokensIsReadOnceAndSaid) {
                                    dir, 120);
     ASSERT_EQ(enough.rc, 0) << describe(enough);
     EXPECT_FALSE(contains(enough.out, "note: the validation data")) << describe(enough);
+    // too small for one micro-batch: the error names --val-data (it read as the training data's)
+    write_shard(dir / "v17.bin", std::vector<uint16_t>(tokens.begin(), tokens.begin() + 17), info);
+    RunResult tiny_val = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "16",
+                                                    "--batch-size", "2", "--eval-only", "--val-data", dir / "v17.bin"},
+                                     dir, 120);
+    expect_user_error_exit(tiny_val, "train_gpt2", {"--val-data: \"" + dir / "v17.bin" + "\": 1 shard(s) give 1 samples"});
 }
 
 // --eval-protocol galore stops as GaLore's evaluate_model does: once the non-pad input tokens counted exceed

@@ -986,6 +986,15 @@ TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpel
     // a refusal names the flag that differs (compared in the checkpoint's own spelling: not every float differs)
     EXPECT_USER_ERROR(check(old, parse({"--lr", "2e-3", "--weight-decay", "0.1"})),
                       "it was written with --lr 0.001, this run has --lr 0.002\n");
+    // a switch is said as the switch (it was "run.shuffle = 0, this run has run.shuffle = 1")
+    TrainState shuffled;
+    shuffled.set("run.shuffle", "0");
+    EXPECT_USER_ERROR(check_compatible(shuffled, "run.shuffle", "1"),
+                      "it was written with --no-shuffle, which this run lacks\n---> HINT: resume with the settings of "
+                      "the run that wrote it (--no-shuffle)");
+    shuffled.set("run.shuffle", "1");
+    EXPECT_USER_ERROR(check_compatible(shuffled, "run.shuffle", "0"),
+                      "it was written without --no-shuffle, which this run has\n");
 }
 
 // A fine-tuned head's classes as its config.json orders them, mapped onto the task's as run_glue maps them

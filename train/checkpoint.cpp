@@ -941,6 +941,11 @@ static bool setting_as_flags(const std::string& key, const std::string& value,
     std::istringstream in(value);
     for (std::string w; in >> w;) words.push_back(w);
     flags->clear();
+    if (key == "run.shuffle") {  // "0": --no-shuffle, "1": without it
+        if (words.size() != 1 || (words[0] != "0" && words[0] != "1")) return false;
+        if (words[0] == "0") flags->push_back({"--no-shuffle", ""});
+        return true;
+    }
     if (key == "run.prac_refresh") {  // spelled as flags already ("--prac-refresh exact --prac-initial-spread 0 ...")
         if (words == std::vector<std::string>{"none"}) return true;
         for (size_t i = 0; i + 1 < words.size(); i += 2) {
@@ -984,7 +989,8 @@ static std::string flags_not_in(const std::vector<std::pair<std::string, std::st
                                 const std::vector<std::pair<std::string, std::string>>& other) {
     std::string s;
     for (const auto& f : of)
-        if (std::find(other.begin(), other.end(), f) == other.end()) s += " " + f.first + " " + f.second;
+        if (std::find(other.begin(), other.end(), f) == other.end())
+            s += " " + f.first + (f.second.empty() ? "" : " " + f.second);  // (a switch: no value)
     return s;
 }
 

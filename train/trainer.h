@@ -75,6 +75,17 @@ void check_free_space(const std::string& dir, double bytes, const char* what);
 // How many checkpoints of a run's --ckpt-dir exist at once at most, counting the one being written beside the kept
 // ones: `existing` complete ones there, `written` more to come, the newest `keep` (>= 1) kept.
 int checkpoints_at_once(int existing, int written, int keep);
+// The loader of --train-data or --val-data (`flag`), whose errors name it: a validation set too small for one
+// micro-batch per rank was said as "fewer than one step needs", as if it were the training data.
+inline DataLoader data_loader(const char* flag, const std::string& pattern, int B, int T, int rank, int ranks,
+                              uint64_t seed, bool shuffle, int vocab) {
+    try {
+        return DataLoader(pattern, B, T, rank, ranks, seed, shuffle, vocab);
+    } catch (const UserError& e) {
+        throw UserError(std::string(flag) + ": " + e.what());
+    }
+}
+
 // The files a data pattern (--train-data / --val-data, named by `flag`) matches; none is an error naming the flag.
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag);
 // A warning line naming the files both --train-data and --val-data match (one file by two paths too), "" when none:
@@ -173,10 +184,11 @@ struct Trainer {
     Trainer(Backend& be, RunSetup& s)
         : be(be), opts(s.opts), cfg(s.cfg), prac(s.prac), comm(*s.comm), rank(comm.rank()), ranks(comm.size()),
           B(opts.batch_size), T(opts.seq_len),
-          val(check_before_start(), B, T, rank, ranks, (uint64_t)opts.seed, false, cfg.vocab_size),
+          val(data_loader("--val-data", check_before_start(), B, T, rank, ranks, (uint64_t)opts.seed, false,
+                          cfg.vocab_size)),
           train_data(opts.eval_only ? nullptr
-                                    : new DataLoader(opts.train_data, B, T, rank, ranks, (uint64_t)opts.seed,
-                                                     opts.shuffle, cfg.vocab_size)),
+                                    : new DataLoader(data_loader("--train-data", opts.train_data, B, T, rank, ranks,
+                                                                 (uint64_t)opts.seed, opts.shuffle, cfg.vocab_size))),
           model(be, cfg, prac, opts.recompute_options()),
           log(rank == 0 ? opts.log : "", opts.overwrite && !opts.eval_only),
           grads(be, comm, model.param_specs, cfg.num_layers, model.param_buffer_numel, opts.zero == 1 && ranks > 1,
