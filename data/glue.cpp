@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"  // join
+#include "data/byte_bpe.h"      // utf8_first_invalid
 
 namespace {
 
@@ -183,6 +184,11 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
         if (line.empty()) continue;
         std::vector<std::string> cols = split_tabs(line);
         std::string where = path + ":" + std::to_string(lineno);
+        // (the tokenizer found it later, as "document i of n", its byte offset in one of the texts)
+        if (const size_t bad = utf8_first_invalid(line); bad != std::string::npos)
+            fail("%s: invalid UTF-8 at byte %zu of the line (byte 0x%02x)\n---> HINT: GLUE's files are UTF-8, as "
+                 "Hugging Face's datasets read them; convert this one (a Latin-1 file: iconv -f LATIN1 -t UTF-8 FILE "
+                 "> FILE.utf8)", where.c_str(), bad + 1, (unsigned)(unsigned char)line[bad]);
         if (cols.size() < columns && skip_split_qqp_lines) {
             if (!skipped++) first_skipped = lineno;
             continue;

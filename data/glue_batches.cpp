@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 #include "common/error.h"
@@ -25,6 +26,8 @@ GlueEncoded encode_glue(const RobertaTokenizer& tok, GlueTask task, const std::v
     enc.labels.resize(n);
     enc.scores.resize(n);
     // Labels first (cheap, and a bad file should fail before minutes of encoding).
+    size_t empty_unlabeled = 0;
+    std::string first_empty;
     for (size_t i = 0; i < n; i++) {
         const GlueExample& e = examples[i];
         // "example 3 (line 5)": the line of the file it was read from, else its data row (index + 1)
@@ -45,13 +48,19 @@ GlueEncoded encode_glue(const RobertaTokenizer& tok, GlueTask task, const std::v
                      info.num_labels - 1);
             enc.labels[i] = e.label;
         }
-        if (e.text_a.empty() || (info.pair && e.text_b.empty()))
+        // an unlabeled split's rows are a submission's: each gets a prediction (as transformers' run_glue gives one)
+        const bool empty_text = e.text_a.empty() || (info.pair && e.text_b.empty());
+        if (empty_text && require_labels)
             fail("%s: the %s text is empty\n"
-                 "---> HINT: remove the row (or fill it in): an empty sentence has nothing to classify",
+                 "---> HINT: remove the row (or fill it in): an empty sentence has nothing to learn from",
                  ex.c_str(), e.text_a.empty() ? "first" : "second");
+        if (empty_text && !empty_unlabeled++) first_empty = ex;
         if (!info.pair && !e.text_b.empty())
             fail("%s has a second text; %s is a single-sentence task", ex.c_str(), info.name);
     }
+    if (empty_unlabeled)
+        std::printf("note: %zu unlabeled example(s) with an empty text (the first: %s) are predicted as they are\n",
+                    empty_unlabeled, first_empty.c_str());
     enc.ids.resize(n);
     std::vector<char> cut(n, 0);
     for_each_document(n, threads, [&](size_t i) {

@@ -136,6 +136,15 @@ TEST_F(GlueFiles, TsvLayoutsOfTheEightTasks) {
     EXPECT_EQ(rte_test[0].label, -1);
 }
 
+// A line that is not UTF-8 is said with its file and line (the tokenizer found it later, as "document 1 of 2" and a
+// byte offset within one text, with a hint naming a C++ function)
+TEST_F(GlueFiles, InvalidUtf8IsSaidWithItsLine) {
+    const std::string e = error(GlueTask::SST2, "bad.tsv", "sentence\tlabel\nok cow\t1\n\nbad \xff\xfe bytes\t0\n");
+    EXPECT_NE(e.find("bad.tsv:4: invalid UTF-8 at byte 5 of the line (byte 0xff)"), std::string::npos) << e;
+    EXPECT_NE(e.find("iconv -f LATIN1 -t UTF-8"), std::string::npos) << e;
+    EXPECT_EQ(e.find("utf8_replace_invalid"), std::string::npos) << e;
+}
+
 // A UTF-8 byte order mark before the header (GLUE's MRPC files have one): skipped, not read as part of the first
 // column's name (it hid MRPC's label column, "Quality"); a CoLA file (no header) keeps its first row. Each example
 // knows its line, blank lines counted.

@@ -217,6 +217,15 @@ TEST_F(GlueBatches, BadInputIsAClearError) {
     EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::QNLI, {{"a", "b", -1}}), "has no label", "data row 1",
                       "every training and dev example needs one", "HINT");
     EXPECT_NO_THROW(encode_glue(*tok, GlueTask::QNLI, {{"a", "b", -1}}, 512, /*require_labels=*/false));
+    // an unlabeled split's empty text is a submission row: encoded (<s> A </s></s> </s>, transformers' pair layout
+    // with an empty second text), not refused with a hint to remove the row
+    const GlueEncoded test_row = encode_glue(*tok, GlueTask::QQP, {{"a", "", -1}}, 512, /*require_labels=*/false);
+    ASSERT_EQ(test_row.ids.size(), 1u);
+    const std::vector<uint32_t>& ids = test_row.ids[0];
+    ASSERT_EQ(ids.size(), 5u);
+    EXPECT_EQ(ids[0], tok->cls_id);
+    EXPECT_EQ(std::vector<uint32_t>(ids.begin() + 2, ids.end()),
+              (std::vector<uint32_t>{tok->sep_id, tok->sep_id, tok->sep_id}));
     EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::STSB, {{"a", "b", 0, NAN}}), "not in STS-B's [0, 5]");
     EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::STSB, {{"a", "b", -1}}), "has no score");
     EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::COLA, {{"a", "b", 1}}), "single-sentence task");
