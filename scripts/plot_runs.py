@@ -151,10 +151,13 @@ def running_mean(xs, k):
 
 
 def num(x, fmt):
-    """x formatted; "-" for no value; nan / inf for a non-finite one (a diverged run), never "-" or a number."""
+    """x formatted; "-" for no value; nan / inf for a non-finite one (a diverged run), never "-" or a number; in
+    scientific notation from 1e7 up (a diverged run's perplexity of exp(600) printed 261 digits)."""
     if x is None:
         return "-"
-    return fmt.format(x) if math.isfinite(x) else str(x)
+    if not math.isfinite(x):
+        return str(x)
+    return f"{x:.3e}" if abs(x) >= 1e7 else fmt.format(x)
 
 
 def finite(x):
@@ -363,7 +366,9 @@ def main():
         ax[1].set(title="validation perplexity", xlabel="step", ylabel="perplexity", yscale="log")
     ax[2].set(title="peak memory (backend allocations)", xlabel="step", ylabel="MiB")
     ax[3].set(title="step time (refreshes show as spikes)", xlabel="step", ylabel="ms")
+    from matplotlib.ticker import MaxNLocator  # (matplotlib is there: plot_formats found it)
     for a in ax:
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole (a short run's axis read 2.5, 7.5)
         a.grid(alpha=0.3)
         a.legend()
     if args.title:

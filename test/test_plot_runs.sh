@@ -30,6 +30,13 @@ grep -q 'median_ms=11.000 worst_ms=100.000 worst_step=1 worst_over_median=9.091'
 python3 scripts/plot_runs.py --no-plot --skip -1 "$W/run.jsonl" >/dev/null 2>&1 && bad "--skip -1 accepted" \
   || ok "--skip -1 refused"
 
+# a diverged run's perplexity that double still holds (exp(568)): in scientific notation, not 247 digits
+{ grep '"type":"step"' "$W/run.jsonl"; echo '{"type":"eval","step":10,"val_loss":568.4,"val_ppl":4.1e246,"tokens":64}'; } \
+  >"$W/huge.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot --labels huge "$W/huge.jsonl" 2>&1)
+grep -q '^| huge | 10 | 5.0000 | 568.4000 | 4.100e+246 |' <<<"$out" && ok "a huge perplexity in scientific notation" \
+  || bad "huge perplexity: $(grep '^| huge' <<<"$out")"
+
 # a run killed at step 7 and resumed (--resume) from its step-3 checkpoint: the trainer appends, so the log holds
 # steps 4..7 (and the eval at 5) twice; the last record of each step counts, which leaves the log above
 i=0

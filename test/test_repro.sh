@@ -33,6 +33,12 @@ declare -A LABELS=(
   [memory]="llama-130m|gpt2-355m|llama-tiny"
 )
 t_all=$SECONDS
+# shards with real headers for the --paper data checks (the built-in corpus: SentencePiece for LLaMA, GPT-2 r50k)
+mkdir -p "$OUT/c4" "$OUT/owt"
+for sp in train val; do
+  ln -s "$ROOT/data/builtin/austen_llama_$sp.bin" "$OUT/c4/${sp}_0.bin"
+  ln -s "$ROOT/data/builtin/austen_gpt2_$sp.bin" "$OUT/owt/${sp}_0.bin"
+done
 # data patterns relative to the caller's directory reach the trainer (which runs in the repository) absolute
 if (cd "$OUT" && python3 "$ROOT/scripts/repro/table4.py" --paper --dry-run --train-data 'c4/train_*.bin' \
       --val-data 'c4/val_*.bin') 2>&1 | grep -q -- "--train-data '$OUT/c4/train_\*.bin' --val-data '$OUT/c4/val_\*.bin'"; then
@@ -116,10 +122,38 @@ refused "table2.py where the trainers are not built" "is not built: run \`make b
   python3 "$OUT/unbuilt/scripts/repro/table2.py" --quick --dry-run --models llama-tiny
 refused "plan_table.py where the trainers are not built" "is not built: run \`make build\`" \
   python3 "$OUT/unbuilt/scripts/plan_table.py"
+# --extra may never give what the scripts own per run or what the labels name: --model mislabelled a one-model table
+refused "table9.py --extra='--model llama-mini' (one model: every run alike)" "--extra --model: the table is labelled with the model" \
+  python3 scripts/repro/table9.py --quick --dry-run "--extra=--model llama-mini"
+for f in "--log x.jsonl" "--ckpt-dir ck" "--resume" "--overwrite" "--save m" "--dump-path a.npy"; do
+  refused "table9.py --extra='$f'" "--extra ${f%% *}: " python3 scripts/repro/table9.py --quick --dry-run "--extra=$f"
+done
+# --paper's data, checked before any run (dry runs too): a pattern matching nothing; LLaMA's SentencePiece shards
+# given to the GPT-2 runs (they failed only after every LLaMA run had finished)
+refused "table9.py --paper --dry-run with a pattern matching nothing" "no file matches it" \
+  python3 scripts/repro/table9.py --paper --dry-run --train-data "$OUT/none/*.bin" --val-data "$OUT/c4/val_0.bin"
+refused "table2.py --paper --dry-run: LLaMA's shards for the GPT-2 runs" "holds SentencePiece tokens, and run gpt2-124m_baseline (./train_gpt2) reads GPT-2 r50k BPE shards only" \
+  python3 scripts/repro/table2.py --paper --dry-run --models llama-130m,gpt2-124m --train-data "$OUT/c4/train_*.bin" --val-data "$OUT/c4/val_*.bin"
+refused "table9.py --paper --dry-run: GPT-2 shards for LLaMA" "holds GPT-2 r50k BPE tokens, and run llama-130m_muon_none" \
+  python3 scripts/repro/table9.py --paper --dry-run --models llama-130m --train-data "$OUT/owt/train_0.bin" --val-data "$OUT/c4/val_0.bin"
+# --quick ignored data patterns and --gpu-mem silently
+refused "table2.py --quick --train-data" "--train-data: --quick trains on the built-in corpus" \
+  python3 scripts/repro/table2.py --quick --dry-run --train-data "$OUT/c4/train_0.bin"
+refused "table4.py --quick --gpu-mem 40" "--gpu-mem: --quick makes no fit check" python3 scripts/repro/table4.py --quick --dry-run --gpu-mem 40
+# one aggregation of the timings (tokens over time; a resumed log's replayed step counts once), a diverged run's
+# huge PPL in scientific notation (exp(600) printed 261 digits; exp overflows at 709.78, inf switched in at 700)
+printf '{"type":"step","step":%d,"loss":5,"tokens_per_s":%s,"ms_per_step":%s}\n' 1 1 1 2 1000 100 3 100 1000 3 100 1000 \
+  >"$OUT/timing.jsonl"
+echo '{"type":"eval","step":3,"val_loss":600}' >>"$OUT/timing.jsonl"
+got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C
+s = C.summarize(sys.argv[1]); print(s["steps"], round(s["tokens_per_s"], 1), C.fmt_num(s["ppl"]), C.fmt_num(C.ppl_from_loss(709.9)))' \
+      "$OUT/timing.jsonl" 2>&1)
+[ "$got" = "3 181.8 3.773e+260 inf" ] && ok "summarize: tokens over time (181.8, not the mean rate 550), a replayed step once, PPL 3.773e+260, inf past exp's range" \
+  || bad "summarize: '$got', want '3 181.8 3.773e+260 inf'"
 # OpenWebText's validation shards alone reach the GPT-2 runs (they took C4's unless --gpt2-train-data was given)
-out=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --train-data c4/tr.bin --val-data c4/va.bin \
-      --gpt2-val-data owt/va.bin 2>&1)
-[ "$(grep -c -- "--train-data $PWD/c4/tr.bin --val-data $PWD/owt/va.bin" <<<"$out")" = 4 ] \
+out=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --train-data "$OUT/owt/train_0.bin" \
+      --val-data "$OUT/c4/val_0.bin" --gpt2-val-data "$OUT/owt/val_0.bin" 2>&1)
+[ "$(grep -c -- "--train-data $OUT/owt/train_0.bin --val-data $OUT/owt/val_0.bin" <<<"$out")" = 4 ] \
   && ok "--gpt2-val-data alone reaches the 4 GPT-2 runs" || bad "--gpt2-val-data alone: $(grep -m1 -- --val-data <<<"$out")"
 # a run that fails (diverges: the trainer stops before logging the bad step) reads "failed", not the numbers its
 # log holds from before (a finite PPL with exit 1)
@@ -218,15 +252,17 @@ grep -q '^| llama-350m | 128 / 256 | Baseline | [0-9.]* | - | 46.10 | - |' <<<"$
 # is named by its task; a finished fine-tuning run's progress line gives its dev score; --run-timeout 0 is never
 cat >"$OUT/spy.py" <<'PY'
 import json, os, runpy, subprocess, sys
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
+import common  # noqa: the script's own module (runpy finds it imported): its trainer call is replaced
 real = subprocess.run
 FAIL = dict(x.split(":") for x in os.environ.get("SPY_FAIL", "").split(",") if x)  # run name: steps|memory
 METRIC = dict(mrpc="f1", stsb="pearson")
-def fake(cmd, *a, **k):
+def trainer(cmd, out, timeout):
     words = [str(c) for c in cmd]
-    if os.path.basename(words[0]) == "finetune_roberta" and "--plan" not in words:
+    if os.path.basename(words[0]) == "finetune_roberta":
         log, task = words[words.index("--log") + 1], words[words.index("--task") + 1]
         name = os.path.basename(log)[:-len(".jsonl")]
-        print(f"SPY run {name} timeout={k.get('timeout')}", file=sys.stderr)
+        print(f"SPY run {name} timeout={timeout or None}", file=sys.stderr)
         recs = [dict(type="memory", B=16, T=25, planned_activation_bytes=1980160, planned_saved_bytes=1614592,
                      planned_activation_bytes_cuda_bf16=1005312, planned_saved_bytes_cuda_bf16=818944,
                      arena_bytes=1980160, backend_peak_bytes=2293504)]
@@ -239,12 +275,16 @@ def fake(cmd, *a, **k):
             recs += [dict(type="final", metric=METRIC[task], step=4, best=0.9, best_epoch=1, final=0.9, seconds=0.1)]
         with open(log, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in recs)
-        k["stdout"].write("device: CPU (spy)\n")
-        return subprocess.CompletedProcess(cmd, 124 if name in FAIL else 0)
+        out.write("device: CPU (spy)\n")
+        return 124 if name in FAIL else 0
+    raise SystemExit(f"spy: not a fine-tuning run: {words}")
+def fake(cmd, *a, **k):
+    words = [str(c) for c in cmd]
     if len(words) > 1 and words[1].endswith("plot_runs.py"):
         print("SPY plot labels: " + words[words.index("--labels") + 1], file=sys.stderr)
     return real(cmd, *a, **k)
 subprocess.run = fake
+common.run_trainer = trainer
 sys.argv = sys.argv[1:]
 sys.path.insert(0, os.path.dirname(sys.argv[0]))
 runpy.run_path(sys.argv[0], run_name="__main__")
@@ -255,9 +295,14 @@ md="$OUT/spy5/table5.md"
   && [ "$(grep -c '^| Full FT | 1.89 | 1.89 | 90.00 | 90.00 | 90.00 |$' "$md")" = 2 ] \
   && ok "table5: a failed MRPC run reads '-' in MEM (not its log's memory record), exit 1" \
   || { bad "table5, a failed MRPC run: exit $rc:"; grep '^| \(PRAC\|Full FT\) |' "$md" 2>/dev/null; }
+# the paper's column order (STS-B before MRPC), a subset's AVG labelled as one, the memory columns named for what they are
+grep -q '^| Method | Act. MEM planned (MiB) | Act. MEM, CPU arena (MiB) | STSB | MRPC | AVG of 2 tasks (not the paper.s 8) |$' "$md" \
+  && grep -q 'Not activation figures, so not shown: the memory record.s `backend_peak_bytes`' "$md" \
+  && ok "table5.md: tasks in the paper's order, a subset's AVG labelled, the memory columns explained" \
+  || bad "table5.md's header: $(grep -m1 '^| Method' "$md")"
 grep -q '^    done in [0-9.]*s: dev f1: final 0.9000, best 0.9000 (epoch 1)$' <<<"$out" \
   && ok "table5: a finished run's progress line gives its dev score" || bad "table5's progress line: $(grep 'done in' <<<"$out" | head -1)"
-grep -qx 'SPY plot labels: Full FT MRPC,Full FT STSB,RSO MRPC,RSO STSB,PRAC MRPC (failed: exit 124)' <<<"$out" \
+grep -qx 'SPY plot labels: Full FT STSB,Full FT MRPC,RSO STSB,RSO MRPC,PRAC MRPC (failed: exit 124)' <<<"$out" \
   && ok "table5's plot: each curve named by method and task; the run without steps left out" \
   || bad "table5's plot labels: $(grep 'SPY plot' <<<"$out" || echo none)"
 if [ $HAVE_MPL = 1 ]; then
@@ -296,9 +341,10 @@ left=$(pgrep -f -- "--log $OUT/term/" || true)
 [ -n "$left" ] && kill $left 2>/dev/null
 # a flag in --extra that stops the trainers from training (exit 0, no step): failed runs, not a table of the initial
 # weights' perplexity with exit 0
-(cd "$OUT" && python3 "$ROOT/scripts/repro/table9.py" --quick --extra='--eval-only' --out eo) >"$OUT/eo.log" 2>&1; rc=$?
-[ "$rc" = 1 ] && grep -q "| failed (exit 0 but no training step in its log) |" "$OUT/eo/table9.md" \
-  && ok "--extra='--eval-only': the runs failed (exit 1)" || { bad "--extra='--eval-only': exit $rc"; tail -3 "$OUT/eo.log"; }
+# weights' perplexity with exit 0: refused before any run now (the trainers refuse --eval-only beside --ckpt-dir)
+refused "table9.py --extra='--eval-only'" "--extra --eval-only: the runs would train nothing" \
+  python3 scripts/repro/table9.py --quick --extra='--eval-only' --out "$OUT/eo"
+[ ! -e "$OUT/eo" ] && ok "--extra='--eval-only': nothing written" || bad "--extra='--eval-only' wrote $OUT/eo"
 # a model named twice: refused (its second runs replaced the first's logs and read as another seed or column)
 for s in table9 ablation_modes memory; do
   out=$(python3 "scripts/repro/$s.py" --quick --dry-run --models llama-tiny,llama-tiny 2>&1); rc=$?
@@ -310,10 +356,15 @@ done
 out=$(python3 scripts/repro/table9.py --paper --models llama-130m --out "$OUT/nodata" 2>&1); rc=$?
 [ $rc != 0 ] && grep -q "run llama-130m_muon_none needs --train-data and --val-data" <<<"$out" && [ ! -e "$OUT/nodata" ] \
   && ok "--paper without C4's patterns refused before any run" || bad "--paper without data: exit $rc: $out"
+# (its patterns match nothing: refused before any run for that, not for C4's; real ones pass the dry run)
 out=$(python3 scripts/repro/table2.py --paper --models gpt2-124m --gpt2-train-data "$OUT/none/a_*.bin" \
       --gpt2-val-data "$OUT/none/b_*.bin" --run-timeout 60 --out "$OUT/gpt2only" 2>&1); rc=$?
-! grep -q "needs --train-data" <<<"$out" && grep -q "none/a_\*.bin" "$OUT/gpt2only/gpt2-124m_baseline.out" 2>/dev/null \
-  && ok "a GPT-2-only --paper table runs with OpenWebText's patterns alone" || bad "GPT-2-only --paper: exit $rc: $(tail -2 <<<"$out")"
+out2=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --gpt2-train-data "$OUT/owt/train_*.bin" \
+      --gpt2-val-data "$OUT/owt/val_*.bin" 2>&1); rc2=$?
+[ $rc != 0 ] && ! grep -q "needs --train-data" <<<"$out" && grep -q "none/a_\*.bin (run gpt2-124m_baseline): no file matches it" <<<"$out" \
+  && [ ! -e "$OUT/gpt2only/gpt2-124m_baseline.out" ] && [ $rc2 = 0 ] \
+  && ok "a GPT-2-only --paper table takes OpenWebText's patterns alone (a pattern matching nothing refused before any run)" \
+  || bad "GPT-2-only --paper: exit $rc / $rc2: $(tail -2 <<<"$out") $(tail -2 <<<"$out2")"
 out=$(python3 scripts/repro/table5.py --paper --model-dir "$OUT/none" --glue-dir "$OUT/none" --out "$OUT/t5none" 2>&1); rc=$?
 [ $rc != 0 ] && grep -q -- "--model-dir .*none: no config.json" <<<"$out" && [ ! -e "$OUT/t5none/full_ft_cola.out" ] \
   && ok "table5 --paper without its model refused before any run" || bad "table5 --paper, no model: exit $rc: $out"
@@ -321,6 +372,18 @@ out=$(python3 scripts/repro/table5.py --paper --model-dir "$OUT/none" --glue-dir
 (cd "$OUT" && python3 "$ROOT/scripts/repro/table4.py" --quick --steps 3 --extra='--seq-len 64' --out seq) >"$OUT/seq.log" 2>&1
 grep -q "Sequence length 64" "$OUT/seq/table4.md" 2>/dev/null && ! grep -q "Sequence length 32" "$OUT/seq/table4.md" \
   && ok "table4 --extra='--seq-len 64': the markdown says 64" || { bad "table4's sequence length:"; grep -i sequence "$OUT/seq/table4.md"; }
+# Ctrl-C during table9's first run: the trainer checkpoints (the script waits for it; subprocess.run killed it within
+# 0.25 s), and the loop's run of the same command below resumes it (it trained every run again from scratch)
+(cd "$OUT" && exec python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])' \
+  python3 "$ROOT/scripts/repro/table9.py" --quick --out table9 --run-timeout 600) >"$OUT/table9_intr.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -qs '"type":"step"' "$OUT"/table9/*.jsonl && break; sleep 0.05; done
+kill -INT $pid; wait $pid; rc=$?
+intr=$(sed -n 's/^interrupted (Ctrl-C) during run [0-9]*\/4 \([^ ]*\) after .*/\1/p' "$OUT/table9_intr.log")
+[ "$rc" = 130 ] && [ -n "$intr" ] && ls -d "$OUT/table9/ckpt/$intr"/step_* >/dev/null 2>&1 \
+  && grep -q "^rerun the same command to continue: finished runs are kept, and $intr resumes from its checkpoint at step [0-9]" "$OUT/table9_intr.log" \
+  && ok "Ctrl-C during table9's run $intr: its checkpoint written, how to continue said (exit 130)" \
+  || { bad "Ctrl-C during table9: exit $rc, run '$intr':"; tail -3 "$OUT/table9_intr.log"; }
 for s in table2 table4 table9 ablation_modes ablation_k table5 memory; do
   t0=$SECONDS
   # from another directory, with a relative --out
@@ -366,6 +429,39 @@ grep -Eq '^\| Full FT \| [0-9.]+ \| [0-9.]+ \| (9[0-9]|100)\.[0-9]+ \|' "$OUT/ta
 # RSO trains like the others: its row carries a perplexity (a number), not a placeholder
 grep -Eq '^\| RSO \| [0-9]+\.[0-9]+' "$OUT/table2/table2.md" 2>/dev/null && ok "table2.md has RSO's perplexity" \
   || bad "table2.md has no RSO perplexity"
+# table9 resumed the interrupted run (its log: each of the 20 steps once after dedup, the final evaluation)
+[ -n "$intr" ] && grep -q "^\[[0-9]/4\] .* --log $OUT/table9/$intr.jsonl .*--resume  # resumed from its checkpoint at step" "$OUT/table9.log" \
+  && grep -q "^- resumed from their checkpoints: $intr" "$OUT/table9/table9.md" \
+  && [ "$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C; print(C.summarize(sys.argv[1])["steps"])' "$OUT/table9/$intr.jsonl")" = 20 ] \
+  && ok "table9 rerun: $intr resumed from its checkpoint to step 20" || { bad "table9 rerun did not resume '$intr':"; grep '^\[' "$OUT/table9.log"; }
+# a rerun keeps finished runs (no training, one line each) and rebuilds the table; a --models subset into the same
+# --out tabulates its models and names the others' runs (it removed the full table "as its runs were replaced");
+# the full command then rebuilds the full table from the logs, training nothing
+(cd "$OUT" && python3 "$ROOT/scripts/repro/table2.py" --quick --models llama-tiny --out table2) >"$OUT/sub.log" 2>&1; rc=$?
+[ "$rc" = 0 ] && [ "$(grep -c '^\[[0-9]/4\] llama-tiny_[a-z]*: kept, finished in an earlier invocation' "$OUT/sub.log")" = 4 ] \
+  && ! grep -q -- "--overwrite\|--resume\|^removed" "$OUT/sub.log" \
+  && grep -q "also holds 4 run(s) not in this table (gpt2-tiny_baseline, gpt2-tiny_galore, gpt2-tiny_prac, gpt2-tiny_rso)" "$OUT/table2/table2.md" \
+  && ok "table2 --models llama-tiny rerun: 4 runs kept, none trained; the markdown names the other model's runs" \
+  || { bad "table2 subset rerun: exit $rc:"; tail -5 "$OUT/sub.log"; }
+(cd "$OUT" && python3 "$ROOT/scripts/repro/table2.py" --quick --out table2) >"$OUT/full.log" 2>&1; rc=$?
+[ "$rc" = 0 ] && [ "$(grep -c ': kept, finished in an earlier invocation' "$OUT/full.log")" = 8 ] \
+  && grep -q '^| Method | llama-tiny PPL .* gpt2-tiny PPL' "$OUT/table2/table2.md" \
+  && ok "table2 full rerun: the full table rebuilt from the 8 finished logs, nothing trained" \
+  || { bad "table2 full rerun: exit $rc:"; tail -5 "$OUT/full.log"; }
+# another command's runs in --out are refused before any run (they would be mixed into the table); --restart
+# starts every run over
+refused "table9.py --steps 3 into an --out of 20-step runs" "holds logs or checkpoints of runs made by another command" \
+  python3 scripts/repro/table9.py --quick --dry-run --steps 3 --out "$OUT/table9"
+out=$(python3 scripts/repro/table9.py --quick --dry-run --steps 3 --restart --out "$OUT/table9" 2>&1); rc=$?
+[ "$rc" = 0 ] && [ "$(grep -c -- '--steps 3 .* --overwrite$' <<<"$out")" = 4 ] && ok "--restart: every run starts over (--overwrite)" \
+  || { bad "--restart: exit $rc:"; tail -3 <<<"$out"; }
+# honest labels: the CPU backend's "measured" peak is its plan; --quick has no OOM note; table4's one aggregation, one device
+grep -q "equals the CPU fp32 plan by construction" "$OUT/table2/table2.md" && ! grep -q "^- OOM:" "$OUT/table2/table2.md" \
+  && ok "table2.md: MEM measured on the CPU backend said to be the plan; no OOM note in --quick" \
+  || bad "table2.md: no CPU MEM caveat, or an OOM note in --quick"
+grep -q '^| Method | Batch Size | .* | tokens/s | ms/step | Δ tokens/s | projected time on one device' "$OUT/table4/table4.md" \
+  && grep -q "Those hours are of 4 GPUs" "$OUT/table4/table4.md" && ok "table4.md: one tokens/s aggregation, the projection for one device" \
+  || bad "table4.md's header or device note: $(grep '^| Method' "$OUT/table4/table4.md")"
 echo "total $((SECONDS - t_all)) s"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

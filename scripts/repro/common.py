@@ -1,17 +1,22 @@
 """Shared logic of the PRAC reproduction scripts (scripts/repro/*.py).
 
 Each script builds a list of Run objects (one trainer invocation each), then calls main_flow(), which
-  * prints every command and, unless --dry-run, runs it (stdout to DIR/<run>.out, metrics to DIR/<run>.jsonl),
+  * prints every command and, unless --dry-run, runs it (stdout to DIR/<run>.out, metrics to DIR/<run>.jsonl,
+    checkpoints to DIR/ckpt/<run>); a rerun of the same command keeps finished runs and resumes the others (run_all),
   * asks the planner (./train_* --plan --json with the run's flags) for the planned peak memory,
   * hands the collected results to the script's table builder and writes DIR/<table>.md and DIR/<table>.png
     (loss curves through scripts/plot_runs.py; skipped with a printed reason when matplotlib is missing).
 """
 import argparse
+import glob
 import json
 import math
 import os
+import re
 import shlex
+import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -52,9 +57,21 @@ class Run:
         self.result = None  # filled by main_flow: dict (see summarize)
         self.plan = None  # planner JSON or None
         self.rc = None
+        self.ckpt_every = 0  # set by run_all (ckpt_every()): --paper's periodic checkpoints
+        self.state = None  # set by run_all: "keep", "resume" or "start" (run_state())
 
     def cmd(self, out_dir):
-        return [os.path.join(ROOT, self.binary)] + self.flags + ["--log", os.path.join(out_dir, self.name + ".jsonl")]
+        """The run's command as the table lists it: its flags, its log and its own checkpoint directory (run_all adds
+        --resume or --overwrite, which say how this invocation continued it, not what the run is)."""
+        f = ["--log", os.path.join(out_dir, self.name + ".jsonl"), "--ckpt-dir", ckpt_dir(out_dir, self),
+             "--ckpt-keep", 1] + (["--ckpt-every", self.ckpt_every] if self.ckpt_every else [])
+        return [os.path.join(ROOT, self.binary)] + self.flags + [str(x) for x in f]
+
+
+def ckpt_dir(out_dir, run):
+    """DIR/ckpt/<run>: the run's own checkpoints (the trainer writes step_NNNNNNNN folders there), what a rerun
+    resumes from."""
+    return os.path.join(out_dir, "ckpt", run.name)
 
 
 def base_parser(description, pretrain=True, gpt2=False):
@@ -66,6 +83,7 @@ def base_parser(description, pretrain=True, gpt2=False):
     mode.add_argument("--paper", action="store_true", help="the paper's configurations (GPUs, days)")
     ap.add_argument("--out", help="output directory (default runs/<table>)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands only (writes nothing)")
+    add_restart(ap)
     if pretrain:
         ap.add_argument("--train-data", help="--paper: training shards (C4 for LLaMA" +
                         (", OpenWebText for GPT-2)" if gpt2 else ")"))
@@ -77,14 +95,19 @@ def base_parser(description, pretrain=True, gpt2=False):
     ap.add_argument("--steps", type=int, help="override every run's step count (e.g. a short --paper smoke test)"
                     if pretrain else "override every run's epoch count (e.g. a short --paper smoke test)")
     if pretrain:
-        ap.add_argument("--gpu-mem", type=float, default=80.0,
-                        help="GPU memory (GiB) for planner OOM / batch checks [80]")
+        ap.add_argument("--gpu-mem", type=float, default=None,
+                        help="--paper: GPU memory (GiB) for planner OOM / batch checks [80]")
     ap.add_argument("--run-timeout", type=float, default=None,
                     help="seconds before a run is killed (0: never) [0" + ("" if pretrain else "; --quick: 300") + "]")
     ap.add_argument("--extra", default="", help="extra trainer flags appended to every run, one quoted string; "
                     "write it with '=' (--extra=--no-shuffle, --extra='--seed 2 --no-shuffle'): argparse takes a "
                     "separate value that starts with '-' for a flag of this script")
     return ap
+
+
+def add_restart(ap):
+    ap.add_argument("--restart", action="store_true", help="start every run over (its checkpoints and log removed); "
+                    "without it a rerun keeps the runs that finished and resumes the others from their checkpoints")
 
 
 def check_out(path):
@@ -121,11 +144,25 @@ def check_run_timeout(args, default=0):
     return args.run_timeout
 
 
+def check_quick_inputs(args):
+    """--quick trains on the built-in corpus and makes no fit check: a data pattern or --gpu-mem it would ignore
+    silently is refused instead."""
+    for flag in ("--train-data", "--val-data", "--gpt2-train-data", "--gpt2-val-data", "--gpu-mem"):
+        if getattr(args, flag[2:].replace("-", "_"), None) is not None:
+            sys.exit(f"{flag}: --quick " + ("makes no fit check (its tiny runs fit any machine)" if flag == "--gpu-mem"
+                                             else "trains on the built-in corpus") +
+                     f" and would ignore it\n---> HINT: drop {flag}, or use --paper")
+
+
 def finish_args(args, table):
     out_dir(args, table)
     check_run_timeout(args)
+    if args.quick:
+        check_quick_inputs(args)
+    elif hasattr(args, "gpu_mem") and args.gpu_mem is None:
+        args.gpu_mem = 80.0
     # the planner's --gpu-mem takes GiB > 0 (0 would mean "no fit check", and a negative one fails every call)
-    if getattr(args, "gpu_mem", 1) <= 0:
+    if getattr(args, "gpu_mem", None) is not None and args.gpu_mem <= 0:
         sys.exit(f"--gpu-mem {args.gpu_mem:g}: must be more than 0 (GiB)")
     if args.steps is not None and args.steps <= 0:  # (0 read as "not given": the default step count ran)
         sys.exit(f"--steps {args.steps}: must be at least 1")
@@ -142,14 +179,75 @@ def finish_args(args, table):
 
 def check_data(runs, args):
     """--paper's runs need their data: C4's patterns for LLaMA's, OpenWebText's (or C4's) for GPT-2's. Said before
-    any run, for the runs of this table only (a GPT-2-only table asked for C4's)."""
-    if args.dry_run or args.quick:
+    any run, for the runs of this table only (a GPT-2-only table asked for C4's). Each pattern given must match a file,
+    and each file's header must be a shard of the tokenizer its trainer reads (check_shards), dry runs too: GPT-2 runs
+    given LLaMA's shards failed only when their turn came, after days of LLaMA runs."""
+    if args.quick:
         return
     for r in runs:
-        if "TRAIN_SHARDS" in r.flags or "VAL_SHARDS" in r.flags:
-            which = ("--gpt2-train-data and --gpt2-val-data (OpenWebText), or --train-data and --val-data"
-                     if r.binary == "train_gpt2" and hasattr(args, "gpt2_train_data") else "--train-data and --val-data")
-            sys.exit(f"--paper: run {r.name} needs {which} (C4 shards for LLaMA), or --dry-run")
+        if r.binary not in SHARD_KIND:
+            continue  # (finetune_roberta reads GLUE files, not shards)
+        for flag in ("--train-data", "--val-data"):
+            if flag not in r.flags:
+                continue
+            pattern = flag_value(r.flags, flag)
+            if pattern in ("TRAIN_SHARDS", "VAL_SHARDS"):
+                if args.dry_run:
+                    continue  # a dry run shows where the patterns go
+                which = ("--gpt2-train-data and --gpt2-val-data (OpenWebText), or --train-data and --val-data"
+                         if r.binary == "train_gpt2" and hasattr(args, "gpt2_train_data") else
+                         "--train-data and --val-data")
+                sys.exit(f"--paper: run {r.name} needs {which} (C4 shards for LLaMA), or --dry-run")
+            check_shards(r, flag, pattern)
+
+
+# the trainers' shard header (data/README.md): 256 little-endian int32; [0] magic, [6] the tokenizer kind
+SHARD_MAGIC, LLAMA3_MAGIC, SHARD_HEADER = 20240520, 20240801, 1024
+TOKENIZER_KIND = {1: "GPT-2 r50k BPE", 2: "SentencePiece"}  # 0: unknown (llm.c's shards), which either trainer reads
+SHARD_KIND = {"train_gpt2": 1, "train_llama": 2}  # the kind each trainer reads (it refuses the other family's)
+_SHARDS = {}  # pattern -> [(file, kind or why it is no shard)]: a pattern read once, however many runs read it
+
+
+def shard_kinds(pattern):
+    """The files the pattern matches (the trainer's glob: sorted, no hidden files), each with its header's tokenizer
+    kind, or a string saying why it is not a shard."""
+    if pattern not in _SHARDS:
+        out = []
+        for path in sorted(glob.glob(pattern)):
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(SHARD_HEADER)
+            except OSError as e:
+                out.append((path, f"cannot be read: {e.strerror}"))
+                continue
+            if len(head) < SHARD_HEADER:
+                out.append((path, f"is shorter than a shard's {SHARD_HEADER}-byte header"))
+                continue
+            words = struct.unpack("<256i", head)
+            out.append((path, "is llm.c's LLaMA-3 shard (uint32 tokens), which the trainers refuse"
+                        if words[0] == LLAMA3_MAGIC else f"has no shard header (magic {words[0]}, not {SHARD_MAGIC})"
+                        if words[0] != SHARD_MAGIC else words[6]))
+        _SHARDS[pattern] = out
+    return _SHARDS[pattern]
+
+
+def check_shards(run, flag, pattern):
+    """One line, before any run, when the pattern matches no file or a file its run's trainer would refuse."""
+    files = shard_kinds(pattern)
+    if not files:
+        sys.exit(f"{flag} {pattern} (run {run.name}): no file matches it\n---> HINT: check the path and quote the "
+                 f"pattern ('c4/train_*.bin') so that the trainer, not the shell, expands it")
+    want = SHARD_KIND[run.binary]
+    for path, kind in files:
+        if isinstance(kind, str):
+            sys.exit(f"{flag} {pattern} (run {run.name}): {path} {kind}")
+        if kind and kind != want:
+            fix = ("give the GPT-2 runs GPT-2 shards: --gpt2-train-data and --gpt2-val-data (./prep_data owt), or "
+                   "leave the GPT-2 models out of --models" if run.binary == "train_gpt2" else
+                   "give the LLaMA runs SentencePiece shards (./prep_data c4)")
+            sys.exit(f"{flag} {pattern}: {path} holds {TOKENIZER_KIND.get(kind, f'tokenizer kind {kind}')} tokens, "
+                     f"and run {run.name} (./{run.binary}) reads {TOKENIZER_KIND[want]} shards only (it would fail "
+                     f"when its turn came)\n---> HINT: {fix}")
 
 
 def data_flags(args, binary):
@@ -228,16 +326,51 @@ def _flag_values(words):
     return out
 
 
+_OWN_OUTPUT = ("each run has its own, which the script sets; one for every run would make the runs write over each "
+               "other (run the trainer yourself for that: --dry-run prints the commands)")
+_CONTINUE = ("the script chooses it per run: a rerun resumes an unfinished run from its checkpoint (DIR/ckpt/<run>), "
+             "keeps a finished one and starts the others over; --restart starts every run over")
+_LABEL = ("the table is labelled with the {what} its runs set; one for every run would put another {what}'s numbers "
+          "under those labels: use {use}, or run the trainer yourself (--dry-run prints the commands)")
+# flags --extra may never give: each run's own outputs and how a rerun continues it (the script owns them), what the
+# table's labels name (--extra would mislabel the table, even where every run sets it alike), and what the script's
+# own flags set and check (the data patterns, checked before any run; the device)
+NOT_EXTRA = {
+    "--log": _OWN_OUTPUT, "--ckpt-dir": _OWN_OUTPUT, "--save": _OWN_OUTPUT, "--dump-path": _OWN_OUTPUT,
+    "--predict": _OWN_OUTPUT,
+    "--ckpt-every": "the script sets it (--paper: about every tenth of a run, at most 1000 steps apart; a Ctrl-C or "
+                    "SIGTERM checkpoints too); change ckpt_every() in scripts/repro/common.py for another interval",
+    "--ckpt-keep": "the script keeps each run's newest checkpoint (--ckpt-keep 1), what a rerun resumes from",
+    "--resume": _CONTINUE, "--overwrite": _CONTINUE,
+    "--model": _LABEL.format(what="model", use="--models (table2, table9, ablation_modes, memory.py)"),
+    "--task": _LABEL.format(what="task", use="--tasks (table5)"),
+    "--init-from": _LABEL.format(what="model", use="--model-dir (table5)"),
+    "--data-dir": _LABEL.format(what="task data", use="--glue-dir (table5)"),
+    "--train-data": "use the script's --train-data (and table2's --gpt2-train-data): it checks the shards before "
+                    "any run",
+    "--val-data": "use the script's --val-data (and table2's --gpt2-val-data): it checks the shards before any run",
+    "--device": "use the script's --device (the table's machine line and memory units follow it)",
+    # (the trainers refuse --eval-only beside --ckpt-dir; a table of the initial weights would not be a result)
+    "--eval-only": "the runs would train nothing, and the table's rows are training runs; evaluate a run's checkpoint "
+                   "yourself: ./train_llama ... --init-from DIR/ckpt/<run>/step_NNNNNNNN --eval-only",
+    "--plan": "the runs would train nothing; --dry-run prints the commands, and the tables' MEM planned is the plan",
+}
+
+
 def check_extra(runs, args):
     """--extra against the flags the table sets itself (the trainer takes the last of a flag given twice, so --extra
-    replaces them in every run). A flag the runs set to different values, or that some set and others leave at the
-    default (--prac, --optimizer, --model; --paper's per-model --lr and --eval-tokens), would become one value for all:
+    replaces them in every run). NOT_EXTRA's flags are refused always (the runs' own outputs, what the labels name:
+    --model, even in a table of one model). A flag the runs set to different values, or that some set and others leave
+    at the default (--prac, --optimizer; --paper's per-model --lr and --eval-tokens), would become one value for all:
     the rows would no longer be what their labels and the table say, so that stops the script with one line. A flag
     every run sets alike (--quick's --lr, --steps) is replaced: the returned notes say so, for the table's markdown."""
     if not args.extra:
         return []
     extra = shlex.split(args.extra)  # (common_tail has refused an unbalanced quote)
     wanted = _flag_values(extra)
+    for name in wanted:
+        if name in NOT_EXTRA:
+            sys.exit(f"--extra {name}: {NOT_EXTRA[name]}")
     own = {r.name: _flag_values(r.flags[:len(r.flags) - len(extra)]) for r in runs}
     default = object()  # a run that does not set the flag
     notes = []
@@ -388,7 +521,19 @@ def read_jsonl(path):
             if not isinstance(rec, dict) or rec.get("eval_only"):
                 continue  # an --eval-only evaluation is of loaded weights, not of a training run
             (evals if rec.get("type") == "eval" else steps).append(rec)
-    return steps, evals
+    return last_of_each_step(steps), last_of_each_step(evals)
+
+
+def last_of_each_step(recs):
+    """A resumed run's log holds the steps (and evaluations) it redid after its checkpoint twice: the second of each,
+    in step order, so that they count once. Records without a step (fine-tuning's memory record) stay as they are."""
+    by_step, other = {}, []
+    for rec in recs:
+        if isinstance(rec.get("step"), (int, float)) and rec.get("type", "step") in ("step", "eval"):
+            by_step[rec["step"]] = rec
+        else:
+            other.append(rec)
+    return other + [by_step[k] for k in sorted(by_step)]
 
 
 def summarize(path):
@@ -400,21 +545,27 @@ def summarize(path):
     # run reads nan, not the mean of its finite steps before the divergence
     vl = math.nan if "val_loss" in final and final["val_loss"] is None else final.get("val_loss")
     timed = steps[1:] if len(steps) > 1 else steps  # the first step carries one-time setup
-    tps = [s["tokens_per_s"] for s in timed if s.get("tokens_per_s")]
-    ms = [s["ms_per_step"] for s in timed if s.get("ms_per_step")]
-    # the steps' tokens over their time: what a long run's duration follows (the mean of per-step rates is higher
-    # whenever some steps are slower)
+    # one aggregation for every timing number: the timed steps' tokens over their time (what a long run's duration
+    # follows; a mean of per-step rates is higher whenever some steps are slower, and contradicted the projection)
     both = [(s["tokens_per_s"], s["ms_per_step"]) for s in timed if s.get("tokens_per_s") and s.get("ms_per_step")]
-    overall = sum(t * m for t, m in both) / sum(m for _, m in both) if both else None
+    ms = sum(m for _, m in both)
     peaks = [s.get("mem_peak_bytes") or 0 for s in steps]
     losses = [s["loss"] if s["loss"] is not None else math.nan for s in steps if "loss" in s]
-    # exp overflows past ~709: inf (a NaN loss compares false and stays nan)
-    ppl = None if vl is None else math.inf if vl >= 700 else math.exp(vl)
-    return dict(steps=len(steps), val_loss=vl, ppl=ppl,
+    return dict(steps=len(steps), val_loss=vl, ppl=ppl_from_loss(vl),
                 train_loss=sum(losses[-10:]) / len(losses[-10:]) if losses else None,
-                tokens_per_s=sum(tps) / len(tps) if tps else None, ms_per_step=sum(ms) / len(ms) if ms else None,
-                tokens_per_s_overall=overall,
+                tokens_per_s=sum(t * m for t, m in both) / ms if both else None,
+                ms_per_step=ms / len(both) if both else None, timed_steps=len(both),
                 mem_peak=max(peaks) if peaks and max(peaks) > 0 else None)
+
+
+def ppl_from_loss(vl):
+    """exp(loss); inf where exp overflows (a loss past ~709.78: a diverged run), nan for nan, None for no loss."""
+    if vl is None:
+        return None
+    try:
+        return math.exp(vl)
+    except OverflowError:
+        return math.inf
 
 
 # ---------------------------------------------------------------- formatting
@@ -430,11 +581,18 @@ def fmt_mem(b, args):
     return f"{b / div:.2f}"
 
 
+# from here on a number is printed in scientific notation: a diverged run's PPL of exp(600) printed 261 digits
+SCIENTIFIC = 1e7
+
+
 def fmt_num(x, fmt="{:.2f}"):
-    """x formatted; "-" for no value; nan / inf for a non-finite one (a diverged run), not "-"."""
+    """x formatted; "-" for no value; nan / inf for a non-finite one (a diverged run), not "-"; in scientific notation
+    from SCIENTIFIC up (1.234e+260, not 261 digits)."""
     if x is None:
         return "-"
-    return fmt.format(x) if math.isfinite(x) else str(x)
+    if not math.isfinite(x):
+        return str(x)
+    return f"{x:.3e}" if abs(x) >= SCIENTIFIC else fmt.format(x)
 
 
 def fmt_delta(x, base):
@@ -474,66 +632,224 @@ def planned_total(run):
 
 # ---------------------------------------------------------------- running
 
+def ckpt_every(run, args):
+    """--ckpt-every of a run: --paper's long pretraining runs checkpoint every tenth of the run, at most 1000 steps
+    apart (on one GPU 1000 of llama-1b's steps are about an hour to redo after a crash); runs under 1000 steps (--quick,
+    table4's timing runs, smoke tests) only at the end and on a stop signal (Ctrl-C, SIGTERM: the trainer checkpoints
+    then too), so that no checkpoint lands among the timed steps; finetune_roberta checkpoints after every epoch."""
+    if not args.paper or run.binary not in SHARD_KIND:
+        return 0
+    steps = int(flag_value(run.flags, "--steps"))
+    return 0 if steps < 1000 else min(1000, steps // 10)
+
+
+def newest_checkpoint(path):
+    """The step of the newest checkpoint in a run's checkpoint directory (the trainer's step_NNNNNNNN folders, renamed
+    into place only when complete), or None."""
+    steps = [int(d[5:]) for d in (os.listdir(path) if os.path.isdir(path) else [])
+             if re.fullmatch(r"step_[0-9]{8}", d)]
+    return max(steps) if steps else None
+
+
+def finished(run, log):
+    """Whether the log is a finished run's: a pretraining run's reached its last step (--steps) and that step's
+    evaluation (the trainer's final one); a fine-tuning run's has its `final` record (written after the last epoch's
+    dev evaluation)."""
+    recs = [rec for rec in records(log) if not rec.get("eval_only")]
+    if run.binary == "finetune_roberta":
+        return any(rec.get("type") == "final" for rec in recs)
+    last = int(flag_value(run.flags, "--steps"))
+    return any(rec.get("type", "step") == "step" and rec.get("step") == last for rec in recs) and \
+        any(rec.get("type") == "eval" and rec.get("step") == last for rec in recs)
+
+
+def run_state(run, args):
+    """What this invocation does with a run, from what an earlier one left in DIR: ("keep", why) for a finished run
+    (not trained again), ("resume", why) for one with a checkpoint, ("start", why) otherwise or with --restart, and
+    ("other", why) when the log or checkpoints there were made by another command (DIR/<run>.cmd differs: other
+    flags, --steps, --extra): resuming or keeping them would put another configuration's numbers in the table."""
+    log = os.path.join(args.out, run.name + ".jsonl")
+    step = newest_checkpoint(ckpt_dir(args.out, run))
+    if args.restart:
+        return "start", "--restart"
+    if not records(log) and step is None:
+        return "start", "no log or checkpoint of it"
+    try:
+        with open(os.path.join(args.out, run.name + ".cmd")) as f:
+            made_by = f.read().strip()
+    except OSError:
+        made_by = None
+    if made_by != shell_line(run.cmd(args.out)):
+        return "other", ("no record of its command" if made_by is None else "made by another command")
+    if finished(run, log):
+        return "keep", "finished in an earlier invocation (its log reached its last step and final evaluation)"
+    if step is not None:
+        return "resume", f"resumed from its checkpoint at step {step}"
+    return "start", "an unfinished log without a checkpoint: started over"
+
+
+def plan_states(runs, args):
+    """Each run's state (run_state); stops before any run, dry runs too, when DIR holds another command's runs."""
+    other = []
+    for r in runs:
+        r.ckpt_every = ckpt_every(r, args)
+        r.state, r.state_why = run_state(r, args)
+        if r.state == "other":
+            other.append(f"{r.name} ({r.state_why})")
+    if other:
+        sys.exit(f"--out {args.out} holds logs or checkpoints of runs made by another command than this one "
+                 f"(<run>.cmd there): {', '.join(other)}; resuming or keeping them would mix configurations\n"
+                 f"---> HINT: rerun the command that made them (its .cmd files) to continue them, add --restart to "
+                 f"start every run over with this one, or use another --out")
+
+
+def run_trainer(cmd, out, timeout):
+    """Runs a trainer at ROOT (stdout and stderr to the open file out); its exit status, 124 when it ran past timeout
+    seconds. A stop signal reaches the trainer as its own (it finishes the step in flight, checkpoints and exits),
+    and the script waits for that: subprocess.run killed it 0.25 s after a Ctrl-C, before its checkpoint."""
+    p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        return p.wait(timeout=timeout or None)
+    except subprocess.TimeoutExpired:
+        print(f"    timed out after {timeout:g} s: stopping it (SIGTERM: it checkpoints)", file=sys.stderr)
+        stop_trainer(p, signal.SIGTERM, grace=120)
+        return 124
+    except (KeyboardInterrupt, Stopped) as e:
+        sig, name = interruption(e)
+        print(f"    {name}: waiting for the trainer to finish its step and write its checkpoint ({name} again, 2 s "
+              f"or more later, ends it at once)", file=sys.stderr, flush=True)
+        # (SIGHUP, which the trainer does not handle, reaches it as SIGTERM)
+        stop_trainer(p, signal.SIGINT if sig == signal.SIGINT else signal.SIGTERM)
+        raise
+
+
+def stop_trainer(p, sig, grace=None):
+    """Sends sig to the trainer (a terminal's Ctrl-C has reached it already: the same signal again within 2 s is one
+    stop to it) and waits for it to exit; kills it after grace seconds, or at a second interruption."""
+    try:
+        if p.poll() is None:
+            p.send_signal(sig)
+        p.wait(timeout=grace)
+    except (KeyboardInterrupt, Stopped, subprocess.TimeoutExpired):
+        p.kill()
+        p.wait()
+
+
+def remove_outputs(runs, args, outputs):
+    """Removes the table and plot of an earlier invocation when this one trains a run: their logs change, and a rerun
+    stopped midway would leave the old table beside them. When every run is kept the table is rewritten at the end."""
+    train = [r for r in runs if r.state != "keep"]
+    if not train:
+        return
+    for name in outputs:
+        path = os.path.join(args.out, name)
+        if os.path.exists(path):
+            os.remove(path)
+            print(f"removed {path} of an earlier invocation: {len(train)} of this invocation's {len(runs)} runs "
+                  f"train, and it is written again from their logs when they have finished", flush=True)
+
+
+def state_notes(runs, args):
+    """The markdown's notes on how this invocation continued an earlier one, and on the runs DIR holds that are not
+    in this table (a --models subset's: the full command tabulates them without training them again)."""
+    notes = []
+    for state, what in (("keep", "kept from an earlier invocation (finished; not trained again)"),
+                        ("resume", "resumed from their checkpoints")):
+        names = [r.name for r in runs if r.state == state]
+        if names:
+            notes.append(f"{what}: {', '.join(names)}")
+    mine = {r.name for r in runs}
+    others = sorted(f[:-len(".cmd")] for f in (os.listdir(args.out) if os.path.isdir(args.out) else [])
+                    if f.endswith(".cmd") and f[:-len(".cmd")] not in mine)
+    if others:
+        notes.append(f"{args.out} also holds {len(others)} run(s) not in this table ({', '.join(others)}): the "
+                     f"command that ran them tabulates them (its finished runs are kept, not trained again)")
+    return notes
+
+
 def run_all(runs, args, outputs=()):
-    """Runs each run (unless --dry-run) into DIR/<run>.out and .jsonl. outputs: the files the script writes from
-    them at the end (its table, its plot), removed first when an earlier invocation left them: a rerun stopped midway
-    would leave the old table beside the new runs' logs. Returns (the devices the runs printed, failed runs)."""
+    """Runs each run (unless --dry-run) into DIR/<run>.out and .jsonl, checkpointing into DIR/ckpt/<run>. A rerun of
+    the same command continues an earlier one: a finished run is kept (not trained again), an unfinished one resumes
+    from its checkpoint (--resume), any other starts over (--overwrite); --restart starts every run over. outputs: the
+    files the script writes from the logs at the end (its table, its plot), removed first when a run trains (see
+    remove_outputs). Returns (the devices the runs printed, failed runs)."""
     devices, failures = [], 0
     check_data(runs, args)
     for binary in sorted({r.binary for r in runs}):
         need_binary(binary)
+    plan_states(runs, args)
     if not args.dry_run:
         make_out(args.out)
-        for name in outputs:
-            path = os.path.join(args.out, name)
-            if os.path.exists(path):
-                os.remove(path)
-                print(f"removed {path} of an earlier invocation (its runs are being replaced)", flush=True)
+        remove_outputs(runs, args, outputs)
     for i, r in enumerate(runs, 1):
         cmd = r.cmd(args.out)
-        print(f"[{i}/{len(runs)}] {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
-        if args.dry_run:
-            continue
-        log = os.path.join(args.out, r.name + ".jsonl")
-        if os.path.exists(log):
-            os.remove(log)  # a fresh run refuses a log with records (and a resumed one appends)
-        t0 = time.time()
-        with open(os.path.join(args.out, r.name + ".out"), "w") as f:
-            try:
-                rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT,
-                                    timeout=args.run_timeout or None).returncode
-            except subprocess.TimeoutExpired:
-                rc = 124
-                print(f"    timed out after {args.run_timeout:g} s", file=sys.stderr)
-            except (KeyboardInterrupt, Stopped) as e:  # (subprocess.run has ended the run: SIGINT reached it, or
-                sig, name = interruption(e)                # it was killed)
-                print(f"interrupted ({name}) during run {i}/{len(runs)} {r.name} after {time.time() - t0:.1f} s: "
-                      f"no table written; its output so far: {os.path.join(args.out, r.name + '.out')}",
-                      file=sys.stderr)
-                sys.exit(128 + sig.value)
-        r.rc = rc
-        r.meta["wall_s"] = time.time() - t0
-        with open(os.path.join(args.out, r.name + ".out")) as f:
+        log, out = os.path.join(args.out, r.name + ".jsonl"), os.path.join(args.out, r.name + ".out")
+        if r.state == "keep":
+            print(f"[{i}/{len(runs)}] {r.name}: kept, {r.state_why}", flush=True)
+            if args.dry_run:
+                continue
+            r.rc, r.result = 0, summarize(log)
+        else:
+            how = ["--resume"] if r.state == "resume" else ["--overwrite"]
+            print(f"[{i}/{len(runs)}] {' '.join(shlex.quote(c) for c in cmd + how)}" +
+                  (f"  # {r.state_why}" if r.state == "resume" else ""), flush=True)
+            if args.dry_run:
+                continue
+            if r.state == "start" and os.path.isdir(ckpt_dir(args.out, r)):
+                shutil.rmtree(ckpt_dir(args.out, r))  # (--restart: this run's own checkpoints, nobody else's)
+            with open(os.path.join(args.out, r.name + ".cmd"), "w") as f:
+                f.write(shell_line(cmd) + "\n")  # what a rerun compares (run_state)
+            rc = train_one(r, cmd + how, i, len(runs), args)
+            if rc != 0:
+                failures += 1
+                print(f"    FAILED (exit {rc}); see {out}", file=sys.stderr)
+            else:
+                print(f"    done in {r.meta['wall_s']:.1f}s{outcome(r.result, log)}", flush=True)
+        d = device_line(out)
+        if d and d not in devices:
+            devices.append(d)
+    return devices, failures
+
+
+def train_one(r, cmd, i, n, args):
+    """Runs one trainer (its output appended to DIR/<run>.out when it resumes); sets r.rc, r.result and
+    r.meta["wall_s"]; returns r.rc. A stop signal ends the script after the trainer's checkpoint, saying how a
+    rerun continues."""
+    log, out = os.path.join(args.out, r.name + ".jsonl"), os.path.join(args.out, r.name + ".out")
+    t0 = time.time()
+    with open(out, "a" if r.state == "resume" else "w") as f:
+        try:
+            rc = run_trainer(cmd, f, args.run_timeout)
+        except (KeyboardInterrupt, Stopped) as e:
+            sig, name = interruption(e)
+            step = newest_checkpoint(ckpt_dir(args.out, r))
+            print(f"interrupted ({name}) during run {i}/{n} {r.name} after {time.time() - t0:.1f} s: no table "
+                  f"written; its output so far: {out}", file=sys.stderr)
+            print("rerun the same command to continue: finished runs are kept, and " +
+                  (f"{r.name} resumes from its checkpoint at step {step}" if step is not None else
+                   f"{r.name} starts over (no checkpoint was written)"), file=sys.stderr)
+            sys.exit(128 + sig.value)
+    r.rc = rc
+    r.meta["wall_s"] = time.time() - t0
+    # a failed run (diverged: the trainer stops before logging the bad step; timed out; killed) gets no numbers:
+    # its log's last ones are from before the failure, and would read as the run's result
+    r.result = summarize(log) if rc == 0 else None
+    if rc == 0 and not any(rec.get("type") == "step" for rec in records(log)):
+        # exit 0 without training (a flag in --extra such as --eval-only or --plan): its numbers, if any, are
+        # of the initial weights, not a result
+        r.rc = "0 but no training step in its log"
+        r.result = None
+    return r.rc
+
+
+def device_line(out):
+    """The machine a run's output names (its first `device:` line), or None."""
+    if os.path.exists(out):
+        with open(out) as f:
             for line in f:
                 if line.startswith("device:"):
-                    d = line[len("device:"):].strip()
-                    if d not in devices:
-                        devices.append(d)
-                    break
-        # a failed run (diverged: the trainer stops before logging the bad step; timed out; killed) gets no numbers:
-        # its log's last ones are from before the failure, and would read as the run's result
-        r.result = summarize(log) if rc == 0 else None
-        if rc == 0 and not any(rec.get("type") == "step" for rec in records(log)):
-            # exit 0 without training (a flag in --extra such as --eval-only or --plan): its numbers, if any, are
-            # of the initial weights, not a result
-            rc = r.rc = "0 but no training step in its log"
-            r.result = None
-        if rc != 0:
-            failures += 1
-            print(f"    FAILED (exit {rc}); see {os.path.join(args.out, r.name + '.out')}", file=sys.stderr)
-        else:
-            print(f"    done in {r.meta['wall_s']:.1f}s{outcome(r.result, log)}", flush=True)
-    return devices, failures
+                    return line[len("device:"):].strip()
+    return None
 
 
 def outcome(result, log):
@@ -620,9 +936,10 @@ def plot_lines(png, note, alt="loss curves"):
     return [f"![{alt}]({os.path.basename(png)})"] + ([f"Plot: {note}."] if note else [])
 
 
-def column_legend(body, args):
+def column_legend(body, args, cpu=False):
     """One line describing the columns the table has (PPL, MEM planned, MEM measured, Δ), and only those: the tables'
-    headers differ (ablation_k has no memory column, ablation_modes no measured one, table4 no PPL)."""
+    headers differ (ablation_k has no memory column, ablation_modes no measured one, table4 no PPL). cpu: the runs ran
+    on the CPU backend, whose measured peak is its plan."""
     lines = body.splitlines()
     header = " ".join(lines[i - 1] for i in range(1, len(lines)) if lines[i].startswith("|---"))  # header rows
     unit, _ = mem_unit(args)
@@ -633,12 +950,20 @@ def column_legend(body, args):
         parts.append(f"MEM planned = the trainer's `--plan --json` total for the run's flags ({unit}; CPU fp32 plans "
                      f"with --device cpu, CUDA bf16 otherwise).")
     if "MEM measured" in header:
-        parts.append("MEM measured = max `mem_peak_bytes` of the backend's allocations in the log.")
+        parts.append("MEM measured = max `mem_peak_bytes` of the backend's allocations in the log" +
+                     (": on the CPU backend (these runs) that is the arena the trainer allocates from the plan, so it "
+                      "equals the CPU fp32 plan by construction (a test checks it), a check of the plan, not an "
+                      "independent measurement; only a GPU run measures a peak." if cpu else "."))
     if "Δ" in header.replace("Δ tokens/s", ""):
         parts.append("Δ = relative to the baseline row's planned memory.")
     if "Δ tokens/s" in header:
         parts.append("Δ tokens/s = relative to the baseline row's tokens/s.")
     return " ".join(parts)
+
+
+def on_cpu(args, devices):
+    """Whether the runs ran on the CPU backend (--device cpu, or the trainers' device lines say so)."""
+    return args.device == "cpu" or any(d.startswith("CPU") for d in devices)
 
 
 def main_flow(args, table, title, runs, build_tables, notes=()):
@@ -647,6 +972,8 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     print(f"# {title}: {len(runs)} runs -> {args.out}" + (" (dry run)" if args.dry_run else ""), flush=True)
     notes = list(notes) + check_extra(runs, args)
     devices, failures = run_all(runs, args, outputs=(table + ".md", table + ".png"))
+    if not args.dry_run:
+        notes += state_notes(runs, args)
     attach_plans(runs, args)
     # a failed planner call: a run's flags the trainer refuses, or a fit check (table2's OOM, table4's micro-batch)
     # that could not be made; the dry run's only check of the runs, so it fails the script there too
@@ -666,7 +993,7 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     lines += ["Commands run:", "", "```sh"]
     lines += [shell_line(r.cmd(args.out)) for r in runs]
     lines += ["```", "", body, ""]
-    legend = column_legend(body, args)
+    legend = column_legend(body, args, cpu=on_cpu(args, devices))
     if legend:
         lines += [legend]
     lines += [f"- {n}" for n in notes]

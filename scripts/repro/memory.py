@@ -116,6 +116,7 @@ def main():
     ap.add_argument("--extra", default="", help="extra trainer flags for the loss runs, one quoted string; write it "
                     "with '=' (--extra=--no-shuffle): argparse takes a separate value that starts with '-' for a flag")
     ap.add_argument("--run-timeout", type=float, default=None, help="seconds before a run is killed (0: never) [0]")
+    C.add_restart(ap)
     ap.add_argument("--dry-run", action="store_true", help="print the planner table and the loss runs' commands, "
                     "write nothing; exit 1 when the planner refuses a loss run's flags")
     args = ap.parse_args()
@@ -155,6 +156,7 @@ def main():
         if C.PLANNER_FAILURES:
             print(f"dry run: {len(C.PLANNER_FAILURES)} planner call(s) failed (the messages above)", file=sys.stderr)
         return 1 if C.PLANNER_FAILURES else 0
+    extra_notes += C.state_notes(runs, args)
     losses = loss_table(runs, args.models.split(","))
     print("\nFinal validation loss:\n\n" + losses)
     png, plot_note = C.plot(runs, args, "memory", "Memory beyond the paper: the loss runs")

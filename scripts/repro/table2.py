@@ -112,15 +112,17 @@ def main():
         rows.append(bs)
         return C.md_table(header, rows)
 
-    notes = ["RSO: our implementation (train/optim_rso.h); its choices where the RSO paper is silent are listed there.",
-             f"OOM: the planner's plan at the paper's micro-batch does not fit {args.gpu_mem:g} GiB with its reserve "
-             f"for the CUDA context (--plan --gpu-mem); trained at half the micro-batch, twice the accumulation. "
-             f"\"OOM even at half batch\": that does not fit either. --paper's MEM planned and Δ are at the paper's "
-             f"micro-batch (B / S) for every row, OOM (planned) rows too; MEM measured is the run's own.",
-             "--paper stores PRAC's projections in bf16 and saves the attention output, as the paper (the trainer's "
-             "defaults, fp8 projections and a recomputed attention output, save more: memory.py).",
-             "Paper (Table 2, A800, eager PyTorch) PRAC Δ: LLaMA-130M -27%, 350M -30%, 1B -36%, GPT-2 124M -20%, "
-             "355M -21%."]
+    notes = ["RSO: our implementation (train/optim_rso.h); its choices where the RSO paper is silent are listed there."]
+    if args.paper:  # (--quick makes no fit check: no row of its can read OOM)
+        notes += [f"OOM: the planner's plan at the paper's micro-batch does not fit {args.gpu_mem:g} GiB with its "
+                  f"reserve for the CUDA context (--plan --gpu-mem); trained at half the micro-batch, twice the "
+                  f"accumulation. \"OOM even at half batch\": that does not fit either. --paper's MEM planned and Δ "
+                  f"are at the paper's micro-batch (B / S) for every row, OOM (planned) rows too; MEM measured is the "
+                  f"run's own."]
+    notes += ["--paper stores PRAC's projections in bf16 and saves the attention output, as the paper (the trainer's "
+              "defaults, fp8 projections and a recomputed attention output, save more: memory.py).",
+              "Paper (Table 2, A800, eager PyTorch) PRAC Δ: LLaMA-130M -27%, 350M -30%, 1B -36%, GPT-2 124M -20%, "
+              "355M -21%."]
     return C.main_flow(args, "table2", "Table 2: pretraining PPL and peak memory", runs, tables, notes)
 
 
