@@ -414,6 +414,12 @@ subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)
 print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$BIN" --task mrpc --init-from "$T/model" --plan --batch-size 4000000)
 [ -n "$rss" ] && [ "$rss" -lt 1000 ] && ok "--plan at B = 4M: $rss MB of host memory" || bad "--plan at B = 4M: '$rss' MB"
 
+# 6b. a --warmup longer than the run is said, with the learning rate it ends at (as the pretraining trainers say it;
+# it ran without a word): 256 examples of 16 make 16 steps, and step 16's rate is 3e-3 * 15 / 1000
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --warmup 1000 2>&1)
+grep -q 'notice: --warmup 1000 is longer than the run.s 16 steps (1 epoch(s) of 16): the learning rate rises the whole run and ends at 4.5e-05, short of --lr 0.003' <<<"$out" \
+  && ok "--warmup beyond the run said" || bad "--warmup beyond the run: $(grep -i warmup <<<"$out" | head -2)"
+
 # 7. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), before any step and
 # with no score printed
 expect_error() {  # description, regex the stderr must match, command...

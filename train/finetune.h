@@ -189,6 +189,12 @@ struct FineTuner {
                    INT_MAX / steps_per_epoch);
         total_steps = steps_per_epoch * opts.epochs;
         opts.steps = total_steps;
+        // not inert, but likely not meant (as the pretraining trainers say it): a warmup longer than the run
+        if (opts.warmup > total_steps)
+            std::printf("notice: --warmup %d is longer than the run's %d steps (%d epoch(s) of %d): the learning rate "
+                        "rises the whole run and ends at %g, short of --lr %g\n", opts.warmup, total_steps,
+                        opts.epochs, steps_per_epoch, linear_schedule(total_steps - 1, total_steps, opts.warmup, opts.lr),
+                        opts.lr);
         opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, model.param_buffer_numel, 0,
                              model.param_buffer_numel);
         init_master_weights(be, *opt, model.params_memory, model.param_buffer_numel);
