@@ -517,7 +517,8 @@ TEST_F(Prep, LineEndingsByteOrderMarksAndUtf16) {
     const std::pair<const char*, std::string> files[] = {{"lf.txt", lf}, {"cr.txt", cr}, {"bom.txt", "\xef\xbb\xbf" + lf},
                                                          {"utf16.txt", "\xff\xfe" + utf16le}, {"utf16le.txt", utf16le},
                                                          {"utf32be.txt", utf32be}, {"utf16.jsonl", "\xff\xfe{"},
-                                                         {"nuls.txt", nul_separated}};
+                                                         {"nuls.txt", nul_separated},
+                                                         {"padded.txt", "a record\n" + std::string(5000, '\0')}};
     for (const auto& [name, bytes] : files) std::ofstream(path(name), std::ios::binary) << bytes;
     auto args = [&](const char* name) {
         return std::vector<std::string>{"--tokenizer", "gpt2", "--doc-sep", "blank", "--input", path(name), "--out",
@@ -541,6 +542,9 @@ TEST_F(Prep, LineEndingsByteOrderMarksAndUtf16) {
     nuls.push_back("--no-val");
     prep_ok(nuls);
     EXPECT_EQ(tokens(path("out_nuls.txt"), "train"), (std::vector<uint16_t>{50256, 312, 188, 3672, 188}));
+    std::vector<std::string> padded = args("padded.txt");  // a record padded with NULs: text, not UTF-32
+    padded.push_back("--no-val");
+    prep_ok(padded);
 }
 
 TEST_F(Prep, BlankLineSeparatedDocuments) {

@@ -38,7 +38,9 @@ float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::
     const bool galore = protocol == "galore";
     const long long batches = galore ? val.steps_per_epoch()
                                      : eval_batches_per_rank(eval_tokens, B, T, ranks, val.steps_per_epoch());
-    const int pad = val.info().layout == SHARD_LAYOUT_ROWS ? val.info().pad_id : -1;  // (flat: no pads)
+    // (flat: no pads; rows: every id equal to the pad id, as GaLore's input_ids != pad counts them, where our loader
+    // pads only a row's tail: a GPT-2 row whose --pad-id is a real id counts its text's copies of it out too)
+    const int pad = val.info().layout == SHARD_LAYOUT_ROWS ? val.info().pad_id : -1;
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
     val.reset();
     double sum = 0;
@@ -68,8 +70,8 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
 // tiktoken's decode shows them. NUL tokens stay (the text is written with its length, not as a C string).
 std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids);
 
-// Generates n tokens after an end-of-text/EOS prompt, sampling from the softmax at temperature 1 with our own
-// generator (seeded), and prints them decoded. No KV cache: each token reruns the forward over the window, which is
+// Generates n tokens after an end-of-text/EOS prompt, sampling from the softmax at temperature 1 with mt19937_64
+// seeded with --seed (its output the C++ standard fixes: one seed, one sample everywhere), and prints them decoded. No KV cache: each token reruns the forward over the window, which is
 // fine for the short samples this is for (a look at what the model learned). A stop signal (`stop` set: SIGINT,
 // SIGTERM) ends it early with the tokens so far; returns that signal, or 0.
 template <class Model>

@@ -108,8 +108,11 @@ static void refuse_utf16_or_32(const std::string& head, const std::string& where
     for (size_t i = 0; i < probe; i++) nuls_at[i % 4] += head[i] == '\0';
     const size_t even = nuls_at[0] + nuls_at[2], odd = nuls_at[1] + nuls_at[3];
     const bool utf16 = units2 >= 4 && 2 * std::max(even, odd) >= units2 && 8 * std::min(even, odd) <= units2;
-    const bool utf32 = units4 >= 2 && (10 * std::min(nuls_at[2], nuls_at[3]) >= 9 * units4 ||   // little-endian
-                                       10 * std::min(nuls_at[0], nuls_at[1]) >= 9 * units4);  // big-endian
+    // (the character's own byte not NUL in most units: a run of NULs, a padded record, is no UTF-32)
+    const bool utf32 = units4 >= 2 && ((10 * std::min(nuls_at[2], nuls_at[3]) >= 9 * units4 &&
+                                        2 * nuls_at[0] <= units4) ||  // little-endian
+                                       (10 * std::min(nuls_at[0], nuls_at[1]) >= 9 * units4 &&
+                                        2 * nuls_at[3] <= units4));  // big-endian
     const bool bom = starts("\xff\xfe", 2) || starts("\xfe\xff", 2) || starts("\0\0\xfe\xff", 4);
     if (bom || utf16 || utf32)
         fail("%s: this looks like UTF-16 or UTF-32 text (%s), not UTF-8\n---> HINT: convert it: iconv -f UTF-16 -t "
