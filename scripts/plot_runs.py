@@ -166,7 +166,7 @@ def finite(x):
 
 def skipped(s):
     """A step whose update the trainer did not apply: "skipped":true (--on-nonfinite skip), or a null (non-finite)
-    gradient norm, which it never applies (it skips the step or stops before logging it)."""
+    gradient norm, which it never applies (it skips the step, or logs it and stops)."""
     return s.get("skipped") is True or ("grad_norm" in s and s["grad_norm"] is None)
 
 

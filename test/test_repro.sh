@@ -155,7 +155,7 @@ out=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --tra
       --val-data "$OUT/c4/val_0.bin" --gpt2-val-data "$OUT/owt/val_0.bin" 2>&1)
 [ "$(grep -c -- "--train-data $OUT/owt/train_0.bin --val-data $OUT/owt/val_0.bin" <<<"$out")" = 4 ] \
   && ok "--gpt2-val-data alone reaches the 4 GPT-2 runs" || bad "--gpt2-val-data alone: $(grep -m1 -- --val-data <<<"$out")"
-# a run that fails (diverges: the trainer stops before logging the bad step) reads "failed", not the numbers its
+# a run that fails (diverges: the trainer logs the bad step, nulls, and stops) reads "failed", not the numbers its
 # log holds from before (a finite PPL with exit 1)
 out=$(python3 scripts/repro/table2.py --quick --models llama-tiny --steps 4 --out "$OUT/div" \
       "--extra=--lr 1e6 --grad-clip 0 --warmup 0 --min-lr-frac 1" 2>&1); rc=$?
@@ -455,6 +455,18 @@ refused "table9.py --steps 3 into an --out of 20-step runs" "holds logs or check
 out=$(python3 scripts/repro/table9.py --quick --dry-run --steps 3 --restart --out "$OUT/table9" 2>&1); rc=$?
 [ "$rc" = 0 ] && [ "$(grep -c -- '--steps 3 .* --overwrite$' <<<"$out")" = 4 ] && ok "--restart: every run starts over (--overwrite)" \
   || { bad "--restart: exit $rc:"; tail -3 <<<"$out"; }
+# the same --out through a symbolic link is the same runs (its .cmd files compared with the paths as written)
+ln -s "$OUT/table2" "$OUT/table2-link"
+out=$(python3 scripts/repro/table2.py --quick --dry-run --out "$OUT/table2-link" 2>&1); rc=$?
+[ "$rc" = 0 ] && [ "$(grep -c ': kept, finished in an earlier invocation' <<<"$out")" = 8 ] \
+  && ok "table2 through a link to its --out: the 8 runs kept" || { bad "table2 through a link: exit $rc:"; tail -3 <<<"$out"; }
+# a run started over that stops before its first record (a refused flag) leaves no earlier finished log beside its
+# command: a rerun of that command starts it, not "keeps" another command's numbers
+python3 scripts/repro/table9.py --quick --restart --extra='--lr -1' --out "$OUT/table9" >"$OUT/t9bad.log" 2>&1
+out=$(python3 scripts/repro/table9.py --quick --dry-run --extra='--lr -1' --out "$OUT/table9" 2>&1); rc=$?
+# (the dry run's planner calls fail on --lr -1 too: its exit is 1)
+! grep -q 'kept, finished' <<<"$out" && [ "$(grep -c -- '--overwrite$' <<<"$out")" = 4 ] \
+  && ok "a restart refused at set-up leaves nothing a rerun keeps" || { bad "restart refused at set-up: exit $rc:"; grep '^\[' <<<"$out"; }
 # honest labels: the CPU backend's "measured" peak is its plan; --quick has no OOM note; table4's one aggregation, one device
 grep -q "equals the CPU fp32 plan by construction" "$OUT/table2/table2.md" && ! grep -q "^- OOM:" "$OUT/table2/table2.md" \
   && ok "table2.md: MEM measured on the CPU backend said to be the plan; no OOM note in --quick" \

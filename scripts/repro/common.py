@@ -418,6 +418,19 @@ def shell_line(cmd):
     return " ".join(shlex.quote("./" + os.path.relpath(c, ROOT) if i == 0 else str(c)) for i, c in enumerate(cmd))
 
 
+def command_key(cmd, out_dir):
+    """The command as DIR/<run>.cmd records it for a rerun to compare: shell_line with DIR written as OUT, so that
+    the same command through another path to DIR (a symlink, a moved checkout) is the same run."""
+    paths = sorted({os.path.abspath(out_dir), os.path.realpath(out_dir)}, key=len, reverse=True)
+
+    def word(w):
+        for p in paths:
+            if w == p or w.startswith(p + os.sep):
+                return "OUT" + w[len(p):]
+        return w
+    return shell_line([cmd[0]] + [word(str(w)) for w in cmd[1:]])
+
+
 def need_binary(binary):
     """The path of ROOT/binary; one line saying how to build it when it is not there."""
     path = os.path.join(ROOT, binary)
@@ -679,7 +692,7 @@ def run_state(run, args):
             made_by = f.read().strip()
     except OSError:
         made_by = None
-    if made_by != shell_line(run.cmd(args.out)):
+    if made_by != command_key(run.cmd(args.out), args.out):
         return "other", ("no record of its command" if made_by is None else "made by another command")
     if finished(run, log):
         return "keep", "finished in an earlier invocation (its log reached its last step and final evaluation)"
@@ -795,10 +808,15 @@ def run_all(runs, args, outputs=()):
                   (f"  # {r.state_why}" if r.state == "resume" else ""), flush=True)
             if args.dry_run:
                 continue
-            if r.state == "start" and os.path.isdir(ckpt_dir(args.out, r)):
-                shutil.rmtree(ckpt_dir(args.out, r))  # (--restart: this run's own checkpoints, nobody else's)
+            if r.state == "start":  # (this run's own files, nobody else's)
+                if os.path.isdir(ckpt_dir(args.out, r)):
+                    shutil.rmtree(ckpt_dir(args.out, r))
+                # the trainer's --overwrite empties the log at its first record: one stopped before that (a set-up
+                # error, Ctrl-C) left another command's finished log beside this command's .cmd, kept by a rerun
+                if os.path.exists(log):
+                    os.remove(log)
             with open(os.path.join(args.out, r.name + ".cmd"), "w") as f:
-                f.write(shell_line(cmd) + "\n")  # what a rerun compares (run_state)
+                f.write(command_key(cmd, args.out) + "\n")  # what a rerun compares (run_state)
             rc = train_one(r, cmd + how, i, len(runs), args)
             if rc != 0:
                 failures += 1
@@ -829,9 +847,13 @@ def train_one(r, cmd, i, n, args):
                   (f"{r.name} resumes from its checkpoint at step {step}" if step is not None else
                    f"{r.name} starts over (no checkpoint was written)"), file=sys.stderr)
             sys.exit(128 + sig.value)
+    if rc != 0 and finished(r, log):  # (as a rerun reads it: kept, finished)
+        print(f"    exit {rc} after its final evaluation (a stop signal or the timeout during its --sample or "
+              f"--save): its log is complete, its numbers count", flush=True)
+        rc = 0
     r.rc = rc
     r.meta["wall_s"] = time.time() - t0
-    # a failed run (diverged: the trainer stops before logging the bad step; timed out; killed) gets no numbers:
+    # a failed run (diverged: the trainer logs the bad step, nulls, and stops; timed out; killed) gets no numbers:
     # its log's last ones are from before the failure, and would read as the run's result
     r.result = summarize(log) if rc == 0 else None
     if rc == 0 and not any(rec.get("type") == "step" for rec in records(log)):
