@@ -271,6 +271,18 @@ static bool tiktoken_encode(const std::vector<std::string>& texts, std::vector<s
     return true;
 }
 
+// tiktoken's ids of `texts` into `expected`, or the test skipped where python3 lacks tiktoken (CI installs it;
+// REQUIRE_TIKTOKEN=1 turns a missing tiktoken into a failure there). A macro: GTEST_SKIP and FAIL return from the test.
+#define TIKTOKEN_IDS_OR_SKIP(texts, expected)                                                  \
+    do {                                                                                       \
+        std::string why_;                                                                      \
+        if (!tiktoken_encode(texts, expected, why_)) {                                         \
+            const char* req_ = getenv("REQUIRE_TIKTOKEN");                                     \
+            if (req_ && std::string(req_) == "1") FAIL() << why_ << " (REQUIRE_TIKTOKEN=1)";   \
+            GTEST_SKIP() << why_;                                                              \
+        }                                                                                      \
+    } while (0)
+
 // Non-Austen edge cases against live tiktoken: Unicode categories at the regex's boundaries, whitespace runs,
 // CRLF, numbers, contractions (case-sensitive in GPT-2's pattern), code, long pieces, random mixtures.
 TEST(Gpt2Tokenizer, MatchesLiveTiktoken) {
@@ -315,13 +327,7 @@ TEST(Gpt2Tokenizer, MatchesLiveTiktoken) {
         texts.push_back(s);
     }
     std::vector<std::vector<uint32_t>> expected;
-    std::string why;
-    if (!tiktoken_encode(texts, expected, why)) {
-        // CI installs tiktoken; REQUIRE_TIKTOKEN=1 turns a missing tiktoken into a failure there.
-        const char* req = getenv("REQUIRE_TIKTOKEN");
-        if (req && std::string(req) == "1") FAIL() << why << " (REQUIRE_TIKTOKEN=1)";
-        GTEST_SKIP() << why;
-    }
+    TIKTOKEN_IDS_OR_SKIP(texts, expected);
     ASSERT_EQ(expected.size(), texts.size());
     auto got = tok().encode_batch(texts, 2);
     for (size_t i = 0; i < texts.size(); i++)
@@ -351,12 +357,7 @@ TEST(Gpt2Tokenizer, MatchesLiveTiktokenOnEveryCodePoint) {
         if (cp < 0xD800 || cp > 0xDFFF) add(cp);
     for (uint32_t cp = 0xE0000; cp < 0xE0200; cp++) add(cp);
     std::vector<std::vector<uint32_t>> expected;
-    std::string why;
-    if (!tiktoken_encode(texts, expected, why)) {
-        const char* req = getenv("REQUIRE_TIKTOKEN");
-        if (req && std::string(req) == "1") FAIL() << why << " (REQUIRE_TIKTOKEN=1)";
-        GTEST_SKIP() << why;
-    }
+    TIKTOKEN_IDS_OR_SKIP(texts, expected);
     ASSERT_EQ(expected.size(), texts.size());
     auto got = tok().encode_batch(texts, 2);
     int differ = 0;

@@ -297,15 +297,21 @@ TEST(TrainerBinary, InitFromProblems) {
     expect_user_error_exit(x, "train_llama", {"is not the model of --init-from", "rope_theta", "500000"});
 }
 
+// 4096 tokens of the GPT-2 fixture model's 96-id vocabulary as a shard at `path`; returns them
+static std::vector<uint16_t> write_v96_shard(const std::string& path) {
+    ShardInfo info;
+    info.vocab_size = 96;
+    std::vector<uint16_t> tokens(4096);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(i * 7 % 96);
+    write_shard(path, tokens, info);
+    return tokens;
+}
+
 // A validation set smaller than --eval-tokens is read once, whole, and said at the start (it was read once without a
 // word, the evaluation's count alone showing it): 4096 tokens give 127 samples of 32 + 1, 31 micro-batches of 4.
 TEST(TrainerBinary, AValidationSetSmallerThanTheEvalTokensIsReadOnceAndSaid) {
     TempDir dir;
-    ShardInfo info;
-    info.vocab_size = 96;  // the fixture model's vocabulary
-    std::vector<uint16_t> tokens(4096);
-    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(i * 7 % 96);
-    write_shard(dir / "v96.bin", tokens, info);
+    const std::vector<uint16_t> tokens = write_v96_shard(dir / "v96.bin");
     RunResult r = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",
                                              "--batch-size", "4", "--eval-only", "--val-data", dir / "v96.bin",
                                              "--eval-tokens", "100000", "--log", dir / "e.jsonl"},
@@ -322,6 +328,8 @@ TEST(TrainerBinary, AValidationSetSmallerThanTheEvalTokensIsReadOnceAndSaid) {
     ASSERT_EQ(enough.rc, 0) << describe(enough);
     EXPECT_FALSE(contains(enough.out, "note: the validation data")) << describe(enough);
     // too small for one micro-batch: the error names --val-data (it read as the training data's)
+    ShardInfo info;
+    info.vocab_size = 96;
     write_shard(dir / "v17.bin", std::vector<uint16_t>(tokens.begin(), tokens.begin() + 17), info);
     RunResult tiny_val = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "16",
                                                     "--batch-size", "2", "--eval-only", "--val-data", dir / "v17.bin"},
@@ -360,11 +368,7 @@ TEST(TrainerBinary, GaloreProtocolCountsNonPadInputs) {
 // "val loss 0.0000 | perplexity 1.000" and exit 0).
 TEST(TrainerBinary, EvalOfNonFiniteWeightsIsAnError) {
     TempDir dir;
-    ShardInfo info;
-    info.vocab_size = 96;  // the fixture model's vocabulary
-    std::vector<uint16_t> tokens(4096);
-    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(i * 7 % 96);
-    write_shard(dir / "v96.bin", tokens, info);
+    const std::vector<uint16_t> tokens = write_v96_shard(dir / "v96.bin");
     // the fixture's weights with the final LayerNorm's scale set to NaN
     std::string bytes = read_bytes(GPT2_FIXTURE + "/model.safetensors");
     {
