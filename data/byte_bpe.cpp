@@ -2,11 +2,13 @@
 #include "data/byte_bpe.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <iterator>  // std::begin, std::end
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -166,15 +168,49 @@ ThreadState& thread_state(const BytePairEncoder& tok) {
 
 // ---- the regex ----
 
+// GPT-2's pattern twice: spelled out by Unicode 16.0 (`code`), and as written (`plain`: PCRE2's own classes, 14%
+// faster on English text), which splits alike wherever no code point of UNICODE_SPLITS_OTHERWISE occurs.
 struct BpeSplitter {
 #if PRAC_HAVE_PCRE2
-    pcre2_code* code = nullptr;
-    bool jit = false;
+    pcre2_code *code = nullptr, *plain = nullptr;
+    bool jit = false, plain_jit = false;
     ~BpeSplitter() {
         if (code) pcre2_code_free(code);
+        if (plain) pcre2_code_free(plain);
     }
 #endif
 };
+
+// Whether valid UTF-8 holds a code point of UNICODE_SPLITS_OTHERWISE. Only the UTF-8 lead bytes of its ranges are
+// decoded (E1, EA, F0: a CJK or Cyrillic text's characters are passed over as bytes).
+static bool splits_otherwise_by_old_tables(const uint8_t* s, size_t n) {
+    static const std::array<bool, 256> leads = [] {
+        auto lead = [](uint32_t cp) {  // (of a code point past U+007F)
+            return cp < 0x800 ? 0xC0 | cp >> 6 : cp < 0x10000 ? 0xE0 | cp >> 12 : 0xF0 | cp >> 18;
+        };
+        std::array<bool, 256> is{};
+        for (const auto& range : UNICODE_SPLITS_OTHERWISE)
+            for (uint32_t b = lead(range[0]); b <= lead(range[1]); b++) is[b] = true;
+        return is;
+    }();
+    for (size_t i = 0; i < n; i++) {
+        if (!leads[s[i]]) continue;  // (never a continuation byte: every range is past U+0800)
+        uint32_t cp;
+        if (s[i] < 0xF0) {
+            cp = (uint32_t)(s[i] & 0x0F) << 12 | (uint32_t)(s[i + 1] & 0x3F) << 6 | (s[i + 2] & 0x3F);
+            i += 2;
+        } else {
+            cp = (uint32_t)(s[i] & 0x07) << 18 | (uint32_t)(s[i + 1] & 0x3F) << 12 |
+                 (uint32_t)(s[i + 2] & 0x3F) << 6 | (s[i + 3] & 0x3F);
+            i += 3;
+        }
+        const auto* end = std::end(UNICODE_SPLITS_OTHERWISE);
+        const auto* r = std::lower_bound(std::begin(UNICODE_SPLITS_OTHERWISE), end, cp,
+                                         [](const uint32_t (&range)[2], uint32_t c) { return range[1] < c; });
+        if (r != end && (*r)[0] <= cp) return true;
+    }
+    return false;
+}
 
 #if PRAC_HAVE_PCRE2
 static std::string pcre2_message(int rc) {
@@ -423,8 +459,14 @@ BytePairEncoder::BytePairEncoder(BpeRanking ranking_, std::vector<std::string> t
     if (!splitter->code)
         throw std::runtime_error("PCRE2 cannot compile GPT-2's pattern at offset " + std::to_string(erroff) + ": " +
                                  pcre2_message(err));
+    splitter->plain = pcre2_compile((PCRE2_SPTR)GPT2_SPLIT_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err,
+                                    &erroff, nullptr);
+    if (!splitter->plain)
+        throw std::runtime_error("PCRE2 cannot compile GPT-2's pattern at offset " + std::to_string(erroff) + ": " +
+                                 pcre2_message(err));
     // JIT is ~10x faster than the interpreter; a PCRE2 built without JIT still works, slower.
     splitter->jit = pcre2_jit_compile(splitter->code, PCRE2_JIT_COMPLETE) == 0;
+    splitter->plain_jit = pcre2_jit_compile(splitter->plain, PCRE2_JIT_COMPLETE) == 0;
     instance_id = next_instance_id.fetch_add(1);
     if (ranking == BpeRanking::PAIR_RANK) {
         // A whole piece may skip the merges only when they would make it one token anyway: keep in the table the
@@ -531,13 +573,16 @@ void BytePairEncoder::encode(std::string_view text, std::vector<uint32_t>& out, 
     }
     const auto* s = (PCRE2_SPTR)text.data();
     const size_t n = text.size();
+    const bool spelled = splits_otherwise_by_old_tables(s, n);
+    pcre2_code* code = spelled ? splitter->code : splitter->plain;
+    const bool jit = spelled ? splitter->jit : splitter->plain_jit;
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(ts.md);
     size_t off = 0;
     while (off < n) {
         // The whole text was validated above; PCRE2's own check would re-validate the rest of the subject on
         // every call, which makes splitting O(n^2).
-        int rc = splitter->jit ? pcre2_jit_match(splitter->code, s, n, off, 0, ts.md, ts.mctx)
-                               : pcre2_match(splitter->code, s, n, off, PCRE2_NO_UTF_CHECK, ts.md, ts.mctx);
+        int rc = jit ? pcre2_jit_match(code, s, n, off, 0, ts.md, ts.mctx)
+                     : pcre2_match(code, s, n, off, PCRE2_NO_UTF_CHECK, ts.md, ts.mctx);
         if (rc == PCRE2_ERROR_NOMATCH) break;  // cannot happen: the pattern matches every character
         if (rc < 0)
             fail("pre-tokenization failed at byte %zu of a %zu-byte text: %s\n"

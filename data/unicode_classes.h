@@ -2,6 +2,7 @@
 // 14.0.0 and 16.0.0, PropList 16.0.0; data/PROVENANCE.md). Do not edit.
 // PCRE2 class items (C strings of a regex) for GPT-2's pre-tokenization pattern, data/byte_bpe.cpp.
 #pragma once
+#include <cstdint>
 
 constexpr const char* UNICODE_CLASSES_VERSION = "16.0.0";   // the version the pattern follows (tiktoken's)
 constexpr const char* UNICODE_CLASSES_BASE = "14.0.0";      // PCRE2's tables these complete
@@ -25,3 +26,18 @@ constexpr const char* UNICODE_NUMBERS_ADDED =
 constexpr const char* UNICODE_WHITE_SPACE =
     "\\x{9}-\\x{D}\\x{20}\\x{85}\\x{A0}\\x{1680}"
     "\\x{2000}-\\x{200A}\\x{2028}-\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
+
+// The code points GPT-2's pattern splits otherwise with 14.0.0's tables than with 16.0.0's: the ones above and U+180E
+// (9393; a text without any splits alike either way)
+constexpr uint32_t UNICODE_SPLITS_OTHERWISE[][2] = {
+    {0x180E, 0x180E}, {0x1C89, 0x1C8A}, {0xA7CB, 0xA7CD}, {0xA7DA, 0xA7DC},
+    {0x105C0, 0x105F3}, {0x10D40, 0x10D65}, {0x10D6F, 0x10D85}, {0x10EC2, 0x10EC4},
+    {0x1123F, 0x11240}, {0x11380, 0x11389}, {0x1138B, 0x1138B}, {0x1138E, 0x1138E},
+    {0x11390, 0x113B5}, {0x113B7, 0x113B7}, {0x113D1, 0x113D1}, {0x113D3, 0x113D3},
+    {0x116D0, 0x116E3}, {0x11BC0, 0x11BE0}, {0x11BF0, 0x11BF9}, {0x11F02, 0x11F02},
+    {0x11F04, 0x11F10}, {0x11F12, 0x11F33}, {0x11F50, 0x11F59}, {0x1342F, 0x1342F},
+    {0x13441, 0x13446}, {0x13460, 0x143FA}, {0x16100, 0x1611D}, {0x16130, 0x16139},
+    {0x16D40, 0x16D6C}, {0x16D70, 0x16D79}, {0x18CFF, 0x18CFF}, {0x1B132, 0x1B132},
+    {0x1B155, 0x1B155}, {0x1CCF0, 0x1CCF9}, {0x1D2C0, 0x1D2D3}, {0x1DF25, 0x1DF2A},
+    {0x1E030, 0x1E06D}, {0x1E4D0, 0x1E4EB}, {0x1E4F0, 0x1E4F9}, {0x1E5D0, 0x1E5ED},
+    {0x1E5F0, 0x1E5FA}, {0x2B739, 0x2B739}, {0x2EBF0, 0x2EE5D}, {0x31350, 0x323AF}};
