@@ -181,6 +181,13 @@ struct BpeSplitter {
 #endif
 };
 
+#if PRAC_HAVE_PCRE2
+static std::string pcre2_message(int rc) {
+    PCRE2_UCHAR buf[256];
+    if (pcre2_get_error_message(rc, buf, sizeof buf) < 0) return format("PCRE2 error %d", rc);
+    return std::string((const char*)buf);
+}
+
 // Whether valid UTF-8 holds a code point of UNICODE_SPLITS_OTHERWISE. Only the UTF-8 lead bytes of its ranges are
 // decoded (E1, EA, F0: a CJK or Cyrillic text's characters are passed over as bytes).
 static bool splits_otherwise_by_old_tables(const uint8_t* s, size_t n) {
@@ -210,13 +217,6 @@ static bool splits_otherwise_by_old_tables(const uint8_t* s, size_t n) {
         if (r != end && (*r)[0] <= cp) return true;
     }
     return false;
-}
-
-#if PRAC_HAVE_PCRE2
-static std::string pcre2_message(int rc) {
-    PCRE2_UCHAR buf[256];
-    if (pcre2_get_error_message(rc, buf, sizeof buf) < 0) return format("PCRE2 error %d", rc);
-    return std::string((const char*)buf);
 }
 
 // Unicode tables of versions UNICODE_CLASSES_BASE to UNICODE_CLASSES_VERSION ("14.0.0" .. "16.0.0"): the
@@ -453,17 +453,16 @@ BytePairEncoder::BytePairEncoder(BpeRanking ranking_, std::vector<std::string> t
     splitter = std::make_unique<BpeSplitter>();
     int err = 0;
     PCRE2_SIZE erroff = 0;
-    const std::string pattern = gpt2_split_pattern_for_pcre2();
-    splitter->code = pcre2_compile((PCRE2_SPTR)pattern.c_str(), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err, &erroff,
-                                   nullptr);
-    if (!splitter->code)
-        throw std::runtime_error("PCRE2 cannot compile GPT-2's pattern at offset " + std::to_string(erroff) + ": " +
-                                 pcre2_message(err));
-    splitter->plain = pcre2_compile((PCRE2_SPTR)GPT2_SPLIT_PATTERN, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err,
-                                    &erroff, nullptr);
-    if (!splitter->plain)
-        throw std::runtime_error("PCRE2 cannot compile GPT-2's pattern at offset " + std::to_string(erroff) + ": " +
-                                 pcre2_message(err));
+    auto compile = [&](const std::string& pattern) {
+        pcre2_code* code = pcre2_compile((PCRE2_SPTR)pattern.c_str(), pattern.size(), PCRE2_UTF | PCRE2_UCP, &err,
+                                         &erroff, nullptr);
+        if (!code)
+            throw std::runtime_error("PCRE2 cannot compile GPT-2's pattern at offset " + std::to_string(erroff) +
+                                     ": " + pcre2_message(err));
+        return code;
+    };
+    splitter->code = compile(gpt2_split_pattern_for_pcre2());
+    splitter->plain = compile(GPT2_SPLIT_PATTERN);
     // JIT is ~10x faster than the interpreter; a PCRE2 built without JIT still works, slower.
     splitter->jit = pcre2_jit_compile(splitter->code, PCRE2_JIT_COMPLETE) == 0;
     splitter->plain_jit = pcre2_jit_compile(splitter->plain, PCRE2_JIT_COMPLETE) == 0;
