@@ -71,9 +71,10 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
 std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids);
 
 // Generates n tokens after an end-of-text/EOS prompt, sampling from the softmax at temperature 1 with mt19937_64
-// seeded with --seed (its output the C++ standard fixes: one seed, one sample everywhere), and prints them decoded. No KV cache: each token reruns the forward over the window, which is
-// fine for the short samples this is for (a look at what the model learned). A stop signal (`stop` set: SIGINT,
-// SIGTERM) ends it early with the tokens so far; returns that signal, or 0.
+// seeded with --seed (its output the C++ standard fixes: one seed, one sample everywhere), and prints them decoded.
+// No KV cache: each token reruns the forward over the window, which is fine for the short samples this is for (a look
+// at what the model learned). A stop signal (`stop` set: SIGINT, SIGTERM) ends it early with the tokens so far;
+// returns that signal, or 0.
 template <class Model>
 int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volatile std::sig_atomic_t& stop,
                  const std::function<void()>& each_token = {}) {
