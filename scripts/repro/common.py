@@ -519,21 +519,12 @@ def flag_value(flags, name):
 # ---------------------------------------------------------------- logs
 
 def read_jsonl(path):
+    """(step records, eval records) of a training log, each step once (last_of_each_step)."""
     steps, evals = [], []
-    if not os.path.exists(path):
-        return steps, evals
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(rec, dict) or rec.get("eval_only"):
-                continue  # an --eval-only evaluation is of loaded weights, not of a training run
-            (evals if rec.get("type") == "eval" else steps).append(rec)
+    for rec in records(path):
+        if rec.get("eval_only"):
+            continue  # an --eval-only evaluation is of loaded weights, not of a training run
+        (evals if rec.get("type") == "eval" else steps).append(rec)
     return last_of_each_step(steps), last_of_each_step(evals)
 
 
