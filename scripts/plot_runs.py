@@ -9,8 +9,9 @@ The PNG has four panels: training loss (optionally smoothed with a running mean)
 evaluation, peak memory of the backend's own allocations, and each step's time (where PRAC's basis refreshes show
 as spikes). The markdown table lists per run: steps, final train loss (mean of the last 10 steps), final
 validation loss and perplexity, tokens/s, peak memory ("-" when no record has it), the median step time and the
-slowest step against it (issue #15's goal: no step above 1.2x the median), the first --skip steps left out of
-tokens/s and those two (start-up: plans, graph builds). tokens/s is the steps' tokens (tokens_per_s x ms_per_step
+slowest step against it (issue #15's goal: no step above 1.2x the median), each process's first step
+("startup":true in the log: a run's first, a resume's first; it carries one-time set-up: allocations, plans, graph
+builds) and the first --skip steps left out of tokens/s and those two. tokens/s is the steps' tokens (tokens_per_s x ms_per_step
 / 1000) over their time, records lacking either left out ("-" when none): a mean of per-step rates would overstate
 it (a slow step weighs by its time). The trainer logs a non-finite loss as null: such a step counts as NaN, so a
 diverged run's train loss reads "nan (N non-finite steps)" (and a null final val loss "nan"), and a line after the
@@ -217,18 +218,24 @@ def glue_line(label, glue):
             (f"{dev_score(best):.4f} ({at(best)})" if best else "-") + f" over {len(glue)} evaluation(s)")
 
 
+def timed_steps(steps, skip):
+    """The step records that timings count: those after the first `skip`, less each process's first step
+    ("startup":true: a run's first, a resume's first), which carries one-time set-up."""
+    return [s for s in steps[skip:] if not s.get("startup")]
+
+
 def throughput(steps, skip):
-    """tokens/s over the step records after the first `skip`: their tokens (tokens_per_s x ms_per_step / 1000) over
-    their time, so a slow step weighs by its time (a mean of per-step rates overstates it); None without both."""
-    timed = [(s["tokens_per_s"], s["ms_per_step"]) for s in steps[skip:]
+    """tokens/s over the timed steps: their tokens (tokens_per_s x ms_per_step / 1000) over their time, so a slow
+    step weighs by its time (a mean of per-step rates overstates it); None without both."""
+    timed = [(s["tokens_per_s"], s["ms_per_step"]) for s in timed_steps(steps, skip)
              if s.get("tokens_per_s") is not None and s.get("ms_per_step") is not None]
     ms = sum(t for _, t in timed)
     return sum(r * t for r, t in timed) / ms if ms > 0 else None
 
 
 def step_times(steps, skip):
-    """(median ms, slowest ms, its step) over the step records after the first `skip`; None without times."""
-    timed = [(s["ms_per_step"], s["step"]) for s in steps[skip:] if s.get("ms_per_step") is not None]
+    """(median ms, slowest ms, its step) over the timed steps; None without times."""
+    timed = [(s["ms_per_step"], s["step"]) for s in timed_steps(steps, skip) if s.get("ms_per_step") is not None]
     if not timed:
         return None
     ms = sorted(t for t, _ in timed)
@@ -245,7 +252,8 @@ def main():
     ap.add_argument("--out", default="runs.png", help="output PNG")
     ap.add_argument("--smooth", type=int, default=1, help="running mean over this many steps for the loss curve")
     ap.add_argument("--title", default="")
-    ap.add_argument("--skip", type=int, default=0, help="leading steps left out of tokens/s and the step times")
+    ap.add_argument("--skip", type=int, default=0, help="leading steps left out of tokens/s and the step times "
+                    "(besides each process's first, \"startup\":true, always left out)")
     ap.add_argument("--no-plot", action="store_true", help="print the table only (no matplotlib needed)")
     args = ap.parse_args()
     if args.skip < 0:

@@ -152,6 +152,15 @@ grep -q '^| tps | 4 | 5.0000 | - | - | 182 |' <<<"$out" && ok "tokens/s: --skip 
 out=$(python3 scripts/plot_runs.py --no-plot --skip 4 "$W/tps.jsonl" 2>&1)
 grep -q '^| tps | 4 | 5.0000 | - | - | - |' <<<"$out" && ok "tokens/s: no timed step after --skip: '-'" \
   || bad "tokens/s --skip 4: $(grep '^| tps' <<<"$out")"
+# each process's first step ("startup":true: a run's, here 1 s, and a resume's, here 5 s) is left out of tokens/s and
+# the step times as --skip's are: steps 2 and 4, 20 tokens in 20 ms (with them: 40 tokens in 6.02 s = 7)
+{ echo '{"type":"step","step":1,"loss":5.0,"tokens_per_s":10,"ms_per_step":1000,"startup":true}'
+  echo '{"type":"step","step":2,"loss":5.0,"tokens_per_s":1000,"ms_per_step":10}'
+  echo '{"type":"step","step":3,"loss":5.0,"tokens_per_s":2,"ms_per_step":5000,"startup":true}'
+  echo '{"type":"step","step":4,"loss":5.0,"tokens_per_s":1000,"ms_per_step":10}'; } >"$W/startup.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/startup.jsonl" 2>&1)
+grep -q "^| startup | 4 | 5.0000 | - | - | 1000 | - | 10.00 | 10.00 ms at step 4 (1.00x) |" <<<"$out" \
+  && ok "startup steps left out of tokens/s (1000) and the step times" || bad "startup steps: $(grep '^| startup' <<<"$out")"
 # no record with memory data: "-", not 0.0
 printf '{"type":"step","step":%d,"loss":5.0,"ms_per_step":10}\n' 1 2 3 >"$W/nomem.jsonl"
 out=$(python3 scripts/plot_runs.py --no-plot "$W/nomem.jsonl" 2>&1)

@@ -150,6 +150,16 @@ s = C.summarize(sys.argv[1]); print(s["steps"], round(s["tokens_per_s"], 1), C.f
       "$OUT/timing.jsonl" 2>&1)
 [ "$got" = "3 181.8 3.773e+260 inf" ] && ok "summarize: tokens over time (181.8, not the mean rate 550), a replayed step once, PPL 3.773e+260, inf past exp's range" \
   || bad "summarize: '$got', want '3 181.8 3.773e+260 inf'"
+# a resumed process's first step ("startup":true: its set-up, here 5 s) is left out of the timings as the run's first
+# is: steps 2 and 4, 200 tokens in 0.2 s (with it: 250 tokens in 5.2 s, 48)
+{ printf '{"type":"step","step":1,"loss":5,"tokens_per_s":1,"ms_per_step":1000,"startup":true}\n'
+  printf '{"type":"step","step":%d,"loss":5,"tokens_per_s":%s,"ms_per_step":%s}\n' 2 1000 100 3 100 1000
+  printf '{"type":"step","step":3,"loss":5,"tokens_per_s":10,"ms_per_step":5000,"startup":true}\n'
+  printf '{"type":"step","step":4,"loss":5,"tokens_per_s":1000,"ms_per_step":100}\n'; } >"$OUT/resumed_timing.jsonl"
+got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C
+s = C.summarize(sys.argv[1]); print(s["steps"], s["timed_steps"], round(s["tokens_per_s"], 1))' "$OUT/resumed_timing.jsonl" 2>&1)
+[ "$got" = "4 2 1000.0" ] && ok "summarize: a resumed process's first step is left out of the timings (1000 tokens/s)" \
+  || bad "summarize of a resumed log: '$got', want '4 2 1000.0'"
 # OpenWebText's validation shards alone reach the GPT-2 runs (they took C4's unless --gpt2-train-data was given)
 out=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --train-data "$OUT/owt/train_0.bin" \
       --val-data "$OUT/c4/val_0.bin" --gpt2-val-data "$OUT/owt/val_0.bin" 2>&1)

@@ -1271,6 +1271,16 @@ TEST(TrainerResume, ARunCanBeExtended) {
         for (const char* key : {"loss", "grad_norm", "lr"})
             EXPECT_EQ(sa[s][key].dump(), sb[s][key].dump()) << "step " << s << " " << key;
     expect_same_checkpoint(dir, "a", "b", 10);
+    // each process's first step record says it carries that process's start-up ("startup":true), which timing
+    // summaries leave out: b's three processes began at steps 1, 7 (resumed after 6) and 9 (resumed after 8)
+    auto startups = [](const TrainRun& t) {
+        std::vector<int> at;
+        for (const json& j : t.steps)
+            if (j.contains("startup")) at.push_back(j["startup"] == true ? j["step"].get<int>() : -1);
+        return at;
+    };
+    EXPECT_EQ(startups(la), (std::vector<int>{1, 7}));
+    EXPECT_EQ(startups(lb), (std::vector<int>{1, 7, 9}));
     // warmup 0; steps 1..6 on the 6-step cosine, 7..10 on the 10-step one
     auto cosine = [&](int step0, int total) {
         return lr * min_frac + 0.5 * (1 + std::cos(M_PI * step0 / total)) * (lr - lr * min_frac);

@@ -48,6 +48,9 @@ struct MetricsLog {
     // first record (a run refused before it leaves the log as it was)
     off_t tail_at = -1;
     bool tail_is_record = false;  // a whole record without its newline (it gets one), else one cut short (dropped)
+    // The first step record this process writes gets "startup":true: that step carries the process's one-time setup
+    // (allocations, library plans, a first refresh), a resume's first step too, so timing summaries leave it out
+    bool step_written = false;
     MetricsLog(const std::string& path, bool start_over) : path(path), truncate_first(start_over) {
         if (path.empty()) return;
         std::error_code ec;  // its directory is made, as --save's and --ckpt-dir's are
@@ -115,9 +118,11 @@ struct MetricsLog {
     void step(int step, float loss, float lr, float grad_norm, double tokens_per_s, double ms, size_t mem_bytes,
               bool skipped = false) {
         write_line(format("{\"type\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
-                          "\"tokens_per_s\":%s,\"ms_per_step\":%s,\"mem_peak_bytes\":%zu%s}",
+                          "\"tokens_per_s\":%s,\"ms_per_step\":%s,\"mem_peak_bytes\":%zu%s%s}",
                           step, num(loss).c_str(), num(lr).c_str(), num(grad_norm).c_str(),
-                          num(tokens_per_s).c_str(), num(ms).c_str(), mem_bytes, skipped ? ",\"skipped\":true" : ""));
+                          num(tokens_per_s).c_str(), num(ms).c_str(), mem_bytes, skipped ? ",\"skipped\":true" : "",
+                          step_written ? "" : ",\"startup\":true"));
+        step_written = true;
     }
     // eval_only: --eval-only's evaluation of loaded weights (step 0 of no training; plot_runs.py keeps it off the
     // curves of a training log it is appended to)

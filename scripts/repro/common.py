@@ -548,7 +548,8 @@ def summarize(path):
     # the trainer writes a non-finite number as null (train/metrics_log.h): a null loss is NaN here, so a diverged
     # run reads nan, not the mean of its finite steps before the divergence
     vl = math.nan if "val_loss" in final and final["val_loss"] is None else final.get("val_loss")
-    timed = steps[1:] if len(steps) > 1 else steps  # the first step carries one-time setup
+    # the first step, and each resumed process's first ("startup":true), carry one-time setup
+    timed = [s for s in steps[1:] if not s.get("startup")] or steps
     # one aggregation for every timing number: the timed steps' tokens over their time (what a long run's duration
     # follows; a mean of per-step rates is higher whenever some steps are slower, and contradicted the projection)
     both = [(s["tokens_per_s"], s["ms_per_step"]) for s in timed if s.get("tokens_per_s") and s.get("ms_per_step")]

@@ -89,8 +89,8 @@ def main():
              "the runs ran on (divide by the devices of a data-parallel run for a comparison, which ignores "
              "their communication).",
              "tokens/s, Δ tokens/s and the projected time use one aggregation: the tokens of the steps after the "
-             "first (which carries one-time setup) over their time, slow steps (PRAC's refreshes) included; ms/step "
-             "is the mean time of those steps (one optimizer step of one micro-batch). On a shared or loaded machine "
+             "first (a resumed process's first left out too: they carry one-time setup) over their time, slow "
+             "steps (PRAC's refreshes) included; ms/step is the mean time of those steps (one optimizer step of one micro-batch). On a shared or loaded machine "
              "(and in --quick) the timings are noise."]
     return C.main_flow(args, "table4", "Table 4: training time and memory", runs, tables, notes)
 
