@@ -111,8 +111,9 @@ clean:
 help:
 	@echo "PRAC trainer (GPT-2 / LLaMA with PRAC activation compression)"
 	@echo ""
-	@echo "  make              configure into $(BUILD_DIR)/ and build (train_gpt2, train_llama, finetune_roberta,"
+	@echo "  make, make build  configure into $(BUILD_DIR)/ and build (train_gpt2, train_llama, finetune_roberta,"
 	@echo "                    prac_analyze and prep_data at the repo root; benchmarks in $(BUILD_DIR)/tools/)"
+	@echo "  make configure    install what is missing and configure $(BUILD_DIR)/ (no build)"
 	@echo "  make test         build, then ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(NPROC)"
 	@echo "  make train        build, then $(TRAIN_BIN) \$$(TRAIN_ARGS)"
 	@echo "  make train_gpt2   build one binary (likewise train_llama)"
@@ -128,5 +129,6 @@ help:
 	@echo "  INSTALL_DEPS=0    skip scripts/install_deps.sh (run before configuring: installs missing apt/pip packages)"
 	@echo "  TRAIN_ARGS=...    arguments of make train; default with a GPU: $(TRAIN_ARGS_GPU)"
 	@echo "                    and without one: $(TRAIN_ARGS_CPU)"
+	@echo "  BUILD_DIR=...     the build directory (default build)"
 	@echo ""
 	@echo "cmake arguments in use: $$PRAC_CMAKE_ARGS"
