@@ -1635,6 +1635,8 @@ TEST(TrainerBinary, FlagsNoticedAsUnusedChangeNothing) {
          {"--prac", "pac", "--prac-linear-ranks", "8,8", "--prac-k-mult", "2", "--prac-t2", "2"}},
         {{"--prac", "rac"}, {"--prac", "rac", "--prac-refresh", "exact", "--prac-t1", "2"}},
         {{}, {"--galore-rank", "8", "--muon-momentum", "0.5", "--rso-rank", "4"}},
+        {{"--optimizer", "rso", "--rso-rank", "4", "--rso-gap", "1"},
+         {"--optimizer", "rso", "--rso-rank", "4", "--rso-gap", "1", "--rso-prox", "0.5"}},
         {{"--prac", "prac", "--prac-classes", "linear"},
          {"--prac", "prac", "--prac-classes", "linear", "--prac-nonlinear", "0.9,0.9", "--prac-nonlinear-ranks",
           "8,8"}},

@@ -482,6 +482,10 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
     EXPECT_EQ(unused_flags_notice(parse({"--zero", "1", "--overlap-comm", "0"}), 1),
               "notice: --overlap-comm changes nothing in this run: one rank has no gradients to average\n");
     EXPECT_EQ(unused_flags_notice(parse({"--zero", "1", "--overlap-comm", "0"}), 2), "");
+    EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "rso", "--rso-gap", "1", "--rso-prox", "0.5"}), 1),
+              "notice: --rso-prox changes nothing in this run: with --rso-gap 1 every subproblem takes one step from "
+              "B = 0, where the proximal term's gradient C·B is zero\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "rso", "--rso-gap", "2", "--rso-prox", "0.5"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "galore", "--galore-rank", "8"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "3"}), 1), "");
     // --eval-only trains nothing: its training flags (and PRAC's, an optimizer's) were accepted with no word

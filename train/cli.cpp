@@ -669,6 +669,10 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         if (o.optimizer != opt)
             notice(given(format("--%s-", opt).c_str()),
                    format("the optimizer is %s, not %s", o.optimizer.c_str(), opt));
+    // RSO's proximal term adds C·B to each subproblem's gradient, and with one step per subproblem B is always 0
+    if (o.optimizer == "rso" && o.rso_gap == 1)
+        notice(given_of({"--rso-prox"}), "with --rso-gap 1 every subproblem takes one step from B = 0, where the "
+               "proximal term's gradient C·B is zero");
     if (ranks == 1 && !o.plan && o.prac != "none")  // (without PRAC it is named above)
         notice(given("--prac-shared-subspace"), "one rank has no other subspace to share");
     // (not --zero: a one-rank checkpoint records it, and a ZeRO-1 checkpoint resumes only on as many ranks)
