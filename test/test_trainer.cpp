@@ -227,6 +227,36 @@ TEST(TrainerBinary, TokenIdsBeyondModelVocab) {
     EXPECT_FALSE(contains(v.out, "step ")) << describe(v);
 }
 
+// A model with fewer ids than the tokenizer that --save would export (or --sample decode with) beside it is refused
+// before training: shards that record no tokenizer (llm.c's) under a 96-id GPT-2 config saved r50k's 50257 ids as
+// its tokenizer (bos/eos 50256, past the vocabulary) with exit 0; a given --spm-model of 8000 pieces likewise
+TEST(TrainerBinary, ATokenizerLargerThanTheModelIsNotExportedAsItsOwn) {
+    TempDir dir;
+    ShardInfo info;  // vocab 0 = unknown, like llm.c's files
+    std::vector<uint16_t> tokens(4096);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(i * 7 % 96);
+    write_shard(dir / "ids.bin", tokens, info);
+    for (const char* program : {"train_gpt2", "train_llama"}) {
+        const bool gpt2 = std::string(program) == "train_gpt2";
+        std::vector<std::string> a = {"--model", ROOT + "/test/fixtures/" + (gpt2 ? "gpt2_tiny" : "llama_tiny") +
+                                      "/config.json", "--seq-len", "16", "--batch-size", "2", "--steps", "2",
+                                      "--eval-tokens", "64", "--train-data", dir / "ids.bin", "--val-data",
+                                      dir / "ids.bin"};
+        if (!gpt2) a.insert(a.end(), {"--spm-model", BUILTIN + "/austen_spm8k.model"});
+        for (const std::vector<std::string>& use : {std::vector<std::string>{"--save", dir / "out"}, {"--sample", "4"}}) {
+            std::vector<std::string> b = a;
+            b.insert(b.end(), use.begin(), use.end());
+            RunResult r = run_trainer(program, b, dir, 120);
+            expect_user_error_exit(r, program, {use[0] + " needs the model's tokenizer", gpt2 ? "50257 ids" : "8000 ids",
+                                                "more than the model's vocab_size 96"});
+            EXPECT_FALSE(contains(r.out, "step ")) << describe(r);
+        }
+        EXPECT_FALSE(fs::exists(dir / "out"));
+        RunResult plain = run_trainer(program, a, dir, 120);  // without them the shards train
+        EXPECT_EQ(plain.rc, 0) << describe(plain);
+    }
+}
+
 TEST(TrainerBinary, InitFromProblems) {
     TempDir dir;
     RunResult r = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/files.h"  // dir_of
+#include "data/gpt2_tokenizer.h"  // GPT2_NUM_RANKS
 #include "data/spm_tokenizer.h"  // SpmTokenizer: a given --spm-model is loaded before the run
 #include "data/tokenizer_id.h"
 
@@ -55,11 +56,22 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
     const char* what = opts.sample > 0 && !opts.save.empty() ? "--sample and --save need"
                        : opts.sample > 0                    ? "--sample needs"
                                                             : "--save needs";
+    // A tokenizer with more ids than the model has embedding rows is not the model's: --save exported it beside
+    // the weights (text encoding to ids with no row, a bos/eos id past the vocabulary) and --sample decoded with it
+    auto check_fits = [&](int ids, const std::string& file) {
+        if (ids > model_vocab)
+            fail("%s the model's tokenizer, and %s has %d ids, more than the model's vocab_size %d: it is not the "
+                 "tokenizer of this model\n---> HINT: drop --sample and --save (--ckpt-dir keeps the weights), or "
+                 "train a model whose vocab_size is at least %d on shards that tokenizer made",
+                 what, file.c_str(), ids, model_vocab, ids);
+    };
     if (gpt2) {
         CHECK_USER(opts.spm_model.empty(), "--spm-model is for SentencePiece (LLaMA) data; %s decodes with GPT-2's "
                    "tokenizer", program);
-        if (!needs || st.hash == 0) return;  // llm.c's GPT-2 shards say nothing: they are r50k
+        if (!needs) return;
         std::string ranks = gpt2_ranks_file(data_dir);
+        check_fits(GPT2_NUM_RANKS + 1, ranks);  // the mergeable ranks and <|endoftext|>
+        if (st.hash == 0) return;  // llm.c's GPT-2 shards say nothing: they are r50k
         uint64_t have = tokenizer_file_hash(ranks);
         if (have != st.hash)
             fail("%s the tokenizer that made the shards, and %s was made with GPT-2 ranks %s (SHA-256 %s...), not "
@@ -77,12 +89,11 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
              "given to prep_data; prep_data keeps a copy next to the shards, PREFIX_tokenizer.model), or tokenize "
              "the text again with prep_data --spm-model FILE / --spm-vocab N",
              what, why.c_str());
-    if (st.hash == 0) {
-        // the shards vouch for nothing: a file that is no SentencePiece model would stop --save after the training,
-        // and leave --sample printing ids, so it is loaded now
-        if (needs) SpmTokenizer{found};  // (its error names the file and what is wrong with it)
+    // loaded now: where the shards vouch for nothing, a file that is no SentencePiece model would stop --save after
+    // the training and leave --sample printing ids (its error names the file and what is wrong with it)
+    if (needs) check_fits(SpmTokenizer{found}.vocab_size(), found);
+    if (st.hash == 0)
         std::printf("note: %s does not record its tokenizer; decoding with --spm-model %s as given\n",
                     st.first_file.c_str(), found.c_str());
-    }
     opts.spm_model = found;
 }
