@@ -62,6 +62,15 @@ void hf_load(const std::string& path, const std::vector<HFTensor>& map, const st
             for (int r = 0; r < t.rows; r++)
                 for (int c = 0; c < t.cols; c++) dst[(size_t)r * t.cols + c] = tmp[(size_t)c * t.rows + r];
         }
+        // a NaN or Inf weight makes every output NaN: said here, not as a diverged first step or a NaN score
+        const float* stored = t.transposed ? tmp.data() : dst;  // in the file's order, as the index says
+        size_t bad = 0, first = 0;
+        for (size_t i = n; i-- > 0;)
+            if (!std::isfinite(stored[i])) bad++, first = i;
+        if (bad)
+            fail("%s: tensor \"%s\" holds %zu non-finite values (NaN or Inf), the first at element %zu of %zu\n"
+                 "---> HINT: the weights are broken (a diverged run's? a bad conversion?): take an earlier "
+                 "checkpoint", path.c_str(), t.name.c_str(), bad, first, n);
     }
     for (const std::string& name : file.names()) {
         if (mapped.count(name)) continue;

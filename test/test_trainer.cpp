@@ -272,14 +272,31 @@ TEST(TrainerBinary, InitFromProblems) {
                                               "--init-from", dir.path}, dir, 120);
     expect_user_error_exit(s2, "train_gpt2", {"sharded checkpoint", "max_shard_size"});
     fs::remove(dir / "model.safetensors.index.json");
-    // a checkpoint of another size (the fixture: V 96, C 32) for gpt2-tiny (V 50257, C 64): its directory's
-    // config.json says so before any tensor is read; a bare .safetensors file meets the loader's shape check
-    RunResult t = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
-                                             "--init-from", GPT2_FIXTURE}, dir, 120);
-    expect_user_error_exit(t, "train_gpt2", {"--model gpt2-tiny is not the model of --init-from", "width gpt2-tiny 64, ",
-                                             "32", "vocabulary gpt2-tiny 50257", "HINT: drop --model"});
+    // PyTorch's format alone: the hint says to convert it
+    write_bytes(dir / "pytorch_model.bin", "PK");
+    RunResult s3 = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
+                                              "--init-from", dir.path}, dir, 120);
+    expect_user_error_exit(s3, "train_gpt2", {"cannot open", "pytorch_model.bin", "safe_serialization=True"});
+    fs::remove(dir / "pytorch_model.bin");
+    // a config.json is not weights (it was read as a safetensors file: "header length ... does not fit")
+    RunResult s4 = run_trainer("train_gpt2", {"--seq-len", "32", "--eval-only", "--init-from",
+                                              GPT2_FIXTURE + "/config.json"}, dir, 120);
+    expect_user_error_exit(s4, "train_gpt2", {"is a JSON file, not weights", "--init-from DIR"});
+    // a checkpoint of another size (the fixture: V 96, C 32) for gpt2-tiny (V 50257, C 64): the config.json beside
+    // its weights says so before any tensor is read, whether --init-from names the directory or the weights file;
+    // weights without a config.json meet the loader's shape check
+    for (const std::string init : {GPT2_FIXTURE, GPT2_FIXTURE + "/model.safetensors"}) {
+        RunResult t = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
+                                                 "--init-from", init}, dir, 120);
+        expect_user_error_exit(t, "train_gpt2", {"--model gpt2-tiny is not the model of --init-from",
+                                                 "width gpt2-tiny 64, ", "32", "vocabulary gpt2-tiny 50257",
+                                                 "HINT: drop --model"});
+    }
+    TempDir bare;  // the fixtures' weights without their config.json
+    fs::copy_file(GPT2_FIXTURE + "/model.safetensors", bare / "gpt2.safetensors");
+    fs::copy_file(LLAMA_FIXTURE + "/model.safetensors", bare / "llama.safetensors");
     RunResult t2 = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
-                                              "--init-from", GPT2_FIXTURE + "/model.safetensors"}, dir, 120);
+                                              "--init-from", bare / "gpt2.safetensors"}, dir, 120);
     expect_user_error_exit(t2, "train_gpt2", {"transformer.wte.weight", "[96, 32]", "[50257, 64]", "--model"});
     // the fixture models have a 96-token vocabulary: validation shards for them
     ShardInfo info;
@@ -290,8 +307,7 @@ TEST(TrainerBinary, InitFromProblems) {
     // a config with one layer more than the checkpoint
     std::string cfg3 = derived_config(dir, GPT2_FIXTURE, {{"n_layer", 3}});
     RunResult u = run_trainer("train_gpt2", {"--model", cfg3, "--seq-len", "32", "--eval-only", "--val-data",
-                                             dir / "v96.bin", "--init-from", GPT2_FIXTURE + "/model.safetensors"},
-                              dir, 120);
+                                             dir / "v96.bin", "--init-from", bare / "gpt2.safetensors"}, dir, 120);
     expect_user_error_exit(u, "train_gpt2", {"transformer.h.2.", "missing"});
     // a LLaMA checkpoint for GPT-2: its config.json is no GPT-2 config; its bare weights miss GPT-2's tensors
     RunResult v = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",
@@ -300,10 +316,14 @@ TEST(TrainerBinary, InitFromProblems) {
     expect_user_error_exit(v, "train_gpt2", {"model_type is \"llama\"", "train_llama"});
     RunResult v2 = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",
                                               "--eval-only", "--val-data", dir / "v96.bin", "--init-from",
-                                              LLAMA_FIXTURE + "/model.safetensors"}, dir, 120);
+                                              bare / "llama.safetensors"}, dir, 120);
     expect_user_error_exit(v2, "train_gpt2", {"transformer.wte.weight", "missing"});
     // and the matching pair works (the fixture's own config and weights), as does the directory alone: its
     // config.json is the model
+    auto val_loss = [](const RunResult& r) {
+        size_t at = r.out.find("val loss ");
+        return at == std::string::npos ? std::string("(none)") : r.out.substr(at, 15);
+    };
     RunResult w = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",
                                              "--eval-only", "--val-data", dir / "v96.bin", "--init-from",
                                              GPT2_FIXTURE}, dir, 120);
@@ -311,10 +331,10 @@ TEST(TrainerBinary, InitFromProblems) {
     RunResult w2 = run_trainer("train_gpt2", {"--seq-len", "32", "--eval-only", "--val-data", dir / "v96.bin",
                                               "--init-from", GPT2_FIXTURE}, dir, 120);
     EXPECT_EQ(w2.rc, 0) << describe(w2);
-    auto val_loss = [](const RunResult& r) {
-        size_t at = r.out.find("val loss ");
-        return at == std::string::npos ? std::string("(none)") : r.out.substr(at, 15);
-    };
+    RunResult w3 = run_trainer("train_gpt2", {"--seq-len", "32", "--eval-only", "--val-data", dir / "v96.bin",
+                                              "--init-from", GPT2_FIXTURE + "/model.safetensors"}, dir, 120);
+    EXPECT_EQ(w3.rc, 0) << describe(w3);
+    EXPECT_EQ(val_loss(w3), val_loss(w)) << describe(w3);
     EXPECT_EQ(val_loss(w2), val_loss(w)) << describe(w2);
     EXPECT_NE(val_loss(w), "(none)") << describe(w);
     // LLaMA: a --model that differs from the directory's config only in rope_theta (the weights fit both: it was

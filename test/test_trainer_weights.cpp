@@ -105,6 +105,30 @@ TEST(TrainerWeights, WrongShape) {
                       "has shape [88, 32]", "needs [96, 32]");
 }
 
+// A NaN or Inf weight is refused at the load, naming the tensor and the first element in the file's order (a NaN in
+// --init-from's weights read as a diverged first step: "lower --lr"); a Conv1D weight is stored transposed
+TEST(TrainerWeights, NonFiniteWeightsAreRefusedAtTheLoad) {
+    TempDir dir;
+    CpuBackend be;
+    const std::string c_attn = "transformer.h.1.attn.c_attn.weight";
+    for (const std::string name : {std::string("transformer.ln_f.bias"), c_attn}) {
+        std::vector<HostTensor> t = read_all(GPT2_FIXTURE + "/model.safetensors");
+        for (HostTensor& h : t)
+            if (h.name == name) {
+                h.data[5] = NAN;
+                h.data.back() = -INFINITY;
+            }
+        write_all(dir / "bad.safetensors", t);
+        GPT2<CpuBackend> g(be, model_config_load(Arch::GPT2, GPT2_FIXTURE + "/config.json"));
+        const std::string tensor = "tensor \"" + name + "\"",
+                          where = "the first at element 5 of " + std::to_string(name == c_attn ? 32 * 96 : 32);
+        EXPECT_USER_ERROR(g.load_weights(dir / "bad.safetensors"), tensor.c_str(), "holds 2 non-finite values",
+                          where.c_str());
+    }
+    EXPECT_NO_THROW(GPT2<CpuBackend>(be, model_config_load(Arch::GPT2, GPT2_FIXTURE + "/config.json"))
+                        .load_weights(GPT2_FIXTURE + "/model.safetensors"));
+}
+
 TEST(TrainerWeights, ExtraLayerIsUnexpected) {
     TempDir dir;
     CpuBackend be;

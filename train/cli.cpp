@@ -26,8 +26,8 @@ using Flag = FlagDef;
 const Flag FLAGS[] = {
     F("--model", "NAME|FILE", STR, model, "model size by name, or a Hugging Face config.json"),
     F("--init-from", "PATH", STR, init_from,
-      "start from these weights (safetensors file, or a directory holding model.safetensors; its config.json is the "
-      "model without --model)"),
+      "start from these weights (safetensors file, or a directory holding model.safetensors; the config.json beside "
+      "them is the model without --model)"),
     F("--train-data", "GLOB", STR, train_data, "training token shards (default: the built-in corpus)"),
     F("--val-data", "GLOB", STR, val_data, "validation token shards (default: the built-in corpus)"),
     F("--batch-size", "B", INT, batch_size, "micro-batch size (sequences per forward/backward)"),

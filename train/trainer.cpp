@@ -455,14 +455,21 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     }
 
     // ---- config ----
-    // --init-from DIR with a config.json (a Hugging Face directory, or what --save writes): the model is that one.
+    // --init-from DIR with a config.json (a Hugging Face directory, or what --save writes): the model is that one,
+    // as it is for --init-from DIR/model.safetensors (the default model was taken, and failed on a tensor's shape).
     // A --model beside it must agree on what changes the arithmetic (its rope_theta and eps were used silently).
-    const std::string init_config = is_dir(opts.init_from) ? opts.init_from + "/config.json" : "";
+    const bool init_is_dir = is_dir(opts.init_from);
+    CHECK_USER(init_is_dir || opts.init_from.size() < 5 || opts.init_from.compare(opts.init_from.size() - 5, 5, ".json"),
+               "--init-from %s is a JSON file, not weights\n---> HINT: pass the directory that holds it and its "
+               "model.safetensors (--init-from DIR), or --model %s for a new model of that config",
+               opts.init_from.c_str(), opts.init_from.c_str());
+    const std::string init_config = opts.init_from.empty() ? ""
+                                    : (init_is_dir ? opts.init_from : dir_of(opts.init_from)) + "/config.json";
     const bool has_init_config = !init_config.empty() && access(init_config.c_str(), R_OK) == 0;
     const int config_errno = errno;  // (why not, when not)
     // (without either, the default model was taken, and a directory of another model's weights failed on a tensor's
     // shape with no word of the missing config.json)
-    if (!init_config.empty() && !has_init_config && !opts.resume) {
+    if (init_is_dir && !has_init_config && !opts.resume) {
         const std::string latest = checkpoint_latest(opts.init_from);  // a run's --ckpt-dir, not one checkpoint
         CHECK_USER(latest.empty(), "--init-from %s is a run's checkpoint directory, not one checkpoint\n---> HINT: "
                    "pass one of its step directories, e.g. the newest, --init-from %s", opts.init_from.c_str(),

@@ -691,9 +691,15 @@ struct Trainer {
             std::string w = resolve_weights_path(opts.init_from);
             refuse_sharded_checkpoint(opts.init_from);
             verify_init_from_checkpoint(opts.init_from);
-            if (access(w.c_str(), R_OK) != 0)
-                fail("--init-from: cannot open %s (%s)\n---> HINT: pass a .safetensors file or a directory holding "
-                     "model.safetensors (what --save writes)", w.c_str(), std::strerror(errno));
+            if (access(w.c_str(), R_OK) != 0) {
+                const int why = errno;
+                const std::string torch = dir_of(w) + "/pytorch_model.bin";
+                fail("--init-from: cannot open %s (%s)\n---> HINT: %s", w.c_str(), std::strerror(why),
+                     access(torch.c_str(), F_OK) == 0
+                         ? format("the directory holds %s, PyTorch's format: convert it with transformers' "
+                                  "save_pretrained(DIR, safe_serialization=True)", torch.c_str()).c_str()
+                         : "pass a .safetensors file or a directory holding model.safetensors (what --save writes)");
+            }
         }
         if (!opts.save.empty() && rank == 0) claim_save_dir(opts.save);
         if (opts.resume) resume_path = resume_checkpoint();
