@@ -347,6 +347,52 @@ TEST(TrainerBinary, InitFromProblems) {
     expect_user_error_exit(x, "train_llama", {"is not the model of --init-from", "rope_theta", "500000"});
 }
 
+// A GPT-2 directory whose vocabulary is not r50k's (another BPE's vocab.json, or tokenizer.json's model.vocab) is
+// refused: train_gpt2's shards are r50k, and its ids were read as other tokens with exit 0. What --save wrote passes.
+// A LLaMA directory with only a tokenizer.json is said to go unchecked (its spiece.model is what is compared).
+TEST(TrainerBinary, InitFromAModelOfAnotherTokenizer) {
+    TempDir dir;
+    const std::vector<std::string> a = {"--model", "gpt2-tiny", "--seq-len", "32", "--batch-size", "2",
+                                        "--eval-tokens", "64"};
+    auto with = [&](std::vector<std::string> extra) {
+        std::vector<std::string> v = a;
+        v.insert(v.end(), extra.begin(), extra.end());
+        return v;
+    };
+    ASSERT_EQ(run_trainer("train_gpt2", with({"--steps", "1", "--save", dir / "s"}), dir, 120).rc, 0);
+    RunResult ok = run_trainer("train_gpt2", with({"--eval-only", "--init-from", dir / "s"}), dir, 120);
+    EXPECT_EQ(ok.rc, 0) << describe(ok);
+    json vocab = json::parse(read_bytes(dir / "s/vocab.json"));
+    std::swap(vocab["\u0120the"], vocab["\u0120of"]);  // two ids exchanged ("Ġthe" 262, "Ġof" 286)
+    fs::copy(dir / "s", dir / "o", fs::copy_options::recursive);
+    write_bytes(dir / "o/vocab.json", vocab.dump());
+    RunResult swapped = run_trainer("train_gpt2", with({"--eval-only", "--init-from", dir / "o"}), dir, 120);
+    expect_user_error_exit(swapped, "train_gpt2", {"another tokenizer than GPT-2's r50k_base", "o/vocab.json",
+                                                   "o/vocab.json maps \"\u0120of\" to id 262, r50k to 286"});
+    write_bytes(dir / "o/vocab.json", "{\"a\": 0, \"b\": 1, \"c\": 2}");
+    RunResult small = run_trainer("train_gpt2", with({"--eval-only", "--init-from", dir / "o/model.safetensors"}), dir, 120);
+    expect_user_error_exit(small, "train_gpt2", {"o/vocab.json has 3 tokens, r50k 50257"});
+    fs::remove(dir / "o/vocab.json");
+    write_bytes(dir / "o/tokenizer.json", "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}}}");
+    RunResult tj = run_trainer("train_gpt2", with({"--eval-only", "--init-from", dir / "o"}), dir, 120);
+    expect_user_error_exit(tj, "train_gpt2", {"o/tokenizer.json has 1 tokens, r50k 50257"});
+
+    TempDir l;
+    fs::copy_file(LLAMA_FIXTURE + "/model.safetensors", l / "model.safetensors");
+    fs::copy_file(LLAMA_FIXTURE + "/config.json", l / "config.json");
+    write_bytes(l / "tokenizer.json", "{}");
+    ShardInfo info;
+    info.vocab_size = 96;
+    std::vector<uint16_t> tokens(4096);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(i * 7 % 96);
+    write_shard(dir / "v96.bin", tokens, info);
+    RunResult lr = run_trainer("train_llama", {"--seq-len", "32", "--eval-only", "--val-data", dir / "v96.bin",
+                                               "--init-from", l.path}, dir, 120);
+    EXPECT_EQ(lr.rc, 0) << describe(lr);
+    EXPECT_TRUE(contains(lr.out, "notice: --init-from " + l.path + " has a tokenizer.json but no spiece.model"))
+        << describe(lr);
+}
+
 // 4096 tokens of the GPT-2 fixture model's 96-id vocabulary as a shard at `path`; returns them
 static std::vector<uint16_t> write_v96_shard(const std::string& path) {
     ShardInfo info;

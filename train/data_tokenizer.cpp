@@ -3,16 +3,64 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "common/error.h"
-#include "common/files.h"  // dir_of
+#include "common/files.h"  // dir_of, read_file_bytes
 #include "data/gpt2_tokenizer.h"  // GPT2_NUM_RANKS
 #include "data/spm_tokenizer.h"  // SpmTokenizer: a given --spm-model is loaded before the run
 #include "data/tokenizer_id.h"
 
 static std::string gpt2_ranks_file(const std::string& data_dir) {
     return data_dir.substr(0, data_dir.rfind('/')) + "/gpt2/r50k_base.tiktoken";
+}
+
+// A GPT-2 model directory's vocabulary (vocab.json, else tokenizer.json's model.vocab) against r50k_base, the one
+// GPT-2 tokenizer of the trainer's shards: a model of another BPE reads r50k's ids as other tokens (its merges are not
+// compared: a vocabulary equal to r50k's is r50k's in every model seen)
+static void check_gpt2_vocabulary(const std::string& dir, const std::string& ranks_file) {
+    auto regular = [](const std::string& p) {
+        struct stat sb;
+        return stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
+    };
+    std::string file = dir + "/vocab.json";
+    if (!regular(file)) file = dir + "/tokenizer.json";
+    if (!regular(file)) return;
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_file_bytes(file));
+    } catch (const nlohmann::json::exception& e) {
+        fail("--init-from %s: %s is not valid JSON (%s)", dir.c_str(), file.c_str(), e.what());
+    }
+    const nlohmann::json* vocab = &j;
+    if (file.size() >= 15 && file.compare(file.size() - 15, 15, "/tokenizer.json") == 0)
+        vocab = j.contains("model") && j["model"].is_object() && j["model"].contains("vocab") ? &j["model"]["vocab"]
+                                                                                             : nullptr;
+    std::string why;
+    if (!vocab || !vocab->is_object()) {
+        why = file + " holds no vocabulary object";
+    } else if (vocab->size() != (size_t)GPT2_VOCAB_SIZE) {
+        why = format("%s has %zu tokens, r50k %d", file.c_str(), vocab->size(), GPT2_VOCAB_SIZE);
+    } else {
+        Gpt2Tokenizer r50k(ranks_file);
+        for (const auto& [text, id] : vocab->items()) {
+            std::string bytes;
+            const int64_t want = text == GPT2_EOT_TEXT ? (int64_t)GPT2_EOT_ID
+                                 : gpt2_unicode_to_bytes(text, bytes) ? r50k.rank_of(bytes)
+                                                                       : -1;
+            if (!id.is_number_integer() || id.get<int64_t>() != want) {
+                why = format("%s maps \"%s\" to id %s, %s", file.c_str(), text.c_str(), id.dump().c_str(),
+                             want < 0 ? "and r50k has no such token"
+                                      : format("r50k to %lld", (long long)want).c_str());
+                break;
+            }
+        }
+    }
+    if (!why.empty())
+        fail("--init-from %s holds a model of another tokenizer than GPT-2's r50k_base, which train_gpt2's shards are "
+             "made with: %s\n---> HINT: start from a GPT-2 model of r50k's vocabulary (Hugging Face's gpt2 models, "
+             "what --save writes)", dir.c_str(), why.c_str());
 }
 
 std::string data_tokenizer_file(Arch arch, const TrainOptions& opts, const std::string& data_dir) {
@@ -51,6 +99,11 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
              "--spm-model %s ...", opts.init_from.c_str(), init_spm.c_str(),
              tokenizer_hash_hex(tokenizer_file_hash(init_spm)).c_str(), st.first_file.c_str(), st.name.c_str(),
              tokenizer_hash_hex(st.hash).c_str(), init_spm.c_str());
+    if (gpt2 && !init_dir.empty() && !data_dir.empty()) check_gpt2_vocabulary(init_dir, gpt2_ranks_file(data_dir));
+    if (!gpt2 && !init_dir.empty() && init_spm.empty() && stat((init_dir + "/tokenizer.json").c_str(), &sb) == 0)
+        std::printf("notice: --init-from %s has a tokenizer.json but no spiece.model or tokenizer.model: its tokenizer "
+                    "is not checked against the shards' (the SentencePiece model is what is compared)\n",
+                    init_dir.c_str());
 
     const bool needs = opts.sample > 0 || !opts.save.empty();
     const char* what = opts.sample > 0 && !opts.save.empty() ? "--sample and --save need"

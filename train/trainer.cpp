@@ -517,7 +517,10 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
         opts.train_data = dir + "/austen_" + tag + "_train.bin";
         opts.val_data = dir + "/austen_" + tag + "_val.bin";
     }
-    check_data_tokenizer(arch, opts, s.builtin || opts.sample > 0 || !opts.save.empty() ? builtin_data_dir() : "",
+    check_data_tokenizer(arch, opts,
+                         s.builtin || opts.sample > 0 || !opts.save.empty() || !opts.init_from.empty()
+                             ? builtin_data_dir()
+                             : "",
                          cfg.vocab_size);
     s.prac = prac_options_from(opts);
     PracOptions& prac = s.prac;
