@@ -650,6 +650,13 @@ TEST_F(AnalyzeTest, ATailAtRoundingIsSaid) {
     EXPECT_TRUE(j["estimator"]["tail_at_rounding"].get<bool>()) << j["estimator"].dump();
     RunResult r = run({file("rank8.npy"), "--draws", "4"});
     EXPECT_NE(r.out.find("warning: the spectrum's tail past r1 holds"), std::string::npos) << r.out;
+    // a tail of 1.5e-7 of ||X||² (rank 8 plus noise at 1e-3): said too (up to 1e-5: a rank-64 signal's tail at 6.9e-7
+    // read tail_ratio 1.30 for the refresh's 1.01)
+    for (int i = 8; i < WIDTH; i++) s[i] = 1e-3;
+    std::vector<float> Y = synthetic(N_ROWS, WIDTH, s, 11);
+    write_npy_f32(file("rank8_noise.npy"), Y.data(), {N_ROWS, WIDTH});
+    json k = run_json({file("rank8_noise.npy"), "--draws", "4"});
+    EXPECT_TRUE(k["estimator"]["tail_at_rounding"].get<bool>()) << k["estimator"].dump();
     EXPECT_FALSE(run_json({x_path, "--draws", "4"})["estimator"]["tail_at_rounding"].get<bool>());
     EXPECT_EQ(run({x_path, "--draws", "4"}).out.find("warning"), std::string::npos);
 }
@@ -703,6 +710,8 @@ TEST_F(AnalyzeTest, HelpAndBadInputs) {
     bad({x_path, "--r2", "0"}, {"mode prac needs r2 > 0", "--mode"});
     bad({x_path, "--k-mult", "0"}, {"must be positive"});
     bad({x_path, "--k-mult", "1e300"}, {"--k-mult: 1e300 is out of range"});  // it said "needs a number"
+    // finite, but k and every result overflowed to inf or NaN, with exit 0: the trainers' bound
+    bad({x_path, "--k-mult", "1e37"}, {"--k-mult: 1e37 is out of range (|value| <= 1e9)"});
     bad({x_path, "--draws", "0"}, {"--draws must be at least 1"});
     bad({x_path, "--draws", "many"}, {"needs an integer"});
     bad({x_path, "--mode", "fast"}, {"--mode must be prac, pac, rac or none"});
@@ -716,6 +725,16 @@ TEST_F(AnalyzeTest, HelpAndBadInputs) {
     write_npy_f32(file("nan.npy"), nan.data(), {8, 8});
     bad({file("zeros.npy"), "--mode", "none"}, {"all zeros"});
     bad({file("nan.npy"), "--mode", "none"}, {"X[1, 2]", "not finite"});
+    // a PNG path that cannot be written, or a TMPDIR that cannot take the plot's JSON: refused before the analysis
+    // (they failed after it, its table printed: minutes lost on a large dump)
+    fs::create_directory(file("adir.png"));
+    bad({x_path, "--png", file("adir.png")}, {"adir.png is a directory"});
+    const char* had = std::getenv("TMPDIR");
+    const std::string saved = had ? had : "";
+    setenv("TMPDIR", file("zeros.npy").c_str(), 1);  // a file, not a directory
+    const std::string no_tmp = "cannot create a file in " + file("zeros.npy");
+    bad({x_path, "--png", file("p.png")}, {no_tmp.c_str(), "TMPDIR"});
+    had ? setenv("TMPDIR", saved.c_str(), 1) : unsetenv("TMPDIR");
 }
 
 // Needs python3 with matplotlib: skipped without (the C++ tests must not need Python).
