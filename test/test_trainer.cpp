@@ -404,7 +404,8 @@ static std::vector<uint16_t> write_v96_shard(const std::string& path) {
 }
 
 // A validation set smaller than --eval-tokens is read once, whole, and said at the start (it was read once without a
-// word, the evaluation's count alone showing it): 4096 tokens give 127 samples of 32 + 1, 31 micro-batches of 4.
+// word, the evaluation's count alone showing it): 4096 tokens give 127 samples of 32 + 1, 31 micro-batches of 4,
+// and the 3 samples past them are not read (said: the note claimed all of it).
 TEST(TrainerBinary, AValidationSetSmallerThanTheEvalTokensIsReadOnceAndSaid) {
     TempDir dir;
     const std::vector<uint16_t> tokens = write_v96_shard(dir / "v96.bin");
@@ -414,7 +415,8 @@ TEST(TrainerBinary, AValidationSetSmallerThanTheEvalTokensIsReadOnceAndSaid) {
                               dir, 120);
     ASSERT_EQ(r.rc, 0) << describe(r);
     EXPECT_TRUE(contains(r.out, "note: the validation data gives 3968 tokens (31 micro-batch(es) of 4 x 32 on each of "
-                                "1 rank(s)), fewer than --eval-tokens 100000: each evaluation reads all of it once"))
+                                "1 rank(s)), fewer than --eval-tokens 100000: each evaluation reads all of it once, "
+                                "less its last 3 sample(s), which fill no micro-batch on every rank\n"))
         << describe(r);
     EXPECT_TRUE(contains(read_bytes(dir / "e.jsonl"), "\"val_tokens\":3968")) << read_bytes(dir / "e.jsonl");
     RunResult enough = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32",

@@ -216,10 +216,16 @@ struct Trainer {
         std::printf("val data:   %zu shard(s), %lld samples per epoch\n", val.files().size(),
                     (long long)val.samples_per_epoch());
         const long long epoch_tokens = (long long)val.steps_per_epoch() * ranks * B * T;  // what all ranks can read
+        // the samples past the last micro-batch that every rank fills are not read (so the score of a small set
+        // depends on the ranks and B): said, it was "reads all of it"
+        const long long unread = val.samples_per_epoch() - (long long)val.steps_per_epoch() * ranks * B;
         if (epoch_tokens < opts.eval_tokens)
             std::printf("note: the validation data gives %lld tokens (%lld micro-batch(es) of %d x %d on each of %d "
-                        "rank(s)), fewer than --eval-tokens %lld: each evaluation reads all of it once\n",
-                        epoch_tokens, (long long)val.steps_per_epoch(), B, T, ranks, opts.eval_tokens);
+                        "rank(s)), fewer than --eval-tokens %lld: each evaluation reads all of it once%s\n",
+                        epoch_tokens, (long long)val.steps_per_epoch(), B, T, ranks, opts.eval_tokens,
+                        unread > 0 ? format(", less its last %lld sample(s), which fill no micro-batch on every rank",
+                                            unread).c_str()
+                                   : "");
         setup_model();
         batch.inputs.resize((size_t)B * T);
         batch.targets.resize((size_t)B * T);
