@@ -444,7 +444,10 @@ expect_error "data directory without dev" "dev" "$BIN" --task mrpc --data-dir "$
 expect_error "wrong task layout (MRPC files as STS-B)" "header has no column" "$BIN" --task stsb --data-dir "$T/data/mrpc" --init-from "$T/model"
 expect_error "--max-len beyond the model's positions" "exceeds the model's 64 positions" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --max-len 100
 expect_error "unknown task" "cola" "$BIN" --task glue --data-dir "$T/data/mrpc" --init-from "$T/model"
-expect_error "NaN weights get no score" "non-finite" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/nan" --eval-only
+expect_error "NaN weights are refused at the load" 'tensor "roberta.embeddings.LayerNorm.weight" holds 1 non-finite values' \
+  "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/nan" --eval-only
+expect_error "--plan with --eval-only (a training run's plan) is refused" "plan would overstate it" \
+  "$BIN" --task mrpc --init-from "$T/model" --eval-only --plan
 expect_error "--optimizer muon refused" "adamw and rso" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer muon
 expect_error "Hugging Face's flag spelling answered" "spells it --max-len" "$BIN" --max-seq-length 128
 # a --grad-accum beyond an epoch's batches allocated them all (2e9: "internal error: std::bad_alloc")

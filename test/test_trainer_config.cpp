@@ -300,6 +300,7 @@ TEST(TrainerCli, FlagsThatNeedAPartnerAreRefusedAlone) {
     EXPECT_USER_ERROR(parse({"--precision", "fp32"}), "--precision goes with --plan", "PRECISION=FP32");
     EXPECT_USER_ERROR(parse({"--precision", "bf16", "--plan", "--device", "cpu"}), "--device cpu plans the CPU");
     EXPECT_NO_THROW(parse({"--precision", "fp32", "--plan"}));
+    EXPECT_USER_ERROR(parse({"--plan", "--eval-only"}), "--plan plans a training run", "drop --eval-only");
 }
 
 TEST(TrainerCli, HelpSkipsValidation) {

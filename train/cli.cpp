@@ -327,6 +327,10 @@ void check_flag_partners(const TrainOptions& o) {
     CHECK_USER(!(o.eval_only && (!o.ckpt_dir.empty() || o.resume)),
                "--eval-only trains nothing: --ckpt-dir and --resume go with training\n---> HINT: evaluate a "
                "checkpoint with --init-from DIR/step_NNNNNNNN (a model directory)");
+    // (the plan counted a training run's optimizer state and master weights, 15 GiB at llama-1b, and no PRAC)
+    CHECK_USER(!(o.plan && o.eval_only), "--plan plans a training run, and --eval-only keeps no optimizer state or "
+               "master weights (and compresses nothing): the plan would overstate it\n---> HINT: drop --eval-only to "
+               "plan the training run");
     CHECK_USER(!(o.eval_only && o.overwrite), "--eval-only appends its evaluation to --log, and --overwrite starts a "
                "run over\n---> HINT: drop --overwrite (remove the log first for one that holds only this evaluation)");
     CHECK_USER(!(o.eval_only && !o.dump_site.empty()),
