@@ -298,6 +298,10 @@ TEST(DataParallel, AStopSignalStopsEveryRankWithACheckpoint) {
     std::string said((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     EXPECT_EQ(rc, 128 + 10) << said;
     EXPECT_NE(said.find("received signal 10: stopping after "), std::string::npos) << said;
+    // acknowledged at once by rank 0 only (Open MPI forwards it to both)
+    const size_t ack = said.find("note: signal 10 caught: the run stops cleanly");
+    EXPECT_NE(ack, std::string::npos) << said;
+    EXPECT_EQ(said.find("note: signal 10 caught", ack + 1), std::string::npos) << said;
     const std::vector<int64_t> saved = checkpoint_steps(d + "/usr1");
     ASSERT_EQ(saved.size(), 1u) << said;
     EXPECT_GE(saved[0], 3) << said;

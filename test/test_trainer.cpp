@@ -1493,6 +1493,10 @@ TEST(TrainerResume, ASecondStopSignalEndsTheRunAtOnce) {
     EXPECT_EQ(status, 0) << out;
     EXPECT_TRUE(contains(out, "ALIVE_AFTER_THE_FIRST\nrc=143\n")) << out;
     EXPECT_FALSE(contains(out, "received signal")) << out;
+    // the first was acknowledged at once, naming what the second does (with slow steps nothing was said)
+    EXPECT_TRUE(contains(out, "\nnote: signal 15 caught: the run stops cleanly at the end of this step (with a "
+                              "checkpoint when --ckpt-dir is given); the same signal again, 2 s or more from now, ends "
+                              "it at once, without one\n")) << out;
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0) << out;
 }
 

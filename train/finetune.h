@@ -211,7 +211,7 @@ struct FineTuner {
             tokenizer_fingerprint = data_fingerprint(tokenizer_files);
         }
         if (opts.resume) resume();
-        install_stop_signals();
+        install_stop_signals(true);
         run_start = std::chrono::steady_clock::now();
     }
 

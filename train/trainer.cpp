@@ -27,9 +27,10 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 // signal again, 2 s or more later, while that is awaited (a step of many micro-batches, a long evaluation), ends the
 // process at once: its default action, as without the handler. Not sooner: a terminal's Ctrl-C can reach a rank
 // together with what its launcher forwards. Not another signal: a scheduler's SIGTERM at the time limit after its
-// early SIGUSR1 must not cut the checkpoint that SIGUSR1 started. clock_gettime, signal and raise are
-// async-signal-safe.
+// early SIGUSR1 must not cut the checkpoint that SIGUSR1 started. The first is acknowledged at once (on rank 0): with
+// slow steps a user saw nothing and sent the second. clock_gettime, write, signal and raise are async-signal-safe.
 static volatile long long g_stop_signal_ms = 0;  // CLOCK_MONOTONIC milliseconds of the first
+static volatile std::sig_atomic_t g_stop_say = 1;  // install_stop_signals' `say`
 static void on_stop_signal(int sig) {
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -37,6 +38,18 @@ static void on_stop_signal(int sig) {
     if (!g_stop_signal) {
         g_stop_signal_ms = ms;
         g_stop_signal = sig;
+        if (g_stop_say) {
+            char line[256] = "\nnote: signal ";
+            size_t n = std::strlen(line);
+            if (sig >= 10) line[n++] = (char)('0' + sig / 10 % 10);
+            line[n++] = (char)('0' + sig % 10);
+            const char* rest = " caught: the run stops cleanly at the end of this step (with a checkpoint when "
+                               "--ckpt-dir is given); the same signal again, 2 s or more from now, ends it at once, "
+                               "without one\n";
+            const size_t r = std::min(std::strlen(rest), sizeof line - n);
+            std::memcpy(line + n, rest, r);
+            if (write(STDOUT_FILENO, line, n + r) < 0) {}  // (nothing to do about a closed stdout here)
+        }
     } else if (sig == g_stop_signal && ms - g_stop_signal_ms >= 2000) {
         std::signal(sig, SIG_DFL);
         std::raise(sig);
@@ -45,7 +58,8 @@ static void on_stop_signal(int sig) {
 
 // A signal the launcher set to be ignored stays ignored (nohup's SIGHUP, a script's background job's SIGINT: the
 // job was meant to outlive them), as the POSIX convention for handlers is.
-void install_stop_signals() {
+void install_stop_signals(bool say) {
+    g_stop_say = say;
     for (int sig : STOP_SIGNALS)
         if (std::signal(sig, on_stop_signal) == SIG_IGN) std::signal(sig, SIG_IGN);
 }

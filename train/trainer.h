@@ -131,7 +131,8 @@ void print_site_table(const std::vector<Site>& sites, int L) {
 // SIGTERM to mpirun kills the ranks a second later (odls_base_sigkill_timeout), before any checkpoint is written.
 constexpr int STOP_SIGNALS[] = {SIGINT, SIGUSR1, SIGTERM};  // the order in which one is said when ranks got several
 extern volatile std::sig_atomic_t g_stop_signal;
-void install_stop_signals();
+// say: acknowledge the first stop signal on stdout at once (rank 0 only: a launcher forwards a signal to every rank)
+void install_stop_signals(bool say);
 
 // One micro-batch: B*T input ids and targets (-1 = ignored) and the weight of its token losses in the step.
 struct MicroBatch {
@@ -263,7 +264,7 @@ struct Trainer {
         }
         if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
-        install_stop_signals();
+        install_stop_signals(rank == 0);
         run_start = std::chrono::steady_clock::now();
     }
 
@@ -273,7 +274,7 @@ struct Trainer {
         float loss = validation_loss(&seen);
         std::printf("val loss %.4f | perplexity %.3f | %lld tokens\n", loss, std::exp((double)loss), seen);
         log.eval(0, loss, seen, /*eval_only=*/true);
-        install_stop_signals();  // a long --sample stops on a stop signal with the tokens so far
+        install_stop_signals(rank == 0);  // a long --sample stops on a stop signal with the tokens so far
         int stopped = sample();
         return stopped ? 128 + stopped : 0;
     }
