@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <map>
@@ -66,6 +67,12 @@ const std::string RANK_VAR = "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}";
 std::string mpirun_2() {
     return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none "
            "OMPI_MCA_rmaps_base_oversubscribe=1 " + std::string(PRAC_MPIEXEC) + " -x OMP_NUM_THREADS=1 ";
+}
+
+// The same with 3 ranks.
+std::string mpirun_3() {
+    std::string two = mpirun_2();
+    return two.replace(two.find(PRAC_MPIEXEC), std::strlen(PRAC_MPIEXEC), PRAC_MPIEXEC_3);
 }
 
 // The largest absolute difference between the tensors of two weight files (the same names and shapes).
@@ -256,6 +263,40 @@ TEST(Resume, AnotherZeroStageIsSaid) {
                        "summed in another order"), std::string::npos) << out;
     ASSERT_EQ(run_shell(two + " --steps 3 --zero 1 --resume", &out), 0) << out;
     EXPECT_EQ(out.find("was written with --zero"), std::string::npos) << out;
+    run_shell("rm -rf " + d);
+}
+
+// A ZeRO-1 checkpoint resumes on another number of ranks (it was refused: a job that lost a node could not go on):
+// the checkpoint holds the optimizer state whole, split over the new ranks or kept whole. Checked against the same
+// run without ZeRO, whose resume on other ranks was always accepted: two ranks, --grad-clip 0 (the gradient norm,
+// summed per shard under ZeRO-1, then changes nothing), checkpoints at step 2; each resumed for one step on 1 rank and
+// on 3 (ZeRO-1 there), the weights after it agree within float rounding (1e-6; a state slice taken at the wrong
+// offset moves them by about the learning rate, 1e-3).
+TEST(Resume, AZeroOneCheckpointResumesOnOtherRankCounts) {
+    std::string d = tmpdir(), out;
+    const std::string args = std::string(TRAIN_ARGS) + " --grad-clip 0";
+    for (const char* zero : {"0", "1"}) {
+        const std::string dir = d + "/z" + zero;
+        ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + args + " --steps 2 --zero " + zero +
+                                " --ckpt-dir " + dir, &out), 0) << out;
+        ASSERT_EQ(run_shell("cp -r " + dir + " " + dir + "_1 && cp -r " + dir + " " + dir + "_3"), 0);
+        ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + args + " --steps 3 --resume --ckpt-dir " +
+                                dir + "_1", &out), 0) << out;
+        if (std::string(zero) == "1")
+            EXPECT_NE(out.find("the optimizer state, ZeRO-1's over 2 rank(s) there, is whole here"), std::string::npos)
+                << out;
+        ASSERT_EQ(run_shell("timeout 300 env " + mpirun_3() + bin("train_gpt2") + args + " --steps 3 --resume --zero " +
+                                zero + " --ckpt-dir " + dir + "_3", &out), 0) << out;
+        if (std::string(zero) == "1")
+            EXPECT_NE(out.find("the optimizer state, ZeRO-1's over 2 rank(s) there, is split over 3 here"),
+                      std::string::npos) << out;
+    }
+    for (const char* ranks : {"_1", "_3"}) {
+        const std::string w = "/step_00000003/model.safetensors";
+        EXPECT_LT(max_weight_difference(d + "/z0" + ranks + w, d + "/z1" + ranks + w), 1e-6) << ranks;
+        EXPECT_GT(max_weight_difference(d + "/z0" + ranks + w, d + "/z0/step_00000002/model.safetensors"), 1e-4)
+            << ranks << ": the resumed step moved the weights";
+    }
     run_shell("rm -rf " + d);
 }
 

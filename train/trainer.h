@@ -928,13 +928,8 @@ struct Trainer {
                    "corrupt checkpoint state %s/%s: run.ranks = %lld, run.zero = %lld (ranks in [1, 2^20], ZeRO 0 or "
                    "1)\n---> HINT: resume from an older checkpoint (pass its step_NNNNNNNN directory)", path.c_str(),
                    CKPT_STATE_FILE, (long long)ranks_saved, (long long)zero_saved);
+        // (a checkpoint holds the optimizer state whole, ZeRO-1's shards gathered: any ranks, any --zero resume it)
         int saved_ranks = (int)ranks_saved, saved_zero = (int)zero_saved;
-        if ((saved_zero || opts.zero) && saved_ranks != ranks)
-            fail("cannot resume %s: it was written by %d rank%s with ZeRO-%d, this run has %d rank%s with ZeRO-%d; "
-                 "ZeRO-1 runs resume only with the same number of ranks\n---> HINT: relaunch with mpirun -np %d%s",
-                 path.c_str(), saved_ranks, saved_ranks == 1 ? "" : "s", saved_zero, ranks, ranks == 1 ? "" : "s",
-                 opts.zero, saved_ranks,
-                 saved_zero ? "" : ", or without --zero 1 (a ZeRO-0 checkpoint resumes on any number of ranks)");
         // --prac-shared-subspace changes something only with PRAC on 2+ ranks: compared where both runs had those
         const bool saved_shared = st.has_meta("run.prac_shared") && st.get_i64("run.prac_shared") != 0;
         if (prac.mode != PracMode::NONE && saved_ranks > 1 && ranks > 1 && saved_shared != opts.prac_shared)
@@ -978,8 +973,13 @@ struct Trainer {
                         "(--zero %d makes it so)\n", saved_zero, opts.zero, saved_zero);
         if (saved_ranks != ranks)
             std::printf("notice: the checkpoint was written by %d rank(s), this run has %d: a step now takes %lld "
-                        "samples instead of %lld (the data goes on from where it stopped)\n", saved_ranks, ranks,
-                        (long long)ranks * B * opts.grad_accum, (long long)saved_ranks * B * opts.grad_accum);
+                        "samples instead of %lld (the data goes on from where it stopped)%s\n", saved_ranks, ranks,
+                        (long long)ranks * B * opts.grad_accum, (long long)saved_ranks * B * opts.grad_accum,
+                        saved_zero || grads.sharded
+                            ? format("; the optimizer state, ZeRO-%d's over %d rank(s) there, is %s here", saved_zero,
+                                     saved_ranks, grads.sharded ? format("split over %d", ranks).c_str() : "whole")
+                                  .c_str()
+                            : "");
         DataLoaderState d{st.get_i64("data.epoch"), st.get_i64("data.shard_index"), st.get_i64("data.sample_index"),
                           st.get_u64("data.rng_state")};
         train_data->set_state(d);
