@@ -1535,6 +1535,12 @@ TEST(TrainerResume, ALogThatEndsBeforeTheCheckpointIsRefused) {
     RunResult r = run_merged("train_gpt2", args({"--steps", "6", "--resume"}), dir, 120);
     EXPECT_EQ(r.rc, 1) << describe(r);
     EXPECT_TRUE(contains(r.out, "ends at step 1, before step 4 of the checkpoint")) << describe(r);
+    // so with the stopped run's own settings: said first (its --lr was refused for the earlier run's, a hint into
+    // this refusal)
+    RunResult own = run_merged("train_gpt2", args({"--steps", "6", "--resume", "--lr", "3e-4"}), dir, 120);
+    EXPECT_EQ(own.rc, 1) << describe(own);
+    EXPECT_TRUE(contains(own.out, "ends at step 1, before step 4 of the checkpoint")) << describe(own);
+    EXPECT_FALSE(contains(own.out, "--lr")) << describe(own);
     // the log is the killed run's, as it was
     const std::string log = read_bytes(dir / "m.jsonl");
     EXPECT_EQ(log.find("\"type\":\"step\",\"step\":2"), std::string::npos) << log;

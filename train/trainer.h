@@ -788,6 +788,9 @@ struct Trainer {
     // warmup is kept when --warmup is not given (the default, 10% of --steps, would change with a new --steps).
     void check_resume() {
         TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
+        // first: a log that ends before the checkpoint says the checkpoint is an earlier run's (an --overwrite run
+        // stopped before its first one); that run's settings, compared next, were a hint to follow into this refusal
+        log.check_resume_at((int)st.step, resume_path);
         if (!opts.was_given("--warmup") && st.meta.count("run.warmup")) {
             int64_t w = st.get_i64("run.warmup");
             CHECK_USER(w >= 0 && w <= INT32_MAX, "%s: run.warmup = %lld is not a step count", resume_path.c_str(),
@@ -993,7 +996,6 @@ struct Trainer {
         if (!opts.dump_site.empty() && opts.dump_step < start_step)
             std::printf("warning: --dump-step %d is before step %d, where this run resumes: nothing will be dumped\n",
                         opts.dump_step, start_step);
-        log.check_resume_at(start_step, path);
         std::string planned = st.meta.count("run.steps") ? st.meta.at("run.steps") : "";
         std::printf("resumed from %s at step %d of %d%s\n", path.c_str(), start_step, opts.steps,
                     !planned.empty() && planned != std::to_string(opts.steps)
