@@ -109,7 +109,7 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
     const bool shards_too_short =
         info_.layout != SHARD_LAYOUT_ROWS && stream_samples(info_.num_tokens, T) >= per_step;
     CHECK_USER(steps_per_epoch_ > 0,
-               "\"%s\": %zu shard(s) give %lld samples of %d tokens, fewer than one step needs "
+               "\"%s\": %zu shard(s) give %lld samples of %d tokens, fewer than a micro-batch on every rank needs "
                "(num_ranks*B = %d*%d = %lld)%s\n---> HINT: %s", pattern.c_str(), files_.size(),
                (long long)total_samples_, T, num_ranks, B, (long long)per_step,
                shards_too_short ? format("; they hold %lld tokens, but a sample's T+1 lie within one shard%s",

@@ -103,7 +103,9 @@ std::unique_ptr<Optimizer<Backend>> make_optimizer(Backend& be, const OptimizerC
     if (c.kind == "adamw")
         return std::make_unique<OptimizerOf<Backend, AdamW<Backend>>>(be, specs, shard_begin, shard_end, c.beta1,
                                                                       c.beta2, c.eps, c.weight_decay, c.adam_states);
-    if (sharded) fail("--optimizer %s does not shard (ZeRO-1 is AdamW's): drop --zero 1", c.kind.c_str());
+    if (sharded)
+        fail("--optimizer %s does not shard its state (ZeRO-1 is AdamW's)\n---> HINT: drop --zero 1, or use "
+             "--optimizer adamw", c.kind.c_str());
     // the Adam hyperparameters every options struct carries (the AdamW half of Muon, Adam-mini's, RSO's inner Adam)
     auto with_adam = [&c](auto o) {
         o.beta1 = c.beta1;

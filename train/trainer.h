@@ -260,7 +260,8 @@ struct Trainer {
                             "on a full disk\n---> HINT: free space%s\n", free_bytes / 1048576.0,
                             (int)(free_bytes / one), one / 1048576.0, more, opts.ckpt_keep,
                             rotates ? ", and one more while the newest is written" : "",
-                            rotates ? ", or keep fewer (--ckpt-keep K needs room for K + 1)" : "");
+                            rotates && opts.ckpt_keep > 1 ? ", or keep fewer (--ckpt-keep K needs room for K + 1)"
+                                                          : "");
         }
         if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
