@@ -612,6 +612,25 @@ TEST(TrainerBinary, PracThatCompressesNothingIsRefused) {
     }
 }
 
+// --plan says what the run would say first: a missing --init-from is an error (the default model was planned, exit
+// 0), and flags that change nothing get the run's notice (on stderr with --json, whose stdout stays the plan)
+TEST(TrainerBinary, APlanSaysWhatTheRunWouldSayFirst) {
+    TempDir dir;
+    RunResult missing = run_trainer("train_llama", {"--plan", "--init-from", dir / "nosuchdir"}, dir, 120);
+    expect_user_error_exit(missing, "train_llama", {"--init-from " + dir / "nosuchdir" + ": No such file"});
+    const std::vector<std::string> inert = {"--model", "llama-tiny", "--plan", "--prac", "none", "--prac-linear",
+                                            "0.3,0.3"};
+    RunResult table = run_trainer("train_llama", inert, dir, 120);
+    EXPECT_EQ(table.rc, 0) << describe(table);
+    EXPECT_TRUE(contains(table.out, "notice: --prac-linear changes nothing in this run")) << describe(table);
+    std::vector<std::string> as_json = inert;
+    as_json.push_back("--json");
+    RunResult j = run_trainer("train_llama", as_json, dir, 120);
+    EXPECT_EQ(j.rc, 0) << describe(j);
+    EXPECT_TRUE(contains(j.err, "notice: --prac-linear changes nothing in this run")) << describe(j);
+    EXPECT_NO_THROW(json::parse(j.out)) << describe(j);
+}
+
 // A --log that cannot be written (a file where a directory belongs) fails before the first step; one in directories
 // that do not exist yet gets them made, as --save's and --ckpt-dir's are
 TEST(TrainerBinary, UnwritableLog) {

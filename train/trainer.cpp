@@ -477,8 +477,11 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
                "--init-from %s is a JSON file, not weights\n---> HINT: pass the directory that holds it and its "
                "model.safetensors (--init-from DIR), or --model %s for a new model of that config",
                opts.init_from.c_str(), opts.init_from.c_str());
-    const std::string init_config = opts.init_from.empty() ? ""
-                                    : (init_is_dir ? opts.init_from : dir_of(opts.init_from)) + "/config.json";
+    struct stat init_st;
+    const bool init_is_file = stat(opts.init_from.c_str(), &init_st) == 0 && S_ISREG(init_st.st_mode);
+    const std::string init_config = init_is_dir    ? opts.init_from + "/config.json"
+                                    : init_is_file ? dir_of(opts.init_from) + "/config.json"
+                                                   : "";
     const bool has_init_config = !init_config.empty() && access(init_config.c_str(), R_OK) == 0;
     const int config_errno = errno;  // (why not, when not)
     // (without either, the default model was taken, and a directory of another model's weights failed on a tensor's
@@ -547,6 +550,11 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     if (opts.plan) {
         // under mpirun, --zero 1 plans one of the job's ranks (it planned one rank alone; --plan-ranks still says)
         if (opts.zero == 1 && !opts.was_given("--plan-ranks")) opts.plan_ranks = comm.size();
+        // what the run would say first: a missing --init-from (the default model was planned, exit 0) and the flags
+        // that change nothing (on stderr with --json, whose stdout is the plan alone)
+        CHECK_USER(opts.init_from.empty() || access(opts.init_from.c_str(), F_OK) == 0, "--init-from %s: %s",
+                   opts.init_from.c_str(), std::strerror(errno));
+        if (comm.rank() == 0) std::fputs(unused_flags_notice(opts, comm.size()).c_str(), opts.json ? stderr : stdout);
         *exit_code = print_plan(opts, cfg, prac);
         return false;
     }
