@@ -1722,6 +1722,16 @@ TEST(TrainerResume, WhatAResumeDoesNotUseIsSaid) {
                                                     "--resume"}), dir, 120, "OMP_NUM_THREADS=1");
     ASSERT_EQ(same.rc, 0) << describe(same);
     EXPECT_FALSE(contains(same.out, "CPU threads")) << describe(same);
+    // a --dump-path that exists is replaced by a resume (it may be the stopped run's dump of that step), and said (an
+    // earlier dump of another step was lost without a word)
+    write_text(dir / "old.npy", "an earlier dump");
+    RunResult dump = run_merged("train_gpt2", tiny({"--steps", "6", "--eval-tokens", "64", "--ckpt-dir", dir / "k",
+                                                    "--resume", "--dump-site", "ln1", "--dump-step", "5",
+                                                    "--dump-path", dir / "old.npy"}), dir, 120, "OMP_NUM_THREADS=1");
+    ASSERT_EQ(dump.rc, 0) << describe(dump);
+    EXPECT_TRUE(contains(dump.out, "notice: --dump-path " + (dir / "old.npy") + " exists: this resumed run replaces "
+                                   "it at step 5")) << describe(dump);
+    EXPECT_NE(read_bytes(dir / "old.npy"), "an earlier dump");
 }
 
 // A run started with --init-from DIR and no --model (DIR/config.json is the model) resumes without --init-from (the

@@ -997,6 +997,10 @@ struct Trainer {
         if (!opts.dump_site.empty() && opts.dump_step < start_step)
             std::printf("warning: --dump-step %d is before step %d, where this run resumes: nothing will be dumped\n",
                         opts.dump_step, start_step);
+        else if (!opts.dump_site.empty() && !opts.overwrite && access(opts.dump_path.c_str(), F_OK) == 0)
+            std::printf("notice: --dump-path %s exists: this resumed run replaces it at step %d (a redo of the stopped "
+                        "run's dump of that step; a dump of another step there is lost)\n", opts.dump_path.c_str(),
+                        opts.dump_step);  // (it was replaced without a word)
         std::string planned = st.meta.count("run.steps") ? st.meta.at("run.steps") : "";
         std::printf("resumed from %s at step %d of %d%s\n", path.c_str(), start_step, opts.steps,
                     !planned.empty() && planned != std::to_string(opts.steps)
