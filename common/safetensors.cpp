@@ -462,8 +462,7 @@ static void write_full(int fd, const void* src, uint64_t nbytes, const std::stri
     if (const int err = write_all(fd, src, nbytes)) {
         bool space = err == ENOSPC || err == EDQUOT || err == EFBIG;
         fail("cannot write %s (while saving %s): %s%s", tmp.c_str(), path.c_str(), strerror(err),
-             space ? "\n---> HINT: free some disk space (or raise the file size limit), then run the same command "
-                     "again (a training run with --ckpt-dir: with --resume)" : "");
+             space ? "\n---> HINT: free some disk space (or raise the file size limit), then run again" : "");
     }
 }
 

@@ -481,7 +481,8 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
               std::string::npos);
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "prac", "--prac-shared-subspace", "--prac-t1", "3"}), 2), "");
     EXPECT_EQ(unused_flags_notice(parse({"--zero", "1", "--overlap-comm", "0"}), 1),
-              "notice: --overlap-comm changes nothing in this run: one rank has no gradients to average\n");
+              "notice: --overlap-comm changes nothing in this run: one rank has no gradients to average\n"
+              "notice: --zero changes nothing in this run: one rank keeps the whole optimizer state\n");
     EXPECT_EQ(unused_flags_notice(parse({"--zero", "1", "--overlap-comm", "0"}), 2), "");
     EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "rso", "--rso-gap", "1", "--rso-prox", "0.5"}), 1),
               "notice: --rso-prox changes nothing in this run: with --rso-gap 1 every subproblem takes one step from "

@@ -679,8 +679,9 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
                "proximal term's gradient C·B is zero");
     if (ranks == 1 && !o.plan && o.prac != "none")  // (without PRAC it is named above)
         notice(given("--prac-shared-subspace"), "one rank has no other subspace to share");
-    // (not --zero: a one-rank checkpoint records it, and a ZeRO-1 checkpoint resumes only on as many ranks)
     if (ranks == 1 && !o.plan) notice(given_of({"--overlap-comm"}), "one rank has no gradients to average");
+    // (a checkpoint holds the state whole: a resume on more ranks shards it by its own --zero)
+    if (ranks == 1 && !o.plan) notice(given_of({"--zero"}), "one rank keeps the whole optimizer state");
     // not inert, but likely not meant: a warmup longer than the run never reaches the peak
     if (o.was_given("--warmup") && o.steps > 0 && o.warmup > o.steps)
         out += format("notice: --warmup %d is longer than --steps %d: the learning rate rises the whole run and ends at "

@@ -211,7 +211,7 @@ struct FineTuner {
             tokenizer_fingerprint = data_fingerprint(tokenizer_files);
         }
         if (opts.resume) resume();
-        install_stop_signals(true);
+        install_stop_signals();
         run_start = std::chrono::steady_clock::now();
     }
 
@@ -326,6 +326,7 @@ struct FineTuner {
 
     // The end: best and final scores, the memory report again, the last checkpoint, --save.
     int finish() {
+        stop_signals_at_end();
         const bool ran = !last_scores.splits.empty();  // false: resumed at the end of a finished run
         if (!ran) {
             std::printf("notice: %s is the run's last step (%d of %d): nothing left to train; its weights are "

@@ -27,10 +27,11 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 // signal again, 2 s or more later, while that is awaited (a step of many micro-batches, a long evaluation), ends the
 // process at once: its default action, as without the handler. Not sooner: a terminal's Ctrl-C can reach a rank
 // together with what its launcher forwards. Not another signal: a scheduler's SIGTERM at the time limit after its
-// early SIGUSR1 must not cut the checkpoint that SIGUSR1 started. The first is acknowledged at once (on rank 0): with
-// slow steps a user saw nothing and sent the second. clock_gettime, write, signal and raise are async-signal-safe.
+// early SIGUSR1 must not cut the checkpoint that SIGUSR1 started. The first is acknowledged at once (the other ranks'
+// stdout is /dev/null): with slow steps a user saw nothing and sent the second. clock_gettime, strlen, memcpy, write,
+// signal and raise are async-signal-safe.
 static volatile long long g_stop_signal_ms = 0;  // CLOCK_MONOTONIC milliseconds of the first
-static volatile std::sig_atomic_t g_stop_say = 1;  // install_stop_signals' `say`
+static volatile std::sig_atomic_t g_stop_at_end = 0;  // stop_signals_at_end(): past the last step
 static void on_stop_signal(int sig) {
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
@@ -38,18 +39,20 @@ static void on_stop_signal(int sig) {
     if (!g_stop_signal) {
         g_stop_signal_ms = ms;
         g_stop_signal = sig;
-        if (g_stop_say) {
-            char line[256] = "\nnote: signal ";
-            size_t n = std::strlen(line);
-            if (sig >= 10) line[n++] = (char)('0' + sig / 10 % 10);
-            line[n++] = (char)('0' + sig % 10);
-            const char* rest = " caught: the run stops cleanly at the end of this step (with a checkpoint when "
-                               "--ckpt-dir is given); the same signal again, 2 s or more from now, ends it at once, "
-                               "without one\n";
-            const size_t r = std::min(std::strlen(rest), sizeof line - n);
-            std::memcpy(line + n, rest, r);
-            if (write(STDOUT_FILENO, line, n + r) < 0) {}  // (nothing to do about a closed stdout here)
-        }
+        char line[320] = "\nnote: signal ";
+        size_t n = std::strlen(line);
+        if (sig >= 10) line[n++] = (char)('0' + sig / 10 % 10);
+        line[n++] = (char)('0' + sig % 10);
+        const char* rest =
+            g_stop_at_end ? " caught: the run is past its last step: what it is doing finishes (an evaluation, --save; "
+                            "--sample stops with the tokens so far), then it exits with 128 + the signal; the same "
+                            "signal again, 2 s or more from now, ends it at once\n"
+                          : " caught: the run stops cleanly at the end of this step (with a checkpoint when "
+                            "--ckpt-dir is given); the same signal again, 2 s or more from now, ends it at once, "
+                            "without one\n";
+        const size_t r = std::min(std::strlen(rest), sizeof line - n);
+        std::memcpy(line + n, rest, r);
+        if (write(STDOUT_FILENO, line, n + r) < 0) {}  // (nothing to do about a closed stdout here)
     } else if (sig == g_stop_signal && ms - g_stop_signal_ms >= 2000) {
         std::signal(sig, SIG_DFL);
         std::raise(sig);
@@ -58,8 +61,9 @@ static void on_stop_signal(int sig) {
 
 // A signal the launcher set to be ignored stays ignored (nohup's SIGHUP, a script's background job's SIGINT: the
 // job was meant to outlive them), as the POSIX convention for handlers is.
-void install_stop_signals(bool say) {
-    g_stop_say = say;
+void stop_signals_at_end() { g_stop_at_end = 1; }
+
+void install_stop_signals() {
     for (int sig : STOP_SIGNALS)
         if (std::signal(sig, on_stop_signal) == SIG_IGN) std::signal(sig, SIG_IGN);
 }
@@ -469,9 +473,10 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     }
 
     // ---- config ----
-    // --init-from DIR with a config.json (a Hugging Face directory, or what --save writes): the model is that one,
-    // as it is for --init-from DIR/model.safetensors (the default model was taken, and failed on a tensor's shape).
+    // --init-from DIR with a config.json (a Hugging Face directory, or what --save writes): the model is that one.
     // A --model beside it must agree on what changes the arithmetic (its rope_theta and eps were used silently).
+    // --init-from FILE without --model: the config.json beside the file (the default model was taken, and failed on
+    // a tensor's shape); with --model, that one (a directory may hold several models' weights and one config).
     const bool init_is_dir = is_dir(opts.init_from);
     CHECK_USER(init_is_dir || opts.init_from.size() < 5 || opts.init_from.compare(opts.init_from.size() - 5, 5, ".json"),
                "--init-from %s is a JSON file, not weights\n---> HINT: pass the directory that holds it and its "
@@ -479,9 +484,9 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
                opts.init_from.c_str(), opts.init_from.c_str());
     struct stat init_st;
     const bool init_is_file = stat(opts.init_from.c_str(), &init_st) == 0 && S_ISREG(init_st.st_mode);
-    const std::string init_config = init_is_dir    ? opts.init_from + "/config.json"
-                                    : init_is_file ? dir_of(opts.init_from) + "/config.json"
-                                                   : "";
+    const std::string init_config = init_is_dir                          ? opts.init_from + "/config.json"
+                                    : init_is_file && opts.model.empty() ? dir_of(opts.init_from) + "/config.json"
+                                                                         : "";
     const bool has_init_config = !init_config.empty() && access(init_config.c_str(), R_OK) == 0;
     const int config_errno = errno;  // (why not, when not)
     // (without either, the default model was taken, and a directory of another model's weights failed on a tensor's

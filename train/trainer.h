@@ -131,8 +131,10 @@ void print_site_table(const std::vector<Site>& sites, int L) {
 // SIGTERM to mpirun kills the ranks a second later (odls_base_sigkill_timeout), before any checkpoint is written.
 constexpr int STOP_SIGNALS[] = {SIGINT, SIGUSR1, SIGTERM};  // the order in which one is said when ranks got several
 extern volatile std::sig_atomic_t g_stop_signal;
-// say: acknowledge the first stop signal on stdout at once (rank 0 only: a launcher forwards a signal to every rank)
-void install_stop_signals(bool say);
+void install_stop_signals();
+// From here on the first stop signal is acknowledged as one past the run's last step (nothing is cut short but
+// --sample), not as a stop at the end of a step.
+void stop_signals_at_end();
 
 // One micro-batch: B*T input ids and targets (-1 = ignored) and the weight of its token losses in the step.
 struct MicroBatch {
@@ -265,7 +267,7 @@ struct Trainer {
         }
         if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
-        install_stop_signals(rank == 0);
+        install_stop_signals();
         run_start = std::chrono::steady_clock::now();
     }
 
@@ -275,7 +277,8 @@ struct Trainer {
         float loss = validation_loss(&seen);
         std::printf("val loss %.4f | perplexity %.3f | %lld tokens\n", loss, std::exp((double)loss), seen);
         log.eval(0, loss, seen, /*eval_only=*/true);
-        install_stop_signals(rank == 0);  // a long --sample stops on a stop signal with the tokens so far
+        install_stop_signals();  // a long --sample stops on a stop signal with the tokens so far
+        stop_signals_at_end();
         int stopped = sample();
         return stopped ? 128 + stopped : 0;
     }
@@ -462,6 +465,7 @@ struct Trainer {
     // After the last step: warnings, the last checkpoint, the final evaluation, --save, a sample (the sample last: one
     // that fails, or is stopped by a signal, loses nothing).
     int finish() {
+        stop_signals_at_end();
         if (skipped_total) std::printf("warning: %d steps were skipped for non-finite values\n", skipped_total);
         int64_t failures = 0;
         for (const auto& s : model.sites) failures += s.failures;
@@ -980,8 +984,9 @@ struct Trainer {
                         "samples instead of %lld (the data goes on from where it stopped)%s\n", saved_ranks, ranks,
                         (long long)ranks * B * opts.grad_accum, (long long)saved_ranks * B * opts.grad_accum,
                         saved_zero || grads.sharded
-                            ? format("; the optimizer state, ZeRO-%d's over %d rank(s) there, is %s here", saved_zero,
-                                     saved_ranks, grads.sharded ? format("split over %d", ranks).c_str() : "whole")
+                            ? format("; the optimizer state, %s there, is %s here",
+                                     saved_zero ? format("split over %d ranks (ZeRO-1)", saved_ranks).c_str() : "whole",
+                                     grads.sharded ? format("split over %d", ranks).c_str() : "whole")
                                   .c_str()
                             : "");
         DataLoaderState d{st.get_i64("data.epoch"), st.get_i64("data.shard_index"), st.get_i64("data.sample_index"),
