@@ -467,7 +467,7 @@ TEST(TrainerBinary, GaloreProtocolCountsNonPadInputs) {
 }
 
 // A model whose weights hold NaN gets no validation score: --eval-only ends with an error (it used to print
-// "val loss 0.0000 | perplexity 1.000" and exit 0).
+// "val loss 0.0000 | perplexity 1.000" and exit 0), since 2026-12-01 at the load, naming the tensor.
 TEST(TrainerBinary, EvalOfNonFiniteWeightsIsAnError) {
     TempDir dir;
     const std::vector<uint16_t> tokens = write_v96_shard(dir / "v96.bin");
@@ -490,7 +490,8 @@ TEST(TrainerBinary, EvalOfNonFiniteWeightsIsAnError) {
         return a;
     };
     RunResult r = run_trainer("train_gpt2", with(dir / "nan.safetensors"), dir, 120);
-    expect_user_error_exit(r, "train_gpt2", {"validation loss is nan", "non-finite", "--init-from"});
+    expect_user_error_exit(r, "train_gpt2", {"tensor \"transformer.ln_f.weight\" holds 32 non-finite values",
+                                             "the first at element 0 of 32", "nan.safetensors"});
     EXPECT_FALSE(contains(r.out, "perplexity")) << describe(r);
     // the unmodified weights evaluate to a finite loss
     RunResult ok = run_trainer("train_gpt2", with(GPT2_FIXTURE + "/model.safetensors"), dir, 120);

@@ -8,7 +8,7 @@
 
 #include "common/error.h"
 #include "common/files.h"  // dir_of, read_file_bytes
-#include "data/gpt2_tokenizer.h"  // GPT2_NUM_RANKS
+#include "data/gpt2_tokenizer.h"  // Gpt2Tokenizer, GPT2_* ids
 #include "data/spm_tokenizer.h"  // SpmTokenizer: a given --spm-model is loaded before the run
 #include "data/tokenizer_id.h"
 

@@ -59,10 +59,10 @@ static void on_stop_signal(int sig) {
     }
 }
 
-// A signal the launcher set to be ignored stays ignored (nohup's SIGHUP, a script's background job's SIGINT: the
-// job was meant to outlive them), as the POSIX convention for handlers is.
 void stop_signals_at_end() { g_stop_at_end = 1; }
 
+// A signal the launcher set to be ignored stays ignored (nohup's SIGHUP, a script's background job's SIGINT: the
+// job was meant to outlive them), as the POSIX convention for handlers is.
 void install_stop_signals() {
     for (int sig : STOP_SIGNALS)
         if (std::signal(sig, on_stop_signal) == SIG_IGN) std::signal(sig, SIG_IGN);

@@ -983,9 +983,11 @@ struct Trainer {
             std::printf("notice: the checkpoint was written by %d rank(s), this run has %d: a step now takes %lld "
                         "samples instead of %lld (the data goes on from where it stopped)%s\n", saved_ranks, ranks,
                         (long long)ranks * B * opts.grad_accum, (long long)saved_ranks * B * opts.grad_accum,
-                        saved_zero || grads.sharded
+                        (saved_zero && saved_ranks > 1) || grads.sharded
                             ? format("; the optimizer state, %s there, is %s here",
-                                     saved_zero ? format("split over %d ranks (ZeRO-1)", saved_ranks).c_str() : "whole",
+                                     saved_zero && saved_ranks > 1
+                                         ? format("split over %d ranks (ZeRO-1)", saved_ranks).c_str()
+                                         : "whole",
                                      grads.sharded ? format("split over %d", ranks).c_str() : "whole")
                                   .c_str()
                             : "");
