@@ -472,16 +472,20 @@ TEST(TrainerBinary, EvalOfNonFiniteWeightsIsAnError) {
     TempDir dir;
     const std::vector<uint16_t> tokens = write_v96_shard(dir / "v96.bin");
     // the fixture's weights with the final LayerNorm's scale set to NaN
-    std::string bytes = read_bytes(GPT2_FIXTURE + "/model.safetensors");
-    {
+    // ... and with finite weights whose outputs overflow (the final LayerNorm's scale and shift at 3e38)
+    auto with_ln_f = [&](std::vector<const char*> names, float value, const std::string& path) {
+        std::string bytes = read_bytes(GPT2_FIXTURE + "/model.safetensors");
         SafeTensorsFile f = safetensors_open(GPT2_FIXTURE + "/model.safetensors");
-        const SafeTensor& t = f.get("transformer.ln_f.weight");
-        ASSERT_EQ(t.dtype, "F32");
-        const float nan = std::nanf("");
-        for (size_t i = 0; i < t.numel(); i++)
-            std::memcpy(&bytes[f.data_start + t.offset + i * sizeof(float)], &nan, sizeof(float));
-    }
-    write_bytes(dir / "nan.safetensors", bytes);
+        for (const char* name : names) {
+            const SafeTensor& t = f.get(name);
+            ASSERT_EQ(t.dtype, "F32");
+            for (size_t i = 0; i < t.numel(); i++)
+                std::memcpy(&bytes[f.data_start + t.offset + i * sizeof(float)], &value, sizeof(float));
+        }
+        write_bytes(path, bytes);
+    };
+    with_ln_f({"transformer.ln_f.weight"}, std::nanf(""), dir / "nan.safetensors");
+    with_ln_f({"transformer.ln_f.weight", "transformer.ln_f.bias"}, 3e38f, dir / "huge.safetensors");
     const std::vector<std::string> args = {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "32", "--eval-only",
                                            "--val-data", dir / "v96.bin", "--init-from"};
     auto with = [&](const std::string& weights) {
@@ -493,6 +497,9 @@ TEST(TrainerBinary, EvalOfNonFiniteWeightsIsAnError) {
     expect_user_error_exit(r, "train_gpt2", {"tensor \"transformer.ln_f.weight\" holds 32 non-finite values",
                                              "the first at element 0 of 32", "nan.safetensors"});
     EXPECT_FALSE(contains(r.out, "perplexity")) << describe(r);
+    RunResult huge = run_trainer("train_gpt2", with(dir / "huge.safetensors"), dir, 120);
+    expect_user_error_exit(huge, "train_gpt2", {"validation loss is ", "non-finite", "check the weights (--init-from)"});
+    EXPECT_FALSE(contains(huge.out, "perplexity")) << describe(huge);
     // the unmodified weights evaluate to a finite loss
     RunResult ok = run_trainer("train_gpt2", with(GPT2_FIXTURE + "/model.safetensors"), dir, 120);
     EXPECT_EQ(ok.rc, 0) << describe(ok);
