@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
         parse_finetune_options(opts, argc, argv);
         if (opts.help) {
             std::printf("%s", finetune_help(program).c_str());
+            check_stdout_written("the help");
             return 0;
         }
         // one process on one device: copies started by mpirun would each train the same run into the same files

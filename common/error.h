@@ -49,8 +49,8 @@ inline std::string format(const char* fmt, ...) {
     throw UserError(s);
 }
 
-// For programs whose result is what they print (--plan, prac_analyze): output that never reached the file (a full
-// disk, /dev/full) is an error, not exit 0.
+// For programs whose result is what they print (--plan, prac_analyze, --help): output that never reached the file
+// (a full disk, /dev/full) is an error, not exit 0.
 inline void check_stdout_written(const char* what) {
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
         fail("cannot write %s to the standard output (%s)", what, std::strerror(errno));

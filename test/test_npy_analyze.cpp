@@ -356,10 +356,12 @@ static void expect_rel(double got, double want, double tol, const std::string& w
 }
 
 // An analysis printed to a full disk (/dev/full) exited 0 with nothing written; now it is an error. The same check
-// guards the trainers' --plan (both through check_stdout_written).
+// guards the trainers' --plan and every program's --help (through check_stdout_written).
 TEST_F(AnalyzeTest, OutputThatCannotBeWrittenIsAnError) {
-    for (const std::string& cmd : {quote(BINARY) + " " + quote(x_path) + " --json",
-                                   std::string(PRAC_SOURCE_DIR) + "/train_gpt2 --model gpt2-tiny --plan --json"}) {
+    const std::string root = std::string(PRAC_SOURCE_DIR) + "/";
+    for (const std::string& cmd : {quote(BINARY) + " " + quote(x_path) + " --json", quote(BINARY) + " --help",
+                                   root + "train_gpt2 --model gpt2-tiny --plan --json", root + "train_llama --help",
+                                   root + "finetune_roberta --help", root + "prep_data --help"}) {
         const int status = std::system((cmd + " >/dev/full 2>" + quote(file("stderr"))).c_str());
         EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << cmd;
         EXPECT_NE(read_bytes(file("stderr")).find("to the standard output (No space left on device)"),

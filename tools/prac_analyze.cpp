@@ -702,6 +702,7 @@ static int analyze_main(int argc, char** argv) {
     Args a = parse_args(argc, argv);
     if (a.help) {
         std::fputs(HELP, stdout);
+        check_stdout_written("the help");
         return 0;
     }
     PracOptions o;

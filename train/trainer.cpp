@@ -468,6 +468,7 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     if (rank != 0 && !std::freopen("/dev/null", "w", stdout)) fail("cannot silence the output of rank %d", rank);
     if (opts.help) {
         std::printf("%s", train_options_help(arch, program).c_str());
+        check_stdout_written("the help");
         *exit_code = 0;
         return false;
     }

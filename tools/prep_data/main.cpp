@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
         prep::Options o = prep::parse_args(argc, argv);
         if (o.help || argc == 1) {
             std::fputs(prep::HELP, o.help ? stdout : stderr);
+            if (o.help) check_stdout_written("the help");
             return o.help ? 0 : 1;
         }
         prep::finish_options(o);
