@@ -24,8 +24,8 @@ static void check_gpt2_vocabulary(const std::string& dir, const std::string& ran
         struct stat sb;
         return stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
     };
-    std::string file = dir + "/vocab.json";
-    if (!regular(file)) file = dir + "/tokenizer.json";
+    const bool in_vocab_json = regular(dir + "/vocab.json");
+    const std::string file = dir + (in_vocab_json ? "/vocab.json" : "/tokenizer.json");
     if (!regular(file)) return;
     nlohmann::json j;
     try {
@@ -33,10 +33,10 @@ static void check_gpt2_vocabulary(const std::string& dir, const std::string& ran
     } catch (const nlohmann::json::exception& e) {
         fail("--init-from %s: %s is not valid JSON (%s)", dir.c_str(), file.c_str(), e.what());
     }
-    const nlohmann::json* vocab = &j;
-    if (file.size() >= 15 && file.compare(file.size() - 15, 15, "/tokenizer.json") == 0)
-        vocab = j.contains("model") && j["model"].is_object() && j["model"].contains("vocab") ? &j["model"]["vocab"]
-                                                                                             : nullptr;
+    const nlohmann::json* vocab =
+        in_vocab_json ? &j
+        : j.contains("model") && j["model"].is_object() && j["model"].contains("vocab") ? &j["model"]["vocab"]
+                                                                                         : nullptr;
     // ids past r50k's (a pad token added to a GPT-2 model) are no token of the shards: not compared
     std::string why;
     if (!vocab || !vocab->is_object()) {
