@@ -482,6 +482,9 @@ TEST_F(AnalyzeTest, WarmStartChainAndItsBadInput) {
     r = run({x_path, "--refresh", "fast"});
     EXPECT_EQ(r.rc, 1);
     EXPECT_NE(r.err.find("exact or subspace"), std::string::npos) << r.err;
+    // the trainer's --prac-refresh auto is the subspace refresh, and so it is here (it was refused)
+    json from_auto = run_json({x_path, "--r1", "16", "--r2", "16", "--refresh", "auto", "--draws", "2"});
+    EXPECT_EQ(from_auto["estimator"]["refresh"], "subspace");
     // nothing to warm-start: refused (the file was read and ignored, or not read at all: a missing one passed)
     const std::vector<std::vector<std::string>> nothing_to_warm = {
         {"--mode", "none", "--mode none computes none"},

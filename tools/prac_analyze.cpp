@@ -39,7 +39,7 @@ static const char* PROGRAM = "prac_analyze";
 
 static const char* HELP =
     "usage: prac_analyze FILE.npy [--bf16] [--r1 N --r2 N | --r1-frac F --r2-frac F] [--mode prac|pac|rac|none]\n"
-    "                    [--k-mult M] [--draws K] [--seed S] [--refresh exact|subspace] [--warm-from A.npy,...]\n"
+    "                    [--k-mult M] [--draws K] [--seed S] [--refresh auto|exact|subspace] [--warm-from A.npy,...]\n"
     "                    [--json] [--png OUT.png] [--help]\n"
     "\n"
     "Singular-value spectrum of an activation matrix X (N, n), and the bias and variance of PRAC's\n"
@@ -60,7 +60,8 @@ static const char* HELP =
     "  --k-mult M        k = M (n - r1) / r2 (1 = unbiased; the trainer's --prac-k-mult)\n"
     "  --draws K         draws of Q2 (default 32; pac is deterministic and runs one)\n"
     "  --seed S          seed of the draws (default 42; draw d uses PracDrawKey{S, site 0, layer 0, refresh d})\n"
-    "  --refresh M       how Q1 is found, as the trainer's --prac-refresh: subspace (default) | exact\n"
+    "  --refresh M       how Q1 is found, as the trainer's --prac-refresh: auto (= subspace, the default) | exact\n"
+    "                    | subspace\n"
     "  --warm-from LIST  comma-separated earlier dumps of the same site (same n), oldest first: Q1 is refreshed on\n"
     "                    each in turn, each warm-started from the previous one's, and the last Q1 warm-starts\n"
     "                    FILE's refresh, as in training every T1 steps (default: a cold start on FILE); only\n"
@@ -209,7 +210,7 @@ static Args parse_args(int argc, char** argv) {
             a.seed = s;
         }
         if (arg == "--png") a.png = value;
-        if (arg == "--refresh") a.refresh = value;
+        if (arg == "--refresh") a.refresh = value == "auto" ? "subspace" : value;  // the trainer's auto is subspace
         if (arg == "--warm-from") {
             size_t at = 0;
             while (at <= value.size()) {
@@ -720,7 +721,7 @@ static int analyze_main(int argc, char** argv) {
     try {
         o.refresh = prac_refresh_parse(a.refresh);
     } catch (const UserError&) {
-        fail("--refresh must be exact or subspace (got \"%s\")", a.refresh.c_str());
+        fail("--refresh must be auto, exact or subspace (got \"%s\")", a.refresh.c_str());
     }
     std::string script = a.png.empty() ? "" : check_plotting(a.png);
 
