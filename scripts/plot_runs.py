@@ -52,6 +52,7 @@ import os
 import sys
 
 from save_figure import save_figure  # scripts/save_figure.py
+from run_log import drop_replayed  # scripts/run_log.py
 
 
 # the dev score of a fine-tuning log's glue_eval records: the metric of the task's column in Table 5 (as
@@ -66,7 +67,7 @@ DEV_SPLITS = ("dev", "dev_matched")
 def load(path):
     """(step records, eval records, (line, --eval-only eval record)s, dev glue_eval records, replayed records dropped)
     of one log; all empty for a log with none of them (main leaves it out, or stops when no log has any)."""
-    steps, evals, evalonly, glue, dropped = [], [], [], [], 0
+    ruled, evalonly = [], []  # the step, eval and dev glue_eval records in the log's order; --eval-only evaluations
     try:
         f = open(path, errors="replace")  # a binary file: its lines fail to parse below, one line of error
     except OSError as e:
@@ -88,24 +89,14 @@ def load(path):
         check_record(rec, path, n)
         if rec.get("type") == "eval" and rec.get("eval_only"):
             evalonly.append((n, rec))  # kept apart: of loaded weights, not of this run's step 0 (no replay)
-        elif rec.get("type") == "eval":
-            evals.append(rec)
-        elif rec.get("type") == "glue_eval":
-            if rec.get("split") in DEV_SPLITS:  # (MNLI's dev_mismatched is not the column's)
-                glue.append(rec)
-        elif rec.get("type", "step") == "step":  # other records (finetune_roberta's memory, final) skipped
-            at = rec.get("step")
-            if at is not None and steps and steps[-1].get("step") is not None and steps[-1]["step"] >= at:
-                # a resumed run replays the steps after its checkpoint: its records replace the earlier run's
-                # step and eval records of this step and after
-                def later(r):
-                    return r.get("step") is not None and r["step"] >= at
-                dropped += sum(map(later, steps)) + sum(map(later, evals)) + sum(map(later, glue))
-                steps = [r for r in steps if not later(r)]
-                evals = [r for r in evals if not later(r)]
-                glue = [r for r in glue if not later(r)]
-            steps.append(rec)
-    return steps, evals, evalonly, glue, dropped
+        elif rec.get("type", "step") in ("step", "eval") or \
+                (rec.get("type") == "glue_eval" and rec.get("split") in DEV_SPLITS):
+            ruled.append(rec)  # (MNLI's dev_mismatched is not the column's; memory and final records skipped)
+    ruled, dropped = drop_replayed(ruled)  # a resumed run's records replace the earlier process's (run_log.py)
+
+    def of(kind):
+        return [r for r in ruled if r.get("type", "step") == kind]
+    return of("step"), of("eval"), evalonly, of("glue_eval"), dropped
 
 
 NUMBERS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "ms_per_step", "mem_peak_bytes", "val_loss", "val_ppl",

@@ -160,6 +160,16 @@ got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common
 s = C.summarize(sys.argv[1]); print(s["steps"], s["timed_steps"], round(s["tokens_per_s"], 1))' "$OUT/resumed_timing.jsonl" 2>&1)
 [ "$got" = "4 2 1000.0" ] && ok "summarize: a resumed process's first step is left out of the timings (1000 tokens/s)" \
   || bad "summarize of a resumed log: '$got', want '4 2 1000.0'"
+# a resume that stopped before the earlier process had (resumed at 3, stopped after 4; the earlier one reached 5 and
+# evaluated there): the run is the resumed one, as plot_runs.py draws it (step 5's records were counted, its eval final)
+{ printf '{"type":"step","step":%d,"loss":5,"tokens_per_s":100,"ms_per_step":100}\n' 1 2 3 4 5
+  printf '{"type":"eval","step":5,"val_loss":9}\n'
+  printf '{"type":"step","step":%d,"loss":4,"tokens_per_s":100,"ms_per_step":100}\n' 3 4
+  printf '{"type":"eval","step":4,"val_loss":4}\n'; } >"$OUT/resumed_short.jsonl"
+got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C
+s = C.summarize(sys.argv[1]); print(s["steps"], s["val_loss"])' "$OUT/resumed_short.jsonl" 2>&1)
+[ "$got" = "4 4" ] && ok "summarize: a shorter resume's records are the run (the earlier process's step 5 dropped)" \
+  || bad "summarize of a shorter resume: '$got', want '4 4'"
 # OpenWebText's validation shards alone reach the GPT-2 runs (they took C4's unless --gpt2-train-data was given)
 out=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --train-data "$OUT/owt/train_0.bin" \
       --val-data "$OUT/c4/val_0.bin" --gpt2-val-data "$OUT/owt/val_0.bin" 2>&1)

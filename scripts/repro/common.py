@@ -22,6 +22,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from run_log import drop_replayed  # noqa: E402  scripts/run_log.py, the replay rule plot_runs.py draws by
 QUICK_CAVEAT = ("tiny models, a few dozen steps on the built-in corpus: checks the pipeline, not the paper's claims")
 
 # --quick budget: tiny models on the built-in corpus, CPU; a run takes about a second on 2 idle cores.
@@ -519,25 +521,12 @@ def flag_value(flags, name):
 # ---------------------------------------------------------------- logs
 
 def read_jsonl(path):
-    """(step records, eval records) of a training log, each step once (last_of_each_step)."""
-    steps, evals = [], []
-    for rec in records(path):
-        if rec.get("eval_only"):
-            continue  # an --eval-only evaluation is of loaded weights, not of a training run
-        (evals if rec.get("type") == "eval" else steps).append(rec)
-    return last_of_each_step(steps), last_of_each_step(evals)
-
-
-def last_of_each_step(recs):
-    """A resumed run's log holds the steps (and evaluations) it redid after its checkpoint twice: the second of each,
-    in step order, so that they count once. Records without a step (fine-tuning's memory record) stay as they are."""
-    by_step, other = {}, []
-    for rec in recs:
-        if isinstance(rec.get("step"), (int, float)) and rec.get("type", "step") in ("step", "eval"):
-            by_step[rec["step"]] = rec
-        else:
-            other.append(rec)
-    return other + [by_step[k] for k in sorted(by_step)]
+    """(step records, eval records) of a training log's run: a resumed run's replayed steps once, its own
+    (scripts/run_log.py, the rule plot_runs.py draws by)."""
+    # an --eval-only evaluation is of loaded weights, not of a training run
+    ruled, _ = drop_replayed([rec for rec in records(path) if not rec.get("eval_only")])
+    steps = [r for r in ruled if r.get("type", "step") == "step"]
+    return steps, [r for r in ruled if r.get("type") == "eval"]
 
 
 def summarize(path):
