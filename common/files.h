@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>  // mkstemp
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +48,18 @@ inline std::string dir_of(const std::string& path) {
     size_t slash = path.rfind('/');
     if (slash == std::string::npos) return ".";
     return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// 0 when a file can be created in dir (one is made and removed at once), else the errno that stopped it: mode bits
+// (access(W_OK)) say yes to root where the filesystem says no (/proc, /sys), so an output checked at the start is
+// checked by doing it.
+inline int probe_create(const std::string& dir) {
+    std::string probe = dir + "/.prac_probe.XXXXXX";
+    const int fd = mkstemp(probe.data());
+    if (fd < 0) return errno;
+    close(fd);
+    unlink(probe.c_str());
+    return 0;
 }
 
 inline void write_file_atomic(const std::string& path, const std::string& bytes) {

@@ -1306,6 +1306,8 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
         {tiny({"--save", dir / "dangling/sub"}), (dir / "dangling") + " is a symbolic link to " + (dir / "gone")},
         {tiny({"--dump-site", "resid", "--dump-path", dir / "saved"}), "--dump-path " + (dir / "saved") + ": that is a directory"},
         {tiny({"--dump-site", "resid", "--dump-path", dir / "nowhere/x.npy"}), "(no such directory)"},
+        // a directory root may write by its mode bits but the filesystem refuses (it failed at the dump, after the steps)
+        {tiny({"--dump-site", "resid", "--dump-path", "/proc/x.npy"}), "--dump-path /proc/x.npy: cannot write into /proc"},
         // an earlier dump is not replaced silently (without --overwrite), as an earlier log or model is not
         {tiny({"--dump-site", "resid", "--dump-path", dir / "afile"}), "--dump-path " + (dir / "afile") +
                                                                         " already exists"},

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "common/files.h"  // dir_of
+#include "common/files.h"  // dir_of, probe_create
 #include "common/npy.h"  // read_npy
 #include "common/strings.h"  // join
 #include "prac/prac.h"  // prac_site_dims, prac_refresh_cpu, prac_compress_cpu, prac_reconstruct_cpu
@@ -374,13 +374,9 @@ static std::string check_plotting(const std::string& png) {
     if (stat(png.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         fail("--png %s is a directory\n---> HINT: name a .png file (in it, or elsewhere)", png.c_str());
     for (const std::string& d : {dir, temp_dir()}) {  // the PNG's directory and TMPDIR must each take a file
-        std::string probe = d + "/.prac_analyze_probe.XXXXXX";
-        const int fd = mkstemp(probe.data());
-        if (fd < 0)
-            fail("--png %s: cannot create a file in %s (%s)\n---> HINT: %s", png.c_str(), d.c_str(), strerror(errno),
+        if (const int err = probe_create(d))
+            fail("--png %s: cannot create a file in %s (%s)\n---> HINT: %s", png.c_str(), d.c_str(), strerror(err),
                  d == dir ? "write the PNG to a writable directory" : "point TMPDIR at a writable directory");
-        close(fd);
-        unlink(probe.c_str());
     }
     std::string script = find_plot_script();
     int rc = run_python({script, "--check"});

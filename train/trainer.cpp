@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/files.h"    // dir_of, probe_create
 #include "common/strings.h"  // join
 #include "train/planner.h"
 
@@ -204,11 +205,11 @@ void check_output_file(const std::string& path, const char* flag, bool may_repla
     if (is_dir(path))
         fail("%s %s: that is a directory\n---> HINT: pass a file path (e.g. %s/out.npy)", flag, path.c_str(),
              path.c_str());
-    size_t slash = path.find_last_of('/');
-    std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    if (!is_dir(parent) || access(parent.c_str(), W_OK) != 0)
+    const std::string parent = dir_of(path);
+    const int err = is_dir(parent) ? probe_create(parent) : ENOENT;
+    if (err != 0)
         fail("%s %s: cannot write into %s (%s)\n---> HINT: pass a path in an existing, writable directory", flag,
-             path.c_str(), parent.c_str(), is_dir(parent) ? std::strerror(errno) : "no such directory");
+             path.c_str(), parent.c_str(), err == ENOENT ? "no such directory" : std::strerror(err));
 }
 
 double free_space(const std::string& dir) {
