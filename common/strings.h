@@ -28,6 +28,23 @@ inline size_t edit_distance(const std::string& a, const std::string& b) {
     return d[b.size()];
 }
 
+// The name in `names` closest to `typed`, for "did you mean" hints: the shortest one that starts with it (--batch
+// means --batch-size, not --beta1 two edits away), else the one fewest edits away (the first of a tie); "" when
+// none is within max_edits.
+inline std::string closest_name(const std::string& typed, const std::vector<std::string>& names,
+                                size_t max_edits = (size_t)-1) {
+    std::string best;
+    for (const std::string& n : names)
+        if (n.compare(0, typed.size(), typed) == 0 && (best.empty() || n.size() < best.size())) best = n;
+    if (!best.empty()) return best;
+    size_t best_edits = max_edits;
+    for (const std::string& n : names) {
+        const size_t d = edit_distance(typed, n);
+        if (d < best_edits || (best.empty() && d == best_edits)) best_edits = d, best = n;
+    }
+    return best;
+}
+
 // 42s, 3m07s, 2h05m; "?" for a negative, non-finite or absurd (> 3 years) value.
 inline std::string human_duration(double s) {
     if (!(s >= 0) || s > 1e8) return "?";

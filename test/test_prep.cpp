@@ -1234,6 +1234,8 @@ TEST_F(Prep, BadOptions) {
     std::string in = std::string(FX) + "c4_train.json.gz", o = path("x");
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--shard-token", "5"},
                {"unknown option --shard-token", "did you mean --shard-tokens?"});
+    // the start of an option's name means that option (more than 3 edits away it had no suggestion)
+    prep_fails({"--tok", "gpt2", "--input", in, "--out", o}, {"unknown option --tok", "did you mean --tokenizer?"});
     prep_fails({"--tokenizer", "spm", "--input", in, "--out", o}, {"--spm-model", "huggingface-cli download"});
     // a directory as --out wrote files named "_train_000000.bin" into it
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", dir + "/"},

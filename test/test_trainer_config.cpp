@@ -112,6 +112,9 @@ TEST(TrainerCli, UnknownFlagSuggestsClosest) {
     EXPECT_USER_ERROR(parse({"--evalonly"}), "--eval-only");
     EXPECT_USER_ERROR(parse({"--seqlen=64"}), "\"--seqlen\"", "--seq-len");  // the name without its value
     EXPECT_USER_ERROR(parse({"--warmpu", "3"}), "--warmup");
+    // the start of a flag's name means that flag (--batch suggested --beta1, two edits away, over --batch-size)
+    EXPECT_USER_ERROR(parse({"--batch", "3"}), "did you mean --batch-size?");
+    EXPECT_USER_ERROR(parse({"--seq", "64"}), "did you mean --seq-len?");
     // a bare word is named as such
     EXPECT_USER_ERROR(parse({"steps", "3"}), "unknown flag \"steps\"", "flags start with --", "--steps");
 }

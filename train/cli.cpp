@@ -11,7 +11,7 @@
 #include <iterator>
 
 #include "common/error.h"
-#include "common/strings.h"  // edit_distance
+#include "common/strings.h"  // closest_name
 
 // TrainOptions holds std::string members; offsetof on it is fine with GCC/Clang, only not guaranteed by the
 // standard, hence the silenced warning.
@@ -240,14 +240,11 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
                          arg.c_str(), dashes, y->second,
                          std::string(y->second) == "--min-lr-frac" ? ", a fraction of --lr, not a rate" : "");
             // else suggest the flag closest to what was typed
-            const Flag* best = flags;
-            for (const Flag* f = flags; f < flags_end; f++)
-                if (edit_distance(bare, f->name + 2) < edit_distance(bare, best->name + 2)) best = f;
-            if (bare == "h" || bare == "help" || bare == "?")
-                for (const Flag* f = flags; f < flags_end; f++)
-                    if (std::string(f->name) == "--help") best = f;
+            std::vector<std::string> names;
+            for (const Flag* f = flags; f < flags_end; f++) names.push_back(f->name);
+            const std::string best = bare == "h" || bare == "?" ? "--help" : closest_name("--" + bare, names);
             fail("unknown flag \"%s\"%s\n---> HINT: did you mean %s? (--help lists every flag)", arg.c_str(), dashes,
-                 best->name);
+                 best.c_str());
         }
         char* field = (char*)opts + flag->offset;
         given.insert(flag->name);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "common/strings.h"  // edit_distance
+#include "common/strings.h"  // closest_name
 #include "tools/prep_data/prep_data.h"
 
 #ifndef PRAC_SOURCE_DIR
@@ -253,12 +253,7 @@ Options parse_args(int argc, char** argv) {
             continue;
         }
         if (!is_in(name, VALUE_FLAGS)) {
-            std::string best;
-            size_t bd = 4;
-            for (const auto& f : all) {
-                size_t d = edit_distance(name, f);
-                if (d < bd) bd = d, best = f;
-            }
+            const std::string best = closest_name(name, all, 3);
             fail("unknown option %s%s\n---> HINT: prep_data --help lists the options", name.c_str(),
                  best.empty() ? "" : format(" (did you mean %s?)", best.c_str()).c_str());
         }
