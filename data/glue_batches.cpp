@@ -26,7 +26,7 @@ GlueEncoded encode_glue(const RobertaTokenizer& tok, GlueTask task, const std::v
     enc.labels.resize(n);
     enc.scores.resize(n);
     // Labels first (cheap, and a bad file should fail before minutes of encoding).
-    size_t empty_unlabeled = 0;
+    size_t empty_texts = 0;
     std::string first_empty;
     for (size_t i = 0; i < n; i++) {
         const GlueExample& e = examples[i];
@@ -48,19 +48,23 @@ GlueEncoded encode_glue(const RobertaTokenizer& tok, GlueTask task, const std::v
                      info.num_labels - 1);
             enc.labels[i] = e.label;
         }
-        // an unlabeled split's rows are a submission's: each gets a prediction (as transformers' run_glue gives one)
-        const bool empty_text = e.text_a.empty() || (info.pair && e.text_b.empty());
-        if (empty_text && require_labels)
-            fail("%s: the %s text is empty\n"
-                 "---> HINT: remove the row (or fill it in): an empty sentence has nothing to learn from",
-                 ex.c_str(), e.text_a.empty() ? "first" : "second");
-        if (empty_text && !empty_unlabeled++) first_empty = ex;
+        // an empty text is encoded as transformers' run_glue encodes it (<s> A </s></s> </s>): an unlabeled split's
+        // rows are a submission's, each gets a prediction; a labeled split's few are data (below)
+        if (e.text_a.empty() || (info.pair && e.text_b.empty()))
+            if (!empty_texts++) first_empty = ex + (e.text_a.empty() ? ": its first text" : ": its second text");
         if (!info.pair && !e.text_b.empty())
             fail("%s has a second text; %s is a single-sentence task", ex.c_str(), info.name);
     }
-    if (empty_unlabeled)
-        std::printf("note: %zu unlabeled example(s) with an empty text (the first: %s) are predicted as they are\n",
-                    empty_unlabeled, first_empty.c_str());
+    // A few empty texts in a labeled split are data: Hugging Face's QQP train has two rows with an empty question2,
+    // and run_glue trains on them. Many are a file read with the wrong columns, or a broken export.
+    if (require_labels && empty_texts * 100 > n)
+        fail("%zu of %zu GLUE %s examples have an empty text (the first: %s)\n---> HINT: check the file's columns "
+             "(its header names them); a few, up to 1%%, are kept as transformers' run_glue keeps them",
+             empty_texts, n, info.name, first_empty.c_str());
+    if (empty_texts)
+        std::printf("note: %zu %sexample(s) with an empty text (the first: %s) are %s as they are, as transformers' "
+                    "run_glue does\n", empty_texts, require_labels ? "" : "unlabeled ", first_empty.c_str(),
+                    require_labels ? "kept" : "predicted");
     enc.ids.resize(n);
     std::vector<char> cut(n, 0);
     for_each_document(n, threads, [&](size_t i) {

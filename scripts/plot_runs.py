@@ -38,12 +38,12 @@ trainer appends; the resumed run logs them again): where the step records' numbe
 records replace the earlier run's step, eval and glue_eval records of that step and after, so every step counts once (the
 last record of each), and the table is followed by a line saying how many replayed records were dropped.
 
-An --eval-only evaluation appended to a training log (the same --log; its record has "eval_only":true, at step 0)
-is of loaded weights, not of the run at a step: it stays off the perplexity curve and out of the final val loss and
-ppl, never drops or is dropped as a replay, and gets a line after the table: "LABEL: --eval-only evaluation (line N
-of the log): val loss X, ppl Y over T tokens". A log holding only such records (an --eval-only run with its own
---log) has them as its evaluations: the table's val loss and ppl are the last one's, the curve has them at step 0
-(and each still gets its line).
+An --eval-only evaluation appended to a training log (the same --log; its record has "eval_only":true, at step 0;
+finetune_roberta's glue_eval records too) is of loaded weights, not of the run at a step: it stays off the curves
+and out of the final val loss, ppl and dev score, never drops or is dropped as a replay, and gets a line after the
+table: "LABEL: --eval-only evaluation (line N of the log): val loss X, ppl Y over T tokens" (or "GLUE TASK SPLIT
+METRIC X"). A log holding only such records (an --eval-only run with its own --log) has them as its evaluations:
+the table's val loss and ppl are the last one's, the curve has them at step 0 (and each still gets its line).
 """
 import argparse
 import json
@@ -87,7 +87,8 @@ def load(path):
                 continue
             sys.exit(f"{path}:{n}: not a JSON object ({e})")
         check_record(rec, path, n)
-        if rec.get("type") == "eval" and rec.get("eval_only"):
+        if rec.get("eval_only") and (rec.get("type") == "eval" or
+                                     (rec.get("type") == "glue_eval" and rec.get("split") in DEV_SPLITS)):
             evalonly.append((n, rec))  # kept apart: of loaded weights, not of this run's step 0 (no replay)
         elif rec.get("type", "step") in ("step", "eval") or \
                 (rec.get("type") == "glue_eval" and rec.get("split") in DEV_SPLITS):
@@ -273,7 +274,9 @@ def main():
     if not loaded:
         sys.exit("; ".join(f"{p}: no step or evaluation record" for _, p in empty))
     # a log of --eval-only records only (an --eval-only run's own --log): they are its evaluations
-    runs = [(label, steps, evals if steps or evals else [e for _, e in evalonly], glue)
+    runs = [(label, steps, evals, glue) if steps or evals or glue else
+            (label, steps, [e for _, e in evalonly if e.get("type") == "eval"],
+             [e for _, e in evalonly if e.get("type") == "glue_eval"])
             for label, steps, evals, evalonly, glue, _ in loaded]
 
     print("| run | steps | train loss (last 10) | val loss | val ppl | tokens/s | peak memory (MiB) | median ms/step | "
@@ -316,6 +319,11 @@ def main():
             print(f"{label}: {dropped} replayed record(s) dropped (the log holds a resumed run's repeated steps; "
                   f"the last record of each step is kept)")
         for n, e in evalonly:
+            if e.get("type") == "glue_eval":
+                score = f"{dev_score(e):.4f}" if finite(dev_score(e)) else "undefined (null)"
+                print(f"{label}: --eval-only evaluation (line {n} of the log): GLUE {e.get('task', '?')} "
+                      f"{e.get('split')} {glue_metric(e)} {score}")
+                continue
             vl, ppl = val(e)
             tokens = f" over {e['val_tokens']} tokens" if e.get("val_tokens") is not None else ""
             print(f"{label}: --eval-only evaluation (line {n} of the log): val loss {num(vl, '{:.4f}')}, "

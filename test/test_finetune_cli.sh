@@ -371,6 +371,10 @@ out=$("$BIN" --task mrpc --data-dir "$T/badtrain" --init-from "$T/model" --eval-
 [ $rc -eq 0 ] && grep -q 'warning: --eval-only cannot use the training split' <<<"$out" && grep -q '^dev loss' <<<"$out" \
   && grep -q glue_eval "$T/logs/a/b.jsonl" && ok "--eval-only with an unreadable training split: a warning and the scores" \
   || bad "--eval-only, bad train: rc $rc, $(tail -2 <<<"$out")"
+# its glue_eval record is marked as --eval-only's, as train_gpt2's eval record is (appended to a training log, it was
+# read as that run's final score)
+grep -q '"type":"glue_eval",.*"eval_only":true}$' "$T/logs/a/b.jsonl" && ok "--eval-only's glue_eval record has \"eval_only\":true" \
+  || bad "--eval-only's glue_eval record: $(grep glue_eval "$T/logs/a/b.jsonl")"
 
 # MNLI's two dev splits: each glue_eval record holds its own split's loss. The reference: a directory whose two splits
 # are the same file, whose loss is that file's (the batches are the same, so the arithmetic is; 1e-6 relative)
@@ -515,6 +519,24 @@ assert len(want) == 2 and round(acc, 4) == want["accuracy"] and round(f1, 4) == 
 PY
 grep -q "^predicted test: 128 examples with --init-from's weights (not_equivalent [0-9]*, equivalent [0-9]*) -> $T/pred/MRPC.tsv" <<<"$out" \
   && ok "--predict summary printed" || bad "--predict summary: $(grep predicted <<<"$out")"
+# a second --eval-only --predict into that directory: refused, and --overwrite replaces the file (it was refused
+# too, "--eval-only appends its evaluation to --log", with no --log given)
+expect_error "--eval-only --predict over an earlier file refused" "HINT: pass --overwrite to replace it" \
+  "$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --predict "$T/pred"
+: > "$T/pred/MRPC.tsv"
+"$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --predict "$T/pred" --overwrite > "$T/pov.out" 2>&1 \
+  && [ "$(wc -l < "$T/pred/MRPC.tsv")" -eq 129 ] && ok "--eval-only --predict --overwrite replaces the predictions" \
+  || bad "--eval-only --predict --overwrite: $(tail -2 "$T/pov.out")"
+# a dev split whose labels leave the metric blind (MRPC without a positive: F1 0 for every prediction) is warned of at
+# the start (every epoch scored 0.0000, the first one "best", exit 0, unsaid); the real split gets no such warning
+mkdir -p "$T/pneg" && cp "$T/pm/train.tsv" "$T/pneg/" && awk 'BEGIN { FS = OFS = "\t" } NR > 1 { $1 = 0 } { print }' "$T/pm/dev.tsv" > "$T/pneg/dev.tsv"
+out=$("$BIN" --task mrpc --data-dir "$T/pneg" --init-from "$T/s1" --eval-only 2>&1)
+grep -q "^warning: $T/pneg/dev.tsv: its labels leave f1 blind (0 for the right predictions and for wrong ones)" <<<"$out" \
+  && ! grep -q "blind" "$T/pov.out" && ok "a dev split without a positive: F1 said to be blind" || bad "blind F1: $(grep -i blind <<<"$out")"
+# test examples cut by --max-len are counted as the training and dev ones are (they were not said)
+out=$("$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --predict "$T/predcut" --max-len 12 2>&1)
+grep -Eq "^notice: [0-9]+ training, [1-9][0-9]* dev and [1-9][0-9]* test \(--predict\) examples were truncated to --max-len 12 tokens" <<<"$out" \
+  && ok "truncated test examples are counted in the notice" || bad "truncation notice with --predict: $(grep -i truncat <<<"$out")"
 # a test file without an index column (here MRPC's dev layout): its rows numbered from 0, and said
 mkdir -p "$T/pn" && cp "$T/data/mrpc/train.tsv" "$T/data/mrpc/dev.tsv" "$T/pn/" && cp "$T/data/mrpc/dev.tsv" "$T/pn/test.tsv"
 out=$("$BIN" --task mrpc --data-dir "$T/pn" --init-from "$T/s1" --eval-only --predict "$T/predn" 2>&1)

@@ -190,6 +190,22 @@ grep -qx 'ftn: GLUE mnli dev_matched accuracy: final 0.6000 (step 2, epoch 1), b
   && ok "MNLI: the dev_matched accuracy (not dev_mismatched's)" || bad "MNLI's line: $(grep '^ftn' <<<"$out")"
 grep -qx 'fts: GLUE stsb dev pearson: final undefined (null) (step 4, epoch 2), best 0.5000 (step 2, epoch 1) over 2 evaluation(s)' <<<"$out" \
   && ok "STS-B: a null Pearson is no best and reads undefined as the final" || bad "STS-B's line: $(grep '^fts' <<<"$out")"
+# an --eval-only evaluation appended to a fine-tuning log (of another model, f1 0) is not the run's final score
+{ cat "$W/ftm.jsonl"
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":0,"epoch":0,"val_loss":0.9,"f1":0,"accuracy":0.3,"eval_only":true}'; } \
+  >"$W/ftme.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/ftme.jsonl" 2>&1)
+grep -qx 'ftme: GLUE mrpc dev f1: final 0.8000 (step 4, epoch 2), best 0.9000 (step 2, epoch 1) over 2 evaluation(s)' <<<"$out" \
+  && grep -qx 'ftme: --eval-only evaluation (line 9 of the log): GLUE mrpc dev f1 0.0000' <<<"$out" \
+  && ok "an --eval-only glue_eval record: not the run's final score, a line of its own" || bad "--eval-only glue_eval: $out"
+got=$(python3 -c 'import sys; sys.path[:0] = ["scripts", "scripts/repro"]; import table5; print(table5.scores(sys.argv[1], "mrpc"))' \
+      "$W/ftme.jsonl" 2>&1)
+[ "$got" = "(0.9, 0.8)" ] && ok "table5's scores leave the --eval-only record out" || bad "table5.scores: $got, want (0.9, 0.8)"
+# an --eval-only run's own log: its evaluation is the run's
+echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":0,"epoch":0,"val_loss":0.9,"f1":0.5,"eval_only":true}' >"$W/ftonly.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/ftonly.jsonl" 2>&1)
+grep -qx 'ftonly: GLUE mrpc dev f1: final 0.5000 (step 0, epoch 0), best 0.5000 (step 0, epoch 0) over 1 evaluation(s)' <<<"$out" \
+  && ok "an --eval-only fine-tuning log: its evaluation is the run's" || bad "--eval-only glue log alone: $out"
 got=$(python3 -c 'import sys; sys.path[:0] = ["scripts", "scripts/repro"]; import plot_runs, table5
 print(plot_runs.GLUE_METRIC == table5.COLUMN)' 2>&1)
 [ "$got" = True ] && ok "the dev score's metric per task is table5.py's COLUMN" || bad "GLUE_METRIC vs table5.COLUMN: $got"

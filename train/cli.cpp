@@ -328,8 +328,6 @@ void check_flag_partners(const TrainOptions& o) {
     CHECK_USER(!(o.plan && o.eval_only), "--plan plans a training run, and --eval-only keeps no optimizer state or "
                "master weights (and compresses nothing): the plan would overstate it\n---> HINT: drop --eval-only to "
                "plan the training run");
-    CHECK_USER(!(o.eval_only && o.overwrite), "--eval-only appends its evaluation to --log, and --overwrite starts a "
-               "run over\n---> HINT: drop --overwrite (remove the log first for one that holds only this evaluation)");
     CHECK_USER(!(o.eval_only && !o.dump_site.empty()),
                "--dump-site dumps an activation of a training step, and --eval-only takes none\n---> HINT: drop "
                "--eval-only and pass --steps with --dump-step below it");
@@ -409,6 +407,9 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(!(opts.resume && opts.overwrite), "--resume continues the run in --ckpt-dir and --overwrite starts it "
                "over: pass one of them");
     check_flag_partners(opts);
+    CHECK_USER(!(opts.eval_only && opts.overwrite), "--eval-only appends its evaluation to --log, and --overwrite "
+               "starts a run over\n---> HINT: drop --overwrite (remove the log first for one that holds only this "
+               "evaluation)");
     CHECK_USER(opts.zero == 0 || opts.zero == 1, "--zero must be 0 or 1 (got %d): ZeRO-1 is the only sharding", opts.zero);
     CHECK_USER(opts.comm == "auto" || opts.comm == "nccl" || opts.comm == "mpi",
                "--comm must be auto, nccl or mpi (got \"%s\")", opts.comm.c_str());

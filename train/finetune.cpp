@@ -82,7 +82,8 @@ const FlagDef FLAGS[] = {
     F("--ckpt-every", "N", INT, ckpt_every, "also every N steps (0: epochs only; on SIGINT/SIGTERM/SIGUSR1 always)"),
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
     F("--resume", "", BOOL, resume, "continue bit-exactly from the newest checkpoint in --ckpt-dir"),
-    F("--overwrite", "", BOOL, overwrite, "start over where --ckpt-dir, --save or --log holds an earlier run's files"),
+    F("--overwrite", "", BOOL, overwrite, "start over where --ckpt-dir, --save or --log holds an earlier run's files "
+                                          "(with --eval-only: replace --predict's files; the log is appended to)"),
     F("--save", "DIR", STR, save, "at the end write a Hugging Face directory (config, weights, tokenizer)"),
     F("--eval-only", "", BOOL, eval_only, "only evaluate --init-from (a fine-tuned directory) on the dev split(s)"),
     F("--predict", "DIR", STR, predict,
@@ -179,6 +180,10 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(!(o.resume && o.overwrite), "--resume continues the run in --ckpt-dir and --overwrite starts it over: "
                "pass one of them");
     check_flag_partners(o);
+    // with --eval-only, --overwrite replaces --predict's files (an earlier evaluation's); its log is appended to
+    CHECK_USER(!(o.eval_only && o.overwrite && o.predict.empty()), "--eval-only appends its evaluation to --log, and "
+               "--overwrite starts a run over (with --predict it replaces the predictions)\n---> HINT: drop --overwrite "
+               "(remove the log first for one that holds only this evaluation)");
     CHECK_USER(o.device == "auto" || o.device == "cpu" || o.device == "cuda",
                "--device must be cpu, cuda or auto (got \"%s\")", o.device.c_str());
     CHECK_USER(o.precision == "bf16" || o.precision == "fp32", "--precision must be bf16 or fp32");
@@ -206,8 +211,8 @@ void claim_predict_dir(const FinetuneOptions& o, const GlueTaskInfo& task) {
     if (o.overwrite || o.resume) return;
     for (const std::string& name : task.submission_files)
         CHECK_USER(!fs::exists(o.predict + "/" + name, ec), "--predict %s already holds %s (an earlier run's "
-                   "predictions); this run would replace it\n---> HINT: %s, or choose another --predict directory",
-                   o.predict.c_str(), name.c_str(), o.eval_only ? "remove it" : "pass --overwrite to replace it");
+                   "predictions); this run would replace it\n---> HINT: pass --overwrite to replace it, or choose another "
+                   "--predict directory", o.predict.c_str(), name.c_str());
 }
 
 std::vector<std::string> finetune_flag_names() {

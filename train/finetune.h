@@ -149,9 +149,11 @@ struct FineTuner {
                         test_examples[d].size(), opts.predict.c_str(), info.submission_files[d].c_str(),
                         test_examples[d][0].index.empty() ? " (the file has no index: its rows are numbered from 0)"
                                                           : "");
-        if (train_set.truncated || count_truncated())
-            std::printf("notice: %lld training and %lld dev examples were truncated to --max-len %d tokens\n",
-                        (long long)train_set.truncated, (long long)count_truncated(), opts.max_len);
+        const long long cut_dev = count_truncated(dev_sets), cut_test = count_truncated(test_sets);
+        if (train_set.truncated || cut_dev || cut_test)
+            std::printf("notice: %lld training, %lld dev%s examples were truncated to --max-len %d tokens\n",
+                        (long long)train_set.truncated, cut_dev,
+                        test_sets.empty() ? "" : format(" and %lld test (--predict)", cut_test).c_str(), opts.max_len);
         if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
         std::printf("%s", unused_flags_notice(opts, 1).c_str());
         std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
@@ -471,8 +473,10 @@ struct FineTuner {
                      "undefined\n---> HINT: use the task's real %s split (its scores vary from 0 to 5)",
                      glue_split_path(opts.data_dir, split).c_str(), d[0].score, split.c_str());
         }
-        for (size_t d = 0; d < dev_examples.size(); d++)
+        for (size_t d = 0; d < dev_examples.size(); d++) {
             dev_sets.push_back(encode(dev_examples[d], info.dev_splits[d]));
+            warn_if_metric_is_blind(dev_sets.back().labels, info.dev_splits[d]);
+        }
         // --predict: the test splits now, so that a missing or broken file is said before the training, not after
         if (!opts.predict.empty()) {
             for (const std::string& split : info.test_splits) {
@@ -506,9 +510,24 @@ struct FineTuner {
         opts.seq_len = T;  // for resume_keys and the planner
         return cfg;
     }
-    long long count_truncated() const {
+    // A dev split whose labels leave the task's metric blind: one class gives Matthews correlation 0 (sklearn's), no
+    // positive gives F1 0, for every prediction. Said at the start: each epoch would score alike and the "best epoch"
+    // be the first, whatever was learned. (A perfect prediction scores as a wrong one; STS-B's constant target, an
+    // undefined correlation, is refused above.)
+    void warn_if_metric_is_blind(const std::vector<int>& labels, const std::string& split) const {
+        if (info.num_labels < 2 || labels.empty()) return;
+        std::vector<int> wrong(labels.size());
+        for (size_t i = 0; i < labels.size(); i++) wrong[i] = (labels[i] + 1) % info.num_labels;
+        const auto right = glue_metrics(info.task, labels, labels)[0], miss = glue_metrics(info.task, wrong, labels)[0];
+        if (right.second == miss.second)
+            std::printf("warning: %s: its labels leave %s blind (%g for the right predictions and for wrong ones): "
+                        "every epoch scores alike\n---> HINT: use the task's real %s split (it has every class)\n",
+                        glue_split_path(opts.data_dir, split).c_str(), right.first.c_str(), right.second,
+                        split.c_str());
+    }
+    static long long count_truncated(const std::vector<GlueEncoded>& sets) {
         long long n = 0;
-        for (const GlueEncoded& d : dev_sets) n += d.truncated;
+        for (const GlueEncoded& d : sets) n += d.truncated;
         return n;
     }
     std::string dev_text() const {
@@ -636,7 +655,9 @@ struct FineTuner {
             std::vector<std::pair<std::string, double>> f = {{"step", (double)step}, {"epoch", (double)e},
                                                              {"val_loss", s.split_loss[d]}};
             for (const auto& m : s.metrics[d]) f.push_back(m);
-            log.record("glue_eval", f, {{"task", info.name}, {"split", s.splits[d]}});
+            // an --eval-only evaluation (epoch 0) is of --init-from's weights, which may be another run's: marked,
+            // plot_runs.py and the Table 5 summary keep it apart from the log's training run (it was its final score)
+            log.record("glue_eval", f, {{"task", info.name}, {"split", s.splits[d]}}, opts.eval_only);
         }
     }
 

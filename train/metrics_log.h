@@ -132,9 +132,10 @@ struct MetricsLog {
                           eval_only ? ",\"eval_only\":true" : ""));
     }
     // Any other record: {"type":TYPE, then the numbers and strings in order} (finetune_roberta's glue_eval, memory
-    // and final records). Names and strings are plain words here; quotes and backslashes are escaped anyway.
+    // and final records), and "eval_only":true when eval_only (as eval()'s). Names and strings are plain words here;
+    // quotes and backslashes are escaped anyway.
     void record(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
-                const std::vector<std::pair<std::string, std::string>>& strings = {}) {
+                const std::vector<std::pair<std::string, std::string>>& strings = {}, bool eval_only = false) {
         auto quote = [](const std::string& s) {
             std::string q = "\"";
             for (char c : s) q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
@@ -143,7 +144,7 @@ struct MetricsLog {
         std::string line = "{\"type\":" + quote(type);
         for (const auto& [k, v] : strings) line += "," + quote(k) + ":" + quote(v);
         for (const auto& [k, v] : numbers) line += "," + quote(k) + ":" + num(v);
-        write_line(line + "}");
+        write_line(line + (eval_only ? ",\"eval_only\":true}" : "}"));
     }
 
   private:

@@ -81,8 +81,8 @@ def scores(log, task):
     """(best, final) of the task's column metric over the log's glue_eval records (MNLI: dev_matched). An epoch whose
     score is undefined (null: a correlation of constant predictions) counts for no best, and as the final score when
     it is the last: None, not an earlier epoch's."""
-    vals = [rec.get(COLUMN[task]) for rec in records(log)
-            if rec.get("type") == "glue_eval" and rec.get("split") in ("dev", "dev_matched")]
+    vals = [rec.get(COLUMN[task]) for rec in records(log)  # (an --eval-only evaluation is of other weights)
+            if rec.get("type") == "glue_eval" and rec.get("split") in ("dev", "dev_matched") and not rec.get("eval_only")]
     defined = [v for v in vals if v is not None]
     return (max(defined) if defined else None, vals[-1]) if vals else (None, None)
 
