@@ -514,10 +514,12 @@ TEST_F(Prep, LineEndingsByteOrderMarksAndUtf16) {
         utf32be += std::string(3, '\0') + c;
     }
     const std::string nul_separated("id\0name\0", 8);  // UTF-8 with NULs: text (tiktoken: 312 188 3672 188)
+    // a short first line: "Hi\n" is 6 bytes, "H\0i\0\n", too few to judge by (the file was read as UTF-8, exit 0)
+    const std::string short_first_line = std::string("H\0i\0\n\0\n\0", 8) + utf16le;
     const std::pair<const char*, std::string> files[] = {{"lf.txt", lf}, {"cr.txt", cr}, {"bom.txt", "\xef\xbb\xbf" + lf},
                                                          {"utf16.txt", "\xff\xfe" + utf16le}, {"utf16le.txt", utf16le},
                                                          {"utf32be.txt", utf32be}, {"utf16.jsonl", "\xff\xfe{"},
-                                                         {"nuls.txt", nul_separated},
+                                                         {"nuls.txt", nul_separated}, {"utf16hi.txt", short_first_line},
                                                          {"padded.txt", "a record\n" + std::string(5000, '\0')}};
     for (const auto& [name, bytes] : files) std::ofstream(path(name), std::ios::binary) << bytes;
     auto args = [&](const char* name) {
@@ -537,6 +539,7 @@ TEST_F(Prep, LineEndingsByteOrderMarksAndUtf16) {
     prep_fails(args("utf16.txt"), {"utf16.txt: this looks like UTF-16 or UTF-32 text (its byte order mark)", "iconv"});
     prep_fails(args("utf16le.txt"), {"utf16le.txt: this looks like UTF-16", "(NUL bytes between its characters)"});
     prep_fails(args("utf32be.txt"), {"utf32be.txt: this looks like UTF-16 or UTF-32", "(NUL bytes between"});
+    prep_fails(args("utf16hi.txt"), {"utf16hi.txt: this looks like UTF-16", "(NUL bytes between its characters)"});
     prep_fails(args("utf16.jsonl"), {"utf16.jsonl: this looks like UTF-16"});
     std::vector<std::string> nuls = args("nuls.txt");
     nuls.push_back("--no-val");
@@ -1094,6 +1097,24 @@ TEST_F(Prep, MissingInputs) {
     PrepRun cut = prep({"--tokenizer", "gpt2", "--input", path("urlsf_subset00-1_data.xz"), "--out", o});
     EXPECT_EQ(cut.rc, 1) << cut.out;
     EXPECT_NE(cut.out.find("the archive is damaged or cut short"), std::string::npos) << cut.out;
+}
+
+// A path that exists is read as named, though it has glob characters: "book [vol 1].txt" as a pattern matched
+// "book v.txt" beside it (its text prepared instead, exit 0), or nothing ("no file matches this pattern").
+TEST_F(Prep, AnExistingPathWithGlobCharactersIsReadAsNamed) {
+    REQUIRE_GPT2();
+    fs::create_directories(path("g"));
+    std::ofstream(path("g/book [vol 1].txt"), std::ios::binary) << "The intended file, volume one.\n";
+    std::ofstream(path("g/book v.txt"), std::ios::binary) << "Some other file altogether.\n";
+    std::ofstream(path("plain.txt"), std::ios::binary) << "The intended file, volume one.\n";
+    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("g/book [vol 1].txt"), "--out", path("named")});
+    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("plain.txt"), "--out", path("plain")});
+    const std::vector<uint16_t> named = tokens(path("named"), "train");
+    EXPECT_FALSE(named.empty());
+    EXPECT_EQ(named, tokens(path("plain"), "train"));
+    // a pattern is still one when no file has its name
+    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("g/book v*"), "--out", path("pattern")});
+    EXPECT_NE(tokens(path("pattern"), "train"), named);
 }
 
 // A directory input lists each file once, whatever order the system lists the tree in: a symbolic link beside the

@@ -134,7 +134,10 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
 static void add_input(const std::string& spec, int src, std::vector<InputFile>& out) {
     const char* flag = src == VAL ? "--val-input" : "--input";
     std::vector<std::string> paths;
-    if (spec.find_first_of("*?[") != std::string::npos) {
+    struct stat named;
+    // a path that exists is read as named: "book [vol 1].txt" is a file, not a pattern (as one it matched
+    // "book v.txt", or nothing; a shell's expansion of *.txt passes such names on too)
+    if (spec.find_first_of("*?[") != std::string::npos && stat(spec.c_str(), &named) != 0) {
         glob_t g;
         int rc = glob(spec.c_str(), 0, nullptr, &g);
         std::error_code cwd_ec;

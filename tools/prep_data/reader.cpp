@@ -154,21 +154,39 @@ void Reader::read_text(ByteSource& src, const Where& where, int split_src) {
         para += line;
     };
     // lines end at LF, CRLF or a lone CR (Python's universal newlines: a classic Mac file was one document)
-    for (bool first = true; lines.next(read); first = false) {
-        if (first) {
-            refuse_utf16_or_32(read, *where);
-            drop_utf8_bom(read);
+    auto split_cr = [&](std::string& line) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF
+        if (line.find('\r') == std::string::npos) return take(line);
+        for (size_t a = 0, b; a <= line.size(); a = b + 1) {
+            b = std::min(line.find('\r', a), line.size());
+            take(line.substr(a, b - a));
         }
-        if (!read.empty() && read.back() == '\r') read.pop_back();  // CRLF
-        if (read.find('\r') == std::string::npos) {
-            take(read);
+    };
+    // The encoding is judged on the file's first 4 KiB, not its first line: UTF-16's "Hi\n" is a 6-byte line
+    // ("H\0i\0\n" and the NUL after it starts the next), too short to judge, and the file was read as UTF-8
+    // (a document of NUL-separated characters, exit 0). The lines are held until then.
+    std::vector<std::string> head_lines;
+    size_t head_bytes = 0;
+    bool judged = false;
+    auto judge = [&] {
+        std::string head;
+        for (const std::string& l : head_lines) head += l + "\n";
+        refuse_utf16_or_32(head, *where);
+        judged = true;
+        if (!head_lines.empty()) drop_utf8_bom(head_lines[0]);
+        for (std::string& l : head_lines) split_cr(l);
+        head_lines.clear();
+    };
+    while (lines.next(read)) {
+        if (judged) {
+            split_cr(read);
             continue;
         }
-        for (size_t a = 0, b; a <= read.size(); a = b + 1) {
-            b = std::min(read.find('\r', a), read.size());
-            take(read.substr(a, b - a));
-        }
+        head_bytes += read.size() + 1;
+        head_lines.push_back(std::move(read));
+        if (head_bytes >= 4096) judge();
     }
+    if (!judged) judge();
     flush();
 }
 
