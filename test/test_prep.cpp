@@ -1025,9 +1025,40 @@ TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
     d.push_back("--overwrite");
     prep_ok(d);
     EXPECT_EQ(shards(path("p"), "train").size(), 7u);
+    // an --overwrite whose --spm-model cannot be read fails before deleting the earlier run (its files were gone)
+    auto e = base;
+    e[1] = "spm";
+    e.insert(e.end(), {"--spm-model", path("typo.model"), "--overwrite"});
+    prep_fails(e, {"typo.model"});
+    EXPECT_EQ(shards(path("p"), "train").size(), 7u);
     prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "c4_train.json.gz", "--out", path("nothing"),
                 "--resume"},
                {"nothing to resume"});
+}
+
+// With a pending val split the reader resumes at its first pending document, before the train resume point: the
+// files between were not checked (f3 holds train documents already in the shards; its first line removed, the
+// resumed train shards held other documents, exit 0). Every file up to the later split's resume point is checked.
+TEST_F(Prep, ResumeChecksEveryFileUpToTheLaterResumePoint) {
+    REQUIRE_GPT2();
+    ASSERT_EQ(std::system(("gzip -dc " + std::string(FX) + "c4_train.json.gz > " + path("all.jsonl")).c_str()), 0);
+    std::istringstream all(slurp(path("all.jsonl")));
+    std::string line, part[3];
+    for (int n = 0; std::getline(all, line); n++) part[n < 12 ? 0 : n < 24 ? 1 : 2] += line + "\n";
+    for (int f = 0; f < 3; f++) std::ofstream(path(format("f%d.jsonl", f + 1)), std::ios::binary) << part[f];
+    std::vector<std::string> args = {"--tokenizer", "gpt2", "--input", path("f1.jsonl"), path("f2.jsonl"),
+                                     path("f3.jsonl"), "--val-fraction", "0.2", "--shard-tokens", "1000", "--out",
+                                     path("o")};
+    auto first = args;
+    first.insert(first.end(), {"--max-shards", "4"});
+    prep_ok(first);
+    // (the state: train pending in f3, val pending in f2, so the reader resumes in f2)
+    const json ck = json::parse(slurp(path("o_prep.json")))["checkpoints"].back();
+    ASSERT_GE(ck["pending"][0][0].get<int>(), 24) << ck.dump();
+    ASSERT_LT(ck["pending"][1][0].get<int>(), 24) << ck.dump();
+    std::ofstream(path("f3.jsonl"), std::ios::binary | std::ios::trunc) << part[2].substr(part[2].find('\n') + 1);
+    args.push_back("--resume");
+    prep_fails(args, {"f3.jsonl has", "bytes, but", "when the interrupted run read it"});
 }
 
 // A --resume refused for another --spm-model replaced the earlier run's PREFIX_tokenizer.model with that model before

@@ -130,10 +130,13 @@ Resume:
   last one of each split also by a checksum of its tokens), and continues after the last good shard; later
   shards are written again. Input files before the resume point are not read at all; the file holding it
   is read from its beginning, and documents already in shards are skipped without being tokenized. The
-  result is byte-identical to an uninterrupted run. Files from the resume point on may change (e.g. a
-  corrupt download replaced). With --val-fraction the val shard is only written at the end, so a resume
-  reads the input again from the first pending val document (tokenizing only val documents up to where
-  it stopped). A finished run is recognized: --resume then only checks the shards.
+  result is byte-identical to an uninterrupted run. Files after the one holding the resume point may
+  change (e.g. a corrupt download the run had not reached, replaced); that file and those before it must
+  be as they were (their sizes are checked: a corrupt file that stopped the run holds its resume point,
+  so replacing it means --overwrite). With --val-fraction the val shard is only written at the end, so a
+  resume reads the input again from the first pending val document (tokenizing only val documents up to
+  where it stopped), and the resume point is the later of the two splits'. A finished run is recognized:
+  --resume then only checks the shards.
 
 Getting the data (needs internet; this tool does not download anything):
   C4 en (Hugging Face allenai/c4, ~305 GB of .json.gz; 1024 train files, 8 validation files):

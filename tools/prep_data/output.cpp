@@ -582,7 +582,16 @@ struct Prep {
             size_t start = 0;
             for (size_t i = 0; i < files.size(); i++)
                 if (files[i].first_doc >= 0 && files[i].first_doc <= r) start = i;
-            for (size_t i = 0; i <= start; i++)
+            // Every file holding a document already in the shards must be as it was: those up to the later split's
+            // resume point (with a pending val split, the train documents between its first pending one and the
+            // train resume point were checked by no one: a file there changed, the resumed shards held other
+            // documents, some in both splits, exit 0).
+            int64_t last = resume_doc[TRAIN];
+            if (!sp[VAL].closed) last = std::max(last, resume_doc[VAL]);
+            size_t written_to = 0;
+            for (size_t i = 0; i < files.size(); i++)
+                if (files[i].first_doc >= 0 && files[i].first_doc <= last) written_to = i;
+            for (size_t i = 0; i <= written_to; i++)
                 CHECK_USER(in[i].at("size").get<int64_t>() == files[i].size,
                            "--resume: %s has %lld bytes, but %lld when the interrupted run read it\n"
                            "---> HINT: its documents are already in the shards; restore that file, or start again "
@@ -900,13 +909,13 @@ struct Prep {
                          ? "--resume continues an interrupted run; --overwrite deletes them and starts again"
                          : "that run saved no state file (it failed before its first), so nothing can be resumed: "
                            "--overwrite deletes them and starts again");
+            make_tokenizer();  // before deleting anything: a --spm-model that cannot be read leaves the run as it was
             for (auto& p : found) {
                 std::error_code ec;  // the model given to --spm-model may be an earlier run's copy: keep it
                 if (!o.spm_model.empty() && fs::equivalent(p, o.spm_model, ec)) continue;
                 std::remove(p.c_str());
             }
             remove_temporaries();
-            make_tokenizer();
             write_tokenizer_copy();
         }
 
