@@ -1362,6 +1362,26 @@ TEST(TrainerBinary, TotalTimeAndEtaCountEvaluation) {
     EXPECT_LE(eta - 0.5, eval * 3) << "ETA at step 1: " << eta << " s, the evaluation took " << eval << " s";
 }
 
+// A resume keeps the checkpoint's warmup (10% of the planned 100 steps: 10); run to --steps 6, the learning rate rises
+// the whole run and ends short of --lr, said as a --warmup longer than --steps is said (it was not: only the typed
+// flag's was)
+TEST(TrainerResume, ACheckpointsWarmupLongerThanTheRunIsSaid) {
+    TempDir dir;
+    auto args = [&](const char* steps, std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--steps", steps, "--lr", "3e-3", "--eval-tokens", "64", "--ckpt-every",
+                                           "3", "--ckpt-dir", dir / "ck"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult killed = run_merged("train_gpt2", args("100", {}), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=3");
+    ASSERT_EQ(killed.rc, 137) << describe(killed);
+    RunResult r = run_trainer("train_gpt2", args("6", {"--resume"}), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "notice: the checkpoint's warmup of 10 steps is longer than --steps 6: the learning "
+                                "rate rises the whole run and ends at 0.0018, short of --lr 0.003"))
+        << describe(r);
+}
+
 // A run can be extended: --resume with a larger --steps continues it, the steps to come following the schedule over
 // the new total with the run's own warmup (10% of 6 = 0, not 10% of 10 = 1). The extension is deterministic: 6 -> 10
 // in one go equals 6 -> 10 killed after step 8 (kill -9, checkpoint at 8) and resumed again, step for step and in

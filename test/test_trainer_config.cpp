@@ -163,7 +163,7 @@ TEST(TrainerCli, RejectsOutOfRangeValues) {
     EXPECT_USER_ERROR(parse({"--beta1", "-0.1"}), "--beta1");
     EXPECT_USER_ERROR(parse({"--beta2", "1.0"}), "--beta2");
     // a value that rounds to 1 in float32 says so; a subnormal is too small, not "not finite"; hexadecimal is refused
-    EXPECT_USER_ERROR(parse({"--beta2", "0.99999999"}), "(got 0.899999976, 1 as float32: 0.99999999 is 1)");
+    EXPECT_USER_ERROR(parse({"--beta2", "0.99999999"}), "(got 0.899999976, 1; as float32, values above 0.99999997 are 1)");
     EXPECT_USER_ERROR(parse({"--adam-eps", "1e-40"}), "--adam-eps: 1e-40 is too small for a float (below 1.2e-38)");
     EXPECT_USER_ERROR(parse({"--lr", "0x10"}), "--lr needs a finite decimal number");
     EXPECT_USER_ERROR(parse({"--adam-eps", "0"}), "--adam-eps");
@@ -504,6 +504,23 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
               "notice: --warmup 5 is longer than --steps 3: the learning rate rises the whole run and ends at 0.0006, "
               "short of --lr 0.001\n");
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "5", "--warmup", "5"}), 1), "");
+    // --steps 0 trains nothing either (an evaluation and --save of the initial weights): its training flags were
+    // accepted with no word, and so was --lr 0 (weights byte-identical to --steps 0's), and a GaLore/RSO gap as long
+    // as the run (the subspace of step 1 throughout: weights byte-identical to the default gap's)
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "0", "--lr", "1", "--optimizer", "muon", "--muon-momentum", "0.5",
+                                         "--warmup", "5"}), 1),
+              "notice: --lr --warmup --optimizer --muon-momentum change nothing in this run: --steps 0 trains "
+              "nothing\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "4", "--lr", "0"}), 1),
+              "notice: --lr 0: no step changes a weight (every optimizer's update, weight decay too, is scaled by the "
+              "learning rate)\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "4", "--optimizer", "galore", "--galore-gap", "4"}), 1),
+              "notice: --galore-gap 4 is as long as the run (--steps 4): the subspace chosen at step 1 is never "
+              "changed in it\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "5", "--optimizer", "rso", "--rso-gap", "9"}), 1),
+              "notice: --rso-gap 9 is as long as the run (--steps 5): the subspace chosen at step 1 is never changed "
+              "in it\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "5", "--optimizer", "galore", "--galore-gap", "4"}), 1), "");
     // with --prac-refresh-overlap an interval bounds D and sizes the pending slots in every mode: used
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "pac", "--prac-t2", "4", "--prac-refresh-overlap", "2"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "rac", "--prac-t1", "4", "--prac-refresh-overlap", "2"}), 1), "");

@@ -370,8 +370,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.min_lr_frac >= 0 && opts.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1] (got %g)",
                opts.min_lr_frac);
     CHECK_USER(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
-               "--beta1/--beta2 must be in [0, 1) (got %.9g, %.9g as float32: 0.99999999 is 1)", opts.beta1,
-               opts.beta2);
+               "--beta1/--beta2 must be in [0, 1) (got %.9g, %.9g; as float32, values above 0.99999997 are 1)",
+               opts.beta1, opts.beta2);
     CHECK_USER(opts.adam_eps > 0, "--adam-eps must be positive (got %g)", opts.adam_eps);
     CHECK_USER(opts.weight_decay >= 0, "--weight-decay must be >= 0 (got %g)", opts.weight_decay);
     CHECK_USER(opts.grad_clip >= 0, "--grad-clip must be >= 0 (0: off; got %g)", opts.grad_clip);
@@ -633,15 +633,19 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         out += format("notice: %s %s nothing in this run: %s\n", names.c_str(),
                       flags.size() == 1 ? "changes" : "change", why.c_str());
     };
-    if (o.eval_only) {  // (the flags that go only with training are refused: check_flag_partners)
-        Flags f = given_of({"--steps", "--epochs", "--lr", "--warmup", "--min-lr-frac", "--weight-decay", "--beta1",
+    // --eval-only, or --steps 0 (an evaluation, and --save, of the initial weights): the flags of training are inert
+    const bool trains = !o.eval_only && !(o.was_given("--steps") && o.steps == 0);
+    if (!trains) {  // (with --eval-only the flags that go only with training are refused: check_flag_partners)
+        Flags f = given_of({"--epochs", "--lr", "--warmup", "--min-lr-frac", "--weight-decay", "--beta1",
                             "--beta2", "--adam-eps", "--grad-clip", "--grad-accum", "--optimizer",
                             "--optimizer-states", "--on-nonfinite", "--no-shuffle", "--eval-interval",
                             "--log-interval", "--recompute", "--recompute-attention", "--zero", "--overlap-comm"});
+        if (o.eval_only && o.was_given("--steps")) f.insert(f.begin(), "--steps");
         for (const char* family : {"--galore-", "--muon-", "--rso-"})
             for (const std::string& g : given(family)) f.push_back(g);
-        notice(f, "--eval-only trains nothing");
-        notice(given("--prac"), "--eval-only trains nothing (an evaluation saves no activations to compress)");
+        const char* why = o.eval_only ? "--eval-only trains nothing" : "--steps 0 trains nothing";
+        notice(f, why);
+        notice(given("--prac"), std::string(why) + " (an evaluation saves no activations to compress)");
         return out;
     }
     // --prac-storage fp8 without PRAC is refused (check_storage_options). What a mode uses: prac_uses_* (prac.h),
@@ -680,11 +684,24 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     if (ranks == 1 && !o.plan) notice(given_of({"--overlap-comm"}), "one rank has no gradients to average");
     // (a checkpoint holds the state whole: a resume on more ranks shards it by its own --zero)
     if (ranks == 1 && !o.plan) notice(given_of({"--zero"}), "one rank keeps the whole optimizer state");
-    // not inert, but likely not meant: a warmup longer than the run never reaches the peak
-    if (o.was_given("--warmup") && o.steps > 0 && o.warmup > o.steps)
-        out += format("notice: --warmup %d is longer than --steps %d: the learning rate rises the whole run and ends at "
-                      "%g, short of --lr %g\n", o.warmup, o.steps, o.lr * (double)o.steps / o.warmup, o.lr);
+    // a basis refreshed every --galore-gap / --rso-gap steps from step 1: a gap as long as the run refreshes none
+    for (const auto& [opt, flag, gap] : {std::tuple{"galore", "--galore-gap", o.galore_gap},
+                                         std::tuple{"rso", "--rso-gap", o.rso_gap}})
+        if (o.optimizer == opt && o.was_given(flag) && o.steps > 0 && gap >= o.steps)
+            out += format("notice: %s %d is as long as the run (--steps %d): the subspace chosen at step 1 is never "
+                          "changed in it\n", flag, gap, o.steps);
+    // not inert, but likely not meant: a warmup longer than the run never reaches the peak; --lr 0 changes nothing
+    if (o.was_given("--warmup")) out += long_warmup_notice(o, format("--warmup %d", o.warmup));
+    if (o.was_given("--lr") && o.lr == 0 && o.steps > 0)
+        out += "notice: --lr 0: no step changes a weight (every optimizer's update, weight decay too, is scaled by the "
+               "learning rate)\n";
     return out;
+}
+
+std::string long_warmup_notice(const TrainOptions& o, const std::string& warmup) {
+    if (o.steps <= 0 || o.warmup <= o.steps) return "";
+    return format("notice: %s is longer than --steps %d: the learning rate rises the whole run and ends at %g, short "
+                  "of --lr %g\n", warmup.c_str(), o.steps, o.lr * (double)o.steps / o.warmup, o.lr);
 }
 
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks) {

@@ -160,5 +160,7 @@ int prac_initial_spread_steps(const TrainOptions& o, PracMode mode);
 // and rac's missing parts, another optimizer's, --prac-shared-subspace on one rank; "" when there are none. Not
 // errors: a table's script passes its --prac-t1 to every run, the baseline too.
 std::string unused_flags_notice(const TrainOptions& o, int ranks);
+// "notice: WARMUP is longer than --steps N: ..." when o.warmup exceeds o.steps, else "" (WARMUP: where it came from)
+std::string long_warmup_notice(const TrainOptions& o, const std::string& warmup);
 // Every setting as (name, value) rows for the start-of-run table.
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks = 1);

@@ -1014,6 +1014,8 @@ struct Trainer {
                         ? format(" (the run was planned for %s steps: the schedule now spans %d, warmup %d)",
                                  planned.c_str(), opts.steps, opts.warmup).c_str()
                         : "");
+        if (!opts.was_given("--warmup"))  // (the checkpoint's: a given one was said with the flags)
+            std::printf("%s", long_warmup_notice(opts, format("the checkpoint's warmup of %d steps", opts.warmup)).c_str());
     }
 
     // whether the next training forward refreshes a basis: the step asks for it, or a site layer has none yet
