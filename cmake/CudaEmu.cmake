@@ -76,17 +76,23 @@ if(NOT PRAC_CUDA_EMU)
   # The coverage report: the reset runs before every emulated test, the report after all of them (a ctest fixture).
   add_test(NAME cuda-emu.coverage-reset
            COMMAND ${CMAKE_COMMAND} -E rm -rf "${PRAC_EMU_COVERAGE_DIR}" "${CMAKE_BINARY_DIR}/cuda-emu-coverage.txt")
+  # (each sub-build lists the tests that can run project kernels: a run of some of them, ctest -R, is not judged
+  # but skipped, exit 77)
   add_test(NAME cuda-emu.coverage
            COMMAND ${PRAC_PYTHON} "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/coverage.py" --src "${PROJECT_SOURCE_DIR}"
-                   --runs "${PRAC_EMU_COVERAGE_DIR}" --out "${CMAKE_BINARY_DIR}/cuda-emu-coverage.txt")
+                   --runs "${PRAC_EMU_COVERAGE_DIR}" --out "${CMAKE_BINARY_DIR}/cuda-emu-coverage.txt"
+                   --expected "${CMAKE_BINARY_DIR}/cuda-emu-bf16/cuda-emu-kernel-tests.txt"
+                              "${CMAKE_BINARY_DIR}/cuda-emu-fp32/cuda-emu-kernel-tests.txt")
   set_tests_properties(cuda-emu.coverage-reset PROPERTIES FIXTURES_SETUP cuda_emu LABELS cuda-emu)
-  set_tests_properties(cuda-emu.coverage PROPERTIES FIXTURES_CLEANUP cuda_emu LABELS cuda-emu)
+  set_tests_properties(cuda-emu.coverage PROPERTIES FIXTURES_CLEANUP cuda_emu LABELS cuda-emu SKIP_RETURN_CODE 77)
   return()
 endif()
 
 # -----------------------------------------------------------------------------------------------------------------
 # an emulated sub-build (PRAC_CUDA=EMU)
 # -----------------------------------------------------------------------------------------------------------------
+# the tests prac_emu_test_properties registers, listed for the coverage report (written anew at each configure)
+file(WRITE "${CMAKE_BINARY_DIR}/cuda-emu-kernel-tests.txt" "")
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR "PRAC_CUDA=EMU needs clang++ (its -fsanitize-coverage=trace-loads,trace-stores drives the "
                       "shared-memory race check); got ${CMAKE_CXX_COMPILER_ID} -> -DCMAKE_CXX_COMPILER=clang++")
@@ -230,5 +236,7 @@ function(prac_emu_test_properties test)
     endif()
   endforeach()
   set_property(TEST ${test} APPEND PROPERTY ENVIRONMENT "PRAC_EMU_COVERAGE_DIR=${PRAC_EMU_COVERAGE_DIR}"
-               "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1)
+               "PRAC_EMU_TEST=${test}" "ASAN_OPTIONS=detect_leaks=0:detect_stack_use_after_return=0" OMP_NUM_THREADS=1
+               OPENBLAS_NUM_THREADS=1)
+  file(APPEND "${CMAKE_BINARY_DIR}/cuda-emu-kernel-tests.txt" "${test}\n")
 endfunction()

@@ -83,9 +83,19 @@ struct CusolverParams {
 };
 
 // Grid size for a 1-D launch over `count` items with `block` threads each, capped so grid-stride loops
-// cover the rest (2^20 blocks is far above what any GPU keeps resident).
+// cover the rest (2^20 blocks is far above what any GPU keeps resident). On the CPU execution layer the environment
+// variable PRAC_EMU_GRID_CAP lowers the cap: the emulated sizes never reach 2^20 blocks, so without it every block
+// ran one iteration, and a grid-stride loop's later ones (shared memory reused across rows, a barrier missing
+// between them) were never executed (test/gpu/CMakeLists.txt runs kernel tests with a cap of 3).
 inline unsigned cuda_grid_1d(size_t count, int block, size_t cap = (size_t)1 << 20) {
     size_t g = (count + (size_t)block - 1) / (size_t)block;
     if (g < 1) g = 1;
+#if defined(PRAC_CUDA_EMU)
+    static const size_t emu_cap = [] {
+        const char* s = std::getenv("PRAC_EMU_GRID_CAP");
+        return s && *s ? (size_t)std::strtoull(s, nullptr, 10) : (size_t)0;
+    }();
+    if (emu_cap > 0 && emu_cap < cap) cap = emu_cap;
+#endif
     return (unsigned)(g < cap ? g : cap);
 }

@@ -292,7 +292,7 @@ __global__ void top_vectors_kernel(float* P, const float* Z, int k, int r) {
     const int j = blockIdx.x;
     const float* z = Z + (size_t)(k - 1 - j) * k;
     float bv = -1.0f;
-    int bi = INT_MAX;
+    int bi = 0;  // (a column of NaN, never "larger", keeps index 0: INT_MAX was read as z[INT_MAX])
     for (int i = threadIdx.x; i < k; i += blockDim.x) {  // increasing i: a thread keeps its first maximum
         const float a = fabsf(z[i]);
         if (a > bv) {
@@ -466,7 +466,7 @@ void CudaBackend::adam_mini_update(act_t* params, float* master, const grad_t* g
     const size_t nblocks = n / block;
     // threads per block: 256, or the block rounded up to a warp (block_sum_double needs whole warps)
     const int threads = block >= OPT_BLOCK ? OPT_BLOCK : (int)((block + 31) / 32 * 32);
-    const unsigned grid = (unsigned)std::min<size_t>(nblocks, (size_t)1 << 20);
+    const unsigned grid = cuda_grid_1d(nblocks, 1);  // (grid-stride over the blocks)
     adam_mini_kernel<act_t><<<grid, threads, 0, stream>>>(params, master, grads, m, v, nblocks, block, beta1,
                                                           1.0f - beta1, beta2, 1.0f - beta2, eps, decay, step_size,
                                                           bc2_sqrt, grad_scale, optim_step_seed(seed, t, salt));
@@ -480,7 +480,7 @@ void CudaBackend::adamw8_update(act_t* params, float* master, const grad_t* grad
                                 float beta1, float beta2, float eps, float wd, int t, float grad_scale, uint64_t salt) {
     if (n == 0) return;
     const AdamWScalars<float> s(lr, beta1, beta2, eps, wd, t);  // the twin's scalars
-    const unsigned grid = (unsigned)std::min<size_t>((n + ADAMW8_BLOCK - 1) / ADAMW8_BLOCK, (size_t)1 << 20);
+    const unsigned grid = cuda_grid_1d(n, ADAMW8_BLOCK);  // (grid-stride over the quantization blocks)
     adamw8_kernel<act_t><<<grid, ADAMW8_THREADS, 0, stream>>>(params, master, grads, m_codes, v_codes, m_absmax,
                                                               v_absmax, n, codes, s, 1.0f - beta1, 1.0f - beta2,
                                                               grad_scale, optim_step_seed(seed, t, salt));

@@ -44,6 +44,12 @@ __global__ void seqcls_loss_kernel(float* losses, T* dlogits, const T* logits, c
             for (int k = 0; k < NL; k++) dz[k] = from_float<T>(0.0f);
         return;
     }
+    if (NL > 1 && t >= NL) {  // (the host refuses such labels: a NaN loss, which stops the run, never a read past z)
+        losses[b] = NAN;
+        if (dz)
+            for (int k = 0; k < NL; k++) dz[k] = from_float<T>(NAN);
+        return;
+    }
     if (NL == 1) {
         const double d = (double)to_float(z[0]) - (double)scores[b];
         losses[b] = (float)(d * d);

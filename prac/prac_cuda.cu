@@ -329,6 +329,7 @@ __global__ void prac_axpy_kernel(float* y, const float* x, size_t count, float a
 // sym_c = c > 0: x is a symmetric (c, c) column-major with only its upper triangle valid, and the sum is
 // ||x - I||_F^2 (off-diagonal entries counted twice). partial[blockIdx.x] = this block's sum.
 constexpr int SUMSQ_THREADS = 256;  // SUMSQ_BLOCKS: prac/refresh_layout.h (the workspace holds the partials)
+static_assert((SUMSQ_THREADS & (SUMSQ_THREADS - 1)) == 0, "the tree below halves SUMSQ_THREADS");
 __global__ void prac_sumsq_partial_kernel(const float* x, size_t count, int sym_c, double* partial) {
     __shared__ double acc[SUMSQ_THREADS];
     double s = 0;
@@ -345,7 +346,7 @@ __global__ void prac_sumsq_partial_kernel(const float* x, size_t count, int sym_
     }
     acc[threadIdx.x] = s;
     __syncthreads();
-    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+    for (int o = SUMSQ_THREADS / 2; o > 0; o >>= 1) {
         if (threadIdx.x < o) acc[threadIdx.x] += acc[threadIdx.x + o];
         __syncthreads();
     }

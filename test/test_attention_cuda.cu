@@ -645,6 +645,8 @@ int main() {
         test_shape(st, 1, 2, 128, 100, causal, Pad::Partial);
         test_padding_never_read(st, 3, 1, 16, 130, causal);
     }
+    // three heads over three whole key tiles (T = 192, a multiple of 64: no tail), causal and not
+    for (bool causal : {false, true}) test_shape(st, 2, 3, 64, 192, causal);
 #endif
 
     try {

@@ -8,7 +8,10 @@ CUDA sources (kernels/, prac/, train/, common/, and the test oracles' headers te
     cuda-emu kernel coverage: K/M kernels executed
 
 followed by each kernel that did not run, with the reason given in kernels/cuda_emu/coverage_exceptions.txt.
-Exit status 1 when a kernel did not run and no reason is given for it (or when nothing ran at all).
+Exit status 1 when a kernel did not run and no reason is given for it (or when nothing ran at all). With
+--expected (the lists of emulated tests that can run kernels, one per sub-build), a run that left some of them out
+(ctest -R: a few tests rerun) is not judged: the report says which ran, and the exit status is 77 (ctest: skipped).
+Each emulated test's processes mark it as run in <runs>/tests/ (kernels/cuda_emu/exec.cpp).
 """
 import argparse
 import glob
@@ -54,6 +57,8 @@ def main():
     ap.add_argument("--src", required=True, help="the repository root")
     ap.add_argument("--runs", required=True, help="the directory the emulated runs wrote to")
     ap.add_argument("--out", help="also write the report here")
+    ap.add_argument("--expected", nargs="*", default=[],
+                    help="files listing the emulated tests (one a line) that a whole run runs")
     a = ap.parse_args()
     kernels = project_kernels(a.src)
     executed = set()
@@ -69,11 +74,25 @@ def main():
         if not why:
             unexplained += 1
         lines.append("  not executed: %s (%s): %s" % (k, f, why or "NO REASON GIVEN in kernels/cuda_emu/coverage_exceptions.txt"))
+    expected = set()
+    for path in a.expected:
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fp:
+                expected.update(line.strip() for line in fp if line.strip())
+    ran = set(os.listdir(os.path.join(a.runs, "tests"))) if os.path.isdir(os.path.join(a.runs, "tests")) else set()
+    left_out = sorted(expected - ran)
+    if left_out:
+        lines.insert(0, "cuda-emu kernel coverage: not judged: %d of the %d emulated kernel tests ran in this ctest "
+                     "run (left out: %s%s); it is judged on a run of all of them (ctest -L cuda-emu, or the whole "
+                     "suite)" % (len(expected & ran), len(expected), ", ".join(left_out[:5]),
+                                 ", ..." if len(left_out) > 5 else ""))
     report = "\n".join(lines)
     print(report)
     if a.out:
         with open(a.out, "w", encoding="utf-8") as fp:
             fp.write(report + "\n")
+    if left_out:
+        return 77
     if not executed:
         print("no emulated run recorded any kernel in %s" % a.runs)
         return 1
