@@ -28,14 +28,20 @@ inline size_t edit_distance(const std::string& a, const std::string& b) {
     return d[b.size()];
 }
 
-// The name in `names` closest to `typed`, for "did you mean" hints: the shortest one that starts with it (--batch
-// means --batch-size, not --beta1 two edits away), else the one fewest edits away (the first of a tie); "" when
-// none is within max_edits.
+// The name in `names` closest to `typed`, for "did you mean" hints: those that start with it (--batch means
+// --batch-size, not --beta1 two edits away; "--eval-only or --eval-tokens" when 2 to 4 do, else the shortest),
+// else the one fewest edits away (the first of a tie); "" when none is within max_edits.
 inline std::string closest_name(const std::string& typed, const std::vector<std::string>& names,
                                 size_t max_edits = (size_t)-1) {
-    std::string best;
+    std::vector<std::string> starting;
     for (const std::string& n : names)
-        if (n.compare(0, typed.size(), typed) == 0 && (best.empty() || n.size() < best.size())) best = n;
+        if (n.compare(0, typed.size(), typed) == 0) starting.push_back(n);
+    std::stable_sort(starting.begin(), starting.end(),
+                     [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+    if (starting.size() > 4) starting.resize(1);
+    std::string best;
+    for (size_t i = 0; i < starting.size(); i++)
+        best += (i == 0 ? "" : i + 1 == starting.size() ? " or " : ", ") + starting[i];
     if (!best.empty()) return best;
     size_t best_edits = max_edits;
     for (const std::string& n : names) {
@@ -44,6 +50,10 @@ inline std::string closest_name(const std::string& typed, const std::vector<std:
     }
     return best;
 }
+
+// x for printf: a NaN without its sign bit, printed "nan" (glibc prints a NaN whose sign bit is set as "-nan", which
+// means nothing more: a diverged step said "norm -nan")
+inline double printable(double x) { return std::isnan(x) ? std::fabs(x) : x; }
 
 // 42s, 3m07s, 2h05m; "?" for a negative, non-finite or absurd (> 3 years) value.
 inline std::string human_duration(double s) {

@@ -115,6 +115,11 @@ TEST(TrainerCli, UnknownFlagSuggestsClosest) {
     // the start of a flag's name means that flag (--batch suggested --beta1, two edits away, over --batch-size)
     EXPECT_USER_ERROR(parse({"--batch", "3"}), "did you mean --batch-size?");
     EXPECT_USER_ERROR(parse({"--seq", "64"}), "did you mean --seq-len?");
+    EXPECT_USER_ERROR(parse({"--eval-o"}), "did you mean --eval-only?");
+    // (several that start so are all named, shortest first: the shortest alone hid the others)
+    EXPECT_USER_ERROR(parse({"--eval", "3"}),
+                      "did you mean --eval-only, --eval-tokens, --eval-interval or --eval-protocol?");
+    EXPECT_USER_ERROR(parse({"--warm", "2"}), "did you mean --warmup?");
     // a bare word is named as such
     EXPECT_USER_ERROR(parse({"steps", "3"}), "unknown flag \"steps\"", "flags start with --", "--steps");
 }
@@ -515,12 +520,15 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
               "notice: --lr 0: no step changes a weight (every optimizer's update, weight decay too, is scaled by the "
               "learning rate)\n");
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "4", "--optimizer", "galore", "--galore-gap", "4"}), 1),
-              "notice: --galore-gap 4 is as long as the run (--steps 4): the subspace chosen at step 1 is never "
+              "notice: --galore-gap 4 is as long as the run (4 steps): the subspace chosen at step 1 is never "
               "changed in it\n");
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "5", "--optimizer", "rso", "--rso-gap", "9"}), 1),
-              "notice: --rso-gap 9 is as long as the run (--steps 5): the subspace chosen at step 1 is never changed "
+              "notice: --rso-gap 9 is as long as the run (5 steps): the subspace chosen at step 1 is never changed "
               "in it\n");
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "5", "--optimizer", "galore", "--galore-gap", "4"}), 1), "");
+    // (not with --plan, whose rows follow the flags, or --ckpt-dir, whose step-0 checkpoint records them)
+    EXPECT_EQ(unused_flags_notice(parse({"--plan", "--steps", "0", "--optimizer", "muon"}), 1), "");
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "0", "--lr", "1", "--ckpt-dir", "ck"}), 1), "");
     // with --prac-refresh-overlap an interval bounds D and sizes the pending slots in every mode: used
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "pac", "--prac-t2", "4", "--prac-refresh-overlap", "2"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--prac", "rac", "--prac-t1", "4", "--prac-refresh-overlap", "2"}), 1), "");

@@ -238,7 +238,10 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
                 if (bare == y->first + 2)
                     fail("unknown flag \"%s\"%s\n---> HINT: this trainer spells it %s%s (--help lists every flag)",
                          arg.c_str(), dashes, y->second,
-                         std::string(y->second) == "--min-lr-frac" ? ", a fraction of --lr, not a rate" : "");
+                         std::string(y->second) == "--min-lr-frac" ? ", a fraction of --lr, not a rate"
+                         : std::string(y->first) == "--steps"  // (finetune_roberta's synonym: its count is epochs)
+                             ? ", a count of passes over the training split, not of steps"
+                             : "");
             // else suggest the flag closest to what was typed
             std::vector<std::string> names;
             for (const Flag* f = flags; f < flags_end; f++) names.push_back(f->name);
@@ -370,8 +373,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.min_lr_frac >= 0 && opts.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1] (got %g)",
                opts.min_lr_frac);
     CHECK_USER(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
-               "--beta1/--beta2 must be in [0, 1) (got %.9g, %.9g; as float32, values above 0.99999997 are 1)",
-               opts.beta1, opts.beta2);
+               "--beta1/--beta2 must be in [0, 1) (got %.9g, %.9g%s)", opts.beta1, opts.beta2,
+               opts.beta1 == 1.0f || opts.beta2 == 1.0f ? "; as float32, values above 0.99999997 are 1" : "");
     CHECK_USER(opts.adam_eps > 0, "--adam-eps must be positive (got %g)", opts.adam_eps);
     CHECK_USER(opts.weight_decay >= 0, "--weight-decay must be >= 0 (got %g)", opts.weight_decay);
     CHECK_USER(opts.grad_clip >= 0, "--grad-clip must be >= 0 (0: off; got %g)", opts.grad_clip);
@@ -633,8 +636,10 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         out += format("notice: %s %s nothing in this run: %s\n", names.c_str(),
                       flags.size() == 1 ? "changes" : "change", why.c_str());
     };
-    // --eval-only, or --steps 0 (an evaluation, and --save, of the initial weights): the flags of training are inert
-    const bool trains = !o.eval_only && !(o.was_given("--steps") && o.steps == 0);
+    // --eval-only, or --steps 0 (an evaluation, and --save, of the initial weights): the flags of training are inert;
+    // not with --plan (the plan's rows follow them) or --ckpt-dir (its step-0 checkpoint records them: a resume of it
+    // must pass them again)
+    const bool trains = !o.eval_only && (o.plan || !o.ckpt_dir.empty() || !(o.was_given("--steps") && o.steps == 0));
     if (!trains) {  // (with --eval-only the flags that go only with training are refused: check_flag_partners)
         Flags f = given_of({"--epochs", "--lr", "--warmup", "--min-lr-frac", "--weight-decay", "--beta1",
                             "--beta2", "--adam-eps", "--grad-clip", "--grad-accum", "--optimizer",
@@ -684,15 +689,21 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     if (ranks == 1 && !o.plan) notice(given_of({"--overlap-comm"}), "one rank has no gradients to average");
     // (a checkpoint holds the state whole: a resume on more ranks shards it by its own --zero)
     if (ranks == 1 && !o.plan) notice(given_of({"--zero"}), "one rank keeps the whole optimizer state");
+    // not inert, but likely not meant: a warmup longer than the run never reaches the peak
+    if (o.was_given("--warmup")) out += long_warmup_notice(o, format("--warmup %d", o.warmup));
+    return out + schedule_notices(o);
+}
+
+std::string schedule_notices(const TrainOptions& o) {
+    std::string out;
+    if (o.steps <= 0) return out;
     // a basis refreshed every --galore-gap / --rso-gap steps from step 1: a gap as long as the run refreshes none
     for (const auto& [opt, flag, gap] : {std::tuple{"galore", "--galore-gap", o.galore_gap},
                                          std::tuple{"rso", "--rso-gap", o.rso_gap}})
-        if (o.optimizer == opt && o.was_given(flag) && o.steps > 0 && gap >= o.steps)
-            out += format("notice: %s %d is as long as the run (--steps %d): the subspace chosen at step 1 is never "
+        if (o.optimizer == opt && o.was_given(flag) && gap >= o.steps)
+            out += format("notice: %s %d is as long as the run (%d steps): the subspace chosen at step 1 is never "
                           "changed in it\n", flag, gap, o.steps);
-    // not inert, but likely not meant: a warmup longer than the run never reaches the peak; --lr 0 changes nothing
-    if (o.was_given("--warmup")) out += long_warmup_notice(o, format("--warmup %d", o.warmup));
-    if (o.was_given("--lr") && o.lr == 0 && o.steps > 0)
+    if (o.was_given("--lr") && o.lr == 0)
         out += "notice: --lr 0: no step changes a weight (every optimizer's update, weight decay too, is scaled by the "
                "learning rate)\n";
     return out;

@@ -160,6 +160,9 @@ int prac_initial_spread_steps(const TrainOptions& o, PracMode mode);
 // and rac's missing parts, another optimizer's, --prac-shared-subspace on one rank; "" when there are none. Not
 // errors: a table's script passes its --prac-t1 to every run, the baseline too.
 std::string unused_flags_notice(const TrainOptions& o, int ranks);
+// Notices of a run of o.steps steps (none before the count is known, o.steps 0): --lr 0, a --galore-gap/--rso-gap as
+// long as the run. unused_flags_notice includes them; finetune_roberta prints them once its step count is known.
+std::string schedule_notices(const TrainOptions& o);
 // "notice: WARMUP is longer than --steps N: ..." when o.warmup exceeds o.steps, else "" (WARMUP: where it came from)
 std::string long_warmup_notice(const TrainOptions& o, const std::string& warmup);
 // Every setting as (name, value) rows for the start-of-run table.

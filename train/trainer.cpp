@@ -209,7 +209,9 @@ void check_output_file(const std::string& path, const char* flag, bool may_repla
     const int err = is_dir(parent) ? probe_create(parent) : ENOENT;
     if (err != 0)
         fail("%s %s: cannot write into %s (%s)\n---> HINT: pass a path in an existing, writable directory", flag,
-             path.c_str(), parent.c_str(), err == ENOENT ? "no such directory" : std::strerror(err));
+             path.c_str(), parent.c_str(),
+             is_dir(parent) ? format("creating a file there failed: %s", std::strerror(err)).c_str()
+                            : "no such directory");
 }
 
 double free_space(const std::string& dir) {

@@ -400,7 +400,7 @@ struct Trainer {
                                                "good weights (--init-from %s, another --ckpt-dir)",
                                                checkpoint_path(opts.ckpt_dir, step).c_str());
                 fail("step %d: loss %g, gradient norm %g: training diverged%s\n---> HINT: %s, or check the data%s",
-                     step + 1, loss, norm,
+                     step + 1, printable(loss), printable(norm),
                      skipping ? format(" (more than %d non-finite steps in a row)", MAX_SKIPPED_IN_A_ROW).c_str()
                               : "",
                      fix.c_str(),
@@ -409,7 +409,7 @@ struct Trainer {
                                              : "; --resume --on-nonfinite skip continues it skipping such steps");
             }
             std::printf("warning: step %d: loss %g, gradient norm %g: skipping this update (--on-nonfinite skip)\n",
-                        step + 1, loss, norm);
+                        step + 1, printable(loss), printable(norm));
             skipped_in_a_row++;
             skipped_total++;
         } else {
@@ -438,7 +438,7 @@ struct Trainer {
         // the first step, every N-th (steps N, 2N, ... as the evaluations count them) and the last
         if (step == 0 || (step + 1) % opts.log_interval == 0 || step == opts.steps - 1)
             std::printf("step %5d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
-                        opts.steps, loss, norm, lr, ms, tok_s, human_duration(eta).c_str());
+                        opts.steps, printable(loss), printable(norm), lr, ms, tok_s, human_duration(eta).c_str());
         std::fflush(stdout);
         // the evaluation after this step comes before its checkpoint: a run stopped (or killed) after the checkpoint
         // has it, and the resume goes on from the next one (evaluated at the top of the next step, it was lost to a
