@@ -63,12 +63,13 @@ int main(int argc, char** argv) {
         cfg.label_names = task.label_names;  // --save's id2label, as run_glue names the classes
         if (!opts.was_given("--max-len")) {
             opts.max_len = std::min(opts.max_len, cfg.max_seq_len);
-            // a directory this program saved records the length it was fine-tuned at: its scores again
+            // the tokenizer's model_max_length, as transformers' tokenizer truncates (a directory this program saved
+            // records the length it was fine-tuned at: its scores again)
             const int tuned = tokenizer_max_length(opts.init_from);
             if (tuned > 0 && tuned < opts.max_len) {
                 opts.max_len = tuned;
-                std::printf("--max-len %d: %s/tokenizer_config.json's model_max_length (the length it was fine-tuned "
-                            "at)\n", tuned, opts.init_from.c_str());
+                std::printf("--max-len %d: %s/tokenizer_config.json's model_max_length (transformers' tokenizer "
+                            "truncates there too; pass --max-len for another)\n", tuned, opts.init_from.c_str());
             }
         }
         CHECK_USER(opts.max_len <= cfg.max_seq_len, "--max-len %d exceeds the model's %d positions (config.json's "

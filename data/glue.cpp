@@ -161,6 +161,19 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
                  "---> HINT: is this the %s file? JSON lines need the .jsonl extension",
                  path.c_str(), want.c_str(), info.name, strip_cr(line).c_str(), info.name);
         }
+        // a label column named with a space around it or another letter case ("label ", "Label"): its labels were
+        // read as missing ("example 0 has no label", of a row that has one)
+        for (const std::string& name : header) {
+            std::string plain;
+            for (char c : name)
+                if (c != ' ' && c != '\t') plain += (char)std::tolower((unsigned char)c);
+            std::string label;
+            for (const char* c = layout.label; *c; c++) label += (char)std::tolower((unsigned char)*c);
+            if (il < 0 && plain == label)
+                fail("%s: the header's column '%s' is not '%s' (spaces or letter case differ): its labels would "
+                     "be read as missing\n---> HINT: rename the column to '%s'", path.c_str(), name.c_str(),
+                     layout.label, layout.label);
+        }
         // a test file has no label column; a header naming another task's (or Hugging Face's "label") is another
         // layout, whose labels were read as missing ("example 0 has no label", of a row that has one)
         for (GlueTask t : {GlueTask::SST2, GlueTask::MRPC, GlueTask::STSB, GlueTask::QQP, GlueTask::MNLI}) {
@@ -297,6 +310,21 @@ GlueTask glue_task_from_name(const std::string& name) {
 std::vector<GlueExample> read_glue_file(GlueTask task, const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("cannot open GLUE file %s", path.c_str());
+    // UTF-16 (Excel's "Unicode text", PowerShell's default): a byte order mark, or Latin text's NUL in one byte of
+    // most 2-byte units (it was read as UTF-8: a header "\xff\xfes" cut at the first NUL, or "invalid UTF-8")
+    char head[512];
+    in.read(head, sizeof head);
+    const size_t got = (size_t)in.gcount();
+    size_t nul_even = 0, nul_odd = 0;
+    for (size_t i = 0; i < got; i++) (i % 2 ? nul_odd : nul_even) += head[i] == '\0';
+    const bool bom16 =
+        got >= 2 && ((head[0] == '\xFF' && head[1] == '\xFE') || (head[0] == '\xFE' && head[1] == '\xFF'));
+    if (bom16 || (got >= 8 && 2 * std::max(nul_even, nul_odd) >= got / 2 && 8 * std::min(nul_even, nul_odd) <= got / 2))
+        fail("%s: this looks like UTF-16 text (%s), not UTF-8\n---> HINT: convert it: iconv -f UTF-16 -t UTF-8 FILE > "
+             "FILE.utf8 (then give it the .tsv or .jsonl name)", path.c_str(),
+             bom16 ? "its byte order mark" : "NUL bytes between its characters");
+    in.clear();
+    in.seekg(0);
     // a UTF-8 byte order mark (GLUE's MRPC files have one, as do files saved by some editors): not part of the
     // header's first name, which it would hide
     char bom[3] = {};

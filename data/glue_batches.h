@@ -23,10 +23,10 @@ struct GlueEncoded {
 
 // Encodes the examples on `threads` threads (<= 0: all cores). With require_labels (training and dev splits), an
 // unlabeled example (a file without a label column, e.g. GLUE's test split) is an error; so is a label outside the
-// task's classes, an STS-B score outside [0, 5], an empty text where labels are required (text_b too for the pair
-// tasks; an unlabeled split's rows are a submission's: encoded as they are, noted) and a max_length too
-// small for the special tokens. Errors name the example (0-based) and its line in the file it was read from (its
-// data row, index + 1, when it was not read from a file); the caller names the file.
+// task's classes, an STS-B score outside [0, 5], more than 1% of a labeled split with an empty text (text_b too for
+// the pair tasks: a misread file; a few are kept, encoded as run_glue encodes them, and noted, as an unlabeled
+// split's are) and a max_length too small for the special tokens. Errors name the example (0-based) and its line in
+// the file it was read from (its data row, index + 1, when it was not read from a file); the caller names the file.
 GlueEncoded encode_glue(const RobertaTokenizer& tok, GlueTask task, const std::vector<GlueExample>& examples,
                         int max_length = 512, bool require_labels = true, int threads = 0);
 

@@ -182,7 +182,7 @@ out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$last" --eval-on
 [ -n "$hint" ] && [ $rc -eq 0 ] && grep -q '^dev loss' <<<"$out" && ok "--eval-only of a checkpoint (${last##*/}), as the hint says" \
   || bad "--eval-only of a checkpoint: hint '$hint', rc $rc, $(tail -2 <<<"$out")"
 # --eval-only with the flags of training: refused as the trainers refuse them (--overwrite was ignored)
-for f in "--save $T/nosave:--save would have nothing new to save" "--overwrite:--eval-only appends its evaluation to --log"; do
+for f in "--save $T/nosave:--save would have nothing new to save" "--overwrite:--eval-only has nothing for --overwrite to replace"; do
   out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1" --eval-only ${f%%:*} 2>&1); rc=$?
   [ $rc -eq 1 ] && grep -q -- "${f#*:}" <<<"$out" && [ ! -e "$T/nosave" ] && ok "--eval-only ${f%%:*}: refused" \
     || bad "--eval-only ${f%%:*}: rc $rc, $(tail -2 <<<"$out")"
@@ -454,6 +454,8 @@ expect_error "--plan with --eval-only (a training run's plan) is refused" "plan 
   "$BIN" --task mrpc --init-from "$T/model" --eval-only --plan
 expect_error "--optimizer muon refused" "adamw and rso" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer muon
 expect_error "Hugging Face's flag spelling answered" "spells it --max-len" "$BIN" --max-seq-length 128
+expect_error "--steps answered with --epochs as a count of passes" "spells it --epochs, a count of passes over the training split, not of steps" \
+  "$BIN" --steps 3
 # a --grad-accum beyond an epoch's batches allocated them all (2e9: "internal error: std::bad_alloc")
 expect_error "--grad-accum beyond an epoch's batches" "more than the 16 batches of an epoch \(256 examples, --batch-size 16\)" \
   "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --grad-accum 2000000000
@@ -533,6 +535,18 @@ mkdir -p "$T/pneg" && cp "$T/pm/train.tsv" "$T/pneg/" && awk 'BEGIN { FS = OFS =
 out=$("$BIN" --task mrpc --data-dir "$T/pneg" --init-from "$T/s1" --eval-only 2>&1)
 grep -q "^warning: $T/pneg/dev.tsv: its labels leave f1 blind (0 for the right predictions and for wrong ones)" <<<"$out" \
   && ! grep -q "blind" "$T/pov.out" && ok "a dev split without a positive: F1 said to be blind" || bad "blind F1: $(grep -i blind <<<"$out")"
+# a tokenizer whose <pad> is not config.json's pad_token_id is refused (it trained padding with a real token, exit 0)
+mkdir -p "$T/padcfg" && cp "$T/model/"* "$T/padcfg/"
+python3 - "$T/padcfg/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["pad_token_id"] = 0; json.dump(c, open(sys.argv[1], "w"))
+PY
+expect_error "a tokenizer <pad> other than config.json's pad_token_id refused" "has <pad> at id 1, but its config.json says pad_token_id 0" \
+  "$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/padcfg" --eval-only
+# a --max-len that leaves no text is refused (MRPC at 4: its four special tokens alone, exit 0); a single-sentence
+# task's 3 holds a token (it was refused below 4)
+expect_error "--max-len 5 for a pair task refused" "--max-len 5 leaves no token of text: mrpc's pair layout has 4 special tokens, so it needs at least 6" \
+  "$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --max-len 5
 # test examples cut by --max-len are counted as the training and dev ones are (they were not said)
 out=$("$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --predict "$T/predcut" --max-len 12 2>&1)
 grep -Eq "^notice: [0-9]+ training, [1-9][0-9]* dev and [1-9][0-9]* test \(--predict\) examples were truncated to --max-len 12 tokens" <<<"$out" \

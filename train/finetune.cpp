@@ -29,8 +29,9 @@ const FlagDef FLAGS[] = {
     F("--epochs", "N", INT, epochs, "training epochs (appendix D: 30)"),
     F("--batch-size", "B", INT, batch_size, "examples per step (appendix D: 16)"),
     F("--max-len", "T", INT, max_len,
-      "truncate examples to T tokens (appendix D: 512; default: 512 or the model's positions if fewer, or the length "
-      "a directory this program saved was fine-tuned at: its tokenizer_config.json's model_max_length)"),
+      "truncate examples to T tokens (appendix D: 512; default: 512, or the model's positions if fewer, or the "
+      "--init-from directory's tokenizer_config.json model_max_length if smaller, as transformers' tokenizer "
+      "truncates: in a directory this program saved, the length it was fine-tuned at)"),
     F("--padding", "batch|longest", STR, padding,
       "batch: each batch padded to its longest example (rounded up to 8 tokens); longest: every batch to the data's "
       "longest example (the activation arena's shape, which either way is allocated once for the longest)"),
@@ -156,13 +157,18 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(o.seed >= 0, "--seed must be >= 0 (got %lld)", o.seed);
     CHECK_USER(o.padding == "batch" || o.padding == "longest", "--padding must be batch or longest (got \"%s\")",
                o.padding.c_str());
-    CHECK_USER(o.max_len >= 4, "--max-len must be at least 4 (the pair layout's special tokens; got %d)", o.max_len);
+    const bool pair = glue_task_info(task).pair;
+    const int least = pair ? 6 : 3;  // <s> A </s></s> B </s> with a token of each, or <s> A </s>
+    CHECK_USER(o.max_len >= least, "--max-len %d leaves no token of text: %s's %s layout has %d special tokens, so it "
+               "needs at least %d", o.max_len, glue_task_info(task).name, pair ? "pair" : "single-sentence",
+               pair ? 4 : 2, least);
     CHECK_USER(o.lr >= 0 && o.warmup >= 0 && o.weight_decay >= 0 && o.grad_clip >= 0,
                "--lr, --warmup, --weight-decay and --grad-clip must be >= 0 (got %g, %d, %g, %g)", o.lr, o.warmup,
                o.weight_decay, o.grad_clip);
     CHECK_USER(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.adam_eps > 0,
-               "--beta1/--beta2 must be in [0, 1) and --adam-eps positive (got %.9g, %.9g and %g as float32: "
-               "0.99999999 is 1)", o.beta1, o.beta2, o.adam_eps);
+               "--beta1/--beta2 must be in [0, 1) and --adam-eps positive (got %.9g, %.9g and %g%s)", o.beta1,
+               o.beta2, o.adam_eps,
+               o.beta1 == 1.0f || o.beta2 == 1.0f ? "; as float32, values above 0.99999997 are 1" : "");
     CHECK_USER(o.optimizer == "adamw" || o.optimizer == "rso",
                "finetune_roberta's optimizers are adamw and rso (got \"%s\")\n---> HINT: the pretraining optimizers "
                "(muon, adam-mini, galore) are train_gpt2's and train_llama's", o.optimizer.c_str());
@@ -181,9 +187,10 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
                "pass one of them");
     check_flag_partners(o);
     // with --eval-only, --overwrite replaces --predict's files (an earlier evaluation's); its log is appended to
-    CHECK_USER(!(o.eval_only && o.overwrite && o.predict.empty()), "--eval-only appends its evaluation to --log, and "
-               "--overwrite starts a run over (with --predict it replaces the predictions)\n---> HINT: drop --overwrite "
-               "(remove the log first for one that holds only this evaluation)");
+    CHECK_USER(!(o.eval_only && o.overwrite && o.predict.empty()), "--eval-only has nothing for --overwrite to "
+               "replace: it appends its evaluation to --log, and --overwrite replaces --predict's files\n"
+               "---> HINT: drop "
+               "--overwrite (remove the log first for one that holds only this evaluation)");
     CHECK_USER(o.device == "auto" || o.device == "cpu" || o.device == "cuda",
                "--device must be cpu, cuda or auto (got \"%s\")", o.device.c_str());
     CHECK_USER(o.precision == "bf16" || o.precision == "fp32", "--precision must be bf16 or fp32");
@@ -206,8 +213,9 @@ void claim_predict_dir(const FinetuneOptions& o, const GlueTaskInfo& task) {
              o.predict.c_str(), join(task.submission_files).c_str());
     fs::create_directories(o.predict, ec);
     CHECK_USER(!ec, "--predict %s: cannot create the directory (%s)", o.predict.c_str(), ec.message().c_str());
-    CHECK_USER(access(o.predict.c_str(), W_OK) == 0, "--predict %s: not writable\n---> HINT: choose another "
-               "directory", o.predict.c_str());
+    const int err = probe_create(o.predict);  // (root passes access(W_OK) where the filesystem refuses: /proc)
+    CHECK_USER(err == 0, "--predict %s: cannot create a file there (%s)\n---> HINT: choose another directory",
+               o.predict.c_str(), std::strerror(err));
     if (o.overwrite || o.resume) return;
     for (const std::string& name : task.submission_files)
         CHECK_USER(!fs::exists(o.predict + "/" + name, ec), "--predict %s already holds %s (an earlier run's "

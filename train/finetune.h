@@ -151,9 +151,11 @@ struct FineTuner {
                                                           : "");
         const long long cut_dev = count_truncated(dev_sets), cut_test = count_truncated(test_sets);
         if (train_set.truncated || cut_dev || cut_test)
-            std::printf("notice: %lld training, %lld dev%s examples were truncated to --max-len %d tokens\n",
-                        (long long)train_set.truncated, cut_dev,
-                        test_sets.empty() ? "" : format(" and %lld test (--predict)", cut_test).c_str(), opts.max_len);
+            std::printf("notice: %lld training%s examples were truncated to --max-len %d tokens\n",
+                        (long long)train_set.truncated,
+                        (test_sets.empty() ? format(" and %lld dev", cut_dev)
+                                           : format(", %lld dev and %lld test (--predict)", cut_dev, cut_test)).c_str(),
+                        opts.max_len);
         if (prac.mode != PracMode::NONE || prac.rso_rank > 0) print_site_table(model.sites, cfg.num_layers);
         std::printf("%s", unused_flags_notice(opts, 1).c_str());
         std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
@@ -197,6 +199,7 @@ struct FineTuner {
                         "rises the whole run and ends at %g, short of --lr %g\n", opts.warmup, total_steps,
                         opts.epochs, steps_per_epoch, linear_schedule(total_steps - 1, total_steps, opts.warmup, opts.lr),
                         opts.lr);
+        std::printf("%s", schedule_notices(opts).c_str());  // (--lr 0, an RSO gap as long as the run)
         opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, model.param_buffer_numel, 0,
                              model.param_buffer_numel);
         init_master_weights(be, *opt, model.params_memory, model.param_buffer_numel);
@@ -272,7 +275,8 @@ struct FineTuner {
         lr = linear_schedule(step, total_steps, opts.warmup, opts.lr);
         if (!std::isfinite(loss) || !std::isfinite(norm))
             fail("step %d: loss %g, gradient norm %g: training diverged\n---> HINT: lower --lr or raise --warmup%s",
-                 step + 1, loss, norm, opts.ckpt_dir.empty() ? "" : "; the checkpoints in --ckpt-dir are kept");
+                 step + 1, printable(loss), printable(norm),
+                 opts.ckpt_dir.empty() ? "" : "; the checkpoints in --ckpt-dir are kept");
         opt->step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, opts.grad_clip));
         be.synchronize();
     }
@@ -291,7 +295,8 @@ struct FineTuner {
         if (step % opts.log_interval == 0 || step == total_steps || step % steps_per_epoch == 0)
             std::printf("epoch %d/%d | step %d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.1f examples/s | "
                         "eta %s\n", (step - 1) / steps_per_epoch + 1, opts.epochs, step, total_steps,
-                        loss, norm, lr, ms, labelled / (ms / 1000.0), human_duration(eta_seconds()).c_str());
+                        printable(loss), printable(norm), lr, ms, labelled / (ms / 1000.0),
+                        human_duration(eta_seconds()).c_str());
         std::fflush(stdout);
         log.step(step, loss, lr, norm, (double)tokens / (ms / 1000.0), ms, be.peak_bytes);
         if (opts.ckpt_every > 0 && step % opts.ckpt_every == 0 && step < total_steps) checkpoint();
@@ -433,6 +438,12 @@ struct FineTuner {
                    "%d of its config.json's vocab_size: their ids have no embedding row\n---> HINT: the tokenizer "
                    "files and the model come from different models; copy the model's own tokenizer files into %s",
                    opts.init_from.c_str(), tok.vocab_size(), cfg.vocab_size, opts.init_from.c_str());
+        // the tokenizer's <pad> is the id the model's positions skip and its attention masks (config.json's
+        // pad_token_id): another id would pad with a real token and number positions from the wrong offset, silently
+        CHECK_USER((int)tok.pad_id == cfg.pad_token_id, "the tokenizer of --init-from %s has <pad> at id %u, but its "
+                   "config.json says pad_token_id %d\n---> HINT: the tokenizer files and the model come from different "
+                   "models; copy the model's own tokenizer files into %s", opts.init_from.c_str(), tok.pad_id,
+                   cfg.pad_token_id, opts.init_from.c_str());
         GlueTask task = info.task;
         auto encode = [&](const std::vector<GlueExample>& examples, const std::string& split, bool labeled = true) {
             const std::string path = glue_split_path(opts.data_dir, split);
