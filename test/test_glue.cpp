@@ -317,6 +317,22 @@ TEST_F(GlueFiles, WrongLayoutsAreClearErrors) {
     auto crcrlf = read(GlueTask::SST2, "crcrlf.tsv", "sentence\tlabel\r\r\ngood\t1\r\r\n");
     ASSERT_EQ(crcrlf.size(), 1u);
     EXPECT_EQ(crcrlf[0].label, 1);
+    // a label column named with a trailing space or a capital: said as such (it was "example 0 has no label")
+    e = error(GlueTask::SST2, "space.tsv", "sentence\tlabel \ngood\t1\n");
+    EXPECT_NE(e.find("space.tsv: the header's column 'label ' is not 'label' (spaces or letter case differ)"),
+              std::string::npos) << e;
+    e = error(GlueTask::SST2, "caps.tsv", "sentence\tLabel\ngood\t1\n");
+    EXPECT_NE(e.find("column 'Label' is not 'label'"), std::string::npos) << e;
+    // UTF-16 (Excel's "Unicode text"), with and without its byte order mark: said, with the conversion (it read a
+    // header "\xff\xfes" cut at a NUL, or "invalid UTF-8")
+    std::string utf16;
+    for (char c : std::string("sentence\tlabel\ngood\t1\nbad\t0\n")) utf16 += std::string(1, c) + '\0';
+    e = error(GlueTask::SST2, "bom16.tsv", "\xff\xfe" + utf16);
+    EXPECT_NE(e.find("bom16.tsv: this looks like UTF-16 text (its byte order mark)"), std::string::npos) << e;
+    EXPECT_NE(e.find("iconv -f UTF-16 -t UTF-8"), std::string::npos) << e;
+    e = error(GlueTask::COLA, "nobom16.tsv", utf16);
+    EXPECT_NE(e.find("nobom16.tsv: this looks like UTF-16 text (NUL bytes between its characters)"), std::string::npos)
+        << e;
 }
 
 TEST_F(GlueFiles, TaskNamesAndSplitFiles) {
