@@ -479,6 +479,10 @@ TEST_F(Prep, DirectoryOfTxtRepairsInvalidUtf8AndSkipsEmptyFiles) {
     PrepRun r = prep_ok({"--tokenizer", "gpt2", "--input", std::string(FX) + "texts", "--out", path("again")});
     EXPECT_NE(r.out.find("1 with invalid UTF-8 repaired"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("skipped 1 empty document\n"), std::string::npos) << r.out;
+    // the directory's other files are said, not skipped silently (a .jsonl beside .txt files was never read)
+    EXPECT_NE(r.out.find("texts: read its 4 .txt file(s); 1 other file(s) there are not read (the first by name: " +
+                         std::string(FX) + "texts/notes.md)"),
+              std::string::npos) << r.out;
 }
 // A file whose name is not UTF-8 (a Latin-1 name) is an input like any other: its path goes into PREFIX_prep.json
 // as \xNN (JSON text must be UTF-8: writing it stopped the run with an internal error after its first shard, and
@@ -1191,8 +1195,8 @@ TEST_F(Prep, AStopSignalSaysHowToGoOn) {
     prep_ok(with_out("full"));
     PrepRun stopped = prep(with_out("part"), "PRAC_TEST_KILL_AT=prep_data.state_saved@3:" + std::to_string(SIGINT));
     EXPECT_EQ(stopped.rc, 128 + SIGINT) << stopped.out;
-    EXPECT_NE(stopped.out.find("prep_data: stopped by a signal; the same command with --resume continues after the "
-                               "last shard it finished"), std::string::npos) << stopped.out;
+    EXPECT_NE(stopped.out.find("prep_data: stopped by a signal; the same command with --resume (without --overwrite) "
+                               "continues after the last shard it finished"), std::string::npos) << stopped.out;
     std::vector<std::string> resume = with_out("part");
     resume.push_back("--resume");
     prep_ok(resume);

@@ -79,6 +79,8 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
     std::vector<std::pair<std::string, std::string>> found;  // (path, canonical path)
     std::vector<std::string> chain;  // canonical folders from `dir` down to the one being listed: a loop's targets
     int dangling = 0, loops = 0;
+    size_t others = 0;        // regular files that are not text (a .jsonl beside the .txt files: skipped, said below)
+    std::string first_other;
     std::error_code ec;
     chain.push_back(fs::weakly_canonical(dir, ec).string());
     std::string opening = dir;  // the directory the iterator opens next: the one an error is about
@@ -98,6 +100,8 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
         } else if (it->is_regular_file(e)) {
             if (classify(it->path().string()).kind == KIND_TEXT)
                 found.push_back({it->path().string(), fs::weakly_canonical(it->path(), e).string()});
+            else if (!others++ || it->path().string() < first_other)
+                first_other = it->path().string();
         } else if (it->is_symlink(e) && !fs::exists(it->path(), e)) {
             dangling++;
         }
@@ -114,6 +118,10 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
     }
     CHECK_USER(!files.empty(), "directory %s has no .txt files\n---> HINT: a directory input stands for its *.txt "
                "files; give JSON lines or archives by name or pattern", dir.c_str());
+    if (others > 0)
+        std::printf("note: %s: read its %zu .txt file(s); %zu other file(s) there are not read (the first by name: "
+                    "%s): a directory stands for its *.txt files, give JSON lines or archives by name or pattern\n",
+                    dir.c_str(), files.size(), others, first_other.c_str());
     if (again > 0)
         std::printf("note: %s: skipped %zu path(s) to files listed already under another name (symbolic links; each "
                     "file is read once, under the name that sorts first)\n", dir.c_str(), again);

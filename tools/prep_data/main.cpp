@@ -16,8 +16,8 @@
 // how to go on: whatever shards were finished are kept, and --resume continues from them. write() and raise() are
 // async-signal-safe.
 static void on_stop_signal(int sig) {
-    static const char resumable[] = "\nprep_data: stopped by a signal; the same command with --resume continues after "
-                                    "the last shard it finished\n";
+    static const char resumable[] = "\nprep_data: stopped by a signal; the same command with --resume (without "
+                                    "--overwrite) continues after the last shard it finished\n";
     static const char from_start[] = "\nprep_data: stopped by a signal before its first shard was finished; run the "
                                      "same command again to start over\n";
     ssize_t ignored = prep::g_resumable ? write(2, resumable, sizeof resumable - 1)

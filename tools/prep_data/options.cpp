@@ -42,7 +42,8 @@ Presets (options given explicitly override them):
 Input:
   --input PATH...       files, directories or glob patterns (quoted, or let the shell expand them: every
                         argument up to the next option is an input). Read in the order given; the matches of a
-                        pattern and the files of a directory in name order. Formats, by file name:
+                        pattern and the files of a directory in name order; a path that exists is read as named,
+                        glob characters and all ("book [1].txt"). Formats, by file name:
                           *.txt                    one document per file (or see --doc-sep)
                           *.jsonl *.json *.ndjson  JSON lines: one object per line, the text in --text-field
                           *.tar                    a tar archive: .txt entries are documents, .jsonl entries JSON
@@ -130,13 +131,12 @@ Resume:
   last one of each split also by a checksum of its tokens), and continues after the last good shard; later
   shards are written again. Input files before the resume point are not read at all; the file holding it
   is read from its beginning, and documents already in shards are skipped without being tokenized. The
-  result is byte-identical to an uninterrupted run. Files after the one holding the resume point may
-  change (e.g. a corrupt download the run had not reached, replaced); that file and those before it must
-  be as they were (their sizes are checked: a corrupt file that stopped the run holds its resume point,
-  so replacing it means --overwrite). With --val-fraction the val shard is only written at the end, so a
-  resume reads the input again from the first pending val document (tokenizing only val documents up to
-  where it stopped), and the resume point is the later of the two splits'. A finished run is recognized:
-  --resume then only checks the shards.
+  result is byte-identical to an uninterrupted run. With --val-fraction the val shard is only written at
+  the end, so a resume reads from the first pending val document on (tokenizing only val documents up to
+  the train resume point). Files after the one holding the later of the two resume points may change
+  (e.g. a corrupt download the run had not reached, replaced); that file and those before it must be as
+  they were (their sizes are checked: a corrupt file that stopped the run holds its resume point, so
+  replacing it means --overwrite). A finished run is recognized: --resume then only checks the shards.
 
 Getting the data (needs internet; this tool does not download anything):
   C4 en (Hugging Face allenai/c4, ~305 GB of .json.gz; 1024 train files, 8 validation files):

@@ -976,7 +976,8 @@ struct Prep {
         if (stopped) {
             summary(seconds_since(t0), false);
             std::fprintf(stderr, "stopped after %lld shard%s (--max-shards); continue with the same command and "
-                         "--resume\n", (long long)shards_this_run, shards_this_run == 1 ? "" : "s");
+                         "--resume (without --overwrite)\n",
+                         (long long)shards_this_run, shards_this_run == 1 ? "" : "s");
             unlock_prefix();
             return 0;
         }

@@ -169,8 +169,9 @@ void Reader::read_text(ByteSource& src, const Where& where, int split_src) {
     size_t head_bytes = 0;
     bool judged = false;
     auto judge = [&] {
-        std::string head;
-        for (const std::string& l : head_lines) head += l + "\n";
+        std::string head;  // (the first 4 KiB: a long line is not copied whole)
+        for (size_t i = 0; i < head_lines.size() && head.size() < 4096; i++)
+            head.append(head_lines[i], 0, 4096 - head.size()).append(1, '\n');
         refuse_utf16_or_32(head, *where);
         judged = true;
         if (!head_lines.empty()) drop_utf8_bom(head_lines[0]);
