@@ -57,7 +57,9 @@ def delta(x, base):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"])
+    ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
+                    help="the CUDA build the plans are for: bf16 (the default: bf16 weights and activations, fp32 "
+                         "master weights) or fp32")
     args = ap.parse_args()
     print("| model | B / T | method | ours (GB) | ours Δ | paper (GB) | paper Δ | saved activations ours (GB) |")
     print("|---|---|---|---|---|---|---|---|")

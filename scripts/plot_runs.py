@@ -49,6 +49,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 
 from save_figure import save_figure  # scripts/save_figure.py
@@ -238,6 +239,7 @@ def step_times(steps, skip):
 
 
 def main():
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (| head: end quietly, not with a BrokenPipeError traceback)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--labels", help="comma-separated labels (default: file names)")

@@ -9,6 +9,12 @@ including those past where the resumed run stopped (a resume with fewer --steps,
 RULED = ("step", "eval", "glue_eval")  # the records with a place in the run's step order
 
 
+def step_of(rec):
+    """A record's step, or None where it has none that is a number (a log written by another tool)."""
+    at = rec.get("step")
+    return at if isinstance(at, (int, float)) and not isinstance(at, bool) else None
+
+
 def drop_replayed(recs):
     """(the records of the run the log ends with, how many an earlier process's were dropped), from recs in the
     log's order. A step record whose step is not after the previous step record's starts a replay: the step, eval
@@ -16,11 +22,11 @@ def drop_replayed(recs):
     final; --eval-only evaluations, which the callers keep apart) are left where they are."""
     kept, dropped, last = [], 0, None
     for rec in recs:
-        at = rec.get("step")
+        at = step_of(rec)
         if rec.get("type", "step") == "step" and at is not None:
             if last is not None and last >= at:
                 def superseded(r):
-                    return r.get("type", "step") in RULED and r.get("step") is not None and r["step"] >= at
+                    return r.get("type", "step") in RULED and step_of(r) is not None and step_of(r) >= at
                 before = len(kept)
                 kept = [r for r in kept if not superseded(r)]
                 dropped += before - len(kept)

@@ -201,6 +201,17 @@ grep -qx 'ftme: GLUE mrpc dev f1: final 0.8000 (step 4, epoch 2), best 0.9000 (s
 got=$(python3 -c 'import sys; sys.path[:0] = ["scripts", "scripts/repro"]; import table5; print(table5.scores(sys.argv[1], "mrpc"))' \
       "$W/ftme.jsonl" 2>&1)
 [ "$got" = "(0.9, 0.8)" ] && ok "table5's scores leave the --eval-only record out" || bad "table5.scores: $got, want (0.9, 0.8)"
+# a resumed fine-tuning log: the earlier process's epoch past the checkpoint (f1 0.9, replayed as 0.7) is not the best
+{ printf '{"type":"step","step":%d}\n' 1 2
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":2,"epoch":1,"f1":0.5}'
+  printf '{"type":"step","step":%d}\n' 3 4
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":4,"epoch":2,"f1":0.9}'
+  printf '{"type":"step","step":%d}\n' 3 4
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":4,"epoch":2,"f1":0.7}'; } >"$W/ftresumed.jsonl"
+got=$(python3 -c 'import sys; sys.path[:0] = ["scripts", "scripts/repro"]; import table5; print(table5.scores(sys.argv[1], "mrpc"))' \
+      "$W/ftresumed.jsonl" 2>&1)
+[ "$got" = "(0.7, 0.7)" ] && ok "table5's scores: a resumed run's replayed epoch once (run_log.py)" \
+  || bad "table5.scores of a resumed log: $got, want (0.7, 0.7)"
 # an --eval-only run's own log: its evaluation is the run's
 echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":0,"epoch":0,"val_loss":0.9,"f1":0.5,"eval_only":true}' >"$W/ftonly.jsonl"
 out=$(python3 scripts/plot_runs.py --no-plot "$W/ftonly.jsonl" 2>&1)

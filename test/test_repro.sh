@@ -170,6 +170,25 @@ got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common
 s = C.summarize(sys.argv[1]); print(s["steps"], s["val_loss"])' "$OUT/resumed_short.jsonl" 2>&1)
 [ "$got" = "4 4" ] && ok "summarize: a shorter resume's records are the run (the earlier process's step 5 dropped)" \
   || bad "summarize of a shorter resume: '$got', want '4 4'"
+# a run of one step has no timing (its set-up step's read as the method's speed, -94%); skipped steps are counted
+printf '{"type":"step","step":1,"loss":5,"tokens_per_s":8,"ms_per_step":7944,"startup":true}\n' >"$OUT/one_step.jsonl"
+printf '{"type":"step","step":%d,"loss":5,"tokens_per_s":100,"ms_per_step":100,"skipped":true}\n' 1 2 >"$OUT/skips.jsonl"
+got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C
+a, b = C.summarize(sys.argv[1]), C.summarize(sys.argv[2]); print(a["tokens_per_s"], a["ms_per_step"], b["skipped"])' \
+      "$OUT/one_step.jsonl" "$OUT/skips.jsonl" 2>&1)
+[ "$got" = "None None 2" ] && ok "summarize: a one-step run has no timing; skipped steps counted" \
+  || bad "summarize of a one-step run / skipped steps: '$got', want 'None None 2'"
+# --extra's --flag=value is the value the trainer reads (the table's own was read: a 4-step run never finished)
+got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C
+print(C.flag_value(["--steps", "20", "--seq-len", "32", "--steps=4"], "--steps"), C.flag_value(["--seq-len=16"], "--seq-len"))' 2>&1)
+[ "$got" = "4 16" ] && ok "flag_value reads --flag=value" || bad "flag_value with --flag=value: '$got', want '4 16'"
+# two invocations on one --out: the second stops with one line (they ran the same runs, one calling a run FAILED)
+got=$(python3 -c 'import subprocess, sys; sys.path.insert(0, "scripts/repro"); import common as C
+C.make_out(sys.argv[1]); C.make_out(sys.argv[1])  # (again in this process: fine)
+r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, \"scripts/repro\"); import common as C; "
+                    "C.make_out(sys.argv[1])", sys.argv[1]], capture_output=True, text=True)
+print(r.returncode, r.stderr.splitlines()[0])' "$OUT/locked" 2>&1)
+[[ "$got" == "1 --out $OUT/locked: another invocation is writing there (pid "* ]] && ok "a second invocation on the same --out stops with one line" || bad "two invocations on one --out: '$got'"
 # OpenWebText's validation shards alone reach the GPT-2 runs (they took C4's unless --gpt2-train-data was given)
 out=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --train-data "$OUT/owt/train_0.bin" \
       --val-data "$OUT/c4/val_0.bin" --gpt2-val-data "$OUT/owt/val_0.bin" 2>&1)
@@ -266,6 +285,11 @@ print(C.fmt_delta(99.6, 100), C.fmt_delta(100.6, 100), C.fmt_delta(100.01, 100),
 out=$(python3 scripts/plan_table.py 2>&1)
 grep -q '^| llama-350m | 128 / 256 | Baseline | [0-9.]* | - | 46.10 | - |' <<<"$out" \
   && ok "plan_table.py: the paper's GB with two decimals" || bad "plan_table.py: $(grep 'llama-350m .* Baseline' <<<"$out")"
+# and the README's copy of the table is its output, row for row (it had kept "46.1" after the script changed)
+if diff <(grep '^|' <<<"$out") <(awk '/^\*\*Memory plan vs the paper.s Table 2\*\*/ { on = 1 } on && /^\|/ { print; seen = 1 }
+                                    on && seen && !/^\|/ { exit }' README.md) >"$OUT/plan_table.diff"; then
+  ok "README's memory-plan table is plan_table.py's output"
+else bad "README's memory-plan table differs from plan_table.py's output: $(head -6 "$OUT/plan_table.diff")"; fi
 # table5 with the trainer replaced (scripts run under a spy: fake fine-tuning runs write a log and exit RC, the
 # plot's labels and every run's timeout are printed): a failed MRPC run reads - in MEM, not its log's memory record;
 # a log holding only its memory record (killed before step 1) is left out of the PNG, not fatal to it; each curve

@@ -8,6 +8,7 @@ Each script builds a list of Run objects (one trainer invocation each), then cal
     (loss curves through scripts/plot_runs.py; skipped with a printed reason when matplotlib is missing).
 """
 import argparse
+import fcntl
 import glob
 import json
 import math
@@ -118,13 +119,33 @@ def check_out(path):
         sys.exit(f"--out {path}: exists and is not a directory")
 
 
+_OUT_LOCKS = {}  # --out directory -> the open DIR/.lock this process holds (flock: released when it exits)
+
+
 def make_out(path):
-    """Creates --out (and its parents); one line instead of a traceback when it cannot."""
+    """Creates --out (and its parents) and takes it for this invocation: a second one on the same --out stops with
+    one line (two at once ran the same runs, one reporting a FAILED run the other finished). One line instead of a
+    traceback when it cannot be created."""
     check_out(path)
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as e:
         sys.exit(f"--out {path}: cannot create the directory: {e.strerror}")
+    if path in _OUT_LOCKS:
+        return
+    lock = open(os.path.join(path, ".lock"), "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.seek(0)
+        holder = lock.read().strip()
+        sys.exit(f"--out {path}: another invocation is writing there{f' (pid {holder})' if holder else ''}\n"
+                 f"---> HINT: wait for it to finish (then rerun: its finished runs are kept), or use another --out")
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    _OUT_LOCKS[path] = lock
 
 
 def out_dir(args, table):
@@ -513,9 +534,10 @@ def model_list(models, default):
 
 
 def flag_value(flags, name):
-    """The value of a flag as the trainer reads it: its last occurrence (--extra's replaces the table's own)."""
-    at = max(i for i, f in enumerate(flags) if f == name)
-    return flags[at + 1]
+    """The value of a flag as the trainer reads it: its last occurrence (--extra's replaces the table's own), as
+    "--flag value" or "--flag=value" (the form --help shows for --extra: it was read as the table's own value, so a
+    run of --extra=--steps=4 never counted as finished and a table's labels said another --seq-len)."""
+    return _flag_values(flags)[name]
 
 
 # ---------------------------------------------------------------- logs
@@ -537,8 +559,9 @@ def summarize(path):
     # the trainer writes a non-finite number as null (train/metrics_log.h): a null loss is NaN here, so a diverged
     # run reads nan, not the mean of its finite steps before the divergence
     vl = math.nan if "val_loss" in final and final["val_loss"] is None else final.get("val_loss")
-    # the first step, and each resumed process's first ("startup":true), carry one-time setup
-    timed = [s for s in steps[1:] if not s.get("startup")] or steps
+    # the first step, and each resumed process's first ("startup":true), carry one-time setup: a run of one step has
+    # no timing (its set-up step's 8 tokens/s read as PRAC's cost, -94%)
+    timed = [s for s in steps[1:] if not s.get("startup")]
     # one aggregation for every timing number: the timed steps' tokens over their time (what a long run's duration
     # follows; a mean of per-step rates is higher whenever some steps are slower, and contradicted the projection)
     both = [(s["tokens_per_s"], s["ms_per_step"]) for s in timed if s.get("tokens_per_s") and s.get("ms_per_step")]
@@ -546,6 +569,7 @@ def summarize(path):
     peaks = [s.get("mem_peak_bytes") or 0 for s in steps]
     losses = [s["loss"] if s["loss"] is not None else math.nan for s in steps if "loss" in s]
     return dict(steps=len(steps), val_loss=vl, ppl=ppl_from_loss(vl),
+                skipped=sum(bool(s.get("skipped")) for s in steps),
                 train_loss=sum(losses[-10:]) / len(losses[-10:]) if losses else None,
                 tokens_per_s=sum(t * m for t, m in both) / ms if both else None,
                 ms_per_step=ms / len(both) if both else None, timed_steps=len(both),
@@ -706,7 +730,9 @@ def run_trainer(cmd, out, timeout):
         return p.wait(timeout=timeout or None)
     except subprocess.TimeoutExpired:
         print(f"    timed out after {timeout:g} s: stopping it (SIGTERM: it checkpoints)", file=sys.stderr)
-        stop_trainer(p, signal.SIGTERM, grace=120)
+        interrupted = stop_trainer(p, signal.SIGTERM, grace=120)
+        if interrupted:  # (during the grace: the script stops, as at any other time; it went on to the next run)
+            raise interrupted
         return 124
     except (KeyboardInterrupt, Stopped) as e:
         sig, name = interruption(e)
@@ -719,14 +745,27 @@ def run_trainer(cmd, out, timeout):
 
 def stop_trainer(p, sig, grace=None):
     """Sends sig to the trainer (a terminal's Ctrl-C has reached it already: the same signal again within 2 s is one
-    stop to it) and waits for it to exit; kills it after grace seconds, or at a second interruption."""
-    try:
-        if p.poll() is None:
-            p.send_signal(sig)
-        p.wait(timeout=grace)
-    except (KeyboardInterrupt, Stopped, subprocess.TimeoutExpired):
-        p.kill()
-        p.wait()
+    stop to it) and waits for it to exit; kills it after grace seconds, or at an interruption 2 s or more after the
+    first (one within 2 s is the same stop, as the trainer reads it: a quick double Ctrl-C killed it before its
+    checkpoint). Returns the interruption (KeyboardInterrupt or Stopped) that came meanwhile, or None."""
+    t0, interrupted = time.monotonic(), None
+    if p.poll() is None:
+        p.send_signal(sig)
+    while True:
+        try:
+            left = None if grace is None else max(0.0, grace - (time.monotonic() - t0))
+            p.wait(timeout=left)
+            return interrupted
+        except (KeyboardInterrupt, Stopped) as e:
+            interrupted = interrupted or e
+            if time.monotonic() - t0 >= 2.0:
+                p.kill()
+                p.wait()
+                return interrupted
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            return interrupted
 
 
 def remove_outputs(runs, args, outputs):
@@ -824,7 +863,9 @@ def train_one(r, cmd, i, n, args):
             step = newest_checkpoint(ckpt_dir(args.out, r))
             print(f"interrupted ({name}) during run {i}/{n} {r.name} after {time.time() - t0:.1f} s: no table "
                   f"written; its output so far: {out}", file=sys.stderr)
-            print("rerun the same command to continue: finished runs are kept, and " +
+            again = ("rerun the same command without --restart (which would start every run over)"
+                     if getattr(args, "restart", False) else "rerun the same command")
+            print(again + " to continue: finished runs are kept, and " +
                   (f"{r.name} resumes from its checkpoint at step {step}" if step is not None else
                    f"{r.name} starts over (no checkpoint was written)"), file=sys.stderr)
             sys.exit(128 + sig.value)
@@ -977,6 +1018,12 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     devices, failures = run_all(runs, args, outputs=(table + ".md", table + ".png"))
     if not args.dry_run:
         notes += state_notes(runs, args)
+        # (--on-nonfinite skip in --extra: the row's numbers are of a run whose updates were left out; the table
+        # read clean, plot_runs.py alone said it)
+        skipped = [f"{r.name} ({r.result['skipped']})" for r in runs if r.result and r.result.get("skipped")]
+        if skipped:
+            notes.append(f"steps skipped (--on-nonfinite skip: a non-finite loss or gradient norm, the update left "
+                         f"out): {', '.join(skipped)}; their rows are not of clean runs")
     attach_plans(runs, args)
     # a failed planner call: a run's flags the trainer refuses, or a fit check (table2's OOM, table4's micro-batch)
     # that could not be made; the dry run's only check of the runs, so it fails the script there too
@@ -1001,7 +1048,11 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
         lines += [legend]
     lines += [f"- {n}" for n in notes]
     if failures:
-        lines += ["", f"**{failures} run(s) failed**: see the .out files in {args.out}."]
+        resumable = [r.name for r in runs
+                     if r.rc not in (0, None) and newest_checkpoint(ckpt_dir(args.out, r)) is not None]
+        lines += ["", f"**{failures} run(s) failed**: see the .out files in {args.out}." +
+                  (f" A rerun of the same command resumes {', '.join(resumable)} from their checkpoints (a timeout, "
+                   f"exit 124, or a stop); a diverged run would diverge again." if resumable else "")]
     if planner_msg:
         lines += ["", f"**{planner_msg}**: their runs' MEM planned shows -."]
         print(planner_msg, file=sys.stderr)

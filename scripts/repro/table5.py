@@ -80,9 +80,11 @@ def records(log):
 def scores(log, task):
     """(best, final) of the task's column metric over the log's glue_eval records (MNLI: dev_matched). An epoch whose
     score is undefined (null: a correlation of constant predictions) counts for no best, and as the final score when
-    it is the last: None, not an earlier epoch's."""
-    vals = [rec.get(COLUMN[task]) for rec in records(log)  # (an --eval-only evaluation is of other weights)
-            if rec.get("type") == "glue_eval" and rec.get("split") in ("dev", "dev_matched") and not rec.get("eval_only")]
+    it is the last: None, not an earlier epoch's. A resumed run's replayed epochs count once (scripts/run_log.py), an
+    --eval-only evaluation (of other weights) not at all."""
+    run, _ = C.drop_replayed([rec for rec in records(log) if isinstance(rec, dict) and not rec.get("eval_only")])
+    vals = [rec.get(COLUMN[task]) for rec in run
+            if rec.get("type") == "glue_eval" and rec.get("split") in ("dev", "dev_matched")]
     defined = [v for v in vals if v is not None]
     return (max(defined) if defined else None, vals[-1]) if vals else (None, None)
 
@@ -194,7 +196,8 @@ def main():
     mem_task = "mrpc" if "mrpc" in tasks else tasks[0]
 
     # the paper's AVG is of its 8 tasks: a subset's mean is labelled as one, not set beside it as the same number
-    avg = "AVG" if tasks == TASKS else f"AVG of {len(tasks)} tasks (not the paper's 8)"
+    avg = "AVG" if tasks == TASKS else \
+        f"AVG of {len(tasks)} task{'s' if len(tasks) != 1 else ''} (not the paper's 8)"
 
     def table(which):
         # activation memory, as the paper's column: the planner's figure, and on the CPU the arena the run allocated
