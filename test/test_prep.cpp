@@ -1290,6 +1290,9 @@ TEST_F(Prep, BadOptions) {
     std::string in = std::string(FX) + "c4_train.json.gz", o = path("x");
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--shard-token", "5"},
                {"unknown option --shard-token", "did you mean --shard-tokens?"});
+    // an --out whose file names would pass NAME_MAX: refused at the start (it failed at the first shard's write)
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", path(std::string(240, 'x'))},
+               {"the names written beside it", "pass the filesystem's limit of 255 a name", "shorter --out"});
     // the start of an option's name means that option (more than 3 edits away it had no suggestion)
     prep_fails({"--tok", "gpt2", "--input", in, "--out", o}, {"unknown option --tok", "did you mean --tokenizer?"});
     prep_fails({"--tokenizer", "spm", "--input", in, "--out", o}, {"--spm-model", "huggingface-cli download"});

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>  // NAME_MAX
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>  // strlen
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -335,6 +337,13 @@ void finish_options(Options& o) {
                "--out %s is a directory; --out is a prefix of file names (shards are written to "
                "PREFIX_train_000000.bin, ...)\n---> HINT: name the files too, e.g. --out %s%sdata",
                o.out.c_str(), o.out.c_str(), o.out.back() == '/' ? "" : "/");
+    // the longest name written beside the shards, a shard's temporary: past NAME_MAX the run failed at its first
+    // shard ("File name too long"), after the first 100M tokens of a real corpus
+    const std::string out_base = o.out.substr(o.out.find_last_of('/') + 1);  // (npos + 1 = 0: no directory)
+    const size_t longest = out_base.size() + std::strlen("_train_000000.bin.tmp.") + 10;
+    CHECK_USER(longest <= NAME_MAX, "--out %s: the names written beside it (PREFIX_train_000000.bin.tmp.PID: up to %zu "
+               "characters) pass the filesystem's limit of %d a name\n---> HINT: choose a shorter --out", o.out.c_str(),
+               longest, NAME_MAX);
     CHECK_USER(!o.tokenizer.empty(), "no tokenizer: give --tokenizer gpt2 (GPT-2), --spm-vocab N (LLaMA: "
                "train a SentencePiece model on your text) or --tokenizer spm --spm-model FILE (or a preset: "
                "prep_data c4 ... / prep_data owt ...)");

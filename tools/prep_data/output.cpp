@@ -891,7 +891,8 @@ struct Prep {
             remove_temporaries();
             write_tokenizer_copy();
             if (!more) {
-                std::fprintf(stderr, "--resume: %s is complete and its shards check out; nothing to do\n",
+                std::fprintf(stderr, "--resume: %s is complete and its shards check out (headers, sizes, token "
+                             "counts; the last of each split by a checksum too); nothing to do\n",
                              state_path.c_str());
                 remove_stale_shards();
                 summary(0, true);
