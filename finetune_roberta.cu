@@ -71,6 +71,9 @@ int main(int argc, char** argv) {
                 std::printf("--max-len %d: %s/tokenizer_config.json's model_max_length (transformers' tokenizer "
                             "truncates there too; pass --max-len for another)\n", tuned, opts.init_from.c_str());
             }
+            // (an older build saved lengths down to 4 for every task: a pair then kept no text, exit 0)
+            check_max_len_holds_text(opts.max_len, task.task, " (the model's positions or its "
+                                     "tokenizer_config.json's model_max_length)");
         }
         CHECK_USER(opts.max_len <= cfg.max_seq_len, "--max-len %d exceeds the model's %d positions (config.json's "
                    "max_position_embeddings minus the padding offset)\n---> HINT: pass --max-len %d or less",

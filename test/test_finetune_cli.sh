@@ -547,6 +547,15 @@ expect_error "a tokenizer <pad> other than config.json's pad_token_id refused" "
 # task's 3 holds a token (it was refused below 4)
 expect_error "--max-len 5 for a pair task refused" "--max-len 5 leaves no token of text: mrpc's pair layout has 4 special tokens, so it needs at least 6" \
   "$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --max-len 5
+# ... and so is one taken from a directory's tokenizer_config.json (an older build saved 4 for every task)
+mkdir -p "$T/ml4" && cp "$T/s1/"* "$T/ml4/"
+python3 - "$T/ml4/tokenizer_config.json" <<'PY'
+import json, os, sys
+c = json.load(open(sys.argv[1])) if os.path.exists(sys.argv[1]) else {}
+c["model_max_length"] = 4; json.dump(c, open(sys.argv[1], "w"))
+PY
+expect_error "a model_max_length of 4 for a pair task refused" "--max-len 4 \(the model's positions or its tokenizer_config.json's model_max_length\) leaves no token of text" \
+  "$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/ml4" --eval-only
 # test examples cut by --max-len are counted as the training and dev ones are (they were not said)
 out=$("$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --predict "$T/predcut" --max-len 12 2>&1)
 grep -Eq "^notice: [0-9]+ training, [1-9][0-9]* dev and [1-9][0-9]* test \(--predict\) examples were truncated to --max-len 12 tokens" <<<"$out" \

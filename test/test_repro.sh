@@ -189,6 +189,10 @@ r = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, \"scri
                     "C.make_out(sys.argv[1])", sys.argv[1]], capture_output=True, text=True)
 print(r.returncode, r.stderr.splitlines()[0])' "$OUT/locked" 2>&1)
 [[ "$got" == "1 --out $OUT/locked: another invocation is writing there (pid "* ]] && ok "a second invocation on the same --out stops with one line" || bad "two invocations on one --out: '$got'"
+# (an --out where no file can be made: one line, not a traceback)
+got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C; C.make_out("/proc")' 2>&1)
+[ "$got" = "--out /proc: cannot write /proc/.lock: No such file or directory" ] && ok "an --out that takes no file: one line" \
+  || bad "an --out that takes no file: '$got'"
 # OpenWebText's validation shards alone reach the GPT-2 runs (they took C4's unless --gpt2-train-data was given)
 out=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --train-data "$OUT/owt/train_0.bin" \
       --val-data "$OUT/c4/val_0.bin" --gpt2-val-data "$OUT/owt/val_0.bin" 2>&1)

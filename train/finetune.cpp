@@ -141,6 +141,14 @@ float linear_schedule(int step, int total, int warmup, float lr) {
     return lr * std::max(0.0f, (float)(total - step) / (float)std::max(1, total - warmup));
 }
 
+void check_max_len_holds_text(int max_len, GlueTask task, const std::string& from) {
+    const bool pair = glue_task_info(task).pair;
+    const int least = pair ? 6 : 3;  // <s> A </s></s> B </s> with a token of each, or <s> A </s>
+    CHECK_USER(max_len >= least, "--max-len %d%s leaves no token of text: %s's %s layout has %d special tokens, so it "
+               "needs at least %d", max_len, from.c_str(), glue_task_info(task).name,
+               pair ? "pair" : "single-sentence", pair ? 4 : 2, least);
+}
+
 void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     parse_flag_table(FLAGS, std::size(FLAGS), SYNONYMS, std::size(SYNONYMS), &o, o.given, argc, argv);
     if (o.help) return;
@@ -157,11 +165,7 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(o.seed >= 0, "--seed must be >= 0 (got %lld)", o.seed);
     CHECK_USER(o.padding == "batch" || o.padding == "longest", "--padding must be batch or longest (got \"%s\")",
                o.padding.c_str());
-    const bool pair = glue_task_info(task).pair;
-    const int least = pair ? 6 : 3;  // <s> A </s></s> B </s> with a token of each, or <s> A </s>
-    CHECK_USER(o.max_len >= least, "--max-len %d leaves no token of text: %s's %s layout has %d special tokens, so it "
-               "needs at least %d", o.max_len, glue_task_info(task).name, pair ? "pair" : "single-sentence",
-               pair ? 4 : 2, least);
+    check_max_len_holds_text(o.max_len, task, "");
     CHECK_USER(o.lr >= 0 && o.warmup >= 0 && o.weight_decay >= 0 && o.grad_clip >= 0,
                "--lr, --warmup, --weight-decay and --grad-clip must be >= 0 (got %g, %d, %g, %g)", o.lr, o.warmup,
                o.weight_decay, o.grad_clip);

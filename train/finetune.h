@@ -74,6 +74,9 @@ void copy_tokenizer_files(const std::string& from, const std::string& to, int ma
 // tokenizer_config.json's model_max_length in DIR; 0 when there is none (no file, no key, not a whole number from 1
 // to INT_MAX: transformers writes 1e30 for "no limit").
 int tokenizer_max_length(const std::string& dir);
+// Fails unless max_len leaves a token of each text beside the task's special tokens (pair 6, single-sentence 3);
+// `from` says where a value the user did not type came from (" (tokenizer_config.json's model_max_length)").
+void check_max_len_holds_text(int max_len, GlueTask task, const std::string& from);
 
 // --predict DIR: made when missing; a file of another run's predictions in it is refused without --overwrite (or
 // --resume, whose run writes them at its end).

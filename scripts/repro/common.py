@@ -133,7 +133,10 @@ def make_out(path):
         sys.exit(f"--out {path}: cannot create the directory: {e.strerror}")
     if path in _OUT_LOCKS:
         return
-    lock = open(os.path.join(path, ".lock"), "a+")
+    try:
+        lock = open(os.path.join(path, ".lock"), "a+")
+    except OSError as e:  # (a read-only --out: one line, not a traceback)
+        sys.exit(f"--out {path}: cannot write {os.path.join(path, '.lock')}: {e.strerror}")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
