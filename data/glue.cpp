@@ -14,8 +14,9 @@
 #include <stdexcept>
 
 #include "common/error.h"
-#include "common/strings.h"  // join
-#include "data/byte_bpe.h"      // utf8_first_invalid
+#include "common/strings.h"        // join
+#include "common/text_encoding.h"  // utf16_or_32
+#include "data/byte_bpe.h"             // utf8_first_invalid
 
 namespace {
 
@@ -163,12 +164,12 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
         }
         // a label column named with a space around it or another letter case ("label ", "Label"): its labels were
         // read as missing ("example 0 has no label", of a row that has one)
+        std::string label;  // (MRPC's is "Quality")
+        for (const char* c = layout.label; *c; c++) label += (char)std::tolower((unsigned char)*c);
         for (const std::string& name : header) {
             std::string plain;
             for (char c : name)
                 if (c != ' ' && c != '\t') plain += (char)std::tolower((unsigned char)c);
-            std::string label;
-            for (const char* c = layout.label; *c; c++) label += (char)std::tolower((unsigned char)*c);
             if (il < 0 && plain == label)
                 fail("%s: the header's column '%s' is not '%s' (spaces or letter case differ): its labels would "
                      "be read as missing\n---> HINT: rename the column to '%s'", path.c_str(), name.c_str(),
@@ -310,19 +311,15 @@ GlueTask glue_task_from_name(const std::string& name) {
 std::vector<GlueExample> read_glue_file(GlueTask task, const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("cannot open GLUE file %s", path.c_str());
-    // UTF-16 (Excel's "Unicode text", PowerShell's default): a byte order mark, or Latin text's NUL in one byte of
-    // most 2-byte units (it was read as UTF-8: a header "\xff\xfes" cut at the first NUL, or "invalid UTF-8")
-    char head[512];
-    in.read(head, sizeof head);
-    const size_t got = (size_t)in.gcount();
-    size_t nul_even = 0, nul_odd = 0;
-    for (size_t i = 0; i < got; i++) (i % 2 ? nul_odd : nul_even) += head[i] == '\0';
-    const bool bom16 =
-        got >= 2 && ((head[0] == '\xFF' && head[1] == '\xFE') || (head[0] == '\xFE' && head[1] == '\xFF'));
-    if (bom16 || (got >= 8 && 2 * std::max(nul_even, nul_odd) >= got / 2 && 8 * std::min(nul_even, nul_odd) <= got / 2))
-        fail("%s: this looks like UTF-16 text (%s), not UTF-8\n---> HINT: convert it: iconv -f UTF-16 -t UTF-8 FILE > "
-             "FILE.utf8 (then give it the .tsv or .jsonl name)", path.c_str(),
-             bom16 ? "its byte order mark" : "NUL bytes between its characters");
+    // UTF-16 (Excel's "Unicode text", PowerShell's default) or UTF-32: read as UTF-8 it was a header "\xff\xfes" cut
+    // at the first NUL, or "invalid UTF-8"
+    std::string head(4096, '\0');
+    in.read(head.data(), (std::streamsize)head.size());
+    head.resize((size_t)in.gcount());
+    const TextEncoding e = utf16_or_32(head);
+    if (*e.name)
+        fail("%s: this looks like %s text (%s), not UTF-8\n---> HINT: convert it: iconv -f %s -t UTF-8 FILE > "
+             "FILE.utf8 (then give it the .tsv or .jsonl name)", path.c_str(), e.name, e.why, e.name);
     in.clear();
     in.seekg(0);
     // a UTF-8 byte order mark (GLUE's MRPC files have one, as do files saved by some editors): not part of the

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/text_encoding.h"  // utf16_or_32
 #include "tools/prep_data/prep_data.h"
 
 namespace prep {
@@ -96,28 +97,14 @@ void Reader::read_kind(Kind k, ByteSource& src, const Where& where, int split_sr
     else if (k == KIND_TAR) read_tar(src, where, split_src, depth);
 }
 
-// A file's first bytes in UTF-16 or UTF-32 (a byte order mark, or the NULs of a Windows "Unicode" text) are refused:
-// read as UTF-8 they are one document of NUL-separated characters. Without a mark, Latin-script UTF-16 has a NUL in
-// the same byte of most of its 2-byte units and none in the other, UTF-32 in the same two bytes of its 4-byte units;
-// UTF-8 text with NULs elsewhere (a dump's field separators) is text, read as tiktoken reads it. A UTF-8 byte order
-// mark is dropped from a text file (Python's "utf-8-sig"; JSON lines' parser skips it itself).
+// A file's first bytes in UTF-16 or UTF-32 (common/text_encoding.h) are refused: read as UTF-8 they are one document
+// of NUL-separated characters. A UTF-8 byte order mark is dropped from a text file (Python's "utf-8-sig"; JSON
+// lines' parser skips it itself).
 static void refuse_utf16_or_32(const std::string& head, const std::string& where) {
-    auto starts = [&](const char* bom, size_t n) { return head.size() >= n && head.compare(0, n, bom, n) == 0; };
-    const size_t probe = std::min<size_t>(head.size(), 4096), units2 = probe / 2, units4 = probe / 4;
-    size_t nuls_at[4] = {};  // NULs by their offset mod 4
-    for (size_t i = 0; i < probe; i++) nuls_at[i % 4] += head[i] == '\0';
-    const size_t even = nuls_at[0] + nuls_at[2], odd = nuls_at[1] + nuls_at[3];
-    const bool utf16 = units2 >= 4 && 2 * std::max(even, odd) >= units2 && 8 * std::min(even, odd) <= units2;
-    // (the character's own byte not NUL in most units: a run of NULs, a padded record, is no UTF-32)
-    const bool utf32 = units4 >= 2 && ((10 * std::min(nuls_at[2], nuls_at[3]) >= 9 * units4 &&
-                                        2 * nuls_at[0] <= units4) ||  // little-endian
-                                       (10 * std::min(nuls_at[0], nuls_at[1]) >= 9 * units4 &&
-                                        2 * nuls_at[3] <= units4));  // big-endian
-    const bool bom = starts("\xff\xfe", 2) || starts("\xfe\xff", 2) || starts("\0\0\xfe\xff", 4);
-    if (bom || utf16 || utf32)
+    const TextEncoding e = utf16_or_32(head);
+    if (*e.name)
         fail("%s: this looks like UTF-16 or UTF-32 text (%s), not UTF-8\n---> HINT: convert it: iconv -f UTF-16 -t "
-             "UTF-8 FILE > FILE.utf8.txt (UTF-32 likewise)", where.c_str(),
-             bom ? "its byte order mark" : "NUL bytes between its characters");
+             "UTF-8 FILE > FILE.utf8.txt (UTF-32 likewise)", where.c_str(), e.why);
 }
 static void drop_utf8_bom(std::string& s) {
     if (s.compare(0, 3, "\xef\xbb\xbf") == 0) s.erase(0, 3);
