@@ -540,8 +540,9 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
 
 TEST(TrainerCli, OptionRowsShowTokensPerStep) {
     TrainOptions o = parse({"--batch-size", "3", "--seq-len", "64", "--grad-accum", "5"});
+    const ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-tiny");
     bool found = false;
-    for (const auto& [k, v] : train_options_rows(o))
+    for (const auto& [k, v] : train_options_rows(o, cfg))
         if (k == "tokens per step") {
             found = true;
             EXPECT_EQ(v, "960");
@@ -549,9 +550,27 @@ TEST(TrainerCli, OptionRowsShowTokensPerStep) {
     EXPECT_TRUE(found);
     // data parallel: every rank takes B sequences a micro-batch, so a step takes ranks times as many tokens
     std::map<std::string, std::string> rows;
-    for (const auto& [k, v] : train_options_rows(o, 4)) rows[k] = v;
+    for (const auto& [k, v] : train_options_rows(o, cfg, 4)) rows[k] = v;
     EXPECT_EQ(rows["tokens per step"], "3840 (B x T x grad_accum x 4 ranks)");
     EXPECT_EQ(rows["batch_size (B)"], "3 per rank");
+}
+
+// A rank of 0 means the model's default; the table shows the number the run uses (GaLore's said "GaLore's for the model" before).
+// The defaults: GaLore's benchmark scripts (LLaMA-130M rank 256), the PRAC paper's RSO rank for GPT-2 124M (256).
+TEST(TrainerCli, OptionRowsShowResolvedOptimizerRanks) {
+    auto optimizer_row = [](const std::vector<std::string>& args, Arch arch, const std::string& model) {
+        for (const auto& [k, v] : train_options_rows(parse(args), model_config_load(arch, model)))
+            if (k == "optimizer") return v;
+        return std::string("(no optimizer row)");
+    };
+    EXPECT_EQ(optimizer_row({"--optimizer", "galore"}, Arch::LLAMA, "llama-130m"),
+              "galore (rank 256, gap 200, scale 0.25)");
+    EXPECT_EQ(optimizer_row({"--optimizer", "galore", "--galore-rank", "64"}, Arch::LLAMA, "llama-130m"),
+              "galore (rank 64, gap 200, scale 0.25)");
+    EXPECT_EQ(optimizer_row({"--optimizer", "rso"}, Arch::GPT2, "gpt2-124m"),
+              "rso (rank 256, gap 200, prox 0, projected activations)");
+    EXPECT_EQ(optimizer_row({"--optimizer", "rso", "--rso-rank", "32"}, Arch::GPT2, "gpt2-124m"),
+              "rso (rank 32, gap 200, prox 0, projected activations)");
 }
 
 // =========================================================================================================

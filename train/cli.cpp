@@ -604,11 +604,11 @@ std::string train_options_help(Arch arch, const char* program) {
     s += "\nExamples:\n";
     if (arch == Arch::GPT2)
         s += format("  %s --model gpt2-mini --steps 200 --device cpu     # built-in corpus on a CPU\n"
-                    "  %s --model gpt2-124m --train-data 'owt/train_*.bin' --val-data 'owt/val_*.bin' "
+                    "  %s --model gpt2-124m --train-data 'owt_gpt2_train_*.bin' --val-data 'owt_gpt2_val_*.bin' "
                     "--batch-size 64 --grad-accum 8 --steps 50000\n", program, program);
     else
         s += format("  %s --model llama-mini --steps 200 --device cpu    # built-in corpus on a CPU\n"
-                    "  %s --model llama-130m --train-data 'c4/train_*.bin' --val-data 'c4/val_*.bin' "
+                    "  %s --model llama-130m --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' "
                     "--batch-size 128 --grad-accum 4 --steps 20000 --lr 1e-3\n", program, program);
     return s;
 }
@@ -715,7 +715,8 @@ std::string long_warmup_notice(const TrainOptions& o, const std::string& warmup)
                   "of --lr %g\n", warmup.c_str(), o.steps, o.lr * (double)o.steps / o.warmup, o.lr);
 }
 
-std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks) {
+std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, const ModelConfig& cfg,
+                                                                    int ranks) {
     if (o.eval_only)  // only what an evaluation uses: the training rows would read as if they applied
         return {
             {"init_from", o.init_from.empty() ? "(random init)" : o.init_from},
@@ -741,13 +742,16 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"warmup steps", std::to_string(o.warmup)},
         {"min lr", format("%g (%g x lr)", o.lr * o.min_lr_frac, o.min_lr_frac)},
         {"weight_decay", format("%g", o.weight_decay)},
-        {"optimizer", o.optimizer == "galore" ? format("galore (rank %s, gap %d, scale %g)",
-                                                       o.galore_rank ? std::to_string(o.galore_rank).c_str()
-                                                                     : "GaLore's for the model (--galore-rank 0)",
-                                                       o.galore_gap, o.galore_scale)
+        // a rank of 0 is the model's default: the row shows the number the run uses
+        {"optimizer", o.optimizer == "galore"
+                          ? format("galore (rank %d, gap %d, scale %g)",
+                                   o.galore_rank ? o.galore_rank : galore_default_rank(cfg), o.galore_gap,
+                                   o.galore_scale)
                       : o.optimizer == "muon" ? format("muon (momentum %g)", o.muon_momentum)
-                      : o.optimizer == "rso"  ? format("rso (rank %d, gap %d, prox %g, %s activations)", o.rso_rank,
-                                                       o.rso_gap, o.rso_prox, o.rso_activations.c_str())
+                      : o.optimizer == "rso"
+                          ? format("rso (rank %d, gap %d, prox %g, %s activations)",
+                                   o.rso_rank ? o.rso_rank : rso_default_rank(cfg), o.rso_gap, o.rso_prox,
+                                   o.rso_activations.c_str())
                                               : o.optimizer + (o.optimizer_states == "8bit" ? " (8-bit states)" : "")},
         {"adam betas / eps", format("%g, %g / %g", o.beta1, o.beta2, o.adam_eps)},
         {"grad_clip", format("%g", o.grad_clip)},

@@ -166,4 +166,5 @@ std::string schedule_notices(const TrainOptions& o);
 // "notice: WARMUP is longer than --steps N: ..." when o.warmup exceeds o.steps, else "" (WARMUP: where it came from)
 std::string long_warmup_notice(const TrainOptions& o, const std::string& warmup);
 // Every setting as (name, value) rows for the start-of-run table.
-std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, int ranks = 1);
+std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, const ModelConfig& cfg,
+                                                                    int ranks = 1);

@@ -837,7 +837,7 @@ struct Trainer {
                         : opts.prac_shared          ? ", PRAC subspace shared"
                                                     : ", PRAC subspace per rank");
         print_table(s.program, model_config_rows(cfg));
-        print_table(opts.eval_only ? "evaluation" : "training", train_options_rows(opts, ranks));
+        print_table(opts.eval_only ? "evaluation" : "training", train_options_rows(opts, cfg, ranks));
         std::printf("%s%s", unused_flags_notice(opts, ranks).c_str(), data_warning.c_str());
     }
 
