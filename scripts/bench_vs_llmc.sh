@@ -29,6 +29,7 @@ usage: scripts/bench_vs_llmc.sh --llmc DIR [options]
   --no-cudnn        build llm.c without cuDNN attention (default: with it when CUDNN_FRONTEND_PATH or
                     ~/cudnn-frontend/include has cudnn_frontend.h, as ours uses cuDNN when built with it)
   --out DIR         shards and logs (default /tmp/bench_vs_llmc)
+Relative paths are read from the directory the script is started in.
 Environment: NVCC (default nvcc), LLMC_NVCC_FLAGS (added to llm.c's compile line), CUDA_ARCH (e.g. 90; default:
 nvidia-smi's compute capability), CUDNN_FRONTEND_PATH (the frontend's root or its include/ directory).
 Peak memory: each program's own report (llm.c: "device memory usage" after its allocations, context included;
@@ -39,16 +40,24 @@ EOF
 }
 
 die() { echo "bench_vs_llmc: $*" >&2; exit 1; }
+# a flag's value, which must be there: "FLAG needs a value" (set -u said "$2: unbound variable")
+need() { [ $# -ge 2 ] || { usage >&2; die "$1 needs a value"; }; }
+# a path as given, from the directory the script was started in (it runs at the repository root)
+from_here() { case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
 
 LLMC="" LLMC_BIN="" OURS="" PREP="" TEXT="data/austen" MAX_DOCS="" B=16 T=1024 STEPS=30 WARMUP=5 RECOMPUTE=0
 MODEL="gpt2-124m" DEVICE="cuda" CUDNN=auto OUT="/tmp/bench_vs_llmc"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --llmc) LLMC="$2"; shift 2 ;;
-    --llmc-bin) LLMC_BIN="$2"; shift 2 ;;
-    --ours) OURS="$2"; shift 2 ;;
-    --prep) PREP="$2"; shift 2 ;;
-    --text) TEXT="$2"; shift 2 ;;
+    --llmc|--llmc-bin|--ours|--prep|--text|--max-docs|--batch|--seq|--steps|--warmup|--recompute|--model|--device|--out)
+      need "$@" ;;
+  esac
+  case "$1" in
+    --llmc) LLMC=$(from_here "$2"); shift 2 ;;
+    --llmc-bin) LLMC_BIN=$(from_here "$2"); shift 2 ;;
+    --ours) OURS=$(from_here "$2"); shift 2 ;;
+    --prep) PREP=$(from_here "$2"); shift 2 ;;
+    --text) TEXT=$(from_here "$2"); shift 2 ;;
     --max-docs) MAX_DOCS="$2"; shift 2 ;;
     --batch) B="$2"; shift 2 ;;
     --seq) T="$2"; shift 2 ;;
@@ -58,15 +67,16 @@ while [ $# -gt 0 ]; do
     --model) MODEL="$2"; shift 2 ;;
     --device) DEVICE="$2"; shift 2 ;;
     --no-cudnn) CUDNN=0; shift ;;
-    --out) OUT="$2"; shift 2 ;;
+    --out) OUT=$(from_here "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; die "unknown option '$1'" ;;
   esac
 done
 cd "$(dirname "$0")/.."
+# (no leading zero: bash's arithmetic reads 010 as octal 8, the programs as 10; at most 9 digits: no overflow)
 for pair in batch:B seq:T steps:STEPS warmup:WARMUP recompute:RECOMPUTE; do
   v=${pair#*:}
-  [[ "${!v}" =~ ^[0-9]+$ ]] || die "--${pair%%:*} must be a whole number (got '${!v}')"
+  [[ "${!v}" =~ ^(0|[1-9][0-9]{0,8})$ ]] || die "--${pair%%:*} must be a whole number below 10^9, without leading zeros (got '${!v}')"
 done
 [ "$B" -ge 1 ] && [ "$T" -ge 2 ] || die "--batch must be >= 1 and --seq >= 2"
 [ "$STEPS" -gt "$WARMUP" ] || die "--steps ($STEPS) must exceed --warmup ($WARMUP): no step would be timed"

@@ -93,6 +93,20 @@ expect_fail "no llm.c" "no llm.c: pass --llmc DIR (a copy of llm.c: git clone ht
 expect_fail "--llmc without train_gpt2.cu" "has no train_gpt2.cu" bash scripts/bench_vs_llmc.sh --llmc "$TMP" --out "$TMP/o2"
 expect_fail "no timed step" "must exceed --warmup" run --steps 2 --warmup 2
 expect_fail "bad --batch" "whole number" run --batch 2x
+# bash's arithmetic reads 010 as octal 8 (llm.c was given -d 256 for B x T = 10 x 32 and the run exited 0)
+expect_fail "--batch with a leading zero" "without leading zeros (got '010')" run --batch 010
+expect_fail "--seq past 9 digits" "below 10^9" run --seq 99999999999999999999
+expect_fail "a flag without its value" "bench_vs_llmc: --steps needs a value" run --steps
+# relative paths are the caller's: a fake llm.c named from another directory is found (it was looked up from the
+# repository root: "is not an executable"), and a relative --out is made there, not in the repository
+mkdir -p "$TMP/elsewhere/bin" && cp "$TMP/train_gpt2cu" "$TMP/elsewhere/bin/"
+if (cd "$TMP/elsewhere" && bash "$OLDPWD/scripts/bench_vs_llmc.sh" --llmc-bin bin/train_gpt2cu --model gpt2-tiny \
+      --device cpu --batch 2 --seq 32 --steps 2 --warmup 1 --max-docs 600 --out rel_out) > "$TMP/rel.log" 2>&1 \
+   && [ -f "$TMP/elsewhere/rel_out/llmc.log" ]; then
+  ok "relative --llmc-bin and --out are read from the caller's directory"
+else
+  bad "relative paths:"; tail -5 "$TMP/rel.log"
+fi
 STEP_LINES=3 expect_fail "llm.c printed fewer step lines" "expected 3" run
 
 echo "$pass passed, $fail failed"
