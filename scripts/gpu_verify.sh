@@ -2,7 +2,9 @@
 # scripts/gpu_verify.sh -- build and test the PRAC trainer on a GPU machine in one command (docs/GPU.md).
 #
 #   bash scripts/gpu_verify.sh                 on the GPU machine (device tool: carry [".gpu_debs"]), from the repo
-#   DRY_RUN=1 bash scripts/gpu_verify.sh       here, without a GPU (also: --dry-run, --no-gpu-ok)
+#   DRY_RUN=1 bash scripts/gpu_verify.sh       here, without a GPU (also: --dry-run, --no-gpu-ok); it runs on a
+#                                              copy of the working tree in $WORK/src (--in-place: in this checkout,
+#                                              building into its build/)
 #   bash scripts/gpu_verify.sh --list-packages the Debian packages to carry, as "group package" lines
 #                                              (scripts/fetch_gpu_debs.sh downloads exactly these)
 #

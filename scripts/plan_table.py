@@ -8,6 +8,7 @@ to the paper's peaks (GB measured in eager PyTorch on A800s). Runs ./train_gpt2 
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -77,4 +78,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (| head: end quietly, not with a BrokenPipeError traceback)
     sys.exit(main())

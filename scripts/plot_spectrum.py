@@ -11,6 +11,7 @@ Exit status: 0 ok, 1 bad input (or OUT's extension), 3 matplotlib missing (prac_
 """
 
 import json
+import math
 import os
 import sys
 
@@ -69,6 +70,15 @@ def check_spectrum(data):
         raise ValueError(f'"shape" is {json.dumps(shape)}, not [N, width]')
     if not isinstance(data["file"], str):
         raise ValueError('"file" is not a string')
+    # singular values are finite, non-negative and not all zero (prac_analyze refuses such an X): a log axis of
+    # nothing plotted an empty panel with exit 0
+    sigma = data["singular_values"]
+    if not all(math.isfinite(x) and x >= 0 for x in sigma) or max(sigma) <= 0:
+        raise ValueError('"singular_values" must be finite, non-negative and not all zero')
+    rf = data.get("reshaped_from")
+    if rf is not None and not (isinstance(rf, list) and all(isinstance(d, int) and not isinstance(d, bool)
+                                                            for d in rf)):
+        raise ValueError(f'"reshaped_from" is {json.dumps(rf)[:60]}, not a list of dimensions')
     rk = data.get("ranks")
     if rk:
         if not (isinstance(rk, dict) and all(isinstance(rk.get(k), int) for k in ("r1", "r2"))

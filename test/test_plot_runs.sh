@@ -308,7 +308,9 @@ refused "a step record without its step" 'nostep.jsonl:1: a step record without 
   python3 scripts/plot_runs.py --no-plot "$W/nostep.jsonl"
 # prac_analyze --json files written by hand or by another tool: one line naming the field (they were tracebacks)
 python3 -c 'import matplotlib' 2>/dev/null && \
-for bad in '"shape":[256]' '"singular_values":null' '"ranks":{"r1":9,"r2":1,"k":1.0,"mode":"prac"}'; do
+for bad in '"shape":[256]' '"singular_values":null' '"ranks":{"r1":9,"r2":1,"k":1.0,"mode":"prac"}' \
+           '"reshaped_from":7' '"singular_values":[0,0,0]' '"singular_values":[NaN,1.0,0.5]' \
+           '"singular_values":[-2.0,-1.0,-0.5]'; do
   # (a key given twice: json takes the last, the bad one)
   echo "{\"file\":\"x.npy\",\"shape\":[2,3],\"singular_values\":[2.0,1.0,0.5],\"cumulative_energy\":[0.76,0.95,1.0],$bad}" >"$W/badspec.json"
   refused "plot_spectrum.py with $bad" "cannot read .*badspec.json as prac_analyze --json output" \
