@@ -21,6 +21,7 @@ refused bench_gpu --refresh-overlap 9 -- "--refresh-overlap: 9 is out of range"
 refused bench_gpu --grad-accum 0 -- "--grad-accum: 0 is out of range"
 refused bench_gpu --tiny --json "$W/no/such/dir/r.json" -- "cannot write into $W/no/such/dir"
 refused bench_gpu --tiny --json "$W" -- "--json $W: that is a directory"
+refused bench_gpu --models nosuch -- "unknown model nosuch"  # (it was the no-GPU skip, 77, on a machine without one)
 refused bench_gpu_refresh --widths 88,x -- "--widths: 'x' is not a whole number"
 refused bench_gpu_refresh --N -5 -- "--N: -5 is out of range"
 refused bench_gpu_stride --model nosuch -- 'unknown model "nosuch"'

@@ -38,6 +38,12 @@ timeout -k 10 300 ./train_gpt2 --model gpt2-mini --device cpu --prac none --batc
 out=$("$B" --npy "$W/ln1.npy,$W/d1.npy" 2>&1); rc=$?
 [ "$rc" = 1 ] && grep -q "must be (N, n) activations of one site" <<<"$out" \
   && ok "--npy of two widths: exit 1, says so" || bad "--npy two widths (rc=$rc): $out"
+# dumps of zeros: refused as prac_analyze refuses them (they were timed, exit 0)
+python3 -c "import numpy as np; np.save('$W/zeros.npy', np.zeros((64, 32), np.float32))" 2>/dev/null && {
+  out=$("$B" --npy "$W/zeros.npy,$W/zeros.npy" 2>&1); rc=$?
+  [ "$rc" = 1 ] && grep -q -- "--npy: $W/zeros.npy is all zeros" <<<"$out" && ok "--npy of zeros: exit 1, says so" \
+    || bad "--npy of zeros (rc=$rc): $out"
+}
 out=$("$B" --help 2>&1); rc=$?
 [ "$rc" = 0 ] && grep -q -- "--exact-max-n N" <<<"$out" && ok "--help: exit 0, lists the flags" \
   || bad "--help (rc=$rc): $out"
@@ -88,6 +94,7 @@ refuse --widths 96,
 refuse --widths ,96
 refuse --widths ""
 refuse --widths 0
+refuse --widths 16  # (too narrow for ranks of 8 + 8: the hint named the trainers' --prac-linear-ranks)
 refuse --max-elems -1
 refuse --max-elems 1e6
 refuse --max-elems 0

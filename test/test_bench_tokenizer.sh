@@ -38,6 +38,14 @@ refuse --doc-bytes 4096x
 out=$("$B" --repeat 2>&1); rc=$?
 [ "$rc" = 1 ] && grep -q -- "--repeat needs a value" <<<"$out" && ok "a flag without its value: exit 1, says so" \
   || bad "--repeat without a value (rc=$rc): $out"
+# a directory and an empty file: refused (they timed nothing with exit 0, the ratio printed as -nan)
+out=$("$B" --no-tiktoken --repeat 1 "$W" 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q -- "$W is a directory" <<<"$out" && ok "a directory: exit 1, says so" \
+  || bad "a directory (rc=$rc): $out"
+: >"$W/empty.txt"
+out=$("$B" --no-tiktoken --repeat 1 "$W/empty.txt" 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q -- "the input holds no text" <<<"$out" && ok "an empty file: exit 1, says so" \
+  || bad "an empty file (rc=$rc): $out"
 out=$("$B" --threds 1 2>&1); rc=$?
 [ "$rc" = 1 ] && grep -q -- "unknown flag --threds" <<<"$out" && ok "an unknown flag: exit 1, says so" \
   || bad "unknown flag (rc=$rc): $out"

@@ -507,6 +507,12 @@ TEST_F(AnalyzeTest, WarmStartChainAndItsBadInput) {
     r = run({x_path, "--mode", "none", "--k-mult", "2", "--draws", "4", "--k-mult", "3"});
     EXPECT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.err.find("notice: --k-mult --draws change nothing with --mode none"), std::string::npos) << r.err;
+    // --mode pac: the random part's flags likewise (they were printed back, "k_mult 2", as if they applied)
+    r = run({x_path, "--mode", "pac", "--k-mult", "2", "--draws", "5", "--r1", "16", "--r2", "16"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.err.find("notice: --k-mult --draws change nothing with --mode pac"), std::string::npos) << r.err;
+    r = run({x_path, "--mode", "pac", "--r1", "16", "--r2", "16"});
+    EXPECT_EQ(r.err.find("notice"), std::string::npos) << r.err;
 }
 
 // The subspace refresh on real activations (issue 15): a site's input dumped by the trainers at steps 5 and 10 of one

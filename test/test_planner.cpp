@@ -270,6 +270,25 @@ TEST(Planner, Gpt2_124mPracRecompute1ByHand) {
               L * N * rl_F * bf16 + L * F * rl_F * bf16 + tmp0 - tmp1 - N * F * bf16);
 }
 
+// RSO's linear sites hold the optimizer's P, which the plan names as such (it was listed as "PRAC bases" with PRAC
+// off); PRAC's bases keep their name, and the JSON key stays prac_bases for both.
+TEST(Planner, RsoProjectionsAreNotCalledPracBases) {
+    const ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-tiny");
+    auto bases_row = [&](const PracOptions& prac) {
+        for (const MemoryPlan::Row& r : plan_memory(cfg, prac, 1, 8, PlanTarget::CPU_FP32).categories)
+            if (r.key == "prac_bases") return r;
+        return MemoryPlan::Row{};
+    };
+    PracOptions rso;
+    rso.rso_rank = 8;
+    const MemoryPlan::Row r = bases_row(rso);
+    EXPECT_EQ(r.label, "RSO's P at the linear sites");
+    EXPECT_GT(r.bytes, 0u);
+    PracOptions prac;
+    prac.mode = PracMode::PRAC;
+    EXPECT_EQ(bases_row(prac).label, "PRAC bases");
+}
+
 // Every optimizer: the planner's optimizer row is what make_optimizer allocates on the CPU backend (state and
 // the workspace held beside it), for both models.
 TEST(Planner, OptimizerBytesEqualCpuAllocations) {

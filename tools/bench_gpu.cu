@@ -401,9 +401,6 @@ static int bench_main(int argc, char** argv) {
         extra_optimizers.push_back(o);
     }
 
-    int unavailable = gpu_unavailable_exit_code("bench_gpu");
-    if (unavailable >= 0) return unavailable;
-
     std::vector<Bench> table = {{"gpt2-124m", Arch::GPT2, 64, 1024},
                                 {"llama-130m", Arch::LLAMA, 128, 256},
                                 {"llama-350m", Arch::LLAMA, 128, 256},
@@ -434,6 +431,9 @@ static int bench_main(int argc, char** argv) {
             table.push_back(*it);
         }
     }
+    // (after every flag's check: a bad one is exit 2 on a machine without a GPU too, not its skip)
+    int unavailable = gpu_unavailable_exit_code("bench_gpu");
+    if (unavailable >= 0) return unavailable;
 
     std::string gpu = "?";
     double peak_tf = 0;

@@ -197,6 +197,10 @@ int main(int argc, char** argv) {
                         fail("--widths: '%s' has an empty width\n---> HINT: comma-separated widths, e.g. --widths "
                              "768,2048", v.c_str());
                     widths.push_back((int)parse_whole("--widths", w, 1, MAX_WIDTH));
+                    // ranks r1 = r2 = 0.3 n, at least 8 each: the width must leave a remainder to compress
+                    if (widths.back() <= 16)
+                        fail("--widths: %d is too narrow for the bench's ranks r1 = r2 = 8 (0.3 n, at least 8 "
+                             "each; they must sum below n)\n---> HINT: widths of 17 or more", widths.back());
                 }
             } else fail("unknown argument %s\n---> HINT: --help lists them", a.c_str());
         }
@@ -245,6 +249,10 @@ int main(int argc, char** argv) {
                        "--npy: %s and %s must be (N, n) activations of one site (same n)\n---> HINT: two --dump-site "
                        "dumps of the same site and layer at different --dump-step", npy[0].c_str(), npy[1].c_str());
             int n = (int)cur.shape[1];
+            for (const NpyArray* a : {&prev, &cur})  // (a refresh of zeros times nothing; prac_analyze refuses it too)
+                CHECK_USER(std::any_of(a->data.begin(), a->data.end(), [](float x) { return x != 0.0f; }),
+                           "--npy: %s is all zeros; there is no spectrum to refresh", a == &prev ? npy[0].c_str()
+                                                                                                    : npy[1].c_str());
             print_row(n, time_refresh(cur.data, prev.data, (int)cur.shape[0], (int)prev.shape[0], n, n <= exact_max),
                       "  (--npy: a dumped site)");
             return 0;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -147,6 +148,8 @@ int main(int argc, char** argv) {
         std::vector<std::string> docs;
         size_t total = 0;
         for (const auto& f : files) {
+            CHECK_USER(!std::filesystem::is_directory(f), "%s is a directory\n---> HINT: pass the text files in it "
+                       "(e.g. %s/*.txt)", f.c_str(), f.c_str());
             std::string text = read_file_bytes(f);
             total += text.size();
             if (doc_bytes == 0) {
@@ -164,6 +167,9 @@ int main(int argc, char** argv) {
                 start = end;
             }
         }
+        // (empty files time nothing: their MB/s and ratio printed as nan)
+        CHECK_USER(total > 0, "the input holds no text (%zu empty file%s)\n---> HINT: pass text files",
+                   files.size(), files.size() == 1 ? "" : "s");
         std::string tlist;
         for (int t : threads) tlist += (tlist.empty() ? "" : ",") + std::to_string(t);
         std::printf("config: %zu files, %.2f MB text, %zu documents (--doc-bytes %zu), threads %s, "

@@ -252,6 +252,14 @@ static Args parse_args(int argc, char** argv) {
             std::fprintf(stderr, "%s: notice: %schange nothing with --mode none (the spectrum only)\n", PROGRAM,
                          unused.c_str());
     }
+    if (a.mode == "pac") {  // a deterministic estimator: nothing random to scale, draw or seed
+        std::string unused;
+        for (const char* f : {"--k-mult", "--draws", "--seed"})
+            if (std::find(a.given.begin(), a.given.end(), f) != a.given.end()) unused += std::string(f) + " ";
+        if (!unused.empty())
+            std::fprintf(stderr, "%s: notice: %schange nothing with --mode pac (its basis is all principal: no "
+                         "random part to scale or draw)\n", PROGRAM, unused.c_str());
+    }
     return a;
 }
 

@@ -95,7 +95,11 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
             if (s.category == c && s.numel) bytes += align_up(s.numel * dtype_size(s.dtype), TENSOR_ALIGN);
         p.categories.push_back({key, mem_category_name(c), bytes});
     }
-    p.categories.push_back({"prac_bases", mem_category_name(MemCategory::PRAC_BASES), tensors_bytes(model.arena.basis_specs)});
+    // (RSO's linear sites hold a copy of the optimizer's P, not PRAC's [Q1 | sqrt(k) Q2]: named so, same key)
+    p.categories.push_back({"prac_bases",
+                            prac.rso_rank > 0 && prac.mode == PracMode::NONE ? "RSO's P at the linear sites"
+                                                                             : mem_category_name(MemCategory::PRAC_BASES),
+                            tensors_bytes(model.arena.basis_specs)});
     size_t ws = 0;
     for (const auto& s : model.sites)
         if (s.compressed() && !s.external)  // RSO: host draws
