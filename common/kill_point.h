@@ -4,8 +4,8 @@
 // crash happened exactly there instead of hoping a timed kill landed in the window. <name>[@<n>]:<signal> sends that
 // signal instead and goes on (a user's Ctrl-C: 2, or a scheduler's SIGTERM: 15, arriving exactly there), for the
 // code that must stop cleanly on one. <name>[@<n>]:error throws a UserError there instead: an error that only the
-// process given the variable meets (one rank of a job), for the code that must still say it. Unset, a point costs a
-// getenv.
+// process given the variable meets (one rank of a job), for the code that must still say it. <name>[@<n>]:hang stops
+// the calling thread there for good (a hung rank, for the watchdog). Unset, a point costs a getenv.
 #pragma once
 #include <signal.h>
 #include <unistd.h>
@@ -26,6 +26,8 @@ inline void kill_point(const char* name) {
     static std::atomic<long> passes{0};  // one name is watched per process: a count of its passes is enough
     if (++passes != (count && std::atol(count + 1) > 0 ? std::atol(count + 1) : 1)) return;
     if (sig && std::strcmp(sig + 1, "error") == 0) fail("test: an error at %s (PRAC_TEST_KILL_AT=%s)", name, want);
+    if (sig && std::strcmp(sig + 1, "hang") == 0)
+        for (;;) pause();
     if (sig) {
         raise(std::atoi(sig + 1));  // delivered before raise returns, to this thread
         return;

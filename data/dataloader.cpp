@@ -130,8 +130,8 @@ void DataLoader::compute_order(uint64_t rng, std::vector<int>* order, std::vecto
     for (int f : *order) start->push_back(start->back() + shard_samples_[f]);
 }
 
-void DataLoader::check_every_token() const {
-    for (const std::string& f : files_) read_shard(f, nullptr, model_vocab);
+void DataLoader::check_every_token(int rank, int ranks) const {
+    for (size_t i = (size_t)rank; i < files_.size(); i += (size_t)ranks) read_shard(files_[i], nullptr, model_vocab);
 }
 
 void DataLoader::reset() {

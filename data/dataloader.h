@@ -37,8 +37,9 @@ struct DataLoader {
     // Back to the very beginning (epoch 0, first step, initial seed): used to rewind validation.
     void reset();
     // Reads every shard now and checks each token against model_vocab (otherwise checked when a shard is loaded:
-    // for validation data, at the first evaluation, which may come after the whole training).
-    void check_every_token() const;
+    // for validation data at the first evaluation, which may come after the whole training; for training data in
+    // the middle of the run). Rank r of `ranks` reads the files r, r + ranks, ...
+    void check_every_token(int rank = 0, int ranks = 1) const;
     DataLoaderState get_state() const;
     // Fails when the state does not fit this loader (other shards, B or T). Another number of ranks continues
     // from the same position (the next samples in the epoch's order are the ones the old run would have read).

@@ -182,10 +182,13 @@ void write_shard(const std::string& path, const std::vector<uint16_t>& tokens, c
 static FILE* open_shard(const std::string& path, ShardInfo* out) {
     FILE* f = std::fopen(path.c_str(), "rb");
     CHECK_USER(f, "cannot open shard %s: %s", path.c_str(), std::strerror(errno));
-    struct stat st;
+    struct stat st{};
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         std::fclose(f);
-        fail("%s is not a regular file", path.c_str());
+        if (S_ISDIR(st.st_mode))
+            fail("%s is a directory, not a token shard\n---> HINT: name the shards in it with a pattern, e.g. "
+                 "'%s/*.bin' (quoted: the program expands it)", path.c_str(), path.c_str());
+        fail("%s is not a regular file, not a token shard", path.c_str());
     }
     long long size = (long long)st.st_size;
     int32_t h[SHARD_HEADER_INTS];

@@ -132,10 +132,11 @@ static std::string describe_tokenizer(int32_t kind, const std::string& name, uin
     return s;
 }
 
-ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns) {
+ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns, const std::vector<std::string>& flags) {
     ShardTokenizer st;
     std::string first_pattern;  // the pattern st.first_file came from
-    for (const std::string& pattern : patterns) {
+    for (size_t k = 0; k < patterns.size(); k++) {
+        const std::string& pattern = patterns[k];
         glob_t g;
         if (glob(pattern.c_str(), 0, nullptr, &g) != 0) {  // the loader reports a pattern matching nothing
             globfree(&g);
@@ -146,6 +147,10 @@ ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns) {
             ShardInfo h;
             try {
                 h = read_shard_header(path);
+            } catch (const UserError& e) {
+                globfree(&g);
+                if (k < flags.size() && !flags[k].empty()) throw UserError(flags[k] + ": " + e.what());
+                throw;
             } catch (...) {
                 globfree(&g);
                 throw;

@@ -29,7 +29,8 @@ struct ShardTokenizer {
     std::string first_file;   // a shard, for messages
     std::vector<std::string> dirs;  // the directories holding the shards (where prep_data puts the model copy)
 };
-ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns);
+// flags: the flag of each pattern (--train-data, --val-data), which a file's error names first ("" or none: not)
+ShardTokenizer shard_tokenizer(const std::vector<std::string>& patterns, const std::vector<std::string>& flags = {});
 
 // Where a SentencePiece model file for these shards may be: `given` (a --spm-model flag: when the shards record a
 // hash it must match, else this fails), then every *.model file in the shards' directories, then `fallbacks` (the

@@ -160,10 +160,20 @@ static bool opt_bool(const nlohmann::json& j, const char* key, bool def, const s
 // computes with our kernels is accepted: absolute positions, the exact GeLU, an encoder (no decoder, no
 // cross-attention), single-label classification or one-output regression. Dropout keys are read by nobody: the
 // trainer has no dropout (docs/DESIGN.md section 3.1).
+// Fails unless a config's model_type is `want`: a `kind` config is what `who` needs. The hint: `other_hint` for a
+// config of `other_type`, else the model_type to write (a config without one: it was said as model_type "").
+static void need_model_type(const std::string& path, const std::string& type, const char* want, const char* kind,
+                            const char* who, const char* other_type, const char* other_hint) {
+    if (type == want) return;
+    fail("%s: %s, but %s needs a %s config (model_type \"%s\")\n---> HINT: %s", path.c_str(),
+         type.empty() ? "it has no model_type" : format("model_type is \"%s\"", type.c_str()).c_str(), who, kind, want,
+         type == other_type ? other_hint
+                            : format("if it is a %s config, its model_type is \"%s\"", kind, want).c_str());
+}
+
 static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std::string& type, const std::string& path) {
-    if (type != "roberta")
-        fail("%s: model_type is \"%s\", but the encoder needs a RoBERTa config (model_type \"roberta\")"
-             "\n---> HINT: pass the config.json of a roberta-base-layout directory", path.c_str(), type.c_str());
+    need_model_type(path, type, "roberta", "RoBERTa", "the encoder", "llama",
+                    "pass the config.json of a roberta-base-layout directory");
     c.vocab_size = need_int(j, "vocab_size", path, 1, MAX_VOCAB);
     c.num_layers = need_int(j, "num_hidden_layers", path, 1, MAX_LAYERS);
     c.num_heads = need_int(j, "num_attention_heads", path, 1, MAX_WIDTH);
@@ -226,9 +236,7 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
     if (arch == Arch::ROBERTA) {
         roberta_from_json(c, j, type, path);
     } else if (arch == Arch::GPT2) {
-        if (type != "gpt2")
-            fail("%s: model_type is \"%s\", but train_gpt2 needs a GPT-2 config (model_type \"gpt2\")"
-                 "\n---> HINT: LLaMA configs go to ./train_llama", path.c_str(), type.c_str());
+        need_model_type(path, type, "gpt2", "GPT-2", "train_gpt2", "llama", "LLaMA configs go to ./train_llama");
         c.vocab_size = need_int(j, "vocab_size", path, 1, MAX_VOCAB);
         c.num_layers = need_int(j, "n_layer", path, 1, MAX_LAYERS);
         c.num_heads = need_int(j, "n_head", path, 1, MAX_WIDTH);
@@ -251,9 +259,7 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
             fail("%s: scale_attn_by_inverse_layer_idx is not supported (GPT-2's attention scale is 1/sqrt(head_dim) "
                  "in every layer)", path.c_str());
     } else {
-        if (type != "llama")
-            fail("%s: model_type is \"%s\", but train_llama needs a LLaMA config (model_type \"llama\")"
-                 "\n---> HINT: GPT-2 configs go to ./train_gpt2", path.c_str(), type.c_str());
+        need_model_type(path, type, "llama", "LLaMA", "train_llama", "gpt2", "GPT-2 configs go to ./train_gpt2");
         c.vocab_size = need_int(j, "vocab_size", path, 1, MAX_VOCAB);
         c.num_layers = need_int(j, "num_hidden_layers", path, 1, MAX_LAYERS);
         c.num_heads = need_int(j, "num_attention_heads", path, 1, MAX_WIDTH);

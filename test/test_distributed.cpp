@@ -389,6 +389,30 @@ TEST(DataParallel, AnErrorIsSaidOnceAndARanksOwnErrorIsSaid) {
     EXPECT_NE(out.find("rank 1: ending all 2 ranks of the job"), std::string::npos) << out;
 }
 
+// --overlap-comm overlaps NCCL's per-layer averages with backward; where it changes nothing (the mpi communicator,
+// --zero 1's one reduce-scatter) a run on several ranks says so, as one on one rank does (it was silent, and the table
+// read "overlap 1" as if it applied)
+TEST(DataParallel, AnOverlapCommThatChangesNothingIsSaid) {
+    const bool nccl = std::string(PRAC_TEST_DEVICE) != "cpu";  // (the GPU variant: NCCL, where it overlaps)
+    const std::string mpi_said = "notice: --overlap-comm changes nothing in this run: the mpi communicator averages "
+                                 "the gradients after backward";
+    const std::string zero_said = "notice: --overlap-comm changes nothing in this run: --zero 1 averages with one "
+                                  "reduce-scatter after backward";
+    for (const char* extra : {" --overlap-comm 1", " --overlap-comm 0 --zero 1"}) {
+        std::string out;
+        ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + TRAIN_ARGS + " --steps 1" + extra,
+                            &out), 0) << out;
+        const bool zero = std::string(extra).find("--zero 1") != std::string::npos;
+        const std::string want = !nccl ? mpi_said : zero ? zero_said : "";
+        if (want.empty()) EXPECT_EQ(out.find("notice: --overlap-comm"), std::string::npos) << extra << "\n" << out;
+        else EXPECT_NE(out.find(want), std::string::npos) << extra << "\n" << out;
+    }
+    std::string out;  // not given: nothing said
+    ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + TRAIN_ARGS + " --steps 1", &out), 0)
+        << out;
+    EXPECT_EQ(out.find("--overlap-comm"), std::string::npos) << out;
+}
+
 // The same command is not the same job when the ranks find other files under its names (node-local copies, another
 // working directory: here each rank runs in its own, whose t_train.bin differ) or run other programs (an MPMD launch
 // of train_gpt2 and train_llama). Both used to go on: other data trained with exit 0 (a checkpoint records rank 0's
@@ -555,6 +579,24 @@ TEST(DataParallel, TwoRanksEvaluateWhatOneRankWithTheDoubledBatchDoes) {
         EXPECT_EQ(one.second, 2 * 2 * 32) << protocol;  // 2 micro-batches of 2 x 32 (galore: 64, then 128 > 65)
         EXPECT_EQ(two.second, one.second) << protocol;
         EXPECT_NEAR(two.first, one.first, 1e-5) << protocol;
+    }
+    // the CPU backend's default --eval-tokens is counted in whole steps of every rank's micro-batches (ranks x B x T),
+    // as the evaluation reads them: two ranks of 2 read what one rank of 4 reads, and the table says that count (two
+    // ranks of 2 read 15104 tokens, one rank of 4 14976, and the table said 15040)
+    const std::string args = std::string(" --model gpt2-tiny --device ") + PRAC_TEST_DEVICE +
+                             " --eval-only --seq-len 32 --log " + d + "/default";
+    std::string out_one, out_two;
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + "_one.jsonl --batch-size 4", &out_one), 0)
+        << out_one;
+    ASSERT_EQ(run_shell(mpirun_2() + bin("train_gpt2") + args + "_two.jsonl --batch-size 2", &out_two), 0) << out_two;
+    const auto one = eval_of(d + "/default_one.jsonl"), two = eval_of(d + "/default_two.jsonl");
+    EXPECT_EQ(two.second, one.second);
+    EXPECT_NEAR(two.first, one.first, 1e-5);
+    for (const std::string* out : {&out_one, &out_two}) {
+        const size_t row = out->find("| eval tokens");
+        ASSERT_NE(row, std::string::npos) << *out;
+        EXPECT_NE(out->substr(row, out->find('\n', row) - row).find(" " + std::to_string(one.second) + " "),
+                  std::string::npos) << *out;
     }
     run_shell("rm -rf " + d);
 }

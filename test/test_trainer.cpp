@@ -225,6 +225,41 @@ TEST(TrainerBinary, TokenIdsBeyondModelVocab) {
                                               dir / "good.bin", "--val-data", dir / "ids.bin"}, dir, 120);
     expect_user_error_exit(v, "train_llama", {"ids.bin", "40000", "32000"});
     EXPECT_FALSE(contains(v.out, "step ")) << describe(v);
+    // in a later training shard: refused before the first step too (the run trained until its loader reached the
+    // shard, 31 steps here, and ended there with nothing checkpointed)
+    fs::create_directories(dir / "t");
+    fs::copy_file(dir / "good.bin", dir / "t/a.bin");
+    fs::copy_file(dir / "ids.bin", dir / "t/b.bin");
+    RunResult t = run_trainer("train_llama", {"--model", "llama-tiny", "--seq-len", "64", "--batch-size", "2",
+                                              "--steps", "40", "--no-shuffle", "--train-data", dir / "t/*.bin",
+                                              "--val-data", dir / "good.bin", "--ckpt-dir", dir / "ck"}, dir, 120);
+    expect_user_error_exit(t, "train_llama", {"b.bin", "40000", "32000"});
+    EXPECT_FALSE(contains(t.out, "step ")) << describe(t);
+    // the directory of the shards, not a pattern: said so, with the pattern (it read "DIR is not a regular file")
+    RunResult d = run_trainer("train_llama", {"--model", "llama-tiny", "--seq-len", "64", "--steps", "1",
+                                              "--train-data", dir / "t", "--val-data", dir / "good.bin"}, dir, 120);
+    expect_user_error_exit(d, "train_llama", {"--train-data", dir / "t is a directory, not a token shard",
+                                              "'" + (dir / "t") + "/*.bin'"});
+}
+
+// A validation set with no token to score (rows of a BOS and padding) is an error: its loss is 0 / 0 (it printed
+// "val loss nan" with exit 0).
+TEST(TrainerBinary, ValidationDataWithNothingToScoreIsAnError) {
+    TempDir dir;
+    ShardInfo info;
+    info.vocab_size = 96;  // the fixture model's vocabulary
+    info.layout = SHARD_LAYOUT_ROWS;
+    info.row_len = 8;
+    info.pad_id = 0;
+    info.eos_id = 1;
+    std::vector<uint16_t> rows;
+    for (int r = 0; r < 16; r++)
+        for (int i = 0; i < 8; i++) rows.push_back(i == 0 ? 1 : 0);
+    write_shard(dir / "pads.bin", rows, info);
+    RunResult r = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "8",
+                                             "--batch-size", "2", "--eval-only", "--val-data", dir / "pads.bin"},
+                              dir, 120);
+    expect_user_error_exit(r, "train_gpt2", {"the validation data has no token to score"});
 }
 
 // A model with fewer ids than the tokenizer that --save would export (or --sample decode with) beside it is refused
@@ -1181,6 +1216,10 @@ TEST(TrainerBinary, InitFromADamagedCheckpointIsRefused) {
     r = run_trainer("train_gpt2", tiny({"--eval-only", "--eval-tokens", "64", "--init-from", copy}), dir, 120);
     expect_user_error_exit(r, "train_gpt2",
                            {"--init-from " + copy + ": this checkpoint is damaged", "model.safetensors"});
+    // its weights file named alone: checked too (it loaded without the checksums, exit 0)
+    r = run_trainer("train_gpt2", tiny({"--eval-only", "--eval-tokens", "64", "--init-from",
+                                        copy + "/model.safetensors"}), dir, 120);
+    expect_user_error_exit(r, "train_gpt2", {"--init-from " + copy + "/model.safetensors: this checkpoint is damaged"});
     r = run_trainer("train_gpt2", tiny({"--eval-only", "--eval-tokens", "64", "--init-from", step}), dir, 120);
     EXPECT_EQ(r.rc, 0) << describe(r);
     EXPECT_FALSE(contains(r.out, "no COMPLETE marker")) << r.out;
@@ -1248,22 +1287,28 @@ TEST(TrainerBinary, TheMemoryLinesOptimizerIsThePlansRow) {
     }
 }
 
-// --watchdog on one rank. An evaluation much longer than SEC (gpt2-mini, 49 forward micro-batches of 8 x 256 on the
-// CPU: about 10 s on 2 cores; SEC 1, so the run ends after about a second) ends the run with 124 and the watchdog's
-// line after what the run printed; exit() from the watchdog's thread used to run OpenBLAS's destructors under the
-// main thread: a segfault (139) in about one run of three, so three runs. And a --sample longer than SEC (600 tokens
-// of gpt2-tiny: about 6 s; SEC 2) is progress: it used to end a finished run with 124 before --save wrote anything.
-TEST(TrainerBinary, TheWatchdogAloneEndsWith124AndASampleIsProgress) {
+// --watchdog on one rank. A hang in an evaluation (PRAC_TEST_KILL_AT=eval.batch@2:hang: the main thread stops there
+// for good) ends the run with 124 and the watchdog's line after what the run printed; exit() from the watchdog's thread
+// used to run OpenBLAS's destructors under the main thread: a segfault (139) in about one run of three, so three runs.
+// What is long but moving is progress: an evaluation much longer than SEC (gpt2-mini, 49 forward micro-batches of
+// 8 x 256 on the CPU: about 10 s on 2 cores, 0.2 s each; SEC 2) used to end a healthy run with 124 as a hung rank
+// (GaLore's 10M-token protocol under the default 1800 s would have), and so did a --sample longer than SEC (600 tokens
+// of gpt2-tiny: about 6 s; SEC 2) before --save wrote anything.
+TEST(TrainerBinary, TheWatchdogEndsAHangWith124AndALongEvaluationOrSampleIsProgress) {
     TempDir dir;
     for (int i = 0; i < 3; i++) {
-        RunResult r = run_merged("train_gpt2", {"--model", "gpt2-mini", "--device", "cpu", "--batch-size", "8",
-                                                "--seq-len", "256", "--eval-only", "--eval-tokens", "100000",
-                                                "--watchdog", "1"}, dir, 120);
+        RunResult r = run_merged("train_gpt2", tiny({"--eval-only", "--eval-tokens", "640", "--watchdog", "1"}), dir,
+                                 120, "PRAC_TEST_KILL_AT=eval.batch@2:hang");
         EXPECT_EQ(r.rc, 124) << describe(r);
         const size_t said = r.out.find("rank 0: no progress for 1 s (--watchdog 1): stuck in the evaluation");
         EXPECT_NE(said, std::string::npos) << describe(r);
         EXPECT_LT(r.out.find("parameters: "), said) << "the run's output first\n" << describe(r);
     }
+    RunResult e = run_merged("train_gpt2", {"--model", "gpt2-mini", "--device", "cpu", "--batch-size", "8",
+                                            "--seq-len", "256", "--eval-only", "--eval-tokens", "100000",
+                                            "--watchdog", "2"}, dir, 180);
+    EXPECT_EQ(e.rc, 0) << describe(e);
+    EXPECT_TRUE(contains(e.out, "100352 tokens")) << describe(e);  // 49 micro-batches of 2048
     RunResult r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--sample", "600",
                                                   "--watchdog", "2", "--save", dir / "saved"}), dir, 120);
     ASSERT_EQ(r.rc, 0) << describe(r);
@@ -1551,8 +1596,9 @@ TEST(TrainerResume, ASecondStopSignalEndsTheRunAtOnce) {
     EXPECT_FALSE(contains(out, "received signal")) << out;
     // the first was acknowledged at once, naming what the second does (with slow steps nothing was said)
     EXPECT_TRUE(contains(out, "\nnote: signal 15 caught: the run stops cleanly at the end of this step (with a "
-                              "checkpoint when --ckpt-dir is given); the same signal again, 2 s or more from now, ends "
-                              "it at once, without one\n")) << out;
+                              "checkpoint when --ckpt-dir is given, unless the launcher ends the job first, as mpirun "
+                              "does when a rank dies); the same signal again, 2 s or more from now, ends it at once, "
+                              "without one\n")) << out;
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0) << out;
 }
 
@@ -1601,6 +1647,22 @@ TEST(TrainerResume, ALogThatEndsBeforeTheCheckpointIsRefused) {
     const std::string log = read_bytes(dir / "m.jsonl");
     EXPECT_EQ(log.find("\"type\":\"step\",\"step\":2"), std::string::npos) << log;
     EXPECT_NE(log.find("\"type\":\"step\",\"step\":1,"), std::string::npos) << log;
+    // a log as long as the run's, of another run (one without checkpoints that reused its name): its step 4 is not
+    // the checkpoint's (the resume appended to it, exit 0)
+    ASSERT_EQ(run_trainer("train_gpt2", tiny({"--steps", "6", "--lr", "3e-3", "--eval-tokens", "64", "--log",
+                                              dir / "m.jsonl", "--overwrite"}), dir, 120).rc, 0);
+    const std::string other = read_bytes(dir / "m.jsonl");
+    r = run_merged("train_gpt2", args({"--steps", "6", "--resume"}), dir, 120);
+    EXPECT_EQ(r.rc, 1) << describe(r);
+    EXPECT_TRUE(contains(r.out, "says step 4's loss was")) << describe(r);
+    EXPECT_TRUE(contains(r.out, "the log is another run's")) << describe(r);
+    EXPECT_EQ(read_bytes(dir / "m.jsonl"), other);
+    // --save into a checkpoint's folder of a run's --ckpt-dir (not this run's: it has none): that run replaces or
+    // removes it (a model saved there was deleted by its next checkpoint of the step, with no word)
+    r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "ck/step_00000006"}),
+                    dir, 120);
+    expect_user_error_exit(r, "train_gpt2", {"--save " + (dir / "ck/step_00000006") + " is a checkpoint's folder of " +
+                                             (dir / "ck") + ", a run's checkpoint directory"});
     // a log that goes on from (or past) the checkpoint's step resumes as before
     fs::remove(dir / "m.jsonl");
     ASSERT_EQ(run_trainer("train_gpt2", args({"--overwrite"}), dir, 120).rc, 0);

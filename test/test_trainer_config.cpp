@@ -504,6 +504,9 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
               "notice: --lr --grad-accum change nothing in this run: --eval-only trains nothing\n"
               "notice: --prac --prac-t1 change nothing in this run: --eval-only trains nothing (an evaluation saves no "
               "activations to compress)\n");
+    // and --train-data, which it does not even open (a pattern that matched nothing went unsaid)
+    EXPECT_EQ(unused_flags_notice(parse({"--eval-only", "--val-data", "x", "--train-data", "nomatch*"}), 1),
+              "notice: --train-data changes nothing in this run: --eval-only trains nothing\n");
     // a warmup longer than the run: not inert, but its learning rate never reaches --lr (the last step's: 3/5 of it)
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "3", "--warmup", "5", "--lr", "1e-3"}), 1),
               "notice: --warmup 5 is longer than --steps 3: the learning rate rises the whole run and ends at 0.0006, "
@@ -784,9 +787,16 @@ TEST(TrainerConfig, WrongModelType) {
                       "train_gpt2");
     EXPECT_USER_ERROR(model_config_load(Arch::GPT2, LLAMA_FIXTURE + "/config.json"), "model_type is \"llama\"",
                       "train_llama");
+    // a config without model_type is said as such, with the key to add (it read 'model_type is ""', with the hint
+    // that LLaMA configs go to train_llama)
     TempDir dir;
     std::string p = derived_config(dir, GPT2_FIXTURE, {{"model_type", nullptr}});
-    EXPECT_USER_ERROR(model_config_load(Arch::GPT2, p), "model_type is \"\"");
+    EXPECT_USER_ERROR(model_config_load(Arch::GPT2, p), "it has no model_type, but train_gpt2 needs a GPT-2 config",
+                      "HINT: if it is a GPT-2 config, its model_type is \"gpt2\"");
+    // another decoder's type: the hint says which types this trainer takes
+    std::string q = derived_config(dir, LLAMA_FIXTURE, {{"model_type", "mistral"}});
+    EXPECT_USER_ERROR(model_config_load(Arch::LLAMA, q), "model_type is \"mistral\"",
+                      "HINT: if it is a LLaMA config, its model_type is \"llama\"");
 }
 
 TEST(TrainerConfig, MissingOrNonNumericKey) {

@@ -65,7 +65,8 @@ const Flag FLAGS[] = {
     F("--eval-interval", "N", INT, eval_interval, "evaluate every N steps (0 = only at the end)"),
     F("--eval-tokens", "N", LONG, eval_tokens,
       "validation tokens per evaluation (default on the CPU backend: at most this many, as many whole micro-batches "
-      "as 1e11 forward FLOPs cover at 2 x parameters per token, at least one: gpt2-124m one micro-batch)"),
+      "(one on every rank) as 1e11 forward FLOPs cover at 2 x parameters per token, at least one: gpt2-124m one "
+      "micro-batch)"),
     F("--save", "DIR", STR, save, "at the end write a Hugging Face model directory: weights, config, tokenizer"),
     F("--device", "cpu|cuda|auto", STR, device, "backend (auto: cuda when a GPU and the CUDA backend exist)"),
     F("--log", "FILE", STR, log, "write JSONL metrics (one object per step and per evaluation; a resumed run appends)"),
@@ -646,6 +647,7 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
                             "--optimizer-states", "--on-nonfinite", "--no-shuffle", "--eval-interval",
                             "--log-interval", "--recompute", "--recompute-attention", "--zero", "--overlap-comm"});
         if (o.eval_only && o.was_given("--steps")) f.insert(f.begin(), "--steps");
+        if (o.eval_only && o.was_given("--train-data")) f.insert(f.begin(), "--train-data");  // (not even opened)
         for (const char* family : {"--galore-", "--muon-", "--rso-"})
             for (const std::string& g : given(family)) f.push_back(g);
         const char* why = o.eval_only ? "--eval-only trains nothing" : "--steps 0 trains nothing";

@@ -72,9 +72,9 @@ std::string data_tokenizer_file(Arch arch, const TrainOptions& opts, const std::
 }
 
 void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data_dir, int model_vocab) {
-    std::vector<std::string> patterns = {opts.val_data};
-    if (!opts.eval_only) patterns.insert(patterns.begin(), opts.train_data);
-    ShardTokenizer st = shard_tokenizer(patterns);
+    std::vector<std::string> patterns = {opts.val_data}, flags = {"--val-data"};
+    if (!opts.eval_only) patterns.insert(patterns.begin(), opts.train_data), flags.insert(flags.begin(), "--train-data");
+    ShardTokenizer st = shard_tokenizer(patterns, flags);
     if (st.first_file.empty()) return;  // no shard matched: the loader says so
     const bool gpt2 = arch == Arch::GPT2;
     const int want = gpt2 ? TOKENIZER_GPT2 : TOKENIZER_SENTENCEPIECE;
@@ -140,7 +140,12 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
     }
     if (!needs && opts.spm_model.empty()) return;
     std::string why;
-    std::string found = find_spm_model_for(st, opts.spm_model, {data_dir + "/austen_spm8k.model"}, &why);
+    // the model's own tokenizer (--init-from's, whose hash was compared with the shards' above) counts as one beside
+    // the shards: shards moved away from their PREFIX_tokenizer.model still decode with it
+    std::vector<std::string> fallbacks = {data_dir + "/austen_spm8k.model"};
+    if (!init_spm.empty()) fallbacks.insert(fallbacks.begin(), init_spm);
+    const bool init_vouches = opts.spm_model.empty() && st.hash == 0 && !init_spm.empty();  // (shards say nothing)
+    std::string found = init_vouches ? init_spm : find_spm_model_for(st, opts.spm_model, fallbacks, &why);
     if (found.empty())
         fail("%s the SentencePiece model that made the shards: %s\n---> HINT: pass --spm-model FILE (the model "
              "given to prep_data; prep_data keeps a copy next to the shards, PREFIX_tokenizer.model), or tokenize "
@@ -150,7 +155,8 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
     // the training and leave --sample printing ids (its error names the file and what is wrong with it)
     if (needs) check_fits(SpmTokenizer{found}.vocab_size(), found);
     if (st.hash == 0)
-        std::printf("note: %s does not record its tokenizer; decoding with --spm-model %s as given\n",
-                    st.first_file.c_str(), found.c_str());
+        std::printf("note: %s does not record its tokenizer; decoding with %s %s\n", st.first_file.c_str(),
+                    init_vouches ? "--init-from's" : "--spm-model", init_vouches ? init_spm.c_str()
+                                                                                  : (found + " as given").c_str());
     opts.spm_model = found;
 }

@@ -105,13 +105,20 @@ struct MetricsLog {
     // step is not the log of the run that wrote the checkpoint: an --overwrite run stopped before its first checkpoint
     // has emptied the earlier run's log and left that run's checkpoints, and appending spliced two runs into one
     // curve (with exit 0).
-    void check_resume_at(int step, const std::string& checkpoint) const {
+    // One that goes past it must have that step's record as the checkpoint's run wrote it (`logged_loss`: its loss,
+    // "" when the checkpoint does not say): another run's log of that length was appended to, the curves spliced.
+    void check_resume_at(int step, const std::string& checkpoint, const std::string& logged_loss = "") const {
         const int last = last_step_record();
         if (last >= 0 && last < step)
             fail("--log %s ends at step %d, before step %d of the checkpoint %s: it is not the log of the run that "
                  "wrote it (an --overwrite run stopped before its first checkpoint empties the earlier run's log and "
                  "leaves that run's checkpoints)\n---> HINT: resume with another --log, or start over with --overwrite",
                  path.c_str(), last, step, checkpoint.c_str());
+        const std::string logged = logged_loss.empty() ? "" : loss_record_of(step);
+        if (!logged.empty() && logged != logged_loss)
+            fail("--log %s says step %d's loss was %s, but the run that wrote the checkpoint %s logged %s: the log is "
+                 "another run's (one that reused its name)\n---> HINT: resume with another --log, or start over with "
+                 "--overwrite", path.c_str(), step, logged.c_str(), checkpoint.c_str(), logged_loss.c_str());
     }
 
     // skipped: --on-nonfinite skip left this step's update out ("skipped":true; absent otherwise)
@@ -148,11 +155,12 @@ struct MetricsLog {
     }
 
   private:
-    // The step of the log's last step record, -1 without one (in its last MiB: a step record is every step's)
-    int last_step_record() const {
-        if (fd < 0 || truncate_first) return -1;
+    // The log's last MiB, whole lines only ("" without a log, or one --overwrite empties): a record cut short
+    // ("step":1 of a cut "step":12) is no record.
+    std::string whole_lines_of_tail() const {
+        if (fd < 0 || truncate_first) return "";
         const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (rd < 0) return -1;
+        if (rd < 0) return "";
         struct stat st;
         std::string tail;
         if (fstat(rd, &st) == 0 && S_ISREG(st.st_mode)) {
@@ -161,10 +169,24 @@ struct MetricsLog {
             if (pread(rd, tail.data(), tail.size(), from) != (ssize_t)tail.size()) tail.clear();
         }
         ::close(rd);
-        // whole lines only: a record cut short ("step":1 of a cut "step":12) is no record
-        const size_t whole = tail.rfind('\n');
-        if (whole == std::string::npos) return -1;
-        tail.resize(whole + 1);
+        return tail.substr(0, tail.rfind('\n') + 1);  // (npos + 1 = 0: nothing)
+    }
+
+    // The step of the log's last step record, -1 without one (in its last MiB: a step record is every step's)
+    // The loss of the newest step record of `step` in the log's last MiB, as written ("" when there is none): a
+    // resumed run appends, so the newest is the one of the lineage that reached the step last.
+    std::string loss_record_of(int step) const {
+        const std::string tail = whole_lines_of_tail(), key = format("{\"type\":\"step\",\"step\":%d,\"loss\":", step);
+        for (size_t at = tail.rfind(key); at != std::string::npos; at = at ? tail.rfind(key, at - 1) : std::string::npos)
+            if (at == 0 || tail[at - 1] == '\n') {
+                const size_t from = at + key.size(), to = tail.find(',', from);
+                return to == std::string::npos ? "" : tail.substr(from, to - from);
+            }
+        return "";
+    }
+
+    int last_step_record() const {
+        const std::string tail = whole_lines_of_tail();
         const std::string key = "{\"type\":\"step\",\"step\":";
         for (size_t at = tail.rfind(key); at != std::string::npos; at = at ? tail.rfind(key, at - 1) : std::string::npos)
             if (at == 0 || tail[at - 1] == '\n') return std::atoi(tail.c_str() + at + key.size());

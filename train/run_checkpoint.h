@@ -201,6 +201,7 @@ struct RunState {
     int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip's counts (its limit goes on counting)
     bool replaces_earlier_run = false;  // --overwrite's first checkpoint: the others in the directory are removed
     std::string train_shards;  // data_fingerprint of the training files (train/trainer.h)
+    std::string logged_loss;   // the loss of step `step` as its --log record says it (MetricsLog::num); "" if none
 };
 
 // Writes the checkpoint (rank 0 only) into opts.ckpt_dir and rotates old ones; returns its directory.
@@ -218,6 +219,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("run.warmup", opts.warmup);
     st.set("run.train_data", opts.train_data);
     st.set("run.train_shards", rs.train_shards);
+    if (!rs.logged_loss.empty()) st.set("run.logged_loss", rs.logged_loss);
     st.set_i64("run.ranks", rs.ranks);
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);

@@ -49,8 +49,8 @@ static void on_stop_signal(int sig) {
                             "--sample stops with the tokens so far), then it exits with 128 + the signal; the same "
                             "signal again, 2 s or more from now, ends it at once\n"
                           : " caught: the run stops cleanly at the end of this step (with a checkpoint when "
-                            "--ckpt-dir is given); the same signal again, 2 s or more from now, ends it at once, "
-                            "without one\n";
+                            "--ckpt-dir is given, unless the launcher ends the job first, as mpirun does when a rank "
+                            "dies); the same signal again, 2 s or more from now, ends it at once, without one\n";
         const size_t r = std::min(std::strlen(rest), sizeof line - n);
         std::memcpy(line + n, rest, r);
         if (write(STDOUT_FILENO, line, n + r) < 0) {}  // (nothing to do about a closed stdout here)
@@ -104,7 +104,13 @@ std::string resolve_weights_path(const std::string& path) {
 
 void verify_init_from_checkpoint(const std::string& path) {
     std::string why;
-    if (is_dir(path) && access((path + "/" + CKPT_COMPLETE_FILE).c_str(), F_OK) == 0 && !checkpoint_verify(path, &why))
+    // (its weights file named alone too: a finite corruption of it loaded with exit 0)
+    const std::string dir = is_dir(path) ? path : dir_of(path);
+    const bool weights_of_it = !is_dir(path) && path.size() >= std::strlen(CKPT_MODEL_FILE) &&
+                               path.compare(path.size() - std::strlen(CKPT_MODEL_FILE), std::string::npos,
+                                            CKPT_MODEL_FILE) == 0;
+    if ((is_dir(path) || weights_of_it) && access((dir + "/" + CKPT_COMPLETE_FILE).c_str(), F_OK) == 0 &&
+        !checkpoint_verify(dir, &why))
         fail("--init-from %s: this checkpoint is damaged: %s\n---> HINT: start from another checkpoint of the run "
              "(--resume --ckpt-dir DIR picks the newest intact one)", path.c_str(), why.c_str());
     else if (is_dir(path) && access((path + "/" + CKPT_STATE_FILE).c_str(), F_OK) == 0 &&
@@ -195,6 +201,17 @@ void refuse_output_in_checkpoints(const std::string& path, const char* flag, con
         fail("%s %s is a checkpoint's folder of --ckpt-dir %s (replaced or removed as the run goes on)\n---> HINT: "
              "pass a %s outside the run's checkpoints (beside --ckpt-dir, say)", flag, path.c_str(), ckpt_dir.c_str(),
              flag);
+}
+
+void refuse_save_into_another_runs_checkpoints(const std::string& save) {
+    std::string s = save;
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    const size_t slash = s.rfind('/');
+    const std::string name = slash == std::string::npos ? s : s.substr(slash + 1), parent = dir_of(s);
+    if (s.empty() || !is_checkpoint_folder_name(name)) return;
+    if (!checkpoint_steps(parent).empty() || access((parent + "/" + CKPT_LOCK_FILE).c_str(), F_OK) == 0)
+        fail("--save %s is a checkpoint's folder of %s, a run's checkpoint directory (that run replaces or removes "
+             "its step folders as it goes)\n---> HINT: pass a --save outside it", save.c_str(), parent.c_str());
 }
 
 void check_output_file(const std::string& path, const char* flag, bool may_replace) {
@@ -504,6 +521,12 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
                    "weights are\n---> HINT: pass --model NAME or --model CONFIG.json for them, or --init-from a "
                    "directory with its config.json", opts.init_from.c_str(), std::strerror(config_errno));
     }
+    // a weights file alone: its directory's config.json says the model, and without one so must --model (the
+    // default model was taken, and failed on a tensor's shape)
+    CHECK_USER(!(init_is_file && opts.model.empty() && !has_init_config && !opts.resume),
+               "--init-from %s has no config.json beside it (%s: %s), which would say which model its weights are\n"
+               "---> HINT: pass --model NAME or --model CONFIG.json for them", opts.init_from.c_str(),
+               init_config.c_str(), std::strerror(config_errno));
     if (opts.model.empty())
         opts.model = has_init_config ? init_config : arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
     s.cfg = model_config_load(arch, opts.model);

@@ -64,6 +64,10 @@ std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool 
 // --ckpt-dir (a file beside the checkpoints, a folder of its own) are left alone: nothing of the run touches them.
 void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& ckpt_dir,
                                   bool is_dir_output);
+// Fails when a --save directory is a checkpoint's folder (step_NNNNNNNN) of a directory that holds a run's
+// checkpoints or its lock: another run's --ckpt-dir, which replaces or removes its step folders as it goes (a model
+// saved there was deleted by that run's next checkpoint of the step, with no word).
+void refuse_save_into_another_runs_checkpoints(const std::string& save);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and
 // not an existing file (an earlier run's output, which the file does not say) unless `may_replace` (--overwrite).
 void check_output_file(const std::string& path, const char* flag, bool may_replace);
@@ -102,7 +106,8 @@ std::vector<std::string> fingerprint_entries(const std::string& fingerprint);
 // refused as such (it read as a missing file).
 void refuse_sharded_checkpoint(const std::string& dir);
 // Default --eval-tokens of a CPU run: the tokens 1e11 forward FLOPs cover (2 x parameters each), rounded down to
-// whole micro-batches of B*T, at least one and at most `tokens` (the flag's default).
+// whole micro-batches of B*T (B: all ranks' sequences, ranks x the micro-batch), at least one and at most `tokens`
+// (the flag's default).
 long long cpu_eval_tokens(size_t parameters, int B, int T, long long tokens);
 // An earlier run's files are not replaced by accident: without --resume or --overwrite, a --ckpt-dir that holds
 // complete checkpoints refuses the run, and so do a --log with records and a --save directory that holds a model.
@@ -177,6 +182,8 @@ struct Trainer {
     int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip (checkpointed: a resume counts on)
     bool skipped_step = false;                      // this step's update was skipped
     int64_t last_checkpoint = -1;                   // the step this process last checkpointed (not twice)
+    int64_t logged_step = -1;                       // the last step record's step and loss (MetricsLog::num), which
+    std::string logged_loss;                        // a checkpoint at that step records (a resume compares its log)
     // --prac-shared-subspace: a rank that only joins a refresh adds a zero Gram matrix (see join_shared_refresh)
     bool gram_nothing = false;
     GramReducer gram_allreduce;
@@ -206,10 +213,16 @@ struct Trainer {
         if (opts.resume) check_resume();
         check_prac_compresses(compressed_sites(model.sites), prac.mode, opts.prac, opts.prac_classes, opts.recompute);
         val.check_every_token();  // a bad token fails now, not at the first evaluation (maybe after the training)
+        // and the training data's: a bad token in a later shard ended the run there, with nothing checkpointed
+        // since the last --ckpt-every (each rank reads its share of the files: ranks x the reads would load a
+        // shared file system; a rank's error ends the job and names the rank)
+        if (train_data) train_data->check_every_token(rank, ranks);
         prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
+        // (in whole steps of all ranks' micro-batches, ranks x B x T: the count the evaluation reads, which the
+        // table shows)
         if (cpu_backend && !opts.was_given("--eval-tokens"))
-            opts.eval_tokens = cpu_eval_tokens(model.num_parameters, B, T, opts.eval_tokens);
+            opts.eval_tokens = cpu_eval_tokens(model.num_parameters, ranks * B, T, opts.eval_tokens);
         if (!opts.save.empty() && rank == 0)
             check_free_space(opts.save, 4.0 * model.num_parameters + (1 << 20), "--save (model.safetensors, fp32)");
         announce(s);  // the tables come after everything that can be checked before the run
@@ -298,8 +311,15 @@ struct Trainer {
     // error, as a diverged training step does: a broken model gets no score.
     float validation_loss(long long* seen) {
         progress("evaluation", steps_done);
-        float vl = evaluate_all(model, val, opts, comm, seen);
-        if (*seen > 0 && !std::isfinite(vl))
+        // every micro-batch is progress: an evaluation longer than --watchdog (GaLore's 10M tokens on the CPU) ended
+        // the job as a hung rank
+        float vl = evaluate_all(model, val, opts, comm, seen, [this] { progress("evaluation", steps_done); });
+        // (a loss over no token is 0 / 0: said as such, not printed as nan with exit 0)
+        if (*seen == 0)
+            fail("the validation data has no token to score: every target the evaluation read is padding\n---> HINT: "
+                 "check --val-data: a row of a row-layout shard needs a token after its first (prep_data writes no "
+                 "empty document)");
+        if (!std::isfinite(vl))
             fail("validation loss is %g over %lld tokens: the model produces non-finite values (NaN or Inf), so it "
                  "gets no score\n---> HINT: %s", vl, *seen,
                  opts.eval_only ? "check the weights (--init-from): do they hold NaN or Inf values?"
@@ -425,6 +445,7 @@ struct Trainer {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const double tok_s = (double)B * T * opts.grad_accum * ranks / (ms / 1000.0);
         log.step(step + 1, loss, lr, norm, tok_s, ms, be.peak_bytes, skipped_step);
+        logged_step = step + 1, logged_loss = MetricsLog::num(loss);
         return {ms, tok_s};
     }
 
@@ -549,6 +570,7 @@ struct Trainer {
         rs.replaces_earlier_run = opts.overwrite && !wrote_checkpoint;
         wrote_checkpoint = true;
         rs.train_shards = train_shards;
+        rs.logged_loss = logged_step == completed ? logged_loss : "";  // (not at a NaN stop: it logged the next step)
         // optimizer state, whole: ZeRO-1 shards (AdamW's tensors of shard_hi - shard_lo elements) are gathered
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // 8-bit AdamW's codes (make_optimizer refuses to shard them)
@@ -694,6 +716,7 @@ struct Trainer {
         refuse_output_in_checkpoints(opts.save, "--save", run_dir, true);
         refuse_output_in_checkpoints(opts.log, "--log", run_dir, false);
         if (!opts.dump_site.empty()) refuse_output_in_checkpoints(opts.dump_path, "--dump-path", run_dir, false);
+        refuse_save_into_another_runs_checkpoints(opts.save);
         check_no_earlier_run(opts);
         const std::vector<std::string> train_files =
             opts.eval_only ? std::vector<std::string>() : data_files_of(opts.train_data, "--train-data");
@@ -795,7 +818,8 @@ struct Trainer {
         TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
         // first: a log that ends before the checkpoint says the checkpoint is an earlier run's (an --overwrite run
         // stopped before its first one); that run's settings, compared next, were a hint to follow into this refusal
-        log.check_resume_at((int)st.step, resume_path);
+        log.check_resume_at((int)st.step, resume_path,
+                            st.meta.count("run.logged_loss") ? st.meta.at("run.logged_loss") : "");
         if (!opts.was_given("--warmup") && st.meta.count("run.warmup")) {
             int64_t w = st.get_i64("run.warmup");
             CHECK_USER(w >= 0 && w <= INT32_MAX, "%s: run.warmup = %lld is not a step count", resume_path.c_str(),
@@ -839,6 +863,12 @@ struct Trainer {
         print_table(s.program, model_config_rows(cfg));
         print_table(opts.eval_only ? "evaluation" : "training", train_options_rows(opts, cfg, ranks));
         std::printf("%s%s", unused_flags_notice(opts, ranks).c_str(), data_warning.c_str());
+        // (with one rank unused_flags_notice says it; with more it depends on the communicator, known here)
+        if (ranks > 1 && opts.was_given("--overlap-comm") && !grads.overlap)
+            std::printf("notice: --overlap-comm changes nothing in this run: %s\n",
+                        !comm.device_comm() ? "the mpi communicator averages the gradients after backward (the "
+                                              "overlap is NCCL's, --comm nccl on GPUs)"
+                                            : "--zero 1 averages with one reduce-scatter after backward");
     }
 
     // Sites (shared subspace, --dump-site), weights (--init-from or fresh), the activation arena.
