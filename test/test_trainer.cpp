@@ -1200,6 +1200,18 @@ TEST(TrainerBinary, AFailedSaveLeavesTheDirectoryAsItWas) {
                            {"--save " + dir / "old" + " already holds a model's files (pytorch_model.bin)"});
 }
 
+// The other trainer's checkpoint: said as such, with the program to resume it with (the refusal named the settings
+// to resume with, run.model = gpt2-tiny, which train_llama cannot take).
+TEST(TrainerResume, TheOtherTrainersCheckpointIsSaidAsSuch) {
+    TempDir dir;
+    ASSERT_EQ(run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--ckpt-dir", dir / "ck"}), dir,
+                          120).rc, 0);
+    RunResult r = run_trainer("train_llama", {"--model", "llama-tiny", "--seq-len", "32", "--batch-size", "2",
+                                              "--steps", "2", "--ckpt-dir", dir / "ck", "--resume"}, dir, 120);
+    expect_user_error_exit(r, "train_llama", {"cannot resume " + (dir / "ck/step_00000001") + ": its config.json",
+                                              "model_type is \"gpt2\"", "GPT-2 configs go to ./train_gpt2"});
+}
+
 // --init-from one of our checkpoints (step_NNNNNNNN, which the README suggests for --eval-only) read its weights
 // without their checksums: a flipped bit gave another validation loss with exit 0. Now it is checked as a --resume
 // checks it; the intact checkpoint still loads.

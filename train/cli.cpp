@@ -406,7 +406,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                "scales)\n---> HINT: drop --zero 1, or keep --optimizer-states fp32");
     CHECK_USER(opts.sample >= 0, "--sample must be >= 0 (got %d)", opts.sample);
     CHECK_USER(opts.ckpt_every >= 0, "--ckpt-every must be >= 0 (0: at the end only; got %d)", opts.ckpt_every);
-    CHECK_USER(opts.ckpt_keep >= 1, "--ckpt-keep must be >= 1 (got %d)", opts.ckpt_keep);
+    CHECK_USER(opts.ckpt_keep >= 1, "--ckpt-keep must be >= 1 (got %d)\n---> HINT: --ckpt-keep 1 keeps the newest "
+               "checkpoint alone (the one --resume takes); without --ckpt-dir none is written", opts.ckpt_keep);
     CHECK_USER(!opts.resume || !opts.ckpt_dir.empty(), "--resume needs --ckpt-dir (where the checkpoints are)");
     CHECK_USER(!(opts.resume && opts.overwrite), "--resume continues the run in --ckpt-dir and --overwrite starts it "
                "over: pass one of them");

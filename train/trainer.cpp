@@ -141,7 +141,8 @@ void prepare_output_dir(const std::string& dir, const char* flag) {
         if (i < dir.size()) partial += dir[i];
     }
     if (access(dir.c_str(), W_OK) != 0)
-        fail("%s: directory %s is not writable (%s)", flag, dir.c_str(), std::strerror(errno));
+        fail("%s: directory %s is not writable (%s)\n---> HINT: pass a directory you can write to (a writable file "
+             "system)", flag, dir.c_str(), std::strerror(errno));
 }
 
 std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool writes) {

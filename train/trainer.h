@@ -815,6 +815,12 @@ struct Trainer {
     // --resume: the checkpoint's settings and training data must be this run's (a bit-exact continuation); its
     // warmup is kept when --warmup is not given (the default, 10% of --steps, would change with a new --steps).
     void check_resume() {
+        // the other trainer's checkpoint: said as such (the hint to resume with its settings could not be followed)
+        try {
+            model_config_load(cfg.arch, resume_path + "/" + CKPT_CONFIG_FILE);
+        } catch (const UserError& e) {
+            fail("cannot resume %s: its %s: %s", resume_path.c_str(), CKPT_CONFIG_FILE, e.what());
+        }
         TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
         // first: a log that ends before the checkpoint says the checkpoint is an earlier run's (an --overwrite run
         // stopped before its first one); that run's settings, compared next, were a hint to follow into this refusal
