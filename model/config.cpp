@@ -172,8 +172,8 @@ static void need_model_type(const std::string& path, const std::string& type, co
 }
 
 static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std::string& type, const std::string& path) {
-    need_model_type(path, type, "roberta", "RoBERTa", "the encoder", "llama",
-                    "pass the config.json of a roberta-base-layout directory");
+    need_model_type(path, type, "roberta", "RoBERTa", "the encoder", type.empty() ? "(none)" : type.c_str(),
+                    "pass the config.json of a roberta-base-layout directory");  // (any other type: this hint)
     c.vocab_size = need_int(j, "vocab_size", path, 1, MAX_VOCAB);
     c.num_layers = need_int(j, "num_hidden_layers", path, 1, MAX_LAYERS);
     c.num_heads = need_int(j, "num_attention_heads", path, 1, MAX_WIDTH);

@@ -1299,23 +1299,30 @@ TEST(TrainerBinary, TheMemoryLinesOptimizerIsThePlansRow) {
     }
 }
 
-// --watchdog on one rank. A hang in an evaluation (PRAC_TEST_KILL_AT=eval.batch@2:hang: the main thread stops there
-// for good) ends the run with 124 and the watchdog's line after what the run printed; exit() from the watchdog's thread
-// used to run OpenBLAS's destructors under the main thread: a segfault (139) in about one run of three, so three runs.
-// What is long but moving is progress: an evaluation much longer than SEC (gpt2-mini, 49 forward micro-batches of
-// 8 x 256 on the CPU: about 10 s on 2 cores, 0.2 s each; SEC 2) used to end a healthy run with 124 as a hung rank
-// (GaLore's 10M-token protocol under the default 1800 s would have), and so did a --sample longer than SEC (600 tokens
-// of gpt2-tiny: about 6 s; SEC 2) before --save wrote anything.
+// --watchdog on one rank. A step longer than SEC (gpt2-mini, 16 micro-batches of 8 x 256: about 10 s on 2 cores; SEC
+// 1) ends the run with 124 and the watchdog's line after what the run printed; exit() from the watchdog's thread used
+// to run OpenBLAS's destructors under the main thread, busy in a GEMM: a segfault (139) in about one run of three, so
+// three runs. A hang in an evaluation (PRAC_TEST_KILL_AT=eval.batch@2:hang: the main thread stops there for good) is
+// said as such. What is long but moving is progress: an evaluation much longer than SEC (49 forward micro-batches of
+// 8 x 256: about 10 s, 0.2 s each; SEC 2) used to end a healthy run with 124 as a hung rank (GaLore's 10M-token
+// protocol under the default 1800 s would have), and so did a --sample longer than SEC (600 tokens of gpt2-tiny:
+// about 6 s; SEC 2) before --save wrote anything.
 TEST(TrainerBinary, TheWatchdogEndsAHangWith124AndALongEvaluationOrSampleIsProgress) {
     TempDir dir;
     for (int i = 0; i < 3; i++) {
-        RunResult r = run_merged("train_gpt2", tiny({"--eval-only", "--eval-tokens", "640", "--watchdog", "1"}), dir,
-                                 120, "PRAC_TEST_KILL_AT=eval.batch@2:hang");
+        RunResult r = run_merged("train_gpt2", {"--model", "gpt2-mini", "--device", "cpu", "--batch-size", "8",
+                                                "--seq-len", "256", "--grad-accum", "16", "--steps", "1",
+                                                "--watchdog", "1"}, dir, 120);
         EXPECT_EQ(r.rc, 124) << describe(r);
-        const size_t said = r.out.find("rank 0: no progress for 1 s (--watchdog 1): stuck in the evaluation");
+        const size_t said = r.out.find("rank 0: no progress for 1 s (--watchdog 1): stuck in the training step of "
+                                       "step 1");
         EXPECT_NE(said, std::string::npos) << describe(r);
         EXPECT_LT(r.out.find("parameters: "), said) << "the run's output first\n" << describe(r);
     }
+    RunResult h = run_merged("train_gpt2", tiny({"--eval-only", "--eval-tokens", "640", "--watchdog", "1"}), dir, 120,
+                             "PRAC_TEST_KILL_AT=eval.batch@2:hang");
+    EXPECT_EQ(h.rc, 124) << describe(h);
+    EXPECT_TRUE(contains(h.out, "rank 0: no progress for 1 s (--watchdog 1): stuck in the evaluation")) << describe(h);
     RunResult e = run_merged("train_gpt2", {"--model", "gpt2-mini", "--device", "cpu", "--batch-size", "8",
                                             "--seq-len", "256", "--eval-only", "--eval-tokens", "100000",
                                             "--watchdog", "2"}, dir, 180);
@@ -1673,8 +1680,15 @@ TEST(TrainerResume, ALogThatEndsBeforeTheCheckpointIsRefused) {
     // removes it (a model saved there was deleted by its next checkpoint of the step, with no word)
     r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "ck/step_00000006"}),
                     dir, 120);
-    expect_user_error_exit(r, "train_gpt2", {"--save " + (dir / "ck/step_00000006") + " is a checkpoint's folder of " +
-                                             (dir / "ck") + ", a run's checkpoint directory"});
+    expect_user_error_exit(r, "train_gpt2", {"--save " + (dir / "ck/step_00000006") + " is " +
+                                             (dir / "ck/step_00000006") + ", a checkpoint's folder of " + (dir / "ck") +
+                                             ", a run's checkpoint directory"});
+    // inside one, or named through ".."
+    for (const std::string& save : {dir / "ck/step_00000004/model", dir / "ck/../ck/step_00000004/"}) {
+        r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", save}), dir, 120);
+        expect_user_error_exit(r, "train_gpt2", {"--save " + save + " is ", "/ck/step_00000004, a checkpoint's "
+                                                 "folder of", "a run's checkpoint directory"});
+    }
     // a log that goes on from (or past) the checkpoint's step resumes as before
     fs::remove(dir / "m.jsonl");
     ASSERT_EQ(run_trainer("train_gpt2", args({"--overwrite"}), dir, 120).rc, 0);

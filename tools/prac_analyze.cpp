@@ -254,7 +254,7 @@ static Args parse_args(int argc, char** argv) {
     }
     if (a.mode == "pac") {  // a deterministic estimator: nothing random to scale, draw or seed
         std::string unused;
-        for (const char* f : {"--k-mult", "--draws", "--seed"})
+        for (const char* f : {"--k-mult", "--draws"})  // (--seed: the subspace refresh's sketch draws from it)
             if (std::find(a.given.begin(), a.given.end(), f) != a.given.end()) unused += std::string(f) + " ";
         if (!unused.empty())
             std::fprintf(stderr, "%s: notice: %schange nothing with --mode pac (its basis is all principal: no "

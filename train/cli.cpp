@@ -748,12 +748,12 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         // a rank of 0 is the model's default: the row shows the number the run uses
         {"optimizer", o.optimizer == "galore"
                           ? format("galore (rank %d, gap %d, scale %g)",
-                                   o.galore_rank ? o.galore_rank : galore_default_rank(cfg), o.galore_gap,
+                                   galore_rank_for(o.galore_rank, cfg), o.galore_gap,
                                    o.galore_scale)
                       : o.optimizer == "muon" ? format("muon (momentum %g)", o.muon_momentum)
                       : o.optimizer == "rso"
                           ? format("rso (rank %d, gap %d, prox %g, %s activations)",
-                                   o.rso_rank ? o.rso_rank : rso_default_rank(cfg), o.rso_gap, o.rso_prox,
+                                   rso_rank_for(o.rso_rank, cfg), o.rso_gap, o.rso_prox,
                                    o.rso_activations.c_str())
                                               : o.optimizer + (o.optimizer_states == "8bit" ? " (8-bit states)" : "")},
         {"adam betas / eps", format("%g, %g / %g", o.beta1, o.beta2, o.adam_eps)},

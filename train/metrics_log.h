@@ -156,7 +156,7 @@ struct MetricsLog {
 
   private:
     // The log's last MiB, whole lines only ("" without a log, or one --overwrite empties): a record cut short
-    // ("step":1 of a cut "step":12) is no record.
+    // ("step":1 of a cut "step":12) is no record. (A step's record is about 200 bytes: some 5000 steps.)
     std::string whole_lines_of_tail() const {
         if (fd < 0 || truncate_first) return "";
         const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -172,11 +172,11 @@ struct MetricsLog {
         return tail.substr(0, tail.rfind('\n') + 1);  // (npos + 1 = 0: nothing)
     }
 
-    // The step of the log's last step record, -1 without one (in its last MiB: a step record is every step's)
     // The loss of the newest step record of `step` in the log's last MiB, as written ("" when there is none): a
     // resumed run appends, so the newest is the one of the lineage that reached the step last.
     std::string loss_record_of(int step) const {
-        const std::string tail = whole_lines_of_tail(), key = format("{\"type\":\"step\",\"step\":%d,\"loss\":", step);
+        const std::string tail = whole_lines_of_tail();
+        const std::string key = format("{\"type\":\"step\",\"step\":%d,\"loss\":", step);
         for (size_t at = tail.rfind(key); at != std::string::npos; at = at ? tail.rfind(key, at - 1) : std::string::npos)
             if (at == 0 || tail[at - 1] == '\n') {
                 const size_t from = at + key.size(), to = tail.find(',', from);
@@ -185,6 +185,7 @@ struct MetricsLog {
         return "";
     }
 
+    // The step of the log's last step record, -1 without one (in its last MiB: a step record is every step's)
     int last_step_record() const {
         const std::string tail = whole_lines_of_tail();
         const std::string key = "{\"type\":\"step\",\"step\":";

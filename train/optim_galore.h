@@ -45,6 +45,10 @@ inline int galore_default_rank(const ModelConfig& cfg) {
     if (name == "llama-1b") return 512;
     return std::max(1, cfg.channels / 4);
 }
+// A --galore-rank as the run uses it: 0 is the model's default.
+inline int galore_rank_for(int given, const ModelConfig& cfg) {
+    return given > 0 ? given : galore_default_rank(cfg);
+}
 
 // A block over `layers` stacked (rows, cols) matrices, rank clipped to min(rows, cols).
 inline GaloreBlock galore_block(const std::string& name, size_t offset, size_t layer_stride, int layers, int rows,

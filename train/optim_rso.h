@@ -37,6 +37,10 @@ inline int rso_default_rank(const ModelConfig& cfg) {
     if (name == "gpt2-355m") return 512;
     return galore_default_rank(cfg);
 }
+// An --rso-rank as the run uses it: 0 is the model's default.
+inline int rso_rank_for(int given, const ModelConfig& cfg) {
+    return given > 0 ? given : rso_default_rank(cfg);
+}
 
 // One weight kind: `layers` stacked (rows, cols) = (out, in) matrices, layer l at offset + l * layer_stride.
 struct RsoBlock {

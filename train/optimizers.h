@@ -36,7 +36,7 @@ struct OptimizerChoice {
 // RSO's rank for this choice and model (0 for the other optimizers): what the model's linear sites store.
 inline int rso_rank_of(const OptimizerChoice& c, const ModelConfig& cfg) {
     if (c.kind != "rso") return 0;
-    return c.rso_rank > 0 ? c.rso_rank : rso_default_rank(cfg);
+    return rso_rank_for(c.rso_rank, cfg);
 }
 
 template <class Backend>
@@ -122,7 +122,7 @@ std::unique_ptr<Optimizer<Backend>> make_optimizer(Backend& be, const OptimizerC
     if (c.kind == "adam-mini")
         return std::make_unique<OptimizerOf<Backend, AdamMini<Backend>>>(be, specs, cfg, with_adam(AdamMiniOptions()));
     if (c.kind == "galore") {
-        int rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
+        int rank = galore_rank_for(c.galore_rank, cfg);
         auto o = std::make_unique<OptimizerOf<Backend, GaLore<Backend>>>(
             be, specs, cfg, rank, c.galore_gap, c.galore_scale, c.beta1, c.beta2, c.eps, c.weight_decay);
         o->specs = specs;
@@ -147,7 +147,7 @@ inline size_t optimizer_state_bytes(const OptimizerChoice& c, const ModelConfig&
     if (c.kind == "muon")
         return Muon<CpuBackend>::state_bytes(specs) + Muon<CpuBackend>::scratch_bytes(specs, cfg, true);
     if (c.kind == "adam-mini") return AdamMini<CpuBackend>::state_bytes(specs, cfg);
-    int galore_rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
+    int galore_rank = galore_rank_for(c.galore_rank, cfg);
     if (c.kind == "galore") return GaLore<CpuBackend>::state_bytes(specs, cfg, galore_rank);
     if (c.kind == "rso") return Rso<CpuBackend>::state_bytes(specs, cfg, rso_rank_of(c, cfg));
     size_t nblocks = 0;
@@ -163,7 +163,7 @@ inline size_t optimizer_cuda_scratch_bytes(const OptimizerChoice& c, const Model
                                            const std::vector<ParamSpec>& specs, bool bf16_grads) {
     auto a256 = [](size_t b) { return align_up(b, 256); };
     size_t ws = 0;
-    int galore_rank = c.galore_rank > 0 ? c.galore_rank : galore_default_rank(cfg);
+    int galore_rank = galore_rank_for(c.galore_rank, cfg);
     if (c.kind == "galore")
         for (const GaloreBlock& b : galore_blocks(specs, cfg, galore_rank)) {
             size_t mn = (size_t)b.rows * b.cols, k = (size_t)b.proj_dim();

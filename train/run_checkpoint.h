@@ -88,7 +88,7 @@ inline std::string optimizer_key(const TrainOptions& o, int galore_rank, bool le
 // resume may extend or shorten the run: the schedule of the steps to come spans the new --steps), and the training
 // data's pattern (its files' contents are compared instead: RunState::train_shards).
 inline int galore_rank_resolved(const TrainOptions& o, const ModelConfig& c) {
-    return o.galore_rank > 0 ? o.galore_rank : galore_default_rank(c);
+    return galore_rank_for(o.galore_rank, c);
 }
 
 inline std::vector<std::pair<std::string, std::string>> resume_keys(const TrainOptions& o, const ModelConfig& c) {

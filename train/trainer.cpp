@@ -205,14 +205,18 @@ void refuse_output_in_checkpoints(const std::string& path, const char* flag, con
 }
 
 void refuse_save_into_another_runs_checkpoints(const std::string& save) {
-    std::string s = save;
-    while (s.size() > 1 && s.back() == '/') s.pop_back();
-    const size_t slash = s.rfind('/');
-    const std::string name = slash == std::string::npos ? s : s.substr(slash + 1), parent = dir_of(s);
-    if (s.empty() || !is_checkpoint_folder_name(name)) return;
-    if (!checkpoint_steps(parent).empty() || access((parent + "/" + CKPT_LOCK_FILE).c_str(), F_OK) == 0)
-        fail("--save %s is a checkpoint's folder of %s, a run's checkpoint directory (that run replaces or removes "
-             "its step folders as it goes)\n---> HINT: pass a --save outside it", save.c_str(), parent.c_str());
+    if (save.empty()) return;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    // the folder itself or any of its parents (by the canonical path: "x/../ck/step_N/.", links)
+    for (fs::path p = fs::weakly_canonical(save, ec); p.has_filename(); p = p.parent_path()) {
+        const std::string parent = p.parent_path().string();
+        if (is_checkpoint_folder_name(p.filename().string()) &&
+            (!checkpoint_steps(parent).empty() || access((parent + "/" + CKPT_LOCK_FILE).c_str(), F_OK) == 0))
+            fail("--save %s is %s%s, a checkpoint's folder of %s, a run's checkpoint directory (that run replaces or "
+                 "removes its step folders as it goes)\n---> HINT: pass a --save outside it", save.c_str(),
+                 p == fs::weakly_canonical(save, ec) ? "" : "inside ", p.string().c_str(), parent.c_str());
+    }
 }
 
 void check_output_file(const std::string& path, const char* flag, bool may_replace) {
@@ -575,7 +579,7 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     s.prac = prac_options_from(opts);
     PracOptions& prac = s.prac;
     if (opts.optimizer == "rso") {  // the linear sites store X·P with the optimizer's P (train/optim_rso.h)
-        if (opts.rso_rank == 0) opts.rso_rank = rso_default_rank(cfg);
+        opts.rso_rank = rso_rank_for(opts.rso_rank, cfg);
         if (opts.rso_activations == "projected") prac.rso_rank = opts.rso_rank;
     }
     // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)

@@ -64,9 +64,9 @@ std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool 
 // --ckpt-dir (a file beside the checkpoints, a folder of its own) are left alone: nothing of the run touches them.
 void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& ckpt_dir,
                                   bool is_dir_output);
-// Fails when a --save directory is a checkpoint's folder (step_NNNNNNNN) of a directory that holds a run's
-// checkpoints or its lock: another run's --ckpt-dir, which replaces or removes its step folders as it goes (a model
-// saved there was deleted by that run's next checkpoint of the step, with no word).
+// Fails when a --save directory is (or is inside) a checkpoint's folder (step_NNNNNNNN) of a directory that holds a
+// run's checkpoints or its lock: another run's --ckpt-dir, which replaces or removes its step folders as it goes (a
+// model saved there was deleted by that run's next checkpoint of the step, with no word).
 void refuse_save_into_another_runs_checkpoints(const std::string& save);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and
 // not an existing file (an earlier run's output, which the file does not say) unless `may_replace` (--overwrite).
@@ -212,11 +212,12 @@ struct Trainer {
         check_ranks_build_the_same_model();
         if (opts.resume) check_resume();
         check_prac_compresses(compressed_sites(model.sites), prac.mode, opts.prac, opts.prac_classes, opts.recompute);
-        val.check_every_token();  // a bad token fails now, not at the first evaluation (maybe after the training)
-        // and the training data's: a bad token in a later shard ended the run there, with nothing checkpointed
-        // since the last --ckpt-every (each rank reads its share of the files: ranks x the reads would load a
-        // shared file system; a rank's error ends the job and names the rank)
-        if (train_data) train_data->check_every_token(rank, ranks);
+        // a bad token fails now, not at the first evaluation (maybe after the training), and the training data's:
+        // a bad token in a later shard ended the run there, with nothing checkpointed since the last --ckpt-every
+        // (each rank reads its share of the files, a second read of them from the page cache where the fingerprint
+        // above read every byte; a rank's error ends the job and names the rank)
+        check_tokens_of(val, "--val-data", 0, 1);
+        if (train_data) check_tokens_of(*train_data, "--train-data", rank, ranks);
         prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
         // (in whole steps of all ranks' micro-batches, ranks x B x T: the count the evaluation reads, which the
@@ -300,6 +301,15 @@ struct Trainer {
     int sample() {
         if (opts.sample <= 0 || rank != 0) return 0;
         return print_sample(model, opts, cfg.arch, g_stop_signal, [this] { progress("--sample", steps_done); });
+    }
+
+    // Every token of `data`'s files (rank r of n reads files r, r + n, ...) below the vocabulary, errors naming `flag`.
+    static void check_tokens_of(const DataLoader& data, const char* flag, int r, int n) {
+        try {
+            data.check_every_token(r, n);
+        } catch (const UserError& e) {
+            throw UserError(std::string(flag) + ": " + e.what());
+        }
     }
 
     // the watchdog's progress mark (nothing without one)
@@ -870,7 +880,7 @@ struct Trainer {
         print_table(opts.eval_only ? "evaluation" : "training", train_options_rows(opts, cfg, ranks));
         std::printf("%s%s", unused_flags_notice(opts, ranks).c_str(), data_warning.c_str());
         // (with one rank unused_flags_notice says it; with more it depends on the communicator, known here)
-        if (ranks > 1 && opts.was_given("--overlap-comm") && !grads.overlap)
+        if (ranks > 1 && opts.was_given("--overlap-comm") && (!comm.device_comm() || grads.sharded))
             std::printf("notice: --overlap-comm changes nothing in this run: %s\n",
                         !comm.device_comm() ? "the mpi communicator averages the gradients after backward (the "
                                               "overlap is NCCL's, --comm nccl on GPUs)"

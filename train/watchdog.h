@@ -74,7 +74,7 @@ class Watchdog {
                          "the job\n---> HINT: every rank that waited says so, and a stopped rank may too when the "
                          "launcher wakes it to end it (Open MPI sends SIGCONT): a rank stuck elsewhere than the "
                          "others, or missing from these lines, is the one to look at, else the nodes' logs (dmesg, the "
-                         "file system); a step, an evaluation's micro-batch or a checkpoint that takes longer needs a "
+                         "file system); a step, an evaluation's micro-batch, a checkpoint or --save that takes longer needs a "
                          "larger --watchdog (0: off)\n",
                          rank_, idle, seconds_, what_.load(), step_.load(), since);
             std::fflush(stderr);
