@@ -569,6 +569,13 @@ TEST_F(CkptTest, ReplacingAStepDir) {
     std::string c6 = save_checkpoint(ckdir(), 6, "six");
     EXPECT_FALSE(fs::exists(c6 + "/junk"));
     EXPECT_EQ(checkpoint_latest(ckdir()), c6);
+    // one that holds files a checkpoint does not (someone's notes, another run's --save): moved beside, not deleted
+    fs::create_directories(ckdir() + "/step_00000007/sub");
+    write_bytes(ckdir() + "/step_00000007/sub/notes.txt", "mine\n");
+    std::string c7 = save_checkpoint(ckdir(), 7, "seven");
+    EXPECT_EQ(tag_of(c7), "seven");
+    EXPECT_EQ(read_bytes(ckdir() + "/step_00000007.kept/sub/notes.txt"), "mine\n");
+    EXPECT_EQ(checkpoint_latest(ckdir()), c7);
 }
 
 TEST_F(CkptTest, InterruptedReplacementIsUndone) {

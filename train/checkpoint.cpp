@@ -313,6 +313,19 @@ std::string checkpoint_begin(const std::string& dir, int64_t step) {
 
 void checkpoint_abort(const std::string& tmpdir) { remove_tree(tmpdir); }
 
+// A file under `dir` that is not a checkpoint's (`files`: a marker's list), when `dir` has no marker: someone's
+// folder under a checkpoint's name (a --save of another run, notes); "" when none.
+static std::string foreign_file(const std::string& dir, const nlohmann::json& files) {
+    std::error_code ec;
+    if (fs::exists(dir + "/" + CKPT_COMPLETE_FILE, ec)) return "";
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        std::error_code e2;
+        const std::string rel = it->path().lexically_relative(dir).string();
+        if (!fs::is_directory(it->symlink_status(e2)) && !files.contains(rel)) return rel;
+    }
+    return "";
+}
+
 void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) {
     std::error_code ec;
     if (!fs::is_directory(tmpdir, ec)) fail("cannot commit checkpoint %s: %s is not a directory", final_dir.c_str(),
@@ -369,7 +382,19 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
     }
     fsync_path(parent, true);
     kill_point("checkpoint.published");
-    if (!aside.empty()) remove_tree(aside);
+    if (aside.empty()) return;
+    // what the step's name held: an earlier checkpoint (or its damaged remains) goes; a folder of other files stays,
+    // beside, and is said (it was deleted with no word)
+    const std::string foreign = foreign_file(aside, files);
+    if (foreign.empty()) {
+        remove_tree(aside);
+        return;
+    }
+    std::string kept = final_dir + ".kept";
+    for (int i = 2; fs::exists(kept, ec) || fs::is_symlink(kept, ec); i++) kept = final_dir + format(".kept%d", i);
+    rename_or_fail(aside, kept);
+    std::printf("notice: %s held files that are not a checkpoint's (%s): moved to %s, and the checkpoint written in "
+                "its place\n", final_dir.c_str(), foreign.c_str(), kept.c_str());
 }
 
 CheckpointWriter::CheckpointWriter(const std::string& d, int64_t s) : dir(d), step(s) {
