@@ -242,16 +242,22 @@ TEST(TrainerBinary, TokenIdsBeyondModelVocab) {
                                               "'" + (dir / "t") + "/*.bin'"});
 }
 
-// A validation set with no token to score (rows of a BOS and padding) is an error: its loss is 0 / 0 (it printed
-// "val loss nan" with exit 0).
-TEST(TrainerBinary, ValidationDataWithNothingToScoreIsAnError) {
-    TempDir dir;
+// The header of row-layout shards for the fixture models (vocabulary 96): rows of 8, pad 0, EOS 1.
+ShardInfo fixture_rows_of_8() {
     ShardInfo info;
-    info.vocab_size = 96;  // the fixture model's vocabulary
+    info.vocab_size = 96;
     info.layout = SHARD_LAYOUT_ROWS;
     info.row_len = 8;
     info.pad_id = 0;
     info.eos_id = 1;
+    return info;
+}
+
+// A validation set with no token to score (rows of a BOS and padding) is an error: its loss is 0 / 0 (it printed
+// "val loss nan" with exit 0).
+TEST(TrainerBinary, ValidationDataWithNothingToScoreIsAnError) {
+    TempDir dir;
+    const ShardInfo info = fixture_rows_of_8();
     std::vector<uint16_t> rows;
     for (int r = 0; r < 16; r++)
         for (int i = 0; i < 8; i++) rows.push_back(i == 0 ? 1 : 0);
@@ -480,12 +486,7 @@ TEST(TrainerBinary, AValidationSetSmallerThanTheEvalTokensIsReadOnceAndSaid) {
 // counting targets read 3 (3, 6, then 9 > 7).
 TEST(TrainerBinary, GaloreProtocolCountsNonPadInputs) {
     TempDir dir;
-    ShardInfo info;
-    info.vocab_size = 96;  // the fixture model's vocabulary
-    info.layout = SHARD_LAYOUT_ROWS;
-    info.row_len = 8;
-    info.pad_id = 0;
-    info.eos_id = 1;
+    const ShardInfo info = fixture_rows_of_8();
     std::vector<uint16_t> rows;
     for (int r = 0; r < 16; r++)
         for (uint16_t id : {(uint16_t)(5 + r), (uint16_t)(6 + r), (uint16_t)(7 + r), (uint16_t)1, (uint16_t)0,
