@@ -104,13 +104,11 @@ std::string resolve_weights_path(const std::string& path) {
 
 void verify_init_from_checkpoint(const std::string& path) {
     std::string why;
-    // (its weights file named alone too: a finite corruption of it loaded with exit 0)
-    const std::string dir = is_dir(path) ? path : dir_of(path);
-    const bool weights_of_it = !is_dir(path) && path.size() >= std::strlen(CKPT_MODEL_FILE) &&
-                               path.compare(path.size() - std::strlen(CKPT_MODEL_FILE), std::string::npos,
-                                            CKPT_MODEL_FILE) == 0;
-    if ((is_dir(path) || weights_of_it) && access((dir + "/" + CKPT_COMPLETE_FILE).c_str(), F_OK) == 0 &&
-        !checkpoint_verify(dir, &why))
+    // the checkpoint's directory, or its weights file named alone (a finite corruption of it loaded with exit 0)
+    const bool given_dir = is_dir(path);
+    const std::string dir = given_dir ? path : dir_of(path);
+    const bool of_checkpoint = given_dir || std::filesystem::path(path).filename() == CKPT_MODEL_FILE;
+    if (of_checkpoint && access((dir + "/" + CKPT_COMPLETE_FILE).c_str(), F_OK) == 0 && !checkpoint_verify(dir, &why))
         fail("--init-from %s: this checkpoint is damaged: %s\n---> HINT: start from another checkpoint of the run "
              "(--resume --ckpt-dir DIR picks the newest intact one)", path.c_str(), why.c_str());
     else if (is_dir(path) && access((path + "/" + CKPT_STATE_FILE).c_str(), F_OK) == 0 &&
@@ -209,13 +207,14 @@ void refuse_save_into_another_runs_checkpoints(const std::string& save) {
     namespace fs = std::filesystem;
     std::error_code ec;
     // the folder itself or any of its parents (by the canonical path: "x/../ck/step_N/.", links)
-    for (fs::path p = fs::weakly_canonical(save, ec); p.has_filename(); p = p.parent_path()) {
+    const fs::path target = fs::weakly_canonical(save, ec);
+    for (fs::path p = target; p.has_filename(); p = p.parent_path()) {
         const std::string parent = p.parent_path().string();
         if (is_checkpoint_folder_name(p.filename().string()) &&
             (!checkpoint_steps(parent).empty() || access((parent + "/" + CKPT_LOCK_FILE).c_str(), F_OK) == 0))
             fail("--save %s is %s%s, a checkpoint's folder of %s, a run's checkpoint directory (that run replaces or "
                  "removes its step folders as it goes)\n---> HINT: pass a --save outside it", save.c_str(),
-                 p == fs::weakly_canonical(save, ec) ? "" : "inside ", p.string().c_str(), parent.c_str());
+                 p == target ? "" : "inside ", p.string().c_str(), parent.c_str());
     }
 }
 

@@ -79,15 +79,21 @@ void check_free_space(const std::string& dir, double bytes, const char* what);
 // How many checkpoints of a run's --ckpt-dir exist at once at most, counting the one being written beside the kept
 // ones: `existing` complete ones there, `written` more to come, the newest `keep` (>= 1) kept.
 int checkpoints_at_once(int existing, int written, int keep);
+// f(), whose errors are prefixed with the data flag they concern ("--val-data: ...").
+template <class F>
+auto naming_flag(const char* flag, F&& f) {
+    try {
+        return f();
+    } catch (const UserError& e) {
+        throw UserError(std::string(flag) + ": " + e.what());
+    }
+}
+
 // The loader of --train-data or --val-data (`flag`), whose errors name it: a validation set too small for one
 // micro-batch per rank was said as "fewer than one step needs", as if it were the training data.
 inline DataLoader data_loader(const char* flag, const std::string& pattern, int B, int T, int rank, int ranks,
                               uint64_t seed, bool shuffle, int vocab) {
-    try {
-        return DataLoader(pattern, B, T, rank, ranks, seed, shuffle, vocab);
-    } catch (const UserError& e) {
-        throw UserError(std::string(flag) + ": " + e.what());
-    }
+    return naming_flag(flag, [&] { return DataLoader(pattern, B, T, rank, ranks, seed, shuffle, vocab); });
 }
 
 // The files a data pattern (--train-data / --val-data, named by `flag`) matches; none is an error naming the flag.
@@ -216,8 +222,8 @@ struct Trainer {
         // a bad token in a later shard ended the run there, with nothing checkpointed since the last --ckpt-every
         // (each rank reads its share of the files, a second read of them from the page cache where the fingerprint
         // above read every byte; a rank's error ends the job and names the rank)
-        check_tokens_of(val, "--val-data", 0, 1);
-        if (train_data) check_tokens_of(*train_data, "--train-data", rank, ranks);
+        naming_flag("--val-data", [&] { val.check_every_token(); });
+        if (train_data) naming_flag("--train-data", [&] { train_data->check_every_token(rank, ranks); });
         prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
         // (in whole steps of all ranks' micro-batches, ranks x B x T: the count the evaluation reads, which the
@@ -301,15 +307,6 @@ struct Trainer {
     int sample() {
         if (opts.sample <= 0 || rank != 0) return 0;
         return print_sample(model, opts, cfg.arch, g_stop_signal, [this] { progress("--sample", steps_done); });
-    }
-
-    // Every token of `data`'s files (rank r of n reads files r, r + n, ...) below the vocabulary, errors naming `flag`.
-    static void check_tokens_of(const DataLoader& data, const char* flag, int r, int n) {
-        try {
-            data.check_every_token(r, n);
-        } catch (const UserError& e) {
-            throw UserError(std::string(flag) + ": " + e.what());
-        }
     }
 
     // the watchdog's progress mark (nothing without one)
