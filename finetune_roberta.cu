@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "model/config.h"
-#include "train/comm.h"  // comm_launcher_size
+#include "train/comm.h"  // comm_launcher_size, comm_launcher_rank
 #include "train/finetune.h"
 #include "train/launch.h"
 
@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
         }
         // one process on one device: copies started by mpirun would each train the same run into the same files
         const int copies = comm_launcher_size();
+        if (copies > 1 && comm_launcher_rank() > 0) return 1;  // the refusal below is said once, by rank 0
         CHECK_USER(copies <= 1, "finetune_roberta runs as one process on one device, and the launcher started %d "
                    "(mpirun -np %d?): each would train the same run and write the same --log, checkpoints and --save"
                    "\n---> HINT: run it without mpirun (a GLUE task fits one GPU); data-parallel training is "
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
         if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
         if (opts.plan) {
             opts.seq_len = opts.max_len;
+            std::fputs(plan_unused_flags_notice(opts).c_str(), opts.json ? stderr : stdout);
             return print_plan(opts, cfg, prac);
         }
         return run_on_one_device(opts, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });

@@ -163,7 +163,11 @@ struct CpuBackend {
     void tanh_backward(act_t* dinp, const act_t* out, const act_t* dout, size_t n) {
         tanh_backward_cpu(dinp, out, dout, n);
     }
-    void seqcls_loss(float* losses, act_t* dlogits, const act_t* logits, const int32_t* targets, const float* scores,
+    // logits (B, NL) fp32 = x (B, C) @ w (NL, C)^T + bias: the head's out_proj (fp32 here either way)
+    void seqcls_logits(float* logits, const act_t* x, const act_t* w, const act_t* bias, int B, int C, int NL) {
+        matmul_forward_cpu(logits, x, w, bias, B, C, NL);
+    }
+    void seqcls_loss(float* losses, act_t* dlogits, const float* logits, const int32_t* targets, const float* scores,
                      int B, int NL, float grad_scale) {
         seqcls_loss_cpu(losses, dlogits, logits, targets, scores, B, NL, grad_scale);
     }

@@ -185,7 +185,10 @@ struct CudaBackend {
     void tanh_backward(act_t* dinp, const act_t* out, const act_t* dout, size_t n) {
         tanh_backward_cuda(dinp, out, dout, n, stream);
     }
-    void seqcls_loss(float* losses, act_t* dlogits, const act_t* logits, const int32_t* targets, const float* scores,
+    void seqcls_logits(float* logits, const act_t* x, const act_t* w, const act_t* bias, int B, int C, int NL) {
+        seqcls_logits_cuda(logits, x, w, bias, B, C, NL, stream);
+    }
+    void seqcls_loss(float* losses, act_t* dlogits, const float* logits, const int32_t* targets, const float* scores,
                      int B, int NL, float grad_scale) {
         seqcls_loss_cuda(losses, dlogits, logits, targets, scores, B, NL, grad_scale, stream);
     }

@@ -1,7 +1,8 @@
 // Sequence-classification head (RobertaForSequenceClassification's dense + tanh + out_proj on each sequence's
 // first token), CPU twins of its two ops that the other families lack: tanh, and the loss over B rows of logits
 // (cross-entropy over the classes, or the squared error of one output for regression). The dense layers are
-// matmuls; picking the first token's row is the embedding gather (kernels/encoder.h) with row indices.
+// matmuls (the last, out_proj, with an fp32 output: matmul_forward_cpu here, seqcls_logits_cuda on the GPU); picking
+// the first token's row is the embedding gather (kernels/encoder.h) with row indices.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -26,12 +27,13 @@ void tanh_backward_cpu(T* dinp, const T* out, const T* dout, size_t N) {
 //   NL >= 2  cross-entropy with class targets[b]:  loss = logsumexp(z) - z[t],  dz = (softmax(z) - onehot(t))
 //   NL == 1  regression on scores[b]:               loss = (z - y)²,            dz = 2 (z - y)
 // (Hugging Face's CrossEntropyLoss / MSELoss, whose mean over the rows is the sum of loss * grad_scale.)
-// Accumulated in double, stored as T. targets (B) int32, scores (B) fp32 (read only for NL == 1).
-template <typename T>
-void seqcls_loss_cpu(float* losses, T* dlogits, const T* logits, const int32_t* targets, const float* scores, int B,
+// Accumulated in double, dlogits stored as T. logits (B, NL) as Z (the backends': fp32, the head's output in every
+// build, so that STS-B's score keeps its precision), targets (B) int32, scores (B) fp32 (read only for NL == 1).
+template <typename T, typename Z>
+void seqcls_loss_cpu(float* losses, T* dlogits, const Z* logits, const int32_t* targets, const float* scores, int B,
                      int NL, float grad_scale) {
     for (int b = 0; b < B; b++) {
-        const T* z = logits + (size_t)b * NL;
+        const Z* z = logits + (size_t)b * NL;
         T* dz = dlogits ? dlogits + (size_t)b * NL : nullptr;
         int t = targets[b];
         if (t < 0) {

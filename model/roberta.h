@@ -120,7 +120,7 @@ struct Roberta {
         float* ln2_rstd;      // (L, N)
         act_t* cls_in;        // (B, C) the encoder's output at each first token: classifier.dense's input
         act_t* cls_hidden;    // (B, C) tanh(dense(cls_in)): out_proj's input and tanh's backward
-        act_t* logits;        // (B, NL)
+        float* logits;        // (B, NL) fp32 in every build: STS-B's score keeps its precision
         act_t* dlogits;       // (B, NL) the loss gradient, left by the training forward for backward
         float* losses;        // (B)
         act_t* scratch_btc;   // (N, C) branch outputs and the encoder output in forward; gradients in backward
@@ -258,7 +258,7 @@ struct Roberta {
             {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32, M::SAVED_EXACT},
             {"cls_in", (void**)&a.cls_in, (size_t)B * C, act, M::SAVED_EXACT},
             {"cls_hidden", (void**)&a.cls_hidden, (size_t)B * C, act, M::SAVED_EXACT},
-            {"logits", (void**)&a.logits, (size_t)B * NL, act, M::LOSS},
+            {"logits", (void**)&a.logits, (size_t)B * NL, f32, M::LOSS},
             {"dlogits", (void**)&a.dlogits, (size_t)B * NL, act, M::LOSS},
             {"losses", (void**)&a.losses, (size_t)B, f32, M::LOSS},
             {"scratch_btc", (void**)&a.scratch_btc, N * C, act},
@@ -468,7 +468,7 @@ struct Roberta {
         forward_pass(batch, false, 0.0f, 1);
         return be.loss_read();
     }
-    void logits(float* host_out) { be.download_f32(host_out, acts.logits, (size_t)B * cfg.num_labels); }
+    void logits(float* host_out) { be.download(host_out, acts.logits, (size_t)B * cfg.num_labels * sizeof(float)); }
 
     act_t* attention_out(int l, int N) { return acts.atty + (recompute.attention_out ? 0 : (size_t)l * N * cfg.channels); }
 
@@ -594,7 +594,7 @@ struct Roberta {
         be.encoder_forward(acts.cls_in, acts.cls_rows, acts.scratch_btc, nullptr, B, 1, C);  // row gather
         be.matmul_forward(acts.cls_hidden, acts.cls_in, params.clsw, params.clsb, B, C, C);
         be.tanh_forward(acts.cls_hidden, acts.cls_hidden, (size_t)B * C);
-        be.matmul_forward(acts.logits, acts.cls_hidden, params.outw, params.outb, B, C, NL);
+        be.seqcls_logits(acts.logits, acts.cls_hidden, params.outw, params.outb, B, C, NL);
         be.seqcls_loss(acts.losses, train ? acts.dlogits : nullptr, acts.logits, acts.targets, acts.scores, B, NL,
                        grad_scale);
         if (train) sched.end_micro_batch();

@@ -295,6 +295,20 @@ TEST_F(CkptTest, CheckCompatible) {
         << e;
     e = error_of([&] { check_compatible(o, "run.optimizer", "muon wd 0.1 b1 0.9 b2 0.95 galore 0/200/0.25 muon 0.95"); });
     EXPECT_NE(e.find("it was written with --optimizer adamw, this run has --optimizer muon\n"), std::string::npos) << e;
+    // another optimizer's flags at their defaults go without saying: finetune_roberta, which has no --rso-prox or
+    // --rso-activations, told its user to pass them; one not at its default is said
+    TrainState rso;
+    rso.set("run.optimizer", "rso wd 0 b1 0.899999976 b2 0.999000013 eps 9.99999994e-09 clip 1 rso 4/5/0/projected");
+    e = error_of([&] { check_compatible(rso, "run.optimizer", "adamw wd 0 b1 0.899999976 b2 0.999000013 eps "
+                                                              "9.99999994e-09 clip 1"); });
+    EXPECT_NE(e.find("it was written with --optimizer rso --rso-rank 4 --rso-gap 5, this run has --optimizer adamw\n"
+                     "---> HINT: resume with the settings of the run that wrote it (--optimizer rso --rso-rank 4 "
+                     "--rso-gap 5)"), std::string::npos) << e;
+    rso.set("run.optimizer", "rso wd 0 b1 0.899999976 b2 0.999000013 eps 9.99999994e-09 clip 1 rso 4/5/0.5/full");
+    e = error_of([&] { check_compatible(rso, "run.optimizer", "adamw wd 0 b1 0.899999976 b2 0.999000013 eps "
+                                                              "9.99999994e-09 clip 1"); });
+    EXPECT_NE(e.find("(--optimizer rso --rso-rank 4 --rso-gap 5 --rso-prox 0.5 --rso-activations full)"),
+              std::string::npos) << e;
     o.set("run.prac", "prac lin r6,r16 nonlin 0.200000003,0.200000003 t1 500 t2 500 k 1 storage fp8");
     e = error_of([&] { check_compatible(o, "run.prac", "prac lin 0.3,0.3 nonlin 0.2,0.2 t1 500 t2 500 k 1"); });
     EXPECT_NE(e.find("it was written with --prac-linear-ranks 6,16 --prac-storage fp8, this run has --prac-linear "

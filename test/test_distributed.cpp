@@ -315,6 +315,10 @@ TEST(DataParallel, APlanUnderMpirunPlansOneOfItsRanks) {
     ASSERT_NE(one.find("one of 2 ranks (ZeRO-1)"), std::string::npos) << one;
     for (const char* part : {"memory plan: ", "| total "})
         EXPECT_EQ(line_of(two, part), line_of(one, part)) << "mpirun:\n" << two << "\none process:\n" << one;
+    // --plan-ranks under mpirun plans what it says, and says that the job has other ranks (no word before)
+    ASSERT_EQ(run_shell("timeout 120 env " + mpirun_2() + plan + " --plan-ranks 4", &two), 0) << two;
+    EXPECT_NE(two.find("one of 4 ranks (ZeRO-1)"), std::string::npos) << two;
+    EXPECT_NE(two.find("notice: this job has 2 ranks; the plan is one of --plan-ranks 4's"), std::string::npos) << two;
 }
 
 // A stop signal on one rank stops every rank after the same step, each saying and exiting with that signal (rank 0

@@ -213,6 +213,16 @@ PRAC_TEST_KILL_AT=train.step_done@5:15 "$BIN" $P --ckpt-dir "$T/ckt" --save "$T/
 out=$(OMPI_COMM_WORLD_SIZE=2 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --log "$T/mpi.jsonl" 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q 'the launcher started 2 (mpirun -np 2?)' <<<"$out" && [ ! -e "$T/mpi.jsonl" ] \
   && ok "under mpirun -np 2: refused, nothing written" || bad "under mpirun: rc $rc, $(tail -2 <<<"$out")"
+# an output inside another run's checkpoint folder is refused (that run replaces or removes it as it goes)
+sf=$(ls -d "$T"/ckt/step_* | head -1)
+for o in "--log $sf/m.jsonl" "--save $sf/model" "--predict $sf/pred"; do
+  out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 $o 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q "^finetune_roberta: error: ${o%% *} $sf/.* is inside .*, a checkpoint's folder of" <<<"$out" \
+    && ok "${o%% *} inside another run's checkpoint: refused" || bad "${o%% *} inside a checkpoint: rc $rc, $out"
+done
+# ... said once, by rank 0: rank 1 ends with the same exit status and no word
+out=$(OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 2>&1); rc=$?
+[ $rc -eq 1 ] && [ -z "$out" ] && ok "under mpirun -np 2, rank 1: exit 1, silent" || bad "rank 1 under mpirun: rc $rc, $out"
 
 # the tokenizer's files are part of the run (they make the data): another tokenizer at the same shape is refused
 cp -r "$T/model" "$T/model_tok" && echo >> "$T/model_tok/merges.txt"
@@ -450,6 +460,13 @@ expect_error "--max-len beyond the model's positions" "exceeds the model's 64 po
 expect_error "unknown task" "cola" "$BIN" --task glue --data-dir "$T/data/mrpc" --init-from "$T/model"
 expect_error "NaN weights are refused at the load" 'tensor "roberta.embeddings.LayerNorm.weight" holds 1 non-finite values' \
   "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/nan" --eval-only
+# --plan's unused outputs are said (they were ignored with no word), on stderr with --json (its stdout: the plan alone)
+out=$("$BIN" --task mrpc --init-from "$T/model" --plan --save "$T/plan_save" --predict "$T/plan_pred" --epochs 3 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q "^notice: --epochs --save --predict change nothing: --plan prints the memory plan" <<<"$out" \
+  && [ ! -e "$T/plan_save" ] && ok "--plan names its unused flags" || bad "--plan's unused flags: rc $rc, $out"
+out=$("$BIN" --task mrpc --init-from "$T/model" --plan --json --log "$T/plan.jsonl" 2>/dev/null)
+python3 -c 'import json,sys; json.loads(sys.stdin.read())' <<<"$out" && ok "--plan --json: stdout the plan alone" \
+  || bad "--plan --json's stdout: $out"
 expect_error "--plan with --eval-only (a training run's plan) is refused" "plan would overstate it" \
   "$BIN" --task mrpc --init-from "$T/model" --eval-only --plan
 expect_error "--optimizer muon refused" "adamw and rso" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer muon

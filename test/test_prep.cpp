@@ -1314,7 +1314,19 @@ TEST_F(Prep, BadOptions) {
     prep_fails({"--tokenizer", "gpt2", "--layout", "rows", "--input", in, "--out", o}, {"needs a pad id", "--pad-id"});
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--row-len", "64"}, {"for --layout rows"});
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--val-fraction", "1.5"}, {"--val-fraction"});
-    prep_fails({"c4", "--input", in, "--spm-model", AUSTEN_MODEL, "--out", o}, {"--val-input"});
+    prep_fails({"c4", "--input", in, "--spm-model", AUSTEN_MODEL, "--out", o}, {"--val-input", "--no-val"});
+    // a preset's settings are overridden by the options given: c4 without a validation split (it was refused, its
+    // message asking for a --val-input)
+    prep_ok({"c4", "--input", in, "--spm-model", AUSTEN_MODEL, "--out", path("c4noval"), "--no-val"});
+    EXPECT_EQ(shards(path("c4noval"), "val").size(), 0u);
+    EXPECT_GE(shards(path("c4noval"), "train").size(), 1u);
+    // an option of a step that does not run is refused (it was ignored, exit 0)
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--spm-train-lines", "5"},
+               {"--spm-train-lines goes with --spm-vocab N"});
+    // the hint's command makes a file prep_data reads (FILE.zst: refused by its name)
+    std::ofstream(path("a.jsonl.bz2")) << "x";
+    prep_fails({"--tokenizer", "gpt2", "--input", path("a.jsonl.bz2"), "--out", o},
+               {"bzip2 -dc " + path("a.jsonl.bz2") + " | zstd -o " + path("a.jsonl.zst")});
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--val-input", in, "--out", o},
                {"both a --val-input and an --input"});
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--shard-tokens", "12X"}, {"not a non-negative"});

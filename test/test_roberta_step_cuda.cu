@@ -9,7 +9,9 @@
 // 1e-5 for the loss; BF16 build 5e-2 and 2e-2 (bf16 storage of every activation). The key biases' exact gradient is
 // 0 (rounding noise on both sides): compared on the scale of the query biases' gradient.
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,16 @@ static void compare(const char* dir, PracMode mode) {
             mc.logits(zc.data());
             mg.logits(zg.data());
             check_tol(tag + " logits", rel_err(zg, zc), GRAD_TOL);
+            // the head's output is fp32 in the bf16 build too: a bf16 logit (its low 16 bits zero) moved STS-B's
+            // score in steps of 1/64 to 1/32 (a real fp32 value is a bf16 one with probability 2^-16)
+            int bf16_values = 0;
+            for (float v : zg) {
+                uint32_t bits;
+                std::memcpy(&bits, &v, 4);
+                bf16_values += (bits & 0xFFFFu) == 0;
+            }
+            check(bf16_values < (int)zg.size(), "%s logits are fp32 values (%d of %zu are bf16 values)", tag.c_str(),
+                  bf16_values, zg.size());
             check_tol(tag + " step-0 loss", std::fabs(lg - lc) / std::fabs(lc), LOSS_TOL);
             std::vector<float> gc(mc.param_buffer_numel), gg(mg.param_buffer_numel);
             cpu.download_f32(gc.data(), mc.grads_memory, gc.size());

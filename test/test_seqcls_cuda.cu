@@ -1,6 +1,7 @@
-// GPU test of the sequence-classification head ops (kernels/seqcls.cuh: tanh forward/backward, the per-row
-// cross-entropy / squared-error loss) against their CPU twins (kernels/seqcls.h), run in float on the same inputs
-// rounded to the storage type first, for both storage types (fp32 and bf16) in every build.
+// GPU test of the sequence-classification head ops (kernels/seqcls.cuh: tanh forward/backward, the fp32 logits of
+// out_proj, the per-row cross-entropy / squared-error loss) against their CPU twins (kernels/seqcls.h; the logits
+// against a double dot product), run on the same inputs rounded to the storage type first, for both storage types
+// (fp32 and bf16) in every build.
 //
 // Exit codes: 0 all checks passed, 1 a check failed, 77 no CUDA device (ctest: "Not Run (Skipped)"); with
 // REQUIRE_GPU=1 in the environment a missing device is a failure (exit 1) instead of a skip.
@@ -8,6 +9,8 @@
 // Tolerances: rel = max |gpu - cpu| / max |cpu|.
 //   tanh, fp32 storage       1e-6  (tanhf vs libm tanh, ~1 ulp)
 //   tanh, bf16 storage       1e-2  (the output rounded to bf16, 2^-9 relative)
+//   logits (fp32 both)       1e-5  (fp32 sums of C = 768 products in another order than double's; a logit rounded to
+//                                   bf16 is off by up to 2^-9 relative and fails)
 //   losses (fp32 both)       1e-6  (the same double arithmetic from the same stored logits; exp/log of the device's
 //                                   double library against libm, last-ulp differences only)
 //   dlogits                  1e-6 fp32, 1e-2 bf16 (one rounding to the storage type)
@@ -64,9 +67,32 @@ static void test_tanh(size_t n, size_t offset) {
 }
 
 template <typename T>
+static void test_logits(int B, int C, int NL, bool bias) {
+    const char* tn = Host<T>::name();
+    std::vector<float> x = quantize<T>(randn((size_t)B * C, 1.0f)), w = quantize<T>(randn((size_t)NL * C, 0.05f)),
+                       b = quantize<T>(randn(NL, 0.5f)), ref((size_t)B * NL);
+    for (int r = 0; r < B; r++)
+        for (int k = 0; k < NL; k++) {
+            double s = bias ? b[k] : 0.0;
+            for (int c = 0; c < C; c++) s += (double)x[(size_t)r * C + c] * w[(size_t)k * C + c];
+            ref[(size_t)r * NL + k] = (float)s;
+        }
+    Dev<T> dx((size_t)B * C), dw((size_t)NL * C), db(NL);
+    Dev<float> dz((size_t)B * NL);
+    upload(dx, x);
+    upload(dw, w);
+    upload(db, b);
+    cudaCheck(cudaMemset(dz.p, 0xFF, dz.bytes()));
+    seqcls_logits_cuda<T>(dz.p, dx.p, dw.p, bias ? db.p : nullptr, B, C, NL, g_stream);
+    sync();
+    const double e = rel_err(download(dz), ref);
+    check(e <= 1e-5, "%s seqcls_logits B=%d C=%d NL=%d bias=%d: rel err %.3g (fp32 output)", tn, B, C, NL, bias, e);
+}
+
+template <typename T>
 static void test_loss(int B, int NL) {
     const char* tn = Host<T>::name();
-    std::vector<float> z = quantize<T>(randn((size_t)B * NL, 3.0f)), scores(B);
+    std::vector<float> z = randn((size_t)B * NL, 3.0f), scores(B);  // (logits: fp32 in every build)
     std::vector<int32_t> targets(B);
     for (int b = 0; b < B; b++) {
         targets[b] = b % 5 == 3 ? -1 : (NL == 1 ? 0 : (int32_t)(g_rng() % NL));
@@ -75,8 +101,8 @@ static void test_loss(int B, int NL) {
     const float scale = 1.0f / B;
     std::vector<float> lref(B), dref((size_t)B * NL);
     seqcls_loss_cpu(lref.data(), dref.data(), z.data(), targets.data(), scores.data(), B, NL, scale);
-    Dev<T> dz((size_t)B * NL), ddz((size_t)B * NL);
-    Dev<float> dl(B), ds(B);
+    Dev<float> dz((size_t)B * NL), dl(B), ds(B);
+    Dev<T> ddz((size_t)B * NL);
     Dev<int32_t> dt(B);
     upload(dz, z);
     upload(ds, scores);
@@ -109,6 +135,8 @@ static void run_all() {
     test_tanh<T>(1000, 0);
     test_tanh<T>(1001, 1);  // unaligned: the scalar path
     for (int NL : {1, 2, 3}) {
+        test_logits<T>(16, 768, NL, true);
+        test_logits<T>(37, 100, NL, NL != 2);  // a C that is no multiple of 32, more warps than a block has
         test_loss<T>(16, NL);
         test_loss<T>(300, NL);  // more than one block
     }

@@ -1690,6 +1690,14 @@ TEST(TrainerResume, ALogThatEndsBeforeTheCheckpointIsRefused) {
         expect_user_error_exit(r, "train_gpt2", {"--save " + save + " is ", "/ck/step_00000004, a checkpoint's "
                                                  "folder of", "a run's checkpoint directory"});
     }
+    // so are a --log and a --dump-path there (the run's next checkpoint of that step removed them too)
+    r = run_trainer("train_gpt2",
+                    tiny({"--steps", "1", "--eval-tokens", "64", "--log", dir / "ck/step_00000004/m.jsonl"}), dir, 120);
+    expect_user_error_exit(r, "train_gpt2", {"--log " + (dir / "ck/step_00000004/m.jsonl") + " is inside ",
+                                             "/ck/step_00000004, a checkpoint's folder of"});
+    r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--dump-site", "resid", "--dump-path",
+                                        dir / "ck/step_00000004/x.npy"}), dir, 120);
+    expect_user_error_exit(r, "train_gpt2", {"--dump-path " + (dir / "ck/step_00000004/x.npy") + " is inside "});
     // a log that goes on from (or past) the checkpoint's step resumes as before
     fs::remove(dir / "m.jsonl");
     ASSERT_EQ(run_trainer("train_gpt2", args({"--overwrite"}), dir, 120).rc, 0);
@@ -1766,8 +1774,8 @@ TEST(TrainerResume, SkippedStepsCountOnAcrossAResume) {
     const std::string stopped = format("step %d: loss ", stop),
                       why = format("training diverged (more than %d non-finite steps in a row)", MAX_SKIPPED_IN_A_ROW);
     EXPECT_TRUE(contains(u.out + u.err, stopped) && contains(u.out + u.err, why)) << describe(u);
-    EXPECT_TRUE(contains(u.out + u.err, "start a new run with a lower --lr or a longer --warmup from the last good "
-                                        "weights (--init-from " + dir / "u" + format("/step_%08d", stop - 1)))
+    EXPECT_TRUE(contains(u.out + u.err, "start a new run with a lower --lr or a longer --warmup from the weights "
+                                        "before this step (--init-from " + dir / "u" + format("/step_%08d", stop - 1)))
         << describe(u);
 
     RunResult term = run_merged("train_gpt2", args("k"), dir, 120, "PRAC_TEST_KILL_AT=train.step_done@10:15");

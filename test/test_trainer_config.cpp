@@ -134,6 +134,11 @@ TEST(TrainerCli, ShortHelpSuggestsHelp) {
 TEST(TrainerCli, MissingValue) {
     EXPECT_USER_ERROR(parse({"--steps"}), "--steps needs a value");
     EXPECT_USER_ERROR(parse({"--batch-size", "2", "--model"}), "--model needs a value");
+    // the next flag is not a value: --save --overwrite saved into "./--overwrite", --log --no-shuffle logged into
+    // "--no-shuffle" and shuffled (exit 0 both)
+    EXPECT_USER_ERROR(parse({"--save", "--overwrite"}), "--save needs a value (DIR), and --overwrite is a flag");
+    EXPECT_USER_ERROR(parse({"--log", "--no-shuffle"}), "--log needs a value (FILE), and --no-shuffle is a flag");
+    EXPECT_EQ(parse({"--save=--odd-name"}).save, "--odd-name");
 }
 
 TEST(TrainerCli, NonNumericValues) {
@@ -498,6 +503,12 @@ TEST(TrainerCli, FlagsThatChangeNothingAreNoticed) {
     EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "rso", "--rso-gap", "2", "--rso-prox", "0.5"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--optimizer", "galore", "--galore-rank", "8"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--steps", "3"}), 1), "");
+    // --plan writes nothing: its outputs were ignored with no word
+    EXPECT_EQ(unused_flags_notice(parse({"--plan", "--save", "m", "--log", "m.jsonl", "--ckpt-dir", "c"}), 1),
+              "notice: --save --log --ckpt-dir change nothing: --plan prints the memory plan and exits (nothing is "
+              "trained or written)\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--plan", "--sample", "8"}), 1).rfind("notice: --sample changes nothing", 0),
+              0u);
     // --eval-only trains nothing: its training flags (and PRAC's, an optimizer's) were accepted with no word
     EXPECT_EQ(unused_flags_notice(parse({"--eval-only", "--val-data", "x", "--lr", "1", "--grad-accum", "4", "--prac",
                                          "prac", "--prac-t1", "3", "--batch-size", "2"}), 1),

@@ -179,6 +179,30 @@ static void resume_on_the_cpu_is_said(const std::string& ckpt_dir, const std::st
         std::printf("%s\n", tail(out).c_str());
 }
 
+// (c) a checkpoint of the CPU backend (fp32, no master weights) resumed on the CUDA backend: it continues and says so.
+// The bf16 build's master weights start from the checkpoint's weights (it was refused: "has no tensor
+// 'adamw.master'", with a hint to resume with the settings that were the same).
+static void resume_from_the_cpu(const std::string& dir, const std::string& args) {
+    std::string cpu = args, out;
+    cpu.replace(cpu.find("--device cuda"), 13, "--device cpu");
+    int rc = run_shell(bin("train_gpt2") + cpu + " --steps 3 --ckpt-dir " + dir, &out);
+    if (!check(rc == 0, "train_gpt2: the CPU run with a checkpoint succeeds (rc %d)", rc))
+        std::printf("%s\n", tail(out).c_str());
+    rc = run_shell(bin("train_gpt2") + args + " --steps 5 --ckpt-dir " + dir + " --resume --log " + dir + "/r.jsonl",
+                   &out);
+    const bool said = has(out, "notice: the checkpoint was written by the cpu fp32 backend, this run computes on cuda");
+#if defined(PRAC_FP32)
+    const bool master = !has(out, "holds no master weights");  // (the fp32 build keeps none)
+#else
+    const bool master = has(out, "notice: the checkpoint (cpu fp32) holds no master weights: this run's fp32 master "
+                                 "weights start from its weights as this build stores them (bf16)");
+#endif
+    auto steps = step_values(dir + "/r.jsonl");
+    if (!check(rc == 0 && said && master && steps.size() == 2 && std::isfinite(steps.rbegin()->second),
+               "train_gpt2: a CPU checkpoint resumes on the CUDA backend, said (rc %d, %zu steps)", rc, steps.size()))
+        std::printf("%s\n", tail(out).c_str());
+}
+
 // (e) the backend's measured peak (every record's mem_peak_bytes: all device memory the run took through the
 // backend's allocator) stays within `--plan` with the same flags, through weight init, a checkpoint save and, in
 // a second process, a checkpoint load (each converted its whole parameter buffer through an unplanned fp32 device
@@ -303,6 +327,7 @@ int main(int argc, char** argv) {
     if (runs("resume") && gpt2_checks) {
         resume_is_bit_exact(sub("resume_gpt2"), "train_gpt2", gpt2, "", "baseline");
         resume_on_the_cpu_is_said(sub("resume_gpt2") + "/b", gpt2);
+        resume_from_the_cpu(sub("resume_from_cpu"), gpt2);
         resume_is_bit_exact(sub("resume_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1", "",
                             "PRAC");
     }

@@ -1009,6 +1009,21 @@ static bool setting_as_flags(const std::string& key, const std::string& value,
     return true;
 }
 
+// Removes from `flags` a flag at its default that `other` does not name at all (another optimizer's): it goes without
+// saying, and finetune_roberta, which has no --rso-prox or --rso-activations (fixed at these), was told to pass them.
+static void drop_unsaid_defaults(std::vector<std::pair<std::string, std::string>>& flags,
+                                 const std::vector<std::pair<std::string, std::string>>& other) {
+    static const std::map<std::string, std::string> DEFAULTS = {{"--rso-prox", "0"},
+                                                                 {"--rso-activations", "projected"}};
+    auto named_in_other = [&](const std::string& flag) {
+        return std::any_of(other.begin(), other.end(), [&](const auto& f) { return f.first == flag; });
+    };
+    flags.erase(std::remove_if(flags.begin(), flags.end(), [&](const auto& f) {
+                    auto d = DEFAULTS.find(f.first);
+                    return d != DEFAULTS.end() && d->second == f.second && !named_in_other(f.first);
+                }), flags.end());
+}
+
 // " --a 1 --b 2" of the flags in `of` whose value `other` lacks or differs in.
 static std::string flags_not_in(const std::vector<std::pair<std::string, std::string>>& of,
                                 const std::vector<std::pair<std::string, std::string>>& other) {
@@ -1030,6 +1045,8 @@ void check_compatible(const TrainState& state, const std::string& key, const std
     // said as the flags that give it ("--grad-accum 2", not "run.grad_accum = 2")
     std::vector<std::pair<std::string, std::string>> saved_flags, run_flags;
     if (setting_as_flags(key, it->second, &saved_flags) && setting_as_flags(key, expected, &run_flags)) {
+        drop_unsaid_defaults(saved_flags, run_flags);
+        drop_unsaid_defaults(run_flags, saved_flags);
         const std::string saved = flags_not_in(saved_flags, run_flags), run = flags_not_in(run_flags, saved_flags);
         const std::string difference = saved.empty() ? "without" + run + ", which this run has"
                                        : run.empty() ? "with" + saved + ", which this run lacks"

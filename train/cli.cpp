@@ -77,7 +77,7 @@ const Flag FLAGS[] = {
       "--eval-tokens non-pad input tokens, all ranks' (GaLore's C4 protocol: 10000000), mean of the batch means; "
       "both read at most the validation data once"),
     F("--on-nonfinite", "stop|skip", STR, on_nonfinite,
-      "a NaN/Inf loss or gradient norm stops the run (after a checkpoint of the last good state) or skips the step "
+      "a NaN/Inf loss or gradient norm stops the run (after a checkpoint of the weights before that step) or skips the step "
       "(more than 10 non-finite steps in a row stop it)"),
     F("--eval-only", "", BOOL, eval_only, "only evaluate (usually with --init-from) and print loss and perplexity"),
     F("--no-shuffle", "", BOOL, shuffle, "read training shards in order (default: shuffled with --seed)"),
@@ -260,6 +260,10 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
         }
         if (!has_inline) {
             if (i + 1 >= argc) fail("flag %s needs a value (%s)", flag->name, flag->metavar);
+            // the next flag is not the value (--save --overwrite saved into a folder named "--overwrite", exit 0)
+            if (std::strncmp(argv[i + 1], "--", 2) == 0)
+                fail("flag %s needs a value (%s), and %s is a flag\n---> HINT: give its value; one that starts with -- "
+                     "goes as %s=VALUE", flag->name, flag->metavar, argv[i + 1], flag->name);
             value = argv[++i];
         }
         char* end = nullptr;
@@ -615,6 +619,17 @@ std::string train_options_help(Arch arch, const char* program) {
     return s;
 }
 
+std::string plan_unused_flags_notice(const TrainOptions& o) {
+    std::string names;
+    int n = 0;
+    for (const char* f : {"--epochs", "--data-dir", "--save", "--log", "--ckpt-dir", "--ckpt-every", "--ckpt-keep",
+                          "--resume", "--overwrite", "--sample", "--predict", "--dump-site", "--dump-path"})
+        if (o.was_given(f)) names += (n++ ? " " : "") + std::string(f);
+    if (!n) return "";
+    return format("notice: %s %s nothing: --plan prints the memory plan and exits (nothing is trained or written)\n",
+                  names.c_str(), n == 1 ? "changes" : "change");
+}
+
 std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     using Flags = std::vector<std::string>;
     auto given = [&](const char* prefix, const Flags& except = {}) {  // the flags given that start with prefix
@@ -630,7 +645,7 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
             if (o.was_given(f)) out.push_back(f);
         return out;
     };
-    std::string out;
+    std::string out = o.plan ? plan_unused_flags_notice(o) : "";
     auto notice = [&](const Flags& flags, const std::string& why) {
         if (flags.empty()) return;
         std::string names;

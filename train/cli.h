@@ -160,6 +160,9 @@ int prac_initial_spread_steps(const TrainOptions& o, PracMode mode);
 // and rac's missing parts, another optimizer's, --prac-shared-subspace on one rank; "" when there are none. Not
 // errors: a table's script passes its --prac-t1 to every run, the baseline too.
 std::string unused_flags_notice(const TrainOptions& o, int ranks);
+// The notice for the run's flags --plan leaves unused (--save, --log, --ckpt-dir, ...: nothing is written), "" when none
+// is given; unused_flags_notice starts with it.
+std::string plan_unused_flags_notice(const TrainOptions& o);
 // Notices of a run of o.steps steps (none before the count is known, o.steps 0): --lr 0, a --galore-gap/--rso-gap as
 // long as the run. unused_flags_notice includes them; finetune_roberta prints them once its step count is known.
 std::string schedule_notices(const TrainOptions& o);

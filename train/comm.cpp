@@ -112,8 +112,7 @@ int comm_launcher_local_rank(std::string* from) {
     return -1;
 }
 
-// The launcher's rank of this process (for messages), or -1 when unknown.
-[[maybe_unused]] static int launcher_rank() {
+int comm_launcher_rank() {
     bool set = false;
     for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"}) {
         long v = env_int(var, &set);
@@ -315,7 +314,7 @@ std::unique_ptr<Comm> comm_create(int* argc, char*** argv, const std::function<v
     (void)argc;
     (void)argv;
     (void)before_mpi_init;
-    int r = launcher_rank();
+    int r = comm_launcher_rank();
     if (announced > 1 || (announced < 0 && r > 0))
         fail("this process was started by an MPI launcher (rank %d of %s), but this build has no MPI: every rank "
              "would train alone on the same data\n---> HINT: install MPI (apt-get install libopenmpi-dev "

@@ -106,6 +106,10 @@ std::unique_ptr<Comm> comm_create(int* argc, char*** argv, const std::function<v
 // --mpi=pmix: size unknown), else 0 (not started by a launcher).
 int comm_launcher_size();
 
+// This process's rank in the job as the launcher announced it before MPI_Init (OMPI_COMM_WORLD_RANK, PMI_RANK,
+// PMIX_RANK), or -1 when none did.
+int comm_launcher_rank();
+
 // This process's rank on its node as the launcher announced it before MPI_Init, or -1 when none did (or the value is
 // not a number): OMPI_COMM_WORLD_LOCAL_RANK (Open MPI), MPI_LOCALRANKID (MPICH/Hydra, Intel MPI),
 // MV2_COMM_WORLD_LOCAL_RANK (MVAPICH2), PMI_LOCAL_RANK (Cray), SLURM_LOCALID (srun) last: an mpirun inside a Slurm

@@ -33,8 +33,9 @@ const FlagDef FLAGS[] = {
       "--init-from directory's tokenizer_config.json model_max_length if smaller, as transformers' tokenizer "
       "truncates: in a directory this program saved, the length it was fine-tuned at)"),
     F("--padding", "batch|longest", STR, padding,
-      "batch: each batch padded to its longest example (rounded up to 8 tokens); longest: every batch to the data's "
-      "longest example (the activation arena's shape, which either way is allocated once for the longest)"),
+      "batch: each batch padded to its longest example (rounded up to 8 tokens); longest: every training and dev batch "
+      "to the longest training or dev example (with --predict, the test's batches to the longest of all: the "
+      "activation arena's shape, which either way is allocated once for the longest)"),
     F("--grad-accum", "N", INT, grad_accum,
       "micro-batches of --batch-size per optimizer step (the step's gradient: the mean over all their rows), at most "
       "an epoch's batches"),
@@ -90,8 +91,8 @@ const FlagDef FLAGS[] = {
     F("--predict", "DIR", STR, predict,
       "predict the test split(s) of --data-dir (test; MNLI: test_matched, test_mismatched) with the final weights "
       "(with --eval-only: --init-from's) and write GLUE's submission files to DIR: CoLA.tsv, SST-2.tsv, MRPC.tsv, "
-      "STS-B.tsv, QQP.tsv, MNLI-m.tsv, MNLI-mm.tsv, QNLI.tsv, RTE.tsv (index, prediction); the test examples count "
-      "toward the padded length"),
+      "STS-B.tsv, QQP.tsv, MNLI-m.tsv, MNLI-mm.tsv, QNLI.tsv, RTE.tsv (index, prediction); a test example longer "
+      "than the training and dev ones makes the activation arena larger, not their batches"),
     F("--device", "cpu|cuda|auto", STR, device,
       "backend: cpu, cuda (the CUDA backend; tested on an H100 once and emulated in every make test: "
       "docs/VERIFICATION.md), or auto (cuda when a GPU is there and the build has the CUDA backend)"),

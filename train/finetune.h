@@ -182,7 +182,10 @@ struct FineTuner {
         labels.assign(B, NAN);
         enc = {ids.data(), mask.data(), nullptr, labels.data()};
         memory_report();
-        if (opts.eval_only) return;
+        if (opts.eval_only) {
+            log.record("memory", memory_record);
+            return;
+        }
         batcher = std::make_unique<GlueBatcher>(train_set, B, true, (uint64_t)opts.seed);
         // a step never spans epochs: more micro-batches than an epoch has would be allocated and never drawn
         CHECK_USER(opts.grad_accum <= batcher->batches_per_epoch(),
@@ -219,6 +222,9 @@ struct FineTuner {
             tokenizer_fingerprint = data_fingerprint(tokenizer_files);
         }
         if (opts.resume) resume();
+        // the run's first record, after every refusal: --overwrite empties the log there (a refused run emptied it),
+        // and a refused --resume appended it to the run's log
+        log.record("memory", memory_record);
         install_stop_signals();
         run_start = std::chrono::steady_clock::now();
     }
@@ -416,17 +422,18 @@ struct FineTuner {
             std::printf(" | measured: the CPU arena %.2f MiB (%s the plan)", arena / 1048576.0,
                         arena == activations(plan_here) ? "equal to" : "DIFFERENT FROM");
         std::printf("\n");
-        log.record("memory", {{"B", (double)B}, {"T", (double)T_arena},
-                              {"planned_activation_bytes", (double)activations(plan_here)},
-                              {"planned_saved_bytes", (double)saved(plan_here)},
-                              {"planned_activation_bytes_cuda_bf16", (double)activations(plan_bf16)},
-                              {"planned_saved_bytes_cuda_bf16", (double)saved(plan_bf16)},
-                              {"arena_bytes", cpu_backend ? (double)arena : NAN},
-                              {"backend_peak_bytes", (double)be.peak_bytes}});
+        memory_record = {{"B", (double)B}, {"T", (double)T_arena},
+                         {"planned_activation_bytes", (double)activations(plan_here)},
+                         {"planned_saved_bytes", (double)saved(plan_here)},
+                         {"planned_activation_bytes_cuda_bf16", (double)activations(plan_bf16)},
+                         {"planned_saved_bytes_cuda_bf16", (double)saved(plan_bf16)},
+                         {"arena_bytes", cpu_backend ? (double)arena : NAN},
+                         {"backend_peak_bytes", (double)be.peak_bytes}};
     }
 
   private:
     DevScores last_scores;
+    std::vector<std::pair<std::string, double>> memory_record;  // memory_report's figures, logged once the run starts
 
     // What can fail before the model is built: --init-from's files, the task's data (read, encoded, T chosen),
     // checkpoint and --save directories. Returns the config for the model's member initializer.
@@ -435,6 +442,9 @@ struct FineTuner {
         refuse_output_in_checkpoints(opts.save, "--save", run_dir, true);
         refuse_output_in_checkpoints(opts.predict, "--predict", run_dir, true);
         refuse_output_in_checkpoints(opts.log, "--log", run_dir, false);
+        refuse_output_in_another_runs_checkpoints(opts.save, "--save");
+        refuse_output_in_another_runs_checkpoints(opts.predict, "--predict");
+        refuse_output_in_another_runs_checkpoints(opts.log, "--log");
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file
         CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the "
@@ -679,7 +689,8 @@ struct FineTuner {
     // the mean evaluation time (before the first, its batches at a third of a training step each).
     double eta_seconds() const {
         double step_ms = train_ms / std::max(1, steps_timed);
-        int evals_left = opts.epochs - evals_timed;
+        // (after step `step`: epochs whose last step is at or after it; a resume's earlier ones were evaluated)
+        int evals_left = opts.epochs - (step - 1) / steps_per_epoch;
         double one_eval = evals_timed ? eval_ms / evals_timed : dev_batches() * step_ms / 3.0;
         return ((total_steps - step) * step_ms + std::max(0, evals_left) * one_eval) / 1000.0;
     }
@@ -783,6 +794,10 @@ struct FineTuner {
         notice_other_arithmetic(st, backend_of_run<Backend>(), cpu_threads());
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
+            if (master_weights_from_fp32_weights(st, *opt, t)) {
+                init_master_weights(be, *opt, model.params_memory, model.param_buffer_numel);
+                continue;
+            }
             if (t.u8) {  // --optimizer-states 8bit: AdamW's codes
                 std::vector<uint8_t> bytes(t.numel);
                 st.get_u8(t.name, bytes.data(), bytes.size());

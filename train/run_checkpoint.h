@@ -15,6 +15,7 @@
 #include "train/cli.h"
 #include "train/optim_adamw.h"
 #include "train/optim_galore.h"
+#include "train/optimizers.h"  // Optimizer (master_weights_from_fp32_weights)
 
 // How and when PRAC's bases are refreshed (they change the arithmetic from the next refresh on), as the flags that
 // set them: the method of Q1 (rac has no Q1), the first refreshes' spread (resolved: auto is the warmup's steps)
@@ -182,6 +183,22 @@ inline void notice_other_arithmetic(const TrainState& st, const std::string& bac
         std::printf("notice: the checkpoint was written with %lld CPU threads, this run has %d: the CPU backend's "
                     "sums depend on the thread count, so the continuation is not bit-exact (OMP_NUM_THREADS=%lld "
                     "makes it so)\n", (long long)saved, threads, (long long)saved);
+}
+
+// A checkpoint of an fp32 backend ("cpu fp32", "cuda fp32") holds no master weights: its weights are them. True when
+// `t` is the optimizer's master tensor and the checkpoint, written so, lacks it: the caller then starts the master
+// weights from the loaded weights (init_master_weights, as a run from --init-from does) and says so (a resume of a CPU
+// checkpoint on the bf16 build was refused: "has no tensor 'adamw.master'", with a hint to change settings that were
+// the same). A lacking tensor of any other checkpoint is left to TrainState::get_f32's refusal.
+template <class Backend>
+bool master_weights_from_fp32_weights(const TrainState& st, const Optimizer<Backend>& opt,
+                                      const OptimizerStateTensor& t) {
+    if (!t.data || t.data != opt.master() || st.has(t.name) || !st.has_meta("run.backend")) return false;
+    const std::string& saved = st.get("run.backend");
+    if (saved.size() < 5 || saved.compare(saved.size() - 5, 5, " fp32") != 0) return false;
+    std::printf("notice: the checkpoint (%s) holds no master weights: this run's fp32 master weights start from its "
+                "weights as this build stores them (%s)\n", saved.c_str(), dtype_name(Backend::act_dtype));
+    return true;
 }
 
 // Everything a checkpoint holds besides the model, gathered on the host (full optimizer state even under ZeRO-1;

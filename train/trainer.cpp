@@ -202,19 +202,19 @@ void refuse_output_in_checkpoints(const std::string& path, const char* flag, con
              flag);
 }
 
-void refuse_save_into_another_runs_checkpoints(const std::string& save) {
-    if (save.empty()) return;
+void refuse_output_in_another_runs_checkpoints(const std::string& path, const char* flag) {
+    if (path.empty()) return;
     namespace fs = std::filesystem;
     std::error_code ec;
-    // the folder itself or any of its parents (by the canonical path: "x/../ck/step_N/.", links)
-    const fs::path target = fs::weakly_canonical(save, ec);
+    // the path itself or any of its parents (by the canonical path: "x/../ck/step_N/.", links)
+    const fs::path target = fs::weakly_canonical(path, ec);
     for (fs::path p = target; p.has_filename(); p = p.parent_path()) {
         const std::string parent = p.parent_path().string();
         if (is_checkpoint_folder_name(p.filename().string()) &&
             (!checkpoint_steps(parent).empty() || access((parent + "/" + CKPT_LOCK_FILE).c_str(), F_OK) == 0))
-            fail("--save %s is %s%s, a checkpoint's folder of %s, a run's checkpoint directory (that run replaces or "
-                 "removes its step folders as it goes)\n---> HINT: pass a --save outside it", save.c_str(),
-                 p == target ? "" : "inside ", p.string().c_str(), parent.c_str());
+            fail("%s %s is %s%s, a checkpoint's folder of %s, a run's checkpoint directory (that run replaces or "
+                 "removes its step folders as it goes)\n---> HINT: pass a %s outside it", flag, path.c_str(),
+                 p == target ? "" : "inside ", p.string().c_str(), parent.c_str(), flag);
     }
 }
 
@@ -591,6 +591,9 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
         CHECK_USER(opts.init_from.empty() || access(opts.init_from.c_str(), F_OK) == 0, "--init-from %s: %s",
                    opts.init_from.c_str(), std::strerror(errno));
         if (comm.rank() == 0) std::fputs(unused_flags_notice(opts, comm.size()).c_str(), opts.json ? stderr : stdout);
+        if (comm.rank() == 0 && comm.size() > 1 && opts.zero == 1 && opts.plan_ranks != comm.size())
+            std::fprintf(opts.json ? stderr : stdout, "notice: this job has %d ranks; the plan is one of --plan-ranks "
+                         "%d's, as asked\n", comm.size(), opts.plan_ranks);
         *exit_code = print_plan(opts, cfg, prac);
         return false;
     }

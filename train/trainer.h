@@ -64,10 +64,10 @@ std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool 
 // --ckpt-dir (a file beside the checkpoints, a folder of its own) are left alone: nothing of the run touches them.
 void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& ckpt_dir,
                                   bool is_dir_output);
-// Fails when a --save directory is (or is inside) a checkpoint's folder (step_NNNNNNNN) of a directory that holds a
-// run's checkpoints or its lock: another run's --ckpt-dir, which replaces or removes its step folders as it goes (a
-// model saved there was deleted by that run's next checkpoint of the step, with no word).
-void refuse_save_into_another_runs_checkpoints(const std::string& save);
+// Fails when an output (a --save directory, a --log file, ...) is (or is inside) a checkpoint's folder (step_NNNNNNNN)
+// of a directory that holds a run's checkpoints or its lock: another run's --ckpt-dir, which replaces or removes its
+// step folders as it goes (a model saved there was deleted by that run's next checkpoint of the step, with no word).
+void refuse_output_in_another_runs_checkpoints(const std::string& path, const char* flag);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and
 // not an existing file (an earlier run's output, which the file does not say) unless `may_replace` (--overwrite).
 void check_output_file(const std::string& path, const char* flag, bool may_replace);
@@ -419,12 +419,15 @@ struct Trainer {
             const bool skipping = opts.on_nonfinite == "skip";
             if (!skipping || skipped_in_a_row >= MAX_SKIPPED_IN_A_ROW) {
                 log_step(step);                 // the step that stops the run, its update left out as a skip's
-                checkpoint(step, data_before);  // the last good state
-                // a resume continues the same settings only: another --lr or --warmup is a new run from its weights
+                checkpoint(step, data_before);  // the weights before this step
+                // a resume continues the same settings only: another --lr or --warmup is a new run from its weights,
+                // which the last finite step's update may have broken already (--lr 1e9: finite, 1e9 large)
                 std::string fix = opts.ckpt_dir.empty()
                                       ? "lower --lr or raise --warmup"
-                                      : format("start a new run with a lower --lr or a longer --warmup from the last "
-                                               "good weights (--init-from %s, another --ckpt-dir)",
+                                      : format("start a new run with a lower --lr or a longer --warmup from the weights "
+                                               "before this step (--init-from %s, another --ckpt-dir; if that run's "
+                                               "first loss is not finite either, the update before this step broke "
+                                               "them: take an earlier checkpoint, or start afresh)",
                                                checkpoint_path(opts.ckpt_dir, step).c_str());
                 fail("step %d: loss %g, gradient norm %g: training diverged%s\n---> HINT: %s, or check the data%s",
                      step + 1, printable(loss), printable(norm),
@@ -723,7 +726,9 @@ struct Trainer {
         refuse_output_in_checkpoints(opts.save, "--save", run_dir, true);
         refuse_output_in_checkpoints(opts.log, "--log", run_dir, false);
         if (!opts.dump_site.empty()) refuse_output_in_checkpoints(opts.dump_path, "--dump-path", run_dir, false);
-        refuse_save_into_another_runs_checkpoints(opts.save);
+        refuse_output_in_another_runs_checkpoints(opts.save, "--save");
+        refuse_output_in_another_runs_checkpoints(opts.log, "--log");
+        if (!opts.dump_site.empty()) refuse_output_in_another_runs_checkpoints(opts.dump_path, "--dump-path");
         check_no_earlier_run(opts);
         const std::vector<std::string> train_files =
             opts.eval_only ? std::vector<std::string>() : data_files_of(opts.train_data, "--train-data");
@@ -990,6 +995,10 @@ struct Trainer {
                  opts.prac_shared ? "share one" : "have one each", saved_shared ? "with" : "without");
         model.load_weights(path + "/" + CKPT_MODEL_FILE);
         for (const OptimizerStateTensor& t : opt->state()) {
+            if (master_weights_from_fp32_weights(st, *opt, t)) {
+                init_master_weights(be, *opt, model.params_memory, n);
+                continue;
+            }
             if (t.u8) {  // 8-bit AdamW's codes (never sharded)
                 std::vector<uint8_t> bytes(t.numel);
                 st.get_u8(t.name, bytes.data(), bytes.size());
@@ -1024,8 +1033,9 @@ struct Trainer {
                         "(--zero %d makes it so)\n", saved_zero, opts.zero, saved_zero);
         if (saved_ranks != ranks)
             std::printf("notice: the checkpoint was written by %d rank(s), this run has %d: a step now takes %lld "
-                        "samples instead of %lld (the data goes on from where it stopped)%s\n", saved_ranks, ranks,
-                        (long long)ranks * B * opts.grad_accum, (long long)saved_ranks * B * opts.grad_accum,
+                        "sample%s instead of %lld (the data goes on from where it stopped)%s\n", saved_ranks, ranks,
+                        (long long)ranks * B * opts.grad_accum, ranks * B * opts.grad_accum == 1 ? "" : "s",
+                        (long long)saved_ranks * B * opts.grad_accum,
                         (saved_zero && saved_ranks > 1) || grads.sharded
                             ? format("; the optimizer state, %s there, is %s here",
                                      saved_zero && saved_ranks > 1

@@ -63,9 +63,14 @@ FileType classify(const std::string& path) {
         fail("%s: parquet is not read by prep_data\n---> HINT: convert it to JSON lines first: python3 -c "
              "\"import pandas as p,sys; p.read_parquet(sys.argv[1]).to_json(sys.argv[2], orient='records', "
              "lines=True)\" %s out.jsonl", path.c_str(), path.c_str());
-    if (ends_with(n, ".bz2") || ends_with(n, ".zip") || ends_with(n, ".lz4") || ends_with(n, ".7z"))
-        fail("%s: this compression is not supported (gzip, xz and zstd are)\n---> HINT: recompress, e.g. "
-             "bzip2 -dc FILE | zstd -o FILE.zst", path.c_str());
+    // (the hint's output keeps the content's extension, a.jsonl.zst: a.jsonl.bz2.zst is refused by its name)
+    if (ends_with(n, ".bz2"))
+        fail("%s: this compression is not supported (gzip, xz and zstd are)\n---> HINT: recompress it: bzip2 -dc %s "
+             "| zstd -o %s.zst", path.c_str(), path.c_str(), path.substr(0, path.size() - 4).c_str());
+    if (ends_with(n, ".zip") || ends_with(n, ".lz4") || ends_with(n, ".7z"))
+        fail("%s: this compression is not supported (gzip, xz and zstd are)\n---> HINT: unpack it, and read its "
+             "files, or recompress each with zstd keeping its content's extension (NAME.jsonl.zst, NAME.txt.zst)",
+             path.c_str());
     fail("%s: unknown file type (by its name)\n---> HINT: prep_data reads *.txt, *.jsonl/*.json/*.ndjson and "
          "*.tar, each optionally .gz/.xz/.zst; rename the file if its content is one of these",
          path.c_str());

@@ -58,7 +58,8 @@ Input:
   --val-input PATH...   like --input, for the validation split only (read first)
   --text-field NAME     the JSON field holding the text (default "text")
   --doc-sep auto|file|blank  in text files and .txt entries: one document per file, or documents separated
-                        by blank lines (lines of only spaces/tabs; a document's lines are joined with "\n").
+                        by blank lines (lines of only spaces, tabs, \r, \f or \v; a document's lines are
+                        joined with "\n").
                         auto (default): blank when --input is one text file (a book, a dump of your notes:
                         its paragraphs are the documents) and --val-input, if given, is one too; file
                         otherwise (several files, a directory, a corpus archive)
@@ -298,9 +299,10 @@ void finish_options(Options& o) {
         if (!o.given.count("--tokenizer")) o.tokenizer = "spm";
         if (!o.given.count("--layout")) o.layout = "rows";
         if (!o.given.count("--row-len")) o.row_len = 256;
-        CHECK_USER(val_given,
+        CHECK_USER(val_given || o.no_val,
                    "the c4 preset takes its validation split from C4's validation files, and no --val-input "
-                   "was given\n---> HINT: add --val-input 'c4/en/c4-validation.*.json.gz' (or --val-docs N)");
+                   "was given\n---> HINT: add --val-input 'c4/en/c4-validation.*.json.gz' (or --val-docs N, or "
+                   "--no-val for no validation split)");
     } else if (o.preset == "owt") {
         if (!o.given.count("--tokenizer")) o.tokenizer = "gpt2";
         if (!o.given.count("--layout")) o.layout = "flat";
@@ -322,6 +324,8 @@ void finish_options(Options& o) {
         o.tokenizer = "spm";
     }
     CHECK_USER(o.spm_train_lines > 0, "--spm-train-lines must be positive (got %lld)", (long long)o.spm_train_lines);
+    CHECK_USER(!o.given.count("--spm-train-lines") || o.spm_vocab > 0, "--spm-train-lines goes with --spm-vocab N (it "
+               "limits the lines a new SentencePiece model is trained on); no model is trained here");
     CHECK_USER(!o.inputs.empty(), "no input: give --input PATH (files, directories or patterns)\n"
                "---> HINT: prep_data --help shows the formats and where to download C4 and OpenWebText");
     CHECK_USER(!o.out.empty(), "no output: give --out PREFIX (shards are written to PREFIX_train_000000.bin, ...)");
