@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     file_size_limit_as_error();
     try {
         FinetuneOptions opts;
+        opts.precision = plan_precision_of_this_build();  // (the default: a --precision flag replaces it)
         parse_finetune_options(opts, argc, argv);
         if (opts.help) {
             std::printf("%s", finetune_help(program).c_str());

@@ -55,6 +55,15 @@ inline std::string closest_name(const std::string& typed, const std::vector<std:
 // means nothing more: a diverged step said "norm -nan")
 inline double printable(double x) { return std::isnan(x) ? std::fabs(x) : x; }
 
+// The shortest %g text (6 to 9 digits) that reads back as the same float: 0.95f is "0.95", 0.9999999f (which %g
+// prints as "1", another value) "0.9999999", 1234567.0f "1234567".
+inline std::string float_text(float v) {
+    for (int digits = 6;; digits++) {
+        std::string s = format("%.*g", digits, (double)v);
+        if (digits == 9 || (float)std::strtod(s.c_str(), nullptr) == v) return s;
+    }
+}
+
 // 42s, 3m07s, 2h05m; "?" for a negative, non-finite or absurd (> 3 years) value.
 inline std::string human_duration(double s) {
     if (!(s >= 0) || s > 1e8) return "?";

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "common/error.h"
+#include "kernels/cuda_sizes.h"  // cuda_attention_takes_head_size
 #include "kernels/attention_cudnn.cuh"
 #include "kernels/attention_impl.cuh"
 
@@ -90,9 +91,7 @@ void attention_cuda_check_shape(const char* what, int B, int T, int C, int NH) {
                what, C / NH, C, NH);
 }
 
-bool attention_cuda_supports_head_size(int HS) {
-    return HS >= 16 && HS <= 128 && HS % 16 == 0;
-}
+bool attention_cuda_supports_head_size(int HS) { return cuda_attention_takes_head_size(HS); }
 
 bool attention_cuda_impl_available(AttentionImpl impl) {
     if (impl == AttentionImpl::Mma) return std::is_same<floatX, bf16>::value;

@@ -7,6 +7,9 @@
 constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;  // one cuBLASLt workspace per stream (kernels/matmul.cuh)
 constexpr size_t CUDA_LOSS_SUM_BYTES = sizeof(float);      // the step's device loss sum (CudaBackend::loss_add)
 constexpr int CUDA_CLASSIFIER_CHUNK = 2048;  // rows of logits per chunk in the fused classifier (kernels/classifier.cuh)
+// The head sizes the CUDA attention's hand-written kernels take (the fallback whenever cuDNN declines a shape; the
+// kernels unroll over HS: kernels/attention_impl.cuh). Here so that --plan knows a CUDA run would be refused.
+constexpr bool cuda_attention_takes_head_size(int HS) { return HS >= 16 && HS <= 128 && HS % 16 == 0; }
 
 // cuDNN fused attention's backward workspace for one layer (kernels/attention_cudnn.cu), an ESTIMATE from reading
 // cudnn-frontend 1.32 (node/scaled_dot_product_flash_attention.h), to reconcile with the graph's measured

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -219,16 +221,22 @@ static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std
              "more labels, or regression with 1)", path.c_str(), problem.c_str(), c.num_labels);
 }
 
-static ModelConfig config_from_json(Arch arch, const std::string& path) {
-    std::ifstream f(path);
-    if (!f) fail("cannot open model config %s", path.c_str());
+// A config (from `path`, for messages) as a JSON object. (Reading a directory throws too: "not valid JSON".)
+static nlohmann::json json_object_of(std::istream& in, const std::string& path) {
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(f);
+        j = nlohmann::json::parse(in);
     } catch (const std::exception& e) {
         fail("%s: not valid JSON (%s)", path.c_str(), e.what());
     }
     if (!j.is_object()) fail("%s: expected a JSON object", path.c_str());
+    return j;
+}
+
+static ModelConfig config_from_json(Arch arch, const std::string& path) {
+    std::ifstream f(path);
+    if (!f) fail("cannot open model config %s", path.c_str());
+    const nlohmann::json j = json_object_of(f, path);
     std::string type = opt_str(j, "model_type", "", path);
     ModelConfig c;
     c.name = path;
@@ -381,14 +389,11 @@ std::vector<std::pair<std::string, std::string>> model_config_rows(const ModelCo
     return r;
 }
 
-// v as config.json holds it: its shortest decimal ("1e-05", not 9.99999974737875e-06) when that reads back as the
-// same float, else nine digits (rope_theta 1234567 printed with six digits read back as 1234570: another model)
-static double json_float(float v) {
-    double d = std::stod(format("%g", v));
-    return (float)d == v ? d : std::stod(format("%.9g", v));
-}
+// v as config.json holds it: the shortest decimal that reads back as the same float ("1e-05", not
+// 9.99999974737875e-06; rope_theta 1234567, which six digits would make 1234570: another model)
+static double json_float(float v) { return std::stod(float_text(v)); }
 
-void write_hf_config(const std::string& path, const ModelConfig& c) {
+void write_hf_config(const std::string& path, const ModelConfig& c, const std::string& keep_keys_of) {
     nlohmann::json j;
     if (c.arch == Arch::GPT2) {
         j = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", c.vocab_size},
@@ -420,6 +425,17 @@ void write_hf_config(const std::string& path, const ModelConfig& c) {
              {"rope_theta", json_float(c.rope_theta)}, {"initializer_range", json_float(c.init_std)},
              {"hidden_act", "silu"}, {"tie_word_embeddings", false}, {"attention_bias", false},
              {"mlp_bias", false}};
+    }
+    if (!keep_keys_of.empty()) {
+        // what describes the base's head, task, file or code, not this model
+        const std::set<std::string> not_kept = {"num_labels", "problem_type", "finetuning_task", "torch_dtype", "dtype",
+                                                "transformers_version", "_name_or_path", "auto_map",
+                                                "quantization_config"};
+        // (a local: the items() of a temporary outlive it)
+        std::istringstream text(keep_keys_of);
+        const nlohmann::json base = json_object_of(text, "the base model's config.json");
+        for (const auto& [key, value] : base.items())
+            if (!j.contains(key) && !not_kept.count(key)) j[key] = value;
     }
     std::string tmp = path + ".tmp";
     {

@@ -65,5 +65,9 @@ std::vector<std::pair<std::string, std::string>> model_config_rows(const ModelCo
 
 // Writes a Hugging Face config.json for this model (GPT2LMHeadModel, LlamaForCausalLM or
 // RobertaForSequenceClassification), so a saved
-// model.safetensors next to it loads with from_pretrained.
-void write_hf_config(const std::string& path, const ModelConfig& c);
+// model.safetensors next to it loads with from_pretrained. With `keep_keys_of` (the text of the config.json this
+// model was read from), its keys this writer does not set are kept: a fine-tuned model keeps its base's dropout rates
+// and token ids, which transformers would otherwise take as its own defaults (dropout 0.1 for a base that had 0).
+// Not kept: what describes the base's head, task, file or code (num_labels, problem_type, finetuning_task,
+// torch_dtype/dtype, transformers_version, _name_or_path, auto_map, quantization_config).
+void write_hf_config(const std::string& path, const ModelConfig& c, const std::string& keep_keys_of = "");

@@ -433,12 +433,13 @@ struct Roberta {
         return name == "clsw" || name == "clsb" || name == "outw" || name == "outb";
     }
     void save_weights(const std::string& path) { save_hf_weights(be, path, hf_map(), params_memory, param_buffer_numel); }
-    // config.json + model.safetensors: RobertaForSequenceClassification.from_pretrained(dir) loads it
-    void save_pretrained(const std::string& dir) {
+    // config.json + model.safetensors: RobertaForSequenceClassification.from_pretrained(dir) loads it. base_config:
+    // the text of the config.json the model was read from, whose other keys (dropout, token ids) the new one keeps.
+    void save_pretrained(const std::string& dir, const std::string& base_config = "") {
         std::error_code ec;
         std::filesystem::create_directories(dir, ec);
         CHECK_USER(!ec, "cannot create directory %s: %s", dir.c_str(), ec.message().c_str());
-        write_hf_config(dir + "/config.json", cfg);
+        write_hf_config(dir + "/config.json", cfg, base_config);
         save_weights(dir + "/model.safetensors");
     }
 

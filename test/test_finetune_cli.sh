@@ -34,6 +34,18 @@ grep -q 'measured: the CPU arena .* (equal to the plan)' "$T/s1.out" && ok "acti
 for f in config.json model.safetensors vocab.json merges.txt; do
   [ -s "$T/s1/$f" ] || bad "--save lacks $f"
 done
+# its config.json keeps what the base's says and ours does not write: transformers would take its defaults instead
+# (dropout 0.1, where the base has 0.0: another model when trained on). keeps_base_keys CONFIG: that check
+keeps_base_keys() {
+  python3 - "$T/model/config.json" "$1" <<'PY'
+import json, sys
+base, saved = (json.load(open(p)) for p in sys.argv[1:])
+for key in ("hidden_dropout_prob", "attention_probs_dropout_prob", "bos_token_id", "eos_token_id"):
+    assert key in base and saved.get(key) == base[key], (key, base.get(key), saved.get(key))
+PY
+}
+keeps_base_keys "$T/s1/config.json" && ok "--save's config.json keeps the base's dropout and token ids" \
+  || bad "--save's config.json lost keys of the base's"
 
 # 1b. a head whose config.json orders the classes otherwise (roberta-large-mnli's contradiction, neutral, entailment)
 # is read in the task's order, as run_glue does: the first run's head with its two rows swapped and its id2label
@@ -139,6 +151,9 @@ cmp -s "$T/ra/model.safetensors" "$T/rb/model.safetensors" && ok "resumed model.
 "$BIN" $P --ckpt-dir "$T/ck4" --ckpt-every 4 > "$T/r4.out" 2>&1 || bad "--ckpt-every 4 run failed"
 [ "$(grep -c '^checkpoint: .*step_00000016$' "$T/r4.out")" = 1 ] && [ "$(grep -c '^checkpoint:' "$T/r4.out")" = 8 ] \
   && ok "--ckpt-every 4: 8 checkpoints, the epoch's end once" || bad "--ckpt-every 4: $(grep '^checkpoint:' "$T/r4.out")"
+# a checkpoint is a model directory too: its config.json keeps the base's keys as --save's does
+keeps_base_keys "$T/ck4/step_00000032/config.json" && ok "a checkpoint's config.json keeps the base's dropout and token ids" \
+  || bad "a checkpoint's config.json lost keys of the base's"
 # a stop signal right after that step: its checkpoint is the stop's (it was written a second time)
 PRAC_TEST_KILL_AT=train.step_done@16:15 "$BIN" $P --ckpt-dir "$T/ck4s" --ckpt-every 4 > "$T/r4s.out" 2>&1; rc=$?
 [ $rc -eq 143 ] && [ "$(grep -c '^checkpoint: .*step_00000016$' "$T/r4s.out")" = 1 ] \

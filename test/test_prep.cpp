@@ -1005,7 +1005,8 @@ TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
     a.insert(a.end(), {"--max-shards", "1"});
     prep_ok(a);
     auto b = base;
-    b.insert(b.end(), {"--shard-tokens", "999", "--resume"});
+    b[6] = "999";  // --shard-tokens (an option given twice is refused)
+    b.push_back("--resume");
     prep_fails(b, {"options differ", "shard_tokens: was 1000, now 999", "--overwrite"});
     auto c = base;
     c.insert(c.end(), {"--input", std::string(FX) + "docs.json.xz", "--resume"});
@@ -1320,6 +1321,16 @@ TEST_F(Prep, BadOptions) {
     prep_ok({"c4", "--input", in, "--spm-model", AUSTEN_MODEL, "--out", path("c4noval"), "--no-val"});
     EXPECT_EQ(shards(path("c4noval"), "val").size(), 0u);
     EXPECT_GE(shards(path("c4noval"), "train").size(), 1u);
+    // an option given twice is refused (the last was taken: one of two --out written, no word)
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--out", path("y")},
+               {"--out is given twice", "(the second is \"" + path("y") + "\")"});
+    // a seed is any 64-bit value (2^63 and up were refused as counts); not a negative or a wider one
+    prep_ok({"--tokenizer", "gpt2", "--input", in, "--out", path("seedmax"), "--val-fraction", "0.5", "--val-seed",
+             "18446744073709551615"});
+    EXPECT_GE(shards(path("seedmax"), "val").size(), 1u);
+    for (const char* bad : {"-1", "18446744073709551616", "1K", " 5"})
+        prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--val-fraction", "0.5", "--val-seed", bad},
+                   {"--val-seed: \"" + std::string(bad) + "\" is not a whole number from 0 to 18446744073709551615"});
     // an option of a step that does not run is refused (it was ignored, exit 0)
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--spm-train-lines", "5"},
                {"--spm-train-lines goes with --spm-vocab N"});

@@ -677,6 +677,16 @@ TEST(TrainerBinary, APlanSaysWhatTheRunWouldSayFirst) {
     EXPECT_EQ(j.rc, 0) << describe(j);
     EXPECT_TRUE(contains(j.err, "notice: --prac-linear changes nothing in this run")) << describe(j);
     EXPECT_NO_THROW(json::parse(j.out)) << describe(j);
+    // a head size the CUDA attention has no kernel for (8: n_embd 40 / n_head 5): a CUDA run is refused when the
+    // model is built (CudaBackend::check_attention_shape), so its plan is too (it was planned, exit 0); the CPU's is not
+    write_text(dir / "hs8.json", R"({"model_type": "gpt2", "vocab_size": 50257, "n_positions": 64, "n_embd": 40,
+                                    "n_head": 5, "n_layer": 2})");
+    // (run_trainer passes --device cpu; auto plans the CUDA bf16 build here)
+    RunResult hs8 = run_trainer("train_gpt2", {"--device", "auto", "--model", dir / "hs8.json", "--plan"}, dir, 120);
+    expect_user_error_exit(hs8, "train_gpt2", {"head size 8 (width 40 / 5 heads)", "a CUDA run of this model is "
+                                               "refused", "--plan --device cpu"});
+    RunResult hs8_cpu = run_trainer("train_gpt2", {"--model", dir / "hs8.json", "--plan"}, dir, 120);
+    EXPECT_EQ(hs8_cpu.rc, 0) << describe(hs8_cpu);
 }
 
 // A --log that cannot be written (a file where a directory belongs) fails before the first step; one in directories

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "common/strings.h"  // float_text
 #include "data/gpt2_tokenizer.h"
 #include "data/spm_tokenizer.h"
 #include "kernels/cpu_backend.h"
@@ -176,6 +178,14 @@ TEST(TrainerCli, RejectsOutOfRangeValues) {
     EXPECT_USER_ERROR(parse({"--beta2", "0.99999999"}), "(got 0.899999976, 1; as float32, values above 0.99999997 are 1)");
     EXPECT_USER_ERROR(parse({"--adam-eps", "1e-40"}), "--adam-eps: 1e-40 is too small for a float (below 1.2e-38)");
     EXPECT_USER_ERROR(parse({"--lr", "0x10"}), "--lr needs a finite decimal number");
+    // beyond a float's range is too large (it said "needs a finite decimal number"); infinity is not finite
+    EXPECT_USER_ERROR(parse({"--lr", "1e39"}), "--lr: 1e39 is out of range (|value| <= 1e9)");
+    EXPECT_USER_ERROR(parse({"--lr", "inf"}), "--lr needs a finite decimal number");
+    // leading white space (a quoting slip) is not a number as typed; strtof and strtoll skipped it
+    EXPECT_USER_ERROR(parse({"--lr", " 0.1"}), "--lr needs a finite decimal number, got \" 0.1\"");
+    EXPECT_USER_ERROR(parse({"--steps", " 5"}), "--steps needs an integer, got \" 5\"");
+    // a bare "--" is said to be none of ours (it got "did you mean --lr?")
+    EXPECT_USER_ERROR(parse({"--steps", "5", "--"}), "\"--\" is not a flag", "drop it");
     EXPECT_USER_ERROR(parse({"--adam-eps", "0"}), "--adam-eps");
     EXPECT_USER_ERROR(parse({"--grad-clip", "-1"}), "--grad-clip");
     EXPECT_USER_ERROR(parse({"--eval-interval", "-1"}), "--eval-interval");
@@ -207,10 +217,10 @@ TEST(TrainerCli, PracRankAndFractionPairsAreRangeChecked) {
     auto prac = [](std::vector<std::string> args) { return prac_options_from(parse(args)); };
     for (const char* flag : {"--prac-linear-ranks", "--prac-nonlinear-ranks"})
         for (const char* bad : {"99999999999,8", "8,99999999999", "-8,8", "8.5,8", "nan,8", "8,inf", "8", "8,", ",8",
-                                "0x10,8", "1e3,8"})
+                                "0x10,8", "1e3,8", " 64,32", "64, 32"})
             EXPECT_USER_ERROR(prac({flag, bad}), flag, bad);
     for (const char* flag : {"--prac-linear", "--prac-nonlinear"})
-        for (const char* bad : {"nan,0.1", "0.1,inf", "-0.1,0.1", "0.1", "1e400,0.1"})
+        for (const char* bad : {"nan,0.1", "0.1,inf", "-0.1,0.1", "0.1", "1e400,0.1", "0x0.1,0.1", " 0.1,0.1", "0.1, 0.1"})
             EXPECT_USER_ERROR(prac({flag, bad}), flag);
     PracOptions p = prac({"--prac-linear-ranks", "64,32", "--prac-nonlinear-ranks", "0,1073741824"});
     EXPECT_EQ(p.linear_r1_abs, 64);
@@ -567,6 +577,48 @@ TEST(TrainerCli, OptionRowsShowTokensPerStep) {
     for (const auto& [k, v] : train_options_rows(o, cfg, 4)) rows[k] = v;
     EXPECT_EQ(rows["tokens per step"], "3840 (B x T x grad_accum x 4 ranks)");
     EXPECT_EQ(rows["batch_size (B)"], "3 per rank");
+}
+
+// A row reads back as the value the run uses: %g printed --beta2 0.9999999 as "1" (a beta2 of 1 never forgets), and
+// --eval-tokens 1 as "1" though an evaluation reads whole batches (evaluate.h: one of B x T per rank, 192 tokens here).
+TEST(TrainerCli, OptionRowsShowTheValuesUsed) {
+    const ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-tiny");
+    auto rows_of = [&](const std::vector<std::string>& args, int ranks) {
+        std::map<std::string, std::string> rows;
+        for (const auto& [k, v] : train_options_rows(parse(args), cfg, ranks)) rows[k] = v;
+        return rows;
+    };
+    auto eval_tokens_of = [&](const std::vector<std::string>& args, int ranks) {  // "0 / 1 (...)" -> "1 (...)"
+        const std::string row = rows_of(args, ranks)["eval interval / tokens"];
+        return row.substr(row.find(" / ") + 3);
+    };
+    auto rows = rows_of({"--beta2", "0.9999999", "--lr", "3e-4"}, 1);
+    EXPECT_EQ(rows["adam betas / eps"], "0.9, 0.9999999 / 1e-08");
+    EXPECT_EQ(rows["lr (peak)"], "0.0003");
+    // --prac-initial-spread auto says the steps it resolved to (PRAC: the warmup's; rac: none to spread)
+    EXPECT_NE(rows_of({"--prac", "prac", "--warmup", "12"}, 1)["prac refresh"].find("initial spread auto (12 steps)"),
+              std::string::npos);
+    EXPECT_NE(rows_of({"--prac", "rac", "--warmup", "12"}, 1)["prac refresh"].find("initial spread auto (0 steps)"),
+              std::string::npos);
+    EXPECT_EQ(rows_of({"--prac", "prac", "--prac-initial-spread", "3"}, 1)["prac refresh"],
+              "auto (subspace); initial spread 3");
+    EXPECT_EQ(eval_tokens_of({"--batch-size", "3", "--seq-len", "64", "--eval-tokens", "1"}, 1), "1 (up to 192: whole batches)");
+    // whole batches of every rank; a multiple of them is said as it is
+    EXPECT_EQ(eval_tokens_of({"--batch-size", "3", "--seq-len", "64", "--eval-tokens", "1000"}, 2),
+              "1000 (up to 1152: whole batches)");
+    EXPECT_EQ(eval_tokens_of({"--batch-size", "3", "--seq-len", "64", "--eval-tokens", "384"}, 2), "384");
+    // before the model's T is known (--seq-len 0: the model's) no figure is made up; near 2^63 none overflows
+    EXPECT_EQ(eval_tokens_of({"--eval-tokens", "1"}, 1), "1");
+    EXPECT_EQ(eval_tokens_of({"--batch-size", "3", "--seq-len", "64", "--eval-tokens", "9223372036854775807"}, 1),
+              "9223372036854775807");
+    // the evaluation itself: every batch of the epoch (it rounded up past 2^63 and read none, a NaN loss)
+    EXPECT_EQ(eval_batches_per_rank(9223372036854775807LL, 3, 64, 1, 10), 10);
+    EXPECT_EQ(eval_batches_per_rank(193, 3, 64, 1, 10), 2);
+    EXPECT_EQ(rows_of({"--eval-only", "--batch-size", "3", "--seq-len", "64", "--eval-tokens", "1"}, 1)["eval tokens"],
+              "1 (up to 192: whole batches)");
+    for (float v : {0.9999999f, 0.95f, 1e-8f, 1234567.0f, 3.14159274f, 1e-45f})  // shortest text, same float
+        EXPECT_EQ(std::strtof(float_text(v).c_str(), nullptr), v) << float_text(v);
+    EXPECT_EQ(float_text(0.95f), "0.95");
 }
 
 // A rank of 0 means the model's default; the table shows the number the run uses (GaLore's said "GaLore's for the model" before).

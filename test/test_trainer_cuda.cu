@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>  // istreambuf_iterator
 #include <map>
 #include <string>
 #include <vector>
@@ -226,6 +227,15 @@ static void peak_within_plan(const std::string& dir, const char* binary, const s
     int rc = run_shell(bin(binary) + args + " --plan --json > " + dir + "/plan.json", &out);
     const size_t plan = max_field(dir + "/plan.json", "total");
     check(rc == 0 && plan > 0, "%s: --plan --json gives a total (%zu bytes)", binary, plan);
+    // the plan is this build's by default (the fp32 build's planned the bf16 build's bytes)
+#if defined(PRAC_FP32)
+    const char* target = "\"target\": \"cuda (fp32 build)\"";
+#else
+    const char* target = "\"target\": \"cuda (bf16)\"";
+#endif
+    std::ifstream plan_file(dir + "/plan.json");
+    const std::string plan_text((std::istreambuf_iterator<char>(plan_file)), std::istreambuf_iterator<char>());
+    check(has(plan_text, target), "%s: --plan without --precision plans this build (%s)", binary, target);
     rc = run_shell(env + bin(binary) + common + " --steps 2 --log " + dir + "/a.jsonl", &out);
     if (!check(rc == 0, "%s: the run with a checkpoint save succeeds (rc %d)", binary, rc))
         std::printf("%s\n", tail(out).c_str());

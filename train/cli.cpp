@@ -2,7 +2,9 @@
 #include "train/optimizers.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -155,7 +157,9 @@ const Flag FLAGS[] = {
     F("--plan", "", BOOL, plan, "print the exact memory plan for this config and exit (no GPU needed)"),
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
     F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib, "with --plan: also print the largest micro-batch that fits this GPU (CUDA plans)"),
-    F("--precision", "bf16|fp32", STR, precision, "with --plan: the CUDA backend build to plan for (cpu plans with --device cpu)"),
+    F("--precision", "bf16|fp32", STR, precision,
+      "with --plan: the CUDA backend build to plan for (default: this build's; bf16 where it has no CUDA backend; "
+      "--device cpu plans the CPU)"),
     F("--plan-ranks", "R", INT, plan_ranks,
       "with --plan and --zero 1: plan one of R data-parallel ranks (AdamW state and master weights sharded R ways; "
       "under mpirun: the job's ranks)"),
@@ -230,6 +234,11 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
         const Flag* flag = nullptr;
         for (const Flag* f = flags; f < flags_end; f++)
             if (arg == f->name) flag = f;
+        // a bare "--" (the end of the options to many programs; here there is nothing after them): it got "did you
+        // mean --lr?"
+        if (arg == "--")
+            fail("\"--\" is not a flag, and this program takes no arguments after its flags\n---> HINT: drop it "
+                 "(--help lists every flag)");
         if (!flag) {
             // what was typed without its dashes (-lr, lr and --lr are all matched against "lr")
             size_t first = arg.find_first_not_of('-');
@@ -268,6 +277,8 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
         }
         char* end = nullptr;
         errno = 0;
+        // strtoll/strtof skip leading white space: " 5" (a quoting slip) is not a number as typed
+        const bool spaced = !value.empty() && std::isspace((unsigned char)value[0]);
         switch (flag->kind) {
             case Kind::STR:
                 if (value.empty()) fail("flag %s needs a non-empty value (%s)", flag->name, flag->metavar);
@@ -276,7 +287,7 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
             case Kind::INT:
             case Kind::LONG: {
                 long long v = std::strtoll(value.c_str(), &end, 10);
-                if (value.empty() || *end || (errno && errno != ERANGE))
+                if (value.empty() || spaced || *end || (errno && errno != ERANGE))
                     fail("flag %s needs an integer, got \"%s\"", flag->name, value.c_str());
                 if (errno == ERANGE) fail("flag %s: %s is out of range", flag->name, value.c_str());
                 if (flag->kind == Kind::INT) {
@@ -289,14 +300,16 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
             }
             case Kind::FLOAT: {
                 float v = std::strtof(value.c_str(), &end);
+                // beyond a float's range (3.4e38) is a number too large, not one that is not finite
+                const bool overflow = errno == ERANGE && std::isinf(v) && !*end;
                 // (strtof also reads hexadecimal, "0x10": a typo more likely than a setting)
-                if (value.empty() || *end || (errno && errno != ERANGE) || !std::isfinite(v) ||
+                if (value.empty() || spaced || *end || (errno && errno != ERANGE) || (!std::isfinite(v) && !overflow) ||
                     value.find_first_of("xX") != std::string::npos)
                     fail("flag %s needs a finite decimal number, got \"%s\"", flag->name, value.c_str());
-                if (errno == ERANGE)  // below fp32's smallest normal number (the overflows are infinite above)
+                if (errno == ERANGE && !overflow)  // below fp32's smallest normal number
                     fail("flag %s: %s is too small for a float (below 1.2e-38)", flag->name, value.c_str());
                 // no real-valued setting means anything beyond 1e9 (a typo such as 1e20 for 1e-2 is not a setting)
-                if (std::fabs(v) > 1e9f) fail("flag %s: %s is out of range (|value| <= 1e9)", flag->name, value.c_str());
+                if (overflow || std::fabs(v) > 1e9f) fail("flag %s: %s is out of range (|value| <= 1e9)", flag->name, value.c_str());
                 *(float*)field = v;
                 break;
             }
@@ -437,8 +450,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                "--json, --gpu-mem and --plan-ranks go with --plan");
     CHECK_USER(!(opts.gpu_mem_gib > 0 && opts.device == "cpu"),
                "--gpu-mem asks which micro-batch fits a GPU, and --device cpu plans the CPU backend's memory (fp32, no "
-               "CUDA context)\n---> HINT: drop --device cpu to plan the CUDA backend (bf16; --precision fp32 for the "
-               "fp32 build)");
+               "CUDA context)\n---> HINT: drop --device cpu to plan the CUDA backend (this build's precision; --precision "
+               "bf16|fp32 for another build)");
     CHECK_USER(opts.plan_ranks >= 1 && opts.plan_ranks <= 65536, "--plan-ranks must be 1..65536 (got %d)", opts.plan_ranks);
     CHECK_USER(opts.plan_ranks == 1 || opts.zero == 1,
                "--plan-ranks %d without --zero 1: every rank holds the whole optimizer state, so the plan is the "
@@ -486,6 +499,10 @@ static void parse_pair(const std::string& flag, const std::string& v, double* a,
     bool ok = !s1.empty() && !*end;
     *b = std::strtod(s2.c_str(), &end);
     ok = ok && !s2.empty() && !*end;
+    // hexadecimal ("0x0.1", which strtod reads) and white space before a number are refused as the single-value
+    // flags refuse them
+    ok = ok && v.find_first_of("xX") == std::string::npos && !std::isspace((unsigned char)s1[0]) &&
+         !std::isspace((unsigned char)s2[0]);
     if (!ok || !std::isfinite(*a) || !std::isfinite(*b) || *a < 0 || *b < 0)
         fail("%s needs two non-negative numbers separated by a comma (got \"%s\")", flag.c_str(), v.c_str());
 }
@@ -497,7 +514,7 @@ static void parse_rank_pair(const std::string& flag, const std::string& v, int* 
         char* end = nullptr;
         errno = 0;
         long long x = std::strtoll(t.c_str(), &end, 10);
-        if (t.empty() || *end || errno || x < 0 || x > (1LL << 30))
+        if (t.empty() || std::isspace((unsigned char)t[0]) || *end || errno || x < 0 || x > (1LL << 30))
             fail("%s needs two whole ranks in [0, %lld] separated by a comma (got \"%s\")", flag.c_str(), 1LL << 30,
                  v.c_str());
         *out = (int)x;
@@ -603,7 +620,7 @@ std::string train_options_help(Arch arch, const char* program) {
     s += flag_table_help(shown.data(), shown.size(), &defaults, [arch](const FlagDef& f) -> std::string {
         if (std::string(f.name) == "--model") return arch == Arch::GPT2 ? " [gpt2-124m]" : " [llama-130m]";
         // defaults that depend on the model or the ranks, said in the flag's help
-        for (const char* said : {"--warmup", "--seq-len", "--watchdog"})
+        for (const char* said : {"--warmup", "--seq-len", "--watchdog", "--precision"})
             if (std::string(f.name) == said) return "";
         return "?";
     });
@@ -735,13 +752,23 @@ std::string long_warmup_notice(const TrainOptions& o, const std::string& warmup)
 
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, const ModelConfig& cfg,
                                                                     int ranks) {
+    // an evaluation of protocol "tokens" reads whole batches of B x T per rank (evaluate.h), at most an epoch's
+    // (said after the table when the data has fewer): up to these tokens. (T is 0 here until the model's default.)
+    const long long eval_batch = (long long)o.batch_size * o.seq_len * ranks;
+    const long long eval_read = eval_batch > 0 && o.eval_tokens <= LLONG_MAX - eval_batch
+                                    ? (o.eval_tokens / eval_batch + (o.eval_tokens % eval_batch != 0)) * eval_batch
+                                    : o.eval_tokens;
+    const std::string eval_tokens =
+        std::to_string(o.eval_tokens) +
+        (o.eval_protocol == "tokens" && eval_read != o.eval_tokens ? format(" (up to %lld: whole batches)", eval_read)
+                                                                   : "");
     if (o.eval_only)  // only what an evaluation uses: the training rows would read as if they applied
         return {
             {"init_from", o.init_from.empty() ? "(random init)" : o.init_from},
             {"val_data", o.val_data},
             {"batch_size (B)", std::to_string(o.batch_size) + (ranks > 1 ? " per rank" : "")},
             {"seq_len (T)", std::to_string(o.seq_len)},
-            {"eval tokens", format("%lld", o.eval_tokens)},
+            {"eval tokens", eval_tokens},
             {"eval protocol", o.eval_protocol},
             {"log", o.log.empty() ? "(no)" : o.log},
         };
@@ -756,10 +783,10 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"tokens per step",
          std::to_string(tokens) + (ranks > 1 ? format(" (B x T x grad_accum x %d ranks)", ranks) : "")},
         {"steps", std::to_string(o.steps)},
-        {"lr (peak)", format("%g", o.lr)},
+        {"lr (peak)", float_text(o.lr)},
         {"warmup steps", std::to_string(o.warmup)},
-        {"min lr", format("%g (%g x lr)", o.lr * o.min_lr_frac, o.min_lr_frac)},
-        {"weight_decay", format("%g", o.weight_decay)},
+        {"min lr", format("%s (%s x lr)", float_text(o.lr * o.min_lr_frac).c_str(), float_text(o.min_lr_frac).c_str())},
+        {"weight_decay", float_text(o.weight_decay)},
         // a rank of 0 is the model's default: the row shows the number the run uses
         {"optimizer", o.optimizer == "galore"
                           ? format("galore (rank %d, gap %d, scale %g)",
@@ -771,10 +798,11 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
                                    rso_rank_for(o.rso_rank, cfg), o.rso_gap, o.rso_prox,
                                    o.rso_activations.c_str())
                                               : o.optimizer + (o.optimizer_states == "8bit" ? " (8-bit states)" : "")},
-        {"adam betas / eps", format("%g, %g / %g", o.beta1, o.beta2, o.adam_eps)},
-        {"grad_clip", format("%g", o.grad_clip)},
+        {"adam betas / eps",
+         format("%s, %s / %s", float_text(o.beta1).c_str(), float_text(o.beta2).c_str(), float_text(o.adam_eps).c_str())},
+        {"grad_clip", float_text(o.grad_clip)},
         {"seed", std::to_string(o.seed)},
-        {"eval interval / tokens", format("%d / %lld", o.eval_interval, o.eval_tokens)},
+        {"eval interval / tokens", format("%d / %s", o.eval_interval, eval_tokens.c_str())},
         {"shuffle", o.shuffle ? "yes" : "no"},
         {"eval protocol", o.eval_protocol},
         {"on non-finite", o.on_nonfinite},
@@ -789,7 +817,12 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"prac storage", (o.prac_storage_resolved() == "fp8" ? "fp8 (e4m3, per-row scale, stochastic rounding)" : "act") +
                              std::string(o.prac_storage == "auto" ? " (auto)" : "")},
         {"prac refresh", (o.prac_refresh == "auto" ? "auto (subspace)" : o.prac_refresh) +
-                             (o.prac == "none" ? "" : "; initial spread " + o.prac_initial_spread) +
+                             (o.prac == "none" ? ""
+                                               : "; initial spread " + o.prac_initial_spread +
+                                                     (o.prac_initial_spread == "auto"  // the steps it resolved to
+                                                          ? format(" (%d steps)", prac_initial_spread_steps(
+                                                                                      o, prac_mode_parse(o.prac)))
+                                                          : "")) +
                              (o.prac_refresh_overlap
                                   ? format("; overlapped, in effect after %d step%s (--prac-refresh-overlap)",
                                            o.prac_refresh_overlap, o.prac_refresh_overlap > 1 ? "s" : "")

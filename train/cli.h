@@ -106,7 +106,8 @@ struct TrainOptions {
     bool json = false;
     float gpu_mem_gib = 0;           // also print the largest micro-batch that fits this GPU size
     int plan_ranks = 1;              // --plan --zero 1: plan one of this many data-parallel ranks
-    std::string precision = "bf16";  // plan for the CUDA backend's bf16 (default) or fp32 build
+    std::string precision = "bf16";  // plan for the CUDA backend's bf16 or fp32 build (the mains start it at their
+                                     // build's: plan_precision_of_this_build, train/launch.h)
 };
 
 // One flag of a table that drives both parsing and --help (train/cli.cpp's FLAGS, train/finetune.cpp's).

@@ -99,7 +99,8 @@ const FlagDef FLAGS[] = {
     F("--plan", "", BOOL, plan, "print the memory plan at (--batch-size, --max-len) and exit"),
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
     F("--precision", "bf16|fp32", STR, precision,
-      "with --plan: the CUDA build to plan for (not with --device cpu, which plans the CPU's fp32)"),
+      "with --plan: the CUDA build to plan for (default: this build's; bf16 where it has no CUDA backend; not with "
+      "--device cpu, which plans the CPU's fp32)"),
     F("--help", "", BOOL, help, "print this help"),
 };
 #undef F
@@ -245,7 +246,7 @@ std::string finetune_help(const char* program) {
         "reach (run_glue's default).\n\n",
         program);
     s += flag_table_help(FLAGS, std::size(FLAGS), &defaults, [](const FlagDef& f) -> std::string {
-        return std::string(f.name) == "--lr" ? "" : "?";
+        return std::string(f.name) == "--lr" || std::string(f.name) == "--precision" ? "" : "?";
     });
     s += format("\nExample (the paper's MRPC PRAC row):\n  %s --task mrpc --data-dir glue_data/MRPC --init-from "
                 "roberta-base --prac prac --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --save mrpc-prac\n",

@@ -164,6 +164,7 @@ struct FineTuner {
         std::printf("parameters: %zu (%.2fM)\n", model.num_parameters, model.num_parameters / 1e6);
         // a head whose config.json orders the task's classes otherwise is read in the task's order (run_glue's too)
         std::string names_note;
+        base_config = read_file_bytes(opts.init_from + "/config.json");
         const std::vector<int> head_rows = head_rows_in_task_order(
             model_config_load(Arch::ROBERTA, opts.init_from + "/config.json").label_names, info, &names_note);
         bool head = model.load_pretrained(opts.init_from, (uint64_t)opts.seed, false, head_rows);
@@ -372,7 +373,7 @@ struct FineTuner {
         }
         if (!opts.save.empty()) {
             StagedDir out(opts.save);  // a failure leaves the directory as it was
-            model.save_pretrained(out.tmp);
+            model.save_pretrained(out.tmp, base_config);
             kill_point("save.weights_written");  // tests: a failure between the files (common/kill_point.h)
             copy_tokenizer_files(opts.init_from, out.tmp, opts.max_len);
             const std::vector<std::string> removed = out.commit("model.safetensors", is_hf_model_file);
@@ -434,6 +435,8 @@ struct FineTuner {
   private:
     DevScores last_scores;
     std::vector<std::pair<std::string, double>> memory_record;  // memory_report's figures, logged once the run starts
+    // --init-from's config.json, read at the start: the saved configs keep its other keys (write_hf_config)
+    std::string base_config;
 
     // What can fail before the model is built: --init-from's files, the task's data (read, encoded, T chosen),
     // checkpoint and --save directories. Returns the config for the model's member initializer.
@@ -442,9 +445,6 @@ struct FineTuner {
         refuse_output_in_checkpoints(opts.save, "--save", run_dir, true);
         refuse_output_in_checkpoints(opts.predict, "--predict", run_dir, true);
         refuse_output_in_checkpoints(opts.log, "--log", run_dir, false);
-        refuse_output_in_another_runs_checkpoints(opts.save, "--save");
-        refuse_output_in_another_runs_checkpoints(opts.predict, "--predict");
-        refuse_output_in_another_runs_checkpoints(opts.log, "--log");
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file
         CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the "
@@ -733,7 +733,7 @@ struct FineTuner {
         if (opts.ckpt_dir.empty()) return;
         CheckpointWriter w(opts.ckpt_dir, step);
         model.save_weights(w.file(CKPT_MODEL_FILE));
-        write_hf_config(w.file(CKPT_CONFIG_FILE), cfg);
+        write_hf_config(w.file(CKPT_CONFIG_FILE), cfg, base_config);
         copy_tokenizer_files(opts.init_from, w.tmpdir, opts.max_len);  // a model directory: --init-from it --eval-only
         TrainState st;
         st.step = step;

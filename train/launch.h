@@ -31,6 +31,14 @@
 #include "train/comm_nccl.h"
 #endif
 
+// The CUDA build --plan plans by default (--precision): this one's, or bf16's (the default build) where this build
+// has no CUDA backend. (The fp32 build's --plan planned the bf16 build's bytes.)
+#if defined(PRAC_CUDA_BACKEND) && defined(PRAC_FP32)
+inline const char* plan_precision_of_this_build() { return "fp32"; }
+#else
+inline const char* plan_precision_of_this_build() { return "bf16"; }
+#endif
+
 // The GPU a rank chose before MPI_Init (choose_gpu_before_mpi_init): device -1 when it chose none.
 struct GpuBeforeMpi {
     int device = -1;
@@ -272,6 +280,7 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
 #endif
         RunSetup s;
         s.gpu_before_mpi = gpu_before_mpi;
+        s.opts.precision = plan_precision_of_this_build();  // (the default: a --precision flag replaces it)
         if (!make_run_setup(s, arch, program, argc, argv, *comm, &code)) return code;
         return run_on_device(s, train);
     } catch (const UserError& e) {

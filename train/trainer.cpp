@@ -16,6 +16,7 @@
 
 #include "common/files.h"    // dir_of, probe_create
 #include "common/strings.h"  // join
+#include "kernels/cuda_sizes.h"  // cuda_attention_takes_head_size
 #include "train/planner.h"
 
 #include "data/gpt2_tokenizer.h"
@@ -181,8 +182,10 @@ void claim_save_dir(const std::string& dir) {
                     "wait for that run to end, or choose another --save");
 }
 
-void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& ckpt_dir,
-                                  bool is_dir_output) {
+// This run's --ckpt-dir (run_dir; empty: none): a directory output that is the folder itself or one of its step
+// folders, or any output inside a step folder. Other paths inside it are left alone: nothing of the run touches them.
+static void refuse_output_in_this_runs_checkpoints(const std::string& path, const char* flag,
+                                                   const std::string& ckpt_dir, bool is_dir_output) {
     if (path.empty() || ckpt_dir.empty()) return;
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -202,7 +205,8 @@ void refuse_output_in_checkpoints(const std::string& path, const char* flag, con
              flag);
 }
 
-void refuse_output_in_another_runs_checkpoints(const std::string& path, const char* flag) {
+// Another run's: a step folder of a directory that holds checkpoints or a run's lock.
+static void refuse_output_in_another_runs_checkpoints(const std::string& path, const char* flag) {
     if (path.empty()) return;
     namespace fs = std::filesystem;
     std::error_code ec;
@@ -216,6 +220,12 @@ void refuse_output_in_another_runs_checkpoints(const std::string& path, const ch
                  "removes its step folders as it goes)\n---> HINT: pass a %s outside it", flag, path.c_str(),
                  p == target ? "" : "inside ", p.string().c_str(), parent.c_str(), flag);
     }
+}
+
+void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& run_dir,
+                                  bool is_dir_output) {
+    refuse_output_in_this_runs_checkpoints(path, flag, run_dir, is_dir_output);
+    refuse_output_in_another_runs_checkpoints(path, flag);
 }
 
 void check_output_file(const std::string& path, const char* flag, bool may_replace) {
@@ -365,6 +375,12 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
     PlanTarget target = opts.device == "cpu"      ? PlanTarget::CPU_FP32
                         : opts.precision == "fp32" ? PlanTarget::CUDA_FP32
                                                    : PlanTarget::CUDA_BF16;
+    // a plan of a CUDA run the CUDA backend would refuse (CudaBackend::check_attention_shape) is refused as it
+    CHECK_USER(target == PlanTarget::CPU_FP32 || cuda_attention_takes_head_size(cfg.head_dim()),
+               "head size %d (width %d / %d heads): the CUDA backend's attention takes head sizes 16, 32, 48, 64, "
+               "80, 96, 112 and 128, so a CUDA run of this model is refused\n---> HINT: pick a width and head count "
+               "that give one of those, or plan the CPU backend's run (--plan --device cpu), which takes any head size",
+               cfg.head_dim(), cfg.channels, cfg.num_heads);
     OptimizerChoice optim = optimizer_choice_from(opts);
     MemoryPlan p = plan_memory(cfg, prac, opts.batch_size, opts.seq_len, target, &optim, opts.recompute_options());
     check_prac_compresses(p.compressed_sites, prac.mode, opts.prac, opts.prac_classes, opts.recompute);  // as a run

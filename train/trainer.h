@@ -59,15 +59,14 @@ void claim_save_dir(const std::string& dir);
 // and locked first thing when this process writes it (`writes`: rank 0, not --eval-only), so that another run there
 // is what a second run is told. A --resume of a directory that is not there is left to checkpoint_resolve's message.
 std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool writes);
-// Fails when an output is where the run's checkpoints live: a directory output (--save, --predict) that is --ckpt-dir
-// itself or one of its step_NNNNNNNN (or writers' dot) folders, any output inside such a folder. Other paths inside
-// --ckpt-dir (a file beside the checkpoints, a folder of its own) are left alone: nothing of the run touches them.
-void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& ckpt_dir,
+// Fails when an output (PATH of FLAG; empty: none) is where checkpoints live, which are replaced or removed as a run
+// goes on and checked file by file on resume. This run's (run_dir, its --ckpt-dir; empty: none): a directory output
+// (is_dir_output: --save, --predict) that is run_dir itself or one of its step_NNNNNNNN (or writers' dot) folders, any
+// output inside such a folder; other paths inside run_dir (a file beside the checkpoints, a folder of its own) are
+// left alone, nothing of the run touches them. Another run's: any output that is (or is inside) a step folder of a
+// directory that holds checkpoints or a run's lock (a model saved there was deleted by that run's next checkpoint).
+void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& run_dir,
                                   bool is_dir_output);
-// Fails when an output (a --save directory, a --log file, ...) is (or is inside) a checkpoint's folder (step_NNNNNNNN)
-// of a directory that holds a run's checkpoints or its lock: another run's --ckpt-dir, which replaces or removes its
-// step folders as it goes (a model saved there was deleted by that run's next checkpoint of the step, with no word).
-void refuse_output_in_another_runs_checkpoints(const std::string& path, const char* flag);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and
 // not an existing file (an earlier run's output, which the file does not say) unless `may_replace` (--overwrite).
 void check_output_file(const std::string& path, const char* flag, bool may_replace);
@@ -726,9 +725,6 @@ struct Trainer {
         refuse_output_in_checkpoints(opts.save, "--save", run_dir, true);
         refuse_output_in_checkpoints(opts.log, "--log", run_dir, false);
         if (!opts.dump_site.empty()) refuse_output_in_checkpoints(opts.dump_path, "--dump-path", run_dir, false);
-        refuse_output_in_another_runs_checkpoints(opts.save, "--save");
-        refuse_output_in_another_runs_checkpoints(opts.log, "--log");
-        if (!opts.dump_site.empty()) refuse_output_in_another_runs_checkpoints(opts.dump_path, "--dump-path");
         check_no_earlier_run(opts);
         const std::vector<std::string> train_files =
             opts.eval_only ? std::vector<std::string>() : data_files_of(opts.train_data, "--train-data");

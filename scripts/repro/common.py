@@ -995,7 +995,7 @@ def column_legend(body, args, cpu=False):
         parts.append("PPL = exp(final validation loss) from each log's last eval record.")
     if "MEM planned" in header:
         parts.append(f"MEM planned = the trainer's `--plan --json` total for the run's flags ({unit}; CPU fp32 plans "
-                     f"with --device cpu, CUDA bf16 otherwise).")
+                     f"with --device cpu, otherwise CUDA in the trainer build's precision).")
     if "MEM measured" in header:
         parts.append("MEM measured = max `mem_peak_bytes` of the backend's allocations in the log" +
                      (": on the CPU backend (these runs) that is the arena the trainer allocates from the plan, so it "

@@ -164,6 +164,16 @@ Train on the result (prep_data prints the command for its output):
 
 namespace {
 
+// A 64-bit seed: any whole number 0 .. 2^64 - 1, digits only (parse_count stopped at 2^63 - 1).
+uint64_t parse_seed(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+    CHECK_USER(!v.empty() && std::isdigit((unsigned char)v[0]) && *end == '\0' && errno == 0,
+               "%s: \"%s\" is not a whole number from 0 to 18446744073709551615", flag.c_str(), v.c_str());
+    return (uint64_t)x;
+}
+
 // "100M", "1G", "12345". K/M/G are decimal.
 int64_t parse_count(const std::string& flag, const std::string& v) {
     std::string s = v;
@@ -267,6 +277,9 @@ Options parse_args(int argc, char** argv) {
             CHECK_USER(i + 1 < argc, "%s needs a value", name.c_str());
             value = argv[++i];
         }
+        // a second value is a slip (the last one was taken: two --out, one output, no word)
+        CHECK_USER(!o.given.count(name), "%s is given twice; it takes one value (the second is \"%s\")\n---> HINT: "
+                   "keep the one you mean", name.c_str(), value.c_str());
         o.given.insert(name);
         if (name == "--out") o.out = value;
         else if (name == "--tokenizer") o.tokenizer = value;
@@ -278,7 +291,7 @@ Options parse_args(int argc, char** argv) {
         else if (name == "--shard-tokens") o.shard_tokens = parse_count(name, value);
         else if (name == "--val-docs") o.val_docs = parse_count(name, value);
         else if (name == "--val-fraction") o.val_fraction = parse_double(name, value);
-        else if (name == "--val-seed") o.val_seed = (uint64_t)parse_count(name, value);
+        else if (name == "--val-seed") o.val_seed = parse_seed(name, value);
         else if (name == "--text-field") o.text_field = value;
         else if (name == "--doc-sep") o.doc_sep = value;
         else if (name == "--max-docs") o.max_docs = parse_count(name, value);

@@ -931,13 +931,13 @@ struct Prep {
             std::fprintf(stderr, "prep_data: %zu input file%s, %s -> %s_train_NNNNNN.bin%s\n", files.size(),
                          files.size() == 1 ? "" : "s", human_bytes((double)total).c_str(), o.out.c_str(),
                          o.has_val() ? format(", %s_val_NNNNNN.bin", o.out.c_str()).c_str() : "");
-            std::fprintf(stderr, "  tokenizer %s; layout %s; %s tokens per shard; %s; %d threads\n",
+            std::fprintf(stderr, "  tokenizer %s; layout %s; %s tokens per shard; %s; %d thread%s\n",
                          tok->name().c_str(),
                          lay.rows ? format("rows of %d (ids[:%d] + EOS %u + pad %u)", o.row_len, o.row_len - 1,
                                            lay.eos, lay.pad).c_str()
                                   : format("flat (EOS %u %s each document)", lay.eos,
                                            lay.eos_before ? "before" : "after").c_str(),
-                         with_commas(o.shard_tokens).c_str(), valdesc.c_str(), o.threads);
+                         with_commas(o.shard_tokens).c_str(), valdesc.c_str(), o.threads, o.threads == 1 ? "" : "s");
         }
         if (!o.resume) checkpoints.clear();
 
