@@ -29,6 +29,12 @@ void attention_cuda_check_shape(const char* what, int B, int T, int C, int NH);
 // True when `impl` can run in this build (Mma needs the bf16 build; Cudnn the bf16 build with cudnn-frontend).
 bool attention_cuda_impl_available(AttentionImpl impl);
 const char* attention_impl_name(AttentionImpl impl);  // "auto", "simt", "mma", "cudnn"
+// The calls (forward and backward) each path has taken in this process: which kernels a run's attention used, which
+// Auto decides per call (cuDNN may decline a shape; MMA needs 16-byte aligned tensors) and nothing else shows.
+struct AttentionCalls {
+    long long cudnn = 0, mma = 0, simt = 0;
+};
+AttentionCalls attention_cuda_calls();
 // PRAC_ATTENTION from the environment (unset or empty: Auto). An unknown value, or one this build cannot run, is a
 // UserError naming the choices.
 AttentionImpl attention_impl_from_env();

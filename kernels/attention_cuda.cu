@@ -26,6 +26,8 @@
 
 namespace attention_detail {
 
+AttentionCalls calls;  // (the host thread that launches the step's kernels is the only one that counts)
+
 bool aligned16(const void* p) { return ((uintptr_t)p & 15u) == 0; }
 
 // Mma for this call? Auto: in the bf16 build when every tensor is 16-byte aligned (uint4 tile loads).
@@ -51,6 +53,7 @@ void forward_impl(X* out, float* lse, const X* qkv, int B, int T, int C, int NH,
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt((float)HS);
     const bool mma = resolve_mma<X>(impl, {out, qkv});  // lse: scalar stores, any float alignment
+    (mma ? calls.mma : calls.simt)++;
     if constexpr (std::is_same<X, bf16>::value) {
         if (mma) {
             launch_forward_mma(out, lse, qkv, B, T, NH, HS, causal, kv_len, scale, stream);
@@ -70,6 +73,7 @@ void backward_impl(X* dqkv, const X* dout, const X* qkv, const X* out, const flo
     float* D = scratch;  // (B, NH, T)
     launch_backward_rowdot(D, dout, out, B, T, NH, HS, stream);
     const bool mma = resolve_mma<X>(impl, {dqkv, dout, qkv, out});
+    (mma ? calls.mma : calls.simt)++;
     if constexpr (std::is_same<X, bf16>::value) {
         if (mma) {
             launch_backward_mma(dqkv, dout, qkv, lse, D, B, T, NH, HS, causal, kv_len, scale, stream);
@@ -92,6 +96,8 @@ void attention_cuda_check_shape(const char* what, int B, int T, int C, int NH) {
 }
 
 bool attention_cuda_supports_head_size(int HS) { return cuda_attention_takes_head_size(HS); }
+
+AttentionCalls attention_cuda_calls() { return calls; }
 
 bool attention_cuda_impl_available(AttentionImpl impl) {
     if (impl == AttentionImpl::Mma) return std::is_same<floatX, bf16>::value;
@@ -150,8 +156,10 @@ void attention_forward_cuda(floatX* out, float* lse, const floatX* qkv, int B, i
     if (B == 0 || T == 0) return;
     if (want_cudnn(impl, cudnn, C / NH, {out, lse, qkv, kv_len}) &&
         attention_cudnn_forward(cudnn, out, lse, qkv, B, T, C, NH, causal, kv_len, stream,
-                                impl == AttentionImpl::Auto))
+                                impl == AttentionImpl::Auto)) {
+        calls.cudnn++;
         return;
+    }
     forward_impl<floatX>(out, lse, qkv, B, T, C, NH, causal, kv_len, stream, impl);
 }
 
@@ -167,8 +175,10 @@ void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv
     if (B == 0 || T == 0) return;
     if (want_cudnn(impl, cudnn, C / NH, {dqkv, dout, qkv, out, lse, kv_len}) &&
         attention_cudnn_backward(cudnn, dqkv, dout, qkv, out, lse, B, T, C, NH, causal, kv_len, stream,
-                                 impl == AttentionImpl::Auto))
+                                 impl == AttentionImpl::Auto)) {
+        calls.cudnn++;
         return;
+    }
     backward_impl<floatX>(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, kv_len, scratch, stream, impl);
 }
 

@@ -262,8 +262,27 @@ static std::vector<std::string> waits_of_step(const std::string& out, int step, 
         waits.push_back(out.substr(p, out.find('\n', p) - p));
     return waits;
 }
+// The line after the first step names the attention kernels that ran, counted per call: the fp32 build has only
+// SIMT's; three micro-batches make three times one's calls. Returns their sum (-1: no such line).
+static long long attention_calls_said(const char* binary, const std::string& out) {
+    long long cudnn = -1, mma = -1, simt = -1;
+    const size_t p = out.find("attention kernels so far (forward and backward): ");
+    if (p == std::string::npos ||
+        std::sscanf(out.c_str() + p, "attention kernels so far (forward and backward): cuDNN %lld, MMA %lld, SIMT %lld",
+                    &cudnn, &mma, &simt) != 3) {
+        check(false, "%s: the first step says its attention kernels", binary);
+        return -1;
+    }
+#if defined(PRAC_FP32)
+    check(cudnn == 0 && mma == 0 && simt > 0, "%s: fp32 build: SIMT attention only (cuDNN %lld, MMA %lld, SIMT %lld)",
+          binary, cudnn, mma, simt);
+#endif
+    return cudnn + mma + simt;
+}
+
 static void no_wait_per_micro_batch(const char* binary, const std::string& args) {
     std::vector<std::string> waits[2];
+    long long attention_calls[2];
     const int accum[2] = {1, 3};
     for (int i = 0; i < 2; i++) {
         std::string out;
@@ -272,7 +291,11 @@ static void no_wait_per_micro_batch(const char* binary, const std::string& args)
         if (!check(rc == 0, "%s --grad-accum %d: runs (rc %d)", binary, accum[i], rc))
             std::printf("%s\n", tail(out).c_str());
         waits[i] = waits_of_step(out, 3, 3);
+        attention_calls[i] = attention_calls_said(binary, out);
     }
+    check(attention_calls[0] > 0 && attention_calls[1] == 3 * attention_calls[0],
+          "%s: the first step's attention calls: %lld with 1 micro-batch, %lld with 3 (want 3x)", binary,
+          attention_calls[0], attention_calls[1]);
     bool ok = !waits[0].empty() && waits[0].size() == waits[1].size();
     check(ok, "%s: step 3 waits for the device %zu times with 1 micro-batch and %zu times with 3 (want equal, > 0)",
           binary, waits[0].size(), waits[1].size());
