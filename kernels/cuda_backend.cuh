@@ -204,12 +204,12 @@ struct CudaBackend {
     void rope_backward(act_t* dqkv, const float* freqs, int B, int T, int C, int NH) {
         rope_cuda(dqkv, freqs, B, T, C, NH, true, stream);
     }
-    // The attention kernels this process has run, for the line after a run's first step: "cuDNN 0, MMA 8, SIMT 0
-    // calls (PRAC_ATTENTION=auto)".
-    std::string attention_calls_text() const {
+    // The attention kernels this process has run, the line a run prints after its first step: "attention kernels so
+    // far (forward and backward): cuDNN 0, MMA 8, SIMT 0 calls (PRAC_ATTENTION=auto)".
+    std::string attention_calls_line() const {
         const AttentionCalls c = attention_cuda_calls();
-        return format("cuDNN %lld, MMA %lld, SIMT %lld calls (PRAC_ATTENTION=%s)", c.cudnn, c.mma, c.simt,
-                      attention_impl_name(attention_impl));
+        return format("attention kernels so far (forward and backward): cuDNN %lld, MMA %lld, SIMT %lld calls "
+                      "(PRAC_ATTENTION=%s)\n", c.cudnn, c.mma, c.simt, attention_impl_name(attention_impl));
     }
     // Called when a model is built, before any allocation: the hand-written kernels (the fallback whenever cuDNN
     // declines a shape) must have this head size.

@@ -102,6 +102,14 @@ static void cuda_follows_cpu(const std::string& dir, const std::string& model, c
         if (std::string(device) == "cuda")
             check(has(out, "device: CUDA GPU 0") && has(out, "planned") && has(out, "cuda ("),
                   "the CUDA run names its device and plans the activations for the CUDA build");
+        // the masked attention's kernels, after the first step (cuDNN may decline a padded shape: Auto falls back)
+#if defined(PRAC_FP32)
+        const char* attention = "attention kernels so far (forward and backward): cuDNN 0, MMA 0, SIMT ";
+#else
+        const char* attention = "attention kernels so far (forward and backward): cuDNN ";
+#endif
+        check(has(out, attention) == (std::string(device) == "cuda"), "--device %s: %s the attention kernels", device,
+              std::string(device) == "cuda" ? "names" : "(the CPU backend) does not name");
     }
     auto g = records(dir + "/cuda.jsonl"), c = records(dir + "/cpu.jsonl");
     int steps = 0, evals = 0;

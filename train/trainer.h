@@ -473,7 +473,7 @@ struct Trainer {
         if constexpr (!cpu_backend)  // which kernels PRAC_ATTENTION=auto chose (per call: nothing else shows it)
             if (!attention_said) {
                 attention_said = true;
-                std::printf("attention kernels so far (forward and backward): %s\n", be.attention_calls_text().c_str());
+                std::printf("%s", be.attention_calls_line().c_str());
             }
         std::fflush(stdout);
         // the evaluation after this step comes before its checkpoint: a run stopped (or killed) after the checkpoint
