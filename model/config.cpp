@@ -431,7 +431,7 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
         const std::set<std::string> not_kept = {"num_labels", "problem_type", "finetuning_task", "torch_dtype", "dtype",
                                                 "transformers_version", "_name_or_path", "auto_map",
                                                 "quantization_config"};
-        // (a local: the items() of a temporary outlive it)
+        // (a local: items() of a temporary would dangle)
         std::istringstream text(keep_keys_of);
         const nlohmann::json base = json_object_of(text, "the base model's config.json");
         for (const auto& [key, value] : base.items())
