@@ -9,6 +9,7 @@
 #include <cusolverDn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <future>
 #include <map>
 #include <string>
@@ -73,6 +74,7 @@ struct CudaBackend {
     // (handle on `stream`, graphs cached per shape, workspace from scratch_at_least; null without cuDNN attention)
     AttentionImpl attention_impl = AttentionImpl::Auto;
     AttentionCudnn* attention_cudnn = nullptr;
+    bool attention_calls_said = false;  // say_attention_calls_once has printed its line
 
     // PRAC refresh workspace bytes per site shape (n, r1, r2, subspace block): the query allocates and frees device memory (an
     // implicit device synchronization), so it runs once per shape, not once per refresh
@@ -204,12 +206,15 @@ struct CudaBackend {
     void rope_backward(act_t* dqkv, const float* freqs, int B, int T, int C, int NH) {
         rope_cuda(dqkv, freqs, B, T, C, NH, true, stream);
     }
-    // The attention kernels this process has run, the line a run prints after its first step: "attention kernels so
-    // far (forward and backward): cuDNN 0, MMA 8, SIMT 0 calls (PRAC_ATTENTION=auto)".
-    std::string attention_calls_line() const {
+    // Prints, the first time it is called (a run calls it after each step), the attention kernels this process has
+    // run: "attention kernels so far (forward and backward): cuDNN 0, MMA 8, SIMT 0 calls (PRAC_ATTENTION=auto)".
+    // Which kernels PRAC_ATTENTION=auto chose is per call (cuDNN may decline a shape): nothing else shows it.
+    void say_attention_calls_once() {
+        if (attention_calls_said) return;
+        attention_calls_said = true;
         const AttentionCalls c = attention_cuda_calls();
-        return format("attention kernels so far (forward and backward): cuDNN %lld, MMA %lld, SIMT %lld calls "
-                      "(PRAC_ATTENTION=%s)\n", c.cudnn, c.mma, c.simt, attention_impl_name(attention_impl));
+        std::printf("attention kernels so far (forward and backward): cuDNN %lld, MMA %lld, SIMT %lld calls "
+                    "(PRAC_ATTENTION=%s)\n", c.cudnn, c.mma, c.simt, attention_impl_name(attention_impl));
     }
     // Called when a model is built, before any allocation: the hand-written kernels (the fallback whenever cuDNN
     // declines a shape) must have this head size.

@@ -755,9 +755,10 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
     // an evaluation of protocol "tokens" reads whole batches of B x T per rank (evaluate.h), at most an epoch's
     // (said after the table when the data has fewer): up to these tokens. (T is 0 here until the model's default.)
     const long long eval_batch = (long long)o.batch_size * o.seq_len * ranks;
-    const long long eval_read = eval_batch > 0 && o.eval_tokens <= LLONG_MAX - eval_batch
-                                    ? (o.eval_tokens / eval_batch + (o.eval_tokens % eval_batch != 0)) * eval_batch
-                                    : o.eval_tokens;
+    const long long eval_read =
+        eval_batch > 0 && o.eval_tokens <= LLONG_MAX - eval_batch
+            ? eval_batches_per_rank(o.eval_tokens, o.batch_size, o.seq_len, ranks, LLONG_MAX) * eval_batch
+            : o.eval_tokens;
     const std::string eval_tokens =
         std::to_string(o.eval_tokens) +
         (o.eval_protocol == "tokens" && eval_read != o.eval_tokens ? format(" (up to %lld: whole batches)", eval_read)

@@ -1,6 +1,7 @@
 // Command-line flags, the same for train_gpt2 and train_llama. One table drives parsing and --help, so every
 // flag is documented and nothing parses a flag the help does not show.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <set>
@@ -169,6 +170,14 @@ std::string plan_unused_flags_notice(const TrainOptions& o);
 std::string schedule_notices(const TrainOptions& o);
 // "notice: WARMUP is longer than --steps N: ..." when o.warmup exceeds o.steps, else "" (WARMUP: where it came from)
 std::string long_warmup_notice(const TrainOptions& o, const std::string& warmup);
+// Micro-batches of B x T each of `ranks` ranks reads in an evaluation of protocol "tokens": ceil(eval_tokens /
+// (ranks*B*T)), so that R ranks of B read what one rank of R*B reads; at most one epoch of the validation data.
+inline long long eval_batches_per_rank(long long eval_tokens, int B, int T, int ranks, long long steps_per_epoch) {
+    const long long per_step = (long long)ranks * B * T;
+    // (eval_tokens + per_step - 1 overflowed for a --eval-tokens near 2^63: no batch read, a NaN loss)
+    return std::min(eval_tokens / per_step + (eval_tokens % per_step != 0), steps_per_epoch);
+}
+
 // Every setting as (name, value) rows for the start-of-run table.
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, const ModelConfig& cfg,
                                                                     int ranks = 1);

@@ -18,14 +18,6 @@
 #include "train/cli.h"
 #include "train/comm.h"
 
-// Micro-batches of B x T each of `ranks` ranks reads in an evaluation of protocol "tokens": ceil(eval_tokens /
-// (ranks*B*T)), so that R ranks of B read what one rank of R*B reads; at most one epoch of the validation data.
-inline long long eval_batches_per_rank(long long eval_tokens, int B, int T, int ranks, long long steps_per_epoch) {
-    const long long per_step = (long long)ranks * B * T;
-    // (eval_tokens + per_step - 1 overflowed for a --eval-tokens near 2^63: no batch read, a NaN loss)
-    return std::min(eval_tokens / per_step + (eval_tokens % per_step != 0), steps_per_epoch);
-}
-
 // Validation loss on this rank. protocol "tokens": eval_batches_per_rank micro-batches from the loader's start, mean
 // over their non-ignored targets. protocol "galore" (GaLore's evaluate_model: C4 validation until 10M tokens): micro-
 // batches while the non-pad input tokens counted so far, times the ranks, do not exceed eval_tokens (GaLore counts

@@ -307,11 +307,7 @@ struct FineTuner {
                         "eta %s\n", (step - 1) / steps_per_epoch + 1, opts.epochs, step, total_steps,
                         printable(loss), printable(norm), lr, ms, labelled / (ms / 1000.0),
                         human_duration(eta_seconds()).c_str());
-        if constexpr (!std::is_same<Backend, CpuBackend>::value)  // which kernels PRAC_ATTENTION=auto chose, per call
-            if (!attention_said) {
-                attention_said = true;
-                std::printf("%s", be.attention_calls_line().c_str());
-            }
+        if constexpr (!std::is_same<Backend, CpuBackend>::value) be.say_attention_calls_once();
         std::fflush(stdout);
         log.step(step, loss, lr, norm, (double)tokens / (ms / 1000.0), ms, be.peak_bytes);
         if (opts.ckpt_every > 0 && step % opts.ckpt_every == 0 && step < total_steps) checkpoint();
@@ -439,7 +435,6 @@ struct FineTuner {
 
   private:
     DevScores last_scores;
-    bool attention_said = false;  // the CUDA attention's kernels, said after this process's first step
     std::vector<std::pair<std::string, double>> memory_record;  // memory_report's figures, logged once the run starts
     // --init-from's config.json, read at the start: the saved configs keep its other keys (write_hf_config)
     std::string base_config;

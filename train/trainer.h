@@ -186,7 +186,6 @@ struct Trainer {
     std::string train_shards;  // data_fingerprint of the training files (with --ckpt-dir)
     int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip (checkpointed: a resume counts on)
     bool skipped_step = false;                      // this step's update was skipped
-    bool attention_said = false;                    // the CUDA attention's kernels, said after this process's first step
     int64_t last_checkpoint = -1;                   // the step this process last checkpointed (not twice)
     int64_t logged_step = -1;                       // the last step record's step and loss (MetricsLog::num), which
     std::string logged_loss;                        // a checkpoint at that step records (a resume compares its log)
@@ -470,11 +469,7 @@ struct Trainer {
         if (step == 0 || (step + 1) % opts.log_interval == 0 || step == opts.steps - 1)
             std::printf("step %5d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
                         opts.steps, printable(loss), printable(norm), lr, ms, tok_s, human_duration(eta).c_str());
-        if constexpr (!cpu_backend)  // which kernels PRAC_ATTENTION=auto chose (per call: nothing else shows it)
-            if (!attention_said) {
-                attention_said = true;
-                std::printf("%s", be.attention_calls_line().c_str());
-            }
+        if constexpr (!cpu_backend) be.say_attention_calls_once();
         std::fflush(stdout);
         // the evaluation after this step comes before its checkpoint: a run stopped (or killed) after the checkpoint
         // has it, and the resume goes on from the next one (evaluated at the top of the next step, it was lost to a

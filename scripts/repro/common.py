@@ -262,7 +262,7 @@ def check_shards(run, flag, pattern):
     files = shard_kinds(pattern)
     if not files:
         sys.exit(f"{flag} {pattern} (run {run.name}): no file matches it\n---> HINT: check the path and quote the "
-                 f"pattern ('c4/train_*.bin') so that the trainer, not the shell, expands it")
+                 f"pattern ('c4_llama_train_*.bin') so that the trainer, not the shell, expands it")
     want = SHARD_KIND[run.binary]
     for path, kind in files:
         if isinstance(kind, str):

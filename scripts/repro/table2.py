@@ -3,8 +3,8 @@
 pretraining LLaMA-130M/350M/1B (B/S 128/256, C4) and GPT-2 124M/355M (64/1024, 32/1024, OpenWebText).
 
     python3 scripts/repro/table2.py --quick [--out runs/table2]
-    python3 scripts/repro/table2.py --paper --train-data 'c4/train_*.bin' --val-data 'c4/val_*.bin' \
-        --gpt2-train-data 'owt/train_*.bin' --gpt2-val-data 'owt/val_*.bin' [--models llama-130m,gpt2-124m]
+    python3 scripts/repro/table2.py --paper --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' \
+        --gpt2-train-data 'owt_gpt2_train_*.bin' --gpt2-val-data 'owt_gpt2_val_*.bin' [--models llama-130m,gpt2-124m]
 
 RSO (train/optim_rso.h) runs at the baseline's learning rate with the ranks of PAPER (the PRAC paper's for GPT-2,
 GaLore's for LLaMA; RSO's own LLaMA settings are not public to us). In --paper mode a method that does not fit

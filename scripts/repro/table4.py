@@ -3,7 +3,7 @@
 and at the larger micro-batch that PRAC's memory saving allows.
 
     python3 scripts/repro/table4.py --quick [--out runs/table4]
-    python3 scripts/repro/table4.py --paper --train-data 'c4/train_*.bin' --val-data 'c4/val_*.bin' [--gpu-mem 80]
+    python3 scripts/repro/table4.py --paper --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' [--gpu-mem 80]
 
 --paper: B = 64 (the paper's), the larger micro-batch is the planner's largest PRAC micro-batch that fits --gpu-mem
 (./train_llama --plan --gpu-mem, which keeps a reserve for the CUDA context); the script stops with an error, before
