@@ -492,6 +492,9 @@ expect_error "--steps answered with --epochs as a count of passes" "spells it --
 expect_error "--grad-accum beyond an epoch's batches" "more than the 16 batches of an epoch \(256 examples, --batch-size 16\)" \
   "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --grad-accum 2000000000
 expect_error "--seed -1 refused (as the trainers do)" "--seed must be >= 0" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --seed -1
+# the paper's learning rate for MRPC (no --lr given) with a decay that would flip the weights' sign at each step
+expect_error "--weight-decay 1e6 at MRPC's learning rate refused" "--weight-decay 1e\+06 with --lr .*flipping its sign" \
+  "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --weight-decay 1e6
 expect_error "--grad-accum 0 refused" "at least 1" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --grad-accum 0
 expect_error "--optimizer-states 8bit with rso refused" "quantizes AdamW" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --optimizer rso --optimizer-states 8bit
 expect_error "--prac-storage fp8 without PRAC refused" "compresses nothing" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --prac-storage fp8

@@ -211,6 +211,14 @@ TEST(TrainerCli, RejectsNonFiniteValues) {
     EXPECT_USER_ERROR(parse({"--adam-eps", "inf"}), "--adam-eps");
 }
 
+// The decay is decoupled, W *= 1 - lr * wd per step: lr * wd >= 1 flips or zeroes every decayed weight.
+TEST(TrainerCli, RejectsAWeightDecayThatFlipsTheWeights) {
+    EXPECT_USER_ERROR(parse({"--weight-decay", "1e9"}), "--weight-decay 1e+09 with --lr", "1 - lr * wd");
+    EXPECT_USER_ERROR(parse({"--lr", "1", "--weight-decay", "1"}), "--weight-decay 1 with --lr 1");
+    EXPECT_NO_THROW(parse({"--lr", "1e-3", "--weight-decay", "999"}));
+    EXPECT_NO_THROW(parse({"--lr", "0", "--weight-decay", "1e9"}));  // --lr 0 changes nothing (noticed)
+}
+
 // PRAC's rank and fraction pairs: an absolute rank that overflows an int, a fractional or non-finite value is an error
 // naming the flag (99999999999 used to wrap around and silently give the default fractions).
 TEST(TrainerCli, PracRankAndFractionPairsAreRangeChecked) {

@@ -319,6 +319,14 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
     }
 }
 
+void check_decay_keeps_the_sign(const TrainOptions& o) {
+    CHECK_USER((double)o.lr * o.weight_decay < 1,
+               "--weight-decay %g with --lr %g: each step would multiply every decayed weight by 1 - lr * wd = %g, "
+               "flipping its sign or zeroing it (the decay is decoupled: W *= 1 - lr * wd)\n---> HINT: weight decay "
+               "is usually 0 to 0.1",
+               o.weight_decay, o.lr, 1 - (double)o.lr * o.weight_decay);
+}
+
 void check_storage_options(const TrainOptions& opts) {
     CHECK_USER(opts.prac_storage == "auto" || opts.prac_storage == "act" || opts.prac_storage == "fp8",
                "--prac-storage must be auto, act (the activation dtype) or fp8 (got \"%s\")",
@@ -395,6 +403,7 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                opts.beta1 == 1.0f || opts.beta2 == 1.0f ? "; as float32, values above 0.99999997 are 1" : "");
     CHECK_USER(opts.adam_eps > 0, "--adam-eps must be positive (got %g)", opts.adam_eps);
     CHECK_USER(opts.weight_decay >= 0, "--weight-decay must be >= 0 (got %g)", opts.weight_decay);
+    check_decay_keeps_the_sign(opts);
     CHECK_USER(opts.grad_clip >= 0, "--grad-clip must be >= 0 (0: off; got %g)", opts.grad_clip);
     CHECK_USER(opts.eval_interval >= 0, "--eval-interval must be >= 0 (0: at the end only; got %d)", opts.eval_interval);
     CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive (got %lld)", opts.eval_tokens);

@@ -149,6 +149,9 @@ std::vector<std::string> numeric_train_flags();
 std::vector<std::string> train_flag_names();
 std::vector<std::pair<std::string, std::string>> train_flag_synonyms();
 
+// Every optimizer's weight decay is decoupled (as PyTorch's AdamW): W *= 1 - lr * wd at each step, at most at the
+// peak lr. UserError when lr * wd >= 1 (each step would flip or zero the decayed weights); shared with finetune_roberta.
+void check_decay_keeps_the_sign(const TrainOptions& o);
 // The checks of --prac-storage and --optimizer-states (their values, and what they combine with), shared by the
 // trainers' and finetune_roberta's parsers (UserError with a hint).
 void check_storage_options(const TrainOptions& o);

@@ -202,6 +202,7 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(o.precision == "bf16" || o.precision == "fp32", "--precision must be bf16 or fp32");
     CHECK_USER(o.plan || !o.json, "--json goes with --plan");
     if (o.lr == 0 && !o.was_given("--lr")) o.lr = paper_lr(task);
+    check_decay_keeps_the_sign(o);
     if (o.optimizer == "rso" && o.rso_rank == 0) o.rso_rank = 4;  // Table 5: RSO (rank=4)
     o.model = o.init_from;  // the trainer's resume keys name the model by it
     o.steps = 0;            // set from the data: epochs x batches per epoch
