@@ -89,7 +89,10 @@ int main(int argc, char** argv) {
             std::fputs(plan_unused_flags_notice(opts).c_str(), opts.json ? stderr : stdout);
             return print_plan(opts, cfg, prac);
         }
-        return run_on_one_device(opts, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });
+        const int code = run_on_one_device(opts, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });
+        // what the run printed is a result too (--eval-only's scores): lost to a full disk, not exit 0
+        if (code == 0) check_stdout_written("the run's output");
+        return code;
     } catch (const UserError& e) {
         say_error(nullptr, program, "error", e.what());
         return 1;

@@ -255,7 +255,7 @@ struct Fd {
 NpyArray read_npy(const std::string& path, bool bf16_as_uint16) {
     const char* p = path.c_str();
     Fd f;
-    f.fd = open(p, O_RDONLY | O_CLOEXEC);
+    f.fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // (a named pipe's open waited for a writer forever)
     if (f.fd < 0) {
         int err = errno;
         fail("cannot open %s: %s%s", p, strerror(err),
@@ -264,6 +264,9 @@ NpyArray read_npy(const std::string& path, bool bf16_as_uint16) {
     struct stat st;
     if (fstat(f.fd, &st) != 0) fail("cannot stat %s: %s", p, strerror(errno));
     if (S_ISDIR(st.st_mode)) fail("%s is a directory, not an .npy file", p);
+    if (!S_ISREG(st.st_mode))
+        fail("%s is not a regular file (a pipe or a device): an .npy file is read by its size and offsets\n---> HINT: "
+             "save the array to a file and pass its path", p);
     uint64_t file_size = (uint64_t)st.st_size;
 
     // magic (6), version (2), header length (2 in version 1.0, 4 in 2.0 and 3.0)

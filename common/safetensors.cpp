@@ -351,7 +351,7 @@ SafeTensorsFile safetensors_open(const std::string& path) {
     const char* p = path.c_str();
     SafeTensorsFile f;
     f.path = path;
-    f.fd = open(p, O_RDONLY | O_CLOEXEC);
+    f.fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // (a named pipe's open waited for a writer forever)
     if (f.fd < 0) {
         int err = errno;
         fail("cannot open safetensors file %s: %s%s", p, strerror(err),
@@ -359,7 +359,7 @@ SafeTensorsFile safetensors_open(const std::string& path) {
     }
     struct stat st;
     if (fstat(f.fd, &st) != 0) fail("cannot stat %s: %s", p, strerror(errno));
-    if (!S_ISREG(st.st_mode)) fail("%s is not a regular file (a directory?); expected a .safetensors file", p);
+    if (!S_ISREG(st.st_mode)) fail("%s is not a regular file (a directory, a pipe or a device); expected a .safetensors file", p);
     f.file_size = (uint64_t)st.st_size;
     if (f.file_size < 8) {
         fail("%s is %llu bytes, too short to be a safetensors file (the header length alone is 8 bytes)\n"

@@ -94,11 +94,12 @@ void check_token_ids(const std::string& what, const ShardInfo& info, const uint1
              "whose vocab_size is at least %d",
              what.c_str(), tokenizer_kind_name(info.tokenizer), info.vocab_size, model_vocab, info.vocab_size);
     }
-    int limit = model_vocab > 0 ? model_vocab : info.vocab_size;
+    // the smaller of the two known sizes (the header's is at most the model's, checked above; 0: unknown, llm.c's)
+    const int limit = info.vocab_size > 0 ? info.vocab_size : model_vocab;
     if (limit <= 0 || limit >= 65536) return;  // nothing to check: every uint16 fits
     for (size_t i = 0; i < n; i++) {
         if (tokens[i] >= limit) {
-            if (model_vocab > 0) {
+            if (model_vocab > 0 && tokens[i] >= model_vocab) {
                 fail("%s: token id %u at position %zu is >= the model's vocabulary size %d\n"
                      "---> HINT: wrong tokenizer for this model? (shard header: vocab %d, tokenizer %s). "
                      "Re-tokenize the text with the model's tokenizer, or pick the matching shards",

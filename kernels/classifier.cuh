@@ -1,6 +1,7 @@
 // LM head fused with softmax cross-entropy, CUDA twin of classifier_forward_backward_cpu (kernels/classifier.h),
 // implemented in kernels/matmul_cuda.cu. Never materializes the (N, V) logits: rows go through a fp32 scratch of
-// CUDA_CLASSIFIER_CHUNK * V values (train/planner.h counts exactly that, as the model's `logits_chunk`).
+// classifier_cuda_scratch_floats(N, V) values (kernels/cuda_sizes.h; the model's `logits_chunk`, which the planner
+// counts).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -9,15 +10,11 @@
 
 #include "common/cuda_common.cuh"
 #include "kernels/matmul.cuh"
-#include "kernels/cuda_sizes.h"  // CUDA_CLASSIFIER_CHUNK
-
-// Leading dimension (elements) of the fp32 logits rows in the scratch: V rounded up to 4, so every row starts
-// 16-byte aligned (cuBLASLt's fast kernels and TMA want 16-byte aligned rows; V = 50257 is odd).
-inline int classifier_logits_ld(int V) { return (V + 3) / 4 * 4; }
+#include "kernels/cuda_sizes.h"  // CUDA_CLASSIFIER_CHUNK, classifier_logits_ld
 
 // Rows per chunk: CUDA_CLASSIFIER_CHUNK when V is a multiple of 4 (32000, 50304), else as many rows of
-// classifier_logits_ld(V) as fit in CUDA_CLASSIFIER_CHUNK * V floats (2047 for V = 50257). The scratch stays
-// exactly the planner's CUDA_CLASSIFIER_CHUNK * V floats either way.
+// classifier_logits_ld(V) as fit in CUDA_CLASSIFIER_CHUNK * V floats (2047 for V = 50257). A call of N rows uses
+// at most min(N, rows per chunk) rows of the ld: within classifier_cuda_scratch_floats(N, V) either way.
 inline int classifier_rows_per_chunk(int V) {
     size_t fit = (size_t)CUDA_CLASSIFIER_CHUNK * (size_t)V / (size_t)classifier_logits_ld(V);
     return fit < (size_t)CUDA_CLASSIFIER_CHUNK ? (int)fit : CUDA_CLASSIFIER_CHUNK;
@@ -34,7 +31,7 @@ inline int classifier_rows_per_chunk(int V) {
 //   dinp_chunk (rows, C) = dlogits @ weight[:V]                           (overwrite)
 //   dweight[:V] (V, C) += dlogits^T @ inp_chunk                           (beta = 1)
 // dinp == nullptr: inference (losses only; dweight not touched and may be null).
-// logits_scratch: >= CUDA_CLASSIFIER_CHUNK * V floats of device memory, 16-byte aligned.
+// logits_scratch: >= classifier_cuda_scratch_floats(N, V) floats of device memory, 16-byte aligned.
 // Deterministic (see CublasLt in matmul.cuh; the row kernel sums in a fixed order).
 //                                                                 twin of classifier_forward_backward_cpu
 void classifier_cuda(float* losses, floatX* dinp, floatX* dweight, const floatX* inp, const floatX* weight,

@@ -151,8 +151,10 @@ struct CpuBackend {
                             int B, int T, int C, int NH, bool causal = true, const int32_t* kv_len = nullptr) {
         attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, kv_len);
     }
-    // rows of the (N, V) logits processed per chunk by the fused classifier
+    // rows of the (N, V) logits processed per chunk by the fused classifier; its scratch for N rows (the model's
+    // logits_chunk): a chunk, or the N rows of a smaller batch
     static constexpr int classifier_chunk = 256;
+    static size_t classifier_scratch_floats(size_t N, int V) { return std::min((size_t)classifier_chunk, N) * V; }
     void classifier(float* losses, act_t* dinp, grad_t* dweight, const act_t* inp, const act_t* weight,
                     const int32_t* targets, int N, int C, int V, float grad_scale, float* scratch) {
         classifier_forward_backward_cpu(losses, dinp, dweight, inp, weight, targets, N, C, V, grad_scale, scratch,

@@ -33,7 +33,7 @@
 #include "kernels/seqcls.cuh"
 #include "kernels/swiglu.cuh"
 #include "common/tensors.h"
-#include "kernels/cuda_sizes.h"  // CUBLASLT_WORKSPACE_BYTES, CUDA_CLASSIFIER_CHUNK
+#include "kernels/cuda_sizes.h"  // CUBLASLT_WORKSPACE_BYTES, classifier_cuda_scratch_floats
 #include "prac/prac.h"
 #include "prac/prac_cuda.cuh"
 
@@ -51,7 +51,8 @@ struct CudaBackend {
     static constexpr bool master_weights = true;  // fp32 master weights, bf16 params by stochastic rounding
 #endif
     static constexpr DType grad_dtype = act_dtype;
-    static constexpr int classifier_chunk = CUDA_CLASSIFIER_CHUNK;
+    // floats of the fused classifier's logits scratch for N rows (the model's logits_chunk)
+    static size_t classifier_scratch_floats(size_t N, int V) { return classifier_cuda_scratch_floats(N, V); }
     static constexpr const char* name = "cuda";
 
     int device = 0;

@@ -7,6 +7,14 @@
 constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;  // one cuBLASLt workspace per stream (kernels/matmul.cuh)
 constexpr size_t CUDA_LOSS_SUM_BYTES = sizeof(float);      // the step's device loss sum (CudaBackend::loss_add)
 constexpr int CUDA_CLASSIFIER_CHUNK = 2048;  // rows of logits per chunk in the fused classifier (kernels/classifier.cuh)
+// Leading dimension (elements) of the fused classifier's fp32 logits rows: V rounded up to 4, so every row starts
+// 16-byte aligned (cuBLASLt's fast kernels and TMA want 16-byte aligned rows; V = 50257 is odd).
+inline int classifier_logits_ld(int V) { return (V + 3) / 4 * 4; }
+// Floats of the fused classifier's logits scratch for N rows: CUDA_CLASSIFIER_CHUNK * V, or N rows of
+// classifier_logits_ld(V) when a batch has fewer rows than a chunk holds (B*T = 1024 at V = 50257: 206 MB, not 412).
+inline size_t classifier_cuda_scratch_floats(size_t N, int V) {
+    return std::min((size_t)CUDA_CLASSIFIER_CHUNK * V, N * classifier_logits_ld(V));
+}
 // The head sizes the CUDA attention's hand-written kernels take (the fallback whenever cuDNN declines a shape; the
 // kernels unroll over HS: kernels/attention_impl.cuh). Here so that --plan knows a CUDA run would be refused.
 constexpr bool cuda_attention_takes_head_size(int HS) { return HS >= 16 && HS <= 128 && HS % 16 == 0; }

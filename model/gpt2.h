@@ -71,7 +71,7 @@ struct GPT2 {
         float* lnf_mean;      // (N)
         float* lnf_rstd;      // (N)
         float* losses;        // (N) per-token cross-entropy
-        float* logits_chunk;  // (chunk, V) classifier scratch
+        float* logits_chunk;  // (min(chunk, N), V) classifier scratch (CUDA: rows of an aligned ld)
         act_t* scratch_btc;   // (N, C) branch outputs in forward; input gradients in backward
         act_t* dresid;        // (N, C) gradient of the residual stream, accumulated by every branch
         act_t* scratch_wide;  // (N, max(3C, F)) gradients of qkv / fch
@@ -199,7 +199,8 @@ struct GPT2 {
             {"lnf_mean", (void**)&a.lnf_mean, N, f32, M::SAVED_EXACT},
             {"lnf_rstd", (void**)&a.lnf_rstd, N, f32, M::SAVED_EXACT},
             {"losses", (void**)&a.losses, N, f32, M::LOSS},
-            {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32, M::LOSS},
+            {"logits_chunk", (void**)&a.logits_chunk, Backend::classifier_scratch_floats(N, cfg.vocab_size), f32,
+             M::LOSS},
             {"scratch_btc", (void**)&a.scratch_btc, N * C, act},
             {"dresid", (void**)&a.dresid, N * C, act},
             {"scratch_wide", (void**)&a.scratch_wide, N * std::max(3 * C, F), act},

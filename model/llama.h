@@ -62,7 +62,7 @@ struct Llama {
         act_t* lnf;           // (N, C)
         float* lnf_rstd;      // (N)
         float* losses;        // (N)
-        float* logits_chunk;  // (chunk, V)
+        float* logits_chunk;  // (min(chunk, N), V) classifier scratch (CUDA: rows of an aligned ld)
         act_t* scratch_btc;   // (N, C)
         act_t* dresid;        // (N, C)
         act_t* scratch_wide;  // (N, max(3C, 2Fs)) gradients of qkv, or of gate and up (two (N, F) blocks, stride Fs)
@@ -181,7 +181,8 @@ struct Llama {
             {"lnf", (void**)&a.lnf, N * C, act, M::TRANSIENT},
             {"lnf_rstd", (void**)&a.lnf_rstd, N, f32, M::SAVED_EXACT},
             {"losses", (void**)&a.losses, N, f32, M::LOSS},
-            {"logits_chunk", (void**)&a.logits_chunk, (size_t)Backend::classifier_chunk * cfg.vocab_size, f32, M::LOSS},
+            {"logits_chunk", (void**)&a.logits_chunk, Backend::classifier_scratch_floats(N, cfg.vocab_size), f32,
+             M::LOSS},
             {"scratch_btc", (void**)&a.scratch_btc, N * C, act},
             {"dresid", (void**)&a.dresid, N * C, act},
             {"scratch_wide", (void**)&a.scratch_wide, N * std::max(3 * C, 2 * Fs), act},

@@ -46,13 +46,14 @@ METRIC X"). A log holding only such records (an --eval-only run with its own --l
 the table's val loss and ppl are the last one's, the curve has them at step 0 (and each still gets its line).
 """
 import argparse
+import errno
 import json
 import math
 import os
 import signal
 import sys
 
-from save_figure import save_figure  # scripts/save_figure.py
+from save_figure import other_file_at, save_figure  # scripts/save_figure.py
 from run_log import drop_replayed  # scripts/run_log.py
 
 
@@ -263,6 +264,9 @@ def main():
         d = os.path.dirname(args.out)
         if d and not os.path.isdir(d):
             sys.exit(f"--out {args.out}: the directory {d} does not exist (create it first)")
+        other = other_file_at(args.out)
+        if other:
+            sys.exit(f"--out {args.out}: {other}")
     labels = args.labels.split(",") if args.labels else [os.path.splitext(os.path.basename(p))[0] for p in args.logs]
     if len(labels) != len(args.logs):
         sys.exit("--labels must name every log")
@@ -379,7 +383,10 @@ def main():
     for a in ax:
         a.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole (a short run's axis read 2.5, 7.5)
         a.grid(alpha=0.3)
-        a.legend()
+        if a.get_legend_handles_labels()[0]:  # (a panel no run has data for: no legend, and no matplotlib warning)
+            a.legend()
+        else:
+            a.text(0.5, 0.5, "no records", transform=a.transAxes, ha="center", va="center", color="gray")
     if args.title:
         fig.suptitle(args.title)
     fig.tight_layout()
@@ -391,4 +398,12 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+        sys.stdout.flush()
+    except OSError as e:
+        if e.filename is not None or e.errno not in (errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EFBIG, errno.EDQUOT):
+            raise
+        # the table to a full disk or a closed pipe: one line, not a traceback (and no second failure at exit)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(f"plot_runs.py: cannot write the table to the standard output: {e.strerror}")

@@ -15,7 +15,7 @@ import math
 import os
 import sys
 
-from save_figure import save_figure  # scripts/save_figure.py
+from save_figure import other_file_at, save_figure  # scripts/save_figure.py
 
 
 def import_pyplot():
@@ -155,7 +155,7 @@ def main():
         print(__doc__, file=sys.stderr)
         return 1
     src, out = args
-    bad = out_format_error(out)
+    bad = out_format_error(out) or other_file_at(out)
     if bad:
         print(f"plot_spectrum.py: {out}: {bad}", file=sys.stderr)
         return 1

@@ -235,6 +235,14 @@ TEST_F(DataTest, TokenIdAboveVocab) {
     put_le32(b, 12, 1000);
     write_bytes(path("c.bin"), b);
     EXPECT_USER_ERROR(read_shard(path("c.bin")), "c.bin", "token id 60000 at position 3", "1000", "corrupt");
+    // ...also read for a model (the trainers): the ids were checked against the model's vocabulary alone, not the
+    // header's smaller one (such a shard trained with exit 0)
+    std::vector<uint16_t> within_model = {1, 2, 3, 50000, 4};
+    b = llmc_bytes(within_model);
+    put_le32(b, 12, 1000);
+    write_bytes(path("c2.bin"), b);
+    EXPECT_USER_ERROR(read_shard(path("c2.bin"), nullptr, 50257), "c2.bin", "token id 50000 at position 3",
+                      "vocabulary size 1000 declared in the header", "corrupt");
     EXPECT_USER_ERROR(write_shard(path("w.bin"), toks, rows_info(5, 1000)), "cannot write", "w.bin",
                       "token id 60000 at position 3", "1000");
     EXPECT_FALSE(std::filesystem::exists(path("w.bin")));

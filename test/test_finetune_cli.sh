@@ -76,6 +76,23 @@ out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1r" --eval-o
   && grep -q "notice: its config.json orders the classes otherwise: the head's rows 1, 0 are the task's not_equivalent, equivalent" <<<"$out" \
   && ok "a head of the other class order scores the same: '$ev1'" || bad "reordered head: '$ev1' vs $(grep -E '^dev loss|notice' <<<"$out")"
 
+# scores printed to a full disk are lost: an error, not exit 0
+"$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1" --eval-only > /dev/full 2> "$T/full.err"
+rc=$?
+[ $rc = 1 ] && grep -q "cannot write the run's output to the standard output (" "$T/full.err" \
+  && ok "--eval-only to a full disk: exit 1, said" || bad "--eval-only to a full disk: rc $rc, $(cat "$T/full.err")"
+
+# --log to a named pipe with a reader: the check that it is a metrics log opened it for reading and waited for a
+# writer (the run itself) forever
+mkfifo "$T/lfifo"
+cat "$T/lfifo" > "$T/lfifo.out" &
+reader=$!
+timeout 120 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --log "$T/lfifo" > "$T/lfifo.run" 2>&1
+rc=$?
+kill $reader 2>/dev/null; wait $reader 2>/dev/null
+[ $rc = 0 ] && grep -q '^{"type":"step"' "$T/lfifo.out" && ok "--log to a named pipe: records through it" \
+  || bad "--log to a named pipe: rc $rc (124: hung), $(tail -2 "$T/lfifo.run")"
+
 # 2. --eval-only of a saved directory: the very scores of the run's last evaluation, to the printed digit (STS-B:
 # continuous correlations, sensitive to any change in the arithmetic, e.g. another padded length)
 "$BIN" --task stsb --data-dir "$T/data/stsb" $M --epochs 2 --save "$T/s2" > "$T/s2.out" 2>&1 || bad "STS-B run failed"
@@ -492,6 +509,11 @@ expect_error "--steps answered with --epochs as a count of passes" "spells it --
 expect_error "--grad-accum beyond an epoch's batches" "more than the 16 batches of an epoch \(256 examples, --batch-size 16\)" \
   "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --grad-accum 2000000000
 expect_error "--seed -1 refused (as the trainers do)" "--seed must be >= 0" "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --seed -1
+# a --log named as a file --predict or --save writes in its directory (another name there is left alone)
+expect_error "--log as --predict's MRPC.tsv refused" "--log .*/pr/MRPC.tsv is one of the files --predict .*/pr writes" \
+  "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --predict "$T/pr" --log "$T/pr/MRPC.tsv"
+expect_error "--log as --save's config.json refused" "--log .*/sp/config.json is one of the files --save .*/sp writes" \
+  "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --save "$T/sp" --log "$T/sp/config.json"
 # the paper's learning rate for MRPC (no --lr given) with a decay that would flip the weights' sign at each step
 expect_error "--weight-decay 1e6 at MRPC's learning rate refused" "--weight-decay 1e\+06 with --lr .*flipping its sign" \
   "$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/model" --weight-decay 1e6

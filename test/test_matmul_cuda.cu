@@ -348,7 +348,7 @@ static void test_classifier(Ctx& c, int N, int C, int V, int Vp, float grad_scal
                                     targets.data(), N, C, V, grad_scale, scratch_cpu.data(), 256);
 
     Dev<floatX> d_inp(inp.size()), d_w(w.size()), d_dw0(dw0.size()), d_dw(dw0.size()), d_dinp((size_t)N * C);
-    Dev<float> d_loss(N), logits((size_t)CUDA_CLASSIFIER_CHUNK * V);
+    Dev<float> d_loss(N), logits(classifier_cuda_scratch_floats(N, V));
     Dev<int32_t> d_t(N);
     upload(d_inp, inp);
     upload(d_w, w);

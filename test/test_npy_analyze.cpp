@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 #include <lapacke.h>
+#include <sys/stat.h>  // mkfifo
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -202,6 +203,9 @@ TEST_F(NpyTest, RefusesBadFiles) {
     EXPECT_ERROR(read_npy(FIXTURES + "truncated.npy"), "truncated", "needs 24 data bytes", "has 20");
     EXPECT_ERROR(read_npy(file("missing.npy")), "cannot open", "missing.npy", "No such file");
     EXPECT_ERROR(read_npy(dir), "is a directory");
+    // a named pipe: its open waited for a writer forever (and stdin's pipe was called an empty file)
+    ASSERT_EQ(mkfifo(file("fifo.npy").c_str(), 0600), 0);
+    EXPECT_ERROR(read_npy(file("fifo.npy")), "fifo.npy is not a regular file (a pipe or a device)");
 
     // hand-made: magic, version, header length, header syntax
     std::string good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n";
@@ -740,6 +744,21 @@ TEST_F(AnalyzeTest, HelpAndBadInputs) {
     // (they failed after it, its table printed: minutes lost on a large dump)
     fs::create_directory(file("adir.png"));
     bad({x_path, "--png", file("adir.png")}, {"adir.png is a directory"});
+    // someone's file or a pipe at the PNG's path is not replaced (an earlier picture is: PngPlot)
+    write_bytes(file("notes.png"), "notes");
+    bad({x_path, "--png", file("notes.png")}, {"notes.png exists and is not a .png picture"});
+    EXPECT_EQ(read_bytes(file("notes.png")), "notes");
+    ASSERT_EQ(mkfifo(file("pipe.png").c_str(), 0600), 0);
+    bad({x_path, "--png", file("pipe.png")}, {"pipe.png is not a regular file (a pipe or a device)"});
+    // values whose squares overflow the float32 sums: every result was NaN with exit 0 (--mode rac, "one draw")
+    std::vector<float> huge = synthetic(N_ROWS, WIDTH, test_spectrum(), 5);
+    for (float& x : huge) x = x > 0 ? 3e38f : -3e38f;
+    write_npy_f32(file("huge.npy"), huge.data(), {N_ROWS, WIDTH});
+    for (const char* mode : {"rac", "prac"})
+        bad({file("huge.npy"), "--mode", mode, "--draws", "3"},
+            {"past float32's largest value", "--mode none gives its spectrum as it is"});
+    // (the spectrum alone is computed in double: warned, not refused)
+    EXPECT_EQ(run({file("huge.npy"), "--mode", "none"}).rc, 0);
     const char* had = std::getenv("TMPDIR");
     const std::string saved = had ? had : "";
     setenv("TMPDIR", file("zeros.npy").c_str(), 1);  // a file, not a directory
@@ -759,4 +778,8 @@ TEST_F(AnalyzeTest, PngPlot) {
     std::string bytes = read_bytes(png);
     ASSERT_GT(bytes.size(), 1000u);
     EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+    // an earlier picture is replaced (someone's other file is not: HelpAndBadInputs)
+    RunResult again = run({x_path, "--draws", "2", "--png", png});
+    ASSERT_EQ(again.rc, 0) << again.err;
+    EXPECT_NE(again.err.find("wrote " + png), std::string::npos) << again.err;
 }

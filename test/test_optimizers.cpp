@@ -747,7 +747,7 @@ struct LayoutBackend {
     static constexpr DType act_dtype = DType::F32;
     static constexpr DType grad_dtype = DType::F32;
     static constexpr bool master_weights = false;
-    static constexpr int classifier_chunk = 256;
+    static size_t classifier_scratch_floats(size_t N, int V) { return CpuBackend::classifier_scratch_floats(N, V); }
     uintptr_t next = 1 << 20;
     void* alloc(size_t bytes) {
         void* p = (void*)next;

@@ -326,6 +326,9 @@ refused "a log holding only a memory record, alone" "memonly.jsonl: no step or e
   python3 scripts/plot_runs.py --no-plot "$W/memonly.jsonl"
 refused "a glue_eval score that is text" 'gluetext.jsonl:1: "f1" is "x", not a number' \
   python3 scripts/plot_runs.py --no-plot "$W/gluetext.jsonl"
+# the table to a full disk: one line and exit 1 (a traceback, and a second one at exit)
+refused "the table to a full disk" "plot_runs.py: cannot write the table to the standard output: No space left on device" \
+  bash -c 'exec "$@" > /dev/full' - python3 scripts/plot_runs.py --no-plot "$W/run.jsonl"
 if python3 -c 'import matplotlib' 2>/dev/null; then
   refused "--out x.txt" "unsupported format .txt; supported: .*\.png" python3 scripts/plot_runs.py --out "$W/x.txt" "$W/run.jsonl"
   [ -e "$W/x.txt" ] && bad "--out x.txt wrote a file" || ok "--out x.txt wrote nothing"
@@ -354,6 +357,17 @@ if python3 -c 'import matplotlib' 2>/dev/null; then
     && ok "the error names no temporary file: $msg" || bad "the error names the temporary file: $msg"
   cmp -s "$W/ok.png" "$W/ok.before" && cmp -s "$W/spec.png" "$W/spec.before" \
     && ok "a failed write leaves the earlier PNGs whole" || bad "a failed write changed an earlier PNG"
+  # an earlier picture is replaced (above); another file or a pipe at --out is not (a text file named x.png was)
+  echo "notes" >"$W/notes.png"; mkfifo "$W/pipe.png"
+  refused "plot_runs.py over a text file" "notes.png: exists and is not a .png picture (not an earlier plot)" \
+    python3 scripts/plot_runs.py --out "$W/notes.png" "$W/run.jsonl"
+  [ "$(cat "$W/notes.png")" = notes ] && ok "the text file is left as it was" || bad "the text file was replaced"
+  refused "plot_runs.py over a named pipe" "pipe.png: not a regular file (a pipe or a device)" \
+    timeout 60 python3 scripts/plot_runs.py --out "$W/pipe.png" "$W/run.jsonl"
+  [ -p "$W/pipe.png" ] && ok "the named pipe is left as it was" || bad "the named pipe was replaced"
+  refused "plot_spectrum.py over a text file" "notes.png: exists and is not a .png picture" \
+    python3 scripts/plot_spectrum.py "$W/spec.json" "$W/notes.png"
+  rm -f "$W/notes.png" "$W/pipe.png"
   left=$(ls -A "$W" | grep '^\.' || true)
   [ -z "$left" ] && ok "a failed write leaves no temporary file" || bad "temporary files left: $left"
 else

@@ -1334,6 +1334,19 @@ TEST_F(Prep, BadOptions) {
     // an option of a step that does not run is refused (it was ignored, exit 0)
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--spm-train-lines", "5"},
                {"--spm-train-lines goes with --spm-vocab N"});
+    // --spm-vocab 0 is a size out of range (it was taken as not given: "no tokenizer: give --tokenizer gpt2 ...")
+    prep_fails({"--input", in, "--out", o, "--spm-vocab", "0"},
+               {"--spm-vocab 0: a SentencePiece model here has 8..65536 pieces"});
+    // an input under one of --out's names (its state file): --overwrite deleted it, then failed to open it
+    std::ofstream(path("io_prep.json")) << "{\"text\": \"Some text of a document.\"}\n";
+    for (const bool overwrite : {false, true}) {
+        std::vector<std::string> args = {"--tokenizer", "gpt2", "--input", path("io_prep.json"), "--out", path("io"),
+                                         "--no-val"};
+        if (overwrite) args.push_back("--overwrite");
+        prep_fails(args, {"--input " + path("io_prep.json") + " is one of the files --out " + path("io") +
+                          " writes (its state file)"});
+        EXPECT_TRUE(fs::exists(path("io_prep.json"))) << "--overwrite " << overwrite;
+    }
     // the hint's command makes a file prep_data reads (FILE.zst: refused by its name)
     std::ofstream(path("a.jsonl.bz2")) << "x";
     prep_fails({"--tokenizer", "gpt2", "--input", path("a.jsonl.bz2"), "--out", o},

@@ -201,10 +201,10 @@ out=$(python3 scripts/repro/table2.py --paper --dry-run --models gpt2-124m --tra
 # a run that fails (diverges: the trainer logs the bad step, nulls, and stops) reads "failed", not the numbers its
 # log holds from before (a finite PPL with exit 1)
 out=$(python3 scripts/repro/table2.py --quick --models llama-tiny --steps 4 --out "$OUT/div" \
-      "--extra=--lr 1e6 --grad-clip 0 --warmup 0 --min-lr-frac 1" 2>&1); rc=$?
+      "--extra=--lr 1e9 --weight-decay 0 --grad-clip 0 --warmup 0 --min-lr-frac 1" 2>&1); rc=$?
 n=$(grep -c '^| .* | failed (exit 1) |' "$OUT/div/table2.md" 2>/dev/null)
 [ "$rc" = 1 ] && [ "$n" = 4 ] && ! grep -Eq '^\| (Baseline|GaLore|RSO|PRAC) \| [0-9]' "$OUT/div/table2.md" \
-  && grep -q -- "--extra replaces the table's --lr 0.003 with --lr 1e6 in every run" "$OUT/div/table2.md" \
+  && grep -q -- "--extra replaces the table's --lr 0.003 with --lr 1e9 in every run" "$OUT/div/table2.md" \
   && ok "failed runs read 'failed (exit 1)', no number (exit 1); the table names --extra's --lr" \
   || { bad "failed runs: exit $rc, $n rows 'failed':"; cat "$OUT/div/table2.md" 2>/dev/null | grep '^|'; }
 # --out naming a file; the file is left as it was

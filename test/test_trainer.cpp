@@ -9,6 +9,7 @@
 // removed at the end of each test.
 // Every suite is named Trainer*, so `ctest -R Trainer` runs all the trainer tests.
 #include <gtest/gtest.h>
+#include <sys/stat.h>  // mkfifo
 #include <sys/wait.h>
 
 #include <cctype>
@@ -1011,6 +1012,19 @@ TEST(TrainerBinary, ALogThatCannotBeWrittenEndsTheRun) {
     RunResult full = run_trainer("train_gpt2", a, dir, 120);
     expect_user_error_exit(full, "train_gpt2", {"cannot write the metrics log /dev/full: No space left on device"});
 
+    // what a run prints is a result too (--eval-only's loss, a training run's lines): to a full disk, not exit 0
+    for (const std::vector<std::string>& printed :
+         {tiny({"--steps", "1", "--eval-tokens", "64"}),
+          std::vector<std::string>{"--model", "gpt2-tiny", "--eval-only", "--seq-len", "32", "--eval-tokens", "64"}}) {
+        std::string cmd = "OMP_NUM_THREADS=2 timeout -k 10 120 " + shell_quote(ROOT + "/train_gpt2") + " --device cpu";
+        for (const std::string& s : printed) cmd += " " + shell_quote(s);
+        const int status = std::system((cmd + " > /dev/full 2> " + shell_quote(dir / "full.err") + " < /dev/null").c_str());
+        EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1) << cmd;
+        EXPECT_TRUE(contains(read_bytes(dir / "full.err"), "cannot write the run's output to the standard output (No "
+                                                             "space left on device)"))
+            << cmd << read_bytes(dir / "full.err");
+    }
+
     // (SIGXFSZ at its default, as a user's shell has it: it killed the run silently mid-record; the trainer ignores it)
     write_text(dir / "limit.sh", "#!/bin/bash\nulimit -f 8\nexec \"$@\"\n");
     fs::permissions(dir / "limit.sh", fs::perms::owner_all);
@@ -1355,6 +1369,7 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
     write_text(dir / "saved/model.safetensors", "x");
     write_text(dir / "afile", "x");
     fs::create_symlink(dir / "gone", dir / "dangling");
+    ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0600), 0);
     const std::string builtin_train = BUILTIN + "/austen_gpt2_train.bin";
     struct Case {
         std::vector<std::string> args;
@@ -1387,6 +1402,17 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
         // an earlier dump is not replaced silently (without --overwrite), as an earlier log or model is not
         {tiny({"--dump-site", "resid", "--dump-path", dir / "afile"}), "--dump-path " + (dir / "afile") +
                                                                         " already exists"},
+        // a pipe or device is not replaced by the dump's file (a named pipe became a file, exit 0), --overwrite or not
+        {tiny({"--dump-site", "resid", "--dump-path", dir / "fifo", "--overwrite"}),
+         "--dump-path " + (dir / "fifo") + " is not a regular file (a pipe or a device)"},
+        // two outputs of one run on one path, or one inside the other's directory: the later replaced the earlier
+        // (--log and --dump-path on one file lost every record, exit 0)
+        {tiny({"--log", dir / "same", "--dump-site", "resid", "--dump-path", dir / "same"}),
+         "--log " + (dir / "same") + " and --dump-path " + (dir / "same") + " are one path"},
+        {tiny({"--save", dir / "sv", "--log", dir / "sv/config.json"}),
+         "--log " + (dir / "sv/config.json") + " is one of the files --save " + (dir / "sv") + " writes"},
+        // a named pipe as --init-from: its open waited for a writer forever
+        {tiny({"--init-from", dir / "fifo"}), (dir / "fifo") + " is not a regular file"},
         // a GPU's largest micro-batch is not planned with the CPU backend's memory (it answered 147 for 39)
         {tiny({"--plan", "--device", "cpu", "--gpu-mem", "1.5"}), "--gpu-mem asks which micro-batch fits a GPU"},
     };
@@ -1395,6 +1421,11 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
         expect_error_last(r, "train_gpt2", c.says);
         EXPECT_FALSE(contains(r.out, "| training")) << "the tables come after the checks\n" << describe(r);
     }
+    // a --log of its own name inside --save's directory is left alone (--save writes a model's files only)
+    RunResult in_save = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "sv2",
+                                                       "--log", dir / "sv2/train.jsonl"}), dir);
+    ASSERT_EQ(in_save.rc, 0) << describe(in_save);
+    EXPECT_TRUE(fs::exists(dir / "sv2/model.safetensors") && fs::file_size(dir / "sv2/train.jsonl") > 0);
     // outputs of their own inside --ckpt-dir, beside its checkpoints, are left alone (nothing of the run touches them)
     RunResult beside = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--ckpt-dir", dir / "ck2",
                                                       "--save", dir / "ck2/final", "--log", dir / "ck2/logs/a.jsonl"}),
@@ -1742,9 +1773,10 @@ TEST(TrainerResume, AStopAtAnEvaluationStepKeepsItsEvaluation) {
     EXPECT_EQ(k, u) << "each evaluation once, the uninterrupted run's values\n" << read_bytes(dir / "k.jsonl");
 }
 
-// --on-nonfinite skip (an lr of 1000 makes every step from some step s on non-finite): each such step is logged with
-// "skipped":true and changes nothing, and the 11th in a row stops the run with a checkpoint of the last good state
-// (logged as well: the log ended a step before the one the error names). Without skip, step s stops the run, logged.
+// --on-nonfinite skip (an lr of 1e9 without decay makes every step from step 2 on non-finite): each such step is
+// logged with "skipped":true and changes nothing, and the 11th in a row stops the run with a checkpoint of the last
+// good state (logged as well: the log ended a step before the one the error names). Without skip, step s stops the
+// run, logged.
 // The count of skips in a row is checkpointed: a run stopped by SIGTERM after step 10, amid the skips, and resumed
 // stopped 15 skips in a row later with exit 0 (the count began again); now it stops where the uninterrupted run
 // does, with the same checkpoint. The SIGTERM right after a periodic checkpoint (--ckpt-every 5) wrote that one
@@ -1753,7 +1785,8 @@ TEST(TrainerResume, SkippedStepsCountOnAcrossAResume) {
     TempDir dir;
     auto args = [&](const std::string& run, std::vector<std::string> extra = {}) {
         std::vector<std::string> a = tiny({"--steps", "20", "--eval-tokens", "64", "--warmup", "0", "--min-lr-frac",
-                                           "1", "--lr", "1e3", "--on-nonfinite", "skip", "--ckpt-every", "5",
+                                           "1", "--lr", "1e9", "--weight-decay", "0", "--on-nonfinite", "skip",
+                                           "--ckpt-every", "5",
                                            "--ckpt-dir", dir / run, "--log", dir / (run + ".jsonl")});
         a.insert(a.end(), extra.begin(), extra.end());
         return a;
@@ -1771,7 +1804,8 @@ TEST(TrainerResume, SkippedStepsCountOnAcrossAResume) {
     for (const json& j : steps)
         EXPECT_EQ(j.value("skipped", false), j["step"].get<int>() >= first) << j.dump();
     RunResult s = run_trainer("train_gpt2", tiny({"--steps", "20", "--eval-tokens", "64", "--warmup", "0",
-                                                  "--min-lr-frac", "1", "--lr", "1e3", "--log", dir / "s.jsonl"}),
+                                                  "--min-lr-frac", "1", "--lr", "1e9", "--weight-decay", "0", "--log",
+                                                  dir / "s.jsonl"}),
                               dir, 120);
     EXPECT_EQ(s.rc, 1) << describe(s);
     EXPECT_TRUE(contains(s.out + s.err, format("step %d: loss ", first))) << describe(s);
@@ -1870,14 +1904,21 @@ TEST(TrainerResume, WhatAResumeDoesNotUseIsSaid) {
     EXPECT_FALSE(contains(same.out, "CPU threads")) << describe(same);
     // a --dump-path that exists is replaced by a resume (it may be the stopped run's dump of that step), and said (an
     // earlier dump of another step was lost without a word)
-    write_text(dir / "old.npy", "an earlier dump");
+    // (but not a file that is no dump: refused, as without --resume)
+    write_text(dir / "old.npy", "notes, not a dump");
+    RunResult notes = run_merged("train_gpt2", tiny({"--steps", "6", "--eval-tokens", "64", "--ckpt-dir", dir / "k",
+                                                     "--resume", "--dump-site", "ln1", "--dump-step", "5",
+                                                     "--dump-path", dir / "old.npy"}), dir, 120, "OMP_NUM_THREADS=1");
+    expect_error_last(notes, "train_gpt2", "--dump-path " + (dir / "old.npy") + " already exists (not an .npy file");
+    EXPECT_EQ(read_bytes(dir / "old.npy"), "notes, not a dump");
+    write_text(dir / "old.npy", "\x93NUMPY an earlier dump");
     RunResult dump = run_merged("train_gpt2", tiny({"--steps", "6", "--eval-tokens", "64", "--ckpt-dir", dir / "k",
                                                     "--resume", "--dump-site", "ln1", "--dump-step", "5",
                                                     "--dump-path", dir / "old.npy"}), dir, 120, "OMP_NUM_THREADS=1");
     ASSERT_EQ(dump.rc, 0) << describe(dump);
     EXPECT_TRUE(contains(dump.out, "notice: --dump-path " + (dir / "old.npy") + " exists: this resumed run replaces "
                                    "it at step 5")) << describe(dump);
-    EXPECT_NE(read_bytes(dir / "old.npy"), "an earlier dump");
+    EXPECT_NE(read_bytes(dir / "old.npy"), "\x93NUMPY an earlier dump");
 }
 
 // A run started with --init-from DIR and no --model (DIR/config.json is the model) resumes without --init-from (the

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cblas.h>
 #include <cerrno>
+#include <cfloat>  // FLT_MAX
 #include <climits>
 #include <cmath>
 #include <cstdarg>
@@ -381,6 +382,18 @@ static std::string check_plotting(const std::string& png) {
         fail("--png %s: the directory %s does not exist\n---> HINT: create it first", png.c_str(), dir.c_str());
     if (stat(png.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
         fail("--png %s is a directory\n---> HINT: name a .png file (in it, or elsewhere)", png.c_str());
+    // an earlier picture (or an empty file) is replaced; someone's other file, a pipe or a device is not
+    // (scripts/save_figure.py's rule)
+    if (stat(png.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        fail("--png %s is not a regular file (a pipe or a device): writing the picture would replace it\n---> HINT: "
+             "name a .png file", png.c_str());
+    char head[4] = {0};
+    FILE* existing = stat(png.c_str(), &st) == 0 ? std::fopen(png.c_str(), "rb") : nullptr;
+    const bool png_there = existing && std::fread(head, 1, 4, existing) == 4 && std::memcmp(head, "\x89PNG", 4) == 0;
+    if (existing) std::fclose(existing);
+    if (stat(png.c_str(), &st) == 0 && st.st_size > 0 && !png_there)  // (an empty file holds nothing to lose)
+        fail("--png %s exists and is not a .png picture (not an earlier plot): left as it is\n---> HINT: pass another "
+             "path, or remove it", png.c_str());
     for (const std::string& d : {dir, temp_dir()}) {  // the PNG's directory and TMPDIR must each take a file
         if (const int err = probe_create(d))
             fail("--png %s: cannot create a file in %s (%s)\n---> HINT: %s", png.c_str(), d.c_str(), strerror(err),
@@ -677,7 +690,10 @@ static void print_table(const json& j, const Args& a) {
                     : (std::fabs(rk["k_mult"].get<double>() - 1) < 1e-12 ? "   ((k - 1) T; unbiased)" : ""));
     const double se = g("mse_stderr");  // (undefined for one draw: said so, not "nan")
     std::printf("  E||X~ - X||_F^2   empirical %.6e %s   theory %.6e   ratio %.4f\n", g("mse_empirical"),
-                std::isfinite(se) ? format("+- %.2e (1 s.e.)", se).c_str() : "(one draw: no s.e.)", g("mse_theory"),
+                std::isfinite(se)                 ? format("+- %.2e (1 s.e.)", se).c_str()
+                : e["draws"].get<int>() == 1 ? "(one draw: no s.e.)"
+                                             : "(s.e. not finite)",
+                g("mse_theory"),
                 g("mse_ratio"));
     std::printf("  ||mean(X~) - X||_F / ||X||_F   empirical %.4e   expected %.4e%s\n", g("bias_rel_empirical"),
                 g("bias_rel_expected"), pac ? "" : "   (sqrt(bias^2 + Var/K) / ||X||_F)");
@@ -753,6 +769,12 @@ static int analyze_main(int argc, char** argv) {
                      "Gram X^T X: its basis is unreliable, and so is what follows; scale X (every ratio here is "
                      "scale-free), e.g. x / abs(x).max()\n", PROGRAM, a.file.c_str(), largest_column,
                      largest_column < 1e-30 ? "below" : "above");
+    // past float32's largest value the Gram's diagonal is inf: the refresh's basis and every estimate NaN, exit 0
+    // (the spectrum alone, --mode none, is computed in double: warned above, not refused)
+    if (d.compressed && largest_column > FLT_MAX)
+        fail("%s: X's column energies reach %.1e, past float32's largest value (%.1e): the refresh's Gram X^T X "
+             "overflows, and every estimate would be NaN\n---> HINT: scale X (every ratio here is scale-free), e.g. "
+             "x / abs(x).max(); --mode none gives its spectrum as it is", a.file.c_str(), largest_column, FLT_MAX);
 
     json j;
     j["file"] = a.file;
@@ -851,7 +873,9 @@ int main(int argc, char** argv) {
         return 1;
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "%s: error: out of memory (X, the running mean of X~ and the n x n Gram matrix must "
-                     "fit)\n---> HINT: analyze fewer rows, e.g. np.save(path, x[:16384])\n", PROGRAM);
+                     "fit: 4 n^2 bytes for the Gram, 8 N n for X and the mean)\n---> HINT: a tall X: analyze fewer rows, "
+                     "e.g. np.save(path, x[:16384]); a wide one (n past some 30000 columns): fewer rows cannot help, "
+                     "analyze a narrower site\n", PROGRAM);
         return 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: internal error: %s\n", PROGRAM, e.what());

@@ -153,7 +153,7 @@ const Flag FLAGS[] = {
       "write this site's input activation (N, n) to --dump-path as .npy (sites: resid ln1 resid_mid ln2, GPT-2 fch fch_gelu, LLaMA fch_gate fch_up fch_act)"),
     F("--dump-layer", "L", INT, dump_layer, "layer of --dump-site"),
     F("--dump-step", "S", INT, dump_step, "step (0-based) of --dump-site; its first micro-batch with --grad-accum"),
-    F("--dump-path", "FILE", STR, dump_path, "output of --dump-site (an existing file: --overwrite replaces it)"),
+    F("--dump-path", "FILE", STR, dump_path, "output of --dump-site (an existing file: --overwrite replaces it; --resume an .npy file only)"),
     F("--plan", "", BOOL, plan, "print the exact memory plan for this config and exit (no GPU needed)"),
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
     F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib, "with --plan: also print the largest micro-batch that fits this GPU (CUDA plans)"),

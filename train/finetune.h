@@ -446,6 +446,13 @@ struct FineTuner {
         refuse_output_in_checkpoints(opts.save, "--save", run_dir, true);
         refuse_output_in_checkpoints(opts.predict, "--predict", run_dir, true);
         refuse_output_in_checkpoints(opts.log, "--log", run_dir, false);
+        refuse_colliding_outputs({{opts.save, "--save", save_writes_name},
+                                  {opts.predict, "--predict",
+                                   [&](const std::string& name) {
+                                       const std::vector<std::string>& written = info.submission_files;
+                                       return std::find(written.begin(), written.end(), name) != written.end();
+                                   }},
+                                  {opts.log, "--log", nullptr}});
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file
         CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the "

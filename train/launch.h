@@ -282,7 +282,10 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
         s.gpu_before_mpi = gpu_before_mpi;
         s.opts.precision = plan_precision_of_this_build();  // (the default: a --precision flag replaces it)
         if (!make_run_setup(s, arch, program, argc, argv, *comm, &code)) return code;
-        return run_on_device(s, train);
+        code = run_on_device(s, train);
+        // what the run printed is a result too (--eval-only's loss, --sample's text): lost to a full disk, not exit 0
+        if (code == 0) check_stdout_written("the run's output");
+        return code;
     } catch (const UserError& e) {
         code = 1;
         say_error(comm.get(), program, "error", e.what());

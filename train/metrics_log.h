@@ -22,7 +22,8 @@
 // A non-empty --log must be one of these trainers' logs: its first line starts as every record does ({"type":).
 // Another file (notes, a CSV) is never appended to, truncated by --overwrite, or counted as an earlier run's log.
 inline void check_is_metrics_log(const std::string& path) {
-    const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // (O_NONBLOCK: a named pipe's open for reading waited for a writer, and the trainer is its writer: a hang)
+    const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (rd < 0) return;  // (missing: a new log; unreadable: said when it is opened for appending)
     struct stat st;
     const std::string start = "{\"type\":";
@@ -159,7 +160,7 @@ struct MetricsLog {
     // ("step":1 of a cut "step":12) is no record. (A step's record is about 200 bytes: some 5000 steps.)
     std::string whole_lines_of_tail() const {
         if (fd < 0 || truncate_first) return "";
-        const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // (a pipe: never waited on)
         if (rd < 0) return "";
         struct stat st;
         std::string tail;

@@ -32,14 +32,14 @@ namespace {
 
 // A backend that records layouts and allocates nothing: addresses are fake and never dereferenced (the models
 // only do pointer arithmetic on them while laying out tensors).
-template <DType ACT, DType GRAD, bool MASTER, int CHUNK>
+template <DType ACT, DType GRAD, bool MASTER, size_t (*CLASSIFIER_SCRATCH)(size_t, int)>
 struct PlanBackend {
     using act_t = std::conditional_t<ACT == DType::BF16, uint16_t, float>;
     using grad_t = std::conditional_t<GRAD == DType::BF16, uint16_t, float>;
     static constexpr DType act_dtype = ACT;
     static constexpr DType grad_dtype = GRAD;
     static constexpr bool master_weights = MASTER;
-    static constexpr int classifier_chunk = CHUNK;
+    static size_t classifier_scratch_floats(size_t N, int V) { return CLASSIFIER_SCRATCH(N, V); }
     uintptr_t next = 1 << 20;
     void* alloc(size_t bytes) {
         void* p = (void*)next;
@@ -52,9 +52,9 @@ struct PlanBackend {
     void prac_refresh_discard(const act_t*) {}  // a plan's model never refreshes
 };
 
-using PlanCpu = PlanBackend<DType::F32, DType::F32, false, CpuBackend::classifier_chunk>;
-using PlanCudaBf16 = PlanBackend<DType::BF16, DType::BF16, true, CUDA_CLASSIFIER_CHUNK>;
-using PlanCudaFp32 = PlanBackend<DType::F32, DType::F32, false, CUDA_CLASSIFIER_CHUNK>;
+using PlanCpu = PlanBackend<DType::F32, DType::F32, false, CpuBackend::classifier_scratch_floats>;
+using PlanCudaBf16 = PlanBackend<DType::BF16, DType::BF16, true, classifier_cuda_scratch_floats>;
+using PlanCudaFp32 = PlanBackend<DType::F32, DType::F32, false, classifier_cuda_scratch_floats>;
 
 template <class Model, class PB>
 MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,

@@ -228,11 +228,47 @@ void refuse_output_in_checkpoints(const std::string& path, const char* flag, con
     refuse_output_in_another_runs_checkpoints(path, flag);
 }
 
-void check_output_file(const std::string& path, const char* flag, bool may_replace) {
+bool save_writes_name(const std::string& name) {
+    return is_hf_model_file(name) || name.rfind(".staged_", 0) == 0;
+}
+
+void refuse_colliding_outputs(const std::vector<RunOutput>& outputs) {
+    namespace fs = std::filesystem;
+    for (const RunOutput& a : outputs)
+        for (const RunOutput& b : outputs) {
+            if (&a == &b || a.path.empty() || b.path.empty() || a.writes_name) continue;  // a: a file output
+            std::error_code ea, eb;
+            const fs::path pa = fs::weakly_canonical(a.path, ea), pb = fs::weakly_canonical(b.path, eb);
+            if (ea || eb) continue;  // (a path that cannot be examined is said where it is opened)
+            if (!b.writes_name && pa == pb && &a < &b)
+                fail("%s %s and %s %s are one path: one output of the run would replace the other\n---> HINT: give "
+                     "each its own path", a.flag, a.path.c_str(), b.flag, b.path.c_str());
+            if (b.writes_name && pa.parent_path() == pb && b.writes_name(pa.filename().string()))
+                fail("%s %s is one of the files %s %s writes: one output of the run would replace the other\n---> "
+                     "HINT: pass another %s (another name, or outside %s)", a.flag, a.path.c_str(), b.flag,
+                     b.path.c_str(), a.flag, b.path.c_str());
+        }
+}
+
+// an .npy file's first bytes (numpy's format: "\x93NUMPY")
+static bool starts_as_npy(const std::string& path) {
+    char head[6] = {0};
+    FILE* f = std::fopen(path.c_str(), "rb");
+    const bool npy = f && std::fread(head, 1, sizeof(head), f) == sizeof(head) && std::memcmp(head, "\x93NUMPY", 6) == 0;
+    if (f) std::fclose(f);
+    return npy;
+}
+
+void check_output_file(const std::string& path, const char* flag, bool may_replace, bool may_replace_npy) {
     struct stat st;
-    if (!may_replace && stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
-        fail("%s %s already exists (an earlier run's?); this run would replace it\n---> HINT: pass another %s, or "
-             "--overwrite to replace it", flag, path.c_str(), flag);
+    const bool exists = stat(path.c_str(), &st) == 0;
+    if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        fail("%s %s is not a regular file (a pipe or a device): the run writes a file and renames it there, which "
+             "would replace it\n---> HINT: pass a file path", flag, path.c_str());
+    if (exists && S_ISREG(st.st_mode) && !may_replace && !(may_replace_npy && starts_as_npy(path)))
+        fail("%s %s already exists (%s); this run would replace it\n---> HINT: pass another %s, or --overwrite to "
+             "replace it", flag, path.c_str(), may_replace_npy ? "not an .npy file: not the dump a resumed run "
+             "replaces" : "an earlier run's?", flag);
     if (is_dir(path))
         fail("%s %s: that is a directory\n---> HINT: pass a file path (e.g. %s/out.npy)", flag, path.c_str(),
              path.c_str());

@@ -3,6 +3,8 @@
 // step's log line and checkpoints; evaluation, stopping on a signal, and the end of the run. The gradient
 // averaging over ranks is train/grad_sync.h, evaluation train/evaluate.h, the device choice train/launch.h.
 #pragma once
+#include <sys/stat.h>  // stat
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <iterator>  // std::size
 #include <memory>
 #include <string>
@@ -67,9 +70,25 @@ std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool 
 // directory that holds checkpoints or a run's lock (a model saved there was deleted by that run's next checkpoint).
 void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& run_dir,
                                   bool is_dir_output);
+// One output of a run: its path (empty: not written), flag, and for a directory the run writes files into (--save,
+// --predict) which names it writes there (null: a file output).
+struct RunOutput {
+    std::string path;
+    const char* flag;
+    std::function<bool(const std::string&)> writes_name;
+};
+// The names --save writes in its directory: a Hugging Face model's files (is_hf_model_file) and its staging folder.
+bool save_writes_name(const std::string& name);
+// Fails when two file outputs of one run are one path, or a file output is one of the files a directory output
+// writes (--log DIR/config.json with --save DIR): the later write replaced the earlier with exit 0 (--log and
+// --dump-path on one file lost every record). Other files inside a directory output are left alone, as are two
+// directory outputs on one path (their names differ).
+void refuse_colliding_outputs(const std::vector<RunOutput>& outputs);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and
-// not an existing file (an earlier run's output, which the file does not say) unless `may_replace` (--overwrite).
-void check_output_file(const std::string& path, const char* flag, bool may_replace);
+// not an existing file (an earlier run's output, which the file does not say) unless `may_replace` (--overwrite),
+// nor a pipe or device (replaced by a file, whatever `may_replace`). `may_replace_npy`: an existing .npy file may be
+// replaced (a resumed run's dump: its killed run may have written it), not another file.
+void check_output_file(const std::string& path, const char* flag, bool may_replace, bool may_replace_npy = false);
 // The bytes free for unprivileged users (statvfs) on the filesystem that holds `dir` (or its nearest existing
 // parent); -1 where statvfs cannot tell.
 double free_space(const std::string& dir);
@@ -726,6 +745,9 @@ struct Trainer {
         refuse_output_in_checkpoints(opts.save, "--save", run_dir, true);
         refuse_output_in_checkpoints(opts.log, "--log", run_dir, false);
         if (!opts.dump_site.empty()) refuse_output_in_checkpoints(opts.dump_path, "--dump-path", run_dir, false);
+        refuse_colliding_outputs({{opts.save, "--save", save_writes_name},
+                                  {opts.log, "--log", nullptr},
+                                  {opts.dump_site.empty() ? "" : opts.dump_path, "--dump-path", nullptr}});
         check_no_earlier_run(opts);
         const std::vector<std::string> train_files =
             opts.eval_only ? std::vector<std::string>() : data_files_of(opts.train_data, "--train-data");
@@ -735,6 +757,10 @@ struct Trainer {
             std::string w = resolve_weights_path(opts.init_from);
             refuse_sharded_checkpoint(opts.init_from);
             verify_init_from_checkpoint(opts.init_from);
+            struct stat st;  // (a named pipe's open waits for a writer: said here, before the run's tables)
+            if (stat(w.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+                fail("--init-from %s is not a regular file (a pipe or a device)\n---> HINT: pass a .safetensors file or "
+                     "a directory holding model.safetensors (what --save writes)", w.c_str());
             if (access(w.c_str(), R_OK) != 0) {
                 const int why = errno;
                 const std::string torch = dir_of(w) + "/pytorch_model.bin";
@@ -750,7 +776,7 @@ struct Trainer {
         opts.ckpt_dir = run_dir;
         // (rank 0 writes it; a resumed run writes the same dump its killed run may have written)
         if (!opts.dump_site.empty() && rank == 0)
-            check_output_file(opts.dump_path, "--dump-path", opts.overwrite || opts.resume);
+            check_output_file(opts.dump_path, "--dump-path", opts.overwrite, opts.resume);
         return opts.val_data;
     }
     // Every rank must read one data set. Their flags are the same, but node-local copies (or another working

@@ -326,7 +326,7 @@ void finish_options(Options& o) {
     CHECK_USER(!(o.no_val && val_given), "--no-val contradicts --val-input / --val-docs / --val-fraction: pick one");
     if (!val_given && !o.no_val && o.preset.empty()) o.val_fraction = DEFAULT_VAL_FRACTION;
     if (o.no_val) o.val_fraction = 0;
-    if (o.spm_vocab > 0) {
+    if (o.spm_vocab > 0 || o.given.count("--spm-vocab")) {  // (--spm-vocab 0 was taken as not given: "no tokenizer")
         CHECK_USER(o.spm_model.empty(), "--spm-vocab trains a new SentencePiece model, and --spm-model names one to "
                    "use: pick one");
         CHECK_USER(o.tokenizer.empty() || o.tokenizer == "spm" || !o.given.count("--tokenizer"),

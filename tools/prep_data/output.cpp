@@ -882,6 +882,16 @@ struct Prep {
         }
         state_path = o.out + "_prep.json";
         lock_prefix();
+        // an input under one of --out's names (its state file, a shard): --overwrite deleted it, a resume read it
+        for (const std::string& p : existing_outputs())
+            for (const InputFile& f : files) {
+                std::error_code ec;
+                if (fs::equivalent(p, f.path, ec))
+                    fail("%s %s is one of the files --out %s writes (%s): --overwrite would delete it, a run replace "
+                         "it\n---> HINT: pass another --out, or move the input elsewhere",
+                         f.split_src == VAL ? "--val-input" : "--input", f.path.c_str(), o.out.c_str(),
+                         p == state_path ? "its state file" : p == tokenizer_copy_path() ? "its tokenizer copy" : "a shard");
+            }
         Reader rd(o, files, ctr);
         if (o.resume) {
             // nothing is written (nor removed) before load_resume's checks pass: a refused resume leaves the earlier
