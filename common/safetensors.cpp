@@ -359,7 +359,8 @@ SafeTensorsFile safetensors_open(const std::string& path) {
     }
     struct stat st;
     if (fstat(f.fd, &st) != 0) fail("cannot stat %s: %s", p, strerror(errno));
-    if (!S_ISREG(st.st_mode)) fail("%s is not a regular file (a directory, a pipe or a device); expected a .safetensors file", p);
+    if (!S_ISREG(st.st_mode))
+        fail("%s is not a regular file (a directory, a pipe or a device); expected a .safetensors file", p);
     f.file_size = (uint64_t)st.st_size;
     if (f.file_size < 8) {
         fail("%s is %llu bytes, too short to be a safetensors file (the header length alone is 8 bytes)\n"

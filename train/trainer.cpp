@@ -254,7 +254,8 @@ void refuse_colliding_outputs(const std::vector<RunOutput>& outputs) {
 static bool starts_as_npy(const std::string& path) {
     char head[6] = {0};
     FILE* f = std::fopen(path.c_str(), "rb");
-    const bool npy = f && std::fread(head, 1, sizeof(head), f) == sizeof(head) && std::memcmp(head, "\x93NUMPY", 6) == 0;
+    const bool npy =
+        f && std::fread(head, 1, sizeof(head), f) == sizeof(head) && std::memcmp(head, "\x93NUMPY", 6) == 0;
     if (f) std::fclose(f);
     return npy;
 }

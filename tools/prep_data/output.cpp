@@ -890,7 +890,9 @@ struct Prep {
                     fail("%s %s is one of the files --out %s writes (%s): --overwrite would delete it, a run replace "
                          "it\n---> HINT: pass another --out, or move the input elsewhere",
                          f.split_src == VAL ? "--val-input" : "--input", f.path.c_str(), o.out.c_str(),
-                         p == state_path ? "its state file" : p == tokenizer_copy_path() ? "its tokenizer copy" : "a shard");
+                         p == state_path                ? "its state file"
+                         : p == tokenizer_copy_path() ? "its tokenizer copy"
+                                                      : "a shard");
             }
         Reader rd(o, files, ctr);
         if (o.resume) {
