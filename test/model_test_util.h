@@ -9,6 +9,7 @@
 
 #include "common/safetensors.h"
 #include "kernels/cpu_backend.h"
+#include "test/worst.h"  // worst_of
 
 inline std::string fixture(const std::string& model, const std::string& file) {
     return std::string(PRAC_SOURCE_DIR) + "/test/fixtures/" + model + "/" + file;
@@ -31,7 +32,7 @@ inline double rel_err(const std::vector<float>& a, const std::vector<float>& b, 
     EXPECT_EQ(a.size(), b.size());
     double diff = 0, scale = floor;
     for (size_t i = 0; i < a.size() && i < b.size(); i++) {
-        diff = std::max(diff, (double)std::fabs(a[i] - b[i]));
+        diff = worst_of(diff, (double)std::fabs(a[i] - b[i]));
         scale = std::max(scale, (double)std::fabs(b[i]));
     }
     return diff / scale;
@@ -39,7 +40,7 @@ inline double rel_err(const std::vector<float>& a, const std::vector<float>& b, 
 
 inline double max_abs_err(const std::vector<float>& a, const std::vector<float>& b) {
     double diff = 0;
-    for (size_t i = 0; i < a.size() && i < b.size(); i++) diff = std::max(diff, (double)std::fabs(a[i] - b[i]));
+    for (size_t i = 0; i < a.size() && i < b.size(); i++) diff = worst_of(diff, (double)std::fabs(a[i] - b[i]));
     return diff;
 }
 

@@ -33,6 +33,7 @@
 #include "kernels/adamw8.h"
 #include "kernels/cpu_backend.h"
 #include "train/optimizers.h"
+#include "test/worst.h"  // worst_of
 
 namespace {
 
@@ -232,14 +233,14 @@ TEST(AdamW8, UpdateStepMatchesAFloat64Reference) {
         adamw8_update_cpu(p.data(), g.data(), mc.data(), vc.data(), ma.data(), va.data(), n, adamw8_codes(), lr, b1,
                           b2, eps, wd, t, gs);
         for (size_t i = 0; i < n; i++) {  // less p's own float rounding (2^-24 relative)
-            worst_p = std::max(worst_p, (std::fabs(p[i] - pr[i]) - std::ldexp(std::fabs(pr[i]), -24)) / lr);
-            worst_step = std::max(worst_step, std::fabs(p[i] - p_old[i] * (1.0 - lr * wd)) / lr);
+            worst_p = worst_of(worst_p, (std::fabs(p[i] - pr[i]) - std::ldexp(std::fabs(pr[i]), -24)) / lr);
+            worst_step = worst_of(worst_step, std::fabs(p[i] - p_old[i] * (1.0 - lr * wd)) / lr);
         }
         for (size_t b = 0; b < nb; b++) {
             const size_t lo = b * ADAMW8_BLOCK, hi = std::min(n, lo + ADAMW8_BLOCK);
             double am = 0, av = 0;
             for (size_t i = lo; i < hi; i++) am = std::max(am, std::fabs(m_new[i])), av = std::max(av, v_new[i]);
-            worst_scale = std::max({worst_scale, std::fabs(ma[b] - am) / am, std::fabs(va[b] - av) / av});
+            worst_scale = worst_of(worst_of(worst_scale, std::fabs(ma[b] - am) / am), std::fabs(va[b] - av) / av);
             for (size_t i = lo; i < hi; i++) {
                 cm.add(sref, m_new[i] / am, mc[i]);
                 cv.add(uref, v_new[i] / av, vc[i]);

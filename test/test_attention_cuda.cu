@@ -291,7 +291,7 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
                                          r = part_of(dqkv_ref, N, C, p);
                 double diff = 0, scale = 0;
                 for (size_t i = 0; i < a.size(); i++) {
-                    diff = std::max(diff, std::fabs((double)a[i] - (double)b[i]));
+                    diff = worst_of(diff, std::fabs((double)a[i] - (double)b[i]));
                     scale = std::max(scale, std::fabs((double)r[i]));
                 }
                 m[p] = std::isfinite(diff) ? diff / (scale > 0 ? scale : 1.0) : INFINITY;

@@ -28,6 +28,7 @@
 
 #include "common/error.h"
 #include "train/comm.h"
+#include "test/worst.h"  // worst_of
 
 #if PRAC_HAVE_MPI
 #include <mpi.h>  // MPI_Initialized: comm_create's before_mpi_init runs before MPI_Init
@@ -177,7 +178,7 @@ TEST(Comm, AllreduceAvgRandomIsTheMeanAndIdenticalOnEveryRank) {
         C().allreduce_avg(buf.data(), n);
         std::vector<double> want = random_mean(C().size(), n, 1);
         double worst = 0;
-        for (size_t i = 0; i < n; i++) worst = std::max(worst, std::fabs(buf[i] - want[i]));
+        for (size_t i = 0; i < n; i++) worst = worst_of(worst, std::fabs(buf[i] - want[i]));
         EXPECT_LT(worst, 1e-6) << "chunk=" << chunk;
         EXPECT_TRUE(same_on_all_ranks(buf));
     }
@@ -217,7 +218,7 @@ TEST(Comm, ReduceScatterAvgLeavesTheMeanOfTheOwnShard) {
         std::vector<double> want = random_mean(C().size(), n, 2);
         double worst = 0;
         for (size_t i = C().shard_begin(n, C().rank()); i < C().shard_end(n, C().rank()); i++)
-            worst = std::max(worst, std::fabs(buf[i] - want[i]));
+            worst = worst_of(worst, std::fabs(buf[i] - want[i]));
         EXPECT_LT(worst, 1e-6) << "chunk=" << chunk;
     }
 }
@@ -255,7 +256,7 @@ TEST(Comm, ReduceScatterThenAllGatherEqualsAllreduce) {
             C().reduce_scatter_avg(b.data(), n);
             C().all_gather(b.data(), n);
             double worst = 0;
-            for (size_t i = 0; i < n; i++) worst = std::max(worst, (double)std::fabs(a[i] - b[i]));
+            for (size_t i = 0; i < n; i++) worst = worst_of(worst, (double)std::fabs(a[i] - b[i]));
             EXPECT_LT(worst, 1e-6) << "n=" << n << " chunk=" << chunk;
             EXPECT_TRUE(same_on_all_ranks(b));
         }

@@ -121,13 +121,13 @@ static void cuda_follows_cpu(const std::string& dir, const std::string& model, c
         auto rel = [&](const char* k) { return std::fabs(field(got, k) - field(rec, k)) / std::fabs(field(rec, k)); };
         if (key.rfind("step ", 0) == 0) {
             steps++;
-            worst_loss = std::max(worst_loss, rel("loss"));
-            worst_norm = std::max(worst_norm, rel("grad_norm"));
+            worst_loss = worst_of(worst_loss, rel("loss"));
+            worst_norm = worst_of(worst_norm, rel("grad_norm"));
         } else {
             evals++;
-            worst_dev = std::max(worst_dev, rel("val_loss"));
+            worst_dev = worst_of(worst_dev, rel("val_loss"));
             for (const char* m : {"accuracy", "f1"})
-                worst_metric = std::max(worst_metric, std::fabs(field(got, m) - field(rec, m)));
+                worst_metric = worst_of(worst_metric, std::fabs(field(got, m) - field(rec, m)));
         }
     }
     check(steps == 8 && evals == 2, "8 step and 2 dev records on both backends (%d, %d)", steps, evals);

@@ -27,6 +27,7 @@
 #include "train/optim_adamw.h"
 #include "train/optim_rso.h"  // rso_default_rank
 #include "test/test_util.h"
+#include "test/worst.h"  // worst_of
 
 namespace {
 
@@ -40,7 +41,7 @@ std::vector<float> read_f32(const SafeTensorsFile& f, const std::string& name) {
 
 double max_abs_diff(const float* a, const float* b, size_t n) {
     double d = 0;
-    for (size_t i = 0; i < n; i++) d = std::max(d, (double)std::fabs(a[i] - b[i]));
+    for (size_t i = 0; i < n; i++) d = worst_of(d, (double)std::fabs(a[i] - b[i]));
     return d;
 }
 
@@ -121,7 +122,7 @@ TEST(Galore, MatchesReference) {
         opt->step(params.data(), fx.grads[s].data(), fx.pb.specs, fx.lrs[s], fx.grad_scales[s]);
         for (const ParamSpec& sp : fx.pb.specs) {
             double d = max_abs_diff(params.data() + sp.offset, fx.expected[s].data() + sp.offset, sp.numel);
-            worst_param = std::max(worst_param, d);
+            worst_param = worst_of(worst_param, d);
             EXPECT_LT(d, 2e-6) << "step " << s << " param " << sp.name;
         }
         for (size_t b = 0; b < opt->blocks.size(); b++) {
@@ -129,7 +130,7 @@ TEST(Galore, MatchesReference) {
             std::vector<float> ref = read_f32(fx.f, "proj." + std::to_string(s) + "." + k.name);
             ASSERT_EQ(ref.size(), (size_t)k.layers * k.proj_numel()) << k.name;
             double d = max_abs_diff(opt->block_state[b].P, ref.data(), ref.size());
-            worst_proj = std::max(worst_proj, d);
+            worst_proj = worst_of(worst_proj, d);
             EXPECT_LT(d, 1e-4) << "step " << s << " projection " << k.name;
         }
     }
@@ -383,12 +384,13 @@ TEST(Galore, Gpt2TinyLossDecreases) {
                         outside += (dW[(size_t)i * n + j] - back) * (dW[(size_t)i * n + j] - back);
                     }
                 ASSERT_GT(total, 0) << k.name << " layer " << l << " did not move";
-                worst_outside = std::max(worst_outside, std::sqrt(outside / total));
+                worst_outside = worst_of(worst_outside, std::sqrt(outside / total));
             }
         }
     }
-    // fp32 round-off of W + dW (|W| ~ 0.02, |dW| ~ 1e-3) leaves ~1e-5 of |dW| outside the span
-    EXPECT_LT(worst_outside, 1e-3);
+    // fp32 round-off of W + dW (|W| ~ 0.02, |dW| ~ 1e-3) leaves about eps |W| / |dW| = 6e-8 * 20 = 1.2e-6 of |dW|
+    // outside the span (measured 2.8e-6): 3e-5 (it was 1e-3)
+    EXPECT_LT(worst_outside, 3e-5);
     std::printf("largest part of a block update outside its projection's span: %.1e\n", worst_outside);
     std::string s;
     for (float l : losses) s += " " + std::to_string(l);

@@ -480,7 +480,7 @@ static void test_galore_refresh(CudaBackend& be, int m, int n, int r) {
         for (int b = 0; b < r; b++) {
             double d = 0;
             for (int i = 0; i < k; i++) d += (double)gP[(size_t)i * r + a] * gP[(size_t)i * r + b];
-            orth = std::max(orth, std::fabs(d - (a == b)));
+            orth = worst_of(orth, std::fabs(d - (a == b)));
         }
     check_tol(tag + " |PᵀP - I|", orth, 1e-4);
 }
@@ -701,7 +701,7 @@ static void compare_steps(const std::string& tag, CudaBackend& gpu, const Proble
         double num = 0, den = 0;
         for (size_t i = s.offset; i < s.offset + s.numel; i++) {
             double dc = (double)pc[i] - p0[i], d = std::fabs(((double)fp32[i] - p0[i]) - dc);
-            if (!(d <= num)) num = d;  // NaN fails
+            num = worst_of(num, d);  // NaN fails
             den = std::max(den, std::fabs(dc));
         }
         check_tol(tag + " Δ" + s.name, num / (den > 0 ? den : 1.0), param_tol(s.name));

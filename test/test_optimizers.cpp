@@ -42,6 +42,7 @@
 #include "train/optim_muon.h"
 #include "train/optim_adamw.h"
 #include "test/test_util.h"
+#include "test/worst.h"  // worst_of
 
 namespace {
 
@@ -182,7 +183,7 @@ TEST(NewtonSchulz, KeepsSingularVectorsAndMapsSingularValuesIntoTheBand) {
         for (int a = 0; a < k; a++) {
             double x = in.s[a] / (fro + 1e-7);
             min_share = std::min(min_share, x);
-            diag_err = std::max(diag_err, std::fabs(D[(size_t)a * k + a] - ns_p5(x)));
+            diag_err = worst_of(diag_err, std::fabs(D[(size_t)a * k + a] - ns_p5(x)));
             for (int j = 0; j < k; j++)
                 if (j != a) off += D[(size_t)a * k + j] * D[(size_t)a * k + j];
         }
@@ -205,8 +206,8 @@ TEST(NewtonSchulz, KeepsSingularVectorsAndMapsSingularValuesIntoTheBand) {
                     r, c, cs.gaussian ? "gaussian" : "spectrum", min_share, diag_err, off, s_lo, s_hi, dist);
         EXPECT_LT(diag_err, 2e-4) << r << "x" << c;
         EXPECT_LT(off, 2e-4) << r << "x" << c;
-        worst_diag = std::max(worst_diag, diag_err);
-        worst_off = std::max(worst_off, off);
+        worst_diag = worst_of(worst_diag, diag_err);
+        worst_off = worst_of(worst_off, off);
         if (in_band) {
             EXPECT_GE(s_lo, band.lo - 1e-4) << r << "x" << c;
             EXPECT_LE(s_hi, band.hi + 1e-4) << r << "x" << c;
@@ -227,7 +228,7 @@ TEST(NewtonSchulz, TallIsTheTransposeOfWide) {
     fvec O = newton_schulz(G, r, c), Ot = newton_schulz(Gt, c, r);
     double err = 0;
     for (int i = 0; i < r; i++)
-        for (int j = 0; j < c; j++) err = std::max(err, (double)std::fabs(O[(size_t)i * c + j] - Ot[(size_t)j * r + i]));
+        for (int j = 0; j < c; j++) err = worst_of(err, (double)std::fabs(O[(size_t)i * c + j] - Ot[(size_t)j * r + i]));
     EXPECT_LT(err, 2e-6);
 }
 
@@ -250,7 +251,7 @@ TEST(NewtonSchulz, MatchesTorch) {
         std::string shape = std::to_string(r) + "x" + std::to_string(c);
         fvec O = newton_schulz(read("ns.in." + shape), r, c), want = read("ns.out." + shape);
         double err = 0;
-        for (size_t i = 0; i < O.size(); i++) err = std::max(err, (double)std::fabs(O[i] - want[i]));
+        for (size_t i = 0; i < O.size(); i++) err = worst_of(err, (double)std::fabs(O[i] - want[i]));
         std::printf("  %s: max |ours - torch| %.1e\n", shape.c_str(), err);
         EXPECT_LT(err, 1e-5) << shape;
     }
@@ -553,8 +554,8 @@ Agreement run_steps(Buffers& b, Opt& opt, const std::string& arch, const std::st
             fvec want = read(prefix + s.name);
             for (size_t i = 0; i < s.numel; i++) {
                 double got = b.params[s.offset + i];
-                a.max_abs = std::max(a.max_abs, std::fabs(got - want[i]));
-                if (muon_is_hidden(s.name)) a.max_hidden = std::max(a.max_hidden, std::fabs(got - want[i]));
+                a.max_abs = worst_of(a.max_abs, std::fabs(got - want[i]));
+                if (muon_is_hidden(s.name)) a.max_hidden = worst_of(a.max_hidden, std::fabs(got - want[i]));
                 a.max_update = std::max(a.max_update, (double)std::fabs(want[i] - initial[s.offset + i]));
                 if (std::fabs(got - want[i]) > 1e-5) {
                     ADD_FAILURE() << arch << " " << tag << " step " << k + 1 << " " << s.name << "[" << i << "]: " << got
@@ -574,7 +575,7 @@ double state_err(const OptimizerStateTensor& t, const std::string& fixture_name)
     if (t.numel != want.size()) return 1e30;
     double err = 0, mag = 0;
     for (size_t i = 0; i < t.numel; i++) {
-        err = std::max(err, (double)std::fabs(t.data[i] - want[i]));
+        err = worst_of(err, (double)std::fabs(t.data[i] - want[i]));
         mag = std::max(mag, (double)std::fabs(want[i]));
     }
     return err / std::max(mag, 1e-30);
@@ -625,7 +626,7 @@ TEST(Muon, MatchesTorchReference) {
                 std::string key = rest.rfind("adamw.m.", 0) == 0 ? "adamw_m." + rest.substr(8)
                                   : rest.rfind("adamw.v.", 0) == 0 ? "adamw_v." + rest.substr(8)
                                                                     : rest;
-                worst = std::max(worst, state_err(t, std::string(arch) + ".muon_split." + key));
+                worst = worst_of(worst, state_err(t, std::string(arch) + ".muon_split." + key));
             }
             std::printf("  %-5s muon state: max relative difference %.1e\n", arch, worst);
             EXPECT_LT(worst, 1e-5) << arch;
@@ -646,7 +647,7 @@ TEST(AdamMini, MatchesTorchReference) {
         // m per element and v per block, in the documented block order
         double worst = 0;
         for (const OptimizerStateTensor& t : opt.state_tensors())
-            worst = std::max(worst, state_err(t, std::string(arch) + "." + t.name));
+            worst = worst_of(worst, state_err(t, std::string(arch) + "." + t.name));
         std::printf("  %-5s adam_mini state: max relative difference %.1e\n", arch, worst);
         EXPECT_LT(worst, 1e-5) << arch;
     }

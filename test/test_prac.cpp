@@ -52,6 +52,7 @@
 #include "test/prac_test_util.h"
 #include "test/q2_fallback_case.h"
 #include "test/test_util.h"
+#include "test/worst.h"  // worst_of
 
 namespace {
 
@@ -81,7 +82,7 @@ double max_gram_err(const dvec& A, int a, const dvec& B, int b, int n, bool iden
     dvec G = dgemm(true, false, a, b, n, A, B);
     double e = 0;
     for (int i = 0; i < a; i++)
-        for (int j = 0; j < b; j++) e = std::max(e, std::fabs(G[(size_t)i * b + j] - (identity && i == j ? 1 : 0)));
+        for (int j = 0; j < b; j++) e = worst_of(e, std::fabs(G[(size_t)i * b + j] - (identity && i == j ? 1 : 0)));
     return e;
 }
 // ||A Aᵀ - B Bᵀ||_F for A, B (n, c) with orthonormal columns (difference of projectors)
@@ -539,8 +540,8 @@ TEST(PracRefresh, Q2IsOrthonormalAndOrthogonalToQ1ForEveryShape) {
             svd_ref(Sd, n, sh.r2, sigma, Vt);
             double kappa = sigma.front() / sigma.back();
             kappa_max = std::max(kappa_max, kappa);
-            worst22 = std::max(worst22, max_gram_err(Q2, sh.r2, Q2, sh.r2, n, true) / kEpsF);
-            if (sh.r1 > 0) worst12 = std::max(worst12, max_gram_err(Q1, sh.r1, Q2, sh.r2, n, false) / (kEpsF * kappa));
+            worst22 = worst_of(worst22, max_gram_err(Q2, sh.r2, Q2, sh.r2, n, true) / kEpsF);
+            if (sh.r1 > 0) worst12 = worst_of(worst12, max_gram_err(Q1, sh.r1, Q2, sh.r2, n, false) / (kEpsF * kappa));
         }
         std::printf("[ stats    ] n=%d r1=%d r2=%d: %d projection(s); over 6 draws: |Q2'Q2-I| <= %.1f u, |Q1'Q2| <= "
                     "%.2f u·kappa, kappa <= %.3g\n", n, sh.r1, sh.r2, prac_q2_projection_passes(n, sh.r1, sh.r2),
@@ -909,8 +910,8 @@ TEST(PracOps, FactoredWeightGradEqualsMatmulOnTheReconstructedInput) {
     double worst_a = 0, worst_b = 0;
     for (size_t i = 0; i < ref.size(); i++) {
         double exact = dW0[i] + ref[i], bound = (N + r + 2) * kEpsF * (std::fabs(dW0[i]) + mag[i]);
-        worst_a = std::max(worst_a, std::fabs(dWa[i] - exact) / bound);
-        worst_b = std::max(worst_b, std::fabs(dWb[i] - exact) / bound);
+        worst_a = worst_of(worst_a, std::fabs(dWa[i] - exact) / bound);
+        worst_b = worst_of(worst_b, std::fabs(dWb[i] - exact) / bound);
         ASSERT_LE(std::fabs(dWa[i] - exact), bound) << "factored dW, entry " << i;
         ASSERT_LE(std::fabs(dWb[i] - exact), bound) << "matmul on X~, entry " << i;
         ASSERT_EQ(dWc[i], dWa[i]) << "dbias = nullptr changes nothing in dW";

@@ -61,7 +61,7 @@ static double max_abs_diff(const std::vector<float>& a, const std::vector<float>
     double m = 0;
     for (size_t i = 0; i < a.size(); i++) {
         double d = std::fabs((double)a[i] - (double)b[i]);
-        if (!(d <= m)) m = d;
+        m = worst_of(m, d);
     }
     return m;
 }
@@ -80,6 +80,8 @@ template <typename T, typename G>
 static void test_gemm_ops(Ctx& c, int N, int n, int r, int OC, int pad = 0) {
     const double tol = std::is_same<T, float>::value && std::is_same<G, float>::value ? 1e-4 : 1e-2;
     const double tol_act = std::is_same<T, float>::value ? 1e-4 : 1e-2;
+    // dbias sums dY's columns in fp32 into G: with fp32 gradients no bf16 rounding is on its path, whatever T
+    const double tol_dbias = std::is_same<G, float>::value ? 1e-4 : 1e-2;
     std::printf("gemm ops %s act / %s grad, N=%d n=%d r=%d OC=%d%s\n", Host<T>::name(), Host<G>::name(), N, n, r, OC,
                 pad ? (" rows at stride width + " + std::to_string(pad)).c_str() : "");
     const int ld_x = pad ? n + pad : 0, ld_dy = pad ? OC + pad : 0;  // 0: contiguous (the default argument)
@@ -144,7 +146,7 @@ static void test_gemm_ops(Ctx& c, int N, int n, int r, int OC, int pad = 0) {
     e = rel_err(download(ddW, dW_ref.size()), dW_ref);
     check(e <= tol, "weight_grad dW: rel err %.3g (tol %.0e)", e, tol);
     double eb = rel_err(download(ddb, db_ref.size()), db_ref);
-    check(eb <= tol, "weight_grad dbias: rel err %.3g (tol %.0e)", eb, tol);
+    check(eb <= tol_dbias, "weight_grad dbias: rel err %.3g (tol %.0e)", eb, tol_dbias);
 
     // without bias: dW accumulates a second time, dbias untouched
     prac_weight_grad_cpu(dW_ref.data(), (float*)nullptr, dY.data(), xc_in.data(), P.data(), N, n, r, OC,
@@ -329,7 +331,7 @@ static double ortho_err(const std::vector<float>& P, int n, int r, int a0, int c
     for (int i = 0; i < ca; i++)
         for (int j = 0; j < cb; j++) {
             double d = std::fabs(g[(size_t)i * cb + j] - (identity && i == j ? 1.0 : 0.0));
-            if (!(d <= m)) m = d;
+            m = worst_of(m, d);
         }
     return m;
 }

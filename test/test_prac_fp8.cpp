@@ -33,6 +33,7 @@
 #include "prac/site.h"
 #include "test/prac_test_util.h"
 #include "test/test_util.h"
+#include "test/worst.h"  // worst_of
 
 namespace {
 
@@ -314,8 +315,8 @@ TEST(Fp8Rounding, UnbiasedWithVarianceTheBoundAtOneInAMillion) {
         double slack = (t + 0.25 / (K - 1.0)) * step * step * K / (K - 1.0);
         EXPECT_LE(std::fabs(var - bound), slack) << "element " << j;
         if (bound == 0) EXPECT_EQ(var, 0.0) << "a code is never rounded, element " << j;
-        worst_mean = std::max(worst_mean, std::fabs(mean - y) / step);
-        worst_var = std::max(worst_var, std::fabs(var - bound) / (step * step));
+        worst_mean = worst_of(worst_mean, std::fabs(mean - y) / step);
+        worst_var = worst_of(worst_var, std::fabs(var - bound) / (step * step));
         sum_var += var / (step * step);
         sum_bound += bound / (step * step);
     }

@@ -24,6 +24,7 @@
 #include "prac/site.h"
 #include "test/prac_test_util.h"
 #include "test/test_util.h"
+#include "test/worst.h"  // worst_of
 
 namespace {
 
@@ -425,10 +426,10 @@ TEST(PracModel, LinearSitesGiveUnbiasedWeightGradientsAndExactOthers) {
             others_bitwise += same;
             double d = 0, m = 1e-30;
             for (size_t i = 0; i < s.numel; i++) {
-                d = std::max(d, (double)std::fabs(h.model->grads_memory[s.offset + i] - exact[s.offset + i]));
+                d = worst_of(d, (double)std::fabs(h.model->grads_memory[s.offset + i] - exact[s.offset + i]));
                 m = std::max(m, (double)std::fabs(exact[s.offset + i]));
             }
-            others_maxrel = std::max(others_maxrel, d / m);
+            others_maxrel = worst_of(others_maxrel, d / m);
             EXPECT_TRUE(same) << name << " seed " << j << ": not bitwise the gradient of mode none (max rel diff "
                               << d / m << ")";
         }
@@ -562,7 +563,7 @@ TEST(PracModel, LlamaGateAndUpAreSeparateSites) {
             const float* xc = site[k]->packed + (size_t)l * N * r;
             double err = 0, mag = 0;  // fp32 GEMM over F = 176 terms vs float64: ~1e-6 relative
             for (size_t i = 0; i < XP.size(); i++) {
-                err = std::max(err, std::fabs(xc[i] - XP[i]));
+                err = worst_of(err, std::fabs(xc[i] - XP[i]));
                 mag = std::max(mag, std::fabs(XP[i]));
             }
             EXPECT_LE(err, 1e-5 * mag)

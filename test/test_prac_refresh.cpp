@@ -15,6 +15,7 @@
 #include "prac/site.h"        // PracSchedule
 #include "prac_test_util.h"
 #include "test_util.h"  // SingleThreaded
+#include "test/worst.h"  // worst_of
 
 namespace {
 
@@ -42,7 +43,7 @@ double max_orth_err(const fvec& P, int n, int r, int c) {
     dvec Q = block(P.data(), n, r, 0, c), G = dgemm(true, false, c, c, n, Q, Q);
     double e = 0;
     for (int i = 0; i < c; i++)
-        for (int j = 0; j < c; j++) e = std::max(e, std::fabs(G[(size_t)i * c + j] - (i == j)));
+        for (int j = 0; j < c; j++) e = worst_of(e, std::fabs(G[(size_t)i * c + j] - (i == j)));
     return e;
 }
 
@@ -238,7 +239,7 @@ TEST(PracSubspace, DeterministicOrthogonalAndKeepsTheBasisOnNonFiniteInput) {
     dvec Q1 = block(A.data(), n, r, 0, r1), Q2 = block(A.data(), n, r, r1, r2, 1 / std::sqrt((double)d.k));
     dvec C = dgemm(true, false, r1, r2, n, Q1, Q2);
     double e = 0;
-    for (double v : C) e = std::max(e, std::fabs(v));
+    for (double v : C) e = worst_of(e, std::fabs(v));
     EXPECT_LT(e, n * 5.96e-8 * 4) << "Q1ᵀQ2 = 0";
     fvec bad = S.X;
     bad[17] = NAN;

@@ -1,7 +1,8 @@
 // GPU test: a whole training step of the RoBERTa encoder (model/roberta.h; the transformers fixtures' weights and
 // padded batch, test/fixtures/roberta_tiny_{cls,reg}) on the CUDA backend against the CPU backend: logits, loss and
 // every parameter gradient after forward + backward, then a 5-step AdamW loss trajectory, PRAC off and on (linear
-// sites at r1 = r2 = 2, the paper's fine-tuning ranks). Exercises the masked bidirectional attention, the erf GeLU,
+// sites at r1 = r2 = 2, the paper's fine-tuning ranks; with PRAC the gradients are compared with both backends on
+// the GPU's bases, as test_step_cuda does). Exercises the masked bidirectional attention, the erf GeLU,
 // the row gathers/scatters of the embeddings and the head, tanh and the sequence-classification loss on the device.
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 //
@@ -26,10 +27,13 @@ static void check_tol(const std::string& what, double err, double tol) {
     check(err < tol, "%-60s err %.3g (tol %.3g)", what.c_str(), err, tol);
 }
 
+// The last step's loss after a 5-step trajectory, PRAC off and on (both backends draw the same Q2 and see Q1s that
+// differ by rounding): fp32 1e-4, bf16 2e-2; measured in the emulated builds (2026-12-02): fp32 at most 1.7e-7, bf16
+// at most 3.2e-3 (they were 5e-2 with PRAC in both builds, and 0.2 in bf16 without).
 #if defined(PRAC_FP32)
-static const double GRAD_TOL = 1e-4, LOSS_TOL = 1e-5;
+static const double GRAD_TOL = 1e-4, LOSS_TOL = 1e-5, TRAJECTORY_TOL = 1e-4;
 #else
-static const double GRAD_TOL = 5e-2, LOSS_TOL = 2e-2;
+static const double GRAD_TOL = 5e-2, LOSS_TOL = 2e-2, TRAJECTORY_TOL = 2e-2;
 #endif
 
 static void compare(const char* dir, PracMode mode) {
@@ -100,27 +104,50 @@ static void compare(const char* dir, PracMode mode) {
             check(bf16_values < (int)zg.size(), "%s logits are fp32 values (%d of %zu are bf16 values)", tag.c_str(),
                   bf16_values, zg.size());
             check_tol(tag + " step-0 loss", std::fabs(lg - lc) / std::fabs(lc), LOSS_TOL);
+            if (mode != PracMode::NONE) {
+                // each backend refreshed its own bases, which differ by rounding that the estimator amplifies (by
+                // k on the random part): the CPU model takes the GPU's bases and both run step 0 again without a
+                // refresh (T1 = T2 = 1000 at step 1 of the schedule), so the gradients must agree as without PRAC
+                int compressed = 0;
+                for (size_t i = 0; i < mc.sites.size(); i++) {
+                    if (!mc.sites[i].P) continue;
+                    const size_t numel = (size_t)mc.sites[i].L * mc.sites[i].n * mc.sites[i].r();
+                    std::vector<float> P(numel);
+                    gpu.download_f32(P.data(), mg.sites[i].P, numel);
+                    cpu.upload(mc.sites[i].P, P.data(), numel * sizeof(float));
+                    compressed++;
+                }
+                check(compressed > 0, "%s: %d compressed sites", tag.c_str(), compressed);
+                PracOptions frozen = prac;
+                frozen.t1 = frozen.t2 = 1000;
+                mc.zero_grad();
+                mg.zero_grad();
+                mc.sched.begin_step(frozen, 1);
+                mg.sched.begin_step(frozen, 1);
+                mc.forward(batch, 1.0f / B);
+                mg.forward(batch, 1.0f / B);
+                mc.backward();
+                mg.backward();
+            }
             std::vector<float> gc(mc.param_buffer_numel), gg(mg.param_buffer_numel);
             cpu.download_f32(gc.data(), mc.grads_memory, gc.size());
             gpu.download_f32(gg.data(), mg.grads_memory, gg.size());
-            if (mode == PracMode::NONE)
-                for (const HFTensor& t : mc.hf_map()) {
-                    std::vector<float> a = hf_tensor_values(t, gg.data()), b = hf_tensor_values(t, gc.data());
-                    double scale = 0;  // max |b|, or for a key bias (exact gradient 0) the query bias's
-                    HFTensor q = t;
-                    if (t.name.find("key.bias") != std::string::npos) q.offset -= (size_t)cfg.channels;
-                    for (float v : hf_tensor_values(q, gc.data())) scale = std::max(scale, (double)std::fabs(v));
-                    double diff = 0;
-                    for (size_t i = 0; i < a.size(); i++) diff = std::max(diff, (double)std::fabs(a[i] - b[i]));
-                    check_tol(tag + " grad " + t.name, diff / std::max(scale, 1e-30), GRAD_TOL);
-                }
+            for (const HFTensor& t : mc.hf_map()) {
+                std::vector<float> a = hf_tensor_values(t, gg.data()), b = hf_tensor_values(t, gc.data());
+                double scale = 0;  // max |b|, or for a key bias (exact gradient 0) the query bias's
+                HFTensor q = t;
+                if (t.name.find("key.bias") != std::string::npos) q.offset -= (size_t)cfg.channels;
+                for (float v : hf_tensor_values(q, gc.data())) scale = std::max(scale, (double)std::fabs(v));
+                double diff = 0;
+                for (size_t i = 0; i < a.size(); i++) diff = worst_of(diff, (double)std::fabs(a[i] - b[i]));
+                check_tol(tag + " grad " + t.name, diff / std::max(scale, 1e-30), GRAD_TOL);
+            }
         }
         float lr = 1e-3f;
         oc.step(mc.params_memory, mc.grads_memory, mc.param_specs, lr, 1.0f);
         og.step(mg.params_memory, mg.grads_memory, mg.param_specs, lr, 1.0f);
         if (step == 4) {
-            double tol = mode == PracMode::NONE ? 10 * LOSS_TOL : 0.05;  // PRAC: the draws' noise differs
-            check_tol(tag + " step-4 loss (5-step trajectory)", std::fabs(lg - lc) / std::fabs(lc), tol);
+            check_tol(tag + " step-4 loss (5-step trajectory)", std::fabs(lg - lc) / std::fabs(lc), TRAJECTORY_TOL);
         }
     }
 }

@@ -29,6 +29,7 @@
 #include "test/test_util.h"
 #include "train/optim_rso.h"
 #include "train/optimizers.h"
+#include "test/worst.h"  // worst_of
 
 namespace {
 
@@ -185,7 +186,7 @@ TEST(Rso, MatchesADirectFloat64Implementation) {
             W[e] -= lr * mh / (std::sqrt(vh) + eps);  // no decay: the spec says decay = false
         }
         double worst = 0;
-        for (size_t i = 0; i < pb.numel; i++) worst = std::max(worst, std::fabs(W[i] - params[i]));
+        for (size_t i = 0; i < pb.numel; i++) worst = worst_of(worst, std::fabs(W[i] - params[i]));
         // parameters ~0.3..1, fp32 arithmetic over 8 steps: a few ulp of 1 per step
         EXPECT_LT(worst, 2e-6) << "step " << t;
         // B as state, against the reference
@@ -234,7 +235,7 @@ TEST(Rso, UpdatesStayInTheSubspaceBetweenDraws) {
                         for (int jj = 0; jj < k.cols; jj++) c += d[jj] * P[jj * k.rank + a];
                         in += c * P[j * k.rank + a];
                     }
-                    off = std::max(off, std::fabs(d[j] - in));
+                    off = worst_of(off, std::fabs(d[j] - in));
                     change = std::max(change, std::fabs(d[j]));
                     if (inner + 1 < o.gap) {
                         double bp = 0;
@@ -322,7 +323,7 @@ TEST(Rso, ConvergesOnAQuadraticAtThePredictedRate) {
         double n = (double)exact.size(), mean = 0, ss = 0, gap = 0;
         for (double x : exact) mean += x / n;
         for (double x : exact) ss += (x - mean) * (x - mean);
-        for (size_t i = 0; i < ratios.size(); i++) gap = std::max(gap, std::fabs(ratios[i] - exact[i]));
+        for (size_t i = 0; i < ratios.size(); i++) gap = worst_of(gap, std::fabs(ratios[i] - exact[i]));
         double sd = std::sqrt(ss / (n - 1)), bound = 4.956 * sd / std::sqrt(n);
         double worst = *std::max_element(ratios.begin(), ratios.end());
         std::printf("  prox %.1f: mean contraction %.4f (theory %.4f, bound +-%.4f), sd %.4f; inner solve off by at "
@@ -393,7 +394,7 @@ void projected_gradient_is_exact(Arch arch, const char* name) {
                             ra += model.grads_memory[off + (size_t)i * k.cols + j] * pj;
                             rb += twin.grads_memory[off + (size_t)i * k.cols + j] * pj;
                         }
-                        worst = std::max(worst, std::fabs(ra - rb));
+                        worst = worst_of(worst, std::fabs(ra - rb));
                         scale = std::max(scale, std::fabs(rb));
                     }
                 // fp32 sums of N = 32 rows in two orders: ~1e-7 relative to the largest entry
@@ -403,7 +404,7 @@ void projected_gradient_is_exact(Arch arch, const char* name) {
         double worst = 0, scale = 0;
         for (size_t i = 0; i < n; i++)
             if (!in_block[i]) {
-                worst = std::max(worst, (double)std::fabs(model.grads_memory[i] - twin.grads_memory[i]));
+                worst = worst_of(worst, (double)std::fabs(model.grads_memory[i] - twin.grads_memory[i]));
                 scale = std::max(scale, (double)std::fabs(twin.grads_memory[i]));
             }
         EXPECT_LT(worst, 1e-5 * scale) << name << " other gradients, step " << step;

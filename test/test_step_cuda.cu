@@ -34,10 +34,13 @@ static void check_tol(const std::string& what, double err, double tol) {
     check(err < tol, "%-60s err %.3g (tol %.3g)", what.c_str(), err, tol);
 }
 
+// The last step's loss after a 10-step trajectory, PRAC off and on (both backends draw the same Q2 and see Q1s that
+// differ by rounding): fp32 1e-4, bf16 2e-2; measured in the emulated builds (2026-12-02): fp32 at most 2.7e-6, bf16
+// at most 2.6e-3 (they were 5e-2 with PRAC in both builds, and 0.2 in bf16 without).
 #if defined(PRAC_FP32)
-static const double GRAD_TOL = 1e-4, LOSS_TOL = 1e-5;
+static const double GRAD_TOL = 1e-4, LOSS_TOL = 1e-5, TRAJECTORY_TOL = 1e-4;
 #else
-static const double GRAD_TOL = 5e-2, LOSS_TOL = 2e-2;
+static const double GRAD_TOL = 5e-2, LOSS_TOL = 2e-2, TRAJECTORY_TOL = 2e-2;
 #endif
 
 // A Hugging Face fixture's config and batch. The fixtures have head size 8 (n_embd 32, 4 heads), which the CUDA
@@ -153,8 +156,7 @@ static void compare(const char* dir, Arch arch, PracMode mode, int hidden_align 
         og.step(mg.params_memory, mg.grads_memory, mg.param_specs, lr, clip_scale(ng, 1.0f));
         if (step == 9) {
             double e = std::fabs(lg - lc) / std::fabs(lc);
-            double tol = mode == PracMode::NONE ? 10 * LOSS_TOL : 0.05;  // PRAC: different draws' noise
-            check_tol(tag + " step-9 loss (10-step trajectory)", e, tol);
+            check_tol(tag + " step-9 loss (10-step trajectory)", e, TRAJECTORY_TOL);
         }
     }
 #if defined(PRAC_CUDA_EMU)

@@ -77,11 +77,15 @@ static std::map<int, double> step_values(const std::string& jsonl, const std::st
 }
 
 // (a) the CUDA run against the CPU backend's run of the same flags
+// Tolerances: fp32 1e-4; bf16 5e-3 relative (measured emulated, 2026-12-02, GPT-2: loss 6.2e-5, gradient norm
+// 1.6e-3). 5e-3 of a loss of ln(50257) = 10.8 is 0.054, a third of GPT-2's fall in these 6 steps (0.16; LLaMA's is
+// 0.05): the fall from the first step is compared too, within 10% of the CPU run's (measured emulated: GPT-2 bf16
+// 0.4%), so a CUDA update that did little or nothing fails.
 static void cuda_follows_cpu(const std::string& dir, const char* binary, const std::string& args) {
 #if defined(PRAC_FP32)
     const double tol = 1e-4;
 #else
-    const double tol = 5e-2;
+    const double tol = 5e-3;
 #endif
     std::string out, cpu = args;
     cpu.replace(cpu.find("--device cuda"), 13, "--device cpu");
@@ -94,13 +98,21 @@ static void cuda_follows_cpu(const std::string& dir, const char* binary, const s
         auto g = step_values(dir + "/cuda.jsonl", field), c = step_values(dir + "/cpu.jsonl", field);
         double worst = g.size() == c.size() && !g.empty() ? 0 : INFINITY;
         for (auto& [step, v] : c)
-            if (g.count(step)) worst = std::max(worst, std::fabs(g[step] - v) / std::fabs(v));
+            if (g.count(step)) worst = worst_of(worst, std::fabs(g[step] - v) / std::fabs(v));
         check(worst < tol, "%s: every step's %s within %.0e of the CPU backend's (%zu steps, worst %.3g)", binary,
               field, tol, c.size(), worst);
     }
-    auto g = step_values(dir + "/cuda.jsonl");
+    auto g = step_values(dir + "/cuda.jsonl"), c = step_values(dir + "/cpu.jsonl");
     check(!g.empty() && g.rbegin()->second < g.begin()->second - 0.01, "%s: the CUDA run's loss falls (%.4f -> %.4f)",
           binary, g.empty() ? 0.0 : g.begin()->second, g.empty() ? 0.0 : g.rbegin()->second);
+    const double cpu_fall = c.empty() ? 0.0 : c.begin()->second - c.rbegin()->second;
+    double worst = g.size() == c.size() && !g.empty() ? 0 : INFINITY;
+    for (auto& [step, v] : c)
+        if (g.count(step))
+            worst = worst_of(worst, std::fabs((g.begin()->second - g[step]) - (c.begin()->second - v)));
+    check(cpu_fall > 0.03 && worst < 0.1 * cpu_fall,
+          "%s: every step's fall from the first step within 10%% of the CPU run's fall %.4f (worst difference %.3g)",
+          binary, cpu_fall, worst);
 }
 
 // --device auto picks the CUDA backend where a GPU is (common/device.cu counts them; the emulated runtime has one)

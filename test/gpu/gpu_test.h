@@ -16,6 +16,7 @@
 #include "common/cuda_check.h"
 #include "common/device.h"  // gpu_unavailable_exit_code
 #include "common/safetensors.h"  // f32_to_bf16, bf16_to_f32 (round to nearest even)
+#include "test/worst.h"  // worst_of
 
 // ---- reporting: one line per check, a final "N passed, M failed" summary line and the exit code ----
 inline int g_gpu_checks = 0, g_gpu_failures = 0;
@@ -47,7 +48,7 @@ inline double rel_err(const std::vector<float>& a, const std::vector<float>& b, 
     double num = 0, den = 0;
     for (size_t i = 0; i < count; i++) {
         double d = std::fabs((double)a[i] - (double)b[i]);
-        if (!(d <= num)) num = d;
+        num = worst_of(num, d);
         den = std::max(den, std::fabs((double)b[i]));
     }
     return num / (den > 0 ? den : 1.0);
