@@ -28,6 +28,14 @@ static const uint64_t MAX_HEADER_BYTES = 1u << 20;
 static const size_t ARRAY_ALIGN = 64;
 static const size_t GROWTH_AXIS_MAX_DIGITS = 21;
 
+bool file_starts_as_npy(const std::string& path) {
+    char head[MAGIC_LEN] = {0};
+    FILE* f = std::fopen(path.c_str(), "rb");
+    const bool npy = f && std::fread(head, 1, MAGIC_LEN, f) == MAGIC_LEN && std::memcmp(head, MAGIC, MAGIC_LEN) == 0;
+    if (f) std::fclose(f);
+    return npy;
+}
+
 size_t NpyArray::numel() const {
     size_t n = 1;
     for (int64_t d : shape) n *= (size_t)d;

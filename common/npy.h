@@ -23,6 +23,10 @@ struct NpyArray {
 // the conversion to apply), and data shorter than the shape says.
 NpyArray read_npy(const std::string& path, bool bf16_as_uint16 = false);
 
+// Whether the file at path begins with the .npy magic (false when it cannot be read): an earlier dump that a
+// resumed run may replace, told from someone else's file.
+bool file_starts_as_npy(const std::string& path);
+
 // Writes a float32 array of this shape (C order) as an .npy version 1.0 file, atomically: everything goes
 // to path + ".tmp.<pid>", which is fsync'ed and renamed over path, so path holds either its old content
 // or the complete new file. Throws UserError (and removes the temp file) on any failure.

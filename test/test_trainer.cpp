@@ -130,6 +130,57 @@ TEST(TrainerBinary, HelpExitsZero) {
     }
 }
 
+// Each utf-8 line of TEXT in columns (code points: prac_analyze's help has σ and Σ), the longest one's.
+size_t widest_line(const std::string& text, std::string* line_out) {
+    size_t widest = 0, start = 0;
+    while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        size_t cols = 0;
+        for (size_t i = start; i < end; i++) cols += ((unsigned char)text[i] & 0xC0) != 0x80;
+        if (cols > widest) widest = cols, *line_out = text.substr(start, end - start);
+        start = end + 1;
+    }
+    return widest;
+}
+
+// Every program's --help fits HELP_COLUMNS columns (the trainers' flag lines were up to 513 columns, which a terminal
+// wraps back to column 0 under the flag names). README's flag block is train_gpt2 --help's flag table, line for
+// line, and train_llama's differs from it only in --model's default, as the README says.
+TEST(TrainerBinary, HelpFitsItsWidthAndTheReadmeHoldsItsFlags) {
+    TempDir dir;
+    auto help_of = [&](const std::string& program) {
+        const std::string cmd = shell_quote(ROOT + "/" + program) + " --help > " + shell_quote(dir / "help") + " 2>&1";
+        EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+        return read_bytes(dir / "help");
+    };
+    std::map<std::string, std::string> help;
+    for (const char* program : {"train_gpt2", "train_llama", "finetune_roberta", "prep_data", "prac_analyze"}) {
+        help[program] = help_of(program);
+        std::string line;
+        EXPECT_LE(widest_line(help[program], &line), HELP_COLUMNS) << program << " --help: " << line;
+        EXPECT_GT(help[program].size(), 1000u) << program;
+    }
+    // the flag table: from the first flag line to the blank line before "Examples:"
+    auto flag_table = [](const std::string& h) {
+        const size_t from = h.find("\n  --") + 1, to = h.find("\n\nExamples:");
+        return from == 0 || to == std::string::npos || to < from ? std::string("(no flag table)")
+                                                                  : h.substr(from, to + 1 - from);
+    };
+    const std::string gpt2 = flag_table(help["train_gpt2"]);
+    std::string llama = flag_table(help["train_llama"]);
+    const size_t at = llama.find("[llama-130m]");
+    ASSERT_NE(at, std::string::npos) << llama;
+    EXPECT_EQ(llama.replace(at, 12, "[gpt2-124m]"), gpt2);
+    const std::string readme = read_bytes(ROOT + "/README.md");
+    const size_t section = readme.find("## Flags (`./train_gpt2 --help`)");
+    ASSERT_NE(section, std::string::npos);
+    const size_t fence = readme.find("```\n", section) + 4, end = readme.find("```\n", fence);
+    ASSERT_NE(end, std::string::npos);
+    EXPECT_EQ(readme.substr(fence, end - fence), gpt2) << "README.md's flag block is not ./train_gpt2 --help's flag "
+                                                          "table (rerun the command and copy its table)";
+}
+
 TEST(TrainerBinary, UnknownFlag) {
     TempDir dir;
     RunResult r = run_trainer("train_gpt2", {"--stpes", "3"}, dir, 60);

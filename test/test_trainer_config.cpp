@@ -360,6 +360,17 @@ TEST(TrainerCli, HelpListsEveryFlag) {
     }
 }
 
+// wrap_help's documented rule, at its edges: a word that ends exactly at column HELP_COLUMNS stays on the line, one
+// column more moves it to the next line under the indent; explicit newlines are kept; a word wider than a line is
+// not cut.
+TEST(TrainerCli, WrapHelpBreaksBetweenWordsAtItsWidth) {
+    EXPECT_EQ(wrap_help("aa bb", HELP_COLUMNS - 5, 2), "aa bb");          // "bb" ends at column HELP_COLUMNS
+    EXPECT_EQ(wrap_help("aa bbb", HELP_COLUMNS - 5, 2), "aa\n  bbb");    // one column more: the word moves down
+    EXPECT_EQ(wrap_help("aa  bb\ncc", 0, 2), "aa bb\n  cc");           // spaces collapse; a newline is kept
+    const std::string wide(HELP_COLUMNS + 5, 'x');
+    EXPECT_EQ(wrap_help("a " + wide + " b", 0, 3), "a\n   " + wide + "\n   b");
+}
+
 // Other trainers' spellings of common flags are answered with ours (edit distance alone answered --out with --lr).
 TEST(TrainerCli, SynonymsOfCommonFlagsSuggestOurSpelling) {
     const std::vector<std::pair<std::string, std::string>> issue = {

@@ -593,8 +593,34 @@ int prac_initial_spread_steps(const TrainOptions& o, PracMode mode) {
     return (int)k;
 }
 
+std::string wrap_help(const std::string& text, size_t column, size_t indent) {
+    std::string out;
+    size_t col = column, i = 0;
+    bool line_has_words = false;
+    while (i < text.size()) {
+        if (text[i] == '\n') {  // an explicit line break: the next line starts under the indent
+            out += '\n' + std::string(indent, ' ');
+            col = indent, line_has_words = false, i++;
+            continue;
+        }
+        if (text[i] == ' ') { i++; continue; }
+        size_t end = text.find_first_of(" \n", i);
+        if (end == std::string::npos) end = text.size();
+        const size_t len = end - i;
+        if (line_has_words && col + 1 + len > HELP_COLUMNS) {
+            out += '\n' + std::string(indent, ' ');
+            col = indent, line_has_words = false;
+        }
+        if (line_has_words) out += ' ', col++;
+        out.append(text, i, len);
+        col += len, line_has_words = true, i = end;
+    }
+    return out;
+}
+
 std::string flag_table_help(const FlagDef* flags, size_t num_flags, const void* defaults,
                             const std::function<std::string(const FlagDef&)>& default_text) {
+    const size_t help_column = 31;  // "  " + a 28-column flag column + " "
     std::string s;
     for (const FlagDef* f = flags; f < flags + num_flags; f++) {
         std::string left = std::string(f->name) + (f->metavar[0] ? std::string(" ") + f->metavar : "");
@@ -614,16 +640,20 @@ std::string flag_table_help(const FlagDef* flags, size_t num_flags, const void* 
                 case Kind::BOOL: break;
             }
         }
-        s += format("  %-28s %s%s\n", left.c_str(), f->help, def.c_str());
+        // a flag wider than its column has its help on the next line
+        s += left.size() <= help_column - 3 ? format("  %-28s ", left.c_str())
+                                             : "  " + left + "\n" + std::string(help_column, ' ');
+        s += wrap_help(f->help + def, help_column, help_column) + "\n";
     }
     return s;
 }
 
 std::string train_options_help(Arch arch, const char* program) {
     const std::string names = join(model_config_names(arch));
-    std::string s = format("usage: %s [flags]\n\nTrains a %s model (CPU or CUDA backend) on token shards; with no "
-                           "data flags, on the built-in corpus.\nModels: %s, or a Hugging Face config.json.\n\n",
-                           program, arch == Arch::GPT2 ? "GPT-2" : "LLaMA", names.c_str());
+    std::string s = format("usage: %s [flags]\n\n", program);
+    s += wrap_help(format("Trains a %s model (CPU or CUDA backend) on token shards; with no data flags, on the built-in "
+                          "corpus.\nModels: %s, or a Hugging Face config.json.", arch == Arch::GPT2 ? "GPT-2" : "LLaMA",
+                          names.c_str()), 0, 0) + "\n\n";
     TrainOptions defaults;
     std::vector<FlagDef> shown(std::begin(FLAGS), std::end(FLAGS));
     s += flag_table_help(shown.data(), shown.size(), &defaults, [arch](const FlagDef& f) -> std::string {
@@ -636,12 +666,12 @@ std::string train_options_help(Arch arch, const char* program) {
     s += "\nExamples:\n";
     if (arch == Arch::GPT2)
         s += format("  %s --model gpt2-mini --steps 200 --device cpu     # built-in corpus on a CPU\n"
-                    "  %s --model gpt2-124m --train-data 'owt_gpt2_train_*.bin' --val-data 'owt_gpt2_val_*.bin' "
-                    "--batch-size 64 --grad-accum 8 --steps 50000\n", program, program);
+                    "  %s --model gpt2-124m --train-data 'owt_gpt2_train_*.bin' --val-data 'owt_gpt2_val_*.bin' \\\n"
+                    "      --batch-size 64 --grad-accum 8 --steps 50000\n", program, program);
     else
         s += format("  %s --model llama-mini --steps 200 --device cpu    # built-in corpus on a CPU\n"
-                    "  %s --model llama-130m --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' "
-                    "--batch-size 128 --grad-accum 4 --steps 20000 --lr 1e-3\n", program, program);
+                    "  %s --model llama-130m --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' \\\n"
+                    "      --batch-size 128 --grad-accum 4 --steps 20000 --lr 1e-3\n", program, program);
     return s;
 }
 

@@ -126,8 +126,15 @@ using FlagSynonym = std::pair<const char*, const char*>;  // another tool's spel
 // Checks the values' syntax only (numbers, non-empty strings); ranges are the caller's.
 void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym* synonyms, size_t num_synonyms,
                       void* opts, std::set<std::string>& given, int argc, char** argv);
-// The --help lines of a table: "  --flag META   help [default]", defaults read from the struct at `defaults`;
-// default_text may replace a flag's "[default]" text (return "?" to keep it).
+// --help's width: every line of the programs' help fits HELP_COLUMNS columns, as prep_data's and prac_analyze's
+// hand-set help does (a terminal's soft wrap would continue a flag's text at column 0, under the flag names).
+constexpr size_t HELP_COLUMNS = 120;
+// TEXT's words after `column` columns already used on the line, wrapped at HELP_COLUMNS; continuation lines are
+// indented by `indent` spaces. Explicit newlines in TEXT are kept. A word longer than a line stays whole.
+std::string wrap_help(const std::string& text, size_t column, size_t indent);
+// The --help lines of a table: "  --flag META   help [default]" wrapped by wrap_help under the help column,
+// defaults read from the struct at `defaults`; default_text may replace a flag's "[default]" text (return "?" to
+// keep it).
 std::string flag_table_help(const FlagDef* flags, size_t num_flags, const void* defaults,
                             const std::function<std::string(const FlagDef&)>& default_text = nullptr);
 

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "common/files.h"    // dir_of, probe_create
+#include "common/npy.h"      // file_starts_as_npy
 #include "common/strings.h"  // join
 #include "kernels/cuda_sizes.h"  // cuda_attention_takes_head_size
 #include "train/planner.h"
@@ -250,23 +251,13 @@ void refuse_colliding_outputs(const std::vector<RunOutput>& outputs) {
         }
 }
 
-// an .npy file's first bytes (numpy's format: "\x93NUMPY")
-static bool starts_as_npy(const std::string& path) {
-    char head[6] = {0};
-    FILE* f = std::fopen(path.c_str(), "rb");
-    const bool npy =
-        f && std::fread(head, 1, sizeof(head), f) == sizeof(head) && std::memcmp(head, "\x93NUMPY", 6) == 0;
-    if (f) std::fclose(f);
-    return npy;
-}
-
 void check_output_file(const std::string& path, const char* flag, bool may_replace, bool may_replace_npy) {
     struct stat st;
     const bool exists = stat(path.c_str(), &st) == 0;
     if (exists && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
         fail("%s %s is not a regular file (a pipe or a device): the run writes a file and renames it there, which "
              "would replace it\n---> HINT: pass a file path", flag, path.c_str());
-    if (exists && S_ISREG(st.st_mode) && !may_replace && !(may_replace_npy && starts_as_npy(path)))
+    if (exists && S_ISREG(st.st_mode) && !may_replace && !(may_replace_npy && file_starts_as_npy(path)))
         fail("%s %s already exists (%s); this run would replace it\n---> HINT: pass another %s, or --overwrite to "
              "replace it", flag, path.c_str(), may_replace_npy ? "not an .npy file: not the dump a resumed run "
              "replaces" : "an earlier run's?", flag);

@@ -151,7 +151,8 @@ Getting the data (needs internet; this tool does not download anything):
   OpenWebText (8,013,769 documents): openwebtext.tar.xz (12.9 GB) from Zenodo record 3834942
       (https://zenodo.org/records/3834942), or Hugging Face Skylion007/openwebtext, whose data/ folder is
       parquet: convert it to JSON lines first, e.g.
-      python3 -c "import pandas as p,sys; p.read_parquet(sys.argv[1]).to_json(sys.argv[2], orient='records', lines=True)" in.parquet out.jsonl
+      python3 -c "import pandas as p,sys;p.read_parquet(sys.argv[1]).to_json(sys.argv[2],orient='records',lines=True)" \
+          in.parquet out.jsonl
 
 Your own text (one file: its blank-line separated paragraphs are the documents; 1% goes to validation):
   prep_data --tokenizer gpt2 --input mybook.txt --out data/mine/gpt2      then ./train_gpt2 ... (printed)
