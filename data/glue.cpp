@@ -117,9 +117,12 @@ float check_score(double v, const std::string& text, const std::string& where) {
 float parse_score(const std::string& text, const std::string& where) {
     char* end = nullptr;
     double v = std::strtod(text.c_str(), &end);
-    // strtod also reads hexadecimal ("0x2"), which Python's float() (GLUE's readers) refuses
+    // strtod also reads hexadecimal ("0x2"), which Python's float() (GLUE's readers) refuses; float() takes
+    // whitespace on either side, strtod only before the number
     const bool hex = text.find_first_of("xX") != std::string::npos;
-    if (text.empty() || *end != '\0' || hex)
+    const bool read_a_number = end != text.c_str();
+    while (*end && std::isspace((unsigned char)*end)) end++;
+    if (!read_a_number || *end != '\0' || hex)
         fail("%s: STS-B score '%s' is not a number", where.c_str(), text.c_str());
     return check_score(v, text, where);
 }

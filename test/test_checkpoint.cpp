@@ -520,6 +520,29 @@ TEST_F(CkptTest, FlippedByteIsCaughtAndTheNewestIntactCheckpointUsed) {
     }
 }
 
+// A marker whose "checksums" key is lost (one flipped bit of its name does it) vouches for nothing: the checkpoint
+// is damaged, not taken unchecked (a corrupted model.safetensors resumed and loaded by --init-from with exit 0).
+TEST_F(CkptTest, AMarkerWithoutChecksumsIsDamaged) {
+    std::string c1 = save_checkpoint(ckdir(), 1, "one");
+    std::string c2 = save_checkpoint(ckdir(), 2, "two");
+    const std::string marker_path = c2 + "/" + CKPT_COMPLETE_FILE, marker = read_bytes(marker_path);
+    std::string renamed = marker;
+    const size_t at = renamed.find("\"checksums\"");
+    ASSERT_NE(at, std::string::npos) << marker;
+    renamed[at + 9] = 'z';  // "checksumz": same size
+    write_bytes(marker_path, renamed);
+    std::string why;
+    EXPECT_TRUE(checkpoint_is_complete(c2));
+    EXPECT_FALSE(checkpoint_verify(c2, &why));
+    EXPECT_NE(why.find("marker has no checksums"), std::string::npos) << why;
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(checkpoint_resolve(ckdir()), c1);
+    std::string out = testing::internal::GetCapturedStdout();
+    EXPECT_NE(out.find("step_00000002: its COMPLETE marker has no checksums"), std::string::npos) << out;
+    write_bytes(marker_path, marker);
+    EXPECT_TRUE(checkpoint_verify(c2));
+}
+
 // When no step directory can be used, the error lists each one with its problem (it used to say only "no checkpoint").
 TEST_F(CkptTest, NoUsableCheckpointSaysWhy) {
     std::string c1 = save_checkpoint(ckdir(), 1, "one");

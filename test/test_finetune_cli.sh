@@ -213,6 +213,22 @@ last=$(ls -d "$T/ck"/step_* | tail -1)
 out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$last" --eval-only 2>&1); rc=$?
 [ -n "$hint" ] && [ $rc -eq 0 ] && grep -q '^dev loss' <<<"$out" && ok "--eval-only of a checkpoint (${last##*/}), as the hint says" \
   || bad "--eval-only of a checkpoint: hint '$hint', rc $rc, $(tail -2 <<<"$out")"
+# a damaged checkpoint is refused as the trainers refuse it (a flipped exponent bit of a weight gave a dev loss of
+# 1e33 with exit 0): here the top byte of the last float of model.safetensors, and the last byte of vocab.json
+cp -r "$last" "$T/damaged"
+for f in model.safetensors vocab.json; do
+  cp "$last/$f" "$T/damaged/$f"
+  python3 - "$T/damaged/$f" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[-1] ^= 0x40; open(p, 'wb').write(bytes(b))
+PY
+  out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/damaged" --eval-only 2>&1); rc=$?
+  [ $rc -eq 1 ] && grep -q "this checkpoint is damaged: $f does not match its checksum" <<<"$out"     && ok "--init-from a checkpoint with a flipped bit in $f: refused" || bad "damaged $f: rc $rc, $(tail -2 <<<"$out")"
+  cp "$last/$f" "$T/damaged/$f"
+done
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/damaged" --eval-only 2>&1); rc=$?
+[ $rc -eq 0 ] && grep -q '^dev loss' <<<"$out" && ok "the same copy restored: evaluated" || bad "restored copy: rc $rc"
+rm -rf "$T/damaged"
 # --eval-only with the flags of training: refused as the trainers refuse them (--overwrite was ignored)
 for f in "--save $T/nosave:--save would have nothing new to save" "--overwrite:--eval-only has nothing for --overwrite to replace"; do
   out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1" --eval-only ${f%%:*} 2>&1); rc=$?

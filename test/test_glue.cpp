@@ -301,6 +301,16 @@ TEST_F(GlueFiles, WrongLayoutsAreClearErrors) {
     e = error(GlueTask::STSB, "hex.tsv", "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\t"
                                          "sentence2\tscore\n0\tg\tf\t2012\t0\ts\ts\ta\tb\t0x2\n");
     EXPECT_NE(e.find("hex.tsv:2: STS-B score '0x2' is not a number"), std::string::npos) << e;
+    // Python's float() takes spaces on either side of the number ('3 ' was refused, ' 3' read), not spaces alone
+    const std::string sts_header = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\t"
+                                   "score\n0\tg\tf\t2012\t0\ts\ts\ta\tb\t";
+    for (const char* score : {" 3", "3 ", " 3.0  "}) {
+        auto sts = read(GlueTask::STSB, "space.tsv", sts_header + score + "\n");
+        ASSERT_EQ(sts.size(), 1u) << "'" << score << "'";
+        EXPECT_EQ(sts[0].score, 3.0f) << "'" << score << "'";
+    }
+    e = error(GlueTask::STSB, "blank.tsv", sts_header + "  \n");
+    EXPECT_NE(e.find("blank.tsv:2: STS-B score '  ' is not a number"), std::string::npos) << e;
     // a header with another layout's label column: its labels were read as missing, and a later "example 0 (line 2)
     // has no label" blamed a row that has one. Hugging Face's column names in a TSV, and RTE's file given as MNLI:
     e = error(GlueTask::QQP, "qqp.tsv", "question1\tquestion2\tlabel\tidx\nq a\tq b\t1\t0\n");

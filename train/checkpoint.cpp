@@ -221,12 +221,16 @@ bool checkpoint_is_complete(const std::string& path, std::string* why) {
 bool checkpoint_verify(const std::string& path, std::string* why) {
     nlohmann::json marker;
     if (!read_marker(path, &marker, why)) return false;
-    if (!marker.contains("checksums")) return true;  // written before checksums (sizes checked above)
-    const nlohmann::json& sums = marker["checksums"];
     auto no = [&](const std::string& reason) {
         if (why) *why = reason;
         return false;
     };
+    // every marker this format version writes has them: without, nothing vouches for the files' content (a flipped
+    // bit in the key let a corrupted model.safetensors resume with exit 0)
+    if (!marker.contains("checksums"))
+        return no(format("its %s marker has no checksums (damaged, or written by a build older than checksums: "
+                         "resume it with that build)", CKPT_COMPLETE_FILE));
+    const nlohmann::json& sums = marker["checksums"];
     if (!sums.is_object()) return no(format("its %s marker has bad checksums", CKPT_COMPLETE_FILE));
     for (auto it = marker["files"].begin(); it != marker["files"].end(); ++it) {
         const std::string& name = it.key();

@@ -59,7 +59,7 @@ std::string checkpoint_latest(const std::string& dir);
 // otherwise false, with the reason in *why when given.
 bool checkpoint_is_complete(const std::string& path, std::string* why = nullptr);
 // Complete, and every file matches the checksum its COMPLETE marker records (the whole files are read; a marker
-// written before checksums existed is checked by sizes only). Otherwise false, with the reason in *why.
+// without checksums, as builds before them wrote, is damaged). Otherwise false, with the reason in *why.
 bool checkpoint_verify(const std::string& path, std::string* why = nullptr);
 // Removes leftovers of dead processes of this host in DIR: temp dirs (.tmp_step_*), half-deleted dirs
 // (.del_step_*) and moved-aside dirs (.old_step_*); a moved-aside dir whose step directory is missing (the

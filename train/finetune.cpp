@@ -238,19 +238,18 @@ std::vector<std::string> finetune_flag_names() {
 
 std::string finetune_help(const char* program) {
     FinetuneOptions defaults;
-    std::string s = format(
-        "usage: %s --task NAME --data-dir DIR --init-from MODEL_DIR [flags]\n\n"
+    std::string s = format("usage: %s --task NAME --data-dir DIR --init-from MODEL_DIR [flags]\n\n", program);
+    s += wrap_help(
         "Fine-tunes a Hugging Face RoBERTa (RobertaForSequenceClassification) on one GLUE task: AdamW or RSO, optional "
         "PRAC activation compression, dev evaluation with the task's metrics after every epoch (best and final "
         "printed), checkpoints with a bit-exact --resume, --save as a Hugging Face directory. Nothing is downloaded.\n"
         "Schedule: linear warmup over --warmup steps, then linear decay toward 0, which the step after the last would "
-        "reach (run_glue's default).\n\n",
-        program);
+        "reach (run_glue's default).", 0, 0) + "\n\n";
     s += flag_table_help(FLAGS, std::size(FLAGS), &defaults, [](const FlagDef& f) -> std::string {
         return std::string(f.name) == "--lr" || std::string(f.name) == "--precision" ? "" : "?";
     });
     s += format("\nExample (the paper's MRPC PRAC row):\n  %s --task mrpc --data-dir glue_data/MRPC --init-from "
-                "roberta-base --prac prac --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --save mrpc-prac\n",
+                "roberta-base --prac prac \\\n      --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --save mrpc-prac\n",
                 program);
     return s;
 }
@@ -261,6 +260,7 @@ void check_model_dir(const std::string& dir, const GlueTaskInfo& task) {
                "model directory (config.json, model.safetensors, vocab.json + merges.txt or tokenizer.json)",
                dir.c_str());
     refuse_sharded_checkpoint(dir);
+    verify_init_from_checkpoint(dir);  // one of our checkpoints: its files against the marker's checksums
     for (const char* f : {"config.json", "model.safetensors"})
         CHECK_USER(readable(dir + "/" + f), "--init-from %s has no readable %s\n---> HINT: a Hugging Face RoBERTa "
                    "directory holds config.json and model.safetensors (transformers' save_pretrained writes both; "
