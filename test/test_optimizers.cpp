@@ -204,8 +204,10 @@ TEST(NewtonSchulz, KeepsSingularVectorsAndMapsSingularValuesIntoTheBand) {
         std::printf("  %4dx%-4d %-8s min share %.2e  |diag(UᵀOV) - p⁵(x)| %.1e  off-diag RMS %.1e  σ(O) in "
                     "[%.4f, %.4f]  ||O - UVᵀ||/||UVᵀ|| %.3f\n",
                     r, c, cs.gaussian ? "gaussian" : "spectrum", min_share, diag_err, off, s_lo, s_hi, dist);
-        EXPECT_LT(diag_err, 2e-4) << r << "x" << c;
-        EXPECT_LT(off, 2e-4) << r << "x" << c;
+        // fp32 rounding of 5 iterations of matmuls of depth <= 200, amplified by the quintic's slope (up to 3.4 per
+        // iteration): measured at most 5.1e-6 (diagonal) and 1.7e-6 (off-diagonal) over these cases; 5e-5 (was 2e-4)
+        EXPECT_LT(diag_err, 5e-5) << r << "x" << c;
+        EXPECT_LT(off, 5e-5) << r << "x" << c;
         worst_diag = worst_of(worst_diag, diag_err);
         worst_off = worst_of(worst_off, off);
         if (in_band) {
