@@ -16,6 +16,7 @@
 #include "model/weights.h"
 #include "model/sites.h"  // the sites: SiteIndex, apply_recompute, wire_sites
 #include "common/safetensors.h"  // safetensors_open (the HF name prefix of --init-from)
+#include "common/strings.h"      // join
 #include "model/model_common.h"  // ActivationArena, load_hf_weights, ...
 
 template <typename T>
@@ -449,7 +450,17 @@ struct GPT2 {
 
     // Hugging Face safetensors in and out (our fp32 host copy in between; the backend converts).
     void load_weights(const std::string& path) {
-        std::vector<HFTensor> map = hf_map(hf_prefix_of(safetensors_open(path).names()));
+        SafeTensorsFile file = safetensors_open(path);
+        // the tied head is skipped, but one of another shape is another model's (transformers refuses it too)
+        if (const SafeTensor* head = file.find("lm_head.weight")) {
+            const std::vector<int64_t> want = {cfg.vocab_size, cfg.channels};
+            if (head->shape != want)
+                fail("%s: tensor \"lm_head.weight\" has shape [%s] but model %s ties its head to the token embedding "
+                     "[%s]\n---> HINT: the checkpoint does not match the model config: check its config.json (and "
+                     "the trainers' --model)", path.c_str(), join(head->shape).c_str(), cfg.name.c_str(),
+                     join(want).c_str());
+        }
+        std::vector<HFTensor> map = hf_map(hf_prefix_of(file.names()));
         load_hf_weights(be, path, map, hf_ignorable(), params_memory, param_buffer_numel, cfg);
     }
     void save_weights(const std::string& path) { save_hf_weights(be, path, hf_map(), params_memory, param_buffer_numel); }

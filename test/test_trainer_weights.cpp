@@ -167,6 +167,18 @@ TEST(TrainerWeights, ExtraLayerIsUnexpected) {
     w.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", {4}, std::vector<float>(4, 1.0f)});
     write_all(dir / "linv.safetensors", w);
     EXPECT_NO_THROW(l.load_weights(dir / "linv.safetensors"));
+    // GPT-2's tied head of the embedding's shape is skipped; one of another shape is another model's (it was
+    // skipped too, exit 0)
+    const SafeTensorsFile fixture = safetensors_open(GPT2_FIXTURE + "/model.safetensors");
+    const std::vector<int64_t> wte_shape = fixture.shape("transformer.wte.weight");
+    std::vector<HostTensor> tied = read_all(GPT2_FIXTURE + "/model.safetensors");
+    tied.push_back({"lm_head.weight", wte_shape, std::vector<float>((size_t)wte_shape[0] * wte_shape[1], 0.5f)});
+    write_all(dir / "ghead.safetensors", tied);
+    EXPECT_NO_THROW(g.load_weights(dir / "ghead.safetensors"));
+    tied.back() = {"lm_head.weight", {5, 5}, std::vector<float>(25, 0.5f)};
+    write_all(dir / "ghead55.safetensors", tied);
+    EXPECT_USER_ERROR(g.load_weights(dir / "ghead55.safetensors"), "\"lm_head.weight\" has shape [5, 5]",
+                      "ties its head to the token embedding");
 }
 
 // The hub's original gpt2 checkpoints name tensors without the "transformer." prefix.
