@@ -32,6 +32,21 @@ row='^ +512 +256 +[0-9]+ .*\(--npy: a dumped site\)$'
 out=$("$B" --npy "$W/d0.npy" 2>&1); rc=$?
 [ "$rc" = 1 ] && grep -q -- "--npy needs PREV.npy,CUR.npy" <<<"$out" && ok "--npy with one file: exit 1, says so" \
   || bad "--npy one file (rc=$rc): $out"
+out=$("$B" --npy "$W/d0.npy,$W/d1.npy,$W/d1.npy" 2>&1); rc=$?  # it read "d1.npy,d1.npy" as one file's name
+[ "$rc" = 1 ] && grep -q -- "--npy needs PREV.npy,CUR.npy: two files" <<<"$out" \
+  && ok "--npy with three files: exit 1, says so" || bad "--npy three files (rc=$rc): $out"
+# --bf16: dumps of bfloat16 bits ('<u2'), as read_npy's hint for such a file says (bench_refresh lacked the flag)
+python3 -c "
+import numpy as np
+for s in (0, 1):
+    x = np.load('$W/d%d.npy' % s).astype(np.float32)
+    np.save('$W/b%d.npy' % s, (x.view(np.uint32) >> 16).astype(np.uint16))" 2>/dev/null && {
+  out=$("$B" --npy "$W/b0.npy,$W/b1.npy" 2>&1); rc=$?
+  [ "$rc" = 1 ] && grep -q -- "--bf16" <<<"$out" && ok "--npy of bf16 bits without --bf16: exit 1, names --bf16" \
+    || bad "--npy bf16 without --bf16 (rc=$rc): $out"
+  out=$("$B" --npy "$W/b0.npy,$W/b1.npy" --bf16 2>&1); rc=$?
+  [ "$rc" = 0 ] && grep -Eq "$row" <<<"$out" && ok "--npy --bf16: the dumped site's row" || bad "--npy --bf16 (rc=$rc): $out"
+}
 timeout -k 10 300 ./train_gpt2 --model gpt2-mini --device cpu --prac none --batch-size 1 --steps 1 \
   --dump-site ln1 --dump-layer 0 --dump-step 0 --dump-path "$W/ln1.npy" >"$W/train_ln1.log" 2>&1 </dev/null \
   || bad "the ln1 dump: $(tail -3 "$W/train_ln1.log")"

@@ -151,6 +151,7 @@ int main(int argc, char** argv) {
         std::vector<int> widths = {768, 2048, 3072, 4096, 5461, 10922};
         std::string model = "llama-130m";
         std::vector<std::string> npy;  // --npy PREV,CUR
+        bool bf16 = false;             // --bf16: the dumps hold bfloat16 bits as '<u2'
         std::vector<std::string> synthetic_flags;  // those given of --N, --max-elems, --widths, --model: not for --npy
         const int MAX_WIDTH = 1 << 20;            // (an n x n Gram matrix of 4 TiB)
         for (int i = 1; i < argc; i++) {
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
             if (a == "-h" || a == "--help") {
                 std::printf(
                     "usage: bench_refresh [--N TOKENS] [--max-elems E] [--widths 768,2048,...] [--exact-max-n N] "
-                    "[--model M]\n       bench_refresh --npy PREV.npy,CUR.npy\n\n"
+                    "[--model M]\n       bench_refresh --npy PREV.npy,CUR.npy [--bf16]\n\n"
                     "One PRAC refresh per site width on the CPU backend, exact vs subspace, side by side, and the "
                     "amortized\nrefresh cost at T1 = T2 = 500 as a fraction of a training step.\n"
                     "  --N TOKENS       rows of the site's activation (default 32768; scaled down to fit --max-elems, "
@@ -175,7 +176,8 @@ int main(int argc, char** argv) {
                     "llama-130m; none: skip)\n"
                     "  --npy PREV,CUR   one dumped site at two steps (trainers' --dump-site) instead of synthetic "
                     "ones\n                   (its N and n are the dumps': --N, --max-elems, --widths and --model are "
-                    "refused with it)\n");
+                    "refused with it)\n"
+                    "  --bf16           the --npy dumps are '<u2' bfloat16 bit patterns (as prac_analyze --bf16)\n");
                 return 0;
             }
             if (a == "--N" || a == "--max-elems" || a == "--widths" || a == "--model") synthetic_flags.push_back(a);
@@ -183,11 +185,13 @@ int main(int argc, char** argv) {
             else if (a == "--max-elems") max_elems = (size_t)parse_whole("--max-elems", val(), 1, LLONG_MAX);
             else if (a == "--exact-max-n") exact_max = (int)parse_whole("--exact-max-n", val(), 0, INT_MAX);
             else if (a == "--model") model = val();
+            else if (a == "--bf16") bf16 = true;
             else if (a == "--npy") {
                 std::string v = val();
                 size_t comma = v.find(',');
-                CHECK_USER(comma != std::string::npos && comma > 0 && comma + 1 < v.size(),
-                           "--npy needs PREV.npy,CUR.npy (got '%s')", v.c_str());
+                CHECK_USER(comma != std::string::npos && comma > 0 && comma + 1 < v.size() &&
+                               v.find(',', comma + 1) == std::string::npos,
+                           "--npy needs PREV.npy,CUR.npy: two files (got '%s')", v.c_str());
                 npy = {v.substr(0, comma), v.substr(comma + 1)};
             } else if (a == "--widths") {
                 widths.clear();
@@ -208,6 +212,7 @@ int main(int argc, char** argv) {
             for (const std::string& f : synthetic_flags)
                 fail("%s does nothing with --npy (the dumps give the site's N and width; no model is estimated)",
                      f.c_str());
+        CHECK_USER(!bf16 || !npy.empty(), "--bf16 goes with --npy (it says how the dumps are stored)");
         // the model before any timing: a bad --model is refused at once, not after minutes of widths
         ModelConfig cfg;
         if (npy.empty() && model != "none") {
@@ -241,7 +246,7 @@ int main(int argc, char** argv) {
                             t.subspace_hh, "  (exact above --exact-max-n)");
         };
         if (!npy.empty()) {  // a dumped site: CUR warm-started from a cold refresh on PREV
-            NpyArray prev = read_npy(npy[0]), cur = read_npy(npy[1]);
+            NpyArray prev = read_npy(npy[0], bf16), cur = read_npy(npy[1], bf16);
             for (NpyArray* a : {&prev, &cur})
                 if (a->shape.size() == 3) a->shape = {a->shape[0] * a->shape[1], a->shape[2]};
             CHECK_USER(prev.shape.size() == 2 && cur.shape.size() == 2 && prev.shape[1] == cur.shape[1] &&

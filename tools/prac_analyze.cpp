@@ -250,16 +250,17 @@ static Args parse_args(int argc, char** argv) {
             if (std::find(used.begin(), used.end(), f) == used.end() && unused.find(f + " ") == std::string::npos)
                 unused += f + " ";
         if (!unused.empty())
-            std::fprintf(stderr, "%s: notice: %schange nothing with --mode none (the spectrum only)\n", PROGRAM,
-                         unused.c_str());
+            std::fprintf(stderr, "%s: notice: %s%s nothing with --mode none (the spectrum only)\n", PROGRAM,
+                         unused.c_str(), unused.find(' ') + 1 == unused.size() ? "changes" : "change");
     }
     if (a.mode == "pac") {  // a deterministic estimator: nothing random to scale, draw or seed
         std::string unused;
         for (const char* f : {"--k-mult", "--draws"})  // (--seed: the subspace refresh's sketch draws from it)
             if (std::find(a.given.begin(), a.given.end(), f) != a.given.end()) unused += std::string(f) + " ";
         if (!unused.empty())
-            std::fprintf(stderr, "%s: notice: %schange nothing with --mode pac (its basis is all principal: no "
-                         "random part to scale or draw)\n", PROGRAM, unused.c_str());
+            std::fprintf(stderr, "%s: notice: %s%s nothing with --mode pac (its basis is all principal: no "
+                         "random part to scale or draw)\n", PROGRAM, unused.c_str(),
+                         unused.find(' ') + 1 == unused.size() ? "changes" : "change");
     }
     return a;
 }
