@@ -223,7 +223,8 @@ import sys
 p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[-1] ^= 0x40; open(p, 'wb').write(bytes(b))
 PY
   out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/damaged" --eval-only 2>&1); rc=$?
-  [ $rc -eq 1 ] && grep -q "this checkpoint is damaged: $f does not match its checksum" <<<"$out"     && ok "--init-from a checkpoint with a flipped bit in $f: refused" || bad "damaged $f: rc $rc, $(tail -2 <<<"$out")"
+  [ $rc -eq 1 ] && grep -q "this checkpoint is damaged: $f does not match its checksum" <<<"$out" \
+    && ok "--init-from a checkpoint with a flipped bit in $f: refused" || bad "damaged $f: rc $rc, $(tail -2 <<<"$out")"
   cp "$last/$f" "$T/damaged/$f"
 done
 out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/damaged" --eval-only 2>&1); rc=$?
