@@ -21,6 +21,7 @@
 #include "kernels/cuda_backend.cuh"
 #include "model/roberta.h"
 #include "test/gpu/gpu_test.h"
+#include "test/gpu/prac_twin.h"  // rerun_with_gpu_bases
 #include "train/optim_adamw.h"
 
 static void check_tol(const std::string& what, double err, double tol) {
@@ -104,30 +105,12 @@ static void compare(const char* dir, PracMode mode) {
             check(bf16_values < (int)zg.size(), "%s logits are fp32 values (%d of %zu are bf16 values)", tag.c_str(),
                   bf16_values, zg.size());
             check_tol(tag + " step-0 loss", std::fabs(lg - lc) / std::fabs(lc), LOSS_TOL);
-            if (mode != PracMode::NONE) {
-                // each backend refreshed its own bases, which differ by rounding that the estimator amplifies (by
-                // k on the random part): the CPU model takes the GPU's bases and both run step 0 again without a
-                // refresh (T1 = T2 = 1000 at step 1 of the schedule), so the gradients must agree as without PRAC
-                int compressed = 0;
-                for (size_t i = 0; i < mc.sites.size(); i++) {
-                    if (!mc.sites[i].P) continue;
-                    const size_t numel = (size_t)mc.sites[i].L * mc.sites[i].n * mc.sites[i].r();
-                    std::vector<float> P(numel);
-                    gpu.download_f32(P.data(), mg.sites[i].P, numel);
-                    cpu.upload(mc.sites[i].P, P.data(), numel * sizeof(float));
-                    compressed++;
-                }
+            if (mode != PracMode::NONE) {  // the same bases on both sides (test/gpu/prac_twin.h says why)
+                int compressed = rerun_with_gpu_bases(prac, mc, mg, [&](auto& m) {
+                    m.forward(batch, 1.0f / B);
+                    m.backward();
+                });
                 check(compressed > 0, "%s: %d compressed sites", tag.c_str(), compressed);
-                PracOptions frozen = prac;
-                frozen.t1 = frozen.t2 = 1000;
-                mc.zero_grad();
-                mg.zero_grad();
-                mc.sched.begin_step(frozen, 1);
-                mg.sched.begin_step(frozen, 1);
-                mc.forward(batch, 1.0f / B);
-                mg.forward(batch, 1.0f / B);
-                mc.backward();
-                mg.backward();
             }
             std::vector<float> gc(mc.param_buffer_numel), gg(mg.param_buffer_numel);
             cpu.download_f32(gc.data(), mc.grads_memory, gc.size());

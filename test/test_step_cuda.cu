@@ -25,6 +25,7 @@
 #include "model/gpt2.h"
 #include "model/llama.h"
 #include "test/gpu/gpu_test.h"
+#include "test/gpu/prac_twin.h"  // rerun_with_gpu_bases
 #include "train/optim_adamw.h"
 #if defined(PRAC_CUDA_EMU)
 #include "kernels/cuda_emu/emu_internal.h"  // cuda_emu::malloc_calls, host_waits, queued_operations_run
@@ -117,28 +118,12 @@ static void compare(const char* dir, Arch arch, PracMode mode, int hidden_align 
         if (step == 0) {
             double e = std::fabs(lg - lc) / std::fabs(lc);
             check_tol(tag + " step-0 loss", e, LOSS_TOL);
-            if (mode != PracMode::NONE) {
-                // Each backend refreshed its own bases, which differ by rounding, and the estimator amplifies that
-                // difference (by k on the random part). So the CPU model takes the GPU's bases, and both run step 0
-                // again without a refresh (T1 = T2 = 1000 at step 1 of the schedule): the same Q1 and Q2 on both
-                // sides, so every gradient must agree as without PRAC.
-                for (size_t i = 0; i < mc.sites.size(); i++) {
-                    if (!mc.sites[i].P) continue;
-                    size_t numel = (size_t)mc.sites[i].L * mc.sites[i].n * mc.sites[i].r();
-                    std::vector<float> P(numel);
-                    gpu.download_f32(P.data(), mg.sites[i].P, numel);
-                    cpu.upload(mc.sites[i].P, P.data(), numel * sizeof(float));
-                }
-                PracOptions frozen = prac;
-                frozen.t1 = frozen.t2 = 1000;
-                mc.zero_grad();
-                mg.zero_grad();
-                mc.sched.begin_step(frozen, 1);
-                mg.sched.begin_step(frozen, 1);
-                mc.forward(inputs.data(), targets.data(), 1.0f / valid);
-                mg.forward(inputs.data(), targets.data(), 1.0f / valid);
-                mc.backward();
-                mg.backward();
+            if (mode != PracMode::NONE) {  // the same bases on both sides (test/gpu/prac_twin.h says why)
+                int compressed = rerun_with_gpu_bases(prac, mc, mg, [&](auto& m) {
+                    m.forward(inputs.data(), targets.data(), 1.0f / valid);
+                    m.backward();
+                });
+                check(compressed > 0, "%s: %d compressed sites", tag.c_str(), compressed);
             }
             std::vector<float> gc(mc.param_buffer_numel), gg(mg.param_buffer_numel);
             cpu.download_f32(gc.data(), mc.grads_memory, gc.size());
