@@ -636,12 +636,19 @@ struct DrawStats {
     double bias2 = 0;          // ||mean(X~) - X||_F²
     double max_z = 0;          // largest per-entry |mean - X| / (sd / sqrt(K))
     double min_err2 = INFINITY, max_err2 = 0;  // extremes of ||X~ - X||_F² over the draws
+    // t = <X~ - X, X - X Q1 Q1ᵀ> per draw: E[X~] - X = (k·r2/(n - r1) - 1)·(X - X Q1 Q1ᵀ), so E t = (k·r2/(n - r1) -
+    // 1)·tail (0 when unbiased); a bias orthogonal to X - X Q1 Q1ᵀ does not move it
+    double mean_t = 0, sd_t = 0;  // its mean and per-draw standard deviation
     // Rounding: a first-order bound on ||fl(X~) - X P Pᵀ||_F for the fp32 compress + reconstruct:
     // |fl(XP) - XP| <= n·eps·|X||P| and |fl(Xc Pᵀ) - Xc Pᵀ| <= r·eps·|Xc||P|ᵀ, so in Frobenius norm
     // delta <= (n + r)·eps·||X||_F·||P||_F², ||P||_F² = r1 + k·r2. It moves each ||X~ - X|| by at most delta,
     // hence a mean of ||X~ - X||² by at most 2·sqrt(mean)·delta + delta² (Cauchy-Schwarz).
     double delta = 0;
     double floor_err2(double mean) const { return 2 * std::sqrt(mean) * delta + delta * delta; }
+    // ... and each t by at most delta·sqrt(tail) (Cauchy-Schwarz), so their mean too
+    double floor_t() const { return delta * std::sqrt(tail); }
+    // two-sided 1e-6 half-width of mean_t around E t (normal approximation, the empirical per-draw sd) plus rounding
+    double half_t() const { return z_two_sided(kFail) * sd_t / std::sqrt((double)K) + floor_t(); }
     // the 1e-6 bound on ||mean(X~) - X||² of an unbiased estimator (Székely-Bakirov on Var/K), plus rounding
     double bias_bound(double var) const {
         double b = std::sqrt(sb_factor() * var / K) + delta;
@@ -659,29 +666,40 @@ DrawStats run_draws(const Synth& S, const SiteDims& d, int K, uint64_t seed) {
     EXPECT_TRUE(res.q1_ok && res.q2_ok) << res.message;
     DrawStats st;
     st.K = K;
-    st.tail = tail_energy(S.Xd, N, n, block(P.data(), n, r, 0, d.r1), d.r1);
+    const dvec Q1 = block(P.data(), n, r, 0, d.r1);  // (n, r1)
+    st.tail = tail_energy(S.Xd, N, n, Q1, d.r1);
+    dvec tail_part = S.Xd;  // (N, n) X - X Q1 Q1ᵀ
+    if (d.r1 > 0) {
+        dvec XQQ = dgemm(false, true, N, n, d.r1, dgemm(false, false, N, d.r1, n, S.Xd, Q1), Q1);
+        for (size_t i = 0; i < tail_part.size(); i++) tail_part[i] -= XQQ[i];
+    }
     st.predicted = ((double)d.k - 1) * st.tail;
     st.delta = (n + r) * kEpsF * std::sqrt(sq_norm(S.Xd)) * (d.r1 + (double)d.k * d.r2);
     dvec sum((size_t)N * n, 0), sumsq((size_t)N * n, 0);
-    double s1 = 0, s2 = 0;
+    double s1 = 0, s2 = 0, t1 = 0, t2 = 0;
     for (int j = 0; j < K; j++) {
         if (d.r2 > 0) prac_refresh_cpu(P.data(), S.X.data(), N, n, d, false, true, true, {seed, 9, 0, (uint64_t)j + 1});
         prac_compress_cpu(xc.data(), S.X.data(), P.data(), N, n, r);
         prac_reconstruct_cpu(xt.data(), xc.data(), P.data(), N, n, r);
-        double e = 0;
+        double e = 0, t = 0;
         for (size_t i = 0; i < xt.size(); i++) {
             double dlt = (double)xt[i] - S.Xd[i];
             e += dlt * dlt;
+            t += dlt * tail_part[i];
             sum[i] += dlt;
             sumsq[i] += dlt * dlt;
         }
         s1 += e;
         s2 += e * e;
+        t1 += t;
+        t2 += t * t;
         st.min_err2 = std::min(st.min_err2, e);
         st.max_err2 = std::max(st.max_err2, e);
     }
     st.mean_err2 = s1 / K;
     st.sd_err2 = std::sqrt(std::max(0.0, (s2 - s1 * s1 / K) / (K - 1)));
+    st.mean_t = t1 / K;
+    st.sd_t = std::sqrt(std::max(0.0, (t2 - t1 * t1 / K) / (K - 1)));
     for (size_t i = 0; i < sum.size(); i++) {
         double m = sum[i] / K, var = (sumsq[i] - sum[i] * sum[i] / K) / (K - 1);
         st.bias2 += m * m;
@@ -710,6 +728,8 @@ TEST(PracEstimator, UnbiasedWithVarianceExactlyKMinus1TimesTailEnergy) {
     // (normal approximation of a mean of 4000 bounded terms)
     double zb = z_two_sided(kFail / (c.N * c.n));
     EXPECT_LT(st.max_z, zb) << "largest per-entry z-score of mean(X~) - X";
+    // and along X - X Q1 Q1ᵀ, where a wrong k moves the mean (TheUnbiasednessCheckDetectsAWrongK): E t = 0
+    EXPECT_NEAR(st.mean_t, 0.0, st.half_t()) << "mean of <X~ - X, X - X Q1 Q1ᵀ>";
 
     // (b) |mean - (k-1)·tail| <= z·sd/sqrt(K) (two-sided 1e-6, normal approximation; the empirical per-draw sd),
     // plus the rounding floor of fp32 X~ (the identity is exact for exact arithmetic)
@@ -783,18 +803,30 @@ TEST(PracEstimator, UnbiasedForARandomProvisionalQ1) {
     expect_unbiased_for_a_poor_q1(c, d, 3000, 31, "provisional random Q1");
 }
 
-// The unbiasedness check has power: k_mult = 1.5 makes E[X~] - X = 0.5·X UUᵀ, whose squared norm 0.25·tail
-// is far above the 1e-6 bound of the unbiased case.
+// The unbiasedness checks have power: k_mult = 1.5 (k = 4.5, c = r2/(n - r1) = 1/3) makes E[X~] - X = (kc - 1)·XUUᵀ =
+// 0.5·XUUᵀ (UUᵀ = I - Q1Q1ᵀ), whose squared norm 0.25·tail is far above the 1e-6 bound of the unbiased case.
 TEST(PracEstimator, TheUnbiasednessCheckDetectsAWrongK) {
     EstimatorCase c;
     const int K = 1000;
     SiteDims d = dims(16, 16, 1.5f * (c.n - 16.0f) / 16);
     DrawStats st = run_draws(c.S, d, K, 13);
-    double var = ((double)d.k - 1) * st.tail;  // an upper bound on the spread here (E||X~ - E X~||² <= E||X~ - X||²)
-    EXPECT_GT(st.bias2, st.bias_bound(var));
-    EXPECT_NEAR(st.bias2, 0.25 * st.tail, 0.1 * 0.25 * st.tail);
-    std::printf("[ stats    ] k_mult=1.5: ||mean-X||² = %.3f (0.25·tail = %.3f), unbiased bound would be %.3f\n",
-                st.bias2, 0.25 * st.tail, st.bias_bound(var));
+    const double cc = 16.0 / (c.n - 16), coef = d.k * cc - 1;  // 0.5
+    // the unbiased case's two checks fail: its bound on ||mean(X~) - X||² (from its Var, (k - 1)·tail) and E t = 0
+    EXPECT_GT(st.bias2, st.bias_bound(st.predicted));
+    EXPECT_GT(std::fabs(st.mean_t), st.half_t());
+    // the bias measured: E t = coef·tail (two-sided 1e-6, as in the unbiased case)
+    EXPECT_NEAR(st.mean_t, coef * st.tail, st.half_t()) << "mean of <X~ - X, X - X Q1 Q1ᵀ>";
+    // ||mean(X~) - X||² = ||b + e||² with b = coef·XUUᵀ and e = mean(X~) - E[X~], the mean of K zero-mean draws:
+    // = coef²·tail + 2<b, e> + ||e||², and 2<b, e> = 2·coef·(mean_t - coef·tail) exactly (in the measured values), so
+    // the spread ||e||² = bias2 - coef²·tail - 2·coef·(mean_t - coef·tail) in every direction, held to the unbiased
+    // case's Székely-Bakirov bound (1e-6) with this estimator's Var = E||X~ - E X~||² = k²c(1 - c)·tail (= 4.5·tail)
+    const double var = (double)d.k * d.k * cc * (1 - cc) * st.tail;
+    const double spread = st.bias2 - coef * coef * st.tail - 2 * coef * (st.mean_t - coef * st.tail);
+    EXPECT_LT(spread, st.bias_bound(var)) << "||mean(X~) - E[X~]||²";
+    std::printf("[ stats    ] k_mult=1.5: mean t = %.3f (%.1f·tail = %.3f ± %.3f); ||mean-X||² = %.3f (%.2f·tail = "
+                "%.3f), of which the spread %.4f (bound %.4f); the unbiased bound would be %.3f\n", st.mean_t, coef,
+                coef * st.tail, st.half_t(), st.bias2, coef * coef, coef * coef * st.tail, spread,
+                st.bias_bound(var), st.bias_bound(st.predicted));
 }
 
 // (c) Table 1: at equal total rank 24, RAC (r2 = 24, k = 8/3) has variance (n/r - 1)·||X||² and PRAC (16 + 8,
