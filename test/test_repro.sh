@@ -245,6 +245,13 @@ out=$(python3 scripts/repro/table2.py --paper --dry-run --models llama-1b --gpu-
 n=$(grep -c "llama-1b .*: does not fit in 10 GiB even at half the micro-batch (64)" <<<"$out")
 [ "$n" = 4 ] && ok "table2.py --gpu-mem 10: llama-1b does not fit even at half batch, said for all 4 methods" \
   || bad "table2.py --gpu-mem 10: $n of 4 'even at half' warnings: $out"
+# GaLore's LLaMA runs take GaLore's own optimizer settings (its published scripts); the other methods, and GaLore's
+# GPT-2 runs (the paper: the baseline's settings), the trainer's
+out=$(python3 scripts/repro/table2.py --paper --dry-run --models llama-130m,gpt2-124m 2>&1)
+g="--weight-decay 0 --beta2 0.999 --adam-eps 1e-06 --grad-clip 0"
+[ "$(grep -c -- "$g" <<<"$out")" = 1 ] && grep -q -- "--model llama-130m --optimizer galore .*--lr 0.01 .*$g" <<<"$out" \
+  && ok "table2.py --paper: llama-130m's GaLore run alone takes GaLore's optimizer settings ($g)" \
+  || bad "table2.py --paper: $(grep -c -- "$g" <<<"$out") runs take '$g', want llama-130m's GaLore run alone"
 # a diverged run's log (non-finite losses are null) reads nan, not the loss before the divergence
 printf '{"type":"step","step":%d,"loss":10.0}\n' 1 2 3 4 >"$OUT/diverged.jsonl"
 printf '{"type":"step","step":%d,"loss":null}\n' 5 6 7 8 >>"$OUT/diverged.jsonl"

@@ -45,6 +45,11 @@ GLOBAL_BATCH = 512
 # (the trainer's defaults, fp8 projections and a recomputed attention output, save more: memory.py's rows)
 PAPER_STORAGE = ["--prac-storage", "act", "--recompute-attention", 0]
 GALORE_LR = 1e-2  # GaLore's LLaMA learning rate (scale 0.25); the paper uses the baselines' published settings
+# ... and GaLore's optimizer settings for those runs, as its published LLaMA scripts run it (scripts/benchmark_c4/
+# llama_*.sh: --weight_decay 0; torchrun_main.py: no gradient clipping by default; galore_torch's AdamW: betas (0.9,
+# 0.999), eps 1e-6). The trainer's defaults are nanoGPT's (decay 0.1, beta2 0.95, eps 1e-8, clip 1): at GaLore's lr
+# 1e-2 a decay of 0.1 shrinks the weights ten times as hard as the baseline's at 1e-3.
+GALORE_LLAMA_OPTIM = ["--weight-decay", 0, "--beta2", 0.999, "--adam-eps", 1e-6, "--grad-clip", 0]
 
 
 class Run:

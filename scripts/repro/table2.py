@@ -6,7 +6,9 @@ pretraining LLaMA-130M/350M/1B (B/S 128/256, C4) and GPT-2 124M/355M (64/1024, 3
     python3 scripts/repro/table2.py --paper --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' \
         --gpt2-train-data 'owt_gpt2_train_*.bin' --gpt2-val-data 'owt_gpt2_val_*.bin' [--models llama-130m,gpt2-124m]
 
-RSO (train/optim_rso.h) runs at the baseline's learning rate with the ranks of PAPER (the PRAC paper's for GPT-2,
+GaLore's LLaMA runs take GaLore's published learning rate and optimizer settings (common.GALORE_LLAMA_OPTIM: no
+weight decay, beta2 0.999, eps 1e-6, no clipping); its GPT-2 runs, like the paper's, the baseline's. RSO
+(train/optim_rso.h) runs at the baseline's learning rate with the ranks of PAPER (the PRAC paper's for GPT-2,
 GaLore's for LLaMA; RSO's own LLaMA settings are not public to us). In --paper mode a method that does not fit
 --gpu-mem is marked OOM and trained at half the micro-batch (twice the accumulation), as in the paper. The fit test
 is the planner's own (./train_* --plan --gpu-mem: the plan plus its reserve for the CUDA context, its
@@ -62,6 +64,8 @@ def build_runs(args):
                               f", keeping {p['reserve_bytes'] / 2**30:g} GiB for the CUDA context; the run is "
                               f"expected to fail", file=sys.stderr)
                 flags = ["--model", model] + mflags + C.paper_flags(args, model, B=B, accum=accum, lr=lr) + ranks
+                if key == "galore" and binary == "train_llama":
+                    flags += C.GALORE_LLAMA_OPTIM
             r = C.Run(f"{model}_{key}", f"{model} {label}", binary, flags + C.common_tail(args),
                       meta=dict(model=model, method=key))
             if not args.quick:
