@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>  // flock
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +49,14 @@ inline std::string dir_of(const std::string& path) {
     size_t slash = path.rfind('/');
     if (slash == std::string::npos) return ".";
     return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The file a path names, as "device:inode": hard links and symbolic links to one file share it, where their paths
+// (even canonical ones) differ. A path that cannot be stat'ed is its own identity (its reader reports that).
+inline std::string file_identity(const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return "path " + path;
+    return std::to_string((unsigned long long)st.st_dev) + ":" + std::to_string((unsigned long long)st.st_ino);
 }
 
 // 0 when a file can be created in dir (one is made and removed at once), else the errno that stopped it: mode bits

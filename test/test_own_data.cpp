@@ -350,6 +350,39 @@ TEST_F(OwnData, ValidationFilesThatAreAlsoTrainingDataAreSaid) {
     EXPECT_EQ(r.out.find("also training data"), std::string::npos) << r.out;
 }
 
+// One file under two names (hard links) is one file: as training and validation data it is said (the warning compared
+// paths), and a pattern matching both names is refused (its tokens were read twice in each epoch, without a word)
+TEST_F(OwnData, HardLinksToOneDataFileAreOneFile) {
+    fs::copy_file(BUILTIN + "austen_gpt2_val.bin", dir + "/v.bin");
+    fs::create_hard_link(dir + "/v.bin", dir + "/w.bin");
+    ShellRun r = sh("./train_gpt2 --train-data " + q(dir + "/v.bin") + " --val-data " + q(dir + "/w.bin") + TINY_GPT2);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("warning: 1 of the 1 validation file(s) are also training data (" + dir + "/w.bin)"),
+              std::string::npos) << r.out;
+    r = sh("./train_gpt2 --train-data " + q(dir + "/[vw].bin") + " --val-data " + BUILTIN + "austen_gpt2_val.bin" +
+           TINY_GPT2);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("matches one file twice: " + dir + "/v.bin and " + dir + "/w.bin are hard or symbolic links "
+                         "to it"), std::string::npos) << r.out;
+}
+
+// Training and validation shards of other layouts (flat and rows) are said: the validation loss measures other samples
+// than the training sees (it was silent); shards of one layout are not
+TEST_F(OwnData, ValidationShardsOfAnotherLayoutAreSaid) {
+    ShellRun r = sh("./prep_data --tokenizer gpt2 --layout rows --row-len 64 --pad-id 50256 --val-docs 8 --quiet "
+                    "--input " + q(own_text(dir)) + " --out " + q(dir + "/rows"));
+    ASSERT_EQ(r.rc, 0) << r.out;
+    r = sh("./train_gpt2 --train-data " + BUILTIN + "austen_gpt2_train.bin --val-data " + q(dir + "/rows_val_*.bin") +
+           TINY_GPT2);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_NE(r.out.find("warning: the validation shards are rows of 64 tokens padded with 50256, the training shards "
+                         "flat: the validation loss measures other samples"), std::string::npos) << r.out;
+    r = sh("./train_gpt2 --train-data " + q(dir + "/rows_train_*.bin") + " --val-data " + q(dir + "/rows_val_*.bin") +
+           TINY_GPT2);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(r.out.find("validation shards are"), std::string::npos) << r.out;
+}
+
 // A line longer than SentencePiece's sentence limit (1 MB) is cut into pieces for --spm-vocab's training, not left
 // out: a 1.2 MB paragraph of Greek words beside English text, and the model knows the Greek letters (it encoded them
 // as <unk>, with exit 0).

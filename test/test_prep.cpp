@@ -1353,6 +1353,15 @@ TEST_F(Prep, BadOptions) {
                {"bzip2 -dc " + path("a.jsonl.bz2") + " | zstd -o " + path("a.jsonl.zst")});
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--val-input", in, "--out", o},
                {"both a --val-input and an --input"});
+    // ... and under two names, hard links to one file (paths were compared: train and val shards came out the same)
+    fs::copy_file(in, path("hl_a.json.gz"));
+    fs::create_hard_link(path("hl_a.json.gz"), path("hl_b.json.gz"));
+    prep_fails({"--tokenizer", "gpt2", "--input", path("hl_a.json.gz"), "--val-input", path("hl_b.json.gz"), "--out", o},
+               {path("hl_b.json.gz") + " (a --val-input) and " + path("hl_a.json.gz") +
+                " (an --input) are one file (hard or symbolic links): validation documents would leak into training"});
+    prep_fails({"--tokenizer", "gpt2", "--no-val", "--input", path("hl_a.json.gz"), path("hl_b.json.gz"), "--out", o},
+               {path("hl_a.json.gz") + " and " + path("hl_b.json.gz") + " are one file (hard or symbolic links): its "
+                "documents would be read twice"});
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--shard-tokens", "12X"}, {"not a non-negative"});
     prep_fails({"--tokenizer", "gpt2", "--input", in}, {"no output"});
     prep_fails({"--tokenizer", "gpt2", "--out", o}, {"no input"});

@@ -14,7 +14,7 @@
 #include <set>
 #include <sstream>
 
-#include "common/files.h"    // dir_of, probe_create
+#include "common/files.h"    // dir_of, probe_create, file_identity
 #include "common/npy.h"      // file_starts_as_npy
 #include "common/strings.h"  // join
 #include "kernels/cuda_sizes.h"  // cuda_attention_takes_head_size
@@ -308,24 +308,39 @@ std::vector<std::string> data_files_of(const std::string& pattern, const char* f
              std::strcmp(flag, "--val-data") == 0 ? "val" : "train");
     if (rc != 0) fail("cannot expand the data pattern \"%s\" (%s; glob error %d: unreadable directory?)",
                       pattern.c_str(), flag, rc);
+    std::map<std::string, std::string> seen;  // file_identity -> the first name matched
+    for (const std::string& f : files) {
+        auto [it, fresh] = seen.emplace(file_identity(f), f);
+        if (!fresh)
+            fail("the data pattern \"%s\" (%s) matches one file twice: %s and %s are hard or symbolic links to it, "
+                 "and its tokens would be read twice in each epoch\n---> HINT: remove the link, or narrow the pattern",
+                 pattern.c_str(), flag, it->second.c_str(), f.c_str());
+    }
     return files;
 }
 
 std::string shared_data_files_warning(const std::vector<std::string>& train, const std::vector<std::string>& val) {
-    auto canonical = [](const std::string& f) {  // (as given where it cannot be resolved)
-        std::error_code ec;
-        const std::string c = std::filesystem::weakly_canonical(f, ec).string();
-        return ec || c.empty() ? f : c;
-    };
-    std::set<std::string> trained;
-    for (const std::string& f : train) trained.insert(canonical(f));
+    std::set<std::string> trained;  // file_identity: a hard or symbolic link is the file it links to
+    for (const std::string& f : train) trained.insert(file_identity(f));
     std::vector<std::string> both;
     for (const std::string& f : val)
-        if (trained.count(canonical(f))) both.push_back(f);
+        if (trained.count(file_identity(f))) both.push_back(f);
     if (both.empty()) return "";
     return format("warning: %zu of the %zu validation file(s) are also training data (%s%s): the validation loss then "
                   "measures tokens the model trains on, not held-out text\n", both.size(), val.size(),
                   both[0].c_str(), both.size() > 1 ? ", ..." : "");
+}
+
+std::string shard_layouts_warning(const ShardInfo& train, const ShardInfo& val) {
+    auto layout = [](const ShardInfo& s) {
+        return s.layout == SHARD_LAYOUT_ROWS ? format("rows of %d tokens padded with %d", s.row_len, s.pad_id)
+                                             : std::string(shard_layout_name(s.layout));
+    };
+    const std::string t = layout(train), v = layout(val);
+    if (t == v) return "";
+    return format("warning: the validation shards are %s, the training shards %s: the validation loss measures other "
+                  "samples than the training sees (flat: windows across documents; rows: one document per row, its "
+                  "pads not counted); prepare both with one prep_data run\n", v.c_str(), t.c_str());
 }
 
 std::string data_fingerprint(const std::vector<std::string>& files, bool checksums) {

@@ -114,12 +114,17 @@ inline DataLoader data_loader(const char* flag, const std::string& pattern, int 
     return naming_flag(flag, [&] { return DataLoader(pattern, B, T, rank, ranks, seed, shuffle, vocab); });
 }
 
-// The files a data pattern (--train-data / --val-data, named by `flag`) matches; none is an error naming the flag.
+// The files a data pattern (--train-data / --val-data, named by `flag`) matches; none is an error naming the flag, and
+// so is one file matched twice (through hard or symbolic links: its tokens would be read twice in each epoch).
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag);
-// A warning line naming the files both --train-data and --val-data match (one file by two paths too), "" when none:
+// A warning line naming the files both --train-data and --val-data match (one file by two paths or links too), ""
+// when none:
 // the validation loss of tokens the model trains on measures memorization (prep_data refuses such a split; a run may
 // mean it, e.g. to check that a model can overfit). Said with the run's notices, after the checks that can fail.
 std::string shared_data_files_warning(const std::vector<std::string>& train, const std::vector<std::string>& val);
+// A warning line when the training and validation shards have other layouts (flat vs rows, another row length or
+// pad), "" when they agree: the validation loss then measures other samples than the training sees.
+std::string shard_layouts_warning(const ShardInfo& train, const ShardInfo& val);
 // The identity of a run's training data for resume: each file's size and content checksum, in the loader's order
 // (the paths are not part of it: the same shards under another spelling are the same data): "size:checksum;...";
 // without checksums (which read every byte), "size;...".
@@ -182,7 +187,8 @@ struct Trainer {
     Comm& comm;
     const int rank, ranks, B, T;
     std::string resume_path;  // --resume: the checkpoint to continue (declared before val: set while val is built)
-    std::string data_warning;  // files both data flags match (shared_data_files_warning), said in announce(); idem
+    std::string data_warning;  // files both data flags match, other layouts (shared_data_files_warning,
+                               // shard_layouts_warning), said in announce(); idem
     DataLoader val;
     std::unique_ptr<DataLoader> train_data;  // none with --eval-only
     Model model;
@@ -232,6 +238,7 @@ struct Trainer {
                 opts.overlap_comm) {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
         if (train_data) check_ranks_read_the_same_data(train_data->files(), train_shards, "--train-data");
+        if (train_data && rank == 0) data_warning += shard_layouts_warning(train_data->info(), val.info());
         check_ranks_read_the_same_data(val.files(), "", "--val-data");
         check_ranks_build_the_same_model();
         if (opts.resume) check_resume();

@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "common/error.h"
+#include "common/files.h"  // file_identity
 #include "common/strings.h"  // to_lower
 #include "tools/prep_data/prep_data.h"
 
@@ -104,7 +105,7 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
             }
         } else if (it->is_regular_file(e)) {
             if (classify(it->path().string()).kind == KIND_TEXT)
-                found.push_back({it->path().string(), fs::weakly_canonical(it->path(), e).string()});
+                found.push_back({it->path().string(), file_identity(it->path().string())});
             else if (!others++ || it->path().string() < first_other)
                 first_other = it->path().string();
         } else if (it->is_symlink(e) && !fs::exists(it->path(), e)) {
@@ -114,11 +115,11 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
     CHECK_USER(!ec, "cannot list directory %s (in --%s %s): %s", opening.c_str(), src == VAL ? "val-input" : "input",
                dir.c_str(), ec.message().c_str());
     std::sort(found.begin(), found.end());
-    std::set<std::string> seen;
+    std::set<std::string> seen;  // file_identity: symbolic and hard links to a file are that file
     size_t again = 0;
     std::vector<std::string> files;
-    for (const auto& [path, canonical] : found) {
-        if (seen.insert(canonical).second) files.push_back(path);
+    for (const auto& [path, identity] : found) {
+        if (seen.insert(identity).second) files.push_back(path);
         else again++;
     }
     CHECK_USER(!files.empty(), "directory %s has no .txt files\n---> HINT: a directory input stands for its *.txt "
@@ -128,8 +129,8 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
                     "%s): a directory stands for its *.txt files, give JSON lines or archives by name or pattern\n",
                     dir.c_str(), files.size(), others, first_other.c_str());
     if (again > 0)
-        std::printf("note: %s: skipped %zu path(s) to files listed already under another name (symbolic links; each "
-                    "file is read once, under the name that sorts first)\n", dir.c_str(), again);
+        std::printf("note: %s: skipped %zu path(s) to files listed already under another name (symbolic or hard "
+                    "links; each file is read once, under the name that sorts first)\n", dir.c_str(), again);
     if (loops > 0)
         std::printf("note: %s: did not enter %d symbolic link(s) to a folder on their own path (a loop)\n", dir.c_str(),
                     loops);
@@ -183,18 +184,22 @@ std::vector<InputFile> expand_inputs(const Options& o) {
     std::vector<InputFile> files;
     for (const auto& s : o.val_inputs) add_input(s, VAL, files);  // val first: it is closed before train starts
     for (const auto& s : o.inputs) add_input(s, TRAIN, files);
-    std::map<std::string, size_t> seen;
+    std::map<std::string, size_t> seen;  // file_identity: a hard link is the file it links to
     for (size_t i = 0; i < files.size(); i++) {
-        std::error_code ec;
-        std::string key = fs::weakly_canonical(files[i].path, ec).string();
-        if (ec) key = files[i].path;
-        auto [it, fresh] = seen.emplace(key, i);
+        auto [it, fresh] = seen.emplace(file_identity(files[i].path), i);
         if (!fresh) {
-            const auto& a = files[it->second];
+            const auto& a = files[it->second];  // (the --val-input where the splits differ: those come first)
+            const char* b = files[i].path.c_str();
+            if (a.path != files[i].path) {  // two names of one file
+                if (a.split_src != files[i].split_src)
+                    fail("%s (a --val-input) and %s (an --input) are one file (hard or symbolic links): validation "
+                         "documents would leak into training", a.path.c_str(), b);
+                fail("%s and %s are one file (hard or symbolic links): its documents would be read twice",
+                     a.path.c_str(), b);
+            }
             if (a.split_src != files[i].split_src)
-                fail("%s is both a --val-input and an --input: validation documents would leak into training",
-                     files[i].path.c_str());
-            fail("%s is given twice (overlapping --input patterns?)", files[i].path.c_str());
+                fail("%s is both a --val-input and an --input: validation documents would leak into training", b);
+            fail("%s is given twice (overlapping --input patterns?)", b);
         }
     }
     return files;

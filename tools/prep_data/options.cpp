@@ -37,8 +37,9 @@ Presets (options given explicitly override them):
         (GaLore streams C4 shuffled; here the trainer's loader shuffles rows and shards with its --seed.)
           prep_data c4 --input 'c4/en/c4-train.*.json.gz' --val-input 'c4/en/c4-validation.*.json.gz' \
                        --spm-model spiece.model --out c4_llama
-  owt   nanoGPT / llm.c's GPT-2 OpenWebText protocol: --tokenizer gpt2 --layout flat (each document is EOT
-        50256 then its tokens), --val-fraction 0.0005 --val-seed 2357, --owt-clean.
+  owt   GPT-2 OpenWebText: --tokenizer gpt2 --layout flat (each document is EOT 50256 then its tokens, as
+        llm.c writes; nanoGPT puts EOT after each), --val-fraction 0.0005 --val-seed 2357 (nanoGPT's),
+        --owt-clean.
           prep_data owt --input openwebtext.tar.xz --out owt_gpt2
 
 Input:
@@ -74,8 +75,8 @@ Input:
   replaced by U+FFFD (as Python's errors="replace"), and counted. With --doc-sep blank, lines end at
   \n, \r\n or a lone \r (Python's universal newlines; --doc-sep file keeps a file's line endings);
   a UTF-8 byte order mark is dropped; UTF-16 and UTF-32 files are refused (convert them with iconv).
-  A directory's files reached by several paths (symbolic links) are read once, under the name
-  that sorts first; links that lead nowhere are skipped (said).
+  A directory's files reached by several paths (symbolic or hard links) are read once, under the
+  name that sorts first; links that lead nowhere are skipped (said).
 
 Tokenizer and layout:
   --tokenizer gpt2|spm  gpt2: GPT-2 r50k BPE (50257 ids, EOT 50256), as tiktoken's encode_ordinary;
