@@ -156,6 +156,8 @@ static void resume_is_bit_exact(const std::string& dir, const std::string& args)
     std::string ck = " --ckpt-dir " + b + "_ck --ckpt-every 3 --save " + b + " --log " + b + ".jsonl";
     rc = run_shell("PRAC_TEST_DIE_AFTER_STEP=5 " + bin() + args + ck, &out);
     check(rc == 137, "the second run dies right after step 5 (rc %d, want 137)", rc);
+    const std::string c = dir + "/c";  // (its checkpoints and log, for the resume on the CPU below)
+    run_shell("cp -r " + b + "_ck " + c + "_ck && cp " + b + ".jsonl " + c + ".jsonl", &out);
     rc = run_shell(bin() + args + ck + " --resume", &out);
     if (!check(rc == 0 && has(out, "at step 4 of 8"),
                "--resume continues from the newest checkpoint, epoch 1's at step 4 (rc %d)", rc))
@@ -167,6 +169,22 @@ static void resume_is_bit_exact(const std::string& dir, const std::string& args)
     check(final_a.rfind("final |", 0) == 0 && first_line(final_a) == first_line(final_b), "final scores equal: %s",
           first_line(final_a).c_str());
     check(same_file(a + "/model.safetensors", b + "/model.safetensors"), "--save model.safetensors byte-identical");
+    // the same checkpoint resumed on the CPU backend continues; in the bf16 build its fp32 weights are the
+    // checkpoint's fp32 master weights, not their bf16 roundings in model.safetensors (those were taken, unsaid)
+    std::string cpu = args + " --ckpt-dir " + c + "_ck --ckpt-every 3 --save " + c + " --log " + c + ".jsonl --resume";
+    cpu.replace(cpu.find("--device cuda"), 13, "--device cpu");
+    rc = run_shell(bin() + cpu, &out);
+#if defined(PRAC_FP32)
+    const bool master = !has(out, "master weights ('");  // (the fp32 build keeps none)
+    const char* also = "";
+#else
+    const bool master = has(out, "notice: the checkpoint holds its run's fp32 master weights ('adamw.master'): this "
+                                 "run's weights are them (model.safetensors holds them rounded to bf16)");
+    const char* also = ", its weights the fp32 master weights";
+#endif
+    if (!check(rc == 0 && has(out, "at step 4 of 8") && master,
+               "the checkpoint resumes on the CPU backend%s (rc %d)", also, rc))
+        std::printf("%s\n", tail(out).c_str());
 }
 
 // argv[1], optional: the one part to run, "cpu" (a) or "resume" (b); without it, both.

@@ -343,3 +343,39 @@ TEST(TrainerWeights, InitializerRangeIsTheFreshWeightsStd) {
         model_config_load(Arch::LLAMA, derived_config(dir, LLAMA_FIXTURE, {{"initializer_range", 0}}, "z.json")),
         "initializer_range", "is out of range");
 }
+
+// A bf16 run's checkpoint holds its fp32 master weights beside model.safetensors' bf16 roundings of them; a resume on a
+// backend with fp32 weights takes the master weights (it loaded the roundings: up to half a bf16 ulp of every
+// weight's progress lost, without a word). Each optimizer's name for them; a checkpoint without them, or whose
+// "master" is no F32 tensor of at most the buffer, changes nothing.
+TEST(TrainerWeights, AResumeOnFp32WeightsTakesTheCheckpointsMasterWeights) {
+    CpuBackend be;
+    const size_t n = 6;
+    const std::vector<float> master = {0.1f, -1.25f, 3.0e-3f, 7.5f, -2.0f, 1.0f / 3};
+    for (const char* name : {"adamw.master", "muon.master", "adam_mini.master", "master"}) {
+        float* params = (float*)be.alloc(n * sizeof(float));
+        TrainState st;
+        st.add_f32("adamw.m", std::vector<float>(n, 9.0f).data(), {(int64_t)n});  // (not a master: not taken)
+        st.add_f32(name, master.data(), {(int64_t)n - 1});  // (an optimizer's may end before the buffer's padding)
+        testing::internal::CaptureStdout();
+        weights_from_master_weights(be, st, params, n);
+        EXPECT_NE(testing::internal::GetCapturedStdout().find(
+                      std::string("notice: the checkpoint holds its run's fp32 master weights ('") + name + "')"),
+                  std::string::npos) << name;
+        EXPECT_EQ(std::vector<float>(params, params + n - 1), std::vector<float>(master.begin(), master.end() - 1))
+            << name;
+        EXPECT_EQ(params[n - 1], 0.0f) << name;
+        be.free(params, n * sizeof(float));
+    }
+    float* params = (float*)be.alloc(n * sizeof(float));
+    TrainState none, too_long;
+    none.add_f32("adamw.m", master.data(), {(int64_t)n});
+    too_long.add_f32("adamw.master", std::vector<float>(n + 1, 1.0f).data(), {(int64_t)n + 1});
+    for (const TrainState* st : {&none, &too_long}) {
+        testing::internal::CaptureStdout();
+        weights_from_master_weights(be, *st, params, n);
+        EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+        EXPECT_EQ(std::vector<float>(params, params + n), std::vector<float>(n, 0.0f));
+    }
+    be.free(params, n * sizeof(float));
+}

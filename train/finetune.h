@@ -801,6 +801,7 @@ struct FineTuner {
                  resume_path.c_str(), opts.data_dir.c_str());
         notice_other_arithmetic(st, backend_of_run<Backend>(), cpu_threads());
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
+        weights_from_master_weights(be, st, model.params_memory, model.param_buffer_numel);
         for (const OptimizerStateTensor& t : opt->state()) {
             if (master_weights_from_fp32_weights(st, *opt, t)) {
                 init_master_weights(be, *opt, model.params_memory, model.param_buffer_numel);

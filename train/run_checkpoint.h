@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.h"
@@ -199,6 +200,27 @@ bool master_weights_from_fp32_weights(const TrainState& st, const Optimizer<Back
     std::printf("notice: the checkpoint (%s) holds no master weights: this run's fp32 master weights start from its "
                 "weights as this build stores them (%s)\n", saved.c_str(), dtype_name(Backend::act_dtype));
     return true;
+}
+
+// A bf16 run's checkpoint holds its weights twice: rounded to bf16 in model.safetensors (what it computed with) and
+// as its optimizer's fp32 master weights ("master" or "<optimizer>.master", the parameter buffer), where its
+// updates accumulate. A backend with fp32 weights keeps no master weights: its resume takes the master weights as its
+// weights (model.safetensors' would lose up to half a bf16 ulp of every weight's progress, without a word) and says
+// so. Nothing for a checkpoint without master weights, or on a backend that keeps its own (the optimizer loads them).
+template <class Backend>
+void weights_from_master_weights(Backend& be, const TrainState& st, typename Backend::act_t* params, size_t n) {
+    if constexpr (!Backend::master_weights && std::is_same_v<typename Backend::act_t, float>) {
+        for (const auto& [name, t] : st.tensors) {
+            const bool master = name == "master" || (name.size() > 7 && name.compare(name.size() - 7, 7, ".master") == 0);
+            if (!master || t.dtype != "F32" || t.numel() == 0 || t.numel() > n) continue;
+            std::vector<float> w(t.numel());  // (the buffer's parameters: an optimizer's may end before its padding)
+            st.get_f32(name, w.data(), w.size());
+            be.upload(params, w.data(), w.size() * sizeof(float));
+            std::printf("notice: the checkpoint holds its run's fp32 master weights ('%s'): this run's weights are "
+                        "them (%s holds them rounded to bf16)\n", name.c_str(), CKPT_MODEL_FILE);
+            return;
+        }
+    }
 }
 
 // Everything a checkpoint holds besides the model, gathered on the host (full optimizer state even under ZeRO-1;
