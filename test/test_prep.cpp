@@ -1154,10 +1154,10 @@ TEST_F(Prep, AnExistingPathWithGlobCharactersIsReadAsNamed) {
 }
 
 // A directory input lists each file once, whatever order the system lists the tree in: a symbolic link beside the
-// file it names and a link to a folder listed already are paths to files read under the name that sorts first (both
-// made "is given twice (overlapping --input patterns?)" of one directory), a link to a folder above it (a loop) is not
-// entered (sub/loop, and sub2/loop: two paths), links that lead nowhere are said (they were dropped unsaid): the
-// shards are those of the files alone.
+// file it names, a link to a folder listed already and a hard link are paths to files read under the name that sorts
+// first (the first two made "is given twice (overlapping --input patterns?)" of one directory, a hard link was read
+// twice), a link to a folder above it (a loop) is not entered (sub/loop, and sub2/loop: two paths), links that lead
+// nowhere are said (they were dropped unsaid): the shards are those of the files alone.
 TEST_F(Prep, LinksInADirectoryAreReadOnce) {
     REQUIRE_GPT2();
     for (const char* d : {"plain", "linked"}) {
@@ -1169,10 +1169,11 @@ TEST_F(Prep, LinksInADirectoryAreReadOnce) {
     fs::create_symlink("sub", path("linked/sub2"));
     fs::create_symlink("..", path("linked/sub/loop"));
     fs::create_symlink("gone.txt", path("linked/dangling.txt"));
+    fs::create_hard_link(path("linked/sub/b.txt"), path("linked/sub/c_hard.txt"));  // (and sub2/c_hard.txt: 4 paths)
     prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("plain"), "--out", path("plain_out")});
     PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("linked"), "--out", path("linked_out")});
-    EXPECT_NE(r.out.find("note: " + path("linked") + ": skipped 2 path(s) to files listed already under another name"),
-              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("note: " + path("linked") + ": skipped 4 path(s) to files listed already under another name "
+                         "(symbolic or hard links"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("did not enter 2 symbolic link(s) to a folder on their own path (a loop)"), std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("skipped 1 symbolic link(s) that lead nowhere"), std::string::npos) << r.out;
@@ -1180,6 +1181,7 @@ TEST_F(Prep, LinksInADirectoryAreReadOnce) {
     const std::string state = slurp(path("linked_out_prep.json"));
     EXPECT_NE(state.find(path("linked") + "/sub/b.txt"), std::string::npos) << "the name that sorts first is read";
     EXPECT_EQ(state.find(path("linked") + "/sub2/b.txt"), std::string::npos);
+    EXPECT_EQ(state.find("c_hard.txt"), std::string::npos) << "a hard link is the file it links to";
 }
 
 // A stop signal says how to go on (it ended the run without a word), with the status of the signal, and --resume
