@@ -268,6 +268,22 @@ TEST_F(DataTest, ShardSmallerThanOneSample) {
     }
 }
 
+// Tokens in shard tails that no sample reaches (each shard's last (tokens - 1) mod T) are said when over 5% of the data
+// (7 shards of 100 tokens at T = 64: one sample of 65 each, 35% unread, was silent); not at 0.7%
+TEST_F(DataTest, ShardTailsThatNoSampleReadsAreSaid) {
+    for (int k = 0; k < 7; k++) write_shard(path(format("s%d.bin", k)), iota_tokens(100), ShardInfo());
+    testing::internal::CaptureStderr();
+    DataLoader many(path("s*.bin"), 1, 64, 0, 1, 0, false);
+    std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(many.samples_per_epoch(), 7);
+    EXPECT_NE(said.find("245 of its 700 tokens (35%) are read by no sample"), std::string::npos) << said;
+    write_shard(path("one.bin"), iota_tokens(1000), ShardInfo());  // 124 samples of 8 + 1: 7 tokens unread
+    testing::internal::CaptureStderr();
+    DataLoader one(path("one.bin"), 1, 8, 0, 1, 0, false);
+    said = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(said.find("read by no sample"), std::string::npos) << said;
+}
+
 TEST_F(DataTest, TooFewSamplesForOneStep) {
     write_shard(path("a.bin"), iota_tokens(17), ShardInfo());  // 2 windows of 8+1
     EXPECT_NO_THROW(DataLoader(path("a.bin"), 2, 8, 0, 1, 0, false));
