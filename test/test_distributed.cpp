@@ -621,7 +621,7 @@ TEST(DataParallel, RsoTwoRanksEqualOneRank) {
 // with the bases of the other ranks. The shard's rows 1 and 4 are all padding: rank 1's micro-batch of step 0 (the
 // first Q1 and Q2 refresh: a collective) and rank 0's of step 2 (a Q2 redraw, --prac-t2 2: no collective, but the
 // draw counters must stay in step). The rules then make 2 ranks of B = 1 equal 1 rank with --grad-accum 2: the
-// same mean of per-micro-batch mean losses (an all-padding one counts 0), and at step 0 the Gram matrix of row 0
+// same mean of per-micro-batch mean losses (over those with a target), and at step 0 the Gram matrix of row 0
 // alone (halved by the 2-rank average, which leaves the eigenvectors as they are); Q1 is refreshed only then
 // (T1 = 500). Before the fix the job died at step 0 (rank 1 skipped forward and met the others' Gram all-reduces
 // with its gradient all-reduce: MPI_ERR_TRUNCATE). Tolerances as in TwoRanksEqualOneRankWithTheDoubledBatch;
@@ -702,6 +702,37 @@ TEST(DataParallel, SharedSubspaceWithAnAllPaddingRank) {
     EXPECT_EQ(bases, 6) << "every site of gpt2-tiny is compressed by --prac prac";
     EXPECT_LT(worst_basis, 1e-5);
     std::printf("max weight difference %.3g, max basis difference %.3g\n", worst, worst_basis);
+    run_shell("rm -rf " + d);
+}
+
+// A micro-batch of padding has no mean loss: a step's loss and gradient are the mean over its micro-batches that have
+// one (it counted 0: a step with one of two micro-batches all padding logged half its loss and took half its
+// gradient, exit 0). Rows 1, 3, 5, 7 are padding: --grad-accum 2 on the shard trains each step on one row, and so
+// does --grad-accum 1 on the shard without them, step for step: the same losses and gradient norms (the scale is 2,
+// a power of two, so to the bit in practice; the check allows float rounding).
+TEST(DataParallel, AMicroBatchOfPaddingIsLeftOutOfTheStepsMean) {
+    std::string d = tmpdir();
+    const int T = 16, steps = 4;
+    write_padded_shards(d, T, 2 * steps, {1, 3, 5, 7}, 777);
+    ShardInfo info;
+    std::vector<uint16_t> rows = read_shard(d + "/train.bin", &info), kept;
+    for (int r = 0; r < 2 * steps; r += 2) kept.insert(kept.end(), rows.begin() + r * T, rows.begin() + (r + 1) * T);
+    write_shard(d + "/rows.bin", kept, info);
+    const std::string args = " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --steps " + std::to_string(steps) +
+                             " --seq-len " + std::to_string(T) + " --batch-size 1 --lr 1e-3 --no-shuffle "
+                             "--eval-tokens 64 --val-data " + d + "/val.bin";
+    std::string out;
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + " --grad-accum 2 --train-data " + d +
+                        "/train.bin --log " + d + "/padded.jsonl", &out), 0) << out;
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + " --train-data " + d + "/rows.bin --log " +
+                        d + "/rows.jsonl", &out), 0) << out;
+    auto a = steps_of(d + "/padded.jsonl"), b = steps_of(d + "/rows.jsonl");
+    ASSERT_EQ(a.size(), (size_t)steps);
+    ASSERT_EQ(b.size(), (size_t)steps);
+    for (auto& [step, v] : a) {
+        EXPECT_NEAR(v.first, b[step].first, 1e-6 * b[step].first) << "loss, step " << step;
+        EXPECT_NEAR(v.second, b[step].second, 1e-6 * b[step].second) << "grad norm, step " << step;
+    }
     run_shell("rm -rf " + d);
 }
 

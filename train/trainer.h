@@ -210,6 +210,8 @@ struct Trainer {
     int evals_timed = 0;
     std::string train_shards;  // data_fingerprint of the training files (with --ckpt-dir)
     int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip (checkpointed: a resume counts on)
+    int padding_micro_batches = 0;  // this step's micro-batches on this rank with no target to score
+    float step_scale = 1;           // all micro-batches of the step / those with a target (step_loss)
     bool skipped_step = false;                      // this step's update was skipped
     int64_t last_checkpoint = -1;                   // the step this process last checkpointed (not twice)
     int64_t logged_step = -1;                       // the last step record's step and loss (MetricsLog::num), which
@@ -399,12 +401,14 @@ struct Trainer {
         data_before = train_data->get_state();
         model.zero_grad();
         model.sched.begin_step(prac, step);
+        padding_micro_batches = 0;
     }
 
     const MicroBatch& next_batch() {
         train_data->next_batch(batch.inputs.data(), batch.targets.data());
         batch.valid = count_target_tokens(batch.targets.data(), batch.targets.size());
         batch.grad_scale = batch.valid ? 1.0f / ((float)batch.valid * opts.grad_accum) : 0.0f;
+        padding_micro_batches += batch.valid == 0;
         return batch;
     }
 
@@ -423,12 +427,19 @@ struct Trainer {
 
     // The step's loss, the mean over the ranks of the micro-batches' mean losses / grad_accum that train_forward
     // summed on the device: one 4-byte readout per step, after the gradient norm's (the stream is idle by then).
+    // A micro-batch of padding has no mean loss: the step's mean is over the micro-batches (of every rank) that
+    // have one, so its loss, and in update() its gradient, are scaled by step_scale = all / those (they counted it
+    // as 0: a step with one of two micro-batches all padding logged half its loss and took half its gradient).
     float step_loss() {
-        float loss = be.loss_read();
-        if (ranks == 1 && !comm.device_comm()) return loss;
-        double l[1] = {loss};
-        comm.allreduce_sum(l, 1);
-        return (float)(l[0] / comm.size());
+        const float loss = be.loss_read();
+        double l[2] = {loss, (double)padding_micro_batches};
+        if (ranks > 1 || comm.device_comm()) {
+            comm.allreduce_sum(l, 2);
+            l[0] /= comm.size();
+        }
+        const double all = (double)opts.grad_accum * comm.size(), scored = all - l[1];
+        step_scale = scored > 0 && scored < all ? (float)(all / scored) : 1.0f;  // (none scored: 0, nothing to learn)
+        return ranks == 1 && !comm.device_comm() && step_scale == 1.0f ? loss : (float)(l[0] * step_scale);
     }
 
     // The update with the averaged gradients: learning-rate schedule, clipping, and the non-finite policy (stop
@@ -436,7 +447,7 @@ struct Trainer {
     // ZeRO-1, gathered back to every rank).
     void update(int step, float step_loss, float grad_norm) {
         loss = step_loss;
-        norm = grad_norm;
+        norm = grad_norm * step_scale;  // the norm of the gradient the update takes (step_loss)
         lr = lr_schedule(step, opts.steps, opts.warmup, opts.lr, opts.min_lr_frac);
         skipped_step = !std::isfinite(loss) || !std::isfinite(norm);
         if (skipped_step) {
@@ -469,7 +480,8 @@ struct Trainer {
             skipped_total++;
         } else {
             skipped_in_a_row = 0;
-            opt->step(model.params_memory, model.grads_memory, model.param_specs, lr, clip_scale(norm, opts.grad_clip));
+            opt->step(model.params_memory, model.grads_memory, model.param_specs, lr,
+                      clip_scale(norm, opts.grad_clip) * step_scale);
         }
         grads.gather_params(model);
         be.synchronize();
