@@ -160,8 +160,8 @@ static bool opt_bool(const nlohmann::json& j, const char* key, bool def, const s
 
 // RobertaConfig keys (transformers' defaults where a key may be absent). Only what RobertaForSequenceClassification
 // computes with our kernels is accepted: absolute positions, the exact GeLU, an encoder (no decoder, no
-// cross-attention), single-label classification or one-output regression. Dropout keys are read by nobody: the
-// trainer has no dropout (docs/DESIGN.md section 3.1).
+// cross-attention), single-label classification or one-output regression. The dropout rates are read only to say
+// that the trainer has no dropout (docs/DESIGN.md section 4.2).
 // Fails unless a config's model_type is `want`: a `kind` config is what `who` needs. The hint: `other_hint` for a
 // config of `other_type`, else the model_type to write (a config without one: it was said as model_type "").
 static void need_model_type(const std::string& path, const std::string& type, const char* want, const char* kind,
@@ -190,6 +190,16 @@ static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std
     c.type_vocab_size = opt_int(j, "type_vocab_size", 2, path, 1, MAX_VOCAB);
     c.norm_eps = opt_real(j, "layer_norm_eps", 1e-12f, path, 0.0, 1.0);
     c.init_std = opt_real(j, "initializer_range", 0.02f, path, 0.0, 1e3);
+    auto dropout = [&](const char* key, float def) {
+        if (!j.contains(key) || j[key].is_null()) return def;
+        const double p = j[key].is_number() ? j[key].get<double>() : -1;
+        if (!(p >= 0 && p < 1))
+            fail("%s: key \"%s\" = %s is not a dropout rate in [0, 1)", path.c_str(), key, j[key].dump().c_str());
+        return (float)p;
+    };
+    const float hidden_dropout = dropout("hidden_dropout_prob", 0.1f);
+    c.config_dropout = std::max({hidden_dropout, dropout("attention_probs_dropout_prob", 0.1f),
+                                 dropout("classifier_dropout", hidden_dropout)});
     std::string act = opt_str(j, "hidden_act", "gelu", path);
     if (act != "gelu")
         fail("%s: hidden_act \"%s\" is not supported; RoBERTa uses the exact erf GeLU (\"gelu\")", path.c_str(),

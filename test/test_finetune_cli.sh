@@ -93,6 +93,27 @@ kill $reader 2>/dev/null; wait $reader 2>/dev/null
 [ $rc = 0 ] && grep -q '^{"type":"step"' "$T/lfifo.out" && ok "--log to a named pipe: records through it" \
   || bad "--log to a named pipe: rc $rc (124: hung), $(tail -2 "$T/lfifo.run")"
 
+# 1c. a base whose config.json sets dropout (roberta-base's 0.1) is said to train without it (it was silent, while
+# transformers' run_glue trains with it); not a base without dropout, nor --eval-only (evaluation has none); a rate
+# out of [0, 1) is refused
+python3 - "$T/s1" "$T/s1d" <<'PY' || bad "could not write the dropout configs"
+import json, shutil, sys
+src, dst = sys.argv[1:]
+for d, rate in ((dst, 0.1), (dst + "x", 1.5)):
+    shutil.copytree(src, d)
+    c = json.load(open(d + "/config.json"))
+    c["hidden_dropout_prob"] = c["attention_probs_dropout_prob"] = rate
+    json.dump(c, open(d + "/config.json", "w"))
+PY
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1d" --max-len 64 --epochs 1 2>&1); rc=$?
+ev=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1d" --eval-only 2>&1)
+bx=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1dx" --eval-only 2>&1); rcx=$?
+[ $rc = 0 ] && grep -q "notice: $T/s1d/config.json sets dropout (up to 0.1); this trainer has none" <<<"$out" \
+  && ! grep -q dropout "$T/s1.out" && ! grep -q dropout <<<"$ev" \
+  && [ $rcx = 1 ] && grep -q 'key "hidden_dropout_prob" = 1.5 is not a dropout rate in \[0, 1)' <<<"$bx" \
+  && ok "a config with dropout: said that the trainer has none (not without it, not for --eval-only); 1.5 refused" \
+  || bad "dropout: rc $rc, '$(grep dropout <<<"$out")'; --eval-only '$(grep dropout <<<"$ev")'; 1.5: rc $rcx $(tail -1 <<<"$bx")"
+
 # 2. --eval-only of a saved directory: the very scores of the run's last evaluation, to the printed digit (STS-B:
 # continuous correlations, sensitive to any change in the arithmetic, e.g. another padded length)
 "$BIN" --task stsb --data-dir "$T/data/stsb" $M --epochs 2 --save "$T/s2" > "$T/s2.out" 2>&1 || bad "STS-B run failed"
@@ -238,8 +259,10 @@ for f in "--save $T/nosave:--save would have nothing new to save" "--overwrite:-
 done
 # the same command once more (a scheduler that relaunches it): the run has ended, so nothing is trained; the final
 # weights are evaluated again (the same scores) and nothing is written (it crashed on the missing evaluation)
+# (its resume line names the run's end, not an epoch past the last: "epoch 3" of 2)
 "$BIN" $P --ckpt-dir "$T/ck" --ckpt-every 5 --resume > "$T/rb3.out" 2>&1 && grep -q 'nothing left to train' "$T/rb3.out" \
   && [ "$(grep '^final' "$T/ra.out")" = "$(grep '^final' "$T/rb3.out")" ] && ! grep -q '^checkpoint:' "$T/rb3.out" \
+  && grep -Eq "resumed from .* at step ([0-9]+) of \1 \(the run's end: its 2 epochs done\)" "$T/rb3.out" \
   && ok "--resume of the finished run: exit 0, the same final scores" || bad "--resume of a finished run: $(tail -2 "$T/rb3.out")"
 # --overwrite into that directory, killed after step 5 (checkpoints every 3): --resume must continue the new run from
 # its step 3, not the replaced run's step 32 (left beside it, it was the newest)
@@ -479,6 +502,10 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)' "$BIN" --
 
 # 6b. a --warmup longer than the run is said, with the learning rate it ends at (as the pretraining trainers say it;
 # it ran without a word): 256 examples of 16 make 16 steps, and step 16's rate is 3e-3 * 15 / 1000
+# (a negative --warmup is named alone: the message listed --lr 0, an unset --lr before the task's default)
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --warmup -1 2>&1); rc=$?
+[ $rc = 1 ] && grep -q -- '--warmup must be >= 0 (got -1)' <<<"$out" && ok "--warmup -1 refused, named alone" \
+  || bad "--warmup -1: rc $rc, $(tail -1 <<<"$out")"
 out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --warmup 1000 2>&1)
 grep -q 'notice: --warmup 1000 is longer than the run.s 16 steps (1 epoch(s) of 16): the learning rate rises the whole run and ends at 4.5e-05, short of --lr 0.003' <<<"$out" \
   && ok "--warmup beyond the run said" || bad "--warmup beyond the run: $(grep -i warmup <<<"$out" | head -2)"

@@ -168,9 +168,11 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     CHECK_USER(o.padding == "batch" || o.padding == "longest", "--padding must be batch or longest (got \"%s\")",
                o.padding.c_str());
     check_max_len_holds_text(o.max_len, task, "");
-    CHECK_USER(o.lr >= 0 && o.warmup >= 0 && o.weight_decay >= 0 && o.grad_clip >= 0,
-               "--lr, --warmup, --weight-decay and --grad-clip must be >= 0 (got %g, %d, %g, %g)", o.lr, o.warmup,
-               o.weight_decay, o.grad_clip);
+    // (each named alone: an unset --lr is 0 here, the task's default later)
+    CHECK_USER(o.lr >= 0, "--lr must be >= 0 (got %g)", o.lr);
+    CHECK_USER(o.warmup >= 0, "--warmup must be >= 0 (got %d)", o.warmup);
+    CHECK_USER(o.weight_decay >= 0, "--weight-decay must be >= 0 (got %g)", o.weight_decay);
+    CHECK_USER(o.grad_clip >= 0, "--grad-clip must be >= 0 (got %g)", o.grad_clip);
     CHECK_USER(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.adam_eps > 0,
                "--beta1/--beta2 must be in [0, 1) and --adam-eps positive (got %.9g, %.9g and %g%s)", o.beta1,
                o.beta2, o.adam_eps,

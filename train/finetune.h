@@ -171,6 +171,10 @@ struct FineTuner {
         std::printf("loaded %s/model.safetensors: %s\n", opts.init_from.c_str(),
                     head ? "encoder and its classification head"
                          : "the encoder; the classification head is new (initialized as transformers does)");
+        if (cfg.config_dropout > 0 && !opts.eval_only)  // (evaluation has none in transformers either)
+            std::printf("notice: %s/config.json sets dropout (up to %g); this trainer has none, so this fine-tuning "
+                        "differs from transformers' (run_glue trains with the config's dropout)\n",
+                        opts.init_from.c_str(), cfg.config_dropout);
         if (head && !head_rows.empty())
             std::printf("notice: its config.json orders the classes otherwise: the head's rows %s are the task's %s\n",
                         join(head_rows).c_str(), join(info.label_names).c_str());
@@ -827,7 +831,10 @@ struct FineTuner {
         CHECK_USER(step >= 0 && step <= total_steps, "cannot resume %s: step %d is outside this run's %d steps",
                    resume_path.c_str(), step, total_steps);
         log.check_resume_at(step, resume_path);
-        std::printf("resumed from %s at step %d of %d (epoch %lld, example %lld of its order)\n", resume_path.c_str(),
-                    step, total_steps, (long long)st.get_i64("glue.epoch") + 1, (long long)st.get_i64("glue.position"));
+        const long long epoch = st.get_i64("glue.epoch");  // (epochs completed)
+        std::printf("resumed from %s at step %d of %d (%s)\n", resume_path.c_str(), step, total_steps,
+                    step == total_steps ? format("the run's end: its %lld epochs done", epoch).c_str()
+                                        : format("epoch %lld, example %lld of its order", epoch + 1,
+                                                 (long long)st.get_i64("glue.position")).c_str());
     }
 };

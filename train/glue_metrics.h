@@ -93,7 +93,8 @@ inline double glue_spearman(const std::vector<double>& x, const std::vector<doub
     return glue_pearson(glue_ranks(x), glue_ranks(y));
 }
 
-// The task's metrics by name, in GLUE's order (the first is the one a leaderboard sorts by). Classification:
+// The task's metrics by name, in GLUE's order; the first picks the best epoch (GLUE's own score of a task averages
+// MRPC's and QQP's F1 and accuracy, STS-B's Pearson and Spearman; not computed here). Classification:
 // pred / label are class ids; STS-B: score / target are the similarities.
 inline std::vector<std::pair<std::string, double>> glue_metrics(GlueTask task, const std::vector<int>& pred,
                                                                 const std::vector<int>& label,
