@@ -120,13 +120,14 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
                shards_too_short ? "prepare the text again with a larger prep_data --shard-tokens, or use a smaller T"
                                 : "use a smaller B or T, fewer ranks, or more data");
     // A sample's T+1 tokens lie within one shard: each flat shard's last (tokens - 1) mod T tokens (a skipped shard's
-    // all) are read by no sample. Said when that is over 5% of the tokens: shards not much longer than T (a small
-    // prep_data --shard-tokens) leave a large part of the data unread, without a word (100M-token shards: ~1e-5)
-    if (info_.layout != SHARD_LAYOUT_ROWS) {
+    // all) are read by no sample. Said (by rank 0) when the split into shards leaves over 5% of the tokens unread
+    // beyond what one stream of them would leave: shards not much longer than T (a small prep_data --shard-tokens)
+    // leave a large part of the data unread, without a word (100M-token shards: ~1e-5)
+    if (info_.layout != SHARD_LAYOUT_ROWS && rank == 0) {
         int64_t read = 0;
         for (int64_t n : shard_samples_) read += n > 0 ? n * T + 1 : 0;
-        const int64_t unread = info_.num_tokens - read;
-        if (unread * 20 > info_.num_tokens)
+        const int64_t unread = info_.num_tokens - read, one_stream = (info_.num_tokens - 1) % T;
+        if ((unread - one_stream) * 20 > info_.num_tokens)
             std::fprintf(stderr, "note: \"%s\": %lld of its %lld tokens (%.0f%%) are read by no sample: a sample's "
                          "T+1 = %d tokens lie within one shard, and each shard's last (tokens - 1) mod T are left out "
                          "(prepare the text with a prep_data --shard-tokens much larger than T)\n", pattern.c_str(),

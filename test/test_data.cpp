@@ -268,8 +268,9 @@ TEST_F(DataTest, ShardSmallerThanOneSample) {
     }
 }
 
-// Tokens in shard tails that no sample reaches (each shard's last (tokens - 1) mod T) are said when over 5% of the data
-// (7 shards of 100 tokens at T = 64: one sample of 65 each, 35% unread, was silent); not at 0.7%
+// Tokens in shard tails that no sample reaches (each shard's last (tokens - 1) mod T) are said when the split leaves
+// over 5% of the data unread beyond one stream's tail (7 shards of 100 tokens at T = 64: one sample of 65 each, 35%
+// unread, was silent); not at 0.7%
 TEST_F(DataTest, ShardTailsThatNoSampleReadsAreSaid) {
     for (int k = 0; k < 7; k++) write_shard(path(format("s%d.bin", k)), iota_tokens(100), ShardInfo());
     testing::internal::CaptureStderr();
@@ -280,6 +281,12 @@ TEST_F(DataTest, ShardTailsThatNoSampleReadsAreSaid) {
     write_shard(path("one.bin"), iota_tokens(1000), ShardInfo());  // 124 samples of 8 + 1: 7 tokens unread
     testing::internal::CaptureStderr();
     DataLoader one(path("one.bin"), 1, 8, 0, 1, 0, false);
+    said = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(said.find("read by no sample"), std::string::npos) << said;
+    // one file leaves what one stream would (35% of s0.bin at T = 64): the split costs nothing, so nothing is said;
+    // nor by the other ranks (rank 0 says it)
+    testing::internal::CaptureStderr();
+    DataLoader alone(path("s0.bin"), 1, 64, 0, 1, 0, false), rank1(path("s*.bin"), 1, 64, 1, 2, 0, false);
     said = testing::internal::GetCapturedStderr();
     EXPECT_EQ(said.find("read by no sample"), std::string::npos) << said;
 }
