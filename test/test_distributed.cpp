@@ -736,6 +736,31 @@ TEST(DataParallel, AMicroBatchOfPaddingIsLeftOutOfTheStepsMean) {
     run_shell("rm -rf " + d);
 }
 
+// A step whose every micro-batch is padding has nothing to learn: it takes no update (one of zero gradients still
+// decayed the weights and moved them by the moments, with exit 0), and says so. At a constant learning rate, 2 steps
+// on [row 0, padding] end at the weights of 1 step on row 0, to the byte.
+TEST(DataParallel, AStepOfPaddingAloneTakesNoUpdate) {
+    std::string d = tmpdir();
+    const int T = 16;
+    write_padded_shards(d, T, 2, {1}, 555);
+    ShardInfo info;
+    std::vector<uint16_t> rows = read_shard(d + "/train.bin", &info);
+    rows.resize(T);
+    write_shard(d + "/row0.bin", rows, info);
+    const std::string args = " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --seq-len " + std::to_string(T) +
+                             " --batch-size 1 --lr 1e-3 --warmup 0 --min-lr-frac 1 --no-shuffle --eval-tokens 64 "
+                             "--val-data " + d + "/val.bin";
+    std::string out;
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + " --steps 2 --train-data " + d +
+                        "/train.bin --save " + d + "/two", &out), 0) << out;
+    EXPECT_NE(out.find("warning: step 2: every micro-batch was padding, nothing to learn: no update"), std::string::npos)
+        << out;
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + " --steps 1 --train-data " + d +
+                        "/row0.bin --save " + d + "/one", &out), 0) << out;
+    EXPECT_EQ(run_shell("cmp " + d + "/one/model.safetensors " + d + "/two/model.safetensors", &out), 0) << out;
+    run_shell("rm -rf " + d);
+}
+
 // --prac-refresh-overlap with each rank's own bases: a rank whose micro-batch of a refresh step is all padding
 // skips forward and begins no refresh there, while the other rank's is in flight at the step's checkpoint, so the
 // ranks hold different PRAC tensors (the pending copies and their rows). Each rank's own go into the checkpoint

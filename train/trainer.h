@@ -118,9 +118,9 @@ inline DataLoader data_loader(const char* flag, const std::string& pattern, int 
 // so is one file matched twice (through hard or symbolic links: its tokens would be read twice in each epoch).
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag);
 // A warning line naming the files both --train-data and --val-data match (one file by two paths or links too), ""
-// when none:
-// the validation loss of tokens the model trains on measures memorization (prep_data refuses such a split; a run may
-// mean it, e.g. to check that a model can overfit). Said with the run's notices, after the checks that can fail.
+// when none: the validation loss of tokens the model trains on measures memorization (prep_data refuses such a
+// split; a run may mean it, e.g. to check that a model can overfit). Said with the run's notices, after the checks
+// that can fail.
 std::string shared_data_files_warning(const std::vector<std::string>& train, const std::vector<std::string>& val);
 // A warning line when the training and validation shards have other layouts (flat vs rows, another row length or
 // pad), "" when they agree: the validation loss then measures other samples than the training sees.
@@ -212,6 +212,7 @@ struct Trainer {
     int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip (checkpointed: a resume counts on)
     int padding_micro_batches = 0;  // this step's micro-batches on this rank with no target to score
     float step_scale = 1;           // all micro-batches of the step / those with a target (step_loss)
+    bool nothing_scored = false;    // every micro-batch of the step, on every rank, was padding (step_loss)
     bool skipped_step = false;                      // this step's update was skipped
     int64_t last_checkpoint = -1;                   // the step this process last checkpointed (not twice)
     int64_t logged_step = -1;                       // the last step record's step and loss (MetricsLog::num), which
@@ -438,7 +439,8 @@ struct Trainer {
             l[0] /= comm.size();
         }
         const double all = (double)opts.grad_accum * comm.size(), scored = all - l[1];
-        step_scale = scored > 0 && scored < all ? (float)(all / scored) : 1.0f;  // (none scored: 0, nothing to learn)
+        step_scale = scored > 0 && scored < all ? (float)(all / scored) : 1.0f;
+        nothing_scored = scored <= 0;  // (loss and gradient 0: update() takes no step)
         return ranks == 1 && !comm.device_comm() && step_scale == 1.0f ? loss : (float)(l[0] * step_scale);
     }
 
@@ -478,6 +480,10 @@ struct Trainer {
                         step + 1, printable(loss), printable(norm));
             skipped_in_a_row++;
             skipped_total++;
+        } else if (nothing_scored) {  // (an update of zero gradients would still decay the weights and move them
+                                      // by the moments)
+            if (rank == 0)
+                std::printf("warning: step %d: every micro-batch was padding, nothing to learn: no update\n", step + 1);
         } else {
             skipped_in_a_row = 0;
             opt->step(model.params_memory, model.grads_memory, model.param_specs, lr,
