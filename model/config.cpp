@@ -193,8 +193,8 @@ static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std
     auto dropout = [&](const char* key, float def) {
         if (!j.contains(key) || j[key].is_null()) return def;
         const double p = j[key].is_number() ? j[key].get<double>() : -1;
-        if (!(p >= 0 && p < 1))
-            fail("%s: key \"%s\" = %s is not a dropout rate in [0, 1)", path.c_str(), key, j[key].dump().c_str());
+        if (!(p >= 0 && p <= 1))
+            fail("%s: key \"%s\" = %s is not a dropout rate in [0, 1]", path.c_str(), key, j[key].dump().c_str());
         return (float)p;
     };
     const float hidden_dropout = dropout("hidden_dropout_prob", 0.1f);

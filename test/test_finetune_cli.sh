@@ -95,7 +95,7 @@ kill $reader 2>/dev/null; wait $reader 2>/dev/null
 
 # 1c. a base whose config.json sets dropout (roberta-base's 0.1) is said to train without it (it was silent, while
 # transformers' run_glue trains with it); not a base without dropout, nor --eval-only (evaluation has none); a rate
-# out of [0, 1) is refused
+# out of [0, 1] is refused
 python3 - "$T/s1" "$T/s1d" <<'PY' || bad "could not write the dropout configs"
 import json, shutil, sys
 src, dst = sys.argv[1:]
@@ -110,7 +110,7 @@ ev=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1d" --eval-on
 bx=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1dx" --eval-only 2>&1); rcx=$?
 [ $rc = 0 ] && grep -q "notice: $T/s1d/config.json sets dropout (up to 0.1); this trainer has none" <<<"$out" \
   && ! grep -q dropout "$T/s1.out" && ! grep -q dropout <<<"$ev" \
-  && [ $rcx = 1 ] && grep -q 'key "hidden_dropout_prob" = 1.5 is not a dropout rate in \[0, 1)' <<<"$bx" \
+  && [ $rcx = 1 ] && grep -q 'key "hidden_dropout_prob" = 1.5 is not a dropout rate in \[0, 1\]' <<<"$bx" \
   && ok "a config with dropout: said that the trainer has none (not without it, not for --eval-only); 1.5 refused" \
   || bad "dropout: rc $rc, '$(grep dropout <<<"$out")'; --eval-only '$(grep dropout <<<"$ev")'; 1.5: rc $rcx $(tail -1 <<<"$bx")"
 

@@ -833,8 +833,9 @@ struct FineTuner {
         log.check_resume_at(step, resume_path);
         const long long epoch = st.get_i64("glue.epoch");  // (epochs completed)
         std::printf("resumed from %s at step %d of %d (%s)\n", resume_path.c_str(), step, total_steps,
-                    step == total_steps ? format("the run's end: its %lld epochs done", epoch).c_str()
-                                        : format("epoch %lld, example %lld of its order", epoch + 1,
-                                                 (long long)st.get_i64("glue.position")).c_str());
+                    step == total_steps
+                        ? format("the run's end: its %lld epoch%s done", epoch, epoch == 1 ? "" : "s").c_str()
+                        : format("epoch %lld, example %lld of its order", epoch + 1,
+                                 (long long)st.get_i64("glue.position")).c_str());
     }
 };
