@@ -441,7 +441,7 @@ struct Trainer {
         const double all = (double)opts.grad_accum * comm.size(), scored = all - l[1];
         step_scale = scored > 0 && scored < all ? (float)(all / scored) : 1.0f;
         nothing_scored = scored <= 0;  // (loss and gradient 0: update() takes no step)
-        return ranks == 1 && !comm.device_comm() && step_scale == 1.0f ? loss : (float)(l[0] * step_scale);
+        return (float)(l[0] * step_scale);  // (one rank, scale 1: the float loss itself, exactly)
     }
 
     // The update with the averaged gradients: learning-rate schedule, clipping, and the non-finite policy (stop
