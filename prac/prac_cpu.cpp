@@ -56,7 +56,10 @@ int prac_overlap_slots(const PracOptions& o, int units) {
 
 int prac_round_rank(float frac, int n) {
     if (frac <= 0) return 0;
-    int r = (int)std::floor(frac * n / 8.0f) * 8;
+    // in exact integer millionths: the decimal that was written, not its float (0.42f·1200 / 8 is 62.99999, whose
+    // floor gave rank 496 where 0.42·1200 = 504 is a multiple of 8); a float below 1 keeps six decimals exactly
+    const long long millionths = std::llround((double)frac * 1e6);
+    int r = (int)(millionths * n / 8000000) * 8;
     return r < 8 ? 8 : r;
 }
 

@@ -38,9 +38,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -262,12 +264,27 @@ TEST(PracSiteDims, FractionsRoundDownToMultiplesOf8) {
     EXPECT_EQ(prac_round_rank(0.01f, 64), 8) << "at least 8";
     EXPECT_EQ(prac_round_rank(0.0f, 64), 0);
     EXPECT_EQ(prac_round_rank(-0.5f, 64), 0);
-    // every two-decimal fraction on the paper's widths: floor(p·n / 800)·8 in exact integer arithmetic (at least 8)
-    for (int n : {64, 80, 128, 176, 352, 384, 512, 768, 1024, 1376, 2048, 2736, 3072, 5461, 8192})
-        for (int p = 1; p < 100; p++) {
-            long exact = std::max(8L, (long)p * n / 800 * 8);
-            EXPECT_EQ(prac_round_rank((float)p / 100.0f, n), exact) << "fraction 0." << p << " of width " << n;
+    // 0.42 of 1200 is 504, a multiple of 8: it stays 504 (the float 0.42f·1200 is 503.99998, whose floor gave 496)
+    EXPECT_EQ(prac_round_rank(0.42f, 1200), 504);
+    // every two-decimal fraction (as the flag parser reads "0.pp") of every width up to 20000, and every
+    // three-decimal one of a few widths: floor(p·n / 800)·8 (floor(p·n / 8000)·8) in exact integer arithmetic, at
+    // least 8. (The float product's floor missed 11 two-decimal fractions at the widths where p·n / 800 is whole.)
+    int wrong = 0;
+    std::string first;
+    auto check = [&](int p, int scale, const std::vector<int>& widths) {
+        const float frac = std::strtof(format("%.*f", scale == 100 ? 2 : 3, (double)p / scale).c_str(), nullptr);
+        for (int n : widths) {
+            const long exact = std::max(8L, (long)p * n / (8L * scale) * 8);
+            const int got = prac_round_rank(frac, n);
+            if (got != exact && wrong++ == 0)
+                first = format("fraction %d/%d of width %d: %d, expected %ld", p, scale, n, got, exact);
         }
+    };
+    std::vector<int> every(20000 - 7);
+    std::iota(every.begin(), every.end(), 8);
+    for (int p = 1; p < 100; p++) check(p, 100, every);
+    for (int p = 1; p < 1000; p++) check(p, 1000, {64, 768, 1000, 1001, 1200, 2048, 4096, 5461, 8000, 10922});
+    EXPECT_EQ(wrong, 0) << "first: " << first;
 
     PracOptions o = opts(PracMode::PRAC);
     SiteDims lin = prac_site_dims(o, SiteClass::LINEAR, 768, "ln1"), non = prac_site_dims(o, SiteClass::NONLINEAR, 768, "resid");
