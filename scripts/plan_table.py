@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Markdown table of planned peak memory for the PRAC paper's Table 2 methods (baseline, GaLore, RSO, PRAC) next
-to the paper's peaks (GB measured in eager PyTorch on A800s). Runs ./train_gpt2 and ./train_llama --plan --json
-(no GPU needed). GaLore and RSO use their default ranks for the model (train/optim_galore.h, train/optim_rso.h).
+to the paper's peaks (GB measured in eager PyTorch; the paper names no GPU for Table 2, A800s for Table 4). Runs
+./train_gpt2 and ./train_llama --plan --json (no GPU needed). GaLore and RSO use their default ranks for the model
+(train/optim_galore.h: the paper's 256 and 512 for GPT-2 124M and 355M, GaLore's for LLaMA).
 
     python3 scripts/plan_table.py [--precision bf16|fp32]
 """

@@ -247,6 +247,9 @@ TEST(Galore, BlockLayout) {
     EXPECT_EQ(galore_default_rank(model_config_load(Arch::LLAMA, "llama-130m")), 256);
     EXPECT_EQ(galore_default_rank(model_config_load(Arch::LLAMA, "llama-350m")), 256);
     EXPECT_EQ(galore_default_rank(model_config_load(Arch::LLAMA, "llama-1b")), 512);
+    // GPT-2: the PRAC paper's ranks for GaLore and RSO (appendix D), not width / 4 (192 and 256)
+    EXPECT_EQ(galore_default_rank(model_config_load(Arch::GPT2, "gpt2-124m")), 256);
+    EXPECT_EQ(galore_default_rank(model_config_load(Arch::GPT2, "gpt2-355m")), 512);
     // a config of llama-130m's shape under another name (a config.json, which --init-from DIR makes the model) gets
     // llama-130m's rank, not C / 4 = 192; another shape gets C / 4
     ModelConfig like = model_config_load(Arch::LLAMA, "llama-130m");

@@ -35,10 +35,13 @@ struct GaloreBlock {
 };
 
 // GaLore's rank for a model: the values of its benchmark scripts for the LLaMA sizes it trained (60M 128,
-// 130M 256, 350M 256, 1B 512), for those names and config.json files of their shapes. Elsewhere channels / 4 (our
-// choice: what 60M, 350M and 1B use; 130M uses C/3).
+// 130M 256, 350M 256, 1B 512) and the PRAC paper's for GPT-2 (appendix D: 256 for 124M, 512 for 355M, for GaLore and
+// RSO alike), for those names and config.json files of their shapes. Elsewhere channels / 4 (our choice: what 60M,
+// 350M and 1B use; 130M uses C/3).
 inline int galore_default_rank(const ModelConfig& cfg) {
     const std::string name = named_config_like(cfg);
+    if (name == "gpt2-124m") return 256;
+    if (name == "gpt2-355m") return 512;
     if (name == "llama-60m") return 128;
     if (name == "llama-130m") return 256;
     if (name == "llama-350m") return 256;

@@ -30,13 +30,8 @@ struct RsoOptions {
     uint64_t seed = 42;  // the subspace draws' key (the same on every rank)
 };
 
-// RSO's rank for a model: the PRAC paper's for GPT-2, GaLore's for LLaMA (docs/DESIGN.md section 3.4, RSO).
-inline int rso_default_rank(const ModelConfig& cfg) {
-    const std::string name = named_config_like(cfg);  // (a config.json of their shape too)
-    if (name == "gpt2-124m") return 256;
-    if (name == "gpt2-355m") return 512;
-    return galore_default_rank(cfg);
-}
+// RSO's rank for a model: GaLore's (the PRAC paper's for GPT-2, GaLore's for LLaMA: docs/DESIGN.md section 3.4, RSO).
+inline int rso_default_rank(const ModelConfig& cfg) { return galore_default_rank(cfg); }
 // An --rso-rank as the run uses it: 0 is the model's default.
 inline int rso_rank_for(int given, const ModelConfig& cfg) {
     return given > 0 ? given : rso_default_rank(cfg);
