@@ -42,7 +42,9 @@ PAPER = {
 }
 GLOBAL_BATCH = 512
 # --paper's storage, as the paper's: PRAC's projections in the activation dtype (bf16) and the attention output saved
-# (the trainer's defaults, fp8 projections and a recomputed attention output, save more: memory.py's rows)
+# (the trainer's defaults, fp8 projections and a recomputed attention output, save more: memory.py's rows). One
+# difference: the paper's Table 6 lists W_o's input A_h as compressed; here it stays exact, because attention's
+# backward needs O (PyTorch's flash attention saves it too)
 PAPER_STORAGE = ["--prac-storage", "act", "--recompute-attention", 0]
 GALORE_LR = 1e-2  # GaLore's LLaMA learning rate (scale 0.25); the paper uses the baselines' published settings
 # ... and GaLore's optimizer settings for those runs, as its published LLaMA scripts run it (scripts/benchmark_c4/

@@ -125,7 +125,7 @@ def main():
                   f"run's own."]
     notes += ["--paper stores PRAC's projections in bf16 and saves the attention output, as the paper (the trainer's "
               "defaults, fp8 projections and a recomputed attention output, save more: memory.py).",
-              "Paper (Table 2, A800, eager PyTorch) PRAC Δ: LLaMA-130M -27%, 350M -30%, 1B -36%, GPT-2 124M -20%, "
+              "Paper (Table 2, eager PyTorch) PRAC Δ: LLaMA-130M -27%, 350M -30%, 1B -36%, GPT-2 124M -20%, "
               "355M -21%."]
     return C.main_flow(args, "table2", "Table 2: pretraining PPL and peak memory", runs, tables, notes)
 
