@@ -613,6 +613,11 @@ TEST_F(CkptTest, ReplacingAStepDir) {
     EXPECT_EQ(tag_of(c7), "seven");
     EXPECT_EQ(read_bytes(ckdir() + "/step_00000007.kept/sub/notes.txt"), "mine\n");
     EXPECT_EQ(checkpoint_latest(ckdir()), c7);
+    // a file under a step's name: moved beside as well (it was deleted with no word)
+    write_bytes(ckdir() + "/step_00000008", "my notes\n");
+    std::string c8 = save_checkpoint(ckdir(), 8, "eight");
+    EXPECT_EQ(tag_of(c8), "eight");
+    EXPECT_EQ(read_bytes(ckdir() + "/step_00000008.kept"), "my notes\n");
 }
 
 TEST_F(CkptTest, InterruptedReplacementIsUndone) {

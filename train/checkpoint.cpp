@@ -387,18 +387,21 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
     fsync_path(parent, true);
     kill_point("checkpoint.published");
     if (aside.empty()) return;
-    // what the step's name held: an earlier checkpoint (or its damaged remains) goes; a folder of other files stays,
-    // beside, and is said (it was deleted with no word)
-    const std::string foreign = foreign_file(aside, files);
-    if (foreign.empty()) {
+    // what the step's name held: an earlier checkpoint (or its damaged remains) goes; a folder of other files, or a
+    // file, stays, beside, and is said (they were deleted with no word)
+    const bool a_file = fs::is_regular_file(fs::symlink_status(aside, ec));
+    const std::string foreign = a_file ? "" : foreign_file(aside, files);
+    if (!a_file && foreign.empty()) {
         remove_tree(aside);
         return;
     }
     std::string kept = final_dir + ".kept";
     for (int i = 2; fs::exists(kept, ec) || fs::is_symlink(kept, ec); i++) kept = final_dir + format(".kept%d", i);
     rename_or_fail(aside, kept);
-    std::printf("notice: %s held files that are not a checkpoint's (%s): moved to %s, and the checkpoint written in "
-                "its place\n", final_dir.c_str(), foreign.c_str(), kept.c_str());
+    std::printf("notice: %s %s: moved to %s, and the checkpoint written in its place\n", final_dir.c_str(),
+                a_file ? "was a file, not a checkpoint's folder"
+                       : format("held files that are not a checkpoint's (%s)", foreign.c_str()).c_str(),
+                kept.c_str());
 }
 
 CheckpointWriter::CheckpointWriter(const std::string& d, int64_t s) : dir(d), step(s) {
@@ -559,7 +562,9 @@ std::string checkpoint_resolve(const std::string& path_arg) {
         if (checkpoint_verify(dir, &why)) {
             if (!damaged.empty())
                 std::printf("warning: newer checkpoints in %s cannot be used:%s\n         resuming from the newest intact "
-                            "one, %s\n", path.c_str(), damaged.c_str(), base_of(dir).c_str());
+                            "one, %s; this run writes its own checkpoints of those steps in their place as it reaches "
+                            "them (copy them elsewhere to keep them)\n", path.c_str(), damaged.c_str(),
+                            base_of(dir).c_str());
             return dir;
         }
         damaged += format("\n           %s: %s", base_of(dir).c_str(), why.c_str());
