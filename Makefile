@@ -129,6 +129,8 @@ help:
 	@echo "  INSTALL_DEPS=0    skip scripts/install_deps.sh (run before configuring: installs missing apt/pip packages)"
 	@echo "  TRAIN_ARGS=...    arguments of make train; default with a GPU: $(TRAIN_ARGS_GPU)"
 	@echo "                    and without one: $(TRAIN_ARGS_CPU)"
+	@echo "  TRAIN_BIN=...     the binary of make train (default ./train_gpt2; e.g. TRAIN_BIN=./train_llama"
+	@echo "                    TRAIN_ARGS=\"--model llama-mini ...\")"
 	@echo "  BUILD_DIR=...     the build directory (default build)"
 	@echo ""
 	@echo "cmake arguments in use: $$PRAC_CMAKE_ARGS"

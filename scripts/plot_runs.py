@@ -20,7 +20,7 @@ left its update out; or a null gradient norm, which it never applies) is counted
 the train loss cell, and that line names the first. A skipped step's finite loss still counts in the mean (it was
 measured; only the update was left out), its null loss does not (the weights after it are those before; nan when
 all of the last 10 are such). Then one line per run for scripts: "RESULT step_time
-run=LABEL steps=N median_ms=... worst_ms=... worst_step=S worst_over_median=...". Needs matplotlib for the PNG
+run=LABEL steps=N median_ms=... worst_ms=... worst_step=S worst_over_median=..." (N: the steps timed, as the median's). Needs matplotlib for the PNG
 (pip install matplotlib); --no-plot: the table only. --out's directory must exist; its extension picks the format
 (.png, .pdf, .svg, ... as matplotlib writes them).
 
@@ -228,7 +228,7 @@ def throughput(steps, skip):
 
 
 def step_times(steps, skip):
-    """(median ms, slowest ms, its step) over the timed steps; None without times."""
+    """(median ms, slowest ms, its step, how many steps) over the timed steps; None without times."""
     timed = [(s["ms_per_step"], s["step"]) for s in timed_steps(steps, skip) if s.get("ms_per_step") is not None]
     if not timed:
         return None
@@ -236,7 +236,7 @@ def step_times(steps, skip):
     n = len(ms)
     median = ms[n // 2] if n % 2 else (ms[n // 2 - 1] + ms[n // 2]) / 2
     worst, at = max(timed)
-    return median, worst, at
+    return median, worst, at, n
 
 
 def main():
@@ -312,7 +312,7 @@ def main():
                              f"the first at step {skips[0]}" if skips else "") +
                             ("; the final eval's val_loss is non-finite" if vl is not None and not finite(vl) else ""))
         if st and st[0] > 0:
-            results.append(f"RESULT step_time run={label.replace(' ', '_')} steps={len(steps) - args.skip} "
+            results.append(f"RESULT step_time run={label.replace(' ', '_')} steps={st[3]} "
                            f"median_ms={st[0]:.3f} worst_ms={st[1]:.3f} worst_step={st[2]} "
                            f"worst_over_median={st[1] / st[0]:.3f}")
     for label, p in empty:

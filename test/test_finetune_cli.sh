@@ -93,6 +93,16 @@ kill $reader 2>/dev/null; wait $reader 2>/dev/null
 [ $rc = 0 ] && grep -q '^{"type":"step"' "$T/lfifo.out" && ok "--log to a named pipe: records through it" \
   || bad "--log to a named pipe: rc $rc (124: hung), $(tail -2 "$T/lfifo.run")"
 
+# --log on one of the run's inputs, the training file through a hard link: --overwrite emptied it (after it was read,
+# so the run went on, exit 0, and the next one found no data)
+train=$(ls "$T/data/mrpc"/train.* | head -1)
+ln "$train" "$T/trainlink"
+sum=$(md5sum < "$train")
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --log "$T/trainlink" --overwrite 2>&1); rc=$?
+[ $rc = 1 ] && grep -q -- "--log $T/trainlink is $train, --data-dir, an input of this run" <<< "$out" \
+  && [ "$(md5sum < "$train")" = "$sum" ] && ok "--log on a hard link to the training file: refused, the file intact" \
+  || bad "--log on the training file: rc $rc, $(tail -2 <<< "$out")"
+
 # 1c. a base whose config.json sets dropout (roberta-base's 0.1) is said to train without it (it was silent, while
 # transformers' run_glue trains with it); not a base without dropout, nor --eval-only (evaluation has none); a rate
 # out of [0, 1] is refused

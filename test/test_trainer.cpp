@@ -1038,17 +1038,27 @@ void expect_same_checkpoint(const TempDir& dir, const std::string& a, const std:
 
 }  // namespace
 
-// --log-interval N prints the first step, steps N, 2N, ... (those an --eval-interval N evaluates after) and the last;
-// it printed steps 1, N + 1, 2N + 1, away from the evaluations' lines.
+// --log-interval N prints the process's first step, steps N, 2N, ... (those an --eval-interval N evaluates after)
+// and the last; it printed steps 1, N + 1, 2N + 1, away from the evaluations' lines. A resumed run's first step is
+// printed too (nothing, not even an ETA, came until the next N-th).
 TEST(TrainerBinary, LogIntervalPrintsEveryNthStep) {
     TempDir dir;
-    RunResult r = run_trainer("train_gpt2", tiny({"--steps", "7", "--log-interval", "3", "--eval-tokens", "64"}), dir,
-                              120);
-    ASSERT_EQ(r.rc, 0) << describe(r);
-    std::string printed;
-    for (int s = 1; s <= 7; s++)
-        if (contains(r.out, format("step %5d/7 |", s))) printed += std::to_string(s) + " ";
-    EXPECT_EQ(printed, "1 3 6 7 ") << describe(r);
+    auto printed = [](const RunResult& r) {
+        std::string s;
+        for (int i = 1; i <= 7; i++)
+            if (contains(r.out, format("step %5d/7 |", i))) s += std::to_string(i) + " ";
+        return s;
+    };
+    const std::vector<std::string> run = tiny({"--steps", "7", "--log-interval", "3", "--eval-tokens", "64",
+                                               "--ckpt-dir", dir / "ck", "--ckpt-every", "4"});
+    RunResult r = run_merged("train_gpt2", run, dir, 120, "PRAC_TEST_DIE_AFTER_STEP=5");
+    ASSERT_EQ(r.rc, 137) << describe(r);
+    EXPECT_EQ(printed(r), "1 3 ") << describe(r);
+    std::vector<std::string> again = run;
+    again.push_back("--resume");
+    RunResult resumed = run_trainer("train_gpt2", again, dir, 120);
+    ASSERT_EQ(resumed.rc, 0) << describe(resumed);
+    EXPECT_EQ(printed(resumed), "5 6 7 ") << describe(resumed);
 }
 
 // A --log whose writes fail (a full disk) lost its records with exit 0: /dev/full (every write ENOSPC) now ends the
@@ -1422,6 +1432,8 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
     fs::create_symlink(dir / "gone", dir / "dangling");
     ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0600), 0);
     const std::string builtin_train = BUILTIN + "/austen_gpt2_train.bin";
+    fs::copy_file(builtin_train, dir / "tr.bin");
+    fs::create_hard_link(dir / "tr.bin", dir / "trlink");
     struct Case {
         std::vector<std::string> args;
         std::string says;
@@ -1462,6 +1474,13 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
          "--log " + (dir / "same") + " and --dump-path " + (dir / "same") + " are one path"},
         {tiny({"--save", dir / "sv", "--log", dir / "sv/config.json"}),
          "--log " + (dir / "sv/config.json") + " is one of the files --save " + (dir / "sv") + " writes"},
+        // an output on one of the run's inputs, itself or a hard link to it: with --overwrite the dump replaced a
+        // data shard (and the --init-from weights), exit 0, and the next run found no shard
+        {tiny({"--train-data", dir / "tr.bin", "--val-data", BUILTIN + "/austen_gpt2_val.bin", "--dump-site", "resid",
+               "--dump-path", dir / "tr.bin", "--overwrite"}),
+         "--dump-path " + (dir / "tr.bin") + " is --train-data, an input of this run"},
+        {tiny({"--train-data", builtin_train, "--val-data", dir / "tr.bin", "--log", dir / "trlink", "--overwrite"}),
+         "--log " + (dir / "trlink") + " is " + (dir / "tr.bin") + ", --val-data, an input of this run"},
         // a named pipe as --init-from: its open waited for a writer forever
         {tiny({"--init-from", dir / "fifo"}), (dir / "fifo") + " is not a regular file"},
         // a GPU's largest micro-batch is not planned with the CPU backend's memory (it answered 147 for 39)
@@ -1749,6 +1768,9 @@ TEST(TrainerResume, ALogThatEndsBeforeTheCheckpointIsRefused) {
     RunResult r = run_merged("train_gpt2", args({"--steps", "6", "--resume"}), dir, 120);
     EXPECT_EQ(r.rc, 1) << describe(r);
     EXPECT_TRUE(contains(r.out, "ends at step 1, before step 4 of the checkpoint")) << describe(r);
+    // the way on keeps everything (it named --overwrite, which removes the run's checkpoints; and a log with a gap,
+    // one resume run without --log, is refused the same way)
+    EXPECT_TRUE(contains(r.out, "HINT: resume with a new --log file for the steps from 5 on")) << describe(r);
     // so with the stopped run's own settings: said first (its --lr was refused for the earlier run's, a hint into
     // this refusal)
     RunResult own = run_merged("train_gpt2", args({"--steps", "6", "--resume", "--lr", "3e-4"}), dir, 120);

@@ -306,7 +306,8 @@ struct FineTuner {
         step++;
         if (step > total_steps)  // never: each epoch runs steps_per_epoch steps (a run past its end would go on forever)
             throw std::logic_error(format("step %d of %d: an epoch ran more steps than planned", step, total_steps));
-        if (step % opts.log_interval == 0 || step == total_steps || step % steps_per_epoch == 0)
+        // this process's first step (a run's, a resume's), every N-th, each epoch's last
+        if (steps_timed == 1 || step % opts.log_interval == 0 || step == total_steps || step % steps_per_epoch == 0)
             std::printf("epoch %d/%d | step %d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.1f examples/s | "
                         "eta %s\n", (step - 1) / steps_per_epoch + 1, opts.epochs, step, total_steps,
                         printable(loss), printable(norm), lr, ms, labelled / (ms / 1000.0),
@@ -457,6 +458,15 @@ struct FineTuner {
                                        return std::find(written.begin(), written.end(), name) != written.end();
                                    }},
                                   {opts.log, "--log", nullptr}});
+        std::vector<std::pair<std::string, const char*>> inputs = {
+            {resolve_weights_path(opts.init_from), "--init-from"}};
+        std::vector<std::string> splits = info.dev_splits;
+        splits.insert(splits.end(), info.test_splits.begin(), info.test_splits.end());
+        splits.push_back("train");
+        for (const std::string& split : splits)  // (one that is not there is said where it is read)
+            if (glue_split_exists(opts.data_dir, split))
+                inputs.push_back({glue_split_path(opts.data_dir, split), "--data-dir"});
+        refuse_outputs_among_inputs({{opts.log, "--log", nullptr}}, inputs);
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file
         CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the "

@@ -111,10 +111,11 @@ struct MetricsLog {
     void check_resume_at(int step, const std::string& checkpoint, const std::string& logged_loss = "") const {
         const int last = last_step_record();
         if (last >= 0 && last < step)
-            fail("--log %s ends at step %d, before step %d of the checkpoint %s: it is not the log of the run that "
-                 "wrote it (an --overwrite run stopped before its first checkpoint empties the earlier run's log and "
-                 "leaves that run's checkpoints)\n---> HINT: resume with another --log, or start over with --overwrite",
-                 path.c_str(), last, step, checkpoint.c_str());
+            fail("--log %s ends at step %d, before step %d of the checkpoint %s: it lacks the steps after %d of the run "
+                 "that wrote the checkpoint (a resume without --log?), or is another run's (an --overwrite run stopped "
+                 "before its first checkpoint empties the earlier run's log and leaves that run's checkpoints); "
+                 "appended to, it would join the two\n---> HINT: resume with a new --log file for the steps from %d "
+                 "on (plot_runs.py reads both logs)", path.c_str(), last, step, checkpoint.c_str(), last, step + 1);
         const std::string logged = logged_loss.empty() ? "" : loss_record_of(step);
         if (!logged.empty() && logged != logged_loss)
             fail("--log %s says step %d's loss was %s, but the run that wrote the checkpoint %s logged %s: the log is "

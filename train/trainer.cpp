@@ -251,6 +251,19 @@ void refuse_colliding_outputs(const std::vector<RunOutput>& outputs) {
         }
 }
 
+void refuse_outputs_among_inputs(const std::vector<RunOutput>& outputs,
+                                 const std::vector<std::pair<std::string, const char*>>& inputs) {
+    for (const RunOutput& out : outputs) {
+        struct stat st;
+        if (out.path.empty() || stat(out.path.c_str(), &st) != 0) continue;  // (not there yet: no input)
+        const std::string id = file_identity(out.path);
+        for (const auto& [in, flag] : inputs)
+            if (file_identity(in) == id)
+                fail("%s %s is %s%s, an input of this run: writing it would destroy it\n---> HINT: pass another %s",
+                     out.flag, out.path.c_str(), in == out.path ? "" : (in + ", ").c_str(), flag, out.flag);
+    }
+}
+
 void check_output_file(const std::string& path, const char* flag, bool may_replace, bool may_replace_npy) {
     struct stat st;
     const bool exists = stat(path.c_str(), &st) == 0;

@@ -84,6 +84,10 @@ bool save_writes_name(const std::string& name);
 // --dump-path on one file lost every record). Other files inside a directory output are left alone, as are two
 // directory outputs on one path (their names differ).
 void refuse_colliding_outputs(const std::vector<RunOutput>& outputs);
+// Fails when an output file is one of the run's input files (`inputs`: path and flag), by file_identity (links to
+// it too): with --overwrite, --dump-path or --log on a data shard or the --init-from weights replaced it, exit 0.
+void refuse_outputs_among_inputs(const std::vector<RunOutput>& outputs,
+                                 const std::vector<std::pair<std::string, const char*>>& inputs);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and
 // not an existing file (an earlier run's output, which the file does not say) unless `may_replace` (--overwrite),
 // nor a pipe or device (replaced by a file, whatever `may_replace`). `may_replace_npy`: an existing .npy file may be
@@ -509,8 +513,9 @@ struct Trainer {
         const auto [ms, tok_s] = log_step(step);
         total_ms += ms;
         double eta = eta_seconds(step);
-        // the first step, every N-th (steps N, 2N, ... as the evaluations count them) and the last
-        if (step == 0 || (step + 1) % opts.log_interval == 0 || step == opts.steps - 1)
+        // this process's first step (a run's, a resume's), every N-th (steps N, 2N, ... as the evaluations count
+        // them) and the last
+        if (step == start_step || (step + 1) % opts.log_interval == 0 || step == opts.steps - 1)
             std::printf("step %5d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
                         opts.steps, printable(loss), printable(norm), lr, ms, tok_s, human_duration(eta).c_str());
         if constexpr (!cpu_backend) be.say_attention_calls_once();
@@ -796,6 +801,14 @@ struct Trainer {
                          : "pass a .safetensors file or a directory holding model.safetensors (what --save writes)");
             }
         }
+        std::vector<std::pair<std::string, const char*>> inputs;
+        for (const std::string& f : train_files) inputs.push_back({f, "--train-data"});
+        for (const std::string& f : val_files) inputs.push_back({f, "--val-data"});
+        if (!opts.init_from.empty() && !opts.resume)
+            inputs.push_back({resolve_weights_path(opts.init_from), "--init-from"});
+        refuse_outputs_among_inputs({{opts.log, "--log", nullptr},
+                                     {opts.dump_site.empty() ? "" : opts.dump_path, "--dump-path", nullptr}},
+                                    inputs);
         if (!opts.save.empty() && rank == 0) claim_save_dir(opts.save);
         if (opts.resume) resume_path = resume_checkpoint();
         opts.ckpt_dir = run_dir;
