@@ -93,8 +93,8 @@ kill $reader 2>/dev/null; wait $reader 2>/dev/null
 [ $rc = 0 ] && grep -q '^{"type":"step"' "$T/lfifo.out" && ok "--log to a named pipe: records through it" \
   || bad "--log to a named pipe: rc $rc (124: hung), $(tail -2 "$T/lfifo.run")"
 
-# --log on one of the run's inputs, the training file through a hard link: --overwrite emptied it (after it was read,
-# so the run went on, exit 0, and the next one found no data)
+# --log on one of the run's inputs, the training file through a hard link: refused by the input it is, the file intact
+# (it was refused before as no metrics log, which did not say why)
 train=$(ls "$T/data/mrpc"/train.* | head -1)
 ln "$train" "$T/trainlink"
 sum=$(md5sum < "$train")
@@ -102,6 +102,12 @@ out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --log "$T/train
 [ $rc = 1 ] && grep -q -- "--log $T/trainlink is $train, --data-dir, an input of this run" <<< "$out" \
   && [ "$(md5sum < "$train")" = "$sum" ] && ok "--log on a hard link to the training file: refused, the file intact" \
   || bad "--log on the training file: rc $rc, $(tail -2 <<< "$out")"
+# ... and that check reads no split: a test split in both formats matters only to --predict (the check refused it)
+cp -r "$T/data/mrpc" "$T/both"
+cp "$T/both/dev.tsv" "$T/both/test.tsv"
+echo '{}' > "$T/both/test.jsonl"
+out=$("$BIN" --task mrpc --data-dir "$T/both" --init-from "$T/s1" --eval-only --log "$T/both.jsonl" 2>&1); rc=$?
+[ $rc = 0 ] && ok "a test split in two formats, no --predict: evaluated" || bad "two test files: rc $rc, $(tail -2 <<< "$out")"
 
 # 1c. a base whose config.json sets dropout (roberta-base's 0.1) is said to train without it (it was silent, while
 # transformers' run_glue trains with it); not a base without dropout, nor --eval-only (evaluation has none); a rate

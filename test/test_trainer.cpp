@@ -1475,7 +1475,8 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
         {tiny({"--save", dir / "sv", "--log", dir / "sv/config.json"}),
          "--log " + (dir / "sv/config.json") + " is one of the files --save " + (dir / "sv") + " writes"},
         // an output on one of the run's inputs, itself or a hard link to it: with --overwrite the dump replaced a
-        // data shard (and the --init-from weights), exit 0, and the next run found no shard
+        // data shard (and the --init-from weights), exit 0, and the next run found no shard; a --log there was
+        // refused as no metrics log, which did not say why
         {tiny({"--train-data", dir / "tr.bin", "--val-data", BUILTIN + "/austen_gpt2_val.bin", "--dump-site", "resid",
                "--dump-path", dir / "tr.bin", "--overwrite"}),
          "--dump-path " + (dir / "tr.bin") + " is --train-data, an input of this run"},

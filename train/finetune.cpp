@@ -78,7 +78,7 @@ const FlagDef FLAGS[] = {
       "1: recompute the attention output O in backward (bitwise the same gradients); 0: save it (as the trainers' flag)"),
     F("--log", "FILE", STR, log,
       "write JSONL records: step, glue_eval (per dev split), memory, final (a resumed run appends)"),
-    F("--log-interval", "N", INT, log_interval, "print a progress line every N steps (and at each epoch's end)"),
+    F("--log-interval", "N", INT, log_interval, "print a progress line every N steps (and at this process's first step and each epoch's end)"),
     F("--ckpt-dir", "DIR", STR, ckpt_dir,
       "checkpoints (weights, optimizer, PRAC, the data position) to DIR/step_NNNNNNNN after every epoch"),
     F("--ckpt-every", "N", INT, ckpt_every, "also every N steps (0: epochs only; on SIGINT/SIGTERM/SIGUSR1 always)"),

@@ -463,9 +463,10 @@ struct FineTuner {
         std::vector<std::string> splits = info.dev_splits;
         splits.insert(splits.end(), info.test_splits.begin(), info.test_splits.end());
         splits.push_back("train");
-        for (const std::string& split : splits)  // (one that is not there is said where it is read)
-            if (glue_split_exists(opts.data_dir, split))
-                inputs.push_back({glue_split_path(opts.data_dir, split), "--data-dir"});
+        for (const std::string& split : splits)  // (the files there: which one a split reads is decided later)
+            for (const char* ext : {".tsv", ".jsonl"})
+                if (access((opts.data_dir + "/" + split + ext).c_str(), F_OK) == 0)
+                    inputs.push_back({opts.data_dir + "/" + split + ext, "--data-dir"});
         refuse_outputs_among_inputs({{opts.log, "--log", nullptr}}, inputs);
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file

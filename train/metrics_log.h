@@ -115,7 +115,8 @@ struct MetricsLog {
                  "that wrote the checkpoint (a resume without --log?), or is another run's (an --overwrite run stopped "
                  "before its first checkpoint empties the earlier run's log and leaves that run's checkpoints); "
                  "appended to, it would join the two\n---> HINT: resume with a new --log file for the steps from %d "
-                 "on (plot_runs.py reads both logs)", path.c_str(), last, step, checkpoint.c_str(), last, step + 1);
+                 "on (for one curve of a run's own logs: cat OLD NEW > joined.jsonl; plot_runs.py shows two files as "
+                 "two runs)", path.c_str(), last, step, checkpoint.c_str(), last, step + 1);
         const std::string logged = logged_loss.empty() ? "" : loss_record_of(step);
         if (!logged.empty() && logged != logged_loss)
             fail("--log %s says step %d's loss was %s, but the run that wrote the checkpoint %s logged %s: the log is "

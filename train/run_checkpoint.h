@@ -3,6 +3,7 @@
 // step, PRAC bases and refresh counters, the data loader's position, and the settings a bit-exact continuation
 // depends on, which a resume checks.
 #pragma once
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <type_traits>
@@ -147,8 +148,10 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o, const
             check_compatible(st, "run.prac", mine);
             continue;
         }
-        // written before GaLore's rank was resolved in it: "galore 0/" is the model's default rank
-        if (k == "optimizer" && st.has_meta("run.optimizer") && galore_rank == galore_default_rank(c) &&
+        // written before GaLore's rank was resolved in it: "galore 0/" is the model's default rank as it was then
+        // (GPT-2's was channels / 4 before the PRAC paper's 256 / 512 for 124M / 355M)
+        const int default_then = c.arch == Arch::GPT2 ? std::max(1, c.channels / 4) : galore_default_rank(c);
+        if (k == "optimizer" && st.has_meta("run.optimizer") && galore_rank == default_then &&
             st.get("run.optimizer") == optimizer_key(o, 0, legacy))
             continue;
         if (legacy && (k == "schedule" || k == "optimizer")) {

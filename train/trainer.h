@@ -85,7 +85,8 @@ bool save_writes_name(const std::string& name);
 // directory outputs on one path (their names differ).
 void refuse_colliding_outputs(const std::vector<RunOutput>& outputs);
 // Fails when an output file is one of the run's input files (`inputs`: path and flag), by file_identity (links to
-// it too): with --overwrite, --dump-path or --log on a data shard or the --init-from weights replaced it, exit 0.
+// it too): with --overwrite, --dump-path on a data shard or the --init-from weights replaced it, exit 0 (a --log
+// there was refused as no metrics log, which did not say why).
 void refuse_outputs_among_inputs(const std::vector<RunOutput>& outputs,
                                  const std::vector<std::pair<std::string, const char*>>& inputs);
 // Fails unless an output file (--dump-path) can be created at PATH: not a directory, in a writable directory, and
@@ -783,8 +784,10 @@ struct Trainer {
             opts.eval_only ? std::vector<std::string>() : data_files_of(opts.train_data, "--train-data");
         const std::vector<std::string> val_files = data_files_of(opts.val_data, "--val-data");
         if (rank == 0) data_warning = shared_data_files_warning(train_files, val_files);
+        std::vector<std::pair<std::string, const char*>> inputs;
         if (!opts.init_from.empty() && !opts.resume) {  // (a resume continues with the checkpoint's weights)
             std::string w = resolve_weights_path(opts.init_from);
+            inputs.push_back({w, "--init-from"});
             refuse_sharded_checkpoint(opts.init_from);
             verify_init_from_checkpoint(opts.init_from);
             struct stat st;  // (a named pipe's open waits for a writer: said here, before the run's tables)
@@ -801,11 +804,8 @@ struct Trainer {
                          : "pass a .safetensors file or a directory holding model.safetensors (what --save writes)");
             }
         }
-        std::vector<std::pair<std::string, const char*>> inputs;
         for (const std::string& f : train_files) inputs.push_back({f, "--train-data"});
         for (const std::string& f : val_files) inputs.push_back({f, "--val-data"});
-        if (!opts.init_from.empty() && !opts.resume)
-            inputs.push_back({resolve_weights_path(opts.init_from), "--init-from"});
         refuse_outputs_among_inputs({{opts.log, "--log", nullptr},
                                      {opts.dump_site.empty() ? "" : opts.dump_path, "--dump-path", nullptr}},
                                     inputs);
