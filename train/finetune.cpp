@@ -309,9 +309,17 @@ std::vector<int> head_rows_in_task_order(const std::vector<std::string>& head_na
     return {};
 }
 
+std::vector<std::string> glue_split_files(const std::string& dir, const std::string& split) {
+    std::vector<std::string> files;
+    for (const char* ext : {".tsv", ".jsonl"})
+        if (access((dir + "/" + split + ext).c_str(), F_OK) == 0) files.push_back(dir + "/" + split + ext);
+    return files;
+}
+
 bool glue_split_exists(const std::string& dir, const std::string& split) {
-    return access((dir + "/" + split + ".tsv").c_str(), R_OK) == 0 ||
-           access((dir + "/" + split + ".jsonl").c_str(), R_OK) == 0;
+    for (const std::string& f : glue_split_files(dir, split))
+        if (access(f.c_str(), R_OK) == 0) return true;
+    return false;
 }
 
 void copy_tokenizer_files(const std::string& from, const std::string& to, int max_len) {

@@ -65,7 +65,9 @@ void check_model_dir(const std::string& dir, const GlueTaskInfo& task);
 // so do we; *note says so for names of other classes.
 std::vector<int> head_rows_in_task_order(const std::vector<std::string>& head_names, const GlueTaskInfo& task,
                                          std::string* note);
-// Whether DIR holds the split as .tsv or .jsonl.
+// The split's files in DIR: DIR/SPLIT.tsv and DIR/SPLIT.jsonl, those that exist (glue_split_path picks one).
+std::vector<std::string> glue_split_files(const std::string& dir, const std::string& split);
+// Whether DIR holds the split as a readable .tsv or .jsonl.
 bool glue_split_exists(const std::string& dir, const std::string& split);
 // Copies the tokenizer files of `from` (those that exist) into `to`, so --save is a complete model directory, with
 // tokenizer_config.json's model_max_length set to max_len (the file written when `from` has none): the length the
@@ -464,9 +466,7 @@ struct FineTuner {
         splits.insert(splits.end(), info.test_splits.begin(), info.test_splits.end());
         splits.push_back("train");
         for (const std::string& split : splits)  // (the files there: which one a split reads is decided later)
-            for (const char* ext : {".tsv", ".jsonl"})
-                if (access((opts.data_dir + "/" + split + ext).c_str(), F_OK) == 0)
-                    inputs.push_back({opts.data_dir + "/" + split + ext, "--data-dir"});
+            for (const std::string& f : glue_split_files(opts.data_dir, split)) inputs.push_back({f, "--data-dir"});
         refuse_outputs_among_inputs({{opts.log, "--log", nullptr}}, inputs);
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file
