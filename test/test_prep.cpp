@@ -997,6 +997,25 @@ TEST_F(Prep, ResumeAfterKillIsByteIdentical) {
     }
 }
 
+// --out spelled otherwise on --resume (./ in it) finds the same state, and the SentencePiece copy's path in it is the
+// same file: resumed as the uninterrupted run (it was refused, "tokenizer_copy: was ..., now ./...")
+TEST_F(Prep, ResumeTakesTheOutPrefixHoweverSpelled) {
+    REQUIRE_SPM();
+    auto args = [&](const std::string& out) {
+        return std::vector<std::string>{"--tokenizer", "spm", "--spm-model", AUSTEN_MODEL, "--no-val", "--input",
+                                        std::string(FX) + "c4_train.json.gz", "--shard-tokens", "1000", "--out", out};
+    };
+    prep_ok(args(path("u")));
+    auto first = args(path("s"));
+    first.insert(first.end(), {"--max-shards", "1"});
+    prep_ok(first);
+    auto resumed = args(path(".") + "/s");
+    resumed.push_back("--resume");
+    prep_ok(resumed);
+    EXPECT_GT(outputs(path("u")).size(), 1u);
+    EXPECT_TRUE(outputs(path("u")) == outputs(path("s")));
+}
+
 TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
     REQUIRE_GPT2();
     std::vector<std::string> base = {"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "c4_train.json.gz",
@@ -1010,7 +1029,28 @@ TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
     prep_fails(b, {"options differ", "shard_tokens: was 1000, now 999", "--overwrite"});
     auto c = base;
     c.insert(c.end(), {"--input", std::string(FX) + "docs.json.xz", "--resume"});
-    prep_fails(c, {"input files are not those", "1 files then, 2 now"});
+    prep_fails(c, {"input files are not those", "1 files then, 2 now; file 2 was none, now test/fixtures/prep/docs"});
+    // a checksum in the state that is no number (of a shard before the last, whose checksum is compared as written):
+    // said as damage (it was "internal error: stoull", exit 2)
+    {
+        auto h = base;
+        h[8] = path("h");
+        h.insert(h.end(), {"--max-shards", "2"});
+        prep_ok(h);
+        json st = json::parse(slurp(path("h") + "_prep.json"));
+        ASSERT_GE(st["shards"][0].size(), 2u);
+        st["shards"][0][0]["hash"] = "zz";
+        std::ofstream(path("h") + "_prep.json", std::ios::binary | std::ios::trunc) << st.dump(1) << "\n";
+        h.back() = "1";
+        h.push_back("--resume");
+        prep_fails(h, {"is damaged", "h_train_000000.bin is \"zz\", not 16 hex digits", "--overwrite"});
+    }
+    // the same input spelled otherwise (./ in front, as from a job script) is the same input: resumed (it was refused)
+    auto spelled = base;
+    spelled[4] = "./" + spelled[4];
+    spelled.push_back("--resume");
+    prep_ok(spelled);
+    EXPECT_EQ(shards(path("p"), "train").size(), 7u);
     // a state of an earlier prep_data (which read a lone CR and a byte order mark as text: no text_reading key) is
     // not continued, said so (other document boundaries would follow its shards)
     {
@@ -1133,6 +1173,40 @@ TEST_F(Prep, MissingInputs) {
     PrepRun cut = prep({"--tokenizer", "gpt2", "--input", path("urlsf_subset00-1_data.xz"), "--out", o});
     EXPECT_EQ(cut.rc, 1) << cut.out;
     EXPECT_NE(cut.out.find("the archive is damaged or cut short"), std::string::npos) << cut.out;
+    // a line too long to be text names its file (--help says every message does; this one did not): the limit,
+    // 2 GB, lowered for the test
+    std::ofstream(path("long.jsonl"), std::ios::binary) << std::string(600000, 'x');
+    PrepRun lng = prep({"--tokenizer", "gpt2", "--input", path("long.jsonl"), "--out", o}, "PRAC_TEST_MAX_LINE=100000");
+    EXPECT_EQ(lng.rc, 1) << lng.out;
+    EXPECT_NE(lng.out.find(path("long.jsonl") + ": a line of more than 100000 bytes"), std::string::npos) << lng.out;
+}
+
+// An archive's entry compressed under a name without .txt/.jsonl (changelog.gz) is read as a tar by its name, as
+// OpenWebText's nested urlsf_subsetNN-M_data.xz are; one whose content is no tar is skipped and counted with the
+// other unknown entries (it ended the run, "Unrecognized archive format", with a hint to rename a file inside the
+// archive). A nested tar so named that is damaged still ends it.
+TEST_F(Prep, ACompressedEntryThatIsNoTarIsSkipped) {
+    REQUIRE_GPT2();
+    auto sh = [](const std::string& cmd) { ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd; };
+    const std::string texts = std::string(FX) + "texts";
+    for (const char* d : {"with", "without", "damaged"}) fs::create_directories(path(d));
+    for (const char* d : {"with", "without", "damaged"}) {
+        fs::copy_file(texts + "/a.txt", path(d) + "/a.txt");
+        sh("tar -cf - -C " + texts + " b.txt | xz > " + path(d) + "/urlsf_subset00-1_data.xz");
+    }
+    sh("echo 'a changelog, not an archive' | gzip > " + path("with") + "/changelog.gz");
+    sh("tar -cf - -C " + texts + " a.txt b.txt | head -c 1500 | xz > " + path("damaged") + "/urlsf_subset00-2_data.xz");
+    for (const char* d : {"with", "without", "damaged"})
+        sh("tar -cf " + path(d) + ".tar -C " + path(d) + " .");
+    auto args = [&](const char* d) {
+        return std::vector<std::string>{"--tokenizer", "gpt2", "--no-val", "--input", path(d) + ".tar", "--out",
+                                        path(std::string(d) + "_out")};
+    };
+    PrepRun with = prep_ok(args("with"));
+    EXPECT_NE(with.out.find("skipped 1 archive entries that are not"), std::string::npos) << with.out;
+    prep_ok(args("without"));
+    EXPECT_TRUE(slurp(path("with_out_train_000000.bin")) == slurp(path("without_out_train_000000.bin")));
+    prep_fails(args("damaged"), {"urlsf_subset00-2_data.xz", "the archive is damaged or cut short"});
 }
 
 // A path that exists is read as named, though it has glob characters: "book [vol 1].txt" as a pattern matched
@@ -1209,6 +1283,17 @@ TEST_F(Prep, AStopSignalSaysHowToGoOn) {
     EXPECT_EQ(stopped.rc, 128 + SIGTERM) << stopped.out;
     EXPECT_NE(stopped.out.find("stopped by a signal before its first shard was finished; run the same command again"),
               std::string::npos) << stopped.out;
+    // after its first shard's rename, before the state file lists it: the same command is refused (the shard is
+    // there, no state to resume), so the message names --overwrite (it said to run the same command)
+    stopped = prep(with_out("window"), "PRAC_TEST_KILL_AT=prep_data.shard_written@1:" + std::to_string(SIGTERM));
+    EXPECT_EQ(stopped.rc, 128 + SIGTERM) << stopped.out;
+    EXPECT_NE(stopped.out.find("before its state file listed its first shard; run the same command with --overwrite"),
+              std::string::npos) << stopped.out;
+    prep_fails(with_out("window"), {"already exists (a file of an earlier run"});
+    std::vector<std::string> over = with_out("window");
+    over.push_back("--overwrite");
+    prep_ok(over);
+    EXPECT_TRUE(outputs(path("full")) == outputs(path("window")));
     // a signal the launcher ignores stays ignored (nohup's SIGHUP): the run goes on to its end
     PrepRun ignored = prep(with_out("nohup"), "PRAC_TEST_KILL_AT=prep_data.state_saved@2:" + std::to_string(SIGHUP) +
                                                   " nohup");
@@ -1253,6 +1338,26 @@ TEST_F(Prep, BadJsonLinesNameTheLine) {
                      "--out", path("skip")});
     EXPECT_NE(r.out.find("skipped 1 bad JSON line (--skip-bad-json)"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("2 docs"), std::string::npos) << r.out;
+    // a later line that is JSON but no object (it said "a array")
+    std::ofstream(path("arr2.jsonl")) << "{\"text\": \"a document\"}\n[1, 2]\n";
+    prep_fails({"--tokenizer", "gpt2", "--input", path("arr2.jsonl"), "--out", o},
+               {"arr2.jsonl:2", "not a JSON object (an array)"});
+}
+
+// --progress-interval 0 prints no progress line, the last one ("[####] ... elapsed") neither; the summary stays
+TEST_F(Prep, ProgressIntervalZeroPrintsNone) {
+    REQUIRE_GPT2();
+    auto args = [&](const char* out) {
+        return std::vector<std::string>{"--tokenizer", "gpt2", "--input", std::string(FX) + "c4_train.json.gz",
+                                        "--out", path(out)};
+    };
+    PrepRun shown = prep_ok(args("a"));
+    EXPECT_NE(shown.out.find(" elapsed"), std::string::npos) << shown.out;
+    auto quiet = args("b");
+    quiet.insert(quiet.end(), {"--progress-interval", "0"});
+    PrepRun none = prep_ok(quiet);
+    EXPECT_EQ(none.out.find(" elapsed"), std::string::npos) << none.out;
+    EXPECT_NE(none.out.find("docs"), std::string::npos) << none.out;
 }
 
 // A JSON line with a lone UTF-16 surrogate escape (web corpora hold them) stopped the run as invalid JSON; each is
@@ -1284,6 +1389,10 @@ TEST_F(Prep, EmptyInputs) {
     prep_fails({"c4", "--input", std::string(FX) + "c4_train.json.gz", "--val-input",
                 std::string(FX) + "bad/emptytext.jsonl", "--spm-model", AUSTEN_MODEL, "--out", o},
                {"the --val-input files hold no documents"});
+    // the other way round it said "all 2 documents went to the validation split", and to lower --val-docs
+    prep_fails({"--tokenizer", "gpt2", "--input", std::string(FX) + "bad/empty.jsonl", "--val-input",
+                std::string(FX) + "docs.json.xz", "--out", o},
+               {"the --input files hold no documents (the --val-input files hold"});
     EXPECT_FALSE(fs::exists(path("x_train_000000.bin")));
 }
 
@@ -1298,6 +1407,9 @@ TEST_F(Prep, BadOptions) {
                {"the names written beside it", "pass the filesystem's limit of 255 a name", "shorter --out"});
     // the start of an option's name means that option (more than 3 edits away it had no suggestion)
     prep_fails({"--tok", "gpt2", "--input", in, "--out", o}, {"unknown option --tok", "did you mean --tokenizer?"});
+    // a ceiling is said, not applied without a word
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--threads", "5000"},
+               {"--threads must be at most 4096 (got 5000)"});
     prep_fails({"--tokenizer", "spm", "--input", in, "--out", o}, {"--spm-model", "huggingface-cli download"});
     // a directory as --out wrote files named "_train_000000.bin" into it
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", dir + "/"},

@@ -1,6 +1,7 @@
 // prep_data's workers (Encoder::process, run by the Pipeline's worker threads): record -> text (the JSON
 // line's field, UTF-8 repaired, --owt-clean) -> ids -> laid-out tokens (flat stream or rows) in its batch.
 #include <algorithm>
+#include <cstring>  // strchr
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -133,7 +134,8 @@ std::string Encoder::json_text(const Record& r, std::string* text) const {
         size_t k = m.find("] ");
         return format("invalid JSON: %s", k == std::string::npos ? m.c_str() : m.c_str() + k + 2);
     }
-    if (!j.is_object()) return format("not a JSON object (a %s)", j.type_name());
+    if (!j.is_object())
+        return format("not a JSON object (%s %s)", std::strchr("aeiou", j.type_name()[0]) ? "an" : "a", j.type_name());
     auto it = j.find(o.text_field);
     if (it == j.end()) {
         std::string keys;

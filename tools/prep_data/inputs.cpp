@@ -375,7 +375,7 @@ static la_ssize_t tar_read_cb(archive* ar, void* self_, const void** out) {
     }
 }
 
-TarReader::TarReader(ByteSource& i, const std::string& n) : in(i), name(n) {
+TarReader::TarReader(ByteSource& i, const std::string& n, bool maybe_not) : in(i), name(n), maybe_not_a_tar(maybe_not) {
     a = archive_read_new();
     CHECK_USER(a, "libarchive: out of memory");
     archive_read_support_format_tar(a);
@@ -391,12 +391,17 @@ TarReader::TarReader(ByteSource& i, const std::string& n) : in(i), name(n) {
 
 TarReader::~TarReader() { archive_read_free(a); }
 
+bool names_a_tar(const std::string& path) {
+    const std::string base = to_lower(fs::path(path).filename().string());
+    return base.find(".tar") != std::string::npos || base.find(".tgz") != std::string::npos ||
+           base.find(".txz") != std::string::npos || base.find(".tzst") != std::string::npos;
+}
+
 void TarReader::raise(const char* what) {
-    if (err) std::rethrow_exception(err);
+    if (err) std::rethrow_exception(err);  // (the bytes could not be read: damage, whatever the content)
+    if (maybe_not_a_tar && entries == 0) throw NotATar{};
     const char* e = archive_error_string(a);
-    const std::string base = to_lower(fs::path(name).filename().string());
-    const bool named_tar = base.find(".tar") != std::string::npos || base.find(".tgz") != std::string::npos ||
-                           base.find(".txz") != std::string::npos || base.find(".tzst") != std::string::npos;
+    const bool named_tar = names_a_tar(name);
     fail("%s: %s: %s\n---> HINT: %s", name.c_str(), what, e ? e : "unknown libarchive error",
          named_tar || entries > 0 ? "the archive is damaged or cut short, or not a tar archive (test it with \"tar -tf\")"
                    : "a compressed file without .txt or .jsonl before its .gz/.xz/.zst is read as a tar archive (as "
@@ -446,7 +451,8 @@ bool LineReader::next(std::string& line) {
         }
         line.append(p, end - pos);
         pos = end;
-        CHECK_USER(line.size() < (1ull << 31), "a line of more than 2 GB: is this really text?");
+        CHECK_USER(line.size() < max_line, "%s: a line of more than %s: is this really text?", name.c_str(),
+                   max_line == (size_t)1 << 31 ? "2 GB" : format("%zu bytes", max_line).c_str());
     }
 }
 

@@ -20,8 +20,12 @@ static void on_stop_signal(int sig) {
                                     "--overwrite) continues after the last shard it finished\n";
     static const char from_start[] = "\nprep_data: stopped by a signal before its first shard was finished; run the "
                                      "same command again to start over\n";
-    ssize_t ignored = prep::g_resumable ? write(2, resumable, sizeof resumable - 1)
-                                        : write(2, from_start, sizeof from_start - 1);
+    // (between the first shard's rename and the state file: the same command was refused, its shard there)
+    static const char over[] = "\nprep_data: stopped by a signal before its state file listed its first shard; run "
+                               "the same command with --overwrite to start over\n";
+    ssize_t ignored = prep::g_resumable == 1   ? write(2, resumable, sizeof resumable - 1)
+                      : prep::g_resumable == 2 ? write(2, over, sizeof over - 1)
+                                               : write(2, from_start, sizeof from_start - 1);
     (void)ignored;
     std::signal(sig, SIG_DFL);
     std::raise(sig);

@@ -131,16 +131,18 @@ Resume:
   After each shard, PREFIX_prep.json records the options, the input files (path, size, index of their
   first document) and the position: for each split the first document not yet completely in its shards,
   and how many of its tokens are. --resume (with the same command line) checks that the options and the
-  input file list are the same, checks every shard the state lists (header, file size, token count; the
-  last one of each split also by a checksum of its tokens), and continues after the last good shard; later
-  shards are written again. Input files before the resume point are not read at all; the file holding it
-  is read from its beginning, and documents already in shards are skipped without being tokenized. The
-  result is byte-identical to an uninterrupted run. With --val-fraction the val shard is only written at
-  the end, so a resume reads from the first pending val document on (tokenizing only val documents up to
-  the train resume point). Files after the one holding the later of the two resume points may change
-  (e.g. a corrupt download the run had not reached, replaced); that file and those before it must be as
-  they were (their sizes are checked: a corrupt file that stopped the run holds its resume point, so
-  replacing it means --overwrite). A finished run is recognized: --resume then only checks the shards.
+  input file list are the same (a path may be spelled otherwise: ./a.jsonl is a.jsonl, also from another
+  folder; the message names the first file that differs), checks every shard the state lists (header, file
+  size, token count; the last one of each split also by a checksum of its tokens), and continues after the
+  last good shard; later shards are written again. Input files before the resume point are not read at
+  all; the file holding it is read from its beginning, and documents already in shards are skipped without
+  being tokenized. The result is byte-identical to an uninterrupted run. With --val-fraction the val shard
+  is only written at the end, so a resume reads from the first pending val document on (tokenizing only
+  val documents up to the train resume point). Files after the one holding the later of the two resume
+  points may change (e.g. a corrupt download the run had not reached, replaced); that file and those
+  before it must be as they were (their sizes are checked: a corrupt file that stopped the run holds its
+  resume point, so replacing it means --overwrite). A finished run is recognized: --resume then only
+  checks the shards.
 
 Getting the data (needs internet; this tool does not download anything):
   C4 en (Hugging Face allenai/c4, ~305 GB of .json.gz; 1024 train files, 8 validation files):
@@ -193,6 +195,13 @@ int64_t parse_count(const std::string& flag, const std::string& v) {
     CHECK_USER(!s.empty() && end && *end == '\0' && errno == 0 && x >= 0 && x <= INT64_MAX / mult,
                "%s: \"%s\" is not a non-negative whole number (suffixes K, M, G allowed)", flag.c_str(), v.c_str());
     return (int64_t)x * mult;
+}
+
+// A count with a ceiling, refused above it (--threads 10000 was 4096 without a word)
+static int64_t parse_count_at_most(const std::string& flag, const std::string& v, int64_t most) {
+    const int64_t x = parse_count(flag, v);
+    CHECK_USER(x <= most, "%s must be at most %lld (got %s)", flag.c_str(), (long long)most, v.c_str());
+    return x;
 }
 
 double parse_double(const std::string& flag, const std::string& v) {
@@ -298,8 +307,8 @@ Options parse_args(int argc, char** argv) {
         else if (name == "--doc-sep") o.doc_sep = value;
         else if (name == "--max-docs") o.max_docs = parse_count(name, value);
         else if (name == "--max-shards") o.max_shards = parse_count(name, value);
-        else if (name == "--threads") o.threads = (int)std::min<int64_t>(parse_count(name, value), 4096);
-        else if (name == "--batch-docs") o.batch_docs = (int)std::min<int64_t>(parse_count(name, value), 1 << 20);
+        else if (name == "--threads") o.threads = (int)parse_count_at_most(name, value, 4096);
+        else if (name == "--batch-docs") o.batch_docs = (int)parse_count_at_most(name, value, 1 << 20);
         else if (name == "--progress-interval") o.progress_interval = parse_double(name, value);
         else if (name == "--spm-vocab") o.spm_vocab = (int)std::min<int64_t>(parse_count(name, value), INT32_MAX);
         else if (name == "--spm-train-lines") o.spm_train_lines = parse_count(name, value);

@@ -142,7 +142,7 @@ struct Progress {
         if (!enabled) return;
         double since = std::chrono::duration<double>(Clock::now() - last).count();
         if (!force && since < (tty ? 0.25 : interval)) return;
-        if (!tty && interval <= 0 && !force) return;
+        if (!tty && interval <= 0) return;  // (--progress-interval 0: none, the last line too; the summary says it)
         last = Clock::now();
         double el = seconds_since(start);
         double bps = el > 0 ? (double)(bytes - bytes0) / el : 0, tps = el > 0 ? (double)(tokens - tokens0) / el : 0;
@@ -194,6 +194,29 @@ struct Prep {
     }
 
     std::string tokenizer_copy_path() const { return o.out + "_tokenizer.model"; }
+
+    // The path from the root, without ./ and ../ (symbolic links are not followed: they are names as given)
+    static std::string absolute_path(const std::string& path) {
+        std::error_code ec;
+        const fs::path a = fs::absolute(path, ec);
+        return ec ? path : a.lexically_normal().string();
+    }
+    // Whether an input of the interrupted run's state is this run's: the same split, and the same path however it is
+    // spelled (./corp/a.jsonl for corp/a.jsonl, or relative from another folder; were refused). A state without
+    // "abs" (an earlier prep_data's) is compared from this folder.
+    static bool same_input(const json& was, const InputFile& now) {
+        if (was.at("split") != SPLIT_NAME[now.split_src]) return false;
+        const std::string path = utf8_escape_invalid(now.path), abs = utf8_escape_invalid(absolute_path(now.path));
+        return was.at("path") == path ||
+               (was.contains("abs") ? was["abs"] == abs : absolute_path(was.at("path").get<std::string>()) == abs);
+    }
+    // Whether a setting of the interrupted run's state is this run's: the tokenizer copy's path by its name alone
+    // (beside the shards, whose prefix found the state: --out ./d/x is d/x)
+    static bool same_setting(const std::string& key, const json& was, const json& now) {
+        if (key == "tokenizer_copy" && was.is_string() && now.is_string())
+            return fs::path(was.get<std::string>()).filename() == fs::path(now.get<std::string>()).filename();
+        return was == now;
+    }
 
     // The tokenizer travels with the data: a SentencePiece model is trained (--spm-vocab) or copied to
     // PREFIX_tokenizer.model, next to the shards, where the trainers look for it. A --spm-model's copy is written by
@@ -295,7 +318,8 @@ struct Prep {
     json inputs_json() const {
         json a = json::array();
         for (const auto& f : files) {
-            json e = {{"path", utf8_escape_invalid(f.path)}, {"size", f.size}, {"split", SPLIT_NAME[f.split_src]}};
+            json e = {{"path", utf8_escape_invalid(f.path)}, {"abs", utf8_escape_invalid(absolute_path(f.path))},
+                      {"size", f.size}, {"split", SPLIT_NAME[f.split_src]}};
             e["first_doc"] = f.first_doc >= 0 ? json(f.first_doc) : json(nullptr);
             a.push_back(e);
         }
@@ -352,6 +376,7 @@ struct Prep {
         SplitOut& so = sp[s];
         std::string path = shard_path(s, so.shards);
         write_shard(path, so.buf, info);
+        if (!g_resumable) g_resumable = 2;
         kill_point("prep_data.shard_written");  // the shard is in place, the state file does not list it yet
         so.written.push_back({(int64_t)so.buf.size(), hash_tokens(so.buf.data(), so.buf.size())});
         so.shards++;
@@ -496,7 +521,7 @@ struct Prep {
             const json& old = st.at("config");
             std::string diffs;
             for (auto& [k, v] : config.items())
-                if (!old.contains(k) || old[k] != v)
+                if (!old.contains(k) || !same_setting(k, old[k], v))
                     diffs += format("\n  %s: was %s, now %s", k.c_str(), old.contains(k) ? old[k].dump().c_str() : "-",
                                     v.dump().c_str());
             const bool tokenizer_changed = old.contains("tokenizer_sha256") &&
@@ -512,14 +537,21 @@ struct Prep {
                                            : "resume with the same command line");
             // Input files: same list; sizes checked below up to the resume point.
             const json& in = st.at("inputs");
-            bool same = in.size() == files.size();
-            for (size_t i = 0; same && i < files.size(); i++)
-                same = in[i].at("path") == utf8_escape_invalid(files[i].path) &&
-                       in[i].at("split") == SPLIT_NAME[files[i].split_src];
-            if (!same)
-                fail("--resume: the input files are not those of the interrupted run (%zu files then, %zu now)\n"
-                     "---> HINT: resume with the same --input/--val-input, or start again with --overwrite",
-                     in.size(), files.size());
+            for (size_t i = 0; i < std::max(in.size(), files.size()); i++) {
+                auto name = [](const std::string& path, const std::string& split) {
+                    return path + (split == SPLIT_NAME[TRAIN] ? "" : " (" + split + ")");
+                };
+                if (i < in.size() && i < files.size() && same_input(in[i], files[i])) continue;
+                const std::string was = i < in.size() ? name(in[i].at("path").get<std::string>(),
+                                                             in[i].at("split").get<std::string>())
+                                                      : "none";
+                const std::string now = i < files.size() ? name(utf8_escape_invalid(files[i].path),
+                                                                SPLIT_NAME[files[i].split_src])
+                                                         : "none";
+                fail("--resume: the input files are not those of the interrupted run (%zu files then, %zu now; "
+                     "file %zu was %s, now %s)\n---> HINT: resume with the same --input/--val-input, or start again "
+                     "with --overwrite", in.size(), files.size(), i + 1, was.c_str(), now.c_str());
+            }
             for (size_t i = 0; i < files.size(); i++)
                 if (!in[i].at("first_doc").is_null()) files[i].first_doc = in[i].at("first_doc");
 
@@ -562,8 +594,14 @@ struct Prep {
                 sp[s].shards = ck.at("shards").at(s);
                 for (int64_t k = 0; k < sp[s].shards; k++) {
                     const json& r = shards.at(s).at((size_t)k);
-                    sp[s].written.push_back({r.at("tokens").get<int64_t>(),
-                                             std::stoull(r.at("hash").get<std::string>(), nullptr, 16)});
+                    // (only the last shard's is compared as written: an earlier one's was parsed, and one that was no
+                    // number ended the run with "internal error: stoull")
+                    const std::string hash = r.at("hash").get<std::string>();
+                    CHECK_USER(hash.size() == 16 && hash.find_first_not_of("0123456789abcdef") == std::string::npos,
+                               "--resume: %s is damaged (the checksum of %s is \"%s\", not 16 hex digits)\n---> HINT: "
+                               "start again with --overwrite", state_path.c_str(), shard_path(s, k).c_str(),
+                               hash.c_str());
+                    sp[s].written.push_back({r.at("tokens").get<int64_t>(), std::stoull(hash, nullptr, 16)});
                 }
                 sp[s].st.from_json(ck.at("stats").at(s));
                 resume_doc[s] = ck.at("pending").at(s).at(0);
@@ -916,8 +954,9 @@ struct Prep {
             // a tokenizer copy alone is what a run that failed before its first shard left: ours to replace
             if (found.size() == 1 && found[0] == tokenizer_copy_path()) found.clear();
             if (!found.empty() && !o.overwrite)
-                fail("%s already exists (and %zu more files of an earlier run with --out %s)\n---> HINT: %s",
-                     found[0].c_str(), found.size() - 1, o.out.c_str(),
+                fail("%s already exists (%s of an earlier run with --out %s)\n---> HINT: %s", found[0].c_str(),
+                     found.size() == 1 ? "a file" : format("and %zu more files", found.size() - 1).c_str(),
+                     o.out.c_str(),
                      access(state_path.c_str(), F_OK) == 0
                          ? "--resume continues an interrupted run; --overwrite deletes them and starts again"
                          : "that run saved no state file (it failed before its first), so nothing can be resumed: "
@@ -972,6 +1011,10 @@ struct Prep {
             }
             // End of the input: refuse an empty result before writing anything more, then the last shards.
             if (sp[TRAIN].st.docs == 0) {
+                // (with --val-input no document of --input goes to validation: those hold none)
+                CHECK_USER(o.val_inputs.empty() || sp[VAL].st.docs == 0, "the --input files hold no documents (the "
+                           "--val-input files hold %lld)\n---> HINT: check the --input files, --text-field and "
+                           "--doc-sep", (long long)sp[VAL].st.docs);
                 if (sp[VAL].st.docs > 0)
                     fail("all %lld documents went to the validation split: nothing is left for training\n"
                          "---> HINT: lower --val-docs / --val-fraction", (long long)sp[VAL].st.docs);

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>  // getenv (LineReader)
 #include <deque>
 #include <exception>
 #include <functional>
@@ -98,6 +99,7 @@ struct FileType {
 };
 
 FileType classify(const std::string& path);  // by the file name
+bool names_a_tar(const std::string& path);  // .tar, .tgz, .txz or .tzst in the file name
 
 struct InputFile {
     std::string path;
@@ -109,7 +111,8 @@ struct InputFile {
 // The files of --val-input, then those of --input (patterns and directories expanded), each once.
 std::vector<InputFile> expand_inputs(const Options& o);
 
-// 1 once the run's state file lists a finished shard (a stop signal's message then names --resume)
+// 1 once the run's state file lists a finished shard (a stop signal's message then names --resume); 2 while the
+// first shard is in place and the state file does not list it yet (a run again without --overwrite is refused)
 extern volatile std::sig_atomic_t g_resumable;
 
 // ---------------------------------------------------------------------------------------------------------
@@ -143,8 +146,12 @@ struct TarReader {
     std::vector<char> buf = std::vector<char>(1 << 17);
     std::exception_ptr err;  // an exception of `in`, carried across libarchive's C frames
     int64_t entries = 0;     // headers read: after one, a failure is damage, not another format
+    // an archive's entry read as a tar by its name alone (NAME.gz, as OpenWebText's *.xz): when its content is not
+    // a tar (a changelog.gz), NotATar is thrown, and the entry is skipped as other unknown entries are
+    bool maybe_not_a_tar = false;
+    struct NotATar {};
 
-    TarReader(ByteSource& i, const std::string& n);
+    TarReader(ByteSource& i, const std::string& n, bool maybe_not_a_tar = false);
     ~TarReader();
     [[noreturn]] void raise(const char* what);
     // Next entry; false at the end.
@@ -162,10 +169,14 @@ struct EntrySource : ByteSource {
 // Lines of a ByteSource, without their "\n".
 struct LineReader {
     ByteSource& src;
+    std::string name;  // the file (or archive entry) that a line too long is said of
     std::vector<char> buf = std::vector<char>(1 << 18);
     size_t pos = 0, end = 0;
     bool done = false;
-    explicit LineReader(ByteSource& s) : src(s) {}
+    // 2 GB (tests: PRAC_TEST_MAX_LINE bytes, to see the message without a file of 2 GB)
+    size_t max_line = std::getenv("PRAC_TEST_MAX_LINE") ? std::strtoull(std::getenv("PRAC_TEST_MAX_LINE"), nullptr, 10)
+                                                         : (size_t)1 << 31;
+    LineReader(ByteSource& s, const std::string& n) : src(s), name(n) {}
     bool next(std::string& line);
 };
 
@@ -269,7 +280,7 @@ struct Reader {
     void read_kind(Kind k, ByteSource& src, const Where& where, int split_src, int depth);
     void read_text(ByteSource& src, const Where& where, int split_src);
     void read_jsonl(ByteSource& src, const Where& where, int split_src);
-    void read_tar(ByteSource& src, const Where& where, int split_src, int depth);
+    void read_tar(ByteSource& src, const Where& where, int split_src, int depth, bool maybe_not_a_tar = false);
 };
 
 // ---------------------------------------------------------------------------------------------------------

@@ -121,7 +121,7 @@ void Reader::read_text(ByteSource& src, const Where& where, int split_src) {
         emit(idx, split_of(o, idx, split_src), false, 0, where, std::move(text));
         return;
     }
-    LineReader lines(src);
+    LineReader lines(src, *where);
     std::string read, para;
     int64_t start_line = 0, n = 0;
     bool open = false;
@@ -179,7 +179,7 @@ void Reader::read_text(ByteSource& src, const Where& where, int split_src) {
 }
 
 void Reader::read_jsonl(ByteSource& src, const Where& where, int split_src) {
-    LineReader lines(src);
+    LineReader lines(src, *where);
     std::string line;
     int64_t n = 0;
     bool first = true;
@@ -202,9 +202,9 @@ void Reader::read_jsonl(ByteSource& src, const Where& where, int split_src) {
     }
 }
 
-void Reader::read_tar(ByteSource& src, const Where& where, int split_src, int depth) {
+void Reader::read_tar(ByteSource& src, const Where& where, int split_src, int depth, bool maybe_not_a_tar) {
     CHECK_USER(depth < 4, "%s: archives nested more than 4 deep", where->c_str());
-    TarReader tar(src, *where);
+    TarReader tar(src, *where, maybe_not_a_tar);
     std::string path;
     bool regular;
     while (tar.next(&path, &regular)) {
@@ -226,6 +226,15 @@ void Reader::read_tar(ByteSource& src, const Where& where, int split_src, int de
         }
         EntrySource es(tar, *w);
         auto dec = make_decoder(t.codec, es, *w);
+        if (t.kind == KIND_TAR && !names_a_tar(path)) {  // (a tar by its compression alone: it may be a changelog.gz)
+            try {
+                read_tar(dec ? *dec : es, w, split_src, depth + 1, /*maybe_not_a_tar=*/true);
+            } catch (const TarReader::NotATar&) {
+                ctr.entries_skipped++;
+                tar.skip();
+            }
+            continue;
+        }
         read_kind(t.kind, dec ? *dec : es, w, split_src, depth + 1);
     }
 }
