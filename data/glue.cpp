@@ -139,6 +139,14 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
         if (std::getline(in, line) && strip_cr(line) == "index\tsentence") {
             ii = 0, ia = 1, columns = 2, lineno = 1;
         } else {
+            // a header (a pandas or Hugging Face export's): its first line was read as an example, and said as a bad
+            // label or a count of columns
+            const std::vector<std::string> first = split_tabs(strip_cr(line));
+            if (std::count(first.begin(), first.end(), "label") || std::count(first.begin(), first.end(), "sentence"))
+                fail("%s:1: a header line ('%s'), which GLUE's CoLA train and dev TSVs do not have (their rows: "
+                     "source, label, original label, sentence)\n---> HINT: drop the line if the columns are GLUE's "
+                     "(tail -n +2 FILE > FILE.new), or write the rows as JSON lines (.jsonl: sentence, label)",
+                     path.c_str(), strip_cr(line).c_str());
             in.clear();
             in.seekg(start);
             ia = 3, il = 1, columns = 4;
@@ -349,6 +357,13 @@ std::string glue_split_path(const std::string& dir, const std::string& split) {
         for (const std::string& p : {tsv, jsonl})
             CHECK_USER(stat(p.c_str(), &st) != 0, "%s is not a file (a directory?): the %s split is a .tsv or .jsonl "
                        "file", p.c_str(), split.c_str());
+        // Hugging Face's datasets name the dev splits validation, validation_matched, validation_mismatched
+        std::string hf = split.rfind("dev", 0) == 0 ? "validation" + split.substr(3) : "";
+        for (const char* ext : {".jsonl", ".tsv"})
+            if (!hf.empty() && file_exists(dir + "/" + hf + ext))
+                fail("no %s split in %s (looked for %s and %s), but there is %s%s: Hugging Face's name of this split\n"
+                     "---> HINT: rename it: mv %s/%s%s %s/%s%s", split.c_str(), dir.c_str(), tsv.c_str(), jsonl.c_str(),
+                     hf.c_str(), ext, dir.c_str(), hf.c_str(), ext, dir.c_str(), split.c_str(), ext);
         fail("no %s split in %s (looked for %s and %s)", split.c_str(), dir.c_str(), tsv.c_str(), jsonl.c_str());
     }
     return has_tsv ? tsv : jsonl;

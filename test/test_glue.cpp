@@ -93,6 +93,13 @@ TEST_F(GlueFiles, TsvLayoutsOfTheEightTasks) {
     EXPECT_EQ(cola[1].label, 0);
     auto cola_test = read(GlueTask::COLA, "cola_test.tsv", "index\tsentence\n0\tBill whistled past the house.\n");
     EXPECT_EQ(cola_test[0].text_a, "Bill whistled past the house.");
+    // a header (a pandas export's, or Hugging Face's columns) is said as one: it was a bad label 'label', or a count
+    // of columns
+    for (const char* header : {"sentence_source\tlabel\tlabel_notes\tsentence\n", "sentence\tlabel\tidx\n"}) {
+        const std::string e = error(GlueTask::COLA, "cola_h.tsv", std::string(header) + "gj04\t1\t\tA sentence.\n");
+        EXPECT_NE(e.find("cola_h.tsv:1: a header line"), std::string::npos) << e;
+        EXPECT_NE(e.find("tail -n +2"), std::string::npos) << e;
+    }
     EXPECT_EQ(cola_test[0].label, -1);
 
     auto sst = read(GlueTask::SST2, "sst.tsv", "sentence\tlabel\nhide new secretions \t0\n");
@@ -376,6 +383,12 @@ TEST_F(GlueFiles, TaskNamesAndSplitFiles) {
     EXPECT_NE(e.find(file("dev.tsv") + " is not a file (a directory?)"), std::string::npos) << e;
     e = message([&] { glue_split_path(dir + "/nowhere", "dev"); });
     EXPECT_NE(e.find("--data-dir " + dir + "/nowhere: no such directory"), std::string::npos) << e;
+    // Hugging Face's name of a dev split (a datasets export) is said, with the rename (it was "no dev_matched split")
+    write_bytes(file("validation_matched.jsonl"), "{}\n");
+    e = message([&] { glue_split_path(dir, "dev_matched"); });
+    EXPECT_NE(e.find("but there is validation_matched.jsonl: Hugging Face's name of this split"), std::string::npos)
+        << e;
+    EXPECT_NE(e.find("mv " + dir + "/validation_matched.jsonl " + dir + "/dev_matched.jsonl"), std::string::npos) << e;
 }
 
 }  // namespace

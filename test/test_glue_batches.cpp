@@ -256,7 +256,8 @@ TEST_F(GlueBatches, TestSplitWithoutLabelsIsRefusedForTraining) {
     write_bytes(file("test.tsv"), "index\tsentence\n0\tit is fine\n1\tit is not\n");
     std::vector<GlueExample> ex = read_glue_file(GlueTask::SST2, file("test.tsv"));
     ASSERT_EQ(ex.size(), 2u);
-    EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::SST2, ex), "sst2 example 0 (line 2) has no label", "test files have none");
+    EXPECT_USER_ERROR(encode_glue(*tok, GlueTask::SST2, ex), "sst2 example 0 (line 2) has no label",
+                      "none of its examples has one: a test file's layout", "test files have none");
     GlueEncoded enc = encode_glue(*tok, GlueTask::SST2, ex, 512, false);
     EXPECT_EQ(enc.labels, (std::vector<int32_t>{-1, -1}));
 }
