@@ -81,7 +81,8 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
             // a stream's last shard is often short (prep_data ends a split wherever its documents end): among
             // several shards one without a whole sample is skipped; alone, it is an error
             if (h.num_tokens < (int64_t)T + 1 && files_.size() > 1) {
-                if (++short_shards <= 3)  // (hundreds of them, from a tiny --shard-tokens, would bury the rest)
+                // (hundreds of them, from a tiny --shard-tokens, would bury the rest; rank 0's alone, as the notes)
+                if (++short_shards <= 3 && rank == 0)
                     std::fprintf(stderr, "note: %s has %lld tokens, fewer than the T+1 = %d of one sample: skipped\n",
                                  path.c_str(), (long long)h.num_tokens, T + 1);
                 shard_samples_.push_back(0);
@@ -100,7 +101,7 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
         info_.num_tokens += h.num_tokens;
     }
 
-    if (short_shards > 3)
+    if (short_shards > 3 && rank == 0)
         std::fprintf(stderr, "note: %d more shards of fewer than T+1 = %d tokens skipped\n", short_shards - 3, T + 1);
     int64_t per_step = (int64_t)num_ranks * B;
     steps_per_epoch_ = total_samples_ / per_step;

@@ -259,8 +259,17 @@ TEST_F(DataTest, ShardSmallerThanOneSample) {
     write_shard(path("b.bin"), iota_tokens(8), ShardInfo());
     EXPECT_USER_ERROR(DataLoader(path("b.bin"), 1, 8, 0, 1, 0, false), "b.bin", "has 8 tokens", "T+1 = 9");
     write_shard(path("a.bin"), iota_tokens(100), ShardInfo());
+    testing::internal::CaptureStderr();
     DataLoader dl(path("*.bin"), 1, 8, 0, 1, 0, false);
+    std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_NE(said.find("b.bin has 8 tokens, fewer than the T+1 = 9 of one sample: skipped"), std::string::npos)
+        << said;
     EXPECT_EQ(dl.samples_per_epoch(), (100 - 1) / 8);  // a.bin's windows only
+    // said by rank 0 alone (each rank said it)
+    testing::internal::CaptureStderr();
+    DataLoader rank1(path("*.bin"), 1, 8, 1, 2, 0, false);
+    said = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(said.find("skipped"), std::string::npos) << said;
     std::vector<int32_t> in(8), tg(8);
     for (int64_t i = 0; i < dl.steps_per_epoch(); i++) {
         dl.next_batch(in.data(), tg.data());

@@ -506,6 +506,18 @@ TEST(DataParallel, RanksWithOtherModelsAreRefused) {
     EXPECT_NE(rc, 0) << out;
     EXPECT_NE(out.find("rank 1 cannot read ck/step_00000002/state.safetensors, the checkpoint rank 0 resumes from"),
               std::string::npos) << out;
+    // one it sees is another run's (a node-local --ckpt-dir): refused before the first step (each rank loaded its
+    // own copy, and the run trained copies that parted, said at its first checkpoint with a hint to resume again)
+    ASSERT_EQ(run_shell("cd " + d + "/b && " + bin("train_gpt2") + " --model gpt2-tiny" + args +
+                        " --steps 2 --seed 7 --ckpt-dir ck > /dev/null"), 0);
+    std::tie(rc, out) = in_dirs("b", " --model gpt2-tiny --steps 3 --ckpt-dir ck --resume");
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("rank 1 sees another checkpoint at ck/step_00000002 than rank 0 does"), std::string::npos)
+        << out;
+    EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
+    ASSERT_EQ(run_shell("rm -rf " + d + "/b/ck && cp -r " + d + "/a/ck " + d + "/b/ck"), 0);
+    std::tie(rc, out) = in_dirs("b", " --model gpt2-tiny --steps 3 --ckpt-dir ck --resume");
+    EXPECT_EQ(rc, 0) << "the same copy on each rank: " << out;
     run_shell("rm -rf " + d);
 }
 

@@ -1691,6 +1691,8 @@ TEST(TrainerResume, SignalsStopCleanly) {
     EXPECT_TRUE(contains(es.out, "received signal 15 during the run's end")) << describe(es);
     EXPECT_TRUE(contains(es.out, "note: signal 15 caught: the run is past its last step: what it is doing finishes"))
         << describe(es);  // acknowledged at once as an end, not as "the end of this step"
+    // (with the launcher's caveat: mpirun's SIGTERM after another rank's error was acknowledged as a clean end)
+    EXPECT_TRUE(contains(es.out, "unless the launcher ends the job first")) << describe(es);
     expect_same_checkpoint(dir, "u", "s", 5);
 
     RunResult sample = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--sample", "100000",
@@ -1845,6 +1847,17 @@ TEST(TrainerResume, AStopAtAnEvaluationStepKeepsItsEvaluation) {
     ASSERT_EQ(u.size(), 2u) << read_bytes(dir / "u.jsonl");
     EXPECT_EQ(u[0].first, 4);
     EXPECT_EQ(k, u) << "each evaluation once, the uninterrupted run's values\n" << read_bytes(dir / "k.jsonl");
+    // a resume of the finished run (to --save again, say) evaluates again: its record was appended a second time
+    ASSERT_EQ(run_trainer("train_gpt2", resumed, dir, 120).rc, 0);
+    EXPECT_EQ(evals_of(dir / "k.jsonl"), u) << read_bytes(dir / "k.jsonl");
+    // one killed during the final evaluation (its checkpoint written, the record not yet) gets it from the resume
+    std::string log = read_bytes(dir / "k.jsonl");
+    const size_t last = log.rfind('\n', log.size() - 2) + 1;
+    ASSERT_TRUE(contains(log.substr(last), "{\"type\":\"eval\",\"step\":8,")) << log;
+    log.erase(last);
+    write_bytes(dir / "k.jsonl", log);
+    ASSERT_EQ(run_trainer("train_gpt2", resumed, dir, 120).rc, 0);
+    EXPECT_EQ(evals_of(dir / "k.jsonl"), u) << read_bytes(dir / "k.jsonl");
 }
 
 // --on-nonfinite skip (an lr of 1e9 without decay makes every step from step 2 on non-finite): each such step is

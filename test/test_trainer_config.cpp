@@ -306,6 +306,10 @@ TEST(TrainerCli, FlagsThatNeedAPartnerAreRefusedAlone) {
         EXPECT_USER_ERROR(parse({f, "1"}), "go with --dump-site");
     EXPECT_USER_ERROR(parse({"--dump-path", "x.npy"}), "go with --dump-site");
     EXPECT_NO_THROW(parse({"--dump-site", "ln1", "--dump-layer", "1", "--dump-step", "2", "--dump-path", "x.npy"}));
+    // a step the run does not take (it was refused after the model and the data tables were built)
+    EXPECT_USER_ERROR(parse({"--dump-site", "ln1", "--dump-step", "5", "--steps", "5"}),
+                      "--dump-step 5 is not a step of this run", "below --steps 5");
+    EXPECT_NO_THROW(parse({"--dump-site", "ln1", "--dump-step", "4", "--steps", "5"}));
     EXPECT_USER_ERROR(parse({"--prac-refresh", "foo"}), "must be auto, exact or subspace", "\"foo\"");
     // the defaults' markers are not values: --seq-len 0 meant the model's length, --warmup -1 the default, silently
     EXPECT_USER_ERROR(parse({"--seq-len", "0"}), "--seq-len must be positive (got 0)");

@@ -363,6 +363,10 @@ void check_flag_partners(const TrainOptions& o) {
     CHECK_USER(!o.dump_site.empty() ||
                    !(o.was_given("--dump-layer") || o.was_given("--dump-step") || o.was_given("--dump-path")),
                "--dump-layer, --dump-step and --dump-path go with --dump-site (which activation to dump)");
+    // (said before the model and the data tables are built: it was said after them, without the values)
+    CHECK_USER(o.dump_site.empty() || o.dump_step < o.steps,
+               "--dump-step %d is not a step of this run: steps count from 0, below --steps %d\n---> HINT: pass "
+               "--dump-step below --steps, or more --steps", o.dump_step, o.steps);
     // a run computes in its build's precision (make PRECISION=BF16|FP32): --precision only says which build --plan
     // plans for, and a CPU plan is fp32 whatever it says
     CHECK_USER(!o.was_given("--precision") || o.plan, "--precision goes with --plan (the CUDA build to plan for); a "

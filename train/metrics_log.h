@@ -137,9 +137,20 @@ struct MetricsLog {
     // eval_only: --eval-only's evaluation of loaded weights (step 0 of no training; plot_runs.py keeps it off the
     // curves of a training log it is appended to)
     void eval(int step, float val_loss, long long tokens, bool eval_only = false) {
-        write_line(format("{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld%s}",
-                          step, num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens,
-                          eval_only ? ",\"eval_only\":true" : ""));
+        write_line(eval_record(step, val_loss, tokens, eval_only));
+    }
+    static std::string eval_record(int step, float val_loss, long long tokens, bool eval_only = false) {
+        return format("{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld%s}", step,
+                      num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens,
+                      eval_only ? ",\"eval_only\":true" : "");
+    }
+    // Whether the log's last whole line is `record` (a resume of a finished run evaluates again: the same final
+    // record is not appended a second time)
+    bool ends_with(const std::string& record) const {
+        const std::string tail = whole_lines_of_tail();
+        const size_t at = tail.size() - record.size() - 1;  // where the last line would start (it ends in '\n')
+        return tail.size() > record.size() && tail.compare(at, record.size(), record) == 0 &&
+               (at == 0 || tail[at - 1] == '\n');
     }
     // Any other record: {"type":TYPE, then the numbers and strings in order} (finetune_roberta's glue_eval, memory
     // and final records), and "eval_only":true when eval_only (as eval()'s). Names and strings are plain words here;

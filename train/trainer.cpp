@@ -42,14 +42,15 @@ static void on_stop_signal(int sig) {
     if (!g_stop_signal) {
         g_stop_signal_ms = ms;
         g_stop_signal = sig;
-        char line[320] = "\nnote: signal ";
+        char line[400] = "\nnote: signal ";
         size_t n = std::strlen(line);
         if (sig >= 10) line[n++] = (char)('0' + sig / 10 % 10);
         line[n++] = (char)('0' + sig % 10);
         const char* rest =
             g_stop_at_end ? " caught: the run is past its last step: what it is doing finishes (an evaluation, --save; "
-                            "--sample stops with the tokens so far), then it exits with 128 + the signal; the same "
-                            "signal again, 2 s or more from now, ends it at once\n"
+                            "--sample stops with the tokens so far), then it exits with 128 + the signal, unless the "
+                            "launcher ends the job first (mpirun does when a rank dies); the same signal again, 2 s "
+                            "or more from now, ends it at once\n"
                           : " caught: the run stops cleanly at the end of this step (with a checkpoint when "
                             "--ckpt-dir is given, unless the launcher ends the job first, as mpirun does when a rank "
                             "dies); the same signal again, 2 s or more from now, ends it at once, without one\n";

@@ -568,7 +568,10 @@ struct Trainer {
         auto clock = [](double sec) { return sec < 60 ? format("%.1fs", sec) : human_duration(sec); };
         std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total (evaluation %s)\n", vl,
                     std::exp((double)vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
-        log.eval(opts.steps, vl, seen);
+        // (a resume of a finished run, to --save again or sample, evaluates again: its log has the record once; one
+        // killed during the final evaluation gets it)
+        if (start_step < opts.steps || !log.ends_with(MetricsLog::eval_record(opts.steps, vl, seen)))
+            log.eval(opts.steps, vl, seen);
         // a stop signal during the final evaluation (a collective: every rank is here); one during --save or the
         // sample, which rank 0 alone runs, is rank 0's own below
         if (!stopped) stopped = stop_requested();
@@ -882,6 +885,18 @@ struct Trainer {
         CHECK_USER(access((path + "/" + CKPT_STATE_FILE).c_str(), R_OK) == 0, "rank %d cannot read %s/%s, the "
                    "checkpoint rank 0 resumes from (%s)\n---> HINT: every rank must see --ckpt-dir (a shared file "
                    "system, or the same copy on every node)", rank, path.c_str(), CKPT_STATE_FILE, std::strerror(errno));
+        // each rank loads its own copy: node-local copies that differ trained copies of the model that parted, said
+        // at the first checkpoint or the end, the steps since the resume lost. The marker lists every file's size
+        // and checksum: the ranks compare it.
+        if (ranks > 1) {
+            const std::vector<std::string> markers =
+                all_gather_string(comm, read_file_bytes(path + "/" + CKPT_COMPLETE_FILE));
+            for (int r = 1; r < ranks; r++)
+                CHECK_USER(markers[r] == markers[0], "rank %d sees another checkpoint at %s than rank 0 does (its %s "
+                           "marker, which lists each file's size and checksum, differs)\n---> HINT: every rank must "
+                           "see the same --ckpt-dir (a shared file system, or the same copy on every node)", r,
+                           path.c_str(), CKPT_COMPLETE_FILE);
+        }
         return path;
     }
 
@@ -993,7 +1008,6 @@ struct Trainer {
             CHECK_USER(known, "--dump-site: unknown site \"%s\" (sites: %s)", opts.dump_site.c_str(), names.c_str());
             CHECK_USER(opts.dump_layer >= 0 && opts.dump_layer < cfg.num_layers, "--dump-layer must be in [0, %d)",
                        cfg.num_layers);
-            CHECK_USER(opts.dump_step >= 0 && opts.dump_step < opts.steps, "--dump-step must be in [0, --steps)");
             if (rank == 0) model.dump = {opts.dump_site, opts.dump_layer, opts.dump_step, opts.dump_path};
         }
         const size_t padding = cfg.vocab_padding_parameters();
