@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>  // mkfifo
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -618,6 +619,16 @@ TEST_F(CkptTest, ReplacingAStepDir) {
     std::string c8 = save_checkpoint(ckdir(), 8, "eight");
     EXPECT_EQ(tag_of(c8), "eight");
     EXPECT_EQ(read_bytes(ckdir() + "/step_00000008.kept"), "my notes\n");
+    // a symbolic link (to another run's checkpoint, here c7) or a FIFO: moved beside, not removed with no word; the
+    // link's target is untouched
+    fs::create_directory_symlink(c7, ckdir() + "/step_00000009");
+    EXPECT_EQ(tag_of(save_checkpoint(ckdir(), 9, "nine")), "nine");
+    EXPECT_TRUE(fs::is_symlink(ckdir() + "/step_00000009.kept"));
+    EXPECT_EQ(fs::read_symlink(ckdir() + "/step_00000009.kept"), fs::path(c7));
+    EXPECT_EQ(tag_of(c7), "seven");
+    ASSERT_EQ(mkfifo((ckdir() + "/step_00000010").c_str(), 0644), 0);
+    EXPECT_EQ(tag_of(save_checkpoint(ckdir(), 10, "ten")), "ten");
+    EXPECT_TRUE(fs::is_fifo(ckdir() + "/step_00000010.kept"));
 }
 
 TEST_F(CkptTest, InterruptedReplacementIsUndone) {
@@ -637,6 +648,17 @@ TEST_F(CkptTest, InterruptedReplacementIsUndone) {
     // When the step directory is there (the second rename happened), the aside copy is simply removed.
     fs::create_directories(aside);
     EXPECT_EQ(checkpoint_cleanup(ckdir()), 1);
+    EXPECT_FALSE(fs::exists(aside));
+    EXPECT_EQ(tag_of(c2), "two");
+    // unless what it replaced was not a checkpoint (someone's notes, a file): that goes beside, as the replacing
+    // process would have moved it had it lived (it was deleted)
+    fs::create_directories(aside);
+    write_bytes(aside + "/notes.txt", "mine\n");
+    EXPECT_EQ(checkpoint_cleanup(ckdir()), 1);
+    EXPECT_EQ(read_bytes(c2 + ".kept/notes.txt"), "mine\n");
+    write_bytes(aside, "a file\n");
+    EXPECT_EQ(checkpoint_cleanup(ckdir()), 1);
+    EXPECT_EQ(read_bytes(c2 + ".kept2"), "a file\n");
     EXPECT_FALSE(fs::exists(aside));
     EXPECT_EQ(tag_of(c2), "two");
 }

@@ -268,6 +268,43 @@ std::string checkpoint_latest(const std::string& dir) {
 // ----------------------------------------------------------------------------
 // writing, rotation, cleanup
 
+// A file under `dir` that is not a checkpoint's (`files`: a marker's list), when `dir` has no marker: someone's
+// folder under a checkpoint's name (a --save of another run, notes); "" when none.
+static std::string foreign_file(const std::string& dir, const nlohmann::json& files) {
+    std::error_code ec;
+    if (fs::exists(dir + "/" + CKPT_COMPLETE_FILE, ec)) return "";
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        std::error_code e2;
+        const std::string rel = it->path().lexically_relative(dir).string();
+        if (!fs::is_directory(it->symlink_status(e2)) && !files.contains(rel)) return rel;
+    }
+    return "";
+}
+
+// What a step's name held before a checkpoint was published there, moved aside to `aside`: an earlier checkpoint (or
+// its damaged remains: only files a checkpoint has, `files`) goes; a folder of other files, or anything but a folder
+// (a file, a link, a FIFO), stays beside as final_dir.kept, and is said (they were deleted with no word).
+static void set_aside_replaced(const std::string& aside, const std::string& final_dir, const nlohmann::json& files) {
+    std::error_code ec;
+    const fs::file_status held = fs::symlink_status(aside, ec);
+    const bool a_folder = fs::is_directory(held);
+    const std::string foreign = a_folder ? foreign_file(aside, files) : "";
+    if (a_folder && foreign.empty()) {
+        remove_tree(aside);
+        return;
+    }
+    std::string kept = final_dir + ".kept";
+    for (int i = 2; fs::exists(kept, ec) || fs::is_symlink(kept, ec); i++) kept = final_dir + format(".kept%d", i);
+    rename_or_fail(aside, kept);
+    const char* what = fs::is_symlink(held)        ? "a symbolic link"
+                       : fs::is_regular_file(held) ? "a file"
+                                                   : "a special file";
+    std::printf("notice: %s %s: moved to %s, and the checkpoint written in its place\n", final_dir.c_str(),
+                a_folder ? format("held files that are not a checkpoint's (%s)", foreign.c_str()).c_str()
+                         : format("was %s, not a checkpoint's folder", what).c_str(),
+                kept.c_str());
+}
+
 int checkpoint_cleanup(const std::string& dir) {
     std::vector<std::pair<std::string, DotDir>> found;
     std::error_code ec;
@@ -293,6 +330,14 @@ int checkpoint_cleanup(const std::string& dir) {
                 handled++;
                 continue;
             }
+            // the replacement was published, and the process died before it dealt with what it replaced (which
+            // this deleted whatever it was)
+            nlohmann::json marker;
+            std::string why;
+            set_aside_replaced(path, step_dir, read_marker(step_dir, &marker, &why) ? marker["files"]
+                                                                                      : nlohmann::json::object());
+            handled++;
+            continue;
         }
         if (remove_tree(path)) handled++;
     }
@@ -316,19 +361,6 @@ std::string checkpoint_begin(const std::string& dir, int64_t step) {
 }
 
 void checkpoint_abort(const std::string& tmpdir) { remove_tree(tmpdir); }
-
-// A file under `dir` that is not a checkpoint's (`files`: a marker's list), when `dir` has no marker: someone's
-// folder under a checkpoint's name (a --save of another run, notes); "" when none.
-static std::string foreign_file(const std::string& dir, const nlohmann::json& files) {
-    std::error_code ec;
-    if (fs::exists(dir + "/" + CKPT_COMPLETE_FILE, ec)) return "";
-    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        std::error_code e2;
-        const std::string rel = it->path().lexically_relative(dir).string();
-        if (!fs::is_directory(it->symlink_status(e2)) && !files.contains(rel)) return rel;
-    }
-    return "";
-}
 
 void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) {
     std::error_code ec;
@@ -372,7 +404,7 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
 
     // 3. Publish with one rename. An existing step directory goes aside first (rename cannot replace a
     // non-empty directory) and is removed only once the new one is in place; a crash in between leaves the
-    // aside copy, which checkpoint_cleanup renames back.
+    // aside copy, which checkpoint_cleanup renames back (or, the new one published, removes or keeps as this would).
     std::string aside;
     if (fs::exists(final_dir, ec) || fs::is_symlink(final_dir, ec)) {
         aside = parent + "/" + dot_dir_name("old", step);
@@ -387,21 +419,7 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
     fsync_path(parent, true);
     kill_point("checkpoint.published");
     if (aside.empty()) return;
-    // what the step's name held: an earlier checkpoint (or its damaged remains) goes; a folder of other files, or a
-    // file, stays, beside, and is said (they were deleted with no word)
-    const bool a_file = fs::is_regular_file(fs::symlink_status(aside, ec));
-    const std::string foreign = a_file ? "" : foreign_file(aside, files);
-    if (!a_file && foreign.empty()) {
-        remove_tree(aside);
-        return;
-    }
-    std::string kept = final_dir + ".kept";
-    for (int i = 2; fs::exists(kept, ec) || fs::is_symlink(kept, ec); i++) kept = final_dir + format(".kept%d", i);
-    rename_or_fail(aside, kept);
-    std::printf("notice: %s %s: moved to %s, and the checkpoint written in its place\n", final_dir.c_str(),
-                a_file ? "was a file, not a checkpoint's folder"
-                       : format("held files that are not a checkpoint's (%s)", foreign.c_str()).c_str(),
-                kept.c_str());
+    set_aside_replaced(aside, final_dir, files);
 }
 
 CheckpointWriter::CheckpointWriter(const std::string& d, int64_t s) : dir(d), step(s) {
