@@ -366,7 +366,9 @@ __global__ void __launch_bounds__(CLS_THREADS)
     }
     for (int off = 16; off > 0; off >>= 1) {
         MaxSum o{__shfl_xor_sync(0xffffffffu, t.m, off), __shfl_xor_sync(0xffffffffu, t.s, off)};
-        t = maxsum_combine(t, o);  // commutative bit for bit: every lane ends with the same value
+        // (lane 0's is used: nvcc contracts a.s * ea + b.s * eb into an FMA, which is not symmetric, so on a GPU the
+        // lanes may end an ulp apart; the emulator's host code, built with -ffp-contract=off, ends them equal)
+        t = maxsum_combine(t, o);
     }
     __shared__ MaxSum warp_ms[CLS_THREADS / 32];
     __shared__ float lse_sh;

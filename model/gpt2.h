@@ -193,7 +193,7 @@ struct GPT2 {
             {"qkv", (void**)&a.qkv, L * N * 3 * C, act, M::SAVED_EXACT},
             {"atty", (void**)&a.atty, recompute.attention_out ? N * C : L * N * C, act,
              recompute.attention_out ? M::TRANSIENT : M::SAVED_EXACT},
-            {"lse", (void**)&a.lse, L * N * NH, f32, M::SAVED_EXACT},
+            {"lse", (void**)&a.lse, L * lse_layer_stride(N, NH), f32, M::SAVED_EXACT},
             {"ln2_mean", (void**)&a.ln2_mean, L * N, f32, M::SAVED_EXACT},
             {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32, M::SAVED_EXACT},
             {"lnf", (void**)&a.lnf, N * C, act, M::TRANSIENT},
@@ -349,7 +349,7 @@ struct GPT2 {
             float* l_ln1_rstd = acts.ln1_rstd + (size_t)l * N;
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = attention_out(l, N);
-            float* l_lse = acts.lse + (size_t)l * N * NH;
+            float* l_lse = acts.lse + (size_t)l * lse_layer_stride(N, NH);
             act_t* l_resid_mid = resid_mid.fwd(l, N);
             act_t* l_ln2 = ln2.fwd(l, N);
             float* l_ln2_mean = acts.ln2_mean + (size_t)l * N;
@@ -409,7 +409,7 @@ struct GPT2 {
         for (int l = cfg.num_layers - 1; l >= 0; l--) {
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = attention_out(l, N);
-            float* l_lse = acts.lse + (size_t)l * N * NH;
+            float* l_lse = acts.lse + (size_t)l * lse_layer_stride(N, NH);
 
             // MLP branch; dresid is the gradient of this block's output
             act_t* l_fch = fch.restore(be, l, N);

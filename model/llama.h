@@ -176,7 +176,7 @@ struct Llama {
             {"qkv", (void**)&a.qkv, L * N * 3 * C, act, M::SAVED_EXACT},
             {"atty", (void**)&a.atty, recompute.attention_out ? N * C : L * N * C, act,
              recompute.attention_out ? M::TRANSIENT : M::SAVED_EXACT},
-            {"lse", (void**)&a.lse, L * N * NH, f32, M::SAVED_EXACT},
+            {"lse", (void**)&a.lse, L * lse_layer_stride(N, NH), f32, M::SAVED_EXACT},
             {"ln2_rstd", (void**)&a.ln2_rstd, L * N, f32, M::SAVED_EXACT},
             {"lnf", (void**)&a.lnf, N * C, act, M::TRANSIENT},
             {"lnf_rstd", (void**)&a.lnf_rstd, N, f32, M::SAVED_EXACT},
@@ -316,7 +316,7 @@ struct Llama {
             float* l_ln1_rstd = acts.ln1_rstd + (size_t)l * N;
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = attention_out(l, N);
-            float* l_lse = acts.lse + (size_t)l * N * NH;
+            float* l_lse = acts.lse + (size_t)l * lse_layer_stride(N, NH);
             act_t* l_resid_mid = resid_mid.fwd(l, N);
             act_t* l_ln2 = ln2.fwd(l, N);
             float* l_ln2_rstd = acts.ln2_rstd + (size_t)l * N;
@@ -375,7 +375,7 @@ struct Llama {
         for (int l = cfg.num_layers - 1; l >= 0; l--) {
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = attention_out(l, N);
-            float* l_lse = acts.lse + (size_t)l * N * NH;
+            float* l_lse = acts.lse + (size_t)l * lse_layer_stride(N, NH);
 
             // MLP branch. gate and up, when compressed and alias_transients, are reconstructed into dgate and dup,
             // and the SwiGLU backward overwrites them in place (model/sites.h).

@@ -251,7 +251,7 @@ struct Roberta {
             {"qkv", (void**)&a.qkv, L * N * 3 * C, act, M::SAVED_EXACT},
             {"atty", (void**)&a.atty, recompute.attention_out ? N * C : L * N * C, act,
              recompute.attention_out ? M::TRANSIENT : M::SAVED_EXACT},
-            {"lse", (void**)&a.lse, L * N * NH, f32, M::SAVED_EXACT},
+            {"lse", (void**)&a.lse, L * lse_layer_stride(N, NH), f32, M::SAVED_EXACT},
             {"ln1_mean", (void**)&a.ln1_mean, L * N, f32, M::SAVED_EXACT},
             {"ln1_rstd", (void**)&a.ln1_rstd, L * N, f32, M::SAVED_EXACT},
             {"ln2_mean", (void**)&a.ln2_mean, L * N, f32, M::SAVED_EXACT},
@@ -557,7 +557,7 @@ struct Roberta {
             act_t* x = x_site.fwd(l, N);  // (N, C) block input
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = attention_out(l, N);
-            float* l_lse = acts.lse + (size_t)l * N * NH;
+            float* l_lse = acts.lse + (size_t)l * lse_layer_stride(N, NH);
             act_t* l_resid = resid.fwd(l, N);
             act_t* l_h = h_site.fwd(l, N);
             act_t* l_fch = fch.fwd(l, N);
@@ -627,7 +627,7 @@ struct Roberta {
         for (int l = L - 1; l >= 0; l--) {
             act_t* l_qkv = acts.qkv + (size_t)l * N * 3 * C;
             act_t* l_atty = attention_out(l, N);
-            float* l_lse = acts.lse + (size_t)l * N * NH;
+            float* l_lse = acts.lse + (size_t)l * lse_layer_stride(N, NH);
             float* ln1_mean = acts.ln1_mean + (size_t)l * N;
             float* ln1_rstd = acts.ln1_rstd + (size_t)l * N;
 

@@ -261,6 +261,35 @@ static void head_size_8_is_refused() {
           "head size 8 is refused when the CUDA model is built: \"%s\"", msg.c_str());
 }
 
+// Every layer's attention log-sum-exp slice starts 16-byte aligned (model/model_common.h: lse_layer_stride), as
+// cuDNN's attention needs: at B * T * NH = 14 (B = 1, T = 7, NH = 2) layer 1's slice began 56 bytes in, and cuDNN
+// was declined for it: the MMA kernel ran that layer, slower and with other numerics. Each of the 2 layers' forward
+// and backward is cuDNN's (when the build has cuDNN, as the emulated and GPU builds do).
+static void every_layer_takes_cudnn_attention() {
+    Fixture fx = load_fixture("gpt2_tiny", Arch::GPT2);
+    CudaBackend gpu(0, 42);
+    if (!gpu.attention_cudnn || gpu.attention_impl != AttentionImpl::Auto) {
+        std::printf("  [--] cuDNN attention is not this process's (no cuDNN, or PRAC_ATTENTION): alignment unchecked\n");
+        return;
+    }
+    GPT2<CudaBackend> m(gpu, fx.cfg, PracOptions());
+    m.load_weights(fx.base + "model.safetensors");
+    const int B = 1, T = 7;
+    std::vector<int32_t> inputs(B * T), targets(B * T);
+    for (int i = 0; i < B * T; i++) inputs[i] = fx.inputs[i], targets[i] = fx.targets[i];
+    m.allocate_activations(B, T);
+    m.zero_grad();
+    const AttentionCalls before = attention_cuda_calls();
+    m.train_forward(inputs.data(), targets.data(), 1.0f / (B * T), 1);
+    m.backward();
+    gpu.synchronize();
+    const AttentionCalls after = attention_cuda_calls();
+    const long long cudnn = after.cudnn - before.cudnn, mma = after.mma - before.mma, simt = after.simt - before.simt;
+    check(cudnn == 2 * fx.cfg.num_layers && mma == 0 && simt == 0, "B * T * NH = 14: attention calls of one step "
+          "cuDNN %lld, MMA %lld, SIMT %lld (want cuDNN %d: each layer's forward and backward)", cudnn, mma, simt,
+          2 * fx.cfg.num_layers);
+}
+
 // Losses of three AdamW steps of PRAC training on the CUDA backend (every basis refreshed every step, every site
 // compressed) and the last step's gradients, for one recompute setting, with PRAC's transient buffers in backward
 // scratch or in buffers of their own (alias_transients, model/sites.h).
@@ -473,6 +502,7 @@ int main(int argc, char** argv) {
     try {
         if (all) {
             head_size_8_is_refused();
+            every_layer_takes_cudnn_attention();
             loss_sum_on_device();
             micro_batches_do_not_wait<GPT2>("gpt2_tiny", Arch::GPT2);
             micro_batches_do_not_wait<Llama>("llama_tiny", Arch::LLAMA);
