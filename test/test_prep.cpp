@@ -998,21 +998,28 @@ TEST_F(Prep, ResumeAfterKillIsByteIdentical) {
 }
 
 // --out spelled otherwise on --resume (./ in it) finds the same state, and the SentencePiece copy's path in it is the
-// same file: resumed as the uninterrupted run (it was refused, "tokenizer_copy: was ..., now ./...")
+// same file (it was refused, "tokenizer_copy: was ..., now ./..."); a resume from another folder (a job script's cd)
+// names the same input by another relative path: the same file. Both resumed as the uninterrupted run.
 TEST_F(Prep, ResumeTakesTheOutPrefixHoweverSpelled) {
     REQUIRE_SPM();
-    auto args = [&](const std::string& out) {
-        return std::vector<std::string>{"--tokenizer", "spm", "--spm-model", AUSTEN_MODEL, "--no-val", "--input",
-                                        std::string(FX) + "c4_train.json.gz", "--shard-tokens", "1000", "--out", out};
+    auto args = [&](const std::string& input, const std::string& out) {
+        return std::vector<std::string>{"--tokenizer", "spm", "--spm-model", fs::absolute(AUSTEN_MODEL).string(),
+                                        "--no-val", "--input", input, "--shard-tokens", "1000", "--out", out};
     };
-    prep_ok(args(path("u")));
-    auto first = args(path("s"));
+    const std::string input = std::string(FX) + "c4_train.json.gz";
+    prep_ok(args(input, path("u")));
+    auto first = args(input, path("s"));
     first.insert(first.end(), {"--max-shards", "1"});
     prep_ok(first);
-    auto resumed = args(path(".") + "/s");
-    resumed.push_back("--resume");
+    auto resumed = args(input, path(".") + "/s");
+    resumed.insert(resumed.end(), {"--resume", "--max-shards", "1"});
     prep_ok(resumed);
-    EXPECT_GT(outputs(path("u")).size(), 1u);
+    ASSERT_EQ(shards(path("s"), "train").size(), 2u);
+    std::string cmd = "cd " + shell_quote(dir) + " && " + shell_quote(fs::absolute("prep_data").string());
+    for (const auto& a : args(fs::relative(fs::absolute(input), dir).string(), path("s"))) cmd += " " + shell_quote(a);
+    cmd += " --resume > elsewhere.txt 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << slurp(dir + "/elsewhere.txt");
+    EXPECT_GT(outputs(path("u")).size(), 2u);
     EXPECT_TRUE(outputs(path("u")) == outputs(path("s")));
 }
 
@@ -1197,7 +1204,7 @@ TEST_F(Prep, ACompressedEntryThatIsNoTarIsSkipped) {
     sh("echo 'a changelog, not an archive' | gzip > " + path("with") + "/changelog.gz");
     sh("tar -cf - -C " + texts + " a.txt b.txt | head -c 1500 | xz > " + path("damaged") + "/urlsf_subset00-2_data.xz");
     for (const char* d : {"with", "without", "damaged"})
-        sh("tar -cf " + path(d) + ".tar -C " + path(d) + " .");
+        sh("tar --sort=name -cf " + path(d) + ".tar -C " + path(d) + " .");
     auto args = [&](const char* d) {
         return std::vector<std::string>{"--tokenizer", "gpt2", "--no-val", "--input", path(d) + ".tar", "--out",
                                         path(std::string(d) + "_out")};
@@ -1451,6 +1458,9 @@ TEST_F(Prep, BadOptions) {
     // --spm-vocab 0 is a size out of range (it was taken as not given: "no tokenizer: give --tokenizer gpt2 ...")
     prep_fails({"--input", in, "--out", o, "--spm-vocab", "0"},
                {"--spm-vocab 0: a SentencePiece model here has 8..65536 pieces"});
+    // one far above it names the value given (it said "got 2147483647")
+    prep_fails({"--input", in, "--out", o, "--spm-vocab", "3000000000"},
+               {"--spm-vocab must be at most 65536 (got 3000000000)"});
     // an input under one of --out's names (its state file): --overwrite deleted it, then failed to open it
     std::ofstream(path("io_prep.json")) << "{\"text\": \"Some text of a document.\"}\n";
     for (const bool overwrite : {false, true}) {

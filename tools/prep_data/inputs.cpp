@@ -399,7 +399,8 @@ bool names_a_tar(const std::string& path) {
 
 void TarReader::raise(const char* what) {
     if (err) std::rethrow_exception(err);  // (the bytes could not be read: damage, whatever the content)
-    if (maybe_not_a_tar && entries == 0) throw NotATar{};
+    // (libarchive's "Unrecognized archive format" is EILSEQ, ARCHIVE_ERRNO_FILE_FORMAT, here)
+    if (maybe_not_a_tar && entries == 0 && archive_errno(a) == EILSEQ) throw NotATar{};
     const char* e = archive_error_string(a);
     const bool named_tar = names_a_tar(name);
     fail("%s: %s: %s\n---> HINT: %s", name.c_str(), what, e ? e : "unknown libarchive error",

@@ -51,7 +51,8 @@ Input:
                           *.jsonl *.json *.ndjson  JSON lines: one object per line, the text in --text-field
                           *.tar                    a tar archive: .txt entries are documents, .jsonl entries JSON
                                                    lines, compressed entries nested tar archives (OpenWebText:
-                                                   openwebtext/*_data.xz are xz-compressed tars of .txt files)
+                                                   openwebtext/*_data.xz are xz-compressed tars of .txt files;
+                                                   one that is no tar, a changelog.gz, is skipped and counted)
                           any of these + .gz .xz .zst (also .tgz .txz); a compressed file with no other known
                           extension is read as a tar archive
                         A directory stands for all its *.txt files (also .txt.gz/.xz/.zst), recursively.
@@ -117,8 +118,8 @@ Validation split (one of these; default: --val-fraction 0.01, the owt preset 0.0
   --no-val              no validation split (the trainer then needs --val-data from elsewhere)
 
 Speed and display:
-  --threads N           encoding threads (default, and 0: all cores); one more thread reads and decompresses
-  --batch-docs N        documents per encoding batch (default 256)
+  --threads N           encoding threads (default, and 0: all cores; at most 4096); one more reads and decompresses
+  --batch-docs N        documents per encoding batch (default 256; at most 1048576)
   --progress-interval S seconds between progress lines when stderr is not a terminal (default 10; 0: none).
                         On a terminal one line is redrawn: bytes read, documents, tokens, speed, ETA.
   --quiet               no progress lines
@@ -310,7 +311,7 @@ Options parse_args(int argc, char** argv) {
         else if (name == "--threads") o.threads = (int)parse_count_at_most(name, value, 4096);
         else if (name == "--batch-docs") o.batch_docs = (int)parse_count_at_most(name, value, 1 << 20);
         else if (name == "--progress-interval") o.progress_interval = parse_double(name, value);
-        else if (name == "--spm-vocab") o.spm_vocab = (int)std::min<int64_t>(parse_count(name, value), INT32_MAX);
+        else if (name == "--spm-vocab") o.spm_vocab = (int)parse_count_at_most(name, value, 65536);
         else if (name == "--spm-train-lines") o.spm_train_lines = parse_count(name, value);
     }
     return o;

@@ -195,20 +195,24 @@ struct Prep {
 
     std::string tokenizer_copy_path() const { return o.out + "_tokenizer.model"; }
 
-    // The path from the root, without ./ and ../ (symbolic links are not followed: they are names as given)
+    // The path from the root, without ./ and ../ (lexically: "link/.." is ".")
     static std::string absolute_path(const std::string& path) {
         std::error_code ec;
         const fs::path a = fs::absolute(path, ec);
         return ec ? path : a.lexically_normal().string();
     }
-    // Whether an input of the interrupted run's state is this run's: the same split, and the same path however it is
-    // spelled (./corp/a.jsonl for corp/a.jsonl, or relative from another folder; were refused). A state without
-    // "abs" (an earlier prep_data's) is compared from this folder.
+    // Whether an input of the interrupted run's state is this run's: the same split, and the same file however it is
+    // spelled (./corp/a.jsonl for corp/a.jsonl, a relative path from another folder, a path through a link; were
+    // refused): its absolute path ("abs"), or the file it names. A state without "abs" (an earlier prep_data's) is
+    // compared by its path as written, also made absolute from this folder.
     static bool same_input(const json& was, const InputFile& now) {
         if (was.at("split") != SPLIT_NAME[now.split_src]) return false;
-        const std::string path = utf8_escape_invalid(now.path), abs = utf8_escape_invalid(absolute_path(now.path));
-        return was.at("path") == path ||
-               (was.contains("abs") ? was["abs"] == abs : absolute_path(was.at("path").get<std::string>()) == abs);
+        const std::string abs = utf8_escape_invalid(absolute_path(now.path));
+        std::error_code ec;
+        if (was.contains("abs"))  // (the same spelling from another folder is another file)
+            return was["abs"] == abs || fs::equivalent(was["abs"].get<std::string>(), now.path, ec);
+        return was.at("path") == utf8_escape_invalid(now.path) ||
+               absolute_path(was.at("path").get<std::string>()) == abs;
     }
     // Whether a setting of the interrupted run's state is this run's: the tokenizer copy's path by its name alone
     // (beside the shards, whose prefix found the state: --out ./d/x is d/x)
@@ -955,7 +959,9 @@ struct Prep {
             if (found.size() == 1 && found[0] == tokenizer_copy_path()) found.clear();
             if (!found.empty() && !o.overwrite)
                 fail("%s already exists (%s of an earlier run with --out %s)\n---> HINT: %s", found[0].c_str(),
-                     found.size() == 1 ? "a file" : format("and %zu more files", found.size() - 1).c_str(),
+                     found.size() == 1   ? "a file"
+                     : found.size() == 2 ? "and 1 more file"
+                                         : format("and %zu more files", found.size() - 1).c_str(),
                      o.out.c_str(),
                      access(state_path.c_str(), F_OK) == 0
                          ? "--resume continues an interrupted run; --overwrite deletes them and starts again"
