@@ -28,21 +28,21 @@ GlueEncoded encode_glue(const RobertaTokenizer& tok, GlueTask task, const std::v
     // Labels first (cheap, and a bad file should fail before minutes of encoding).
     size_t empty_texts = 0;
     std::string first_empty;
+    // what an example without a label is told (examples of which none has one: a test file's layout, or a TSV
+    // header without the label column, which was said of example 0 alone)
     const bool all_unlabeled =
         std::all_of(examples.begin(), examples.end(), [](const GlueExample& e) { return e.label < 0; });
+    const std::string none =
+        std::string(all_unlabeled && n > 1 ? "none of its examples has one: a test file's layout (a TSV header "
+                                             "without the task's label column, or JSON lines of label -1)\n"
+                                           : "") +
+        "---> HINT: every training and dev example needs one (GLUE's test files have none: fine-tune and evaluate "
+        "on the train and dev files)";
     for (size_t i = 0; i < n; i++) {
         const GlueExample& e = examples[i];
         // "example 3 (line 5)": the line of the file it was read from, else its data row (index + 1)
         const std::string ex = format("GLUE %s example %zu (%s %zu)", info.name, i, e.line ? "line" : "data row",
                                       e.line ? (size_t)e.line : i + 1);
-        // (examples of which none has one: a test file's layout, or a TSV header without the label column, which
-        // was said of example 0 alone)
-        const std::string none =
-            std::string(all_unlabeled && n > 1 ? "none of its examples has one: a test file's layout (a TSV header "
-                                                 "without the task's label column, or JSON lines of label -1)\n"
-                                               : "") +
-            "---> HINT: every training and dev example needs one (GLUE's test files have none: fine-tune and evaluate "
-            "on the train and dev files)";
         if (info.num_labels == 1) {
             if (e.label < 0 && require_labels) fail("%s has no score\n%s", ex.c_str(), none.c_str());
             if (e.label >= 0 && !(std::isfinite(e.score) && e.score >= 0.0f && e.score <= 5.0f))
