@@ -661,6 +661,13 @@ TEST_F(CkptTest, InterruptedReplacementIsUndone) {
     EXPECT_EQ(read_bytes(c2 + ".kept2"), "a file\n");
     EXPECT_FALSE(fs::exists(aside));
     EXPECT_EQ(tag_of(c2), "two");
+    // and a whole earlier checkpoint stays (beside) when the one that replaced it has a marker that cannot be read
+    fs::copy(c1, aside, fs::copy_options::recursive);
+    const std::string marker = read_bytes(c2 + "/" + CKPT_COMPLETE_FILE);
+    write_bytes(c2 + "/" + CKPT_COMPLETE_FILE, "not json");
+    EXPECT_EQ(checkpoint_cleanup(ckdir()), 1);
+    EXPECT_EQ(tag_of(c2 + ".kept3"), "one");
+    write_bytes(c2 + "/" + CKPT_COMPLETE_FILE, marker);
 }
 
 TEST_F(CkptTest, RotationKeepsTheLastK) {

@@ -283,13 +283,14 @@ static std::string foreign_file(const std::string& dir, const nlohmann::json& fi
 
 // What a step's name held before a checkpoint was published there, moved aside to `aside`: an earlier checkpoint (or
 // its damaged remains: only files a checkpoint has, `files`) goes; a folder of other files, or anything but a folder
-// (a file, a link, a FIFO), stays beside as final_dir.kept, and is said (they were deleted with no word).
-static void set_aside_replaced(const std::string& aside, const std::string& final_dir, const nlohmann::json& files) {
+// (a file, a link, a FIFO), stays beside as final_dir.kept, and is said (they were deleted with no word). `files`
+// null: the new checkpoint's marker cannot be read, and what it replaced stays whatever it is.
+static void set_aside_replaced(const std::string& aside, const std::string& final_dir, const nlohmann::json* files) {
     std::error_code ec;
     const fs::file_status held = fs::symlink_status(aside, ec);
     const bool a_folder = fs::is_directory(held);
-    const std::string foreign = a_folder ? foreign_file(aside, files) : "";
-    if (a_folder && foreign.empty()) {
+    const std::string foreign = a_folder && files ? foreign_file(aside, *files) : "";
+    if (a_folder && files && foreign.empty()) {
         remove_tree(aside);
         return;
     }
@@ -300,8 +301,9 @@ static void set_aside_replaced(const std::string& aside, const std::string& fina
                        : fs::is_regular_file(held) ? "a file"
                                                    : "a special file";
     std::printf("notice: %s %s: moved to %s, and the checkpoint written in its place\n", final_dir.c_str(),
-                a_folder ? format("held files that are not a checkpoint's (%s)", foreign.c_str()).c_str()
-                         : format("was %s, not a checkpoint's folder", what).c_str(),
+                !a_folder ? format("was %s, not a checkpoint's folder", what).c_str()
+                : files   ? format("held files that are not a checkpoint's (%s)", foreign.c_str()).c_str()
+                          : "held what a checkpoint whose marker cannot be read replaced",
                 kept.c_str());
 }
 
@@ -325,18 +327,28 @@ int checkpoint_cleanup(const std::string& dir) {
         std::string path = dir + "/" + f.first;
         if (f.second.kind == "old") {
             std::string step_dir = checkpoint_path(dir, f.second.step);
-            if (!fs::exists(step_dir, ec) && rename(path.c_str(), step_dir.c_str()) == 0) {
-                std::fprintf(stderr, "notice: restored %s (a replacement of it was interrupted)\n", step_dir.c_str());
-                handled++;
+            if (!fs::exists(step_dir, ec) && !fs::is_symlink(step_dir, ec)) {  // the step's only copy: never removed
+                if (rename(path.c_str(), step_dir.c_str()) == 0) {
+                    std::fprintf(stderr, "notice: restored %s (a replacement of it was interrupted)\n",
+                                 step_dir.c_str());
+                    handled++;
+                } else {
+                    std::fprintf(stderr, "warning: cannot restore %s from %s (%s): left as it is\n", step_dir.c_str(),
+                                 path.c_str(), std::strerror(errno));
+                }
                 continue;
             }
-            // the replacement was published, and the process died before it dealt with what it replaced (which
-            // this deleted whatever it was)
+            // the replacement was published, and the process died before it dealt with what it replaced: dealt with
+            // as the commit would (this deleted it, whatever it was); kept whole when the new marker cannot be read
             nlohmann::json marker;
             std::string why;
-            set_aside_replaced(path, step_dir, read_marker(step_dir, &marker, &why) ? marker["files"]
-                                                                                      : nlohmann::json::object());
-            handled++;
+            try {
+                set_aside_replaced(path, step_dir,
+                                   read_marker(step_dir, &marker, &why) ? &marker.at("files") : nullptr);
+                handled++;
+            } catch (const UserError& e) {  // (a cleanup's failure is no run's end: the item stays where it is)
+                std::fprintf(stderr, "warning: %s: left as it is\n", e.what());
+            }
             continue;
         }
         if (remove_tree(path)) handled++;
@@ -419,7 +431,7 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
     fsync_path(parent, true);
     kill_point("checkpoint.published");
     if (aside.empty()) return;
-    set_aside_replaced(aside, final_dir, files);
+    set_aside_replaced(aside, final_dir, &files);
 }
 
 CheckpointWriter::CheckpointWriter(const std::string& d, int64_t s) : dir(d), step(s) {

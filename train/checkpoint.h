@@ -63,7 +63,9 @@ bool checkpoint_is_complete(const std::string& path, std::string* why = nullptr)
 bool checkpoint_verify(const std::string& path, std::string* why = nullptr);
 // Removes leftovers of dead processes of this host in DIR: temp dirs (.tmp_step_*), half-deleted dirs
 // (.del_step_*) and moved-aside dirs (.old_step_*); a moved-aside dir whose step directory is missing (the
-// replacing process died between its two renames) is renamed back instead. Returns how many it handled.
+// replacing process died between its two renames) is renamed back instead (or, when that fails, left); one whose
+// replacement was published goes as a commit's would (a folder of other files, a file or a link is kept beside as
+// step_N.kept; all of it when the new checkpoint's marker cannot be read). Returns how many it handled.
 int checkpoint_cleanup(const std::string& dir);
 // For --resume PATH: PATH is either one checkpoint (a step directory, which must verify) or a checkpoint directory,
 // whose newest step directory that verifies is returned (after checkpoint_cleanup, so an interrupted replacement is
