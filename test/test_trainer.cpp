@@ -1858,6 +1858,13 @@ TEST(TrainerResume, AStopAtAnEvaluationStepKeepsItsEvaluation) {
     write_bytes(dir / "k.jsonl", log);
     ASSERT_EQ(run_trainer("train_gpt2", resumed, dir, 120).rc, 0);
     EXPECT_EQ(evals_of(dir / "k.jsonl"), u) << read_bytes(dir / "k.jsonl");
+    // the final record with its newline cut off (a file-size limit) is that record too
+    log = read_bytes(dir / "k.jsonl");
+    ASSERT_EQ(log.back(), '\n');
+    log.pop_back();
+    write_bytes(dir / "k.jsonl", log);
+    ASSERT_EQ(run_trainer("train_gpt2", resumed, dir, 120).rc, 0);
+    EXPECT_EQ(evals_of(dir / "k.jsonl"), u) << read_bytes(dir / "k.jsonl");
 }
 
 // --on-nonfinite skip (an lr of 1e9 without decay makes every step from step 2 on non-finite): each such step is

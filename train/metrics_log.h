@@ -49,6 +49,7 @@ struct MetricsLog {
     // first record (a run refused before it leaves the log as it was)
     off_t tail_at = -1;
     bool tail_is_record = false;  // a whole record without its newline (it gets one), else one cut short (dropped)
+    std::string unfinished_record;  // that record (tail_is_record)
     // The first step record this process writes gets "startup":true: that step carries the process's one-time setup
     // (allocations, library plans, a first refresh), a resume's first step too, so timing summaries leave it out
     bool step_written = false;
@@ -90,6 +91,7 @@ struct MetricsLog {
         const std::string start = "{\"type\":";
         const bool ours = last.rfind(start, 0) == 0 || start.rfind(last, 0) == 0;  // (or cut within those bytes)
         tail_is_record = ours && last.back() == '}';
+        if (tail_is_record) unfinished_record = last;
         if (!ours)
             fail("--log %s does not end with a whole line, and its last line is not a record of these trainers' logs: "
                  "not a metrics log?\n---> HINT: choose another --log", path.c_str());
@@ -147,10 +149,11 @@ struct MetricsLog {
     // Whether the log's last whole line is `record` (a resume of a finished run evaluates again: the same final
     // record is not appended a second time)
     bool ends_with(const std::string& record) const {
+        if (tail_is_record) return unfinished_record == record;  // (the last line, its newline cut off)
         const std::string tail = whole_lines_of_tail();
-        const size_t at = tail.size() - record.size() - 1;  // where the last line would start (it ends in '\n')
-        return tail.size() > record.size() && tail.compare(at, record.size(), record) == 0 &&
-               (at == 0 || tail[at - 1] == '\n');
+        if (tail.size() <= record.size()) return false;
+        const size_t at = tail.size() - record.size() - 1;  // where the last line starts if it is `record` + '\n'
+        return tail.compare(at, record.size(), record) == 0 && (at == 0 || tail[at - 1] == '\n');
     }
     // Any other record: {"type":TYPE, then the numbers and strings in order} (finetune_roberta's glue_eval, memory
     // and final records), and "eval_only":true when eval_only (as eval()'s). Names and strings are plain words here;
