@@ -77,8 +77,7 @@ struct CudaBackend {
     AttentionCudnn* attention_cudnn = nullptr;
     bool attention_calls_said = false;  // say_attention_calls_once has printed its line
 
-    // PRAC refresh workspace bytes per site shape (n, r1, r2, subspace block): the query allocates and frees device memory (an
-    // implicit device synchronization), so it runs once per shape, not once per refresh
+    // PRAC refresh workspace bytes per site shape (n, r1, r2, subspace block): cuSOLVER's size queries, once per shape
     std::map<std::tuple<int, int, int, int>, size_t> refresh_workspace;
 
     // The training step's host round trips (llm.c keeps one small copy per step): upload_async stages host data in
@@ -307,7 +306,9 @@ struct CudaBackend {
     }
     size_t refresh_workspace_bytes(int n, const SiteDims& d) {
         size_t& s = refresh_workspace[{n, d.r1, d.r2, d.block(n)}];
-        if (s == 0) s = prac_refresh_workspace_bytes(cusolver, n, d);  // once per shape: it allocates
+        // (the cuBLASLt workspace stands in for the matrices the queries never touch: an allocation of their own,
+        // freed, waited for a refresh solve in flight)
+        if (s == 0) s = prac_refresh_workspace_bytes(cusolver, n, d, lt->workspace);
         return s;
     }
 

@@ -392,12 +392,12 @@ static SolverBytes query_qr(cusolverDnHandle_t s, cusolverDnParams_t p, int n, i
     return b;
 }
 
-size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const SiteDims& d) {
+size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const SiteDims& d, const void* stand_in) {
     CusolverParams params;
-    // The queries never touch the matrices; a small real device pointer stands in for them in case cuSOLVER
-    // checks that they are not null.
-    float* dummy = nullptr;
-    cudaCheck(cudaMalloc(&dummy, 256));
+    // The queries never touch the matrices; a real device pointer stands in for them in case cuSOLVER checks that
+    // they are not null.
+    float* dummy = (float*)stand_in;
+    if (!stand_in) cudaCheck(cudaMalloc(&dummy, 256));
     int r1 = d.r1, r2 = d.r2, b = d.block(n);
     size_t dev = 0;
     if (r1 > 0) dev = std::max(dev, query_syevd(cusolver, params.p, b ? b : n, dummy, dummy).device);
@@ -408,7 +408,7 @@ size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const Si
     dev = std::max(dev, query_qr(cusolver, params.p, n, r1, dummy, dummy).device);  // the fallback Q1
     dev = std::max(dev, query_qr(cusolver, params.p, n, r2, dummy, dummy).device);  // Q2's Householder fallback
     if (r2 > 0) dev = std::max(dev, query_potrf(cusolver, r2, dummy).device);       // Q2's CholQR2
-    cudaCheck(cudaFree(dummy));
+    if (!stand_in) cudaCheck(cudaFree(dummy));
     return refresh_layout(n, d).solver + align256(dev);
 }
 

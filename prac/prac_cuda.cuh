@@ -91,12 +91,15 @@ void prac_gaussian_cuda(float* S, int n, int cols, int ld, const PracDrawKey& ke
 // subspace refresh) the blocks V, Y (n, b) and three (b, b), and the largest device buffer of cusolverDnXsyevd (b),
 // cusolverDnSpotrf (b) and cusolverDnXgeqrf / Sorgqr (n x b); with b = 0 of cusolverDnXsyevd (n); always of
 // Xgeqrf / Sorgqr at n x r1 and n x r2. The solver sizes come from the *_bufferSize queries, which need a live
-// cuSOLVER handle (and so a GPU): call it after the handle exists (it also allocates and frees 256 device bytes
-// to stand in for the matrices). Does not depend on N (the Gram GEMM needs no workspace of ours).
+// cuSOLVER handle (and so a GPU): call it after the handle exists. The queries take device pointers for the
+// matrices they never touch: `stand_in`, any live device allocation; without one the call allocates and frees 256
+// bytes, and cudaFree waits for all the device's work (with --prac-refresh-overlap, a solve in flight on the
+// worker's stream: the step stalled for it). Does not depend on N (the Gram GEMM needs no workspace of ours).
 // CudaBackend sizes its scratch from this function; the planner (plan_cuda_refresh_workspace, train/planner.h)
 // counts the same layout (prac/refresh_layout.h) with LAPACK's minima standing in for the solver buffers, which
 // test_prac_cuda checks against this function within 2% + 8 KiB.
-size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const SiteDims& d);
+size_t prac_refresh_workspace_bytes(cusolverDnHandle_t cusolver, int n, const SiteDims& d,
+                                    const void* stand_in = nullptr);
 
 // fp8 storage (prac/fp8.h): q (N, r) e4m3 codes and scale (N) of xc (N, r), bit for bit what prac_fp8_quantize_cpu
 // writes for the same values (row scale exponent and stochastic rounding are the integer functions of prac/fp8.h;

@@ -451,7 +451,23 @@ static void test_refresh(Ctx& c, int N, int n, int r1, int r2, float k_mult,
     std::printf("refresh %s %s%s N=%d n=%d r1=%d r2=%d k=%g block %d noise %g shifted_passes %d\n", Host<T>::name(),
                 prac_refresh_name(method), nystrom ? "" : " (no Nystrom)", N, n, r1, r2, d.k, d.block(n), noise,
                 shifted_passes);
+#if defined(PRAC_CUDA_EMU)
+    const long waits_before = cuda_emu::host_waits();
+#endif
     size_t bytes = prac_refresh_workspace_bytes(c.h.cusolver, n, d);
+#if defined(PRAC_CUDA_EMU)
+    // with a device pointer standing in for the matrices, the query makes the host wait for nothing: without one it
+    // allocates and frees its own, and cudaFree waits for all the device's work (a refresh solve in flight)
+    const long own_waits = cuda_emu::host_waits() - waits_before;
+    float* stand_in = nullptr;
+    cudaCheck(cudaMalloc(&stand_in, 256));
+    const long before_stand_in = cuda_emu::host_waits();
+    const size_t with_stand_in = prac_refresh_workspace_bytes(c.h.cusolver, n, d, stand_in);
+    check(with_stand_in == bytes && cuda_emu::host_waits() == before_stand_in && own_waits > 0,
+          "the workspace query with a stand-in pointer: %zu bytes (want %zu), %ld host waits (want 0; %ld without "
+          "one)", with_stand_in, bytes, cuda_emu::host_waits() - before_stand_in, own_waits);
+    cudaCheck(cudaFree(stand_in));
+#endif
     size_t planned = plan_cuda_refresh_workspace(n, d);
     std::printf("  workspace %zu bytes; the memory planner counts %zu (its cuSOLVER buffer is an estimate)\n", bytes,
                 planned);
