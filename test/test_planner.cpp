@@ -62,6 +62,9 @@ TEST(Planner, Gpt2_124mByHand) {
     MemoryPlan p = plan_memory(cfg, none, 64, 1024, PlanTarget::CUDA_BF16);
     // parameters: 124,475,904 with the vocab padded to 50304 (HF's 124,439,808 has 50257 rows of wte)
     EXPECT_EQ(p.num_parameters, 124475904u);
+    // the header says both (it gave the padded count alone, which the run's header calls ours, not Hugging Face's)
+    EXPECT_NE(plan_table(p).find("124475904 parameters (124439808 without the padded vocabulary rows)"),
+              std::string::npos) << plan_table(p);
     EXPECT_EQ(p.bytes("saved_linear"), L * N * (C + C + F) * bf16);              // ln1, ln2, gelu output
     EXPECT_EQ(p.bytes("saved_nonlinear"), ((L + 1) * N * C + L * N * C + L * N * F) * bf16);  // resid(+final), resid_mid, fch
     EXPECT_EQ(p.bytes("saved_exact"),

@@ -71,6 +71,7 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     p.prac_storage = prac.storage;
     p.rso_rank = prac.rso_rank;
     p.num_parameters = model.num_parameters;
+    p.vocab_padding_parameters = cfg.vocab_padding_parameters();
     p.compressed_sites = compressed_sites(model.sites);
     size_t n = model.param_buffer_numel;
     // ZeRO-1 over R ranks: each rank keeps its shard of AdamW's moments and master weights (rank 0's is the largest)
@@ -204,8 +205,12 @@ std::string plan_table(const MemoryPlan& p) {
                                       : format("PRAC %s%s", prac_mode_name(p.prac),
                                                p.prac_storage == PracStorage::FP8 ? " (fp8 storage)" : "");
     std::string zero = p.zero_ranks > 1 ? format(", one of %d ranks (ZeRO-1)", p.zero_ranks) : "";
-    std::string s = format("memory plan: %s, B=%d, T=%d, %s, %s, %zu parameters%s\n", p.model.c_str(), p.B, p.T,
-                           plan_target_name(p.target), acts.c_str(), p.num_parameters, zero.c_str());
+    // (as the run's header says them: the padded vocabulary rows are ours, not the model's as Hugging Face counts it)
+    std::string params = format("%zu parameters", p.num_parameters);
+    if (p.vocab_padding_parameters)
+        params += format(" (%zu without the padded vocabulary rows)", p.num_parameters - p.vocab_padding_parameters);
+    std::string s = format("memory plan: %s, B=%d, T=%d, %s, %s, %s%s\n", p.model.c_str(), p.B, p.T,
+                           plan_target_name(p.target), acts.c_str(), params.c_str(), zero.c_str());
     size_t w = 5;
     for (const auto& c : p.categories) w = std::max(w, c.label.size());
     std::string line = "+" + std::string(w + 2, '-') + "+" + std::string(17, '-') + "+" + std::string(13, '-') + "+\n";

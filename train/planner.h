@@ -24,6 +24,7 @@ struct MemoryPlan {
     int rso_rank = 0;  // > 0: the linear sites store RSO's projections (PracOptions::rso_rank)
     int zero_ranks = 1;  // > 1: the plan of one of that many ZeRO-1 ranks (OptimizerChoice::zero_ranks)
     size_t num_parameters = 0;
+    size_t vocab_padding_parameters = 0;  // of num_parameters: the padded vocabulary rows (Hugging Face counts none)
     int compressed_sites = 0;  // the activation sites PRAC (or RSO) compresses
     struct Row {
         std::string key;    // stable snake_case name (JSON)
