@@ -65,7 +65,7 @@ struct GPT2 {
         float* ln1_rstd;      // (L, N)
         act_t* qkv;           // (L, N, 3C) attention inputs (exact)
         act_t* atty;          // (L, N, C), or (N, C) with --recompute-attention: attention output O, attproj's input
-        float* lse;           // (L, B, NH, T) log-sum-exp of each attention row
+        float* lse;           // (L, B, NH, T) log-sum-exp of each attention row, layers lse_layer_stride apart
         float* ln2_mean;      // (L, N)
         float* ln2_rstd;      // (L, N)
         act_t* lnf;           // (N, C)     final LN output: the LM head's input (consumed at once, see forward)

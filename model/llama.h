@@ -57,7 +57,7 @@ struct Llama {
         float* ln1_rstd;      // (L, N)
         act_t* qkv;           // (L, N, 3C) q, k after RoPE, v: attention inputs (exact)
         act_t* atty;          // (L, N, C), or (N, C) with --recompute-attention: attention output O, o_proj's input
-        float* lse;           // (L, B, NH, T)
+        float* lse;           // (L, B, NH, T), layers lse_layer_stride apart
         float* ln2_rstd;      // (L, N)
         act_t* lnf;           // (N, C)
         float* lnf_rstd;      // (N)

@@ -8,12 +8,12 @@
 #include "common/tensors.h"
 #include "model/weights.h"
 
-// Every input id must index the embedding table.
 // Floats between two layers' attention log-sum-exp slices (B, NH, T): N * NH rounded up to 4, so every layer's slice
 // is 16-byte aligned as cuDNN's attention needs (a layer whose slice was not ran the slower Mma kernel instead, with
 // other numerics, when B * T * NH is not a multiple of 4: GPT-2 XL's NH = 25 at an odd B * T)
 inline size_t lse_layer_stride(size_t N, int NH) { return (N * (size_t)NH + 3) / 4 * 4; }
 
+// Every input id must index the embedding table.
 inline void check_tokens(const int32_t* tokens, int N, int V) {
     for (int i = 0; i < N; i++)
         if (tokens[i] < 0 || tokens[i] >= V)

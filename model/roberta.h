@@ -113,7 +113,7 @@ struct Roberta {
         float* emb_rstd;      // (N)
         act_t* qkv;           // (L, N, 3C) attention inputs (exact)
         act_t* atty;          // (L, N, C), or (N, C) with --recompute-attention: attention output O
-        float* lse;           // (L, B, NH, T)
+        float* lse;           // (L, B, NH, T), layers lse_layer_stride apart
         float* ln1_mean;      // (L, N)
         float* ln1_rstd;      // (L, N)
         float* ln2_mean;      // (L, N)
