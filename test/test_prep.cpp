@@ -1458,9 +1458,9 @@ TEST_F(Prep, BadOptions) {
     // --spm-vocab 0 is a size out of range (it was taken as not given: "no tokenizer: give --tokenizer gpt2 ...")
     prep_fails({"--input", in, "--out", o, "--spm-vocab", "0"},
                {"--spm-vocab 0: a SentencePiece model here has 8..65536 pieces"});
-    // one far above it names the value given (it said "got 2147483647")
+    // one far above it names the value given (it said "--spm-vocab 2147483647")
     prep_fails({"--input", in, "--out", o, "--spm-vocab", "3000000000"},
-               {"--spm-vocab must be at most 65536 (got 3000000000)"});
+               {"--spm-vocab 3000000000: a SentencePiece model here has 8..65536 pieces"});
     // an input under one of --out's names (its state file): --overwrite deleted it, then failed to open it
     std::ofstream(path("io_prep.json")) << "{\"text\": \"Some text of a document.\"}\n";
     for (const bool overwrite : {false, true}) {

@@ -303,7 +303,8 @@ static void set_aside_replaced(const std::string& aside, const std::string& fina
     std::printf("notice: %s %s: moved to %s, and the checkpoint written in its place\n", final_dir.c_str(),
                 !a_folder ? format("was %s, not a checkpoint's folder", what).c_str()
                 : files   ? format("held files that are not a checkpoint's (%s)", foreign.c_str()).c_str()
-                          : "held what a checkpoint whose marker cannot be read replaced",
+                          : "held a folder that its new checkpoint replaced, kept whole (that checkpoint's marker "
+                            "cannot be read)",
                 kept.c_str());
 }
 

@@ -198,6 +198,8 @@ int64_t parse_count(const std::string& flag, const std::string& v) {
     return (int64_t)x * mult;
 }
 
+static const char* const SPM_VOCAB_RANGE = "a SentencePiece model here has 8..65536 pieces (shards store uint16 ids)";
+
 // A count with a ceiling, refused above it (--threads 10000 was 4096 without a word)
 static int64_t parse_count_at_most(const std::string& flag, const std::string& v, int64_t most) {
     const int64_t x = parse_count(flag, v);
@@ -311,7 +313,11 @@ Options parse_args(int argc, char** argv) {
         else if (name == "--threads") o.threads = (int)parse_count_at_most(name, value, 4096);
         else if (name == "--batch-docs") o.batch_docs = (int)parse_count_at_most(name, value, 1 << 20);
         else if (name == "--progress-interval") o.progress_interval = parse_double(name, value);
-        else if (name == "--spm-vocab") o.spm_vocab = (int)parse_count_at_most(name, value, 65536);
+        else if (name == "--spm-vocab") {  // (one far above was clamped, and said as "--spm-vocab 2147483647")
+            const int64_t pieces = parse_count(name, value);
+            CHECK_USER(pieces <= 65536, "--spm-vocab %s: %s", value.c_str(), SPM_VOCAB_RANGE);
+            o.spm_vocab = (int)pieces;
+        }
         else if (name == "--spm-train-lines") o.spm_train_lines = parse_count(name, value);
     }
     return o;
@@ -343,9 +349,7 @@ void finish_options(Options& o) {
                    "use: pick one");
         CHECK_USER(o.tokenizer.empty() || o.tokenizer == "spm" || !o.given.count("--tokenizer"),
                    "--spm-vocab trains a SentencePiece model, but --tokenizer is %s", o.tokenizer.c_str());
-        CHECK_USER(o.spm_vocab >= 8 && o.spm_vocab <= 65536,
-                   "--spm-vocab %d: a SentencePiece model here has 8..65536 pieces (shards store uint16 ids)",
-                   o.spm_vocab);
+        CHECK_USER(o.spm_vocab >= 8 && o.spm_vocab <= 65536, "--spm-vocab %d: %s", o.spm_vocab, SPM_VOCAB_RANGE);
         o.tokenizer = "spm";
     }
     CHECK_USER(o.spm_train_lines > 0, "--spm-train-lines must be positive (got %lld)", (long long)o.spm_train_lines);
