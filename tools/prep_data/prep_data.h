@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>  // getenv (LineReader)
 #include <deque>
 #include <exception>
 #include <functional>
@@ -169,13 +168,10 @@ struct EntrySource : ByteSource {
 // Lines of a ByteSource, without their "\n".
 struct LineReader {
     ByteSource& src;
-    std::string name;  // the file (or archive entry) that a line too long is said of
+    const std::string& name;  // the file (or archive entry) that a line too long is said of
     std::vector<char> buf = std::vector<char>(1 << 18);
     size_t pos = 0, end = 0;
     bool done = false;
-    // 2 GB (tests: PRAC_TEST_MAX_LINE bytes, to see the message without a file of 2 GB)
-    size_t max_line = std::getenv("PRAC_TEST_MAX_LINE") ? std::strtoull(std::getenv("PRAC_TEST_MAX_LINE"), nullptr, 10)
-                                                         : (size_t)1 << 31;
     LineReader(ByteSource& s, const std::string& n) : src(s), name(n) {}
     bool next(std::string& line);
 };
