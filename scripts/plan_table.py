@@ -4,7 +4,12 @@ to the paper's peaks (GB measured in eager PyTorch; the paper names no GPU for T
 ./train_gpt2 and ./train_llama --plan --json (no GPU needed). GaLore and RSO use their default ranks for the model
 (train/optim_galore.h: the paper's 256 and 512 for GPT-2 124M and 355M, GaLore's for LLaMA).
 
-    python3 scripts/plan_table.py [--precision bf16|fp32]
+    python3 scripts/plan_table.py [--precision bf16|fp32] [--paper-storage]
+
+The plans are at the trainers' default flags (the attention output recomputed, PRAC's projections in fp8), which
+save more than the paper's runs store: --paper-storage plans every row as the paper stores
+(--prac-storage act --recompute-attention 0, as scripts/repro/table2.py --paper runs), the fair column beside its Δ.
+The first line of the output says which.
 """
 import argparse
 import json
@@ -62,13 +67,20 @@ def main():
     ap.add_argument("--precision", default="bf16", choices=["bf16", "fp32"],
                     help="the CUDA build the plans are for: bf16 (the default: bf16 weights and activations, fp32 "
                          "master weights) or fp32")
+    ap.add_argument("--paper-storage", action="store_true",
+                    help="plan as the paper stores (--prac-storage act --recompute-attention 0) rather than at the "
+                         "trainers' defaults (attention output recomputed, fp8 PRAC storage)")
     args = ap.parse_args()
+    storage = ["--prac-storage", "act", "--recompute-attention", "0"] if args.paper_storage else []
+    print("Plans as the paper stores (--prac-storage act --recompute-attention 0):" if args.paper_storage else
+          "Plans at the trainers' default flags (attention output recomputed, PRAC's projections in fp8; "
+          "--paper-storage: as the paper stores):")
     print("| model | B / T | method | ours (GB) | ours Δ | paper (GB) | paper Δ | saved activations ours (GB) |")
     print("|---|---|---|---|---|---|---|---|")
     for binary, model, B, T, paper, paper_delta in ROWS:
         base = None
         for key, label, flags in METHODS:
-            p = plan(binary, model, B, T, flags, args.precision)
+            p = plan(binary, model, B, T, flags + storage, args.precision)
             base = base or p
             acts = sum(v for k, v in p["bytes"].items() if k.startswith("saved_"))
             d = "-" if key == "baseline" else delta(p["total"], base["total"])

@@ -47,14 +47,13 @@ the table's val loss and ppl are the last one's, the curve has them at step 0 (a
 """
 import argparse
 import errno
-import json
 import math
 import os
 import signal
 import sys
 
 from save_figure import other_file_at, save_figure  # scripts/save_figure.py
-from run_log import drop_replayed  # scripts/run_log.py
+from run_log import GLUE_SCORES, drop_replayed, read_records  # scripts/run_log.py
 
 
 # the dev score of a fine-tuning log's glue_eval records: the metric of the task's column in Table 5 (as
@@ -62,7 +61,6 @@ from run_log import drop_replayed  # scripts/run_log.py
 # split (MNLI: dev_matched)
 GLUE_METRIC = dict(cola="matthews", stsb="pearson", mrpc="f1", rte="accuracy", sst2="accuracy", mnli="accuracy",
                    qnli="accuracy", qqp="accuracy")
-GLUE_SCORES = ("matthews", "pearson", "spearman", "f1", "accuracy")
 DEV_SPLITS = ("dev", "dev_matched")
 
 
@@ -71,24 +69,10 @@ def load(path):
     of one log; all empty for a log with none of them (main leaves it out, or stops when no log has any)."""
     ruled, evalonly = [], []  # the step, eval and dev glue_eval records in the log's order; --eval-only evaluations
     try:
-        f = open(path, errors="replace")  # a binary file: its lines fail to parse below, one line of error
+        lines = read_records(path)  # checked, a record cut short by a kill skipped (run_log.py)
     except OSError as e:
         sys.exit(f"{path}: cannot open the log: {e.strerror}")
-    with f:
-        text = f.read()
-    lines = text.split("\n")
-    for n, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            if n == len(lines):  # no newline after it: cut by a kill mid-write (a resume drops it too)
-                print(f"{path}:{n}: a record cut short (a run killed while writing it): skipped", file=sys.stderr)
-                continue
-            sys.exit(f"{path}:{n}: not a JSON object ({e})")
-        check_record(rec, path, n)
+    for n, rec in lines:
         if rec.get("eval_only") and (rec.get("type") == "eval" or
                                      (rec.get("type") == "glue_eval" and rec.get("split") in DEV_SPLITS)):
             evalonly.append((n, rec))  # kept apart: of loaded weights, not of this run's step 0 (no replay)
@@ -102,30 +86,6 @@ def load(path):
     return of("step"), of("eval"), evalonly, of("glue_eval"), dropped
 
 
-NUMBERS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "ms_per_step", "mem_peak_bytes", "val_loss", "val_ppl",
-           "val_tokens")
-
-
-def check_record(rec, path, n):
-    """A record as the trainers write them (train/metrics_log.h), or one line saying what is not: a log written by
-    hand or by another tool read as a traceback."""
-    if not isinstance(rec, dict):
-        sys.exit(f"{path}:{n}: not a JSON object (a {type(rec).__name__})")
-    for key in NUMBERS:
-        v = rec.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
-    for key in GLUE_SCORES:
-        v = rec.get(key)
-        if rec.get("type") == "glue_eval" and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
-    for key in ("skipped", "eval_only"):
-        if key in rec and not isinstance(rec[key], bool):
-            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(rec[key])}, not true or false")
-    if rec.get("type", "step") in ("step", "eval", "glue_eval") and rec.get("step") is None:
-        sys.exit(f"{path}:{n}: a {rec.get('type', 'step')} record without \"step\"")
-
-
 def plot_formats():
     """The --out extensions matplotlib writes, or None without matplotlib (main says so after the table)."""
     try:
@@ -133,6 +93,13 @@ def plot_formats():
     except ImportError:
         return None
     return sorted(FigureCanvasBase.get_supported_filetypes())
+
+
+def run_styles(n, colours):
+    """(colour, line style) of each of n runs, all distinct up to 4x the colours (Table 5's 24 runs, Table 2's 20):
+    the colours first, then again dashed, dotted, dash-dotted."""
+    dashes = ["-", "--", ":", "-."]
+    return [(colours[i % len(colours)], dashes[(i // len(colours)) % len(dashes)]) for i in range(n)]
 
 
 def running_mean(xs, k):
@@ -350,22 +317,21 @@ def main():
     fig, ax = plt.subplots(1, 4, figsize=(20, 4.2))
     # the second panel: validation perplexity; fine-tuning logs (no perplexity evaluation in any log): the dev score
     scores = not any(evals for _, _, evals, _ in runs) and any(glue for _, _, _, glue in runs)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (label, steps, evals, glue) in enumerate(runs):
-        c = colours[i % len(colours)]  # a run's colour in every panel (a panel it has no data in skips no colour)
+    styles = run_styles(len(runs), plt.rcParams["axes.prop_cycle"].by_key()["color"])
+    for (label, steps, evals, glue), (c, ls) in zip(runs, styles):  # a run's style in every panel
         xs = [s["step"] for s in steps if s.get("loss") is not None]
         ys = running_mean([s["loss"] for s in steps if s.get("loss") is not None], args.smooth)
-        ax[0].plot(xs, ys, label=label, linewidth=1.2, color=c)
+        ax[0].plot(xs, ys, label=label, linewidth=1.2, color=c, linestyle=ls)
         if scores and glue:  # a null (undefined) score is a gap
-            ax[1].plot([g["step"] for g in glue], [dev_score(g) for g in glue], marker="o", label=label, color=c)
+            ax[1].plot([g["step"] for g in glue], [dev_score(g) for g in glue], marker="o", label=label, color=c, linestyle=ls)
         elif evals:  # a null (non-finite) perplexity is a gap, as the non-finite losses are
             ax[1].plot([e["step"] for e in evals], [e["val_ppl"] if finite(e.get("val_ppl")) else math.nan
-                                                    for e in evals], marker="o", label=label, color=c)
+                                                    for e in evals], marker="o", label=label, color=c, linestyle=ls)
         mem = [s for s in steps if s.get("mem_peak_bytes") is not None]
-        ax[2].plot([s["step"] for s in mem], [s["mem_peak_bytes"] / 2**20 for s in mem], label=label, color=c)
+        ax[2].plot([s["step"] for s in mem], [s["mem_peak_bytes"] / 2**20 for s in mem], label=label, color=c, linestyle=ls)
         timed = [s for s in steps if s.get("ms_per_step") is not None]
         ax[3].plot([s["step"] for s in timed], [s["ms_per_step"] for s in timed], label=label, linewidth=0.8,
-                   color=c)
+                   color=c, linestyle=ls)
     ax[0].set(title="training loss" + (f" (running mean {args.smooth})" if args.smooth > 1 else ""), xlabel="step",
               ylabel="loss (nats)")
     if scores:

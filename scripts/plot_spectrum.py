@@ -75,6 +75,12 @@ def check_spectrum(data):
     sigma = data["singular_values"]
     if not all(math.isfinite(x) and x >= 0 for x in sigma) or max(sigma) <= 0:
         raise ValueError('"singular_values" must be finite, non-negative and not all zero')
+    # the energy fraction of the leading k singular values: finite, in [0, 1], never falling (a file of NaNs
+    # plotted an empty curve with exit 0)
+    energy = data["cumulative_energy"]
+    if not all(math.isfinite(x) and -1e-6 <= x <= 1 + 1e-6 for x in energy) or \
+            any(b < a - 1e-6 for a, b in zip(energy, energy[1:])):
+        raise ValueError('"cumulative_energy" must be finite fractions in [0, 1] that never fall')
     rf = data.get("reshaped_from")
     if rf is not None and not (isinstance(rf, list) and all(isinstance(d, int) and not isinstance(d, bool)
                                                             for d in rf)):

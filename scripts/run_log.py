@@ -1,12 +1,63 @@
-"""The replay rule of a training log, one for every reader of it: scripts/plot_runs.py and the repro tables'
-summaries (scripts/repro/common.py).
+"""How a training log is read, one rule for every reader of it (scripts/plot_runs.py and the repro tables'
+summaries, scripts/repro/common.py): its records checked (read_records), and the replay rule (drop_replayed).
 
 A resumed run (--resume) starts again after its checkpoint's step, and the trainer appends to the log
 (train/metrics_log.h): the steps the earlier process ran past that checkpoint, and their evaluations, are written
 again. The log's last process is the run: from a replayed step on, the earlier process's records are superseded,
 including those past where the resumed run stopped (a resume with fewer --steps, or one stopped again)."""
 
+import json
+import sys
+
 RULED = ("step", "eval", "glue_eval")  # the records with a place in the run's step order
+NUMBERS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "ms_per_step", "mem_peak_bytes", "val_loss", "val_ppl",
+           "val_tokens")
+GLUE_SCORES = ("matthews", "pearson", "spearman", "f1", "accuracy")
+
+
+def check_record(rec, path, n):
+    """A record as the trainers write them (train/metrics_log.h), or one line saying what is not: a log written by
+    hand or by another tool read as a traceback."""
+    if not isinstance(rec, dict):
+        sys.exit(f"{path}:{n}: not a JSON object (a {type(rec).__name__})")
+    for key in NUMBERS:
+        v = rec.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
+    for key in GLUE_SCORES:
+        v = rec.get(key)
+        if rec.get("type") == "glue_eval" and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
+    for key in ("skipped", "eval_only"):
+        if key in rec and not isinstance(rec[key], bool):
+            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(rec[key])}, not true or false")
+    if rec.get("type", "step") in RULED and rec.get("step") is None:
+        sys.exit(f"{path}:{n}: a {rec.get('type', 'step')} record without \"step\"")
+
+
+def read_records(path, warn=True):
+    """[(line number, record)] of a log, in order. A last line without its newline that does not parse was cut by a
+    kill mid-write (a resume drops it too): skipped, with a line on stderr when warn. Any other line that is not a
+    record as the trainers write them stops the reader with one line naming it (check_record): a table or plot of a
+    damaged log would read as a result. OSError when the file cannot be read."""
+    with open(path, errors="replace") as f:  # a binary file: its lines fail to parse below, one line of error
+        lines = f.read().split("\n")
+    out = []
+    for n, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            if n == len(lines):
+                if warn:
+                    print(f"{path}:{n}: a record cut short (a run killed while writing it): skipped", file=sys.stderr)
+                continue
+            sys.exit(f"{path}:{n}: not a JSON object ({e})")
+        check_record(rec, path, n)
+        out.append((n, rec))
+    return out
 
 
 def step_of(rec):
@@ -18,12 +69,22 @@ def step_of(rec):
 def drop_replayed(recs):
     """(the records of the run the log ends with, how many an earlier process's were dropped), from recs in the
     log's order. A step record whose step is not after the previous step record's starts a replay: the step, eval
-    and glue_eval records kept so far at that step or after are dropped. Other records (finetune_roberta's memory,
-    final; --eval-only evaluations, which the callers keep apart) are left where they are."""
+    and glue_eval records kept so far at that step or after are dropped. An evaluation that repeats one kept at the
+    same step (same type and split) replaces it: a checkpoint written at a step whose evaluation then ran (the last
+    step of a fine-tuning epoch) is resumed with that evaluation run again and no step replayed before it. Other
+    records (finetune_roberta's memory, final; --eval-only evaluations, which the callers keep apart) are left where
+    they are."""
     kept, dropped, last = [], 0, None
     for rec in recs:
         at = step_of(rec)
-        if rec.get("type", "step") == "step" and at is not None:
+        kind = rec.get("type", "step")
+        if kind in ("eval", "glue_eval") and at is not None:
+            def same_evaluation(r):
+                return r.get("type", "step") == kind and step_of(r) == at and r.get("split") == rec.get("split")
+            before = len(kept)
+            kept = [r for r in kept if not same_evaluation(r)]
+            dropped += before - len(kept)
+        if kind == "step" and at is not None:
             if last is not None and last >= at:
                 def superseded(r):
                     return r.get("type", "step") in RULED and step_of(r) is not None and step_of(r) >= at

@@ -448,6 +448,18 @@ sa=$(saved "$T/st_act.jsonl"); sf=$(saved "$T/st_fp8.jsonl")
 [ -n "$sf" ] && [ "$sf" -lt "$sa" ] && grep -q 'measured: the CPU arena .* (equal to the plan)' "$T/st_fp8.out" \
   && ok "--prac-storage fp8: saved for backward $sf bytes < $sa with act storage; arena == plan" \
   || bad "--prac-storage fp8: saved '$sf' vs act '$sa', or arena != plan"
+# --prac-storage auto (fp8 when PRAC compresses) says so where fp8 saves nothing: at rank 0 + 1 a row's code and its
+# 4-byte scale outweigh one fp32 value (at 2 + 2, 8 bytes against 16, it saves and nothing is said; fp8 asked for
+# by name is not questioned)
+for case in "0,1 auto yes" "2,2 auto no" "0,1 fp8 no"; do
+  set -- $case
+  "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --prac prac --prac-linear-ranks $1 --prac-nonlinear-ranks $1 \
+    --prac-storage $2 > "$T/auto.out" 2>&1 || bad "ranks $1 --prac-storage $2 failed: $(tail -2 "$T/auto.out")"
+  said=no; grep -q '^note: --prac-storage auto stores PRAC.s projections as fp8 (e4m3), which at these ranks saves nothing' \
+    "$T/auto.out" && grep -q -- '---> HINT: --prac-storage act keeps them exact' "$T/auto.out" && said=yes
+  [ "$said" = "$3" ] && ok "ranks $1, --prac-storage $2: the fp8-saves-nothing note $([ $3 = yes ] && echo said || echo not said)" \
+    || bad "ranks $1, --prac-storage $2: note said: $said, want $3"
+done
 # both together resume bit-exactly (the 8-bit codes and the fp8 quantizer's counters are in the checkpoint)
 resumes_bit_exactly "8bit states + fp8 storage" \
   "--task mrpc --data-dir $T/data/mrpc $M --epochs 1 $PR --prac-t1 5 --prac-t2 3 --prac-storage fp8 --optimizer-states 8bit"

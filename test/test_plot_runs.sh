@@ -218,6 +218,28 @@ got=$(python3 -c 'import sys; sys.path[:0] = ["scripts", "scripts/repro"]; impor
       "$W/ftresumed.jsonl" 2>&1)
 [ "$got" = "(0.7, 0.7)" ] && ok "table5's scores: a resumed run's replayed epoch once (run_log.py)" \
   || bad "table5.scores of a resumed log: $got, want (0.7, 0.7)"
+# a run killed during the evaluation that ends an epoch, its checkpoint written at that step before it
+# (finetune_roberta): the resume evaluates that epoch again before any step; the two records count once (the later),
+# so 3 epochs are 3 evaluations; MNLI's two dev splits at one step stay two records
+{ printf '{"type":"step","step":%d}\n' 1 2
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":2,"epoch":1,"f1":0.5}'
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":2,"epoch":1,"f1":0.6}'
+  printf '{"type":"step","step":%d}\n' 3 4
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":4,"epoch":2,"f1":0.7}'
+  printf '{"type":"step","step":%d}\n' 5 6
+  echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":6,"epoch":3,"f1":0.4}'; } >"$W/ftreeval.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/ftreeval.jsonl" 2>&1)
+grep -qx 'ftreeval: GLUE mrpc dev f1: final 0.4000 (step 6, epoch 3), best 0.7000 (step 4, epoch 2) over 3 evaluation(s)' <<<"$out" \
+  && grep -q '^ftreeval: 1 replayed record(s) dropped' <<<"$out" \
+  && ok "an epoch's evaluation run again by a resume counts once" || bad "an evaluation repeated at one step: $out"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/ftn.jsonl" 2>&1)
+grep -q 'dropped' <<<"$out" && bad "MNLI's two dev splits at one step taken for a replay: $out" \
+  || ok "MNLI's two dev splits at one step: nothing dropped"
+# many runs in one plot (Table 5's 24, Table 2's 20): each its own colour and line style
+got=$(python3 -c 'import sys; sys.path.insert(0, "scripts"); import plot_runs
+s = plot_runs.run_styles(40, list("abcdefghij")); print(len(set(s)), s[0], s[10], s[39])' 2>&1)
+[ "$got" = "40 ('a', '-') ('a', '--') ('j', '-.')" ] && ok "40 runs: 40 distinct (colour, line style) pairs" \
+  || bad "run_styles: $got"
 # an --eval-only run's own log: its evaluation is the run's
 echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":0,"epoch":0,"val_loss":0.9,"f1":0.5,"eval_only":true}' >"$W/ftonly.jsonl"
 out=$(python3 scripts/plot_runs.py --no-plot "$W/ftonly.jsonl" 2>&1)
@@ -316,7 +338,8 @@ refused "a step record without its step" 'nostep.jsonl:1: a step record without 
 python3 -c 'import matplotlib' 2>/dev/null && \
 for bad in '"shape":[256]' '"singular_values":null' '"ranks":{"r1":9,"r2":1,"k":1.0,"mode":"prac"}' \
            '"reshaped_from":7' '"singular_values":[0,0,0]' '"singular_values":[NaN,1.0,0.5]' \
-           '"singular_values":[-2.0,-1.0,-0.5]'; do
+           '"singular_values":[-2.0,-1.0,-0.5]' '"cumulative_energy":[NaN,NaN,NaN]' \
+           '"cumulative_energy":[0.76,0.5,1.0]' '"cumulative_energy":[0.76,0.95,1.5]'; do
   # (a key given twice: json takes the last, the bad one)
   echo "{\"file\":\"x.npy\",\"shape\":[2,3],\"singular_values\":[2.0,1.0,0.5],\"cumulative_energy\":[0.76,0.95,1.0],$bad}" >"$W/badspec.json"
   refused "plot_spectrum.py with $bad" "cannot read .*badspec.json as prac_analyze --json output" \

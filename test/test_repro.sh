@@ -231,6 +231,15 @@ out=$(python3 scripts/repro/table4.py --paper --dry-run --gpu-mem 40 2>&1); rc=$
 [ "$rc" = 0 ] && grep -q -- "^\[3/3\] .* --batch-size $mb .*--prac prac" <<<"$out" \
   && ok "table4.py --gpu-mem 40: the third run at the planner's largest micro-batch ($mb)" \
   || { bad "table4.py --gpu-mem 40: exit $rc, want --batch-size $mb in run 3:"; tail -3 <<<"$out"; }
+# where the paper's larger micro-batch (96) fits, it is a row of its own before the planner's largest
+mb=$(./train_llama --plan --json --model llama-1b --batch-size 64 --seq-len 256 --prac prac --gpu-mem 80 \
+       --prac-storage act --recompute-attention 0 \
+     | python3 -c 'import json, sys; print(json.load(sys.stdin)["max_batch_size"])')
+out=$(python3 scripts/repro/table4.py --paper --dry-run --gpu-mem 80 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q -- "^\[3/4\] .* --batch-size 96 .*--prac prac" <<<"$out" \
+  && grep -q -- "^\[4/4\] .* --batch-size $mb .*--prac prac" <<<"$out" \
+  && ok "table4.py --gpu-mem 80: PRAC at the paper's B=96 and at the planner's largest ($mb)" \
+  || { bad "table4.py --gpu-mem 80: exit $rc, want --batch-size 96 and $mb:"; grep '^\[' <<<"$out"; }
 # table2's OOM test is the planner's (with its reserve for the CUDA context): a GPU 0.5 GiB above llama-130m RSO's
 # plan at B=128 fits the plan alone but not the plan and the reserve, so RSO trains at half the batch
 gib=$(./train_llama --plan --json --model llama-130m --batch-size 128 --seq-len 256 --optimizer rso --prac none \
@@ -296,6 +305,17 @@ print(C.fmt_delta(99.6, 100), C.fmt_delta(100.6, 100), C.fmt_delta(100.01, 100),
 out=$(python3 scripts/plan_table.py 2>&1)
 grep -q '^| llama-350m | 128 / 256 | Baseline | [0-9.]* | - | 46.10 | - |' <<<"$out" \
   && ok "plan_table.py: the paper's GB with two decimals" || bad "plan_table.py: $(grep 'llama-350m .* Baseline' <<<"$out")"
+# --paper-storage: every row planned as the paper stores (said in the first line): PRAC's LLaMA-1B total is the
+# planner's at --prac-storage act --recompute-attention 0, not at the defaults
+grep -q '^Plans at the trainers. default flags' <<<"$out" && ok "plan_table.py says its plans are at the default flags" \
+  || bad "plan_table.py's first line: $(head -1 <<<"$out")"
+want=$(./train_llama --model llama-1b --batch-size 128 --seq-len 256 --plan --json --precision bf16 --prac prac \
+         --prac-storage act --recompute-attention 0 | python3 -c 'import json, sys; print("%.2f" % (json.load(sys.stdin)["total"] / 1e9))')
+paper_out=$(python3 scripts/plan_table.py --paper-storage 2>&1)
+grep -q "^| llama-1b | 128 / 256 | PRAC | $want |" <<<"$paper_out" && grep -q '^Plans as the paper stores' <<<"$paper_out" \
+  && ! grep -q "^| llama-1b | 128 / 256 | PRAC | $want |" <<<"$out" \
+  && ok "plan_table.py --paper-storage: LLaMA-1B PRAC $want GB, the planner's at the paper's storage" \
+  || bad "plan_table.py --paper-storage: want $want GB: $(grep 'llama-1b .* PRAC' <<<"$paper_out")"
 # and the README's copy of the table is its output, row for row (it had kept "46.1" after the script changed)
 if diff <(grep '^|' <<<"$out") <(awk '/^\*\*Memory plan vs the paper.s Table 2\*\*/ { on = 1 } on && /^\|/ { print; seen = 1 }
                                     on && seen && !/^\|/ { exit }' README.md) >"$OUT/plan_table.diff"; then
@@ -503,6 +523,34 @@ grep -Eq '^\| RSO \| [0-9]+\.[0-9]+' "$OUT/table2/table2.md" 2>/dev/null && ok "
   && grep -q '^| Method | llama-tiny PPL .* gpt2-tiny PPL' "$OUT/table2/table2.md" \
   && ok "table2 full rerun: the full table rebuilt from the 8 finished logs, nothing trained" \
   || { bad "table2 full rerun: exit $rc:"; tail -5 "$OUT/full.log"; }
+# a kept run's damaged log (a value of the wrong type; a line cut in the middle of the log) stops the rerun with one
+# line naming the file and line, before a table of it is written: no traceback, no table of a skipped record
+log=$(ls "$OUT"/table2/llama-tiny_prac.jsonl); cp "$log" "$OUT/prac.jsonl.good"
+sed -i '$ s/"val_loss":[0-9.e+-]*/"val_loss":"x"/' "$log"
+out=$(cd "$OUT" && python3 "$ROOT/scripts/repro/table2.py" --quick --out table2 2>&1); rc=$?
+[ "$rc" != 0 ] && grep -q "llama-tiny_prac.jsonl:[0-9]*: \"val_loss\" is \"x\", not a number" <<<"$out" && ! grep -q Traceback <<<"$out" \
+  && ok "a kept log with a string val_loss: refused with the file and line, no traceback" \
+  || { bad "a kept log with a string val_loss: exit $rc:"; tail -3 <<<"$out"; }
+{ head -3 "$OUT/prac.jsonl.good"; echo '{"type":"step","step":5,"loss":'; tail -n +4 "$OUT/prac.jsonl.good"; } >"$log"
+out=$(cd "$OUT" && python3 "$ROOT/scripts/repro/table2.py" --quick --out table2 2>&1); rc=$?
+[ "$rc" != 0 ] && grep -q "llama-tiny_prac.jsonl:4: not a JSON object" <<<"$out" \
+  && ok "a kept log with a line cut mid-file: refused with the file and line (plot_runs.py's rule)" \
+  || { bad "a kept log with a line cut mid-file: exit $rc:"; tail -3 <<<"$out"; }
+cp "$OUT/prac.jsonl.good" "$log"
+# without a PNG (no log has a record to plot), an earlier invocation's is removed: the markdown says there is none
+got=$(python3 - "$OUT/stale" <<'PY' 2>/dev/null
+import os, sys, types
+sys.path.insert(0, "scripts/repro"); import common as C
+out = sys.argv[1]; os.makedirs(out)
+open(os.path.join(out, "t.png"), "wb").write(b"old")
+args = types.SimpleNamespace(out=out)
+run = types.SimpleNamespace(name="r", plot_label="r", rc=0)
+png, note = C.plot([run], args, "t", "title")
+print(png, note, os.path.exists(os.path.join(out, "t.png")))
+PY
+)  # (stderr: the line naming the run left out)
+[ "$got" = "None no log has a step or evaluation record to plot False" ] && ok "no PNG: an earlier invocation's removed" \
+  || bad "stale PNG: $got"
 # another command's runs in --out are refused before any run (they would be mixed into the table); --restart
 # starts every run over
 refused "table9.py --steps 3 into an --out of 20-step runs" "holds logs or checkpoints of runs made by another command" \

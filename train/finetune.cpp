@@ -251,7 +251,7 @@ std::string finetune_help(const char* program) {
         return std::string(f.name) == "--lr" || std::string(f.name) == "--precision" ? "" : "?";
     });
     s += format("\nExample (the paper's MRPC PRAC row):\n  %s --task mrpc --data-dir glue_data/MRPC --init-from "
-                "roberta-base --prac prac \\\n      --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --save mrpc-prac\n",
+                "roberta-base --prac prac \\\n      --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --prac-storage act --save mrpc-prac\n",
                 program);
     return s;
 }

@@ -431,6 +431,19 @@ struct FineTuner {
             std::printf(" | measured: the CPU arena %.2f MiB (%s the plan)", arena / 1048576.0,
                         arena == activations(plan_here) ? "equal to" : "DIFFERENT FROM");
         std::printf("\n");
+        // --prac-storage auto takes fp8 whenever PRAC compresses; at Table 5's ranks (2 + 2) a row's codes and its
+        // 4-byte scale are no smaller than the row itself, so the rounding would buy nothing
+        if (opts.prac_storage == "auto" && prac.storage == PracStorage::FP8) {
+            PracOptions exact = prac;
+            exact.storage = PracStorage::ACT;
+            const size_t act_bytes = activations(plan_memory(cfg, exact, B, T_arena, here, &choice,
+                                                             opts.recompute_options()));
+            if (act_bytes <= activations(plan_here))
+                std::printf("note: --prac-storage auto stores PRAC's projections as fp8 (e4m3), which at these ranks "
+                            "saves nothing on this backend (%.2f MiB planned, %.2f MiB with act) and rounds them\n"
+                            "---> HINT: --prac-storage act keeps them exact (Table 5's runs, "
+                            "scripts/repro/table5.py)\n", activations(plan_here) / 1048576.0, act_bytes / 1048576.0);
+        }
         memory_record = {{"B", (double)B}, {"T", (double)T_arena},
                          {"planned_activation_bytes", (double)activations(plan_here)},
                          {"planned_saved_bytes", (double)saved(plan_here)},

@@ -24,7 +24,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from run_log import drop_replayed  # noqa: E402  scripts/run_log.py, the replay rule plot_runs.py draws by
+from run_log import drop_replayed, read_records  # noqa: E402  scripts/run_log.py, the replay rule plot_runs.py draws by
 QUICK_CAVEAT = ("tiny models, a few dozen steps on the built-in corpus: checks the pipeline, not the paper's claims")
 
 # --quick budget: tiny models on the built-in corpus, CPU; a run takes about a second on 2 idle cores.
@@ -543,11 +543,13 @@ def model_list(models, default):
     return names
 
 
-def flag_value(flags, name):
+def flag_value(flags, name, *default):
     """The value of a flag as the trainer reads it: its last occurrence (--extra's replaces the table's own), as
     "--flag value" or "--flag=value" (the form --help shows for --extra: it was read as the table's own value, so a
-    run of --extra=--steps=4 never counted as finished and a table's labels said another --seq-len)."""
-    return _flag_values(flags)[name]
+    run of --extra=--steps=4 never counted as finished and a table's labels said another --seq-len); default, where
+    given, for a flag the command does not set (KeyError without one)."""
+    values = _flag_values(flags)
+    return values[name] if name in values or not default else default[0]
 
 
 # ---------------------------------------------------------------- logs
@@ -924,19 +926,16 @@ def outcome(result, log):
 
 
 def records(path):
-    """The JSON objects of a log, one a line (none when it is missing); a line that does not parse (a run killed
-    mid-write) is skipped."""
-    out = []
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(rec, dict):
-                    out.append(rec)
-    return out
+    """The records of a log (none when it is missing), checked as plot_runs.py checks them (scripts/run_log.py): a
+    last line cut by a kill mid-write is skipped; any other damaged line stops the script with a line naming it,
+    before a table is written of it."""
+    if not os.path.exists(path):
+        return []
+    try:
+        return [rec for _, rec in read_records(path, warn=False)]
+    except SystemExit as e:
+        sys.exit(f"{e}\n---> HINT: repair that log, or move it away to run the run again (--restart runs every run "
+                 f"of the table again)")
 
 
 # the records plot_runs.py draws: steps (a record without a type is one), evaluations, fine-tuning's dev evaluations
@@ -952,7 +951,15 @@ def plot(runs, args, table, title):
     """DIR/<table>.png of the runs' logs through scripts/plot_runs.py (a failed run's curve labelled so). Returns
     (the PNG's path or None, a note for the markdown or None): why there is no PNG, or which runs it leaves out (a log
     missing or without a step or evaluation record, e.g. a run killed before its first step: plot_runs.py would have
-    nothing to draw of it)."""
+    nothing to draw of it). Without a PNG, an earlier invocation's is removed: the markdown says there is none."""
+    png = os.path.join(args.out, table + ".png")
+    result = plot_png(runs, args, png, title)
+    if result[0] is None and os.path.exists(png):
+        os.remove(png)
+    return result
+
+
+def plot_png(runs, args, png, title):
     logs, empty = [], []
     for r in runs:
         path = os.path.join(args.out, r.name + ".jsonl")
@@ -972,7 +979,6 @@ def plot(runs, args, table, title):
         msg = "matplotlib is not installed: PNG skipped (pip install matplotlib)"
         print(msg, file=sys.stderr)
         return None, msg
-    png = os.path.join(args.out, table + ".png")
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "plot_runs.py")] + [p for _, p in logs] + \
           ["--labels", ",".join(l.replace(",", ";") for l, _ in logs), "--out", png, "--title", title]
     p = subprocess.run(cmd, capture_output=True, text=True)

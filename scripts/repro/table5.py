@@ -61,28 +61,12 @@ QUICK_CAVEAT = ("a tiny random RoBERTa on synthetic MRPC/STS-B-layout tasks: che
                 "claims")
 
 
-def records(log):
-    """The JSON records of a log (none when it is missing); a line that does not parse (a run killed mid-write) is
-    skipped with a warning, not a traceback."""
-    out = []
-    if os.path.exists(log):
-        with open(log) as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    print(f"warning: {log}:{n}: not JSON, skipped", file=sys.stderr)
-    return out
-
-
 def scores(log, task):
     """(best, final) of the task's column metric over the log's glue_eval records (MNLI: dev_matched). An epoch whose
     score is undefined (null: a correlation of constant predictions) counts for no best, and as the final score when
     it is the last: None, not an earlier epoch's. A resumed run's replayed epochs count once (scripts/run_log.py), an
     --eval-only evaluation (of other weights) not at all."""
-    run, _ = C.drop_replayed([rec for rec in records(log) if isinstance(rec, dict) and not rec.get("eval_only")])
+    run, _ = C.drop_replayed([rec for rec in C.records(log) if not rec.get("eval_only")])
     vals = [rec.get(COLUMN[task]) for rec in run
             if rec.get("type") == "glue_eval" and rec.get("split") in ("dev", "dev_matched")]
     defined = [v for v in vals if v is not None]
@@ -90,7 +74,7 @@ def scores(log, task):
 
 
 def memory(log):
-    return next((rec for rec in records(log) if rec.get("type") == "memory"), None)
+    return next((rec for rec in C.records(log) if rec.get("type") == "memory"), None)
 
 
 def with_init_from(flags, model_dir):
