@@ -405,6 +405,11 @@ resumes_bit_exactly() {  # label, run arguments (one string): killed after step 
   "$BIN" $2 --ckpt-dir "$dir.ck" --ckpt-every 3 --save "$dir.b" --resume > "$dir.b.out" 2>&1 \
     && grep -q 'at step 6 of 16' "$dir.b.out" && cmp -s "$dir.a/model.safetensors" "$dir.b/model.safetensors" \
     && ok "$what: resumed at step 6, weights byte-identical" || bad "$what: resume not bit-exact: $(tail -2 "$dir.b.out")"
+  # its times are this process's, and said to be (it read "total"); the uninterrupted run's are the total
+  grep -q '^time  | .* in this process, resumed at step 6 (evaluation' "$dir.b.out" \
+    && grep -q '^time  | .* total (evaluation' "$dir.a.out" \
+    && ok "$what: the resumed process's time said to be its own, the uninterrupted run's the total" \
+    || bad "$what: time lines: $(grep '^time' "$dir.a.out" "$dir.b.out")"
 }
 resumes_bit_exactly "--grad-accum 2" "--task mrpc --data-dir $T/data/mrpc $M --epochs 1 --batch-size 8 --grad-accum 2"
 # an epoch whose batches --grad-accum does not divide: 16 batches in steps of 3 make 6 steps, the last of one batch, so

@@ -113,6 +113,7 @@ struct FineTuner {
     int T_arena = 0;  // the arena's (B, T_arena): T, or --predict's longest test example if longer (the test
                       // batches' cap; the training's arithmetic and T do not depend on --predict)
     std::string resume_path;  // --resume: the checkpoint (set with T by check_data_first, before the model)
+    int resumed_at = -1;      // --resume: the checkpoint's step (the times this process reports start there)
     std::unique_ptr<GlueBatcher> batcher;
     Roberta<Backend> model;
     MetricsLog log;
@@ -371,12 +372,15 @@ struct FineTuner {
         if (padded_rows)
             std::printf("padding | %s: %.1f tokens per row on average over this run's training batches (the longest "
                         "example: %d)\n", opts.padding.c_str(), mean_len, T);
-        std::printf("time  | %s total (evaluation %s)\n", human_duration(wall).c_str(),
+        // a resumed process's times are its own: the earlier processes' are in their outputs (and the log's steps)
+        std::printf("time  | %s %s (evaluation %s)\n", human_duration(wall).c_str(),
+                    resumed_at < 0 ? "total" : format("in this process, resumed at step %d", resumed_at).c_str(),
                     human_duration(eval_ms / 1000.0).c_str());
         if (ran) {  // (else the run's log holds its final record, and its last checkpoint is the one resumed from)
-            log.record("final", {{"step", (double)step}, {"best", best}, {"best_epoch", (double)best_epoch},
-                                 {"final", last.primary()}, {"seconds", wall}},
-                       {{"metric", last.metrics[0][0].first}});
+            std::vector<std::pair<std::string, double>> fields = {{"step", (double)step}, {"best", best},
+                {"best_epoch", (double)best_epoch}, {"final", last.primary()}, {"seconds", wall}};
+            if (resumed_at >= 0) fields.push_back({"resumed_at_step", (double)resumed_at});  // seconds: since then
+            log.record("final", fields, {{"metric", last.metrics[0][0].first}});
             checkpoint();
         }
         if (!opts.save.empty()) {
@@ -851,7 +855,7 @@ struct FineTuner {
         batcher->set_state({st.get_i64("glue.epoch"), st.get_i64("glue.position")});
         best = st.get_f64("glue.best");
         best_epoch = (int)st.get_i64("glue.best_epoch");
-        step = checkpointed_step = (int)st.step;
+        step = checkpointed_step = resumed_at = (int)st.step;
         CHECK_USER(step >= 0 && step <= total_steps, "cannot resume %s: step %d is outside this run's %d steps",
                    resume_path.c_str(), step, total_steps);
         log.check_resume_at(step, resume_path);
