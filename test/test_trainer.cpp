@@ -1586,6 +1586,9 @@ TEST(TrainerResume, ARunCanBeExtended) {
     RunResult b2 = run_trainer("train_gpt2", args("b", "10", {"--resume"}), dir, 120);
     ASSERT_EQ(b2.rc, 0) << describe(b2);
     EXPECT_TRUE(contains(b2.out, "at step 8 of 10")) << describe(b2);
+    // the final line's time is the resumed process's, and says so (it read "total"); an unresumed run's is the total
+    EXPECT_TRUE(contains(b2.out, " in this process, resumed at step 8 (evaluation ")) << describe(b2);
+    EXPECT_TRUE(contains(first.out, " total (evaluation ")) << describe(first);
 
     TrainRun la = split_log(dir / "a.jsonl"), lb = split_log(dir / "b.jsonl");
     auto last_of = [](const TrainRun& t) {  // step -> its last record (a resumed run may log a step again)

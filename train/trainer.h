@@ -566,8 +566,11 @@ struct Trainer {
         double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
         // tenths of a second under a minute (a short run's evaluation is not rounded away)
         auto clock = [](double sec) { return sec < 60 ? format("%.1fs", sec) : human_duration(sec); };
-        std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s total (evaluation %s)\n", vl,
-                    std::exp((double)vl), seen, clock(wall).c_str(), clock(eval_ms / 1000.0).c_str());
+        // a resumed process's time is its own (the earlier processes' are in their outputs and the log's steps)
+        std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s %s (evaluation %s)\n", vl,
+                    std::exp((double)vl), seen, clock(wall).c_str(),
+                    start_step ? format("in this process, resumed at step %d", start_step).c_str() : "total",
+                    clock(eval_ms / 1000.0).c_str());
         // (a resume of a finished run, to --save again or sample, evaluates again: its log has the record once; one
         // killed during the final evaluation gets it)
         if (start_step < opts.steps || !log.ends_with(MetricsLog::eval_record(opts.steps, vl, seen)))
