@@ -1,6 +1,7 @@
 // Memory planner: planned bytes equal the CPU backend's real allocations, and the numbers for GPT-2 124M match
 // an independent hand calculation from the model's shapes.
 #include <gtest/gtest.h>
+#include <climits>
 
 #include "kernels/cpu_backend.h"
 #include "kernels/cuda_sizes.h"  // cudnn_sdpa_workspace_estimate
@@ -173,6 +174,13 @@ TEST(Planner, MaxBatchIsTight) {
     // next batch did not fit)
     ModelConfig tiny = model_config_load(Arch::LLAMA, "llama-tiny");
     EXPECT_EQ(plan_max_batch(tiny, prac, 8, PlanTarget::CUDA_BF16, (size_t)1 << 62, reserve), PLAN_MAX_BATCH_LIMIT);
+    // a micro-batch's tokens are indexed with an int (N = B·T in the forward and backward): a plan past it is refused,
+    // and the search stops below it (it planned B = 2^20 at T = 4096, N = 2^32, with exit 0)
+    ModelConfig tiny_long = tiny;
+    tiny_long.max_seq_len = 4096;  // (a RoPE table that long: the limit below is the token index's, not T's)
+    EXPECT_THROW(plan_memory(tiny_long, prac, 1 << 20, 4096, PlanTarget::CUDA_BF16), UserError);
+    EXPECT_NO_THROW(plan_memory(tiny_long, prac, INT_MAX / 4096, 4096, PlanTarget::CUDA_BF16));
+    EXPECT_EQ(plan_max_batch(tiny_long, prac, 4096, PlanTarget::CUDA_BF16, (size_t)1 << 62, reserve), INT_MAX / 4096);
 }
 
 // --recompute: planned == allocated on the CPU, and the savings match the hand formula. Recompute 1 keeps one

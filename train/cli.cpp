@@ -156,7 +156,9 @@ const Flag FLAGS[] = {
     F("--dump-path", "FILE", STR, dump_path, "output of --dump-site (an existing file: --overwrite replaces it; --resume an .npy file only)"),
     F("--plan", "", BOOL, plan, "print the exact memory plan for this config and exit (no GPU needed; with --prac-refresh-overlap give the run's --steps too: the warmup's spread of first refreshes sets how many bases wait)"),
     F("--json", "", BOOL, json, "with --plan: print the plan as JSON"),
-    F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib, "with --plan: also print the largest micro-batch that fits this GPU (CUDA plans)"),
+    F("--gpu-mem", "GIB", FLOAT, gpu_mem_gib,
+      "with --plan: also print the largest micro-batch that fits a GPU of this many GiB (CUDA plans; nvidia-smi's MiB "
+      "/ 1024: an H100 80GB has 79.65, an A100 80GB 80, an H200 140.4)"),
     F("--precision", "bf16|fp32", STR, precision,
       "with --plan: the CUDA backend build to plan for (default: this build's; bf16 where it has no CUDA backend; "
       "--device cpu plans the CPU)"),

@@ -1,5 +1,6 @@
 #include "train/planner.h"
 
+#include <climits>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -171,6 +172,10 @@ size_t plan_cuda_refresh_workspace(int n, const SiteDims& d) {
 MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, int T, PlanTarget target,
                        const OptimizerChoice* optimizer, Recompute recompute) {
     CHECK_USER(B > 0 && T > 0, "planning needs a positive batch and sequence length (B=%d, T=%d)", B, T);
+    // the kernels index a micro-batch's tokens N = B·T with an int
+    CHECK_USER((long long)B * T <= INT_MAX, "a micro-batch of B x T = %d x %d = %lld tokens is more than the %d the "
+               "kernels index\n---> HINT: use a smaller --batch-size and --grad-accum for the same tokens a step", B,
+               T, (long long)B * T, INT_MAX);
     OptimizerChoice adamw;
     const OptimizerChoice& o = optimizer ? *optimizer : adamw;
     switch (target) {
@@ -183,8 +188,9 @@ MemoryPlan plan_memory(const ModelConfig& cfg, const PracOptions& prac, int B, i
 
 int plan_max_batch(const ModelConfig& cfg, const PracOptions& prac, int T, PlanTarget target, size_t gpu_bytes,
                    size_t reserve, const OptimizerChoice* optimizer, Recompute recompute) {
-    auto fits = [&](int B) {
-        return plan_memory(cfg, prac, B, T, target, optimizer, recompute).total + reserve <= gpu_bytes;
+    auto fits = [&](int B) {  // (a micro-batch past the int token index fits nothing: plan_memory refuses it)
+        return (long long)B * T <= INT_MAX &&
+               plan_memory(cfg, prac, B, T, target, optimizer, recompute).total + reserve <= gpu_bytes;
     };
     if (!fits(1)) return 0;
     int lo = 1, hi = 2;

@@ -106,7 +106,9 @@ def base_parser(description, pretrain=True, gpt2=False):
                     if pretrain else "override every run's epoch count (e.g. a short --paper smoke test)")
     if pretrain:
         ap.add_argument("--gpu-mem", type=float, default=None,
-                        help="--paper: GPU memory (GiB) for planner OOM / batch checks [80]")
+                        help="--paper: GPU memory in GiB (nvidia-smi's MiB / 1024) for the planner's OOM and "
+                             "batch checks: 80 for the paper's A800 80GB (and an A100 80GB), 79.65 for an H100 80GB, "
+                             "140.4 for an H200 [80]")
     ap.add_argument("--run-timeout", type=float, default=None,
                     help="seconds before a run is killed (0: never) [0" + ("" if pretrain else "; --quick: 300") + "]")
     ap.add_argument("--extra", default="", help="extra trainer flags appended to every run, one quoted string; "
