@@ -551,6 +551,10 @@ expect_error() {  # description, regex the stderr must match, command...
   if [ $rc -ne 0 ] && grep -q 'finetune_roberta: error:' <<<"$out" && grep -Eq -e "$want" <<<"$out" \
      && ! grep -q '^final |\|^dev loss\|^epoch ' <<<"$out"; then ok "$what (exit $rc)"; else bad "$what: rc $rc, output: $(tail -3 <<<"$out")"; fi
 }
+# a bad value is said before a missing flag (it took three runs, one per required flag, to learn "muon" is refused)
+expect_error "--optimizer muon alone: the value refused first" 'optimizers are adamw and rso \(got "muon"\)' "$BIN" --optimizer muon
+expect_error "--weight-decay -1 alone: the value refused first" 'weight-decay must be >= 0' "$BIN" --weight-decay -1
+expect_error "nothing given: --init-from is required" '--init-from is required' "$BIN"
 mkdir -p "$T/notok" "$T/nodev" "$T/nan"
 cp "$T/model/config.json" "$T/model/model.safetensors" "$T/notok/"
 cp "$T/data/mrpc/train.tsv" "$T/nodev/"

@@ -154,20 +154,13 @@ void check_max_len_holds_text(int max_len, GlueTask task, const std::string& fro
 void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     parse_flag_table(FLAGS, std::size(FLAGS), SYNONYMS, std::size(SYNONYMS), &o, o.given, argc, argv);
     if (o.help) return;
-    CHECK_USER(!o.init_from.empty(), "--init-from is required: the Hugging Face RoBERTa directory to fine-tune\n"
-               "---> HINT: download roberta-base (config.json, model.safetensors, vocab.json, merges.txt) and pass "
-               "its directory");
-    CHECK_USER(!o.task.empty(), "--task is required (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte)");
-    GlueTask task = glue_task_from_name(o.task);  // fails listing the eight
-    CHECK_USER(o.plan || !o.data_dir.empty(), "--data-dir is required: the directory with the task's train and dev "
-               "files\n---> HINT: e.g. glue_data/MRPC (train.tsv, dev.tsv)");
+    // the values given first, then what is missing: a bad value is said whatever else the command line lacks
     CHECK_USER(o.epochs >= 1, "--epochs must be at least 1 (got %d)", o.epochs);
     CHECK_USER(o.batch_size >= 1, "--batch-size must be positive (got %d)", o.batch_size);
     CHECK_USER(o.grad_accum >= 1, "--grad-accum must be at least 1 (got %d)", o.grad_accum);
     CHECK_USER(o.seed >= 0, "--seed must be >= 0 (got %lld)", o.seed);
     CHECK_USER(o.padding == "batch" || o.padding == "longest", "--padding must be batch or longest (got \"%s\")",
                o.padding.c_str());
-    check_max_len_holds_text(o.max_len, task, "");
     // (each named alone: an unset --lr is 0 here, the task's default later)
     CHECK_USER(o.lr >= 0, "--lr must be >= 0 (got %g)", o.lr);
     CHECK_USER(o.warmup >= 0, "--warmup must be >= 0 (got %d)", o.warmup);
@@ -203,6 +196,14 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
                "--device must be cpu, cuda or auto (got \"%s\")", o.device.c_str());
     CHECK_USER(o.precision == "bf16" || o.precision == "fp32", "--precision must be bf16 or fp32");
     CHECK_USER(o.plan || !o.json, "--json goes with --plan");
+    CHECK_USER(!o.init_from.empty(), "--init-from is required: the Hugging Face RoBERTa directory to fine-tune\n"
+               "---> HINT: download roberta-base (config.json, model.safetensors, vocab.json, merges.txt) and pass "
+               "its directory");
+    CHECK_USER(!o.task.empty(), "--task is required (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte)");
+    GlueTask task = glue_task_from_name(o.task);  // fails listing the eight
+    CHECK_USER(o.plan || !o.data_dir.empty(), "--data-dir is required: the directory with the task's train and dev "
+               "files\n---> HINT: e.g. glue_data/MRPC (train.tsv, dev.tsv)");
+    check_max_len_holds_text(o.max_len, task, "");
     if (o.lr == 0 && !o.was_given("--lr")) o.lr = paper_lr(task);
     check_decay_keeps_the_sign(o);
     if (o.optimizer == "rso" && o.rso_rank == 0) o.rso_rank = 4;  // Table 5: RSO (rank=4)
