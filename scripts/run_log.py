@@ -15,6 +15,11 @@ NUMBERS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "ms_per_step", "me
 GLUE_SCORES = ("matthews", "pearson", "spearman", "f1", "accuracy")
 
 
+def is_number(v):
+    """A JSON number (not true or false, which Python counts as ints)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def check_record(rec, path, n):
     """A record as the trainers write them (train/metrics_log.h), or one line saying what is not: a log written by
     hand or by another tool read as a traceback."""
@@ -22,11 +27,11 @@ def check_record(rec, path, n):
         sys.exit(f"{path}:{n}: not a JSON object (a {type(rec).__name__})")
     for key in NUMBERS:
         v = rec.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        if v is not None and not is_number(v):
             sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
     for key in GLUE_SCORES:
         v = rec.get(key)
-        if rec.get("type") == "glue_eval" and v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        if rec.get("type") == "glue_eval" and v is not None and not is_number(v):
             sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
     for key in ("skipped", "eval_only"):
         if key in rec and not isinstance(rec[key], bool):
@@ -63,7 +68,7 @@ def read_records(path, warn=True):
 def step_of(rec):
     """A record's step, or None where it has none that is a number (a log written by another tool)."""
     at = rec.get("step")
-    return at if isinstance(at, (int, float)) and not isinstance(at, bool) else None
+    return at if is_number(at) else None
 
 
 def drop_replayed(recs):

@@ -232,9 +232,12 @@ out=$(python3 scripts/plot_runs.py --no-plot "$W/ftreeval.jsonl" 2>&1)
 grep -qx 'ftreeval: GLUE mrpc dev f1: final 0.4000 (step 6, epoch 3), best 0.7000 (step 4, epoch 2) over 3 evaluation(s)' <<<"$out" \
   && grep -q '^ftreeval: 1 replayed record(s) dropped' <<<"$out" \
   && ok "an epoch's evaluation run again by a resume counts once" || bad "an evaluation repeated at one step: $out"
-out=$(python3 scripts/plot_runs.py --no-plot "$W/ftn.jsonl" 2>&1)
-grep -q 'dropped' <<<"$out" && bad "MNLI's two dev splits at one step taken for a replay: $out" \
-  || ok "MNLI's two dev splits at one step: nothing dropped"
+# (plot_runs leaves dev_mismatched out before the rule: asked of the rule itself, which table5.scores uses)
+got=$(python3 -c 'import json, sys; sys.path.insert(0, "scripts"); import run_log
+recs = [json.loads(l) for l in open(sys.argv[1]) if "glue_eval" in l]
+kept, dropped = run_log.drop_replayed(recs); print(len(recs), len(kept), dropped)' "$W/ftn.jsonl" 2>&1)
+[ "$got" = "2 2 0" ] && ok "MNLI's two dev splits at one step: both kept, nothing dropped" \
+  || bad "MNLI's two dev splits at one step (records, kept, dropped): $got"
 # many runs in one plot (Table 5's 24, Table 2's 20): each its own colour and line style
 got=$(python3 -c 'import sys; sys.path.insert(0, "scripts"); import plot_runs
 s = plot_runs.run_styles(40, list("abcdefghij")); print(len(set(s)), s[0], s[10], s[39])' 2>&1)

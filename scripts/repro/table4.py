@@ -92,8 +92,12 @@ def main():
                f"the larger micro-batch is the planner's largest PRAC micro-batch within {args.gpu_mem:g} GiB "
                f"(--plan --gpu-mem)" + ("" if PAPER_B2 == B2 else f"; the paper's {PAPER_B2} does not fit it"))
     steps = int(C.flag_value(runs[0].flags, "--steps"))
-    # PRAC's refresh interval: what its flags set, or the trainer's default (the paper's 500)
-    every = min(int(C.flag_value(runs[1].flags, f, 500)) for f in ("--prac-t1", "--prac-t2"))
+    # PRAC's refresh interval: what its flags set, or the trainer's default (the paper's 500); a value the trainer
+    # refuses (0, not a number) is its to say, with the commands printed
+    try:
+        every = min(int(C.flag_value(runs[1].flags, f, 500)) for f in ("--prac-t1", "--prac-t2"))
+    except ValueError:
+        every = 0
     notes = [f"Sequence length {seq}; grad-accum 1; {how}.",
              "Paper (Table 4, 4xA800, LLaMA-1B): Baseline B=64 50.35 GB 156 h; PRAC B=64 36.90 GB 179 h; "
              "PRAC B=96 48.70 GB 117 h. Those hours are of 4 GPUs; the projected time here is of the one device "
@@ -104,10 +108,10 @@ def main():
              "steps (PRAC's refreshes) included; ms/step is the mean time of those steps (one optimizer step of one micro-batch). On a shared or loaded machine "
              "(and in --quick) the timings are noise.",
              f"PRAC's {steps} steps hold each site's first basis computation (a cold start, spread over the "
-             f"warmup: --prac-initial-spread) and {steps // every} periodic refresh(es) (every {every} steps, "
-             f"--prac-t1/--prac-t2); a run of 150K steps at the paper's T1 = T2 = 500 refreshes each site once "
-             f"every 500 steps, warm-started" + (", so PRAC's time here is an upper bound of its cost in a long run."
-                                                if every >= 500 else ".")]
+             f"warmup: --prac-initial-spread)" + (f" and {steps // every} periodic refresh(es) (every {every} steps, "
+                                                  f"--prac-t1/--prac-t2)" if every > 0 else "") +
+             "; a run of 150K steps at the paper's T1 = T2 = 500 refreshes each site once every 500 steps, "
+             "warm-started, so PRAC's time here is an upper bound of its cost in a long run."]
     return C.main_flow(args, "table4", "Table 4: training time and memory", runs, tables, notes)
 
 
