@@ -554,6 +554,7 @@ expect_error() {  # description, regex the stderr must match, command...
 # a bad value is said before a missing flag (it took three runs, one per required flag, to learn "muon" is refused)
 expect_error "--optimizer muon alone: the value refused first" 'optimizers are adamw and rso \(got "muon"\)' "$BIN" --optimizer muon
 expect_error "--weight-decay -1 alone: the value refused first" 'weight-decay must be >= 0' "$BIN" --weight-decay -1
+expect_error "--task bogus alone: the task refused first" 'bogus' "$BIN" --task bogus
 expect_error "nothing given: --init-from is required" '--init-from is required' "$BIN"
 mkdir -p "$T/notok" "$T/nodev" "$T/nan"
 cp "$T/model/config.json" "$T/model/model.safetensors" "$T/notok/"

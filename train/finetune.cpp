@@ -44,10 +44,10 @@ const FlagDef FLAGS[] = {
     F("--warmup", "N", INT, warmup,
       "linear warmup steps, then linear decay toward 0, which the step after the last would reach (Hugging Face "
       "run_glue's default schedule, get_linear_schedule_with_warmup)"),
-    F("--weight-decay", "WD", FLOAT, weight_decay, "AdamW decoupled weight decay (2-D weights only)"),
-    F("--beta1", "B1", FLOAT, beta1, "AdamW beta1"),
-    F("--beta2", "B2", FLOAT, beta2, "AdamW beta2"),
-    F("--adam-eps", "EPS", FLOAT, adam_eps, "AdamW epsilon"),
+    F("--weight-decay", "WD", FLOAT, weight_decay, "decoupled weight decay of the 2-D weights (adamw and rso)"),
+    F("--beta1", "B1", FLOAT, beta1, "Adam beta1 (adamw's, and rso's inner Adam)"),
+    F("--beta2", "B2", FLOAT, beta2, "Adam beta2 (as --beta1)"),
+    F("--adam-eps", "EPS", FLOAT, adam_eps, "Adam epsilon (as --beta1)"),
     F("--grad-clip", "C", FLOAT, grad_clip, "clip the global gradient norm to C (0 = off; Hugging Face: 1)"),
     F("--optimizer", "adamw|rso", STR, optimizer,
       "adamw, or rso (the RSO baseline: random subspaces for the encoder's linear layers, their inputs stored "
@@ -155,6 +155,7 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     parse_flag_table(FLAGS, std::size(FLAGS), SYNONYMS, std::size(SYNONYMS), &o, o.given, argc, argv);
     if (o.help) return;
     // the values given first, then what is missing: a bad value is said whatever else the command line lacks
+    if (!o.task.empty()) glue_task_from_name(o.task);  // fails listing the eight
     CHECK_USER(o.epochs >= 1, "--epochs must be at least 1 (got %d)", o.epochs);
     CHECK_USER(o.batch_size >= 1, "--batch-size must be positive (got %d)", o.batch_size);
     CHECK_USER(o.grad_accum >= 1, "--grad-accum must be at least 1 (got %d)", o.grad_accum);
