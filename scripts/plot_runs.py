@@ -53,7 +53,7 @@ import signal
 import sys
 
 from save_figure import other_file_at, save_figure  # scripts/save_figure.py
-from run_log import GLUE_SCORES, drop_replayed, read_records  # scripts/run_log.py
+from run_log import GLUE_SCORES, LogError, drop_replayed, read_records  # scripts/run_log.py
 
 
 # the dev score of a fine-tuning log's glue_eval records: the metric of the task's column in Table 5 (as
@@ -72,6 +72,8 @@ def load(path):
         lines = read_records(path)  # checked, a record cut short by a kill skipped (run_log.py)
     except OSError as e:
         sys.exit(f"{path}: cannot open the log: {e.strerror}")
+    except LogError as e:
+        sys.exit(str(e))
     for n, rec in lines:
         if rec.get("eval_only") and (rec.get("type") == "eval" or
                                      (rec.get("type") == "glue_eval" and rec.get("split") in DEV_SPLITS)):

@@ -15,36 +15,41 @@ NUMBERS = ("step", "loss", "lr", "grad_norm", "tokens_per_s", "ms_per_step", "me
 GLUE_SCORES = ("matthews", "pearson", "spearman", "f1", "accuracy")
 
 
+class LogError(ValueError):
+    """A line of a log that is not a record as the trainers write them; the message names the file and line (each
+    caller says it in its own words and exits: plot_runs.py, scripts/repro/common.py)."""
+
+
 def is_number(v):
     """A JSON number (not true or false, which Python counts as ints)."""
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def check_record(rec, path, n):
-    """A record as the trainers write them (train/metrics_log.h), or one line saying what is not: a log written by
-    hand or by another tool read as a traceback."""
+    """A record as the trainers write them (train/metrics_log.h), or LogError saying in one line what is not (a log
+    written by hand or by another tool would read as a traceback)."""
     if not isinstance(rec, dict):
-        sys.exit(f"{path}:{n}: not a JSON object (a {type(rec).__name__})")
+        raise LogError(f"{path}:{n}: not a JSON object (a {type(rec).__name__})")
     for key in NUMBERS:
         v = rec.get(key)
         if v is not None and not is_number(v):
-            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
+            raise LogError(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
     for key in GLUE_SCORES:
         v = rec.get(key)
         if rec.get("type") == "glue_eval" and v is not None and not is_number(v):
-            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
+            raise LogError(f"{path}:{n}: \"{key}\" is {json.dumps(v)}, not a number")
     for key in ("skipped", "eval_only"):
         if key in rec and not isinstance(rec[key], bool):
-            sys.exit(f"{path}:{n}: \"{key}\" is {json.dumps(rec[key])}, not true or false")
+            raise LogError(f"{path}:{n}: \"{key}\" is {json.dumps(rec[key])}, not true or false")
     if rec.get("type", "step") in RULED and rec.get("step") is None:
-        sys.exit(f"{path}:{n}: a {rec.get('type', 'step')} record without \"step\"")
+        raise LogError(f"{path}:{n}: a {rec.get('type', 'step')} record without \"step\"")
 
 
 def read_records(path, warn=True):
     """[(line number, record)] of a log, in order. A last line without its newline that does not parse was cut by a
     kill mid-write (a resume drops it too): skipped, with a line on stderr when warn. Any other line that is not a
-    record as the trainers write them stops the reader with one line naming it (check_record): a table or plot of a
-    damaged log would read as a result. OSError when the file cannot be read."""
+    record as the trainers write them raises LogError naming it (check_record): a table or plot of a damaged log would
+    read as a result. OSError when the file cannot be read."""
     with open(path, errors="replace") as f:  # a binary file: its lines fail to parse below, one line of error
         lines = f.read().split("\n")
     out = []
@@ -59,7 +64,7 @@ def read_records(path, warn=True):
                 if warn:
                     print(f"{path}:{n}: a record cut short (a run killed while writing it): skipped", file=sys.stderr)
                 continue
-            sys.exit(f"{path}:{n}: not a JSON object ({e})")
+            raise LogError(f"{path}:{n}: not a JSON object ({e})")
         check_record(rec, path, n)
         out.append((n, rec))
     return out

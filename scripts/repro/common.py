@@ -24,7 +24,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from run_log import drop_replayed, read_records  # noqa: E402  scripts/run_log.py, the replay rule plot_runs.py draws by
+from run_log import LogError, drop_replayed, read_records  # noqa: E402  scripts/run_log.py: plot_runs.py's rules
 QUICK_CAVEAT = ("tiny models, a few dozen steps on the built-in corpus: checks the pipeline, not the paper's claims")
 
 # --quick budget: tiny models on the built-in corpus, CPU; a run takes about a second on 2 idle cores.
@@ -935,7 +935,7 @@ def records(path):
         return []
     try:
         return [rec for _, rec in read_records(path, warn=False)]
-    except SystemExit as e:
+    except LogError as e:
         sys.exit(f"{e}\n---> HINT: repair that log, or move it away to run the run again (--restart runs every run "
                  f"of the table again)")
 
