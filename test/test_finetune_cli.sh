@@ -323,6 +323,14 @@ cp -r "$T/data/mrpc" "$T/data/mrpc_dev" && tail -n 1 "$T/data/mrpc/dev.tsv" >> "
 out=$("$BIN" ${P/"$T/data/mrpc"/"$T/data/mrpc_dev"} --ckpt-dir "$T/ckt" --save "$T/rt" --resume 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q 'the dev files in .*mrpc_dev are not those of the run that wrote it' <<<"$out" \
   && ok "--resume with other dev files refused" || bad "resume with other dev files: rc $rc, $(tail -2 <<<"$out")"
+# and the training file: one label flipped (same size, same longest example) is said as the file, not as the key's
+# size:hash ("run.train_data = 13972:a7e6..." asked the user for a setting no flag sets)
+mkdir -p "$T/data/mrpc_train" && cp "$T/data/mrpc/dev.tsv" "$T/data/mrpc_train/"
+awk 'BEGIN { FS = OFS = "\t" } NR == 3 { $1 = 1 - $1 } { print }' "$T/data/mrpc/train.tsv" > "$T/data/mrpc_train/train.tsv"
+out=$("$BIN" ${P/"$T/data/mrpc"/"$T/data/mrpc_train"} --ckpt-dir "$T/ckt" --save "$T/rt" --resume 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q 'the training file .*mrpc_train/train.tsv is not that of the run that wrote it' <<<"$out" \
+  && ! grep -q 'run.train_data' <<<"$out" && ok "--resume with another training file refused, naming it" \
+  || bad "resume with another training file: rc $rc, $(tail -2 <<<"$out")"
 
 # max |a - b| over the tensors of two safetensors files, but the attention key biases: their true gradient is 0 (a key
 # bias adds the same q.b to every score of a query, which the softmax ignores), so what they get is rounding noise,

@@ -741,6 +741,45 @@ TEST(TrainerBinary, APlanSaysWhatTheRunWouldSayFirst) {
     EXPECT_EQ(hs8_cpu.rc, 0) << describe(hs8_cpu);
 }
 
+// A plan names every flag its rows depend on: the optimizer and its states, GaLore's rank (its default resolved as
+// --help says: gpt2-tiny's n_embd 64 / 4), and recomputation, which only shows in the saved rows (--plan --json had
+// none of them, so a script's totals could not be told apart); the table's first line says recomputation where it is
+// not the default (--recompute 0, --recompute-attention 1)
+TEST(TrainerBinary, APlanNamesTheOptimizerAndRecomputation) {
+    TempDir dir;
+    const std::vector<std::string> base = {"--model", "gpt2-tiny", "--plan"};
+    auto plan = [&](std::vector<std::string> extra, bool as_json) {
+        std::vector<std::string> args = base;
+        args.insert(args.end(), extra.begin(), extra.end());
+        if (as_json) args.push_back("--json");
+        return run_trainer("train_gpt2", args, dir, 120);
+    };
+    RunResult d = plan({}, true);
+    ASSERT_EQ(d.rc, 0) << describe(d);
+    json dj = json::parse(d.out);
+    EXPECT_EQ(dj.value("optimizer", ""), "adamw") << d.out;
+    EXPECT_EQ(dj.value("optimizer_states", ""), "fp32") << d.out;
+    EXPECT_EQ(dj.value("galore_rank", -1), 0) << d.out;
+    EXPECT_EQ(dj.value("recompute", -1), 0) << d.out;
+    EXPECT_EQ(dj.value("recompute_attention", -1), 1) << d.out;
+    const std::vector<std::string> flags = {"--optimizer", "galore", "--recompute", "1", "--recompute-attention", "0"};
+    RunResult g = plan(flags, true);
+    ASSERT_EQ(g.rc, 0) << describe(g);
+    json gj = json::parse(g.out);
+    EXPECT_EQ(gj.value("optimizer", ""), "galore") << g.out;
+    EXPECT_EQ(gj.value("galore_rank", -1), 64 / 4) << g.out;
+    EXPECT_EQ(gj.value("recompute", -1), 1) << g.out;
+    EXPECT_EQ(gj.value("recompute_attention", -1), 0) << g.out;
+    RunResult q = plan({"--optimizer-states", "8bit"}, true);
+    ASSERT_EQ(q.rc, 0) << describe(q);
+    EXPECT_EQ(json::parse(q.out).value("optimizer_states", ""), "8bit") << q.out;
+    RunResult t = plan(flags, false);
+    ASSERT_EQ(t.rc, 0) << describe(t);
+    EXPECT_TRUE(contains(t.out, ", --recompute 1, --recompute-attention 0\n")) << describe(t);
+    EXPECT_TRUE(contains(t.out, "optimizer state (galore, f32)")) << describe(t);
+    EXPECT_FALSE(contains(plan({}, false).out, "--recompute")) << "said with recomputation off";
+}
+
 // A --log that cannot be written (a file where a directory belongs) fails before the first step; one in directories
 // that do not exist yet gets them made, as --save's and --ckpt-dir's are
 TEST(TrainerBinary, UnwritableLog) {
@@ -1206,6 +1245,22 @@ TEST(TrainerBinary, ALogsUnfinishedLastLineIsKeptOrRefused) {
     RunResult mixed = eval_only(dir / "mixed.jsonl");
     expect_user_error_exit(mixed, "train_gpt2", {"does not end with a whole line", "not a metrics log"});
     EXPECT_EQ(read_bytes(dir / "mixed.jsonl"), whole + "\nmy notes without a newline");
+    // ... or with its newline: appended after (exit 0), the log then failed to read in plot_runs.py
+    write_text(dir / "added.jsonl", whole + "\nhello world\n");
+    RunResult added = eval_only(dir / "added.jsonl");
+    expect_user_error_exit(added, "train_gpt2", {"ends with a line that is not a record", "\"hello world\"",
+                                                 "remove that line"});
+    EXPECT_EQ(read_bytes(dir / "added.jsonl"), whole + "\nhello world\n");
+    // zero bytes after the last whole line (a crash while the file grew): said as such, with the size to cut it to
+    write_text(dir / "zeros.jsonl", whole + "\n" + std::string(4096, '\0'));
+    RunResult zeros = eval_only(dir / "zeros.jsonl");
+    expect_user_error_exit(zeros, "train_gpt2", {"ends in 4096 zero bytes after its last whole line",
+                                                 "truncate -s " + std::to_string(whole.size() + 1)});
+    // a log of whole records goes on
+    write_text(dir / "good.jsonl", whole + "\n");
+    RunResult good = eval_only(dir / "good.jsonl");
+    EXPECT_EQ(good.rc, 0) << describe(good);
+    EXPECT_EQ(read_bytes(dir / "good.jsonl").rfind(whole + "\n{\"type\":", 0), 0u) << read_bytes(dir / "good.jsonl");
 }
 
 // --save is one unit: a failure after the weights were written (exactly there: common/kill_point.h) left the new

@@ -817,9 +817,17 @@ struct FineTuner {
         // for a run.seq_len the user cannot pass)
         std::vector<std::pair<std::string, std::string>> k = keys();
         k.erase(std::remove_if(k.begin(), k.end(),
-                               [](const auto& kv) { return kv.first == "seq_len" || kv.first == "dev_data"; }),
+                               [](const auto& kv) {
+                                   return kv.first == "seq_len" || kv.first == "dev_data" || kv.first == "train_data";
+                               }),
                 k.end());
         check_resume_keys(st, opts, cfg, k);
+        // (said as the file, not as the key's size:hash, which the user can neither pass nor compare)
+        if (st.has_meta("run.train_data") && st.get("run.train_data") != train_fingerprint)
+            fail("cannot resume from %s: the training file %s is not that of the run that wrote it (its size or "
+                 "contents differ), and the run's example order and epochs are of that file\n---> HINT: resume with "
+                 "the training file of the run that wrote it, or start a new run in another --ckpt-dir",
+                 resume_path.c_str(), glue_split_path(opts.data_dir, "train").c_str());
         if (st.has_meta("run.seq_len") && st.get("run.seq_len") != std::to_string(T))
             fail("cannot resume from %s: its run's longest example (of the training and dev splits, within --max-len) "
                  "had %s tokens, this data's has %d: the dev data changed since\n---> HINT: resume with the dev "

@@ -71,7 +71,8 @@ struct MetricsLog {
         if (!truncate_first) find_unfinished_line(st.st_size);
     }
     // A record cut short (a run killed mid-write, as a file-size limit did) would have this run's first record appended
-    // to it, and the log no longer parse. A last line that is not one of ours is another file: refused, not cut.
+    // to it, and the log no longer parse. A last line that is not one of ours is another file's, or a hand's: refused,
+    // not cut (appended after, the log no longer reads as a run: plot_runs.py and the repro tables refuse it).
     void find_unfinished_line(off_t size) {
         if (size == 0) return;
         const int rd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -80,7 +81,25 @@ struct MetricsLog {
         std::string tail((size_t)(size - from), '\0');
         const ssize_t n = pread(rd, tail.data(), tail.size(), from);
         ::close(rd);
-        if (n != (ssize_t)tail.size() || tail.back() == '\n') return;  // (unreadable: appended to as it is)
+        if (n != (ssize_t)tail.size()) return;  // (unreadable: appended to as it is)
+        const std::string start = "{\"type\":";
+        // zero bytes past the last whole line: what a crash or power loss while the file grew leaves (not a record)
+        const size_t zeros_at = tail.find_last_not_of('\0') + 1;  // (npos + 1 = 0: all zero)
+        if (zeros_at < tail.size() && (zeros_at == 0 || tail[zeros_at - 1] == '\n'))
+            fail("--log %s ends in %zu zero bytes after its last whole line (left by a crash or a power loss while the "
+                 "file grew)\n---> HINT: cut them off: truncate -s %lld %s", path.c_str(), tail.size() - zeros_at,
+                 (long long)(from + (off_t)zeros_at), path.c_str());
+        if (tail.back() == '\n') {  // its last line whole: one of our records, or another hand's line
+            const size_t nl = tail.rfind('\n', tail.size() - 2);
+            const std::string last = tail.substr(nl == std::string::npos ? 0 : nl + 1, std::string::npos);
+            if (tail.size() >= 2 && (nl != std::string::npos || from == 0) && last != "\n" &&
+                last.rfind(start, 0) != 0)
+                fail("--log %s ends with a line that is not a record of these trainers' logs (\"%.40s\"); appended to, "
+                     "the log would not read as one run\n---> HINT: remove that line (plot_runs.py and the repro tables "
+                     "refuse the log as it is), or choose another --log", path.c_str(),
+                     last.substr(0, last.size() - 1).c_str());
+            return;
+        }
         const size_t nl = tail.rfind('\n');
         if (nl == std::string::npos && from > 0)
             fail("--log %s ends in over 1 MiB without a newline: not a metrics log\n---> HINT: choose another --log",
@@ -88,7 +107,6 @@ struct MetricsLog {
         const std::string last = nl == std::string::npos ? tail : tail.substr(nl + 1);
         tail_at = size - (off_t)last.size();
         // ours: {"type":..., a flat object (a '}' only at its end), whole when the cut fell just before its newline
-        const std::string start = "{\"type\":";
         const bool ours = last.rfind(start, 0) == 0 || start.rfind(last, 0) == 0;  // (or cut within those bytes)
         tail_is_record = ours && last.back() == '}';
         if (tail_is_record) unfinished_record = last;

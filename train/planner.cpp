@@ -78,14 +78,17 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     // ZeRO-1 over R ranks: each rank keeps its shard of AdamW's moments and master weights (rank 0's is the largest)
     size_t shard = optim.zero_ranks > 1 ? zero_shard_begin(n, 1, optim.zero_ranks) : n;
     p.zero_ranks = optim.zero_ranks;
+    p.optimizer = optim.kind;
+    p.optimizer_8bit = optim.adam_states == AdamStates::Q8;
+    p.galore_rank = optim.kind == "galore" ? galore_rank_for(optim.galore_rank, cfg) : 0;
+    p.recompute = recompute;
     const char* pdt = dtype_name(PB::act_dtype);
     p.categories.push_back({"weights", format("weights (%s)", pdt), n * dtype_size(PB::act_dtype)});
     p.categories.push_back({"gradients", format("gradients (%s)", dtype_name(PB::grad_dtype)),
                             n * dtype_size(PB::grad_dtype)});
     p.categories.push_back({"master_weights", "master weights (f32)", PB::master_weights ? shard * 4 : 0});
-    const bool q8 = optim.adam_states == AdamStates::Q8;
     p.categories.push_back({"optimizer_state", format("optimizer state (%s, %s)", optim.kind.c_str(),
-                                                      q8 ? "8-bit, block-wise" : "f32"),
+                                                      p.optimizer_8bit ? "8-bit, block-wise" : "f32"),
                             optimizer_state_bytes(optim, cfg, model.param_specs, shard)});
     const std::pair<MemCategory, const char*> act_rows[] = {
         {MemCategory::INPUTS, "inputs"},           {MemCategory::SAVED_EXACT, "saved_exact"},
@@ -210,13 +213,17 @@ std::string plan_table(const MemoryPlan& p) {
     std::string acts = p.rso_rank > 0 ? format("RSO projections (rank %d)", p.rso_rank)
                                       : format("PRAC %s%s", prac_mode_name(p.prac),
                                                p.prac_storage == PracStorage::FP8 ? " (fp8 storage)" : "");
-    std::string zero = p.zero_ranks > 1 ? format(", one of %d ranks (ZeRO-1)", p.zero_ranks) : "";
+    std::string tail = p.zero_ranks > 1 ? format(", one of %d ranks (ZeRO-1)", p.zero_ranks) : "";
+    // (the optimizer is in its row's label; recomputation only shows in the saved rows, so it is said here where it
+    // is not the default: --recompute 0, --recompute-attention 1)
+    if (p.recompute.level > 0) tail += format(", --recompute %d", p.recompute.level);
+    if (!p.recompute.attention_out) tail += ", --recompute-attention 0";
     // (as the run's header says them: the padded vocabulary rows are ours, not the model's as Hugging Face counts it)
     std::string params = format("%zu parameters", p.num_parameters);
     if (p.vocab_padding_parameters)
         params += format(" (%zu without the padded vocabulary rows)", p.num_parameters - p.vocab_padding_parameters);
     std::string s = format("memory plan: %s, B=%d, T=%d, %s, %s, %s%s\n", p.model.c_str(), p.B, p.T,
-                           plan_target_name(p.target), acts.c_str(), params.c_str(), zero.c_str());
+                           plan_target_name(p.target), acts.c_str(), params.c_str(), tail.c_str());
     size_t w = 5;
     for (const auto& c : p.categories) w = std::max(w, c.label.size());
     std::string line = "+" + std::string(w + 2, '-') + "+" + std::string(17, '-') + "+" + std::string(13, '-') + "+\n";
@@ -237,6 +244,11 @@ std::string plan_json(const MemoryPlan& p) {
     j["prac_storage"] = prac_storage_name(p.prac_storage);
     j["rso_rank"] = p.rso_rank;
     j["zero_ranks"] = p.zero_ranks;
+    j["optimizer"] = p.optimizer;
+    j["optimizer_states"] = p.optimizer_8bit ? "8bit" : "fp32";  // as --optimizer-states spells them
+    j["galore_rank"] = p.galore_rank;
+    j["recompute"] = p.recompute.level;
+    j["recompute_attention"] = p.recompute.attention_out ? 1 : 0;
     j["num_parameters"] = p.num_parameters;
     nlohmann::ordered_json bytes = nlohmann::ordered_json::object();
     for (const auto& c : p.categories) bytes[c.key] = c.bytes;

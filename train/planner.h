@@ -23,6 +23,10 @@ struct MemoryPlan {
     PracStorage prac_storage = PracStorage::ACT;  // FP8: the saved categories hold e4m3 codes + row scales
     int rso_rank = 0;  // > 0: the linear sites store RSO's projections (PracOptions::rso_rank)
     int zero_ranks = 1;  // > 1: the plan of one of that many ZeRO-1 ranks (OptimizerChoice::zero_ranks)
+    std::string optimizer = "adamw";  // OptimizerChoice::kind
+    bool optimizer_8bit = false;      // AdamW's moments 8-bit block-wise (--optimizer-states 8bit)
+    int galore_rank = 0;              // --optimizer galore: the rank the run uses (its default resolved); else 0
+    Recompute recompute;              // --recompute, --recompute-attention
     size_t num_parameters = 0;
     size_t vocab_padding_parameters = 0;  // of num_parameters: the padded vocabulary rows (Hugging Face counts none)
     int compressed_sites = 0;  // the activation sites PRAC (or RSO) compresses
