@@ -2,7 +2,7 @@
 #
 #   make              configure into build/ (cmake) and build everything with -j$(nproc)
 #   make test         build, then run every test: ctest --test-dir build --output-on-failure -j$(nproc)
-#   make train        build, then run the main job on the built-in corpus: ./train_gpt2 $(TRAIN_ARGS)
+#   make train        build, then run the main job on the built-in corpus: $(TRAIN_BIN) $(TRAIN_ARGS) (./train_gpt2)
 #   make clean        remove build/ and the binaries at the repo root
 #   make help         this list plus the variables
 #
