@@ -375,6 +375,19 @@ TEST(TrainerBinary, InitFromProblems) {
     RunResult s4 = run_trainer("train_gpt2", {"--seq-len", "32", "--eval-only", "--init-from",
                                               GPT2_FIXTURE + "/config.json"}, dir, 120);
     expect_user_error_exit(s4, "train_gpt2", {"is a JSON file, not weights", "--init-from DIR"});
+    // a checkpoint's state.safetensors beside its model.safetensors: the state, not weights (it was "tensor
+    // transformer.wte.weight is missing ... not of this model's architecture"); alone, it is any weights file
+    TempDir step;
+    write_bytes(step / "state.safetensors", "x");
+    RunResult s5 = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
+                                              "--init-from", step / "state.safetensors"}, dir, 120);
+    EXPECT_NE(s5.rc, 0) << describe(s5);
+    EXPECT_FALSE(contains(s5.err, "training state")) << describe(s5);
+    write_bytes(step / "model.safetensors", "x");
+    RunResult s6 = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--eval-only",
+                                              "--init-from", step / "state.safetensors"}, dir, 120);
+    expect_user_error_exit(s6, "train_gpt2", {"is a checkpoint's training state", "not its weights",
+                                              "--init-from " + step.path + " "});
     // a checkpoint of another size (the fixture: V 96, C 32) for gpt2-tiny (V 50257, C 64): its directory's
     // config.json says so before any tensor is read; a weights file is of --model's model (a directory may hold
     // several models' weights beside one config.json), and meets the loader's shape check

@@ -581,8 +581,15 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
                opts.init_from.c_str(), opts.init_from.c_str());
     struct stat init_st;
     const bool init_is_file = stat(opts.init_from.c_str(), &init_st) == 0 && S_ISREG(init_st.st_mode);
+    // a checkpoint's state file beside its weights: it failed as a model "not of this architecture" (no weights in it)
+    const std::string init_dir = dir_of(opts.init_from);
+    CHECK_USER(!init_is_file || std::filesystem::path(opts.init_from).filename() != CKPT_STATE_FILE ||
+                   access((init_dir + "/" + CKPT_MODEL_FILE).c_str(), F_OK) != 0,
+               "--init-from %s is a checkpoint's training state (optimizer, step, data position), not its weights\n"
+               "---> HINT: pass its step directory, --init-from %s (or %s/%s)", opts.init_from.c_str(),
+               init_dir.c_str(), init_dir.c_str(), CKPT_MODEL_FILE);
     const std::string init_config = init_is_dir                          ? opts.init_from + "/config.json"
-                                    : init_is_file && opts.model.empty() ? dir_of(opts.init_from) + "/config.json"
+                                    : init_is_file && opts.model.empty() ? init_dir + "/config.json"
                                                                          : "";
     const bool has_init_config = !init_config.empty() && access(init_config.c_str(), R_OK) == 0;
     const int config_errno = errno;  // (why not, when not)
