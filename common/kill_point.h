@@ -21,15 +21,31 @@ inline void kill_point(const char* name) {
     if (!want) return;
     size_t len = std::strcspn(want, "@:");
     if (std::strlen(name) != len || std::strncmp(want, name, len) != 0) return;
-    const char* count = std::strchr(want, '@');
-    const char* sig = std::strchr(want, ':');
+    // what follows the name, read strictly: a test that misspells it would otherwise pass without the crash it asked
+    // for (":SIGTERM" was raise(0), nothing)
+    const char* rest = want + len;
+    char* end = nullptr;
+    long at = 1;
+    if (*rest == '@') {
+        at = std::strtol(rest + 1, &end, 10);
+        if (end == rest + 1 || at < 1) fail("PRAC_TEST_KILL_AT=%s: after '@' comes a pass count of 1 or more", want);
+        rest = end;
+    }
+    const char* sig = *rest == ':' ? rest + 1 : nullptr;
+    long signo = 0;
+    if (sig && std::strcmp(sig, "error") != 0 && std::strcmp(sig, "hang") != 0) {
+        signo = std::strtol(sig, &end, 10);
+        if (end == sig || *end || signo < 1 || signo >= NSIG)
+            fail("PRAC_TEST_KILL_AT=%s: after ':' comes a signal number, error or hang", want);
+    }
+    if (*rest && !sig) fail("PRAC_TEST_KILL_AT=%s: expected <name>[@<n>][:<signal>|error|hang]", want);
     static std::atomic<long> passes{0};  // one name is watched per process: a count of its passes is enough
-    if (++passes != (count && std::atol(count + 1) > 0 ? std::atol(count + 1) : 1)) return;
-    if (sig && std::strcmp(sig + 1, "error") == 0) fail("test: an error at %s (PRAC_TEST_KILL_AT=%s)", name, want);
-    if (sig && std::strcmp(sig + 1, "hang") == 0)
+    if (++passes != at) return;
+    if (sig && std::strcmp(sig, "error") == 0) fail("test: an error at %s (PRAC_TEST_KILL_AT=%s)", name, want);
+    if (sig && std::strcmp(sig, "hang") == 0)
         for (;;) pause();
     if (sig) {
-        raise(std::atoi(sig + 1));  // delivered before raise returns, to this thread
+        raise((int)signo);  // delivered before raise returns, to this thread
         return;
     }
     kill(getpid(), SIGKILL);

@@ -1,10 +1,10 @@
-// Matmul family and fused classifier on the GPU: CUDA twins of kernels/matmul.h and kernels/classifier.h, contracts
-// in kernels/matmul.cuh and kernels/classifier.cuh. cuBLASLt is column-major: each row-major GEMM runs as the
-// column-major product of the transposes on the same buffers (operands swapped, M and N swapped, each operand
-// keeping its own transpose flag and leading dimension; as gemm_rm in prac/prac_cuda.cu), and the BIAS epilogue then
-// adds one value per output feature. Compute type CUBLAS_COMPUTE_32F for every storage type, never TF32, so the fp32
-// build (-DPRAC_FP32) stays IEEE fp32 and comparable with the CPU at ~1e-5. The mapping in cuBLASLt's terms (layouts,
-// ops, the epilogue's vector) and the compute types: docs/DESIGN.md section 3.2.
+// Matmul family and fused classifier on the GPU: CUDA twins of kernels/matmul.h and kernels/classifier.h, contracts in
+// kernels/matmul.cuh and kernels/classifier.cuh. cuBLASLt is column-major: each row-major GEMM runs as the column-major
+// product of the transposes on the same buffers (operands swapped, M and N swapped, each operand keeping its own
+// transpose flag and leading dimension; as prac_gemm_rm in prac/prac_cuda.cu), and the BIAS epilogue then adds one
+// value per output feature. Compute type CUBLAS_COMPUTE_32F for every storage type, never TF32, so the fp32 build
+// (-DPRAC_FP32) stays IEEE fp32 and comparable with the CPU at ~1e-5. The mapping in cuBLASLt's terms (layouts, ops,
+// the epilogue's vector) and the compute types: docs/DESIGN.md section 3.2.
 #include "kernels/classifier.cuh"
 #include "kernels/matmul.cuh"
 

@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/kill_point.h"
 #include "common/safetensors.h"
 #include "test/test_files.h"
 #include "test/test_util.h"  // EXPECT_USER_ERROR
@@ -979,4 +980,20 @@ TEST_F(CkptTest, StepCountsOutOfRangeAreCorrupt) {
     ok.step = ok.adam_t = INT32_MAX;
     write_state(dir + "/s.safetensors", ok);
     EXPECT_EQ(read_state(dir + "/s.safetensors").step, INT32_MAX);
+}
+
+// PRAC_TEST_KILL_AT is read strictly: a misspelt count or signal is an error, not a point that never fires (a test
+// asking for ":SIGTERM" passed without the signal). Last in the file: a pass counted here would shift the count of
+// the kill tests above if they ran after it in one process.
+TEST(KillPoint, AMisspeltRequestIsAnErrorNotANoOp) {
+    for (const char* bad : {"kp.test:SIGTERM", "kp.test:", "kp.test:15x", "kp.test:0", "kp.test@two", "kp.test@0",
+                            "kp.test@2x", "kp.test@2:"}) {
+        setenv("PRAC_TEST_KILL_AT", bad, 1);
+        EXPECT_USER_ERROR(kill_point("kp.test"), "PRAC_TEST_KILL_AT=", bad);
+        kill_point("kp.other");  // another point's name: not this request's business
+    }
+    setenv("PRAC_TEST_KILL_AT", "kp.test@2:error", 1);
+    kill_point("kp.test");  // the first pass goes on
+    EXPECT_USER_ERROR(kill_point("kp.test"), "test: an error at kp.test");
+    unsetenv("PRAC_TEST_KILL_AT");
 }

@@ -35,7 +35,7 @@ def project_kernels(src):
         for path in sorted(glob.glob(os.path.join(src, pattern), recursive=True)):
             with open(path, encoding="utf-8") as fp:
                 code = blank_comments_and_strings(fp.read())
-            for name, _ in find_kernels(code):
+            for name, _, _ in find_kernels(code):
                 found.append((os.path.relpath(path, src), name))
     return found
 

@@ -42,7 +42,7 @@
 #include <utility>
 
 // In host compilation crt/host_defines.h makes __global__, __device__, __host__, __forceinline__ plain; these two
-// it leaves undefined.
+// it leaves undefined (rewrite.py hands a kernel's maxThreadsPerBlock to kernel_entry, which checks the launch).
 #define __launch_bounds__(...)
 #ifndef __CUDA_ARCH_EMU__
 #define __CUDA_ARCH_EMU__ 900  // the GPU the emulation describes (cudaGetDeviceProperties): sm_90
@@ -141,7 +141,9 @@ T* dynamic_smem() {
 // ---- kernels and launches ------------------------------------------------------------------------------------
 // Called first by every thread of every kernel (inserted by rewrite.py): names the launch in diagnostics and
 // records the kernel for the coverage report.
-void kernel_entry(const char* name, const char* signature);
+// max_threads: __launch_bounds__'s maxThreadsPerBlock (0: none). A GPU refuses a launch of larger blocks; here
+// the launch fails at its first thread, with a message that says why.
+void kernel_entry(const char* name, const char* signature, unsigned max_threads = 0);
 
 struct Config {
     dim3 grid, block;

@@ -618,12 +618,22 @@ void* static_smem_bytes(const void* key, size_t bytes, size_t align) {
 long carriers_started() { return g_carriers; }
 void* dynamic_smem_bytes() { return tls_exec->dyn; }
 
-void kernel_entry(const char* name, const char* signature) {
+void kernel_entry(const char* name, const char* signature, unsigned max_threads) {
     Exec* ex = tls_exec;
     if (ex->name) return;
     ex->name = name;
     ex->signature = signature;
     executed().insert(name);
+    const unsigned threads = ex->cfg.block.x * ex->cfg.block.y * ex->cfg.block.z;
+    if (max_threads > 0 && threads > max_threads) {
+        // (a GPU refuses it at the launch and the context stays usable; the bound is known here only, inside the
+        // kernel's instantiation, so it fails as a launch that ran: sticky, as any bug the emulation reports)
+        char b[200];
+        std::snprintf(b, sizeof b, "a block of %u threads, above the kernel's __launch_bounds__ of %u: a GPU "
+                      "refuses the launch", threads, max_threads);
+        fail(ex, b);
+        die(current());
+    }
 }
 
 // Runs every block of one launch (under stream_order's lock: one operation at a time).

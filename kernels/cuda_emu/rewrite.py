@@ -6,6 +6,7 @@
     __shared__ T name[A][B];                ->  T (&name)[A][B] = ::cuda_emu::static_smem<T[A][B]>(key);
     extern __shared__ T name[];             ->  T* name = ::cuda_emu::dynamic_smem<T>();
     __global__ ... k(params) {              ->  ... { ::cuda_emu::kernel_entry("k", __PRETTY_FUNCTION__);
+    __global__ __launch_bounds__(M, ..) k(..) {  ->  ... { ::cuda_emu::kernel_entry("k", __PRETTY_FUNCTION__, (M));
 
 Every edit stays on its line and the output starts with #line 1 "<original>", so compiler messages, __FILE__ in
 barrier reports and AddressSanitizer's stack traces name the original file and line. Comments and string literals
@@ -112,6 +113,7 @@ def find_kernels(code):
     for m in KERNEL.finditer(code):
         i = m.end()
         # the kernel's name is the identifier before the first '(' that does not open __launch_bounds__(...)
+        bound = None  # the span of __launch_bounds__'s first argument, maxThreadsPerBlock
         while True:
             p = code.find("(", i)
             if p < 0:
@@ -120,6 +122,7 @@ def find_kernels(code):
             lb = LAUNCH_BOUNDS.search(code, i, p + 1)
             if lb and lb.end() - 1 == p:
                 i = matching(code, p, "(", ")") + 1
+                bound = (p + 1, top_level_comma(code, p + 1, i - 1))
                 continue
             name = IDENT_BEFORE_PAREN.search(head)
             break
@@ -128,8 +131,18 @@ def find_kernels(code):
         while j < len(code) and code[j] not in "{;":
             j += 1
         if j < len(code) and code[j] == "{":
-            found.append((name.group(1), j + 1))
+            found.append((name.group(1), j + 1, bound))
     return found
+
+
+def top_level_comma(code, lo, hi):
+    """The offset of the first ',' in code[lo:hi] outside brackets (hi when there is none)."""
+    depth = 0
+    for j in range(lo, hi):
+        depth += {"(": 1, "[": 1, "{": 1, "<": 1, ")": -1, "]": -1, "}": -1, ">": -1}.get(code[j], 0)
+        if code[j] == "," and depth == 0:
+            return j
+    return hi
 
 
 def rewrite(text):
@@ -146,8 +159,9 @@ def rewrite(text):
         ref = "(&%s)%s" % (name, dims) if dims else "&%s" % name
         edits.append((m.start(), m.end(),
                       "%s %s = ::cuda_emu::static_smem<%s%s>(CUDA_EMU_SMEM_KEY());" % (t, ref, t, dims)))
-    for name, pos in find_kernels(code):
-        edits.append((pos, pos, ' ::cuda_emu::kernel_entry("%s", __PRETTY_FUNCTION__);' % name))
+    for name, pos, bound in find_kernels(code):
+        limit = ", (%s)" % " ".join(text[bound[0]:bound[1]].split()) if bound else ""
+        edits.append((pos, pos, ' ::cuda_emu::kernel_entry("%s", __PRETTY_FUNCTION__%s);' % (name, limit)))
     for m in re.finditer(r"<<<", code):
         close = code.find(">>>", m.end())
         if close < 0:
@@ -187,7 +201,7 @@ def main():
             text = fp.read()
         try:
             if a.list_kernels:
-                for name, _ in find_kernels(blank_comments_and_strings(text)):
+                for name, _, _ in find_kernels(blank_comments_and_strings(text)):
                     print(f, name)
                 continue
             new = '#line 1 "%s"\n' % os.path.abspath(path) + rewrite(text)

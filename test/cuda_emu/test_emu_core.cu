@@ -1,8 +1,8 @@
 // The CPU execution layer's own test (kernels/cuda_emu/): the device built-ins against their definitions (CUDA C++
-// Programming Guide: thread hierarchy, __syncthreads, warp shuffle functions, atomics, launch limits; PTX ISA:
-// the mma.m16n8k16 .bf16 fragment layouts), and the checks on deliberately broken kernels: a missing
-// __syncthreads (race check), an off-by-one tail (AddressSanitizer, global and shared memory), divergent barriers;
-// and the runtime's stream order (streams that run when waited for, events, pinned and pageable copies).
+// Programming Guide: thread hierarchy, __syncthreads, warp shuffle functions, atomics, launch limits and launch
+// bounds; PTX ISA: the mma.m16n8k16 .bf16 fragment layouts), and the checks on deliberately broken kernels: a
+// missing __syncthreads (race check), an off-by-one tail (AddressSanitizer, global and shared memory), divergent
+// barriers; and the runtime's stream order (streams that run when waited for, events, pinned and pageable copies).
 // Built and run only in the emulated build (PRAC_CUDA=EMU), where every kernel here is ordinary CUDA source.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -128,6 +128,35 @@ TEST_F(EmuTest, InvalidLaunchConfigurationsAreRefused) {
     EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
     index_kernel<<<dim3(1, 1), dim3(1, 1, 65)>>>(out.p);
     EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+}
+
+// __launch_bounds__(maxThreadsPerBlock, ..): a GPU does not launch larger blocks (Programming Guide, "Launch
+// Bounds"); the emulation fails such a launch at its first thread and names the bound. A template parameter as the
+// bound too, as the attention kernels have it.
+__global__ void __launch_bounds__(64) bounded_kernel(int* out) { out[threadIdx.x] = 1; }
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads, 1) bounded_template_kernel(int* out) {
+    out[threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * blockIdx.x)] = kThreads;
+}
+
+TEST_F(EmuTest, LaunchBoundsAreEnforced) {
+    DevBuf<int> out(512);
+    bounded_kernel<<<1, 64>>>(out.p);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "a block of the bound's size runs";
+    bounded_kernel<<<1, 65>>>(out.p);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    std::string m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("a block of 65 threads, above the kernel's __launch_bounds__ of 64"), std::string::npos) << m;
+    EXPECT_NE(m.find("bounded_kernel"), std::string::npos) << m;
+
+    cuda_emu::reset_errors();
+    bounded_template_kernel<128><<<2, dim3(16, 8)>>>(out.p);  // 128 threads in two dimensions
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(out.get()[255], 128);
+    bounded_template_kernel<128><<<2, dim3(16, 16)>>>(out.p);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+    m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("a block of 256 threads, above the kernel's __launch_bounds__ of 128"), std::string::npos) << m;
 }
 
 // ---- warp shuffles (Programming Guide, "Warp Shuffle Functions") ------------------------------------------------
