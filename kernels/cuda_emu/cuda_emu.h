@@ -9,15 +9,15 @@
 //   extern __shared__ float smem[];          ->  float* smem = ::cuda_emu::dynamic_smem<float>()
 //   __global__ void k(..) {                  ->  __global__ void k(..) { ::cuda_emu::kernel_entry("k", ..);
 //
-// Execution model (kernels/cuda_emu/exec.cpp): a launch is queued in its stream and runs when something waits for
-// that stream (stream_order.h), its blocks one after another on the host thread that runs the queue (operations
-// run one at a time, whichever host threads issue them); inside a block the CUDA threads run as fibers, switched
-// without a system call (Boost.Context). A thread runs until it reaches a barrier (__syncthreads, __syncwarp, a
-// shuffle, mma.sync) or returns; a barrier releases when every thread it waits for has arrived. Threads start in
-// order on a shared stack; one that waits keeps it (a kernel without barriers runs without a fiber switch).
-// Barriers that can never release (divergent __syncthreads, threads that exited before a barrier others wait at) end
-// the launch with an error that names the kernel, the block and where the threads are, where a GPU would hang.
-// Because a block's threads never run at the same time, atomics are plain read-modify-writes and __shared__ needs
+// Execution model (kernels/cuda_emu/exec.cpp): a launch is queued in its stream and runs when something waits for that
+// stream (stream_order.h), its blocks one after another (not in index order: emu_internal.h, block_run_at) on the host
+// thread that runs the queue (operations run one at a time, whichever host threads issue them); inside a block the CUDA
+// threads run as fibers, switched without a system call (Boost.Context). A thread runs until it reaches a barrier
+// (__syncthreads, __syncwarp, a shuffle, mma.sync) or returns; a barrier releases when every thread it waits for has
+// arrived. Threads start in order on a shared stack; one that waits keeps it (a kernel without barriers runs without a
+// fiber switch). Barriers that can never release (divergent __syncthreads, threads that exited before a barrier others
+// wait at) end the launch with an error that names the kernel, the block and where the threads are, where a GPU would
+// hang. Because a block's threads never run at the same time, atomics are plain read-modify-writes and __shared__ needs
 // no locking.
 //
 // Checking (the emulated build is compiled with AddressSanitizer): each block's shared memory is its own heap

@@ -40,6 +40,12 @@ long races_seen();
 
 // exec.cpp: whether shared memory accesses are tracked (on unless PRAC_EMU_RACECHECK=0).
 bool race_check_enabled();
+// exec.cpp: the linear index (x + y*gx + z*gx*gy) of the i-th block a launch of `total` blocks runs. Not index
+// order, as a GPU promises none: a kernel whose block reads what another block of the same launch writes (a bug: on a
+// GPU the writer may run later, or at the same time) would pass in index order whenever the writer comes first. A
+// permutation by a stride coprime with total near 0.618 total, from the middle: neighbours run far apart, in both
+// directions. Our kernels use no atomics, so a correct one gives the same bits in any order.
+unsigned long long block_run_at(unsigned long long i, unsigned long long total);
 // exec.cpp: carriers (fiber stacks) started so far: one per block for a kernel without barriers, one per thread that
 // waits at a barrier otherwise.
 long carriers_started();

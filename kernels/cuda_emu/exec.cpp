@@ -1,6 +1,6 @@
-// Kernel execution on a CPU (see cuda_emu.h for the model): CUDA threads as fibers, blocks in sequence,
-// barriers that release or report, shuffles and mma.sync through warp exchanges, per-block shared memory, and
-// the shared-memory race check fed by the compiler's load/store callbacks.
+// Kernel execution on a CPU (see cuda_emu.h for the model): CUDA threads as fibers, blocks one at a time, not in index
+// order (block_run_at), barriers that release or report, shuffles and mma.sync through warp exchanges, per-block shared
+// memory, and the shared-memory race check fed by the compiler's load/store callbacks.
 //
 // This file is part of the runtime, not of the kernels: it is compiled without the load/store callbacks.
 #include "kernels/cuda_emu/emu_internal.h"
@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>  // std::gcd
 #include <set>
 #include <string>
 #include <vector>
@@ -636,7 +637,15 @@ void kernel_entry(const char* name, const char* signature, unsigned max_threads)
     }
 }
 
-// Runs every block of one launch (under stream_order's lock: one operation at a time).
+unsigned long long block_run_at(unsigned long long i, unsigned long long total) {
+    if (total <= 1) return 0;
+    unsigned long long stride = (unsigned long long)(0.618 * (double)total);  // the golden ratio's spread
+    if (stride < 1) stride = 1;
+    while (std::gcd(stride, total) != 1) stride++;  // a stride coprime with total visits every block once
+    return (unsigned long long)((total / 2 + (unsigned __int128)i * stride) % total);
+}
+
+// Runs every block of one launch (under stream_order's lock: one operation at a time), in block_run_at's order.
 static void run_launch(const Config& cfg, const void* kernel, Body body, bool off_main) {
     Exec ex;
     ex.cfg = cfg;
@@ -645,12 +654,12 @@ static void run_launch(const Config& cfg, const void* kernel, Body body, bool of
     ex.blk.dim = cfg.block;
     ex.blk.grid = cfg.grid;
     tls_exec = &ex;
-    for (unsigned z = 0; z < cfg.grid.z && !ex.failed; z++)
-        for (unsigned y = 0; y < cfg.grid.y && !ex.failed; y++)
-            for (unsigned x = 0; x < cfg.grid.x && !ex.failed; x++) {
-                ex.blk.idx = make_uint3(x, y, z);
-                run_block(&ex);
-            }
+    const unsigned long long gx = cfg.grid.x, gy = cfg.grid.y, total = gx * gy * cfg.grid.z;
+    for (unsigned long long i = 0; i < total && !ex.failed; i++) {
+        const unsigned long long b = block_run_at(i, total);
+        ex.blk.idx = make_uint3((unsigned)(b % gx), (unsigned)(b / gx % gy), (unsigned)(b / (gx * gy)));
+        run_block(&ex);
+    }
     tls_exec = nullptr;
     note_launch(ex.name ? ex.name : "?", ex.failed, ex.races, off_main);
 }

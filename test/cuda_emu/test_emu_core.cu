@@ -1,8 +1,9 @@
 // The CPU execution layer's own test (kernels/cuda_emu/): the device built-ins against their definitions (CUDA C++
-// Programming Guide: thread hierarchy, __syncthreads, warp shuffle functions, atomics, launch limits and launch
-// bounds; PTX ISA: the mma.m16n8k16 .bf16 fragment layouts), and the checks on deliberately broken kernels: a
-// missing __syncthreads (race check), an off-by-one tail (AddressSanitizer, global and shared memory), divergent
-// barriers; and the runtime's stream order (streams that run when waited for, events, pinned and pageable copies).
+// Programming Guide: thread hierarchy, __syncthreads, warp shuffle functions, atomics, launch limits and launch bounds;
+// PTX ISA: the mma.m16n8k16 .bf16 fragment layouts), and the checks on deliberately broken kernels: a missing
+// __syncthreads (race check), an off-by-one tail (AddressSanitizer, global and shared memory), divergent barriers, a
+// block that reads another's output (block order); and the runtime's stream order (streams that run when waited for,
+// events, pinned and pageable copies).
 // Built and run only in the emulated build (PRAC_CUDA=EMU), where every kernel here is ordinary CUDA source.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -157,6 +158,44 @@ TEST_F(EmuTest, LaunchBoundsAreEnforced) {
     EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
     m = cuda_emu::last_error_message();
     EXPECT_NE(m.find("a block of 256 threads, above the kernel's __launch_bounds__ of 128"), std::string::npos) << m;
+}
+
+// ---- block order: none promised (Programming Guide, "Thread Hierarchy": blocks run in any order) -----------------
+// A running count along the blocks, each block reading its neighbour's result of the same launch: deliberately
+// broken (a race on a GPU), and right only where blocks run in index order (from_left) or in reverse.
+__global__ void chain_kernel(int* out, int n, bool from_left) {
+    if (threadIdx.x != 0) return;
+    const int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const int src = from_left ? b - 1 : b + 1;
+    out[b] = src < 0 || src >= n ? 1 : out[src] + 1;
+}
+
+TEST_F(EmuTest, BlocksRunOnceEachNotInIndexOrder) {
+    for (unsigned long long total = 1; total <= 3000; total++) {
+        std::vector<char> seen(total, 0);
+        unsigned long long in_place = 0;
+        for (unsigned long long i = 0; i < total; i++) {
+            const unsigned long long b = cuda_emu::block_run_at(i, total);
+            ASSERT_LT(b, total);
+            ASSERT_FALSE(seen[b]) << "block " << b << " of " << total << " runs twice";
+            seen[b] = 1;
+            in_place += b == i;
+        }
+        if (total > 1) EXPECT_LT(in_place, total) << total << " blocks run in index order";
+    }
+    // the first block to run has two neighbours from 3 blocks on, and reads both unwritten: either chain breaks
+    for (dim3 grid : {dim3(3), dim3(8), dim3(3, 4, 2), dim3(5, 1, 3)}) {
+        const int n = (int)(grid.x * grid.y * grid.z);
+        for (bool from_left : {true, false}) {
+            DevBuf<int> out(n);
+            ASSERT_EQ(cudaMemset(out.p, 0, n * sizeof(int)), cudaSuccess);
+            chain_kernel<<<grid, 32>>>(out.p, n, from_left);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            std::vector<int> in_index_order(n);
+            for (int b = 0; b < n; b++) in_index_order[b] = from_left ? b + 1 : n - b;
+            EXPECT_NE(out.get(), in_index_order) << n << " blocks, from the " << (from_left ? "left" : "right");
+        }
+    }
 }
 
 // ---- warp shuffles (Programming Guide, "Warp Shuffle Functions") ------------------------------------------------
