@@ -95,9 +95,11 @@ int main(int argc, char** argv) {
         return code;
     } catch (const UserError& e) {
         say_error(nullptr, program, "error", e.what());
+        remove_made_output_dirs_left_empty();  // (--save's, --ckpt-dir's, made by a run refused before it wrote them)
         return 1;
     } catch (const std::exception& e) {
         say_error(nullptr, program, "internal error", e.what());
+        remove_made_output_dirs_left_empty();
         return 2;
     }
 }

@@ -114,8 +114,8 @@ inline std::string host_tag() {
 // report a full disk. Called first thing by the trainers, finetune_roberta, prep_data, prac_analyze and bench_gpu.
 inline void file_size_limit_as_error() { signal(SIGXFSZ, SIG_IGN); }
 
-// An exclusive flock on PATH (a file created when missing, never removed: a lock file that stays has no race between
-// a remover and a waiter; or a directory, which locks itself and gains no file), held until this process ends,
+// An exclusive flock on PATH (a file created when missing, never removed but with a directory this process made and
+// leaves empty: a lock file that stays has no race between a remover and a waiter; or a directory, which locks itself and gains no file), held until this process ends,
 // however it ends (the kernel drops it with the descriptor, which is kept open for that). 0 when held; EWOULDBLOCK
 // when another process holds it; another errno where it cannot be had (a file system without locks: ENOLCK).
 inline int lock_until_exit(const std::string& path) {
@@ -128,6 +128,36 @@ inline int lock_until_exit(const std::string& path) {
         return err;
     }
     return 0;
+}
+
+// The output directories this process made (parents first) and the names of the files it keeps there for itself
+// (a lock): a run that fails before it writes an output removes what it made (remove_made_output_dirs_left_empty, on
+// the error path of main), so that a refused run leaves no empty folder behind. A directory that holds anything
+// else, or that was there before, stays.
+struct MadeOutputDirs {
+    std::vector<std::string> dirs;
+    std::vector<std::string> own_names;
+};
+inline MadeOutputDirs& made_output_dirs() {
+    static MadeOutputDirs made;
+    return made;
+}
+inline void remove_made_output_dirs_left_empty() {
+    MadeOutputDirs& made = made_output_dirs();
+    for (auto d = made.dirs.rbegin(); d != made.dirs.rend(); ++d) {  // children first
+        std::error_code ec;
+        std::vector<std::string> own;
+        bool only_own = true;
+        for (const auto& e : std::filesystem::directory_iterator(*d, ec)) {
+            const std::string name = e.path().filename().string();
+            if (std::find(made.own_names.begin(), made.own_names.end(), name) == made.own_names.end()) only_own = false;
+            own.push_back(e.path().string());
+        }
+        if (ec || !only_own) continue;
+        for (const std::string& f : own) std::remove(f.c_str());
+        ::rmdir(d->c_str());
+    }
+    made.dirs.clear();
 }
 
 // A process we can see and that exists (EPERM: it exists but belongs to someone else).

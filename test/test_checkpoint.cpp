@@ -485,6 +485,11 @@ TEST_F(CkptTest, DamagedStepDirIsNotComplete) {
     fs::remove(c2 + "/" + CKPT_CONFIG_FILE);
     EXPECT_FALSE(checkpoint_is_complete(c2, &why));
     EXPECT_NE(why.find("config.json is missing"), std::string::npos) << why;
+    // a file of the marker that is there but is no file is not said to be missing (a person would look for it)
+    fs::create_directory(c2 + "/" + CKPT_CONFIG_FILE);
+    EXPECT_FALSE(checkpoint_is_complete(c2, &why));
+    EXPECT_NE(why.find("config.json is a directory, not a file"), std::string::npos) << why;
+    fs::remove(c2 + "/" + CKPT_CONFIG_FILE);
     EXPECT_NE(error_of([&] { checkpoint_resolve(c2); }).find("not a complete checkpoint"), std::string::npos);
     // rotation counts complete checkpoints only and leaves the damaged one for a person to look at
     checkpoint_rotate(ckdir(), 1, 2);

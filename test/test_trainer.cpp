@@ -808,8 +808,8 @@ TEST(TrainerBinary, UnwritableLog) {
     EXPECT_TRUE(contains(read_bytes(dir / "no/such/dir/m.jsonl"), "\"type\":\"step\"")) << describe(made);
 }
 
-// --save into a directory that cannot be created fails only after the whole run (training and final eval
-// are lost); it should fail before the first step, like --log does.
+// --save into a directory that cannot be created fails before the first step, like --log (it failed after the whole
+// run, training and final eval lost); a run refused later leaves no folder it made.
 TEST(TrainerBinary, UnwritableSaveFailsBeforeTraining) {
     TempDir dir;
     write_text(dir / "file", "x");  // a file where --save wants a directory component
@@ -817,6 +817,19 @@ TEST(TrainerBinary, UnwritableSaveFailsBeforeTraining) {
                                              "--eval-tokens", "256", "--save", dir / "file/out"}, dir, 120);
     expect_user_error_exit(r, "train_gpt2", {"--save"});
     EXPECT_FALSE(contains(r.out, "step     1/")) << "trained before failing\n" << describe(r);
+    // refused after --save and --ckpt-dir were made and locked (the --init-from file's content is read later): the
+    // folders it made go again, parents too; one that was there before stays
+    write_text(dir / "bad.safetensors", "these bytes are no safetensors file");
+    fs::create_directory(dir / "was_there");
+    for (const std::string& save : {dir / "new/model", dir / "was_there"}) {
+        RunResult late = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "64", "--steps", "2",
+                                                    "--eval-tokens", "256", "--init-from", dir / "bad.safetensors",
+                                                    "--save", save, "--ckpt-dir", dir / "ck/run"}, dir, 120);
+        expect_user_error_exit(late, "train_gpt2", {"bad.safetensors"});
+        EXPECT_FALSE(fs::exists(dir / "new")) << describe(late);
+        EXPECT_FALSE(fs::exists(dir / "ck")) << describe(late);
+    }
+    EXPECT_TRUE(fs::is_directory(dir / "was_there"));
 }
 
 // =========================================================================================================
@@ -1303,7 +1316,7 @@ TEST(TrainerBinary, AFailedSaveLeavesTheDirectoryAsItWas) {
     r = run_merged("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "new"}), dir, 120,
                    fail_there);
     EXPECT_EQ(r.rc, 1) << describe(r);
-    EXPECT_TRUE(files(dir / "new").empty()) << "a failed --save left files in a new directory";
+    EXPECT_FALSE(fs::exists(dir / "new")) << "a failed --save left the directory it made (empty, or with files)";
     // after the whole training: the message says where the weights still are, and a --resume of the final checkpoint
     // saves them as the message says
     EXPECT_TRUE(contains(r.out, "--save failed after the training: its weights were in this process alone")) <<

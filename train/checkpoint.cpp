@@ -205,7 +205,11 @@ static bool read_marker(const std::string& path, nlohmann::json* marker, std::st
         uint64_t want = it.value().get<uint64_t>();
         struct stat st;
         std::string f = path + "/" + name;
-        if (stat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return no(format("%s is missing", name.c_str()));
+        if (stat(f.c_str(), &st) != 0)
+            return no(errno == ENOENT ? format("%s is missing", name.c_str())
+                                      : format("%s cannot be read (%s)", name.c_str(), std::strerror(errno)));
+        if (!S_ISREG(st.st_mode))
+            return no(format("%s is %s, not a file", name.c_str(), S_ISDIR(st.st_mode) ? "a directory" : "a special file"));
         if ((uint64_t)st.st_size != want)
             return no(format("%s is %llu bytes but was %llu bytes when the checkpoint was written", name.c_str(),
                              (unsigned long long)st.st_size, (unsigned long long)want));

@@ -293,6 +293,7 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
         code = 2;
         say_error(comm.get(), program, "internal error", e.what());
     }
+    remove_made_output_dirs_left_empty();  // (--save's, --ckpt-dir's, made by a run refused before it wrote them)
     if (comm && comm->size() > 1) comm_abort(*comm, code);
     return code;
 }

@@ -128,8 +128,11 @@ void prepare_output_dir(const std::string& dir, const char* flag) {
     std::string partial;
     for (size_t i = 0; i <= dir.size(); i++) {
         if (i == dir.size() || dir[i] == '/') {
-            if (!partial.empty() && !is_dir(partial) && mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST)
-                fail("%s: cannot create directory %s (%s)", flag, partial.c_str(), std::strerror(errno));
+            if (!partial.empty() && !is_dir(partial)) {
+                if (mkdir(partial.c_str(), 0755) == 0) made_output_dirs().dirs.push_back(partial);
+                else if (errno != EEXIST)
+                    fail("%s: cannot create directory %s (%s)", flag, partial.c_str(), std::strerror(errno));
+            }
             const std::string target = partial.empty() ? "" : link_target_that_is_not_a_dir(partial);
             if (!target.empty())
                 fail("%s %s: %s is a symbolic link to %s, which is not a directory (or does not exist)\n---> HINT: "
@@ -172,6 +175,7 @@ static void lock_run_output(const std::string& lock, const char* flag, const std
 }
 
 void lock_checkpoint_dir(const std::string& dir) {
+    made_output_dirs().own_names.push_back(CKPT_LOCK_FILE);
     lock_run_output(dir + "/" + CKPT_LOCK_FILE, "--ckpt-dir", dir,
                     "two runs there would replace each other's checkpoints",
                     "wait for that run to end (then --resume it or start over with --overwrite), or choose another "

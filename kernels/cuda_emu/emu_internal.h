@@ -38,13 +38,21 @@ long host_waits();
 long queued_operations_run();
 long races_seen();
 
-// exec.cpp: whether shared memory accesses are tracked (on unless PRAC_EMU_RACECHECK=0).
+// runtime.cpp: whether shared memory accesses are tracked (on unless PRAC_EMU_RACECHECK=0), whether global memory
+// accesses are too (on unless PRAC_EMU_RACECHECK=0 or =shared), in every launch (=all) or in the first launches of
+// each kernel configuration only (exec.cpp: kGlobalChecksPerConfig).
 bool race_check_enabled();
+bool global_race_check_enabled();
+bool global_race_check_every_launch();
+// exec.cpp: cudaMalloc / cudaFree tell the global-memory race check which buffers are device memory.
+void track_device_buffer(void* p, size_t bytes);
+void untrack_device_buffer(void* p);
 // exec.cpp: the linear index (x + y*gx + z*gx*gy) of the i-th block a launch of `total` blocks runs. Not index
 // order, as a GPU promises none: a kernel whose block reads what another block of the same launch writes (a bug: on a
 // GPU the writer may run later, or at the same time) would pass in index order whenever the writer comes first. A
 // permutation by a stride coprime with total near 0.618 total, from the middle: neighbours run far apart, in both
-// directions. Our kernels use no atomics, so a correct one gives the same bits in any order.
+// directions (what the global-memory race check leaves alone: blocks that talk through atomics). A correct kernel gives
+// the same bits in any order.
 unsigned long long block_run_at(unsigned long long i, unsigned long long total);
 // exec.cpp: carriers (fiber stacks) started so far: one per block for a kernel without barriers, one per thread that
 // waits at a barrier otherwise.

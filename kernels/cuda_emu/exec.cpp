@@ -1,6 +1,6 @@
 // Kernel execution on a CPU (see cuda_emu.h for the model): CUDA threads as fibers, blocks one at a time, not in index
 // order (block_run_at), barriers that release or report, shuffles and mma.sync through warp exchanges, per-block shared
-// memory, and the shared-memory race check fed by the compiler's load/store callbacks.
+// memory, and the race checks (shared and global memory) fed by the compiler's load/store callbacks.
 //
 // This file is part of the runtime, not of the kernels: it is compiled without the load/store callbacks.
 #include "kernels/cuda_emu/emu_internal.h"
@@ -42,6 +42,7 @@ namespace cuda_emu {
 namespace bctx = boost::context::detail;
 
 __thread Thread* tls_thread = nullptr;
+__thread bool tls_in_atomic = false;
 
 namespace {
 
@@ -116,6 +117,22 @@ struct Region {
     size_t cells = SIZE_MAX;  // its first cell in cell_pool() (SIZE_MAX: not tracked)
 };
 
+// The global-memory race check's record of one byte of a cudaMalloc'ed buffer: the block epochs (Exec::epoch) of
+// the last write and of a read, and who did them. Epochs only grow, so an epoch below the launch's first is from an
+// earlier launch (ordered: kernels of one stream run one after another), one below the running block's first is
+// from another block of this launch (unordered: a GPU runs blocks in any order, at the same time), one at or above
+// it is this block's (ordered by __syncthreads unless it is the current interval).
+struct GCell {
+    uint32_t w_epoch = 0, r_epoch = 0;
+    uint16_t w_tid = 0, r_tid = 0;  // r_tid kManyReaders: several threads of the block read in the interval
+};
+constexpr uint16_t kManyReaders = 0xffff;  // a block has at most 1024 threads
+// A device buffer and its cells (mapped when cudaMalloc returns it, pages touched on first use).
+struct Shadow {
+    uintptr_t lo, hi;
+    GCell* cells;
+};
+
 // The cells of the running block's shared memory, reused block after block without clearing: epochs are globally
 // unique, so a cell left by an earlier block never matches the current one.
 std::vector<Cell>& cell_pool() {
@@ -155,8 +172,14 @@ struct Exec {
     size_t region_n = 0;
     const Fiber* fiber_v = nullptr;
     const Warp* warp_v = nullptr;
+    const Shadow* shadow_v = nullptr;
+    size_t shadow_n = 0;
     void* dyn = nullptr;
     long races = 0;
+    // the global-memory race check: the device buffers (a snapshot at the launch), the first epoch of the launch
+    // and of the running block (epochs only grow, so a cell's epoch says whose access it records)
+    std::vector<Shadow> shadows;
+    uint32_t launch_first = 0, block_first = 0;
 };
 thread_local Exec* tls_exec = nullptr;
 // The address range of the running block's tracked shared memory (empty when nothing is tracked): the one test the
@@ -331,6 +354,7 @@ void run_block(Exec* ex) {
         ex->fiber_v = ex->fibers.data();
         ex->warp_v = ex->warps.data();
     }
+    ex->block_first = g_epoch + 1;
     for (Warp& w : ex->warps) w.arrived = 0, w.epoch = ++g_epoch;
     for (unsigned i = 0; i < n; i++) {
         Fiber& f = ex->fibers[i];
@@ -468,6 +492,87 @@ __attribute__((no_sanitize("address"), noinline)) void access(const void* p, siz
             }
         }
         return;
+    }
+}
+
+// ---- global-memory race check ------------------------------------------------------------------------------------
+// Every load and store of a kernel to a cudaMalloc'ed buffer (not its own locals, not shared memory, not atomics) is
+// checked against the byte's GCell: a byte that another block of the launch wrote, or another thread of the block
+// wrote since the last __syncthreads, or (for a write) read, is a race. What compute-sanitizer cannot show: its
+// racecheck tool sees shared memory only, and on a GPU such a race shows only when the blocks happen to run in the
+// wrong order.
+__thread bool tls_global_check = false;  // a launch with the check on runs on this host thread
+__thread uintptr_t tls_buf_lo = 0, tls_buf_hi = 0;  // the buffer of the last checked access (a one-entry cache)
+__thread GCell* tls_buf_cells = nullptr;
+
+std::mutex g_shadow_mu;
+std::map<uintptr_t, Shadow>& shadow_table() {  // the live device buffers by start address, under g_shadow_mu
+    static auto* t = new std::map<uintptr_t, Shadow>;  // never destroyed: cudaFree may run at exit
+    return *t;
+}
+
+void report_global_race(Exec* ex, const Shadow& s, uintptr_t b, bool write, uint32_t other_epoch, uint16_t other_tid,
+                        bool other_wrote, const void* pc) {
+    ex->races++;
+    if (ex->races > 1) return;
+    const Fiber* f = current();
+    char other[96];
+    if (other_epoch < ex->block_first)
+        std::snprintf(other, sizeof other, "another block of this launch %s it", other_wrote ? "wrote" : "read");
+    else if (other_tid == kManyReaders)
+        std::snprintf(other, sizeof other, "other threads of this block read it since the last __syncthreads");
+    else
+        std::snprintf(other, sizeof other, "thread %u of this block %s it since the last __syncthreads", other_tid,
+                      other_wrote ? "wrote" : "read");
+    char m[640];
+    std::snprintf(m, sizeof m,
+                  "global-memory race on byte %zu of a %zu-byte device buffer: thread %u %s it while %s; nothing "
+                  "orders them (a GPU runs the blocks of a launch in any order and at the same time; the threads of "
+                  "a block need a __syncthreads between)\n    this access:  %s",
+                  (size_t)(b - s.lo), (size_t)(s.hi - s.lo), f->t.linear, write ? "writes" : "reads", other,
+                  symbolize(pc).c_str());
+    fail(ex, m);
+}
+
+// Called for the kernels' loads and stores outside tracked shared memory while a launch runs with the check on. As
+// access(): plain arithmetic and plain views only.
+__attribute__((no_sanitize("address"), noinline)) void global_access(const void* p, size_t n, bool write,
+                                                                     const void* pc) {
+    Exec* ex = tls_exec;
+    const Fiber* f = reinterpret_cast<const Fiber*>(tls_thread);
+    if (!ex || !f || ex->failed) return;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if (a - reinterpret_cast<uintptr_t>(f->stack) < kStackBytes) return;  // the thread's locals
+    if (a < tls_buf_lo || a >= tls_buf_hi) {
+        size_t lo = 0, hi = ex->shadow_n;  // the first buffer that ends above a
+        while (lo < hi) {
+            const size_t mid = (lo + hi) / 2;
+            if (ex->shadow_v[mid].hi <= a) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo == ex->shadow_n || a < ex->shadow_v[lo].lo) return;  // not device memory (kernel arguments)
+        tls_buf_lo = ex->shadow_v[lo].lo, tls_buf_hi = ex->shadow_v[lo].hi, tls_buf_cells = ex->shadow_v[lo].cells;
+    }
+    const uint32_t e = ex->epoch, bf = ex->block_first, lf = ex->launch_first;
+    const uint16_t t = (uint16_t)f->t.linear;
+    const uintptr_t end = a + n < tls_buf_hi ? a + n : tls_buf_hi;
+    for (uintptr_t b = a; b < end; b++) {
+        GCell& c = tls_buf_cells[b - tls_buf_lo];
+        const bool race_w = c.w_epoch >= lf && (c.w_epoch < bf || (c.w_epoch == e && c.w_tid != t));
+        const bool race_r = write && c.r_epoch >= lf && (c.r_epoch < bf || (c.r_epoch == e && c.r_tid != t));
+        if (race_w || race_r) {
+            const Shadow s{tls_buf_lo, tls_buf_hi, tls_buf_cells};
+            report_global_race(ex, s, b, write, race_w ? c.w_epoch : c.r_epoch, race_w ? c.w_tid : c.r_tid, race_w,
+                               pc);
+            return;
+        }
+        if (write) {
+            c.w_epoch = e, c.w_tid = t, c.r_epoch = 0;
+        } else if (c.r_epoch < lf || (c.r_epoch >= bf && c.r_epoch < e)) {
+            c.r_epoch = e, c.r_tid = t;  // (another block's read of this launch is kept: any write here races it)
+        } else if (c.r_epoch == e && c.r_tid != t) {
+            c.r_tid = kManyReaders;
+        }
     }
 }
 
@@ -637,12 +742,48 @@ void kernel_entry(const char* name, const char* signature, unsigned max_threads)
     }
 }
 
+void track_device_buffer(void* p, size_t bytes) {
+    if (!global_race_check_enabled() || bytes == 0) return;
+    void* m = mmap(nullptr, bytes * sizeof(GCell), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);  // zero pages (epoch 0: no access), given memory only where a kernel touches the buffer
+    if (m == MAP_FAILED) {
+        std::fprintf(stderr, "cuda_emu: cannot map the race check's cells for a %zu-byte buffer "
+                             "(PRAC_EMU_RACECHECK=shared checks shared memory only)\n", bytes);
+        std::abort();
+    }
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+    std::lock_guard<std::mutex> lock(g_shadow_mu);
+    shadow_table()[lo] = Shadow{lo, lo + bytes, static_cast<GCell*>(m)};
+}
+void untrack_device_buffer(void* p) {
+    std::lock_guard<std::mutex> lock(g_shadow_mu);
+    auto it = shadow_table().find(reinterpret_cast<uintptr_t>(p));
+    if (it == shadow_table().end()) return;
+    munmap(it->second.cells, (it->second.hi - it->second.lo) * sizeof(GCell));
+    shadow_table().erase(it);
+}
+
 unsigned long long block_run_at(unsigned long long i, unsigned long long total) {
     if (total <= 1) return 0;
     unsigned long long stride = (unsigned long long)(0.618 * (double)total);  // the golden ratio's spread
     if (stride < 1) stride = 1;
     while (std::gcd(stride, total) != 1) stride++;  // a stride coprime with total visits every block once
     return (unsigned long long)((total / 2 + (unsigned __int128)i * stride) % total);
+}
+
+// Whether the global-memory race check runs on this launch: on the first kGlobalChecksPerConfig launches of each
+// kernel with each configuration (grid, block, dynamic shared memory), or on every one (PRAC_EMU_RACECHECK=all). A
+// training run launches one kernel with one configuration thousands of times, and checking each of them made the
+// emulated suite 1.46 times as long (617 s to 900 s on 2 cores); a race that shows only in a later launch of the same configuration needs data
+// that steer the kernel's accesses. (Launches run one at a time: no lock.)
+constexpr int kGlobalChecksPerConfig = 2;
+static bool check_this_launch_globally(const Config& cfg, const void* kernel) {
+    if (!global_race_check_enabled()) return false;
+    if (global_race_check_every_launch()) return true;
+    static std::map<std::vector<uintptr_t>, int> launched;
+    const std::vector<uintptr_t> key = {reinterpret_cast<uintptr_t>(kernel), cfg.grid.x, cfg.grid.y, cfg.grid.z,
+                                        cfg.block.x, cfg.block.y, cfg.block.z, cfg.smem};
+    return launched[key]++ < kGlobalChecksPerConfig;
 }
 
 // Runs every block of one launch (under stream_order's lock: one operation at a time), in block_run_at's order.
@@ -654,6 +795,15 @@ static void run_launch(const Config& cfg, const void* kernel, Body body, bool of
     ex.blk.dim = cfg.block;
     ex.blk.grid = cfg.grid;
     tls_exec = &ex;
+    ex.launch_first = g_epoch + 1;
+    tls_global_check = check_this_launch_globally(cfg, kernel);
+    if (tls_global_check) {
+        std::lock_guard<std::mutex> lock(g_shadow_mu);
+        for (const auto& kv : shadow_table()) ex.shadows.push_back(kv.second);
+        ex.shadow_v = ex.shadows.data();
+        ex.shadow_n = ex.shadows.size();
+    }
+    tls_buf_lo = tls_buf_hi = 0;
     const unsigned long long gx = cfg.grid.x, gy = cfg.grid.y, total = gx * gy * cfg.grid.z;
     for (unsigned long long i = 0; i < total && !ex.failed; i++) {
         const unsigned long long b = block_run_at(i, total);
@@ -661,6 +811,7 @@ static void run_launch(const Config& cfg, const void* kernel, Body body, bool of
         run_block(&ex);
     }
     tls_exec = nullptr;
+    tls_global_check = false;
     note_launch(ex.name ? ex.name : "?", ex.failed, ex.races, off_main);
 }
 
@@ -707,17 +858,22 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body, std::shared
 }  // namespace cuda_emu
 
 // ---- the compiler's load/store callbacks (-fsanitize-coverage=trace-loads,trace-stores on kernel sources) ------
-// A range test inline, the race check's bookkeeping only for what may be tracked shared memory.
+// A range test inline: the shared-memory race check's bookkeeping for what may be tracked shared memory, the
+// global-memory check's for the rest while a launch runs (not inside an atomic).
 #define CUDA_EMU_HOOK(n, T)                                                                                      \
     extern "C" __attribute__((no_sanitize("address"))) void __sanitizer_cov_load##n(T* p) {                     \
         const uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                      \
         if (a < cuda_emu::tls_tracked_hi && a + n > cuda_emu::tls_tracked_lo)                                    \
             cuda_emu::access(p, n, false, __builtin_return_address(0));                                          \
+        else if (cuda_emu::tls_global_check && !cuda_emu::tls_in_atomic)                                        \
+            cuda_emu::global_access(p, n, false, __builtin_return_address(0));                                   \
     }                                                                                                            \
     extern "C" __attribute__((no_sanitize("address"))) void __sanitizer_cov_store##n(T* p) {                    \
         const uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                      \
         if (a < cuda_emu::tls_tracked_hi && a + n > cuda_emu::tls_tracked_lo)                                    \
             cuda_emu::access(p, n, true, __builtin_return_address(0));                                           \
+        else if (cuda_emu::tls_global_check && !cuda_emu::tls_in_atomic)                                        \
+            cuda_emu::global_access(p, n, true, __builtin_return_address(0));                                    \
     }
 CUDA_EMU_HOOK(1, uint8_t)
 CUDA_EMU_HOOK(2, uint16_t)

@@ -209,13 +209,25 @@ long races_seen() {
     std::lock_guard<std::mutex> lock(g_mu);
     return g_races;
 }
-bool race_check_enabled() {
-    static const bool on = [] {
+// PRAC_EMU_RACECHECK: 1 (the default; also empty) checks shared memory and the first launches of each kernel
+// configuration in global memory, all every launch in both, shared only shared memory, 0 neither (a malformed value
+// is an error, not a silent default).
+static int race_check_level() {
+    static const int level = [] {
         const char* e = std::getenv("PRAC_EMU_RACECHECK");
-        return !(e && std::strcmp(e, "0") == 0);
+        if (!e || !*e || std::strcmp(e, "1") == 0) return 2;
+        if (std::strcmp(e, "all") == 0) return 3;
+        if (std::strcmp(e, "shared") == 0) return 1;
+        if (std::strcmp(e, "0") == 0) return 0;
+        std::fprintf(stderr, "cuda_emu: PRAC_EMU_RACECHECK=%s: expected 1 (the default: shared memory, and global "
+                             "memory in each kernel configuration's first launches), all, shared, or 0\n", e);
+        std::exit(2);
     }();
-    return on;
+    return level;
 }
+bool race_check_enabled() { return race_check_level() >= 1; }
+bool global_race_check_enabled() { return race_check_level() >= 2; }
+bool global_race_check_every_launch() { return race_check_level() >= 3; }
 
 bool streams_deferred() {
     static const bool deferred = [] {
@@ -432,6 +444,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
     void* p = nullptr;
     if (posix_memalign(&p, 256, size) != 0) return ret(cudaErrorMemoryAllocation);
     std::memset(p, 0xa5, size);  // cudaMalloc does not clear: garbage, never a convenient 0
+    track_device_buffer(p, size);
     std::lock_guard<std::mutex> lock(g_mu);
     g_allocs[p] = size;
     g_allocated += size;
@@ -453,6 +466,7 @@ cudaError_t cudaFree(void* ptr) {
         g_allocated -= it->second;
         g_allocs.erase(it);
     }
+    untrack_device_buffer(ptr);
     std::free(ptr);
     return cudaSuccess;
 }

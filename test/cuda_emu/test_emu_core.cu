@@ -2,8 +2,8 @@
 // Programming Guide: thread hierarchy, __syncthreads, warp shuffle functions, atomics, launch limits and launch bounds;
 // PTX ISA: the mma.m16n8k16 .bf16 fragment layouts), and the checks on deliberately broken kernels: a missing
 // __syncthreads (race check), an off-by-one tail (AddressSanitizer, global and shared memory), divergent barriers, a
-// block that reads another's output (block order); and the runtime's stream order (streams that run when waited for,
-// events, pinned and pageable copies).
+// block that reads another's output (the global-memory race check; through atomics, the block order); and the
+// runtime's stream order (streams that run when waited for, events, pinned and pageable copies).
 // Built and run only in the emulated build (PRAC_CUDA=EMU), where every kernel here is ordinary CUDA source.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -84,6 +84,7 @@ TEST_F(EmuTest, SharedMemoryTreeSumWithBarriers) {
     for (int i = 0; i < rows * n; i++) h[i] = (float)(i % 17);
     DevBuf<float> in(rows * n), out(rows);
     in.put(h);
+    const long races0 = cuda_emu::races_seen();
     block_sum_kernel<<<rows, 256>>>(out.p, in.p, n);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     std::vector<float> o = out.get();
@@ -92,7 +93,7 @@ TEST_F(EmuTest, SharedMemoryTreeSumWithBarriers) {
         for (int i = 0; i < n; i++) want += h[r * n + i];
         EXPECT_EQ(o[r], want) << "row " << r;
     }
-    EXPECT_EQ(cuda_emu::races_seen(), 0);
+    EXPECT_EQ(cuda_emu::races_seen(), races0);
 }
 
 // Dynamic shared memory: its size is the launch's third argument; above 48 KiB only after cudaFuncSetAttribute.
@@ -162,12 +163,14 @@ TEST_F(EmuTest, LaunchBoundsAreEnforced) {
 
 // ---- block order: none promised (Programming Guide, "Thread Hierarchy": blocks run in any order) -----------------
 // A running count along the blocks, each block reading its neighbour's result of the same launch: deliberately
-// broken (a race on a GPU), and right only where blocks run in index order (from_left) or in reverse.
+// broken (a race on a GPU), and right only where blocks run in index order (from_left) or in reverse. Through
+// atomics, which the global-memory race check leaves alone: plain loads and stores would be reported by it (below),
+// this is what only the block order shows.
 __global__ void chain_kernel(int* out, int n, bool from_left) {
     if (threadIdx.x != 0) return;
     const int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     const int src = from_left ? b - 1 : b + 1;
-    out[b] = src < 0 || src >= n ? 1 : out[src] + 1;
+    atomicExch(out + b, src < 0 || src >= n ? 1 : atomicAdd(out + src, 0) + 1);
 }
 
 TEST_F(EmuTest, BlocksRunOnceEachNotInIndexOrder) {
@@ -196,6 +199,75 @@ TEST_F(EmuTest, BlocksRunOnceEachNotInIndexOrder) {
             EXPECT_NE(out.get(), in_index_order) << n << " blocks, from the " << (from_left ? "left" : "right");
         }
     }
+}
+
+// ---- the global-memory race check: what a GPU leaves to the order the blocks happen to run in ---------------------
+// mode 0: each block writes its slot, then reads its neighbour block's (another block of the launch wrote it);
+// 1: every block writes word 0 (two blocks write one byte); 2: each thread reads its neighbour thread's slot with
+// no __syncthreads between (same block); 3: the same with the barrier (no race); 4: every thread reads every slot
+// the previous launch wrote and writes its own, neighbours' bf16 bytes adjacent, and flags with atomicOr (no race).
+__global__ void global_race_kernel(int* buf, __nv_bfloat16* half, const int* prev, int mode) {
+    const int n = (int)(gridDim.x * blockDim.x), g = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (mode == 0) {
+        buf[g] = g;
+        if (threadIdx.x == 0) buf[n + blockIdx.x] = buf[((blockIdx.x + 1) % gridDim.x) * blockDim.x];
+    } else if (mode == 1) {
+        if (threadIdx.x == 0) buf[0] = (int)blockIdx.x;
+    } else if (mode == 2 || mode == 3) {
+        buf[g] = g;
+        if (mode == 3) __syncthreads();
+        const int nb = (int)(blockIdx.x * blockDim.x + (threadIdx.x + 1) % blockDim.x);
+        buf[n + g] = buf[nb];
+    } else {
+        int s = 0;
+        for (int i = 0; i < n; i++) s += prev[i];
+        buf[g] = s;
+        half[g] = __float2bfloat16((float)g);
+        atomicOr(buf + 2 * n, 1 << (g % 31));
+    }
+}
+
+TEST_F(EmuTest, GlobalRaceCheckReportsUnorderedAccesses) {
+    const int blocks = 4, threads = 32, n = blocks * threads;
+    DevBuf<int> buf(2 * n + 1), prev(2 * n + 1), zeros(n);
+    DevBuf<__nv_bfloat16> half(n);
+    ASSERT_EQ(cudaMemset(zeros.p, 0, n * sizeof(int)), cudaSuccess);
+    // The check covers the first 2 launches of each kernel configuration (exec.cpp, kGlobalChecksPerConfig): each
+    // launch here but the last gets a configuration of its own (its dynamic shared memory, unused).
+    size_t config = 0;
+    auto launch = [&](int* out, const int* in, int mode) {
+        global_race_kernel<<<blocks, threads, 16 * ++config>>>(out, half.p, in, mode);
+        return cudaDeviceSynchronize();
+    };
+    const long clean = cuda_emu::races_seen();
+    ASSERT_EQ(launch(prev.p, zeros.p, 4), cudaSuccess) << cuda_emu::last_error_message();  // an earlier launch's
+    ASSERT_EQ(launch(buf.p, prev.p, 4), cudaSuccess) << cuda_emu::last_error_message();    // output is read here
+    ASSERT_EQ(launch(buf.p, prev.p, 3), cudaSuccess) << cuda_emu::last_error_message();
+    EXPECT_EQ(cuda_emu::races_seen(), clean) << "reads of an earlier launch's output, adjacent bf16 stores, atomics "
+                                                "and a barrier between a block's threads are no races";
+    // (blocks run 2, 1, 0, 3: block_run_at; threads in order)
+    const char* want[] = {"thread 0 reads it while another block of this launch wrote it",
+                          "thread 0 writes it while another block of this launch wrote it",
+                          "thread 1 writes it while thread 0 of this block read it since the last __syncthreads"};
+    for (int mode = 0; mode < 3; mode++) {
+        cuda_emu::reset_errors();
+        const long before = cuda_emu::races_seen();
+        EXPECT_EQ(launch(buf.p, prev.p, mode), cudaErrorLaunchFailure) << "mode " << mode;
+        EXPECT_GT(cuda_emu::races_seen(), before) << "mode " << mode;
+        const std::string m = cuda_emu::last_error_message();
+        EXPECT_NE(m.find("global-memory race"), std::string::npos) << m;
+        EXPECT_NE(m.find(want[mode]), std::string::npos) << "mode " << mode << ": " << m;
+        EXPECT_NE(m.find("global_race_kernel"), std::string::npos) << m;
+        EXPECT_NE(m.find("test_emu_core.cu"), std::string::npos) << "the report names the source line: " << m;
+    }
+    // the third launch of one configuration is not checked (unless PRAC_EMU_RACECHECK=all)
+    cuda_emu::reset_errors();
+    for (int i = 0; i < 3; i++) global_race_kernel<<<blocks, threads, 8>>>(buf.p, half.p, prev.p, 3);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    const long before = cuda_emu::races_seen();
+    global_race_kernel<<<blocks, threads, 8>>>(buf.p, half.p, prev.p, 0);
+    EXPECT_EQ(cudaDeviceSynchronize(), cuda_emu::global_race_check_every_launch() ? cudaErrorLaunchFailure : cudaSuccess);
+    EXPECT_EQ(cuda_emu::races_seen() > before, cuda_emu::global_race_check_every_launch());
 }
 
 // ---- warp shuffles (Programming Guide, "Warp Shuffle Functions") ------------------------------------------------
@@ -241,10 +313,11 @@ __global__ void warp_reduce_kernel(double* out) {
 
 TEST_F(EmuTest, WarpButterflyAndSyncwarp) {
     DevBuf<double> out(1);
+    const long races0 = cuda_emu::races_seen();  // (the process's count: tests of deliberate races run before)
     warp_reduce_kernel<<<1, 32>>>(out.p);
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
     EXPECT_EQ(out.get()[0], 32.0 * 33.0 / 2.0);
-    EXPECT_EQ(cuda_emu::races_seen(), 0) << "__syncwarp orders the warp's shared-memory accesses";
+    EXPECT_EQ(cuda_emu::races_seen(), races0) << "__syncwarp orders the warp's shared-memory accesses";
 }
 
 // ---- atomics ----------------------------------------------------------------------------------------------------
