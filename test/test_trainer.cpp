@@ -320,6 +320,31 @@ TEST(TrainerBinary, ValidationDataWithNothingToScoreIsAnError) {
     expect_user_error_exit(r, "train_gpt2", {"the validation data has no token to score"});
 }
 
+// The run says how many epochs of its training data it reads, and a step that needs more samples than an epoch gives
+// (it repeats some inside the step) is noticed: 1001 tokens at T 16 are (1001 - 1) / 16 = 62 samples, 62 whole
+// micro-batches of B 1 (31 of B 2), and 2 steps of B 2 x 40 micro-batches read 160 of them, 2.58 epochs.
+TEST(TrainerBinary, TheRunSaysHowManyEpochsItReads) {
+    TempDir dir;
+    ShardInfo info;
+    std::vector<uint16_t> tokens(1001);
+    for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)(i * 7 % 96);
+    write_shard(dir / "ids.bin", tokens, info);
+    auto run = [&](const char* accum) {
+        return run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "16", "--batch-size",
+                                          "2", "--steps", "2", "--grad-accum", accum, "--eval-tokens", "32",
+                                          "--train-data", dir / "ids.bin", "--val-data", dir / "ids.bin"}, dir, 120);
+    };
+    RunResult many = run("40");
+    EXPECT_EQ(many.rc, 0) << describe(many);
+    EXPECT_TRUE(contains(many.out, "62 samples of 16 tokens per epoch; the run reads 2.58 epochs")) << describe(many);
+    EXPECT_TRUE(contains(many.out, "notice: one step reads 80 samples (1 rank(s) x B 2 x --grad-accum 40), more than "
+                                   "the 62 of an epoch")) << describe(many);
+    RunResult few = run("31");  // 62 samples a step: the whole epoch, nothing repeated
+    EXPECT_EQ(few.rc, 0) << describe(few);
+    EXPECT_TRUE(contains(few.out, "the run reads 2 epochs")) << describe(few);
+    EXPECT_FALSE(contains(few.out, "notice: one step reads")) << describe(few);
+}
+
 // A model with fewer ids than the tokenizer that --save would export (or --sample decode with) beside it is refused
 // before training: shards that record no tokenizer (llm.c's) under a 96-id GPT-2 config saved r50k's 50257 ids as
 // its tokenizer (bos/eos 50256, past the vocabulary) with exit 0; a given --spm-model of 8000 pieces likewise

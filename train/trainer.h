@@ -266,9 +266,19 @@ struct Trainer {
         if (!opts.save.empty() && rank == 0)
             check_free_space(opts.save, 4.0 * model.num_parameters + (1 << 20), "--save (model.safetensors, fp32)");
         announce(s);  // the tables come after everything that can be checked before the run
-        if (train_data)
-            std::printf("train data: %zu shard(s), %lld samples of %d tokens per epoch%s\n", train_data->files().size(),
-                        (long long)train_data->samples_per_epoch(), T, s.builtin ? " (built-in corpus)" : "");
+        if (train_data) {
+            // how much of the data the run reads: one step takes ranks x B x --grad-accum samples of an epoch's whole
+            // micro-batches (a step that needs more than an epoch gives repeats some of them inside the step)
+            const long long per_step = (long long)ranks * B * opts.grad_accum,
+                            per_epoch = train_data->steps_per_epoch() * ranks * B;
+            std::printf("train data: %zu shard(s), %lld samples of %d tokens per epoch%s; the run reads %.3g epochs\n",
+                        train_data->files().size(), (long long)train_data->samples_per_epoch(), T,
+                        s.builtin ? " (built-in corpus)" : "", (double)per_step * opts.steps / per_epoch);
+            if (per_step > per_epoch)
+                std::printf("notice: one step reads %lld samples (%d rank(s) x B %d x --grad-accum %d), more than the "
+                            "%lld of an epoch: each step repeats samples it already read\n", per_step, ranks, B,
+                            opts.grad_accum, per_epoch);
+        }
         std::printf("val data:   %zu shard(s), %lld samples per epoch\n", val.files().size(),
                     (long long)val.samples_per_epoch());
         const long long epoch_tokens = (long long)val.steps_per_epoch() * ranks * B * T;  // what all ranks can read
