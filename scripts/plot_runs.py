@@ -5,9 +5,10 @@ markdown summary.
     python3 scripts/plot_runs.py run_a.jsonl run_b.jsonl [--labels a,b] [--out runs.png] [--smooth 10]
                                  [--skip N] [--no-plot]
 
-The PNG has four panels: training loss (optionally smoothed with a running mean), validation perplexity at each
-evaluation, peak memory of the backend's own allocations, and each step's time (where PRAC's basis refreshes show
-as spikes). The markdown table lists per run: steps, final train loss (mean of the last 10 steps), final
+The PNG has five panels: training loss (optionally smoothed with a running mean), validation perplexity at each
+evaluation, peak memory of the backend's own allocations, each step's time (where PRAC's basis refreshes show as
+spikes), and the learning rate of each step (--lr-schedule's shape: warmup, then cosine, linear, constant or wsd's
+stable phase and cooldown). The markdown table lists per run: steps, final train loss (mean of the last 10 steps), final
 validation loss and perplexity, tokens/s, peak memory ("-" when no record has it), the median step time and the
 slowest step against it (issue #15's goal: no step above 1.2x the median), each process's first step
 ("startup":true in the log: a run's first, a resume's first; it carries one-time set-up: allocations, plans, graph
@@ -316,7 +317,7 @@ def main():
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("matplotlib is not installed: pip install matplotlib")
-    fig, ax = plt.subplots(1, 4, figsize=(20, 4.2))
+    fig, ax = plt.subplots(1, 5, figsize=(25, 4.2))
     # the second panel: validation perplexity; fine-tuning logs (no perplexity evaluation in any log): the dev score
     scores = not any(evals for _, _, evals, _ in runs) and any(glue for _, _, _, glue in runs)
     styles = run_styles(len(runs), plt.rcParams["axes.prop_cycle"].by_key()["color"])
@@ -334,6 +335,8 @@ def main():
         timed = [s for s in steps if s.get("ms_per_step") is not None]
         ax[3].plot([s["step"] for s in timed], [s["ms_per_step"] for s in timed], label=label, linewidth=0.8,
                    color=c, linestyle=ls)
+        rated = [s for s in steps if finite(s.get("lr"))]
+        ax[4].plot([s["step"] for s in rated], [s["lr"] for s in rated], label=label, color=c, linestyle=ls)
     ax[0].set(title="training loss" + (f" (running mean {args.smooth})" if args.smooth > 1 else ""), xlabel="step",
               ylabel="loss (nats)")
     if scores:
@@ -347,6 +350,7 @@ def main():
         ax[1].set(title="validation perplexity", xlabel="step", ylabel="perplexity", yscale="log")
     ax[2].set(title="peak memory (backend allocations)", xlabel="step", ylabel="MiB")
     ax[3].set(title="step time (refreshes show as spikes)", xlabel="step", ylabel="ms")
+    ax[4].set(title="learning rate", xlabel="step", ylabel="lr")
     from matplotlib.ticker import MaxNLocator  # (matplotlib is there: plot_formats found it)
     for a in ax:
         a.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole (a short run's axis read 2.5, 7.5)

@@ -284,6 +284,11 @@ PY
     || bad "the PNG's perplexity curve: $(grep '^validation' <<<"$out" || echo "$out")"
   grep -qx 'validation perplexity|evalrun|0' <<<"$out" && ok "the PNG: an --eval-only run's own log at step 0" \
     || bad "the PNG, an --eval-only run's own log: $(grep '^validation' <<<"$out" || echo "$out")"
+  # the fifth panel: each step's learning rate (a record without one, or a null, is left out of it)
+  sed -e '/"step":3,/s/"lr":0.001,//' -e '/"step":4,/s/"lr":0.001/"lr":null/' "$W/run.jsonl" >"$W/lr.jsonl"
+  out=$(panels scripts/plot_runs.py --out "$W/panels.png" "$W/lr.jsonl" 2>&1)
+  grep -qx 'learning rate|lr|1 2 5 6 7 8 9 10' <<<"$out" && ok "the PNG: the learning rate of each step that has one" \
+    || bad "the PNG's learning-rate panel: $(grep '^learning' <<<"$out" || echo "$out")"
   # fine-tuning logs only (no perplexity evaluation): the second panel is their dev score at each evaluation
   out=$(panels scripts/plot_runs.py --out "$W/panels.png" "$W/ftm.jsonl" "$W/fts.jsonl" "$W/memonly.jsonl" 2>&1)
   grep -qx 'dev score (MRPC f1, STSB pearson)|ftm|2 4' <<<"$out" && grep -qx 'dev score (MRPC f1, STSB pearson)|fts|2 4' <<<"$out" \

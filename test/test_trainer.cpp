@@ -1730,6 +1730,47 @@ TEST(TrainerResume, ARunCanBeExtended) {
     expect_user_error_exit(shorter, "train_gpt2", {"after step 10", "beyond --steps 4", "--steps 10"});
 }
 
+// A wsd run (--lr-schedule wsd) continues from a checkpoint of its stable phase as a longer run: 10 steps planned,
+// killed after the checkpoint of step 6, resumed with --steps 20, it is the 20-step run, step for step and bit for
+// bit (both at the peak through step 16, its cooldown moved to steps 17-20). Its learning rates against the formula
+// (Hägele et al. 2024: 1 - sqrt over the last 20%). A resume with another schedule is refused naming both.
+TEST(TrainerResume, AWsdRunContinuesFromItsStablePhase) {
+    TempDir dir;
+    const double lr = 1e-3, floor = 1e-4;
+    auto args = [&](const std::string& run, const char* steps, const char* schedule, bool resume = false) {
+        std::vector<std::string> a = tiny({"--steps", steps, "--lr", "1e-3", "--warmup", "1", "--lr-schedule",
+                                           schedule, "--eval-tokens", "64", "--ckpt-every", "3", "--ckpt-dir",
+                                           dir / run, "--log", dir / (run + ".jsonl")});
+        if (resume) a.push_back("--resume");
+        return a;
+    };
+    RunResult a = run_trainer("train_gpt2", args("a", "20", "wsd"), dir, 120);
+    ASSERT_EQ(a.rc, 0) << describe(a);
+    EXPECT_TRUE(contains(a.out, "wsd (stable until step 16, the cooldown over steps 17-20)")) << describe(a);
+    RunResult b1 = run_merged("train_gpt2", args("b", "10", "wsd"), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=6");
+    ASSERT_EQ(b1.rc, 137) << describe(b1);
+    RunResult other = run_trainer("train_gpt2", args("b", "20", "cosine", true), dir, 120);
+    expect_user_error_exit(other, "train_gpt2",
+                           {"cannot resume", "with --lr-schedule wsd --cooldown-frac 0.2, this run has --lr-schedule "
+                            "cosine"});
+    RunResult b2 = run_trainer("train_gpt2", args("b", "20", "wsd", true), dir, 120);
+    ASSERT_EQ(b2.rc, 0) << describe(b2);
+    EXPECT_TRUE(contains(b2.out, "at step 6 of 20")) << describe(b2);
+
+    std::map<int, json> sa, sb;  // step -> its last record
+    for (const json& j : split_log(dir / "a.jsonl").steps) sa[j["step"].get<int>()] = j;
+    for (const json& j : split_log(dir / "b.jsonl").steps) sb[j["step"].get<int>()] = j;
+    ASSERT_EQ(sa.size(), 20u);
+    ASSERT_EQ(sb.size(), 20u);
+    for (int s = 1; s <= 20; s++) {
+        for (const char* key : {"loss", "grad_norm", "lr"})
+            EXPECT_EQ(sa[s][key].dump(), sb[s][key].dump()) << "step " << s << " " << key;
+        const double want = s <= 16 ? lr : floor + (1 - std::sqrt((s - 17) / 4.0)) * (lr - floor);
+        EXPECT_NEAR(sa[s]["lr"].get<double>(), want, 1e-6 * lr) << "step " << s;
+    }
+    expect_same_checkpoint(dir, "a", "b", 20);
+}
+
 // A run killed inside a checkpoint (common/kill_point.h: exactly there) resumes from the newest complete one and
 // ends as the uninterrupted run does, bit for bit: killed while committing step 4 (its files written and synced,
 // the marker too, not yet published) it goes on from step 2; killed while rotating after step 4 was published

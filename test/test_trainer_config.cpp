@@ -5,6 +5,7 @@
 // Every suite is named Trainer*, so `ctest -R Trainer` runs all the trainer tests.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <map>
@@ -201,6 +202,84 @@ TEST(TrainerCli, RejectsOutOfRangeValues) {
     // the edges that are allowed
     EXPECT_NO_THROW(parse({"--steps", "0", "--warmup", "0", "--beta2", "0", "--grad-clip", "0", "--lr", "0",
                            "--min-lr-frac", "1"}));
+}
+
+// The learning-rate schedules (train/optim_adamw.h) against their formulas written out here in double: the warmup,
+// then cosine 0.5 (1 + cos(pi x)), linear 1 - x, constant 1, wsd 1 (stable) then 1 - sqrt(x) over the cooldown
+// (Hägele et al. 2024, arXiv:2405.18392, eq. 1 with the 1 - sqrt form of its section 3), x the part of the decay done,
+// times (lr - floor) above the floor; each decay would reach the floor at step `total` (one past the last), and none
+// rises after the warmup.
+TEST(TrainerSchedule, ShapesFollowTheirFormulas) {
+    const int total = 100, warmup = 10;
+    const double lr = 1e-3, frac = 0.1, floor = lr * frac;
+    auto above_floor = [&](double coeff) { return floor + coeff * (lr - floor); };
+    for (LrShape shape : {LrShape::COSINE, LrShape::LINEAR, LrShape::CONSTANT, LrShape::WSD}) {
+        SCOPED_TRACE(lr_shape_name(shape));
+        auto at = [&](int step) { return (double)lr_schedule(step, total, warmup, (float)lr, (float)frac, shape, 0.2f); };
+        for (int s = 0; s < warmup; s++) EXPECT_NEAR(at(s), lr * (s + 1) / warmup, 1e-9) << s;
+        for (int s = warmup; s <= total; s++) {
+            const double x = (double)(s - warmup) / (total - warmup);
+            double want = shape == LrShape::COSINE   ? above_floor(0.5 * (1 + std::cos(M_PI * x)))
+                          : shape == LrShape::LINEAR ? above_floor(1 - x)
+                                                     : lr;
+            if (shape == LrShape::WSD && s >= 80) want = above_floor(1 - std::sqrt((s - 80) / 20.0));  // the last 20
+            EXPECT_NEAR(at(s), want, 1e-6 * lr) << "step " << s;
+            if (s > warmup) EXPECT_LE(at(s), at(s - 1)) << "step " << s;
+        }
+        EXPECT_NEAR(at(total), shape == LrShape::CONSTANT ? lr : floor, 1e-6 * lr);
+    }
+    // wsd by hand: the cooldown's middle (step 90) is 1 - sqrt(0.5) = 0.2929 of the way above the floor, 3.636e-4
+    EXPECT_NEAR(lr_schedule(90, 100, 10, 1e-3f, 0.1f, LrShape::WSD, 0.2f), 3.636e-4, 1e-7);
+    EXPECT_EQ(lr_schedule(79, 100, 10, 1e-3f, 0.1f, LrShape::WSD, 0.2f), 1e-3f);  // the stable phase's last step
+    // the cooldown's length: 0.2 of 100 is 20 steps (0.2f x 100 is 20.0000003 in double: not 21); halves round up
+    // (0.25 of 10: 3); it does not start inside the warmup; with no step to it, the peak holds to the end
+    EXPECT_EQ(wsd_cooldown_start(100, 10, 0.2f), 80);
+    EXPECT_EQ(wsd_cooldown_start(10, 0, 0.25f), 7);
+    EXPECT_EQ(wsd_cooldown_start(100, 90, 0.2f), 90);
+    EXPECT_EQ(wsd_cooldown_start(100, 95, 1.0f), 95);
+    EXPECT_EQ(lr_schedule(2, 3, 0, 1e-3f, 0.1f, LrShape::WSD, 0.1f), 1e-3f);
+    // cosine is the default, and what every run before --lr-schedule took
+    EXPECT_EQ(lr_schedule(50, 100, 10, 1e-3f, 0.1f), lr_schedule(50, 100, 10, 1e-3f, 0.1f, LrShape::COSINE, 0.5f));
+    for (const char* name : {"cosine", "linear", "constant", "wsd"}) {
+        LrShape parsed;
+        ASSERT_TRUE(lr_shape_parse(name, &parsed)) << name;
+        EXPECT_STREQ(lr_shape_name(parsed), name);
+    }
+    LrShape none;
+    EXPECT_FALSE(lr_shape_parse("Cosine", &none));
+}
+
+// --lr-schedule and --cooldown-frac: bad values are refused with the choices, flags the schedule leaves unused are
+// noticed, and the run's table says where wsd's cooldown falls (steps numbered from 1, as the step lines are).
+TEST(TrainerSchedule, FlagsAreCheckedNoticedAndShown) {
+    EXPECT_USER_ERROR(parse({"--lr-schedule", "cos"}), "--lr-schedule must be cosine, linear, constant or wsd",
+                      "'cos'");
+    EXPECT_USER_ERROR(parse({"--lr-schedule", "wsd", "--cooldown-frac", "0"}), "--cooldown-frac must be in (0, 1]",
+                      "--lr-schedule constant");
+    EXPECT_USER_ERROR(parse({"--cooldown-frac", "1.5"}), "--cooldown-frac must be in (0, 1]");
+    EXPECT_USER_ERROR(parse({"--lr-scheduler-type", "linear"}), "spells it --lr-schedule");
+    EXPECT_NO_THROW(parse({"--lr-schedule", "wsd", "--cooldown-frac", "1"}));
+    EXPECT_EQ(unused_flags_notice(parse({"--lr-schedule", "constant", "--min-lr-frac", "0.5"}), 1),
+              "notice: --min-lr-frac changes nothing in this run: --lr-schedule constant does not decay\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--lr-schedule", "linear", "--cooldown-frac", "0.3"}), 1),
+              "notice: --cooldown-frac changes nothing in this run: the schedule is linear, not wsd\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--cooldown-frac", "0.3"}), 1),
+              "notice: --cooldown-frac changes nothing in this run: the schedule is cosine, not wsd\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--lr-schedule", "wsd", "--cooldown-frac", "0.3", "--min-lr-frac", "0"}), 1),
+              "");
+    const ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-tiny");
+    auto rows_of = [&](const std::vector<std::string>& args) {
+        std::map<std::string, std::string> rows;
+        for (const auto& [k, v] : train_options_rows(parse(args), cfg)) rows[k] = v;
+        return rows;
+    };
+    EXPECT_EQ(rows_of({})["lr schedule"], "cosine");
+    EXPECT_EQ(rows_of({"--lr-schedule", "wsd", "--steps", "100", "--warmup", "10"})["lr schedule"],
+              "wsd (stable until step 80, the cooldown over steps 81-100)");
+    EXPECT_EQ(rows_of({"--lr-schedule", "wsd", "--steps", "3", "--cooldown-frac", "0.1"})["lr schedule"],
+              "wsd (no cooldown: --cooldown-frac 0.1 of 3 steps is none)");
+    EXPECT_EQ(rows_of({"--lr-schedule", "constant"})["min lr"], "(constant: no decay)");
+    EXPECT_EQ(rows_of({"--lr-schedule", "linear", "--lr", "0.01", "--min-lr-frac", "0.5"})["min lr"], "0.005 (0.5 x lr)");
 }
 
 // Non-finite values are accepted today where the check is one-sided: --lr inf passes `lr >= 0` and the run

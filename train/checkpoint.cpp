@@ -990,7 +990,10 @@ static std::string shortest_float(const std::string& v) {
 static bool setting_as_flags(const std::string& key, const std::string& value,
                              std::vector<std::pair<std::string, std::string>>* flags) {
     static const std::map<std::string, std::pair<const char*, std::map<std::string, const char*>>> KEYS = {
-        {"run.schedule", {nullptr, {{"lr", "--lr"}, {"warmup", "--warmup"}, {"min", "--min-lr-frac"}}}},
+        {"run.schedule",
+         {nullptr,
+          {{"lr", "--lr"}, {"warmup", "--warmup"}, {"min", "--min-lr-frac"}, {"shape", "--lr-schedule"},
+           {"cooldown", "--cooldown-frac"}}}},
         {"run.optimizer",
          {"--optimizer",
           {{"wd", "--weight-decay"}, {"b1", "--beta1"}, {"b2", "--beta2"}, {"eps", "--adam-eps"},
@@ -1044,6 +1047,8 @@ static bool setting_as_flags(const std::string& key, const std::string& value,
         if (sub_flags.size() != values.size()) return false;
         for (size_t f = 0; f < sub_flags.size(); f++) flags->push_back({sub_flags[f], shortest_float(values[f])});
     }
+    if (key == "run.schedule" && std::find(words.begin(), words.end(), "shape") == words.end())
+        flags->push_back({"--lr-schedule", "cosine"});  // (a cosine schedule's key names no shape)
     if (key == "run.prac" && words[0] != "none") {  // the classes compressed: the key holds the ranks of those alone
         auto has = [&](const char* w) { return std::find(words.begin(), words.end(), w) != words.end(); };
         const bool lin = has("lin"), nonlin = has("nonlin");

@@ -38,10 +38,19 @@ const Flag FLAGS[] = {
     F("--steps", "N", INT, steps,
       "optimizer steps; with --resume it may differ from the checkpoint's run (extend or shorten it): the steps still "
       "to come follow the schedule over the new --steps (warmup stays the run's), so extending 6 -> 10 raises the lr "
-      "at step 7 from the 6-step cosine's end to the 10-step cosine's value"),
+      "at step 7 from the 6-step cosine's end to the 10-step cosine's value, and a wsd run's cooldown moves to the "
+      "new end"),
     F("--lr", "LR", FLOAT, lr, "peak learning rate"),
     F("--warmup", "N", INT, warmup, "linear warmup steps (default: 10% of --steps)"),
-    F("--min-lr-frac", "F", FLOAT, min_lr_frac, "cosine decay floor as a fraction of --lr"),
+    F("--lr-schedule", "cosine|linear|constant|wsd", STR, lr_schedule,
+      "the learning rate after the warmup: cosine (half a cosine down to the floor, the PRAC paper's), linear (a "
+      "straight line down to it), constant (the peak to the end), wsd (warmup-stable-decay: the peak until the last "
+      "--cooldown-frac of the steps, then down to the floor as 1 - sqrt of the cooldown's part done; Hagele et al. "
+      "2024). Each decay reaches the floor one step after the last"),
+    F("--cooldown-frac", "F", FLOAT, cooldown_frac,
+      "wsd: the fraction of --steps in the final decay (rounded to whole steps; a --resume with more --steps keeps "
+      "the peak longer, so a run can be continued from a checkpoint of its stable phase)"),
+    F("--min-lr-frac", "F", FLOAT, min_lr_frac, "the decay's floor as a fraction of --lr"),
     F("--weight-decay", "WD", FLOAT, weight_decay, "decoupled weight decay of the 2-D weights (every optimizer)"),
     F("--beta1", "B1", FLOAT, beta1, "Adam beta1: AdamW's, and the Adam parts of muon, adam-mini, galore and rso"),
     F("--beta2", "B2", FLOAT, beta2, "Adam beta2 (as --beta1)"),
@@ -185,6 +194,8 @@ const FlagSynonym SYNONYMS[] = {
     {"--seq-length", "--seq-len"}, {"--sequence-length", "--seq-len"}, {"--max-seq-len", "--seq-len"},
     {"--block-size", "--seq-len"}, {"--context-length", "--seq-len"}, {"--max-length", "--seq-len"},
     {"--min-lr", "--min-lr-frac"}, {"--lr-min", "--min-lr-frac"}, {"--wd", "--weight-decay"},
+    {"--lr-scheduler", "--lr-schedule"}, {"--lr-scheduler-type", "--lr-schedule"}, {"--scheduler", "--lr-schedule"},
+    {"--lr-decay-style", "--lr-schedule"}, {"--cooldown", "--cooldown-frac"}, {"--decay-frac", "--cooldown-frac"},
     {"--max-grad-norm", "--grad-clip"}, {"--clip-grad", "--grad-clip"}, {"--gradient-clipping", "--grad-clip"},
     {"--adam-beta1", "--beta1"}, {"--adam-beta2", "--beta2"}, {"--adam-epsilon", "--adam-eps"}, {"--eps", "--adam-eps"},
     {"--checkpoint-dir", "--ckpt-dir"}, {"--save-every", "--ckpt-every"}, {"--save-interval", "--ckpt-every"},
@@ -404,6 +415,12 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                opts.warmup);
     CHECK_USER(opts.min_lr_frac >= 0 && opts.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1] (got %g)",
                opts.min_lr_frac);
+    LrShape shape;
+    CHECK_USER(lr_shape_parse(opts.lr_schedule, &shape),
+               "--lr-schedule must be cosine, linear, constant or wsd (got '%s')", opts.lr_schedule.c_str());
+    CHECK_USER(opts.cooldown_frac > 0 && opts.cooldown_frac <= 1,
+               "--cooldown-frac must be in (0, 1] (got %g)\n---> HINT: --lr-schedule constant keeps the peak to the end",
+               opts.cooldown_frac);
     CHECK_USER(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
                "--beta1/--beta2 must be in [0, 1) (got %.9g, %.9g%s)", opts.beta1, opts.beta2,
                opts.beta1 == 1.0f || opts.beta2 == 1.0f ? "; as float32, values above 0.99999997 are 1" : "");
@@ -723,7 +740,8 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     // must pass them again)
     const bool trains = !o.eval_only && (o.plan || !o.ckpt_dir.empty() || !(o.was_given("--steps") && o.steps == 0));
     if (!trains) {  // (with --eval-only the flags that go only with training are refused: check_flag_partners)
-        Flags f = given_of({"--epochs", "--lr", "--warmup", "--min-lr-frac", "--weight-decay", "--beta1",
+        Flags f = given_of({"--epochs", "--lr", "--warmup", "--lr-schedule", "--cooldown-frac", "--min-lr-frac",
+                            "--weight-decay", "--beta1",
                             "--beta2", "--adam-eps", "--grad-clip", "--grad-accum", "--optimizer",
                             "--optimizer-states", "--on-nonfinite", "--no-shuffle", "--eval-interval",
                             "--log-interval", "--recompute", "--recompute-attention", "--zero", "--overlap-comm"});
@@ -759,6 +777,9 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         notice(given("--prac-nonlinear"), "--prac-classes linear compresses no nonlinear site");
     if (o.prac != "none" && o.prac_classes == "nonlinear")
         notice(given("--prac-linear"), "--prac-classes nonlinear compresses no linear site");
+    if (o.lr_schedule == "constant") notice(given_of({"--min-lr-frac"}), "--lr-schedule constant does not decay");
+    if (o.lr_schedule != "wsd")
+        notice(given_of({"--cooldown-frac"}), format("the schedule is %s, not wsd", o.lr_schedule.c_str()));
     for (const char* opt : {"galore", "muon", "rso"})
         if (o.optimizer != opt)
             notice(given(format("--%s-", opt).c_str()),
@@ -798,6 +819,15 @@ std::string long_warmup_notice(const TrainOptions& o, const std::string& warmup)
                   "of --lr %g\n", warmup.c_str(), o.steps, o.lr * (double)o.steps / o.warmup, o.lr);
 }
 
+// The schedule's row of the run's table: its shape, and where wsd's cooldown falls (steps numbered from 1, as the
+// step lines number them).
+static std::string lr_schedule_text(const TrainOptions& o) {
+    if (o.lr_schedule != "wsd" || o.steps <= 0) return o.lr_schedule;
+    const int start = wsd_cooldown_start(o.steps, std::max(o.warmup, 0), o.cooldown_frac);
+    if (start >= o.steps) return format("wsd (no cooldown: --cooldown-frac %g of %d steps is none)", o.cooldown_frac, o.steps);
+    return format("wsd (stable until step %d, the cooldown over steps %d-%d)", start, start + 1, o.steps);
+}
+
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, const ModelConfig& cfg,
                                                                     int ranks) {
     // an evaluation of protocol "tokens" reads whole batches of B x T per rank (evaluate.h), at most an epoch's
@@ -834,7 +864,10 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"steps", std::to_string(o.steps)},
         {"lr (peak)", float_text(o.lr)},
         {"warmup steps", std::to_string(o.warmup)},
-        {"min lr", format("%s (%s x lr)", float_text(o.lr * o.min_lr_frac).c_str(), float_text(o.min_lr_frac).c_str())},
+        {"lr schedule", lr_schedule_text(o)},
+        {"min lr", o.lr_schedule == "constant"
+                       ? std::string("(constant: no decay)")
+                       : format("%s (%s x lr)", float_text(o.lr * o.min_lr_frac).c_str(), float_text(o.min_lr_frac).c_str())},
         {"weight_decay", float_text(o.weight_decay)},
         // a rank of 0 is the model's default: the row shows the number the run uses
         {"optimizer", o.optimizer == "galore"

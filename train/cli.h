@@ -27,7 +27,9 @@ struct TrainOptions {
     int steps = 100;
     float lr = 6e-4f;
     int warmup = -1;            // steps; -1 = 10% of steps (the paper)
-    float min_lr_frac = 0.1f;   // cosine floor as a fraction of lr (the paper: 10%)
+    float min_lr_frac = 0.1f;   // decay floor as a fraction of lr (the paper: 10%)
+    std::string lr_schedule = "cosine";  // cosine | linear | constant | wsd (optim_adamw.h's LrShape)
+    float cooldown_frac = 0.2f;          // wsd: the fraction of the steps in the final decay
     float weight_decay = 0.1f;
     float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
     float grad_clip = 1.0f;     // 0 = off

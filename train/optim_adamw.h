@@ -9,15 +9,41 @@
 #include "common/tensors.h"
 #include "kernels/adamw8.h"  // AdamW8Codes, ADAMW8_BLOCK
 
-// Linear warmup over `warmup` steps, then cosine decay from lr toward min_lr_frac * lr, which step total_steps (one
-// past the last) would reach: llm.c's formula, the last step's lr a little above the floor (the PRAC paper: warmup
-// 10% of steps, floor 10% of peak). step is 0-based.
-inline float lr_schedule(int step, int total_steps, int warmup, float lr, float min_lr_frac) {
+// The learning rate's shape after the warmup (--lr-schedule): cosine (the PRAC paper's, llm.c's default), linear,
+// constant, or wsd (warmup-stable-decay: the peak until the last cooldown_frac of the steps, then a decay shaped
+// 1 - sqrt of the fraction of the cooldown done: Hägele et al. 2024, "Scaling Laws and Compute-Optimal Training
+// Beyond Fixed Training Durations", arXiv:2405.18392, whose 20% cooldown is our default).
+enum class LrShape { COSINE, LINEAR, CONSTANT, WSD };
+inline const char* const LR_SHAPE_NAMES[] = {"cosine", "linear", "constant", "wsd"};
+inline const char* lr_shape_name(LrShape s) { return LR_SHAPE_NAMES[(int)s]; }
+// false for a name that is none of them
+inline bool lr_shape_parse(const std::string& name, LrShape* shape) {
+    for (int i = 0; i < 4; i++)
+        if (name == LR_SHAPE_NAMES[i]) return *shape = (LrShape)i, true;
+    return false;
+}
+
+// wsd: the first step (0-based) of the cooldown in a run of total_steps: round(cooldown_frac x total_steps) steps
+// before the end, not inside the warmup.
+inline int wsd_cooldown_start(int total_steps, int warmup, float cooldown_frac) {
+    const int cooldown = (int)std::lround((double)cooldown_frac * total_steps);  // (0.2f x 100: 20, not 20.0000003)
+    return std::max(warmup, total_steps - cooldown);
+}
+
+// Linear warmup over `warmup` steps, then the shape's decay from lr toward min_lr_frac * lr, which step total_steps
+// (one past the last) would reach: llm.c's convention, the last step's lr a little above the floor (the PRAC paper:
+// cosine, warmup 10% of steps, floor 10% of peak). step is 0-based.
+inline float lr_schedule(int step, int total_steps, int warmup, float lr, float min_lr_frac,
+                         LrShape shape = LrShape::COSINE, float cooldown_frac = 0.2f) {
     if (step < warmup) return lr * (float)(step + 1) / (float)warmup;
-    float min_lr = min_lr_frac * lr;
-    if (total_steps <= warmup) return lr;
-    float ratio = (float)(step - warmup) / (float)(total_steps - warmup);
-    float coeff = 0.5f * (1.0f + std::cos((float)M_PI * ratio));
+    if (total_steps <= warmup || shape == LrShape::CONSTANT) return lr;
+    const float min_lr = min_lr_frac * lr;
+    const int start = shape == LrShape::WSD ? wsd_cooldown_start(total_steps, warmup, cooldown_frac) : warmup;
+    if (step < start) return lr;  // wsd's stable phase
+    const float ratio = (float)(step - start) / (float)(total_steps - start);  // [0, 1): the decay's part done
+    const float coeff = shape == LrShape::COSINE ? 0.5f * (1.0f + std::cos((float)M_PI * ratio))
+                        : shape == LrShape::LINEAR ? 1.0f - ratio
+                                                   : 1.0f - std::sqrt(ratio);
     return min_lr + coeff * (lr - min_lr);
 }
 

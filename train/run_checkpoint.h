@@ -69,8 +69,14 @@ inline std::string prac_key_canonical(const TrainOptions& o) {
 // checkpoints written before spelled the flag (0 for the default), which check_resume_keys still matches. `legacy`
 // spells the keys as checkpoints written before run.key_spelling did (six digits; GaLore's and Muon's flags always):
 // a checkpoint without it is compared in that spelling.
+// A schedule other than cosine adds its shape (a cosine run's key is spelled as before there were others, and every
+// checkpoint of an earlier spelling is one); constant leaves out the floor it never reaches, wsd adds its cooldown.
 inline std::string schedule_key(const TrainOptions& o, bool legacy = false) {
-    return format(legacy ? "lr %g warmup %d min %g" : "lr %.9g warmup %d min %.9g", o.lr, o.warmup, o.min_lr_frac);
+    std::string k = format(legacy ? "lr %g warmup %d" : "lr %.9g warmup %d", o.lr, o.warmup);
+    if (o.lr_schedule != "constant") k += format(legacy ? " min %g" : " min %.9g", o.min_lr_frac);
+    if (o.lr_schedule != "cosine") k += " shape " + o.lr_schedule;
+    if (o.lr_schedule == "wsd") k += format(" cooldown %.9g", o.cooldown_frac);
+    return k;
 }
 inline std::string optimizer_key(const TrainOptions& o, int galore_rank, bool legacy = false) {
     const char* g = legacy ? "%g" : "%.9g";

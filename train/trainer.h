@@ -465,7 +465,9 @@ struct Trainer {
     void update(int step, float step_loss, float grad_norm) {
         loss = step_loss;
         norm = grad_norm * step_scale;  // the norm of the gradient the update takes (step_loss)
-        lr = lr_schedule(step, opts.steps, opts.warmup, opts.lr, opts.min_lr_frac);
+        LrShape shape = LrShape::COSINE;
+        lr_shape_parse(opts.lr_schedule, &shape);  // (a name it is not was refused with the flags)
+        lr = lr_schedule(step, opts.steps, opts.warmup, opts.lr, opts.min_lr_frac, shape, opts.cooldown_frac);
         skipped_step = !std::isfinite(loss) || !std::isfinite(norm);
         if (skipped_step) {
             // the parameters are still the last good ones: nothing of this step has been applied
