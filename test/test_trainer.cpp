@@ -1128,6 +1128,45 @@ void expect_same_checkpoint(const TempDir& dir, const std::string& a, const std:
 
 }  // namespace
 
+// --prompt, --temperature, --top-k shape --sample's text: the sample continues the prompt and is printed after it
+// (GPT-2's r50k ids of "It is a truth": It, " is", " a", " truth"); at temperature 0 the seed changes nothing, and
+// --top-k 1 at temperature 1 draws what temperature 0 takes (the most likely token each time), while at temperature
+// 1 over all tokens two seeds give two samples. Bad values are refused; given without --sample they are noticed.
+TEST(TrainerBinary, SampleContinuesAPromptAtATemperature) {
+    TempDir dir;
+    RunResult trained = run_trainer("train_gpt2", tiny({"--steps", "2", "--eval-tokens", "64", "--save", dir / "m"}),
+                                    dir, 120);
+    ASSERT_EQ(trained.rc, 0) << describe(trained);
+    auto sample = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--eval-only", "--init-from", dir / "m", "--eval-tokens", "64", "--sample",
+                                           "8", "--prompt", "It is a truth"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        RunResult r = run_trainer("train_gpt2", a, dir, 120);
+        EXPECT_EQ(r.rc, 0) << describe(r);
+        const size_t at = r.out.find("sample (8 tokens after a prompt of 4):\n");
+        EXPECT_NE(at, std::string::npos) << describe(r);
+        const std::string text = at == std::string::npos ? "" : r.out.substr(r.out.find('\n', at) + 1);
+        EXPECT_EQ(text.rfind("It is a truth", 0), 0u) << "the sample does not begin with the prompt: " << text;
+        return text;
+    };
+    const std::string greedy = sample({"--temperature", "0", "--seed", "1"});
+    EXPECT_EQ(sample({"--temperature", "0", "--seed", "2"}), greedy);
+    EXPECT_EQ(sample({"--top-k", "1", "--seed", "3"}), greedy);
+    EXPECT_NE(sample({"--seed", "1"}), sample({"--seed", "2"}));
+    for (const auto& [bad, says] : {std::pair<std::vector<std::string>, std::string>{{"--temperature", "-1"},
+                                                                                      "--temperature must be >= 0"},
+                                    {{"--top-k", "-2"}, "--top-k must be >= 0"},
+                                    {{"--prompt", ""}, "flag --prompt needs a non-empty value"}}) {
+        RunResult r = run_trainer("train_gpt2", tiny({"--steps", "1", "--sample", "4", bad[0], bad[1]}), dir, 60);
+        expect_user_error_exit(r, "train_gpt2", {says});
+    }
+    RunResult unused = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--prompt", "Once"}),
+                                   dir, 60);
+    EXPECT_EQ(unused.rc, 0) << describe(unused);
+    EXPECT_TRUE(contains(unused.out, "notice: --prompt changes nothing in this run: --sample is 0: no text is generated"))
+        << describe(unused);
+}
+
 // --log-interval N prints the process's first step, steps N, 2N, ... (those an --eval-interval N evaluates after)
 // and the last; it printed steps 1, N + 1, 2N + 1, away from the evaluations' lines. A resumed run's first step is
 // printed too (nothing, not even an ETA, came until the next N-th).

@@ -5,10 +5,12 @@
 // Every suite is named Trainer*, so `ctest -R Trainer` runs all the trainer tests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -1249,6 +1251,57 @@ TEST(FinetuneHead, ClassOrderOfTheConfigIsMappedOntoTheTask) {
               std::string::npos) << note;
     EXPECT_TRUE(head_rows_in_task_order({"equivalent", "Equivalent"}, mrpc, &note).empty()) << "a name twice";
     EXPECT_NE(note, "");
+}
+
+// --sample's draw (sample_token) against the distribution it is documented to draw from: softmax(logits / T) over the
+// tokens whose logit is at least the k-th largest (transformers' TopKLogitsWarper: ties with the k-th kept), written
+// out here in double. 200,000 draws each, Pearson's chi-square over the kept tokens against the critical value of
+// p = 1e-6 for its degrees of freedom (each check fails by chance once in a million); a token left out is never drawn.
+// Temperature 0 is the first largest logit whatever the draw; draws at the ends of the range take the first and the
+// last kept token.
+TEST(Sample, TokenDrawsFollowTheSoftmaxAtTheTemperatureOverTheTopK) {
+    const double chi2_crit[] = {0, 23.93, 27.63, 30.66, 33.38, 35.89};  // p = 1e-6, df 1..5
+    struct Case {
+        std::vector<float> logits;
+        float temperature;
+        int top_k;
+    };
+    const std::vector<float> six = {2.0f, 1.0f, 0.5f, 0.5f, -1.0f, 3.0f};
+    for (const Case& c : {Case{six, 1.0f, 0}, Case{six, 0.5f, 0}, Case{six, 2.0f, 0}, Case{six, 1.0f, 3},
+                          Case{six, 0.7f, 2}, Case{six, 1.0f, 6}, Case{{3.0f, 2.0f, 2.0f, 1.0f}, 1.0f, 2}}) {
+        SCOPED_TRACE(format("T %g, k %d, V %zu", c.temperature, c.top_k, c.logits.size()));
+        const int V = (int)c.logits.size();
+        std::vector<float> sorted = c.logits;
+        std::sort(sorted.rbegin(), sorted.rend());
+        const float cut = c.top_k > 0 ? sorted[c.top_k - 1] : -INFINITY;
+        std::vector<double> p(V);
+        double z = 0;
+        for (int v = 0; v < V; v++) z += p[v] = c.logits[v] >= cut ? std::exp(c.logits[v] / c.temperature) : 0.0;
+        std::vector<long> count(V);
+        std::mt19937_64 rng(7);
+        const long n = 200000;
+        for (long i = 0; i < n; i++) count[sample_token(c.logits.data(), V, c.temperature, c.top_k, rng())]++;
+        double chi2 = 0;
+        int kept = 0;
+        for (int v = 0; v < V; v++) {
+            if (p[v] == 0) {
+                EXPECT_EQ(count[v], 0) << "token " << v << " is outside the top k";
+                continue;
+            }
+            const double expected = n * p[v] / z;
+            chi2 += (count[v] - expected) * (count[v] - expected) / expected;
+            kept++;
+        }
+        EXPECT_EQ(kept, c.top_k == 2 && V == 4 ? 3 : c.top_k > 0 ? c.top_k : V);  // (the tie with the 2nd kept)
+        EXPECT_LT(chi2, chi2_crit[kept - 1]) << "chi-square over " << kept << " tokens";
+        EXPECT_EQ(sample_token(c.logits.data(), V, c.temperature, c.top_k, 0), (int)(std::find_if(c.logits.begin(),
+                  c.logits.end(), [&](float l) { return l >= cut; }) - c.logits.begin()));
+        int last = V - 1;
+        while (c.logits[last] < cut) last--;
+        EXPECT_EQ(sample_token(c.logits.data(), V, c.temperature, c.top_k, ~0ull), last);
+    }
+    const std::vector<float> ties = {1.0f, 5.0f, 5.0f, 2.0f};
+    for (uint64_t draw : {0ull, 1ull << 63, ~0ull}) EXPECT_EQ(sample_token(ties.data(), 4, 0.0f, 0, draw), 1);
 }
 
 // --sample's text (sample_text): documents apart at the tokenizer's EOS, shown as its own text (SentencePiece's

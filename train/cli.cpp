@@ -154,7 +154,16 @@ const Flag FLAGS[] = {
       "with nccl: 1 averages each layer's gradients as soon as its backward is done, overlapping the rest of "
       "backward; 0 one all-reduce after backward. Not with --zero 1 (one reduce-scatter after backward)"),
     F("--sample", "N", INT, sample,
-      "after training (or --eval-only), generate N tokens (temperature 1, seed --seed) and print them decoded"),
+      "after training (or --eval-only), generate N tokens (seed --seed) and print them decoded"),
+    F("--prompt", "TEXT", STR, prompt,
+      "--sample continues this text (encoded with the shards' tokenizer, after an end-of-text token); the printed "
+      "sample begins with it (default: the sample starts after an end of text alone)"),
+    F("--temperature", "T", FLOAT, temperature,
+      "--sample draws from the softmax of the logits / T: below 1 sharper, above 1 flatter; 0: always the most "
+      "likely token (the seed then changes nothing)"),
+    F("--top-k", "K", INT, top_k,
+      "--sample draws among the K most likely tokens only (and those tied with the K-th, as transformers' top-k); 0: "
+      "among all"),
     F("--spm-model", "FILE", STR, spm_model,
       "SentencePiece model of LLaMA shards, for --sample and --save (default: the one that made the shards, found by "
       "its hash next to them; a model of another hash is refused)"),
@@ -457,6 +466,9 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
                "--optimizer-states 8bit does not combine with --zero 1 yet (its checkpoints hold whole-buffer block "
                "scales)\n---> HINT: drop --zero 1, or keep --optimizer-states fp32");
     CHECK_USER(opts.sample >= 0, "--sample must be >= 0 (got %d)", opts.sample);
+    CHECK_USER(opts.temperature >= 0, "--temperature must be >= 0 (got %g)\n---> HINT: 0 takes the most likely "
+               "token, 1 the model's own distribution", opts.temperature);
+    CHECK_USER(opts.top_k >= 0, "--top-k must be >= 0 (got %d; 0: every token)", opts.top_k);
     CHECK_USER(opts.ckpt_every >= 0, "--ckpt-every must be >= 0 (0: at the end only; got %d)", opts.ckpt_every);
     CHECK_USER(opts.ckpt_keep >= 1, "--ckpt-keep must be >= 1 (got %d)\n---> HINT: --ckpt-keep 1 keeps the newest "
                "checkpoint alone (the one --resume takes); without --ckpt-dir none is written", opts.ckpt_keep);
@@ -735,6 +747,8 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         out += format("notice: %s %s nothing in this run: %s\n", names.c_str(),
                       flags.size() == 1 ? "changes" : "change", why.c_str());
     };
+    if (o.sample == 0)
+        notice(given_of({"--prompt", "--temperature", "--top-k"}), "--sample is 0: no text is generated");
     // --eval-only, or --steps 0 (an evaluation, and --save, of the initial weights): the flags of training are inert;
     // not with --plan (the plan's rows follow them) or --ckpt-dir (its step-0 checkpoint records them: a resume of it
     // must pass them again)

@@ -96,6 +96,9 @@ struct TrainOptions {
 
     // text samples at the end of training
     int sample = 0;             // tokens to generate (0 = none)
+    std::string prompt;         // --sample continues this text (empty: after an end of text alone)
+    float temperature = 1.0f;   // --sample: logits / T (0: the most likely token)
+    int top_k = 0;              // --sample: among the K most likely tokens (0: all)
     std::string spm_model;      // SentencePiece model to decode LLaMA samples (default: the built-in corpus's)
 
     // activation dump for prac_analyze

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"  // format
 #include "common/kill_point.h"
 #include "data/dataloader.h"
 #include "data/tokenizer.h"
@@ -65,9 +67,37 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
 // tiktoken's decode shows them. NUL tokens stay (the text is written with its length, not as a C string).
 std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids);
 
-// Generates n tokens after an end-of-text/EOS prompt, sampling from the softmax at temperature 1 with mt19937_64
-// seeded with --seed (its output the C++ standard fixes: one seed, one sample everywhere), and prints them decoded.
-// No KV cache: each token reruns the forward over the window, which is fine for the short samples this is for (a look
+// The next token from a row of V logits and 64 random bits `draw`: the inverse of the cumulative softmax of
+// logits / temperature at the uniform draw, over the top_k largest logits (every one when 0; those tied with the k-th
+// kept, as transformers' TopKLogitsWarper keeps them); temperature 0 takes the largest logit (the first of ties).
+// At temperature 1 over every token it is the draw --sample made before --temperature and --top-k: one seed, the
+// same sample.
+inline int sample_token(const float* logits, int V, float temperature, int top_k, uint64_t draw) {
+    if (temperature == 0) return (int)(std::max_element(logits, logits + V) - logits);
+    const float m = *std::max_element(logits, logits + V);
+    float cut = -INFINITY;  // logits below it are left out
+    if (top_k > 0 && top_k < V) {
+        std::vector<float> sorted(logits, logits + V);
+        std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(), std::greater<float>());
+        cut = sorted[top_k - 1];
+    }
+    std::vector<double> w(V);  // unnormalized probabilities
+    double sum = 0;
+    for (int v = 0; v < V; v++) sum += w[v] = logits[v] < cut ? 0.0 : std::exp(((double)logits[v] - m) / temperature);
+    const double u = (double)(draw >> 11) * 0x1.0p-53 * sum;
+    double acc = 0;
+    int last = 0;  // the last token with a weight (rounding may leave the sum short of u)
+    for (int v = 0; v < V; v++) {
+        if (w[v] == 0) continue;
+        if ((acc += w[v]) >= u) return v;
+        last = v;
+    }
+    return last;
+}
+
+// Generates n tokens after an end-of-text/EOS token and the --prompt's tokens, each by sample_token (--temperature,
+// --top-k) with mt19937_64 seeded with --seed (its output the C++ standard fixes: one seed, one sample everywhere),
+// and prints them decoded, the prompt first. No KV cache: each token reruns the forward over the window, which is fine for the short samples this is for (a look
 // at what the model learned). A stop signal (`stop` set: SIGINT, SIGTERM) ends it early with the tokens so far;
 // returns that signal, or 0.
 template <class Model>
@@ -79,6 +109,17 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
     // never produced the extra ids: sample among the tokenizer's ids only
     int Vs = tok ? std::min(V, tok->vocab_size()) : V;
     std::vector<int32_t> ctx = {(int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1))};
+    if (!opts.prompt.empty() && tok) {
+        std::vector<uint32_t> ids;
+        tok->encode(opts.prompt, ids);
+        ctx.insert(ctx.end(), ids.begin(), ids.end());
+    } else if (!opts.prompt.empty()) {
+        std::printf("note: no tokenizer to encode --prompt with: the sample starts after an end of text alone\n");
+    }
+    const size_t prompt_tokens = ctx.size() - 1;
+    if (prompt_tokens >= (size_t)T)
+        std::printf("note: the prompt's %zu tokens fill the model's window of %d: each token is drawn from the last %d "
+                    "before it\n", prompt_tokens, T, T);
     std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, -1);
     std::vector<float> row(V);  // the logits of the last position (the next token's): one row, not B*T*V
     std::mt19937_64 rng((uint64_t)opts.seed);  // (an LCG from the seed drew first tokens in step with the seed)
@@ -88,22 +129,16 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
         for (int t = 0; t < len; t++) inputs[t] = ctx[start + t];
         model.eval_loss(inputs.data(), targets.data());
         model.logits(row.data(), len - 1, 1);
-        float m = *std::max_element(row.begin(), row.begin() + Vs);
-        double sum = 0;
-        for (int v = 0; v < Vs; v++) sum += std::exp((double)row[v] - m);
-        double u = (double)(rng() >> 11) * 0x1.0p-53 * sum, acc = 0;
-        int next = Vs - 1;
-        for (int v = 0; v < Vs; v++)
-            if ((acc += std::exp((double)row[v] - m)) >= u) {
-                next = v;
-                break;
-            }
-        ctx.push_back(next);
+        ctx.push_back(sample_token(row.data(), Vs, opts.temperature, opts.top_k, rng()));
         if (each_token) each_token();  // the watchdog's progress mark: a long sample is progress
         kill_point("sample.token");    // tests: a signal while sampling (common/kill_point.h)
     }
-    if (sig) std::printf("sample (%zu of %d tokens: stopped by signal %d):\n", ctx.size() - 1, opts.sample, sig);
-    else std::printf("sample (%d tokens):\n", opts.sample);
+    const std::string after = prompt_tokens ? format(" after a prompt of %zu", prompt_tokens) : "";
+    if (sig)
+        std::printf("sample (%zu of %d tokens%s: stopped by signal %d):\n", ctx.size() - 1 - prompt_tokens, opts.sample,
+                    after.c_str(), sig);
+    else
+        std::printf("sample (%d tokens%s):\n", opts.sample, after.c_str());
     if (tok) {
         const std::string text = sample_text(*tok, std::vector<int32_t>(ctx.begin() + 1, ctx.end())) + "\n";
         std::fwrite(text.data(), 1, text.size(), stdout);
