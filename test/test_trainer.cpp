@@ -1143,7 +1143,7 @@ TEST(TrainerBinary, SampleContinuesAPromptAtATemperature) {
         a.insert(a.end(), extra.begin(), extra.end());
         RunResult r = run_trainer("train_gpt2", a, dir, 120);
         EXPECT_EQ(r.rc, 0) << describe(r);
-        const size_t at = r.out.find("sample (8 tokens after a prompt of 4):\n");
+        const size_t at = r.out.find("sample (8 tokens after a prompt of 4 tokens):\n");
         EXPECT_NE(at, std::string::npos) << describe(r);
         const std::string text = at == std::string::npos ? "" : r.out.substr(r.out.find('\n', at) + 1);
         EXPECT_EQ(text.rfind("It is a truth", 0), 0u) << "the sample does not begin with the prompt: " << text;

@@ -97,9 +97,9 @@ inline int sample_token(const float* logits, int V, float temperature, int top_k
 
 // Generates n tokens after an end-of-text/EOS token and the --prompt's tokens, each by sample_token (--temperature,
 // --top-k) with mt19937_64 seeded with --seed (its output the C++ standard fixes: one seed, one sample everywhere),
-// and prints them decoded, the prompt first. No KV cache: each token reruns the forward over the window, which is fine for the short samples this is for (a look
-// at what the model learned). A stop signal (`stop` set: SIGINT, SIGTERM) ends it early with the tokens so far;
-// returns that signal, or 0.
+// and prints them decoded, the prompt first. No KV cache: each token reruns the forward over the window, which is
+// fine for the short samples this is for (a look at what the model learned). A stop signal (`stop` set: SIGINT,
+// SIGTERM) ends it early with the tokens so far; returns that signal, or 0.
 template <class Model>
 int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volatile std::sig_atomic_t& stop,
                  const std::function<void()>& each_token = {}) {
@@ -133,7 +133,7 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
         if (each_token) each_token();  // the watchdog's progress mark: a long sample is progress
         kill_point("sample.token");    // tests: a signal while sampling (common/kill_point.h)
     }
-    const std::string after = prompt_tokens ? format(" after a prompt of %zu", prompt_tokens) : "";
+    const std::string after = prompt_tokens ? format(" after a prompt of %zu tokens", prompt_tokens) : "";
     if (sig)
         std::printf("sample (%zu of %d tokens%s: stopped by signal %d):\n", ctx.size() - 1 - prompt_tokens, opts.sample,
                     after.c_str(), sig);
