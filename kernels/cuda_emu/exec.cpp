@@ -450,6 +450,9 @@ void report_race(Exec* ex, const Region& r, uintptr_t a, bool write, int other, 
     fail(ex, b);
 }
 
+void global_access(const void* p, size_t n, bool write, const void* pc);  // below
+extern __thread bool tls_global_check;
+
 // Called for the loads and stores of the kernels' code that may touch tracked shared memory (the callbacks below
 // filter the rest): the bookkeeping itself is not checked by AddressSanitizer (its cells are this file's own
 // vectors), which more than halves the cost of the race check. Plain arithmetic and the Exec's plain views only:
@@ -493,6 +496,9 @@ __attribute__((no_sanitize("address"), noinline)) void access(const void* p, siz
         }
         return;
     }
+    // in none of the regions: the hooks' span runs from the lowest region to the highest, and a device buffer may lie
+    // between them (AddressSanitizer keeps each allocation size in an address range of its own)
+    if (tls_global_check && !tls_in_atomic) global_access(p, n, write, pc);
 }
 
 // ---- global-memory race check ------------------------------------------------------------------------------------

@@ -228,6 +228,7 @@ __global__ void global_race_kernel(int* buf, __nv_bfloat16* half, const int* pre
 }
 
 TEST_F(EmuTest, GlobalRaceCheckReportsUnorderedAccesses) {
+    if (!cuda_emu::global_race_check_enabled()) GTEST_SKIP() << "PRAC_EMU_RACECHECK turns the global check off";
     const int blocks = 4, threads = 32, n = blocks * threads;
     DevBuf<int> buf(2 * n + 1), prev(2 * n + 1), zeros(n);
     DevBuf<__nv_bfloat16> half(n);
@@ -268,6 +269,31 @@ TEST_F(EmuTest, GlobalRaceCheckReportsUnorderedAccesses) {
     global_race_kernel<<<blocks, threads, 8>>>(buf.p, half.p, prev.p, 0);
     EXPECT_EQ(cudaDeviceSynchronize(), cuda_emu::global_race_check_every_launch() ? cudaErrorLaunchFailure : cudaSuccess);
     EXPECT_EQ(cuda_emu::races_seen() > before, cuda_emu::global_race_check_every_launch());
+}
+
+// A device buffer amid a block's shared memory: the hooks send an address between the lowest and the highest shared
+// region to the shared-memory check, and one in neither region is a global access still. AddressSanitizer's
+// allocator keeps each size class in a region of its own, in the order of the sizes, so the 1 KiB buffer lies between
+// the 16-byte static array and the 40,000 bytes of dynamic shared memory (the race went unreported there, as the
+// kernel's two blocks writing buf[0] show).
+__global__ void race_amid_shared_kernel(int* buf) {
+    __shared__ int small[4];
+    extern __shared__ int big[];
+    if (threadIdx.x == 0) small[0] = 1, big[0] = 1;
+    __syncthreads();
+    if (threadIdx.x == 0) buf[0] = (int)blockIdx.x + small[0] + big[0];
+}
+
+TEST_F(EmuTest, GlobalRaceCheckSeesBuffersAmidSharedMemory) {
+    if (!cuda_emu::global_race_check_enabled()) GTEST_SKIP() << "PRAC_EMU_RACECHECK turns the global check off";
+    DevBuf<int> buf(256);
+    cuda_emu::reset_errors();
+    race_amid_shared_kernel<<<4, 32, 40000>>>(buf.p);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+    const std::string m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("global-memory race"), std::string::npos) << m;
+    EXPECT_NE(m.find("writes it while another block of this launch wrote it"), std::string::npos) << m;
+    cuda_emu::reset_errors();
 }
 
 // ---- warp shuffles (Programming Guide, "Warp Shuffle Functions") ------------------------------------------------
