@@ -271,9 +271,11 @@ struct Trainer {
             // micro-batches (a step that needs more than an epoch gives repeats some of them inside the step)
             const long long per_step = (long long)ranks * B * opts.grad_accum,
                             per_epoch = train_data->steps_per_epoch() * ranks * B;
-            std::printf("train data: %zu shard(s), %lld samples of %d tokens per epoch%s; the run reads %.3g epochs\n",
+            const double epochs = (double)per_step * opts.steps / per_epoch;  // (%.3g wrote 1234 as 1.23e+03)
+            std::printf("train data: %zu shard(s), %lld samples of %d tokens per epoch%s; the run reads %s epochs\n",
                         train_data->files().size(), (long long)train_data->samples_per_epoch(), T,
-                        s.builtin ? " (built-in corpus)" : "", (double)per_step * opts.steps / per_epoch);
+                        s.builtin ? " (built-in corpus)" : "",
+                        format(epochs < 1000 ? "%.3g" : "%.0f", epochs).c_str());
             if (per_step > per_epoch)
                 std::printf("notice: one step reads %lld samples (%d rank(s) x B %d x --grad-accum %d), more than the "
                             "%lld of an epoch: each step repeats samples it already read\n", per_step, ranks, B,
