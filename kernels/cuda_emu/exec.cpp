@@ -143,6 +143,19 @@ size_t g_cells_used = 0;
 Cell* g_cell_v = nullptr;  // cell_pool().data(), for access()
 
 uint32_t g_epoch = 0;  // epochs are globally unique, so a cell from an earlier block or barrier never matches
+// The counter is 32 bits (a cell per byte of every device buffer holds two): run_launch restarts it, clearing every
+// cell, once a launch begins at or above kEpochRestart, so no launch sees it wrap unless it alone takes 2^31 epochs
+// (days of emulation: an epoch is a barrier interval of a block or a warp), which stops the process rather than
+// let a stale cell pass for a current one.
+constexpr uint32_t kEpochRestart = 1u << 31;
+uint32_t next_epoch() {
+    if (g_epoch == UINT32_MAX) {
+        std::fprintf(stderr, "cuda_emu: one launch used 2^31 race-check epochs; the 32-bit counter would wrap "
+                             "(PRAC_EMU_RACECHECK=0 runs it without the race check)\n");
+        std::abort();
+    }
+    return ++g_epoch;
+}
 long g_carriers = 0;   // carriers started in this process (carriers_started())
 bool g_stacks_dirty = false;  // fibers were abandoned (a failed launch): unpoison the stacks before reuse
 
@@ -355,7 +368,7 @@ void run_block(Exec* ex) {
         ex->warp_v = ex->warps.data();
     }
     ex->block_first = g_epoch + 1;
-    for (Warp& w : ex->warps) w.arrived = 0, w.epoch = ++g_epoch;
+    for (Warp& w : ex->warps) w.arrived = 0, w.epoch = next_epoch();
     for (unsigned i = 0; i < n; i++) {
         Fiber& f = ex->fibers[i];
         f = Fiber{};
@@ -369,7 +382,7 @@ void run_block(Exec* ex) {
     ex->next = 0;
     ex->carriers = 0;
     ex->arrived = 0;
-    ex->epoch = ++g_epoch;
+    ex->epoch = next_epoch();
     if (ex->cfg.smem > 0) ex->dyn = add_region(ex, nullptr, ex->cfg.smem, 16);  // else extern __shared__ is null
     while (ex->live > 0 && !ex->failed) {
         bool ran = false;
@@ -619,7 +632,7 @@ void warp_barrier(unsigned mask, const char* file, int line, bool sync, const ch
             o.state = State::Runnable;
         }
         w.arrived &= ~mask;
-        if (sync) w.epoch = ++g_epoch;
+        if (sync) w.epoch = next_epoch();
         return;
     }
     yield(f);
@@ -654,8 +667,8 @@ void syncthreads(const char* file, int line) {
         }
         for (Fiber& o : ex->fibers) o.state = State::Runnable;
         ex->arrived = 0;
-        ex->epoch = ++g_epoch;
-        for (Warp& w : ex->warps) w.epoch = ++g_epoch;
+        ex->epoch = next_epoch();
+        for (Warp& w : ex->warps) w.epoch = next_epoch();
         return;
     }
     yield(f);
@@ -769,6 +782,17 @@ void untrack_device_buffer(void* p) {
     shadow_table().erase(it);
 }
 
+// Between launches: every cell back to "no access" (the global cells' pages back to zero pages) and the counter to 0.
+static void restart_epochs() {
+    std::fill(cell_pool().begin(), cell_pool().end(), Cell{});
+    std::lock_guard<std::mutex> lock(g_shadow_mu);
+    for (const auto& kv : shadow_table())
+        madvise(kv.second.cells, (kv.second.hi - kv.second.lo) * sizeof(GCell), MADV_DONTNEED);
+    g_epoch = 0;
+}
+uint32_t epoch_counter() { return g_epoch; }
+void set_epoch_counter(uint32_t e) { g_epoch = e; }
+
 unsigned long long block_run_at(unsigned long long i, unsigned long long total) {
     if (total <= 1) return 0;
     unsigned long long stride = (unsigned long long)(0.618 * (double)total);  // the golden ratio's spread
@@ -801,6 +825,7 @@ static void run_launch(const Config& cfg, const void* kernel, Body body, bool of
     ex.blk.dim = cfg.block;
     ex.blk.grid = cfg.grid;
     tls_exec = &ex;
+    if (g_epoch >= kEpochRestart) restart_epochs();
     ex.launch_first = g_epoch + 1;
     tls_global_check = check_this_launch_globally(cfg, kernel);
     if (tls_global_check) {

@@ -296,6 +296,31 @@ TEST_F(EmuTest, GlobalRaceCheckSeesBuffersAmidSharedMemory) {
     cuda_emu::reset_errors();
 }
 
+// The race check's 32-bit epoch counter, placed just below its wrap: the launch that would cross it restarts it first
+// (every cell cleared). Had it wrapped, the launch's own epochs would fall below its first one, and its blocks' writes
+// would pass for an earlier launch's: the race of mode 0 unseen (or the process stopped at the wrap).
+TEST_F(EmuTest, RaceCheckEpochsRestartBeforeTheCounterWraps) {
+    if (!cuda_emu::global_race_check_enabled()) GTEST_SKIP() << "PRAC_EMU_RACECHECK turns the global check off";
+    const int blocks = 4, threads = 32, n = blocks * threads;
+    DevBuf<int> buf(2 * n + 1), prev(2 * n + 1), zeros(n);
+    DevBuf<__nv_bfloat16> half(n);
+    ASSERT_EQ(cudaMemset(zeros.p, 0, n * sizeof(int)), cudaSuccess);
+    cuda_emu::set_epoch_counter(UINT32_MAX - 2);  // (each launch a configuration of its own: all checked)
+    global_race_kernel<<<blocks, threads, 1001>>>(buf.p, half.p, prev.p, 0);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure) << "the race after the restart is reported";
+    EXPECT_NE(cuda_emu::last_error_message().find("another block of this launch wrote it"), std::string::npos)
+        << cuda_emu::last_error_message();
+    EXPECT_LT(cuda_emu::epoch_counter(), 1000u) << "the counter restarted";
+    cuda_emu::reset_errors();
+    // No false race from the cells of before a restart: an earlier launch's output read after one.
+    global_race_kernel<<<blocks, threads, 1002>>>(prev.p, half.p, zeros.p, 4);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    cuda_emu::set_epoch_counter(UINT32_MAX - 2);
+    global_race_kernel<<<blocks, threads, 1003>>>(buf.p, half.p, prev.p, 4);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    cuda_emu::reset_errors();
+}
+
 // ---- warp shuffles (Programming Guide, "Warp Shuffle Functions") ------------------------------------------------
 // out[4 * tid + {0,1,2,3}] = xor(5), down(3, width 16), up(2, width 8), idx(lane 7 of each group of 16)
 __global__ void shuffle_kernel(int* out) {
