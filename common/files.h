@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>  // pair
 #include <vector>
 
 #include "common/error.h"
@@ -114,43 +115,53 @@ inline std::string host_tag() {
 // report a full disk. Called first thing by the trainers, finetune_roberta, prep_data, prac_analyze and bench_gpu.
 inline void file_size_limit_as_error() { signal(SIGXFSZ, SIG_IGN); }
 
-// An exclusive flock on PATH (a file created when missing, never removed but with a directory this process made and
-// leaves empty: a lock file that stays has no race between a remover and a waiter; or a directory, which locks itself and gains no file), held until this process ends,
-// however it ends (the kernel drops it with the descriptor, which is kept open for that). 0 when held; EWOULDBLOCK
-// when another process holds it; another errno where it cannot be had (a file system without locks: ENOLCK).
-inline int lock_until_exit(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0 && errno == EISDIR) fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return errno;
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        const int err = errno;
-        ::close(fd);
-        return err;
-    }
-    return 0;
-}
-
-// The output directories this process made (parents first) and the names of the files it keeps there for itself
-// (a lock): a run that fails before it writes an output removes what it made (remove_made_output_dirs_left_empty, on
+// The output directories this process made (parents first) and the files it locked (lock_until_exit: device and
+// inode): a run that fails before it writes an output removes what it made (remove_made_output_dirs_left_empty, on
 // the error path of main), so that a refused run leaves no empty folder behind. A directory that holds anything
-// else, or that was there before, stays.
+// else, or that was there before, stays; so does a lock file there that another run holds (two runs started at
+// once, this one made the folder, the other locked it first: removing its lock and the folder would let a third run
+// in beside it).
 struct MadeOutputDirs {
     std::vector<std::string> dirs;
-    std::vector<std::string> own_names;
+    std::vector<std::pair<dev_t, ino_t>> locked;
 };
 inline MadeOutputDirs& made_output_dirs() {
     static MadeOutputDirs made;
     return made;
 }
+
+// An exclusive flock on PATH (a file created when missing, never removed but with a directory this process made and
+// leaves empty: a lock file that stays has no race between a remover and a waiter; or a directory, which locks
+// itself and gains no file), held until this process ends, however it ends (the kernel drops it with the
+// descriptor, which is kept open for that). 0 when held; EWOULDBLOCK when another process holds it; another errno
+// where it cannot be had (a file system without locks: ENOLCK).
+inline int lock_until_exit(const std::string& path) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EISDIR) fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    struct stat st;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return err;
+    }
+    made_output_dirs().locked.emplace_back(st.st_dev, st.st_ino);
+    return 0;
+}
+
 inline void remove_made_output_dirs_left_empty() {
     MadeOutputDirs& made = made_output_dirs();
+    auto locked_here = [&](const std::string& f) {
+        struct stat st;
+        return ::lstat(f.c_str(), &st) == 0 && std::find(made.locked.begin(), made.locked.end(),
+                                                         std::make_pair(st.st_dev, st.st_ino)) != made.locked.end();
+    };
     for (auto d = made.dirs.rbegin(); d != made.dirs.rend(); ++d) {  // children first
         std::error_code ec;
         std::vector<std::string> own;
         bool only_own = true;
         for (const auto& e : std::filesystem::directory_iterator(*d, ec)) {
-            const std::string name = e.path().filename().string();
-            if (std::find(made.own_names.begin(), made.own_names.end(), name) == made.own_names.end()) only_own = false;
+            if (!locked_here(e.path().string())) only_own = false;
             own.push_back(e.path().string());
         }
         if (ec || !only_own) continue;

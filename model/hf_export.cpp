@@ -118,7 +118,7 @@ void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::
     c["eos_token_id"] = eos;
     if (pad >= 0) c["pad_token_id"] = pad;
     write_file_atomic(config_path, c.dump(2) + "\n");
-    // what print_sample does: temperature 1 over the whole distribution
+    // print_sample's defaults (--temperature 1, --top-k 0): the whole distribution
     json g = {{"bos_token_id", bos}, {"eos_token_id", eos}, {"pad_token_id", pad >= 0 ? pad : eos},
               {"do_sample", true}, {"temperature", 1.0}, {"top_k", 0}, {"top_p", 1.0}};
     // rows of the embedding past the tokenizer's ids (the 8k built-in model under LLaMA's 32000) were never a

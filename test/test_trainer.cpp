@@ -1165,6 +1165,22 @@ TEST(TrainerBinary, SampleContinuesAPromptAtATemperature) {
     EXPECT_EQ(unused.rc, 0) << describe(unused);
     EXPECT_TRUE(contains(unused.out, "notice: --prompt changes nothing in this run: --sample is 0: no text is generated"))
         << describe(unused);
+    // a window of 8 (--seq-len): the 4 prompt tokens and 8 drawn outgrow it from the sample's 5th token (the draw of
+    // token i sees the end of text, the prompt and i - 1 tokens); --top-k at temperature 0 is noticed
+    RunResult window = run_trainer("train_gpt2", tiny({"--eval-only", "--init-from", dir / "m", "--eval-tokens", "64",
+                                                       "--seq-len", "8", "--sample", "8", "--prompt", "It is a truth",
+                                                       "--temperature", "0", "--top-k", "5"}), dir, 120);
+    EXPECT_EQ(window.rc, 0) << describe(window);
+    EXPECT_TRUE(contains(window.out, "note: the sample outgrows the model's window of 8 tokens (--seq-len): from its "
+                                     "token 5 on, each is drawn from the last 8 before it (the end of text and the "
+                                     "prompt's start left behind)")) << describe(window);
+    EXPECT_TRUE(contains(window.out, "notice: --top-k changes nothing in this run: --temperature 0 takes the most "
+                                     "likely token")) << describe(window);
+    RunResult fits = run_trainer("train_gpt2", tiny({"--eval-only", "--init-from", dir / "m", "--eval-tokens", "64",
+                                                     "--seq-len", "12", "--sample", "8", "--prompt", "It is a truth"}),
+                                 dir, 120);
+    EXPECT_EQ(fits.rc, 0) << describe(fits);
+    EXPECT_FALSE(contains(fits.out, "outgrows")) << "4 + 8 tokens fit a window of 12\n" << describe(fits);
 }
 
 // --log-interval N prints the process's first step, steps N, 2N, ... (those an --eval-interval N evaluates after)
@@ -1275,6 +1291,26 @@ TEST(TrainerBinary, TwoRunsSavingToOneDirectoryAreRefused) {
         EXPECT_TRUE(contains(e.path().filename().string(), ".json") ||
                     e.path().filename() == "model.safetensors" || e.path().filename() == "merges.txt")
             << "not a model file: " << e.path();
+}
+
+// Two runs that start at once on a new --ckpt-dir: the one that made the folder may be refused (the other locked it
+// first), and it removed the folder as empty but for a lock file, taking the other's lock with it: a third run got
+// in. Here the test holds the lock as the other run would; a lock this process holds goes with the folder.
+TEST(TrainerOutputs, ARefusedRunLeavesTheLockAnotherRunHolds) {
+    TempDir dir;
+    fs::create_directories(dir / "theirs");
+    const std::string their_lock = dir / ("theirs/" + std::string(CKPT_LOCK_FILE));
+    const int fd = ::open(their_lock.c_str(), O_RDWR | O_CREAT, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+    EXPECT_EQ(lock_until_exit(their_lock), EWOULDBLOCK);
+    fs::create_directories(dir / "mine");
+    ASSERT_EQ(lock_until_exit(dir / ("mine/" + std::string(CKPT_LOCK_FILE))), 0);
+    made_output_dirs().dirs = {dir / "theirs", dir / "mine"};
+    remove_made_output_dirs_left_empty();
+    EXPECT_TRUE(fs::exists(their_lock)) << "another run's lock was removed";
+    EXPECT_FALSE(fs::exists(dir / "mine")) << "a folder left with this run's own lock only stays";
+    ::close(fd);
 }
 
 // Two runs on one --ckpt-dir replaced each other's checkpoints (and on one --log interleaved their records), both with
@@ -1771,7 +1807,7 @@ TEST(TrainerResume, ARunCanBeExtended) {
 
 // A wsd run (--lr-schedule wsd) continues from a checkpoint of its stable phase as a longer run: 10 steps planned,
 // killed after the checkpoint of step 6, resumed with --steps 20, it is the 20-step run, step for step and bit for
-// bit (both at the peak through step 16, its cooldown moved to steps 17-20). Its learning rates against the formula
+// bit (both at the peak through step 17, then down over steps 18-20). Its learning rates against the formula
 // (Hägele et al. 2024: 1 - sqrt over the last 20%). A resume with another schedule is refused naming both.
 TEST(TrainerResume, AWsdRunContinuesFromItsStablePhase) {
     TempDir dir;
@@ -1785,7 +1821,7 @@ TEST(TrainerResume, AWsdRunContinuesFromItsStablePhase) {
     };
     RunResult a = run_trainer("train_gpt2", args("a", "20", "wsd"), dir, 120);
     ASSERT_EQ(a.rc, 0) << describe(a);
-    EXPECT_TRUE(contains(a.out, "wsd (stable until step 16, the cooldown over steps 17-20)")) << describe(a);
+    EXPECT_TRUE(contains(a.out, "wsd (the peak through step 17, then down over steps 18-20)")) << describe(a);
     RunResult b1 = run_merged("train_gpt2", args("b", "10", "wsd"), dir, 120, "PRAC_TEST_DIE_AFTER_STEP=6");
     ASSERT_EQ(b1.rc, 137) << describe(b1);
     RunResult other = run_trainer("train_gpt2", args("b", "20", "cosine", true), dir, 120);

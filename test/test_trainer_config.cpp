@@ -233,10 +233,14 @@ TEST(TrainerSchedule, ShapesFollowTheirFormulas) {
     // wsd by hand: the cooldown's middle (step 90) is 1 - sqrt(0.5) = 0.2929 of the way above the floor, 3.636e-4
     EXPECT_NEAR(lr_schedule(90, 100, 10, 1e-3f, 0.1f, LrShape::WSD, 0.2f), 3.636e-4, 1e-7);
     EXPECT_EQ(lr_schedule(79, 100, 10, 1e-3f, 0.1f, LrShape::WSD, 0.2f), 1e-3f);  // the stable phase's last step
-    // the cooldown's length: 0.2 of 100 is 20 steps (0.2f x 100 is 20.0000003 in double: not 21); halves round up
-    // (0.25 of 10: 3); it does not start inside the warmup; with no step to it, the peak holds to the end
+    // the cooldown's length: 0.2 of 100 is 20 steps; halves round up, as the decimal fraction given makes them
+    // (0.25 of 10: 3; 0.35 of 10: 4, though 0.35f is 0.34999999; 0.45 of 10: 5); it does not start inside the
+    // warmup; with no step to it, the peak holds to the end
     EXPECT_EQ(wsd_cooldown_start(100, 10, 0.2f), 80);
     EXPECT_EQ(wsd_cooldown_start(10, 0, 0.25f), 7);
+    EXPECT_EQ(wsd_cooldown_start(10, 0, 0.35f), 6);
+    EXPECT_EQ(wsd_cooldown_start(10, 0, 0.45f), 5);
+    EXPECT_EQ(wsd_cooldown_start(1000, 0, 0.35f), 650);
     EXPECT_EQ(wsd_cooldown_start(100, 90, 0.2f), 90);
     EXPECT_EQ(wsd_cooldown_start(100, 95, 1.0f), 95);
     EXPECT_EQ(lr_schedule(2, 3, 0, 1e-3f, 0.1f, LrShape::WSD, 0.1f), 1e-3f);
@@ -276,10 +280,25 @@ TEST(TrainerSchedule, FlagsAreCheckedNoticedAndShown) {
         return rows;
     };
     EXPECT_EQ(rows_of({})["lr schedule"], "cosine");
+    // (the cooldown's first step is at the peak: lr_schedule's part done is 0 there)
     EXPECT_EQ(rows_of({"--lr-schedule", "wsd", "--steps", "100", "--warmup", "10"})["lr schedule"],
-              "wsd (stable until step 80, the cooldown over steps 81-100)");
+              "wsd (the peak through step 81, then down over steps 82-100)");
     EXPECT_EQ(rows_of({"--lr-schedule", "wsd", "--steps", "3", "--cooldown-frac", "0.1"})["lr schedule"],
-              "wsd (no cooldown: --cooldown-frac 0.1 of 3 steps is none)");
+              "wsd (the peak to the end: --cooldown-frac 0.1 of 3 steps is no cooldown)");
+    EXPECT_EQ(rows_of({"--lr-schedule", "wsd", "--steps", "5", "--warmup", "0"})["lr schedule"],
+              "wsd (the peak to the end: --cooldown-frac 0.2 of 5 steps is a cooldown of 1 step, which is at the peak)");
+    EXPECT_EQ(rows_of({"--lr-schedule", "wsd", "--steps", "10", "--warmup", "9"})["lr schedule"],
+              "wsd (the peak to the end: --cooldown-frac 0.2 of 10 steps after a warmup of 9 is a cooldown of 1 step, "
+              "which is at the peak)");
+    // --min-lr-frac where no step is below the peak (a 1-step decay's step is at it), and where one is
+    EXPECT_EQ(schedule_notices(parse({"--lr-schedule", "wsd", "--steps", "5", "--warmup", "0", "--min-lr-frac", "0"})),
+              "notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (the warmup and "
+              "wsd's stable phase leave the decay 1 step, which is at the peak)\n");
+    EXPECT_EQ(schedule_notices(parse({"--steps", "10", "--warmup", "10", "--min-lr-frac", "0"})),
+              "notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (the warmup leaves "
+              "no step to the decay)\n");
+    EXPECT_EQ(schedule_notices(parse({"--steps", "10", "--warmup", "8", "--min-lr-frac", "0"})), "");
+    EXPECT_LT(lr_schedule(9, 10, 8, 1e-3f, 0.0f), 1e-3f);  // (step 10 of that run is below the peak)
     EXPECT_EQ(rows_of({"--lr-schedule", "constant"})["min lr"], "(constant: no decay)");
     EXPECT_EQ(rows_of({"--lr-schedule", "linear", "--lr", "0.01", "--min-lr-frac", "0.5"})["min lr"], "0.005 (0.5 x lr)");
 }
@@ -1302,6 +1321,11 @@ TEST(Sample, TokenDrawsFollowTheSoftmaxAtTheTemperatureOverTheTopK) {
     }
     const std::vector<float> ties = {1.0f, 5.0f, 5.0f, 2.0f};
     for (uint64_t draw : {0ull, 1ull << 63, ~0ull}) EXPECT_EQ(sample_token(ties.data(), 4, 0.0f, 0, draw), 1);
+    // a NaN logit is no distribution (its sum was NaN and every draw went to the last token): -1 at every temperature
+    // and top k, which print_sample refuses
+    const std::vector<float> nan = {1.0f, NAN, 3.0f, 2.0f};
+    for (float t : {0.0f, 1.0f})
+        for (int k : {0, 2}) EXPECT_EQ(sample_token(nan.data(), 4, t, k, 1ull << 62), -1) << "T " << t << ", k " << k;
 }
 
 // --sample's text (sample_text): documents apart at the tokenizer's EOS, shown as its own text (SentencePiece's

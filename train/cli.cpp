@@ -749,6 +749,8 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     };
     if (o.sample == 0)
         notice(given_of({"--prompt", "--temperature", "--top-k"}), "--sample is 0: no text is generated");
+    else if (o.temperature == 0)
+        notice(given_of({"--top-k"}), "--temperature 0 takes the most likely token");
     // --eval-only, or --steps 0 (an evaluation, and --save, of the initial weights): the flags of training are inert;
     // not with --plan (the plan's rows follow them) or --ckpt-dir (its step-0 checkpoint records them: a resume of it
     // must pass them again)
@@ -812,9 +814,21 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     return out + schedule_notices(o);
 }
 
+// The 0-based step where the learning rate's decay starts: the warmup's end, or wsd's cooldown. The decay's first
+// step is at the peak (lr_schedule: its part done is 0), so a run needs two steps from here for one below it.
+static int decay_start(const TrainOptions& o) {
+    const int warmup = std::max(o.warmup, 0);
+    return o.lr_schedule == "wsd" ? wsd_cooldown_start(o.steps, warmup, o.cooldown_frac) : warmup;
+}
+
 std::string schedule_notices(const TrainOptions& o) {
     std::string out;
     if (o.steps <= 0) return out;
+    const int decay_steps = std::max(o.steps - decay_start(o), 0);
+    if (o.was_given("--min-lr-frac") && o.lr_schedule != "constant" && decay_steps < 2)
+        out += format("notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (the %s %s)\n",
+                      o.lr_schedule == "wsd" ? "warmup and wsd's stable phase leave" : "warmup leaves",
+                      decay_steps ? "the decay 1 step, which is at the peak" : "no step to the decay");
     // a basis refreshed every --galore-gap / --rso-gap steps from step 1: a gap as long as the run refreshes none
     for (const auto& [opt, flag, gap] : {std::tuple{"galore", "--galore-gap", o.galore_gap},
                                          std::tuple{"rso", "--rso-gap", o.rso_gap}})
@@ -834,12 +848,17 @@ std::string long_warmup_notice(const TrainOptions& o, const std::string& warmup)
 }
 
 // The schedule's row of the run's table: its shape, and where wsd's cooldown falls (steps numbered from 1, as the
-// step lines number them).
+// step lines number them; the cooldown's first step is at the peak: decay_start).
 static std::string lr_schedule_text(const TrainOptions& o) {
     if (o.lr_schedule != "wsd" || o.steps <= 0) return o.lr_schedule;
-    const int start = wsd_cooldown_start(o.steps, std::max(o.warmup, 0), o.cooldown_frac);
-    if (start >= o.steps) return format("wsd (no cooldown: --cooldown-frac %g of %d steps is none)", o.cooldown_frac, o.steps);
-    return format("wsd (stable until step %d, the cooldown over steps %d-%d)", start, start + 1, o.steps);
+    const int start = decay_start(o), cooldown = o.steps - start;
+    if (cooldown >= 2) return format("wsd (the peak through step %d, then down over steps %d-%d)", start + 1, start + 2, o.steps);
+    const std::string after = start == std::max(o.warmup, 0) && start > 0 ? format(" after a warmup of %d", start) : "";
+    if (cooldown == 1)
+        return format("wsd (the peak to the end: --cooldown-frac %g of %d steps%s is a cooldown of 1 step, which is at "
+                      "the peak)", o.cooldown_frac, o.steps, after.c_str());
+    return format("wsd (the peak to the end: --cooldown-frac %g of %d steps%s is no cooldown)", o.cooldown_frac,
+                  o.steps, after.c_str());
 }
 
 std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainOptions& o, const ModelConfig& cfg,

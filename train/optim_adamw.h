@@ -24,9 +24,11 @@ inline bool lr_shape_parse(const std::string& name, LrShape* shape) {
 }
 
 // wsd: the first step (0-based) of the cooldown in a run of total_steps: round(cooldown_frac x total_steps) steps
-// before the end, not inside the warmup.
+// before the end, halves up, not inside the warmup. The product is a float's, as the fraction is: 0.35f is
+// 0.34999999 and its product with 10 in double 3.4999999 (3 steps), in float 3.5 (4 steps, as 0.35 x 10 gives).
+// A cooldown's first step is at the peak (its part done is 0), as llm.c's: one of N steps leaves N - 1 below it.
 inline int wsd_cooldown_start(int total_steps, int warmup, float cooldown_frac) {
-    const int cooldown = (int)std::lround((double)cooldown_frac * total_steps);  // (0.2f x 100: 20, not 20.0000003)
+    const int cooldown = (int)std::lround(cooldown_frac * (float)total_steps);
     return std::max(warmup, total_steps - cooldown);
 }
 

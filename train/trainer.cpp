@@ -175,7 +175,6 @@ static void lock_run_output(const std::string& lock, const char* flag, const std
 }
 
 void lock_checkpoint_dir(const std::string& dir) {
-    made_output_dirs().own_names.push_back(CKPT_LOCK_FILE);
     lock_run_output(dir + "/" + CKPT_LOCK_FILE, "--ckpt-dir", dir,
                     "two runs there would replace each other's checkpoints",
                     "wait for that run to end (then --resume it or start over with --overwrite), or choose another "
