@@ -118,9 +118,9 @@ inline void file_size_limit_as_error() { signal(SIGXFSZ, SIG_IGN); }
 // The output directories this process made (parents first) and the files it locked (lock_until_exit: device and
 // inode): a run that fails before it writes an output removes what it made (remove_made_output_dirs_left_empty, on
 // the error path of main), so that a refused run leaves no empty folder behind. A directory that holds anything
-// else, or that was there before, stays; so does a lock file there that another run holds (two runs started at
-// once, this one made the folder, the other locked it first: removing its lock and the folder would let a third run
-// in beside it).
+// else, or that was there before, stays; so does a lock file there that another run holds, or a folder it locked
+// (two runs started at once, this one made the folder, the other locked it first: removing its lock and the folder
+// would let a third run in beside it).
 struct MadeOutputDirs {
     std::vector<std::string> dirs;
     std::vector<std::pair<dev_t, ino_t>> locked;
@@ -156,7 +156,14 @@ inline void remove_made_output_dirs_left_empty() {
         return ::lstat(f.c_str(), &st) == 0 && std::find(made.locked.begin(), made.locked.end(),
                                                          std::make_pair(st.st_dev, st.st_ino)) != made.locked.end();
     };
+    auto locked_by_another = [](const std::string& dir) {  // a --save folder locks itself (claim_save_dir)
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        const bool held = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+        if (fd >= 0) ::close(fd);  // (and with it the lock, where this took it)
+        return held;
+    };
     for (auto d = made.dirs.rbegin(); d != made.dirs.rend(); ++d) {  // children first
+        if (!locked_here(*d) && locked_by_another(*d)) continue;
         std::error_code ec;
         std::vector<std::string> own;
         bool only_own = true;

@@ -1181,6 +1181,12 @@ TEST(TrainerBinary, SampleContinuesAPromptAtATemperature) {
                                  dir, 120);
     EXPECT_EQ(fits.rc, 0) << describe(fits);
     EXPECT_FALSE(contains(fits.out, "outgrows")) << "4 + 8 tokens fit a window of 12\n" << describe(fits);
+    RunResult eot = run_trainer("train_gpt2", tiny({"--eval-only", "--init-from", dir / "m", "--eval-tokens", "64",
+                                                    "--seq-len", "11", "--sample", "8", "--prompt", "It is a truth"}),
+                                dir, 120);
+    EXPECT_EQ(eot.rc, 0) << describe(eot);
+    EXPECT_TRUE(contains(eot.out, "from its token 8 on, each is drawn from the last 11 before it (the end of text left "
+                                  "behind)")) << "the last draw sees the whole prompt\n" << describe(eot);
 }
 
 // --log-interval N prints the process's first step, steps N, 2N, ... (those an --eval-interval N evaluates after)
@@ -1293,9 +1299,10 @@ TEST(TrainerBinary, TwoRunsSavingToOneDirectoryAreRefused) {
             << "not a model file: " << e.path();
 }
 
-// Two runs that start at once on a new --ckpt-dir: the one that made the folder may be refused (the other locked it
-// first), and it removed the folder as empty but for a lock file, taking the other's lock with it: a third run got
-// in. Here the test holds the lock as the other run would; a lock this process holds goes with the folder.
+// Two runs that start at once on a new --ckpt-dir (or --save): the one that made the folder may be refused (the other
+// locked it first), and it removed the folder as empty but for a lock file (or as empty: a --save folder locks
+// itself), taking the other's lock with it: a third run got in. Here the test holds the locks as the other run
+// would; a folder with this process's own lock goes, and so does one this process locked itself.
 TEST(TrainerOutputs, ARefusedRunLeavesTheLockAnotherRunHolds) {
     TempDir dir;
     fs::create_directories(dir / "theirs");
@@ -1304,13 +1311,23 @@ TEST(TrainerOutputs, ARefusedRunLeavesTheLockAnotherRunHolds) {
     ASSERT_GE(fd, 0);
     ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
     EXPECT_EQ(lock_until_exit(their_lock), EWOULDBLOCK);
+    fs::create_directories(dir / "their_save");
+    const int save_fd = ::open((dir / "their_save").c_str(), O_RDONLY | O_DIRECTORY);
+    ASSERT_GE(save_fd, 0);
+    ASSERT_EQ(flock(save_fd, LOCK_EX | LOCK_NB), 0);
+    EXPECT_EQ(lock_until_exit(dir / "their_save"), EWOULDBLOCK);
     fs::create_directories(dir / "mine");
     ASSERT_EQ(lock_until_exit(dir / ("mine/" + std::string(CKPT_LOCK_FILE))), 0);
-    made_output_dirs().dirs = {dir / "theirs", dir / "mine"};
+    fs::create_directories(dir / "my_save");
+    ASSERT_EQ(lock_until_exit(dir / "my_save"), 0);
+    made_output_dirs().dirs = {dir / "theirs", dir / "their_save", dir / "mine", dir / "my_save"};
     remove_made_output_dirs_left_empty();
     EXPECT_TRUE(fs::exists(their_lock)) << "another run's lock was removed";
+    EXPECT_TRUE(fs::is_directory(dir / "their_save")) << "a folder another run locked was removed";
     EXPECT_FALSE(fs::exists(dir / "mine")) << "a folder left with this run's own lock only stays";
+    EXPECT_FALSE(fs::exists(dir / "my_save")) << "an empty folder this run locked stays";
     ::close(fd);
+    ::close(save_fd);
 }
 
 // Two runs on one --ckpt-dir replaced each other's checkpoints (and on one --log interleaved their records), both with

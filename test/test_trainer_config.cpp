@@ -234,13 +234,20 @@ TEST(TrainerSchedule, ShapesFollowTheirFormulas) {
     EXPECT_NEAR(lr_schedule(90, 100, 10, 1e-3f, 0.1f, LrShape::WSD, 0.2f), 3.636e-4, 1e-7);
     EXPECT_EQ(lr_schedule(79, 100, 10, 1e-3f, 0.1f, LrShape::WSD, 0.2f), 1e-3f);  // the stable phase's last step
     // the cooldown's length: 0.2 of 100 is 20 steps; halves round up, as the decimal fraction given makes them
-    // (0.25 of 10: 3; 0.35 of 10: 4, though 0.35f is 0.34999999; 0.45 of 10: 5); it does not start inside the
-    // warmup; with no step to it, the peak holds to the end
+    // (0.25 of 10: 3; 0.35 of 10: 4, though 0.35f is 0.34999999; 0.21 of 150: 32, though the float product is
+    // 31.499998); every fraction of two decimals at every length to 2,000 steps against integer arithmetic; it does
+    // not start inside the warmup; with no step to it, the peak holds to the end
     EXPECT_EQ(wsd_cooldown_start(100, 10, 0.2f), 80);
     EXPECT_EQ(wsd_cooldown_start(10, 0, 0.25f), 7);
     EXPECT_EQ(wsd_cooldown_start(10, 0, 0.35f), 6);
-    EXPECT_EQ(wsd_cooldown_start(10, 0, 0.45f), 5);
-    EXPECT_EQ(wsd_cooldown_start(1000, 0, 0.35f), 650);
+    EXPECT_EQ(wsd_cooldown_start(150, 0, 0.21f), 118);
+    EXPECT_EQ(wsd_cooldown_steps(1000000, 0.1234567f), 123457);
+    for (int percent = 1; percent <= 100; percent++) {
+        const float frac = std::strtof(format("0.%02d", percent).c_str(), nullptr);
+        for (int total = 1; total <= 2000; total++)
+            ASSERT_EQ(wsd_cooldown_steps(total, percent == 100 ? 1.0f : frac), (2 * percent * total + 100) / 200)
+                << percent << "% of " << total;
+    }
     EXPECT_EQ(wsd_cooldown_start(100, 90, 0.2f), 90);
     EXPECT_EQ(wsd_cooldown_start(100, 95, 1.0f), 95);
     EXPECT_EQ(lr_schedule(2, 3, 0, 1e-3f, 0.1f, LrShape::WSD, 0.1f), 1e-3f);
@@ -292,11 +299,20 @@ TEST(TrainerSchedule, FlagsAreCheckedNoticedAndShown) {
               "which is at the peak)");
     // --min-lr-frac where no step is below the peak (a 1-step decay's step is at it), and where one is
     EXPECT_EQ(schedule_notices(parse({"--lr-schedule", "wsd", "--steps", "5", "--warmup", "0", "--min-lr-frac", "0"})),
-              "notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (the warmup and "
-              "wsd's stable phase leave the decay 1 step, which is at the peak)\n");
+              "notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (its decay is "
+              "the last step alone, which is at the peak)\n");
+    EXPECT_EQ(schedule_notices(parse({"--steps", "1", "--warmup", "0", "--min-lr-frac", "0"})),
+              "notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (its decay is "
+              "the last step alone, which is at the peak)\n");
     EXPECT_EQ(schedule_notices(parse({"--steps", "10", "--warmup", "10", "--min-lr-frac", "0"})),
-              "notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (the warmup leaves "
-              "no step to the decay)\n");
+              "notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (the warmup lasts "
+              "the whole run)\n");
+    EXPECT_EQ(schedule_notices(parse({"--lr-schedule", "wsd", "--steps", "3", "--warmup", "0", "--cooldown-frac",
+                                      "0.1", "--min-lr-frac", "0"})),
+              "notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (wsd's cooldown "
+              "rounds to no step)\n");
+    EXPECT_EQ(rows_of({"--lr-schedule", "wsd", "--steps", "10", "--warmup", "12"})["lr schedule"],
+              "wsd (no cooldown: the warmup lasts the whole run)");
     EXPECT_EQ(schedule_notices(parse({"--steps", "10", "--warmup", "8", "--min-lr-frac", "0"})), "");
     EXPECT_LT(lr_schedule(9, 10, 8, 1e-3f, 0.0f), 1e-3f);  // (step 10 of that run is below the peak)
     EXPECT_EQ(rows_of({"--lr-schedule", "constant"})["min lr"], "(constant: no decay)");
@@ -1321,11 +1337,17 @@ TEST(Sample, TokenDrawsFollowTheSoftmaxAtTheTemperatureOverTheTopK) {
     }
     const std::vector<float> ties = {1.0f, 5.0f, 5.0f, 2.0f};
     for (uint64_t draw : {0ull, 1ull << 63, ~0ull}) EXPECT_EQ(sample_token(ties.data(), 4, 0.0f, 0, draw), 1);
-    // a NaN logit is no distribution (its sum was NaN and every draw went to the last token): -1 at every temperature
-    // and top k, which print_sample refuses
-    const std::vector<float> nan = {1.0f, NAN, 3.0f, 2.0f};
-    for (float t : {0.0f, 1.0f})
-        for (int k : {0, 2}) EXPECT_EQ(sample_token(nan.data(), 4, t, k, 1ull << 62), -1) << "T " << t << ", k " << k;
+    // a NaN or +inf logit, or every logit -inf, is no distribution (the sum was NaN and every draw went to the last
+    // token): -1 at every temperature and top k, which print_sample refuses; a -inf among finite logits is a token
+    // left out
+    for (const std::vector<float>& broken : {std::vector<float>{1.0f, NAN, 3.0f, 2.0f},
+                                             std::vector<float>{1.0f, INFINITY, 3.0f, 2.0f},
+                                             std::vector<float>(4, -INFINITY)})
+        for (float t : {0.0f, 1.0f})
+            for (int k : {0, 2}) EXPECT_EQ(sample_token(broken.data(), 4, t, k, 1ull << 62), -1) << t << " " << k;
+    const std::vector<float> masked = {-INFINITY, 0.0f, -INFINITY, 0.0f};
+    EXPECT_EQ(sample_token(masked.data(), 4, 1.0f, 0, 0), 1);
+    EXPECT_EQ(sample_token(masked.data(), 4, 1.0f, 0, ~0ull), 3);
 }
 
 // --sample's text (sample_text): documents apart at the tokenizer's EOS, shown as its own text (SentencePiece's

@@ -826,9 +826,10 @@ std::string schedule_notices(const TrainOptions& o) {
     if (o.steps <= 0) return out;
     const int decay_steps = std::max(o.steps - decay_start(o), 0);
     if (o.was_given("--min-lr-frac") && o.lr_schedule != "constant" && decay_steps < 2)
-        out += format("notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (the %s %s)\n",
-                      o.lr_schedule == "wsd" ? "warmup and wsd's stable phase leave" : "warmup leaves",
-                      decay_steps ? "the decay 1 step, which is at the peak" : "no step to the decay");
+        out += format("notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (%s)\n",
+                      decay_steps == 1                        ? "its decay is the last step alone, which is at the peak"
+                      : decay_start(o) > std::max(o.warmup, 0) ? "wsd's cooldown rounds to no step"
+                                                               : "the warmup lasts the whole run");
     // a basis refreshed every --galore-gap / --rso-gap steps from step 1: a gap as long as the run refreshes none
     for (const auto& [opt, flag, gap] : {std::tuple{"galore", "--galore-gap", o.galore_gap},
                                          std::tuple{"rso", "--rso-gap", o.rso_gap}})
@@ -853,6 +854,7 @@ static std::string lr_schedule_text(const TrainOptions& o) {
     if (o.lr_schedule != "wsd" || o.steps <= 0) return o.lr_schedule;
     const int start = decay_start(o), cooldown = o.steps - start;
     if (cooldown >= 2) return format("wsd (the peak through step %d, then down over steps %d-%d)", start + 1, start + 2, o.steps);
+    if (o.warmup >= o.steps) return "wsd (no cooldown: the warmup lasts the whole run)";
     const std::string after = start == std::max(o.warmup, 0) && start > 0 ? format(" after a warmup of %d", start) : "";
     if (cooldown == 1)
         return format("wsd (the peak to the end: --cooldown-frac %g of %d steps%s is a cooldown of 1 step, which is at "

@@ -71,9 +71,12 @@ std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids);
 // logits / temperature at the uniform draw, over the top_k largest logits (every one when 0; those tied with the k-th
 // kept, as transformers' TopKLogitsWarper keeps them); temperature 0 takes the largest logit (the first of ties).
 // At temperature 1 over every token it is the draw --sample made before --temperature and --top-k: one seed, the
-// same sample. -1 when a logit is NaN (every draw went to the last token, silently).
+// same sample. -1 when the logits give no distribution: a NaN or a +inf among them, or every one -inf (the weights
+// were NaN and every draw went to the last token, silently).
 inline int sample_token(const float* logits, int V, float temperature, int top_k, uint64_t draw) {
-    if (std::any_of(logits, logits + V, [](float l) { return std::isnan(l); })) return -1;
+    if (std::any_of(logits, logits + V, [](float l) { return std::isnan(l) || l == INFINITY; }) ||
+        std::all_of(logits, logits + V, [](float l) { return l == -INFINITY; }))
+        return -1;
     if (temperature == 0) return (int)(std::max_element(logits, logits + V) - logits);
     const float m = *std::max_element(logits, logits + V);
     float cut = -INFINITY;  // logits below it are left out
@@ -124,7 +127,8 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
     else if (prompt_tokens + opts.sample > (size_t)T)  // (the draw of token i sees the end of text, the prompt, i - 1)
         std::printf("note: the sample outgrows the model's window of %d tokens (--seq-len): from its token %zu on, "
                     "each is drawn from the last %d before it (the end of text%s left behind)\n", T,
-                    T - prompt_tokens + 1, T, prompt_tokens ? " and the prompt's start" : "");
+                    T - prompt_tokens + 1, T, prompt_tokens && prompt_tokens + opts.sample > (size_t)T + 1
+                                                  ? " and the prompt's start" : "");
     std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, -1);
     std::vector<float> row(V);  // the logits of the last position (the next token's): one row, not B*T*V
     std::mt19937_64 rng((uint64_t)opts.seed);  // (an LCG from the seed drew first tokens in step with the seed)
@@ -136,9 +140,11 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
         model.logits(row.data(), len - 1, 1);
         const int next = sample_token(row.data(), Vs, opts.temperature, opts.top_k, rng());
         if (next < 0)
-            fail("the model's logits hold NaN at token %d of the sample: its weights give no distribution to draw "
-                 "from\n---> HINT: sample from an earlier checkpoint (--init-from one of --ckpt-dir's step folders)",
-                 i + 1);
+            fail("the model's logits at token %d of the sample are no distribution to draw from (NaN or +inf among "
+                 "them, or all -inf): its weights are broken\n---> HINT: %s", i + 1,
+                 opts.ckpt_dir.empty() ? "check the weights it was given (--init-from), or train again with a lower --lr"
+                                       : "sample from an earlier checkpoint (--init-from one of --ckpt-dir's step "
+                                         "folders)");
         ctx.push_back(next);
         if (each_token) each_token();  // the watchdog's progress mark: a long sample is progress
         kill_point("sample.token");    // tests: a signal while sampling (common/kill_point.h)

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 #include <cmath>
+#include <cstdio>  // snprintf
 #include <vector>
 
 #include "common/tensors.h"
@@ -23,13 +24,30 @@ inline bool lr_shape_parse(const std::string& name, LrShape* shape) {
     return false;
 }
 
-// wsd: the first step (0-based) of the cooldown in a run of total_steps: round(cooldown_frac x total_steps) steps
-// before the end, halves up, not inside the warmup. The product is a float's, as the fraction is: 0.35f is
-// 0.34999999 and its product with 10 in double 3.4999999 (3 steps), in float 3.5 (4 steps, as 0.35 x 10 gives).
-// A cooldown's first step is at the peak (its part done is 0), as llm.c's: one of N steps leaves N - 1 below it.
+// wsd: the cooldown's steps, round(cooldown_frac x total_steps) with halves up, in the decimal the fraction was
+// given as: its shortest decimal that reads back as the same float (%.7g: "0.21" for 0.21f, which is 0.20999999),
+// times total_steps in integers. The product in float or double can fall short of a half: 0.21 x 150 is 31.5, 32
+// steps, and 31.499998 in float (0.35 x 10 is 3.4999999 in double). A fraction that no 7 digits give (or below 1e-4,
+// written with an exponent) takes the product in double.
+inline int wsd_cooldown_steps(int total_steps, float cooldown_frac) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.7g", cooldown_frac);
+    long long num = 0, den = 1;  // the decimal num / den
+    bool point = false, plain = true;
+    for (const char* c = text; *c; c++) {
+        if (*c == '.') point = true;
+        else if (*c >= '0' && *c <= '9') num = num * 10 + (*c - '0'), den *= point ? 10 : 1;
+        else plain = false;
+    }
+    if (!plain || (float)((double)num / (double)den) != cooldown_frac)
+        return (int)std::lround((double)cooldown_frac * total_steps);
+    return (int)((2 * num * total_steps + den) / (2 * den));  // (at most 2 x 10^7 x 2^31: within 64 bits)
+}
+
+// wsd: the first step (0-based) of the cooldown in a run of total_steps, not inside the warmup. A cooldown's first
+// step is at the peak (its part done is 0), as llm.c's: one of N steps leaves N - 1 below it.
 inline int wsd_cooldown_start(int total_steps, int warmup, float cooldown_frac) {
-    const int cooldown = (int)std::lround(cooldown_frac * (float)total_steps);
-    return std::max(warmup, total_steps - cooldown);
+    return std::max(warmup, total_steps - wsd_cooldown_steps(total_steps, cooldown_frac));
 }
 
 // Linear warmup over `warmup` steps, then the shape's decay from lr toward min_lr_frac * lr, which step total_steps

@@ -54,7 +54,9 @@ void untrack_device_buffer(void* p);
 // directions (what the global-memory race check leaves alone: blocks that talk through atomics). A correct kernel gives
 // the same bits in any order.
 unsigned long long block_run_at(unsigned long long i, unsigned long long total);
-// exec.cpp: the race check's epoch counter (exec.cpp, kEpochRestart), for a test that places it near its wrap.
+// exec.cpp: the race check's epoch counter, and where it restarts (the first launch from kEpochRestart on clears
+// every cell and starts it again from 0); set by tests that place it near its wrap or its restart.
+constexpr uint32_t kEpochRestart = 1u << 31;
 uint32_t epoch_counter();
 void set_epoch_counter(uint32_t e);
 // exec.cpp: carriers (fiber stacks) started so far: one per block for a kernel without barriers, one per thread that

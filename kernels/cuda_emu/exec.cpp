@@ -144,14 +144,13 @@ Cell* g_cell_v = nullptr;  // cell_pool().data(), for access()
 
 uint32_t g_epoch = 0;  // epochs are globally unique, so a cell from an earlier block or barrier never matches
 // The counter is 32 bits (a cell per byte of every device buffer holds two): run_launch restarts it, clearing every
-// cell, once a launch begins at or above kEpochRestart, so no launch sees it wrap unless it alone takes 2^31 epochs
-// (days of emulation: an epoch is a barrier interval of a block or a warp), which stops the process rather than
-// let a stale cell pass for a current one.
-constexpr uint32_t kEpochRestart = 1u << 31;
+// cell, once a launch begins at or above kEpochRestart (emu_internal.h), so no launch sees it wrap unless it alone
+// takes 2^31 epochs (an epoch is a barrier interval of a block or a warp: 2^31 blocks, or days of emulation), which
+// stops the process rather than let a stale cell pass for a current one. (It counts with the race check off too.)
 uint32_t next_epoch() {
     if (g_epoch == UINT32_MAX) {
-        std::fprintf(stderr, "cuda_emu: one launch used 2^31 race-check epochs; the 32-bit counter would wrap "
-                             "(PRAC_EMU_RACECHECK=0 runs it without the race check)\n");
+        std::fprintf(stderr, "cuda_emu: one launch took 2^31 epochs (barrier intervals of its blocks and warps), "
+                             "beyond what the emulation counts: run fewer blocks per launch\n");
         std::abort();
     }
     return ++g_epoch;

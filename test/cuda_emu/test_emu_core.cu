@@ -321,6 +321,31 @@ TEST_F(EmuTest, RaceCheckEpochsRestartBeforeTheCounterWraps) {
     cuda_emu::reset_errors();
 }
 
+// The shared-memory cells are cleared at a restart too: a cell left before it holds an epoch the counter reaches again
+// (here placed there at once), which passed for the current block's interval: thread 32's lone write raced with
+// thread 0's of a launch before the restart.
+__global__ void shared_write_kernel(int* out, int writer) {
+    __shared__ int cell[1];
+    if ((int)threadIdx.x == writer) cell[0] = writer, out[0] = cell[0];
+}
+
+TEST_F(EmuTest, RaceCheckEpochRestartClearsSharedMemoryCells) {
+    if (!cuda_emu::race_check_enabled()) GTEST_SKIP() << "PRAC_EMU_RACECHECK=0 turns the race check off";
+    DevBuf<int> out(1);
+    const uint32_t before = cuda_emu::kEpochRestart - 10;
+    cuda_emu::set_epoch_counter(before);
+    shared_write_kernel<<<1, 64>>>(out.p, 0);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    cuda_emu::set_epoch_counter(cuda_emu::kEpochRestart);  // the next launch restarts the counter (and writes nothing)
+    shared_write_kernel<<<1, 64>>>(out.p, -1);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    EXPECT_LT(cuda_emu::epoch_counter(), 100u);
+    cuda_emu::set_epoch_counter(before);  // the epochs of the first launch, as 2^31 later
+    shared_write_kernel<<<1, 64>>>(out.p, 32);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    cuda_emu::reset_errors();
+}
+
 // ---- warp shuffles (Programming Guide, "Warp Shuffle Functions") ------------------------------------------------
 // out[4 * tid + {0,1,2,3}] = xor(5), down(3, width 16), up(2, width 8), idx(lane 7 of each group of 16)
 __global__ void shuffle_kernel(int* out) {
