@@ -25,8 +25,8 @@ inline bool lr_shape_parse(const std::string& name, LrShape* shape) {
 }
 
 // wsd: the cooldown's steps, round(cooldown_frac x total_steps) with halves up, in the decimal the fraction was
-// given as: its shortest decimal that reads back as the same float (%.7g: "0.21" for 0.21f, which is 0.20999999),
-// times total_steps in integers. The product in float or double can fall short of a half: 0.21 x 150 is 31.5, 32
+// given as: its decimal of at most 7 significant digits when that reads back as the same float (%.7g: "0.21" for
+// 0.21f, which is 0.20999999), times total_steps in integers. The product in float or double can fall short of a half: 0.21 x 150 is 31.5, 32
 // steps, and 31.499998 in float (0.35 x 10 is 3.4999999 in double). A fraction that no 7 digits give (or below 1e-4,
 // written with an exponent) takes the product in double.
 inline int wsd_cooldown_steps(int total_steps, float cooldown_frac) {
