@@ -824,12 +824,12 @@ static int decay_start(const TrainOptions& o) {
 std::string schedule_notices(const TrainOptions& o) {
     std::string out;
     if (o.steps <= 0) return out;
-    const int decay_steps = std::max(o.steps - decay_start(o), 0);
+    const int start = decay_start(o), decay_steps = std::max(o.steps - start, 0);
     if (o.was_given("--min-lr-frac") && o.lr_schedule != "constant" && decay_steps < 2)
         out += format("notice: --min-lr-frac changes nothing in this run: no step of it is below the peak (%s)\n",
-                      decay_steps == 1                        ? "its decay is the last step alone, which is at the peak"
-                      : decay_start(o) > std::max(o.warmup, 0) ? "wsd's cooldown rounds to no step"
-                                                               : "the warmup lasts the whole run");
+                      decay_steps == 1                ? "its decay is the last step alone, which is at the peak"
+                      : start > std::max(o.warmup, 0) ? "wsd's cooldown rounds to no step"
+                                                      : "the warmup lasts the whole run");
     // a basis refreshed every --galore-gap / --rso-gap steps from step 1: a gap as long as the run refreshes none
     for (const auto& [opt, flag, gap] : {std::tuple{"galore", "--galore-gap", o.galore_gap},
                                          std::tuple{"rso", "--rso-gap", o.rso_gap}})

@@ -74,11 +74,11 @@ std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids);
 // same sample. -1 when the logits give no distribution: a NaN or a +inf among them, or every one -inf (the weights
 // were NaN and every draw went to the last token, silently).
 inline int sample_token(const float* logits, int V, float temperature, int top_k, uint64_t draw) {
-    if (std::any_of(logits, logits + V, [](float l) { return std::isnan(l) || l == INFINITY; }) ||
-        std::all_of(logits, logits + V, [](float l) { return l == -INFINITY; }))
-        return -1;
-    if (temperature == 0) return (int)(std::max_element(logits, logits + V) - logits);
-    const float m = *std::max_element(logits, logits + V);
+    if (std::any_of(logits, logits + V, [](float l) { return std::isnan(l) || l == INFINITY; })) return -1;
+    const float* top = std::max_element(logits, logits + V);
+    if (*top == -INFINITY) return -1;  // (every one)
+    if (temperature == 0) return (int)(top - logits);
+    const float m = *top;
     float cut = -INFINITY;  // logits below it are left out
     if (top_k > 0 && top_k < V) {
         std::vector<float> sorted(logits, logits + V);
