@@ -213,6 +213,15 @@ void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
     }
 }
 
+int32_t DataLoader::document_start(uint64_t draw) const {
+    CHECK_USER(info_.layout == SHARD_LAYOUT_ROWS, "a document's first token is drawn from rows, not layout %s",
+               shard_layout_name(info_.layout));
+    int64_t row = (int64_t)(((unsigned __int128)draw * (uint64_t)total_samples_) >> 64);  // in [0, rows)
+    size_t f = 0;
+    while (row >= shard_samples_[f]) row -= shard_samples_[f++];
+    return read_shard_token(files_[f], row * info_.row_len, model_vocab);
+}
+
 void DataLoader::next_batch(int32_t* inputs, int32_t* targets) {
     const int64_t per_step = (int64_t)num_ranks * B;
     int64_t pos = offset_ + step_ * per_step + (int64_t)rank * B;

@@ -45,6 +45,10 @@ struct DataLoader {
     // from the same position (the next samples in the epoch's order are the ones the old run would have read).
     void set_state(const DataLoaderState& state);
 
+    // Rows layout: the first token of a row drawn uniformly among all rows of the shards by `draw` (64 random bits):
+    // a document's first token, which training never predicts (nothing comes before it in its row), read alone.
+    int32_t document_start(uint64_t draw) const;
+
     int64_t epoch() const { return epoch_; }
     // Steps (batches per rank) in one epoch; the same on every rank.
     int64_t steps_per_epoch() const { return steps_per_epoch_; }

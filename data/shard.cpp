@@ -278,6 +278,21 @@ ShardInfo read_shard_header(const std::string& path) {
     return info;
 }
 
+uint16_t read_shard_token(const std::string& path, int64_t index, int model_vocab) {
+    ShardInfo info;
+    FILE* f = open_shard(path, &info);  // (positioned after the header)
+    uint16_t token = 0;
+    const bool inside = index >= 0 && index < info.num_tokens;
+    const bool got = inside && fseeko(f, (off_t)(SHARD_HEADER_BYTES + 2 * (size_t)index), SEEK_SET) == 0 &&
+                     std::fread(&token, sizeof token, 1, f) == 1;
+    std::fclose(f);
+    CHECK_USER(inside, "%s: token %lld asked for, but the shard holds %lld", path.c_str(), (long long)index,
+               (long long)info.num_tokens);
+    CHECK_USER(got, "%s: cannot read token %lld: the file changed while reading?", path.c_str(), (long long)index);
+    check_token_ids(format("%s (its token %lld)", path.c_str(), (long long)index), info, &token, 1, model_vocab);
+    return token;
+}
+
 std::vector<uint16_t> read_shard(const std::string& path, ShardInfo* info_out, int model_vocab) {
     ShardInfo info;
     FILE* f = open_shard(path, &info);

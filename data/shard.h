@@ -55,6 +55,10 @@ ShardInfo read_shard_header(const std::string& path);
 // Also fails when the header's vocab size exceeds model_vocab (shards from a bigger tokenizer).
 std::vector<uint16_t> read_shard(const std::string& path, ShardInfo* info = nullptr, int model_vocab = 0);
 
+// The token at `index` (0-based) of the shard at `path`, read alone (a shard may be gigabytes); the header is checked
+// as read_shard checks it, the id as read_shard checks its ids (model_vocab the same), an index past the end is an error.
+uint16_t read_shard_token(const std::string& path, int64_t index, int model_vocab = 0);
+
 // The token-id check read_shard does, for callers holding tokens already. `what` names the source.
 void check_token_ids(const std::string& what, const ShardInfo& info, const uint16_t* tokens, size_t n,
                      int model_vocab);

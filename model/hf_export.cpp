@@ -106,7 +106,8 @@ void write_hf_export(const std::string& dir, const ModelConfig& cfg, const std::
                          "normalization, no byte fallback); %s has %s: check AutoTokenizer's ids against the shards', "
                          "or encode with the sentencepiece package and the saved spiece.model\n",
                          tokenizer_file.c_str(), differs.c_str());
-        // our samples (and prep_data's documents) start after an EOS: it is the start token of a generation
+        // on flat shards (prep_data's default) documents, and our samples, start after an EOS: it is the start token
+        // of a generation (a row starts with its document, nothing before it: there generate() wants a prompt)
         bos = eos = (int)tok.eos_id();
         pad = tok.pad_id();
         tok_vocab = tok.vocab_size();

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -471,6 +472,36 @@ TEST_F(DataTest, RowLayoutTargets) {
     EXPECT_EQ(y, ey);
     EXPECT_EQ(count_target_tokens(y.data(), y.size()), 3 + 5);
     EXPECT_EQ(dl.epoch(), 1);
+}
+
+// --sample's start on rows (DataLoader::document_start): the first token of a row, every row alike, over all the
+// shards (rows of 4 in two shards of 5 and 3 rows; row r starts with 10 + r). 8,000 draws of mt19937_64: each row's
+// count is Binomial(8000, 1/8), mean 1000, sd 29.6, outside 1000 +- 180 (6 sd) by chance about once in 5e8 per row.
+// The ends of the draw's range take the first row and the last; flat shards have no rows. read_shard_token reads
+// each token as read_shard does, and refuses an index outside the shard and an id outside the model's vocabulary.
+TEST_F(DataTest, DocumentStartIsARowsFirstTokenEveryRowAlike) {
+    const int T = 4;
+    std::vector<uint16_t> rows;
+    for (int r = 0; r < 8; r++) rows.insert(rows.end(), {(uint16_t)(10 + r), 50, 60, 1});
+    write_shard(path("d0.bin"), std::vector<uint16_t>(rows.begin(), rows.begin() + 5 * T), rows_info(T));
+    write_shard(path("d1.bin"), std::vector<uint16_t>(rows.begin() + 5 * T, rows.end()), rows_info(T));
+    DataLoader dl(path("d*.bin"), 1, T, 0, 1, 0, false);
+    std::map<int32_t, int> count;
+    std::mt19937_64 rng(11);
+    for (int i = 0; i < 8000; i++) count[dl.document_start(rng())]++;
+    ASSERT_EQ(count.size(), 8u) << "a token that starts no row, or a row never drawn";
+    for (int r = 0; r < 8; r++) EXPECT_NEAR(count[10 + r], 1000, 180) << "row " << r;
+    EXPECT_EQ(dl.document_start(0), 10);
+    EXPECT_EQ(dl.document_start(~0ull), 17);
+    for (size_t i = 0; i < 5 * T; i++) EXPECT_EQ(read_shard_token(path("d0.bin"), (int64_t)i), rows[i]) << i;
+    for (int64_t bad : {-1, 5 * T}) {
+        const std::string says = format("token %lld asked for, but the shard holds 20", (long long)bad);
+        EXPECT_USER_ERROR(read_shard_token(path("d0.bin"), bad), says.c_str());
+    }
+    EXPECT_USER_ERROR(read_shard_token(path("d0.bin"), 0, 8), "the model's vocabulary has only 8");
+    write_shard(path("flat.bin"), iota_tokens(64), gpt2_info());
+    DataLoader flat(path("flat.bin"), 1, T, 0, 1, 0, false);
+    EXPECT_USER_ERROR(flat.document_start(0), "a document's first token is drawn from rows, not layout flat");
 }
 
 // Only the pads after a row's EOS are ignored: the pad id is also a token of the text when the tokenizer has no pad

@@ -320,6 +320,33 @@ TEST(TrainerBinary, ValidationDataWithNothingToScoreIsAnError) {
     expect_user_error_exit(r, "train_gpt2", {"the validation data has no token to score"});
 }
 
+// --sample on rows (a document at each row's start, nothing before it) starts at a document's first token drawn from
+// the data, and says so: GPT-2 rows of 8 whose first ids are 32..47, r50k's "A".."P" (ids 0..93 are the printable
+// bytes from '!'), then "?", "@", the end of text and pads 0 ("!").
+TEST(TrainerBinary, SampleOnRowsStartsAtADocumentsFirstToken) {
+    TempDir dir;
+    std::vector<uint16_t> rows;
+    for (int r = 0; r < 16; r++) rows.insert(rows.end(), {(uint16_t)(32 + r), 30, 31, 50256, 0, 0, 0, 0});
+    ShardInfo info;
+    info.vocab_size = 50257;
+    info.tokenizer = TOKENIZER_GPT2;
+    info.layout = SHARD_LAYOUT_ROWS;
+    info.row_len = 8;
+    info.eos_id = 50256;
+    write_shard(dir / "rows.bin", rows, info);
+    RunResult r = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "8", "--batch-size", "2",
+                                             "--eval-only", "--val-data", dir / "rows.bin", "--sample", "4", "--seed",
+                                             "3"}, dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "the sample starts at the first token of a document drawn from --val-data"))
+        << describe(r);
+    const std::string head = "sample (4 tokens after a document's first token from --val-data):\n";
+    const size_t at = r.out.find(head);
+    ASSERT_NE(at, std::string::npos) << describe(r);
+    const char first = r.out[at + head.size()];
+    EXPECT_TRUE(first >= 'A' && first <= 'P') << "the sample starts with no row's first token: " << describe(r);
+}
+
 // The run says how many epochs of its training data it reads, and a step that needs more samples than an epoch gives
 // (it repeats some inside the step) is noticed: 1001 tokens at T 16 are (1001 - 1) / 16 = 62 samples, 62 whole
 // micro-batches of B 1 (31 of B 2), and 2 steps of B 2 x 40 micro-batches read 160 of them, 2.58 epochs.

@@ -1350,6 +1350,80 @@ TEST(Sample, TokenDrawsFollowTheSoftmaxAtTheTemperatureOverTheTopK) {
     EXPECT_EQ(sample_token(masked.data(), 4, 1.0f, 0, ~0ull), 3);
 }
 
+// A sample starts as the training data starts a document (print_sample's SampleStart): after GPT-2's end of text on
+// flat shards (documents one after another), at the prompt's first token with nothing before it on rows (a row holds
+// nothing before its document: an EOS there is an input no step trained), and on rows with no prompt at a document's
+// first token from the data, drawn with the seed's first 64 bits. A stand-in model records what it reads at each draw
+// and makes the next token its last input + 1; r50k's ids of "It is a truth": 1026 318 257 3872, of "The": 464.
+TEST(Sample, StartsAsTheTrainingDataStartsADocument) {
+    struct RecordingModel {
+        int T = 16, B = 1;
+        struct {
+            int vocab_size = 50257;
+        } cfg;
+        std::vector<int32_t> inputs;
+        std::vector<std::vector<int32_t>> reads;  // the context of each draw
+        void eval_loss(const int32_t* in, const int32_t*) { inputs.assign(in, in + T); }
+        void logits(float* row, int last, int rows) {
+            ASSERT_EQ(rows, 1);
+            reads.emplace_back(inputs.begin(), inputs.begin() + last + 1);
+            std::fill(row, row + cfg.vocab_size, 0.0f);
+            row[(inputs[last] + 1) % cfg.vocab_size] = 1.0f;
+        }
+    };
+    TrainOptions opts;
+    opts.sample = 3;
+    opts.temperature = 0;
+    opts.seed = 5;
+    std::vector<uint64_t> draws;  // document_start's
+    const SampleStart flat, rows{true, [&](uint64_t draw) { return draws.push_back(draw), 464; }, "--train-data"};
+    const volatile std::sig_atomic_t no_stop = 0;
+    auto sample = [&](const SampleStart& start, const std::string& prompt, int T, std::string* out) {
+        RecordingModel m;
+        m.T = T;
+        opts.prompt = prompt;
+        testing::internal::CaptureStdout();
+        EXPECT_EQ(print_sample(m, opts, Arch::GPT2, start, no_stop), 0);
+        *out = testing::internal::GetCapturedStdout();
+        return m.reads;
+    };
+    using Ids = std::vector<int32_t>;
+    std::string out;
+    EXPECT_EQ(sample(flat, "It is a truth", 16, &out),
+              (std::vector<Ids>{{50256, 1026, 318, 257, 3872}, {50256, 1026, 318, 257, 3872, 3873},
+                                {50256, 1026, 318, 257, 3872, 3873, 3874}}));
+    const Gpt2Tokenizer gpt2(ROOT + "/data/gpt2/r50k_base.tiktoken");
+    const std::vector<uint32_t> continued = {3873, 3874, 3875};
+    const std::string text = "It is a truth" + gpt2.decode(continued.data(), 3) + "\n";
+    EXPECT_TRUE(contains(out, "sample (3 tokens after a prompt of 4 tokens):\n" + text)) << out;
+    EXPECT_EQ(sample(rows, "It is a truth", 16, &out),
+              (std::vector<Ids>{{1026, 318, 257, 3872}, {1026, 318, 257, 3872, 3873},
+                                {1026, 318, 257, 3872, 3873, 3874}}));
+    EXPECT_TRUE(contains(out, "sample (3 tokens after a prompt of 4 tokens):\n" + text)) << out;
+    EXPECT_FALSE(contains(out, "note:")) << out;
+    EXPECT_TRUE(draws.empty()) << "a prompt needs no document's start";
+
+    EXPECT_EQ(sample(rows, "", 16, &out), (std::vector<Ids>{{464}, {464, 465}, {464, 465, 466}}));
+    ASSERT_EQ(draws.size(), 1u);
+    EXPECT_EQ(draws[0], std::mt19937_64(5)());
+    const std::vector<uint32_t> the = {464, 465, 466, 467};
+    EXPECT_TRUE(contains(out, "note: the shards are rows (a document at each row's start, nothing before it): the "
+                              "sample starts at the first token of a document drawn from --train-data (--prompt TEXT "
+                              "gives it one)\nsample (3 tokens after a document's first token from --train-data):\n" +
+                              gpt2.decode(the.data(), 4) + "\n")) << out;
+    // a window of 4 (--seq-len): rows read the prompt's 4 tokens at the first draw and leave its first behind at the
+    // second; flat shards' end of text is left behind at the first
+    EXPECT_EQ(sample(rows, "It is a truth", 4, &out),
+              (std::vector<Ids>{{1026, 318, 257, 3872}, {318, 257, 3872, 3873}, {257, 3872, 3873, 3874}}));
+    EXPECT_TRUE(contains(out, "note: the sample outgrows the model's window of 4 tokens (--seq-len): from its token 2 "
+                              "on, each is drawn from the last 4 before it (the prompt's start left behind)")) << out;
+    EXPECT_EQ(sample(flat, "It is a truth", 4, &out)[0], (Ids{1026, 318, 257, 3872}));
+    EXPECT_TRUE(contains(out, "note: the prompt's 4 tokens fill the model's window of 4 (--seq-len)")) << out;
+    EXPECT_EQ(sample(rows, "", 2, &out), (std::vector<Ids>{{464}, {464, 465}, {465, 466}}));
+    EXPECT_TRUE(contains(out, "from its token 3 on, each is drawn from the last 2 before it (the document's first "
+                              "token left behind)")) << out;
+}
+
 // --sample's text (sample_text): documents apart at the tokenizer's EOS, shown as its own text (SentencePiece's
 // decode drops it: two documents read as one); a character cut between tokens as U+FFFD (Python's
 // bytes.decode(errors="replace"), as tiktoken's decode); a NUL token kept (the text was cut at it)

@@ -156,8 +156,9 @@ const Flag FLAGS[] = {
     F("--sample", "N", INT, sample,
       "after training (or --eval-only), generate N tokens (seed --seed) and print them decoded"),
     F("--prompt", "TEXT", STR, prompt,
-      "--sample continues this text (encoded with the shards' tokenizer, after an end-of-text token); the printed "
-      "sample begins with it (default: the sample starts after an end of text alone)"),
+      "--sample continues this text (encoded with the shards' tokenizer), started as the training data starts a "
+      "document: after an end-of-text token (flat shards) or with nothing before it (rows); the printed sample begins "
+      "with it (default: after an end of text alone; on rows at a document's first token drawn from the data)"),
     F("--temperature", "T", FLOAT, temperature,
       "--sample draws from the softmax of the logits / T: below 1 sharper, above 1 flatter; 0: always the most "
       "likely token (the seed then changes nothing)"),

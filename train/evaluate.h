@@ -99,43 +99,66 @@ inline int sample_token(const float* logits, int V, float temperature, int top_k
     return last;
 }
 
-// Generates n tokens after an end-of-text/EOS token and the --prompt's tokens, each by sample_token (--temperature,
-// --top-k) with mt19937_64 seeded with --seed (its output the C++ standard fixes: one seed, one sample everywhere),
-// and prints them decoded, the prompt first. No KV cache: each token reruns the forward over the window, which is
-// fine for the short samples this is for (a look at what the model learned). A stop signal (`stop` set: SIGINT,
-// SIGTERM) ends it early with the tokens so far; returns that signal, or 0.
+// How the training data starts a document, which is how a sample starts: flat shards hold documents one after
+// another, each after an EOS; rows (GaLore's C4) hold a document at a row's start with nothing before it, its first
+// token never a target, so a sample starts at the --prompt's first token, or without one at the first token of a
+// document drawn from the data (document_start, given 64 random bits: DataLoader::document_start).
+struct SampleStart {
+    bool rows = false;
+    std::function<int32_t(uint64_t draw)> document_start;  // rows only
+    const char* data_flag = "";                             // the flag naming that data: --train-data
+};
+
+// Generates n tokens after how the training data starts a document (`start`) and the --prompt's tokens, each by
+// sample_token (--temperature, --top-k) with mt19937_64 seeded with --seed (its output the C++ standard fixes: one
+// seed, one sample everywhere), and prints them decoded, the prompt first. No KV cache: each token reruns the forward
+// over the window, which is fine for the short samples this is for (a look at what the model learned). A stop signal
+// (`stop` set: SIGINT, SIGTERM) ends it early with the tokens so far; returns that signal, or 0.
 template <class Model>
-int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volatile std::sig_atomic_t& stop,
-                 const std::function<void()>& each_token = {}) {
+int print_sample(Model& model, const TrainOptions& opts, Arch arch, const SampleStart& start,
+                 const volatile std::sig_atomic_t& stop, const std::function<void()>& each_token = {}) {
     int T = model.T, V = model.cfg.vocab_size, B = model.B;
     std::unique_ptr<Tokenizer> tok = sample_decoder(arch, opts);
     // a tokenizer smaller than the model's vocabulary (the built-in 8k SentencePiece model under LLaMA's 32000 rows)
     // never produced the extra ids: sample among the tokenizer's ids only
     int Vs = tok ? std::min(V, tok->vocab_size()) : V;
-    std::vector<int32_t> ctx = {(int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1))};
+    std::mt19937_64 rng((uint64_t)opts.seed);  // (an LCG from the seed drew first tokens in step with the seed)
+    std::vector<int32_t> ctx;  // what the model reads: the lead (not printed), the given tokens, the drawn ones
+    if (!start.rows) ctx.push_back((int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1)));
+    const size_t lead = ctx.size();
     if (!opts.prompt.empty() && tok) {
         std::vector<uint32_t> ids;
         tok->encode(opts.prompt, ids);
         ctx.insert(ctx.end(), ids.begin(), ids.end());
     } else if (!opts.prompt.empty()) {
-        std::printf("note: no tokenizer to encode --prompt with: the sample starts after an end of text alone\n");
+        std::printf("note: no tokenizer to encode --prompt with: the sample starts %s\n",
+                    start.rows ? "at a document's first token from the data" : "after an end of text alone");
     }
-    const size_t prompt_tokens = ctx.size() - 1;
-    if (prompt_tokens >= (size_t)T)
+    const bool from_data = start.rows && ctx.empty();  // (an empty context is no input)
+    if (from_data) {
+        if (opts.prompt.empty())
+            std::printf("note: the shards are rows (a document at each row's start, nothing before it): the sample "
+                        "starts at the first token of a document drawn from %s (--prompt TEXT gives it one)\n",
+                        start.data_flag);
+        ctx.push_back(start.document_start(rng()));
+    }
+    const size_t given = ctx.size() - lead;  // the prompt's tokens, or the document's first
+    if (lead + given > (size_t)T)
         std::printf("note: the prompt's %zu tokens fill the model's window of %d (--seq-len): each token is drawn from "
-                    "the last %d before it\n", prompt_tokens, T, T);
-    else if (prompt_tokens + opts.sample > (size_t)T)  // (the draw of token i sees the end of text, the prompt, i - 1)
+                    "the last %d before it\n", given, T, T);
+    else if (lead + given + opts.sample > (size_t)T + 1) {  // (the draw of token i sees the lead, the given, i - 1)
+        const bool given_falls = given && given + opts.sample > (size_t)T + 1;  // its first token left behind
         std::printf("note: the sample outgrows the model's window of %d tokens (--seq-len): from its token %zu on, "
-                    "each is drawn from the last %d before it (the end of text%s left behind)\n", T,
-                    T - prompt_tokens + 1, T, prompt_tokens && prompt_tokens + opts.sample > (size_t)T + 1
-                                                  ? " and the prompt's start" : "");
+                    "each is drawn from the last %d before it (%s%s%s left behind)\n", T, T - lead - given + 2, T,
+                    lead ? "the end of text" : "", lead && given_falls ? " and " : "",
+                    !given_falls ? "" : from_data ? "the document's first token" : "the prompt's start");
+    }
     std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, -1);
     std::vector<float> row(V);  // the logits of the last position (the next token's): one row, not B*T*V
-    std::mt19937_64 rng((uint64_t)opts.seed);  // (an LCG from the seed drew first tokens in step with the seed)
     int sig = 0;
     for (int i = 0; i < opts.sample && !(sig = (int)stop); i++) {
-        int len = (int)std::min<size_t>(ctx.size(), (size_t)T), start = (int)ctx.size() - len;
-        for (int t = 0; t < len; t++) inputs[t] = ctx[start + t];
+        int len = (int)std::min<size_t>(ctx.size(), (size_t)T), first = (int)ctx.size() - len;
+        for (int t = 0; t < len; t++) inputs[t] = ctx[first + t];
         model.eval_loss(inputs.data(), targets.data());
         model.logits(row.data(), len - 1, 1);
         const int next = sample_token(row.data(), Vs, opts.temperature, opts.top_k, rng());
@@ -149,17 +172,19 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const volati
         if (each_token) each_token();  // the watchdog's progress mark: a long sample is progress
         kill_point("sample.token");    // tests: a signal while sampling (common/kill_point.h)
     }
-    const std::string after = prompt_tokens ? format(" after a prompt of %zu tokens", prompt_tokens) : "";
+    const std::string after = from_data ? format(" after a document's first token from %s", start.data_flag)
+                              : given   ? format(" after a prompt of %zu tokens", given)
+                                        : "";
     if (sig)
-        std::printf("sample (%zu of %d tokens%s: stopped by signal %d):\n", ctx.size() - 1 - prompt_tokens, opts.sample,
+        std::printf("sample (%zu of %d tokens%s: stopped by signal %d):\n", ctx.size() - lead - given, opts.sample,
                     after.c_str(), sig);
     else
         std::printf("sample (%d tokens%s):\n", opts.sample, after.c_str());
     if (tok) {
-        const std::string text = sample_text(*tok, std::vector<int32_t>(ctx.begin() + 1, ctx.end())) + "\n";
+        const std::string text = sample_text(*tok, std::vector<int32_t>(ctx.begin() + lead, ctx.end())) + "\n";
         std::fwrite(text.data(), 1, text.size(), stdout);
     } else {
-        for (size_t i = 1; i < ctx.size(); i++) std::printf("%d ", ctx[i]);
+        for (size_t i = lead; i < ctx.size(); i++) std::printf("%d ", ctx[i]);
         std::printf("\n(no tokenizer known for these shards: token ids)\n");
     }
     return sig;
