@@ -1187,10 +1187,12 @@ TEST(TrainerBinary, SampleContinuesAPromptAtATemperature) {
         RunResult r = run_trainer("train_gpt2", tiny({"--steps", "1", "--sample", "4", bad[0], bad[1]}), dir, 60);
         expect_user_error_exit(r, "train_gpt2", {says});
     }
-    RunResult unused = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--prompt", "Once"}),
-                                   dir, 60);
+    RunResult unused = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--prompt", "Once",
+                                                       "--seed", "5", "--seed", "6"}), dir, 60);
     EXPECT_EQ(unused.rc, 0) << describe(unused);
     EXPECT_TRUE(contains(unused.out, "notice: --prompt changes nothing in this run: --sample is 0: no text is generated"))
+        << describe(unused);
+    EXPECT_TRUE(contains(unused.out, "notice: flag given more than once: --seed 5, then 6; the last is used"))
         << describe(unused);
     // a window of 8 (--seq-len): the 4 prompt tokens and 8 drawn outgrow it from the sample's 5th token (the draw of
     // token i sees the end of text, the prompt and i - 1 tokens); --top-k at temperature 0 is noticed

@@ -262,6 +262,33 @@ TEST(TrainerSchedule, ShapesFollowTheirFormulas) {
     EXPECT_FALSE(lr_shape_parse("Cosine", &none));
 }
 
+// A flag given more than once takes its last value (a script's extra flags override its own), and the run says so
+// when the values differ, in the order typed (--x=V too); the same value again, or a switch again, is no news.
+// finetune_roberta's flags parse alike.
+TEST(TrainerCli, AFlagGivenTwiceTakesTheLastValueAndIsNoticed) {
+    const TrainOptions o = parse({"--lr", "1e-3", "--seed", "2", "--steps", "5", "--lr=3e-4", "--seed", "2",
+                                  "--no-shuffle", "--no-shuffle", "--lr", "2e-4", "--model", "gpt2-tiny"});
+    EXPECT_FLOAT_EQ(o.lr, 2e-4f);
+    EXPECT_EQ(o.seed, 2);
+    EXPECT_EQ(o.repeated, (std::vector<std::string>{"--lr 1e-3, then 3e-4, then 2e-4"}));
+    EXPECT_EQ(unused_flags_notice(o, 1),
+              "notice: flag given more than once: --lr 1e-3, then 3e-4, then 2e-4; the last is used\n");
+    EXPECT_TRUE(parse({"--seed", "1", "--steps", "3"}).repeated.empty());
+    const TrainOptions two = parse({"--steps", "3", "--seed", "1", "--steps", "4", "--seed", "7"});
+    EXPECT_EQ(two.repeated, (std::vector<std::string>{"--steps 3, then 4", "--seed 1, then 7"}));
+    std::vector<std::string> args = {"finetune_roberta", "--task", "rte", "--init-from", "x", "--epochs", "2",
+                                     "--epochs", "3"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    FinetuneOptions f;
+    try {
+        parse_finetune_options(f, (int)argv.size(), argv.data());
+    } catch (const UserError&) {  // (the directory x is checked later; the flags are parsed first)
+    }
+    EXPECT_EQ(f.epochs, 3);
+    EXPECT_EQ(f.repeated, (std::vector<std::string>{"--epochs 2, then 3"}));
+}
+
 // --lr-schedule and --cooldown-frac: bad values are refused with the choices, flags the schedule leaves unused are
 // noticed, and the run's table says where wsd's cooldown falls (steps numbered from 1, as the step lines are).
 TEST(TrainerSchedule, FlagsAreCheckedNoticedAndShown) {

@@ -243,8 +243,10 @@ std::vector<std::string> numeric_train_flags() {
 }
 
 void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym* synonyms, size_t num_synonyms,
-                      void* opts, std::set<std::string>& given, int argc, char** argv) {
+                      void* opts, std::set<std::string>& given, std::vector<std::string>& repeated, int argc,
+                      char** argv) {
     const FlagDef* flags_end = flags + num_flags;
+    std::vector<std::pair<const char*, std::vector<std::string>>> values;  // each valued flag's, in the order given
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i], value;
         bool has_inline = false;
@@ -298,6 +300,9 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
                      "goes as %s=VALUE", flag->name, flag->metavar, argv[i + 1], flag->name);
             value = argv[++i];
         }
+        auto seen = std::find_if(values.begin(), values.end(), [&](const auto& v) { return v.first == flag->name; });
+        if (seen == values.end()) seen = values.insert(values.end(), {flag->name, {}});
+        seen->second.push_back(value);
         char* end = nullptr;
         errno = 0;
         // strtoll/strtof skip leading white space: " 5" (a quoting slip) is not a number as typed
@@ -339,6 +344,14 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
             case Kind::BOOL:
                 break;
         }
+    }
+    repeated.clear();
+    for (const auto& flag_values : values) {
+        const std::vector<std::string>& typed = flag_values.second;
+        if (std::all_of(typed.begin(), typed.end(), [&](const std::string& v) { return v == typed[0]; })) continue;
+        std::string said = std::string(flag_values.first) + " " + typed[0];
+        for (size_t k = 1; k < typed.size(); k++) said += ", then " + typed[k];
+        repeated.push_back(said);
     }
 }
 
@@ -404,7 +417,7 @@ void check_flag_partners(const TrainOptions& o) {
 
 void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     parse_flag_table(FLAGS, sizeof(FLAGS) / sizeof(FLAGS[0]), SYNONYMS, sizeof(SYNONYMS) / sizeof(SYNONYMS[0]), &opts,
-                     opts.given, argc, argv);
+                     opts.given, opts.repeated, argc, argv);
     if (opts.help) return;
     CHECK_USER(opts.batch_size > 0, "--batch-size must be positive (got %d)", opts.batch_size);
     // (0 and -1 are the defaults' markers, "the model's" and "10% of --steps": not values a user may give)
@@ -741,6 +754,8 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         return out;
     };
     std::string out = o.plan ? plan_unused_flags_notice(o) : "";
+    for (const std::string& r : o.repeated)
+        out += format("notice: flag given more than once: %s; the last is used\n", r.c_str());
     auto notice = [&](const Flags& flags, const std::string& why) {
         if (flags.empty()) return;
         std::string names;

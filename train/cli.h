@@ -58,6 +58,9 @@ struct TrainOptions {
     std::set<std::string> given;  // the flags given on the command line (defaults that depend on the run: warmup,
                                   // eval_tokens are resolved only where the user did not choose)
     bool was_given(const char* flag) const { return given.count(flag) != 0; }
+    // the flags given more than once with different values, each as "--lr 0.001, then 0.0003" (the last is used:
+    // a script's extra flags override its own; the run says so, with the notices of unused flags)
+    std::vector<std::string> repeated;
 
     // PRAC activation compression
     std::string prac = "none";               // none | pac | rac | prac
@@ -128,9 +131,11 @@ struct FlagDef {
 using FlagSynonym = std::pair<const char*, const char*>;  // another tool's spelling, ours
 // Parses argv into the struct at `opts` (each flag's offset into it) and records the flags given. Unknown flags fail
 // with our spelling when they are one of `synonyms`, else with the nearest flag; --no-X switches clear their field.
-// Checks the values' syntax only (numbers, non-empty strings); ranges are the caller's.
+// Checks the values' syntax only (numbers, non-empty strings); ranges are the caller's. A flag given twice takes the
+// last value; those given with different values are listed in `repeated` (TrainOptions::repeated).
 void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym* synonyms, size_t num_synonyms,
-                      void* opts, std::set<std::string>& given, int argc, char** argv);
+                      void* opts, std::set<std::string>& given, std::vector<std::string>& repeated, int argc,
+                      char** argv);
 // --help's width: every line of the programs' help fits HELP_COLUMNS columns, as prep_data's and prac_analyze's
 // hand-set help does (a terminal's soft wrap would continue a flag's text at column 0, under the flag names).
 constexpr size_t HELP_COLUMNS = 120;
@@ -174,8 +179,9 @@ PracOptions prac_options_from(const TrainOptions& o);
 // pac (no random part), rac (no Q1 to compute) and none. PracSchedule caps it at the sites x layers.
 int prac_initial_spread_steps(const TrainOptions& o, PracMode mode);
 // Notices (one line each) for flags given to a run they change nothing in: PRAC's without PRAC (--prac none), pac's
-// and rac's missing parts, another optimizer's, --prac-shared-subspace on one rank; "" when there are none. Not
-// errors: a table's script passes its --prac-t1 to every run, the baseline too.
+// and rac's missing parts, another optimizer's, --prac-shared-subspace on one rank, and flags given more than once with
+// different values (TrainOptions::repeated); "" when there are none. Not errors: a table's script passes its --prac-t1
+// to every run, the baseline too, and its --extra flags after its own.
 std::string unused_flags_notice(const TrainOptions& o, int ranks);
 // The notice for the run's flags --plan leaves unused (--save, --log, --ckpt-dir, ...: nothing is written), "" when none
 // is given; unused_flags_notice starts with it.

@@ -152,7 +152,8 @@ void check_max_len_holds_text(int max_len, GlueTask task, const std::string& fro
 }
 
 void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
-    parse_flag_table(FLAGS, std::size(FLAGS), SYNONYMS, std::size(SYNONYMS), &o, o.given, argc, argv);
+    parse_flag_table(FLAGS, std::size(FLAGS), SYNONYMS, std::size(SYNONYMS), &o, o.given, o.repeated, argc,
+                     argv);
     if (o.help) return;
     // the values given first, then what is missing: a bad value is said whatever else the command line lacks
     if (!o.task.empty()) glue_task_from_name(o.task);  // fails listing the eight
