@@ -2078,6 +2078,21 @@ TEST(TrainerResume, ALogThatEndsBeforeTheCheckpointIsRefused) {
         expect_user_error_exit(r, "train_gpt2", {"--save " + save + " is ", "/ck/step_00000004, a checkpoint's "
                                                  "folder of", "a run's checkpoint directory"});
     }
+    // --save into a run's checkpoint directory itself (this run has none; its own is refused above): the model's files
+    // would lie among the step folders, and --init-from there would load them (it was accepted); a directory with a
+    // run's lock alone is one too; a folder of its own inside it is fine
+    fs::create_directories(dir / "locked");
+    write_bytes(dir / "locked/.lock", "");
+    for (const auto& [save, holds] : {std::pair<std::string, std::string>{dir / "ck", "checkpoints"},
+                                      {dir / "ck/../ck/", "checkpoints"}, {dir / "locked", "its lock .lock"}}) {
+        r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", save}), dir, 120);
+        expect_user_error_exit(r, "train_gpt2", {"--save " + save + " is a run's checkpoint directory (it holds " +
+                                                 holds + "): the files written there would lie among"});
+    }
+    EXPECT_FALSE(fs::exists(dir / "ck/config.json"));
+    r = run_trainer("train_gpt2", tiny({"--steps", "1", "--eval-tokens", "64", "--save", dir / "ck/model"}), dir, 120);
+    EXPECT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(fs::exists(dir / "ck/model/model.safetensors")) << describe(r);
     // so are a --log and a --dump-path there (the run's next checkpoint of that step removed them too)
     r = run_trainer("train_gpt2",
                     tiny({"--steps", "1", "--eval-tokens", "64", "--log", dir / "ck/step_00000004/m.jsonl"}), dir, 120);

@@ -210,17 +210,26 @@ static void refuse_output_in_this_runs_checkpoints(const std::string& path, cons
              flag);
 }
 
-// Another run's: a step folder of a directory that holds checkpoints or a run's lock.
-static void refuse_output_in_another_runs_checkpoints(const std::string& path, const char* flag) {
+// Another run's: a directory that holds checkpoints or a run's lock, as a directory output, or a step folder of one.
+static void refuse_output_in_another_runs_checkpoints(const std::string& path, const char* flag, bool is_dir_output) {
     if (path.empty()) return;
     namespace fs = std::filesystem;
     std::error_code ec;
+    auto is_run_dir = [](const std::string& dir) {
+        return !checkpoint_steps(dir).empty() || access((dir + "/" + CKPT_LOCK_FILE).c_str(), F_OK) == 0;
+    };
     // the path itself or any of its parents (by the canonical path: "x/../ck/step_N/.", links)
     const fs::path target = fs::weakly_canonical(path, ec);
+    if (is_dir_output && is_run_dir(target.string())) {
+        const bool steps = !checkpoint_steps(target.string()).empty();
+        fail("%s %s is a run's checkpoint directory (it holds %s%s): the files written there would lie among that "
+             "run's step folders, and --init-from %s would load them, not the run's checkpoints\n---> HINT: pass a %s "
+             "of its own (a new folder, beside it or inside it)", flag, path.c_str(), steps ? "checkpoints" : "its lock ",
+             steps ? "" : CKPT_LOCK_FILE, path.c_str(), flag);
+    }
     for (fs::path p = target; p.has_filename(); p = p.parent_path()) {
         const std::string parent = p.parent_path().string();
-        if (is_checkpoint_folder_name(p.filename().string()) &&
-            (!checkpoint_steps(parent).empty() || access((parent + "/" + CKPT_LOCK_FILE).c_str(), F_OK) == 0))
+        if (is_checkpoint_folder_name(p.filename().string()) && is_run_dir(parent))
             fail("%s %s is %s%s, a checkpoint's folder of %s, a run's checkpoint directory (that run replaces or "
                  "removes its step folders as it goes)\n---> HINT: pass a %s outside it", flag, path.c_str(),
                  p == target ? "" : "inside ", p.string().c_str(), parent.c_str(), flag);
@@ -230,7 +239,7 @@ static void refuse_output_in_another_runs_checkpoints(const std::string& path, c
 void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& run_dir,
                                   bool is_dir_output) {
     refuse_output_in_this_runs_checkpoints(path, flag, run_dir, is_dir_output);
-    refuse_output_in_another_runs_checkpoints(path, flag);
+    refuse_output_in_another_runs_checkpoints(path, flag, is_dir_output);
 }
 
 bool save_writes_name(const std::string& name) {

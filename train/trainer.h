@@ -67,7 +67,8 @@ std::string claim_checkpoint_dir(const std::string& ckpt_dir, bool resume, bool 
 // (is_dir_output: --save, --predict) that is run_dir itself or one of its step_NNNNNNNN (or writers' dot) folders, any
 // output inside such a folder; other paths inside run_dir (a file beside the checkpoints, a folder of its own) are
 // left alone, nothing of the run touches them. Another run's: any output that is (or is inside) a step folder of a
-// directory that holds checkpoints or a run's lock (a model saved there was deleted by that run's next checkpoint).
+// directory that holds checkpoints or a run's lock (a model saved there was deleted by that run's next checkpoint),
+// and a directory output that is such a directory (its files among the step folders, taken for the run's).
 void refuse_output_in_checkpoints(const std::string& path, const char* flag, const std::string& run_dir,
                                   bool is_dir_output);
 // One output of a run: its path (empty: not written), flag, and for a directory the run writes files into (--save,
