@@ -1377,27 +1377,30 @@ TEST(Sample, TokenDrawsFollowTheSoftmaxAtTheTemperatureOverTheTopK) {
     EXPECT_EQ(sample_token(masked.data(), 4, 1.0f, 0, ~0ull), 3);
 }
 
+// A stand-in for a model in print_sample: it records what it reads at each draw and makes the next token its last
+// input + 1.
+struct RecordingModel {
+    int T = 16, B = 1;
+    struct {
+        int vocab_size = 50257;
+    } cfg;
+    std::vector<int32_t> inputs;
+    std::vector<std::vector<int32_t>> reads;  // the context of each draw
+    void eval_loss(const int32_t* in, const int32_t*) { inputs.assign(in, in + T); }
+    void logits(float* row, int last, int rows) {
+        ASSERT_EQ(rows, 1);
+        reads.emplace_back(inputs.begin(), inputs.begin() + last + 1);
+        std::fill(row, row + cfg.vocab_size, 0.0f);
+        row[(inputs[last] + 1) % cfg.vocab_size] = 1.0f;
+    }
+};
+
 // A sample starts as the training data starts a document (print_sample's SampleStart): after GPT-2's end of text on
 // flat shards (documents one after another), at the prompt's first token with nothing before it on rows (a row holds
 // nothing before its document: an EOS there is an input no step trained), and on rows with no prompt at a document's
-// first token from the data, drawn with the seed's first 64 bits. A stand-in model records what it reads at each draw
-// and makes the next token its last input + 1; r50k's ids of "It is a truth": 1026 318 257 3872, of "The": 464.
+// first token from the data, drawn with the seed's first 64 bits (RecordingModel's reads); r50k's ids of "It is a
+// truth": 1026 318 257 3872, of "The": 464.
 TEST(Sample, StartsAsTheTrainingDataStartsADocument) {
-    struct RecordingModel {
-        int T = 16, B = 1;
-        struct {
-            int vocab_size = 50257;
-        } cfg;
-        std::vector<int32_t> inputs;
-        std::vector<std::vector<int32_t>> reads;  // the context of each draw
-        void eval_loss(const int32_t* in, const int32_t*) { inputs.assign(in, in + T); }
-        void logits(float* row, int last, int rows) {
-            ASSERT_EQ(rows, 1);
-            reads.emplace_back(inputs.begin(), inputs.begin() + last + 1);
-            std::fill(row, row + cfg.vocab_size, 0.0f);
-            row[(inputs[last] + 1) % cfg.vocab_size] = 1.0f;
-        }
-    };
     TrainOptions opts;
     opts.sample = 3;
     opts.temperature = 0;
@@ -1449,6 +1452,51 @@ TEST(Sample, StartsAsTheTrainingDataStartsADocument) {
     EXPECT_EQ(sample(rows, "", 2, &out), (std::vector<Ids>{{464}, {464, 465}, {465, 466}}));
     EXPECT_TRUE(contains(out, "from its token 3 on, each is drawn from the last 2 before it (the document's first "
                               "token left behind)")) << out;
+}
+
+// --prompt's end-of-text string is that token, as transformers' tokenizers read it (GPT2Tokenizer's ids of
+// "A<|endoftext|>B" are [32, 50256, 33]; T5Tokenizer's of "</s>" [1]), with ordinary text around it, and a part of one
+// is text; the sample shows the token as the string, so such a prompt reads back as typed. A prompt that does not read
+// back (the built-in SentencePiece model has no token for a snowman) is said, with what the model reads; one that does
+// (an end of text in it too) is not.
+TEST(Sample, PromptReadsTheEndOfTextStringAsItsToken) {
+    const Gpt2Tokenizer gpt2(ROOT + "/data/gpt2/r50k_base.tiktoken");
+    EXPECT_EQ(prompt_ids(gpt2, "A<|endoftext|>B"), (std::vector<uint32_t>{32, 50256, 33}));
+    EXPECT_EQ(prompt_ids(gpt2, "<|endoftext|><|endoftext|>"), (std::vector<uint32_t>{50256, 50256}));
+    EXPECT_EQ(prompt_ids(gpt2, "A<|endoftext|"), gpt2.encode("A<|endoftext|"));
+    EXPECT_GT(gpt2.encode("A<|endoftext|").size(), 2u);
+    const std::vector<uint32_t> ids = prompt_ids(gpt2, "It<|endoftext|>is");
+    EXPECT_EQ(sample_text(gpt2, std::vector<int32_t>(ids.begin(), ids.end())), "It<|endoftext|>is");
+    const SpmTokenizer spm(ROOT + "/data/builtin/austen_spm8k.model");
+    std::vector<uint32_t> want, b;
+    spm.encode("a", want);
+    spm.encode("b", b);
+    want.push_back(1);
+    want.insert(want.end(), b.begin(), b.end());
+    EXPECT_EQ(spm.eos_id(), 1u);
+    EXPECT_EQ(prompt_ids(spm, "a</s>b"), want);
+
+    TrainOptions opts;
+    opts.sample = 2;
+    opts.spm_model = ROOT + "/data/builtin/austen_spm8k.model";
+    const volatile std::sig_atomic_t no_stop = 0;
+    for (const auto& [prompt, note] : {std::pair<std::string, std::string>{"It is a truth", ""},
+                                       {"It is a \u2603", "note: the prompt's "},
+                                       {"It is</s>a truth", ""}}) {
+        RecordingModel m;
+        m.cfg.vocab_size = 8000;
+        opts.prompt = prompt;
+        testing::internal::CaptureStdout();
+        print_sample(m, opts, Arch::LLAMA, SampleStart{}, no_stop);
+        const std::string out = testing::internal::GetCapturedStdout();
+        if (note.empty()) {
+            EXPECT_FALSE(contains(out, "note:")) << out;
+        } else {
+            // (" \u2047 ": the unk_surface of sentencepiece_model.proto's TrainerSpec by default, after the piece "▁")
+            EXPECT_TRUE(contains(out, " tokens read back as \"It is a  \u2047 \": the tokenizer normalizes some of its "
+                                      "text or has no token for some of its characters")) << out;
+        }
+    }
 }
 
 // --sample's text (sample_text): documents apart at the tokenizer's EOS, shown as its own text (SentencePiece's

@@ -156,7 +156,8 @@ const Flag FLAGS[] = {
     F("--sample", "N", INT, sample,
       "after training (or --eval-only), generate N tokens (seed --seed) and print them decoded"),
     F("--prompt", "TEXT", STR, prompt,
-      "--sample continues this text (encoded with the shards' tokenizer), started as the training data starts a "
+      "--sample continues this text (encoded with the shards' tokenizer, in which <|endoftext|>, or </s> for LLaMA, is "
+      "the end-of-text token), started as the training data starts a "
       "document: after an end-of-text token (flat shards) or with nothing before it (rows); the printed sample begins "
       "with it (default: after an end of text alone; on rows at a document's first token drawn from the data)"),
     F("--temperature", "T", FLOAT, temperature,

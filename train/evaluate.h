@@ -67,6 +67,11 @@ std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
 // tiktoken's decode shows them. NUL tokens stay (the text is written with its length, not as a C string).
 std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids);
 
+// --prompt's ids: its text encoded, and where it holds the tokenizer's end-of-text string (GPT-2's "<|endoftext|>",
+// SentencePiece's "</s>") that token, as transformers' tokenizers read their special tokens in text and as
+// sample_text shows it (it went in as the string's characters).
+std::vector<uint32_t> prompt_ids(const Tokenizer& tok, const std::string& prompt);
+
 // The next token from a row of V logits and 64 random bits `draw`: the inverse of the cumulative softmax of
 // logits / temperature at the uniform draw, over the top_k largest logits (every one when 0; those tied with the k-th
 // kept, as transformers' TopKLogitsWarper keeps them); temperature 0 takes the largest logit (the first of ties).
@@ -127,9 +132,15 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const Sample
     if (!start.rows) ctx.push_back((int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1)));
     const size_t lead = ctx.size();
     if (!opts.prompt.empty() && tok) {
-        std::vector<uint32_t> ids;
-        tok->encode(opts.prompt, ids);
+        const std::vector<uint32_t> ids = prompt_ids(*tok, opts.prompt);
         ctx.insert(ctx.end(), ids.begin(), ids.end());
+        // what the model reads, when it is not what was typed (SentencePiece's characters without a token, its
+        // normalization; the printed sample begins with it)
+        const std::string read = sample_text(*tok, std::vector<int32_t>(ids.begin(), ids.end()));
+        if (read != opts.prompt)
+            std::printf("note: the prompt's %zu tokens read back as \"%s\": the tokenizer normalizes some of its "
+                        "text or has no token for some of its characters (SentencePiece shows one as \u2047)\n",
+                        ids.size(), read.c_str());
     } else if (!opts.prompt.empty()) {
         std::printf("note: no tokenizer to encode --prompt with: the sample starts %s\n",
                     start.rows ? "at a document's first token from the data" : "after an end of text alone");

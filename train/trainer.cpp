@@ -510,6 +510,18 @@ std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids) {
     return text;
 }
 
+std::vector<uint32_t> prompt_ids(const Tokenizer& tok, const std::string& prompt) {
+    const std::string eos = tok.eos_text();
+    std::vector<uint32_t> ids;
+    for (size_t i = 0;;) {
+        const size_t at = prompt.find(eos, i);
+        tok.encode(std::string_view(prompt).substr(i, at == std::string::npos ? std::string::npos : at - i), ids);
+        if (at == std::string::npos) return ids;
+        ids.push_back(tok.eos_id());
+        i = at + eos.size();
+    }
+}
+
 // Every rank must run the same command: the same program, and no rank with other flags (an MPMD launch, a wrapper
 // script that adds one)
 // would train other models or batches and meet in collectives of other sizes (a hang, a crash, or a wrong result
