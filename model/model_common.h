@@ -21,26 +21,33 @@ inline void check_tokens(const int32_t* tokens, int N, int V) {
                  "---> HINT: were the shards made with this model's tokenizer?", tokens[i], i, V);
 }
 
+// Every parameter spec is stacked (L, ...) over the layers, layer first, except the tensors outside the layer stack
+// (embeddings, position embeddings, final norm, LM head; RoBERTa's token types, embedding norm and head).
+inline bool is_layer_stacked(const ParamSpec& s) {
+    static const char* const outside[] = {"wte", "wpe", "lnfw", "lnfb", "lm_head",                   // GPT-2, LLaMA
+                                          "tte", "lnew", "lneb", "clsw", "clsb", "outw", "outb"};  // RoBERTa
+    for (const char* name : outside)
+        if (s.name == name) return false;
+    return true;
+}
+// Elements of one of the model's tensors in spec s (a Hugging Face tensor: one layer's slice of a stacked spec).
+inline size_t tensor_numel(const ParamSpec& s, int L) { return is_layer_stacked(s) ? s.numel / (size_t)L : s.numel; }
+
 // Per-layer gradient averaging (the models' on_layer_grads hook, train/grad_sync.h): the ranges of the parameter
 // buffer that layer l's backward completes, at index l in [0, L), and at index L the tensors outside the layer
-// stack (embeddings, position embeddings, final norm, LM head; RoBERTa's token types, embedding norm and head),
-// which are complete only at the end of backward (GPT-2's tied wte also collects the head's gradient in forward). Every other tensor is stacked (L, ...) with the
-// layer first, so layer l's share is numel / L elements at offset + l * numel / L. Every parameter is in exactly
-// one range; the alignment gaps between tensors are in none (their gradients stay zero).
+// stack, which are complete only at the end of backward (GPT-2's tied wte also collects the head's gradient in
+// forward). Layer l's share of a stacked tensor is numel / L elements at offset + l * numel / L. Every parameter is in
+// exactly one range; the alignment gaps between tensors are in none (their gradients stay zero).
 inline std::vector<std::vector<ElemRange>> layer_param_ranges(const std::vector<ParamSpec>& specs, int L) {
     if (L <= 0) fail("internal: layer_param_ranges with %d layers", L);
     std::vector<std::vector<ElemRange>> out((size_t)L + 1);
     for (const ParamSpec& s : specs) {
-        static const char* const outside[] = {"wte", "wpe", "lnfw", "lnfb", "lm_head",  // GPT-2, LLaMA
-                                              "tte", "lnew", "lneb", "clsw", "clsb", "outw", "outb"};  // RoBERTa
-        bool is_outside = false;
-        for (const char* name : outside) is_outside = is_outside || s.name == name;
-        if (is_outside) {
+        if (!is_layer_stacked(s)) {
             out[L].push_back({s.offset, s.numel});
             continue;
         }
         if (s.numel % (size_t)L)
-            fail("internal: parameter %s (%zu elements) is not stacked over %d layers: name it in layer_param_ranges",
+            fail("internal: parameter %s (%zu elements) is not stacked over %d layers: name it in is_layer_stacked",
                  s.name.c_str(), s.numel, L);
         size_t per = s.numel / (size_t)L;
         for (int l = 0; l < L; l++) out[l].push_back({s.offset + (size_t)l * per, per});

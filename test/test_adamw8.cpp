@@ -18,6 +18,8 @@
 //   - A small least-squares problem trained 60 steps with 8-bit and with fp32 AdamW: the tolerance is the
 //     quantizer's worst case, see TrajectoryStaysCloseToFp32AdamW.
 //   - Checkpoint tensors: a copy of the state continues bit for bit; the planner's bytes are the allocation.
+//   - Tensors of fewer than 4096 elements keep fp32 moments (bitsandbytes' min_8bit_size): their updates are fp32
+//     AdamW's bit for bit, the others' those of states 8-bit throughout; a checkpoint of every tensor 8-bit is refused.
 // Runs in well under a second.
 #include <gtest/gtest.h>
 
@@ -33,7 +35,9 @@
 #include "kernels/adamw8.h"
 #include "kernels/cpu_backend.h"
 #include "train/optimizers.h"
-#include "test/worst.h"  // worst_of
+#include "train/run_checkpoint.h"  // refuse_adamw8_of_every_tensor
+#include "test/test_util.h"        // EXPECT_USER_ERROR
+#include "test/worst.h"            // worst_of
 
 namespace {
 
@@ -342,32 +346,34 @@ TEST(AdamW8, TrajectoryStaysCloseToFp32AdamW) {
 
 // ---- state, checkpoints, planner ----
 
-// A copy of the state tensors (what a checkpoint stores: the codes as bytes, the scales as floats) continues bit
-// for bit; the tensors are those a checkpoint names, and the allocation is the planner's formula.
+// A copy of the state tensors (what a checkpoint stores: the codes as bytes, the scales as floats, the fp32 moments of
+// the tensors that keep them: b here) continues bit for bit; the tensors are those a checkpoint names, and the
+// allocation is the planner's formula.
 TEST(AdamW8, StateTensorsResumeBitwiseAndBytesAreThePlanners) {
     LeastSquares ls;
     CpuBackend be;
     fvec p(ls.n, 0.0f), g;
+    const std::vector<bool> fp32_b = {false, true};
     size_t before = be.live_bytes;
-    auto a = std::make_unique<AdamW<CpuBackend>>(be, ls.specs, 0, ls.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8);
+    auto a = std::make_unique<AdamW<CpuBackend>>(be, ls.specs, 0, ls.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8,
+                                                 fp32_b);
     const size_t allocated = be.live_bytes - before;
-    // W: 1920 elements -> 1 block, b: 40 -> 1 block
-    EXPECT_EQ(a->nblocks, 2u);
-    EXPECT_EQ(allocated, 2 * ls.n + 2 * 2 * sizeof(float) + sizeof(AdamW8Codes));
-    OptimizerChoice c;
-    c.adam_states = AdamStates::Q8;
-    EXPECT_EQ(optimizer_state_bytes(c, ModelConfig(), ls.specs, ls.n), allocated);
+    // W: 1920 elements -> 1 block; b: 40 fp32 moments
+    EXPECT_EQ(a->layout.nblocks, 1u);
+    EXPECT_EQ(allocated, 2 * 1920 + 2 * 1 * sizeof(float) + sizeof(AdamW8Codes) + 2 * 40 * sizeof(float));
+    EXPECT_EQ(AdamW<CpuBackend>::state_bytes(AdamStates::Q8, ls.n, a->layout), allocated);
     for (int s = 0; s < 3; s++) {
         ls.loss_grad(p, &g);
         a->step(p.data(), g.data(), ls.specs, 1e-2f, 1.0f);
     }
-    AdamW<CpuBackend> b(be, ls.specs, 0, ls.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8);
+    AdamW<CpuBackend> b(be, ls.specs, 0, ls.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8, fp32_b);
     std::vector<OptimizerStateTensor> sa = a->state_tensors(), sb = b.state_tensors();
-    ASSERT_EQ(sa.size(), 4u);
-    const char* names[] = {"adamw.m8", "adamw.v8", "adamw.m8_absmax", "adamw.v8_absmax"};
+    ASSERT_EQ(sa.size(), 6u);
+    const char* names[] = {"adamw.m8", "adamw.v8", "adamw.m8_absmax", "adamw.v8_absmax", "adamw.m", "adamw.v"};
+    const size_t bytes[] = {1920, 1920, sizeof(float), sizeof(float), 40 * sizeof(float), 40 * sizeof(float)};
     for (size_t i = 0; i < sa.size(); i++) {
         EXPECT_EQ(sa[i].name, names[i]);
-        EXPECT_EQ(sa[i].nbytes(), i < 2 ? ls.n : 2 * sizeof(float));
+        EXPECT_EQ(sa[i].nbytes(), bytes[i]);
         std::memcpy(sb[i].ptr(), sa[i].ptr(), sa[i].nbytes());
     }
     b.t = a->t;
@@ -382,26 +388,94 @@ TEST(AdamW8, StateTensorsResumeBitwiseAndBytesAreThePlanners) {
     for (size_t i = 0; i < sa.size(); i++) EXPECT_EQ(std::memcmp(sb[i].ptr(), sa[i].ptr(), sa[i].nbytes()), 0) << i;
 }
 
-// Blocks never span two tensors and restart at a ZeRO-1 shard's edge; 8-bit states refuse other optimizers and
-// (for now) ZeRO-1 with a message.
+// bitsandbytes keeps fp32 moments for a parameter of fewer than min_8bit_size (4096) elements; ours are stacked over
+// the layers, so the rule takes one layer's slice (2 layers here) and the tensors outside the stack (wte, lnfw) whole:
+// ln1w's 4095 per layer and lnfw's 4095 keep fp32, ln1b's 4096 and the rest are 8-bit. Their updates over 4 steps are
+// bit for bit those of fp32 AdamW (the fp32 specs) and of 8-bit states throughout (the others) on the same gradients;
+// the allocation is the planner's; and a checkpoint of 8-bit states for every tensor (this program's before) is
+// refused with what changed.
+TEST(AdamW8, SmallTensorsKeepFp32MomentsAsBitsandbytes) {
+    std::vector<ParamSpec> specs = {{"wte", 0, 8192, true},
+                                    {"qkvw", 8192, 2 * 6144, true},
+                                    {"ln1w", 20480, 2 * 4095, false},
+                                    {"ln1b", 28672, 2 * 4096, false},
+                                    {"lnfw", 36864, 4095, false}};
+    const size_t n = 40960;
+    ModelConfig cfg;
+    cfg.num_layers = 2;
+    const std::vector<bool> fp32 = adamw8_fp32_specs(specs, cfg.num_layers);
+    EXPECT_EQ(fp32, (std::vector<bool>{false, false, true, false, true}));
+    CpuBackend be;
+    OptimizerChoice c;
+    c.adam_states = AdamStates::Q8;
+    const size_t before = be.live_bytes;
+    std::unique_ptr<Optimizer<CpuBackend>> mixed = make_optimizer(be, c, cfg, specs, n, 0, n);
+    EXPECT_EQ(be.live_bytes - before, optimizer_state_bytes(c, cfg, specs, n));
+    AdamW<CpuBackend> all8(be, specs, 0, n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8);
+    AdamW<CpuBackend> all32(be, specs, 0, n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::F32);
+    fvec p0(n, 0.0f), g(n, 0.0f);
+    for (float& x : p0) x = (float)(0.02 * normal());
+    fvec pm = p0, p8 = p0, p32 = p0;
+    for (int step = 0; step < 4; step++) {
+        for (const ParamSpec& s : specs)
+            for (size_t i = s.offset; i < s.offset + s.numel; i++) g[i] = (float)(normal() * (i % 7 ? 1e-2 : 1e-5));
+        mixed->step(pm.data(), g.data(), specs, 1e-2f, 1.0f);
+        all8.step(p8.data(), g.data(), specs, 1e-2f, 1.0f);
+        all32.step(p32.data(), g.data(), specs, 1e-2f, 1.0f);
+    }
+    for (size_t k = 0; k < specs.size(); k++) {
+        const fvec& want = fp32[k] ? p32 : p8;
+        EXPECT_EQ(std::memcmp(pm.data() + specs[k].offset, want.data() + specs[k].offset,
+                              specs[k].numel * sizeof(float)), 0) << specs[k].name;
+    }
+    EXPECT_NE(std::memcmp(p8.data() + specs[2].offset, p32.data() + specs[2].offset, specs[2].numel * sizeof(float)),
+              0) << "8-bit and fp32 moments gave ln1w the same updates: the comparison shows nothing";
+    std::vector<OptimizerStateTensor> st = mixed->state();
+    ASSERT_EQ(st.size(), 6u);
+    EXPECT_EQ(st[0].numel, 8192u + 12288u + 8192u);  // adamw.m8
+    EXPECT_EQ(st[4].name, "adamw.m");
+    EXPECT_EQ(st[4].numel, 8190u + 4095u);
+    TrainState old;  // a checkpoint of every tensor 8-bit: codes and scales, no fp32 moments
+    std::vector<uint8_t> codes(n);
+    old.add_u8("adamw.m8", codes.data(), {(int64_t)n});
+    EXPECT_USER_ERROR(refuse_adamw8_of_every_tensor(old, *mixed, "ck/step_00000004"),
+                      "cannot resume ck/step_00000004: its 8-bit AdamW states quantize every tensor",
+                      "tensors of fewer than 4096 elements (norms, biases) now keep fp32 moments",
+                      "--init-from ck/step_00000004");
+    TrainState now;
+    now.add_u8("adamw.m8", codes.data(), {(int64_t)n});
+    now.add_f32("adamw.m", p0.data(), {(int64_t)(8190 + 4095)});
+    EXPECT_NO_THROW(refuse_adamw8_of_every_tensor(now, *mixed, "ck/step_00000004"));
+}
+
+// Blocks never span two tensors and restart at a ZeRO-1 shard's edge, each kind packed; 8-bit states refuse other
+// optimizers and (for now) ZeRO-1 with a message.
 TEST(AdamW8, BlocksFollowTheTensorsAndRefusals) {
     std::vector<ParamSpec> specs = {{"a", 0, 5000, true}, {"b", 5056, 10, false}, {"c", 5120, 2048, true}};
-    size_t nb = 0;
-    std::vector<AdamW8Segment> s = adamw8_segments(specs, 0, 7168, &nb);
-    ASSERT_EQ(s.size(), 3u);
-    EXPECT_EQ(nb, 3u + 1u + 1u);
-    EXPECT_EQ(s[1].block, 3u);
-    EXPECT_EQ(s[2].block, 4u);
-    EXPECT_FALSE(s[1].decay);
-    s = adamw8_segments(specs, 3000, 5100, &nb);  // a shard: a's tail (2000) and b
-    ASSERT_EQ(s.size(), 2u);
-    EXPECT_EQ(s[0].lo, 3000u);
-    EXPECT_EQ(nb, 2u);
+    AdamW8Layout q = adamw8_layout(specs, 0, 7168, {});
+    ASSERT_EQ(q.q8.size(), 3u);
+    EXPECT_EQ(q.nblocks, 3u + 1u + 1u);
+    EXPECT_EQ(q.q8[1].block, 3u);
+    EXPECT_EQ(q.q8[2].block, 4u);
+    EXPECT_EQ(q.q8[2].at, 5010u);  // (packed: the gap before b holds no codes)
+    EXPECT_EQ(q.n8, 7058u);
+    EXPECT_FALSE(q.q8[1].decay);
+    q = adamw8_layout(specs, 0, 7168, {false, true, false});
+    EXPECT_EQ(q.q8.size(), 2u);
+    ASSERT_EQ(q.f32.size(), 1u);
+    EXPECT_EQ(q.f32[0].lo, 5056u);
+    EXPECT_EQ(q.q8[1].at, 5000u);
+    EXPECT_EQ(q.q8[1].block, 3u);
+    q = adamw8_layout(specs, 3000, 5100, {});  // a shard: a's tail (2000) and b
+    ASSERT_EQ(q.q8.size(), 2u);
+    EXPECT_EQ(q.q8[0].lo, 3000u);
+    EXPECT_EQ(q.nblocks, 2u);
     CpuBackend be;
     OptimizerChoice c;
     c.adam_states = AdamStates::Q8;
     c.kind = "muon";
     ModelConfig cfg;
+    cfg.num_layers = 1;
     EXPECT_THROW(make_optimizer(be, c, cfg, specs, 7168, 0, 7168), UserError);
     c.kind = "adamw";
     try {

@@ -720,12 +720,16 @@ static void compare_steps(const std::string& tag, CudaBackend& gpu, const Proble
 }
 
 // AdamW with 8-bit states, whole steps over a model's parameter list (blocks per tensor, decay per tensor, master
-// weights in the bf16 build): the GPU's master weights (fp32 build: params) and every state tensor bitwise equal
-// to <CpuBackend>'s
+// weights in the bf16 build; the norms and biases, under 4096 elements, with fp32 moments): the GPU's master weights
+// (fp32 build: params) and every state tensor bitwise equal to <CpuBackend>'s
 static void test_adamw8_steps(CudaBackend& gpu, const Problem& pb, const std::string& a) {
     CpuBackend cpu;
-    AdamW<CpuBackend> oc(cpu, pb.specs, 0, pb.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8);
-    AdamW<CudaBackend> og(gpu, pb.specs, 0, pb.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8);
+    const std::vector<bool> fp32_specs = adamw8_fp32_specs(pb.specs, pb.cfg.num_layers);
+    check(std::count(fp32_specs.begin(), fp32_specs.end(), true) > 0 &&
+              std::count(fp32_specs.begin(), fp32_specs.end(), false) > 0,
+          "adamw 8-bit states %s: tensors of both kinds", a.c_str());
+    AdamW<CpuBackend> oc(cpu, pb.specs, 0, pb.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8, fp32_specs);
+    AdamW<CudaBackend> og(gpu, pb.specs, 0, pb.n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8, fp32_specs);
     fvec p0 = quantize(randn(pb.n, 0.02f)), pc = p0;
     DBuf<floatX> dp(gpu, pb.n), dg(gpu, pb.n);
     put_x(gpu, dp.p, p0);

@@ -61,7 +61,8 @@ const Flag FLAGS[] = {
       "| rso (random-subspace optimization; stores the linear layers' inputs projected)"),
     F("--optimizer-states", "fp32|8bit", STR, optimizer_states,
       "AdamW's moments m, v: fp32, or 8bit (block-wise dynamic quantization, Dettmers et al. 2022: one byte per "
-      "element and one fp32 scale per 2048; 2 instead of 8 bytes per parameter; master weights stay fp32)"),
+      "element and one fp32 scale per 2048; 2 instead of 8 bytes per parameter; tensors under 4096 elements, norms "
+      "and biases, keep fp32 moments, as bitsandbytes; master weights stay fp32)"),
     F("--galore-rank", "R", INT, galore_rank, "GaLore rank (0: the model's: GPT-2 124M 256, 355M 512 as in the PRAC paper; LLaMA 60M 128, 130M/350M 256, 1B 512 as in GaLore; other models their width / 4)"),
     F("--galore-gap", "T", INT, galore_gap, "GaLore: recompute the projections every T steps"),
     F("--galore-scale", "A", FLOAT, galore_scale, "GaLore: scale alpha of the projected update"),

@@ -842,6 +842,7 @@ struct FineTuner {
         notice_other_arithmetic(st, backend_of_run<Backend>(), cpu_threads());
         model.load_weights(resume_path + "/" + CKPT_MODEL_FILE);
         weights_from_master_weights(be, st, model.params_memory, model.param_buffer_numel);
+        refuse_adamw8_of_every_tensor(st, *opt, resume_path);
         for (const OptimizerStateTensor& t : opt->state()) {
             if (master_weights_from_fp32_weights(st, *opt, t)) {
                 init_master_weights(be, *opt, model.params_memory, model.param_buffer_numel);

@@ -8,7 +8,8 @@
 #include <vector>
 
 #include "common/tensors.h"
-#include "kernels/adamw8.h"  // AdamW8Codes, ADAMW8_BLOCK
+#include "kernels/adamw8.h"      // AdamW8Codes, ADAMW8_BLOCK
+#include "model/model_common.h"  // tensor_numel
 
 // The learning rate's shape after the warmup (--lr-schedule): cosine (the PRAC paper's, llm.c's default), linear,
 // constant, or wsd (warmup-stable-decay: the peak until the last cooldown_frac of the steps, then a decay shaped
@@ -110,99 +111,127 @@ inline std::vector<float*> carve_state(void* memory, const std::vector<StateEntr
 // How AdamW stores its moments m and v: fp32, or 8-bit block-wise quantized (kernels/adamw8.h).
 enum class AdamStates { F32, Q8 };
 
-// The 8-bit moments' quantization blocks: each parameter tensor's part of [begin, end) is cut into blocks of
-// ADAMW8_BLOCK elements from its first element (a block never spans two tensors, which may differ in weight decay;
-// the last block of a tensor may be short). One segment per tensor part; block = its first block's index.
+// Which parameter tensors keep fp32 moments under 8-bit states: bitsandbytes' rule (its min_8bit_size, 4096 by
+// default), tensors of fewer elements, are norms and biases: a sliver of the memory, where a block's one scale spans
+// a whole tensor of unlike elements. A tensor is one layer's slice of a stacked spec (tensor_numel), as each of
+// bitsandbytes' parameters is one layer's. One flag per spec, for AdamW's `fp32_specs`.
+constexpr size_t ADAMW8_MIN_TENSOR = 4096;
+inline std::vector<bool> adamw8_fp32_specs(const std::vector<ParamSpec>& specs, int num_layers) {
+    if (num_layers <= 0) fail("internal: adamw8_fp32_specs with %d layers", num_layers);
+    std::vector<bool> out;
+    for (const ParamSpec& s : specs) out.push_back(tensor_numel(s, num_layers) < ADAMW8_MIN_TENSOR);
+    return out;
+}
+
+// The 8-bit states' layout over the slice [begin, end) of the parameter buffer: each tensor's part is a segment of
+// 8-bit codes or of fp32 moments (fp32_specs; empty: none), in spec order, each kind packed (`at`: its first
+// element in its kind's arrays). The 8-bit segments are cut into quantization blocks of ADAMW8_BLOCK elements from
+// their first element (a block never spans two tensors, which may differ in weight decay; a segment's last block
+// may be short): block is its first block's index.
 struct AdamW8Segment {
     size_t lo, hi;  // elements of the parameter buffer
-    size_t block;   // index of its first absmax
+    size_t at;      // of its first element in the codes (8-bit) or the fp32 moments
+    size_t block;   // 8-bit: index of its first absmax
     bool decay;
 };
-inline std::vector<AdamW8Segment> adamw8_segments(const std::vector<ParamSpec>& specs, size_t begin, size_t end,
-                                                  size_t* nblocks) {
-    std::vector<AdamW8Segment> out;
-    size_t blocks = 0;
-    for (const ParamSpec& s : specs) {
+struct AdamW8Layout {
+    std::vector<AdamW8Segment> q8, f32;
+    size_t n8 = 0, n32 = 0, nblocks = 0;  // elements of each kind, 8-bit blocks
+};
+inline AdamW8Layout adamw8_layout(const std::vector<ParamSpec>& specs, size_t begin, size_t end,
+                                  const std::vector<bool>& fp32_specs) {
+    AdamW8Layout out;
+    for (size_t i = 0; i < specs.size(); i++) {
+        const ParamSpec& s = specs[i];
         size_t lo = std::max(s.offset, begin), hi = std::min(s.offset + s.numel, end);
         if (lo >= hi) continue;
-        out.push_back({lo, hi, blocks, s.decay});
-        blocks += (hi - lo + ADAMW8_BLOCK - 1) / ADAMW8_BLOCK;
+        if (i < fp32_specs.size() && fp32_specs[i]) {
+            out.f32.push_back({lo, hi, out.n32, 0, s.decay});
+            out.n32 += hi - lo;
+            continue;
+        }
+        out.q8.push_back({lo, hi, out.n8, out.nblocks, s.decay});
+        out.n8 += hi - lo;
+        out.nblocks += (hi - lo + ADAMW8_BLOCK - 1) / ADAMW8_BLOCK;
     }
-    *nblocks = blocks;
     return out;
 }
 
 // AdamW state: first and second moments (fp32, or 8-bit codes with a fp32 absmax per block and moment plus the
-// code tables), and fp32 master weights when the backend stores params in bf16, laid out like the parameter
-// buffer, or like its slice [begin, end) under ZeRO-1 (each rank keeps and updates only its shard of the
-// optimizer state).
+// code tables, and fp32 moments for the small tensors), and fp32 master weights when the backend stores params in
+// bf16, laid out like the parameter buffer, or like its slice [begin, end) under ZeRO-1 (each rank keeps and updates
+// only its shard of the optimizer state).
 template <class Backend>
 struct AdamW {
     Backend& be;
     size_t n;           // elements of state: end - begin
     size_t begin, end;  // the slice of the parameter buffer this optimizer updates
     AdamStates states;
-    float* m = nullptr;  // fp32 states (n)
+    float* m = nullptr;  // fp32 moments: (n), or with 8-bit states the fp32 segments' (layout.n32)
     float* v = nullptr;
-    uint8_t* m8 = nullptr;  // 8-bit states: codes (n)
+    uint8_t* m8 = nullptr;  // 8-bit states: codes (layout.n8)
     uint8_t* v8 = nullptr;
-    float* m_absmax = nullptr;  // (nblocks): one scale per quantization block
+    float* m_absmax = nullptr;  // (layout.nblocks): one scale per quantization block
     float* v_absmax = nullptr;
     AdamW8Codes* codes = nullptr;  // the code tables, in backend memory
-    std::vector<AdamW8Segment> segments;
-    size_t nblocks = 0;
+    AdamW8Layout layout;           // 8-bit states only
     float* master = nullptr;
     int t = 0;  // completed steps
     float beta1, beta2, eps, weight_decay;
 
     AdamW(Backend& backend, size_t numel, float b1, float b2, float e, float wd)
         : AdamW(backend, {}, 0, numel, b1, b2, e, wd, AdamStates::F32) {}
-    // specs: the parameter tensors (the 8-bit states' blocks follow them)
+    // specs: the parameter tensors (the 8-bit states' blocks follow them); fp32_specs: with 8-bit states, the specs
+    // that keep fp32 moments (adamw8_fp32_specs; empty: none)
     AdamW(Backend& backend, const std::vector<ParamSpec>& specs, size_t shard_begin, size_t shard_end, float b1,
-          float b2, float e, float wd, AdamStates st)
+          float b2, float e, float wd, AdamStates st, const std::vector<bool>& fp32_specs = {})
         : be(backend), n(shard_end - shard_begin), begin(shard_begin), end(shard_end), states(st), beta1(b1),
           beta2(b2), eps(e), weight_decay(wd) {
         if (states == AdamStates::Q8) {
-            segments = adamw8_segments(specs, begin, end, &nblocks);
-            m8 = (uint8_t*)be.alloc(n);
-            v8 = (uint8_t*)be.alloc(n);
-            m_absmax = (float*)be.alloc(nblocks * sizeof(float));
-            v_absmax = (float*)be.alloc(nblocks * sizeof(float));
+            layout = adamw8_layout(specs, begin, end, fp32_specs);
+            m8 = (uint8_t*)be.alloc(layout.n8);
+            v8 = (uint8_t*)be.alloc(layout.n8);
+            m_absmax = (float*)be.alloc(layout.nblocks * sizeof(float));
+            v_absmax = (float*)be.alloc(layout.nblocks * sizeof(float));
             codes = (AdamW8Codes*)be.alloc(sizeof(AdamW8Codes));
             be.upload(codes, &adamw8_codes(), sizeof(AdamW8Codes));
-        } else {
-            m = (float*)be.alloc(n * sizeof(float));
-            v = (float*)be.alloc(n * sizeof(float));
+        }
+        const size_t nf = fp32_moments();
+        if (nf) {
+            m = (float*)be.alloc(nf * sizeof(float));
+            v = (float*)be.alloc(nf * sizeof(float));
         }
         if (Backend::master_weights) master = (float*)be.alloc(n * sizeof(float));
     }
     ~AdamW() {
-        be.free(m, m ? n * sizeof(float) : 0);
-        be.free(v, v ? n * sizeof(float) : 0);
-        be.free(m8, m8 ? n : 0);
-        be.free(v8, v8 ? n : 0);
-        be.free(m_absmax, m_absmax ? nblocks * sizeof(float) : 0);
-        be.free(v_absmax, v_absmax ? nblocks * sizeof(float) : 0);
+        be.free(m, m ? fp32_moments() * sizeof(float) : 0);
+        be.free(v, v ? fp32_moments() * sizeof(float) : 0);
+        be.free(m8, m8 ? layout.n8 : 0);
+        be.free(v8, v8 ? layout.n8 : 0);
+        be.free(m_absmax, m_absmax ? layout.nblocks * sizeof(float) : 0);
+        be.free(v_absmax, v_absmax ? layout.nblocks * sizeof(float) : 0);
         be.free(codes, codes ? sizeof(AdamW8Codes) : 0);
         be.free(master, Backend::master_weights ? n * sizeof(float) : 0);
     }
     AdamW(const AdamW&) = delete;
     AdamW& operator=(const AdamW&) = delete;
 
-    // Bytes the state allocates for a slice of n elements with these blocks (the planner's row; master weights
+    // elements of each fp32 moment
+    size_t fp32_moments() const { return states == AdamStates::Q8 ? layout.n32 : n; }
+
+    // Bytes the state allocates for a slice of n elements with this 8-bit layout (the planner's row; master weights
     // are the planner's own row).
-    static size_t state_bytes(AdamStates st, size_t n, size_t nblocks) {
-        if (st == AdamStates::Q8) return 2 * n + 2 * nblocks * sizeof(float) + sizeof(AdamW8Codes);
+    static size_t state_bytes(AdamStates st, size_t n, const AdamW8Layout& q) {
+        if (st == AdamStates::Q8) return 2 * q.n8 + 2 * (q.nblocks + q.n32) * sizeof(float) + sizeof(AdamW8Codes);
         return 2 * n * sizeof(float);
     }
 
     std::vector<OptimizerStateTensor> state_tensors() const {
         std::vector<OptimizerStateTensor> s;
         if (states == AdamStates::Q8)  // the code tables are constants of the format, not state
-            s = {{"adamw.m8", nullptr, n, m8}, {"adamw.v8", nullptr, n, v8}, {"adamw.m8_absmax", m_absmax, nblocks},
-                 {"adamw.v8_absmax", v_absmax, nblocks}};
-        else
-            s = {{"adamw.m", m, n}, {"adamw.v", v, n}};
+            s = {{"adamw.m8", nullptr, layout.n8, m8}, {"adamw.v8", nullptr, layout.n8, v8},
+                 {"adamw.m8_absmax", m_absmax, layout.nblocks}, {"adamw.v8_absmax", v_absmax, layout.nblocks}};
+        if (fp32_moments()) s.insert(s.end(), {{"adamw.m", m, fp32_moments()}, {"adamw.v", v, fp32_moments()}});
         if (master) s.push_back({"adamw.master", master, n});
         return s;
     }
@@ -213,12 +242,14 @@ struct AdamW {
               const std::vector<ParamSpec>& specs, float lr, float grad_scale) {
         t++;
         if (states == AdamStates::Q8) {
-            for (const AdamW8Segment& g : segments) {
-                size_t k = g.lo - begin;
-                be.adamw8_update(params + g.lo, master ? master + k : nullptr, grads + g.lo, m8 + k, v8 + k,
-                                 m_absmax + g.block, v_absmax + g.block, g.hi - g.lo, codes, lr, beta1, beta2, eps,
-                                 g.decay ? weight_decay : 0.0f, t, grad_scale, g.lo);
-            }
+            for (const AdamW8Segment& g : layout.q8)
+                be.adamw8_update(params + g.lo, master ? master + (g.lo - begin) : nullptr, grads + g.lo, m8 + g.at,
+                                 v8 + g.at, m_absmax + g.block, v_absmax + g.block, g.hi - g.lo, codes, lr, beta1,
+                                 beta2, eps, g.decay ? weight_decay : 0.0f, t, grad_scale, g.lo);
+            for (const AdamW8Segment& g : layout.f32)
+                be.adamw_update(params + g.lo, master ? master + (g.lo - begin) : nullptr, grads + g.lo, m + g.at,
+                                v + g.at, g.hi - g.lo, lr, beta1, beta2, eps, g.decay ? weight_decay : 0.0f, t,
+                                grad_scale, g.lo);
             return;
         }
         for (const ParamSpec& s : specs) {

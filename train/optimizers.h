@@ -101,8 +101,9 @@ std::unique_ptr<Optimizer<Backend>> make_optimizer(Backend& be, const OptimizerC
                  "block scales)\n---> HINT: drop --zero 1, or keep fp32 states");
     }
     if (c.kind == "adamw")
-        return std::make_unique<OptimizerOf<Backend, AdamW<Backend>>>(be, specs, shard_begin, shard_end, c.beta1,
-                                                                      c.beta2, c.eps, c.weight_decay, c.adam_states);
+        return std::make_unique<OptimizerOf<Backend, AdamW<Backend>>>(
+            be, specs, shard_begin, shard_end, c.beta1, c.beta2, c.eps, c.weight_decay, c.adam_states,
+            c.adam_states == AdamStates::Q8 ? adamw8_fp32_specs(specs, cfg.num_layers) : std::vector<bool>());
     if (sharded)
         fail("--optimizer %s does not shard its state (ZeRO-1 is AdamW's)\n---> HINT: drop --zero 1, or use "
              "--optimizer adamw", c.kind.c_str());
@@ -150,9 +151,9 @@ inline size_t optimizer_state_bytes(const OptimizerChoice& c, const ModelConfig&
     int galore_rank = galore_rank_for(c.galore_rank, cfg);
     if (c.kind == "galore") return GaLore<CpuBackend>::state_bytes(specs, cfg, galore_rank);
     if (c.kind == "rso") return Rso<CpuBackend>::state_bytes(specs, cfg, rso_rank_of(c, cfg));
-    size_t nblocks = 0;
-    if (c.adam_states == AdamStates::Q8) adamw8_segments(specs, 0, n, &nblocks);
-    return AdamW<CpuBackend>::state_bytes(c.adam_states, n, nblocks);
+    if (c.adam_states == AdamStates::F32) return AdamW<CpuBackend>::state_bytes(c.adam_states, n, {});
+    return AdamW<CpuBackend>::state_bytes(c.adam_states, n,
+                                          adamw8_layout(specs, 0, n, adamw8_fp32_specs(specs, cfg.num_layers)));
 }
 
 // The CUDA backend's shared scratch that the optimizer's ops grow (kernels/optim_cuda.cu), bytes: GaLore's refresh

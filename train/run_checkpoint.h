@@ -211,6 +211,19 @@ bool master_weights_from_fp32_weights(const TrainState& st, const Optimizer<Back
     return true;
 }
 
+// 8-bit AdamW states written before tensors of fewer than ADAMW8_MIN_TENSOR elements kept fp32 moments (every tensor
+// was 8-bit; 2026-11-27 to 12-04) have codes for them and no fp32 moments: refused with what changed (TrainState's
+// refusal named a missing tensor only).
+template <class Backend>
+void refuse_adamw8_of_every_tensor(const TrainState& st, const Optimizer<Backend>& opt, const std::string& path) {
+    for (const OptimizerStateTensor& t : opt.state())
+        if (t.name == "adamw.m" && st.has("adamw.m8") && !st.has(t.name))
+            fail("cannot resume %s: its 8-bit AdamW states quantize every tensor, as this program's did before "
+                 "2026-12-04; tensors of fewer than %zu elements (norms, biases) now keep fp32 moments, as "
+                 "bitsandbytes' do\n---> HINT: resume it with the build that wrote it, or start a run from its "
+                 "weights (--init-from %s)", path.c_str(), ADAMW8_MIN_TENSOR, path.c_str());
+}
+
 // A bf16 run's checkpoint holds its weights twice: rounded to bf16 in model.safetensors (what it computed with) and
 // as its optimizer's fp32 master weights ("master" or "<optimizer>.master", the parameter buffer), where its
 // updates accumulate. A backend with fp32 weights keeps no master weights: its resume takes the master weights as its

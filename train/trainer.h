@@ -1093,6 +1093,7 @@ struct Trainer {
                  opts.prac_shared ? "share one" : "have one each", saved_shared ? "with" : "without");
         model.load_weights(path + "/" + CKPT_MODEL_FILE);
         weights_from_master_weights(be, st, model.params_memory, n);
+        refuse_adamw8_of_every_tensor(st, *opt, path);
         for (const OptimizerStateTensor& t : opt->state()) {
             if (master_weights_from_fp32_weights(st, *opt, t)) {
                 init_master_weights(be, *opt, model.params_memory, n);
