@@ -172,12 +172,7 @@ void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
     if (file != loaded_file_) {
         loaded_file_ = -1;  // stays invalid if read_shard throws
         tokens_ = read_shard(files_[file], nullptr, model_vocab);
-        // the samples were counted from the header read when the run began: a shard rewritten since (prep_data
-        // --overwrite under a running job) would be read past its end
-        CHECK_USER((int64_t)tokens_.size() == shard_tokens_[file],
-                   "%s changed during the run: it held %lld tokens when the run began and holds %zu now\n"
-                   "---> HINT: do not rewrite shards under a running job; write new ones under another --out prefix",
-                   files_[file].c_str(), (long long)shard_tokens_[file], tokens_.size());
+        check_unchanged(file, (int64_t)tokens_.size());
         loaded_file_ = file;
     }
     int64_t w = s;
@@ -213,12 +208,28 @@ void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
     }
 }
 
+// The samples were counted from the header read when the run began: a shard rewritten since (prep_data --overwrite
+// under a running job) would be read past its end, or (rows) at what is no row's start.
+void DataLoader::check_unchanged(int file, int64_t tokens) const {
+    CHECK_USER(tokens == shard_tokens_[file],
+               "%s changed during the run: it held %lld tokens when the run began and holds %lld now\n"
+               "---> HINT: do not rewrite shards under a running job; write new ones under another --out prefix",
+               files_[file].c_str(), (long long)shard_tokens_[file], (long long)tokens);
+}
+
 int32_t DataLoader::document_start(uint64_t draw) const {
     CHECK_USER(info_.layout == SHARD_LAYOUT_ROWS, "a document's first token is drawn from rows, not layout %s",
                shard_layout_name(info_.layout));
     int64_t row = (int64_t)(((unsigned __int128)draw * (uint64_t)total_samples_) >> 64);  // in [0, rows)
     size_t f = 0;
     while (row >= shard_samples_[f]) row -= shard_samples_[f++];
+    const ShardInfo now = read_shard_header(files_[f]);
+    check_unchanged((int)f, now.num_tokens);
+    CHECK_USER(now.layout == info_.layout && now.row_len == info_.row_len,
+               "%s changed during the run: it held rows of %d tokens when the run began and holds %s now\n"
+               "---> HINT: do not rewrite shards under a running job; write new ones under another --out prefix",
+               files_[f].c_str(), info_.row_len,
+               now.layout == SHARD_LAYOUT_ROWS ? format("rows of %d", now.row_len).c_str() : "a flat stream");
     return read_shard_token(files_[f], row * info_.row_len, model_vocab);
 }
 

@@ -410,6 +410,8 @@ TEST(AdamW8, SmallTensorsKeepFp32MomentsAsBitsandbytes) {
     c.adam_states = AdamStates::Q8;
     const size_t before = be.live_bytes;
     std::unique_ptr<Optimizer<CpuBackend>> mixed = make_optimizer(be, c, cfg, specs, n, 0, n);
+    // by hand: codes for 8192 + 12288 + 8192 elements in 4 + 6 + 4 blocks, fp32 moments for 8190 + 4095
+    EXPECT_EQ(be.live_bytes - before, 2 * 28672 + 2 * 14 * sizeof(float) + sizeof(AdamW8Codes) + 8 * 12285);
     EXPECT_EQ(be.live_bytes - before, optimizer_state_bytes(c, cfg, specs, n));
     AdamW<CpuBackend> all8(be, specs, 0, n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::Q8);
     AdamW<CpuBackend> all32(be, specs, 0, n, 0.9f, 0.95f, 1e-8f, 0.1f, AdamStates::F32);

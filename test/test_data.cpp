@@ -478,7 +478,8 @@ TEST_F(DataTest, RowLayoutTargets) {
 // shards (rows of 4 in two shards of 5 and 3 rows; row r starts with 10 + r). 8,000 draws of mt19937_64: each row's
 // count is Binomial(8000, 1/8), mean 1000, sd 29.6, outside 1000 +- 180 (6 sd) by chance about once in 5e8 per row.
 // The ends of the draw's range take the first row and the last; flat shards have no rows. read_shard_token reads
-// each token as read_shard does, and refuses an index outside the shard and an id outside the model's vocabulary.
+// each token as read_shard does, and refuses an index outside the shard and an id outside the model's vocabulary;
+// a shard rewritten since the run began is refused.
 TEST_F(DataTest, DocumentStartIsARowsFirstTokenEveryRowAlike) {
     const int T = 4;
     std::vector<uint16_t> rows;
@@ -499,6 +500,13 @@ TEST_F(DataTest, DocumentStartIsARowsFirstTokenEveryRowAlike) {
         EXPECT_USER_ERROR(read_shard_token(path("d0.bin"), bad), says.c_str());
     }
     EXPECT_USER_ERROR(read_shard_token(path("d0.bin"), 0, 8), "the model's vocabulary has only 8");
+    // a shard rewritten during the run (its rows counted at the start): refused, not read at what is no row's start
+    write_shard(path("d1.bin"), std::vector<uint16_t>(rows.begin() + 5 * T, rows.end() - T), rows_info(T));
+    EXPECT_USER_ERROR(dl.document_start(~0ull), "d1.bin changed during the run: it held 12 tokens when the run began "
+                                                "and holds 8 now");
+    write_shard(path("d1.bin"), std::vector<uint16_t>(rows.begin() + 5 * T, rows.end()), rows_info(2));
+    EXPECT_USER_ERROR(dl.document_start(~0ull), "d1.bin changed during the run: it held rows of 4 tokens when the "
+                                                "run began and holds rows of 2 now");
     write_shard(path("flat.bin"), iota_tokens(64), gpt2_info());
     DataLoader flat(path("flat.bin"), 1, T, 0, 1, 0, false);
     EXPECT_USER_ERROR(flat.document_start(0), "a document's first token is drawn from rows, not layout flat");

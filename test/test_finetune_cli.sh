@@ -441,14 +441,22 @@ timeout 120 "$BIN" $A --ckpt-dir "$T/g3.ck" --ckpt-every 3 --save "$T/g3b" --res
 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 3 --optimizer-states 8bit --ckpt-dir "$T/q8" > "$T/q8.out" 2>&1 \
   || bad "--optimizer-states 8bit run failed: $(tail -2 "$T/q8.out")"
 acc=$(sed -n 's/^final | .*accuracy \([0-9.]*\).*/\1/p' "$T/q8.out")
-python3 - "$T/q8" "${acc:-0}" <<'PY' && ok "--optimizer-states 8bit: dev accuracy $acc, the checkpoint's AdamW moments are U8" \
+python3 - "$T/q8" "${acc:-0}" <<'PY' && ok "--optimizer-states 8bit: dev accuracy $acc, the checkpoint's AdamW moments are U8 (fp32 for the tensors under 4096 elements)" \
   || bad "--optimizer-states 8bit: accuracy '$acc' or the checkpoint's state dtypes"
 import glob, json, struct, sys
 f = sorted(glob.glob(sys.argv[1] + "/step_*/state.safetensors"))[-1]
 b = open(f, "rb").read(); h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
 u8 = [k for k, v in h.items() if k != "__metadata__" and v["dtype"] == "U8"]
-sys.exit(0 if float(sys.argv[2]) >= 0.9 and u8 else 1)
+small = h.get("adamw.m", {}).get("dtype") == "F32" and h.get("adamw.v", {}).get("dtype") == "F32"
+sys.exit(0 if float(sys.argv[2]) >= 0.9 and u8 and small else 1)
 PY
+# --predict into a run's checkpoint directory is refused (its files would lie among the step folders), without the
+# --save clause about --init-from (nothing loads predictions)
+"$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --predict "$T/q8" > "$T/pq8.out" 2>&1
+[ $? -eq 1 ] && grep -q "predict $T/q8 is a run's checkpoint directory (it holds checkpoints)" "$T/pq8.out" \
+  && ! grep -q "init-from" "$T/pq8.out" \
+  && ok "--predict into a run's checkpoint directory is refused" \
+  || bad "--predict into a run's checkpoint directory: $(tail -2 "$T/pq8.out")"
 # fp8 storage: the planned saved bytes shrink against PRAC's act storage at the same ranks (e4m3 is 1 byte a value
 # plus a 4-byte scale a row, fp32 4 bytes), and the arena still equals the plan
 PR="--prac prac --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2"

@@ -274,6 +274,13 @@ TEST(TrainerCli, AFlagGivenTwiceTakesTheLastValueAndIsNoticed) {
     EXPECT_EQ(unused_flags_notice(o, 1),
               "notice: flag given more than once: --lr 1e-3, then 3e-4, then 2e-4; the last is used\n");
     EXPECT_TRUE(parse({"--seed", "1", "--steps", "3"}).repeated.empty());
+    EXPECT_TRUE(parse({"--lr", "1e-3", "--lr", "0.001", "--steps", "5", "--steps", "05"}).repeated.empty())
+        << "one number written two ways is one setting";
+    EXPECT_EQ(parse({"--prompt", "It is, then", "--prompt", "Once"}).repeated,
+              (std::vector<std::string>{"--prompt \"It is, then\", then \"Once\""}));
+    // --plan's notices (finetune_roberta --plan prints these alone) say it too
+    EXPECT_EQ(plan_unused_flags_notice(parse({"--plan", "--steps", "3", "--steps", "4"})),
+              "notice: flag given more than once: --steps 3, then 4; the last is used\n");
     const TrainOptions two = parse({"--steps", "3", "--seed", "1", "--steps", "4", "--seed", "7"});
     EXPECT_EQ(two.repeated, (std::vector<std::string>{"--steps 3, then 4", "--seed 1, then 7"}));
     std::vector<std::string> args = {"finetune_roberta", "--task", "rte", "--init-from", "x", "--epochs", "2",
@@ -1449,6 +1456,10 @@ TEST(Sample, StartsAsTheTrainingDataStartsADocument) {
                               "on, each is drawn from the last 4 before it (the prompt's start left behind)")) << out;
     EXPECT_EQ(sample(flat, "It is a truth", 4, &out)[0], (Ids{1026, 318, 257, 3872}));
     EXPECT_TRUE(contains(out, "note: the prompt's 4 tokens fill the model's window of 4 (--seq-len)")) << out;
+    // a prompt that starts with an end of text leads with it (it was read after a second one, which no flat shard
+    // holds: documents are never empty)
+    EXPECT_EQ(sample(flat, "<|endoftext|>It is a truth", 16, &out)[0], (Ids{50256, 1026, 318, 257, 3872}));
+    EXPECT_TRUE(contains(out, "sample (3 tokens after a prompt of 5 tokens):\n<|endoftext|>" + text)) << out;
     EXPECT_EQ(sample(rows, "", 2, &out), (std::vector<Ids>{{464}, {464, 465}, {465, 466}}));
     EXPECT_TRUE(contains(out, "from its token 3 on, each is drawn from the last 2 before it (the document's first "
                               "token left behind)")) << out;
@@ -1474,7 +1485,20 @@ TEST(Sample, PromptReadsTheEndOfTextStringAsItsToken) {
     want.push_back(1);
     want.insert(want.end(), b.begin(), b.end());
     EXPECT_EQ(spm.eos_id(), 1u);
-    EXPECT_EQ(prompt_ids(spm, "a</s>b"), want);
+    EXPECT_EQ(prompt_ids(spm, "a</s>b"), want);  // (libsentencepiece's ids of the text around it: the split is tested)
+    // a tokenizer without an end-of-text string encodes the prompt as it is (finding "" looped forever)
+    struct Bytes : Tokenizer {
+        void encode(std::string_view t, std::vector<uint32_t>& out) const override {
+            for (unsigned char c : t) out.push_back(c);
+        }
+        std::string decode(const uint32_t*, size_t) const override { return ""; }
+        int vocab_size() const override { return 256; }
+        uint32_t eos_id() const override { return 0; }
+        std::string eos_text() const override { return ""; }
+        int kind() const override { return 0; }
+        std::string name() const override { return "bytes"; }
+    };
+    EXPECT_EQ(prompt_ids(Bytes(), "ab"), (std::vector<uint32_t>{'a', 'b'}));
 
     TrainOptions opts;
     opts.sample = 2;

@@ -104,7 +104,8 @@ struct CheckpointWriter {
 // TrainState: the host-side contents of state.safetensors.
 //
 // Named tensors (F32, I64 or U8, any shape) plus string metadata. What goes in is the caller's choice; the
-// usual names are "adamw.m", "adamw.v", "adamw.master" (F32 over the whole parameter buffer), the PRAC state
+// usual names are "adamw.m", "adamw.v", "adamw.master" (F32 over the whole parameter buffer; with 8-bit states
+// "adamw.m8", "adamw.v8" (U8), their block scales, and adamw.m, adamw.v for the small tensors only), the PRAC state
 // ("prac.<site>.*"), "data.train.rank<r>" (I64 loader state per rank). Metadata holds seeds, RNG states, the
 // number of ranks, the ZeRO stage and the run's flags for check_compatible.
 //

@@ -248,7 +248,7 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
                       void* opts, std::set<std::string>& given, std::vector<std::string>& repeated, int argc,
                       char** argv) {
     const FlagDef* flags_end = flags + num_flags;
-    std::vector<std::pair<const char*, std::vector<std::string>>> values;  // each valued flag's, in the order given
+    std::vector<std::pair<const Flag*, std::vector<std::string>>> values;  // each valued flag's, in the order given
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i], value;
         bool has_inline = false;
@@ -302,8 +302,8 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
                      "goes as %s=VALUE", flag->name, flag->metavar, argv[i + 1], flag->name);
             value = argv[++i];
         }
-        auto seen = std::find_if(values.begin(), values.end(), [&](const auto& v) { return v.first == flag->name; });
-        if (seen == values.end()) seen = values.insert(values.end(), {flag->name, {}});
+        auto seen = std::find_if(values.begin(), values.end(), [&](const auto& v) { return v.first == flag; });
+        if (seen == values.end()) seen = values.insert(values.end(), {flag, {}});
         seen->second.push_back(value);
         char* end = nullptr;
         errno = 0;
@@ -349,10 +349,17 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
     }
     repeated.clear();
     for (const auto& flag_values : values) {
+        const Flag* flag = flag_values.first;
         const std::vector<std::string>& typed = flag_values.second;
-        if (std::all_of(typed.begin(), typed.end(), [&](const std::string& v) { return v == typed[0]; })) continue;
-        std::string said = std::string(flag_values.first) + " " + typed[0];
-        for (size_t k = 1; k < typed.size(); k++) said += ", then " + typed[k];
+        // numbers by value (1e-3 and 0.001 are one setting); text quoted (a --prompt may hold commas)
+        const bool text = flag->kind == Kind::STR;
+        auto same = [&](const std::string& v) {
+            return text ? v == typed[0] : std::strtod(v.c_str(), nullptr) == std::strtod(typed[0].c_str(), nullptr);
+        };
+        if (std::all_of(typed.begin(), typed.end(), same)) continue;
+        auto shown = [&](const std::string& v) { return text ? "\"" + v + "\"" : v; };
+        std::string said = std::string(flag->name) + " " + shown(typed[0]);
+        for (size_t k = 1; k < typed.size(); k++) said += ", then " + shown(typed[k]);
         repeated.push_back(said);
     }
 }
@@ -729,15 +736,23 @@ std::string train_options_help(Arch arch, const char* program) {
     return s;
 }
 
+static std::string repeated_flags_notice(const TrainOptions& o) {
+    std::string out;
+    for (const std::string& r : o.repeated)
+        out += format("notice: flag given more than once: %s; the last is used\n", r.c_str());
+    return out;
+}
+
 std::string plan_unused_flags_notice(const TrainOptions& o) {
+    const std::string repeated = repeated_flags_notice(o);
     std::string names;
     int n = 0;
     for (const char* f : {"--epochs", "--data-dir", "--save", "--log", "--ckpt-dir", "--ckpt-every", "--ckpt-keep",
                           "--resume", "--overwrite", "--sample", "--predict", "--dump-site", "--dump-path"})
         if (o.was_given(f)) names += (n++ ? " " : "") + std::string(f);
-    if (!n) return "";
-    return format("notice: %s %s nothing: --plan prints the memory plan and exits (nothing is trained or written)\n",
-                  names.c_str(), n == 1 ? "changes" : "change");
+    if (!n) return repeated;
+    return repeated + format("notice: %s %s nothing: --plan prints the memory plan and exits (nothing is trained or "
+                             "written)\n", names.c_str(), n == 1 ? "changes" : "change");
 }
 
 std::string unused_flags_notice(const TrainOptions& o, int ranks) {
@@ -755,9 +770,7 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
             if (o.was_given(f)) out.push_back(f);
         return out;
     };
-    std::string out = o.plan ? plan_unused_flags_notice(o) : "";
-    for (const std::string& r : o.repeated)
-        out += format("notice: flag given more than once: %s; the last is used\n", r.c_str());
+    std::string out = o.plan ? plan_unused_flags_notice(o) : repeated_flags_notice(o);
     auto notice = [&](const Flags& flags, const std::string& why) {
         if (flags.empty()) return;
         std::string names;

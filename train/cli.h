@@ -58,8 +58,9 @@ struct TrainOptions {
     std::set<std::string> given;  // the flags given on the command line (defaults that depend on the run: warmup,
                                   // eval_tokens are resolved only where the user did not choose)
     bool was_given(const char* flag) const { return given.count(flag) != 0; }
-    // the flags given more than once with different values, each as "--lr 0.001, then 0.0003" (the last is used:
-    // a script's extra flags override its own; the run says so, with the notices of unused flags)
+    // the flags given more than once with different values (numbers by value), each as "--lr 0.001, then 0.0003"
+    // (text quoted); the last is used (a script's extra flags override its own; the run says so, with the notices of
+    // unused flags)
     std::vector<std::string> repeated;
 
     // PRAC activation compression
@@ -99,7 +100,7 @@ struct TrainOptions {
 
     // text samples at the end of training
     int sample = 0;             // tokens to generate (0 = none)
-    std::string prompt;         // --sample continues this text (empty: after an end of text alone)
+    std::string prompt;         // --sample continues this text (empty: as a document starts: print_sample)
     float temperature = 1.0f;   // --sample: logits / T (0: the most likely token)
     int top_k = 0;              // --sample: among the K most likely tokens (0: all)
     std::string spm_model;      // SentencePiece model to decode LLaMA samples (default: the built-in corpus's)
@@ -183,8 +184,9 @@ int prac_initial_spread_steps(const TrainOptions& o, PracMode mode);
 // different values (TrainOptions::repeated); "" when there are none. Not errors: a table's script passes its --prac-t1
 // to every run, the baseline too, and its --extra flags after its own.
 std::string unused_flags_notice(const TrainOptions& o, int ranks);
-// The notice for the run's flags --plan leaves unused (--save, --log, --ckpt-dir, ...: nothing is written), "" when none
-// is given; unused_flags_notice starts with it.
+// The notices of a --plan: flags given more than once with different values, and the run's flags --plan leaves
+// unused (--save, --log, --ckpt-dir, ...: nothing is written); "" when there are none. unused_flags_notice starts
+// with it.
 std::string plan_unused_flags_notice(const TrainOptions& o);
 // Notices of a run of o.steps steps (none before the count is known, o.steps 0): --lr 0, a --galore-gap/--rso-gap as
 // long as the run. unused_flags_notice includes them; finetune_roberta prints them once its step count is known.

@@ -130,17 +130,21 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const Sample
     std::mt19937_64 rng((uint64_t)opts.seed);  // (an LCG from the seed drew first tokens in step with the seed)
     std::vector<int32_t> ctx;  // what the model reads: the lead (not printed), the given tokens, the drawn ones
     if (!start.rows) ctx.push_back((int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1)));
-    const size_t lead = ctx.size();
+    size_t lead = ctx.size();
     if (!opts.prompt.empty() && tok) {
         const std::vector<uint32_t> ids = prompt_ids(*tok, opts.prompt);
+        if (lead && !ids.empty() && ids[0] == tok->eos_id()) ctx.clear(), lead = 0;  // the prompt's own EOS leads
         ctx.insert(ctx.end(), ids.begin(), ids.end());
         // what the model reads, when it is not what was typed (SentencePiece's characters without a token, its
-        // normalization; the printed sample begins with it)
+        // normalization; text that is not UTF-8; the printed sample begins with it)
         const std::string read = sample_text(*tok, std::vector<int32_t>(ids.begin(), ids.end()));
         if (read != opts.prompt)
-            std::printf("note: the prompt's %zu tokens read back as \"%s\": the tokenizer normalizes some of its "
-                        "text or has no token for some of its characters (SentencePiece shows one as \u2047)\n",
-                        ids.size(), read.c_str());
+            std::printf("note: the prompt's %zu token%s read back as \"%s\": %s\n", ids.size(),
+                        ids.size() == 1 ? "" : "s", read.c_str(),
+                        tok->kind() == TOKENIZER_SENTENCEPIECE
+                            ? "the tokenizer normalizes some of its text or has no token for some of its characters "
+                              "(shown as \u2047)"
+                            : "bytes that are not UTF-8 show as U+FFFD");
     } else if (!opts.prompt.empty()) {
         std::printf("note: no tokenizer to encode --prompt with: the sample starts %s\n",
                     start.rows ? "at a document's first token from the data" : "after an end of text alone");
@@ -184,7 +188,7 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const Sample
         kill_point("sample.token");    // tests: a signal while sampling (common/kill_point.h)
     }
     const std::string after = from_data ? format(" after a document's first token from %s", start.data_flag)
-                              : given   ? format(" after a prompt of %zu tokens", given)
+                              : given   ? format(" after a prompt of %zu token%s", given, given == 1 ? "" : "s")
                                         : "";
     if (sig)
         std::printf("sample (%zu of %d tokens%s: stopped by signal %d):\n", ctx.size() - lead - given, opts.sample,

@@ -228,7 +228,7 @@ struct AdamW {
 
     std::vector<OptimizerStateTensor> state_tensors() const {
         std::vector<OptimizerStateTensor> s;
-        if (states == AdamStates::Q8)  // the code tables are constants of the format, not state
+        if (states == AdamStates::Q8 && layout.n8)  // the code tables are constants of the format, not state
             s = {{"adamw.m8", nullptr, layout.n8, m8}, {"adamw.v8", nullptr, layout.n8, v8},
                  {"adamw.m8_absmax", m_absmax, layout.nblocks}, {"adamw.v8_absmax", v_absmax, layout.nblocks}};
         if (fp32_moments()) s.insert(s.end(), {{"adamw.m", m, fp32_moments()}, {"adamw.v", v, fp32_moments()}});

@@ -223,9 +223,12 @@ static void refuse_output_in_another_runs_checkpoints(const std::string& path, c
     if (is_dir_output && is_run_dir(target.string())) {
         const bool steps = !checkpoint_steps(target.string()).empty();
         fail("%s %s is a run's checkpoint directory (it holds %s%s): the files written there would lie among that "
-             "run's step folders, and --init-from %s would load them, not the run's checkpoints\n---> HINT: pass a %s "
-             "of its own (a new folder, beside it or inside it)", flag, path.c_str(), steps ? "checkpoints" : "its lock ",
-             steps ? "" : CKPT_LOCK_FILE, path.c_str(), flag);
+             "run's step folders%s\n---> HINT: pass a %s of its own (a new folder, beside it or inside it)", flag,
+             path.c_str(), steps ? "checkpoints" : "its lock ", steps ? "" : CKPT_LOCK_FILE,
+             std::string(flag) == "--save"
+                 ? format(", and --init-from %s would load them, not the run's checkpoints", path.c_str()).c_str()
+                 : "",
+             flag);
     }
     for (fs::path p = target; p.has_filename(); p = p.parent_path()) {
         const std::string parent = p.parent_path().string();
@@ -513,6 +516,7 @@ std::string sample_text(const Tokenizer& tok, const std::vector<int32_t>& ids) {
 std::vector<uint32_t> prompt_ids(const Tokenizer& tok, const std::string& prompt) {
     const std::string eos = tok.eos_text();
     std::vector<uint32_t> ids;
+    if (eos.empty()) return tok.encode(prompt, ids), ids;  // (no text to find)
     for (size_t i = 0;;) {
         const size_t at = prompt.find(eos, i);
         tok.encode(std::string_view(prompt).substr(i, at == std::string::npos ? std::string::npos : at - i), ids);
