@@ -171,8 +171,9 @@ void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
     int file = order_[k];
     if (file != loaded_file_) {
         loaded_file_ = -1;  // stays invalid if read_shard throws
-        tokens_ = read_shard(files_[file], nullptr, model_vocab);
-        check_unchanged(file, (int64_t)tokens_.size());
+        ShardInfo now;
+        tokens_ = read_shard(files_[file], &now, model_vocab);
+        check_unchanged(file, now);
         loaded_file_ = file;
     }
     int64_t w = s;
@@ -210,11 +211,16 @@ void DataLoader::copy_sample(int64_t pos, int32_t* inputs, int32_t* targets) {
 
 // The samples were counted from the header read when the run began: a shard rewritten since (prep_data --overwrite
 // under a running job) would be read past its end, or (rows) at what is no row's start.
-void DataLoader::check_unchanged(int file, int64_t tokens) const {
-    CHECK_USER(tokens == shard_tokens_[file],
-               "%s changed during the run: it held %lld tokens when the run began and holds %lld now\n"
-               "---> HINT: do not rewrite shards under a running job; write new ones under another --out prefix",
-               files_[file].c_str(), (long long)shard_tokens_[file], (long long)tokens);
+void DataLoader::check_unchanged(int file, const ShardInfo& now) const {
+    const char* hint = "do not rewrite shards under a running job; write new ones under another --out prefix";
+    CHECK_USER(now.num_tokens == shard_tokens_[file],
+               "%s changed during the run: it held %lld tokens when the run began and holds %lld now\n---> HINT: %s",
+               files_[file].c_str(), (long long)shard_tokens_[file], (long long)now.num_tokens, hint);
+    CHECK_USER(now.layout == info_.layout && now.row_len == info_.row_len,
+               "%s changed during the run: it held %s when the run began and holds %s now\n---> HINT: %s",
+               files_[file].c_str(),
+               info_.layout == SHARD_LAYOUT_ROWS ? format("rows of %d tokens", info_.row_len).c_str() : "a flat stream",
+               now.layout == SHARD_LAYOUT_ROWS ? format("rows of %d", now.row_len).c_str() : "a flat stream", hint);
 }
 
 int32_t DataLoader::document_start(uint64_t draw) const {
@@ -223,13 +229,7 @@ int32_t DataLoader::document_start(uint64_t draw) const {
     int64_t row = (int64_t)(((unsigned __int128)draw * (uint64_t)total_samples_) >> 64);  // in [0, rows)
     size_t f = 0;
     while (row >= shard_samples_[f]) row -= shard_samples_[f++];
-    const ShardInfo now = read_shard_header(files_[f]);
-    check_unchanged((int)f, now.num_tokens);
-    CHECK_USER(now.layout == info_.layout && now.row_len == info_.row_len,
-               "%s changed during the run: it held rows of %d tokens when the run began and holds %s now\n"
-               "---> HINT: do not rewrite shards under a running job; write new ones under another --out prefix",
-               files_[f].c_str(), info_.row_len,
-               now.layout == SHARD_LAYOUT_ROWS ? format("rows of %d", now.row_len).c_str() : "a flat stream");
+    check_unchanged((int)f, read_shard_header(files_[f]));
     return read_shard_token(files_[f], row * info_.row_len, model_vocab);
 }
 

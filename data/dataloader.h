@@ -90,7 +90,7 @@ struct DataLoader {
     void locate(int64_t pos, int* order_pos, int64_t* sample) const;
     void next_epoch();  // the next epoch's order, from its first sample
     void copy_sample(int64_t pos, int32_t* inputs, int32_t* targets);
-    void check_unchanged(int file, int64_t tokens) const;  // fails when the file's tokens are not those of the start
+    void check_unchanged(int file, const ShardInfo& now) const;  // fails when the file is not as at the start
 };
 
 // Number of targets that count in the loss (!= -1) among n.
