@@ -190,6 +190,49 @@ TEST(Resume, AnotherNumberOfRanksReadsOnFromTheSamePosition) {
     run_shell("rm -rf " + d);
 }
 
+// --global-batch keeps a run's steps on another number of ranks: one rank with --global-batch 4 (B = 2, --grad-accum 2)
+// checkpoints at step 3 of 5; two ranks resume it with --global-batch 4 (--grad-accum 1), so each of their steps reads
+// the 4 samples the one rank's step read. Their steps 4 and 5 lose what the one rank's did up to fp32 summation order:
+// step 4 from the same weights (1e-6 relative, as above), step 5 after one AdamW update from gradients that differ by
+// rounding alone (1e-5). The broken variant, the same --grad-accum 2 on two ranks (8 samples a step, which the old
+// notice accepted), loses otherwise; --grad-accum 3 (12 samples) is refused in sequences with the flag that fits.
+TEST(Resume, AnotherNumberOfRanksKeepsTheGlobalBatch) {
+    std::string d = tmpdir(), out;
+    const std::string args = std::string(TRAIN_ARGS) + " --prac none --steps 5";
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + args + " --global-batch 4 --ckpt-dir " + d +
+                            "/all --ckpt-every 3 --log " + d + "/one.jsonl", &out), 0) << out;
+    EXPECT_NE(out.find("| grad_accum                    | 2 (--global-batch 4)"), std::string::npos) << out;
+    auto resume_step_3 = [&](const std::string& name) {  // a directory holding step 3's checkpoint alone
+        run_shell("mkdir -p " + d + "/" + name + " && cp -r " + d + "/all/step_00000003 " + d + "/" + name);
+        return " --resume --ckpt-dir " + d + "/" + name + " --log " + d + "/" + name + ".jsonl";
+    };
+    ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + args + " --global-batch 4" +
+                            resume_step_3("kept"), &out), 0) << out;
+    EXPECT_NE(out.find("written by 1 rank(s), this run has 2: each step reads the run's next 4 samples as before, "
+                       "split as 2 rank(s) x --grad-accum 1 instead of 1 x 2"), std::string::npos) << out;
+    auto one = steps_of(d + "/one.jsonl"), kept = steps_of(d + "/kept.jsonl");
+    ASSERT_EQ(one.size(), 5u);
+    ASSERT_EQ(kept.size(), 2u) << out;
+    EXPECT_NEAR(kept[4].first, one[4].first, 1e-6 * one[4].first);
+    EXPECT_NEAR(kept[4].second, one[4].second, 1e-5 * one[4].second) << "the gradient norm";
+    EXPECT_NEAR(kept[5].first, one[5].first, 1e-5 * one[5].first);
+
+    ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + args + " --grad-accum 2" +
+                            resume_step_3("doubled"), &out), 0) << out;
+    EXPECT_NE(out.find("a step now takes 8 samples instead of 4 (the data goes on from where it stopped; "
+                       "--global-batch 4 keeps the run's)"), std::string::npos) << out;
+    auto doubled = steps_of(d + "/doubled.jsonl");
+    ASSERT_EQ(doubled.count(4), 1u) << out;
+    EXPECT_GT(std::fabs(doubled[4].first - one[4].first), 1e-4 * one[4].first) << "8 samples should lose otherwise";
+
+    EXPECT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + args + " --grad-accum 3" +
+                            resume_step_3("tripled"), &out), 1) << out;
+    EXPECT_NE(out.find("its steps took 4 sequences each (1 rank(s) x --grad-accum 2 x --batch-size 2), this run's "
+                       "would take 12 (2 rank(s) x --grad-accum 3 x --batch-size 2)\n---> HINT: resume with "
+                       "--global-batch 4 (--grad-accum 1 here)"), std::string::npos) << out;
+    run_shell("rm -rf " + d);
+}
+
 // The PRAC bases of a one-rank checkpoint resumed by two ranks with a subspace each: rank 0 continues the
 // checkpoint's bases, rank 1 draws its own at its next step (no refresh is due at step 3 with T1 = T2 = 50, so a
 // rank 1 basis equal to rank 0's is a copy). Before, every rank loaded rank 0's bases, and the ranks' estimators shared

@@ -64,9 +64,9 @@ help_has() {  # help_has SCRIPT yes|no FLAG...
     else [ "$want" = no ] && ok "$s.py --help has no $f" || bad "$s.py --help lacks $f"; fi
   done
 }
-help_has table5 no --train-data --val-data --gpt2-train-data --gpt2-val-data --gpu-mem
+help_has table5 no --train-data --val-data --gpt2-train-data --gpt2-val-data --gpu-mem --launch
 help_has table5 yes --model-dir --glue-dir
-help_has table2 yes --train-data --val-data --gpt2-train-data --gpt2-val-data --gpu-mem
+help_has table2 yes --train-data --val-data --gpt2-train-data --gpt2-val-data --gpu-mem --launch
 for s in table4 table9 ablation_modes ablation_k; do
   help_has $s yes --train-data --val-data --gpu-mem
   help_has $s no --gpt2-train-data --gpt2-val-data
@@ -207,6 +207,25 @@ n=$(grep -c '^| .* | failed (exit 1) |' "$OUT/div/table2.md" 2>/dev/null)
   && grep -q -- "--extra replaces the table's --lr 0.003 with --lr 1e9 in every run" "$OUT/div/table2.md" \
   && ok "failed runs read 'failed (exit 1)', no number (exit 1); the table names --extra's --lr" \
   || { bad "failed runs: exit $rc, $n rows 'failed':"; cat "$OUT/div/table2.md" 2>/dev/null | grep '^|'; }
+# --launch: a launcher before every trainer (mpirun on GPUs; here a stand-in that records its tag and runs the
+# trainer), with --paper's global batch as --global-batch (the trainer splits it over the launched ranks); the .cmd a
+# rerun compares leaves the launcher out, so a rerun with another one (another number of GPUs) keeps what finished
+out=$(python3 scripts/repro/table2.py --paper --dry-run --models llama-130m "--launch=mpirun -np 4" 2>&1)
+[ "$(grep -c -- "^\[[1-4]/4\] mpirun -np 4 $ROOT/train_llama .*--batch-size 128 --seq-len 256 --global-batch 512 " <<<"$out")" = 4 ] \
+  && ok "--paper --launch='mpirun -np 4': every run launched so, with --global-batch 512" \
+  || bad "--paper --launch: $(grep -m1 '^\[1/4\]' <<<"$out")"
+refused "--launch with an unbalanced quote" "--launch \"mpirun -np '4\": No closing quotation" \
+  python3 scripts/repro/table2.py --paper --dry-run --models llama-130m "--launch=mpirun -np '4"
+printf '#!/bin/sh\necho "$1" >>"%s/launched"\nshift\nexec "$@"\n' "$OUT" >"$OUT/launcher.sh" && chmod +x "$OUT/launcher.sh"
+python3 scripts/repro/table2.py --quick --models llama-tiny --steps 2 --out "$OUT/launch" "--launch=$OUT/launcher.sh A" \
+  >"$OUT/launch.log" 2>&1; rc1=$?
+python3 scripts/repro/table2.py --quick --models llama-tiny --steps 2 --out "$OUT/launch" "--launch=$OUT/launcher.sh B" \
+  >>"$OUT/launch.log" 2>&1; rc2=$?
+[ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$(cat "$OUT/launched" 2>/dev/null | tr '\n' ' ')" = "A A A A " ] \
+  && [ "$(grep -c ': kept, ' "$OUT/launch.log")" = 4 ] \
+  && [ "$(grep -c "^$OUT/launcher.sh B ./train_llama " "$OUT/launch/table2.md")" = 4 ] \
+  && ok "--launch runs each trainer through the launcher; a rerun with another launcher keeps the finished runs" \
+  || { bad "--launch: exit $rc1/$rc2, launched '$(cat "$OUT/launched" 2>/dev/null)':"; cat "$OUT/launch.log"; }
 # --out naming a file; the file is left as it was
 echo keep >"$OUT/afile"
 for s in table2 table5 memory; do
@@ -245,7 +264,7 @@ out=$(python3 scripts/repro/table4.py --paper --dry-run --gpu-mem 80 2>&1); rc=$
 gib=$(./train_llama --plan --json --model llama-130m --batch-size 128 --seq-len 256 --optimizer rso --prac none \
         --rso-rank 256 --prac-storage act --recompute-attention 0 | python3 -c 'import json, sys; t = json.load(sys.stdin)["total"]; print(f"{t / 2**30 + 0.5:.3f}")')
 out=$(python3 scripts/repro/table2.py --paper --dry-run --models llama-130m --gpu-mem "$gib" 2>&1)
-grep -q -- "--optimizer rso --prac none --batch-size 64 --seq-len 256 --grad-accum 8 " <<<"$out" \
+grep -q -- "--optimizer rso --prac none --batch-size 64 --seq-len 256 --global-batch 512 " <<<"$out" \
   && ok "table2.py --gpu-mem $gib: RSO llama-130m is OOM at 128 with the planner's reserve (half batch)" \
   || bad "table2.py --gpu-mem $gib: RSO llama-130m not at half batch: $(grep -- '--optimizer rso' <<<"$out")"
 # ... and when even half the micro-batch does not fit (llama-1b in 10 GiB: weights and optimizer alone ~20 GiB) it

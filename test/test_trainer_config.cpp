@@ -436,6 +436,37 @@ TEST(TrainerCli, EveryNumericFlagRefusesBadNumbers) {
     }
 }
 
+// --global-batch N sets --grad-accum to N / (ranks x B) on the job's ranks; a split that is not whole is refused
+// with the largest micro-batch up to B that divides it (512 = 2^9: 32 for B = 48, by hand), or with the ranks when
+// N does not split over them; a --grad-accum beside it must agree. llm.c's --total-batch-size (tokens) is named.
+TEST(TrainerCli, GlobalBatchSetsTheAccumulationOnTheRanks) {
+    for (auto [ranks, k] : {std::pair{1, 8}, {2, 4}, {4, 2}, {8, 1}}) {
+        TrainOptions o = parse({"--batch-size", "64", "--global-batch", "512"});
+        resolve_global_batch(o, ranks);
+        EXPECT_EQ(o.grad_accum, k) << ranks << " ranks";
+    }
+    TrainOptions o = parse({"--batch-size", "64", "--grad-accum", "3"});
+    resolve_global_batch(o, 4);
+    EXPECT_EQ(o.grad_accum, 3) << "without --global-batch --grad-accum stays";
+    o = parse({"--batch-size", "64", "--global-batch", "512", "--grad-accum", "8"});
+    resolve_global_batch(o, 1);
+    EXPECT_EQ(o.grad_accum, 8);
+    o = parse({"--batch-size", "64", "--global-batch", "512", "--grad-accum", "4"});
+    EXPECT_USER_ERROR(resolve_global_batch(o, 1), "--grad-accum 4 disagrees with --global-batch 512, which takes 8 "
+                      "micro-batch(es) of 64 sequences (--batch-size 64)", "HINT: drop --grad-accum");
+    o = parse({"--batch-size", "48", "--global-batch", "512"});
+    EXPECT_USER_ERROR(resolve_global_batch(o, 1), "--global-batch 512 is not a whole number of micro-batches: "
+                      "--batch-size 48 takes 48 sequences each", "HINT: pass --batch-size 32 (--grad-accum 16)");
+    o = parse({"--batch-size", "48", "--global-batch", "512"});
+    EXPECT_USER_ERROR(resolve_global_batch(o, 4), "4 ranks x --batch-size 48 take 192 sequences each",
+                      "pass --batch-size 32 (--grad-accum 4), or run on a number of ranks that divides it");
+    o = parse({"--batch-size", "64", "--global-batch", "512"});
+    EXPECT_USER_ERROR(resolve_global_batch(o, 3), "512 sequences do not split over 3 ranks");
+    o = parse({"--batch-size", "64", "--global-batch", "2"});
+    EXPECT_USER_ERROR(resolve_global_batch(o, 4), "2 sequences do not split over 4 ranks");
+    EXPECT_USER_ERROR(parse({"--total-batch-size", "524288"}), "spells it --global-batch, in sequences, not tokens");
+}
+
 TEST(TrainerCli, TrainDataNeedsValData) {
     EXPECT_USER_ERROR(parse({"--train-data", "x_*.bin"}), "--train-data given without --val-data", "HINT");
     EXPECT_NO_THROW(parse({"--train-data", "x_*.bin", "--val-data", "y_*.bin"}));

@@ -35,6 +35,11 @@ const Flag FLAGS[] = {
     F("--batch-size", "B", INT, batch_size, "micro-batch size (sequences per forward/backward)"),
     F("--seq-len", "T", INT, seq_len, "sequence length (default: GPT-2 1024, LLaMA 256, capped by the model)"),
     F("--grad-accum", "K", INT, grad_accum, "micro-batches per optimizer step"),
+    F("--global-batch", "N", INT, global_batch,
+      "sequences per optimizer step over all ranks (the PRAC paper's global batch size, 512), instead of --grad-accum: "
+      "it sets --grad-accum to N / (ranks x --batch-size), which must be whole, so that one command trains the same "
+      "steps on any number of GPUs (mpirun -np R); a --resume on another rank count keeps it (each step reads the "
+      "run's next N samples, split otherwise: not bit-exact) (default: ranks x B x --grad-accum)"),
     F("--steps", "N", INT, steps,
       "optimizer steps; with --resume it may differ from the checkpoint's run (extend or shorten it): the steps still "
       "to come follow the schedule over the new --steps (warmup stays the run's), so extending 6 -> 10 raises the lr "
@@ -202,7 +207,8 @@ const FlagSynonym SYNONYMS[] = {
     {"--warmup-iters", "--warmup"}, {"--lr-warmup-iters", "--warmup"},
     {"--micro-batch-size", "--batch-size"}, {"--per-device-train-batch-size", "--batch-size"}, {"--bs", "--batch-size"},
     {"--gradient-accumulation-steps", "--grad-accum"}, {"--grad-accum-steps", "--grad-accum"},
-    {"--accumulation-steps", "--grad-accum"},
+    {"--accumulation-steps", "--grad-accum"}, {"--global-batch-size", "--global-batch"},
+    {"--total-batch-size", "--global-batch"},
     {"--seq-length", "--seq-len"}, {"--sequence-length", "--seq-len"}, {"--max-seq-len", "--seq-len"},
     {"--block-size", "--seq-len"}, {"--context-length", "--seq-len"}, {"--max-length", "--seq-len"},
     {"--min-lr", "--min-lr-frac"}, {"--lr-min", "--min-lr-frac"}, {"--wd", "--weight-decay"},
@@ -276,6 +282,8 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
                     fail("unknown flag \"%s\"%s\n---> HINT: this trainer spells it %s%s (--help lists every flag)",
                          arg.c_str(), dashes, y->second,
                          std::string(y->second) == "--min-lr-frac" ? ", a fraction of --lr, not a rate"
+                         : std::string(y->second) == "--global-batch"  // (llm.c's -d counts tokens)
+                             ? ", in sequences, not tokens: llm.c's total batch size in tokens / --seq-len"
                          : std::string(y->first) == "--steps"  // (finetune_roberta's synonym: its count is epochs)
                              ? ", a count of passes over the training split, not of steps"
                              : "");
@@ -389,6 +397,32 @@ void check_storage_options(const TrainOptions& opts) {
                "---> HINT: use --optimizer adamw, or drop --optimizer-states", opts.optimizer.c_str());
 }
 
+void resolve_global_batch(TrainOptions& o, int ranks) {
+    if (o.global_batch == 0) return;
+    const long long N = o.global_batch, per_micro = (long long)ranks * o.batch_size;
+    if (N % per_micro != 0) {
+        // the largest micro-batch up to --batch-size that divides N on these ranks (what still fits the memory)
+        int fits = 0;
+        for (int b = std::min<long long>(o.batch_size, N / ranks); b >= 1 && !fits; b--)
+            if (N % ((long long)ranks * b) == 0) fits = b;
+        const std::string where = ranks > 1 ? format("%d ranks x --batch-size %d", ranks, o.batch_size)
+                                            : format("--batch-size %d", o.batch_size);
+        fail("--global-batch %lld is not a whole number of micro-batches: %s take%s %lld sequences each\n---> HINT: %s",
+             N, where.c_str(), ranks > 1 ? "" : "s", per_micro,
+             fits ? format("pass --batch-size %d (--grad-accum %lld)%s", fits, N / ((long long)ranks * fits),
+                           ranks > 1 ? ", or run on a number of ranks that divides it" : "").c_str()
+                  : format("%lld sequences do not split over %d ranks: run on a number of ranks that divides it", N,
+                           ranks).c_str());
+    }
+    const long long k = N / per_micro;
+    CHECK_USER(!o.was_given("--grad-accum") || o.grad_accum == k, "--grad-accum %d disagrees with --global-batch "
+               "%lld, which takes %lld micro-batch(es) of %lld sequences (%s)\n---> HINT: drop --grad-accum: "
+               "--global-batch sets it", o.grad_accum, N, k, per_micro,
+               ranks > 1 ? format("%d ranks x --batch-size %d", ranks, o.batch_size).c_str()
+                         : format("--batch-size %d", o.batch_size).c_str());
+    o.grad_accum = (int)k;
+}
+
 void check_flag_partners(const TrainOptions& o) {
     CHECK_USER(!o.ckpt_dir.empty() || !(o.was_given("--ckpt-every") || o.was_given("--ckpt-keep")),
                "--ckpt-every and --ckpt-keep go with --ckpt-dir (where the checkpoints are written)\n---> HINT: add "
@@ -433,6 +467,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.seq_len >= 0 && (opts.seq_len > 0 || !opts.was_given("--seq-len")), "--seq-len must be positive "
                "(got %d)", opts.seq_len);
     CHECK_USER(opts.grad_accum > 0, "--grad-accum must be positive (got %d)", opts.grad_accum);
+    CHECK_USER(opts.global_batch > 0 || !opts.was_given("--global-batch"), "--global-batch must be positive (got %d)",
+               opts.global_batch);
     CHECK_USER(opts.watchdog >= 0 || !opts.was_given("--watchdog"), "--watchdog must be >= 0 seconds (0: off; got %d)",
                opts.watchdog);
     CHECK_USER(opts.recompute >= 0 && opts.recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", opts.recompute);
@@ -720,7 +756,7 @@ std::string train_options_help(Arch arch, const char* program) {
     s += flag_table_help(shown.data(), shown.size(), &defaults, [arch](const FlagDef& f) -> std::string {
         if (std::string(f.name) == "--model") return arch == Arch::GPT2 ? " [gpt2-124m]" : " [llama-130m]";
         // defaults that depend on the model or the ranks, said in the flag's help
-        for (const char* said : {"--warmup", "--seq-len", "--watchdog", "--precision"})
+        for (const char* said : {"--warmup", "--seq-len", "--watchdog", "--precision", "--global-batch"})
             if (std::string(f.name) == said) return "";
         return "?";
     });
@@ -728,11 +764,11 @@ std::string train_options_help(Arch arch, const char* program) {
     if (arch == Arch::GPT2)
         s += format("  %s --model gpt2-mini --steps 200 --device cpu     # built-in corpus on a CPU\n"
                     "  %s --model gpt2-124m --train-data 'owt_gpt2_train_*.bin' --val-data 'owt_gpt2_val_*.bin' \\\n"
-                    "      --batch-size 64 --grad-accum 8 --steps 50000\n", program, program);
+                    "      --batch-size 64 --global-batch 512 --steps 50000    # mpirun -np R: the same steps on R GPUs\n", program, program);
     else
         s += format("  %s --model llama-mini --steps 200 --device cpu    # built-in corpus on a CPU\n"
                     "  %s --model llama-130m --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' \\\n"
-                    "      --batch-size 128 --grad-accum 4 --steps 20000 --lr 1e-3\n", program, program);
+                    "      --batch-size 128 --global-batch 512 --steps 20000 --lr 1e-3\n", program, program);
     return s;
 }
 
@@ -789,7 +825,7 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     if (!trains) {  // (with --eval-only the flags that go only with training are refused: check_flag_partners)
         Flags f = given_of({"--epochs", "--lr", "--warmup", "--lr-schedule", "--cooldown-frac", "--min-lr-frac",
                             "--weight-decay", "--beta1",
-                            "--beta2", "--adam-eps", "--grad-clip", "--grad-accum", "--optimizer",
+                            "--beta2", "--adam-eps", "--grad-clip", "--grad-accum", "--global-batch", "--optimizer",
                             "--optimizer-states", "--on-nonfinite", "--no-shuffle", "--eval-interval",
                             "--log-interval", "--recompute", "--recompute-attention", "--zero", "--overlap-comm"});
         if (o.eval_only && o.was_given("--steps")) f.insert(f.begin(), "--steps");
@@ -924,7 +960,8 @@ std::vector<std::pair<std::string, std::string>> train_options_rows(const TrainO
         {"val_data", o.val_data},
         {"batch_size (B)", std::to_string(o.batch_size) + (ranks > 1 ? " per rank" : "")},
         {"seq_len (T)", std::to_string(o.seq_len)},
-        {"grad_accum", std::to_string(o.grad_accum)},
+        {"grad_accum", std::to_string(o.grad_accum) + (o.global_batch ? format(" (--global-batch %d)", o.global_batch)
+                                                                      : "")},
         {"tokens per step",
          std::to_string(tokens) + (ranks > 1 ? format(" (B x T x grad_accum x %d ranks)", ranks) : "")},
         {"steps", std::to_string(o.steps)},

@@ -24,6 +24,7 @@ struct TrainOptions {
     int batch_size = 4;         // micro-batch B
     int seq_len = 0;            // T; 0 = per-model default (GPT-2 1024, LLaMA 256, capped by max_seq_len)
     int grad_accum = 1;
+    int global_batch = 0;       // --global-batch: sequences per step over all ranks (sets grad_accum); 0 = not given
     int steps = 100;
     float lr = 6e-4f;
     int warmup = -1;            // steps; -1 = 10% of steps (the paper)
@@ -156,6 +157,9 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv);
 // --dump-* details without --dump-site) are refused rather than ignored; and --prac-refresh's value. Both trainers'
 // parsers call it.
 void check_flag_partners(const TrainOptions& opts);
+// --global-batch N on `ranks` ranks: --grad-accum becomes N / (ranks x --batch-size), which must be whole (refused
+// with the micro-batch sizes that divide it), and a --grad-accum given beside it must be that. Without it: nothing.
+void resolve_global_batch(TrainOptions& o, int ranks);
 std::string train_options_help(Arch arch, const char* program);
 
 struct OptimizerChoice;

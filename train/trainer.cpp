@@ -690,6 +690,9 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     }
     // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)
     if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
+    // --global-batch: the micro-batches per step on this job's ranks (a plan's: --plan-ranks when given)
+    if (!opts.eval_only)
+        resolve_global_batch(opts, opts.plan && opts.was_given("--plan-ranks") ? opts.plan_ranks : comm.size());
     if (opts.plan) {
         // under mpirun, --zero 1 plans one of the job's ranks (it planned one rank alone; --plan-ranks still says)
         if (opts.zero == 1 && !opts.was_given("--plan-ranks")) opts.plan_ranks = comm.size();

@@ -947,9 +947,44 @@ struct Trainer {
                    "cannot resume %s: it is a checkpoint after step %lld, beyond --steps %d\n---> HINT: pass --steps "
                    "%lld or more (--steps may extend a run, not end it before its checkpoint)", resume_path.c_str(),
                    (long long)st.step, opts.steps, (long long)st.step);
-        check_resume_keys(st, opts, cfg, resume_keys(opts, cfg));
+        check_resume_keys(st, opts, cfg, same_step_samples(st) ? resume_keys_but("grad_accum") : resume_keys(opts, cfg));
         if (st.meta.count("run.train_shards")) check_same_data(st);
         else check_compatible(st, "run.train_data", opts.train_data);  // a checkpoint of an older build
+    }
+
+    // The resume keys without one (a setting compared otherwise).
+    std::vector<std::pair<std::string, std::string>> resume_keys_but(const char* key) const {
+        std::vector<std::pair<std::string, std::string>> keys = resume_keys(opts, cfg);
+        keys.erase(std::remove_if(keys.begin(), keys.end(), [&](const auto& k) { return k.first == key; }), keys.end());
+        return keys;
+    }
+
+    // The checkpoint's step and this run's take the same samples (ranks x --grad-accum x --batch-size, as
+    // --global-batch keeps it) with another --grad-accum: the step reads the same data, split over other ranks, and
+    // --grad-accum is compared as that. Refused, in sequences per step, when the product differs as well as
+    // --grad-accum on other ranks or with --global-batch (the same --grad-accum on other ranks is accepted: a step
+    // then takes the new ranks' samples).
+    bool same_step_samples(const TrainState& st) const {
+        if (!st.has_meta("run.grad_accum") || !st.has_meta("run.batch_size") || !st.has_meta("run.ranks")) return false;
+        const int64_t saved_k = st.get_i64("run.grad_accum"), saved_b = st.get_i64("run.batch_size"),
+                      saved_ranks = st.get_i64("run.ranks");
+        // (another --batch-size, or values out of range, are refused by the keys and by resume())
+        if (saved_b != B || saved_k < 1 || saved_k > INT32_MAX || saved_ranks < 1 || saved_ranks > (1 << 20) ||
+            saved_k == opts.grad_accum)
+            return false;
+        const int64_t saved_n = saved_ranks * saved_k * B, n = (int64_t)ranks * opts.grad_accum * B;
+        if (saved_n == n) return true;
+        if (saved_ranks == ranks && !opts.global_batch) return false;  // (the keys say "--grad-accum 2, ... 3")
+        auto split = [&](int64_t r, int64_t k) {
+            return format("%lld rank(s) x --grad-accum %lld x --batch-size %d", (long long)r, (long long)k, B);
+        };
+        const bool fits = saved_n % ((int64_t)ranks * B) == 0;
+        fail("cannot resume from %s: its steps took %lld sequences each (%s), this run's would take %lld (%s)\n"
+             "---> HINT: resume with --global-batch %lld%s, or start a new run in another checkpoint directory",
+             resume_path.c_str(), (long long)saved_n, split(saved_ranks, saved_k).c_str(), (long long)n,
+             split(ranks, opts.grad_accum).c_str(), (long long)saved_n,
+             fits ? format(" (--grad-accum %lld here)", (long long)(saved_n / ((int64_t)ranks * B))).c_str()
+                  : format(" on a number of ranks that divides it into micro-batches of %d", B).c_str());
     }
 
     void check_same_data(const TrainState& st) {
@@ -1131,11 +1166,22 @@ struct Trainer {
             std::printf("notice: the checkpoint was written with --zero %d, this run has --zero %d: the gradient norm "
                         "is summed in another order (ZeRO-1 per shard), so the continuation is not bit-exact "
                         "(--zero %d makes it so)\n", saved_zero, opts.zero, saved_zero);
+        // (check_resume accepted another --grad-accum only with the step's samples kept: same_step_samples)
+        const int64_t saved_k = st.get_i64("run.grad_accum"), saved_n = saved_ranks * saved_k * B,
+                      step_n = (int64_t)ranks * opts.grad_accum * B;
+        const std::string samples =
+            saved_k != opts.grad_accum
+                ? format("each step reads the run's next %lld samples as before, split as %d rank(s) x --grad-accum "
+                         "%d instead of %d x %lld, and sums them in another order (not bit-exact)", (long long)step_n,
+                         ranks, opts.grad_accum, saved_ranks, (long long)saved_k)
+                : format("a step now takes %lld sample%s instead of %lld (the data goes on from where it stopped%s)",
+                         (long long)step_n, step_n == 1 ? "" : "s", (long long)saved_n,
+                         saved_n % ((int64_t)ranks * B) == 0
+                             ? format("; --global-batch %lld keeps the run's", (long long)saved_n).c_str()
+                             : "");
         if (saved_ranks != ranks)
-            std::printf("notice: the checkpoint was written by %d rank(s), this run has %d: a step now takes %lld "
-                        "sample%s instead of %lld (the data goes on from where it stopped)%s\n", saved_ranks, ranks,
-                        (long long)ranks * B * opts.grad_accum, ranks * B * opts.grad_accum == 1 ? "" : "s",
-                        (long long)saved_ranks * B * opts.grad_accum,
+            std::printf("notice: the checkpoint was written by %d rank(s), this run has %d: %s%s\n", saved_ranks, ranks,
+                        samples.c_str(),
                         (saved_zero && saved_ranks > 1) || grads.sharded
                             ? format("; the optimizer state, %s there, is %s here",
                                      saved_zero && saved_ranks > 1

@@ -109,6 +109,12 @@ def base_parser(description, pretrain=True, gpt2=False):
                         help="--paper: GPU memory in GiB (nvidia-smi's MiB / 1024) for the planner's OOM and "
                              "batch checks: 80 for the paper's A800 80GB (and an A100 80GB), 79.65 for an H100 80GB, "
                              "140.4 for an H200 [80]")
+    if pretrain:
+        ap.add_argument("--launch", default="", help="a launcher before every trainer command, one quoted string: "
+                        "--launch='mpirun -np 4' trains each run on 4 GPUs (--paper's global batch of 512 stays: "
+                        "the trainer's --global-batch sets the accumulation per rank count). It is not part of a "
+                        "run's command as a rerun compares it, so a rerun on another number of GPUs continues the "
+                        "runs from their checkpoints")
     ap.add_argument("--run-timeout", type=float, default=None,
                     help="seconds before a run is killed (0: never) [0" + ("" if pretrain else "; --quick: 300") + "]")
     ap.add_argument("--extra", default="", help="extra trainer flags appended to every run, one quoted string; "
@@ -192,6 +198,7 @@ def check_quick_inputs(args):
 def finish_args(args, table):
     out_dir(args, table)
     check_run_timeout(args)
+    launcher(args)  # (an unbalanced quote: one line before any planner call)
     if args.quick:
         check_quick_inputs(args)
     elif hasattr(args, "gpu_mem") and args.gpu_mem is None:
@@ -314,12 +321,13 @@ def paper_config(model):
     return PAPER[model]
 
 
-def paper_flags(args, model, B=None, accum=None, lr=None, steps=None):
+def paper_flags(args, model, B=None, lr=None, steps=None):
+    """The paper's flags of a model; its global batch as --global-batch, which the trainer splits over the ranks that
+    --launch starts (--grad-accum 512 / (ranks x B))."""
     c = paper_config(model)
     B = B or c["B"]
-    accum = accum or max(1, GLOBAL_BATCH // B)
     steps = args.steps or steps or c["steps"]
-    f = ["--batch-size", B, "--seq-len", c["S"], "--grad-accum", accum, "--steps", steps, "--lr", lr or c["lr"],
+    f = ["--batch-size", B, "--seq-len", c["S"], "--global-batch", GLOBAL_BATCH, "--steps", steps, "--lr", lr or c["lr"],
          "--eval-interval", max(1, min(1000, steps)), "--log-interval", 100] + PAPER_STORAGE
     if "warmup" in c:
         f += ["--warmup", min(c["warmup"], max(1, steps // 10)) if args.steps else c["warmup"]]
@@ -828,6 +836,7 @@ def run_all(runs, args, outputs=()):
     if not args.dry_run:
         make_out(args.out)
         remove_outputs(runs, args, outputs)
+    launch = launcher(args)
     for i, r in enumerate(runs, 1):
         cmd = r.cmd(args.out)
         log, out = os.path.join(args.out, r.name + ".jsonl"), os.path.join(args.out, r.name + ".out")
@@ -838,7 +847,7 @@ def run_all(runs, args, outputs=()):
             r.rc, r.result = 0, summarize(log)
         else:
             how = ["--resume"] if r.state == "resume" else ["--overwrite"]
-            print(f"[{i}/{len(runs)}] {' '.join(shlex.quote(c) for c in cmd + how)}" +
+            print(f"[{i}/{len(runs)}] {' '.join(shlex.quote(c) for c in launch + cmd + how)}" +
                   (f"  # {r.state_why}" if r.state == "resume" else ""), flush=True)
             if args.dry_run:
                 continue
@@ -851,7 +860,7 @@ def run_all(runs, args, outputs=()):
                     os.remove(log)
             with open(os.path.join(args.out, r.name + ".cmd"), "w") as f:
                 f.write(command_key(cmd, args.out) + "\n")  # what a rerun compares (run_state)
-            rc = train_one(r, cmd + how, i, len(runs), args)
+            rc = train_one(r, launch + cmd + how, i, len(runs), args)
             if rc != 0:
                 failures += 1
                 print(f"    FAILED (exit {rc}); see {out}", file=sys.stderr)
@@ -861,6 +870,14 @@ def run_all(runs, args, outputs=()):
         if d and d not in devices:
             devices.append(d)
     return devices, failures
+
+
+def launcher(args):
+    """--launch's words (none without it); one line for an unbalanced quote."""
+    try:
+        return shlex.split(getattr(args, "launch", ""))
+    except ValueError as e:
+        sys.exit(f"--launch {args.launch!r}: {e}")
 
 
 def train_one(r, cmd, i, n, args):
@@ -1059,7 +1076,8 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     lines += [f"Machine: {'; '.join(devices) if devices else 'unknown (no device: line)'}. "
               f"Wall time {wall:.0f} s for {len(runs)} runs.", ""]
     lines += ["Commands run:", "", "```sh"]
-    lines += [shell_line(r.cmd(args.out)) for r in runs]
+    launch = "".join(shlex.quote(w) + " " for w in launcher(args))  # (this invocation's: an earlier one's may differ)
+    lines += [launch + shell_line(r.cmd(args.out)) for r in runs]
     lines += ["```", "", body, ""]
     legend = column_legend(body, args, cpu=on_cpu(args, devices))
     if legend:

@@ -44,7 +44,7 @@ def build_runs(args):
                     flags += ["--rso-rank", 16, "--rso-gap", 10]
             else:
                 c = C.paper_config(model)
-                B, accum, lr, oom = c["B"], None, (C.GALORE_LR if key == "galore" and binary == "train_llama" else None), False
+                B, lr, oom = c["B"], (C.GALORE_LR if key == "galore" and binary == "train_llama" else None), False
                 ranks = (["--galore-rank", c["galore_rank"]] if key == "galore" else
                          ["--rso-rank", c["rso_rank"]] if key == "rso" else [])
                 # the run's own model flags (its ranks too), so the fit is the run's
@@ -54,7 +54,7 @@ def build_runs(args):
                 # --gpu-mem after the trainer's reserve for the CUDA context (a failed call counts in main_flow)
                 p = C.planner(binary, probe, args.gpu_mem)
                 if p and B > p["max_batch_size"]:
-                    B, accum, oom = B // 2, 2 * max(1, C.GLOBAL_BATCH // B), "half"
+                    B, oom = B // 2, "half"  # (--global-batch doubles the accumulation)
                     if B > p["max_batch_size"]:
                         oom = "no fit"
                         mb = p["max_batch_size"]
@@ -63,7 +63,7 @@ def build_runs(args):
                               (f"{mb}" if mb else "none (not even 1)") +
                               f", keeping {p['reserve_bytes'] / 2**30:g} GiB for the CUDA context; the run is "
                               f"expected to fail", file=sys.stderr)
-                flags = ["--model", model] + mflags + C.paper_flags(args, model, B=B, accum=accum, lr=lr) + ranks
+                flags = ["--model", model] + mflags + C.paper_flags(args, model, B=B, lr=lr) + ranks
                 if key == "galore" and binary == "train_llama":
                     flags += C.GALORE_LLAMA_OPTIM
             r = C.Run(f"{model}_{key}", f"{model} {label}", binary, flags + C.common_tail(args),
