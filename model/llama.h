@@ -290,6 +290,12 @@ struct Llama {
         forward_pass(host_inputs, host_targets, false, 0.0f, 1);
         return be.loss_read();
     }
+    // An evaluation forward's per-token losses, (B*T) into host memory (multiple-choice scoring sums a row's).
+    void eval_token_losses(const int32_t* host_inputs, const int32_t* host_targets, float* host_losses) {
+        forward_pass(host_inputs, host_targets, false, 0.0f, 1);
+        be.loss_read();  // (the mean the forward added, unused: the next step's loss starts from 0)
+        be.download(host_losses, acts.losses, (size_t)B * T * sizeof(float));
+    }
     // Layer l's attention output O, (N, C): its own slot of the (L, N, C) stack, or the one buffer all layers share
     // when backward recomputes O (--recompute-attention).
     act_t* attention_out(int l, int N) { return acts.atty + (recompute.attention_out ? 0 : (size_t)l * N * cfg.channels); }

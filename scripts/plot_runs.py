@@ -8,7 +8,8 @@ markdown summary.
 The PNG has five panels: training loss (optionally smoothed with a running mean), validation perplexity at each
 evaluation, peak memory of the backend's own allocations, each step's time (where PRAC's basis refreshes show as
 spikes), and the learning rate of each step (--lr-schedule's shape: warmup, then cosine, linear, constant or wsd's
-stable phase and cooldown). The markdown table lists per run: steps, final train loss (mean of the last 10 steps), final
+stable phase and cooldown); a sixth, HellaSwag's acc_norm at each evaluation, where a log has it (--hellaswag), and
+after the table one line per such run with its last evaluation's acc_norm, acc and examples. The markdown table lists per run: steps, final train loss (mean of the last 10 steps), final
 validation loss and perplexity, tokens/s, peak memory ("-" when no record has it), the median step time and the
 slowest step against it (issue #15's goal: no step above 1.2x the median), each process's first step
 ("startup":true in the log: a run's first, a resume's first; it carries one-time set-up: allocations, plans, graph
@@ -304,6 +305,12 @@ def main():
             tokens = f" over {e['val_tokens']} tokens" if e.get("val_tokens") is not None else ""
             print(f"{label}: --eval-only evaluation (line {n} of the log): val loss {num(vl, '{:.4f}')}, "
                   f"ppl {num(ppl, '{:.2f}')}{tokens}")
+    for label, _, evals, _ in runs:  # --hellaswag: the last evaluation's score
+        hs = [e for e in evals if e.get("hellaswag_examples")]
+        if hs:
+            e = hs[-1]
+            print(f"{label}: HellaSwag acc_norm {num(e.get('hellaswag_acc_norm'), '{:.4f}')} (acc "
+                  f"{num(e.get('hellaswag_acc'), '{:.4f}')}, {e['hellaswag_examples']} examples) at step {e['step']}")
     for line in diverged:
         print(line)
     for line in results:
@@ -317,7 +324,9 @@ def main():
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("matplotlib is not installed: pip install matplotlib")
-    fig, ax = plt.subplots(1, 5, figsize=(25, 4.2))
+    # a sixth panel where an evaluation scored --hellaswag (llm.c's curve: acc_norm over the steps)
+    hellaswag = any(e.get("hellaswag_examples") for _, _, evals, _ in runs for e in evals)
+    fig, ax = plt.subplots(1, 6 if hellaswag else 5, figsize=(30 if hellaswag else 25, 4.2))
     # the second panel: validation perplexity; fine-tuning logs (no perplexity evaluation in any log): the dev score
     scores = not any(evals for _, _, evals, _ in runs) and any(glue for _, _, _, glue in runs)
     styles = run_styles(len(runs), plt.rcParams["axes.prop_cycle"].by_key()["color"])
@@ -337,6 +346,11 @@ def main():
                    color=c, linestyle=ls)
         rated = [s for s in steps if finite(s.get("lr"))]
         ax[4].plot([s["step"] for s in rated], [s["lr"] for s in rated], label=label, color=c, linestyle=ls)
+        hs = [e for e in evals if e.get("hellaswag_examples")]
+        if hellaswag and hs:
+            ax[5].plot([e["step"] for e in hs], [e["hellaswag_acc_norm"] if finite(e.get("hellaswag_acc_norm"))
+                                                 else math.nan for e in hs], marker="o", label=label, color=c,
+                       linestyle=ls)
     ax[0].set(title="training loss" + (f" (running mean {args.smooth})" if args.smooth > 1 else ""), xlabel="step",
               ylabel="loss (nats)")
     if scores:
@@ -351,6 +365,11 @@ def main():
     ax[2].set(title="peak memory (backend allocations)", xlabel="step", ylabel="MiB")
     ax[3].set(title="step time (refreshes show as spikes)", xlabel="step", ylabel="ms")
     ax[4].set(title="learning rate", xlabel="step", ylabel="lr")
+    if hellaswag:
+        ax[5].axhline(0.25, color="gray", linewidth=0.8, linestyle=":")  # chance: one of HellaSwag's 4 endings
+        ax[5].set(title="HellaSwag acc_norm (chance 0.25)", xlabel="step", ylabel="accuracy")
+        lo, hi = ax[5].get_ylim()
+        ax[5].set_ylim(min(lo, 0.2), max(hi, 0.3))  # (the chance line in sight)
     from matplotlib.ticker import MaxNLocator  # (matplotlib is there: plot_formats found it)
     for a in ax:
         a.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole (a short run's axis read 2.5, 7.5)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -614,6 +615,66 @@ static void two_ranks_equal_one_rank(const std::string& extra, std::initializer_
     }
     run_shell("rm -rf " + d);
 }
+// --hellaswag on two ranks (each scoring every other example) counts what one rank counts, with micro-batches of
+// 2 and 4 rows; a training run's evaluations carry the score into the log (step 1's and the final one), as the
+// printed lines say; train_llama scores the same file. Ten examples of Austen's sentences, the right ending the
+// sentence's own.
+TEST(DataParallel, TwoRanksScoreHellaSwagAsOneRank) {
+    const std::string d = tmpdir();
+    const std::vector<std::pair<std::string, std::string>> sentences = {
+        {"It is a truth universally acknowledged, that a single man", "in possession of a good fortune, must be in want of a wife."},
+        {"Emma Woodhouse, handsome, clever, and rich, with a comfortable", "home and happy disposition, seemed to unite some of the best blessings of existence."},
+        {"The family of Dashwood had long been settled", "in Sussex."},
+        {"No one who had ever seen Catherine Morland in her", "infancy would have supposed her born to be an heroine."},
+        {"Sir Walter Elliot, of Kellynch Hall, in Somersetshire, was a man", "who, for his own amusement, never took up any book but the Baronetage."},
+        {"About thirty years ago Miss Maria Ward, of Huntingdon, with only", "seven thousand pounds, had the good luck to captivate Sir Thomas Bertram."},
+        {"She was the youngest of the two daughters of a most", "affectionate, indulgent father."},
+        {"Their estate was large, and their residence was at Norland Park, in", "the centre of their property."},
+        {"A mother who had three sons, and not one of them", "ever married, was a woman of some consequence."},
+        {"The real evils, indeed, of Emma's situation were the power of having", "rather too much her own way."}};
+    {
+        std::ofstream f(d + "/hs.jsonl");
+        for (size_t i = 0; i < sentences.size(); i++) {
+            std::vector<std::string> endings;  // the sentence's own ending at index i % 4, the next three's around it
+            for (size_t k = 0; k < 4; k++) endings.push_back(sentences[(i + k) % sentences.size()].second);
+            std::rotate(endings.begin(), endings.end() - i % 4, endings.end());
+            f << nlohmann::json{{"ctx", sentences[i].first}, {"endings", endings}, {"label", i % 4}}.dump() << "\n";
+        }
+    }
+    auto score_of = [](const std::string& jsonl, int step) {  // (acc_norm, acc, examples) of step's eval record
+        std::ifstream f(jsonl);
+        std::tuple<double, double, long long> r{-1, -1, -1};
+        for (std::string line; std::getline(f, line);)
+            if (auto j = nlohmann::json::parse(line); j["type"] == "eval" && j["step"] == step && j.contains("hellaswag_acc"))
+                r = {j["hellaswag_acc_norm"].get<double>(), j["hellaswag_acc"].get<double>(),
+                     j["hellaswag_examples"].get<long long>()};
+        return r;
+    };
+    const std::string args = std::string(" --model gpt2-tiny --device ") + PRAC_TEST_DEVICE +
+                             " --seq-len 64 --eval-tokens 256 --hellaswag " + d + "/hs.jsonl --log " + d;
+    std::string out;
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + args + "/train.jsonl --steps 2 --eval-interval 1 "
+                        "--batch-size 4 --lr 3e-3", &out), 0) << out;
+    EXPECT_NE(out.find("hellaswag:  10 example(s) from " + d + "/hs.jsonl: 40 rows"), std::string::npos) << out;
+    EXPECT_NE(out.find("step 1 | hellaswag acc_norm "), std::string::npos) << out;
+    EXPECT_NE(out.find("final | hellaswag acc_norm "), std::string::npos) << out;
+    EXPECT_EQ(std::get<2>(score_of(d + "/train.jsonl", 1)), 10);
+    EXPECT_EQ(std::get<2>(score_of(d + "/train.jsonl", 2)), 10);
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + "/one.jsonl --eval-only --batch-size 4",
+                        &out), 0) << out;
+    ASSERT_EQ(run_shell(mpirun_2() + bin("train_gpt2") + args + "/two.jsonl --eval-only --batch-size 2", &out), 0)
+        << out;
+    const auto one = score_of(d + "/one.jsonl", 0), two = score_of(d + "/two.jsonl", 0);
+    EXPECT_EQ(std::get<2>(one), 10);
+    EXPECT_EQ(two, one) << "acc_norm, acc, examples";
+    // LLaMA encodes the same lines with the SentencePiece model of its shards (the built-in corpus's)
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_llama") + " --model llama-tiny --device " PRAC_TEST_DEVICE
+                        " --seq-len 64 --eval-tokens 256 --eval-only --batch-size 4 --hellaswag " + d + "/hs.jsonl "
+                        "--log " + d + "/llama.jsonl", &out), 0) << out;
+    EXPECT_EQ(std::get<2>(score_of(d + "/llama.jsonl", 0)), 10) << out;
+    run_shell("rm -rf " + d);
+}
+
 TEST(DataParallel, TwoRanksEqualOneRankWithTheDoubledBatch) { two_ranks_equal_one_rank("", {"0", "1"}); }
 
 // An evaluation on two ranks of B reads what one rank of 2B reads, also where --eval-tokens is not a multiple of

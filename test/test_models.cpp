@@ -140,6 +140,40 @@ void check_training(const char* dir, Arch arch) {
 
 }  // namespace
 
+// The per-token losses of an evaluation forward (multiple-choice scoring, --hellaswag) are transformers' cross-entropy
+// of each position: logsumexp of its logits less the target's logit, from the fixture's logits. The training forward
+// after it returns its own loss alone (the evaluation's mean is not left in the loss sum: that loss would be twice
+// the fixture's).
+template <template <class> class M>
+void check_eval_token_losses(const char* dir, Arch arch) {
+    SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
+    ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
+    CpuBackend be;
+    M<CpuBackend> model(be, cfg);
+    model.load_weights(fixture(dir, "model.safetensors"));
+    std::vector<int32_t> inputs = read_i32(ref, "inputs"), targets = read_i32(ref, "targets");
+    const int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1], V = cfg.vocab_size;
+    model.allocate_activations(B, T);
+    std::vector<float> losses((size_t)B * T), logits = read_f32(ref, "logits");
+    model.eval_token_losses(inputs.data(), targets.data(), losses.data());
+    int scored = 0, valid = 0;
+    for (int p = 0; p < B * T; p++) {
+        if (targets[p] < 0) continue;
+        const float* z = &logits[(size_t)p * V];
+        double m = *std::max_element(z, z + V), sum = 0;
+        for (int v = 0; v < V; v++) sum += std::exp((double)z[v] - m);
+        const double want = m + std::log(sum) - z[targets[p]];
+        EXPECT_NEAR(losses[p], want, 1e-4 * std::max(1.0, want)) << dir << " position " << p;
+        scored++;
+    }
+    ASSERT_GT(scored, B) << dir;
+    for (int32_t t : targets) valid += t >= 0;
+    model.zero_grad();
+    EXPECT_NEAR(model.forward(inputs.data(), targets.data(), 1.0f / valid), read_f32(ref, "loss")[0], 1e-5) << dir;
+}
+TEST(Gpt2VsHF, EvaluationTokenLosses) { check_eval_token_losses<GPT2>("gpt2_tiny", Arch::GPT2); }
+TEST(LlamaVsHF, EvaluationTokenLosses) { check_eval_token_losses<Llama>("llama_tiny", Arch::LLAMA); }
+
 TEST(Gpt2VsHF, LogitsLossAndEveryGradient) { check_forward_backward<GPT2>("gpt2_tiny", Arch::GPT2); }
 TEST(LlamaVsHF, LogitsLossAndEveryGradient) { check_forward_backward<Llama>("llama_tiny", Arch::LLAMA); }
 TEST(Gpt2VsHF, TenAdamWStepsWithAccumulationAndClipping) { check_training<GPT2>("gpt2_tiny", Arch::GPT2); }

@@ -3,7 +3,7 @@
 # times: the median, the slowest step and their ratio, with and without --skip, in the table and the RESULT line;
 # a diverged run (null losses), skipped steps and a log without memory data; tokens/s as tokens over time; an
 # --eval-only record kept off the curve and the final val loss; fine-tuning logs' dev scores (glue_eval records) and a
-# log with nothing to plot (only a memory record); refused arguments; and scripts/plot_spectrum.py's
+# log with nothing to plot (only a memory record); --hellaswag's scores; refused arguments; and scripts/plot_spectrum.py's
 # output extension; a write that fails part way (full disk) leaves the earlier picture whole.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -289,6 +289,18 @@ PY
   out=$(panels scripts/plot_runs.py --out "$W/panels.png" "$W/lr.jsonl" 2>&1)
   grep -qx 'learning rate|lr|1 2 5 6 7 8 9 10' <<<"$out" && ok "the PNG: the learning rate of each step that has one" \
     || bad "the PNG's learning-rate panel: $(grep '^learning' <<<"$out" || echo "$out")"
+  # --hellaswag's scores (eval records with hellaswag_*): a sixth panel of acc_norm at each evaluation that has one,
+  # a line after the table with the last; logs without them keep five panels
+  { cat "$W/run.jsonl"
+    echo '{"type":"eval","step":5,"val_loss":4.8,"val_ppl":121.5,"val_tokens":64,"hellaswag_acc_norm":0.25,"hellaswag_acc":0.2,"hellaswag_examples":20}'
+    echo '{"type":"eval","step":12,"val_loss":4.4,"val_ppl":81.5,"val_tokens":64,"hellaswag_acc_norm":0.3,"hellaswag_acc":0.35,"hellaswag_examples":20}'; } >"$W/hs.jsonl"
+  out=$(panels scripts/plot_runs.py --out "$W/panels.png" "$W/hs.jsonl" "$W/run.jsonl" 2>&1)
+  grep -qx 'HellaSwag acc_norm (chance 0.25)|hs|5 12' <<<"$out" && ! grep -q '^HellaSwag.*|run|' <<<"$out" \
+    && grep -qx 'hs: HellaSwag acc_norm 0.3000 (acc 0.3500, 20 examples) at step 12' <<<"$out" \
+    && ok "the PNG: HellaSwag's acc_norm at the evaluations that scored it; the last in a line" \
+    || bad "the HellaSwag panel: $(grep -i 'hellaswag' <<<"$out" || echo "$out")"
+  out=$(panels scripts/plot_runs.py --out "$W/panels.png" "$W/run.jsonl" 2>&1)
+  grep -q '^HellaSwag' <<<"$out" && bad "a HellaSwag panel without scores" || ok "no HellaSwag panel without scores"
   # fine-tuning logs only (no perplexity evaluation): the second panel is their dev score at each evaluation
   out=$(panels scripts/plot_runs.py --out "$W/panels.png" "$W/ftm.jsonl" "$W/fts.jsonl" "$W/memonly.jsonl" 2>&1)
   grep -qx 'dev score (MRPC f1, STSB pearson)|ftm|2 4' <<<"$out" && grep -qx 'dev score (MRPC f1, STSB pearson)|fts|2 4' <<<"$out" \

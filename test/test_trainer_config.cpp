@@ -27,6 +27,7 @@
 #include "train/finetune.h"  // finetune_flag_names, head_rows_in_task_order
 #include "train/optimizers.h"  // OptimizerChoice
 #include "train/evaluate.h"  // sample_text
+#include "train/multiple_choice.h"
 #include "train/trainer.h"     // check_free_space, cpu_eval_tokens
 #include "test/test_util.h"
 #include "test/trainer_test_util.h"
@@ -1581,4 +1582,159 @@ TEST(Sample, TextShowsDocumentEndsCutCharactersAndNuls) {
     const std::vector<int32_t> spm_docs = ids(spm_ids);
     EXPECT_EQ(spm.piece((int)spm.eos_id()), "</s>");
     EXPECT_EQ(sample_text(spm, spm_docs), "The end.</s>Chapter one");
+}
+
+// =========================================================================================================
+// --hellaswag: multiple-choice examples and their completion-style score (train/multiple_choice.h)
+// =========================================================================================================
+
+namespace {
+
+// llm.c's eval file as dev/data/data_common.py's write_evalfile documents it, built field by field: 256 int32
+// (magic 20240522, version 1, examples, the longest example's bytes), then per example uint16s 65535, its bytes,
+// its index, label, endings, the context's length and ids, each ending's length and ids.
+std::string llmc_eval_file(int32_t magic = EVAL_FILE_MAGIC, int32_t count = 2, uint16_t label0 = 2) {
+    const std::vector<std::vector<uint16_t>> examples = {
+        {65535, 30, 0, label0, 3, 2, 10, 11, 1, 20, 2, 21, 22, 1, 23},  // 15 uint16s: 30 bytes
+        {65535, 26, 1, 0, 2, 1, 5, 1, 6, 3, 7, 8, 9},                   // 13: 26 bytes
+    };
+    int32_t header[256] = {magic, 1, count, 30};
+    std::string bytes((const char*)header, sizeof(header));
+    for (const auto& e : examples) bytes += std::string((const char*)e.data(), e.size() * 2);
+    return bytes;
+}
+
+}  // namespace
+
+TEST(HellaSwag, LlmcEvalFileIsReadAsItsLayoutSays) {
+    TempDir dir;
+    write_text(dir / "hs.bin", llmc_eval_file());
+    std::vector<ChoiceExample> ex = read_choice_examples(dir / "hs.bin", nullptr, 64, 100, 0);
+    ASSERT_EQ(ex.size(), 2u);
+    EXPECT_EQ(ex[0].label, 2);
+    EXPECT_EQ(ex[0].context, (std::vector<int32_t>{10, 11}));
+    EXPECT_EQ(ex[0].endings, (std::vector<std::vector<int32_t>>{{20}, {21, 22}, {23}}));
+    EXPECT_EQ(ex[1].label, 0);
+    EXPECT_EQ(ex[1].context, (std::vector<int32_t>{5}));
+    EXPECT_EQ(ex[1].endings, (std::vector<std::vector<int32_t>>{{6}, {7, 8, 9}}));
+    EXPECT_EQ(choice_eval_file_bytes(ex), llmc_eval_file()) << "written as llm.c writes it";
+    EXPECT_EQ(read_choice_examples(dir / "hs.bin", nullptr, 64, 100, 1).size(), 1u) << "--hellaswag-examples 1";
+    // its longest row: context 1 + ending 3, less the last token: 3 positions
+    EXPECT_EQ(read_choice_examples(dir / "hs.bin", nullptr, 3, 100, 0).size(), 2u);
+    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.bin", nullptr, 2, 100, 0), "example 0, ending 1, takes 3 "
+                      "positions", "more than --seq-len 2\n---> HINT: a --seq-len of 3 or more");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.bin", nullptr, 64, 23, 0), "example 0 holds id 23, past the "
+                      "model's vocabulary of 23");
+    const SpmTokenizer spm(ROOT + "/data/builtin/austen_spm8k.model");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.bin", &spm, 64, 100, 0), "llm.c's eval files hold GPT-2 ids",
+                      "pass HellaSwag's hellaswag_val.jsonl");
+    // damaged files: named, never read as examples
+    write_text(dir / "magic.bin", llmc_eval_file(20240520));
+    EXPECT_USER_ERROR(read_choice_examples(dir / "magic.bin", nullptr, 64, 100, 0), "not llm.c's eval file (magic "
+                      "20240520", "need a name ending in .jsonl");
+    std::string cut = llmc_eval_file();
+    write_text(dir / "cut.bin", cut.substr(0, cut.size() - 2));
+    EXPECT_USER_ERROR(read_choice_examples(dir / "cut.bin", nullptr, 64, 100, 0), "example 1 of 2",
+                      "its byte count does not fit the file");
+    write_text(dir / "label.bin", llmc_eval_file(EVAL_FILE_MAGIC, 2, 3));
+    EXPECT_USER_ERROR(read_choice_examples(dir / "label.bin", nullptr, 64, 100, 0), "example 0 of 2",
+                      "a label past them");
+    write_text(dir / "more.bin", llmc_eval_file(EVAL_FILE_MAGIC, 3));
+    EXPECT_USER_ERROR(read_choice_examples(dir / "more.bin", nullptr, 64, 100, 0), "example 2 of 3",
+                      "the file ends inside it");
+    write_text(dir / "fewer.bin", llmc_eval_file(EVAL_FILE_MAGIC, 1));
+    EXPECT_USER_ERROR(read_choice_examples(dir / "fewer.bin", nullptr, 64, 100, 0), "26 bytes after its 1 examples");
+}
+
+// HellaSwag's JSON lines, rendered as llm.c's hellaswag.py renders them: the context encoded alone, each ending with a
+// space before it (GPT-2's words carry their space), the label as given. The first line is the example in
+// hellaswag.py's docstring.
+TEST(HellaSwag, JsonLinesAreEncodedAsLlmcRendersThem) {
+    TempDir dir;
+    const Gpt2Tokenizer gpt2(ROOT + "/data/gpt2/r50k_base.tiktoken");
+    const std::vector<std::string> endings = {"is using wrap to wrap a pair of skis.", "is ripping level tiles off.",
+                                              "is holding a rubik's cube.", "starts pulling up roofing on a roof."};
+    json line = {{"ind", 24}, {"activity_label", "Roof shingle removal"}, {"ctx_a", "A man is sitting on a roof."},
+                 {"ctx_b", "he"}, {"ctx", "A man is sitting on a roof. he"}, {"split", "val"},
+                 {"split_type", "indomain"}, {"label", 3}, {"endings", endings},
+                 {"source_id", "activitynet~v_-JhWjGDPHMY"}};
+    write_text(dir / "hs.jsonl", line.dump() + "\n\n" + json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", 0}}.dump() + "\n");
+    std::vector<ChoiceExample> ex = read_choice_examples(dir / "hs.jsonl", &gpt2, 1024, 50257, 0);
+    ASSERT_EQ(ex.size(), 2u) << "a blank line is no example";
+    auto ids = [&](const std::string& text) {
+        std::vector<uint32_t> v;
+        gpt2.encode(text, v);
+        return std::vector<int32_t>(v.begin(), v.end());
+    };
+    EXPECT_EQ(ex[0].context, ids("A man is sitting on a roof. he"));
+    ASSERT_EQ(ex[0].endings.size(), 4u);
+    for (int k = 0; k < 4; k++) EXPECT_EQ(ex[0].endings[k], ids(" " + endings[k])) << k;
+    EXPECT_NE(ex[0].endings[0], ids(endings[0])) << "the space changes the ids";
+    EXPECT_EQ(ex[0].label, 3);
+    EXPECT_EQ(ex[1].endings, (std::vector<std::vector<int32_t>>{ids(" a"), ids(" b")}));
+    write_text(dir / "test.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}}.dump() + "\n");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "test.jsonl", &gpt2, 1024, 50257, 0), "line 1 has no \"label\"",
+                      "test split has no labels");
+    write_text(dir / "bad.jsonl", line.dump() + "\n{\"ctx\": \n");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "bad.jsonl", &gpt2, 1024, 50257, 0), "line 2 is no JSON object");
+    write_text(dir / "label.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", 2}}.dump() + "\n");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "label.jsonl", &gpt2, 1024, 50257, 0), "label 2 is no index of its 2 "
+                      "endings");
+    write_text(dir / "empty.jsonl", json{{"ctx", ""}, {"endings", {"a", "b"}}, {"label", 0}}.dump() + "\n");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "empty.jsonl", &gpt2, 1024, 50257, 0), "example 0 has an empty "
+                      "context");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.jsonl", nullptr, 1024, 50257, 0), "no tokenizer");
+}
+
+// score_choices against a brute force over the examples: a stand-in model whose loss at a position is a function of
+// its input and target ids (NaN where the target is ignored: a scored padding position makes the score an error),
+// the reference summing each ending's losses from the context's last id on. Random examples of 1-6 context ids and
+// 2-5 endings of 1-5 ids, a copy of an ending among them (equal losses: the first wins, as torch's argmin), scored
+// in micro-batches of 1, 3 and 8 rows and over 1, 2 and 3 ranks (the ranks' counts summed): the same counts.
+TEST(HellaSwag, ScoresAsABruteForceOverEveryBatchingAndRankSplit) {
+    auto loss_of = [](int32_t input, int32_t target) { return ((input * 31 + target * 17) % 13) / 3.0f + 0.1f; };
+    std::mt19937 rng(7);
+    auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+    std::vector<ChoiceExample> ex(60);
+    int T = 0;
+    for (ChoiceExample& e : ex) {
+        for (int i = draw(1, 6); i > 0; i--) e.context.push_back(draw(0, 49));
+        for (int k = draw(2, 5); k > 0; k--) {
+            e.endings.emplace_back();
+            for (int i = draw(1, 5); i > 0; i--) e.endings.back().push_back(draw(0, 49));
+        }
+        if (draw(0, 2) == 0) e.endings.push_back(e.endings[draw(0, (int)e.endings.size() - 1)]);
+        e.label = draw(0, (int)e.endings.size() - 1);
+        for (const auto& end : e.endings) T = std::max(T, (int)(e.context.size() + end.size() - 1));
+    }
+    ChoiceScore want;
+    for (const ChoiceExample& e : ex) {
+        std::vector<double> sum, mean;
+        for (const auto& end : e.endings) {
+            double s = 0;
+            for (size_t j = 0; j < end.size(); j++) s += loss_of(j ? end[j - 1] : e.context.back(), end[j]);
+            sum.push_back(s);
+            mean.push_back(s / end.size());
+        }
+        want.examples++;
+        want.correct += std::min_element(sum.begin(), sum.end()) - sum.begin() == e.label;
+        want.correct_norm += std::min_element(mean.begin(), mean.end()) - mean.begin() == e.label;
+    }
+    ASSERT_GT(want.correct, 5);  // (the labels are random: some right, some wrong)
+    ASSERT_LT(want.correct, 55);
+    for (int B : {1, 3, 8})
+        for (int ranks : {1, 2, 3}) {
+            ChoiceScore got;
+            for (int rank = 0; rank < ranks; rank++) {
+                auto model = [&](const int32_t* in, const int32_t* tg, float* losses) {
+                    for (int p = 0; p < B * T; p++) losses[p] = tg[p] >= 0 ? loss_of(in[p], tg[p]) : NAN;
+                };
+                ChoiceScore s = score_choices(ex, B, T, rank, ranks, model);
+                got.examples += s.examples, got.correct += s.correct, got.correct_norm += s.correct_norm;
+            }
+            SCOPED_TRACE(format("B %d, %d rank(s)", B, ranks));
+            EXPECT_EQ(got.examples, want.examples);
+            EXPECT_EQ(got.correct, want.correct);
+            EXPECT_EQ(got.correct_norm, want.correct_norm);
+        }
 }

@@ -7,7 +7,8 @@
 // (checkpoints every 2) and --resume'd, same records, model.safetensors and state.safetensors (baseline, PRAC, PRAC
 // with refreshes in flight across the checkpoint, LLaMA, LLaMA with PRAC's fp8 storage, resumed with --comm nccl);
 // (d) emulated builds: a step's micro-batches add no host wait for the device; (e) the measured peak memory stays
-// within --plan through init, a checkpoint save and a load (PRAC, also with --prac-refresh-overlap 2).
+// within --plan through init, a checkpoint save and a load (PRAC, also with --prac-refresh-overlap 2); (f) --hellaswag
+// scores what the CPU backend does.
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -113,6 +114,48 @@ static void cuda_follows_cpu(const std::string& dir, const char* binary, const s
     check(cpu_fall > 0.03 && worst < 0.1 * cpu_fall,
           "%s: every step's fall from the first step within 10%% of the CPU run's fall %.4f (worst difference %.3g)",
           binary, cpu_fall, worst);
+}
+
+// (f) --hellaswag on the CUDA backend: the per-token losses come back from the device (Model::eval_token_losses) and
+// score what the CPU backend scores: in FP32 the same counts (measured emulated, 2026-12-04: the same); in BF16 the
+// record has the examples (a random model's endings lie within bf16's rounding of each other, so counts may differ).
+// 24 examples: 8 contexts, each ending drawn from 8 texts, the label i % 4.
+static void hellaswag_follows_cpu(const std::string& dir, const std::string& args) {
+    const char* contexts[] = {"It is a truth universally", "The family of Dashwood had long", "She was the youngest of",
+                              "Their estate was large, and their", "Emma Woodhouse, handsome, clever, and",
+                              "No one who had ever seen Catherine", "Sir Walter Elliot, of Kellynch Hall, was",
+                              "About thirty years ago Miss Maria Ward"};
+    const char* texts[] = {"acknowledged, that a single man", "been settled in Sussex.", "the two daughters of a most",
+                           "residence was at Norland Park", "rich, with a comfortable home", "Morland in her infancy",
+                           "a man who never took up any book", "had the good luck to captivate"};
+    {
+        std::ofstream f(dir + "/hs.jsonl");
+        for (int i = 0; i < 24; i++) {
+            f << "{\"ctx\": \"" << contexts[i % 8] << "\", \"endings\": [";
+            for (int k = 0; k < 4; k++) f << (k ? ", " : "") << "\"" << texts[(i * 3 + k) % 8] << "\"";
+            f << "], \"label\": " << i % 4 << "}\n";
+        }
+    }
+    std::string out, cpu = args;
+    cpu.replace(cpu.find("--device cuda"), 13, "--device cpu");
+    const std::string flags = " --eval-only --hellaswag " + dir + "/hs.jsonl --batch-size 8";
+    int rc = run_shell(bin("train_gpt2") + args + flags + " --log " + dir + "/cuda.jsonl", &out);
+    if (!check(rc == 0, "--hellaswag: the CUDA run succeeds (rc %d)", rc)) std::printf("%s\n", tail(out).c_str());
+    rc = run_shell(bin("train_gpt2") + cpu + flags + " --log " + dir + "/cpu.jsonl", &out);
+    if (!check(rc == 0, "--hellaswag: the CPU run succeeds (rc %d)", rc)) std::printf("%s\n", tail(out).c_str());
+    auto score = [](const std::string& jsonl) {  // the eval record's hellaswag fields
+        const std::string r = records(jsonl)["eval 0"];
+        const size_t at = r.find(",\"hellaswag_acc_norm\"");
+        return at == std::string::npos ? std::string() : r.substr(at, r.find(",\"eval_only\"") - at);
+    };
+    const std::string g = score(dir + "/cuda.jsonl"), c = score(dir + "/cpu.jsonl");
+#if defined(PRAC_FP32)
+    check(!c.empty() && g == c, "--hellaswag: the CUDA backend scores what the CPU backend does ('%s' vs '%s')",
+          g.c_str(), c.c_str());
+#else
+    check(has(g, "\"hellaswag_examples\":24"), "--hellaswag: the CUDA run scores the 24 examples ('%s'; the CPU's '%s')",
+          g.c_str(), c.c_str());
+#endif
 }
 
 // --device auto picks the CUDA backend where a GPU is (common/device.cu counts them; the emulated runtime has one)
@@ -360,6 +403,7 @@ int main(int argc, char** argv) {
         auto_picks_cuda("train_gpt2", gpt2);
         cuda_follows_cpu(sub("cpu_gpt2"), "train_gpt2", gpt2 + " --steps 6");
         if (llama_checks) cuda_follows_cpu(sub("cpu_llama"), "train_llama", llama + " --steps 6");
+        hellaswag_follows_cpu(sub("hellaswag"), gpt2);
     }
 
     // (b) two micro-batches per step: the hook runs on the last one only, the first one's gradients are included

@@ -93,6 +93,13 @@ const Flag FLAGS[] = {
       "least one), mean over their tokens; galore: batches until more than "
       "--eval-tokens non-pad input tokens, all ranks' (GaLore's C4 protocol: 10000000), mean of the batch means; "
       "both read at most the validation data once"),
+    F("--hellaswag", "FILE", STR, hellaswag,
+      "at every evaluation (and --eval-only) also score HellaSwag in completion style, as llm.c: each ending after its "
+      "context, the right one having the lowest loss: acc_norm (mean per token, llm.c's number) and acc (sum). FILE: "
+      "HellaSwag's hellaswag_val.jsonl (github.com/rowanz/hellaswag; encoded with the model's tokenizer, an ending "
+      "after a space) or llm.c's hellaswag_val.bin (GPT-2 ids)"),
+    F("--hellaswag-examples", "N", INT, hellaswag_examples,
+      "score --hellaswag's first N examples only (0: all, 10042 in the validation split; 4 rows of forward each)"),
     F("--on-nonfinite", "stop|skip", STR, on_nonfinite,
       "a NaN/Inf loss or gradient norm stops the run (after a checkpoint of the weights before that step) or skips the step "
       "(more than 10 non-finite steps in a row stop it)"),
@@ -456,6 +463,8 @@ void check_flag_partners(const TrainOptions& o) {
                "--precision");
     CHECK_USER(o.prac_refresh == "auto" || o.prac_refresh == "exact" || o.prac_refresh == "subspace",
                "--prac-refresh must be auto, exact or subspace (got \"%s\")", o.prac_refresh.c_str());
+    CHECK_USER(!o.hellaswag.empty() || !o.was_given("--hellaswag-examples"), "--hellaswag-examples goes with "
+               "--hellaswag (the file of examples)");
 }
 
 void parse_train_options(TrainOptions& opts, int argc, char** argv) {
@@ -469,6 +478,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.grad_accum > 0, "--grad-accum must be positive (got %d)", opts.grad_accum);
     CHECK_USER(opts.global_batch > 0 || !opts.was_given("--global-batch"), "--global-batch must be positive (got %d)",
                opts.global_batch);
+    CHECK_USER(opts.hellaswag_examples >= 0, "--hellaswag-examples must be >= 0 (0: all; got %d)",
+               opts.hellaswag_examples);
     CHECK_USER(opts.watchdog >= 0 || !opts.was_given("--watchdog"), "--watchdog must be >= 0 seconds (0: off; got %d)",
                opts.watchdog);
     CHECK_USER(opts.recompute >= 0 && opts.recompute <= 2, "--recompute must be 0, 1 or 2 (got %d)", opts.recompute);
@@ -784,7 +795,8 @@ std::string plan_unused_flags_notice(const TrainOptions& o) {
     std::string names;
     int n = 0;
     for (const char* f : {"--epochs", "--data-dir", "--save", "--log", "--ckpt-dir", "--ckpt-every", "--ckpt-keep",
-                          "--resume", "--overwrite", "--sample", "--predict", "--dump-site", "--dump-path"})
+                          "--resume", "--overwrite", "--sample", "--predict", "--dump-site", "--dump-path",
+                          "--hellaswag", "--hellaswag-examples"})
         if (o.was_given(f)) names += (n++ ? " " : "") + std::string(f);
     if (!n) return repeated;
     return repeated + format("notice: %s %s nothing: --plan prints the memory plan and exits (nothing is trained or "

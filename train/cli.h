@@ -52,6 +52,8 @@ struct TrainOptions {
     std::string log;            // JSONL metrics file
     bool eval_only = false;
     std::string eval_protocol = "tokens";  // tokens | galore
+    std::string hellaswag;        // --hellaswag: HellaSwag's JSON lines or llm.c's eval file, scored at evaluations
+    int hellaswag_examples = 0;   // its first N examples (0: all)
     std::string on_nonfinite = "stop";     // stop | skip: what a NaN/Inf loss or gradient norm does
     bool shuffle = true;
     int log_interval = 1;

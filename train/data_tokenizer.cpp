@@ -109,18 +109,26 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
                     "is not checked against the shards' (the SentencePiece model is what is compared)\n",
                     init_dir.c_str());
 
-    const bool needs = opts.sample > 0 || !opts.save.empty();
-    const char* what = opts.sample > 0 && !opts.save.empty() ? "--sample and --save need"
-                       : opts.sample > 0                    ? "--sample needs"
-                                                            : "--save needs";
+    // the flags that use the tokenizer: "--sample needs", "--sample and --save need", ...
+    std::vector<std::string> users;
+    if (opts.sample > 0) users.push_back("--sample");
+    if (!opts.save.empty()) users.push_back("--save");
+    if (!opts.hellaswag.empty()) users.push_back("--hellaswag");
+    const bool needs = !users.empty();
+    std::string what_text;
+    for (size_t i = 0; i < users.size(); i++)
+        what_text += (i == 0 ? "" : i + 1 == users.size() ? " and " : ", ") + users[i];
+    const std::string drop = what_text;  // "--sample and --save"
+    what_text += users.size() > 1 ? " need" : " needs";
+    const char* what = what_text.c_str();
     // A tokenizer with more ids than the model has embedding rows is not the model's: --save exported it beside
     // the weights (text encoding to ids with no row, a bos/eos id past the vocabulary) and --sample decoded with it
     auto check_fits = [&](int ids, const std::string& file) {
         if (ids > model_vocab)
             fail("%s the model's tokenizer, and %s has %d ids, more than the model's vocab_size %d: it is not the "
-                 "tokenizer of this model\n---> HINT: drop --sample and --save (--ckpt-dir keeps the weights), or "
+                 "tokenizer of this model\n---> HINT: drop %s (--ckpt-dir keeps the weights), or "
                  "train a model whose vocab_size is at least %d on shards that tokenizer made",
-                 what, file.c_str(), ids, model_vocab, ids);
+                 what, file.c_str(), ids, model_vocab, drop.c_str(), ids);
     };
     if (gpt2) {
         CHECK_USER(opts.spm_model.empty(), "--spm-model is for SentencePiece (LLaMA) data; %s decodes with GPT-2's "
@@ -133,9 +141,9 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
         if (have != st.hash)
             fail("%s the tokenizer that made the shards, and %s was made with GPT-2 ranks %s (SHA-256 %s...), not "
                  "the built-in %s (SHA-256 %s...)\n---> HINT: tokenize the text with prep_data --tokenizer gpt2 "
-                 "(the built-in ranks), or drop --sample and --save",
+                 "(the built-in ranks), or drop %s",
                  what, st.first_file.c_str(), st.name.c_str(), tokenizer_hash_hex(st.hash).c_str(), ranks.c_str(),
-                 tokenizer_hash_hex(have).c_str());
+                 tokenizer_hash_hex(have).c_str(), drop.c_str());
         return;
     }
     if (!needs && opts.spm_model.empty()) return;

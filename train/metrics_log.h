@@ -156,12 +156,14 @@ struct MetricsLog {
     }
     // eval_only: --eval-only's evaluation of loaded weights (step 0 of no training; plot_runs.py keeps it off the
     // curves of a training log it is appended to)
-    void eval(int step, float val_loss, long long tokens, bool eval_only = false) {
-        write_line(eval_record(step, val_loss, tokens, eval_only));
+    // more: further fields of the evaluation (",\"hellaswag_acc_norm\":0.3,..."), "" for none
+    void eval(int step, float val_loss, long long tokens, bool eval_only = false, const std::string& more = "") {
+        write_line(eval_record(step, val_loss, tokens, eval_only, more));
     }
-    static std::string eval_record(int step, float val_loss, long long tokens, bool eval_only = false) {
-        return format("{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld%s}", step,
-                      num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens,
+    static std::string eval_record(int step, float val_loss, long long tokens, bool eval_only = false,
+                                   const std::string& more = "") {
+        return format("{\"type\":\"eval\",\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s,\"val_tokens\":%lld%s%s}", step,
+                      num(val_loss).c_str(), num(std::exp((double)val_loss)).c_str(), tokens, more.c_str(),
                       eval_only ? ",\"eval_only\":true" : "");
     }
     // Whether the log's last whole line is `record` (a resume of a finished run evaluates again: the same final

@@ -678,7 +678,8 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
         opts.val_data = dir + "/austen_" + tag + "_val.bin";
     }
     check_data_tokenizer(arch, opts,
-                         s.builtin || opts.sample > 0 || !opts.save.empty() || !opts.init_from.empty()
+                         s.builtin || opts.sample > 0 || !opts.save.empty() || !opts.init_from.empty() ||
+                                 !opts.hellaswag.empty()
                              ? builtin_data_dir()
                              : "",
                          cfg.vocab_size);

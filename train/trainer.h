@@ -41,6 +41,7 @@
 #include "train/grad_sync.h"
 #include "train/launch.h"
 #include "train/metrics_log.h"
+#include "train/multiple_choice.h"
 #include "train/optimizers.h"
 
 // Resolves --init-from: a .safetensors file, or a directory holding model.safetensors.
@@ -229,6 +230,7 @@ struct Trainer {
     std::unique_ptr<Watchdog> watchdog;  // --watchdog: ends the job when this rank makes no progress
     int steps_done = 0;                  // steps done so far (the resumed ones included)
     bool wrote_checkpoint = false;       // this process has written one (--overwrite's first removes the others)
+    std::vector<ChoiceExample> hellaswag;  // --hellaswag's examples (read at the start: a bad file fails then)
 
     Trainer(Backend& be, RunSetup& s)
         : be(be), opts(s.opts), cfg(s.cfg), prac(s.prac), comm(*s.comm), rank(comm.rank()), ranks(comm.size()),
@@ -258,6 +260,10 @@ struct Trainer {
         // above read every byte; a rank's error ends the job and names the rank)
         naming_flag("--val-data", [&] { val.check_every_token(); });
         if (train_data) naming_flag("--train-data", [&] { train_data->check_every_token(rank, ranks); });
+        if (!opts.hellaswag.empty()) {
+            std::unique_ptr<Tokenizer> tok = sample_decoder(cfg.arch, opts);
+            hellaswag = read_choice_examples(opts.hellaswag, tok.get(), T, cfg.vocab_size, opts.hellaswag_examples);
+        }
         prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
         // (in whole steps of all ranks' micro-batches, ranks x B x T: the count the evaluation reads, which the
@@ -284,6 +290,13 @@ struct Trainer {
         }
         std::printf("val data:   %zu shard(s), %lld samples per epoch\n", val.files().size(),
                     (long long)val.samples_per_epoch());
+        if (!hellaswag.empty()) {
+            size_t rows = 0;
+            for (const ChoiceExample& e : hellaswag) rows += e.endings.size();
+            std::printf("hellaswag:  %zu example(s) from %s: %zu rows (an ending after its context) per evaluation, "
+                        "in micro-batches of %d%s\n", hellaswag.size(), opts.hellaswag.c_str(), rows, B,
+                        ranks > 1 ? format(", the examples split over %d ranks", ranks).c_str() : "");
+        }
         const long long epoch_tokens = (long long)val.steps_per_epoch() * ranks * B * T;  // what all ranks can read
         // the samples past the last micro-batch that every rank fills are not read (so the score of a small set
         // depends on the ranks and B): said, it was "reads all of it"
@@ -341,8 +354,9 @@ struct Trainer {
     int evaluate_only() {
         long long seen = 0;
         float loss = validation_loss(&seen);
+        const ChoiceScore hs = hellaswag_score();
         std::printf("val loss %.4f | perplexity %.3f | %lld tokens\n", loss, std::exp((double)loss), seen);
-        log.eval(0, loss, seen, /*eval_only=*/true);
+        log.eval(0, loss, seen, /*eval_only=*/true, hellaswag_said(hs, ""));
         install_stop_signals();  // a long --sample stops on a stop signal with the tokens so far
         stop_signals_at_end();
         int stopped = sample();
@@ -412,9 +426,31 @@ struct Trainer {
         long long seen = 0;
         auto e0 = std::chrono::steady_clock::now();
         float vl = validation_loss(&seen);
+        const ChoiceScore hs = hellaswag_score();
         count_eval_time(e0);
         std::printf("step %d | val loss %.4f | perplexity %.3f\n", step, vl, std::exp((double)vl));
-        log.eval(step, vl, seen);
+        log.eval(step, vl, seen, false, hellaswag_said(hs, format("step %d | ", step)));
+    }
+
+    // --hellaswag's score over every rank's share of the examples (none without it)
+    ChoiceScore hellaswag_score() {
+        if (hellaswag.empty()) return {};
+        progress("hellaswag", steps_done);
+        ChoiceScore s = score_choices(
+            hellaswag, B, T, rank, ranks,
+            [this](const int32_t* in, const int32_t* tg, float* losses) { model.eval_token_losses(in, tg, losses); },
+            [this] { progress("hellaswag", steps_done); });
+        double counts[3] = {(double)s.examples, (double)s.correct, (double)s.correct_norm};
+        comm.allreduce_sum(counts, 3);
+        return {(long long)counts[0], (long long)counts[1], (long long)counts[2]};
+    }
+    // prints the score after `lead` and returns it as the evaluation record's fields ("" without --hellaswag)
+    std::string hellaswag_said(const ChoiceScore& s, const std::string& lead) {
+        if (s.examples == 0) return "";
+        std::printf("%shellaswag acc_norm %.4f (%lld/%lld) | acc %.4f\n", lead.c_str(), s.acc_norm(), s.correct_norm,
+                    s.examples, s.acc());
+        return format(",\"hellaswag_acc_norm\":%s,\"hellaswag_acc\":%s,\"hellaswag_examples\":%lld",
+                      MetricsLog::num(s.acc_norm()).c_str(), MetricsLog::num(s.acc()).c_str(), s.examples);
     }
 
     // The start of an optimizer step: zero gradients, the PRAC schedule (bases refresh on this step's first
@@ -582,6 +618,7 @@ struct Trainer {
         long long seen = 0;
         auto e0 = std::chrono::steady_clock::now();
         float vl = validation_loss(&seen);
+        const ChoiceScore hs = hellaswag_score();
         count_eval_time(e0);
         double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
         // tenths of a second under a minute (a short run's evaluation is not rounded away)
@@ -593,8 +630,9 @@ struct Trainer {
                     clock(eval_ms / 1000.0).c_str());
         // (a resume of a finished run, to --save again or sample, evaluates again: its log has the record once; one
         // killed during the final evaluation gets it)
-        if (start_step < opts.steps || !log.ends_with(MetricsLog::eval_record(opts.steps, vl, seen)))
-            log.eval(opts.steps, vl, seen);
+        const std::string more = hellaswag_said(hs, "final | ");
+        if (start_step < opts.steps || !log.ends_with(MetricsLog::eval_record(opts.steps, vl, seen, false, more)))
+            log.eval(opts.steps, vl, seen, false, more);
         // a stop signal during the final evaluation (a collective: every rank is here); one during --save or the
         // sample, which rank 0 alone runs, is rank 0's own below
         if (!stopped) stopped = stop_requested();
