@@ -303,8 +303,10 @@ def main():
                 continue
             vl, ppl = val(e)
             tokens = f" over {e['val_tokens']} tokens" if e.get("val_tokens") is not None else ""
+            hs = (f"; HellaSwag acc_norm {num(e.get('hellaswag_acc_norm'), '{:.4f}')} over {e['hellaswag_examples']} "
+                  f"examples" if e.get("hellaswag_examples") else "")
             print(f"{label}: --eval-only evaluation (line {n} of the log): val loss {num(vl, '{:.4f}')}, "
-                  f"ppl {num(ppl, '{:.2f}')}{tokens}")
+                  f"ppl {num(ppl, '{:.2f}')}{tokens}{hs}")
     for label, _, evals, _ in runs:  # --hellaswag: the last evaluation's score
         hs = [e for e in evals if e.get("hellaswag_examples")]
         if hs:

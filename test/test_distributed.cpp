@@ -196,7 +196,8 @@ TEST(Resume, AnotherNumberOfRanksReadsOnFromTheSamePosition) {
 // the 4 samples the one rank's step read. Their steps 4 and 5 lose what the one rank's did up to fp32 summation order:
 // step 4 from the same weights (1e-6 relative, as above), step 5 after one AdamW update from gradients that differ by
 // rounding alone (1e-5). The broken variant, the same --grad-accum 2 on two ranks (8 samples a step, which the old
-// notice accepted), loses otherwise; --grad-accum 3 (12 samples) is refused in sequences with the flag that fits.
+// notice accepted), loses otherwise; --grad-accum 3 (12 samples) is refused in sequences with the flag that fits,
+// and so is --global-batch 8 on the run's own single rank.
 TEST(Resume, AnotherNumberOfRanksKeepsTheGlobalBatch) {
     std::string d = tmpdir(), out;
     const std::string args = std::string(TRAIN_ARGS) + " --prac none --steps 5";
@@ -209,8 +210,9 @@ TEST(Resume, AnotherNumberOfRanksKeepsTheGlobalBatch) {
     };
     ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + args + " --global-batch 4" +
                             resume_step_3("kept"), &out), 0) << out;
-    EXPECT_NE(out.find("written by 1 rank(s), this run has 2: each step reads the run's next 4 samples as before, "
-                       "split as 2 rank(s) x --grad-accum 1 instead of 1 x 2"), std::string::npos) << out;
+    EXPECT_NE(out.find("written by 1 rank(s), this run has 2: each step reads the run's next 4 samples as before (up "
+                       "to the epoch's end), split as 2 rank(s) x --grad-accum 1 instead of 1 x 2"), std::string::npos)
+        << out;
     auto one = steps_of(d + "/one.jsonl"), kept = steps_of(d + "/kept.jsonl");
     ASSERT_EQ(one.size(), 5u);
     ASSERT_EQ(kept.size(), 2u) << out;
@@ -231,6 +233,11 @@ TEST(Resume, AnotherNumberOfRanksKeepsTheGlobalBatch) {
     EXPECT_NE(out.find("its steps took 4 sequences each (1 rank(s) x --grad-accum 2 x --batch-size 2), this run's "
                        "would take 12 (2 rank(s) x --grad-accum 3 x --batch-size 2)\n---> HINT: resume with "
                        "--global-batch 4 (--grad-accum 1 here)"), std::string::npos) << out;
+    // another --global-batch on the run's own rank count is refused in its terms too
+    EXPECT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_gpt2") + args + " --global-batch 8" +
+                            resume_step_3("eight"), &out), 1) << out;
+    EXPECT_NE(out.find("its steps took 4 sequences each (1 rank(s) x --grad-accum 2 x --batch-size 2), this run's "
+                       "would take 8 (1 rank(s) x --grad-accum 4 x --batch-size 2)"), std::string::npos) << out;
     run_shell("rm -rf " + d);
 }
 
@@ -667,6 +674,10 @@ TEST(DataParallel, TwoRanksScoreHellaSwagAsOneRank) {
     const auto one = score_of(d + "/one.jsonl", 0), two = score_of(d + "/two.jsonl", 0);
     EXPECT_EQ(std::get<2>(one), 10);
     EXPECT_EQ(two, one) << "acc_norm, acc, examples";
+    // one example on two ranks: rank 1 scores none and still joins the sum
+    ASSERT_EQ(run_shell(mpirun_2() + bin("train_gpt2") + args + "/first.jsonl --eval-only --batch-size 2 "
+                        "--hellaswag-examples 1", &out), 0) << out;
+    EXPECT_EQ(std::get<2>(score_of(d + "/first.jsonl", 0)), 1) << out;
     // LLaMA encodes the same lines with the SentencePiece model of its shards (the built-in corpus's)
     ASSERT_EQ(run_shell("OMP_NUM_THREADS=2 " + bin("train_llama") + " --model llama-tiny --device " PRAC_TEST_DEVICE
                         " --seq-len 64 --eval-tokens 256 --eval-only --batch-size 4 --hellaswag " + d + "/hs.jsonl "

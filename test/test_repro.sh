@@ -209,7 +209,9 @@ n=$(grep -c '^| .* | failed (exit 1) |' "$OUT/div/table2.md" 2>/dev/null)
   || { bad "failed runs: exit $rc, $n rows 'failed':"; cat "$OUT/div/table2.md" 2>/dev/null | grep '^|'; }
 # --launch: a launcher before every trainer (mpirun on GPUs; here a stand-in that records its tag and runs the
 # trainer), with --paper's global batch as --global-batch (the trainer splits it over the launched ranks); the .cmd a
-# rerun compares leaves the launcher out, so a rerun with another one (another number of GPUs) keeps what finished
+# rerun compares leaves the launcher out, so a rerun with another one (another number of GPUs) keeps what finished,
+# and the markdown names the launcher each run trained under; a rank count that does not divide the global batch,
+# table4 (one device's throughput) and --extra's --grad-accum beside --global-batch are refused before any run
 out=$(python3 scripts/repro/table2.py --paper --dry-run --models llama-130m "--launch=mpirun -np 4" 2>&1)
 [ "$(grep -c -- "^\[[1-4]/4\] mpirun -np 4 $ROOT/train_llama .*--batch-size 128 --seq-len 256 --global-batch 512 " <<<"$out")" = 4 ] \
   && ok "--paper --launch='mpirun -np 4': every run launched so, with --global-batch 512" \
@@ -223,9 +225,23 @@ python3 scripts/repro/table2.py --quick --models llama-tiny --steps 2 --out "$OU
   >>"$OUT/launch.log" 2>&1; rc2=$?
 [ "$rc1" = 0 ] && [ "$rc2" = 0 ] && [ "$(cat "$OUT/launched" 2>/dev/null | tr '\n' ' ')" = "A A A A " ] \
   && [ "$(grep -c ': kept, ' "$OUT/launch.log")" = 4 ] \
-  && [ "$(grep -c "^$OUT/launcher.sh B ./train_llama " "$OUT/launch/table2.md")" = 4 ] \
+  && [ "$(grep -c "^$OUT/launcher.sh A ./train_llama " "$OUT/launch/table2.md")" = 4 ] \
   && ok "--launch runs each trainer through the launcher; a rerun with another launcher keeps the finished runs" \
   || { bad "--launch: exit $rc1/$rc2, launched '$(cat "$OUT/launched" 2>/dev/null)':"; cat "$OUT/launch.log"; }
+# a run past --run-timeout under a launcher gets SIGUSR1 (mpirun forwards it to every rank; SIGTERM to mpirun kills
+# the ranks before their checkpoint): the stand-in passes it to the trainer, which stops with a checkpoint
+python3 scripts/repro/table2.py --quick --models llama-tiny --steps 100000 --run-timeout 4 --out "$OUT/launchstop" \
+  "--launch=$OUT/launcher.sh C" >"$OUT/launchstop.log" 2>&1
+n=$(grep -c "timed out after 4 s: stopping it (SIGUSR1: it checkpoints)" "$OUT/launchstop.log")
+[ "$n" = 4 ] && [ "$(ls -d "$OUT"/launchstop/ckpt/*/step_* 2>/dev/null | wc -l)" = 4 ] \
+  && ok "--run-timeout under --launch stops each run with SIGUSR1 and its checkpoint" \
+  || { bad "--run-timeout under --launch: $n of 4 SIGUSR1 stops, checkpoints: $(ls "$OUT"/launchstop/ckpt/* 2>&1)"; tail -5 "$OUT/launchstop.log"; }
+refused "--launch='mpirun -np 3' (512 is no multiple of 3 x 128)" "does not split over 3 ranks into micro-batches of 128" \
+  python3 scripts/repro/table2.py --paper --dry-run --models llama-130m "--launch=mpirun -np 3"
+refused "table4.py --launch" "table4 projects the paper's hours from one device's tokens/s" \
+  python3 scripts/repro/table4.py --paper --dry-run "--launch=mpirun -np 4"
+refused "--paper --extra='--grad-accum 2'" "pass --extra='--global-batch N'" \
+  python3 scripts/repro/table2.py --paper --dry-run --models llama-130m "--extra=--grad-accum 2"
 # --out naming a file; the file is left as it was
 echo keep >"$OUT/afile"
 for s in table2 table5 memory; do

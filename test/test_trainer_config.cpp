@@ -1609,7 +1609,7 @@ std::string llmc_eval_file(int32_t magic = EVAL_FILE_MAGIC, int32_t count = 2, u
 TEST(HellaSwag, LlmcEvalFileIsReadAsItsLayoutSays) {
     TempDir dir;
     write_text(dir / "hs.bin", llmc_eval_file());
-    std::vector<ChoiceExample> ex = read_choice_examples(dir / "hs.bin", nullptr, 64, 100, 0);
+    std::vector<ChoiceExample> ex = read_choice_examples(dir / "hs.bin", nullptr, true, 64, 100, 0);
     ASSERT_EQ(ex.size(), 2u);
     EXPECT_EQ(ex[0].label, 2);
     EXPECT_EQ(ex[0].context, (std::vector<int32_t>{10, 11}));
@@ -1618,37 +1618,45 @@ TEST(HellaSwag, LlmcEvalFileIsReadAsItsLayoutSays) {
     EXPECT_EQ(ex[1].context, (std::vector<int32_t>{5}));
     EXPECT_EQ(ex[1].endings, (std::vector<std::vector<int32_t>>{{6}, {7, 8, 9}}));
     EXPECT_EQ(choice_eval_file_bytes(ex), llmc_eval_file()) << "written as llm.c writes it";
-    EXPECT_EQ(read_choice_examples(dir / "hs.bin", nullptr, 64, 100, 1).size(), 1u) << "--hellaswag-examples 1";
+    EXPECT_EQ(read_choice_examples(dir / "hs.bin", nullptr, true, 64, 100, 1).size(), 1u) << "--hellaswag-examples 1";
     // its longest row: context 1 + ending 3, less the last token: 3 positions
-    EXPECT_EQ(read_choice_examples(dir / "hs.bin", nullptr, 3, 100, 0).size(), 2u);
-    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.bin", nullptr, 2, 100, 0), "example 0, ending 1, takes 3 "
+    EXPECT_EQ(read_choice_examples(dir / "hs.bin", nullptr, true, 3, 100, 0).size(), 2u);
+    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.bin", nullptr, true, 2, 100, 0), "example 0, ending 1, takes 3 "
                       "positions", "more than --seq-len 2\n---> HINT: a --seq-len of 3 or more");
-    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.bin", nullptr, 64, 23, 0), "example 0 holds id 23, past the "
+    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.bin", nullptr, true, 64, 23, 0), "example 0 holds id 23, past the "
                       "model's vocabulary of 23");
-    const SpmTokenizer spm(ROOT + "/data/builtin/austen_spm8k.model");
-    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.bin", &spm, 64, 100, 0), "llm.c's eval files hold GPT-2 ids",
+    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.bin", nullptr, false, 64, 100, 0), "llm.c's eval files hold GPT-2 ids",
                       "pass HellaSwag's hellaswag_val.jsonl");
     // damaged files: named, never read as examples
     write_text(dir / "magic.bin", llmc_eval_file(20240520));
-    EXPECT_USER_ERROR(read_choice_examples(dir / "magic.bin", nullptr, 64, 100, 0), "not llm.c's eval file (magic "
+    EXPECT_USER_ERROR(read_choice_examples(dir / "magic.bin", nullptr, true, 64, 100, 0), "not llm.c's eval file (magic "
                       "20240520", "need a name ending in .jsonl");
     std::string cut = llmc_eval_file();
     write_text(dir / "cut.bin", cut.substr(0, cut.size() - 2));
-    EXPECT_USER_ERROR(read_choice_examples(dir / "cut.bin", nullptr, 64, 100, 0), "example 1 of 2",
+    EXPECT_USER_ERROR(read_choice_examples(dir / "cut.bin", nullptr, true, 64, 100, 0), "example 1 of 2",
                       "its byte count does not fit the file");
     write_text(dir / "label.bin", llmc_eval_file(EVAL_FILE_MAGIC, 2, 3));
-    EXPECT_USER_ERROR(read_choice_examples(dir / "label.bin", nullptr, 64, 100, 0), "example 0 of 2",
+    EXPECT_USER_ERROR(read_choice_examples(dir / "label.bin", nullptr, true, 64, 100, 0), "example 0 of 2",
                       "a label past them");
     write_text(dir / "more.bin", llmc_eval_file(EVAL_FILE_MAGIC, 3));
-    EXPECT_USER_ERROR(read_choice_examples(dir / "more.bin", nullptr, 64, 100, 0), "example 2 of 3",
+    EXPECT_USER_ERROR(read_choice_examples(dir / "more.bin", nullptr, true, 64, 100, 0), "example 2 of 3",
                       "the file ends inside it");
+    std::string swapped = llmc_eval_file();
+    swapped[1024 + 2 * 2] = 1;  // example 0's index field says 1
+    write_text(dir / "index.bin", swapped);
+    EXPECT_USER_ERROR(read_choice_examples(dir / "index.bin", nullptr, true, 64, 100, 0), "example 0 of 2",
+                      "its index is not its place in the file");
+    // the writer refuses what llm.c's uint16 fields cannot hold (65535 is the start mark)
+    std::vector<ChoiceExample> big = ex;
+    big[1].endings[0] = {65535};
+    EXPECT_USER_ERROR(choice_eval_file_bytes(big), "example 1: id 65535 is no uint16 below 65535");
     write_text(dir / "fewer.bin", llmc_eval_file(EVAL_FILE_MAGIC, 1));
-    EXPECT_USER_ERROR(read_choice_examples(dir / "fewer.bin", nullptr, 64, 100, 0), "26 bytes after its 1 examples");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "fewer.bin", nullptr, true, 64, 100, 0), "26 bytes after its 1 examples");
 }
 
 // HellaSwag's JSON lines, rendered as llm.c's hellaswag.py renders them: the context encoded alone, each ending with a
 // space before it (GPT-2's words carry their space), the label as given. The first line is the example in
-// hellaswag.py's docstring.
+// hellaswag.py's docstring. (The ids are this tokenizer's, which tokenizer.* checks against tiktoken's golden cases.)
 TEST(HellaSwag, JsonLinesAreEncodedAsLlmcRendersThem) {
     TempDir dir;
     const Gpt2Tokenizer gpt2(ROOT + "/data/gpt2/r50k_base.tiktoken");
@@ -1659,7 +1667,7 @@ TEST(HellaSwag, JsonLinesAreEncodedAsLlmcRendersThem) {
                  {"split_type", "indomain"}, {"label", 3}, {"endings", endings},
                  {"source_id", "activitynet~v_-JhWjGDPHMY"}};
     write_text(dir / "hs.jsonl", line.dump() + "\n\n" + json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", 0}}.dump() + "\n");
-    std::vector<ChoiceExample> ex = read_choice_examples(dir / "hs.jsonl", &gpt2, 1024, 50257, 0);
+    std::vector<ChoiceExample> ex = read_choice_examples(dir / "hs.jsonl", &gpt2, true, 1024, 50257, 0);
     ASSERT_EQ(ex.size(), 2u) << "a blank line is no example";
     auto ids = [&](const std::string& text) {
         std::vector<uint32_t> v;
@@ -1673,17 +1681,19 @@ TEST(HellaSwag, JsonLinesAreEncodedAsLlmcRendersThem) {
     EXPECT_EQ(ex[0].label, 3);
     EXPECT_EQ(ex[1].endings, (std::vector<std::vector<int32_t>>{ids(" a"), ids(" b")}));
     write_text(dir / "test.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}}.dump() + "\n");
-    EXPECT_USER_ERROR(read_choice_examples(dir / "test.jsonl", &gpt2, 1024, 50257, 0), "line 1 has no \"label\"",
+    EXPECT_USER_ERROR(read_choice_examples(dir / "test.jsonl", &gpt2, true, 1024, 50257, 0), "line 1 has no \"label\"",
                       "test split has no labels");
     write_text(dir / "bad.jsonl", line.dump() + "\n{\"ctx\": \n");
-    EXPECT_USER_ERROR(read_choice_examples(dir / "bad.jsonl", &gpt2, 1024, 50257, 0), "line 2 is no JSON object");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "bad.jsonl", &gpt2, true, 1024, 50257, 0), "line 2 is no JSON object");
     write_text(dir / "label.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", 2}}.dump() + "\n");
-    EXPECT_USER_ERROR(read_choice_examples(dir / "label.jsonl", &gpt2, 1024, 50257, 0), "label 2 is no index of its 2 "
+    EXPECT_USER_ERROR(read_choice_examples(dir / "label.jsonl", &gpt2, true, 1024, 50257, 0), "label 2 is no index of its 2 "
                       "endings");
     write_text(dir / "empty.jsonl", json{{"ctx", ""}, {"endings", {"a", "b"}}, {"label", 0}}.dump() + "\n");
-    EXPECT_USER_ERROR(read_choice_examples(dir / "empty.jsonl", &gpt2, 1024, 50257, 0), "example 0 has an empty "
+    EXPECT_USER_ERROR(read_choice_examples(dir / "empty.jsonl", &gpt2, true, 1024, 50257, 0), "example 0 has an empty "
                       "context");
-    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.jsonl", nullptr, 1024, 50257, 0), "no tokenizer");
+    write_text(dir / "one.jsonl", json{{"ctx", "Then"}, {"endings", {"a"}}, {"label", 0}}.dump() + "\n");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "one.jsonl", &gpt2, true, 1024, 50257, 0), "line 1 has 1 ending(s): "
+                      "a choice needs 2 or more");
 }
 
 // score_choices against a brute force over the examples: a stand-in model whose loss at a position is a function of

@@ -38,8 +38,9 @@ const Flag FLAGS[] = {
     F("--global-batch", "N", INT, global_batch,
       "sequences per optimizer step over all ranks (the PRAC paper's global batch size, 512), instead of --grad-accum: "
       "it sets --grad-accum to N / (ranks x --batch-size), which must be whole, so that one command trains the same "
-      "steps on any number of GPUs (mpirun -np R); a --resume on another rank count keeps it (each step reads the "
-      "run's next N samples, split otherwise: not bit-exact) (default: ranks x B x --grad-accum)"),
+      "steps on every number of GPUs that divides it into micro-batches (mpirun -np R); a --resume on another rank "
+      "count keeps it (each step reads the run's next N samples up to the epoch's end, split otherwise: not "
+      "bit-exact) (default: ranks x B x --grad-accum)"),
     F("--steps", "N", INT, steps,
       "optimizer steps; with --resume it may differ from the checkpoint's run (extend or shorten it): the steps still "
       "to come follow the schedule over the new --steps (warmup stays the run's), so extending 6 -> 10 raises the lr "
@@ -289,7 +290,7 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
                     fail("unknown flag \"%s\"%s\n---> HINT: this trainer spells it %s%s (--help lists every flag)",
                          arg.c_str(), dashes, y->second,
                          std::string(y->second) == "--min-lr-frac" ? ", a fraction of --lr, not a rate"
-                         : std::string(y->second) == "--global-batch"  // (llm.c's -d counts tokens)
+                         : std::string(y->first).find("total") != std::string::npos  // (llm.c's -d: tokens)
                              ? ", in sequences, not tokens: llm.c's total batch size in tokens / --seq-len"
                          : std::string(y->first) == "--steps"  // (finetune_roberta's synonym: its count is epochs)
                              ? ", a count of passes over the training split, not of steps"
@@ -404,8 +405,12 @@ void check_storage_options(const TrainOptions& opts) {
                "---> HINT: use --optimizer adamw, or drop --optimizer-states", opts.optimizer.c_str());
 }
 
+bool options_train(const TrainOptions& o) {
+    return !o.eval_only && (o.plan || !o.ckpt_dir.empty() || !(o.was_given("--steps") && o.steps == 0));
+}
+
 void resolve_global_batch(TrainOptions& o, int ranks) {
-    if (o.global_batch == 0) return;
+    if (o.global_batch == 0 || !options_train(o)) return;  // (unused: said by unused_flags_notice)
     const long long N = o.global_batch, per_micro = (long long)ranks * o.batch_size;
     if (N % per_micro != 0) {
         // the largest micro-batch up to --batch-size that divides N on these ranks (what still fits the memory)
@@ -833,8 +838,7 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     // --eval-only, or --steps 0 (an evaluation, and --save, of the initial weights): the flags of training are inert;
     // not with --plan (the plan's rows follow them) or --ckpt-dir (its step-0 checkpoint records them: a resume of it
     // must pass them again)
-    const bool trains = !o.eval_only && (o.plan || !o.ckpt_dir.empty() || !(o.was_given("--steps") && o.steps == 0));
-    if (!trains) {  // (with --eval-only the flags that go only with training are refused: check_flag_partners)
+    if (!options_train(o)) {  // (with --eval-only the flags that go only with training are refused: check_flag_partners)
         Flags f = given_of({"--epochs", "--lr", "--warmup", "--lr-schedule", "--cooldown-frac", "--min-lr-frac",
                             "--weight-decay", "--beta1",
                             "--beta2", "--adam-eps", "--grad-clip", "--grad-accum", "--global-batch", "--optimizer",

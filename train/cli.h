@@ -159,8 +159,12 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv);
 // --dump-* details without --dump-site) are refused rather than ignored; and --prac-refresh's value. Both trainers'
 // parsers call it.
 void check_flag_partners(const TrainOptions& opts);
+// Whether the options train (and a checkpoint records their training flags): not --eval-only, and not --steps 0 unless
+// --plan or --ckpt-dir (whose step-0 checkpoint a resume continues).
+bool options_train(const TrainOptions& o);
 // --global-batch N on `ranks` ranks: --grad-accum becomes N / (ranks x --batch-size), which must be whole (refused
-// with the micro-batch sizes that divide it), and a --grad-accum given beside it must be that. Without it: nothing.
+// with the micro-batch sizes that divide it), and a --grad-accum given beside it must be that. Without it, or where
+// the options do not train: nothing.
 void resolve_global_batch(TrainOptions& o, int ranks);
 std::string train_options_help(Arch arch, const char* program);
 

@@ -1,4 +1,5 @@
 #include "train/data_tokenizer.h"
+#include "train/multiple_choice.h"  // choice_file_is_text
 
 #include <sys/stat.h>
 
@@ -113,7 +114,7 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
     std::vector<std::string> users;
     if (opts.sample > 0) users.push_back("--sample");
     if (!opts.save.empty()) users.push_back("--save");
-    if (!opts.hellaswag.empty()) users.push_back("--hellaswag");
+    if (choice_file_is_text(opts.hellaswag)) users.push_back("--hellaswag");  // (llm.c's eval file: GPT-2 ids)
     const bool needs = !users.empty();
     std::string what_text;
     for (size_t i = 0; i < users.size(); i++)

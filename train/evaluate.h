@@ -61,6 +61,8 @@ float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::
 // The tokenizer that decodes samples: GPT-2's from the vendored ranks, SentencePiece from --spm-model or the
 // built-in corpus's model; nullptr (print ids) when unknown.
 std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts);
+// The same tokenizer, or an error saying why it cannot be loaded (--hellaswag's text needs it).
+std::unique_ptr<Tokenizer> data_tokenizer(Arch arch, const TrainOptions& opts);
 
 // A sample's ids as text: its documents apart at EOS, shown as the tokenizer's own (SentencePiece's decode drops
 // it, and documents ran together); bytes that are not UTF-8 (a character cut between tokens) as U+FFFD, as

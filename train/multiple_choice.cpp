@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
-#include "data/shard.h"  // TOKENIZER_GPT2
 
 namespace {
 
@@ -48,6 +47,8 @@ std::vector<ChoiceExample> read_jsonl(const std::string& path, const Tokenizer& 
             CHECK_USER(e.is_string(), "--hellaswag %s: line %lld: an ending is no text", path.c_str(), n);
             ex.endings.push_back(encoded(tok, " " + e.get<std::string>()));  // (as llm.c: GPT-2's space before)
         }
+        CHECK_USER(ex.endings.size() >= 2, "--hellaswag %s: line %lld has %zu ending(s): a choice needs 2 or more",
+                   path.c_str(), n, ex.endings.size());
         const long long label = j["label"].get<long long>();
         CHECK_USER(label >= 0 && label < (long long)ex.endings.size(), "--hellaswag %s: line %lld: label %lld is no "
                    "index of its %zu endings", path.c_str(), n, label, ex.endings.size());
@@ -101,6 +102,7 @@ std::vector<ChoiceExample> read_eval_file(const std::string& path, long long lim
         ex.endings.resize(endings);
         for (auto& e : ex.endings) ids(e);
         if (at != start + n_words) bad("its byte count is not its fields'");
+        if (w[start + 2] != (uint16_t)i) bad("its index is not its place in the file");
         if (endings < 2 || ex.label >= endings) bad("fewer than 2 endings, or a label past them");
         out.push_back(std::move(ex));
     }
@@ -111,14 +113,15 @@ std::vector<ChoiceExample> read_eval_file(const std::string& path, long long lim
 
 }  // namespace
 
-std::vector<ChoiceExample> read_choice_examples(const std::string& path, const Tokenizer* tok, int seq_len,
-                                                int vocab, long long limit) {
-    const bool jsonl = ends_with(path, ".jsonl");
-    CHECK_USER(!jsonl || tok, "--hellaswag %s: no tokenizer to encode its text with (the note above says why)",
+bool choice_file_is_text(const std::string& path) { return ends_with(path, ".jsonl"); }
+
+std::vector<ChoiceExample> read_choice_examples(const std::string& path, const Tokenizer* tok, bool gpt2_ids,
+                                                int seq_len, int vocab, long long limit) {
+    const bool jsonl = choice_file_is_text(path);
+    if (jsonl && !tok) fail("internal: --hellaswag %s needs a tokenizer", path.c_str());
+    CHECK_USER(jsonl || gpt2_ids, "--hellaswag %s: llm.c's eval files hold GPT-2 ids, and this model reads other ids"
+               "\n---> HINT: pass HellaSwag's hellaswag_val.jsonl: it is encoded with the model's tokenizer",
                path.c_str());
-    CHECK_USER(jsonl || !tok || tok->kind() == TOKENIZER_GPT2, "--hellaswag %s: llm.c's eval files hold GPT-2 ids, and "
-               "this model reads %s ids\n---> HINT: pass HellaSwag's hellaswag_val.jsonl: it is encoded with the "
-               "model's tokenizer", path.c_str(), tok ? tok->name().c_str() : "other");
     std::vector<ChoiceExample> ex = jsonl ? read_jsonl(path, *tok, limit) : read_eval_file(path, limit);
     CHECK_USER(!ex.empty(), "--hellaswag %s: no example in it", path.c_str());
     for (size_t i = 0; i < ex.size(); i++) {
@@ -142,7 +145,16 @@ std::vector<ChoiceExample> read_choice_examples(const std::string& path, const T
     return ex;
 }
 
+// every id of an example, context first
+static std::vector<int32_t> stream_ids_of(const ChoiceExample& e) {
+    std::vector<int32_t> ids = e.context;
+    for (const auto& end : e.endings) ids.insert(ids.end(), end.begin(), end.end());
+    return ids;
+}
+
 std::string choice_eval_file_bytes(const std::vector<ChoiceExample>& examples) {
+    // (llm.c's limits: uint16 fields, 65535 the start mark)
+    CHECK_USER(examples.size() < 65536, "llm.c's eval file holds at most 65535 examples (got %zu)", examples.size());
     std::vector<uint16_t> stream;
     int32_t header[256] = {EVAL_FILE_MAGIC, 1, (int32_t)examples.size(), 0};
     for (size_t i = 0; i < examples.size(); i++) {
@@ -155,6 +167,10 @@ std::string choice_eval_file_bytes(const std::vector<ChoiceExample>& examples) {
             stream.push_back((uint16_t)end.size());
             stream.insert(stream.end(), end.begin(), end.end());
         }
+        for (int32_t id : stream_ids_of(e))
+            CHECK_USER(id >= 0 && id < 65535, "example %zu: id %d is no uint16 below 65535", i, id);
+        CHECK_USER(2 * (stream.size() - start) < 65536, "example %zu takes %zu bytes, more than llm.c's eval file holds "
+                   "(65535)", i, 2 * (stream.size() - start));
         stream[start + 1] = (uint16_t)(2 * (stream.size() - start));
         header[3] = std::max(header[3], (int32_t)stream[start + 1]);
     }

@@ -30,12 +30,16 @@ struct ChoiceScore {
 
 constexpr int32_t EVAL_FILE_MAGIC = 20240522;  // llm.c's multiple-choice eval file (dev/data/data_common.py)
 
+// Whether FILE is HellaSwag's JSON lines (a name ending in .jsonl), which need the model's tokenizer.
+bool choice_file_is_text(const std::string& path);
+
 // The examples of FILE: HellaSwag's JSON lines (*.jsonl, fields ctx, endings, label) encoded with `tok`, or llm.c's
-// eval file (any other name; its ids must be `tok`'s, GPT-2's, as llm.c writes them). Each example's longest row
-// (context + ending, less the last token, which is no input) must fit `seq_len`; every id must be below `vocab`.
-// At most `limit` examples (0: all), from the first. Refused, naming the line or example, when malformed.
-std::vector<ChoiceExample> read_choice_examples(const std::string& path, const Tokenizer* tok, int seq_len,
-                                                int vocab, long long limit);
+// eval file (any other name; GPT-2 ids, as llm.c writes them: refused unless `gpt2_ids`, the model's). Each example
+// has 2 or more endings, and its longest row (context + ending, less the last token, which is no input) must fit
+// `seq_len`; every id must be below `vocab`. At most `limit` examples (0: all), from the first. Refused, naming the
+// line or example, when malformed.
+std::vector<ChoiceExample> read_choice_examples(const std::string& path, const Tokenizer* tok, bool gpt2_ids,
+                                                int seq_len, int vocab, long long limit);
 
 // llm.c's eval file of `examples` (for tests and for feeding llm.c the examples read here).
 std::string choice_eval_file_bytes(const std::vector<ChoiceExample>& examples);

@@ -488,12 +488,16 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
     return 0;
 }
 
-std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
+std::unique_ptr<Tokenizer> data_tokenizer(Arch arch, const TrainOptions& opts) {
     // check_data_tokenizer found the file that made the shards (or stopped the run before it trained)
     std::string file = data_tokenizer_file(arch, opts, builtin_data_dir());
+    if (arch == Arch::GPT2) return std::make_unique<Gpt2Tokenizer>(file);
+    return std::make_unique<SpmTokenizer>(file);
+}
+
+std::unique_ptr<Tokenizer> sample_decoder(Arch arch, const TrainOptions& opts) {
     try {
-        if (arch == Arch::GPT2) return std::make_unique<Gpt2Tokenizer>(file);
-        return std::make_unique<SpmTokenizer>(file);
+        return data_tokenizer(arch, opts);
     } catch (const UserError& e) {
         std::printf("note: cannot load a tokenizer to decode the sample (%s)\n", e.what());
         return nullptr;
@@ -679,7 +683,7 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     }
     check_data_tokenizer(arch, opts,
                          s.builtin || opts.sample > 0 || !opts.save.empty() || !opts.init_from.empty() ||
-                                 !opts.hellaswag.empty()
+                                 choice_file_is_text(opts.hellaswag)
                              ? builtin_data_dir()
                              : "",
                          cfg.vocab_size);
@@ -692,8 +696,7 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     // --eval-only saves no activations: no compressed sites, buffers or refreshes (the flags' notice says so)
     if (opts.eval_only) prac.mode = PracMode::NONE, prac.rso_rank = 0;
     // --global-batch: the micro-batches per step on this job's ranks (a plan's: --plan-ranks when given)
-    if (!opts.eval_only)
-        resolve_global_batch(opts, opts.plan && opts.was_given("--plan-ranks") ? opts.plan_ranks : comm.size());
+    resolve_global_batch(opts, opts.plan && opts.was_given("--plan-ranks") ? opts.plan_ranks : comm.size());
     if (opts.plan) {
         // under mpirun, --zero 1 plans one of the job's ranks (it planned one rank alone; --plan-ranks still says)
         if (opts.zero == 1 && !opts.was_given("--plan-ranks")) opts.plan_ranks = comm.size();

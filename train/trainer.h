@@ -231,6 +231,7 @@ struct Trainer {
     int steps_done = 0;                  // steps done so far (the resumed ones included)
     bool wrote_checkpoint = false;       // this process has written one (--overwrite's first removes the others)
     std::vector<ChoiceExample> hellaswag;  // --hellaswag's examples (read at the start: a bad file fails then)
+    long long hellaswag_rows = 0;          // their endings: the rows of forward an evaluation adds (all ranks')
 
     Trainer(Backend& be, RunSetup& s)
         : be(be), opts(s.opts), cfg(s.cfg), prac(s.prac), comm(*s.comm), rank(comm.rank()), ranks(comm.size()),
@@ -261,8 +262,11 @@ struct Trainer {
         naming_flag("--val-data", [&] { val.check_every_token(); });
         if (train_data) naming_flag("--train-data", [&] { train_data->check_every_token(rank, ranks); });
         if (!opts.hellaswag.empty()) {
-            std::unique_ptr<Tokenizer> tok = sample_decoder(cfg.arch, opts);
-            hellaswag = read_choice_examples(opts.hellaswag, tok.get(), T, cfg.vocab_size, opts.hellaswag_examples);
+            std::unique_ptr<Tokenizer> tok;  // (HellaSwag's text; llm.c's eval file holds GPT-2 ids)
+            if (choice_file_is_text(opts.hellaswag)) tok = naming_flag("--hellaswag", [&] { return data_tokenizer(cfg.arch, opts); });
+            hellaswag = read_choice_examples(opts.hellaswag, tok.get(), cfg.arch == Arch::GPT2, T, cfg.vocab_size,
+                                             opts.hellaswag_examples);
+            for (const ChoiceExample& e : hellaswag) hellaswag_rows += (long long)e.endings.size();
         }
         prac.initial_spread = prac_initial_spread_steps(opts, prac.mode);  // auto: the warmup (the run's on --resume)
         // the default evaluation budget of a CPU run suits the model (a large model's 65536 tokens take minutes)
@@ -290,13 +294,10 @@ struct Trainer {
         }
         std::printf("val data:   %zu shard(s), %lld samples per epoch\n", val.files().size(),
                     (long long)val.samples_per_epoch());
-        if (!hellaswag.empty()) {
-            size_t rows = 0;
-            for (const ChoiceExample& e : hellaswag) rows += e.endings.size();
-            std::printf("hellaswag:  %zu example(s) from %s: %zu rows (an ending after its context) per evaluation, "
-                        "in micro-batches of %d%s\n", hellaswag.size(), opts.hellaswag.c_str(), rows, B,
+        if (!hellaswag.empty())
+            std::printf("hellaswag:  %zu example(s) from %s: %lld rows (an ending after its context) per evaluation, "
+                        "in micro-batches of %d%s\n", hellaswag.size(), opts.hellaswag.c_str(), hellaswag_rows, B,
                         ranks > 1 ? format(", the examples split over %d ranks", ranks).c_str() : "");
-        }
         const long long epoch_tokens = (long long)val.steps_per_epoch() * ranks * B * T;  // what all ranks can read
         // the samples past the last micro-batch that every rank fills are not read (so the score of a small set
         // depends on the ranks and B): said, it was "reads all of it"
@@ -821,7 +822,8 @@ struct Trainer {
         for (int s = step + 1; s < opts.steps; s++) evals_left += eval_due(s);
         double one_eval_ms = evals_timed ? eval_ms / evals_timed : 0;
         if (!evals_timed) {
-            const long long batches = eval_batches_per_rank(opts.eval_tokens, B, T, ranks, val.steps_per_epoch());
+            const long long batches = eval_batches_per_rank(opts.eval_tokens, B, T, ranks, val.steps_per_epoch()) +
+                                      (hellaswag_rows + (long long)ranks * B - 1) / ((long long)ranks * B);
             one_eval_ms = step_ms / opts.grad_accum * batches / 3.0;
         }
         return (step_ms * left + one_eval_ms * evals_left) / 1000.0;
@@ -985,7 +987,9 @@ struct Trainer {
                    "cannot resume %s: it is a checkpoint after step %lld, beyond --steps %d\n---> HINT: pass --steps "
                    "%lld or more (--steps may extend a run, not end it before its checkpoint)", resume_path.c_str(),
                    (long long)st.step, opts.steps, (long long)st.step);
-        check_resume_keys(st, opts, cfg, same_step_samples(st) ? resume_keys_but("grad_accum") : resume_keys(opts, cfg));
+        // every other setting first (a checkpoint of another model is refused as such), then the step's samples
+        check_resume_keys(st, opts, cfg, resume_keys_but("grad_accum"));
+        if (!same_step_samples(st)) check_compatible(st, "run.grad_accum", std::to_string(opts.grad_accum));
         if (st.meta.count("run.train_shards")) check_same_data(st);
         else check_compatible(st, "run.train_data", opts.train_data);  // a checkpoint of an older build
     }
@@ -998,25 +1002,24 @@ struct Trainer {
     }
 
     // The checkpoint's step and this run's take the same samples (ranks x --grad-accum x --batch-size, as
-    // --global-batch keeps it) with another --grad-accum: the step reads the same data, split over other ranks, and
-    // --grad-accum is compared as that. Refused, in sequences per step, when the product differs as well as
-    // --grad-accum on other ranks or with --global-batch (the same --grad-accum on other ranks is accepted: a step
-    // then takes the new ranks' samples).
+    // --global-batch keeps it) with another --grad-accum: the step reads the same data, split over other ranks (up to
+    // the epoch's end, whose dropped remainder depends on ranks x B), and --grad-accum is compared as that. Refused,
+    // in sequences per step, where --global-batch is given and differs from the run's, or where another --grad-accum
+    // on other ranks changes it too; false where --grad-accum alone is compared (the same --grad-accum on other
+    // ranks is accepted: a step then takes the new ranks' samples, as resume()'s notice says).
     bool same_step_samples(const TrainState& st) const {
-        if (!st.has_meta("run.grad_accum") || !st.has_meta("run.batch_size") || !st.has_meta("run.ranks")) return false;
-        const int64_t saved_k = st.get_i64("run.grad_accum"), saved_b = st.get_i64("run.batch_size"),
-                      saved_ranks = st.get_i64("run.ranks");
-        // (another --batch-size, or values out of range, are refused by the keys and by resume())
-        if (saved_b != B || saved_k < 1 || saved_k > INT32_MAX || saved_ranks < 1 || saved_ranks > (1 << 20) ||
-            saved_k == opts.grad_accum)
-            return false;
-        const int64_t saved_n = saved_ranks * saved_k * B, n = (int64_t)ranks * opts.grad_accum * B;
-        if (saved_n == n) return true;
-        if (saved_ranks == ranks && !opts.global_batch) return false;  // (the keys say "--grad-accum 2, ... 3")
+        if (!st.has_meta("run.grad_accum") || !st.has_meta("run.ranks")) return false;
+        const int64_t saved_k = st.get_i64("run.grad_accum"), saved_ranks = st.get_i64("run.ranks");
+        // (values out of range are refused by the key compare and by resume())
+        if (saved_k < 1 || saved_k > INT32_MAX || saved_ranks < 1 || saved_ranks > (1 << 20)) return false;
+        const __int128 saved_n = (__int128)saved_ranks * saved_k * B, n = (__int128)ranks * opts.grad_accum * B;
+        if (saved_n == n) return saved_k != opts.grad_accum;
+        if (!opts.global_batch && (saved_k == opts.grad_accum || saved_ranks == ranks))
+            return false;  // (the keys say "--grad-accum 2, this run has 3"; the same K on other ranks: the notice)
         auto split = [&](int64_t r, int64_t k) {
             return format("%lld rank(s) x --grad-accum %lld x --batch-size %d", (long long)r, (long long)k, B);
         };
-        const bool fits = saved_n % ((int64_t)ranks * B) == 0;
+        const bool fits = saved_n % ((int64_t)ranks * B) == 0 && saved_n <= INT32_MAX;
         fail("cannot resume from %s: its steps took %lld sequences each (%s), this run's would take %lld (%s)\n"
              "---> HINT: resume with --global-batch %lld%s, or start a new run in another checkpoint directory",
              resume_path.c_str(), (long long)saved_n, split(saved_ranks, saved_k).c_str(), (long long)n,
@@ -1209,8 +1212,9 @@ struct Trainer {
                       step_n = (int64_t)ranks * opts.grad_accum * B;
         const std::string samples =
             saved_k != opts.grad_accum
-                ? format("each step reads the run's next %lld samples as before, split as %d rank(s) x --grad-accum "
-                         "%d instead of %d x %lld, and sums them in another order (not bit-exact)", (long long)step_n,
+                ? format("each step reads the run's next %lld samples as before (up to the epoch's end), split as %d "
+                         "rank(s) x --grad-accum %d instead of %d x %lld, and sums them in another order (not "
+                         "bit-exact)", (long long)step_n,
                          ranks, opts.grad_accum, saved_ranks, (long long)saved_k)
                 : format("a step now takes %lld sample%s instead of %lld (the data goes on from where it stopped%s)",
                          (long long)step_n, step_n == 1 ? "" : "s", (long long)saved_n,

@@ -415,6 +415,9 @@ def check_extra(runs, args):
         if name in NOT_EXTRA:
             sys.exit(f"--extra {name}: {NOT_EXTRA[name]}")
     own = {r.name: _flag_values(r.flags[:len(r.flags) - len(extra)]) for r in runs}
+    if "--grad-accum" in wanted and any("--global-batch" in f for f in own.values()):
+        sys.exit("--extra --grad-accum: the runs set the paper's global batch (--global-batch, which sets the "
+                 "accumulation for the launched ranks)\n---> HINT: pass --extra='--global-batch N' to change it")
     default = object()  # a run that does not set the flag
     notes = []
     for name, value in wanted.items():
@@ -743,16 +746,19 @@ def plan_states(runs, args):
                  f"start every run over with this one, or use another --out")
 
 
-def run_trainer(cmd, out, timeout):
+def run_trainer(cmd, out, timeout, launched=False):
     """Runs a trainer at ROOT (stdout and stderr to the open file out); its exit status, 124 when it ran past timeout
     seconds. A stop signal reaches the trainer as its own (it finishes the step in flight, checkpoints and exits),
-    and the script waits for that: subprocess.run killed it 0.25 s after a Ctrl-C, before its checkpoint."""
+    and the script waits for that: subprocess.run killed it 0.25 s after a Ctrl-C, before its checkpoint. launched:
+    cmd starts with --launch's launcher, which is sent SIGUSR1 instead (mpirun forwards it to every rank, a stop to
+    the trainer; SIGTERM or SIGINT to mpirun kills the ranks about a second later, before their checkpoint)."""
     p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
     try:
         return p.wait(timeout=timeout or None)
     except subprocess.TimeoutExpired:
-        print(f"    timed out after {timeout:g} s: stopping it (SIGTERM: it checkpoints)", file=sys.stderr)
-        interrupted = stop_trainer(p, signal.SIGTERM, grace=120)
+        sig = signal.SIGUSR1 if launched else signal.SIGTERM
+        print(f"    timed out after {timeout:g} s: stopping it ({sig.name}: it checkpoints)", file=sys.stderr)
+        interrupted = stop_trainer(p, sig, grace=120)
         if interrupted:  # (during the grace: the script stops, as at any other time; it went on to the next run)
             raise interrupted
         return 124
@@ -760,8 +766,9 @@ def run_trainer(cmd, out, timeout):
         sig, name = interruption(e)
         print(f"    {name}: waiting for the trainer to finish its step and write its checkpoint ({name} again, 2 s "
               f"or more later, ends it at once)", file=sys.stderr, flush=True)
-        # (SIGHUP, which the trainer does not handle, reaches it as SIGTERM)
-        stop_trainer(p, signal.SIGINT if sig == signal.SIGINT else signal.SIGTERM)
+        # (SIGHUP, which the trainer does not handle, reaches it as SIGTERM; a launcher gets SIGUSR1, though a
+        # terminal's Ctrl-C has reached mpirun already)
+        stop_trainer(p, signal.SIGUSR1 if launched else signal.SIGINT if sig == signal.SIGINT else signal.SIGTERM)
         raise
 
 
@@ -830,6 +837,7 @@ def run_all(runs, args, outputs=()):
     remove_outputs). Returns (the devices the runs printed, failed runs)."""
     devices, failures = [], 0
     check_data(runs, args)
+    check_launch(runs, args)
     for binary in sorted({r.binary for r in runs}):
         need_binary(binary)
     plan_states(runs, args)
@@ -860,6 +868,8 @@ def run_all(runs, args, outputs=()):
                     os.remove(log)
             with open(os.path.join(args.out, r.name + ".cmd"), "w") as f:
                 f.write(command_key(cmd, args.out) + "\n")  # what a rerun compares (run_state)
+            with open(os.path.join(args.out, r.name + ".launch"), "w") as f:  # (not compared: the markdown's)
+                f.write(" ".join(shlex.quote(w) for w in launch) + "\n")
             rc = train_one(r, launch + cmd + how, i, len(runs), args)
             if rc != 0:
                 failures += 1
@@ -870,6 +880,51 @@ def run_all(runs, args, outputs=()):
         if d and d not in devices:
             devices.append(d)
     return devices, failures
+
+
+def launched_ranks(args):
+    """The rank count --launch names (mpirun's -np/-n/--np, srun's -n/--ntasks), or None."""
+    words = launcher(args)
+    for i, w in enumerate(words):
+        for flag in ("-np", "-n", "--np", "--ntasks", "-c"):
+            if flag == "-c" and not words[0].endswith(("mpirun", "mpiexec")):
+                continue  # (Open MPI's -c is -np; srun's -c is CPUs per task)
+            value = w[len(flag) + 1:] if w.startswith(flag + "=") else (words[i + 1] if w == flag and i + 1 < len(words)
+                                                                         else None)
+            if value is not None and value.isdigit() and int(value) > 0:
+                return int(value)
+    return None
+
+
+def check_launch(runs, args):
+    """Each run's --global-batch must split over --launch's ranks into whole micro-batches: said before any run (the
+    planner plans one rank, so a dry run passed what every run then refused at its start)."""
+    ranks = launched_ranks(args)
+    if not ranks:
+        return
+    for r in runs:
+        if "--global-batch" not in r.flags:
+            continue
+        n, B = int(flag_value(r.flags, "--global-batch")), int(flag_value(r.flags, "--batch-size"))
+        if n % (ranks * B):
+            fits = next((b for b in range(min(B, n // ranks), 0, -1) if n % (ranks * b) == 0), None)
+            sys.exit(f"--launch {args.launch!r}: run {r.name}'s global batch of {n} does not split over {ranks} ranks "
+                     f"into micro-batches of {B}\n---> HINT: " +
+                     (f"launch a number of ranks that divides {n // B} (the runs' micro-batch: {B})" if fits is None
+                      or fits < B else "") +
+                     (f"; or --extra='--batch-size {fits}'" if fits and fits < B else ""))
+
+
+def run_launcher(r, args):
+    """The launcher a run last trained under, as its command's prefix ("mpirun -np 4 "; "" for none): a kept run's is
+    the earlier invocation's (DIR/<run>.launch)."""
+    path = os.path.join(args.out, r.name + ".launch")
+    try:
+        with open(path) as f:
+            words = f.read().strip()
+    except OSError:
+        words = " ".join(shlex.quote(w) for w in launcher(args))
+    return words + " " if words else ""
 
 
 def launcher(args):
@@ -888,7 +943,7 @@ def train_one(r, cmd, i, n, args):
     t0 = time.time()
     with open(out, "a" if r.state == "resume" else "w") as f:
         try:
-            rc = run_trainer(cmd, f, args.run_timeout)
+            rc = run_trainer(cmd, f, args.run_timeout, launched=bool(launcher(args)))
         except (KeyboardInterrupt, Stopped) as e:
             sig, name = interruption(e)
             step = newest_checkpoint(ckpt_dir(args.out, r))
@@ -1076,8 +1131,7 @@ def main_flow(args, table, title, runs, build_tables, notes=()):
     lines += [f"Machine: {'; '.join(devices) if devices else 'unknown (no device: line)'}. "
               f"Wall time {wall:.0f} s for {len(runs)} runs.", ""]
     lines += ["Commands run:", "", "```sh"]
-    launch = "".join(shlex.quote(w) + " " for w in launcher(args))  # (this invocation's: an earlier one's may differ)
-    lines += [launch + shell_line(r.cmd(args.out)) for r in runs]
+    lines += [run_launcher(r, args) + shell_line(r.cmd(args.out)) for r in runs]
     lines += ["```", "", body, ""]
     legend = column_legend(body, args, cpu=on_cpu(args, devices))
     if legend:

@@ -61,6 +61,9 @@ def build_runs(args):
 def main():
     ap = C.base_parser(__doc__)
     args = C.finish_args(ap.parse_args(), "table4")
+    if args.launch:  # (its projection divides by one device's tokens/s; the trainer logs all ranks' together)
+        sys.exit("--launch: table4 projects the paper's hours from one device's tokens/s and memory (its notes say "
+                 "so); run it without a launcher")
     runs, B, B2 = build_runs(args)
     unit, _ = C.mem_unit(args)
     seq = int(C.flag_value(runs[0].flags, "--seq-len"))
