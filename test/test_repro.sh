@@ -367,7 +367,7 @@ import common  # noqa: the script's own module (runpy finds it imported): its tr
 real = subprocess.run
 FAIL = dict(x.split(":") for x in os.environ.get("SPY_FAIL", "").split(",") if x)  # run name: steps|memory
 METRIC = dict(mrpc="f1", stsb="pearson")
-def trainer(cmd, out, timeout):
+def trainer(cmd, out, timeout, launched=False):
     words = [str(c) for c in cmd]
     if os.path.basename(words[0]) == "finetune_roberta":
         log, task = words[words.index("--log") + 1], words[words.index("--task") + 1]

@@ -263,7 +263,8 @@ struct Trainer {
         if (train_data) naming_flag("--train-data", [&] { train_data->check_every_token(rank, ranks); });
         if (!opts.hellaswag.empty()) {
             std::unique_ptr<Tokenizer> tok;  // (HellaSwag's text; llm.c's eval file holds GPT-2 ids)
-            if (choice_file_is_text(opts.hellaswag)) tok = naming_flag("--hellaswag", [&] { return data_tokenizer(cfg.arch, opts); });
+            if (choice_file_is_text(opts.hellaswag))
+                tok = naming_flag("--hellaswag", [&] { return data_tokenizer(cfg.arch, opts); });
             hellaswag = read_choice_examples(opts.hellaswag, tok.get(), cfg.arch == Arch::GPT2, T, cfg.vocab_size,
                                              opts.hellaswag_examples);
             for (const ChoiceExample& e : hellaswag) hellaswag_rows += (long long)e.endings.size();
@@ -1214,8 +1215,7 @@ struct Trainer {
             saved_k != opts.grad_accum
                 ? format("each step reads the run's next %lld samples as before (up to the epoch's end), split as %d "
                          "rank(s) x --grad-accum %d instead of %d x %lld, and sums them in another order (not "
-                         "bit-exact)", (long long)step_n,
-                         ranks, opts.grad_accum, saved_ranks, (long long)saved_k)
+                         "bit-exact)", (long long)step_n, ranks, opts.grad_accum, saved_ranks, (long long)saved_k)
                 : format("a step now takes %lld sample%s instead of %lld (the data goes on from where it stopped%s)",
                          (long long)step_n, step_n == 1 ? "" : "s", (long long)saved_n,
                          saved_n % ((int64_t)ranks * B) == 0
