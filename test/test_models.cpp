@@ -34,13 +34,24 @@ struct Case {
     Arch arch;
 };
 
+// A fixture's model on the CPU backend, its weights loaded, beside the fixture's reference tensors.
+template <template <class> class M>
+struct FixtureModel {
+    SafeTensorsFile ref;
+    ModelConfig cfg;
+    CpuBackend be;
+    M<CpuBackend> model;
+    FixtureModel(const char* dir, Arch arch)
+        : ref(safetensors_open(fixture(dir, "reference.safetensors"))),
+          cfg(model_config_load(arch, fixture(dir, "config.json"))), model(be, cfg) {
+        model.load_weights(fixture(dir, "model.safetensors"));
+    }
+};
+
 template <template <class> class M>
 void check_forward_backward(const char* dir, Arch arch) {
-    SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
-    ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
-    CpuBackend be;
-    M<CpuBackend> model(be, cfg);
-    model.load_weights(fixture(dir, "model.safetensors"));
+    FixtureModel<M> f(dir, arch);
+    auto& [ref, cfg, be, model] = f;
 
     std::vector<int32_t> inputs = read_i32(ref, "inputs"), targets = read_i32(ref, "targets");
     std::vector<int64_t> shape = ref.shape("inputs");
@@ -84,11 +95,8 @@ void check_forward_backward(const char* dir, Arch arch) {
 // clipping at 1.0, warmup 2 then cosine to 10% over 10 steps, peak lr 1e-2.
 template <template <class> class M>
 void check_training(const char* dir, Arch arch) {
-    SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
-    ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
-    CpuBackend be;
-    M<CpuBackend> model(be, cfg);
-    model.load_weights(fixture(dir, "model.safetensors"));
+    FixtureModel<M> f(dir, arch);
+    auto& [ref, cfg, be, model] = f;
     std::vector<int32_t> inputs = read_i32(ref, "inputs"), targets = read_i32(ref, "targets");
     int rows = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1];
     model.allocate_activations(1, T);
@@ -146,11 +154,8 @@ void check_training(const char* dir, Arch arch) {
 // the fixture's).
 template <template <class> class M>
 void check_eval_token_losses(const char* dir, Arch arch) {
-    SafeTensorsFile ref = safetensors_open(fixture(dir, "reference.safetensors"));
-    ModelConfig cfg = model_config_load(arch, fixture(dir, "config.json"));
-    CpuBackend be;
-    M<CpuBackend> model(be, cfg);
-    model.load_weights(fixture(dir, "model.safetensors"));
+    FixtureModel<M> f(dir, arch);
+    auto& [ref, cfg, be, model] = f;
     std::vector<int32_t> inputs = read_i32(ref, "inputs"), targets = read_i32(ref, "targets");
     const int B = (int)ref.shape("inputs")[0], T = (int)ref.shape("inputs")[1], V = cfg.vocab_size;
     model.allocate_activations(B, T);
