@@ -1492,6 +1492,12 @@ TEST(Sample, StartsAsTheTrainingDataStartsADocument) {
     // holds: documents are never empty)
     EXPECT_EQ(sample(flat, "<|endoftext|>It is a truth", 16, &out)[0], (Ids{50256, 1026, 318, 257, 3872}));
     EXPECT_TRUE(contains(out, "sample (3 tokens after a prompt of 5 tokens):\n<|endoftext|>" + text)) << out;
+    EXPECT_FALSE(contains(out, "note:")) << out;
+    // on rows it is read as given too, with a note: no row puts an end of text before its document
+    EXPECT_EQ(sample(rows, "<|endoftext|>It is a truth", 16, &out)[0], (Ids{50256, 1026, 318, 257, 3872}));
+    EXPECT_TRUE(contains(out, "note: the prompt starts with an end of text, which the rows of --train-data never put "
+                              "before a document (nothing precedes a row's document): the model reads it as given"))
+        << out;
     EXPECT_EQ(sample(rows, "", 2, &out), (std::vector<Ids>{{464}, {464, 465}, {465, 466}}));
     EXPECT_TRUE(contains(out, "from its token 3 on, each is drawn from the last 2 before it (the document's first "
                               "token left behind)")) << out;

@@ -136,6 +136,10 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const Sample
     if (!opts.prompt.empty() && tok) {
         const std::vector<uint32_t> ids = prompt_ids(*tok, opts.prompt);
         if (lead && !ids.empty() && ids[0] == tok->eos_id()) ctx.clear(), lead = 0;  // the prompt's own EOS leads
+        if (start.rows && !ids.empty() && ids[0] == tok->eos_id())  // (read as given: it is what was asked for)
+            std::printf("note: the prompt starts with an end of text, which the rows of %s never put before a "
+                        "document (nothing precedes a row's document): the model reads it as given\n",
+                        start.data_flag);
         ctx.insert(ctx.end(), ids.begin(), ids.end());
         // what the model reads, when it is not what was typed (SentencePiece's characters without a token, its
         // normalization; text that is not UTF-8; the printed sample begins with it)

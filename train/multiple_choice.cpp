@@ -169,8 +169,8 @@ std::string choice_eval_file_bytes(const std::vector<ChoiceExample>& examples) {
         }
         for (int32_t id : stream_ids_of(e))
             CHECK_USER(id >= 0 && id < 65535, "example %zu: id %d is no uint16 below 65535", i, id);
-        CHECK_USER(2 * (stream.size() - start) < 65536, "example %zu takes %zu bytes, more than llm.c's eval file holds "
-                   "(65535)", i, 2 * (stream.size() - start));
+        CHECK_USER(2 * (stream.size() - start) < 65536, "example %zu takes %zu bytes, more than llm.c's eval file "
+                   "holds (65535)", i, 2 * (stream.size() - start));
         stream[start + 1] = (uint16_t)(2 * (stream.size() - start));
         header[3] = std::max(header[3], (int32_t)stream[start + 1]);
     }
