@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/files.h"  // dir_of, read_file_bytes
+#include "common/strings.h"  // join
 #include "data/gpt2_tokenizer.h"  // Gpt2Tokenizer, GPT2_* ids
 #include "data/spm_tokenizer.h"  // SpmTokenizer: a given --spm-model is loaded before the run
 #include "data/tokenizer_id.h"
@@ -116,11 +117,8 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
     if (!opts.save.empty()) users.push_back("--save");
     if (choice_file_is_text(opts.hellaswag)) users.push_back("--hellaswag");  // (llm.c's eval file: GPT-2 ids)
     const bool needs = !users.empty();
-    std::string what_text;
-    for (size_t i = 0; i < users.size(); i++)
-        what_text += (i == 0 ? "" : i + 1 == users.size() ? " and " : ", ") + users[i];
-    const std::string drop = what_text;  // "--sample and --save"
-    what_text += users.size() > 1 ? " need" : " needs";
+    const std::string drop = join(users, " and ");  // "--sample and --save"
+    const std::string what_text = drop + (users.size() > 1 ? " need" : " needs");
     const char* what = what_text.c_str();
     // A tokenizer with more ids than the model has embedding rows is not the model's: --save exported it beside
     // the weights (text encoding to ids with no row, a bos/eos id past the vocabulary) and --sample decoded with it

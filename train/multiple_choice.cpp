@@ -2,17 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
 
 namespace {
-
-bool ends_with(const std::string& s, const char* tail) {
-    const size_t n = std::strlen(tail);
-    return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
-}
 
 std::vector<int32_t> encoded(const Tokenizer& tok, const std::string& text) {
     std::vector<uint32_t> ids;
@@ -113,7 +109,7 @@ std::vector<ChoiceExample> read_eval_file(const std::string& path, long long lim
 
 }  // namespace
 
-bool choice_file_is_text(const std::string& path) { return ends_with(path, ".jsonl"); }
+bool choice_file_is_text(const std::string& path) { return std::filesystem::path(path).extension() == ".jsonl"; }
 
 std::vector<ChoiceExample> read_choice_examples(const std::string& path, const Tokenizer* tok, bool gpt2_ids,
                                                 int seq_len, int vocab, long long limit) {
@@ -145,13 +141,6 @@ std::vector<ChoiceExample> read_choice_examples(const std::string& path, const T
     return ex;
 }
 
-// every id of an example, context first
-static std::vector<int32_t> stream_ids_of(const ChoiceExample& e) {
-    std::vector<int32_t> ids = e.context;
-    for (const auto& end : e.endings) ids.insert(ids.end(), end.begin(), end.end());
-    return ids;
-}
-
 std::string choice_eval_file_bytes(const std::vector<ChoiceExample>& examples) {
     // (llm.c's limits: uint16 fields, 65535 the start mark)
     CHECK_USER(examples.size() < 65536, "llm.c's eval file holds at most 65535 examples (got %zu)", examples.size());
@@ -161,14 +150,15 @@ std::string choice_eval_file_bytes(const std::vector<ChoiceExample>& examples) {
         const ChoiceExample& e = examples[i];
         const size_t start = stream.size();
         stream.insert(stream.end(), {65535, 0, (uint16_t)i, (uint16_t)e.label, (uint16_t)e.endings.size()});
-        stream.push_back((uint16_t)e.context.size());
-        stream.insert(stream.end(), e.context.begin(), e.context.end());
-        for (const auto& end : e.endings) {
-            stream.push_back((uint16_t)end.size());
-            stream.insert(stream.end(), end.begin(), end.end());
-        }
-        for (int32_t id : stream_ids_of(e))
-            CHECK_USER(id >= 0 && id < 65535, "example %zu: id %d is no uint16 below 65535", i, id);
+        auto put = [&](const std::vector<int32_t>& ids) {  // the length, then the ids
+            stream.push_back((uint16_t)ids.size());
+            for (int32_t id : ids) {
+                CHECK_USER(id >= 0 && id < 65535, "example %zu: id %d is no uint16 below 65535", i, id);
+                stream.push_back((uint16_t)id);
+            }
+        };
+        put(e.context);
+        for (const auto& end : e.endings) put(end);
         CHECK_USER(2 * (stream.size() - start) < 65536, "example %zu takes %zu bytes, more than llm.c's eval file "
                    "holds (65535)", i, 2 * (stream.size() - start));
         stream[start + 1] = (uint16_t)(2 * (stream.size() - start));

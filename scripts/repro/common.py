@@ -909,10 +909,8 @@ def check_launch(runs, args):
         if n % (ranks * B):
             fits = next((b for b in range(min(B, n // ranks), 0, -1) if n % (ranks * b) == 0), None)
             sys.exit(f"--launch {args.launch!r}: run {r.name}'s global batch of {n} does not split over {ranks} ranks "
-                     f"into micro-batches of {B}\n---> HINT: " +
-                     (f"launch a number of ranks that divides {n // B} (the runs' micro-batch: {B})" if fits is None
-                      or fits < B else "") +
-                     (f"; or --extra='--batch-size {fits}'" if fits and fits < B else ""))
+                     f"into micro-batches of {B}\n---> HINT: launch a number of ranks that divides {n // B} (the "
+                     f"runs' micro-batch: {B})" + (f"; or --extra='--batch-size {fits}'" if fits else ""))
 
 
 def run_launcher(r, args):
