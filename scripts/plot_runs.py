@@ -15,13 +15,14 @@ slowest step against it (issue #15's goal: no step above 1.2x the median), each 
 ("startup":true in the log: a run's first, a resume's first; it carries one-time set-up: allocations, plans, graph
 builds) and the first --skip steps left out of tokens/s and those two. tokens/s is the steps' tokens (tokens_per_s x ms_per_step
 / 1000) over their time, records lacking either left out ("-" when none): a mean of per-step rates would overstate
-it (a slow step weighs by its time). The trainer logs a non-finite loss as null: such a step counts as NaN, so a
-diverged run's train loss reads "nan (N non-finite steps)" (and a null final val loss "nan"), and a line after the
-table names the run and its first non-finite step. A step the trainer skipped ("skipped":true: --on-nonfinite skip
-left its update out; or a null gradient norm, which it never applies) is counted as well: "(N skipped steps)" in
-the train loss cell, and that line names the first. A skipped step's finite loss still counts in the mean (it was
+it (a slow step weighs by its time). The trainer logs a non-finite loss as null and leaves that step's update out
+("skipped":true: --on-nonfinite stop, the default, ends the run there, skip goes on; a null gradient norm is never
+applied either): the train loss cell counts both, "(N non-finite steps, N skipped steps)", and a line after the
+table names the run and its first such step. A skipped step's finite loss still counts in the mean (it was
 measured; only the update was left out), its null loss does not (the weights after it are those before; nan when
-all of the last 10 are such). Then one line per run for scripts: "RESULT step_time
+all of the last 10 are such), so a run stopped at its first non-finite loss reads as the mean of the steps before
+it with those counts beside it. A null loss on a step not marked skipped (a log of an older trainer) counts as NaN:
+the cell reads "nan (N non-finite steps)"; a null final val loss reads "nan". Then one line per run for scripts: "RESULT step_time
 run=LABEL steps=N median_ms=... worst_ms=... worst_step=S worst_over_median=..." (N: the steps timed, as the median's). Needs matplotlib for the PNG
 (pip install matplotlib); --no-plot: the table only. --out's directory must exist; its extension picks the format
 (.png, .pdf, .svg, ... as matplotlib writes them).

@@ -109,6 +109,20 @@ echo '{}' > "$T/both/test.jsonl"
 out=$("$BIN" --task mrpc --data-dir "$T/both" --init-from "$T/s1" --eval-only --log "$T/both.jsonl" 2>&1); rc=$?
 [ $rc = 0 ] && ok "a test split in two formats, no --predict: evaluated" || bad "two test files: rc $rc, $(tail -2 <<< "$out")"
 
+# --log named as a split of --data-dir that is not there yet (dev.jsonl beside dev.tsv): refused before anything is
+# written (the run wrote it, and every later run refused the directory: both files of the split); a run refused after
+# its log was opened (--grad-accum past an epoch's batches) leaves no log, nor the directory made for it
+dev=$(ls "$T/data/mrpc"/dev.* | head -1)
+other=$T/data/mrpc/dev.$([ "${dev##*.}" = tsv ] && echo jsonl || echo tsv)
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --log "$other" 2>&1); rc=$?
+[ $rc = 1 ] && grep -q -- "has the name of --data-dir's dev split" <<<"$out" && [ ! -e "$other" ] \
+  && ok "--log named as a split of --data-dir: refused, nothing written" || bad "--log $other: rc $rc, $(tail -2 <<<"$out")"
+out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --grad-accum 100 --log "$T/newlog/sub/l.jsonl" 2>&1)
+rc=$?
+[ $rc = 1 ] && grep -q -- "--grad-accum 100 is more than" <<<"$out" && [ ! -e "$T/newlog" ] \
+  && ok "a run refused after it opened its --log: no log left, nor the directory made for it" \
+  || bad "a refused run's log: rc $rc, $(tail -2 <<<"$out"), $(find "$T/newlog" 2>&1)"
+
 # 1c. a base whose config.json sets dropout (roberta-base's 0.1) is said to train without it (it was silent, while
 # transformers' run_glue trains with it); not a base without dropout, nor --eval-only (evaluation has none); a rate
 # out of [0, 1] is refused
@@ -136,9 +150,11 @@ bx=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s1dx" --eval-o
 final=$(grep '^final |' "$T/s2.out" | sed 's/^final | //; s/ (after.*//')
 ev=$("$BIN" --task stsb --data-dir "$T/data/stsb" --init-from "$T/s2" --eval-only 2>&1 | grep '^dev loss' | sed 's/^dev loss [0-9.]* | //')
 [ -n "$final" ] && [ "$ev" = "$final" ] && ok "--eval-only of --save: '$ev'" || bad "--eval-only '$ev' != final '$final'"
-# with --prac: the same scores, and no PRAC site table (an evaluation compresses nothing; the table was printed)
+# with --prac: the same scores, and no PRAC site table (an evaluation compresses nothing; the table was printed), nor
+# a note on fp8 storage (it was printed after the notice that --prac changes nothing)
 out=$("$BIN" --task stsb --data-dir "$T/data/stsb" --init-from "$T/s2" --eval-only --prac prac 2>&1)
 [ "$(grep '^dev loss' <<<"$out" | sed 's/^dev loss [0-9.]* | //')" = "$ev" ] && ! grep -q 'PRAC sites' <<<"$out" \
+  && ! grep -q -- '--prac-storage' <<<"$out" \
   && grep -q 'notice: --prac changes nothing in this run' <<<"$out" && ok "--eval-only --prac: the same scores, no site table" \
   || bad "--eval-only --prac: $(grep -E '^dev loss|PRAC sites|notice' <<<"$out")"
 

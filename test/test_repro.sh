@@ -182,6 +182,25 @@ a, b = C.summarize(sys.argv[1]), C.summarize(sys.argv[2]); print(a["tokens_per_s
 got=$(python3 -c 'import sys; sys.path.insert(0, "scripts/repro"); import common as C
 print(C.flag_value(["--steps", "20", "--seq-len", "32", "--steps=4"], "--steps"), C.flag_value(["--seq-len=16"], "--seq-len"))' 2>&1)
 [ "$got" = "4 16" ] && ok "flag_value reads --flag=value" || bad "flag_value with --flag=value: '$got', want '4 16'"
+# --paper's notes: one seed per row, and PRAC's ranks rounded down to multiples of 8, are said where they hold (not
+# for runs of several seeds, both ranks absolute, only fine-tuning or no PRAC run; never in --quick)
+got=$(python3 -c 'import sys, types; sys.path.insert(0, "scripts/repro"); import common as C
+paper, quick = types.SimpleNamespace(paper=True), types.SimpleNamespace(paper=False)
+def notes(runs, args=paper):
+    return "|".join(" ".join(n.split()[:2]) for n in C.paper_notes([C.Run("r", "r", b, f) for b, f in runs], args))
+L, F = "train_llama", "finetune_roberta"
+print(notes([(L, ["--prac", "prac"]), (L, ["--prac", "none"])]))
+print(notes([(L, ["--prac", "prac", "--seed", "1"]), (L, ["--seed=2"])]))
+print(notes([(L, ["--prac=rac", "--prac-linear-ranks", "8,8", "--seed", "3"])]))
+print(notes([(L, ["--prac=rac", "--prac-linear-ranks", "8,8", "--prac-nonlinear-ranks=8,8", "--seed", "3"])]))
+print(notes([(F, ["--prac", "prac"])]), notes([(L, ["--prac", "prac"])], quick))' 2>&1)
+want="One run|PRAC's ranks
+PRAC's ranks
+One run|PRAC's ranks
+One run
+One run "
+[ "$got" = "$want" ] && ok "--paper's notes: one seed per row, PRAC's ranks rounded to multiples of 8, where they hold" \
+  || bad "--paper's notes: '$got', want '$want'"
 # two invocations on one --out: the second stops with one line (they ran the same runs, one calling a run FAILED)
 got=$(python3 -c 'import subprocess, sys; sys.path.insert(0, "scripts/repro"); import common as C
 C.make_out(sys.argv[1]); C.make_out(sys.argv[1])  # (again in this process: fine)
@@ -256,7 +275,7 @@ grep -q -- "--extra=--no-shuffle" <<<"$(python3 scripts/repro/table2.py --help)"
   && ok "--help shows --extra=--no-shuffle" || bad "--help does not say how to pass --extra=--no-shuffle"
 n=$(python3 scripts/repro/table2.py --quick --dry-run --extra=--no-shuffle 2>&1 | grep -c -- "--no-shuffle --log")
 [ "$n" = 8 ] && ok "--extra=--no-shuffle reaches all 8 runs" || bad "--extra=--no-shuffle reached $n of 8 runs"
-# table4: the third row is the planner's largest PRAC micro-batch or nothing (llama-1b does not fit 20 GiB at B=1)
+# table4: the last row is the planner's largest PRAC micro-batch or nothing (llama-1b does not fit 20 GiB at B=1)
 refused "table4.py --gpu-mem 20 (PRAC llama-1b does not fit)" "does not fit even at micro-batch 1 in 20 GiB" \
   python3 scripts/repro/table4.py --paper --dry-run --gpu-mem 20
 mb=$(./train_llama --plan --json --model llama-1b --batch-size 64 --seq-len 256 --prac prac --gpu-mem 40 \

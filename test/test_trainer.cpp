@@ -2024,6 +2024,29 @@ TEST(TrainerBinary, ALogThatIsAnotherFileIsLeftAlone) {
     }
 }
 
+// A run refused after it opened its --log (here a --resume with another --lr) removes the log it made, and the
+// directories made for it: it left an empty log behind (and a later run's --overwrite was needed for a log it never
+// wrote). A log that was there is left as it was, empty or not.
+TEST(TrainerResume, ARefusedRunRemovesTheLogItMade) {
+    TempDir dir;
+    std::vector<std::string> a = tiny({"--steps", "2", "--ckpt-every", "1", "--ckpt-dir", dir / "ck", "--eval-tokens",
+                                       "64"});
+    ASSERT_EQ(run_trainer("train_gpt2", a, dir, 120).rc, 0);
+    a.insert(a.end(), {"--resume", "--lr", "1e-3", "--log"});
+    auto with_log = [&](const std::string& log) {
+        std::vector<std::string> b = a;
+        b.push_back(log);
+        return b;
+    };
+    RunResult r = run_trainer("train_gpt2", with_log(dir / "new/sub/m.jsonl"), dir, 120);
+    expect_user_error_exit(r, "train_gpt2", {"it was written with --lr 0.0006, this run has --lr 0.001"});
+    EXPECT_FALSE(std::filesystem::exists(dir / "new")) << describe(r);
+    write_bytes(dir / "empty.jsonl", "");
+    r = run_trainer("train_gpt2", with_log(dir / "empty.jsonl"), dir, 120);
+    EXPECT_EQ(r.rc, 1) << describe(r);
+    EXPECT_TRUE(std::filesystem::exists(dir / "empty.jsonl")) << describe(r);
+}
+
 // An --overwrite run killed before its first checkpoint has emptied the earlier run's log but left that run's
 // checkpoints: a --resume continued the earlier run from its step 4 and appended to the killed run's records (one
 // curve of two runs, exit 0). It is refused, naming both steps.

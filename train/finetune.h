@@ -437,7 +437,7 @@ struct FineTuner {
         std::printf("\n");
         // --prac-storage auto takes fp8 whenever PRAC compresses; at Table 5's ranks (2 + 2) a row's codes and its
         // 4-byte scale are no smaller than the row itself, so the rounding would buy nothing
-        if (opts.prac_storage == "auto" && prac.storage == PracStorage::FP8) {
+        if (opts.prac_storage == "auto" && prac.storage == PracStorage::FP8 && prac.mode != PracMode::NONE) {
             PracOptions exact = prac;
             exact.storage = PracStorage::ACT;
             const size_t act_bytes = activations(plan_memory(cfg, exact, B, T_arena, here, &choice,
@@ -485,6 +485,17 @@ struct FineTuner {
         for (const std::string& split : splits)  // (the files there: which one a split reads is decided later)
             for (const std::string& f : glue_split_files(opts.data_dir, split)) inputs.push_back({f, "--data-dir"});
         refuse_outputs_among_inputs({{opts.log, "--log", nullptr}}, inputs);
+        // nor a split's file that is not there yet: the run's start writes the log, and --data-dir would then hold
+        // that split twice (or a split it had not), which every later run on it refuses or reads as data
+        if (!opts.log.empty() && file_identity(dir_of(opts.log)) == file_identity(opts.data_dir)) {
+            const std::string name = opts.log.substr(opts.log.rfind('/') + 1);  // (npos + 1 = 0: a bare name)
+            for (const std::string& split : splits)
+                for (const char* ext : {".tsv", ".jsonl"})
+                    CHECK_USER(name != split + ext, "--log %s has the name of --data-dir's %s split: the run would "
+                               "write its log there, and later runs on --data-dir would read it as that split or "
+                               "refuse two files of it\n---> HINT: pass a --log outside --data-dir, or another name",
+                               opts.log.c_str(), split.c_str());
+        }
         check_no_earlier_run(opts);
         // a token id past the embedding table would fail at the first forward, naming neither file
         CHECK_USER(tok.vocab_size() <= cfg.vocab_size, "the tokenizer of --init-from %s has %d tokens, more than the "

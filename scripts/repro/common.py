@@ -84,9 +84,10 @@ def ckpt_dir(out_dir, run):
     return os.path.join(out_dir, "ckpt", run.name)
 
 
-def base_parser(description, pretrain=True, gpt2=False):
+def base_parser(description, pretrain=True, gpt2=False, launch=True):
     """The flags every script shares. pretrain: the pretraining scripts' --train-data, --val-data and --gpu-mem (not
-    table5's fine-tuning); gpt2: also --gpt2-train-data and --gpt2-val-data (table2, the only one with GPT-2 runs)."""
+    table5's fine-tuning); gpt2: also --gpt2-train-data and --gpt2-val-data (table2, the only one with GPT-2 runs);
+    launch: --launch (a pretraining script that refuses it, table4, passes False: its help says so)."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--quick", action="store_true", help="tiny CPU budget (pipeline check, minutes on 2 cores)")
@@ -109,7 +110,9 @@ def base_parser(description, pretrain=True, gpt2=False):
                         help="--paper: GPU memory in GiB (nvidia-smi's MiB / 1024) for the planner's OOM and "
                              "batch checks: 80 for the paper's A800 80GB (and an A100 80GB), 79.65 for an H100 80GB, "
                              "140.4 for an H200 [80]")
-    if pretrain:
+    if pretrain and not launch:
+        ap.add_argument("--launch", default="", help="refused here: this table's numbers are of one device")
+    elif pretrain:
         ap.add_argument("--launch", default="", help="a launcher before every trainer command, one quoted string: "
                         "--launch='mpirun -np 4' trains each run on 4 GPUs (--paper's global batch of 512 stays: "
                         "the trainer's --global-batch sets the accumulation per rank count). It is not part of a "
@@ -1098,11 +1101,32 @@ def on_cpu(args, devices):
     return args.device == "cpu" or any(d.startswith("CPU") for d in devices)
 
 
+def paper_notes(runs, args):
+    """--paper's departures from the paper that hold for every table, said in its markdown: one seed per row (the paper
+    reports the mean over several seeds, section 6.1), and the trainer's PRAC ranks rounded down to multiples of 8."""
+    if not args.paper:
+        return []
+    notes = []
+    seeds = {flag_value(r.flags, "--seed", "42") for r in runs}
+    if len(seeds) == 1:
+        notes.append(f"One run per row, at --seed {seeds.pop()}: the paper reports the mean over several seeds "
+                     f"(section 6.1); rerun with --extra='--seed S' and another --out for each further seed.")
+    pretrain = [r for r in runs if r.binary in ("train_gpt2", "train_llama")]
+    absolute = {"--prac-linear-ranks", "--prac-nonlinear-ranks"}  # (both given: no fraction is rounded)
+    if any(flag_value(r.flags, "--prac", "none") != "none" and not absolute <= set(_flag_values(r.flags))
+           for r in pretrain):
+        notes.append("PRAC's ranks are the trainer's fractions (0.3 n linear, 0.2 n nonlinear) rounded down to a "
+                     "multiple of 8, for aligned GEMMs: up to 7 below the paper's, e.g. 224 for 0.3 x 768 = 230 "
+                     "(a little less memory, a little more variance; each run's .out lists its sites' ranks at "
+                     "the start).")
+    return notes
+
+
 def main_flow(args, table, title, runs, build_tables, notes=()):
     """Runs everything and writes DIR/<table>.md (+ .png). build_tables(runs) -> markdown string."""
     t0 = time.time()
     print(f"# {title}: {len(runs)} runs -> {args.out}" + (" (dry run)" if args.dry_run else ""), flush=True)
-    notes = list(notes) + check_extra(runs, args)
+    notes = list(notes) + check_extra(runs, args) + paper_notes(runs, args)
     devices, failures = run_all(runs, args, outputs=(table + ".md", table + ".png"))
     if not args.dry_run:
         notes += state_notes(runs, args)

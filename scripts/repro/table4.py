@@ -35,7 +35,7 @@ def build_runs(args):
         probe = (["--model", model, "--batch-size", B, "--seq-len", c["S"], "--prac", "prac"] + C.PAPER_STORAGE +
                  C.common_tail(args))
         p = C.planner("train_llama", probe, args.gpu_mem)
-        # the third row is the planner's answer or nothing: a made-up micro-batch would read as the planner's
+        # the last row is the planner's answer or nothing: a made-up micro-batch would read as the planner's
         if p is None:
             sys.exit("table4: cannot find PRAC's largest micro-batch: the planner failed (its message is above)")
         B2, reserve = p["max_batch_size"], p["reserve_bytes"] / 2**30
@@ -59,7 +59,7 @@ def build_runs(args):
 
 
 def main():
-    ap = C.base_parser(__doc__)
+    ap = C.base_parser(__doc__, launch=False)
     args = C.finish_args(ap.parse_args(), "table4")
     if args.launch:  # (its projection divides by one device's tokens/s; the trainer logs all ranks' together)
         sys.exit("--launch: table4 projects the paper's hours from one device's tokens/s and memory (its notes say "
@@ -111,8 +111,10 @@ def main():
              "steps (PRAC's refreshes) included; ms/step is the mean time of those steps (one optimizer step of one micro-batch). On a shared or loaded machine "
              "(and in --quick) the timings are noise.",
              f"PRAC's {steps} steps hold each site's first basis computation (a cold start, spread over the "
-             f"warmup: --prac-initial-spread)" + (f" and {steps // every} periodic refresh(es) (every {every} steps, "
-                                                  f"--prac-t1/--prac-t2)" if every > 0 else "") +
+             f"warmup: --prac-initial-spread)" + (f" and each site-layer's periodic refreshes, every {every} steps "
+                                                  f"(--prac-t1/--prac-t2) on its own phase (staggered): "
+                                                  f"{steps / every:.2g} per site-layer on average, spread over the "
+                                                  f"steps" if every > 0 else "") +
              "; a run of 150K steps at the paper's T1 = T2 = 500 refreshes each site once every 500 steps, "
              "warm-started, so PRAC's time here is an upper bound of its cost in a long run."]
     return C.main_flow(args, "table4", "Table 4: training time and memory", runs, tables, notes)
