@@ -1259,6 +1259,10 @@ TEST_F(Prep, LinksInADirectoryAreReadOnce) {
         << r.out;
     EXPECT_NE(r.out.find("skipped 1 symbolic link(s) that lead nowhere"), std::string::npos) << r.out;
     EXPECT_TRUE(slurp(path("plain_out_train_000000.bin")) == slurp(path("linked_out_train_000000.bin")));
+    // --quiet leaves the notes out, as it does the run's other messages (they were printed whatever it said)
+    PrepRun quiet = prep_ok({"--tokenizer", "gpt2", "--no-val", "--quiet", "--input", path("linked"), "--out",
+                             path("quiet_out")});
+    EXPECT_EQ(quiet.out.find("note: "), std::string::npos) << quiet.out;
     const std::string state = slurp(path("linked_out_prep.json"));
     EXPECT_NE(state.find(path("linked") + "/sub/b.txt"), std::string::npos) << "the name that sorts first is read";
     EXPECT_EQ(state.find(path("linked") + "/sub2/b.txt"), std::string::npos);
@@ -1383,6 +1387,76 @@ TEST_F(Prep, LoneSurrogatesInJsonAreReplacementCharacters) {
     EXPECT_TRUE(a == b);
 }
 
+// Invalid UTF-8 in a JSON line (a Latin-1 byte in a web corpus, a character cut short) is repaired as in text files,
+// each bad sequence U+FFFD as Python's decode(errors="replace") makes it before json.loads, and counted: the shards
+// equal those of the lines written with U+FFFD (the line stopped the run as invalid JSON; --skip-bad-json lost it).
+TEST_F(Prep, InvalidUtf8InJsonLinesIsRepaired) {
+    REQUIRE_GPT2();
+    std::ofstream(path("bad.jsonl")) << "{\"text\":\"caf\xE9 au lait\"}\n{\"text\":\"cut \xF0\x9F\x98 here\"}\n"
+                                        "{\"text\":\"fine\"}\n";
+    std::ofstream(path("fffd.jsonl")) << "{\"text\":\"caf\xEF\xBF\xBD au lait\"}\n{\"text\":\"cut \xEF\xBF\xBD here\"}\n"
+                                         "{\"text\":\"fine\"}\n";
+    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("bad.jsonl"), "--out", path("a")});
+    EXPECT_NE(r.out.find("2 with invalid UTF-8 repaired"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("3 docs"), std::string::npos) << r.out;
+    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("fffd.jsonl"), "--out", path("b")});
+    auto a = outputs(path("a")), b = outputs(path("b"));
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_TRUE(a == b);
+}
+
+// A run stopped at a bad JSON line goes on with --resume --skip-bad-json, as the hint says (it was refused as another
+// option, and the way on was --overwrite: hours of C4 again): the shards are those of a run with --skip-bad-json from
+// the start. Turned off on a resume it is refused (a line it skipped would have stopped that run).
+TEST_F(Prep, SkipBadJsonMayBeAddedToAResume) {
+    REQUIRE_GPT2();
+    {
+        std::ofstream f(path("a.jsonl"));
+        for (int i = 0; i < 400; i++)
+            f << (i == 300 ? std::string("{\"text\": broken") : "{\"text\":\"Document " + std::to_string(i) +
+                                                                     " says hello to the world, again and again.\"}")
+              << "\n";
+    }
+    auto args = [&](const std::string& out, std::vector<std::string> extra) {
+        std::vector<std::string> a = {"--tokenizer", "gpt2", "--input", path("a.jsonl"), "--shard-tokens", "2000",
+                                      "--batch-docs", "16", "--threads", "1", "--out", path(out)};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    PrepRun stopped = prep(args("x", {}));
+    EXPECT_EQ(stopped.rc, 1) << stopped.out;
+    EXPECT_NE(stopped.out.find("a.jsonl:301: invalid JSON"), std::string::npos) << stopped.out;
+    EXPECT_NE(stopped.out.find("--skip-bad-json skips such lines (added to a --resume of this run too)"),
+              std::string::npos) << stopped.out;
+    EXPECT_FALSE(shards(path("x"), "train").empty()) << "shards before the bad line";
+    prep_ok(args("x", {"--resume", "--skip-bad-json"}));
+    PrepRun whole = prep_ok(args("y", {"--skip-bad-json"}));
+    EXPECT_NE(whole.out.find("skipped 1 bad JSON line"), std::string::npos) << whole.out;
+    EXPECT_TRUE(outputs(path("x")) == outputs(path("y")));
+    prep_ok(args("z", {"--skip-bad-json", "--max-shards", "1"}));
+    prep_fails(args("z", {"--resume"}), {"options differ", "skip_bad_json: was true, now false"});
+}
+
+// An option that no input reads is said (both were accepted without a word): --doc-sep beside JSON lines only,
+// --text-field beside text files only; not where an input reads it, nor beside an archive, which may hold either.
+TEST_F(Prep, OptionsNoInputReadsAreSaid) {
+    REQUIRE_GPT2();
+    const std::string jsonl = std::string(FX) + "c4_train.json.gz", text = std::string(FX) + "texts/a.txt";
+    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", jsonl, "--doc-sep", "blank", "--text-field",
+                         "text", "--out", path("a")});
+    EXPECT_NE(r.out.find("notice: --doc-sep changes nothing here: no input is a text file or an archive"),
+              std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("notice: --text-field"), std::string::npos) << r.out;
+    r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", text, "--doc-sep", "blank", "--text-field", "body",
+                 "--out", path("b")});
+    EXPECT_NE(r.out.find("notice: --text-field changes nothing here: no input is JSON lines or an archive"),
+              std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("notice: --doc-sep"), std::string::npos) << r.out;
+    r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", std::string(FX) + "owt.tar.xz", "--doc-sep", "file",
+                 "--text-field", "body", "--out", path("c")});
+    EXPECT_EQ(r.out.find("notice: "), std::string::npos) << r.out;
+}
+
 TEST_F(Prep, EmptyInputs) {
     REQUIRE_GPT2();
     REQUIRE_SPM();
@@ -1417,6 +1491,11 @@ TEST_F(Prep, BadOptions) {
     // a ceiling is said, not applied without a word
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--threads", "5000"},
                {"--threads must be at most 4096 (got 5000)"});
+    // --val-seed where no split is drawn (it changed nothing, without a word)
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--val-docs", "5", "--val-seed", "9"},
+               {"--val-seed goes with --val-fraction", "this split is --val-docs, which draws nothing"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--no-val", "--val-seed", "9"},
+               {"this split is --no-val"});
     prep_fails({"--tokenizer", "spm", "--input", in, "--out", o}, {"--spm-model", "huggingface-cli download"});
     // a directory as --out wrote files named "_train_000000.bin" into it
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", dir + "/"},

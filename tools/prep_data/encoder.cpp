@@ -120,14 +120,19 @@ std::string replace_lone_surrogates(std::string_view line) {
 
 }  // namespace
 
-std::string Encoder::json_text(const Record& r, std::string* text) const {
+std::string Encoder::json_text(const Record& r, std::string* text, bool* repaired) const {
+    // invalid UTF-8 (a Latin-1 byte in a web corpus) as in text files: each bad sequence U+FFFD, as Python's
+    // line.decode("utf-8", "replace") before json.loads (the parser refuses such bytes; the document was lost)
+    *repaired = utf8_first_invalid(r.data) != std::string::npos;
+    const std::string fixed = *repaired ? utf8_replace_invalid(r.data) : std::string();
+    const std::string& line = *repaired ? fixed : r.data;
     json j;
     try {
         try {
-            j = json::parse(r.data);
+            j = json::parse(line);
         } catch (const json::parse_error& e) {
             if (std::string(e.what()).find("surrogate") == std::string::npos) throw;
-            j = json::parse(replace_lone_surrogates(r.data));
+            j = json::parse(replace_lone_surrogates(line));
         }
     } catch (const json::parse_error& e) {
         std::string m = e.what();
@@ -173,7 +178,9 @@ void Encoder::process_record(Batch& b, const Record& r, std::vector<uint32_t>& i
         uint8_t fl = 0;
         std::string_view view;
         if (r.json) {
-            std::string err = json_text(r, &text);
+            bool repaired = false;
+            std::string err = json_text(r, &text, &repaired);
+            if (repaired) fl |= F_REPAIRED;
             if (!err.empty()) {
                 if (!o.skip_bad_json) {
                     b.error = format("%s:%lld: %s\n---> HINT: %s", r.where->c_str(), (long long)r.line,
@@ -182,7 +189,7 @@ void Encoder::process_record(Batch& b, const Record& r, std::vector<uint32_t>& i
                                          ? "name the text's field with --text-field NAME, or skip such lines "
                                            "with --skip-bad-json"
                                          : "the file is damaged, or not JSON lines; --skip-bad-json skips "
-                                           "such lines");
+                                           "such lines (added to a --resume of this run too)");
                     return;
                 }
                 b.flags.push_back(F_BAD_JSON);

@@ -82,7 +82,7 @@ FileType classify(const std::string& path) {
 // target, a link to a folder listed already) is read under the path that sorts first, and the others are said as
 // skipped; a link to a folder on its own path (a loop) is not entered; links that lead nowhere are said; a folder
 // that cannot be listed is named. What is read depends on the tree alone, not on the order the system lists it in.
-static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out) {
+static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out, bool quiet) {
     std::vector<std::pair<std::string, std::string>> found;  // (path, canonical path)
     std::vector<std::string> chain;  // canonical folders from `dir` down to the one being listed: a loop's targets
     int dangling = 0, loops = 0;
@@ -125,18 +125,19 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
     }
     CHECK_USER(!files.empty(), "directory %s has no .txt files\n---> HINT: a directory input stands for its *.txt "
                "files; give JSON lines or archives by name or pattern", dir.c_str());
-    if (others > 0)
-        std::printf("note: %s: read its %zu .txt file(s); %zu other file(s) there are not read (the first by name: "
-                    "%s): a directory stands for its *.txt files, give JSON lines or archives by name or pattern\n",
-                    dir.c_str(), files.size(), others, first_other.c_str());
-    if (again > 0)
-        std::printf("note: %s: skipped %zu path(s) to files listed already under another name (symbolic or hard "
-                    "links; each file is read once, under the name that sorts first)\n", dir.c_str(), again);
-    if (loops > 0)
-        std::printf("note: %s: did not enter %d symbolic link(s) to a folder on their own path (a loop)\n", dir.c_str(),
-                    loops);
-    if (dangling > 0)
-        std::printf("note: %s: skipped %d symbolic link(s) that lead nowhere\n", dir.c_str(), dangling);
+    // (on stderr with the run's other messages; --quiet leaves them out as it does the others)
+    if (others > 0 && !quiet)
+        std::fprintf(stderr, "note: %s: read its %zu .txt file(s); %zu other file(s) there are not read (the first by "
+                     "name: %s): a directory stands for its *.txt files, give JSON lines or archives by name or "
+                     "pattern\n", dir.c_str(), files.size(), others, first_other.c_str());
+    if (again > 0 && !quiet)
+        std::fprintf(stderr, "note: %s: skipped %zu path(s) to files listed already under another name (symbolic or "
+                     "hard links; each file is read once, under the name that sorts first)\n", dir.c_str(), again);
+    if (loops > 0 && !quiet)
+        std::fprintf(stderr, "note: %s: did not enter %d symbolic link(s) to a folder on their own path (a loop)\n",
+                     dir.c_str(), loops);
+    if (dangling > 0 && !quiet)
+        std::fprintf(stderr, "note: %s: skipped %d symbolic link(s) that lead nowhere\n", dir.c_str(), dangling);
     for (auto& p : files) {
         const auto size = fs::file_size(p, ec);  // (a file removed or replaced since the listing)
         CHECK_USER(!ec, "cannot read the size of %s (in directory %s): %s\n---> HINT: was it removed or changed while "
@@ -146,7 +147,7 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
     }
 }
 
-static void add_input(const std::string& spec, int src, std::vector<InputFile>& out) {
+static void add_input(const std::string& spec, int src, std::vector<InputFile>& out, bool quiet) {
     const char* flag = src == VAL ? "--val-input" : "--input";
     std::vector<std::string> paths;
     struct stat named;
@@ -171,7 +172,7 @@ static void add_input(const std::string& spec, int src, std::vector<InputFile>& 
         if (stat(p.c_str(), &st) != 0)
             fail("%s %s: %s", flag, p.c_str(), std::strerror(errno));
         if (S_ISDIR(st.st_mode)) {
-            add_dir(p, src, out);
+            add_dir(p, src, out, quiet);
             continue;
         }
         CHECK_USER(S_ISREG(st.st_mode), "%s %s is not a regular file\n---> HINT: prep_data reads files (their sizes "
@@ -183,8 +184,8 @@ static void add_input(const std::string& spec, int src, std::vector<InputFile>& 
 
 std::vector<InputFile> expand_inputs(const Options& o) {
     std::vector<InputFile> files;
-    for (const auto& s : o.val_inputs) add_input(s, VAL, files);  // val first: it is closed before train starts
-    for (const auto& s : o.inputs) add_input(s, TRAIN, files);
+    for (const auto& s : o.val_inputs) add_input(s, VAL, files, o.quiet);  // val first: closed before train starts
+    for (const auto& s : o.inputs) add_input(s, TRAIN, files, o.quiet);
     std::map<std::string, size_t> seen;  // file_identity: a hard link is the file it links to
     for (size_t i = 0; i < files.size(); i++) {
         auto [it, fresh] = seen.emplace(file_identity(files[i].path), i);

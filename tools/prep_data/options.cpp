@@ -68,12 +68,12 @@ Input:
   --owt-clean           clean each document like Hugging Face's openwebtext loader: \r\n and \r become \n,
                         runs of 3+ newlines become 2, leading and trailing whitespace is removed (owt: on)
   --skip-bad-json       skip (and count) JSON lines that do not parse or lack the text field, instead of
-                        stopping with an error
+                        stopping with an error (a --resume of a run stopped at one may add it)
   --max-docs N          read at most N documents from --input (and at most N from --val-input)
   Documents that are empty (after --owt-clean) are skipped and counted; they and JSON lines skipped by
   --skip-bad-json keep their place in the numbering that --max-docs, --val-docs and --val-fraction
-  count (the split of every document is known before it is read). Invalid UTF-8 in text files is
-  replaced by U+FFFD (as Python's errors="replace"), and counted. With --doc-sep blank, lines end at
+  count (the split of every document is known before it is read). Invalid UTF-8 in text files and
+  JSON lines is replaced by U+FFFD (as Python's errors="replace"), and counted. With --doc-sep blank, lines end at
   \n, \r\n or a lone \r (Python's universal newlines; --doc-sep file keeps a file's line endings);
   a UTF-8 byte order mark is dropped; UTF-16 and UTF-32 files are refused (convert them with iconv).
   A directory's files reached by several paths (symbolic or hard links) are read once, under the
@@ -405,6 +405,12 @@ void finish_options(Options& o) {
     int nval = (o.val_docs > 0) + (o.val_fraction > 0) + !o.val_inputs.empty();
     CHECK_USER(nval <= 1, "give at most one of --val-input, --val-docs, --val-fraction");
     CHECK_USER(o.val_fraction >= 0 && o.val_fraction < 1, "--val-fraction must be in [0, 1), got %g", o.val_fraction);
+    // (accepted without a word, it changed nothing; a preset's own seed is not the user's)
+    CHECK_USER(!o.given.count("--val-seed") || o.val_fraction > 0,
+               "--val-seed goes with --val-fraction (it seeds which documents go to validation), and this split is %s, "
+               "which draws nothing\n---> HINT: drop --val-seed, or split with --val-fraction F",
+               o.no_val ? "--no-val" : o.val_docs > 0 ? "--val-docs" : !o.val_inputs.empty() ? "--val-input"
+                                                                               : "--val-fraction 0");
     CHECK_USER(o.shard_tokens > 0 && o.shard_tokens <= INT32_MAX,
                "--shard-tokens must be in 1..%d (the header's token count is an int32)", INT32_MAX);
     if (o.rows()) {

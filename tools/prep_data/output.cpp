@@ -217,6 +217,10 @@ struct Prep {
     // Whether a setting of the interrupted run's state is this run's: the tokenizer copy's path by its name alone
     // (beside the shards, whose prefix found the state: --out ./d/x is d/x)
     static bool same_setting(const std::string& key, const json& was, const json& now) {
+        // --skip-bad-json added to a resume of a run stopped at a bad line: the lines before were all good, and a
+        // skipped line keeps its place in the numbering, so the shards are those of a run with it from the start
+        // (turned off, the lines it skipped would have stopped the run instead: refused)
+        if (key == "skip_bad_json" && now == true) return true;
         if (key == "tokenizer_copy" && was.is_string() && now.is_string())
             return fs::path(was.get<std::string>()).filename() == fs::path(now.get<std::string>()).filename();
         return was == now;
@@ -908,6 +912,18 @@ struct Prep {
     int run() {
         auto t0 = Clock::now();
         files = expand_inputs(o);
+        // options that no input reads are said, not ignored without a word (an archive may hold either kind)
+        auto some_input = [&](Kind kind) {
+            return std::any_of(files.begin(), files.end(), [&](const InputFile& f) {
+                const Kind k = classify(f.path).kind;
+                return k == kind || k == KIND_TAR;
+            });
+        };
+        if (o.given.count("--doc-sep") && !some_input(KIND_TEXT))
+            std::fprintf(stderr, "notice: --doc-sep changes nothing here: no input is a text file or an archive (a "
+                         "JSON line is one document)\n");
+        if (o.given.count("--text-field") && !some_input(KIND_JSONL))
+            std::fprintf(stderr, "notice: --text-field changes nothing here: no input is JSON lines or an archive\n");
         uint64_t total = 0;
         for (auto& f : files) total += (uint64_t)f.size;
         resolve_doc_sep();

@@ -296,8 +296,8 @@ struct Encoder {
     Layout lay;
     bool collect_text = false;  // the SentencePiece training pass: keep each record's text (Batch::texts)
 
-    // The text of a JSON line, or an error message.
-    std::string json_text(const Record& r, std::string* text) const;
+    // The text of a JSON line, or an error message; *repaired: the line held invalid UTF-8, replaced by U+FFFD first.
+    std::string json_text(const Record& r, std::string* text, bool* repaired) const;
     // A worker's job: the laid-out tokens (b.tokens, b.off) and flags of each record; stops at an error (b.error).
     void process(Batch& b) const;
     void process_record(Batch& b, const Record& r, std::vector<uint32_t>& ids, std::string& text,
