@@ -405,6 +405,20 @@ TEST(DataParallel, AStopSignalStopsEveryRankWithACheckpoint) {
     run_shell("rm -rf " + d);
 }
 
+// A stop signal on rank 1 while rank 0 saves or samples at the run's end is the job's exit code too, said by rank 0
+// (it was lost: exit 0, a scheduler's stop reported as a finished job); what the run writes was written.
+TEST(DataParallel, AStopSignalOnAnotherRankDuringTheRunsEndIsTheExitCode) {
+    std::string d = tmpdir(), out;
+    int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + RANK_VAR +
+                           " = 1 ]; then export PRAC_TEST_KILL_AT=train.run_end:15; fi; exec " + bin("train_gpt2") +
+                           TRAIN_ARGS + " --steps 2 --eval-tokens 64 --sample 8 --save " + d + "/saved'", &out);
+    EXPECT_EQ(rc, 128 + 15) << out;
+    EXPECT_NE(out.find("received signal 15 during the run's end: its evaluation and saves finished: --save written; "
+                       "exit 143"), std::string::npos) << out;
+    EXPECT_EQ(access((d + "/saved/model.safetensors").c_str(), F_OK), 0) << out;
+    run_shell("rm -rf " + d);
+}
+
 // Ranks started with other arguments (here rank 1 with --batch-size 4 added, as an MPMD launch or a wrapper would)
 // are refused before anything runs, naming the rank and the arguments only it has. They used to train: other batch
 // sizes gave exit 0 with nothing said, another --steps printed a wrong final loss and then failed in a collective.

@@ -370,6 +370,14 @@ TEST(TrainerBinary, TheRunSaysHowManyEpochsItReads) {
     EXPECT_EQ(few.rc, 0) << describe(few);
     EXPECT_TRUE(contains(few.out, "the run reads 2 epochs")) << describe(few);
     EXPECT_FALSE(contains(few.out, "notice: one step reads")) << describe(few);
+    EXPECT_FALSE(contains(few.out, "left over")) << describe(few);
+    // B 8: 7 micro-batches, 56 samples of an epoch read; the other 6 are said (they went without a word)
+    RunResult b8 = run_trainer("train_gpt2", {"--model", GPT2_FIXTURE + "/config.json", "--seq-len", "16",
+                                              "--batch-size", "8", "--steps", "7", "--eval-tokens", "32",
+                                              "--train-data", dir / "ids.bin", "--val-data", dir / "ids.bin"}, dir, 120);
+    EXPECT_EQ(b8.rc, 0) << describe(b8);
+    EXPECT_TRUE(contains(b8.out, "62 samples of 16 tokens per epoch, of which 56 fill the micro-batches of every rank "
+                                 "(6 left over in each epoch's order); the run reads 1 epochs")) << describe(b8);
 }
 
 // A model with fewer ids than the tokenizer that --save would export (or --sample decode with) beside it is refused

@@ -284,9 +284,15 @@ struct Trainer {
             const long long per_step = (long long)ranks * B * opts.grad_accum,
                             per_epoch = train_data->steps_per_epoch() * ranks * B;
             const double epochs = (double)per_step * opts.steps / per_epoch;  // (%.3g wrote 1234 as 1.23e+03)
-            std::printf("train data: %zu shard(s), %lld samples of %d tokens per epoch%s; the run reads %s epochs\n",
+            // an epoch's last samples that fill no micro-batch on every rank are not read (the epoch's order decides
+            // which): said, as the validation data's are (10 of 22 samples on 3 ranks of B 4 went without a word)
+            const long long left_over = train_data->samples_per_epoch() - per_epoch;
+            std::printf("train data: %zu shard(s), %lld samples of %d tokens per epoch%s%s; the run reads %s epochs\n",
                         train_data->files().size(), (long long)train_data->samples_per_epoch(), T,
                         s.builtin ? " (built-in corpus)" : "",
+                        left_over > 0 ? format(", of which %lld fill the micro-batches of every rank (%lld left over "
+                                               "in each epoch's order)", per_epoch, left_over).c_str()
+                                      : "",
                         format(epochs < 1000 ? "%.3g" : "%.0f", epochs).c_str());
             if (per_step > per_epoch)
                 std::printf("notice: one step reads %lld samples (%d rank(s) x B %d x --grad-accum %d), more than the "
@@ -361,8 +367,18 @@ struct Trainer {
         log.eval(0, loss, seen, /*eval_only=*/true, hellaswag_said(hs, ""));
         install_stop_signals();  // a long --sample stops on a stop signal with the tokens so far
         stop_signals_at_end();
-        int stopped = sample();
+        sample();
+        const int stopped = stop_at_end();
         return stopped ? 128 + stopped : 0;
+    }
+
+    // A stop signal during the run's end on any rank: rank 0's during its --save or --sample, another rank's while it
+    // waited for them (it was lost: exit 0, a scheduler's stop reported as a finished job). One last collective, which
+    // the other ranks wait in unwatched while rank 0 saves and samples, as they waited in MPI_Finalize after it.
+    int stop_at_end() {
+        if (rank != 0) watchdog.reset();
+        kill_point("train.run_end");  // tests: a signal there, on one rank
+        return stop_requested();
     }
 
     // --sample's text, on rank 0 (each token is progress for the watchdog); the signal that stopped it, or 0. It
@@ -636,7 +652,7 @@ struct Trainer {
         if (start_step < opts.steps || !log.ends_with(MetricsLog::eval_record(opts.steps, vl, seen, false, more)))
             log.eval(opts.steps, vl, seen, false, more);
         // a stop signal during the final evaluation (a collective: every rank is here); one during --save or the
-        // sample, which rank 0 alone runs, is rank 0's own below
+        // sample, which rank 0 alone runs, after them (stop_at_end)
         if (!stopped) stopped = stop_requested();
         if (!opts.save.empty() && rank == 0) {
             progress("--save", opts.steps);
@@ -662,7 +678,7 @@ struct Trainer {
         sample();  // (a stop signal ends it with the tokens so far)
         // a stop signal during the run's end: what it writes was written; said, and its exit code (a scheduler's
         // stop is not reported as a finished job)
-        if (!stopped && rank == 0) stopped = (int)g_stop_signal;
+        if (!stopped) stopped = stop_at_end();
         if (stopped) {
             std::string written = opts.ckpt_dir.empty() ? "" : "the final checkpoint";
             if (!opts.save.empty()) written += written.empty() ? "--save" : " and --save";
