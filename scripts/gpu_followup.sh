@@ -12,8 +12,9 @@ usage: bash scripts/gpu_followup.sh [JOB...]      run these jobs (default: all, 
        bash scripts/gpu_followup.sh --list        the jobs and their commands
 
 Jobs (each under its own time limit, seconds; a job of two runs makes both, and fails if either does):
-  rebuild  120  cmake --build build (the call's tree may differ from the first call's: a fix made in between);
-                refused when ninja would rebuild more than 40 steps (the copied tree's files may all look new)
+  rebuild  120  cmake --build build, with REBUILD=1 only (skipped otherwise): after a fix made between the calls;
+                refused when ninja would re-run CMake or rebuild more than 40 steps (the copied tree's files may
+                all look new: a full rebuild does not fit)
   tests    150  REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN": the tests the first call failed, after a
                 fix made between the calls (RERUN unset or empty: the job is skipped)
   accum    120  build/tools/bench_gpu --models llama-130m --no-max-batch --grad-accum 4, in place, then
@@ -37,10 +38,11 @@ Jobs (each under its own time limit, seconds; a job of two runs makes both, and 
                 --optimizers adamw,galore,rso,muon,adam-mini --json (Table 2's memory, Table 9's step times)
   mma       90  PRAC_ATTENTION=mma build/tools/bench_gpu --quick (our attention kernel instead of cuDNN's)
 
-Environment: TOTAL_BUDGET (required: the device time left, status's budget_left_s, minus 30 s; each job gets at
-most what is left of it, minus 15 s for the summary), OUT (default /tmp/gpu_followup; the device tool's $OUT
-there), DRY_RUN=1 (print each command, run nothing), RERUN (the tests job's ctest -R pattern), BENCH_GPU (default
-build/tools/bench_gpu).
+Environment: TOTAL_BUDGET (required: the device time left, the first call's reply's lease.budget_left_s, minus 75 s
+for the turn between the calls, the transfers and the reply; each job gets at most what is left of it, minus 15 s
+for the summary), OUT (default /tmp/gpu_followup; the device tool's $OUT there), DRY_RUN=1 (print each command,
+run nothing), REBUILD=1 (run the rebuild job), RERUN (the tests job's ctest -R pattern), BENCH_GPU (default
+build/tools/bench_gpu: without it the machine is not the first call's warm one, and the script stops, exit 4).
 What comes back under OUT: summary.txt (also printed last) and followup_logs.tar.gz (every job's log), both
 rewritten after each job, so a call killed at its limit returns the jobs that finished.
 Exit status: 0 when every job that ran passed (a job's exit 77 is a SKIP), 1 otherwise.
@@ -49,7 +51,7 @@ EOF
 
 # The jobs, in the order they run: NAME|LIMIT SECONDS|COMMAND (one string for bash -c; printed by --list and DRY_RUN)
 JOB_TABLE=(
-  'rebuild|120|n=$(cmake --build build -- -n 2>/dev/null | grep -cE "^\[[0-9]+/[0-9]+\]"); echo "rebuild: $n steps"; if [ "$n" -gt 40 ]; then echo "refused: $n steps would not fit (the copied files look new to ninja?)"; exit 3; fi; cmake --build build -j"$(nproc)"'
+  'rebuild|120|plan=$(cmake --build build -- -n 2>/dev/null); n=$(grep -cE "^\[[0-9]+/[0-9]+\]" <<<"$plan"); echo "rebuild: $n steps"; if grep -q "Re-running CMake" <<<"$plan"; then echo "refused: ninja would re-run CMake first (the copied CMake files look new), then rebuild everything"; exit 3; fi; if [ "$n" -gt 40 ]; then echo "refused: $n steps would not fit (the copied files look new to ninja?)"; exit 3; fi; cmake --build build -j"$(nproc)"'
   'tests|150|REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" --output-on-failure --timeout 140'
   'accum|120|$BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4; r=$?; $BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4 --refresh-overlap 2 || r=1; exit $r'
   'stagger|90|r=0; for d in 0 2; do ./train_llama --model llama-130m --batch-size 32 --seq-len 256 --steps 200 --warmup 84 --prac prac --prac-t1 168 --prac-t2 168 --prac-initial-spread 84 --prac-refresh-overlap $d --eval-tokens 8192 --log "$LOGS/stagger_o$d.jsonl" >"$LOGS/stagger_o$d.log" 2>&1 || { tail -5 "$LOGS/stagger_o$d.log"; r=1; }; done; python3 scripts/plot_runs.py --no-plot --skip 2 --labels in_place,overlap2 "$LOGS/stagger_o0.jsonl" "$LOGS/stagger_o2.jsonl" || r=1; exit $r'
@@ -92,14 +94,22 @@ done
 
 cd "$(dirname "$0")/.." || exit 1
 if [ -z "${TOTAL_BUDGET:-}" ] && [ "${DRY_RUN:-0}" != 1 ]; then  # a guess that outlives the device time loses it all
-  echo "gpu_followup: set TOTAL_BUDGET (seconds): the device tool's budget_left_s minus 30" >&2; exit 2
+  echo "gpu_followup: set TOTAL_BUDGET (seconds): the first call's lease.budget_left_s minus 75" >&2; exit 2
 fi
 TOTAL_BUDGET=${TOTAL_BUDGET:-600}
 OUT=${OUT:-/tmp/gpu_followup}
 LOGS=$(mktemp -d /tmp/gpu_followup_logs.XXXXXX)/logs
+trap 'rm -rf "$(dirname "$LOGS")"' EXIT  # (what comes back is under OUT)
 mkdir -p "$OUT" "$LOGS"
 BENCH_GPU=${BENCH_GPU:-build/tools/bench_gpu}
+REBUILD=${REBUILD:-0}
 export RERUN LOGS BENCH_GPU
+# a machine that went cold between the calls starts bare: every job would fail on the missing build, minutes lost
+if [ "${DRY_RUN:-0}" != 1 ] && [ ! -x "$BENCH_GPU" ]; then
+  echo "gpu_followup: no $BENCH_GPU: this is not the first call's warm machine (a fresh one starts bare); run" \
+       "scripts/gpu_verify.sh there first (docs/GPU.md)" | tee "$OUT/summary.txt" >&2
+  exit 4
+fi
 # what scripts/gpu_verify.sh unpacked (docs/GPU.md): carried libraries and the cudnn-frontend headers
 [ -d /opt/pracdeps/lib ] && export LD_LIBRARY_PATH="/opt/pracdeps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 [ -d /opt/pracdeps/cudnn_frontend ] && export CUDNN_FRONTEND_PATH=${CUDNN_FRONTEND_PATH:-/opt/pracdeps/cudnn_frontend}
@@ -115,14 +125,16 @@ write_summary() {  # FINAL: 1 at the end
     [ -f "$LOGS/results.txt" ] && sed 's/^/  /' "$LOGS/results.txt"
     if [ "$1" != 1 ]; then echo "RESULT: INCOMPLETE (written after job ${SUMMARY[-1]%% *}; the script did not finish)"
     elif [ "$failed" = 0 ]; then echo "RESULT: OK"; else echo "RESULT: FAILED"; fi
-  } >"$OUT/summary.txt"
-  tar -C "$(dirname "$LOGS")" -czf "$OUT/followup_logs.tar.gz" logs
+  } >"$OUT/summary.txt.tmp" && mv "$OUT/summary.txt.tmp" "$OUT/summary.txt"
+  # (written aside, then renamed: a call killed during tar keeps the tarball of the job before)
+  tar -C "$(dirname "$LOGS")" -czf "$OUT/followup_logs.tar.gz.tmp" logs && mv "$OUT/followup_logs.tar.gz.tmp" "$OUT/followup_logs.tar.gz"
 }
 for j in "${jobs[@]}"; do
   cmd=$(job_cmd "$j")
   left=$(( TOTAL_BUDGET - 15 - ($(date +%s) - T0) ))
   limit=$(job_limit "$j"); [ "$left" -lt "$limit" ] && limit=$left
   if [ "$j" = tests ] && [ -z "$RERUN" ]; then SUMMARY+=("$(printf '%-8s %-6s %6s  %s' "$j" SKIP 0 "RERUN is empty")"); continue; fi
+  if [ "$j" = rebuild ] && [ "$REBUILD" != 1 ]; then SUMMARY+=("$(printf '%-8s %-6s %6s  %s' "$j" SKIP 0 "REBUILD is not 1")"); continue; fi
   if [ "$limit" -lt 10 ]; then SUMMARY+=("$(printf '%-8s %-6s %6s  %s' "$j" SKIP 0 "no time left")"); continue; fi
   echo "==> $j (limit ${limit}s): $cmd"
   if [ "${DRY_RUN:-0}" = 1 ]; then SUMMARY+=("$(printf '%-8s %-6s %6s  %s' "$j" DRY 0 "$cmd")"); continue; fi

@@ -26,6 +26,11 @@
 # (each run's full output, default /tmp/gpu_sanitize), TRAINER_DIR (where train_llama and train_gpt2 are; default
 # the repository root).
 set -uo pipefail
+case "${1:-}" in
+  -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  "") ;;
+  *) echo "gpu_sanitize: takes no arguments (the environment above sets it up; --help)" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.." || exit 1
 
 SAN=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || true)}
@@ -62,7 +67,7 @@ echo "gpu_sanitize: $("$SAN" --version 2>/dev/null | grep -iE 'version' | head -
 errors_total=0; failed=0; incomplete=0
 for row in "${RUNS[@]}"; do
   IFS='|' read -r tool name envs cmd <<<"$row"
-  left=$(( BUDGET - ($(date +%s) - T0) - 3 ))
+  left=$(( BUDGET - ($(date +%s) - T0) - 10 ))  # (a run may outlive its cap by timeout's 5 s --kill-after)
   cap=$RUN_CAP; [ "$left" -lt "$cap" ] && cap=$left
   if [ "$cap" -lt 5 ]; then
     echo "RESULT gpu_sanitize tool=$tool run=$name status=timeout errors=0 secs=0 (not reached: no time left)"

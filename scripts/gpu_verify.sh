@@ -57,6 +57,7 @@
 #   BENCH_ARGS      arguments of every benchmark (default --quick: fits the device call's budget)
 #   BENCH_OVERLAP   D of the extra overlapped bench_gpu run (default 2; 0 leaves it out)
 #   CLEAN=0         keep existing build dirs (a second call on a still-warm device machine rebuilds incrementally)
+#                   and reuse PREFIX as an earlier call unpacked it (its env.sh)
 #   USE_MAKE=0      call cmake (Ninja) directly, as the script does by itself where make is missing
 #   GIT_REV         a label for the summary and results.json (the device copy has no .git): pass the commit
 set -euo pipefail
@@ -385,6 +386,16 @@ step_deps() {
     *) record deps FAIL 0 "PREFIX=$PREFIX refused: give a private folder such as /opt/pracdeps"; return 1 ;;
   esac
   case "$PREFIX" in /usr|/usr/*|/lib*|/bin*|/etc*|/opt|/tmp|/root) record deps FAIL 0 "PREFIX=$PREFIX refused (system folder)"; return 1 ;; esac
+  # a later call on the warm machine (CLEAN=0: gpu_followup.sh's fp32 job) reuses what an earlier call unpacked:
+  # unpacking again gave the frontend's headers new times (an incremental build then recompiled what includes them)
+  # and, where that call carried no .gpu_debs, removed the libraries the builds link
+  if [ "${CLEAN:-1}" = 0 ] && [ -f "$PREFIX/env.sh" ]; then
+    # shellcheck disable=SC1091
+    . "$PREFIX/env.sh"
+    { echo "reused $PREFIX (CLEAN=0):"; cat "$PREFIX/env.sh"; } >>"$f"
+    record deps PASS $(( $(now) - t0 )) "reused $PREFIX, unpacked by an earlier call (CLEAN=0)"
+    return 0
+  fi
   rm -rf "${PREFIX:?}"; mkdir -p "$PREFIX/lib"
   local cpp="" g name pkgs hdrs libs p deb missing_debs
   for g in "${DEP_GROUPS[@]}"; do
@@ -470,6 +481,13 @@ for f in (m.files("nvidia-cudnn-frontend") or []):
   echo "  CMAKE_PREFIX_PATH=${CMAKE_PREFIX_PATH:-}"
   echo "  LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
   local n_carried=0; for row in "${DEPS_TABLE[@]}"; do [[ "$row" == *"|carried"* ]] && n_carried=$((n_carried+1)); done
+  if [ "$status" = PASS ]; then  # what a later call with CLEAN=0 reuses (above)
+    {
+      printf 'export CMAKE_PREFIX_PATH=%q\n' "${CMAKE_PREFIX_PATH:-}"
+      printf 'export LD_LIBRARY_PATH=%q\n' "${LD_LIBRARY_PATH:-}"
+      [ -n "${CUDNN_FRONTEND_PATH:-}" ] && printf 'export CUDNN_FRONTEND_PATH=%q\n' "$CUDNN_FRONTEND_PATH"
+    } >"$PREFIX/env.sh"
+  fi
   record deps "$status" $(( $(now) - t0 )) "$n_carried carried from .gpu_debs${notes:+; ${notes[*]}}"
 }
 
@@ -710,7 +728,8 @@ ok = all(s["status"] != "FAIL" for s in steps) and all(t["status"] != "FAIL" for
 res = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "dry_run": os.environ.get("DRY_RUN") == "1",
        "git_rev": os.environ.get("GIT_REV", ""), "cuda_archs": os.environ.get("ARCHS"), "ok": ok, "steps": steps,
        "tests": suites, "bench": bench}
-json.dump(res, open(os.path.join(dest, "results.json"), "w"), indent=1)
+json.dump(res, open(os.path.join(dest, "results.json.tmp"), "w"), indent=1)
+os.replace(os.path.join(dest, "results.json.tmp"), os.path.join(dest, "results.json"))
 
 out = []
 W = 58
@@ -740,7 +759,8 @@ if os.environ.get("PARTIAL") == "1":  # rewritten after each step: a killed call
 else:
     out.append("RESULT: %s%s" % ("OK" if ok else "FAILED", " (dry run: no GPU; skips allowed)" if os.environ.get("DRY_RUN") == "1" else ""))
 txt = "\n".join(out) + "\n"
-open(os.path.join(dest, "summary.txt"), "w").write(txt)
+open(os.path.join(dest, "summary.txt.tmp"), "w").write(txt)  # (renamed whole: a call killed mid-write keeps the last)
+os.replace(os.path.join(dest, "summary.txt.tmp"), os.path.join(dest, "summary.txt"))
 print(txt, end="")
 sys.exit(0 if ok else 1)
 EOF
@@ -748,7 +768,8 @@ EOF
     { echo "python3 missing: raw step list"; cat "$STEPS_TSV"; } | tee "$dest/summary.txt"
   fi
   cp "$LOGDIR/deps.log" "$dest/deps.txt" 2>/dev/null || true
-  tar -C "$WORK" -czf "$dest/logs.tar.gz" logs 2>/dev/null || warn "could not write $dest/logs.tar.gz"
+  { tar -C "$WORK" -czf "$dest/logs.tar.gz.tmp" logs 2>/dev/null && mv "$dest/logs.tar.gz.tmp" "$dest/logs.tar.gz"; } \
+    || warn "could not write $dest/logs.tar.gz"
   echo "results: $dest/{summary.txt,results.json,deps.txt,logs.tar.gz}  (elapsed $(elapsed)s of ${TOTAL_BUDGET}s)"
 }
 

@@ -9,6 +9,7 @@ fail=0
 ok() { echo "  [ok] $*"; }
 bad() { echo "  [FAIL] $*"; fail=1; }
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
+export BENCH_GPU=/bin/true  # (the warm machine's build: the script stops without one, below)
 
 out=$(bash "$S" --list)
 for j in rebuild tests accum stagger overlap sanitize fp32 stride align llmc table mma; do
@@ -51,6 +52,18 @@ DRY_RUN=1 FOLLOWUP_CMD_stride="touch $W/ran" OUT="$W/out3" bash "$S" stride >/de
 
 env -u RERUN TOTAL_BUDGET=60 OUT="$W/out4" bash "$S" tests >/dev/null 2>&1
 grep -qE '^tests +SKIP .*RERUN is empty' "$W/out4/summary.txt" && ok "tests without RERUN: skipped" || bad "tests job ran without RERUN"
+# rebuild only when asked (a full rebuild after the copy's new timestamps took a whole job's limit), and then not when
+# ninja would re-run CMake (its dry run counts 1 step then); a machine without the first call's build: stop at once
+env -u REBUILD FOLLOWUP_CMD_rebuild="touch $W/rebuilt" TOTAL_BUDGET=60 OUT="$W/out7" bash "$S" rebuild >/dev/null 2>&1
+[ ! -e "$W/rebuilt" ] && grep -qE '^rebuild +SKIP .*REBUILD is not 1' "$W/out7/summary.txt" \
+  && ok "rebuild without REBUILD=1: skipped" || bad "rebuild ran without REBUILD=1"
+printf '#!/bin/sh\necho "[1/1] Re-running CMake..."\n' >"$W/cmake"; chmod +x "$W/cmake"
+PATH="$W:$PATH" REBUILD=1 TOTAL_BUDGET=60 OUT="$W/out8" bash "$S" rebuild >"$W/o8" 2>&1; rc=$?
+[ "$rc" = 1 ] && grep -qE '^rebuild +FAIL .*rc=3' "$W/out8/summary.txt" && grep -q 'refused: ninja would re-run CMake' "$W/o8" \
+  && ok "rebuild refused when ninja would re-run CMake" || bad "rebuild with CMake's re-run: rc=$rc $(cat "$W/o8")"
+BENCH_GPU="$W/none" FOLLOWUP_CMD_stride="touch $W/ran9" TOTAL_BUDGET=60 OUT="$W/out9" bash "$S" stride >"$W/o9" 2>&1; rc=$?
+[ "$rc" = 4 ] && [ ! -e "$W/ran9" ] && grep -q "not the first call's warm machine" "$W/out9/summary.txt" \
+  && ok "no build (a cold machine): exit 4 at once, said in summary.txt" || bad "no build: rc=$rc $(cat "$W/o9")"
 
 # a job of two runs (the real overlap command, a stand-in bench_gpu whose first run fails) makes both and fails
 printf '#!/bin/sh\necho "$*" >>%s\ncase "$*" in *"overlap 1"*) exit 1;; esac\necho "RESULT bench_gpu $*"\n' "$W/calls" >"$W/bench"
@@ -67,7 +80,7 @@ sid=$!
 for _ in $(seq 1 50); do grep -q '==> mma' "$W/run6" && break; sleep 0.2; done
 pkill -KILL -s "$sid"; wait "$sid" 2>/dev/null
 grep -qE '^stride +PASS' "$W/out6/summary.txt" && grep -q '^RESULT: INCOMPLETE (written after job stride' "$W/out6/summary.txt" \
-  && tar -tzf "$W/out6/followup_logs.tar.gz" | grep -q 'logs/stride.log' \
+  && tar -tzf "$W/out6/followup_logs.tar.gz" | grep -c 'logs/stride.log' >/dev/null \
   && ok "killed during mma: stride's row, INCOMPLETE, its log" || bad "killed run: $(cat "$W/out6/summary.txt" 2>&1)"
 
 [ "$fail" = 0 ] && echo "test_gpu_followup: all passed" || echo "test_gpu_followup: FAILED"

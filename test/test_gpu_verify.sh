@@ -10,7 +10,8 @@ S=scripts/gpu_verify.sh
 fail=0
 ok() { echo "  [ok] $*"; }
 bad() { echo "  [FAIL] $*"; fail=1; }
-W=$(mktemp -d); trap 'pkill -KILL -s "${sid:-0}" 2>/dev/null; rm -rf "$W"' EXIT
+# (pkill -s 0 is pkill's own session: ctest's and the shell's, were the test to end before sid is set)
+W=$(mktemp -d); trap '[ -n "${sid:-}" ] && pkill -KILL -s "$sid" 2>/dev/null; rm -rf "$W"' EXIT
 # DRY_RUN copies the tree into WORK and runs there; FORCE_DEBS=0: this machine has the build dependencies
 common=(DRY_RUN=1 FORCE_DEBS=0 SKIP_CPU=1)
 
@@ -21,6 +22,15 @@ grep -qE '^build-fp32 +SKIP .*FP32_MIN=100000: run scripts/gpu_followup.sh fp32'
   || bad "build-fp32 row: $(grep build-fp32 "$sum")"
 grep -qE '^gpu-fp32 +SKIP ' "$sum" && ok "gpu-fp32 skipped" || bad "gpu-fp32 row: $(grep gpu-fp32 "$sum")"
 grep -q '^RESULT: OK' "$sum" && ok "summary OK" || bad "summary verdict: $(tail -n 1 "$sum")"
+
+# a later call on the warm machine (CLEAN=0, as gpu_followup.sh's fp32 job makes it) reuses the unpacked prefix and
+# its exports: unpacking again removed the libraries where that call carried no .gpu_debs, and renewed the headers'
+# times (an incremental build recompiled everything that includes them)
+echo "export PRAC_TEST_REUSED=yes" >>"$W/a/pracdeps/env.sh"
+env "${common[@]}" WORK="$W/a" OUT="$W/a/out2" STEPS=fp32 FP32_MIN=100000 CLEAN=0 bash "$S" >"$W/a2.log" 2>&1
+grep -qE '^deps +PASS .*reused .*pracdeps, unpacked by an earlier call' "$W/a/out2/summary.txt" \
+  && grep -q 'PRAC_TEST_REUSED=yes' "$W/a/pracdeps/env.sh" && ok "CLEAN=0: the earlier call's prefix reused" \
+  || bad "CLEAN=0 deps: $(grep -E '^deps' "$W/a/out2/summary.txt")"
 
 # killed while the BF16 build configures (every process of the call's session, as the device tool's limit does)
 setsid env "${common[@]}" WORK="$W/b" OUT="$W/b/out" STEPS=build bash "$S" >"$W/b.log" 2>&1 &
