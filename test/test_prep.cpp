@@ -153,6 +153,18 @@ class Prep : public ::testing::Test {
             for (const auto& p : shards(prefix, s)) m[p.substr(prefix.size())] = slurp(p);  // "_train_000000.bin"
         return m;
     }
+    // Writes `given` and `reference` as JSON lines, prepares each (GPT-2, no validation split) and expects the same
+    // shards: `given` reads as `reference` says. Returns the run of `given`.
+    PrepRun expect_jsonl_reads_as(const std::string& given, const std::string& reference) const {
+        std::ofstream(path("given.jsonl")) << given;
+        std::ofstream(path("reference.jsonl")) << reference;
+        PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("given.jsonl"), "--out", path("a")});
+        prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("reference.jsonl"), "--out", path("b")});
+        auto a = outputs(path("a")), b = outputs(path("b"));
+        EXPECT_EQ(a.size(), 1u);
+        EXPECT_TRUE(a == b);
+        return r;
+    }
 
     // Runs an expected.json case and compares each split with the expectation.
     void check_case(const std::string& name, const std::vector<std::string>& extra = {}) {
@@ -1376,15 +1388,10 @@ TEST_F(Prep, ProgressIntervalZeroPrintsNone) {
 // U+FFFD. A pair stays a character, and an escaped backslash before "u" stays text.
 TEST_F(Prep, LoneSurrogatesInJsonAreReplacementCharacters) {
     REQUIRE_GPT2();
-    std::ofstream(path("lone.jsonl")) << "{\"text\":\"lone \\ud800 x\"}\n"
-                                         "{\"text\":\"low \\uDC00, a pair \\ud83d\\ude00, text \\\\ud800 and \\ud800\"}\n";
-    std::ofstream(path("fffd.jsonl")) << "{\"text\":\"lone \\ufffd x\"}\n"
-                                         "{\"text\":\"low \xEF\xBF\xBD, a pair \xF0\x9F\x98\x80, text \\\\ud800 and \\ufffd\"}\n";
-    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("lone.jsonl"), "--out", path("a")});
-    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("fffd.jsonl"), "--out", path("b")});
-    auto a = outputs(path("a")), b = outputs(path("b"));
-    ASSERT_EQ(a.size(), 1u);
-    EXPECT_TRUE(a == b);
+    expect_jsonl_reads_as("{\"text\":\"lone \\ud800 x\"}\n"
+                          "{\"text\":\"low \\uDC00, a pair \\ud83d\\ude00, text \\\\ud800 and \\ud800\"}\n",
+                          "{\"text\":\"lone \\ufffd x\"}\n"
+                          "{\"text\":\"low \xEF\xBF\xBD, a pair \xF0\x9F\x98\x80, text \\\\ud800 and \\ufffd\"}\n");
 }
 
 // Invalid UTF-8 in a JSON line (a Latin-1 byte in a web corpus, a character cut short) is repaired as in text files,
@@ -1392,17 +1399,11 @@ TEST_F(Prep, LoneSurrogatesInJsonAreReplacementCharacters) {
 // equal those of the lines written with U+FFFD (the line stopped the run as invalid JSON; --skip-bad-json lost it).
 TEST_F(Prep, InvalidUtf8InJsonLinesIsRepaired) {
     REQUIRE_GPT2();
-    std::ofstream(path("bad.jsonl")) << "{\"text\":\"caf\xE9 au lait\"}\n{\"text\":\"cut \xF0\x9F\x98 here\"}\n"
-                                        "{\"text\":\"fine\"}\n";
-    std::ofstream(path("fffd.jsonl")) << "{\"text\":\"caf\xEF\xBF\xBD au lait\"}\n{\"text\":\"cut \xEF\xBF\xBD here\"}\n"
-                                         "{\"text\":\"fine\"}\n";
-    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("bad.jsonl"), "--out", path("a")});
+    PrepRun r = expect_jsonl_reads_as(
+        "{\"text\":\"caf\xE9 au lait\"}\n{\"text\":\"cut \xF0\x9F\x98 here\"}\n{\"text\":\"fine\"}\n",
+        "{\"text\":\"caf\xEF\xBF\xBD au lait\"}\n{\"text\":\"cut \xEF\xBF\xBD here\"}\n{\"text\":\"fine\"}\n");
     EXPECT_NE(r.out.find("2 with invalid UTF-8 repaired"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("3 docs"), std::string::npos) << r.out;
-    prep_ok({"--tokenizer", "gpt2", "--no-val", "--input", path("fffd.jsonl"), "--out", path("b")});
-    auto a = outputs(path("a")), b = outputs(path("b"));
-    ASSERT_EQ(a.size(), 1u);
-    EXPECT_TRUE(a == b);
 }
 
 // A run stopped at a bad JSON line goes on with --resume --skip-bad-json, as the hint says (it was refused as another
