@@ -39,7 +39,7 @@ Jobs (each under its own time limit, seconds; a job of two runs makes both, and 
   mma       90  PRAC_ATTENTION=mma build/tools/bench_gpu --quick (our attention kernel instead of cuDNN's)
 
 Environment: TOTAL_BUDGET (required: the device time left, the first call's reply's lease.budget_left_s, minus 75 s
-for the turn between the calls, the transfers and the reply; each job gets at most what is left of it, minus 15 s
+for the turn between the calls, the transfers and the reply, and at most 580: a call's limit is 600; each job gets at most what is left of it, minus 15 s
 for the summary), OUT (default /tmp/gpu_followup; the device tool's $OUT there), DRY_RUN=1 (print each command,
 run nothing), REBUILD=1 (run the rebuild job), RERUN (the tests job's ctest -R pattern), BENCH_GPU (default
 build/tools/bench_gpu: without it the machine is not the first call's warm one, and the script stops, exit 4).
@@ -94,12 +94,13 @@ done
 
 cd "$(dirname "$0")/.." || exit 1
 if [ -z "${TOTAL_BUDGET:-}" ] && [ "${DRY_RUN:-0}" != 1 ]; then  # a guess that outlives the device time loses it all
-  echo "gpu_followup: set TOTAL_BUDGET (seconds): the first call's lease.budget_left_s minus 75" >&2; exit 2
+  echo "gpu_followup: set TOTAL_BUDGET (seconds): the first call's lease.budget_left_s minus 75, at most 580" >&2; exit 2
 fi
 TOTAL_BUDGET=${TOTAL_BUDGET:-600}
 OUT=${OUT:-/tmp/gpu_followup}
-LOGS=$(mktemp -d /tmp/gpu_followup_logs.XXXXXX)/logs
-trap 'rm -rf "$(dirname "$LOGS")"' EXIT  # (what comes back is under OUT)
+TMP=$(mktemp -d /tmp/gpu_followup_logs.XXXXXX) || { echo "gpu_followup: cannot make a folder in /tmp" >&2; exit 1; }
+LOGS=$TMP/logs
+trap 'rm -rf "$TMP"' EXIT  # (what comes back is under OUT)
 mkdir -p "$OUT" "$LOGS"
 BENCH_GPU=${BENCH_GPU:-build/tools/bench_gpu}
 REBUILD=${REBUILD:-0}

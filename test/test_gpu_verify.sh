@@ -26,6 +26,8 @@ grep -q '^RESULT: OK' "$sum" && ok "summary OK" || bad "summary verdict: $(tail 
 # a later call on the warm machine (CLEAN=0, as gpu_followup.sh's fp32 job makes it) reuses the unpacked prefix and
 # its exports: unpacking again removed the libraries where that call carried no .gpu_debs, and renewed the headers'
 # times (an incremental build recompiled everything that includes them)
+grep -q '^export CMAKE_PREFIX_PATH=' "$W/a/pracdeps/env.sh" 2>/dev/null && ok "deps wrote the prefix's env.sh" \
+  || bad "no env.sh with the exports in $W/a/pracdeps"
 echo "export PRAC_TEST_REUSED=yes" >>"$W/a/pracdeps/env.sh"
 env "${common[@]}" WORK="$W/a" OUT="$W/a/out2" STEPS=fp32 FP32_MIN=100000 CLEAN=0 bash "$S" >"$W/a2.log" 2>&1
 grep -qE '^deps +PASS .*reused .*pracdeps, unpacked by an earlier call' "$W/a/out2/summary.txt" \

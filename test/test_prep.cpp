@@ -1079,6 +1079,12 @@ TEST_F(Prep, ResumeRefusesOtherOptionsOrInputs) {
         auto again = base;
         again.push_back("--resume");
         prep_fails(again, {"text_reading: was -", "an earlier prep_data's, which read text files otherwise"});
+        // ... nor one of the build before JSON lines' invalid UTF-8 was repaired (refused, or skipped by
+        // --skip-bad-json: a resume would repair the lines after its resume point only)
+        st["config"]["text_reading"] = "universal newlines, utf-8-sig";
+        std::ofstream(path("p") + "_prep.json", std::ios::binary | std::ios::trunc) << st.dump(1) << "\n";
+        prep_fails(again, {"text_reading: was \"universal newlines, utf-8-sig\"",
+                           "which refused a JSON line holding invalid UTF-8 (or skipped it, --skip-bad-json)"});
     }
     // Without --resume or --overwrite the earlier output is not touched.
     prep_fails(base, {"already exists", "--resume", "--overwrite"});

@@ -216,6 +216,8 @@ struct Prep {
     }
     // Whether a setting of the interrupted run's state is this run's: the tokenizer copy's path by its name alone
     // (beside the shards, whose prefix found the state: --out ./d/x is d/x)
+    // how this build reads text: the state's "text_reading" (a resume of another build's state is refused)
+    static constexpr const char* TEXT_READING = "universal newlines, utf-8-sig; JSON lines' invalid UTF-8 replaced";
     static bool same_setting(const std::string& key, const json& was, const json& now) {
         // --skip-bad-json added to a resume of a run stopped at a bad line: the lines before were all good, and a
         // skipped line keeps its place in the numbering, so the shards are those of a run with it from the start
@@ -303,8 +305,9 @@ struct Prep {
                   {"doc_sep", o.doc_sep},
                   {"owt_clean", o.owt_clean},
                   {"skip_bad_json", o.skip_bad_json},
-                  // how text files are read (lone CR lines, a dropped BOM): a state without it was an earlier build's
-                  {"text_reading", "universal newlines, utf-8-sig"},
+                  // how text is read (lone CR lines, a dropped BOM; JSON lines' invalid UTF-8 repaired since
+                  // 2026-12-04): a state with another value, or none, was an earlier build's
+                  {"text_reading", TEXT_READING},
                   {"max_docs", o.max_docs}};
     }
 
@@ -534,12 +537,16 @@ struct Prep {
                                     v.dump().c_str());
             const bool tokenizer_changed = old.contains("tokenizer_sha256") &&
                                            old["tokenizer_sha256"] != config["tokenizer_sha256"];
-            const bool earlier_build = !old.contains("text_reading");
+            const bool earlier_build = !old.contains("text_reading") || old["text_reading"] != TEXT_READING;
             CHECK_USER(diffs.empty(), "--resume: the options differ from the interrupted run's:%s\n---> HINT: %s, or "
                        "start again with --overwrite", diffs.c_str(),
-                       earlier_build ? "the interrupted run was an earlier prep_data's, which read text files otherwise "
-                                       "(a lone CR did not end a line; a byte order mark was text): its shards cannot "
-                                       "be continued by this one"
+                       !old.contains("text_reading")
+                           ? "the interrupted run was an earlier prep_data's, which read text files otherwise (a lone "
+                             "CR did not end a line; a byte order mark was text): its shards cannot be continued by "
+                             "this one"
+                       : earlier_build ? "the interrupted run was an earlier prep_data's, which refused a JSON line "
+                                         "holding invalid UTF-8 (or skipped it, --skip-bad-json) where this one "
+                                         "repairs it: its shards cannot be continued by this one"
                        : tokenizer_changed ? "the tokenizer file's content is not the one the interrupted run read "
                                              "(tokenizer_sha256): resume with that file"
                                            : "resume with the same command line");
