@@ -152,15 +152,28 @@ EOF_COMPAT
   OBJS=() LIBS=(cublas cublasLt)
   # NVML (llm.c's GPU telemetry, used only when nvml.h is found): linked where the driver's library is
   [ "$(link_flags nvidia-ml)" != "-lnvidia-ml" ] && LIBS+=(nvidia-ml)
-  LLMC_ATTN=""
+  LLMC_ATTN="" MAIN_OBJ=""
   if [ "$CUDNN" != 0 ] && [ -n "$FE" ] && [ -f "$FE/cudnn_frontend.h" ]; then
     CUDNN_INC=$(cudnn_include)
     CUDNN_FLAGS=(-DENABLE_CUDNN "-I$FE" ${CUDNN_INC:+"-I$CUDNN_INC"})
     mkdir -p "$LLMC/build"
-    echo "llm.c: compiling llmc/cudnn_att.cpp (cuDNN attention, frontend $FE${CUDNN_INC:+, cudnn.h in $CUDNN_INC})"
-    if (cd "$LLMC" && "$NVCC" -c "${FLAGS[@]}" "${CUDNN_FLAGS[@]}" ${LLMC_NVCC_FLAGS:-} llmc/cudnn_att.cpp \
-          -o build/cudnn_att.o); then
-      FLAGS+=("${CUDNN_FLAGS[@]}")
+    # the two files side by side (each minutes of nvcc; the GPU job's limit holds the build and both runs), then
+    # the link; train_gpt2.cu compiled for cuDNN is compiled again without it if cudnn_att.cpp fails
+    echo "llm.c: compiling llmc/cudnn_att.cpp (cuDNN attention, frontend $FE${CUDNN_INC:+, cudnn.h in $CUDNN_INC})" \
+         "and train_gpt2.cu, side by side"
+    (cd "$LLMC" && "$NVCC" -c "${FLAGS[@]}" "${CUDNN_FLAGS[@]}" ${LLMC_NVCC_FLAGS:-} llmc/cudnn_att.cpp \
+       -o build/cudnn_att.o) >"$OUT/llmc_cudnn_att.log" 2>&1 &
+    att=$!
+    (cd "$LLMC" && "$NVCC" -c "${FLAGS[@]}" "${CUDNN_FLAGS[@]}" ${LLMC_NVCC_FLAGS:-} train_gpt2.cu \
+       -o build/train_gpt2.o) >"$OUT/llmc_train_gpt2.log" 2>&1 &
+    main=$!
+    att_rc=0 main_rc=0
+    wait "$att" || att_rc=$?
+    wait "$main" || main_rc=$?
+    cat "$OUT/llmc_cudnn_att.log" "$OUT/llmc_train_gpt2.log"
+    if [ "$att_rc" = 0 ]; then
+      [ "$main_rc" = 0 ] || die "compiling llm.c's train_gpt2.cu failed (see above)"
+      MAIN_OBJ=build/train_gpt2.o
       OBJS+=(build/cudnn_att.o) LIBS+=(cudnn nvrtc)  # the frontend compiles some engines at run time (NVRTC)
       LLMC_ATTN="cuDNN"
     else  # a comparison without cuDNN beats none: ours then runs with cuDNN, and the summary says llm.c did not
@@ -171,10 +184,11 @@ EOF_COMPAT
     LLMC_ATTN="its own kernels (no cudnn-frontend: set CUDNN_FRONTEND_PATH)"
     [ "$CUDNN" = 0 ] && LLMC_ATTN="its own kernels (--no-cudnn)"
   fi
-  echo "llm.c: compiling train_gpt2cu (bf16, attention: $LLMC_ATTN)"
+  verb=compiling; [ -n "$MAIN_OBJ" ] && verb=linking
+  echo "llm.c: $verb train_gpt2cu (bf16, attention: $LLMC_ATTN)"
   # shellcheck disable=SC2046
-  (cd "$LLMC" && "$NVCC" "${FLAGS[@]}" ${LLMC_NVCC_FLAGS:-} train_gpt2.cu "${OBJS[@]}" $(link_flags "${LIBS[@]}") \
-     -o train_gpt2cu) || die "building llm.c's train_gpt2cu failed (see above)"
+  (cd "$LLMC" && "$NVCC" "${FLAGS[@]}" ${LLMC_NVCC_FLAGS:-} "${MAIN_OBJ:-train_gpt2.cu}" "${OBJS[@]}" \
+     $(link_flags "${LIBS[@]}") -o train_gpt2cu) || die "building llm.c's train_gpt2cu failed (see above)"
   LLMC_BIN="$LLMC/train_gpt2cu"
 fi
 [ -x "$LLMC_BIN" ] || die "$LLMC_BIN is not an executable"
