@@ -39,10 +39,11 @@ Jobs (each under its own time limit, seconds; a job of two runs makes both, and 
   mma       90  PRAC_ATTENTION=mma build/tools/bench_gpu --quick (our attention kernel instead of cuDNN's)
 
 Environment: TOTAL_BUDGET (required: the device time left, the first call's reply's lease.budget_left_s, minus 75 s
-for the turn between the calls, the transfers and the reply, and at most 580: a call's limit is 600; each job gets at most what is left of it, minus 15 s
-for the summary), OUT (default /tmp/gpu_followup; the device tool's $OUT there), DRY_RUN=1 (print each command,
-run nothing), REBUILD=1 (run the rebuild job), RERUN (the tests job's ctest -R pattern), BENCH_GPU (default
-build/tools/bench_gpu: without it the machine is not the first call's warm one, and the script stops, exit 4).
+for the turn between the calls, the transfers and the reply, and at most 580: a call's limit is 600; each job gets
+at most what is left of it, minus 15 s for the summary), OUT (default /tmp/gpu_followup; the device tool's $OUT
+there), DRY_RUN=1 (print each command, run nothing), REBUILD=1 (run the rebuild job), RERUN (the tests job's
+ctest -R pattern), BENCH_GPU (default build/tools/bench_gpu: without it the machine is not the first call's warm
+one, and the script stops, exit 4).
 What comes back under OUT: summary.txt (also printed last) and followup_logs.tar.gz (every job's log), both
 rewritten after each job, so a call killed at its limit returns the jobs that finished.
 Exit status: 0 when every job that ran passed (a job's exit 77 is a SKIP), 1 otherwise.

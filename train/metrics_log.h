@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "common/error.h"
-#include "common/files.h"  // write_all
+#include "common/files.h"  // write_all, made_output_dirs
 
 // A non-empty --log must be one of these trainers' logs: its first line starts as every record does ({"type":).
 // Another file (notes, a CSV) is never appended to, truncated by --overwrite, or counted as an earlier run's log.
@@ -54,25 +54,24 @@ struct MetricsLog {
     // The first step record this process writes gets "startup":true: that step carries the process's one-time setup
     // (allocations, library plans, a first refresh), a resume's first step too, so timing summaries leave it out
     bool step_written = false;
-    // What this process made for the log, the file and then the directories made for it (innermost first), while no
-    // record is in it: a run refused after it opened the log (a --resume's settings, --grad-accum past the data)
-    // removes them as its error unwinds, leaving no empty log behind. Cleared at the first record.
-    std::vector<std::string> made_empty;
+    // The log file this process created, while no record is in it: a run refused after it opened the log (a
+    // --resume's settings, --grad-accum past the data) removes it as its error unwinds, and main's error path the
+    // directories made for it (remove_made_output_dirs_left_empty), leaving no empty log behind. Cleared at the first
+    // record.
+    bool made_empty = false;
     MetricsLog(const std::string& path, bool start_over) : path(path), truncate_first(start_over) {
         if (path.empty()) return;
-        std::error_code ec;  // its directory is made, as --save's and --ckpt-dir's are
-        const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-        std::vector<std::string> new_dirs;
-        for (std::filesystem::path d = dir; !d.empty() && !std::filesystem::exists(d, ec); d = d.parent_path())
-            new_dirs.push_back(d.string());
-        if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+        // its directory is made, as --save's and --ckpt-dir's are, and recorded as theirs are (made_output_dirs)
+        std::vector<std::filesystem::path> missing;  // innermost first
+        std::error_code ec;
+        for (auto d = std::filesystem::path(path).parent_path(); !d.empty() && !std::filesystem::exists(d, ec);
+             d = d.parent_path())
+            missing.push_back(d);
+        for (auto d = missing.rbegin(); d != missing.rend(); ++d)
+            if (std::filesystem::create_directory(*d, ec)) made_output_dirs().dirs.push_back(d->string());
         fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
-        if (fd >= 0) {
-            made_empty.push_back(path);
-            made_empty.insert(made_empty.end(), new_dirs.begin(), new_dirs.end());
-        } else if (errno == EEXIST) {
-            fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        }
+        made_empty = fd >= 0;
+        if (fd < 0 && errno == EEXIST) fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0) fail("cannot open the metrics log %s for appending: %s", path.c_str(), std::strerror(errno));
         // a file, not a device or pipe (--log /dev/stdout: shared with everything there, never ours to lock or cut)
         struct stat st;
@@ -130,8 +129,7 @@ struct MetricsLog {
     }
     ~MetricsLog() {
         if (fd >= 0) ::close(fd);
-        if (std::uncaught_exceptions() > 0)  // (a run ending normally keeps its log, records or not)
-            for (const std::string& p : made_empty) ::remove(p.c_str());  // (a directory only when empty)
+        if (made_empty && std::uncaught_exceptions() > 0) ::remove(path.c_str());  // (a run ending normally keeps it)
     }
     MetricsLog(const MetricsLog&) = delete;
     MetricsLog& operator=(const MetricsLog&) = delete;
@@ -252,7 +250,7 @@ struct MetricsLog {
     // append to: records lost with exit 0 were what a full disk used to cost.
     void write_line(std::string line) {
         if (fd < 0) return;
-        made_empty.clear();
+        made_empty = false;
         if (truncate_first) {  // --overwrite: the earlier run's records go at this run's first record
             truncate_first = false;
             if (ftruncate(fd, 0) != 0)

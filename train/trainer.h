@@ -381,15 +381,15 @@ struct Trainer {
         return stop_requested();
     }
 
-    // --sample's text, on rank 0 (each token is progress for the watchdog); the signal that stopped it, or 0. It
-    // starts as the training data starts a document (--eval-only: as the validation data does).
-    int sample() {
-        if (opts.sample <= 0 || rank != 0) return 0;
+    // --sample's text, on rank 0 (each token is progress for the watchdog; a stop signal ends it, and stop_at_end
+    // says it). It starts as the training data starts a document (--eval-only: as the validation data does).
+    void sample() {
+        if (opts.sample <= 0 || rank != 0) return;
         const DataLoader& docs = train_data ? *train_data : val;
         SampleStart start{docs.info().layout == SHARD_LAYOUT_ROWS,
                           [&docs](uint64_t draw) { return docs.document_start(draw); },
                           train_data ? "--train-data" : "--val-data"};
-        return print_sample(model, opts, cfg.arch, start, g_stop_signal, [this] { progress("--sample", steps_done); });
+        print_sample(model, opts, cfg.arch, start, g_stop_signal, [this] { progress("--sample", steps_done); });
     }
 
     // the watchdog's progress mark (nothing without one)

@@ -110,14 +110,13 @@ def base_parser(description, pretrain=True, gpt2=False, launch=True):
                         help="--paper: GPU memory in GiB (nvidia-smi's MiB / 1024) for the planner's OOM and "
                              "batch checks: 80 for the paper's A800 80GB (and an A100 80GB), 79.65 for an H100 80GB, "
                              "140.4 for an H200 [80]")
-    if pretrain and not launch:
-        ap.add_argument("--launch", default="", help="refused here: this table's numbers are of one device")
-    elif pretrain:
-        ap.add_argument("--launch", default="", help="a launcher before every trainer command, one quoted string: "
-                        "--launch='mpirun -np 4' trains each run on 4 GPUs (--paper's global batch of 512 stays: "
-                        "the trainer's --global-batch sets the accumulation per rank count). It is not part of a "
-                        "run's command as a rerun compares it, so a rerun on another number of GPUs continues the "
-                        "runs from their checkpoints")
+    if pretrain:
+        ap.add_argument("--launch", default="", help=(
+            "a launcher before every trainer command, one quoted string: --launch='mpirun -np 4' trains each run on "
+            "4 GPUs (--paper's global batch of 512 stays: the trainer's --global-batch sets the accumulation per rank "
+            "count). It is not part of a run's command as a rerun compares it, so a rerun on another number of GPUs "
+            "continues the runs from their checkpoints" if launch
+            else "refused here: this table's numbers are of one device"))
     ap.add_argument("--run-timeout", type=float, default=None,
                     help="seconds before a run is killed (0: never) [0" + ("" if pretrain else "; --quick: 300") + "]")
     ap.add_argument("--extra", default="", help="extra trainer flags appended to every run, one quoted string; "

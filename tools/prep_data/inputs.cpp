@@ -125,19 +125,21 @@ static void add_dir(const std::string& dir, int src, std::vector<InputFile>& out
     }
     CHECK_USER(!files.empty(), "directory %s has no .txt files\n---> HINT: a directory input stands for its *.txt "
                "files; give JSON lines or archives by name or pattern", dir.c_str());
-    // (on stderr with the run's other messages; --quiet leaves them out as it does the others)
-    if (others > 0 && !quiet)
-        std::fprintf(stderr, "note: %s: read its %zu .txt file(s); %zu other file(s) there are not read (the first by "
-                     "name: %s): a directory stands for its *.txt files, give JSON lines or archives by name or "
-                     "pattern\n", dir.c_str(), files.size(), others, first_other.c_str());
-    if (again > 0 && !quiet)
-        std::fprintf(stderr, "note: %s: skipped %zu path(s) to files listed already under another name (symbolic or "
-                     "hard links; each file is read once, under the name that sorts first)\n", dir.c_str(), again);
-    if (loops > 0 && !quiet)
-        std::fprintf(stderr, "note: %s: did not enter %d symbolic link(s) to a folder on their own path (a loop)\n",
-                     dir.c_str(), loops);
-    if (dangling > 0 && !quiet)
-        std::fprintf(stderr, "note: %s: skipped %d symbolic link(s) that lead nowhere\n", dir.c_str(), dangling);
+    if (!quiet) {  // (on stderr with the run's other messages; --quiet leaves them out as it does the others)
+        if (others > 0)
+            std::fprintf(stderr, "note: %s: read its %zu .txt file(s); %zu other file(s) there are not read (the "
+                         "first by name: %s): a directory stands for its *.txt files, give JSON lines or archives by "
+                         "name or pattern\n", dir.c_str(), files.size(), others, first_other.c_str());
+        if (again > 0)
+            std::fprintf(stderr, "note: %s: skipped %zu path(s) to files listed already under another name (symbolic "
+                         "or hard links; each file is read once, under the name that sorts first)\n", dir.c_str(),
+                         again);
+        if (loops > 0)
+            std::fprintf(stderr, "note: %s: did not enter %d symbolic link(s) to a folder on their own path (a "
+                         "loop)\n", dir.c_str(), loops);
+        if (dangling > 0)
+            std::fprintf(stderr, "note: %s: skipped %d symbolic link(s) that lead nowhere\n", dir.c_str(), dangling);
+    }
     for (auto& p : files) {
         const auto size = fs::file_size(p, ec);  // (a file removed or replaced since the listing)
         CHECK_USER(!ec, "cannot read the size of %s (in directory %s): %s\n---> HINT: was it removed or changed while "

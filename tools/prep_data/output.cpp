@@ -214,10 +214,10 @@ struct Prep {
         return was.at("path") == utf8_escape_invalid(now.path) ||
                absolute_path(was.at("path").get<std::string>()) == abs;
     }
-    // Whether a setting of the interrupted run's state is this run's: the tokenizer copy's path by its name alone
-    // (beside the shards, whose prefix found the state: --out ./d/x is d/x)
     // how this build reads text: the state's "text_reading" (a resume of another build's state is refused)
     static constexpr const char* TEXT_READING = "universal newlines, utf-8-sig; JSON lines' invalid UTF-8 replaced";
+    // Whether a setting of the interrupted run's state is this run's: the tokenizer copy's path by its name alone
+    // (beside the shards, whose prefix found the state: --out ./d/x is d/x)
     static bool same_setting(const std::string& key, const json& was, const json& now) {
         // --skip-bad-json added to a resume of a run stopped at a bad line: the lines before were all good, and a
         // skipped line keeps its place in the numbering, so the shards are those of a run with it from the start
