@@ -4,8 +4,9 @@
 // waits for it (stream_order.h: PRAC_EMU_STREAMS=deferred, the default; =eager runs every operation as it is
 // issued), and events mark positions in those queues and time their execution; work from several host threads runs
 // one operation at a time; the current device is each host thread's; errors follow the runtime's rules: a launch
-// refused up front sets the last error (cudaGetLastError returns and clears it), a kernel that fails while running
-// leaves a sticky error that every later call returns (and nothing queued runs after it).
+// refused up front sets the calling host thread's last error (cudaGetLastError returns and clears it; another
+// thread's is its own, as the reference says "in the same host thread"), a kernel that fails while running leaves a
+// sticky error that every later call on every thread returns (and nothing queued runs after it).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +25,7 @@ namespace cuda_emu {
 namespace {
 
 std::mutex g_mu;  // the runtime may be called from several host threads (OpenMP regions, NCCL's progress)
-cudaError_t g_last = cudaSuccess;    // cleared by cudaGetLastError
+thread_local cudaError_t t_last = cudaSuccess;  // each host thread's last error, cleared by its cudaGetLastError
 cudaError_t g_sticky = cudaSuccess;  // a kernel failed: the context is unusable
 std::string g_message;
 std::map<std::string, long> g_launches;
@@ -56,7 +57,7 @@ void note_host_wait(const char* what) {
         std::lock_guard<std::mutex> lock(g_mu);
         g_host_waits++;
         if (g_host_waits == fault_at) {
-            g_sticky = g_last = cudaErrorIllegalAddress;
+            g_sticky = t_last = cudaErrorIllegalAddress;
             g_message = "cuda_emu: PRAC_EMU_FAULT_AT_WAIT: the device faulted before this wait";
         }
     }
@@ -78,7 +79,7 @@ constexpr int kOptinSmem = 227 * 1024;  // sm_90: 227 KiB per block with the opt
 cudaError_t ret(cudaError_t e, const char* what = nullptr) {
     if (e != cudaSuccess) {
         std::lock_guard<std::mutex> lock(g_mu);
-        g_last = e;
+        t_last = e;
         if (what) g_message = std::string("cuda_emu: ") + what;
     }
     return e;
@@ -154,12 +155,12 @@ bool known_device_pointer(const void* p, size_t n) {
 void set_launch_error(cudaError_t e, const std::string& message) {
     std::fprintf(stderr, "%s\n", message.c_str());
     std::lock_guard<std::mutex> lock(g_mu);
-    g_last = e;
+    t_last = e;
     g_message = message;
 }
 void set_kernel_error(const std::string& message) {
     std::lock_guard<std::mutex> lock(g_mu);
-    g_sticky = g_last = cudaErrorLaunchFailure;
+    g_sticky = t_last = cudaErrorLaunchFailure;
     if (g_message.empty() || g_message.find("cuda_emu: kernel") != 0) g_message = message;
 }
 cudaError_t sticky_error() { return g_sticky; }
@@ -169,7 +170,7 @@ std::string last_error_message() {
 }
 void reset_errors() {
     std::lock_guard<std::mutex> lock(g_mu);
-    g_last = g_sticky = cudaSuccess;
+    t_last = g_sticky = cudaSuccess;
     g_message.clear();
 }
 int max_dynamic_smem(const void* kernel) {
@@ -265,13 +266,13 @@ using namespace cuda_emu;
 // ---- errors ----------------------------------------------------------------------------------------------------------
 cudaError_t cudaGetLastError() {
     std::lock_guard<std::mutex> lock(g_mu);
-    cudaError_t e = g_sticky != cudaSuccess ? g_sticky : g_last;
-    g_last = cudaSuccess;
+    cudaError_t e = g_sticky != cudaSuccess ? g_sticky : t_last;
+    t_last = cudaSuccess;
     return e;
 }
 cudaError_t cudaPeekAtLastError() {
     std::lock_guard<std::mutex> lock(g_mu);
-    return g_sticky != cudaSuccess ? g_sticky : g_last;
+    return g_sticky != cudaSuccess ? g_sticky : t_last;
 }
 const char* cudaGetErrorName(cudaError_t e) {
     switch (e) {
@@ -285,7 +286,10 @@ const char* cudaGetErrorName(cudaError_t e) {
         case cudaErrorNoDevice: return "cudaErrorNoDevice";
         case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
         case cudaErrorNotSupported: return "cudaErrorNotSupported";
-        default: return "cudaError<other>";
+        case cudaErrorNotReady: return "cudaErrorNotReady";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
+        default: return "unrecognized error code";
     }
 }
 const char* cudaGetErrorString(cudaError_t e) {
@@ -300,7 +304,10 @@ const char* cudaGetErrorString(cudaError_t e) {
         case cudaErrorNoDevice: return "no CUDA-capable device is detected";
         case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
         case cudaErrorNotSupported: return "operation not supported";
-        default: return "unknown error";
+        case cudaErrorNotReady: return "device not ready";
+        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+        case cudaErrorInvalidDeviceFunction: return "invalid device function";
+        default: return "unrecognized error code";
     }
 }
 
@@ -437,7 +444,7 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
         std::lock_guard<std::mutex> lock(g_mu);
         g_malloc_calls++;
         if (size > kDeviceBytes - g_allocated) {
-            g_last = cudaErrorMemoryAllocation;
+            t_last = cudaErrorMemoryAllocation;
             return cudaErrorMemoryAllocation;
         }
     }
@@ -459,7 +466,7 @@ cudaError_t cudaFree(void* ptr) {
         std::lock_guard<std::mutex> lock(g_mu);
         auto it = g_allocs.find(ptr);
         if (it == g_allocs.end()) {
-            g_last = cudaErrorInvalidValue;
+            t_last = cudaErrorInvalidValue;
             std::fprintf(stderr, "cuda_emu: cudaFree(%p) of a pointer cudaMalloc did not return\n", ptr);
             return cudaErrorInvalidValue;
         }

@@ -774,6 +774,34 @@ TEST_F(EmuTest, StreamsRunWhenWaitedForAndEventsOrderThem) {
     EXPECT_EQ(cudaStreamDestroy(b), cudaSuccess);
 }
 
+// The last error is each host thread's ("produced by any of the runtime calls ... in the same host thread", the
+// reference's cudaGetLastError): a query's NotReady or a refused launch on one thread is not another's error (CI saw
+// the refresh worker's launch check fail on the main thread's pending-copy query when the emulator kept one for all);
+// a kernel's failure is the context's and reaches every thread.
+TEST_F(EmuTest, EachHostThreadHasItsOwnLastError) {
+    ASSERT_TRUE(cuda_emu::streams_deferred()) << "this test needs the default PRAC_EMU_STREAMS=deferred";
+    DevBuf<int> x(kOrderN);
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    fill_kernel<<<2, 256, 0, s>>>(x.p, kOrderN, 1);
+    ASSERT_EQ(cudaStreamQuery(s), cudaErrorNotReady);  // left as this thread's last error
+    cudaError_t other = cudaErrorUnknown, other_refused = cudaSuccess, other_after = cudaErrorUnknown;
+    std::thread([&] {
+        other = cudaGetLastError();
+        index_kernel<<<1, 2048>>>(x.p);  // refused: too many threads per block
+        other_refused = cudaGetLastError();
+        other_after = cudaGetLastError();
+    }).join();
+    EXPECT_EQ(other, cudaSuccess) << "another thread does not see this thread's NotReady";
+    EXPECT_EQ(other_refused, cudaErrorInvalidConfiguration) << "its own refused launch is its own";
+    EXPECT_EQ(other_after, cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady) << "this thread's stays until it reads it";
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "not the other thread's refused launch";
+    EXPECT_STREQ(cudaGetErrorString(cudaErrorNotReady), "device not ready");
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
 // Copies with pinned (cudaMallocHost) memory run with their stream and read or write the host bytes then; copies
 // with pageable memory take (host to device) or deliver (device to host) the bytes at the call, as the runtime API's
 // "API synchronization behavior" describes.
