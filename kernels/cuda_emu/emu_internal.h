@@ -15,6 +15,9 @@ void set_kernel_error(const std::string& message);
 cudaError_t sticky_error();
 // The message of the last error (empty when none): for tests and for cudaGetErrorString's callers who want more.
 std::string last_error_message();
+// cudaSuccess when stream s (null: the legacy default stream) belongs to the calling thread's current device; else
+// sets the launch error (cudaErrorInvalidResourceHandle, naming `what`) and returns it, as a kernel launch fails then.
+cudaError_t stream_device_check(cudaStream_t s, const char* what);
 // Forget every error (the emulation's cudaDeviceReset; tests of deliberately broken kernels use it).
 void reset_errors();
 

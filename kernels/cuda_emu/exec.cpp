@@ -402,6 +402,7 @@ void run_block(Exec* ex) {
 }
 
 // ---- coverage: which kernels ran in this process ---------------------------------------------------------------
+std::mutex g_executed_mu;  // a refresh worker may be starting a kernel while exit() writes the coverage
 std::set<std::string>& executed() {
     static auto* s = new std::set<std::string>;  // never destroyed: write_coverage runs at exit
     return *s;
@@ -423,6 +424,7 @@ static const bool g_test_marked = [] {
 
 void write_coverage() {
     const char* dir = std::getenv("PRAC_EMU_COVERAGE_DIR");
+    std::lock_guard<std::mutex> lock(g_executed_mu);
     if (!dir || !*dir || executed().empty()) return;
     mkdir(dir, 0755);  // the first process of a test run makes it (ctest's coverage-reset removed it)
     std::string path = std::string(dir) + "/" + std::to_string(getpid()) + ".txt";
@@ -747,7 +749,10 @@ void kernel_entry(const char* name, const char* signature, unsigned max_threads)
     if (ex->name) return;
     ex->name = name;
     ex->signature = signature;
-    executed().insert(name);
+    {
+        std::lock_guard<std::mutex> lock(g_executed_mu);
+        executed().insert(name);
+    }
     const unsigned threads = ex->cfg.block.x * ex->cfg.block.y * ex->cfg.block.z;
     if (max_threads > 0 && threads > max_threads) {
         // (a GPU refuses it at the launch and the context stays usable; the bound is known here only, inside the
@@ -875,6 +880,7 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body, std::shared
         return bad;
     }
     if (sticky_error() != cudaSuccess) return sticky_error();  // a failed kernel poisons the context, as on a GPU
+    if (cudaError_t e = stream_device_check(cfg.stream, "a kernel launch")) return e;
 
     // Queued in its stream (stream_order.h), or run now. Operations run one at a time, whichever host thread issued
     // them (a second thread's stream: the refresh worker of --prac-refresh-overlap): a GPU may run kernels of two

@@ -7,6 +7,7 @@
 // refused up front sets the calling host thread's last error (cudaGetLastError returns and clears it; another
 // thread's is its own, as the reference says "in the same host thread"), a kernel that fails while running leaves a
 // sticky error that every later call on every thread returns (and nothing queued runs after it).
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,7 +27,8 @@ namespace {
 
 std::mutex g_mu;  // the runtime may be called from several host threads (OpenMP regions, NCCL's progress)
 thread_local cudaError_t t_last = cudaSuccess;  // each host thread's last error, cleared by its cudaGetLastError
-cudaError_t g_sticky = cudaSuccess;  // a kernel failed: the context is unusable
+std::atomic<cudaError_t> g_sticky{cudaSuccess};  // a kernel failed: the context is unusable (read unlocked)
+thread_local int t_device = 0;  // the current device is the host thread's (a new thread starts on 0)
 std::string g_message;
 std::map<std::string, long> g_launches;
 long g_launches_off_main = 0;  // kernels launched from a host thread other than main()'s
@@ -85,14 +87,16 @@ cudaError_t ret(cudaError_t e, const char* what = nullptr) {
     return e;
 }
 // Every call reports a sticky error first.
-#define CUDA_EMU_STICKY()                                  \
-    do {                                                   \
-        if (g_sticky != cudaSuccess) return g_sticky;      \
+#define CUDA_EMU_STICKY()                                    \
+    do {                                                     \
+        if (g_sticky != cudaSuccess) return g_sticky.load(); \
     } while (0)
 
 // A stream: the operations issued to it and not yet run, in order (stream_order.h).
 struct EmuStream {
     int priority = 0;
+    int device = 0;         // the current device when it was made: kernels and event records need it current
+    bool blocking = true;   // false: cudaStreamNonBlocking, which the legacy default stream does not wait for
     std::deque<std::function<void()>> queue;
     uint64_t issued = 0, done = 0;  // operations issued to it, and run (or dropped after a fault), so far
     bool running = false;           // run_queue is working through it
@@ -102,6 +106,7 @@ struct EmuStream {
 struct EmuEvent {
     std::shared_ptr<std::chrono::steady_clock::time_point> t;  // the last record's time (null: never recorded)
     bool timing = true;
+    int device = 0;               // the current device when it was made
     EmuStream* stream = nullptr;  // the last record's stream (null: ran when recorded)
     uint64_t ticket = 0;          // and its position there
 };
@@ -135,9 +140,12 @@ void run_queue(EmuStream* s, uint64_t upto) {
     }
     s->running = false;
 }
-void run_all_queues() {
+// Every stream's queue (a device-wide wait), or only the blocking streams' (what the legacy default stream waits for:
+// the runtime reference's "stream synchronization behavior" exempts cudaStreamNonBlocking streams).
+void run_all_queues(bool blocking_only = false) {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
-    for (size_t i = 0; i < g_streams.size(); i++) run_queue(g_streams[i], g_streams[i]->issued);
+    for (size_t i = 0; i < g_streams.size(); i++)
+        if (!blocking_only || g_streams[i]->blocking) run_queue(g_streams[i], g_streams[i]->issued);
 }
 bool event_complete(const EmuEvent* ev) { return !ev->stream || ev->stream->done >= ev->ticket; }
 
@@ -160,7 +168,7 @@ void set_launch_error(cudaError_t e, const std::string& message) {
 }
 void set_kernel_error(const std::string& message) {
     std::lock_guard<std::mutex> lock(g_mu);
-    g_sticky = t_last = cudaErrorLaunchFailure;
+    g_sticky = cudaErrorLaunchFailure;  // the context's, not the last error of whichever thread ran the queue
     if (g_message.empty() || g_message.find("cuda_emu: kernel") != 0) g_message = message;
 }
 cudaError_t sticky_error() { return g_sticky; }
@@ -242,7 +250,7 @@ bool streams_deferred() {
 }
 void stream_op(cudaStream_t s, std::function<void()> op) {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
-    if (!s || !streams_deferred()) return stream_run_now(s, op);  // the legacy default stream: after all the others
+    if (!s || !streams_deferred()) return stream_run_now(s, op);  // the legacy default stream: after the blocking ones
     as_stream(s)->queue.push_back(std::move(op));
     as_stream(s)->issued++;
 }
@@ -251,7 +259,17 @@ void stream_drain(cudaStream_t s) {
     if (s)
         run_queue(as_stream(s), as_stream(s)->issued);
     else
-        run_all_queues();
+        run_all_queues(/*blocking_only=*/true);
+}
+cudaError_t stream_device_check(cudaStream_t s, const char* what) {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    if (!s || as_stream(s)->device == t_device) return cudaSuccess;
+    char b[200];
+    std::snprintf(b, sizeof b, "%s on a stream of device %d while device %d is current (the Programming Guide: it "
+                  "fails when the stream is not associated to the current device)", what, as_stream(s)->device,
+                  t_device);
+    set_launch_error(cudaErrorInvalidResourceHandle, std::string("cuda_emu: ") + b);
+    return cudaErrorInvalidResourceHandle;
 }
 void stream_run_now(cudaStream_t s, const std::function<void()>& op) {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
@@ -266,13 +284,15 @@ using namespace cuda_emu;
 // ---- errors ----------------------------------------------------------------------------------------------------------
 cudaError_t cudaGetLastError() {
     std::lock_guard<std::mutex> lock(g_mu);
-    cudaError_t e = g_sticky != cudaSuccess ? g_sticky : t_last;
+    const cudaError_t sticky = g_sticky;
+    cudaError_t e = sticky != cudaSuccess ? sticky : t_last;
     t_last = cudaSuccess;
     return e;
 }
 cudaError_t cudaPeekAtLastError() {
     std::lock_guard<std::mutex> lock(g_mu);
-    return g_sticky != cudaSuccess ? g_sticky : t_last;
+    const cudaError_t sticky = g_sticky;
+    return sticky != cudaSuccess ? sticky : t_last;
 }
 const char* cudaGetErrorName(cudaError_t e) {
     switch (e) {
@@ -340,7 +360,6 @@ static const std::vector<int>& visible_gpus() {
     return gpus;
 }
 static int device_count() { return (int)visible_gpus().size(); }
-static thread_local int g_device = 0;  // the current device is the host thread's (a new thread starts on 0)
 cudaError_t cudaGetDeviceCount(int* count) {
     if (!count) return ret(cudaErrorInvalidValue);
     *count = device_count();
@@ -348,12 +367,12 @@ cudaError_t cudaGetDeviceCount(int* count) {
 }
 cudaError_t cudaSetDevice(int device) {
     if (device < 0 || device >= device_count()) return ret(cudaErrorInvalidDevice);
-    g_device = device;
+    t_device = device;
     return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
     if (!device) return ret(cudaErrorInvalidValue);
-    *device = g_device;
+    *device = t_device;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize() {
@@ -560,18 +579,19 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
 }
 
 // ---- streams and events ---------------------------------------------------------------------------------------------
-cudaError_t cudaStreamCreate(cudaStream_t* s) {
-    if (!s) return ret(cudaErrorInvalidValue);
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, int priority) {
+    if (!s || (flags & ~cudaStreamNonBlocking)) return ret(cudaErrorInvalidValue);
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     g_streams.push_back(new EmuStream());
+    g_streams.back()->priority = priority;
+    g_streams.back()->device = t_device;
+    g_streams.back()->blocking = !(flags & cudaStreamNonBlocking);
     *s = reinterpret_cast<cudaStream_t>(g_streams.back());
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return cudaStreamCreate(s); }
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int, int priority) {
-    cudaError_t e = cudaStreamCreate(s);
-    if (e == cudaSuccess) reinterpret_cast<EmuStream*>(*s)->priority = priority;
-    return e;
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithPriority(s, cudaStreamDefault, 0); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
+    return cudaStreamCreateWithPriority(s, flags, 0);
 }
 cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {  // recorded; it orders nothing here
     if (!priority) return ret(cudaErrorInvalidValue);
@@ -616,6 +636,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
 cudaError_t cudaEventCreate(cudaEvent_t* e) {
     if (!e) return ret(cudaErrorInvalidValue);
     *e = reinterpret_cast<cudaEvent_t>(new EmuEvent());
+    reinterpret_cast<EmuEvent*>(*e)->device = t_device;
     return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
@@ -629,6 +650,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (!e) return ret(cudaErrorInvalidResourceHandle);
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     auto* ev = reinterpret_cast<EmuEvent*>(e);
+    // "cudaEventRecord() will fail if the input event and input stream are associated to different devices"
+    if (ev->device != (s ? as_stream(s)->device : t_device)) return ret(cudaErrorInvalidResourceHandle,
+        "cudaEventRecord: the event and the stream belong to different devices");
     ev->t = std::make_shared<std::chrono::steady_clock::time_point>();
     stream_op(s, [t = ev->t] { *t = std::chrono::steady_clock::now(); });
     const bool queued = s && streams_deferred();
@@ -706,7 +730,7 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* a, const void* ptr) 
     }
     std::memset(a, 0, sizeof *a);
     a->type = device ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
-    a->device = g_device;
+    a->device = t_device;
     a->devicePointer = device ? const_cast<void*>(ptr) : nullptr;
     a->hostPointer = device ? nullptr : const_cast<void*>(ptr);
     return cudaSuccess;

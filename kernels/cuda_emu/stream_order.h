@@ -8,7 +8,9 @@
 // stream's results without waiting for them reads stale data, a host that reads pinned memory without waiting
 // for its copy reads the old bytes, and a pinned buffer refilled before its copy has run sends the new bytes.
 // PRAC_EMU_STREAMS=eager: every operation runs as it is issued (the order a single host thread gives).
-// The null (legacy default) stream is not queued: its operations first run every stream's queue, then run.
+// The null (legacy default) stream is not queued: its operations first run every blocking stream's queue, then run
+// (a cudaStreamNonBlocking stream's work stays queued: the legacy stream does not wait for it, so a host that reads
+// its results through a cudaMemcpy without waiting for that stream reads stale data, as it may on a GPU).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -18,11 +20,11 @@ namespace cuda_emu {
 
 // Issues `op` to stream s: queued (deferred mode) or run now (eager mode, or the null stream).
 void stream_op(cudaStream_t s, std::function<void()> op);
-// Runs s's queued operations (the null stream: every stream's), then `op`, now: for what a GPU also does at once
+// Runs s's queued operations (the null stream: every blocking stream's), then `op`, now: for what a GPU also does at once
 // from the host's point of view (a copy to pageable memory), and for cuDNN's plans, which the stand-in runs in
 // program order rather than queue (the frontend's descriptors need not outlive the call).
 void stream_run_now(cudaStream_t s, const std::function<void()>& op);
-// Runs s's queued operations (the null stream: every stream's) now: NCCL's collectives run in each rank's program
+// Runs s's queued operations (the null stream: every blocking stream's) now: NCCL's collectives run in each rank's program
 // order, after their stream's work, so the ranks' blocking MPI calls pair up.
 void stream_drain(cudaStream_t s);
 // Whether operations are queued (PRAC_EMU_STREAMS is not "eager").

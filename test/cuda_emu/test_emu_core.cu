@@ -802,6 +802,72 @@ TEST_F(EmuTest, EachHostThreadHasItsOwnLastError) {
     EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
 }
 
+// The legacy default stream (a blocking cudaMemcpy) waits for the blocking streams' work, not for a
+// cudaStreamNonBlocking stream's (the runtime reference's "stream synchronization behavior"): a host that reads such
+// a stream's results without waiting for it reads what was there before.
+TEST_F(EmuTest, TheLegacyStreamDoesNotWaitForNonBlockingStreams) {
+    ASSERT_TRUE(cuda_emu::streams_deferred()) << "this test needs the default PRAC_EMU_STREAMS=deferred";
+    const int n = kOrderN;
+    DevBuf<int> x(n), y(n);
+    x.put(std::vector<int>(n, 0));
+    y.put(std::vector<int>(n, 0));
+    cudaStream_t blocking, nonblocking;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&blocking, cudaStreamDefault), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithPriority(&nonblocking, cudaStreamNonBlocking, 0), cudaSuccess);
+    fill_kernel<<<2, 256, 0, blocking>>>(x.p, n, 1);
+    fill_kernel<<<2, 256, 0, nonblocking>>>(y.p, n, 2);
+    EXPECT_TRUE(all_equal(x.get(), 1)) << "a blocking stream's work runs before the legacy stream's copy";
+    EXPECT_TRUE(all_equal(y.get(), 0)) << "a non-blocking stream's work is not waited for";
+    ASSERT_EQ(cudaStreamSynchronize(nonblocking), cudaSuccess);
+    EXPECT_TRUE(all_equal(y.get(), 2));
+    cudaStream_t s;
+    EXPECT_EQ(cudaStreamCreateWithFlags(&s, 0x4), cudaErrorInvalidValue) << "an unknown flag";
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
+    EXPECT_EQ(cudaStreamDestroy(nonblocking), cudaSuccess);
+}
+
+// A stream and an event belong to the device current when they were made; "a kernel launch will fail if it is
+// issued to a stream that is not associated to the current device", and "cudaEventRecord() will fail if the input
+// event and input stream are associated to different devices" (Programming Guide, stream and event behavior): what
+// a second host thread that forgot its rank's cudaSetDevice would meet. In a child process with two devices.
+TEST(EmuDeathTest, StreamsAndEventsBelongToTheirDevice) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    setenv("PRAC_EMU_DEVICES", "2", 1);
+    auto run = [] {
+        int bad = 0;
+        auto expect = [&](bool ok, const char* what) {
+            if (!ok) std::fprintf(stderr, "FAILED: %s\n", what), bad++;
+        };
+        int count = 0;
+        expect(cudaGetDeviceCount(&count) == cudaSuccess && count == 2, "two devices");
+        int* x = nullptr;
+        expect(cudaMalloc(&x, kOrderN * sizeof(int)) == cudaSuccess, "cudaMalloc");
+        expect(cudaSetDevice(1) == cudaSuccess, "cudaSetDevice(1)");
+        cudaStream_t s1;
+        cudaEvent_t e1;
+        expect(cudaStreamCreate(&s1) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess, "device 1's objects");
+        expect(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
+        cudaStream_t s0;
+        expect(cudaStreamCreate(&s0) == cudaSuccess, "device 0's stream");
+        fill_kernel<<<2, 256, 0, s1>>>(x, kOrderN, 1);
+        expect(cudaGetLastError() == cudaErrorInvalidResourceHandle, "a launch on device 1's stream from device 0");
+        expect(cudaEventRecord(e1, s0) == cudaErrorInvalidResourceHandle, "device 1's event into device 0's stream");
+        expect(cudaEventRecord(e1, nullptr) == cudaErrorInvalidResourceHandle, "into device 0's legacy stream");
+        expect(cudaGetLastError() == cudaErrorInvalidResourceHandle, "left as the last error");
+        expect(cudaEventRecord(e1, s1) == cudaSuccess, "event and stream of one device, whatever is current");
+        fill_kernel<<<2, 256, 0, s0>>>(x, kOrderN, 2);
+        expect(cudaGetLastError() == cudaSuccess, "device 0's stream from device 0");
+        expect(cudaSetDevice(1) == cudaSuccess, "cudaSetDevice(1) again");
+        fill_kernel<<<2, 256, 0, s1>>>(x, kOrderN, 3);
+        expect(cudaGetLastError() == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess,
+               "device 1's stream from device 1");
+        std::exit(bad);
+    };
+    EXPECT_EXIT(run(), ::testing::ExitedWithCode(0), "");
+    unsetenv("PRAC_EMU_DEVICES");
+}
+
 // Copies with pinned (cudaMallocHost) memory run with their stream and read or write the host bytes then; copies
 // with pageable memory take (host to device) or deliver (device to host) the bytes at the call, as the runtime API's
 // "API synchronization behavior" describes.
