@@ -43,8 +43,9 @@ struct CpuBackend {
         if (bytes == 0) return nullptr;
         void* p = std::aligned_alloc(TENSOR_ALIGN, align_up(bytes, TENSOR_ALIGN));
         if (!p)
-            fail("out of host memory allocating %.1f MiB\n---> HINT: a smaller --batch-size, or --seq-len (--max-len); "
-                 "--plan --device cpu prints what a configuration needs", bytes / 1048576.0);
+            fail("out of host memory allocating %.1f MiB\n---> HINT: a smaller --batch-size, or --seq-len "
+                 "(finetune_roberta: --max-len); --plan --device cpu prints what a configuration needs",
+                 bytes / 1048576.0);
         std::memset(p, 0, bytes);
         live_bytes += bytes;
         peak_bytes = live_bytes > peak_bytes ? live_bytes : peak_bytes;

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <regex>
 #include <string>
 
 // `cmd` with stderr merged into stdout; returns the exit status (128 + signal when killed), the output in *out.
@@ -15,4 +16,13 @@ inline int run_shell(const std::string& cmd, std::string* out = nullptr) {
     int status = pclose(p);
     if (out) *out = s;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Where `out` has the watchdog's line of `rank` for --watchdog `seconds` that goes on with `stuck_in` (npos: nowhere).
+// The idle time it prints is measured: a loaded machine's late wake-up says "2 s" for --watchdog 1, so any count.
+inline size_t watchdog_line_at(const std::string& out, int rank, int seconds, const std::string& stuck_in) {
+    const std::regex line("rank " + std::to_string(rank) + ": no progress for [0-9]+ s \\(--watchdog " +
+                          std::to_string(seconds) + "\\): stuck in the " + stuck_in);
+    std::smatch m;
+    return std::regex_search(out, m, line) ? (size_t)m.position(0) : std::string::npos;
 }

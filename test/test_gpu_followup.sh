@@ -35,7 +35,10 @@ sum="$W/out/summary.txt"
 [ -f "$sum" ] || { bad "no summary.txt"; cat "$W/run"; exit 1; }
 grep -qE '^stride +PASS .*1 RESULT lines' "$sum" && ok "stride PASS, 1 RESULT line" || bad "stride row: $(grep stride "$sum")"
 grep -qE '^align +FAIL .*rc=3' "$sum" && ok "align FAIL rc=3" || bad "align row: $(grep align "$sum")"
-grep -qE '^mma +FAIL .*timed out after 1[0-3]s' "$sum" && ok "mma stopped at the budget's remainder" || bad "mma row: $(grep mma "$sum")"
+# (28 s less stride's and align's few seconds and the margin: 13 s at most; fewer on a loaded machine)
+mma_s=$(sed -nE 's/^mma +FAIL .*timed out after ([0-9]+)s.*/\1/p' "$sum")
+[ -n "$mma_s" ] && [ "$mma_s" -ge 3 ] && [ "$mma_s" -le 13 ] && ok "mma stopped at the budget's remainder (${mma_s}s)" \
+  || bad "mma row: $(grep mma "$sum")"
 grep -qE '^table +SKIP .*no time left' "$sum" && ok "table skipped: no time left" || bad "table row: $(grep table "$sum")"
 grep -q '^  RESULT bench_gpu_stride x=1' "$sum" && ok "RESULT line copied into the summary" || bad "RESULT line missing"
 grep -q '^RESULT: FAILED' "$sum" && ok "summary ends FAILED" || bad "summary verdict"
@@ -77,7 +80,8 @@ BENCH_GPU="$W/bench" TOTAL_BUDGET=60 OUT="$W/out5" bash "$S" overlap >/dev/null 
 setsid env FOLLOWUP_CMD_stride='echo "RESULT s=1"' FOLLOWUP_CMD_mma='sleep 60' TOTAL_BUDGET=90 OUT="$W/out6" \
   bash "$S" stride mma >"$W/run6" 2>&1 &
 sid=$!
-for _ in $(seq 1 50); do grep -q '==> mma' "$W/run6" && break; sleep 0.2; done
+for _ in $(seq 1 600); do grep -q '==> mma' "$W/run6" && break; sleep 0.2; done
+grep -q '==> mma' "$W/run6" || bad "mma did not start within 120 s: $(tail -3 "$W/run6")"
 pkill -KILL -s "$sid"; wait "$sid" 2>/dev/null
 grep -qE '^stride +PASS' "$W/out6/summary.txt" && grep -q '^RESULT: INCOMPLETE (written after job stride' "$W/out6/summary.txt" \
   && tar -tzf "$W/out6/followup_logs.tar.gz" | grep -c 'logs/stride.log' >/dev/null \

@@ -37,7 +37,8 @@ grep -qE '^deps +PASS .*reused .*pracdeps, unpacked by an earlier call' "$W/a/ou
 # killed while the BF16 build configures (every process of the call's session, as the device tool's limit does)
 setsid env "${common[@]}" WORK="$W/b" OUT="$W/b/out" STEPS=build bash "$S" >"$W/b.log" 2>&1 &
 sid=$!
-for _ in $(seq 1 100); do grep -q 'configure + build' "$W/b.log" 2>/dev/null && break; sleep 0.2; done
+for _ in $(seq 1 600); do grep -q 'configure + build' "$W/b.log" 2>/dev/null && break; sleep 0.2; done
+grep -q 'configure + build' "$W/b.log" || bad "the build step did not start within 120 s: $(tail -3 "$W/b.log")"
 sleep 1
 pkill -KILL -s "$sid"; wait "$sid" 2>/dev/null
 sum="$W/b/out/summary.txt"

@@ -315,6 +315,11 @@ TEST(TrainerSchedule, FlagsAreCheckedNoticedAndShown) {
               "notice: --cooldown-frac changes nothing in this run: the schedule is cosine, not wsd\n");
     EXPECT_EQ(unused_flags_notice(parse({"--lr-schedule", "wsd", "--cooldown-frac", "0.3", "--min-lr-frac", "0"}), 1),
               "");
+    // --eval-interval not below --steps: evaluations fall on steps 1 .. --steps - 1 it divides, so none but the final
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "3", "--eval-interval", "3"}), 1),
+              "notice: --eval-interval changes nothing in this run: it is not below --steps 3: the final evaluation is "
+              "the only one\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--steps", "3", "--eval-interval", "2"}), 1), "");
     const ModelConfig cfg = model_config_load(Arch::GPT2, "gpt2-tiny");
     auto rows_of = [&](const std::vector<std::string>& args) {
         std::map<std::string, std::string> rows;
@@ -570,6 +575,12 @@ TEST(TrainerCli, SynonymsOfCommonFlagsSuggestOurSpelling) {
     }
     EXPECT_USER_ERROR(parse({"-learning-rate", "1"}), "spells it --lr");
     EXPECT_USER_ERROR(parse({"--min-lr", "1e-5"}), "spells it --min-lr-frac", "a fraction of --lr");
+    // where theirs counts in other units or does other than ours: said (--eval-iters is no interval: nanoGPT's count
+    // of batches per evaluation; --max-new-tokens is the sample's length, not the evaluation's)
+    EXPECT_USER_ERROR(parse({"--eval-iters", "200"}), "spells it --eval-tokens", "in tokens, not batches");
+    EXPECT_USER_ERROR(parse({"--max-new-tokens", "64"}), "spells it --sample");
+    EXPECT_USER_ERROR(parse({"--sample-every", "100"}), "spells it --sample", "no sampling during it");
+    EXPECT_USER_ERROR(parse({"--val-loss-every", "250"}), "spells it --eval-interval");
     // every entry of the table: its answer is a flag of ours, and it is not itself one of ours
     const std::vector<std::string> names = train_flag_names();
     auto ours_has = [&](const std::string& f) { return std::find(names.begin(), names.end(), f) != names.end(); };
@@ -1689,6 +1700,17 @@ TEST(HellaSwag, JsonLinesAreEncodedAsLlmcRendersThem) {
     write_text(dir / "test.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}}.dump() + "\n");
     EXPECT_USER_ERROR(read_choice_examples(dir / "test.jsonl", &gpt2, true, 1024, 50257, 0), "line 1 has no \"label\"",
                       "test split has no labels");
+    // a Hugging Face datasets export: the label as text ("3"), and the test split's as "" (no label)
+    write_text(dir / "hf.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", "1"}}.dump() + "\n");
+    EXPECT_EQ(read_choice_examples(dir / "hf.jsonl", &gpt2, true, 1024, 50257, 0).at(0).label, 1);
+    write_text(dir / "hftest.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", ""}}.dump() + "\n");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "hftest.jsonl", &gpt2, true, 1024, 50257, 0), "test split has no labels");
+    write_text(dir / "word.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", "B"}}.dump() + "\n");
+    EXPECT_USER_ERROR(read_choice_examples(dir / "word.jsonl", &gpt2, true, 1024, 50257, 0), "line 1 has no \"label\" "
+                      "(the right ending's index): \"B\" is no index");
+    // the file named as --hellaswag's: missing (not .jsonl: it read as an eval file's "cannot read"), a directory
+    EXPECT_USER_ERROR(read_choice_examples(dir / "hs.json", &gpt2, true, 1024, 50257, 0), "--hellaswag", "no such file");
+    EXPECT_USER_ERROR(read_choice_examples(dir.path, &gpt2, true, 1024, 50257, 0), "is a directory: it takes one file");
     write_text(dir / "bad.jsonl", line.dump() + "\n{\"ctx\": \n");
     EXPECT_USER_ERROR(read_choice_examples(dir / "bad.jsonl", &gpt2, true, 1024, 50257, 0), "line 2 is no JSON object");
     write_text(dir / "label.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", 2}}.dump() + "\n");

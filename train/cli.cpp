@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"  // closest_name
+#include "data/byte_bpe.h"    // utf8_first_invalid
 
 // TrainOptions holds std::string members; offsetof on it is fine with GCC/Clang, only not guaranteed by the
 // standard, hence the silenced warning.
@@ -176,7 +177,7 @@ const Flag FLAGS[] = {
       "with it (default: after an end of text alone; on rows at a document's first token drawn from the data)"),
     F("--temperature", "T", FLOAT, temperature,
       "--sample draws from the softmax of the logits / T: below 1 sharper, above 1 flatter; 0: always the most "
-      "likely token (the seed then changes nothing)"),
+      "likely token (the seed then only draws the document a sample from row shards starts at)"),
     F("--top-k", "K", INT, top_k,
       "--sample draws among the K most likely tokens only (and those tied with the K-th, as transformers' top-k); 0: "
       "among all"),
@@ -234,8 +235,23 @@ const FlagSynonym SYNONYMS[] = {
     {"--init", "--init-from"}, {"--load", "--init-from"}, {"--pretrained", "--init-from"},
     {"--resume-from-checkpoint", "--resume"}, {"--resume-from", "--resume"},
     {"--log-file", "--log"}, {"--output-log", "--log"}, {"--print-every", "--log-interval"},
-    {"--zero-stage", "--zero"}, {"--generate", "--sample"},
+    {"--zero-stage", "--zero"}, {"--generate", "--sample"}, {"--max-new-tokens", "--sample"},
+    {"--gen-tokens", "--sample"}, {"--sample-every", "--sample"}, {"--val-loss-every", "--eval-interval"},
+    {"--eval-iters", "--eval-tokens"}, {"--val-steps", "--eval-tokens"}, {"--val-max-steps", "--eval-tokens"},
 };
+
+// What a synonym's HINT adds where our flag counts in another unit or does something else than theirs.
+std::string synonym_note(const std::string& theirs, const std::string& ours) {
+    if (ours == "--min-lr-frac") return ", a fraction of --lr, not a rate";
+    if (theirs.find("total") != std::string::npos)  // (llm.c's -d: tokens)
+        return ", in sequences, not tokens: llm.c's total batch size in tokens / --seq-len";
+    if (theirs == "--steps")  // (finetune_roberta's synonym for --epochs)
+        return ", a count of passes over the training split, not of steps";
+    if (ours == "--eval-tokens")  // (nanoGPT's --eval-iters, llm.c's --val-max-steps: micro-batches)
+        return ", in tokens, not batches: batches x --batch-size x --seq-len";
+    if (theirs == "--sample-every") return ", once after training: there is no sampling during it";
+    return "";
+}
 
 }  // namespace
 
@@ -288,13 +304,7 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
             for (const FlagSynonym* y = synonyms; y < synonyms + num_synonyms; y++)
                 if (bare == y->first + 2)
                     fail("unknown flag \"%s\"%s\n---> HINT: this trainer spells it %s%s (--help lists every flag)",
-                         arg.c_str(), dashes, y->second,
-                         std::string(y->second) == "--min-lr-frac" ? ", a fraction of --lr, not a rate"
-                         : std::string(y->first).find("total") != std::string::npos  // (llm.c's -d: tokens)
-                             ? ", in sequences, not tokens: llm.c's total batch size in tokens / --seq-len"
-                         : std::string(y->first) == "--steps"  // (finetune_roberta's synonym: its count is epochs)
-                             ? ", a count of passes over the training split, not of steps"
-                             : "");
+                         arg.c_str(), dashes, y->second, synonym_note(y->first, y->second).c_str());
             // else suggest the flag closest to what was typed
             std::vector<std::string> names;
             for (const Flag* f = flags; f < flags_end; f++) names.push_back(f->name);
@@ -544,6 +554,12 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.temperature >= 0, "--temperature must be >= 0 (got %g)\n---> HINT: 0 takes the most likely "
                "token, 1 the model's own distribution", opts.temperature);
     CHECK_USER(opts.top_k >= 0, "--top-k must be >= 0 (got %d; 0: every token)", opts.top_k);
+    // before the run, not at --sample's end (where it failed after training, naming no flag)
+    const size_t bad_byte = utf8_first_invalid(opts.prompt);
+    CHECK_USER(bad_byte == std::string::npos, "--prompt is not UTF-8 text: byte %zu (0x%02x) of its %zu starts no "
+               "valid UTF-8 character\n---> HINT: pass the prompt as UTF-8 text (iconv converts a terminal's other "
+               "encoding)", bad_byte,
+               bad_byte == std::string::npos ? 0u : (unsigned)(unsigned char)opts.prompt[bad_byte], opts.prompt.size());
     CHECK_USER(opts.ckpt_every >= 0, "--ckpt-every must be >= 0 (0: at the end only; got %d)", opts.ckpt_every);
     CHECK_USER(opts.ckpt_keep >= 1, "--ckpt-keep must be >= 1 (got %d)\n---> HINT: --ckpt-keep 1 keeps the newest "
                "checkpoint alone (the one --resume takes); without --ckpt-dir none is written", opts.ckpt_keep);
@@ -876,6 +892,9 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         notice(given("--prac-nonlinear"), "--prac-classes linear compresses no nonlinear site");
     if (o.prac != "none" && o.prac_classes == "nonlinear")
         notice(given("--prac-linear"), "--prac-classes nonlinear compresses no linear site");
+    if (o.eval_interval >= o.steps)  // (eval_due: steps 1 .. --steps - 1 that it divides)
+        notice(given_of({"--eval-interval"}), format("it is not below --steps %d: the final evaluation is the only one",
+                                                     o.steps));
     if (o.lr_schedule == "constant") notice(given_of({"--min-lr-frac"}), "--lr-schedule constant does not decay");
     if (o.lr_schedule != "wsd")
         notice(given_of({"--cooldown-frac"}), format("the schedule is %s, not wsd", o.lr_schedule.c_str()));

@@ -34,9 +34,15 @@ std::vector<ChoiceExample> read_jsonl(const std::string& path, const Tokenizer& 
                        j["endings"].is_array(),
                    "--hellaswag %s: line %lld lacks HellaSwag's fields (\"ctx\": text, \"endings\": a list of texts)",
                    path.c_str(), n);
+        // (a Hugging Face datasets export writes the label as text: "3")
+        const std::string text_label = j.contains("label") && j["label"].is_string() ? j["label"].get<std::string>() : "";
+        if (!text_label.empty() && text_label.size() <= 3 && text_label.find_first_not_of("0123456789") == std::string::npos)
+            j["label"] = std::stoll(text_label);
         CHECK_USER(j.contains("label") && j["label"].is_number_integer(), "--hellaswag %s: line %lld has no \"label\" "
-                   "(the right ending's index)\n---> HINT: HellaSwag's test split has no labels: use "
-                   "hellaswag_val.jsonl", path.c_str(), n);
+                   "(the right ending's index)%s", path.c_str(), n,
+                   !j.contains("label") || (j["label"].is_string() && j["label"].get<std::string>().empty())
+                       ? "\n---> HINT: HellaSwag's test split has no labels: use hellaswag_val.jsonl"
+                       : format(": %s is no index", j["label"].dump().c_str()).c_str());
         ChoiceExample ex;
         ex.context = encoded(tok, j["ctx"].get<std::string>());
         for (const auto& e : j["endings"]) {
@@ -113,6 +119,12 @@ bool choice_file_is_text(const std::string& path) { return std::filesystem::path
 
 std::vector<ChoiceExample> read_choice_examples(const std::string& path, const Tokenizer* tok, bool gpt2_ids,
                                                 int seq_len, int vocab, long long limit) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    CHECK_USER(std::filesystem::exists(status), "--hellaswag %s: no such file\n---> HINT: pass HellaSwag's "
+               "hellaswag_val.jsonl, or llm.c's hellaswag_val.bin", path.c_str());
+    CHECK_USER(!std::filesystem::is_directory(status), "--hellaswag %s is a directory: it takes one file (HellaSwag's "
+               "hellaswag_val.jsonl, or llm.c's hellaswag_val.bin)", path.c_str());
     const bool jsonl = choice_file_is_text(path);
     if (jsonl && !tok) fail("internal: --hellaswag %s needs a tokenizer", path.c_str());
     CHECK_USER(jsonl || gpt2_ids, "--hellaswag %s: llm.c's eval files hold GPT-2 ids, and this model reads other ids"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Kernel coverage of the emulated test suite: which of the project's __global__ kernels ran at least once.
 
-Every emulated process writes the kernels it executed to <runs>/<pid>.txt (kernels/cuda_emu/exec.cpp, when
+Every emulated process writes the kernels it executed to <runs>/<pid>.<ns>.txt (kernels/cuda_emu/exec.cpp, when
 PRAC_EMU_COVERAGE_DIR is set); this script compares their union with every __global__ definition in the project's
 CUDA sources (kernels/, prac/, train/, common/, and the test oracles' headers test/**/*.cuh) and prints
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -427,8 +428,12 @@ void write_coverage() {
     std::lock_guard<std::mutex> lock(g_executed_mu);
     if (!dir || !*dir || executed().empty()) return;
     mkdir(dir, 0755);  // the first process of a test run makes it (ctest's coverage-reset removed it)
-    std::string path = std::string(dir) + "/" + std::to_string(getpid()) + ".txt";
-    FILE* fp = std::fopen(path.c_str(), "w");
+    // <pid>.<ns>.txt: a suite starts tens of thousands of processes and the kernel reuses process ids (pid_max
+    // 32768 here), so a later process of the same id must not overwrite an earlier one's list
+    const long long ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+    std::string path = std::string(dir) + "/" + std::to_string(getpid()) + "." + std::to_string(ns) + ".txt";
+    FILE* fp = std::fopen(path.c_str(), "wx");
     if (!fp) return;
     for (const std::string& k : executed()) std::fprintf(fp, "%s\n", k.c_str());
     std::fclose(fp);

@@ -749,7 +749,7 @@ TEST(Communicators, FinalizeDestroyAbortLifecycle) {
     auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(g_rank == 0 ? ncclCommAbort(d) : ncclCommDestroy(d), ncclSuccess);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(s, 1.0);
+    EXPECT_LT(s, 10.0);  // (a wait for the others would be unbounded: they never call again)
     EXPECT_NCCL_ERROR(ncclCommAbort(d), ncclInvalidArgument, "not a live communicator");
     EXPECT_TRUE(all_ranks(true));  // every rank got here
 }
