@@ -67,6 +67,25 @@ void head_logits(Backend& be, float* host_out, const typename Backend::act_t* in
     be.free(dev, bytes);
 }
 
+// host_row (V) = the logits at position `at` of an evaluation forward over one sequence of t positions, inputs (t)
+// and targets (t; -1: no loss), in a model whose arena holds B x T (at < t <= T): --sample's forward, which reads
+// one sequence, not the micro-batch's B. A forward over fewer rows uses the leading part of each activation buffer
+// (every offset is computed from the forward's own N = B * T); B and T are restored after.
+template <class Model>
+void eval_logits_of_one_sequence(Model& m, float* host_row, const int32_t* inputs, const int32_t* targets, int t,
+                                 int at) {
+    if (t < 1 || t > m.T || at < 0 || at >= t)
+        fail("internal: position %d of a sequence of %d in a model of T = %d", at, t, m.T);
+    struct Restore {
+        Model& m;
+        const int B, T;
+        ~Restore() { m.B = B, m.T = T; }
+    } restore{m, m.B, m.T};
+    m.B = 1, m.T = t;
+    m.eval_loss(inputs, targets);
+    m.logits(host_row, at, 1);
+}
+
 // The activation arena: one allocation laid out from a list of specs, again whenever the batch shape changes; and
 // the PRAC bases in a second allocation made once (they depend on the widths only, so they survive a new shape).
 // The memory planner reads the same spec lists.

@@ -88,6 +88,20 @@ void check_forward_backward(const char* dir, Arch arch) {
     int in_fixture = 0;
     for (const std::string& n : ref.names()) in_fixture += n.rfind("grad.", 0) == 0;
     EXPECT_EQ(checked, in_fixture) << dir;
+
+    // --sample's forward: one sequence of t positions in the arena of B x T (its buffers' leading parts), each row
+    // transformers' logits at that position of the whole batch's forward (causal: the later positions change none)
+    const std::vector<float> want = read_f32(ref, "logits");
+    for (const auto& [b, t] : {std::pair<int, int>{B - 1, 1}, {B - 1, T / 2 + 1}, {0, T}}) {
+        const size_t at = (size_t)b * T + t - 1;
+        eval_logits_of_one_sequence(model, row.data(), inputs.data() + (size_t)b * T, targets.data() + (size_t)b * T,
+                                    t, t - 1);
+        EXPECT_LT(rel_err(row, std::vector<float>(want.begin() + at * cfg.vocab_size,
+                                                  want.begin() + (at + 1) * cfg.vocab_size)), 2e-5)
+            << dir << ": sequence " << b << "'s first " << t << " positions alone";
+        EXPECT_EQ(model.B, B) << "restored";
+        EXPECT_EQ(model.T, T) << "restored";
+    }
 }
 
 // 10 optimizer steps with the conventions of test/reference/README.md: the same batch every step, gradient

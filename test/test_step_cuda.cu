@@ -151,6 +151,23 @@ static void compare(const char* dir, Arch arch, PracMode mode, int hidden_align 
     check(n == 0, "%s: no cudaMalloc in steps 2-9 (%ld calls)", tag.c_str(), n);
 #endif
     (void)mallocs_at_step_2;
+
+    // --sample's forward on this backend (print_sample): one sequence of T positions in the B x T arena, its row
+    // t - 1 that of the whole batch's evaluation forward (the same weights; the later positions are masked), and the
+    // same on the CPU twin with the window of t positions alone
+    const int b = B - 1, t = T / 2 + 1, V = cfg.vocab_size;
+    std::vector<float> batch_row(V), one_row(V), cpu_batch_row(V), cpu_window_row(V);
+    mg.eval_loss(inputs.data(), targets.data());
+    mg.logits(batch_row.data(), b * T + t - 1, 1);
+    eval_logits_of_one_sequence(mg, one_row.data(), inputs.data() + (size_t)b * T, targets.data() + (size_t)b * T, T,
+                                t - 1);
+    check_tol(tag + " one sequence's logits as the batch's", rel_err(one_row, batch_row), LOSS_TOL);
+    check(mg.B == B && mg.T == T, "%s: B, T restored (%d, %d)", tag.c_str(), mg.B, mg.T);
+    mc.eval_loss(inputs.data(), targets.data());
+    mc.logits(cpu_batch_row.data(), b * T + t - 1, 1);
+    eval_logits_of_one_sequence(mc, cpu_window_row.data(), inputs.data() + (size_t)b * T,
+                                targets.data() + (size_t)b * T, t, t - 1);
+    check_tol(tag + " CPU: the window's logits as the batch's", rel_err(cpu_window_row, cpu_batch_row), 1e-5);
 }
 
 // The training loss summed on the device (CudaBackend::loss_add / loss_read) against the host computation that

@@ -1434,6 +1434,9 @@ struct RecordingModel {
     struct {
         int vocab_size = 50257;
     } cfg;
+    struct Backend {
+        static constexpr const char* name = "cpu";  // print_sample's forwards read the window alone
+    } be;
     std::vector<int32_t> inputs;
     std::vector<std::vector<int32_t>> reads;  // the context of each draw
     void eval_loss(const int32_t* in, const int32_t*) { inputs.assign(in, in + T); }

@@ -10,6 +10,8 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.h"  // format
@@ -17,6 +19,7 @@
 #include "data/dataloader.h"
 #include "data/tokenizer.h"
 #include "model/config.h"
+#include "model/model_common.h"  // eval_logits_of_one_sequence
 #include "train/cli.h"
 #include "train/comm.h"
 
@@ -124,7 +127,7 @@ struct SampleStart {
 template <class Model>
 int print_sample(Model& model, const TrainOptions& opts, Arch arch, const SampleStart& start,
                  const volatile std::sig_atomic_t& stop, const std::function<void()>& each_token = {}) {
-    int T = model.T, V = model.cfg.vocab_size, B = model.B;
+    int T = model.T, V = model.cfg.vocab_size;
     std::unique_ptr<Tokenizer> tok = sample_decoder(arch, opts);
     // a tokenizer smaller than the model's vocabulary (the built-in 8k SentencePiece model under LLaMA's 32000 rows)
     // never produced the extra ids: sample among the tokenizer's ids only
@@ -174,14 +177,19 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const Sample
                     lead ? "the end of text" : "", lead && given_falls ? " and " : "",
                     !given_falls ? "" : from_data ? "the document's first token" : "the prompt's start");
     }
-    std::vector<int32_t> inputs((size_t)B * T, 0), targets((size_t)B * T, -1);
+    std::vector<int32_t> inputs((size_t)T, 0), targets((size_t)T, -1);  // one sequence
     std::vector<float> row(V);  // the logits of the last position (the next token's): one row, not B*T*V
+    // Each forward reads one sequence (eval_logits_of_one_sequence), not the micro-batch's B; on the CPU backend
+    // only the window so far, its len positions (causal attention gives the last one the same logits; a sample of 64
+    // tokens after `make train` took 64 forwards of 4 x 128). The CUDA backend reads T positions, the tokens after
+    // the window being 0s that the causal mask hides: cuDNN builds an attention graph per shape, one, not one per
+    // length.
+    constexpr bool window_only = std::string_view(std::decay_t<decltype(model.be)>::name) == "cpu";
     int sig = 0;
     for (int i = 0; i < opts.sample && !(sig = (int)stop); i++) {
         int len = (int)std::min<size_t>(ctx.size(), (size_t)T), first = (int)ctx.size() - len;
         for (int t = 0; t < len; t++) inputs[t] = ctx[first + t];
-        model.eval_loss(inputs.data(), targets.data());
-        model.logits(row.data(), len - 1, 1);
+        eval_logits_of_one_sequence(model, row.data(), inputs.data(), targets.data(), window_only ? len : T, len - 1);
         const int next = sample_token(row.data(), Vs, opts.temperature, opts.top_k, rng());
         if (next < 0)
             fail("the model's logits at token %d of the sample are no distribution to draw from (NaN or +inf among "

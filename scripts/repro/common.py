@@ -309,8 +309,11 @@ def data_flags(args, binary):
 
 def quick_flags(args, steps=None, batch=None):
     q = QUICK
-    f = ["--steps", args.steps or steps or q["steps"], "--batch-size", batch or q["batch"], "--seq-len", q["seq"],
-         "--eval-tokens", q["eval_tokens"], "--eval-interval", q["eval_interval"], "--lr", q["lr"],
+    steps = args.steps or steps or q["steps"]
+    # (0: the final evaluation alone, where the interval is not below --steps: the trainer notices such an interval)
+    f = ["--steps", steps, "--batch-size", batch or q["batch"], "--seq-len", q["seq"],
+         "--eval-tokens", q["eval_tokens"], "--eval-interval", q["eval_interval"] if q["eval_interval"] < steps else 0,
+         "--lr", q["lr"],
          "--prac-t1", q["prac_t"], "--prac-t2", q["prac_t"], "--log-interval", 10]
     return f
 
@@ -330,7 +333,7 @@ def paper_flags(args, model, B=None, lr=None, steps=None):
     B = B or c["B"]
     steps = args.steps or steps or c["steps"]
     f = ["--batch-size", B, "--seq-len", c["S"], "--global-batch", GLOBAL_BATCH, "--steps", steps, "--lr", lr or c["lr"],
-         "--eval-interval", max(1, min(1000, steps)), "--log-interval", 100] + PAPER_STORAGE
+         "--eval-interval", 1000 if steps > 1000 else 0, "--log-interval", 100] + PAPER_STORAGE
     if "warmup" in c:
         f += ["--warmup", min(c["warmup"], max(1, steps // 10)) if args.steps else c["warmup"]]
     if c["binary"] == "train_llama":

@@ -78,7 +78,7 @@ def loss_runs(args):
             train = C.quick_flags(args)
         else:
             train = ["--steps", args.steps, "--batch-size", 4, "--seq-len", 128, "--eval-tokens", 16384,
-                     "--eval-interval", args.steps, "--log-interval", 50, "--prac-t1", 50, "--prac-t2", 50]
+                     "--eval-interval", 0, "--log-interval", 50, "--prac-t1", 50, "--prac-t2", 50]
         for label, flags in LOSS_ROWS:
             for seed in range(1, args.seeds + 1):
                 name = f"{model}_{label.split()[0].lower()}{'_all' if 'all' in label else ''}_s{seed}"
