@@ -651,8 +651,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     auto* ev = reinterpret_cast<EmuEvent*>(e);
     // "cudaEventRecord() will fail if the input event and input stream are associated to different devices"
-    if (ev->device != (s ? as_stream(s)->device : t_device)) return ret(cudaErrorInvalidResourceHandle,
-        "cudaEventRecord: the event and the stream belong to different devices");
+    if (ev->device != (s ? as_stream(s)->device : t_device))
+        return ret(cudaErrorInvalidResourceHandle, "cudaEventRecord: the event and the stream are of different devices");
     ev->t = std::make_shared<std::chrono::steady_clock::time_point>();
     stream_op(s, [t = ev->t] { *t = std::chrono::steady_clock::now(); });
     const bool queued = s && streams_deferred();
