@@ -72,7 +72,7 @@ DataLoader::DataLoader(const std::string& pattern, int B_, int T_, int rank_, in
         if (h.layout == SHARD_LAYOUT_ROWS) {
             CHECK_USER(T == h.row_len,
                        "%s holds rows of %d tokens (one document each), but the sequence length T is %d\n"
-                       "---> HINT: with row-aligned shards T must equal the row length: set T=%d",
+                       "---> HINT: with row-aligned shards T must equal the row length: pass --seq-len %d",
                        path.c_str(), h.row_len, T, h.row_len);
             CHECK_USER(h.num_tokens > 0, "%s is empty (0 tokens): nothing to train on\n"
                        "---> HINT: delete it or narrow the pattern \"%s\"", path.c_str(), pattern.c_str());

@@ -328,7 +328,7 @@ TEST_F(DataTest, MismatchedShards) {
 TEST_F(DataTest, RowLengthMustEqualT) {
     write_shard(path("r.bin"), iota_tokens(64), rows_info(16));
     EXPECT_USER_ERROR(DataLoader(path("r.bin"), 1, 8, 0, 1, 0, false), "r.bin", "rows of 16 tokens",
-                      "sequence length T is 8", "T must equal the row length");
+                      "sequence length T is 8", "T must equal the row length: pass --seq-len 16");
 }
 
 // ---------------------------------------------------------------------------------------------
