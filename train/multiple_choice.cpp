@@ -35,8 +35,10 @@ std::vector<ChoiceExample> read_jsonl(const std::string& path, const Tokenizer& 
                    "--hellaswag %s: line %lld lacks HellaSwag's fields (\"ctx\": text, \"endings\": a list of texts)",
                    path.c_str(), n);
         // (a Hugging Face datasets export writes the label as text: "3")
-        const std::string text_label = j.contains("label") && j["label"].is_string() ? j["label"].get<std::string>() : "";
-        if (!text_label.empty() && text_label.size() <= 3 && text_label.find_first_not_of("0123456789") == std::string::npos)
+        const std::string text_label =
+            j.contains("label") && j["label"].is_string() ? j["label"].get<std::string>() : "";
+        if (!text_label.empty() && text_label.size() <= 3 &&
+            text_label.find_first_not_of("0123456789") == std::string::npos)
             j["label"] = std::stoll(text_label);
         CHECK_USER(j.contains("label") && j["label"].is_number_integer(), "--hellaswag %s: line %lld has no \"label\" "
                    "(the right ending's index)%s", path.c_str(), n,

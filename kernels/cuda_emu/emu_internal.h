@@ -8,8 +8,8 @@
 namespace cuda_emu {
 
 // runtime.cpp: the error state. A launch refused before it runs (bad configuration) sets the calling host thread's
-// last error, which its cudaGetLastError returns and clears; a kernel that fails while running (barrier divergence, a race, __trap) sets
-// a sticky error that every later call returns, as a GPU context does after a fault.
+// last error, which its cudaGetLastError returns and clears; a kernel that fails while running (barrier divergence,
+// a race, __trap) sets a sticky error that every later call returns, as a GPU context does after a fault.
 void set_launch_error(cudaError_t e, const std::string& message);
 void set_kernel_error(const std::string& message);
 cudaError_t sticky_error();
