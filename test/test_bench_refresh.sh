@@ -5,7 +5,9 @@
 # the flags. The model part (llama-tiny) keeps N >= its widest site under a tiny --max-elems (never N = 0 and nan)
 # and honours --exact-max-n; a bad --model is refused before any timing; --N, --max-elems, --widths and --model are
 # refused with --npy; a malformed number exits 1 naming the flag and the value (never stoi's "stoi", a suffix
-# dropped or a -1 wrapped). Every refusal case also gives tiny sizes, so a build that accepts it still ends fast.
+# dropped or a -1 wrapped); --npy refuses --bf16 with float dumps and dumps too narrow for its ranks, and a row whose
+# exact path --exact-max-n skips keeps its note. Every refusal case also gives tiny sizes, so a build that accepts it
+# still ends fast.
 # Usage: test_bench_refresh.sh [BENCH_REFRESH] (default build/tools/bench_refresh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,17 +38,32 @@ out=$("$B" --npy "$W/d0.npy,$W/d1.npy,$W/d1.npy" 2>&1); rc=$?  # it read "d1.npy
 [ "$rc" = 1 ] && grep -q -- "--npy needs PREV.npy,CUR.npy: two files" <<<"$out" \
   && ok "--npy with three files: exit 1, says so" || bad "--npy three files (rc=$rc): $out"
 # --bf16: dumps of bfloat16 bits ('<u2'), as read_npy's hint for such a file says (bench_refresh lacked the flag)
-python3 -c "
+# (numpy comes with transformers and matplotlib, which scripts/install_deps.sh installs: without it these fail)
+py_err=$(python3 -c "
 import numpy as np
 for s in (0, 1):
     x = np.load('$W/d%d.npy' % s).astype(np.float32)
-    np.save('$W/b%d.npy' % s, (x.view(np.uint32) >> 16).astype(np.uint16))" 2>/dev/null && {
-  out=$("$B" --npy "$W/b0.npy,$W/b1.npy" 2>&1); rc=$?
-  [ "$rc" = 1 ] && grep -q -- "--bf16" <<<"$out" && ok "--npy of bf16 bits without --bf16: exit 1, names --bf16" \
-    || bad "--npy bf16 without --bf16 (rc=$rc): $out"
-  out=$("$B" --npy "$W/b0.npy,$W/b1.npy" --bf16 2>&1); rc=$?
-  [ "$rc" = 0 ] && grep -Eq "$row" <<<"$out" && ok "--npy --bf16: the dumped site's row" || bad "--npy --bf16 (rc=$rc): $out"
-}
+    np.save('$W/b%d.npy' % s, (x.view(np.uint32) >> 16).astype(np.uint16))
+    np.save('$W/narrow%d.npy' % s, x[:, :8])
+np.save('$W/zeros.npy', np.zeros((64, 32), np.float32))" 2>&1) || bad "writing the test's .npy files with numpy: $py_err"
+out=$("$B" --npy "$W/b0.npy,$W/b1.npy" 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q -- "--bf16" <<<"$out" && ok "--npy of bf16 bits without --bf16: exit 1, names --bf16" \
+  || bad "--npy bf16 without --bf16 (rc=$rc): $out"
+out=$("$B" --npy "$W/b0.npy,$W/b1.npy" --bf16 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -Eq "$row" <<<"$out" && ok "--npy --bf16: the dumped site's row" || bad "--npy --bf16 (rc=$rc): $out"
+# --bf16 with float dumps: refused (it was ignored), as prac_analyze refuses it
+out=$("$B" --npy "$W/d0.npy,$W/d1.npy" --bf16 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q "has dtype '<f4', not the '<u2' bfloat16 bit patterns --bf16 says" <<<"$out" \
+  && ok "--npy of float dumps with --bf16: exit 1, says so" || bad "--npy float with --bf16 (rc=$rc): $out"
+# dumps too narrow for the bench's ranks: refused with bench_refresh's own words (the hint named trainer flags)
+out=$("$B" --npy "$W/narrow0.npy,$W/narrow1.npy" 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q "the dumps are 8 wide, too narrow for the bench's ranks" <<<"$out" \
+  && ! grep -q -- "--prac-linear-ranks" <<<"$out" && ok "--npy of 8-wide dumps: exit 1, says so" \
+  || bad "--npy narrow (rc=$rc): $out"
+# a row whose exact path is skipped keeps its note
+out=$("$B" --npy "$W/d0.npy,$W/d1.npy" --exact-max-n 100 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q "(exact above --exact-max-n)  (--npy: a dumped site)" <<<"$out" \
+  && ok "--npy with --exact-max-n: the row says both" || bad "--npy --exact-max-n (rc=$rc): $out"
 timeout -k 10 300 ./train_gpt2 --model gpt2-mini --device cpu --prac none --batch-size 1 --steps 1 \
   --dump-site ln1 --dump-layer 0 --dump-step 0 --dump-path "$W/ln1.npy" >"$W/train_ln1.log" 2>&1 </dev/null \
   || bad "the ln1 dump: $(tail -3 "$W/train_ln1.log")"
@@ -54,11 +71,9 @@ out=$("$B" --npy "$W/ln1.npy,$W/d1.npy" 2>&1); rc=$?
 [ "$rc" = 1 ] && grep -q "must be (N, n) activations of one site" <<<"$out" \
   && ok "--npy of two widths: exit 1, says so" || bad "--npy two widths (rc=$rc): $out"
 # dumps of zeros: refused as prac_analyze refuses them (they were timed, exit 0)
-python3 -c "import numpy as np; np.save('$W/zeros.npy', np.zeros((64, 32), np.float32))" 2>/dev/null && {
-  out=$("$B" --npy "$W/zeros.npy,$W/zeros.npy" 2>&1); rc=$?
-  [ "$rc" = 1 ] && grep -q -- "--npy: $W/zeros.npy is all zeros" <<<"$out" && ok "--npy of zeros: exit 1, says so" \
-    || bad "--npy of zeros (rc=$rc): $out"
-}
+out=$("$B" --npy "$W/zeros.npy,$W/zeros.npy" 2>&1); rc=$?
+[ "$rc" = 1 ] && grep -q -- "--npy: $W/zeros.npy is all zeros" <<<"$out" && ok "--npy of zeros: exit 1, says so" \
+  || bad "--npy of zeros (rc=$rc): $out"
 out=$("$B" --help 2>&1); rc=$?
 [ "$rc" = 0 ] && grep -q -- "--exact-max-n N" <<<"$out" && ok "--help: exit 0, lists the flags" \
   || bad "--help (rc=$rc): $out"

@@ -243,10 +243,15 @@ int main(int argc, char** argv) {
             else
                 std::printf("%7d %7d %6d %9s %11.3f %7s %8.3f %7.3f %7s %9.3f %7s %8s %7.3f%s\n", n, t.N, r1,
                             "skipped", t.subspace, "-", t.gram, t.q2, "-", t.xpass, "-", orth_fallbacks(t.warm).c_str(),
-                            t.subspace_hh, "  (exact above --exact-max-n)");
+                            t.subspace_hh, (std::string("  (exact above --exact-max-n)") + note).c_str());
         };
         if (!npy.empty()) {  // a dumped site: CUR warm-started from a cold refresh on PREV
             NpyArray prev = read_npy(npy[0], bf16), cur = read_npy(npy[1], bf16);
+            for (const NpyArray* a : {&prev, &cur})  // asked for bits a file does not hold: refused, not ignored
+                CHECK_USER(!bf16 || a->dtype.find("u2") != std::string::npos,
+                           "--npy: %s has dtype '%s', not the '<u2' bfloat16 bit patterns --bf16 says\n---> HINT: drop "
+                           "--bf16 (a float file is read as it is)", a == &prev ? npy[0].c_str() : npy[1].c_str(),
+                           a->dtype.c_str());
             for (NpyArray* a : {&prev, &cur})
                 if (a->shape.size() == 3) a->shape = {a->shape[0] * a->shape[1], a->shape[2]};
             CHECK_USER(prev.shape.size() == 2 && cur.shape.size() == 2 && prev.shape[1] == cur.shape[1] &&
@@ -254,6 +259,8 @@ int main(int argc, char** argv) {
                        "--npy: %s and %s must be (N, n) activations of one site (same n)\n---> HINT: two --dump-site "
                        "dumps of the same site and layer at different --dump-step", npy[0].c_str(), npy[1].c_str());
             int n = (int)cur.shape[1];
+            CHECK_USER(n > 16, "--npy: the dumps are %d wide, too narrow for the bench's ranks r1 = r2 = 8 (0.3 n, at "
+                       "least 8 each; they must sum below n)\n---> HINT: dumps of a site 17 or more wide", n);
             for (const NpyArray* a : {&prev, &cur})  // (a refresh of zeros times nothing; prac_analyze refuses it too)
                 CHECK_USER(std::any_of(a->data.begin(), a->data.end(), [](float x) { return x != 0.0f; }),
                            "--npy: %s is all zeros; there is no spectrum to refresh", a == &prev ? npy[0].c_str()
@@ -291,7 +298,8 @@ int main(int argc, char** argv) {
         }
         double params = 0;
         {
-            // 12 C^2-ish per layer for LLaMA: attention 4 C^2, MLP 3 C F; embeddings excluded from the matmul FLOPs
+            // 12 C^2-ish per layer for LLaMA: attention 4 C^2, MLP 3 C F; plus the LM head's V C (the input
+            // embedding is a lookup, not a matmul)
             params = (double)L * (4.0 * C * C + 3.0 * C * F) + (double)cfg.vocab_size * C;
         }
         double rate = gemm_rate(std::min(N, 4096), C), step = 6 * params * N / rate;

@@ -90,8 +90,9 @@ static const char* HELP =
     "    draws, seed\n"
     "    refresh, warm_starts  --refresh, and how many --warm-from refreshes came before FILE's\n"
     "    orth_fallbacks        {shifted_cholqr, shifted_passes, householder}: FILE's subspace refresh's\n"
-    "                          orthonormalizations whose CholQR2 failed and what took over (shifted Cholesky-QR,\n"
-    "                          in that many passes, or Householder QR): a matter of speed, not of quality\n"
+    "                          orthonormalizations whose CholQR2 failed and what took over (shifted Cholesky-QR, or\n"
+    "                          Householder QR when that failed too; shifted_passes counts every shifted pass tried,\n"
+    "                          a failed attempt's too): a matter of speed, not of quality\n"
     "    tail_energy           T = ||X - X Q1 Q1ᵀ||_F² with the Q1 the trainer computes (--refresh)\n"
     "    tail_energy_spectrum  Σ_{i>r1} σ_i² (T for an exact Q1)\n"
     "    tail_ratio            tail_energy / tail_energy_spectrum (>= 1 up to rounding; subspace's bar: 1.02)\n"
@@ -647,7 +648,7 @@ static void print_table(const json& j, const Args& a) {
     for (const json& v : sp["at_fraction"])
         std::printf("  at %2.0f%% of n       s_%-6d = %.5g\n", 100 * v["fraction"].get<double>(), v["rank"].get<int>(),
                     v["sigma"].get<double>());
-    std::printf("  effective rank     %.2f   (exp of the entropy of s_i^2 / sum s^2)\n",
+    std::printf("  effective rank     %.2f   (of the energy: exp of the entropy of s_i^2 / sum s^2)\n",
                 sp["effective_rank"].get<double>());
     std::printf("  stable rank        %.3f   (||X||_F^2 / s_1^2)\n\n", sp["stable_rank"].get<double>());
 
@@ -671,6 +672,10 @@ static void print_table(const json& j, const Args& a) {
     const json& rk = j["ranks"];
     const json& e = j["estimator"];
     auto g = [&](const char* k) { return e[k].is_null() ? NAN : e[k].get<double>(); };
+    // a ratio to a zero tail (X of rank <= r1: nothing left to estimate) is undefined: said so, not "nan"
+    auto ratio = [&](const char* k, const char* fmt) {
+        return e[k].is_null() ? std::string("undefined (T = 0)") : format(fmt, e[k].get<double>());
+    };
     std::printf("\nestimator  mode %s, r1 = %d, r2 = %d, k = %.6g (k_mult %g), %d draw%s, seed %llu\n",
                 rk["mode"].get<std::string>().c_str(), rk["r1"].get<int>(), rk["r2"].get<int>(),
                 rk["k"].get<double>(), rk["k_mult"].get<double>(), e["draws"].get<int>(),
@@ -679,10 +684,10 @@ static void print_table(const json& j, const Args& a) {
     if (rk["r1"].get<int>() == 0)  // rac: no Q1, T = ||X||^2
         std::printf("  tail energy T = ||X||_F^2 (no Q1: r1 = 0)   %.6e\n", g("tail_energy"));
     else
-        std::printf("  tail energy T = ||X - X Q1 Q1^T||_F^2   %.6e   (spectrum: sum_{i>r1} s_i^2 = %.6e; ratio %.5f,\n"
+        std::printf("  tail energy T = ||X - X Q1 Q1^T||_F^2   %.6e   (spectrum: sum_{i>r1} s_i^2 = %.6e; ratio %s,\n"
                     "    Q1 by the %s refresh after %d warm-start refreshes; orthonormalizations past CholQR2: %d "
-                    "shifted Cholesky-QR in %d passes, %d Householder)\n",
-                    g("tail_energy"), g("tail_energy_spectrum"), g("tail_ratio"),
+                    "by shifted Cholesky-QR (%d shifted passes tried), %d by Householder)\n",
+                    g("tail_energy"), g("tail_energy_spectrum"), ratio("tail_ratio", "%.5f").c_str(),
                     e["refresh"].get<std::string>().c_str(), e["warm_starts"].get<int>(),
                     fb["shifted_cholqr"].get<int>(), fb["shifted_passes"].get<int>(), fb["householder"].get<int>());
     bool pac = rk["r2"].get<int>() == 0;
@@ -690,12 +695,11 @@ static void print_table(const json& j, const Args& a) {
                 pac ? "   (pac: bias^2 = T, no variance)"
                     : (std::fabs(rk["k_mult"].get<double>() - 1) < 1e-12 ? "   ((k - 1) T; unbiased)" : ""));
     const double se = g("mse_stderr");  // (undefined for one draw: said so, not "nan")
-    std::printf("  E||X~ - X||_F^2   empirical %.6e %s   theory %.6e   ratio %.4f\n", g("mse_empirical"),
+    std::printf("  E||X~ - X||_F^2   empirical %.6e %s   theory %.6e   ratio %s\n", g("mse_empirical"),
                 std::isfinite(se)                 ? format("+- %.2e (1 s.e.)", se).c_str()
                 : e["draws"].get<int>() == 1 ? "(one draw: no s.e.)"
                                              : "(s.e. not finite)",
-                g("mse_theory"),
-                g("mse_ratio"));
+                g("mse_theory"), ratio("mse_ratio", "%.4f").c_str());
     std::printf("  ||mean(X~) - X||_F / ||X||_F   empirical %.4e   expected %.4e%s\n", g("bias_rel_empirical"),
                 g("bias_rel_expected"), pac ? "" : "   (sqrt(bias^2 + Var/K) / ||X||_F)");
     if (e["tail_at_rounding"].get<bool>())
