@@ -1,5 +1,6 @@
 // GLUE readers (glue.h). Column layouts of the GLUE distribution (download_glue_data.py) and the field names of
-// Hugging Face's `datasets` glue configs, as facts: docs/DESIGN.md lists them with the label orders.
+// Hugging Face's `datasets` glue configs, as facts: TASKS below holds each task's label order (the label names of
+// `datasets`' glue configs) and submission files, the readers the column names.
 #include "data/glue.h"
 
 #include <sys/stat.h>

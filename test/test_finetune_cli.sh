@@ -737,7 +737,8 @@ out=$("$BIN" --task mrpc --data-dir "$T/pn" --init-from "$T/s1" --eval-only --pr
 grep -q "^--predict: test, 128 examples, into $T/predn/MRPC.tsv at the end (the file has no index: its rows are numbered from 0)" <<<"$out" \
   && [ "$(sed -n '2p;129p' "$T/predn/MRPC.tsv" | cut -f1 | tr '\n' ' ')" = "0 127 " ] && ok "a test file without an index: numbered from 0, said" \
   || bad "no index column: $(grep -- '--predict:' <<<"$out"), $(sed -n '2p' "$T/predn/MRPC.tsv")"
-# STS-B: the scores (9 digits: the float32 outputs) correlate with the dev scores as the printed Pearson says
+# STS-B: the scores (9 digits: the float32 outputs) correlate with the dev scores as the printed Pearson says, and
+# their mean squared error is the printed dev loss (Pearson alone would pass scores scaled or shifted)
 mkdir -p "$T/ps" && cp "$T/data/stsb/train.tsv" "$T/data/stsb/dev.tsv" "$T/ps/"
 cut -f1-9 "$T/data/stsb/dev.tsv" > "$T/ps/test.tsv"
 out=$("$BIN" --task stsb --data-dir "$T/ps" --init-from "$T/s2" --eval-only --predict "$T/pred" 2>&1); rc=$?
@@ -754,6 +755,8 @@ cov = sum((a - mx) * (b - my) for a, b in zip(x, y))
 r = cov / (sum((a - mx) ** 2 for a in x) * sum((b - my) ** 2 for b in y)) ** 0.5
 want = float(re.search(r"pearson ([0-9.-]+)", printed).group(1))
 assert abs(r - want) < 1e-4, (r, want)  # the printed 4 decimals
+mse, loss = sum((a - b) ** 2 for a, b in zip(x, y)) / len(y), float(re.search(r"^dev loss ([0-9.]+)", printed).group(1))
+assert abs(mse - loss) < 1e-4, (mse, loss)  # the loss is the mean of (score - label)^2, printed with 4 decimals
 PY
 # a training run writes them at its end; an earlier run's file is refused up front; no test split is said up front
 "$BIN" --task mrpc --data-dir "$T/pm" $M --epochs 1 --predict "$T/pred2" > "$T/p2.out" 2>&1 \
