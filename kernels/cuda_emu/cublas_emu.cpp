@@ -113,6 +113,15 @@ struct Gemm {
 
 void run_gemm(const Gemm& g) {
     if (g.m == 0 || g.n == 0) return;
+    // the bytes it reads and writes, for the race check across streams (stream_order.h)
+    const char* what = "a cuBLAS GEMM";
+    if (g.alpha != 0.0f && g.k > 0) {
+        cuda_emu::op_access_matrix(g.A.p, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.A.ld, type_size(g.A.type), false, what);
+        cuda_emu::op_access_matrix(g.B.p, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.B.ld, type_size(g.B.type), false, what);
+    }
+    if (g.beta != 0.0f) cuda_emu::op_access_matrix(g.C.p, g.m, g.n, g.C.ld, type_size(g.C.type), false, what);
+    if (g.bias) cuda_emu::op_access(g.bias, (size_t)g.m * type_size(g.bias_type), false, what);
+    cuda_emu::op_access_matrix(g.D.p, g.m, g.n, g.D.ld, type_size(g.D.type), true, what);
     // T = alpha op(A) op(B) in fp32; A and B are not read when alpha == 0 or k == 0 (BLAS convention)
     std::vector<float> T((size_t)(g.m * g.n), 0.0f);
     if (g.alpha != 0.0f && g.k > 0) {
@@ -415,6 +424,11 @@ cublasStatus_t cublasSsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cubl
     if (n == 0) return CUBLAS_STATUS_SUCCESS;
     const bool upper = uplo == CUBLAS_FILL_MODE_UPPER;
     cuda_emu::stream_op(handle->stream, [=, alpha = *alpha, beta = *beta] {
+        if (k > 0 && alpha != 0.0f)
+            cuda_emu::op_access_matrix(A, trans == CUBLAS_OP_N ? n : k, trans == CUBLAS_OP_N ? k : n, lda, 4, false,
+                                       "cublasSsyrk");
+        cuda_emu::op_access_matrix(C, n, n, ldc, 4, false, "cublasSsyrk");  // (the whole of C's columns: at most
+        cuda_emu::op_access_matrix(C, n, n, ldc, 4, true, "cublasSsyrk");   // more than its triangle)
         // beta == 0: C need not hold valid values on input (BLAS); clear the triangle so no NaN can survive
         if (beta == 0.0f)
             for (int j = 0; j < n; j++)
@@ -466,6 +480,10 @@ cublasStatus_t cublasStrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cubl
     cublasStatus_t s = check_triangular_args("cublasStrsm", side, uplo, trans, diag, m, n, alpha, lda, ldb);
     if (s != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return s;
     cuda_emu::stream_op(handle->stream, [=, alpha = *alpha] {
+        const int na = side == CUBLAS_SIDE_LEFT ? m : n;
+        cuda_emu::op_access_matrix(A, na, na, lda, 4, false, "cublasStrsm");
+        cuda_emu::op_access_matrix(B, m, n, ldb, 4, false, "cublasStrsm");
+        cuda_emu::op_access_matrix(B, m, n, ldb, 4, true, "cublasStrsm");
         cblas_strsm(CblasColMajor, cblas_side(side), cblas_uplo(uplo), cblas_trans(trans), cblas_diag(diag), m, n,
                     alpha, A, lda, B, ldb);
     });
@@ -484,6 +502,10 @@ cublasStatus_t cublasStrmm_v2(cublasHandle_t handle, cublasSideMode_t side, cubl
     if (ldc < max1(m)) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasStrmm: ldc=%d < max(1, m=%d)", ldc, m);
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
     cuda_emu::stream_op(handle->stream, [=, alpha = *alpha] {
+        const int na = side == CUBLAS_SIDE_LEFT ? m : n;
+        cuda_emu::op_access_matrix(A, na, na, lda, 4, false, "cublasStrmm");
+        cuda_emu::op_access_matrix(B, m, n, ldb, 4, false, "cublasStrmm");
+        cuda_emu::op_access_matrix(C, m, n, ldc, 4, true, "cublasStrmm");
         if (C != B)
             for (int j = 0; j < n; j++)
                 for (int i = 0; i < m; i++) C[i + (size_t)j * ldc] = B[i + (size_t)j * ldb];
@@ -1098,6 +1120,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     queue_gemms(stream, std::move(gemms));
     // the split-K partial sums: the workspace's contents afterwards are unspecified
     if (al.workspace > 0)
-        cuda_emu::stream_op(stream, [workspace, bytes = (size_t)al.workspace] { std::memset(workspace, 0xff, bytes); });
+        cuda_emu::stream_op(stream, [workspace, bytes = (size_t)al.workspace] {
+            cuda_emu::op_access(workspace, bytes, true, "cublasLtMatmul (its workspace)");
+            std::memset(workspace, 0xff, bytes);
+        });
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -229,6 +229,12 @@ cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t 
     if (n > 0 && !W) return bad_param(info, 9);
 
     cuda_emu::stream_op(handle->stream, [=] {
+        const size_t es = elem_size(p);
+        cuda_emu::op_access_matrix(A, n, n, lda, es, false, "cusolverDnXsyevd");
+        cuda_emu::op_access_matrix(A, n, n, lda, es, true, "cusolverDnXsyevd");
+        cuda_emu::op_access(W, (size_t)n * es, true, "cusolverDnXsyevd");
+        cuda_emu::op_access(bufferOnDevice, need_bytes, true, "cusolverDnXsyevd");
+        cuda_emu::op_access(info, sizeof(int), true, "cusolverDnXsyevd");
         lapack_int r = 0;
         std::vector<lapack_int> iwork((size_t)need.liwork);
         if (n > 0) {
@@ -308,6 +314,11 @@ cusolverStatus_t cusolverDnSsyevj(cusolverDnHandle_t handle, cusolverEigMode_t j
     if (n > 0 && !A) return bad_param(info, 4);
     if (n > 0 && !W) return bad_param(info, 6);
     cuda_emu::stream_op(handle->stream, [=] {
+        cuda_emu::op_access_matrix(A, n, n, lda, 4, false, "cusolverDnSsyevj");
+        cuda_emu::op_access_matrix(A, n, n, lda, 4, true, "cusolverDnSsyevj");
+        cuda_emu::op_access(W, (size_t)n * 4, true, "cusolverDnSsyevj");
+        cuda_emu::op_access(work, (size_t)need * 4, true, "cusolverDnSsyevj");
+        cuda_emu::op_access(info, sizeof(int), true, "cusolverDnSsyevj");
         lapack_int r = 0;
         if (n > 0) {
             const SyevdWork w = syevd_query(Prec::F32, jobz_char(jobz), uplo_char(uplo), (lapack_int)n);
@@ -363,6 +374,12 @@ cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t 
     if (m > 0 && n > 0 && !tau) return bad_param(info, 8);
 
     cuda_emu::stream_op(handle->stream, [=] {
+        const size_t es = elem_size(p);
+        cuda_emu::op_access_matrix(A, m, n, lda, es, false, "cusolverDnXgeqrf");
+        cuda_emu::op_access_matrix(A, m, n, lda, es, true, "cusolverDnXgeqrf");
+        cuda_emu::op_access(tau, (size_t)std::min(m, n) * es, true, "cusolverDnXgeqrf");
+        cuda_emu::op_access(bufferOnDevice, need_bytes, true, "cusolverDnXgeqrf");
+        cuda_emu::op_access(info, sizeof(int), true, "cusolverDnXgeqrf");
         lapack_int r = 0;
         if (m > 0 && n > 0) {
             if (p == Prec::F32) {
@@ -408,6 +425,11 @@ cusolverStatus_t cusolverDnSorgqr(cusolverDnHandle_t handle, int m, int n, int k
     if (n > 0 && !A) return bad_param(info, 4);
     if (k > 0 && !tau) return bad_param(info, 6);
     cuda_emu::stream_op(handle->stream, [=] {
+        cuda_emu::op_access_matrix(A, m, n, lda, 4, false, "cusolverDnSorgqr");
+        cuda_emu::op_access(tau, (size_t)k * 4, false, "cusolverDnSorgqr");
+        cuda_emu::op_access_matrix(A, m, n, lda, 4, true, "cusolverDnSorgqr");
+        cuda_emu::op_access(work, (size_t)lwork * 4, true, "cusolverDnSorgqr");
+        cuda_emu::op_access(info, sizeof(int), true, "cusolverDnSorgqr");
         lapack_int r = 0;
         // the caller's work array is LAPACK's work array
         if (n > 0) r = LAPACKE_sorgqr_work(LAPACK_COL_MAJOR, m, n, k, A, lda, tau, work, (lapack_int)lwork);
@@ -450,6 +472,9 @@ cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t handle, cublasFillMode_t up
     if (Lwork < 0) return bad_param(devInfo, 6);
     if (!devInfo) return CUSOLVER_STATUS_INVALID_VALUE;
     cuda_emu::stream_op(handle->stream, [=] {
+        cuda_emu::op_access_matrix(A, n, n, lda, 4, false, "cusolverDnSpotrf");
+        cuda_emu::op_access_matrix(A, n, n, lda, 4, true, "cusolverDnSpotrf");
+        cuda_emu::op_access(devInfo, sizeof(int), true, "cusolverDnSpotrf");
         *devInfo = n == 0 ? 0 : (int)LAPACKE_spotrf_work(LAPACK_COL_MAJOR, uplo_char(uplo), n, A, lda);
     });
     return CUSOLVER_STATUS_SUCCESS;

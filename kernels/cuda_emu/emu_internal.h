@@ -1,7 +1,9 @@
 // What the execution layer's parts (exec.cpp: kernels; runtime.cpp: the CUDA runtime API) tell each other, and
 // what the emulation's own tests may ask (test/cuda_emu/). Not for the project's code: it sees CUDA's API only.
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda_emu/cuda_emu.h"
 
@@ -40,6 +42,7 @@ long host_waits();
 // PRAC_EMU_STREAMS=eager), e.g. for a test that a program's streams really were queued.
 long queued_operations_run();
 long races_seen();
+void note_races(long n);  // exec.cpp: a race found outside a kernel (a copy or library routine: op_access)
 
 // runtime.cpp: whether shared memory accesses are tracked (on unless PRAC_EMU_RACECHECK=0), whether global memory
 // accesses are too (on unless PRAC_EMU_RACECHECK=0 or =shared), in every launch (=all) or in the first launches of
@@ -47,6 +50,27 @@ long races_seen();
 bool race_check_enabled();
 bool global_race_check_enabled();
 bool global_race_check_every_launch();
+// runtime.cpp: the happens-before order of stream operations, for the global-memory race check across operations
+// (exec.cpp). Vector clocks: an operation issued to a stream comes after that stream's earlier ones, after what the
+// host had waited for when it was issued, after the legacy default stream's earlier work (a blocking stream), after
+// the record an earlier cudaStreamWaitEvent of its stream named; a host wait (a stream, event or device
+// synchronization, a blocking copy, cudaFree, a successful query) adds what it waited for to the host's clock. One
+// host clock for every host thread: their own synchronization (a future's get, a join) is invisible here, so a race
+// between the work of two host threads may be missed, never invented.
+struct OpOrder {
+    uint64_t serial = 0;         // unique per operation issued
+    int stream = 0;              // 0: the legacy default stream; i: the i-th stream the process created
+    uint32_t clock = 0;          // the operation's number on its stream (from 1)
+    std::vector<uint32_t> seen;  // seen[j]: how many of stream j's operations happen before this one
+};
+// The stream operation running now (null outside one; operations run one at a time).
+const OpOrder* running_op();
+// "the legacy default stream", "stream 3 (non-blocking)": for the race reports.
+std::string stream_label(int stream);
+// exec.cpp: whether the global-memory race check also compares accesses with earlier operations of other streams
+// (on with the global check); for the tests of deliberately unordered streams' stale data. Returns the old setting.
+bool set_cross_stream_check(bool on);
+
 // exec.cpp: cudaMalloc / cudaFree tell the global-memory race check which buffers are device memory.
 void track_device_buffer(void* p, size_t bytes);
 void untrack_device_buffer(void* p);

@@ -536,12 +536,119 @@ std::map<uintptr_t, Shadow>& shadow_table() {  // the live device buffers by sta
     return *t;
 }
 
+// ---- across operations: the happens-before order of streams (emu_internal.h's OpOrder) ------------------------
+// Each checked operation (a kernel launch with the global check on, or a copy, memset or library routine that
+// reports its bytes: stream_order.h's op_access) is recorded with its first epoch, so a cell's epoch below the
+// running operation's names the operation that made the access; that access is ordered before the running one when
+// it is of the same stream or the running one's clock has seen it. Unordered, one of them writing: a race, which on a
+// GPU shows only when the streams happen to run in the wrong order or at the same time. An operation that is not
+// checked (a kernel's third launch of one configuration) leaves no record and no cell, so it can hide a race, never
+// invent one. Under stream_order's one-operation-at-a-time lock, as the launches.
+struct OpRecord {
+    uint32_t first_epoch;
+    int stream;
+    uint32_t clock;
+    const char* what;  // the kernel's name or the routine's
+};
+std::vector<OpRecord> g_records;                                       // by first epoch (epochs only grow)
+std::vector<std::vector<std::pair<uint32_t, uint32_t>>> g_by_stream;  // per stream: (clock, first epoch), both growing
+const OpOrder* g_order = nullptr;  // the running checked operation's order (null: none, or the check is off)
+uint64_t g_order_serial = 0;       // and its serial
+uint32_t g_order_first = 0;        // and its first epoch
+uint32_t g_ordered_upto = 0;       // every access recorded at an epoch up to this one is ordered before it
+uint32_t g_memo_lo = 1, g_memo_hi = 0;  // the epochs of the last record looked up [lo, hi), and its answer
+bool g_memo_ordered = false;
+bool g_cross_stream_check = true;
+uint64_t g_reported_serial = 0;  // the operation whose race op_access reported (one report per operation)
+
+// The first epoch of a recorded operation of another stream that o's clock has not seen (UINT32_MAX: none, every
+// recorded access is ordered before o).
+uint32_t first_unordered_epoch(const OpOrder* o) {
+    uint32_t first = UINT32_MAX;
+    for (size_t j = 0; j < g_by_stream.size(); j++) {
+        if ((int)j == o->stream) continue;
+        const uint32_t seen = j < o->seen.size() ? o->seen[j] : 0;
+        const auto& v = g_by_stream[j];
+        auto it = std::upper_bound(v.begin(), v.end(), std::make_pair(seen, UINT32_MAX));
+        if (it != v.end()) first = std::min(first, it->second);
+    }
+    return first;
+}
+// Records the running operation o, whose accesses take epochs from `first` on, and finds g_ordered_upto: the
+// earliest record of another stream that o's clock has not seen, less one. Every checked operation is recorded,
+// so every cell's epoch has its record; one of unknown order (o null: not run as a stream operation; or the
+// cross-stream check off) counts as ordered with everything (stream -1).
+void begin_checked_op(const OpOrder* o, uint32_t first, const char* what) {
+    g_memo_lo = 1, g_memo_hi = 0;
+    if (!o || !g_cross_stream_check) {
+        g_records.push_back(OpRecord{first, -1, 0, what});
+        g_order = nullptr, g_order_serial = o ? o->serial : 0, g_order_first = first;
+        g_ordered_upto = UINT32_MAX;
+        return;
+    }
+    g_order = o, g_order_serial = o->serial, g_order_first = first;
+    g_ordered_upto = std::min(first - 1, first_unordered_epoch(o) - 1);
+    g_records.push_back(OpRecord{first, o->stream, o->clock, what});
+    if (g_by_stream.size() <= (size_t)o->stream) g_by_stream.resize((size_t)o->stream + 1);
+    g_by_stream[(size_t)o->stream].emplace_back(o->clock, first);
+}
+// Forget every record (the epochs restart, every cell cleared).
+void clear_records() {
+    g_records.clear();
+    g_by_stream.clear();
+    g_order = nullptr, g_order_serial = 0;
+    g_memo_lo = 1, g_memo_hi = 0;
+}
+// The record of the access made at `epoch` (below the running operation's first); SIZE_MAX when it precedes every
+// record (a test that moved the epoch counter: set_epoch_counter), which counts as ordered.
+size_t record_of(uint32_t epoch) {
+    auto it = std::upper_bound(g_records.begin(), g_records.end(), epoch,
+                               [](uint32_t e, const OpRecord& r) { return e < r.first_epoch; });
+    return it == g_records.begin() ? SIZE_MAX : (size_t)(it - g_records.begin()) - 1;
+}
+__attribute__((noinline)) bool earlier_ordered_slow(uint32_t epoch) {
+    const size_t i = record_of(epoch);
+    if (i == SIZE_MAX) return true;
+    const OpRecord& r = g_records[i];
+    g_memo_lo = r.first_epoch;
+    g_memo_hi = i + 1 < g_records.size() ? g_records[i + 1].first_epoch : UINT32_MAX;
+    g_memo_ordered = r.stream < 0 || r.stream == g_order->stream ||
+                     ((size_t)r.stream < g_order->seen.size() && g_order->seen[(size_t)r.stream] >= r.clock);
+    return g_memo_ordered;
+}
+// Whether the access recorded at `epoch` (nonzero, below the running operation's first) happens before it.
+inline bool earlier_ordered(uint32_t epoch) {
+    if (epoch <= g_ordered_upto || !g_order) return true;
+    if (epoch >= g_memo_lo && epoch < g_memo_hi) return g_memo_ordered;
+    return earlier_ordered_slow(epoch);
+}
+// The report's sentence on the earlier access at `epoch`, which is not ordered before the running operation.
+std::string unordered_with(uint32_t epoch, bool other_wrote, bool write) {
+    const OpRecord& r = g_records[record_of(epoch)];
+    char b[640];
+    std::snprintf(b, sizeof b, "%s it in %s on %s, and nothing orders that before this %s on %s: no "
+                  "cudaStreamWaitEvent for an event recorded after it, no host synchronization that saw it. On a GPU "
+                  "the two may run in either order or at the same time", other_wrote ? "wrote" : "read",
+                  r.what ? r.what : "?", stream_label(r.stream).c_str(), write ? "write" : "read",
+                  stream_label(g_order->stream).c_str());
+    return b;
+}
+
 void report_global_race(Exec* ex, const Shadow& s, uintptr_t b, bool write, uint32_t other_epoch, uint16_t other_tid,
                         bool other_wrote, const void* pc) {
     ex->races++;
     if (ex->races > 1) return;
     const Fiber* f = current();
     char other[96];
+    if (other_epoch < ex->launch_first) {
+        char m[1024];
+        std::snprintf(m, sizeof m, "global-memory race across streams on byte %zu of a %zu-byte device buffer: thread "
+                      "%u %s it; an earlier operation %s\n    this access:  %s", (size_t)(b - s.lo),
+                      (size_t)(s.hi - s.lo), f->t.linear, write ? "writes" : "reads",
+                      unordered_with(other_epoch, other_wrote, write).c_str(), symbolize(pc).c_str());
+        fail(ex, m);
+        return;
+    }
     if (other_epoch < ex->block_first)
         std::snprintf(other, sizeof other, "another block of this launch %s it", other_wrote ? "wrote" : "read");
     else if (other_tid == kManyReaders)
@@ -583,8 +690,11 @@ __attribute__((no_sanitize("address"), noinline)) void global_access(const void*
     const uintptr_t end = a + n < tls_buf_hi ? a + n : tls_buf_hi;
     for (uintptr_t b = a; b < end; b++) {
         GCell& c = tls_buf_cells[b - tls_buf_lo];
-        const bool race_w = c.w_epoch >= lf && (c.w_epoch < bf || (c.w_epoch == e && c.w_tid != t));
-        const bool race_r = write && c.r_epoch >= lf && (c.r_epoch < bf || (c.r_epoch == e && c.r_tid != t));
+        // (an epoch below lf is an earlier operation's: a race unless ordered before this launch's stream position)
+        const bool race_w = c.w_epoch >= lf ? c.w_epoch < bf || (c.w_epoch == e && c.w_tid != t)
+                                            : c.w_epoch > g_ordered_upto && !earlier_ordered(c.w_epoch);
+        const bool race_r = write && (c.r_epoch >= lf ? c.r_epoch < bf || (c.r_epoch == e && c.r_tid != t)
+                                                      : c.r_epoch > g_ordered_upto && !earlier_ordered(c.r_epoch));
         if (race_w || race_r) {
             const Shadow s{tls_buf_lo, tls_buf_hi, tls_buf_cells};
             report_global_race(ex, s, b, write, race_w ? c.w_epoch : c.r_epoch, race_w ? c.w_tid : c.r_tid, race_w,
@@ -798,7 +908,64 @@ static void restart_epochs() {
     for (const auto& kv : shadow_table())
         madvise(kv.second.cells, (kv.second.hi - kv.second.lo) * sizeof(GCell), MADV_DONTNEED);
     g_epoch = 0;
+    clear_records();
 }
+// stream_order.h: a copy's, memset's or library routine's bytes, checked against earlier operations of other
+// streams and recorded (one epoch for the whole operation: its own accesses never race each other).
+void op_access(const void* p, size_t bytes, bool write, const char* what) {
+    const OpOrder* o = running_op();
+    if (!o || bytes == 0 || !global_race_check_enabled() || !g_cross_stream_check || tls_exec) return;
+    Shadow sh{};
+    {
+        std::lock_guard<std::mutex> lock(g_shadow_mu);
+        const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+        auto it = shadow_table().upper_bound(a);
+        if (it == shadow_table().begin()) return;
+        --it;
+        if (a >= it->second.hi) return;  // host memory
+        sh = it->second;
+    }
+    if (o->serial != g_order_serial) {
+        if (g_epoch >= kEpochRestart) restart_epochs();
+        begin_checked_op(o, next_epoch(), what);
+    } else if (g_reported_serial == o->serial) {
+        return;  // this operation's race was reported
+    }
+    const uint32_t e = g_order_first;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = std::min(lo + bytes, sh.hi);
+    for (uintptr_t b = lo; b < hi; b++) {
+        GCell& c = sh.cells[b - sh.lo];
+        const bool race_w = c.w_epoch != 0 && c.w_epoch < e && !earlier_ordered(c.w_epoch);
+        const bool race_r = write && c.r_epoch != 0 && c.r_epoch < e && !earlier_ordered(c.r_epoch);
+        if (race_w || race_r) {
+            char m[1200];
+            std::snprintf(m, sizeof m, "cuda_emu: global-memory race across streams on byte %zu of a %zu-byte device "
+                          "buffer: %s %s it; an earlier operation %s", (size_t)(b - sh.lo), (size_t)(sh.hi - sh.lo),
+                          what, write ? "writes" : "reads",
+                          unordered_with(race_w ? c.w_epoch : c.r_epoch, race_w, write).c_str());
+            std::fprintf(stderr, "%s\n", m);
+            set_kernel_error(m);
+            note_races(1);
+            g_reported_serial = o->serial;
+            return;
+        }
+        if (write) c.w_epoch = e, c.w_tid = 0, c.r_epoch = 0;
+        else if (c.r_epoch < e) c.r_epoch = e, c.r_tid = 0;
+    }
+}
+void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, size_t elem, bool write,
+                      const char* what) {
+    if (!p || rows <= 0 || cols <= 0) return;
+    if (ld == rows) return op_access(p, (size_t)(rows * cols) * elem, write, what);
+    for (int64_t j = 0; j < cols; j++)
+        op_access(static_cast<const char*>(p) + (size_t)(j * ld) * elem, (size_t)rows * elem, write, what);
+}
+bool set_cross_stream_check(bool on) {
+    const bool was = g_cross_stream_check;
+    g_cross_stream_check = on;
+    return was;
+}
+
 uint32_t epoch_counter() { return g_epoch; }
 void set_epoch_counter(uint32_t e) { g_epoch = e; }
 
@@ -836,12 +1003,22 @@ static void run_launch(const Config& cfg, const void* kernel, Body body, bool of
     tls_exec = &ex;
     if (g_epoch >= kEpochRestart) restart_epochs();
     ex.launch_first = g_epoch + 1;
-    tls_global_check = check_this_launch_globally(cfg, kernel);
+    // (also every launch while another stream has work not ordered before it: a race across streams needs no
+    // first launch, and the refresh worker's kernels repeat the configurations of the step's)
+    const OpOrder* order = running_op();
+    tls_global_check = check_this_launch_globally(cfg, kernel) ||
+                       (global_race_check_enabled() && g_cross_stream_check && order &&
+                        first_unordered_epoch(order) != UINT32_MAX);
+    size_t record = SIZE_MAX;
     if (tls_global_check) {
-        std::lock_guard<std::mutex> lock(g_shadow_mu);
-        for (const auto& kv : shadow_table()) ex.shadows.push_back(kv.second);
+        {
+            std::lock_guard<std::mutex> lock(g_shadow_mu);
+            for (const auto& kv : shadow_table()) ex.shadows.push_back(kv.second);
+        }
         ex.shadow_v = ex.shadows.data();
         ex.shadow_n = ex.shadows.size();
+        begin_checked_op(order, ex.launch_first, "a kernel");
+        record = g_records.size() - 1;
     }
     tls_buf_lo = tls_buf_hi = 0;
     const unsigned long long gx = cfg.grid.x, gy = cfg.grid.y, total = gx * gy * cfg.grid.z;
@@ -852,6 +1029,7 @@ static void run_launch(const Config& cfg, const void* kernel, Body body, bool of
     }
     tls_exec = nullptr;
     tls_global_check = false;
+    if (record != SIZE_MAX && ex.name) g_records[record].what = ex.name;  // (known once a thread has started)
     note_launch(ex.name ? ex.name : "?", ex.failed, ex.races, off_main);
 }
 

@@ -795,6 +795,16 @@ ncclResult_t ncclGroupEnd() {
 
 // ---- collectives -----------------------------------------------------------------------------------------------
 
+// A collective's local bytes, read and written, for the race check across streams (stream_order.h): a stream
+// operation of its own on `stream`, issued in program order where the collective runs.
+static void report_bytes(cudaStream_t stream, const char* fn, const void* send, size_t send_bytes, const void* recv,
+                  size_t recv_bytes) {
+    cuda_emu::stream_run_now(stream, [&] {
+        cuda_emu::op_access(send, send_bytes, false, fn);
+        cuda_emu::op_access(recv, recv_bytes, true, fn);
+    });
+}
+
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
@@ -815,6 +825,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
     Busy busy(comm);
     bool go = false;
     if (ncclResult_t r = begin(comm, K_ALLREDUCE, count, datatype, op, -1, ck, &go); !go) return r;
+    report_bytes(stream, fn, sendbuff, count * es, recvbuff, count * es);
     if (comm->nranks == 1) {
         copy_bytes(recvbuff, sendbuff, count * es);
         return ncclSuccess;
@@ -856,6 +867,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
     Busy busy(comm);
     bool go = false;
     if (ncclResult_t r = begin(comm, K_REDUCE, count, datatype, op, root, ck, &go); !go) return r;
+    report_bytes(stream, fn, sendbuff, count * es, recvbuff, is_root ? count * es : 0);
     if (comm->nranks == 1) {
         copy_bytes(recvbuff, sendbuff, count * es);
         return ncclSuccess;
@@ -898,6 +910,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
     Busy busy(comm);
     bool go = false;
     if (ncclResult_t r = begin(comm, K_BROADCAST, count, datatype, -1, root, ck, &go); !go) return r;
+    report_bytes(stream, fn, sendbuff, comm->rank == root ? count * es : 0, recvbuff, count * es);
     if (is_root) copy_bytes(recvbuff, sendbuff, count * es);
     if (comm->nranks == 1) return ncclSuccess;
 #if NCCL_EMU_MPI
@@ -936,6 +949,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
     Busy busy(comm);
     bool go = false;
     if (ncclResult_t r = begin(comm, K_REDUCESCATTER, recvcount, datatype, op, -1, ck, &go); !go) return r;
+    report_bytes(stream, fn, sendbuff, recvcount * es * (size_t)comm->nranks, recvbuff, recvcount * es);
     if (comm->nranks == 1) {
         copy_bytes(recvbuff, sendbuff, recvcount * es);  // rank 0's block is the whole send buffer
         return ncclSuccess;
@@ -980,6 +994,7 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
     Busy busy(comm);
     bool go = false;
     if (ncclResult_t r = begin(comm, K_ALLGATHER, sendcount, datatype, -1, -1, ck, &go); !go) return r;
+    report_bytes(stream, fn, sendbuff, sendcount * es, recvbuff, sendcount * es * (size_t)comm->nranks);
     if (comm->nranks == 1) {
         copy_bytes(recvbuff, sendbuff, sendcount * es);
         return ncclSuccess;

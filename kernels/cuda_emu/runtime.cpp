@@ -7,6 +7,7 @@
 // refused up front sets the calling host thread's last error (cudaGetLastError returns and clears it; another
 // thread's is its own, as the reference says "in the same host thread"), a kernel that fails while running leaves a
 // sticky error that every later call on every thread returns (and nothing queued runs after it).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -94,6 +95,8 @@ cudaError_t ret(cudaError_t e, const char* what = nullptr) {
 
 // A stream: the operations issued to it and not yet run, in order (stream_order.h).
 struct EmuStream {
+    int index = 0;          // its number in creation order (from 1; 0 is the legacy default stream)
+    std::vector<uint32_t> clock;  // emu_internal.h's OpOrder::seen of its next operation, before that one counts
     int priority = 0;
     int device = 0;         // the current device when it was made: kernels and event records need it current
     bool blocking = true;   // false: cudaStreamNonBlocking, which the legacy default stream does not wait for
@@ -109,6 +112,7 @@ struct EmuEvent {
     int device = 0;               // the current device when it was made
     EmuStream* stream = nullptr;  // the last record's stream (null: ran when recorded)
     uint64_t ticket = 0;          // and its position there
+    std::vector<uint32_t> clock;  // what happens before the last record (its stream's clock then)
 };
 // Every operation runs under g_exec, one at a time, whichever host thread issued it or runs its queue; recursive
 // because an operation may run other queues (a queued wait for an event).
@@ -118,6 +122,55 @@ std::recursive_mutex g_exec;
 std::vector<EmuStream*> g_streams;
 long g_queued_run = 0;  // operations run from a queue (queued_operations_run)
 EmuStream* as_stream(cudaStream_t s) { return reinterpret_cast<EmuStream*>(s); }
+
+// ---- happens-before between stream operations (emu_internal.h's OpOrder), under g_exec --------------------------
+using Clock = std::vector<uint32_t>;
+Clock g_host_clock;    // what the host has waited for, every host thread together
+Clock g_legacy_clock;  // the legacy default stream's (index 0)
+uint64_t g_op_serial = 0;
+const OpOrder* g_running = nullptr;  // the operation running now
+void join(Clock& into, const Clock& c) {
+    if (into.size() < c.size()) into.resize(c.size(), 0);
+    for (size_t i = 0; i < c.size(); i++) into[i] = std::max(into[i], c[i]);
+}
+// Every stream's clock (a device-wide wait), or the legacy stream's and the blocking streams' (what the legacy
+// stream's next operation, or a wait for it, comes after).
+Clock clock_of_all(bool blocking_only) {
+    Clock c = g_legacy_clock;
+    for (const EmuStream* s : g_streams)
+        if (!blocking_only || s->blocking) join(c, s->clock);
+    return c;
+}
+// The order of an operation issued now to s (null: the legacy default stream, whose operations run now and which a
+// cudaMemcpy returns from after its copy: the host has waited for it).
+std::shared_ptr<const OpOrder> issue_order(EmuStream* s) {
+    Clock& c = s ? s->clock : g_legacy_clock;
+    const int i = s ? s->index : 0;
+    join(c, g_host_clock);
+    if (!s) join(c, clock_of_all(/*blocking_only=*/true));
+    else if (s->blocking) join(c, g_legacy_clock);
+    if (c.size() <= (size_t)i) c.resize((size_t)i + 1, 0);
+    c[(size_t)i]++;
+    auto o = std::make_shared<OpOrder>();
+    o->serial = ++g_op_serial;
+    o->stream = i;
+    o->clock = c[(size_t)i];
+    o->seen = c;
+    if (!s) join(g_host_clock, c);
+    return o;
+}
+// The host waited for s's work issued so far (null: the legacy stream's and the blocking streams').
+void host_saw(EmuStream* s) { join(g_host_clock, s ? s->clock : clock_of_all(/*blocking_only=*/true)); }
+void host_saw_everything() {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    join(g_host_clock, clock_of_all(/*blocking_only=*/false));
+}
+void run_in_order(const OpOrder* o, const std::function<void()>& op) {
+    const OpOrder* outer = g_running;  // a queued wait runs other queues' operations inside its own
+    g_running = o;
+    op();
+    g_running = outer;
+}
 
 // Runs s's queue up to its operation number `upto` (1-based). After a fault nothing more runs, as on a GPU whose
 // context has failed: the operations are dropped.
@@ -214,6 +267,10 @@ long queued_operations_run() {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     return g_queued_run;
 }
+void note_races(long n) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    g_races += n;
+}
 long races_seen() {
     std::lock_guard<std::mutex> lock(g_mu);
     return g_races;
@@ -251,7 +308,7 @@ bool streams_deferred() {
 void stream_op(cudaStream_t s, std::function<void()> op) {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     if (!s || !streams_deferred()) return stream_run_now(s, op);  // the legacy default stream: after the blocking ones
-    as_stream(s)->queue.push_back(std::move(op));
+    as_stream(s)->queue.push_back([o = issue_order(as_stream(s)), op = std::move(op)] { run_in_order(o.get(), op); });
     as_stream(s)->issued++;
 }
 void stream_drain(cudaStream_t s) {
@@ -274,7 +331,14 @@ cudaError_t stream_device_check(cudaStream_t s, const char* what) {
 void stream_run_now(cudaStream_t s, const std::function<void()>& op) {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     stream_drain(s);
-    if (g_sticky == cudaSuccess) op();
+    const std::shared_ptr<const OpOrder> o = issue_order(as_stream(s));
+    if (g_sticky == cudaSuccess) run_in_order(o.get(), op);
+}
+const OpOrder* running_op() { return g_running; }
+std::string stream_label(int stream) {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    if (stream <= 0 || (size_t)stream > g_streams.size()) return "the legacy default stream";
+    return "stream " + std::to_string(stream) + (g_streams[(size_t)stream - 1]->blocking ? "" : " (non-blocking)");
 }
 
 }  // namespace cuda_emu
@@ -378,6 +442,7 @@ cudaError_t cudaGetDevice(int* device) {
 cudaError_t cudaDeviceSynchronize() {
     note_host_wait("cudaDeviceSynchronize");
     run_all_queues();
+    host_saw_everything();
     CUDA_EMU_STICKY();
     return cudaSuccess;
 }
@@ -481,6 +546,7 @@ cudaError_t cudaFree(void* ptr) {
     if (!ptr) return cudaSuccess;
     note_host_wait("cudaFree synchronizes the device");
     run_all_queues();
+    host_saw_everything();
     {
         std::lock_guard<std::mutex> lock(g_mu);
         auto it = g_allocs.find(ptr);
@@ -508,6 +574,7 @@ cudaError_t cudaFreeHost(void* ptr) {
     if (ptr) {
         note_host_wait("cudaFreeHost synchronizes the device");
         run_all_queues();
+        host_saw_everything();
         std::lock_guard<std::mutex> lock(g_mu);
         g_pinned.erase(ptr);
     }
@@ -539,6 +606,12 @@ static cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKi
     }
     return cudaSuccess;
 }
+// A copy as a stream operation: its device bytes reported to the race check (stream_order.h), then moved.
+static void copy_in_order(void* dst, const void* src, size_t n, const char* what) {
+    op_access(src, n, false, what);
+    op_access(dst, n, true, what);
+    std::memmove(dst, src, n);
+}
 // The runtime API reference's "API synchronization behavior": cudaMemcpy with a host side returns after the copy
 // (and a host-to-device one first synchronizes); cudaMemcpyAsync between the device and pageable host memory may be
 // synchronous (device-to-host always is: it runs now, after the stream's queue; host-to-device returns once the
@@ -548,7 +621,8 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
     CUDA_EMU_STICKY();
     if (cudaError_t e = check_copy(dst, src, n, kind)) return e;
     if (kind != cudaMemcpyDeviceToDevice) note_host_wait("cudaMemcpy");
-    stream_op(nullptr, [=] { std::memmove(dst, src, n); });  // the legacy stream: now, after every stream's work
+    stream_op(nullptr, [=] { copy_in_order(dst, src, n, "cudaMemcpy"); });  // the legacy stream: now, after every
+                                                                              // blocking stream's work
     CUDA_EMU_STICKY();
     return cudaSuccess;
 }
@@ -559,14 +633,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
     if (kind == cudaMemcpyDefault || (kind == cudaMemcpyDeviceToHost && !pinned_host_range(dst, n))) {
         note_host_wait(kind == cudaMemcpyDefault ? "cudaMemcpyAsync (cudaMemcpyDefault)"
                                                  : "cudaMemcpyAsync to pageable host memory");
-        stream_run_now(s, [=] { std::memmove(dst, src, n); });
+        stream_run_now(s, [=] { copy_in_order(dst, src, n, "cudaMemcpyAsync"); });
+        std::lock_guard<std::recursive_mutex> lock(g_exec);
+        host_saw(as_stream(s));  // the call returned after the copy
     } else if (kind == cudaMemcpyHostToDevice && !pinned_host_range(src, n)) {
         note_host_wait("cudaMemcpyAsync from pageable host memory");
         const char* from = static_cast<const char*>(src);
         auto staged = std::make_shared<std::vector<char>>(from, from + n);
-        stream_op(s, [=] { std::memcpy(dst, staged->data(), n); });
+        stream_op(s, [=] { copy_in_order(dst, staged->data(), n, "cudaMemcpyAsync"); });
     } else {
-        stream_op(s, [=] { std::memmove(dst, src, n); });
+        stream_op(s, [=] { copy_in_order(dst, src, n, "cudaMemcpyAsync"); });
     }
     return cudaSuccess;
 }
@@ -574,7 +650,11 @@ cudaError_t cudaMemset(void* p, int value, size_t n) { return cudaMemsetAsync(p,
 cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
     CUDA_EMU_STICKY();
     if (n && !known_device_pointer(p, n)) return ret(cudaErrorInvalidValue, "cudaMemset outside an allocation");
-    if (n) stream_op(s, [=] { std::memset(p, value, n); });
+    if (n)
+        stream_op(s, [=] {
+            op_access(p, n, true, "cudaMemsetAsync");
+            std::memset(p, value, n);
+        });
     return cudaSuccess;
 }
 
@@ -583,6 +663,7 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned int flags, in
     if (!s || (flags & ~cudaStreamNonBlocking)) return ret(cudaErrorInvalidValue);
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     g_streams.push_back(new EmuStream());
+    g_streams.back()->index = (int)g_streams.size();
     g_streams.back()->priority = priority;
     g_streams.back()->device = t_device;
     g_streams.back()->blocking = !(flags & cudaStreamNonBlocking);
@@ -613,7 +694,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     note_host_wait("cudaStreamSynchronize");
-    stream_drain(s);
+    {
+        std::lock_guard<std::recursive_mutex> lock(g_exec);
+        stream_drain(s);
+        host_saw(as_stream(s));
+    }
     CUDA_EMU_STICKY();
     return cudaSuccess;
 }
@@ -621,6 +706,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {  // cudaErrorNotReady while s has 
     CUDA_EMU_STICKY();
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     if (s && as_stream(s)->done < as_stream(s)->issued) return ret(cudaErrorNotReady);
+    if (s) host_saw(as_stream(s));  // (the legacy stream's work always ran: nothing to learn)
     return cudaSuccess;
 }
 // s's later work waits for the event's last record as it is now ("the most recently captured state at the time of
@@ -631,6 +717,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     auto* ev = reinterpret_cast<EmuEvent*>(e);
     if (ev->stream) stream_op(s, [on = ev->stream, upto = ev->ticket] { run_queue(on, upto); });
+    join(s ? as_stream(s)->clock : g_legacy_clock, ev->clock);  // s's later operations come after the record
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* e) {
@@ -658,6 +745,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     const bool queued = s && streams_deferred();
     ev->stream = queued ? as_stream(s) : nullptr;
     ev->ticket = queued ? as_stream(s)->issued : 0;
+    ev->clock = s ? as_stream(s)->clock : g_legacy_clock;
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
@@ -667,6 +755,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
         std::lock_guard<std::recursive_mutex> lock(g_exec);  // the record as it is now (another thread may record)
         auto* ev = reinterpret_cast<EmuEvent*>(e);
         if (ev->stream) run_queue(ev->stream, ev->ticket);
+        join(g_host_clock, ev->clock);
     }
     CUDA_EMU_STICKY();
     return cudaSuccess;
@@ -675,7 +764,10 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {  // cudaErrorNotReady while its mark
     CUDA_EMU_STICKY();
     if (!e) return ret(cudaErrorInvalidResourceHandle);
     std::lock_guard<std::recursive_mutex> lock(g_exec);
-    return event_complete(reinterpret_cast<EmuEvent*>(e)) ? cudaSuccess : ret(cudaErrorNotReady);
+    auto* ev = reinterpret_cast<EmuEvent*>(e);
+    if (!event_complete(ev)) return ret(cudaErrorNotReady);
+    join(g_host_clock, ev->clock);
+    return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
     CUDA_EMU_STICKY();

@@ -14,6 +14,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 
 namespace cuda_emu {
@@ -29,5 +31,15 @@ void stream_run_now(cudaStream_t s, const std::function<void()>& op);
 void stream_drain(cudaStream_t s);
 // Whether operations are queued (PRAC_EMU_STREAMS is not "eager").
 bool streams_deferred();
+
+// Inside a stream operation that is not a kernel (a copy, a memset, a library routine): the device bytes it reads or
+// writes, reported before it touches them, for the global-memory race check (exec.cpp): a byte that an earlier
+// operation of another stream wrote (or, for a write, read) and that nothing orders before this one (emu_internal.h's
+// OpOrder) fails the operation as a race, sticky, as a racing kernel's launch does. Host memory is ignored; `what`
+// names the routine in the report.
+void op_access(const void* p, size_t bytes, bool write, const char* what);
+// The same for a column-major matrix of `rows` x `cols` elements of `elem` bytes, leading dimension `ld`.
+void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, size_t elem, bool write,
+                      const char* what);
 
 }  // namespace cuda_emu

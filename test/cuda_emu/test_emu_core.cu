@@ -737,11 +737,19 @@ bool all_equal(const std::vector<int>& v, int x) {
     return true;
 }
 
+// The stream-order tests read other streams' results unordered on purpose (to see stale data), which the global
+// race check reports across streams: it is off while they run.
+struct NoCrossStreamCheck {
+    bool was = cuda_emu::set_cross_stream_check(false);
+    ~NoCrossStreamCheck() { cuda_emu::set_cross_stream_check(was); }
+};
+
 // A stream runs when something waits for it: work on one stream that reads another's results without waiting for
 // them reads what was there before (on a GPU: whatever the timing gives), and a wait for an event orders exactly the
 // work issued before the event's record.
 TEST_F(EmuTest, StreamsRunWhenWaitedForAndEventsOrderThem) {
     ASSERT_TRUE(cuda_emu::streams_deferred()) << "this test needs the default PRAC_EMU_STREAMS=deferred";
+    NoCrossStreamCheck unordered_on_purpose;
     const int n = kOrderN;
     DevBuf<int> x(n), y(n);
     x.put(std::vector<int>(n, 0));
@@ -807,6 +815,7 @@ TEST_F(EmuTest, EachHostThreadHasItsOwnLastError) {
 // a stream's results without waiting for it reads what was there before.
 TEST_F(EmuTest, TheLegacyStreamDoesNotWaitForNonBlockingStreams) {
     ASSERT_TRUE(cuda_emu::streams_deferred()) << "this test needs the default PRAC_EMU_STREAMS=deferred";
+    NoCrossStreamCheck unordered_on_purpose;
     const int n = kOrderN;
     DevBuf<int> x(n), y(n);
     x.put(std::vector<int>(n, 0));
@@ -825,6 +834,91 @@ TEST_F(EmuTest, TheLegacyStreamDoesNotWaitForNonBlockingStreams) {
     EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
     EXPECT_EQ(cudaStreamDestroy(blocking), cudaSuccess);
     EXPECT_EQ(cudaStreamDestroy(nonblocking), cudaSuccess);
+}
+
+// The global race check across streams: an access to bytes that an operation of another stream wrote (or, for a
+// write, read) fails unless something orders that operation first: an event recorded after it and waited for with
+// cudaStreamWaitEvent, or a host synchronization that saw it (stream, event, device; a successful query). The runtime
+// reference's stream semantics; on a GPU such a race shows only when the streams run in the wrong order. Kernels,
+// async copies and memsets, and the legacy stream (which waits for the blocking streams only).
+TEST_F(EmuTest, RacesAcrossStreamsAreReportedUnlessOrdered) {
+    if (!cuda_emu::global_race_check_enabled()) GTEST_SKIP() << "PRAC_EMU_RACECHECK turns the global check off";
+    const int n = kOrderN;
+    DevBuf<int> x(n), y(n);
+    x.put(std::vector<int>(n, 0));
+    y.put(std::vector<int>(n, 0));
+    cudaStream_t a, b, nb;
+    ASSERT_EQ(cudaStreamCreate(&a), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&b), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), cudaSuccess);
+    cudaEvent_t e;
+    ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+    size_t config = 1000;  // the check covers a kernel configuration's first launches: each launch gets its own
+    auto fill = [&](cudaStream_t s, int* p) { fill_kernel<<<2, 256, ++config, s>>>(p, n, 1); };
+    auto copy = [&](cudaStream_t s) { copy_kernel<<<2, 256, ++config, s>>>(y.p, x.p, n); };
+    auto clean = [&](const char* what) {
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what << ": " << cuda_emu::last_error_message();
+    };
+    auto race = [&](const char* what, const char* want) {
+        const long before = cuda_emu::races_seen();
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure) << what;
+        EXPECT_GT(cuda_emu::races_seen(), before) << what;
+        const std::string m = cuda_emu::last_error_message();
+        EXPECT_NE(m.find("global-memory race across streams"), std::string::npos) << what << ": " << m;
+        EXPECT_NE(m.find(want), std::string::npos) << what << ": " << m;
+        cuda_emu::reset_errors();
+    };
+    // unordered: a kernel reads what another stream's kernel wrote; a kernel writes what another stream's read
+    fill(a, x.p);
+    copy(b);
+    race("read after write", "reads it; an earlier operation wrote it in fill_kernel on stream");
+    copy(a);
+    fill(b, x.p);
+    race("write after read", "writes it; an earlier operation read it in copy_kernel on stream");
+    // ordered by an event and cudaStreamWaitEvent; by host synchronizations
+    fill(a, x.p);
+    ASSERT_EQ(cudaEventRecord(e, a), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(b, e, 0), cudaSuccess);
+    copy(b);
+    clean("an event waited for");
+    fill(a, x.p);
+    ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
+    copy(b);
+    clean("cudaStreamSynchronize");
+    fill(a, x.p);
+    ASSERT_EQ(cudaEventRecord(e, a), cudaSuccess);
+    ASSERT_EQ(cudaEventSynchronize(e), cudaSuccess);
+    copy(b);
+    clean("cudaEventSynchronize");
+    fill(a, x.p);
+    ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);  // (so that the query succeeds: the queue has run)
+    // a wait for an event recorded before the write orders nothing
+    ASSERT_EQ(cudaEventRecord(e, a), cudaSuccess);
+    fill(a, x.p);
+    ASSERT_EQ(cudaStreamWaitEvent(b, e, 0), cudaSuccess);
+    copy(b);
+    race("an event recorded before the write", "wrote it in fill_kernel on stream");
+    // copies and memsets are operations of their stream too
+    fill(a, x.p);
+    ASSERT_EQ(cudaMemcpyAsync(y.p, x.p, n * sizeof(int), cudaMemcpyDeviceToDevice, b), cudaSuccess);
+    race("a copy", "cudaMemcpyAsync reads it; an earlier operation wrote it in fill_kernel");
+    copy(a);
+    ASSERT_EQ(cudaMemsetAsync(x.p, 0, n * sizeof(int), b), cudaSuccess);
+    race("a memset", "cudaMemsetAsync writes it; an earlier operation read it in copy_kernel");
+    // the legacy stream (a blocking cudaMemcpy) waits for the blocking streams, not for a non-blocking one
+    fill(a, x.p);
+    std::vector<int> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), x.p, n * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+    clean("a blocking stream, then cudaMemcpy");
+    fill(nb, x.p);  // queued: the copy reads the old bytes, and the fill, run later, meets the copy's read
+    EXPECT_EQ(cudaMemcpy(h.data(), x.p, n * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+    race("a non-blocking stream, then cudaMemcpy",
+         "writes it; an earlier operation read it in cudaMemcpy on the legacy default stream, and nothing orders that "
+         "before this write on stream");
+    cudaEventDestroy(e);
+    cudaStreamDestroy(a);
+    cudaStreamDestroy(b);
+    cudaStreamDestroy(nb);
 }
 
 // A stream and an event belong to the device current when they were made; "a kernel launch will fail if it is
@@ -858,6 +952,7 @@ TEST(EmuDeathTest, StreamsAndEventsBelongToTheirDevice) {
         expect(cudaEventRecord(e1, s1) == cudaSuccess, "event and stream of one device, whatever is current");
         fill_kernel<<<2, 256, 0, s0>>>(x, kOrderN, 2);
         expect(cudaGetLastError() == cudaSuccess, "device 0's stream from device 0");
+        expect(cudaStreamSynchronize(s0) == cudaSuccess, "device 0's fill done (the next one writes x too)");
         expect(cudaSetDevice(1) == cudaSuccess, "cudaSetDevice(1) again");
         fill_kernel<<<2, 256, 0, s1>>>(x, kOrderN, 3);
         expect(cudaGetLastError() == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess,

@@ -20,9 +20,11 @@
 #include <cuda_runtime.h>
 #include <cusolverDn.h>
 #include <gtest/gtest.h>
+#include <gtest/gtest-death-test.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -1235,6 +1237,53 @@ TEST(CusolverHandle, CreateDestroyStream) {
 // Stream order (kernels/cuda_emu/stream_order.h): a routine checks its arguments at the call and computes when its
 // stream runs, as on a GPU, so the host sees the result (and info) only after waiting for the stream.
 // ---------------------------------------------------------------------------------------------------------------
+
+// The routines report the device bytes they read and write to the global-memory race check across streams
+// (kernels/cuda_emu/stream_order.h's op_access): a GEMM or a Cholesky factorization on one stream that reads what
+// another stream wrote, with nothing ordering the two, fails as a racing kernel does (sticky, the report on stderr);
+// an event waited for orders them. In a child process each (the error is sticky); cudaMalloc'ed buffers (the check
+// sees device memory only).
+TEST(StreamOrder, LibraryRoutinesTakePartInTheRaceCheckAcrossStreams) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    // ordered: true waits for an event recorded after the write
+    auto run = [](bool gemm, bool ordered) {
+        float *A = nullptr, *C = nullptr;
+        int* info = nullptr;
+        cudaMalloc(&A, 4 * sizeof(float));
+        cudaMalloc(&C, 4 * sizeof(float));
+        cudaMalloc(&info, sizeof(int));
+        const float spd[4] = {4, 2, 2, 5};
+        cudaMemcpy(A, spd, sizeof spd, cudaMemcpyHostToDevice);
+        cudaStream_t a, b;
+        cudaEvent_t e;
+        cudaStreamCreate(&a);
+        cudaStreamCreate(&b);
+        cudaEventCreate(&e);
+        cudaMemcpyAsync(A, spd, sizeof spd, cudaMemcpyHostToDevice, a);  // (pageable: staged, queued on a)
+        if (ordered) cudaEventRecord(e, a), cudaStreamWaitEvent(b, e, 0);
+        cublasHandle_t h;
+        cusolverDnHandle_t sh;
+        cublasCreate(&h);
+        cusolverDnCreate(&sh);
+        cublasSetStream(h, b);
+        cusolverDnSetStream(sh, b);
+        const float one = 1, zero = 0;
+        if (gemm) cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 2, &one, A, 2, A, 2, &zero, C, 2);
+        else cusolverDnSpotrf(sh, CUBLAS_FILL_MODE_UPPER, 2, A, 2, nullptr, 0, info);
+        const cudaError_t r = cudaDeviceSynchronize();
+        std::fprintf(stderr, "result: %s\n", cudaGetErrorName(r));
+        std::exit(0);
+    };
+    const char* race = "global-memory race across streams .*: %s reads it; an earlier operation wrote it in "
+                       "cudaMemcpyAsync on stream .*result: cudaErrorLaunchFailure";
+    char want[300];
+    std::snprintf(want, sizeof want, race, "a cuBLAS GEMM");
+    EXPECT_EXIT(run(true, false), ::testing::ExitedWithCode(0), want);
+    std::snprintf(want, sizeof want, race, "cusolverDnSpotrf");
+    EXPECT_EXIT(run(false, false), ::testing::ExitedWithCode(0), want);
+    EXPECT_EXIT(run(true, true), ::testing::ExitedWithCode(0), "result: cudaSuccess");
+    EXPECT_EXIT(run(false, true), ::testing::ExitedWithCode(0), "result: cudaSuccess");
+}
 
 TEST(StreamOrder, LibraryWorkRunsWhenItsStreamIsWaitedFor) {
     cudaStream_t s;
