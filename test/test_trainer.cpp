@@ -1189,9 +1189,35 @@ TEST(TrainerBinary, SampleContinuesAPromptAtATemperature) {
     EXPECT_EQ(sample({"--temperature", "0", "--seed", "2"}), greedy);
     EXPECT_EQ(sample({"--top-k", "1", "--seed", "3"}), greedy);
     EXPECT_NE(sample({"--seed", "1"}), sample({"--seed", "2"}));
+    // --sample-seed draws as --seed would, whatever --seed is (which also sets the initialization and data order)
+    EXPECT_EQ(sample({"--seed", "1", "--sample-seed", "2"}), sample({"--seed", "2"}));
+    // in a training run it changes the sample only: the same losses, another sample
+    auto train = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--steps", "2", "--eval-tokens", "64", "--seed", "3", "--sample", "8"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        RunResult r = run_trainer("train_gpt2", a, dir, 120);
+        EXPECT_EQ(r.rc, 0) << describe(r);
+        const size_t at = r.out.find("sample (");
+        EXPECT_NE(at, std::string::npos) << describe(r);
+        return std::make_pair(r.out.substr(0, at), at == std::string::npos ? "" : r.out.substr(at));
+    };
+    const auto [trained3, sampled3] = train({});
+    const auto [trained7, sampled7] = train({"--sample-seed", "7"});
+    auto losses = [](const std::string& out) {  // the step and evaluation lines' losses, not their times
+        std::string l;
+        std::istringstream lines(out);
+        for (std::string line; std::getline(lines, line);)
+            if (line.rfind("step ", 0) == 0 || line.find("val loss") != std::string::npos)
+                l += line.substr(0, line.find('|', line.find("loss"))) + "\n";
+        return l;
+    };
+    EXPECT_EQ(losses(trained7), losses(trained3)) << "the training does not depend on --sample-seed";
+    EXPECT_FALSE(losses(trained3).empty());
+    EXPECT_NE(sampled7, sampled3);
     for (const auto& [bad, says] : {std::pair<std::vector<std::string>, std::string>{{"--temperature", "-1"},
                                                                                       "--temperature must be >= 0"},
                                     {{"--top-k", "-2"}, "--top-k must be >= 0"},
+                                    {{"--sample-seed", "-1"}, "--sample-seed must be >= 0 (got -1)"},
                                     {{"--prompt", ""}, "flag --prompt needs a non-empty value"},
                                     {{"--prompt", "caf\xe9"}, "--prompt is not UTF-8 text: byte 3 (0xe9) of its 4"}}) {
         RunResult r = run_trainer("train_gpt2", tiny({"--steps", "1", "--sample", "4", bad[0], bad[1]}), dir, 60);

@@ -169,7 +169,10 @@ const Flag FLAGS[] = {
       "with nccl: 1 averages each layer's gradients as soon as its backward is done, overlapping the rest of "
       "backward; 0 one all-reduce after backward. Not with --zero 1 (one reduce-scatter after backward)"),
     F("--sample", "N", INT, sample,
-      "after training (or --eval-only), generate N tokens (seed --seed) and print them decoded"),
+      "after training (or --eval-only), generate N tokens (seed --sample-seed) and print them decoded"),
+    F("--sample-seed", "S", LONG, sample_seed,
+      "seed of --sample's draws (default: --seed, which also sets the initialization and data order: another "
+      "--sample-seed resamples the same training run)"),
     F("--prompt", "TEXT", STR, prompt,
       "--sample continues this text (encoded with the shards' tokenizer, in which <|endoftext|>, or </s> for LLaMA, is "
       "the end-of-text token), started as the training data starts a "
@@ -526,6 +529,8 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.eval_tokens > 0, "--eval-tokens must be positive (got %lld)", opts.eval_tokens);
     CHECK_USER(opts.log_interval > 0, "--log-interval must be positive (got %d)", opts.log_interval);
     CHECK_USER(opts.seed >= 0, "--seed must be >= 0 (got %lld)", opts.seed);
+    CHECK_USER(opts.sample_seed >= 0 || !opts.was_given("--sample-seed"), "--sample-seed must be >= 0 (got %lld)",
+               opts.sample_seed);
     CHECK_USER(opts.galore_scale > 0, "--galore-scale must be positive (got %g)", opts.galore_scale);
     CHECK_USER(opts.dump_layer >= 0 && opts.dump_step >= 0, "--dump-layer and --dump-step must be >= 0 (got %d, %d)",
                opts.dump_layer, opts.dump_step);
@@ -788,7 +793,7 @@ std::string train_options_help(Arch arch, const char* program) {
     s += flag_table_help(shown.data(), shown.size(), &defaults, [arch](const FlagDef& f) -> std::string {
         if (std::string(f.name) == "--model") return arch == Arch::GPT2 ? " [gpt2-124m]" : " [llama-130m]";
         // defaults that depend on the model or the ranks, said in the flag's help
-        for (const char* said : {"--warmup", "--seq-len", "--watchdog", "--precision", "--global-batch"})
+        for (const char* said : {"--warmup", "--seq-len", "--watchdog", "--precision", "--global-batch", "--sample-seed"})
             if (std::string(f.name) == said) return "";
         return "?";
     });
@@ -816,8 +821,8 @@ std::string plan_unused_flags_notice(const TrainOptions& o) {
     std::string names;
     int n = 0;
     for (const char* f : {"--epochs", "--data-dir", "--save", "--log", "--ckpt-dir", "--ckpt-every", "--ckpt-keep",
-                          "--resume", "--overwrite", "--sample", "--predict", "--dump-site", "--dump-path",
-                          "--hellaswag", "--hellaswag-examples"})
+                          "--resume", "--overwrite", "--sample", "--sample-seed", "--predict", "--dump-site",
+                          "--dump-path", "--hellaswag", "--hellaswag-examples"})
         if (o.was_given(f)) names += (n++ ? " " : "") + std::string(f);
     if (!n) return repeated;
     return repeated + format("notice: %s %s nothing: --plan prints the memory plan and exits (nothing is trained or "
@@ -848,7 +853,8 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
                       flags.size() == 1 ? "changes" : "change", why.c_str());
     };
     if (o.sample == 0)
-        notice(given_of({"--prompt", "--temperature", "--top-k"}), "--sample is 0: no text is generated");
+        notice(given_of({"--prompt", "--temperature", "--top-k", "--sample-seed"}),
+               "--sample is 0: no text is generated");
     else if (o.temperature == 0)
         notice(given_of({"--top-k"}), "--temperature 0 takes the most likely token");
     // --eval-only, or --steps 0 (an evaluation, and --save, of the initial weights): the flags of training are inert;

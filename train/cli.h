@@ -45,6 +45,7 @@ struct TrainOptions {
     float rso_prox = 0.0f;
     std::string rso_activations = "projected";  // projected | full (ablation: store the linear inputs whole)
     long long seed = 42;
+    long long sample_seed = -1;  // --sample's draws; -1: --seed
     int eval_interval = 0;      // steps; 0 = only at the end
     long long eval_tokens = 65536;
     std::string save;           // directory for model.safetensors + config.json at the end

@@ -120,10 +120,11 @@ struct SampleStart {
 };
 
 // Generates n tokens after how the training data starts a document (`start`) and the --prompt's tokens, each by
-// sample_token (--temperature, --top-k) with mt19937_64 seeded with --seed (its output the C++ standard fixes: one
-// seed, one sample everywhere), and prints them decoded, the prompt first. No KV cache: each token reruns the forward
-// over the window, which is fine for the short samples this is for (a look at what the model learned). A stop signal
-// (`stop` set: SIGINT, SIGTERM) ends it early with the tokens so far; returns that signal, or 0.
+// sample_token (--temperature, --top-k) with mt19937_64 seeded with --sample-seed, by default --seed (its output the
+// C++ standard fixes: one seed, one sample everywhere), and prints them decoded, the prompt first. No KV cache: each
+// token reruns the forward over the window, which is fine for the short samples this is for (a look at what the model
+// learned). A stop signal (`stop` set: SIGINT, SIGTERM) ends it early with the tokens so far; returns that signal, or
+// 0.
 template <class Model>
 int print_sample(Model& model, const TrainOptions& opts, Arch arch, const SampleStart& start,
                  const volatile std::sig_atomic_t& stop, const std::function<void()>& each_token = {}) {
@@ -132,7 +133,8 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const Sample
     // a tokenizer smaller than the model's vocabulary (the built-in 8k SentencePiece model under LLaMA's 32000 rows)
     // never produced the extra ids: sample among the tokenizer's ids only
     int Vs = tok ? std::min(V, tok->vocab_size()) : V;
-    std::mt19937_64 rng((uint64_t)opts.seed);  // (an LCG from the seed drew first tokens in step with the seed)
+    // (an LCG from the seed drew first tokens in step with the seed)
+    std::mt19937_64 rng((uint64_t)(opts.sample_seed >= 0 ? opts.sample_seed : opts.seed));
     std::vector<int32_t> ctx;  // what the model reads: the lead (not printed), the given tokens, the drawn ones
     if (!start.rows) ctx.push_back((int32_t)(tok ? tok->eos_id() : (arch == Arch::GPT2 ? 50256 : 1)));
     size_t lead = ctx.size();
