@@ -1042,6 +1042,19 @@ cudnnStatus_t execute_graph(const Graph& g, const std::map<int64_t, void*>& pack
         }
         bound[kv.first] = b;
     }
+    // the bytes it reads and writes, for the race check across streams (stream_order.h): each caller's tensor over its
+    // span (an interleaved view's gaps included), then the workspace
+    std::set<int64_t> outputs;
+    for (const Op& op : g.ops) {
+        outputs.insert(op.out.uid);
+        for (const TensorInfo& t : op.more_out) outputs.insert(t.uid);
+    }
+    for (bool write : {false, true})
+        for (const auto& kv : g.tensors)
+            if (!kv.second.is_virtual && outputs.count(kv.first) == (write ? 1u : 0u))
+                cuda_emu::op_access(bound.at(kv.first).base, (size_t)(kv.second.span() * dtype_bytes(kv.second.dtype)),
+                                    write, "cudnnBackendExecute");
+    if (g.workspace > 0) cuda_emu::op_access(workspace, (size_t)g.workspace, true, "cudnnBackendExecute");
     for (const Op& op : g.ops) {
         if (tracing()) trace_op(op);
         std::vector<Bound> in;

@@ -16,9 +16,12 @@
 #include <cudnn.h>
 #include <cudnn_frontend.h>
 #include <gtest/gtest.h>
+#include <gtest/gtest-death-test.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -114,6 +117,38 @@ TEST(CudnnEmu, MatmulBroadcastsBatchAndReadsStrides) {
     Dev<float> a({1, 2, 3, 4, 5, 6}), b({7, 9, 11, 8, 10, 12, 14, 18, 22, 16, 20, 24}), c(8);
     run(g, h.h, {{1, a.p}, {2, b.p}, {3, c.p}});
     EXPECT_EQ(c.get(), (std::vector<float>{58, 64, 139, 154, 116, 128, 278, 308}));
+}
+
+// A plan reports the bytes of its tensors to the emulation's race check across streams (stream_order.h): a matmul
+// on stream b reading A while a copy into A is queued on stream a, nothing ordering them, fails (when the copy runs,
+// it meets the plan's read); with a cudaStreamWaitEvent for the copy it runs clean. In a child process each (the
+// error is sticky).
+TEST(CudnnEmu, PlansTakePartInTheRaceCheckAcrossStreams) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto child = [](bool ordered) {
+        Handle h;
+        auto g = new_graph();
+        auto A = input(g, 1, {1, 2, 3}, {6, 3, 1});
+        auto B = input(g, 2, {1, 3, 2}, {6, 2, 1});
+        output(g.matmul(A, B, fe::graph::Matmul_attributes()), 3, {1, 2, 2}, {4, 2, 1});
+        Dev<float> a(std::vector<float>(6, 1.0f)), b(std::vector<float>(6, 1.0f)), c(4);
+        cudaStream_t sa, sb;
+        cudaEvent_t e;
+        cudaStreamCreate(&sa);
+        cudaStreamCreate(&sb);
+        cudaEventCreate(&e);
+        const std::vector<float> twos(6, 2.0f);
+        cudaMemcpyAsync(a.p, twos.data(), 6 * sizeof(float), cudaMemcpyHostToDevice, sa);  // (staged, queued on sa)
+        if (ordered) cudaEventRecord(e, sa), cudaStreamWaitEvent(sb, e, 0);
+        cudnnSetStream(h.h, sb);
+        run(g, h.h, {{1, a.p}, {2, b.p}, {3, c.p}});
+        std::fprintf(stderr, "result: %s\n", cudaGetErrorName(cudaDeviceSynchronize()));
+        std::exit(0);
+    };
+    EXPECT_EXIT(child(false), ::testing::ExitedWithCode(0),
+                "global-memory race across streams .*: cudaMemcpyAsync writes it; an earlier operation read it in "
+                "cudnnBackendExecute on stream .*result: cudaErrorLaunchFailure");
+    EXPECT_EXIT(child(true), ::testing::ExitedWithCode(0), "result: cudaSuccess");
 }
 
 // The softmax of x = [1 2; 3 3] row by row, as the frontend's composite graphs compute it: m = max over the row
