@@ -427,8 +427,8 @@ cublasStatus_t cublasSsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cubl
         if (k > 0 && alpha != 0.0f)
             cuda_emu::op_access_matrix(A, trans == CUBLAS_OP_N ? n : k, trans == CUBLAS_OP_N ? k : n, lda, 4, false,
                                        "cublasSsyrk");
-        cuda_emu::op_access_matrix(C, n, n, ldc, 4, false, "cublasSsyrk");  // (the whole of C's columns: at most
-        cuda_emu::op_access_matrix(C, n, n, ldc, 4, true, "cublasSsyrk");   // more than its triangle)
+        cuda_emu::op_access_triangle(C, n, ldc, 4, upper, false, "cublasSsyrk");
+        cuda_emu::op_access_triangle(C, n, ldc, 4, upper, true, "cublasSsyrk");
         // beta == 0: C need not hold valid values on input (BLAS); clear the triangle so no NaN can survive
         if (beta == 0.0f)
             for (int j = 0; j < n; j++)
@@ -481,7 +481,7 @@ cublasStatus_t cublasStrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cubl
     if (s != CUBLAS_STATUS_SUCCESS || m == 0 || n == 0) return s;
     cuda_emu::stream_op(handle->stream, [=, alpha = *alpha] {
         const int na = side == CUBLAS_SIDE_LEFT ? m : n;
-        cuda_emu::op_access_matrix(A, na, na, lda, 4, false, "cublasStrsm");
+        cuda_emu::op_access_triangle(A, na, lda, 4, uplo == CUBLAS_FILL_MODE_UPPER, false, "cublasStrsm");
         cuda_emu::op_access_matrix(B, m, n, ldb, 4, false, "cublasStrsm");
         cuda_emu::op_access_matrix(B, m, n, ldb, 4, true, "cublasStrsm");
         cblas_strsm(CblasColMajor, cblas_side(side), cblas_uplo(uplo), cblas_trans(trans), cblas_diag(diag), m, n,
@@ -503,7 +503,7 @@ cublasStatus_t cublasStrmm_v2(cublasHandle_t handle, cublasSideMode_t side, cubl
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
     cuda_emu::stream_op(handle->stream, [=, alpha = *alpha] {
         const int na = side == CUBLAS_SIDE_LEFT ? m : n;
-        cuda_emu::op_access_matrix(A, na, na, lda, 4, false, "cublasStrmm");
+        cuda_emu::op_access_triangle(A, na, lda, 4, uplo == CUBLAS_FILL_MODE_UPPER, false, "cublasStrmm");
         cuda_emu::op_access_matrix(B, m, n, ldb, 4, false, "cublasStrmm");
         cuda_emu::op_access_matrix(C, m, n, ldc, 4, true, "cublasStrmm");
         if (C != B)

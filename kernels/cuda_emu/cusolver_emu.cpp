@@ -472,8 +472,8 @@ cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t handle, cublasFillMode_t up
     if (Lwork < 0) return bad_param(devInfo, 6);
     if (!devInfo) return CUSOLVER_STATUS_INVALID_VALUE;
     cuda_emu::stream_op(handle->stream, [=] {
-        cuda_emu::op_access_matrix(A, n, n, lda, 4, false, "cusolverDnSpotrf");
-        cuda_emu::op_access_matrix(A, n, n, lda, 4, true, "cusolverDnSpotrf");
+        cuda_emu::op_access_triangle(A, n, lda, 4, uplo == CUBLAS_FILL_MODE_UPPER, false, "cusolverDnSpotrf");
+        cuda_emu::op_access_triangle(A, n, lda, 4, uplo == CUBLAS_FILL_MODE_UPPER, true, "cusolverDnSpotrf");
         cuda_emu::op_access(devInfo, sizeof(int), true, "cusolverDnSpotrf");
         *devInfo = n == 0 ? 0 : (int)LAPACKE_spotrf_work(LAPACK_COL_MAJOR, uplo_char(uplo), n, A, lda);
     });

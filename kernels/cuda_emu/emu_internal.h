@@ -62,6 +62,7 @@ struct OpOrder {
     int stream = 0;              // 0: the legacy default stream; i: the i-th stream the process created
     uint32_t clock = 0;          // the operation's number on its stream (from 1)
     std::vector<uint32_t> seen;  // seen[j]: how many of stream j's operations happen before this one
+    bool cross_check = true;     // set_cross_stream_check's setting when it was issued
 };
 // The stream operation running now (null outside one; operations run one at a time).
 const OpOrder* running_op();
@@ -69,7 +70,9 @@ const OpOrder* running_op();
 std::string stream_label(int stream);
 // exec.cpp: whether the global-memory race check also compares accesses with earlier operations of other streams
 // (on with the global check); for the tests of deliberately unordered streams' stale data. Returns the old setting.
+// Operations keep the setting of when they were issued (a queued one may run after it changed).
 bool set_cross_stream_check(bool on);
+bool cross_stream_check_on();
 
 // exec.cpp: cudaMalloc / cudaFree tell the global-memory race check which buffers are device memory.
 void track_device_buffer(void* p, size_t bytes);

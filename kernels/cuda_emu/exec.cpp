@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -558,7 +559,7 @@ uint32_t g_order_first = 0;        // and its first epoch
 uint32_t g_ordered_upto = 0;       // every access recorded at an epoch up to this one is ordered before it
 uint32_t g_memo_lo = 1, g_memo_hi = 0;  // the epochs of the last record looked up [lo, hi), and its answer
 bool g_memo_ordered = false;
-bool g_cross_stream_check = true;
+std::atomic<bool> g_cross_stream_check{true};  // read when an operation is issued (OpOrder::cross_check)
 uint64_t g_reported_serial = 0;  // the operation whose race op_access reported (one report per operation)
 
 // The first epoch of a recorded operation of another stream that o's clock has not seen (UINT32_MAX: none, every
@@ -580,7 +581,7 @@ uint32_t first_unordered_epoch(const OpOrder* o) {
 // cross-stream check off) counts as ordered with everything (stream -1).
 void begin_checked_op(const OpOrder* o, uint32_t first, const char* what) {
     g_memo_lo = 1, g_memo_hi = 0;
-    if (!o || !g_cross_stream_check) {
+    if (!o || !o->cross_check) {
         g_records.push_back(OpRecord{first, -1, 0, what});
         g_order = nullptr, g_order_serial = o ? o->serial : 0, g_order_first = first;
         g_ordered_upto = UINT32_MAX;
@@ -626,11 +627,13 @@ inline bool earlier_ordered(uint32_t epoch) {
 std::string unordered_with(uint32_t epoch, bool other_wrote, bool write) {
     const OpRecord& r = g_records[record_of(epoch)];
     char b[640];
-    std::snprintf(b, sizeof b, "%s it in %s on %s, and nothing orders that before this %s on %s: no "
-                  "cudaStreamWaitEvent for an event recorded after it, no host synchronization that saw it. On a GPU "
-                  "the two may run in either order or at the same time", other_wrote ? "wrote" : "read",
-                  r.what ? r.what : "?", stream_label(r.stream).c_str(), write ? "write" : "read",
-                  stream_label(g_order->stream).c_str());
+    std::snprintf(b, sizeof b, "%s it in %s on %s, and neither is ordered before the other (this %s is on %s): on a "
+                  "GPU the two may run in either order or at the same time. Order them: an event recorded after the "
+                  "first, waited for with cudaStreamWaitEvent on the other's stream, or a host synchronization "
+                  "between%s", other_wrote ? "wrote" : "read", r.what ? r.what : "?", stream_label(r.stream).c_str(),
+                  write ? "write" : "read", stream_label(g_order->stream).c_str(),
+                  r.stream == 0 || g_order->stream == 0 ? " (a cudaStreamNonBlocking stream does not synchronize "
+                                                          "with the legacy default stream)" : "");
     return b;
 }
 
@@ -643,7 +646,7 @@ void report_global_race(Exec* ex, const Shadow& s, uintptr_t b, bool write, uint
     if (other_epoch < ex->launch_first) {
         char m[1024];
         std::snprintf(m, sizeof m, "global-memory race across streams on byte %zu of a %zu-byte device buffer: thread "
-                      "%u %s it; an earlier operation %s\n    this access:  %s", (size_t)(b - s.lo),
+                      "%u %s it; another operation %s\n    this access:  %s", (size_t)(b - s.lo),
                       (size_t)(s.hi - s.lo), f->t.linear, write ? "writes" : "reads",
                       unordered_with(other_epoch, other_wrote, write).c_str(), symbolize(pc).c_str());
         fail(ex, m);
@@ -703,8 +706,11 @@ __attribute__((no_sanitize("address"), noinline)) void global_access(const void*
         }
         if (write) {
             c.w_epoch = e, c.w_tid = t, c.r_epoch = 0;
-        } else if (c.r_epoch < lf || (c.r_epoch >= bf && c.r_epoch < e)) {
-            c.r_epoch = e, c.r_tid = t;  // (another block's read of this launch is kept: any write here races it)
+        } else if ((c.r_epoch < lf && (c.r_epoch <= g_ordered_upto || earlier_ordered(c.r_epoch))) ||
+                   (c.r_epoch >= bf && c.r_epoch < e)) {
+            // (another block's read of this launch is kept: any write here races it; so is another stream's
+            // unordered read, which any write here races too)
+            c.r_epoch = e, c.r_tid = t;
         } else if (c.r_epoch == e && c.r_tid != t) {
             c.r_tid = kManyReaders;
         }
@@ -914,7 +920,7 @@ static void restart_epochs() {
 // streams and recorded (one epoch for the whole operation: its own accesses never race each other).
 void op_access(const void* p, size_t bytes, bool write, const char* what) {
     const OpOrder* o = running_op();
-    if (!o || bytes == 0 || !global_race_check_enabled() || !g_cross_stream_check || tls_exec) return;
+    if (!o || bytes == 0 || !global_race_check_enabled() || !o->cross_check || tls_exec) return;
     Shadow sh{};
     {
         std::lock_guard<std::mutex> lock(g_shadow_mu);
@@ -940,7 +946,7 @@ void op_access(const void* p, size_t bytes, bool write, const char* what) {
         if (race_w || race_r) {
             char m[1200];
             std::snprintf(m, sizeof m, "cuda_emu: global-memory race across streams on byte %zu of a %zu-byte device "
-                          "buffer: %s %s it; an earlier operation %s", (size_t)(b - sh.lo), (size_t)(sh.hi - sh.lo),
+                          "buffer: %s %s it; another operation %s", (size_t)(b - sh.lo), (size_t)(sh.hi - sh.lo),
                           what, write ? "writes" : "reads",
                           unordered_with(race_w ? c.w_epoch : c.r_epoch, race_w, write).c_str());
             std::fprintf(stderr, "%s\n", m);
@@ -949,8 +955,10 @@ void op_access(const void* p, size_t bytes, bool write, const char* what) {
             g_reported_serial = o->serial;
             return;
         }
+        // (a read keeps another stream's unordered read in the cell: a later write, this operation's own in place
+        // too, must meet it; one that is ordered before this one, this read subsumes)
         if (write) c.w_epoch = e, c.w_tid = 0, c.r_epoch = 0;
-        else if (c.r_epoch < e) c.r_epoch = e, c.r_tid = 0;
+        else if (c.r_epoch < e && (c.r_epoch == 0 || earlier_ordered(c.r_epoch))) c.r_epoch = e, c.r_tid = 0;
     }
 }
 void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, size_t elem, bool write,
@@ -960,11 +968,17 @@ void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, siz
     for (int64_t j = 0; j < cols; j++)
         op_access(static_cast<const char*>(p) + (size_t)(j * ld) * elem, (size_t)rows * elem, write, what);
 }
-bool set_cross_stream_check(bool on) {
-    const bool was = g_cross_stream_check;
-    g_cross_stream_check = on;
-    return was;
+void op_access_triangle(const void* p, int64_t n, int64_t ld, size_t elem, bool upper, bool write, const char* what) {
+    if (!p || n <= 0) return;
+    for (int64_t j = 0; j < n; j++) {  // column j's rows 0..j (upper) or j..n-1 (lower)
+        const int64_t first = upper ? 0 : j, rows = upper ? j + 1 : n - j;
+        op_access(static_cast<const char*>(p) + (size_t)(j * ld + first) * elem, (size_t)rows * elem, write, what);
+    }
 }
+bool set_cross_stream_check(bool on) {
+    return g_cross_stream_check.exchange(on);
+}
+bool cross_stream_check_on() { return g_cross_stream_check; }
 
 uint32_t epoch_counter() { return g_epoch; }
 void set_epoch_counter(uint32_t e) { g_epoch = e; }
@@ -1007,7 +1021,7 @@ static void run_launch(const Config& cfg, const void* kernel, Body body, bool of
     // first launch, and the refresh worker's kernels repeat the configurations of the step's)
     const OpOrder* order = running_op();
     tls_global_check = check_this_launch_globally(cfg, kernel) ||
-                       (global_race_check_enabled() && g_cross_stream_check && order &&
+                       (global_race_check_enabled() && order && order->cross_check &&
                         first_unordered_epoch(order) != UINT32_MAX);
     size_t record = SIZE_MAX;
     if (tls_global_check) {

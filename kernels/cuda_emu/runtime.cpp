@@ -141,8 +141,8 @@ Clock clock_of_all(bool blocking_only) {
         if (!blocking_only || s->blocking) join(c, s->clock);
     return c;
 }
-// The order of an operation issued now to s (null: the legacy default stream, whose operations run now and which a
-// cudaMemcpy returns from after its copy: the host has waited for it).
+// The order of an operation issued now to s (null: the legacy default stream, whose operations run now here but are
+// asynchronous to the host on a GPU: only the calls that wait, below, tell the host's clock).
 std::shared_ptr<const OpOrder> issue_order(EmuStream* s) {
     Clock& c = s ? s->clock : g_legacy_clock;
     const int i = s ? s->index : 0;
@@ -156,11 +156,15 @@ std::shared_ptr<const OpOrder> issue_order(EmuStream* s) {
     o->stream = i;
     o->clock = c[(size_t)i];
     o->seen = c;
-    if (!s) join(g_host_clock, c);
+    o->cross_check = cross_stream_check_on();
     return o;
 }
 // The host waited for s's work issued so far (null: the legacy stream's and the blocking streams').
 void host_saw(EmuStream* s) { join(g_host_clock, s ? s->clock : clock_of_all(/*blocking_only=*/true)); }
+void host_saw_legacy() {
+    std::lock_guard<std::recursive_mutex> lock(g_exec);
+    host_saw(nullptr);
+}
 void host_saw_everything() {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     join(g_host_clock, clock_of_all(/*blocking_only=*/false));
@@ -338,7 +342,10 @@ const OpOrder* running_op() { return g_running; }
 std::string stream_label(int stream) {
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     if (stream <= 0 || (size_t)stream > g_streams.size()) return "the legacy default stream";
-    return "stream " + std::to_string(stream) + (g_streams[(size_t)stream - 1]->blocking ? "" : " (non-blocking)");
+    char b[80];  // (the number counts every stream of the process, the libraries' too: the handle value names it)
+    std::snprintf(b, sizeof b, "stream %d (%p%s)", stream, (void*)g_streams[(size_t)stream - 1],
+                  g_streams[(size_t)stream - 1]->blocking ? "" : ", non-blocking");
+    return b;
 }
 
 }  // namespace cuda_emu
@@ -621,8 +628,14 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
     CUDA_EMU_STICKY();
     if (cudaError_t e = check_copy(dst, src, n, kind)) return e;
     if (kind != cudaMemcpyDeviceToDevice) note_host_wait("cudaMemcpy");
+    // the host's waits ("API synchronization behavior"): from pageable memory to the device, a stream sync before
+    // the copy and a return once the bytes are staged (the copy itself may still run); to or between host memory,
+    // and from pinned memory, a return after the copy; between device buffers, none
+    const bool pageable_to_device = kind == cudaMemcpyHostToDevice && !pinned_host_range(src, n);
+    if (pageable_to_device) host_saw_legacy();
     stream_op(nullptr, [=] { copy_in_order(dst, src, n, "cudaMemcpy"); });  // the legacy stream: now, after every
                                                                               // blocking stream's work
+    if (kind != cudaMemcpyDeviceToDevice && !pageable_to_device) host_saw_legacy();
     CUDA_EMU_STICKY();
     return cudaSuccess;
 }
@@ -646,16 +659,19 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind
     }
     return cudaSuccess;
 }
-cudaError_t cudaMemset(void* p, int value, size_t n) { return cudaMemsetAsync(p, value, n, nullptr); }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
+static cudaError_t memset_in_order(void* p, int value, size_t n, cudaStream_t s, const char* what) {
     CUDA_EMU_STICKY();
     if (n && !known_device_pointer(p, n)) return ret(cudaErrorInvalidValue, "cudaMemset outside an allocation");
     if (n)
         stream_op(s, [=] {
-            op_access(p, n, true, "cudaMemsetAsync");
+            op_access(p, n, true, what);
             std::memset(p, value, n);
         });
     return cudaSuccess;
+}
+cudaError_t cudaMemset(void* p, int value, size_t n) { return memset_in_order(p, value, n, nullptr, "cudaMemset"); }
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t s) {
+    return memset_in_order(p, value, n, s, "cudaMemsetAsync");
 }
 
 // ---- streams and events ---------------------------------------------------------------------------------------------
@@ -706,7 +722,7 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {  // cudaErrorNotReady while s has 
     CUDA_EMU_STICKY();
     std::lock_guard<std::recursive_mutex> lock(g_exec);
     if (s && as_stream(s)->done < as_stream(s)->issued) return ret(cudaErrorNotReady);
-    if (s) host_saw(as_stream(s));  // (the legacy stream's work always ran: nothing to learn)
+    join(g_host_clock, s ? as_stream(s)->clock : g_legacy_clock);  // (the legacy stream's work always ran here)
     return cudaSuccess;
 }
 // s's later work waits for the event's last record as it is now ("the most recently captured state at the time of

@@ -41,5 +41,8 @@ void op_access(const void* p, size_t bytes, bool write, const char* what);
 // The same for a column-major matrix of `rows` x `cols` elements of `elem` bytes, leading dimension `ld`.
 void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, size_t elem, bool write,
                       const char* what);
+// The upper or lower triangle (with the diagonal) of a column-major n x n matrix: what a routine that references one
+// triangle only ("the other part is not referenced") touches.
+void op_access_triangle(const void* p, int64_t n, int64_t ld, size_t elem, bool upper, bool write, const char* what);
 
 }  // namespace cuda_emu

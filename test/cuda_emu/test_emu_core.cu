@@ -726,6 +726,10 @@ __global__ void fill_kernel(int* p, int n, int v) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) p[i] = v;
 }
+__global__ void add_kernel(int* p, int n, int v) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] += v;
+}
 __global__ void copy_kernel(int* dst, const int* src, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) dst[i] = src[i];
@@ -840,9 +844,11 @@ TEST_F(EmuTest, TheLegacyStreamDoesNotWaitForNonBlockingStreams) {
 // write, read) fails unless something orders that operation first: an event recorded after it and waited for with
 // cudaStreamWaitEvent, or a host synchronization that saw it (stream, event, device; a successful query). The runtime
 // reference's stream semantics; on a GPU such a race shows only when the streams run in the wrong order. Kernels,
-// async copies and memsets, and the legacy stream (which waits for the blocking streams only).
+// async copies and memsets, an in-place kernel after another stream's read, and the legacy stream (which waits for
+// the blocking streams only, and whose kernels do not make the host wait).
 TEST_F(EmuTest, RacesAcrossStreamsAreReportedUnlessOrdered) {
     if (!cuda_emu::global_race_check_enabled()) GTEST_SKIP() << "PRAC_EMU_RACECHECK turns the global check off";
+    ASSERT_TRUE(cuda_emu::streams_deferred()) << "this test needs the default PRAC_EMU_STREAMS=deferred";
     const int n = kOrderN;
     DevBuf<int> x(n), y(n);
     x.put(std::vector<int>(n, 0));
@@ -871,10 +877,10 @@ TEST_F(EmuTest, RacesAcrossStreamsAreReportedUnlessOrdered) {
     // unordered: a kernel reads what another stream's kernel wrote; a kernel writes what another stream's read
     fill(a, x.p);
     copy(b);
-    race("read after write", "reads it; an earlier operation wrote it in fill_kernel on stream");
+    race("read after write", "reads it; another operation wrote it in fill_kernel on stream");
     copy(a);
     fill(b, x.p);
-    race("write after read", "writes it; an earlier operation read it in copy_kernel on stream");
+    race("write after read", "writes it; another operation read it in copy_kernel on stream");
     // ordered by an event and cudaStreamWaitEvent; by host synchronizations
     fill(a, x.p);
     ASSERT_EQ(cudaEventRecord(e, a), cudaSuccess);
@@ -898,13 +904,22 @@ TEST_F(EmuTest, RacesAcrossStreamsAreReportedUnlessOrdered) {
     ASSERT_EQ(cudaStreamWaitEvent(b, e, 0), cudaSuccess);
     copy(b);
     race("an event recorded before the write", "wrote it in fill_kernel on stream");
+    // an operation that reads and then writes in place meets another stream's read (its own read does not hide it)
+    copy(a);
+    add_kernel<<<2, 256, ++config, b>>>(x.p, n, 1);
+    race("in place after a read", "writes it; another operation read it in copy_kernel on stream");
+    // a kernel on the legacy stream does not make the host wait: a non-blocking stream's later work is not ordered
+    // after it
+    fill(nullptr, x.p);
+    copy(nb);
+    race("the legacy stream, then a non-blocking one", "wrote it in fill_kernel on the legacy default stream");
     // copies and memsets are operations of their stream too
     fill(a, x.p);
     ASSERT_EQ(cudaMemcpyAsync(y.p, x.p, n * sizeof(int), cudaMemcpyDeviceToDevice, b), cudaSuccess);
-    race("a copy", "cudaMemcpyAsync reads it; an earlier operation wrote it in fill_kernel");
+    race("a copy", "cudaMemcpyAsync reads it; another operation wrote it in fill_kernel");
     copy(a);
     ASSERT_EQ(cudaMemsetAsync(x.p, 0, n * sizeof(int), b), cudaSuccess);
-    race("a memset", "cudaMemsetAsync writes it; an earlier operation read it in copy_kernel");
+    race("a memset", "cudaMemsetAsync writes it; another operation read it in copy_kernel");
     // the legacy stream (a blocking cudaMemcpy) waits for the blocking streams, not for a non-blocking one
     fill(a, x.p);
     std::vector<int> h(n);
@@ -913,8 +928,8 @@ TEST_F(EmuTest, RacesAcrossStreamsAreReportedUnlessOrdered) {
     fill(nb, x.p);  // queued: the copy reads the old bytes, and the fill, run later, meets the copy's read
     EXPECT_EQ(cudaMemcpy(h.data(), x.p, n * sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
     race("a non-blocking stream, then cudaMemcpy",
-         "writes it; an earlier operation read it in cudaMemcpy on the legacy default stream, and nothing orders that "
-         "before this write on stream");
+         "writes it; another operation read it in cudaMemcpy on the legacy default stream, and neither is ordered "
+         "before the other (this write is on stream");
     cudaEventDestroy(e);
     cudaStreamDestroy(a);
     cudaStreamDestroy(b);

@@ -146,7 +146,7 @@ TEST(CudnnEmu, PlansTakePartInTheRaceCheckAcrossStreams) {
         std::exit(0);
     };
     EXPECT_EXIT(child(false), ::testing::ExitedWithCode(0),
-                "global-memory race across streams .*: cudaMemcpyAsync writes it; an earlier operation read it in "
+                "global-memory race across streams .*: cudaMemcpyAsync writes it; another operation read it in "
                 "cudnnBackendExecute on stream .*result: cudaErrorLaunchFailure");
     EXPECT_EXIT(child(true), ::testing::ExitedWithCode(0), "result: cudaSuccess");
 }

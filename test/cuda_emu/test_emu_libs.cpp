@@ -1274,7 +1274,7 @@ TEST(StreamOrder, LibraryRoutinesTakePartInTheRaceCheckAcrossStreams) {
         std::fprintf(stderr, "result: %s\n", cudaGetErrorName(r));
         std::exit(0);
     };
-    const char* race = "global-memory race across streams .*: %s reads it; an earlier operation wrote it in "
+    const char* race = "global-memory race across streams .*: %s reads it; another operation wrote it in "
                        "cudaMemcpyAsync on stream .*result: cudaErrorLaunchFailure";
     char want[300];
     std::snprintf(want, sizeof want, race, "a cuBLAS GEMM");
