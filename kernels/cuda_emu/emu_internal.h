@@ -54,7 +54,8 @@ bool global_race_check_every_launch();
 // (exec.cpp). Vector clocks: an operation issued to a stream comes after that stream's earlier ones, after what the
 // host had waited for when it was issued, after the legacy default stream's earlier work (a blocking stream), after
 // the record an earlier cudaStreamWaitEvent of its stream named; a host wait (a stream, event or device
-// synchronization, a blocking copy, cudaFree, a successful query) adds what it waited for to the host's clock. One
+// synchronization, a cudaMemcpy that returns after its copy, cudaFree, a successful query) adds what it waited for
+// to the host's clock; the legacy stream's other work is asynchronous to the host, as on a GPU. One
 // host clock for every host thread: their own synchronization (a future's get, a join) is invisible here, so a race
 // between the work of two host threads may be missed, never invented.
 struct OpOrder {
@@ -66,7 +67,7 @@ struct OpOrder {
 };
 // The stream operation running now (null outside one; operations run one at a time).
 const OpOrder* running_op();
-// "the legacy default stream", "stream 3 (non-blocking)": for the race reports.
+// "the legacy default stream", "stream 3 (0x..., non-blocking)": for the race reports.
 std::string stream_label(int stream);
 // exec.cpp: whether the global-memory race check also compares accesses with earlier operations of other streams
 // (on with the global check); for the tests of deliberately unordered streams' stale data. Returns the old setting.
