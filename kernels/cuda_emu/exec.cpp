@@ -119,11 +119,12 @@ struct Region {
     size_t cells = SIZE_MAX;  // its first cell in cell_pool() (SIZE_MAX: not tracked)
 };
 
-// The global-memory race check's record of one byte of a cudaMalloc'ed buffer: the block epochs (Exec::epoch) of
-// the last write and of a read, and who did them. Epochs only grow, so an epoch below the launch's first is from an
-// earlier launch (ordered: kernels of one stream run one after another), one below the running block's first is
-// from another block of this launch (unordered: a GPU runs blocks in any order, at the same time), one at or above
-// it is this block's (ordered by __syncthreads unless it is the current interval).
+// The global-memory race check's record of one byte of a cudaMalloc'ed buffer: the block epochs (Exec::epoch) of the
+// last write and of a read, and who did them. Epochs only grow, so an epoch below the launch's first is from an earlier
+// operation (ordered if of the same stream, else as the streams' happens-before order says: see "across operations"
+// below), one below the running block's first is from another block of this launch (unordered: a GPU runs blocks in any
+// order, at the same time), one at or above it is this block's (ordered by __syncthreads unless it is the current
+// interval).
 struct GCell {
     uint32_t w_epoch = 0, r_epoch = 0;
     uint16_t w_tid = 0, r_tid = 0;  // r_tid kManyReaders: several threads of the block read in the interval
