@@ -798,7 +798,7 @@ ncclResult_t ncclGroupEnd() {
 // A collective's local bytes, read and written, for the race check across streams (stream_order.h): a stream
 // operation of its own on `stream`, issued in program order where the collective runs.
 static void report_bytes(cudaStream_t stream, const char* fn, const void* send, size_t send_bytes, const void* recv,
-                  size_t recv_bytes) {
+                         size_t recv_bytes) {
     cuda_emu::stream_run_now(stream, [&] {
         cuda_emu::op_access(send, send_bytes, false, fn);
         cuda_emu::op_access(recv, recv_bytes, true, fn);
