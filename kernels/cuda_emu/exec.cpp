@@ -918,28 +918,33 @@ static void restart_epochs() {
     clear_records();
 }
 // stream_order.h: a copy's, memset's or library routine's bytes, checked against earlier operations of other
-// streams and recorded (one epoch for the whole operation: its own accesses never race each other).
-void op_access(const void* p, size_t bytes, bool write, const char* what) {
+// streams and recorded (one epoch for the whole operation: its own accesses never race each other). A matrix looks
+// its buffer up once and checks column by column.
+namespace {
+// The running operation's checked bytes in the device buffer `sh` holding p; false: nothing to check (no operation,
+// the check off, host memory, or this operation's race already reported).
+bool begin_op_bytes(const void* p, const char* what, Shadow* sh) {
     const OpOrder* o = running_op();
-    if (!o || bytes == 0 || !global_race_check_enabled() || !o->cross_check || tls_exec) return;
-    Shadow sh{};
+    if (!o || !p || !global_race_check_enabled() || !o->cross_check || tls_exec) return false;
     {
         std::lock_guard<std::mutex> lock(g_shadow_mu);
         const uintptr_t a = reinterpret_cast<uintptr_t>(p);
         auto it = shadow_table().upper_bound(a);
-        if (it == shadow_table().begin()) return;
+        if (it == shadow_table().begin()) return false;
         --it;
-        if (a >= it->second.hi) return;  // host memory
-        sh = it->second;
+        if (a >= it->second.hi) return false;  // host memory
+        *sh = it->second;
     }
     if (o->serial != g_order_serial) {
         if (g_epoch >= kEpochRestart) restart_epochs();
         begin_checked_op(o, next_epoch(), what);
-    } else if (g_reported_serial == o->serial) {
-        return;  // this operation's race was reported
     }
+    return g_reported_serial != o->serial;
+}
+// Bytes [lo, hi) of sh (clamped to its end); false after reporting a race.
+bool check_op_bytes(const Shadow& sh, uintptr_t lo, uintptr_t hi, bool write, const char* what) {
     const uint32_t e = g_order_first;
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = std::min(lo + bytes, sh.hi);
+    hi = std::min(hi, sh.hi);
     for (uintptr_t b = lo; b < hi; b++) {
         GCell& c = sh.cells[b - sh.lo];
         const bool race_w = c.w_epoch != 0 && c.w_epoch < e && !earlier_ordered(c.w_epoch);
@@ -953,27 +958,45 @@ void op_access(const void* p, size_t bytes, bool write, const char* what) {
             std::fprintf(stderr, "%s\n", m);
             set_kernel_error(m);
             note_races(1);
-            g_reported_serial = o->serial;
-            return;
+            g_reported_serial = g_order_serial;
+            return false;
         }
         // (a read keeps another stream's unordered read in the cell: a later write, this operation's own in place
         // too, must meet it; one that is ordered before this one, this read subsumes)
         if (write) c.w_epoch = e, c.w_tid = 0, c.r_epoch = 0;
         else if (c.r_epoch < e && (c.r_epoch == 0 || earlier_ordered(c.r_epoch))) c.r_epoch = e, c.r_tid = 0;
     }
+    return true;
+}
+}  // namespace
+
+void op_access(const void* p, size_t bytes, bool write, const char* what) {
+    Shadow sh{};
+    if (bytes == 0 || !begin_op_bytes(p, what, &sh)) return;
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
+    check_op_bytes(sh, lo, lo + bytes, write, what);
 }
 void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, size_t elem, bool write,
                       const char* what) {
-    if (!p || rows <= 0 || cols <= 0) return;
-    if (ld == rows) return op_access(p, (size_t)(rows * cols) * elem, write, what);
-    for (int64_t j = 0; j < cols; j++)
-        op_access(static_cast<const char*>(p) + (size_t)(j * ld) * elem, (size_t)rows * elem, write, what);
+    Shadow sh{};
+    if (rows <= 0 || cols <= 0 || !begin_op_bytes(p, what, &sh)) return;
+    const uintptr_t base = reinterpret_cast<uintptr_t>(p);
+    if (ld == rows) {
+        check_op_bytes(sh, base, base + (size_t)(rows * cols) * elem, write, what);
+        return;
+    }
+    for (int64_t j = 0; j < cols; j++) {
+        const uintptr_t col = base + (size_t)(j * ld) * elem;
+        if (!check_op_bytes(sh, col, col + (size_t)rows * elem, write, what)) return;
+    }
 }
 void op_access_triangle(const void* p, int64_t n, int64_t ld, size_t elem, bool upper, bool write, const char* what) {
-    if (!p || n <= 0) return;
+    Shadow sh{};
+    if (n <= 0 || !begin_op_bytes(p, what, &sh)) return;
     for (int64_t j = 0; j < n; j++) {  // column j's rows 0..j (upper) or j..n-1 (lower)
         const int64_t first = upper ? 0 : j, rows = upper ? j + 1 : n - j;
-        op_access(static_cast<const char*>(p) + (size_t)(j * ld + first) * elem, (size_t)rows * elem, write, what);
+        const uintptr_t col = reinterpret_cast<uintptr_t>(p) + (size_t)(j * ld + first) * elem;
+        if (!check_op_bytes(sh, col, col + (size_t)rows * elem, write, what)) return;
     }
 }
 bool set_cross_stream_check(bool on) {
