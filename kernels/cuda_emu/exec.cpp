@@ -125,8 +125,12 @@ struct Region {
 // below), one below the running block's first is from another block of this launch (unordered: a GPU runs blocks in any
 // order, at the same time), one at or above it is this block's (ordered by __syncthreads unless it is the current
 // interval).
+// Two reads are kept: r_epoch, the latest, and r2_epoch, an earlier operation's read that is not ordered before the
+// one in r_epoch (another stream's): a later write must meet both (a stream that read, then another stream that
+// read, then the first stream writing: ordered after its own read only). Of three mutually unordered readers, one is
+// dropped.
 struct GCell {
-    uint32_t w_epoch = 0, r_epoch = 0;
+    uint32_t w_epoch = 0, r_epoch = 0, r2_epoch = 0;
     uint16_t w_tid = 0, r_tid = 0;  // r_tid kManyReaders: several threads of the block read in the interval
 };
 constexpr uint16_t kManyReaders = 0xffff;  // a block has at most 1024 threads
@@ -624,6 +628,10 @@ inline bool earlier_ordered(uint32_t epoch) {
     if (epoch >= g_memo_lo && epoch < g_memo_hi) return g_memo_ordered;
     return earlier_ordered_slow(epoch);
 }
+// Whether r2_epoch (0: none) holds an earlier operation's read that is not ordered before the running operation.
+inline bool unordered_read(uint32_t r2_epoch) {
+    return r2_epoch != 0 && r2_epoch > g_ordered_upto && !earlier_ordered(r2_epoch);
+}
 // The report's sentence on the earlier access at `epoch`, which is not ordered before the running operation.
 std::string unordered_with(uint32_t epoch, bool other_wrote, bool write) {
     const OpRecord& r = g_records[record_of(epoch)];
@@ -699,19 +707,22 @@ __attribute__((no_sanitize("address"), noinline)) void global_access(const void*
                                             : c.w_epoch > g_ordered_upto && !earlier_ordered(c.w_epoch);
         const bool race_r = write && (c.r_epoch >= lf ? c.r_epoch < bf || (c.r_epoch == e && c.r_tid != t)
                                                       : c.r_epoch > g_ordered_upto && !earlier_ordered(c.r_epoch));
-        if (race_w || race_r) {
+        const bool race_r2 = write && !race_r && unordered_read(c.r2_epoch);  // (always an earlier operation's)
+        if (race_w || race_r || race_r2) {
             const Shadow s{tls_buf_lo, tls_buf_hi, tls_buf_cells};
-            report_global_race(ex, s, b, write, race_w ? c.w_epoch : c.r_epoch, race_w ? c.w_tid : c.r_tid, race_w,
-                               pc);
+            report_global_race(ex, s, b, write, race_w ? c.w_epoch : race_r ? c.r_epoch : c.r2_epoch,
+                               race_w ? c.w_tid : race_r ? c.r_tid : 0, race_w, pc);
             return;
         }
         if (write) {
-            c.w_epoch = e, c.w_tid = t, c.r_epoch = 0;
-        } else if ((c.r_epoch < lf && (c.r_epoch <= g_ordered_upto || earlier_ordered(c.r_epoch))) ||
-                   (c.r_epoch >= bf && c.r_epoch < e)) {
-            // (another block's read of this launch is kept: any write here races it; so is another stream's
-            // unordered read, which any write here races too)
-            c.r_epoch = e, c.r_tid = t;
+            c.w_epoch = e, c.w_tid = t, c.r_epoch = c.r2_epoch = 0;
+        } else if (c.r_epoch < lf) {
+            // an earlier operation's read: this one replaces it when that is ordered before, else (another stream's,
+            // which any write here races too) moves it to r2_epoch unless that holds another unordered read
+            if (c.r_epoch <= g_ordered_upto || earlier_ordered(c.r_epoch)) c.r_epoch = e, c.r_tid = t;
+            else if (!unordered_read(c.r2_epoch)) c.r2_epoch = c.r_epoch, c.r_epoch = e, c.r_tid = t;
+        } else if (c.r_epoch >= bf && c.r_epoch < e) {
+            c.r_epoch = e, c.r_tid = t;  // (another block's read of this launch is kept: any write here races it)
         } else if (c.r_epoch == e && c.r_tid != t) {
             c.r_tid = kManyReaders;
         }
@@ -949,22 +960,27 @@ bool check_op_bytes(const Shadow& sh, uintptr_t lo, uintptr_t hi, bool write, co
         GCell& c = sh.cells[b - sh.lo];
         const bool race_w = c.w_epoch != 0 && c.w_epoch < e && !earlier_ordered(c.w_epoch);
         const bool race_r = write && c.r_epoch != 0 && c.r_epoch < e && !earlier_ordered(c.r_epoch);
-        if (race_w || race_r) {
+        const bool race_r2 = write && !race_r && unordered_read(c.r2_epoch);
+        if (race_w || race_r || race_r2) {
             char m[1200];
             std::snprintf(m, sizeof m, "cuda_emu: global-memory race across streams on byte %zu of a %zu-byte device "
                           "buffer: %s %s it; another operation %s", (size_t)(b - sh.lo), (size_t)(sh.hi - sh.lo),
                           what, write ? "writes" : "reads",
-                          unordered_with(race_w ? c.w_epoch : c.r_epoch, race_w, write).c_str());
+                          unordered_with(race_w ? c.w_epoch : race_r ? c.r_epoch : c.r2_epoch, race_w, write).c_str());
             std::fprintf(stderr, "%s\n", m);
             set_kernel_error(m);
             note_races(1);
             g_reported_serial = g_order_serial;
             return false;
         }
-        // (a read keeps another stream's unordered read in the cell: a later write, this operation's own in place
-        // too, must meet it; one that is ordered before this one, this read subsumes)
-        if (write) c.w_epoch = e, c.w_tid = 0, c.r_epoch = 0;
-        else if (c.r_epoch < e && (c.r_epoch == 0 || earlier_ordered(c.r_epoch))) c.r_epoch = e, c.r_tid = 0;
+        // (a read subsumes an earlier read ordered before it; another stream's unordered read moves to r2_epoch,
+        // unless that holds one: a later write, this operation's own in place too, must meet it)
+        if (write) {
+            c.w_epoch = e, c.w_tid = 0, c.r_epoch = c.r2_epoch = 0;
+        } else if (c.r_epoch < e) {
+            if (c.r_epoch == 0 || earlier_ordered(c.r_epoch)) c.r_epoch = e, c.r_tid = 0;
+            else if (!unordered_read(c.r2_epoch)) c.r2_epoch = c.r_epoch, c.r_epoch = e, c.r_tid = 0;
+        }
     }
     return true;
 }

@@ -850,15 +850,16 @@ TEST_F(EmuTest, RacesAcrossStreamsAreReportedUnlessOrdered) {
     if (!cuda_emu::global_race_check_enabled()) GTEST_SKIP() << "PRAC_EMU_RACECHECK turns the global check off";
     ASSERT_TRUE(cuda_emu::streams_deferred()) << "this test needs the default PRAC_EMU_STREAMS=deferred";
     const int n = kOrderN;
-    DevBuf<int> x(n), y(n);
+    DevBuf<int> x(n), y(n), z(n);
     x.put(std::vector<int>(n, 0));
     y.put(std::vector<int>(n, 0));
     cudaStream_t a, b, nb;
     ASSERT_EQ(cudaStreamCreate(&a), cudaSuccess);
     ASSERT_EQ(cudaStreamCreate(&b), cudaSuccess);
     ASSERT_EQ(cudaStreamCreateWithFlags(&nb, cudaStreamNonBlocking), cudaSuccess);
-    cudaEvent_t e;
+    cudaEvent_t e, e2;
     ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+    ASSERT_EQ(cudaEventCreateWithFlags(&e2, cudaEventDisableTiming), cudaSuccess);
     size_t config = 1000;  // the check covers a kernel configuration's first launches: each launch gets its own
     auto fill = [&](cudaStream_t s, int* p) { fill_kernel<<<2, 256, ++config, s>>>(p, n, 1); };
     auto copy = [&](cudaStream_t s) { copy_kernel<<<2, 256, ++config, s>>>(y.p, x.p, n); };
@@ -908,6 +909,35 @@ TEST_F(EmuTest, RacesAcrossStreamsAreReportedUnlessOrdered) {
     copy(a);
     add_kernel<<<2, 256, ++config, b>>>(x.p, n, 1);
     race("in place after a read", "writes it; another operation read it in copy_kernel on stream");
+    // two streams read, then the first reader's stream writes: ordered after its own read, not after the other's.
+    // (The queues run a's read, then b's, then a's write: a's read up to the event, then b's queue, then the rest.)
+    auto two_readers = [&](const std::function<void()>& read_a, const std::function<void()>& read_b,
+                           const std::function<void()>& write_a, bool b_before_write) {
+        read_a();
+        ASSERT_EQ(cudaEventRecord(e, a), cudaSuccess);
+        read_b();
+        if (b_before_write) {
+            ASSERT_EQ(cudaEventRecord(e2, b), cudaSuccess);
+            ASSERT_EQ(cudaStreamWaitEvent(a, e2, 0), cudaSuccess);
+        }
+        write_a();
+        ASSERT_EQ(cudaEventSynchronize(e), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);
+    };
+    auto read_b = [&] { copy_kernel<<<2, 256, ++config, b>>>(z.p, x.p, n); };
+    two_readers([&] { copy(a); }, read_b, [&] { fill(a, x.p); }, false);
+    race("two readers, then the first one's stream writes", "writes it; another operation read it in copy_kernel");
+    auto copy_a = [&] { ASSERT_EQ(cudaMemcpyAsync(y.p, x.p, n * 4, cudaMemcpyDeviceToDevice, a), cudaSuccess); };
+    auto copy_b = [&] { ASSERT_EQ(cudaMemcpyAsync(z.p, x.p, n * 4, cudaMemcpyDeviceToDevice, b), cudaSuccess); };
+    auto memset_a = [&] { ASSERT_EQ(cudaMemsetAsync(x.p, 0, n * 4, a), cudaSuccess); };
+    two_readers(copy_a, copy_b, memset_a, false);
+    race("two copies read, then the first one's stream writes",
+         "cudaMemsetAsync writes it; another operation read it in cudaMemcpyAsync");
+    // ... and once the writer's stream has waited for the other reader, nothing races
+    two_readers([&] { copy(a); }, read_b, [&] { fill(a, x.p); }, true);
+    clean("two readers, the writer after both");
+    two_readers(copy_a, copy_b, memset_a, true);
+    clean("two copies, the memset after both");
     // a kernel on the legacy stream does not make the host wait: a non-blocking stream's later work is not ordered
     // after it
     fill(nullptr, x.p);
@@ -931,6 +961,7 @@ TEST_F(EmuTest, RacesAcrossStreamsAreReportedUnlessOrdered) {
          "writes it; another operation read it in cudaMemcpy on the legacy default stream, and neither is ordered "
          "before the other (this write is on stream");
     cudaEventDestroy(e);
+    cudaEventDestroy(e2);
     cudaStreamDestroy(a);
     cudaStreamDestroy(b);
     cudaStreamDestroy(nb);
