@@ -27,7 +27,8 @@
 // memory, who wrote and read it since the last barrier: two threads touching the same byte between barriers with
 // at least one write is reported as a race (what compute-sanitizer --tool racecheck reports). Per byte of every
 // cudaMalloc'ed buffer they record the same for the running launch: a byte that two blocks touch, one of them
-// writing, or two threads of a block between barriers, is a race too (which no GPU tool reports; atomics excepted).
+// writing, or two threads of a block between barriers, is a race too (which no GPU tool reports; atomics with each
+// other excepted).
 #pragma once
 #define PRAC_CUDA_EMU 1
 
@@ -233,7 +234,7 @@ constexpr int warpSize = 32;  // a variable, not a macro: cudaDeviceProp has a m
 // ---- atomics: a block's threads never run at once and blocks run in sequence, so a plain read-modify-write is
 // atomic. Returns the old value, as CUDA's do. -------------------------------------------------------------------
 namespace cuda_emu {
-extern __thread bool tls_in_atomic;  // exec.cpp: the global-memory race check leaves atomics alone
+extern __thread bool tls_in_atomic;  // exec.cpp: the global-memory race check takes an atomic as one write
 template <typename T, typename F>
 inline T read_modify_write(T* p, F f) {
     // (the compiler barriers keep the flag's stores around the access: the load/store callbacks are inserted after

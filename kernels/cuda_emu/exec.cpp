@@ -131,9 +131,11 @@ struct Region {
 // dropped.
 struct GCell {
     uint32_t w_epoch = 0, r_epoch = 0, r2_epoch = 0;
-    uint16_t w_tid = 0, r_tid = 0;  // r_tid kManyReaders: several threads of the block read in the interval
+    uint16_t w_tid = 0, r_tid = 0;  // w_tid | kAtomicWrite: an atomic's; r_tid kManyReaders: several threads of the
+                                    // block read in the interval
 };
 constexpr uint16_t kManyReaders = 0xffff;  // a block has at most 1024 threads
+constexpr uint16_t kAtomicWrite = 0x8000;
 // A device buffer and its cells (mapped when cudaMalloc returns it, pages touched on first use).
 struct Shadow {
     uintptr_t lo, hi;
@@ -476,6 +478,7 @@ void report_race(Exec* ex, const Region& r, uintptr_t a, bool write, int other, 
 }
 
 void global_access(const void* p, size_t n, bool write, const void* pc);  // below
+void global_atomic_access(const void* p, size_t n, const void* pc);
 extern __thread bool tls_global_check;
 
 // Called for the loads and stores of the kernels' code that may touch tracked shared memory (the callbacks below
@@ -524,12 +527,13 @@ __attribute__((no_sanitize("address"), noinline)) void access(const void* p, siz
     // in none of the regions: the hooks' span runs from the lowest region to the highest, and a device buffer may lie
     // between them (AddressSanitizer keeps each allocation size in an address range of its own)
     if (tls_global_check && !tls_in_atomic) global_access(p, n, write, pc);
+    else if (tls_global_check && write) global_atomic_access(p, n, pc);
 }
 
 // ---- global-memory race check ------------------------------------------------------------------------------------
-// Every load and store of a kernel to a cudaMalloc'ed buffer (not its own locals, not shared memory, not atomics) is
-// checked against the byte's GCell: a byte that another block of the launch wrote, or another thread of the block
-// wrote since the last __syncthreads, or (for a write) read, is a race. What compute-sanitizer cannot show: its
+// Every load and store of a kernel to a cudaMalloc'ed buffer (not its own locals, not shared memory; atomics as
+// global_atomic_access says) is checked against the byte's GCell: a byte that another block of the launch wrote, or
+// another thread of the block wrote since the last __syncthreads, or (for a write) read, is a race. What compute-sanitizer cannot show: its
 // racecheck tool sees shared memory only, and on a GPU such a race shows only when the blocks happen to run in the
 // wrong order.
 __thread bool tls_global_check = false;  // a launch with the check on runs on this host thread
@@ -628,9 +632,10 @@ inline bool earlier_ordered(uint32_t epoch) {
     if (epoch >= g_memo_lo && epoch < g_memo_hi) return g_memo_ordered;
     return earlier_ordered_slow(epoch);
 }
-// Whether r2_epoch (0: none) holds an earlier operation's read that is not ordered before the running operation.
-inline bool unordered_read(uint32_t r2_epoch) {
-    return r2_epoch != 0 && r2_epoch > g_ordered_upto && !earlier_ordered(r2_epoch);
+// Whether `epoch` (0: none; below the running operation's first) is an access not ordered before the running
+// operation.
+inline bool unordered_earlier(uint32_t epoch) {
+    return epoch != 0 && epoch > g_ordered_upto && !earlier_ordered(epoch);
 }
 // The report's sentence on the earlier access at `epoch`, which is not ordered before the running operation.
 std::string unordered_with(uint32_t epoch, bool other_wrote, bool write) {
@@ -647,7 +652,7 @@ std::string unordered_with(uint32_t epoch, bool other_wrote, bool write) {
 }
 
 void report_global_race(Exec* ex, const Shadow& s, uintptr_t b, bool write, uint32_t other_epoch, uint16_t other_tid,
-                        bool other_wrote, const void* pc) {
+                        bool other_wrote, const void* pc, bool atomic = false) {
     ex->races++;
     if (ex->races > 1) return;
     const Fiber* f = current();
@@ -655,27 +660,76 @@ void report_global_race(Exec* ex, const Shadow& s, uintptr_t b, bool write, uint
     if (other_epoch < ex->launch_first) {
         char m[1024];
         std::snprintf(m, sizeof m, "global-memory race across streams on byte %zu of a %zu-byte device buffer: thread "
-                      "%u %s it; another operation %s\n    this access:  %s", (size_t)(b - s.lo),
-                      (size_t)(s.hi - s.lo), f->t.linear, write ? "writes" : "reads",
+                      "%u %s it%s; another operation %s\n    this access:  %s", (size_t)(b - s.lo),
+                      (size_t)(s.hi - s.lo), f->t.linear, write ? "writes" : "reads", atomic ? " (an atomic)" : "",
                       unordered_with(other_epoch, other_wrote, write).c_str(), symbolize(pc).c_str());
         fail(ex, m);
         return;
     }
+    const char* other_atomic = other_wrote && (other_tid & kAtomicWrite) ? " (an atomic)" : "";
     if (other_epoch < ex->block_first)
-        std::snprintf(other, sizeof other, "another block of this launch %s it", other_wrote ? "wrote" : "read");
-    else if (other_tid == kManyReaders)
+        std::snprintf(other, sizeof other, "another block of this launch %s it%s", other_wrote ? "wrote" : "read",
+                      other_atomic);
+    else if (!other_wrote && other_tid == kManyReaders)
         std::snprintf(other, sizeof other, "other threads of this block read it since the last __syncthreads");
     else
-        std::snprintf(other, sizeof other, "thread %u of this block %s it since the last __syncthreads", other_tid,
-                      other_wrote ? "wrote" : "read");
+        std::snprintf(other, sizeof other, "thread %u of this block %s it%s since the last __syncthreads",
+                      other_wrote ? other_tid & ~kAtomicWrite : other_tid, other_wrote ? "wrote" : "read",
+                      other_atomic);
     char m[640];
     std::snprintf(m, sizeof m,
-                  "global-memory race on byte %zu of a %zu-byte device buffer: thread %u %s it while %s; nothing "
+                  "global-memory race on byte %zu of a %zu-byte device buffer: thread %u %s it%s while %s; nothing "
                   "orders them (a GPU runs the blocks of a launch in any order and at the same time; the threads of "
                   "a block need a __syncthreads between)\n    this access:  %s",
-                  (size_t)(b - s.lo), (size_t)(s.hi - s.lo), f->t.linear, write ? "writes" : "reads", other,
+                  (size_t)(b - s.lo), (size_t)(s.hi - s.lo), f->t.linear, write ? "writes" : "reads",
+                  atomic ? " (an atomic)" : "", other,
                   symbolize(pc).c_str());
     fail(ex, m);
+}
+
+// Points tls_buf_* at the device buffer that holds address a; false when none does (kernel arguments).
+__attribute__((no_sanitize("address"))) bool find_buffer(const Exec* ex, uintptr_t a) {
+    size_t lo = 0, hi = ex->shadow_n;  // the first buffer that ends above a
+    while (lo < hi) {
+        const size_t mid = (lo + hi) / 2;
+        if (ex->shadow_v[mid].hi <= a) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == ex->shadow_n || a < ex->shadow_v[lo].lo) return false;
+    tls_buf_lo = ex->shadow_v[lo].lo, tls_buf_hi = ex->shadow_v[lo].hi, tls_buf_cells = ex->shadow_v[lo].cells;
+    return true;
+}
+
+// An atomic's store (its load is the same access), checked as a write that commutes with other atomics: another
+// block's plain access to its bytes (or another thread's of the block in the interval), or another stream's not
+// ordered before, is a race; another thread's atomic is not. Recorded as the thread's write, marked kAtomicWrite.
+__attribute__((no_sanitize("address"), noinline)) void global_atomic_access(const void* p, size_t n,
+                                                                            const void* pc) {
+    Exec* ex = tls_exec;
+    const Fiber* f = reinterpret_cast<const Fiber*>(tls_thread);
+    if (!ex || !f || ex->failed) return;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if ((a < tls_buf_lo || a >= tls_buf_hi) && !find_buffer(ex, a)) return;  // (not a local: atomics take pointers
+                                                                             // to device or shared memory)
+    const uint32_t e = ex->epoch, bf = ex->block_first, lf = ex->launch_first;
+    const uint16_t t = (uint16_t)f->t.linear;
+    const uintptr_t end = a + n < tls_buf_hi ? a + n : tls_buf_hi;
+    for (uintptr_t b = a; b < end; b++) {
+        GCell& c = tls_buf_cells[b - tls_buf_lo];
+        const bool race_w = c.w_epoch >= lf ? !(c.w_tid & kAtomicWrite) &&
+                                                  (c.w_epoch < bf || (c.w_epoch == e && c.w_tid != t))
+                                            : unordered_earlier(c.w_epoch);
+        const bool race_r = !race_w && (c.r_epoch >= lf ? c.r_epoch < bf || (c.r_epoch == e && c.r_tid != t)
+                                                        : unordered_earlier(c.r_epoch));
+        const bool race_r2 = !race_w && !race_r && unordered_earlier(c.r2_epoch);
+        if (race_w || race_r || race_r2) {
+            const Shadow s{tls_buf_lo, tls_buf_hi, tls_buf_cells};
+            report_global_race(ex, s, b, true, race_w ? c.w_epoch : race_r ? c.r_epoch : c.r2_epoch,
+                               race_w ? c.w_tid : race_r ? c.r_tid : 0, race_w, pc, true);
+            return;
+        }
+        c.w_epoch = e, c.w_tid = t | kAtomicWrite, c.r_epoch = c.r2_epoch = 0;
+    }
 }
 
 // Called for the kernels' loads and stores outside tracked shared memory while a launch runs with the check on. As
@@ -687,27 +741,18 @@ __attribute__((no_sanitize("address"), noinline)) void global_access(const void*
     if (!ex || !f || ex->failed) return;
     const uintptr_t a = reinterpret_cast<uintptr_t>(p);
     if (a - reinterpret_cast<uintptr_t>(f->stack) < kStackBytes) return;  // the thread's locals
-    if (a < tls_buf_lo || a >= tls_buf_hi) {
-        size_t lo = 0, hi = ex->shadow_n;  // the first buffer that ends above a
-        while (lo < hi) {
-            const size_t mid = (lo + hi) / 2;
-            if (ex->shadow_v[mid].hi <= a) lo = mid + 1;
-            else hi = mid;
-        }
-        if (lo == ex->shadow_n || a < ex->shadow_v[lo].lo) return;  // not device memory (kernel arguments)
-        tls_buf_lo = ex->shadow_v[lo].lo, tls_buf_hi = ex->shadow_v[lo].hi, tls_buf_cells = ex->shadow_v[lo].cells;
-    }
+    if ((a < tls_buf_lo || a >= tls_buf_hi) && !find_buffer(ex, a)) return;
     const uint32_t e = ex->epoch, bf = ex->block_first, lf = ex->launch_first;
     const uint16_t t = (uint16_t)f->t.linear;
     const uintptr_t end = a + n < tls_buf_hi ? a + n : tls_buf_hi;
     for (uintptr_t b = a; b < end; b++) {
         GCell& c = tls_buf_cells[b - tls_buf_lo];
         // (an epoch below lf is an earlier operation's: a race unless ordered before this launch's stream position)
-        const bool race_w = c.w_epoch >= lf ? c.w_epoch < bf || (c.w_epoch == e && c.w_tid != t)
+        const bool race_w = c.w_epoch >= lf ? c.w_epoch < bf || (c.w_epoch == e && (c.w_tid & ~kAtomicWrite) != t)
                                             : c.w_epoch > g_ordered_upto && !earlier_ordered(c.w_epoch);
         const bool race_r = write && (c.r_epoch >= lf ? c.r_epoch < bf || (c.r_epoch == e && c.r_tid != t)
                                                       : c.r_epoch > g_ordered_upto && !earlier_ordered(c.r_epoch));
-        const bool race_r2 = write && !race_r && unordered_read(c.r2_epoch);  // (always an earlier operation's)
+        const bool race_r2 = write && !race_r && unordered_earlier(c.r2_epoch);  // (always an earlier operation's)
         if (race_w || race_r || race_r2) {
             const Shadow s{tls_buf_lo, tls_buf_hi, tls_buf_cells};
             report_global_race(ex, s, b, write, race_w ? c.w_epoch : race_r ? c.r_epoch : c.r2_epoch,
@@ -720,7 +765,7 @@ __attribute__((no_sanitize("address"), noinline)) void global_access(const void*
             // an earlier operation's read: this one replaces it when that is ordered before, else (another stream's,
             // which any write here races too) moves it to r2_epoch unless that holds another unordered read
             if (c.r_epoch <= g_ordered_upto || earlier_ordered(c.r_epoch)) c.r_epoch = e, c.r_tid = t;
-            else if (!unordered_read(c.r2_epoch)) c.r2_epoch = c.r_epoch, c.r_epoch = e, c.r_tid = t;
+            else if (!unordered_earlier(c.r2_epoch)) c.r2_epoch = c.r_epoch, c.r_epoch = e, c.r_tid = t;
         } else if (c.r_epoch >= bf && c.r_epoch < e) {
             c.r_epoch = e, c.r_tid = t;  // (another block's read of this launch is kept: any write here races it)
         } else if (c.r_epoch == e && c.r_tid != t) {
@@ -960,7 +1005,7 @@ bool check_op_bytes(const Shadow& sh, uintptr_t lo, uintptr_t hi, bool write, co
         GCell& c = sh.cells[b - sh.lo];
         const bool race_w = c.w_epoch != 0 && c.w_epoch < e && !earlier_ordered(c.w_epoch);
         const bool race_r = write && c.r_epoch != 0 && c.r_epoch < e && !earlier_ordered(c.r_epoch);
-        const bool race_r2 = write && !race_r && unordered_read(c.r2_epoch);
+        const bool race_r2 = write && !race_r && unordered_earlier(c.r2_epoch);
         if (race_w || race_r || race_r2) {
             char m[1200];
             std::snprintf(m, sizeof m, "cuda_emu: global-memory race across streams on byte %zu of a %zu-byte device "
@@ -979,7 +1024,7 @@ bool check_op_bytes(const Shadow& sh, uintptr_t lo, uintptr_t hi, bool write, co
             c.w_epoch = e, c.w_tid = 0, c.r_epoch = c.r2_epoch = 0;
         } else if (c.r_epoch < e) {
             if (c.r_epoch == 0 || earlier_ordered(c.r_epoch)) c.r_epoch = e, c.r_tid = 0;
-            else if (!unordered_read(c.r2_epoch)) c.r2_epoch = c.r_epoch, c.r_epoch = e, c.r_tid = 0;
+            else if (!unordered_earlier(c.r2_epoch)) c.r2_epoch = c.r_epoch, c.r_epoch = e, c.r_tid = 0;
         }
     }
     return true;
@@ -1132,7 +1177,7 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body, std::shared
 
 // ---- the compiler's load/store callbacks (-fsanitize-coverage=trace-loads,trace-stores on kernel sources) ------
 // A range test inline: the shared-memory race check's bookkeeping for what may be tracked shared memory, the
-// global-memory check's for the rest while a launch runs (not inside an atomic).
+// global-memory check's for the rest while a launch runs (inside an atomic, its store only).
 #define CUDA_EMU_HOOK(n, T)                                                                                      \
     extern "C" __attribute__((no_sanitize("address"))) void __sanitizer_cov_load##n(T* p) {                     \
         const uintptr_t a = reinterpret_cast<uintptr_t>(p);                                                      \
@@ -1147,6 +1192,8 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body, std::shared
             cuda_emu::access(p, n, true, __builtin_return_address(0));                                           \
         else if (cuda_emu::tls_global_check && !cuda_emu::tls_in_atomic)                                        \
             cuda_emu::global_access(p, n, true, __builtin_return_address(0));                                    \
+        else if (cuda_emu::tls_global_check)                                                                     \
+            cuda_emu::global_atomic_access(p, n, __builtin_return_address(0));                                   \
     }
 CUDA_EMU_HOOK(1, uint8_t)
 CUDA_EMU_HOOK(2, uint16_t)

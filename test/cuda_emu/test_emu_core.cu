@@ -164,7 +164,7 @@ TEST_F(EmuTest, LaunchBoundsAreEnforced) {
 // ---- block order: none promised (Programming Guide, "Thread Hierarchy": blocks run in any order) -----------------
 // A running count along the blocks, each block reading its neighbour's result of the same launch: deliberately
 // broken (a race on a GPU), and right only where blocks run in index order (from_left) or in reverse. Through
-// atomics, which the global-memory race check leaves alone: plain loads and stores would be reported by it (below),
+// atomics, which the global-memory race check lets commute: plain loads and stores would be reported by it (below),
 // this is what only the block order shows.
 __global__ void chain_kernel(int* out, int n, bool from_left) {
     if (threadIdx.x != 0) return;
@@ -735,6 +735,13 @@ __global__ void copy_kernel(int* dst, const int* src, int n) {
     if (i < n) dst[i] = src[i];
 }
 constexpr int kOrderN = 300;  // two blocks of 256
+// Every thread sets bit 0 of p[g % n] with atomicOr; with out, thread 0 of block 0 then reads p[n - 1] plainly,
+// which an atomic of the other block writes (of thread 43 of block 1 for n = 300).
+__global__ void atomic_or_kernel(int* p, int n, int* out) {
+    const int g = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    atomicOr(p + g % n, 1);
+    if (out && g == 0) out[0] = p[n - 1];
+}
 bool all_equal(const std::vector<int>& v, int x) {
     for (int e : v)
         if (e != x) return false;
@@ -938,6 +945,35 @@ TEST_F(EmuTest, RacesAcrossStreamsAreReportedUnlessOrdered) {
     clean("two readers, the writer after both");
     two_readers(copy_a, copy_b, memset_a, true);
     clean("two copies, the memset after both");
+    // an atomic takes part as a write: another stream's copy of its word, or its atomic after another stream's read,
+    // unordered, race; atomics of one launch commute, a plain read after another thread's atomic does not
+    auto atomics = [&](cudaStream_t s, int* out) { atomic_or_kernel<<<2, 256, ++config, s>>>(x.p, n, out); };
+    atomics(a, nullptr);
+    copy(b);
+    race("an atomic, then another stream's read", "reads it; another operation wrote it in atomic_or_kernel");
+    copy(a);
+    atomics(b, nullptr);
+    race("a read, then another stream's atomic",
+         "writes it (an atomic); another operation read it in copy_kernel on stream");
+    atomics(a, nullptr);
+    ASSERT_EQ(cudaEventRecord(e, a), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(b, e, 0), cudaSuccess);
+    copy(b);
+    clean("an atomic, then another stream's read after an event");
+    atomics(a, z.p);
+    {
+        const long before = cuda_emu::races_seen();
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure) << "a plain read of an atomic's word";
+        EXPECT_GT(cuda_emu::races_seen(), before);
+        const std::string m = cuda_emu::last_error_message();
+        EXPECT_NE(m.find("global-memory race on byte 1196 of"), std::string::npos) << m;
+        // (whichever block runs first: the read meets the atomic, or the atomic the read)
+        EXPECT_TRUE(m.find("thread 0 reads it while another block of this launch wrote it (an atomic)") !=
+                        std::string::npos ||
+                    m.find("thread 43 writes it (an atomic) while another block of this launch read it") !=
+                        std::string::npos) << m;
+        cuda_emu::reset_errors();
+    }
     // a kernel on the legacy stream does not make the host wait: a non-blocking stream's later work is not ordered
     // after it
     fill(nullptr, x.p);
