@@ -388,11 +388,18 @@ SafeTensorsFile safetensors_open(const std::string& path) {
 
     nlohmann::json j;
     std::set<std::string> names;  // the header's own keys: a name given twice kept its last entry silently
-    std::string twice;
+    std::set<std::string> fields;  // the keys of the entry being parsed (a tensor's, or the metadata's)
+    std::string twice, twice_in;   // a key given twice, and the entry it is in ("": the header's own)
+    std::string entry;
     auto note_key = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-        if (event == nlohmann::json::parse_event_t::key && depth == 1 && twice.empty() &&
-            !names.insert(parsed.get<std::string>()).second)
-            twice = parsed.get<std::string>();
+        if (event == nlohmann::json::parse_event_t::key && depth == 1) {
+            entry = parsed.get<std::string>();
+            fields.clear();
+            if (twice.empty() && !names.insert(entry).second) twice = entry, twice_in.clear();
+        } else if (event == nlohmann::json::parse_event_t::key && depth == 2 && twice.empty() &&
+                   !fields.insert(parsed.get<std::string>()).second) {
+            twice = parsed.get<std::string>(), twice_in = entry;
+        }
         return true;
     };
     try {
@@ -402,12 +409,16 @@ SafeTensorsFile safetensors_open(const std::string& path) {
              e.what());
     }
     if (!j.is_object()) fail("%s: the header is JSON but not an object", p);
-    if (!twice.empty())
-        fail("%s: the header names '%s' twice (which entry holds its data is undefined; the safetensors library "
-             "refuses such a file)\n---> HINT: the file is corrupt; write it again", p, twice.c_str());
+    if (!twice.empty() && twice_in.empty())
+        fail("%s: the header names '%s' twice (which entry holds its data is undefined: the safetensors library "
+             "keeps the last one silently)\n---> HINT: the file is corrupt; write it again", p, twice.c_str());
+    if (!twice.empty())  // (the safetensors library refuses this one: "duplicate field")
+        fail("%s: the entry '%s' gives \"%s\" twice\n---> HINT: the file is corrupt; write it again", p,
+             twice_in.c_str(), twice.c_str());
 
     for (auto it = j.begin(); it != j.end(); ++it) {
         if (it.key() == "__metadata__") {
+            if (it->is_null()) continue;  // (no metadata: the safetensors library reads it as such)
             if (!it->is_object()) fail("%s: \"__metadata__\" is not a JSON object", p);
             for (auto m = it->begin(); m != it->end(); ++m) {
                 if (!m->is_string()) {
@@ -428,7 +439,8 @@ SafeTensorsFile safetensors_open(const std::string& path) {
     });
     // Sorted by start, the tensors tile the data area, as the safetensors library requires: two overlap iff one
     // starts before the furthest end so far; bytes between two or after the last belong to none (a file cut and
-    // patched, or written by something else: refused rather than read in part).
+    // patched, or written by something else: refused rather than read in part). A zero-size tensor is skipped: no
+    // byte is read for it (the library also refuses one that points inside another tensor; harmless here).
     uint64_t max_end = 0;
     const SafeTensor* max_end_tensor = nullptr;
     for (const SafeTensor& t : f.tensors) {

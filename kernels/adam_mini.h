@@ -7,7 +7,7 @@
 //   m   = beta1 m + (1 - beta1) g                         one float per element
 //   p   = p (1 - lr wd) - lr / (1 - beta1^t) * m / (sqrt(v_b) / sqrt(1 - beta2^t) + eps)
 // i.e. AdamW (kernels/adamw.h, same operation order and bias corrections) with v shared inside a block; with
-// block = 1 it is AdamW exactly. This is the update of the Adam-mini paper (Zhang et al. 2024, Algorithm 1).
+// block = 1 it is AdamW (mathematically: v is summed in double, so equal to within rounding). This is the update of the Adam-mini paper (Zhang et al. 2024, Algorithm 1).
 #pragma once
 #include <cmath>
 #include <cstddef>

@@ -452,7 +452,8 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
         std::ofstream f(tmp);
         if (!f) fail("cannot write %s", tmp.c_str());
         f << j.dump(2) << "\n";
-        if (!f) fail("cannot write %s", tmp.c_str());
+        f.close();  // (a write error of the last buffer shows here: a truncated file must not replace config.json)
+        if (f.fail()) fail("cannot write %s (disk full?)", tmp.c_str());
     }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename %s to %s", tmp.c_str(), path.c_str());
 }

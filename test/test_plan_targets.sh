@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 [ -x ./train_llama ] || { echo "FAIL: ./train_llama is not built"; exit 1; }
 pass=0; fail=0
 gib() {  # the planned total of ./train_llama --plan --json "$@", in GiB
-  ./train_llama --plan --json --batch-size 128 --seq-len 256 "$@" |
+  ./train_llama --plan --json --precision bf16 --batch-size 128 --seq-len 256 "$@" |
     python3 -c 'import json, sys; print("%.2f" % (json.load(sys.stdin)["total"] / 2**30))'
 }
 check() {  # label, python condition over the numbers

@@ -501,6 +501,18 @@ TEST_F(BadInput, MalformedEntries) {
                "overflows 64 bits");
     write_raw_file(path, "{\"__metadata__\":{\"step\":5}}", "");
     EXPECT_HAS(user_error([&] { safetensors_open(path); }), "metadata value for 'step' is not a string");
+    // a field given twice in an entry is refused, as the safetensors library does ("duplicate field `dtype`"):
+    // nlohmann kept the last one, here an I32 [2] that fits the 8 bytes as well as the F32 [2]
+    EXPECT_HAS(open_with("{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"dtype\":\"I32\"}"),
+               "the entry 't' gives \"dtype\" twice");
+    write_raw_file(path, "{\"__metadata__\":{\"a\":\"x\",\"a\":\"y\"}}", "");
+    EXPECT_HAS(user_error([&] { safetensors_open(path); }), "the entry '__metadata__' gives \"a\" twice");
+    // "__metadata__": null is no metadata (safetensors.numpy.load_file reads such a file)
+    write_raw_file(path, "{\"__metadata__\":null,\"x\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                   std::string("\x05\0\0\0", 4));
+    int32_t v = 0;
+    safetensors_open(path).read_raw("x", &v, 4);
+    EXPECT_EQ(v, 5);
 }
 
 TEST_F(BadInput, OffsetsOutsideData) {
@@ -529,8 +541,8 @@ TEST_F(BadInput, OverlappingTensors) {
     EXPECT_HAS(msg, "tensors 'a' and 'b' overlap");
 }
 
-// What the safetensors library (0.4+, Python's safetensors.numpy.load_file) refuses, refused: a name given twice
-// (nlohmann keeps the last entry: a file whose second copy was zeros loaded the zeros with exit 0), bytes between
+// A name given twice is refused (the safetensors library, 0.8, keeps the last entry silently, as nlohmann did: a file
+// whose second copy was zeros loaded the zeros with exit 0); what the library refuses, refused: bytes between
 // two tensors, bytes after the last ("invalid offset for tensor", "file not fully covered"). Tensors that tile the
 // data area, in any header order and with a zero-size one, are the good case.
 TEST_F(BadInput, TensorsMustTileTheDataAreaOnceEach) {
