@@ -533,9 +533,9 @@ __attribute__((no_sanitize("address"), noinline)) void access(const void* p, siz
 // ---- global-memory race check ------------------------------------------------------------------------------------
 // Every load and store of a kernel to a cudaMalloc'ed buffer (not its own locals, not shared memory; atomics as
 // global_atomic_access says) is checked against the byte's GCell: a byte that another block of the launch wrote, or
-// another thread of the block wrote since the last __syncthreads, or (for a write) read, is a race. What compute-sanitizer cannot show: its
-// racecheck tool sees shared memory only, and on a GPU such a race shows only when the blocks happen to run in the
-// wrong order.
+// another thread of the block wrote since the last __syncthreads, or (for a write) read, is a race. What
+// compute-sanitizer cannot show: its racecheck tool sees shared memory only, and on a GPU such a race shows only when
+// the blocks happen to run in the wrong order.
 __thread bool tls_global_check = false;  // a launch with the check on runs on this host thread
 __thread uintptr_t tls_buf_lo = 0, tls_buf_hi = 0;  // the buffer of the last checked access (a one-entry cache)
 __thread GCell* tls_buf_cells = nullptr;
