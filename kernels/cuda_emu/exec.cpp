@@ -637,6 +637,13 @@ inline bool earlier_ordered(uint32_t epoch) {
 inline bool unordered_earlier(uint32_t epoch) {
     return epoch != 0 && epoch > g_ordered_upto && !earlier_ordered(epoch);
 }
+// A read at epoch e (by thread t) of a byte whose r_epoch is an earlier operation's (or none): it replaces that read
+// when it is ordered before, else moves it (another stream's, which any later write races too) to r2_epoch, unless
+// that holds another unordered read (then this read is the one dropped).
+inline void read_after_earlier(GCell& c, uint32_t e, uint16_t t) {
+    if (!unordered_earlier(c.r_epoch)) c.r_epoch = e, c.r_tid = t;
+    else if (!unordered_earlier(c.r2_epoch)) c.r2_epoch = c.r_epoch, c.r_epoch = e, c.r_tid = t;
+}
 // The report's sentence on the earlier access at `epoch`, which is not ordered before the running operation.
 std::string unordered_with(uint32_t epoch, bool other_wrote, bool write) {
     const OpRecord& r = g_records[record_of(epoch)];
@@ -749,9 +756,9 @@ __attribute__((no_sanitize("address"), noinline)) void global_access(const void*
         GCell& c = tls_buf_cells[b - tls_buf_lo];
         // (an epoch below lf is an earlier operation's: a race unless ordered before this launch's stream position)
         const bool race_w = c.w_epoch >= lf ? c.w_epoch < bf || (c.w_epoch == e && (c.w_tid & ~kAtomicWrite) != t)
-                                            : c.w_epoch > g_ordered_upto && !earlier_ordered(c.w_epoch);
+                                            : unordered_earlier(c.w_epoch);
         const bool race_r = write && (c.r_epoch >= lf ? c.r_epoch < bf || (c.r_epoch == e && c.r_tid != t)
-                                                      : c.r_epoch > g_ordered_upto && !earlier_ordered(c.r_epoch));
+                                                      : unordered_earlier(c.r_epoch));
         const bool race_r2 = write && !race_r && unordered_earlier(c.r2_epoch);  // (always an earlier operation's)
         if (race_w || race_r || race_r2) {
             const Shadow s{tls_buf_lo, tls_buf_hi, tls_buf_cells};
@@ -762,10 +769,7 @@ __attribute__((no_sanitize("address"), noinline)) void global_access(const void*
         if (write) {
             c.w_epoch = e, c.w_tid = t, c.r_epoch = c.r2_epoch = 0;
         } else if (c.r_epoch < lf) {
-            // an earlier operation's read: this one replaces it when that is ordered before, else (another stream's,
-            // which any write here races too) moves it to r2_epoch unless that holds another unordered read
-            if (c.r_epoch <= g_ordered_upto || earlier_ordered(c.r_epoch)) c.r_epoch = e, c.r_tid = t;
-            else if (!unordered_earlier(c.r2_epoch)) c.r2_epoch = c.r_epoch, c.r_epoch = e, c.r_tid = t;
+            read_after_earlier(c, e, t);
         } else if (c.r_epoch >= bf && c.r_epoch < e) {
             c.r_epoch = e, c.r_tid = t;  // (another block's read of this launch is kept: any write here races it)
         } else if (c.r_epoch == e && c.r_tid != t) {
@@ -1018,13 +1022,12 @@ bool check_op_bytes(const Shadow& sh, uintptr_t lo, uintptr_t hi, bool write, co
             g_reported_serial = g_order_serial;
             return false;
         }
-        // (a read subsumes an earlier read ordered before it; another stream's unordered read moves to r2_epoch,
-        // unless that holds one: a later write, this operation's own in place too, must meet it)
+        // (read_after_earlier keeps another stream's unordered read: a later write, this operation's own in place
+        // too, must meet it)
         if (write) {
             c.w_epoch = e, c.w_tid = 0, c.r_epoch = c.r2_epoch = 0;
         } else if (c.r_epoch < e) {
-            if (c.r_epoch == 0 || earlier_ordered(c.r_epoch)) c.r_epoch = e, c.r_tid = 0;
-            else if (!unordered_earlier(c.r2_epoch)) c.r2_epoch = c.r_epoch, c.r_epoch = e, c.r_tid = 0;
+            read_after_earlier(c, e, 0);
         }
     }
     return true;
