@@ -38,3 +38,22 @@ inline size_t cudnn_sdpa_workspace_estimate(int B, int T, int NH, int HS) {
     const size_t softmax_sum = rows * 4, dq_accum = rows * HS * 4, dp = (size_t)B * NH * t64 * t64 * 2;
     return softmax_sum + std::max(dq_accum, dp) + CUDNN_SDPA_ENGINE_SCRATCH_BYTES;
 }
+
+// GaLore's refresh (CudaBackend::galore_refresh, kernels/optim_cuda.cu) in the backend's scratch, for a gradient
+// block (m, n) projected on the side of size k: [G (m, n) fp64][Gram matrix, then its eigenvectors (k, k) fp64]
+// [eigenvalues (k) fp64][4 words: flags, syevd's info], each part 256-byte aligned, then cuSOLVER's syevd
+// workspace from byte `solver` on. Only cuSOLVER can size that workspace (cusolverDnXsyevd_bufferSize, on a GPU);
+// the planner counts LAPACK's documented minimum for dsyevd with eigenvectors (galore_syevd_bytes_estimate).
+struct GaloreRefreshScratch {
+    size_t gram, eigenvalues, words, solver;  // byte offsets
+};
+inline GaloreRefreshScratch galore_refresh_scratch(size_t m, size_t n, size_t k) {
+    auto a256 = [](size_t b) { return (b + 255) & ~(size_t)255; };
+    GaloreRefreshScratch s;
+    s.gram = a256(m * n * sizeof(double));
+    s.eigenvalues = s.gram + a256(k * k * sizeof(double));
+    s.words = s.eigenvalues + a256(k * sizeof(double));
+    s.solver = s.words + 256;
+    return s;
+}
+inline size_t galore_syevd_bytes_estimate(size_t k) { return (1 + 6 * k + 2 * k * k) * sizeof(double); }

@@ -281,20 +281,28 @@ __global__ void identity_columns_kernel(float* P, int k, int r) {
         P[e] = (e / r == e % r) ? 1.0f : 0.0f;
 }
 
-// twin: the copy-out of galore_projection_cpu + galore_canonical_signs. Z (k, k) column-major: syevd's
+// dst (n) fp64 = src (n) G, exactly (every float and bf16 value is a double)
+template <typename G>
+__global__ void to_f64_kernel(double* dst, const G* src, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = (double)to_float(src[i]);
+}
+
+// twin: the copy-out of galore_projection_cpu + galore_canonical_signs. Z (k, k) fp64 column-major: syevd's
 // eigenvectors, eigenvalues ascending, so P's column j (the j-th largest) is Z's column k-1-j (contiguous).
 // One block per j: the entry of largest magnitude (the first on exact ties, as the twin) sets the sign, then
-// P[i * r + j] = ±Z[i, k-1-j] (negation is exact). P (k, r) row-major. blockDim.x = OPT_BLOCK.
-__global__ void top_vectors_kernel(float* P, const float* Z, int k, int r) {
+// P[i * r + j] = ±float(Z[i, k-1-j]): the sign is chosen on the rounded column, as the twin chooses it on its
+// fp32 vectors (negation is exact). P (k, r) row-major. blockDim.x = OPT_BLOCK.
+__global__ void top_vectors_kernel(float* P, const double* Z, int k, int r) {
     __shared__ float best_v[OPT_BLOCK / 32];
     __shared__ int best_i[OPT_BLOCK / 32];
     __shared__ int flip;
     const int j = blockIdx.x;
-    const float* z = Z + (size_t)(k - 1 - j) * k;
+    const double* z = Z + (size_t)(k - 1 - j) * k;
     float bv = -1.0f;
     int bi = 0;  // (a column of NaN, never "larger", keeps index 0: INT_MAX was read as z[INT_MAX])
     for (int i = threadIdx.x; i < k; i += blockDim.x) {  // increasing i: a thread keeps its first maximum
-        const float a = fabsf(z[i]);
+        const float a = fabsf((float)z[i]);
         if (a > bv) {
             bv = a;
             bi = i;
@@ -325,11 +333,14 @@ __global__ void top_vectors_kernel(float* P, const float* Z, int k, int r) {
                 v = best_v[w];
                 ix = best_i[w];
             }
-        flip = z[ix] < 0.0f;
+        flip = (float)z[ix] < 0.0f;
     }
     __syncthreads();
     const bool neg = flip != 0;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) P[(size_t)i * r + j] = neg ? -z[i] : z[i];
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+        const float zi = (float)z[i];
+        P[(size_t)i * r + j] = neg ? -zi : zi;
+    }
 }
 
 // params (n) T = src (n) fp32 rounded per optim_round (the identity for T = float)
@@ -495,13 +506,15 @@ void CudaBackend::adamw8_update(act_t* params, float* master, const grad_t* grad
 // The twin takes an SVD (sgesdd); here the top r eigenvectors of the Gram matrix on the chosen side (right:
 // GᵀG (n, n), its eigenvectors are V; left: G Gᵀ (m, m), U) by cusolverDnXsyevd, the solver PRAC's refresh
 // uses: one SYRK and a k x k eigensolve instead of an m x n SVD (cuSOLVER's gesvd is many times slower at GaLore's
-// shapes, and GaLore refreshes every block of every layer). The Gram matrix squares the condition number: a
-// singular vector is resolved to about eps * s_1² / (s_i² - s_(i+1)²) instead of eps * s_1 / (s_i - s_(i+1)),
-// which only matters for singular values near eps^(1/2) s_1, far below GaLore's top r. G is first copied to
-// fp32 scaled by a power of two that brings its largest magnitude into [0.5, 1): the squares can then neither
-// overflow nor underflow where the SVD would not, and the singular vectors are those of G exactly.
+// shapes, and GaLore refreshes every block of every layer). In fp64: the Gram matrix squares the condition
+// number, so a singular vector is resolved to about eps * s_1² / (s_i² - s_(i+1)²) instead of the SVD's
+// eps * s_1 / (s_i - s_(i+1)). With fp32's eps that lost the top-r subspace wherever s_r / s_1 fell below about
+// 3e-4 (a gradient's spectrum may; the test plants one at 1e-4); with fp64's it is at least the twin's fp32
+// precision down to s_i / s_1 ~ 1e-9. G enters exactly (fp32 and bf16 values are doubles) and needs no rescaling:
+// squares of floats neither overflow nor underflow in fp64. The cost over fp32: the fp64 SYRK and eigensolve of
+// a refresh GaLore takes once every T steps (to be timed on a GPU: test_optim_cuda's llama-1b refresh line).
 // Returns as the twin: 0; -1 when G has a non-finite entry (P untouched); cuSOLVER's positive info when syevd
-// did not converge (P untouched). Scratch (the backend's): m n + k² + k floats and syevd's workspace.
+// did not converge (P untouched). Scratch (the backend's): kernels/cuda_sizes.h's galore_refresh_scratch.
 int CudaBackend::galore_refresh(float* P, const grad_t* G, int m, int n, int r, bool right) {
     const size_t mn = (size_t)m * n;
     const int k = right ? n : m;
@@ -511,26 +524,22 @@ int CudaBackend::galore_refresh(float* P, const grad_t* G, int m, int n, int r, 
     HostScalars hs(cublas, stream);
     cusolverCheck(cusolverDnSetStream(cusolver, stream));
 
-    // scratch: [Gs (m, n) fp32][Gram / eigenvectors (k, k)][eigenvalues (k)][4 words][syevd workspace]
-    const size_t off_gram = align256(mn * sizeof(float));
-    const size_t off_w = off_gram + align256((size_t)k * k * sizeof(float));
-    const size_t off_ints = off_w + align256((size_t)k * sizeof(float));
-    const size_t off_solver = off_ints + 256;
-    char* base = (char*)scratch_at_least(off_solver);
+    const GaloreRefreshScratch at = galore_refresh_scratch(m, n, k);
+    char* base = (char*)scratch_at_least(at.solver);
     CusolverParams params;  // destroyed on the failure path too
     size_t dev_bytes = 0, host_bytes = 0;
     cusolverCheck(cusolverDnXsyevd_bufferSize(cusolver, params.p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
-                                              (int64_t)k, CUDA_R_32F, base + off_gram, (int64_t)k, CUDA_R_32F,
-                                              base + off_w, CUDA_R_32F, &dev_bytes, &host_bytes));
-    base = (char*)scratch_at_least(off_solver + align256(dev_bytes));  // may move: pointers are taken after
-    float* Gs = (float*)base;
-    float* gram = (float*)(base + off_gram);
-    float* w = (float*)(base + off_w);
-    unsigned* words = (unsigned*)(base + off_ints);  // [0] non-finite flag, [1] max |G| bits, [2] syevd info
+                                              (int64_t)k, CUDA_R_64F, base + at.gram, (int64_t)k, CUDA_R_64F,
+                                              base + at.eigenvalues, CUDA_R_64F, &dev_bytes, &host_bytes));
+    base = (char*)scratch_at_least(at.solver + dev_bytes);  // may move: pointers are taken after
+    double* Gd = (double*)base;
+    double* gram = (double*)(base + at.gram);
+    double* w = (double*)(base + at.eigenvalues);
+    unsigned* words = (unsigned*)(base + at.words);  // [0] non-finite flag, [1] max |G| bits, [2] syevd info
     int* info = (int*)(words + 2);
     std::vector<char> host_buf(host_bytes);
 
-    // 1. finiteness and the largest magnitude (one read back)
+    // 1. finiteness, and whether G is zero (one read back)
     cudaCheck(cudaMemsetAsync(words, 0, 2 * sizeof(unsigned), stream));
     galore_scan_kernel<grad_t><<<cuda_grid_1d(mn, OPT_BLOCK, 4096), OPT_BLOCK, 0, stream>>>(G, mn, words);
     cudaCheck(cudaGetLastError());
@@ -544,26 +553,21 @@ int CudaBackend::galore_refresh(float* P, const grad_t* G, int m, int n, int r, 
         identity_columns_kernel<<<cuda_grid_1d((size_t)k * r, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(P, k, r);
         cudaCheck(cudaGetLastError());
     } else {
-        // 2. Gs = G * 2^-e with max |G| = f 2^e, f in [0.5, 1); the exponent clamped so 2^-e is a normal float
-        float amax;
-        std::memcpy(&amax, &scan[1], 4);
-        int e = 0;
-        std::frexp(amax, &e);
-        const float scale = std::ldexp(1.0f, -std::max(-126, std::min(126, e)));
-        to_f32_scaled_kernel<grad_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(Gs, G, mn, scale);
+        // 2. Gd (m, n) = G in fp64
+        to_f64_kernel<grad_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(Gd, G, mn);
         cudaCheck(cudaGetLastError());
-        // 3. the Gram matrix's upper triangle, column-major (k, k). Row-major Gs (m, n) is the column-major
-        //    A = Gsᵀ (n, m), lda n:  right: GsᵀGs = A Aᵀ (SYRK 'N', n x n, k = m);
-        //                            left:  Gs Gsᵀ = Aᵀ A (SYRK 'T', m x m, k = n).
-        const float one = 1.0f, zero = 0.0f;
+        // 3. the Gram matrix's upper triangle, column-major (k, k). Row-major Gd (m, n) is the column-major
+        //    A = Gdᵀ (n, m), lda n:  right: GdᵀGd = A Aᵀ (SYRK 'N', n x n, k = m);
+        //                            left:  Gd Gdᵀ = Aᵀ A (SYRK 'T', m x m, k = n).
+        const double one = 1.0, zero = 0.0;
         if (right)
-            cublasCheck(cublasSsyrk(cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, n, m, &one, Gs, n, &zero, gram, n));
+            cublasCheck(cublasDsyrk(cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, n, m, &one, Gd, n, &zero, gram, n));
         else
-            cublasCheck(cublasSsyrk(cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, m, n, &one, Gs, n, &zero, gram, m));
+            cublasCheck(cublasDsyrk(cublas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, m, n, &one, Gd, n, &zero, gram, m));
         // 4. eigenvectors in place of the Gram matrix, eigenvalues ascending
         cusolverCheck(cusolverDnXsyevd(cusolver, params.p, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
-                                       (int64_t)k, CUDA_R_32F, gram, (int64_t)k, CUDA_R_32F, w, CUDA_R_32F,
-                                       base + off_solver, dev_bytes, host_buf.empty() ? nullptr : host_buf.data(),
+                                       (int64_t)k, CUDA_R_64F, gram, (int64_t)k, CUDA_R_64F, w, CUDA_R_64F,
+                                       base + at.solver, dev_bytes, host_buf.empty() ? nullptr : host_buf.data(),
                                        host_bytes, info));
         int h_info = 0;
         cudaCheck(cudaMemcpyAsync(&h_info, info, sizeof h_info, cudaMemcpyDeviceToHost, stream));

@@ -30,11 +30,17 @@
 //       only one.
 //   galore_project, galore_apply                                       1e-5: fp32 GEMMs, K <= 256, other order
 //   galore_refresh P (rel to max |P|)                                  1e-3, and |PᵀP - I| <= 1e-4: the GPU takes
-//       the eigenvectors of the Gram matrix (syevd), the CPU an SVD; the test matrices have planted singular
-//       values 4 -> 1 (gaps 3 / (k - 1)) and one clearly largest entry per singular vector, so vectors are
-//       determined to ~eps s1² / gap and the canonical sign is no near tie. The same Gram + eigensolver path
-//       emulated on the CPU (ssyrk + LAPACK ssyevd) differs from sgesdd by <= 5e-5 on these shapes (fp32 and
-//       bf16-rounded inputs)
+//       the eigenvectors of the fp64 Gram matrix (syevd), the CPU an fp32 SVD; the test matrices have planted
+//       singular values 4 -> 1 (gaps 3 / (k - 1)) and one clearly largest entry per singular vector, so vectors
+//       are determined to ~eps32 s1 / gap by the SVD and the canonical sign is no near tie. The fp32 Gram +
+//       eigensolver path this replaced differed from sgesdd by <= 5e-5 on these shapes
+//   galore_refresh's subspace on a small tail                          vs the exact subspace (dgesdd) 1e-6,
+//       vs the CPU twin's 4 eps32 s_1 / (s_r - s_r+1), the fp32 SVD's own error (Davis-Kahan): subspace distances
+//       ‖E - P Pᵀ E‖_F. Singular values 16 -> 9, then a spike of 8 at c (2 -> 1.5) with c / s_1 ~ 1e-4 (fp32
+//       build) or ~1e-3 (bf16: its rounding noise sits near 5e-4 s_1), the rest c (0.5 -> 0.1). Measured
+//       (emulated): the fp64 Gram 1.3e-7 from exact (P's fp32 rounding), the twin 5.6e-4 (fp32 build; bound
+//       7.6e-3) and 1.2e-4 (bf16; bound 7.6e-4) from it; the fp32 Gram it replaces is 0.4-2.8 (fp32, c = 1e-3)
+//       or 0.02-0.06 (bf16, c = 1e-2) away from both (a numpy model of it)
 //   adamw8 (op and whole steps)                                        bitwise: codes, block scales and master
 //       weights (fp32 build: params); the twin's fp32 operations with _rn intrinsics, a max (order-free) for the
 //       scales, and the same encoder over the same float tables
@@ -52,6 +58,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cfloat>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -126,20 +134,26 @@ static std::vector<double> orthonormal_columns(int rows, int k) {
     return Q;
 }
 
-// G (m, n) row-major = scale U diag(s) Vᵀ, k = min(m, n), s_i = 4 - 3 i / (k - 1): singular values 4 -> 1 with
-// gaps 3 / (k - 1), singular vectors with a clear largest entry (above). Not yet rounded to floatX.
-static fvec planted(int m, int n, float scale) {
-    int k = std::min(m, n);
+// G (m, n) row-major = U diag(s) Vᵀ, k = min(m, n) = s.size(), singular vectors with a clear largest entry
+// (above). Not yet rounded to floatX.
+static fvec with_spectrum(int m, int n, const std::vector<double>& s) {
+    const int k = (int)s.size();
     std::vector<double> U = orthonormal_columns(m, k), V = orthonormal_columns(n, k);
     fvec G((size_t)m * n);
     for (int i = 0; i < m; i++)
         for (int j = 0; j < n; j++) {
             double acc = 0;
-            for (int l = 0; l < k; l++) acc += U[(size_t)i * k + l] * (k > 1 ? 4.0 - 3.0 * l / (k - 1) : 4.0) *
-                                              V[(size_t)j * k + l];
-            G[(size_t)i * n + j] = (float)(scale * acc);
+            for (int l = 0; l < k; l++) acc += U[(size_t)i * k + l] * s[l] * V[(size_t)j * k + l];
+            G[(size_t)i * n + j] = (float)acc;
         }
     return G;
+}
+// singular values scale (4 -> 1) with gaps 3 scale / (k - 1)
+static fvec planted(int m, int n, float scale) {
+    const int k = std::min(m, n);
+    std::vector<double> s(k);
+    for (int l = 0; l < k; l++) s[l] = scale * (k > 1 ? 4.0 - 3.0 * l / (k - 1) : 4.0);
+    return with_spectrum(m, n, s);
 }
 
 // ---- device buffers through the backend's allocator ----
@@ -484,6 +498,88 @@ static void test_galore_refresh(CudaBackend& be, int m, int n, int r) {
         }
     check_tol(tag + " |PᵀP - I|", orth, 1e-4);
 }
+
+// ‖E - Q (Qᵀ E)‖_F for Q, E (k, r) row-major with orthonormal columns: the Frobenius norm of the sines of the
+// principal angles between their spans
+template <typename A, typename B>
+static double subspace_distance(const std::vector<A>& Q, const std::vector<B>& E, int k, int r) {
+    std::vector<double> QtE((size_t)r * r, 0.0);
+    for (int i = 0; i < k; i++)
+        for (int a = 0; a < r; a++)
+            for (int b = 0; b < r; b++) QtE[(size_t)a * r + b] += (double)Q[(size_t)i * r + a] * E[(size_t)i * r + b];
+    double sum = 0;
+    for (int i = 0; i < k; i++)
+        for (int b = 0; b < r; b++) {
+            double d = E[(size_t)i * r + b];
+            for (int a = 0; a < r; a++) d -= (double)Q[(size_t)i * r + a] * QtE[(size_t)a * r + b];
+            sum += d * d;
+        }
+    return std::sqrt(sum);
+}
+
+// galore_refresh's top-r subspace where s_r / s_1 is small (see the header), against the exact one (LAPACK's
+// dgesdd of the same G) and the CPU twin's, as subspaces: the tail's vectors are each determined only to
+// ~eps32 s_1 / (their gaps) by the twin's fp32 SVD
+static void test_galore_refresh_small_tail(CudaBackend& be, int m, int n) {
+    const bool right = m >= n;
+    const int k = right ? n : m, r = 16;
+    const double c = BF16 ? 1e-2 : 1e-3;
+    std::vector<double> s(k);
+    for (int l = 0; l < k; l++)
+        s[l] = l < 8 ? 16.0 - l : l < 16 ? c * (2.0 - 0.5 * (l - 8) / 7) : c * (0.5 - 0.4 * (l - 16) / (k - 17));
+    fvec G = quantize(with_spectrum(m, n, s)), P((size_t)k * r);
+    DBuf<floatX> dG(be, G.size());
+    DBuf<float> dP(be, P.size());
+    put_x(be, dG.p, G);
+    int gi = be.galore_refresh(dP.p, dG.p, m, n, r, right);
+    int ci = galore_projection_cpu(P.data(), G.data(), m, n, r, right);
+    std::string tag = "galore_refresh (" + std::to_string(m) + ", " + std::to_string(n) + ") s_r/s_1 " +
+                      format("%.1e", 1.5 * c / 16) + (right ? " right" : " left");
+    check(gi == 0 && ci == 0, "%s: returns %d (CPU %d)", tag.c_str(), gi, ci);
+    // the exact top r of G as stored
+    std::vector<double> a(G.begin(), G.end()), sv(k), u((size_t)m * k), vt((size_t)k * n), E((size_t)k * r);
+    check(LAPACKE_dgesdd(LAPACK_ROW_MAJOR, 'S', m, n, a.data(), n, sv.data(), u.data(), k, vt.data(), n) == 0,
+          "%s: dgesdd", tag.c_str());
+    for (int i = 0; i < k; i++)
+        for (int j = 0; j < r; j++) E[(size_t)i * r + j] = right ? vt[(size_t)j * n + i] : u[(size_t)i * k + j];
+    fvec gP = get_f32(be, dP.p, P.size());
+    check_tol(tag + " subspace vs exact", subspace_distance(gP, E, k, r), 1e-6);
+    const double twin_bound = 4 * FLT_EPSILON * sv[0] / (sv[r - 1] - sv[r]);  // Davis-Kahan on sgesdd's error
+    check_tol(tag + " subspace vs CPU", subspace_distance(gP, P, k, r), twin_bound);
+}
+
+#if !defined(PRAC_CUDA_EMU)
+// On a GPU only (emulated it would take minutes): one refresh at LLaMA-1B's block shape (m, n) = (5461, 2048)
+// (gate/up/down; q/k/v/o are (2048, 2048): the same k = 2048) and GaLore's rank 512, timed (the first call sizes
+// the scratch and is not counted; then the median of 3), and cuSOLVER's dsyevd workspace beside the planner's
+// estimate, LAPACK's documented minimum (train/optimizers.h's optimizer_cuda_scratch_bytes): printed, to compare.
+static void time_galore_refresh_llama_1b(CudaBackend& be) {
+    const int m = 5461, n = 2048, r = 512, k = 2048;
+    DBuf<floatX> dG(be, (size_t)m * n);
+    DBuf<float> dP(be, (size_t)k * r);
+    put_x(be, dG.p, quantize(randn((size_t)m * n, 0.01f)));
+    size_t dev_bytes = 0, host_bytes = 0;
+    {
+        CusolverParams params;
+        cusolverCheck(cusolverDnXsyevd_bufferSize(be.cusolver, params.p, CUSOLVER_EIG_MODE_VECTOR,
+                                                  CUBLAS_FILL_MODE_UPPER, k, CUDA_R_64F, dP.p, k, CUDA_R_64F,
+                                                  dP.p, CUDA_R_64F, &dev_bytes, &host_bytes));  // (sizes only)
+    }
+    std::vector<double> ms;
+    for (int i = 0; i < 4; i++) {
+        cudaCheck(cudaDeviceSynchronize());
+        const auto t0 = std::chrono::steady_clock::now();
+        const int ret = be.galore_refresh(dP.p, dG.p, m, n, r, true);
+        cudaCheck(cudaDeviceSynchronize());
+        check(ret == 0, "galore_refresh (%d, %d) r=%d: returns %d", m, n, r, ret);
+        if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("TIMING galore_refresh (%d, %d) r=%d fp64 Gram + dsyevd: %.1f ms (median of 3); dsyevd workspace: "
+                "cuSOLVER %zu bytes (host %zu), planner's estimate %zu%s\n", m, n, r, ms[1], dev_bytes, host_bytes,
+                galore_syevd_bytes_estimate(k), dev_bytes > galore_syevd_bytes_estimate(k) ? " (MORE: the plan is short)" : "");
+}
+#endif
 
 // the special returns: non-finite G -> -1 with P untouched; G = 0 -> the CPU's P (identity columns)
 static void test_galore_refresh_special(CudaBackend& be) {
@@ -881,6 +977,11 @@ int main() {
         test_galore_refresh(gpu, 640, 600, 16);  // a projected side over the 256 threads of top_vectors_kernel's
         test_galore_refresh(gpu, 600, 640, 16);  // blocks and not a multiple of 32: each thread scans several entries
         test_galore_refresh_special(gpu);
+        test_galore_refresh_small_tail(gpu, 96, 160);
+        test_galore_refresh_small_tail(gpu, 160, 96);
+#if !defined(PRAC_CUDA_EMU)
+        time_galore_refresh_llama_1b(gpu);
+#endif
         for (auto& c : gl) test_galore_project(gpu, c[0], c[1], c[2]);
         test_galore_adam(gpu, (size_t)160 * 24);
         for (auto& c : gl)

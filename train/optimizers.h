@@ -12,6 +12,7 @@
 #include "model/config.h"
 #include "common/tensors.h"
 #include "kernels/cpu_backend.h"  // state_bytes are counted on the CPU backend's layout
+#include "kernels/cuda_sizes.h"   // galore_refresh_scratch: the CUDA refresh's layout
 #include "train/optim_adam_mini.h"
 #include "train/optim_galore.h"
 #include "train/optim_muon.h"
@@ -157,18 +158,18 @@ inline size_t optimizer_state_bytes(const OptimizerChoice& c, const ModelConfig&
 }
 
 // The CUDA backend's shared scratch that the optimizer's ops grow (kernels/optim_cuda.cu), bytes: GaLore's refresh
-// takes a fp32 copy of the largest block's gradient (m, n), its Gram matrix (k, k), k eigenvalues, a few words
-// and cuSOLVER's syevd workspace (estimated as LAPACK's documented minimum, 1 + 6k + 2k² floats, as the planner
-// does for PRAC's refresh); GaLore's and RSO's projection widen a bf16 gradient block to fp32 (m n floats).
+// takes an fp64 copy of the largest block's gradient (m, n), its Gram matrix (k, k), k eigenvalues, a few words
+// (kernels/cuda_sizes.h's galore_refresh_scratch, the layout the backend uses) and cuSOLVER's dsyevd workspace
+// (estimated as LAPACK's documented minimum, 1 + 6k + 2k² doubles, as the planner does for PRAC's refresh);
+// GaLore's and RSO's projection widen a bf16 gradient block to fp32 (m n floats: within GaLore's refresh's).
 inline size_t optimizer_cuda_scratch_bytes(const OptimizerChoice& c, const ModelConfig& cfg,
                                            const std::vector<ParamSpec>& specs, bool bf16_grads) {
-    auto a256 = [](size_t b) { return align_up(b, 256); };
     size_t ws = 0;
     int galore_rank = galore_rank_for(c.galore_rank, cfg);
     if (c.kind == "galore")
         for (const GaloreBlock& b : galore_blocks(specs, cfg, galore_rank)) {
-            size_t mn = (size_t)b.rows * b.cols, k = (size_t)b.proj_dim();
-            ws = std::max(ws, a256(mn * 4) + a256(k * k * 4) + a256(k * 4) + 256 + a256((1 + 6 * k + 2 * k * k) * 4));
+            const size_t k = (size_t)b.proj_dim();
+            ws = std::max(ws, galore_refresh_scratch(b.rows, b.cols, k).solver + galore_syevd_bytes_estimate(k));
         }
     if (c.kind == "rso" && bf16_grads)
         for (const RsoBlock& b : rso_blocks(specs, cfg, rso_rank_of(c, cfg)))

@@ -10,7 +10,8 @@
 // Arithmetic: storage types CUDA_R_32F and CUDA_R_16BF, compute type CUBLAS_COMPUTE_32F (the _PEDANTIC and
 // _FAST_* variants are accepted and computed in IEEE fp32, which they permit). bf16 operands are widened exactly
 // to fp32, the product is one OpenBLAS cblas_sgemm (fp32 accumulation), and the result is rounded to the output
-// type (bf16: round to nearest even) once, after alpha/beta and the bias epilogue.
+// type (bf16: round to nearest even) once, after alpha/beta and the bias epilogue. SYRK comes in fp32 and fp64
+// (cublasSsyrk, cublasDsyrk: OpenBLAS cblas_ssyrk, cblas_dsyrk).
 //
 // Emulation-only hooks (kernels/cuda_emu/libs_emu.h): forcing the cuBLASLt heuristic to fail, and call counters.
 // Diagnostics: with CUBLASLT_LOG_LEVEL >= 1 (cuBLASLt) or CUBLAS_LOGINFO_DBG=1 (cuBLAS) in the environment, the
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <new>
 #include <vector>
 
@@ -405,44 +407,58 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
     return CUBLAS_STATUS_SUCCESS;
 }
 
+namespace {
 // C = alpha op(A) op(A)^T + beta C, C symmetric n x n of which only the `uplo` triangle is read and written;
 // op(A) is n x k: A stored n x k (trans == N) or k x n (trans == T or C). Documented CUBLAS_STATUS_INVALID_VALUE:
 // n < 0 or k < 0; trans not N, T, C; uplo not LOWER or UPPER; lda < max(1, n) when trans == N, else
-// lda < max(1, k); ldc < max(1, n); alpha or beta NULL.
-cublasStatus_t cublasSsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k,
-                              const float* alpha, const float* A, int lda, const float* beta, float* C, int ldc) {
-    if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "cublasSsyrk: handle == NULL");
-    if (n < 0 || k < 0) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasSsyrk: n=%d k=%d", n, k);
-    if (!is_op(trans)) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasSsyrk: trans=%d", (int)trans);
+// lda < max(1, k); ldc < max(1, n); alpha or beta NULL. T = float (cublasSsyrk) or double (cublasDsyrk).
+template <typename T>
+cublasStatus_t syrk(const char* fn, cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n,
+                    int k, const T* alpha, const T* A, int lda, const T* beta, T* C, int ldc) {
+    if (!handle) return fail(false, CUBLAS_STATUS_NOT_INITIALIZED, "%s: handle == NULL", fn);
+    if (n < 0 || k < 0) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: n=%d k=%d", fn, n, k);
+    if (!is_op(trans)) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: trans=%d", fn, (int)trans);
     if (uplo != CUBLAS_FILL_MODE_LOWER && uplo != CUBLAS_FILL_MODE_UPPER)
-        return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasSsyrk: uplo=%d is not LOWER or UPPER", (int)uplo);
+        return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: uplo=%d is not LOWER or UPPER", fn, (int)uplo);
     if (lda < max1(trans == CUBLAS_OP_N ? n : k))
-        return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasSsyrk: lda=%d < max(1, %d)", lda,
+        return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: lda=%d < max(1, %d)", fn, lda,
                     trans == CUBLAS_OP_N ? n : k);
-    if (ldc < max1(n)) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasSsyrk: ldc=%d < max(1, n=%d)", ldc, n);
-    if (!alpha || !beta) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "cublasSsyrk: alpha or beta is NULL");
+    if (ldc < max1(n)) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: ldc=%d < max(1, n=%d)", fn, ldc, n);
+    if (!alpha || !beta) return fail(false, CUBLAS_STATUS_INVALID_VALUE, "%s: alpha or beta is NULL", fn);
     if (n == 0) return CUBLAS_STATUS_SUCCESS;
     const bool upper = uplo == CUBLAS_FILL_MODE_UPPER;
     cuda_emu::stream_op(handle->stream, [=, alpha = *alpha, beta = *beta] {
-        if (k > 0 && alpha != 0.0f)
-            cuda_emu::op_access_matrix(A, trans == CUBLAS_OP_N ? n : k, trans == CUBLAS_OP_N ? k : n, lda, 4, false,
-                                       "cublasSsyrk");
-        cuda_emu::op_access_triangle(C, n, ldc, 4, upper, false, "cublasSsyrk");
-        cuda_emu::op_access_triangle(C, n, ldc, 4, upper, true, "cublasSsyrk");
+        if (k > 0 && alpha != 0)
+            cuda_emu::op_access_matrix(A, trans == CUBLAS_OP_N ? n : k, trans == CUBLAS_OP_N ? k : n, lda, sizeof(T),
+                                       false, fn);
+        cuda_emu::op_access_triangle(C, n, ldc, sizeof(T), upper, false, fn);
+        cuda_emu::op_access_triangle(C, n, ldc, sizeof(T), upper, true, fn);
         // beta == 0: C need not hold valid values on input (BLAS); clear the triangle so no NaN can survive
-        if (beta == 0.0f)
+        if (beta == 0)
             for (int j = 0; j < n; j++)
-                for (int i = upper ? 0 : j; i <= (upper ? j : n - 1); i++) C[i + (size_t)j * ldc] = 0.0f;
-        if (k == 0 || alpha == 0.0f) {  // A is not read: C = beta C on the triangle
-            if (beta != 0.0f && beta != 1.0f)
+                for (int i = upper ? 0 : j; i <= (upper ? j : n - 1); i++) C[i + (size_t)j * ldc] = 0;
+        if (k == 0 || alpha == 0) {  // A is not read: C = beta C on the triangle
+            if (beta != 0 && beta != 1)
                 for (int j = 0; j < n; j++)
                     for (int i = upper ? 0 : j; i <= (upper ? j : n - 1); i++) C[i + (size_t)j * ldc] *= beta;
             return;
         }
-        cblas_ssyrk(CblasColMajor, upper ? CblasUpper : CblasLower, trans == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-                    n, k, alpha, A, lda, beta, C, ldc);
+        const CBLAS_UPLO ul = upper ? CblasUpper : CblasLower;
+        const CBLAS_TRANSPOSE tr = trans == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+        if constexpr (std::is_same_v<T, float>) cblas_ssyrk(CblasColMajor, ul, tr, n, k, alpha, A, lda, beta, C, ldc);
+        else cblas_dsyrk(CblasColMajor, ul, tr, n, k, alpha, A, lda, beta, C, ldc);
     });
     return CUBLAS_STATUS_SUCCESS;
+}
+}  // namespace
+
+cublasStatus_t cublasSsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k,
+                              const float* alpha, const float* A, int lda, const float* beta, float* C, int ldc) {
+    return syrk("cublasSsyrk", handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
+}
+cublasStatus_t cublasDsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k,
+                              const double* alpha, const double* A, int lda, const double* beta, double* C, int ldc) {
+    return syrk("cublasDsyrk", handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 namespace {

@@ -397,6 +397,30 @@ TEST(CublasSyrk, UpperNoTransAndLowerTransWithBetaZero) {
     EXPECT_EQ(C[3], 231);
 }
 
+// DSYRK computes in fp64: A (2x2) = [1 2^-20; 1 0], trans N, upper: C = A A^T = [1 + 2^-40, 1; 1, 1], whose
+// C(0,0) an fp32 product would round to 1. Then trans T, lower, with A^T A = [2, 2^-20; 2^-20, 2^-40].
+TEST(CublasSyrk, DoublePrecision) {
+    Handles H;
+    const double one = 1, zero = 0, e = std::ldexp(1.0, -20);
+    const double A[4] = {1, 1, e, 0};  // column-major
+    double C[4] = {NaN, 555, NaN, NaN};
+    ASSERT_EQ(cublasDsyrk(H.h, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, 2, 2, &one, A, 2, &zero, C, 2),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(C[0], 1 + e * e);
+    EXPECT_EQ(C[2], 1);
+    EXPECT_EQ(C[3], 1);
+    EXPECT_EQ(C[1], 555);  // the lower triangle untouched
+    double D[4] = {NaN, NaN, 555, NaN};
+    ASSERT_EQ(cublasDsyrk(H.h, CUBLAS_FILL_MODE_LOWER, CUBLAS_OP_T, 2, 2, &one, A, 2, &zero, D, 2),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(D[0], 2);
+    EXPECT_EQ(D[1], e);
+    EXPECT_EQ(D[3], e * e);
+    EXPECT_EQ(D[2], 555);
+    EXPECT_EQ(cublasDsyrk(H.h, CUBLAS_FILL_MODE_FULL, CUBLAS_OP_N, 2, 2, &one, A, 2, &zero, C, 2),
+              CUBLAS_STATUS_INVALID_VALUE);
+}
+
 // Triangular solves by hand: U = [[2, 1], [0, 2]] (column-major {2, 0, 1, 2}); right side: X U = B with
 // B = [2 5] gives X = [1 2]; left side, lower L = Uᵀ = [[2, 0], [1, 2]]: L x = [2 5]ᵀ gives x = [1 2]ᵀ, and with
 // trans T on the stored upper U (Uᵀ x = b) the same; alpha = 2 scales B first. The strict lower part of a stored
