@@ -1,8 +1,9 @@
 // The CUDA backend's Muon, Adam-mini, 8-bit AdamW, GaLore and RSO ops (declared in kernels/cuda_backend.cuh, contract and rounding
 // seeds in kernels/optim_cuda.cuh). Each kernel and member names its CPU twin; shapes are row-major as there. GEMMs
-// go through sgemm_rm (row-major mapped to cuBLAS's column-major, with gemm_cpu's arguments): cublasSgemm /
-// cublasSsyrk on fp32 without TF32, except Newton-Schulz (ns_gemm: strided-batched over same-shape matrices), which
-// in the bf16 build multiplies bf16 copies of its operands with fp32 accumulation as reference Muon does. Compiled
+// go through sgemm_rm (row-major mapped to cuBLAS's column-major, with gemm_cpu's arguments): cublasSgemm on fp32
+// without TF32, except Newton-Schulz (ns_gemm: strided-batched over same-shape matrices), which in the bf16 build
+// multiplies bf16 copies of its operands with fp32 accumulation as reference Muon does, and GaLore's Gram matrix
+// (cublasDsyrk on fp64, with its eigensolve: galore_refresh). Compiled
 // WITHOUT --use_fast_math (the elementwise updates must round like the CPU twins). docs/DESIGN.md sections 3.2, 3.4.
 #include <algorithm>
 #include <climits>
@@ -242,10 +243,10 @@ __global__ void galore_adam_kernel(float* R, float* m1, float* m2, size_t n, flo
     }
 }
 
-// twin: the isfinite scan of galore_projection_cpu, plus the largest magnitude. g (n) G. flags[0] |= 1 when an
-// entry is not finite; flags[1] = max over finite entries of the bits of |x| (non-negative floats order like
-// their bit patterns, so an integer atomicMax is an exact, order-independent float max). flags zeroed by the
-// caller.
+// twin: the isfinite scan of galore_projection_cpu, plus the largest magnitude (0: G is zero). g (n) G.
+// flags[0] |= 1 when an entry is not finite; flags[1] = max over finite entries of the bits of |x| (non-negative
+// floats order like their bit patterns, so an integer atomicMax is an exact, order-independent float max). flags
+// zeroed by the caller.
 template <typename G>
 __global__ void galore_scan_kernel(const G* g, size_t n, unsigned* flags) {
     unsigned bad = 0, maxbits = 0;
