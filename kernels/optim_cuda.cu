@@ -266,12 +266,11 @@ __global__ void galore_scan_kernel(const G* g, size_t n, unsigned* flags) {
     }
 }
 
-// dst (n) fp32 = src (n) G * scale. scale is a power of two (or 1), so the products are exact: the copy is G
-// itself in fp32, rescaled without rounding.
-template <typename G>
-__global__ void to_f32_scaled_kernel(float* dst, const G* src, size_t n, float scale) {
+// dst (n) D = src (n) G, exactly: D = float or double, G = float or bf16 (every value of G is one of D)
+template <typename D, typename G>
+__global__ void widen_kernel(D* dst, const G* src, size_t n) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = __fmul_rn(to_float(src[i]), scale);
+        dst[i] = (D)to_float(src[i]);
 }
 
 // P (k, r) row-major = the first r columns of the (k, k) identity: what LAPACK's sgesdd returns for a zero
@@ -280,13 +279,6 @@ __global__ void identity_columns_kernel(float* P, int k, int r) {
     const size_t total = (size_t)k * r;
     for (size_t e = (size_t)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (size_t)gridDim.x * blockDim.x)
         P[e] = (e / r == e % r) ? 1.0f : 0.0f;
-}
-
-// dst (n) fp64 = src (n) G, exactly (every float and bf16 value is a double)
-template <typename G>
-__global__ void to_f64_kernel(double* dst, const G* src, size_t n) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = (double)to_float(src[i]);
 }
 
 // twin: the copy-out of galore_projection_cpu + galore_canonical_signs. Z (k, k) fp64 column-major: syevd's
@@ -555,7 +547,7 @@ int CudaBackend::galore_refresh(float* P, const grad_t* G, int m, int n, int r, 
         cudaCheck(cudaGetLastError());
     } else {
         // 2. Gd (m, n) = G in fp64
-        to_f64_kernel<grad_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(Gd, G, mn);
+        widen_kernel<double, grad_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(Gd, G, mn);
         cudaCheck(cudaGetLastError());
         // 3. the Gram matrix's upper triangle, column-major (k, k). Row-major Gd (m, n) is the column-major
         //    A = Gdᵀ (n, m), lda n:  right: GdᵀGd = A Aᵀ (SYRK 'N', n x n, k = m);
@@ -596,7 +588,7 @@ void CudaBackend::galore_project(float* R, const grad_t* G, const float* P, int 
         Gf = reinterpret_cast<const float*>(G);
     } else {
         float* tmp = (float*)scratch_at_least(mn * sizeof(float));
-        to_f32_scaled_kernel<grad_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(tmp, G, mn, 1.0f);
+        widen_kernel<float, grad_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(tmp, G, mn);
         cudaCheck(cudaGetLastError());
         Gf = tmp;
     }
@@ -642,7 +634,7 @@ void CudaBackend::galore_apply(act_t* W, float* master, const float* N, const fl
             Wf = reinterpret_cast<float*>(W);
         } else {
             Wf = (float*)scratch_at_least(mn * sizeof(float));
-            to_f32_scaled_kernel<act_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(Wf, W, mn, 1.0f);
+            widen_kernel<float, act_t><<<cuda_grid_1d(mn, OPT_BLOCK), OPT_BLOCK, 0, stream>>>(Wf, W, mn);
             cudaCheck(cudaGetLastError());
         }
     }

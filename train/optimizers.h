@@ -158,11 +158,9 @@ inline size_t optimizer_state_bytes(const OptimizerChoice& c, const ModelConfig&
 }
 
 // The CUDA backend's shared scratch that the optimizer's ops grow (kernels/optim_cuda.cu), bytes: GaLore's refresh
-// takes an fp64 copy of the largest block's gradient (m, n), its Gram matrix (k, k), k eigenvalues, a few words
-// (kernels/cuda_sizes.h's galore_refresh_scratch, the layout the backend uses) and cuSOLVER's dsyevd workspace
-// (estimated as LAPACK's documented minimum, 1 + 6k + 2k² doubles and 3 + 5k integers, as the planner does for
-// PRAC's refresh);
-// GaLore's and RSO's projection widen a bf16 gradient block to fp32 (m n floats: within GaLore's refresh's).
+// of its largest block (kernels/cuda_sizes.h: galore_refresh_scratch, the layout the backend uses, plus the dsyevd
+// workspace estimate); GaLore's and RSO's projection widen a bf16 gradient block to fp32 (m n floats: within
+// GaLore's refresh's).
 inline size_t optimizer_cuda_scratch_bytes(const OptimizerChoice& c, const ModelConfig& cfg,
                                            const std::vector<ParamSpec>& specs, bool bf16_grads) {
     size_t ws = 0;
