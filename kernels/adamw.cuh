@@ -63,10 +63,9 @@ void adamw_update_cuda(T* params, float* master, const T* grads, float* m, float
 
 // ---- sum of squares ----
 
-constexpr int SUMSQ_BLOCKS = 1024;  // the most stage-1 blocks: partial sums (and the stage-2 block size)
+// SUMSQ_BLOCKS (the most stage-1 blocks: partial sums, and the stage-2 block size) and SUM_SQUARES_SCRATCH_BYTES (its
+// partials + the result) are in kernels/cuda_sizes.h, which the planner reads
 constexpr int SUMSQ_THREADS = 256;
-// device scratch bytes for sum_squares_cuda: SUMSQ_BLOCKS partials + the result (8-byte aligned)
-constexpr size_t SUM_SQUARES_SCRATCH_BYTES = (SUMSQ_BLOCKS + 1) * sizeof(double);
 
 // fixed-tree block sum of a double (blockDim.x a multiple of 32, <= 1024); the result is valid in thread 0
 __device__ inline double block_sum_double(double x) {

@@ -15,6 +15,7 @@
 #include <cstddef>
 
 #include "common/cuda_common.cuh"  // floatX
+#include "kernels/cuda_sizes.h"    // attention_backward_scratch_floats
 
 enum class AttentionImpl { Auto, Simt, Mma, Cudnn };
 
@@ -45,13 +46,10 @@ void attention_forward_cuda(floatX* out, float* lse, const floatX* qkv, int B, i
                             const int* kv_len, cudaStream_t stream, AttentionImpl impl = AttentionImpl::Auto,
                             AttentionCudnn* cudnn = nullptr);
 
-// fp32 scratch the backward needs: D = rowsum(dO * O), (B, NH, T). No dQ accumulator: dQ is computed in
-// registers by its own query-parallel kernel.
-size_t attention_backward_scratch_floats(int B, int T, int C, int NH);
-
 // dqkv (B, T, 3C) = d loss / d qkv given dout (B, T, C), the forward's qkv, out and lse. Overwrites every
-// element of dqkv (dqkv must not alias the inputs). scratch: attention_backward_scratch_floats() floats (the
-// hand-written kernels' D; unused when cuDNN runs, which takes its workspace from the context's provider).
+// element of dqkv (dqkv must not alias the inputs). scratch: attention_backward_scratch_floats(B, T, NH) floats
+// (kernels/cuda_sizes.h: the hand-written kernels' D; unused when cuDNN runs, which takes its workspace from the
+// context's provider).
 //                                                                                     twin of attention_backward_cpu
 void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                              const float* lse, int B, int T, int C, int NH, bool causal, const int* kv_len,

@@ -163,11 +163,6 @@ void attention_forward_cuda(floatX* out, float* lse, const floatX* qkv, int B, i
     forward_impl<floatX>(out, lse, qkv, B, T, C, NH, causal, kv_len, stream, impl);
 }
 
-size_t attention_backward_scratch_floats(int B, int T, int C, int NH) {
-    (void)C;
-    return (size_t)B * NH * T;
-}
-
 void attention_backward_cuda(floatX* dqkv, const floatX* dout, const floatX* qkv, const floatX* out,
                              const float* lse, int B, int T, int C, int NH, bool causal, const int* kv_len,
                              float* scratch, cudaStream_t stream, AttentionImpl impl, AttentionCudnn* cudnn) {

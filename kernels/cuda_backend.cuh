@@ -234,7 +234,7 @@ struct CudaBackend {
     // (the D scratch is taken first; if cuDNN runs it grows the same scratch for its workspace and D is unused)
     void attention_backward(act_t* dqkv, const act_t* dout, const act_t* qkv, const act_t* out, const float* lse,
                             int B, int T, int C, int NH, bool causal = true, const int32_t* kv_len = nullptr) {
-        size_t s = attention_backward_scratch_floats(B, T, C, NH) * sizeof(float);
+        size_t s = attention_backward_scratch_floats(B, T, NH) * sizeof(float);
         attention_backward_cuda(dqkv, dout, qkv, out, lse, B, T, C, NH, causal, kv_len, (float*)scratch_at_least(s),
                                 stream, attention_impl, attention_cudnn);
     }

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 constexpr size_t CUBLASLT_WORKSPACE_BYTES = 32ull << 20;  // one cuBLASLt workspace per stream (kernels/matmul.cuh)
 constexpr size_t CUDA_LOSS_SUM_BYTES = sizeof(float);      // the step's device loss sum (CudaBackend::loss_add)
@@ -38,6 +39,38 @@ inline size_t cudnn_sdpa_workspace_estimate(int B, int T, int NH, int HS) {
     const size_t softmax_sum = rows * 4, dq_accum = rows * HS * 4, dp = (size_t)B * NH * t64 * t64 * 2;
     return softmax_sum + std::max(dq_accum, dp) + CUDNN_SDPA_ENGINE_SCRATCH_BYTES;
 }
+
+// ---- the step's kernel scratch (CudaBackend's grow-only buffer; the planner takes the largest, rounded to 1 MiB)
+
+// Row chunks of the norms' column sums for N rows: about 64 rows per chunk, at most 256 chunks (enough blocks to fill
+// a GPU at C = 768: 3 column tiles x 256 chunks; kernels/elementwise_common.cuh colsum_*). Depends only on N, so the
+// scratch formula needs no device.
+inline int colsum_chunks(int N) {
+    int r = (N + 63) / 64;
+    return r < 1 ? 1 : (r > 256 ? 256 : r);
+}
+// layernorm_backward_cuda's partials: dweight's and dbias's, colsum_chunks(N) x C fp32 each (at most 2 KiB a channel)
+inline size_t layernorm_backward_scratch_bytes(int N, int C) {
+    return 2 * (size_t)colsum_chunks(N) * (size_t)C * sizeof(float);
+}
+// rmsnorm_backward_cuda's partials: dweight's alone (at most 1 KiB a channel: 4 MiB at C = 4096)
+inline size_t rmsnorm_backward_scratch_bytes(int N, int C) {
+    return (size_t)colsum_chunks(N) * (size_t)C * sizeof(float);
+}
+// encoder_backward_cuda sorts a 64-bit (token, row) key per row, padded to a power of two P >= 2 (kernels/encoder.cuh)
+inline size_t encoder_sort_len(int B, int Tlen) {
+    size_t n = (size_t)B * Tlen, p = 2;
+    while (p < n) p <<= 1;
+    return p;
+}
+inline size_t encoder_backward_scratch_bytes(int B, int Tlen) { return encoder_sort_len(B, Tlen) * sizeof(uint64_t); }
+// The hand-written attention backward's fp32 D = rowsum(dO * O), (B, NH, T); no dQ accumulator (dQ is computed in
+// registers by its own query-parallel kernel). cuDNN's backward takes its own workspace instead (estimate below).
+inline size_t attention_backward_scratch_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
+// sum_squares_cuda (gradient clipping; Muon's norms take SUMSQ_BLOCKS + one per matrix): stage 1's partials and the
+// result, in double
+constexpr int SUMSQ_BLOCKS = 1024;  // the most stage-1 blocks: partial sums (and the stage-2 block size)
+constexpr size_t SUM_SQUARES_SCRATCH_BYTES = (SUMSQ_BLOCKS + 1) * sizeof(double);
 
 // GaLore's refresh (CudaBackend::galore_refresh, kernels/optim_cuda.cu) in the backend's scratch, for a gradient
 // block (m, n) projected on the side of size k: [G (m, n) fp64][Gram matrix, then its eigenvectors (k, k) fp64]

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "common/cuda_common.cuh"
+#include "kernels/cuda_sizes.h"  // colsum_chunks and the other scratch sizes the planner counts
 
 // ---------------------------------------------------------------------------------------------------------------
 // 128-bit packs
@@ -126,12 +127,6 @@ inline void ew_check_scratch(const char* op, const void* scratch, size_t have, s
 // The order depends only on N, C and W, so the result is bitwise reproducible; it differs from the CPU's plain
 // row order only by rounding.
 constexpr int COLSUM_WARPS = 8;
-// Row chunks for N rows: about 64 rows per chunk, at most 256 chunks (enough blocks to fill a GPU at C = 768:
-// 3 column tiles x 256 chunks). Depends only on N, so the scratch formula needs no device.
-inline int colsum_chunks(int N) {
-    int r = (N + 63) / 64;
-    return r < 1 ? 1 : (r > 256 ? 256 : r);
-}
 
 // LN = true: layernorm, sums s0 = dy * (x - mean) * rstd (dweight) and s1 = dy (dbias).
 // LN = false: rmsnorm, sum s0 = dy * x * rstd (dweight). The expressions are the CPU twins'.

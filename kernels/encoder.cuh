@@ -15,14 +15,7 @@
 constexpr int ENC_SORT_TILE = 2048;  // keys per shared-memory sort tile: 16 KiB, 1024 threads
 constexpr int ENC_WARPS = 8;         // warps per block in the per-token sum
 
-// the sort length P for B*T rows
-inline size_t encoder_sort_len(int B, int Tlen) {
-    size_t n = (size_t)B * Tlen, p = 2;
-    while (p < n) p <<= 1;
-    return p;
-}
-// device scratch bytes encoder_backward_cuda needs (16-byte aligned)
-inline size_t encoder_backward_scratch_bytes(int B, int Tlen) { return encoder_sort_len(B, Tlen) * sizeof(uint64_t); }
+// the sort length P and the scratch bytes: encoder_sort_len, encoder_backward_scratch_bytes (kernels/cuda_sizes.h)
 
 // ---- forward ----
 

@@ -12,10 +12,6 @@
 #include "kernels/elementwise_common.cuh"  // colsum_*, warp_sum, Pack, load_pack
 #include "kernels/layernorm.h"
 
-inline size_t layernorm_backward_scratch_bytes(int N, int C) {
-    return 2 * (size_t)colsum_chunks(N) * (size_t)C * sizeof(float);
-}
-
 template <typename T, int W>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
                                          const T* bias, int N, int C, float eps) {

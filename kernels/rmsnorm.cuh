@@ -11,10 +11,6 @@
 #include "kernels/elementwise_common.cuh"
 #include "kernels/rmsnorm.h"
 
-inline size_t rmsnorm_backward_scratch_bytes(int N, int C) {
-    return (size_t)colsum_chunks(N) * (size_t)C * sizeof(float);
-}
-
 template <typename T, int W>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -328,7 +328,7 @@ __global__ void prac_axpy_kernel(float* y, const float* x, size_t count, float a
 // Sums of squares in double, deterministic (the grid a function of count; fixed tree order). sym_c == 0: x[0:count) plain;
 // sym_c = c > 0: x is a symmetric (c, c) column-major with only its upper triangle valid, and the sum is
 // ||x - I||_F^2 (off-diagonal entries counted twice). partial[blockIdx.x] = this block's sum.
-constexpr int SUMSQ_THREADS = 256;  // SUMSQ_BLOCKS: prac/refresh_layout.h (the workspace holds the partials)
+constexpr int SUMSQ_THREADS = 256;  // REFRESH_SUMSQ_BLOCKS: prac/refresh_layout.h (the workspace holds the partials)
 static_assert((SUMSQ_THREADS & (SUMSQ_THREADS - 1)) == 0, "the tree below halves SUMSQ_THREADS");
 __global__ void prac_sumsq_partial_kernel(const float* x, size_t count, int sym_c, double* partial) {
     __shared__ double acc[SUMSQ_THREADS];
@@ -568,10 +568,10 @@ struct Refresh {
     // upper triangle valid (queued)
     void queue_sum_squares(const float* x, size_t count, int sym_c) {
         timed("checks", [&] {
-            // a block per SUMSQ_THREADS elements, at most SUMSQ_BLOCKS: the checks sum (c, c) and (n, c) matrices,
-            // most far below the full grid's 65536 threads, whose idle ones each passed the tree's barriers (on the
-            // CPU execution layer a fiber switch each: a third of an emulated PRAC run's time)
-            const int blocks = (int)cuda_grid_1d(count, SUMSQ_THREADS, SUMSQ_BLOCKS);
+            // a block per SUMSQ_THREADS elements, at most REFRESH_SUMSQ_BLOCKS: the checks sum (c, c) and (n, c)
+            // matrices, most far below the full grid's 65536 threads, whose idle ones each passed the tree's barriers
+            // (on the CPU execution layer a fiber switch each: a third of an emulated PRAC run's time)
+            const int blocks = (int)cuda_grid_1d(count, SUMSQ_THREADS, REFRESH_SUMSQ_BLOCKS);
             prac_sumsq_partial_kernel<<<blocks, SUMSQ_THREADS, 0, h.stream>>>(x, count, sym_c, sums);
             cudaCheck(cudaGetLastError());
             prac_sumsq_final_kernel<<<1, 1, 0, h.stream>>>(sums, blocks, &checks->sumsq);

@@ -8,7 +8,7 @@
 
 #include "prac/prac.h"  // SiteDims
 
-constexpr int SUMSQ_BLOCKS = 256;  // blocks of the refresh's sum-of-squares reduction (partials kept in `sums`)
+constexpr int REFRESH_SUMSQ_BLOCKS = 256;  // blocks of the refresh's sum-of-squares reduction (partials kept in `sums`)
 
 inline size_t align256(size_t bytes) { return (bytes + 255) & ~(size_t)255; }
 
@@ -47,7 +47,7 @@ inline RefreshLayout refresh_layout(int n, const SiteDims& d) {
     size_t sq = (size_t)std::max(b, r2);
     L.S1 = take(sq * sq * fb);                                   // Cholesky-QR's Gram / R factors (b, b), Q2's (r2, r2)
     L.S2 = take((size_t)b * b * fb);
-    L.sums = take(b || r2 ? SUMSQ_BLOCKS * sizeof(double) : 0);  // sum-of-squares partials (the total: checks)
+    L.sums = take(b || r2 ? REFRESH_SUMSQ_BLOCKS * sizeof(double) : 0);  // sum-of-squares partials (the total: checks)
     L.solver = off;
     return L;
 }

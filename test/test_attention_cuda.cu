@@ -190,7 +190,7 @@ static void test_shape(cudaStream_t st, int B, int NH, int HS, int T, bool causa
     attention_forward_cpu(out_ref.data(), lse_ref.data(), qkv.data(), B, T, C, NH, causal, kv.h());
 
     Dev<floatX> d_qkv(N * 3 * C), d_dout(N * C), d_out(N * C), d_dqkv(N * 3 * C), d_dqkv2(N * 3 * C);
-    Dev<float> d_lse((size_t)B * NH * T), d_scratch(attention_backward_scratch_floats(B, T, C, NH));
+    Dev<float> d_lse((size_t)B * NH * T), d_scratch(attention_backward_scratch_floats(B, T, NH));
     upload(d_qkv, qkv);
     upload(d_dout, dout);
 
@@ -353,7 +353,7 @@ static void test_padding_never_read(cudaStream_t st, int B, int NH, int HS, int 
             for (int c = C; c < 3 * C; c++) poisoned[((size_t)b * T + t) * 3 * C + c] = NAN;  // k and v
     Dev<floatX> d_dout(N * C);
     upload(d_dout, randn_x(N * C));
-    Dev<float> d_scratch(attention_backward_scratch_floats(B, T, C, NH));
+    Dev<float> d_scratch(attention_backward_scratch_floats(B, T, NH));
     for (AttentionImpl impl : {AttentionImpl::Simt, AttentionImpl::Mma}) {
         if (!attention_cuda_impl_available(impl)) continue;
         std::vector<uint8_t> bytes[2][3];  // [clean, poisoned][out, lse, dqkv]
@@ -380,7 +380,7 @@ static void time_attention(cudaStream_t st) {
     const int B = 8, NH = 12, HS = 64, T = 1024, C = NH * HS;
     const size_t N = (size_t)B * T;
     Dev<floatX> qkv(N * 3 * C), dout(N * C), out(N * C), dqkv(N * 3 * C);
-    Dev<float> lse((size_t)B * NH * T), scratch(attention_backward_scratch_floats(B, T, C, NH));
+    Dev<float> lse((size_t)B * NH * T), scratch(attention_backward_scratch_floats(B, T, NH));
     upload(qkv, randn_x(N * 3 * C));
     upload(dout, randn_x(N * C));
     cudaEvent_t e0, e1;

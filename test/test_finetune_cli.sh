@@ -575,6 +575,32 @@ out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --warmup 1000 2
 grep -q 'notice: --warmup 1000 is longer than the run.s 16 steps (1 epoch(s) of 16): the learning rate rises the whole run and ends at 4.5e-05, short of --lr 0.003' <<<"$out" \
   && ok "--warmup beyond the run said" || bad "--warmup beyond the run: $(grep -i warmup <<<"$out" | head -2)"
 
+# 6c. --lr-schedule and --warmup-ratio are Hugging Face's: each step's rate is transformers/optimization.py's lr_lambda
+# times --lr, the warmup TrainingArguments.get_warmup_steps's math.ceil(steps * ratio). A cosine run of 16 steps at
+# --warmup-ratio 0.1 warms up over ceil(1.6) = 2 steps; its checkpoint refuses a resume on the default linear
+# schedule, naming the flag
+C="--task mrpc --data-dir $T/data/mrpc $M --epochs 1 --warmup-ratio 0.1 --ckpt-dir $T/ckc --ckpt-every 8"
+"$BIN" $C --lr-schedule cosine --log "$T/cos.jsonl" > "$T/cos.out" 2>&1 || bad "the cosine run failed: $(tail -2 "$T/cos.out")"
+grep -q '^warmup: 2 steps (--warmup-ratio 0.1 of the run.s 16)' "$T/cos.out" && ok "--warmup-ratio 0.1 of 16 steps: 2" \
+  || bad "--warmup-ratio: $(grep -i warmup "$T/cos.out" | head -2)"
+python3 - "$T/cos.jsonl" <<'PY' && ok "each step's lr is get_cosine_schedule_with_warmup's" || bad "cosine lr per step"
+import json, math, sys
+lrs = [r["lr"] for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "step"]
+total, warmup, peak = 16, 2, 3e-3
+def lr_lambda(step):  # transformers' _get_cosine_schedule_with_warmup_lr_lambda, num_cycles = 0.5
+    if step < warmup:
+        return step / max(1, warmup)
+    progress = (step - warmup) / max(1, total - warmup)
+    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * 0.5 * 2.0 * progress)))
+want = [peak * lr_lambda(s) for s in range(total)]
+ok = len(lrs) == total and all(abs(a - b) <= 1e-6 * peak for a, b in zip(lrs, want))
+print("" if ok else "logged %s\nwanted %s" % (lrs, want))
+sys.exit(0 if ok else 1)
+PY
+out=$("$BIN" $C --resume 2>&1); rc=$?
+[ $rc = 1 ] && grep -q 'cannot resume from .*--lr-schedule cosine' <<<"$out" \
+  && ok "a cosine run's checkpoint refuses a linear resume, naming --lr-schedule" || bad "linear resume: rc $rc, $(tail -3 <<<"$out")"
+
 # 7. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), before any step and
 # with no score printed
 expect_error() {  # description, regex the stderr must match, command...
@@ -588,6 +614,9 @@ expect_error "--optimizer muon alone: the value refused first" 'optimizers are a
 expect_error "--weight-decay -1 alone: the value refused first" 'weight-decay must be >= 0' "$BIN" --weight-decay -1
 expect_error "--task bogus alone: the task refused first" 'bogus' "$BIN" --task bogus
 expect_error "nothing given: --init-from is required" '--init-from is required' "$BIN"
+expect_error "--lr-schedule wsd refused with the choices" 'lr-schedule must be linear, cosine or constant \(got "wsd"\)' "$BIN" --lr-schedule wsd
+expect_error "--warmup-ratio 1.5 refused" 'warmup-ratio must be a number in \[0, 1\] \(got "1.5"\)' "$BIN" --warmup-ratio 1.5
+expect_error "--warmup with --warmup-ratio refused" '--warmup 3 and --warmup-ratio 0.1 both set the warmup' "$BIN" --warmup 3 --warmup-ratio 0.1
 mkdir -p "$T/notok" "$T/nodev" "$T/nan"
 cp "$T/model/config.json" "$T/model/model.safetensors" "$T/notok/"
 cp "$T/data/mrpc/train.tsv" "$T/nodev/"

@@ -986,8 +986,9 @@ static std::string shortest_float(const std::string& v) {
 // A setting stored as one line of words (run.schedule, run.optimizer, run.prac, run.prac_refresh) or one flag's
 // value (run.recompute, run.batch_size, ...) spelled as the flags that give it: "adamw wd 0.100000001 ..." is {--optimizer adamw, --weight-decay 0.1, ...};
 // a word of several flags ("galore 256/200/0.25") is each of them. false for a key or a word it does not know
-// (a checkpoint of an earlier spelling: its refusal keeps the words).
-static bool setting_as_flags(const std::string& key, const std::string& value,
+// (a checkpoint of an earlier spelling: its refusal keeps the words). `unsaid_shape`: the --lr-schedule of a
+// run.schedule without a shape (the trainers' cosine; finetune_roberta's linear).
+static bool setting_as_flags(const std::string& key, const std::string& value, const char* unsaid_shape,
                              std::vector<std::pair<std::string, std::string>>* flags) {
     static const std::map<std::string, std::pair<const char*, std::map<std::string, const char*>>> KEYS = {
         {"run.schedule",
@@ -1048,7 +1049,7 @@ static bool setting_as_flags(const std::string& key, const std::string& value,
         for (size_t f = 0; f < sub_flags.size(); f++) flags->push_back({sub_flags[f], shortest_float(values[f])});
     }
     if (key == "run.schedule" && std::find(words.begin(), words.end(), "shape") == words.end())
-        flags->push_back({"--lr-schedule", "cosine"});  // (a cosine schedule's key names no shape)
+        flags->push_back({"--lr-schedule", unsaid_shape});  // (the default schedule's key names no shape)
     if (key == "run.prac" && words[0] != "none") {  // the classes compressed: the key holds the ranks of those alone
         auto has = [&](const char* w) { return std::find(words.begin(), words.end(), w) != words.end(); };
         const bool lin = has("lin"), nonlin = has("nonlin");
@@ -1093,7 +1094,9 @@ void check_compatible(const TrainState& state, const std::string& key, const std
     if (it->second == expected || it->second == utf8_escape_invalid(expected)) return;  // (as TrainState::set wrote it)
     // said as the flags that give it ("--grad-accum 2", not "run.grad_accum = 2")
     std::vector<std::pair<std::string, std::string>> saved_flags, run_flags;
-    if (setting_as_flags(key, it->second, &saved_flags) && setting_as_flags(key, expected, &run_flags)) {
+    const char* unsaid_shape = state.has_meta("run.task") ? "linear" : "cosine";  // a fine-tuning run's: linear
+    if (setting_as_flags(key, it->second, unsaid_shape, &saved_flags) &&
+        setting_as_flags(key, expected, unsaid_shape, &run_flags)) {
         drop_unsaid_defaults(saved_flags, run_flags);
         drop_unsaid_defaults(run_flags, saved_flags);
         const std::string saved = flags_not_in(saved_flags, run_flags), run = flags_not_in(run_flags, saved_flags);

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>  // strtod
 #include <filesystem>
 #include <stdexcept>
 #include <iterator>
@@ -41,9 +42,15 @@ const FlagDef FLAGS[] = {
       "an epoch's batches"),
     F("--lr", "LR", FLOAT, lr, "peak learning rate (default: the paper's for the task: 3e-5 CoLA, STS-B, MRPC, RTE; "
                                "1e-5 SST-2, MNLI, QNLI, QQP)"),
-    F("--warmup", "N", INT, warmup,
-      "linear warmup steps, then linear decay toward 0, which the step after the last would reach (Hugging Face "
-      "run_glue's default schedule, get_linear_schedule_with_warmup)"),
+    F("--warmup", "N", INT, warmup, "steps of linear warmup from 0 to --lr (Hugging Face's warmup_steps)"),
+    F("--warmup-ratio", "R", STR, warmup_ratio,
+      "the warmup as a fraction of the run's steps, rounded up: ceil(steps x R) (Hugging Face's warmup_ratio; in "
+      "place of --warmup)"),
+    F("--lr-schedule", "linear|cosine|constant", STR, schedule,
+      "the learning rate after the warmup: linear (down to 0, which the step after the last would reach: run_glue's "
+      "default, get_linear_schedule_with_warmup), cosine (half a cosine down to 0 on the same steps: "
+      "get_cosine_schedule_with_warmup) or constant (--lr to the end: get_constant_schedule_with_warmup; with "
+      "--warmup 0, get_constant_schedule)"),
     F("--weight-decay", "WD", FLOAT, weight_decay, "decoupled weight decay of the 2-D weights (adamw and rso)"),
     F("--beta1", "B1", FLOAT, beta1, "Adam beta1 (adamw's, and rso's inner Adam)"),
     F("--beta2", "B2", FLOAT, beta2, "Adam beta2 (as --beta1)"),
@@ -113,6 +120,7 @@ const FlagSynonym SYNONYMS[] = {
     {"--output-dir", "--save"}, {"--max-grad-norm", "--grad-clip"}, {"--steps", "--epochs"},
     {"--resume-from-checkpoint", "--resume"}, {"--train-data", "--data-dir"}, {"--glue-dir", "--data-dir"},
     {"--gradient-accumulation-steps", "--grad-accum"}, {"--pad-to-max-length", "--padding"},
+    {"--lr-scheduler-type", "--lr-schedule"},
 };
 
 }  // namespace
@@ -138,10 +146,16 @@ float paper_lr(GlueTask task) {
     }
 }
 
-float linear_schedule(int step, int total, int warmup, float lr) {
+float finetune_lr(int step, int total, int warmup, float lr, const std::string& schedule) {
     if (step < warmup) return lr * (float)step / (float)std::max(1, warmup);
-    return lr * std::max(0.0f, (float)(total - step) / (float)std::max(1, total - warmup));
+    if (schedule == "constant") return lr;
+    const float span = (float)std::max(1, total - warmup);
+    if (schedule == "cosine")
+        return lr * std::max(0.0f, 0.5f * (1.0f + std::cos((float)M_PI * (float)(step - warmup) / span)));
+    return lr * std::max(0.0f, (float)(total - step) / span);
 }
+
+int warmup_of_ratio(double ratio, int total) { return (int)std::ceil((double)total * ratio); }
 
 void check_max_len_holds_text(int max_len, GlueTask task, const std::string& from) {
     const bool pair = glue_task_info(task).pair;
@@ -166,6 +180,19 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     // (each named alone: an unset --lr is 0 here, the task's default later)
     CHECK_USER(o.lr >= 0, "--lr must be >= 0 (got %g)", o.lr);
     CHECK_USER(o.warmup >= 0, "--warmup must be >= 0 (got %d)", o.warmup);
+    if (o.schedule == "constant_with_warmup") o.schedule = "constant";  // run_glue's name for ours
+    CHECK_USER(o.schedule == "linear" || o.schedule == "cosine" || o.schedule == "constant",
+               "--lr-schedule must be linear, cosine or constant (got \"%s\")%s", o.schedule.c_str(),
+               o.schedule == "wsd" ? "\n---> HINT: wsd is the pretraining trainers' (train_gpt2, train_llama)" : "");
+    if (o.was_given("--warmup-ratio")) {
+        char* end = nullptr;
+        const char* text = o.warmup_ratio.c_str();
+        o.warmup_ratio_value = std::strtod(text, &end);  // a double, as Python's float(): ceil(steps x R) the same
+        CHECK_USER(*text && *end == 0 && o.warmup_ratio_value >= 0 && o.warmup_ratio_value <= 1,
+                   "--warmup-ratio must be a number in [0, 1] (got \"%s\")", text);
+        CHECK_USER(!o.was_given("--warmup"), "--warmup %d and --warmup-ratio %s both set the warmup\n---> HINT: pass "
+                   "one of them", o.warmup, text);
+    }
     CHECK_USER(o.weight_decay >= 0, "--weight-decay must be >= 0 (got %g)", o.weight_decay);
     CHECK_USER(o.grad_clip >= 0, "--grad-clip must be >= 0 (got %g)", o.grad_clip);
     CHECK_USER(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.adam_eps > 0,
@@ -248,8 +275,8 @@ std::string finetune_help(const char* program) {
         "Fine-tunes a Hugging Face RoBERTa (RobertaForSequenceClassification) on one GLUE task: AdamW or RSO, optional "
         "PRAC activation compression, dev evaluation with the task's metrics after every epoch (best and final "
         "printed), checkpoints with a bit-exact --resume, --save as a Hugging Face directory. Nothing is downloaded.\n"
-        "Schedule: linear warmup over --warmup steps, then linear decay toward 0, which the step after the last would "
-        "reach (run_glue's default).", 0, 0) + "\n\n";
+        "Schedule: linear warmup over --warmup steps (or --warmup-ratio of them), then --lr-schedule: by default "
+        "linear decay toward 0, which the step after the last would reach (run_glue's default).", 0, 0) + "\n\n";
     s += flag_table_help(FLAGS, std::size(FLAGS), &defaults, [](const FlagDef& f) -> std::string {
         return std::string(f.name) == "--lr" || std::string(f.name) == "--precision" ? "" : "?";
     });

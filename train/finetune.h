@@ -44,6 +44,9 @@ struct FinetuneOptions : TrainOptions {
     int max_len = 512;     // tokens per example after truncation (appendix D)
     std::string padding = "batch";  // batch: each batch to its longest row (rounded up); longest: to the data's
     std::string predict;   // a directory for GLUE's submission files of the test split(s); "": no predictions
+    std::string schedule = "linear";  // --lr-schedule: linear | cosine | constant (finetune_lr)
+    std::string warmup_ratio;         // --warmup-ratio as typed, and its value (parsed as Python's float would)
+    double warmup_ratio_value = 0;
     FinetuneOptions();     // the fine-tuning defaults (appendix D, Hugging Face's run_glue)
 };
 
@@ -53,8 +56,13 @@ std::string finetune_help(const char* program);
 std::vector<std::string> finetune_flag_names();  // every flag of the table (tests check the hints against them)
 // The paper's learning rate for a task (appendix D): 3e-5 for CoLA, STS-B, MRPC, RTE; 1e-5 for SST-2, MNLI, QNLI, QQP.
 float paper_lr(GlueTask task);
-// Hugging Face's get_linear_schedule_with_warmup at optimizer step `step` (0-based) of `total`.
-float linear_schedule(int step, int total, int warmup, float lr);
+// The learning rate at optimizer step `step` (0-based) of `total`, as Hugging Face's schedules give it (their
+// lr_lambda times lr): `warmup` steps rising linearly from 0, then `schedule`: linear
+// (get_linear_schedule_with_warmup), cosine (get_cosine_schedule_with_warmup, half a cosine) or constant
+// (get_constant_schedule_with_warmup).
+float finetune_lr(int step, int total, int warmup, float lr, const std::string& schedule);
+// --warmup-ratio's steps in a run of `total`: ceil(total x ratio) in double, as TrainingArguments.get_warmup_steps.
+int warmup_of_ratio(double ratio, int total);
 // The checks --init-from must pass (config.json, model.safetensors, tokenizer files; a classification head, when
 // it has one, with the task's number of outputs), each with a hint. --plan reads config.json alone.
 void check_model_dir(const std::string& dir, const GlueTaskInfo& task);
@@ -207,11 +215,16 @@ struct FineTuner {
                    INT_MAX / steps_per_epoch);
         total_steps = steps_per_epoch * opts.epochs;
         opts.steps = total_steps;
+        if (opts.was_given("--warmup-ratio")) {
+            opts.warmup = warmup_of_ratio(opts.warmup_ratio_value, total_steps);
+            std::printf("warmup: %d steps (--warmup-ratio %s of the run's %d)\n", opts.warmup,
+                        opts.warmup_ratio.c_str(), total_steps);
+        }
         // not inert, but likely not meant (as the pretraining trainers say it): a warmup longer than the run
         if (opts.warmup > total_steps)
             std::printf("notice: --warmup %d is longer than the run's %d steps (%d epoch(s) of %d): the learning rate "
                         "rises the whole run and ends at %g, short of --lr %g\n", opts.warmup, total_steps,
-                        opts.epochs, steps_per_epoch, linear_schedule(total_steps - 1, total_steps, opts.warmup, opts.lr),
+                        opts.epochs, steps_per_epoch, finetune_lr(total_steps - 1, total_steps, opts.warmup, opts.lr, opts.schedule),
                         opts.lr);
         std::printf("%s", schedule_notices(opts).c_str());  // (--lr 0, an RSO gap as long as the run)
         opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, model.param_buffer_numel, 0,
@@ -289,7 +302,7 @@ struct FineTuner {
     void update(float step_loss, float grad_norm) {
         loss = step_loss;
         norm = grad_norm;
-        lr = linear_schedule(step, total_steps, opts.warmup, opts.lr);
+        lr = finetune_lr(step, total_steps, opts.warmup, opts.lr, opts.schedule);
         if (!std::isfinite(loss) || !std::isfinite(norm))
             fail("step %d: loss %g, gradient norm %g: training diverged\n---> HINT: lower --lr or raise --warmup%s",
                  step + 1, printable(loss), printable(norm),
@@ -755,6 +768,10 @@ struct FineTuner {
     // task, epochs, --max-len and the training file's contents.
     std::vector<std::pair<std::string, std::string>> keys() const {
         std::vector<std::pair<std::string, std::string>> k = resume_keys(opts, cfg);
+        // the schedule's shape beside the trainer's key, linear's unsaid (as every checkpoint before --lr-schedule)
+        if (opts.schedule != "linear")
+            for (auto& [name, value] : k)
+                if (name == "schedule") value += " shape " + opts.schedule;
         // first: another task also changes T and the data, and the task is what a refusal should name
         k.insert(k.begin(), {"task", format("%s epochs %d max_len %d padding %s", info.name, opts.epochs, opts.max_len,
                                             opts.padding.c_str())});
@@ -832,6 +849,10 @@ struct FineTuner {
                                    return kv.first == "seq_len" || kv.first == "dev_data" || kv.first == "train_data";
                                }),
                 k.end());
+        // (a checkpoint spelled before run.key_spelling is compared by the trainer's old spelling, shape unsaid)
+        CHECK_USER(opts.schedule == "linear" || st.has_meta("run.key_spelling"), "cannot resume from %s: it was "
+                   "written before --lr-schedule, with the linear schedule\n---> HINT: resume without --lr-schedule %s",
+                   resume_path.c_str(), opts.schedule.c_str());
         check_resume_keys(st, opts, cfg, k);
         // (said as the file, not as the key's size:hash, which the user can neither pass nor compare)
         if (st.has_meta("run.train_data") && st.get("run.train_data") != train_fingerprint)

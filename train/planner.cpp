@@ -114,18 +114,20 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
     if (target != PlanTarget::CPU_FP32) {
         // the CUDA backend's library memory (kernels/cuda_backend.cu): the cuBLASLt workspace, the step's device
         // loss sum, plus ONE scratch buffer grown to its largest user, rounded up to 1 MiB: the PRAC refresh
-        // (above), attention backward's row sums D (N, NH) fp32 or, in the bf16 target, cuDNN's attention
-        // workspace (estimate above; the bf16 target is planned as the GPU recipe builds it, with cudnn-frontend,
-        // whose attention Auto prefers; a build without it needs less), the embedding backward's sort keys
-        // 8 * next_pow2(N) bytes, and the norm backward's column partials 8 * clamp(ceil(N/64), 1, 256) * C bytes,
-        // and the optimizer's ops (GaLore's refresh, bf16 gradient blocks widened for a projection)
-        size_t N = (size_t)B * T, pow2 = 2;
-        while (pow2 < N) pow2 *= 2;
-        size_t chunks = std::min<size_t>(256, std::max<size_t>(1, (N + 63) / 64));
-        size_t attn = N * cfg.num_heads * 4;
+        // (above), attention backward's row sums D or, in the bf16 target, cuDNN's attention workspace (estimate;
+        // the bf16 target is planned as the GPU recipe builds it, with cudnn-frontend, whose attention Auto
+        // prefers; a build without it needs less), the embedding backward's sort keys, the norm backward's column
+        // partials (LayerNorm's two sums, RMSNorm's one), the gradient norm's sum of squares, and the optimizer's
+        // ops (GaLore's refresh, bf16 gradient blocks widened for a projection); each user's size is the function
+        // the backend calls (kernels/cuda_sizes.h). (Muon's norms take SUM_SQUARES_SCRATCH_BYTES plus a double per
+        // matrix of a batch: under 1 MiB, inside the rounding.)
+        const int N = B * T, C = cfg.channels;
+        size_t attn = attention_backward_scratch_floats(B, T, cfg.num_heads) * sizeof(float);
         if (target == PlanTarget::CUDA_BF16 && cfg.head_dim() % 8 == 0 && cfg.head_dim() <= 128)  // cuDNN's sizes
             attn = std::max(attn, cudnn_sdpa_workspace_estimate(B, T, cfg.num_heads, cfg.head_dim()));
-        ws = std::max({ws, attn, 8 * pow2, 8 * chunks * cfg.channels,
+        const size_t norm = cfg.arch == Arch::LLAMA ? rmsnorm_backward_scratch_bytes(N, C)
+                                                    : layernorm_backward_scratch_bytes(N, C);
+        ws = std::max({ws, attn, encoder_backward_scratch_bytes(B, T), norm, SUM_SQUARES_SCRATCH_BYTES,
                        optimizer_cuda_scratch_bytes(optim, cfg, model.param_specs, PB::grad_dtype == DType::BF16)});
         ws = align_up(ws, 1 << 20) + CUBLASLT_WORKSPACE_BYTES + CUDA_LOSS_SUM_BYTES;
         // --prac-refresh-overlap: the refresh worker's own workspace beside the scratch (CudaBackend::RefreshWorker,
