@@ -265,8 +265,9 @@ struct GPT2 {
             throw std::logic_error(name);
         };
         std::vector<HFTensor> m;
-        m.push_back({prefix + "wte.weight", off("wte"), V, C, false});
-        m.push_back({prefix + "wpe.weight", off("wpe"), cfg.max_seq_len, C, false});
+        // (matrix: 2-D in the file even with one row, as nn.Embedding(1, C) is: a model of one position)
+        m.push_back({prefix + "wte.weight", off("wte"), V, C, false, true});
+        m.push_back({prefix + "wpe.weight", off("wpe"), cfg.max_seq_len, C, false, true});
         for (int l = 0; l < cfg.num_layers; l++) {
             std::string h = prefix + "h." + std::to_string(l) + ".";
             m.push_back({h + "ln_1.weight", off("ln1w") + (size_t)l * C, 1, C, false});

@@ -246,7 +246,7 @@ struct Llama {
             throw std::logic_error(name);
         };
         std::vector<HFTensor> m;
-        m.push_back({"model.embed_tokens.weight", off("wte"), V, C, false});
+        m.push_back({"model.embed_tokens.weight", off("wte"), V, C, false, true});  // 2-D even with one row
         for (int l = 0; l < cfg.num_layers; l++) {
             std::string p = "model.layers." + std::to_string(l) + ".";
             size_t qkv = off("qkvw") + (size_t)l * 3 * C * C, fc = off("fcw") + (size_t)l * 2 * F * C;
@@ -261,7 +261,7 @@ struct Llama {
             m.push_back({p + "mlp.down_proj.weight", off("fcprojw") + (size_t)l * C * F, C, F, false});
         }
         m.push_back({"model.norm.weight", off("lnfw"), 1, C, false});
-        m.push_back({"lm_head.weight", off("lm_head"), V, C, false});
+        m.push_back({"lm_head.weight", off("lm_head"), V, C, false, true});
         return m;
     }
     static std::vector<std::string> hf_ignorable() { return {"rotary_emb.inv_freq"}; }

@@ -304,6 +304,18 @@ TEST(TrainerWeights, SavedFileUsesHuggingFaceLayout) {
     std::vector<float> up((size_t)F * C);
     h.read_f32("model.layers.0.mlp.up_proj.weight", up.data(), up.size());
     EXPECT_EQ(std::memcmp(up.data(), l.params.fcw + (size_t)F * C, up.size() * sizeof(float)), 0);
+
+    // an embedding of one row stays 2-D, as transformers' nn.Embedding(1, C) is (GPT2Model's wpe at n_positions 1;
+    // it was saved 1-D, which from_pretrained refuses as a size mismatch), and loads back
+    ModelConfig one = gc;
+    one.max_seq_len = 1;
+    GPT2<CpuBackend> g1(be, one), g1b(be, one);
+    g1.init_weights(7);
+    g1.save_weights(dir / "g1.safetensors");
+    EXPECT_EQ(safetensors_open(dir / "g1.safetensors").shape("transformer.wpe.weight"),
+              (std::vector<int64_t>{1, gc.channels}));
+    g1b.load_weights(dir / "g1.safetensors");
+    EXPECT_EQ(std::memcmp(g1.params_memory, g1b.params_memory, g1.param_buffer_numel * sizeof(float)), 0);
 }
 
 // config.json's initializer_range is the std of a fresh model's weights, as Hugging Face's _init_weights draws them
