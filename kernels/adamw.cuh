@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kernels/adamw.h"
+#include "kernels/cuda_sizes.h"            // SUMSQ_BLOCKS, SUM_SQUARES_SCRATCH_BYTES
 #include "kernels/elementwise_common.cuh"  // stochastic_round, to_float, 128-bit packs
 
 // ---- AdamW ----

@@ -321,7 +321,7 @@ void execute(AttentionCudnn* c, GraphEntry* e, const GraphKey& k, std::unordered
 
 bool attention_cudnn_compiled() { return true; }
 
-bool attention_cudnn_supports_head_size(int HS) { return HS > 0 && HS % 8 == 0 && HS <= 128; }
+bool attention_cudnn_supports_head_size(int HS) { return cudnn_attention_takes_head_size(HS); }
 
 AttentionCudnn* attention_cudnn_create(cudaStream_t stream, AttentionWorkspaceFn workspace, void* workspace_self) {
     CHECK_USER(workspace != nullptr, "attention_cudnn_create: a workspace provider is required");

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/cuda_common.cuh"  // floatX
+#include "kernels/cuda_sizes.h"    // cudnn_attention_takes_head_size
 
 #if defined(PRAC_HAVE_CUDNN_FRONTEND) && !defined(PRAC_FP32)
 #define PRAC_ATTENTION_CUDNN 1
@@ -38,7 +39,8 @@ struct AttentionCudnnStats {
 
 // True in the bf16 build compiled with cudnn-frontend.
 bool attention_cudnn_compiled();
-// Head sizes cuDNN's SDPA takes on every architecture we build for: multiples of 8 up to 128.
+// Head sizes cuDNN's SDPA takes on every architecture we build for: multiples of 8 up to 128
+// (kernels/cuda_sizes.h cudnn_attention_takes_head_size, which the planner asks too).
 bool attention_cudnn_supports_head_size(int HS);
 
 // A context on `stream` (no cuDNN call yet: the handle is made on first use; if cudnnCreate fails there, every

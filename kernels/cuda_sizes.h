@@ -19,6 +19,9 @@ inline size_t classifier_cuda_scratch_floats(size_t N, int V) {
 // The head sizes the CUDA attention's hand-written kernels take (the fallback whenever cuDNN declines a shape; the
 // kernels unroll over HS: kernels/attention_impl.cuh). Here so that --plan knows a CUDA run would be refused.
 constexpr bool cuda_attention_takes_head_size(int HS) { return HS >= 16 && HS <= 128 && HS % 16 == 0; }
+// The head sizes cuDNN's fused attention takes (attention_cudnn_supports_head_size in a build with it): the planner
+// counts cuDNN's workspace for these.
+constexpr bool cudnn_attention_takes_head_size(int HS) { return HS > 0 && HS % 8 == 0 && HS <= 128; }
 
 // cuDNN fused attention's backward workspace for one layer (kernels/attention_cudnn.cu), an ESTIMATE from reading
 // cudnn-frontend 1.32 (node/scaled_dot_product_flash_attention.h), to reconcile with the graph's measured
@@ -65,7 +68,7 @@ inline size_t encoder_sort_len(int B, int Tlen) {
 }
 inline size_t encoder_backward_scratch_bytes(int B, int Tlen) { return encoder_sort_len(B, Tlen) * sizeof(uint64_t); }
 // The hand-written attention backward's fp32 D = rowsum(dO * O), (B, NH, T); no dQ accumulator (dQ is computed in
-// registers by its own query-parallel kernel). cuDNN's backward takes its own workspace instead (estimate below).
+// registers by its own query-parallel kernel). cuDNN's backward takes its own workspace instead (estimate above).
 inline size_t attention_backward_scratch_floats(int B, int T, int NH) { return (size_t)B * NH * T; }
 // sum_squares_cuda (gradient clipping; Muon's norms take SUMSQ_BLOCKS + one per matrix): stage 1's partials and the
 // result, in double

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda_sizes.h"            // encoder_sort_len, encoder_backward_scratch_bytes
 #include "kernels/elementwise_common.cuh"  // Pack, load_pack, to_float
 #include "kernels/encoder.h"
 

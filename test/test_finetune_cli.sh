@@ -600,6 +600,19 @@ PY
 out=$("$BIN" $C --resume 2>&1); rc=$?
 [ $rc = 1 ] && grep -q 'cannot resume from .*--lr-schedule cosine' <<<"$out" \
   && ok "a cosine run's checkpoint refuses a linear resume, naming --lr-schedule" || bad "linear resume: rc $rc, $(tail -3 <<<"$out")"
+out=$("$BIN" $C --lr-schedule cosine --warmup-ratio 0.2 --resume 2>&1); rc=$?
+[ $rc = 1 ] && grep -q 'written with a warmup of 2 steps, and --warmup-ratio 0.2 gives 4 of this run.s 16' <<<"$out" \
+  && grep -q 'pass --warmup 2 in place of --warmup-ratio 0.2' <<<"$out" \
+  && ok "a resume with another --warmup-ratio: the hint names --warmup in its place" || bad "--warmup-ratio 0.2 resume: rc $rc, $(tail -2 <<<"$out")"
+# transformers' constant has no warmup (get_scheduler("constant") ignores warmup_steps): --warmup is said to change
+# nothing, and the first step runs at --lr
+"$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --lr-schedule constant --warmup 3 --log "$T/const.jsonl" \
+  > "$T/const.out" 2>&1 || bad "the constant run failed"
+first_lr=$(python3 -c 'import json, sys
+print(next(r["lr"] for r in map(json.loads, open(sys.argv[1])) if r.get("type") == "step"))' "$T/const.jsonl")
+grep -q 'notice: --lr-schedule constant has no warmup: --warmup 3 changes nothing' "$T/const.out" \
+  && python3 -c "import sys; sys.exit(0 if abs(float('${first_lr:-0}') - 3e-3) < 1e-9 else 1)" \
+  && ok "--lr-schedule constant: no warmup (said), step 1 at --lr" || bad "constant: lr '$first_lr', $(grep -i warmup "$T/const.out")"
 
 # 7. bad input: non-zero exit, an error line naming the problem (and a hint where there is one), before any step and
 # with no score printed
@@ -614,7 +627,7 @@ expect_error "--optimizer muon alone: the value refused first" 'optimizers are a
 expect_error "--weight-decay -1 alone: the value refused first" 'weight-decay must be >= 0' "$BIN" --weight-decay -1
 expect_error "--task bogus alone: the task refused first" 'bogus' "$BIN" --task bogus
 expect_error "nothing given: --init-from is required" '--init-from is required' "$BIN"
-expect_error "--lr-schedule wsd refused with the choices" 'lr-schedule must be linear, cosine or constant \(got "wsd"\)' "$BIN" --lr-schedule wsd
+expect_error "--lr-schedule wsd refused with the choices" 'lr-schedule must be linear, cosine, constant_with_warmup or constant \(got "wsd"\)' "$BIN" --lr-schedule wsd
 expect_error "--warmup-ratio 1.5 refused" 'warmup-ratio must be a number in \[0, 1\] \(got "1.5"\)' "$BIN" --warmup-ratio 1.5
 expect_error "--warmup with --warmup-ratio refused" '--warmup 3 and --warmup-ratio 0.1 both set the warmup' "$BIN" --warmup 3 --warmup-ratio 0.1
 mkdir -p "$T/notok" "$T/nodev" "$T/nan"

@@ -161,14 +161,16 @@ TEST(Planner, Gpt2_124mPracFp8ByHand) {
 // optimizer scratch). At N = 16384 rows the norms' column sums take 256 row chunks (about 64 rows each, at most
 // 256: kernels/elementwise_common.cuh colsum_launch): LayerNorm's backward keeps dweight's and dbias's fp32
 // partials, 2 x 256 x 768 x 4 = 1.5 MiB in GPT-2 124M (above attention's D, N x 12 heads x 4 = 768 KiB); RMSNorm's
-// keeps dweight's alone, 256 x 2048 x 4 = 2 MiB in LLaMA 1B (D: N x 32 x 4, also 2 MiB). Counting LLaMA's norm as
-// LayerNorm's planned 4 MiB.
+// keeps dweight's alone, 256 x 2048 x 4 = 2 MiB in LLaMA 1B with 16 heads of 128 (above D, N x 16 x 4 = 1 MiB).
+// Counting LLaMA's norm as LayerNorm's planned 4 MiB; leaving the norms out, 1 MiB.
 TEST(Planner, CudaScratchIsItsLargestUserByHand) {
     const size_t MiB = 1 << 20, fixed = 32 * MiB + 4;
     PracOptions none;
     MemoryPlan g = plan_memory(model_config_load(Arch::GPT2, "gpt2-124m"), none, 16, 1024, PlanTarget::CUDA_FP32);
     EXPECT_EQ(g.bytes("library_workspaces"), 2 * MiB + fixed);  // 1.5 MiB rounded up
-    MemoryPlan l = plan_memory(model_config_load(Arch::LLAMA, "llama-1b"), none, 16, 1024, PlanTarget::CUDA_FP32);
+    ModelConfig llama = model_config_load(Arch::LLAMA, "llama-1b");
+    llama.num_heads = 16;
+    MemoryPlan l = plan_memory(llama, none, 16, 1024, PlanTarget::CUDA_FP32);
     EXPECT_EQ(l.bytes("library_workspaces"), 2 * MiB + fixed);
 }
 

@@ -1341,14 +1341,16 @@ TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpel
 }
 
 // finetune_roberta's schedules are Hugging Face's: transformers/optimization.py's lr_lambda of
-// get_linear_schedule_with_warmup, get_cosine_schedule_with_warmup (num_cycles = 0.5) and
-// get_constant_schedule_with_warmup, times --lr, written here as that file computes them (in double); the warmup of
+// get_linear_schedule_with_warmup, get_cosine_schedule_with_warmup (num_cycles = 0.5),
+// get_constant_schedule_with_warmup and get_constant_schedule (get_scheduler("constant") ignores the warmup), times
+// --lr, written here as that file computes them (in double); the warmup of
 // --warmup-ratio is TrainingArguments.get_warmup_steps's math.ceil(steps * ratio) on Python floats, whose products
 // are exact facts: 10 * 0.1 == 1.0 (ceil 1) and 100 * 0.07 == 7.000000000000001 (ceil 8; in float32 the product is
 // 7.0, ceil 7).
 static double hf_lr_lambda(const std::string& schedule, int step, int warmup, int total) {
-    if (step < warmup) return (double)step / (double)std::max(1, warmup);
     if (schedule == "constant") return 1.0;
+    if (step < warmup) return (double)step / (double)std::max(1, warmup);
+    if (schedule == "constant_with_warmup") return 1.0;
     if (schedule == "cosine") {
         const double progress = (double)(step - warmup) / (double)std::max(1, total - warmup);
         return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * 0.5 * 2.0 * progress)));
@@ -1358,7 +1360,7 @@ static double hf_lr_lambda(const std::string& schedule, int step, int warmup, in
 
 TEST(FinetuneSchedule, IsHuggingFaces) {
     const float lr = 3e-5f;
-    for (const char* s : {"linear", "cosine", "constant"})
+    for (const char* s : {"linear", "cosine", "constant_with_warmup", "constant"})
         for (auto [total, warmup] : {std::pair{10, 0}, {10, 3}, {10, 10}, {10, 15}, {1, 0}, {7, 1}, {1000, 60}})
             for (int step = 0; step < total; step++)
                 EXPECT_NEAR(finetune_lr(step, total, warmup, lr, s), lr * hf_lr_lambda(s, step, warmup, total),
@@ -1375,7 +1377,6 @@ TEST(FinetuneSchedule, IsHuggingFaces) {
     EXPECT_EQ(warmup_of_ratio(parsed({"--warmup-ratio", "0.1"}).warmup_ratio_value, 10), 1);
     EXPECT_EQ(warmup_of_ratio(parsed({"--warmup-ratio", "0.07"}).warmup_ratio_value, 100), 8);
     EXPECT_EQ(parsed({}).schedule, "linear");  // run_glue's default
-    EXPECT_EQ(parsed({"--lr-schedule", "constant_with_warmup"}).schedule, "constant");  // run_glue's name for it
     for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
              {"--lr-schedule", "wsd"}, {"--warmup-ratio", "-0.1"}, {"--warmup-ratio", "0.1x"},
              {"--warmup-ratio", ""}, {"--warmup", "3", "--warmup-ratio", "0.1"}})

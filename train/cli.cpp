@@ -861,11 +861,11 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
     // not with --plan (the plan's rows follow them) or --ckpt-dir (its step-0 checkpoint records them: a resume of it
     // must pass them again)
     if (!options_train(o)) {  // (with --eval-only the flags that go only with training are refused: check_flag_partners)
-        Flags f = given_of({"--epochs", "--lr", "--warmup", "--lr-schedule", "--cooldown-frac", "--min-lr-frac",
-                            "--weight-decay", "--beta1",
-                            "--beta2", "--adam-eps", "--grad-clip", "--grad-accum", "--global-batch", "--optimizer",
-                            "--optimizer-states", "--on-nonfinite", "--no-shuffle", "--eval-interval",
-                            "--log-interval", "--recompute", "--recompute-attention", "--zero", "--overlap-comm"});
+        Flags f = given_of({"--epochs", "--lr", "--warmup", "--warmup-ratio", "--lr-schedule", "--cooldown-frac",
+                            "--min-lr-frac", "--weight-decay", "--beta1", "--beta2", "--adam-eps", "--grad-clip",
+                            "--grad-accum", "--global-batch", "--optimizer", "--optimizer-states", "--on-nonfinite",
+                            "--no-shuffle", "--eval-interval", "--log-interval", "--recompute", "--recompute-attention",
+                            "--zero", "--overlap-comm"});
         if (o.eval_only && o.was_given("--steps")) f.insert(f.begin(), "--steps");
         if (o.eval_only && o.was_given("--train-data")) f.insert(f.begin(), "--train-data");  // (not even opened)
         for (const char* family : {"--galore-", "--muon-", "--rso-"})

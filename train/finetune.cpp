@@ -46,11 +46,11 @@ const FlagDef FLAGS[] = {
     F("--warmup-ratio", "R", STR, warmup_ratio,
       "the warmup as a fraction of the run's steps, rounded up: ceil(steps x R) (Hugging Face's warmup_ratio; in "
       "place of --warmup)"),
-    F("--lr-schedule", "linear|cosine|constant", STR, schedule,
-      "the learning rate after the warmup: linear (down to 0, which the step after the last would reach: run_glue's "
-      "default, get_linear_schedule_with_warmup), cosine (half a cosine down to 0 on the same steps: "
-      "get_cosine_schedule_with_warmup) or constant (--lr to the end: get_constant_schedule_with_warmup; with "
-      "--warmup 0, get_constant_schedule)"),
+    F("--lr-schedule", "linear|cosine|constant_with_warmup|constant", STR, schedule,
+      "transformers' lr_scheduler_type: after the warmup, linear (down to 0, which the step after the last would "
+      "reach: run_glue's default, get_linear_schedule_with_warmup), cosine (half a cosine down to 0 on the same "
+      "steps: get_cosine_schedule_with_warmup) or constant_with_warmup (--lr to the end); constant is --lr from the "
+      "first step, without a warmup (get_constant_schedule)"),
     F("--weight-decay", "WD", FLOAT, weight_decay, "decoupled weight decay of the 2-D weights (adamw and rso)"),
     F("--beta1", "B1", FLOAT, beta1, "Adam beta1 (adamw's, and rso's inner Adam)"),
     F("--beta2", "B2", FLOAT, beta2, "Adam beta2 (as --beta1)"),
@@ -147,8 +147,9 @@ float paper_lr(GlueTask task) {
 }
 
 float finetune_lr(int step, int total, int warmup, float lr, const std::string& schedule) {
+    if (schedule == "constant") return lr;  // (transformers' get_constant_schedule: no warmup)
     if (step < warmup) return lr * (float)step / (float)std::max(1, warmup);
-    if (schedule == "constant") return lr;
+    if (schedule == "constant_with_warmup") return lr;
     const float span = (float)std::max(1, total - warmup);
     if (schedule == "cosine")
         return lr * std::max(0.0f, 0.5f * (1.0f + std::cos((float)M_PI * (float)(step - warmup) / span)));
@@ -180,9 +181,10 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     // (each named alone: an unset --lr is 0 here, the task's default later)
     CHECK_USER(o.lr >= 0, "--lr must be >= 0 (got %g)", o.lr);
     CHECK_USER(o.warmup >= 0, "--warmup must be >= 0 (got %d)", o.warmup);
-    if (o.schedule == "constant_with_warmup") o.schedule = "constant";  // run_glue's name for ours
-    CHECK_USER(o.schedule == "linear" || o.schedule == "cosine" || o.schedule == "constant",
-               "--lr-schedule must be linear, cosine or constant (got \"%s\")%s", o.schedule.c_str(),
+    CHECK_USER(o.schedule == "linear" || o.schedule == "cosine" || o.schedule == "constant_with_warmup" ||
+                   o.schedule == "constant",
+               "--lr-schedule must be linear, cosine, constant_with_warmup or constant (got \"%s\")%s",
+               o.schedule.c_str(),
                o.schedule == "wsd" ? "\n---> HINT: wsd is the pretraining trainers' (train_gpt2, train_llama)" : "");
     if (o.was_given("--warmup-ratio")) {
         char* end = nullptr;
@@ -275,8 +277,9 @@ std::string finetune_help(const char* program) {
         "Fine-tunes a Hugging Face RoBERTa (RobertaForSequenceClassification) on one GLUE task: AdamW or RSO, optional "
         "PRAC activation compression, dev evaluation with the task's metrics after every epoch (best and final "
         "printed), checkpoints with a bit-exact --resume, --save as a Hugging Face directory. Nothing is downloaded.\n"
-        "Schedule: linear warmup over --warmup steps (or --warmup-ratio of them), then --lr-schedule: by default "
-        "linear decay toward 0, which the step after the last would reach (run_glue's default).", 0, 0) + "\n\n";
+        "Schedule: linear warmup over --warmup steps (or --warmup-ratio of the run's steps), then --lr-schedule: by "
+        "default linear decay toward 0, which the step after the last would reach (run_glue's default).", 0, 0) +
+        "\n\n";
     s += flag_table_help(FLAGS, std::size(FLAGS), &defaults, [](const FlagDef& f) -> std::string {
         return std::string(f.name) == "--lr" || std::string(f.name) == "--precision" ? "" : "?";
     });

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -44,7 +45,7 @@ struct FinetuneOptions : TrainOptions {
     int max_len = 512;     // tokens per example after truncation (appendix D)
     std::string padding = "batch";  // batch: each batch to its longest row (rounded up); longest: to the data's
     std::string predict;   // a directory for GLUE's submission files of the test split(s); "": no predictions
-    std::string schedule = "linear";  // --lr-schedule: linear | cosine | constant (finetune_lr)
+    std::string schedule = "linear";  // --lr-schedule: linear | cosine | constant_with_warmup | constant (finetune_lr)
     std::string warmup_ratio;         // --warmup-ratio as typed, and its value (parsed as Python's float would)
     double warmup_ratio_value = 0;
     FinetuneOptions();     // the fine-tuning defaults (appendix D, Hugging Face's run_glue)
@@ -58,8 +59,9 @@ std::vector<std::string> finetune_flag_names();  // every flag of the table (tes
 float paper_lr(GlueTask task);
 // The learning rate at optimizer step `step` (0-based) of `total`, as Hugging Face's schedules give it (their
 // lr_lambda times lr): `warmup` steps rising linearly from 0, then `schedule`: linear
-// (get_linear_schedule_with_warmup), cosine (get_cosine_schedule_with_warmup, half a cosine) or constant
-// (get_constant_schedule_with_warmup).
+// (get_linear_schedule_with_warmup), cosine (get_cosine_schedule_with_warmup, half a cosine) or
+// constant_with_warmup (get_constant_schedule_with_warmup); constant is lr throughout, warmup or not
+// (get_constant_schedule, as transformers' get_scheduler("constant") ignores warmup_steps).
 float finetune_lr(int step, int total, int warmup, float lr, const std::string& schedule);
 // --warmup-ratio's steps in a run of `total`: ceil(total x ratio) in double, as TrainingArguments.get_warmup_steps.
 int warmup_of_ratio(double ratio, int total);
@@ -220,8 +222,11 @@ struct FineTuner {
             std::printf("warmup: %d steps (--warmup-ratio %s of the run's %d)\n", opts.warmup,
                         opts.warmup_ratio.c_str(), total_steps);
         }
+        if (opts.schedule == "constant" && opts.warmup > 0)  // (as transformers' get_scheduler("constant") does)
+            std::printf("notice: --lr-schedule constant has no warmup: --warmup %d changes nothing (transformers' "
+                        "constant ignores warmup_steps; constant_with_warmup warms up)\n", opts.warmup);
         // not inert, but likely not meant (as the pretraining trainers say it): a warmup longer than the run
-        if (opts.warmup > total_steps)
+        else if (opts.warmup > total_steps)
             std::printf("notice: --warmup %d is longer than the run's %d steps (%d epoch(s) of %d): the learning rate "
                         "rises the whole run and ends at %g, short of --lr %g\n", opts.warmup, total_steps,
                         opts.epochs, steps_per_epoch, finetune_lr(total_steps - 1, total_steps, opts.warmup, opts.lr, opts.schedule),
@@ -853,6 +858,19 @@ struct FineTuner {
         CHECK_USER(opts.schedule == "linear" || st.has_meta("run.key_spelling"), "cannot resume from %s: it was "
                    "written before --lr-schedule, with the linear schedule\n---> HINT: resume without --lr-schedule %s",
                    resume_path.c_str(), opts.schedule.c_str());
+        // --warmup-ratio's steps against the checkpoint's warmup, where the task's key (its epochs: the steps) is
+        // the same: the key's refusal would ask for a --warmup, which goes with no --warmup-ratio
+        if (opts.was_given("--warmup-ratio") && st.has_meta("run.schedule") && st.has_meta("run.task") &&
+            st.get("run.task") == k.front().second) {
+            std::istringstream words(st.get("run.schedule"));
+            int saved = -1;
+            for (std::string w; words >> w;)
+                if (w == "warmup") words >> saved;
+            CHECK_USER(saved < 0 || saved == opts.warmup, "cannot resume from %s: it was written with a warmup of %d "
+                       "steps, and --warmup-ratio %s gives %d of this run's %d\n---> HINT: pass --warmup %d in place "
+                       "of --warmup-ratio %s", resume_path.c_str(), saved, opts.warmup_ratio.c_str(), opts.warmup,
+                       total_steps, saved, opts.warmup_ratio.c_str());
+        }
         check_resume_keys(st, opts, cfg, k);
         // (said as the file, not as the key's size:hash, which the user can neither pass nor compare)
         if (st.has_meta("run.train_data") && st.get("run.train_data") != train_fingerprint)

@@ -119,11 +119,11 @@ MemoryPlan plan_with(const ModelConfig& cfg, const PracOptions& prac, int B, int
         // prefers; a build without it needs less), the embedding backward's sort keys, the norm backward's column
         // partials (LayerNorm's two sums, RMSNorm's one), the gradient norm's sum of squares, and the optimizer's
         // ops (GaLore's refresh, bf16 gradient blocks widened for a projection); each user's size is the function
-        // the backend calls (kernels/cuda_sizes.h). (Muon's norms take SUM_SQUARES_SCRATCH_BYTES plus a double per
-        // matrix of a batch: under 1 MiB, inside the rounding.)
+        // the backend calls (kernels/cuda_sizes.h). (Muon's norms take SUMSQ_BLOCKS doubles plus one per matrix of a
+        // batch: under 1 MiB, inside the rounding.)
         const int N = B * T, C = cfg.channels;
         size_t attn = attention_backward_scratch_floats(B, T, cfg.num_heads) * sizeof(float);
-        if (target == PlanTarget::CUDA_BF16 && cfg.head_dim() % 8 == 0 && cfg.head_dim() <= 128)  // cuDNN's sizes
+        if (target == PlanTarget::CUDA_BF16 && cudnn_attention_takes_head_size(cfg.head_dim()))
             attn = std::max(attn, cudnn_sdpa_workspace_estimate(B, T, cfg.num_heads, cfg.head_dim()));
         const size_t norm = cfg.arch == Arch::LLAMA ? rmsnorm_backward_scratch_bytes(N, C)
                                                     : layernorm_backward_scratch_bytes(N, C);
