@@ -229,8 +229,8 @@ struct FineTuner {
         else if (opts.warmup > total_steps)
             std::printf("notice: --warmup %d is longer than the run's %d steps (%d epoch(s) of %d): the learning rate "
                         "rises the whole run and ends at %g, short of --lr %g\n", opts.warmup, total_steps,
-                        opts.epochs, steps_per_epoch, finetune_lr(total_steps - 1, total_steps, opts.warmup, opts.lr, opts.schedule),
-                        opts.lr);
+                        opts.epochs, steps_per_epoch,
+                        finetune_lr(total_steps - 1, total_steps, opts.warmup, opts.lr, opts.schedule), opts.lr);
         std::printf("%s", schedule_notices(opts).c_str());  // (--lr 0, an RSO gap as long as the run)
         opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, model.param_buffer_numel, 0,
                              model.param_buffer_numel);
