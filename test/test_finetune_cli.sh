@@ -604,6 +604,50 @@ out=$("$BIN" $C --lr-schedule cosine --warmup-ratio 0.2 --resume 2>&1); rc=$?
 [ $rc = 1 ] && grep -q 'written with a warmup of 2 steps, and --warmup-ratio 0.2 gives 4 of this run.s 16' <<<"$out" \
   && grep -q 'pass --warmup 2 in place of --warmup-ratio 0.2' <<<"$out" \
   && ok "a resume with another --warmup-ratio: the hint names --warmup in its place" || bad "--warmup-ratio 0.2 resume: rc $rc, $(tail -2 <<<"$out")"
+# a checkpoint written before --lr-schedule (its keys spelled before run.key_spelling) ran the linear schedule: a
+# resume on another is refused as such (here the cosine run's newest checkpoint with that key taken out of its
+# header, and its COMPLETE marker's size and checksum of the file rewritten: train/checkpoint.cpp's state_checksum)
+rm -rf "$T/ckc_legacy" && cp -r "$T/ckc" "$T/ckc_legacy"
+python3 - "$(ls -d "$T"/ckc_legacy/step_* | tail -1)" <<'PY' || bad "could not forge the legacy checkpoint"
+import json, os, struct, sys
+M64 = (1 << 64) - 1
+K = 0x9e3779b97f4a7c15
+def mix64(x):
+    x ^= x >> 30; x = x * 0xbf58476d1ce4e5b9 & M64
+    x ^= x >> 27; x = x * 0x94d049bb133111eb & M64
+    return x ^ x >> 31
+def checksum(data):
+    lane, i, tail = [1, 2, 3, 4], 0, len(data) - len(data) % 32
+    def step(k, w):
+        lane[k] = (lane[k] ^ w) * K & M64
+        lane[k] ^= lane[k] >> 29
+    for i in range(0, tail, 32):
+        for k in range(4):
+            step(k, int.from_bytes(data[i + 8 * k:i + 8 * k + 8], "little"))
+    for k, i in enumerate(range(tail, len(data), 8)):
+        step(k, int.from_bytes(data[i:i + 8], "little"))
+    h = mix64(len(data))
+    for k in range(4):
+        h = (mix64(h ^ lane[k]) + K) & M64
+    return h
+state, marker = os.path.join(sys.argv[1], "state.safetensors"), os.path.join(sys.argv[1], "COMPLETE")
+raw = open(state, "rb").read()
+complete = json.load(open(marker))
+assert complete["checksums"]["state.safetensors"] == "%016x" % checksum(raw), "the checksum port disagrees"
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+del header["__metadata__"]["run.key_spelling"]  # (tensor offsets count from the data's start: they stay as they are)
+text = json.dumps(header).encode()
+raw = struct.pack("<Q", len(text)) + text + raw[8 + n:]
+open(state, "wb").write(raw)
+complete["files"]["state.safetensors"] = len(raw)
+complete["checksums"]["state.safetensors"] = "%016x" % checksum(raw)
+json.dump(complete, open(marker, "w"), indent=2)
+PY
+out=$("$BIN" ${C/ckc/ckc_legacy} --lr-schedule cosine --resume 2>&1); rc=$?
+[ $rc = 1 ] && grep -q 'it was written before --lr-schedule, with the linear schedule' <<<"$out" \
+  && grep -q 'HINT: resume without --lr-schedule cosine' <<<"$out" \
+  && ok "a checkpoint from before --lr-schedule refuses a cosine resume as linear" || bad "legacy cosine resume: rc $rc, $(tail -2 <<<"$out")"
 # transformers' constant has no warmup (get_scheduler("constant") ignores warmup_steps): --warmup is said to change
 # nothing, and the first step runs at --lr
 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --lr-schedule constant --warmup 3 --log "$T/const.jsonl" \
@@ -628,7 +672,11 @@ expect_error "--weight-decay -1 alone: the value refused first" 'weight-decay mu
 expect_error "--task bogus alone: the task refused first" 'bogus' "$BIN" --task bogus
 expect_error "nothing given: --init-from is required" '--init-from is required' "$BIN"
 expect_error "--lr-schedule wsd refused with the choices" 'lr-schedule must be linear, cosine, constant_with_warmup or constant \(got "wsd"\)' "$BIN" --lr-schedule wsd
-expect_error "--warmup-ratio 1.5 refused" 'warmup-ratio must be a number in \[0, 1\] \(got "1.5"\)' "$BIN" --warmup-ratio 1.5
+expect_error "--warmup-ratio 1.5 refused" 'warmup-ratio must be a decimal number in \[0, 1\] \(got "1.5"\)' "$BIN" --warmup-ratio 1.5
+# (C's strtod reads hexadecimal, which Python's float() refuses; a space before the number is refused as every number
+# flag refuses it: a quoting slip)
+expect_error "--warmup-ratio in hexadecimal refused" 'warmup-ratio must be a decimal number in \[0, 1\] \(got "0x0.1p0"\)' "$BIN" --warmup-ratio 0x0.1p0
+expect_error "--warmup-ratio after a space refused" 'warmup-ratio must be a decimal number in \[0, 1\] \(got " 0.1"\)' "$BIN" --warmup-ratio " 0.1"
 expect_error "--warmup with --warmup-ratio refused" '--warmup 3 and --warmup-ratio 0.1 both set the warmup' "$BIN" --warmup 3 --warmup-ratio 0.1
 mkdir -p "$T/notok" "$T/nodev" "$T/nan"
 cp "$T/model/config.json" "$T/model/model.safetensors" "$T/notok/"

@@ -2,8 +2,10 @@
 
 #include <climits>
 #include <cmath>
+#include <cctype>   // isspace
 #include <cstddef>
 #include <cstdlib>  // strtod
+#include <cstring>  // strpbrk
 #include <filesystem>
 #include <stdexcept>
 #include <iterator>
@@ -190,8 +192,11 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
         char* end = nullptr;
         const char* text = o.warmup_ratio.c_str();
         o.warmup_ratio_value = std::strtod(text, &end);  // a double, as Python's float(): ceil(steps x R) the same
-        CHECK_USER(*text && *end == 0 && o.warmup_ratio_value >= 0 && o.warmup_ratio_value <= 1,
-                   "--warmup-ratio must be a number in [0, 1] (got \"%s\")", text);
+        // (strtod reads hexadecimal, "0x0.1p0", which Python's float() refuses, and skips a space before the number,
+        // which every number flag refuses)
+        CHECK_USER(*text && *end == 0 && !std::isspace((unsigned char)*text) && !std::strpbrk(text, "xX") &&
+                       o.warmup_ratio_value >= 0 && o.warmup_ratio_value <= 1,
+                   "--warmup-ratio must be a decimal number in [0, 1] (got \"%s\")", text);
         CHECK_USER(!o.was_given("--warmup"), "--warmup %d and --warmup-ratio %s both set the warmup\n---> HINT: pass "
                    "one of them", o.warmup, text);
     }
