@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing this project needs on Debian/Ubuntu, without a prompt: the apt packages
 # (compilers, cmake, OpenBLAS+LAPACKE, MPI, PCRE2, SentencePiece, nlohmann_json, GoogleTest; clang and Boost.Context
-# for the emulated CUDA build) and the pip packages (tiktoken, transformers and matplotlib for tests, the cuDNN frontend's
-# headers).
+# for the emulated CUDA build) and the pip packages (tiktoken, transformers, sentencepiece and protobuf (transformers'
+# conversion of a SentencePiece model) and matplotlib for tests, the cuDNN frontend's headers).
 # Fast when nothing is missing (one dpkg-query, one python3 call; no network): `make` runs it before configuring,
 # and so does .ci/run. Usage: scripts/install_deps.sh [--check]
 #   --check   install nothing; list what is missing and exit 1 if anything is (the CI check after .ci/run)
@@ -25,7 +25,7 @@ APT_PKGS=(
 read -r -a extra <<<"${INSTALL_DEPS_EXTRA_APT:-}"
 APT_PKGS+=("${extra[@]}")
 # pip distributions; optional for the build (a failed install is a warning): the tests that need them say so
-PIP_PKGS=(tiktoken transformers matplotlib nvidia-cudnn-frontend)  # transformers: its tokenizers need no torch
+PIP_PKGS=(tiktoken transformers sentencepiece protobuf matplotlib nvidia-cudnn-frontend)  # transformers: its tokenizers need no torch
 
 check_only=0
 case "${1:-}" in

@@ -542,7 +542,10 @@ TEST(RobertaPrac, SitesCoveringAllRowsReproduceTheExactGradient) {
     pac.linear_r1_abs = pac.nonlinear_r1_abs = 8;  // >= N = 6
     pac.linear_r2_abs = pac.nonlinear_r2_abs = 0;
     std::vector<float> exact = run(none), covered = run(pac);
-    EXPECT_LT(worst(covered, exact), 1e-3);
+    // "up to rounding": Q1 is the fp32 eigenvectors of the Gram matrix XᵀX, whose rounding grows with cond(X)²
+    // (measured 1.8e-5 here, OpenBLAS on x86-64); 1e-4 keeps a 5x margin for another BLAS, and stays 10x below the
+    // 1e-3 by which ranks 2 + 2 must change the gradient (below), so a wrong site restore cannot hide under it
+    EXPECT_LT(worst(covered, exact), 1e-4);
     std::printf("[ info     ] rank-covered PAC vs exact: worst per-tensor relative error %.2e\n", worst(covered, exact));
     PracOptions low;
     low.mode = PracMode::PRAC;
