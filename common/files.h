@@ -36,7 +36,20 @@ inline int write_all(int fd, const void* src, size_t n) {
     return 0;
 }
 
+// An input named by the user must be a file: a FIFO's open() waits for a writer forever (the program hung, silent),
+// and a device or socket is no input file either. Fails naming `what` (e.g. "model config") and the path when the
+// path exists and is one of those; a missing path or a directory is left to the caller's own message.
+inline void refuse_special_file(const std::string& path, const char* what) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) return;
+    const char* kind = S_ISFIFO(st.st_mode) ? "a named pipe (FIFO)" : S_ISCHR(st.st_mode) ? "a character device"
+                       : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : "no regular file";
+    fail("%s %s is %s, not a file\n---> HINT: give a regular file (a named pipe would be read only once a writer "
+         "opened it: the program would wait for it without a word)", what, path.c_str(), kind);
+}
+
 inline std::string read_file_bytes(const std::string& path) {
+    refuse_special_file(path, "input");
     std::ifstream f(path, std::ios::binary);
     CHECK_USER(f, "cannot read %s: %s", path.c_str(), std::strerror(errno));
     std::stringstream ss;

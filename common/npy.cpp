@@ -281,6 +281,9 @@ NpyArray read_npy(const std::string& path, bool bf16_as_uint16) {
     unsigned char pre[12] = {0};
     size_t pre_len = file_size < sizeof(pre) ? (size_t)file_size : sizeof(pre);
     if (!read_at(f.fd, pre, pre_len, 0)) fail("cannot read %s: %s", p, strerror(errno));
+    if (pre_len >= MAGIC_LEN && pre_len < MAGIC_LEN + 2 && std::memcmp(pre, MAGIC, MAGIC_LEN) == 0)
+        fail("%s is truncated: %zu bytes, the magic \"\\x93NUMPY\" and no format version\n---> HINT: the file was cut "
+             "short (a copy or a save that did not finish): write it again with np.save", p, pre_len);
     if (pre_len < MAGIC_LEN + 2 || std::memcmp(pre, MAGIC, MAGIC_LEN) != 0) {
         std::string first((const char*)pre, pre_len < 8 ? pre_len : 8);
         bool zip = pre_len >= 4 && std::memcmp(pre, "PK\x03\x04", 4) == 0;

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <random>
@@ -10,20 +11,28 @@
 #include "common/error.h"
 #include "data/shuffle.h"
 
-static std::vector<std::string> glob_files(const std::string& pattern) {
+std::vector<std::string> expand_data_pattern(const std::string& pattern) {
+    struct stat st;
+    if (::stat(pattern.c_str(), &st) == 0) return {pattern};
     glob_t g;
-    int rc = glob(pattern.c_str(), 0, nullptr, &g);  // sorted by name
-    if (rc == GLOB_NOMATCH)
-        fail("no files match the data pattern \"%s\"\n"
-             "---> HINT: check the path; quote the pattern so the shell does not expand it, "
-             "e.g. --train-data \"data/fineweb_train_*.bin\"",
-             pattern.c_str());
+    const int rc = glob(pattern.c_str(), 0, nullptr, &g);  // sorted by name
+    if (rc == GLOB_NOMATCH) return {};
     if (rc != 0) {
         globfree(&g);
         fail("cannot expand the data pattern \"%s\" (glob error %d: unreadable directory?)", pattern.c_str(), rc);
     }
     std::vector<std::string> files(g.gl_pathv, g.gl_pathv + g.gl_pathc);
     globfree(&g);
+    return files;
+}
+
+static std::vector<std::string> glob_files(const std::string& pattern) {
+    std::vector<std::string> files = expand_data_pattern(pattern);
+    if (files.empty())
+        fail("no files match the data pattern \"%s\"\n"
+             "---> HINT: check the path; quote the pattern so the shell does not expand it, "
+             "e.g. --train-data \"data/fineweb_train_*.bin\"",
+             pattern.c_str());
     return files;
 }
 

@@ -95,3 +95,8 @@ struct DataLoader {
 
 // Number of targets that count in the loss (!= -1) among n.
 int64_t count_target_tokens(const int32_t* targets, size_t n);
+
+// The files a data pattern (--train-data, --val-data) names, sorted by name: a path that exists names itself, glob
+// characters and all (as prep_data reads its --input; "a[1]_train.bin" matched no file), else the glob's matches;
+// empty when nothing matches. Fails on a glob error (an unreadable directory), naming the pattern.
+std::vector<std::string> expand_data_pattern(const std::string& pattern);

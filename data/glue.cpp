@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "common/files.h"  // refuse_special_file
 #include "common/strings.h"        // join
 #include "common/text_encoding.h"  // utf16_or_32
 #include "data/byte_bpe.h"             // utf8_first_invalid
@@ -321,6 +322,7 @@ GlueTask glue_task_from_name(const std::string& name) {
 }
 
 std::vector<GlueExample> read_glue_file(GlueTask task, const std::string& path) {
+    refuse_special_file(path, "GLUE file");
     std::ifstream in(path, std::ios::binary);
     if (!in) fail("cannot open GLUE file %s", path.c_str());
     // UTF-16 (Excel's "Unicode text", PowerShell's default) or UTF-32: read as UTF-8 it was a header "\xff\xfes" cut
@@ -355,9 +357,11 @@ std::string glue_split_path(const std::string& dir, const std::string& split) {
         struct stat st;
         CHECK_USER(stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode), "--data-dir %s: %s", dir.c_str(),
                    stat(dir.c_str(), &st) != 0 ? "no such directory" : "not a directory");
-        for (const std::string& p : {tsv, jsonl})
-            CHECK_USER(stat(p.c_str(), &st) != 0, "%s is not a file (a directory?): the %s split is a .tsv or .jsonl "
-                       "file", p.c_str(), split.c_str());
+        for (const std::string& p : {tsv, jsonl}) {
+            refuse_special_file(p, "GLUE file");  // a named pipe, a device: said as such
+            CHECK_USER(stat(p.c_str(), &st) != 0, "%s is a directory: the %s split is a .tsv or .jsonl file", p.c_str(),
+                       split.c_str());
+        }
         // Hugging Face's datasets name the dev splits validation, validation_matched, validation_mismatched
         std::string hf = split.rfind("dev", 0) == 0 ? "validation" + split.substr(3) : "";
         for (const char* ext : {".jsonl", ".tsv"})

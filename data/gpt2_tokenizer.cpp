@@ -11,11 +11,13 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/files.h"  // refuse_special_file
 #include "data/shard.h"
 
 namespace {
 
 std::string read_file(const std::string& path, const char* what, const char* hint) {
+    refuse_special_file(path, what);
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) fail("cannot open %s %s: %s\n---> HINT: %s", what, path.c_str(), std::strerror(errno), hint);
     std::string s;

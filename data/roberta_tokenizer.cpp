@@ -267,6 +267,27 @@ void RobertaTokenizer::load(const RobertaFiles& f, const BpeOptions& options) {
     }
     std::vector<std::string> strings(n);  // for errors: the vocabulary's own spelling
     for (const auto& [text, id] : ids_) strings[id] = text;
+    // A byte-level BPE makes each token of more than one byte by a merge: a merges list that makes few of them
+    // (empty, cut short, another model's) would encode text in other, shorter tokens, silently. roberta-base has 3
+    // tokens no merge makes (madeupword0000-0002, added by fairseq's dictionary), so a few are allowed.
+    std::vector<bool> made(n, false);
+    for (const BpeMerge& m : merges) made[m.merged] = true;
+    size_t multi = 0;
+    std::vector<uint32_t> unmade;
+    for (uint32_t id = 0; id < n; id++) {
+        if (special[id] || tokens[id].size() < 2) continue;
+        multi++;
+        if (!made[id]) unmade.push_back(id);
+    }
+    if (unmade.size() > std::max<size_t>(16, multi / 100)) {
+        std::string examples;
+        for (size_t k = 0; k < unmade.size() && k < 3; k++)
+            examples += (k ? ", \"" : "\"") + strings[unmade[k]] + "\"";
+        fail("%s: %zu of the %zu tokens of more than one byte in %s are made by no merge (%s, ...): text would be "
+             "encoded in shorter tokens than the model was trained on\n---> HINT: the merges are damaged or cut "
+             "short, or come from another vocabulary: take vocab.json and merges.txt (or tokenizer.json) from the "
+             "model's own directory", f.merges_where.c_str(), unmade.size(), multi, where, examples.c_str());
+    }
     bpe_ = std::make_unique<BytePairEncoder>(BpeRanking::PAIR_RANK, std::move(tokens), std::move(special), merges,
                                              options, f.vocab_where, [&](uint32_t id) {
                                                  return format("id %u (\"%s\")", id, strings[id].c_str());

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/files.h"  // refuse_special_file
 #include "common/kill_point.h"
 
 // The format is little-endian and we read it with plain fread into native ints.
@@ -181,6 +182,7 @@ void write_shard(const std::string& path, const std::vector<uint16_t>& tokens, c
 
 // Opens `path`, reads and validates the header; returns the open file positioned at the tokens.
 static FILE* open_shard(const std::string& path, ShardInfo* out) {
+    refuse_special_file(path, "token shard");
     FILE* f = std::fopen(path.c_str(), "rb");
     CHECK_USER(f, "cannot open shard %s: %s", path.c_str(), std::strerror(errno));
     struct stat st{};

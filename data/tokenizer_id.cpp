@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/files.h"  // dir_of, refuse_special_file
 
 // ---- SHA-256, as FIPS 180-4 section 6.2 states it ----
 
@@ -80,11 +81,6 @@ bool is_regular(const std::string& p) {
     return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-std::string dir_of(const std::string& path) {
-    size_t slash = path.find_last_of('/');
-    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-}
-
 }  // namespace
 
 std::string sha256_hex(const void* data, size_t n) {
@@ -94,6 +90,7 @@ std::string sha256_hex(const void* data, size_t n) {
 }
 
 std::string sha256_file_hex(const std::string& path) {
+    refuse_special_file(path, "tokenizer file");
     FILE* f = std::fopen(path.c_str(), "rb");
     CHECK_USER(f, "cannot read %s: %s", path.c_str(), std::strerror(errno));
     Sha256 s;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/files.h"  // refuse_special_file
 #include "common/strings.h"  // join
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
@@ -244,6 +245,7 @@ static nlohmann::json json_object_of(std::istream& in, const std::string& path) 
 }
 
 static ModelConfig config_from_json(Arch arch, const std::string& path) {
+    refuse_special_file(path, "model config");
     std::ifstream f(path);
     if (!f) fail("cannot open model config %s", path.c_str());
     const nlohmann::json j = json_object_of(f, path);

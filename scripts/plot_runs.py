@@ -22,7 +22,8 @@ table names the run and its first such step. A skipped step's finite loss still 
 measured; only the update was left out), its null loss does not (the weights after it are those before; nan when
 all of the last 10 are such), so a run stopped at its first non-finite loss reads as the mean of the steps before
 it with those counts beside it. A null loss on a step not marked skipped (a log of an older trainer) counts as NaN:
-the cell reads "nan (N non-finite steps)"; a null final val loss reads "nan". Then one line per run for scripts: "RESULT step_time
+the cell reads "nan (N non-finite steps)"; a null final val loss reads "nan". A step of padding alone ("padding":true,
+its loss null: no update, nothing to score) is no loss at all: left out, and counted as "N padding steps". Then one line per run for scripts: "RESULT step_time
 run=LABEL steps=N median_ms=... worst_ms=... worst_step=S worst_over_median=..." (N: the steps timed, as the median's). Needs matplotlib for the PNG
 (pip install matplotlib); --no-plot: the table only. --out's directory must exist; its extension picks the format
 (.png, .pdf, .svg, ... as matplotlib writes them).
@@ -142,7 +143,7 @@ def train_loss(steps):
     writes a NaN or infinite loss as null (train/metrics_log.h): a null counts as NaN here, so a run that diverged
     shows nan, not the mean of the finite steps before its divergence. A skipped step's null is left out: its update
     was not applied, so the weights after it are those before (nan when nothing of the last 10 is left)."""
-    losses = [(s["loss"], skipped(s)) for s in steps if "loss" in s]
+    losses = [(s["loss"], skipped(s)) for s in steps if "loss" in s and s.get("padding") is not True]
     bad = sum(not finite(x) for x, _ in losses)
     tail = [x if finite(x) else math.nan for x, skip in losses[-10:] if finite(x) or not skip]
     return (sum(tail) / len(tail) if tail else math.nan if losses else None), bad
@@ -269,14 +270,17 @@ def main():
         mems = [s["mem_peak_bytes"] for s in steps if s.get("mem_peak_bytes") is not None]
         st = step_times(steps, args.skip)
         slowest = f"{st[1]:.2f} ms at step {st[2]} ({st[1] / st[0]:.2f}x)" if st and st[0] > 0 else "-"
+        pads = sum(s.get("padding") is True for s in steps)
         notes = ([f"{bad} non-finite step{'s' if bad != 1 else ''}"] if bad else []) + \
-                ([f"{len(skips)} skipped step{'s' if len(skips) != 1 else ''}"] if skips else [])
+                ([f"{len(skips)} skipped step{'s' if len(skips) != 1 else ''}"] if skips else []) + \
+                ([f"{pads} padding step{'s' if pads != 1 else ''}"] if pads else [])
         print(f"| {label} | {len(steps)} | {num(loss, '{:.4f}')}{' (' + ', '.join(notes) + ')' if notes else ''} | "
               f"{num(vl, '{:.4f}')} | {num(ppl, '{:.2f}')} | {num(throughput(steps, args.skip), '{:.0f}')} | "
               f"{num(max(mems) / 2**20 if mems else None, '{:.1f}')} | "
               f"{num(st[0] if st else None, '{:.2f}')} | {slowest} |")
         if bad or skips or (vl is not None and not finite(vl)):
-            first = next((s.get("step") for s in steps if "loss" in s and not finite(s["loss"])), None)
+            first = next((s.get("step") for s in steps
+                          if "loss" in s and not finite(s["loss"]) and s.get("padding") is not True), None)
             diverged.append(f"{label}: non-finite values (diverged?): " +
                             (f"{bad} step(s) with a non-finite loss, the first at step {first}" if bad else
                              "no step with a non-finite loss") +

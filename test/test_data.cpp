@@ -2,6 +2,7 @@
 // /tmp, removed afterwards; the built-in corpus is read in place from PRAC_DATA_DIR.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>  // mkfifo
 
 #include <algorithm>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/files.h"  // read_file_bytes
 #include "data/dataloader.h"
 #include "data/tokenizer_id.h"
 #include "data/shard.h"
@@ -189,6 +191,32 @@ TEST_F(DataTest, FileLongerThanDeclared) {
 
 TEST_F(DataTest, MissingFile) {
     EXPECT_USER_ERROR(read_shard(path("nope.bin")), "cannot open shard", "nope.bin");
+}
+
+// A data pattern that names an existing file is that file, glob characters and all (as prep_data reads --input):
+// "a[1]_train.bin" matched no file ("no files match"), or, beside an "a1_train.bin", that other file. Otherwise the
+// glob's matches, sorted by name.
+TEST_F(DataTest, ExistingPathIsReadAsNamedGlobCharactersAndAll) {
+    for (const char* name : {"a[1]_train.bin", "a1_train.bin", "a2_train.bin"})
+        write_bytes(path(name), llmc_bytes(iota_tokens(40)));
+    EXPECT_EQ(expand_data_pattern(path("a[1]_train.bin")), std::vector<std::string>{path("a[1]_train.bin")});
+    EXPECT_EQ(expand_data_pattern(path("a[12]_train.bin")),
+              (std::vector<std::string>{path("a1_train.bin"), path("a2_train.bin")}));
+    EXPECT_TRUE(expand_data_pattern(path("b*_train.bin")).empty());
+    DataLoader literal(path("a[1]_train.bin"), 2, 4, 0, 1, 1, false);
+    EXPECT_EQ(literal.files(), std::vector<std::string>{path("a[1]_train.bin")});
+}
+
+// A named pipe as an input file is refused at once: its open() waited for a writer forever, the trainer hung without a
+// word (--train-data, --val-data, --hellaswag, --model's config.json, prep_data's --gpt2-ranks). Without the check
+// this test hangs until ctest's timeout fails it.
+TEST_F(DataTest, NamedPipeIsRefusedNotWaitedOn) {
+    ASSERT_EQ(mkfifo(path("pipe.bin").c_str(), 0600), 0);
+    EXPECT_USER_ERROR(read_shard_header(path("pipe.bin")), "token shard", "pipe.bin is a named pipe (FIFO), not a file",
+                      "HINT");
+    EXPECT_USER_ERROR(read_file_bytes(path("pipe.bin")), "pipe.bin is a named pipe (FIFO)");
+    EXPECT_USER_ERROR(sha256_file_hex(path("pipe.bin")), "tokenizer file", "named pipe");
+    EXPECT_USER_ERROR(read_shard_header("/dev/null"), "/dev/null is a character device, not a file");
 }
 
 TEST_F(DataTest, InvalidLayoutFields) {

@@ -880,13 +880,15 @@ TEST(DataParallel, AMicroBatchOfPaddingIsLeftOutOfTheStepsMean) {
 
 // A step whose every micro-batch is padding has nothing to learn: it takes no update (one of zero gradients still
 // decayed the weights and moved them by the moments, with exit 0), and says so. At a constant learning rate, 2 steps
-// on [row 0, padding] end at the weights of 1 step on row 0, to the byte.
+// on [row 0, padding] end at the weights of 1 step on row 0, to the byte. Its log record has no loss (null, and
+// "padding":true: it logged 0, which curves and means took for a loss), and a run of padding alone fails (exit 0).
 TEST(DataParallel, AStepOfPaddingAloneTakesNoUpdate) {
     std::string d = tmpdir();
     const int T = 16;
     write_padded_shards(d, T, 2, {1}, 555);
     ShardInfo info;
     std::vector<uint16_t> rows = read_shard(d + "/train.bin", &info);
+    write_shard(d + "/pad.bin", std::vector<uint16_t>(rows.begin() + T, rows.end()), info);
     rows.resize(T);
     write_shard(d + "/row0.bin", rows, info);
     const std::string args = " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --seq-len " + std::to_string(T) +
@@ -894,9 +896,19 @@ TEST(DataParallel, AStepOfPaddingAloneTakesNoUpdate) {
                              "--val-data " + d + "/val.bin";
     std::string out;
     ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + " --steps 2 --train-data " + d +
-                        "/train.bin --save " + d + "/two", &out), 0) << out;
+                        "/train.bin --save " + d + "/two --log " + d + "/two.jsonl --log-interval 1", &out), 0) << out;
     EXPECT_NE(out.find("warning: step 2: every micro-batch was padding, nothing to learn: no update"), std::string::npos)
         << out;
+    EXPECT_NE(out.find("step     2/2 | loss    n/a |"), std::string::npos) << out;
+    EXPECT_NE(out.find("warning: 1 of this run's 2 steps were padding alone and made no update"), std::string::npos)
+        << out;
+    std::string log;
+    run_shell("grep '\"step\":2,' " + d + "/two.jsonl", &log);
+    EXPECT_NE(log.find("\"loss\":null,"), std::string::npos) << log;
+    EXPECT_NE(log.find("\"padding\":true"), std::string::npos) << log;
+    EXPECT_NE(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + " --steps 2 --train-data " + d + "/pad.bin",
+                        &out), 0) << out;
+    EXPECT_NE(out.find("every one of this run's 2 steps was padding: nothing was learned"), std::string::npos) << out;
     ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + args + " --steps 1 --train-data " + d +
                         "/row0.bin --save " + d + "/one", &out), 0) << out;
     EXPECT_EQ(run_shell("cmp " + d + "/one/model.safetensors " + d + "/two/model.safetensors", &out), 0) << out;

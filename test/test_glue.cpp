@@ -2,6 +2,7 @@
 // (test/reference/make_glue_fixtures.py), and the readers on files in each task's GLUE TSV layout and in Hugging
 // Face's JSONL field names, with the errors a wrong layout, label or row gives.
 #include <gtest/gtest.h>
+#include <sys/stat.h>  // mkfifo
 
 #include <cmath>
 #include <filesystem>
@@ -380,7 +381,12 @@ TEST_F(GlueFiles, TaskNamesAndSplitFiles) {
         return std::string("(no error)");
     };
     std::string e = message([&] { glue_split_path(dir, "dev"); });
-    EXPECT_NE(e.find(file("dev.tsv") + " is not a file (a directory?)"), std::string::npos) << e;
+    EXPECT_NE(e.find(file("dev.tsv") + " is a directory: the dev split is a .tsv or .jsonl file"), std::string::npos)
+        << e;
+    // a named pipe: said as such (its open waited for a writer forever when the split was read)
+    ASSERT_EQ(mkfifo(file("test.jsonl").c_str(), 0600), 0);
+    e = message([&] { glue_split_path(dir, "test"); });
+    EXPECT_NE(e.find(file("test.jsonl") + " is a named pipe (FIFO), not a file"), std::string::npos) << e;
     e = message([&] { glue_split_path(dir + "/nowhere", "dev"); });
     EXPECT_NE(e.find("--data-dir " + dir + "/nowhere: no such directory"), std::string::npos) << e;
     // Hugging Face's name of a dev split (a datasets export) is said, with the rename (it was "no dev_matched split")

@@ -223,6 +223,9 @@ TEST_F(NpyTest, RefusesBadFiles) {
     refuse("hello world, this is text", {"not an .npy file", "magic", "np.save"});
     refuse(std::string("PK\x03\x04", 4) + std::string(40, 'x'), {"not an .npy file", ".npz"});
     refuse("\x93NUMP", {"not an .npy file"});
+    // the magic whole and the version cut off: truncated (it said the file lacks the magic it starts with)
+    refuse("\x93NUMPY", {"is truncated: 6 bytes", "no format version"});
+    refuse("\x93NUMPY\x01", {"is truncated: 7 bytes"});
     refuse(npy_bytes(good, data, 9, 0), {"unsupported .npy format version 9.0"});
     refuse(npy_bytes(good, data, 1, 1), {"version 1.1"});
     refuse(npy_bytes(good, data, 1, 0, 5000), {"truncated", "header needs"});
@@ -763,6 +766,10 @@ TEST_F(AnalyzeTest, HelpAndBadInputs) {
     bad({x_path, "--k-mult", "1e300"}, {"--k-mult: 1e300 is out of range"});  // it said "needs a number"
     // finite, but k and every result overflowed to inf or NaN, with exit 0: the trainers' bound
     bad({x_path, "--k-mult", "1e37"}, {"--k-mult: 1e37 is out of range (|value| <= 1e9)"});
+    // not a finite decimal number: said so, as the trainers say it (nan was "out of range (|value| <= 1e9)")
+    for (const char* v : {"nan", "0x0.1", " 0.1"})
+        bad({x_path, "--r1-frac", v},
+            {("flag --r1-frac needs a finite decimal number, got \"" + std::string(v) + "\"").c_str()});
     bad({x_path, "--draws", "0"}, {"--draws must be at least 1"});
     bad({x_path, "--draws", "many"}, {"needs an integer"});
     bad({x_path, "--mode", "fast"}, {"--mode must be prac, pac, rac or none"});

@@ -720,6 +720,18 @@ TEST_F(Prep, ShardSizesAndSplitDocuments) {
     EXPECT_EQ(read_shard_header(rs.back()).num_tokens, 64);
 }
 
+// Shards smaller than the smallest window (17 tokens) give the trainer no sample whatever the text: the warning
+// names --shard-tokens (it asked for more text, of which there were thousands of tokens)
+TEST_F(Prep, ShardsTooSmallForAWindowAreBlamedNotTheText) {
+    REQUIRE_GPT2();
+    std::string in = std::string(FX) + "c4_train.json.gz";
+    PrepRun r = prep_ok({"--tokenizer", "gpt2", "--input", in, "--no-val", "--shard-tokens", "10", "--out", path("s")});
+    EXPECT_NE(r.out.find("warning: the train split holds fewer than 4 windows of 17 tokens, too few to train on; its "),
+              std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("tokens are in shards of --shard-tokens 10, and a window lies within one shard: give a "
+                         "larger --shard-tokens"), std::string::npos) << r.out;
+}
+
 TEST_F(Prep, OutputDoesNotDependOnThreadsOrBatches) {
     REQUIRE_GPT2();
     std::string in = std::string(FX) + "c4_train.json.gz";
@@ -1538,6 +1550,15 @@ TEST_F(Prep, BadOptions) {
     for (const char* bad : {"-1", "18446744073709551616", "1K", " 5"})
         prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--val-fraction", "0.5", "--val-seed", bad},
                    {"--val-seed: \"" + std::string(bad) + "\" is not a whole number from 0 to 18446744073709551615"});
+    // numbers as the trainers take them: strtod's hexadecimal ("0x0.1" was a fraction of 0.0625) and a space before
+    // the number are refused, and a fraction too small for a double (it was 0: no validation split, unsaid)
+    for (const char* bad : {"0x0.1", " 0.1"})
+        prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--val-fraction", bad},
+                   {"--val-fraction: \"" + std::string(bad) + "\" is not a decimal number"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--val-fraction", "1e-400"},
+               {"--val-fraction: 1e-400 is too small to be told from 0"});
+    prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--max-docs", " 5"},
+               {"--max-docs: \" 5\" is not a non-negative whole number"});
     // an option of a step that does not run is refused (it was ignored, exit 0)
     prep_fails({"--tokenizer", "gpt2", "--input", in, "--out", o, "--spm-train-lines", "5"},
                {"--spm-train-lines goes with --spm-vocab N"});
@@ -1547,6 +1568,11 @@ TEST_F(Prep, BadOptions) {
     // one far above it names the value given (it said "--spm-vocab 2147483647")
     prep_fails({"--input", in, "--out", o, "--spm-vocab", "3000000000"},
                {"--spm-vocab 3000000000: a SentencePiece model here has 8..65536 pieces"});
+    // a text too small even for the smallest model (SentencePiece asks for <= 6 pieces): more text, not a smaller
+    // --spm-vocab, which 8 cannot go below (the hint asked for the impossible)
+    std::ofstream(path("ab.txt")) << "a\n\nb\n";
+    prep_fails({"--input", path("ab.txt"), "--out", o, "--spm-vocab", "8", "--no-val"},
+               {"Please set it to a value <= 6", "HINT: the text is too small for a model: give more text"});
     // an input under one of --out's names (its state file): --overwrite deleted it, then failed to open it
     std::ofstream(path("io_prep.json")) << "{\"text\": \"Some text of a document.\"}\n";
     for (const bool overwrite : {false, true}) {

@@ -494,6 +494,25 @@ TEST_F(RobertaTokenizerFiles, MergesMustMatchTheVocabulary) {
     EXPECT_USER_ERROR(RobertaTokenizer{write_pair()}, "byte 0x00", "is not a token");
 }
 
+// A merges list that makes few of the vocabulary's tokens (empty, cut short) is refused: it would encode text in
+// shorter tokens, silently (finetune_roberta trained on such ids with exit 0). roberta-base's own files have 3 tokens
+// no merge makes (madeupword0000-0002), and load.
+TEST_F(RobertaTokenizerFiles, MergesThatMakeFewTokensAreRefused) {
+    const std::string good = merges;
+    merges = "#version: 0.2\n";
+    EXPECT_USER_ERROR(RobertaTokenizer{write_pair()}, "merges.txt: 50003 of the 50003 tokens of more than one byte",
+                      "are made by no merge", "HINT");
+    merges = good.substr(0, good.size() / 2);
+    merges = merges.substr(0, merges.rfind('\n') + 1);
+    EXPECT_USER_ERROR(RobertaTokenizer{write_pair()}, "tokens of more than one byte", "made by no merge");
+    // the last 10 merges dropped: 13 tokens unmade, within the allowance (16), as a vocabulary with a few added words
+    merges = good;
+    for (int k = 0; k < 10; k++) merges = merges.substr(0, merges.rfind('\n', merges.size() - 2) + 1);
+    EXPECT_EQ(RobertaTokenizer{write_pair()}.vocab_size(), 50264);
+    tokjson["model"]["merges"] = nlohmann::json::array();
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "tokenizer.json: model.merges: 50003 of the 50003", "no merge");
+}
+
 TEST_F(RobertaTokenizerFiles, OtherTokenizerJsonModelsAreRefused) {
     nlohmann::json good = tokjson;
     tokjson["model"] = {{"type", "WordPiece"}, {"vocab", {{"[UNK]", 0}}}};

@@ -1737,6 +1737,14 @@ TEST(TrainerBinary, AnErrorIsTheLastThingPrinted) {
          "--log " + (dir / "same") + " and --dump-path " + (dir / "same") + " are one path"},
         {tiny({"--save", dir / "sv", "--log", dir / "sv/config.json"}),
          "--log " + (dir / "sv/config.json") + " is one of the files --save " + (dir / "sv") + " writes"},
+        // --log on --save's directory itself (--save made the directory, and the log's open said "Is a directory")
+        {tiny({"--save", dir / "sv2", "--log", dir / "sv2"}),
+         "--log " + (dir / "sv2") + " is the directory --save " + (dir / "sv2") + " writes"},
+        // a named pipe as --train-data or --model's config: its open waited for a writer forever (the run hung)
+        {tiny({"--train-data", dir / "fifo", "--val-data", BUILTIN + "/austen_gpt2_val.bin"}),
+         "token shard " + (dir / "fifo") + " is a named pipe (FIFO), not a file"},
+        {{"--model", dir / "fifo", "--batch-size", "2", "--seq-len", "32"},
+         "model config " + (dir / "fifo") + " is a named pipe (FIFO), not a file"},
         // an output on one of the run's inputs, itself or a hard link to it: with --overwrite the dump replaced a
         // data shard (and the --init-from weights), exit 0, and the next run found no shard; a --log there was
         // refused as no metrics log, which did not say why

@@ -31,8 +31,10 @@ const Flag FLAGS[] = {
     F("--init-from", "PATH", STR, init_from,
       "start from these weights (safetensors file, or a directory holding model.safetensors; the config.json beside "
       "them is the model without --model)"),
-    F("--train-data", "GLOB", STR, train_data, "training token shards (default: the built-in corpus)"),
-    F("--val-data", "GLOB", STR, val_data, "validation token shards (default: the built-in corpus)"),
+    F("--train-data", "GLOB", STR, train_data, "training token shards: a glob pattern (quoted), or a file named as it is "
+      "(default: the built-in corpus)"),
+    F("--val-data", "GLOB", STR, val_data, "validation token shards: a pattern or a file, as --train-data (default: the "
+      "built-in corpus)"),
     F("--batch-size", "B", INT, batch_size, "micro-batch size (sequences per forward/backward)"),
     F("--seq-len", "T", INT, seq_len, "sequence length (default: GPT-2 1024, LLaMA 256, capped by the model)"),
     F("--grad-accum", "K", INT, grad_accum, "micro-batches per optimizer step"),

@@ -158,14 +158,15 @@ struct MetricsLog {
                  "--overwrite", path.c_str(), step, logged.c_str(), checkpoint.c_str(), logged_loss.c_str());
     }
 
-    // skipped: --on-nonfinite skip left this step's update out ("skipped":true; absent otherwise)
+    // skipped: --on-nonfinite skip left this step's update out ("skipped":true; absent otherwise); padding: every
+    // micro-batch was padding, no update ("padding":true, the loss null)
     void step(int step, float loss, float lr, float grad_norm, double tokens_per_s, double ms, size_t mem_bytes,
-              bool skipped = false) {
+              bool skipped = false, bool padding = false) {
         write_line(format("{\"type\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
-                          "\"tokens_per_s\":%s,\"ms_per_step\":%s,\"mem_peak_bytes\":%zu%s%s}",
+                          "\"tokens_per_s\":%s,\"ms_per_step\":%s,\"mem_peak_bytes\":%zu%s%s%s}",
                           step, num(loss).c_str(), num(lr).c_str(), num(grad_norm).c_str(),
                           num(tokens_per_s).c_str(), num(ms).c_str(), mem_bytes, skipped ? ",\"skipped\":true" : "",
-                          step_written ? "" : ",\"startup\":true"));
+                          padding ? ",\"padding\":true" : "", step_written ? "" : ",\"startup\":true"));
         step_written = true;
     }
     // eval_only: --eval-only's evaluation of loaded weights (step 0 of no training; plot_runs.py keeps it off the

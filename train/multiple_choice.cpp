@@ -18,6 +18,7 @@ std::vector<int32_t> encoded(const Tokenizer& tok, const std::string& text) {
 
 // HellaSwag's JSON lines: {"ctx": "...", "endings": ["...", ...], "label": k, ...}, one example per line.
 std::vector<ChoiceExample> read_jsonl(const std::string& path, const Tokenizer& tok, long long limit) {
+    refuse_special_file(path, "--hellaswag");
     std::ifstream f(path);
     CHECK_USER(f, "--hellaswag %s: cannot read it: %s", path.c_str(), std::strerror(errno));
     std::vector<ChoiceExample> out;

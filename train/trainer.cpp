@@ -1,6 +1,5 @@
 #include "train/trainer.h"
 
-#include <glob.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -260,6 +259,10 @@ void refuse_colliding_outputs(const std::vector<RunOutput>& outputs) {
             if (!b.writes_name && pa == pb && &a < &b)
                 fail("%s %s and %s %s are one path: one output of the run would replace the other\n---> HINT: give "
                      "each its own path", a.flag, a.path.c_str(), b.flag, b.path.c_str());
+            if (b.writes_name && pa == pb)  // (--save made the directory first: the log's open said "Is a directory")
+                fail("%s %s is the directory %s %s writes: one output of the run would replace the other\n---> HINT: "
+                     "pass another %s (a file outside %s)", a.flag, a.path.c_str(), b.flag, b.path.c_str(), a.flag,
+                     b.path.c_str());
             if (b.writes_name && pa.parent_path() == pb && b.writes_name(pa.filename().string()))
                 fail("%s %s is one of the files %s %s writes: one output of the run would replace the other\n---> "
                      "HINT: pass another %s (another name, or outside %s)", a.flag, a.path.c_str(), b.flag,
@@ -325,17 +328,11 @@ int checkpoints_at_once(int existing, int written, int keep) {
 }
 
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag) {
-    glob_t g;
-    int rc = glob(pattern.c_str(), 0, nullptr, &g);  // sorted by name, as the data loader reads them
-    std::vector<std::string> files;
-    if (rc == 0) files.assign(g.gl_pathv, g.gl_pathv + g.gl_pathc);
-    if (rc != GLOB_NOMATCH) globfree(&g);
-    if (rc == GLOB_NOMATCH)
+    const std::vector<std::string> files = expand_data_pattern(pattern);  // as the data loader reads them
+    if (files.empty())
         fail("no files match the data pattern \"%s\" (%s)\n---> HINT: check the path; quote the pattern so the "
              "shell does not expand it, e.g. %s 'data/fineweb_%s_*.bin'", pattern.c_str(), flag, flag,
              std::strcmp(flag, "--val-data") == 0 ? "val" : "train");
-    if (rc != 0) fail("cannot expand the data pattern \"%s\" (%s; glob error %d: unreadable directory?)",
-                      pattern.c_str(), flag, rc);
     std::map<std::string, std::string> seen;  // file_identity -> the first name matched
     for (const std::string& f : files) {
         auto [it, fresh] = seen.emplace(file_identity(f), f);

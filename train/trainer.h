@@ -220,6 +220,7 @@ struct Trainer {
     int padding_micro_batches = 0;  // this step's micro-batches on this rank with no target to score
     float step_scale = 1;           // all micro-batches of the step / those with a target (step_loss)
     bool nothing_scored = false;    // every micro-batch of the step, on every rank, was padding (step_loss)
+    int padding_steps = 0;          // steps of this process with nothing scored (no update)
     bool skipped_step = false;                      // this step's update was skipped
     int64_t last_checkpoint = -1;                   // the step this process last checkpointed (not twice)
     int64_t logged_step = -1;                       // the last step record's step and loss (MetricsLog::num), which
@@ -563,6 +564,7 @@ struct Trainer {
                                       // by the moments)
             if (rank == 0)
                 std::printf("warning: step %d: every micro-batch was padding, nothing to learn: no update\n", step + 1);
+            padding_steps++;
         } else {
             skipped_in_a_row = 0;
             opt->step(model.params_memory, model.grads_memory, model.param_specs, lr,
@@ -576,8 +578,10 @@ struct Trainer {
     std::pair<double, double> log_step(int step) {
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         const double tok_s = (double)B * T * opts.grad_accum * ranks / (ms / 1000.0);
-        log.step(step + 1, loss, lr, norm, tok_s, ms, be.peak_bytes, skipped_step);
-        logged_step = step + 1, logged_loss = MetricsLog::num(loss);
+        // a step of padding alone has no loss (its 0 is no mean of anything): null, and "padding":true, in the log
+        const float logged = nothing_scored ? NAN : loss;
+        log.step(step + 1, logged, lr, norm, tok_s, ms, be.peak_bytes, skipped_step, nothing_scored);
+        logged_step = step + 1, logged_loss = MetricsLog::num(logged);
         return {ms, tok_s};
     }
 
@@ -591,8 +595,9 @@ struct Trainer {
         // this process's first step (a run's, a resume's), every N-th (steps N, 2N, ... as the evaluations count
         // them) and the last
         if (step == start_step || (step + 1) % opts.log_interval == 0 || step == opts.steps - 1)
-            std::printf("step %5d/%d | loss %.4f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
-                        opts.steps, printable(loss), printable(norm), lr, ms, tok_s, human_duration(eta).c_str());
+            std::printf("step %5d/%d | loss %s | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
+                        opts.steps, nothing_scored ? "   n/a" : format("%.4f", printable(loss)).c_str(),
+                        printable(norm), lr, ms, tok_s, human_duration(eta).c_str());
         if constexpr (!cpu_backend) be.say_attention_calls_once();
         std::fflush(stdout);
         // the evaluation after this step comes before its checkpoint: a run stopped (or killed) after the checkpoint
@@ -622,6 +627,15 @@ struct Trainer {
     int finish() {
         stop_signals_at_end();
         if (skipped_total) std::printf("warning: %d steps were skipped for non-finite values\n", skipped_total);
+        // a run of padding alone trained nothing: not a result (the validation data's refusal of the same data is
+        // an error too)
+        CHECK_USER(padding_steps == 0 || padding_steps < steps_done - start_step,
+                   "every one of this run's %d steps was padding: nothing was learned\n---> HINT: the training data "
+                   "(--train-data) has no token to learn from; check its rows (prep_data's row shards of empty "
+                   "documents are all padding)", steps_done - start_step);
+        if (padding_steps && rank == 0)
+            std::printf("warning: %d of this run's %d steps were padding alone and made no update\n", padding_steps,
+                        steps_done - start_step);
         int64_t failures = 0;
         for (const auto& s : model.sites) failures += s.failures;
         if (failures) std::printf("warning: %lld PRAC basis refreshes failed and kept the previous basis (see above)\n",

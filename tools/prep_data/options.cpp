@@ -193,7 +193,9 @@ int64_t parse_count(const std::string& flag, const std::string& v) {
     char* end = nullptr;
     errno = 0;
     long long x = s.empty() ? 0 : std::strtoll(s.c_str(), &end, 10);
-    CHECK_USER(!s.empty() && end && *end == '\0' && errno == 0 && x >= 0 && x <= INT64_MAX / mult,
+    // (digits first: strtoll skips a space before the number, " 5", a quoting slip, as the trainers refuse it)
+    CHECK_USER(!s.empty() && std::isdigit((unsigned char)s[0]) && end && *end == '\0' && errno == 0 && x >= 0 &&
+                   x <= INT64_MAX / mult,
                "%s: \"%s\" is not a non-negative whole number (suffixes K, M, G allowed)", flag.c_str(), v.c_str());
     return (int64_t)x * mult;
 }
@@ -207,11 +209,17 @@ static int64_t parse_count_at_most(const std::string& flag, const std::string& v
     return x;
 }
 
+// A finite decimal number, as the trainers' number flags take it: strtod also reads hexadecimal ("0x0.1" was 0.0625)
+// and skips a space before the number, and a value below the smallest double ("1e-400") came back as 0 (--val-fraction
+// 1e-400: no validation split, unsaid)
 double parse_double(const std::string& flag, const std::string& v) {
     char* end = nullptr;
+    errno = 0;
     double x = std::strtod(v.c_str(), &end);
-    CHECK_USER(!v.empty() && end && *end == '\0' && std::isfinite(x), "%s: \"%s\" is not a number", flag.c_str(),
-               v.c_str());
+    CHECK_USER(!v.empty() && end && *end == '\0' && std::isfinite(x) && !std::isspace((unsigned char)v[0]) &&
+                   v.find_first_of("xX") == std::string::npos,
+               "%s: \"%s\" is not a decimal number", flag.c_str(), v.c_str());
+    CHECK_USER(errno != ERANGE || x != 0, "%s: %s is too small to be told from 0", flag.c_str(), v.c_str());
     return x;
 }
 

@@ -866,10 +866,19 @@ struct Prep {
                 while (p >= 16 && !fits(p)) p /= 2;
                 if (p < 16) {
                     const int s = short_split(16);
+                    int64_t tokens = 0;
+                    for (auto& w : sp[s].written) tokens += w.first;
+                    // a window lies within one shard: text enough for a batch, cut into shards too small to hold
+                    // one, needs larger shards, not more text
+                    const bool shards_too_small = tokens >= (int64_t)trainer_batch * 17;
                     std::fprintf(stderr, "  warning: the %s split holds fewer than %d windows of 17 tokens, too few to "
-                                 "%s; give more text%s\n", SPLIT_NAME[s], trainer_batch,
-                                 s == VAL ? "evaluate on" : "train on",
-                                 s == VAL ? ", or a larger --val-fraction or --val-docs" : "");
+                                 "%s; %s\n", SPLIT_NAME[s], trainer_batch, s == VAL ? "evaluate on" : "train on",
+                                 shards_too_small
+                                     ? format("its %s tokens are in shards of --shard-tokens %lld, and a window lies "
+                                              "within one shard: give a larger --shard-tokens",
+                                              with_commas(tokens).c_str(), (long long)o.shard_tokens).c_str()
+                                 : s == VAL ? "give more text, or a larger --val-fraction or --val-docs"
+                                            : "give more text");
                 } else {
                     seq_len = p;
                     seq_note = format("  (--seq-len %d: the longest that gives this little data a batch of %d in "

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>  // atoi
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -142,12 +143,17 @@ void train_spm_model(const Options& o, const std::vector<InputFile>& files, cons
         std::string m = status.ToString();
         // SentencePiece's two vocabulary complaints: more distinct characters than pieces ("... smaller than
         // required_chars. A vs B. Increase vocab_size ..."), or more pieces than the text can give ("too high")
+        // ("Vocabulary size is too high ... <= N": an N below the smallest --spm-vocab, 8, leaves more text)
+        const size_t le = m.find("<= ");
+        const bool below_min = le != std::string::npos && std::atoi(m.c_str() + le + 3) < 8;
         const char* hint = m.find("Increase vocab_size") != std::string::npos
                                ? "the text has more distinct characters than that many pieces: use a larger "
                                  "--spm-vocab (at least the second number it names)"
                            : m.find("Vocabulary size") != std::string::npos
-                               ? "the text is too small for that many pieces: use a smaller --spm-vocab (the number it "
-                                 "names)"
+                               ? below_min ? "the text is too small for a model: give more text (--spm-vocab is at "
+                                             "least 8)"
+                                           : "the text is too small for that many pieces: use a smaller --spm-vocab "
+                                             "(the number it names)"
                                : "check the input text";
         fail("--spm-vocab %d: SentencePiece could not train a model: %s\n---> HINT: %s", o.spm_vocab, m.c_str(), hint);
     }
