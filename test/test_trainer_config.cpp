@@ -307,6 +307,10 @@ TEST(TrainerSchedule, FlagsAreCheckedNoticedAndShown) {
     EXPECT_USER_ERROR(parse({"--cooldown-frac", "1.5"}), "--cooldown-frac must be in (0, 1]");
     EXPECT_USER_ERROR(parse({"--lr-scheduler-type", "linear"}), "spells it --lr-schedule");
     EXPECT_NO_THROW(parse({"--lr-schedule", "wsd", "--cooldown-frac", "1"}));
+    // absolute ranks override the fractions (dropped without a word)
+    EXPECT_EQ(unused_flags_notice(parse({"--prac", "prac", "--prac-linear", "0.5,0.5", "--prac-linear-ranks", "8,8"}), 1),
+              "notice: --prac-linear changes nothing in this run: --prac-linear-ranks 8,8 sets that class's ranks\n");
+    EXPECT_EQ(unused_flags_notice(parse({"--prac", "prac", "--prac-nonlinear-ranks", "8,8"}), 1), "");
     EXPECT_EQ(unused_flags_notice(parse({"--lr-schedule", "constant", "--min-lr-frac", "0.5"}), 1),
               "notice: --min-lr-frac changes nothing in this run: --lr-schedule constant does not decay\n");
     EXPECT_EQ(unused_flags_notice(parse({"--lr-schedule", "linear", "--cooldown-frac", "0.3"}), 1),

@@ -900,6 +900,14 @@ std::string unused_flags_notice(const TrainOptions& o, int ranks) {
         notice(given("--prac-nonlinear"), "--prac-classes linear compresses no nonlinear site");
     if (o.prac != "none" && o.prac_classes == "nonlinear")
         notice(given("--prac-linear"), "--prac-classes nonlinear compresses no linear site");
+    // absolute ranks override the class's fractions (which were dropped without a word)
+    for (const char* cls : {"linear", "nonlinear"}) {
+        const std::string fractions = std::string("--prac-") + cls, ranks = fractions + "-ranks";
+        if (mode != PracMode::NONE && o.was_given(ranks.c_str()))
+            notice(given_of({fractions.c_str()}), format("%s %s sets that class's ranks", ranks.c_str(),
+                                                         (cls == std::string("linear") ? o.prac_linear_ranks
+                                                                                       : o.prac_nonlinear_ranks).c_str()));
+    }
     if (o.eval_interval >= o.steps)  // (eval_due: steps 1 .. --steps - 1 that it divides)
         notice(given_of({"--eval-interval"}), format("it is not below --steps %d: the final evaluation is the only one",
                                                      o.steps));
