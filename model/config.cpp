@@ -174,6 +174,16 @@ static void need_model_type(const std::string& path, const std::string& type, co
                             : format("if it is a %s config, its model_type is \"%s\"", kind, want).c_str());
 }
 
+// A dropout rate key of a config (def when absent or null), in [0, 1]: read only to say that the trainers have no
+// dropout (docs/DESIGN.md section 4.2).
+static float dropout_rate(const nlohmann::json& j, const char* key, float def, const std::string& path) {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    const double p = j[key].is_number() ? j[key].get<double>() : -1;
+    if (!(p >= 0 && p <= 1))
+        fail("%s: key \"%s\" = %s is not a dropout rate in [0, 1]", path.c_str(), key, j[key].dump().c_str());
+    return (float)p;
+}
+
 static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std::string& type, const std::string& path) {
     need_model_type(path, type, "roberta", "RoBERTa", "the encoder", type.empty() ? "(none)" : type.c_str(),
                     "pass the config.json of a roberta-base-layout directory");  // (any other type: this hint)
@@ -191,16 +201,9 @@ static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std
     c.type_vocab_size = opt_int(j, "type_vocab_size", 2, path, 1, MAX_VOCAB);
     c.norm_eps = opt_real(j, "layer_norm_eps", 1e-12f, path, 0.0, 1.0);
     c.init_std = opt_real(j, "initializer_range", 0.02f, path, 0.0, 1e3);
-    auto dropout = [&](const char* key, float def) {
-        if (!j.contains(key) || j[key].is_null()) return def;
-        const double p = j[key].is_number() ? j[key].get<double>() : -1;
-        if (!(p >= 0 && p <= 1))
-            fail("%s: key \"%s\" = %s is not a dropout rate in [0, 1]", path.c_str(), key, j[key].dump().c_str());
-        return (float)p;
-    };
-    const float hidden_dropout = dropout("hidden_dropout_prob", 0.1f);
-    c.config_dropout = std::max({hidden_dropout, dropout("attention_probs_dropout_prob", 0.1f),
-                                 dropout("classifier_dropout", hidden_dropout)});
+    const float hidden_dropout = dropout_rate(j, "hidden_dropout_prob", 0.1f, path);
+    c.config_dropout = std::max({hidden_dropout, dropout_rate(j, "attention_probs_dropout_prob", 0.1f, path),
+                                 dropout_rate(j, "classifier_dropout", hidden_dropout, path)});
     std::string act = opt_str(j, "hidden_act", "gelu", path);
     if (act != "gelu")
         fail("%s: hidden_act \"%s\" is not supported; RoBERTa uses the exact erf GeLU (\"gelu\")", path.c_str(),
@@ -271,6 +274,10 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
                  path.c_str(), act.c_str());
         c.tied_embeddings = opt_bool(j, "tie_word_embeddings", true, path);
         if (!c.tied_embeddings) fail("%s: untied GPT-2 embeddings are not supported", path.c_str());
+        // (transformers' GPT2Config: 0.1 each when absent)
+        c.config_dropout = std::max({dropout_rate(j, "resid_pdrop", 0.1f, path),
+                                     dropout_rate(j, "embd_pdrop", 0.1f, path),
+                                     dropout_rate(j, "attn_pdrop", 0.1f, path)});
         // other attention scalings than 1/sqrt(head_dim) (ignored, they gave other logits with exit 0)
         if (!opt_bool(j, "scale_attn_weights", true, path))
             fail("%s: scale_attn_weights false is not supported (attention scores are scaled by 1/sqrt(head_dim))",
@@ -281,6 +288,7 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
     } else {
         need_model_type(path, type, "llama", "LLaMA", "train_llama", "gpt2", "GPT-2 configs go to ./train_gpt2");
         c.vocab_size = need_int(j, "vocab_size", path, 1, MAX_VOCAB);
+        c.config_dropout = dropout_rate(j, "attention_dropout", 0.0f, path);  // (transformers' LlamaConfig: 0)
         c.num_layers = need_int(j, "num_hidden_layers", path, 1, MAX_LAYERS);
         c.num_heads = need_int(j, "num_attention_heads", path, 1, MAX_WIDTH);
         c.channels = need_int(j, "hidden_size", path, 1, MAX_WIDTH);

@@ -30,9 +30,10 @@ struct ModelConfig {
     std::vector<std::string> label_names;  // the classes' names in the head's order, read and written as id2label
                                            // (a fine-tuned GLUE head: the task's, as run_glue writes them); empty:
                                            // LABEL_0, LABEL_1, ... [id2label]
-    // RoBERTa: the largest dropout rate its config.json sets (transformers' 0.1 where a key is absent; a null
-    // classifier_dropout is the hidden one), read only to say that the trainer has no dropout
-    // [hidden_dropout_prob, attention_probs_dropout_prob, classifier_dropout]
+    // The largest dropout rate a config.json sets, with transformers' defaults where a key is absent, read only to say
+    // that the trainers have no dropout. RoBERTa: [hidden_dropout_prob, attention_probs_dropout_prob,
+    // classifier_dropout] (0.1; a null classifier_dropout is the hidden one); GPT-2: [resid_pdrop, embd_pdrop,
+    // attn_pdrop] (0.1); LLaMA: [attention_dropout] (0)
     float config_dropout = 0;
     float init_std = 0.02f;   // N(0, init_std) of fresh weights (GPT-2, LLaMA, RoBERTa's head) [initializer_range]
 

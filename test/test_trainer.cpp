@@ -752,6 +752,31 @@ TEST(TrainerBinary, FlippedCheckpointByteIsReportedOnResume) {
     EXPECT_TRUE(contains(r2.out, "resumed from " + ckpt + "/step_00000002 at step 2")) << describe(r2);
 }
 
+// A config's dropout (transformers' GPT2Config: resid_pdrop, embd_pdrop, attn_pdrop, 0.1 each when absent) trains
+// nothing here: a run says so (it trained without it, unsaid); rates of 0 say nothing, a rate outside [0, 1] is refused
+TEST(TrainerBinary, ConfigDropoutIsSaid) {
+    TempDir dir;
+    const std::string model = R"({"model_type": "gpt2", "vocab_size": 50257, "n_positions": 64, "n_embd": 32,
+                                  "n_head": 2, "n_layer": 1)";
+    write_text(dir / "drop.json", model + "}");
+    write_text(dir / "nodrop.json", model + R"(, "resid_pdrop": 0, "embd_pdrop": 0.0, "attn_pdrop": 0})");
+    write_text(dir / "bad.json", model + R"(, "attn_pdrop": 2})");
+    const std::vector<std::string> run = {"--seq-len", "32", "--batch-size", "2", "--steps", "1", "--eval-tokens", "64"};
+    auto with = [&](const std::string& config) {
+        std::vector<std::string> a = {"--model", dir / config};
+        a.insert(a.end(), run.begin(), run.end());
+        return run_trainer("train_gpt2", a, dir, 120);
+    };
+    RunResult r = with("drop.json");
+    EXPECT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "notice: " + (dir / "drop.json") + " sets dropout (up to 0.1); this trainer has none, "
+                                "so this run trains without it")) << describe(r);
+    RunResult n = with("nodrop.json");
+    EXPECT_EQ(n.rc, 0) << describe(n);
+    EXPECT_FALSE(contains(n.out, "dropout")) << describe(n);
+    expect_user_error_exit(with("bad.json"), "train_gpt2", {"key \"attn_pdrop\" = 2 is not a dropout rate in [0, 1]"});
+}
+
 TEST(TrainerBinary, SeqLenBeyondModel) {
     TempDir dir;
     RunResult r = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--seq-len", "128", "--steps", "1"}, dir, 120);

@@ -663,6 +663,11 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
                    "directory's config.json is used), or pass --model %s", opts.model.c_str(), opts.init_from.c_str(),
                    differ.substr(0, differ.size() - 2).c_str(), init_config.c_str());
     }
+    // a config's dropout trains nothing here (transformers' GPT2Config sets 0.1 where the keys are absent): said, as
+    // finetune_roberta says it
+    if (s.cfg.config_dropout > 0 && options_train(opts) && !opts.plan && comm.rank() == 0)
+        std::printf("notice: %s sets dropout (up to %g); this trainer has none, so this run trains without it\n",
+                    opts.model.c_str(), s.cfg.config_dropout);
     CHECK_USER(opts.hidden_align == 1 || arch == Arch::LLAMA,
                "--hidden-align pads LLaMA's (N, F) activations; %s's MLP width is 4C, already a multiple of 8 at every "
                "named size\n---> HINT: drop --hidden-align", arch_name(arch));
