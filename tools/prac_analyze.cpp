@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/numbers.h"  // typed_as_decimal
 #include "common/files.h"  // dir_of, probe_create
 #include "common/npy.h"  // read_npy
 #include "common/strings.h"  // join
@@ -143,8 +144,7 @@ static float parse_float(const std::string& flag, const std::string& v) {
     char* end = nullptr;
     errno = 0;
     float x = std::strtof(v.c_str(), &end);
-    if (v.empty() || *end || (!std::isfinite(x) && !(errno == ERANGE && std::isinf(x))) ||
-        std::isspace((unsigned char)v[0]) || v.find_first_of("xX") != std::string::npos)
+    if (!typed_as_decimal(v) || *end || (!std::isfinite(x) && !(errno == ERANGE && std::isinf(x))))
         fail("flag %s needs a finite decimal number, got \"%s\"", flag.c_str(), v.c_str());
     // (an underflow to a subnormal or 0 is a value: a range check names it if it matters); as the trainers' flags, no
     // setting means anything beyond 1e9 (--k-mult 1e37 made k, and every result, inf or NaN with exit 0)

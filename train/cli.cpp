@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "common/error.h"
+#include "common/numbers.h"  // typed_as_decimal
 #include "common/strings.h"  // closest_name
 #include "data/byte_bpe.h"    // utf8_first_invalid
 
@@ -363,9 +364,7 @@ void parse_flag_table(const FlagDef* flags, size_t num_flags, const FlagSynonym*
                 float v = std::strtof(value.c_str(), &end);
                 // beyond a float's range (3.4e38) is a number too large, not one that is not finite
                 const bool overflow = errno == ERANGE && std::isinf(v) && !*end;
-                // (strtof also reads hexadecimal, "0x10": a typo more likely than a setting)
-                if (value.empty() || spaced || *end || (errno && errno != ERANGE) || (!std::isfinite(v) && !overflow) ||
-                    value.find_first_of("xX") != std::string::npos)
+                if (!typed_as_decimal(value) || *end || (errno && errno != ERANGE) || (!std::isfinite(v) && !overflow))
                     fail("flag %s needs a finite decimal number, got \"%s\"", flag->name, value.c_str());
                 if (errno == ERANGE && !overflow)  // below fp32's smallest normal number
                     fail("flag %s: %s is too small for a float (below 1.2e-38)", flag->name, value.c_str());
@@ -644,10 +643,7 @@ static void parse_pair(const std::string& flag, const std::string& v, double* a,
     bool ok = !s1.empty() && !*end;
     *b = std::strtod(s2.c_str(), &end);
     ok = ok && !s2.empty() && !*end;
-    // hexadecimal ("0x0.1", which strtod reads) and white space before a number are refused as the single-value
-    // flags refuse them
-    ok = ok && v.find_first_of("xX") == std::string::npos && !std::isspace((unsigned char)s1[0]) &&
-         !std::isspace((unsigned char)s2[0]);
+    ok = ok && typed_as_decimal(s1) && typed_as_decimal(s2);  // as the single-value flags
     if (!ok || !std::isfinite(*a) || !std::isfinite(*b) || *a < 0 || *b < 0)
         fail("%s needs two non-negative numbers separated by a comma (got \"%s\")", flag.c_str(), v.c_str());
 }

@@ -2,10 +2,8 @@
 
 #include <climits>
 #include <cmath>
-#include <cctype>   // isspace
 #include <cstddef>
 #include <cstdlib>  // strtod
-#include <cstring>  // strpbrk
 #include <filesystem>
 #include <stdexcept>
 #include <iterator>
@@ -15,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"  // read_file_bytes, write_file_atomic
+#include "common/numbers.h"  // typed_as_decimal
 #include "common/safetensors.h"
 #include "common/strings.h"  // join, to_lower
 
@@ -192,10 +191,8 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
         char* end = nullptr;
         const char* text = o.warmup_ratio.c_str();
         o.warmup_ratio_value = std::strtod(text, &end);  // a double, as Python's float(): ceil(steps x R) the same
-        // (strtod reads hexadecimal, "0x0.1p0", which Python's float() refuses, and skips a space before the number,
-        // which every number flag refuses)
-        CHECK_USER(*text && *end == 0 && !std::isspace((unsigned char)*text) && !std::strpbrk(text, "xX") &&
-                       o.warmup_ratio_value >= 0 && o.warmup_ratio_value <= 1,
+        CHECK_USER(typed_as_decimal(o.warmup_ratio) && *end == 0 && o.warmup_ratio_value >= 0 &&
+                       o.warmup_ratio_value <= 1,
                    "--warmup-ratio must be a decimal number in [0, 1] (got \"%s\")", text);
         CHECK_USER(!o.was_given("--warmup"), "--warmup %d and --warmup-ratio %s both set the warmup\n---> HINT: pass "
                    "one of them", o.warmup, text);

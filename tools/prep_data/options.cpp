@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/numbers.h"  // typed_as_decimal
 #include "common/strings.h"  // closest_name
 #include "tools/prep_data/prep_data.h"
 
@@ -216,8 +217,7 @@ double parse_double(const std::string& flag, const std::string& v) {
     char* end = nullptr;
     errno = 0;
     double x = std::strtod(v.c_str(), &end);
-    CHECK_USER(!v.empty() && end && *end == '\0' && std::isfinite(x) && !std::isspace((unsigned char)v[0]) &&
-                   v.find_first_of("xX") == std::string::npos,
+    CHECK_USER(typed_as_decimal(v) && end && *end == '\0' && std::isfinite(x),
                "%s: \"%s\" is not a decimal number", flag.c_str(), v.c_str());
     CHECK_USER(errno != ERANGE || x != 0, "%s: %s is too small to be told from 0", flag.c_str(), v.c_str());
     return x;
