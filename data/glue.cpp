@@ -165,10 +165,22 @@ std::vector<GlueExample> read_tsv(const GlueTaskInfo& info, const std::string& p
             auto it = std::find(header.begin(), header.end(), std::string(name));
             return it == header.end() ? -1 : (int)(it - header.begin());
         };
+        // a column read twice (a join's or a spreadsheet's export): which copy holds the text or label is not known
+        const char* index_name = info.task == GlueTask::QQP ? "id" : "index";
+        for (const char* name : {layout.text_a, layout.text_b, layout.label, index_name}) {
+            if (!*name) continue;
+            std::vector<size_t> at;
+            for (size_t c = 0; c < header.size(); c++)
+                if (header[c] == name) at.push_back(c + 1);
+            if (at.size() > 1)
+                fail("%s: the header names column '%s' twice (columns %zu and %zu): which one to read is not known "
+                     "(header read: '%s')\n---> HINT: drop or rename the other column", path.c_str(), name, at[0],
+                     at[1], strip_cr(line).c_str());
+        }
         ia = find(layout.text_a);
         ib = *layout.text_b ? find(layout.text_b) : -1;
         il = find(layout.label);
-        ii = find(info.task == GlueTask::QQP ? "id" : "index");
+        ii = find(index_name);
         if (ia < 0 || (*layout.text_b && ib < 0)) {
             std::string want = std::string("'") + layout.text_a + "'" + (*layout.text_b ? std::string(", '") + layout.text_b + "'" : "");
             fail("%s: the header has no column %s, which the GLUE %s TSV has (header read: '%s')\n"

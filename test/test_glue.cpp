@@ -341,6 +341,11 @@ TEST_F(GlueFiles, WrongLayoutsAreClearErrors) {
               std::string::npos) << e;
     e = error(GlueTask::SST2, "caps.tsv", "sentence\tLabel\ngood\t1\n");
     EXPECT_NE(e.find("column 'Label' is not 'label'"), std::string::npos) << e;
+    // a column the reader uses named twice: refused (the first copy was read, the other silently ignored)
+    e = error(GlueTask::MRPC, "twice.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\tQuality\n1\t1\t2\ta\tb\t0\n");
+    EXPECT_NE(e.find("twice.tsv: the header names column 'Quality' twice (columns 1 and 6)"), std::string::npos) << e;
+    e = error(GlueTask::SST2, "twice.tsv", "sentence\tlabel\tsentence\ngood\t1\tbad\n");
+    EXPECT_NE(e.find("column 'sentence' twice (columns 1 and 3)"), std::string::npos) << e;
     // UTF-16 (Excel's "Unicode text"), with and without its byte order mark: said, with the conversion (it read a
     // header "\xff\xfes" cut at a NUL, or "invalid UTF-8")
     std::string utf16;

@@ -37,8 +37,13 @@ inline bool check(bool ok, const char* fmt, ...) {
 // An exception that ended a test early counts as a failed check.
 inline void check_exception(const std::exception& ex) { check(false, "exception: %s", ex.what()); }
 
+// A run that made no check fails: a part that runs nothing in this build (or on this backend) must not pass as tested.
 inline int gpu_test_summary(const char* test) {
     std::printf("%s: %d passed, %d failed\n", test, g_gpu_checks - g_gpu_failures, g_gpu_failures);
+    if (g_gpu_checks == 0) {
+        std::printf("%s: FAILED: no check ran (the part asked for has none in this build or on this device)\n", test);
+        return 1;
+    }
     return g_gpu_failures ? 1 : 0;
 }
 
