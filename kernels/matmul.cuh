@@ -63,7 +63,10 @@ struct GemmPlan {
 // (this cache) removes the remaining freedom. The split-K reduction schemes cuBLASLt may pick
 // (cublasLtReductionScheme_t: INPLACE uses counters "to guarantee the sequentiality", COMPUTE_TYPE/OUTPUT_TYPE
 // reduce in a separate step) are all ordered; none is atomics-based. The preference sets the mask to exactly
-// those schemes so that the assumption is written down, not inherited from a default.
+// those schemes so that the assumption is written down, not inherited from a default. For a bf16 D it allows only
+// COMPUTE_TYPE: INPLACE and OUTPUT_TYPE keep the partial sums in D's type, one bf16 rounding (2^-9) per K slice
+// where one rounding of the fp32 sum is the contract (the emulated heuristic picks them when allowed, and
+// test_matmul_cuda's "rounded once" check sees it).
 //
 // Not copyable; needs a CUDA device (cublasLtCreate fails without one). Not thread-safe (one host thread).
 struct CublasLt {

@@ -118,9 +118,10 @@ static GemmPlan make_plan(CublasLt& lt, const GemmKey& k, const void* bias) {
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws,
                                                      sizeof(max_ws)));
     // Split-K reductions allowed: all three schemes are ordered (CublasLt comment in matmul.cuh). Spelled out so
-    // that a reader (or a future cuBLASLt with an atomics-based scheme outside this mask) sees the choice.
-    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_INPLACE |
-                       CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    // that a reader (or a future cuBLASLt with an atomics-based scheme outside this mask) sees the choice. A bf16 D:
+    // only the scheme whose partial sums stay fp32 (the others round each K slice's sum to bf16).
+    uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    if (k.c_type != CUDA_R_16BF) schemes |= CUBLASLT_REDUCTION_SCHEME_INPLACE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
     cublasCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes,
                                                      sizeof(schemes)));
     // The real pointer alignments (default 256). cuBLAS A is our B.

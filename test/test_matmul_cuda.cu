@@ -106,6 +106,44 @@ static void test_gemm(Ctx& c, bool ta, bool tb, int M, int N, int K, bool f32_ou
     check(pad_ok, "columns beyond N (ldc padding) untouched");
 }
 
+// A bf16 output is the fp32 sum rounded once: cuBLASLt's split-K reductions in the output type (INPLACE,
+// OUTPUT_TYPE) would round each K slice's partial sum to bf16 too, and the emulated heuristic picks one when the
+// preference allows it. K = 4096 (split there), M = N = 32, the reference summed in double: an fp32 sum is within
+// ~1e-6 of it relative to the terms, far inside bf16's half-unit (2^-9 relative), so the result is the correctly
+// rounded reference except within that distance of a rounding boundary (a few elements in ten thousand).
+// Allowed: 1% not correctly rounded, none off by more than one bf16 unit. bf16 build only (an fp32 D has no
+// rounding of its own). A partial-sum rounding gives ~30% of the elements off by one unit.
+static void test_gemm_rounds_once(Ctx& c) {
+    if (FP32_BUILD) return;
+    const int M = 32, N = 32, K = 4096;
+    std::printf("gemm_cuda bf16 out, K=%d: the fp32 sum rounded once\n", K);
+    std::vector<float> A = quantize<floatX>(randn((size_t)M * K)), B = quantize<floatX>(randn((size_t)K * N));
+    Dev<floatX> dA(A.size()), dB(B.size()), dC((size_t)M * N);
+    upload(dA, A);
+    upload(dB, B);
+    gemm_cuda(false, false, M, N, K, 1.0f, dA.p, FLOATX_CUDA_DTYPE, K, dB.p, FLOATX_CUDA_DTYPE, N, 0.0f, dC.p,
+              FLOATX_CUDA_DTYPE, N, *c.lt, c.stream);
+    c.sync();
+    std::vector<float> got = download(dC), exact((size_t)M * N);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double sum = 0;
+            for (int k = 0; k < K; k++) sum += (double)A[(size_t)i * K + k] * B[(size_t)k * N + j];
+            exact[(size_t)i * N + j] = (float)sum;
+        }
+    const std::vector<float> rounded = quantize<floatX>(exact);
+    int not_rounded = 0, beyond_one_unit = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        if (got[i] == rounded[i]) continue;
+        not_rounded++;
+        const double unit = std::ldexp(1.0, std::ilogb(std::fabs((double)exact[i])) - 7);  // bf16: 8 bits
+        if (std::fabs((double)got[i] - exact[i]) > unit) beyond_one_unit++;
+    }
+    check(not_rounded <= (int)got.size() / 100 && beyond_one_unit == 0,
+          "%d of %zu elements not the correctly rounded sum (allowed %zu), %d off by more than one bf16 unit",
+          not_rounded, got.size(), got.size() / 100, beyond_one_unit);
+}
+
 #if defined(PRAC_CUDA_EMU)
 // cuBLASLt may answer a heuristic query with CUBLAS_STATUS_NOT_SUPPORTED (no algorithm for this configuration); the
 // emulated library can be told to. gemm_cuda must then throw an error naming the shape, not exit in cublasCheck.
@@ -426,6 +464,7 @@ int main() {
                 test_gemm(c, ta, tb, 130, 5461, 257, true);  // fp32 out from floatX in (the logits GEMM)
             }
 
+        test_gemm_rounds_once(c);
 #if defined(PRAC_CUDA_EMU)
         test_no_algorithm(c);
 #endif

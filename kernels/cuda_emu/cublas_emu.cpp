@@ -10,7 +10,9 @@
 // Arithmetic: storage types CUDA_R_32F and CUDA_R_16BF, compute type CUBLAS_COMPUTE_32F (the _PEDANTIC and
 // _FAST_* variants are accepted and computed in IEEE fp32, which they permit). bf16 operands are widened exactly
 // to fp32, the product is one OpenBLAS cblas_sgemm (fp32 accumulation), and the result is rounded to the output
-// type (bf16: round to nearest even) once, after alpha/beta and the bias epilogue. SYRK comes in fp32 and fp64
+// type (bf16: round to nearest even) once, after alpha/beta and the bias epilogue; except where the cuBLASLt
+// heuristic picked a split-K reduction in D's type for a bf16 D (choose_algo, when the preference allows one), whose
+// partial sums over K slices are rounded to bf16 as a GPU's would be. SYRK comes in fp32 and fp64
 // (cublasSsyrk, cublasDsyrk: OpenBLAS cblas_ssyrk, cblas_dsyrk).
 //
 // Emulation-only hooks (kernels/cuda_emu/libs_emu.h): forcing the cuBLASLt heuristic to fail, and call counters.
@@ -111,7 +113,17 @@ struct Gemm {
     Operand A, B, C, D;
     const void* bias;
     cudaDataType_t bias_type;
+    // cuBLASLt's split-K with a reduction in D's type (INPLACE or OUTPUT_TYPE, choose_algo): K in k_slices slices,
+    // each slice's partial sum rounded to D's type; 1: one fp32 sum over K
+    int64_t k_slices = 1;
+    bool inplace = false;  // INPLACE: summed into D slice after slice, each sum rounded; else (OUTPUT_TYPE) the rounded
+                           // partials summed in fp32 by the separate step
 };
+
+float round_to(cudaDataType_t t, float v) {
+    if (t == CUDA_R_32F) return v;
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
 
 void run_gemm(const Gemm& g) {
     if (g.m == 0 || g.n == 0) return;
@@ -131,8 +143,23 @@ void run_gemm(const Gemm& g) {
         int64_t lda = 0, ldb = 0;
         const float* a = as_f32(g.A, g.ta ? g.k : g.m, g.ta ? g.m : g.k, ca, &lda);
         const float* b = as_f32(g.B, g.tb ? g.n : g.k, g.tb ? g.k : g.n, cb, &ldb);
-        cblas_sgemm(CblasColMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans, (int)g.m,
-                    (int)g.n, (int)g.k, g.alpha, a, (int)lda, b, (int)ldb, 0.0f, T.data(), (int)g.m);
+        if (g.k_slices <= 1) {
+            cblas_sgemm(CblasColMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans, (int)g.m,
+                        (int)g.n, (int)g.k, g.alpha, a, (int)lda, b, (int)ldb, 0.0f, T.data(), (int)g.m);
+        } else {
+            // slice [k0, k1) of op(A)'s columns and op(B)'s rows; T = the slices' partials in D's type, summed
+            std::vector<float> part((size_t)(g.m * g.n));
+            for (int64_t s = 0; s < g.k_slices; s++) {
+                const int64_t k0 = g.k * s / g.k_slices, k1 = g.k * (s + 1) / g.k_slices;
+                const float* as = a + (g.ta ? k0 : k0 * lda);
+                const float* bs = b + (g.tb ? k0 * ldb : k0);
+                cblas_sgemm(CblasColMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans,
+                            (int)g.m, (int)g.n, (int)(k1 - k0), g.alpha, as, (int)lda, bs, (int)ldb, 0.0f, part.data(),
+                            (int)g.m);
+                for (size_t i = 0; i < T.size(); i++)
+                    T[i] = g.inplace ? round_to(g.D.type, T[i] + part[i]) : T[i] + round_to(g.D.type, part[i]);
+            }
+        }
     }
     // D = T + beta C + bias in fp32, then one rounding to D's type. C is read before D is written at the same
     // element, so C == D (in place) is fine.
@@ -876,6 +903,8 @@ namespace {
 // COMPUTE_TYPE reduction scheme): a fixed 64 KiB, or less when the preference's maximum is smaller. cublasLtMatmul
 // overwrites it (as a split-K reduction would) so that a caller that shares it with live data finds out.
 constexpr uint64_t EMU_WORKSPACE_BYTES = 64 * 1024;
+// The least K the emulated heuristic splits when the reduction rounds to D's type, and into how many slices.
+constexpr int64_t EMU_SPLIT_K_MIN = 1024, EMU_SPLIT_K_SLICES = 4;
 
 // The largest power of two <= 256 dividing the address (256 for NULL).
 uint32_t alignment_of(const void* p) {
@@ -975,11 +1004,22 @@ cublasStatus_t check_problem(const char* fn, const DescState& d, const LayoutSta
 }
 
 // The algorithm the emulated heuristic picks for a preference (and the descriptor's bias pointer).
-AlgoState choose_algo(const PrefState& pref, const DescState& d) {
+AlgoState choose_algo(const PrefState& pref, const DescState& d, const LtProblem& P) {
     AlgoState a{};
     a.magic = ALGO_MAGIC;
-    // split-K with a COMPUTE_TYPE reduction in the workspace when both are allowed, else no reduction
-    if ((pref.reduction_mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) && pref.max_workspace >= 256) {
+    // A bf16 D and a K worth splitting: the least precise split-K the mask allows, a reduction in D's type
+    // (OUTPUT_TYPE: "intermediate results are stored in output type"; INPLACE: "using the output buffer (and output
+    // data type)", cublasLt.h), either of which a GPU's heuristic may pick; run_gemm rounds each slice's partial sum
+    // to bf16, so that a caller allowing them sees what they cost. Both keep counters or partials in the workspace.
+    const bool splits_in_d_type = P.d_type == CUDA_R_16BF && P.k >= EMU_SPLIT_K_MIN && pref.max_workspace >= 256;
+    const uint32_t in_d_type = pref.reduction_mask & (CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE |
+                                                      CUBLASLT_REDUCTION_SCHEME_INPLACE);
+    if (splits_in_d_type && in_d_type) {
+        a.reduction = (in_d_type & CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE) ? CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
+                                                                          : CUBLASLT_REDUCTION_SCHEME_INPLACE;
+        a.workspace = pref.max_workspace < EMU_WORKSPACE_BYTES ? pref.max_workspace / 256 * 256 : EMU_WORKSPACE_BYTES;
+    } else if ((pref.reduction_mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) && pref.max_workspace >= 256) {
+        // split-K with a COMPUTE_TYPE reduction in the workspace when both are allowed, else no reduction
         a.reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
         a.workspace = pref.max_workspace < EMU_WORKSPACE_BYTES ? pref.max_workspace / 256 * 256 : EMU_WORKSPACE_BYTES;
     } else {
@@ -1038,7 +1078,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cubl
         return fail(true, CUBLAS_STATUS_NOT_SUPPORTED, "%s: bias pointer %p is not element-aligned", fn, d.bias);
 
     // one algorithm, workspaceSize <= the preference's maximum
-    AlgoState a = choose_algo(pref, d);
+    AlgoState a = choose_algo(pref, d, P);
     cublasLtMatmulHeuristicResult_t& r = heuristicResultsArray[0];
     std::memset(&r, 0, sizeof r);
     std::memcpy(&r.algo, &a, sizeof a);
@@ -1090,7 +1130,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
         def.align_b = alignment_of(B);
         def.align_c = alignment_of(C);
         def.align_d = alignment_of(D);
-        al = choose_algo(def, d);
+        al = choose_algo(def, d, P);
     }
     // "CUBLAS_STATUS_INVALID_VALUE ... e.g. when workspaceSizeInBytes is less than workspace required by configured
     // algo"; the workspace must be 256-byte aligned (cublasLtMatmul's workspace parameter)
@@ -1132,6 +1172,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
         gemms.push_back(Gemm{P.ta, P.tb, P.m, P.n, P.k, a, b, Operand{at(A, La), P.a_type, La.ld},
                       Operand{at(B, Lb), P.b_type, Lb.ld}, Operand{at(C, Lc), P.c_type, Lc.ld},
                       Operand{at(D, Ld), P.d_type, Ld.ld}, bias, P.bias_type});
+        if (al.reduction == CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE || al.reduction == CUBLASLT_REDUCTION_SCHEME_INPLACE) {
+            gemms.back().k_slices = EMU_SPLIT_K_SLICES;
+            gemms.back().inplace = al.reduction == CUBLASLT_REDUCTION_SCHEME_INPLACE;
+        }
     }
     queue_gemms(stream, std::move(gemms));
     // the split-K partial sums: the workspace's contents afterwards are unspecified
