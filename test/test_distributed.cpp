@@ -506,11 +506,12 @@ TEST(DataParallel, RanksWithOtherDataOrProgramsAreRefused) {
         f.seekp(1024);
         f.write(swapped, 4);
     }
-    auto in_dirs = [&](const std::string& dir1, const std::string& extra) {
+    auto in_dirs = [&](const std::string& dir1, const std::string& extra, const std::string& val_data = "") {
         std::string out;
         int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + RANK_VAR + " = 1 ]; then cd " + d +
                                "/" + dir1 + "; else cd " + d + "/a; fi; exec " + bin("train_gpt2") + TRAIN_ARGS +
-                               " --steps 2 --train-data t_train.bin --val-data " + val + extra + "'",
+                               " --steps 2 --train-data t_train.bin --val-data " + (val_data.empty() ? val : val_data) +
+                               extra + "'",
                            &out);
         return std::make_pair(rc, out);
     };
@@ -522,8 +523,26 @@ TEST(DataParallel, RanksWithOtherDataOrProgramsAreRefused) {
     std::tie(rc, out) = in_dirs("c", " --ckpt-dir " + d + "/ck");
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("t_train.bin has other content on rank 1 than on rank 0"), std::string::npos) << out;
-    std::tie(rc, out) = in_dirs("a", "");
+    // validation files and --hellaswag's are read whole by every rank: their content is compared without
+    // --ckpt-dir too (a validation loss of two data sets, a HellaSwag score of two files, were exit 0). c's t_train.bin
+    // as validation data beside a's (the same size, two tokens swapped); then, c's training data made a's, two
+    // --hellaswag files of one example each whose labels differ (the same size).
+    std::tie(rc, out) = in_dirs("c", "", "t_train.bin");
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("--val-data: the ranks read other data: t_train.bin has other content on rank 1 than on rank 0"),
+              std::string::npos) << out;
+    for (const char* dir : {"a", "c"})
+        ASSERT_EQ(run_shell(std::string("printf '%s\\n' '{\"ctx\": \"It is a truth\", \"endings\": [\"a\", \"b\", "
+                                        "\"c\", \"d\"], \"label\": ") + (dir[0] == 'a' ? "0" : "1") + "}' > " + d +
+                            "/" + dir + "/hs.jsonl"), 0);
+    std::tie(rc, out) = in_dirs("a", " --hellaswag hs.jsonl");
     EXPECT_EQ(rc, 0) << "the same files: " << out;
+    ASSERT_EQ(run_shell("cp " + d + "/a/t_train.bin " + d + "/c/t_train.bin"), 0);
+    std::tie(rc, out) = in_dirs("c", " --hellaswag hs.jsonl");
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("--hellaswag: the ranks read other data: hs.jsonl has other content on rank 1 than on rank 0"),
+              std::string::npos) << out;
+    EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
 
     rc = run_shell("timeout 300 env " + mpirun_2() + "-n 1 " + bin("train_gpt2") + TRAIN_ARGS + " : -n 1 " +
                        bin("train_llama") + TRAIN_ARGS,
@@ -581,6 +600,17 @@ TEST(DataParallel, RanksWithOtherModelsAreRefused) {
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find("rank 1 sees another checkpoint at ck/step_00000002 than rank 0 does"), std::string::npos)
         << out;
+    EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
+    // the same marker over a damaged file (one bit of rank 1's model.safetensors, in its last tensor's data): refused
+    // before the first step (each rank trained its own copy, said at the next checkpoint, and resuming again met the
+    // same copy)
+    ASSERT_EQ(run_shell("rm -rf " + d + "/b/ck && cp -r " + d + "/a/ck " + d + "/b/ck"), 0);
+    ASSERT_EQ(run_shell("python3 -c \"import sys; p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[-3] ^= 1; "
+                        "open(p, 'wb').write(b)\" " + d + "/b/ck/step_00000002/model.safetensors"), 0);
+    std::tie(rc, out) = in_dirs("b", " --model gpt2-tiny --steps 3 --ckpt-dir ck --resume");
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find("rank 1's copy of the checkpoint ck/step_00000002 is damaged: model.safetensors does not match "
+                       "its checksum"), std::string::npos) << out;
     EXPECT_EQ(out.find("| loss "), std::string::npos) << "refused before the first step\n" << out;
     ASSERT_EQ(run_shell("rm -rf " + d + "/b/ck && cp -r " + d + "/a/ck " + d + "/b/ck"), 0);
     std::tie(rc, out) = in_dirs("b", " --model gpt2-tiny --steps 3 --ckpt-dir ck --resume");

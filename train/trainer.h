@@ -252,7 +252,9 @@ struct Trainer {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
         if (train_data) check_ranks_read_the_same_data(train_data->files(), train_shards, "--train-data");
         if (train_data && rank == 0) data_warning += shard_layouts_warning(train_data->info(), val.info());
-        check_ranks_read_the_same_data(val.files(), "", "--val-data");
+        // (validation files and --hellaswag's are read whole by every rank: their checksums cost a read from the
+        // page cache, and copies of one size that differ gave a validation loss of two data sets, exit 0)
+        if (ranks > 1) check_ranks_read_the_same_data(val.files(), data_fingerprint(val.files()), "--val-data");
         check_ranks_build_the_same_model();
         if (opts.resume) check_resume();
         check_prac_compresses(compressed_sites(model.sites), prac.mode, opts.prac, opts.prac_classes, opts.recompute);
@@ -263,6 +265,8 @@ struct Trainer {
         naming_flag("--val-data", [&] { val.check_every_token(); });
         if (train_data) naming_flag("--train-data", [&] { train_data->check_every_token(rank, ranks); });
         if (!opts.hellaswag.empty()) {
+            if (ranks > 1)
+                check_ranks_read_the_same_data({opts.hellaswag}, data_fingerprint({opts.hellaswag}), "--hellaswag");
             std::unique_ptr<Tokenizer> tok;  // (HellaSwag's text; llm.c's eval file holds GPT-2 ids)
             if (choice_file_is_text(opts.hellaswag))
                 tok = naming_flag("--hellaswag", [&] { return data_tokenizer(cfg.arch, opts); });
@@ -990,6 +994,25 @@ struct Trainer {
                            "marker, which lists each file's size and checksum, differs)\n---> HINT: every rank must "
                            "see the same --ckpt-dir (a shared file system, or the same copy on every node)", r,
                            path.c_str(), CKPT_COMPLETE_FILE);
+            // The same marker over a damaged file (a node-local copy that went bad): its rank trained another model,
+            // said at the next checkpoint, where resuming again met the same copy. Each copy is checked against the
+            // marker's checksums once: checkpoint_resolve did rank 0's; a rank whose directory is that one (this
+            // host, the same device and inode) or an earlier rank's skips it.
+            struct stat st{};
+            const std::string copy = stat(path.c_str(), &st) == 0
+                                         ? format("%s:%llu:%llu", host_tag().c_str(), (unsigned long long)st.st_dev,
+                                                  (unsigned long long)st.st_ino)
+                                         : format("rank %d", rank);  // (unreadable: its own, checked and failing)
+            const std::vector<std::string> copies = all_gather_string(comm, copy);
+            std::string why;
+            if (rank > 0 && std::find(copies.begin(), copies.begin() + rank, copy) == copies.begin() + rank &&
+                !checkpoint_verify(path, &why) && why.empty())
+                why = "it does not verify";
+            const std::vector<std::string> whys = all_gather_string(comm, why);
+            for (int r = 1; r < ranks; r++)
+                CHECK_USER(whys[r].empty(), "rank %d's copy of the checkpoint %s is damaged: %s\n---> HINT: copy rank "
+                           "0's checkpoint to that node again (or use a shared file system)", r, path.c_str(),
+                           whys[r].c_str());
         }
         return path;
     }
