@@ -42,8 +42,8 @@ Environment: TOTAL_BUDGET (required: the device time left, the first call's repl
 for the turn between the calls, the transfers and the reply, and at most 580: a call's limit is 600; each job gets
 at most what is left of it, minus 15 s for the summary), OUT (default /tmp/gpu_followup; the device tool's $OUT
 there), DRY_RUN=1 (print each command, run nothing), REBUILD=1 (run the rebuild job), RERUN (the tests job's
-ctest -R pattern), BENCH_GPU (default build/tools/bench_gpu: without it the machine is not the first call's warm
-one, and the script stops, exit 4).
+ctest -R pattern), BENCH_GPU (default build/tools/bench_gpu). Without WARM_MARK (default build/CMakeCache.txt: the
+first call's configured build) the machine is not the first call's warm one, and the script stops, exit 4.
 What comes back under OUT: summary.txt (also printed last) and followup_logs.tar.gz (every job's log), both
 rewritten after each job, so a call killed at its limit returns the jobs that finished.
 Exit status: 0 when every job that ran passed (a job's exit 77 is a SKIP), 1 otherwise.
@@ -53,12 +53,12 @@ EOF
 # The jobs, in the order they run: NAME|LIMIT SECONDS|COMMAND (one string for bash -c; printed by --list and DRY_RUN)
 JOB_TABLE=(
   'rebuild|120|plan=$(cmake --build build -- -n 2>/dev/null); n=$(grep -cE "^\[[0-9]+/[0-9]+\]" <<<"$plan"); echo "rebuild: $n steps"; if grep -q "Re-running CMake" <<<"$plan"; then echo "refused: ninja would re-run CMake first (the copied CMake files look new), then rebuild everything"; exit 3; fi; if [ "$n" -gt 40 ]; then echo "refused: $n steps would not fit (the copied files look new to ninja?)"; exit 3; fi; cmake --build build -j"$(nproc)"'
-  'tests|150|REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" --output-on-failure --timeout 140'
+  'tests|150|REQUIRE_GPU=1 ctest --test-dir build -L gpu -R "$RERUN" -V --output-on-failure --timeout 140'
   'accum|120|$BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4; r=$?; $BENCH_GPU --models llama-130m --no-max-batch --grad-accum 4 --refresh-overlap 2 || r=1; exit $r'
   'stagger|90|r=0; for d in 0 2; do ./train_llama --model llama-130m --batch-size 32 --seq-len 256 --steps 200 --warmup 84 --prac prac --prac-t1 168 --prac-t2 168 --prac-initial-spread 84 --prac-refresh-overlap $d --eval-tokens 8192 --log "$LOGS/stagger_o$d.jsonl" >"$LOGS/stagger_o$d.log" 2>&1 || { tail -5 "$LOGS/stagger_o$d.log"; r=1; }; done; python3 scripts/plot_runs.py --no-plot --skip 2 --labels in_place,overlap2 "$LOGS/stagger_o0.jsonl" "$LOGS/stagger_o2.jsonl" || r=1; exit $r'
   'overlap|150|$BENCH_GPU --quick --refresh-overlap 1; r=$?; $BENCH_GPU --quick --refresh-overlap 2 || r=1; exit $r'
   'sanitize|150|LOGS="$LOGS/sanitize" bash scripts/gpu_sanitize.sh'
-  'fp32|200|CLEAN=0 SKIP_CPU=1 USE_MAKE=0 STEPS=fp32 FP32_MIN=0 TOTAL_BUDGET=$((LIMIT - 10)) OUT="$LOGS/fp32" bash scripts/gpu_verify.sh'
+  'fp32|260|CLEAN=0 SKIP_CPU=1 USE_MAKE=0 STEPS=fp32 FP32_MIN=0 TOTAL_BUDGET=$((LIMIT - 10)) OUT="$LOGS/fp32" bash scripts/gpu_verify.sh'
   'align|150|$BENCH_GPU --models llama-1b --no-max-batch; r=$?; $BENCH_GPU --models llama-1b --no-max-batch --hidden-align 8 || r=1; exit $r'
   'llmc|240|bash scripts/bench_vs_llmc.sh --llmc .llmc --out "$LOGS/bench_vs_llmc"'
   'stride|90|build/tools/bench_gpu_stride'
@@ -107,9 +107,11 @@ BENCH_GPU=${BENCH_GPU:-build/tools/bench_gpu}
 REBUILD=${REBUILD:-0}
 export RERUN LOGS BENCH_GPU
 # a machine that went cold between the calls starts bare: every job would fail on the missing build, minutes lost
-if [ "${DRY_RUN:-0}" != 1 ] && [ ! -x "$BENCH_GPU" ]; then
-  echo "gpu_followup: no $BENCH_GPU: this is not the first call's warm machine (a fresh one starts bare); run" \
-       "scripts/gpu_verify.sh there first (docs/GPU.md)" | tee "$OUT/summary.txt" >&2
+# (the first call's configured build is the mark; a bench_gpu that failed to compile costs only the jobs that run it)
+WARM_MARK=${WARM_MARK:-build/CMakeCache.txt}
+if [ "${DRY_RUN:-0}" != 1 ] && [ ! -f "$WARM_MARK" ]; then
+  echo "gpu_followup: no $WARM_MARK: this is not the first call's warm machine (a fresh one starts bare);" \
+       "run scripts/gpu_verify.sh there first (docs/GPU.md)" | tee "$OUT/summary.txt" >&2
   exit 4
 fi
 # what scripts/gpu_verify.sh unpacked (docs/GPU.md): carried libraries and the cudnn-frontend headers

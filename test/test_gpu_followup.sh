@@ -9,7 +9,8 @@ fail=0
 ok() { echo "  [ok] $*"; }
 bad() { echo "  [FAIL] $*"; fail=1; }
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
-export BENCH_GPU=/bin/true  # (the warm machine's build: the script stops without one, below)
+export BENCH_GPU=/bin/true WARM_MARK="$W/CMakeCache.txt"  # (the warm machine's build: the script stops without one,
+touch "$WARM_MARK"                                          # below)
 
 out=$(bash "$S" --list)
 for j in rebuild tests accum stagger overlap sanitize fp32 stride align llmc table mma; do
@@ -64,7 +65,7 @@ printf '#!/bin/sh\necho "[1/1] Re-running CMake..."\n' >"$W/cmake"; chmod +x "$W
 PATH="$W:$PATH" REBUILD=1 TOTAL_BUDGET=60 OUT="$W/out8" bash "$S" rebuild >"$W/o8" 2>&1; rc=$?
 [ "$rc" = 1 ] && grep -qE '^rebuild +FAIL .*rc=3' "$W/out8/summary.txt" && grep -q 'refused: ninja would re-run CMake' "$W/o8" \
   && ok "rebuild refused when ninja would re-run CMake" || bad "rebuild with CMake's re-run: rc=$rc $(cat "$W/o8")"
-BENCH_GPU="$W/none" FOLLOWUP_CMD_stride="touch $W/ran9" TOTAL_BUDGET=60 OUT="$W/out9" bash "$S" stride >"$W/o9" 2>&1; rc=$?
+WARM_MARK="$W/none" FOLLOWUP_CMD_stride="touch $W/ran9" TOTAL_BUDGET=60 OUT="$W/out9" bash "$S" stride >"$W/o9" 2>&1; rc=$?
 [ "$rc" = 4 ] && [ ! -e "$W/ran9" ] && grep -q "not the first call's warm machine" "$W/out9/summary.txt" \
   && ok "no build (a cold machine): exit 4 at once, said in summary.txt" || bad "no build: rc=$rc $(cat "$W/o9")"
 

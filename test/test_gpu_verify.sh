@@ -2,7 +2,8 @@
 # scripts/gpu_verify.sh (the GPU recipe's first call) without a GPU and without building: the parts of its logic that
 # decide what comes back from a call of the device tool.
 #   1. FP32 build and tests skipped (not failed) when less than FP32_MIN seconds are left;
-#   2. a call killed in the middle of a step (the device tool's limit) still leaves summary.txt, results.json and
+#   2. outside a dry run, a BF16 build and GPU tests skipped for lack of time fail the call;
+#   3. a call killed in the middle of a step (the device tool's limit) still leaves summary.txt, results.json and
 #      logs.tar.gz under OUT with the steps that finished, and a summary that says it is incomplete.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,23 @@ grep -qE '^build-fp32 +SKIP .*FP32_MIN=100000: run scripts/gpu_followup.sh fp32'
   || bad "build-fp32 row: $(grep build-fp32 "$sum")"
 grep -qE '^gpu-fp32 +SKIP ' "$sum" && ok "gpu-fp32 skipped" || bad "gpu-fp32 row: $(grep gpu-fp32 "$sum")"
 grep -q '^RESULT: OK' "$sum" && ok "summary OK" || bad "summary verdict: $(tail -n 1 "$sum")"
+
+# outside a dry run a skipped BF16 build and GPU tests (no time left) are no pass: exit 1, the RESULT line names them
+# (they counted as passes: RESULT: OK with no GPU test run). A stand-in nvidia-smi (an H100), a configured-looking
+# build folder, a budget below the steps' minimum.
+mkdir -p "$W/c/build" "$W/c/bin" && touch "$W/c/build/CTestTestfile.cmake"
+printf '#!/bin/sh
+case "$*" in -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)";; *compute_cap*) echo "9.0";; esac
+' \
+  >"$W/c/bin/nvidia-smi" && chmod +x "$W/c/bin/nvidia-smi"
+env PATH="$W/c/bin:$PATH" DRY_RUN=0 FORCE_DEBS=0 SKIP_CPU=1 WORK="$W/c" OUT="$W/c/out" PREFIX="$W/c/pracdeps" \
+  BUILD_DIR="$W/c/build" STEPS=build,gpu TOTAL_BUDGET=25 bash "$S" >"$W/c.log" 2>&1; rc=$?
+sum="$W/c/out/summary.txt"
+grep -qE '^env +(PASS|INFO) ' "$sum" && grep -qE '^build +SKIP ' "$sum" && grep -qE '^gpu +SKIP ' "$sum" \
+  && ok "env ran (the stand-in GPU); build and gpu skipped: no time left" \
+  || bad "env/build/gpu rows: $(grep -E '^(env|build|gpu) ' "$sum")"
+[ "$rc" = 1 ] && grep -q '^RESULT: FAILED (skipped: build, gpu)' "$sum" && ok "not a dry run: their skip fails, named" \
+  || bad "exit $rc, verdict: $(tail -n 1 "$sum")"
 
 # a later call on the warm machine (CLEAN=0, as gpu_followup.sh's fp32 job makes it) reuses the unpacked prefix and
 # its exports: unpacking again removed the libraries where that call carried no .gpu_debs, and renewed the headers'

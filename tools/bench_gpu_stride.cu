@@ -317,6 +317,9 @@ static int bench_main(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+    // line-buffered: a run killed at its time limit (scripts/gpu_verify.sh, gpu_followup.sh log to a file) keeps the
+    // RESULT lines it printed
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
     try {
         return bench_main(argc, argv);
     } catch (const UserError& e) {  // a flag's value, an unknown --model: before any GPU work
