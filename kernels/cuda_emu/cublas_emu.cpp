@@ -47,6 +47,14 @@ bool env_on(const char* name, int min_level) {
     return v && *v && std::atoi(v) >= min_level;
 }
 
+// PRAC_EMU_OTHER_ROUNDING=1: the fp32 GEMMs and SYRKs sum K in two halves (another order than the CPU twins' one
+// OpenBLAS call, as a GPU's library rounds otherwise), so that a test comparing a decision of the CUDA code with its
+// twin's (which fallback took over) sees whether rounding alone can change it.
+bool other_rounding() {
+    static const bool on = env_on("PRAC_EMU_OTHER_ROUNDING", 1);
+    return on;
+}
+
 // The status, after printing why when the library's error logging is on.
 cublasStatus_t fail(bool lt, cublasStatus_t s, const char* fmt, ...) {
     if (lt ? env_on("CUBLASLT_LOG_LEVEL", 1) : env_on("CUBLAS_LOGINFO_DBG", 1)) {
@@ -175,6 +183,8 @@ void run_gemm(const Gemm& g) {
 
 // The GEMMs of one call, in stream order (kernels/cuda_emu/stream_order.h): queued in s, or run now.
 void queue_gemms(cudaStream_t s, std::vector<Gemm> gemms) {
+    for (Gemm& g : gemms)  // PRAC_EMU_OTHER_ROUNDING: an fp32 D's K in two slices (their sum in fp32, no rounding more)
+        if (other_rounding() && g.D.type == CUDA_R_32F && g.k >= 2 && g.k_slices == 1) g.k_slices = 2;
     cuda_emu::stream_op(s, [gemms = std::move(gemms)] {
         for (const Gemm& g : gemms) run_gemm(g);
     });
@@ -472,8 +482,16 @@ cublasStatus_t syrk(const char* fn, cublasHandle_t handle, cublasFillMode_t uplo
         }
         const CBLAS_UPLO ul = upper ? CblasUpper : CblasLower;
         const CBLAS_TRANSPOSE tr = trans == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
-        if constexpr (std::is_same_v<T, float>) cblas_ssyrk(CblasColMajor, ul, tr, n, k, alpha, A, lda, beta, C, ldc);
-        else cblas_dsyrk(CblasColMajor, ul, tr, n, k, alpha, A, lda, beta, C, ldc);
+        // (PRAC_EMU_OTHER_ROUNDING: K in two halves, the second added to the first's C)
+        const int k1 = other_rounding() && k >= 2 ? k / 2 : k;
+        const T* A2 = A + (trans == CUBLAS_OP_N ? (size_t)k1 * lda : (size_t)k1);
+        if constexpr (std::is_same_v<T, float>) {
+            cblas_ssyrk(CblasColMajor, ul, tr, n, k1, alpha, A, lda, beta, C, ldc);
+            if (k1 < k) cblas_ssyrk(CblasColMajor, ul, tr, n, k - k1, alpha, A2, lda, 1.0f, C, ldc);
+        } else {
+            cblas_dsyrk(CblasColMajor, ul, tr, n, k1, alpha, A, lda, beta, C, ldc);
+            if (k1 < k) cblas_dsyrk(CblasColMajor, ul, tr, n, k - k1, alpha, A2, lda, 1.0, C, ldc);
+        }
     });
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -1172,9 +1190,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
         gemms.push_back(Gemm{P.ta, P.tb, P.m, P.n, P.k, a, b, Operand{at(A, La), P.a_type, La.ld},
                       Operand{at(B, Lb), P.b_type, Lb.ld}, Operand{at(C, Lc), P.c_type, Lc.ld},
                       Operand{at(D, Ld), P.d_type, Ld.ld}, bias, P.bias_type});
-        if (al.reduction == CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE || al.reduction == CUBLASLT_REDUCTION_SCHEME_INPLACE) {
+        const bool inplace = al.reduction == CUBLASLT_REDUCTION_SCHEME_INPLACE;
+        if (inplace || al.reduction == CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE) {
             gemms.back().k_slices = EMU_SPLIT_K_SLICES;
-            gemms.back().inplace = al.reduction == CUBLASLT_REDUCTION_SCHEME_INPLACE;
+            gemms.back().inplace = inplace;
         }
     }
     queue_gemms(stream, std::move(gemms));

@@ -23,6 +23,7 @@
 #include "kernels/cuda_emu/stream_order.h"
 
 #include <climits>
+#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -475,7 +476,13 @@ cusolverStatus_t cusolverDnSpotrf(cusolverDnHandle_t handle, cublasFillMode_t up
         cuda_emu::op_access_triangle(A, n, lda, 4, uplo == CUBLAS_FILL_MODE_UPPER, false, "cusolverDnSpotrf");
         cuda_emu::op_access_triangle(A, n, lda, 4, uplo == CUBLAS_FILL_MODE_UPPER, true, "cusolverDnSpotrf");
         cuda_emu::op_access(devInfo, sizeof(int), true, "cusolverDnSpotrf");
-        *devInfo = n == 0 ? 0 : (int)LAPACKE_spotrf_work(LAPACK_COL_MAJOR, uplo_char(uplo), n, A, lda);
+        // (PRAC_EMU_OTHER_ROUNDING: LAPACK's recursive spotrf2, another order of the same factorization)
+        static const char* const env = std::getenv("PRAC_EMU_OTHER_ROUNDING");
+        static const bool other = env && std::atoi(env) >= 1;
+        const char ul = uplo_char(uplo);
+        *devInfo = n == 0  ? 0
+                   : other ? (int)LAPACKE_spotrf2_work(LAPACK_COL_MAJOR, ul, n, A, lda)
+                           : (int)LAPACKE_spotrf_work(LAPACK_COL_MAJOR, ul, n, A, lda);
     });
     return CUSOLVER_STATUS_SUCCESS;
 }
