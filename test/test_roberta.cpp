@@ -326,9 +326,11 @@ TEST_F(RobertaFiles, PretrainedEncoderGetsAFreshHead) {
             EXPECT_EQ(sq, 0.0) << s.name << ": biases start at 0";
             continue;
         }
-        // initializer_range 0.2: the sample std of 1024 (64) draws is within 15% (40%) of it with > 99.9% probability
+        // initializer_range 0.2: numel·sd²/0.2² is chi-square with numel - 1 degrees of freedom, so the sample std of
+        // 1024 (64) draws is within 15% (45%) of it but with probability 1.5e-11 (4.4e-7), under the suite's 1e-6
+        // (40% for the 64 was 5.8e-6)
         double sd = std::sqrt(sq / s.numel - (sum / s.numel) * (sum / s.numel));
-        EXPECT_NEAR(sd, 0.2, s.numel > 100 ? 0.03 : 0.08) << s.name;
+        EXPECT_NEAR(sd, 0.2, s.numel > 100 ? 0.03 : 0.09) << s.name;
     }
 }
 
