@@ -12,7 +12,8 @@
 //   - workspaces: *_bufferSize reports the bytes (elements for the legacy Sorgqr) the computation needs; a call
 //     with a NULL buffer where that size is > 0, or a smaller buffer, returns CUSOLVER_STATUS_INVALID_VALUE. The
 //     Xsyevd / Xgeqrf device workspace is overwritten (the library's scratch: its contents afterwards are
-//     unspecified), so a caller that keeps live data there finds out; the host workspace they ask for is 0 bytes.
+//     unspecified), so a caller that keeps live data there finds out; the host workspace they ask for is 0 bytes
+//     (PRAC_EMU_CUSOLVER_HOST_BYTES=N: N bytes, required and written, below).
 //   - eigenvalues ascending, eigenvectors orthonormal in A's columns (LAPACK ?syevd, divide and conquer); only
 //     the `uplo` triangle of A is read. Ssyevj (Jacobi: tools/bench_gpu_refresh times it) gives the same here.
 // Data types: CUDA_R_32F (and CUDA_R_64F) for every type argument of one call; other combinations return
@@ -106,6 +107,15 @@ cusolverStatus_t check_workspace(const void* buf, size_t have, size_t need, int*
     if (need > 0 && !buf) return bad_param(info, ptr_index);
     if (have < need) return bad_param(info, size_index);
     return CUSOLVER_STATUS_SUCCESS;
+}
+
+// PRAC_EMU_CUSOLVER_HOST_BYTES=N: Xsyevd and Xgeqrf ask for N bytes of host workspace (the real library may; here
+// they need none), require it at the call, and write it when they run (in stream order): a caller that passes none,
+// too little, or frees it before the work is done (AddressSanitizer) is seen.
+size_t host_workspace_bytes() {
+    static const char* const env = std::getenv("PRAC_EMU_CUSOLVER_HOST_BYTES");
+    static const size_t bytes = env ? (size_t)std::strtoull(env, nullptr, 10) : 0;
+    return bytes;
 }
 
 // ---- syevd ----
@@ -204,7 +214,7 @@ cusolverStatus_t cusolverDnXsyevd_bufferSize(cusolverDnHandle_t handle, cusolver
     const Prec p = precision(dataTypeA, dataTypeW, computeType);
     if (p == Prec::Unsupported) return CUSOLVER_STATUS_INVALID_VALUE;
     *workspaceInBytesOnDevice = syevd_device_bytes(p, syevd_query(p, jobz_char(jobz), uplo_char(uplo), (lapack_int)n));
-    *workspaceInBytesOnHost = 0;
+    *workspaceInBytesOnHost = host_workspace_bytes();
     return CUSOLVER_STATUS_SUCCESS;
 }
 
@@ -213,12 +223,13 @@ cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t 
                                   cudaDataType dataTypeW, void* W, cudaDataType computeType, void* bufferOnDevice,
                                   size_t workspaceInBytesOnDevice, void* bufferOnHost, size_t workspaceInBytesOnHost,
                                   int* info) {
-    (void)bufferOnHost;
-    (void)workspaceInBytesOnHost;  // 0 bytes asked for
     if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
     if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
     if (!params) return bad_param(info, 1);
     if (int i = syevd_bad_param(jobz, uplo, n, lda)) return bad_param(info, i);
+    const size_t host_bytes = host_workspace_bytes();
+    if (cusolverStatus_t h = check_workspace(bufferOnHost, workspaceInBytesOnHost, host_bytes, info, 13, 14))
+        return h;
     const Prec p = precision(dataTypeA, dataTypeW, computeType);
     if (p == Prec::Unsupported) return bad_param(info, dataTypeA != dataTypeW ? 8 : 10);
     const char jz = jobz_char(jobz), ul = uplo_char(uplo);
@@ -252,6 +263,7 @@ cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t handle, cusolverDnParams_t 
             }
         }
         if (need_bytes > 0) std::memset(bufferOnDevice, 0xff, need_bytes);  // scratch contents are unspecified
+        if (host_bytes > 0) std::memset(bufferOnHost, 0xff, host_bytes);
         *info = (int)r;  // 0, or > 0: the algorithm failed to converge
     });
     return CUSOLVER_STATUS_SUCCESS;
@@ -351,7 +363,7 @@ cusolverStatus_t cusolverDnXgeqrf_bufferSize(cusolverDnHandle_t handle, cusolver
     const Prec p = precision(dataTypeA, dataTypeTau, computeType);
     if (p == Prec::Unsupported) return CUSOLVER_STATUS_INVALID_VALUE;
     *workspaceInBytesOnDevice = (size_t)geqrf_query(p, (lapack_int)m, (lapack_int)n) * elem_size(p);
-    *workspaceInBytesOnHost = 0;
+    *workspaceInBytesOnHost = host_workspace_bytes();
     return CUSOLVER_STATUS_SUCCESS;
 }
 
@@ -359,12 +371,13 @@ cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t 
                                   cudaDataType dataTypeA, void* A, int64_t lda, cudaDataType dataTypeTau, void* tau,
                                   cudaDataType computeType, void* bufferOnDevice, size_t workspaceInBytesOnDevice,
                                   void* bufferOnHost, size_t workspaceInBytesOnHost, int* info) {
-    (void)bufferOnHost;
-    (void)workspaceInBytesOnHost;  // 0 bytes asked for
     if (!handle) return CUSOLVER_STATUS_NOT_INITIALIZED;
     if (!info) return CUSOLVER_STATUS_INVALID_VALUE;
     if (!params) return bad_param(info, 1);
     if (int i = geqrf_bad_param(m, n, lda)) return bad_param(info, i);
+    const size_t host_bytes = host_workspace_bytes();
+    if (cusolverStatus_t h = check_workspace(bufferOnHost, workspaceInBytesOnHost, host_bytes, info, 12, 13))
+        return h;
     const Prec p = precision(dataTypeA, dataTypeTau, computeType);
     if (p == Prec::Unsupported) return bad_param(info, dataTypeA != dataTypeTau ? 7 : 9);
     const lapack_int lwork = geqrf_query(p, (lapack_int)m, (lapack_int)n);
@@ -394,6 +407,7 @@ cusolverStatus_t cusolverDnXgeqrf(cusolverDnHandle_t handle, cusolverDnParams_t 
             }
         }
         if (need_bytes > 0) std::memset(bufferOnDevice, 0xff, need_bytes);  // scratch contents are unspecified
+        if (host_bytes > 0) std::memset(bufferOnHost, 0xff, host_bytes);
         *info = (int)r;  // always 0 after the checks above
     });
     return CUSOLVER_STATUS_SUCCESS;
