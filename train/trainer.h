@@ -252,9 +252,7 @@ struct Trainer {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
         if (train_data) check_ranks_read_the_same_data(train_data->files(), train_shards, "--train-data");
         if (train_data && rank == 0) data_warning += shard_layouts_warning(train_data->info(), val.info());
-        // (validation files and --hellaswag's are read whole by every rank: their checksums cost a read from the
-        // page cache, and copies of one size that differ gave a validation loss of two data sets, exit 0)
-        if (ranks > 1) check_ranks_read_the_same_data(val.files(), data_fingerprint(val.files()), "--val-data");
+        check_ranks_read_the_same_data(val.files(), "", "--val-data", true);
         check_ranks_build_the_same_model();
         if (opts.resume) check_resume();
         check_prac_compresses(compressed_sites(model.sites), prac.mode, opts.prac, opts.prac_classes, opts.recompute);
@@ -265,8 +263,7 @@ struct Trainer {
         naming_flag("--val-data", [&] { val.check_every_token(); });
         if (train_data) naming_flag("--train-data", [&] { train_data->check_every_token(rank, ranks); });
         if (!opts.hellaswag.empty()) {
-            if (ranks > 1)
-                check_ranks_read_the_same_data({opts.hellaswag}, data_fingerprint({opts.hellaswag}), "--hellaswag");
+            check_ranks_read_the_same_data({opts.hellaswag}, "", "--hellaswag", true);
             std::unique_ptr<Tokenizer> tok;  // (HellaSwag's text; llm.c's eval file holds GPT-2 ids)
             if (choice_file_is_text(opts.hellaswag))
                 tok = naming_flag("--hellaswag", [&] { return data_tokenizer(cfg.arch, opts); });
@@ -921,12 +918,15 @@ struct Trainer {
     // Every rank must read one data set. Their flags are the same, but node-local copies (or another working
     // directory) can hold other files under those names, and the ranks then trained on a mix with exit 0 (a
     // checkpoint records rank 0's files alone). The ranks compare their files' sizes and, where the resume key has
-    // them (`fingerprint`: data_fingerprint, with --ckpt-dir), their checksums; a difference fails on every rank.
+    // them (`fingerprint`: data_fingerprint, with --ckpt-dir) or `checksums` asks for them, their checksums; a
+    // difference fails on every rank. (Validation files and --hellaswag's are read whole by every rank: their
+    // checksums cost a read from the page cache, and same-size copies that differ gave a validation loss of two data
+    // sets, exit 0.)
     void check_ranks_read_the_same_data(const std::vector<std::string>& files, const std::string& fingerprint,
-                                        const char* flag) {
+                                        const char* flag, bool checksums = false) {
         if (ranks == 1) return;
         const std::vector<std::string> all =
-            all_gather_string(comm, fingerprint.empty() ? data_fingerprint(files, false) : fingerprint);
+            all_gather_string(comm, fingerprint.empty() ? data_fingerprint(files, checksums) : fingerprint);
         const std::vector<std::string> first = fingerprint_entries(all[0]);
         for (int r = 1; r < ranks; r++) {
             const std::vector<std::string> other = fingerprint_entries(all[r]);

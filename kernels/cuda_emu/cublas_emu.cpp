@@ -1032,18 +1032,17 @@ AlgoState choose_algo(const PrefState& pref, const DescState& d, const LtProblem
     const bool splits_in_d_type = P.d_type == CUDA_R_16BF && P.k >= EMU_SPLIT_K_MIN && pref.max_workspace >= 256;
     const uint32_t in_d_type = pref.reduction_mask & (CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE |
                                                       CUBLASLT_REDUCTION_SCHEME_INPLACE);
-    if (splits_in_d_type && in_d_type) {
+    // Otherwise split-K with a COMPUTE_TYPE reduction in the workspace when both are allowed, else no reduction.
+    if (splits_in_d_type && in_d_type)
         a.reduction = (in_d_type & CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE) ? CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
                                                                           : CUBLASLT_REDUCTION_SCHEME_INPLACE;
-        a.workspace = pref.max_workspace < EMU_WORKSPACE_BYTES ? pref.max_workspace / 256 * 256 : EMU_WORKSPACE_BYTES;
-    } else if ((pref.reduction_mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) && pref.max_workspace >= 256) {
-        // split-K with a COMPUTE_TYPE reduction in the workspace when both are allowed, else no reduction
+    else if ((pref.reduction_mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) && pref.max_workspace >= 256)
         a.reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-        a.workspace = pref.max_workspace < EMU_WORKSPACE_BYTES ? pref.max_workspace / 256 * 256 : EMU_WORKSPACE_BYTES;
-    } else {
+    else
         a.reduction = CUBLASLT_REDUCTION_SCHEME_NONE;
-        a.workspace = 0;
-    }
+    a.workspace = a.reduction == CUBLASLT_REDUCTION_SCHEME_NONE ? 0
+                  : pref.max_workspace < EMU_WORKSPACE_BYTES     ? pref.max_workspace / 256 * 256
+                                                                 : EMU_WORKSPACE_BYTES;
     a.align_a = pref.align_a;
     a.align_b = pref.align_b;
     a.align_c = pref.align_c;
