@@ -21,6 +21,7 @@
 
 #include "common/error.h"
 #include "test/test_files.h"
+#include "tools/analyze_verdict.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -362,6 +363,110 @@ static void expect_rel(double got, double want, double tol, const std::string& w
     EXPECT_LE(std::fabs(got - want), tol * std::fabs(want)) << what << ": got " << got << ", want " << want;
 }
 
+// The verdict's t quantile (Boost.Math) against independent values: the two above (numerical integration of the t
+// density), the Cauchy distribution's closed form (1 degree of freedom: P(|t| > x) = 1 - 2 atan(x) / pi), and the
+// normal limit (4.8916 at 1e-6).
+TEST(AnalyzeVerdict, StudentTQuantile) {
+    EXPECT_NEAR(student_t_two_sided(1e-6, 31), t_quantile_1e6(32), 1e-3);
+    EXPECT_NEAR(student_t_two_sided(1e-6, 63), t_quantile_1e6(64), 1e-3);
+    EXPECT_NEAR(student_t_two_sided(0.01, 1), std::tan(M_PI / 2 * (1 - 0.01)), 1e-6 * 63.66);
+    EXPECT_NEAR(student_t_two_sided(1e-6, 100000), 4.8916, 1e-3);
+}
+
+// What a broken estimator would measure, handed to the verdict: each of the three checks fails on its own defect.
+// The numbers are the shape of real runs: the test spectrum at r1 = r2 = 16 (k = 4, T = 29.3), 32 draws, the draws'
+// s.e. 0.9% of the mse (t = 6.072 allows 5.5%).
+static VerdictInput consistent_input() {
+    VerdictInput in;
+    in.draws = 32;
+    in.r1 = in.r2 = 16;
+    in.fro2 = 2400;
+    in.tail = 29.4;
+    in.tail_spectrum = 29.3;
+    in.mse_theory = 3 * 29.4;
+    in.mse_mean = in.mse_theory * 1.01;
+    in.mse_stderr = in.mse_theory * 0.009;
+    in.bias_mean = 0.5;  // the same s.e. (b_d and e_d differ by a constant when X~ is right)
+    in.bias_stderr = in.mse_stderr;
+    in.bias_theory = 0;
+    return in;
+}
+
+static std::string failed_checks(const Verdict& v) {
+    std::string names;
+    for (const VerdictCheck& c : v.checks)
+        if (!c.consistent) names += (names.empty() ? "" : ",") + c.name;
+    return names;
+}
+
+TEST(AnalyzeVerdict, EachCheckFailsOnItsDefect) {
+    Verdict ok = judge_estimator(consistent_input());
+    EXPECT_TRUE(ok.consistent());
+    EXPECT_EQ(ok.checks.size(), 3u);
+    EXPECT_TRUE(ok.not_judged.empty());
+
+    // k 10% too large (4.4 for 4: c = 1.1): the mse ((c - 1)² + c (k - c)) T = 3.64 T, not 3 T; the bias along X
+    // (c - 1) T = 2.9 is inside its band (4.8) at 32 draws
+    VerdictInput k_wrong = consistent_input();
+    k_wrong.mse_mean = 3.64 * k_wrong.tail;
+    k_wrong.bias_mean = 0.1 * k_wrong.tail;
+    EXPECT_EQ(failed_checks(judge_estimator(k_wrong)), "mse");
+
+    VerdictInput biased = consistent_input();  // a bias 7 s.e. along X, the mse within its band
+    biased.bias_mean = 7 * biased.bias_stderr;
+    EXPECT_EQ(failed_checks(judge_estimator(biased)), "bias");
+    biased.bias_mean = 6 * biased.bias_stderr;  // inside t = 6.07
+    EXPECT_TRUE(judge_estimator(biased).consistent());
+
+    VerdictInput short_q1 = consistent_input();  // a refresh 3% short of the exact tail
+    short_q1.tail = 1.03 * short_q1.tail_spectrum;
+    EXPECT_EQ(failed_checks(judge_estimator(short_q1)), "tail");
+
+    VerdictInput nan = consistent_input();  // NaN is consistent with nothing
+    nan.mse_mean = NAN;
+    EXPECT_EQ(failed_checks(judge_estimator(nan)), "mse");
+    nan = consistent_input();
+    nan.bias_stderr = NAN;
+    EXPECT_EQ(failed_checks(judge_estimator(nan)), "bias");
+
+    // k = 2 makes ||X~ - X||² nearly deterministic (s.e. 1e-8 of it): the rounding floor, 1e-3 of the theory
+    VerdictInput exact = consistent_input();
+    exact.mse_stderr = 1e-8 * exact.mse_theory;
+    exact.mse_mean = exact.mse_theory * (1 + 5e-4);
+    EXPECT_TRUE(judge_estimator(exact).consistent());
+    exact.mse_mean = exact.mse_theory * (1 + 2e-3);
+    EXPECT_EQ(failed_checks(judge_estimator(exact)), "mse");
+}
+
+TEST(AnalyzeVerdict, WhatIsNotJudgedIsSaid) {
+    VerdictInput few = consistent_input();
+    few.draws = 7;
+    few.mse_mean = 10 * few.mse_theory;  // not looked at
+    Verdict v = judge_estimator(few);
+    EXPECT_TRUE(v.consistent());
+    ASSERT_EQ(v.checks.size(), 1u);
+    EXPECT_EQ(v.checks[0].name, "tail");
+    ASSERT_EQ(v.not_judged.size(), 1u);
+    EXPECT_NE(v.not_judged[0].find("fewer than 8 draws"), std::string::npos);
+
+    VerdictInput rounding = consistent_input();
+    rounding.tail_at_rounding = true;
+    rounding.tail = 100 * rounding.tail_spectrum;
+    v = judge_estimator(rounding);
+    EXPECT_TRUE(v.checks.empty());
+    EXPECT_NE(v.not_judged.at(0).find("float32 rounding"), std::string::npos);
+
+    VerdictInput rank_r1 = consistent_input();
+    rank_r1.tail = rank_r1.tail_spectrum = 0;
+    EXPECT_TRUE(judge_estimator(rank_r1).checks.empty());
+
+    VerdictInput rac = consistent_input();  // no Q1: no tail check
+    rac.r1 = 0;
+    v = judge_estimator(rac);
+    EXPECT_EQ(failed_checks(v), "");
+    EXPECT_EQ(v.checks.size(), 2u);
+}
+
 // An analysis printed to a full disk (/dev/full) exited 0 with nothing written; now it is an error. The same check
 // guards the trainers' --plan and every program's --help (through check_stdout_written).
 TEST_F(AnalyzeTest, OutputThatCannotBeWrittenIsAnError) {
@@ -466,6 +571,15 @@ TEST_F(AnalyzeTest, PracVarianceMatchesTheory) {
     // the theory in units of se had std 0.975, like the mean's)
     EXPECT_LE(std::fabs(e["variance_empirical"].get<double>() - theory),
               std::max(t_quantile_1e6(64) * se, 1e-3 * theory));
+    // unbiased: <X~ - X, X> has mean 0; the verdict judges all three and finds them consistent
+    EXPECT_EQ(e["bias_dot_x_theory"].get<double>(), 0.0);
+    EXPECT_LE(std::fabs(e["bias_dot_x_empirical"].get<double>()),
+              std::max(t_quantile_1e6(64) * e["bias_dot_x_stderr"].get<double>(), 1e-6 * total));
+    EXPECT_EQ(j["verdict"]["result"], "consistent") << j["verdict"].dump();
+    std::vector<std::string> names;
+    for (const json& c : j["verdict"]["checks"]) names.push_back(c["name"]);
+    EXPECT_EQ(names, std::vector<std::string>({"tail", "mse", "bias"}));
+    EXPECT_TRUE(j["verdict"]["not_judged"].empty());
   }
 }
 
@@ -566,6 +680,7 @@ TEST_F(AnalyzeTest, SubspaceRefreshOnRealActivations) {
         // its first power step is too ill-conditioned for CholQR2 here (measured: one orthonormalization per warm
         // refresh); shifted Cholesky-QR must take it, not the slow Householder QR
         EXPECT_EQ(es["orth_fallbacks"]["householder"], 0) << es["orth_fallbacks"];
+        EXPECT_EQ(sub["verdict"]["result"], "consistent") << sub["verdict"].dump();
         std::printf("[ stats    ] %s %s: subspace / exact tail %.4f (to the float64 optimum: %.4f and %.4f), "
                     "measured error / theory %.4f +- %.4f, orthonormalizations past CholQR2: %d shifted "
                     "Cholesky-QR, %d Householder\n", s.model, s.site, ratio, es["tail_ratio"].get<double>(),
@@ -619,6 +734,11 @@ TEST_F(AnalyzeTest, KMultBiasIsMeasured) {
     double expected = e["bias_rel_expected"];
     expect_rel(expected, std::sqrt(tail * (1 + c * (k - c) / 64)) / std::sqrt(total), 1e-3, "expected bias");
     expect_rel(e["bias_rel_empirical"], expected, 0.2, "empirical relative bias");
+    // the bias along X is (c - 1) T = T, and the verdict judges it against that, not against 0
+    expect_rel(e["bias_dot_x_theory"], (c - 1) * tail, 1e-3, "<E[X~] - X, X> theory");
+    EXPECT_LE(std::fabs(e["bias_dot_x_empirical"].get<double>() - e["bias_dot_x_theory"].get<double>()),
+              std::max(t_quantile_1e6(64) * e["bias_dot_x_stderr"].get<double>(), 1e-6 * total));
+    EXPECT_EQ(j["verdict"]["result"], "consistent") << j["verdict"].dump();
 }
 
 // pac keeps the top r1 + r2 directions: deterministic, bias² = the tail energy beyond r1 + r2, no variance.
@@ -638,6 +758,13 @@ TEST_F(AnalyzeTest, PacIsBiasedWithoutVariance) {
     expect_rel(e["mse_ratio"], 1.0, 1e-3, "ratio");
     expect_rel(e["bias_rel_empirical"], std::sqrt(tail / total), 1e-3, "relative bias");
     expect_rel(e["bias_rel_expected"], std::sqrt(tail / total), 1e-3, "expected relative bias");
+    // X~ - X = -X (I - Q1 Q1ᵀ): its product with X is -T; only the tail is judged
+    expect_rel(e["bias_dot_x_empirical"], -tail, 1e-3, "<X~ - X, X>");
+    expect_rel(e["bias_dot_x_theory"], -tail, 1e-3, "<X~ - X, X> theory");
+    EXPECT_EQ(j["verdict"]["result"], "consistent") << j["verdict"].dump();
+    EXPECT_EQ(j["verdict"]["checks"].size(), 1u);
+    EXPECT_EQ(j["verdict"]["checks"][0]["name"], "tail");
+    EXPECT_NE(j["verdict"]["not_judged"][0].get<std::string>().find("pac draws nothing"), std::string::npos);
 }
 
 // rac: no Q1; r2 = r1 + r2 random directions, k = n / r2, variance (n / r2 - 1) ||X||_F².
@@ -677,6 +804,9 @@ TEST_F(AnalyzeTest, TableOutput) {
                              "||mean(X~) - X||_F / ||X||_F"})
         EXPECT_NE(r.out.find(part), std::string::npos) << "\"" << part << "\" not in:\n" << r.out;
     EXPECT_TRUE(r.err.empty()) << r.err;  // small inputs: no progress lines
+    // 4 draws: the tail is judged, the statistics are not
+    for (const char* part : {"verdict  consistent with the theory", "ok   tail", "not judged: mse, bias: fewer than 8"})
+        EXPECT_NE(r.out.find(part), std::string::npos) << "\"" << part << "\" not in:\n" << r.out;
     // one draw has no standard error: said (the table printed "+- nan")
     RunResult one = run({x_path, "--draws", "1"});
     ASSERT_EQ(one.rc, 0) << one.err;
@@ -711,6 +841,7 @@ TEST_F(AnalyzeTest, ATailAtRoundingIsSaid) {
     write_npy_f32(file("rank8_noise.npy"), Y.data(), {N_ROWS, WIDTH});
     json k = run_json({file("rank8_noise.npy"), "--draws", "4"});
     EXPECT_TRUE(k["estimator"]["tail_at_rounding"].get<bool>()) << k["estimator"].dump();
+    EXPECT_EQ(k["verdict"]["result"], "not judged") << k["verdict"].dump();
     EXPECT_FALSE(run_json({x_path, "--draws", "4"})["estimator"]["tail_at_rounding"].get<bool>());
     EXPECT_EQ(run({x_path, "--draws", "4"}).out.find("warning"), std::string::npos);
 }

@@ -32,6 +32,7 @@
 #include "common/npy.h"  // read_npy
 #include "common/strings.h"  // join
 #include "prac/prac.h"  // prac_site_dims, prac_refresh_cpu, prac_compress_cpu, prac_reconstruct_cpu
+#include "tools/analyze_verdict.h"  // judge_estimator
 
 extern char** environ;
 
@@ -109,8 +110,20 @@ static const char* HELP =
     "    bias_rel_empirical    ||mean_d(X~_d) - X||_F / ||X||_F\n"
     "    bias_rel_expected     sqrt(bias_sq_theory + variance_theory / K) / ||X||_F: what bias_rel_empirical\n"
     "                          should be about; for an unbiased estimator it is sqrt(Var / K) / ||X||_F\n"
+    "    bias_dot_x_empirical, bias_dot_x_stderr   mean over draws of <X~_d - X, X>, and its standard error\n"
+    "    bias_dot_x_theory     (c - 1) T (pac: -T): PRAC's bias E[X~] - X is a multiple of X (I - Q1 Q1ᵀ), so\n"
+    "                          this one number sees it; 0 when unbiased\n"
+    "  verdict               null with --mode none, else {result, checks, not_judged}: result is consistent |\n"
+    "                        inconsistent | not judged; each check {name, measured, expected, allowed, consistent}:\n"
+    "    mse                   |mse_empirical - mse_theory| <= allowed = max(t s.e., 1e-3 mse_theory), t Student's\n"
+    "                          two-sided quantile at 1e-6 with K - 1 degrees of freedom\n"
+    "    bias                  |bias_dot_x_empirical - bias_dot_x_theory| <= max(t s.e., 1e-6 ||X||_F²)\n"
+    "    tail                  tail_ratio <= 1.02 (expected: the bar)\n"
+    "                        mse and bias need --draws >= 8 and are not judged for pac (no draws); nothing is\n"
+    "                        judged when T = 0 or tail_at_rounding; not_judged lists what was left out and why\n"
     "\n"
-    "exit status: 0 ok, 1 bad input (message on stderr), 2 internal error\n";
+    "exit status: 0 ok (the verdict consistent or not judged), 1 bad input (message on stderr), 2 internal error,\n"
+    "3 the verdict is inconsistent (the whole analysis is still printed)\n";
 
 // ----------------------------------------------------------------------------
 // flags
@@ -499,6 +512,8 @@ struct EstimatorResult {
     double bias_sq_theory = 0, variance_theory = 0, mse_theory = 0, mse_theory_spectrum = 0;
     double mse_empirical = 0, mse_stderr = UNDEFINED, variance_empirical = UNDEFINED;
     double bias_rel_empirical = 0, bias_rel_expected = 0;
+    double bias_dot_mean = 0, bias_dot_stderr = UNDEFINED;  // b_d = <X~_d - X, X> over the draws (verdict's bias)
+    double bias_dot_theory = 0;  // E[b_d] = (c - 1) T (pac: -T)
     PracRefreshResult refresh;  // FILE's refresh (its orthonormalization fallbacks)
 };
 
@@ -558,46 +573,54 @@ static EstimatorResult estimate(const float* X, int N, int n, const SiteDims& d,
         e.variance_theory = e.c * ((double)d.k - e.c) * e.tail;
     }
     e.mse_theory = e.bias_sq_theory + e.variance_theory;
+    // E[X~] - X = (c - 1) X⊥ (pac: -X⊥), and <X⊥, X> = T
+    e.bias_dot_theory = r2 == 0 ? -e.tail : (e.c - 1) * e.tail;
     double factor = r2 == 0 ? 1.0 : (e.c - 1) * (e.c - 1) + e.c * ((double)d.k - e.c);  // mse = factor * T
     e.mse_theory_spectrum = factor * e.tail_spectrum;
 
     // K draws of Q2: accumulate mean(X~) and ||X~_d - X||_F² per draw
     std::vector<float> acc((size_t)N * n, 0.0f);
-    std::vector<double> err(K, 0.0);
+    std::vector<double> err(K, 0.0), dot(K, 0.0);
     for (long long dr = 0; dr < K; dr++) {
         if (dr > 0) {
             key.refresh = (uint64_t)dr;
             check_refresh(prac_refresh_cpu(P.data(), X, N, n, d, false, true, true, key), "Q2 draw");
         }
-        double ed = 0;
+        double ed = 0, bd = 0;
         for (int r0 = 0; r0 < N; r0 += CHUNK_ROWS) {
             int rows = std::min(CHUNK_ROWS, N - r0);
             const float* x = X + (size_t)r0 * n;
             float* a = acc.data() + (size_t)r0 * n;
             prac_compress_cpu(xc.data(), x, P.data(), rows, n, r);
             prac_reconstruct_cpu(xt.data(), xc.data(), P.data(), rows, n, r);
-#pragma omp parallel for reduction(+ : ed)
+#pragma omp parallel for reduction(+ : ed, bd)
             for (int64_t i = 0; i < (int64_t)rows * n; i++) {
                 double diff = (double)xt[i] - x[i];
                 ed += diff * diff;
+                bd += diff * x[i];
                 a[i] += xt[i];
             }
         }
         err[dr] = ed;
+        dot[dr] = bd;
         if (K > 1) progress("draw %lld/%lld: ||X~ - X||_F^2 = %.6e", dr + 1, K, ed);
     }
 
-    double mean = 0;
-    for (double v : err) mean += v;
-    mean /= (double)K;
-    e.mse_empirical = mean;
-    if (K > 1) {
-        double ss = 0;
-        for (double v : err) ss += (v - mean) * (v - mean);
-        e.mse_stderr = std::sqrt(ss / (double)(K - 1) / (double)K);
-    } else if (r2 == 0) {
-        e.mse_stderr = 0;  // deterministic
-    }
+    // mean and standard error over the draws (one draw: no s.e., unless pac's is deterministic)
+    auto mean_and_stderr = [&](const std::vector<double>& v, double* mean, double* se) {
+        *mean = 0;
+        for (double x : v) *mean += x / (double)K;
+        if (K > 1) {
+            double ss = 0;
+            for (double x : v) ss += (x - *mean) * (x - *mean);
+            *se = std::sqrt(ss / (double)(K - 1) / (double)K);
+        } else if (r2 == 0) {
+            *se = 0;
+        }
+    };
+    mean_and_stderr(err, &e.mse_empirical, &e.mse_stderr);
+    mean_and_stderr(dot, &e.bias_dot_mean, &e.bias_dot_stderr);
+    const double mean = e.mse_empirical;
     double bias2 = 0;
     const double inv_k = 1.0 / (double)K;
 #pragma omp parallel for reduction(+ : bias2)
@@ -704,12 +727,35 @@ static void print_table(const json& j, const Args& a) {
                 g("mse_theory"), ratio("mse_ratio", "%.4f").c_str());
     std::printf("  ||mean(X~) - X||_F / ||X||_F   empirical %.4e   expected %.4e%s\n", g("bias_rel_empirical"),
                 g("bias_rel_expected"), pac ? "" : "   (sqrt(bias^2 + Var/K) / ||X||_F)");
+    const double dse = g("bias_dot_x_stderr");
+    std::printf("  <X~ - X, X>   empirical %.6e %s   theory %.6e   (%s)\n", g("bias_dot_x_empirical"),
+                std::isfinite(dse) ? format("+- %.2e (1 s.e.)", dse).c_str() : "(one draw: no s.e.)",
+                g("bias_dot_x_theory"), pac ? "-T" : "(c - 1) T: E[X~] - X = (c - 1) X (I - Q1 Q1^T)");
     if (e["tail_at_rounding"].get<bool>())
         std::printf("  warning: the spectrum's tail past r1 holds %.1e of ||X||_F^2 (below %.0e): it is within the "
                     "float32 Gram matrix's rounding (X has rank about r1 or less: a GPT-2 fch dump has rank <= C of its "
                     "4C columns; N < n), so tail_ratio and mse_ratio measure rounding as much as the refresh or the "
                     "estimator\n",
                     g("tail_energy_spectrum") / j["frobenius_sq"].get<double>(), TAIL_AT_ROUNDING);
+
+    const json& v = j["verdict"];
+    std::printf("\nverdict  %s\n", v["result"] == "consistent"     ? "consistent with the theory"
+                                   : v["result"] == "inconsistent" ? "INCONSISTENT with the theory (exit status 3)"
+                                                                   : "not judged");
+    for (const json& c : v["checks"]) {
+        const std::string name = c["name"];
+        auto val = [&](const char* k) { return c[k].is_null() ? NAN : c[k].get<double>(); };
+        const char* mark = c["consistent"].get<bool>() ? "ok  " : "FAIL";
+        if (name == "tail")
+            std::printf("  %s tail   T / sum_{i>r1} s_i^2 = %.5f <= %.2f (the refresh's quality bar)\n", mark,
+                        val("measured"), val("expected"));
+        else
+            std::printf("  %s %-6s %.6e, theory %.6e: off by %.2e, allowed %.2e (Student's t at %.0e over the "
+                        "draws' s.e., or rounding)\n", mark, name == "mse" ? "mse" : "bias", val("measured"),
+                        val("expected"), std::fabs(val("measured") - val("expected")), val("allowed"),
+                        VERDICT_FAILURE_PROBABILITY);
+    }
+    for (const json& why : v["not_judged"]) std::printf("  not judged: %s\n", why.get<std::string>().c_str());
 }
 
 // ----------------------------------------------------------------------------
@@ -820,9 +866,11 @@ static int analyze_main(int argc, char** argv) {
     j["singular_values"] = sp.sigma;
     j["cumulative_energy"] = sp.cum_energy;
 
+    bool inconsistent = false;  // the verdict: exit status 3
     if (!d.compressed) {
         j["ranks"] = nullptr;
         j["estimator"] = nullptr;
+        j["verdict"] = nullptr;
     } else {
         j["ranks"] = {{"mode", prac_mode_name(o.mode)}, {"r1", d.r1}, {"r2", d.r2}, {"k", d.k}, {"k_mult", o.k_mult}};
         // --warm-from: the chain of refreshes before FILE's, each warm-started from the one before
@@ -861,14 +909,43 @@ static int analyze_main(int argc, char** argv) {
                           {"mse_ratio", e.mse_theory > 0 ? num(e.mse_empirical / e.mse_theory) : json(nullptr)},
                           {"variance_empirical", num(e.variance_empirical)},
                           {"bias_rel_empirical", e.bias_rel_empirical},
-                          {"bias_rel_expected", e.bias_rel_expected}};
+                          {"bias_rel_expected", e.bias_rel_expected},
+                          {"bias_dot_x_empirical", e.bias_dot_mean},
+                          {"bias_dot_x_stderr", num(e.bias_dot_stderr)},
+                          {"bias_dot_x_theory", e.bias_dot_theory}};
+        VerdictInput in;
+        in.draws = e.draws;
+        in.r1 = d.r1;
+        in.r2 = d.r2;
+        in.tail_at_rounding = e.tail_spectrum < TAIL_AT_ROUNDING * sp.fro2;
+        in.fro2 = sp.fro2;
+        in.tail = e.tail;
+        in.tail_spectrum = e.tail_spectrum;
+        in.mse_theory = e.mse_theory;
+        in.mse_mean = e.mse_empirical;
+        in.mse_stderr = e.mse_stderr;
+        in.bias_mean = e.bias_dot_mean;
+        in.bias_stderr = e.bias_dot_stderr;
+        in.bias_theory = e.bias_dot_theory;
+        const Verdict v = judge_estimator(in);
+        json checks = json::array();
+        for (const VerdictCheck& c : v.checks)
+            checks.push_back({{"name", c.name},
+                              {"measured", num(c.measured)},
+                              {"expected", c.expected},
+                              {"allowed", num(c.allowed)},
+                              {"consistent", c.consistent}});
+        j["verdict"] = {{"result", v.checks.empty() ? "not judged" : v.consistent() ? "consistent" : "inconsistent"},
+                        {"checks", checks},
+                        {"not_judged", v.not_judged}};
+        inconsistent = !v.checks.empty() && !v.consistent();
     }
 
     if (a.json) std::printf("%s\n", j.dump().c_str());
     else print_table(j, a);
     check_stdout_written("the analysis");
     if (!a.png.empty()) plot(script, j, a.png);
-    return 0;
+    return inconsistent ? 3 : 0;
 }
 
 int main(int argc, char** argv) {
