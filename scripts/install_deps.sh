@@ -19,7 +19,7 @@ APT_PKGS=(
   libsentencepiece-dev sentencepiece
   libarchive-dev zlib1g-dev liblzma-dev libzstd-dev
   libgtest-dev googletest
-  clang libboost-context-dev
+  clang libboost-context-dev  # (it brings libboost1.74-dev: Boost.Math, prac_analyze's Student t quantile)
 )
 # (tests only: INSTALL_DEPS_EXTRA_APT names packages to require as well, e.g. one that does not exist)
 read -r -a extra <<<"${INSTALL_DEPS_EXTRA_APT:-}"
