@@ -42,6 +42,7 @@ int finetune_roberta(Backend& be, FinetuneOptions& opts, const ModelConfig& cfg,
 int main(int argc, char** argv) {
     const char* program = "finetune_roberta";
     file_size_limit_as_error();
+    closed_stdout_as_error();
     try {
         FinetuneOptions opts;
         opts.precision = plan_precision_of_this_build();  // (the default: a --precision flag replaces it)

@@ -229,6 +229,15 @@ PRAC_TEST_KILL_AT=train.step_done@16:15 "$BIN" $P --ckpt-dir "$T/ck4s" --ckpt-ev
 [ $rc -eq 143 ] && [ "$(grep -c '^checkpoint: .*step_00000016$' "$T/r4s.out")" = 1 ] \
   && ok "a stop after the epoch's checkpointed end: that checkpoint, once" \
   || bad "stop after step 16: rc $rc, $(grep -E '^checkpoint:|signal' "$T/r4s.out")"
+# stdout a pipe with no reader (`finetune_roberta ... | tee` after a Ctrl-C, which reaches tee too): SIGPIPE ended
+# the run at its next print, exit 141, with no stop checkpoint; now the stop signal's checkpoint is written, exit 130
+PRAC_TEST_KILL_AT=train.step_done@6:2 python3 -c 'import os, subprocess, sys
+r, w = os.pipe(); os.close(r)
+p = subprocess.run(sys.argv[1:], stdout=w)
+sys.exit(p.returncode if p.returncode >= 0 else 128 - p.returncode)' "$BIN" $P --ckpt-dir "$T/ckpipe" 2> "$T/rpipe.err"; rc=$?
+[ $rc -eq 130 ] && [ -f "$T/ckpipe/step_00000006/model.safetensors" ] \
+  && ok "a Ctrl-C with stdout's reader gone: the stop checkpoint, exit 130" \
+  || bad "closed stdout and SIGINT: rc $rc, $(ls "$T/ckpipe" 2>&1) $(head -c 400 "$T/rpipe.err")"
 # the CPU backend's sums depend on the thread count: a resume with another count says it is not bit-exact (the
 # finished run is only evaluated again); the checkpoint records the count
 out=$(OMP_NUM_THREADS=2 "$BIN" $P --ckpt-dir "$T/ck" --resume 2>&1)

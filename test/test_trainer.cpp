@@ -1993,6 +1993,41 @@ TEST(TrainerResume, AKillInsideACheckpointResumesFromTheNewestComplete) {
     }
 }
 
+// A run whose standard output is a pipe with no reader (`train_gpt2 ... | tee run.txt` after a Ctrl-C, which reaches
+// tee too; a `| head`): SIGPIPE ended it at its next print, exit 141, with no stop checkpoint (with --ckpt-every 0,
+// the whole run lost). Now a Ctrl-C there stops it with its checkpoint and exit 130, and a run left alone finishes
+// (its checkpoints are files) and says on stderr, exit 1, that what it printed was lost.
+TEST(TrainerResume, AClosedStdoutLosesNothing) {
+    TempDir dir;
+    auto args = [&](const std::string& run) {
+        return tiny({"--steps", "5", "--eval-tokens", "64", "--ckpt-dir", dir / run, "--lr", "1e-3"});
+    };
+    ASSERT_EQ(run_trainer("train_gpt2", args("u"), dir, 120).rc, 0);
+    // the pipe's read end is closed before the trainer starts (subprocess restores SIGPIPE's default in the child)
+    auto closed_stdout = [&](const std::string& run, const std::string& env) {
+        RunResult r;
+        r.cmd = "OMP_NUM_THREADS=2 " + env + " timeout -k 10 120 python3 -c " +
+                shell_quote("import os, subprocess, sys\nr, w = os.pipe()\nos.close(r)\n"
+                            "p = subprocess.run(sys.argv[1:], stdout=w)\n"
+                            "sys.exit(p.returncode if p.returncode >= 0 else 128 - p.returncode)") +
+                " " + shell_quote(ROOT + "/train_gpt2") + " --device cpu";
+        for (const std::string& a : args(run)) r.cmd += " " + shell_quote(a);
+        const std::string err = dir / (run + ".err");
+        int status = std::system((r.cmd + " 2> " + shell_quote(err) + " < /dev/null").c_str());
+        r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        r.err = read_bytes(err);
+        return r;
+    };
+    RunResult stopped = closed_stdout("s", "PRAC_TEST_KILL_AT=train.step_done@2:2");
+    EXPECT_EQ(stopped.rc, 128 + SIGINT) << describe(stopped);
+    EXPECT_TRUE(fs::exists(dir / "s/step_00000002/model.safetensors")) << describe(stopped);
+    RunResult done = closed_stdout("d", "");
+    EXPECT_EQ(done.rc, 1) << describe(done);
+    EXPECT_TRUE(contains(done.err, "cannot write the run's output to the standard output (Broken pipe)"))
+        << describe(done);
+    expect_same_checkpoint(dir, "u", "d", 5);
+}
+
 // SIGTERM (a scheduler's) between two steps, sent exactly there (common/kill_point.h): the run stops before the next
 // step with a checkpoint and exit status 128 + 15, and its resume ends as the uninterrupted run does, bit for bit.
 // SIGINT while sampling after training (--sample of many tokens, which used to ignore it) ends the sample with the

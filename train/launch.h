@@ -16,7 +16,7 @@
 
 #include "common/device.h"
 #include "common/error.h"
-#include "common/files.h"  // file_size_limit_as_error
+#include "common/files.h"  // file_size_limit_as_error, closed_stdout_as_error
 #include "kernels/cpu_backend.h"
 // The CUDA backend is visible only where nvcc compiles (the .cu mains), or where the CPU execution layer does
 // (kernels/cuda_emu/); C++ files that include this header see the CPU backend alone.
@@ -271,6 +271,7 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
     std::unique_ptr<Comm> comm;
     int code = 0;
     file_size_limit_as_error();
+    closed_stdout_as_error();
     try {
         GpuBeforeMpi gpu_before_mpi;
 #if defined(PRAC_CUDA_BACKEND)

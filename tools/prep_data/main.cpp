@@ -9,7 +9,7 @@
 #include <exception>
 
 #include "common/error.h"
-#include "common/files.h"  // file_size_limit_as_error
+#include "common/files.h"  // file_size_limit_as_error, closed_stdout_as_error
 #include "tools/prep_data/prep_data.h"
 
 // A stop signal ends the run as before (its default action: exit status 128 + the signal) after one line that says
@@ -33,6 +33,7 @@ static void on_stop_signal(int sig) {
 
 int main(int argc, char** argv) {
     file_size_limit_as_error();
+    closed_stdout_as_error();
     for (int sig : {SIGINT, SIGTERM, SIGHUP})  // (one the launcher ignores stays ignored: nohup's SIGHUP)
         if (std::signal(sig, on_stop_signal) == SIG_IGN) std::signal(sig, SIG_IGN);
     try {
