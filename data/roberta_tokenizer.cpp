@@ -73,6 +73,21 @@ const nlohmann::json* field(const nlohmann::json& j, const char* key) {
     return it == j.end() || it->is_null() ? nullptr : &*it;
 }
 
+// o[key] as a string / bool, `fallback` when absent or null, or fail naming where and what it is (nlohmann's
+// .value() threw a type_error that ended the run as an internal error naming no file)
+std::string string_field(const nlohmann::json& o, const char* key, const std::string& where, const char* fallback) {
+    const nlohmann::json* v = field(o, key);
+    if (!v) return fallback;
+    if (!v->is_string()) fail("%s.%s is %s, not a string", where.c_str(), key, v->dump().c_str());
+    return v->get<std::string>();
+}
+bool bool_field(const nlohmann::json& o, const char* key, const std::string& where, bool fallback) {
+    const nlohmann::json* v = field(o, key);
+    if (!v) return fallback;
+    if (!v->is_boolean()) fail("%s.%s is %s, not true or false", where.c_str(), key, v->dump().c_str());
+    return v->get<bool>();
+}
+
 }  // namespace
 
 // What a vocab.json + merges.txt or a tokenizer.json says, before the ids are checked and resolved.
@@ -132,7 +147,7 @@ RobertaFiles read_tokenizer_json(const std::string& path) {
                        "directory's vocab.json and merges.txt instead if it has them";
     const nlohmann::json* model = j.is_object() ? field(j, "model") : nullptr;
     if (!model || !model->is_object()) fail("%s: no \"model\" object: not a Hugging Face tokenizer.json\n%s", path.c_str(), hint);
-    std::string type = model->value("type", "");
+    std::string type = string_field(*model, "type", path + ": model", "");
     if (type != "BPE")
         fail("%s: the model is \"%s\", not BPE: this is not RoBERTa's tokenizer\n%s", path.c_str(), type.c_str(), hint);
     // BPE options that change the ids: they must be what RoBERTa's (and GPT-2's) file has.
@@ -149,12 +164,17 @@ RobertaFiles read_tokenizer_json(const std::string& path) {
         fail("%s: a normalizer (%s); RoBERTa's tokenizer has none, and this one implements only that\n%s",
              path.c_str(), n->dump().c_str(), hint);
     const nlohmann::json* pre = field(j, "pre_tokenizer");
-    if (!pre || pre->value("type", "") != "ByteLevel" || pre->value("add_prefix_space", false) ||
-        !pre->value("use_regex", true))
+    const std::string pre_where = path + ": pre_tokenizer";
+    if (pre && !pre->is_object()) fail("%s is %s, not an object\n%s", pre_where.c_str(), pre->dump().c_str(), hint);
+    if (!pre || !pre->is_object() || string_field(*pre, "type", pre_where, "") != "ByteLevel" ||
+        bool_field(*pre, "add_prefix_space", pre_where, false) || !bool_field(*pre, "use_regex", pre_where, true))
         fail("%s: the pre-tokenizer is %s; RoBERTa's is ByteLevel without a prefix space, with GPT-2's regex\n%s",
              path.c_str(), pre ? pre->dump().c_str() : "none", hint);
-    if (const nlohmann::json* post = field(j, "post_processor")) {
-        std::string t = post->value("type", "");
+    const nlohmann::json* post = field(j, "post_processor");
+    if (post) {
+        if (!post->is_object())
+            fail("%s: post_processor is %s, not an object\n%s", path.c_str(), post->dump().c_str(), hint);
+        std::string t = string_field(*post, "type", path + ": post_processor", "");
         if (t != "RobertaProcessing" && t != "ByteLevel")
             fail("%s: the post-processor is \"%s\"; this tokenizer lays inputs out as RobertaProcessing does\n%s",
                  path.c_str(), t.c_str(), hint);
@@ -164,6 +184,27 @@ RobertaFiles read_tokenizer_json(const std::string& path) {
     const nlohmann::json* vocab = field(*model, "vocab");
     if (!vocab || !vocab->is_object()) fail("%s: model.vocab is not an object (string -> id)\n%s", path.c_str(), hint);
     f.vocab = *vocab;
+    // The ids the file gives its special tokens elsewhere (the post-processor's cls and sep, added_tokens) are the
+    // ones transformers uses: they must be the vocab's, which this tokenizer uses (an <s> given id 5 trained with 0)
+    auto check_id = [&](const std::string& token, const nlohmann::json& id, const std::string& where) {
+        auto it = vocab->find(token);
+        if (!id.is_number_integer() || it == vocab->end() || *it != id)
+            fail("%s: %s has id %s, but model.vocab gives it %s: transformers would use the former, this tokenizer "
+                 "the latter\n---> HINT: the file is damaged or edited; RoBERTa's own tokenizer.json agrees with "
+                 "itself", where.c_str(), token.c_str(), id.dump().c_str(),
+                 it == vocab->end() ? "none" : it->dump().c_str());
+    };
+    if (post && string_field(*post, "type", path + ": post_processor", "") == "RobertaProcessing") {
+        for (auto [key, token] : {std::pair<const char*, const char*>{"cls", "<s>"}, {"sep", "</s>"}}) {
+            const std::string where = path + ": post_processor." + key;
+            const nlohmann::json* pair = field(*post, key);
+            if (!pair) continue;  // (transformers' defaults: <s> and </s> with the vocab's ids)
+            if (!pair->is_array() || pair->size() != 2 || (*pair)[0] != token)
+                fail("%s is %s; this tokenizer lays inputs out with [\"%s\", its id]\n%s", where.c_str(),
+                     pair->dump().c_str(), token, hint);
+            check_id(token, (*pair)[1], where);
+        }
+    }
     const nlohmann::json* merges = field(*model, "merges");
     if (!merges || !merges->is_array()) fail("%s: model.merges is not a list\n%s", path.c_str(), hint);
     for (size_t k = 0; k < merges->size(); k++) {
@@ -179,13 +220,18 @@ RobertaFiles read_tokenizer_json(const std::string& path) {
         }
     }
     if (const nlohmann::json* added = field(j, "added_tokens")) {
-        for (const nlohmann::json& a : *added) {
-            std::string content = a.value("content", "");
+        if (!added->is_array()) fail("%s: added_tokens is %s, not a list\n%s", path.c_str(), added->dump().c_str(), hint);
+        for (size_t k = 0; k < added->size(); k++) {
+            const nlohmann::json& a = (*added)[k];
+            const std::string where = path + ": added_tokens[" + std::to_string(k) + "]";
+            if (!a.is_object()) fail("%s is %s, not an object\n%s", where.c_str(), a.dump().c_str(), hint);
+            std::string content = string_field(a, "content", where, "");
             bool known = std::find(std::begin(SPECIAL_NAMES), std::end(SPECIAL_NAMES), content) != std::end(SPECIAL_NAMES);
-            if (!known || a.value("single_word", false))
+            if (!known || bool_field(a, "single_word", where, false))
                 fail("%s: added token %s: this tokenizer knows RoBERTa's five special tokens (<s> </s> <pad> <unk> "
                      "<mask>, not single_word) and no others\n%s", path.c_str(), a.dump().c_str(), hint);
-            f.strip[content] = {a.value("lstrip", false), a.value("rstrip", false)};
+            if (const nlohmann::json* id = field(a, "id")) check_id(content, *id, where);
+            f.strip[content] = {bool_field(a, "lstrip", where, false), bool_field(a, "rstrip", where, false)};
         }
     }
     return f;
@@ -254,6 +300,7 @@ void RobertaTokenizer::load(const RobertaFiles& f, const BpeOptions& options) {
     // Merges: both halves and their concatenation must be tokens (as the tokenizers library requires).
     std::vector<BpeMerge> merges;
     merges.reserve(f.merges.size());
+    std::unordered_map<uint64_t, size_t> first_merge_of;  // (left, right) -> k: a repeat is named by file and line
     for (size_t k = 0; k < f.merges.size(); k++) {
         const std::string &a = f.merges[k].first, &b = f.merges[k].second;  // not a structured binding: captured below
         auto find = [&](const std::string& s, const char* which) {
@@ -264,6 +311,10 @@ void RobertaTokenizer::load(const RobertaFiles& f, const BpeOptions& options) {
             return it->second;
         };
         merges.push_back({find(a, "the left token"), find(b, "the right token"), find(a + b, "their merge")});
+        auto [first, fresh] = first_merge_of.emplace((uint64_t)merges.back().left << 32 | merges.back().right, k);
+        if (!fresh)
+            fail("%s: the merge \"%s %s\" repeats %s\n---> HINT: the file is damaged", f.merge_where[k].c_str(),
+                 a.c_str(), b.c_str(), f.merge_where[first->second].c_str());
     }
     std::vector<std::string> strings(n);  // for errors: the vocabulary's own spelling
     for (const auto& [text, id] : ids_) strings[id] = text;

@@ -483,7 +483,13 @@ TEST_F(RobertaTokenizerFiles, MergesMustMatchTheVocabulary) {
     merges = good + "Ġthe zzzzqq\n";
     EXPECT_USER_ERROR(RobertaTokenizer{write_pair()}, "merges.txt:50002", "the right token \"zzzzqq\"", "HINT");
     merges = good + "Ġ t\n";  // merge 1 again
-    EXPECT_USER_ERROR(RobertaTokenizer{write_pair()}, "merge 50001", "repeats merge 1");
+    // named by file and line in the file's own spelling (it named vocab.json, merge 50001 and the bytes " " + "t")
+    EXPECT_USER_ERROR(RobertaTokenizer{write_pair()}, "merges.txt:50002: the merge \"Ġ t\" repeats ",
+                      "merges.txt:2\n", "HINT");
+    tokjson["model"]["merges"].push_back("Ġ t");
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "model.merges[50000]: the merge \"Ġ t\" repeats ",
+                      "model.merges[0]\n");
+    std::filesystem::remove(file("tokenizer.json"));  // (write_pair's directory would read it first)
     merges = good + "Ġthe\n";
     EXPECT_USER_ERROR(RobertaTokenizer{write_pair()}, "merges.txt:50002", "not a merge");
     // a byte that is no token: text with it could not be encoded
@@ -531,6 +537,38 @@ TEST_F(RobertaTokenizerFiles, OtherTokenizerJsonModelsAreRefused) {
     tokjson = good;
     tokjson["added_tokens"].push_back({{"id", 5}, {"content", "[NEW]"}, {"special", true}});
     EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "added token", "[NEW]");
+    // a value of the wrong type names its place (it was "internal error: [json.exception.type_error.306] cannot use
+    // value() with string", exit 2)
+    tokjson = good;
+    tokjson["pre_tokenizer"] = "ByteLevel";
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "tokenizer.json: pre_tokenizer is \"ByteLevel\", not an object");
+    tokjson = good;
+    tokjson["pre_tokenizer"]["add_prefix_space"] = "yes";
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "pre_tokenizer.add_prefix_space is \"yes\", not true or false");
+    tokjson = good;
+    tokjson["post_processor"] = "x";
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "post_processor is \"x\", not an object");
+    tokjson = good;
+    tokjson["model"]["type"] = 5;
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "model.type is 5, not a string");
+    tokjson = good;
+    tokjson["added_tokens"] = {5};
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "added_tokens[0] is 5, not an object");
+    tokjson = good;
+    tokjson["added_tokens"][0]["content"] = 5;
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "added_tokens[0].content is 5, not a string");
+    // ids that disagree with model.vocab: transformers would use them, this tokenizer the vocab's (it trained with
+    // <s> = 0 where the file's post-processor said 5, exit 0)
+    tokjson = good;
+    tokjson["post_processor"]["cls"] = {"<s>", 5};
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "post_processor.cls: <s> has id 5, but model.vocab gives it 0");
+    tokjson = good;
+    tokjson["post_processor"]["sep"] = {"<s>", 0};
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "post_processor.sep is [\"<s>\",0]", "[\"</s>\", its id]");
+    tokjson = good;
+    for (auto& a : tokjson["added_tokens"])
+        if (a["content"] == "<mask>") a["id"] = 7;
+    EXPECT_USER_ERROR(RobertaTokenizer{write_json()}, "<mask> has id 7, but model.vocab gives it");
     // merges as ["a", "b"] lists (newer tokenizers) load the same model
     tokjson = good;
     nlohmann::json pairs = nlohmann::json::array();
