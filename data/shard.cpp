@@ -36,6 +36,13 @@ const char* tokenizer_kind_name(int32_t kind) {
     }
 }
 
+// The ids a header's pad and EOS may take, for errors (a vocabulary size of 0 is unknown: llm.c's shards).
+static std::string id_range(const ShardInfo& h) {
+    return h.vocab_size > 0 ? format("the vocabulary (size %d)", h.vocab_size)
+                            : std::string("the token range 0..65535 (tokens are uint16; the header's vocabulary size "
+                                          "is 0, unknown)");
+}
+
 // Checks the fields that do not depend on the file: shared by the writer and the reader so the
 // writer can never produce a file the reader rejects.
 static void check_header_fields(const std::string& path, const ShardInfo& h) {
@@ -59,8 +66,7 @@ static void check_header_fields(const std::string& path, const ShardInfo& h) {
                    "%s: row layout with row length %d, but %lld tokens is not a whole number of rows",
                    path.c_str(), h.row_len, (long long)h.num_tokens);
         CHECK_USER(h.pad_id >= 0 && h.pad_id < 65536 && (h.vocab_size == 0 || h.pad_id < h.vocab_size),
-                   "%s: pad id %d is outside the vocabulary (size %d; tokens are uint16)", path.c_str(), h.pad_id,
-                   h.vocab_size);
+                   "%s: pad id %d is outside %s", path.c_str(), h.pad_id, id_range(h).c_str());
     } else {
         fail("%s: unknown layout %d in header[4]; known: 0 (flat stream), 1 (rows)\n"
              "---> HINT: the shard was written by a newer version of this program, or is corrupt",
@@ -70,8 +76,7 @@ static void check_header_fields(const std::string& path, const ShardInfo& h) {
         CHECK_USER(h.pad_id == 0, "%s: flat layout (header[4]=0) but pad id header[7]=%d; it must be 0",
                    path.c_str(), h.pad_id);
     CHECK_USER(h.eos_id >= 0 && h.eos_id < 65536 && (h.vocab_size == 0 || h.eos_id < h.vocab_size),
-               "%s: EOS id %d is outside the vocabulary (size %d; tokens are uint16)", path.c_str(), h.eos_id,
-               h.vocab_size);
+               "%s: EOS id %d is outside %s", path.c_str(), h.eos_id, id_range(h).c_str());
     // The tokenizer's identity: a hash and a name together, of a known kind, the name a plain file name.
     CHECK_USER((h.tokenizer_hash == 0) == h.tokenizer_name.empty() && (h.tokenizer_hash == 0 || h.tokenizer != 0),
                "%s: the header's tokenizer fields disagree (kind %d, file hash %016llx, file name \"%s\"): a hash "
@@ -90,10 +95,11 @@ static void check_header_fields(const std::string& path, const ShardInfo& h) {
 void check_token_ids(const std::string& what, const ShardInfo& info, const uint16_t* tokens, size_t n,
                      int model_vocab) {
     if (model_vocab > 0 && info.vocab_size > model_vocab) {
-        fail("%s: written by a %s tokenizer with %d token ids, but the model's vocabulary has only %d\n"
+        fail("%s: written by %s %s tokenizer with %d token ids, but the model's vocabulary has only %d\n"
              "---> HINT: wrong tokenizer for this model? Use shards tokenized for this model, or a model "
              "whose vocab_size is at least %d",
-             what.c_str(), tokenizer_kind_name(info.tokenizer), info.vocab_size, model_vocab, info.vocab_size);
+             what.c_str(), info.tokenizer == TOKENIZER_UNKNOWN ? "an" : "a", tokenizer_kind_name(info.tokenizer),
+             info.vocab_size, model_vocab, info.vocab_size);
     }
     // the smaller of the two known sizes (the header's is at most the model's, checked above; 0: unknown, llm.c's)
     const int limit = info.vocab_size > 0 ? info.vocab_size : model_vocab;

@@ -528,6 +528,12 @@ TEST_F(DataTest, DocumentStartIsARowsFirstTokenEveryRowAlike) {
         EXPECT_USER_ERROR(read_shard_token(path("d0.bin"), bad), says.c_str());
     }
     EXPECT_USER_ERROR(read_shard_token(path("d0.bin"), 0, 8), "the model's vocabulary has only 8");
+    ShardInfo unknown = rows_info(T);  // an unknown tokenizer: "an unknown" (it was "a unknown")
+    unknown.tokenizer = TOKENIZER_UNKNOWN;
+    unknown.tokenizer_hash = 0;
+    unknown.tokenizer_name.clear();
+    write_shard(path("u0.bin"), rows, unknown);
+    EXPECT_USER_ERROR(read_shard_token(path("u0.bin"), 0, 8), "written by an unknown tokenizer with");
     // a shard rewritten during the run (its rows counted at the start): refused, not read at what is no row's start
     write_shard(path("d1.bin"), std::vector<uint16_t>(rows.begin() + 5 * T, rows.end() - T), rows_info(T));
     EXPECT_USER_ERROR(dl.document_start(~0ull), "d1.bin changed during the run: it held 12 tokens when the run began "

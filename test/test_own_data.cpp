@@ -482,7 +482,9 @@ TEST_F(OwnData, CraftedHeadersAreRefused) {
         {"huge row length", {{4, 1}, {5, 1 << 30}}, "row length in 2.."},
         {"tokenizer kind", {{6, 9}}, "tokenizer kind 9"},
         {"flat pad id", {{7, 3}}, "pad id header[7]=3"},
-        {"EOS past vocab", {{8, 60000}}, "EOS id 60000"},
+        {"EOS past vocab", {{8, 60000}}, "EOS id 60000 is outside the vocabulary (size 50257)"},
+        // an unknown (0) vocabulary: the uint16 range, not "the vocabulary (size 0)"
+        {"EOS past uint16", {{3, 0}, {8, 70000}}, "EOS id 70000 is outside the token range 0..65535"},
         {"negative EOS", {{8, -2}}, "EOS id -2"},
         {"hash without name", {{16, 0}, {17, 0}, {18, 0}, {19, 0}, {20, 0}}, "tokenizer fields disagree"},
         {"name without NUL", {}, "no terminating NUL"},
