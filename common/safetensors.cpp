@@ -409,6 +409,14 @@ SafeTensorsFile safetensors_open(const std::string& path) {
              e.what());
     }
     if (!j.is_object()) fail("%s: the header is JSON but not an object", p);
+    // what the JSON parser lets by but the format does not: a byte-order mark or anything else before the '{' (the
+    // safetensors library requires the header to begin with it), and NUL bytes (only spaces may pad the header)
+    if (header[0] != '{')
+        fail("%s: the header begins with byte 0x%02x, not '{' as the safetensors format requires\n---> HINT: the file "
+             "is corrupt or was written by hand (a UTF-8 byte-order mark?)", p, (unsigned)(uint8_t)header[0]);
+    if (size_t nul = header.find('\0'); nul != std::string::npos)
+        fail("%s: the header holds a NUL byte at offset %zu (only spaces may pad it)\n---> HINT: the file is corrupt",
+             p, nul);
     if (!twice.empty() && twice_in.empty())
         fail("%s: the header names '%s' twice (which entry holds its data is undefined: the safetensors library "
              "keeps the last one silently)\n---> HINT: the file is corrupt; write it again", p, twice.c_str());

@@ -158,6 +158,13 @@ static bool opt_bool(const nlohmann::json& j, const char* key, bool def, const s
     if (!j[key].is_boolean()) fail("%s: key \"%s\" must be true or false", path.c_str(), key);
     return j[key].get<bool>();
 }
+// hidden_act, `def` when absent; a null is refused, as transformers 5 refuses it (a strict str field), where
+// opt_str's null-means-absent would run a model the file does not describe
+static std::string hidden_act(const nlohmann::json& j, const std::string& def, const std::string& path) {
+    if (j.contains("hidden_act") && j["hidden_act"].is_null())
+        fail("%s: hidden_act is null; give the activation (\"%s\") or leave the key out", path.c_str(), def.c_str());
+    return opt_str(j, "hidden_act", def, path);
+}
 
 // RobertaConfig keys (transformers' defaults where a key may be absent). Only what RobertaForSequenceClassification
 // computes with our kernels is accepted: absolute positions, the exact GeLU, an encoder (no decoder, no
@@ -204,7 +211,7 @@ static void roberta_from_json(ModelConfig& c, const nlohmann::json& j, const std
     const float hidden_dropout = dropout_rate(j, "hidden_dropout_prob", 0.1f, path);
     c.config_dropout = std::max({hidden_dropout, dropout_rate(j, "attention_probs_dropout_prob", 0.1f, path),
                                  dropout_rate(j, "classifier_dropout", hidden_dropout, path)});
-    std::string act = opt_str(j, "hidden_act", "gelu", path);
+    std::string act = hidden_act(j, "gelu", path);
     if (act != "gelu")
         fail("%s: hidden_act \"%s\" is not supported; RoBERTa uses the exact erf GeLU (\"gelu\")", path.c_str(),
              act.c_str());
@@ -319,7 +326,7 @@ static ModelConfig config_from_json(Arch arch, const std::string& path) {
                 fail("%s: %s.rope_type \"%s\" is not supported (only plain RoPE)", path.c_str(), key, rt.c_str());
             c.rope_theta = opt_real(r, "rope_theta", c.rope_theta, path, 0.0, 1e12);
         }
-        std::string act = opt_str(j, "hidden_act", "silu", path);
+        std::string act = hidden_act(j, "silu", path);
         if (act != "silu") fail("%s: hidden_act \"%s\" is not supported (LLaMA uses silu)", path.c_str(), act.c_str());
         if (opt_bool(j, "attention_bias", false, path) || opt_bool(j, "mlp_bias", false, path))
             fail("%s: attention_bias/mlp_bias are not supported (LLaMA has no biases)", path.c_str());

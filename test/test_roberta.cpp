@@ -349,6 +349,8 @@ TEST_F(RobertaFiles, ConfigErrors) {
                       "model_type", "\"roberta\"");
     EXPECT_USER_ERROR(model_config_load(Arch::ROBERTA, with("\"hidden_act\": \"gelu\"", "\"hidden_act\": \"gelu_new\"")),
                       "hidden_act", "gelu_new");
+    EXPECT_USER_ERROR(model_config_load(Arch::ROBERTA, with("\"hidden_act\": \"gelu\"", "\"hidden_act\": null")),
+                      "hidden_act is null", "(\"gelu\")");
     EXPECT_USER_ERROR(model_config_load(Arch::ROBERTA, with("\"max_position_embeddings\": 18", "\"max_position_embeddings\": 2")),
                       "max_position_embeddings", "padding offset");
     EXPECT_USER_ERROR(model_config_load(Arch::ROBERTA, with("\"is_decoder\": false", "\"is_decoder\": true")),

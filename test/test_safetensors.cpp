@@ -473,6 +473,11 @@ TEST_F(BadInput, InvalidJson) {
     EXPECT_HAS(msg, path + ": the header is not valid JSON");
     write_raw_file(path, "[1, 2]", "");
     EXPECT_HAS(user_error([&] { safetensors_open(path); }), "JSON but not an object");
+    // what nlohmann's parser accepts and the format (and the safetensors library) does not
+    write_raw_file(path, "\xEF\xBB\xBF{}", "");
+    EXPECT_HAS(user_error([&] { safetensors_open(path); }), "begins with byte 0xef, not '{'");
+    write_raw_file(path, std::string("{}\0\0", 4), "");
+    EXPECT_HAS(user_error([&] { safetensors_open(path); }), "a NUL byte at offset 2");
 }
 
 TEST_F(BadInput, HeaderPaddedWithSpacesIsFine) {

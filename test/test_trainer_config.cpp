@@ -1118,6 +1118,14 @@ TEST(TrainerConfig, UnsupportedFeaturesRejected) {
                       "tied");
     EXPECT_USER_ERROR(model_config_load(Arch::LLAMA, derived_config(dir, LLAMA_FIXTURE, {{"hidden_act", "gelu"}}, "d.json")),
                       "hidden_act \"gelu\"");
+    // null: refused as transformers refuses it (it ran silu)
+    {
+        const std::string p = derived_config(dir, LLAMA_FIXTURE, json::object(), "n.json");
+        json j = read_json(p);
+        j["hidden_act"] = nullptr;  // (derived_config takes a null for "erase")
+        write_json(p, j);
+        EXPECT_USER_ERROR(model_config_load(Arch::LLAMA, p), "hidden_act is null", "(\"silu\")");
+    }
     EXPECT_USER_ERROR(model_config_load(Arch::LLAMA, derived_config(dir, LLAMA_FIXTURE, {{"attention_bias", true}}, "e.json")),
                       "attention_bias");
     EXPECT_USER_ERROR(model_config_load(Arch::GPT2, derived_config(dir, GPT2_FIXTURE, {{"vocab_size", 70000}}, "f.json")),
