@@ -168,6 +168,17 @@ out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" --init-from "$T/s12" --eval-o
   && grep -q "^--max-len 12: .*tokenizer_config.json's model_max_length" <<<"$out" \
   && ok "--eval-only of a --max-len 12 run: its scores, at its length" \
   || bad "--max-len 12: final '$final', --eval-only $(grep -E '^dev loss|^--max-len' <<<"$out")"
+# a model_max_length that is no length: ignored with a warning (it was silent); transformers' "no limit" (1e30) silently
+cp -r "$T/model" "$T/model_mml"
+for v in '"abc"' -5 2.5 1e30; do
+  python3 -c 'import json, sys; json.dump({"model_max_length": json.loads(sys.argv[2])}, open(sys.argv[1], "w"))' \
+    "$T/model_mml/tokenizer_config.json" "$v"
+  out=$("$BIN" --task mrpc --init-from "$T/model_mml" --plan 2>&1); rc=$?  # (no --max-len: the file gives it)
+  if [ "$v" = 1e30 ]; then want=0; else want=1; fi
+  got=$(grep -c "warning: .*tokenizer_config.json gives model_max_length .*not a whole number from 1" <<<"$out")
+  [ $rc -eq 0 ] && [ "$got" = "$want" ] && ok "model_max_length $v: $([ $want = 1 ] && echo warned || echo no limit, silently)" \
+    || bad "model_max_length $v: rc $rc, $got warning(s): $(head -c 600 <<<"$out")"
+done
 # a broken tokenizer_config.json in --init-from costs no --save at the end of a run: a warning, a fresh one
 cp -r "$T/model" "$T/model_badtc" && echo '[1, 2' > "$T/model_badtc/tokenizer_config.json"
 out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --init-from "$T/model_badtc" --epochs 1 --save "$T/sbad" 2>&1); rc=$?

@@ -382,9 +382,19 @@ int tokenizer_max_length(const std::string& dir) {
     const std::string path = dir + "/tokenizer_config.json";
     if (access(path.c_str(), R_OK) != 0) return 0;
     const nlohmann::json config = nlohmann::json::parse(read_file_bytes(path), nullptr, false);
-    if (!config.is_object() || !config.contains("model_max_length")) return 0;
+    // a value that says no length is ignored as transformers would fail on it: said, not silently
+    auto ignored = [&](const std::string& what) {
+        std::printf("warning: %s %s: no length limit is taken from it (--max-len from the model's positions)\n",
+                    path.c_str(), what.c_str());
+        return 0;
+    };
+    if (!config.is_object()) return ignored("is not a JSON object");
+    if (!config.contains("model_max_length") || config["model_max_length"].is_null()) return 0;
     const nlohmann::json& v = config["model_max_length"];
-    if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > INT_MAX) return 0;
+    // transformers writes int(1e30) for "no limit" (a float 1e30 once read by another parser): beyond INT_MAX
+    if (v.is_number() && v.get<double>() > INT_MAX) return 0;
+    if (!v.is_number_integer() || v.get<long long>() < 1)
+        return ignored("gives model_max_length " + v.dump() + ", not a whole number from 1");
     return (int)v.get<long long>();
 }
 

@@ -83,8 +83,8 @@ bool glue_split_exists(const std::string& dir, const std::string& split);
 // tokenizer_config.json's model_max_length set to max_len (the file written when `from` has none): the length the
 // model was fine-tuned at, which --eval-only of it then takes (transformers' tokenizers truncate to it too).
 void copy_tokenizer_files(const std::string& from, const std::string& to, int max_len);
-// tokenizer_config.json's model_max_length in DIR; 0 when there is none (no file, no key, not a whole number from 1
-// to INT_MAX: transformers writes 1e30 for "no limit").
+// tokenizer_config.json's model_max_length in DIR; 0 when there is none (no file, no key, beyond INT_MAX:
+// transformers writes 1e30 for "no limit"), or with a warning on stdout when the file or the value is unusable.
 int tokenizer_max_length(const std::string& dir);
 // Fails unless max_len leaves a token of each text beside the task's special tokens (pair 6, single-sentence 3);
 // `from` says where a value the user did not type came from (" (tokenizer_config.json's model_max_length)").
