@@ -152,9 +152,19 @@ TEST_F(OwnData, OtherFamilysShardsAreRefusedBothWays) {
     ShellRun r = sh("./train_gpt2 --train-data " + BUILTIN + "austen_llama_train.bin --val-data " + BUILTIN +
                "austen_llama_val.bin" + TINY_GPT2);
     EXPECT_EQ(r.rc, 1) << r.out;
-    EXPECT_NE(r.out.find("made with the SentencePiece tokenizer (austen_spm8k.model)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("made with the SentencePiece tokenizer (austen_spm8k.model), 8000 ids"), std::string::npos)
+        << r.out;
     EXPECT_NE(r.out.find("train these shards with train_llama"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("step "), std::string::npos) << "trained anyway:\n" << r.out;
+    // a header whose vocabulary size is 0 (unknown): not "0 ids"
+    for (const char* split : {"train", "val"}) {
+        std::string b = read_bytes(BUILTIN + "austen_llama_" + split + ".bin");
+        ((int32_t*)b.data())[3] = 0;
+        write_bytes(dir + "/v0_" + split + ".bin", b);
+    }
+    r = sh("./train_gpt2 --train-data " + q(dir + "/v0_train.bin") + " --val-data " + q(dir + "/v0_val.bin") + TINY_GPT2);
+    EXPECT_EQ(r.rc, 1) << r.out;
+    EXPECT_NE(r.out.find("(austen_spm8k.model), its id count not recorded, but train_gpt2"), std::string::npos) << r.out;
 
     r = sh("./train_llama --train-data " + BUILTIN + "austen_gpt2_train.bin --val-data " + BUILTIN +
            "austen_gpt2_val.bin" + TINY_LLAMA);

@@ -82,10 +82,11 @@ void check_data_tokenizer(Arch arch, TrainOptions& opts, const std::string& data
     const int want = gpt2 ? TOKENIZER_GPT2 : TOKENIZER_SENTENCEPIECE;
     const char* program = gpt2 ? "train_gpt2" : "train_llama";
     if (st.kind != TOKENIZER_UNKNOWN && st.kind != want)
-        fail("%s was made with the %s tokenizer%s, %d ids, but %s trains a %s model (%d ids), whose tokenizer is %s\n"
+        fail("%s was made with the %s tokenizer%s, %s, but %s trains a %s model (%d ids), whose tokenizer is %s\n"
              "---> HINT: train these shards with %s, or tokenize the text again for this model: prep_data %s ...",
              st.first_file.c_str(), tokenizer_kind_name(st.kind),
-             st.name.empty() ? "" : format(" (%s)", st.name.c_str()).c_str(), st.vocab_size, program,
+             st.name.empty() ? "" : format(" (%s)", st.name.c_str()).c_str(),
+             st.vocab_size > 0 ? format("%d ids", st.vocab_size).c_str() : "its id count not recorded", program,
              gpt2 ? "GPT-2" : "LLaMA", model_vocab, tokenizer_kind_name(want), gpt2 ? "train_llama" : "train_gpt2",
              gpt2 ? "--tokenizer gpt2" : "--spm-vocab N (your own SentencePiece model) or --spm-model FILE");
 
