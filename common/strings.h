@@ -55,6 +55,26 @@ inline std::string closest_name(const std::string& typed, const std::vector<std:
 // means nothing more: a diverged step said "norm -nan")
 inline double printable(double x) { return std::isnan(x) ? std::fabs(x) : x; }
 
+// Text from a file, safe to print in a message: control bytes (but tab) and bytes that are not part of a valid UTF-8
+// character become \xNN (a parser's error quoting a line of invalid UTF-8 wrote its raw bytes to the terminal).
+inline std::string printable_text(const std::string& s) {
+    std::string out;
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char c = (unsigned char)s[i];
+        size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+        bool ok = n > 0 && i + n <= s.size() && !(c < 0x20 && c != '\t') && c != 0x7F;
+        for (size_t k = 1; ok && k < n; k++) ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
+        if (ok) {
+            out.append(s, i, n);
+            i += n;
+        } else {
+            out += format("\\x%02x", c);
+            i++;
+        }
+    }
+    return out;
+}
+
 // The shortest %g text (6 to 9 digits) that reads back as the same float: 0.95f is "0.95", 0.9999999f (which %g
 // prints as "1", another value) "0.9999999", 1234567.0f "1234567".
 inline std::string float_text(float v) {

@@ -1771,6 +1771,18 @@ TEST(HellaSwag, JsonLinesAreEncodedAsLlmcRendersThem) {
     EXPECT_USER_ERROR(read_choice_examples(dir.path, &gpt2, true, 1024, 50257, 0), "is a directory: it takes one file");
     write_text(dir / "bad.jsonl", line.dump() + "\n{\"ctx\": \n");
     EXPECT_USER_ERROR(read_choice_examples(dir / "bad.jsonl", &gpt2, true, 1024, 50257, 0), "line 2 is no JSON object");
+    // invalid UTF-8 (and a control byte) in the line: quoted as \xNN, not written raw to the terminal
+    write_text(dir / "utf.jsonl", "{\"ctx\": \"caf\xc3\xa9 \xff\x1b[2J\"}\n");
+    try {
+        read_choice_examples(dir / "utf.jsonl", &gpt2, true, 1024, 50257, 0);
+        ADD_FAILURE() << "an invalid line was read";
+    } catch (const UserError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("line 1 is no JSON object"), std::string::npos) << m;
+        EXPECT_NE(m.find("\\xff"), std::string::npos) << m;
+        for (unsigned char c : m) EXPECT_TRUE(c != 0xFF && c != 0x1B) << m;
+    }
+    EXPECT_EQ(printable_text("caf\xc3\xa9\t\xff\x1b\xe2\x82"), "caf\xc3\xa9\t\\xff\\x1b\\xe2\\x82");
     write_text(dir / "label.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", 2}}.dump() + "\n");
     EXPECT_USER_ERROR(read_choice_examples(dir / "label.jsonl", &gpt2, true, 1024, 50257, 0), "label 2 is no index of its 2 "
                       "endings");

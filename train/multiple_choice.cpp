@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "common/strings.h"  // printable_text
 
 namespace {
 
@@ -29,7 +30,7 @@ std::vector<ChoiceExample> read_jsonl(const std::string& path, const Tokenizer& 
         try {
             j = nlohmann::json::parse(line);
         } catch (const nlohmann::json::exception& e) {
-            fail("--hellaswag %s: line %lld is no JSON object (%s)", path.c_str(), n, e.what());
+            fail("--hellaswag %s: line %lld is no JSON object (%s)", path.c_str(), n, printable_text(e.what()).c_str());
         }
         CHECK_USER(j.is_object() && j.contains("ctx") && j["ctx"].is_string() && j.contains("endings") &&
                        j["endings"].is_array(),
