@@ -11,7 +11,12 @@ int cuda_device_count(std::string* why) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        if (why) *why = cudaGetErrorString(e);
+        // (the runtime's words for a machine with no NVIDIA driver at all are about the driver's version)
+        if (why)
+            *why = e == cudaErrorInsufficientDriver
+                       ? std::string("the CUDA runtime says \"") + cudaGetErrorString(e) +
+                             "\", which is also what it says where no NVIDIA driver is installed: no GPU here?"
+                       : std::string(cudaGetErrorString(e));
         return 0;
     }
     if (n == 0 && why) *why = "no CUDA device";

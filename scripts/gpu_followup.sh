@@ -28,7 +28,7 @@ Jobs (each under its own time limit, seconds; a job of two runs makes both, and 
                 refresh solved beside one step, or two, at B = 32: a stress test)
   sanitize 150  scripts/gpu_sanitize.sh: compute-sanitizer's memcheck, racecheck, synccheck and initcheck over short
                 CUDA trainer runs (tiny models; exit 3: a run timed out, 77: no usable compute-sanitizer, a SKIP)
-  fp32     200  scripts/gpu_verify.sh's FP32 build and GPU tests (STEPS=fp32), when the first call had no time left
+  fp32     260  scripts/gpu_verify.sh's FP32 build and GPU tests (STEPS=fp32), when the first call had no time left
                 for them
   align    150  build/tools/bench_gpu --models llama-1b --no-max-batch, without and with --hidden-align 8
   llmc     240  scripts/bench_vs_llmc.sh --llmc .llmc (carry .llmc: a copy of karpathy/llm.c, docs/GPU.md), with

@@ -786,6 +786,14 @@ main() {
   log "scripts/gpu_verify.sh in $REPO (DRY_RUN=$DRY_RUN, budget ${TOTAL_BUDGET}s, jobs $JOBS)"
   GPU_PRESENT=0
   step_env || true
+  # no GPU and no DRY_RUN: stop here (the build step would build into $BUILD_DIR of this checkout, the root binaries
+  # with it, which a dry run's copy keeps apart; it carried on and said so only at the end)
+  if [ "$DRY_RUN" != 1 ] && [ "${GPU_PRESENT:-0}" != 1 ]; then
+    echo "STOP: no GPU is visible (nvidia-smi -L) and this is no dry run: nothing is built or run in $REPO;"
+    echo "      on a GPU-less machine run DRY_RUN=1 bash scripts/gpu_verify.sh (it works in a copy under WORK)"
+    write_summary || true
+    exit 1
+  fi
   ARCHS=$(pick_archs)
   echo "  CUDA archs: $ARCHS"
   step_deps || true
@@ -818,9 +826,6 @@ main() {
 
   log "summary (elapsed $(elapsed)s)"
   write_summary || FAILED=1
-  if [ "$DRY_RUN" != 1 ] && [ "${GPU_PRESENT:-0}" != 1 ]; then
-    echo "NOTE: no GPU was visible; on a GPU-less machine use DRY_RUN=1"
-  fi
   exit "$FAILED"
 }
 main

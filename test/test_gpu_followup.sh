@@ -17,6 +17,11 @@ for j in rebuild tests accum stagger overlap sanitize fp32 stride align llmc tab
   grep -q "^$j " <<<"$out" && ok "--list names $j" || bad "--list lacks $j"
 done
 grep -q 'bench_vs_llmc.sh --llmc .llmc' <<<"$out" && ok "llmc runs scripts/bench_vs_llmc.sh" || bad "llmc command"
+# --help's table of jobs gives each the seconds --list (the jobs' own setting) gives (fp32's said 200, ran 260)
+help=$(bash "$S" --help)
+while read -r j secs _; do
+  grep -qE "^  $j +$secs  " <<<"$help" && ok "--help gives $j its $secs s" || bad "--help's $j: $(grep -E "^  $j " <<<"$help")"
+done < <(grep -E '^[a-z0-9]+ +[0-9]+ s ' <<<"$out")
 
 env -u TOTAL_BUDGET OUT="$W/nob" bash "$S" stride >"$W/o" 2>&1; rc=$?
 [ "$rc" = 2 ] && grep -q "set TOTAL_BUDGET" "$W/o" && ok "no TOTAL_BUDGET: exit 2, says so" || bad "no TOTAL_BUDGET: rc=$rc $(cat "$W/o")"

@@ -41,6 +41,17 @@ grep -qE '^env +(PASS|INFO) ' "$sum" && grep -qE '^build +SKIP ' "$sum" && grep 
 [ "$rc" = 1 ] && grep -q '^RESULT: FAILED (skipped: build, gpu)' "$sum" && ok "not a dry run: their skip fails, named" \
   || bad "exit $rc, verdict: $(tail -n 1 "$sum")"
 
+# no GPU and no DRY_RUN (the dev machine, DRY_RUN=1 forgotten): it stops after env, exit 1, building nothing (it went
+# on to build into the checkout's build/ and said so only at the end). A stand-in nvidia-smi that finds no GPU.
+mkdir -p "$W/d/bin" && printf '#!/bin/sh\necho "No devices were found"; exit 6\n' >"$W/d/bin/nvidia-smi" \
+  && chmod +x "$W/d/bin/nvidia-smi"
+env PATH="$W/d/bin:$PATH" DRY_RUN=0 FORCE_DEBS=0 SKIP_CPU=1 WORK="$W/d" OUT="$W/d/out" PREFIX="$W/d/pracdeps" \
+  BUILD_DIR="$W/d/build" STEPS=build,gpu bash "$S" >"$W/d.log" 2>&1; rc=$?
+[ "$rc" = 1 ] && grep -q '^STOP: no GPU is visible .* nothing is built' "$W/d.log" && [ ! -e "$W/d/build" ] \
+  && grep -qE '^env +FAIL .*not a dry run' "$W/d/out/summary.txt" && ! grep -qE '^(deps|build|gpu) ' "$W/d/out/summary.txt" \
+  && ok "no GPU, no dry run: stopped after env, nothing built" \
+  || bad "no GPU, no dry run: exit $rc, $(tail -n 4 "$W/d.log"), build dir $(ls -d "$W/d/build" 2>&1)"
+
 # a later call on the warm machine (CLEAN=0, as gpu_followup.sh's fp32 job makes it) reuses the unpacked prefix and
 # its exports: unpacking again removed the libraries where that call carried no .gpu_debs, and renewed the headers'
 # times (an incremental build recompiled everything that includes them)

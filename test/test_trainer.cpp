@@ -252,6 +252,18 @@ TEST(TrainerBinary, CorruptShard) {
     expect_user_error_exit(t, "train_gpt2", {"short.bin"});
 }
 
+// --device cuda where no GPU is usable (this machine: a CUDA build, no driver): exit 1, the runtime's reason and the
+// way out. The runtime's words for a missing driver are about its version ("CUDA driver version is insufficient for
+// CUDA runtime version", which read as an upgrade to make): said what they also mean.
+TEST(TrainerBinary, DeviceCudaWithoutAGpuSaysWhy) {
+    TempDir dir;
+    RunResult r = run_trainer("train_gpt2", {"--model", "gpt2-tiny", "--steps", "1", "--device", "cuda"}, dir, 120);
+    if (r.rc == 0) GTEST_SKIP() << "a GPU ran it";
+    expect_user_error_exit(r, "train_gpt2", {"--device cuda: no usable GPU (", "HINT: use --device cpu"});
+    if (contains(r.err, "insufficient for CUDA runtime"))
+        EXPECT_TRUE(contains(r.err, "no NVIDIA driver is installed: no GPU here?")) << describe(r);
+}
+
 // GPT-2 shards given to train_llama: the header says 50257 ids, the model has 32000.
 TEST(TrainerBinary, ShardFromAnotherTokenizer) {
     TempDir dir;
