@@ -42,7 +42,6 @@ int finetune_roberta(Backend& be, FinetuneOptions& opts, const ModelConfig& cfg,
 int main(int argc, char** argv) {
     const char* program = "finetune_roberta";
     file_size_limit_as_error();
-    closed_stdout_as_error();
     try {
         FinetuneOptions opts;
         opts.precision = plan_precision_of_this_build();  // (the default: a --precision flag replaces it)
@@ -68,11 +67,13 @@ int main(int argc, char** argv) {
             opts.max_len = std::min(opts.max_len, cfg.max_seq_len);
             // the tokenizer's model_max_length, as transformers' tokenizer truncates (a directory this program saved
             // records the length it was fine-tuned at: its scores again)
-            const int tuned = tokenizer_max_length(opts.init_from);
+            FILE* notes = opts.json ? stderr : stdout;  // (--plan --json: stdout is the JSON alone)
+            const int tuned = tokenizer_max_length(opts.init_from, notes);
             if (tuned > 0 && tuned < opts.max_len) {
                 opts.max_len = tuned;
-                std::printf("--max-len %d: %s/tokenizer_config.json's model_max_length (transformers' tokenizer "
-                            "truncates there too; pass --max-len for another)\n", tuned, opts.init_from.c_str());
+                std::fprintf(notes, "--max-len %d: %s/tokenizer_config.json's model_max_length (transformers' "
+                             "tokenizer truncates there too; pass --max-len for another)\n", tuned,
+                             opts.init_from.c_str());
             }
             // (an older build saved lengths down to 4 for every task: a pair then kept no text, exit 0)
             check_max_len_holds_text(opts.max_len, task.task, " (the model's positions or its "
@@ -90,6 +91,7 @@ int main(int argc, char** argv) {
             std::fputs(plan_unused_flags_notice(opts).c_str(), opts.json ? stderr : stdout);
             return print_plan(opts, cfg, prac);
         }
+        closed_stdout_as_error();  // (after --help and --plan, which end quietly in a closed pipe, as filters do)
         const int code = run_on_one_device(opts, [&](auto& be) { return finetune_roberta(be, opts, cfg, prac); });
         // what the run printed is a result too (--eval-only's scores): lost to a full disk, not exit 0
         if (code == 0) check_stdout_written("the run's output");

@@ -13,6 +13,7 @@
 #   prac::cuda_libs      cudart (static), cuBLAS, cuBLASLt, cuSOLVER, cuRAND    PRAC_HAVE_CUDA
 #   prac::cudnn          cuDNN (+ cudnn-frontend headers and NVRTC when found)  PRAC_HAVE_CUDNN / _CUDNN_FRONTEND
 #   prac::nccl           NCCL                                                   PRAC_HAVE_NCCL
+#   Boost.Math           headers only (prac_analyze)                                       (required)
 #   GoogleTest:          GTest::gtest, GTest::gtest_main, include(GoogleTest)  (required)
 #
 # Each non-empty optional target also carries a compile definition PRAC_HAVE_<X>=1 for its users.
@@ -758,6 +759,20 @@ else()
 endif()
 
 # --------------------------------------------------------------------------------------------------------------
+# Boost.Math's headers (prac_analyze's Student t quantile), required; no library to link
+# --------------------------------------------------------------------------------------------------------------
+find_path(PRAC_BOOST_MATH_INC boost/math/distributions/students_t.hpp)
+if(PRAC_BOOST_MATH_INC)
+  _prac_line(TRUE "Boost.Math" "headers in ${PRAC_BOOST_MATH_INC}")
+  if(NOT PRAC_BOOST_MATH_INC IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES)  # (-isystem /usr/include breaks libstdc++)
+    include_directories(SYSTEM "${PRAC_BOOST_MATH_INC}")
+  endif()
+else()
+  _prac_line(FALSE "Boost.Math" "not found -> apt-get install libboost-dev")
+  _prac_require_failed("Boost.Math" "apt-get install libboost-dev")
+endif()
+
+# --------------------------------------------------------------------------------------------------------------
 # GoogleTest, required
 # --------------------------------------------------------------------------------------------------------------
 find_package(GTest QUIET)
@@ -780,7 +795,7 @@ if(PRAC_DEPS_MISSING_REQUIRED)
   list(JOIN PRAC_DEPS_MISSING_REQUIRED "\n  " _m)
   message(FATAL_ERROR "Required dependencies are missing:\n  ${_m}\n"
                       "On Debian/Ubuntu: apt-get update && apt-get install -y libopenblas-dev liblapacke-dev "
-                      "libomp-dev nlohmann-json3-dev libgtest-dev googletest (or run: bash .ci/run)")
+                      "libomp-dev nlohmann-json3-dev libboost-dev libgtest-dev googletest (or run: bash .ci/run)")
 endif()
 
 include(GoogleTest)

@@ -132,8 +132,9 @@ inline void file_size_limit_as_error() { signal(SIGXFSZ, SIG_IGN); }
 // process with SIGPIPE at its next print, silently, before the stop checkpoint that the Ctrl-C asked for (exit 141,
 // the run since the last checkpoint lost). Ignored, the print fails with EPIPE: the run goes on (its --log, metrics
 // and checkpoints are files), stops as a signal asks, and check_stdout_written reports the lost output at its end.
-// Called first thing by the programs that run long and save state: the trainers, finetune_roberta, prep_data
-// (prac_analyze and the benchmarks keep a filter's convention: `| head` ends them quietly).
+// Called by the programs that run long and save state (the trainers, finetune_roberta, prep_data) once their
+// --help and --plan are past: those, prac_analyze and the benchmarks keep a filter's convention (`| head` ends them
+// quietly).
 inline void closed_stdout_as_error() { signal(SIGPIPE, SIG_IGN); }
 
 // The output directories this process made (parents first) and the files it locked (lock_until_exit: device and

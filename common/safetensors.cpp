@@ -410,7 +410,8 @@ SafeTensorsFile safetensors_open(const std::string& path) {
     }
     if (!j.is_object()) fail("%s: the header is JSON but not an object", p);
     // what the JSON parser lets by but the format does not: a byte-order mark or anything else before the '{' (the
-    // safetensors library requires the header to begin with it), and NUL bytes (only spaces may pad the header)
+    // format's "MUST begin with a {"), and NUL bytes (only spaces may pad the header; the safetensors library refuses
+    // them as trailing characters)
     if (header[0] != '{')
         fail("%s: the header begins with byte 0x%02x, not '{' as the safetensors format requires\n---> HINT: the file "
              "is corrupt or was written by hand (a UTF-8 byte-order mark?)", p, (unsigned)(uint8_t)header[0]);

@@ -10,6 +10,7 @@
 #include <functional>
 #include <iterator>  // std::begin, std::end
 #include <limits>
+#include <stdexcept>
 #include <mutex>
 #include <thread>
 
@@ -443,10 +444,9 @@ BytePairEncoder::BytePairEncoder(BpeRanking ranking_, std::vector<std::string> t
             uint64_t key = (uint64_t)mg.left << 32 | mg.right;
             size_t s = hash_pair(key) & (size - 1);
             for (; pairs[s].key != ~0ull; s = (s + 1) & (size - 1))
-                if (pairs[s].key == key)
-                    fail("%s: merge %zu (\"%s\" + \"%s\") repeats merge %llu\n---> HINT: the file is damaged",
-                         source.c_str(), k + 1, std::string(token_bytes(mg.left)).c_str(),
-                         std::string(token_bytes(mg.right)).c_str(), (unsigned long long)(pairs[s].value >> 32) + 1);
+                if (pairs[s].key == key)  // (the loader names a repeated merge by its file and line)
+                    throw std::logic_error(format("%s: merge %zu repeats merge %llu: the loader let it by",
+                                                  source.c_str(), k + 1, (unsigned long long)(pairs[s].value >> 32) + 1));
             pairs[s] = PairSlot{key, (uint64_t)k << 32 | mg.merged};
         }
     }

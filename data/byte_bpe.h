@@ -47,8 +47,9 @@ struct BytePairEncoder {
     // (GPT-2's <|endoftext|>, RoBERTa's <s>); decode() gives its text. TOKEN_RANK: merges empty, rank = id.
     // PAIR_RANK: merges in rank order (the loader resolved their ids). Fails (naming `source`, the file, and
     // token_name(id), where the file has the token) when a non-special token is empty or repeats another's bytes,
-    // when a byte is no token (some text would have no encoding), or when a merge's ids are out of range or repeat
-    // a pair. Fails when the build has no PCRE2.
+    // when a byte is no token (some text would have no encoding), or when a merge's ids are out of range. A merge
+    // that repeats a pair is the loader's to refuse (it knows the file's lines): here it is a logic_error. Fails
+    // when the build has no PCRE2.
     BytePairEncoder(BpeRanking ranking, std::vector<std::string> tokens, std::vector<bool> special,
                     const std::vector<BpeMerge>& merges, const BpeOptions& options, const std::string& source,
                     const std::function<std::string(uint32_t)>& token_name);

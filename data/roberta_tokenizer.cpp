@@ -171,13 +171,14 @@ RobertaFiles read_tokenizer_json(const std::string& path) {
         fail("%s: the pre-tokenizer is %s; RoBERTa's is ByteLevel without a prefix space, with GPT-2's regex\n%s",
              path.c_str(), pre ? pre->dump().c_str() : "none", hint);
     const nlohmann::json* post = field(j, "post_processor");
+    std::string post_type;
     if (post) {
         if (!post->is_object())
             fail("%s: post_processor is %s, not an object\n%s", path.c_str(), post->dump().c_str(), hint);
-        std::string t = string_field(*post, "type", path + ": post_processor", "");
-        if (t != "RobertaProcessing" && t != "ByteLevel")
+        post_type = string_field(*post, "type", path + ": post_processor", "");
+        if (post_type != "RobertaProcessing" && post_type != "ByteLevel")
             fail("%s: the post-processor is \"%s\"; this tokenizer lays inputs out as RobertaProcessing does\n%s",
-                 path.c_str(), t.c_str(), hint);
+                 path.c_str(), post_type.c_str(), hint);
     }
     f.vocab_where = path + ": model.vocab";
     f.merges_where = path + ": model.merges";
@@ -194,7 +195,7 @@ RobertaFiles read_tokenizer_json(const std::string& path) {
                  "itself", where.c_str(), token.c_str(), id.dump().c_str(),
                  it == vocab->end() ? "none" : it->dump().c_str());
     };
-    if (post && string_field(*post, "type", path + ": post_processor", "") == "RobertaProcessing") {
+    if (post_type == "RobertaProcessing") {
         for (auto [key, token] : {std::pair<const char*, const char*>{"cls", "<s>"}, {"sep", "</s>"}}) {
             const std::string where = path + ": post_processor." + key;
             const nlohmann::json* pair = field(*post, key);

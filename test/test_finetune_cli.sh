@@ -179,6 +179,16 @@ for v in '"abc"' -5 2.5 1e30; do
   [ $rc -eq 0 ] && [ "$got" = "$want" ] && ok "model_max_length $v: $([ $want = 1 ] && echo warned || echo no limit, silently)" \
     || bad "model_max_length $v: rc $rc, $got warning(s): $(head -c 600 <<<"$out")"
 done
+# with --plan --json the warning (and the note of a length taken from the file) goes to stderr: stdout stays JSON
+for v in '"abc"' 12; do
+  python3 -c 'import json, sys; json.dump({"model_max_length": json.loads(sys.argv[2])}, open(sys.argv[1], "w"))' \
+    "$T/model_mml/tokenizer_config.json" "$v"
+  "$BIN" --task mrpc --init-from "$T/model_mml" --plan --json >"$T/mml.json" 2>"$T/mml.err"; rc=$?
+  [ $rc -eq 0 ] && python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$T/mml.json" \
+    && grep -qE "warning: .*model_max_length|^--max-len 12: " "$T/mml.err" \
+    && ok "--plan --json with model_max_length $v: stdout is JSON, the note on stderr" \
+    || bad "--plan --json, model_max_length $v: rc $rc, $(head -c 300 "$T/mml.json") | $(head -c 300 "$T/mml.err")"
+done
 # a broken tokenizer_config.json in --init-from costs no --save at the end of a run: a warning, a fresh one
 cp -r "$T/model" "$T/model_badtc" && echo '[1, 2' > "$T/model_badtc/tokenizer_config.json"
 out=$("$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --init-from "$T/model_badtc" --epochs 1 --save "$T/sbad" 2>&1); rc=$?

@@ -1783,6 +1783,10 @@ TEST(HellaSwag, JsonLinesAreEncodedAsLlmcRendersThem) {
         for (unsigned char c : m) EXPECT_TRUE(c != 0xFF && c != 0x1B) << m;
     }
     EXPECT_EQ(printable_text("caf\xc3\xa9\t\xff\x1b\xe2\x82"), "caf\xc3\xa9\t\\xff\\x1b\\xe2\\x82");
+    // kept: 2-, 3- and 4-byte characters; escaped: a C1 control (CSI, U+009B), overlong '/', a surrogate, DEL
+    EXPECT_EQ(printable_text("\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"), "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+    EXPECT_EQ(printable_text("a\xc2\x9b" "b\xc0\xaf" "c\xed\xa0\x80" "d\x7f"),
+              "a\\xc2\\x9bb\\xc0\\xafc\\xed\\xa0\\x80d\\x7f");
     write_text(dir / "label.jsonl", json{{"ctx", "Then"}, {"endings", {"a", "b"}}, {"label", 2}}.dump() + "\n");
     EXPECT_USER_ERROR(read_choice_examples(dir / "label.jsonl", &gpt2, true, 1024, 50257, 0), "label 2 is no index of its 2 "
                       "endings");

@@ -378,14 +378,14 @@ void copy_tokenizer_files(const std::string& from, const std::string& to, int ma
     write_file_atomic(to + "/tokenizer_config.json", config.dump(2) + "\n");
 }
 
-int tokenizer_max_length(const std::string& dir) {
+int tokenizer_max_length(const std::string& dir, FILE* notes) {
     const std::string path = dir + "/tokenizer_config.json";
     if (access(path.c_str(), R_OK) != 0) return 0;
     const nlohmann::json config = nlohmann::json::parse(read_file_bytes(path), nullptr, false);
     // a value that says no length is ignored as transformers would fail on it: said, not silently
     auto ignored = [&](const std::string& what) {
-        std::printf("warning: %s %s: no length limit is taken from it (--max-len from the model's positions)\n",
-                    path.c_str(), what.c_str());
+        std::fprintf(notes, "warning: %s %s: no length limit is taken from it (--max-len from the model's "
+                     "positions)\n", path.c_str(), what.c_str());
         return 0;
     };
     if (!config.is_object()) return ignored("is not a JSON object");

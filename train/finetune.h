@@ -84,8 +84,8 @@ bool glue_split_exists(const std::string& dir, const std::string& split);
 // model was fine-tuned at, which --eval-only of it then takes (transformers' tokenizers truncate to it too).
 void copy_tokenizer_files(const std::string& from, const std::string& to, int max_len);
 // tokenizer_config.json's model_max_length in DIR; 0 when there is none (no file, no key, beyond INT_MAX:
-// transformers writes 1e30 for "no limit"), or with a warning on stdout when the file or the value is unusable.
-int tokenizer_max_length(const std::string& dir);
+// transformers writes 1e30 for "no limit"), or with a warning on `notes` when the file or the value is unusable.
+int tokenizer_max_length(const std::string& dir, FILE* notes);
 // Fails unless max_len leaves a token of each text beside the task's special tokens (pair 6, single-sentence 3);
 // `from` says where a value the user did not type came from (" (tokenizer_config.json's model_max_length)").
 void check_max_len_holds_text(int max_len, GlueTask task, const std::string& from);

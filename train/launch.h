@@ -271,7 +271,6 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
     std::unique_ptr<Comm> comm;
     int code = 0;
     file_size_limit_as_error();
-    closed_stdout_as_error();
     try {
         GpuBeforeMpi gpu_before_mpi;
 #if defined(PRAC_CUDA_BACKEND)
@@ -283,6 +282,7 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
         s.gpu_before_mpi = gpu_before_mpi;
         s.opts.precision = plan_precision_of_this_build();  // (the default: a --precision flag replaces it)
         if (!make_run_setup(s, arch, program, argc, argv, *comm, &code)) return code;
+        closed_stdout_as_error();  // (after --help and --plan, which end quietly in a closed pipe, as filters do)
         code = run_on_device(s, train);
         // what the run printed is a result too (--eval-only's loss, --sample's text): lost to a full disk, not exit 0
         if (code == 0) check_stdout_written("the run's output");

@@ -33,7 +33,6 @@ static void on_stop_signal(int sig) {
 
 int main(int argc, char** argv) {
     file_size_limit_as_error();
-    closed_stdout_as_error();
     for (int sig : {SIGINT, SIGTERM, SIGHUP})  // (one the launcher ignores stays ignored: nohup's SIGHUP)
         if (std::signal(sig, on_stop_signal) == SIG_IGN) std::signal(sig, SIG_IGN);
     try {
@@ -44,6 +43,7 @@ int main(int argc, char** argv) {
             return o.help ? 0 : 1;
         }
         prep::finish_options(o);
+        closed_stdout_as_error();  // (after --help, which ends quietly in a closed pipe, as filters do)
         return prep::run(o);
     } catch (const UserError& e) {
         std::fflush(stdout);
