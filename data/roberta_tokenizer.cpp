@@ -166,7 +166,7 @@ RobertaFiles read_tokenizer_json(const std::string& path) {
     const nlohmann::json* pre = field(j, "pre_tokenizer");
     const std::string pre_where = path + ": pre_tokenizer";
     if (pre && !pre->is_object()) fail("%s is %s, not an object\n%s", pre_where.c_str(), pre->dump().c_str(), hint);
-    if (!pre || !pre->is_object() || string_field(*pre, "type", pre_where, "") != "ByteLevel" ||
+    if (!pre || string_field(*pre, "type", pre_where, "") != "ByteLevel" ||
         bool_field(*pre, "add_prefix_space", pre_where, false) || !bool_field(*pre, "use_regex", pre_where, true))
         fail("%s: the pre-tokenizer is %s; RoBERTa's is ByteLevel without a prefix space, with GPT-2's regex\n%s",
              path.c_str(), pre ? pre->dump().c_str() : "none", hint);

@@ -1,9 +1,8 @@
-// prac_analyze's verdict: do the measured draws agree with the theory computed from the Q1 actually used?
-// A pure function of the numbers prac_analyze measured, kept apart so that a test can hand it the numbers of a
-// broken estimator (a wrong k, a bias, a short refresh) and see it say so.
+// prac_analyze's verdict: do the measured draws agree with the theory computed from the Q1 actually used
+// (T = ||X - X Q1 Q1ᵀ||_F²)? A pure function of the numbers prac_analyze measured, kept apart so that a test can hand
+// it the numbers of a broken estimator (a wrong k, a principal part off) and see it say so.
 //
-// Two checks of the draws against the theory computed from the Q1 actually used (T = ||X - X Q1 Q1ᵀ||_F²), each
-// "consistent" or not, or left out with the reason:
+// Two checks, each "consistent" or not, or left out with the reason:
 //   mse   the mean over K draws of e_d = ||X~_d - X||_F² against mse_theory, within t · s.e. (s.e. from the draws'
 //         own spread; t is Student's two-sided quantile at FAILURE_PROBABILITY with K - 1 degrees of freedom, as
 //         the statistical tests use), or within MSE_ROUNDING of the theory (k = 2 makes e_d nearly deterministic:
@@ -49,7 +48,7 @@ struct VerdictCheck {
 
 struct Verdict {
     std::vector<VerdictCheck> checks;
-    std::vector<std::string> not_judged;  // "mse: fewer than 8 draws", ...
+    std::vector<std::string> not_judged;  // why nothing was checked: "fewer than 8 draws (--draws)", ...
     bool consistent() const {
         for (const VerdictCheck& c : checks)
             if (!c.consistent) return false;
