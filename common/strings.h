@@ -5,7 +5,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -55,34 +54,6 @@ inline std::string closest_name(const std::string& typed, const std::vector<std:
 // x for printf: a NaN without its sign bit, printed "nan" (glibc prints a NaN whose sign bit is set as "-nan", which
 // means nothing more: a diverged step said "norm -nan")
 inline double printable(double x) { return std::isnan(x) ? std::fabs(x) : x; }
-
-// Text from a file, safe to print in a message: control characters (C0 but tab, DEL, C1: a terminal acts on them)
-// and bytes that are not part of a well-formed UTF-8 character (stray, truncated, overlong, surrogate, past U+10FFFF)
-// become \xNN, one per byte (a parser's error quoting a line of invalid UTF-8 wrote its raw bytes to the terminal).
-inline std::string printable_text(const std::string& s) {
-    std::string out;
-    for (size_t i = 0; i < s.size();) {
-        const unsigned char c = (unsigned char)s[i];
-        const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
-        bool ok = n > 0 && i + n <= s.size();
-        for (size_t k = 1; ok && k < n; k++) {
-            ok = ((unsigned char)s[i + k] & 0xC0) == 0x80;
-            cp = cp << 6 | ((unsigned char)s[i + k] & 0x3F);
-        }
-        static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};  // the shortest form's smallest code point
-        ok = ok && cp >= least[n] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF) &&
-             !((cp < 0x20 && cp != '\t') || (cp >= 0x7F && cp <= 0x9F));
-        if (ok) {
-            out.append(s, i, n);
-            i += n;
-        } else {
-            out += format("\\x%02x", c);
-            i++;
-        }
-    }
-    return out;
-}
 
 // The shortest %g text (6 to 9 digits) that reads back as the same float: 0.95f is "0.95", 0.9999999f (which %g
 // prints as "1", another value) "0.9999999", 1234567.0f "1234567".

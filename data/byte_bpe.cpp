@@ -732,6 +732,24 @@ std::string utf8_escape_invalid(std::string_view sv) {
     });
 }
 
+std::string printable_text(std::string_view sv) {
+    const auto* s = (const uint8_t*)sv.data();
+    const size_t n = sv.size();
+    std::string out;
+    for (size_t i = 0; i < n;) {
+        size_t sub = 0, len = utf8_seq(s, n, i, &sub);
+        const bool control = len == 1 ? (s[i] < 0x20 && s[i] != '\t') || s[i] == 0x7F
+                                      : len == 2 && s[i] == 0xC2 && s[i + 1] <= 0x9F;  // U+0080..U+009F
+        const size_t step = len ? len : sub;
+        if (len && !control)
+            out.append(sv.data() + i, len);
+        else
+            for (size_t k = 0; k < step; k++) out += format("\\x%02x", (unsigned)s[i + k]);
+        i += step;
+    }
+    return out;
+}
+
 namespace {
 
 bool gpt2_printable(int c) { return (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255); }

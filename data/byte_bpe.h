@@ -113,6 +113,9 @@ std::string utf8_replace_invalid(std::string_view s);
 // s with each byte of an invalid subpart written as the four characters \xNN: a file name as JSON text (a state
 // file, a checkpoint's metadata) that still says which bytes it had, and is the same text each time.
 std::string utf8_escape_invalid(std::string_view s);
+// s safe to print in a message: utf8_escape_invalid's \xNN for invalid bytes, and for the control characters a
+// terminal acts on (C0 but tab, DEL, C1) too (a parser's error quoting a line of invalid UTF-8 wrote it raw).
+std::string printable_text(std::string_view s);
 
 // GPT-2's byte -> printable code point map (bytes_to_unicode of openai/gpt-2's encoder.py, as its documentation
 // states it: printable Latin-1 bytes map to themselves, the other 68 to U+0100.. in byte order), as UTF-8. The

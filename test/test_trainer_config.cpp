@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "common/strings.h"  // float_text
+#include "data/byte_bpe.h"   // printable_text
 #include "data/gpt2_tokenizer.h"
 #include "data/spm_tokenizer.h"
 #include "kernels/cpu_backend.h"

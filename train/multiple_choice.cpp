@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
-#include "common/strings.h"  // printable_text
+#include "data/byte_bpe.h"  // printable_text
 
 namespace {
 
