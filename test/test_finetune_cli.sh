@@ -225,6 +225,20 @@ out=$("$BIN" --task stsb --data-dir "$T/data/stsb_test" $M --epochs 1 2>&1); rc=
 out=$(flock -n "$T/s2" "$BIN" --task stsb --data-dir "$T/data/stsb" $M --epochs 1 --save "$T/s2" --overwrite 2>&1); rc=$?
 [ $rc -eq 1 ] && grep -q "is in use by another run" <<<"$out" && ! grep -q '^final |' <<<"$out" && \
   [ "$(snap "$T/s2")" = "$before" ] && ok "a --save another run holds: refused, untouched" || bad "held --save: rc $rc, $out"
+# PRAC's default ranks are Table 5's, r1 = r2 = 2 on every site (appendix D: rank r1 + r2 = 4; they were the trainers'
+# fractions of the width, 8 + 8 of 32 here, 224 + 224 at roberta-base); a class's fractions given alone replace its
+# class's ranks only
+"$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --prac prac > "$T/pr_def.out" 2>&1 || bad "--prac prac run failed"
+"$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --prac prac --prac-linear 0.25,0.25 > "$T/pr_frac.out" 2>&1 \
+  || bad "--prac-linear run failed"
+sites() { grep -E '^\| [a-z_]+ +\| (linear|nonlinear) ' "$1" | awk -F'|' '{gsub(/ +/, " ", $3); print $2 $3}' | sed 's/ k=.*//'; }
+[ "$(sites "$T/pr_def.out" | grep -c ' r1=2 r2=2$')" = 6 ] && [ "$(sites "$T/pr_def.out" | wc -l)" = 6 ] \
+  && ok "--prac prac: Table 5's ranks 2,2 at all 6 sites" || bad "--prac prac default ranks: $(sites "$T/pr_def.out")"
+[ "$(sites "$T/pr_frac.out" | grep -c ' linear .* r1=2 r2=2$')" = 0 ] \
+  && [ "$(sites "$T/pr_frac.out" | grep -c ' nonlinear .* r1=2 r2=2$')" = 3 ] \
+  && grep -q 'fch_gelu .* linear n=128 r1=32 r2=32$' <(sites "$T/pr_frac.out") \
+  && ok "--prac-linear 0.25,0.25: the linear sites at a quarter of the width each, the nonlinear at 2,2" \
+  || bad "--prac-linear 0.25,0.25: $(sites "$T/pr_frac.out")"
 # 3. bit-exact resume: killed right after step 23 (mid epoch 2; checkpoints every 5 steps), resumed, against an
 # uninterrupted run; PRAC on, its bases refreshed every 5 / 3 steps, so their state is part of the checkpoint
 P="--task mrpc --data-dir $T/data/mrpc $M --epochs 2 --prac prac --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --prac-t1 5 --prac-t2 3"
@@ -836,7 +850,7 @@ expect_error "a tokenizer <pad> other than config.json's pad_token_id refused" "
   "$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/padcfg" --eval-only
 # a --max-len that leaves no text is refused (MRPC at 4: its four special tokens alone, exit 0); a single-sentence
 # task's 3 holds a token (it was refused below 4)
-expect_error "--max-len 5 for a pair task refused" "--max-len 5 leaves no token of text: mrpc's pair layout has 4 special tokens, so it needs at least 6" \
+expect_error "--max-len 5 for a pair task refused" "--max-len 5 is too short: mrpc's pair layout has 4 special tokens and a token of each sentence, so it needs at least 6" \
   "$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --max-len 5
 # ... and so is one taken from a directory's tokenizer_config.json (an older build saved 4 for every task)
 mkdir -p "$T/ml4" && cp "$T/s1/"* "$T/ml4/"
@@ -845,7 +859,7 @@ import json, os, sys
 c = json.load(open(sys.argv[1])) if os.path.exists(sys.argv[1]) else {}
 c["model_max_length"] = 4; json.dump(c, open(sys.argv[1], "w"))
 PY
-expect_error "a model_max_length of 4 for a pair task refused" "--max-len 4 \(the model's positions or its tokenizer_config.json's model_max_length\) leaves no token of text" \
+expect_error "a model_max_length of 4 for a pair task refused" "--max-len 4 \(the model's positions or its tokenizer_config.json's model_max_length\) is too short" \
   "$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/ml4" --eval-only
 # test examples cut by --max-len are counted as the training and dev ones are (they were not said)
 out=$("$BIN" --task mrpc --data-dir "$T/pm" --init-from "$T/s1" --eval-only --predict "$T/predcut" --max-len 12 2>&1)

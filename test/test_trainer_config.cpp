@@ -1339,6 +1339,14 @@ TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpel
                                     o.weight_decay, o.beta1, o.beta2, o.adam_eps, o.grad_clip, o.galore_rank,
                                     o.galore_gap, o.galore_scale, o.muon_momentum));
     EXPECT_NO_THROW(check(old, o));
+    // --prac none in the old spelling held the ranks' flags too (finetune_roberta's default ranks changed since): any
+    // of them resumes a run of --prac none, and a run that compresses is refused
+    auto check_prac = [&](const TrainState& st, const TrainOptions& run) {
+        check_resume_keys(st, run, cfg, {{"prac", prac_key_canonical(run)}});
+    };
+    old.set("run.prac", prac_key(parse(std::vector<std::string>{})));  // "none lin 0.3,0.3 nonlin 0.2,0.2 t1 ..."
+    EXPECT_NO_THROW(check_prac(old, parse({"--prac-linear-ranks", "2,2", "--prac-nonlinear-ranks", "2,2"})));
+    EXPECT_THROW(check_prac(old, parse({"--prac", "prac"})), UserError);
     // a refusal names the flag that differs (compared in the checkpoint's own spelling: not every float differs)
     EXPECT_USER_ERROR(check(old, parse({"--lr", "2e-3", "--weight-decay", "0.1"})),
                       "it was written with --lr 0.001, this run has --lr 0.002\n");

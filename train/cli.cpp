@@ -150,7 +150,7 @@ const Flag FLAGS[] = {
       "rows in bf16, so cuBLAS can use its aligned kernels when F is not a multiple of 8, e.g. llama-1b's 5461). Only "
       "storage changes: the model, weights and checkpoints are the same, and so are the results on the CPU backend, bit "
       "for bit (a GPU may pick other GEMM kernels, which round differently); 1 (default) keeps rows F apart. "
-      "tools/bench_gpu_stride says whether it pays"),
+      "build/tools/bench_gpu_stride says whether it pays"),
     F("--ckpt-dir", "DIR", STR, ckpt_dir, "write checkpoints to DIR/step_NNNNNNNN (weights, optimizer, PRAC, data state)"),
     F("--ckpt-every", "N", INT, ckpt_every, "checkpoint every N steps (0: only at the end, on SIGINT/SIGTERM/SIGUSR1, before a NaN stop)"),
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),

@@ -67,11 +67,13 @@ const FlagDef FLAGS[] = {
     F("--seed", "S", LONG, seed, "seed of the new head, the data order and PRAC's draws"),
     F("--prac", "MODE", STR, prac, "activation compression: none, pac (principal only), rac (random only), prac"),
     F("--prac-linear", "F1,F2", STR, prac_linear,
-      "ranks r1,r2 of linear sites as fractions of the width (rounded down to a multiple of 8, at least 8; 0: none)"),
-    F("--prac-nonlinear", "F1,F2", STR, prac_nonlinear, "ranks r1,r2 of nonlinear sites as fractions of the width"),
+      "ranks r1,r2 of linear sites as fractions of the width, instead of the default absolute ranks (rounded down "
+      "to a multiple of 8, at least 8; 0: none)"),
+    F("--prac-nonlinear", "F1,F2", STR, prac_nonlinear,
+      "ranks r1,r2 of nonlinear sites as fractions of the width, instead of the default absolute ranks"),
     F("--prac-linear-ranks", "R1,R2", STR, prac_linear_ranks,
-      "absolute ranks of linear sites (override fractions; Table 5: 2,2)"),
-    F("--prac-nonlinear-ranks", "R1,R2", STR, prac_nonlinear_ranks, "absolute ranks of nonlinear sites (Table 5: 2,2)"),
+      "absolute ranks r1,r2 of linear sites (Table 5: 2,2, the paper's r1 + r2 = 4 against RSO's rank 4)"),
+    F("--prac-nonlinear-ranks", "R1,R2", STR, prac_nonlinear_ranks, "absolute ranks r1,r2 of nonlinear sites (Table 5: 2,2)"),
     F("--prac-t1", "N", INT, prac_t1, "refresh the principal basis Q1 every N steps (appendix D: 200)"),
     F("--prac-t2", "N", INT, prac_t2, "redraw the random basis Q2 every N steps (appendix D: 200)"),
     F("--prac-refresh", "auto|exact|subspace", STR, prac_refresh,
@@ -133,6 +135,7 @@ FinetuneOptions::FinetuneOptions() {
     weight_decay = 0;    // Hugging Face's default
     beta2 = 0.999f;      // Hugging Face's AdamW default
     prac_t1 = prac_t2 = 200;  // appendix D: PRAC interval 200
+    prac_linear_ranks = prac_nonlinear_ranks = "2,2";  // Table 5 (r1 = r2 = 2); --prac-linear's fractions replace them
     prac_initial_spread = "0";  // every first refresh on the first step (no flag: the ranks are tiny, Table 5: 2,2)
     log_interval = 10;
 }
@@ -162,9 +165,10 @@ int warmup_of_ratio(double ratio, int total) { return (int)std::ceil((double)tot
 void check_max_len_holds_text(int max_len, GlueTask task, const std::string& from) {
     const bool pair = glue_task_info(task).pair;
     const int least = pair ? 6 : 3;  // <s> A </s></s> B </s> with a token of each, or <s> A </s>
-    CHECK_USER(max_len >= least, "--max-len %d%s leaves no token of text: %s's %s layout has %d special tokens, so it "
+    CHECK_USER(max_len >= least, "--max-len %d%s is too short: %s's %s layout has %d special tokens and %s, so it "
                "needs at least %d", max_len, from.c_str(), glue_task_info(task).name,
-               pair ? "pair" : "single-sentence", pair ? 4 : 2, least);
+               pair ? "pair" : "single-sentence", pair ? 4 : 2,
+               pair ? "a token of each sentence" : "a token of text", least);
 }
 
 void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
@@ -240,6 +244,9 @@ void parse_finetune_options(FinetuneOptions& o, int argc, char** argv) {
     if (o.lr == 0 && !o.was_given("--lr")) o.lr = paper_lr(task);
     check_decay_keeps_the_sign(o);
     if (o.optimizer == "rso" && o.rso_rank == 0) o.rso_rank = 4;  // Table 5: RSO (rank=4)
+    // a class's fractions given without its ranks replace Table 5's default ranks (ranks given override fractions)
+    if (o.was_given("--prac-linear") && !o.was_given("--prac-linear-ranks")) o.prac_linear_ranks.clear();
+    if (o.was_given("--prac-nonlinear") && !o.was_given("--prac-nonlinear-ranks")) o.prac_nonlinear_ranks.clear();
     o.model = o.init_from;  // the trainer's resume keys name the model by it
     o.steps = 0;            // set from the data: epochs x batches per epoch
 }
@@ -283,10 +290,12 @@ std::string finetune_help(const char* program) {
         "default linear decay toward 0, which the step after the last would reach (run_glue's default).", 0, 0) +
         "\n\n";
     s += flag_table_help(FLAGS, std::size(FLAGS), &defaults, [](const FlagDef& f) -> std::string {
-        return std::string(f.name) == "--lr" || std::string(f.name) == "--precision" ? "" : "?";
+        const std::string name = f.name;  // (fractions are used only when given: no default)
+        return name == "--lr" || name == "--precision" || name == "--prac-linear" || name == "--prac-nonlinear" ? ""
+                                                                                                               : "?";
     });
     s += format("\nExample (the paper's MRPC PRAC row):\n  %s --task mrpc --data-dir glue_data/MRPC --init-from "
-                "roberta-base --prac prac \\\n      --prac-linear-ranks 2,2 --prac-nonlinear-ranks 2,2 --prac-storage act --save mrpc-prac\n",
+                "roberta-base --prac prac \\\n      --prac-storage act --save mrpc-prac   # Table 5's ranks (2,2) are the default\n",
                 program);
     return s;
 }

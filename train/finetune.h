@@ -796,8 +796,10 @@ struct FineTuner {
         return k;
     }
 
-    // The CPU backend's OpenMP threads (the order of its sums), 0 for the CUDA backend.
-    static int cpu_threads() { return std::is_same<Backend, CpuBackend>::value ? omp_get_max_threads() : 0; }
+    // The CPU backend's OpenMP threads (the order of its sums) as run.cpu_threads spells them, "0" on the CUDA backend.
+    static std::string cpu_threads() {
+        return std::to_string(std::is_same<Backend, CpuBackend>::value ? omp_get_max_threads() : 0);
+    }
 
     // A checkpoint of the run so far: weights (Hugging Face layout), optimizer state, PRAC bases, the batcher's
     // position and the best score (so a resumed run reports the same best).
@@ -813,7 +815,7 @@ struct FineTuner {
         st.adam_t = opt->steps();
         for (const auto& [k, v] : keys()) st.set("run." + k, v);
         st.set("run.backend", backend_of_run<Backend>());
-        st.set_i64("run.cpu_threads", cpu_threads());
+        st.set("run.cpu_threads", cpu_threads());
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // --optimizer-states 8bit: AdamW's codes
                 std::vector<uint8_t> bytes(t.numel);

@@ -10,7 +10,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>  // getenv, setenv
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -55,6 +58,7 @@ struct RunSetup {
     const char* program = "";
     bool builtin = false;  // the data is the built-in corpus
     GpuBeforeMpi gpu_before_mpi;  // the GPU chosen before MPI_Init, if any
+    std::string cpu_threads;      // the CPU backend's: cpu_threads_of_ranks ("" on the CUDA backend)
 };
 
 // Directory of the built-in corpus: next to the binary (binaries live at the repository root), else the
@@ -142,6 +146,42 @@ inline void print_cpu_device(int gpus) {
     std::printf("device: CPU backend (fp32, OpenBLAS, %d thread%s)%s\n", omp_get_max_threads(),
                 omp_get_max_threads() == 1 ? "" : "s",
                 gpus > 0 ? "" : "; fine for small models only");
+}
+
+// The CPU backend's OpenMP threads of every rank as a checkpoint records them (run.cpu_threads: "N" when every rank
+// has N, else each rank's, "1,2"): its sums' order, so a resume with other counts is said (notice_other_arithmetic;
+// rank 0's count alone let a rank 1 with another count pass unsaid). A collective, which also says (rank 0) where a
+// node's ranks run more threads than it has cores: they take turns on the cores (mpirun --bind-to none without
+// OMP_NUM_THREADS gives every rank all of them; 2 ranks on 2 cores took 1.5-2x the time per step).
+inline std::string cpu_threads_of_ranks(Comm& comm) {
+    const int mine = omp_get_max_threads();
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    std::vector<int> threads;
+    std::map<std::string, std::pair<long, long>> node;  // host -> (its ranks' threads, its cores)
+    std::map<std::string, int> ranks_of;
+    for (const std::string& r : all_gather_string(comm, format("%d %ld %s", mine, cores, host_name().c_str()))) {
+        std::istringstream in(r);
+        int t = 0;
+        long c = 0;
+        std::string host;
+        in >> t >> c >> host;
+        threads.push_back(t);
+        node[host].first += t;
+        node[host].second = c;
+        ranks_of[host]++;
+    }
+    if (comm.rank() == 0)
+        for (const auto& [host, tc] : node)
+            if (tc.first > tc.second)
+                std::printf("notice: %s runs %d rank%s with %ld OpenMP threads in all on %ld cores: they take turns "
+                            "on the cores, each step slower\n---> HINT: OMP_NUM_THREADS=%ld per rank (mpirun -x "
+                            "OMP_NUM_THREADS=%ld), the cores over the ranks of a node\n", host.c_str(), ranks_of[host],
+                            ranks_of[host] == 1 ? "" : "s", tc.first, tc.second,
+                            std::max(1L, tc.second / ranks_of[host]), std::max(1L, tc.second / ranks_of[host]));
+    const bool uniform = std::all_of(threads.begin(), threads.end(), [&](int t) { return t == threads[0]; });
+    std::string out;
+    for (size_t r = 0; r < (uniform ? 1 : threads.size()); r++) out += (r ? "," : "") + std::to_string(threads[r]);
+    return out;
 }
 
 // One process, no communicator (finetune_roberta): run(backend) on the backend choose_device picks, GPU 0.
@@ -241,6 +281,7 @@ int run_on_device(RunSetup& s, Train&& train) {
     CHECK_USER(opts.comm != "nccl", "--comm nccl reduces GPU buffers, but this run uses the CPU backend\n---> HINT: "
                "use --comm auto or mpi on the CPU (or --device cuda in a build with CUDA and NCCL)");
     print_cpu_device(d.gpus);
+    s.cpu_threads = cpu_threads_of_ranks(comm);
     CpuBackend be;
     return train(be, s);
 }

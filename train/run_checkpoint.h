@@ -144,6 +144,9 @@ inline void check_resume_keys(const TrainState& st, const TrainOptions& o, const
         const bool prac_as_given = legacy || st.get("run.key_spelling") == "2";  // run.prac: the flags as spelled
         if (k == "prac") {
             if (prac_as_given && st.has_meta("run.prac") && st.get("run.prac") == prac_key(o, true)) continue;
+            // (--prac none computes nothing of the ranks its old spelling held: finetune_roberta's changed default)
+            if (prac_as_given && st.has_meta("run.prac") && st.get("run.prac").rfind("none ", 0) == 0 && v == "none")
+                continue;
             const std::string mine = prac_as_given ? prac_key(o) : v;
             // (both spellings end with " storage fp8" where fp8, and spell act by leaving it out)
             if (o.prac_storage == "auto" && st.has_meta("run.prac") && st.get("run.prac") + " storage fp8" == mine)
@@ -176,10 +179,11 @@ std::string backend_of_run() {
 }
 
 // A resume computes what the run that wrote the checkpoint would have only on its backend and precision and, on the
-// CPU backend, with its thread count (the sums are split over the threads; docs/DESIGN.md section 2); otherwise a
-// notice says the continuation is not bit-exact. `backend`: backend_of_run's; `threads`: this run's OpenMP threads
-// (0: the CUDA backend). A checkpoint written before run.backend was recorded is compared by its threads alone.
-inline void notice_other_arithmetic(const TrainState& st, const std::string& backend, int threads) {
+// CPU backend, with its thread counts (the sums are split over the threads; docs/DESIGN.md section 2); otherwise a
+// notice says the continuation is not bit-exact. `backend`: backend_of_run's; `threads`: this run's OpenMP threads as
+// run.cpu_threads spells them ("2", or each rank's "1,2": cpu_threads_of_ranks; "" or "0": the CUDA backend). A
+// checkpoint written before run.backend was recorded is compared by its threads alone.
+inline void notice_other_arithmetic(const TrainState& st, const std::string& backend, const std::string& threads) {
     if (st.has_meta("run.backend") && st.get("run.backend") != backend) {
         const std::string& saved = st.get("run.backend");
         auto precision = [](const std::string& b) { return b.substr(b.find(' ') + 1); };  // "cuda bf16" -> "bf16"
@@ -188,11 +192,13 @@ inline void notice_other_arithmetic(const TrainState& st, const std::string& bac
                     precision(saved) != precision(backend) ? ", another precision" : "");
         return;
     }
-    const int64_t saved = st.has_meta("run.cpu_threads") ? st.get_i64("run.cpu_threads") : 0;
-    if (threads > 0 && saved > 0 && saved != threads)
-        std::printf("notice: the checkpoint was written with %lld CPU threads, this run has %d: the CPU backend's "
-                    "sums depend on the thread count, so the continuation is not bit-exact (OMP_NUM_THREADS=%lld "
-                    "makes it so)\n", (long long)saved, threads, (long long)saved);
+    const std::string saved = st.has_meta("run.cpu_threads") ? st.get("run.cpu_threads") : "0";
+    if (threads.empty() || threads == "0" || saved == "0" || saved == threads) return;
+    auto spelled = [](const std::string& t) { return t.find(',') == std::string::npos ? t : "per rank " + t; };
+    std::printf("notice: the checkpoint was written with %s CPU threads, this run has %s: the CPU backend's sums depend "
+                "on the thread count, so the continuation is not bit-exact (OMP_NUM_THREADS=%s%s makes it so)\n",
+                spelled(saved).c_str(), spelled(threads).c_str(), saved.c_str(),
+                saved.find(',') == std::string::npos ? "" : ", rank by rank,");
 }
 
 // A checkpoint of an fp32 backend ("cpu fp32", "cuda fp32") holds no master weights: its weights are them. True when
@@ -258,7 +264,7 @@ struct RunState {
     int ranks = 1, zero = 0;
     bool prac_shared = false;
     std::string backend;       // backend_of_run
-    int cpu_threads = 0;       // the CPU backend's OpenMP threads (its sums' order), 0 for the CUDA backend
+    std::string cpu_threads;   // the CPU backend's OpenMP threads (its sums' order): cpu_threads_of_ranks; "" on CUDA
     int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip's counts (its limit goes on counting)
     bool replaces_earlier_run = false;  // --overwrite's first checkpoint: the others in the directory are removed
     std::string train_shards;  // data_fingerprint of the training files (train/trainer.h)
@@ -285,7 +291,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);
     st.set("run.backend", rs.backend);
-    st.set_i64("run.cpu_threads", rs.cpu_threads);
+    st.set("run.cpu_threads", rs.cpu_threads.empty() ? "0" : rs.cpu_threads);
     st.set_i64("run.skipped_in_a_row", rs.skipped_in_a_row);
     st.set_i64("run.skipped_total", rs.skipped_total);
     for (const auto& [name, data] : rs.optim) st.add_f32(name, data.data(), {(int64_t)data.size()});

@@ -202,6 +202,7 @@ struct Trainer {
     MetricsLog log;
     std::unique_ptr<Optimizer<Backend>> opt;
     GradientSync<Backend> grads;
+    const std::string cpu_threads;  // the ranks' OpenMP threads as checkpoints record them (RunSetup; "" on CUDA)
     int start_step = 0;  // 0, or the step --resume continues from
     static constexpr bool cpu_backend = std::is_same<Backend, CpuBackend>::value;
 
@@ -248,7 +249,8 @@ struct Trainer {
                 opts.zero == 1 && ranks > 1 ? comm.shard_begin(model.param_buffer_numel, rank) : 0,
                 opts.zero == 1 && ranks > 1 ? comm.shard_end(model.param_buffer_numel, rank)
                                             : model.param_buffer_numel,
-                opts.overlap_comm) {
+                opts.overlap_comm),
+          cpu_threads(s.cpu_threads) {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
         if (train_data) check_ranks_read_the_same_data(train_data->files(), train_shards, "--train-data");
         if (train_data && rank == 0) data_warning += shard_layouts_warning(train_data->info(), val.info());
@@ -721,7 +723,7 @@ struct Trainer {
         rs.zero = opts.zero;
         rs.prac_shared = opts.prac_shared;
         rs.backend = backend_of_run<Backend>();
-        rs.cpu_threads = cpu_backend ? omp_get_max_threads() : 0;
+        rs.cpu_threads = cpu_threads;
         rs.skipped_in_a_row = skipped_in_a_row;
         rs.skipped_total = skipped_total;
         rs.replaces_earlier_run = opts.overwrite && !wrote_checkpoint;
@@ -1294,7 +1296,7 @@ struct Trainer {
             skipped_in_a_row = (int)st.get_i64("run.skipped_in_a_row");
             skipped_total = (int)st.get_i64("run.skipped_total");
         }
-        notice_other_arithmetic(st, backend_of_run<Backend>(), cpu_backend ? omp_get_max_threads() : 0);
+        notice_other_arithmetic(st, backend_of_run<Backend>(), cpu_threads);
         if (!opts.dump_site.empty() && opts.dump_step < start_step)
             std::printf("warning: --dump-step %d is before step %d, where this run resumes: nothing will be dumped\n",
                         opts.dump_step, start_step);
