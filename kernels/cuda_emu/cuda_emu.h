@@ -21,8 +21,8 @@
 // no locking.
 //
 // Checking (the emulated build is compiled with AddressSanitizer): each block's shared memory is its own heap
-// allocation of exactly the declared size, filled with 0xff bytes (NaN for floats) so reads of unwritten shared
-// memory show; ASan catches out-of-bounds accesses to it and to cudaMalloc'ed buffers. The kernel sources are also
+// allocation of exactly the declared size, filled with 0x7f bytes (3.39e38 for fp32 and bf16) so reads of unwritten
+// shared memory show; ASan catches out-of-bounds accesses to it and to cudaMalloc'ed buffers. The kernel sources are also
 // compiled with -fsanitize-coverage=trace-loads,trace-stores, whose callbacks (exec.cpp) record, per byte of shared
 // memory, who wrote and read it since the last barrier: two threads touching the same byte between barriers with
 // at least one write is reported as a race (what compute-sanitizer --tool racecheck reports). Per byte of every

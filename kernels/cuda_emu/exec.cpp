@@ -341,7 +341,9 @@ void* add_region(Exec* ex, const void* key, size_t bytes, size_t align) {
         std::fprintf(stderr, "cuda_emu: out of host memory for %zu bytes of shared memory\n", bytes);
         std::abort();
     }
-    std::memset(p, 0xff, bytes);  // unwritten shared memory reads as NaN / -1, never as a plausible 0
+    // unwritten shared memory reads as 3.39e38 (fp32, bf16) / 2.1e9 (int32), never a plausible value: a sum or a
+    // max-reduction with an unwritten slot is far off (0xff's NaN vanished in fmaxf, the max-reductions' function)
+    std::memset(p, 0x7f, bytes);
     Region r{reinterpret_cast<uintptr_t>(p), reinterpret_cast<uintptr_t>(p) + bytes, key, SIZE_MAX};
     if (race_check_enabled()) {
         r.cells = g_cells_used;

@@ -541,7 +541,9 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
     }
     void* p = nullptr;
     if (posix_memalign(&p, 256, size) != 0) return ret(cudaErrorMemoryAllocation);
-    std::memset(p, 0xa5, size);  // cudaMalloc does not clear: garbage, never a convenient 0
+    // cudaMalloc does not clear: garbage, never a convenient value. 0x7f bytes read as 3.39e38 in fp32 and bf16 (and
+    // 2.1e9 as int32), so a sum into an unzeroed buffer is far off (0xa5's -2.9e-16 was as good as a zero)
+    std::memset(p, 0x7f, size);
     track_device_buffer(p, size);
     std::lock_guard<std::mutex> lock(g_mu);
     g_allocs[p] = size;

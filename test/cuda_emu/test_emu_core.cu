@@ -96,6 +96,34 @@ TEST_F(EmuTest, SharedMemoryTreeSumWithBarriers) {
     EXPECT_EQ(cuda_emu::races_seen(), races0);
 }
 
+// ---- memory nobody wrote --------------------------------------------------------------------------------------
+// cudaMalloc does not clear, and a kernel that adds into a buffer nobody zeroed (or reduces over a shared slot
+// nobody wrote) is wrong on a GPU whatever garbage is there; the emulation's fill makes it far off. Were the fill a
+// near-zero (0xa5 bytes: -2.9e-16) or a NaN that fmaxf drops (0xff), these results came out right.
+__global__ void add_one_kernel(float* acc) { acc[threadIdx.x] += 1.0f; }
+__global__ void max_with_a_slot_unwritten_kernel(float* out) {
+    __shared__ float slot[32];
+    if (threadIdx.x < 31) slot[threadIdx.x] = (float)threadIdx.x;  // slot 31 is never written
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float m = -INFINITY;
+        for (int i = 0; i < 32; i++) m = fmaxf(m, slot[i]);
+        out[0] = m;
+    }
+}
+
+TEST_F(EmuTest, MemoryNobodyWroteReadsAsFarOff) {
+    DevBuf<float> acc(32), out(1);
+    add_one_kernel<<<1, 32>>>(acc.p);  // (no cudaMemset first)
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    for (float v : acc.get()) EXPECT_GT(std::fabs(v), 1e38f) << "an unzeroed sum must not read as 1";
+    max_with_a_slot_unwritten_kernel<<<1, 32>>>(out.p);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_GT(out.get()[0], 1e38f) << "the unwritten slot must not vanish from a max (30 is the written slots')";
+    DevBuf<__nv_bfloat16> h(4);
+    for (__nv_bfloat16 v : h.get()) EXPECT_GT(std::fabs(__bfloat162float(v)), 1e38f) << "bf16 reads it far off too";
+}
+
 // Dynamic shared memory: its size is the launch's third argument; above 48 KiB only after cudaFuncSetAttribute.
 __global__ void dyn_smem_kernel(float* out, int n) {
     extern __shared__ float buf[];
