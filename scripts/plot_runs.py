@@ -23,10 +23,22 @@ measured; only the update was left out), its null loss does not (the weights aft
 all of the last 10 are such), so a run stopped at its first non-finite loss reads as the mean of the steps before
 it with those counts beside it. A null loss on a step not marked skipped (a log of an older trainer) counts as NaN:
 the cell reads "nan (N non-finite steps)"; a null final val loss reads "nan". A step of padding alone ("padding":true,
-its loss null: no update, nothing to score) is no loss at all: left out, and counted as "N padding steps". Then one line per run for scripts: "RESULT step_time
+its loss null: no update, nothing to score) is no loss at all: left out, and counted as "N padding steps"; this
+mean is scripts/run_log.py's train_loss, the repro tables' too. On the loss curve a non-finite loss, skipped or not,
+is a gap (the line is not drawn across it, and --smooth's running mean starts again after it), a finite step between
+two gaps a marker; a skipped step's finite loss is drawn; a padding step is left out and is no gap (no update: the
+line goes on across it). An evaluation with a finite val loss but a null val_ppl (exp overflowed: inf in the table)
+is a gap in the perplexity curve and gets a line after the table: "LABEL: N evaluation(s) with a finite val loss but
+a perplexity past a double's range ...". Then one line per run for scripts: "RESULT step_time
 run=LABEL steps=N median_ms=... worst_ms=... worst_step=S worst_over_median=..." (N: the steps timed, as the median's). Needs matplotlib for the PNG
 (pip install matplotlib); --no-plot: the table only. --out's directory must exist; its extension picks the format
 (.png, .pdf, .svg, ... as matplotlib writes them).
+
+A run's label (its table row, RESULT line and legend entry) is its log's file name without the extension; logs of one
+name (runs/A/metrics.jsonl and runs/B/metrics.jsonl, each run's --log metrics.jsonl) get as many of their folders as
+tell them apart (A/metrics, B/metrics). --labels a,b gives them instead, one per log, all different (a label given
+twice is refused, as is a log given twice without --labels). A JSON file that is not a run log (an object without
+"type" or "step": prac_analyze --json's output) is refused with a line saying so.
 
 Fine-tuning logs (finetune_roberta): their glue_eval records' dev score is the metric of the task's column in the PRAC
 paper's Table 5 (scripts/repro/table5.py's COLUMN: Matthews for CoLA, Pearson for STS-B, F1 for MRPC, accuracy
@@ -57,7 +69,8 @@ import signal
 import sys
 
 from save_figure import other_file_at, save_figure  # scripts/save_figure.py
-from run_log import GLUE_SCORES, LogError, drop_replayed, read_records  # scripts/run_log.py
+# scripts/run_log.py: how a log is read, and the final train loss, one rule for this table and the repro tables'
+from run_log import GLUE_SCORES, LogError, drop_replayed, finite, read_records, skipped, train_loss
 
 
 # the dev score of a fine-tuning log's glue_eval records: the metric of the task's column in Table 5 (as
@@ -109,13 +122,52 @@ def run_styles(n, colours):
 
 
 def running_mean(xs, k):
+    """The mean of each x and the up to k - 1 before it, none from before a gap: a NaN (a non-finite loss) stays NaN
+    and starts the window again, so a mean never joins the steps either side of a divergence."""
     out, acc = [], []
     for x in xs:
+        if math.isnan(x):
+            acc = []
+            out.append(math.nan)
+            continue
         acc.append(x)
         if len(acc) > k:
             acc.pop(0)
         out.append(sum(acc) / len(acc))
     return out
+
+
+def lone_points(ys):
+    """The indices of the finite ys with no finite neighbour (a NaN or the end each side): a line has no segment
+    there, so they need a marker to be seen (one step between two non-finite ones, a one-step run)."""
+    def gap(i):
+        return i < 0 or i >= len(ys) or math.isnan(ys[i])
+    return [i for i in range(len(ys)) if not gap(i) and gap(i - 1) and gap(i + 1)]
+
+
+def draw(a, xs, ys, **style):
+    """A run's line on the panel a, its lone points (lone_points) marked: a line of one point is not drawn."""
+    lone = lone_points(ys)
+    a.plot(xs, ys, **style, **(dict(marker="o", markersize=3, markevery=lone) if lone else {}))
+
+
+def default_labels(paths):
+    """Each log's file name without its extension; logs of one name (runs/A/metrics.jsonl, runs/B/metrics.jsonl:
+    the README's --log metrics.jsonl) get as many of their folders as tell them apart (A/metrics, B/metrics), and
+    those that no folder tells apart (a.jsonl and a.json) the paths as given. The same log named twice: None."""
+    parts = [os.path.normpath(os.path.abspath(p)).split(os.sep) for p in paths]
+    parts = [x[:-1] + [os.path.splitext(x[-1])[0]] for x in parts]
+    depth = [1] * len(paths)
+    while True:
+        labels = ["/".join(x[-d:]).lstrip("/") for x, d in zip(parts, depth)]
+        clash = [i for i, l in enumerate(labels) if labels.count(l) > 1]
+        longer = [i for i in clash if depth[i] < len(parts[i])]
+        if not longer:
+            break
+        for i in longer:
+            depth[i] += 1
+    labels = [p if i in clash else l for i, (l, p) in enumerate(zip(labels, paths))]
+    return labels if len(set(labels)) == len(labels) else None
 
 
 def num(x, fmt):
@@ -126,27 +178,6 @@ def num(x, fmt):
     if not math.isfinite(x):
         return str(x)
     return f"{x:.3e}" if abs(x) >= 1e7 else fmt.format(x)
-
-
-def finite(x):
-    return x is not None and math.isfinite(x)
-
-
-def skipped(s):
-    """A step whose update the trainer did not apply: "skipped":true (--on-nonfinite skip), or a null (non-finite)
-    gradient norm, which it never applies (it skips the step, or logs it and stops)."""
-    return s.get("skipped") is True or ("grad_norm" in s and s["grad_norm"] is None)
-
-
-def train_loss(steps):
-    """(mean loss of the last 10 step records, how many step records of the run have a non-finite loss). The trainer
-    writes a NaN or infinite loss as null (train/metrics_log.h): a null counts as NaN here, so a run that diverged
-    shows nan, not the mean of the finite steps before its divergence. A skipped step's null is left out: its update
-    was not applied, so the weights after it are those before (nan when nothing of the last 10 is left)."""
-    losses = [(s["loss"], skipped(s)) for s in steps if "loss" in s and s.get("padding") is not True]
-    bad = sum(not finite(x) for x, _ in losses)
-    tail = [x if finite(x) else math.nan for x, skip in losses[-10:] if finite(x) or not skip]
-    return (sum(tail) / len(tail) if tail else math.nan if losses else None), bad
 
 
 def val(e):
@@ -216,7 +247,8 @@ def main():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (| head: end quietly, not with a BrokenPipeError traceback)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("logs", nargs="+")
-    ap.add_argument("--labels", help="comma-separated labels (default: file names)")
+    ap.add_argument("--labels", help="comma-separated labels, one per log, all different (default: the file names "
+                    "without extension; logs of one name with their folders: A/metrics, B/metrics)")
     ap.add_argument("--out", default="runs.png", help="output PNG")
     ap.add_argument("--smooth", type=int, default=1, help="running mean over this many steps for the loss curve")
     ap.add_argument("--title", default="")
@@ -240,9 +272,17 @@ def main():
         other = other_file_at(args.out)
         if other:
             sys.exit(f"--out {args.out}: {other}")
-    labels = args.labels.split(",") if args.labels else [os.path.splitext(os.path.basename(p))[0] for p in args.logs]
+    # a label names a run in the table, its RESULT line and the legend: two runs of one label read as one
+    labels = args.labels.split(",") if args.labels else default_labels(args.logs)
+    if labels is None:
+        twice = sorted({p for p in args.logs if args.logs.count(p) > 1})
+        sys.exit(f"{', '.join(twice)}: given more than once (to plot it twice, give --labels a label for each)")
     if len(labels) != len(args.logs):
         sys.exit("--labels must name every log")
+    twice = sorted({l for l in labels if labels.count(l) > 1})
+    if twice:
+        sys.exit(f"--labels {args.labels}: {', '.join(repr(l) for l in twice)} labels more than one log (the table's "
+                 f"rows, RESULT lines and the legend would not tell those runs apart): give each log its own label")
     loaded, empty = [], []
     for label, p in zip(labels, args.logs):
         steps, evals, evalonly, glue, dropped = load(p)
@@ -320,6 +360,14 @@ def main():
                   f"{num(e.get('hellaswag_acc'), '{:.4f}')}, {e['hellaswag_examples']} examples) at step {e['step']}")
     for line in diverged:
         print(line)
+    for label, _, evals, _ in runs:
+        # a null val_ppl of a finite val_loss: exp's overflow (past ~709.78 nats), no point on the perplexity curve
+        # (a gap there, as a non-finite loss is), so it is said here; the table's last one reads inf
+        over = [e for e in evals if "val_ppl" in e and e["val_ppl"] is None and finite(e.get("val_loss"))]
+        if over:
+            print(f"{label}: {len(over)} evaluation(s) with a finite val loss but a perplexity past a double's range "
+                  f"(val_ppl null: exp(val_loss) overflows), the first at step {over[0].get('step')} (val loss "
+                  f"{num(over[0]['val_loss'], '{:.4f}')}): inf in the table, a gap in the perplexity curve")
     for line in results:
         print(line)
     if args.no_plot:
@@ -338,21 +386,26 @@ def main():
     scores = not any(evals for _, _, evals, _ in runs) and any(glue for _, _, _, glue in runs)
     styles = run_styles(len(runs), plt.rcParams["axes.prop_cycle"].by_key()["color"])
     for (label, steps, evals, glue), (c, ls) in zip(runs, styles):  # a run's style in every panel
-        xs = [s["step"] for s in steps if s.get("loss") is not None]
-        ys = running_mean([s["loss"] for s in steps if s.get("loss") is not None], args.smooth)
-        ax[0].plot(xs, ys, label=label, linewidth=1.2, color=c, linestyle=ls)
+        # a non-finite loss (null; skipped or not) is NaN: a gap in the line, which --smooth's mean does not cross
+        # (a line drawn across it read as a run that went on training). A padding step ("padding":true, its loss
+        # null: no batch, no update, the weights those of the step before) is no loss and no gap: left out, as in
+        # the table's mean, the line going on across it. A skipped step's finite loss was measured: drawn.
+        lossy = [s for s in steps if "loss" in s and s.get("padding") is not True]
+        ys = running_mean([s["loss"] if finite(s["loss"]) else math.nan for s in lossy], args.smooth)
+        draw(ax[0], [s["step"] for s in lossy], ys, label=label, linewidth=1.2, color=c, linestyle=ls)
         if scores and glue:  # a null (undefined) score is a gap
             ax[1].plot([g["step"] for g in glue], [dev_score(g) for g in glue], marker="o", label=label, color=c, linestyle=ls)
         elif evals:  # a null (non-finite) perplexity is a gap, as the non-finite losses are
             ax[1].plot([e["step"] for e in evals], [e["val_ppl"] if finite(e.get("val_ppl")) else math.nan
                                                     for e in evals], marker="o", label=label, color=c, linestyle=ls)
         mem = [s for s in steps if s.get("mem_peak_bytes") is not None]
-        ax[2].plot([s["step"] for s in mem], [s["mem_peak_bytes"] / 2**20 for s in mem], label=label, color=c, linestyle=ls)
+        draw(ax[2], [s["step"] for s in mem], [s["mem_peak_bytes"] / 2**20 for s in mem], label=label, color=c,
+             linestyle=ls)
         timed = [s for s in steps if s.get("ms_per_step") is not None]
-        ax[3].plot([s["step"] for s in timed], [s["ms_per_step"] for s in timed], label=label, linewidth=0.8,
-                   color=c, linestyle=ls)
+        draw(ax[3], [s["step"] for s in timed], [s["ms_per_step"] for s in timed], label=label, linewidth=0.8,
+             color=c, linestyle=ls)
         rated = [s for s in steps if finite(s.get("lr"))]
-        ax[4].plot([s["step"] for s in rated], [s["lr"] for s in rated], label=label, color=c, linestyle=ls)
+        draw(ax[4], [s["step"] for s in rated], [s["lr"] for s in rated], label=label, color=c, linestyle=ls)
         hs = [e for e in evals if e.get("hellaswag_examples")]
         if hellaswag and hs:
             ax[5].plot([e["step"] for e in hs], [e["hellaswag_acc_norm"] if finite(e.get("hellaswag_acc_norm"))

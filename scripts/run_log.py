@@ -1,5 +1,6 @@
 """How a training log is read, one rule for every reader of it (scripts/plot_runs.py and the repro tables'
-summaries, scripts/repro/common.py): its records checked (read_records), and the replay rule (drop_replayed).
+summaries, scripts/repro/common.py): its records checked (read_records), the replay rule (drop_replayed), and the
+final train loss (train_loss: which steps' losses count, and how a non-finite one shows).
 
 A resumed run (--resume) starts again after its checkpoint's step, and the trainer appends to the log
 (train/metrics_log.h): the steps the earlier process ran past that checkpoint, and their evaluations, are written
@@ -7,6 +8,7 @@ again. The log's last process is the run: from a replayed step on, the earlier p
 including those past where the resumed run stopped (a resume with fewer --steps, or one stopped again)."""
 
 import json
+import math
 import sys
 
 RULED = ("step", "eval", "glue_eval")  # the records with a place in the run's step order
@@ -41,6 +43,11 @@ def check_record(rec, path, n):
     for key in ("skipped", "eval_only"):
         if key in rec and not isinstance(rec[key], bool):
             raise LogError(f"{path}:{n}: \"{key}\" is {json.dumps(rec[key])}, not true or false")
+    if "type" not in rec and "step" not in rec:
+        # another tool's JSON (prac_analyze --json's spectrum, a config): said as such, not as a damaged step record
+        keys = ", ".join(sorted(rec)[:6]) + (", ..." if len(rec) > 6 else "")
+        raise LogError(f"{path}:{n}: not a run log (the --log JSONL of train_gpt2, train_llama or finetune_roberta): "
+                       f"a JSON object without \"type\" or \"step\"" + (f" (its keys: {keys})" if rec else " ({})"))
     if rec.get("type", "step") in RULED and rec.get("step") is None:
         raise LogError(f"{path}:{n}: a {rec.get('type', 'step')} record without \"step\"")
 
@@ -104,3 +111,26 @@ def drop_replayed(recs):
             last = at
         kept.append(rec)
     return kept, dropped
+
+
+def finite(x):
+    return x is not None and math.isfinite(x)
+
+
+def skipped(s):
+    """A step whose update the trainer did not apply: "skipped":true (--on-nonfinite skip), or a null (non-finite)
+    gradient norm, which it never applies (it skips the step, or logs it and stops)."""
+    return s.get("skipped") is True or ("grad_norm" in s and s["grad_norm"] is None)
+
+
+def train_loss(steps):
+    """(mean loss of the last 10 step records, how many step records of the run have a non-finite loss), None for
+    the mean where no step has a loss. The trainer writes a NaN or infinite loss as null (train/metrics_log.h): a null
+    counts as NaN here, so a run that diverged shows nan, not the mean of the finite steps before its divergence. A
+    skipped step's null is left out: its update was not applied, so the weights after it are those before (nan when
+    nothing of the last 10 is left); the count says it was there. A step of padding alone ("padding":true, its loss
+    null: no batch, no update) is no loss at all: left out, and not counted as non-finite."""
+    losses = [(s["loss"], skipped(s)) for s in steps if "loss" in s and s.get("padding") is not True]
+    bad = sum(not finite(x) for x, _ in losses)
+    tail = [x if finite(x) else math.nan for x, skip in losses[-10:] if finite(x) or not skip]
+    return (sum(tail) / len(tail) if tail else math.nan if losses else None), bad

@@ -4,7 +4,9 @@
 # a diverged run (null losses), skipped steps and a log without memory data; tokens/s as tokens over time; an
 # --eval-only record kept off the curve and the final val loss; fine-tuning logs' dev scores (glue_eval records) and a
 # log with nothing to plot (only a memory record); --hellaswag's scores; refused arguments; and scripts/plot_spectrum.py's
-# output extension; a write that fails part way (full disk) leaves the earlier picture whole.
+# output extension; a write that fails part way (full disk) leaves the earlier picture whole; default labels of logs of
+# one file name, --labels given twice, the loss curve's gaps (non-finite losses, --smooth, a lone step's marker), an
+# overflowed perplexity's line, a JSON file that is not a run log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -265,6 +267,22 @@ out=$(python3 scripts/plot_runs.py --no-plot "$W/run.jsonl" "$W/memonly.jsonl" 2
 [ "$rc" = 0 ] && grep -qx "memonly: $W/memonly.jsonl has no step or evaluation record: left out of the table and the plot" <<<"$out" \
   && ! grep -q '^| memonly' <<<"$out" && grep -q '^| run | 10 |' <<<"$out" \
   && ok "a log holding only a memory record is left out, with a line" || bad "a memory-only log beside another: exit $rc: $out"
+# logs of one file name (the README's --log metrics.jsonl, one folder per run): each its own label, as much of its
+# path as tells them apart, in the table, the RESULT lines (and the legend, below); they all read "metrics"
+mkdir -p "$W/A" "$W/B"; cp "$W/run.jsonl" "$W/A/metrics.jsonl"; cp "$W/run.jsonl" "$W/B/metrics.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/A/metrics.jsonl" "$W/B/metrics.jsonl" "$W/nomem.jsonl" 2>&1); rc=$?
+[ "$rc" = 0 ] && grep -q '^| A/metrics | 10 |' <<<"$out" && grep -q '^| B/metrics | 10 |' <<<"$out" \
+  && grep -q '^| nomem | 3 |' <<<"$out" && grep -q '^RESULT step_time run=A/metrics ' <<<"$out" \
+  && grep -q '^RESULT step_time run=B/metrics ' <<<"$out" \
+  && ok "logs of one file name: labelled A/metrics and B/metrics (nomem stays nomem)" || bad "labels of one file name: exit $rc: $out"
+# an evaluation whose perplexity overflowed (val_ppl null, val_loss finite: exp past a double's range) is a gap in
+# the perplexity curve: said in a line, not left to vanish
+{ cat "$W/nomem.jsonl"; echo '{"type":"eval","step":2,"val_loss":750.5,"val_ppl":null,"val_tokens":64}'
+  echo '{"type":"eval","step":3,"val_loss":4.5,"val_ppl":90.0,"val_tokens":64}'; } >"$W/pploverflow.jsonl"
+out=$(python3 scripts/plot_runs.py --no-plot "$W/pploverflow.jsonl" 2>&1)
+grep -qx "pploverflow: 1 evaluation(s) with a finite val loss but a perplexity past a double's range (val_ppl null: exp(val_loss) overflows), the first at step 2 (val loss 750.5000): inf in the table, a gap in the perplexity curve" <<<"$out" \
+  && ok "a perplexity that overflowed: a line says so" || bad "a perplexity that overflowed: no line: $out"
+
 echo '{"type":"glue_eval","task":"mrpc","split":"dev","step":2,"f1":"x"}' >"$W/gluetext.jsonl"
 if python3 -c 'import matplotlib' 2>/dev/null; then
   python3 scripts/plot_runs.py --out "$W/diverged.png" "$W/diverged.jsonl" "$W/nomem.jsonl" >/dev/null 2>&1 \
@@ -332,6 +350,41 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 PY
 )
   grep -qx 'colours noeval:1 run:1' <<<"$out" && ok "each run one colour in every panel" || bad "colours across panels: $out"
+  # the legend of logs of one file name: A/metrics and B/metrics (both read "metrics")
+  out=$(panels scripts/plot_runs.py --out "$W/panels.png" "$W/A/metrics.jsonl" "$W/B/metrics.jsonl" 2>&1)
+  grep -q '^training loss|A/metrics|' <<<"$out" && grep -q '^training loss|B/metrics|' <<<"$out" \
+    && ok "the PNG: logs of one file name, the legend A/metrics and B/metrics" || bad "the legend: $(grep '^training' <<<"$out")"
+  # the loss curve as drawn, its y values and marked points ("TITLE|LABEL|x ...|y ...|marker|markevery"): a
+  # non-finite loss (null, skipped or not) is a gap (NaN), --smooth's mean starts again after it, a lone finite step
+  # between two gaps is marked (a line has no segment there); a padding step is left out, no gap (the line goes on)
+  curves() {
+    python3 - "$@" <<'PY'
+import os, runpy, sys
+import matplotlib.figure
+def show(fig, *a, **k):
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            print(f"{ax.get_title()}|{line.get_label()}|" + " ".join(str(x) for x in line.get_xdata()) + "|" +
+                  " ".join(f"{y:g}" for y in line.get_ydata()) + f"|{line.get_marker()}|{line.get_markevery()}")
+matplotlib.figure.Figure.savefig = show
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(sys.argv[0]))
+runpy.run_path(sys.argv[0], run_name="__main__")
+PY
+  }
+  printf '{"type":"step","step":%d,"loss":%s%s}\n' 1 1 '' 2 2 '' 3 null ',"skipped":true' 4 10 '' 5 null ',"padding":true' \
+    6 20 '' 7 null '' 8 7 '' 9 null ',"skipped":true' >"$W/gaps.jsonl"
+  out=$(curves scripts/plot_runs.py --smooth 3 --out "$W/panels.png" "$W/gaps.jsonl" 2>&1)
+  grep -qx 'training loss (running mean 3)|gaps|1 2 3 4 6 7 8 9|1 1.5 nan 10 15 nan 7 nan|o|\[6\]' <<<"$out" \
+    && ok "the PNG: non-finite losses are gaps, --smooth not across them, a lone step marked, padding no gap" \
+    || bad "the loss curve's gaps: $(grep '^training' <<<"$out" || echo "$out")"
+  out=$(curves scripts/plot_runs.py --out "$W/panels.png" "$W/run.jsonl" 2>&1)
+  grep -qx 'training loss|run|1 2 3 4 5 6 7 8 9 10|5 5 5 5 5 5 5 5 5 5|None|None' <<<"$out" \
+    && ok "the PNG: a loss curve without gaps is a plain line (no markers)" || bad "the plain loss curve: $(grep '^training' <<<"$out")"
+  # an overflowed perplexity is a gap in the perplexity curve (the line above says so)
+  out=$(curves scripts/plot_runs.py --out "$W/panels.png" "$W/pploverflow.jsonl" 2>&1)
+  grep -qx 'validation perplexity|pploverflow|2 3|nan 90|o|None' <<<"$out" \
+    && ok "the PNG: an overflowed perplexity is a gap" || bad "the overflowed perplexity: $(grep '^validation' <<<"$out")"
 fi
 # a log cut in its last record (a run killed while writing it): that record skipped, said; the others plotted
 { cat "$W/run.jsonl"; printf '{"type":"step","step":11,"lo'; } >"$W/cut.jsonl"
@@ -349,6 +402,10 @@ refused() {  # refused WHAT PATTERN CMD...: CMD exits non-zero, prints PATTERN, 
 }
 refused "--smooth 0" "--smooth must be 1 or more" python3 scripts/plot_runs.py --smooth 0 --out "$W/s.png" "$W/run.jsonl"
 refused "--smooth -2" "--smooth must be 1 or more" python3 scripts/plot_runs.py --smooth -2 --out "$W/s.png" "$W/run.jsonl"
+refused "--labels a,a" "--labels a,a: 'a' labels more than one log" \
+  python3 scripts/plot_runs.py --no-plot --labels a,a "$W/A/metrics.jsonl" "$W/B/metrics.jsonl"
+refused "one log given twice without --labels" "$W/run.jsonl: given more than once" \
+  python3 scripts/plot_runs.py --no-plot "$W/run.jsonl" "$W/run.jsonl"
 refused "a missing log" "$W/missing.jsonl: cannot open the log" python3 scripts/plot_runs.py --no-plot "$W/missing.jsonl"
 # logs written by hand or by another tool: one line naming the line and what is wrong (they were tracebacks)
 echo '[1, 2]' >"$W/array.jsonl"
@@ -361,6 +418,11 @@ refused "a binary file" "binary.jsonl:1: not a JSON object" python3 scripts/plot
 echo '{"type":"step","loss":1.5}' >"$W/nostep.jsonl"
 refused "a step record without its step" 'nostep.jsonl:1: a step record without "step"' \
   python3 scripts/plot_runs.py --no-plot "$W/nostep.jsonl"
+# another tool's JSON (prac_analyze --json's spectrum): not a run log, said so (it read "a step record without step")
+echo '{"file":"x.npy","shape":[2,3],"singular_values":[2.0,1.0,0.5],"cumulative_energy":[0.76,0.95,1.0]}' >"$W/spectrum.json"
+refused "a JSON file that is not a run log" \
+  'spectrum.json:1: not a run log (the --log JSONL of train_gpt2, train_llama or finetune_roberta): a JSON object without "type" or "step" (its keys: cumulative_energy, file, shape, singular_values)' \
+  python3 scripts/plot_runs.py --no-plot "$W/spectrum.json"
 # prac_analyze --json files written by hand or by another tool: one line naming the field (they were tracebacks)
 python3 -c 'import matplotlib' 2>/dev/null && \
 for bad in '"shape":[256]' '"singular_values":null' '"ranks":{"r1":9,"r2":1,"k":1.0,"mode":"prac"}' \

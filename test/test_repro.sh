@@ -3,7 +3,8 @@
 # wrote its markdown table (with the expected row labels, and a legend of only the columns it has) and its PNG. The
 # scripts run from that directory with a relative --out (the trainer runs at the repository root: the scripts make
 # --out absolute). Also: --dry-run writes nothing, and each script's --help lists only its own flags; the refusals
-# (failed planner calls, --gpu-mem, --out a file, table4's micro-batch, table2's OOM fit) and a diverged log's nan,
+# (failed planner calls, --gpu-mem, --out a file, table4's micro-batch, table2's OOM fit), a diverged log's nan and
+# the train loss of padding and skipped steps (plot_runs.py's),
 # in seconds before the runs. Builds nothing: ./train_gpt2 and ./train_llama (and ./finetune_roberta) must exist at
 # the repository root. Without matplotlib the PNG checks are skipped (with a reason).
 set -u
@@ -324,6 +325,20 @@ s = C.summarize(sys.argv[1]); print(C.fmt_num(s["train_loss"]), C.fmt_num(s["val
       "$OUT/diverged.jsonl" 2>&1)
 [ "$got" = "nan nan nan" ] && ok "a diverged log's train loss, val loss and PPL read nan" \
   || bad "a diverged log reads '$got', want 'nan nan nan'"
+# a run that did not diverge: a step of padding alone ("padding":true, null loss: no loss at all) and a skipped step's
+# null loss (--on-nonfinite skip: its update left out) are left out of the final train loss, as plot_runs.py's table
+# leaves them (scripts/run_log.py's rule, one function for both): 5.0000, not nan
+printf '{"type":"step","step":%d,"loss":5.0,"grad_norm":1.0}\n' 1 2 3 4 5 >"$OUT/pad_skip.jsonl"
+echo '{"type":"step","step":6,"loss":null,"grad_norm":0,"padding":true}' >>"$OUT/pad_skip.jsonl"
+echo '{"type":"step","step":7,"loss":null,"grad_norm":null,"skipped":true}' >>"$OUT/pad_skip.jsonl"
+printf '{"type":"step","step":%d,"loss":5.0,"grad_norm":1.0}\n' 8 9 10 >>"$OUT/pad_skip.jsonl"
+got=$(python3 -c 'import sys; sys.path[:0] = ["scripts", "scripts/repro"]; import common as C, plot_runs
+s = C.summarize(sys.argv[1]); print(C.fmt_num(s["train_loss"], "{:.4f}"), s["skipped"], getattr(C, "train_loss", None) is plot_runs.train_loss)' \
+      "$OUT/pad_skip.jsonl" 2>&1)
+table=$(python3 scripts/plot_runs.py --no-plot --labels ps "$OUT/pad_skip.jsonl" 2>&1)
+[ "$got" = "5.0000 1 True" ] && grep -q '^| ps | 10 | 5.0000 (1 non-finite step, 1 skipped step, 1 padding step) |' <<<"$table" \
+  && ok "summarize: padding and skipped null losses left out of the train loss (5.0000), as plot_runs.py's table" \
+  || bad "summarize of padding / skipped steps: '$got', want '5.0000 1 True'; plot_runs.py: $(grep '^| ps' <<<"$table")"
 # --run-timeout: 0 or more seconds (a negative one killed every run at once), one line
 for s in table2 table5 memory; do
   refused "$s.py --run-timeout -1" "--run-timeout -1: must be 0 (never) or more seconds" \

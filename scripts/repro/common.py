@@ -24,7 +24,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from run_log import LogError, drop_replayed, read_records  # noqa: E402  scripts/run_log.py: plot_runs.py's rules
+from run_log import LogError, drop_replayed, read_records, skipped, train_loss  # noqa: E402  plot_runs.py's rules
 QUICK_CAVEAT = ("tiny models, a few dozen steps on the built-in corpus: checks the pipeline, not the paper's claims")
 
 # --quick budget: tiny models on the built-in corpus, CPU; a run takes about a second on 2 idle cores.
@@ -597,10 +597,11 @@ def summarize(path):
     both = [(s["tokens_per_s"], s["ms_per_step"]) for s in timed if s.get("tokens_per_s") and s.get("ms_per_step")]
     ms = sum(m for _, m in both)
     peaks = [s.get("mem_peak_bytes") or 0 for s in steps]
-    losses = [s["loss"] if s["loss"] is not None else math.nan for s in steps if "loss" in s]
-    return dict(steps=len(steps), val_loss=vl, ppl=ppl_from_loss(vl),
-                skipped=sum(bool(s.get("skipped")) for s in steps),
-                train_loss=sum(losses[-10:]) / len(losses[-10:]) if losses else None,
+    # plot_runs.py's final train loss (scripts/run_log.py's rule, so the two tables agree): a padding step's null is
+    # no loss, a skipped step's is left out (its update was not applied; the notes name the run's skipped steps):
+    # counted as NaN, either read nan for a run that had not diverged; a null on a step not skipped still reads nan
+    return dict(steps=len(steps), val_loss=vl, ppl=ppl_from_loss(vl), skipped=sum(skipped(s) for s in steps),
+                train_loss=train_loss(steps)[0],
                 tokens_per_s=sum(t * m for t, m in both) / ms if both else None,
                 ms_per_step=ms / len(both) if both else None, timed_steps=len(both),
                 mem_peak=max(peaks) if peaks and max(peaks) > 0 else None)
