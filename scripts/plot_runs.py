@@ -155,7 +155,10 @@ def default_labels(paths):
     """Each log's file name without its extension; logs of one name (runs/A/metrics.jsonl, runs/B/metrics.jsonl:
     the README's --log metrics.jsonl) get as many of their folders as tell them apart (A/metrics, B/metrics), and
     those that no folder tells apart (a.jsonl and a.json) the paths as given. The same log named twice: None."""
-    parts = [os.path.normpath(os.path.abspath(p)).split(os.sep) for p in paths]
+    whole = [os.path.normpath(os.path.abspath(p)) for p in paths]
+    if len(set(whole)) < len(whole):  # (a.jsonl and ./a.jsonl too)
+        return None
+    parts = [w.split(os.sep) for w in whole]
     parts = [x[:-1] + [os.path.splitext(x[-1])[0]] for x in parts]
     depth = [1] * len(paths)
     while True:
@@ -275,7 +278,8 @@ def main():
     # a label names a run in the table, its RESULT line and the legend: two runs of one label read as one
     labels = args.labels.split(",") if args.labels else default_labels(args.logs)
     if labels is None:
-        twice = sorted({p for p in args.logs if args.logs.count(p) > 1})
+        whole = [os.path.normpath(os.path.abspath(p)) for p in args.logs]
+        twice = sorted({p for p, w in zip(args.logs, whole) if whole.count(w) > 1})
         sys.exit(f"{', '.join(twice)}: given more than once (to plot it twice, give --labels a label for each)")
     if len(labels) != len(args.logs):
         sys.exit("--labels must name every log")

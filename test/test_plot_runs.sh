@@ -406,6 +406,8 @@ refused "--labels a,a" "--labels a,a: 'a' labels more than one log" \
   python3 scripts/plot_runs.py --no-plot --labels a,a "$W/A/metrics.jsonl" "$W/B/metrics.jsonl"
 refused "one log given twice without --labels" "$W/run.jsonl: given more than once" \
   python3 scripts/plot_runs.py --no-plot "$W/run.jsonl" "$W/run.jsonl"
+refused "one log given twice, spelled two ways" "given more than once" \
+  python3 scripts/plot_runs.py --no-plot "$W/run.jsonl" "$W/./run.jsonl"
 refused "a missing log" "$W/missing.jsonl: cannot open the log" python3 scripts/plot_runs.py --no-plot "$W/missing.jsonl"
 # logs written by hand or by another tool: one line naming the line and what is wrong (they were tracebacks)
 echo '[1, 2]' >"$W/array.jsonl"

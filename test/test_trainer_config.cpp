@@ -607,7 +607,7 @@ TEST(TrainerCli, SynonymsOfCommonFlagsSuggestOurSpelling) {
 // hint that tells to run "truncate -s". It fails on a hint such as "e.g. -i DIR".
 TEST(TrainerCli, EveryFlagNamedInAHintExists) {
     const std::vector<std::string> names = train_flag_names();
-    const std::vector<std::string> foreign = {"-np", "--host", "--gpus-per-task"};  // mpirun's and srun's (train/launch.h)
+    const std::vector<std::string> foreign = {"-np", "--host", "--bind-to", "-x", "--gpus-per-task"};  // mpirun's, srun's (train/launch.h)
     std::vector<std::string> prep_flags;
     {
         const std::string src = read_bytes(ROOT + "/tools/prep_data/options.cpp");
@@ -694,6 +694,19 @@ TEST(TrainerCli, CheckpointsHeldAtOnce) {
     EXPECT_EQ(checkpoints_at_once(3, 5, 3), 4);  // a resumed run's rotation counts the existing ones
     EXPECT_EQ(checkpoints_at_once(2, 1, 3), 3);
     EXPECT_EQ(checkpoints_at_once(0, 5, 1), 2);
+}
+
+// The checkpoints still to come (the start-up's disk-space warning, the ETA), against the trainer's rule written out
+// step by step: after step s (0-based) it checkpoints when --ckpt-every divides s + 1 and s + 1 < steps, and once
+// after the last step (a finished run resumed, first = steps + 1, writes none).
+TEST(TrainerCli, CheckpointsStillDueFollowTheStepRule) {
+    for (int steps = 1; steps <= 13; steps++)
+        for (int every = 0; every <= 14; every++)
+            for (int first = 1; first <= steps + 1; first++) {
+                int written = first <= steps;
+                for (int s = first - 1; s < steps; s++) written += every > 0 && (s + 1) % every == 0 && s + 1 < steps;
+                EXPECT_EQ(checkpoints_from(first, steps, every), written) << steps << " " << every << " " << first;
+            }
 }
 
 // The CPU backend's default evaluation budget: whole micro-batches within 1e11 forward FLOPs at 2 x parameters per
@@ -1347,6 +1360,15 @@ TEST(TrainerResumeKeys, FloatsToNineDigitsOtherOptimizersFlagsLeftOutEarlierSpel
     old.set("run.prac", prac_key(parse(std::vector<std::string>{})));  // "none lin 0.3,0.3 nonlin 0.2,0.2 t1 ..."
     EXPECT_NO_THROW(check_prac(old, parse({"--prac-linear-ranks", "2,2", "--prac-nonlinear-ranks", "2,2"})));
     EXPECT_THROW(check_prac(old, parse({"--prac", "prac"})), UserError);
+    // the ranks' OpenMP threads: run.cpu_threads stays rank 0's integer (builds before per-rank counts read it with
+    // get_i64), the ranks' own beside it where they differ
+    TrainState threads;
+    record_cpu_threads(threads, "1,2");
+    EXPECT_EQ(threads.get_i64("run.cpu_threads"), 1);
+    EXPECT_EQ(threads.get("run.cpu_threads_per_rank"), "1,2");
+    record_cpu_threads(threads = TrainState(), "4");
+    EXPECT_EQ(threads.get_i64("run.cpu_threads"), 4);
+    EXPECT_FALSE(threads.has_meta("run.cpu_threads_per_rank"));
     // a refusal names the flag that differs (compared in the checkpoint's own spelling: not every float differs)
     EXPECT_USER_ERROR(check(old, parse({"--lr", "2e-3", "--weight-decay", "0.1"})),
                       "it was written with --lr 0.001, this run has --lr 0.002\n");
@@ -1398,6 +1420,16 @@ TEST(FinetuneSchedule, IsHuggingFaces) {
     EXPECT_EQ(warmup_of_ratio(parsed({"--warmup-ratio", "0.1"}).warmup_ratio_value, 10), 1);
     EXPECT_EQ(warmup_of_ratio(parsed({"--warmup-ratio", "0.07"}).warmup_ratio_value, 100), 8);
     EXPECT_EQ(parsed({}).schedule, "linear");  // run_glue's default
+    // PRAC's ranks: Table 5's r1 = r2 = 2 on both classes (appendix D: rank r1 + r2 = 4); a class's fractions given
+    // alone replace its ranks (only its own), ranks given keep theirs
+    const FinetuneOptions table5 = parsed({}), lin = parsed({"--prac-linear", "0.25,0.25"}),
+                          both = parsed({"--prac-linear", "0.25,0.25", "--prac-linear-ranks", "4,4"});
+    EXPECT_EQ(table5.prac_linear_ranks, "2,2");
+    EXPECT_EQ(table5.prac_nonlinear_ranks, "2,2");
+    EXPECT_EQ(lin.prac_linear_ranks, "");
+    EXPECT_EQ(lin.prac_nonlinear_ranks, "2,2");
+    EXPECT_EQ(both.prac_linear_ranks, "4,4");
+    EXPECT_EQ(parsed({"--prac-nonlinear", "0.1,0.1"}).prac_nonlinear_ranks, "");
     for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
              {"--lr-schedule", "wsd"}, {"--warmup-ratio", "-0.1"}, {"--warmup-ratio", "0.1x"},
              {"--warmup-ratio", ""}, {"--warmup", "3", "--warmup-ratio", "0.1"}})

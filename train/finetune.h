@@ -22,7 +22,7 @@
 #include "common/error.h"
 #include "common/files.h"  // StagedDir
 #include "common/kill_point.h"
-#include "common/strings.h"  // human_duration, join
+#include "common/strings.h"  // human_duration, run_clock, join
 #include "data/glue.h"
 #include "data/glue_batches.h"
 #include "data/roberta_tokenizer.h"
@@ -149,7 +149,7 @@ struct FineTuner {
     int64_t tokens = 0;   // padded tokens of the step
     float loss = 0, norm = 0, lr = 0;
     std::chrono::steady_clock::time_point t0, run_start;
-    double train_ms = 0, eval_ms = 0;
+    double train_ms = 0, eval_ms = 0, first_step_ms = 0;  // (this process's first step: the start-up's)
     int steps_timed = 0, evals_timed = 0;
     int64_t padded_tokens = 0, padded_rows = 0;  // this process's training batches: their (B, Tb) summed
 
@@ -321,7 +321,7 @@ struct FineTuner {
     void end_step() {
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         train_ms += ms;
-        steps_timed++;
+        if (++steps_timed == 1) first_step_ms = ms;
         padded_tokens += tokens;
         padded_rows += (int64_t)B * micro_batches();
         step++;
@@ -391,9 +391,9 @@ struct FineTuner {
             std::printf("padding | %s: %.1f tokens per row on average over this run's training batches (the longest "
                         "example: %d)\n", opts.padding.c_str(), mean_len, T);
         // a resumed process's times are its own: the earlier processes' are in their outputs (and the log's steps)
-        std::printf("time  | %s %s (evaluation %s)\n", human_duration(wall).c_str(),
+        std::printf("time  | %s %s (evaluation %s)\n", run_clock(wall).c_str(),
                     resumed_at < 0 ? "total" : format("in this process, resumed at step %d", resumed_at).c_str(),
-                    human_duration(eval_ms / 1000.0).c_str());
+                    run_clock(eval_ms / 1000.0).c_str());
         if (ran) {  // (else the run's log holds its final record, and its last checkpoint is the one resumed from)
             std::vector<std::pair<std::string, double>> fields = {{"step", (double)step}, {"best", best},
                 {"best_epoch", (double)best_epoch}, {"final", last.primary()}, {"seconds", wall}};
@@ -757,7 +757,8 @@ struct FineTuner {
     // Seconds left: the remaining steps at the mean step time, and the evaluations still due (one per epoch) at
     // the mean evaluation time (before the first, its batches at a third of a training step each).
     double eta_seconds() const {
-        double step_ms = train_ms / std::max(1, steps_timed);
+        // (the first step left out once there are others: it holds the start-up, every PRAC site's first refresh)
+        double step_ms = steps_timed > 1 ? (train_ms - first_step_ms) / (steps_timed - 1) : train_ms;
         // (after step `step`: epochs whose last step is at or after it; a resume's earlier ones were evaluated)
         int evals_left = opts.epochs - (step - 1) / steps_per_epoch;
         double one_eval = evals_timed ? eval_ms / evals_timed : dev_batches() * step_ms / 3.0;
@@ -815,7 +816,7 @@ struct FineTuner {
         st.adam_t = opt->steps();
         for (const auto& [k, v] : keys()) st.set("run." + k, v);
         st.set("run.backend", backend_of_run<Backend>());
-        st.set("run.cpu_threads", cpu_threads());
+        record_cpu_threads(st, cpu_threads());
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // --optimizer-states 8bit: AdamW's codes
                 std::vector<uint8_t> bytes(t.numel);

@@ -4,6 +4,7 @@
 // and turns an error on any rank into a message and a non-zero exit of every rank.
 #pragma once
 #include <omp.h>
+#include <sched.h>   // sched_getaffinity
 #include <unistd.h>  // gethostname, sleep
 
 #include <csignal>
@@ -20,6 +21,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "common/files.h"  // file_size_limit_as_error, closed_stdout_as_error
+#include "common/strings.h"  // format, join
 #include "kernels/cpu_backend.h"
 // The CUDA backend is visible only where nvcc compiles (the .cu mains), or where the CPU execution layer does
 // (kernels/cuda_emu/); C++ files that include this header see the CPU backend alone.
@@ -148,40 +150,59 @@ inline void print_cpu_device(int gpus) {
                 gpus > 0 ? "" : "; fine for small models only");
 }
 
-// The CPU backend's OpenMP threads of every rank as a checkpoint records them (run.cpu_threads: "N" when every rank
-// has N, else each rank's, "1,2"): its sums' order, so a resume with other counts is said (notice_other_arithmetic;
-// rank 0's count alone let a rank 1 with another count pass unsaid). A collective, which also says (rank 0) where a
-// node's ranks run more threads than it has cores: they take turns on the cores (mpirun --bind-to none without
-// OMP_NUM_THREADS gives every rank all of them; 2 ranks on 2 cores took 1.5-2x the time per step).
+// The CPU backend's OpenMP threads of every rank as a checkpoint records them (record_cpu_threads: "N" when every
+// rank has N, else each rank's, "1,2"): its sums' order, so a resume with other counts is said (notice_other_arithmetic;
+// rank 0's count alone let a rank 1 with another count pass unsaid). A collective, which also says (rank 0) where
+// threads take turns on cores, each step slower: a node's ranks with more threads than it has cores (mpirun
+// --bind-to none without OMP_NUM_THREADS gives every rank all of them: 1.5-2x the time per step at 2 ranks on 2
+// cores), or a rank with more threads than the cores it may run on (its affinity: mpirun's --bind-to core, a cpuset).
 inline std::string cpu_threads_of_ranks(Comm& comm) {
-    const int mine = omp_get_max_threads();
+    cpu_set_t mask;
+    const int mine = omp_get_max_threads(),
+              allowed = sched_getaffinity(0, sizeof mask, &mask) == 0 ? CPU_COUNT(&mask) : mine;
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    std::vector<int> threads;
+    std::vector<std::string> threads;
     std::map<std::string, std::pair<long, long>> node;  // host -> (its ranks' threads, its cores)
     std::map<std::string, int> ranks_of;
-    for (const std::string& r : all_gather_string(comm, format("%d %ld %s", mine, cores, host_name().c_str()))) {
-        std::istringstream in(r);
-        int t = 0;
+    std::string bound;  // the ranks with more threads than their affinity allows
+    const std::vector<std::string> all =
+        all_gather_string(comm, format("%d %d %ld %s", mine, allowed, cores, host_name().c_str()));
+    for (size_t r = 0; r < all.size(); r++) {
+        std::istringstream in(all[r]);
+        int t = 0, a = 0;
         long c = 0;
         std::string host;
-        in >> t >> c >> host;
-        threads.push_back(t);
+        in >> t >> a >> c >> host;
+        threads.push_back(std::to_string(t));
         node[host].first += t;
         node[host].second = c;
         ranks_of[host]++;
+        if (t > a) bound += format("%srank %zu has %d threads on the %d core%s it may run on", bound.empty() ? "" : "; ",
+                                   r, t, a, a == 1 ? "" : "s");
     }
-    if (comm.rank() == 0)
-        for (const auto& [host, tc] : node)
-            if (tc.first > tc.second)
-                std::printf("notice: %s runs %d rank%s with %ld OpenMP threads in all on %ld cores: they take turns "
-                            "on the cores, each step slower\n---> HINT: OMP_NUM_THREADS=%ld per rank (mpirun -x "
-                            "OMP_NUM_THREADS=%ld), the cores over the ranks of a node\n", host.c_str(), ranks_of[host],
-                            ranks_of[host] == 1 ? "" : "s", tc.first, tc.second,
-                            std::max(1L, tc.second / ranks_of[host]), std::max(1L, tc.second / ranks_of[host]));
-    const bool uniform = std::all_of(threads.begin(), threads.end(), [&](int t) { return t == threads[0]; });
-    std::string out;
-    for (size_t r = 0; r < (uniform ? 1 : threads.size()); r++) out += (r ? "," : "") + std::to_string(threads[r]);
-    return out;
+    if (comm.rank() == 0) {
+        bool said = false;  // (a node's notice covers its ranks' affinity)
+        for (const auto& [host, tc] : node) {
+            const int n = ranks_of[host];
+            const long fit = std::max(1L, tc.second / n);
+            if (tc.first <= tc.second) continue;
+            said = true;
+            if (all.size() == 1)
+                std::printf("notice: %ld OpenMP threads on %ld cores take turns on them, each step slower\n---> HINT: "
+                            "OMP_NUM_THREADS=%ld\n", tc.first, tc.second, tc.second);
+            else
+                std::printf("notice: %s runs %d rank%s with %ld OpenMP threads in all on %ld cores: they take turns on "
+                            "the cores, each step slower\n---> HINT: OMP_NUM_THREADS=%ld per rank (mpirun --bind-to "
+                            "none -x OMP_NUM_THREADS=%ld), the cores over the ranks of a node\n", host.c_str(), n,
+                            n == 1 ? "" : "s", tc.first, tc.second, fit, fit);
+        }
+        if (!bound.empty() && !said)
+            std::printf("notice: %s: they take turns on those cores, each step slower\n---> HINT: as many "
+                        "threads as cores a rank may use (OMP_NUM_THREADS), or mpirun --bind-to none\n",
+                        bound.c_str());
+    }
+    const bool uniform = std::all_of(threads.begin(), threads.end(), [&](const std::string& t) { return t == threads[0]; });
+    return uniform ? threads[0] : join(threads, ",");
 }
 
 // One process, no communicator (finetune_roberta): run(backend) on the backend choose_device picks, GPU 0.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/strings.h"  // format, join, split_at
 #include "data/dataloader.h"
 #include "model/config.h"
 #include "prac/prac_state.h"
@@ -178,11 +179,19 @@ std::string backend_of_run() {
     return format("%s %s", Backend::name, Backend::act_dtype == DType::BF16 ? "bf16" : "fp32");
 }
 
+// The OpenMP threads of a run's ranks as a checkpoint records them: run.cpu_threads, rank 0's count (an integer, as
+// builds before per-rank counts read it), and run.cpu_threads_per_rank, each rank's ("1,2"), where they differ.
+// `threads`: cpu_threads_of_ranks' spelling ("2", or "1,2"; "" on the CUDA backend, recorded as 0).
+inline void record_cpu_threads(TrainState& st, const std::string& threads) {
+    st.set("run.cpu_threads", threads.empty() ? "0" : threads.substr(0, threads.find(',')));
+    if (threads.find(',') != std::string::npos) st.set("run.cpu_threads_per_rank", threads);
+}
+
 // A resume computes what the run that wrote the checkpoint would have only on its backend and precision and, on the
 // CPU backend, with its thread counts (the sums are split over the threads; docs/DESIGN.md section 2); otherwise a
-// notice says the continuation is not bit-exact. `backend`: backend_of_run's; `threads`: this run's OpenMP threads as
-// run.cpu_threads spells them ("2", or each rank's "1,2": cpu_threads_of_ranks; "" or "0": the CUDA backend). A
-// checkpoint written before run.backend was recorded is compared by its threads alone.
+// notice says the continuation is not bit-exact. `backend`: backend_of_run's; `threads`: this run's OpenMP threads
+// (cpu_threads_of_ranks: "2", or each rank's "1,2"; "" or "0": the CUDA backend). A checkpoint written before
+// run.backend was recorded is compared by its threads alone.
 inline void notice_other_arithmetic(const TrainState& st, const std::string& backend, const std::string& threads) {
     if (st.has_meta("run.backend") && st.get("run.backend") != backend) {
         const std::string& saved = st.get("run.backend");
@@ -192,13 +201,24 @@ inline void notice_other_arithmetic(const TrainState& st, const std::string& bac
                     precision(saved) != precision(backend) ? ", another precision" : "");
         return;
     }
-    const std::string saved = st.has_meta("run.cpu_threads") ? st.get("run.cpu_threads") : "0";
+    const std::string saved = st.has_meta("run.cpu_threads_per_rank") ? st.get("run.cpu_threads_per_rank")
+                              : st.has_meta("run.cpu_threads")        ? st.get("run.cpu_threads")
+                                                                      : "0";
     if (threads.empty() || threads == "0" || saved == "0" || saved == threads) return;
-    auto spelled = [](const std::string& t) { return t.find(',') == std::string::npos ? t : "per rank " + t; };
-    std::printf("notice: the checkpoint was written with %s CPU threads, this run has %s: the CPU backend's sums depend "
-                "on the thread count, so the continuation is not bit-exact (OMP_NUM_THREADS=%s%s makes it so)\n",
-                spelled(saved).c_str(), spelled(threads).c_str(), saved.c_str(),
-                saved.find(',') == std::string::npos ? "" : ", rank by rank,");
+    const bool uniform = saved.find(',') == std::string::npos && threads.find(',') == std::string::npos;
+    // "2" -> "2 on every rank", "1,2" -> "1 on rank 0, 2 on rank 1"
+    auto per_rank = [](const std::string& t) {
+        const std::vector<std::string> n = split_at(t, ',');
+        if (n.size() == 1) return t + " on every rank";
+        std::vector<std::string> each;
+        for (size_t r = 0; r < n.size(); r++) each.push_back(format("%s on rank %zu", n[r].c_str(), r));
+        return join(each);
+    };
+    const std::string was = uniform ? saved + " CPU threads" : "CPU threads " + per_rank(saved),
+                      now = uniform ? threads : per_rank(threads), fix = uniform ? saved : per_rank(saved);
+    std::printf("notice: the checkpoint was written with %s, this run has %s: the CPU backend's sums depend on the "
+                "thread count, so the continuation is not bit-exact (OMP_NUM_THREADS=%s makes it so)\n", was.c_str(),
+                now.c_str(), fix.c_str());
 }
 
 // A checkpoint of an fp32 backend ("cpu fp32", "cuda fp32") holds no master weights: its weights are them. True when
@@ -291,7 +311,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);
     st.set("run.backend", rs.backend);
-    st.set("run.cpu_threads", rs.cpu_threads.empty() ? "0" : rs.cpu_threads);
+    record_cpu_threads(st, rs.cpu_threads);
     st.set_i64("run.skipped_in_a_row", rs.skipped_in_a_row);
     st.set_i64("run.skipped_total", rs.skipped_total);
     for (const auto& [name, data] : rs.optim) st.add_f32(name, data.data(), {(int64_t)data.size()});

@@ -327,6 +327,11 @@ int checkpoints_at_once(int existing, int written, int keep) {
     return all <= keep ? all : keep + 1;  // rotation removes the oldest only once the newest is complete
 }
 
+int checkpoints_from(int first, int steps, int every) {
+    if (first > steps) return 0;
+    return (every > 0 && steps - 1 >= first ? (steps - 1) / every - (first - 1) / every : 0) + 1;
+}
+
 std::vector<std::string> data_files_of(const std::string& pattern, const char* flag) {
     const std::vector<std::string> files = expand_data_pattern(pattern);  // as the data loader reads them
     if (files.empty())

@@ -26,7 +26,7 @@
 #include "common/error.h"
 #include "common/files.h"  // StagedDir
 #include "common/kill_point.h"
-#include "common/strings.h"  // human_duration
+#include "common/strings.h"  // human_duration, run_clock
 #include "data/dataloader.h"
 #include "model/config.h"
 #include "model/hf_export.h"
@@ -104,6 +104,10 @@ void check_free_space(const std::string& dir, double bytes, const char* what);
 // How many checkpoints of a run's --ckpt-dir exist at once at most, counting the one being written beside the kept
 // ones: `existing` complete ones there, `written` more to come, the newest `keep` (>= 1) kept.
 int checkpoints_at_once(int existing, int written, int keep);
+// The checkpoints a run of `steps` steps writes from `first` (>= 1) completed steps on: one every --ckpt-every
+// `every` (0: none) steps before the last, at `first` too, and one after the last (none past it: a finished run
+// resumed).
+int checkpoints_from(int first, int steps, int every);
 // f(), whose errors are prefixed with the data flag they concern ("--val-data: ...").
 template <class F>
 auto naming_flag(const char* flag, F&& f) {
@@ -211,11 +215,14 @@ struct Trainer {
     DataLoaderState data_before;  // the data position at the start of the step (checkpointed on divergence)
     std::chrono::steady_clock::time_point t0;
     float loss = 0, norm = 0, lr = 0;
-    double total_ms = 0;  // the training steps' time
+    double total_ms = 0;       // the training steps' time
+    double first_step_ms = 0;  // this process's first step's (the start-up's: left out of the ETA's mean)
     // the clock of the whole run: training and every evaluation (the total and the ETA count both)
     std::chrono::steady_clock::time_point run_start;
     double eval_ms = 0;  // evaluations' time so far
     int evals_timed = 0;
+    double ckpt_ms = 0;  // and the periodic checkpoints'
+    int ckpts_timed = 0;
     std::string train_shards;  // data_fingerprint of the training files (with --ckpt-dir)
     int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip (checkpointed: a resume counts on)
     int padding_micro_batches = 0;  // this step's micro-batches on this rank with no target to score
@@ -335,15 +342,16 @@ struct Trainer {
             });
         if (opts.eval_only) return;
         setup_optimizer();
+        if (opts.resume) resume();  // (before the disk-space check: a resumed run writes the checkpoints left)
         if (!opts.ckpt_dir.empty() && rank == 0) {
             size_t opt_bytes = 0;
             for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.nbytes();
             const double one = 4.0 * model.num_parameters + opt_bytes + (1 << 20);
             check_free_space(opts.ckpt_dir, one, "--ckpt-dir (one checkpoint: weights and optimizer state)");
             // the kept ones too, said now rather than by a checkpoint that meets a full disk hours into the run; the
-            // run writes one every --ckpt-every steps before the last, and one after the last
+            // run writes one every --ckpt-every steps before the last, and one after the last (from its resume on)
             const int existing = (int)checkpoint_steps(opts.ckpt_dir).size(),
-                      written = (opts.ckpt_every > 0 ? std::max(0, opts.steps - 1) / opts.ckpt_every : 0) + 1,
+                      written = checkpoints_from(start_step + 1, opts.steps, opts.ckpt_every),
                       more = checkpoints_at_once(existing, written, opts.ckpt_keep) - existing;
             const bool rotates = existing + written > opts.ckpt_keep;
             const double free_bytes = free_space(opts.ckpt_dir);
@@ -356,7 +364,6 @@ struct Trainer {
                             rotates && opts.ckpt_keep > 1 ? ", or keep fewer (--ckpt-keep K needs room for K + 1)"
                                                           : "");
         }
-        if (opts.resume) resume();
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
         install_stop_signals();
         run_start = std::chrono::steady_clock::now();
@@ -594,6 +601,7 @@ struct Trainer {
         steps_done = step + 1;
         const auto [ms, tok_s] = log_step(step);
         total_ms += ms;
+        if (step == start_step) first_step_ms = ms;
         double eta = eta_seconds(step);
         // this process's first step (a run's, a resume's), every N-th (steps N, 2N, ... as the evaluations count
         // them) and the last
@@ -607,8 +615,12 @@ struct Trainer {
         // has it, and the resume goes on from the next one (evaluated at the top of the next step, it was lost to a
         // stop there, which checkpoints before it); the last step's is finish()'s final evaluation
         if (step + 1 < opts.steps && eval_due(step + 1)) evaluate(step + 1);
-        if (opts.ckpt_every > 0 && (step + 1) % opts.ckpt_every == 0 && step + 1 < opts.steps)
+        if (opts.ckpt_every > 0 && (step + 1) % opts.ckpt_every == 0 && step + 1 < opts.steps) {
+            const auto c0 = std::chrono::steady_clock::now();
             checkpoint(step + 1, train_data->get_state());
+            ckpt_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+            ckpts_timed++;
+        }
         // tests: die like `kill -9` right after this step (no cleanup, no checkpoint), to test resuming
         if (const char* die = std::getenv("PRAC_TEST_DIE_AFTER_STEP"))
             if (std::atoi(die) == step + 1) std::_Exit(137);
@@ -656,13 +668,11 @@ struct Trainer {
         const ChoiceScore hs = hellaswag_score();
         count_eval_time(e0);
         double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-        // tenths of a second under a minute (a short run's evaluation is not rounded away)
-        auto clock = [](double sec) { return sec < 60 ? format("%.1fs", sec) : human_duration(sec); };
         // a resumed process's time is its own (the earlier processes' are in their outputs and the log's steps)
         std::printf("final | val loss %.4f | perplexity %.3f | %lld tokens | %s %s (evaluation %s)\n", vl,
-                    std::exp((double)vl), seen, clock(wall).c_str(),
+                    std::exp((double)vl), seen, run_clock(wall).c_str(),
                     start_step ? format("in this process, resumed at step %d", start_step).c_str() : "total",
-                    clock(eval_ms / 1000.0).c_str());
+                    run_clock(eval_ms / 1000.0).c_str());
         // (a resume of a finished run, to --save again or sample, evaluates again: its log has the record once; one
         // killed during the final evaluation gets it)
         const std::string more = hellaswag_said(hs, "final | ");
@@ -846,12 +856,17 @@ struct Trainer {
                          : "on one GPU model");
     }
 
-    // Seconds left: the remaining steps at the mean step time so far, and the evaluations still due (periodic
-    // ones and the final one) at the mean evaluation time so far; before the first evaluation, its forward-only
-    // micro-batches estimated at a third of a training micro-batch's forward and backward.
+    // Seconds left: the remaining steps at the mean step time so far, the evaluations still due (periodic ones and
+    // the final one) at the mean evaluation time so far, before the first evaluation its forward-only micro-batches
+    // estimated at a third of a training micro-batch's forward and backward, and the checkpoints still due (periodic
+    // ones, of this step too, and the last) at the mean of those written (none before the first). The mean step
+    // leaves out this process's first once there are others: the start-up's (allocations, every PRAC site's first
+    // refresh: 5.8 s against 0.3 s a step on gpt2-tiny made the ETA at step 10 six times too long).
     double eta_seconds(int step) const {
         const int done = step - start_step + 1, left = opts.steps - step - 1;
-        const double step_ms = total_ms / done;
+        const double step_ms = done > 1 ? (total_ms - first_step_ms) / (done - 1) : total_ms;
+        const int ckpts_left = opts.ckpt_dir.empty() ? 0 : checkpoints_from(step + 1, opts.steps, opts.ckpt_every);
+        const double ckpts_ms = ckpts_timed ? ckpt_ms / ckpts_timed * ckpts_left : 0;
         int evals_left = 1;
         for (int s = step + 1; s < opts.steps; s++) evals_left += eval_due(s);
         double one_eval_ms = evals_timed ? eval_ms / evals_timed : 0;
@@ -860,7 +875,7 @@ struct Trainer {
                                       (hellaswag_rows + (long long)ranks * B - 1) / ((long long)ranks * B);
             one_eval_ms = step_ms / opts.grad_accum * batches / 3.0;
         }
-        return (step_ms * left + one_eval_ms * evals_left) / 1000.0;
+        return (step_ms * left + one_eval_ms * evals_left + ckpts_ms) / 1000.0;
     }
     void count_eval_time(std::chrono::steady_clock::time_point since) {
         eval_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();

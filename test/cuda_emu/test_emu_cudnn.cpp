@@ -41,7 +41,7 @@ struct Handle {
     ~Handle() { cudnnDestroy(h); }
 };
 
-// "Device" memory (cudaMalloc: the emulated runtime's allocations, 0xa5-filled) holding `values`.
+// "Device" memory (cudaMalloc: the emulated runtime's allocations, 0x7f-filled) holding `values`.
 template <typename T>
 struct Dev {
     T* p = nullptr;
