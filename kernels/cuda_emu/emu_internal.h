@@ -24,8 +24,12 @@ cudaError_t stream_device_check(cudaStream_t s, const char* what);
 void reset_errors();
 
 // runtime.cpp: the limit set by cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize) (48 KiB
-// by default).
+// by default), and the value set (-1 when none was: static and dynamic shared memory then share the 48 KiB).
 int max_dynamic_smem(const void* kernel);
+int dynamic_smem_attribute(const void* kernel);
+constexpr size_t kStaticSmemLimit = 48 * 1024;  // sm_90: what a kernel may declare, and share with dynamic without
+                                                // the attribute
+constexpr size_t kOptinSmemLimit = 227 * 1024;  // sm_90: static + dynamic per block with the opt-in
 // runtime.cpp: counts per kernel name (for the tests of the emulation); off_main: issued by a host thread other than
 // the process's main thread.
 void note_launch(const char* kernel, bool failed, long races, bool off_main);

@@ -919,10 +919,36 @@ void mma_m16n8k16_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint3
     }
 }
 
+// A declaration's first use in the block allocates it. The block's static shared memory so far (declarations in
+// branches not taken are left out: a GPU counts them too, so this sees less, never more) is held to sm_90's limits
+// (runtime API, cudaFuncSetAttribute: the attribute plus the static size within the opt-in 227 KiB; without the
+// attribute, static and dynamic together within 48 KiB; ptxas refuses more than 48 KiB declared). Known only as
+// the kernel runs, a failure is the sticky one of a kernel that ran, as for __launch_bounds__.
 void* static_smem_bytes(const void* key, size_t bytes, size_t align) {
     Exec* ex = tls_exec;
     for (Region& r : ex->regions)
         if (r.key == key) return reinterpret_cast<void*>(r.lo);
+    size_t declared = bytes;
+    for (const Region& r : ex->regions)
+        if (r.key) declared += r.hi - r.lo;
+    const int attribute = dynamic_smem_attribute(ex->kernel);
+    char b[320] = "";
+    if (declared > kStaticSmemLimit)
+        std::snprintf(b, sizeof b, "%zu bytes of static shared memory (__shared__ declarations), above the 48 KiB a "
+                      "kernel may declare: ptxas refuses it (more must be extern __shared__, with "
+                      "cudaFuncSetAttribute)", declared);
+    else if (attribute < 0 && declared + ex->cfg.smem > kStaticSmemLimit)
+        std::snprintf(b, sizeof b, "%zu bytes of static and %zu of dynamic shared memory, above 48 KiB together "
+                      "without cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize): a GPU refuses the "
+                      "launch", declared, ex->cfg.smem);
+    else if (attribute >= 0 && declared + (size_t)attribute > kOptinSmemLimit)
+        std::snprintf(b, sizeof b, "%zu bytes of static shared memory and a MaxDynamicSharedMemorySize of %d, above "
+                      "sm_90's 227 KiB per block together: a GPU refuses the attribute, then the launch", declared,
+                      attribute);
+    if (b[0]) {
+        fail(ex, b);
+        die(current());
+    }
     return add_region(ex, key, bytes, align);
 }
 long carriers_started() { return g_carriers; }

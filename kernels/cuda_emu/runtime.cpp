@@ -76,8 +76,8 @@ bool pinned_host_range(const void* p, size_t n) {
 }
 
 std::map<const void*, int> g_smem_limit;  // cudaFuncAttributeMaxDynamicSharedMemorySize per kernel
-constexpr int kDefaultSmem = 48 * 1024;
-constexpr int kOptinSmem = 227 * 1024;  // sm_90: 227 KiB per block with the opt-in, 228 KiB per SM
+constexpr int kDefaultSmem = (int)kStaticSmemLimit;
+constexpr int kOptinSmem = (int)kOptinSmemLimit;  // sm_90: 227 KiB per block with the opt-in, 228 KiB per SM
 
 cudaError_t ret(cudaError_t e, const char* what = nullptr) {
     if (e != cudaSuccess) {
@@ -239,9 +239,13 @@ void reset_errors() {
     g_message.clear();
 }
 int max_dynamic_smem(const void* kernel) {
+    const int set = dynamic_smem_attribute(kernel);
+    return set < 0 ? kDefaultSmem : set;
+}
+int dynamic_smem_attribute(const void* kernel) {
     std::lock_guard<std::mutex> lock(g_mu);
     auto it = g_smem_limit.find(kernel);
-    return it == g_smem_limit.end() ? kDefaultSmem : it->second;
+    return it == g_smem_limit.end() ? -1 : it->second;
 }
 void note_launch(const char* kernel, bool failed, long races, bool off_main) {
     std::lock_guard<std::mutex> lock(g_mu);

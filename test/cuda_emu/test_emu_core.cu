@@ -150,6 +150,59 @@ TEST_F(EmuTest, DynamicSharedMemoryAndItsLimits) {
     cudaGetLastError();
 }
 
+// Static shared memory counts toward the block's limits (runtime API, cudaFuncSetAttribute: the attribute plus the
+// static size within the opt-in 227 KiB; without the attribute, static and dynamic together within 48 KiB; ptxas
+// refuses more than 48 KiB of __shared__ declarations). The launch fails when the kernel declares it.
+template <int kWords>  // one kernel per size: the attribute belongs to the kernel
+__global__ void static_smem_kernel(float* out, int words_dyn) {
+    __shared__ float half_a[kWords / 2];
+    __shared__ float half_b[kWords / 2];
+    extern __shared__ float dyn[];
+    half_a[threadIdx.x] = 1.0f;
+    half_b[threadIdx.x] = 2.0f;
+    if (words_dyn > 0) dyn[threadIdx.x] = 4.0f;
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = half_a[1] + half_b[1] + (words_dyn > 0 ? dyn[1] : 0.0f);
+}
+
+TEST_F(EmuTest, StaticSharedMemoryCountsTowardTheLimits) {
+    DevBuf<float> out(1);
+    constexpr int k32KiB = 8192, k50KiB = 12800;
+    static_smem_kernel<k32KiB><<<1, 32, 16 * 1024>>>(out.p, 4096);  // 32 + 16 KiB: exactly 48
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    EXPECT_EQ(out.get()[0], 7.0f);
+
+    static_smem_kernel<k32KiB><<<1, 32, 16 * 1024 + 4>>>(out.p, 4097);  // one word past 48 KiB together
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+    std::string m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("32768 bytes of static and 16388 of dynamic shared memory, above 48 KiB together"),
+              std::string::npos) << m;
+    cuda_emu::reset_errors();
+
+    // with the attribute, the dynamic part may grow until both together reach 227 KiB
+    ASSERT_EQ(cudaFuncSetAttribute(static_smem_kernel<k32KiB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   195 * 1024), cudaSuccess);
+    static_smem_kernel<k32KiB><<<1, 32, 195 * 1024>>>(out.p, 195 * 256);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    EXPECT_EQ(out.get()[0], 7.0f);
+    ASSERT_EQ(cudaFuncSetAttribute(static_smem_kernel<k32KiB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   196 * 1024), cudaSuccess);  // (a GPU refuses this call already; its launch too)
+    static_smem_kernel<k32KiB><<<1, 32, 1024>>>(out.p, 256);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+    m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("32768 bytes of static shared memory and a MaxDynamicSharedMemorySize of 200704"),
+              std::string::npos) << m;
+    cuda_emu::reset_errors();
+
+    static_smem_kernel<k50KiB><<<1, 32>>>(out.p, 0);  // 25 + 25 KiB declared
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+    m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("51200 bytes of static shared memory (__shared__ declarations), above the 48 KiB"),
+              std::string::npos) << m;
+    EXPECT_NE(m.find("static_smem_kernel"), std::string::npos) << m;
+    cuda_emu::reset_errors();
+}
+
 TEST_F(EmuTest, InvalidLaunchConfigurationsAreRefused) {
     DevBuf<int> out(4096);
     index_kernel<<<1, 2048>>>(out.p);
