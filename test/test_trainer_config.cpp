@@ -1436,6 +1436,27 @@ TEST(FinetuneSchedule, IsHuggingFaces) {
         EXPECT_THROW(parsed(bad), UserError) << bad[0] << " " << bad[1];
 }
 
+// The ETA's checkpoints still due, against the order in which FineTuner writes them: end_step's at a step
+// --ckpt-every divides before the last, end_epoch's at an epoch's end before the last unless that step has one,
+// finish()'s after the last; due after the progress line of step `from` are those of steps from it on.
+TEST(FinetuneSchedule, CheckpointsStillDueFollowTheRunsOrder) {
+    for (int spe = 1; spe <= 5; spe++)
+        for (int epochs = 1; epochs <= 4; epochs++)
+            for (int every = 0; every <= 7; every++) {
+                const int total = spe * epochs;
+                std::vector<int> written;  // the step of each checkpoint, in order
+                for (int s = 1; s <= total; s++) {
+                    if (every > 0 && s % every == 0 && s < total) written.push_back(s);
+                    if (s % spe == 0 && s < total && (written.empty() || written.back() != s)) written.push_back(s);
+                }
+                written.push_back(total);  // finish()'s
+                for (int from = 1; from <= total; from++)
+                    EXPECT_EQ(finetune_checkpoints_due(from, total, spe, every),
+                              std::count_if(written.begin(), written.end(), [&](int s) { return s >= from; }))
+                        << "steps per epoch " << spe << ", epochs " << epochs << ", every " << every << ", from " << from;
+            }
+}
+
 // A fine-tuned head's classes as its config.json orders them, mapped onto the task's as run_glue maps them
 // (transformers' examples/pytorch/text-classification/run_glue.py: label_to_id from the model's label2id when its
 // names, lower-cased, are the task's labels): roberta-large-mnli names MNLI's classes contradiction, neutral,

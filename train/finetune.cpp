@@ -162,6 +162,12 @@ float finetune_lr(int step, int total, int warmup, float lr, const std::string& 
 
 int warmup_of_ratio(double ratio, int total) { return (int)std::ceil((double)total * ratio); }
 
+int finetune_checkpoints_due(int step, int total_steps, int steps_per_epoch, int ckpt_every) {
+    int n = 1;
+    for (int s = step; s < total_steps; s++) n += (ckpt_every > 0 && s % ckpt_every == 0) || s % steps_per_epoch == 0;
+    return n;
+}
+
 void check_max_len_holds_text(int max_len, GlueTask task, const std::string& from) {
     const bool pair = glue_task_info(task).pair;
     const int least = pair ? 6 : 3;  // <s> A </s></s> B </s> with a token of each, or <s> A </s>

@@ -65,6 +65,10 @@ float paper_lr(GlueTask task);
 float finetune_lr(int step, int total, int warmup, float lr, const std::string& schedule);
 // --warmup-ratio's steps in a run of `total`: ceil(total x ratio) in double, as TrainingArguments.get_warmup_steps.
 int warmup_of_ratio(double ratio, int total);
+// The checkpoints a run with --ckpt-dir still writes after the progress line of step `step` (1-based, this step's
+// own included): end_step's and end_epoch's, one per step, at each step before the last that --ckpt-every divides
+// or that ends an epoch, and finish()'s after the last.
+int finetune_checkpoints_due(int step, int total_steps, int steps_per_epoch, int ckpt_every);
 // The checks --init-from must pass (config.json, model.safetensors, tokenizer files; a classification head, when
 // it has one, with the task's number of outputs), each with a hint. --plan reads config.json alone.
 void check_model_dir(const std::string& dir, const GlueTaskInfo& task);
@@ -150,7 +154,8 @@ struct FineTuner {
     float loss = 0, norm = 0, lr = 0;
     std::chrono::steady_clock::time_point t0, run_start;
     double train_ms = 0, eval_ms = 0, first_step_ms = 0;  // (this process's first step: the start-up's)
-    int steps_timed = 0, evals_timed = 0;
+    double ckpt_ms = 0;  // the checkpoints this process wrote
+    int steps_timed = 0, evals_timed = 0, ckpts_timed = 0;
     int64_t padded_tokens = 0, padded_rows = 0;  // this process's training batches: their (B, Tb) summed
 
     FineTuner(Backend& backend, FinetuneOptions& o, const ModelConfig& config, const PracOptions& p)
@@ -754,15 +759,20 @@ struct FineTuner {
         }
     }
 
-    // Seconds left: the remaining steps at the mean step time, and the evaluations still due (one per epoch) at
-    // the mean evaluation time (before the first, its batches at a third of a training step each).
+    // Seconds left: the remaining steps at the mean step time, the evaluations still due (one per epoch) at the
+    // mean evaluation time (before the first, its batches at a third of a training step each), and the checkpoints
+    // still due at the mean of those written (none before the first).
     double eta_seconds() const {
         // (the first step left out once there are others: it holds the start-up, every PRAC site's first refresh)
         double step_ms = steps_timed > 1 ? (train_ms - first_step_ms) / (steps_timed - 1) : train_ms;
         // (after step `step`: epochs whose last step is at or after it; a resume's earlier ones were evaluated)
         int evals_left = opts.epochs - (step - 1) / steps_per_epoch;
         double one_eval = evals_timed ? eval_ms / evals_timed : dev_batches() * step_ms / 3.0;
-        return ((total_steps - step) * step_ms + std::max(0, evals_left) * one_eval) / 1000.0;
+        double ckpts = ckpts_timed && !opts.ckpt_dir.empty()
+                           ? ckpt_ms / ckpts_timed * finetune_checkpoints_due(step, total_steps, steps_per_epoch,
+                                                                             opts.ckpt_every)
+                           : 0;
+        return ((total_steps - step) * step_ms + std::max(0, evals_left) * one_eval + ckpts) / 1000.0;
     }
     long long dev_batches() const {
         long long n = 0;
@@ -807,6 +817,7 @@ struct FineTuner {
     void checkpoint() { checkpoint(batcher->state()); }
     void checkpoint(const GlueBatchState& g) {
         if (opts.ckpt_dir.empty()) return;
+        const auto c0 = std::chrono::steady_clock::now();
         CheckpointWriter w(opts.ckpt_dir, step);
         model.save_weights(w.file(CKPT_MODEL_FILE));
         write_hf_config(w.file(CKPT_CONFIG_FILE), cfg, base_config);
@@ -843,6 +854,8 @@ struct FineTuner {
         checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, step, opts.overwrite && !wrote_checkpoint);
         wrote_checkpoint = true;
         checkpointed_step = step;
+        ckpt_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+        ckpts_timed++;
         std::printf("checkpoint: %s\n", dir.c_str());
     }
 
