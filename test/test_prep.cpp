@@ -854,6 +854,22 @@ TEST_F(Prep, ResumeAfterCrashOrDamageRewritesWhatIsNeeded) {
     PrepRun r4 = prep_ok(part);
     EXPECT_NE(r4.out.find("checksum"), std::string::npos) << r4.out;
     EXPECT_TRUE(slurp(last) == a[last.substr(path("part").size())]);
+
+    // The same in an earlier shard (only the last was summed: the damage was kept, "its shards check out", exit 0):
+    // the resume goes back to the shard before it and writes the rest again.
+    const std::string second = shards(path("part"), "train")[1];
+    bytes = slurp(second);
+    at = 1024;
+    while (at + 2 < bytes.size() && (uint8_t)bytes[at + 1] != 0) at += 2;
+    bytes[at] = (char)((uint8_t)bytes[at] ^ 1);
+    std::ofstream(second, std::ios::binary | std::ios::trunc) << bytes;
+    PrepRun r5 = prep_ok(part);
+    EXPECT_NE(r5.out.find("part_train_000001.bin: its tokens differ from what was written (checksum)"),
+              std::string::npos) << r5.out;
+    b = outputs(path("part"));
+    ASSERT_EQ(a.size(), b.size()) << r5.out;
+    for (auto it = a.begin(), jt = b.begin(); it != a.end(); ++it, ++jt)
+        EXPECT_TRUE(it->second == jt->second) << it->first << " differs\n" << r5.out;
 }
 
 // Two runs on one --out interleaved their shards (both exited 0, the set held parts of each): while one holds

@@ -135,7 +135,7 @@ Resume:
   and how many of its tokens are. --resume (with the same command line) checks that the options and the
   input file list are the same (a path may be spelled otherwise: ./a.jsonl is a.jsonl, also from another
   folder; the message names the first file that differs), checks every shard the state lists (header, file
-  size, token count; the last one of each split also by a checksum of its tokens), and continues after the
+  size, token count, the checksum of its tokens: every shard is read), and continues after the
   last good shard; later shards are written again. Input files before the resume point are not read at
   all; the file holding it is read from its beginning, and documents already in shards are skipped without
   being tokenized. The result is byte-identical to an uninterrupted run. With --val-fraction the val shard

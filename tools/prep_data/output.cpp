@@ -66,7 +66,7 @@ std::string human_bytes(double b) {  // decimal units, like the download sizes p
     return u == 0 ? format("%.0f B", b) : format(b < 10 ? "%.2f %s" : b < 100 ? "%.1f %s" : "%.0f %s", b, units[u]);
 }
 
-// A checksum of a shard's tokens (the resume check of the last shard): 64-bit words, multiply-xorshift.
+// A checksum of a shard's tokens (what --resume checks each shard by): 64-bit words, multiply-xorshift.
 uint64_t hash_tokens(const uint16_t* t, size_t n) {
     const unsigned char* p = (const unsigned char*)t;
     size_t nb = n * sizeof(uint16_t), i = 0;
@@ -484,9 +484,21 @@ struct Prep {
     }
 
     // ---- resume ----
-    // Validity of shard k of split s as state `st` describes it; full: also the checksum of its tokens.
-    std::string check_shard(int s, int64_t k, const json& rec, bool full) const {
+    // The checksum the state records for shard k of split s, refused unless 16 hex digits (one that was no number
+    // ended the run with "internal error: stoull")
+    std::string recorded_hash(int s, int64_t k, const json& rec) const {
+        const std::string hash = rec.at("hash").get<std::string>();
+        CHECK_USER(hash.size() == 16 && hash.find_first_not_of("0123456789abcdef") == std::string::npos,
+                   "--resume: %s is damaged (the checksum of %s is \"%s\", not 16 hex digits)\n---> HINT: start "
+                   "again with --overwrite", state_path.c_str(), shard_path(s, k).c_str(), hash.c_str());
+        return hash;
+    }
+
+    // Validity of shard k of split s as state `st` describes it: its header, token count and the checksum of its
+    // tokens (every shard's: a damaged earlier shard, same size, passed when only the last was summed).
+    std::string check_shard(int s, int64_t k, const json& rec) const {
         std::string path = shard_path(s, k);
+        const std::string want = recorded_hash(s, k, rec);  // (a damaged state is refused, not read as shard damage)
         try {
             ShardInfo h = read_shard_header(path);
             if (h.vocab_size != info.vocab_size || h.layout != info.layout || h.row_len != info.row_len ||
@@ -496,11 +508,9 @@ struct Prep {
             if (h.num_tokens != rec.at("tokens").get<int64_t>())
                 return format("%lld tokens, the state says %lld", (long long)h.num_tokens,
                               (long long)rec.at("tokens").get<int64_t>());
-            if (full) {
-                auto toks = read_shard(path);
-                if (hex64(hash_tokens(toks.data(), toks.size())) != rec.at("hash").get<std::string>())
-                    return "its tokens differ from what was written (checksum)";
-            }
+            auto toks = read_shard(path);
+            if (hex64(hash_tokens(toks.data(), toks.size())) != want)
+                return "its tokens differ from what was written (checksum)";
         } catch (const UserError& e) {
             std::string m = e.what();
             m = m.substr(0, m.find('\n'));
@@ -574,12 +584,22 @@ struct Prep {
             const json& shards = st.at("shards");
             std::vector<json> cks = st.at("checkpoints").get<std::vector<json>>();
             std::map<std::pair<int, int64_t>, std::string> verdict;  // (split, k) -> problem ("" = good)
-            auto good = [&](int s, int64_t k, bool full) {
-                auto key = std::make_pair(s * 2 + full, k);
+            if (!o.quiet && !cks.empty()) {  // (every shard is read: at disk speed, said where that takes a while)
+                double bytes = 0;
+                for (int s = 0; s < 2; s++)
+                    for (int64_t k = 0; k < cks.back().at("shards").at(s).get<int64_t>(); k++)
+                        if (k < (int64_t)shards.at(s).size())
+                            bytes += 1024.0 + 2.0 * shards.at(s).at((size_t)k).at("tokens").get<double>();
+                if (bytes >= 1e9)
+                    prog.message(format("resume: checking the checksums of the shards written (%s)",
+                                        human_bytes(bytes).c_str()));
+            }
+            auto good = [&](int s, int64_t k) {
+                auto key = std::make_pair(s, k);
                 auto it = verdict.find(key);
                 if (it == verdict.end()) {
                     const json& recs = shards.at(s);
-                    std::string why = k < (int64_t)recs.size() ? check_shard(s, k, recs[(size_t)k], full)
+                    std::string why = k < (int64_t)recs.size() ? check_shard(s, k, recs[(size_t)k])
                                                               : "not in the state file";
                     it = verdict.emplace(key, why).first;
                     if (!why.empty() && !o.quiet)
@@ -593,7 +613,7 @@ struct Prep {
                 bool ok = true;
                 for (int s = 0; s < 2 && ok; s++) {
                     int64_t cnt = cks[(size_t)c].at("shards").at(s);
-                    for (int64_t k = 0; k < cnt && ok; k++) ok = good(s, k, k == cnt - 1);
+                    for (int64_t k = 0; k < cnt && ok; k++) ok = good(s, k);
                 }
                 if (ok) chosen = c;
             }
@@ -609,14 +629,8 @@ struct Prep {
                 sp[s].shards = ck.at("shards").at(s);
                 for (int64_t k = 0; k < sp[s].shards; k++) {
                     const json& r = shards.at(s).at((size_t)k);
-                    // (only the last shard's is compared as written: an earlier one's was parsed, and one that was no
-                    // number ended the run with "internal error: stoull")
-                    const std::string hash = r.at("hash").get<std::string>();
-                    CHECK_USER(hash.size() == 16 && hash.find_first_not_of("0123456789abcdef") == std::string::npos,
-                               "--resume: %s is damaged (the checksum of %s is \"%s\", not 16 hex digits)\n---> HINT: "
-                               "start again with --overwrite", state_path.c_str(), shard_path(s, k).c_str(),
-                               hash.c_str());
-                    sp[s].written.push_back({r.at("tokens").get<int64_t>(), std::stoull(hash, nullptr, 16)});
+                    sp[s].written.push_back({r.at("tokens").get<int64_t>(),
+                                             std::stoull(recorded_hash(s, k, r), nullptr, 16)});
                 }
                 sp[s].st.from_json(ck.at("stats").at(s));
                 resume_doc[s] = ck.at("pending").at(s).at(0);
@@ -978,7 +992,7 @@ struct Prep {
             write_tokenizer_copy();
             if (!more) {
                 std::fprintf(stderr, "--resume: %s is complete and its shards check out (headers, sizes, token "
-                             "counts; the last of each split by a checksum too); nothing to do\n",
+                             "counts, checksums); nothing to do\n",
                              state_path.c_str());
                 remove_stale_shards();
                 summary(0, true);
