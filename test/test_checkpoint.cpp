@@ -63,7 +63,7 @@ static float bits_to_f32(uint32_t u) {
 
 // A complete checkpoint as the trainer writes one: model, config, state (with a tag to tell them apart).
 static std::string save_checkpoint(const std::string& dir, int64_t step, const std::string& tag,
-                                   size_t floats = 16) {
+                                   size_t floats = 16, bool replaces_earlier_run = false) {
     CheckpointWriter w(dir, step);
     std::vector<float> weights(floats, (float)step);
     safetensors_write(w.file(CKPT_MODEL_FILE), {{"w", "F32", {(int64_t)floats}, weights.data()}});
@@ -74,7 +74,7 @@ static std::string save_checkpoint(const std::string& dir, int64_t step, const s
     s.set("tag", tag);
     s.add_f32("adamw.m", weights.data(), {(int64_t)floats});
     write_state(w.file(CKPT_STATE_FILE), s);
-    return w.commit();
+    return w.commit(replaces_earlier_run);
 }
 
 // Runs write() in a child that dies at `point` (common/kill_point.h); returns whether it died there (else it finished).
@@ -742,6 +742,31 @@ TEST_F(CkptTest, RotationRemovesAReplacedRunsCheckpoints) {
     EXPECT_USER_ERROR(checkpoint_resolve(ckdir()), "stopped while it replaced the earlier run's checkpoints",
                       "step_00000005", "--overwrite");
     EXPECT_USER_ERROR(checkpoint_resolve(checkpoint_path(ckdir(), 40)), "may be the earlier run's");
+}
+
+// An --overwrite run killed around its first checkpoint's publication, in a directory whose earlier run has that step
+// too. Killed after the rename, before the rotation, a --resume took the earlier run's newest (old 32) and went on
+// with it, exit 0: nothing marked the directory yet. Now the commit marks it before the rename, naming the new
+// checkpoint by its COMPLETE marker's checksum: after the rename the removal is finished and the new 16 resumed;
+// before it, the 16 in place is the earlier run's: refused, with both ways on.
+TEST_F(CkptTest, AnOverwriteKilledAroundItsFirstPublicationIsNotTakenForTheEarlierRun) {
+    const std::string mark = ckdir() + "/" + CKPT_REPLACING_FILE;
+    save_checkpoint(ckdir(), 1, "old 1");
+    save_checkpoint(ckdir(), 16, "old 16");
+    save_checkpoint(ckdir(), 32, "old 32");
+    EXPECT_TRUE(killed_at("checkpoint.replacing_marked", [&] { save_checkpoint(ckdir(), 16, "new 16", 16, true); }));
+    checkpoint_cleanup(ckdir());  // (the new one's temp dir)
+    EXPECT_EQ(tag_of(checkpoint_path(ckdir(), 16)), "old 16");
+    const std::string remove_mark = "to continue the earlier run instead, remove " + mark;
+    EXPECT_USER_ERROR(checkpoint_resolve(ckdir()), "stopped before its first checkpoint (step_00000016) was in place",
+                      "the earlier run's", "--overwrite", remove_mark.c_str());
+    fs::remove(mark);  // the hint's second way
+    EXPECT_EQ(tag_of(checkpoint_resolve(ckdir())), "old 32");
+
+    EXPECT_TRUE(killed_at("checkpoint.published", [&] { save_checkpoint(ckdir(), 16, "new 16", 16, true); }));
+    EXPECT_EQ(tag_of(checkpoint_resolve(ckdir())), "new 16");
+    EXPECT_EQ(checkpoint_steps(ckdir()), (std::vector<int64_t>{16}));
+    EXPECT_FALSE(fs::exists(mark));
 }
 
 // A resumed run's rotation keeps the newest --ckpt-keep of the checkpoints up to its own: a newer one that the resume

@@ -379,7 +379,7 @@ std::string checkpoint_begin(const std::string& dir, int64_t step) {
 
 void checkpoint_abort(const std::string& tmpdir) { remove_tree(tmpdir); }
 
-void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) {
+void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir, bool replaces_earlier_run) {
     std::error_code ec;
     if (!fs::is_directory(tmpdir, ec)) fail("cannot commit checkpoint %s: %s is not a directory", final_dir.c_str(),
                                             tmpdir.c_str());
@@ -418,6 +418,13 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir) 
     for (const std::string& d : subdirs) fsync_path(d, true);
     fsync_path(tmpdir, true);
     kill_point("checkpoint.marker_written");
+    if (replaces_earlier_run) {  // the mark of an --overwrite run's first checkpoint (finish_replacing reads it)
+        write_file_atomic(parent + "/" + CKPT_REPLACING_FILE,
+                          format("%lld %016" PRIx64 "\n", (long long)step,
+                                 file_checksum(tmpdir + "/" + CKPT_COMPLETE_FILE)));
+        fsync_path(parent, true);
+        kill_point("checkpoint.replacing_marked");
+    }
 
     // 3. Publish with one rename. An existing step directory goes aside first (rename cannot replace a
     // non-empty directory) and is removed only once the new one is in place; a crash in between leaves the
@@ -447,33 +454,49 @@ CheckpointWriter::~CheckpointWriter() {
     if (!committed) checkpoint_abort(tmpdir);
 }
 
-std::string CheckpointWriter::commit() {
+std::string CheckpointWriter::commit(bool replaces_earlier_run) {
     std::string final_dir = checkpoint_path(dir, step);
-    checkpoint_commit(tmpdir, final_dir);
+    checkpoint_commit(tmpdir, final_dir, replaces_earlier_run);
     committed = true;
     return final_dir;
 }
 
-// The step of a stopped --overwrite run's first checkpoint (its marker's), -1 without a marker, -2 for one unreadable.
-static int64_t replacing_step(const std::string& dir) {
+// The step of a stopped --overwrite run's first checkpoint (its marker's), -1 without a marker, -2 for one unreadable;
+// *complete_sum: the checksum of that checkpoint's COMPLETE marker the mark names ("" in a mark of builds before it).
+static int64_t replacing_step(const std::string& dir, std::string* complete_sum = nullptr) {
     std::ifstream f(dir + "/" + CKPT_REPLACING_FILE);
     if (!f) return -1;
     long long step = -2;
-    return (f >> step) && step >= 0 ? (int64_t)step : -2;
+    if (!(f >> step) || step < 0) return -2;
+    std::string sum;
+    f >> sum;
+    if (complete_sum) *complete_sum = sum;
+    return (int64_t)step;
 }
 
-// A run started with --overwrite and stopped while it removed the earlier run's checkpoints: the marker is written
-// after its first checkpoint's commit (which replaced any earlier run's of that step), so the marker's step is its
-// own. When that is intact the removal is finished; otherwise the ones left are the earlier run's: refused.
+// A run started with --overwrite and stopped while it replaced the earlier run's checkpoints: the mark is written
+// just before its first checkpoint is published (checkpoint_commit; that replaces any earlier run's of that step),
+// naming it by its COMPLETE marker's checksum. When that one is in place and intact the removal is finished;
+// otherwise the ones left are the earlier run's: refused.
 static void finish_replacing(const std::string& dir) {
-    const int64_t w = replacing_step(dir);
+    std::string sum;
+    const int64_t w = replacing_step(dir, &sum);
     if (w == -1) return;
+    const std::string mark = dir + "/" + CKPT_REPLACING_FILE;
     std::string why = "it is not there";
-    if (w < 0 || !checkpoint_verify(checkpoint_path(dir, w), &why))
+    const bool usable = w >= 0 && checkpoint_verify(checkpoint_path(dir, w), &why);
+    if (usable && !sum.empty() &&
+        format("%016" PRIx64, file_checksum(checkpoint_path(dir, w) + "/" + CKPT_COMPLETE_FILE)) != sum)
+        fail("cannot resume from %s: a run started there with --overwrite was stopped before its first checkpoint "
+             "(%s) was in place, so the checkpoints there are the earlier run's\n---> HINT: start over with "
+             "--overwrite (without --resume); to continue the earlier run instead, remove %s", dir.c_str(),
+             checkpoint_dir_name(w).c_str(), mark.c_str());
+    if (!usable)
         fail("cannot resume from %s: a run started there with --overwrite was stopped while it replaced the earlier "
              "run's checkpoints, and its own first checkpoint%s is not usable (%s), so those left are the earlier "
-             "run's\n---> HINT: start over with --overwrite (without --resume)", dir.c_str(),
-             w < 0 ? "" : (" (" + checkpoint_dir_name(w) + ")").c_str(), w < 0 ? "unreadable marker" : why.c_str());
+             "run's\n---> HINT: start over with --overwrite (without --resume); to continue the earlier run instead, "
+             "remove %s", dir.c_str(), w < 0 ? "" : (" (" + checkpoint_dir_name(w) + ")").c_str(),
+             w < 0 ? "unreadable marker" : why.c_str(), mark.c_str());
     std::printf("notice: a run started in %s with --overwrite was stopped while it removed the earlier run's "
                 "checkpoints; finishing that (its own: %s)\n", dir.c_str(), checkpoint_dir_name(w).c_str());
     checkpoint_rotate(dir, 0, w, /*replaces_earlier_run=*/true);
@@ -490,8 +513,8 @@ void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, b
     };
     std::vector<int64_t> steps = checkpoint_steps(dir);
     if (replaces_earlier_run) {  // every other one is the replaced run's, which --resume would otherwise continue
-        // the mark that a kill midway leaves for --resume (finish_replacing): written after this run's commit, so
-        // step `written` is this run's; a kill before it is a kill before this run's first checkpoint (they stay)
+        // the mark that a kill midway leaves for --resume (finish_replacing): checkpoint_commit's, written before
+        // it published `written`; here when the commit did not (a stopped replacement finished, tests)
         const std::string marker = dir + "/" + CKPT_REPLACING_FILE;
         if (replacing_step(dir) != written) {
             write_file_atomic(marker, format("%lld\n", (long long)written));

@@ -40,14 +40,17 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 std::string checkpoint_begin(const std::string& dir, int64_t step);
 // Fsyncs every file in tmpdir, writes COMPLETE (fsynced), fsyncs tmpdir, renames it to final_dir and fsyncs
 // the parent. final_dir must be in the same directory as tmpdir (rename is atomic only there). An existing
-// final_dir is replaced safely: renamed aside first, removed only once the new one is in place.
-void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir);
+// final_dir is replaced safely: renamed aside first, removed only once the new one is in place. With
+// replaces_earlier_run (the first checkpoint of an --overwrite run: checkpoint_rotate), CKPT_REPLACING_FILE is written
+// before the rename, naming the step and the checksum of this checkpoint's COMPLETE marker, so that a kill between
+// the rename and the rotation leaves the directory marked (a --resume continued the earlier run's newest).
+void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir, bool replaces_earlier_run = false);
 // Removes a temp directory after a failed write (no error if it is already gone).
 void checkpoint_abort(const std::string& tmpdir);
 // After the checkpoint of step `written` was committed: with replaces_earlier_run (the first checkpoint of a run
 // started with --overwrite in a directory that holds an earlier run's) deletes every other complete checkpoint,
 // naming each (a --resume would continue that run instead of this one), CKPT_REPLACING_FILE marking the directory
-// meanwhile (written after the commit of `written`, which is therefore this run's); then the oldest complete ones up to step `written` so that the newest keep_last of those remain
+// meanwhile (written before the commit published `written`, with its marker's checksum: checkpoint_commit); then the oldest complete ones up to step `written` so that the newest keep_last of those remain
 // (keep_last <= 0: delete none; newer ones, which a resume skipped as damaged, stay and do not count). Incomplete step
 // directories and other processes' temp dirs are never touched. Runs checkpoint_cleanup first.
 void checkpoint_rotate(const std::string& dir, int keep_last, int64_t written, bool replaces_earlier_run = false);
@@ -72,7 +75,9 @@ int checkpoint_cleanup(const std::string& dir);
 // undone); newer ones that do not are reported on stdout with the reason. Fails with "no checkpoint in PATH" when
 // there is none, and with each step directory's problem when none verifies. A directory that a stopped --overwrite
 // run marked (CKPT_REPLACING_FILE): the removal of the earlier run's checkpoints is finished (they are deleted) when
-// the marked one is intact, else refused; a step directory there other than the marked one is refused.
+// the marked one is intact and is the one the mark names by its COMPLETE marker's checksum, else refused (before the
+// commit published it, the checkpoints there are the earlier run's); a step directory there other than the marked
+// one is refused.
 std::string checkpoint_resolve(const std::string& path);
 // Where a run with --ckpt-dir PATH writes its checkpoints: PATH, or, when PATH is one checkpoint (a directory with a
 // COMPLETE marker, however spelled: DIR/step_N, DIR/step_N/., "." inside it) continued with --resume, the directory
@@ -96,8 +101,9 @@ struct CheckpointWriter {
 
     // Path of a file inside the checkpoint being written: tmpdir + "/" + name.
     std::string file(const std::string& name) const { return tmpdir + "/" + name; }
-    // Publishes the checkpoint as checkpoint_path(dir, step) and returns that path.
-    std::string commit();
+    // Publishes the checkpoint as checkpoint_path(dir, step) and returns that path (replaces_earlier_run:
+    // checkpoint_commit's).
+    std::string commit(bool replaces_earlier_run = false);
 };
 
 // ----------------------------------------------------------------------------
