@@ -100,6 +100,10 @@ int main(int argc, char** argv) {
         say_error(nullptr, program, "error", e.what());
         remove_made_output_dirs_left_empty();  // (--save's, --ckpt-dir's, made by a run refused before it wrote them)
         return 1;
+    } catch (const std::bad_alloc&) {
+        say_error(nullptr, program, "error", OUT_OF_HOST_MEMORY);
+        remove_made_output_dirs_left_empty();
+        return 1;
     } catch (const std::exception& e) {
         say_error(nullptr, program, "internal error", e.what());
         remove_made_output_dirs_left_empty();

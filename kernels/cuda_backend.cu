@@ -4,6 +4,7 @@
 
 #include "kernels/attention_cudnn.cuh"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #if defined(PRAC_CUDA_EMU)
@@ -95,10 +96,11 @@ void* CudaBackend::alloc(size_t bytes) {
         size_t free_b = 0, total = 0;
         cudaMemGetInfo(&free_b, &total);
         fail("out of GPU memory allocating %.1f MiB (this run holds %.1f MiB; the device has %.1f of %.1f GiB free)\n"
-             "---> HINT: ./train_* --plan --gpu-mem %.0f with the same flags prints the plan and the largest "
+             "---> HINT: ./train_* --plan --gpu-mem %g with the same flags prints the plan and the largest "
              "micro-batch that fits; lower --batch-size (raise --grad-accum to keep the batch) or use --prac prac",
              bytes / 1048576.0, live_bytes / 1048576.0, free_b / 1073741824.0, total / 1073741824.0,
-             total / 1073741824.0);
+             std::floor(total / 1073741824.0 * 100) / 100);  // (rounded down: an H100's 79.65 read as 80 planned
+                                                             // two sequences more than fit)
     }
     cudaCheck(e);
     cudaCheck(cudaMemsetAsync(p, 0, bytes, stream));

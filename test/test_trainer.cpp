@@ -891,6 +891,49 @@ TEST(TrainerBinary, APlanNamesTheOptimizerAndRecomputation) {
     EXPECT_FALSE(contains(plan({}, false).out, "--recompute")) << "said with recomputation off";
 }
 
+// A plan that does not fit --gpu-mem says what would: at micro-batch 1 (it said "does not fit" and no more), and a
+// --batch-size above the largest that fits (it printed the largest, as if the question were another batch's), each
+// with the leaner settings this run does not use yet (8-bit moments, PRAC, recomputation, ZeRO), named once.
+TEST(TrainerBinary, APlanThatDoesNotFitSaysWhatWould) {
+    TempDir dir;
+    auto plan = [&](const std::string& flags) {  // a CUDA plan (run_trainer plans the CPU backend's run)
+        RunResult r;
+        r.cmd = shell_quote(ROOT + "/train_gpt2") + " --plan --precision bf16 --model gpt2-124m --seq-len 1024 " + flags;
+        const std::string out = dir / "plan.txt";
+        const int status = std::system((r.cmd + " > " + shell_quote(out) + " 2>&1 < /dev/null").c_str());
+        r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        r.out = read_bytes(out);
+        return r;
+    };
+    RunResult none = plan("--batch-size 4 --gpu-mem 1.5");
+    ASSERT_EQ(none.rc, 0) << describe(none);
+    EXPECT_TRUE(contains(none.out, "does not fit in 1.5 GiB even at micro-batch 1 (")) << describe(none);
+    for (const char* way : {"--prac prac", "--recompute 1", "--optimizer-states 8bit", "--zero 1", "--seq-len"})
+        EXPECT_TRUE(contains(none.out, way)) << way << "\n" << describe(none);
+    RunResult lean = plan("--batch-size 4 --gpu-mem 1.5 --prac prac --recompute 2 --optimizer-states 8bit");
+    EXPECT_FALSE(contains(lean.out, "--prac prac (")) << "a setting in use is no advice\n" << describe(lean);
+    EXPECT_FALSE(contains(lean.out, "--optimizer-states 8bit (")) << describe(lean);
+    EXPECT_FALSE(contains(lean.out, "--recompute 3")) << describe(lean);
+
+    RunResult big = plan("--batch-size 64 --grad-accum 2 --gpu-mem 12");
+    ASSERT_EQ(big.rc, 0) << describe(big);
+    const std::string lead = "largest micro-batch that fits in 12 GiB at T=1024: ";
+    const size_t at = big.out.find(lead);
+    ASSERT_NE(at, std::string::npos) << describe(big);
+    const int max_b = std::atoi(big.out.c_str() + at + lead.size());
+    ASSERT_GT(max_b, 0) << describe(big);
+    ASSERT_LT(max_b, 64) << describe(big);
+    int k = 1;  // the fewest equal micro-batches of at most max_b that make 64 (a divisor: the step stays 64 x 2)
+    while (64 % k || 64 / k > max_b) k++;
+    EXPECT_TRUE(contains(big.out, format("so --batch-size 64 does not fit\n---> HINT: --batch-size %d or less", max_b)))
+        << describe(big);
+    EXPECT_TRUE(contains(big.out, format("to keep the step's 128 sequences (--batch-size %d --grad-accum %d)", 64 / k,
+                                         2 * k)))
+        << describe(big);
+    RunResult fits = plan("--batch-size 4 --gpu-mem 12");
+    EXPECT_FALSE(contains(fits.out, "does not fit")) << describe(fits);
+}
+
 // A --log that cannot be written (a file where a directory belongs) fails before the first step; one in directories
 // that do not exist yet gets them made, as --save's and --ckpt-dir's are
 TEST(TrainerBinary, UnwritableLog) {
@@ -2003,6 +2046,70 @@ TEST(TrainerResume, AKillInsideACheckpointResumesFromTheNewestComplete) {
         for (const auto& e : fs::directory_iterator(dir / run)) left.insert(e.path().filename().string());
         EXPECT_EQ(left, (std::set<std::string>{CKPT_LOCK_FILE, "step_00000006"}));
     }
+}
+
+// A failed host allocation (a large model's fp32 weights under a memory limit) says so, exit 1, with what to do (it
+// was "internal error: std::bad_alloc", exit 2). OpenMP's threads need address space of their own: one thread.
+TEST(TrainerBinary, OutOfHostMemoryIsSaid) {
+    TempDir dir;
+    RunResult r = run_merged("train_gpt2", {"--model", "gpt2-124m", "--batch-size", "64", "--seq-len", "1024",
+                                            "--steps", "1"}, dir, 120, "true; ulimit -v 3000000; OMP_NUM_THREADS=1");
+    EXPECT_EQ(r.rc, 1) << describe(r);
+    expect_error_last(r, "train_gpt2", "out of host memory (an allocation failed: std::bad_alloc)\n---> HINT: --plan");
+}
+
+// A resume that evaluates otherwise (--eval-tokens, --eval-protocol, --val-data: the training is the same, so no
+// refusal) says so: the log's evaluations before and after it are of two validation sets (it passed unsaid). The
+// same settings say nothing.
+TEST(TrainerResume, AnotherEvaluationIsSaid) {
+    TempDir dir;
+    auto args = [&](std::vector<std::string> extra) {
+        std::vector<std::string> a = tiny({"--eval-tokens", "64", "--ckpt-dir", dir / "ck", "--lr", "1e-3"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    ASSERT_EQ(run_trainer("train_gpt2", args({"--steps", "1"}), dir, 120).rc, 0);
+    RunResult same = run_trainer("train_gpt2", args({"--steps", "2", "--resume"}), dir, 120);
+    ASSERT_EQ(same.rc, 0) << describe(same);
+    EXPECT_FALSE(contains(same.out, "evaluates otherwise")) << describe(same);
+    RunResult other = run_trainer("train_gpt2", args({"--steps", "3", "--resume", "--eval-tokens", "128",
+                                                      "--eval-protocol", "galore"}), dir, 120);
+    ASSERT_EQ(other.rc, 0) << describe(other);
+    EXPECT_TRUE(contains(other.out, "notice: this run evaluates otherwise than the one that wrote ")) << describe(other);
+    EXPECT_TRUE(contains(other.out, ": --eval-tokens (64 then, 128 now), --eval-protocol (tokens then, galore now);"))
+        << describe(other);
+}
+
+// A stop signal during an evaluation between steps (a scheduler's SIGTERM, its SIGKILL 30 s later): the evaluation
+// waited to its end, 94 s in a tester's run, before the checkpoint. Now it ends at its next micro-batch, the step's
+// checkpoint records it as due, and the resume runs it first: the same score, and the run ends as the uninterrupted
+// one does, bit for bit.
+TEST(TrainerResume, AStopSignalDuringAnEvaluationCheckpointsAtOnce) {
+    TempDir dir;
+    auto args = [&](const std::string& run, std::vector<std::string> extra = {}) {
+        std::vector<std::string> a = tiny({"--steps", "5", "--eval-interval", "2", "--eval-tokens", "1024", "--ckpt-dir",
+                                           dir / run, "--lr", "1e-3"});
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    };
+    RunResult u = run_trainer("train_gpt2", args("u"), dir, 120);
+    ASSERT_EQ(u.rc, 0) << describe(u);
+    const size_t at = u.out.find("step 2 | val loss ");
+    ASSERT_NE(at, std::string::npos) << describe(u);
+    const std::string score = u.out.substr(at, u.out.find('\n', at) - at);
+    RunResult s = run_merged("train_gpt2", args("s"), dir, 120, "PRAC_TEST_KILL_AT=eval.batch@2:15");
+    EXPECT_EQ(s.rc, 128 + SIGTERM) << describe(s);
+    EXPECT_TRUE(contains(s.out, "step 2 | evaluation stopped by a signal: the checkpoint of this step has it due"))
+        << describe(s);
+    EXPECT_FALSE(contains(s.out, "step 2 | val loss")) << describe(s);
+    EXPECT_TRUE(contains(s.out, "received signal 15: stopping after 2 of 5 steps")) << describe(s);
+    RunResult r = run_trainer("train_gpt2", args("s", {"--resume"}), dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    const size_t resumed = r.out.find("at step 2 of 5"), scored = r.out.find(score), next = r.out.find("step     3/5");
+    EXPECT_TRUE(resumed != std::string::npos && scored != std::string::npos && next != std::string::npos &&
+                resumed < scored && scored < next)
+        << "the due evaluation comes first, with the uninterrupted run's " << score << "\n" << describe(r);
+    expect_same_checkpoint(dir, "u", "s", 5);
 }
 
 // A run whose standard output is a pipe with no reader (`train_gpt2 ... | tee run.txt` after a Ctrl-C, which reaches

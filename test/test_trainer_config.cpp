@@ -1437,8 +1437,8 @@ TEST(FinetuneSchedule, IsHuggingFaces) {
 }
 
 // The ETA's checkpoints still due, against the order in which FineTuner writes them: end_step's at a step
-// --ckpt-every divides before the last, end_epoch's at an epoch's end before the last unless that step has one,
-// finish()'s after the last; due after the progress line of step `from` are those of steps from it on.
+// --ckpt-every divides before the last, end_epoch's at an epoch's end (before its evaluation) unless that step has
+// one, finish()'s after the last; due after the progress line of step `from` are those of steps from it on.
 TEST(FinetuneSchedule, CheckpointsStillDueFollowTheRunsOrder) {
     for (int spe = 1; spe <= 5; spe++)
         for (int epochs = 1; epochs <= 4; epochs++)
@@ -1447,7 +1447,7 @@ TEST(FinetuneSchedule, CheckpointsStillDueFollowTheRunsOrder) {
                 std::vector<int> written;  // the step of each checkpoint, in order
                 for (int s = 1; s <= total; s++) {
                     if (every > 0 && s % every == 0 && s < total) written.push_back(s);
-                    if (s % spe == 0 && s < total && (written.empty() || written.back() != s)) written.push_back(s);
+                    if (s % spe == 0 && (written.empty() || written.back() != s)) written.push_back(s);
                 }
                 written.push_back(total);  // finish()'s
                 for (int from = 1; from <= total; from++)

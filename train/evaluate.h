@@ -29,10 +29,11 @@
 // input_ids != pad, a row's EOS too, and each rank its own count times the world size), mean of the micro-batches'
 // mean losses as GaLore averages (GaLore also divides by the batch count + 1, an off-by-one we do not copy). Never
 // reads a token twice: both stop at the end of one epoch of the validation data. *tokens_seen: the targets scored.
-// each_batch: called after every micro-batch (the watchdog's progress mark: a long evaluation is progress).
+// each_batch: called before every micro-batch (the watchdog's progress mark: a long evaluation is progress); false
+// ends the evaluation there (a stop signal: the trainer then checkpoints without waiting for the rest).
 template <class Model>
 float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::string& protocol,
-               long long* tokens_seen, int ranks = 1, const std::function<void()>& each_batch = {}) {
+               long long* tokens_seen, int ranks = 1, const std::function<bool()>& each_batch = {}) {
     const int B = model.B, T = model.T;
     const bool galore = protocol == "galore";
     const long long batches = galore ? val.steps_per_epoch()
@@ -45,8 +46,8 @@ float evaluate(Model& model, DataLoader& val, long long eval_tokens, const std::
     double sum = 0;
     long long count = 0, used = 0, inputs_counted = 0;
     for (long long i = 0; i < batches && !(galore && inputs_counted * ranks > eval_tokens); i++) {
+        if (each_batch && !each_batch()) break;  // (told to stop: what was scored so far)
         val.next_batch(inputs.data(), targets.data());
-        if (each_batch) each_batch();
         inputs_counted += (long long)inputs.size() - std::count(inputs.begin(), inputs.end(), pad);
         long long c = count_target_tokens(targets.data(), targets.size());
         if (c == 0) continue;
@@ -225,7 +226,7 @@ int print_sample(Model& model, const TrainOptions& opts, Arch arch, const Sample
 // when any rank's loss over real tokens is not finite (the trainer then stops: a broken model gets no score).
 template <class Model>
 float evaluate_all(Model& model, DataLoader& val, const TrainOptions& opts, Comm& comm, long long* tokens_seen,
-                   const std::function<void()>& each_batch = {}) {
+                   const std::function<bool()>& each_batch = {}) {
     long long seen = 0;
     float loss = evaluate(model, val, opts.eval_tokens, opts.eval_protocol, &seen, comm.size(), each_batch);
     // a rank that saw no tokens adds nothing; a non-finite loss over real tokens, on any rank, makes the result NaN

@@ -90,7 +90,8 @@ const FlagDef FLAGS[] = {
       "write JSONL records: step, glue_eval (per dev split), memory, final (a resumed run appends)"),
     F("--log-interval", "N", INT, log_interval, "print a progress line every N steps (and at this process's first step and each epoch's end)"),
     F("--ckpt-dir", "DIR", STR, ckpt_dir,
-      "checkpoints (weights, optimizer, PRAC, the data position) to DIR/step_NNNNNNNN after every epoch"),
+      "checkpoints (weights, optimizer, PRAC, the data position) to DIR/step_NNNNNNNN at every epoch's end, "
+      "before its evaluation (the last one also after it)"),
     F("--ckpt-every", "N", INT, ckpt_every, "also every N steps (0: epochs only; on SIGINT/SIGTERM/SIGUSR1 always)"),
     F("--ckpt-keep", "K", INT, ckpt_keep, "keep the newest K complete checkpoints"),
     F("--resume", "", BOOL, resume, "continue bit-exactly from the newest checkpoint in --ckpt-dir"),
@@ -163,7 +164,7 @@ float finetune_lr(int step, int total, int warmup, float lr, const std::string& 
 int warmup_of_ratio(double ratio, int total) { return (int)std::ceil((double)total * ratio); }
 
 int finetune_checkpoints_due(int step, int total_steps, int steps_per_epoch, int ckpt_every) {
-    int n = 1;
+    int n = 2;
     for (int s = step; s < total_steps; s++) n += (ckpt_every > 0 && s % ckpt_every == 0) || s % steps_per_epoch == 0;
     return n;
 }

@@ -67,7 +67,7 @@ float finetune_lr(int step, int total, int warmup, float lr, const std::string& 
 int warmup_of_ratio(double ratio, int total);
 // The checkpoints a run with --ckpt-dir still writes after the progress line of step `step` (1-based, this step's
 // own included): end_step's and end_epoch's, one per step, at each step before the last that --ckpt-every divides
-// or that ends an epoch, and finish()'s after the last.
+// or that ends an epoch, end_epoch's at the last (before the final evaluation) and finish()'s after it.
 int finetune_checkpoints_due(int step, int total_steps, int steps_per_epoch, int ckpt_every);
 // The checks --init-from must pass (config.json, model.safetensors, tokenizer files; a classification head, when
 // it has one, with the task's number of outputs), each with a hint. --plan reads config.json alone.
@@ -141,6 +141,7 @@ struct FineTuner {
     std::string tokenizer_fingerprint;  // --init-from's tokenizer files, by content (the data's encoding)
     bool wrote_checkpoint = false;      // this process has written one (--overwrite's first removes the others)
     int checkpointed_step = -1;         // the step of the newest checkpoint (written or resumed from): not twice
+    bool eval_stoppable = false, eval_cut = false;  // end_epoch's evaluation runs / a stop signal ended it
 
     // the step in flight: its --grad-accum micro-batches, each as the model takes it (B rows; rows past the data's
     // are one-token padding rows with no label, so the arena is allocated once, for (B, T))
@@ -186,9 +187,13 @@ struct FineTuner {
         const std::vector<int> head_rows = head_rows_in_task_order(
             model_config_load(Arch::ROBERTA, opts.init_from + "/config.json").label_names, info, &names_note);
         bool head = model.load_pretrained(opts.init_from, (uint64_t)opts.seed, false, head_rows);
-        std::printf("loaded %s/model.safetensors: %s\n", opts.init_from.c_str(),
-                    head ? "encoder and its classification head"
-                         : "the encoder; the classification head is new (initialized as transformers does)");
+        if (resume_path.empty())
+            std::printf("loaded %s/model.safetensors: %s\n", opts.init_from.c_str(),
+                        head ? "encoder and its classification head"
+                             : "the encoder; the classification head is new (initialized as transformers does)");
+        else  // (it said the head was new while the checkpoint's trained one replaced it)
+            std::printf("read %s/model.safetensors for its shapes: the weights are the checkpoint's (%s)\n",
+                        opts.init_from.c_str(), resume_path.c_str());
         if (cfg.config_dropout > 0 && !opts.eval_only)  // (evaluation has none in transformers either)
             std::printf("notice: %s/config.json sets dropout (up to %g); this trainer has none, so this fine-tuning "
                         "differs from transformers' (run_glue trains with the config's dropout)\n",
@@ -348,10 +353,23 @@ struct FineTuner {
         kill_point("train.step_done");  // tests: a signal between two steps (common/kill_point.h)
     }
 
-    // After each epoch: the dev evaluation, the best score so far, a checkpoint when checkpointing is on.
+    // After each epoch: a checkpoint when checkpointing is on, the dev evaluation, the best score so far. The
+    // checkpoint comes first, with the batcher at the epoch's end (as --ckpt-every's of that step): a kill during a
+    // long evaluation lost the epoch (it came after), and a resume runs the evaluation again (log_eval logs it once).
+    // A stop signal ends the evaluation at its next batch: the checkpoint is there, the stop at the next step's start
+    // (or at finish()) writes none.
     void end_epoch(int e) {
+        if (checkpointed_step != step) checkpoint(before_batch);
         auto e0 = std::chrono::steady_clock::now();
+        eval_stoppable = true;
         DevScores s = evaluate();
+        eval_stoppable = false;
+        if (eval_cut) {
+            std::printf("epoch %d/%d | evaluation stopped by a signal: %s\n", e + 1, opts.epochs,
+                        opts.ckpt_dir.empty() ? "no score (no --ckpt-dir to resume from)"
+                                              : "--resume runs it again from the checkpoint of this step");
+            return;
+        }
         eval_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - e0).count();
         evals_timed++;
         if (s.primary() > best) best = s.primary(), best_epoch = e + 1;
@@ -359,9 +377,6 @@ struct FineTuner {
         std::printf("epoch %d/%d | dev loss %.4f | %s | best %s %s\n", e + 1, opts.epochs, s.loss, s.text().c_str(),
                     s.metrics[0][0].first.c_str(), best_text.c_str());
         log_eval(s, e + 1);
-        // (not when --ckpt-every took this step before the evaluation: either one resumes into the evaluation, which
-        // the batcher's position at the epoch's end makes a resume run again)
-        if (step < total_steps && checkpointed_step != step) checkpoint();
     }
 
     // --eval-only: the dev metrics of the loaded weights
@@ -375,6 +390,7 @@ struct FineTuner {
 
     // The end: best and final scores, the memory report again, the last checkpoint, --save.
     int finish() {
+        if (eval_cut) return stop((int)g_stop_signal);  // the last epoch's evaluation, ended by a stop signal
         stop_signals_at_end();
         const bool ran = !last_scores.splits.empty();  // false: resumed at the end of a finished run
         if (!ran) {
@@ -681,6 +697,10 @@ struct FineTuner {
         GlueBatcher batches(data, B, false, 0);
         GlueBatch b;
         while (batches.next(b)) {
+            if (eval_stoppable && g_stop_signal) {  // (end_epoch's evaluation: the checkpoint before it has it due)
+                eval_cut = true;
+                break;
+            }
             fill_input(b, cap);
             if (!labeled) std::fill(labels.begin(), labels.end(), NAN);  // no loss: a test split has no labels
             loss_sum += (double)model.eval_forward(enc) * b.B;
@@ -697,6 +717,7 @@ struct FineTuner {
                 pred[i] = (int)(std::max_element(l, l + cfg.num_labels) - l);
                 score[i] = l[0];
             }
+            kill_point("eval.batch");  // tests: a signal or a kill during an evaluation (common/kill_point.h)
         }
         return loss_sum;
     }
@@ -720,7 +741,7 @@ struct FineTuner {
             s.metrics.push_back(glue_metrics(info.task, pred, data.labels, score, target));
         }
         s.loss = loss_sum / (double)std::max(1LL, rows);
-        last_scores = s;
+        if (!eval_cut) last_scores = s;
         return s;
     }
 
@@ -755,7 +776,7 @@ struct FineTuner {
             for (const auto& m : s.metrics[d]) f.push_back(m);
             // an --eval-only evaluation (epoch 0) is of --init-from's weights, which may be another run's: marked,
             // plot_runs.py and the Table 5 summary keep it apart from the log's training run (it was its final score)
-            log.record("glue_eval", f, {{"task", info.name}, {"split", s.splits[d]}}, opts.eval_only);
+            log.record_once("glue_eval", f, {{"task", info.name}, {"split", s.splits[d]}}, opts.eval_only);
         }
     }
 
@@ -850,8 +871,9 @@ struct FineTuner {
         st.set_f64("glue.best", best);
         st.set_i64("glue.best_epoch", best_epoch);
         write_state(w.file(CKPT_STATE_FILE), st);
-        std::string dir = w.commit();
-        checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, step, opts.overwrite && !wrote_checkpoint);
+        const bool replaces_earlier_run = opts.overwrite && !wrote_checkpoint;
+        std::string dir = w.commit(replaces_earlier_run);
+        checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, step, replaces_earlier_run);
         wrote_checkpoint = true;
         checkpointed_step = step;
         ckpt_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
@@ -867,7 +889,8 @@ struct FineTuner {
         std::vector<std::pair<std::string, std::string>> k = keys();
         k.erase(std::remove_if(k.begin(), k.end(),
                                [](const auto& kv) {
-                                   return kv.first == "seq_len" || kv.first == "dev_data" || kv.first == "train_data";
+                                   return kv.first == "seq_len" || kv.first == "dev_data" || kv.first == "train_data" ||
+                                          kv.first == "tokenizer";
                                }),
                 k.end());
         // (a checkpoint spelled before run.key_spelling is compared by the trainer's old spelling, shape unsaid)
@@ -888,7 +911,12 @@ struct FineTuner {
                        total_steps, saved, opts.warmup_ratio.c_str());
         }
         check_resume_keys(st, opts, cfg, k);
-        // (said as the file, not as the key's size:hash, which the user can neither pass nor compare)
+        // (said as the files, not as the key's size:hash, which the user can neither pass nor compare)
+        if (st.has_meta("run.tokenizer") && st.get("run.tokenizer") != tokenizer_fingerprint)
+            fail("cannot resume from %s: the tokenizer files of --init-from %s (tokenizer.json, vocab.json, merges.txt, "
+                 "those it has) are not those of the run that wrote it (their sizes or contents differ), and the "
+                 "run's examples were encoded with those\n---> HINT: resume with the --init-from of the run that wrote "
+                 "it, or start a new run in another --ckpt-dir", resume_path.c_str(), opts.init_from.c_str());
         if (st.has_meta("run.train_data") && st.get("run.train_data") != train_fingerprint)
             fail("cannot resume from %s: the training file %s is not that of the run that wrote it (its size or "
                  "contents differ), and the run's example order and epochs are of that file\n---> HINT: resume with "

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <new>  // std::bad_alloc
 #include <sstream>
 #include <string>
 #include <vector>
@@ -326,6 +327,14 @@ inline void say_error(Comm* comm, const char* program, const char* kind, const c
     }
 }
 
+// What a failed host allocation says (it was "internal error: std::bad_alloc", exit 2: the weights' fp32 host copy of
+// a large model under a memory limit): exit 1, with what to do.
+inline const char* OUT_OF_HOST_MEMORY =
+    "out of host memory (an allocation failed: std::bad_alloc)\n---> HINT: --plan with the same flags prints what the "
+    "run holds (on the CPU backend, all of it in host memory; a GPU run also keeps host copies of the weights while "
+    "it loads and saves them): lower --batch-size or --seq-len, pick a smaller model, or raise the memory limit "
+    "(the shell's ulimit, the job's memory request)";
+
 // main() of both trainers: set up the ranks, the run and the device, run `train`, and on an error print it and
 // end every rank (a rank that returned normally would leave the others waiting in a collective forever).
 template <class Train>
@@ -352,6 +361,9 @@ int train_main(Arch arch, const char* program, int argc, char** argv, Train&& tr
     } catch (const UserError& e) {
         code = 1;
         say_error(comm.get(), program, "error", e.what());
+    } catch (const std::bad_alloc&) {
+        code = 1;
+        say_error(comm.get(), program, "error", OUT_OF_HOST_MEMORY);
     } catch (const std::exception& e) {
         code = 2;
         say_error(comm.get(), program, "internal error", e.what());

@@ -195,6 +195,18 @@ struct MetricsLog {
     // quotes and backslashes are escaped anyway.
     void record(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
                 const std::vector<std::pair<std::string, std::string>>& strings = {}, bool eval_only = false) {
+        write_line(record_line(type, numbers, strings, eval_only));
+    }
+    // record(), unless the log's last MiB holds the same record (a resumed run that redoes an evaluation the stopped
+    // one logged: finetune_roberta's, resumed at an epoch's end; the same numbers are the same evaluation)
+    void record_once(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
+                     const std::vector<std::pair<std::string, std::string>>& strings = {}, bool eval_only = false) {
+        const std::string line = record_line(type, numbers, strings, eval_only);
+        const std::string tail = "\n" + whole_lines_of_tail();
+        if (tail.find("\n" + line + "\n") == std::string::npos) write_line(line);
+    }
+    static std::string record_line(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
+                                   const std::vector<std::pair<std::string, std::string>>& strings, bool eval_only) {
         auto quote = [](const std::string& s) {
             std::string q = "\"";
             for (char c : s) q += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
@@ -203,7 +215,7 @@ struct MetricsLog {
         std::string line = "{\"type\":" + quote(type);
         for (const auto& [k, v] : strings) line += "," + quote(k) + ":" + quote(v);
         for (const auto& [k, v] : numbers) line += "," + quote(k) + ":" + num(v);
-        write_line(line + (eval_only ? ",\"eval_only\":true}" : "}"));
+        return line + (eval_only ? ",\"eval_only\":true}" : "}");
     }
 
   private:

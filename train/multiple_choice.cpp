@@ -186,7 +186,7 @@ std::string choice_eval_file_bytes(const std::vector<ChoiceExample>& examples) {
 
 ChoiceScore score_choices(const std::vector<ChoiceExample>& examples, int B, int T, int rank, int ranks,
                           const std::function<void(const int32_t*, const int32_t*, float*)>& token_losses,
-                          const std::function<void()>& each_batch) {
+                          const std::function<bool()>& each_batch) {
     struct Row {
         size_t example, ending;
     };
@@ -197,6 +197,7 @@ ChoiceScore score_choices(const std::vector<ChoiceExample>& examples, int B, int
     std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
     std::vector<float> losses((size_t)B * T);
     for (size_t first = 0; first < rows.size(); first += B) {
+        if (each_batch && !each_batch()) return {};
         std::fill(inputs.begin(), inputs.end(), 0);  // (positions past a row: any valid id, nothing scored)
         std::fill(targets.begin(), targets.end(), -1);
         for (size_t r = first; r < std::min(rows.size(), first + B); r++) {
@@ -210,7 +211,6 @@ ChoiceScore score_choices(const std::vector<ChoiceExample>& examples, int B, int
             std::copy(end.begin(), end.end(), tg + e.context.size() - 1);
         }
         token_losses(inputs.data(), targets.data(), losses.data());
-        if (each_batch) each_batch();
         for (size_t r = first; r < std::min(rows.size(), first + B); r++) {
             const ChoiceExample& e = examples[rows[r].example];
             const size_t from = (r - first) * T + e.context.size() - 1, n = e.endings[rows[r].ending].size();

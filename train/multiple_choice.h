@@ -47,8 +47,9 @@ std::string choice_eval_file_bytes(const std::vector<ChoiceExample>& examples);
 // Scores examples rank, rank + ranks, ... on this rank (the caller sums the counts over ranks). The rows go through
 // `token_losses(inputs, targets, losses)`, the model's evaluation forward over a micro-batch of B rows x T positions
 // giving the per-token losses (B*T, targets -1 ignored); a row is its example's context and one ending, inputs its
-// ids but the last, targets the next ids, and the ending's targets are scored. `each_batch`: after every micro-batch
-// (the watchdog's progress). A non-finite loss on a scored token ends the evaluation with an error.
+// ids but the last, targets the next ids, and the ending's targets are scored. `each_batch`: before every
+// micro-batch (the watchdog's progress); false ends the evaluation, with the score of no example (a stop signal).
+// A non-finite loss on a scored token ends the evaluation with an error.
 ChoiceScore score_choices(const std::vector<ChoiceExample>& examples, int B, int T, int rank, int ranks,
                           const std::function<void(const int32_t*, const int32_t*, float*)>& token_losses,
-                          const std::function<void()>& each_batch = {});
+                          const std::function<bool()>& each_batch = {});

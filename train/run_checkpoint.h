@@ -286,9 +286,11 @@ struct RunState {
     std::string backend;       // backend_of_run
     std::string cpu_threads;   // the CPU backend's OpenMP threads (its sums' order): cpu_threads_of_ranks; "" on CUDA
     int skipped_in_a_row = 0, skipped_total = 0;  // --on-nonfinite skip's counts (its limit goes on counting)
+    int64_t eval_due_at = -1;  // `step` when a stop signal cut its evaluation: the resume runs it first
     bool replaces_earlier_run = false;  // --overwrite's first checkpoint: the others in the directory are removed
     std::string train_shards;  // data_fingerprint of the training files (train/trainer.h)
     std::string logged_loss;   // the loss of step `step` as its --log record says it (MetricsLog::num); "" if none
+    std::string val_sizes;     // the validation files' sizes (data_fingerprint without checksums): evaluation_notice
 };
 
 // Writes the checkpoint (rank 0 only) into opts.ckpt_dir and rotates old ones; returns its directory.
@@ -307,6 +309,10 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set("run.train_data", opts.train_data);
     st.set("run.train_shards", rs.train_shards);
     if (!rs.logged_loss.empty()) st.set("run.logged_loss", rs.logged_loss);
+    // how the run evaluates (not compared: the training is the same whatever it is; a resume says a change)
+    st.set("run.val_sizes", rs.val_sizes);
+    st.set_i64("run.eval_tokens", opts.eval_tokens);
+    st.set("run.eval_protocol", opts.eval_protocol);
     st.set_i64("run.ranks", rs.ranks);
     st.set_i64("run.zero", rs.zero);
     st.set_i64("run.prac_shared", rs.prac_shared);
@@ -314,6 +320,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     record_cpu_threads(st, rs.cpu_threads);
     st.set_i64("run.skipped_in_a_row", rs.skipped_in_a_row);
     st.set_i64("run.skipped_total", rs.skipped_total);
+    if (rs.eval_due_at >= 0) st.set_i64("run.eval_due_at", rs.eval_due_at);
     for (const auto& [name, data] : rs.optim) st.add_f32(name, data.data(), {(int64_t)data.size()});
     for (const auto& [name, data] : rs.optim_u8) st.add_u8(name, data.data(), {(int64_t)data.size()});
     for (const SafeTensorWrite& t : rs.prac) {
@@ -325,7 +332,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set_i64("data.sample_index", rs.data.sample_index);
     st.set_u64("data.rng_state", rs.data.rng_state);
     write_state(w.file(CKPT_STATE_FILE), st);
-    std::string dir = w.commit();
+    std::string dir = w.commit(rs.replaces_earlier_run);
     checkpoint_rotate(opts.ckpt_dir, opts.ckpt_keep, rs.step, rs.replaces_earlier_run);
     return dir;
 }

@@ -444,6 +444,20 @@ void print_table(const char* title, const std::vector<std::pair<std::string, std
     std::printf("%s\n", line.c_str());
 }
 
+// What else takes bytes off a plan: the settings of this one that have a leaner choice, each named once.
+static std::string plan_savings_hint(const TrainOptions& opts) {
+    std::vector<std::string> ways;
+    if (opts.prac == "none") ways.push_back("--prac prac (README: 37-45% less in all at the paper's sizes)");
+    if (opts.recompute < 2) ways.push_back(format("--recompute %d (recomputes more in backward)", opts.recompute + 1));
+    if (opts.recompute_attention == 0) ways.push_back("--recompute-attention 1");
+    if (opts.optimizer == "adamw" && opts.optimizer_states == "fp32")
+        ways.push_back("--optimizer-states 8bit (AdamW's moments in 2 bytes a parameter instead of 8)");
+    if (opts.optimizer == "adamw" && opts.zero == 0)
+        ways.push_back("--zero 1 over several GPUs (--plan-ranks N plans one of N)");
+    ways.push_back("a shorter --seq-len, or a GPU with more memory");
+    return join(ways, "; ");
+}
+
 int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptions& prac) {
     PlanTarget target = opts.device == "cpu"      ? PlanTarget::CPU_FP32
                         : opts.precision == "fp32" ? PlanTarget::CUDA_FP32
@@ -478,13 +492,24 @@ int print_plan(const TrainOptions& opts, const ModelConfig& cfg, const PracOptio
     }
     std::printf("%s", plan_table(p).c_str());
     if (max_b >= 0) {
-        if (max_b == 0)
-            std::printf("does not fit in %g GiB even at micro-batch 1 (with a %.0f GiB reserve for the CUDA context)\n",
-                        opts.gpu_mem_gib, reserve / 1073741824.0);
-        else
+        if (max_b == 0) {
+            const MemoryPlan one = plan_memory(cfg, prac, 1, opts.seq_len, target, &optim, opts.recompute_options());
+            std::printf("does not fit in %g GiB even at micro-batch 1 (%.2f GiB planned, and a %.0f GiB reserve for "
+                        "the CUDA context)\n---> HINT: %s\n", opts.gpu_mem_gib, one.total / 1073741824.0,
+                        reserve / 1073741824.0, plan_savings_hint(opts).c_str());
+        } else {
             std::printf("largest micro-batch that fits in %g GiB at T=%d: %s%d (keeping %.0f GiB for the CUDA context "
                         "and allocator slack)\n", opts.gpu_mem_gib, opts.seq_len,
                         max_b == PLAN_MAX_BATCH_LIMIT ? "at least " : "", max_b, reserve / 1073741824.0);
+            if (max_b < opts.batch_size) {  // (said: the line read as an answer about another batch)
+                int k = (opts.batch_size + max_b - 1) / max_b;  // the fewest micro-batches of equal size that fit
+                while (opts.batch_size % k) k++;
+                std::printf("so --batch-size %d does not fit\n---> HINT: --batch-size %d or less, with --grad-accum "
+                            "to keep the step's %d sequences (--batch-size %d --grad-accum %d); or %s\n",
+                            opts.batch_size, max_b, opts.batch_size * opts.grad_accum, opts.batch_size / k,
+                            k * opts.grad_accum, plan_savings_hint(opts).c_str());
+            }
+        }
     }
     check_stdout_written("the plan");
     return 0;

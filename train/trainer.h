@@ -239,6 +239,8 @@ struct Trainer {
     std::unique_ptr<Watchdog> watchdog;  // --watchdog: ends the job when this rank makes no progress
     int steps_done = 0;                  // steps done so far (the resumed ones included)
     bool wrote_checkpoint = false;       // this process has written one (--overwrite's first removes the others)
+    bool eval_stoppable = false, eval_cut = false;  // a periodic evaluation runs / a stop signal ended it (evaluate)
+    int eval_due_at = -1;  // the step whose evaluation a stop signal cut: its checkpoint records it, a resume runs it
     std::vector<ChoiceExample> hellaswag;  // --hellaswag's examples (read at the start: a bad file fails then)
     long long hellaswag_rows = 0;          // their endings: the rows of forward an evaluation adds (all ranks')
 
@@ -367,6 +369,7 @@ struct Trainer {
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
         install_stop_signals();
         run_start = std::chrono::steady_clock::now();
+        if (eval_due_at == start_step) evaluate(start_step);  // the one a stop signal cut before the checkpoint
     }
 
     // --eval-only: the validation loss of the loaded weights, then --sample's text from them
@@ -414,7 +417,8 @@ struct Trainer {
         progress("evaluation", steps_done);
         // every micro-batch is progress: an evaluation longer than --watchdog (GaLore's 10M tokens on the CPU) ended
         // the job as a hung rank
-        float vl = evaluate_all(model, val, opts, comm, seen, [this] { progress("evaluation", steps_done); });
+        float vl = evaluate_all(model, val, opts, comm, seen, [this] { return eval_goes_on("evaluation"); });
+        if (eval_cut) return NAN;  // (the caller asks the ranks: evaluation_stopped)
         // (a loss over no token is 0 / 0: said as such, not printed as nan with exit 0)
         if (*seen == 0)
             fail("the validation data has no token to score: every target the evaluation read is padding\n---> HINT: "
@@ -427,6 +431,26 @@ struct Trainer {
                                 : "training diverged: lower --lr or raise --warmup; the checkpoints already written "
                                   "in --ckpt-dir are kept");
         return vl;
+    }
+
+    // A resume that evaluates otherwise than the run it continues (another --val-data, --eval-tokens or
+    // --eval-protocol: the training is the same, so it is no refusal) says so: the log's evaluations before and after
+    // it are of two validation sets (a tester's final val loss moved by 0.006 without a word).
+    void evaluation_notice(const TrainState& st, const std::string& path) {
+        if (!st.has_meta("run.val_sizes")) return;  // (written before these were recorded)
+        std::vector<std::string> changed;
+        if (st.get("run.val_sizes") != data_fingerprint(val.files(), false))
+            changed.push_back("--val-data (its files' sizes differ)");
+        if (st.get_i64("run.eval_tokens") != opts.eval_tokens)
+            changed.push_back(format("--eval-tokens (%lld then, %lld now)", (long long)st.get_i64("run.eval_tokens"),
+                                     (long long)opts.eval_tokens));
+        if (st.get("run.eval_protocol") != opts.eval_protocol)
+            changed.push_back(format("--eval-protocol (%s then, %s now)", st.get("run.eval_protocol").c_str(),
+                                     opts.eval_protocol.c_str()));
+        if (!changed.empty())
+            std::printf("notice: this run evaluates otherwise than the one that wrote %s: %s; the training goes on "
+                        "as it was, but its evaluations from here on are not comparable with the earlier ones (one "
+                        "--log holds both)\n", path.c_str(), join(changed, ", ").c_str());
     }
 
     // A stop signal on any rank: the signal, or 0. Every rank stops at the same step, whichever got it, and says
@@ -451,11 +475,36 @@ struct Trainer {
 
     // An evaluation after `step` steps (end_step, before that step's checkpoint): every --eval-interval steps
     bool eval_due(int step) const { return opts.eval_interval > 0 && step > 0 && step % opts.eval_interval == 0; }
+    // A stop signal during an evaluation ends it at its next micro-batch (a scheduler's SIGTERM before its SIGKILL
+    // waited 94 s for a long one, and with it the checkpoint): the step's checkpoint records the evaluation as due
+    // (run.eval_due_at), and the resume runs it first. Each rank ends its own share; the ranks then agree
+    // (evaluation_stopped: one collective, after the evaluation's own, which every rank still reaches).
+    bool eval_goes_on(const char* what) {
+        progress(what, steps_done);
+        if (g_stop_signal && eval_stoppable) eval_cut = true;
+        return !eval_cut;
+    }
+    bool evaluation_stopped() {
+        double cut = eval_cut;
+        if (ranks > 1) comm.allreduce_sum(&cut, 1);
+        eval_cut = false;
+        return cut > 0;
+    }
     void evaluate(int step) {
         long long seen = 0;
         auto e0 = std::chrono::steady_clock::now();
+        eval_stoppable = true;
         float vl = validation_loss(&seen);
         const ChoiceScore hs = hellaswag_score();
+        eval_stoppable = false;
+        if (evaluation_stopped()) {
+            eval_due_at = step;
+            std::printf("step %d | evaluation stopped by a signal: %s\n", step,
+                        opts.ckpt_dir.empty() ? "no record of it (no --ckpt-dir to resume from)"
+                                              : "the checkpoint of this step has it due, and --resume runs it first");
+            return;
+        }
+        eval_due_at = -1;
         count_eval_time(e0);
         std::printf("step %d | val loss %.4f | perplexity %.3f\n", step, vl, std::exp((double)vl));
         log.eval(step, vl, seen, false, hellaswag_said(hs, format("step %d | ", step)));
@@ -468,7 +517,7 @@ struct Trainer {
         ChoiceScore s = score_choices(
             hellaswag, B, T, rank, ranks,
             [this](const int32_t* in, const int32_t* tg, float* losses) { model.eval_token_losses(in, tg, losses); },
-            [this] { progress("hellaswag", steps_done); });
+            [this] { return eval_goes_on("hellaswag"); });
         double counts[3] = {(double)s.examples, (double)s.correct, (double)s.correct_norm};
         comm.allreduce_sum(counts, 3);
         return {(long long)counts[0], (long long)counts[1], (long long)counts[2]};
@@ -736,9 +785,11 @@ struct Trainer {
         rs.cpu_threads = cpu_threads;
         rs.skipped_in_a_row = skipped_in_a_row;
         rs.skipped_total = skipped_total;
+        rs.eval_due_at = eval_due_at == completed ? eval_due_at : -1;
         rs.replaces_earlier_run = opts.overwrite && !wrote_checkpoint;
         wrote_checkpoint = true;
         rs.train_shards = train_shards;
+        rs.val_sizes = data_fingerprint(val.files(), false);
         rs.logged_loss = logged_step == completed ? logged_loss : "";  // (not at a NaN stop: it logged the next step)
         // optimizer state, whole: ZeRO-1 shards (AdamW's tensors of shard_hi - shard_lo elements) are gathered
         for (const OptimizerStateTensor& t : opt->state()) {
@@ -1307,11 +1358,13 @@ struct Trainer {
         train_data->set_state(d);
         start_step = steps_done = (int)st.step;
         last_checkpoint = start_step;  // (not written again by a stop before the next step, or a finished run resumed)
+        if (st.has_meta("run.eval_due_at") && st.get_i64("run.eval_due_at") == start_step) eval_due_at = start_step;
         if (st.has_meta("run.skipped_total")) {  // (written since the count was checkpointed)
             skipped_in_a_row = (int)st.get_i64("run.skipped_in_a_row");
             skipped_total = (int)st.get_i64("run.skipped_total");
         }
         notice_other_arithmetic(st, backend_of_run<Backend>(), cpu_threads);
+        evaluation_notice(st, path);
         if (!opts.dump_site.empty() && opts.dump_step < start_step)
             std::printf("warning: --dump-step %d is before step %d, where this run resumes: nothing will be dumped\n",
                         opts.dump_step, start_step);
