@@ -181,6 +181,14 @@ add_custom_target(cuda_emu_sources DEPENDS ${_emu_out})
 # targets that define kernels (every kernel of the project is compiled into prac_cuda: the .cuh templates are
 # instantiated there, `extern template` elsewhere): in the tests' and trainers' host code they would only cost time.
 set(PRAC_EMU_CU_FLAGS -x c++ -include "${PROJECT_SOURCE_DIR}/kernels/cuda_emu/cuda_emu.h" -ffp-contract=off)
+# An experiment, not a build `make` makes: PRAC_EMU_FMA=ON contracts a * b + c into FMAs in device code (every
+# __global__ and __device__ body, by a pragma rewrite.py puts there: cuda_emu.h's CUDA_EMU_DEVICE_CONTRACT) as nvcc's
+# default --fmad=true does on a GPU, the _rn intrinsics, host code and __host__ __device__ functions apart, so a
+# kernel claimed bitwise equal to its uncontracted CPU twin that misses an intrinsic shows here. Needs a CPU with FMA.
+option(PRAC_EMU_FMA "Emulated sub-build: contract multiplies and adds in device code into FMAs, as nvcc does" OFF)
+if(PRAC_EMU_FMA)
+  list(APPEND PRAC_EMU_CU_FLAGS -mfma -DCUDA_EMU_FMA)
+endif()
 set(PRAC_EMU_RACECHECK_FLAGS -fsanitize-coverage=func,trace-loads,trace-stores)
 set(PRAC_EMU_KERNEL_TARGETS prac_cuda test_emu_core)
 

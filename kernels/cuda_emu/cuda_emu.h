@@ -266,7 +266,8 @@ inline void __threadfence() {}
 inline void __threadfence_block() {}
 
 // ---- float intrinsics: IEEE round-to-nearest single operations, never contracted into an FMA (the emulated
-// build compiles with -ffp-contract=off, as nvcc keeps __fmul_rn/__fadd_rn apart) --------------------------------
+// build compiles with -ffp-contract=off, as nvcc keeps __fmul_rn/__fadd_rn apart; with PRAC_EMU_FMA device code
+// contracts the rest, below, and these, compiled outside it, stay apart) ----------------------------------------
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
@@ -275,6 +276,16 @@ inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline double __dadd_rn(double a, double b) { return a + b; }
 inline double __dmul_rn(double a, double b) { return a * b; }
+// What rewrite.py puts first in every __global__ and __device__ (not __host__ __device__) body: nvcc's default
+// --fmad=true contracts a * b + c into an FMA in device code, across statements; the emulated builds do not, unless
+// built with PRAC_EMU_FMA=ON (cmake/CudaEmu.cmake), where a kernel claimed bitwise equal to its CPU twin that misses
+// an _rn intrinsic then differs as on a GPU. The pragma marks only the body's own operations: an intrinsic's, a
+// host function's, a __host__ __device__ twin's stay uncontracted (clang fuses only two operations both marked).
+#if defined(CUDA_EMU_FMA)
+#define CUDA_EMU_DEVICE_CONTRACT _Pragma("clang fp contract(fast)")
+#else
+#define CUDA_EMU_DEVICE_CONTRACT
+#endif
 // the fast-math intrinsics: the accurate function (the GPU's differ by a few ulp; the CPU twins use these)
 inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }

@@ -5,8 +5,11 @@
                                                     [=](auto&&... a) { k(a...); }, <k's address if it has one>)(args)
     __shared__ T name[A][B];                ->  T (&name)[A][B] = ::cuda_emu::static_smem<T[A][B]>(key);
     extern __shared__ T name[];             ->  T* name = ::cuda_emu::dynamic_smem<T>();
-    __global__ ... k(params) {              ->  ... { ::cuda_emu::kernel_entry("k", __PRETTY_FUNCTION__);
-    __global__ __launch_bounds__(M, ..) k(..) {  ->  ... { ::cuda_emu::kernel_entry("k", __PRETTY_FUNCTION__, (M));
+    __global__ ... k(params) {              ->  ... { CUDA_EMU_DEVICE_CONTRACT ::cuda_emu::kernel_entry("k", ..);
+    __global__ __launch_bounds__(M, ..) k(..) {  ->  ... { CUDA_EMU_DEVICE_CONTRACT ::cuda_emu::kernel_entry(.., (M));
+    __device__ ... f(params) {              ->  ... { CUDA_EMU_DEVICE_CONTRACT
+      (device code, not __host__ __device__: nvcc contracts a * b + c into an FMA in device code only; the macro is
+      empty unless PRAC_EMU_FMA's build defines CUDA_EMU_FMA, cuda_emu.h)
 
 Every edit stays on its line and the output starts with #line 1 "<original>", so compiler messages, __FILE__ in
 barrier reports and AddressSanitizer's stack traces name the original file and line. Comments and string literals
@@ -135,6 +138,27 @@ def find_kernels(code):
     return found
 
 
+DEVICE = re.compile(r"\b__device__\b")
+
+
+def find_device_functions(code):
+    """Offsets just past the body's '{' of every __device__ function definition that is not also __host__ (a
+    __device__ variable, or a declaration, has no body)."""
+    found = []
+    for m in DEVICE.finditer(code):
+        head_start = max(code.rfind(";", 0, m.start()), code.rfind("}", 0, m.start()), code.rfind("{", 0, m.start()))
+        p = code.find("(", m.end())
+        semi = code.find(";", m.end())
+        if p < 0 or (0 <= semi < p) or "__host__" in code[head_start + 1:p]:
+            continue
+        j = matching(code, p, "(", ")") + 1
+        while j < len(code) and code[j] not in "{;=":
+            j += 1
+        if j < len(code) and code[j] == "{":
+            found.append(j + 1)
+    return found
+
+
 def top_level_comma(code, lo, hi):
     """The offset of the first ',' in code[lo:hi] outside brackets (hi when there is none)."""
     depth = 0
@@ -161,7 +185,10 @@ def rewrite(text):
                       "%s %s = ::cuda_emu::static_smem<%s%s>(CUDA_EMU_SMEM_KEY());" % (t, ref, t, dims)))
     for name, pos, bound in find_kernels(code):
         limit = ", (%s)" % " ".join(text[bound[0]:bound[1]].split()) if bound else ""
-        edits.append((pos, pos, ' ::cuda_emu::kernel_entry("%s", __PRETTY_FUNCTION__%s);' % (name, limit)))
+        edits.append((pos, pos, ' CUDA_EMU_DEVICE_CONTRACT ::cuda_emu::kernel_entry("%s", __PRETTY_FUNCTION__%s);'
+                      % (name, limit)))
+    for pos in find_device_functions(code):
+        edits.append((pos, pos, " CUDA_EMU_DEVICE_CONTRACT"))
     for m in re.finditer(r"<<<", code):
         close = code.find(">>>", m.end())
         if close < 0:
