@@ -263,25 +263,36 @@ cmp -s "$T/ra/model.safetensors" "$T/rb/model.safetensors" && ok "resumed model.
   && ok "--ckpt-every 4: 9 checkpoints, the epoch's end once, the last twice" || bad "--ckpt-every 4: $(grep '^checkpoint:' "$T/r4.out")"
 # killed during the first epoch's evaluation (--ckpt-every 0): the epoch's checkpoint was written before it (it came
 # after: the epoch was lost), the resume runs the evaluation again, logs it once, and ends as the uninterrupted run
-PRAC_TEST_KILL_AT=eval.batch "$BIN" $P --ckpt-dir "$T/cke" --save "$T/re" --log "$T/re.jsonl" > "$T/re1.out" 2>&1
-rc=$?; [ $rc -eq 137 ] && [ -d "$T/cke/step_00000016" ] && ! grep -q '^epoch 1/2 | dev loss' "$T/re1.out" \
-  && ok "killed during the first evaluation: the epoch's checkpoint is there" || bad "kill in an evaluation: rc $rc, $(ls "$T/cke")"
-"$BIN" $P --ckpt-dir "$T/cke" --save "$T/re" --log "$T/re.jsonl" --resume > "$T/re2.out" 2>&1 \
-  && grep -q 'resumed from .*step_00000016 at step 16' "$T/re2.out" && cmp -s "$T/ra/model.safetensors" "$T/re/model.safetensors" \
-  && [ "$(grep '^epoch 1/2 | dev loss' "$T/re2.out")" = "$(grep '^epoch 1/2 | dev loss' "$T/ra.out")" ] \
-  && [ "$(grep -c '"type":"glue_eval"' "$T/re.jsonl")" = "$(grep -c '"type":"glue_eval"' "$T/ra.jsonl")" ] \
+PRAC_TEST_KILL_AT=eval.batch "$BIN" $P --ckpt-dir "$T/ck_evalkill" --save "$T/evalkill_save" --log "$T/evalkill_save.jsonl" > "$T/evalkill1.out" 2>&1
+rc=$?; [ $rc -eq 137 ] && [ -d "$T/ck_evalkill/step_00000016" ] && ! grep -q '^epoch 1/2 | dev loss' "$T/evalkill1.out" \
+  && ok "killed during the first evaluation: the epoch's checkpoint is there" || bad "kill in an evaluation: rc $rc, $(ls "$T/ck_evalkill")"
+"$BIN" $P --ckpt-dir "$T/ck_evalkill" --save "$T/evalkill_save" --log "$T/evalkill_save.jsonl" --resume > "$T/evalkill2.out" 2>&1 \
+  && grep -q 'resumed from .*step_00000016 at step 16' "$T/evalkill2.out" && cmp -s "$T/ra/model.safetensors" "$T/evalkill_save/model.safetensors" \
+  && [ "$(grep '^epoch 1/2 | dev loss' "$T/evalkill2.out")" = "$(grep '^epoch 1/2 | dev loss' "$T/ra.out")" ] \
+  && [ "$(grep -c '"type":"glue_eval"' "$T/evalkill_save.jsonl")" = "$(grep -c '"type":"glue_eval"' "$T/ra.jsonl")" ] \
   && ok "resumed into the evaluation: the same score, once in the log, the same weights" \
-  || bad "resume into the evaluation: $(grep -E 'resumed|epoch 1/2' "$T/re2.out"), $(grep -c glue_eval "$T/re.jsonl") records"
+  || bad "resume into the evaluation: $(grep -E 'resumed|epoch 1/2' "$T/evalkill2.out"), $(grep -c glue_eval "$T/evalkill_save.jsonl") records"
 # a stop signal there ends the evaluation at its next batch (it waited for the whole evaluation), exit 143; resumed,
 # the evaluation runs first
-PRAC_TEST_KILL_AT=eval.batch:15 "$BIN" $P --ckpt-dir "$T/cks" > "$T/rs1.out" 2>&1; rc=$?
-[ $rc -eq 143 ] && grep -q '^epoch 1/2 | evaluation stopped by a signal: --resume runs it again' "$T/rs1.out" \
-  && grep -q 'received signal 15: stopping after 16 of 32 steps' "$T/rs1.out" && ! grep -q '^epoch 1/2 | dev loss' "$T/rs1.out" \
-  && ok "a stop signal during an evaluation: stopped at once, exit 143" || bad "stop in an evaluation: rc $rc, $(tail -3 "$T/rs1.out")"
-"$BIN" $P --ckpt-dir "$T/cks" --resume > "$T/rs2.out" 2>&1 \
-  && [ "$(grep '^epoch 1/2 | dev loss' "$T/rs2.out")" = "$(grep '^epoch 1/2 | dev loss' "$T/ra.out")" ] \
-  && [ "$(grep '^final' "$T/rs2.out")" = "$(grep '^final' "$T/ra.out")" ] \
-  && ok "resumed after it: the evaluation first, the same scores" || bad "resume after a stopped evaluation: $(tail -3 "$T/rs2.out")"
+PRAC_TEST_KILL_AT=eval.batch:15 "$BIN" $P --ckpt-dir "$T/ck_evalstop" > "$T/evalstop1.out" 2>&1; rc=$?
+[ $rc -eq 143 ] && grep -q '^epoch 1/2 | evaluation stopped by a signal: --resume runs it again' "$T/evalstop1.out" \
+  && grep -q 'received signal 15: stopping after 16 of 32 steps' "$T/evalstop1.out" && ! grep -q '^epoch 1/2 | dev loss' "$T/evalstop1.out" \
+  && ok "a stop signal during an evaluation: stopped at once, exit 143" || bad "stop in an evaluation: rc $rc, $(tail -3 "$T/evalstop1.out")"
+"$BIN" $P --ckpt-dir "$T/ck_evalstop" --resume > "$T/evalstop2.out" 2>&1 \
+  && [ "$(grep '^epoch 1/2 | dev loss' "$T/evalstop2.out")" = "$(grep '^epoch 1/2 | dev loss' "$T/ra.out")" ] \
+  && [ "$(grep '^final' "$T/evalstop2.out")" = "$(grep '^final' "$T/ra.out")" ] \
+  && ok "resumed after it: the evaluation first, the same scores" || bad "resume after a stopped evaluation: $(tail -3 "$T/evalstop2.out")"
+# the same on CoLA, whose Matthews correlation refused the unset predictions of the examples not reached (exit 1);
+# CoLA's layout (no header: source, label, original label, sentence) from the SST-2 files
+mkdir -p "$T/data/cola"
+for s in train dev; do awk -F'\t' 'NR > 1 { print "src\t" $2 "\t*\t" $1 }' "$T/data/sst2/$s.tsv" > "$T/data/cola/$s.tsv"; done
+PRAC_TEST_KILL_AT=eval.batch:15 "$BIN" --task cola --data-dir "$T/data/cola" $M --epochs 2 --ckpt-dir "$T/ck_colastop" > "$T/colastop.out" 2>&1
+rc=$?; [ $rc -eq 143 ] && grep -q '^epoch 1/2 | evaluation stopped by a signal' "$T/colastop.out" \
+  && ok "CoLA: a stop signal during an evaluation, exit 143" || bad "CoLA stop in an evaluation: rc $rc, $(tail -2 "$T/colastop.out")"
+# without a --ckpt-dir a stop there lets the run end (a stop would lose it all, --save too), exit 143
+PRAC_TEST_KILL_AT=eval.batch:15 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --save "$T/nockpt_save" > "$T/nockpt_stop.out" 2>&1
+rc=$?; [ $rc -eq 143 ] && [ -f "$T/nockpt_save/model.safetensors" ] && grep -q '^final' "$T/nockpt_stop.out" \
+  && ok "no --ckpt-dir: a stop during the last evaluation still saves, exit 143" || bad "no --ckpt-dir stop: rc $rc, $(tail -2 "$T/nockpt_stop.out")"
 # a checkpoint is a model directory too: its config.json keeps the base's keys as --save's does
 keeps_base_keys "$T/ck4/step_00000032/config.json" && ok "a checkpoint's config.json keeps the base's dropout and token ids" \
   || bad "a checkpoint's config.json lost keys of the base's"

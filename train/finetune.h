@@ -142,6 +142,7 @@ struct FineTuner {
     bool wrote_checkpoint = false;      // this process has written one (--overwrite's first removes the others)
     int checkpointed_step = -1;         // the step of the newest checkpoint (written or resumed from): not twice
     bool eval_stoppable = false, eval_cut = false;  // end_epoch's evaluation runs / a stop signal ended it
+    int evaluated_step = -1;  // the step of the last epoch's evaluation this process finished
 
     // the step in flight: its --grad-accum micro-batches, each as the model takes it (B rows; rows past the data's
     // are one-token padding rows with no label, so the arena is allocated once, for (B, T))
@@ -295,8 +296,9 @@ struct FineTuner {
         std::printf("received signal %d: stopping after %d of %d steps%s\n", sig, step, total_steps,
                     opts.ckpt_dir.empty() ? "; nothing is saved (no --ckpt-dir to checkpoint into)" : "");
         // the batch just drawn was not trained on: a resume draws it again (and from the checkpoint the epoch's end or
-        // --ckpt-every just wrote at this step, the same one: not written twice)
-        if (checkpointed_step != step) checkpoint(before_batch);
+        // --ckpt-every just wrote at this step, the same one: not written twice, unless the epoch's evaluation came
+        // after it: then again, past the evaluation, which the resume would otherwise run a second time)
+        if (checkpointed_step != step || evaluated_step == step) checkpoint(before_batch);
         return 128 + sig;
     }
 
@@ -356,20 +358,21 @@ struct FineTuner {
     // After each epoch: a checkpoint when checkpointing is on, the dev evaluation, the best score so far. The
     // checkpoint comes first, with the batcher at the epoch's end (as --ckpt-every's of that step): a kill during a
     // long evaluation lost the epoch (it came after), and a resume runs the evaluation again (log_eval logs it once).
-    // A stop signal ends the evaluation at its next batch: the checkpoint is there, the stop at the next step's start
-    // (or at finish()) writes none.
+    // With a --ckpt-dir, a stop signal ends the evaluation at its next batch: the checkpoint is there, the stop at
+    // the next step's start (or at finish()) writes none (without one, the run goes on to its end, --save and
+    // --predict included, as before: a stop would lose it all).
     void end_epoch(int e) {
         if (checkpointed_step != step) checkpoint(before_batch);
         auto e0 = std::chrono::steady_clock::now();
-        eval_stoppable = true;
+        eval_stoppable = !opts.ckpt_dir.empty();
         DevScores s = evaluate();
         eval_stoppable = false;
         if (eval_cut) {
-            std::printf("epoch %d/%d | evaluation stopped by a signal: %s\n", e + 1, opts.epochs,
-                        opts.ckpt_dir.empty() ? "no score (no --ckpt-dir to resume from)"
-                                              : "--resume runs it again from the checkpoint of this step");
+            std::printf("epoch %d/%d | evaluation stopped by a signal: --resume runs it again from the checkpoint of "
+                        "this step\n", e + 1, opts.epochs);
             return;
         }
+        evaluated_step = step;
         eval_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - e0).count();
         evals_timed++;
         if (s.primary() > best) best = s.primary(), best_epoch = e + 1;
@@ -733,6 +736,7 @@ struct FineTuner {
             std::vector<int> pred;
             std::vector<double> score, target(data.scores.begin(), data.scores.end());
             const double split_sum = forward_all(data, true, T, "dev", pred, score);
+            if (eval_cut) return s;  // (no metrics of the examples it had: CoLA's refused their unset predictions)
             const long long split_rows = (long long)data.ids.size();
             loss_sum += split_sum;
             rows += split_rows;

@@ -198,7 +198,8 @@ struct MetricsLog {
         write_line(record_line(type, numbers, strings, eval_only));
     }
     // record(), unless the log's last MiB holds the same record (a resumed run that redoes an evaluation the stopped
-    // one logged: finetune_roberta's, resumed at an epoch's end; the same numbers are the same evaluation)
+    // one logged: finetune_roberta's, resumed at an epoch's end; the same numbers are the same evaluation, and so is
+    // --eval-only of the same weights into the same log)
     void record_once(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
                      const std::vector<std::pair<std::string, std::string>>& strings = {}, bool eval_only = false) {
         const std::string line = record_line(type, numbers, strings, eval_only);

@@ -446,14 +446,17 @@ void print_table(const char* title, const std::vector<std::pair<std::string, std
 
 // What else takes bytes off a plan: the settings of this one that have a leaner choice, each named once.
 static std::string plan_savings_hint(const TrainOptions& opts) {
+    // (only what combines with this run's settings: --recompute 2 recomputes the norm outputs PRAC compresses, and
+    // 8-bit moments do not shard over ZeRO-1's ranks yet)
     std::vector<std::string> ways;
-    if (opts.prac == "none") ways.push_back("--prac prac (README: 37-45% less in all at the paper's sizes)");
-    if (opts.recompute < 2) ways.push_back(format("--recompute %d (recomputes more in backward)", opts.recompute + 1));
+    if (opts.prac == "none" && opts.recompute < 2)
+        ways.push_back("--prac prac (README: 37-45% less in all at the paper's sizes)");
+    if (opts.recompute < (opts.prac == "none" ? 2 : 1))
+        ways.push_back(format("--recompute %d (recomputes more in backward)", opts.recompute + 1));
     if (opts.recompute_attention == 0) ways.push_back("--recompute-attention 1");
-    if (opts.optimizer == "adamw" && opts.optimizer_states == "fp32")
-        ways.push_back("--optimizer-states 8bit (AdamW's moments in 2 bytes a parameter instead of 8)");
-    if (opts.optimizer == "adamw" && opts.zero == 0)
-        ways.push_back("--zero 1 over several GPUs (--plan-ranks N plans one of N)");
+    if (opts.optimizer == "adamw" && opts.optimizer_states == "fp32" && opts.zero == 0)
+        ways.push_back("--optimizer-states 8bit (AdamW's moments in 2 bytes a parameter instead of 8), or --zero 1 over "
+                       "several GPUs (--plan-ranks N plans one of N; not with 8-bit moments)");
     ways.push_back("a shorter --seq-len, or a GPU with more memory");
     return join(ways, "; ");
 }

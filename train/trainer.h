@@ -369,7 +369,8 @@ struct Trainer {
         if (const char* how = grads.description()) std::printf("gradients: averaged on the GPUs by NCCL %s\n", how);
         install_stop_signals();
         run_start = std::chrono::steady_clock::now();
-        if (eval_due_at == start_step) evaluate(start_step);  // the one a stop signal cut before the checkpoint
+        // the one a stop signal cut before the checkpoint (at the run's last step: finish()'s final evaluation)
+        if (eval_due_at == start_step && start_step < opts.steps) evaluate(start_step);
     }
 
     // --eval-only: the validation loss of the loaded weights, then --sample's text from them
