@@ -162,6 +162,9 @@ static bool remove_tree(const std::string& path) {
 // ----------------------------------------------------------------------------
 // completeness
 
+// file_checksum as the COMPLETE marker and the --overwrite mark write it: 16 hex digits
+static std::string checksum_hex(const std::string& path) { return format("%016" PRIx64, file_checksum(path)); }
+
 // Reads and checks the COMPLETE marker of path and the sizes of the files it lists; *marker gets its JSON.
 static bool read_marker(const std::string& path, nlohmann::json* marker, std::string* why) {
     auto no = [&](const std::string& reason) {
@@ -240,7 +243,7 @@ bool checkpoint_verify(const std::string& path, std::string* why) {
         const std::string& name = it.key();
         if (!sums.contains(name) || !sums[name].is_string())
             return no(format("its %s marker has no checksum for %s", CKPT_COMPLETE_FILE, name.c_str()));
-        std::string got = format("%016" PRIx64, file_checksum(path + "/" + name));
+        std::string got = checksum_hex(path + "/" + name);
         if (got != sums[name].get<std::string>())
             return no(format("%s does not match its checksum (the file changed after the checkpoint was written)",
                              name.c_str()));
@@ -403,7 +406,7 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir, 
             fsync_path(it->path().string(), false);
             files[rel] = (uint64_t)fs::file_size(it->path(), e2);
             if (e2) fail("cannot read the size of %s: %s", it->path().c_str(), e2.message().c_str());
-            sums[rel] = format("%016" PRIx64, file_checksum(it->path().string()));
+            sums[rel] = checksum_hex(it->path().string());
         } else {
             fail("cannot commit checkpoint %s: %s is neither a file nor a directory", final_dir.c_str(), rel.c_str());
         }
@@ -420,8 +423,8 @@ void checkpoint_commit(const std::string& tmpdir, const std::string& final_dir, 
     kill_point("checkpoint.marker_written");
     if (replaces_earlier_run) {  // the mark of an --overwrite run's first checkpoint (finish_replacing reads it)
         write_file_atomic(parent + "/" + CKPT_REPLACING_FILE,
-                          format("%lld %016" PRIx64 "\n", (long long)step,
-                                 file_checksum(tmpdir + "/" + CKPT_COMPLETE_FILE)));
+                          format("%lld %s\n", (long long)step,
+                                 checksum_hex(tmpdir + "/" + CKPT_COMPLETE_FILE).c_str()));
         fsync_path(parent, true);
         kill_point("checkpoint.replacing_marked");
     }
@@ -486,7 +489,7 @@ static void finish_replacing(const std::string& dir) {
     std::string why = "it is not there";
     const bool usable = w >= 0 && checkpoint_verify(checkpoint_path(dir, w), &why);
     if (usable && !sum.empty() &&
-        format("%016" PRIx64, file_checksum(checkpoint_path(dir, w) + "/" + CKPT_COMPLETE_FILE)) != sum)
+        checksum_hex(checkpoint_path(dir, w) + "/" + CKPT_COMPLETE_FILE) != sum)
         fail("cannot resume from %s: a run started there with --overwrite was stopped before its first checkpoint "
              "(%s) was in place, so the checkpoints there are the earlier run's\n---> HINT: start over with "
              "--overwrite (without --resume); to continue the earlier run instead, remove %s", dir.c_str(),
