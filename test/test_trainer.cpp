@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/error.h"  // format
@@ -1423,6 +1424,45 @@ TEST(TrainerBinary, ALogThatCannotBeWrittenEndsTheRun) {
     EXPECT_TRUE(json::accept(line) && json::parse(line).value("eval_only", false)) << line;
 }
 
+// A --log that fails mid-run (a full disk: PRAC_TEST_LOG_FULL_AT=n fails the n-th record and every later one) ended
+// the run on the spot, losing the steps since the last checkpoint. With a --ckpt-dir the run now stops at its next
+// step with a checkpoint that keeps the records the log lacks, exit 1 with the error; a --resume writes them first,
+// so the log reads as the uninterrupted run's: the same records, losses to the bit. Records of a run of 6 steps with
+// --eval-interval 2: s1 s2 e2 s3 s4 e4 s5 s6 e6; the failure falls on e2 (the log ends at the checkpoint's step),
+// on s3 (it ends a step before it), on s6 (the last step: finish() stops) and on e6 (the final evaluation, after the
+// final checkpoint: the resume evaluates again).
+TEST(TrainerBinary, ALogThatCannotBeWrittenStopsAtACheckpointThatKeepsItsRecords) {
+    TempDir dir;
+    auto args = [&](const std::string& name) {
+        return tiny({"--steps", "6", "--eval-interval", "2", "--eval-tokens", "64", "--log-interval", "1000",
+                     "--ckpt-dir", dir / (name + ".ckpt"), "--log", dir / (name + ".jsonl")});
+    };
+    auto records = [&](const std::string& log) {  // type, step and the loss of each record
+        std::vector<std::string> out;
+        for (const json& r : read_jsonl(dir / log))
+            out.push_back(r.at("type").get<std::string>() + " " + std::to_string(r.at("step").get<int>()) + " " +
+                          r.value(r.at("type") == "step" ? "loss" : "val_loss", json()).dump());
+        return out;
+    };
+    RunResult ref = run_trainer("train_gpt2", args("ref"), dir, 120);
+    ASSERT_EQ(ref.rc, 0) << describe(ref);
+    const std::vector<std::string> whole = records("ref.jsonl");
+    ASSERT_EQ(whole.size(), 9u);
+    for (const auto& [name, full_at, stopped_after] :
+         std::vector<std::tuple<std::string, int, int>>{{"e2", 3, 2}, {"s3", 4, 3}, {"s6", 8, 6}, {"e6", 9, 6}}) {
+        RunResult r = run_merged("train_gpt2", args(name), dir, 120, "PRAC_TEST_LOG_FULL_AT=" + std::to_string(full_at));
+        expect_error_last(r, "train_gpt2", format("cannot write the metrics log %s: No space left on device\nthe run "
+                                                  "stopped after %d of 6 steps", (dir / (name + ".jsonl")).c_str(),
+                                                  stopped_after));
+        EXPECT_EQ(records(name + ".jsonl"), std::vector<std::string>(whole.begin(), whole.begin() + full_at - 1)) << name;
+        std::vector<std::string> again = args(name);
+        again.push_back("--resume");
+        RunResult resumed = run_trainer("train_gpt2", again, dir, 120);
+        ASSERT_EQ(resumed.rc, 0) << name << describe(resumed);
+        EXPECT_EQ(records(name + ".jsonl"), whole) << name;
+    }
+}
+
 // Two runs with one --save directory both passed its empty-directory check, and the later replaced the other's model
 // with exit 0: a run locks the directory itself (here the test holds it, as a running run would), so another is
 // refused before it trains, and a run that saves leaves no lock file among the model's files.
@@ -1683,7 +1723,8 @@ TEST(TrainerBinary, InitFromADamagedCheckpointIsRefused) {
 }
 
 // On the CPU backend every buffer goes through the backend's allocator, so a run's measured peak (mem_peak_bytes)
-// is the plan's total (--plan --json, the same flags), bit for bit: for the baseline, and for PRAC, whose refresh
+// is the plan's total (--plan --json, the same flags), bit for bit (and the run's last lines say it): for the
+// baseline, and for PRAC, whose refresh
 // allocates its own workspace (the plan's library_workspaces), which the peak left out before (770,032 bytes short
 // here: the helper that found it compared the two).
 TEST(TrainerBinary, CpuPeakIsThePlansTotal) {
@@ -1704,6 +1745,9 @@ TEST(TrainerBinary, CpuPeakIsThePlansTotal) {
         for (const json& step : split_log(log).steps) peak = std::max(peak, step["mem_peak_bytes"].get<double>());
         EXPECT_EQ((size_t)peak, j["total"].get<size_t>()) << prac << ": library_workspaces "
                                                          << j["bytes"]["library_workspaces"];
+        // and the run says it at its end (the log had it alone), the final evaluation's buffers within it
+        EXPECT_TRUE(contains(r.out, format("\nmemory | peak %.1f MiB allocated in host memory (what --plan's total "
+                                           "counts)\n", j["total"].get<size_t>() / 1048576.0))) << describe(r);
         if (std::string(prac) == "prac") EXPECT_GT(j["bytes"]["library_workspaces"].get<size_t>(), 0u);
     }
 }

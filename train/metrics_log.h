@@ -59,6 +59,14 @@ struct MetricsLog {
     // directories made for it (remove_made_output_dirs_left_empty), leaving no empty log behind. Cleared at the first
     // record.
     bool made_empty = false;
+    // A trainer with a --ckpt-dir keeps a failed write (a full disk) instead of ending the run at once: the record and
+    // every later one wait in `unwritten`, the run stops at its next step with a checkpoint that holds them, and a
+    // --resume writes them first (nothing of the run is lost: it failed on the spot, losing the steps since the last
+    // checkpoint). Without one, a failed write ends the run.
+    bool keep_failed_records = false;
+    std::string write_error;              // the failed write's error ("" while every write succeeded)
+    std::vector<std::string> unwritten;   // the record it failed on and the ones after it, in order
+    int records_tried = 0;                // (PRAC_TEST_LOG_FULL_AT)
     MetricsLog(const std::string& path, bool start_over) : path(path), truncate_first(start_over) {
         if (path.empty()) return;
         // its directory is made, as --save's and --ckpt-dir's are, and recorded as theirs are (made_output_dirs)
@@ -156,6 +164,15 @@ struct MetricsLog {
             fail("--log %s says step %d's loss was %s, but the run that wrote the checkpoint %s logged %s: the log is "
                  "another run's (one that reused its name)\n---> HINT: resume with another --log, or start over with "
                  "--overwrite", path.c_str(), step, logged.c_str(), checkpoint.c_str(), logged_loss.c_str());
+    }
+
+    // The records a run stopped by a failed write kept with its checkpoint (keep_failed_records), before any other;
+    // not again where a resume of that checkpoint wrote them already (its process killed later: the log goes on
+    // as a resume's replayed steps do)
+    void write_kept(const std::vector<std::string>& records) {
+        const std::string tail = "\n" + whole_lines_of_tail();
+        for (const std::string& r : records)
+            if (tail.find("\n" + r + "\n") == std::string::npos) write_line(r);
     }
 
     // skipped: --on-nonfinite skip left this step's update out ("skipped":true; absent otherwise); padding: every
@@ -264,6 +281,10 @@ struct MetricsLog {
     // append to: records lost with exit 0 were what a full disk used to cost.
     void write_line(std::string line) {
         if (fd < 0) return;
+        if (!write_error.empty()) {  // (after a failed record, never one past the gap)
+            unwritten.push_back(std::move(line));
+            return;
+        }
         made_empty = false;
         if (truncate_first) {  // --overwrite: the earlier run's records go at this run's first record
             truncate_first = false;
@@ -288,8 +309,18 @@ struct MetricsLog {
         line += '\n';
         struct stat st;
         const off_t before = fstat(fd, &st) == 0 ? st.st_size : -1;
-        if (const int err = write_all(fd, line.data(), line.size())) {
+        // tests: PRAC_TEST_LOG_FULL_AT=n fails this process's n-th record and every later one, as a full disk does
+        const char* full_at = std::getenv("PRAC_TEST_LOG_FULL_AT");
+        const bool test_full = full_at && ++records_tried >= std::atoi(full_at);
+        if (const int err = test_full ? ENOSPC : write_all(fd, line.data(), line.size())) {
             if (before >= 0) (void)!ftruncate(fd, before);  // cut the partial line off (where the file allows it)
+            if (keep_failed_records) {
+                write_error = std::strerror(err);
+                line.pop_back();
+                if (line[0] == '\n') line.erase(0, 1);  // (the newline of a whole record a killed run left unended)
+                unwritten.push_back(std::move(line));
+                return;
+            }
             fail("cannot write the metrics log %s: %s\n---> HINT: free space there (its records so far are kept; "
                  "--resume from a checkpoint appends to it), or log elsewhere", path.c_str(), std::strerror(err));
         }

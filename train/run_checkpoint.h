@@ -291,6 +291,7 @@ struct RunState {
     std::string train_shards;  // data_fingerprint of the training files (train/trainer.h)
     std::string logged_loss;   // the loss of step `step` as its --log record says it (MetricsLog::num); "" if none
     std::string val_sizes;     // the validation files' sizes (data_fingerprint without checksums): evaluation_notice
+    std::vector<std::string> log_unwritten;  // the --log records that could not be written (MetricsLog::unwritten)
 };
 
 // Writes the checkpoint (rank 0 only) into opts.ckpt_dir and rotates old ones; returns its directory.
@@ -309,6 +310,7 @@ std::string save_train_checkpoint(const TrainOptions& opts, const ModelConfig& c
     st.set("run.train_data", opts.train_data);
     st.set("run.train_shards", rs.train_shards);
     if (!rs.logged_loss.empty()) st.set("run.logged_loss", rs.logged_loss);
+    if (!rs.log_unwritten.empty()) st.set("run.log_unwritten", join(rs.log_unwritten, "\n"));
     // how the run evaluates (not compared: the training is the same whatever it is; a resume says a change)
     st.set("run.val_sizes", rs.val_sizes);
     st.set_i64("run.eval_tokens", opts.eval_tokens);

@@ -233,6 +233,7 @@ struct Trainer {
     int64_t last_checkpoint = -1;                   // the step this process last checkpointed (not twice)
     int64_t logged_step = -1;                       // the last step record's step and loss (MetricsLog::num), which
     std::string logged_loss;                        // a checkpoint at that step records (a resume compares its log)
+    std::vector<std::string> log_unwritten;         // --resume: the records its checkpoint kept (fail_unwritable_log)
     // --prac-shared-subspace: a rank that only joins a refresh adds a zero Gram matrix (see join_shared_refresh)
     bool gram_nothing = false;
     GramReducer gram_allreduce;
@@ -261,6 +262,7 @@ struct Trainer {
                 opts.overlap_comm),
           cpu_threads(s.cpu_threads) {
         if (train_data && !opts.ckpt_dir.empty()) train_shards = data_fingerprint(train_data->files());
+        log.keep_failed_records = train_data && !opts.ckpt_dir.empty();  // (stop_requested, stop)
         if (train_data) check_ranks_read_the_same_data(train_data->files(), train_shards, "--train-data");
         if (train_data && rank == 0) data_warning += shard_layouts_warning(train_data->info(), val.info());
         check_ranks_read_the_same_data(val.files(), "", "--val-data", true);
@@ -455,23 +457,44 @@ struct Trainer {
     }
 
     // A stop signal on any rank: the signal, or 0. Every rank stops at the same step, whichever got it, and says
-    // (and exits with) the same signal: the first of STOP_SIGNALS that some rank got.
+    // (and exits with) the same signal: the first of STOP_SIGNALS that some rank got. A --log that rank 0 could not
+    // write (a full disk, with a --ckpt-dir: MetricsLog::keep_failed_records) stops the run as well: LOG_UNWRITABLE.
+    static constexpr int LOG_UNWRITABLE = -1;
     int stop_requested() {
         const int sig = (int)g_stop_signal;
-        if (ranks == 1) return sig;
+        const bool log_failed = !log.write_error.empty();
+        if (ranks == 1) return log_failed ? LOG_UNWRITABLE : sig;
         constexpr int K = (int)std::size(STOP_SIGNALS);
-        double got[K];
+        double got[K + 1];
         for (int i = 0; i < K; i++) got[i] = sig == STOP_SIGNALS[i];
-        comm.allreduce_sum(got, K);
+        got[K] = log_failed;
+        comm.allreduce_sum(got, K + 1);
+        if (got[K] > 0) return LOG_UNWRITABLE;
         for (int i = 0; i < K; i++)
             if (got[i] > 0) return STOP_SIGNALS[i];
         return 0;
     }
+    // The checkpoint of `step` steps, then exit 128 + the signal, or, for LOG_UNWRITABLE, the log's error (exit 1):
+    // that checkpoint keeps the records the log could not take, and a --resume writes them first.
     int stop(int step, int sig) {
+        if (sig == LOG_UNWRITABLE) {
+            checkpoint(step, train_data->get_state());
+            if (rank == 0) fail_unwritable_log(step);
+            return 1;  // (rank 0's error ends the job)
+        }
         std::printf("received signal %d: stopping after %d of %d steps%s\n", sig, step, opts.steps,
                     opts.ckpt_dir.empty() ? "; nothing is saved (no --ckpt-dir to checkpoint into)" : "");
         checkpoint(step, train_data->get_state());
         return 128 + sig;
+    }
+
+    // A --log write failed: the run ends with the error, after `step` steps, whose checkpoint is written (the stop's;
+    // the final one, before the final evaluation) and keeps the records that failed (a due evaluation's: redone).
+    [[noreturn]] void fail_unwritable_log(int step) {
+        fail("cannot write the metrics log %s: %s\nthe run stopped after %d of %d steps, at its checkpoint %s: a "
+             "--resume writes the records that the log lacks first, then goes on\n---> HINT: free space there, or "
+             "--resume with another --log (then: cat OLD NEW > joined.jsonl for one file of the run)",
+             opts.log.c_str(), log.write_error.c_str(), step, opts.steps, checkpoint_path(opts.ckpt_dir, step).c_str());
     }
 
     // An evaluation after `step` steps (end_step, before that step's checkpoint): every --eval-interval steps
@@ -723,11 +746,16 @@ struct Trainer {
                     std::exp((double)vl), seen, run_clock(wall).c_str(),
                     start_step ? format("in this process, resumed at step %d", start_step).c_str() : "total",
                     run_clock(eval_ms / 1000.0).c_str());
+        // the memory the run held at its peak, PRAC's point (it was in --log's records alone)
+        std::printf("memory | peak %.1f MiB allocated %s%s (what --plan's total counts)\n", be.peak_bytes / 1048576.0,
+                    cpu_backend ? "in host memory" : "on the GPU, the CUDA context's and libraries' own aside",
+                    ranks > 1 ? ", by rank 0" : "");
         // (a resume of a finished run, to --save again or sample, evaluates again: its log has the record once; one
         // killed during the final evaluation gets it)
         const std::string more = hellaswag_said(hs, "final | ");
         if (start_step < opts.steps || !log.ends_with(MetricsLog::eval_record(opts.steps, vl, seen, false, more)))
             log.eval(opts.steps, vl, seen, false, more);
+        if (!log.write_error.empty()) fail_unwritable_log(opts.steps);  // (a resume evaluates again)
         // a stop signal during the final evaluation (a collective: every rank is here); one during --save or the
         // sample, which rank 0 alone runs, after them (stop_at_end)
         if (!stopped) stopped = stop_requested();
@@ -792,6 +820,7 @@ struct Trainer {
         rs.train_shards = train_shards;
         rs.val_sizes = data_fingerprint(val.files(), false);
         rs.logged_loss = logged_step == completed ? logged_loss : "";  // (not at a NaN stop: it logged the next step)
+        rs.log_unwritten = log.unwritten;
         // optimizer state, whole: ZeRO-1 shards (AdamW's tensors of shard_hi - shard_lo elements) are gathered
         for (const OptimizerStateTensor& t : opt->state()) {
             if (t.u8) {  // 8-bit AdamW's codes (make_optimizer refuses to shard them)
@@ -1097,9 +1126,13 @@ struct Trainer {
         }
         TrainState st = read_state(resume_path + "/" + CKPT_STATE_FILE);
         // first: a log that ends before the checkpoint says the checkpoint is an earlier run's (an --overwrite run
-        // stopped before its first one); that run's settings, compared next, were a hint to follow into this refusal
-        log.check_resume_at((int)st.step, resume_path,
-                            st.meta.count("run.logged_loss") ? st.meta.at("run.logged_loss") : "");
+        // stopped before its first one); that run's settings, compared next, were a hint to follow into this refusal.
+        // A run stopped by a log it could not write kept the records from the failed one on (resume() writes them):
+        // its log ends a step early when the step's own record failed.
+        if (st.has_meta("run.log_unwritten")) log_unwritten = split_at(st.get("run.log_unwritten"), '\n');
+        const bool lacks_step = !log_unwritten.empty() && log_unwritten[0].rfind("{\"type\":\"step\",", 0) == 0;
+        log.check_resume_at((int)st.step - lacks_step, resume_path,
+                            st.meta.count("run.logged_loss") && !lacks_step ? st.meta.at("run.logged_loss") : "");
         if (!opts.was_given("--warmup") && st.meta.count("run.warmup")) {
             int64_t w = st.get_i64("run.warmup");
             CHECK_USER(w >= 0 && w <= INT32_MAX, "%s: run.warmup = %lld is not a step count", resume_path.c_str(),
@@ -1360,6 +1393,10 @@ struct Trainer {
         start_step = steps_done = (int)st.step;
         last_checkpoint = start_step;  // (not written again by a stop before the next step, or a finished run resumed)
         if (st.has_meta("run.eval_due_at") && st.get_i64("run.eval_due_at") == start_step) eval_due_at = start_step;
+        if (!log_unwritten.empty() && opts.log.empty() && rank == 0)
+            std::printf("notice: %s keeps %zu record(s) that its run's --log could not take; this run has no --log to "
+                        "write them to\n", path.c_str(), log_unwritten.size());
+        log.write_kept(log_unwritten);  // (check_resume: the records a log that could not be written lacks)
         if (st.has_meta("run.skipped_total")) {  // (written since the count was checkpointed)
             skipped_in_a_row = (int)st.get_i64("run.skipped_in_a_row");
             skipped_total = (int)st.get_i64("run.skipped_total");
