@@ -1226,6 +1226,18 @@ TEST_F(Prep, MissingInputs) {
     PrepRun cut = prep({"--tokenizer", "gpt2", "--input", path("urlsf_subset00-1_data.xz"), "--out", o});
     EXPECT_EQ(cut.rc, 1) << cut.out;
     EXPECT_NE(cut.out.find("the archive is damaged or cut short"), std::string::npos) << cut.out;
+    // one cut right after an entry read as complete, its later entries lost with exit 0 (libarchive, GNU tar and
+    // Python's tarfile take the end of the bytes for the end of the archive): the missing end-of-archive marker says
+    // it was cut (the whole archive, a.txt alone, is read)
+    const uintmax_t a_size = fs::file_size(std::string(FX) + "texts/a.txt");
+    ASSERT_EQ(std::system(("tar -cf " + path("a.tar") + " -C " + std::string(FX) + "texts a.txt && head -c " +
+                           std::to_string(512 + (a_size + 511) / 512 * 512) + " " + path("a.tar") + " > " +
+                           path("at_entry.tar")).c_str()), 0);
+    PrepRun at_entry = prep({"--tokenizer", "gpt2", "--input", path("at_entry.tar"), "--out", o});
+    EXPECT_EQ(at_entry.rc, 1) << at_entry.out;
+    EXPECT_NE(at_entry.out.find("at_entry.tar: the tar archive ends after 1 entry without its end-of-archive marker"),
+              std::string::npos) << at_entry.out;
+    EXPECT_EQ(prep({"--tokenizer", "gpt2", "--no-val", "--input", path("a.tar"), "--out", path("whole")}).rc, 0);
     // a line too long to be text names its file (--help says every message does; this one did not): the limit,
     // 2 GB, lowered for the test
     std::ofstream(path("long.jsonl"), std::ios::binary) << std::string(600000, 'x');

@@ -145,6 +145,9 @@ struct TarReader {
     std::vector<char> buf = std::vector<char>(1 << 17);
     std::exception_ptr err;  // an exception of `in`, carried across libarchive's C frames
     int64_t entries = 0;     // headers read: after one, a failure is damage, not another format
+    // the stream's last 512 bytes so far: at the end, the end-of-archive marker's zeros (a tar cut right after an
+    // entry has none; libarchive reads that as the end, as some writers omit the marker)
+    std::string tail;
     // an archive's entry read as a tar by its name alone (NAME.gz, as OpenWebText's *.xz): when its content is not
     // a tar (a changelog.gz), NotATar is thrown, and the entry is skipped as other unknown entries are
     bool maybe_not_a_tar = false;
