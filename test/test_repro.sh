@@ -118,6 +118,18 @@ refused "memory.py --seeds 2 --extra='--seed 5'" "--extra --seed: the table's ru
   python3 scripts/repro/memory.py --quick --dry-run --seeds 2 "--extra=--seed 5"
 refused "table2.py --models llama-tiny,llama-tiny" "a model is named twice" \
   python3 scripts/repro/table2.py --quick --dry-run --models llama-tiny,llama-tiny
+# (from a tester: a traceback for a --steps or --seq-len that is no whole number; --quick dropped table5's --model-dir
+# and --glue-dir without a word; --paper's check before the runs missed the weights, tokenizer and split files)
+refused "table4.py --extra='--steps 1e2'" "--steps 1e2: not a whole number" \
+  python3 scripts/repro/table4.py --quick --dry-run "--extra=--steps 1e2"
+refused "table5.py --quick --model-dir" "--model-dir: --quick fine-tunes a tiny RoBERTa of its own" \
+  python3 scripts/repro/table5.py --quick --dry-run --model-dir /nonexistent/roberta
+mkdir -p "$OUT/rb" "$OUT/glue/MRPC" && echo '{}' > "$OUT/rb/config.json" && touch "$OUT/glue/MRPC/train.tsv"
+refused "table5.py --paper, roberta-base without weights or tokenizer" "no model.safetensors, tokenizer.json or vocab.json + merges.txt" \
+  python3 scripts/repro/table5.py --paper --tasks mrpc --model-dir "$OUT/rb" --glue-dir "$OUT/glue" --out "$OUT/t5p"
+touch "$OUT/rb/model.safetensors" "$OUT/rb/vocab.json" "$OUT/rb/merges.txt"
+refused "table5.py --paper, MRPC without dev.tsv" "no $OUT/glue/MRPC/dev.tsv (or .jsonl)" \
+  python3 scripts/repro/table5.py --paper --tasks mrpc --model-dir "$OUT/rb" --glue-dir "$OUT/glue" --out "$OUT/t5p"
 mkdir -p "$OUT/unbuilt" && cp -r scripts "$OUT/unbuilt/"
 refused "table2.py where the trainers are not built" "is not built: run \`make build\`" \
   python3 "$OUT/unbuilt/scripts/repro/table2.py" --quick --dry-run --models llama-tiny

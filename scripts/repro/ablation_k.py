@@ -3,7 +3,7 @@
 M in {1.0, 0.5, 0.2, 1.2} (k0, 0.5k0, 0.2k0, 1.2k0), on LLaMA-130M, separately for (a) linear sites and (b) norm /
 nonlinear sites (--prac-classes linear | nonlinear, the other class uncompressed).
 
-    python3 scripts/repro/ablation_k.py --quick [--out runs/ablation_k]
+    python3 scripts/repro/ablation_k.py --quick [--out runs/ablation_k-quick]
     python3 scripts/repro/ablation_k.py --paper --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin'
 """
 import os

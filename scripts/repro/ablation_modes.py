@@ -3,7 +3,7 @@
 total rank (PAC and RAC use r1 + r2, as the trainer's --prac pac|rac do), plus the uncompressed baseline, on
 LLaMA-60M and LLaMA-130M (C4).
 
-    python3 scripts/repro/ablation_modes.py --quick [--out runs/ablation_modes]
+    python3 scripts/repro/ablation_modes.py --quick [--out runs/ablation_modes-quick]
     python3 scripts/repro/ablation_modes.py --paper --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin'
 """
 import os

@@ -92,7 +92,7 @@ def base_parser(description, pretrain=True, gpt2=False, launch=True):
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--quick", action="store_true", help="tiny CPU budget (pipeline check, minutes on 2 cores)")
     mode.add_argument("--paper", action="store_true", help="the paper's configurations (GPUs, days)")
-    ap.add_argument("--out", help="output directory (default runs/<table>)")
+    ap.add_argument("--out", help="output directory (default runs/<table>, --quick: runs/<table>-quick)")
     ap.add_argument("--dry-run", action="store_true", help="print the commands only (writes nothing)")
     add_restart(ap)
     if pretrain:
@@ -168,10 +168,16 @@ def make_out(path):
     _OUT_LOCKS[path] = lock
 
 
+def default_out(args, table):
+    """runs/<table>, runs/<table>-quick for --quick: the README's --quick first, then --paper, met the quick runs'
+    logs under the same run names and was refused (its hint, --restart, threw them away)."""
+    return os.path.join("runs", table + ("-quick" if getattr(args, "quick", False) else ""))
+
+
 def out_dir(args, table):
-    """--out (default runs/<table>) as an absolute path: the trainer runs with cwd=ROOT, so a relative --log would name
-    a directory under ROOT, not under the caller's directory."""
-    args.out = os.path.abspath(args.out if args.out is not None else os.path.join("runs", table))
+    """--out (default_out) as an absolute path: the trainer runs with cwd=ROOT, so a relative --log would name a
+    directory under ROOT, not under the caller's directory."""
+    args.out = os.path.abspath(args.out if args.out is not None else default_out(args, table))
     check_out(args.out)
     return args.out
 
@@ -570,6 +576,16 @@ def flag_value(flags, name, *default):
     return values[name] if name in values or not default else default[0]
 
 
+def int_flag(flags, name, *default):
+    """flag_value as a whole number: one line for another word (--extra='--steps 1e2' was a traceback where the
+    trainer would refuse it in one line)."""
+    v = flag_value(flags, name, *default)
+    try:
+        return int(v)
+    except ValueError:
+        sys.exit(f"{name} {v}: not a whole number (the trainers read {name} as one)\n---> HINT: check --extra")
+
+
 # ---------------------------------------------------------------- logs
 
 def read_jsonl(path):
@@ -688,7 +704,7 @@ def ckpt_every(run, args):
     then too), so that no checkpoint lands among the timed steps; finetune_roberta checkpoints after every epoch."""
     if not args.paper or run.binary not in SHARD_KIND:
         return 0
-    steps = int(flag_value(run.flags, "--steps"))
+    steps = int_flag(run.flags, "--steps")
     return 0 if steps < 1000 else min(1000, steps // 10)
 
 
@@ -707,7 +723,7 @@ def finished(run, log):
     recs = [rec for rec in records(log) if not rec.get("eval_only")]
     if run.binary == "finetune_roberta":
         return any(rec.get("type") == "final" for rec in recs)
-    last = int(flag_value(run.flags, "--steps"))
+    last = int_flag(run.flags, "--steps")
     return any(rec.get("type", "step") == "step" and rec.get("step") == last for rec in recs) and \
         any(rec.get("type") == "eval" and rec.get("step") == last for rec in recs)
 
@@ -911,7 +927,7 @@ def check_launch(runs, args):
     for r in runs:
         if "--global-batch" not in r.flags:
             continue
-        n, B = int(flag_value(r.flags, "--global-batch")), int(flag_value(r.flags, "--batch-size"))
+        n, B = int_flag(r.flags, "--global-batch"), int_flag(r.flags, "--batch-size")
         if n % (ranks * B):
             fits = next((b for b in range(min(B, n // ranks), 0, -1) if n % (ranks * b) == 0), None)
             sys.exit(f"--launch {args.launch!r}: run {r.name}'s global batch of {n} does not split over {ranks} ranks "

@@ -13,7 +13,7 @@
 2. The loss evidence (unless --plan-only): llama-mini and gpt2-mini trained on the built-in corpus with the
    Baseline, PRAC (paper) and PRAC + all, over --seeds seeds each; final validation loss mean +- sample std.
 
-Writes (under --out, default runs/memory):
+Writes (under --out, default runs/memory, --quick runs/memory-quick):
   --plan-only  memory_plan.md: the planner's commands and table (its own name, so that it never replaces a full run's
                memory.md, which has the same table);
   otherwise    memory.md: the machine, the planner's commands, the loss runs' commands, both tables; memory.png: the
@@ -109,9 +109,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="pipeline check: tiny models, 20 steps, one seed")
     ap.add_argument("--models", default=None, help="loss runs' models [llama-mini,gpt2-mini; --quick: the tiny ones]")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per method [3; --quick: 1]")
-    ap.add_argument("--steps", type=int, default=None, help="training steps per loss run (B 4, T 128) [200; --quick: "
-                    "20]")
-    ap.add_argument("--out", default=os.path.join("runs", "memory"), help="output directory [runs/memory]")
+    ap.add_argument("--steps", type=int, default=None, help="training steps per loss run (B 4, T 128; --quick: "
+                    f"B {C.QUICK['batch']}, T {C.QUICK['seq']}) [200; --quick: {C.QUICK['steps']}]")
+    ap.add_argument("--out", help="output directory [runs/memory; --quick: runs/memory-quick]")
     ap.add_argument("--device", default="cpu", help="trainer --device for the loss runs [cpu]")
     ap.add_argument("--extra", default="", help="extra trainer flags for the loss runs, one quoted string; write it "
                     "with '=' (--extra=--no-shuffle): argparse takes a separate value that starts with '-' for a flag")
@@ -121,8 +121,7 @@ def main():
                     "write nothing; exit 1 when the planner refuses a loss run's flags")
     args = ap.parse_args()
     args.paper = False
-    args.out = os.path.abspath(args.out)  # the trainer runs with cwd=ROOT: a relative --log would land there
-    C.check_out(args.out)
+    C.out_dir(args, "memory")
     C.check_run_timeout(args)
     args.models = ",".join(C.model_list(args.models, ["llama-tiny", "gpt2-tiny"] if args.quick else
                                         ["llama-mini", "gpt2-mini"]))

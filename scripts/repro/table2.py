@@ -2,7 +2,7 @@
 """Table 2 of the PRAC paper: validation perplexity and peak memory of Baseline / GaLore / RSO / PRAC when
 pretraining LLaMA-130M/350M/1B (B/S 128/256, C4) and GPT-2 124M/355M (64/1024, 32/1024, OpenWebText).
 
-    python3 scripts/repro/table2.py --quick [--out runs/table2]
+    python3 scripts/repro/table2.py --quick [--out runs/table2-quick]
     python3 scripts/repro/table2.py --paper --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' \
         --gpt2-train-data 'owt_gpt2_train_*.bin' --gpt2-val-data 'owt_gpt2_val_*.bin' [--models llama-130m,gpt2-124m]
 

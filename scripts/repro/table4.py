@@ -2,7 +2,7 @@
 """Table 4 of the PRAC paper: training time and memory of LLaMA-1B, Baseline at micro-batch B vs PRAC at the same B
 and at the larger micro-batch that PRAC's memory saving allows.
 
-    python3 scripts/repro/table4.py --quick [--out runs/table4]
+    python3 scripts/repro/table4.py --quick [--out runs/table4-quick]
     python3 scripts/repro/table4.py --paper --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin' [--gpu-mem 80]
 
 --paper: B = 64 (the paper's); PRAC also runs at the paper's larger micro-batch, 96, where it fits, and at the
@@ -66,7 +66,7 @@ def main():
                  "so); run it without a launcher")
     runs, B, B2 = build_runs(args)
     unit, _ = C.mem_unit(args)
-    seq = int(C.flag_value(runs[0].flags, "--seq-len"))
+    seq = C.int_flag(runs[0].flags, "--seq-len")
     paper_tokens = 150000 * 512 * 256
 
     def tables(runs):
@@ -94,11 +94,11 @@ def main():
                f"within {args.gpu_mem:g} GiB (--plan --gpu-mem)" if PAPER_B2 < B2 else
                f"the larger micro-batch is the planner's largest PRAC micro-batch within {args.gpu_mem:g} GiB "
                f"(--plan --gpu-mem)" + ("" if PAPER_B2 == B2 else f"; the paper's {PAPER_B2} does not fit it"))
-    steps = int(C.flag_value(runs[0].flags, "--steps"))
+    steps = C.int_flag(runs[0].flags, "--steps")
     # PRAC's refresh interval: what its flags set, or the trainer's default (the paper's 500); a value the trainer
     # refuses (0, not a number) is its to say, with the commands printed
     try:
-        every = min(int(C.flag_value(runs[1].flags, f, 500)) for f in ("--prac-t1", "--prac-t2"))
+        every = min(C.int_flag(runs[1].flags, f, 500) for f in ("--prac-t1", "--prac-t2"))
     except ValueError:
         every = 0
     notes = [f"Sequence length {seq}; grad-accum 1; {how}.",

@@ -3,7 +3,7 @@
 the activation memory of the MRPC runs. Appendix D: batch 16, 30 epochs, max length 512, PRAC interval 200, lr 3e-5
 (CoLA, STS-B, MRPC, RTE) or 1e-5 (SST-2, MNLI, QNLI, QQP).
 
-    python3 scripts/repro/table5.py --quick [--out runs/table5]
+    python3 scripts/repro/table5.py --quick [--out runs/table5-quick]
     python3 scripts/repro/table5.py --paper --model-dir roberta-base --glue-dir glue_data [--tasks mrpc,rte]
 
 --quick writes a tiny random RoBERTa and synthetic MRPC- and STS-B-layout tasks (scripts/repro/make_tiny_roberta.py)
@@ -137,6 +137,10 @@ def main():
     if args.steps is not None and args.steps <= 0:
         sys.exit(f"--steps {args.steps}: must be at least 1")
     if args.quick:
+        for flag in ("--model-dir", "--glue-dir"):  # (dropped without a word: the tiny model and tasks ran instead)
+            if getattr(args, flag[2:].replace("-", "_")) is not None:
+                sys.exit(f"{flag}: --quick fine-tunes a tiny RoBERTa of its own on synthetic tasks and would ignore it"
+                         f"\n---> HINT: drop {flag}, or use --paper")
         model_dir, glue_dir = os.path.join(args.out, "tiny-roberta"), os.path.join(args.out, "synthetic-glue")
         if not args.dry_run:
             C.make_out(args.out)  # one line, not make_tiny_roberta's traceback, when --out cannot be a directory
@@ -149,13 +153,25 @@ def main():
             sys.exit("--paper needs --model-dir (roberta-base) and --glue-dir (the GLUE tasks' directories), or --dry-run")
         model_dir, glue_dir = args.model_dir or "ROBERTA_BASE", args.glue_dir or "GLUE"
         task_dir = {t: os.path.join(glue_dir, GLUE_DIRS[t]) for t in tasks}
-        if not args.dry_run:  # said now, not as a table of failed runs
-            if not os.path.isfile(os.path.join(model_dir, "config.json")):
-                sys.exit(f"--model-dir {model_dir}: no config.json (a Hugging Face roberta-base directory)")
+        if not args.dry_run:  # said now, not as a table of failed runs (finetune_roberta's own checks of them)
+            def has(d, name):
+                return os.path.isfile(os.path.join(d, name))
+            lacks = [f for f in ("config.json", "model.safetensors") if not has(model_dir, f)]
+            if not has(model_dir, "tokenizer.json") and not (has(model_dir, "vocab.json") and has(model_dir, "merges.txt")):
+                lacks.append("tokenizer.json or vocab.json + merges.txt")
+            if lacks:
+                sys.exit(f"--model-dir {model_dir}: no {', '.join(lacks)} (a Hugging Face roberta-base directory: "
+                         f"config.json, model.safetensors, vocab.json, merges.txt)")
             missing = [d for d in task_dir.values() if not os.path.isdir(d)]
             if missing:
                 sys.exit(f"--glue-dir {glue_dir}: no task directory {', '.join(missing)} (GLUE's layout: "
                          f"{', '.join(GLUE_DIRS[t] for t in tasks)})")
+            # each split as .tsv (GLUE's) or .jsonl; MNLI's dev sets are dev_matched and dev_mismatched
+            no_split = [os.path.join(task_dir[t], split + ".tsv") for t in tasks
+                        for split in ["train"] + (["dev_matched", "dev_mismatched"] if t == "mnli" else ["dev"])
+                        if not has(task_dir[t], split + ".tsv") and not has(task_dir[t], split + ".jsonl")]
+            if no_split:
+                sys.exit(f"--glue-dir {glue_dir}: no {', '.join(no_split)} (or .jsonl)")
     runs = []
     for label, flags in METHODS:
         for t in tasks:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Table 9 of the PRAC paper: Muon and Adam-mini, each with and without PRAC, pretraining LLaMA-130M/350M (C4).
 
-    python3 scripts/repro/table9.py --quick [--out runs/table9]
+    python3 scripts/repro/table9.py --quick [--out runs/table9-quick]
     python3 scripts/repro/table9.py --paper --train-data 'c4_llama_train_*.bin' --val-data 'c4_llama_val_*.bin'
 """
 import os
