@@ -405,8 +405,12 @@ SafeTensorsFile safetensors_open(const std::string& path) {
     try {
         j = nlohmann::json::parse(header, note_key);
     } catch (const nlohmann::json::exception& e) {
+        // (the parser quotes the bytes it read last: a damaged header's binary, escaped so the message stays text)
+        std::string what;
+        for (const unsigned char c : std::string(e.what()))
+            what += c >= 0x20 && c < 0x7f ? std::string(1, (char)c) : format("\\x%02x", c);
         fail("%s: the header is not valid JSON: %s\n---> HINT: the file is corrupt or not a safetensors file", p,
-             e.what());
+             what.c_str());
     }
     if (!j.is_object()) fail("%s: the header is JSON but not an object", p);
     // what the JSON parser lets by but the format does not: a byte-order mark or anything else before the '{' (the

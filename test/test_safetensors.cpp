@@ -471,6 +471,12 @@ TEST_F(BadInput, InvalidJson) {
     write_raw_file(path, "{\"a\": {\"dtype\": \"F32\",", "");
     std::string msg = user_error([&] { safetensors_open(path); });
     EXPECT_HAS(msg, path + ": the header is not valid JSON");
+    // a damaged byte inside a key: the parser's quote of what it read last is escaped, text (it printed the raw byte:
+    // grep took the output for a binary file)
+    write_raw_file(path, "{\"__metadata\xcd\": {}}", "");
+    msg = user_error([&] { safetensors_open(path); });
+    EXPECT_HAS(msg, "__metadata\\xcd");
+    for (const unsigned char c : msg) EXPECT_TRUE(c == '\n' || (c >= 0x20 && c < 0x7f)) << msg;
     write_raw_file(path, "[1, 2]", "");
     EXPECT_HAS(user_error([&] { safetensors_open(path); }), "JSON but not an object");
     // what nlohmann's parser accepts and the format (and the safetensors library) does not

@@ -522,6 +522,20 @@ TEST(TrainerBinary, InitFromProblems) {
     RunResult x = run_trainer("train_llama", {"--model", LLAMA_FIXTURE + "/config.json", "--seq-len", "32",
                                               "--eval-only", "--init-from", theta.path}, dir, 120);
     expect_user_error_exit(x, "train_llama", {"is not the model of --init-from", "rope_theta", "500000"});
+    // the weights file itself with --model: --model says the model (a directory may hold several models' weights and
+    // one config), and the config beside it that differs is said (it was not: a tester's rope_theta, exit 0)
+    // (--plan: the setup's notices, without the data the fixture's vocabulary of 96 has none of)
+    RunResult y = run_trainer("train_llama", {"--model", LLAMA_FIXTURE + "/config.json", "--seq-len", "32",
+                                              "--plan", "--init-from", theta / "model.safetensors"}, dir, 120);
+    EXPECT_EQ(y.rc, 0) << describe(y);
+    EXPECT_TRUE(contains(y.out, "notice: --model " + LLAMA_FIXTURE + "/config.json differs from " + (theta / "config.json") +
+                                    " beside --init-from " + (theta / "model.safetensors") + " (rope_theta "))
+        << describe(y);
+    fs::copy_file(LLAMA_FIXTURE + "/config.json", theta / "same.json");  // (the same model: nothing to say)
+    RunResult z = run_trainer("train_llama", {"--model", theta / "same.json", "--seq-len", "32", "--plan",
+                                              "--init-from", LLAMA_FIXTURE + "/model.safetensors"}, dir, 120);
+    EXPECT_EQ(z.rc, 0) << describe(z);
+    EXPECT_FALSE(contains(z.out, "differs from")) << describe(z);
 }
 
 // A GPT-2 directory whose vocabulary is not r50k's (another BPE's vocab.json, or tokenizer.json's model.vocab) is

@@ -675,13 +675,14 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
     if (opts.model.empty())
         opts.model = has_init_config ? init_config : arch == Arch::GPT2 ? "gpt2-124m" : "llama-130m";
     s.cfg = model_config_load(arch, opts.model);
-    if (has_init_config && opts.model != init_config) {
-        const ModelConfig d = model_config_load(arch, init_config);
+    // where --model and a config.json of --init-from's differ ("" where they agree)
+    auto differences = [&](const std::string& config) {
+        const ModelConfig d = model_config_load(arch, config);
         std::string differ;
         auto cmp = [&](const char* what, double a, double b) {
             const int digits = format("%g", a) == format("%g", b) ? 9 : 6;  // as many as tell them apart
             if (a != b)
-                differ += format("%s %s %.*g, %s's %.*g; ", what, opts.model.c_str(), digits, a, init_config.c_str(),
+                differ += format("%s %s %.*g, %s's %.*g; ", what, opts.model.c_str(), digits, a, config.c_str(),
                                  digits, b);
         };
         cmp("layers", s.cfg.num_layers, d.num_layers);
@@ -692,9 +693,27 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
         cmp("norm eps", s.cfg.norm_eps, d.norm_eps);
         if (arch == Arch::LLAMA) cmp("rope_theta", s.cfg.rope_theta, d.rope_theta);
         if (arch == Arch::GPT2) cmp("positions", s.cfg.max_seq_len, d.max_seq_len);  // (GPT-2's wpe has a row each)
+        return differ.substr(0, differ.size() - 2);
+    };
+    const std::string beside = init_dir + "/config.json";
+    if (has_init_config && opts.model != init_config) {
+        const std::string differ = differences(init_config);
         CHECK_USER(differ.empty(), "--model %s is not the model of --init-from %s: %s\n---> HINT: drop --model (the "
                    "directory's config.json is used), or pass --model %s", opts.model.c_str(), opts.init_from.c_str(),
-                   differ.substr(0, differ.size() - 2).c_str(), init_config.c_str());
+                   differ.c_str(), init_config.c_str());
+    } else if (init_is_file && init_config.empty() && !opts.resume && access(beside.c_str(), R_OK) == 0 &&
+               opts.model != beside) {
+        // a weights file with --model: --model says the model (a directory may hold several models' weights and
+        // one config), but a config beside it that differs is said (rope_theta read otherwise, without a word)
+        std::string differ;
+        try {
+            differ = differences(beside);
+        } catch (const UserError&) {  // (not a config of this trainer's models: nothing to compare)
+        }
+        if (!differ.empty() && comm.rank() == 0)
+            std::printf("notice: --model %s differs from %s beside --init-from %s (%s): the weights are read as "
+                        "--model's model\n", opts.model.c_str(), beside.c_str(), opts.init_from.c_str(),
+                        differ.c_str());
     }
     // a config's dropout trains nothing here (transformers' GPT2Config sets 0.1 where the keys are absent): said, as
     // finetune_roberta says it
