@@ -52,8 +52,14 @@ int main(int argc, char** argv) {
             return 0;
         }
         // one process on one device: copies started by mpirun would each train the same run into the same files
+        // (a PMIx launcher such as srun --mpi=pmix says no size, -1: a copy of rank 1 or more is one of several and
+        // says so; rank 0, which may be alone, runs)
         const int copies = comm_launcher_size();
         if (copies > 1 && comm_launcher_rank() > 0) return 1;  // the refusal below is said once, by rank 0
+        CHECK_USER(copies >= 0 || comm_launcher_rank() <= 0, "finetune_roberta runs as one process on one device, "
+                   "and the launcher started this one as rank %d of several: each copy would train the same run and "
+                   "write the same --log, checkpoints and --save (rank 0 goes on)\n---> HINT: run it as a single task of "
+                   "the launcher, or without one", comm_launcher_rank());
         CHECK_USER(copies <= 1, "finetune_roberta runs as one process on one device, and the launcher started %d "
                    "(mpirun -np %d?): each would train the same run and write the same --log, checkpoints and --save"
                    "\n---> HINT: run it without mpirun (a GLUE task fits one GPU); data-parallel training is "

@@ -13,7 +13,7 @@
 #include "common/error.h"
 #include "common/files.h"  // write_all, dir_of
 #include "common/safetensors.h"  // bf16_to_f32, f16_to_f32
-#include "common/strings.h"  // join
+#include "common/strings.h"  // join, printable_bytes
 
 // We copy '<f4' bytes straight into float buffers.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "npy I/O assumes a little-endian host");
@@ -47,19 +47,6 @@ static std::string shape_str(const std::vector<int64_t>& shape) {
     return "(" + join(shape) + (shape.size() == 1 ? ",)" : ")");
 }
 
-// The header (or anything else read from the file) made printable for an error message.
-static std::string printable(const std::string& s, size_t max_len = 160) {
-    std::string out;
-    for (size_t i = 0; i < s.size() && i < max_len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n') out += "\\n";
-        else if (c >= 32 && c < 127) out += (char)c;
-        else out += format("\\x%02x", c);
-    }
-    if (s.size() > max_len) out += "...";
-    return out;
-}
-
 // ----------------------------------------------------------------------------
 // dtypes
 
@@ -89,7 +76,7 @@ static NpyType check_dtype(const std::string& path, const std::string& descr, bo
     const char* p = path.c_str();
     if (descr.size() < 2 || !std::strchr("<>|=", descr[0]))
         fail("%s: unsupported dtype '%s'\n---> HINT: save a float32 array: np.save(path, x.astype(np.float32))", p,
-             printable(descr).c_str());
+             printable_bytes(descr).c_str());
     char order = descr[0], kind = descr[1];
     std::string size = descr.substr(2), name = dtype_name(kind, size);
     // '=' is numpy's "native" order; numpy writes '<' or '>' in files, and native is little here
@@ -126,7 +113,7 @@ struct HeaderParser {
     [[noreturn]] void malformed(const char* what) const {
         fail("%s: malformed .npy header (%s at character %zu of \"%s\")\n"
              "---> HINT: the file is corrupt or was not written by numpy; re-save it with np.save",
-             path.c_str(), what, pos, printable(text).c_str());
+             path.c_str(), what, pos, printable_bytes(text).c_str());
     }
     void skip_ws() {
         while (pos < text.size() && std::isspace((unsigned char)text[pos])) pos++;
@@ -206,7 +193,7 @@ static NpyHeader parse_header(const std::string& path, const std::string& text) 
             if (ps.pos < text.size() && (text[ps.pos] == '[' || text[ps.pos] == '{'))
                 fail("%s: structured (record) dtypes are not supported (header: \"%s\")\n"
                      "---> HINT: save a plain float32 array: np.save(path, x.astype(np.float32))",
-                     path.c_str(), printable(text).c_str());
+                     path.c_str(), printable_bytes(text).c_str());
             h.descr = ps.string_literal();
             have_descr = true;
         } else if (key == "fortran_order") {
@@ -220,7 +207,7 @@ static NpyHeader parse_header(const std::string& path, const std::string& text) 
             h.shape = ps.shape_tuple();
             have_shape = true;
         } else {
-            ps.malformed(format("unexpected key '%s'", printable(key).c_str()).c_str());
+            ps.malformed(format("unexpected key '%s'", printable_bytes(key).c_str()).c_str());
         }
         if (!ps.accept(',')) {
             ps.expect('}', "expected ',' or '}' after a value");
@@ -288,7 +275,7 @@ NpyArray read_npy(const std::string& path, bool bf16_as_uint16) {
         std::string first((const char*)pre, pre_len < 8 ? pre_len : 8);
         bool zip = pre_len >= 4 && std::memcmp(pre, "PK\x03\x04", 4) == 0;
         fail("%s is not an .npy file: it does not start with the magic \"\\x93NUMPY\" (first bytes: \"%s\"%s)\n"
-             "---> HINT: %s", p, printable(first).c_str(), file_size == 0 ? ", the file is empty" : "",
+             "---> HINT: %s", p, printable_bytes(first).c_str(), file_size == 0 ? ", the file is empty" : "",
              zip ? "this is a zip archive, probably an .npz from np.savez: extract one array and np.save it"
                  : "write the array with np.save(path, x)");
     }

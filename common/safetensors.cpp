@@ -13,7 +13,7 @@
 
 #include "common/error.h"
 #include "common/files.h"  // write_all, dir_of
-#include "common/strings.h"  // join
+#include "common/strings.h"  // join, printable_bytes
 
 // The data area is little-endian and we copy F32 bytes straight into float buffers.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors I/O assumes a little-endian host");
@@ -406,11 +406,8 @@ SafeTensorsFile safetensors_open(const std::string& path) {
         j = nlohmann::json::parse(header, note_key);
     } catch (const nlohmann::json::exception& e) {
         // (the parser quotes the bytes it read last: a damaged header's binary, escaped so the message stays text)
-        std::string what;
-        for (const unsigned char c : std::string(e.what()))
-            what += c >= 0x20 && c < 0x7f ? std::string(1, (char)c) : format("\\x%02x", c);
         fail("%s: the header is not valid JSON: %s\n---> HINT: the file is corrupt or not a safetensors file", p,
-             what.c_str());
+             printable_bytes(e.what(), 400).c_str());
     }
     if (!j.is_object()) fail("%s: the header is JSON but not an object", p);
     // what the JSON parser lets by but the format does not: a byte-order mark or anything else before the '{' (the

@@ -51,6 +51,20 @@ inline std::string closest_name(const std::string& typed, const std::vector<std:
     return best;
 }
 
+// Bytes read from a file (a header, a parser's quote of them) made text for an error message: \n and \xNN for what
+// is not printable ASCII (a raw byte made grep take the output for a binary file), cut after max_len bytes ("...").
+inline std::string printable_bytes(const std::string& s, size_t max_len = 160) {
+    std::string out;
+    for (size_t i = 0; i < s.size() && i < max_len; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == '\n') out += "\\n";
+        else if (c >= 32 && c < 127) out += (char)c;
+        else out += format("\\x%02x", c);
+    }
+    if (s.size() > max_len) out += "...";
+    return out;
+}
+
 // x for printf: a NaN without its sign bit, printed "nan" (glibc prints a NaN whose sign bit is set as "-nan", which
 // means nothing more: a diverged step said "norm -nan")
 inline double printable(double x) { return std::isnan(x) ? std::fabs(x) : x; }

@@ -682,6 +682,20 @@ TEST(DataParallel, AStoppedRankEndsTheJobThroughTheWatchdog) {
     EXPECT_LT(seconds, 200) << out;
 }
 
+// The same before the first step (a tester's rank stopped at start-up hung the job for good, --watchdog 5: nothing
+// was watched before the first step's mark): rank 1 stops once the model is set up, rank 0 waits in the first
+// collective after it, and its watchdog ends the job.
+TEST(DataParallel, ARankStoppedInTheStartUpEndsTheJobThroughTheWatchdog) {
+    std::string out;
+    const int rc = run_shell("timeout 300 env " + mpirun_2() + "bash -c 'if [ " + RANK_VAR +
+                                 " = 1 ]; then export PRAC_TEST_KILL_AT=train.set_up:19; fi; exec " +
+                                 bin("train_gpt2") + TRAIN_ARGS + " --watchdog 3'",
+                             &out);
+    EXPECT_NE(rc, 0) << out;
+    EXPECT_NE(watchdog_line_at(out, 0, 3, "start-up, begun at"), std::string::npos) << out;
+    EXPECT_NE(out.find("ending all 2 ranks of the job"), std::string::npos) << out;
+}
+
 // Two ranks with micro-batch B equal one rank with 2B: the same samples (rank r reads the r-th B of every
 // 2B-sample step), the mean of the ranks' mean losses equals the mean over 2B rows (no padding in these shards),
 // so gradients agree up to fp32 summation order. Tolerances: losses and gradient norms 1e-5 (measured 1e-6);

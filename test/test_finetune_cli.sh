@@ -408,6 +408,13 @@ done
 # ... said once, by rank 0: rank 1 ends with the same exit status and no word
 out=$(OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=1 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 2>&1); rc=$?
 [ $rc -eq 1 ] && [ -z "$out" ] && ok "under mpirun -np 2, rank 1: exit 1, silent" || bad "rank 1 under mpirun: rc $rc, $out"
+# a PMIx launcher (srun --mpi=pmix) says a rank and no size: rank 1 is one of several copies and refuses, saying so
+# (every copy trained the same run into the same files); rank 0 may be alone and goes on (here: its --plan)
+out=$(env -u OMPI_COMM_WORLD_SIZE PMIX_RANK=1 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --epochs 1 --log "$T/pmix.jsonl" 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q 'the launcher started this one as rank 1 of several' <<<"$out" && [ ! -e "$T/pmix.jsonl" ] \
+  && ok "PMIx rank 1 (size unknown): refused, nothing written" || bad "PMIx rank 1: rc $rc, $(tail -2 <<<"$out")"
+out=$(env -u OMPI_COMM_WORLD_SIZE PMIX_RANK=0 "$BIN" --task mrpc --data-dir "$T/data/mrpc" $M --plan 2>&1); rc=$?
+[ $rc -eq 0 ] && ok "PMIx rank 0 (size unknown): runs (--plan)" || bad "PMIx rank 0: rc $rc, $(tail -2 <<<"$out")"
 
 # the tokenizer's files are part of the run (they make the data): another tokenizer at the same shape is refused
 cp -r "$T/model" "$T/model_tok" && echo >> "$T/model_tok/merges.txt"

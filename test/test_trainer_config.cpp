@@ -179,6 +179,13 @@ TEST(TrainerCli, RejectsOutOfRangeValues) {
     EXPECT_USER_ERROR(parse({"--min-lr-frac", "1.5"}), "--min-lr-frac");
     EXPECT_USER_ERROR(parse({"--beta1", "-0.1"}), "--beta1");
     EXPECT_USER_ERROR(parse({"--beta2", "1.0"}), "--beta2");
+    // each of GaLore's and RSO's flags on its own (a tester's --galore-gap 0 read "--galore-rank must be >= 0 and
+    // --galore-gap >= 1 (got 0, 0)": which?)
+    EXPECT_USER_ERROR(parse({"--galore-gap", "0"}), "--galore-gap must be >= 1 (got 0)");
+    EXPECT_USER_ERROR(parse({"--galore-rank", "-1"}), "--galore-rank must be >= 0 (got -1)");
+    EXPECT_USER_ERROR(parse({"--rso-gap", "0"}), "--rso-gap must be >= 1 (got 0)");
+    EXPECT_USER_ERROR(parse({"--rso-rank", "-1"}), "--rso-rank must be >= 0 (got -1)");
+    EXPECT_USER_ERROR(parse({"--rso-prox", "-1"}), "--rso-prox must be >= 0 (got -1)");
     // a value that rounds to 1 in float32 says so; a subnormal is too small, not "not finite"; hexadecimal is refused
     EXPECT_USER_ERROR(parse({"--beta2", "0.99999999"}), "(got 0.899999976, 1; as float32, values above 0.99999997 are 1)");
     EXPECT_USER_ERROR(parse({"--adam-eps", "1e-40"}), "--adam-eps: 1e-40 is too small for a float (below 1.2e-38)");

@@ -538,17 +538,18 @@ void parse_train_options(TrainOptions& opts, int argc, char** argv) {
     CHECK_USER(opts.optimizer == "adamw" || opts.optimizer == "muon" || opts.optimizer == "adam-mini" ||
                    opts.optimizer == "galore" || opts.optimizer == "rso",
                "--optimizer must be adamw, muon, adam-mini, galore or rso (got \"%s\")", opts.optimizer.c_str());
-    CHECK_USER(opts.rso_rank >= 0 && opts.rso_gap >= 1 && opts.rso_prox >= 0,
-               "--rso-rank must be >= 0, --rso-gap >= 1 and --rso-prox >= 0 (got %d, %d, %g)", opts.rso_rank,
-               opts.rso_gap, opts.rso_prox);
+    // (each flag on its own: "(got 0, 0)" of two flags did not say which was wrong)
+    CHECK_USER(opts.rso_rank >= 0, "--rso-rank must be >= 0 (got %d)", opts.rso_rank);
+    CHECK_USER(opts.rso_gap >= 1, "--rso-gap must be >= 1 (got %d)", opts.rso_gap);
+    CHECK_USER(opts.rso_prox >= 0, "--rso-prox must be >= 0 (got %g)", opts.rso_prox);
     CHECK_USER(opts.rso_activations == "projected" || opts.rso_activations == "full",
                "--rso-activations must be projected or full (got \"%s\")", opts.rso_activations.c_str());
     CHECK_USER(opts.optimizer != "rso" || opts.prac == "none",
                "--optimizer rso stores its own projections of the linear layers' inputs and cannot be combined with "
                "--prac %s\n---> HINT: use --prac none with --optimizer rso", opts.prac.c_str());
     check_storage_options(opts);
-    CHECK_USER(opts.galore_rank >= 0 && opts.galore_gap >= 1, "--galore-rank must be >= 0 and --galore-gap >= 1 "
-               "(got %d, %d)", opts.galore_rank, opts.galore_gap);
+    CHECK_USER(opts.galore_rank >= 0, "--galore-rank must be >= 0 (got %d)", opts.galore_rank);
+    CHECK_USER(opts.galore_gap >= 1, "--galore-gap must be >= 1 (got %d)", opts.galore_gap);
     CHECK_USER(opts.muon_momentum >= 0 && opts.muon_momentum < 1, "--muon-momentum must be in [0, 1) (got %g)",
                opts.muon_momentum);
     CHECK_USER(opts.zero == 0 || opts.optimizer == "adamw", "--zero 1 shards AdamW only (got --optimizer %s)",

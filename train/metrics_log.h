@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>  // atoi
 #include <cstring>
 #include <exception>  // uncaught_exceptions
@@ -66,6 +67,7 @@ struct MetricsLog {
     bool keep_failed_records = false;
     std::string write_error;              // the failed write's error ("" while every write succeeded)
     std::vector<std::string> unwritten;   // the record it failed on and the ones after it, in order
+    size_t unwritten_saved = 0;           // how many of them a checkpoint holds (or a resume redoes)
     int records_tried = 0;                // (PRAC_TEST_LOG_FULL_AT)
     MetricsLog(const std::string& path, bool start_over) : path(path), truncate_first(start_over) {
         if (path.empty()) return;
@@ -136,6 +138,12 @@ struct MetricsLog {
                  "not a metrics log?\n---> HINT: choose another --log", path.c_str());
     }
     ~MetricsLog() {
+        // another error that ends the run before the stop that would checkpoint them (a divergence, a replica
+        // mismatch): said, not lost without a word
+        if (unwritten.size() > unwritten_saved && std::uncaught_exceptions() > 0)
+            std::fprintf(stderr, "note: the metrics log %s could not be written (%s): its last %zu record(s) are "
+                         "lost with the error below\n", path.c_str(), write_error.c_str(),
+                         unwritten.size() - unwritten_saved);
         if (fd >= 0) ::close(fd);
         if (made_empty && std::uncaught_exceptions() > 0) ::remove(path.c_str());  // (a run ending normally keeps it)
     }
@@ -170,9 +178,7 @@ struct MetricsLog {
     // not again where a resume of that checkpoint wrote them already (its process killed later: the log goes on
     // as a resume's replayed steps do)
     void write_kept(const std::vector<std::string>& records) {
-        const std::string tail = "\n" + whole_lines_of_tail();
-        for (const std::string& r : records)
-            if (tail.find("\n" + r + "\n") == std::string::npos) write_line(r);
+        for (const std::string& r : records) write_unless_in_tail(r);
     }
 
     // skipped: --on-nonfinite skip left this step's update out ("skipped":true; absent otherwise); padding: every
@@ -219,9 +225,7 @@ struct MetricsLog {
     // --eval-only of the same weights into the same log)
     void record_once(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
                      const std::vector<std::pair<std::string, std::string>>& strings = {}, bool eval_only = false) {
-        const std::string line = record_line(type, numbers, strings, eval_only);
-        const std::string tail = "\n" + whole_lines_of_tail();
-        if (tail.find("\n" + line + "\n") == std::string::npos) write_line(line);
+        write_unless_in_tail(record_line(type, numbers, strings, eval_only));
     }
     static std::string record_line(const std::string& type, const std::vector<std::pair<std::string, double>>& numbers,
                                    const std::vector<std::pair<std::string, std::string>>& strings, bool eval_only) {
@@ -237,6 +241,11 @@ struct MetricsLog {
     }
 
   private:
+    void write_unless_in_tail(const std::string& line) {
+        const std::string tail = "\n" + whole_lines_of_tail();
+        if (tail.find("\n" + line + "\n") == std::string::npos) write_line(line);
+    }
+
     // The log's last MiB, whole lines only ("" without a log, or one --overwrite empties): a record cut short
     // ("step":1 of a cut "step":12) is no record. (A step's record is about 200 bytes: some 5000 steps.)
     std::string whole_lines_of_tail() const {

@@ -334,19 +334,33 @@ struct Trainer {
         setup_model();
         batch.inputs.resize((size_t)B * T);
         batch.targets.resize((size_t)B * T);
-        // The watchdog, --eval-only's too (its evaluation is a collective); nothing is watched before the first
-        // progress mark. Alone, it ends the process at once: exit() from its thread would run the destructors of
-        // libraries (OpenBLAS) the main thread is still inside, a crash instead of the status 124.
+        // The watchdog, --eval-only's too (its evaluation is a collective), watching from here: the optimizer's
+        // set-up, --resume's reads and the collectives before the first step too (a rank stopped there hung the job
+        // for good: nothing was watched before the first step's mark). Alone, it ends the process at once: exit()
+        // from its thread would run the destructors of libraries (OpenBLAS) the main thread is still inside, a crash
+        // instead of the status 124.
         const int stall_s = opts.watchdog >= 0 ? opts.watchdog : ranks > 1 ? 1800 : 0;
+        // (every rank done with its share of the data's checks first: a rank with less to read waited for the others
+        // in the next collective, watched, and a short --watchdog ended a healthy job)
+        if (stall_s > 0 && ranks > 1) {
+            double together = 0;
+            comm.allreduce_sum(&together, 1);
+        }
         if (stall_s > 0)
             watchdog = std::make_unique<Watchdog>(stall_s, rank, [this] {
                 Watchdog::flush_unless_busy(stdout);
                 if (ranks > 1) comm_abort(comm, 124);
                 std::_Exit(124);
             });
+        progress("start-up", 0);
+        kill_point("train.set_up");  // tests: a rank stopped before its first step
         if (opts.eval_only) return;
         setup_optimizer();
-        if (opts.resume) resume();  // (before the disk-space check: a resumed run writes the checkpoints left)
+        if (opts.resume) {
+            progress("--resume", 0);
+            resume();  // (before the disk-space check: a resumed run writes the checkpoints left)
+            progress("start-up", 0);
+        }
         if (!opts.ckpt_dir.empty() && rank == 0) {
             size_t opt_bytes = 0;
             for (const OptimizerStateTensor& t : opt->state()) opt_bytes += t.nbytes();
@@ -491,6 +505,7 @@ struct Trainer {
     // A --log write failed: the run ends with the error, after `step` steps, whose checkpoint is written (the stop's;
     // the final one, before the final evaluation) and keeps the records that failed (a due evaluation's: redone).
     [[noreturn]] void fail_unwritable_log(int step) {
+        log.unwritten_saved = log.unwritten.size();  // (kept by that checkpoint, or redone by the resume)
         fail("cannot write the metrics log %s: %s\nthe run stopped after %d of %d steps, at its checkpoint %s: a "
              "--resume writes the records that the log lacks first, then goes on\n---> HINT: free space there, or "
              "--resume with another --log (then: cat OLD NEW > joined.jsonl for one file of the run)",
@@ -870,6 +885,7 @@ struct Trainer {
         if (rank == 0) {
             std::string dir = save_train_checkpoint(opts, cfg, model, rs);
             std::printf("checkpoint: %s\n", dir.c_str());
+            log.unwritten_saved = rs.log_unwritten.size();
         }
         comm.barrier();  // nobody runs ahead of a checkpoint that is not committed yet
     }
@@ -1394,8 +1410,9 @@ struct Trainer {
         last_checkpoint = start_step;  // (not written again by a stop before the next step, or a finished run resumed)
         if (st.has_meta("run.eval_due_at") && st.get_i64("run.eval_due_at") == start_step) eval_due_at = start_step;
         if (!log_unwritten.empty() && opts.log.empty() && rank == 0)
-            std::printf("notice: %s keeps %zu record(s) that its run's --log could not take; this run has no --log to "
-                        "write them to\n", path.c_str(), log_unwritten.size());
+            std::printf("notice: %s keeps %zu record(s) that its run's --log could not take; this run has no --log, "
+                        "so they are dropped (its checkpoints do not keep them)\n---> HINT: to keep them, --resume from "
+                        "that checkpoint with --log (the run's, or a new file)\n", path.c_str(), log_unwritten.size());
         log.write_kept(log_unwritten);  // (check_resume: the records a log that could not be written lacks)
         if (st.has_meta("run.skipped_total")) {  // (written since the count was checkpointed)
             skipped_in_a_row = (int)st.get_i64("run.skipped_in_a_row");

@@ -4,7 +4,8 @@
 // begins, an evaluation, a checkpoint, each --sample token, --save); when none came for `seconds`, it says where
 // this rank was and ends the whole job through the callback (the trainer's: comm_abort, MPI_Abort), so the launcher
 // returns with an error.
-// --watchdog SEC; docs/DESIGN.md section 8.5. Before the first beat nothing is watched (start-up: data, plans).
+// --watchdog SEC; docs/DESIGN.md section 8.5. Before the first beat nothing is watched (the trainers beat once the
+// model is set up: the data's checks, which read every shard, come before).
 #pragma once
 #include <atomic>
 #include <chrono>
@@ -34,7 +35,8 @@ class Watchdog {
     Watchdog(const Watchdog&) = delete;
     Watchdog& operator=(const Watchdog&) = delete;
 
-    // The main thread begins `what` (a string literal: "training step", "evaluation", "--sample", ...) at `step`.
+    // The main thread begins `what` (a string literal: "training step", "evaluation", "--sample", ...) at `step`
+    // (0: before the first, said without a step: "start-up", "--resume").
     void beat(const char* what, int step) {
         what_.store(what);
         step_.store(step);
@@ -69,14 +71,15 @@ class Watchdog {
             std::strftime(since, sizeof since, "%H:%M:%S", localtime_r(&wall, &local));
             flush_unless_busy(stdout);  // what the run printed comes first, also when both go to one file
             std::fprintf(stderr,
-                         "rank %d: no progress for %.0f s (--watchdog %d): stuck in the %s of step %d, begun at %s; "
+                         "rank %d: no progress for %.0f s (--watchdog %d): stuck in the %s%s, begun at %s; "
                          "a rank has stopped or hung (this one, or one this one waits for in a collective): ending "
                          "the job\n---> HINT: every rank that waited says so, and a stopped rank may too when the "
                          "launcher wakes it to end it (Open MPI sends SIGCONT): a rank stuck elsewhere than the "
                          "others, or missing from these lines, is the one to look at, else the nodes' logs (dmesg, the "
-                         "file system); a step, an evaluation's micro-batch, a checkpoint or --save that takes longer needs a "
-                         "larger --watchdog (0: off)\n",
-                         rank_, idle, seconds_, what_.load(), step_.load(), since);
+                         "file system); a step, an evaluation's micro-batch, a checkpoint, --resume's read or --save that takes "
+                         "longer needs a larger --watchdog (0: off)\n",
+                         rank_, idle, seconds_, what_.load(),
+                         step_.load() > 0 ? (" of step " + std::to_string(step_.load())).c_str() : "", since);
             std::fflush(stderr);
             on_stall_();
             return;

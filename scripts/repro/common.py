@@ -579,11 +579,10 @@ def flag_value(flags, name, *default):
 def int_flag(flags, name, *default):
     """flag_value as a whole number: one line for another word (--extra='--steps 1e2' was a traceback where the
     trainer would refuse it in one line)."""
-    v = flag_value(flags, name, *default)
-    try:
-        return int(v)
-    except ValueError:
+    v = str(flag_value(flags, name, *default))
+    if not re.fullmatch(r"[+-]?[0-9]+", v):  # (int() took "1_0" and " 10", which the trainers refuse)
         sys.exit(f"{name} {v}: not a whole number (the trainers read {name} as one)\n---> HINT: check --extra")
+    return int(v)
 
 
 # ---------------------------------------------------------------- logs

@@ -95,12 +95,9 @@ def main():
                f"the larger micro-batch is the planner's largest PRAC micro-batch within {args.gpu_mem:g} GiB "
                f"(--plan --gpu-mem)" + ("" if PAPER_B2 == B2 else f"; the paper's {PAPER_B2} does not fit it"))
     steps = C.int_flag(runs[0].flags, "--steps")
-    # PRAC's refresh interval: what its flags set, or the trainer's default (the paper's 500); a value the trainer
-    # refuses (0, not a number) is its to say, with the commands printed
-    try:
-        every = min(C.int_flag(runs[1].flags, f, 500) for f in ("--prac-t1", "--prac-t2"))
-    except ValueError:
-        every = 0
+    # PRAC's refresh interval: what its flags set, or the trainer's default (the paper's 500); a word that is no
+    # number ends here in one line (int_flag), a number the trainer refuses (0) is its to say, with the commands
+    every = min(C.int_flag(runs[1].flags, f, 500) for f in ("--prac-t1", "--prac-t2"))
     notes = [f"Sequence length {seq}; grad-accum 1; {how}.",
              "Paper (Table 4, 4xA800, LLaMA-1B): Baseline B=64 50.35 GB 156 h; PRAC B=64 36.90 GB 179 h; "
              "PRAC B=96 48.70 GB 117 h. Those hours are of 4 GPUs; the projected time here is of the one device "

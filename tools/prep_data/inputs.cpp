@@ -371,8 +371,6 @@ static la_ssize_t tar_read_cb(archive* ar, void* self_, const void** out) {
     try {
         size_t n = self->in.read(self->buf.data(), self->buf.size());
         *out = self->buf.data();
-        self->tail.append(self->buf.data() + (n > 512 ? n - 512 : 0), std::min<size_t>(n, 512));
-        if (self->tail.size() > 512) self->tail.erase(0, self->tail.size() - 512);
         return (la_ssize_t)n;
     } catch (...) {
         self->err = std::current_exception();
@@ -419,9 +417,10 @@ bool TarReader::next(std::string* path, bool* regular) {
     archive_entry* e = nullptr;
     int r = archive_read_next_header(a, &e);
     if (r == ARCHIVE_EOF) {
-        // a download or copy cut right after an entry ends there too: every tar and Python writer ends an archive
-        // with blocks of zeros (its padding to the record size, zeros as well, comes after them)
-        if (entries > 0 && tail.find_first_not_of('\0') != std::string::npos)
+        // a download or copy cut right after an entry ends there too: GNU tar, bsdtar and Python end an archive with
+        // zero blocks, which libarchive reads (and counts) before it says the end (what follows them, the padding
+        // to a record, it leaves unread)
+        if (entries > 0 && archive_filter_bytes(a, 0) < entry_end + 512)
             fail("%s: the tar archive ends after %lld entr%s without its end-of-archive marker (blocks of zeros): "
                  "cut short right after an entry (GNU tar and Python's tarfile list such an archive without a "
                  "word)\n---> HINT: fetch or copy it again; if it is whole, made by a writer that omits the marker, "
@@ -434,6 +433,7 @@ bool TarReader::next(std::string* path, bool* regular) {
     *path = p ? p : "";
     *regular = archive_entry_filetype(e) == AE_IFREG;
     entries++;
+    entry_end = archive_filter_bytes(a, 0) + (archive_entry_size(e) + 511) / 512 * 512;
     return true;
 }
 

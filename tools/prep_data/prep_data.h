@@ -145,9 +145,10 @@ struct TarReader {
     std::vector<char> buf = std::vector<char>(1 << 17);
     std::exception_ptr err;  // an exception of `in`, carried across libarchive's C frames
     int64_t entries = 0;     // headers read: after one, a failure is damage, not another format
-    // the stream's last 512 bytes so far: at the end, the end-of-archive marker's zeros (a tar cut right after an
-    // entry has none; libarchive reads that as the end, as some writers omit the marker)
-    std::string tail;
+    // where the last entry's data ends in the stream (its header's end + its size, in whole blocks): at the end,
+    // libarchive has read the end-of-archive marker's zero block past it, or nothing (a tar cut right after an entry,
+    // which it takes for the end, as some writers omit the marker)
+    int64_t entry_end = 0;
     // an archive's entry read as a tar by its name alone (NAME.gz, as OpenWebText's *.xz): when its content is not
     // a tar (a changelog.gz), NotATar is thrown, and the entry is skipped as other unknown entries are
     bool maybe_not_a_tar = false;
