@@ -531,6 +531,12 @@ TEST(TrainerBinary, InitFromProblems) {
     EXPECT_TRUE(contains(y.out, "notice: --model " + LLAMA_FIXTURE + "/config.json differs from " + (theta / "config.json") +
                                     " beside --init-from " + (theta / "model.safetensors") + " (rope_theta "))
         << describe(y);
+    // (--plan --json: stdout is the plan alone, the notice on stderr)
+    RunResult yj = run_trainer("train_llama", {"--model", LLAMA_FIXTURE + "/config.json", "--seq-len", "32", "--plan",
+                                               "--json", "--init-from", theta / "model.safetensors"}, dir, 120);
+    EXPECT_EQ(yj.rc, 0) << describe(yj);
+    EXPECT_TRUE(json::accept(yj.out)) << describe(yj);
+    EXPECT_TRUE(contains(yj.err, "notice: --model " + LLAMA_FIXTURE + "/config.json differs from ")) << describe(yj);
     fs::copy_file(LLAMA_FIXTURE + "/config.json", theta / "same.json");  // (the same model: nothing to say)
     RunResult z = run_trainer("train_llama", {"--model", theta / "same.json", "--seq-len", "32", "--plan",
                                               "--init-from", LLAMA_FIXTURE + "/model.safetensors"}, dir, 120);

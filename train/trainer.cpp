@@ -710,10 +710,10 @@ bool make_run_setup(RunSetup& s, Arch arch, const char* program, int argc, char*
             differ = differences(beside);
         } catch (const UserError&) {  // (not a config of this trainer's models: nothing to compare)
         }
-        if (!differ.empty() && comm.rank() == 0)
-            std::printf("notice: --model %s differs from %s beside --init-from %s (%s): the weights are read as "
-                        "--model's model\n", opts.model.c_str(), beside.c_str(), opts.init_from.c_str(),
-                        differ.c_str());
+        if (!differ.empty() && comm.rank() == 0)  // (--plan --json: stdout is the plan alone)
+            std::fprintf(opts.json ? stderr : stdout, "notice: --model %s differs from %s beside --init-from %s (%s): "
+                         "the weights are read as --model's model\n", opts.model.c_str(), beside.c_str(),
+                         opts.init_from.c_str(), differ.c_str());
     }
     // a config's dropout trains nothing here (transformers' GPT2Config sets 0.1 where the keys are absent): said, as
     // finetune_roberta says it
