@@ -79,9 +79,8 @@ static constexpr double kTolGrad = kFp32 ? 2e-5 : 2e-2;
 static std::mt19937_64 g_rng(20261121);
 // N(0, 1) values as stored in floatX (what both sides compute on)
 static std::vector<float> randn_x(size_t n) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float& f : v) f = to_float(from_float<floatX>(nd(g_rng)));
+    std::vector<float> v = normal_values(g_rng, n);
+    for (float& f : v) f = to_float(from_float<floatX>(f));
     return v;
 }
 

@@ -73,10 +73,7 @@ static void fill_nan(Dev<T>& d) {  // 0xFF bytes: NaN in fp32 and bf16, so an el
 
 static std::mt19937_64 g_rng(20241121);
 static std::vector<float> randn(size_t n, float scale = 1.0f, float shift = 0.0f) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float& f : v) f = shift + scale * nd(g_rng);
-    return v;
+    return normal_values(g_rng, n, scale, shift);
 }
 
 static size_t bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {

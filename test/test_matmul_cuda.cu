@@ -48,12 +48,7 @@ constexpr double TOL_CLS_GRAD = FP32_BUILD ? 2e-5 : 1e-2;
 constexpr double TOL_LOSS = 2e-5;
 
 static std::mt19937_64 g_rng(20260521);
-static std::vector<float> randn(size_t n, float scale = 1.0f) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float& f : v) f = scale * nd(g_rng);
-    return v;
-}
+static std::vector<float> randn(size_t n, float scale = 1.0f) { return normal_values(g_rng, n, scale); }
 
 
 struct Ctx {

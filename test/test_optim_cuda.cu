@@ -97,12 +97,7 @@ static void check_tol(const std::string& what, double err, double tol) {
 // ---- inputs ----
 
 static std::mt19937_64 g_rng(20250611);
-static fvec randn(size_t n, float scale) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    fvec v(n);
-    for (float& f : v) f = scale * nd(g_rng);
-    return v;
-}
+static fvec randn(size_t n, float scale) { return normal_values(g_rng, n, scale); }
 // the values as the build stores them (what both sides compute on)
 static fvec quantize(fvec v) {
     for (float& f : v) f = to_float(from_float<floatX>(f));

@@ -50,12 +50,7 @@
 using bf16 = __nv_bfloat16;
 
 static std::mt19937_64 g_rng(1234);
-static std::vector<float> randn(size_t n, float scale = 1.0f) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float& f : v) f = scale * nd(g_rng);
-    return v;
-}
+static std::vector<float> randn(size_t n, float scale = 1.0f) { return normal_values(g_rng, n, scale); }
 
 static double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double m = 0;

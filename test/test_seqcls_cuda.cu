@@ -33,12 +33,7 @@ using bf16 = __nv_bfloat16;
 static cudaStream_t g_stream = nullptr;
 static void sync() { cudaCheck(cudaStreamSynchronize(g_stream)); }
 static std::mt19937_64 g_rng(20261127);
-static std::vector<float> randn(size_t n, float scale) {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (float& f : v) f = scale * nd(g_rng);
-    return v;
-}
+static std::vector<float> randn(size_t n, float scale) { return normal_values(g_rng, n, scale); }
 template <typename T>
 static double tol() {
     return std::is_same<T, float>::value ? 1e-6 : 1e-2;

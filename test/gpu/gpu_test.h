@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include <cuda_bf16.h>
@@ -57,6 +58,22 @@ inline double rel_err(const std::vector<float>& a, const std::vector<float>& b, 
         den = std::max(den, std::fabs((double)b[i]));
     }
     return num / (den > 0 ? den : 1.0);
+}
+
+// ---- test data ----
+// n values of scale * N(0, 1) + shift from rng: Box-Muller on 53-bit uniforms, both values of each pair used.
+// (std::normal_distribution draws its uniforms through libstdc++'s generate_canonical, which takes two long-double
+// logarithms per draw: a quarter of an emulated kernel test's time went there.)
+inline std::vector<float> normal_values(std::mt19937_64& rng, size_t n, float scale = 1.0f, float shift = 0.0f) {
+    std::vector<float> v(n);
+    const double two_pi = 6.283185307179586, to_unit = 1.0 / 9007199254740992.0;  // 2^-53
+    for (size_t i = 0; i < n; i += 2) {
+        const double u1 = (double)((rng() >> 11) + 1) * to_unit, u2 = (double)(rng() >> 11) * to_unit;  // (0,1], [0,1)
+        const double r = std::sqrt(-2.0 * std::log(u1));
+        v[i] = shift + scale * (float)(r * std::cos(two_pi * u2));
+        if (i + 1 < n) v[i + 1] = shift + scale * (float)(r * std::sin(two_pi * u2));
+    }
+    return v;
 }
 
 // ---- host-side storage types: T <-> float for T = float or bf16 ----
