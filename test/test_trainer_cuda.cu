@@ -1,15 +1,15 @@
 // GPU test through the real trainer binaries (./train_gpt2, ./train_llama on the CUDA backend, tiny models, a few
-// steps; emulated, their layouts with 512 ids: small_vocab_runs), comparing the JSONL records (every step's loss, lr, gradient norm with %.9g; the final val loss) and saved
-// weights byte for byte: (a) --device auto takes the GPU, and the loss follows the CPU backend's run of the same
-// flags (FP32 1e-4 relative, BF16 5e-3, on every step's loss) and falls; (b) one rank with --comm nccl, per-layer overlap or one
-// all-reduce, equals the plain run (NCCL's average over one rank is the identity: a difference is a stream-ordering
-// bug), or without NCCL --comm nccl is refused naming it; (c) resume is bit-exact: 6 steps vs killed after step 3
-// (checkpoints every 2) and --resume'd, same records, model.safetensors and state.safetensors (baseline, PRAC, PRAC
-// with refreshes in flight across the checkpoint, LLaMA, LLaMA with PRAC's fp8 storage, resumed with --comm nccl);
-// (d) emulated builds: a step's micro-batches add no host wait for the device; (e) the measured peak memory stays
-// within --plan through init, a checkpoint save and a load, equal to it emulated (GPT-2 and LLaMA with PRAC, GPT-2
-// also with --prac-refresh-overlap 2); (f) --hellaswag
-// scores what the CPU backend does.
+// steps; emulated, their layouts with 512 ids: test/small_vocab.h), comparing the JSONL records (every step's loss,
+// lr, gradient norm with %.9g; the final val loss) and saved weights byte for byte: (a) --device auto takes the GPU,
+// and the loss follows the CPU backend's run of the same flags (FP32 1e-4 relative, BF16 5e-3, on every step's loss)
+// and falls; (b) one rank with --comm nccl, per-layer overlap or one all-reduce, equals the plain run (NCCL's average
+// over one rank is the identity: a difference is a stream-ordering bug), or without NCCL --comm nccl is refused
+// naming it; (c) resume is bit-exact: 6 steps vs killed after step 3 (checkpoints every 2) and --resume'd, same
+// records, model.safetensors and state.safetensors (baseline, PRAC, PRAC with refreshes in flight across the
+// checkpoint, LLaMA, LLaMA with PRAC's fp8 storage, resumed with --comm nccl); (d) emulated builds: a step's
+// micro-batches add no host wait for the device; (e) the measured peak memory stays within --plan through init, a
+// checkpoint save and a load, equal to it emulated (GPT-2 and LLaMA with PRAC, GPT-2 also with
+// --prac-refresh-overlap 2); (f) --hellaswag scores what the CPU backend does (gpt2-tiny: GPT-2's tokenizer).
 // Exit 77 without a GPU (REQUIRE_GPU=1: fail instead).
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +26,7 @@
 
 #include "test/gpu/gpu_test.h"
 #include "test/run_shell.h"
+#include "test/small_vocab.h"
 
 // the trainers of this build: the repository root, or the emulated build's directory
 static std::string bin(const char* name) { return std::string(PRAC_TRAINER_DIR) + "/" + name; }
@@ -176,40 +177,6 @@ static std::string final_weights(const std::string& ckpt_dir) {
     run_shell("ls -d " + ckpt_dir + "/step_* | tail -n 1", &last);
     while (!last.empty() && (last.back() == '\n' || last.back() == ' ')) last.pop_back();
     return last + "/model.safetensors";
-}
-
-// Emulated, the runs train the tiny models' layouts with a vocabulary of 512 ids: the named models' (gpt2-tiny's
-// 50,304 padded ids, llama-tiny's 32,000) made the classifier, the gradient norm and the AdamW update over the
-// embeddings most of an emulated run's time (a 6-step gpt2-tiny run: 22 s; 2.8 s with 512 ids). Writes a config.json
-// of each (gpt2-tiny's and llama-tiny's values, model/config.cpp) and token shards of the built-in corpus's first
-// GPT-2 tokens folded into 512 ids (id mod 512: text's skewed distribution, which the loss learns; the header records
-// no tokenizer, so both trainers take them). Returns the flags that name them, by architecture.
-struct SmallVocab {
-    std::string gpt2, llama;
-};
-static SmallVocab small_vocab_runs(const std::string& dir) {
-    std::ifstream in(std::string(PRAC_SOURCE_DIR) + "/data/builtin/austen_gpt2_train.bin", std::ios::binary);
-    std::vector<uint16_t> toks(40000);
-    in.seekg(1024);
-    in.read(reinterpret_cast<char*>(toks.data()), (std::streamsize)(toks.size() * 2));
-    check((bool)in, "the built-in corpus has %zu tokens for the small-vocabulary shards", toks.size());
-    for (uint16_t& t : toks) t %= 512;
-    auto shard = [&](const std::string& path, size_t from, size_t to) {  // data/README.md's header: magic,
-        int32_t header[256] = {20240520, 1, (int32_t)(to - from), 512};  // version, count, vocabulary; the rest 0
-        std::ofstream f(path, std::ios::binary);                        // (flat, no tokenizer)
-        f.write(reinterpret_cast<const char*>(header), sizeof header);
-        f.write(reinterpret_cast<const char*>(toks.data() + from), (std::streamsize)((to - from) * 2));
-    };
-    shard(dir + "/v512_train.bin", 0, 32000);
-    shard(dir + "/v512_val.bin", 32000, toks.size());
-    const std::string data = " --train-data " + dir + "/v512_train.bin --val-data " + dir + "/v512_val.bin";
-    std::ofstream(dir + "/gpt2-tiny-v512.json")
-        << R"({"model_type": "gpt2", "n_layer": 2, "n_head": 4, "n_embd": 64, "n_positions": 64, "vocab_size": 512, )"
-           R"("resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0})";
-    std::ofstream(dir + "/llama-tiny-v512.json")
-        << R"({"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64, )"
-           R"("intermediate_size": 176, "max_position_embeddings": 1024, "vocab_size": 512})";
-    return {" --model " + dir + "/gpt2-tiny-v512.json" + data, " --model " + dir + "/llama-tiny-v512.json" + data};
 }
 
 // (b) --comm nccl with one rank = the plain CUDA run (the weights compared: each run's final checkpoint)
@@ -433,10 +400,15 @@ int main(int argc, char** argv) {
     // one validation micro-batch when emulated (each costs seconds there)
     const std::string eval = emu ? " --eval-tokens 64" : " --eval-tokens 512";
     const std::string flags = " --device cuda --batch-size 2 --seq-len 32 --lr 1e-3" + eval;
-    const SmallVocab small = emu ? small_vocab_runs(d) : SmallVocab();
+    // emulated: the tiny layouts with 512 ids (test/small_vocab.h)
+    SmallVocab small{" --model gpt2-tiny", " --model llama-tiny", ""};
+    if (emu) try {
+            small = write_small_vocab(d, std::string(PRAC_SOURCE_DIR) + "/data/builtin/austen_gpt2_train.bin");
+        } catch (const std::exception& e) {
+            check_exception(e);
+        }
     const std::string gpt2_named = " --model gpt2-tiny" + flags;  // GPT-2's tokenizer: --hellaswag
-    const std::string gpt2 = emu ? small.gpt2 + flags : gpt2_named;
-    const std::string llama = (emu ? small.llama : " --model llama-tiny") + flags;
+    const std::string gpt2 = small.gpt2 + small.data + flags, llama = small.llama + small.data + flags;
     auto sub = [&](const char* name) {
         std::string s = d + "/" + name;
         mkdir(s.c_str(), 0755);
