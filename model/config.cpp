@@ -360,6 +360,23 @@ ModelConfig model_config_load(Arch arch, const std::string& name_or_path) {
     return c;
 }
 
+Arch model_config_arch(const std::string& name_or_path) {
+    for (const ModelConfig& n : named_configs())
+        if (n.name == name_or_path) return n.arch;
+    if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos)
+        fail("unknown model \"%s\"\n---> HINT: use a named model or a path to a Hugging Face config.json",
+             name_or_path.c_str());
+    refuse_special_file(name_or_path, "model config");
+    std::ifstream f(name_or_path);
+    if (!f) fail("cannot open model config %s", name_or_path.c_str());
+    const std::string type = opt_str(json_object_of(f, name_or_path), "model_type", "", name_or_path);
+    if (type == "gpt2") return Arch::GPT2;
+    if (type == "llama") return Arch::LLAMA;
+    if (type == "roberta") return Arch::ROBERTA;
+    fail("%s: %s, none of \"gpt2\", \"llama\", \"roberta\"", name_or_path.c_str(),
+         type.empty() ? "it has no model_type" : format("model_type is \"%s\"", type.c_str()).c_str());
+}
+
 void validate_config(const ModelConfig& c) {
     const char* n = c.name.c_str();
     if (c.vocab_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 || c.channels <= 0 || c.hidden <= 0 ||

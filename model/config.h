@@ -56,6 +56,10 @@ struct ModelConfig {
 // unreadable files, missing keys, or configs this trainer cannot run (see validate_config).
 ModelConfig model_config_load(Arch arch, const std::string& name_or_path);
 
+// The architecture of a named config, or of a config.json by its model_type ("gpt2", "llama", "roberta"); UserError
+// for an unknown name, an unreadable file, or another model_type. (For a tool that runs any architecture: bench_gpu.)
+Arch model_config_arch(const std::string& name_or_path);
+
 // Impossible configurations (heads not dividing the width, odd head dim for RoPE, GQA, ...) -> UserError.
 void validate_config(const ModelConfig& c);
 

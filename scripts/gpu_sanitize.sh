@@ -7,7 +7,7 @@
 # hazards inside a kernel, barriers reached by part of a block, and what cuBLAS/cuDNN/cuSOLVER read of our buffers.
 # One tiny training run covers nearly every kernel of a step (forward, backward, attention, PRAC compress,
 # reconstruct and refresh on the second stream, the optimizer), so the runs below are whole trainer runs at
-# B = 2, T = 32, each under one tool:
+# B = 2, T = 32 (llama-tiny's and gpt2-tiny's layouts with 512 ids: test/fixtures/v512), each under one tool:
 #
 #   memcheck   llama (cuDNN attention when it is built, PRAC with overlapped refreshes, grad-accum 2, AdamW),
 #              gpt2 (PRAC, Muon), llama with PRAC_ATTENTION=mma, llama with galore
@@ -47,8 +47,12 @@ mkdir -p "$LOGS"
 T0=$(date +%s)
 
 common="--device cuda --batch-size 2 --seq-len 32 --eval-tokens 64 --lr 1e-3 --log-interval 1"
-llama="$TRAINER_DIR/train_llama --model llama-tiny $common"
-gpt2="$TRAINER_DIR/train_gpt2 --model gpt2-tiny $common"
+# the tiny layouts with 512 ids and the fixture's shards (test/fixtures/v512/make.py): the named tiny models'
+# vocabularies made the classifier and the AdamW update over the embeddings most of a run's time
+v512=test/fixtures/v512
+common="$common --train-data $v512/train.bin --val-data $v512/val.bin"
+llama="$TRAINER_DIR/train_llama --model $v512/llama-tiny.json $common"
+gpt2="$TRAINER_DIR/train_gpt2 --model $v512/gpt2-tiny.json $common"
 prac="--prac prac --prac-t1 2 --prac-t2 1 --prac-initial-spread 0"
 # RUNS: TOOL|NAME|ENV ASSIGNMENTS (may be empty)|COMMAND, in the order they run (the most coverage first)
 RUNS=(

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU benchmarks' flags (tools/bench_gpu*.cu) without a GPU: a bad value, an unknown --model or a --json that
+# The GPU benchmarks' flags (tools/bench_gpu*.cu) without a GPU: a bad value, an unknown --model (a config.json that
+# is none, or of no architecture it runs) or a --json that
 # cannot be written is refused with its reason and exit 2 before any GPU work (not read as 0 by atoi, not an
 # uncaught exception's abort, not a JSON lost after an hour of runs). Usage: test_bench_gpu_args.sh TOOLS_DIR
 set -uo pipefail
@@ -22,6 +23,15 @@ refused bench_gpu --grad-accum 0 -- "--grad-accum: 0 is out of range"
 refused bench_gpu --tiny --json "$W/no/such/dir/r.json" -- "cannot write into $W/no/such/dir"
 refused bench_gpu --tiny --json "$W" -- "--json $W: that is a directory"
 refused bench_gpu --models nosuch -- "unknown model nosuch"  # (it was the no-GPU skip, 77, on a machine without one)
+# --models FILE: a config.json's architecture from its model_type, GPT-2 or LLaMA only; --seq-len within its positions
+refused bench_gpu --models "$W/none.json" -- "cannot open model config $W/none.json"
+echo '{"model_type": "bert", "vocab_size": 512}' >"$W/bert.json"
+refused bench_gpu --models "$W/bert.json" -- "model_type is \"bert\", none of \"gpt2\", \"llama\", \"roberta\""
+echo '{"model_type": "roberta"}' >"$W/roberta.json"
+refused bench_gpu --models "$W/roberta.json" -- "a RoBERTa config; bench_gpu runs GPT-2 and LLaMA"
+G=$(cd "$(dirname "$0")/.." && pwd)/test/fixtures/v512/gpt2-tiny.json
+refused bench_gpu --models "$G" --seq-len 65 -- "--seq-len 65: longer than $G's 64 positions"
+refused bench_gpu --tiny --batch-size 0 -- "--batch-size: 0 is out of range"
 refused bench_gpu_refresh --widths 88,x -- "--widths: 'x' is not a whole number"
 refused bench_gpu_refresh --N -5 -- "--N: -5 is out of range"
 refused bench_gpu_stride --model nosuch -- 'unknown model "nosuch"'

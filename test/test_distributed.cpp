@@ -78,15 +78,14 @@ std::string mpirun_3() {
     return two.replace(two.find(" 2 "), 3, " 3 ");
 }
 
-// The model flags of a gpt2-tiny run whose files go in d: on emulated GPUs its layout with 512 ids
-// (test/small_vocab.h, written into d) and, with_data, its shards (a test with its own shards gives them: see
-// write_padded_shards); elsewhere the named model.
-std::string gpt2_tiny(const std::string& d, bool with_data = true) {
+// The model flags of a gpt2-tiny run: on emulated GPUs its layout with 512 ids (test/small_vocab.h) and, with_data,
+// that fixture's shards (a test with its own shards gives them: see write_padded_shards); elsewhere the named model.
+std::string gpt2_tiny(bool with_data = true) {
 #if defined(PRAC_TEST_EMULATED_GPUS)
-    const SmallVocab v = write_small_vocab(d, std::string(PRAC_SOURCE_DIR) + "/data/builtin/austen_gpt2_train.bin");
+    const SmallVocab v = small_vocab(PRAC_SOURCE_DIR);
     return v.gpt2 + (with_data ? v.data : "");
 #else
-    (void)d, (void)with_data;
+    (void)with_data;
     return " --model gpt2-tiny";
 #endif
 }
@@ -720,10 +719,10 @@ TEST(DataParallel, ARankStoppedInTheStartUpEndsTheJobThroughTheWatchdog) {
 static void two_ranks_equal_one_rank(const std::string& extra, std::initializer_list<const char*> zeros) {
     std::string d = tmpdir();
     std::string base = std::string(TRAIN_ARGS) + " " + extra;
-    base.replace(base.find(" --model gpt2-tiny"), 18, gpt2_tiny(d));
-    const std::string last = "/step_00000009/model.safetensors";  // the final checkpoint's weights (TRAIN_ARGS: 9 steps)
-    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + base + " --batch-size 4 --log " + d + "/one.jsonl --ckpt-dir " +
-                  d + "/one"), 0);
+    base.replace(base.find(" --model gpt2-tiny"), 18, gpt2_tiny());
+    const std::string last = "/step_00000009/model.safetensors";  // the final checkpoint's (TRAIN_ARGS: 9 steps)
+    ASSERT_EQ(run_shell("OMP_NUM_THREADS=1 " + bin("train_gpt2") + base + " --batch-size 4 --log " + d +
+                        "/one.jsonl --ckpt-dir " + d + "/one"), 0);
     for (const char* zero : zeros) {
         std::string tag = std::string("two_z") + zero, out;
         int rc = run_shell(mpirun_2() + bin("train_gpt2") + base + " --batch-size 2 --zero " + zero + " --log " + d +
@@ -906,7 +905,7 @@ TEST(DataParallel, SharedSubspaceWithAnAllPaddingRank) {
     std::string d = tmpdir();
     const int T = 16, steps = 6;
     write_padded_shards(d, T, 2 * steps, {1, 4}, 1234);
-    std::string args = gpt2_tiny(d, false) + " --device " PRAC_TEST_DEVICE " --steps " + std::to_string(steps) + " --seq-len " +
+    std::string args = gpt2_tiny(false) + " --device " PRAC_TEST_DEVICE " --steps " + std::to_string(steps) + " --seq-len " +
                        std::to_string(T) + " --batch-size 1 --lr 1e-3 --no-shuffle --eval-tokens 64 --prac prac "
                        "--prac-t2 2 --prac-shared-subspace --train-data " + d + "/train.bin --val-data " + d +
                        "/val.bin";
@@ -1039,7 +1038,7 @@ TEST(DataParallel, OverlappedRefreshWithAnAllPaddingRankCheckpoints) {
     std::string d = tmpdir();
     const int T = 16, steps = 5;
     write_padded_shards(d, T, 2 * steps, {4}, 4321);  // row 4: rank 0's micro-batch of step 2
-    std::string args = gpt2_tiny(d, false) + " --device " PRAC_TEST_DEVICE " --seq-len " + std::to_string(T) +
+    std::string args = gpt2_tiny(false) + " --device " PRAC_TEST_DEVICE " --seq-len " + std::to_string(T) +
                        " --batch-size 1 --lr 1e-3 --no-shuffle --eval-tokens 64 --prac prac --prac-t2 2 "
                        "--prac-refresh-overlap 2 --train-data " + d + "/train.bin --val-data " + d + "/val.bin";
     std::string out;
@@ -1098,17 +1097,15 @@ static std::string per_rank_env(const std::string& rank0, const std::string& ran
     return "sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then export " + rank1 + "; else export " + rank0 +
            "; fi; exec " + cmd + "'";
 }
-static std::string device_args(const std::string& d) {
-    return gpt2_tiny(d) + " --steps 2 --batch-size 2 --seq-len 32 --eval-tokens 64";
-}
+static const std::string DEVICE_ARGS = gpt2_tiny() + " --steps 2 --batch-size 2 --seq-len 32 --eval-tokens 64";
 
 // --device auto on a rank whose node has no usable GPU: before the check that rank took the CPU backend and MPI while
 // rank 0 set up NCCL (an MPI error or a hang); now every rank stops with the reason.
 TEST(DevicePerRank, RanksThatDisagreeOnTheDeviceStop) {
-    std::string d = tmpdir(), out;
+    std::string out;
     int rc = run_shell("timeout 300 env " + mpirun_2() +
                            per_rank_env("PRAC_EMU_DEVICES=1", "PRAC_EMU_DEVICES=0",
-                                        bin("train_gpt2") + device_args(d) + " --device auto"),
+                                        bin("train_gpt2") + DEVICE_ARGS + " --device auto"),
                        &out);
     EXPECT_NE(rc, 0) << out;
     EXPECT_NE(rc, 124) << "hung: " << out;
@@ -1116,7 +1113,6 @@ TEST(DevicePerRank, RanksThatDisagreeOnTheDeviceStop) {
     EXPECT_NE(out.find("these found none:\n  rank 1 ("), std::string::npos) << out;
     EXPECT_NE(out.find(": no CUDA-capable device is detected)"), std::string::npos) << out;
     EXPECT_EQ(out.find("on rank 1 of 2"), std::string::npos) << "said once, by rank 0\n" << out;
-    run_shell("rm -rf " + d);
 }
 
 // One GPU per rank, told apart by UUID: two ranks that see the node's one GPU are refused; two that each see only
@@ -1125,7 +1121,7 @@ TEST(DevicePerRank, RanksThatDisagreeOnTheDeviceStop) {
 // under different CUDA_VISIBLE_DEVICES lists) are refused again.
 TEST(DevicePerRank, OneGpuPerRankByUuid) {
     std::string d = tmpdir(), out;
-    const std::string train = bin("train_gpt2") + device_args(d) + " --device cuda";
+    const std::string train = bin("train_gpt2") + DEVICE_ARGS + " --device cuda";
     int rc = run_shell("timeout 300 env PRAC_EMU_DEVICES=1 " + mpirun_2() + train, &out);
     EXPECT_EQ(rc == 0 || rc == 124, false) << out;
     EXPECT_NE(out.find("ranks 0 and 1 share one GPU (GPU-"), std::string::npos) << out;
@@ -1154,7 +1150,7 @@ TEST(DevicePerRank, OneGpuPerRankByUuid) {
 // rank 0 says so, and the run equals the one in MPI's order bit for bit.
 TEST(DevicePerRank, GpuChosenBeforeMpiInit) {
     std::string d = tmpdir(), out;
-    const std::string train = bin("train_gpt2") + device_args(d) + " --device cuda";
+    const std::string train = bin("train_gpt2") + DEVICE_ARGS + " --device cuda";
     ASSERT_EQ(run_shell("timeout 300 env " + mpirun_2() + train + " --log " + d + "/plain.jsonl", &out), 0) << out;
     EXPECT_NE(out.find("device: CUDA GPU 0 (fp32 storage; chosen before MPI_Init from OMPI_COMM_WORLD_LOCAL_RANK=0)"),
               std::string::npos) << out;
@@ -1177,7 +1173,7 @@ TEST(DevicePerRank, GpuChosenBeforeMpiInit) {
 // stand-in logs where NCCL does, and says "Init COMPLETE" at INFO as NCCL does.
 TEST(DevicePerRank, NcclDebugOfEveryRankIsKept) {
     std::string d = tmpdir(), out;
-    const std::string train = bin("train_gpt2") + device_args(d) + " --steps 1 --device cuda";
+    const std::string train = bin("train_gpt2") + DEVICE_ARGS + " --steps 1 --device cuda";
     ASSERT_EQ(run_shell("cd " + d + " && timeout 300 env " + mpirun_2() +
                             per_rank_env("NCCL_DEBUG=INFO", "NCCL_DEBUG=INFO", train),
                         &out),
@@ -1202,16 +1198,15 @@ TEST(DevicePerRank, NcclDebugOfEveryRankIsKept) {
 // rank prints just before MPI_Abort (not mpirun's own message for it, which Open MPI 4.1 sometimes loses: "Data
 // unpack had inadequate space").
 TEST(DevicePerRank, AFailedCudaCallEndsEveryRank) {
-    std::string d = tmpdir(), out;
+    std::string out;
     int rc = run_shell("timeout 300 env PRAC_EMU_DEVICES=2 " + mpirun_2() +
                            per_rank_env("PRAC_EMU_FAULT_AT_WAIT=0", "PRAC_EMU_FAULT_AT_WAIT=8",
-                                        bin("train_gpt2") + device_args(d) + " --device cuda"),
+                                        bin("train_gpt2") + DEVICE_ARGS + " --device cuda"),
                        &out);
     EXPECT_EQ(rc == 0 || rc == 124, false) << out;
     EXPECT_NE(out.find("[CUDA ERROR]"), std::string::npos) << out;
     EXPECT_NE(out.find("an illegal memory access was encountered"), std::string::npos) << out;
     EXPECT_NE(out.find("rank 1: ending all 2 ranks of the job (MPI_Abort"), std::string::npos) << out;
-    run_shell("rm -rf " + d);
 }
 #endif
 #endif

@@ -60,10 +60,13 @@ run clean BUDGET=120
 n=$(grep -c '^RESULT gpu_sanitize .*status=clean errors=0' "$W/clean.out")
 [ "$n" -ge 8 ] && [ "$n" = "$(grep -c '^RESULT' "$W/clean.out")" ] && ok "$n RESULT lines, all clean" || bad "clean lines: $n"
 for t in memcheck racecheck synccheck initcheck; do
-  grep -q -- "--tool $t --error-exitcode 86 .*train_llama --model llama-tiny --device cuda" "$W/calls" \
+  grep -q -- "--tool $t --error-exitcode 86 .*train_llama --model test/fixtures/v512/llama-tiny.json --device cuda" "$W/calls" \
     && ok "$t runs train_llama on the CUDA backend" || bad "$t: $(cat "$W/calls")"
 done
-grep -q -- "train_gpt2 --model gpt2-tiny --device cuda.*--optimizer muon" "$W/calls" && ok "gpt2 with Muon" || bad "gpt2 run"
+grep -q -- "train_gpt2 --model test/fixtures/v512/gpt2-tiny.json --device cuda.*--optimizer muon" "$W/calls" \
+  && ok "gpt2 with Muon" || bad "gpt2 run"
+grep -q -- "--train-data test/fixtures/v512/train.bin --val-data test/fixtures/v512/val.bin" "$W/calls" \
+  && ok "the runs train on the 512-id fixture's shards" || bad "the fixture's shards: $(head -1 "$W/calls")"
 grep -q -- "--prac-refresh-overlap 1" "$W/calls" && ok "an overlapped refresh (second stream)" || bad "no overlap run"
 grep -q -- "--tool racecheck .*attention=mma" "$W/calls" && grep -q -- "--tool racecheck .*attention=simt" "$W/calls" \
   && ok "racecheck over the mma and simt attention kernels" || bad "racecheck attention: $(grep racecheck "$W/calls")"

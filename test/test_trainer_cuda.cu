@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <cmath>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -401,12 +400,8 @@ int main(int argc, char** argv) {
     const std::string eval = emu ? " --eval-tokens 64" : " --eval-tokens 512";
     const std::string flags = " --device cuda --batch-size 2 --seq-len 32 --lr 1e-3" + eval;
     // emulated: the tiny layouts with 512 ids (test/small_vocab.h)
-    SmallVocab small{" --model gpt2-tiny", " --model llama-tiny", ""};
-    if (emu) try {
-            small = write_small_vocab(d, std::string(PRAC_SOURCE_DIR) + "/data/builtin/austen_gpt2_train.bin");
-        } catch (const std::exception& e) {
-            check_exception(e);
-        }
+    const SmallVocab small =
+        emu ? small_vocab(PRAC_SOURCE_DIR) : SmallVocab{" --model gpt2-tiny", " --model llama-tiny", ""};
     const std::string gpt2_named = " --model gpt2-tiny" + flags;  // GPT-2's tokenizer: --hellaswag
     const std::string gpt2 = small.gpt2 + small.data + flags, llama = small.llama + small.data + flags;
     auto sub = [&](const char* name) {
@@ -415,8 +410,8 @@ int main(int argc, char** argv) {
         return s;
     };
 
-    // On the CPU execution layer a trainer run takes seconds even at 512 ids: the emulated BF16 and FP32 builds each run
-    // part of the checks (GPT-2 and PRAC in BF16, LLaMA and the NCCL resume in FP32, the CPU comparison in both);
+    // On the CPU execution layer a trainer run takes seconds even at 512 ids: the emulated BF16 and FP32 builds each
+    // run part of the checks (GPT-2 and PRAC in BF16, LLaMA and the NCCL resume in FP32, the CPU comparison in both);
     // on a GPU all of them run.
 #if defined(PRAC_FP32)
     const bool fp32 = true;

@@ -3,10 +3,11 @@
 // the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, the slowest step when the
 // refreshes are staggered one site-layer per step (as the trainer runs them; with --refresh-overlap D one every D
 // steps), and PRAC at the largest micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and
-// LLaMA-130M B=32: the gpu_verify budget), --models (also gpt2-tiny, llama-tiny), --steps (default 10), --max-batch /
-// --no-max-batch, --json FILE, --optimizers (one more row per other optimizer), --hidden-align A (LLaMA rows: the
-// trainer's --hidden-align, to compare with and without), --initial-spread K (PRAC rows: the trainer's
-// --prac-initial-spread, for the first step's time), --refresh-overlap D (PRAC rows: the trainer's
+// LLaMA-130M B=32: the gpu_verify budget), --models (also gpt2-tiny, llama-tiny, or a Hugging Face config.json of
+// GPT-2 or LLaMA, run at its architecture's B and T), --batch-size B / --seq-len T (every model's), --steps (default
+// 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per other optimizer), --hidden-align A
+// (LLaMA rows: the trainer's --hidden-align, to compare with and without), --initial-spread K (PRAC rows: the
+// trainer's --prac-initial-spread, for the first step's time), --refresh-overlap D (PRAC rows: the trainer's
 // --prac-refresh-overlap D, refreshes solved beside the steps), --grad-accum K (every step K micro-batches of B, as
 // the trainer's --grad-accum: PRAC refreshes on the first only, so K is what a refresh is measured against; the
 // paper's global batch of 512 sequences is B = 128 x K = 4 on one GPU), --tiny (a smoke run of every code path, e.g.
@@ -37,6 +38,7 @@
 #include "train/optimizers.h"  // make_optimizer, init_master_weights
 #include "common/files.h"    // write_file_atomic, dir_of, file_size_limit_as_error
 #include "common/strings.h"  // parse_whole
+#include "common/error.h"    // fail (UserError: exit 2)
 
 static const double GiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -336,6 +338,9 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
 
 static void usage() {
     std::printf("usage: bench_gpu [--quick] [--tiny] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
+                "                 (--models also takes gpt2-tiny, llama-tiny and paths to Hugging Face config.json files\n"
+                "                 of GPT-2 or LLaMA, run at the B and T of gpt2-124m or llama-130m)\n"
+                "                 [--batch-size B] [--seq-len T]  (every model's micro-batch and sequence length)\n"
                 "                 [--max-batch | --no-max-batch] [--json FILE] [--optimizers adamw,muon,adam-mini,"
                 "galore,rso]\n                 [--hidden-align A] [--initial-spread K] [--grad-accum K]\n"
                 "                 [--refresh-overlap D]\n");
@@ -348,6 +353,7 @@ static int bench_main(int argc, char** argv) {
     int initial_spread = 0;     // PRAC: the trainer's --prac-initial-spread
     int refresh_overlap = 0;    // PRAC: the trainer's --prac-refresh-overlap
     int grad_accum = 1;         // micro-batches per step: the trainer's --grad-accum
+    int batch_size = 0, seq_len = 0;  // every model's B and T (0: the table's)
     std::string models_arg, json, optimizers_arg = "adamw";
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
@@ -368,6 +374,8 @@ static int bench_main(int argc, char** argv) {
         else if (a == "--initial-spread") initial_spread = (int)parse_whole("--initial-spread", next(), 0, 1000000);
         else if (a == "--refresh-overlap") refresh_overlap = (int)parse_whole("--refresh-overlap", next(), 0, 8);
         else if (a == "--grad-accum") grad_accum = (int)parse_whole("--grad-accum", next(), 1, 64);
+        else if (a == "--batch-size") batch_size = (int)parse_whole("--batch-size", next(), 1, 65536);
+        else if (a == "--seq-len") seq_len = (int)parse_whole("--seq-len", next(), 1, 1 << 20);
         else if (a == "--max-batch") maxb = 1;
         else if (a == "--no-max-batch") maxb = 0;
         else if (a == "-h" || a == "--help") { usage(); return 0; }
@@ -423,13 +431,31 @@ static int bench_main(int argc, char** argv) {
             p = q + 1;
             if (m.empty()) continue;
             auto it = std::find_if(all.begin(), all.end(), [&](const Bench& b) { return b.name == m; });
-            if (it == all.end()) {
-                std::fprintf(stderr, "bench_gpu: unknown model %s (gpt2-124m, llama-130m, llama-350m, llama-1b)\n",
-                             m.c_str());
+            if (it != all.end()) {
+                table.push_back(*it);
+                continue;
+            }
+            if (m.find('/') == std::string::npos && m.find(".json") == std::string::npos) {
+                std::fprintf(stderr, "bench_gpu: unknown model %s (gpt2-124m, llama-130m, llama-350m, llama-1b, "
+                             "gpt2-tiny, llama-tiny, or a path to a config.json)\n", m.c_str());
                 return 2;
             }
-            table.push_back(*it);
+            // a config.json: its architecture's row of the table (gpt2-124m's or llama-130m's B and T)
+            const Arch arch = model_config_arch(m);  // (UserError: exit 2)
+            if (arch != Arch::GPT2 && arch != Arch::LLAMA)
+                fail("--models %s: a %s config; bench_gpu runs GPT-2 and LLaMA", m.c_str(), arch_name(arch));
+            Bench b = all[arch == Arch::GPT2 ? 0 : 1];
+            b.name = m;
+            b.T = std::min(b.T, model_config_load(arch, m).max_seq_len);
+            table.push_back(b);
         }
+    }
+    for (Bench& b : table) {
+        if (batch_size) b.B = batch_size;
+        if (!seq_len) continue;
+        b.T = seq_len;
+        const int positions = model_config_load(b.arch, b.name).max_seq_len;
+        if (seq_len > positions) fail("--seq-len %d: longer than %s's %d positions", seq_len, b.name.c_str(), positions);
     }
     // (after every flag's check: a bad one is exit 2 on a machine without a GPU too, not its skip)
     int unavailable = gpu_unavailable_exit_code("bench_gpu");
@@ -637,7 +663,7 @@ static int bench_main(int argc, char** argv) {
     //   llama-tiny (L 2, C 64, F 176, V = Vp 32000): N - V C = L (4 C² + 3 F C + 2 C) + C + V C (the LM head; the
     //     input embedding is a lookup) = 2 * (16384 + 33792 + 128) + 64 + 2048000 = 2148672
     //     -> 6 * 2148672 + 49152 = 12941184
-    if (tiny && models_arg.empty()) {
+    if (tiny && models_arg.empty() && batch_size == 0 && seq_len == 0) {
         std::printf("\nMFU flop count (6N + 6LCT per token) vs the hand count:\n");
         const std::pair<std::string, double> hand[] = {{"gpt2-tiny", 19991040.0}, {"llama-tiny", 12941184.0}};
         for (const auto& h : hand) {
