@@ -254,11 +254,21 @@ static nlohmann::json json_object_of(std::istream& in, const std::string& path) 
     return j;
 }
 
-static ModelConfig config_from_json(Arch arch, const std::string& path) {
+// A model config file's JSON object (UserError: a special file, unreadable, not a JSON object).
+static nlohmann::json read_config_file(const std::string& path) {
     refuse_special_file(path, "model config");
     std::ifstream f(path);
     if (!f) fail("cannot open model config %s", path.c_str());
-    const nlohmann::json j = json_object_of(f, path);
+    return json_object_of(f, path);
+}
+
+// Whether a --model value that names no model is taken as a file: a path, or a .json name.
+static bool names_a_file(const std::string& name_or_path) {
+    return name_or_path.find('/') != std::string::npos || name_or_path.find(".json") != std::string::npos;
+}
+
+static ModelConfig config_from_json(Arch arch, const std::string& path) {
+    const nlohmann::json j = read_config_file(path);
     std::string type = opt_str(j, "model_type", "", path);
     ModelConfig c;
     c.name = path;
@@ -348,9 +358,7 @@ ModelConfig model_config_load(Arch arch, const std::string& name_or_path) {
             found = true;
         }
     if (!found) {
-        bool looks_like_file = name_or_path.find('/') != std::string::npos ||
-                               name_or_path.find(".json") != std::string::npos;
-        if (!looks_like_file)
+        if (!names_a_file(name_or_path))
             fail("unknown model \"%s\"\n---> HINT: use one of: %s; or a path to a Hugging Face config.json",
                  name_or_path.c_str(), join(model_config_names(arch)).c_str());
         c = config_from_json(arch, name_or_path);
@@ -363,13 +371,10 @@ ModelConfig model_config_load(Arch arch, const std::string& name_or_path) {
 Arch model_config_arch(const std::string& name_or_path) {
     for (const ModelConfig& n : named_configs())
         if (n.name == name_or_path) return n.arch;
-    if (name_or_path.find('/') == std::string::npos && name_or_path.find(".json") == std::string::npos)
+    if (!names_a_file(name_or_path))
         fail("unknown model \"%s\"\n---> HINT: use a named model or a path to a Hugging Face config.json",
              name_or_path.c_str());
-    refuse_special_file(name_or_path, "model config");
-    std::ifstream f(name_or_path);
-    if (!f) fail("cannot open model config %s", name_or_path.c_str());
-    const std::string type = opt_str(json_object_of(f, name_or_path), "model_type", "", name_or_path);
+    const std::string type = opt_str(read_config_file(name_or_path), "model_type", "", name_or_path);
     if (type == "gpt2") return Arch::GPT2;
     if (type == "llama") return Arch::LLAMA;
     if (type == "roberta") return Arch::ROBERTA;

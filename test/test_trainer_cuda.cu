@@ -410,33 +410,24 @@ int main(int argc, char** argv) {
         return s;
     };
 
-    // On the CPU execution layer a trainer run takes seconds even at 512 ids: the emulated BF16 and FP32 builds each
-    // run part of the checks (GPT-2 and PRAC in BF16, LLaMA and the NCCL resume in FP32, the CPU comparison in both);
-    // on a GPU all of them run.
-#if defined(PRAC_FP32)
-    const bool fp32 = true;
-#else
-    const bool fp32 = false;
-#endif
-    const bool gpt2_checks = !emu || !fp32, llama_checks = !emu || fp32;
-
+    // Every check runs in both builds, emulated too (with the named tiny models' vocabularies a trainer run took tens
+    // of seconds there, and each build ran half of them: LLaMA's runs only in FP32, GPT-2's PRAC only in BF16).
     if (runs("cpu")) {
         auto_picks_cuda("train_gpt2", gpt2);
         cuda_follows_cpu(sub("cpu_gpt2"), "train_gpt2", gpt2 + " --steps 6");
-        if (llama_checks) cuda_follows_cpu(sub("cpu_llama"), "train_llama", llama + " --steps 6");
+        cuda_follows_cpu(sub("cpu_llama"), "train_llama", llama + " --steps 6");
         hellaswag_follows_cpu(sub("hellaswag"), gpt2_named);
     }
 
     // (b) two micro-batches per step: the hook runs on the last one only, the first one's gradients are included
-    if (runs("nccl") && gpt2_checks) {
+    if (runs("nccl")) {
         nccl_equals_plain(sub("nccl_gpt2"), "train_gpt2", gpt2 + " --steps 5 --grad-accum 2");
         nccl_equals_plain(sub("nccl_gpt2_prac"), "train_gpt2", gpt2 + " --steps 4 --prac prac --prac-t1 2 --prac-t2 1");
-    }
-    if (runs("nccl") && llama_checks)
         nccl_equals_plain(sub("nccl_llama"), "train_llama", llama + " --steps 5 --grad-accum 2");
+    }
 
     // (c)
-    if (runs("resume") && gpt2_checks) {
+    if (runs("resume")) {
         resume_is_bit_exact(sub("resume_gpt2"), "train_gpt2", gpt2, "", "baseline");
         resume_on_the_cpu_is_said(sub("resume_gpt2") + "/b", gpt2);
         resume_from_the_cpu(sub("resume_from_cpu"), gpt2);
@@ -445,12 +436,12 @@ int main(int argc, char** argv) {
     }
     const std::string gpt2_overlap = gpt2 + " --prac prac --prac-t1 2 --prac-t2 2 --prac-refresh-overlap 2";
     // the checkpoint after step 2 holds refreshes in flight: the worker's copies and results
-    if ((runs("resume") || part == "overlap") && gpt2_checks)
+    if (runs("resume") || part == "overlap")
         resume_is_bit_exact(sub("resume_gpt2_overlap"), "train_gpt2", gpt2_overlap, "",
                             "PRAC, refreshes overlapped over 2 steps");
     // gpt2-tiny has 2 x 6 refresh units: at T1 = T2 = 24 a site-layer begins a refresh every 2 steps, so an overlap
     // of 3 is said to gain nothing over 2 (the worker solves one at a time), and 2 is not
-    if ((runs("resume") || part == "overlap") && gpt2_checks)
+    if (runs("resume") || part == "overlap")
         for (const char* d : {"3", "2"}) {
             std::string out;
             int rc = run_shell(bin("train_gpt2") + gpt2 + " --steps 1 --prac prac --prac-t1 24 --prac-t2 24 "
@@ -460,26 +451,25 @@ int main(int argc, char** argv) {
             check(rc == 0 && said == (*d == '3'), "--prac-refresh-overlap %s with a refresh begun every 2 steps: %s "
                   "(rc %d)", d, *d == '3' ? "the notice says 2 would do" : "no notice", rc);
         }
-    if (runs("resume") && llama_checks) {
+    if (runs("resume")) {
         resume_is_bit_exact(sub("resume_llama"), "train_llama", llama + " --grad-accum 2", "", "baseline");
         // fp8 storage: the device quantizer's rounding bits are keyed by the checkpointed save counters
         resume_is_bit_exact(sub("resume_llama_fp8"), "train_llama",
                             llama + " --grad-accum 2 --prac prac --prac-storage fp8 --prac-t1 2 --prac-t2 1", "",
                             "PRAC, fp8 storage");
-    }
 #if defined(PRAC_HAVE_NCCL)
-    if (runs("resume") && llama_checks)
         resume_is_bit_exact(sub("resume_gpt2_nccl"), "train_gpt2", gpt2, " --comm nccl", "resumed with --comm nccl");
 #endif
+    }
 
     // (e)
-    if ((runs("resume") || part == "peak") && gpt2_checks)
+    if (runs("resume") || part == "peak")
         peak_within_plan(sub("peak_gpt2_prac"), "train_gpt2", gpt2 + " --prac prac --prac-t1 2 --prac-t2 1");
-    // LLaMA's layout (RMSNorm, SwiGLU's two sites), in the fp32 build when emulated
-    if ((runs("resume") || part == "peak") && llama_checks)
+    // LLaMA's layout (RMSNorm, SwiGLU's two sites)
+    if (runs("resume") || part == "peak")
         peak_within_plan(sub("peak_llama_prac"), "train_llama", llama + " --prac prac --prac-t1 2 --prac-t2 1");
     // the refresh worker's workspace and the pending bases beside the step's memory
-    if ((runs("resume") || part == "peak" || part == "overlap") && gpt2_checks)
+    if (runs("resume") || part == "peak" || part == "overlap")
         peak_within_plan(sub("peak_gpt2_overlap"), "train_gpt2", gpt2_overlap);
 
     // (d) the trace exists in the emulated runtime only
