@@ -26,6 +26,7 @@
 #include "test/gpu/gpu_test.h"
 #include "test/run_shell.h"
 #include "test/small_vocab.h"
+#include "train/checkpoint.h"  // checkpoint_latest
 
 // the trainers of this build: the repository root, or the emulated build's directory
 static std::string bin(const char* name) { return std::string(PRAC_TRAINER_DIR) + "/" + name; }
@@ -170,14 +171,6 @@ static void auto_picks_cuda(const char* binary, std::string args) {
         std::printf("%s\n", tail(out).c_str());
 }
 
-// The model.safetensors of the last checkpoint in ckpt_dir (step_NNNNNNNN directories sort by step).
-static std::string final_weights(const std::string& ckpt_dir) {
-    std::string last;
-    run_shell("ls -d " + ckpt_dir + "/step_* | tail -n 1", &last);
-    while (!last.empty() && (last.back() == '\n' || last.back() == ' ')) last.pop_back();
-    return last + "/model.safetensors";
-}
-
 // (b) --comm nccl with one rank = the plain CUDA run (the weights compared: each run's final checkpoint)
 static void nccl_equals_plain(const std::string& dir, const char* binary, const std::string& args) {
     std::string tag = binary, out;
@@ -196,7 +189,8 @@ static void nccl_equals_plain(const std::string& dir, const char* binary, const 
         auto a = records(dir + "/plain.jsonl"), b = records(dir + "/" + t + ".jsonl");
         check(!a.empty() && a == b, "%s --overlap-comm %s: every step's loss, lr and gradient norm and the final val "
               "loss equal the plain run's (%zu records)", binary, overlap, a.size());
-        check(same_file(final_weights(dir + "/plain"), final_weights(dir + "/" + t)),
+        check(same_file(checkpoint_latest(dir + "/plain") + "/model.safetensors",
+                        checkpoint_latest(dir + "/" + t) + "/model.safetensors"),
               "%s --overlap-comm %s: saved weights byte-identical to the plain run's", binary, overlap);
     }
 #else
