@@ -137,6 +137,19 @@ static void write_json(const std::string& path, const std::string& gpu, double p
     }
 }
 
+// A row's name in the printed tables: a named model's, or for a --models config file the file's name without
+// ".json" (its directory's for a config.json), so the columns stay aligned; RESULT lines and the JSON keep the path.
+static std::string shown(const std::string& config) {
+    if (config.find('/') == std::string::npos && config.find(".json") == std::string::npos) return config;
+    std::string path = config;
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
+    size_t slash = path.rfind('/');
+    std::string file = slash == std::string::npos ? path : path.substr(slash + 1);
+    if (file == "config.json" && slash != std::string::npos && slash > 0) return shown(path.substr(0, slash));
+    if (file.size() > 5 && file.compare(file.size() - 5, 5, ".json") == 0) file.resize(file.size() - 5);
+    return file;
+}
+
 static void print_header() {
     std::printf("%-12s %-14s %5s %10s %11s %6s %9s %9s %9s %9s %8s  %s\n", "config", "prac/opt", "B", "ms/step",
                 "tok/s", "MFU", "peak GiB", "plan GiB", "peak/plan", "dMem GiB", "loss", "note");
@@ -146,10 +159,11 @@ static void print_row(const Row& r) {
     // the prac column also names a non-default optimizer: "none+rso"
     std::string prac = r.prac + (r.optimizer != "adamw" ? "+" + r.optimizer : "") + (r.max_batch ? "*" : "");
     if (!r.ran) {
-        std::printf("%-12s %-14s %5d %10s %11s %6s %9s %9s %9s %9s %8s  %s\n", r.config.c_str(), prac.c_str(), r.B, "-",
-                    "-", "-", "-", r.plan > 0 ? fmt("%.2f", r.plan / GiB).c_str() : "-", "-", "-", "-", r.note.c_str());
+        std::printf("%-12s %-14s %5d %10s %11s %6s %9s %9s %9s %9s %8s  %s\n", shown(r.config).c_str(), prac.c_str(),
+                    r.B, "-", "-", "-", "-", r.plan > 0 ? fmt("%.2f", r.plan / GiB).c_str() : "-", "-", "-", "-",
+                    r.note.c_str());
     } else {
-        std::printf("%-12s %-14s %5d %10.2f %11.0f %6s %9.2f %9.2f %9.3f %9.2f %8.4f  %s\n", r.config.c_str(),
+        std::printf("%-12s %-14s %5d %10.2f %11.0f %6s %9.2f %9.2f %9.3f %9.2f %8.4f  %s\n", shown(r.config).c_str(),
                     prac.c_str(), r.B, r.ms, r.tok_s, r.mfu >= 0 ? fmt("%.1f%%", 100 * r.mfu).c_str() : "-",
                     r.peak / GiB, r.plan / GiB, r.plan > 0 ? r.peak / r.plan : 0.0, r.delta / GiB, r.loss,
                     r.note.c_str());
@@ -601,19 +615,19 @@ static int bench_main(int argc, char** argv) {
         const Row* base = p.none >= 0 ? &rows[p.none] : nullptr;
         auto ratio = [](double a, double b) { return b > 0 && a > 0 ? fmt("%.3f", a / b) : std::string("-"); };
         if (base && base->ran && pr.ran) {
-            std::printf("%-12s %5d %10s %10s %10s %10s\n", table[ci].name.c_str(), pr.B, ratio(pr.peak, base->peak).c_str(),
-                        ratio(pr.plan, base->plan).c_str(), ratio(pr.ms, base->ms).c_str(),
-                        ratio(pr.tok_s, base->tok_s).c_str());
+            std::printf("%-12s %5d %10s %10s %10s %10s\n", shown(table[ci].name).c_str(), pr.B,
+                        ratio(pr.peak, base->peak).c_str(), ratio(pr.plan, base->plan).c_str(),
+                        ratio(pr.ms, base->ms).c_str(), ratio(pr.tok_s, base->tok_s).c_str());
         } else {
-            std::printf("%-12s %5d %10s %10s %10s %10s  baseline %s, prac %s\n", table[ci].name.c_str(), pr.B, "-",
-                        base ? ratio(pr.plan, base->plan).c_str() : "-", "-", "-",
+            std::printf("%-12s %5d %10s %10s %10s %10s  baseline %s, prac %s\n", shown(table[ci].name).c_str(), pr.B,
+                        "-", base ? ratio(pr.plan, base->plan).c_str() : "-", "-", "-",
                         base ? (base->ran ? "ran" : base->note.c_str()) : "missing",
                         pr.ran ? "ran" : pr.note.c_str());
         }
         if (p.maxb >= 0 && rows[p.maxb].ran) {
             const Row& m = rows[p.maxb];
             std::printf("%-12s %4d* %10s %10s %10s %10s  (PRAC at its max micro-batch vs baseline at B=%d)\n",
-                        table[ci].name.c_str(), m.B, base && base->ran ? ratio(m.peak, base->peak).c_str() : "-",
+                        shown(table[ci].name).c_str(), m.B, base && base->ran ? ratio(m.peak, base->peak).c_str() : "-",
                         base ? ratio(m.plan, base->plan).c_str() : "-",
                         base && base->ran ? ratio(m.ms, base->ms).c_str() : "-",
                         base && base->ran ? ratio(m.tok_s, base->tok_s).c_str() : "-", base ? base->B : 0);
@@ -632,7 +646,7 @@ static int bench_main(int argc, char** argv) {
         std::printf("refresh %-12s B=%d x %d refresh step %.2f ms, normal step %.2f ms: +%.2f ms per refresh, "
                     "amortized over T1=%d: +%.3f ms/step (%.2f%%); first step %.2f ms (%.2fx the normal step; "
                     "baseline's first step %s ms)\n",
-                    r.config.c_str(), r.B, r.accum, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
+                    shown(r.config).c_str(), r.B, r.accum, r.refresh_ms, r.normal_ms, extra, r.t1, amort,
                     r.normal_ms > 0 ? 100.0 * amort / r.normal_ms : 0.0, r.first_ms,
                     r.normal_ms > 0 ? r.first_ms / r.normal_ms : 0.0, base ? fmt("%.2f", base->first_ms).c_str() : "-");
         std::printf("        staggered (one site-layer's Q1 and Q2 %s; layers 0 and L-1): the slowest step %.2f ms, "
