@@ -68,8 +68,6 @@ struct HostScalars {
     }
 };
 
-inline size_t align256(size_t b) { return (b + 255) / 256 * 256; }
-
 // ---- Muon ----
 
 // twin: muon_momentum_cpu. buf, u (n) fp32; grads (n) G. buf = mu buf + g; u = g + mu buf (nesterov) or buf,
