@@ -140,12 +140,9 @@ static void write_json(const std::string& path, const std::string& gpu, double p
 // A row's name in the printed tables: a named model's, or for a --models config file the file's name without
 // ".json" (its directory's for a config.json), so the columns stay aligned; RESULT lines and the JSON keep the path.
 static std::string shown(const std::string& config) {
-    if (config.find('/') == std::string::npos && config.find(".json") == std::string::npos) return config;
-    std::string path = config;
-    while (path.size() > 1 && path.back() == '/') path.pop_back();
-    size_t slash = path.rfind('/');
-    std::string file = slash == std::string::npos ? path : path.substr(slash + 1);
-    if (file == "config.json" && slash != std::string::npos && slash > 0) return shown(path.substr(0, slash));
+    const size_t slash = config.rfind('/');
+    std::string file = slash == std::string::npos ? config : config.substr(slash + 1);
+    if (file == "config.json" && slash != std::string::npos && slash > 0) return shown(config.substr(0, slash));
     if (file.size() > 5 && file.compare(file.size() - 5, 5, ".json") == 0) file.resize(file.size() - 5);
     return file;
 }
