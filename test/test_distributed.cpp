@@ -1066,7 +1066,8 @@ TEST(DataParallel, OverlappedRefreshWithAnAllPaddingRankCheckpoints) {
 
 // check_replicas (train/trainer.h): over 2 ranks every optimizer keeps the ranks' parameters and state the same bits,
 // so the check before each checkpoint and at the end passes; a rank whose first parameter is nudged by one bit after
-// step 3 stops the run at the step-4 checkpoint, which is not written (the step-2 one is).
+// step 3 stops the run at the step-4 checkpoint, which is not written (the step-2 one is). --steps 0 (no optimizer:
+// an evaluation of the initial weights) compares the parameters alone.
 TEST(Replicas, EveryOptimizerKeepsThemEqualAndANudgedRankStops) {
     std::string d = tmpdir(), out;
     const std::string args = " --model gpt2-tiny --device " PRAC_TEST_DEVICE " --batch-size 2 --seq-len 32 "
@@ -1079,7 +1080,11 @@ TEST(Replicas, EveryOptimizerKeepsThemEqualAndANudgedRankStops) {
                                " --steps 4 --ckpt-dir " + dir, &out);
         EXPECT_EQ(rc, 0) << o << ": " << out;
     }
-    int rc = run_shell("timeout 300 env " + mpirun_2() + "-x PRAC_TEST_NUDGE_AFTER_STEP=3 -x PRAC_TEST_NUDGE_RANK=1 " +
+    int rc = run_shell("timeout 300 env " + mpirun_2() + bin("train_gpt2") + " --model gpt2-tiny --device "
+                           PRAC_TEST_DEVICE " --batch-size 2 --seq-len 32 --eval-tokens 64 --steps 0", &out);
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_NE(out.find("| optimizer none (--steps 0 trains nothing) |"), std::string::npos) << out;
+    rc = run_shell("timeout 300 env " + mpirun_2() + "-x PRAC_TEST_NUDGE_AFTER_STEP=3 -x PRAC_TEST_NUDGE_RANK=1 " +
                            bin("train_gpt2") + args + " --steps 6 --ckpt-dir " + d + "/nudged", &out);
     EXPECT_NE(rc, 0) << out;
     EXPECT_NE(rc, 124) << "hung: " << out;

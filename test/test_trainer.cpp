@@ -1772,6 +1772,32 @@ TEST(TrainerBinary, CpuPeakIsThePlansTotal) {
     }
 }
 
+// --steps 0 without --ckpt-dir (an evaluation, and --save, of the initial weights) allocates no optimizer: its peak is
+// the plan's total less the plan's optimizer row (AdamW's moments were allocated and never read: 1 GiB of
+// llama-130m's 2.6 GiB on the CPU). With --ckpt-dir it trains nothing either, but its step-0 checkpoint holds the
+// optimizer's state: allocated, the plan's row.
+TEST(TrainerBinary, StepsZeroAllocatesNoOptimizerUnlessItsStateIsCheckpointed) {
+    TempDir dir;
+    std::vector<std::string> a = tiny({"--eval-tokens", "64", "--prac", "none", "--steps", "0"});
+    std::vector<std::string> plan = a;
+    plan.insert(plan.end(), {"--plan", "--json"});
+    RunResult p = run_trainer("train_gpt2", plan, dir, 120);
+    ASSERT_EQ(p.rc, 0) << describe(p);
+    const json j = json::parse(p.out);
+    const size_t optimizer = j["bytes"]["optimizer_state"].get<size_t>();
+    ASSERT_GT(optimizer, 0u);
+    RunResult r = run_trainer("train_gpt2", a, dir, 120);
+    ASSERT_EQ(r.rc, 0) << describe(r);
+    EXPECT_TRUE(contains(r.out, "| optimizer none (--steps 0 trains nothing) |")) << describe(r);
+    EXPECT_TRUE(contains(r.out, format("\nmemory | peak %.1f MiB allocated in host memory",
+                                       (j["total"].get<size_t>() - optimizer) / 1048576.0))) << describe(r);
+    a.insert(a.end(), {"--ckpt-dir", dir / "ckpt"});
+    RunResult c = run_trainer("train_gpt2", a, dir, 120);
+    ASSERT_EQ(c.rc, 0) << describe(c);
+    EXPECT_TRUE(contains(c.out, format("| optimizer %.1f MiB |", optimizer / 1048576.0))) << describe(c);
+    EXPECT_EQ(checkpoint_steps(dir / "ckpt"), std::vector<int64_t>{0}) << describe(c);
+}
+
 // The startup memory line's optimizer figure is what the optimizer allocates, the plan's row: it counted only the
 // checkpointed state (Muon 25.0 MiB of the plan's 25.5 for gpt2-tiny: its Newton-Schulz scratch; GaLore's likewise).
 TEST(TrainerBinary, TheMemoryLinesOptimizerIsThePlansRow) {

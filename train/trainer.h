@@ -931,7 +931,7 @@ struct Trainer {
         };
         uint64_t params = checksum(model.params_memory, model.param_buffer_numel * sizeof(*model.params_memory), 1);
         uint64_t state = 2;
-        if (!grads.sharded)  // ZeRO-1: each rank holds its own shard of the state
+        if (!grads.sharded && opt)  // ZeRO-1: each rank holds its own shard of the state (--steps 0: none)
             for (const OptimizerStateTensor& t : opt->state()) state = checksum(t.ptr(), t.nbytes(), state);
         std::vector<std::string> all = all_gather_string(comm, format("%016llx %016llx", (unsigned long long)params,
                                                                       (unsigned long long)state));
@@ -1303,19 +1303,25 @@ struct Trainer {
         model.allocate_activations(B, T);
     }
 
-    // The optimizer over the whole buffer, or this rank's shard under ZeRO-1 (AdamW); the memory line.
+    // The optimizer over the whole buffer, or this rank's shard under ZeRO-1 (AdamW); the memory line. None for
+    // --steps 0 without --ckpt-dir or --plan (an evaluation, and --save, of the initial weights): its state (AdamW's
+    // twice the parameters in fp32) was allocated and never read.
     void setup_optimizer() {
         size_t n = model.param_buffer_numel;
         const size_t live_before = be.live_bytes;  // what the optimizer allocates: state, master weights, scratch
-        opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, n, grads.shard_lo,
-                             grads.shard_hi);
-        init_master_weights(be, *opt, model.params_memory, n);
-        opt->bind_sites(model.sites);
+        if (options_train(opts)) {
+            opt = make_optimizer(be, optimizer_choice_from(opts), cfg, model.param_specs, n, grads.shard_lo,
+                                 grads.shard_hi);
+            init_master_weights(be, *opt, model.params_memory, n);
+            opt->bind_sites(model.sites);
+        }
         const size_t opt_bytes = be.live_bytes - live_before;
-        std::printf("memory: parameters %.1f MiB | gradients %.1f MiB | optimizer %.1f MiB%s | activations %.1f MiB | "
+        std::printf("memory: parameters %.1f MiB | gradients %.1f MiB | optimizer %s | activations %.1f MiB | "
                     "live %.1f MiB\n", n * sizeof(typename Backend::act_t) / 1048576.0,
-                    n * sizeof(typename Backend::grad_t) / 1048576.0, opt_bytes / 1048576.0,
-                    Backend::master_weights ? " (with fp32 master weights)" : "",
+                    n * sizeof(typename Backend::grad_t) / 1048576.0,
+                    !opt ? "none (--steps 0 trains nothing)"
+                         : format("%.1f MiB%s", opt_bytes / 1048576.0,
+                                  Backend::master_weights ? " (with fp32 master weights)" : "").c_str(),
                     (model.arena.acts_bytes + model.arena.bases_bytes) / 1048576.0, be.live_bytes / 1048576.0);
     }
 
