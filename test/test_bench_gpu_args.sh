@@ -22,8 +22,11 @@ refused bench_gpu --refresh-overlap 9 -- "--refresh-overlap: 9 is out of range"
 refused bench_gpu --grad-accum 0 -- "--grad-accum: 0 is out of range"
 refused bench_gpu --tiny --json "$W/no/such/dir/r.json" -- "cannot write into $W/no/such/dir"
 refused bench_gpu --tiny --json "$W" -- "--json $W: that is a directory"
-refused bench_gpu --models nosuch -- "unknown model nosuch"  # (it was the no-GPU skip, 77, on a machine without one)
-# --models FILE: a config.json's architecture from its model_type, GPT-2 or LLaMA only; --seq-len within its positions
+refused bench_gpu --models nosuch -- 'unknown model "nosuch"'  # (it was the no-GPU skip, 77, on a machine without one)
+# --models another named model or a FILE (a config.json's architecture from its model_type): GPT-2 or LLaMA only;
+# --seq-len within its positions
+refused bench_gpu --models roberta-base -- "--models roberta-base: a RoBERTa config; bench_gpu runs GPT-2 and LLaMA"
+refused bench_gpu --models gpt2-mini --seq-len 257 -- "--seq-len 257: longer than gpt2-mini's 256 positions"
 refused bench_gpu --models "$W/none.json" -- "cannot open model config $W/none.json"
 echo '{"model_type": "bert", "vocab_size": 512}' >"$W/bert.json"
 refused bench_gpu --models "$W/bert.json" -- "model_type is \"bert\", none of \"gpt2\", \"llama\", \"roberta\""

@@ -3,8 +3,8 @@
 // the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, the slowest step when the
 // refreshes are staggered one site-layer per step (as the trainer runs them; with --refresh-overlap D one every D
 // steps), and PRAC at the largest micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and
-// LLaMA-130M B=32: the gpu_verify budget), --models (also gpt2-tiny, llama-tiny, or a Hugging Face config.json of
-// GPT-2 or LLaMA, run at its architecture's B and T), --batch-size B / --seq-len T (every model's), --steps (default
+// LLaMA-130M B=32: the gpu_verify budget), --models (also gpt2-tiny, llama-tiny, and any other named model or
+// Hugging Face config.json of GPT-2 or LLaMA, run at its architecture's B and T), --batch-size B / --seq-len T (every model's), --steps (default
 // 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per other optimizer), --hidden-align A
 // (LLaMA rows: the trainer's --hidden-align, to compare with and without), --initial-spread K (PRAC rows: the
 // trainer's --prac-initial-spread, for the first step's time), --refresh-overlap D (PRAC rows: the trainer's
@@ -349,8 +349,9 @@ static void run_one(Row& r, const ModelConfig& cfg, PracOptions prac, const Opti
 
 static void usage() {
     std::printf("usage: bench_gpu [--quick] [--tiny] [--models gpt2-124m,llama-130m,llama-350m,llama-1b] [--steps N]\n"
-                "                 (--models also takes gpt2-tiny, llama-tiny and paths to Hugging Face config.json files\n"
-                "                 of GPT-2 or LLaMA, run at the B and T of gpt2-124m or llama-130m)\n"
+                "                 (--models also takes gpt2-tiny, llama-tiny, and any other named model or path to a\n"
+                "                 Hugging Face config.json of GPT-2 or LLaMA, run at the B and T of gpt2-124m or\n"
+                "                 llama-130m)\n"
                 "                 [--batch-size B] [--seq-len T]  (every model's micro-batch and sequence length)\n"
                 "                 [--max-batch | --no-max-batch] [--json FILE] [--optimizers adamw,muon,adam-mini,"
                 "galore,rso]\n                 [--hidden-align A] [--initial-spread K] [--grad-accum K]\n"
@@ -446,27 +447,21 @@ static int bench_main(int argc, char** argv) {
                 table.push_back(*it);
                 continue;
             }
-            if (m.find('/') == std::string::npos && m.find(".json") == std::string::npos) {
-                std::fprintf(stderr, "bench_gpu: unknown model %s (gpt2-124m, llama-130m, llama-350m, llama-1b, "
-                             "gpt2-tiny, llama-tiny, or a path to a config.json)\n", m.c_str());
-                return 2;
-            }
-            // a config.json: its architecture's row of the table (gpt2-124m's or llama-130m's B and T)
+            // another named model or a config.json: its architecture's row of the table (gpt2-124m's or
+            // llama-130m's B and T)
             const Arch arch = model_config_arch(m);  // (UserError: exit 2)
             if (arch != Arch::GPT2 && arch != Arch::LLAMA)
                 fail("--models %s: a %s config; bench_gpu runs GPT-2 and LLaMA", m.c_str(), arch_name(arch));
             Bench b = all[arch == Arch::GPT2 ? 0 : 1];
             b.name = m;
-            b.T = std::min(b.T, model_config_load(arch, m).max_seq_len);
             table.push_back(b);
         }
     }
-    for (Bench& b : table) {
-        if (batch_size) b.B = batch_size;
-        if (!seq_len) continue;
-        b.T = seq_len;
+    for (Bench& b : table) {  // (a config file is read once more, by the run)
         const int positions = model_config_load(b.arch, b.name).max_seq_len;
         if (seq_len > positions) fail("--seq-len %d: longer than %s's %d positions", seq_len, b.name.c_str(), positions);
+        b.T = seq_len ? seq_len : std::min(b.T, positions);
+        if (batch_size) b.B = batch_size;
     }
     // (after every flag's check: a bad one is exit 2 on a machine without a GPU too, not its skip)
     int unavailable = gpu_unavailable_exit_code("bench_gpu");
