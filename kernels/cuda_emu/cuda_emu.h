@@ -35,6 +35,7 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -157,11 +158,15 @@ inline Config cfg(dim3 grid, dim3 block, size_t smem = 0, cudaStream_t stream = 
     return Config{grid, block, smem, stream};
 }
 // Runs `body.run(body.ctx)` as every thread of every block (exec.cpp), in stream order: now, or later when the
-// stream's queue runs (kernels/cuda_emu/stream_order.h); `keep` owns what body.ctx points to until then. `kernel`
-// (may be null) identifies the kernel for the limits cudaFuncSetAttribute raised.
+// stream's queue runs (kernels/cuda_emu/stream_order.h); `keep` owns what body.ctx and body.pointers point to until
+// then. `kernel` (may be null) identifies the kernel for the limits cudaFuncSetAttribute raised. body.pointers: the
+// value of each argument that is a data pointer, null for the others (the kernel's entry checks that each points to
+// memory a GPU kernel may touch).
 struct Body {
     void (*run)(const void* ctx);
     const void* ctx;
+    const void* const* pointers;
+    unsigned n_arguments;
 };
 cudaError_t launch(const Config& cfg, const void* kernel, Body body, std::shared_ptr<const void> keep);
 
@@ -171,6 +176,15 @@ cudaError_t launch(const Config& cfg, const void* kernel, Body body, std::shared
 template <typename Tag, typename R, typename... P>
 const void* kernel_ptr(R (*f)(P...)) {
     return reinterpret_cast<const void*>(f);
+}
+
+// An argument's value when it is a pointer to data (not to a function), else null.
+template <typename T>
+const void* data_pointer(const T& v) {
+    if constexpr (std::is_pointer_v<T> && !std::is_function_v<std::remove_pointer_t<T>>)
+        return (const void*)v;  // (a C cast: pointers to volatile data too)
+    else
+        return nullptr;
 }
 
 // launcher(cfg, call, address)(args): the arguments are evaluated once and kept (as a launch copies them into the
@@ -189,13 +203,18 @@ struct Launcher {
         struct Ctx {
             Call call;
             std::tuple<std::decay_t<A>...> args;
+            std::array<const void*, sizeof...(A) + 1> pointers;  // (+ 1: no zero-length array)
         };
-        auto ctx = std::make_shared<const Ctx>(Ctx{call, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...)});
+        auto ctx = std::make_shared<Ctx>(Ctx{call, std::tuple<std::decay_t<A>...>(std::forward<A>(a)...), {}});
+        std::apply([&](const auto&... v) {
+            size_t i = 0;
+            ((ctx->pointers[i++] = data_pointer(v)), ...);
+        }, ctx->args);
         Body body{[](const void* c) {
                       const Ctx* x = static_cast<const Ctx*>(c);
                       std::apply(x->call, x->args);
                   },
-                  ctx.get()};
+                  ctx.get(), ctx->pointers.data(), (unsigned)sizeof...(A)};
         launch(cfg, k, body, ctx);
     }
 };

@@ -1043,7 +1043,8 @@ cudnnStatus_t execute_graph(const Graph& g, const std::map<int64_t, void*>& pack
         bound[kv.first] = b;
     }
     // the bytes it reads and writes, for the race check across streams (stream_order.h): each caller's tensor over its
-    // span (an interleaved view's gaps included), then the workspace
+    // span (an interleaved view's gaps included), then the workspace; not a scalar passed by value (host memory that
+    // the call reads)
     std::set<int64_t> outputs;
     for (const Op& op : g.ops) {
         outputs.insert(op.out.uid);
@@ -1051,7 +1052,7 @@ cudnnStatus_t execute_graph(const Graph& g, const std::map<int64_t, void*>& pack
     }
     for (bool write : {false, true})
         for (const auto& kv : g.tensors)
-            if (!kv.second.is_virtual && outputs.count(kv.first) == (write ? 1u : 0u))
+            if (!kv.second.is_virtual && !kv.second.by_value && outputs.count(kv.first) == (write ? 1u : 0u))
                 cuda_emu::op_access(bound.at(kv.first).base, (size_t)(kv.second.span() * dtype_bytes(kv.second.dtype)),
                                     write, "cudnnBackendExecute");
     if (g.workspace > 0) cuda_emu::op_access(workspace, (size_t)g.workspace, true, "cudnnBackendExecute");

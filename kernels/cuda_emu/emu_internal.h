@@ -79,6 +79,12 @@ std::string stream_label(int stream);
 bool set_cross_stream_check(bool on);
 bool cross_stream_check_on();
 
+// runtime.cpp: why [p, p + n) cannot be a device operand (a kernel's pointer argument, with n = 0; a library routine's
+// matrix or buffer), "" when it can: inside one cudaMalloc allocation, or one cudaMallocHost allocation (which a GPU
+// reaches through unified addressing). Here host and device memory are one, and a pointer to a std::vector would work;
+// on a GPU it faults. Off after set_host_memory_check(false) (libs_emu.h).
+std::string device_range_problem(const void* p, size_t n);
+
 // exec.cpp: cudaMalloc / cudaFree tell the global-memory race check which buffers are device memory.
 void track_device_buffer(void* p, size_t bytes);
 void untrack_device_buffer(void* p);

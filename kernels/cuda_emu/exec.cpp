@@ -986,6 +986,15 @@ void kernel_entry(const char* name, const char* signature, unsigned max_threads)
         fail(ex, b);
         die(current());
     }
+    // a pointer argument to memory a GPU kernel cannot reach (a std::vector's): here it would work
+    for (unsigned i = 0; i < ex->body.n_arguments; i++) {
+        const std::string why = device_range_problem(ex->body.pointers[i], 0);
+        if (why.empty()) continue;
+        char b[360];
+        std::snprintf(b, sizeof b, "argument %u of the kernel is %p, %s", i + 1, ex->body.pointers[i], why.c_str());
+        fail(ex, b);
+        die(current());
+    }
 }
 
 void track_device_buffer(void* p, size_t bytes) {
@@ -1087,16 +1096,31 @@ bool check_op_bytes(const Shadow& sh, uintptr_t lo, uintptr_t hi, bool write, co
 }
 }  // namespace
 
+// A device operand of a copy, memset or library routine: false, after failing the operation (sticky), when it lies
+// where a GPU routine cannot reach (pageable host memory: device_range_problem), or past its allocation's end.
+static bool device_operand(const void* p, size_t bytes, const char* what) {
+    const std::string why = device_range_problem(p, bytes);
+    if (why.empty()) return true;
+    char m[480];
+    std::snprintf(m, sizeof m, "cuda_emu: %s given %p as a device operand of %zu bytes: %s", what, p, bytes,
+                  why.c_str());
+    std::fprintf(stderr, "%s\n", m);
+    set_kernel_error(m);
+    return false;
+}
+
 void op_access(const void* p, size_t bytes, bool write, const char* what) {
     Shadow sh{};
-    if (bytes == 0 || !begin_op_bytes(p, what, &sh)) return;
+    if (bytes == 0 || !device_operand(p, bytes, what) || !begin_op_bytes(p, what, &sh)) return;
     const uintptr_t lo = reinterpret_cast<uintptr_t>(p);
     check_op_bytes(sh, lo, lo + bytes, write, what);
 }
 void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, size_t elem, bool write,
                       const char* what) {
     Shadow sh{};
-    if (rows <= 0 || cols <= 0 || !begin_op_bytes(p, what, &sh)) return;
+    if (rows <= 0 || cols <= 0 || !device_operand(p, (size_t)((cols - 1) * ld + rows) * elem, what) ||
+        !begin_op_bytes(p, what, &sh))
+        return;
     const uintptr_t base = reinterpret_cast<uintptr_t>(p);
     if (ld == rows) {
         check_op_bytes(sh, base, base + (size_t)(rows * cols) * elem, write, what);
@@ -1109,7 +1133,7 @@ void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, siz
 }
 void op_access_triangle(const void* p, int64_t n, int64_t ld, size_t elem, bool upper, bool write, const char* what) {
     Shadow sh{};
-    if (n <= 0 || !begin_op_bytes(p, what, &sh)) return;
+    if (n <= 0 || !device_operand(p, (size_t)((n - 1) * ld + n) * elem, what) || !begin_op_bytes(p, what, &sh)) return;
     for (int64_t j = 0; j < n; j++) {  // column j's rows 0..j (upper) or j..n-1 (lower)
         const int64_t first = upper ? 0 : j, rows = upper ? j + 1 : n - j;
         const uintptr_t col = reinterpret_cast<uintptr_t>(p) + (size_t)(j * ld + first) * elem;

@@ -25,3 +25,11 @@ long cuda_emu_cublas_gemm_calls(bool bf16_operands);
 // graph API's stand-in, kernels/cuda_emu/cudnn_emu.cpp; only in builds that have it), e.g. for a test that a
 // cuDNN path really ran.
 long cuda_emu_cudnn_executes();
+
+// Whether the device operands of kernels (their pointer arguments) and of the library routines must be memory a GPU
+// reaches: inside a cudaMalloc or cudaMallocHost allocation (a std::vector's pointer fails the kernel or routine,
+// sticky, as it faults on a GPU; emu_internal.h's device_range_problem). On by default; the stand-ins' own unit tests
+// turn it off to pass host arrays. Returns the old setting.
+namespace cuda_emu {
+bool set_host_memory_check(bool on);
+}

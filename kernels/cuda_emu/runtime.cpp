@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cuda_emu/emu_internal.h"
+#include "kernels/cuda_emu/libs_emu.h"  // set_host_memory_check
 #include "kernels/cuda_emu/stream_order.h"
 
 namespace cuda_emu {
@@ -299,6 +300,32 @@ static int race_check_level() {
     }();
     return level;
 }
+// ---- which memory a device operand may be ------------------------------------------------------------------------
+// Host and device memory are one here; on a GPU a kernel or a library routine given a pointer to pageable host memory
+// faults (an illegal address). cudaMallocHost's memory is reachable from the device (unified addressing).
+std::atomic<bool> g_host_memory_check{true};
+bool set_host_memory_check(bool on) { return g_host_memory_check.exchange(on); }
+
+std::string device_range_problem(const void* p, size_t n) {
+    if (!p || !g_host_memory_check) return "";
+    const char* a = static_cast<const char*>(p);
+    std::lock_guard<std::mutex> lock(g_mu);
+    for (const auto* m : {&g_allocs, &g_pinned}) {
+        auto it = m->upper_bound(p);
+        if (it == m->begin()) continue;
+        --it;
+        const char* base = static_cast<const char*>(it->first);
+        if (a < base || a > base + it->second) continue;
+        if (a + n <= base + it->second) return "";
+        char b[200];
+        std::snprintf(b, sizeof b, "bytes %zu to %zu of a %zu-byte %s allocation: past its end", (size_t)(a - base),
+                      (size_t)(a - base) + n, it->second, m == &g_allocs ? "cudaMalloc" : "cudaMallocHost");
+        return b;
+    }
+    return "pageable host memory (from neither cudaMalloc nor cudaMallocHost: a std::vector's, a local variable's, "
+           "new's), which a GPU cannot reach: it faults (an illegal address)";
+}
+
 bool race_check_enabled() { return race_check_level() >= 1; }
 bool global_race_check_enabled() { return race_check_level() >= 2; }
 bool global_race_check_every_launch() { return race_check_level() >= 3; }
@@ -617,12 +644,26 @@ static cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKi
         std::fprintf(stderr, "cuda_emu: %s\n", b);
         return ret(cudaErrorInvalidValue, b);
     }
+    // the other way round: a host side that is device memory (here both are one memory, and it would copy)
+    const bool dst_host = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyHostToHost,
+               src_host = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyHostToHost;
+    if ((dst_host && known_device_pointer(dst, 1)) || (src_host && known_device_pointer(src, 1))) {
+        char b[300];
+        std::snprintf(b, sizeof b, "cudaMemcpy of %zu bytes: the %s is device memory, and the kind (%s) says host "
+                      "memory: pointers that do not match the kind are undefined behaviour (cudaMemcpyDeviceToDevice "
+                      "or cudaMemcpyDefault copies between device buffers)", n,
+                      dst_host && known_device_pointer(dst, 1) ? "destination" : "source",
+                      kind == cudaMemcpyHostToDevice ? "host to device"
+                      : kind == cudaMemcpyDeviceToHost ? "device to host" : "host to host");
+        std::fprintf(stderr, "cuda_emu: %s\n", b);
+        return ret(cudaErrorInvalidValue, b);
+    }
     return cudaSuccess;
 }
 // A copy as a stream operation: its device bytes reported to the race check (stream_order.h), then moved.
 static void copy_in_order(void* dst, const void* src, size_t n, const char* what) {
-    op_access(src, n, false, what);
-    op_access(dst, n, true, what);
+    if (known_device_pointer(src, n)) op_access(src, n, false, what);  // (op_access takes device operands only)
+    if (known_device_pointer(dst, n)) op_access(dst, n, true, what);
     std::memmove(dst, src, n);
 }
 // The runtime API reference's "API synchronization behavior": cudaMemcpy with a host side returns after the copy

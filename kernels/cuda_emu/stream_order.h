@@ -35,8 +35,10 @@ bool streams_deferred();
 // Inside a stream operation that is not a kernel (a copy, a memset, a library routine): the device bytes it reads or
 // writes, reported before it touches them, for the global-memory race check (exec.cpp): a byte that an earlier
 // operation of another stream wrote (or, for a write, read) and that nothing orders before this one (emu_internal.h's
-// OpOrder) fails the operation as a race, sticky, as a racing kernel's launch does. Host memory is ignored; `what`
-// names the routine in the report.
+// OpOrder) fails the operation as a race, sticky, as a racing kernel's launch does; so does a range that is not inside
+// one cudaMalloc (or cudaMallocHost) allocation: pageable host memory, which a GPU routine cannot reach
+// (emu_internal.h's device_range_problem), or bytes past an allocation's end. `what` names the routine in the
+// report.
 void op_access(const void* p, size_t bytes, bool write, const char* what);
 // The same for a column-major matrix of `rows` x `cols` elements of `elem` bytes, leading dimension `ld`.
 void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, size_t elem, bool write,

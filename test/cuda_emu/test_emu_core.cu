@@ -652,6 +652,40 @@ TEST_F(EmuTest, CorrectTailRunsClean) {
     EXPECT_EQ(out.get()[n - 1], 3.0f);
 }
 
+// Host and device memory are one here, so a kernel given a std::vector's pointer would run; on a GPU it faults (an
+// illegal address). A pointer argument must lie in a cudaMalloc allocation (an offset into it, its end included) or
+// a cudaMallocHost one, which a GPU reaches through unified addressing; else the launch fails, sticky, naming the
+// argument. A null pointer is no access.
+TEST_F(EmuTest, AKernelGivenPageableHostMemoryFails) {
+    DevBuf<float> out(64), in(64);
+    in.put(std::vector<float>(64, 1.5f));
+    tail_kernel<<<1, 32>>>(out.p + 32, in.p + 32, 31);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    EXPECT_EQ(out.get()[63], 3.0f);
+    tail_kernel<<<1, 32>>>(out.p + 64, in.p, -1);  // its end: touched by no thread
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    float* pinned = nullptr;
+    ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&pinned), 32 * sizeof(float)), cudaSuccess);
+    tail_kernel<<<1, 32>>>(out.p, pinned, -1);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    cudaFreeHost(pinned);
+    tail_kernel<<<1, 32>>>(out.p, nullptr, -1);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cuda_emu::last_error_message();
+    // a copy whose host side is device memory: the kind names the wrong direction (undefined behaviour on a GPU)
+    EXPECT_EQ(cudaMemcpy(out.p, in.p, 4, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+    EXPECT_NE(cuda_emu::last_error_message().find("the source is device memory, and the kind (host to device)"),
+              std::string::npos) << cuda_emu::last_error_message();
+    EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+
+    std::vector<float> host(32, 1.5f);
+    tail_kernel<<<1, 32>>>(out.p, host.data(), 31);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
+    const std::string m = cuda_emu::last_error_message();
+    EXPECT_NE(m.find("argument 2 of the kernel is 0x"), std::string::npos) << m;
+    EXPECT_NE(m.find("pageable host memory"), std::string::npos) << m;
+    EXPECT_NE(m.find("tail_kernel"), std::string::npos) << m;
+}
+
 // 3. Divergent barriers: half the block returns before a barrier the other half waits at; and two different
 // __syncthreads reached by different threads.
 __global__ void early_exit_kernel(float* out) {

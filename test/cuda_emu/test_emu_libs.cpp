@@ -36,7 +36,11 @@ namespace {
 
 const float NaN = std::numeric_limits<float>::quiet_NaN();
 
-// "Device" memory as cudaMalloc gives it: 256-byte aligned.
+// The routines here are given host arrays (DevBuf below), which a GPU's could not reach: the operand check is off in
+// this file, but in its own test (HostMemoryCheck).
+const bool g_check_was_on = cuda_emu::set_host_memory_check(false);
+
+// "Device" memory as cudaMalloc gives it (but not from it: the operand check is off), 256-byte aligned.
 template <typename T>
 struct DevBuf {
     T* p = nullptr;
@@ -1307,6 +1311,42 @@ TEST(StreamOrder, LibraryRoutinesTakePartInTheRaceCheckAcrossStreams) {
     EXPECT_EXIT(run(false, false), ::testing::ExitedWithCode(0), want);
     EXPECT_EXIT(run(true, true), ::testing::ExitedWithCode(0), "result: cudaSuccess");
     EXPECT_EXIT(run(false, true), ::testing::ExitedWithCode(0), "result: cudaSuccess");
+}
+
+// With the operand check on (as everywhere but in this file's other tests): host and device memory are one here, so
+// a routine given a std::vector's pointer would compute; on a GPU it faults. An operand inside a cudaMalloc
+// allocation, or a cudaMallocHost one (which a GPU reaches through unified addressing), passes; pageable host memory,
+// or a matrix that reaches past its allocation's end, fails the routine, sticky. In a child process each.
+TEST(HostMemoryCheck, ARoutineGivenMemoryAGpuCannotReachFails) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    ASSERT_TRUE(g_check_was_on) << "on by default";
+    enum Case { DEVICE, PINNED, PAGEABLE, PAST_THE_END };
+    auto run = [](Case c) {
+        cuda_emu::set_host_memory_check(true);
+        float *A = nullptr, *B = nullptr, *C = nullptr, *pinned = nullptr;
+        cudaMalloc(&A, 6 * sizeof(float));
+        cudaMalloc(&B, 6 * sizeof(float));
+        cudaMalloc(&C, 4 * sizeof(float));
+        // (the C function: cuda_runtime.h's template overload calls cudaHostAlloc)
+        cudaMallocHost(reinterpret_cast<void**>(&pinned), 6 * sizeof(float));
+        std::vector<float> pageable(6);
+        const float* a = c == PINNED ? pinned : c == PAGEABLE ? pageable.data() : A;
+        cublasHandle_t h;
+        cublasCreate(&h);
+        const float one = 1, zero = 0;
+        // B (3 x 2) with a leading dimension of 4: 4 + 3 = 7 floats of its 6
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 2, B, c == PAST_THE_END ? 4 : 3, &zero, C, 2);
+        std::fprintf(stderr, "result: %s\n", cudaGetErrorName(cudaDeviceSynchronize()));
+        std::exit(0);
+    };
+    EXPECT_EXIT(run(DEVICE), ::testing::ExitedWithCode(0), "result: cudaSuccess");
+    EXPECT_EXIT(run(PINNED), ::testing::ExitedWithCode(0), "result: cudaSuccess");
+    EXPECT_EXIT(run(PAGEABLE), ::testing::ExitedWithCode(0),
+                "a cuBLAS GEMM given 0x[0-9a-f]+ as a device operand of 24 bytes: pageable host memory .*"
+                "result: cudaErrorLaunchFailure");
+    EXPECT_EXIT(run(PAST_THE_END), ::testing::ExitedWithCode(0),
+                "a cuBLAS GEMM given 0x[0-9a-f]+ as a device operand of 28 bytes: bytes 0 to 28 of a 24-byte "
+                "cudaMalloc allocation: past its end.*result: cudaErrorLaunchFailure");
 }
 
 TEST(StreamOrder, LibraryWorkRunsWhenItsStreamIsWaitedFor) {

@@ -40,6 +40,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda_emu/libs_emu.h"  // cuda_emu::set_host_memory_check
+
 #if defined(PRAC_HAVE_MPI)
 #if PRAC_HAVE_MPI
 #define TEST_MPI 1
@@ -61,6 +63,10 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
+
+// The collectives here are given host vectors, which a GPU's could not reach: the operand check is off
+// (kernels/cuda_emu/libs_emu.h).
+[[maybe_unused]] static const bool g_check_was_on = cuda_emu::set_host_memory_check(false);
 
 static ncclComm_t g_comm = nullptr;  // the tests' communicator: every process of the job
 static int g_rank = 0, g_size = 1;   // this rank, the number of ranks
