@@ -85,6 +85,13 @@ bool cross_stream_check_on();
 // on a GPU it faults. Off after set_host_memory_check(false) (libs_emu.h).
 std::string device_range_problem(const void* p, size_t n);
 
+// device_memory.cpp: cudaMalloc's memory, in pages of its own closed to host code (PROT_NONE) except while device
+// work runs (stream_order.h's DeviceWork), with a guard page after it and the bytes past its end poisoned for
+// AddressSanitizer; null when mmap fails. unmap keeps the range closed for the next 1024 frees (a use after cudaFree
+// is said as such), then unmaps it.
+void* device_memory_map(size_t bytes);
+void device_memory_unmap(void* p);
+
 // exec.cpp: cudaMalloc / cudaFree tell the global-memory race check which buffers are device memory.
 void track_device_buffer(void* p, size_t bytes);
 void untrack_device_buffer(void* p);

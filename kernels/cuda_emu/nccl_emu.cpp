@@ -808,6 +808,7 @@ static void report_bytes(cudaStream_t stream, const char* fn, const void* send, 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
+    cuda_emu::DeviceWork device({sendbuff, recvbuff});  // (its buffers open at once: another rank may read them)
     const char* fn = "ncclAllReduce";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;
@@ -848,6 +849,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                         int root, ncclComm_t comm, cudaStream_t stream) {
     cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
+    cuda_emu::DeviceWork device({sendbuff, recvbuff});  // (its buffers open at once: another rank may read them)
     const char* fn = "ncclReduce";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;
@@ -891,6 +893,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
     cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
+    cuda_emu::DeviceWork device({sendbuff, recvbuff});  // (its buffers open at once: another rank may read them)
     const char* fn = "ncclBroadcast";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;
@@ -931,6 +934,7 @@ ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int ro
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
+    cuda_emu::DeviceWork device({sendbuff, recvbuff});  // (its buffers open at once: another rank may read them)
     const char* fn = "ncclReduceScatter";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;
@@ -976,6 +980,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
     cuda_emu::stream_drain(stream);  // in program order: the stream's queued work, then the collective, now
+    cuda_emu::DeviceWork device({sendbuff, recvbuff});  // (its buffers open at once: another rank may read them)
     const char* fn = "ncclAllGather";
     if (ncclResult_t r = check_comm(comm, fn); r != ncclSuccess) return r;
     Check ck;

@@ -1,12 +1,12 @@
 // The CUDA runtime API on a CPU: the functions of cuda_runtime_api.h that the project calls, with the semantics the
-// CUDA Runtime API reference gives them, on one emulated sm_90 device. Device memory is host memory (aligned like
-// cudaMalloc's, tracked so cudaFree and cudaMemGetInfo behave); each stream is a queue that runs when something
-// waits for it (stream_order.h: PRAC_EMU_STREAMS=deferred, the default; =eager runs every operation as it is
-// issued), and events mark positions in those queues and time their execution; work from several host threads runs
-// one operation at a time; the current device is each host thread's; errors follow the runtime's rules: a launch
-// refused up front sets the calling host thread's last error (cudaGetLastError returns and clears it; another
-// thread's is its own, as the reference says "in the same host thread"), a kernel that fails while running leaves a
-// sticky error that every later call on every thread returns (and nothing queued runs after it).
+// CUDA Runtime API reference gives them, on one emulated sm_90 device. Device memory is host memory (pages of its
+// own, closed to host code: device_memory.cpp; tracked so cudaFree and cudaMemGetInfo behave); each stream is a queue
+// that runs when something waits for it (stream_order.h: PRAC_EMU_STREAMS=deferred, the default; =eager runs every
+// operation as it is issued), and events mark positions in those queues and time their execution; work from several
+// host threads runs one operation at a time; the current device is each host thread's; errors follow the runtime's
+// rules: a launch refused up front sets the calling host thread's last error (cudaGetLastError returns and clears it;
+// another thread's is its own, as the reference says "in the same host thread"), a kernel that fails while running
+// leaves a sticky error that every later call on every thread returns (and nothing queued runs after it).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -173,6 +173,7 @@ void host_saw_everything() {
 void run_in_order(const OpOrder* o, const std::function<void()>& op) {
     const OpOrder* outer = g_running;  // a queued wait runs other queues' operations inside its own
     g_running = o;
+    DeviceWork device;  // device memory open to it
     op();
     g_running = outer;
 }
@@ -570,11 +571,8 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
             return cudaErrorMemoryAllocation;
         }
     }
-    void* p = nullptr;
-    if (posix_memalign(&p, 256, size) != 0) return ret(cudaErrorMemoryAllocation);
-    // cudaMalloc does not clear: garbage, never a convenient value. 0x7f bytes read as 3.39e38 in fp32 and bf16 (and
-    // 2.1e9 as int32), so a sum into an unzeroed buffer is far off (0xa5's -2.9e-16 was as good as a zero)
-    std::memset(p, 0x7f, size);
+    void* p = device_memory_map(size);  // filled with 0x7f bytes, closed to host code (device_memory.cpp)
+    if (!p) return ret(cudaErrorMemoryAllocation);
     track_device_buffer(p, size);
     std::lock_guard<std::mutex> lock(g_mu);
     g_allocs[p] = size;
@@ -599,7 +597,7 @@ cudaError_t cudaFree(void* ptr) {
         g_allocs.erase(it);
     }
     untrack_device_buffer(ptr);
-    std::free(ptr);
+    device_memory_unmap(ptr);
     return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void** ptr, size_t size) {

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 
 namespace cuda_emu {
 
@@ -46,5 +47,17 @@ void op_access_matrix(const void* p, int64_t rows, int64_t cols, int64_t ld, siz
 // The upper or lower triangle (with the diagonal) of a column-major n x n matrix: what a routine that references one
 // triangle only ("the other part is not referenced") touches.
 void op_access_triangle(const void* p, int64_t n, int64_t ld, size_t elem, bool upper, bool write, const char* what);
+
+// Device work that is not a stream operation (NCCL's collectives, which run in program order): while one lives, the
+// device memory it touches is open to it (device_memory.cpp keeps cudaMalloc's memory closed to host code); those in
+// open_now are opened at once (a collective's buffers, which another rank's process may read). Stream operations are
+// device work already.
+class DeviceWork {
+public:
+    explicit DeviceWork(std::initializer_list<const void*> open_now = {});
+    ~DeviceWork();
+    DeviceWork(const DeviceWork&) = delete;
+    DeviceWork& operator=(const DeviceWork&) = delete;
+};
 
 }  // namespace cuda_emu

@@ -639,8 +639,27 @@ void launch_shared_tail() {
 
 TEST(EmuDeathTest, AddressSanitizerCatchesAnOffByOneTail) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
-    EXPECT_DEATH(launch_global_tail(), "heap-buffer-overflow");
+    EXPECT_DEATH(launch_global_tail(), "use-after-poison");  // (device memory: the bytes past its end are poisoned)
     EXPECT_DEATH(launch_shared_tail(), "heap-buffer-overflow");
+}
+
+// Host code that dereferences a cudaMalloc pointer (a missing cudaMemcpy) crashes on a GPU machine or reads garbage;
+// here host and device memory are one, so device memory is closed to host code (device_memory.cpp): the read dies
+// with what it touched, and so does one after cudaFree. Device work reaches the same bytes (the kernels above).
+void host_reads_device_memory(bool after_free) {
+    float* p = nullptr;
+    cudaMalloc(&p, 64 * sizeof(float));
+    if (after_free) cudaFree(p);
+    volatile float* v = p;
+    std::printf("read %f\n", v[3]);
+}
+
+TEST(EmuDeathTest, HostCodeThatTouchesDeviceMemoryDies) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(host_reads_device_memory(false), "cuda_emu: host code touched device memory: byte 12 of a 256-byte "
+                                                  "cudaMalloc allocation at 0x[0-9a-f]+, outside any device work");
+    EXPECT_DEATH(host_reads_device_memory(true), "cuda_emu: host code touched freed device memory: byte 12 of a "
+                                                 "256-byte cudaMalloc allocation at 0x[0-9a-f]+, after its cudaFree");
 }
 
 TEST_F(EmuTest, CorrectTailRunsClean) {
