@@ -42,7 +42,7 @@ struct Range {
     size_t bytes = 0;   // what cudaMalloc was asked for
     size_t pages = 0;   // the bytes of its pages, without the guard page after them
     bool open = false;  // readable and writable now (device work touched it)
-    bool freed = false; // cudaFree'd, kept closed for a while
+    bool freed = false;  // cudaFree'd, kept closed for a while
 };
 // The handler takes g_range_mu: nothing that holds it touches device memory.
 std::mutex g_range_mu;
