@@ -3,17 +3,17 @@
 // the plan and the cudaMemGetInfo delta, the refresh step's extra cost amortized over T1, the slowest step when the
 // refreshes are staggered one site-layer per step (as the trainer runs them; with --refresh-overlap D one every D
 // steps), and PRAC at the largest micro-batch the planner fits. Flags (usage() below): --quick (GPT-2 124M B=16 and
-// LLaMA-130M B=32: the gpu_verify budget), --models (also gpt2-tiny, llama-tiny, and any other named model or
-// Hugging Face config.json of GPT-2 or LLaMA, run at its architecture's B and T), --batch-size B / --seq-len T (every model's), --steps (default
-// 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per other optimizer), --hidden-align A
-// (LLaMA rows: the trainer's --hidden-align, to compare with and without), --initial-spread K (PRAC rows: the
-// trainer's --prac-initial-spread, for the first step's time), --refresh-overlap D (PRAC rows: the trainer's
-// --prac-refresh-overlap D, refreshes solved beside the steps), --grad-accum K (every step K micro-batches of B, as
-// the trainer's --grad-accum: PRAC refreshes on the first only, so K is what a refresh is measured against; the
-// paper's global batch of 512 sequences is B = 128 x K = 4 on one GPU), --tiny (a smoke run of every code path, e.g.
-// emulated in `make test`; its numbers mean nothing).
-// Every row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh copies them). Without a CUDA device: exit
-// 77 (REQUIRE_GPU=1: exit 1). How each number is measured and what MFU counts: docs/DESIGN.md section 9.4.
+// LLaMA-130M B=32: the gpu_verify budget), --models (also gpt2-tiny, llama-tiny, and any other named model or Hugging
+// Face config.json of GPT-2 or LLaMA, run at its architecture's B and T), --batch-size B / --seq-len T (every model's),
+// --steps (default 10), --max-batch / --no-max-batch, --json FILE, --optimizers (one more row per other optimizer),
+// --hidden-align A (LLaMA rows: the trainer's --hidden-align, to compare with and without), --initial-spread K (PRAC
+// rows: the trainer's --prac-initial-spread, for the first step's time), --refresh-overlap D (PRAC rows: the trainer's
+// --prac-refresh-overlap D, refreshes solved beside the steps), --grad-accum K (every step K micro-batches of B, as the
+// trainer's --grad-accum: PRAC refreshes on the first only, so K is what a refresh is measured against; the paper's
+// global batch of 512 sequences is B = 128 x K = 4 on one GPU), --tiny (a smoke run of every code path, e.g. emulated
+// in `make test`; its numbers mean nothing). Every row is also printed as a "RESULT ..." line (scripts/gpu_verify.sh
+// copies them). Without a CUDA device: exit 77 (REQUIRE_GPU=1: exit 1). How each number is measured and what MFU
+// counts: docs/DESIGN.md section 9.4.
 #include <algorithm>
 #include <chrono>
 #include <cmath>

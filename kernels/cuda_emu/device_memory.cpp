@@ -19,21 +19,10 @@
 #include <mutex>
 #include <vector>
 
+#include <sanitizer/asan_interface.h>  // ASAN_(UN)POISON_MEMORY_REGION (no-ops without AddressSanitizer)
+
 #include "kernels/cuda_emu/emu_internal.h"
 #include "kernels/cuda_emu/stream_order.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#include <sanitizer/asan_interface.h>
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#endif
-#if !defined(ASAN_POISON_MEMORY_REGION)
-#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
-#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
-#endif
 
 namespace cuda_emu {
 namespace {
@@ -144,10 +133,10 @@ void* device_memory_map(size_t bytes) {
     std::memset(c, 0x7f, bytes);
     ASAN_POISON_MEMORY_REGION(c + bytes, pages - bytes);  // an overrun is AddressSanitizer's use-after-poison
     std::lock_guard<std::mutex> lock(g_range_mu);
-    Range& r = g_ranges[reinterpret_cast<uintptr_t>(p)];
-    r = Range{bytes, pages, true, false};
-    if (g_device_work > 0) g_opened.push_back(reinterpret_cast<uintptr_t>(p));  // closed when that work ends
-    else mprotect(p, pages, PROT_NONE), r.open = false;
+    const bool open = g_device_work > 0;  // (made inside device work: closed when it ends)
+    if (open) g_opened.push_back(reinterpret_cast<uintptr_t>(p));
+    else mprotect(p, pages, PROT_NONE);
+    g_ranges[reinterpret_cast<uintptr_t>(p)] = Range{bytes, pages, open, false};
     return p;
 }
 

@@ -67,14 +67,21 @@ void note_host_wait(const char* what) {
     }
     if (trace) std::printf("cuda_emu: host waits for the device (%s)\n", what);
 }
-bool pinned_host_range(const void* p, size_t n) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    auto it = g_pinned.upper_bound(p);
-    if (it == g_pinned.begin()) return false;
+// The allocation of m (start, size) that p lies in, its end included, or null; under g_mu.
+const std::pair<const void* const, size_t>* allocation_at(const std::map<const void*, size_t>& m, const void* p) {
+    auto it = m.upper_bound(p);
+    if (it == m.begin()) return nullptr;
     --it;
-    const char* base = static_cast<const char*>(it->first);
-    return static_cast<const char*>(p) >= base && static_cast<const char*>(p) + n <= base + it->second;
+    const char *a = static_cast<const char*>(p), *base = static_cast<const char*>(it->first);
+    return a >= base && a <= base + it->second ? &*it : nullptr;
 }
+// Whether [p, p + n) lies inside one allocation of m.
+bool inside(const std::map<const void*, size_t>& m, const void* p, size_t n) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    const auto* a = allocation_at(m, p);
+    return a && static_cast<const char*>(p) + n <= static_cast<const char*>(a->first) + a->second;
+}
+bool pinned_host_range(const void* p, size_t n) { return inside(g_pinned, p, n); }
 
 std::map<const void*, int> g_smem_limit;  // cudaFuncAttributeMaxDynamicSharedMemorySize per kernel
 constexpr int kDefaultSmem = (int)kStaticSmemLimit;
@@ -208,14 +215,7 @@ void run_all_queues(bool blocking_only = false) {
 }
 bool event_complete(const EmuEvent* ev) { return !ev->stream || ev->stream->done >= ev->ticket; }
 
-bool known_device_pointer(const void* p, size_t n) {
-    std::lock_guard<std::mutex> lock(g_mu);
-    auto it = g_allocs.upper_bound(p);
-    if (it == g_allocs.begin()) return false;
-    --it;
-    const char* base = static_cast<const char*>(it->first);
-    return static_cast<const char*>(p) >= base && static_cast<const char*>(p) + n <= base + it->second;
-}
+bool known_device_pointer(const void* p, size_t n) { return inside(g_allocs, p, n); }
 
 }  // namespace
 
@@ -309,18 +309,15 @@ bool set_host_memory_check(bool on) { return g_host_memory_check.exchange(on); }
 
 std::string device_range_problem(const void* p, size_t n) {
     if (!p || !g_host_memory_check) return "";
-    const char* a = static_cast<const char*>(p);
     std::lock_guard<std::mutex> lock(g_mu);
     for (const auto* m : {&g_allocs, &g_pinned}) {
-        auto it = m->upper_bound(p);
-        if (it == m->begin()) continue;
-        --it;
-        const char* base = static_cast<const char*>(it->first);
-        if (a < base || a > base + it->second) continue;
-        if (a + n <= base + it->second) return "";
+        const auto* at = allocation_at(*m, p);
+        if (!at) continue;
+        const size_t from = (size_t)(static_cast<const char*>(p) - static_cast<const char*>(at->first));
+        if (from + n <= at->second) return "";
         char b[200];
-        std::snprintf(b, sizeof b, "bytes %zu to %zu of a %zu-byte %s allocation: past its end", (size_t)(a - base),
-                      (size_t)(a - base) + n, it->second, m == &g_allocs ? "cudaMalloc" : "cudaMallocHost");
+        std::snprintf(b, sizeof b, "bytes %zu to %zu of a %zu-byte %s allocation: past its end", from, from + n,
+                      at->second, m == &g_allocs ? "cudaMalloc" : "cudaMallocHost");
         return b;
     }
     return "pageable host memory (from neither cudaMalloc nor cudaMallocHost: a std::vector's, a local variable's, "
